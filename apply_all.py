@@ -1,0 +1,14 @@
+#!/usr/bin/env python3
+"""Apply the fix pack to this image: python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]
+
+Thin entry: puts this checkout on sys.path, then runs ``fixpack apply`` (see README.md).
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fixpack.cli import apply_all_main  # noqa: E402
+
+if __name__ == "__main__":
+    apply_all_main()

@@ -1,0 +1,261 @@
+"""The diff adapter: the one place that parses patch files (through unidiff) and writes them.
+
+A patch file is a git format-patch message: a mail-style header with a DEP-3 style description, a
+``---`` line, then one ``diff --git`` section per file. :func:`parse_patch` turns its bytes into
+:class:`FilePatch` objects whose hunks carry exact pre-image and post-image lines (line endings
+included, so "\\ No newline at end of file" is honoured). :func:`format_patch` writes the
+deterministic form used in the pack: a fixed ``From`` line, no dates, no commit hashes, no
+trailing version signature, so that regenerating an unchanged patch shows no diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import unidiff
+
+from .errors import PatchParseError, Problem
+
+FIXED_FROM_LINE = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
+AUTHOR = "vLLM Gaudi fix pack <fixpack@invalid>"
+_PREFIX = re.compile(r"^[ab]/")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk. Line numbers are 1-based, as in the ``@@ -a,b +c,d @@`` header.
+
+    ``old_lines`` is the pre-image (context and removed lines), ``new_lines`` the post-image
+    (context and added lines); each line keeps its ``\\n`` unless the file ends without one.
+    """
+
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    old_lines: tuple[str, ...]
+    new_lines: tuple[str, ...]
+    leading_context: int
+    trailing_context: int
+    diff_line: int  # 1-based line of the @@ header inside the patch file
+
+    def sha_pre(self) -> str:
+        return sha256_text("".join(self.old_lines))
+
+    def sha_post(self) -> str:
+        return sha256_text("".join(self.new_lines))
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """The change to one file. ``old_path``/``new_path`` are None for an added/deleted file."""
+
+    old_path: str | None
+    new_path: str | None
+    hunks: tuple[Hunk, ...]
+    old_mode: str | None
+    new_mode: str | None
+    binary: bool
+    diff_line: int
+
+    @property
+    def path(self) -> str:
+        """The path the change ends at (the old path for a deletion)."""
+        return self.new_path or self.old_path or ""
+
+    @property
+    def kind(self) -> str:
+        if self.old_path is None:
+            return "add"
+        if self.new_path is None:
+            return "delete"
+        if self.old_path != self.new_path:
+            return "rename"
+        return "modify"
+
+    def paths(self) -> tuple[str, ...]:
+        return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p)
+
+
+@dataclass(frozen=True)
+class PatchHeader:
+    """The mail header and DEP-3 description above the first ``diff --git`` line."""
+
+    subject: str
+    description: str
+    fields: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ParsedPatch:
+    header: PatchHeader
+    files: tuple[FilePatch, ...]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return sha256_bytes(text.encode("utf-8", "surrogateescape"))
+
+
+def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
+    """Parse a patch file's bytes.
+
+    Raises PatchParseError naming ``source`` and the line for CRLF line endings, a malformed
+    diff, an absolute path or one that climbs out of the target with ``..``.
+    """
+    _refuse_crlf(data, source)
+    text = data.decode("utf-8", "surrogateescape")
+    header = _parse_header(text)
+    try:
+        patchset = unidiff.PatchSet(text.splitlines(keepends=True))
+    except unidiff.UnidiffParseError as exc:
+        raise PatchParseError(
+            f"{source}: malformed patch: {exc}",
+            [Problem(str(exc), hint="regenerate the patch with git diff / format-patch")],
+        ) from exc
+    if not patchset and "diff --git" in text or not patchset and "@@ " in text:
+        raise PatchParseError(f"{source}: malformed patch: no file section could be read")
+    files = tuple(_convert_file(pf, source) for pf in patchset)
+    return ParsedPatch(header, files)
+
+
+def _refuse_crlf(data: bytes, source: str) -> None:
+    idx = data.find(b"\r\n")
+    if idx >= 0:
+        line = data.count(b"\n", 0, idx) + 1
+        raise PatchParseError(
+            f"{source}:{line}: CRLF line endings in a patch file",
+            [Problem("CRLF line endings", None, line, "convert the patch to LF (dos2unix) and re-run")],
+        )
+
+
+def _parse_header(text: str) -> PatchHeader:
+    head = text.split("\ndiff --git ", 1)[0]
+    head = head.split("\n---\n", 1)[0]
+    subject = ""
+    body: list[str] = []
+    fields: list[tuple[str, str]] = []
+    in_body = False
+    for line in head.splitlines():
+        if not in_body:
+            if line.startswith("Subject:"):
+                subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", line[len("Subject:"):].strip())
+            elif line == "":
+                in_body = True
+            continue
+        m = re.match(r"^([A-Z][A-Za-z-]+): (.*)$", line)
+        if m:
+            fields.append((m.group(1), m.group(2)))
+        else:
+            body.append(line)
+    return PatchHeader(subject, "\n".join(body).strip(), tuple(fields))
+
+
+def _clean_path(raw: str | None, source: str, line: int | None) -> str | None:
+    if raw is None or raw == "/dev/null":
+        return None
+    raw = raw.strip('"')
+    path = _PREFIX.sub("", raw)
+    pp = PurePosixPath(path)
+    if path.startswith("/") or pp.is_absolute():
+        raise PatchParseError(
+            f"{source}:{line}: absolute path {path!r} in a patch",
+            [Problem(f"absolute path {path!r}", None, line, "paths must be relative to the target root")],
+        )
+    if ".." in pp.parts or path in ("", "."):
+        raise PatchParseError(
+            f"{source}:{line}: path {path!r} climbs out of the target",
+            [Problem(f"path {path!r} escapes the target root", None, line, "use a path inside the target")],
+        )
+    return path
+
+
+def _convert_file(pf: unidiff.PatchedFile, source: str) -> FilePatch:
+    line = pf.diff_line_no
+    old = None if pf.is_added_file else _clean_path(pf.source_file, source, line)
+    new = None if pf.is_removed_file else _clean_path(pf.target_file, source, line)
+    hunks = tuple(_convert_hunk(h) for h in pf)
+    return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
+
+
+def _convert_hunk(h: unidiff.Hunk) -> Hunk:
+    old: list[str] = []
+    new: list[str] = []
+    kinds: list[str] = []
+    for ln in h:
+        kind = ln.line_type
+        if kind == "\\":
+            # the line before has no newline at the end of the file
+            if kinds and kinds[-1] in ("-", " ") and old:
+                old[-1] = old[-1].removesuffix("\n")
+            if kinds and kinds[-1] in ("+", " ") and new:
+                new[-1] = new[-1].removesuffix("\n")
+            continue
+        value = ln.value
+        if kind in ("-", " "):
+            old.append(value)
+        if kind in ("+", " "):
+            new.append(value)
+        kinds.append(kind)
+    lead = next((i for i, k in enumerate(kinds) if k != " "), len(kinds))
+    trail = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
+    header_line = (h[0].diff_line_no - 1) if len(h) else 0
+    return Hunk(h.source_start, h.source_length, h.target_start, h.target_length,
+                tuple(old), tuple(new), lead, trail, header_line)
+
+
+def diff_body(text: str) -> str:
+    """The part of a patch file from the first ``diff --git`` line on (version signature dropped)."""
+    idx = text.find("diff --git ")
+    if idx < 0:
+        return ""
+    body = text[idx:]
+    # git format-patch ends with "-- \n<version>\n"; it churns between git versions
+    body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", body)
+    # index lines carry blob hashes that churn with unrelated metadata; modes are kept
+    body = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", body, flags=re.M)
+    return body if body.endswith("\n") else body + "\n"
+
+
+def format_patch(subject: str, description: str, fields: list[tuple[str, str]], body: str) -> str:
+    """Write a patch file deterministically: fixed From line and author, no date, no hashes.
+
+    ``body`` is the diff part (from ``diff --git`` on); see :func:`diff_body`.
+    """
+    lines = [FIXED_FROM_LINE, f"From: {AUTHOR}", f"Subject: [PATCH] {subject.strip()}", ""]
+    if description.strip():
+        lines += [description.strip(), ""]
+    lines += [f"{k}: {v}" for k, v in fields]
+    lines += ["---", ""]
+    return "\n".join(lines) + diff_body(body)
+
+
+def render_unified(path_old: str | None, path_new: str | None, old: str, new: str, context: int = 3) -> str:
+    """A git-style unified diff of one text file (used to regenerate patches and interdiffs)."""
+    import difflib
+
+    a = old.splitlines(keepends=True)
+    b = new.splitlines(keepends=True)
+    an = f"a/{path_old}" if path_old else "/dev/null"
+    bn = f"b/{path_new}" if path_new else "/dev/null"
+    head = f"diff --git a/{path_old or path_new} b/{path_new or path_old}\n"
+    if path_old is None:
+        head += "new file mode 100644\n"
+    elif path_new is None:
+        head += "deleted file mode 100644\n"
+    out = []
+    for line in difflib.unified_diff(a, b, an, bn, n=context):
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        out.append(line)
+    if not out:
+        return ""
+    out[0] = out[0].rstrip("\n").rstrip() + "\n"
+    out[1] = out[1].rstrip("\n").rstrip() + "\n"
+    return head + "".join(out)

@@ -1,0 +1,126 @@
+"""The one exception hierarchy of the engine, and the process exit code of each kind.
+
+Every message says what went wrong, where (file and line when there is one), and what to do next.
+The engine never calls ``sys.exit``; the CLI maps ``FixpackError.exit_code`` to the process status.
+
+Exit codes (documented in the README):
+
+=====  ==========================================================================
+ 0     the image ends in the profile's state
+ 1     an unexpected internal error (a bug: please report it)
+ 2     bad input: the pack, a profile, a patch, a lock file or the command line
+ 3     image mismatch: a pin, a fingerprint, a missing target, a tampered file
+ 4     conflict: a fix does not apply, or applies only in part
+ 5     environment: the target is not writable, another run holds the lock
+=====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_MISMATCH = 3
+EXIT_CONFLICT = 4
+EXIT_ENVIRONMENT = 5
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found while loading or checking: where it is and what to do."""
+
+    message: str
+    path: Path | None = None
+    line: int | None = None
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}:{self.line}: " if self.line else f"{self.path}: "
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{where}{self.message}{hint}"
+
+
+class FixpackError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        self.problems: list[Problem] = list(problems or [])
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        head = super().__str__()
+        if not self.problems:
+            return head
+        return head + "\n" + "\n".join(f"  - {p}" for p in self.problems)
+
+
+class BadInputError(FixpackError):
+    """The pack, a profile, a patch, the lock or the command line is wrong."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class PackError(BadInputError):
+    """Loading or validating the pack found problems (each with file and line)."""
+
+
+class PatchParseError(BadInputError):
+    """A patch file does not parse, or holds something the engine refuses (CRLF, escaping path)."""
+
+
+class UnknownNameError(BadInputError):
+    """A profile or fix name that the pack does not have; the message lists close matches."""
+
+
+class StaleLockError(BadInputError):
+    """The profile's lock does not match the pack or the release copy; regenerate it."""
+
+
+class MismatchError(FixpackError):
+    """The image does not match the profile: a pin, a fingerprint, a missing target, tampering."""
+
+    exit_code = EXIT_MISMATCH
+
+
+class ConflictError(FixpackError):
+    """A fix does not apply, or only some of its hunks are present."""
+
+    exit_code = EXIT_CONFLICT
+
+
+class EnvironmentProblem(FixpackError):
+    """The target cannot be written, or another run holds the lock."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class BusyError(EnvironmentProblem):
+    """Another run holds the target's lock."""
+
+
+class GitError(FixpackError):
+    """A git command failed; the message holds the command, its exit code and its output."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+@dataclass
+class Collector:
+    """Gathers problems so that loading reports all of them at once, not just the first."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, message: str, path: Path | None = None, line: int | None = None, hint: str = "") -> None:
+        self.problems.append(Problem(message, path, line, hint))
+
+    def raise_if_any(self, what: str, error: type[FixpackError] = PackError) -> None:
+        if self.problems:
+            n = len(self.problems)
+            raise error(f"{what}: {n} problem{'s' if n != 1 else ''}", self.problems)

@@ -1,0 +1,355 @@
+"""Loading and validating the pack on disk: ``fixes/series``, ``fixes/<id>/fix.toml``, the patches,
+``profiles/<name>.toml``. Every problem is collected with its file and line, then raised at once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .diff import parse_patch, sha256_bytes
+from .errors import Collector, PackError, PatchParseError, UnknownNameError
+from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream
+
+FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
+            "patches", "env", "upstream", "binary"}
+UPSTREAM_KEYS = {"status", "link", "fixed_in"}
+PROFILE_KEYS = {"name", "description", "targets", "fixes"}
+TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
+SOURCE_KEYS = {"pypi", "git", "ref"}
+PROFILE_FIX_KEYS = {"default", "opt_in"}
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def key_line(text: str, key: str, table: str = "") -> int | None:
+    """The 1-based line where ``key`` is set (or ``[table.key]`` opens) in a TOML text, if found."""
+    in_table = table == ""
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("["):
+            name = s.strip("[]").strip()
+            if name in (f"{table}.{key}" if table else key, key) and name.endswith(key):
+                return n
+            in_table = table == "" or name == table or name.startswith(table + ".")
+            continue
+        if in_table and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+            return n
+    return None
+
+
+def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | None:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        errors.add(f"cannot read: {exc.strerror}", path)
+        return None
+    if b"\r\n" in raw:
+        errors.add("CRLF line endings", path, raw.count(b"\n", 0, raw.find(b"\r\n")) + 1, "convert to LF")
+    text = raw.decode("utf-8", "replace")
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else None, "fix the syntax")
+        return None
+
+
+def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
+                  errors: Collector, table: str = "") -> None:
+    for key in sorted(set(data) - allowed):
+        close = difflib.get_close_matches(key, sorted(allowed), 1)
+        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
+        where = f"[{table}] " if table else ""
+        errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)
+
+
+def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
+    path = root / "fixes" / "series"
+    if not path.is_file():
+        errors.add("no series file", path, None, "list the pack's fix ids in order, one a line")
+        return ()
+    seen: dict[str, int] = {}
+    order: list[str] = []
+    for n, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not ID_RE.match(line):
+            errors.add(f"bad fix id {line!r}", path, n, "ids are lower-case letters, digits, '.', '_', '-'")
+            continue
+        if line in seen:
+            errors.add(f"fix {line!r} listed twice (first at line {seen[line]})", path, n, "keep one line")
+            continue
+        seen[line] = n
+        order.append(line)
+    for fix_id in order:
+        if not (root / "fixes" / fix_id / "fix.toml").is_file():
+            errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
+                       "create the fix or remove the line")
+    for folder in sorted((root / "fixes").iterdir()):
+        if (folder / "fix.toml").is_file() and folder.name not in seen:
+            errors.add(f"fix {folder.name!r} is missing from the series", path, None,
+                       "add its id to fixes/series at its place in the order")
+    return tuple(order)
+
+
+def _str_list(value: Any, key: str, path: Path, text: str, errors: Collector) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        errors.add(f"{key!r} must be a list of strings", path, key_line(text, key))
+        return ()
+    return tuple(value)
+
+
+def _str_table(value: Any, key: str, path: Path, text: str, errors: Collector) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        errors.add(f"[{key}] must map names to strings", path, key_line(text, key))
+        return ()
+    return tuple(sorted(value.items()))
+
+
+def load_fix(folder: Path, errors: Collector) -> Fix | None:
+    path = folder / "fix.toml"
+    loaded = read_toml(path, errors)
+    if loaded is None:
+        return None
+    data, text = loaded
+    before = len(errors.problems)
+    _unknown_keys(data, FIX_KEYS, path, text, errors)
+    for key in ("id", "version", "summary", "why", "target", "patches"):
+        if key not in data:
+            errors.add(f"missing required key {key!r}", path, None, "see the fix.toml schema in the README")
+    if data.get("id", folder.name) != folder.name:
+        errors.add(f"id {data.get('id')!r} differs from its folder {folder.name!r}", path, key_line(text, "id"))
+    version = data.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
+    if not isinstance(data.get("opt_in", False), bool):
+        errors.add("'opt_in' must be true or false", path, key_line(text, "opt_in"))
+    upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
+    env = _str_table(data.get("env", {}), "env", path, text, errors)
+    binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
+    names = _str_list(data.get("patches", []), "patches", path, text, errors)
+    patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors) for n in names) if p)
+    if len(errors.problems) > before:
+        return None
+    return Fix(
+        id=folder.name, version=version, summary=str(data["summary"]).strip(), why=str(data["why"]).strip(),
+        target=str(data["target"]),
+        requires=_str_list(data.get("requires", []), "requires", path, text, errors),
+        conflicts=_str_list(data.get("conflicts", []), "conflicts", path, text, errors),
+        opt_in=bool(data.get("opt_in", False)), upstream=upstream, patches=patches, folder=folder,
+        env=env, binary=binary,
+    )
+
+
+def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upstream:
+    if not isinstance(value, dict):
+        errors.add("[upstream] must be a table", path, key_line(text, "upstream"))
+        return Upstream()
+    _unknown_keys(value, UPSTREAM_KEYS, path, text, errors, "upstream")
+    status = value.get("status", "pending")
+    if status not in UPSTREAM_STATUSES:
+        errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
+                   path, key_line(text, "status", "upstream"))
+    return Upstream(str(status), str(value.get("link", "")), str(value.get("fixed_in", "")))
+
+
+def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,
+                errors: Collector) -> PatchFile | None:
+    path = folder / name
+    if Path(name).name != name or not path.is_file():
+        errors.add(f"patch {name!r} does not exist in {folder}", toml_path, key_line(text, "patches"))
+        return None
+    data = path.read_bytes()
+    try:
+        parsed = parse_patch(data, str(path))
+    except PatchParseError as exc:
+        for p in exc.problems or []:
+            errors.add(p.message, path, p.line, p.hint)
+        if not exc.problems:
+            errors.add(str(exc), path)
+        return None
+    if not parsed.files:
+        errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
+        return None
+    for fp in parsed.files:
+        if fp.binary and fp.path not in binary:
+            errors.add(f"binary change to {fp.path!r} is not declared", path, fp.diff_line,
+                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"<file in the fix folder>\"")
+        elif fp.binary and fp.kind != "add":
+            errors.add(f"binary change to existing file {fp.path!r}: only new binary files are supported",
+                       path, fp.diff_line, "ship the new content as a new file")
+        elif fp.binary and not (folder / binary[fp.path]).is_file():
+            errors.add(f"declared binary content {binary[fp.path]!r} is missing", toml_path, key_line(text, "binary"))
+        if fp.old_mode == "120000" or fp.new_mode == "120000":
+            errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
+                       "ship the link target as a regular file")
+    return PatchFile(path, sha256_bytes(data), parsed.header.subject, parsed.files)
+
+
+def load_pack(root: Path) -> Pack:
+    """Load and validate every fix of the pack at ``root`` (a folder with ``fixes/`` and ``profiles/``).
+
+    Raises PackError listing every problem with its file and line.
+    """
+    root = root.resolve()
+    errors = Collector()
+    if not (root / "fixes").is_dir():
+        errors.add("no fixes/ folder", root, None, "point --pack at the fix pack's root")
+        errors.raise_if_any(f"cannot load the pack at {root}")
+    series = load_series(root, errors)
+    fixes: dict[str, Fix] = {}
+    for fix_id in series:
+        if (root / "fixes" / fix_id / "fix.toml").is_file():
+            fix = load_fix(root / "fixes" / fix_id, errors)
+            if fix:
+                fixes[fix_id] = fix
+    _check_relations(series, fixes, root / "fixes", errors)
+    errors.raise_if_any(f"the pack at {root} is invalid")
+    profiles = {p.stem: p for p in sorted((root / "profiles").glob("*.toml"))} if (root / "profiles").is_dir() else {}
+    return Pack(root, series, fixes, profiles)
+
+
+def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: Path, errors: Collector) -> None:
+    position = {fid: i for i, fid in enumerate(series)}
+    for fix in fixes.values():
+        path = fix.folder / "fix.toml"
+        text = path.read_text("utf-8", "replace")
+        for req in fix.requires:
+            if req not in position:
+                errors.add(f"requires unknown fix {req!r}", path, key_line(text, "requires"), _close(req, series))
+            elif position[req] > position[fix.id]:
+                errors.add(f"requires {req!r}, which comes later in the series", path, key_line(text, "requires"),
+                           f"move {req!r} above {fix.id!r} in {fixes_dir / 'series'}")
+        for other in fix.conflicts:
+            if other not in position:
+                errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
+                           _close(other, series))
+
+
+def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(name, list(names), 3, 0.5)
+    return f"close matches: {', '.join(close)}" if close else "no close match"
+
+
+def load_profile(pack: Pack, name: str) -> Profile:
+    """Load ``profiles/<name>.toml`` and check it against the pack. Raises UnknownNameError or PackError."""
+    if name not in pack.profiles:
+        raise UnknownNameError(f"unknown profile {name!r} ({_close(name, sorted(pack.profiles))}; "
+                               f"profiles live in {pack.root / 'profiles'})")
+    path = pack.profiles[name]
+    errors = Collector()
+    loaded = read_toml(path, errors)
+    errors.raise_if_any(f"profile {name!r} is invalid")
+    assert loaded is not None
+    data, text = loaded
+    _unknown_keys(data, PROFILE_KEYS, path, text, errors)
+    targets = _load_targets(data.get("targets", {}), path, text, errors)
+    fixes = data.get("fixes", {})
+    if not isinstance(fixes, dict):
+        errors.add("[fixes] must be a table", path, key_line(text, "fixes"))
+        fixes = {}
+    _unknown_keys(fixes, PROFILE_FIX_KEYS, path, text, errors, "fixes")
+    default = _str_list(fixes.get("default", []), "default", path, text, errors)
+    opt_in = _str_list(fixes.get("opt_in", []), "opt_in", path, text, errors)
+    profile = Profile(str(data.get("name", name)), path, str(data.get("description", "")).strip(),
+                      targets, default, opt_in)
+    _check_profile(pack, profile, text, errors)
+    errors.raise_if_any(f"profile {name!r} is invalid")
+    return profile
+
+
+def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple[TargetSpec, ...]:
+    if not isinstance(value, dict) or not value:
+        errors.add("[targets] must name at least one target", path, key_line(text, "targets"))
+        return ()
+    out = []
+    for tname, t in value.items():
+        table = f"targets.{tname}"
+        if not isinstance(t, dict):
+            errors.add(f"[{table}] must be a table", path, key_line(text, tname))
+            continue
+        _unknown_keys(t, TARGET_KEYS, path, text, errors, table)
+        src = t.get("source", {})
+        _unknown_keys(src if isinstance(src, dict) else {}, SOURCE_KEYS, path, text, errors, table + ".source")
+        for key in ("package", "commit"):
+            if not isinstance(t.get(key), str) or not t.get(key):
+                errors.add(f"[{table}] needs a {key!r}", path, key_line(text, tname))
+        commit = str(t.get("commit", ""))
+        if commit and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+            errors.add(f"[{table}] commit {commit!r} is not 7-40 lower-case hex digits", path,
+                       key_line(text, "commit", table))
+        package = str(t.get("package", ""))
+        out.append(TargetSpec(
+            name=tname, package=package, distribution=str(t.get("distribution", package)),
+            pin=Pin(str(t.get("version", "")), commit, str(t.get("branch", ""))),
+            source=Source(**{k: str(v) for k, v in (src.items() if isinstance(src, dict) else []) if k in SOURCE_KEYS}),
+            version_module=str(t.get("version_module", "")),
+        ))
+    return tuple(out)
+
+
+def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -> None:
+    path = profile.path
+    names = {t.name for t in profile.targets}
+    listed: dict[str, str] = {}
+    for key, ids in (("default", profile.default), ("opt_in", profile.opt_in)):
+        for fid in ids:
+            line = key_line(text, key, "fixes")
+            if fid not in pack.fixes:
+                errors.add(f"[fixes] {key} names unknown fix {fid!r}", path, line, _close(fid, pack.series))
+                continue
+            if fid in listed:
+                errors.add(f"fix {fid!r} is listed in both {listed[fid]} and {key}", path, line)
+            listed[fid] = key
+            fix = pack.fixes[fid]
+            if fix.target not in names:
+                errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
+                           f"add [targets.{fix.target}] or drop the fix")
+            if key == "default" and fix.opt_in:
+                errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
+                           "move it to opt_in")
+    for fid, key in listed.items():
+        for req in pack.fixes[fid].requires:
+            if req not in listed:
+                errors.add(f"fix {fid!r} requires {req!r}, which the profile does not list", path,
+                           key_line(text, key, "fixes"), f"add {req!r} to the profile")
+            elif key == "default" and listed[req] == "opt_in":
+                errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
+    _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
+
+
+def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:
+    chosen = set(selected)
+    pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts if other in chosen}
+    for a, b in sorted(pairs):
+        errors.add(f"fixes {a!r} and {b!r} are both selected but declare a conflict", path, None,
+                   "select only one of them")
+
+
+def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str], all_opt_in: bool = False) -> tuple[str, ...]:
+    """The fix ids a run applies: the profile's defaults plus the named opt-ins, in series order.
+
+    Raises UnknownNameError (with close matches) for a name the pack lacks, PackError for a fix the
+    profile does not allow, a missing ``requires`` or two selected fixes that conflict.
+    """
+    errors = Collector()
+    chosen = list(profile.default) + (list(profile.opt_in) if all_opt_in else [])
+    for name in opt_ins:
+        if name not in pack.fixes:
+            raise UnknownNameError(f"unknown fix {name!r} ({_close(name, pack.series)})")
+        if name not in profile.default and name not in profile.opt_in:
+            errors.add(f"fix {name!r} is not allowed by profile {profile.name!r}", profile.path, None,
+                       f"its opt-in fixes: {', '.join(profile.opt_in) or 'none'}")
+        elif name not in chosen:
+            chosen.append(name)
+    for fid in chosen:
+        for req in pack.fixes[fid].requires:
+            if req not in chosen:
+                errors.add(f"fix {fid!r} requires {req!r}", profile.path, None, f"name {req!r} on the command line too")
+    _check_conflicts(pack, chosen, errors, profile.path)
+    errors.raise_if_any("cannot select the fixes")
+    return tuple(f.id for f in pack.ordered(tuple(chosen)))

@@ -1,0 +1,132 @@
+"""The pack's model: frozen dataclasses, built by :mod:`fixpack.loader` and never mutated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .diff import FilePatch
+
+UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where the change stands upstream, in DEP-3 / Yocto ``Upstream-Status`` words.
+
+    ``fixed_in`` is the first upstream release that makes the fix unnecessary ("" if unknown).
+    """
+
+    status: str = "pending"
+    link: str = ""
+    fixed_in: str = ""
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    """One patch file of a fix: its path in the pack, its bytes' sha256 and its parsed files."""
+
+    path: Path
+    sha256: str
+    subject: str
+    files: tuple[FilePatch, ...]
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A versioned change to one target: metadata from ``fix.toml`` and its patches in order."""
+
+    id: str
+    version: int
+    summary: str
+    why: str
+    target: str
+    requires: tuple[str, ...]
+    conflicts: tuple[str, ...]
+    opt_in: bool
+    upstream: Upstream
+    patches: tuple[PatchFile, ...]
+    folder: Path
+    env: tuple[tuple[str, str], ...] = ()
+    binary: tuple[tuple[str, str], ...] = ()  # (path in target, file in the fix folder)
+
+    @property
+    def patch_sha256(self) -> str:
+        """sha256 over the patch hashes in order: changes when any patch byte changes."""
+        from .diff import sha256_text
+
+        return sha256_text("\n".join(p.sha256 for p in self.patches))
+
+    def file_patches(self) -> tuple[FilePatch, ...]:
+        return tuple(fp for p in self.patches for fp in p.files)
+
+    def touched_paths(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(path for fp in self.file_patches() for path in fp.paths()))
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a clean release copy of a target comes from: a PyPI sdist or a git repository."""
+
+    pypi: str = ""
+    git: str = ""
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The upstream a profile is written against. ``commit`` may be abbreviated (7+ hex digits)."""
+
+    version: str
+    commit: str
+    branch: str = ""
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A target of a profile: the import package (a folder under the root), its distribution name,
+    where its version module lies (relative to the root), its pin and its release source."""
+
+    name: str
+    package: str
+    distribution: str
+    pin: Pin
+    source: Source
+    version_module: str = ""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A release pair: targets with pins, the default fixes, the opt-in fixes it allows."""
+
+    name: str
+    path: Path
+    description: str
+    targets: tuple[TargetSpec, ...]
+    default: tuple[str, ...]
+    opt_in: tuple[str, ...]
+
+    def target(self, name: str) -> TargetSpec:
+        for t in self.targets:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_suffix(".lock")
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The whole pack: the series order, every fix by id, every profile by name."""
+
+    root: Path
+    series: tuple[str, ...]
+    fixes: dict[str, Fix] = field(hash=False)
+    profiles: dict[str, Path] = field(hash=False)
+
+    def ordered(self, ids: set[str] | frozenset[str] | tuple[str, ...]) -> tuple[Fix, ...]:
+        """The fixes named in ``ids``, in the series' order."""
+        wanted = set(ids)
+        return tuple(self.fixes[i] for i in self.series if i in wanted)

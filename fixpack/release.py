@@ -1,0 +1,109 @@
+"""Clean release copies of targets, fetched once and cached outside the repository.
+
+- A PyPI target (``source.pypi``): the sdist of the exact version, through the index's simple API
+  (``pypi-simple``), its sha256 checked against the index's digest, unpacked to
+  ``<cache>/<target>-<version>/`` (the release root: it holds ``<package>/``).
+- A git target (``source.git``): cloned through GitPython and checked out at the pinned commit.
+
+The cache is ``--cache``, else ``$XDG_CACHE_HOME/fixpack``, else ``~/.cache/fixpack``. A copy is
+checked against the profile's pin before it is returned; a copy that fails the check is removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from .errors import BadInputError, EnvironmentProblem, MismatchError
+from .gitutil import clone_at
+from .model import TargetSpec
+from .targets import FoundTarget, check_pin, read_facts
+
+
+def cache_root(cache: Path | None = None) -> Path:
+    if cache is not None:
+        return cache
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fixpack"
+
+
+def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: str = "",
+          check: bool = True) -> FoundTarget:
+    """Return a clean release copy of ``spec`` (fetching it on first use).
+
+    ``version`` overrides the pin's version (used to fetch a newer release for a rebase; the pin
+    is then not checked). ``url`` overrides the git source. Raises MismatchError when the copy does
+    not match the pin, EnvironmentProblem when it cannot be fetched.
+    """
+    version = version or spec.pin.version
+    if spec.source.pypi:
+        root = _fetch_sdist(spec.source.pypi, version, spec.name, cache_root(cache))
+    elif spec.source.git or url:
+        root = _fetch_git(url or spec.source.git, spec, cache_root(cache))
+    else:
+        raise BadInputError(f"target {spec.name} has no [targets.{spec.name}.source] (pypi or git) to fetch from")
+    v, c, evidence = read_facts(spec, root)
+    found = FoundTarget(spec, root, v, c, evidence, "release copy")
+    if check and version == spec.pin.version:
+        try:
+            check_pin(found)
+        except MismatchError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return found
+
+
+def _fetch_sdist(project: str, version: str, name: str, cache: Path) -> Path:
+    dest = cache / f"{name}-{version}"
+    if (dest / ".fixpack-complete").is_file():
+        return dest
+    from pypi_simple import PyPISimple, NoDigestsError  # noqa: F401  (imported lazily: only maintainers fetch)
+
+    cache.mkdir(parents=True, exist_ok=True)
+    with PyPISimple() as client:
+        try:
+            page = client.get_project_page(project)
+        except Exception as exc:  # network or index errors: say what failed and what to do
+            raise EnvironmentProblem(f"cannot read the index page of {project!r}: {exc}. Check the network, or "
+                                     f"point $GAUDI_FIXES_ROOT at a folder of release copies") from exc
+        sdists = [p for p in page.packages if p.version == version and p.package_type == "sdist"]
+        if not sdists:
+            raise BadInputError(f"{project} {version}: no sdist on the index (is the version right?)")
+        pkg = sdists[0]
+        if "sha256" not in pkg.digests:
+            raise EnvironmentProblem(f"{pkg.filename}: the index gives no sha256 digest; refusing an unchecked copy")
+        tarball = cache / pkg.filename
+        if not tarball.is_file():
+            part = tarball.with_suffix(".part")
+            client.download_package(pkg, path=part, verify=True)  # raises DigestMismatchError on a bad hash
+            part.rename(tarball)
+    _unpack(tarball, dest)
+    return dest
+
+
+def _unpack(tarball: Path, dest: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
+    try:
+        with tarfile.open(tarball) as tf:
+            tf.extractall(tmp, filter="data")
+        tops = [p for p in tmp.iterdir()]
+        if len(tops) != 1 or not tops[0].is_dir():
+            raise EnvironmentProblem(f"{tarball}: expected one top folder in the sdist, found {len(tops)}")
+        shutil.rmtree(dest, ignore_errors=True)
+        tops[0].rename(dest)
+        (dest / ".fixpack-complete").write_text(tarball.name + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fetch_git(url: str, spec: TargetSpec, cache: Path) -> Path:
+    dest = cache / f"{spec.name}-{spec.pin.commit}"
+    if (dest / ".git").is_dir() and (dest / spec.package).is_dir():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    clone_at(url, dest, spec.pin.commit, spec.source.ref)
+    return dest

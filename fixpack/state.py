@@ -1,0 +1,243 @@
+"""What the image holds, on disk: atomic writes, the run lock, the journal and the manifest.
+
+Everything the engine keeps lives in ``<root>/.fixpack/``:
+
+- ``lock``: an advisory ``flock`` held for the whole of a writing run (a second run fails at once);
+- ``<target>.manifest.json``: the profile, pins, and each applied fix with its hashes;
+- ``journal.json`` and ``journal/``: written before the first file is touched and removed after the
+  manifest; a run that dies in between leaves them, and the next run rolls the target back to the
+  bytes it had before (then plans again from there).
+
+Files are written with a temporary file in the same folder, ``fsync`` and ``rename``, so a reader
+sees the old or the new bytes, never a mix.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import stat
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import BusyError, EnvironmentProblem, MismatchError
+
+STATE_DIR = ".fixpack"
+FAULT_ENV = "FIXPACK_FAULT_AT"  # crash-test hook: os._exit at the Nth write point (tests only)
+_fault_counter = 0
+
+
+def fault_point() -> None:
+    """A write point. With $FIXPACK_FAULT_AT=N the process dies here, uncleanly, at the N-th point."""
+    global _fault_counter
+    limit = os.environ.get(FAULT_ENV)
+    if not limit:
+        return
+    _fault_counter += 1
+    if _fault_counter == int(limit):
+        os._exit(137)
+
+
+def state_dir(root: Path) -> Path:
+    return root / STATE_DIR
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temp file, fsync and rename; keep or set the file mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None and path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+    tmp = path.with_name(f".{path.name}.fixpack-tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, mode if mode is not None else 0o644)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def remove_file(path: Path) -> None:
+    if path.exists() or path.is_symlink():
+        path.unlink()
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def drop_pycache(path: Path) -> None:
+    """Remove ``__pycache__/<stem>.*.pyc`` next to a patched module, so no stale bytecode runs."""
+    if path.suffix != ".py":
+        return
+    cache = path.parent / "__pycache__"
+    if cache.is_dir():
+        for pyc in cache.glob(f"{path.stem}.*.pyc"):
+            pyc.unlink(missing_ok=True)
+
+
+@contextmanager
+def run_lock(root: Path) -> Iterator[None]:
+    """Hold ``<root>/.fixpack/lock`` exclusively; raise BusyError if another run holds it."""
+    folder = state_dir(root)
+    try:
+        folder.mkdir(exist_ok=True)
+        fh = open(folder / "lock", "a+")
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot create {folder / 'lock'}: {exc.strerror}. The target is not writable; "
+                                 f"run as a user who may write {root}") from exc
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise BusyError(f"another fixpack run holds {folder / 'lock'} (pid {holder}); wait for it to finish "
+                            f"and run again") from exc
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fh.close()
+
+
+def forget_state(root: Path) -> None:
+    """Remove ``.fixpack/`` once it holds nothing but the lock file (after a full revert)."""
+    folder = state_dir(root)
+    if folder.is_dir() and {p.name for p in folder.iterdir()} <= {"lock"}:
+        (folder / "lock").unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError:  # another run created something meanwhile: leave it
+            pass
+
+
+# --- manifest -----------------------------------------------------------------------------------
+
+def manifest_path(root: Path, target: str) -> Path:
+    return state_dir(root) / f"{target}.manifest.json"
+
+
+def read_manifest(root: Path, target: str) -> dict[str, Any] | None:
+    path = manifest_path(root, target)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MismatchError(f"{path}: the manifest is not valid JSON ({exc}); the image state is unknown. "
+                            f"Reinstall the target, or remove the manifest if the files are clean") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
+        raise MismatchError(f"{path}: not a fixpack manifest; reinstall the target")
+    return data
+
+
+def dumps(data: Any) -> bytes:
+    """The deterministic JSON form used for manifests, journals and locks."""
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+# --- journal and transactional writes -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file to write (``data``) or remove (``data is None``), relative to the target root."""
+
+    path: str
+    data: bytes | None
+    mode: int | None = None
+
+
+def _journal(root: Path) -> Path:
+    return state_dir(root) / "journal.json"
+
+
+def pending_journal(root: Path) -> bool:
+    return _journal(root).is_file()
+
+
+def recover(root: Path) -> list[str]:
+    """Roll back what an interrupted run left (a journal). Returns the paths restored; idempotent."""
+    jpath = _journal(root)
+    if not jpath.is_file():
+        shutil.rmtree(state_dir(root) / "journal", ignore_errors=True)
+        return []
+    entries = json.loads(jpath.read_text("utf-8"))["entries"]
+    backups = state_dir(root) / "journal"
+    restored = []
+    for e in entries:
+        dest = root / e["path"]
+        dest.with_name(f".{dest.name}.fixpack-tmp").unlink(missing_ok=True)
+        if e["existed"]:
+            atomic_write(dest, (backups / str(e["backup"])).read_bytes(), e["mode"])
+        else:
+            remove_file(dest)
+        drop_pycache(dest)
+        restored.append(e["path"])
+    jpath.unlink()
+    _fsync_dir(jpath.parent)
+    shutil.rmtree(backups, ignore_errors=True)
+    return restored
+
+
+def check_writable(root: Path, changes: list[FileChange]) -> None:
+    """Raise EnvironmentProblem, before anything is written, if a file or its folder is read-only."""
+    problems = []
+    for c in changes:
+        dest = root / c.path
+        folder = dest.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not os.access(folder, os.W_OK) or (dest.exists() and not os.access(dest, os.W_OK)):
+            problems.append(str(dest))
+    if not os.access(root, os.W_OK):
+        problems.insert(0, str(root))
+    if problems:
+        raise EnvironmentProblem(f"the target is not writable: {', '.join(problems[:5])}"
+                                 f"{' ...' if len(problems) > 5 else ''}; nothing was changed. Run as a user "
+                                 f"who may write there, or apply to a writable copy")
+
+
+def write_transaction(root: Path, changes: list[FileChange]) -> None:
+    """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`.
+
+    The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
+    """
+    backups = state_dir(root) / "journal"
+    shutil.rmtree(backups, ignore_errors=True)
+    backups.mkdir(parents=True)
+    entries = []
+    for i, c in enumerate(changes):
+        dest = root / c.path
+        existed = dest.is_file()
+        entry: dict[str, Any] = {"path": c.path, "existed": existed, "backup": i, "mode": None}
+        if existed:
+            entry["mode"] = stat.S_IMODE(dest.stat().st_mode)
+            atomic_write(backups / str(i), dest.read_bytes(), 0o600)
+        entries.append(entry)
+    fault_point()
+    atomic_write(_journal(root), dumps({"entries": entries}), 0o644)
+    fault_point()
+    for c in changes:
+        dest = root / c.path
+        if c.data is None:
+            remove_file(dest)
+        else:
+            atomic_write(dest, c.data, c.mode)
+        drop_pycache(dest)
+        fault_point()
+    _journal(root).unlink()
+    _fsync_dir(state_dir(root))
+    fault_point()
+    shutil.rmtree(backups, ignore_errors=True)

@@ -1,0 +1,179 @@
+"""Finding a target's root and reading its version and commit, without importing it.
+
+A target's *root* is the folder that holds its package folder (``<root>/vllm/__init__.py``): a
+source tree or unpacked sdist, a git checkout, or a ``site-packages`` folder. Patch paths are
+relative to it. Facts are read, in order, from git HEAD (when the root is the top of a work tree),
+from the package's version module (vLLM's ``vllm/_version.py`` holds ``__commit_id__``), and from
+the distribution metadata (``PKG-INFO``, ``*.dist-info/METADATA``; a VCS install records its commit
+in ``direct_url.json``). Each fact keeps where it came from, for the report.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BadInputError, MismatchError
+from .gitutil import head_commit
+from .model import Pin, TargetSpec
+
+
+@dataclass(frozen=True)
+class FoundTarget:
+    """A located target: its root, and its version and commit with the evidence for each."""
+
+    spec: TargetSpec
+    root: Path
+    version: str
+    commit: str
+    evidence: tuple[str, ...]
+    how: str  # "--root", "installed", "GAUDI_FIXES_ROOT"
+
+
+def normalize_commit(commit: str) -> str:
+    """``gced6857af`` (setuptools-scm's form) and ``ced6857af`` both become ``ced6857af``."""
+    c = commit.strip().lower()
+    if re.fullmatch(r"g[0-9a-f]{7,40}", c):
+        c = c[1:]
+    return c
+
+
+def commit_matches(found: str, pinned: str) -> bool:
+    """True when both are 7+ hex digits and one is a prefix of the other."""
+    a, b = normalize_commit(found), normalize_commit(pinned)
+    return len(a) >= 7 and len(b) >= 7 and (a.startswith(b) or b.startswith(a))
+
+
+def resolve_root(spec: TargetSpec, path: Path) -> Path:
+    """The root for ``--root NAME=PATH``: PATH itself, or its parent when PATH is the package folder."""
+    path = path.expanduser().resolve()
+    if not path.is_dir():
+        raise BadInputError(f"--root {spec.name}={path}: no such folder (give a source tree, a git checkout "
+                            f"or a site-packages folder that holds {spec.package}/)")
+    if (path / spec.package).is_dir():
+        return path
+    if path.name == spec.package and (path / "__init__.py").is_file():
+        return path.parent
+    raise BadInputError(f"--root {spec.name}={path}: it holds no {spec.package}/ package folder "
+                        f"(give the folder that contains {spec.package}/)")
+
+
+def installed_root(spec: TargetSpec) -> Path | None:
+    """Where the running Python has the distribution installed (site-packages, or an editable source)."""
+    try:
+        dist = importlib.metadata.distribution(spec.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    base = Path(str(dist.locate_file(""))).resolve()
+    if (base / spec.package / "__init__.py").is_file():
+        return base
+    url = _direct_url(dist.read_text("direct_url.json"))
+    if url.get("dir_info", {}).get("editable") and str(url.get("url", "")).startswith("file://"):
+        src = Path(str(url["url"])[len("file://"):])
+        if (src / spec.package).is_dir():
+            return src
+    return None
+
+
+def _direct_url(text: str | None) -> dict:
+    try:
+        data = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]:
+    """(version, commit, evidence) of the target at ``root``; empty strings where nothing says."""
+    version, commit, evidence = "", "", []
+    head = head_commit(root)
+    if head:
+        commit = head
+        evidence.append(f"git HEAD of {root}: {head}")
+    mod = root / (spec.version_module or f"{spec.package}/_version.py")
+    if mod.is_file():
+        v, c = _version_module(mod)
+        if v:
+            version = v
+            evidence.append(f"{mod}: __version__ = {v!r}")
+        if c and not commit:
+            commit = c
+            evidence.append(f"{mod}: __commit_id__ = {c!r}")
+    meta_v, meta_c, where = _dist_metadata(spec, root)
+    if meta_v and not version:
+        version = meta_v
+        evidence.append(f"{where}: Version: {meta_v}")
+    if meta_c and not commit:
+        commit = meta_c
+        evidence.append(f"{where}: commit {meta_c}")
+    return version, commit, tuple(evidence)
+
+
+def _version_module(path: Path) -> tuple[str, str]:
+    try:
+        tree = ast.parse(path.read_text("utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return "", ""
+    values: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Constant, ast.Assign)):
+            const = node.value
+            if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        values[t.id] = const.value
+    # vLLM writes "__version__ = version = '0.30.0'": a chained assignment is one Assign with two targets
+    return values.get("__version__", values.get("version", "")), values.get("__commit_id__", values.get("commit_id", ""))
+
+
+def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:
+    pkg_info = root / "PKG-INFO"
+    if pkg_info.is_file():
+        m = re.search(r"^Version: (\S+)$", pkg_info.read_text("utf-8", "replace"), re.M)
+        if m:
+            return m.group(1), "", str(pkg_info)
+    norm = re.sub(r"[-_.]+", "_", spec.distribution).lower()
+    for info in sorted(root.glob("*.dist-info")):
+        name, _, ver = info.name[: -len(".dist-info")].partition("-")
+        if re.sub(r"[-_.]+", "_", name).lower() != norm:
+            continue
+        commit = ""
+        url = info / "direct_url.json"
+        if url.is_file():
+            commit = str(_direct_url(url.read_text("utf-8")).get("vcs_info", {}).get("commit_id", ""))
+        return ver, commit, str(info)
+    return "", "", ""
+
+
+def locate(spec: TargetSpec, root_arg: Path | None, env_root: Path | None) -> FoundTarget | None:
+    """Find the target: ``--root`` first, then ``$GAUDI_FIXES_ROOT/<name>``, then the installed package."""
+    if root_arg is not None:
+        root, how = resolve_root(spec, root_arg), "--root"
+    elif env_root is not None and (env_root / spec.name).is_dir():
+        root, how = resolve_root(spec, env_root / spec.name), "GAUDI_FIXES_ROOT"
+    else:
+        found = installed_root(spec)
+        if found is None:
+            return None
+        root, how = found, "installed"
+    version, commit, evidence = read_facts(spec, root)
+    return FoundTarget(spec, root, version, commit, evidence, how)
+
+
+def check_pin(found: FoundTarget) -> None:
+    """Raise MismatchError, with both values, when the found version or commit differs from the pin."""
+    pin: Pin = found.spec.pin
+    problems = []
+    if pin.version and found.version != pin.version:
+        problems.append(f"version {found.version or '(unknown)'} != pinned {pin.version}")
+    if pin.commit and not commit_matches(found.commit, pin.commit):
+        problems.append(f"commit {found.commit or '(unknown)'} != pinned {pin.commit}")
+    if problems:
+        raise MismatchError(
+            f"target {found.spec.name} at {found.root} does not match the profile's pin: {'; '.join(problems)} "
+            f"(evidence: {'; '.join(found.evidence) or 'none found'}). Use the image the profile pins, "
+            f"or a profile for this release.")

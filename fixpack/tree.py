@@ -1,0 +1,88 @@
+"""An in-memory overlay over a target root: reads fall through to disk, writes stay in memory.
+
+Every file of a run is computed here first; only when the whole profile applies does the engine
+turn the overlay into :class:`fixpack.state.FileChange` records and write them. Text is decoded with
+``surrogateescape`` so that any byte sequence round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from .errors import MismatchError
+from .state import FileChange
+
+_ABSENT = object()
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class Tree:
+    """The files of one target root as a run sees them (disk plus pending changes)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._real_root = root.resolve()
+        self._text: dict[str, str | None] = {}
+        self._mode: dict[str, int] = {}
+
+    def _disk(self, path: str) -> Path:
+        dest = self.root / path
+        real = dest.resolve()
+        if real != self._real_root and self._real_root not in real.parents:
+            raise MismatchError(f"{dest} resolves to {real}, outside the target root {self.root} (a symlink "
+                                f"points out of the target); refusing to read or write through it. Replace the "
+                                f"link with a regular file or fix the image")
+        return dest
+
+    def read(self, path: str) -> str | None:
+        if path in self._text:
+            return self._text[path]
+        dest = self._disk(path)
+        return decode(dest.read_bytes()) if dest.is_file() else None
+
+    def mode(self, path: str) -> int | None:
+        if path in self._mode:
+            return self._mode[path]
+        dest = self._disk(path)
+        return stat.S_IMODE(dest.stat().st_mode) if dest.is_file() else None
+
+    def write(self, path: str, text: str | None, mode: int | None = None) -> None:
+        self._disk(path)
+        self._text[path] = text
+        if mode is not None:
+            self._mode[path] = mode
+
+    def fork(self) -> "Tree":
+        other = Tree(self.root)
+        other._text = dict(self._text)
+        other._mode = dict(self._mode)
+        return other
+
+    def adopt(self, other: "Tree") -> None:
+        self._text = other._text
+        self._mode = other._mode
+
+    def changes(self) -> list[FileChange]:
+        """The pending changes that differ from disk, in path order."""
+        out = []
+        for path in sorted(set(self._text) | set(self._mode)):
+            dest = self.root / path
+            on_disk = decode(dest.read_bytes()) if dest.is_file() else None
+            text = self._text.get(path, on_disk)
+            disk_mode = stat.S_IMODE(dest.stat().st_mode) if dest.is_file() else None
+            mode = self._mode.get(path, disk_mode)
+            if text == on_disk and (text is None or mode == disk_mode):
+                continue
+            out.append(FileChange(path, None if text is None else encode(text), mode))
+        return out
+
+    def touched(self) -> list[str]:
+        return sorted(set(self._text) | set(self._mode))
