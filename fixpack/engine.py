@@ -77,6 +77,7 @@ def _prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if name not in names:
             raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
                                 f"(its targets: {', '.join(sorted(names))})")
+    _check_deleted_then_touched(pack.ordered(selected))
     lock = read_lock(profile) if need_lock else {}
     if need_lock:
         check_lock_matches(pack, profile, lock)
@@ -404,8 +405,10 @@ def generate_lock(req: Request) -> dict[str, Any]:
     """
     req.all_opt_in = True
     ctx = _prepare(req, "lock", need_lock=False)
+    with_fixes = {ctx.pack.fixes[f].target for f in ctx.selected}
     for t in ctx.report.targets:
-        if t.status in ("missing", "mismatch"):
+        # a target with no fix in the profile has nothing to fingerprint; it may be absent here
+        if t.status in ("missing", "mismatch") and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
     fixes = []
     for name, ft in ctx.found.items():
@@ -424,7 +427,8 @@ def generate_lock(req: Request) -> dict[str, Any]:
             tree.adopt(ev.forward.tree)
             post = file_hashes(tree, fix.touched_paths())
             fixes.append(_lock_entry(fix, pre, post))
-    targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(ctx.found.items())}
+    targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(ctx.found.items())
+               if name in with_fixes}
     return {"schema": LOCK_SCHEMA, "profile": ctx.profile.name, "generated_by": f"fixpack {__version__}",
             "targets": targets, "fixes": fixes}
 

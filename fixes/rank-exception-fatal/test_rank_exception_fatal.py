@@ -11,13 +11,16 @@ tests/v1/executor/test_multiproc_executor.py does.
 """
 
 import logging
+import multiprocessing
 import signal
+import threading
+import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from vllm.v1.executor.multiproc_executor import WorkerProc
+from vllm.v1.executor.multiproc_executor import MultiprocExecutor, WorkerProc
 
 
 class _StopLoop(BaseException):
@@ -192,3 +195,62 @@ def test_non_output_rank_success_unchanged():
     proc._execute_worker_rpc(("next_step", (), {}, 0))
     assert steps == ["next_step"]
     assert proc.worker_response_mq.enqueued == []
+
+
+class _BlockingBroadcastMQ(_FakeBroadcastMQ):
+    """Like a real MessageQueue: once the failing RPC is consumed, the next
+    dequeue waits for work that the executor never sends."""
+
+    def dequeue(self, *, indefinite: bool):
+        assert indefinite
+        self.dequeue_count += 1
+        if self.dequeue_count == 1:
+            return self.requests.pop(0)
+        time.sleep(3600)
+
+
+def _child_worker_main(rank: int) -> None:
+    proc, _ = _worker_proc(rank=rank, mq=_BlockingBroadcastMQ(output_rank=0))
+
+    def fake_init(self, *args, **kwargs):
+        self.__dict__.update(proc.__dict__)
+
+    WorkerProc.__init__ = fake_init  # type: ignore[method-assign]
+    WorkerProc.shutdown = lambda self: None  # type: ignore[method-assign]
+    ready = SimpleNamespace(send=lambda msg: None, close=lambda: None)
+    config = SimpleNamespace(
+        parallel_config=SimpleNamespace(assigned_physical_gpu_ids=None, numa_bind=False)
+    )
+    WorkerProc.worker_main(
+        vllm_config=config, local_rank=rank, rank=rank, ready_pipe=ready,
+        death_pipe=None,
+    )
+
+
+def test_executor_monitor_shuts_down_on_non_output_rank_error():
+    """End to end across a real process: the non-output rank's failure makes
+    its process exit, and MultiprocExecutor's worker monitor then shuts the
+    executor down and reports the failure to the engine."""
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_child_worker_main, args=(1,), daemon=True)
+    child.start()
+    try:
+        executor: Any = MultiprocExecutor.__new__(MultiprocExecutor)
+        executor.workers = [SimpleNamespace(proc=child)]
+        executor.is_failed = False
+        executor.shutting_down = False
+        executor.failure_callback = None
+        shut_down = threading.Event()
+        failed = threading.Event()
+        executor.shutdown = shut_down.set
+        executor.register_failure_callback(failed.set)
+        executor.start_worker_monitor()
+        # Upstream: the worker swallows the error and waits for the next RPC,
+        # so the engine is never told (it would hang on the next collective).
+        assert failed.wait(timeout=15), "worker still running after RPC error"
+        assert shut_down.is_set()
+        assert executor.is_failed
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join(timeout=10)

@@ -297,7 +297,11 @@ def test_share_leaves_a_token_for_each_decode_behind_it(tmp_path, monkeypatch):
     while long_req.num_computed_tokens < long_req.num_prompt_tokens:
         splits.append(_step(scheduler))
         assert len(splits) <= 300, "long prompt does not finish"
-    print(f"\n[40 decodes behind the prompt] steps={len(splits)} {splits[0]}")
+    print(
+        f"\n[40 decodes behind the prompt] steps={len(splits)} "
+        f"long={_long(splits)[:3]} "
+        f"decode tokens={sorted({n for r, n in splits[0].items() if r != 'long'})}"
+    )
     assert all(s.get("long") == 24 for s in splits[:-1])
     assert all(all(s.get(f"dec{i}") == 1 for i in range(40)) for s in splits)
 

@@ -1,0 +1,158 @@
+"""Test helpers: real trees and real git repositories in temporary folders, a pinned git identity,
+and no access to the home folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from fixpack import engine
+
+REPO = Path(__file__).resolve().parent.parent
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+
+
+@pytest.fixture(autouse=True)
+def _isolate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GAUDI_FIXES_ROOT", raising=False)
+    monkeypatch.delenv("FIXPACK_FAULT_AT", raising=False)
+    for k, v in GIT_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under root with its bytes and mode (the byte-identical check)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and ".git" not in p.relative_to(root).parts:
+            out[p.relative_to(root).as_posix()] = (p.read_bytes(), p.stat().st_mode & 0o777)
+    return out
+
+
+def make_diff(before: dict[str, str | None], after: dict[str, str | None], tmp: Path) -> str:
+    """A git diff (a/ b/ prefixes, 3 lines of context) from file contents before and after."""
+    repo = tmp / f"diffrepo-{len(list(tmp.glob('diffrepo-*')))}"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q")
+    for path, text in before.items():
+        if text is not None:
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "base")
+    for path, text in after.items():
+        if text is None:
+            (repo / path).unlink()
+        else:
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "-M")
+
+
+HEADER = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+          "From: t <t@invalid>\nSubject: [PATCH] {summary}\n\n{summary}\n\n---\n")
+
+
+@dataclass
+class PackBuilder:
+    """Builds a pack (fixes, series, profile) and target trees under a temporary folder."""
+
+    base: Path
+    target: str = "demo"
+    package: str = "demo_pkg"
+    version: str = "1.0"
+    commit: str = "abcdef1234"
+    series: list[str] = field(default_factory=list)
+    fix_meta: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def pack(self) -> Path:
+        return self.base / "pack"
+
+    def tree(self, name: str, files: dict[str, str]) -> Path:
+        root = self.base / name
+        (root / self.package).mkdir(parents=True, exist_ok=True)
+        (root / self.package / "__init__.py").write_text("")
+        (root / self.package / "_version.py").write_text(
+            f"__version__ = version = {self.version!r}\n__commit_id__ = commit_id = {'g' + self.commit!r}\n")
+        for path, text in files.items():
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(text)
+        return root
+
+    def add_fix(self, fix_id: str, before: dict[str, str | None], after: dict[str, str | None],
+                diff: str | None = None, **meta: object) -> Path:
+        folder = self.pack / "fixes" / fix_id
+        folder.mkdir(parents=True, exist_ok=True)
+        body = diff if diff is not None else make_diff(before, after, self.base / "diffs")
+        (folder / "0001-change.patch").write_text(HEADER.format(summary=fix_id) + body)
+        fields = {"id": fix_id, "version": 1, "summary": f"fix {fix_id}", "why": "a test symptom",
+                  "target": self.target, "patches": ["0001-change.patch"], **meta}
+        (folder / "fix.toml").write_text(toml(fields))
+        self.series.append(fix_id)
+        self.fix_meta[fix_id] = fields
+        self.write_series()
+        return folder
+
+    def write_series(self) -> None:
+        (self.pack / "fixes").mkdir(parents=True, exist_ok=True)
+        (self.pack / "fixes" / "series").write_text("".join(f"{s}\n" for s in self.series))
+
+    def profile(self, default: list[str], opt_in: list[str] | None = None, name: str = "p1",
+                extra_targets: str = "") -> Path:
+        (self.pack / "profiles").mkdir(parents=True, exist_ok=True)
+        path = self.pack / "profiles" / f"{name}.toml"
+        path.write_text(
+            f'name = "{name}"\n[targets.{self.target}]\npackage = "{self.package}"\nversion = "{self.version}"\n'
+            f'commit = "{self.commit[:8]}"\n{extra_targets}\n[fixes]\ndefault = {default!r}\nopt_in = {opt_in or []!r}\n'
+            .replace("'", '"'))
+        return path
+
+    def request(self, root: Path, name: str = "p1", **kw: object) -> engine.Request:
+        return engine.Request(pack_root=self.pack, profile=name, roots={self.target: root}, **kw)  # type: ignore[arg-type]
+
+    def lock(self, clean_root: Path, name: str = "p1") -> None:
+        engine.write_lock(self.request(clean_root, name))
+
+
+def toml(fields: dict) -> str:
+    lines = []
+    tables = {}
+    for k, v in fields.items():
+        if isinstance(v, dict):
+            tables[k] = v
+        elif isinstance(v, bool):
+            lines.append(f"{k} = {'true' if v else 'false'}")
+        elif isinstance(v, (int, float)):
+            lines.append(f"{k} = {v}")
+        elif isinstance(v, list):
+            lines.append(f"{k} = [{', '.join(repr(x).replace(chr(39), chr(34)) for x in v)}]")
+        else:
+            lines.append(f'{k} = """{v}"""')
+    for name, table in tables.items():
+        lines.append(f"[{name}]")
+        lines += [f'{k} = "{v}"' for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def builder(tmp_path: Path) -> PackBuilder:
+    return PackBuilder(tmp_path)
+
+
+def numbered(n: int, prefix: str = "line") -> str:
+    return "".join(f"{prefix} {i}\n" for i in range(1, n + 1))

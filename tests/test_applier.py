@@ -1,0 +1,73 @@
+from fixpack.applier import Placement, apply_text, split_lines
+from fixpack.diff import parse_patch
+
+from conftest import make_diff, numbered
+
+
+def hunks_of(before: str, after: str, tmp_path, path: str = "f.txt"):
+    diff = make_diff({path: before}, {path: after}, tmp_path)
+    return parse_patch(diff.encode()).files[0].hunks
+
+
+def test_exact_apply_and_reverse(tmp_path):
+    before = numbered(20)
+    after = before.replace("line 10\n", "line ten\n")
+    hunks = hunks_of(before, after, tmp_path)
+    res = apply_text(before, hunks)
+    assert res.text == after and res.hunks[0].placement is Placement.EXACT
+    assert apply_text(after, hunks, reverse=True).text == before
+
+
+def test_offset_is_applied_and_reported(tmp_path):
+    before = numbered(20)
+    after = before.replace("line 10\n", "line ten\n")
+    hunks = hunks_of(before, after, tmp_path)
+    shifted = "extra 1\nextra 2\nextra 3\n" + before
+    res = apply_text(shifted, hunks)
+    assert res.text == "extra 1\nextra 2\nextra 3\n" + after
+    assert res.hunks[0].placement is Placement.OFFSET and res.hunks[0].offset == 3 and res.hunks[0].line == 10
+
+
+def test_ambiguous_context_is_refused(tmp_path):
+    block = "a\nb\nc\nX\nd\ne\nf\n"
+    hunks = hunks_of("head\n" * 10 + block, "head\n" * 10 + block.replace("X", "Y"), tmp_path)
+    twice = "other\n" * 3 + block + "mid\n" * 20 + block  # neither copy at the patch's line
+    res = apply_text(twice, hunks)
+    assert res.text is None and res.hunks[0].placement is Placement.AMBIGUOUS
+    assert len(res.hunks[0].candidates) == 2
+
+
+def test_missing_context_no_fuzz(tmp_path):
+    before = numbered(20)
+    hunks = hunks_of(before, before.replace("line 10\n", "line ten\n"), tmp_path)
+    # one context line differs: GNU patch -F2 would apply with fuzz; we refuse
+    res = apply_text(before.replace("line 9\n", "line nine\n"), hunks)
+    assert res.text is None and res.hunks[0].placement is Placement.MISSING
+
+
+def test_no_newline_at_end_of_file(tmp_path):
+    before = "a\nb\nc"
+    after = "a\nb\nc\nd"
+    hunks = hunks_of(before, after, tmp_path)
+    assert apply_text(before, hunks).text == after
+    assert apply_text(after, hunks, reverse=True).text == before
+
+
+def test_hunk_at_start_is_anchored(tmp_path):
+    before = "x\n" + numbered(10)
+    hunks = hunks_of(before, "y\n" + numbered(10), tmp_path)
+    assert apply_text("z\n" + before, hunks).text is None  # anchored to line 1, not found further down
+
+
+def test_multiple_hunks_follow_offset(tmp_path):
+    before = numbered(60)
+    after = before.replace("line 5\n", "five\n").replace("line 50\n", "fifty\n")
+    hunks = hunks_of(before, after, tmp_path)
+    assert len(hunks) == 2
+    res = apply_text("pre\n" + before, hunks)
+    assert res.text == "pre\n" + after
+    assert [h.offset for h in res.hunks] == [1, 1]
+
+
+def test_split_lines_keeps_cr():
+    assert split_lines("a\r\nb") == ["a\r\n", "b"]

@@ -1,0 +1,51 @@
+import pytest
+
+from fixpack.diff import diff_body, format_patch, parse_patch
+from fixpack.errors import PatchParseError
+
+from conftest import make_diff
+
+
+def test_parse_header_and_kinds(tmp_path):
+    diff = make_diff({"a.py": "x\n" * 20, "gone.py": "bye\n", "old.py": "same\n" * 10},
+                     {"a.py": "x\n" * 19 + "y\n", "gone.py": None, "new.py": "hi\n", "old.py": None,
+                      "moved.py": "same\n" * 10}, tmp_path)
+    text = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: a <a@b>\n"
+            "Subject: [PATCH] do a thing\n\nBecause.\n\nUpstream-Status: Pending\n---\n" + diff)
+    parsed = parse_patch(text.encode())
+    assert parsed.header.subject == "do a thing"
+    assert ("Upstream-Status", "Pending") in parsed.header.fields
+    kinds = {fp.path: fp.kind for fp in parsed.files}
+    assert kinds == {"a.py": "modify", "gone.py": "delete", "new.py": "add", "moved.py": "rename"}
+
+
+def test_crlf_patch_is_refused_with_line():
+    data = b"diff --git a/x b/x\n--- a/x\r\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "p.patch")
+    assert "p.patch:2" in str(exc.value) and "CRLF" in str(exc.value)
+
+
+@pytest.mark.parametrize("path,word", [("/etc/passwd", "absolute"), ("../outside.py", "climbs out"),
+                                       ("pkg/../../x.py", "climbs out")])
+def test_escaping_paths_are_refused(path, word):
+    data = f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n".replace("a//", "/").replace("b//", "/")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data.encode(), "p.patch")
+    assert word in str(exc.value)
+
+
+def test_malformed_hunk_is_refused():
+    data = b"--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-a\n+b\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "bad.patch")
+    assert "bad.patch" in str(exc.value) and "malformed" in str(exc.value)
+
+
+def test_format_patch_is_deterministic(tmp_path):
+    body = make_diff({"a.py": "1\n2\n"}, {"a.py": "1\n3\n"}, tmp_path) + "-- \n2.39.5\n"
+    one = format_patch("Fix it", "Why it matters.", [("Upstream-Status", "Pending")], body)
+    two = format_patch("Fix it", "Why it matters.", [("Upstream-Status", "Pending")], diff_body(one))
+    assert one == two
+    assert "index " not in one and "2.39.5" not in one and one.startswith("From 0000000")
+    assert parse_patch(one.encode()).files[0].path == "a.py"

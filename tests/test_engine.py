@@ -1,0 +1,250 @@
+"""The engine on real trees: every state, idempotence, revert, offsets, opt-ins, missing targets."""
+
+import json
+
+import pytest
+
+from fixpack import engine
+from fixpack.errors import BadInputError, StaleLockError, UnknownNameError
+
+from conftest import numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(40)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/old.py": "old\n" * 5})
+    builder.add_fix("first", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    mid = base.replace("line 5\n", "five\n")
+    builder.add_fix("second", {MOD: mid, "demo_pkg/old.py": "old\n" * 5},
+                    {MOD: mid.replace("line 30\n", "thirty\n"), "demo_pkg/new.py": "new\n", "demo_pkg/old.py": None})
+    builder.add_fix("extra", {"demo_pkg/x.py": None}, {"demo_pkg/x.py": "x = 1\n"}, opt_in=True)
+    builder.profile(["first", "second"], ["extra"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base, "demo_pkg/old.py": "old\n" * 5})
+    return builder, clean, target
+
+
+def states(report):
+    return {f.id: f.state for f in report.fixes}
+
+
+def test_apply_then_idempotent_then_revert(setup):
+    b, clean, target = setup
+    original = snapshot(target)
+    r = engine.apply(b.request(target))
+    assert r.ok and states(r) == {"first": "absent", "second": "absent"}
+    assert [f.action for f in r.fixes] == ["applied", "applied"]
+    text = (target / MOD).read_text()
+    assert "five\n" in text and "thirty\n" in text and not (target / "demo_pkg/old.py").exists()
+    after = snapshot(target)
+    r2 = engine.apply(b.request(target))
+    assert r2.ok and states(r2) == {"first": "applied", "second": "applied"}
+    assert all(f.action == "none" for f in r2.fixes)
+    assert snapshot(target) == after  # a second run writes nothing
+    r3 = engine.revert(b.request(target))
+    assert r3.ok and [f.action for f in r3.fixes] == ["reverted", "reverted"]
+    assert snapshot(target) == original and not (target / ".fixpack").exists()
+
+
+def test_manifest_records_fixes(setup):
+    b, _, target = setup
+    engine.apply(b.request(target, opt_ins=("extra",)))
+    m = json.loads((target / ".fixpack" / "demo.manifest.json").read_text())
+    assert [f["id"] for f in m["fixes"]] == ["first", "second", "extra"]
+    assert m["profile"] == "p1" and m["pin"]["commit"] == "abcdef12" and m["tool_version"]
+    assert set(m["files"]) == {MOD, "demo_pkg/new.py", "demo_pkg/old.py", "demo_pkg/x.py"}
+    assert m["files"]["demo_pkg/old.py"] is None
+
+
+def test_dry_run_writes_nothing(setup):
+    b, _, target = setup
+    before = snapshot(target)
+    r = engine.apply(b.request(target, dry_run=True))
+    assert r.ok and [f.action for f in r.fixes] == ["would-apply", "would-apply"]
+    assert snapshot(target) == before and not (target / ".fixpack").exists()
+
+
+def test_opt_in_added_later(setup):
+    b, _, target = setup
+    engine.apply(b.request(target))
+    r = engine.apply(b.request(target, opt_ins=("extra",)))
+    assert states(r) == {"first": "applied", "second": "applied", "extra": "absent"}
+    assert (target / "demo_pkg/x.py").read_text() == "x = 1\n"
+    r = engine.apply(b.request(target))  # not named again: kept, reported
+    assert r.fix("extra").state == "applied" and not r.fix("extra").selected
+
+
+def test_upstreamed(setup):
+    b, _, target = setup
+    (target / MOD).write_text((target / MOD).read_text().replace("line 5\n", "five\n"))
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("first").state == "upstreamed" and r.fix("second").state == "absent"
+    engine.revert(b.request(target))
+    assert "five\n" in (target / MOD).read_text()  # upstream's change is not ours to revert
+
+
+def test_drifted_applies_with_offset_and_strict_refuses(setup):
+    b, _, target = setup
+    (target / MOD).write_text("# local header\n" + (target / MOD).read_text())
+    before = snapshot(target)
+    strict = engine.apply(b.request(target, strict=True))
+    assert strict.exit_code == 3 and snapshot(target) == before
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("first").state == "drifted"
+    assert r.fix("first").offsets[0]["offset"] == 1
+    assert any("offset +1" in m for m in r.fix("first").messages)
+
+
+def test_conflict_changes_nothing(setup):
+    b, _, target = setup
+    (target / MOD).write_text((target / MOD).read_text().replace("line 4\n", "LINE FOUR\n"))
+    before = snapshot(target)
+    r = engine.apply(b.request(target))
+    assert r.exit_code == 4 and r.fix("first").state == "conflict"
+    assert "hunk #1 missing" in " ".join(r.fix("first").messages)
+    assert snapshot(target) == before
+
+
+def test_partial_is_refused_with_hunks(builder):
+    base = numbered(60)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("two", {MOD: base}, {MOD: base.replace("line 5\n", "five\n").replace("line 50\n", "fifty\n")})
+    builder.profile(["two"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base.replace("line 5\n", "five\n")})
+    before = snapshot(target)
+    r = engine.apply(builder.request(target))
+    assert r.exit_code == 4 and r.fix("two").state == "partial"
+    msg = r.fix("two").messages[0]
+    assert "present: demo_pkg/mod.py hunk #1" in msg and "not present: demo_pkg/mod.py hunk #2" in msg
+    assert snapshot(target) == before
+
+
+def test_tampered(setup):
+    b, _, target = setup
+    engine.apply(b.request(target))
+    (target / MOD).write_text((target / MOD).read_text() + "# local edit\n")
+    before = snapshot(target)
+    r = engine.apply(b.request(target))
+    assert r.exit_code == 3 and r.fix("first").state == "tampered"
+    rv = engine.revert(b.request(target))
+    assert rv.exit_code == 3 and snapshot(target) == before
+    st = engine.status(b.request(target))
+    assert st.fix("first").state == "tampered"
+
+
+def test_status_lists_every_fix(setup):
+    b, _, target = setup
+    engine.apply(b.request(target))
+    st = engine.status(b.request(target))
+    assert states(st) == {"first": "applied", "second": "applied", "extra": "absent"}
+    assert st.ok
+
+
+def test_pin_mismatch_stops_before_writing(setup):
+    b, _, target = setup
+    (target / "demo_pkg/_version.py").write_text("__version__ = '1.0'\n__commit_id__ = 'g1111111111'\n")
+    before = snapshot(target)
+    r = engine.apply(b.request(target))
+    assert r.exit_code == 3 and r.targets[0].status == "mismatch"
+    assert "1111111111" in r.targets[0].message and "abcdef12" in r.targets[0].message
+    assert snapshot(target) == before
+
+
+def test_missing_target_is_said_plainly(builder):
+    base = numbered(10)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("first", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    builder.profile(["first"], extra_targets='[targets.other]\npackage = "other_pkg_not_installed"\ncommit = "1234567"\n')
+    builder.lock(clean)
+    r = engine.apply(builder.request(clean, dry_run=True))
+    assert r.exit_code == 3
+    other = next(t for t in r.targets if t.name == "other")
+    assert other.status == "missing" and "--target" in other.message
+    r = engine.apply(builder.request(clean, dry_run=True, only_targets=("demo",)))
+    assert r.ok and next(t for t in r.targets if t.name == "other").status == "skipped"
+
+
+def test_unknown_fix_and_profile_names(setup):
+    b, _, target = setup
+    with pytest.raises(UnknownNameError, match="close matches: extra"):
+        engine.apply(b.request(target, opt_ins=("extr",)))
+    with pytest.raises(UnknownNameError, match="close matches: p1"):
+        engine.apply(b.request(target, name="p2"))
+
+
+def test_stale_lock(setup):
+    b, clean, target = setup
+    patch = b.pack / "fixes/first/0001-change.patch"
+    patch.write_text(patch.read_text().replace("Subject: [PATCH] first", "Subject: [PATCH] first, edited"))
+    with pytest.raises(StaleLockError, match="first: patch or version changed"):
+        engine.apply(b.request(target))
+    with pytest.raises(StaleLockError):
+        engine.check_lock_fresh(b.request(clean))
+    b.lock(clean)
+    engine.check_lock_fresh(b.request(clean))
+
+
+def test_lock_records_chain_hashes(setup):
+    b, clean, _ = setup
+    lock = json.loads((b.pack / "profiles/p1.lock").read_text())
+    first, second = lock["fixes"][0], lock["fixes"][1]
+    f1 = next(f for f in first["files"] if f["path"] == MOD)
+    f2 = next(f for f in second["files"] if f["path"] == MOD)
+    assert f1["post"] == f2["pre"]  # along the chain
+    assert lock["targets"]["demo"]["commit"] == "gabcdef1234"
+    assert first["hunks"][0]["pre"] and first["hunks"][0]["post"]
+
+
+def test_fix_touching_file_deleted_by_earlier_fix(builder):
+    base = numbered(10)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/old.py": "old\n"})
+    builder.add_fix("deleter", {"demo_pkg/old.py": "old\n"}, {"demo_pkg/old.py": None})
+    builder.add_fix("toucher", {"demo_pkg/old.py": "old\n"}, {"demo_pkg/old.py": "new\n"})
+    builder.profile(["deleter", "toucher"])
+    before = snapshot(clean)
+    with pytest.raises(BadInputError, match="which fix 'deleter' deletes"):
+        engine.apply(builder.request(clean))
+    assert snapshot(clean) == before
+
+
+def test_rename_and_mode_change(builder, tmp_path):
+    from conftest import git
+    base = numbered(10)
+    clean = builder.tree("clean", {"demo_pkg/a.py": base, "demo_pkg/run.sh": "echo\n"})
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "demo_pkg").mkdir()
+    (repo / "demo_pkg/a.py").write_text(base)
+    (repo / "demo_pkg/run.sh").write_text("echo\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "b")
+    git(repo, "mv", "demo_pkg/a.py", "demo_pkg/b.py")
+    (repo / "demo_pkg/b.py").write_text(base.replace("line 3\n", "three\n"))
+    (repo / "demo_pkg/run.sh").chmod(0o755)
+    git(repo, "add", "-A")
+    diff = git(repo, "diff", "--cached", "-M")
+    assert "rename from" in diff and "new mode 100755" in diff
+    builder.add_fix("mv", {}, {}, diff=diff)
+    builder.profile(["mv"])
+    builder.lock(clean)
+    original = snapshot(clean)
+    assert engine.apply(builder.request(clean)).ok
+    assert not (clean / "demo_pkg/a.py").exists() and "three" in (clean / "demo_pkg/b.py").read_text()
+    assert (clean / "demo_pkg/run.sh").stat().st_mode & 0o777 == 0o755
+    assert engine.revert(builder.request(clean)).ok
+    assert snapshot(clean) == original
+
+
+def test_stale_pycache_is_removed(setup):
+    b, _, target = setup
+    cache = target / "demo_pkg/__pycache__"
+    cache.mkdir()
+    (cache / "mod.cpython-311.pyc").write_bytes(b"stale")
+    (cache / "other.cpython-311.pyc").write_bytes(b"keep")
+    engine.apply(b.request(target))
+    assert not (cache / "mod.cpython-311.pyc").exists() and (cache / "other.cpython-311.pyc").exists()

@@ -1,0 +1,139 @@
+"""Loading the pack reports every problem with its file and line."""
+
+import pytest
+
+from fixpack import engine
+from fixpack.errors import PackError
+from fixpack.loader import load_pack, load_profile, select
+
+from conftest import numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def pack(builder):
+    base = numbered(10)
+    builder.tree("clean", {MOD: base})
+    builder.add_fix("a", {MOD: base}, {MOD: base.replace("line 2\n", "two\n")})
+    builder.add_fix("b", {MOD: base}, {MOD: base.replace("line 8\n", "eight\n")})
+    builder.profile(["a", "b"])
+    return builder
+
+
+def problems(exc):
+    return [str(p) for p in exc.value.problems]
+
+
+def test_valid_pack_loads(pack):
+    p = load_pack(pack.pack)
+    assert p.series == ("a", "b") and p.fixes["a"].version == 1
+    assert load_profile(p, "p1").default == ("a", "b")
+
+
+def test_unknown_key_names_file_and_line(pack):
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + "opt_inn = true\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    line = len(toml.read_text().splitlines())
+    assert any(f"{toml}:{line}: unknown key 'opt_inn'" in p and "did you mean 'opt_in'" in p for p in problems(exc))
+
+
+def test_series_missing_and_duplicate(pack):
+    (pack.pack / "fixes/series").write_text("a\na\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    text = "\n".join(problems(exc))
+    assert "series:2: fix 'a' listed twice" in text
+    assert "fix 'b' is missing from the series" in text
+
+
+def test_requires_later_in_series(pack):
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + 'requires = ["b"]\n')
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any("requires 'b', which comes later in the series" in p for p in problems(exc))
+
+
+def test_requires_not_in_profile(pack):
+    toml = pack.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text() + 'requires = ["a"]\n')
+    pack.profile(["b"])
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    assert any("requires 'a', which the profile does not list" in p for p in problems(exc))
+
+
+def test_conflicting_selection(pack):
+    toml = pack.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["a"]\n')
+    pack.profile(["a"], ["b"])
+    p = load_pack(pack.pack)
+    prof = load_profile(p, "p1")
+    with pytest.raises(PackError, match="'a' and 'b' are both selected but declare a conflict"):
+        select(p, prof, ["b"])
+
+
+def test_malformed_toml_has_line(pack):
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + "broken = [\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any(str(toml) in p and "malformed TOML" in p for p in problems(exc))
+
+
+def test_bad_patches_reported_with_file_and_line(pack):
+    pa = pack.pack / "fixes/a/0001-change.patch"
+    pa.write_bytes(pa.read_bytes().replace(b"\n", b"\r\n"))
+    pb = pack.pack / "fixes/b/0001-change.patch"
+    pb.write_text(pb.read_text().replace("b/demo_pkg/mod.py", "b/../escape.py").replace("a/demo_pkg/mod.py", "a/../escape.py"))
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    text = "\n".join(problems(exc))
+    assert f"{pa}:1: CRLF line endings" in text
+    assert f"{pb}:" in text and "escapes the target root" in text
+
+
+def test_undeclared_binary_is_refused(pack):
+    folder = pack.pack / "fixes/a"
+    (folder / "0001-change.patch").write_text(
+        "Subject: [PATCH] bin\n\n---\ndiff --git a/demo_pkg/x.bin b/demo_pkg/x.bin\nnew file mode 100644\n"
+        "index 0000000..1111111\nBinary files /dev/null and b/demo_pkg/x.bin differ\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any("binary change to 'demo_pkg/x.bin' is not declared" in p and ":4:" in p for p in problems(exc))
+
+
+def test_declared_binary_new_file_applies(pack):
+    folder = pack.pack / "fixes/a"
+    (folder / "0001-change.patch").write_text(
+        "Subject: [PATCH] bin\n\n---\ndiff --git a/demo_pkg/x.bin b/demo_pkg/x.bin\nnew file mode 100644\n"
+        "index 0000000..1111111\nBinary files /dev/null and b/demo_pkg/x.bin differ\n")
+    (folder / "x.bin").write_bytes(b"\x00\x01\xff")
+    (folder / "fix.toml").write_text((folder / "fix.toml").read_text() + '[binary]\n"demo_pkg/x.bin" = "x.bin"\n')
+    clean = pack.base / "clean"
+    pack.lock(clean)
+    original = snapshot(clean)
+    assert engine.apply(pack.request(clean)).ok
+    assert (clean / "demo_pkg/x.bin").read_bytes() == b"\x00\x01\xff"
+    assert engine.revert(pack.request(clean)).ok and snapshot(clean) == original
+
+
+def test_profile_unknown_fix_and_opt_in_default(pack):
+    toml = pack.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text() + "opt_in = true\n")
+    pack.profile(["a", "b", "nope"])
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    text = "\n".join(problems(exc))
+    assert "unknown fix 'nope'" in text and "'b' is opt-in (fix.toml) but listed as a default" in text
+    assert "p1.toml:" in text
+
+
+def test_opt_in_not_allowed(pack):
+    pack.profile(["a"])
+    p = load_pack(pack.pack)
+    with pytest.raises(PackError, match="not allowed by profile 'p1'"):
+        select(p, load_profile(p, "p1"), ["b"])
