@@ -222,6 +222,8 @@ def apply(req: Request) -> Report:
     """
     ctx = _prepare(req, "apply")
     errors = _target_errors(ctx)
+    if not req.dry_run:
+        _recover_interrupted(ctx)
     plans: dict[str, TargetPlan] = {}
     for name, ft in ctx.found.items():
         plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.strict, req.dry_run)
@@ -234,6 +236,17 @@ def apply(req: Request) -> Report:
         if plan.tree.changes() or plan.pending_journal or _manifest_changed(ctx, ft, plan):
             _write_target(ctx, ft, req)
     return _finish(ctx.report, [])
+
+
+def _recover_interrupted(ctx: Context) -> None:
+    """Roll back what a killed run left, before looking at the files (the tree may be torn)."""
+    for ft in ctx.found.values():
+        if pending_journal(ft.root):
+            with run_lock(ft.root):
+                restored = recover(ft.root)
+            if restored:
+                t = next(t for t in ctx.report.targets if t.name == ft.spec.name)
+                t.message = f"rolled back an interrupted run ({len(restored)} files restored)"
 
 
 def status(req: Request) -> Report:
@@ -310,6 +323,8 @@ def revert(req: Request) -> Report:
     """
     ctx = _prepare(req, "revert", need_lock=False)
     errors = _target_errors(ctx)
+    if not req.dry_run:
+        _recover_interrupted(ctx)
     work: list[tuple[FoundTarget, Tree, dict[str, Any]]] = []
     for name, ft in ctx.found.items():
         manifest = read_manifest(ft.root, name)

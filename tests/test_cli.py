@@ -1,0 +1,80 @@
+"""Thin CLI checks: exit codes, JSON keys, plain output, the apply_all.py entries."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("opt", {MOD: base}, {MOD: base.replace("line 15\n", "fifteen\n")}, opt_in=True)
+    builder.profile(["one"], ["opt"])
+    builder.lock(clean)
+    return builder, builder.tree("image", {MOD: base})
+
+
+def run(*args, entry=("-m", "fixpack.cli")):
+    return subprocess.run([sys.executable, *entry, *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("entry", [("apply_all.py",), ("fixes/apply_all.py",)])
+def test_apply_all_entries(setup, entry):
+    b, target = setup
+    args = ["--pack", str(b.pack), "--profile", "p1", "--root", f"demo={target}", "opt"]
+    r = run(*args, entry=(str(REPO / entry[0]),))
+    assert r.returncode == 0, r.stderr
+    assert "one v1: absent, applied" in r.stdout and "opt v1 (opt-in): absent, applied" in r.stdout
+    r2 = run(*args, entry=(str(REPO / entry[0]),))
+    assert r2.returncode == 0 and "OK: 2 already applied" in r2.stdout
+
+
+def test_json_document(setup):
+    b, target = setup
+    r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--dry-run", "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["ok"] and doc["schema"] == 1 and doc["dry_run"]
+    assert set(doc) >= {"profile", "targets", "fixes", "exit_code", "error", "tool_version", "command"}
+    assert doc["fixes"][0]["state"] == "absent" and doc["fixes"][0]["action"] == "would-apply"
+    assert doc["targets"][0]["pin"] == {"version": "1.0", "commit": "abcdef12"}
+
+
+def test_exit_codes_and_no_change(setup):
+    b, target = setup
+    before = snapshot(target)
+    r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "nosuchfix")
+    assert r.returncode == 2 and "unknown fix 'nosuchfix'" in r.stderr
+    r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", "demo")
+    assert r.returncode == 2 and "NAME=PATH" in r.stderr
+    (target / MOD).write_text((target / MOD).read_text().replace("line 2\n", "LINE 2\n"))
+    before = snapshot(target)
+    r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--json")
+    assert r.returncode == 4 and json.loads(r.stdout)["fixes"][0]["state"] == "conflict"
+    assert snapshot(target) == before
+
+
+def test_status_and_revert_commands(setup):
+    b, target = setup
+    original = snapshot(target)
+    assert run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}").returncode == 0
+    st = run("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}")
+    assert st.returncode == 0 and "one v1: applied" in st.stdout and "opt v1 (opt-in): absent" in st.stdout
+    rv = run("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}")
+    assert rv.returncode == 0 and snapshot(target) == original
+
+
+def test_lock_check_command(setup):
+    b, target = setup
+    r = run("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}", "--check")
+    assert r.returncode == 0 and "fresh" in r.stdout
+    (b.pack / "profiles/p1.lock").write_text("{}")
+    r = run("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}", "--check")
+    assert r.returncode == 2 and "stale" in r.stderr

@@ -1,0 +1,58 @@
+"""Release copies: a git-hosted target cloned at its pin (against a local bare repository), and the
+vLLM sdist from PyPI (network, cached; marked `release`)."""
+
+import os
+
+import pytest
+
+from fixpack import release
+from fixpack.errors import MismatchError
+from fixpack.model import Pin, Source, TargetSpec
+
+from conftest import git
+from test_targets import gaudi_tree
+
+
+def bare_repo(tmp_path):
+    work = gaudi_tree(tmp_path / "work")
+    git(work, "init", "-q", "-b", "main")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "first")
+    first = git(work, "rev-parse", "HEAD").strip()
+    git(work, "checkout", "-q", "-b", "releases/v0.30.0")
+    (work / "vllm_gaudi/extra.py").write_text("x = 1\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "second")
+    second = git(work, "rev-parse", "HEAD").strip()
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(tmp_path / "bare.git"))
+    return tmp_path / "bare.git", first, second
+
+
+def test_git_clone_at_pin(tmp_path):
+    bare, first, second = bare_repo(tmp_path)
+    spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", second[:7], "releases/v0.30.0"),
+                      Source(git=str(bare), ref="releases/v0.30.0"))
+    found = release.fetch(spec, tmp_path / "cache")
+    assert found.commit == second and (found.root / "vllm_gaudi/extra.py").is_file()
+    again = release.fetch(spec, tmp_path / "cache")  # cached
+    assert again.root == found.root
+
+
+def test_git_clone_wrong_pin_is_refused(tmp_path):
+    bare, first, second = bare_repo(tmp_path)
+    spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("9.9.9", first[:7]), Source(git=str(bare)))
+    with pytest.raises(MismatchError, match="version"):
+        release.fetch(spec, tmp_path / "cache")
+    assert not list((tmp_path / "cache").glob("vllm-gaudi-*"))
+
+
+@pytest.mark.release
+def test_vllm_sdist_release_copy():
+    """Downloads vLLM 0.30.0's sdist once (about 42 MB) into $FIXPACK_TEST_CACHE, hash-checked."""
+    cache = os.environ.get("FIXPACK_TEST_CACHE")
+    if not cache:
+        pytest.skip("set FIXPACK_TEST_CACHE to a cache folder to fetch the vLLM release copy")
+    from pathlib import Path
+    spec = TargetSpec("vllm", "vllm", "vllm", Pin("0.30.0", "ced6857a"), Source(pypi="vllm"))
+    found = release.fetch(spec, Path(cache))
+    assert found.commit == "gced6857af" and (found.root / "vllm/v1/sample/ops/topk_topp_sampler.py").is_file()

@@ -1,0 +1,155 @@
+"""Bad input and hostile conditions: a clear error, and the tree byte-identical afterwards.
+Crash safety: the apply is killed at every write point; the next run leaves the tree whole."""
+
+import fcntl
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixpack import engine
+from fixpack.errors import BusyError, EnvironmentProblem, MismatchError, PackError
+
+from conftest import REPO, numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {MOD: base, "demo_pkg/b.py": base},
+                    {MOD: base.replace("line 20\n", "twenty\n"), "demo_pkg/b.py": base.replace("line 9\n", "nine\n"),
+                     "demo_pkg/c.py": "c\n"})
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base, "demo_pkg/b.py": base})
+    return builder, target
+
+
+def test_read_only_target(setup):
+    b, target = setup
+    before = snapshot(target)
+    for p in [target, target / "demo_pkg", *target.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        if os.access(target, os.W_OK):
+            pytest.skip("running as a user who ignores file modes (root): cannot make a read-only folder")
+        with pytest.raises(EnvironmentProblem, match="not writable"):
+            engine.apply(b.request(target))
+    finally:
+        for p in [target, target / "demo_pkg", *target.rglob("*")]:
+            p.chmod(p.stat().st_mode | 0o200)
+    assert snapshot(target) == before
+
+
+def test_read_only_target_as_root(setup, monkeypatch):
+    """Root ignores modes, so the check is exercised through os.access as the tool sees it."""
+    b, target = setup
+    before = snapshot(target)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if m == os.W_OK else real(p, m, *a, **k))
+    with pytest.raises(EnvironmentProblem, match="not writable.*nothing was changed"):
+        engine.apply(b.request(target))
+    monkeypatch.undo()
+    assert {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")} == before
+
+
+def test_symlink_pointing_outside(setup, tmp_path):
+    b, target = setup
+    outside = tmp_path / "outside.py"
+    outside.write_text((target / MOD).read_text())
+    (target / MOD).unlink()
+    (target / MOD).symlink_to(outside)
+    before, outside_before = snapshot(target), outside.read_bytes()
+    with pytest.raises(MismatchError, match="outside the target root"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before and outside.read_bytes() == outside_before
+
+
+def test_second_concurrent_run_is_refused(setup):
+    b, target = setup
+    (target / ".fixpack").mkdir()
+    holder = open(target / ".fixpack" / "lock", "a+")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    before = snapshot(target)
+    try:
+        with pytest.raises(BusyError, match="another fixpack run holds"):
+            engine.apply(b.request(target))
+    finally:
+        holder.close()
+    assert snapshot(target) == before
+
+
+def test_malformed_patch_changes_nothing(setup):
+    b, target = setup
+    p = b.pack / "fixes/two/0001-change.patch"
+    p.write_text(p.read_text().replace("@@ -17,7 +17,7 @@", "@@ -17,9 +17,7 @@"))
+    before = snapshot(target)
+    with pytest.raises(PackError, match="malformed"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
+
+
+def _run_apply(b, target, fault_at=None):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if fault_at:
+        env["FIXPACK_FAULT_AT"] = str(fault_at)
+    code = ("import sys; from pathlib import Path; from fixpack import engine; "
+            f"r = engine.apply(engine.Request(pack_root=Path({str(b.pack)!r}), profile='p1', "
+            f"roots={{'demo': Path({str(target)!r})}})); sys.exit(r.exit_code)")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).returncode
+
+
+def test_kill_at_every_write_point(setup, tmp_path):
+    b, target = setup
+    original = snapshot(target)
+    reference = tmp_path / "reference"
+    _restore(reference, original)
+    assert _run_apply(b, reference) == 0
+    patched = {k: v for k, v in snapshot(reference).items() if not k.startswith(".fixpack")}
+    points = 0
+    for n in range(1, 30):
+        _restore(target, original)
+        rc = _run_apply(b, target, fault_at=n)
+        if rc == 0:  # ran past the last write point: the fault never fired
+            break
+        points += 1
+        assert rc == 137
+        # the next run rolls back what the killed one left, then applies the whole profile
+        assert _run_apply(b, target) == 0
+        files = {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")}
+        assert files == patched, f"after a kill at write point {n}, the next run did not end fully patched"
+        assert not (target / ".fixpack/journal.json").exists()
+        # and a kill followed by a revert gives back the original bytes
+        _restore(target, original)
+        assert _run_apply(b, target, fault_at=n) == 137
+        assert engine.revert(b.request(target)).ok
+        files = {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")}
+        assert files == original, f"kill at write point {n}, then revert: not the original bytes"
+    assert points >= 6  # backups, journal, each of the 4 files, the manifest
+
+
+def _restore(target, files):
+    import shutil
+    if target.exists():
+        shutil.rmtree(target)
+    for rel, (data, mode) in files.items():
+        p = target / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        p.chmod(mode)
+
+
+def test_interrupted_run_is_rolled_back_by_revert_and_status_says_so(setup):
+    b, target = setup
+    original = snapshot(target)
+    assert _run_apply(b, target, fault_at=4) == 137
+    st = engine.status(b.request(target))
+    assert "interrupted run left a journal" in st.targets[0].message
+    assert engine.apply(b.request(target)).ok
+    assert engine.revert(b.request(target)).ok
+    assert snapshot(target) == original

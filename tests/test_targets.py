@@ -1,0 +1,97 @@
+"""Finding targets: a source tree, a git checkout, site-packages, an editable install; reading
+version and commit from git HEAD, the version module and the distribution metadata."""
+
+import json
+
+import pytest
+
+from fixpack import engine
+from fixpack.errors import BadInputError
+from fixpack.model import Pin, Source, TargetSpec
+from fixpack.targets import commit_matches, locate, read_facts, resolve_root
+
+from conftest import git, numbered, snapshot
+
+GAUDI = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", "058f107"), Source())
+
+
+def gaudi_tree(root):
+    """A small tree shaped like the vllm-gaudi plugin (a second target)."""
+    (root / "vllm_gaudi/v1/worker").mkdir(parents=True)
+    (root / "vllm_gaudi/__init__.py").write_text("def register():\n    return None\n")
+    (root / "vllm_gaudi/v1/worker/hpu_model_runner.py").write_text(numbered(50, "runner"))
+    (root / "pyproject.toml").write_text('[project]\nname = "vllm-gaudi"\n')
+    return root
+
+
+def test_git_checkout_commit(tmp_path):
+    root = gaudi_tree(tmp_path / "gaudi")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "x")
+    head = git(root, "rev-parse", "HEAD").strip()
+    v, c, ev = read_facts(GAUDI, root)
+    assert c == head and "git HEAD" in ev[0]
+
+
+def test_site_packages_with_direct_url(tmp_path):
+    sp = tmp_path / "site-packages"
+    gaudi_tree(sp)
+    info = sp / "vllm_gaudi-0.30.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: vllm-gaudi\nVersion: 0.30.0\n")
+    (info / "direct_url.json").write_text(json.dumps({"url": "https://example.invalid/vllm-gaudi.git",
+                                                      "vcs_info": {"vcs": "git", "commit_id": "058f107aa" + "0" * 31}}))
+    v, c, ev = read_facts(GAUDI, sp)
+    assert v == "0.30.0" and c.startswith("058f107") and commit_matches(c, "058f107")
+    assert resolve_root(GAUDI, sp / "vllm_gaudi") == sp.resolve()
+
+
+def test_root_without_package_is_bad_input(tmp_path):
+    with pytest.raises(BadInputError, match="holds no vllm_gaudi/"):
+        resolve_root(GAUDI, tmp_path)
+
+
+def test_not_installed_is_none():
+    assert locate(GAUDI, None, None) is None
+
+
+def test_env_root(tmp_path):
+    gaudi_tree(tmp_path / "copies" / "vllm-gaudi")
+    found = locate(GAUDI, None, tmp_path / "copies")
+    assert found is not None and found.how == "GAUDI_FIXES_ROOT"
+
+
+def test_commit_forms():
+    assert commit_matches("gced6857af", "ced6857a")
+    assert not commit_matches("gced6857af", "ced6858a")
+    assert not commit_matches("", "ced6857a")
+
+
+def test_two_targets_one_profile(builder, tmp_path):
+    """A profile with vLLM-shaped and vllm-gaudi-shaped targets; each fix applies to its own root."""
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    gclean = gaudi_tree(tmp_path / "gclean")
+    git(gclean, "init", "-q")
+    git(gclean, "add", "-A")
+    git(gclean, "commit", "-qm", "x")
+    head = git(gclean, "rev-parse", "HEAD").strip()
+    builder.add_fix("core", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 4\n", "four\n")})
+    runner = "vllm_gaudi/v1/worker/hpu_model_runner.py"
+    rtext = (gclean / runner).read_text()
+    builder.target = "vllm-gaudi"
+    builder.add_fix("plugin", {runner: rtext}, {runner: rtext.replace("runner 7\n", "seven\n")})
+    builder.target = "demo"
+    builder.profile(["core", "plugin"], extra_targets=(f'[targets.vllm-gaudi]\npackage = "vllm_gaudi"\n'
+                                                        f'distribution = "vllm-gaudi"\ncommit = "{head[:7]}"\n'))
+    req = builder.request(clean)
+    req.roots["vllm-gaudi"] = gclean
+    engine.write_lock(req)
+    before_g = snapshot(gclean)
+    r = engine.apply(req)
+    assert r.ok and {f.id: f.target for f in r.fixes} == {"core": "demo", "plugin": "vllm-gaudi"}
+    assert "seven" in (gclean / runner).read_text()
+    assert (gclean / ".fixpack/vllm-gaudi.manifest.json").is_file()
+    assert engine.revert(req).ok
+    assert snapshot(gclean) == before_g
