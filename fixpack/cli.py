@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, engine
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FixpackError
+from .errors import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_INTERNAL, FixpackError
 from .report import Report
 
 STATE_STYLE = {"applied": "green", "absent": "cyan", "upstreamed": "blue", "drifted": "yellow",
@@ -239,6 +239,57 @@ def fetch_cmd(profile: str, only_targets: tuple[str, ...], cache: Path | None, v
             click.echo(f"  {found.version} @ {found.commit} ({'; '.join(found.evidence)})", err=True)
     except FixpackError as exc:
         _fail(exc, exc.exit_code if type(exc) is not FixpackError else EXIT_BAD_INPUT, False, "fetch", profile)
+
+
+@main.command("prove")
+@click.option("--profile", "-p", required=True)
+@click.option("--python", "python", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The image's interpreter (e.g. .venv/bin/python with vLLM installed).")
+@click.option("--target", default="vllm", show_default=True)
+@click.option("--pack", "pack_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+def prove_cmd(profile: str, python: str, target: str, pack_root: Path | None) -> None:
+    """Run every fix's proof tests on the clean image (must fail) and the patched image (must pass)."""
+    from .prove import prove
+
+    try:
+        run = prove(pack_root or default_pack_root(), profile, python, target)
+    except FixpackError as exc:
+        _fail(exc, exc.exit_code, False, "prove", profile)
+    table = Table(title=f"proof of profile {profile} on {python}", title_justify="left")
+    for col in ("fix", "clean image (must fail)", "patched image (must pass)", "verdict"):
+        table.add_column(col, overflow="fold")
+    for r in run.results:
+        table.add_row(r.fix, f"rc={r.clean_rc} {r.clean_summary}", f"rc={r.patched_rc} {r.patched_summary}",
+                      "[green]proven[/]" if r.ok else "[red]NOT PROVEN[/]")
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(table)
+    console.print(f"second apply wrote nothing: {run.reapply_wrote_nothing}; "
+                  f"revert restored every byte: {run.revert_restored_bytes}")
+    for note in run.notes:
+        console.print(note)
+    sys.exit(0 if run.ok else EXIT_CONFLICT)
+
+
+@main.command("format")
+@click.option("--check", is_flag=True, help="Fail (exit 2) when a patch is not in its deterministic form.")
+@click.option("--pack", "pack_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+def format_cmd(check: bool, pack_root: Path | None) -> None:
+    """Write every patch of the pack deterministically (headers from fix.toml, no churn)."""
+    from .loader import load_pack
+    from .pack_tools import rewrite_patches, stale_patches
+
+    try:
+        pack = load_pack(pack_root or default_pack_root())
+        paths = stale_patches(pack) if check else rewrite_patches(pack)
+    except FixpackError as exc:
+        _fail(exc, exc.exit_code, False, "format", "")
+    for p in paths:
+        click.echo(f"{'stale' if check else 'rewrote'}: {p}")
+    if check and paths:
+        click.echo("fixpack: error: patches not in their deterministic form; run `fixpack format` and commit",
+                   err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    click.echo(f"{len(paths)} patch(es) {'stale' if check else 'rewritten'}")
 
 
 def apply_all_main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,55 @@
+"""Maintainer helpers over the pack's files: write every patch in its deterministic form.
+
+A patch's header is derived from its fix: the subject and description stay as written in the patch,
+the DEP-3 / Yocto fields (``Upstream-Status``, ``Forwarded``, ``Fix-Id``) come from ``fix.toml``.
+The diff part loses churn (``index`` lines, the ``-- `` version signature). Running it twice gives
+the same bytes, so CI can fail on a patch that was not written this way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .diff import diff_body, format_patch, parse_patch
+from .model import Fix, Pack
+
+
+def header_fields(fix: Fix) -> list[tuple[str, str]]:
+    up = fix.upstream
+    status = up.status.capitalize() + (f" [{up.link}]" if up.link and up.status != "pending" else "")
+    fields = [("Upstream-Status", status),
+              ("Forwarded", up.link if up.link and up.status in ("submitted", "accepted") else "no"),
+              ("Fix-Id", fix.id)]
+    if up.fixed_in:
+        fields.append(("Fixed-In", up.fixed_in))
+    return fields
+
+
+def normalized(fix: Fix, path: Path) -> str:
+    """The deterministic text of one of ``fix``'s patch files."""
+    return normalize_text(fix, path.read_bytes().decode("utf-8", "surrogateescape"), str(path))
+
+
+def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
+    header = parse_patch(text.encode("utf-8", "surrogateescape"), source).header
+    subject = header.subject or fix.summary
+    return format_patch(subject, header.description, header_fields(fix), diff_body(text))
+
+
+def stale_patches(pack: Pack) -> list[Path]:
+    """Patch files whose bytes differ from their deterministic form."""
+    out = []
+    for fix in pack.fixes.values():
+        for p in fix.patches:
+            if p.path.read_bytes().decode("utf-8", "surrogateescape") != normalized(fix, p.path):
+                out.append(p.path)
+    return out
+
+
+def rewrite_patches(pack: Pack) -> list[Path]:
+    """Rewrite every stale patch in place; returns the files rewritten."""
+    changed = stale_patches(pack)
+    for path in changed:
+        fix = next(f for f in pack.fixes.values() if any(p.path == path for p in f.patches))
+        path.write_bytes(normalized(fix, path).encode("utf-8", "surrogateescape"))
+    return changed

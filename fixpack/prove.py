@@ -1,0 +1,121 @@
+"""Proof runs: each fix's tests fail on the clean image and pass once the profile is applied.
+
+The image is a Python environment with the target installed (a virtual environment with vLLM 0.30.0
+stands in for the Gaudi image). For every fix of the profile, ``fixes/<id>/test_*.py`` runs in that
+interpreter twice: on the clean install (it must fail: it shows the bug) and after the profile is
+applied with every opt-in (it must pass). Then the apply is run again (everything already applied,
+nothing written) and the profile is reverted (every byte back). Results come back as data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .engine import Request, apply, revert, status
+from .errors import ConflictError, MismatchError
+from .loader import load_pack, load_profile
+
+
+@dataclass
+class ProofResult:
+    """One fix's proof: the pytest summary line and exit code on the clean and the patched image."""
+
+    fix: str
+    clean_rc: int = -1
+    clean_summary: str = ""
+    patched_rc: int = -1
+    patched_summary: str = ""
+
+    @property
+    def ok(self) -> bool:
+        # pytest exits 1 when tests ran and some failed; 2-5 are errors, not a shown bug
+        return self.clean_rc == 1 and self.patched_rc == 0
+
+
+@dataclass
+class ProofRun:
+    results: list[ProofResult] = field(default_factory=list)
+    reapply_wrote_nothing: bool = False
+    revert_restored_bytes: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results) and self.reapply_wrote_nothing and self.revert_restored_bytes
+
+
+def site_packages(python: str) -> Path:
+    """The purelib folder of ``python`` (where pip installed the target)."""
+    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def tree_digest(root: Path, package: str) -> str:
+    """sha256 over every file of ``root/package`` (paths, modes, bytes), ``__pycache__`` aside."""
+    h = hashlib.sha256()
+    for p in sorted((root / package).rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def run_tests(python: str, folder: Path, cwd: Path, timeout: int = 900) -> tuple[int, str]:
+    """Run the proof tests in ``folder`` with ``python``; return (exit code, pytest's summary line)."""
+    proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(folder)],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env=_test_env())
+    lines = [ln for ln in proc.stdout.splitlines() if re.search(r"\b(passed|failed|error|no tests ran)\b", ln)]
+    return proc.returncode, (lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:])
+
+
+def _test_env() -> dict[str, str]:
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu", "TRANSFORMERS_OFFLINE": "1"})
+    return env
+
+
+def prove(pack_root: Path, profile: str, python: str, target: str = "vllm") -> ProofRun:
+    """Run the whole proof on the image of ``python``; the image is left as it was found.
+
+    Raises MismatchError when the image is not clean to start with (a fix already applied).
+    """
+    pack = load_pack(pack_root)
+    prof = load_profile(pack, profile)
+    root = site_packages(python)
+    req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
+                  all_opt_in=True)
+    st = status(Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,)))
+    if not st.ok or any(f.state != "absent" for f in st.fixes):
+        raise MismatchError(f"the image at {root} is not clean: "
+                            + ", ".join(f"{f.id}: {f.state}" for f in st.fixes if f.state != "absent"))
+    package = prof.target(target).package
+    before = tree_digest(root, package)
+    fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
+    run = ProofRun([ProofResult(f.id) for f in fixes])
+    for res, fix in zip(run.results, fixes):
+        res.clean_rc, res.clean_summary = run_tests(python, fix.folder, pack_root)
+    try:
+        applied = apply(req)
+        if not applied.ok:
+            raise ConflictError(f"the profile did not apply to {root}: {applied.error}")
+        for res, fix in zip(run.results, fixes):
+            res.patched_rc, res.patched_summary = run_tests(python, fix.folder, pack_root)
+        after = tree_digest(root, package)
+        again = apply(req)
+        run.reapply_wrote_nothing = again.ok and all(f.action == "none" for f in again.fixes) and \
+            tree_digest(root, package) == after
+    finally:
+        reverted = revert(Request(pack_root=pack_root, profile=profile, roots={target: root},
+                                  only_targets=(target,)))
+        run.revert_restored_bytes = reverted.ok and tree_digest(root, package) == before
+        if not reverted.ok:
+            run.notes.append(f"revert failed: {reverted.error}")
+    return run

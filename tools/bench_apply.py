@@ -1,0 +1,584 @@
+#!/usr/bin/env python3
+"""Benchmark: fixpack's apply/status against GNU patch, git apply and quilt, on the same series and tree.
+
+Workloads (generated in a temporary folder, never in the repository):
+
+- ``vllm20``: 20 synthetic but realistic patches (1-3 hunks each, made with ``git diff``) on 20 real
+  ``.py`` files of the vLLM v0.30.0 release tree, as a throwaway pack pinned to 0.30.0 / ced6857a.
+- ``synthetic500``: 500 patches over a generated tree of 200 files x 400 lines; each patch touches
+  1-3 files and many files are changed by several patches in sequence (quilt-style stacking, some
+  later patches editing lines an earlier one changed).
+
+Every tool runs on a fresh copy of the tree per repetition (copy time excluded). A copy hard-links
+the files no patch touches and copies the touched ones, so no tool can write through to the base
+tree (a full copy would cost more to delete than the runs take on a discard-mounted disk; use
+``--copy-mode full`` for real copies). Every result is checked: the engine's touched files against
+the generated post-images, and each tool's whole tree against the engine's (bytes and modes).
+
+Usage: PYTHONPATH=. python3 tools/bench_apply.py [--repeat N] [--workload vllm20|synthetic500|all]
+       [--vllm-root PATH] [--json OUT.json] [--cprofile] [--tmpdir DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import difflib
+import hashlib
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from fixpack import engine  # noqa: E402
+
+PROFILE = "bench"
+EXCLUDED_DIRS = {".git", ".fixpack", ".pc"}  # each tool's own bookkeeping, not part of the result
+GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@invalid", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "bench@invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000"}
+MAIL_HEADER = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+               "From: bench <bench@invalid>\nSubject: [PATCH] {subject}\n\n{body}\n\n---\n")
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = {**os.environ, **GIT_ENV, **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def sh(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    res = subprocess.run(cmd, cwd=cwd, env=env or env_with(), capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd[:6])}{' ...' if len(cmd) > 6 else ''}` exited {res.returncode}: "
+                           f"{(res.stderr or res.stdout).strip()[-800:]}")
+    return res.stdout
+
+
+# --- workload model -----------------------------------------------------------------------------
+
+@dataclass
+class Workload:
+    name: str
+    title: str
+    base: Path                      # the clean tree (never written)
+    target: str                     # target name in the profile
+    pack: Path                      # throwaway pack root (fixes/, profiles/bench.toml + .lock)
+    patches: list[Path]             # the patch files, in series order
+    quilt_dir: Path                 # QUILT_PATCHES: copies of the patches + series
+    expected: dict[str, str]        # touched path -> final text after the whole series
+    hunks: int = 0
+    tree_files: int = 0
+
+    @property
+    def touched(self) -> list[str]:
+        return sorted(self.expected)
+
+
+def write_pack(wl_dir: Path, target: str, package: str, version: str, commit: str, version_module: str,
+               patches: list[tuple[str, str, str]]) -> tuple[Path, list[Path], Path]:
+    """patches: (fix id, subject, git diff body). Returns (pack root, patch files, quilt patches dir)."""
+    pack = wl_dir / "pack"
+    fixes = pack / "fixes"
+    fixes.mkdir(parents=True)
+    files = []
+    for fid, subject, body in patches:
+        folder = fixes / fid
+        folder.mkdir()
+        name = "0001-" + re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:50] + ".patch"
+        text = MAIL_HEADER.format(subject=subject, body=f"Benchmark change {fid}.") + body
+        (folder / name).write_text(text)
+        (folder / "fix.toml").write_text(
+            f'id = "{fid}"\nversion = 1\nsummary = "{subject}"\nwhy = "benchmark workload"\n'
+            f'target = "{target}"\npatches = ["{name}"]\n')
+        files.append(folder / name)
+    (fixes / "series").write_text("".join(f"{fid}\n" for fid, _s, _b in patches))
+    (pack / "profiles").mkdir()
+    ids = ", ".join(f'"{fid}"' for fid, _s, _b in patches)
+    (pack / "profiles" / f"{PROFILE}.toml").write_text(
+        f'name = "{PROFILE}"\ndescription = "throwaway benchmark profile"\n\n[targets.{target}]\n'
+        f'package = "{package}"\ndistribution = "{package}"\nversion = "{version}"\ncommit = "{commit}"\n'
+        f'version_module = "{version_module}"\n\n[fixes]\ndefault = [{ids}]\nopt_in = []\n')
+    quilt = wl_dir / "quilt-patches"
+    quilt.mkdir()
+    names = []
+    for i, p in enumerate(files, 1):
+        qn = f"{i:04d}-{p.parent.name}.patch"
+        shutil.copyfile(p, quilt / qn)
+        names.append(qn)
+    (quilt / "series").write_text("".join(n + "\n" for n in names))
+    return pack, files, quilt
+
+
+def lock_pack(pack: Path, target: str, base: Path) -> None:
+    engine.write_lock(engine.Request(pack_root=pack, profile=PROFILE, roots={target: base}))
+
+
+def edit_text(lines: list[str], rng: random.Random, tag: str, hunks: int, restack: float = 0.0) -> list[str]:
+    """1-3 hunks: each inserts a comment line and changes a nearby line (appends a trailing comment).
+
+    With probability ``restack`` a hunk is anchored on a line an earlier patch changed (a stacked change).
+    """
+    n = len(lines)
+    lo, hi = 8, n - 8
+    span = max(1, (hi - lo) // hunks)
+    anchors = set()
+    earlier = [i for i, l in enumerate(lines) if "# fb-" in l and lo <= i < hi]
+    for h in range(hunks):
+        if earlier and rng.random() < restack:
+            anchors.add(rng.choice(earlier))
+        else:
+            anchors.add(lo + h * span + rng.randrange(span))
+    out = list(lines)
+    for k, a in enumerate(sorted(anchors, reverse=True)):
+        j = a
+        while j < min(a + 6, n - 1) and (not out[j].strip() or out[j].rstrip("\n").endswith("\\")):
+            j += 1
+        body = out[j].rstrip("\n")
+        out[j] = f"{body}  # fb-{tag}.{k} changed\n"
+        indent = re.match(r"[ \t]*", out[a]).group(0)
+        out.insert(a, f"{indent}# fb-{tag}.{k}: note added by this patch\n")
+    return out
+
+
+def unified(path: str, old: str, new: str) -> str:
+    """A git-style diff of one file (diff --git header, 3 lines of context)."""
+    body = list(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}", n=3))
+    body[0], body[1] = f"--- a/{path}\n", f"+++ b/{path}\n"
+    return f"diff --git a/{path} b/{path}\n" + "".join(body)
+
+
+def count_hunks(bodies: list[str]) -> int:
+    return sum(len(re.findall(r"^@@ ", b, re.M)) for b in bodies)
+
+
+def count_files(root: Path) -> int:
+    return sum(len(files) for _d, _ds, files in os.walk(root))
+
+
+def build_vllm20(root: Path, work: Path) -> Workload:
+    """20 patches on 20 real vllm/*.py files, made with git diff in a scratch repository."""
+    wl_dir = work / "vllm20"
+    wl_dir.mkdir()
+    cands = []
+    for p in sorted((root / "vllm").rglob("*.py")):
+        data = p.read_bytes()
+        if b"\r" in data or not data.endswith(b"\n") or data.count(b"\n") < 150:
+            continue
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        cands.append(p.relative_to(root).as_posix())
+    rng = random.Random(20)
+    chosen = sorted(rng.sample(cands, 20))
+    scratch = wl_dir / "gen"
+    scratch.mkdir()
+    for rel in chosen:
+        (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, scratch / rel)
+    sh(["git", "init", "-q"], scratch)
+    sh(["git", "add", "-A"], scratch)
+    sh(["git", "commit", "-q", "-m", "base"], scratch)
+    expected, patches = {}, []
+    for i, rel in enumerate(chosen, 1):
+        lines = (scratch / rel).read_text().splitlines(True)
+        new = "".join(edit_text(lines, rng, f"{i:03d}", rng.randint(1, 3)))
+        (scratch / rel).write_text(new)
+        expected[rel] = new
+        body = sh(["git", "diff", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "-U3",
+                   "--", rel], scratch)
+        mod = rel.removeprefix("vllm/").removesuffix(".py").replace("/", ".")
+        patches.append((f"bench-{i:03d}", f"Adjust {mod}", body))
+    pack, files, quilt = write_pack(wl_dir, "vllm", "vllm", "0.30.0", "ced6857a", "vllm/_version.py", patches)
+    lock_pack(pack, "vllm", root)
+    return Workload("vllm20", f"vLLM 0.30.0 release tree {root}", root, "vllm", pack, files, quilt, expected,
+                    count_hunks([b for _f, _s, b in patches]), count_files(root))
+
+
+def build_synthetic500(work: Path) -> Workload:
+    """500 stacked patches over 200 generated modules of 400 lines."""
+    wl_dir = work / "synthetic500"
+    base = wl_dir / "tree"
+    pkg = base / "synpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""Synthetic package for the fixpack benchmark."""\n')
+    (pkg / "_version.py").write_text("__version__ = version = '1.0.0'\n__commit_id__ = commit_id = 'g0123456789ab'\n")
+    texts: dict[str, list[str]] = {}
+    for i in range(200):
+        lines = [f'"""Module {i} of the synthetic benchmark tree."""\n', "\n", "import math\n", "\n"]
+        k = 0
+        while len(lines) < 400:
+            lines += [f"def f_{i}_{k}(x, y=0):\n", f'    """Compute step {k} of module {i}."""\n',
+                      f"    total = x * {k} + y\n", f"    total += math.floor({i} / ({k} + 1))\n",
+                      "    return total\n", "\n"]
+            k += 1
+        lines = lines[:399] + ["# end of module\n"]
+        rel = f"synpkg/mod_{i:03d}.py"
+        (base / rel).write_text("".join(lines))
+        texts[rel] = lines
+    rng = random.Random(500)
+    paths = sorted(texts)
+    hot = rng.sample(paths, 20)
+    original = {p: "".join(t) for p, t in texts.items()}
+    patches = []
+    for n in range(1, 501):
+        picked: set[str] = set()
+        for _ in range(rng.choice((1, 1, 2, 2, 3))):
+            picked.add(rng.choice(hot) if rng.random() < 0.4 else rng.choice(paths))
+        bodies = []
+        for rel in sorted(picked):
+            old = "".join(texts[rel])
+            texts[rel] = edit_text(texts[rel], rng, f"{n:03d}", rng.randint(1, 3), restack=0.3)
+            bodies.append(unified(rel, old, "".join(texts[rel])))
+        patches.append((f"syn-{n:03d}", f"Synthetic change {n}", "".join(bodies)))
+    expected = {p: "".join(t) for p, t in texts.items() if "".join(t) != original[p]}
+    pack, files, quilt = write_pack(wl_dir, "synpkg", "synpkg", "1.0.0", "0123456789ab", "synpkg/_version.py",
+                                    patches)
+    lock_pack(pack, "synpkg", base)
+    return Workload("synthetic500", f"generated tree {base} (200 modules x 400 lines)", base, "synpkg", pack,
+                    files, quilt, expected, count_hunks([b for _f, _s, b in patches]), count_files(base))
+
+
+# --- copies, digests ----------------------------------------------------------------------------
+
+class Copies:
+    def __init__(self, work: Path, mode: str) -> None:
+        self.work, self.mode, self.n = work, mode, 0
+
+    def fresh(self, wl: Workload) -> Path:
+        self.n += 1
+        dest = self.work / f"copy-{wl.name}-{self.n:03d}"
+        if self.mode == "full":
+            sh(["cp", "-a", str(wl.base), str(dest)])
+        else:  # hard links for what no patch touches, real copies of what a patch touches
+            sh(["cp", "-al", str(wl.base), str(dest)])
+            for rel in wl.touched:
+                (dest / rel).unlink()
+                shutil.copy2(wl.base / rel, dest / rel)
+        os.sync()  # no dirty pages from the copy for the timed run to flush
+        return dest
+
+    @staticmethod
+    def drop(path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not (Path(d) == root and x in EXCLUDED_DIRS))
+        for f in files:
+            p = Path(d) / f
+            st = p.lstat()
+            h = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else os.readlink(p)
+            out[p.relative_to(root).as_posix()] = (h, st.st_mode & 0o7777)
+    return out
+
+
+def digest_diff(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]]) -> list[str]:
+    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    return [f"{k}: {'missing' if k not in b else 'extra' if k not in a else 'bytes/mode differ'}" for k in keys]
+
+
+def check_expected(wl: Workload, root: Path) -> list[str]:
+    bad = [rel for rel, text in wl.expected.items() if (root / rel).read_bytes() != text.encode()]
+    return [f"{rel}: differs from the generated post-image" for rel in bad]
+
+
+# --- the tools ----------------------------------------------------------------------------------
+
+@dataclass
+class Tool:
+    key: str
+    label: str
+    setup: Callable[[Path], None] | None
+    run: Callable[[Path], None]
+    available: str = ""  # "" when available, else why not
+
+
+def engine_request(wl: Workload, root: Path) -> engine.Request:
+    return engine.Request(pack_root=wl.pack, profile=PROFILE, roots={wl.target: root})
+
+
+def run_engine_apply(wl: Workload, root: Path) -> None:
+    rep = engine.apply(engine_request(wl, root))
+    actions = {f.action for f in rep.fixes}
+    if rep.exit_code != 0 or actions != {"applied"} or len(rep.fixes) != len(wl.patches):
+        raise RuntimeError(f"engine.apply exit {rep.exit_code}: {rep.error or actions}")
+
+
+def make_tools(wl: Workload) -> list[Tool]:
+    patches = [str(p) for p in wl.patches]
+
+    def gnu_patch(root: Path) -> None:
+        for p in patches:
+            sh(["patch", "-p1", "-F0", "--no-backup-if-mismatch", "--batch", "-s", "-i", p], root)
+
+    def git_init(root: Path) -> None:
+        sh(["git", "init", "-q"], root)
+
+    def git_each(root: Path) -> None:
+        for p in patches:
+            sh(["git", "apply", p], root)
+
+    def git_all(root: Path) -> None:
+        sh(["git", "apply", *patches], root)
+
+    quilt_env = env_with(QUILT_PATCHES=str(wl.quilt_dir), QUILT_PC=".pc")
+
+    def quilt(root: Path) -> None:
+        sh(["quilt", "--quiltrc", "-", "push", "-a", "-q", "--fuzz=0"], root, quilt_env)
+
+    have = {t: shutil.which(t) is not None for t in ("patch", "git", "quilt")}
+    missing = "not installed (apt-get install -y {0})"
+    return [
+        Tool("patch", "GNU patch -p1 -F0, per patch", None, gnu_patch, "" if have["patch"] else missing.format("patch")),
+        Tool("git-each", "git apply, per patch", git_init, git_each, "" if have["git"] else missing.format("git")),
+        Tool("git-all", "git apply, all at once", git_init, git_all, "" if have["git"] else missing.format("git")),
+        Tool("quilt", "quilt push -a", None, quilt, "" if have["quilt"] else missing.format("quilt")),
+    ]
+
+
+def timed(fn: Callable[[], None]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+RSS_SNIPPET = r"""
+import json, resource, sys, time
+from pathlib import Path
+from fixpack import engine
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+req = engine.Request(pack_root=Path(sys.argv[1]), profile=sys.argv[2], roots={sys.argv[3]: Path(sys.argv[4])})
+t0 = time.perf_counter()
+rep = engine.apply(req)
+dt = time.perf_counter() - t0
+print(json.dumps({"exit": rep.exit_code, "seconds": dt, "rss_after_import_kb": base,
+                  "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+"""
+
+
+def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) -> dict[str, Any]:
+    res: dict[str, Any] = {"workload": wl.name, "tree": str(wl.base), "tree_files": wl.tree_files,
+                           "patches": len(wl.patches), "hunks": wl.hunks, "files_touched": len(wl.touched),
+                           "times": {}, "checks": {}, "notes": []}
+    times: dict[str, list[float]] = {"engine.apply": [], "engine.status": []}
+    engine_digest: dict[str, tuple[str, int]] = {}
+    status_states: dict[str, int] = {}
+    # (1) the engine, in-process
+    for r in range(repeat):
+        root = copies.fresh(wl)
+        try:
+            times["engine.apply"].append(timed(lambda: run_engine_apply(wl, root)))
+            box: dict[str, Any] = {}
+            times["engine.status"].append(timed(lambda: box.update(rep=engine.status(engine_request(wl, root)))))
+            rep = box["rep"]
+            status_states = {}
+            for f in rep.fixes:
+                status_states[f.state] = status_states.get(f.state, 0) + 1
+            if r == 0:
+                bad = check_expected(wl, root)
+                res["checks"]["engine == generated post-images"] = "OK" if not bad else "; ".join(bad[:5])
+                engine_digest = tree_digest(root)
+                if rep.exit_code != 0:
+                    sample = [f"{f.id}: {f.state}: {'; '.join(f.messages)[:200]}" for f in rep.fixes
+                              if f.state != "applied"][:3]
+                    res["notes"].append(f"engine.status after a successful apply exits {rep.exit_code}: "
+                                        + "; ".join(sample))
+        finally:
+            copies.drop(root)
+    res["status_states"] = status_states
+    # the CLI, once each, as a process (interpreter start + imports included)
+    root = copies.fresh(wl)
+    try:
+        for cmd in ("apply", "status"):
+            argv = [sys.executable, "-m", "fixpack.cli", cmd, "--profile", PROFILE, "--pack", str(wl.pack),
+                    "--root", f"{wl.target}={root}"]
+            t0 = time.perf_counter()
+            proc = subprocess.run(argv, env=env_with(), capture_output=True, text=True)
+            times[f"cli.{cmd}"] = [time.perf_counter() - t0]
+            if proc.returncode != 0:
+                res["notes"].append(f"CLI {cmd} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    finally:
+        copies.drop(root)
+    # peak memory of an engine apply, in a fresh interpreter
+    root = copies.fresh(wl)
+    try:
+        out = sh([sys.executable, "-c", RSS_SNIPPET, str(wl.pack), PROFILE, wl.target, str(root)])
+        res["memory"] = json.loads(out.strip().splitlines()[-1])
+    finally:
+        copies.drop(root)
+    # (2)-(4) the other tools
+    for tool in make_tools(wl):
+        if tool.available:
+            res["checks"][tool.key] = f"skipped: {tool.label.split(',')[0]} {tool.available}"
+            continue
+        times[tool.key] = []
+        for r in range(repeat):
+            root = copies.fresh(wl)
+            try:
+                if tool.setup:
+                    tool.setup(root)
+                try:
+                    times[tool.key].append(timed(lambda: tool.run(root)))
+                except RuntimeError as exc:
+                    res["checks"][tool.key] = f"FAILED: {exc}"
+                    del times[tool.key]
+                    break
+                if r == 0:
+                    diff = digest_diff(engine_digest, tree_digest(root))
+                    res["checks"][tool.key] = ("identical to engine" if not diff
+                                               else f"DIFFERS ({len(diff)}): " + "; ".join(diff[:5]))
+            finally:
+                copies.drop(root)
+    res["labels"] = {t.key: t.label for t in make_tools(wl)}
+    res["times"] = {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
+                    for k, v in times.items() if v}
+    if do_profile:
+        root = copies.fresh(wl)
+        try:
+            prof = cProfile.Profile()
+            prof.runcall(run_engine_apply, wl, root)
+            buf = io.StringIO()
+            st = pstats.Stats(prof, stream=buf)
+            st.sort_stats("tottime").print_stats(15)
+            st.sort_stats("cumulative").print_stats(25)
+            res["cprofile"] = buf.getvalue()
+        finally:
+            copies.drop(root)
+    return res
+
+
+# --- report -------------------------------------------------------------------------------------
+
+def tool_version(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()
+        return out[0] if out else "?"
+    except OSError:
+        return "not installed"
+
+
+def print_workload(res: dict[str, Any], wl: Workload) -> None:
+    t = res["times"]
+    eng = t["engine.apply"]["median"]
+    print(f"\n== {res['workload']}: {res['patches']} patches, {res['hunks']} hunks, {res['files_touched']} files "
+          f"touched; {wl.title}, {res['tree_files']} files")
+    print(f"  {'tool':<40} {'median s':>9} {'min s':>8} {'max s':>8} {'x engine.apply':>15}")
+    rows = [("engine.apply", "fixpack engine.apply (in-process)"),
+            ("engine.status", "fixpack engine.status (in-process, after)"),
+            ("cli.apply", "fixpack CLI apply (1 run, whole process)"),
+            ("cli.status", "fixpack CLI status (1 run, whole process)")]
+    rows += [(k, v) for k, v in res["labels"].items()]
+    for key, label in rows:
+        if key not in t:
+            print(f"  {label:<40} {'-':>9}   ({res['checks'].get(key, 'not run')})")
+            continue
+        m = t[key]
+        print(f"  {label:<40} {m['median']:9.4f} {m['min']:8.4f} {m['max']:8.4f} {m['median'] / eng:15.3f}")
+    others = [(res["labels"][k], t[k]["median"]) for k in res["labels"] if k in t]
+    if others:
+        print("  engine.apply is " + ", ".join(f"{eng / s:.1f}x {lbl.split(',')[0]}" for lbl, s in others
+                                              if s > 0).replace("x GNU", "x GNU") + " (time ratio)")
+    mem = res.get("memory", {})
+    if mem:
+        print(f"  engine peak RSS (apply in a fresh python3): {mem['rss_peak_kb'] / 1024:.1f} MiB "
+              f"({mem['rss_after_import_kb'] / 1024:.1f} MiB after imports; that run took {mem['seconds']:.3f} s, "
+              f"exit {mem['exit']})")
+    st = ", ".join(f"{n} {s}" for s, n in sorted(res["status_states"].items()))
+    print(f"  engine.status after apply: {st}")
+    print("  sanity check (result trees, bytes and modes, excluding .fixpack/.git/.pc):")
+    for k, v in res["checks"].items():
+        print(f"    {k:<34} {v}")
+    for n in res["notes"]:
+        print(f"  NOTE: {n}")
+    if res.get("cprofile"):
+        print("  cProfile of one engine.apply:")
+        print("    " + res["cprofile"].strip().replace("\n", "\n    "))
+
+
+def fetch_vllm() -> Path:
+    out = sh([sys.executable, "-m", "fixpack.cli", "fetch", "--profile", "v0.30.0", "--target", "vllm",
+              "--pack", str(REPO)])
+    for line in out.splitlines():
+        if line.startswith("vllm="):
+            return Path(line[len("vllm="):])
+    raise RuntimeError(f"fixpack fetch printed no vllm=ROOT line: {out!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions per tool (median reported; default 3)")
+    ap.add_argument("--workload", choices=("vllm20", "synthetic500", "all"), default="all")
+    ap.add_argument("--vllm-root", type=Path, default=None,
+                    help="an unpacked vLLM 0.30.0 release (default: `fixpack fetch --profile v0.30.0 --target vllm`)")
+    ap.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results as JSON here")
+    ap.add_argument("--cprofile", action="store_true", help="also print a cProfile of one engine.apply")
+    ap.add_argument("--copy-mode", choices=("link", "full"), default="link",
+                    help="link: hard-link untouched files, copy touched ones (default); full: cp -a")
+    ap.add_argument("--tmpdir", type=Path, default=None, help="where the work folder goes (default: $TMPDIR)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (packs, patches)")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    t_start = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="fixpack-bench-", dir=args.tmpdir)).resolve()
+    fs = sh(["stat", "-f", "-c", "%T", str(work)]).strip()
+    quilt_v = tool_version(["quilt", "--version"]) if shutil.which("quilt") else "NOT INSTALLED (apt-get install -y quilt)"
+    print(f"fixpack apply benchmark: python {platform.python_version()}, {tool_version(['patch', '--version'])}, "
+          f"{tool_version(['git', '--version'])}, quilt {quilt_v}, {os.cpu_count()} CPUs")
+    print(f"work folder {work} ({fs}); {args.repeat} repetitions per tool, median; each on a fresh copy "
+          f"({args.copy_mode} mode), copy time excluded")
+    results = []
+    try:
+        names = ("vllm20", "synthetic500") if args.workload == "all" else (args.workload,)
+        copies = Copies(work, args.copy_mode)
+        for name in names:
+            t0 = time.perf_counter()
+            if name == "vllm20":
+                root = args.vllm_root.resolve() if args.vllm_root else fetch_vllm()
+                wl = build_vllm20(root, work)
+            else:
+                wl = build_synthetic500(work)
+            gen_s = time.perf_counter() - t0
+            res = bench_workload(wl, args.repeat, copies, args.cprofile)
+            res["generate_and_lock_s"] = gen_s
+            print_workload(res, wl)
+            results.append(res)
+    finally:
+        if args.keep:
+            print(f"\nkept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    total = time.perf_counter() - t_start
+    print(f"\ntotal benchmark time {total:.1f} s")
+    if args.json:
+        doc = {"python": platform.python_version(), "cpus": os.cpu_count(), "filesystem": fs,
+               "repeat": args.repeat, "copy_mode": args.copy_mode, "total_s": total, "workloads": results}
+        args.json.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {args.json}")
+    bad = any(v.startswith(("DIFFERS", "FAILED")) for r in results for v in r["checks"].values())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

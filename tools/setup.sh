@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Set up .venv: the engine and its test tools, and (unless --light) the image stand-in:
+# vLLM 0.30.0 on the CPU build of torch 2.13.0 that it pins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+light=0
+[ "${1:-}" = "--light" ] && light=1
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
+  echo "setup: installing torch 2.13.0 (CPU) and vllm 0.30.0 into .venv (a few minutes, about 5.5 GB)"
+  "${pip[@]}" torch==2.13.0
+  "${pip[@]}" vllm==0.30.0
+  # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
+  .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+fi
+"${pip[@]}" -e '.[test]'
+echo "setup: .venv ready ($(.venv/bin/python --version))"
