@@ -71,6 +71,7 @@ class Context:
 def _prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     pack = load_pack(req.pack_root)
     profile = load_profile(pack, req.profile)
+    pack = pack.for_profile(profile.name)
     selected = select(pack, profile, req.opt_ins, req.all_opt_in)
     names = {t.name for t in profile.targets}
     for name in list(req.roots) + list(req.only_targets):

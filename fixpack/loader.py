@@ -12,7 +12,7 @@ from typing import Any
 
 from .diff import parse_patch, sha256_bytes
 from .errors import Collector, PackError, PatchParseError, UnknownNameError
-from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream
+from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary"}
@@ -133,6 +133,8 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors) for n in names) if p)
+    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors)
+                                 for sub in sorted(folder.iterdir()) if (sub / "variant.toml").is_file()) if v)
     if len(errors.problems) > before:
         return None
     return Fix(
@@ -141,8 +143,25 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
         requires=_str_list(data.get("requires", []), "requires", path, text, errors),
         conflicts=_str_list(data.get("conflicts", []), "conflicts", path, text, errors),
         opt_in=bool(data.get("opt_in", False)), upstream=upstream, patches=patches, folder=folder,
-        env=env, binary=binary,
+        env=env, binary=binary, variants=variants,
     )
+
+
+def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[str, str], base_version: Any,
+                  errors: Collector) -> Variant | None:
+    """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml)."""
+    path = sub / "variant.toml"
+    loaded = read_toml(path, errors)
+    if loaded is None:
+        return None
+    data, text = loaded
+    _unknown_keys(data, {"version", "rebased_from"}, path, text, errors)
+    version = data.get("version", base_version)
+    if not isinstance(version, int) or version < 1:
+        errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
+        return None
+    patches = tuple(p for p in (_load_patch(sub, n, binary, path, text, errors) for n in names) if p)
+    return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 
 
 def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upstream:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .diff import FilePatch
@@ -33,6 +33,16 @@ class PatchFile:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A fix rebased onto another release: ``fixes/<id>/<profile>/`` holds its patches (same names as
+    ``fix.toml``'s) and ``variant.toml`` its version (bumped only when the change itself changed)."""
+
+    profile: str
+    version: int
+    patches: tuple[PatchFile, ...]
+
+
+@dataclass(frozen=True)
 class Fix:
     """A versioned change to one target: metadata from ``fix.toml`` and its patches in order."""
 
@@ -49,6 +59,14 @@ class Fix:
     folder: Path
     env: tuple[tuple[str, str], ...] = ()
     binary: tuple[tuple[str, str], ...] = ()  # (path in target, file in the fix folder)
+    variants: tuple["Variant", ...] = ()
+
+    def for_profile(self, profile: str) -> "Fix":
+        """This fix as profile ``profile`` uses it: its variant's patches and version, if it has one."""
+        for v in self.variants:
+            if v.profile == profile:
+                return replace(self, version=v.version, patches=v.patches, variants=())
+        return replace(self, variants=())
 
     @property
     def patch_sha256(self) -> str:
@@ -125,6 +143,10 @@ class Pack:
     series: tuple[str, ...]
     fixes: dict[str, Fix] = field(hash=False)
     profiles: dict[str, Path] = field(hash=False)
+
+    def for_profile(self, profile: str) -> "Pack":
+        """The pack as profile ``profile`` sees it: each fix with that profile's variant, if any."""
+        return replace(self, fixes={k: f.for_profile(profile) for k, f in self.fixes.items()})
 
     def ordered(self, ids: set[str] | frozenset[str] | tuple[str, ...]) -> tuple[Fix, ...]:
         """The fixes named in ``ids``, in the series' order."""

@@ -40,16 +40,20 @@ def stale_patches(pack: Pack) -> list[Path]:
     """Patch files whose bytes differ from their deterministic form."""
     out = []
     for fix in pack.fixes.values():
-        for p in fix.patches:
+        for p in _all_patches(fix):
             if p.path.read_bytes().decode("utf-8", "surrogateescape") != normalized(fix, p.path):
                 out.append(p.path)
     return out
+
+
+def _all_patches(fix: Fix) -> list:
+    return list(fix.patches) + [p for v in fix.variants for p in v.patches]
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:
     """Rewrite every stale patch in place; returns the files rewritten."""
     changed = stale_patches(pack)
     for path in changed:
-        fix = next(f for f in pack.fixes.values() if any(p.path == path for p in f.patches))
+        fix = next(f for f in pack.fixes.values() if any(p.path == path for p in _all_patches(f)))
         path.write_bytes(normalized(fix, path).encode("utf-8", "surrogateescape"))
     return changed
