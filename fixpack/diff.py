@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-import unidiff
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import Hunk as UHunk, PatchedFile, PatchSet
 
 from .errors import PatchParseError, Problem
 
@@ -113,8 +114,8 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     text = data.decode("utf-8", "surrogateescape")
     header = _parse_header(text)
     try:
-        patchset = unidiff.PatchSet(text.splitlines(keepends=True))
-    except unidiff.UnidiffParseError as exc:
+        patchset = PatchSet(text.splitlines(keepends=True))
+    except UnidiffParseError as exc:
         raise PatchParseError(
             f"{source}: malformed patch: {exc}",
             [Problem(str(exc), hint="regenerate the patch with git diff / format-patch")],
@@ -176,7 +177,7 @@ def _clean_path(raw: str | None, source: str, line: int | None) -> str | None:
     return path
 
 
-def _convert_file(pf: unidiff.PatchedFile, source: str) -> FilePatch:
+def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     line = pf.diff_line_no
     old = None if pf.is_added_file else _clean_path(pf.source_file, source, line)
     new = None if pf.is_removed_file else _clean_path(pf.target_file, source, line)
@@ -184,7 +185,7 @@ def _convert_file(pf: unidiff.PatchedFile, source: str) -> FilePatch:
     return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
 
 
-def _convert_hunk(h: unidiff.Hunk) -> Hunk:
+def _convert_hunk(h: UHunk) -> Hunk:
     old: list[str] = []
     new: list[str] = []
     kinds: list[str] = []
@@ -205,7 +206,7 @@ def _convert_hunk(h: unidiff.Hunk) -> Hunk:
         kinds.append(kind)
     lead = next((i for i, k in enumerate(kinds) if k != " "), len(kinds))
     trail = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
-    header_line = (h[0].diff_line_no - 1) if len(h) else 0
+    header_line = ((h[0].diff_line_no or 1) - 1) if len(h) else 0
     return Hunk(h.source_start, h.source_length, h.target_start, h.target_length,
                 tuple(old), tuple(new), lead, trail, header_line)
 

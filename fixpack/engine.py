@@ -387,7 +387,7 @@ def read_lock(profile: Profile) -> dict[str, Any]:
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}. Generate it from a clean release "
                              f"copy: fixpack lock --profile {profile.name} --root NAME=PATH")
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data: dict[str, Any] = json.loads(path.read_text("utf-8"))
     except json.JSONDecodeError as exc:
         raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); regenerate it with "
                              f"fixpack lock --profile {profile.name}") from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 from .applier import HunkResult, Placement, apply_text, probe
@@ -145,7 +146,7 @@ def _fail(out: Pass, message: str) -> None:
     out.messages.append(message)
 
 
-def decide(fix: Fix, tree: Tree, lock_entry: dict | None, in_manifest: bool) -> Evaluation:
+def decide(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, in_manifest: bool) -> Evaluation:
     """Work out the fix's state on ``tree`` (which holds the fixes before it in the chain)."""
     fwd = run_pass(fix, tree, reverse=False)
     rev = run_pass(fix, tree, reverse=True)
@@ -172,7 +173,7 @@ def decide(fix: Fix, tree: Tree, lock_entry: dict | None, in_manifest: bool) -> 
     return Evaluation(State.CONFLICT, fwd, rev, fwd.messages)
 
 
-def _prefer_forward(fix: Fix, tree: Tree, lock_entry: dict | None, fwd: Pass, rev: Pass) -> bool:
+def _prefer_forward(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, fwd: Pass, rev: Pass) -> bool:
     files = (lock_entry or {}).get("files", [])
     for f in files:
         current = tree.read(f["path"])
@@ -185,7 +186,7 @@ def _prefer_forward(fix: Fix, tree: Tree, lock_entry: dict | None, fwd: Pass, re
     return sum(abs(h.offset) for h in fwd.hunks) <= sum(abs(h.offset) for h in rev.hunks)
 
 
-def _drift(tree: Tree, lock_entry: dict | None, fwd: Pass) -> list[str]:
+def _drift(tree: Tree, lock_entry: dict[str, Any] | None, fwd: Pass) -> list[str]:
     msgs = [f"{h.path}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
     for f in (lock_entry or {}).get("files", []):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .diff import diff_body, format_patch, parse_patch
-from .model import Fix, Pack
+from .model import Fix, Pack, PatchFile
 
 
 def header_fields(fix: Fix) -> list[tuple[str, str]]:
@@ -46,7 +46,7 @@ def stale_patches(pack: Pack) -> list[Path]:
     return out
 
 
-def _all_patches(fix: Fix) -> list:
+def _all_patches(fix: Fix) -> list[PatchFile]:
     return list(fix.patches) + [p for v in fix.variants for p in v.patches]
 
 

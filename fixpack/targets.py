@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import BadInputError, MismatchError
 from .gitutil import head_commit
@@ -79,7 +80,7 @@ def installed_root(spec: TargetSpec) -> Path | None:
     return None
 
 
-def _direct_url(text: str | None) -> dict:
+def _direct_url(text: str | None) -> dict[str, Any]:
     try:
         data = json.loads(text or "{}")
     except json.JSONDecodeError:
