@@ -138,7 +138,8 @@ def _refuse_crlf(data: bytes, source: str) -> None:
 
 def _parse_header(text: str) -> PatchHeader:
     head = text.split("\ndiff --git ", 1)[0]
-    head = head.split("\n---\n", 1)[0]
+    # the added "\n" lets a "---" right above the first "diff --git" (format_patch's own form) end the header
+    head = (head + "\n").split("\n---\n", 1)[0]
     subject = ""
     body: list[str] = []
     fields: list[tuple[str, str]] = []

@@ -148,37 +148,76 @@ class TargetPlan:
 
 def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], strict: bool,
                      dry: bool) -> TargetPlan:
+    """Every fix of the target's chain, in series order, with its state; the tree ends as the chain.
+
+    Fixes the manifest records are first unwound from the files, last one first (a later fix may
+    edit an earlier one's context), which verifies each of them; the chain is then replayed from the
+    unwound tree with the newly selected fixes in their places.
+    """
     name = ft.spec.name
     manifest = read_manifest(ft.root, name)
     tree = Tree(ft.root)
     chain = _chain(ctx, name, manifest, wanted)
     recorded = {f["id"]: f for f in (manifest or {}).get("fixes", [])}
-    tampered_files = _tampered_files(tree, manifest)
+    applied = [f for f in chain if recorded.get(f.id, {}).get("state") == "applied"]
+    base, broken = _unwind(applied, tree, _tampered_files(tree, manifest))
     lock_fixes = {f["id"]: f for f in ctx.lock.get("fixes", [])}
     plan = TargetPlan(tree, manifest, [], [], pending_journal(ft.root))
+    if base is not None:
+        tree.adopt(base)
     for fix in chain:
-        in_manifest = recorded.get(fix.id, {}).get("state") == "applied"
-        ev = decide(fix, tree, lock_fixes.get(fix.id), in_manifest)
-        bad = sorted(set(fix.touched_paths()) & tampered_files)
-        if in_manifest and bad:
-            ev = Evaluation(State.TAMPERED, ev.forward, ev.reverse,
-                            [f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in bad])
+        ev = _replay(fix, tree, lock_fixes.get(fix.id), fix in applied, broken)
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
-        if ev.state in (State.ABSENT, State.DRIFTED):
-            if ev.state is State.DRIFTED and strict:
-                fr.messages.append("--strict: a drifted fix is an image mismatch")
-                plan.errors.append(EXIT_MISMATCH)
-                continue
-            tree.adopt(ev.forward.tree)
+        if ev.state is State.DRIFTED and strict:
+            fr.messages.append("--strict: a drifted fix is an image mismatch")
+            plan.errors.append(EXIT_MISMATCH)
+        elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
+            if base is not None:
+                tree.adopt(ev.forward.tree)
             plan.entries.append(_manifest_entry(fix, tree, "applied"))
-        elif ev.state is State.APPLIED:
-            plan.entries.append(recorded[fix.id])
         elif ev.state is State.UPSTREAMED:
             plan.entries.append(_manifest_entry(fix, tree, "upstreamed"))
         else:
             plan.errors.append(EXIT_MISMATCH if ev.state is State.TAMPERED else EXIT_CONFLICT)
     return plan
+
+
+def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[Tree | None, dict[str, list[str]]]:
+    """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
+    them does not reverse) and, per fix that failed, why."""
+    base = tree.fork()
+    broken: dict[str, list[str]] = {}
+    for fix in reversed(applied):
+        if broken:
+            broken[fix.id] = ["cannot be checked: a later applied fix is tampered"]
+            continue
+        hit = sorted(set(fix.touched_paths()) & tampered_files)
+        rev = run_pass(fix, base, reverse=True)
+        if hit or not rev.ok:
+            broken[fix.id] = [f"{p}: differs from the manifest's sha256 (changed since it was applied)"
+                              for p in hit] + rev.messages
+            continue
+        base.adopt(rev.tree)
+    return (None if broken else base), broken
+
+
+def _replay(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, recorded: bool,
+            broken: dict[str, list[str]]) -> Evaluation:
+    if fix.id in broken:
+        empty = run_pass(fix, tree, reverse=True)
+        return Evaluation(State.TAMPERED, empty, empty, ["the manifest records it as applied, but"] + broken[fix.id])
+    if recorded and broken:
+        ev = decide(fix, tree, lock_entry, True)
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["recorded as applied (not re-checked: another "
+                                                                  "fix is tampered)"])
+    ev = decide(fix, tree, lock_entry, False)
+    if recorded:
+        if ev.state in (State.ABSENT, State.DRIFTED):
+            return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
+        return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
+                          ["the manifest records it as applied, but it does not replay: "] + ev.messages)
+    return ev
 
 
 def _tampered_files(tree: Tree, manifest: dict[str, Any] | None) -> set[str]:
@@ -435,6 +474,11 @@ def generate_lock(req: Request) -> dict[str, Any]:
             if fix.target != name:
                 continue
             ev = decide(fix, tree, None, False)
+            if ev.state is State.UPSTREAMED:
+                # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
+                found = file_hashes(tree, fix.touched_paths())
+                fixes.append(_lock_entry(fix, found, found))
+                continue
             if ev.state is not State.ABSENT:
                 from .errors import ConflictError
                 raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "

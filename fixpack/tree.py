@@ -27,19 +27,23 @@ def encode(text: str) -> bytes:
 class Tree:
     """The files of one target root as a run sees them (disk plus pending changes)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, _real_root: Path | None = None, _checked: set[str] | None = None) -> None:
         self.root = root
-        self._real_root = root.resolve()
+        self._real_root = _real_root or root.resolve()
         self._text: dict[str, str | None] = {}
         self._mode: dict[str, int] = {}
+        self._checked = _checked if _checked is not None else set()  # paths already found inside the root
 
     def _disk(self, path: str) -> Path:
         dest = self.root / path
+        if path in self._checked:
+            return dest
         real = dest.resolve()
         if real != self._real_root and self._real_root not in real.parents:
             raise MismatchError(f"{dest} resolves to {real}, outside the target root {self.root} (a symlink "
                                 f"points out of the target); refusing to read or write through it. Replace the "
                                 f"link with a regular file or fix the image")
+        self._checked.add(path)
         return dest
 
     def read(self, path: str) -> str | None:
@@ -61,7 +65,7 @@ class Tree:
             self._mode[path] = mode
 
     def fork(self) -> "Tree":
-        other = Tree(self.root)
+        other = Tree(self.root, self._real_root, self._checked)
         other._text = dict(self._text)
         other._mode = dict(self._mode)
         return other

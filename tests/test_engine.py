@@ -248,3 +248,42 @@ def test_stale_pycache_is_removed(setup):
     (cache / "other.cpython-311.pyc").write_bytes(b"keep")
     engine.apply(b.request(target))
     assert not (cache / "mod.cpython-311.pyc").exists() and (cache / "other.cpython-311.pyc").exists()
+
+
+def test_stacked_fixes_stay_applied(builder):
+    """A later fix edits a line in an earlier fix's context: status and a second apply still see
+    both applied (the recorded fixes are unwound last first, not checked against the final tree)."""
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    one = base.replace("line 9\n", "line 9\ninserted\n")
+    builder.add_fix("fix1", {MOD: base}, {MOD: one})
+    builder.add_fix("fix2", {MOD: one}, {MOD: one.replace("line 11\n", "eleven\n")})
+    builder.profile(["fix1", "fix2"])
+    builder.lock(clean)
+    original = snapshot(clean)
+    assert engine.apply(builder.request(clean)).ok
+    after = snapshot(clean)
+    st = engine.status(builder.request(clean))
+    assert st.ok and states(st) == {"fix1": "applied", "fix2": "applied"}
+    again = engine.apply(builder.request(clean))
+    assert again.ok and snapshot(clean) == after
+    assert engine.revert(builder.request(clean)).ok and snapshot(clean) == original
+
+
+def test_opt_in_between_applied_fixes(builder):
+    """An opt-in that sits between two applied fixes in the series is replayed into its place."""
+    base = numbered(40)
+    clean = builder.tree("clean", {MOD: base})
+    a = base.replace("line 3\n", "three\n")
+    builder.add_fix("a", {MOD: base}, {MOD: a})
+    m = a.replace("line 20\n", "twenty\n")
+    builder.add_fix("mid", {MOD: a}, {MOD: m}, opt_in=True)
+    builder.add_fix("z", {MOD: m}, {MOD: m.replace("line 37\n", "thirty-seven\n")})
+    builder.profile(["a", "z"], ["mid"])
+    builder.lock(clean)
+    assert engine.apply(builder.request(clean)).ok
+    r = engine.apply(builder.request(clean, opt_ins=("mid",)))
+    assert r.ok and states(r) == {"a": "applied", "mid": "absent", "z": "applied"}
+    text = (clean / MOD).read_text()
+    assert "three\n" in text and "twenty\n" in text and "thirty-seven\n" in text
+    assert engine.status(builder.request(clean)).ok
