@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -261,17 +261,29 @@ def build_synthetic500(work: Path) -> Workload:
 class Copies:
     def __init__(self, work: Path, mode: str) -> None:
         self.work, self.mode, self.n = work, mode, 0
+        self.src: dict[str, Path] = {}
+
+    def source(self, wl: Workload) -> Path:
+        """The tree to copy from: the base itself, or (link mode, base on another file system) one full copy."""
+        if wl.name not in self.src:
+            src = wl.base
+            if self.mode == "link" and os.stat(wl.base).st_dev != os.stat(self.work).st_dev:
+                src = self.work / f"base-{wl.name}"
+                sh(["cp", "-a", str(wl.base), str(src)])
+            self.src[wl.name] = src
+        return self.src[wl.name]
 
     def fresh(self, wl: Workload) -> Path:
         self.n += 1
         dest = self.work / f"copy-{wl.name}-{self.n:03d}"
+        src = self.source(wl)
         if self.mode == "full":
-            sh(["cp", "-a", str(wl.base), str(dest)])
+            sh(["cp", "-a", str(src), str(dest)])
         else:  # hard links for what no patch touches, real copies of what a patch touches
-            sh(["cp", "-al", str(wl.base), str(dest)])
+            sh(["cp", "-al", str(src), str(dest)])
             for rel in wl.touched:
                 (dest / rel).unlink()
-                shutil.copy2(wl.base / rel, dest / rel)
+                shutil.copy2(src / rel, dest / rel)
         os.sync()  # no dirty pages from the copy for the timed run to flush
         return dest
 
@@ -292,9 +304,28 @@ def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
-def digest_diff(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]]) -> list[str]:
-    keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    return [f"{k}: {'missing' if k not in b else 'extra' if k not in a else 'bytes/mode differ'}" for k in keys]
+def digest_diff(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]]) -> tuple[list[str], list[str]]:
+    """(byte differences, mode-only differences) of tree ``b`` against tree ``a``."""
+    data, modes = [], []
+    for k in sorted(set(a) | set(b)):
+        if k not in b:
+            data.append(f"{k}: missing")
+        elif k not in a:
+            data.append(f"{k}: extra file")
+        elif a[k][0] != b[k][0]:
+            data.append(f"{k}: bytes differ")
+        elif a[k][1] != b[k][1]:
+            modes.append(f"{a[k][1]:o}->{b[k][1]:o}")
+    return data, modes
+
+
+def describe_diff(data: list[str], modes: list[str]) -> str:
+    if data:
+        return f"DIFFERS ({len(data)} files): " + "; ".join(data[:4])
+    if modes:
+        kinds = ", ".join(f"{m} x{modes.count(m)}" for m in sorted(set(modes)))
+        return f"bytes identical to engine; file modes differ ({kinds}: the tool rewrote them with its own mode)"
+    return "identical to engine (bytes and modes)"
 
 
 def check_expected(wl: Workload, root: Path) -> list[str]:
@@ -363,17 +394,23 @@ def timed(fn: Callable[[], None]) -> float:
 
 
 RSS_SNIPPET = r"""
-import json, resource, sys, time
+import json, re, resource, sys, time
 from pathlib import Path
 from fixpack import engine
+def hwm():
+    return int(re.search(r"VmHWM:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 req = engine.Request(pack_root=Path(sys.argv[1]), profile=sys.argv[2], roots={sys.argv[3]: Path(sys.argv[4])})
 t0 = time.perf_counter()
 rep = engine.apply(req)
 dt = time.perf_counter() - t0
 print(json.dumps({"exit": rep.exit_code, "seconds": dt, "rss_after_import_kb": base,
-                  "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "vmhwm_kb": hwm()}))
 """
+# Linux carries the spawning process's high-water RSS into ru_maxrss across fork/exec; a tiny launcher in
+# between keeps this benchmark's own memory out of the engine's figure.
+LAUNCHER = ("import subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+            "sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); sys.exit(r.returncode)")
 
 
 def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) -> dict[str, Any]:
@@ -396,11 +433,11 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
                 status_states[f.state] = status_states.get(f.state, 0) + 1
             if r == 0:
                 bad = check_expected(wl, root)
-                res["checks"]["engine == generated post-images"] = "OK" if not bad else "; ".join(bad[:5])
+                res["checks"]["engine == generated post-images"] = "OK" if not bad else "DIFFERS: " + "; ".join(bad[:5])
                 engine_digest = tree_digest(root)
                 if rep.exit_code != 0:
-                    sample = [f"{f.id}: {f.state}: {'; '.join(f.messages)[:200]}" for f in rep.fixes
-                              if f.state != "applied"][:3]
+                    sample = [f"{f.id}: {f.state}: {'; '.join(f.messages)[:140]}" for f in rep.fixes
+                              if f.state != "applied"][:2]
                     res["notes"].append(f"engine.status after a successful apply exits {rep.exit_code}: "
                                         + "; ".join(sample))
         finally:
@@ -416,13 +453,15 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
             proc = subprocess.run(argv, env=env_with(), capture_output=True, text=True)
             times[f"cli.{cmd}"] = [time.perf_counter() - t0]
             if proc.returncode != 0:
-                res["notes"].append(f"CLI {cmd} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+                last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+                res["notes"].append(f"CLI {cmd} exited {proc.returncode}: {last[0][:160]}")
     finally:
         copies.drop(root)
     # peak memory of an engine apply, in a fresh interpreter
     root = copies.fresh(wl)
     try:
-        out = sh([sys.executable, "-c", RSS_SNIPPET, str(wl.pack), PROFILE, wl.target, str(root)])
+        out = sh([sys.executable, "-S", "-c", LAUNCHER, sys.executable, "-c", RSS_SNIPPET, str(wl.pack),
+                  PROFILE, wl.target, str(root)])
         res["memory"] = json.loads(out.strip().splitlines()[-1])
     finally:
         copies.drop(root)
@@ -444,9 +483,7 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
                     del times[tool.key]
                     break
                 if r == 0:
-                    diff = digest_diff(engine_digest, tree_digest(root))
-                    res["checks"][tool.key] = ("identical to engine" if not diff
-                                               else f"DIFFERS ({len(diff)}): " + "; ".join(diff[:5]))
+                    res["checks"][tool.key] = describe_diff(*digest_diff(engine_digest, tree_digest(root)))
             finally:
                 copies.drop(root)
     res["labels"] = {t.key: t.label for t in make_tools(wl)}
@@ -496,16 +533,15 @@ def print_workload(res: dict[str, Any], wl: Workload) -> None:
         print(f"  {label:<40} {m['median']:9.4f} {m['min']:8.4f} {m['max']:8.4f} {m['median'] / eng:15.3f}")
     others = [(res["labels"][k], t[k]["median"]) for k in res["labels"] if k in t]
     if others:
-        print("  engine.apply is " + ", ".join(f"{eng / s:.1f}x {lbl.split(',')[0]}" for lbl, s in others
-                                              if s > 0).replace("x GNU", "x GNU") + " (time ratio)")
+        print("  engine.apply takes " + "; ".join(f"{eng / s:.1f}x the time of {lbl}" for lbl, s in others if s > 0))
     mem = res.get("memory", {})
     if mem:
-        print(f"  engine peak RSS (apply in a fresh python3): {mem['rss_peak_kb'] / 1024:.1f} MiB "
-              f"({mem['rss_after_import_kb'] / 1024:.1f} MiB after imports; that run took {mem['seconds']:.3f} s, "
-              f"exit {mem['exit']})")
+        print(f"  engine peak RSS (getrusage maxrss, apply in a fresh python3): {mem['rss_peak_kb'] / 1024:.1f} MiB "
+              f"(VmHWM {mem['vmhwm_kb'] / 1024:.1f} MiB; {mem['rss_after_import_kb'] / 1024:.1f} MiB after imports; "
+              f"that run took {mem['seconds']:.3f} s, exit {mem['exit']})")
     st = ", ".join(f"{n} {s}" for s, n in sorted(res["status_states"].items()))
     print(f"  engine.status after apply: {st}")
-    print("  sanity check (result trees, bytes and modes, excluding .fixpack/.git/.pc):")
+    print("  sanity check (whole result tree vs the engine's, excluding .fixpack/.git/.pc):")
     for k, v in res["checks"].items():
         print(f"    {k:<34} {v}")
     for n in res["notes"]:
@@ -515,9 +551,24 @@ def print_workload(res: dict[str, Any], wl: Workload) -> None:
         print("    " + res["cprofile"].strip().replace("\n", "\n    "))
 
 
-def fetch_vllm() -> Path:
-    out = sh([sys.executable, "-m", "fixpack.cli", "fetch", "--profile", "v0.30.0", "--target", "vllm",
-              "--pack", str(REPO)])
+def fetch_vllm(work: Path) -> Path:
+    """`fixpack fetch --profile v0.30.0 --target vllm` with this repository's pack; if that pack does not load
+    (fetch validates the whole pack), the same command with a minimal pack holding only the vllm target."""
+    cmd = [sys.executable, "-m", "fixpack.cli", "fetch", "--profile", "v0.30.0", "--target", "vllm", "--pack"]
+    try:
+        out = sh(cmd + [str(REPO)])
+    except RuntimeError as exc:
+        print(f"note: fetch with the repository's pack failed ({str(exc).splitlines()[0][-120:]}); "
+              f"fetching through a minimal pack")
+        mini = work / "fetch-pack"
+        (mini / "fixes").mkdir(parents=True)
+        (mini / "fixes" / "series").write_text("")
+        (mini / "profiles").mkdir()
+        (mini / "profiles" / "v0.30.0.toml").write_text(
+            'name = "v0.30.0"\n[targets.vllm]\npackage = "vllm"\ndistribution = "vllm"\nversion = "0.30.0"\n'
+            'commit = "ced6857a"\nversion_module = "vllm/_version.py"\nsource = { pypi = "vllm" }\n'
+            '[fixes]\ndefault = []\nopt_in = []\n')
+        out = sh(cmd + [str(mini)])
     for line in out.splitlines():
         if line.startswith("vllm="):
             return Path(line[len("vllm="):])
@@ -542,7 +593,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat must be >= 1")
     t_start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="fixpack-bench-", dir=args.tmpdir)).resolve()
-    fs = sh(["stat", "-f", "-c", "%T", str(work)]).strip()
+    try:
+        fs = sh(["findmnt", "-no", "FSTYPE,OPTIONS", "-T", str(work)]).strip().splitlines()[0]
+        fs = " ".join(fs.split())
+    except (RuntimeError, OSError):
+        fs = sh(["stat", "-f", "-c", "%T", str(work)]).strip()
     quilt_v = tool_version(["quilt", "--version"]) if shutil.which("quilt") else "NOT INSTALLED (apt-get install -y quilt)"
     print(f"fixpack apply benchmark: python {platform.python_version()}, {tool_version(['patch', '--version'])}, "
           f"{tool_version(['git', '--version'])}, quilt {quilt_v}, {os.cpu_count()} CPUs")
@@ -555,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             t0 = time.perf_counter()
             if name == "vllm20":
-                root = args.vllm_root.resolve() if args.vllm_root else fetch_vllm()
+                root = args.vllm_root.resolve() if args.vllm_root else fetch_vllm(work)
                 wl = build_vllm20(root, work)
             else:
                 wl = build_synthetic500(work)
