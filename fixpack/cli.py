@@ -292,6 +292,29 @@ def format_cmd(check: bool, pack_root: Path | None) -> None:
     click.echo(f"{len(paths)} patch(es) {'stale' if check else 'rewritten'}")
 
 
+@main.command("refresh")
+@click.option("--profile", "-p", required=True)
+@click.option("--root", "roots", multiple=True, metavar="NAME=PATH", required=True,
+              help="A clean release copy of the fix's target.")
+@click.option("--pack", "pack_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.argument("fix_ids", nargs=-1, required=True)
+def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fix_ids: tuple[str, ...]) -> None:
+    """Regenerate fixes' patches against their chain on a clean release copy (like quilt refresh)."""
+    from .pack_tools import refresh
+
+    parsed = _parse_roots(roots)
+    try:
+        for fid in fix_ids:
+            from .loader import load_pack
+            target = load_pack(pack_root or default_pack_root()).fixes[fid].target if fid in \
+                load_pack(pack_root or default_pack_root()).fixes else "vllm"
+            if target not in parsed:
+                raise FixpackError(f"{fid} targets {target}: give --root {target}=PATH")
+            click.echo(f"refreshed {refresh(pack_root or default_pack_root(), profile, fid, parsed[target], target)}")
+    except FixpackError as exc:
+        _fail(exc, exc.exit_code if type(exc) is not FixpackError else EXIT_BAD_INPUT, False, "refresh", profile)
+
+
 def apply_all_main(argv: list[str] | None = None) -> None:
     """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -49,7 +49,7 @@ from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, TargetSpec
 from .pack_tools import header_fields, normalize_text
 from .release import fetch
-from .state import atomic_write, dumps, remove_file
+from .state import atomic_write, dumps, read_manifest, remove_file
 from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root
 from .tree import Tree, decode, encode
 
@@ -304,7 +304,7 @@ def _pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, TargetPair
     pairs = {}
     for spec in old.targets:
         if spec.name not in wanted:
-            why = "not selected (--target)" if req.only_targets else "no fixes and no --root"
+            why = "not named by --target" if req.only_targets else "it has no fixes and no --root was given"
             pairs[spec.name] = TargetPair(spec, note=f"not rebased ({why}): pin kept from profile {old.name}")
             continue
         pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
@@ -323,6 +323,9 @@ def _new_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
     else:
         raise BadInputError(f"no new release copy of target {spec.name}: give --root {spec.name}=PATH"
                             + (" or --to VERSION" if spec.source.pypi else ""))
+    if read_manifest(ft.root, spec.name) is not None:
+        raise BadInputError(f"{ft.root} holds a fixpack manifest (fixes are applied there): rebase onto a clean "
+                            f"release copy")
     if not ft.version or not ft.commit:
         raise BadInputError(f"{ft.root}: cannot read the version and commit of {spec.name} (evidence: "
                             f"{'; '.join(ft.evidence) or 'none'}); the new profile needs both for its pin")
@@ -525,7 +528,7 @@ def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap]) -> FixO
         return o
     if ev.state in (State.ABSENT, State.DRIFTED) and not deleted:
         return _carry_exact(session, ch, fix, moved, ev.messages, o)
-    o.evidence += [f"the applier cannot place it: {m}" for m in ev.forward.messages] or [f"applier: {ev.state.value}"]
+    o.evidence.append(f"the applier cannot place it ({ev.state.value}): " + "; ".join(ev.forward.messages))
     o.evidence += [f"{p}: deleted upstream (no file of >= {int(RENAME_SIMILARITY * 100)}% similar content was "
                    f"added in this release)" for p in deleted]
     return _carry_merge(session, ch, fix, moved, old_steps, o)
@@ -706,7 +709,7 @@ def _merge(repo: Path, old_steps: list[Snap], upstream: Snap, names: list[str], 
     new_v = pair.new.version if pair.new else "new"
     _put(repo, old_steps[0])
     _commit(repo, f"base: the touched files on {pair.spec.name} {old_v} (with the earlier fixes)")
-    git(repo, "branch", "base")
+    git(repo, "branch", "-m", "base")
     git(repo, "checkout", "-q", "-b", "fix")
     for name, step in zip(names, old_steps[1:]):
         _put(repo, step)
@@ -975,7 +978,7 @@ def _planned_changes(session: Session, pack: Pack, old: Profile,
             continue
         for name, data in new.items():
             changes[folder / name] = data
-        changes[folder / "variant.toml"] = render_variant(o.new_version, old.name).encode()
+        changes[folder / "variant.toml"] = render_variant(o.new_version, old.name, session.new_name).encode()
         o.variant = _rel(pack.root, folder)
     text = render_profile(old, session.new_name, session.pairs, outcomes)
     changes[pack.root / "profiles" / f"{session.new_name}.toml"] = text.encode()
@@ -1013,8 +1016,8 @@ def _rel(root: Path, path: Path) -> str:
     return path.resolve().relative_to(root.resolve()).as_posix()
 
 
-def render_variant(version: int, rebased_from: str) -> str:
-    return (f"# Written by `fixpack rebase`: the fix as profile's release needs it (regenerate, don't edit).\n"
+def render_variant(version: int, rebased_from: str, profile: str) -> str:
+    return (f"# This fix's patches for profile {profile}, written by `fixpack rebase` from profile {rebased_from}.\n"
             f"version = {version}\nrebased_from = {json.dumps(rebased_from)}\n")
 
 
