@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, engine
-from .errors import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_INTERNAL, FixpackError
+from .errors import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_INTERNAL, BadInputError, FixpackError
 from .report import Report
 
 STATE_STYLE = {"applied": "green", "absent": "cyan", "upstreamed": "blue", "drifted": "yellow",
@@ -232,13 +232,13 @@ def fetch_cmd(profile: str, only_targets: tuple[str, ...], cache: Path | None, v
             try:
                 spec = prof.target(name)
             except KeyError:
-                raise FixpackError(f"unknown target {name!r} (profile {profile} has "
+                raise BadInputError(f"unknown target {name!r} (profile {profile} has "
                                    f"{', '.join(t.name for t in prof.targets)})") from None
             found = release.fetch(spec, cache, version=version, url=url)
             click.echo(f"{name}={found.root}")
             click.echo(f"  {found.version} @ {found.commit} ({'; '.join(found.evidence)})", err=True)
     except FixpackError as exc:
-        _fail(exc, exc.exit_code if type(exc) is not FixpackError else EXIT_BAD_INPUT, False, "fetch", profile)
+        _fail(exc, exc.exit_code, False, "fetch", profile)
 
 
 @main.command("prove")
@@ -302,17 +302,19 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fi
     """Regenerate fixes' patches against their chain on a clean release copy (like quilt refresh)."""
     from .pack_tools import refresh
 
+    from .loader import load_pack
+
     parsed = _parse_roots(roots)
+    pack_root = pack_root or default_pack_root()
     try:
+        fixes = load_pack(pack_root).fixes
         for fid in fix_ids:
-            from .loader import load_pack
-            target = load_pack(pack_root or default_pack_root()).fixes[fid].target if fid in \
-                load_pack(pack_root or default_pack_root()).fixes else "vllm"
+            target = fixes[fid].target if fid in fixes else "vllm"
             if target not in parsed:
-                raise FixpackError(f"{fid} targets {target}: give --root {target}=PATH")
-            click.echo(f"refreshed {refresh(pack_root or default_pack_root(), profile, fid, parsed[target], target)}")
+                raise BadInputError(f"{fid} targets {target}: give --root {target}=PATH (a clean release copy)")
+            click.echo(f"refreshed {refresh(pack_root, profile, fid, parsed[target], target)}")
     except FixpackError as exc:
-        _fail(exc, exc.exit_code if type(exc) is not FixpackError else EXIT_BAD_INPUT, False, "refresh", profile)
+        _fail(exc, exc.exit_code, False, "refresh", profile)
 
 
 def apply_all_main(argv: list[str] | None = None) -> None:
