@@ -317,6 +317,11 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fi
         _fail(exc, exc.exit_code, False, "refresh", profile)
 
 
+from .cli_rebase import rebase_cmd  # noqa: E402  (its module imports this one lazily)
+
+main.add_command(rebase_cmd)
+
+
 def apply_all_main(argv: list[str] | None = None) -> None:
     """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command."""
     args = list(sys.argv[1:] if argv is None else argv)

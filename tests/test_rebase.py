@@ -356,6 +356,16 @@ def test_old_copy_must_match_the_old_pin(pack):
     assert not (b.pack / ".rebase").exists()
 
 
+def test_new_copy_with_fixes_applied_is_refused(pack):
+    b, old = pack
+    image = b.base / "applied"
+    shutil.copytree(old, image)
+    assert engine.apply(b.request(image)).ok
+    with pytest.raises(BadInputError, match="manifest"):
+        rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", roots={"demo": image},
+                                          old_roots={"demo": old}, name="v9"))
+
+
 def test_cli_prints_the_report_and_maps_exit_codes(conflicting):
     b, old, new = conflicting
     runner = CliRunner()
