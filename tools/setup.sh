@@ -8,12 +8,14 @@ light=0
 [ "${1:-}" = "--light" ] && light=1
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+# this machine kind's pip.conf names local index folders that may be absent: drop that noise only
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   echo "setup: installing torch 2.13.0 (CPU) and vllm 0.30.0 into .venv (a few minutes, about 5.5 GB)"
-  "${pip[@]}" torch==2.13.0
-  "${pip[@]}" vllm==0.30.0
+  quiet "${pip[@]}" torch==2.13.0
+  quiet "${pip[@]}" vllm==0.30.0
   # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-"${pip[@]}" -e '.[test]'
+quiet "${pip[@]}" -e '.[test]'
 echo "setup: .venv ready ($(.venv/bin/python --version))"
