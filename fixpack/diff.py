@@ -112,6 +112,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     """
     _refuse_crlf(data, source)
     text = data.decode("utf-8", "surrogateescape")
+    _check_structure(text, source)
     header = _parse_header(text)
     try:
         patchset = PatchSet(text.splitlines(keepends=True))
@@ -124,6 +125,92 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
     files = tuple(_convert_file(pf, source) for pf in patchset)
     return ParsedPatch(header, files)
+
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_FILE_HEADER = ("diff --git ", "index ", "old mode ", "new mode ", "deleted file mode ", "new file mode ",
+                "similarity index ", "dissimilarity index ", "rename from ", "rename to ", "copy from ",
+                "copy to ", "Binary files ", "GIT binary patch")
+
+
+def _bad(source: str, line: int, message: str, hint: str = "regenerate the patch with git diff / format-patch") -> PatchParseError:
+    return PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, hint)])
+
+
+def _check_structure(text: str, source: str) -> None:
+    """Walk the diff part line by line, as ``git apply`` does, before unidiff reads it.
+
+    unidiff skips what it does not recognise; a lost ``@@`` line or a hunk whose header counts are
+    wrong would then drop lines silently. Here every line must be a file header line, a hunk header
+    with both ``@@``, or one of the lines its counts announce.
+    """
+    lines = text.split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
+    if start is None:
+        start = next((i for i, ln in enumerate(lines[:-1]) if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
+    if start is None:
+        return
+    old = new = 0
+    hunk_line = 0
+    hunks_in_file = 0
+    file_line = 0  # the line of the current file section's first header line (0: none yet)
+    if lines and lines[-1] == "":
+        lines = lines[:-1]  # the split's artifact after the final newline, not a line
+    for n, ln in enumerate(lines[start:], start + 1):
+        if old > 0 or new > 0:
+            kind = ln[:1]
+            if kind in (" ", ""):
+                old, new = old - 1, new - 1
+            elif kind == "-":
+                old -= 1
+            elif kind == "+":
+                new -= 1
+            elif kind != "\\":
+                raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image and "
+                                      f"{max(new, 0)} post-image lines missing (its @@ counts are wrong, or a line was lost)")
+            if old < 0 or new < 0:
+                raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
+            continue
+        if ln.startswith("@@"):
+            m = _HUNK_HEADER.match(ln)
+            if not m:
+                raise _bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
+            old = int(m.group(2)) if m.group(2) is not None else 1
+            new = int(m.group(4)) if m.group(4) is not None else 1
+            hunk_line, hunks_in_file = n, hunks_in_file + 1
+            continue
+        if ln.startswith("diff --git "):
+            _no_hunks(source, lines, file_line, hunks_in_file)
+            file_line, hunks_in_file = n, 0
+            continue
+        if not file_line:
+            file_line = n
+        if ln.startswith(("--- ", "+++ ")):
+            path = ln[4:].split("\t")[0]
+            if path != "/dev/null":
+                _clean_path(path, source, n)
+            continue
+        if ln.startswith(_FILE_HEADER) or ln.startswith("\\"):
+            continue
+        if ln == "-- ":  # git format-patch's signature: the version line follows
+            break
+        if ln == "" and all(x == "" for x in lines[n - 1:]):
+            break
+        raise _bad(source, n, f"unexpected line outside a hunk: {ln[:60]!r} (a lost @@ line, or text after the diff)")
+    if old > 0 or new > 0:
+        raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
+                                       f"and {max(new, 0)} post-image lines missing at the end of the file")
+    _no_hunks(source, lines, file_line, hunks_in_file)
+
+
+def _no_hunks(source: str, lines: list[str], file_line: int, hunks: int) -> None:
+    """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
+    if hunks or not file_line:
+        return
+    section = lines[file_line - 1:]
+    end = next((i for i, ln in enumerate(section[1:], 1) if ln.startswith("diff --git ")), len(section))
+    if any(ln.startswith("+++ ") for ln in section[:end]):
+        raise _bad(source, file_line, "a file section with ---/+++ lines but no hunk")
 
 
 def _refuse_crlf(data: bytes, source: str) -> None:

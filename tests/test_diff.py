@@ -39,7 +39,7 @@ def test_malformed_hunk_is_refused():
     data = b"--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-a\n+b\n"
     with pytest.raises(PatchParseError) as exc:
         parse_patch(data, "bad.patch")
-    assert "bad.patch" in str(exc.value) and "malformed" in str(exc.value)
+    assert "bad.patch:3:" in str(exc.value) and "ends early" in str(exc.value)
 
 
 def test_format_patch_is_deterministic(tmp_path):
@@ -49,3 +49,31 @@ def test_format_patch_is_deterministic(tmp_path):
     assert one == two
     assert "index " not in one and "2.39.5" not in one and one.startswith("From 0000000")
     assert parse_patch(one.encode()).files[0].path == "a.py"
+
+
+def test_lost_hunk_header_close_is_refused(tmp_path):
+    diff = make_diff({"a.py": "".join(f"{i}\n" for i in range(30))},
+                     {"a.py": "".join(f"{i}\n" for i in range(30)).replace("15\n", "fifteen\n")}, tmp_path)
+    broken = diff.replace(" @@\n", "\n", 1)  # "@@ -13,7 +13,7" without its closing @@
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(broken.encode(), "p.patch")
+    assert "p.patch:5: malformed hunk header" in str(exc.value)
+
+
+def test_lost_hunk_line_is_refused(tmp_path):
+    before = "".join(f"{i}\n" for i in range(60))
+    after = before.replace("5\n", "five\n").replace("50\n", "fifty\n")
+    diff = make_diff({"a.py": before}, {"a.py": after}, tmp_path)
+    lines = diff.splitlines(keepends=True)
+    second = max(i for i, ln in enumerate(lines) if ln.startswith("@@"))
+    broken = "".join(lines[:second] + lines[second + 1:])  # the second hunk's header is gone
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(broken.encode(), "p.patch")
+    assert f"p.patch:{second + 1}: unexpected line outside a hunk" in str(exc.value)
+
+
+def test_wrong_hunk_counts_are_refused_with_line(tmp_path):
+    diff = make_diff({"a.py": "1\n2\n3\n"}, {"a.py": "1\ntwo\n3\n"}, tmp_path)
+    broken = diff.replace("@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@")
+    with pytest.raises(PatchParseError, match="ends early"):
+        parse_patch(broken.encode(), "p.patch")
