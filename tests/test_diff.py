@@ -39,7 +39,7 @@ def test_malformed_hunk_is_refused():
     data = b"--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-a\n+b\n"
     with pytest.raises(PatchParseError) as exc:
         parse_patch(data, "bad.patch")
-    assert "bad.patch:3:" in str(exc.value) and "ends early" in str(exc.value)
+    assert "bad.patch:5:" in str(exc.value) and "starts at line 3 ends early" in str(exc.value)
 
 
 def test_format_patch_is_deterministic(tmp_path):
