@@ -11,4 +11,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixpack.cli import apply_all_main  # noqa: E402
 
 if __name__ == "__main__":
-    apply_all_main()
+    apply_all_main(pack_root=Path(__file__).resolve().parent)

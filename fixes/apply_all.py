@@ -8,4 +8,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fixpack.cli import apply_all_main  # noqa: E402
 
 if __name__ == "__main__":
-    apply_all_main()
+    apply_all_main(pack_root=Path(__file__).resolve().parent.parent)

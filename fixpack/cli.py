@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__, engine
@@ -116,23 +117,24 @@ def _render_plain(report: Report) -> None:
 
 def _render_rich(report: Report) -> None:
     console = Console()
-    title = f"fixpack {report.command} — profile {report.profile}" + (" (dry run)" if report.dry_run else "")
+    title = escape(f"fixpack {report.command} — profile {report.profile}") + (" (dry run)" if report.dry_run else "")
     tt = Table(title=title, title_justify="left")
     for col in ("target", "status", "version", "commit", "pin", "root / message"):
         tt.add_column(col)
     for t in report.targets:
         style = "green" if t.status == "found" else ("dim" if t.status == "skipped" else "red")
-        tt.add_row(t.name, f"[{style}]{t.status}[/]", t.version, t.commit[:12],
-                   f"{t.pin.get('version', '')} {t.pin.get('commit', '')}", (t.root + " " + t.message).strip())
+        tt.add_row(escape(t.name), f"[{style}]{t.status}[/]", escape(t.version), escape(t.commit[:12]),
+                   escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"),
+                   escape((t.root + " " + t.message).strip()))
     console.print(tt)
     ft = Table()
     for col in ("fix", "ver", "target", "kind", "state", "action", "details"):
         ft.add_column(col, overflow="fold")
     for f in report.fixes:
-        ft.add_row(f.id, str(f.version), f.target, "opt-in" if f.opt_in else "default",
-                   f"[{STATE_STYLE.get(f.state, '')}]{f.state}[/]", f.action, _fix_detail(f))
+        ft.add_row(escape(f.id), str(f.version), escape(f.target), "opt-in" if f.opt_in else "default",
+                   f"[{STATE_STYLE.get(f.state, '')}]{f.state}[/]", f.action, escape(_fix_detail(f)))
     console.print(ft)
-    console.print(("[green]" if report.ok else "[red]") + _summary(report) + "[/]")
+    console.print(("[green]" if report.ok else "[red]") + escape(_summary(report)) + "[/]")
 
 
 def _summary(report: Report) -> str:
@@ -142,7 +144,7 @@ def _summary(report: Report) -> str:
     for f in report.fixes:
         key = f.action if f.action != "none" else ("already applied" if f.state == "applied" else f.state)
         counts[key] = counts.get(key, 0) + 1
-    return "OK: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return "OK: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to do")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -322,8 +324,14 @@ from .cli_rebase import rebase_cmd  # noqa: E402  (its module imports this one l
 main.add_command(rebase_cmd)
 
 
-def apply_all_main(argv: list[str] | None = None) -> None:
-    """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command."""
+def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None) -> None:
+    """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command.
+
+    ``pack_root`` is the checkout the entry script lives in: the pack that goes with this engine,
+    whatever the working folder ($FIXPACK_PACK or --pack still choose another).
+    """
+    if pack_root is not None:
+        os.environ.setdefault("FIXPACK_PACK", str(pack_root))
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
         args = ["--help"]

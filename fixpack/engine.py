@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,7 @@ def _find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTar
     ft = locate(spec, req.roots.get(spec.name), req.env_root)
     if ft is None:
         msg = (f"not found: no --root {spec.name}=PATH, no ${ENV_ROOT}/{spec.name}, and {spec.distribution} is not "
-               f"installed in this Python. Point --root at it, or restrict the run with --target")
+               f"installed in {sys.executable}. Point --root at it, or restrict the run with --target")
         return TargetReport(spec.name, "missing", pin=pin, message=msg), None
     tr = TargetReport(spec.name, "found", str(ft.root), ft.how, ft.version, ft.commit, pin, list(ft.evidence))
     try:
@@ -115,6 +116,12 @@ def _chain(ctx: Context, target: str, manifest: dict[str, Any] | None, wanted: t
     if unknown:
         raise BadInputError(f"the manifest of target {target} records fixes this pack does not have: "
                             f"{', '.join(sorted(unknown))}. Use the pack that applied them (revert with it)")
+    for entry in (manifest or {}).get("fixes", []):
+        fix = ctx.pack.fixes.get(entry["id"])
+        if entry.get("state") == "applied" and fix and fix.patch_sha256 != entry.get("patch_sha256"):
+            raise BadInputError(
+                f"target {target} holds {fix.id} v{entry.get('version')}, applied with another patch than this "
+                f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
     chain = ctx.pack.ordered(tuple(ids))
     _check_deleted_then_touched(chain)
@@ -206,7 +213,8 @@ def _replay(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, recorded: b
             broken: dict[str, list[str]]) -> Evaluation:
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True)
-        return Evaluation(State.TAMPERED, empty, empty, ["the manifest records it as applied, but"] + broken[fix.id])
+        return Evaluation(State.TAMPERED, empty, empty,
+                          ["the manifest records it as applied, but " + "; ".join(broken[fix.id])])
     if recorded and broken:
         ev = decide(fix, tree, lock_entry, True)
         return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["recorded as applied (not re-checked: another "
@@ -216,7 +224,7 @@ def _replay(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, recorded: b
         if ev.state in (State.ABSENT, State.DRIFTED):
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
-                          ["the manifest records it as applied, but it does not replay: "] + ev.messages)
+                          ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev
 
 
@@ -320,6 +328,8 @@ def _finish(report: Report, errors: list[int]) -> Report:
         bad_f = [f"{f.id}: {f.state}" for f in report.fixes if f.state in ("conflict", "partial", "tampered")
                  or (f.state == "drifted" and any("--strict" in m for m in f.messages))]
         report.error = "nothing was written; " + "; ".join(bad_t + bad_f)
+        for f in report.fixes:  # nothing was written: say what would have happened
+            f.action = {"applied": "would-apply", "reverted": "would-revert"}.get(f.action, f.action)
     return report
 
 
@@ -430,6 +440,10 @@ def read_lock(profile: Profile) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); regenerate it with "
                              f"fixpack lock --profile {profile.name}") from exc
+    fixes = data.get("fixes") if isinstance(data, dict) else None
+    if not isinstance(fixes, list) or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in fixes):
+        raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); regenerate it with "
+                             f"fixpack lock --profile {profile.name} --root NAME=PATH")
     return data
 
 

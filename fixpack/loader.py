@@ -274,7 +274,10 @@ def load_profile(pack: Pack, name: str) -> Profile:
     _unknown_keys(fixes, PROFILE_FIX_KEYS, path, text, errors, "fixes")
     default = _str_list(fixes.get("default", []), "default", path, text, errors)
     opt_in = _str_list(fixes.get("opt_in", []), "opt_in", path, text, errors)
-    profile = Profile(str(data.get("name", name)), path, str(data.get("description", "")).strip(),
+    if str(data.get("name", name)) != name:
+        errors.add(f"name {data.get('name')!r} differs from the file name {name!r}", path, key_line(text, "name"),
+                   f"set name = \"{name}\" or rename the file")
+    profile = Profile(name, path, str(data.get("description", "")).strip(),
                       targets, default, opt_in)
     _check_profile(pack, profile, text, errors)
     errors.raise_if_any(f"profile {name!r} is invalid")
@@ -322,7 +325,8 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
                 errors.add(f"[fixes] {key} names unknown fix {fid!r}", path, line, _close(fid, pack.series))
                 continue
             if fid in listed:
-                errors.add(f"fix {fid!r} is listed in both {listed[fid]} and {key}", path, line)
+                where = f"twice in {key}" if listed[fid] == key else f"in both {listed[fid]} and {key}"
+                errors.add(f"fix {fid!r} is listed {where}", path, line, "keep one entry")
             listed[fid] = key
             fix = pack.fixes[fid]
             if fix.target not in names:

@@ -138,8 +138,12 @@ def read_manifest(root: Path, target: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MismatchError(f"{path}: the manifest is not valid JSON ({exc}); the image state is unknown. "
                             f"Reinstall the target, or remove the manifest if the files are clean") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
-        raise MismatchError(f"{path}: not a fixpack manifest; reinstall the target")
+    fixes = data.get("fixes") if isinstance(data, dict) else None
+    if not isinstance(fixes, list) or not isinstance(data.get("files", {}), dict) or not all(
+            isinstance(f, dict) and isinstance(f.get("id"), str) and f.get("state") in ("applied", "upstreamed")
+            and isinstance(f.get("files", {}), dict) for f in fixes):
+        raise MismatchError(f"{path}: not a valid fixpack manifest (each fix needs an id, a state and its file "
+                            f"hashes); the image state is unknown. Reinstall the target and remove {path.parent}")
     return data
 
 
@@ -204,9 +208,9 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
     if not os.access(root, os.W_OK):
         problems.insert(0, str(root))
     if problems:
-        raise EnvironmentProblem(f"the target is not writable: {', '.join(problems[:5])}"
-                                 f"{' ...' if len(problems) > 5 else ''}; nothing was changed. Run as a user "
-                                 f"who may write there, or apply to a writable copy")
+        raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "
+                                 f"system): {', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}; nothing "
+                                 f"was changed. Run where it may be written, or apply to a writable copy")
 
 
 def write_transaction(root: Path, changes: list[FileChange]) -> None:

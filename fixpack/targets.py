@@ -53,7 +53,8 @@ def resolve_root(spec: TargetSpec, path: Path) -> Path:
     """The root for ``--root NAME=PATH``: PATH itself, or its parent when PATH is the package folder."""
     path = path.expanduser().resolve()
     if not path.is_dir():
-        raise BadInputError(f"--root {spec.name}={path}: no such folder (give a source tree, a git checkout "
+        what = "not a folder" if path.exists() else "no such folder"
+        raise BadInputError(f"--root {spec.name}={path}: {what} (give a source tree, a git checkout "
                             f"or a site-packages folder that holds {spec.package}/)")
     if (path / spec.package).is_dir():
         return path

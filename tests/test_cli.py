@@ -77,4 +77,4 @@ def test_lock_check_command(setup):
     assert r.returncode == 0 and "fresh" in r.stdout
     (b.pack / "profiles/p1.lock").write_text("{}")
     r = run("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}", "--check")
-    assert r.returncode == 2 and "stale" in r.stderr
+    assert r.returncode == 2 and "not a fixpack lock" in r.stderr and "regenerate" in r.stderr
