@@ -23,10 +23,11 @@ from .evaluate import Evaluation, State, decide, file_hashes, run_pass
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .report import FixReport, Report, TargetReport
-from .state import (FileChange, STATE_DIR, check_writable, dumps, manifest_path, pending_journal, read_manifest,
+from .state import (FileChange, STATE_DIR, check_writable, dumps, journal_originals, leftover_journal,
+                    manifest_path, read_manifest,
                     recover, run_lock, write_transaction, forget_state)
 from .targets import FoundTarget, check_pin, locate
-from .tree import Tree
+from .tree import Tree, decode
 
 ENV_ROOT = "GAUDI_FIXES_ROOT"
 LOCK_SCHEMA = 1
@@ -162,18 +163,20 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], str
     unwound tree with the newly selected fixes in their places.
     """
     name = ft.spec.name
-    manifest = read_manifest(ft.root, name)
-    tree = Tree(ft.root)
+    tree, manifest, pending = _load_state(ft)
+    if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
+        _note(ctx, name, f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} is stale "
+                         f"(the target was reinstalled?) and is replaced by this run")
+        manifest = None
     chain = _chain(ctx, name, manifest, wanted)
     recorded = {f["id"]: f for f in (manifest or {}).get("fixes", [])}
     applied = [f for f in chain if recorded.get(f.id, {}).get("state") == "applied"]
     base, broken = _unwind(applied, tree, _tampered_files(tree, manifest))
-    lock_fixes = {f["id"]: f for f in ctx.lock.get("fixes", [])}
-    plan = TargetPlan(tree, manifest, [], [], pending_journal(ft.root))
+    plan = TargetPlan(tree, manifest, [], [], pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
-        ev = _replay(fix, tree, lock_fixes.get(fix.id), fix in applied, broken)
+        ev = _replay(fix, tree, ctx.lock, fix in applied, broken)
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and strict:
@@ -188,6 +191,39 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], str
         else:
             plan.errors.append(EXIT_MISMATCH if ev.state is State.TAMPERED else EXIT_CONFLICT)
     return plan
+
+
+def _load_state(ft: FoundTarget) -> tuple[Tree, dict[str, Any] | None, bool]:
+    """The target's files and manifest as the next writing run will start from them: when a killed
+    run left a journal, its originals are laid over the disk in memory (nothing is written here)."""
+    tree = Tree(ft.root)
+    manifest = read_manifest(ft.root, ft.spec.name)
+    pending = leftover_journal(ft.root)
+    mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
+    for path, data in journal_originals(ft.root).items():
+        if path == mpath:
+            manifest = json.loads(data) if data is not None else None
+        else:
+            tree.write(path, decode(data) if data is not None else None)
+    return tree, manifest, pending
+
+
+def _is_clean_release(tree: Tree, manifest: dict[str, Any], lock: dict[str, Any]) -> bool:
+    """Every file the manifest lists is byte for byte the clean release's (the lock's first pre-image)."""
+    clean: dict[str, str | None] = {}
+    for fix in lock.get("fixes", []):
+        for f in fix.get("files", []):
+            clean.setdefault(f["path"], f.get("pre"))
+    files = manifest.get("files", {})
+    if not files or any(p not in clean for p in files):
+        return False
+    return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
+        any(clean[p] != h for p, h in files.items())
+
+
+def _note(ctx: Context, target: str, message: str) -> None:
+    t = next(t for t in ctx.report.targets if t.name == target)
+    t.message = f"{t.message}; {message}" if t.message else message
 
 
 def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[Tree | None, dict[str, list[str]]]:
@@ -209,8 +245,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[T
     return (None if broken else base), broken
 
 
-def _replay(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, recorded: bool,
-            broken: dict[str, list[str]]) -> Evaluation:
+def _replay(fix: Fix, tree: Tree, lock: dict[str, Any], recorded: bool, broken: dict[str, list[str]]) -> Evaluation:
+    lock_entry = next((f for f in lock.get("fixes", []) if f.get("id") == fix.id), None)
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True)
         return Evaluation(State.TAMPERED, empty, empty,
@@ -220,12 +256,28 @@ def _replay(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, recorded: b
         return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["recorded as applied (not re-checked: another "
                                                                   "fix is tampered)"])
     ev = decide(fix, tree, lock_entry, False)
+    if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse,
+                          ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
+                           "post-images, sha256 as in the lock); recorded again"])
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
                           ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev
+
+
+def _ours(fix: Fix, tree: Tree, lock: dict[str, Any]) -> bool:
+    """Each touched file hashes to a post-image the lock records for it along the chain: our bytes,
+    not upstream's (a release that took the change upstream would not match byte for byte)."""
+    posts: dict[str, set[str | None]] = {}
+    for entry in lock.get("fixes", []):
+        for f in entry.get("files", []):
+            if f.get("pre") != f.get("post"):  # an upstreamed fix's entry records the release's own bytes
+                posts.setdefault(f["path"], set()).add(f.get("post"))
+    now = file_hashes(tree, fix.touched_paths())
+    return bool(now) and all(p in posts and h in posts[p] for p, h in now.items())
 
 
 def _tampered_files(tree: Tree, manifest: dict[str, Any] | None) -> set[str]:
@@ -270,18 +322,19 @@ def apply(req: Request) -> Report:
     """
     ctx = _prepare(req, "apply")
     errors = _target_errors(ctx)
-    if not req.dry_run:
-        _recover_interrupted(ctx)
     plans: dict[str, TargetPlan] = {}
     for name, ft in ctx.found.items():
-        plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.strict, req.dry_run)
+        with run_lock(ft.root, shared=True):
+            plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.strict, req.dry_run)
         errors += plans[name].errors
     _note_journals(ctx, plans)
     if errors or req.dry_run:
         return _finish(ctx.report, errors)
     for name, ft in ctx.found.items():
         plan = plans[name]
-        if plan.tree.changes() or plan.pending_journal or _manifest_changed(ctx, ft, plan):
+        changes = plan.tree.changes()
+        if changes or plan.pending_journal or _manifest_changed(ctx, ft, plan):
+            check_writable(ft.root, changes)  # before the lock file is created
             _write_target(ctx, ft, req)
     return _finish(ctx.report, [])
 
@@ -289,7 +342,7 @@ def apply(req: Request) -> Report:
 def _recover_interrupted(ctx: Context) -> None:
     """Roll back what a killed run left, before looking at the files (the tree may be torn)."""
     for ft in ctx.found.values():
-        if pending_journal(ft.root):
+        if leftover_journal(ft.root):
             with run_lock(ft.root):
                 restored = recover(ft.root)
             if restored:
@@ -304,7 +357,8 @@ def status(req: Request) -> Report:
     errors = _target_errors(ctx)
     plans = {}
     for name, ft in ctx.found.items():
-        plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.strict, dry=True)
+        with run_lock(ft.root, shared=True):
+            plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.strict, dry=True)
         errors += plans[name].errors
     _note_journals(ctx, plans)
     return _finish(ctx.report, errors)
@@ -353,6 +407,8 @@ def _write_target(ctx: Context, ft: FoundTarget, req: Request) -> None:
             raise MismatchError(f"target {ft.spec.name} changed while this run was planning; nothing was written. "
                                 f"Run again")
         changes = plan.tree.changes()
+        if not changes and not _manifest_changed(ctx, ft, plan):
+            return  # the rollback alone brought the target where this run wanted it
         mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
         changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan)), 0o644))
         check_writable(ft.root, changes)
@@ -373,7 +429,7 @@ def revert(req: Request) -> Report:
     """
     ctx = _prepare(req, "revert", need_lock=False)
     errors = _target_errors(ctx)
-    if not req.dry_run:
+    if not req.dry_run and not errors:
         _recover_interrupted(ctx)
     work: list[tuple[FoundTarget, Tree, dict[str, Any]]] = []
     for name, ft in ctx.found.items():

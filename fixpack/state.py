@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import stat
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,20 +44,38 @@ def fault_point() -> None:
 
 
 def state_dir(root: Path) -> Path:
-    return root / STATE_DIR
+    """``<root>/.fixpack``; refuses one that is a link (state must not be written outside the target)."""
+    folder = root / STATE_DIR
+    if folder.is_symlink():
+        raise MismatchError(f"{folder} is a symbolic link (to {os.readlink(folder)}); fixpack keeps its state inside "
+                            f"the target only. Remove the link")
+    return folder
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` through a temp file, fsync and rename; keep or set the file mode."""
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
+    """Write ``data`` to ``path`` through a temp file, fsync and rename.
+
+    The file keeps its mode and owner unless ``mode`` / ``owner`` (uid, gid) say otherwise. The temp
+    file is created exclusively and never through a link, so a planted link cannot redirect the write.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None and path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
+    if path.exists() and not path.is_symlink():
+        st = path.stat()
+        mode = stat.S_IMODE(st.st_mode) if mode is None else mode
+        owner = (st.st_uid, st.st_gid) if owner is None else owner
     tmp = path.with_name(f".{path.name}.fixpack-tmp")
-    with open(tmp, "wb") as fh:
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.chmod(tmp, mode if mode is not None else 0o644)
+    if owner is not None and owner != (os.getuid(), os.getgid()):
+        try:
+            os.chown(tmp, *owner)
+        except PermissionError:  # not root: the file is ours anyway
+            pass
     os.replace(tmp, path)
     _fsync_dir(path.parent)
 
@@ -85,31 +104,52 @@ def drop_pycache(path: Path) -> None:
             pyc.unlink(missing_ok=True)
 
 
+LOCK_WAIT_ENV = "FIXPACK_LOCK_WAIT"  # seconds a run waits for another one's lock (default 10)
+
+
 @contextmanager
-def run_lock(root: Path) -> Iterator[None]:
-    """Hold ``<root>/.fixpack/lock`` exclusively; raise BusyError if another run holds it."""
+def run_lock(root: Path, shared: bool = False) -> Iterator[None]:
+    """Hold ``<root>/.fixpack/lock``: exclusively to write, shared to read a consistent state.
+
+    Waits up to $FIXPACK_LOCK_WAIT seconds (default 10) for another run, then raises BusyError.
+    A shared lock creates nothing: with no lock file there is no writer to wait for.
+    """
     folder = state_dir(root)
+    if shared and not (folder / "lock").is_file():
+        yield
+        return
     try:
-        folder.mkdir(exist_ok=True)
-        fh = open(folder / "lock", "a+")
+        if not shared:
+            folder.mkdir(exist_ok=True)
+        fh = open(folder / "lock", "r" if shared else "a+")
     except OSError as exc:
         raise EnvironmentProblem(f"cannot create {folder / 'lock'}: {exc.strerror}. The target is not writable; "
-                                 f"run as a user who may write {root}") from exc
+                                 f"run where {root} may be written") from exc
     try:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
+        _acquire(fh, folder, shared)
+        if not shared:
             fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            raise BusyError(f"another fixpack run holds {folder / 'lock'} (pid {holder}); wait for it to finish "
-                            f"and run again") from exc
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
         yield
     finally:
         fh.close()
+
+
+def _acquire(fh: Any, folder: Path, shared: bool) -> None:
+    deadline = time.monotonic() + float(os.environ.get(LOCK_WAIT_ENV, "10"))
+    while True:
+        try:
+            fcntl.flock(fh.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            return
+        except BlockingIOError as exc:
+            if time.monotonic() >= deadline:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                raise BusyError(f"another fixpack run holds {folder / 'lock'} (pid {holder}); wait for it to "
+                                f"finish and run again") from exc
+            time.sleep(0.05)
 
 
 def forget_state(root: Path) -> None:
@@ -134,7 +174,7 @@ def read_manifest(root: Path, target: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data: dict[str, Any] = json.loads(path.read_text("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise MismatchError(f"{path}: the manifest is not valid JSON ({exc}); the image state is unknown. "
                             f"Reinstall the target, or remove the manifest if the files are clean") from exc
@@ -184,7 +224,8 @@ def recover(root: Path) -> list[str]:
         dest = root / e["path"]
         dest.with_name(f".{dest.name}.fixpack-tmp").unlink(missing_ok=True)
         if e["existed"]:
-            atomic_write(dest, (backups / str(e["backup"])).read_bytes(), e["mode"])
+            owner = tuple(e["owner"]) if e.get("owner") else None
+            atomic_write(dest, (backups / str(e["backup"])).read_bytes(), e["mode"], owner)
         else:
             remove_file(dest)
         drop_pycache(dest)
@@ -193,6 +234,27 @@ def recover(root: Path) -> list[str]:
     _fsync_dir(jpath.parent)
     shutil.rmtree(backups, ignore_errors=True)
     return restored
+
+
+def journal_originals(root: Path) -> dict[str, bytes | None]:
+    """What an interrupted run's journal will restore: path -> original bytes (None: did not exist).
+
+    Read only; lets status and dry runs show the state the next apply starts from.
+    """
+    jpath = _journal(root)
+    if not jpath.is_file():
+        return {}
+    backups = state_dir(root) / "journal"
+    out: dict[str, bytes | None] = {}
+    for e in json.loads(jpath.read_text("utf-8"))["entries"]:
+        out[e["path"]] = (backups / str(e["backup"])).read_bytes() if e["existed"] else None
+    return out
+
+
+def leftover_journal(root: Path) -> bool:
+    """A journal, or backups a run killed after removing its journal left behind."""
+    folder = root / STATE_DIR
+    return (folder / "journal.json").is_file() or (folder / "journal").is_dir()
 
 
 def check_writable(root: Path, changes: list[FileChange]) -> None:
@@ -225,9 +287,10 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     for i, c in enumerate(changes):
         dest = root / c.path
         existed = dest.is_file()
-        entry: dict[str, Any] = {"path": c.path, "existed": existed, "backup": i, "mode": None}
+        entry: dict[str, Any] = {"path": c.path, "existed": existed, "backup": i, "mode": None, "owner": None}
         if existed:
-            entry["mode"] = stat.S_IMODE(dest.stat().st_mode)
+            st = dest.stat()
+            entry["mode"], entry["owner"] = stat.S_IMODE(st.st_mode), [st.st_uid, st.st_gid]
             atomic_write(backups / str(i), dest.read_bytes(), 0o600)
         entries.append(entry)
     fault_point()

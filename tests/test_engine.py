@@ -79,9 +79,12 @@ def test_opt_in_added_later(setup):
 
 def test_upstreamed(setup):
     b, _, target = setup
-    (target / MOD).write_text((target / MOD).read_text().replace("line 5\n", "five\n"))
+    # upstream took the change, in a file that otherwise moved on too (not our bytes)
+    (target / MOD).write_text((target / MOD).read_text().replace("line 5\n", "five\n").replace("line 38\n", "up 38\n"))
     r = engine.apply(b.request(target))
-    assert r.ok and r.fix("first").state == "upstreamed" and r.fix("second").state == "absent"
+    assert r.ok and r.fix("first").state == "upstreamed"
+    # the file moved on upstream, so the next fix's pre-image differs from the lock's: drifted, still applied
+    assert r.fix("second").state == "drifted" and "differs from the lock" in r.fix("second").messages[0]
     engine.revert(b.request(target))
     assert "five\n" in (target / MOD).read_text()  # upstream's change is not ours to revert
 
@@ -287,3 +290,34 @@ def test_opt_in_between_applied_fixes(builder):
     text = (clean / MOD).read_text()
     assert "three\n" in text and "twenty\n" in text and "thirty-seven\n" in text
     assert engine.status(builder.request(clean)).ok
+
+
+def test_lost_manifest_is_recognised_as_ours(setup):
+    """Files equal to this pack's post-images (lock hashes) are ours, not upstream's: recorded again,
+    and revert still restores the original bytes."""
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    (target / ".fixpack" / "demo.manifest.json").unlink()
+    r = engine.apply(b.request(target))
+    assert r.ok and states(r) == {"first": "applied", "second": "applied"}
+    assert "manifest entry was lost" in r.fix("first").messages[0]
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original
+
+
+def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
+    """The files were put back to the clean release (a reinstall) but .fixpack/ stayed: not tampered,
+    the stale manifest is replaced."""
+    import shutil
+    b, clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    for rel in ("demo_pkg/mod.py", "demo_pkg/old.py"):
+        shutil.copy2(pristine / rel, target / rel)
+    (target / "demo_pkg/new.py").unlink()
+    st = engine.status(b.request(target))
+    assert st.ok and "stale" in st.targets[0].message
+    assert {f.id: f.state for f in st.fixes if not f.opt_in} == {"first": "absent", "second": "absent"}
+    r = engine.apply(b.request(target))
+    assert r.ok and [f.action for f in r.fixes] == ["applied", "applied"]

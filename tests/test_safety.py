@@ -70,8 +70,9 @@ def test_symlink_pointing_outside(setup, tmp_path):
     assert snapshot(target) == before and outside.read_bytes() == outside_before
 
 
-def test_second_concurrent_run_is_refused(setup):
+def test_second_concurrent_run_is_refused(setup, monkeypatch):
     b, target = setup
+    monkeypatch.setenv("FIXPACK_LOCK_WAIT", "0.3")
     (target / ".fixpack").mkdir()
     holder = open(target / ".fixpack" / "lock", "a+")
     fcntl.flock(holder, fcntl.LOCK_EX)
@@ -150,6 +151,65 @@ def test_interrupted_run_is_rolled_back_by_revert_and_status_says_so(setup):
     assert _run_apply(b, target, fault_at=4) == 137
     st = engine.status(b.request(target))
     assert "interrupted run left a journal" in st.targets[0].message
+    # status shows the state the next apply starts from (the journal's originals), not the torn files
+    assert st.ok and {f.id: f.state for f in st.fixes} == {"one": "absent", "two": "absent"}
     assert engine.apply(b.request(target)).ok
     assert engine.revert(b.request(target)).ok
     assert snapshot(target) == original
+
+
+def test_planted_temp_file_link_is_not_followed(setup, tmp_path):
+    b, target = setup
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (target / "demo_pkg" / ".mod.py.fixpack-tmp").symlink_to(victim)
+    assert engine.apply(b.request(target)).ok
+    assert victim.read_text() == "keep me\n"
+    assert not (target / MOD).is_symlink() and "three" in (target / MOD).read_text()
+
+
+def test_state_folder_link_is_refused(setup, tmp_path):
+    b, target = setup
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (target / ".fixpack").symlink_to(outside)
+    before = snapshot(target)
+    with pytest.raises(MismatchError, match="symbolic link"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before and not list(outside.iterdir())
+
+
+def test_owner_and_mode_are_kept(setup):
+    b, target = setup
+    os.chown(target / MOD, 1234, 2345) if os.getuid() == 0 else pytest.skip("needs root to chown")
+    (target / MOD).chmod(0o640)
+    assert engine.apply(b.request(target)).ok
+    st = (target / MOD).stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 2345, 0o640)
+    assert engine.revert(b.request(target)).ok
+    st = (target / MOD).stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 2345, 0o640)
+
+
+def test_unwritable_target_leaves_no_lock_file(setup, monkeypatch):
+    b, target = setup
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if m == os.W_OK else real(p, m, *a, **k))
+    with pytest.raises(EnvironmentProblem):
+        engine.apply(b.request(target))
+    assert not (target / ".fixpack").exists()
+
+
+def test_leftover_backups_are_cleaned(setup):
+    b, target = setup
+    last = 0
+    for n in range(1, 30):  # find the last write point: after the journal is removed, before the backups are
+        if _run_apply(b, target, fault_at=n) != 137:
+            break
+        last = n
+        engine.revert(b.request(target))
+    assert engine.revert(b.request(target)).ok
+    assert _run_apply(b, target, fault_at=last) == 137
+    assert (target / ".fixpack" / "journal").is_dir() and not (target / ".fixpack" / "journal.json").exists()
+    assert engine.apply(b.request(target)).ok
+    assert not (target / ".fixpack" / "journal").exists()
