@@ -1,0 +1,1 @@
+"""Reasoning and tool parsers `muse` for the Muse channel format."""
