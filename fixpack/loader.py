@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import difflib
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 from typing import Any
 
