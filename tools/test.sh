@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
-# The test command (README, .ci/run): set up .venv, then run every test: the engine's, the release
-# copy of vLLM 0.30.0 (fetched once, cached), and each fix's proof on the image stand-in.
+# The test command (README, .ci/run): set up .venv, a stand-in image for each later profile, then run
+# every test: the engine's, the port's, each committed profile on its vLLM release copy (fetched
+# once, cached), and each fix's proof on the stand-in image of its profile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+images="v0.30.0=$PWD/.venv/bin/python"
+# profile name and pinned vLLM version of every committed profile but v0.30.0 (whose image is .venv)
+while read -r name version; do
+  [ "$name" = v0.30.0 ] && continue
+  bash tools/image-venv.sh "$version" ".venv-vllm-$version"
+  images="$images $name=$PWD/.venv-vllm-$version/bin/python"
+done < <(.venv/bin/python - <<'PY'
+import pathlib, tomllib
+for p in sorted(pathlib.Path("profiles").glob("*.toml")):
+    d = tomllib.loads(p.read_text())
+    print(p.stem, d["targets"]["vllm"]["version"])
+PY
+)
+export FIXPACK_IMAGE_PYTHONS="$images"
 export FIXPACK_TEST_CACHE="${FIXPACK_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fixpack}"
 export FIXPACK_VLLM_PYTHON="$PWD/.venv/bin/python"
 exec .venv/bin/python -m pytest "$@"

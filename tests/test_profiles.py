@@ -1,0 +1,108 @@
+"""Every committed profile on its real vLLM release: the CI dry run of the whole chain, the lock's
+freshness, apply / re-apply / revert on a copy, and each fix's proof on the image stand-in.
+
+Needs $FIXPACK_TEST_CACHE (release copies are fetched there once: PyPI sdists, hash-checked) and,
+for the image case, $FIXPACK_IMAGE_PYTHONS ("v0.30.0=/path/python v0.31.0=/path/python": a Python
+with that profile's vLLM installed). tools/test.sh sets both; without them these tests are skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixpack import engine, release
+from fixpack.loader import load_pack, load_profile
+from fixpack.prove import prove, tree_digest
+
+from conftest import REPO
+
+PROFILES = sorted(load_pack(REPO).profiles)
+pytestmark = pytest.mark.release
+
+
+def image_python(profile: str) -> str | None:
+    pairs = dict(p.split("=", 1) for p in os.environ.get("FIXPACK_IMAGE_PYTHONS", "").split() if "=" in p)
+    return pairs.get(profile)
+
+
+@pytest.fixture(scope="module", params=PROFILES)
+def profile_copy(request) -> tuple[str, Path]:
+    cache = os.environ.get("FIXPACK_TEST_CACHE")
+    if not cache:
+        pytest.skip("set FIXPACK_TEST_CACHE (tools/test.sh does) to fetch the release copies")
+    spec = load_profile(load_pack(REPO), request.param).target("vllm")
+    return request.param, release.fetch(spec, Path(cache)).root
+
+
+def req(profile: str, root: Path, **kw) -> engine.Request:
+    return engine.Request(pack_root=REPO, profile=profile, roots={"vllm": root}, only_targets=("vllm",), **kw)
+
+
+def test_release_copy_matches_pin(profile_copy):
+    profile, root = profile_copy
+    pin = load_profile(load_pack(REPO), profile).target("vllm").pin
+    v = (root / "vllm/_version.py").read_text()
+    assert f"'{pin.version}'" in v and f"'g{pin.commit}" in v
+
+
+def test_dry_run_whole_chain_strict(profile_copy):
+    """Every fix of the profile, opt-ins included, applies exactly (no offset) to the release copy."""
+    profile, root = profile_copy
+    r = engine.apply(req(profile, root, dry_run=True, all_opt_in=True, strict=True))
+    assert r.ok, r.error
+    prof = load_profile(load_pack(REPO), profile)
+    assert {f.id for f in r.fixes} == {f for f in prof.default + prof.opt_in}
+    assert all(f.state in ("absent", "upstreamed") and not f.offsets for f in r.fixes)
+
+
+def test_lock_is_fresh(profile_copy):
+    profile, root = profile_copy
+    engine.check_lock_fresh(req(profile, root))
+
+
+def test_apply_reapply_revert_on_a_copy(profile_copy, tmp_path):
+    profile, root = profile_copy
+    copy = tmp_path / "vllm-release"
+    shutil.copytree(root / "vllm", copy / "vllm")
+    before = tree_digest(copy, "vllm")
+    r = engine.apply(req(profile, copy, all_opt_in=True))
+    assert r.ok and all(f.action == "applied" or f.state == "upstreamed" for f in r.fixes)
+    after = tree_digest(copy, "vllm")
+    again = engine.apply(req(profile, copy, all_opt_in=True))
+    assert again.ok and all(f.action == "none" for f in again.fixes)
+    assert tree_digest(copy, "vllm") == after
+    assert engine.revert(req(profile, copy)).ok
+    assert tree_digest(copy, "vllm") == before and not (copy / ".fixpack").exists()
+
+
+@pytest.mark.image
+def test_each_fix_proven_on_the_image(profile_copy):
+    """The image case: each fix's tests fail on the clean release and pass on the patched install."""
+    profile, _ = profile_copy
+    python = image_python(profile)
+    if not python:
+        pytest.skip(f"no image Python for {profile} in $FIXPACK_IMAGE_PYTHONS (tools/test.sh sets it)")
+    run = prove(REPO, profile, python)
+    lines = [f"{r.fix}: clean rc={r.clean_rc} [{r.clean_summary}] -> patched rc={r.patched_rc} "
+             f"[{r.patched_summary}]" for r in run.results]
+    print(f"\n{profile}:\n" + "\n".join(lines))
+    assert run.results, "the profile has no fixes for vllm"
+    assert all(r.ok for r in run.results), "\n".join(lines)
+    assert run.reapply_wrote_nothing and run.revert_restored_bytes, run.notes
+
+
+def test_v030_missing_gaudi_target_is_said_plainly():
+    cache = os.environ.get("FIXPACK_TEST_CACHE")
+    if not cache:
+        pytest.skip("set FIXPACK_TEST_CACHE")
+    spec = load_profile(load_pack(REPO), "v0.30.0").target("vllm")
+    root = release.fetch(spec, Path(cache)).root
+    assert "__commit_id__ = commit_id = 'gced6857af'" in (root / "vllm/_version.py").read_text()
+    r = engine.apply(engine.Request(pack_root=REPO, profile="v0.30.0", roots={"vllm": root}, dry_run=True))
+    gaudi = next(t for t in r.targets if t.name == "vllm-gaudi")
+    assert r.exit_code == 3 and gaudi.status == "missing" and "--target" in gaudi.message
