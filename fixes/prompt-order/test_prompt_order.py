@@ -232,23 +232,31 @@ def test_same_step_prefix_hit_is_deferred(model_dir, monkeypatch):
 def test_hit_from_running_chunk_is_deferred(model_dir, monkeypatch):
     # The writer can also be a running request: with 32-token prefill chunks,
     # request 0 writes (and caches) blocks 3-4 in step 2, where upstream lets
-    # request 1, arriving then, start at token 48 on block 3.
+    # request 1, arriving then, start at token 48 on block 3. The short,
+    # unrelated request "x" (no full block, so no shared prefix) keeps request
+    # 0 from being alone in step 1: since v0.31.0 upstream does not apply
+    # long_prefill_token_threshold to a request that is alone in the scheduler.
     monkeypatch.delenv(SWITCH, raising=False)
     scheduler = create_scheduler(model_dir, long_prefill_token_threshold=32)
     prompt = list(range(100, 164))
     scheduler.add_request(create_request("0", prompt))
+    scheduler.add_request(create_request("x", [5] * 8))
     output, record = schedule_step(scheduler)
-    assert output.num_scheduled_tokens == {"0": 32}
+    assert output.num_scheduled_tokens == {"0": 32, "x": 8}
     finished = finish_step(scheduler, output)
     scheduler.add_request(create_request("1", prompt))
 
     steps, finished_later = run_to_completion(scheduler)
 
-    assert {req_id: n for req_id, (_, n, _) in steps[0].items()} == {"0": 32}
+    # Request 1 is held back while request 0 writes its second chunk.
+    assert {req_id: n for req_id, (_, n, _) in steps[0].items()} == {
+        "0": 32,
+        "x": 1,
+    }
     # Next step: the full hit (all but the last block), on request 0's blocks.
     assert steps[1]["1"][:2] == (48, 16)
     assert steps[1]["1"][2][:3] == steps[0]["0"][2][:3]
-    assert finished | finished_later == {"0", "1"}
+    assert finished | finished_later == {"0", "1", "x"}
 
 
 def test_unrelated_requests_are_not_held_back(model_dir, monkeypatch):
