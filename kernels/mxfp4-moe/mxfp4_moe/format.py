@@ -1,0 +1,157 @@
+"""OCP MXFP4 as the OCP Microscaling (MX) specification v1.0 defines it, in plain PyTorch.
+
+* Element: FP4 E2M1 (1 sign bit, 2 exponent bits with bias 1, 1 mantissa bit, no inf/NaN).
+  Codes 0..7 are +0, 0.5, 1, 1.5, 2, 3, 4, 6; codes 8..15 are the same magnitudes negated.
+* Scale: E8M0, one unsigned byte per block of 32 elements, value 2**(s - 127); s == 255 is NaN.
+* Block: 32 consecutive elements along the reduction (input, K) dimension of a weight.
+* Packing (the Quark checkpoint's order, also vLLM's and PyTorch's float4_e2m1fn_x2): two elements per
+  byte along K, element 2*i in the low nibble and element 2*i + 1 in the high nibble.
+
+A weight of shape [N, K] is stored as ``packed`` uint8 [N, K // 2] and ``scales`` uint8 [N, K // 32]; an
+expert tensor adds a leading expert dimension ([E, N, K // 2] and [E, N, K // 32]), which is how vLLM's
+``QuarkOCP_MX_MoEMethod`` lays out ``w13_weight`` / ``w13_weight_scale`` and ``w2_weight`` /
+``w2_weight_scale``.
+
+Everything here works on any torch device; it is the reference the Triton kernel is checked against.
+"""
+
+from __future__ import annotations
+
+import torch
+
+BLOCK_SIZE = 32  # elements per E8M0 scale (OCP MX)
+E8M0_BIAS = 127
+E8M0_NAN = 255
+E2M1_EMAX = 2  # exponent of the largest E2M1 normal (6.0 = 1.5 * 2**2)
+E2M1_MAX = 6.0
+
+# code -> value, codes 0..15
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+               -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+_TABLES: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+
+def e2m1_table(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The 16 E2M1 values; cached per device (so dequantization can be captured in a CUDA graph)."""
+    key = (str(torch.device(device if device is not None else "cpu")), dtype)
+    if key not in _TABLES:
+        _TABLES[key] = torch.tensor(E2M1_VALUES, dtype=dtype, device=device)
+    return _TABLES[key]
+
+
+def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
+    """uint8 [..., K // 2] -> codes uint8 [..., K] (low nibble first)."""
+    if packed.dtype != torch.uint8:
+        raise TypeError(f"packed MXFP4 must be uint8, got {packed.dtype}")
+    lo = packed & 0x0F
+    hi = packed >> 4
+    return torch.stack((lo, hi), dim=-1).flatten(-2)
+
+
+def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
+    """codes uint8 [..., K] (each < 16, K even) -> uint8 [..., K // 2] (element 2i low, 2i+1 high)."""
+    if codes.shape[-1] % 2:
+        raise ValueError(f"the packed dimension must be even, got {codes.shape[-1]}")
+    c = codes.to(torch.uint8)
+    if bool((c > 15).any()):
+        raise ValueError("E2M1 codes must be below 16")
+    pairs = c.unflatten(-1, (-1, 2))
+    return pairs[..., 0] | (pairs[..., 1] << 4)
+
+
+def e2m1_to_float(codes: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return e2m1_table(codes.device, dtype)[codes.long()]
+
+
+def e8m0_to_float(scales: torch.Tensor) -> torch.Tensor:
+    """uint8 E8M0 -> float32 2**(s - 127); 255 -> NaN. s == 0 gives 2**-127 (an fp32 subnormal)."""
+    if scales.dtype != torch.uint8:
+        raise TypeError(f"E8M0 scales must be uint8, got {scales.dtype}")
+    s = scales.to(torch.float32)
+    out = torch.exp2(s - E8M0_BIAS)
+    return torch.where(scales == E8M0_NAN, torch.full_like(out, float("nan")), out)
+
+
+def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """packed uint8 [..., K // 2] and scales uint8 [..., K // 32] -> dtype [..., K].
+
+    The product is formed in float32 (exact: an E2M1 value times a power of two) and then cast.
+    """
+    k = packed.shape[-1] * 2
+    if scales.shape[:-1] != packed.shape[:-1] or scales.shape[-1] * BLOCK_SIZE != k:
+        raise ValueError(f"scales {tuple(scales.shape)} do not match packed {tuple(packed.shape)} "
+                         f"(one scale per {BLOCK_SIZE} elements)")
+    vals = e2m1_to_float(unpack_fp4(packed))  # [..., K]
+    scale = e8m0_to_float(scales)  # [..., K // 32]
+    out = (vals.unflatten(-1, (-1, BLOCK_SIZE)) * scale.unsqueeze(-1)).flatten(-2)
+    return out.to(dtype)
+
+
+# Rounding to E2M1: nearest, ties to the even code (OCP MX spec: roundTiesToEven), saturating at 6.
+# Midpoints between consecutive magnitudes, and whether a tie goes up (the upper code is even).
+_MIDPOINTS = ((0.25, False), (0.75, True), (1.25, False), (1.75, True), (2.5, False), (3.5, True), (5.0, False))
+
+
+def float_to_e2m1(x: torch.Tensor) -> torch.Tensor:
+    """float tensor (already divided by its block scale) -> E2M1 codes uint8, RNE, saturating."""
+    a = x.abs().to(torch.float32)
+    mag = torch.zeros(a.shape, dtype=torch.int32, device=a.device)
+    for mid, tie_up in _MIDPOINTS:
+        mag += (a >= mid if tie_up else a > mid).to(torch.int32)
+    mag = torch.where(torch.isnan(a), torch.full_like(mag, 7), mag)
+    sign = torch.signbit(x).to(torch.int32) << 3
+    return (mag | sign).to(torch.uint8)
+
+
+def compute_e8m0_scales(w: torch.Tensor, scale_mode: str = "even") -> torch.Tensor:
+    """One E8M0 scale per block of 32 along the last dimension of ``w``.
+
+    ``floor``: the OCP MX spec's rule, X = floor(log2(amax)) - emax_elem (emax_elem = 2 for E2M1).
+    ``even``: the amax is first rounded to the nearest power of two at its top two mantissa bits (so a
+    block whose amax is within 1/8 below the next power of two takes the larger scale instead of clipping
+    to 6); the rule of vLLM's ``downcast_to_mxfp`` / Quark's ``scale_calculation_mode="even"``.
+    """
+    if w.shape[-1] % BLOCK_SIZE:
+        raise ValueError(f"the quantized dimension ({w.shape[-1]}) must be a multiple of {BLOCK_SIZE}")
+    amax = w.to(torch.float32).unflatten(-1, (-1, BLOCK_SIZE)).abs().amax(dim=-1)
+    bits = amax.view(torch.int32)
+    if scale_mode == "even":
+        exp_field = ((bits + 0x200000) & 0x7F800000) >> 23
+    elif scale_mode == "floor":
+        exp_field = (bits & 0x7F800000) >> 23
+    else:
+        raise ValueError(f"scale_mode must be 'even' or 'floor', got {scale_mode!r}")
+    unbiased = (exp_field - E8M0_BIAS - E2M1_EMAX).clamp(-127, 127)
+    return (unbiased + E8M0_BIAS).to(torch.uint8)
+
+
+def quantize_mxfp4(w: torch.Tensor, scale_mode: str = "even") -> tuple[torch.Tensor, torch.Tensor]:
+    """float [..., K] -> (packed uint8 [..., K // 2], scales uint8 [..., K // 32]), quantized along K."""
+    scales = compute_e8m0_scales(w, scale_mode)
+    inv = torch.exp2(E8M0_BIAS - scales.to(torch.float32))  # 1 / 2**(s - 127), exact power of two
+    scaled = (w.to(torch.float32).unflatten(-1, (-1, BLOCK_SIZE)) * inv.unsqueeze(-1)).flatten(-2)
+    return pack_fp4(float_to_e2m1(scaled)), scales
+
+
+def random_mxfp4(rows: tuple[int, ...] | list[int], k: int, *, generator: torch.Generator | None = None,
+                 scale_range: tuple[int, int] = (118, 124), device: torch.device | str | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random weights in the checkpoint layout: every byte value equally likely (so all 16 codes, -0
+    included) and E8M0 scales drawn from ``scale_range`` (inclusive; 118..124 is 2**-9..2**-3)."""
+    if k % BLOCK_SIZE:
+        raise ValueError(f"K ({k}) must be a multiple of {BLOCK_SIZE}")
+    rows = tuple(rows)
+    # draw where the generator lives (CPU unless one on the device is given), then move
+    where = generator.device if generator is not None else device
+    packed = torch.randint(0, 256, (*rows, k // 2), dtype=torch.uint8, generator=generator, device=where)
+    lo, hi = scale_range
+    scales = torch.randint(lo, hi + 1, (*rows, k // BLOCK_SIZE), dtype=torch.uint8, generator=generator,
+                           device=where)
+    return packed.to(device), scales.to(device)
+
+
+def mxfp4_nbytes(rows: int, k: int) -> int:
+    """Bytes of packed elements plus scales of an [rows, k] MXFP4 weight."""
+    return rows * (k // 2) + rows * (k // BLOCK_SIZE)

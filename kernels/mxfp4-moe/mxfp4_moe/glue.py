@@ -1,0 +1,117 @@
+"""The switch ``MUSE_SPARK_MXFP4_KERNELS`` as the Muse Spark port reads it.
+
+* ``1`` (also the default when unset or empty): the Triton kernels where a GPU and Triton are present,
+  otherwise the reference path (the stock op), with the reason said.
+* ``0``: the reference path (the stock op: dequantize each routed expert to BF16, then matmul).
+* anything else: an error (``SwitchError``), raised when the port asks for the backend at start.
+
+The port calls ``init_backend()`` once at model start; that decides and logs the choice once (logger
+``vllm.muse_spark.mxfp4``, so it shows in vLLM's log) and ``moe_experts`` dispatches on it afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from .reference import DEFAULT_EPS, ExpertWeights, moe_experts_reference
+
+ENV_VAR = "MUSE_SPARK_MXFP4_KERNELS"
+KERNEL = "triton"
+REFERENCE = "reference"
+
+logger = logging.getLogger("vllm.muse_spark.mxfp4")
+
+
+class SwitchError(ValueError):
+    """A value of MUSE_SPARK_MXFP4_KERNELS that is neither 0 nor 1."""
+
+
+def parse_switch(value: str | None) -> bool:
+    """True: use the kernels where possible. Unset or empty means 1."""
+    if value is None or value.strip() == "":
+        return True
+    v = value.strip()
+    if v == "1":
+        return True
+    if v == "0":
+        return False
+    raise SwitchError(f"{ENV_VAR} must be 0 (the stock op, the reference path) or 1 (the MXFP4 kernels), "
+                      f"got {value!r}")
+
+
+def detect_toolchain() -> tuple[bool, str]:
+    """(present, description or reason): a GPU visible to torch and Triton with an active GPU driver."""
+    if not torch.cuda.is_available():
+        return False, "no GPU visible to torch (torch.cuda.is_available() is False)"
+    try:
+        import triton
+    except ImportError:
+        return False, "Triton is not installed"
+    try:
+        from triton.runtime import driver
+        target = driver.active.get_current_target()
+    except Exception as exc:  # noqa: BLE001 - any driver failure means "not usable"
+        return False, f"Triton has no usable GPU driver ({type(exc).__name__}: {exc})"
+    api = "ROCm" if getattr(torch.version, "hip", None) else "CUDA"
+    return True, (f"{torch.cuda.get_device_name()} ({api}, {target.backend} {target.arch}), "
+                  f"Triton {triton.__version__}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: str  # KERNEL or REFERENCE
+    requested: bool  # the switch's value
+    reason: str
+
+    def describe(self) -> str:
+        what = ("Triton MXFP4 expert kernels" if self.backend == KERNEL
+                else "reference path (stock op: dequantize to BF16, then matmul)")
+        return f"{ENV_VAR}={int(self.requested)}: MoE experts of layers 1-60 use the {what}; {self.reason}"
+
+
+def choose(environ: Mapping[str, str] | None = None, toolchain: tuple[bool, str] | None = None) -> Choice:
+    """Decide without side effects (tests pass their own environ and toolchain)."""
+    environ = os.environ if environ is None else environ
+    requested = parse_switch(environ.get(ENV_VAR))
+    if not requested:
+        return Choice(REFERENCE, False, "switched off")
+    present, info = detect_toolchain() if toolchain is None else toolchain
+    if present:
+        return Choice(KERNEL, True, f"on {info}")
+    return Choice(REFERENCE, True, f"kernels unavailable: {info}")
+
+
+_choice: Choice | None = None
+
+
+def init_backend(environ: Mapping[str, str] | None = None,
+                 toolchain: tuple[bool, str] | None = None) -> Choice:
+    """Decide once (at start) and say so once; later calls return the same choice."""
+    global _choice
+    if _choice is None:
+        _choice = choose(environ, toolchain)
+        logger.info("%s", _choice.describe())
+    return _choice
+
+
+def reset_backend() -> None:
+    """Forget the choice (tests; a process that changes the environment on purpose)."""
+    global _choice
+    _choice = None
+
+
+def moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                experts: ExpertWeights, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """This card's share of the routed experts' weighted sum, out_lat fp32 [T, latent]."""
+    choice = init_backend()
+    if choice.backend == KERNEL:
+        if not x_lat.is_cuda:
+            raise ValueError("the MXFP4 kernels run on the GPU; x_lat is on " + str(x_lat.device))
+        from .kernel import mxfp4_moe_experts
+        return mxfp4_moe_experts(x_lat, topk_ids, topk_weights, experts, eps=eps)
+    return moe_experts_reference(x_lat, topk_ids, topk_weights, experts, eps=eps, dtype=torch.bfloat16)

@@ -1,0 +1,567 @@
+"""Triton kernels: fused W4A16 MXFP4 expert GEMMs for decode (1 to 32 tokens, top-k experts each).
+
+No routing metadata is built on the host and nothing is sorted. Every GEMM program is (slot p, column
+block n, k-split): it takes the expert of routing slot p, unless an earlier slot names the same expert or
+the expert is not on this card (then it runs no iterations), gathers every token routed to that expert
+(T <= 32 fits one BLOCK_M tile), and streams that expert's packed E2M1 rows and E8M0 scales straight from
+the checkpoint layout ([E, N, K/2] and [E, N, K/32]), decoding them in registers for the tensor-core dot.
+Each routed expert's weights are read once per call whatever the number of its tokens; no dequantized
+copy is ever written.
+
+Launches (default configuration):
+1. gate/up: ``_down_kernel`` with A_BY_TOKEN over the 2I rows of w13 -> fp32 [pairs, 2I]
+   (or ``_gate_up_kernel``: gate and up tiles in one program, silu fused; ``separate_gate_up=False``);
+2. ``_silu_mul_kernel``: silu(gate) * up -> BF16 activations [pairs, I];
+3. down: ``_down_kernel`` over w2 -> fp32 [pairs, L];
+4. ``_norm_combine_kernel``: RMSNorm of each local pair's output times the expert's norm weight, times
+   its router weight, summed over the token's slots (this card's share under EP).
+Small grids split K (partial sums added atomically into zeroed buffers).
+
+The E2M1 x BF16 product: ``asm2`` (default on NVIDIA) / ``asm`` decode in PTX, ``explicit`` decodes with
+Triton integer/float ops (portable: AMD, the CPU interpreter), ``dot_scaled`` uses ``tl.dot_scaled``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_TOKENS = 32  # per launch; larger batches are split into chunks of 32
+
+
+@triton.jit
+def _route_slot(ids_ptr, pid_p, T, expert_base, n_local, TOPK: tl.constexpr, P_P2: tl.constexpr):
+    """Local expert of slot pid_p, and whether this program owns it (first slot naming it, on this card)."""
+    offs_p = tl.arange(0, P_P2)
+    ids = tl.load(ids_ptr + offs_p, mask=offs_p < T * TOPK, other=-1)
+    e = tl.load(ids_ptr + pid_p)
+    n_before = tl.sum(((ids == e) & (offs_p < pid_p)).to(tl.int32), axis=0)
+    local = e - expert_base
+    owns = (n_before == 0) & (local >= 0) & (local < n_local)
+    return e, local, owns
+
+
+@triton.jit
+def _expert_tokens(ids_ptr, e, T, TOPK: tl.constexpr, TOPK_P2: tl.constexpr, BLOCK_M: tl.constexpr):
+    """For tokens 0..BLOCK_M-1: whether the token is routed to e, and its pair row t*TOPK + slot."""
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_j = tl.arange(0, TOPK_P2)
+    m2 = (offs_m[:, None] < T) & (offs_j[None, :] < TOPK)
+    ids2 = tl.load(ids_ptr + offs_m[:, None] * TOPK + offs_j[None, :], mask=m2, other=-1)
+    match = ids2 == e
+    has = tl.max(match.to(tl.int32), axis=1) > 0
+    slot = tl.sum(tl.where(match, offs_j[None, :], 0), axis=1)
+    return has, offs_m * TOPK + slot
+
+
+@triton.jit
+def _dequant_tile(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """packed uint8 [BLOCK_N, BLOCK_K//2] + E8M0 uint8 [BLOCK_N, BLOCK_K//32] -> bf16 [BLOCK_N, BLOCK_K].
+
+    An E2M1 nibble s.ee.m placed as fp16 bits s00000ee.m000000000 is exactly its value times 2**-14
+    (e == 0 lands on the fp16 subnormal 0.5 * 2**-14), so the decode is shifts and masks; the scale
+    2**(s-127) * 2**14 is an fp32 built from its exponent bits.
+    """
+    b = wq.to(tl.uint16)
+    lo = ((b & 0x7) << 9) | ((b & 0x8) << 12)
+    hi = ((b & 0x70) << 5) | ((b & 0x80) << 8)
+    lo = lo.to(tl.float16, bitcast=True).to(tl.float32)
+    hi = hi.to(tl.float16, bitcast=True).to(tl.float32)
+    v = tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+    sc = (ws.to(tl.uint32) << 23).to(tl.float32, bitcast=True) * 16384.0
+    v = tl.reshape(v, (BLOCK_N, BLOCK_K // 32, 32)) * sc[:, :, None]
+    return tl.reshape(v, (BLOCK_N, BLOCK_K)).to(tl.bfloat16)
+
+
+# E2M1 -> BF16 for 4 packed bytes (8 elements) per call, NVIDIA PTX (sm_80+ for bf16x2 mul; Hopper here).
+# The 3-bit magnitude of each nibble selects, through `prmt` (byte permute: an 8-entry byte table held in
+# two registers), the high and the low byte of its BF16 value; the sign bit is moved to bit 15 / 31; the
+# result is multiplied by the block scale 2**(s-127) built as BF16 bits (s << 7), exact for normal results.
+# Inputs: $4 = 4 packed bytes b0..b3, $5 = their 4 scale bytes. Outputs: $0,$1 = BF16 pairs of the low
+# nibbles (b0,b1 | b2,b3), $2,$3 = the high nibbles.
+_E2M1_BF16_ASM = tl.constexpr("""
+{
+.reg .b32 z, lh0, lh1, ll0, ll1, m, s, s2, t0, t1, v, p01, p23, S01, S23;
+mov.b32 z, 0;
+mov.b32 lh0, 0x3F3F3F00;
+mov.b32 lh1, 0x40404040;
+mov.b32 ll0, 0xC0800000;
+mov.b32 ll1, 0xC0804000;
+prmt.b32 S01, $5, z, 0x4140;
+shl.b32 S01, S01, 7;
+prmt.b32 S23, $5, z, 0x4342;
+shl.b32 S23, S23, 7;
+prmt.b32 p01, $4, z, 0x1404;
+prmt.b32 p23, $4, z, 0x3424;
+and.b32 m, $4, 0x07070707;
+mul.lo.u32 s, m, 17;
+shr.b32 s2, s, 16;
+prmt.b32 t0, lh0, lh1, s;
+prmt.b32 t1, ll0, ll1, s;
+and.b32 t0, t0, 0xFF00FF00;
+and.b32 t1, t1, 0x00FF00FF;
+or.b32 v, t0, t1;
+shl.b32 t0, p01, 4;
+and.b32 t0, t0, 0x80008000;
+or.b32 v, v, t0;
+mul.rn.bf16x2 $0, v, S01;
+prmt.b32 t0, lh0, lh1, s2;
+prmt.b32 t1, ll0, ll1, s2;
+and.b32 t0, t0, 0xFF00FF00;
+and.b32 t1, t1, 0x00FF00FF;
+or.b32 v, t0, t1;
+shl.b32 t0, p23, 4;
+and.b32 t0, t0, 0x80008000;
+or.b32 v, v, t0;
+mul.rn.bf16x2 $1, v, S23;
+shr.b32 m, $4, 4;
+and.b32 m, m, 0x07070707;
+mul.lo.u32 s, m, 17;
+shr.b32 s2, s, 16;
+prmt.b32 t0, lh0, lh1, s;
+prmt.b32 t1, ll0, ll1, s;
+and.b32 t0, t0, 0xFF00FF00;
+and.b32 t1, t1, 0x00FF00FF;
+or.b32 v, t0, t1;
+and.b32 t0, p01, 0x80008000;
+or.b32 v, v, t0;
+mul.rn.bf16x2 $2, v, S01;
+prmt.b32 t0, lh0, lh1, s2;
+prmt.b32 t1, ll0, ll1, s2;
+and.b32 t0, t0, 0xFF00FF00;
+and.b32 t1, t1, 0x00FF00FF;
+or.b32 v, t0, t1;
+and.b32 t0, p23, 0x80008000;
+or.b32 v, v, t0;
+mul.rn.bf16x2 $3, v, S23;
+}
+""")
+
+
+# A cheaper E2M1 -> BF16 decode ("asm2"): a nibble s.ee.m placed as BF16 bits s.0000000ee.m000000 is its
+# value times 2**-126 exactly (ee == 0 is the BF16 subnormal m * 2**-127), so two shifts and masks per
+# pair of elements build it; one bf16x2 multiply by 2**126 makes it the E2M1 value (BF16 arithmetic keeps
+# subnormals), one by the scale 2**(s-127) finishes. Same operands and outputs as _E2M1_BF16_ASM.
+_E2M1_BF16_ASM2 = tl.constexpr("""
+{
+.reg .b32 z, c, t, u, v, S01, S23;
+mov.b32 z, 0;
+mov.b32 c, 0x7E807E80;
+prmt.b32 S01, $5, z, 0x4140;
+shl.b32 S01, S01, 7;
+prmt.b32 S23, $5, z, 0x4342;
+shl.b32 S23, S23, 7;
+prmt.b32 t, $4, z, 0x1404;
+shr.b32 u, t, 2;
+and.b32 u, u, 0x01C001C0;
+shl.b32 v, t, 4;
+and.b32 v, v, 0x80008000;
+or.b32 u, u, v;
+mul.rn.bf16x2 u, u, c;
+mul.rn.bf16x2 $0, u, S01;
+shr.b32 u, t, 6;
+and.b32 u, u, 0x01C001C0;
+and.b32 v, t, 0x80008000;
+or.b32 u, u, v;
+mul.rn.bf16x2 u, u, c;
+mul.rn.bf16x2 $2, u, S01;
+prmt.b32 t, $4, z, 0x3424;
+shr.b32 u, t, 2;
+and.b32 u, u, 0x01C001C0;
+shl.b32 v, t, 4;
+and.b32 v, v, 0x80008000;
+or.b32 u, u, v;
+mul.rn.bf16x2 u, u, c;
+mul.rn.bf16x2 $1, u, S23;
+shr.b32 u, t, 6;
+and.b32 u, u, 0x01C001C0;
+and.b32 v, t, 0x80008000;
+or.b32 u, u, v;
+mul.rn.bf16x2 u, u, c;
+mul.rn.bf16x2 $3, u, S23;
+}
+""")
+
+
+@triton.jit
+def _decode_asm(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHEAP: tl.constexpr = False):
+    """packed [BLOCK_N, BLOCK_K//2] + scales [BLOCK_N, BLOCK_K//32] -> bf16 [BLOCK_N, BLOCK_K], in PTX."""
+    q3 = tl.reshape(wq, (BLOCK_N, BLOCK_K // 32, 16))
+    s3 = tl.broadcast_to(ws[:, :, None], (BLOCK_N, BLOCK_K // 32, 16))
+    if CHEAP:
+        lo, hi = tl.inline_asm_elementwise(_E2M1_BF16_ASM2, "=r,=r,=r,=r,r,r", [q3, s3],
+                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+    else:
+        lo, hi = tl.inline_asm_elementwise(_E2M1_BF16_ASM, "=r,=r,=r,=r,r,r", [q3, s3],
+                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+    return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
+
+
+DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3}
+
+
+@triton.jit
+def _mx_dot(x, wq, ws, acc, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DECODE: tl.constexpr,
+            F32_DOT: tl.constexpr, SWAP_AB: tl.constexpr):
+    """acc += x [M, K] bf16 @ W^T, W given as packed [N, K//2] and scales [N, K//32].
+
+    DECODE 1: tl.dot_scaled; 0: explicit Triton decode (portable); 2: PTX decode, table lookup (NVIDIA);
+    3: PTX decode through BF16 subnormals (NVIDIA, fewer instructions).
+    SWAP_AB: acc is [N, M] and the product is W @ x^T (the weight as the MMA's A operand).
+    F32_DOT (set only under TRITON_INTERPRET=1, whose CPU interpreter mis-computes BF16 tl.dot): the
+    explicit path multiplies the same values as fp32 operands (BF16 values are exact in fp32).
+    """
+    if DECODE == 1:
+        acc = tl.dot_scaled(x, None, "bf16", tl.trans(wq), ws, "e2m1", acc=acc)
+    else:
+        if DECODE == 2:
+            w = _decode_asm(wq, ws, BLOCK_N, BLOCK_K, False)
+        elif DECODE == 3:
+            w = _decode_asm(wq, ws, BLOCK_N, BLOCK_K, True)
+        else:
+            w = _dequant_tile(wq, ws, BLOCK_N, BLOCK_K)
+        if F32_DOT:
+            acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision="ieee")
+        elif SWAP_AB:
+            acc = tl.dot(w, tl.trans(x), acc)
+        else:
+            acc = tl.dot(x, tl.trans(w), acc)
+    return acc
+
+
+@triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
+def _gate_up_kernel(x_ptr, ids_ptr, w_ptr, s_ptr, act_ptr, h_ptr, T, expert_base, n_local,
+                    stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_am, stride_hm,
+                    I: tl.constexpr, K: tl.constexpr, TOPK: tl.constexpr, TOPK_P2: tl.constexpr,
+                    P_P2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                    SPLIT_K: tl.constexpr, DECODE: tl.constexpr, F32_DOT: tl.constexpr, SWAP_AB: tl.constexpr):
+    """Program (slot, n, k-split). SPLIT_K == 1: writes silu(gate) * up in BF16 to act. SPLIT_K > 1: adds
+    its partial gate and up sums (fp32) into h [pairs, 2I] (zeroed); _silu_mul_kernel finishes."""
+    pid_p = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    e, local, owns = _route_slot(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
+    # Programs that do not own their slot's expert run no K iterations and store nothing (a flat loop
+    # rather than one under `if`, so that Triton software-pipelines it).
+    has, rows = _expert_tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M)
+    has = (has.to(tl.int32) * owns.to(tl.int32)) > 0
+    local = tl.where(owns, local, 0)
+    ITERS: tl.constexpr = K // BLOCK_K // SPLIT_K
+    n_iter = tl.where(owns, ITERS, 0)
+    k0 = pid_k * (ITERS * BLOCK_K)
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_kb = tl.arange(0, BLOCK_K // 2)
+    offs_ks = tl.arange(0, BLOCK_K // 32)
+    w_base = w_ptr + local.to(tl.int64) * stride_we + k0 // 2
+    s_base = s_ptr + local.to(tl.int64) * stride_se + k0 // 32
+    wg_ptrs = w_base + offs_n[:, None] * stride_wn + offs_kb[None, :]
+    wu_ptrs = wg_ptrs + I * stride_wn
+    sg_ptrs = s_base + offs_n[:, None] * stride_sn + offs_ks[None, :]
+    su_ptrs = sg_ptrs + I * stride_sn
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + k0 + offs_k[None, :]
+    if SWAP_AB:
+        acc_g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _it in range(0, n_iter):
+        x = tl.load(x_ptrs, mask=has[:, None], other=0.0)
+        wg = tl.load(wg_ptrs)
+        wu = tl.load(wu_ptrs)
+        sg = tl.load(sg_ptrs)
+        su = tl.load(su_ptrs)
+        acc_g = _mx_dot(x, wg, sg, acc_g, BLOCK_N, BLOCK_K, DECODE, F32_DOT, SWAP_AB)
+        acc_u = _mx_dot(x, wu, su, acc_u, BLOCK_N, BLOCK_K, DECODE, F32_DOT, SWAP_AB)
+        x_ptrs += BLOCK_K
+        wg_ptrs += BLOCK_K // 2
+        wu_ptrs += BLOCK_K // 2
+        sg_ptrs += BLOCK_K // 32
+        su_ptrs += BLOCK_K // 32
+    if SWAP_AB:
+        acc_g = tl.trans(acc_g)
+        acc_u = tl.trans(acc_u)
+    if SPLIT_K == 1:
+        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+        tl.store(act_ptr + rows[:, None] * stride_am + offs_n[None, :], act.to(tl.bfloat16), mask=has[:, None])
+    else:
+        h_ptrs = h_ptr + rows[:, None] * stride_hm + offs_n[None, :]
+        tl.atomic_add(h_ptrs, acc_g, mask=has[:, None], sem="relaxed")
+        tl.atomic_add(h_ptrs + I, acc_u, mask=has[:, None], sem="relaxed")
+
+
+@triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
+def _down_kernel(act_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, T, expert_base, n_local,
+                 stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_ym,
+                 K: tl.constexpr, TOPK: tl.constexpr, TOPK_P2: tl.constexpr, P_P2: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+                 DECODE: tl.constexpr, F32_DOT: tl.constexpr, SWAP_AB: tl.constexpr,
+                 A_BY_TOKEN: tl.constexpr = False):
+    """Program (slot, n, k-split): y[pair, n] = A[row] . W[e, n, :] over BF16 A rows, row = the pair
+    (the down projection) or, A_BY_TOKEN, the token (the gate/up projection run as one GEMM over its 2I
+    rows). SPLIT_K == 1 stores y; SPLIT_K > 1 adds into y (zeroed)."""
+    pid_p = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    e, local, owns = _route_slot(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
+    has, rows = _expert_tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M)
+    has = (has.to(tl.int32) * owns.to(tl.int32)) > 0
+    local = tl.where(owns, local, 0)
+    ITERS: tl.constexpr = K // BLOCK_K // SPLIT_K
+    n_iter = tl.where(owns, ITERS, 0)
+    k0 = pid_k * (ITERS * BLOCK_K)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_kb = tl.arange(0, BLOCK_K // 2)
+    offs_ks = tl.arange(0, BLOCK_K // 32)
+    w_ptrs = (w_ptr + local.to(tl.int64) * stride_we + k0 // 2 + offs_n[:, None] * stride_wn
+              + offs_kb[None, :])
+    s_ptrs = (s_ptr + local.to(tl.int64) * stride_se + k0 // 32 + offs_n[:, None] * stride_sn
+              + offs_ks[None, :])
+    if A_BY_TOKEN:
+        a_rows = tl.arange(0, BLOCK_M)
+    else:
+        a_rows = rows
+    a_ptrs = act_ptr + a_rows[:, None] * stride_am + k0 + offs_k[None, :]
+    if SWAP_AB:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for _it in range(0, n_iter):
+        a = tl.load(a_ptrs, mask=has[:, None], other=0.0)
+        a_ptrs += BLOCK_K
+        wq = tl.load(w_ptrs)
+        ws = tl.load(s_ptrs)
+        acc = _mx_dot(a, wq, ws, acc, BLOCK_N, BLOCK_K, DECODE, F32_DOT, SWAP_AB)
+        w_ptrs += BLOCK_K // 2
+        s_ptrs += BLOCK_K // 32
+    if SWAP_AB:
+        acc = tl.trans(acc)
+    if SPLIT_K == 1:
+        tl.store(y_ptr + rows[:, None] * stride_ym + offs_n[None, :], acc, mask=has[:, None])
+    else:
+        tl.atomic_add(y_ptr + rows[:, None] * stride_ym + offs_n[None, :], acc, mask=has[:, None], sem="relaxed")
+
+
+@triton.jit
+def _silu_mul_kernel(h_ptr, act_ptr, n_rows, stride_hm, stride_am, I: tl.constexpr, BLOCK: tl.constexpr):
+    """act = silu(h[:, :I]) * h[:, I:] in BF16 (after a split-K gate/up). Rows no expert wrote are zeros."""
+    r = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    g = tl.load(h_ptr + r * stride_hm + offs)
+    u = tl.load(h_ptr + r * stride_hm + I + offs)
+    tl.store(act_ptr + r * stride_am + offs, (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16))
+
+
+@triton.jit(do_not_specialize=["expert_base", "n_local"])
+def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
+                         stride_ym, stride_g, stride_om, eps,
+                         L: tl.constexpr, TOPK: tl.constexpr, BLOCK_L: tl.constexpr):
+    t = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_L)
+    lm = offs < L
+    acc = tl.zeros((BLOCK_L,), dtype=tl.float32)
+    for j in tl.static_range(TOPK):
+        local = tl.load(ids_ptr + t * TOPK + j) - expert_base
+        if (local >= 0) & (local < n_local):
+            wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
+            y = tl.load(y_ptr + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
+            ms = tl.sum(y * y, axis=0) / L
+            g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
+            acc += (wt / tl.sqrt(ms + eps)) * y * g
+    tl.store(out_ptr + t * stride_om + offs, acc, mask=lm)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Launch configuration
+
+# per GEMM: (BLOCK_N, BLOCK_K, num_warps, num_stages, swap_ab); separate_gate_up: the gate/up projection
+# as one plain GEMM over its 2I rows then a silu kernel (else _gate_up_kernel, both tiles per program);
+# split_gate_up / split_down force a split-K (else _split_k decides). Chosen on an H200 (README "Measured").
+DEFAULT_CONFIG = {
+    "gate_up": (64, 256, 4, 3, False),
+    "down": (64, 256, 4, 3, False),
+    "separate_gate_up": True,
+}
+
+
+def _pow2(n: int, lo: int = 2) -> int:
+    return max(lo, triton.next_power_of_2(n))
+
+
+def _fit(block: int, dim: int) -> int:
+    """Largest power of two <= block that divides dim (dims are multiples of 32)."""
+    while block > 32 and dim % block:
+        block //= 2
+    if dim % block:
+        raise ValueError(f"dimension {dim} is not a multiple of 32")
+    return block
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def default_decode(device: torch.device) -> str:
+    """PTX decode on NVIDIA GPUs; the portable Triton decode elsewhere (AMD, the CPU interpreter)."""
+    if device.type == "cuda" and not _interpreting() and not getattr(torch.version, "hip", None):
+        return "asm2"
+    return "explicit"
+
+
+def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, experts, *,
+                      eps: float = 1e-6, decode: str = "auto", config: dict | None = None,
+                      out: torch.Tensor | None = None) -> torch.Tensor:
+    """The kernel path of ``reference.moe_experts_reference``: out_lat fp32 [T, latent].
+
+    x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids; topk_weights [T, k]; experts an
+    ``ExpertWeights`` on the GPU. Batches over 32 tokens run in chunks of 32. decode: "auto", "asm"
+    / "asm2" (NVIDIA PTX), "explicit" (portable Triton), "dot_scaled" (Triton's tl.dot_scaled).
+    """
+    T, L = x_lat.shape
+    topk = topk_ids.shape[1]
+    if decode == "auto":
+        decode = default_decode(x_lat.device)
+    if decode not in DECODE_MODES:
+        raise ValueError(f"decode must be one of {sorted(DECODE_MODES)} or 'auto', got {decode!r}")
+    if out is None:
+        out = torch.empty(T, L, dtype=torch.float32, device=x_lat.device)
+    for t0 in range(0, T, MAX_TOKENS):
+        t1 = min(T, t0 + MAX_TOKENS)
+        _experts_chunk(x_lat[t0:t1], topk_ids[t0:t1], topk_weights[t0:t1], experts, out[t0:t1], topk, eps,
+                       DECODE_MODES[decode], config or DEFAULT_CONFIG)
+    return out
+
+
+LAST_LAUNCH: dict = {}  # the compiled kernels of the last call (registers, spills: the benchmark prints them)
+
+
+def _cfg(entry):
+    bn, bk, nw, ns = entry[:4]
+    return bn, bk, nw, ns, bool(entry[4]) if len(entry) > 4 else False
+
+
+_SM_COUNT: dict = {}
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 8
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _SM_COUNT:
+        _SM_COUNT[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SM_COUNT[idx]
+
+
+def _split_k(config, key: str, ctas: int, k_iters: int, sms: int) -> int:
+    """Split K until the grid has about 6 programs per SM (decode batches route to few experts, so a
+    plain grid leaves a ragged last wave); `split_<key>` in the config overrides."""
+    forced = config.get("split_" + key)
+    if forced:
+        if k_iters % forced:
+            raise ValueError(f"split_{key}={forced} does not divide {k_iters} K iterations")
+        return forced
+    s = 1
+    while ctas * s < 6 * sms and k_iters % (2 * s) == 0 and k_iters // (2 * s) >= 4:
+        s *= 2
+    return s
+
+
+def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
+    T, L = x.shape
+    I = ex.expert_size
+    if ex.latent_size != L:
+        raise ValueError(f"x_lat has {L} features, experts expect {ex.latent_size}")
+    x = x.to(torch.bfloat16).contiguous()
+    ids = ids.to(torch.int32).contiguous()
+    wts = wts.to(torch.float32).contiguous()
+    P = T * topk
+    block_m = 16 if T <= 16 else 32
+    sms = _num_sms(x.device)
+    experts_bound = min(P, ex.num_local)  # at most this many experts have tokens
+    # P_P2 covers the largest chunk, so a kernel is compiled once per BLOCK_M (16 or 32), not per T
+    common = dict(TOPK=topk, TOPK_P2=_pow2(topk), P_P2=_pow2(MAX_TOKENS * topk), BLOCK_M=block_m, DECODE=decode,
+                  F32_DOT=_interpreting())
+
+    bn, bk, nw, ns, swap = _cfg(config["gate_up"])
+    act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
+    if config.get("separate_gate_up"):
+        # gate and up rows as one plain GEMM over 2I rows (one weight tile per program), fp32 out, then silu
+        bn, bk = _fit(bn, 2 * I), _fit(bk, L)
+        split_gu = _split_k(config, "gate_up", experts_bound * (2 * I // bn), L // bk, sms)
+        h = (torch.zeros if split_gu > 1 else torch.empty)(P, 2 * I, dtype=torch.float32, device=x.device)
+        LAST_LAUNCH["gate_up"] = _down_kernel[(P, 2 * I // bn, split_gu)](
+            x, ids, ex.w13, ex.w13_scale, h, T, ex.expert_base, ex.num_local,
+            x.stride(0), ex.w13.stride(0), ex.w13.stride(1), ex.w13_scale.stride(0), ex.w13_scale.stride(1),
+            h.stride(0), K=L, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_gu, SWAP_AB=swap and decode != 1,
+            A_BY_TOKEN=True, num_warps=nw, num_stages=ns, **common)
+        split_gu = 2  # silu below
+    else:
+        bn, bk = _fit(bn, I), _fit(bk, L)
+        split_gu = _split_k(config, "gate_up", experts_bound * (I // bn), L // bk, sms)
+        h = torch.zeros(P, 2 * I, dtype=torch.float32, device=x.device) if split_gu > 1 else act
+        LAST_LAUNCH["gate_up"] = _gate_up_kernel[(P, I // bn, split_gu)](
+            x, ids, ex.w13, ex.w13_scale, act, h, T, ex.expert_base, ex.num_local,
+            x.stride(0), ex.w13.stride(0), ex.w13.stride(1), ex.w13_scale.stride(0), ex.w13_scale.stride(1),
+            act.stride(0), h.stride(0), I=I, K=L, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_gu,
+            SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
+    if split_gu > 1:
+        blk = _fit(1024, I)
+        _silu_mul_kernel[(P, I // blk)](h, act, P, h.stride(0), act.stride(0), I=I, BLOCK=blk, num_warps=4)
+
+    bn, bk, nw, ns, swap = _cfg(config["down"])
+    bn, bk = _fit(bn, L), _fit(bk, I)
+    split_d = _split_k(config, "down", experts_bound * (L // bn), I // bk, sms)
+    alloc = torch.zeros if split_d > 1 else torch.empty
+    y = alloc(P, L, dtype=torch.float32, device=x.device)
+    LAST_LAUNCH["down"] = _down_kernel[(P, L // bn, split_d)](
+        act, ids, ex.w2, ex.w2_scale, y, T, ex.expert_base, ex.num_local,
+        act.stride(0), ex.w2.stride(0), ex.w2.stride(1), ex.w2_scale.stride(0),
+        ex.w2_scale.stride(1), y.stride(0), K=I, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_d,
+        SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
+
+    g = ex.norm_weight
+    _norm_combine_kernel[(T,)](
+        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(0), g.stride(0), out.stride(0), eps,
+        L=L, TOPK=topk, BLOCK_L=_pow2(L), num_warps=8 if L >= 2048 else 4)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Dequantization to a dense copy: not used by the expert path; the benchmark's fair "stock" baseline
+# (one fused pass: read packed + scales, write BF16) and a check of the in-register decode.
+
+@triton.jit
+def _dequant_kernel(q_ptr, s_ptr, o_ptr, R, stride_q, stride_s, stride_o,
+                    K: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, DECODE: tl.constexpr):
+    offs_r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    k0 = tl.program_id(1) * BLOCK_K
+    rm = offs_r[:, None] < R
+    wq = tl.load(q_ptr + offs_r[:, None] * stride_q + k0 // 2 + tl.arange(0, BLOCK_K // 2)[None, :], mask=rm)
+    ws = tl.load(s_ptr + offs_r[:, None] * stride_s + k0 // 32 + tl.arange(0, BLOCK_K // 32)[None, :], mask=rm)
+    if DECODE == 2:
+        w = _decode_asm(wq, ws, BLOCK_R, BLOCK_K, False)
+    elif DECODE == 3:
+        w = _decode_asm(wq, ws, BLOCK_R, BLOCK_K, True)
+    else:
+        w = _dequant_tile(wq, ws, BLOCK_R, BLOCK_K)
+    tl.store(o_ptr + offs_r[:, None] * stride_o + k0 + tl.arange(0, BLOCK_K)[None, :], w, mask=rm)
+
+
+def dequantize_mxfp4_triton(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None,
+                            decode: str = "explicit") -> torch.Tensor:
+    """packed uint8 [R, K//2] + scales uint8 [R, K//32] -> bf16 [R, K] in one pass (any decode but
+    dot_scaled: the tests check the in-register decodes bit for bit with it)."""
+    R, K = packed.shape[0], packed.shape[1] * 2
+    if out is None:
+        out = torch.empty(R, K, dtype=torch.bfloat16, device=packed.device)
+    bk = _fit(256, K)
+    _dequant_kernel[(triton.cdiv(R, 32), K // bk)](packed, scales, out, R, packed.stride(0), scales.stride(0),
+                                                   out.stride(0), K=K, BLOCK_R=32, BLOCK_K=bk,
+                                                   DECODE=DECODE_MODES[decode], num_warps=4)
+    return out

@@ -1,0 +1,70 @@
+"""Kernel-vs-reference cases, shared by the GPU tests and the CPU (Triton interpreter) tests."""
+
+from __future__ import annotations
+
+import torch
+
+from mxfp4_moe import reference as R
+
+# BF16 activations between the two GEMMs (and BF16 x) against an all-fp32 reference: about 2e-3.
+TOL_REL = 1e-2
+TOL_TOKEN = 2e-2
+
+
+def make_routing(kind: str, tokens: int, experts: int, top_k: int, g: torch.Generator, local: range):
+    """ids [T, k] and weights [T, k].
+
+    random: softmax-top-k of random logits over all experts (some not on this card under EP);
+    one-expert: every token's top-k is the same k local experts (all tokens to one expert per slot);
+    top1-one-expert: k = 1 and every token to the same local expert.
+    """
+    if kind == "random":
+        return R.route(torch.randn(tokens, experts, generator=g), top_k)
+    if kind == "one-expert":
+        pick = torch.tensor(list(local))[torch.randperm(len(local), generator=g)[:top_k]]
+        ids = pick.repeat(tokens, 1)
+        w = torch.rand(tokens, top_k, generator=g) + 0.1
+        return ids, w / w.sum(1, keepdim=True)
+    if kind == "top1-one-expert":
+        return torch.full((tokens, 1), local[len(local) // 2]), torch.ones(tokens, 1)
+    raise ValueError(kind)
+
+
+def check_case(ex_ref: R.ExpertWeights, ex_dev: R.ExpertWeights, tokens: int, kind: str, experts: int,
+               top_k: int, seed: int, device: str, decode: str, config=None) -> dict:
+    """Run the kernel once on fresh inputs; returns the errors (asserts nothing, callers do).
+
+    The fp32 reference runs where ``ex_ref`` lives (the CPU, or the GPU with TF32 off for large shapes)."""
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+
+    g = torch.Generator().manual_seed(seed)
+    local = range(ex_ref.expert_base, ex_ref.expert_base + ex_ref.num_local)
+    ids, w = make_routing(kind, tokens, experts, top_k, g, local)
+    x = (torch.randn(tokens, ex_ref.latent_size, generator=g) * 2).to(torch.bfloat16)
+    out = torch.full((tokens, ex_ref.latent_size), float("nan"), device=device)  # poisoned: every row written?
+    mxfp4_moe_experts(x.to(device), ids.to(device), w.to(device), ex_dev, decode=decode,
+                      config=config, out=out)
+    got = out.float().cpu()
+    rd = ex_ref.w13.device
+    ref = R.moe_experts_reference(x.to(rd), ids.to(rd), w.to(rd), ex_ref).cpu()
+    has_local = ((ids - ex_ref.expert_base >= 0) & (ids - ex_ref.expert_base < ex_ref.num_local)).any(1)
+    tok_err = []
+    for t in range(tokens):
+        if has_local[t]:
+            tok_err.append(((got[t] - ref[t]).norm() / ref[t].norm()).item())
+        else:
+            tok_err.append(float(got[t].abs().max()))  # must be exactly 0
+    denom = ref.norm().item()
+    return {
+        "finite": bool(torch.isfinite(got).all()),
+        "rel": ((got - ref).norm() / denom).item() if denom > 0 else float(got.abs().max()),
+        "max_token": max(tok_err) if tok_err else 0.0,
+        "no_local_rows_zero": bool((got[~has_local] == 0).all()),
+    }
+
+
+def assert_ok(res: dict, label: str) -> None:
+    assert res["finite"], f"{label}: NaN/inf or unwritten rows"
+    assert res["no_local_rows_zero"], f"{label}: a token with no local expert got a non-zero output"
+    assert res["rel"] < TOL_REL, f"{label}: relative error {res['rel']:.3e}"
+    assert res["max_token"] < TOL_TOKEN, f"{label}: worst token error {res['max_token']:.3e}"

@@ -1,0 +1,187 @@
+"""OCP MXFP4 format (CPU): the spec's values, and agreement with vLLM v0.30.0's own MXFP4 helpers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _helpers import has_module, run_interpreted  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mxfp4_moe import format as F  # noqa: E402
+
+needs_vllm = pytest.mark.skipif(not has_module("vllm"), reason="vllm is not installed")
+
+
+# --- the spec itself -------------------------------------------------------------------------------------
+
+def test_e2m1_code_points_follow_the_bit_layout():
+    # s.ee.m with exponent bias 1; e == 0 is subnormal (m * 0.5)
+    for code in range(16):
+        s, e, m = code >> 3, (code >> 1) & 3, code & 1
+        mag = m * 0.5 if e == 0 else 2.0 ** (e - 1) * (1 + m / 2)
+        want = -mag if s else mag
+        got = F.E2M1_VALUES[code]
+        assert got == want and (str(got).startswith("-") == bool(s)), code
+
+
+def test_e8m0_scale_values():
+    s = torch.tensor([0, 1, 126, 127, 128, 254, 255], dtype=torch.uint8)
+    v = F.e8m0_to_float(s)
+    assert v[3] == 1.0 and v[2] == 0.5 and v[4] == 2.0 and v[5] == 2.0 ** 127 and v[1] == 2.0 ** -126
+    assert v[0] == 2.0 ** -127  # a float32 subnormal, still exact
+    assert torch.isnan(v[6])
+
+
+def test_pack_order_low_nibble_first():
+    codes = torch.tensor([[1, 2, 3, 4, 15, 0]], dtype=torch.uint8)
+    packed = F.pack_fp4(codes)
+    assert packed.tolist() == [[0x21, 0x43, 0x0F]]
+    assert torch.equal(F.unpack_fp4(packed), codes)
+
+
+def test_pack_unpack_roundtrip_random():
+    g = torch.Generator().manual_seed(1)
+    packed = torch.randint(0, 256, (3, 5, 64), dtype=torch.uint8, generator=g)
+    assert torch.equal(F.pack_fp4(F.unpack_fp4(packed)), packed)
+
+
+def test_dequantize_block_scaling():
+    # one row of 64 elements: two blocks with scales 2**-2 and 2**3
+    codes = torch.arange(64, dtype=torch.uint8) % 16
+    packed = F.pack_fp4(codes[None])
+    scales = torch.tensor([[125, 130]], dtype=torch.uint8)
+    out = F.dequantize_mxfp4(packed, scales)
+    table = torch.tensor(F.E2M1_VALUES)
+    want = torch.cat([table[codes[:32].long()] * 0.25, table[codes[32:].long()] * 8.0])
+    assert torch.equal(out[0], want)
+    assert F.dequantize_mxfp4(packed, scales, torch.bfloat16).dtype == torch.bfloat16
+
+
+def test_dequantize_rejects_mismatched_scales():
+    with pytest.raises(ValueError):
+        F.dequantize_mxfp4(torch.zeros(2, 32, dtype=torch.uint8), torch.zeros(2, 3, dtype=torch.uint8))
+
+
+def test_rounding_ties_to_even_and_saturation():
+    x = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, 100.0, -0.1, -0.25, 0.26, 4.9, 5.1])
+    got = F.e2m1_to_float(F.float_to_e2m1(x))
+    want = torch.tensor([0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0, -0.0, -0.0, 0.5, 4.0, 6.0])
+    assert torch.equal(got, want)
+    assert torch.signbit(got[9]) and torch.signbit(got[10])
+
+
+def test_quantize_represents_exact_values_exactly():
+    g = torch.Generator().manual_seed(2)
+    packed, scales = F.random_mxfp4((8,), 128, generator=g)
+    w = F.dequantize_mxfp4(packed, scales)
+    # any block holding a 4 or 6 (amax >= 4) keeps its scale under both rules; requantize must reproduce it
+    p2, s2 = F.quantize_mxfp4(w, "floor")
+    assert torch.equal(F.dequantize_mxfp4(p2, s2), w)
+
+
+def test_floor_scale_is_the_spec_rule():
+    w = torch.zeros(1, 32)
+    w[0, 0] = 7.9  # floor(log2(7.9)) - 2 = 0 -> scale 2**0, 7.9 saturates to 6
+    assert F.compute_e8m0_scales(w, "floor").item() == 127
+    assert F.compute_e8m0_scales(w, "even").item() == 128  # 7.9 rounds up to 8 first
+    w[0, 0] = 6.5
+    assert F.compute_e8m0_scales(w, "floor").item() == 127
+    assert F.compute_e8m0_scales(w, "even").item() == 127
+
+
+def test_quantization_error_is_bounded():
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(64, 256, generator=g)
+    p, s = F.quantize_mxfp4(w)
+    err = (F.dequantize_mxfp4(p, s) - w).norm() / w.norm()
+    assert err < 0.15  # 4-bit elements: about 0.09 on Gaussian data
+
+
+# --- against vLLM v0.30.0's helpers --------------------------------------------------------------------
+
+@needs_vllm
+def test_e2m1_table_matches_vllm():
+    from vllm.model_executor.layers.quantization.utils.nvfp4_emulation_utils import kE2M1ToFloat_handle
+    assert torch.equal(kE2M1ToFloat_handle.val, F.e2m1_table()[:8])
+
+
+@needs_vllm
+def test_block_size_matches_vllm():
+    from vllm.model_executor.layers.quantization.utils.ocp_mx_utils import OCP_MX_BLOCK_SIZE
+    assert OCP_MX_BLOCK_SIZE == F.BLOCK_SIZE
+
+
+@needs_vllm
+def test_unpack_matches_vllm_break_fp4_bytes():
+    from vllm.model_executor.layers.quantization.utils.nvfp4_emulation_utils import break_fp4_bytes
+    g = torch.Generator().manual_seed(4)
+    packed = torch.randint(0, 256, (16, 48), dtype=torch.uint8, generator=g)
+    ours = F.e2m1_to_float(F.unpack_fp4(packed))
+    theirs = break_fp4_bytes(packed, torch.float32)
+    assert torch.equal(ours, theirs)
+    assert torch.equal(torch.signbit(ours), torch.signbit(theirs))
+
+
+@needs_vllm
+def test_expert_layout_matches_quark_ocp_mx_moe():
+    from types import SimpleNamespace
+
+    from vllm.model_executor.layers.quantization.quark.quark_moe import QuarkOCP_MX_MoEMethod
+    method = QuarkOCP_MX_MoEMethod.__new__(QuarkOCP_MX_MoEMethod)  # only create_weights is exercised
+    method.moe = SimpleNamespace(w13_num_shards=2, has_bias=False)
+    method.has_bias = False
+    method.weight_dtype = "mxfp4"
+    method.static_input_scales = False
+    layer = torch.nn.Module()
+    e, lat, inter = 4, 128, 64
+    method.create_weights(layer, num_experts=e, hidden_size=lat, intermediate_size_per_partition=inter,
+                          params_dtype=torch.bfloat16)
+    from mxfp4_moe.reference import random_expert_weights
+    ours = random_expert_weights(e, lat, inter)
+    for name in ("w13", "w13_scale", "w2", "w2_scale"):
+        theirs = getattr(layer, name.replace("_scale", "_weight_scale") if "scale" in name else name + "_weight")
+        assert tuple(theirs.shape) == tuple(getattr(ours, name).shape), name
+        assert theirs.dtype == getattr(ours, name).dtype == torch.uint8
+
+
+_VLLM_QUANTIZE = r"""
+import sys, types
+import torch, triton, triton.language as tl
+from vllm.model_executor.layers.quantization.utils import mxfp4_utils as mu
+# vLLM disables Triton without a GPU driver; rebind its own quantizer's code to the real triton so the
+# interpreter runs it unchanged.
+g = dict(mu.__dict__, tl=tl, triton=triton)
+def rejit(fn):
+    return triton.jit(types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__))
+g["_compute_quant_and_scale"] = rejit(mu._compute_quant_and_scale)
+g["_downcast_to_mxfp"] = rejit(mu._downcast_to_mxfp)
+downcast = types.FunctionType(mu.downcast_to_mxfp.__code__, g, "downcast_to_mxfp", mu.downcast_to_mxfp.__defaults__)
+x = torch.load(sys.argv[1])
+q, s, _ = downcast(x, axis=-1)
+torch.save((q.contiguous(), s.contiguous()), sys.argv[2])
+"""
+
+
+@needs_vllm
+@pytest.mark.skipif(not has_module("triton"), reason="triton is not installed (needed to interpret vLLM's quantizer)")
+def test_quantize_matches_vllm_downcast_to_mxfp_bit_exactly(tmp_path):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(96, 256, generator=g) * torch.exp2(torch.randint(-8, 8, (96, 1), generator=g).float())
+    x[0, :32] = 0.0  # an all-zero block
+    x[1, :32] = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.25] * 4)  # ties
+    x[2, :32] = 7.0  # amax rounds up to the next power of two under "even"
+    x[3, :32] = -0.0
+    x[4, 32:64] = 1e-30  # tiny
+    x = x.to(torch.bfloat16)
+    src, dst = tmp_path / "x.pt", tmp_path / "q.pt"
+    torch.save(x, src)
+    r = run_interpreted(_VLLM_QUANTIZE, str(src), str(dst))
+    assert r.returncode == 0, r.stderr[-3000:]
+    q_vllm, s_vllm = torch.load(dst)
+    q_ours, s_ours = F.quantize_mxfp4(x, "even")
+    assert torch.equal(s_ours, s_vllm)
+    assert torch.equal(q_ours, q_vllm)

@@ -1,0 +1,106 @@
+"""The switch MUSE_SPARK_MXFP4_KERNELS (CPU): the choice, the error on a bad value, said once."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _helpers import PKG_ROOT  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mxfp4_moe import glue  # noqa: E402
+from mxfp4_moe import reference as R  # noqa: E402
+
+GPU = (True, "a test GPU, Triton x")
+NO_GPU = (False, "no GPU visible to torch")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_choice():
+    glue.reset_backend()
+    yield
+    glue.reset_backend()
+
+
+@pytest.mark.parametrize("value,want", [(None, True), ("", True), ("1", True), (" 1 ", True), ("0", False)])
+def test_parse_switch(value, want):
+    assert glue.parse_switch(value) is want
+
+
+@pytest.mark.parametrize("bad", ["2", "yes", "true", "on", "-1", "1.0", "kernels"])
+def test_bad_value_is_an_error(bad):
+    with pytest.raises(glue.SwitchError, match="MUSE_SPARK_MXFP4_KERNELS must be 0"):
+        glue.choose({glue.ENV_VAR: bad}, GPU)
+    with pytest.raises(glue.SwitchError):
+        glue.init_backend({glue.ENV_VAR: bad}, NO_GPU)
+
+
+def test_kernels_where_gpu_and_triton():
+    c = glue.choose({glue.ENV_VAR: "1"}, GPU)
+    assert c.backend == glue.KERNEL and c.requested
+    assert glue.choose({}, GPU).backend == glue.KERNEL  # unset means 1
+
+
+def test_reference_without_toolchain():
+    c = glue.choose({glue.ENV_VAR: "1"}, NO_GPU)
+    assert c.backend == glue.REFERENCE and c.requested and "no GPU" in c.reason
+
+
+def test_zero_means_reference_even_with_gpu():
+    c = glue.choose({glue.ENV_VAR: "0"}, GPU)
+    assert c.backend == glue.REFERENCE and not c.requested
+
+
+def test_choice_on_this_machine_without_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("this test checks the CPU machine's choice")
+    present, reason = glue.detect_toolchain()
+    assert not present and reason
+    assert glue.choose({glue.ENV_VAR: "1"}).backend == glue.REFERENCE
+
+
+def test_said_once_at_start(caplog):
+    caplog.set_level(logging.INFO, logger="vllm.muse_spark.mxfp4")
+    first = glue.init_backend({glue.ENV_VAR: "1"}, NO_GPU)
+    again = glue.init_backend({glue.ENV_VAR: "0"}, GPU)  # later calls keep the first choice
+    assert again is first
+    msgs = [r.getMessage() for r in caplog.records if r.name == "vllm.muse_spark.mxfp4"]
+    assert len(msgs) == 1
+    assert "MUSE_SPARK_MXFP4_KERNELS=1" in msgs[0] and "reference path" in msgs[0]
+
+
+def test_dispatch_reference_runs_the_stock_op(monkeypatch):
+    monkeypatch.setenv(glue.ENV_VAR, "0")
+    g = torch.Generator().manual_seed(20)
+    ex = R.random_expert_weights(4, 64, 64, generator=g)
+    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    out = glue.moe_experts(x, ids, w, ex)
+    assert torch.equal(out, R.moe_experts_reference(x, ids, w, ex, dtype=torch.bfloat16))
+    assert glue.init_backend().backend == glue.REFERENCE
+
+
+def test_bad_value_from_the_environment_fails_the_process():
+    code = ("import sys; sys.path.insert(0, %r); from mxfp4_moe import glue; glue.init_backend()" % str(PKG_ROOT))
+    r = subprocess.run([sys.executable, "-c", code], env={"MUSE_SPARK_MXFP4_KERNELS": "maybe", "PATH": "/usr/bin"},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "SwitchError" in r.stderr and "'maybe'" in r.stderr
+
+
+def test_build_skips_cleanly_without_toolchain():
+    if torch.cuda.is_available():
+        pytest.skip("the CPU machine's build step")
+    r = subprocess.run([sys.executable, "-m", "mxfp4_moe.build"], cwd=PKG_ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "skipped" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "mxfp4_moe.build", "--require"], cwd=PKG_ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 3
+    r = subprocess.run(["bash", str(PKG_ROOT / "install.sh"), sys.executable], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "skipped" in r.stdout, r.stderr
