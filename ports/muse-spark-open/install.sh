@@ -55,10 +55,14 @@ done
 
 # -- 0. the environment -----------------------------------------------------------------------
 command -v "$py" >/dev/null 2>&1 || [ -x "$py" ] || die 16 "no Python at '$py' (give the image's Python with --python)"
-"$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
-  || die 16 "$py is older than Python 3.11, which the fix pack needs (tomllib); the plugin itself runs on 3.10"
-"$py" -c 'import unidiff, git, click, rich' 2>/dev/null \
-  || die 16 "$py lacks the fix pack's dependencies (unidiff GitPython click rich pypi-simple): pip install them, or pip install -e $repo"
+"$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+  || die 16 "$py is older than Python 3.10, which the fix pack and the plugin need"
+"$py" -c 'import unidiff, git, click, rich
+try:
+    import tomllib
+except ModuleNotFoundError:
+    import tomli' 2>/dev/null \
+  || die 16 "$py lacks the fix pack's dependencies (unidiff GitPython click rich pypi-simple, tomli on 3.10): pip install them, or pip install -e $repo"
 [ -f "$repo/fixes/apply_all.py" ] || die 16 "no fix pack at $repo (fixes/apply_all.py missing)"
 if [ -n "$plugin_site" ]; then
   mkdir -p "$plugin_site" || die 16 "cannot create --plugin-site $plugin_site"
@@ -101,7 +105,10 @@ if [ "$check" = 1 ]; then
   state_json="$(fixpack status --profile "$profile" "${roots[@]}" "${target_args[@]}" --json || true)"
   wanted="$("$py" - "$repo/profiles/$profile.toml" $opt_in <<'PY'
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 prof = tomllib.load(open(sys.argv[1], "rb"))
 print(" ".join(prof["fixes"]["default"] + sys.argv[2:]))
 PY
