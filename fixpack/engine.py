@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +352,7 @@ def _recover_interrupted(ctx: Context) -> None:
 
 def status(req: Request) -> Report:
     """What the image holds: every fix of the profile (opt-ins included), against manifest and files."""
-    req.dry_run, req.all_opt_in = True, True
+    req = replace(req, dry_run=True, all_opt_in=True)  # the caller's request is left as it was
     ctx = _prepare(req, "status")
     errors = _target_errors(ctx)
     plans = {}
@@ -528,7 +528,7 @@ def generate_lock(req: Request) -> dict[str, Any]:
     each hunk's pre-image and post-image sha256. Raises ConflictError/MismatchError when a fix does
     not apply exactly to the release copy.
     """
-    req.all_opt_in = True
+    req = replace(req, all_opt_in=True)
     ctx = _prepare(req, "lock", need_lock=False)
     with_fixes = {ctx.pack.fixes[f].target for f in ctx.selected}
     for t in ctx.report.targets:
