@@ -7,8 +7,9 @@
 Per batch size and routing it times, each captured in a CUDA graph and replayed (triton.testing.do_bench:
 median, L2 flushed before every replay):
 
-  kernel      the Triton kernels (default: PTX decode; `explicit` = portable Triton decode,
-              `dot_scaled` = Triton's tl.dot_scaled)
+  kernel      the Triton kernels (default: the `mma` PTX decode on weights re-laid out at load time,
+              ExpertWeights.to_mma_layout; `asm2` / `asm` = PTX decodes of the checkpoint layout,
+              `explicit` = portable Triton decode, `dot_scaled` = Triton's tl.dot_scaled)
   stock       the reference path MUSE_SPARK_MXFP4_KERNELS=0 runs: dequantize each routed expert to BF16
               with PyTorch ops, then BF16 matmuls (cuBLAS)
   stock-fused the same with a one-pass Triton dequantization (read packed, write BF16) before cuBLAS:
@@ -39,13 +40,70 @@ from triton.testing import do_bench  # noqa: E402
 
 from mxfp4_moe import reference as R  # noqa: E402
 from mxfp4_moe.format import dequantize_mxfp4  # noqa: E402
-from mxfp4_moe.kernel import DEFAULT_CONFIG, LAST_LAUNCH, dequantize_mxfp4_triton, mxfp4_moe_experts  # noqa: E402
+from mxfp4_moe.kernel import (LAST_LAUNCH, MMA_DECODES, default_config, dequantize_mxfp4_triton,  # noqa: E402
+                               mxfp4_moe_experts)
 from mxfp4_moe.variants import load_variant  # noqa: E402
 
-# (BLOCK_N, BLOCK_K, num_warps, num_stages, swap_ab, split_k or 0 for the heuristic, separate_gate_up)
-SWEEP = [(64, 256, 4, 3, False, 0, False), (64, 256, 4, 3, False, 0, True), (128, 256, 4, 3, False, 0, True),
-         (64, 128, 4, 4, False, 0, True), (128, 128, 4, 3, False, 0, True), (128, 256, 8, 3, False, 0, True),
-         (64, 512, 4, 3, False, 0, True)]
+# (BLOCK_N, BLOCK_K, num_warps, num_stages, swap_ab, split_k or 0 for the heuristic, separate_gate_up,
+#  ctas_per_sm of the split heuristic, stream-K programs per SM or 0 for the tiled grid)
+SWEEP = [(64, 256, 4, 3, False, 0, True, 6, 0), (64, 256, 4, 4, False, 0, True, 6, 0),
+         (64, 256, 4, 3, False, 0, True, 12, 0), (64, 512, 4, 3, False, 0, True, 6, 0),
+         (64, 256, 8, 3, False, 0, True, 6, 0), (32, 256, 4, 3, False, 0, True, 6, 0),
+         (64, 256, 4, 3, False, 0, False, 6, 0), (64, 256, 4, 3, False, 0, True, 6, 4),
+         (64, 256, 4, 3, False, 0, True, 6, 5), (128, 128, 4, 3, False, 0, True, 6, 3),
+         (64, 256, 4, 4, False, 0, True, 6, 4), (64, 128, 4, 4, False, 0, True, 6, 6)]
+
+
+def sweep_conf(cfg) -> dict:
+    conf = {"gate_up": cfg[:5], "down": cfg[:5], "separate_gate_up": bool(cfg[6])}
+    if cfg[5]:
+        conf.update(split_gate_up=cfg[5], split_down=cfg[5])
+    if len(cfg) > 7:
+        conf["ctas_per_sm"] = cfg[7]
+    if len(cfg) > 8 and cfg[8]:
+        conf.update(stream_k=True, programs_per_sm=cfg[8])
+    return conf
+
+
+def profile_kernels(fn, reps: int = 5) -> list[tuple[str, float]]:
+    """Device time per kernel of one call of fn (torch.profiler, mean of reps calls), in call order."""
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    times: dict = {}
+    for ev in prof.events():
+        if str(getattr(ev, "device_type", "")).endswith("CUDA"):
+            name = ev.name.split("(")[0][:40]
+            t = getattr(ev, "device_time", None)
+            t = getattr(ev, "cuda_time", 0.0) if t is None else t
+            times[name] = times.get(name, 0.0) + t / reps
+    return list(times.items())
+
+
+def best_of_sweep(path: str) -> int:
+    """The SWEEP index with the least summed time at the swept batches 1 and 4 (correct ones only)."""
+    rows = json.loads(Path(path).read_text())["sweep"]
+    total: dict = {}
+    for r in rows:
+        ok = "us" in r and r.get("rel_err", 1.0) < 1e-2
+        if r["batch"] in (1, 4):
+            total[r["index"]] = total.get(r["index"], 0.0) + (r["us"] if ok else float("inf"))
+        elif not ok:
+            total[r["index"]] = float("inf")
+    return min(total, key=total.get)
+
+
+def sweep_conf(cfg) -> dict:
+    conf = {"gate_up": cfg[:5], "down": cfg[:5], "separate_gate_up": bool(cfg[6])}
+    if cfg[5]:
+        conf.update(split_gate_up=cfg[5], split_down=cfg[5])
+    if len(cfg) > 7:
+        conf["ctas_per_sm"] = cfg[7]
+    return conf
 
 
 def graph_time_us(fn, rep_ms: int = 200) -> float:
@@ -86,11 +144,17 @@ def main() -> int:
     ap.add_argument("--batches", default="1,4,32")
     ap.add_argument("--routing", default="local,ep8")
     ap.add_argument("--sweep", action="store_true", help="also time a few launch configurations")
-    ap.add_argument("--decode", default="asm2", help="the kernel column's decode (asm2, asm, explicit, dot_scaled)")
+    ap.add_argument("--decode", default="mma",
+                    help="the kernel column's decode (mma, asm2, asm, explicit, dot_scaled)")
+    ap.add_argument("--config", help="the kernel column's launch configuration as JSON (kernel.DEFAULT_CONFIG's "
+                    "form), the 0-based index of a SWEEP entry, or best:SWEEP_JSON (the fastest at batches 1+4 of an "
+                    "earlier --sweep --json run); default kernel.default_config(decode)")
+    ap.add_argument("--sweep-batches", default="1,4,32")
     ap.add_argument("--fused-gate-up", action="store_true",
                     help="kernel column: _gate_up_kernel (gate and up tiles in one program) instead of the default "
                          "plain GEMM over the 2I rows followed by silu")
     ap.add_argument("--only-kernel", action="store_true", help="time the kernel column and the stock path only")
+    ap.add_argument("--profile", action="store_true", help="print the kernel column's device time per kernel")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -116,11 +180,25 @@ def main() -> int:
     w2_bf16 = torch.stack([dequantize_mxfp4_triton(ex.w2[e], ex.w2_scale[e]) for e in range(ex.num_local)])
     torch.cuda.synchronize()
 
-    kconf = dict(DEFAULT_CONFIG, separate_gate_up=not args.fused_gate_up)
+    if args.config is None:
+        kconf = dict(default_config(args.decode))
+        if args.fused_gate_up:
+            kconf["separate_gate_up"] = False
+    elif args.config.strip().isdigit():
+        kconf = sweep_conf(SWEEP[int(args.config)])
+    elif args.config.startswith("best:"):
+        best = best_of_sweep(args.config[5:])
+        print(f"best sweep configuration: SWEEP[{best}] = {SWEEP[best]}")
+        kconf = sweep_conf(SWEEP[best])
+    else:
+        kconf = json.loads(args.config)
+    # the kernel column's weights: re-laid out once (the load-time step) for the mma decodes
+    ex_k = ex.to_mma_layout() if args.decode in MMA_DECODES else ex
+    torch.cuda.synchronize()
     g = torch.Generator().manual_seed(1)
     results = {"device": dev.name, "copy_bw": copy_bw, "variant": v.name, "points": [], "sweep": []}
 
-    for kind in args.routing.split(","):
+    for kind in [k for k in args.routing.split(",") if k and k != "none"]:
         for batch in batches:
             ids, w = routing(kind, batch, v, g)
             ids, w = ids.cuda(), w.cuda()
@@ -133,7 +211,8 @@ def main() -> int:
                 continue
             ref = R.moe_experts_reference(x, ids, w, ex)
             fns = {
-                "kernel": lambda: mxfp4_moe_experts(x, ids, w, ex, decode=args.decode, config=kconf),
+                "kernel": lambda: mxfp4_moe_experts(x, ids, w, ex_k, decode=args.decode, config=kconf),
+                "asm2": lambda: mxfp4_moe_experts(x, ids, w, ex, decode="asm2"),
                 "asm": lambda: mxfp4_moe_experts(x, ids, w, ex, decode="asm"),
                 "explicit": lambda: mxfp4_moe_experts(x, ids, w, ex, decode="explicit"),
                 "dot_scaled": lambda: mxfp4_moe_experts(x, ids, w, ex, decode="dot_scaled"),
@@ -149,12 +228,12 @@ def main() -> int:
                                            dtype=torch.bfloat16),
             }
             if args.only_kernel:
-                fns = {k: fns[k] for k in ("kernel", "stock", "stock-fused", "bf16")}
+                fns = {k: fns[k] for k in ("kernel", "asm2", "stock", "stock-fused", "bf16")}
             for name, fn in fns.items():
                 try:
                     out = fn()
                     torch.cuda.synchronize()
-                    if name in ("kernel", "asm", "explicit") and batch in (1, 32) and kind == "local":
+                    if name in ("kernel", "asm2") and batch in (1, 32) and kind == "local":
                         for kname, ck in LAST_LAUNCH.items():
                             meta = getattr(ck, "metadata", None)
                             print(f"compiled {name} {kname} batch {batch}: regs {getattr(ck, 'n_regs', '?')}, "
@@ -168,24 +247,29 @@ def main() -> int:
                 point["kernel_nograph_us"] = do_bench(fns["kernel"], warmup=25, rep=200, return_mode="median") * 1e3
             except Exception:  # noqa: BLE001
                 pass
+            if args.profile and kind == "local":
+                try:
+                    point["profile"] = profile_kernels(fns["kernel"])
+                    print(f"profile {kind} batch {batch}: " + ", ".join(f"{n} {t:.1f}" for n, t in point["profile"])
+                          + f"; sum {sum(t for _, t in point['profile']):.1f} us")
+                except Exception as exc:  # noqa: BLE001
+                    print(f"profile failed: {type(exc).__name__}: {exc}")
             results["points"].append(point)
 
     if args.sweep:
-        for batch in (1, 4, 32):
+        for batch in [int(b) for b in args.sweep_batches.split(",")]:
             ids, w = routing("local", batch, v, g)
             ids, w = ids.cuda(), w.cuda()
             x = torch.randn(batch, v.latent_size, generator=g).to(torch.bfloat16).cuda()
             nbytes = ex.nbytes_of(R.plan_routing(ids, w, 0, ex.num_local).local_ids)
-            for cfg in SWEEP:
-                conf = {"gate_up": cfg[:5], "down": cfg[:5]}
-                if cfg[5]:
-                    conf.update(split_gate_up=cfg[5], split_down=cfg[5])
-                if cfg[6]:
-                    conf["separate_gate_up"] = True
-                row = {"batch": batch, "config": cfg}
+            ref = R.moe_experts_reference(x, ids, w, ex)
+            for ci, cfg in enumerate(SWEEP):
+                conf = sweep_conf(cfg)
+                row = {"batch": batch, "index": ci, "config": cfg}
                 try:
-                    row["us"] = graph_time_us(lambda: mxfp4_moe_experts(x, ids, w, ex, decode=args.decode, config=conf),
-                                              rep_ms=100)
+                    fn = lambda: mxfp4_moe_experts(x, ids, w, ex_k, decode=args.decode, config=conf)  # noqa: E731
+                    row["rel_err"] = ((fn() - ref).norm() / ref.norm()).item()
+                    row["us"] = graph_time_us(fn, rep_ms=100)
                     row["pct_copy"] = 100 * nbytes / (row["us"] * 1e-6) / copy_bw
                 except Exception as exc:  # noqa: BLE001
                     row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -197,8 +281,8 @@ def main() -> int:
     print(f"kernel column: decode {args.decode}, config {kconf}; copy bandwidth {copy_bw / 1e12:.3f} TB/s; times are CUDA-graph "
           f"replays, median, L2 flushed")
     hdr = (f"{'routing':7} {'batch':>5} {'exp':>4} {'MB read':>8} {'kernel us':>9} {'TB/s':>6} {'%copy':>6} "
-           f"{'asm':>7} {'explicit':>9} {'dot_scl':>8} {'stock us':>9} {'x':>6} {'st-fused':>9} {'x':>6} {'bf16 us':>8} {'x':>5} "
-           f"{'rel err':>8}")
+           f"{'asm2':>7} {'asm':>7} {'explicit':>9} {'dot_scl':>8} {'stock us':>9} {'x':>6} {'st-fused':>9} {'x':>6} "
+           f"{'bf16 us':>8} {'x':>5} {'rel err':>8}")
     print(hdr)
     for p in results["points"]:
         k = p.get("kernel_us")
@@ -210,6 +294,7 @@ def main() -> int:
             return p.get(f"{name}_us", float("nan")) / k if k else float("nan")
         print(f"{p['routing']:7} {p['batch']:5d} {p['experts_read']:4d} {p['bytes'] / 1e6:8.1f} "
               f"{k or float('nan'):9.1f} {bw / 1e12:6.3f} {p['pct_copy']:5.1f}% "
+              f"{p.get('asm2_us', float('nan')):7.1f} "
               f"{p.get('asm_us', float('nan')):7.1f} {p.get('explicit_us', float('nan')):9.1f} "
               f"{p.get('dot_scaled_us', float('nan')):8.1f} "
               f"{p.get('stock_us', float('nan')):9.1f} {sp('stock'):5.1f}x "

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compile the expert kernels for sm_90 without a GPU and print registers, spills and shared memory.
 
-    python bench/compile_check.py [--variant muse] [--decode asm,explicit,dot_scaled] [--config BN,BK,W,S,SWAP]
+    python bench/compile_check.py [--variant muse] [--decode mma,asm2,explicit] [--config BN,BK,W,S,SWAP]
 
 Uses the ptxas and cuobjdump that Triton's wheel carries (no CUDA install, no GPU). The Triton version
 here may differ from the GPU machine's: treat the figures as leads (README "Measure").
@@ -49,22 +49,26 @@ def resource_usage(compiled) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", default="muse")
-    ap.add_argument("--decode", default="asm,explicit,dot_scaled")
-    ap.add_argument("--config", action="append", help="BN,BK,warps,stages,swap (repeatable; default: DEFAULT_CONFIG)")
+    ap.add_argument("--decode", default="mma,asm2,explicit,dot_scaled")
+    ap.add_argument("--config", action="append",
+                    help="BN,BK,warps,stages,swap (repeatable; default: kernel.default_config(decode))")
     ap.add_argument("--block-m", default="16,32")
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--split", type=int, default=1, help="SPLIT_K of both GEMMs")
     args = ap.parse_args()
     v = load_variant(args.variant)
     topk = v.top_k
-    cfgs = ([tuple(int(x) for x in c.split(",")) for c in args.config] if args.config
-            else list(dict.fromkeys([K.DEFAULT_CONFIG["gate_up"], K.DEFAULT_CONFIG["down"]])))
+    def cfgs_of(decode):
+        if args.config:
+            return [tuple(int(x) for x in c.split(",")) for c in args.config]
+        d = K.default_config(decode)
+        return list(dict.fromkeys([d["gate_up"], d["down"]]))
     common_sig = {"ids_ptr": "*i32", "w_ptr": "*u8", "s_ptr": "*u8", "T": "i32", "expert_base": "i32",
                   "n_local": "i32", "stride_we": "i64", "stride_wn": "i32", "stride_se": "i32", "stride_sn": "i32"}
     div16 = ["ids_ptr", "w_ptr", "s_ptr", "stride_we", "stride_wn", "stride_sn", "stride_se"]
     ok = True
     for decode in args.decode.split(","):
-        for cfg in cfgs:
+        for cfg in cfgs_of(decode):
             bn, bk, nw, ns = cfg[:4]
             swap = bool(cfg[4]) if len(cfg) > 4 else False
             for bm in (int(b) for b in args.block_m.split(",")):

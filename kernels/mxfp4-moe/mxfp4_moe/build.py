@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variant or ["muse"]:
         v = load_variant(name)
         t0 = time.perf_counter()
-        ex = random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda")
+        # in the layout glue.prepare_experts gives the serving path (the mma decode's)
+        ex = random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda").to_mma_layout()
         for tokens in (1, 17):  # BLOCK_M 16 and 32
             x = torch.randn(tokens, v.latent_size, device="cuda").to(torch.bfloat16)
             ids = torch.stack([torch.randperm(v.local_experts, device="cuda")[:v.top_k] for _ in range(tokens)])

@@ -155,3 +155,115 @@ def random_mxfp4(rows: tuple[int, ...] | list[int], k: int, *, generator: torch.
 def mxfp4_nbytes(rows: int, k: int) -> int:
     """Bytes of packed elements plus scales of an [rows, k] MXFP4 weight."""
     return rows * (k // 2) + rows * (k // BLOCK_SIZE)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The "mma" layout: a load-time bit permutation of the packed weights for the kernels' `mma` decode.
+#
+# Same tensor shape, dtype and bytes as the Quark layout ([..., K // 2] uint8; scales untouched, one E8M0
+# byte per 32 elements), and every little-endian 32-bit word still holds the same 8 consecutive elements
+# k = 8w .. 8w + 7 (4 words per scale block); only the order of their 32 bits changes. Element 2t + p of
+# the word (t = 0..3, p = 0..1) has its 3 magnitude bits (e1 e0 m, in that order from the top) at bit
+# 6 + 16p - MMA_MAG_SHIFT[t] and its sign bit at 15 + 16p - MMA_SIGN_SHIFT[t], so that the kernel builds
+# the BF16 pair of elements 2t, 2t + 1 (bits s.0000000ee.m000000 each: the E2M1 value times 2**-126) as
+#   r_t = ((w << MMA_MAG_SHIFT[t]) & 0x01C001C0) | ((w << MMA_SIGN_SHIFT[t]) & 0x80008000)
+# (a negative shift is a right shift; t = 0 and t = 2 need one shift and one mask). Four equal shifts
+# cannot tile the 32 bits (the BF16 pair pattern repeats every 16 bits), hence the split shifts of t = 1, 3.
+# 8 consecutive elements per word is what one lane holds of Triton 3.6's tensor-core operand (mma.sync,
+# kWidth 8), so the decoded registers feed the MMA as they are.
+MMA_WORD = 8  # elements per permuted 32-bit word
+MMA_MAG_SHIFT = (0, 3, 6, -4)
+MMA_SIGN_SHIFT = (0, 1, 6, 2)
+
+
+def _mma_bit_positions() -> tuple[list[list[int]], list[list[int]]]:
+    mag = [[6 + 16 * p - MMA_MAG_SHIFT[t] for p in (0, 1)] for t in range(4)]
+    sign = [[15 + 16 * p - MMA_SIGN_SHIFT[t] for p in (0, 1)] for t in range(4)]
+    used = sorted([m + b for row in mag for m in row for b in range(3)] + [s for row in sign for s in row])
+    assert used == list(range(32)), used  # every bit of the word, once
+    return mag, sign
+
+
+def _words(packed: torch.Tensor) -> torch.Tensor:
+    """uint8 [..., K // 2] -> int64 little-endian 32-bit words [..., K // 8]."""
+    if packed.dtype != torch.uint8:
+        raise TypeError(f"packed MXFP4 must be uint8, got {packed.dtype}")
+    if packed.shape[-1] % 4:
+        raise ValueError(f"the packed dimension must be a multiple of 4 bytes, got {packed.shape[-1]}")
+    by = packed.unflatten(-1, (-1, 4)).to(torch.int64)
+    return by[..., 0] | (by[..., 1] << 8) | (by[..., 2] << 16) | (by[..., 3] << 24)
+
+
+def _bytes(words: torch.Tensor) -> torch.Tensor:
+    return torch.stack([(words >> (8 * i)) & 0xFF for i in range(4)], dim=-1).flatten(-2).to(torch.uint8)
+
+
+def _per_slice(fn, packed: torch.Tensor) -> torch.Tensor:
+    """fn over the leading dimension of a stacked expert tensor (bounds the int64 temporaries)."""
+    if packed.dim() >= 3 and packed.numel() > (1 << 24):
+        out = torch.empty_like(packed)
+        for i in range(packed.shape[0]):
+            out[i] = fn(packed[i])
+        return out
+    return fn(packed)
+
+
+def to_mma_layout(packed: torch.Tensor) -> torch.Tensor:
+    """Quark-layout packed uint8 [..., K // 2] -> the same codes in the mma layout (same shape).
+
+    A load-time transform (once per weight, any device); ``from_mma_layout`` inverts it."""
+    return _per_slice(_to_mma_layout, packed)
+
+
+def _to_mma_layout(packed: torch.Tensor) -> torch.Tensor:
+    mag, sign = _mma_bit_positions()
+    codes = unpack_fp4(packed).unflatten(-1, (-1, MMA_WORD)).to(torch.int64)  # [..., words, 8]
+    word = torch.zeros(codes.shape[:-1], dtype=torch.int64, device=packed.device)
+    for t in range(4):
+        for p in (0, 1):
+            code = codes[..., 2 * t + p]
+            word |= ((code & 7) << mag[t][p]) | ((code >> 3) << sign[t][p])
+    return _bytes(word)
+
+
+def from_mma_layout(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of ``to_mma_layout``: mma-layout packed [..., K // 2] -> the Quark layout."""
+    return _per_slice(_from_mma_layout, packed)
+
+
+def _from_mma_layout(packed: torch.Tensor) -> torch.Tensor:
+    mag, sign = _mma_bit_positions()
+    word = _words(packed)
+    codes = torch.stack([((word >> mag[t][p]) & 7) | (((word >> sign[t][p]) & 1) << 3)
+                         for t in range(4) for p in (0, 1)], dim=-1)  # [..., words, 8]
+    return pack_fp4(codes.flatten(-2).to(torch.uint8))
+
+
+MMA_SCALE_SHIFT = 32  # the kernels' `mma` decode works on weights times 2**-32 (see dequantize_mxfp4_mma)
+
+
+def dequantize_mxfp4_mma(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32,
+                         scale_shift: int = MMA_SCALE_SHIFT) -> torch.Tensor:
+    """Dequantize mma-layout weights the way the kernels' `mma` decode does, in PyTorch (its bit logic
+    checked without a GPU): per word, r_t = shifted and masked bits = the BF16 pair of E2M1 * 2**-126, times
+    the BF16 factor 2**(s - 1 - scale_shift) built as the bits (s + 126 - scale_shift) << 7 (BF16 product);
+    the kernel multiplies its fp32 sums by 2**scale_shift, done here per element. Exact for scales
+    27 <= s <= 128 + scale_shift (160): below, products fall under BF16's subnormals; above, the factor's
+    exponent field overflows."""
+    k = packed.shape[-1] * 2
+    if scales.shape[:-1] != packed.shape[:-1] or scales.shape[-1] * BLOCK_SIZE != k:
+        raise ValueError(f"scales {tuple(scales.shape)} do not match packed {tuple(packed.shape)}")
+    w = _words(packed)  # [..., K // 8]
+    m32 = 0xFFFFFFFF
+
+    def sh(x, n):
+        return ((x << n) if n >= 0 else (x >> -n)) & m32
+
+    regs = [(sh(w, MMA_MAG_SHIFT[t]) & 0x01C001C0) | (sh(w, MMA_SIGN_SHIFT[t]) & 0x80008000) for t in range(4)]
+    halves = torch.stack([h for r in regs for h in (r & 0xFFFF, r >> 16)], dim=-1)  # [..., words, 8]
+    h16 = torch.where(halves >= 0x8000, halves - 0x10000, halves).to(torch.int16)
+    raw = h16.view(torch.bfloat16).to(torch.float32)  # E2M1 * 2**-126 (BF16 subnormals kept)
+    s = scales.to(torch.int32).repeat_interleave(BLOCK_SIZE // MMA_WORD, dim=-1).unsqueeze(-1)
+    fac = ((((s + 126 - scale_shift) & 0xFF) << 7).to(torch.int16)).view(torch.bfloat16).to(torch.float32)
+    v = (raw * fac).to(torch.bfloat16).to(torch.float32) * 2.0 ** scale_shift
+    return v.flatten(-2).to(dtype)

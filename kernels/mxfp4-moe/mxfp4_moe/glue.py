@@ -7,6 +7,8 @@
 
 The port calls ``init_backend()`` once at model start; that decides and logs the choice once (logger
 ``vllm.muse_spark.mxfp4``, so it shows in vLLM's log) and ``moe_experts`` dispatches on it afterwards.
+``prepare_experts(experts)``, once per layer after loading, re-lays the packed weights out for the
+kernels' fastest decode where they run (a bit permutation; ``moe_experts`` accepts both layouts).
 """
 
 from __future__ import annotations
@@ -103,6 +105,17 @@ def reset_backend() -> None:
     """Forget the choice (tests; a process that changes the environment on purpose)."""
     global _choice
     _choice = None
+
+
+def prepare_experts(experts: ExpertWeights) -> ExpertWeights:
+    """Load-time step for one layer's experts (the port calls it once per layer, after loading): with the
+    kernels chosen on an NVIDIA GPU, the packed weights are re-laid out for the `mma` decode
+    (``ExpertWeights.to_mma_layout``: a bit permutation within each 32-bit word, same bytes; the scales
+    are untouched); otherwise they stay in the checkpoint's layout. ``moe_experts`` takes either."""
+    choice = init_backend()
+    if choice.backend == KERNEL and experts.w13.is_cuda and not getattr(torch.version, "hip", None):
+        return experts.to_mma_layout()
+    return experts
 
 
 def moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

@@ -14,11 +14,16 @@ Launches (default configuration):
 2. ``_silu_mul_kernel``: silu(gate) * up -> BF16 activations [pairs, I];
 3. down: ``_down_kernel`` over w2 -> fp32 [pairs, L];
 4. ``_norm_combine_kernel``: RMSNorm of each local pair's output times the expert's norm weight, times
-   its router weight, summed over the token's slots (this card's share under EP).
+   its router weight, added atomically into the zeroed output (one program per pair; the sum over the
+   token's slots is this card's share under EP).
 Small grids split K (partial sums added atomically into zeroed buffers).
 
-The E2M1 x BF16 product: ``asm2`` (default on NVIDIA) / ``asm`` decode in PTX, ``explicit`` decodes with
+The E2M1 x BF16 product: ``mma`` (default on NVIDIA for weights re-laid out at load time by
+``ExpertWeights.to_mma_layout`` / ``glue.prepare_experts``: a bit permutation inside each 32-bit word so
+that each word decodes straight into the tensor-core operand registers; ``mma_portable`` is the same bit
+logic in Triton ops), ``asm2`` / ``asm`` decode the checkpoint layout in PTX, ``explicit`` decodes it with
 Triton integer/float ops (portable: AMD, the CPU interpreter), ``dot_scaled`` uses ``tl.dot_scaled``.
+``stream_k`` in the configuration runs both GEMMs as persistent stream-K programs (``_streamk_kernel``).
 """
 
 from __future__ import annotations
@@ -200,7 +205,83 @@ def _decode_asm(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHEAP: tl.
     return tl.reshape(tl.join(lo, hi), (BLOCK_N, BLOCK_K))
 
 
-DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3}
+# The "mma" decode: weights in the mma layout (format.to_mma_layout, a load-time bit permutation of the
+# Quark layout), read as 32-bit words, each decoding straight into the four BF16 pair registers that one
+# lane holds of the tensor-core operand for one scale block (no byte repacking, no pair reshuffles):
+# r_t = ((w << MAG_SHIFT[t]) & 0x01C001C0) | ((w << SIGN_SHIFT[t]) & 0x80008000) = BF16 bits of the E2M1
+# pair times 2**-126, then one bf16x2 multiply by 2**(s - 1 - MMA_SCALE_SHIFT) (built from the E8M0 byte
+# with one integer multiply-add: s * 0x00800080 + bias); the fp32 sums are multiplied by 2**MMA_SCALE_SHIFT
+# at the end. Per 8 elements: 5 shifts, 6 logic ops, 4 multiplies (and the scale factor). Exact for E8M0
+# scales 27..160 (2**-100 .. 2**33; format.dequantize_mxfp4_mma emulates it).
+# Inputs: $4 = the word, $5..$8 = the factor (one value; pack 4 of an int32 operand gives 4 registers).
+_MMA_SCALE_SHIFT: tl.constexpr = tl.constexpr(32)
+_MMA_FACTOR_BIAS: tl.constexpr = tl.constexpr(((126 - 32) << 7) * 0x00010001)
+_MMA_UNSCALE: tl.constexpr = tl.constexpr(float(2 ** 32))
+_E2M1_BF16_MMA_ASM = tl.constexpr("""
+{
+.reg .b32 a, b, r0, r1, r2, r3;
+and.b32 r0, $4, 0x81C081C0;
+shl.b32 a, $4, 3;
+shl.b32 b, $4, 1;
+and.b32 a, a, 0x01C001C0;
+and.b32 b, b, 0x80008000;
+or.b32 r1, a, b;
+shl.b32 a, $4, 6;
+and.b32 r2, a, 0x81C081C0;
+shr.b32 a, $4, 4;
+shl.b32 b, $4, 2;
+and.b32 a, a, 0x01C001C0;
+and.b32 b, b, 0x80008000;
+or.b32 r3, a, b;
+mul.rn.bf16x2 $0, r0, $5;
+mul.rn.bf16x2 $1, r1, $5;
+mul.rn.bf16x2 $2, r2, $5;
+mul.rn.bf16x2 $3, r3, $5;
+}
+""")
+
+
+@triton.jit
+def _mma_pair(r, fac):
+    """uint32 BF16-pair bits [...] and fp32 factor -> bf16 [..., 2] (portable form of the asm multiply;
+    each half widened to the fp32 of the same value, since the interpreter flushes BF16 subnormals)."""
+    lo = (r << 16).to(tl.float32, bitcast=True) * fac
+    hi = (r & 0xFFFF0000).to(tl.float32, bitcast=True) * fac
+    return tl.join(lo.to(tl.bfloat16), hi.to(tl.bfloat16))
+
+
+@triton.jit
+def _decode_mma(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    """mma-layout packed [BLOCK_N, BLOCK_K//2] + scales [BLOCK_N, BLOCK_K//32] -> bf16 [BLOCK_N, BLOCK_K],
+    every value times 2**-MMA_SCALE_SHIFT. ASM: the PTX above (NVIDIA); else the same bit logic in Triton
+    ops (the CPU interpreter, AMD). A word w holds elements 8w..8w+7; register t of it elements 2t, 2t+1."""
+    KW: tl.constexpr = BLOCK_K // 8
+    q3 = tl.reshape(wq, (BLOCK_N, KW, 4))  # [n, word, byte]
+    if ASM:
+        f = ws.to(tl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
+        f = tl.reshape(tl.broadcast_to(f[:, :, None], (BLOCK_N, BLOCK_K // 32, 4)), (BLOCK_N, KW))
+        f3 = tl.broadcast_to(f[:, :, None], (BLOCK_N, KW, 4))
+        lo, hi = tl.inline_asm_elementwise(_E2M1_BF16_MMA_ASM, "=r,=r,=r,=r,r,r,r,r,r", [q3, f3],
+                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+        # lo: elements 0..3 of the word (registers 0, 1), hi: elements 4..7 (registers 2, 3)
+        w = tl.permute(tl.join(lo, hi), (0, 1, 3, 2))  # [n, word, half, 4]
+    else:
+        sh = tl.arange(0, 4) * 8
+        w32 = tl.sum(q3.to(tl.uint32) << sh[None, None, :], axis=2)  # [n, word]
+        fac = ((ws.to(tl.uint32) + (126 - _MMA_SCALE_SHIFT)) << 23).to(tl.float32, bitcast=True)
+        fac = tl.reshape(tl.broadcast_to(fac[:, :, None], (BLOCK_N, BLOCK_K // 32, 4)), (BLOCK_N, KW))
+        r0 = _mma_pair(w32 & 0x81C081C0, fac)  # [n, word, p]
+        r1 = _mma_pair(((w32 << 3) & 0x01C001C0) | ((w32 << 1) & 0x80008000), fac)
+        r2 = _mma_pair((w32 << 6) & 0x81C081C0, fac)
+        r3 = _mma_pair(((w32 >> 4) & 0x01C001C0) | ((w32 << 2) & 0x80008000), fac)
+        lo = tl.permute(tl.join(r0, r1), (0, 1, 3, 2))  # [n, word, t, p]
+        hi = tl.permute(tl.join(r2, r3), (0, 1, 3, 2))
+        w = tl.permute(tl.join(lo, hi), (0, 1, 4, 2, 3))  # [n, word, half, t, p]
+    return tl.reshape(w, (BLOCK_N, BLOCK_K))
+
+
+DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3, "mma": 4, "mma_portable": 5}
+MMA_DECODES = ("mma", "mma_portable")  # need weights in format.to_mma_layout's layout
 
 
 @triton.jit
@@ -221,6 +302,10 @@ def _mx_dot(x, wq, ws, acc, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DECODE
             w = _decode_asm(wq, ws, BLOCK_N, BLOCK_K, False)
         elif DECODE == 3:
             w = _decode_asm(wq, ws, BLOCK_N, BLOCK_K, True)
+        elif DECODE == 4:
+            w = _decode_mma(wq, ws, BLOCK_N, BLOCK_K, True)
+        elif DECODE == 5:
+            w = _decode_mma(wq, ws, BLOCK_N, BLOCK_K, False)
         else:
             w = _dequant_tile(wq, ws, BLOCK_N, BLOCK_K)
         if F32_DOT:
@@ -286,6 +371,9 @@ def _gate_up_kernel(x_ptr, ids_ptr, w_ptr, s_ptr, act_ptr, h_ptr, T, expert_base
     if SWAP_AB:
         acc_g = tl.trans(acc_g)
         acc_u = tl.trans(acc_u)
+    if DECODE >= 4:
+        acc_g = acc_g * _MMA_UNSCALE
+        acc_u = acc_u * _MMA_UNSCALE
     if SPLIT_K == 1:
         act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
         tl.store(act_ptr + rows[:, None] * stride_am + offs_n[None, :], act.to(tl.bfloat16), mask=has[:, None])
@@ -342,10 +430,81 @@ def _down_kernel(act_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, T, expert_base, n_local,
         s_ptrs += BLOCK_K // 32
     if SWAP_AB:
         acc = tl.trans(acc)
+    if DECODE >= 4:
+        acc = acc * _MMA_UNSCALE
     if SPLIT_K == 1:
         tl.store(y_ptr + rows[:, None] * stride_ym + offs_n[None, :], acc, mask=has[:, None])
     else:
         tl.atomic_add(y_ptr + rows[:, None] * stride_ym + offs_n[None, :], acc, mask=has[:, None], sem="relaxed")
+
+
+@triton.jit(do_not_specialize=["T", "expert_base", "n_local", "num_progs"])
+def _streamk_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, T, expert_base, n_local, num_progs,
+                    stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_ym,
+                    N: tl.constexpr, K: tl.constexpr, TOPK: tl.constexpr, TOPK_P2: tl.constexpr,
+                    P_P2: tl.constexpr, E_P2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, DECODE: tl.constexpr, F32_DOT: tl.constexpr, SWAP_AB: tl.constexpr,
+                    A_BY_TOKEN: tl.constexpr = False):
+    """Persistent stream-K form of _down_kernel: the work (local experts with tokens x column blocks x K
+    iterations) is cut into num_progs equal runs of K iterations, one per program, whatever the tile
+    boundaries (no ragged last wave, one pipeline fill per program); each program adds its partial sums
+    into y (zeroed) when it leaves a tile. Same operands and y as _down_kernel."""
+    pid = tl.program_id(0)
+    offs_q = tl.arange(0, P_P2)
+    ids = tl.load(ids_ptr + offs_q, mask=offs_q < T * TOPK, other=-1)
+    offs_e = tl.arange(0, E_P2)
+    present = tl.max((ids[None, :] == (offs_e[:, None] + expert_base)).to(tl.int32), axis=1)
+    present = present * (offs_e < n_local).to(tl.int32)  # local experts that have tokens
+    rank = tl.cumsum(present, axis=0)
+    NB: tl.constexpr = N // BLOCK_N
+    ITERS: tl.constexpr = K // BLOCK_K
+    total = tl.sum(present, axis=0) * (NB * ITERS)
+    start = (pid * total) // num_progs
+    end = ((pid + 1) * total) // num_progs
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_kb = tl.arange(0, BLOCK_K // 2)
+    offs_ks = tl.arange(0, BLOCK_K // 32)
+    offs_bn = tl.arange(0, BLOCK_N)
+    # tile state, set at the first iteration of each tile
+    e = 0
+    offs_n = offs_bn
+    has = tl.arange(0, BLOCK_M) < 0
+    rows = tl.arange(0, BLOCK_M)
+    if SWAP_AB:
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for g in range(start, end):
+        ki = g % ITERS
+        if (ki == 0) | (g == start):
+            tile = g // ITERS
+            j = tile // NB
+            e = tl.sum(tl.where((present > 0) & (rank == j + 1), offs_e, 0), axis=0)
+            offs_n = (tile % NB) * BLOCK_N + offs_bn
+            has, rows = _expert_tokens(ids_ptr, e + expert_base, T, TOPK, TOPK_P2, BLOCK_M)
+        w_ptrs = (w_ptr + e.to(tl.int64) * stride_we + ki * (BLOCK_K // 2) + offs_n[:, None] * stride_wn
+                  + offs_kb[None, :])
+        s_ptrs = (s_ptr + e.to(tl.int64) * stride_se + ki * (BLOCK_K // 32) + offs_n[:, None] * stride_sn
+                  + offs_ks[None, :])
+        if A_BY_TOKEN:
+            a_rows = tl.arange(0, BLOCK_M)
+        else:
+            a_rows = rows
+        a = tl.load(a_ptr + a_rows[:, None] * stride_am + ki * BLOCK_K + offs_k[None, :], mask=has[:, None],
+                    other=0.0)
+        wq = tl.load(w_ptrs)
+        ws = tl.load(s_ptrs)
+        acc = _mx_dot(a, wq, ws, acc, BLOCK_N, BLOCK_K, DECODE, F32_DOT, SWAP_AB)
+        if (ki == ITERS - 1) | (g == end - 1):
+            if SWAP_AB:
+                out = tl.trans(acc)
+            else:
+                out = acc
+            if DECODE >= 4:
+                out = out * _MMA_UNSCALE
+            tl.atomic_add(y_ptr + rows[:, None] * stride_ym + offs_n[None, :], out, mask=has[:, None],
+                          sem="relaxed")
+            acc = acc * 0.0
 
 
 @triton.jit
@@ -362,19 +521,20 @@ def _silu_mul_kernel(h_ptr, act_ptr, n_rows, stride_hm, stride_am, I: tl.constex
 def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
                          stride_ym, stride_g, stride_om, eps,
                          L: tl.constexpr, TOPK: tl.constexpr, BLOCK_L: tl.constexpr):
+    """Program (token, slot): adds the slot's RMS-normed output times the expert's norm weight and the
+    router weight into out (zeroed), when the slot's expert is on this card (one program per pair: no
+    chain of dependent row reductions in one program)."""
     t = tl.program_id(0)
+    j = tl.program_id(1)
     offs = tl.arange(0, BLOCK_L)
     lm = offs < L
-    acc = tl.zeros((BLOCK_L,), dtype=tl.float32)
-    for j in tl.static_range(TOPK):
-        local = tl.load(ids_ptr + t * TOPK + j) - expert_base
-        if (local >= 0) & (local < n_local):
-            wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
-            y = tl.load(y_ptr + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
-            ms = tl.sum(y * y, axis=0) / L
-            g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
-            acc += (wt / tl.sqrt(ms + eps)) * y * g
-    tl.store(out_ptr + t * stride_om + offs, acc, mask=lm)
+    local = tl.load(ids_ptr + t * TOPK + j) - expert_base
+    if (local >= 0) & (local < n_local):
+        wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
+        y = tl.load(y_ptr + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
+        g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
+        ms = tl.sum(y * y, axis=0) / L
+        tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -388,6 +548,18 @@ DEFAULT_CONFIG = {
     "down": (64, 256, 4, 3, False),
     "separate_gate_up": True,
 }
+# the `mma` decodes (weights in the mma layout); "large_batch" overrides for batches of 17-32 tokens
+# (BLOCK_M 32), where the 512-wide K tiles need too much shared memory per program
+MMA_CONFIG = {
+    "gate_up": (64, 512, 4, 3, False),
+    "down": (64, 512, 4, 3, False),
+    "separate_gate_up": True,
+    "large_batch": {"gate_up": (64, 256, 4, 3, False), "down": (64, 256, 4, 3, False)},
+}
+
+
+def default_config(decode: str) -> dict:
+    return MMA_CONFIG if decode in MMA_DECODES else DEFAULT_CONFIG
 
 
 def _pow2(n: int, lo: int = 2) -> int:
@@ -407,11 +579,13 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def default_decode(device: torch.device) -> str:
-    """PTX decode on NVIDIA GPUs; the portable Triton decode elsewhere (AMD, the CPU interpreter)."""
-    if device.type == "cuda" and not _interpreting() and not getattr(torch.version, "hip", None):
-        return "asm2"
-    return "explicit"
+def default_decode(device: torch.device, layout: str = "quark") -> str:
+    """PTX decode on NVIDIA GPUs; the portable Triton decode elsewhere (AMD, the CPU interpreter).
+    Weights in the mma layout (ExpertWeights.to_mma_layout) take `mma` / `mma_portable`."""
+    ptx = device.type == "cuda" and not _interpreting() and not getattr(torch.version, "hip", None)
+    if layout == "mma":
+        return "mma" if ptx else "mma_portable"
+    return "asm2" if ptx else "explicit"
 
 
 def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, experts, *,
@@ -425,16 +599,20 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     """
     T, L = x_lat.shape
     topk = topk_ids.shape[1]
+    layout = getattr(experts, "layout", "quark")
     if decode == "auto":
-        decode = default_decode(x_lat.device)
+        decode = default_decode(x_lat.device, layout)
     if decode not in DECODE_MODES:
         raise ValueError(f"decode must be one of {sorted(DECODE_MODES)} or 'auto', got {decode!r}")
+    if (decode in MMA_DECODES) != (layout == "mma"):
+        raise ValueError(f"decode {decode!r} does not read weights in the {layout!r} layout (the mma decodes "
+                         "need ExpertWeights.to_mma_layout(), the others the checkpoint's Quark layout)")
     if out is None:
         out = torch.empty(T, L, dtype=torch.float32, device=x_lat.device)
     for t0 in range(0, T, MAX_TOKENS):
         t1 = min(T, t0 + MAX_TOKENS)
         _experts_chunk(x_lat[t0:t1], topk_ids[t0:t1], topk_weights[t0:t1], experts, out[t0:t1], topk, eps,
-                       DECODE_MODES[decode], config or DEFAULT_CONFIG)
+                       DECODE_MODES[decode], config or default_config(decode))
     return out
 
 
@@ -459,15 +637,17 @@ def _num_sms(device: torch.device) -> int:
 
 
 def _split_k(config, key: str, ctas: int, k_iters: int, sms: int) -> int:
-    """Split K until the grid has about 6 programs per SM (decode batches route to few experts, so a
-    plain grid leaves a ragged last wave); `split_<key>` in the config overrides."""
+    """Split K until the grid has about `ctas_per_sm` (default 6) programs per SM, keeping at least
+    `min_iters` (default 4) K iterations per program (decode batches route to few experts, so a plain grid
+    leaves a ragged last wave); `split_<key>` in the config overrides."""
     forced = config.get("split_" + key)
     if forced:
         if k_iters % forced:
             raise ValueError(f"split_{key}={forced} does not divide {k_iters} K iterations")
         return forced
+    per_sm, min_iters = config.get("ctas_per_sm", 6), config.get("min_iters", 4)
     s = 1
-    while ctas * s < 6 * sms and k_iters % (2 * s) == 0 and k_iters // (2 * s) >= 4:
+    while ctas * s < per_sm * sms and k_iters % (2 * s) == 0 and k_iters // (2 * s) >= min_iters:
         s *= 2
     return s
 
@@ -482,6 +662,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
     wts = wts.to(torch.float32).contiguous()
     P = T * topk
     block_m = 16 if T <= 16 else 32
+    if block_m == 32 and "large_batch" in config:
+        config = {**config, **config["large_batch"]}
     sms = _num_sms(x.device)
     experts_bound = min(P, ex.num_local)  # at most this many experts have tokens
     # P_P2 covers the largest chunk, so a kernel is compiled once per BLOCK_M (16 or 32), not per T
@@ -490,6 +672,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
 
     bn, bk, nw, ns, swap = _cfg(config["gate_up"])
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
+    if config.get("stream_k"):
+        return _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms)
     if config.get("separate_gate_up"):
         # gate and up rows as one plain GEMM over 2I rows (one weight tile per program), fp32 out, then silu
         bn, bk = _fit(bn, 2 * I), _fit(bk, L)
@@ -526,7 +710,39 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
         SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
 
     g = ex.norm_weight
-    _norm_combine_kernel[(T,)](
+    out.zero_()
+    _norm_combine_kernel[(T, topk)](
+        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(0), g.stride(0), out.stride(0), eps,
+        L=L, TOPK=topk, BLOCK_L=_pow2(L), num_warps=8 if L >= 2048 else 4)
+    return out
+
+
+def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms):
+    """config["stream_k"]: both GEMMs as persistent stream-K programs (config["programs_per_sm"] per SM,
+    default 4), one zeroed buffer for both GEMMs' fp32 sums (one memset), silu between them."""
+    T, L = x.shape
+    I = ex.expert_size
+    P = T * topk
+    per_sm = config.get("programs_per_sm", 4)
+    e_p2 = _pow2(ex.num_local)
+    buf = torch.zeros(P, 2 * I + L, dtype=torch.float32, device=x.device)
+    h, y = buf[:, :2 * I], buf[:, 2 * I:]
+    for key, a, w, sc, o, n, k in (("gate_up", x, ex.w13, ex.w13_scale, h, 2 * I, L),
+                                   ("down", act, ex.w2, ex.w2_scale, y, L, I)):
+        bn, bk, nw, ns, swap = _cfg(config[key])
+        bn, bk = _fit(bn, n), _fit(bk, k)
+        progs = per_sm * sms
+        LAST_LAUNCH[key] = _streamk_kernel[(progs,)](
+            a, ids, w, sc, o, T, ex.expert_base, ex.num_local, progs,
+            a.stride(0), w.stride(0), w.stride(1), sc.stride(0), sc.stride(1), o.stride(0),
+            N=n, K=k, E_P2=e_p2, BLOCK_N=bn, BLOCK_K=bk, SWAP_AB=swap and common["DECODE"] != 1,
+            A_BY_TOKEN=key == "gate_up", num_warps=nw, num_stages=ns, **common)
+        if key == "gate_up":
+            blk = _fit(1024, I)
+            _silu_mul_kernel[(P, I // blk)](h, act, P, h.stride(0), act.stride(0), I=I, BLOCK=blk, num_warps=4)
+    g = ex.norm_weight
+    out.zero_()
+    _norm_combine_kernel[(T, topk)](
         y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(0), g.stride(0), out.stride(0), eps,
         L=L, TOPK=topk, BLOCK_L=_pow2(L), num_warps=8 if L >= 2048 else 4)
     return out
@@ -548,6 +764,8 @@ def _dequant_kernel(q_ptr, s_ptr, o_ptr, R, stride_q, stride_s, stride_o,
         w = _decode_asm(wq, ws, BLOCK_R, BLOCK_K, False)
     elif DECODE == 3:
         w = _decode_asm(wq, ws, BLOCK_R, BLOCK_K, True)
+    elif DECODE >= 4:
+        w = (_decode_mma(wq, ws, BLOCK_R, BLOCK_K, DECODE == 4).to(tl.float32) * _MMA_UNSCALE).to(tl.bfloat16)
     else:
         w = _dequant_tile(wq, ws, BLOCK_R, BLOCK_K)
     tl.store(o_ptr + offs_r[:, None] * stride_o + k0 + tl.arange(0, BLOCK_K)[None, :], w, mask=rm)
@@ -556,7 +774,8 @@ def _dequant_kernel(q_ptr, s_ptr, o_ptr, R, stride_q, stride_s, stride_o,
 def dequantize_mxfp4_triton(packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None,
                             decode: str = "explicit") -> torch.Tensor:
     """packed uint8 [R, K//2] + scales uint8 [R, K//32] -> bf16 [R, K] in one pass (any decode but
-    dot_scaled: the tests check the in-register decodes bit for bit with it)."""
+    dot_scaled: the tests check the in-register decodes bit for bit with it; `mma` / `mma_portable` take
+    packed in the mma layout, format.to_mma_layout)."""
     R, K = packed.shape[0], packed.shape[1] * 2
     if out is None:
         out = torch.empty(R, K, dtype=torch.bfloat16, device=packed.device)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from .format import dequantize_mxfp4, random_mxfp4
+from .format import dequantize_mxfp4, from_mma_layout, random_mxfp4, to_mma_layout
 
 DEFAULT_EPS = 1e-6
 
@@ -42,6 +42,7 @@ class ExpertWeights:
     w2_scale: torch.Tensor  # uint8 [E, L, I // 32]
     norm_weight: torch.Tensor  # float [E, L]
     expert_base: int = 0  # global id of local expert 0 (EP: rank * local_experts)
+    layout: str = "quark"  # of w13 / w2: "quark" (the checkpoint's) or "mma" (format.to_mma_layout)
 
     @property
     def num_local(self) -> int:
@@ -66,6 +67,17 @@ class ExpertWeights:
                 raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
             if name != "norm_weight" and t.dtype != torch.uint8:
                 raise ValueError(f"{name} must be uint8, got {t.dtype}")
+
+    def to_mma_layout(self) -> ExpertWeights:
+        """The load-time re-layout for the kernels' `mma` decode (same bytes, scales untouched)."""
+        if self.layout == "mma":
+            return self
+        return replace(self, w13=to_mma_layout(self.w13), w2=to_mma_layout(self.w2), layout="mma")
+
+    def to_quark_layout(self) -> ExpertWeights:
+        if self.layout == "quark":
+            return self
+        return replace(self, w13=from_mma_layout(self.w13), w2=from_mma_layout(self.w2), layout="quark")
 
     def to(self, device: torch.device | str) -> ExpertWeights:
         return replace(self, **{n: getattr(self, n).to(device)
@@ -158,9 +170,10 @@ def moe_experts_reference(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weig
     (dequantize each routed expert to BF16, then BF16 matmuls), what MUSE_SPARK_MXFP4_KERNELS=0 runs.
     """
     plan = plan_routing(topk_ids, topk_weights, experts.expert_base, experts.num_local)
+    quark = from_mma_layout if experts.layout == "mma" else (lambda t: t)
     return run_plan(x_lat, plan,
-                    lambda e: dequantize_mxfp4(experts.w13[e], experts.w13_scale[e], dtype),
-                    lambda e: dequantize_mxfp4(experts.w2[e], experts.w2_scale[e], dtype),
+                    lambda e: dequantize_mxfp4(quark(experts.w13[e]), experts.w13_scale[e], dtype),
+                    lambda e: dequantize_mxfp4(quark(experts.w2[e]), experts.w2_scale[e], dtype),
                     experts.norm_weight, eps=eps, dtype=dtype)
 
 

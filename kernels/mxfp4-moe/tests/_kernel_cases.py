@@ -34,9 +34,12 @@ def check_case(ex_ref: R.ExpertWeights, ex_dev: R.ExpertWeights, tokens: int, ki
                top_k: int, seed: int, device: str, decode: str, config=None) -> dict:
     """Run the kernel once on fresh inputs; returns the errors (asserts nothing, callers do).
 
-    The fp32 reference runs where ``ex_ref`` lives (the CPU, or the GPU with TF32 off for large shapes)."""
+    The fp32 reference runs where ``ex_ref`` lives (the CPU, or the GPU with TF32 off for large shapes).
+    The `mma` decodes get ``ex_dev`` re-laid out (ExpertWeights.to_mma_layout)."""
     from mxfp4_moe.kernel import mxfp4_moe_experts
 
+    if decode in ("mma", "mma_portable"):
+        ex_dev = ex_dev.to_mma_layout()  # the load-time re-layout (a no-op when already done)
     g = torch.Generator().manual_seed(seed)
     local = range(ex_ref.expert_base, ex_ref.expert_base + ex_ref.num_local)
     ids, w = make_routing(kind, tokens, experts, top_k, g, local)

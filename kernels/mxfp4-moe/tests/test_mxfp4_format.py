@@ -103,6 +103,45 @@ def test_quantization_error_is_bounded():
 
 # --- against vLLM v0.30.0's helpers --------------------------------------------------------------------
 
+# --- the mma layout (a load-time bit permutation for the kernels' `mma` decode) --------------------------
+
+def test_mma_layout_round_trip_and_word_contents():
+    g = torch.Generator().manual_seed(30)
+    q, _ = F.random_mxfp4((3, 5), 256, generator=g)
+    m = F.to_mma_layout(q)
+    assert m.shape == q.shape and m.dtype == torch.uint8
+    assert torch.equal(F.from_mma_layout(m), q)
+    # a permutation of the bits inside each 32-bit word: same population count per word
+    ones = lambda t: F.unpack_fp4(t).view(*t.shape[:-1], -1, 8).to(torch.int64)  # noqa: E731
+    bits = lambda c: sum(((c >> b) & 1) for b in range(4)).sum(-1)  # noqa: E731
+    assert torch.equal(bits(ones(m)), bits(ones(q)))
+    # stacked expert tensors go slice by slice (same result)
+    big, _ = F.random_mxfp4((2, 2048), 8192, generator=g)
+    assert torch.equal(F.to_mma_layout(big)[1], F.to_mma_layout(big[1]))
+
+
+def test_mma_layout_bit_positions_cover_the_word_once():
+    mag, sign = F._mma_bit_positions()
+    # element 2t + p of a word: r_t = ((w << MAG_SHIFT[t]) & 0x01C001C0) | ((w << SIGN_SHIFT[t]) & 0x80008000)
+    for t in range(4):
+        for p in (0, 1):
+            assert mag[t][p] + F.MMA_MAG_SHIFT[t] == 6 + 16 * p
+            assert sign[t][p] + F.MMA_SIGN_SHIFT[t] == 15 + 16 * p
+
+
+def test_mma_decode_emulation_is_exact_for_every_code_and_scale_in_range():
+    """The kernels' `mma` bit logic (shifts, masks, BF16 factor, fp32 rescale), emulated in PyTorch, equals
+    the reference for all 256 byte values under every E8M0 scale 27..160; outside that range it is not
+    exact (underflow / overflow of the BF16 factor), as its docstring says."""
+    q = torch.arange(256, dtype=torch.uint8).repeat(254, 1)
+    s = torch.arange(1, 255, dtype=torch.uint8)[:, None].repeat(1, 16)
+    got = F.dequantize_mxfp4_mma(F.to_mma_layout(q), s, torch.bfloat16)
+    want = F.dequantize_mxfp4(q, s, torch.bfloat16)
+    exact = (got.view(torch.int16) == want.view(torch.int16)).all(1)
+    assert exact[26:160].all()  # scales 27..160
+    assert not exact[:26].any() and not exact[160:].any()
+
+
 @needs_vllm
 def test_e2m1_table_matches_vllm():
     from vllm.model_executor.layers.quantization.utils.nvfp4_emulation_utils import kE2M1ToFloat_handle

@@ -104,3 +104,21 @@ def test_build_skips_cleanly_without_toolchain():
     r = subprocess.run(["bash", str(PKG_ROOT / "install.sh"), sys.executable], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "skipped" in r.stdout, r.stderr
+
+
+def test_prepare_experts_keeps_the_checkpoint_layout_for_the_reference(monkeypatch):
+    monkeypatch.setenv(glue.ENV_VAR, "0")
+    ex = R.random_expert_weights(2, 64, 64, generator=torch.Generator().manual_seed(21))
+    assert glue.prepare_experts(ex) is ex
+
+
+def test_dispatch_reference_takes_the_mma_layout(monkeypatch):
+    """Weights re-laid out for the kernels' `mma` decode give the same stock-path result."""
+    monkeypatch.setenv(glue.ENV_VAR, "0")
+    g = torch.Generator().manual_seed(22)
+    ex = R.random_expert_weights(4, 64, 64, generator=g)
+    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
+    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    exm = ex.to_mma_layout()
+    assert exm.layout == "mma" and not torch.equal(exm.w13, ex.w13)
+    assert torch.equal(glue.moe_experts(x, ids, w, exm), glue.moe_experts(x, ids, w, ex))

@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not has_module("triton"), reason="triton is not installed"),
 ]
 
-PATHS = ["asm2", "asm", "explicit", "dot_scaled"]
+PATHS = ["mma", "asm2", "asm", "explicit", "dot_scaled"]
 
 
 @pytest.fixture(scope="module")
@@ -72,17 +72,19 @@ def test_muse_shapes(decode):
         assert_ok(res, f"muse batch {tokens} {kind}")
 
 
-@pytest.mark.parametrize("decode", ["explicit", "asm", "asm2"])
+@pytest.mark.parametrize("decode", ["explicit", "asm", "asm2", "mma", "mma_portable"])
 def test_decodes_are_exact_for_every_code_and_scale(decode):
     """All 256 byte values under every E8M0 scale 1..254 (2**-126 .. 2**127), bit for bit. Scale 0
     (2**-127) decodes to zero in the PTX paths, 255 is NaN; the explicit path's fp32 scale factor
-    (2**(s-127+14)) overflows above s = 240, so it is checked up to there."""
-    from mxfp4_moe.format import dequantize_mxfp4
+    (2**(s-127+14)) overflows above s = 240, so it is checked up to there; the mma decodes (weights times
+    2**-32 in BF16, format.dequantize_mxfp4_mma) are exact for scales 27..160."""
+    from mxfp4_moe.format import dequantize_mxfp4, to_mma_layout
     from mxfp4_moe.kernel import dequantize_mxfp4_triton
-    top = 240 if decode == "explicit" else 254
-    q = torch.arange(256, dtype=torch.uint8).repeat(top, 1)  # [rows, 256] -> K = 512
-    s = torch.arange(1, top + 1, dtype=torch.uint8)[:, None].repeat(1, 16)
-    got = dequantize_mxfp4_triton(q.cuda(), s.cuda(), decode=decode).cpu()
+    lo, top = (27, 160) if decode.startswith("mma") else (1, 240 if decode == "explicit" else 254)
+    q = torch.arange(256, dtype=torch.uint8).repeat(top - lo + 1, 1)  # [rows, 256] -> K = 512
+    s = torch.arange(lo, top + 1, dtype=torch.uint8)[:, None].repeat(1, 16)
+    qk = to_mma_layout(q) if decode.startswith("mma") else q
+    got = dequantize_mxfp4_triton(qk.cuda(), s.cuda(), decode=decode).cpu()
     want = dequantize_mxfp4(q, s, torch.bfloat16)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
 
@@ -95,38 +97,42 @@ def test_dequant_kernel_matches_reference():
     assert torch.equal(got, dequantize_mxfp4(q, s, torch.bfloat16))
 
 
+@pytest.mark.parametrize("decode", ["asm2", "mma"])
 @pytest.mark.parametrize("swap", [False, True])
 @pytest.mark.parametrize("split", [1, 2])
-def test_swapped_operands_split_k_and_other_tiles(tiny, swap, split):
+def test_swapped_operands_split_k_and_other_tiles(tiny, swap, split, decode):
     from _kernel_cases import assert_ok, check_case
     v, ex, ex_dev = tiny
     cfg = {"gate_up": (32, 32, 4, 2, swap), "down": (128, 32, 8, 3, swap), "split_gate_up": split,
            "split_down": 2 * split}
     for tokens in (1, 5, 16, 17, 32):
-        res = check_case(ex, ex_dev, tokens, "random", v.experts, v.top_k, 6000 + tokens, "cuda", "asm2", cfg)
+        res = check_case(ex, ex_dev, tokens, "random", v.experts, v.top_k, 6000 + tokens, "cuda", decode, cfg)
         assert_ok(res, f"swap={swap} batch {tokens}")
 
 
+@pytest.mark.parametrize("decode", ["asm2", "mma"])
 @pytest.mark.parametrize("tokens", [1, 4, 17, 32])
-def test_separate_gate_up_gemm(tiny, tokens):
+def test_separate_gate_up_gemm(tiny, tokens, decode):
     from _kernel_cases import assert_ok, check_case
     v, ex, ex_dev = tiny
     cfg = {"gate_up": (64, 64, 4, 3), "down": (64, 64, 4, 3), "separate_gate_up": True}
-    assert_ok(check_case(ex, ex_dev, tokens, "random", v.experts, v.top_k, 8000 + tokens, "cuda", "asm2", cfg),
+    assert_ok(check_case(ex, ex_dev, tokens, "random", v.experts, v.top_k, 8000 + tokens, "cuda", decode, cfg),
               f"separate gate/up batch {tokens}")
 
 
-def test_muse_shapes_separate_gate_up_split():
+@pytest.mark.parametrize("decode", ["asm2", "mma"])
+def test_muse_shapes_separate_gate_up_split(decode):
     from _kernel_cases import assert_ok, check_case
-    from mxfp4_moe.kernel import DEFAULT_CONFIG
+    from mxfp4_moe.kernel import default_config
     torch.backends.cuda.matmul.allow_tf32 = False
     v = load_variant("muse")
     ex_dev = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=0,
                                      generator=torch.Generator(device="cuda").manual_seed(8), device="cuda")
+    ex_k = ex_dev.to_mma_layout() if decode == "mma" else ex_dev
     for sep in (False, True):
-        cfg = dict(DEFAULT_CONFIG, separate_gate_up=sep, split_gate_up=2, split_down=2)
+        cfg = dict(default_config(decode), separate_gate_up=sep, split_gate_up=2, split_down=2)
         for tokens in (1, 32):
-            res = check_case(ex_dev, ex_dev, tokens, "random", v.experts, v.top_k, 9000 + tokens, "cuda", "asm2", cfg)
+            res = check_case(ex_dev, ex_k, tokens, "random", v.experts, v.top_k, 9000 + tokens, "cuda", decode, cfg)
             assert_ok(res, f"muse separate={sep} split 2 batch {tokens}")
 
 
@@ -138,3 +144,44 @@ def test_glue_chooses_the_kernel_here(monkeypatch):
         assert glue.init_backend().backend == glue.KERNEL
     finally:
         glue.reset_backend()
+
+
+def test_glue_prepares_the_mma_layout_here(monkeypatch):
+    from _kernel_cases import assert_ok, check_case
+    from mxfp4_moe import glue
+    glue.reset_backend()
+    monkeypatch.setenv(glue.ENV_VAR, "1")
+    try:
+        v = load_variant("tiny")
+        ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=0,
+                                     generator=torch.Generator().manual_seed(11))
+        prepared = glue.prepare_experts(ex.to("cuda"))
+        assert prepared.layout == "mma"
+        assert_ok(check_case(ex, prepared, 3, "random", v.experts, v.top_k, 10000, "cuda", "auto"), "prepared")
+    finally:
+        glue.reset_backend()
+
+
+@pytest.mark.parametrize("decode", ["mma", "asm2"])
+def test_stream_k_every_batch_size(tiny, decode):
+    """The persistent stream-K launch (config stream_k) at every batch 1..32 and a small tile."""
+    from _kernel_cases import assert_ok, check_case
+    v, ex, ex_dev = tiny
+    cfg = {"gate_up": (32, 64, 4, 3), "down": (64, 32, 4, 3), "stream_k": True, "programs_per_sm": 2}
+    for tokens in range(1, 33):
+        res = check_case(ex, ex_dev, tokens, "random", v.experts, v.top_k, 11000 + tokens, "cuda", decode, cfg)
+        assert_ok(res, f"stream-K batch {tokens}")
+    assert_ok(check_case(ex, ex_dev, 32, "one-expert", v.experts, v.top_k, 11100, "cuda", decode, cfg), "one expert")
+
+
+def test_stream_k_muse_shapes():
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    v = load_variant("muse")
+    ex_dev = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
+                                     generator=torch.Generator(device="cuda").manual_seed(12), device="cuda")
+    ex_k = ex_dev.to_mma_layout()
+    cfg = {"gate_up": (64, 256, 4, 3), "down": (64, 256, 4, 3), "stream_k": True, "programs_per_sm": 4}
+    for tokens, kind in [(1, "random"), (4, "random"), (32, "random")]:
+        res = check_case(ex_dev, ex_k, tokens, kind, v.experts, v.top_k, 12000 + tokens, "cuda", "mma", cfg)
+        assert_ok(res, f"muse stream-K batch {tokens}")
