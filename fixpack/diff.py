@@ -323,28 +323,3 @@ def format_patch(subject: str, description: str, fields: list[tuple[str, str]], 
     lines += [f"{k}: {v}" for k, v in fields]
     lines += ["---", ""]
     return "\n".join(lines) + diff_body(body)
-
-
-def render_unified(path_old: str | None, path_new: str | None, old: str, new: str, context: int = 3) -> str:
-    """A git-style unified diff of one text file (used to regenerate patches and interdiffs)."""
-    import difflib
-
-    a = old.splitlines(keepends=True)
-    b = new.splitlines(keepends=True)
-    an = f"a/{path_old}" if path_old else "/dev/null"
-    bn = f"b/{path_new}" if path_new else "/dev/null"
-    head = f"diff --git a/{path_old or path_new} b/{path_new or path_old}\n"
-    if path_old is None:
-        head += "new file mode 100644\n"
-    elif path_new is None:
-        head += "deleted file mode 100644\n"
-    out = []
-    for line in difflib.unified_diff(a, b, an, bn, n=context):
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
-        out.append(line)
-    if not out:
-        return ""
-    out[0] = out[0].rstrip("\n").rstrip() + "\n"
-    out[1] = out[1].rstrip("\n").rstrip() + "\n"
-    return head + "".join(out)

@@ -207,10 +207,6 @@ def _journal(root: Path) -> Path:
     return state_dir(root) / "journal.json"
 
 
-def pending_journal(root: Path) -> bool:
-    return _journal(root).is_file()
-
-
 def recover(root: Path) -> list[str]:
     """Roll back what an interrupted run left (a journal). Returns the paths restored; idempotent."""
     jpath = _journal(root)
