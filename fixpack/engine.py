@@ -522,6 +522,10 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: dict[str, Any]) -> No
 
 
 def generate_lock(req: Request) -> dict[str, Any]:
+    return _generate_lock(req)[0]
+
+
+def _generate_lock(req: Request) -> tuple[dict[str, Any], Profile]:
     """Fingerprints of the whole chain (defaults and every opt-in, in series order) on clean release copies.
 
     Per fix: the patch hash, each touched file's pre-image and post-image sha256 along the chain, and
@@ -559,8 +563,9 @@ def generate_lock(req: Request) -> dict[str, Any]:
             fixes.append(_lock_entry(fix, pre, post))
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(ctx.found.items())
                if name in with_fixes}
-    return {"schema": LOCK_SCHEMA, "profile": ctx.profile.name, "generated_by": f"fixpack {__version__}",
+    data = {"schema": LOCK_SCHEMA, "profile": ctx.profile.name, "generated_by": f"fixpack {__version__}",
             "targets": targets, "fixes": fixes}
+    return data, ctx.profile
 
 
 def _lock_entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None]) -> dict[str, Any]:
@@ -571,18 +576,14 @@ def _lock_entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None
 
 
 def write_lock(req: Request) -> Path:
-    pack = load_pack(req.pack_root)
-    profile = load_profile(pack, req.profile)
-    data = generate_lock(req)
+    data, profile = _generate_lock(req)
     profile.lock_path.write_bytes(dumps(data))
     return profile.lock_path
 
 
 def check_lock_fresh(req: Request) -> None:
     """Raise StaleLockError when the committed lock differs from one generated now."""
-    pack = load_pack(req.pack_root)
-    profile = load_profile(pack, req.profile)
-    fresh = generate_lock(req)
+    fresh, profile = _generate_lock(req)
     have = read_lock(profile)
     fresh_fixes = {f["id"]: f for f in fresh["fixes"]}
     have_fixes = {f["id"]: f for f in have.get("fixes", [])}
