@@ -500,6 +500,9 @@ def read_lock(profile: Profile) -> dict[str, Any]:
     if not isinstance(fixes, list) or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in fixes):
         raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); regenerate it with "
                              f"fixpack lock --profile {profile.name} --root NAME=PATH")
+    if data.get("digest") != _lock_digest(data):
+        raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); regenerate it "
+                             f"from a clean release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
     return data
 
 
@@ -565,7 +568,13 @@ def _generate_lock(req: Request) -> tuple[dict[str, Any], Profile]:
                if name in with_fixes}
     data = {"schema": LOCK_SCHEMA, "profile": ctx.profile.name, "generated_by": f"fixpack {__version__}",
             "targets": targets, "fixes": fixes}
+    data["digest"] = _lock_digest(data)
     return data, ctx.profile
+
+
+def _lock_digest(data: dict[str, Any]) -> str:
+    """sha256 over the lock's fingerprints: a hand edit (rather than ``fixpack lock``) shows as a mismatch."""
+    return sha256_text(json.dumps({"targets": data.get("targets"), "fixes": data.get("fixes")}, sort_keys=True))
 
 
 def _lock_entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None]) -> dict[str, Any]:

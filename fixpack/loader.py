@@ -182,7 +182,11 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
 def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,
                 errors: Collector) -> PatchFile | None:
     path = folder / name
-    if Path(name).name != name or not path.is_file():
+    if Path(name).name != name:
+        errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
+                   toml_path, key_line(text, "patches"), "name the file only, and keep it in that folder")
+        return None
+    if not path.is_file():
         errors.add(f"patch {name!r} does not exist in {folder}", toml_path, key_line(text, "patches"))
         return None
     data = path.read_bytes()

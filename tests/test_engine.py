@@ -321,3 +321,16 @@ def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
     assert {f.id: f.state for f in st.fixes if not f.opt_in} == {"first": "absent", "second": "absent"}
     r = engine.apply(b.request(target))
     assert r.ok and [f.action for f in r.fixes] == ["applied", "applied"]
+
+
+def test_hand_edited_lock_is_refused(setup):
+    b, _, target = setup
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    pre = data["fixes"][0]["files"][0]["pre"]
+    data["fixes"][0]["files"][0]["pre"] = ("0" if pre[0] != "0" else "1") + pre[1:]
+    lock.write_text(json.dumps(data))
+    before = snapshot(target)
+    with pytest.raises(StaleLockError, match="do not match its digest"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before

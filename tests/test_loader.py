@@ -137,3 +137,11 @@ def test_opt_in_not_allowed(pack):
     p = load_pack(pack.pack)
     with pytest.raises(PackError, match="not allowed by profile 'p1'"):
         select(p, load_profile(p, "p1"), ["b"])
+
+
+def test_patch_path_outside_the_fix_folder(pack):
+    toml = pack.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text().replace('"0001-change.patch"', '"../a/0001-change.patch"'))
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any("is not a plain file name" in p and f"{toml}:" in p for p in problems(exc))
