@@ -2,8 +2,9 @@
 
 Triton compiles a kernel the first time it runs with a given set of compile-time constants and keeps the
 result in its cache (``$TRITON_CACHE_DIR``, default ``~/.triton/cache``). This runs each kernel once for
-every compile key serving uses (BLOCK_M 16 and 32: batches 1-16 and 17-32) at the variant's shapes, so
-that the first decode step compiles nothing. Where the toolchain is missing it says why and exits 0
+every compile key serving uses (the token tiles of batches 1-8, 9-16 and 17-32) at the variant's shapes,
+in the layout ``glue.prepare_experts`` gives the serving path here (the gluon kernels' tiled layout, else
+the mma layout), so that the first decode step compiles nothing. Where the toolchain is missing it says why and exits 0
 (exit 3 with ``--require``).
 """
 
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from .glue import gluon_supported
     from .kernel import mxfp4_moe_experts
     from .reference import random_expert_weights
     from .variants import load_variant
@@ -38,9 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variant or ["muse"]:
         v = load_variant(name)
         t0 = time.perf_counter()
-        # in the layout glue.prepare_experts gives the serving path (the mma decode's)
-        ex = random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda").to_mma_layout()
-        for tokens in (1, 17):  # BLOCK_M 16 and 32
+        # in the layout glue.prepare_experts gives the serving path
+        ex = random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda")
+        ok, why = gluon_supported(ex)
+        ex = ex.to_tiled_layout() if ok else ex.to_mma_layout()
+        print(f"mxfp4-moe build: variant {v.name}: {'gluon kernels, tiles ' + str(ex.tiles) if ok else 'mma kernels (' + why + ')'}")
+        for tokens in (1, 9, 17):  # the token tiles 8, 16 and 32 (the mma kernels: 16, 16, 32)
             x = torch.randn(tokens, v.latent_size, device="cuda").to(torch.bfloat16)
             ids = torch.stack([torch.randperm(v.local_experts, device="cuda")[:v.top_k] for _ in range(tokens)])
             w = torch.full((tokens, v.top_k), 1.0 / v.top_k, device="cuda")

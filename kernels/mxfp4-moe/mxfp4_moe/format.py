@@ -267,3 +267,68 @@ def dequantize_mxfp4_mma(packed: torch.Tensor, scales: torch.Tensor, dtype: torc
     fac = ((((s + 126 - scale_shift) & 0xFF) << 7).to(torch.int16)).view(torch.bfloat16).to(torch.float32)
     v = (raw * fac).to(torch.bfloat16).to(torch.float32) * 2.0 ** scale_shift
     return v.flatten(-2).to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The "tiled" layout: the mma layout regrouped for the gluon kernels (gluon_kernel.py). Same shapes as the
+# Quark layout (packed [..., N, K // 2], scales [..., N, K // 32]); the bytes of each [tile_n rows x tile_k
+# elements] tile form one contiguous block, tile (i, j) (rows i*tile_n.., elements j*tile_k..) at block
+# index i * K / tile_k + j, so a program's whole K range is one run of memory. Inside a packed block the
+# 16-byte pieces are ordered (row group q, piece h, row g, lane group c) for row r = 8q + g and row bytes
+# 64h + 16c .. + 15: exactly what the 32 lanes (g, c) of a warp load with one 16-byte load each (512
+# contiguous bytes; the elements of lane (g, c) are the mma operand's, see gluon_kernel). Inside a scale
+# block the bytes are ordered (g, c, q, h) (scale 4h + c of row 8q + g): each lane's scales are contiguous.
+# With gate_up (w13: rows 0..I-1 gate, I..2I-1 up) the rows are first interleaved by half tiles (tile i
+# holds gate rows i*tile_n/2.. then the matching up rows), so one program has both halves of silu(gate)*up.
+
+def _gate_up_rows(t: torch.Tensor, tile_n: int, inverse: bool) -> torch.Tensor:
+    n = t.shape[-2]
+    if n % tile_n or tile_n % 2:
+        raise ValueError(f"{n} rows do not split into tiles of {tile_n}")
+    lead = t.shape[:-2]
+    if not inverse:  # [.., 2 (gate, up), n/tile_n, tile_n/2, K'] -> [.., n/tile_n, 2, tile_n/2, K']
+        v = t.reshape(*lead, 2, n // tile_n, tile_n // 2, t.shape[-1]).transpose(-4, -3)
+    else:
+        v = t.reshape(*lead, n // tile_n, 2, tile_n // 2, t.shape[-1]).transpose(-4, -3)
+    return v.reshape(t.shape).contiguous()
+
+
+def _tile_dims(packed: torch.Tensor, tile_n: int, tile_k: int) -> tuple[int, int, int]:
+    n, k = packed.shape[-2], packed.shape[-1] * 2
+    if n % tile_n or tile_n % 8 or k % tile_k or tile_k % 128:
+        raise ValueError(f"[{n}, {k}] does not split into tiles of [{tile_n}, {tile_k}] (tile_n a multiple of 8, "
+                         "tile_k of 128)")
+    return n // tile_n, k // tile_k, tile_k // 128  # row tiles, k tiles, pieces h per lane group
+
+
+def to_tiled_layout(packed_mma: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int,
+                    gate_up: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """mma-layout packed uint8 [..., N, K // 2] and scales [..., N, K // 32] -> the tiled layout (same
+    shapes); ``from_tiled_layout`` inverts it. tile_n a multiple of 8, tile_k of 128, dividing N and K."""
+    nt, kt, jh = _tile_dims(packed_mma, tile_n, tile_k)
+    if gate_up:
+        packed_mma, scales = _gate_up_rows(packed_mma, tile_n, False), _gate_up_rows(scales, tile_n, False)
+    lead = packed_mma.shape[:-2]
+    q = tile_n // 8
+    # packed: [.., nt, q, g, kt, h, c, 16] -> [.., nt, kt, q, h, g, c, 16]
+    v = packed_mma.reshape(*lead, nt, q, 8, kt, jh, 4, 16).permute(*range(len(lead)), -7, -4, -6, -3, -5, -2, -1)
+    # scales: [.., nt, q, g, kt, h, c] -> [.., nt, kt, g, c, q, h]
+    sv = scales.reshape(*lead, nt, q, 8, kt, jh, 4).permute(*range(len(lead)), -6, -3, -4, -1, -5, -2)
+    return v.reshape(packed_mma.shape).contiguous(), sv.reshape(scales.shape).contiguous()
+
+
+def from_tiled_layout(packed: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int,
+                      gate_up: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of ``to_tiled_layout``: back to the mma layout (bits untouched) and the scales' order."""
+    nt, kt, jh = _tile_dims(packed, tile_n, tile_k)
+    lead = packed.shape[:-2]
+    q = tile_n // 8
+    n_lead = len(lead)
+    v = packed.reshape(*lead, nt, kt, q, jh, 8, 4, 16)  # [nt, kt, q, h, g, c, 16] -> [nt, q, g, kt, h, c, 16]
+    v = v.permute(*range(n_lead), n_lead, n_lead + 2, n_lead + 4, n_lead + 1, n_lead + 3, n_lead + 5, n_lead + 6)
+    sv = scales.reshape(*lead, nt, kt, 8, 4, q, jh)  # [nt, kt, g, c, q, h] -> [nt, q, g, kt, h, c]
+    sv = sv.permute(*range(n_lead), n_lead, n_lead + 4, n_lead + 2, n_lead + 1, n_lead + 5, n_lead + 3)
+    packed, scales = v.reshape(packed.shape).contiguous(), sv.reshape(scales.shape).contiguous()
+    if gate_up:
+        packed, scales = _gate_up_rows(packed, tile_n, True), _gate_up_rows(scales, tile_n, True)
+    return packed, scales

@@ -8,7 +8,8 @@
 The port calls ``init_backend()`` once at model start; that decides and logs the choice once (logger
 ``vllm.muse_spark.mxfp4``, so it shows in vLLM's log) and ``moe_experts`` dispatches on it afterwards.
 ``prepare_experts(experts)``, once per layer after loading, re-lays the packed weights out for the
-kernels' fastest decode where they run (a bit permutation; ``moe_experts`` accepts both layouts).
+kernels' fastest path where they run (the tiled layout of the gluon kernels, else the mma layout: a
+permutation of the same bytes; ``moe_experts`` accepts every layout).
 """
 
 from __future__ import annotations
@@ -109,13 +110,29 @@ def reset_backend() -> None:
 
 def prepare_experts(experts: ExpertWeights) -> ExpertWeights:
     """Load-time step for one layer's experts (the port calls it once per layer, after loading): with the
-    kernels chosen on an NVIDIA GPU, the packed weights are re-laid out for the `mma` decode
-    (``ExpertWeights.to_mma_layout``: a bit permutation within each 32-bit word, same bytes; the scales
-    are untouched); otherwise they stay in the checkpoint's layout. ``moe_experts`` takes either."""
+    kernels chosen on an NVIDIA GPU, the packed weights and scales are re-laid out for the gluon kernels
+    (``ExpertWeights.to_tiled_layout``: the `mma` bit permutation within each 32-bit word, then tiles of
+    32 rows x 256 elements as contiguous blocks, w13's gate and up rows interleaved; same shapes and bytes)
+    or, where those do not run, for the `mma` decode (``to_mma_layout``); otherwise they stay in the
+    checkpoint's layout. ``moe_experts`` takes any of them."""
     choice = init_backend()
     if choice.backend == KERNEL and experts.w13.is_cuda and not getattr(torch.version, "hip", None):
+        ok, why = gluon_supported(experts)
+        if ok:
+            return experts.to_tiled_layout()
+        logger.info("MXFP4 experts: the gluon kernels do not run here (%s); using the mma layout", why)
         return experts.to_mma_layout()
     return experts
+
+
+def gluon_supported(experts: ExpertWeights) -> tuple[bool, str]:
+    """(True, "ok") where gluon_kernel's kernels run for these experts, else (False, the reason): Triton with
+    Gluon (3.6+), an NVIDIA GPU of compute capability 8.0+, latent and expert sizes multiples of 128."""
+    try:
+        from . import gluon_kernel
+    except Exception as exc:  # noqa: BLE001 - an older Triton without Gluon, or another import failure
+        return False, f"Gluon is not importable ({type(exc).__name__}: {exc})"
+    return gluon_kernel.supported(experts.w13.device, experts.latent_size, experts.expert_size)
 
 
 def moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,

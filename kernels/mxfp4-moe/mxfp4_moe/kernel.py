@@ -280,8 +280,11 @@ def _decode_mma(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.co
     return tl.reshape(w, (BLOCK_N, BLOCK_K))
 
 
-DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3, "mma": 4, "mma_portable": 5}
+DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3, "mma": 4, "mma_portable": 5, "gluon": 6}
 MMA_DECODES = ("mma", "mma_portable")  # need weights in format.to_mma_layout's layout
+# the weight layout each decode reads (ExpertWeights.layout)
+DECODE_LAYOUT = {"explicit": "quark", "dot_scaled": "quark", "asm": "quark", "asm2": "quark", "mma": "mma",
+                 "mma_portable": "mma", "gluon": "tiled"}
 
 
 @triton.jit
@@ -558,7 +561,14 @@ MMA_CONFIG = {
 }
 
 
+# the gluon kernels (gluon_kernel.experts_forward): their tiles are the weights' (ExpertWeights.tiles, a
+# load-time choice); ctas_per_sm sizes the down GEMM's K split; pdl: programmatic dependent launch (sm_90+)
+GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True}
+
+
 def default_config(decode: str) -> dict:
+    if decode == "gluon":
+        return GLUON_CONFIG
     return MMA_CONFIG if decode in MMA_DECODES else DEFAULT_CONFIG
 
 
@@ -583,6 +593,8 @@ def default_decode(device: torch.device, layout: str = "quark") -> str:
     """PTX decode on NVIDIA GPUs; the portable Triton decode elsewhere (AMD, the CPU interpreter).
     Weights in the mma layout (ExpertWeights.to_mma_layout) take `mma` / `mma_portable`."""
     ptx = device.type == "cuda" and not _interpreting() and not getattr(torch.version, "hip", None)
+    if layout == "tiled":
+        return "gluon"
     if layout == "mma":
         return "mma" if ptx else "mma_portable"
     return "asm2" if ptx else "explicit"
@@ -604,9 +616,10 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
         decode = default_decode(x_lat.device, layout)
     if decode not in DECODE_MODES:
         raise ValueError(f"decode must be one of {sorted(DECODE_MODES)} or 'auto', got {decode!r}")
-    if (decode in MMA_DECODES) != (layout == "mma"):
-        raise ValueError(f"decode {decode!r} does not read weights in the {layout!r} layout (the mma decodes "
-                         "need ExpertWeights.to_mma_layout(), the others the checkpoint's Quark layout)")
+    if DECODE_LAYOUT[decode] != layout:
+        raise ValueError(f"decode {decode!r} does not read weights in the {layout!r} layout (gluon needs "
+                         "ExpertWeights.to_tiled_layout(), the mma decodes ExpertWeights.to_mma_layout(), the "
+                         "others the checkpoint's Quark layout)")
     if out is None:
         out = torch.empty(T, L, dtype=torch.float32, device=x_lat.device)
     for t0 in range(0, T, MAX_TOKENS):
@@ -658,8 +671,15 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
     if ex.latent_size != L:
         raise ValueError(f"x_lat has {L} features, experts expect {ex.latent_size}")
     x = x.to(torch.bfloat16).contiguous()
-    ids = ids.to(torch.int32).contiguous()
     wts = wts.to(torch.float32).contiguous()
+    if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
+        from . import gluon_kernel
+        return gluon_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
+                                            ctas_per_sm=config.get("ctas_per_sm", 64),
+                                            split_down=config.get("split_down"), pdl=config.get("pdl", True),
+                                            maxnreg=config.get("maxnreg"), peel_tokens=config.get("peel_tokens", 8),
+                                            split_gate_up=config.get("split_gate_up"))
+    ids = ids.to(torch.int32).contiguous()
     P = T * topk
     block_m = 16 if T <= 16 else 32
     if block_m == 32 and "large_batch" in config:
@@ -670,8 +690,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
     common = dict(TOPK=topk, TOPK_P2=_pow2(topk), P_P2=_pow2(MAX_TOKENS * topk), BLOCK_M=block_m, DECODE=decode,
                   F32_DOT=_interpreting())
 
-    bn, bk, nw, ns, swap = _cfg(config["gate_up"])
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
+    bn, bk, nw, ns, swap = _cfg(config["gate_up"])
     if config.get("stream_k"):
         return _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms)
     if config.get("separate_gate_up"):

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 import torch
 import torch.nn.functional as F
 
-from .format import dequantize_mxfp4, from_mma_layout, random_mxfp4, to_mma_layout
+from .format import (dequantize_mxfp4, from_mma_layout, from_tiled_layout, random_mxfp4, to_mma_layout,
+                     to_tiled_layout)
 
 DEFAULT_EPS = 1e-6
 
@@ -42,7 +43,9 @@ class ExpertWeights:
     w2_scale: torch.Tensor  # uint8 [E, L, I // 32]
     norm_weight: torch.Tensor  # float [E, L]
     expert_base: int = 0  # global id of local expert 0 (EP: rank * local_experts)
-    layout: str = "quark"  # of w13 / w2: "quark" (the checkpoint's) or "mma" (format.to_mma_layout)
+    layout: str = "quark"  # of w13 / w2: "quark" (the checkpoint's), "mma" (format.to_mma_layout) or
+    #                        "tiled" (format.to_tiled_layout of the mma layout; w13 with gate_up rows)
+    tiles: tuple = ()  # "tiled": ((tile_n, tile_k) of w13, (tile_n, tile_k) of w2)
 
     @property
     def num_local(self) -> int:
@@ -72,12 +75,36 @@ class ExpertWeights:
         """The load-time re-layout for the kernels' `mma` decode (same bytes, scales untouched)."""
         if self.layout == "mma":
             return self
+        if self.layout == "tiled":
+            (n13, k13), (n2, k2) = self.tiles
+            w13, s13 = from_tiled_layout(self.w13, self.w13_scale, n13, k13, gate_up=True)
+            w2, s2 = from_tiled_layout(self.w2, self.w2_scale, n2, k2)
+            return replace(self, w13=w13, w13_scale=s13, w2=w2, w2_scale=s2, layout="mma", tiles=())
         return replace(self, w13=to_mma_layout(self.w13), w2=to_mma_layout(self.w2), layout="mma")
+
+    def default_tiles(self) -> tuple:
+        """(tile_n, tile_k) of w13 and w2 for the gluon kernels: 32 rows x 256 elements (K >= 256), else
+        32 x 128 (the kernels need tile_k a multiple of 128)."""
+        return ((32, min(256, self.latent_size)), (32, min(256, self.expert_size)))
+
+    def to_tiled_layout(self, tiles: tuple | None = None) -> ExpertWeights:
+        """The load-time re-layout for the gluon kernels: the mma layout, regrouped in (tile_n, tile_k)
+        tiles, w13's gate and up rows interleaved by half tiles (format.to_tiled_layout); same shapes."""
+        tiles = tiles or self.default_tiles()
+        if self.layout == "tiled" and tuple(self.tiles) == tuple(tiles):
+            return self
+        m = self.to_mma_layout()
+        (n13, k13), (n2, k2) = tiles
+        w13, s13 = to_tiled_layout(m.w13, m.w13_scale, n13, k13, gate_up=True)
+        w2, s2 = to_tiled_layout(m.w2, m.w2_scale, n2, k2)
+        return replace(m, w13=w13, w13_scale=s13, w2=w2, w2_scale=s2, layout="tiled",
+                       tiles=(tuple(tiles[0]), tuple(tiles[1])))
 
     def to_quark_layout(self) -> ExpertWeights:
         if self.layout == "quark":
             return self
-        return replace(self, w13=from_mma_layout(self.w13), w2=from_mma_layout(self.w2), layout="quark")
+        m = self.to_mma_layout()
+        return replace(m, w13=from_mma_layout(m.w13), w2=from_mma_layout(m.w2), layout="quark")
 
     def to(self, device: torch.device | str) -> ExpertWeights:
         return replace(self, **{n: getattr(self, n).to(device)
@@ -170,6 +197,8 @@ def moe_experts_reference(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weig
     (dequantize each routed expert to BF16, then BF16 matmuls), what MUSE_SPARK_MXFP4_KERNELS=0 runs.
     """
     plan = plan_routing(topk_ids, topk_weights, experts.expert_base, experts.num_local)
+    if experts.layout == "tiled":
+        experts = experts.to_mma_layout()
     quark = from_mma_layout if experts.layout == "mma" else (lambda t: t)
     return run_plan(x_lat, plan,
                     lambda e: dequantize_mxfp4(quark(experts.w13[e]), experts.w13_scale[e], dtype),

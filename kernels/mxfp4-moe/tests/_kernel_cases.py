@@ -35,11 +35,17 @@ def check_case(ex_ref: R.ExpertWeights, ex_dev: R.ExpertWeights, tokens: int, ki
     """Run the kernel once on fresh inputs; returns the errors (asserts nothing, callers do).
 
     The fp32 reference runs where ``ex_ref`` lives (the CPU, or the GPU with TF32 off for large shapes).
-    The `mma` decodes get ``ex_dev`` re-laid out (ExpertWeights.to_mma_layout)."""
-    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ``ex_dev`` is re-laid out for the decode (kernel.DECODE_LAYOUT: `gluon` the tiled layout, unless it is
+    tiled already, with its own tiles; the `mma` decodes the mma layout; the others the Quark layout)."""
+    from mxfp4_moe.kernel import DECODE_LAYOUT, mxfp4_moe_experts
 
-    if decode in ("mma", "mma_portable"):
-        ex_dev = ex_dev.to_mma_layout()  # the load-time re-layout (a no-op when already done)
+    want = DECODE_LAYOUT.get(decode)
+    if want == "tiled" and ex_dev.layout != "tiled":
+        ex_dev = ex_dev.to_tiled_layout()  # the load-time re-layouts (no-ops when already done)
+    elif want == "mma":
+        ex_dev = ex_dev.to_mma_layout()
+    elif want == "quark":
+        ex_dev = ex_dev.to_quark_layout()
     g = torch.Generator().manual_seed(seed)
     local = range(ex_ref.expert_base, ex_ref.expert_base + ex_ref.num_local)
     ids, w = make_routing(kind, tokens, experts, top_k, g, local)

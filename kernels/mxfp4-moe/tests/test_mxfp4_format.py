@@ -224,3 +224,62 @@ def test_quantize_matches_vllm_downcast_to_mxfp_bit_exactly(tmp_path):
     q_ours, s_ours = F.quantize_mxfp4(x, "even")
     assert torch.equal(s_ours, s_vllm)
     assert torch.equal(q_ours, q_vllm)
+
+
+# --- the tiled layout (the gluon kernels') ----------------------------------------------------------------
+
+@pytest.mark.parametrize("tiles", [(32, 256), (16, 128), (64, 512), (8, 1024)])
+@pytest.mark.parametrize("gate_up", [False, True])
+def test_tiled_layout_round_trip(tiles, gate_up):
+    g = torch.Generator().manual_seed(40)
+    q = torch.randint(0, 256, (3, 128, 512), dtype=torch.uint8, generator=g)  # [E, N, K/2], K = 1024
+    s = torch.randint(0, 256, (3, 128, 32), dtype=torch.uint8, generator=g)
+    tq, ts = F.to_tiled_layout(q, s, *tiles, gate_up=gate_up)
+    assert tq.shape == q.shape and ts.shape == s.shape
+    assert sorted(tq.flatten().tolist()) == sorted(q.flatten().tolist())  # the same bytes, moved
+    bq, bs = F.from_tiled_layout(tq, ts, *tiles, gate_up=gate_up)
+    assert torch.equal(bq, q) and torch.equal(bs, s)
+
+
+def test_tiled_layout_block_order():
+    """Tile (i, j) is one contiguous block at i * K / tile_k + j; in it the 16-byte pieces are ordered
+    (row group q, piece h, row g, lane group c) for row 8q + g, row bytes 64h + 16c; the scale block is
+    ordered (g, c, q, h) for scale 4h + c of row 8q + g."""
+    tn, tk = 32, 256
+    g = torch.Generator().manual_seed(41)
+    q = torch.randint(0, 256, (64, 256), dtype=torch.uint8, generator=g)  # N 64, K 512: 2 x 2 tiles
+    s = torch.randint(0, 256, (64, 16), dtype=torch.uint8, generator=g)
+    tq, ts = F.to_tiled_layout(q, s, tn, tk)
+    flat, sflat = tq.flatten(), ts.flatten()
+    for i in range(2):
+        for j in range(2):
+            blk = flat[(i * 2 + j) * tn * tk // 2:][: tn * tk // 2].view(-1, 16)
+            sblk = sflat[(i * 2 + j) * tn * tk // 32:][: tn * tk // 32]
+            for qq in range(4):
+                for h in range(2):
+                    for gg in range(8):
+                        for c in range(4):
+                            r, k0 = i * tn + 8 * qq + gg, j * tk // 2 + 64 * h + 16 * c
+                            assert torch.equal(blk[((qq * 2 + h) * 8 + gg) * 4 + c], q[r, k0:k0 + 16])
+                            assert sblk[((gg * 4 + c) * 4 + qq) * 2 + h] == s[r, j * tk // 32 + 4 * h + c]
+
+
+def test_tiled_layout_interleaves_gate_and_up_by_half_tiles():
+    """w13 rows 0..I-1 are gate, I..2I-1 up: tile i holds gate rows i*tn/2.. then the matching up rows."""
+    tn, tk, i_size = 32, 128, 64
+    q = torch.arange(2 * i_size, dtype=torch.int64)[:, None].repeat(1, 64).to(torch.uint8)  # byte = row
+    s = torch.arange(2 * i_size, dtype=torch.int64)[:, None].repeat(1, 4).to(torch.uint8)
+    tq, ts = F.to_tiled_layout(q, s, tn, tk, gate_up=True)
+    rows_of_tile = [sorted(set(tq.flatten()[t * tn * tk // 2:][: tn * tk // 2].tolist())) for t in range(4)]
+    for t in range(4):
+        assert rows_of_tile[t] == list(range(16 * t, 16 * t + 16)) + list(range(i_size + 16 * t, i_size + 16 * t + 16))
+        assert sorted(set(ts.flatten()[t * tn * tk // 32:][: tn * tk // 32].tolist())) == rows_of_tile[t]
+
+
+def test_tiled_layout_rejects_shapes_that_do_not_tile():
+    q = torch.zeros(48, 64, dtype=torch.uint8)
+    s = torch.zeros(48, 4, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="tiles"):
+        F.to_tiled_layout(q, s, 32, 128)  # 48 rows
+    with pytest.raises(ValueError, match="tiles"):
+        F.to_tiled_layout(q, s, 16, 96)  # tile_k not a multiple of 128

@@ -122,3 +122,27 @@ def test_dispatch_reference_takes_the_mma_layout(monkeypatch):
     exm = ex.to_mma_layout()
     assert exm.layout == "mma" and not torch.equal(exm.w13, ex.w13)
     assert torch.equal(glue.moe_experts(x, ids, w, exm), glue.moe_experts(x, ids, w, ex))
+
+
+def test_dispatch_reference_takes_the_tiled_layout(monkeypatch):
+    """Weights re-laid out for the gluon kernels (tiled; w13's gate and up rows interleaved, scales moved
+    too) give the same stock-path result, and convert back to the checkpoint's bytes exactly."""
+    monkeypatch.setenv(glue.ENV_VAR, "0")
+    g = torch.Generator().manual_seed(23)
+    ex = R.random_expert_weights(4, 256, 128, generator=g)
+    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
+    x = torch.randn(3, 256, generator=g).to(torch.bfloat16)
+    ext = ex.to_tiled_layout()
+    assert ext.layout == "tiled" and ext.tiles == ((32, 256), (32, 128)) == ex.default_tiles()
+    assert not torch.equal(ext.w13_scale, ex.w13_scale)
+    assert torch.equal(glue.moe_experts(x, ids, w, ext), glue.moe_experts(x, ids, w, ex))
+    back = ext.to_quark_layout()
+    for name in ("w13", "w13_scale", "w2", "w2_scale"):
+        assert torch.equal(getattr(back, name), getattr(ex, name)), name
+    assert ext.to_tiled_layout() is ext and ext.to_mma_layout().layout == "mma"
+
+
+def test_gluon_kernels_are_not_chosen_without_a_gpu():
+    ex = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(24))
+    ok, why = glue.gluon_supported(ex)
+    assert not ok and why

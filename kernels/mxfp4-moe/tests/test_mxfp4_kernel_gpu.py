@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not has_module("triton"), reason="triton is not installed"),
 ]
 
-PATHS = ["mma", "asm2", "asm", "explicit", "dot_scaled"]
+PATHS = ["gluon", "mma", "asm2", "asm", "explicit", "dot_scaled"]
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_glue_chooses_the_kernel_here(monkeypatch):
         glue.reset_backend()
 
 
-def test_glue_prepares_the_mma_layout_here(monkeypatch):
+def test_glue_prepares_the_tiled_layout_here(monkeypatch):
     from _kernel_cases import assert_ok, check_case
     from mxfp4_moe import glue
     glue.reset_backend()
@@ -156,10 +156,89 @@ def test_glue_prepares_the_mma_layout_here(monkeypatch):
         ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=0,
                                      generator=torch.Generator().manual_seed(11))
         prepared = glue.prepare_experts(ex.to("cuda"))
-        assert prepared.layout == "mma"
+        assert prepared.layout == "tiled" and prepared.tiles == ((32, 128), (32, 128))
         assert_ok(check_case(ex, prepared, 3, "random", v.experts, v.top_k, 10000, "cuda", "auto"), "prepared")
+        got = glue.moe_experts(torch.randn(2, v.latent_size).to(torch.bfloat16).cuda(),
+                               torch.tensor([[1, 2, 3, 4], [4, 5, 6, 7]]).cuda(), torch.full((2, 4), 0.25).cuda(),
+                               prepared)
+        assert torch.isfinite(got).all()
     finally:
         glue.reset_backend()
+
+
+def _medium(seed: int, base: int = 0):
+    """Experts large enough for every tile shape and K split: 6 local, latent 1024, expert size 512."""
+    return R.random_expert_weights(6, 1024, 512, expert_base=base,
+                                   generator=torch.Generator(device="cuda").manual_seed(seed), device="cuda")
+
+
+@pytest.mark.parametrize("tiles", [((32, 256), (32, 256)), ((16, 128), (16, 256)), ((64, 512), (16, 128)),
+                                   ((32, 1024), (32, 128))])
+@pytest.mark.parametrize("split_down", [1, 2])
+def test_gluon_tiles_and_k_splits(tiles, split_down):
+    """Other load-time tiles and forced K splits of the down GEMM (partial sums added by the norm-combine),
+    EP rank 1 (expert_base 6 of 12 experts), batches across the token tiles 8 / 16 / 32."""
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(20, base=6)
+    ex_t = ex.to_tiled_layout(tiles)
+    cfg = {"split_down": split_down}
+    for tokens in (1, 3, 8, 9, 16, 17, 32):
+        res = check_case(ex, ex_t, tokens, "random", 12, 4, 20000 + tokens, "cuda", "gluon", cfg)
+        assert_ok(res, f"tiles {tiles} split {split_down} batch {tokens}")
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 20100, "cuda", "gluon", cfg), "one expert")
+
+
+@pytest.mark.parametrize("split_gate_up", [2, 4])
+def test_gluon_gate_up_k_split(split_gate_up):
+    """The gate/up GEMM with a K split (partial sums in w13's row order, then the silu kernel adds them)."""
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(24, base=6)
+    ex_t = ex.to_tiled_layout(((32, 256), (32, 256)))
+    for tokens in (1, 9, 32):
+        res = check_case(ex, ex_t, tokens, "random", 12, 4, 24000 + tokens, "cuda", "gluon",
+                         {"split_gate_up": split_gate_up})
+        assert_ok(res, f"gate/up split {split_gate_up} batch {tokens}")
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
+def test_gluon_launch_options_and_id_types(pdl, ids_dtype):
+    """Programmatic dependent launch on and off, int32 and int64 expert ids (read as they are), the same
+    result as the fp32 reference; two calls in a row into the same poisoned output buffer."""
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(21)
+    ex_t = ex.to_tiled_layout()
+    g = torch.Generator().manual_seed(21)
+    ids, w = R.route(torch.randn(5, 6, generator=g), 2)
+    x = torch.randn(5, 1024, generator=g).to(torch.bfloat16)
+    ref = R.moe_experts_reference(x.cuda(), ids.cuda(), w.cuda(), ex)
+    out = torch.full((5, 1024), float("nan"), device="cuda")
+    for _ in range(2):
+        got = mxfp4_moe_experts(x.cuda(), ids.to(ids_dtype).cuda(), w.cuda(), ex_t, config={"pdl": pdl}, out=out)
+        assert ((got - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def test_gluon_rejects_bad_tiles_and_splits():
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ex = _medium(23)
+    args = (torch.zeros(1, 1024, dtype=torch.bfloat16, device="cuda"), torch.zeros(1, 2, dtype=torch.int64,
+            device="cuda"), torch.ones(1, 2, device="cuda"))
+    with pytest.raises(ValueError, match="split_down"):
+        mxfp4_moe_experts(*args, ex.to_tiled_layout(((32, 256), (32, 256))), config={"split_down": 4})
+    with pytest.raises(ValueError, match="tile"):
+        mxfp4_moe_experts(*args, ex.to_tiled_layout(((32, 256), (8, 256))))
+
+
+def test_gluon_rejects_other_layouts():
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ex = _medium(22)
+    with pytest.raises(ValueError, match="layout"):
+        mxfp4_moe_experts(torch.zeros(1, 1024, dtype=torch.bfloat16, device="cuda"),
+                          torch.zeros(1, 2, dtype=torch.int64, device="cuda"), torch.ones(1, 2, device="cuda"),
+                          ex.to_mma_layout(), decode="gluon")
 
 
 @pytest.mark.parametrize("decode", ["mma", "asm2"])

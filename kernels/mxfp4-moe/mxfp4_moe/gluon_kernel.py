@@ -1,0 +1,451 @@
+"""Register-direct MXFP4 expert GEMM for decode, in Gluon (Triton's explicit-layout dialect), NVIDIA sm_80+.
+
+One warp per program, no shared memory, weights as the tensor-core A operand. The program (slot p, row
+block n, k-split) takes the expert of routing slot p (when this slot is the first naming it and the expert
+is on this card, as in kernel.py), and computes y[pair(t), n] = sum_k W[e, n, k] * a[row(t), k] for the
+expert's tokens t (at most BLOCK_M, the mma's N) over BLOCK_N weight rows, BLOCK_K at a time.
+
+Why it is faster than kernel.py's tl.dot form: every value goes straight from global memory into the
+registers the mma.sync instruction reads, with no shared-memory staging, no operand re-assembly and no
+activation tile padded to 16 rows per warp:
+
+- The A operand (weights): Triton's mma.sync operand layout with k_width 8 gives lane (g, c) of the warp
+  rows g, g+8 (+16 ...) and, within every 32 logical k, the 8 consecutive k 8c..8c+7: one 32-bit word of
+  the `mma` layout (format.to_mma_layout), which decodes into exactly those four BF16 pair registers.
+  The logical k order of the dot is ours to choose (the sum does not care), so lane c is given the
+  checkpoint's words c*J .. c*J+J-1 of each BLOCK_K (J = BLOCK_K/32): 4J contiguous bytes per row (one
+  16-byte load at BLOCK_K 128) that share a single E8M0 scale byte per 32 elements.
+- The B operand (activations) is loaded in the same logical k order (8J contiguous BF16 per lane).
+- The accumulator is the mma's own layout; split-K partial sums are added atomically (zeroed output).
+
+The E2M1 decode is kernel.py's `mma` PTX (5 shifts, 6 logic ops and 4 bf16x2 multiplies per word, one
+integer multiply-add per scale byte), so the results are those of the `mma` decode: fp32 sums of exact
+BF16 products, times 2**32 at the end (exact for E8M0 scales 27..160).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE
+
+
+# the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
+# and the factor in $8..$11
+_DECODE_ASM = gl.constexpr(_E2M1_BF16_MMA_ASM.value.replace("$5", "$8"))
+_DECODE_CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 8))
+# BF16 pairs carried as int32 (one register each) back to BF16 (no data movement)
+_PAIR_ASM = gl.constexpr("mov.b32 $0, $1;")
+
+
+def _linear(reg, lane, shape):
+    return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=[], block_bases=[], shape=shape)
+
+
+def _pow2_bits(n):
+    out, b = [], 1
+    while b < n:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def layouts(block_n: int, block_k: int, block_m: int) -> dict:
+    """The load layouts (one warp) whose decoded / reshaped tensors are the mma operand layouts.
+
+    w5: [BLOCK_N, 4 (c), J/4 (h), 4 (jl), 4 (element slot)]: the words are its slice over the last dim (lane
+    group c's run of J contiguous 32-bit words per row, in 16-byte pieces h); x4: [4 (c), J (j), 4 (pair),
+    2 (element), BLOCK_M]: BF16 pairs are its slice over the element dim. J = BLOCK_K // 32, a multiple of 4.
+    """
+    J = block_k // 32
+    if J % 4 or J < 4:
+        raise ValueError("BLOCK_K must be a multiple of 128")
+    # weights: A operand rows g (lanes 2..4), g+8, then 16.. (registers); c = lanes 0..1
+    w_reg = ([[0, 0, 0, 0, 1], [0, 0, 0, 0, 2], [0, 0, 0, 1, 0], [0, 0, 0, 2, 0]]
+             + [[0, 0, h, 0, 0] for h in _pow2_bits(J // 4)] + [[8, 0, 0, 0, 0]]
+             + [[r, 0, 0, 0, 0] for r in _pow2_bits(block_n)[4:]])
+    w_lane = [[0, 1, 0, 0, 0], [0, 2, 0, 0, 0], [1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [4, 0, 0, 0, 0]]
+    w5 = _linear(w_reg, w_lane, [block_n, 4, J // 4, 4, 4])
+    # activations: B operand: k in registers (element, pair, j), c in lanes 0..1, tokens in lanes 2..4, then regs
+    x_reg = ([[0, 0, 0, 1, 0], [0, 0, 1, 0, 0], [0, 0, 2, 0, 0]] + [[0, j, 0, 0, 0] for j in _pow2_bits(J)]
+             + [[0, 0, 0, 0, n] for n in _pow2_bits(block_m)[3:]])
+    x_lane = [[1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 2], [0, 0, 0, 0, 4]]
+    x4 = _linear(x_reg, x_lane, [4, J, 4, 2, block_m])
+    # scales [8 (g), 4 (c), Q*JH]: lane (g, c)'s E8M0 bytes of rows 8q + g, pieces h (contiguous in memory)
+    qh = (block_n // 8) * (J // 4)
+    s3 = _linear([[0, 0, b] for b in _pow2_bits(qh)], [[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+                 [8, 4, qh])
+    return {"w5": w5, "x4": x4, "s3": s3}
+
+
+@gluon.jit
+def _gdc_launch_dependents(GDC: gl.constexpr):
+    """Programmatic dependent launch (sm_90+): the next kernel may start its programs (they wait in
+    _gdc_wait)."""
+    if GDC:
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
+@gluon.jit
+def _gdc_wait(GDC: gl.constexpr):
+    """Wait until the previous kernel has completed and its writes are visible (a no-op without PDL)."""
+    if GDC:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr):
+    l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    offs_p = gl.arange(0, P_P2, layout=l1)
+    ids = gl.load(ids_ptr + offs_p, mask=offs_p < T * TOPK, other=-1)
+    e = gl.load(ids_ptr + pid_p)
+    n_before = gl.sum(((ids == e) & (offs_p < pid_p)).to(gl.int32), axis=0)
+    local = e - expert_base
+    owns = (n_before == 0) & (local >= 0) & (local < n_local)
+    return e, local, owns
+
+
+@gluon.jit
+def _tokens(ids_ptr, e, T, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
+            layout: gl.constexpr):
+    """For tokens 0..BLOCK_M-1 (in `layout`, a 1-D slice): routed to e, and its pair row t*TOPK + slot."""
+    l2: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [1, 1], [1, 0])
+    offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, l2))
+    offs_j = gl.arange(0, TOPK_P2, layout=gl.SliceLayout(0, l2))
+    m2 = (offs_m[:, None] < T) & (offs_j[None, :] < TOPK)
+    ids2 = gl.load(ids_ptr + offs_m[:, None] * TOPK + offs_j[None, :], mask=m2, other=-1)
+    match = ids2 == e
+    has = gl.max(match.to(gl.int32), axis=1)
+    slot = gl.sum(gl.where(match, offs_j[None, :], 0), axis=1)
+    rows = offs_m * TOPK + slot
+    return gl.convert_layout(has, layout) > 0, gl.convert_layout(rows, layout)
+
+
+@gluon.jit
+def _mx_mma(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
+            a_l: gl.constexpr, b_l: gl.constexpr):
+    """acc [BLOCK_N, BLOCK_M] += decode(wq, ws) @ x: wq int32 words [BLOCK_N, 4, J/4, 4] (slice of W5),
+    ws E8M0 [BLOCK_N, 4, J/4], xp BF16 pairs as int32 [4, J, 4, BLOCK_M] (slice of X4)."""
+    J: gl.constexpr = BLOCK_K // 32
+    JH: gl.constexpr = J // 4
+    f = ws.to(gl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
+    f = gl.expand_dims(gl.expand_dims(f, 3), 4)
+    w = gl.expand_dims(wq, 4)
+    w, f = gl.broadcast(w, f)
+    w = gl.broadcast(w, gl.full([BLOCK_N, 4, JH, 4, 4], 0, gl.int32, layout=w.type.layout))[0]
+    f = gl.broadcast(f, w)[0]
+    lo, hi = gl.inline_asm_elementwise(_DECODE_ASM, _DECODE_CONSTRAINTS, [w, f],
+                                       dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    # lo/hi [BLOCK_N, 4, JH, 4, 4]: elements b / 4+b of word (h, jl)
+    w6 = gl.join(lo, hi)  # [n, c, h, jl, b, half]
+    w6 = gl.permute(w6, [0, 2, 3, 1, 5, 4])  # [n, h, jl, c, half, b]: k = 32(4h + jl) + 8c + 4half + b
+    wa = gl.convert_layout(gl.reshape(w6, [BLOCK_N, BLOCK_K]), a_l)
+    x = gl.expand_dims(xp, 3)
+    x = gl.broadcast(x, gl.full([4, J, 4, 2, BLOCK_M], 0, gl.int32, layout=x.type.layout))[0]
+    x = gl.inline_asm_elementwise(_PAIR_ASM, "=r,r,r", [x], dtype=gl.bfloat16, is_pure=True, pack=2)
+    x = gl.permute(x, [1, 0, 2, 3, 4])  # [j, c, pair, element, m]: logical k = 32j + 8c + 2pair + element
+    xb = gl.convert_layout(gl.reshape(x, [BLOCK_K, BLOCK_M]), b_l)
+    return mma_v2(wa, xb, acc)
+
+
+@gluon.jit
+def _scales(ws, BLOCK_N: gl.constexpr, JH: gl.constexpr, layout: gl.constexpr):
+    """Scale bytes as loaded [8 (g), 4 (c), Q*JH] -> [BLOCK_N, 4, JH] (row 8q + g) in the words' layout."""
+    ws = gl.permute(gl.reshape(ws, [8, 4, BLOCK_N // 8, JH]), [2, 0, 1, 3])  # [q, g, c, h]
+    return gl.convert_layout(gl.reshape(ws, [BLOCK_N, 4, JH]), layout)
+
+
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local"])
+def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n_local, out_numel,
+                 stride_am, stride_we, stride_se, stride_ym, stride_yk,
+                 K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SPLIT_K: gl.constexpr,
+                 GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
+                 ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
+                 PEEL: gl.constexpr = True):
+    """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
+
+    GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
+    (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1).
+    Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
+    ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
+    int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
+    J: gl.constexpr = BLOCK_K // 32
+    JH: gl.constexpr = J // 4
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
+    b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
+    _gdc_launch_dependents(GDC)
+    pid_p = gl.program_id(0)
+    pid_n = gl.program_id(1)
+    pid_k = gl.program_id(2)
+    e, local, owns = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
+    local = gl.where(owns, local, 0)
+    ITERS: gl.constexpr = K // BLOCK_K // SPLIT_K
+    TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
+    n_iter = gl.where(owns, ITERS, 0)
+    k0 = pid_k * (ITERS * BLOCK_K)
+
+    # words [BLOCK_N, 4, JH, 4] of the tile: row r = 8q + g, lane group c, piece h, word jl; the tile's
+    # 16-byte pieces are ordered (q, h, g, c) (format.to_tiled_layout): one load is a warp's 512 bytes
+    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    w3: gl.constexpr = gl.SliceLayout(3, W4)
+    wl_n: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, w3))
+    wl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, w3))
+    wl_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, w3))
+    wl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4)))
+    offs_r = gl.arange(0, BLOCK_N, layout=wl_n)
+    offs_c = gl.arange(0, 4, layout=wl_c)
+    offs_h = gl.arange(0, JH, layout=wl_h)
+    offs_j = gl.arange(0, 4, layout=wl_j)
+    tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
+    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
+    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+        + offs_c[None, :, None]
+    w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+    # scales [8, 4, Q*JH]: lane (g, c)'s bytes, contiguous; the tile's scale block is (g, c, q, h)
+    QH: gl.constexpr = (BLOCK_N // 8) * JH
+    TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
+    sl_g: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, S3))
+    sl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, S3))
+    sl_e: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, S3))
+    s_g = gl.arange(0, 8, layout=sl_g)
+    s_c = gl.arange(0, 4, layout=sl_c)
+    s_e = gl.arange(0, QH, layout=sl_e)
+    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
+    s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+
+    # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair, token; the
+    # elements of logical word (c, j) are those of the weights' word 16h + 4c + jl
+    X3: gl.constexpr = gl.SliceLayout(3, X4)
+    xs: gl.constexpr = gl.SliceLayout(3, X3)
+    xl_c: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, xs))
+    xl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, xs))
+    xl_p: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, xs))
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+    has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
+    has = has & owns
+    if GATE_UP:
+        a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
+    else:
+        a_rows = rows
+    x_c = gl.arange(0, 4, layout=xl_c)
+    x_j = gl.arange(0, J, layout=xl_j)
+    x_p = gl.arange(0, 4, layout=xl_p)
+    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
+    x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
+    x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
+
+    acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+    # PEEL: the first tile's weights are requested before waiting on the previous kernel (weights are never
+    # written), so their latency overlaps its tail; a program that owns no expert runs it on expert 0's
+    # tile and stores nothing
+    if PEEL:
+        wq = gl.load(w_ptrs)
+        ws = gl.load(s_ptrs)
+        _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
+        xp = gl.load(x_ptrs, mask=x_mask, other=0)
+        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+        it0 = 1
+        w_ptrs += TILE_WORDS
+        s_ptrs += TILE_SCALES
+        x_ptrs += BLOCK_K // 2
+    else:
+        _gdc_wait(GDC)
+        it0 = 0
+    for _it in range(it0, n_iter):
+        wq = gl.load(w_ptrs)
+        ws = gl.load(s_ptrs)
+        xp = gl.load(x_ptrs, mask=x_mask, other=0)
+        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+        w_ptrs += TILE_WORDS
+        s_ptrs += TILE_SCALES
+        x_ptrs += BLOCK_K // 2
+    if GATE_UP:
+        if pid_p == 0:  # the norm-combine adds into out: zero it here (no memset launch)
+            zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
+            zo = pid_n * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
+            gl.store(out_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < out_numel)
+    acc = acc * _MMA_UNSCALE
+    if GATE_UP and SPLIT_K > 1:
+        # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
+        # rows first); _silu_parts_kernel adds the parts and applies silu(gate) * up
+        pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+        pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+        r = gl.arange(0, BLOCK_N, layout=pl_n)
+        half = r // (BLOCK_N // 2)
+        col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
+        p_rows = gl.convert_layout(rows, pl_m)
+        p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
+        gl.store(y_ptr + pid_k * stride_yk + p_rows[None, :] * stride_ym + col[:, None], acc,
+                 mask=p_has[None, :] & (col[:, None] >= 0))
+    elif GATE_UP:
+        # rows r and r + BLOCK_N/2 (gate, up of one act column) sit in the same lane (a register bit)
+        a3 = gl.permute(gl.reshape(acc, [2, BLOCK_N // 2, BLOCK_M]), [1, 2, 0])
+        g, u = gl.split(a3)
+        act = (g / (1.0 + gl.exp(-g)) * u).to(gl.bfloat16)
+        ol_n: gl.constexpr = gl.SliceLayout(1, act.type.layout)
+        ol_m: gl.constexpr = gl.SliceLayout(0, act.type.layout)
+        o_n = pid_n * (BLOCK_N // 2) + gl.arange(0, BLOCK_N // 2, layout=ol_n)
+        o_rows = gl.convert_layout(rows, ol_m)
+        o_has = gl.convert_layout(has.to(gl.int32), ol_m) > 0
+        gl.store(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], act, mask=o_has[None, :] & (o_n[:, None] >= 0))
+    else:
+        ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
+        ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
+        o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
+        o_rows2 = gl.convert_layout(rows, ol_m2)
+        o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
+        y_ptrs = y_ptr + pid_k * stride_yk + o_rows2[None, :] * stride_ym + o_n2[:, None]
+        gl.store(y_ptrs, acc, mask=o_has2[None, :] & (o_n2[:, None] >= 0))
+
+
+@triton.jit
+def _silu_parts_kernel(h_ptr, act_ptr, stride_hk, stride_hm, stride_am, I: tl.constexpr, PARTS: tl.constexpr,
+                       BLOCK: tl.constexpr, GDC: tl.constexpr):
+    """act[r] = silu(g) * u in BF16, g / u = the sums of the PARTS partial gate / up rows of h[:, r]."""
+    if GDC:
+        gdc_launch_dependents()
+        gdc_wait()
+    r = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    g = tl.zeros([BLOCK], tl.float32)
+    u = tl.zeros([BLOCK], tl.float32)
+    for p in tl.static_range(PARTS):
+        g += tl.load(h_ptr + p * stride_hk + r * stride_hm + offs)
+        u += tl.load(h_ptr + p * stride_hk + r * stride_hm + I + offs)
+    tl.store(act_ptr + r * stride_am + offs, (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16))
+
+
+@triton.jit(do_not_specialize=["expert_base", "n_local"])
+def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
+                         stride_ym, stride_yk, stride_g, stride_om, eps,
+                         L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
+                         GDC: tl.constexpr):
+    """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
+    out[t] (zeroed by the gate/up kernel), y = the sum of the PARTS split-K partial rows of pair t*TOPK+j."""
+    if GDC:
+        gdc_launch_dependents()
+    t = tl.program_id(0)
+    j = tl.program_id(1)
+    offs = tl.arange(0, BLOCK_L)
+    lm = offs < L
+    local = tl.load(ids_ptr + t * TOPK + j) - expert_base
+    if GDC:
+        gdc_wait()
+    if (local >= 0) & (local < n_local):
+        wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
+        y = tl.zeros([BLOCK_L], tl.float32)
+        for p in tl.static_range(PARTS):
+            y += tl.load(y_ptr + p * stride_yk + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
+        g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
+        ms = tl.sum(y * y, axis=0) / L
+        tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
+
+
+def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool, str]:
+    """Whether these kernels run here: an NVIDIA GPU of compute capability 8.0+ (mma.sync; programmatic
+    dependent launch on 9.0+), and shapes that split into the tiles (multiples of 128)."""
+    if device.type != "cuda" or getattr(torch.version, "hip", None):
+        return False, "not an NVIDIA GPU"
+    if torch.cuda.get_device_capability(device)[0] < 8:
+        return False, "compute capability below 8.0"
+    if latent % 128 or expert_size % 128:
+        return False, f"latent {latent} and expert size {expert_size} must be multiples of 128"
+    return True, "ok"
+
+
+_LAYOUTS: dict = {}
+
+
+def _layouts(block_n: int, block_k: int, block_m: int) -> dict:
+    key = (block_n, block_k, block_m)
+    if key not in _LAYOUTS:
+        _LAYOUTS[key] = layouts(*key)
+    return _LAYOUTS[key]
+
+
+def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
+                    split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
+                    peel_tokens: int = 8, split_gate_up: int | None = None) -> torch.Tensor:
+    """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
+    three launches (gate/up with silu, down with split-K partials, norm-combine), nothing zero-filled.
+
+    x bf16 [T, L] contiguous; ids int32 or int64 [T, k]; wts fp32 [T, k]; out fp32 [T, L] contiguous (written).
+    split_down: the down GEMM's K split (default: until about ctas_per_sm one-warp programs per SM, at
+    least min_iters iterations each)."""
+    T, L = x.shape
+    topk = ids.shape[1]
+    I = ex.expert_size
+    P = T * topk
+    if ex.layout != "tiled":
+        raise ValueError("the gluon kernels read ExpertWeights in the tiled layout (ExpertWeights.to_tiled_layout)")
+    if not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    (bn1, bk1), (bn2, bk2) = ex.tiles
+    for bn, bk in ex.tiles:
+        if bn < 16 or bn & (bn - 1) or bk < 128 or bk & (bk - 1):
+            raise ValueError(f"the gluon kernels need tiles of 16, 32, 64.. rows and 128, 256, 512.. elements; "
+                             f"got {ex.tiles} (ExpertWeights.to_tiled_layout(tiles))")
+    if split_down and (I // bk2) % split_down:
+        raise ValueError(f"split_down={split_down} does not divide the down GEMM's {I // bk2} K tiles")
+    block_m = 8 if T <= 8 else (16 if T <= 16 else 32)
+    topk_p2 = max(2, 1 << (topk - 1).bit_length())
+    p_p2 = max(2, 1 << (32 * topk - 1).bit_length())
+    bound = min(P, ex.num_local)
+    act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
+    x32, a32 = x.view(torch.int32), act.view(torch.int32)
+    w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
+    lay1, lay2 = _layouts(bn1, bk1, block_m), _layouts(bn2, bk2, block_m)
+    gdc = torch.cuda.get_device_capability(x.device)[0] >= 9  # griddepcontrol: sm_90+
+    pdl = pdl and gdc
+    opts = {"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens} | ({"maxnreg": maxnreg} if maxnreg else {})
+    grid_n1 = 2 * I // bn1
+    zero_block = max(128, 1 << (-(-T * L // grid_n1) - 1).bit_length())
+    # silu is fused (one program has both halves of its rows) unless split_gate_up asks for a K split of the
+    # gate/up GEMM (partial sums, then a silu kernel: one launch more; measured slower on an H200 at every
+    # routing tried, EP shares of 1-2 experts included)
+    split1, k1 = split_gate_up or 1, L // bk1
+    if k1 % split1:
+        raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
+    if split1 == 1:
+        h, h_stride = act, (act.stride(0), 0)
+    else:
+        h = torch.empty(split1, P, 2 * I, dtype=torch.float32, device=x.device)
+        h_stride = (h.stride(1), h.stride(0))
+    _gemm_kernel[(P, grid_n1, split1)](
+        x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, T * L,
+        x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride,
+        K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
+        GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
+        **opts)
+    if split1 > 1:
+        blk = min(1024, I)
+        _silu_parts_kernel[(P, I // blk)](h, act, h.stride(0), h.stride(1), act.stride(0), I=I, PARTS=split1,
+                                          BLOCK=blk, GDC=gdc, num_warps=4, launch_pdl=pdl)
+    k_iters = I // bk2
+    split = split_down or 1
+    if not split_down:
+        while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
+               and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
+               and k_iters // (2 * split) >= 2):
+            split *= 2
+    y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
+    _gemm_kernel[(P, L // bn2, split)](
+        a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
+        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(1), y.stride(0),
+        K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts)
+    g = ex.norm_weight
+    _norm_combine_kernel[(T, topk)](
+        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(1), y.stride(0), g.stride(0), out.stride(0),
+        eps, L=L, TOPK=topk, PARTS=split, BLOCK_L=max(32, 1 << (L - 1).bit_length()), GDC=gdc,
+        num_warps=8 if L >= 2048 else 4, launch_pdl=pdl)
+    return out
