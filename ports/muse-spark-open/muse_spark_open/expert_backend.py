@@ -6,7 +6,8 @@ why; ``0`` takes the stock path: dequantize each chosen expert, then matmul (``m
 The choice is made and logged once per process.
 
 The kernels are reached through ``mxfp4_moe.glue`` (its ``init_backend`` decides where they can run,
-its ``moe_experts`` computes one card's share of the routed experts). The port hands it the switch's
+its ``prepare_experts`` re-lays a layer's packed experts out once after loading, in place through the
+kernel's ``prepare``, its ``moe_experts`` computes one card's share of the routed experts). The port hands it the switch's
 value, so the variable is still read in one place (``env``). Where ``mxfp4_moe`` is not importable
 (install.sh makes it importable when it is in the checkout), the stock path is taken.
 """
@@ -26,7 +27,8 @@ STOCK = "stock"
 KERNEL = "kernel"
 SWITCH = "MUSE_SPARK_MXFP4_KERNELS"
 
-# kernel(h, ids, weights, w13, w13_scale, w2, w2_scale, output_norm, eps, first_expert) -> f32 [T, L]
+# kernel(h, ids, weights, w13, w13_scale, w2, w2_scale, output_norm, eps, first_expert, layout) -> f32 [T, L];
+# kernel.prepare(w13, w13_scale, w2, w2_scale, output_norm, first_expert) -> layout (re-lays out in place)
 Kernel = Callable[..., Any]
 _chosen: tuple[str, Kernel | None, str] | None = None
 
@@ -42,10 +44,23 @@ def _load_kernel(value: str) -> tuple[Kernel | None, str]:
         return None, choice.reason
 
     def run(h: Any, ids: Any, weights: Any, w13: Any, w13_scale: Any, w2: Any, w2_scale: Any,
-            output_norm: Any, eps: float, first_expert: int) -> Any:
-        experts = ref.ExpertWeights(w13, w13_scale, w2, w2_scale, output_norm, expert_base=first_expert)
+            output_norm: Any, eps: float, first_expert: int, layout: tuple[str, tuple] = ("quark", ())) -> Any:
+        experts = ref.ExpertWeights(w13, w13_scale, w2, w2_scale, output_norm, expert_base=first_expert,
+                                    layout=layout[0], tiles=layout[1])
         return glue.moe_experts(h, ids, weights, experts, eps=eps)
 
+    def prepare(w13: Any, w13_scale: Any, w2: Any, w2_scale: Any, output_norm: Any,
+                first_expert: int) -> tuple[str, tuple]:
+        """Once per layer after loading: glue.prepare_experts' re-layout (same shapes and dtypes), copied
+        into the given tensors in place (no second copy of the experts is kept). Returns (layout, tiles)."""
+        experts = ref.ExpertWeights(w13, w13_scale, w2, w2_scale, output_norm, expert_base=first_expert)
+        prepared = glue.prepare_experts(experts)
+        if prepared is not experts:
+            for name in ("w13", "w13_scale", "w2", "w2_scale"):
+                getattr(experts, name).copy_(getattr(prepared, name))
+        return prepared.layout, tuple(prepared.tiles)
+
+    run.prepare = prepare  # type: ignore[attr-defined]
     return run, choice.describe()
 
 

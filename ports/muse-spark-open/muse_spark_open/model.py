@@ -105,6 +105,8 @@ class MuseSparkLatentMoE(nn.Module):
             self.w13_scale = self.w2_scale = None
         self.output_norm = param(n, L, dt=dtype)
         self._loaded: set[tuple[int, str]] = set()
+        # the packed experts' layout: the checkpoint's until prepare_for_kernels re-lays them out in place
+        self.kernel_layout: tuple[str, tuple] = ("quark", ())
 
     # -- loading -----------------------------------------------------------------------------
 
@@ -146,7 +148,20 @@ class MuseSparkLatentMoE(nn.Module):
 
     # -- compute -----------------------------------------------------------------------------
 
+    def prepare_for_kernels(self) -> None:
+        """After loading: where the kernel path runs, re-lay the packed experts out for it, in place and once
+        (glue.prepare_experts through the kernel's ``prepare``); the stock path keeps the checkpoint's."""
+        path, kernel = expert_backend.current() if self.mxfp4 else (expert_backend.STOCK, None)
+        prepare = getattr(kernel, "prepare", None)
+        if path != expert_backend.KERNEL or prepare is None or self.kernel_layout[0] != "quark":
+            return
+        self.kernel_layout = prepare(self.w13.data, self.w13_scale.data, self.w2.data, self.w2_scale.data,
+                                     self.output_norm.data, self.owned.start)
+
     def expert(self, e: int) -> ExpertWeights:
+        if self.kernel_layout[0] != "quark":
+            raise RuntimeError(f"the experts were re-laid out for the kernels ({self.kernel_layout[0]}); the stock "
+                               "path reads the checkpoint's layout")
         i, I = e - self.owned.start, self.config.moe_intermediate_size
         s13, s2 = self.w13_scale, self.w2_scale
         return ExpertWeights(
@@ -166,7 +181,7 @@ class MuseSparkLatentMoE(nn.Module):
         path, kernel = expert_backend.current() if self.mxfp4 else (expert_backend.STOCK, None)
         if path == expert_backend.KERNEL and kernel is not None:
             partial = kernel(h, ids, weights, self.w13, self.w13_scale, self.w2, self.w2_scale,
-                             self.output_norm, c.rms_norm_eps, self.owned.start)
+                             self.output_norm, c.rms_norm_eps, self.owned.start, self.kernel_layout)
         else:
             partial = combine_experts(h, weights, ids, self.expert, c.rms_norm_eps, c.expert_output_norm, self.owned)
         if self.all_reduce is not None:
@@ -394,6 +409,11 @@ class MuseSparkForConditionalGeneration(nn.Module, SupportsMultiModal):
             loaded.add(pname)
         missing = [f"model.layers.{i}.mlp.{m}" for i in range(self.model.start_layer, self.model.end_layer)
                    for m in layers[i].mlp.missing()]
+        if not missing:
+            for i in range(self.model.start_layer, self.model.end_layer):
+                prep = getattr(layers[i].mlp, "prepare_for_kernels", None)
+                if prep is not None:
+                    prep()
         if unknown or missing:
             msg = f"Muse Spark checkpoint: unknown tensors {unknown[:8]}, missing expert tensors {missing[:8]}"
             if env.read("MUSE_SPARK_STRICT_LOAD") == "1":

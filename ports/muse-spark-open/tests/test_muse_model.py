@@ -149,3 +149,54 @@ def test_kernel_package_agrees_with_the_port(monkeypatch):
     assert torch.allclose(ours, theirs, atol=1e-5)
     path, _fn, why = eb.choose("1")
     assert path == eb.STOCK and why  # no GPU here: the glue says why
+
+
+@pytest.mark.skipif(not (KERNELS / "mxfp4_moe" / "glue.py").is_file(), reason="kernels/mxfp4-moe is not in this checkout")
+def test_kernel_path_relays_experts_out_once_in_place(monkeypatch):
+    """On the kernel path the port calls the glue's prepare_experts once per layer after loading, copies
+    the re-laid-out experts into its own parameters (no second copy), and hands the layout to every call.
+    Without a GPU here the glue's choice is forced and its two GPU steps are stood in for by the CPU
+    re-layout and the reference path, which read the same layouts."""
+    monkeypatch.syspath_prepend(str(KERNELS))
+    from mxfp4_moe import glue
+    from mxfp4_moe import reference as kref
+
+    from muse_spark_open import expert_backend as eb
+    from muse_spark_open import mxfp4
+    from muse_spark_open.config import MuseSparkTextConfig
+    from muse_spark_open.model import MuseSparkLatentMoE, expert_range
+    from muse_spark_open.moe import combine_experts, route
+    from muse_spark_open.tiny import tiny_text_config
+
+    c = MuseSparkTextConfig(**{**tiny_text_config(), "moe_latent_size": 128, "moe_intermediate_size": 128})
+    g = torch.Generator().manual_seed(6)
+    moe = MuseSparkLatentMoE(c, mxfp4=True, owned=expert_range(c.num_experts, 0, 2), dtype=torch.float32)
+    L, I = c.moe_latent_size, c.moe_intermediate_size
+    for e in moe.owned:
+        for proj, shape in (("gate_proj", (I, L)), ("up_proj", (I, L)), ("down_proj", (L, I))):
+            w, s = mxfp4.quantize(torch.randn(*shape, generator=g) / shape[1] ** 0.5)
+            moe.load_expert(e, proj, "weight", w)
+            moe.load_expert(e, proj, "weight_scale", s)
+        moe.load_expert(e, "output_norm", "weight", 1 + 0.1 * torch.randn(L, generator=g))
+    h = torch.randn(3, L, generator=g)
+    weights, ids = route(torch.randn(3, c.num_experts, generator=g), c.num_experts_per_tok)
+    stock = combine_experts(h, weights, ids, moe.expert, c.rms_norm_eps, True, moe.owned)
+
+    calls = []
+    monkeypatch.setattr(glue, "_choice", glue.Choice(glue.KERNEL, True, "forced by the test"))
+    monkeypatch.setattr(glue, "prepare_experts", lambda ex: calls.append(ex) or ex.to_tiled_layout(((16, 128), (16, 128))))
+    monkeypatch.setattr(glue, "moe_experts", lambda x, i, w, ex, eps: kref.moe_experts_reference(x, i, w, ex, eps=eps))
+    run, why = eb._load_kernel("1")
+    assert run is not None and "forced by the test" in why
+    monkeypatch.setattr(eb, "_chosen", (eb.KERNEL, run, why))
+
+    ptr, before = moe.w13.data_ptr(), moe.w13.data.clone()
+    moe.prepare_for_kernels()
+    moe.prepare_for_kernels()  # once: already re-laid out
+    assert len(calls) == 1 and moe.kernel_layout == ("tiled", ((16, 128), (16, 128)))
+    assert moe.w13.data_ptr() == ptr and not torch.equal(moe.w13.data, before)
+    got = run(h, ids, weights, moe.w13, moe.w13_scale, moe.w2, moe.w2_scale, moe.output_norm, c.rms_norm_eps,
+              moe.owned.start, moe.kernel_layout)
+    assert torch.allclose(got, stock, atol=1e-5)
+    with pytest.raises(RuntimeError, match="re-laid out"):
+        moe.expert(moe.owned.start)
