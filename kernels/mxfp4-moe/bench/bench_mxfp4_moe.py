@@ -259,13 +259,15 @@ def main() -> int:
                 fns = {k: fns[k] for k in ("kernel", "mma", "stock", "stock-fused", "bf16")}
             for name, fn in fns.items():
                 try:
+                    LAST_LAUNCH.clear()
                     out = fn()
                     torch.cuda.synchronize()
                     if name in ("kernel", "mma") and batch in (1, 32) and kind == "local":
                         for kname, ck in LAST_LAUNCH.items():
                             meta = getattr(ck, "metadata", None)
                             print(f"compiled {name} {kname} batch {batch}: regs {getattr(ck, 'n_regs', '?')}, "
-                                  f"spills {getattr(ck, 'n_spills', '?')}, shared {getattr(meta, 'shared', '?')}")
+                                  f"spills {getattr(ck, 'n_spills', '?')}, shared {getattr(meta, 'shared', '?')}, "
+                                  f"warps {getattr(meta, 'num_warps', '?')}")
                     point[f"{name}_rel_err"] = ((out - ref).norm() / ref.norm()).item()
                     point[f"{name}_us"] = graph_time_us(fn)
                 except Exception as exc:  # noqa: BLE001 - report and go on with the other paths

@@ -1,5 +1,9 @@
 """Triton kernels: fused W4A16 MXFP4 expert GEMMs for decode (1 to 32 tokens, top-k experts each).
 
+``mxfp4_moe_experts`` is the entry for every path: weights in the tiled layout
+(``ExpertWeights.to_tiled_layout``, what ``glue.prepare_experts`` gives where Gluon runs) go to
+gluon_kernel.py's kernels (decode ``gluon``); the rest of this module is the ``tl.dot`` family below.
+
 No routing metadata is built on the host and nothing is sorted. Every GEMM program is (slot p, column
 block n, k-split): it takes the expert of routing slot p, unless an earlier slot names the same expert or
 the expert is not on this card (then it runs no iterations), gathers every token routed to that expert
@@ -18,8 +22,8 @@ Launches (default configuration):
    token's slots is this card's share under EP).
 Small grids split K (partial sums added atomically into zeroed buffers).
 
-The E2M1 x BF16 product: ``mma`` (default on NVIDIA for weights re-laid out at load time by
-``ExpertWeights.to_mma_layout`` / ``glue.prepare_experts``: a bit permutation inside each 32-bit word so
+The E2M1 x BF16 product: ``mma`` (on NVIDIA for weights re-laid out at load time by
+``ExpertWeights.to_mma_layout``, ``glue.prepare_experts``'s choice where Gluon does not run: a bit permutation inside each 32-bit word so
 that each word decodes straight into the tensor-core operand registers; ``mma_portable`` is the same bit
 logic in Triton ops), ``asm2`` / ``asm`` decode the checkpoint layout in PTX, ``explicit`` decodes it with
 Triton integer/float ops (portable: AMD, the CPU interpreter), ``dot_scaled`` uses ``tl.dot_scaled``.
@@ -605,9 +609,12 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                       out: torch.Tensor | None = None) -> torch.Tensor:
     """The kernel path of ``reference.moe_experts_reference``: out_lat fp32 [T, latent].
 
-    x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids; topk_weights [T, k]; experts an
-    ``ExpertWeights`` on the GPU. Batches over 32 tokens run in chunks of 32. decode: "auto", "asm"
-    / "asm2" (NVIDIA PTX), "explicit" (portable Triton), "dot_scaled" (Triton's tl.dot_scaled).
+    x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids (int32 or int64); topk_weights [T, k];
+    experts an ``ExpertWeights`` on the GPU, in the layout the decode reads (DECODE_LAYOUT; "auto" picks
+    by layout: tiled -> "gluon", mma -> "mma" / "mma_portable", quark -> "asm2" / "explicit"). Batches over
+    32 tokens run in chunks of 32. Other decodes: "asm" (NVIDIA PTX), "dot_scaled" (Triton's
+    tl.dot_scaled). config: kernel.default_config(decode)'s form. Raises ValueError for a decode that
+    does not read the weights' layout, an unknown decode, or (gluon) tiles / splits it cannot run.
     """
     T, L = x_lat.shape
     topk = topk_ids.shape[1]
@@ -678,7 +685,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
                                             ctas_per_sm=config.get("ctas_per_sm", 64),
                                             split_down=config.get("split_down"), pdl=config.get("pdl", True),
                                             maxnreg=config.get("maxnreg"), peel_tokens=config.get("peel_tokens", 8),
-                                            split_gate_up=config.get("split_gate_up"))
+                                            split_gate_up=config.get("split_gate_up"), last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk
     block_m = 16 if T <= 16 else 32
