@@ -293,7 +293,17 @@ def _gate_up_rows(t: torch.Tensor, tile_n: int, inverse: bool) -> torch.Tensor:
     return v.reshape(t.shape).contiguous()
 
 
-def _tile_dims(packed: torch.Tensor, tile_n: int, tile_k: int) -> tuple[int, int, int]:
+def _tile_dims(packed: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int) -> tuple[int, int, int]:
+    """Checks packed uint8 [..., N, K // 2] and scales uint8 [..., N, K // 32] against the tiles."""
+    if packed.dtype != torch.uint8 or scales.dtype != torch.uint8:
+        raise TypeError(f"packed MXFP4 and its E8M0 scales must be uint8, got {packed.dtype} and {scales.dtype}")
+    if packed.dim() < 2:
+        raise ValueError(f"packed MXFP4 must be [..., N, K // 2], got shape {tuple(packed.shape)}")
+    if scales.shape[:-1] != packed.shape[:-1] or scales.shape[-1] * BLOCK_SIZE != packed.shape[-1] * 2:
+        raise ValueError(f"scales {tuple(scales.shape)} do not match packed {tuple(packed.shape)} (one E8M0 byte "
+                         f"per {BLOCK_SIZE} elements, the same leading dimensions)")
+    if not all(isinstance(t, int) and t > 0 for t in (tile_n, tile_k)):
+        raise ValueError(f"tiles must be positive integers, got [{tile_n!r}, {tile_k!r}]")
     n, k = packed.shape[-2], packed.shape[-1] * 2
     if n % tile_n or tile_n % 8 or k % tile_k or tile_k % 128:
         raise ValueError(f"[{n}, {k}] does not split into tiles of [{tile_n}, {tile_k}] (tile_n a multiple of 8, "
@@ -304,8 +314,10 @@ def _tile_dims(packed: torch.Tensor, tile_n: int, tile_k: int) -> tuple[int, int
 def to_tiled_layout(packed_mma: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int,
                     gate_up: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """mma-layout packed uint8 [..., N, K // 2] and scales [..., N, K // 32] -> the tiled layout (same
-    shapes); ``from_tiled_layout`` inverts it. tile_n a multiple of 8, tile_k of 128, dividing N and K."""
-    nt, kt, jh = _tile_dims(packed_mma, tile_n, tile_k)
+    shapes); ``from_tiled_layout`` inverts it. tile_n a multiple of 8, tile_k of 128, dividing N and K
+    (the gluon kernels take tile_n 16, 32, 64.. and tile_k 128, 256, 512..). Raises TypeError for other
+    dtypes, ValueError for shapes that do not tile or scales that do not match."""
+    nt, kt, jh = _tile_dims(packed_mma, scales, tile_n, tile_k)
     if gate_up:
         packed_mma, scales = _gate_up_rows(packed_mma, tile_n, False), _gate_up_rows(scales, tile_n, False)
     lead = packed_mma.shape[:-2]
@@ -320,7 +332,7 @@ def to_tiled_layout(packed_mma: torch.Tensor, scales: torch.Tensor, tile_n: int,
 def from_tiled_layout(packed: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int,
                       gate_up: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The inverse of ``to_tiled_layout``: back to the mma layout (bits untouched) and the scales' order."""
-    nt, kt, jh = _tile_dims(packed, tile_n, tile_k)
+    nt, kt, jh = _tile_dims(packed, scales, tile_n, tile_k)
     lead = packed.shape[:-2]
     q = tile_n // 8
     n_lead = len(lead)

@@ -184,7 +184,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
-    (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1).
+    (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1), or
+    with SPLIT_K > 1 its fp32 partial sums to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I], w13's row
+    order) for _silu_parts_kernel.
     Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
     ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
     int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
@@ -370,7 +372,7 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
         return False, "compute capability below 8.0"
     if latent % 128 or expert_size % 128:
         return False, f"latent {latent} and expert size {expert_size} must be multiples of 128"
-    return True, "ok"
+    return True, "ok"  # ExpertWeights.default_tiles() then tile both GEMMs
 
 
 _LAYOUTS: dict = {}
@@ -388,7 +390,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     peel_tokens: int = 8, split_gate_up: int | None = None,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
-    three launches (gate/up with silu, down with split-K partials, norm-combine), nothing zero-filled.
+    three launches (gate/up with silu, down with split-K partials, norm-combine; a fourth, the silu of the
+    partial sums, with split_gate_up), no memsets (the gate/up kernel zeroes ``out``). Each token's ids
+    must be distinct (as top-k gives): a token routed twice to one expert is computed once.
 
     x bf16 [T, L] contiguous; ids int32 or int64 [T, k]; wts fp32 [T, k]; out fp32 [T, L] contiguous (written).
     split_down: the down GEMM's K split (default: until about ctas_per_sm one-warp programs per SM, at
@@ -399,8 +403,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     P = T * topk
     if ex.layout != "tiled":
         raise ValueError("the gluon kernels read ExpertWeights in the tiled layout (ExpertWeights.to_tiled_layout)")
+    if not 0 < T <= 32:
+        raise ValueError(f"experts_forward runs 1 to 32 tokens, got {T} (kernel.mxfp4_moe_experts chunks)")
+    if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
+        raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
+    for name, v in (("split_down", split_down), ("split_gate_up", split_gate_up)):
+        if v is not None and (not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be a positive integer (or None: automatic), got {v!r}")
     (bn1, bk1), (bn2, bk2) = ex.tiles
     for bn, bk in ex.tiles:
         if bn < 16 or bn & (bn - 1) or bk < 128 or bk & (bk - 1):

@@ -609,7 +609,8 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
                       out: torch.Tensor | None = None) -> torch.Tensor:
     """The kernel path of ``reference.moe_experts_reference``: out_lat fp32 [T, latent].
 
-    x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids (int32 or int64); topk_weights [T, k];
+    x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids (int32 or int64), distinct within a token as
+    top-k gives them (a token routed twice to one expert is computed once); topk_weights [T, k];
     experts an ``ExpertWeights`` on the GPU, in the layout the decode reads (DECODE_LAYOUT; "auto" picks
     by layout: tiled -> "gluon", mma -> "mma" / "mma_portable", quark -> "asm2" / "explicit"). Batches over
     32 tokens run in chunks of 32. Other decodes: "asm" (NVIDIA PTX), "dot_scaled" (Triton's
@@ -619,6 +620,9 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
     T, L = x_lat.shape
     topk = topk_ids.shape[1]
     layout = getattr(experts, "layout", "quark")
+    if not _interpreting() and (x_lat.device.type != "cuda" or experts.w13.device.type != "cuda"):
+        raise ValueError(f"the MXFP4 kernels run on a GPU; x_lat is on {x_lat.device} and the experts on "
+                         f"{experts.w13.device} (the reference path is reference.moe_experts_reference)")
     if decode == "auto":
         decode = default_decode(x_lat.device, layout)
     if decode not in DECODE_MODES:

@@ -33,6 +33,22 @@ from .format import (dequantize_mxfp4, from_mma_layout, from_tiled_layout, rando
 DEFAULT_EPS = 1e-6
 
 
+LAYOUTS = ("quark", "mma", "tiled")
+
+
+def _check_tiles(tiles) -> tuple:
+    """((tile_n, tile_k) of w13, (tile_n, tile_k) of w2) as a tuple of int pairs, or ValueError."""
+    try:
+        out = tuple((int(n), int(k)) for n, k in tiles)
+        ok = len(out) == 2 and all(n > 0 and k > 0 and (n, k) == tuple(t) for (n, k), t in zip(out, tiles))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"tiles must be ((tile_n, tile_k) of w13, (tile_n, tile_k) of w2), positive integers; "
+                         f"got {tiles!r}")
+    return out
+
+
 @dataclass
 class ExpertWeights:
     """One layer's local experts in the checkpoint layout (vLLM QuarkOCP_MX_MoEMethod's tensors)."""
@@ -46,6 +62,12 @@ class ExpertWeights:
     layout: str = "quark"  # of w13 / w2: "quark" (the checkpoint's), "mma" (format.to_mma_layout) or
     #                        "tiled" (format.to_tiled_layout of the mma layout; w13 with gate_up rows)
     tiles: tuple = ()  # "tiled": ((tile_n, tile_k) of w13, (tile_n, tile_k) of w2)
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"ExpertWeights.layout must be one of {LAYOUTS}, got {self.layout!r}")
+        if self.layout == "tiled":
+            self.tiles = _check_tiles(self.tiles)
 
     @property
     def num_local(self) -> int:
@@ -83,22 +105,22 @@ class ExpertWeights:
         return replace(self, w13=to_mma_layout(self.w13), w2=to_mma_layout(self.w2), layout="mma")
 
     def default_tiles(self) -> tuple:
-        """(tile_n, tile_k) of w13 and w2 for the gluon kernels: 32 rows x 256 elements (K >= 256), else
-        32 x 128 (the kernels need tile_k a multiple of 128)."""
-        return ((32, min(256, self.latent_size)), (32, min(256, self.expert_size)))
+        """(tile_n, tile_k) of w13 and w2 for the gluon kernels: 32 rows x 256 elements where 256 divides
+        the GEMM's K, else 32 x 128 (the kernels need tile_k a multiple of 128; latent and expert sizes
+        that are multiples of 128 always tile)."""
+        return default_tiles(self.latent_size, self.expert_size)
 
     def to_tiled_layout(self, tiles: tuple | None = None) -> ExpertWeights:
         """The load-time re-layout for the gluon kernels: the mma layout, regrouped in (tile_n, tile_k)
         tiles, w13's gate and up rows interleaved by half tiles (format.to_tiled_layout); same shapes."""
-        tiles = tiles or self.default_tiles()
-        if self.layout == "tiled" and tuple(self.tiles) == tuple(tiles):
+        tiles = _check_tiles(tiles or self.default_tiles())
+        if self.layout == "tiled" and self.tiles == tiles:
             return self
         m = self.to_mma_layout()
         (n13, k13), (n2, k2) = tiles
         w13, s13 = to_tiled_layout(m.w13, m.w13_scale, n13, k13, gate_up=True)
         w2, s2 = to_tiled_layout(m.w2, m.w2_scale, n2, k2)
-        return replace(m, w13=w13, w13_scale=s13, w2=w2, w2_scale=s2, layout="tiled",
-                       tiles=(tuple(tiles[0]), tuple(tiles[1])))
+        return replace(m, w13=w13, w13_scale=s13, w2=w2, w2_scale=s2, layout="tiled", tiles=tiles)
 
     def to_quark_layout(self) -> ExpertWeights:
         if self.layout == "quark":
@@ -114,6 +136,11 @@ class ExpertWeights:
         """Bytes of packed weights plus scales of the given local experts."""
         per = sum(getattr(self, n)[0].numel() for n in ("w13", "w13_scale", "w2", "w2_scale"))
         return per * len(set(local_ids))
+
+
+def default_tiles(latent: int, expert_size: int) -> tuple:
+    """ExpertWeights.default_tiles for these sizes (see there)."""
+    return ((32, 256 if latent % 256 == 0 else 128), (32, 256 if expert_size % 256 == 0 else 128))
 
 
 def random_expert_weights(num_local: int, latent: int, expert_size: int, *, expert_base: int = 0,

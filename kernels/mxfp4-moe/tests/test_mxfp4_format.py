@@ -283,3 +283,19 @@ def test_tiled_layout_rejects_shapes_that_do_not_tile():
         F.to_tiled_layout(q, s, 32, 128)  # 48 rows
     with pytest.raises(ValueError, match="tiles"):
         F.to_tiled_layout(q, s, 16, 96)  # tile_k not a multiple of 128
+
+
+def test_tiled_layout_refuses_bad_input_with_the_reason():
+    q = torch.zeros(64, 128, dtype=torch.uint8)
+    s = torch.zeros(64, 8, dtype=torch.uint8)
+    with pytest.raises(TypeError, match="uint8"):
+        F.to_tiled_layout(q.float(), s, 32, 256)
+    with pytest.raises(ValueError, match="do not match"):
+        F.to_tiled_layout(q, s.reshape(16, 32), 32, 256)
+    with pytest.raises(ValueError, match="do not match"):
+        F.from_tiled_layout(q, torch.zeros(64, 4, dtype=torch.uint8), 32, 256)
+    for bad in ((0, 256), (-32, 256), (32, 256.0)):
+        with pytest.raises(ValueError, match="positive integers"):
+            F.to_tiled_layout(q, s, *bad)
+    with pytest.raises(ValueError, match=r"N, K // 2"):
+        F.to_tiled_layout(q[0], s[0], 32, 256)

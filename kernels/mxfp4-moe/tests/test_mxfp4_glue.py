@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -146,3 +147,24 @@ def test_gluon_kernels_are_not_chosen_without_a_gpu():
     ex = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(24))
     ok, why = glue.gluon_supported(ex)
     assert not ok and why
+
+
+def test_expert_weights_refuse_unknown_layouts_and_bad_tiles():
+    ex = R.random_expert_weights(2, 384, 128, generator=torch.Generator().manual_seed(25))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        dataclasses.replace(ex, layout="MMA")
+    for bad in (((32, 256),), "32x256", ((32, 0), (32, 128)), ((32.5, 256), (32, 128))):
+        with pytest.raises(ValueError, match="tiles must be"):
+            ex.to_tiled_layout(bad)
+    assert ex.default_tiles() == ((32, 128), (32, 128))  # 384 is not a multiple of 256
+    t = ex.to_tiled_layout([[32, 128], [32, 128]])  # lists are normalized: the same tiles again is a no-op
+    assert t.tiles == ((32, 128), (32, 128)) and t.to_tiled_layout(((32, 128), (32, 128))) is t
+
+
+def test_kernel_entry_refuses_cpu_tensors(monkeypatch):
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    ex = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(26))
+    with pytest.raises(ValueError, match="run on a GPU"):
+        mxfp4_moe_experts(torch.zeros(1, 128, dtype=torch.bfloat16), torch.zeros(1, 2, dtype=torch.int64),
+                          torch.ones(1, 2), ex)
