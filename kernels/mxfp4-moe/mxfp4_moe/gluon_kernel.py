@@ -70,9 +70,11 @@ def _pow2_bits(n):
 def layouts(block_n: int, block_k: int, block_m: int) -> dict:
     """The load layouts (one warp) whose decoded / reshaped tensors are the mma operand layouts.
 
-    w5: [BLOCK_N, 4 (c), J/4 (h), 4 (jl), 4 (element slot)]: the words are its slice over the last dim (lane
-    group c's run of J contiguous 32-bit words per row, in 16-byte pieces h); x4: [4 (c), J (j), 4 (pair),
-    2 (element), BLOCK_M]: BF16 pairs are its slice over the element dim. J = BLOCK_K // 32, a multiple of 4.
+    w5: [BLOCK_N, 4 (c), J/4 (h), 4 (jl), 4 (element slot)]: the words are its slice over the last dim
+    (lane group c's 16-byte pieces h, row bytes 64h + 16c, 4 words jl each; the element slot is the decode's
+    pack); x4: [4 (c), J (j), 4 (pair), 2 (element), BLOCK_M]: BF16 pairs are its slice over the element
+    dim; s3: [8 (g), 4 (c), BLOCK_N/8 * J/4]: a lane's scale bytes. J = BLOCK_K // 32, a multiple of 4.
+    Raises ValueError for a BLOCK_K that is not a multiple of 128.
     """
     J = block_k // 32
     if J % 4 or J < 4:
