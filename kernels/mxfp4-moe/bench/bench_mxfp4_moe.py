@@ -104,14 +104,6 @@ def best_of_sweep(path: str) -> int:
     return min(total, key=total.get)
 
 
-def prepare(ex, decode: str, tiles=None):
-    """The load-time re-layout a decode reads (ExpertWeights in DECODE_LAYOUT[decode])."""
-    layout = DECODE_LAYOUT[decode]
-    if layout == "tiled":
-        return ex.to_tiled_layout(tiles)
-    return ex.to_mma_layout() if layout == "mma" else ex.to_quark_layout()
-
-
 def clone_experts(ex):
     """A copy of the weights in distinct memory (another layer)."""
     from dataclasses import replace
@@ -216,7 +208,7 @@ def main() -> int:
         kconf = json.loads(args.config)
     # the kernel column's weights: re-laid out once (the load-time step)
     tiles = tuple(map(tuple, json.loads(args.tiles))) if args.tiles else None
-    ex_k = prepare(ex, args.decode, tiles)
+    ex_k = ex.to_layout(DECODE_LAYOUT[args.decode], tiles)
     ex_mma = ex.to_mma_layout()
     torch.cuda.synchronize()
     copies = [ex_k] + [clone_experts(ex_k) for _ in range(args.layers - 1)] if args.layers else []

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from mxfp4_moe import reference as R  # noqa: E402
-from mxfp4_moe.kernel import MMA_DECODES, mxfp4_moe_experts  # noqa: E402
+from mxfp4_moe.kernel import DECODE_LAYOUT, mxfp4_moe_experts  # noqa: E402
 from mxfp4_moe.variants import load_variant  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def main() -> int:
     v = load_variant(args.variant)
     g = torch.Generator(device="cuda").manual_seed(0)
     ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, generator=g, device="cuda")
-    ex_k = ex.to_mma_layout() if args.decode in MMA_DECODES else ex
+    ex_k = ex.to_layout(DECODE_LAYOUT[args.decode])
     gc = torch.Generator().manual_seed(1)
     n = v.local_experts if args.routing == "local" else v.experts
     ids, w = R.route(torch.randn(args.batch, n, generator=gc), v.top_k)

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from .glue import gluon_supported
+    from .glue import kernel_layout
     from .kernel import mxfp4_moe_experts
     from .reference import random_expert_weights
     from .variants import load_variant
@@ -41,10 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         v = load_variant(name)
         t0 = time.perf_counter()
         # in the layout glue.prepare_experts gives the serving path
-        ex = random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda")
-        ok, why = gluon_supported(ex)
-        ex = ex.to_tiled_layout() if ok else ex.to_mma_layout()
-        print(f"mxfp4-moe build: variant {v.name}: {'gluon kernels, tiles ' + str(ex.tiles) if ok else 'mma kernels (' + why + ')'}")
+        ex = kernel_layout(random_expert_weights(v.local_experts, v.latent_size, v.expert_size, device="cuda"))
+        what = f"gluon kernels, tiles {ex.tiles}" if ex.layout == "tiled" else "tl.dot kernels, mma decode"
+        print(f"mxfp4-moe build: variant {v.name}: {what}")
         for tokens in (1, 9, 17):  # the token tiles 8, 16 and 32 (the mma kernels: 16, 16, 32)
             x = torch.randn(tokens, v.latent_size, device="cuda").to(torch.bfloat16)
             ids = torch.stack([torch.randperm(v.local_experts, device="cuda")[:v.top_k] for _ in range(tokens)])

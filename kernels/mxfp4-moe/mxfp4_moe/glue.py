@@ -117,12 +117,18 @@ def prepare_experts(experts: ExpertWeights) -> ExpertWeights:
     checkpoint's layout. ``moe_experts`` takes any of them."""
     choice = init_backend()
     if choice.backend == KERNEL and experts.w13.is_cuda and not getattr(torch.version, "hip", None):
-        ok, why = gluon_supported(experts)
-        if ok:
-            return experts.to_tiled_layout()
-        logger.info("MXFP4 experts: the gluon kernels do not run here (%s); using the mma layout", why)
-        return experts.to_mma_layout()
+        return kernel_layout(experts)
     return experts
+
+
+def kernel_layout(experts: ExpertWeights) -> ExpertWeights:
+    """The experts (on an NVIDIA GPU) in the kernels' fastest layout here: tiled where the gluon kernels
+    run, else mma (the reason logged)."""
+    ok, why = gluon_supported(experts)
+    if ok:
+        return experts.to_tiled_layout()
+    logger.info("MXFP4 experts: the gluon kernels do not run here (%s); using the mma layout", why)
+    return experts.to_mma_layout()
 
 
 def gluon_supported(experts: ExpertWeights) -> tuple[bool, str]:

@@ -36,6 +36,8 @@ weight element at batch 1 (the tl.dot kernels: 4.07).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -44,7 +46,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE
+from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2
 
 
 # the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
@@ -67,6 +69,7 @@ def _pow2_bits(n):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def layouts(block_n: int, block_k: int, block_m: int) -> dict:
     """The load layouts (one warp) whose decoded / reshaped tensors are the mma operand layouts.
 
@@ -151,7 +154,6 @@ def _mx_mma(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK
     f = ws.to(gl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
     f = gl.expand_dims(gl.expand_dims(f, 3), 4)
     w = gl.expand_dims(wq, 4)
-    w, f = gl.broadcast(w, f)
     w = gl.broadcast(w, gl.full([BLOCK_N, 4, JH, 4, 4], 0, gl.int32, layout=w.type.layout))[0]
     f = gl.broadcast(f, w)[0]
     lo, hi = gl.inline_asm_elementwise(_DECODE_ASM, _DECODE_CONSTRAINTS, [w, f],
@@ -377,16 +379,6 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
     return True, "ok"  # ExpertWeights.default_tiles() then tile both GEMMs
 
 
-_LAYOUTS: dict = {}
-
-
-def _layouts(block_n: int, block_k: int, block_m: int) -> dict:
-    key = (block_n, block_k, block_m)
-    if key not in _LAYOUTS:
-        _LAYOUTS[key] = layouts(*key)
-    return _LAYOUTS[key]
-
-
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
                     peel_tokens: int = 8, split_gate_up: int | None = None,
@@ -422,18 +414,17 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if split_down and (I // bk2) % split_down:
         raise ValueError(f"split_down={split_down} does not divide the down GEMM's {I // bk2} K tiles")
     block_m = 8 if T <= 8 else (16 if T <= 16 else 32)
-    topk_p2 = max(2, 1 << (topk - 1).bit_length())
-    p_p2 = max(2, 1 << (32 * topk - 1).bit_length())
+    topk_p2, p_p2 = _pow2(topk), _pow2(32 * topk)
     bound = min(P, ex.num_local)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
     w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
-    lay1, lay2 = _layouts(bn1, bk1, block_m), _layouts(bn2, bk2, block_m)
+    lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9  # griddepcontrol: sm_90+
     pdl = pdl and gdc
     opts = {"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens} | ({"maxnreg": maxnreg} if maxnreg else {})
     grid_n1 = 2 * I // bn1
-    zero_block = max(128, 1 << (-(-T * L // grid_n1) - 1).bit_length())
+    zero_block = _pow2(-(-T * L // grid_n1), lo=128)
     # silu is fused (one program has both halves of its rows) unless split_gate_up asks for a K split of the
     # gate/up GEMM (partial sums, then a silu kernel: one launch more; measured slower on an H200 at every
     # routing tried, EP shares of 1-2 experts included)
@@ -472,7 +463,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     g = ex.norm_weight
     _norm_combine_kernel[(T, topk)](
         y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(1), y.stride(0), g.stride(0), out.stride(0),
-        eps, L=L, TOPK=topk, PARTS=split, BLOCK_L=max(32, 1 << (L - 1).bit_length()), GDC=gdc,
+        eps, L=L, TOPK=topk, PARTS=split, BLOCK_L=_pow2(L, lo=32), GDC=gdc,
         num_warps=8 if L >= 2048 else 4, launch_pdl=pdl)
     if last_launch is not None:
         last_launch.clear()

@@ -285,7 +285,6 @@ def _decode_mma(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.co
 
 
 DECODE_MODES = {"explicit": 0, "dot_scaled": 1, "asm": 2, "asm2": 3, "mma": 4, "mma_portable": 5, "gluon": 6}
-MMA_DECODES = ("mma", "mma_portable")  # need weights in format.to_mma_layout's layout
 # the weight layout each decode reads (ExpertWeights.layout)
 DECODE_LAYOUT = {"explicit": "quark", "dot_scaled": "quark", "asm": "quark", "asm2": "quark", "mma": "mma",
                  "mma_portable": "mma", "gluon": "tiled"}
@@ -573,7 +572,7 @@ GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True}
 def default_config(decode: str) -> dict:
     if decode == "gluon":
         return GLUON_CONFIG
-    return MMA_CONFIG if decode in MMA_DECODES else DEFAULT_CONFIG
+    return MMA_CONFIG if DECODE_LAYOUT[decode] == "mma" else DEFAULT_CONFIG
 
 
 def _pow2(n: int, lo: int = 2) -> int:

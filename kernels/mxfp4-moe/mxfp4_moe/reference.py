@@ -122,6 +122,17 @@ class ExpertWeights:
         w2, s2 = to_tiled_layout(m.w2, m.w2_scale, n2, k2)
         return replace(m, w13=w13, w13_scale=s13, w2=w2, w2_scale=s2, layout="tiled", tiles=tiles)
 
+    def to_layout(self, layout: str, tiles: tuple | None = None) -> ExpertWeights:
+        """This layer's experts in ``layout`` ("quark", "mma" or "tiled"; tiles: ``to_tiled_layout``'s, an
+        expert set already tiled keeps its own when None). Raises ValueError for another layout."""
+        if layout == "tiled":
+            return self if self.layout == "tiled" and tiles is None else self.to_tiled_layout(tiles)
+        if layout == "mma":
+            return self.to_mma_layout()
+        if layout == "quark":
+            return self.to_quark_layout()
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
     def to_quark_layout(self) -> ExpertWeights:
         if self.layout == "quark":
             return self

@@ -39,13 +39,8 @@ def check_case(ex_ref: R.ExpertWeights, ex_dev: R.ExpertWeights, tokens: int, ki
     tiled already, with its own tiles; the `mma` decodes the mma layout; the others the Quark layout)."""
     from mxfp4_moe.kernel import DECODE_LAYOUT, mxfp4_moe_experts
 
-    want = DECODE_LAYOUT.get(decode)
-    if want == "tiled" and ex_dev.layout != "tiled":
-        ex_dev = ex_dev.to_tiled_layout()  # the load-time re-layouts (no-ops when already done)
-    elif want == "mma":
-        ex_dev = ex_dev.to_mma_layout()
-    elif want == "quark":
-        ex_dev = ex_dev.to_quark_layout()
+    if decode in DECODE_LAYOUT:
+        ex_dev = ex_dev.to_layout(DECODE_LAYOUT[decode])  # the load-time re-layout (a no-op when done)
     g = torch.Generator().manual_seed(seed)
     local = range(ex_ref.expert_base, ex_ref.expert_base + ex_ref.num_local)
     ids, w = make_routing(kind, tokens, experts, top_k, g, local)

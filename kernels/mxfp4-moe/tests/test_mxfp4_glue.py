@@ -75,12 +75,17 @@ def test_said_once_at_start(caplog):
     assert "MUSE_SPARK_MXFP4_KERNELS=1" in msgs[0] and "reference path" in msgs[0]
 
 
+def _case(seed: int, latent: int = 64, expert_size: int = 64):
+    """4 local experts, 3 tokens routed top-2: (experts, ids, weights, x_lat)."""
+    g = torch.Generator().manual_seed(seed)
+    ex = R.random_expert_weights(4, latent, expert_size, generator=g)
+    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
+    return ex, ids, w, torch.randn(3, latent, generator=g).to(torch.bfloat16)
+
+
 def test_dispatch_reference_runs_the_stock_op(monkeypatch):
     monkeypatch.setenv(glue.ENV_VAR, "0")
-    g = torch.Generator().manual_seed(20)
-    ex = R.random_expert_weights(4, 64, 64, generator=g)
-    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
-    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    ex, ids, w, x = _case(20)
     out = glue.moe_experts(x, ids, w, ex)
     assert torch.equal(out, R.moe_experts_reference(x, ids, w, ex, dtype=torch.bfloat16))
     assert glue.init_backend().backend == glue.REFERENCE
@@ -116,10 +121,7 @@ def test_prepare_experts_keeps_the_checkpoint_layout_for_the_reference(monkeypat
 def test_dispatch_reference_takes_the_mma_layout(monkeypatch):
     """Weights re-laid out for the kernels' `mma` decode give the same stock-path result."""
     monkeypatch.setenv(glue.ENV_VAR, "0")
-    g = torch.Generator().manual_seed(22)
-    ex = R.random_expert_weights(4, 64, 64, generator=g)
-    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
-    x = torch.randn(3, 64, generator=g).to(torch.bfloat16)
+    ex, ids, w, x = _case(22)
     exm = ex.to_mma_layout()
     assert exm.layout == "mma" and not torch.equal(exm.w13, ex.w13)
     assert torch.equal(glue.moe_experts(x, ids, w, exm), glue.moe_experts(x, ids, w, ex))
@@ -129,10 +131,7 @@ def test_dispatch_reference_takes_the_tiled_layout(monkeypatch):
     """Weights re-laid out for the gluon kernels (tiled; w13's gate and up rows interleaved, scales moved
     too) give the same stock-path result, and convert back to the checkpoint's bytes exactly."""
     monkeypatch.setenv(glue.ENV_VAR, "0")
-    g = torch.Generator().manual_seed(23)
-    ex = R.random_expert_weights(4, 256, 128, generator=g)
-    ids, w = R.route(torch.randn(3, 4, generator=g), 2)
-    x = torch.randn(3, 256, generator=g).to(torch.bfloat16)
+    ex, ids, w, x = _case(23, latent=256, expert_size=128)
     ext = ex.to_tiled_layout()
     assert ext.layout == "tiled" and ext.tiles == ((32, 256), (32, 128)) == ex.default_tiles()
     assert not torch.equal(ext.w13_scale, ex.w13_scale)
@@ -168,3 +167,17 @@ def test_kernel_entry_refuses_cpu_tensors(monkeypatch):
     with pytest.raises(ValueError, match="run on a GPU"):
         mxfp4_moe_experts(torch.zeros(1, 128, dtype=torch.bfloat16), torch.zeros(1, 2, dtype=torch.int64),
                           torch.ones(1, 2), ex)
+
+
+def test_to_layout_reaches_every_layout_and_back():
+    ex = R.random_expert_weights(2, 256, 128, generator=torch.Generator().manual_seed(27))
+    for layout in R.LAYOUTS:
+        other = ex.to_layout(layout)
+        assert other.layout == layout
+        back = other.to_layout("quark")
+        assert all(torch.equal(getattr(back, n), getattr(ex, n)) for n in ("w13", "w13_scale", "w2", "w2_scale"))
+    tiled = ex.to_layout("tiled", ((16, 128), (16, 128)))
+    assert tiled.to_layout("tiled") is tiled and tiled.to_layout("tiled", ((32, 256), (32, 128))).tiles == (
+        (32, 256), (32, 128))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        ex.to_layout("MMA")
