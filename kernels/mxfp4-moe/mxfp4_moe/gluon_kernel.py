@@ -6,7 +6,7 @@
 1. ``_gemm_kernel`` GATE_UP over w13 -> silu(gate) * up in BF16 [pairs, I] (silu fused: a tile holds
    BLOCK_N/2 gate rows and the matching up rows); its slot-0 programs also zero the output;
 2. ``_gemm_kernel`` over w2 -> fp32 partial sums [SPLIT_K, pairs, L] (written, no atomics, no memset);
-3. ``_norm_combine_kernel``: adds the parts, RMSNorm times the expert's norm weight times the router
+3. ``kernel.norm_combine``: adds the parts, RMSNorm times the expert's norm weight times the router
    weight, added atomically into the output (one program per token and slot).
 
 A GEMM program (slot p, tile row block n, K split k) is one warp. It takes the expert of routing slot p
@@ -39,14 +39,11 @@ from __future__ import annotations
 import functools
 
 import torch
-import triton
-import triton.language as tl
 from triton.experimental import gluon
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2
+from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul
 
 
 # the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
@@ -190,7 +187,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
     (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1), or
     with SPLIT_K > 1 its fp32 partial sums to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I], w13's row
-    order) for _silu_parts_kernel.
+    order) for kernel.silu_mul.
     Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
     ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
     int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
@@ -293,7 +290,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     acc = acc * _MMA_UNSCALE
     if GATE_UP and SPLIT_K > 1:
         # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
-        # rows first); _silu_parts_kernel adds the parts and applies silu(gate) * up
+        # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
         pl_n: gl.constexpr = gl.SliceLayout(1, mma)
         pl_m: gl.constexpr = gl.SliceLayout(0, mma)
         r = gl.arange(0, BLOCK_N, layout=pl_n)
@@ -322,49 +319,6 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
         y_ptrs = y_ptr + pid_k * stride_yk + o_rows2[None, :] * stride_ym + o_n2[:, None]
         gl.store(y_ptrs, acc, mask=o_has2[None, :] & (o_n2[:, None] >= 0))
-
-
-@triton.jit
-def _silu_parts_kernel(h_ptr, act_ptr, stride_hk, stride_hm, stride_am, I: tl.constexpr, PARTS: tl.constexpr,
-                       BLOCK: tl.constexpr, GDC: tl.constexpr):
-    """act[r] = silu(g) * u in BF16, g / u = the sums of the PARTS partial gate / up rows of h[:, r]."""
-    if GDC:
-        gdc_launch_dependents()
-        gdc_wait()
-    r = tl.program_id(0)
-    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    g = tl.zeros([BLOCK], tl.float32)
-    u = tl.zeros([BLOCK], tl.float32)
-    for p in tl.static_range(PARTS):
-        g += tl.load(h_ptr + p * stride_hk + r * stride_hm + offs)
-        u += tl.load(h_ptr + p * stride_hk + r * stride_hm + I + offs)
-    tl.store(act_ptr + r * stride_am + offs, (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16))
-
-
-@triton.jit(do_not_specialize=["expert_base", "n_local"])
-def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
-                         stride_ym, stride_yk, stride_g, stride_om, eps,
-                         L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
-                         GDC: tl.constexpr):
-    """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
-    out[t] (zeroed by the gate/up kernel), y = the sum of the PARTS split-K partial rows of pair t*TOPK+j."""
-    if GDC:
-        gdc_launch_dependents()
-    t = tl.program_id(0)
-    j = tl.program_id(1)
-    offs = tl.arange(0, BLOCK_L)
-    lm = offs < L
-    local = tl.load(ids_ptr + t * TOPK + j) - expert_base
-    if GDC:
-        gdc_wait()
-    if (local >= 0) & (local < n_local):
-        wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
-        y = tl.zeros([BLOCK_L], tl.float32)
-        for p in tl.static_range(PARTS):
-            y += tl.load(y_ptr + p * stride_yk + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
-        g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
-        ms = tl.sum(y * y, axis=0) / L
-        tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
 
 def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool, str]:
@@ -444,9 +398,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
         **opts)
     if split1 > 1:
-        blk = min(1024, I)
-        _silu_parts_kernel[(P, I // blk)](h, act, h.stride(0), h.stride(1), act.stride(0), I=I, PARTS=split1,
-                                          BLOCK=blk, GDC=gdc, num_warps=4, launch_pdl=pdl)
+        silu_mul(h, act, gdc=gdc, pdl=pdl)
     k_iters = I // bk2
     split = split_down or 1
     if not split_down:
@@ -460,11 +412,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(1), y.stride(0),
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
         GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts)
-    g = ex.norm_weight
-    _norm_combine_kernel[(T, topk)](
-        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(1), y.stride(0), g.stride(0), out.stride(0),
-        eps, L=L, TOPK=topk, PARTS=split, BLOCK_L=_pow2(L, lo=32), GDC=gdc,
-        num_warps=8 if L >= 2048 else 4, launch_pdl=pdl)
+    norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update(launched)

@@ -37,6 +37,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 MAX_TOKENS = 32  # per launch; larger batches are split into chunks of 32
 
@@ -514,33 +515,73 @@ def _streamk_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, T, expert_base, n_local
 
 
 @triton.jit
-def _silu_mul_kernel(h_ptr, act_ptr, n_rows, stride_hm, stride_am, I: tl.constexpr, BLOCK: tl.constexpr):
-    """act = silu(h[:, :I]) * h[:, I:] in BF16 (after a split-K gate/up). Rows no expert wrote are zeros."""
+def _silu_mul_kernel(h_ptr, act_ptr, stride_hk, stride_hm, stride_am, I: tl.constexpr, PARTS: tl.constexpr,
+                     BLOCK: tl.constexpr, GDC: tl.constexpr):
+    """act[r] = silu(g) * u in BF16, g / u = the sums of the PARTS partial gate / up halves of h's row r
+    (h [PARTS, pairs, 2I], parts stride_hk apart). Rows no expert wrote hold whatever h held. GDC: the
+    programmatic-dependent-launch handshake (sm_90+)."""
+    if GDC:
+        gdc_launch_dependents()
+        gdc_wait()
     r = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    g = tl.load(h_ptr + r * stride_hm + offs)
-    u = tl.load(h_ptr + r * stride_hm + I + offs)
+    g = tl.zeros([BLOCK], tl.float32)
+    u = tl.zeros([BLOCK], tl.float32)
+    for p in tl.static_range(PARTS):
+        g += tl.load(h_ptr + p * stride_hk + r * stride_hm + offs)
+        u += tl.load(h_ptr + p * stride_hk + r * stride_hm + I + offs)
     tl.store(act_ptr + r * stride_am + offs, (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16))
 
 
 @triton.jit(do_not_specialize=["expert_base", "n_local"])
 def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
-                         stride_ym, stride_g, stride_om, eps,
-                         L: tl.constexpr, TOPK: tl.constexpr, BLOCK_L: tl.constexpr):
-    """Program (token, slot): adds the slot's RMS-normed output times the expert's norm weight and the
-    router weight into out (zeroed), when the slot's expert is on this card (one program per pair: no
-    chain of dependent row reductions in one program)."""
+                         stride_ym, stride_yk, stride_g, stride_om, eps,
+                         L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
+                         GDC: tl.constexpr):
+    """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
+    out[t] (zeroed), y = the sum of the PARTS partial rows of pair t*TOPK+j (parts stride_yk apart). One
+    program per pair: no chain of dependent row reductions in one program. GDC as in _silu_mul_kernel."""
+    if GDC:
+        gdc_launch_dependents()
     t = tl.program_id(0)
     j = tl.program_id(1)
     offs = tl.arange(0, BLOCK_L)
     lm = offs < L
     local = tl.load(ids_ptr + t * TOPK + j) - expert_base
+    if GDC:
+        gdc_wait()
     if (local >= 0) & (local < n_local):
         wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
-        y = tl.load(y_ptr + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
+        y = tl.zeros([BLOCK_L], tl.float32)
+        for p in tl.static_range(PARTS):
+            y += tl.load(y_ptr + p * stride_yk + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
         g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
         ms = tl.sum(y * y, axis=0) / L
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
+
+
+def silu_mul(h: torch.Tensor, act: torch.Tensor, *, gdc: bool = False, pdl: bool = False) -> None:
+    """act [pairs, I] = silu(gate) * up of h fp32 [pairs, 2I], or of the sum of h's parts [parts, pairs, 2I]."""
+    I = act.shape[1]
+    parts, stride_hk = (h.shape[0], h.stride(0)) if h.dim() == 3 else (1, 0)
+    blk = _fit(1024, I)
+    opts = {"launch_pdl": True} if pdl else {}
+    _silu_mul_kernel[(act.shape[0], I // blk)](h, act, stride_hk, h.stride(-2), act.stride(0), I=I, PARTS=parts,
+                                               BLOCK=blk, GDC=gdc, num_warps=4, **opts)
+
+
+def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
+                 gdc: bool = False, pdl: bool = False) -> None:
+    """out [T, L] (zeroed) += this card's share: each local pair's RMS-normed output y [pairs, L] (or the
+    sum of y's parts [parts, pairs, L]) times its expert's norm weight and its router weight."""
+    T, topk = ids.shape
+    L = out.shape[1]
+    parts, stride_yk = (y.shape[0], y.stride(0)) if y.dim() == 3 else (1, 0)
+    g = ex.norm_weight
+    opts = {"launch_pdl": True} if pdl else {}
+    _norm_combine_kernel[(T, topk)](
+        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(-2), stride_yk, g.stride(0), out.stride(0), eps,
+        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, num_warps=8 if L >= 2048 else 4, **opts)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -725,8 +766,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
             act.stride(0), h.stride(0), I=I, K=L, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_gu,
             SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
     if split_gu > 1:
-        blk = _fit(1024, I)
-        _silu_mul_kernel[(P, I // blk)](h, act, P, h.stride(0), act.stride(0), I=I, BLOCK=blk, num_warps=4)
+        silu_mul(h, act)
 
     bn, bk, nw, ns, swap = _cfg(config["down"])
     bn, bk = _fit(bn, L), _fit(bk, I)
@@ -739,11 +779,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
         ex.w2_scale.stride(1), y.stride(0), K=I, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_d,
         SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
 
-    g = ex.norm_weight
     out.zero_()
-    _norm_combine_kernel[(T, topk)](
-        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(0), g.stride(0), out.stride(0), eps,
-        L=L, TOPK=topk, BLOCK_L=_pow2(L), num_warps=8 if L >= 2048 else 4)
+    norm_combine(y, ids, wts, ex, out, eps)
     return out
 
 
@@ -768,13 +805,9 @@ def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common,
             N=n, K=k, E_P2=e_p2, BLOCK_N=bn, BLOCK_K=bk, SWAP_AB=swap and common["DECODE"] != 1,
             A_BY_TOKEN=key == "gate_up", num_warps=nw, num_stages=ns, **common)
         if key == "gate_up":
-            blk = _fit(1024, I)
-            _silu_mul_kernel[(P, I // blk)](h, act, P, h.stride(0), act.stride(0), I=I, BLOCK=blk, num_warps=4)
-    g = ex.norm_weight
+            silu_mul(h, act)
     out.zero_()
-    _norm_combine_kernel[(T, topk)](
-        y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(0), g.stride(0), out.stride(0), eps,
-        L=L, TOPK=topk, BLOCK_L=_pow2(L), num_warps=8 if L >= 2048 else 4)
+    norm_combine(y, ids, wts, ex, out, eps)
     return out
 
 
