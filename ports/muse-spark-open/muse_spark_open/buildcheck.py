@@ -91,6 +91,7 @@ def gate_config() -> str:
         MuseSparkConfig,
         MuseSparkTextConfig,
     )
+    from .guard import ARCH
     from .tiny import tiny_text_config
 
     d = MuseSparkTextConfig()
@@ -99,7 +100,7 @@ def gate_config() -> str:
     if seed != want:
         raise AssertionError(f"defaults {seed} differ from the seed's {want}")
     with tempfile.TemporaryDirectory() as tmp:
-        raw = {"architectures": ["MuseSparkForConditionalGeneration"], "model_type": "muse_spark",
+        raw = {"architectures": [ARCH], "model_type": "muse_spark",
                "text_config": tiny_text_config(), "vision_config": {"hidden_size": 8}}
         (Path(tmp) / "config.json").write_text(json.dumps(raw))
         cfg = get_config(tmp, trust_remote_code=False)

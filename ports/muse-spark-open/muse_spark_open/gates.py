@@ -188,9 +188,9 @@ FILLER = (
 )
 
 
-def build_haystack(client: Client, length: int, depth: float, key: str, secret: str) -> str:
-    """About ``length`` tokens of filler with the needle sentence at ``depth`` (0..1) of it."""
-    per_filler = max(1, len(client.tokenize(FILLER)))
+def build_haystack(per_filler: int, length: int, depth: float, key: str, secret: str) -> str:
+    """About ``length`` tokens of filler (``per_filler`` tokens a FILLER) with the needle sentence at
+    ``depth`` (0..1) of it."""
     reps = max(1, length // per_filler)
     at = min(reps, max(0, round(reps * depth)))
     needle = f" The secret number for {key} is {secret}. "
@@ -206,10 +206,11 @@ def answer_text(choice: dict[str, Any]) -> tuple[str, str]:
 def gate_needles(client: Client, t: dict[str, Any], lengths: list[int], depths: list[float], seed: int = 0) -> GateResult:
     rng = random.Random(seed)
     found, misses = 0, []
+    per_filler = max(1, len(client.tokenize(FILLER)))  # once: the filler is the same for every haystack
     for length in lengths:
         for depth in depths:
             key, secret = f"door-{rng.randrange(1000)}", str(rng.randrange(10_000_000, 99_999_999))
-            hay = build_haystack(client, length, depth, key, secret)
+            hay = build_haystack(per_filler, length, depth, key, secret)
             q = f"{hay}\n\nQuestion: what is the secret number for {key}? Answer with the number only."
             r = client.post("/chat/completions", {"messages": [{"role": "user", "content": q}], "temperature": 0,
                                                  "max_tokens": int(t.get("max_tokens", 1024)),

@@ -148,12 +148,18 @@ class MuseSparkLatentMoE(nn.Module):
 
     # -- compute -----------------------------------------------------------------------------
 
+    def _kernel(self) -> expert_backend.Kernel | None:
+        """The fused expert kernel where this layer's experts are MXFP4 and the kernel path runs; else None."""
+        if not self.mxfp4:
+            return None
+        path, kernel = expert_backend.current()
+        return kernel if path == expert_backend.KERNEL else None
+
     def prepare_for_kernels(self) -> None:
         """After loading: where the kernel path runs, re-lay the packed experts out for it, in place and once
         (glue.prepare_experts through the kernel's ``prepare``); the stock path keeps the checkpoint's."""
-        path, kernel = expert_backend.current() if self.mxfp4 else (expert_backend.STOCK, None)
-        prepare = getattr(kernel, "prepare", None)
-        if path != expert_backend.KERNEL or prepare is None or self.kernel_layout[0] != "quark":
+        prepare = getattr(self._kernel(), "prepare", None)
+        if prepare is None or self.kernel_layout[0] != "quark":
             return
         self.kernel_layout = prepare(self.w13.data, self.w13_scale.data, self.w2.data, self.w2_scale.data,
                                      self.output_norm.data, self.owned.start)
@@ -178,8 +184,8 @@ class MuseSparkLatentMoE(nn.Module):
         c = self.config
         weights, ids = route(self.router(x), c.num_experts_per_tok, c.router_scoring, c.norm_topk_prob)
         h = self.pre_expert_proj(x)
-        path, kernel = expert_backend.current() if self.mxfp4 else (expert_backend.STOCK, None)
-        if path == expert_backend.KERNEL and kernel is not None:
+        kernel = self._kernel()
+        if kernel is not None:
             partial = kernel(h, ids, weights, self.w13, self.w13_scale, self.w2, self.w2_scale,
                              self.output_norm, c.rms_norm_eps, self.owned.start, self.kernel_layout)
         else:
@@ -316,8 +322,11 @@ def map_checkpoint_name(name: str) -> tuple[str, str | None] | None:
     'model.language_model.layers.3.self_attn.gate_proj.weight' -> ('...self_attn.output_gate_proj.weight', None)
     """
     rel = layout.text_name(name)
-    if rel is None:
-        return None
+    return None if rel is None else _map_text_name(rel)
+
+
+def _map_text_name(rel: str) -> tuple[str, str | None]:
+    """:func:`map_checkpoint_name` for a name already relative to the text decoder (``layout.text_name``)."""
     if rel.startswith("lm_head."):
         return rel, None
     for proj, shard in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v")):
@@ -391,9 +400,7 @@ class MuseSparkForConditionalGeneration(nn.Module, SupportsMultiModal):
                     continue
                 layers[li].mlp.load_expert(ei, proj, kind, tensor)  # False: another card holds it
                 continue
-            mapped = map_checkpoint_name(name)
-            assert mapped is not None
-            pname, shard = mapped
+            pname, shard = _map_text_name(rel)
             if pname not in params:
                 parsed = layout.parse_layer(rel)
                 if parsed is not None and not self.model.start_layer <= parsed[0] < self.model.end_layer:
@@ -411,9 +418,7 @@ class MuseSparkForConditionalGeneration(nn.Module, SupportsMultiModal):
                    for m in layers[i].mlp.missing()]
         if not missing:
             for i in range(self.model.start_layer, self.model.end_layer):
-                prep = getattr(layers[i].mlp, "prepare_for_kernels", None)
-                if prep is not None:
-                    prep()
+                layers[i].mlp.prepare_for_kernels()
         if unknown or missing:
             msg = f"Muse Spark checkpoint: unknown tensors {unknown[:8]}, missing expert tensors {missing[:8]}"
             if env.read("MUSE_SPARK_STRICT_LOAD") == "1":

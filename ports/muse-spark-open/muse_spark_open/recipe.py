@@ -40,7 +40,6 @@ def has_flag(args: list[str], flag: str) -> bool:
 
 def check(recipe: dict[str, Any], repo: Path | None = None) -> list[str]:
     """Problems with the recipe (empty when it is consistent with itself, the port and the pack)."""
-    from . import buckets as bk
     from . import env
     from .config import MuseSparkTextConfig
     from .guard import ARCH
@@ -92,11 +91,13 @@ def check(recipe: dict[str, Any], repo: Path | None = None) -> list[str]:
         p.append(f"environment: {e}")
 
     if repo is not None:
-        p += _check_against_repo(recipe, repo, args, envv, bk)
+        p += _check_against_repo(recipe, repo, envv)
     return p
 
 
-def _check_against_repo(recipe: dict[str, Any], repo: Path, args: list[str], envv: dict[str, str], bk: Any) -> list[str]:
+def _check_against_repo(recipe: dict[str, Any], repo: Path, envv: dict[str, str]) -> list[str]:
+    from . import buckets as bk
+
     tomllib = _toml()
     p: list[str] = []
     img, ctx, conc = recipe["image"], recipe["context"], recipe["concurrency"]

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from . import env, layout
+from . import env, gates, layout
 from .config import MuseSparkConfig, MuseSparkTextConfig, text_config_of
 from .moe import ExpertWeights, combine_experts, rms_norm, route
 
@@ -276,9 +275,7 @@ class MuseSparkReference:
         target = torch.as_tensor(token_ids[1:], dtype=torch.long)
         return lp.gather(1, target[:, None]).squeeze(1).tolist()
 
-    @staticmethod
-    def perplexity(logprobs: list[float]) -> float:
-        return math.exp(-sum(logprobs) / max(len(logprobs), 1))
+    perplexity = staticmethod(gates.perplexity)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,10 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     ids = [int(i) for i in json.loads(Path(a.token_ids).read_text())]
-    ref = MuseSparkReference.from_checkpoint(a.checkpoint)
-    lp = ref.logprobs(ids)
-    Path(a.out).write_text(json.dumps({"token_ids": ids, "logprobs": lp, "perplexity": ref.perplexity(lp)}))
-    print(f"reference perplexity {ref.perplexity(lp):.4f} over {len(lp)} tokens -> {a.out}")
+    result = gates.reference_from_checkpoint(a.checkpoint, ids)
+    result["perplexity"] = gates.perplexity(result["logprobs"])
+    Path(a.out).write_text(json.dumps(result))
+    print(f"reference perplexity {result['perplexity']:.4f} over {len(result['logprobs'])} tokens -> {a.out}")
     return 0
 
 

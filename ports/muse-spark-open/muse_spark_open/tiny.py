@@ -14,8 +14,7 @@ from typing import Any
 import torch
 
 from . import mxfp4
-
-ARCH = "MuseSparkForConditionalGeneration"
+from .guard import ARCH
 
 
 def tiny_text_config(**overrides: Any) -> dict[str, Any]:
@@ -43,7 +42,7 @@ def tiny_text_config(**overrides: Any) -> dict[str, Any]:
     return cfg
 
 
-def quark_config(num_layers: int, bf16_expert_layers: tuple[int, ...]) -> dict[str, Any]:
+def quark_config(bf16_expert_layers: tuple[int, ...]) -> dict[str, Any]:
     t = r"model\.language_model\.layers\.\d+\."
     exclude = [
         "lm_head",
@@ -145,7 +144,7 @@ def write_tiny_checkpoint(
         "vision_config": {"hidden_size": 8, "num_hidden_layers": 1},
         "audio_config": {"hidden_size": 4, "num_hidden_layers": 1},
         "torch_dtype": "bfloat16",
-        "quantization_config": quark_config(n, bf16_expert_layers),
+        "quantization_config": quark_config(bf16_expert_layers),
     }
     (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tensors = random_tensors(text, seed, bf16_expert_layers)
@@ -158,10 +157,3 @@ def write_tiny_checkpoint(
         weight_map.update({nm: fname for nm in part})
     (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
     return path
-
-
-def checkpoint_names(path: str | Path) -> list[str]:
-    idx = json.loads((Path(path) / "model.safetensors.index.json").read_text())
-    return sorted(idx["weight_map"])
-
-

@@ -74,10 +74,10 @@ with set_current_vllm_config(cfg):
             sc = sc.masked_fill(~attention_mask(t, self.window), float("-inf"))
             return torch.einsum("hqk,khd->qhd", sc.softmax(-1), v).reshape(t, -1)
 
-    for i, layer in enumerate(model.model.layers):
+    for layer in model.model.layers:
         a = layer.self_attn
-        a.attn = StandInAttention(a.num_heads, a.num_kv_heads, a.head_dim,
-                                  None if ref.config.is_global(i) else ref.config.sliding_window)
+        # the window vLLM's Attention of this layer was built with (None: full-length), not the reference's
+        a.attn = StandInAttention(a.num_heads, a.num_kv_heads, a.head_dim, a.attn.sliding_window)
     # compare in float32: cast the loaded model (uint8 experts stay packed) and its rope cache
     model.float()
     for mod in model.modules():

@@ -71,6 +71,7 @@ def test_expert_parallel_shards_sum_to_the_whole(tiny_ckpt):
     halves = [build(expert_range(c.num_experts, r, 2)) for r in range(2)]
     assert [h.owned for h in halves] == [range(0, 4), range(4, 8)]
     x = torch.randn(6, c.hidden_size, generator=torch.Generator().manual_seed(0))
+    alone = whole(x)  # one card holding all 8 experts, no all-reduce
     summed = []
     for h in halves:
         h.all_reduce = lambda part, store=summed: store.append(part) or part
@@ -79,6 +80,7 @@ def test_expert_parallel_shards_sum_to_the_whole(tiny_ckpt):
     whole.all_reduce = lambda part: total  # the all-reduce result: both cards' partial sums
     assert torch.allclose(whole(x), ref.moe(1, x), atol=1e-5)
     assert torch.allclose(whole.post_expert_proj(total), ref.moe(1, x), atol=1e-5)
+    assert torch.allclose(alone, whole(x), atol=1e-5)  # the single card's own result, not only the injected sum
     with pytest.raises(ValueError, match="do not split evenly"):
         expert_range(8, 0, 3)
 
@@ -115,6 +117,22 @@ def test_expert_path_choice():
 KERNELS = PORT.parent.parent / "kernels" / "mxfp4-moe"
 
 
+def quantized_moe(c, rank, generator):
+    """A MoE layer holding card ``rank``'s half of the experts (of two cards), each random and MXFP4-quantized."""
+    from muse_spark_open import mxfp4
+    from muse_spark_open.model import MuseSparkLatentMoE, expert_range
+
+    moe = MuseSparkLatentMoE(c, mxfp4=True, owned=expert_range(c.num_experts, rank, 2), dtype=torch.float32)
+    L, I = c.moe_latent_size, c.moe_intermediate_size
+    for e in moe.owned:
+        for proj, shape in (("gate_proj", (I, L)), ("up_proj", (I, L)), ("down_proj", (L, I))):
+            w, s = mxfp4.quantize(torch.randn(*shape, generator=generator) / shape[1] ** 0.5)
+            moe.load_expert(e, proj, "weight", w)
+            moe.load_expert(e, proj, "weight_scale", s)
+        moe.load_expert(e, "output_norm", "weight", 1 + 0.1 * torch.randn(L, generator=generator))
+    return moe
+
+
 @pytest.mark.skipif(not (KERNELS / "mxfp4_moe" / "glue.py").is_file(), reason="kernels/mxfp4-moe is not in this checkout")
 def test_kernel_package_agrees_with_the_port(monkeypatch):
     """kernels/mxfp4-moe's reference path computes the port's experts, on the port's packed layout,
@@ -123,24 +141,15 @@ def test_kernel_package_agrees_with_the_port(monkeypatch):
     from mxfp4_moe import reference as kref
 
     from muse_spark_open import expert_backend as eb
-    from muse_spark_open.model import MuseSparkLatentMoE, expert_range
     from muse_spark_open.moe import combine_experts, route
     from muse_spark_open.tiny import tiny_text_config
     from muse_spark_open.config import MuseSparkTextConfig
-    from muse_spark_open import mxfp4
 
     c = MuseSparkTextConfig(**tiny_text_config())
     g = torch.Generator().manual_seed(5)
-    moe = MuseSparkLatentMoE(c, mxfp4=True, owned=expert_range(c.num_experts, 1, 2), dtype=torch.float32)
-    L, I = c.moe_latent_size, c.moe_intermediate_size
-    for e in moe.owned:
-        for proj, shape in (("gate_proj", (I, L)), ("up_proj", (I, L)), ("down_proj", (L, I))):
-            w, s = mxfp4.quantize(torch.randn(*shape, generator=g) / shape[1] ** 0.5)
-            moe.load_expert(e, proj, "weight", w)
-            moe.load_expert(e, proj, "weight_scale", s)
-        moe.load_expert(e, "output_norm", "weight", 1 + 0.1 * torch.randn(L, generator=g))
+    moe = quantized_moe(c, rank=1, generator=g)
     assert moe.missing() == []
-    h = torch.randn(5, L, generator=g)
+    h = torch.randn(5, c.moe_latent_size, generator=g)
     weights, ids = route(torch.randn(5, c.num_experts, generator=g), c.num_experts_per_tok)
     ours = combine_experts(h, weights, ids, moe.expert, c.rms_norm_eps, True, moe.owned)
     experts = kref.ExpertWeights(moe.w13.data, moe.w13_scale.data, moe.w2.data, moe.w2_scale.data,
@@ -162,23 +171,14 @@ def test_kernel_path_relays_experts_out_once_in_place(monkeypatch):
     from mxfp4_moe import reference as kref
 
     from muse_spark_open import expert_backend as eb
-    from muse_spark_open import mxfp4
     from muse_spark_open.config import MuseSparkTextConfig
-    from muse_spark_open.model import MuseSparkLatentMoE, expert_range
     from muse_spark_open.moe import combine_experts, route
     from muse_spark_open.tiny import tiny_text_config
 
     c = MuseSparkTextConfig(**{**tiny_text_config(), "moe_latent_size": 128, "moe_intermediate_size": 128})
     g = torch.Generator().manual_seed(6)
-    moe = MuseSparkLatentMoE(c, mxfp4=True, owned=expert_range(c.num_experts, 0, 2), dtype=torch.float32)
-    L, I = c.moe_latent_size, c.moe_intermediate_size
-    for e in moe.owned:
-        for proj, shape in (("gate_proj", (I, L)), ("up_proj", (I, L)), ("down_proj", (L, I))):
-            w, s = mxfp4.quantize(torch.randn(*shape, generator=g) / shape[1] ** 0.5)
-            moe.load_expert(e, proj, "weight", w)
-            moe.load_expert(e, proj, "weight_scale", s)
-        moe.load_expert(e, "output_norm", "weight", 1 + 0.1 * torch.randn(L, generator=g))
-    h = torch.randn(3, L, generator=g)
+    moe = quantized_moe(c, rank=0, generator=g)
+    h = torch.randn(3, c.moe_latent_size, generator=g)
     weights, ids = route(torch.randn(3, c.num_experts, generator=g), c.num_experts_per_tok)
     stock = combine_experts(h, weights, ids, moe.expert, c.rms_norm_eps, True, moe.owned)
 

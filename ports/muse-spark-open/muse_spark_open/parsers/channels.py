@@ -134,8 +134,9 @@ class Channels:
     tool_messages: tuple[Message, ...]
 
     @property
-    def tool_called(self) -> bool:
-        return any(m.has_atem for m in self.tool_messages)
+    def tool_call_offset(self) -> int | None:
+        """Where the first tool message that carries ATEM markup starts, or None."""
+        return _first_call(self.tool_messages)
 
 
 def classify(text: str, streaming: bool) -> Channels:
@@ -165,9 +166,10 @@ def current_turn(text: str) -> str:
     return text if i == -1 else text[i + len(ASSISTANT_OPEN):]
 
 
+def _first_call(messages: tuple[Message, ...] | list[Message]) -> int | None:
+    return next((m.start for m in messages if m.is_tool and m.has_atem), None)
+
+
 def first_tool_call_offset(text: str) -> int | None:
-    """Where the first tool message that carries ATEM markup starts, or None."""
-    for m in segment(text):
-        if m.is_tool and m.has_atem:
-            return m.start
-    return None
+    """Where the first tool message that carries ATEM markup starts, or None (without classifying)."""
+    return _first_call(segment(text))

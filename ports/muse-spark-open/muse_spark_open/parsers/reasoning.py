@@ -64,7 +64,7 @@ class MuseReasoningParser(ReasoningParser):
             return None, model_output or None
         found = channels.classify(model_output, streaming=False)
         reasoning = found.reasoning or None
-        offset = channels.first_tool_call_offset(model_output)
+        offset = found.tool_call_offset
         if offset is not None:
             # The tool parser reads the calls and the answer from this text, framing included;
             # an answer given before the tool channel goes first, unframed (as when streamed).
@@ -88,7 +88,7 @@ class MuseReasoningParser(ReasoningParser):
         content_delta = self._advance("_emitted_content", found.content)
         handoff = ""
         if not self._handed_off:
-            offset = channels.first_tool_call_offset(current_text)
+            offset = found.tool_call_offset  # from the same segmentation, not a second one per delta
             if offset is not None:
                 handoff, self._handed_off = current_text[offset:], True
         if handoff:
