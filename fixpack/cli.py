@@ -302,9 +302,8 @@ def format_cmd(check: bool, pack_root: Path | None) -> None:
 @click.argument("fix_ids", nargs=-1, required=True)
 def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fix_ids: tuple[str, ...]) -> None:
     """Regenerate fixes' patches against their chain on a clean release copy (like quilt refresh)."""
-    from .pack_tools import refresh
-
     from .loader import load_pack
+    from .pack_tools import refresh
 
     parsed = _parse_roots(roots)
     pack_root = pack_root or default_pack_root()
@@ -314,7 +313,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fi
             target = fixes[fid].target if fid in fixes else "vllm"
             if target not in parsed:
                 raise BadInputError(f"{fid} targets {target}: give --root {target}=PATH (a clean release copy)")
-            click.echo(f"refreshed {refresh(pack_root, profile, fid, parsed[target], target)}")
+            click.echo(f"refreshed {refresh(pack_root, profile, fid, parsed[target])}")
     except FixpackError as exc:
         _fail(exc, exc.exit_code, False, "refresh", profile)
 

@@ -154,6 +154,7 @@ def _check_structure(text: str, source: str) -> None:
     hunk_line = 0
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
+    has_plus = False  # the current file section has a +++ line
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
@@ -180,12 +181,13 @@ def _check_structure(text: str, source: str) -> None:
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             continue
         if ln.startswith("diff --git "):
-            _no_hunks(source, lines, file_line, hunks_in_file)
-            file_line, hunks_in_file = n, 0
+            _no_hunks(source, file_line, hunks_in_file, has_plus)
+            file_line, hunks_in_file, has_plus = n, 0, False
             continue
         if not file_line:
             file_line = n
         if ln.startswith(("--- ", "+++ ")):
+            has_plus = has_plus or ln.startswith("+")
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
                 _clean_path(path, source, n)
@@ -200,16 +202,12 @@ def _check_structure(text: str, source: str) -> None:
     if old > 0 or new > 0:
         raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
-    _no_hunks(source, lines, file_line, hunks_in_file)
+    _no_hunks(source, file_line, hunks_in_file, has_plus)
 
 
-def _no_hunks(source: str, lines: list[str], file_line: int, hunks: int) -> None:
+def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
-    if hunks or not file_line:
-        return
-    section = lines[file_line - 1:]
-    end = next((i for i, ln in enumerate(section[1:], 1) if ln.startswith("diff --git ")), len(section))
-    if any(ln.startswith("+++ ") for ln in section[:end]):
+    if file_line and has_plus and not hunks:
         raise _bad(source, file_line, "a file section with ---/+++ lines but no hunk")
 
 

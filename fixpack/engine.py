@@ -222,8 +222,10 @@ def _is_clean_release(tree: Tree, manifest: dict[str, Any], lock: dict[str, Any]
 
 
 def _note(ctx: Context, target: str, message: str) -> None:
+    """Add ``message`` to the target's report once (apply evaluates a target again under its lock)."""
     t = next(t for t in ctx.report.targets if t.name == target)
-    t.message = f"{t.message}; {message}" if t.message else message
+    if message not in (t.message or "").split("; "):
+        t.message = f"{t.message}; {message}" if t.message else message
 
 
 def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[Tree | None, dict[str, list[str]]]:

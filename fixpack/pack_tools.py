@@ -59,45 +59,19 @@ def rewrite_patches(pack: Pack) -> list[Path]:
     return changed
 
 
-def diff_trees(before: dict[str, str | None], after: dict[str, str | None]) -> str:
-    """A git diff (a/ b/ prefixes, 3 lines of context, renames found) from file contents before and after.
-
-    Paths are relative to a target root; None means the file does not exist on that side.
-    """
-    import tempfile
-
-    from .gitutil import commit_all, init_repo, run
-
-    with tempfile.TemporaryDirectory(prefix="fixpack-diff-") as tmp:
-        repo = Path(tmp)
-        init_repo(repo)
-        _write_side(repo, before)
-        commit_all(repo, "pre-image")
-        _write_side(repo, after)
-        run(repo, "add", "--all")
-        return run(repo, "diff", "--cached", "-M", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/")
-
-
-def _write_side(repo: Path, files: dict[str, str | None]) -> None:
-    for path, text in files.items():
-        dest = repo / path
-        if text is None:
-            dest.unlink(missing_ok=True)
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(text.encode("utf-8", "surrogateescape"))
-
-
-def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path, target: str = "vllm") -> Path:
+def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path:
     """Regenerate one fix's (single) patch against the profile's chain on a clean release copy, like
     ``quilt refresh``: the fixes before it in the series are applied in memory, then this fix (exact
     or with an offset), and the patch is rewritten from the result. Returns the patch path.
 
     Raises ConflictError when the fix does not apply to its chain.
     """
+    import tempfile
+
     from .errors import BadInputError, ConflictError
     from .evaluate import State, decide
     from .loader import load_pack, load_profile
+    from .rebase import _git_diffs, _snap, _write_patches  # rebase imports this module: import late
     from .tree import Tree
 
     pack = load_pack(pack_root)
@@ -115,12 +89,11 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path, target:
             if ev.state not in (State.ABSENT, State.DRIFTED):
                 raise ConflictError(f"{fix_id} is {ev.state.value} on its chain: {'; '.join(ev.messages)}")
             paths = fix.touched_paths()
-            before = {p: tree.read(p) for p in paths}
-            after = {p: ev.forward.tree.read(p) for p in paths}
             path = fix.patches[0].path
-            text = path.read_bytes().decode("utf-8", "surrogateescape")
-            new = normalize_text(fix, text[: text.find("diff --git ")] + diff_trees(before, after), str(path))
-            path.write_bytes(new.encode("utf-8", "surrogateescape"))
+            with tempfile.TemporaryDirectory(prefix="fixpack-refresh-") as tmp:
+                body = _git_diffs(Path(tmp) / "repo", [_snap(tree, paths), _snap(ev.forward.tree, paths)],
+                                  [path.name])[0]
+            path.write_bytes(_write_patches(fix, [body])[path.name])
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

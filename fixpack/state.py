@@ -249,8 +249,7 @@ def journal_originals(root: Path) -> dict[str, bytes | None]:
 
 def leftover_journal(root: Path) -> bool:
     """A journal, or backups a run killed after removing its journal left behind."""
-    folder = root / STATE_DIR
-    return (folder / "journal.json").is_file() or (folder / "journal").is_dir()
+    return _journal(root).is_file() or (state_dir(root) / "journal").is_dir()
 
 
 def check_writable(root: Path, changes: list[FileChange]) -> None:

@@ -321,6 +321,7 @@ def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
     assert {f.id: f.state for f in st.fixes if not f.opt_in} == {"first": "absent", "second": "absent"}
     r = engine.apply(b.request(target))
     assert r.ok and [f.action for f in r.fixes] == ["applied", "applied"]
+    assert r.targets[0].message.count("is stale") == 1  # said once, though apply evaluates twice
 
 
 def test_hand_edited_lock_is_refused(setup):

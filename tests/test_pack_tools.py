@@ -24,12 +24,12 @@ def test_refresh_turns_drift_into_exact_and_is_idempotent(builder):
     tree.adopt(decide(pack.fixes["first"], tree, None, False).forward.tree)
     ev = decide(pack.fixes["second"], tree, None, False)
     assert ev.state is State.DRIFTED and ev.offsets[0].offset == 3
-    path = refresh(builder.pack, "p1", "second", clean, "demo")
+    path = refresh(builder.pack, "p1", "second", clean)
     once = path.read_bytes()
     assert "@@ -40,7 +40,7 @@" in once.decode() or "@@ -40," in once.decode()
     builder.lock(clean)
     r = engine.apply(builder.request(clean, dry_run=True, strict=True))
     assert r.ok and r.fix("second").state == "absent"
-    refresh(builder.pack, "p1", "second", clean, "demo")
+    refresh(builder.pack, "p1", "second", clean)
     assert path.read_bytes() == once
     assert stale_patches(load_pack(builder.pack)) == [path.parent.parent / "first" / "0001-change.patch"]

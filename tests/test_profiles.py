@@ -21,7 +21,8 @@ from fixpack.prove import prove, tree_digest
 
 from conftest import REPO
 
-PROFILES = sorted(load_pack(REPO).profiles)
+PACK = load_pack(REPO)
+PROFILES = sorted(PACK.profiles)
 pytestmark = pytest.mark.release
 
 
@@ -30,13 +31,18 @@ def image_python(profile: str) -> str | None:
     return pairs.get(profile)
 
 
-@pytest.fixture(scope="module", params=PROFILES)
-def profile_copy(request) -> tuple[str, Path]:
+def release_root(profile: str) -> Path:
+    """The profile's vLLM release copy, fetched once into $FIXPACK_TEST_CACHE (skips without it)."""
     cache = os.environ.get("FIXPACK_TEST_CACHE")
     if not cache:
         pytest.skip("set FIXPACK_TEST_CACHE (tools/test.sh does) to fetch the release copies")
-    spec = load_profile(load_pack(REPO), request.param).target("vllm")
-    return request.param, release.fetch(spec, Path(cache)).root
+    spec = load_profile(PACK, profile).target("vllm")
+    return release.fetch(spec, Path(cache)).root
+
+
+@pytest.fixture(scope="module", params=PROFILES)
+def profile_copy(request) -> tuple[str, Path]:
+    return request.param, release_root(request.param)
 
 
 def req(profile: str, root: Path, **kw) -> engine.Request:
@@ -45,7 +51,7 @@ def req(profile: str, root: Path, **kw) -> engine.Request:
 
 def test_release_copy_matches_pin(profile_copy):
     profile, root = profile_copy
-    pin = load_profile(load_pack(REPO), profile).target("vllm").pin
+    pin = load_profile(PACK, profile).target("vllm").pin
     v = (root / "vllm/_version.py").read_text()
     assert f"'{pin.version}'" in v and f"'g{pin.commit}" in v
 
@@ -55,7 +61,7 @@ def test_dry_run_whole_chain_strict(profile_copy):
     profile, root = profile_copy
     r = engine.apply(req(profile, root, dry_run=True, all_opt_in=True, strict=True))
     assert r.ok, r.error
-    prof = load_profile(load_pack(REPO), profile)
+    prof = load_profile(PACK, profile)
     assert {f.id for f in r.fixes} == {f for f in prof.default + prof.opt_in}
     assert all(f.state in ("absent", "upstreamed") and not f.offsets for f in r.fixes)
 
@@ -97,11 +103,7 @@ def test_each_fix_proven_on_the_image(profile_copy):
 
 
 def test_v030_missing_gaudi_target_is_said_plainly():
-    cache = os.environ.get("FIXPACK_TEST_CACHE")
-    if not cache:
-        pytest.skip("set FIXPACK_TEST_CACHE")
-    spec = load_profile(load_pack(REPO), "v0.30.0").target("vllm")
-    root = release.fetch(spec, Path(cache)).root
+    root = release_root("v0.30.0")
     assert "__commit_id__ = commit_id = 'gced6857af'" in (root / "vllm/_version.py").read_text()
     r = engine.apply(engine.Request(pack_root=REPO, profile="v0.30.0", roots={"vllm": root}, dry_run=True))
     gaudi = next(t for t in r.targets if t.name == "vllm-gaudi")

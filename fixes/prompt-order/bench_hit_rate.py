@@ -27,79 +27,9 @@ import subprocess
 import sys
 import tempfile
 
-BLOCK_SIZE = 16
+BLOCK_SIZE = 16  # test_prompt_order.BLOCK_SIZE (the parent process does not import vLLM)
 SWITCH = "VLLM_PROMPT_ORDER"
-
-TINY_OPT_CONFIG = {
-    "architectures": ["OPTForCausalLM"],
-    "model_type": "opt",
-    "vocab_size": 50272,
-    "hidden_size": 16,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "ffn_dim": 32,
-    "max_position_embeddings": 4096,
-    "word_embed_proj_dim": 16,
-    "do_layer_norm_before": True,
-    "torch_dtype": "float16",
-    "bos_token_id": 2,
-    "eos_token_id": 2,
-    "pad_token_id": 1,
-}
-
-
-def build_scheduler(model_dir: str, max_batched_tokens: int):
-    import torch
-
-    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.core.single_type_kv_cache_manager import (
-        register_all_kvcache_specs,
-    )
-    from vllm.v1.kv_cache_interface import (
-        FullAttentionSpec,
-        KVCacheConfig,
-        KVCacheGroupSpec,
-    )
-    from vllm.v1.structured_output import StructuredOutputManager
-
-    model_config = ModelConfig(
-        model=model_dir, dtype="float16", seed=0, skip_tokenizer_init=True
-    )
-    scheduler_config = SchedulerConfig(
-        max_num_seqs=256,
-        max_num_batched_tokens=max_batched_tokens,
-        max_model_len=model_config.max_model_len,
-        enable_chunked_prefill=True,
-        is_encoder_decoder=False,
-        watermark=0.0,
-    )
-    cache_config = CacheConfig(
-        block_size=BLOCK_SIZE, cache_dtype="auto", enable_prefix_caching=True
-    )
-    vllm_config = VllmConfig(
-        scheduler_config=scheduler_config,
-        model_config=model_config,
-        cache_config=cache_config,
-    )
-    num_blocks = 20000
-    cache_config.num_gpu_blocks = num_blocks
-    spec = FullAttentionSpec(
-        block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32
-    )
-    kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
-    )
-    register_all_kvcache_specs(vllm_config)
-    return Scheduler(
-        vllm_config=vllm_config,
-        kv_cache_config=kv_cache_config,
-        block_size=BLOCK_SIZE,
-        log_stats=True,
-        structured_output_manager=StructuredOutputManager(vllm_config),
-    )
+MAX_MODEL_LEN = 4096  # the proof's tiny model has 2048: room for longer prompts here
 
 
 def make_prompts(args) -> list[list[int]]:
@@ -117,35 +47,30 @@ def make_prompts(args) -> list[list[int]]:
 
 def run_one(args) -> dict:
     """One simulated run with the current environment's switch value."""
+    # The proof's scheduler helpers (a trimmed copy of vLLM's own), imported in
+    # the child only: this script's folder is on sys.path.
+    from test_prompt_order import TINY_OPT_CONFIG, create_scheduler
+
     model_dir = tempfile.mkdtemp(prefix="bench_hit_rate_")
     try:
         with open(os.path.join(model_dir, "config.json"), "w") as f:
-            json.dump(TINY_OPT_CONFIG, f)
-        scheduler = build_scheduler(model_dir, args.max_batched_tokens)
+            json.dump({**TINY_OPT_CONFIG, "max_position_embeddings": MAX_MODEL_LEN}, f)
+        scheduler = create_scheduler(
+            model_dir,
+            num_blocks=20000,
+            max_num_seqs=256,
+            max_num_batched_tokens=args.max_batched_tokens,
+        )
         return simulate(args, scheduler)
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
 
 
 def simulate(args, scheduler) -> dict:
-    from vllm.sampling_params import SamplingParams
-    from vllm.utils.hashing import sha256
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
-    from vllm.v1.outputs import ModelRunnerOutput
-    from vllm.v1.request import Request
+    from test_prompt_order import create_request, fake_model_output
 
-    init_none_hash(sha256)
-    hasher = get_request_block_hasher(BLOCK_SIZE, sha256)
-    params = SamplingParams(ignore_eos=True, max_tokens=args.max_tokens)
-    params.update_from_generation_config({}, 50256)
     pending = [
-        Request(
-            request_id=str(i),
-            prompt_token_ids=prompt,
-            sampling_params=params,
-            pooling_params=None,
-            block_hasher=hasher,
-        )
+        create_request(str(i), prompt, max_tokens=args.max_tokens)
         for i, prompt in enumerate(make_prompts(args))
     ]
     prompt_tokens = sum(r.num_prompt_tokens for r in pending)
@@ -163,25 +88,16 @@ def simulate(args, scheduler) -> dict:
         output = scheduler.schedule()
         for new in output.scheduled_new_reqs:
             cached_at_admission.setdefault(new.req_id, new.num_computed_tokens)
-        req_ids = list(output.num_scheduled_tokens)
-        sampled = []
-        for req_id in req_ids:
+        runner_output = fake_model_output(scheduler, output)
+        for req_id, sampled in zip(
+            runner_output.req_ids, runner_output.sampled_token_ids
+        ):
             request = scheduler.requests[req_id]
             num_new = output.num_scheduled_tokens[req_id]
             start = request.num_computed_tokens - num_new
             computed_prefill += max(0, min(request.num_prompt_tokens - start, num_new))
-            done = request.num_computed_tokens >= request.num_tokens
-            sampled.append([7] if done else [])
-            if done:
+            if sampled:  # a token was sampled: the first one counts
                 first_token_step.setdefault(req_id, step)
-        runner_output = ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={r: i for i, r in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-            logprobs=None,
-            prompt_logprobs_dict={},
-            pooler_output=[],
-        )
         for eco in scheduler.update_from_output(output, runner_output).values():
             stats = eco.scheduler_stats
             if stats is not None and stats.prefix_cache_stats is not None:

@@ -76,7 +76,11 @@ def model_dir(tmp_path):
 
 
 def create_scheduler(
-    model: str, long_prefill_token_threshold: int = 0, num_blocks: int = 10000
+    model: str,
+    long_prefill_token_threshold: int = 0,
+    num_blocks: int = 10000,
+    max_num_seqs: int = 16,
+    max_num_batched_tokens: int = 8192,
 ) -> Scheduler:
     # Trimmed from vLLM's tests/v1/core/utils.py::create_scheduler.
     model_config = ModelConfig(
@@ -87,8 +91,8 @@ def create_scheduler(
         skip_tokenizer_init=True,
     )
     scheduler_config = SchedulerConfig(
-        max_num_seqs=16,
-        max_num_batched_tokens=8192,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
         max_model_len=8192,
         long_prefill_token_threshold=long_prefill_token_threshold,
         enable_chunked_prefill=True,
@@ -175,16 +179,16 @@ def schedule_step(scheduler: Scheduler):
     return output, record
 
 
-def finish_step(scheduler: Scheduler, output) -> set[str]:
-    """Feed a fake model output back, as vLLM's scheduler tests do: a request
-    that reached the end of its tokens samples one token."""
+def fake_model_output(scheduler: Scheduler, output) -> ModelRunnerOutput:
+    """A fake model output for a scheduled step, as vLLM's scheduler tests
+    make it: a request that reached the end of its tokens samples one token."""
     req_ids = list(output.num_scheduled_tokens)
     sampled = []
     for req_id in req_ids:
         request = scheduler.requests[req_id]
         done = request.num_computed_tokens >= request.num_tokens
         sampled.append([7] if done else [])
-    runner_output = ModelRunnerOutput(
+    return ModelRunnerOutput(
         req_ids=req_ids,
         req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
         sampled_token_ids=sampled,
@@ -192,6 +196,12 @@ def finish_step(scheduler: Scheduler, output) -> set[str]:
         prompt_logprobs_dict={},
         pooler_output=[],
     )
+
+
+def finish_step(scheduler: Scheduler, output) -> set[str]:
+    """Feed a fake model output back (fake_model_output); returns the ids of
+    the requests that finished."""
+    runner_output = fake_model_output(scheduler, output)
     finished = set()
     for eco in scheduler.update_from_output(output, runner_output).values():
         finished |= {o.request_id for o in eco.outputs if o.finish_reason}

@@ -49,19 +49,16 @@ class SortSpy:
 
     def __init__(self, monkeypatch):
         self.shapes = []
-        real_sort = torch.Tensor.sort
-        real_fn = torch.sort
 
-        def tensor_sort(t, *args, **kwargs):
-            self.shapes.append(tuple(t.shape))
-            return real_sort(t, *args, **kwargs)
+        def spy(real):
+            def sort(t, *args, **kwargs):
+                self.shapes.append(tuple(t.shape))
+                return real(t, *args, **kwargs)
 
-        def fn_sort(t, *args, **kwargs):
-            self.shapes.append(tuple(t.shape))
-            return real_fn(t, *args, **kwargs)
+            return sort
 
-        monkeypatch.setattr(torch.Tensor, "sort", tensor_sort)
-        monkeypatch.setattr(torch, "sort", fn_sort)
+        monkeypatch.setattr(torch.Tensor, "sort", spy(torch.Tensor.sort))
+        monkeypatch.setattr(torch, "sort", spy(torch.sort))
 
     def full_sorts(self, vocab_size):
         return [s for s in self.shapes if s and s[-1] == vocab_size]
