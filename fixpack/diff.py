@@ -133,6 +133,9 @@ _FILE_HEADER = ("diff --git ", "index ", "old mode ", "new mode ", "deleted file
                 "copy to ", "Binary files ", "GIT binary patch")
 
 
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes that decoding with surrogateescape could not read
+
+
 def _bad(source: str, line: int, message: str, hint: str = "regenerate the patch with git diff / format-patch") -> PatchParseError:
     return PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, hint)])
 
@@ -166,6 +169,10 @@ def _check_structure(text: str, source: str) -> None:
                 old -= 1
             elif kind == "+":
                 new -= 1
+                if _NOT_UTF8.search(ln):
+                    raise _bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
+                                          "UTF-8 text; Python would refuse the source)",
+                               "write the line as UTF-8 and regenerate the patch")
             elif kind != "\\":
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image and "
                                       f"{max(new, 0)} post-image lines missing (its @@ counts are wrong, or a line was lost)")

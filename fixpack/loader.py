@@ -247,6 +247,11 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
         for req in fix.requires:
             if req not in position:
                 errors.add(f"requires unknown fix {req!r}", path, key_line(text, "requires"), _close(req, series))
+            elif req == fix.id:
+                errors.add(f"requires itself ({req!r})", path, key_line(text, "requires"), "drop it from requires")
+            elif (cycle := _requires_cycle(fix.id, req, fixes)) is not None:
+                errors.add(f"requires {req!r}, and {' -> '.join(cycle)}: a cycle", path, key_line(text, "requires"),
+                           "a fix cannot need a fix that needs it; drop one of these requirements")
             elif position[req] > position[fix.id]:
                 errors.add(f"requires {req!r}, which comes later in the series", path, key_line(text, "requires"),
                            f"move {req!r} above {fix.id!r} in {fixes_dir / 'series'}")
@@ -254,6 +259,20 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
             if other not in position:
                 errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
                            _close(other, series))
+
+
+def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | None:
+    """The chain req -> ... -> fid through ``requires`` when there is one (then fid -> req closes a cycle)."""
+    paths, seen = [[req]], {req}
+    while paths:
+        chain = paths.pop()
+        for nxt in fixes[chain[-1]].requires if chain[-1] in fixes else ():
+            if nxt == fid:
+                return chain + [fid]
+            if nxt not in seen:
+                seen.add(nxt)
+                paths.append(chain + [nxt])
+    return None
 
 
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
@@ -339,6 +358,8 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
             if fix.target not in names:
                 errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
                            f"add [targets.{fix.target}] or drop the fix")
+            else:
+                _check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")
@@ -350,6 +371,22 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
             elif key == "default" and listed[req] == "opt_in":
                 errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
     _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
+
+
+def _check_package_paths(fix: Fix, package: str, errors: Collector) -> None:
+    """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
+    be a site-packages folder, where another path would change another distribution, or the tool's own
+    state (``.fixpack/``)."""
+    for patch in fix.patches:
+        for fp in patch.files:
+            for p in fp.paths():
+                if not p.startswith(package + "/"):
+                    errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
+                               patch.path, fp.diff_line, f"patch files under {package}/ only")
+    for target_path, _src in fix.binary:
+        if not target_path.startswith(package + "/"):
+            errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
+                       fix.folder / "fix.toml", None, f"place it under {package}/")
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:

@@ -77,3 +77,11 @@ def test_wrong_hunk_counts_are_refused_with_line(tmp_path):
     broken = diff.replace("@@ -1,3 +1,3 @@", "@@ -1,5 +1,5 @@")
     with pytest.raises(PatchParseError, match="ends early"):
         parse_patch(broken.encode(), "p.patch")
+
+
+def test_non_utf8_bytes_in_an_added_line_are_refused():
+    data = (b"diff --git a/p/m.py b/p/m.py\n--- a/p/m.py\n+++ b/p/m.py\n@@ -1,2 +1,2 @@\n line 1\n-line 2\n"
+            b"+caf\xe9\n")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "x.patch")
+    assert "x.patch:7: an added line holds bytes that are not UTF-8" in str(exc.value)

@@ -145,3 +145,35 @@ def test_patch_path_outside_the_fix_folder(pack):
     with pytest.raises(PackError) as exc:
         load_pack(pack.pack)
     assert any("is not a plain file name" in p and f"{toml}:" in p for p in problems(exc))
+
+
+def test_requires_itself_and_cycles_are_named(pack):
+    ta, tb = pack.pack / "fixes/a/fix.toml", pack.pack / "fixes/b/fix.toml"
+    ta.write_text(ta.read_text() + 'requires = ["a"]\n')
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any(f"{ta}:" in p and "requires itself ('a')" in p for p in problems(exc))
+    ta.write_text(ta.read_text().replace('requires = ["a"]', 'requires = ["b"]'))
+    tb.write_text(tb.read_text() + 'requires = ["a"]\n')
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    text = "\n".join(problems(exc))
+    assert "requires 'b', and b -> a: a cycle" in text and "requires 'a', and a -> b: a cycle" in text
+    assert "comes later in the series" not in text  # not advice that goes round in circles
+
+
+@pytest.mark.parametrize("path", ["other_pkg/evil.py", ".fixpack/vllm.manifest.json", "top.py"])
+def test_patch_outside_the_target_package_is_refused(pack, path):
+    """The root may be site-packages: a path outside the package would change another distribution, or the
+    tool's own state."""
+    pack.add_fix("c", {path: None}, {path: "planted\n"})
+    pack.profile(["a", "b", "c"])
+    original = snapshot(pack.base / "clean")
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    patch = pack.pack / "fixes/c/0001-change.patch"
+    assert any(f"{patch}:" in p and f"changes {path!r}, outside the target's package folder demo_pkg/" in p
+               for p in problems(exc))
+    with pytest.raises(PackError):
+        engine.apply(pack.request(pack.base / "clean"))
+    assert snapshot(pack.base / "clean") == original
