@@ -107,7 +107,8 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass) -> 
         if res.text is None:
             bad = [h for h in res.hunks if not h.found]
             for h in bad:
-                extra = f" at lines {list(h.candidates)}" if h.placement is Placement.AMBIGUOUS else ""
+                extra = (f" at lines {list(h.candidates)} (give the hunk more context, or rebase the fix onto this "
+                         "release)" if h.placement is Placement.AMBIGUOUS else "")
                 out.messages.append(f"{fp.path}: hunk #{h.index + 1} {h.placement.value}{extra}")
             out.ok = False
             return None
