@@ -43,7 +43,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul
+from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul, sum_parts
 
 
 # the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
@@ -114,6 +114,29 @@ def _gdc_wait(GDC: gl.constexpr):
 
 
 @gluon.jit
+def _fence_gpu():
+    """Every lane: order its earlier global writes before its later accesses at GPU scope, then meet the
+    warp (the split-K fix-up's release and acquire around its counter; one-warp programs)."""
+    gl.inline_asm_elementwise("fence.acq_rel.gpu; bar.warp.sync -1; // $0", "=r", [], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr):
+    """silu(gate) * up of a gate/up tile's sums acc [BLOCK_N, BLOCK_M] (rows r and r + BLOCK_N/2: gate and
+    up of one act column, in the same lane: a register bit) to act [pairs, I] in BF16."""
+    a3 = gl.permute(gl.reshape(acc, [2, BLOCK_N // 2, BLOCK_M]), [1, 2, 0])
+    g, u = gl.split(a3)
+    act = (g / (1.0 + gl.exp(-g)) * u).to(gl.bfloat16)
+    ol_n: gl.constexpr = gl.SliceLayout(1, act.type.layout)
+    ol_m: gl.constexpr = gl.SliceLayout(0, act.type.layout)
+    o_n = pid_n * (BLOCK_N // 2) + gl.arange(0, BLOCK_N // 2, layout=ol_n)
+    o_rows = gl.convert_layout(rows, ol_m)
+    o_has = gl.convert_layout(has.to(gl.int32), ol_m) > 0
+    gl.store(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], act, mask=o_has[None, :] & (o_n[:, None] >= 0))
+
+
+@gluon.jit
 def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr):
     l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     offs_p = gl.arange(0, P_P2, layout=l1)
@@ -181,13 +204,16 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SPLIT_K: gl.constexpr,
                  GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                  ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
-                 PEEL: gl.constexpr = True):
+                 PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
+                 stride_act=0):
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
     (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1), or
     with SPLIT_K > 1 its fp32 partial sums to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I], w13's row
-    order) for kernel.silu_mul.
+    order) for kernel.silu_mul; with FIXUP the last program of the tile's SPLIT_K to finish (a counter per
+    (slot, row block) in cnt_ptr, zero before and after the launch) adds the parts and stores silu(gate) * up
+    to act_ptr [pairs, I] (row stride stride_act) itself: no silu launch.
     Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
     ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
     int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
@@ -262,8 +288,10 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     # written), so their latency overlaps its tail; a program that owns no expert runs it on expert 0's
     # tile and stores nothing
     if PEEL:
-        wq = gl.load(w_ptrs)
-        ws = gl.load(s_ptrs)
+        # a program that owns no expert loads nothing (the masks are false; its result is never stored)
+        lim = gl.where(owns, 4, 0)
+        wq = gl.load(w_ptrs, mask=offs_j[None, None, None, :] < lim, other=0)
+        ws = gl.load(s_ptrs, mask=s_c[None, :, None] < lim, other=0)
         _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
         xp = gl.load(x_ptrs, mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
@@ -298,19 +326,24 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
         p_rows = gl.convert_layout(rows, pl_m)
         p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
-        gl.store(y_ptr + pid_k * stride_yk + p_rows[None, :] * stride_ym + col[:, None], acc,
-                 mask=p_has[None, :] & (col[:, None] >= 0))
+        p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
+        p_mask = p_has[None, :] & (col[:, None] >= 0)
+        gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
+        if FIXUP:
+            # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
+            # it also puts the counter back to 0 for the next launch
+            _fence_gpu()
+            c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:
+                _fence_gpu()
+                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                for s in gl.static_range(SPLIT_K):
+                    tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
     elif GATE_UP:
-        # rows r and r + BLOCK_N/2 (gate, up of one act column) sit in the same lane (a register bit)
-        a3 = gl.permute(gl.reshape(acc, [2, BLOCK_N // 2, BLOCK_M]), [1, 2, 0])
-        g, u = gl.split(a3)
-        act = (g / (1.0 + gl.exp(-g)) * u).to(gl.bfloat16)
-        ol_n: gl.constexpr = gl.SliceLayout(1, act.type.layout)
-        ol_m: gl.constexpr = gl.SliceLayout(0, act.type.layout)
-        o_n = pid_n * (BLOCK_N // 2) + gl.arange(0, BLOCK_N // 2, layout=ol_n)
-        o_rows = gl.convert_layout(rows, ol_m)
-        o_has = gl.convert_layout(has.to(gl.int32), ol_m) > 0
-        gl.store(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], act, mask=o_has[None, :] & (o_n[:, None] >= 0))
+        _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
     else:
         ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
         ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
@@ -333,18 +366,49 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
     return True, "ok"  # ExpertWeights.default_tiles() then tile both GEMMs
 
 
+_COUNTERS: dict = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """int32 zeros for the split-K fix-up's tile counters (the kernels put them back to 0), kept per device;
+    a larger need allocates a larger buffer, and earlier ones stay alive (captured graphs may hold them)."""
+    key = (device.type, device.index)
+    bufs = _COUNTERS.setdefault(key, [])
+    if not bufs or bufs[-1].numel() < n:
+        bufs.append(torch.zeros(max(n, 4096), dtype=torch.int32, device=device))
+    return bufs[-1]
+
+
+def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs_per_sm: int = 16,
+                       min_iters: int = 2) -> int:
+    """The gate/up GEMM's K split: doubled while the programs of ``bound`` experts (the most that can have
+    tokens) stay under ``programs_per_sm`` one-warp programs per SM and each keeps ``min_iters`` K tiles.
+    Few experts (EP shares, TP slices) give too few programs to keep enough loads in flight."""
+    split = 1
+    while (bound * grid_n * split * 2 <= programs_per_sm * sms and k_tiles % (2 * split) == 0
+           and k_tiles // (2 * split) >= min_iters):
+        split *= 2
+    return split
+
+
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
-                    peel_tokens: int = 8, split_gate_up: int | None = None,
+                    peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 16,
+                    silu_launch: bool = False, partials: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
-    three launches (gate/up with silu, down with split-K partials, norm-combine; a fourth, the silu of the
-    partial sums, with split_gate_up), no memsets (the gate/up kernel zeroes ``out``). Each token's ids
-    must be distinct (as top-k gives): a token routed twice to one expert is computed once.
+    three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
+    kernel zeroes ``out``). Each token's ids must be distinct (as top-k gives): a token routed twice to one
+    expert is computed once.
 
     x bf16 [T, L] contiguous; ids int32 or int64 [T, k]; wts fp32 [T, k]; out fp32 [T, L] contiguous (written).
-    split_down: the down GEMM's K split (default: until about ctas_per_sm one-warp programs per SM, at
-    least min_iters iterations each)."""
+    split_gate_up: the gate/up GEMM's K split (default ``auto_split_gate_up`` with gate_up_per_sm); its parts
+    are added and silu applied by the last program of each tile (a counter per tile), or with silu_launch by
+    a fourth launch (kernel.silu_mul). split_down: the down GEMM's K split (default: until about ctas_per_sm
+    one-warp programs per SM, at least min_iters iterations each).
+    partials: out is fp32 [T * k, L] and receives each pair's output before its norm (zero for pairs whose
+    expert is not on this card): the TP-split card's share, for the TP group's sum and
+    kernel.combine_partials (the norm-combine is not run)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -357,6 +421,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
     if not out.is_contiguous():
         raise ValueError("out must be contiguous")
+    if tuple(out.shape) != ((P, L) if partials else (T, L)):
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)}")
     for name, v in (("split_down", split_down), ("split_gate_up", split_gate_up)):
         if v is not None and (not isinstance(v, int) or v < 1):
             raise ValueError(f"{name} must be a positive integer (or None: automatic), got {v!r}")
@@ -378,26 +444,29 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     pdl = pdl and gdc
     opts = {"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens} | ({"maxnreg": maxnreg} if maxnreg else {})
     grid_n1 = 2 * I // bn1
+    out_numel = 0 if partials else T * L  # the gate/up kernel zeroes out for the norm-combine's atomic adds
     zero_block = _pow2(-(-T * L // grid_n1), lo=128)
-    # silu is fused (one program has both halves of its rows) unless split_gate_up asks for a K split of the
-    # gate/up GEMM (partial sums, then a silu kernel: one launch more; measured slower on an H200 at every
-    # routing tried, EP shares of 1-2 experts included)
-    split1, k1 = split_gate_up or 1, L // bk1
+    k1 = L // bk1
+    split1 = split_gate_up or auto_split_gate_up(bound, grid_n1, k1, sms, gate_up_per_sm)
     if k1 % split1:
         raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
+    fixup = {}
     if split1 == 1:
         h, h_stride = act, (act.stride(0), 0)
     else:
         h = torch.empty(split1, P, 2 * I, dtype=torch.float32, device=x.device)
         h_stride = (h.stride(1), h.stride(0))
+        if not silu_launch:
+            fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": _counters(x.device, P * grid_n1),
+                     "stride_act": act.stride(0)}
     launched = {}
     launched["gate_up"] = _gemm_kernel[(P, grid_n1, split1)](
-        x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, T * L,
+        x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride,
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        **opts)
-    if split1 > 1:
+        **opts, **fixup)
+    if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     k_iters = I // bk2
     split = split_down or 1
@@ -412,8 +481,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(1), y.stride(0),
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
         GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts)
-    norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
+    if partials:
+        sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
+    else:
+        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update(launched)
+        last_launch["splits"] = (split1, split)
     return out

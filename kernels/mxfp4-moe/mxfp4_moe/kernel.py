@@ -560,6 +560,55 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
 
+@triton.jit(do_not_specialize=["expert_base", "n_local"])
+def _sum_parts_kernel(y_ptr, ids_ptr, out_ptr, expert_base, n_local, stride_ym, stride_yk, stride_om,
+                      L: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr, GDC: tl.constexpr):
+    """Program (pair): out[pair] = the sum of the PARTS partial rows of y when the pair's expert is on this
+    card, else zeros (the TP-split card's share before the TP group's sum)."""
+    if GDC:
+        gdc_launch_dependents()
+    r = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
+    lm = offs < L
+    local = tl.load(ids_ptr + r) - expert_base
+    if GDC:
+        gdc_wait()
+    acc = tl.zeros([BLOCK_L], tl.float32)
+    if (local >= 0) & (local < n_local):
+        for p in tl.static_range(PARTS):
+            acc += tl.load(y_ptr + p * stride_yk + r * stride_ym + offs, mask=lm, other=0.0)
+    tl.store(out_ptr + r * stride_om + offs, acc, mask=lm)
+
+
+def sum_parts(y: torch.Tensor, ids: torch.Tensor, ex, out: torch.Tensor, *, gdc: bool = False,
+              pdl: bool = False) -> None:
+    """out fp32 [pairs, L] = the sum of y's parts [parts, pairs, L] for this card's pairs, zeros for others."""
+    L = out.shape[1]
+    parts, stride_yk = (y.shape[0], y.stride(0)) if y.dim() == 3 else (1, 0)
+    blk = min(_pow2(L), 2048)
+    opts = {"launch_pdl": True} if pdl else {}
+    _sum_parts_kernel[(out.shape[0], triton.cdiv(L, blk))](
+        y, ids, out, ex.expert_base, ex.num_local, y.stride(-2), stride_yk, out.stride(0), L=L, PARTS=parts,
+        BLOCK_L=blk, GDC=gdc, num_warps=4, **opts)
+
+
+def combine_partials(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, norm_weight: torch.Tensor, *,
+                     expert_base: int = 0, eps: float = 1e-6, out: torch.Tensor | None = None) -> torch.Tensor:
+    """reference.combine_partials on the GPU (after the TP group's sum of the partials y fp32 [T * k, L]):
+    out [T, L] = sum over the pairs whose expert has a row in norm_weight of w * rmsnorm(y) * norm_weight[e]."""
+    T, topk = ids.shape
+    L = y.shape[1]
+    if out is None:
+        out = torch.zeros(T, L, dtype=torch.float32, device=y.device)
+    else:
+        out.zero_()
+    _norm_combine_kernel[(T, topk)](
+        y, ids.contiguous(), wts.to(torch.float32).contiguous(), norm_weight, out, expert_base,
+        norm_weight.shape[0], y.stride(0), 0, norm_weight.stride(0), out.stride(0), eps, L=L, TOPK=topk, PARTS=1,
+        BLOCK_L=_pow2(L), GDC=False, num_warps=8 if L >= 2048 else 4)
+    return out
+
+
 def silu_mul(h: torch.Tensor, act: torch.Tensor, *, gdc: bool = False, pdl: bool = False) -> None:
     """act [pairs, I] = silu(gate) * up of h fp32 [pairs, 2I], or of the sum of h's parts [parts, pairs, 2I]."""
     I = act.shape[1]
@@ -646,8 +695,11 @@ def default_decode(device: torch.device, layout: str = "quark") -> str:
 
 def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, experts, *,
                       eps: float = 1e-6, decode: str = "auto", config: dict | None = None,
-                      out: torch.Tensor | None = None) -> torch.Tensor:
-    """The kernel path of ``reference.moe_experts_reference``: out_lat fp32 [T, latent].
+                      out: torch.Tensor | None = None, partials: bool = False) -> torch.Tensor:
+    """The kernel path of ``reference.moe_experts_reference``: out_lat fp32 [T, latent]; with partials, that
+    of ``reference.moe_expert_partials_reference``: fp32 [T * k, latent], each pair's output before its norm
+    (zero for pairs whose expert is not on this card), the TP-split card's share (``combine_partials``
+    finishes once the TP group has added them).
 
     x_lat bf16 [T, latent]; topk_ids [T, k] global expert ids (int32 or int64), distinct within a token as
     top-k gives them (a token routed twice to one expert is computed once); topk_weights [T, k];
@@ -671,12 +723,14 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
         raise ValueError(f"decode {decode!r} does not read weights in the {layout!r} layout (gluon needs "
                          "ExpertWeights.to_tiled_layout(), the mma decodes ExpertWeights.to_mma_layout(), the "
                          "others the checkpoint's Quark layout)")
+    rows = T * topk if partials else T
     if out is None:
-        out = torch.empty(T, L, dtype=torch.float32, device=x_lat.device)
+        out = torch.empty(rows, L, dtype=torch.float32, device=x_lat.device)
+    per = topk if partials else 1
     for t0 in range(0, T, MAX_TOKENS):
         t1 = min(T, t0 + MAX_TOKENS)
-        _experts_chunk(x_lat[t0:t1], topk_ids[t0:t1], topk_weights[t0:t1], experts, out[t0:t1], topk, eps,
-                       DECODE_MODES[decode], config or default_config(decode))
+        _experts_chunk(x_lat[t0:t1], topk_ids[t0:t1], topk_weights[t0:t1], experts, out[t0 * per:t1 * per], topk,
+                       eps, DECODE_MODES[decode], config or default_config(decode), partials)
     return out
 
 
@@ -716,7 +770,7 @@ def _split_k(config, key: str, ctas: int, k_iters: int, sms: int) -> int:
     return s
 
 
-def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
+def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=False):
     T, L = x.shape
     I = ex.expert_size
     if ex.latent_size != L:
@@ -729,7 +783,10 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
                                             ctas_per_sm=config.get("ctas_per_sm", 64),
                                             split_down=config.get("split_down"), pdl=config.get("pdl", True),
                                             maxnreg=config.get("maxnreg"), peel_tokens=config.get("peel_tokens", 8),
-                                            split_gate_up=config.get("split_gate_up"), last_launch=LAST_LAUNCH)
+                                            split_gate_up=config.get("split_gate_up"),
+                                            gate_up_per_sm=config.get("gate_up_per_sm", 16),
+                                            silu_launch=config.get("silu_launch", False), partials=partials,
+                                            last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk
     block_m = 16 if T <= 16 else 32
@@ -744,7 +801,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     bn, bk, nw, ns, swap = _cfg(config["gate_up"])
     if config.get("stream_k"):
-        return _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms)
+        return _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms, partials)
     if config.get("separate_gate_up"):
         # gate and up rows as one plain GEMM over 2I rows (one weight tile per program), fp32 out, then silu
         bn, bk = _fit(bn, 2 * I), _fit(bk, L)
@@ -779,12 +836,15 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config):
         ex.w2_scale.stride(1), y.stride(0), K=I, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=split_d,
         SWAP_AB=swap and decode != 1, num_warps=nw, num_stages=ns, **common)
 
+    if partials:
+        sum_parts(y, ids, ex, out)
+        return out
     out.zero_()
     norm_combine(y, ids, wts, ex, out, eps)
     return out
 
 
-def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms):
+def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common, sms, partials=False):
     """config["stream_k"]: both GEMMs as persistent stream-K programs (config["programs_per_sm"] per SM,
     default 4), one zeroed buffer for both GEMMs' fp32 sums (one memset), silu between them."""
     T, L = x.shape
@@ -806,6 +866,9 @@ def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common,
             A_BY_TOKEN=key == "gate_up", num_warps=nw, num_stages=ns, **common)
         if key == "gate_up":
             silu_mul(h, act)
+    if partials:
+        sum_parts(y, ids, ex, out)
+        return out
     out.zero_()
     norm_combine(y, ids, wts, ex, out, eps)
     return out

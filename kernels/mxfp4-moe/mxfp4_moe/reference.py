@@ -143,6 +143,31 @@ class ExpertWeights:
         return replace(self, **{n: getattr(self, n).to(device)
                                 for n in ("w13", "w13_scale", "w2", "w2_scale", "norm_weight")})
 
+    def tp_slice(self, rank: int, split: int) -> ExpertWeights:
+        """Slice ``rank`` of ``split`` of every expert's intermediate size (the MoE TP split: EP x TP, e.g.
+        EP2 x TP4): w13's gate rows and up rows [rank*I/split, (rank+1)*I/split) and w2's matching input
+        columns (packed bytes and scales), in the checkpoint's layout (a re-laid-out set is converted back
+        first; re-lay the slice out again for the kernels). silu(gate) * up is per intermediate column, so
+        the slices' down projections are partial sums: the sum over the ``split`` slices of
+        ``moe_expert_partials_reference`` is the unsplit expert's output before its norm (the norm on each
+        expert's output is not linear, so the TP group adds the partials before ``combine_partials``).
+        Raises ValueError where I/split is not a multiple of 32 (one E8M0 scale per 32)."""
+        if split < 1 or not 0 <= rank < split:
+            raise ValueError(f"tp_slice needs 0 <= rank < split, got rank {rank} of {split}")
+        i = self.expert_size
+        if i % (32 * split):
+            raise ValueError(f"expert size {i} does not split into {split} slices of whole 32-element blocks")
+        if split == 1:
+            return self
+        q = self.to_quark_layout()
+        n = i // split
+        rows = torch.cat([torch.arange(rank * n, (rank + 1) * n), torch.arange(i + rank * n, i + (rank + 1) * n)])
+        rows = rows.to(q.w13.device)
+        return replace(q, w13=q.w13.index_select(1, rows).contiguous(),
+                       w13_scale=q.w13_scale.index_select(1, rows).contiguous(),
+                       w2=q.w2[:, :, rank * n // 2:(rank + 1) * n // 2].contiguous(),
+                       w2_scale=q.w2_scale[:, :, rank * n // 32:(rank + 1) * n // 32].contiguous())
+
     def nbytes_of(self, local_ids: list[int]) -> int:
         """Bytes of packed weights plus scales of the given local experts."""
         per = sum(getattr(self, n)[0].numel() for n in ("w13", "w13_scale", "w2", "w2_scale"))
@@ -223,6 +248,52 @@ def run_plan(x_lat: torch.Tensor, plan: RoutingPlan, w13_of: Callable[[int], tor
         a = silu_and_mul(xs @ w13_of(e).t())
         y = a.to(dtype) @ w2_of(e).t()
         out.index_add_(0, t_idx, expert_norm(y, norm_weight[e], eps) * w[:, None])
+    return out
+
+
+def run_plan_partials(x_lat: torch.Tensor, plan: RoutingPlan, top_k: int, w13_of: Callable[[int], torch.Tensor],
+                      w2_of: Callable[[int], torch.Tensor], latent: int, *,
+                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Each (token, slot) pair's expert output before its norm and router weight, fp32 [T * top_k, latent]
+    (row t * top_k + j); rows of pairs whose expert is not in the plan are zero."""
+    y = torch.zeros(x_lat.shape[0] * top_k, latent, dtype=torch.float32, device=x_lat.device)
+    for e, t_idx, j_idx, _w in plan.groups:
+        xs = x_lat.index_select(0, t_idx).to(dtype)
+        a = silu_and_mul(xs @ w13_of(e).t())
+        y[t_idx * top_k + j_idx] = (a.to(dtype) @ w2_of(e).t()).float()
+    return y
+
+
+def _dense_of(experts: ExpertWeights, dtype: torch.dtype):
+    if experts.layout == "tiled":
+        experts = experts.to_mma_layout()
+    quark = from_mma_layout if experts.layout == "mma" else (lambda t: t)
+    return (lambda e: dequantize_mxfp4(quark(experts.w13[e]), experts.w13_scale[e], dtype),
+            lambda e: dequantize_mxfp4(quark(experts.w2[e]), experts.w2_scale[e], dtype))
+
+
+def moe_expert_partials_reference(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                                  experts: ExpertWeights, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The TP-split card's share: y fp32 [T * k, latent], pair (t, j)'s output of this card's slice of its
+    expert before the norm (zero where the expert is not on this card). The TP group's sum of these is the
+    unsplit experts' pre-norm outputs; ``combine_partials`` finishes the block."""
+    plan = plan_routing(topk_ids, topk_weights, experts.expert_base, experts.num_local)
+    w13_of, w2_of = _dense_of(experts, dtype)
+    return run_plan_partials(x_lat, plan, topk_ids.shape[1], w13_of, w2_of, experts.latent_size, dtype=dtype)
+
+
+def combine_partials(y: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                     norm_weight: torch.Tensor, *, expert_base: int = 0, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """out_lat fp32 [T, latent] = sum over the pairs whose expert is in norm_weight's rows (global ids
+    expert_base ..) of weight * rmsnorm(y[pair]) * norm_weight[expert]: the norm and the weighted sum, once
+    the partials y [T * k, latent] are added up over the TP group."""
+    T, k = topk_ids.shape
+    local = topk_ids.long().reshape(-1) - expert_base
+    mine = (local >= 0) & (local < norm_weight.shape[0])
+    out = torch.zeros(T, y.shape[1], dtype=torch.float32, device=y.device)
+    rows = torch.nonzero(mine, as_tuple=True)[0]
+    z = expert_norm(y[rows], norm_weight[local[rows]], eps) * topk_weights.reshape(-1)[rows].float()[:, None]
+    out.index_add_(0, torch.div(rows, k, rounding_mode="floor"), z)
     return out
 
 

@@ -72,3 +72,40 @@ def assert_ok(res: dict, label: str) -> None:
     assert res["no_local_rows_zero"], f"{label}: a token with no local expert got a non-zero output"
     assert res["rel"] < TOL_REL, f"{label}: relative error {res['rel']:.3e}"
     assert res["max_token"] < TOL_TOKEN, f"{label}: worst token error {res['max_token']:.3e}"
+
+
+def check_tp_case(ex_ref: R.ExpertWeights, tokens: int, experts: int, top_k: int, split: int, seed: int,
+                  device: str, decode: str, config=None) -> dict:
+    """The TP split: each of the ``split`` slices of the experts (ExpertWeights.tp_slice) run by the kernel in
+    partials mode (poisoned output), their sum against the unsplit experts' pre-norm outputs (fp32
+    reference), and kernel.combine_partials of that sum (where a GPU runs it) against the whole block's
+    reference. Returns the errors (asserts nothing)."""
+    from mxfp4_moe.kernel import DECODE_LAYOUT, combine_partials, mxfp4_moe_experts
+
+    g = torch.Generator().manual_seed(seed)
+    local = range(ex_ref.expert_base, ex_ref.expert_base + ex_ref.num_local)
+    ids, w = make_routing("random", tokens, experts, top_k, g, local)
+    x = (torch.randn(tokens, ex_ref.latent_size, generator=g) * 2).to(torch.bfloat16)
+    rd = ex_ref.w13.device
+    total = torch.zeros(tokens * top_k, ex_ref.latent_size)
+    for rank in range(split):
+        sl = ex_ref.tp_slice(rank, split).to(device)
+        if decode in DECODE_LAYOUT:
+            sl = sl.to_layout(DECODE_LAYOUT[decode])
+        out = torch.full((tokens * top_k, ex_ref.latent_size), float("nan"), device=device)
+        mxfp4_moe_experts(x.to(device), ids.to(device), w.to(device), sl, decode=decode, config=config, out=out,
+                          partials=True)
+        total += out.float().cpu()
+    want = R.moe_expert_partials_reference(x.to(rd), ids.to(rd), w.to(rd), ex_ref).cpu()
+    mine = ((ids - ex_ref.expert_base >= 0) & (ids - ex_ref.expert_base < ex_ref.num_local)).reshape(-1)
+    res = {"finite": bool(torch.isfinite(total).all()),
+           "rel": ((total - want).norm() / want.norm()).item() if want.norm() > 0 else float(total.abs().max()),
+           "no_local_rows_zero": bool((total[~mine] == 0).all())}
+    pair_err = [((total[r] - want[r]).norm() / want[r].norm()).item() for r in range(total.shape[0]) if mine[r]]
+    res["max_token"] = max(pair_err) if pair_err else 0.0
+    if device != "cpu":
+        comb = combine_partials(total.to(device), ids.to(device), w.to(device), ex_ref.norm_weight.to(device),
+                                expert_base=ex_ref.expert_base).cpu()
+        block = R.moe_experts_reference(x.to(rd), ids.to(rd), w.to(rd), ex_ref).cpu()
+        res["combine_rel"] = ((comb - block).norm() / block.norm()).item() if block.norm() > 0 else 0.0
+    return res

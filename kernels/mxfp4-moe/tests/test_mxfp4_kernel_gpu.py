@@ -189,17 +189,62 @@ def test_gluon_tiles_and_k_splits(tiles, split_down):
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 20100, "cuda", "gluon", cfg), "one expert")
 
 
-@pytest.mark.parametrize("split_gate_up", [2, 4])
-def test_gluon_gate_up_k_split(split_gate_up):
-    """The gate/up GEMM with a K split (partial sums in w13's row order, then the silu kernel adds them)."""
+@pytest.mark.parametrize("split_gate_up", [1, 2, 4])
+@pytest.mark.parametrize("silu_launch", [False, True])
+def test_gluon_gate_up_k_split(split_gate_up, silu_launch):
+    """The gate/up GEMM with a K split: partial sums in w13's row order, added and silu applied by the last
+    program of each tile (the fix-up: counters back to 0 after each call, so calls repeat), or by the silu
+    kernel (silu_launch)."""
     from _kernel_cases import assert_ok, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _medium(24, base=6)
     ex_t = ex.to_tiled_layout(((32, 256), (32, 256)))
-    for tokens in (1, 9, 32):
-        res = check_case(ex, ex_t, tokens, "random", 12, 4, 24000 + tokens, "cuda", "gluon",
-                         {"split_gate_up": split_gate_up})
-        assert_ok(res, f"gate/up split {split_gate_up} batch {tokens}")
+    for rep in range(2):
+        for tokens in (1, 9, 32):
+            res = check_case(ex, ex_t, tokens, "random", 12, 4, 24000 + tokens + 100 * rep, "cuda", "gluon",
+                             {"split_gate_up": split_gate_up, "silu_launch": silu_launch})
+            assert_ok(res, f"gate/up split {split_gate_up} batch {tokens} call {rep}")
+
+
+def test_gluon_auto_gate_up_split_for_few_experts():
+    """Few experts routed (an EP share of TP slices): the gate/up GEMM is split along K by default, and the
+    result is the reference's."""
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(26, base=6)
+    ex_t = ex.to_tiled_layout()
+    assert_ok(check_case(ex, ex_t, 1, "random", 12, 4, 26001, "cuda", "gluon"), "auto split batch 1")
+    assert LAST_LAUNCH["splits"][0] > 1
+
+
+@pytest.mark.parametrize("decode", ["gluon", "mma", "asm2"])
+def test_tp_split_partials(decode):
+    """EP x TP (tp_slice of 4): each slice's pre-norm outputs by the kernel in partials mode (poisoned
+    output; zero rows for pairs not on this card), their sum against the unsplit experts, and
+    kernel.combine_partials of the sum against the whole block; batches across the token tiles."""
+    from _kernel_cases import assert_ok, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(25, base=6)  # expert size 512: slices of 128
+    for tokens in (1, 4, 9, 17, 32, 40):
+        res = check_tp_case(ex, tokens, 12, 4, 4, 25000 + tokens, "cuda", decode)
+        assert_ok(res, f"tp 4 {decode} batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+
+
+def test_muse_ep2tp4_shapes():
+    """The served split at the muse shapes: EP2 x TP4 (128 local experts, each a quarter of 4096), the gluon
+    kernels with their default splits, batches 1, 4 and 32."""
+    from _kernel_cases import assert_ok, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    v = load_variant("muse")
+    local = v.experts // (v.cards // v.tp_split)
+    ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
+                                 generator=torch.Generator(device="cuda").manual_seed(7), device="cuda")
+    for tokens in (1, 4, 32):
+        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 7000 + tokens, "cuda", "gluon")
+        assert_ok(res, f"muse ep2tp4 batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
 
 
 @pytest.mark.parametrize("pdl", [False, True])

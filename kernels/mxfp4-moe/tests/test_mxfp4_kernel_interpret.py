@@ -26,7 +26,7 @@ sys.path.insert(0, sys.argv[1])
 import torch
 from mxfp4_moe import reference as R
 from mxfp4_moe.variants import load_variant
-from _kernel_cases import check_case
+from _kernel_cases import check_case, check_tp_case
 v = load_variant("tiny")
 results = []
 for decode in ("dot_scaled", "explicit", "mma_portable"):  # the PTX decodes need a GPU
@@ -65,7 +65,13 @@ q = torch.arange(256, dtype=torch.uint8).repeat(127, 1)
 s = torch.arange(34, 161, dtype=torch.uint8)[:, None].repeat(1, 16)
 got = dequantize_mxfp4_triton(F.to_mma_layout(q), s, decode="mma_portable")
 exact = bool(torch.equal(got.view(torch.int16), F.dequantize_mxfp4(q, s, torch.bfloat16).view(torch.int16)))
+# the TP split (partials mode: each slice's pre-norm outputs, their sum against the unsplit experts)
+ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
+                             generator=torch.Generator().manual_seed(9))
+tp = [check_tp_case(ex, 3, v.experts, v.top_k, 2, 500, "cpu", "explicit",
+                    {"gate_up": (32, 64, 4, 1), "down": (64, 32, 4, 1)})]
 print("RESULTS" + json.dumps(results))
+print("TP" + json.dumps(tp))
 print("MMA_EXACT" + json.dumps(exact))
 """
 
@@ -81,3 +87,6 @@ def test_kernels_under_interpreter_match_reference():
     assert [ln for ln in r.stdout.splitlines() if ln.startswith("MMA_EXACT")][-1] == "MMA_EXACTtrue"
     for res in results:
         assert_ok(res, f"interpreted, decode={res['decode']}, batch {res['tokens']}, {res['kind']}")
+    tp = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("TP")][-1][2:])
+    for res in tp:
+        assert_ok(res, "interpreted, TP split 2 partials")

@@ -134,3 +134,59 @@ def test_variants_parse():
         parse_variant("hidden_size=64\nlatent_size=48\nexpert_size=64\nexperts=4\ntop_k=2\n")
     with pytest.raises(FileNotFoundError):
         load_variant("no-such-variant")
+
+
+@pytest.mark.parametrize("split", [2, 4])
+def test_tp_slices_sum_to_the_unsplit_expert(split):
+    """EP x TP: each card holds a slice of every expert's intermediate size; the slices' pre-norm outputs add
+    up to the unsplit expert's, and the norm-combine of that sum is the whole block's share."""
+    g = torch.Generator().manual_seed(40 + split)
+    v = load_variant("tiny")
+    ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
+                                 generator=g)
+    ids, w = R.route(torch.randn(5, v.experts, generator=g), v.top_k)
+    x = torch.randn(5, v.latent_size, generator=g).to(torch.bfloat16)
+    parts = [R.moe_expert_partials_reference(x, ids, w, ex.tp_slice(r, split)) for r in range(split)]
+    for r, p in enumerate(parts):
+        sl = ex.tp_slice(r, split)
+        assert sl.expert_size == v.expert_size // split and sl.layout == "quark"
+        assert p.shape == (5 * v.top_k, v.latent_size)
+    whole = R.moe_expert_partials_reference(x, ids, w, ex)
+    assert rel(sum(parts), whole) < 1e-5
+    mine = ((ids - ex.expert_base >= 0) & (ids - ex.expert_base < ex.num_local)).reshape(-1)
+    assert (whole[~mine] == 0).all() and mine.any() and (~mine).any()
+    block = R.combine_partials(sum(parts), ids, w, ex.norm_weight, expert_base=ex.expert_base)
+    assert rel(block, naive_experts_f64(x, ids, w, ex)) < 1e-5
+    assert rel(block, R.moe_experts_reference(x, ids, w, ex)) < 1e-5
+    # one norm over the whole expert, not per slice: the slices' normed outputs do not add up to it
+    per_slice = sum(R.moe_experts_reference(x, ids, w, ex.tp_slice(r, split)) for r in range(split))
+    assert rel(per_slice, block) > 1e-2
+
+
+def test_tp_slice_of_any_layout_and_bad_splits():
+    g = torch.Generator().manual_seed(5)
+    v = load_variant("tiny")
+    ex = R.random_expert_weights(2, v.latent_size, v.expert_size, generator=g)
+    s = ex.tp_slice(1, 2)
+    for other in (ex.to_mma_layout(), ex.to_tiled_layout(((32, 128), (32, 128)))):
+        t = other.tp_slice(1, 2)
+        assert all(torch.equal(getattr(t, n), getattr(s, n)) for n in ("w13", "w13_scale", "w2", "w2_scale"))
+    # the slice's gate rows and up rows are the unsplit expert's, its down columns the matching ones
+    n = v.expert_size // 2
+    d13 = F.dequantize_mxfp4(ex.w13[0], ex.w13_scale[0])
+    assert torch.equal(F.dequantize_mxfp4(s.w13[0], s.w13_scale[0]), torch.cat([d13[n:2 * n], d13[3 * n:]]))
+    assert torch.equal(F.dequantize_mxfp4(s.w2[0], s.w2_scale[0]), F.dequantize_mxfp4(ex.w2[0], ex.w2_scale[0])[:, n:])
+    assert ex.tp_slice(0, 1) is ex
+    for rank, split in ((2, 2), (-1, 2), (0, 0), (0, 8)):  # 128 / 8 = 16: not whole 32-element blocks
+        with pytest.raises(ValueError):
+            ex.tp_slice(rank, split)
+
+
+def test_served_split_of_the_muse_variant():
+    from mxfp4_moe.variants import split_routing
+    v = load_variant("muse")
+    assert (v.cards, v.tp_split, v.served_routing) == (8, 4, "ep2tp4")
+    assert split_routing("ep2tp4") == (2, 4) and split_routing("ep8") == (8, 1) and split_routing("local") is None
+    assert load_variant("tiny").served_routing == "ep2"
+    with pytest.raises(ValueError):
+        parse_variant("hidden_size=256\nlatent_size=128\nexpert_size=128\nexperts=16\ntop_k=4\ntp_split=3\n")
