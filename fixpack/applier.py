@@ -1,10 +1,19 @@
-"""The applier: hunks onto text, in memory, with exact context and no fuzz.
+"""The applier: hunks onto text, in memory, with exact context and no fuzz, placed only on evidence.
 
-A hunk is placed where its pre-image lines occur exactly. Its own line number is tried first; if
-the pre-image is elsewhere, it is placed there and the offset (in lines, positive = further down)
-is reported, provided it occurs exactly once in the rest of the file; a pre-image that occurs more
-than once away from its line is refused as ambiguous. A hunk with less leading (trailing) context
-than trailing (leading) context is anchored to the start (end) of the file, as GNU patch does.
+The placement rule (the same for apply, status, dry runs, the lock, refresh and rebase):
+
+- **Pinned.** When the file is byte for byte the pre-image the patch was written against (its sha256
+  is the lock's, or the tree is the release copy itself), a hunk goes at its stated line and nowhere
+  else: the line numbers are right by construction.
+- **Searched.** Otherwise the hunk's pre-image is looked for in the whole file. It is placed only when
+  it occurs exactly once there, and occurred at most once in the pinned pre-image too (the lock
+  records that count): a twin that appeared, or one that went away, leaves nothing to tell the copies
+  apart, so the hunk is refused as ``ambiguous`` with every candidate line. A placement away from the
+  stated line (plus the running offset of the hunks and fixes placed before it in the same file) is
+  reported as an offset.
+- A hunk with less leading (trailing) context than trailing (leading) context is anchored to the start
+  (end) of the file, as GNU patch does; a hunk without any pre-image line is placed only when pinned.
+
 Nothing here touches the disk.
 """
 
@@ -24,12 +33,42 @@ class Placement(Enum):
 
 
 @dataclass(frozen=True)
+class HunkEvidence:
+    """What the pack knows of one hunk beyond its text.
+
+    ``pinned``: the file is the pre-image the patch was written against (place at the stated line only).
+    ``count``: how often the hunk's pre-image (reversed: post-image) occurs in that pinned file, from
+    the lock; None when unknown (taken as once).
+    """
+
+    pinned: bool = False
+    count: int | None = None
+
+
+SEARCH = HunkEvidence()
+PINNED = HunkEvidence(pinned=True)
+
+
+@dataclass(frozen=True)
+class Closest:
+    """The best near-miss for a missing hunk: where it starts (1-based), how many of its lines match
+    there, and up to three differing lines as (line, expected, found)."""
+
+    line: int
+    matching: int
+    total: int
+    differs: tuple[tuple[int, str, str], ...]
+
+
+@dataclass(frozen=True)
 class HunkResult:
     """Where one hunk's pre-image (or, reversed, post-image) was found.
 
-    ``index`` is 0-based within the file's hunks; ``line`` the 1-based line where it was found
-    (None when missing); ``offset`` the distance from the line the patch names; ``candidates``
-    the 1-based lines of every match when ambiguous.
+    ``index`` is 0-based within the file's hunks; ``line`` the 1-based line where it was placed (None
+    when refused); ``offset`` the distance from the line the patch names (plus the running offset);
+    ``candidates`` the 1-based lines of every occurrence when ambiguous; ``expected`` the 1-based line
+    it was looked for first; ``count`` its occurrences in the whole file (-1: not counted, pinned);
+    ``reason`` why it was refused; ``closest`` the best near-miss of a missing hunk.
     """
 
     index: int
@@ -37,10 +76,19 @@ class HunkResult:
     line: int | None = None
     offset: int = 0
     candidates: tuple[int, ...] = ()
+    expected: int = 0
+    count: int = -1
+    reason: str = ""
+    closest: Closest | None = None
 
     @property
     def found(self) -> bool:
         return self.placement in (Placement.EXACT, Placement.OFFSET)
+
+    @property
+    def present(self) -> bool:
+        """Its lines are in the file, placed or not (an ambiguous hunk is present, twice or more)."""
+        return self.found or self.placement is Placement.AMBIGUOUS
 
 
 @dataclass(frozen=True)
@@ -49,6 +97,8 @@ class TextResult:
 
     text: str | None
     hunks: tuple[HunkResult, ...]
+    delta: int = 0  # the running offset after the last hunk (for the next fix in the same file)
+    lines: int = 0  # how many lines the searched text had
 
     @property
     def ok(self) -> bool:
@@ -66,7 +116,8 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def _sides(h: Hunk, reverse: bool) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+def sides(h: Hunk, reverse: bool) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """(lines looked for, lines put in their place, stated 1-based start) for one direction."""
     if reverse:
         return h.new_lines, h.old_lines, h.new_start
     return h.old_lines, h.new_lines, h.old_start
@@ -82,6 +133,14 @@ def _matches_at(lines: list[str], pre: tuple[str, ...], pos: int) -> bool:
     return 0 <= pos and pos + n <= len(lines) and tuple(lines[pos:pos + n]) == pre
 
 
+def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
+    """Every 0-based position where ``pre`` occurs in ``lines`` (overlapping ones included)."""
+    if not pre:
+        return list(range(len(lines) + 1))
+    first, n = pre[0], len(pre)
+    return [p for p in range(len(lines) - n + 1) if lines[p] == first and tuple(lines[p:p + n]) == pre]
+
+
 def _anchor(h: Hunk) -> str:
     if h.leading_context < h.trailing_context:
         return "start"
@@ -90,74 +149,138 @@ def _anchor(h: Hunk) -> str:
     return ""
 
 
-def locate(lines: list[str], h: Hunk, index: int, floor: int, delta: int, reverse: bool = False) -> HunkResult:
-    """Find one hunk's pre-image in ``lines`` at or after ``floor`` (0-based).
+def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = False,
+           evidence: HunkEvidence = SEARCH) -> HunkResult:
+    """Place one hunk's pre-image in ``lines`` by the placement rule.
 
-    ``delta`` is the offset of the hunks placed before it in the same file, so that a second hunk
-    follows the first one's shift without reporting it twice.
+    ``delta`` is the running offset of what was placed before it in the same file (earlier hunks, and
+    earlier fixes of the chain), so that a hunk follows their shift without reporting it twice.
     """
-    pre, _post, start = _sides(h, reverse)
-    length = len(pre)
-    expected = _expected_index(start, length) + delta
+    pre, _post, start = sides(h, reverse)
+    expected = _expected_index(start, len(pre)) + delta
     anchor = _anchor(h)
-    if anchor == "start":
-        ok = _matches_at(lines, pre, 0) and 0 >= floor
-        return _result(index, [0] if ok else [], expected, start, length, delta)
-    if anchor == "end":
-        pos = len(lines) - length
-        ok = pos >= floor and _matches_at(lines, pre, pos)
-        return _result(index, [pos] if ok else [], expected, start, length, delta)
-    if expected >= floor and _matches_at(lines, pre, expected):
-        return HunkResult(index, Placement.EXACT, expected + 1, delta)
-    if length == 0:
-        return HunkResult(index, Placement.MISSING)
-    first = pre[0]
-    found = [p for p in range(floor, len(lines) - length + 1) if lines[p] == first and _matches_at(lines, pre, p)]
-    return _result(index, found, expected, start, length, delta)
+    if anchor:
+        pos = 0 if anchor == "start" else len(lines) - len(pre)
+        ok = _matches_at(lines, pre, pos)
+        return _placed(index, pos, expected, delta) if ok else _missing(index, lines, pre, expected,
+                                                                        f"anchored to the {anchor} of the file")
+    if evidence.pinned:
+        if _matches_at(lines, pre, expected):
+            return _placed(index, expected, expected, delta)
+        return _missing(index, lines, pre, expected, "not at its stated line, in a file that is the "
+                                                            "pre-image it was written against")
+    if not pre and lines:
+        return HunkResult(index, Placement.AMBIGUOUS, expected=expected + 1,
+                          reason="it has no context line to locate it by, and the file is not the pinned pre-image")
+    found = occurrences(lines, pre)
+    return _searched(index, lines, pre, found, expected, delta, evidence)
 
 
-def _result(index: int, found: list[int], expected: int, start: int, length: int, delta: int) -> HunkResult:
+def _searched(index: int, lines: list[str], pre: tuple[str, ...], found: list[int], expected: int, delta: int,
+              evidence: HunkEvidence) -> HunkResult:
+    cands = tuple(p + 1 for p in found)
     if not found:
-        return HunkResult(index, Placement.MISSING)
+        return _missing(index, lines, pre, expected, "")
     if len(found) > 1:
-        return HunkResult(index, Placement.AMBIGUOUS, candidates=tuple(p + 1 for p in found))
-    pos = found[0]
-    offset = pos - _expected_index(start, length)
-    kind = Placement.EXACT if offset == 0 else Placement.OFFSET
-    return HunkResult(index, kind, pos + 1, offset)
+        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1, count=len(found),
+                          reason=f"its pre-image occurs {len(found)} times in the file")
+    if evidence.count is not None and evidence.count > 1:
+        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1, count=1,
+                          reason=f"the pinned pre-image held {evidence.count} copies of its context and this file "
+                                 f"holds one: which copy remains cannot be told")
+    res = _placed(index, found[0], expected, delta)
+    return HunkResult(index, res.placement, res.line, res.offset, expected=expected + 1, count=1)
 
 
-def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False) -> TextResult:
+def _placed(index: int, pos: int, expected: int, delta: int) -> HunkResult:
+    offset = pos - expected + delta  # from the stated line: the running offset plus this hunk's own
+    kind = Placement.EXACT if pos == expected else Placement.OFFSET
+    return HunkResult(index, kind, pos + 1, offset, expected=expected + 1)
+
+
+def _missing(index: int, lines: list[str], pre: tuple[str, ...], expected: int, reason: str) -> HunkResult:
+    return HunkResult(index, Placement.MISSING, expected=expected + 1, reason=reason,
+                      closest=closest(lines, pre, expected))
+
+
+def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | None:
+    """The position where most of ``pre``'s lines match, line for line (ties: the
+    one nearest ``expected``); None when no line matches anywhere."""
+    n = len(pre)
+    if not n or not lines:
+        return None
+    wanted = set(pre)
+    starts = {i - k for i, ln in enumerate(lines) if ln in wanted for k, p in enumerate(pre) if p == ln}
+    best: tuple[int, int] | None = None  # (matching, -distance)
+    best_pos = 0
+    for s in starts:
+        if s < -n or s > len(lines):
+            continue
+        m = sum(1 for k, p in enumerate(pre) if 0 <= s + k < len(lines) and lines[s + k] == p)
+        key = (m, -abs(s - expected))
+        if best is None or key > best:
+            best, best_pos = key, s
+    if best is None:
+        return None
+    diffs = tuple((best_pos + k + 1, p.rstrip("\n"), lines[best_pos + k].rstrip("\n") if 0 <= best_pos + k < len(lines)
+                   else "(end of file)") for k, p in enumerate(pre)
+                  if not (0 <= best_pos + k < len(lines) and lines[best_pos + k] == p))
+    return Closest(best_pos + 1, best[0], n, diffs[:3])
+
+
+def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
+               evidence: tuple[HunkEvidence, ...] = (), delta: int = 0) -> TextResult:
     """Apply (or reverse-apply) every hunk of one file to ``text``.
 
-    Returns the new text and one HunkResult per hunk; ``text`` is None when any hunk could not be
-    placed (missing or ambiguous). Hunks are placed in order and never overlap.
+    ``evidence`` gives each hunk's :class:`HunkEvidence` (default: searched, count unknown); ``delta``
+    the running offset left by earlier fixes in this file. Each hunk is placed on its own evidence
+    (a unique place may lie before the hunk ahead of it, when upstream swapped two blocks); hunks that
+    would overlap are refused. Returns the new text and one HunkResult per hunk; ``text`` is None when
+    any hunk could not be placed (missing, ambiguous or overlapping).
     """
     lines = split_lines(text)
-    out: list[str] = []
     results: list[HunkResult] = []
-    floor = 0
-    delta = 0
-    failed = False
+    running = delta
     for i, h in enumerate(hunks):
-        res = locate(lines, h, i, floor, delta, reverse)
+        res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH)
         results.append(res)
-        if not res.found or res.line is None:
-            failed = True
-            continue
-        pre, post, _ = _sides(h, reverse)
-        pos = res.line - 1 if len(pre) else res.line - 1
+        if res.found:
+            running = res.offset
+    results = _refuse_overlaps(results, hunks, reverse)
+    if not all(r.found for r in results):
+        return TextResult(None, tuple(results), delta, len(lines))
+    out: list[str] = []
+    floor = 0
+    for res, h in sorted(zip(results, hunks), key=lambda rh: rh[0].line or 0):
+        pre, post, _ = sides(h, reverse)
+        pos = (res.line or 1) - 1
         out.extend(lines[floor:pos])
         out.extend(post)
         floor = pos + len(pre)
-        delta = res.offset
-    if failed:
-        return TextResult(None, tuple(results))
     out.extend(lines[floor:])
-    return TextResult("".join(out), tuple(results))
+    return TextResult("".join(out), tuple(results), running, len(lines))
 
 
-def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False) -> tuple[HunkResult, ...]:
+def _refuse_overlaps(results: list[HunkResult], hunks: tuple[Hunk, ...], reverse: bool) -> list[HunkResult]:
+    """Two placed hunks whose lines overlap cannot both be right: refuse the later one."""
+    taken: list[tuple[int, int, int]] = []  # (first, end, hunk index), 0-based, end exclusive
+    out = []
+    for res, h in zip(results, hunks):
+        if res.found and res.line is not None:
+            first, end = res.line - 1, res.line - 1 + len(sides(h, reverse)[0])
+            clash = next((k for a, e, k in taken if first < e and a < end or first == a), None)
+            if clash is not None:
+                res = HunkResult(res.index, Placement.MISSING, expected=res.expected, count=res.count,
+                                 reason=f"its only place overlaps hunk #{clash + 1}'s lines")
+            else:
+                taken.append((first, end, res.index))
+        out.append(res)
+    return out
+
+
+def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
+          evidence: tuple[HunkEvidence, ...] = ()) -> tuple[HunkResult, ...]:
     """Locate every hunk independently (no early stop), for status evidence and partial checks."""
     lines = split_lines(text)
-    return tuple(locate(lines, h, i, 0, 0, reverse) for i, h in enumerate(hunks))
+    return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH)
+                 for i, h in enumerate(hunks))

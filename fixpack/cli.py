@@ -159,12 +159,25 @@ def main() -> None:
 @click.option("--dry-run", is_flag=True, help="Check everything, write nothing (the CI mode).")
 @click.option("--strict", is_flag=True, help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
 @click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
+@click.option("--reject", "reject_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="DIR", help="Write the refused hunks as git-style DIR/<path>.rej files (outside the target).")
 def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-              as_json: bool, opt_ins: tuple[str, ...], dry_run: bool, strict: bool, all_opt_in: bool) -> None:
+              as_json: bool, opt_ins: tuple[str, ...], dry_run: bool, strict: bool, all_opt_in: bool,
+              reject_dir: Path | None) -> None:
     """Apply the profile's default fixes plus the named opt-in fixes, in the pack's order."""
     req = _request(profile, roots, only_targets, pack_root, opt_ins=opt_ins, dry_run=dry_run, strict=strict,
                    all_opt_in=all_opt_in)
-    _run(lambda: engine.apply(req), as_json, "apply", profile)
+
+    def call() -> Report:
+        report = engine.apply(req)
+        if reject_dir is not None:
+            from .rejects import write_rejects
+
+            written = write_rejects(report, reject_dir)
+            click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}", err=True)
+        return report
+
+    _run(call, as_json, "apply", profile)
 
 
 @main.command("status")

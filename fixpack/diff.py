@@ -42,6 +42,7 @@ class Hunk:
     leading_context: int
     trailing_context: int
     diff_line: int  # 1-based line of the @@ header inside the patch file
+    text: str = ""  # the hunk as the patch writes it (its @@ line and body), for .rej files
 
     def sha_pre(self) -> str:
         return sha256_text("".join(self.old_lines))
@@ -301,7 +302,7 @@ def _convert_hunk(h: UHunk) -> Hunk:
     trail = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
     header_line = ((h[0].diff_line_no or 1) - 1) if len(h) else 0
     return Hunk(h.source_start, h.source_length, h.target_start, h.target_length,
-                tuple(old), tuple(new), lead, trail, header_line)
+                tuple(old), tuple(new), lead, trail, header_line, str(h))
 
 
 def diff_body(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from . import __version__
 from .diff import sha256_text
 from .errors import (EXIT_CONFLICT, EXIT_MISMATCH, BadInputError, FixpackError, MismatchError, StaleLockError)
-from .evaluate import Evaluation, State, decide, file_hashes, run_pass
+from .evaluate import TRUSTED, Evaluation, FixEvidence, State, decide, file_hashes, run_pass
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .report import FixReport, Report, TargetReport
@@ -171,7 +171,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], str
     chain = _chain(ctx, name, manifest, wanted)
     recorded = {f["id"]: f for f in (manifest or {}).get("fixes", [])}
     applied = [f for f in chain if recorded.get(f.id, {}).get("state") == "applied"]
-    base, broken = _unwind(applied, tree, _tampered_files(tree, manifest))
+    base, broken = _unwind(applied, tree, _tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], [], pending)
     if base is not None:
         tree.adopt(base)
@@ -228,7 +228,8 @@ def _note(ctx: Context, target: str, message: str) -> None:
         t.message = f"{t.message}; {message}" if t.message else message
 
 
-def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[Tree | None, dict[str, list[str]]]:
+def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
+            lock: dict[str, Any]) -> tuple[Tree | None, dict[str, list[str]]]:
     """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
     them does not reverse) and, per fix that failed, why."""
     base = tree.fork()
@@ -238,7 +239,7 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[T
             broken[fix.id] = ["cannot be checked: a later applied fix is tampered"]
             continue
         hit = sorted(set(fix.touched_paths()) & tampered_files)
-        rev = run_pass(fix, base, reverse=True)
+        rev = run_pass(fix, base, reverse=True, evidence=_evidence(lock, fix.id))
         if hit or not rev.ok:
             broken[fix.id] = [f"{p}: differs from the manifest's sha256 (changed since it was applied)"
                               for p in hit] + rev.messages
@@ -247,10 +248,15 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str]) -> tuple[T
     return (None if broken else base), broken
 
 
+def _evidence(lock: dict[str, Any], fix_id: str) -> FixEvidence:
+    """The lock's evidence for one fix (file hashes, hunk counts); none without a lock entry."""
+    return FixEvidence.from_lock(next((f for f in lock.get("fixes", []) if f.get("id") == fix_id), None))
+
+
 def _replay(fix: Fix, tree: Tree, lock: dict[str, Any], recorded: bool, broken: dict[str, list[str]]) -> Evaluation:
-    lock_entry = next((f for f in lock.get("fixes", []) if f.get("id") == fix.id), None)
+    lock_entry = _evidence(lock, fix.id)
     if fix.id in broken:
-        empty = run_pass(fix, tree, reverse=True)
+        empty = run_pass(fix, tree, reverse=True, evidence=lock_entry)
         return Evaluation(State.TAMPERED, empty, empty,
                           ["the manifest records it as applied, but " + "; ".join(broken[fix.id])])
     if recorded and broken:
@@ -296,7 +302,7 @@ def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool) -> FixRepor
     if not selected and ev.state is State.APPLIED:
         messages.append("not selected in this run; kept (revert removes it)")
     return FixReport(fix.id, fix.version, fix.target, fix.opt_in, selected, ev.state.value, action,
-                     [h.as_dict() for h in ev.offsets], messages)
+                     [h.as_dict() for h in ev.offsets], messages, [h.refusal() for h in ev.refused])
 
 
 def _manifest_entry(fix: Fix, tree: Tree, state: str) -> dict[str, Any]:
@@ -381,7 +387,8 @@ def _finish(report: Report, errors: list[int]) -> Report:
     if errors:
         report.exit_code = EXIT_MISMATCH if EXIT_MISMATCH in errors else max(errors)
         bad_t = [f"{t.name}: {t.status}" for t in report.targets if t.status in ("missing", "mismatch")]
-        bad_f = [f"{f.id}: {f.state}" for f in report.fixes if f.state in ("conflict", "partial", "tampered")
+        bad_f = [f"{f.id}: {f.state}" for f in report.fixes if f.state in ("conflict", "partial", "tampered",
+                                                                             "ambiguous")
                  or (f.state == "drifted" and any("--strict" in m for m in f.messages))]
         report.error = "nothing was written; " + "; ".join(bad_t + bad_f)
         for f in report.fixes:  # nothing was written: say what would have happened
@@ -430,6 +437,7 @@ def revert(req: Request) -> Report:
     Refuses (exit 3, nothing written) when a file changed since it was applied.
     """
     ctx = _prepare(req, "revert", need_lock=False)
+    ctx.lock = _soft_lock(ctx.pack, ctx.profile)
     errors = _target_errors(ctx)
     if not req.dry_run and not errors:
         _recover_interrupted(ctx)
@@ -475,15 +483,27 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: dict[str, 
             fr.messages += [f"{p}: changed since it was applied; restore it or reinstall the target" for p in bad]
             errors.append(EXIT_MISMATCH)
             continue
-        rev = run_pass(fix, tree, reverse=True)
+        rev = run_pass(fix, tree, reverse=True, evidence=_evidence(ctx.lock, fix.id))
         if not rev.ok:
-            fr.state = State.CONFLICT.value
+            fr.state = State.AMBIGUOUS.value if rev.present else State.CONFLICT.value
+            fr.refused = [h.refusal() for h in rev.refused]
             fr.messages += rev.messages
             errors.append(EXIT_CONFLICT)
             continue
         tree.adopt(rev.tree)
         fr.action = "would-revert" if dry else "reverted"
     return errors
+
+
+def _soft_lock(pack: Pack, profile: Profile) -> dict[str, Any]:
+    """The lock when it is there and matches the pack, else {}: revert works without one (it then
+    places every hunk by search), so that a stale lock never keeps an image from being restored."""
+    try:
+        lock = read_lock(profile)
+        check_lock_matches(pack, profile, lock)
+    except FixpackError:
+        return {}
+    return lock
 
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------
@@ -552,7 +572,7 @@ def _generate_lock(req: Request) -> tuple[dict[str, Any], Profile]:
         for fix in ctx.pack.ordered(ctx.selected):
             if fix.target != name:
                 continue
-            ev = decide(fix, tree, None, False)
+            ev = decide(fix, tree, TRUSTED, False)
             if ev.state is State.UPSTREAMED:
                 # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
                 found = file_hashes(tree, fix.touched_paths())
@@ -563,9 +583,10 @@ def _generate_lock(req: Request) -> tuple[dict[str, Any], Profile]:
                 raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
                                     f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking")
             pre = file_hashes(tree, fix.touched_paths())
-            tree.adopt(ev.forward.tree)
+            counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
+            tree.adopt(counted.tree)
             post = file_hashes(tree, fix.touched_paths())
-            fixes.append(_lock_entry(fix, pre, post))
+            fixes.append(_lock_entry(fix, pre, post, counted.counts))
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(ctx.found.items())
                if name in with_fixes}
     data = {"schema": LOCK_SCHEMA, "profile": ctx.profile.name, "generated_by": f"fixpack {__version__}",
@@ -579,9 +600,14 @@ def _lock_digest(data: dict[str, Any]) -> str:
     return sha256_text(json.dumps({"targets": data.get("targets"), "fixes": data.get("fixes")}, sort_keys=True))
 
 
-def _lock_entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None]) -> dict[str, Any]:
-    hunks = [{"file": fp.path, "hunk": i + 1, "pre": h.sha_pre(), "post": h.sha_post()}
-             for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
+def _lock_entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
+                counts: dict[int, tuple[int, int]] | None = None) -> dict[str, Any]:
+    """A fix's fingerprints; ``counts`` (per hunk, in order) are its pre-image's occurrences in the file
+    before it and its post-image's after it: the evidence that lets a drifted file refuse a twin."""
+    flat = [(fp, i, h) for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
+    hunks = [{"file": fp.path, "hunk": i + 1, "pre": h.sha_pre(), "post": h.sha_post(),
+              **({"pre_count": counts[n][0], "post_count": counts[n][1]} if counts and n in counts else {})}
+             for n, (fp, i, h) in enumerate(flat)]
     return {"id": fix.id, "version": fix.version, "target": fix.target, "patch_sha256": fix.patch_sha256,
             "files": [{"path": p, "pre": pre[p], "post": post[p]} for p in fix.touched_paths()], "hunks": hunks}
 

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any
 
 
-from .applier import HunkResult, Placement, apply_text, probe
+from .applier import Closest, HunkEvidence, HunkResult, Placement, apply_text, occurrences, probe, split_lines
 from .diff import FilePatch, sha256_text
 from .model import Fix
 from .tree import Tree, decode
@@ -28,31 +28,122 @@ class State(str, Enum):
     CONFLICT = "conflict"        # not in, and does not apply
     PARTIAL = "partial"          # some hunks in, others not
     TAMPERED = "tampered"        # the manifest says applied, but the files differ from it
+    AMBIGUOUS = "ambiguous"      # its lines occur more than once, or both its sides are there: not placed
+
+
+@dataclass(frozen=True)
+class FixEvidence:
+    """What the pack knows of a fix's files beyond its patch text (from the lock, or a release copy).
+
+    ``trusted``: the tree is the release copy the patches were written against (lock generation, the
+    old side of a rebase): every hunk at its stated line. ``pre`` / ``post``: sha256 of each touched
+    file before and after the fix along the chain. ``counts``: per hunk of the fix (in the order of
+    :meth:`Fix.file_patches`), how often its pre-image and its post-image occur in those files.
+    """
+
+    trusted: bool = False
+    pre: tuple[tuple[str, str | None], ...] = ()
+    post: tuple[tuple[str, str | None], ...] = ()
+    counts: tuple[tuple[int | None, int | None], ...] = ()
+
+    @classmethod
+    def from_lock(cls, entry: dict[str, Any] | None) -> "FixEvidence":
+        """From a lock entry (``files`` with pre/post hashes, ``hunks`` with pre_count/post_count)."""
+        if not entry:
+            return cls()
+        files = [f for f in entry.get("files", []) if isinstance(f, dict) and isinstance(f.get("path"), str)]
+        hunks = [h for h in entry.get("hunks", []) if isinstance(h, dict)]
+        return cls(False, tuple((f["path"], f.get("pre")) for f in files),
+                   tuple((f["path"], f.get("post")) for f in files),
+                   tuple((_int(h.get("pre_count")), _int(h.get("post_count"))) for h in hunks))
+
+    def hunk(self, flat: int, reverse: bool, pinned: bool) -> HunkEvidence:
+        pair = self.counts[flat] if flat < len(self.counts) else (None, None)
+        return HunkEvidence(pinned, pair[1] if reverse else pair[0])
+
+    def pinned(self, path: str, digest: str | None, reverse: bool) -> bool:
+        """The file is byte for byte the side this pass starts from (the fix's pre- or post-image)."""
+        if self.trusted:
+            return True
+        known = dict(self.post if reverse else self.pre)
+        return path in known and known[path] == digest
+
+
+TRUSTED = FixEvidence(trusted=True)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass
 class HunkNote:
-    """One hunk's placement, for the report: file, 1-based hunk number, where, how far it moved."""
+    """One hunk's placement, for the report: file, 1-based hunk number, where, how far it moved; for a
+    refused hunk the candidate lines, the reason, the line range searched and the closest near-miss."""
 
     path: str
     hunk: int
     placement: str
     line: int | None
     offset: int
+    flat: int = 0
+    candidates: tuple[int, ...] = ()
+    expected: int = 0
+    searched: int = 0
+    reason: str = ""
+    closest: Closest | None = None
+    text: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
                 "offset": self.offset}
 
+    def refusal(self) -> dict[str, object]:
+        """The JSON form of a refused hunk: where it was looked for and what was found instead."""
+        out: dict[str, object] = {**self.as_dict(), "candidates": list(self.candidates), "expected": self.expected,
+                                  "searched": [1, self.searched], "reason": self.reason, "closest": None,
+                                  "patch": self.text}
+        if self.closest is not None:
+            c = self.closest
+            out["closest"] = {"line": c.line, "matching": c.matching, "lines": c.total,
+                              "differs": [{"line": n, "expected": e, "found": f} for n, e, f in c.differs]}
+        return out
+
+    def message(self) -> str:
+        where = f"{self.path}: hunk #{self.hunk}"
+        if self.placement == Placement.AMBIGUOUS.value:
+            lines = f" at lines {list(self.candidates)}" if self.candidates else ""
+            return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
+                    f"this tree (fixpack refresh) or rebase it onto this release")
+        text = f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
+        if self.reason:
+            text += f"; {self.reason}"
+        if self.closest is not None:
+            c = self.closest
+            text += (f"; closest: lines {c.line}-{c.line + c.total - 1}, {c.matching} of {c.total} lines match"
+                     + "".join(f"; line {n}: expected {e!r}, found {f!r}" for n, e, f in c.differs))
+        return text
+
 
 @dataclass
 class Pass:
-    """The outcome of running a fix's file patches one way over a fork of the tree."""
+    """The outcome of running a fix's file patches one way over a fork of the tree.
+
+    ``ok``: every hunk placed and every file changed; ``present``: no file-level failure and every
+    hunk's lines are in the file, placed or ambiguous; ``counts``: per hunk (flat), the occurrences of
+    its pre-image before and of its post-image after (only when counting was asked for).
+    """
 
     ok: bool
     tree: Tree
     hunks: list[HunkNote] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    present: bool = True
+    counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def refused(self) -> list[HunkNote]:
+        return [h for h in self.hunks if h.placement in (Placement.AMBIGUOUS.value, Placement.MISSING.value)]
 
 
 @dataclass
@@ -66,26 +157,56 @@ class Evaluation:
     def offsets(self) -> list[HunkNote]:
         return [h for h in self.forward.hunks if h.offset]
 
+    @property
+    def refused(self) -> list[HunkNote]:
+        """The hunks that kept the fix from its state: the forward side's (the reverse side's when only
+        the post-image is there)."""
+        side = self.reverse if self.state is State.AMBIGUOUS and not self.forward.refused else self.forward
+        return side.refused if self.state in (State.AMBIGUOUS, State.CONFLICT, State.PARTIAL) else []
+
 
 def _mode(value: str | None) -> int | None:
     return int(value[-3:], 8) if value else None
 
 
-def _notes(path: str, results: tuple[HunkResult, ...]) -> list[HunkNote]:
-    return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset) for r in results]
+def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
+           hunks: tuple[Any, ...]) -> list[HunkNote]:
+    return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
+                     r.expected, searched, r.reason, r.closest, hunks[r.index].text) for r in results]
 
 
-def run_pass(fix: Fix, tree: Tree, reverse: bool) -> Pass:
-    """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``."""
+def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = FixEvidence(),
+             count: bool = False) -> Pass:
+    """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``, by the placement rule.
+
+    A file is pinned when it is byte for byte the side the pass starts from (``evidence``); the
+    others are searched. With ``count``, each hunk's occurrences are recorded (for the lock).
+    """
     work = tree.fork()
     result = Pass(True, work)
     fps = list(fix.file_patches())
-    for fp in reversed(fps) if reverse else fps:
-        _one_file(fix, fp, work, reverse, result)
+    starts = [sum(len(f.hunks) for f in fps[:j]) for j in range(len(fps))]
+    pinned = {p: evidence.pinned(p, _digest(tree, p), reverse) for p in fix.touched_paths()}
+    order = list(zip(fps, starts))
+    for fp, flat in reversed(order) if reverse else order:
+        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count))
     return result
 
 
-def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass) -> None:
+def _digest(tree: Tree, path: str) -> str | None:
+    text = tree.read(path)
+    return sha256_text(text) if text is not None else None
+
+
+@dataclass(frozen=True)
+class _FileCtx:
+    flat: int
+    pinned: dict[str, bool]
+    evidence: FixEvidence
+    count: bool
+
+
+def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
     src, dst = (fp.new_path, fp.old_path) if reverse else (fp.old_path, fp.new_path)
     src_mode, dst_mode = (fp.new_mode, fp.old_mode) if reverse else (fp.old_mode, fp.new_mode)
     current = work.read(src) if src else None
@@ -102,17 +223,22 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass) -> 
         if text is None:
             return None
     else:
-        res = apply_text(current, fp.hunks, reverse)
-        out.hunks += _notes(fp.path, res.hunks)
+        # a file the patch creates starts empty: its hunk's place is not in doubt
+        pinned = src is None or ctx.pinned.get(src, False)
+        ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
+        delta = 0 if pinned or reverse else work.delta(src or "")
+        res = apply_text(current, fp.hunks, reverse, ev, delta)
+        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks)
+        if ctx.count:
+            _count(fp, current, res.text, reverse, ctx.flat, out)
         if res.text is None:
-            bad = [h for h in res.hunks if not h.found]
-            for h in bad:
-                extra = (f" at lines {list(h.candidates)} (give the hunk more context, or rebase the fix onto this "
-                         "release)" if h.placement is Placement.AMBIGUOUS else "")
-                out.messages.append(f"{fp.path}: hunk #{h.index + 1} {h.placement.value}{extra}")
+            out.messages += [n.message() for n in out.hunks[-len(res.hunks):] if n.placement in ("missing", "ambiguous")]
             out.ok = False
+            out.present = out.present and all(h.present for h in res.hunks)
             return None
         text = res.text
+        if dst and not reverse:
+            work.set_delta(dst, res.delta)
     if src_mode and dst_mode and src_mode != dst_mode and src is not None:
         have = work.mode(src)
         if have is not None and have != _mode(src_mode):
@@ -126,6 +252,15 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass) -> 
         work.write(src, None)
     work.write(dst, text, _mode(dst_mode) if dst_mode and dst_mode != src_mode else None)
     return None
+
+
+def _count(fp: FilePatch, before: str, after: str | None, reverse: bool, flat: int, out: Pass) -> None:
+    """Record, per hunk, how often its pre-image occurs before and its post-image after (lock evidence)."""
+    a, b = (after, before) if reverse else (before, after)
+    pre_lines = split_lines(a or "")
+    post_lines = split_lines(b or "")
+    for i, h in enumerate(fp.hunks):
+        out.counts[flat + i] = (len(occurrences(pre_lines, h.old_lines)), len(occurrences(post_lines, h.new_lines)))
 
 
 def _binary(fix: Fix, fp: FilePatch, current: str, reverse: bool, out: Pass) -> str | None:
@@ -144,76 +279,93 @@ def _binary(fix: Fix, fp: FilePatch, current: str, reverse: bool, out: Pass) -> 
 
 def _fail(out: Pass, message: str) -> None:
     out.ok = False
+    out.present = False
     out.messages.append(message)
 
 
-def decide(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, in_manifest: bool) -> Evaluation:
-    """Work out the fix's state on ``tree`` (which holds the fixes before it in the chain)."""
-    fwd = run_pass(fix, tree, reverse=False)
-    rev = run_pass(fix, tree, reverse=True)
-    msgs: list[str] = []
+def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool) -> Evaluation:
+    """Work out the fix's state on ``tree`` (which holds the fixes before it in the chain).
+
+    Both sides are tried. Where both are there (an add-only hunk keeps its pre-image visible once
+    applied; a twin may hold either side), only the lock's file hashes decide; a drifted file that
+    holds both is ``ambiguous``, never applied a second time.
+    """
+    ev = evidence or FixEvidence()
+    fwd = run_pass(fix, tree, reverse=False, evidence=ev)
+    rev = run_pass(fix, tree, reverse=True, evidence=ev)
     if in_manifest:
         if rev.ok:
             return Evaluation(State.APPLIED, fwd, rev, ["already applied"])
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
                                                      "not there"] + rev.messages)
-    if fwd.ok and rev.ok:
-        fwd.ok = _prefer_forward(fix, tree, lock_entry, fwd, rev)
-        rev.ok = not fwd.ok
-    if fwd.ok:
-        drift = _drift(tree, lock_entry, fwd)
-        if drift:
-            return Evaluation(State.DRIFTED, fwd, rev, drift)
-        return Evaluation(State.ABSENT, fwd, rev, msgs)
-    if rev.ok:
+    side = _lock_side(fix, tree, ev)
+    if fwd.ok and (not rev.present or side == "pre"):
+        drift = _drift(tree, ev, fwd)
+        return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift)
+    if rev.ok and (not fwd.present or side == "post"):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
                                                        "manifest"])
-    partial = _partial(fix, tree)
+    if fwd.present and rev.present:
+        return Evaluation(State.AMBIGUOUS, fwd, rev, [
+            "both its pre-image and its post-image are in the file (a twin block?) and the file is not the lock's "
+            "pre- or post-image: whether it is applied already cannot be told, so it is not applied (again). "
+            "Check the file by hand, then refresh the fix against this tree or restore the target"]
+            + fwd.messages + rev.messages)
+    if fwd.present or rev.present:
+        side_pass = fwd if fwd.present else rev
+        return Evaluation(State.AMBIGUOUS, fwd, rev, side_pass.messages)
+    partial = _partial(fix, tree, ev)
     if partial:
         return Evaluation(State.PARTIAL, fwd, rev, partial)
     return Evaluation(State.CONFLICT, fwd, rev, fwd.messages)
 
 
-def _prefer_forward(fix: Fix, tree: Tree, lock_entry: dict[str, Any] | None, fwd: Pass, rev: Pass) -> bool:
-    files = (lock_entry or {}).get("files", [])
-    for f in files:
-        current = tree.read(f["path"])
-        h = sha256_text(current) if current is not None else None
-        if h == f.get("pre") and h != f.get("post"):
-            return True
-        if h == f.get("post") and h != f.get("pre"):
-            return False
-    # no lock evidence: the side whose hunks sit closer to the lines the patch names wins
-    return sum(abs(h.offset) for h in fwd.hunks) <= sum(abs(h.offset) for h in rev.hunks)
+def _lock_side(fix: Fix, tree: Tree, ev: FixEvidence) -> str:
+    """"pre" when a touched file is the lock's pre-image (and not its post-image), "post" for the
+    opposite, "" when the lock cannot tell (no lock, or a drifted file)."""
+    if ev.trusted:
+        return "pre"
+    pre, post = dict(ev.pre), dict(ev.post)
+    for path in fix.touched_paths():
+        if path not in pre:
+            continue
+        h = _digest(tree, path)
+        if h == pre[path] and h != post.get(path):
+            return "pre"
+        if h == post.get(path) and h != pre[path]:
+            return "post"
+    return ""
 
 
-def _drift(tree: Tree, lock_entry: dict[str, Any] | None, fwd: Pass) -> list[str]:
+def _drift(tree: Tree, ev: FixEvidence, fwd: Pass) -> list[str]:
     msgs = [f"{h.path}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
-    for f in (lock_entry or {}).get("files", []):
-        current = tree.read(f["path"])
-        h = sha256_text(current) if current is not None else None
-        if h != f.get("pre"):
-            msgs.append(f"{f['path']}: pre-image sha256 {str(h)[:12]} differs from the lock's {str(f.get('pre'))[:12]}")
+    for path, want in ev.pre:
+        h = _digest(tree, path)
+        if h != want:
+            msgs.append(f"{path}: pre-image sha256 {str(h)[:12]} differs from the lock's {str(want)[:12]}")
     return msgs
 
 
-def _partial(fix: Fix, tree: Tree) -> list[str]:
+def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
     """When each hunk is either present (post-image) or applicable (pre-image), but not all one way."""
     present, missing = [], []
+    flat = 0
     for fp in fix.file_patches():
         text = tree.read(fp.path if fp.kind != "rename" else (fp.old_path or "")) if not fp.binary else None
         if text is None or not fp.hunks:
             return []
-        fwd = probe(text, fp.hunks)
-        rev = probe(text, fp.hunks, reverse=True)
+        fwd = probe(text, fp.hunks, evidence=tuple(ev.hunk(flat + i, False, False) for i in range(len(fp.hunks))))
+        rev = probe(text, fp.hunks, reverse=True,
+                    evidence=tuple(ev.hunk(flat + i, True, False) for i in range(len(fp.hunks))))
+        flat += len(fp.hunks)
         for f, r in zip(fwd, rev):
             label = f"{fp.path} hunk #{f.index + 1} (line {fp.hunks[f.index].old_start})"
-            if r.found and not f.found:
+            if r.found and not f.present:
                 present.append(label)
-            elif f.found and not r.found:
+            elif f.found and not r.present:
                 missing.append(label)
-            elif not f.found and not r.found:
+            elif not f.present and not r.present:
                 return []
     if present and missing:
         return ["only some hunks are in: present: " + ", ".join(present) + "; not present: " + ", ".join(missing)]

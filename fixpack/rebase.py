@@ -43,7 +43,8 @@ from typing import Any
 from . import __version__
 from .diff import FilePatch, diff_body, format_patch, parse_patch, sha256_bytes
 from .errors import EXIT_CONFLICT, BadInputError, FixpackError, GitError
-from .evaluate import State, decide, run_pass
+from .applier import occurrences, split_lines
+from .evaluate import TRUSTED, FixEvidence, State, decide, run_pass
 from .gitutil import init_repo, run as git
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, TargetSpec
@@ -465,7 +466,7 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...]) -
             o.evidence.append(f"waits for {blocker!r} (not carried: {cause!r} conflicts); it {how}")
             _stick(ch, fix, fix.touched_paths(), cause)
         else:
-            o = _carry(session, ch, fix, old_steps)
+            o = _carry(session, ch, fix, old_steps, _old_counts(fix, old_steps))
         out.append(o)
     return out
 
@@ -475,7 +476,7 @@ def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:
     paths = fix.touched_paths()
     steps = [_snap(tree, paths)]
     for pf in fix.patches:
-        p = run_pass(replace(fix, patches=(pf,)), tree, reverse=False)
+        p = run_pass(replace(fix, patches=(pf,)), tree, reverse=False, evidence=TRUSTED)
         if not p.ok:
             raise BadInputError(f"fix {fix.id}: {pf.path} does not apply to the old release copy {tree.root} "
                                 f"({'; '.join(p.messages)}); profile {old_name} does not match its own release "
@@ -483,6 +484,60 @@ def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:
         tree.adopt(p.tree)
         steps.append(_snap(tree, paths))
     return steps
+
+
+def _old_counts(fix: Fix, old_steps: list[Snap]) -> FixEvidence:
+    """How often each hunk's pre-image occurs in its file on the old release (with the earlier fixes):
+    the evidence that tells a twin that appeared upstream from context that was never unique."""
+    counts: list[tuple[int | None, int | None]] = []
+    for pf, step in zip(fix.patches, old_steps):
+        for fp in pf.files:
+            text = step.get(fp.old_path or "", (None, None))[0] if fp.old_path else ""
+            counts += [(len(occurrences(split_lines(text or ""), h.old_lines)), None) for h in fp.hunks]
+    return FixEvidence(counts=tuple(counts))
+
+
+def _twins(fix: Fix, bodies: list[str], tree: Tree, old_steps: list[Snap]) -> list[str]:
+    """The old patch's hunks that the new release holds in more than one equally good place (and in
+    more places than the old release held them): upstream added a twin of the fix's lines, and text
+    alone cannot tell which copy the fix belongs to, so a clean 3-way merge there is git's guess.
+
+    A place's score is how many of the hunk's pre-image lines match there, line for line; its changed
+    lines must all match. Only a majority match counts (below that git aligned on more than the hunk).
+    """
+    work = tree.fork()
+    out: list[str] = []
+    for pf, body, step in zip(fix.patches, bodies, old_steps):
+        for fp in pf.files:
+            new_lines = split_lines(work.read(fp.old_path) or "") if fp.old_path else []
+            old_text = step.get(fp.old_path or "", (None, None))[0] if fp.old_path else ""
+            for i, h in enumerate(fp.hunks):
+                best = _best_places(new_lines, h)
+                before = len(occurrences(split_lines(old_text or ""), h.old_lines))
+                if len(best) > 1 and len(best) > before:
+                    out.append(f"ambiguous context: {fp.path} hunk #{i + 1}: its lines match equally well at lines "
+                               f"{[n + 1 for n in best]} of the new release (they occurred {before} time(s) in the "
+                               f"old one); text alone cannot tell which copy the fix belongs to")
+        merged = replace(fix, patches=(replace(pf, files=parse_patch(body.encode("utf-8", "surrogateescape"),
+                                                                     f"merged {pf.path.name}").files),))
+        work.adopt(run_pass(merged, work, reverse=False, evidence=TRUSTED).tree)
+    return out
+
+
+def _best_places(lines: list[str], h: Any) -> list[int]:
+    """0-based starts where most of the hunk's pre-image lines match (its changed lines all matching)."""
+    pre = h.old_lines
+    core = pre[h.leading_context:len(pre) - h.trailing_context]
+    if core:
+        starts = {q - h.leading_context for q in occurrences(lines, core)}
+    else:
+        wanted = set(pre)
+        starts = {i - k for i, ln in enumerate(lines) if ln in wanted for k, p in enumerate(pre) if p == ln}
+    scores = {s: sum(1 for k, p in enumerate(pre) if 0 <= s + k < len(lines) and lines[s + k] == p) for s in starts}
+    top = max(scores.values(), default=0)
+    if top * 2 <= len(pre):
+        return []
+    return sorted(s for s, v in scores.items() if v == top)
 
 
 def _snap(tree: Tree, paths: tuple[str, ...] | list[str]) -> Snap:
@@ -509,7 +564,7 @@ def _stick(ch: Chain, fix: Fix, paths: tuple[str, ...] | list[str], root_cause: 
         ch.stuck_paths.setdefault(p, fix.id)
 
 
-def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap]) -> FixOutcome:
+def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap], counts: FixEvidence) -> FixOutcome:
     o = FixOutcome(fix.id, fix.target, fix.opt_in, "conflict", fix.version, fix.version)
     renames, deleted = _renames(ch, fix, old_steps[0])
     o.evidence += [f"{a}: renamed upstream to {b} (content {pct}% similar); the fix is carried there"
@@ -520,7 +575,7 @@ def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap]) -> FixO
         return _resume_conflict(session, ch, fix, moved, old_steps, o)
     if any(fp.binary for fp in fix.file_patches()):
         return _carry_binary(ch, fix, moved, o)
-    ev = decide(moved, ch.new_tree, None, False)
+    ev = decide(moved, ch.new_tree, counts, False)
     if ev.state is State.UPSTREAMED and not deleted:
         o.outcome = "upstreamed"
         new_v = ch.pair.new.version if ch.pair.new else "the new release"
@@ -659,6 +714,9 @@ def _carry_merge(session: Session, ch: Chain, fix: Fix, moved: Fix, old_steps: l
     merge = _merge(repo, old_steps, upstream, names, fix.id, ch.pair)
     if merge.conflicts:
         return _conflict(session, ch, fix, moved, o, repo, merge.conflicts, inputs)
+    twins = _twins(fix, merge.bodies, ch.new_tree, old_steps)
+    if twins:
+        return _ambiguous(session, ch, fix, moved, o, repo, twins, inputs)
     shutil.rmtree(repo, ignore_errors=True)
     o.evidence.append(f"3-way merge through git is clean (base: {ch.pair.old.version if ch.pair.old else ''} "
                       f"pre-image; sides: the fix's post-image and {ch.pair.new.version if ch.pair.new else ''})")
@@ -683,7 +741,7 @@ def _adopt_bodies(ch: Chain, fix: Fix, o: FixOutcome, bodies: list[str], outcome
         return o
     new = _write_patches(fix, bodies)
     carried = _as_fix(fix, new)
-    p = run_pass(carried, ch.new_tree, reverse=False)
+    p = run_pass(carried, ch.new_tree, reverse=False, evidence=TRUSTED)  # made from exactly this tree
     if not p.ok or any(h.offset for h in p.hunks):
         raise FixpackError(f"fix {fix.id}: the regenerated patch does not apply exactly to the tree it was "
                            f"made from ({'; '.join(p.messages) or 'offsets'}); this is a bug")
@@ -807,6 +865,19 @@ def _conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome, 
     session.save()
     _stick(ch, fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
     return o
+
+
+def _ambiguous(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome, repo: Path,
+               twins: list[str], inputs: str) -> FixOutcome:
+    """A clean merge onto ambiguous context is a guess: keep git's result on branch ``git-merge`` and
+    leave branch ``rebased`` at upstream, so that the maintainer places the change, never the tool."""
+    git(repo, "branch", "-f", "git-merge", "HEAD")
+    git(repo, "reset", "-q", "--hard", "upstream")
+    o.evidence += twins
+    o.evidence.append("git's 3-way merge put the change on one copy (branch git-merge); branch rebased is left at "
+                      "upstream: apply the fix there by hand (`git cherry-pick base..fix`, then move the change to "
+                      "the copy it belongs to and `git commit --amend`), then `fixpack rebase --continue`")
+    return _conflict(session, ch, fix, moved, o, repo, [], inputs)
 
 
 def _resume_conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, old_steps: list[Snap],

@@ -7,9 +7,13 @@ The JSON document (``--json``) has these stable keys (schema 1):
 - ``targets``: list of {``name``, ``status`` (found | missing | skipped | mismatch), ``root``, ``how``,
   ``version``, ``commit``, ``pin`` {``version``, ``commit``}, ``evidence`` [str], ``message``};
 - ``fixes``: list, in series order, of {``id``, ``version``, ``target``, ``opt_in``, ``selected``,
-  ``state`` (applied | absent | upstreamed | drifted | conflict | partial | tampered | skipped),
-  ``action`` (applied | would-apply | reverted | would-revert | none), ``offsets`` [{``file``,
-  ``hunk``, ``placement``, ``line``, ``offset``}], ``messages`` [str]}.
+  ``state`` (applied | absent | upstreamed | drifted | conflict | partial | tampered | ambiguous |
+  skipped), ``action`` (applied | would-apply | reverted | would-revert | none), ``offsets``
+  [{``file``, ``hunk``, ``placement``, ``line``, ``offset``}], ``messages`` [str], ``refused``
+  [{``file``, ``hunk``, ``placement`` (missing | ambiguous), ``line``, ``offset``, ``candidates`` [int],
+  ``expected`` (int), ``searched`` [first, last], ``reason``, ``closest`` (null | {``line``,
+  ``matching``, ``lines``, ``differs`` [{``line``, ``expected``, ``found``}]}), ``patch`` (the hunk's
+  text)}]}.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class FixReport:
     action: str = "none"
     offsets: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -32,6 +32,7 @@ class Tree:
         self._real_root = _real_root or root.resolve()
         self._text: dict[str, str | None] = {}
         self._mode: dict[str, int] = {}
+        self._delta: dict[str, int] = {}  # running offset per file, left by the fixes placed so far
         self._checked = _checked if _checked is not None else set()  # paths already found inside the root
 
     def _disk(self, path: str) -> Path:
@@ -68,11 +69,21 @@ class Tree:
         other = Tree(self.root, self._real_root, self._checked)
         other._text = dict(self._text)
         other._mode = dict(self._mode)
+        other._delta = dict(self._delta)
         return other
 
     def adopt(self, other: "Tree") -> None:
         self._text = other._text
         self._mode = other._mode
+        self._delta = other._delta
+
+    def delta(self, path: str) -> int:
+        """The running offset in ``path``: how far the last hunk placed in it lay from its stated line
+        (a later fix's stated lines are off by as much, as GNU patch carries it inside one patch)."""
+        return self._delta.get(path, 0)
+
+    def set_delta(self, path: str, offset: int) -> None:
+        self._delta[path] = offset
 
     def changes(self) -> list[FileChange]:
         """The pending changes that differ from disk, in path order."""

@@ -1,0 +1,43 @@
+"""``--reject DIR``: the refused hunks of a run as git-style ``.rej`` files, outside the target.
+
+One file per target file, ``DIR/<path>.rej``, in git's form: a ``diff a/<path> b/<path>`` line marked
+``(rejected hunks)``, then each refused hunk as the patch writes it. A maintainer reads them next to the
+report's diagnostics, or applies them by hand once the right place is known.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import BadInputError, EnvironmentProblem
+from .report import Report
+from .state import atomic_write
+
+
+def write_rejects(report: Report, folder: Path) -> list[Path]:
+    """Write the refused hunks of ``report`` under ``folder``; returns the files written (sorted).
+
+    Raises BadInputError when ``folder`` lies inside a target's root (rejects never go next to the
+    target's files), EnvironmentProblem when it cannot be written.
+    """
+    folder = folder.expanduser().resolve()
+    for t in report.targets:
+        root = Path(t.root).resolve() if t.root else None
+        if root is not None and (folder == root or root in folder.parents):
+            raise BadInputError(f"--reject {folder}: inside the target {t.name} at {root}; give a folder outside "
+                                f"the target (rejects never go next to its files)")
+    by_file: dict[str, list[str]] = {}
+    for fix in report.fixes:
+        for h in fix.refused:
+            by_file.setdefault(str(h["file"]), []).append(str(h.get("patch", "")))
+    written = []
+    for path, hunks in sorted(by_file.items()):
+        dest = folder / f"{path}.rej"
+        body = f"diff a/{path} b/{path}\t(rejected hunks)\n" + "".join(h if h.endswith("\n") else h + "\n"
+                                                                         for h in hunks if h)
+        try:
+            atomic_write(dest, body.encode("utf-8", "surrogateescape"), 0o644)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot write {dest}: {exc.strerror}; choose a writable --reject folder") from exc
+        written.append(dest)
+    return written

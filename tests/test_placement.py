@@ -1,0 +1,165 @@
+"""The placement rule on drifted trees: a hunk lands where the evidence is unique, or nowhere.
+
+Four situations an image build and a maintainer meet, each on a small real tree: a twin inserted
+above the hunk's block, an add-only fix already in a file that has a twin, a chain whose second fix
+edits the first one's lines next to an older copy, and a rebase onto a release that added a twin.
+In each, the default run refuses (exit 4, the candidate lines in the text and the JSON) and nothing on
+disk changes; the rebase stops as a conflict and leaves the pack untouched.
+"""
+
+import json
+import subprocess
+import sys
+
+from fixpack import engine, rebase
+from fixpack.errors import EXIT_CONFLICT
+
+from conftest import REPO, numbered, snapshot
+from test_rebase import commit_pack, new_release, outcomes, pack_files, req
+
+MOD = "demo_pkg/mod.py"
+# a block longer than a hunk's context, so that a copy of it is a twin of the hunk's whole pre-image
+BLOCK = ("def f(x):\n    x = int(x)\n    y = x\n    a = x + 1\n    b = a * 2\n    c = b - 3\n    d = c\n"
+         "    e = d\n    f = e\n    g = f\n    return g\n")
+
+
+def states(report):
+    return {f.id: f.state for f in report.fixes}
+
+
+def cli(b, root, *args):
+    """The installed entry as a user runs it: (exit code, stdout)."""
+    cmd = [sys.executable, "-m", "fixpack.cli", *args, "--profile", "p1", "--pack", str(b.pack),
+           "--root", f"demo={root}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_twin_inserted_above_is_refused_not_placed_at_its_line(builder):
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
+    b.profile(["one"])
+    b.lock(clean)
+    # upstream (or another install step) inserted a twin of the block above: line 11 now holds the twin
+    drifted = numbered(10) + BLOCK + "# a twin\n" + BLOCK + numbered(10, "tail")
+    image = b.tree("image", {MOD: drifted})
+    before = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.exit_code == EXIT_CONFLICT and states(r) == {"one": "ambiguous"}
+    refused = r.fix("one").refused
+    assert refused[0]["placement"] == "ambiguous" and refused[0]["candidates"] == [12, 24]
+    assert snapshot(image) == before
+    code, out = cli(b, image, "apply", "--json")
+    doc = json.loads(out)
+    assert code == 4 and doc["exit_code"] == 4 and doc["fixes"][0]["state"] == "ambiguous"
+    assert doc["fixes"][0]["refused"][0]["candidates"] == [12, 24]
+    code, out = cli(b, image, "apply")
+    assert code == 4 and "ambiguous" in out and "[12, 24]" in out and "refresh" in out
+    assert snapshot(image) == before
+    # the status says the same, and so does a strict run
+    assert states(engine.status(b.request(image))) == {"one": "ambiguous"}
+    assert engine.apply(b.request(image, strict=True)).exit_code == EXIT_CONFLICT
+
+
+def test_a_unique_block_on_a_drifted_file_still_applies_with_its_offset(builder):
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
+    b.profile(["one"])
+    b.lock(clean)
+    image = b.tree("image", {MOD: "# three\n# new\n# lines\n" + base})
+    r = engine.apply(b.request(image))
+    assert r.ok and states(r) == {"one": "drifted"}
+    assert r.fix("one").offsets[0]["offset"] == 3
+    assert (image / MOD).read_text() == "# three\n# new\n# lines\n" + base.replace("b = a * 2", "b = a * 20")
+
+
+def test_add_only_fix_already_in_a_file_with_a_twin_is_not_added_twice(builder):
+    b = builder
+    base = numbered(5) + BLOCK + numbered(5, "mid") + BLOCK + numbered(5, "tail")
+    added = BLOCK.replace("    c = b - 3\n", "    log(b)\n    c = b - 3\n")
+    clean = b.tree("clean", {MOD: base})
+    patched = numbered(5) + added + numbered(5, "mid") + BLOCK + numbered(5, "tail")
+    b.add_fix("one", {MOD: base}, {MOD: patched})
+    b.profile(["one"])
+    b.lock(clean)
+    # the change is in already (an earlier image step, no manifest), its block moved to the end of the
+    # file, and the unpatched twin now sits at the hunk's stated line: the forward side applies there
+    image = b.tree("image", {MOD: numbered(5) + BLOCK + numbered(5, "mid") + numbered(5, "tail") + added})
+    before = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.exit_code == EXIT_CONFLICT and states(r) == {"one": "ambiguous"}
+    assert any("pre-image and its post-image" in m for m in r.fix("one").messages)
+    assert snapshot(image) == before
+    assert (image / MOD).read_text().count("log(b)") == 1
+
+
+def test_chain_second_fix_is_not_placed_on_an_older_copy_of_the_first_fix_lines(builder):
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    after1 = base.replace("    c = b - 3\n", "    b = clamp(b)\n    c = b - 3\n")
+    after2 = after1.replace("    d = c\n", "    d = c + 1\n")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: after1})
+    b.add_fix("two", {MOD: after1}, {MOD: after2})
+    b.profile(["one", "two"])
+    b.lock(clean)
+    # an older copy of the first fix's lines sits where the second fix's stated line points, and
+    # pushes the unpatched block down: the first fix lands with an offset
+    older = BLOCK.replace("    c = b - 3\n", "    b = clamp(b)\n    c = b - 3\n").replace("y = x", "y = -x")
+    image = b.tree("image", {MOD: numbered(10) + older + "# moved\n" + BLOCK + numbered(10, "tail")})
+    before = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.exit_code == EXIT_CONFLICT
+    assert states(r) == {"one": "drifted", "two": "ambiguous"}
+    assert r.fix("one").offsets[0]["offset"] == len(older.splitlines()) + 1
+    assert sorted(r.fix("two").refused[0]["candidates"]) == [15, 28]
+    assert snapshot(image) == before
+
+
+def test_rebase_onto_a_release_with_a_twin_stops_as_a_conflict(builder):
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    old = b.tree("old", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
+    b.profile(["one"])
+    b.lock(old)
+    commit_pack(b)
+    before = pack_files(b)
+    # the new release inserted a twin of the block, with the same surroundings, above the original
+    new = new_release(b, {MOD: numbered(10) + BLOCK + numbered(5, "gap") + BLOCK + numbered(10, "tail")})
+    r = rebase.start(req(b, old, new))
+    assert outcomes(r) == {"one": "conflict"} and r.status == "conflicts"
+    evidence = " ".join(r.fixes[0].evidence)
+    assert "ambiguous context" in evidence and "[12, 28]" in evidence
+    assert pack_files(b) == before
+    assert not (b.pack / "profiles" / "v2.0.toml").exists()
+
+
+def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
+    b.profile(["one"])
+    b.lock(clean)
+    image = b.tree("image", {MOD: base.replace("    a = x + 1\n", "    a = x + 2\n")})
+    before = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.exit_code == EXIT_CONFLICT and states(r) == {"one": "conflict"}
+    refused = r.fix("one").refused[0]
+    assert refused["placement"] == "missing" and refused["searched"] == [1, 31]
+    assert refused["closest"]["line"] == 12 and refused["closest"]["matching"] == 6
+    assert refused["closest"]["differs"] == [{"line": 14, "expected": "    a = x + 1", "found": "    a = x + 2"}]
+    message = " ".join(r.fix("one").messages)
+    assert "closest: lines 12-18, 6 of 7 lines match" in message and "expected '    a = x + 1'" in message
+    code, out = cli(b, image, "apply", "--reject", str(tmp_path / "rej"))
+    assert code == 4 and snapshot(image) == before
+    rej = (tmp_path / "rej" / f"{MOD}.rej").read_text()
+    assert rej.startswith(f"diff a/{MOD} b/{MOD}\t(rejected hunks)\n@@ -12,7 +12,7 @@")
+    assert "-    b = a * 2\n+    b = a * 20\n" in rej
+    code, out = cli(b, image, "apply", "--reject", str(image / "rej"))
+    assert code == 2 and "inside the target" in out and snapshot(image) == before
