@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import reference as _ref
 from .reference import DEFAULT_EPS, ExpertWeights, moe_experts_reference
 
 ENV_VAR = "MUSE_SPARK_MXFP4_KERNELS"
@@ -151,3 +152,29 @@ def moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch
         from .kernel import mxfp4_moe_experts
         return mxfp4_moe_experts(x_lat, topk_ids, topk_weights, experts, eps=eps)
     return moe_experts_reference(x_lat, topk_ids, topk_weights, experts, eps=eps, dtype=torch.bfloat16)
+
+
+def moe_expert_partials(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                        experts: ExpertWeights, *, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """The TP-split card's share (its experts hold a slice of the intermediate size, ExpertWeights.tp_slice):
+    each (token, slot) pair's output before the norm, fp32 [T * k, latent], zero for pairs whose expert is
+    not on this card. The TP group adds these (the norm is not linear), then ``combine_partials``."""
+    choice = init_backend()
+    if choice.backend == KERNEL:
+        if not x_lat.is_cuda:
+            raise ValueError("the MXFP4 kernels run on the GPU; x_lat is on " + str(x_lat.device))
+        from .kernel import mxfp4_moe_experts
+        return mxfp4_moe_experts(x_lat, topk_ids, topk_weights, experts, eps=eps, partials=True)
+    return _ref.moe_expert_partials_reference(x_lat, topk_ids, topk_weights, experts, dtype=torch.bfloat16)
+
+
+def combine_partials(y: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
+                     norm_weight: torch.Tensor, *, expert_base: int = 0, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """After the TP group's sum of ``moe_expert_partials``: out_lat fp32 [T, latent] = the sum over the pairs
+    whose expert has a row in norm_weight (global ids expert_base ..) of weight * rmsnorm(y) * norm weight."""
+    choice = init_backend()
+    if choice.backend == KERNEL and y.is_cuda:
+        from .kernel import combine_partials as _combine
+        return _combine(y.float().contiguous(), topk_ids, topk_weights, norm_weight, expert_base=expert_base,
+                        eps=eps)
+    return _ref.combine_partials(y, topk_ids, topk_weights, norm_weight, expert_base=expert_base, eps=eps)

@@ -40,6 +40,16 @@ SWITCHES: dict[str, Switch] = {
             "at start.",
         ),
         Switch(
+            "MUSE_SPARK_MOE_TP_SPLIT",
+            ("1", "2", "4", "8"),
+            "1",
+            "How the MoE experts of every layer spread over the tensor-parallel group. 1: expert "
+            "parallelism alone (EP8 at TP8: 32 whole experts a card). N: EP (TP/N) x TP N: each card "
+            "holds the experts of its EP group (128 at EP2), each sliced to 1/N of its intermediate "
+            "size; each (token, expert) pair's output slices are summed over the group before the "
+            "norm on each expert's output. Must divide the tensor-parallel size.",
+        ),
+        Switch(
             "MUSE_SPARK_REFERENCE_DTYPE",
             ("float32", "bfloat16"),
             "float32",

@@ -28,7 +28,11 @@ KERNEL = "kernel"
 SWITCH = "MUSE_SPARK_MXFP4_KERNELS"
 
 # kernel(h, ids, weights, w13, w13_scale, w2, w2_scale, output_norm, eps, first_expert, layout) -> f32 [T, L];
-# kernel.prepare(w13, w13_scale, w2, w2_scale, output_norm, first_expert) -> layout (re-lays out in place)
+# kernel.prepare(w13, w13_scale, w2, w2_scale, output_norm, first_expert) -> layout (re-lays out in place);
+# under a TP split (MUSE_SPARK_MOE_TP_SPLIT > 1, the experts being slices of the intermediate size):
+# kernel.partials(<kernel's arguments>) -> f32 [T * k, L], each pair's output before the norm (zero for pairs
+# whose expert is not on this card), and after the group's sum kernel.combine(y, ids, weights,
+# output_norm of every expert, eps) -> f32 [T, L]
 Kernel = Callable[..., Any]
 _chosen: tuple[str, Kernel | None, str] | None = None
 
@@ -60,7 +64,18 @@ def _load_kernel(value: str) -> tuple[Kernel | None, str]:
                 getattr(experts, name).copy_(getattr(prepared, name))
         return prepared.layout, tuple(prepared.tiles)
 
+    def partials(h: Any, ids: Any, weights: Any, w13: Any, w13_scale: Any, w2: Any, w2_scale: Any,
+                 output_norm: Any, eps: float, first_expert: int, layout: tuple[str, tuple] = ("quark", ())) -> Any:
+        experts = ref.ExpertWeights(w13, w13_scale, w2, w2_scale, output_norm, expert_base=first_expert,
+                                    layout=layout[0], tiles=layout[1])
+        return glue.moe_expert_partials(h, ids, weights, experts, eps=eps)
+
+    def combine(y: Any, ids: Any, weights: Any, output_norm: Any, eps: float) -> Any:
+        return glue.combine_partials(y, ids, weights, output_norm, expert_base=0, eps=eps)
+
     run.prepare = prepare  # type: ignore[attr-defined]
+    run.partials = partials  # type: ignore[attr-defined]
+    run.combine = combine  # type: ignore[attr-defined]
     return run, choice.describe()
 
 

@@ -45,7 +45,7 @@ from vllm.model_executor.models.utils import make_layers, maybe_prefix
 
 from . import env, expert_backend, guard, layout
 from .config import MuseSparkTextConfig, text_config_of
-from .moe import ExpertWeights, combine_experts, rms_norm, route
+from .moe import ExpertWeights, combine_experts, expert_forward, rms_norm, route
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,18 @@ def expert_range(num_experts: int, rank: int, world: int) -> range:
     return range(rank * n, (rank + 1) * n)
 
 
+def moe_split(num_experts: int, rank: int, world: int, tp_split: int) -> tuple[range, tuple[int, int]]:
+    """(experts held, (slice, slices)) of card ``rank`` when the experts spread as EP (world / tp_split) x TP
+    tp_split (MUSE_SPARK_MOE_TP_SPLIT): cards rank // tp_split's EP group of experts, intermediate slice
+    rank % tp_split. tp_split 1 is expert parallelism alone (expert_range)."""
+    if tp_split < 1 or world % tp_split:
+        raise ValueError(f"MUSE_SPARK_MOE_TP_SPLIT={tp_split} must divide the tensor-parallel size {world}")
+    return expert_range(num_experts, rank // tp_split, world // tp_split), (rank % tp_split, tp_split)
+
+
 class MuseSparkLatentMoE(nn.Module):
-    """The latent MoE of one layer, holding the experts of ``owned`` (expert parallelism)."""
+    """The latent MoE of one layer, holding the experts of ``owned`` (expert parallelism), each whole or, with
+    ``tp_slice`` = (slice, slices), slice ``slice`` of its intermediate size (EP x TP: moe_split)."""
 
     def __init__(
         self,
@@ -80,12 +90,21 @@ class MuseSparkLatentMoE(nn.Module):
         owned: range,
         all_reduce: Any = None,
         dtype: torch.dtype | None = None,
+        tp_slice: tuple[int, int] = (0, 1),
     ) -> None:
         super().__init__()
         c = config
         dtype = dtype or torch.get_default_dtype()
-        H, L, I, n = c.hidden_size, c.moe_latent_size, c.moe_intermediate_size, len(owned)
+        self.tp_rank, self.tp_split = tp_slice
+        block = 32 if mxfp4 else 1  # MXFP4: whole 32-element scale blocks per slice
+        if not 0 <= self.tp_rank < self.tp_split or c.moe_intermediate_size % (block * self.tp_split):
+            raise ValueError(f"expert slice {tp_slice}: the intermediate size {c.moe_intermediate_size} must split "
+                             f"into {self.tp_split} slices of whole {block}-element blocks")
+        H, L, I, n = c.hidden_size, c.moe_latent_size, c.moe_intermediate_size // self.tp_split, len(owned)
         self.config, self.mxfp4, self.owned, self.all_reduce = c, mxfp4, owned, all_reduce
+        # with a TP split every card holds every expert's output norm weight: the norm runs after the slices'
+        # sum, for all pairs (whichever EP group holds the expert), so no second collective is needed
+        self.norm_experts = range(c.num_experts) if self.tp_split > 1 else owned
         self.router = nn.Linear(H, c.num_experts, bias=False, dtype=dtype)
         self.pre_expert_proj = nn.Linear(H, L, bias=False, dtype=dtype)
         self.post_expert_proj = nn.Linear(L, H, bias=False, dtype=dtype)
@@ -103,7 +122,7 @@ class MuseSparkLatentMoE(nn.Module):
             self.w13 = param(n, 2 * I, L, dt=dtype)
             self.w2 = param(n, L, I, dt=dtype)
             self.w13_scale = self.w2_scale = None
-        self.output_norm = param(n, L, dt=dtype)
+        self.output_norm = param(len(self.norm_experts), L, dt=dtype)
         self._loaded: set[tuple[int, str]] = set()
         # the packed experts' layout: the checkpoint's until prepare_for_kernels re-lays them out in place
         self.kernel_layout: tuple[str, tuple] = ("quark", ())
@@ -118,21 +137,24 @@ class MuseSparkLatentMoE(nn.Module):
         return slots
 
     def load_expert(self, expert: int, proj: str, kind: str, tensor: torch.Tensor) -> bool:
-        """Copy one checkpoint tensor into place; False when this card does not hold the expert."""
-        if expert not in self.owned:
+        """Copy one checkpoint tensor into place (this card's slice of it under a TP split); False when this
+        card does not hold the expert."""
+        if expert not in (self.norm_experts if proj == "output_norm" else self.owned):
             return False
         local = expert - self.owned.start
-        I = self.config.moe_intermediate_size
+        I = self.config.moe_intermediate_size // self.tp_split
         scale = kind == "weight_scale"
         if scale and not self.mxfp4:
             raise ValueError(f"expert {expert} {proj}: a weight_scale in a layer whose experts are BF16")
         if proj == "output_norm":
-            dst = self.output_norm.data[local]
+            dst = self.output_norm.data[expert - self.norm_experts.start]
         elif proj == "down_proj":
             dst = (self.w2_scale if scale else self.w2).data[local]
         else:
             rows = slice(0, I) if proj == "gate_proj" else slice(I, 2 * I)
             dst = (self.w13_scale if scale else self.w13).data[local, rows]
+        if self.tp_split > 1 and proj != "output_norm":
+            tensor = self._slice_of(proj, kind, tensor)
         packed = tensor.dtype == torch.uint8
         if kind == "weight" and proj != "output_norm" and packed != self.mxfp4:
             raise ValueError(f"expert {expert} {proj}: {'packed MXFP4' if packed else f'dense {tensor.dtype}'} weight "
@@ -143,8 +165,28 @@ class MuseSparkLatentMoE(nn.Module):
         self._loaded.add((expert, f"{proj}.{kind}"))
         return True
 
+    def _slice_of(self, proj: str, kind: str, tensor: torch.Tensor) -> torch.Tensor:
+        """This card's slice of a whole expert's checkpoint tensor: gate/up rows, down columns (packed bytes,
+        scale bytes or BF16 elements) of intermediate slice tp_rank."""
+        full, r, t = self.config.moe_intermediate_size, self.tp_rank, self.tp_split
+        if proj != "down_proj":
+            if tensor.shape[0] != full:
+                raise ValueError(f"{proj}.{kind}: {tensor.shape[0]} rows, expected {full}")
+            n = full // t
+            return tensor[r * n:(r + 1) * n]
+        per = {"weight_scale": 32, "weight": 2 if tensor.dtype == torch.uint8 else 1}[kind]
+        if tensor.shape[1] * per != full:
+            raise ValueError(f"down_proj.{kind}: {tensor.shape[1]} columns, expected {full // per}")
+        n = full // t // per
+        return tensor[:, r * n:(r + 1) * n]
+
     def missing(self) -> list[str]:
-        return [f"experts.{e}.{s}" for e in self.owned for s in self.expert_slots() if (e, s) not in self._loaded]
+        return [f"experts.{e}.{s}" for s in self.expert_slots()
+                for e in (self.norm_experts if s.startswith("output_norm") else self.owned) if (e, s) not in self._loaded]
+
+    def _owned_norm(self) -> torch.Tensor:
+        o, s = self.owned, self.norm_experts.start
+        return self.output_norm.data[o.start - s:o.stop - s]
 
     # -- compute -----------------------------------------------------------------------------
 
@@ -162,19 +204,19 @@ class MuseSparkLatentMoE(nn.Module):
         if prepare is None or self.kernel_layout[0] != "quark":
             return
         self.kernel_layout = prepare(self.w13.data, self.w13_scale.data, self.w2.data, self.w2_scale.data,
-                                     self.output_norm.data, self.owned.start)
+                                     self._owned_norm(), self.owned.start)
 
     def expert(self, e: int) -> ExpertWeights:
         if self.kernel_layout[0] != "quark":
             raise RuntimeError(f"the experts were re-laid out for the kernels ({self.kernel_layout[0]}); the stock "
                                "path reads the checkpoint's layout")
-        i, I = e - self.owned.start, self.config.moe_intermediate_size
+        i, I = e - self.owned.start, self.config.moe_intermediate_size // self.tp_split
         s13, s2 = self.w13_scale, self.w2_scale
         return ExpertWeights(
             gate=self.w13[i, :I],
             up=self.w13[i, I:],
             down=self.w2[i],
-            output_norm=self.output_norm[i] if self.config.expert_output_norm else None,
+            output_norm=self.output_norm[e - self.norm_experts.start] if self.config.expert_output_norm else None,
             gate_scale=s13[i, :I] if s13 is not None else None,
             up_scale=s13[i, I:] if s13 is not None else None,
             down_scale=s2[i] if s2 is not None else None,
@@ -185,6 +227,8 @@ class MuseSparkLatentMoE(nn.Module):
         weights, ids = route(self.router(x), c.num_experts_per_tok, c.router_scoring, c.norm_topk_prob)
         h = self.pre_expert_proj(x)
         kernel = self._kernel()
+        if self.tp_split > 1:
+            return self.post_expert_proj(self._forward_tp(h, weights, ids, kernel).to(x.dtype))
         if kernel is not None:
             partial = kernel(h, ids, weights, self.w13, self.w13_scale, self.w2, self.w2_scale,
                              self.output_norm, c.rms_norm_eps, self.owned.start, self.kernel_layout)
@@ -193,6 +237,32 @@ class MuseSparkLatentMoE(nn.Module):
         if self.all_reduce is not None:
             partial = self.all_reduce(partial)
         return self.post_expert_proj(partial.to(x.dtype))
+
+
+    def _forward_tp(self, h: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
+                    kernel: expert_backend.Kernel | None) -> torch.Tensor:
+        """EP x TP: this card's slices give each (token, slot) pair's partial output [T * k, L] (zero for pairs
+        whose expert another EP group holds); the all-reduce over the group adds every pair's slices (and
+        the other group's pairs), then every card applies the norm and the router weights to all pairs."""
+        c = self.config
+        T, k = ids.shape
+        if kernel is not None and hasattr(kernel, "partials"):
+            y = kernel.partials(h, ids, weights, self.w13, self.w13_scale, self.w2, self.w2_scale,
+                                self._owned_norm(), c.rms_norm_eps, self.owned.start, self.kernel_layout)
+        else:
+            y = torch.zeros(T * k, h.shape[1], dtype=torch.float32, device=h.device)
+            for e in torch.unique(ids).tolist():
+                if e in self.owned:
+                    rows, slot = torch.nonzero(ids == e, as_tuple=True)
+                    y[rows * k + slot] = expert_forward(h[rows], self.expert(e), c.rms_norm_eps, norm=False).float()
+        if self.all_reduce is not None:
+            y = self.all_reduce(y)
+        if c.expert_output_norm and kernel is not None and hasattr(kernel, "combine"):
+            return kernel.combine(y, ids, weights, self.output_norm, c.rms_norm_eps)
+        y = y.view(T, k, -1).float()
+        if c.expert_output_norm:
+            y = rms_norm(y, None, c.rms_norm_eps) * self.output_norm[ids].float()
+        return (y * weights.float().unsqueeze(-1)).sum(1)
 
 
 class MuseSparkAttention(nn.Module):
@@ -266,11 +336,13 @@ class MuseSparkDecoderLayer(nn.Module):
         c = config
         tp, rank = get_tensor_model_parallel_world_size(), get_tensor_model_parallel_rank()
         self.self_attn = MuseSparkAttention(c, layer, cache_config, f"{prefix}.self_attn")
+        owned, tp_slice = moe_split(c.num_experts, rank, tp, int(env.read("MUSE_SPARK_MOE_TP_SPLIT")))
         self.mlp = MuseSparkLatentMoE(
             c,
             mxfp4=layout.layer_experts_quantized(quant, layer, c.num_experts),
-            owned=expert_range(c.num_experts, rank, tp),
+            owned=owned,
             all_reduce=tensor_model_parallel_all_reduce if tp > 1 else None,
+            tp_slice=tp_slice,
         )
         self.input_layernorm = MuseSparkRMSNorm(c.hidden_size, c.rms_norm_eps, 1.0)
         self.post_attention_layernorm = MuseSparkRMSNorm(c.hidden_size, c.post_norm_eps, 1.0)
