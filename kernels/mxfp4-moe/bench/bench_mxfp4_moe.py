@@ -242,6 +242,7 @@ def main() -> int:
                     help="kernel column: _gate_up_kernel (gate and up tiles in one program) instead of the default "
                          "plain GEMM over the 2I rows followed by silu")
     ap.add_argument("--only-kernel", action="store_true", help="time the kernel column and the stock path only")
+    ap.add_argument("--no-baselines", action="store_true", help="the kernel column, its steady time and the floors only")
     ap.add_argument("--profile", action="store_true", help="print the kernel column's device time per kernel")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
@@ -346,6 +347,8 @@ def main() -> int:
             }
             if args.only_kernel:
                 fns = {k: fns[k] for k in ("kernel", "mma", "stock", "stock-fused", "bf16")}
+            if args.no_baselines:
+                fns = {"kernel": fns["kernel"]}
             for name, fn in fns.items():
                 try:
                     LAST_LAUNCH.clear()
@@ -366,7 +369,7 @@ def main() -> int:
                     print(f"{kind} batch {batch} {name}: {point[f'{name}_error']}")
             if args.layers and c["copies"]:
                 for name, exs, dec, conf in (("kernel", c["copies"], args.decode, kconf),
-                                             ("mma", c["copies_mma"], "mma", None)):
+                                             ("mma", c["copies_mma"], "mma", None))[:1 if args.no_baselines else 2]:
                     try:
                         point[f"{name}_steady_us"] = steady_time_us(
                             lambda e, dec=dec, conf=conf: (lambda: mxfp4_moe_experts(
