@@ -10,30 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .diff import diff_body, format_patch, parse_patch
 from .model import Fix, Pack, PatchFile
-
-
-def header_fields(fix: Fix) -> list[tuple[str, str]]:
-    up = fix.upstream
-    status = up.status.capitalize() + (f" [{up.link}]" if up.link and up.status != "pending" else "")
-    fields = [("Upstream-Status", status),
-              ("Forwarded", up.link if up.link and up.status in ("submitted", "accepted") else "no"),
-              ("Fix-Id", fix.id)]
-    if up.fixed_in:
-        fields.append(("Fixed-In", up.fixed_in))
-    return fields
-
-
-def normalized(fix: Fix, path: Path) -> str:
-    """The deterministic text of one of ``fix``'s patch files."""
-    return normalize_text(fix, path.read_bytes().decode("utf-8", "surrogateescape"), str(path))
-
-
-def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
-    header = parse_patch(text.encode("utf-8", "surrogateescape"), source).header
-    subject = header.subject or fix.summary
-    return format_patch(subject, header.description, header_fields(fix), diff_body(text))
+from .patchtext import normalized
 
 
 def stale_patches(pack: Pack) -> list[Path]:
@@ -71,7 +49,8 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     from .errors import BadInputError, ConflictError
     from .evaluate import State, decide
     from .loader import load_pack, load_profile
-    from .rebase import _git_diffs, _snap, _write_patches  # rebase imports this module: import late
+    from .gitwork import git_diffs, snap
+    from .patchtext import write_patches
     from .tree import Tree
 
     pack = load_pack(pack_root)
@@ -91,9 +70,9 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
             paths = fix.touched_paths()
             path = fix.patches[0].path
             with tempfile.TemporaryDirectory(prefix="fixpack-refresh-") as tmp:
-                body = _git_diffs(Path(tmp) / "repo", [_snap(tree, paths), _snap(ev.forward.tree, paths)],
+                body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)],
                                   [path.name])[0]
-            path.write_bytes(_write_patches(fix, [body])[path.name])
+            path.write_bytes(write_patches(fix, [body])[path.name])
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

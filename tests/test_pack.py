@@ -2,7 +2,8 @@
 its proof test, and formatting is idempotent."""
 
 from fixpack.loader import load_pack, load_profile
-from fixpack.pack_tools import normalize_text, normalized, stale_patches
+from fixpack.pack_tools import stale_patches
+from fixpack.patchtext import normalize_text, normalized
 
 from conftest import REPO
 

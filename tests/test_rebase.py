@@ -8,7 +8,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from fixpack import engine, rebase
+from fixpack import engine, rebase, rebase_session
 from fixpack.cli_rebase import rebase_cmd
 from fixpack.errors import BadInputError
 from fixpack.loader import load_pack, load_profile
@@ -215,7 +215,7 @@ def test_upstreamed_fix_is_proposed_for_dropping_and_flagged(builder):
     assert any(f.startswith("fixed_in = 2.0 <= 2.0") for f in first.flags)
     assert any("proposed for dropping" in f for f in first.flags)
     text = (b.pack / "profiles/v2.0.toml").read_text()
-    assert '"first",  # upstreamed in this release: proposed for dropping' in text  # kept, not removed
+    assert '"first", # upstreamed in this release: proposed for dropping' in text  # kept, not removed
     assert load_profile(load_pack(b.pack), "v2.0").default == ("first", "second")
     applied, _ = apply_new(b, new)
     assert applied.ok and applied.fix("first").state == "upstreamed"
@@ -271,14 +271,14 @@ def test_interrupted_write_aborts_cleanly(pack, monkeypatch):
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
     before = pack_files(b)
-    real, calls = rebase._write, []
+    real, calls = rebase_session._write, []
 
     def dies_on_second_write(path, data):
         calls.append(path)
         if len(calls) == 2:
             raise KeyboardInterrupt
         real(path, data)
-    monkeypatch.setattr(rebase, "_write", dies_on_second_write)
+    monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
     with pytest.raises(KeyboardInterrupt):
         rebase.start(req(b, old, new))
     assert pack_files(b) != before
@@ -295,17 +295,17 @@ def test_interrupted_write_resumes_to_the_same_result(pack, monkeypatch, tmp_pat
     shutil.copytree(b.pack, reference)
     rebase.start(rebase.RebaseRequest(pack_root=reference, profile="p1", roots={"demo": new},
                                       old_roots={"demo": old}))
-    real, calls = rebase._write, []
+    real, calls = rebase_session._write, []
 
     def dies_on_third_write(path, data):
         calls.append(path)
         if len(calls) == 3:
             raise KeyboardInterrupt
         real(path, data)
-    monkeypatch.setattr(rebase, "_write", dies_on_third_write)
+    monkeypatch.setattr(rebase_session, "_write", dies_on_third_write)
     with pytest.raises(KeyboardInterrupt):
         rebase.start(req(b, old, new))
-    monkeypatch.setattr(rebase, "_write", real)
+    monkeypatch.setattr(rebase_session, "_write", real)
     r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
     assert r.status == "done"
     want = {k: v for k, v in snapshot(reference).items() if k.startswith(("fixes/", "profiles/"))}
@@ -390,7 +390,7 @@ def test_change_lines_ignore_context_and_numbers():
 
 def test_regenerated_patch_text_is_a_fixed_point_of_format(pack):
     """format_patch's own output (a "---" right above "diff --git") must normalize to itself."""
-    from fixpack.pack_tools import normalize_text
+    from fixpack.patchtext import normalize_text
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: OTHER_BASE})
     rebase.start(req(b, old, new))

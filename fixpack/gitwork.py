@@ -1,0 +1,163 @@
+"""Git work repositories for the maintainer's tools: snapshots of files put into small repositories,
+``git diff`` between them, 3-way merges by cherry-pick, and the checks on a hand resolution.
+
+Used by the rebase and by refresh. Every git call goes through :func:`fixpack.gitutil.run`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import GitError
+from .gitutil import init_repo, run as git
+from .tree import Tree, decode, encode
+
+
+Snap = dict[str, tuple[str | None, int | None]]  # path -> (text or None when absent, mode)
+
+
+def snap(tree: Tree, paths: tuple[str, ...] | list[str]) -> Snap:
+    out: Snap = {}
+    for p in paths:
+        text = tree.read(p)
+        out[p] = (text, tree.mode(p) if text is not None else None)
+    return out
+
+
+def put(repo: Path, snap: Snap) -> None:
+    for path, (text, mode) in snap.items():
+        dest = repo / path
+        if text is None:
+            if dest.exists():
+                dest.unlink()
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(encode(text))
+        os.chmod(dest, mode if mode is not None else 0o644)
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "--allow-empty", "--no-verify", "-m", message)
+
+
+def unmerged(repo: Path) -> list[str]:
+    return [p for p in git(repo, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
+
+
+def diff(repo: Path, a: str, b: str) -> str:
+    return git(repo, "diff", "--no-color", "--no-ext-diff", "--find-renames", "--src-prefix=a/",
+               "--dst-prefix=b/", "--unified=3", a, b)
+
+
+def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:
+    """One diff per patch file: each cherry-picked commit against its parent (found by its subject)."""
+    log = git(repo, "log", "--format=%H %s", "upstream..HEAD")
+    by_subject: dict[str, str] = {}
+    for line in log.splitlines():
+        sha, _sp, subject = line.partition(" ")
+        by_subject.setdefault(subject, sha)
+    bodies = []
+    for name in names:
+        commit = by_subject.get(f"{fix_id}: {name}", "")
+        bodies.append(diff(repo, f"{commit}^", commit) if commit else "")
+    return bodies
+
+
+def git_diffs(repo: Path, steps: list[Snap], names: list[str]) -> list[str]:
+    """``git diff`` between consecutive snapshots of the same files (one body per patch file)."""
+    shutil.rmtree(repo, ignore_errors=True)
+    init_repo(repo)
+    put(repo, steps[0])
+    commit(repo, "pre-image")
+    bodies = []
+    for name, step in zip(names, steps[1:]):
+        put(repo, step)
+        commit(repo, name)
+        bodies.append(diff(repo, "HEAD~1", "HEAD"))
+    return bodies
+
+
+@dataclass
+class Merge:
+    bodies: list[str]
+    conflicts: list[str]
+
+
+def merge(repo: Path, old_steps: list[Snap], upstream: Snap, names: list[str], fix_id: str,
+           target: str, old_v: str, new_v: str) -> Merge:
+    """A 3-way merge of one fix in ``repo``: branch ``base`` the touched files before the fix (old
+    release), ``fix`` one commit per patch file, ``upstream`` the same files on the new release, and
+    ``rebased`` = upstream with the fix's commits cherry-picked. Conflicts are left in git's state."""
+    shutil.rmtree(repo, ignore_errors=True)
+    init_repo(repo)
+    git(repo, "config", "merge.conflictStyle", "diff3")
+    git(repo, "config", "rerere.enabled", "false")
+    put(repo, old_steps[0])
+    commit(repo, f"base: the touched files on {target} {old_v} (with the earlier fixes)")
+    git(repo, "branch", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "fix")
+    for name, step in zip(names, old_steps[1:]):
+        put(repo, step)
+        commit(repo, f"{fix_id}: {name}")
+    git(repo, "checkout", "-q", "-b", "upstream", "base")
+    put(repo, {**{p: (None, None) for p in old_steps[0]}, **upstream})
+    commit(repo, f"upstream: the same files on {target} {new_v} (with the earlier fixes carried)")
+    git(repo, "checkout", "-q", "-b", "rebased")
+    out = git(repo, "cherry-pick", "--keep-redundant-commits", "base..fix", ok_codes=(0, 1))
+    stuck = unmerged(repo)
+    if stuck:
+        kinds = [line.strip() for line in out.splitlines() if line.startswith("CONFLICT")]
+        return Merge([], kinds or [f"conflict in {p}" for p in stuck])
+    if (repo / ".git" / "CHERRY_PICK_HEAD").exists() or (repo / ".git" / "sequencer").exists():
+        raise GitError(f"`git cherry-pick base..fix` in {repo} stopped without a conflict:\n{out.strip()}")
+    return Merge(commit_bodies(repo, names, fix_id), [])
+
+
+def finish_resolution(repo: Path, n_patches: int) -> str:
+    """Commit the maintainer's resolution and let the cherry-pick go on; '' when it is done."""
+    stuck = unmerged(repo)
+    if stuck:
+        return f"unmerged paths: {', '.join(stuck)} (edit them, then `git add` them)"
+    git(repo, "add", "--all")
+    marked = [p for p in git(repo, "diff", "--cached", "--name-only", "upstream").splitlines()
+              if p and has_markers(repo / p)]
+    if marked:
+        return f"conflict markers left in: {', '.join(marked)}"
+    if (repo / ".git" / "CHERRY_PICK_HEAD").exists():
+        git(repo, "commit", "--quiet", "--allow-empty", "--no-edit", "--no-verify")
+    if (repo / ".git" / "sequencer").exists():
+        out = git(repo, "-c", "core.editor=true", "cherry-pick", "--continue", ok_codes=(0, 1))
+        if unmerged(repo):
+            kinds = [line.strip() for line in out.splitlines() if line.startswith("CONFLICT")]
+            return "the next patch conflicts too: " + ("; ".join(kinds) or ", ".join(unmerged(repo)))
+    if git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() != "rebased":
+        return "the work repository is not on branch 'rebased' any more (check it out again)"
+    if int(git(repo, "rev-list", "--count", "upstream..HEAD").strip()) < n_patches:
+        return ("branch 'rebased' lacks some of the fix's commits (was the cherry-pick aborted?): run "
+                "`git cherry-pick base..fix` there again, or `git reset --hard upstream` and re-apply them")
+    return ""
+
+
+def has_markers(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    for line in decode(path.read_bytes()).splitlines():
+        if line.startswith(("<<<<<<< ", ">>>>>>> ", "||||||| ")) or line == "=======":
+            return True
+    return False
+
+
+def inputs_digest(old_steps: list[Snap], upstream: Snap) -> str:
+    h = hashlib.sha256()
+    for snap in [*old_steps, upstream]:
+        for path in sorted(snap):
+            text, mode = snap[path]
+            h.update(f"{path}\0{mode}\0".encode())
+            h.update(encode(text) if text is not None else b"\0absent\0")
+        h.update(b"\0step\0")
+    return h.hexdigest()

@@ -1,0 +1,384 @@
+"""The rebase session: its request and result types, its state file (``<work>/state.json``), the work
+folder, the backups of every pack file it writes (so that ``--abort`` restores them), the writing of
+the new profile, variants and lock, and the report files.
+
+Nothing here decides how a fix is carried (that is :mod:`fixpack.rebase`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import EXIT_CONFLICT, BadInputError, GitError
+from .gitutil import run as git
+from .loader import load_pack, load_profile
+from .model import Pack, Profile, TargetSpec
+from .patchtext import patch_bytes
+from .render import render_markdown, render_profile, render_variant
+from .state import atomic_write, dumps, remove_file
+from .release import fetch
+from .state import read_manifest
+from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root
+
+
+STATE_SCHEMA = 1
+
+
+REPORT_SCHEMA = 1
+
+
+WORK_DIR = ".rebase"
+
+
+# outcomes in the report, and what each means
+OUTCOMES = {
+    "exact": "applies with the engine's applier (at its lines or at an offset); patch regenerated if it moved",
+    "merged": "applies only after a 3-way merge through git; patch regenerated from the merge",
+    "resolved": "conflicted; resolved by hand in the work repository; patch regenerated from it",
+    "conflict": "3-way merge conflicts; left as a git conflict in the work repository",
+    "blocked": "not tried: it touches the files of, or requires, a fix that conflicts",
+    "upstreamed": "the new release already holds the change: proposed for dropping",
+    "dropped": "resolved by hand to no change: left out of the new profile (commented)",
+    "not-rebased": "its target was not rebased in this run: carried unchanged",
+}
+
+
+@dataclass
+class RebaseRequest:
+    """What ``fixpack rebase`` is asked to do.
+
+    ``roots``: new release copies (``--root NAME=PATH``); ``to_version``: the new version of the PyPI
+    target (fetched when no ``--root`` is given); ``old_roots``: the old release copies (the 3-way base;
+    fetched at the old pin when not given); ``name``: the new profile (default ``v<to_version>``);
+    ``work``: the work folder (default ``<pack>/.rebase/<name>/``); ``report_dir``: where the report
+    goes (default ``<pack>/reports/``).
+    """
+
+    pack_root: Path
+    profile: str = ""
+    to_version: str = ""
+    roots: dict[str, Path] = field(default_factory=dict)
+    old_roots: dict[str, Path] = field(default_factory=dict)
+    cache: Path | None = None
+    name: str = ""
+    work: Path | None = None
+    report_dir: Path | None = None
+    allow_dirty: bool = False
+    only_targets: tuple[str, ...] = ()
+
+
+@dataclass
+class TargetPair:
+    """One target of the profile: its old and new release copies, or why it is not rebased."""
+
+    spec: TargetSpec
+    old: FoundTarget | None = None
+    new: FoundTarget | None = None
+    note: str = ""
+
+    @property
+    def rebased(self) -> bool:
+        return self.new is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        def side(ft: FoundTarget | None) -> dict[str, str] | None:
+            return None if ft is None else {"root": str(ft.root), "version": ft.version,
+                                            "commit": normalize_commit(ft.commit)}
+        return {"name": self.spec.name, "rebased": self.rebased, "old": side(self.old), "new": side(self.new),
+                "note": self.note}
+
+
+@dataclass
+class FixOutcome:
+    """One row of the report."""
+
+    id: str
+    target: str
+    opt_in: bool
+    outcome: str
+    old_version: int
+    new_version: int
+    patch: str = "-"  # unchanged | moved (line numbers / context only) | changed (the change itself) | -
+    evidence: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    renames: dict[str, str] = field(default_factory=dict)
+    repo: str = ""
+    interdiff: str = ""
+    variant: str = ""
+    keep: bool = True  # listed in the new profile (False: commented out, with the reason)
+    new_patches: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "target": self.target, "opt_in": self.opt_in, "outcome": self.outcome,
+                "old_version": self.old_version, "new_version": self.new_version, "patch": self.patch,
+                "evidence": self.evidence, "flags": self.flags, "renames": self.renames, "repo": self.repo,
+                "variant": self.variant, "in_new_profile": self.keep, "interdiff": self.interdiff}
+
+
+@dataclass
+class RebaseResult:
+    from_profile: str
+    to_profile: str
+    status: str  # done | conflicts
+    targets: list[TargetPair]
+    fixes: list[FixOutcome]
+    work: Path
+    written: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    report_md: Path | None = None
+    report_json: Path | None = None
+    markdown: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == "done" else EXIT_CONFLICT
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schema": REPORT_SCHEMA, "tool_version": __version__, "command": "rebase",
+                "from_profile": self.from_profile, "to_profile": self.to_profile, "status": self.status,
+                "exit_code": self.exit_code, "work": str(self.work), "targets": [t.as_dict() for t in self.targets],
+                "fixes": [f.as_dict() for f in self.fixes], "written": self.written, "next_steps": self.next_steps,
+                "outcomes": OUTCOMES}
+
+
+@dataclass
+class Session:
+    """One rebase, from its start to its end (over ``--continue`` runs): what the state file holds."""
+
+    pack_root: Path
+    old_name: str
+    new_name: str
+    to_version: str
+    pairs: dict[str, TargetPair]
+    work: Path
+    report_dir: Path
+    state: dict[str, Any]
+
+    @property
+    def state_path(self) -> Path:
+        return self.work / "state.json"
+
+    def save(self) -> None:
+        atomic_write(self.state_path, dumps(self.state))
+
+
+def refuse_in_progress(work: Path, name: str) -> None:
+    if (work / "state.json").is_file():
+        raise BadInputError(f"a rebase to {name} is in progress ({work / 'state.json'}): finish it with "
+                            f"`fixpack rebase --continue` or drop it with `fixpack rebase --abort`")
+
+
+def check_clean(pack_root: Path) -> None:
+    """Refuse a pack whose ``fixes/`` or ``profiles/`` differ from git HEAD (or hold untracked files)."""
+    try:
+        inside = git(pack_root, "rev-parse", "--is-inside-work-tree").strip() == "true"
+    except GitError:
+        inside = False
+    if not inside:
+        raise BadInputError(f"{pack_root} is not a git checkout, so the rebase cannot tell whether the pack is "
+                            f"clean; rebase a clone, or pass --allow-dirty")
+    out = git(pack_root, "status", "--porcelain", "--untracked-files=all", "--", "fixes", "profiles")
+    dirty = [line[3:] for line in out.splitlines() if line.strip()]
+    if dirty:
+        shown = ", ".join(dirty[:10]) + (f" and {len(dirty) - 10} more" if len(dirty) > 10 else "")
+        raise BadInputError(f"the pack at {pack_root} has uncommitted changes in fixes/ or profiles/: {shown}. "
+                            f"Commit or stash them first (or pass --allow-dirty)")
+
+
+def find_work(pack_root: Path, name: str = "", work: Path | None = None) -> Path:
+    """The work folder of the rebase in progress (``--continue``/``--abort``)."""
+    if work is not None:
+        found = [work.resolve()]
+    elif name:
+        found = [(pack_root / WORK_DIR / name).resolve()]
+    else:
+        found = sorted(p.parent.resolve() for p in (pack_root / WORK_DIR).glob("*/state.json"))
+        if len(found) > 1:
+            raise BadInputError(f"several rebases are in progress ({', '.join(p.name for p in found)}): "
+                                f"name one with --name")
+    if not found or not (found[0] / "state.json").is_file():
+        raise BadInputError(f"no rebase in progress under {found[0] if found else pack_root / WORK_DIR}")
+    return found[0]
+
+
+def load_session(req: RebaseRequest) -> Session:
+    work = find_work(req.pack_root.resolve(), req.name, req.work)
+    state = json.loads((work / "state.json").read_text("utf-8"))
+    pack_root = Path(state["pack"])
+    old = load_profile(load_pack(pack_root), state["from"])
+    pairs = {}
+    for spec in old.targets:
+        t = state["targets"].get(spec.name, {})
+        if not t.get("new"):
+            pairs[spec.name] = TargetPair(spec, note=t.get("note", "not rebased"))
+            continue
+        new_root, old_root = Path(t["new"]), Path(t["old"])
+        pairs[spec.name] = TargetPair(spec, FoundTarget(spec, old_root, *read_facts(spec, old_root), "state"),
+                                      FoundTarget(spec, new_root, *read_facts(spec, new_root), "state"))
+    return Session(pack_root, state["from"], state["to"], state["to_version"], pairs, work,
+                   Path(state["report_dir"]), state)
+
+
+def drop_work(work: Path) -> None:
+    shutil.rmtree(work, ignore_errors=True)
+    if work.parent.name == WORK_DIR and work.parent.is_dir() and not any(work.parent.iterdir()):
+        work.parent.rmdir()
+
+
+def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:
+    """Variants, the new profile, then its lock; the original bytes go to the state file first."""
+    from . import engine
+
+    changes = _planned_changes(session, pack, old, outcomes)
+    lock = pack.root / "profiles" / f"{session.new_name}.lock"
+    _backup(session, [*changes, lock])
+    session.state["phase"] = "writing"
+    session.save()
+    for path, data in changes.items():
+        _write(path, data)
+    for o in outcomes:
+        folder = pack.fixes[o.id].folder / session.new_name
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    rebased = tuple(n for n, p in session.pairs.items() if p.rebased)
+    engine.write_lock(engine.Request(pack_root=pack.root, profile=session.new_name,
+                                     roots={n: p.new.root for n, p in session.pairs.items() if p.new},
+                                     only_targets=rebased))
+    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
+    session.state["phase"] = "written"
+    session.save()
+    return written
+
+
+def _write(path: Path, data: bytes | None) -> None:
+    """One pack file (a seam for the interruption tests)."""
+    if data is None:
+        remove_file(path)
+    else:
+        atomic_write(path, data)
+
+
+def _planned_changes(session: Session, pack: Pack, old: Profile,
+                     outcomes: list[FixOutcome]) -> dict[Path, bytes | None]:
+    changes: dict[Path, bytes | None] = {}
+    old_view = pack.for_profile(old.name)
+    for o in outcomes:
+        fix = pack.fixes[o.id]
+        folder = fix.folder / session.new_name
+        new = o.new_patches or patch_bytes(old_view.fixes[o.id])
+        if not o.keep or new == patch_bytes(fix):
+            changes.update({p: None for p in sorted(folder.iterdir())} if folder.is_dir() else {})
+            continue
+        for name, data in new.items():
+            changes[folder / name] = data
+        changes[folder / "variant.toml"] = render_variant(o.new_version, old.name, session.new_name).encode()
+        o.variant = rel(pack.root, folder)
+    text = render_profile(old, session.new_name, session.pairs, outcomes)
+    changes[pack.root / "profiles" / f"{session.new_name}.toml"] = text.encode()
+    return changes
+
+
+def _backup(session: Session, paths: list[Path]) -> None:
+    """Save each path's bytes before the first write (kept across --continue: the originals win)."""
+    backups = session.state["backups"]
+    for path in paths:
+        key = rel(session.pack_root, path)
+        if key not in backups:
+            backups[key] = base64.b64encode(path.read_bytes()).decode() if path.is_file() else None
+
+
+def restore(session: Session) -> list[str]:
+    out = []
+    for rel, data in sorted(session.state.get("backups", {}).items()):
+        path = session.pack_root / rel
+        if data is None:
+            if path.exists():
+                remove_file(path)
+                out.append(rel)
+            if path.parent.is_dir() and path.parent.name == session.new_name and not any(path.parent.iterdir()):
+                path.parent.rmdir()
+        else:
+            raw = base64.b64decode(data)
+            if not path.is_file() or path.read_bytes() != raw:
+                atomic_write(path, raw)
+                out.append(rel)
+    return out
+
+
+def rel(root: Path, path: Path) -> str:
+    return path.resolve().relative_to(root.resolve()).as_posix()
+
+
+def write_report(session: Session, result: RebaseResult) -> None:
+    result.markdown = render_markdown(result)
+    stem = f"rebase-{result.from_profile}-to-{result.to_profile}"
+    session.report_dir.mkdir(parents=True, exist_ok=True)
+    result.report_md = session.report_dir / f"{stem}.md"
+    result.report_json = session.report_dir / f"{stem}.json"
+    atomic_write(result.report_md, result.markdown.encode())
+    atomic_write(result.report_json, dumps(result.as_dict()))
+
+
+# --- the release copies of each target ---------------------------------------------------------
+
+def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, TargetPair]:
+    names = [t.name for t in old.targets]
+    for what, given in (("--root", req.roots), ("--old-root", req.old_roots), ("--target", req.only_targets)):
+        for n in given:
+            if n not in names:
+                raise BadInputError(f"{what} names unknown target {n!r} (profile {old.name} has {', '.join(names)})")
+    with_fixes = {pack.fixes[f].target for f in old.default + old.opt_in}
+    wanted = req.only_targets or tuple(n for n in names if n in with_fixes or n in req.roots)
+    if not wanted:
+        raise BadInputError(f"nothing to rebase: profile {old.name} lists no fixes and no --root was given")
+    pairs = {}
+    for spec in old.targets:
+        if spec.name not in wanted:
+            why = "not named by --target" if req.only_targets else "it has no fixes and no --root was given"
+            pairs[spec.name] = TargetPair(spec, note=f"not rebased ({why}): pin kept from profile {old.name}")
+            continue
+        pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
+    return pairs
+
+
+def _new_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
+    if spec.name in req.roots:
+        root = resolve_root(spec, req.roots[spec.name])
+        ft = FoundTarget(spec, root, *read_facts(spec, root), "--root")
+        if req.to_version and spec.source.pypi and ft.version != req.to_version:
+            raise BadInputError(f"--root {spec.name}={root} holds version {ft.version or '(unknown)'}, not "
+                                f"--to {req.to_version}")
+    elif req.to_version and spec.source.pypi:
+        ft = fetch(spec, req.cache, version=req.to_version, check=False)
+    else:
+        raise BadInputError(f"no new release copy of target {spec.name}: give --root {spec.name}=PATH"
+                            + (" or --to VERSION" if spec.source.pypi else ""))
+    if read_manifest(ft.root, spec.name) is not None:
+        raise BadInputError(f"{ft.root} holds a fixpack manifest (fixes are applied there): rebase onto a clean "
+                            f"release copy")
+    if not ft.version or not ft.commit:
+        raise BadInputError(f"{ft.root}: cannot read the version and commit of {spec.name} (evidence: "
+                            f"{'; '.join(ft.evidence) or 'none'}); the new profile needs both for its pin")
+    return ft
+
+
+def _old_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
+    if spec.name in req.old_roots:
+        root = resolve_root(spec, req.old_roots[spec.name])
+        ft = FoundTarget(spec, root, *read_facts(spec, root), "--old-root")
+        check_pin(ft)
+        return ft
+    return fetch(spec, req.cache)
+
+
+def primary_version(pairs: dict[str, TargetPair]) -> str:
+    for p in pairs.values():
+        if p.new is not None:
+            return p.new.version
+    raise BadInputError("no target is rebased")  # pragma: no cover - _pairs refuses this first
