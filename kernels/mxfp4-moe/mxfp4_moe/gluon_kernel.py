@@ -145,10 +145,7 @@ def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl
     n_before = gl.sum(((ids == e) & (offs_p < pid_p)).to(gl.int32), axis=0)
     local = e - expert_base
     owns = (n_before == 0) & (local >= 0) & (local < n_local)
-    # pairs routed to this card: an upper bound of its experts with tokens (the runtime K split's measure)
-    n_loc = gl.sum(((ids - expert_base >= 0) & (ids - expert_base < n_local) & (offs_p < T * TOPK)).to(gl.int32),
-                   axis=0)
-    return e, local, owns, n_loc
+    return e, local, owns
 
 
 @gluon.jit
@@ -208,7 +205,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                  ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
                  PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
-                 stride_act=0, S_MIN: gl.constexpr = 0, target=0):
+                 stride_act=0):
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
@@ -219,13 +216,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     to act_ptr [pairs, I] (row stride stride_act) itself: no silu launch.
     Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
     ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
-    int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K).
-
-    Runtime K split (0 < S_MIN < SPLIT_K): the grid has SPLIT_K parts along K, and the programs use S of them,
-    S halved from SPLIT_K down to S_MIN while (pairs routed to this card) x (row blocks) x S exceeds
-    ``target`` programs: few experts get many programs each, many experts long ones. Parts pid_k >= S load
-    nothing; in the down GEMM they store zeros (the norm-combine adds SPLIT_K parts), in the gate/up GEMM
-    they stay out of the fix-up, and with S = 1 the gate/up program stores silu(gate) * up itself."""
+    int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -235,20 +226,12 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     pid_p = gl.program_id(0)
     pid_n = gl.program_id(1)
     pid_k = gl.program_id(2)
-    e, local, owns, n_loc = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
+    e, local, owns = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
     local = gl.where(owns, local, 0)
+    ITERS: gl.constexpr = K // BLOCK_K // SPLIT_K
     TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
-    if S_MIN > 0 and S_MIN < SPLIT_K:
-        S = n_loc * 0 + SPLIT_K  # a runtime int32
-        while (S > S_MIN) & (n_loc * gl.num_programs(1) * S > target):
-            S = S // 2
-        iters = (K // BLOCK_K) // S
-    else:
-        S = SPLIT_K
-        iters = K // BLOCK_K // SPLIT_K
-    active = pid_k < S
-    n_iter = gl.where(owns & active, iters, 0)
-    k0 = pid_k * iters * BLOCK_K
+    n_iter = gl.where(owns, ITERS, 0)
+    k0 = pid_k * (ITERS * BLOCK_K)
 
     # words [BLOCK_N, 4, JH, 4] of the tile: row r = 8q + g, lane group c, piece h, word jl; the tile's
     # 16-byte pieces are ordered (q, h, g, c) (format.to_tiled_layout): one load is a warp's 512 bytes
@@ -306,7 +289,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     # tile and stores nothing
     if PEEL:
         # a program that owns no expert loads nothing (the masks are false; its result is never stored)
-        lim = gl.where(owns & active, 4, 0)
+        lim = gl.where(owns, 4, 0)
         wq = gl.load(w_ptrs, mask=offs_j[None, None, None, :] < lim, other=0)
         ws = gl.load(s_ptrs, mask=s_c[None, :, None] < lim, other=0)
         _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
@@ -334,35 +317,31 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             gl.store(out_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < out_numel)
     acc = acc * _MMA_UNSCALE
     if GATE_UP and SPLIT_K > 1:
-        if S == 1:  # runtime split 1: silu here, as without a split (parts pid_k >= 1 idle: store nothing)
-            _store_act(acc, act_ptr, stride_act, rows, has & active, pid_n, BLOCK_N, BLOCK_M)
-        else:
-            # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
-            # rows first); the fix-up below (or kernel.silu_mul) adds the parts and applies silu(gate) * up
-            pl_n: gl.constexpr = gl.SliceLayout(1, mma)
-            pl_m: gl.constexpr = gl.SliceLayout(0, mma)
-            r = gl.arange(0, BLOCK_N, layout=pl_n)
-            half = r // (BLOCK_N // 2)
-            col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
-            p_rows = gl.convert_layout(rows, pl_m)
-            p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
-            p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
-            p_mask = p_has[None, :] & (col[:, None] >= 0)
-            gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask & active)
-            if FIXUP:
-                if active:
-                    # split-K fix-up: the last of the tile's S programs adds the parts (from L2: .cg) and
-                    # stores act; it also puts the counter back to 0 for the next launch
-                    _fence_gpu()
-                    c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
-                    done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
-                    if done == S - 1:
-                        _fence_gpu()
-                        tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                        for s in range(0, S):
-                            tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
-                        gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
-                        _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
+        # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
+        # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
+        pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+        pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+        r = gl.arange(0, BLOCK_N, layout=pl_n)
+        half = r // (BLOCK_N // 2)
+        col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
+        p_rows = gl.convert_layout(rows, pl_m)
+        p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
+        p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
+        p_mask = p_has[None, :] & (col[:, None] >= 0)
+        gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
+        if FIXUP:
+            # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
+            # it also puts the counter back to 0 for the next launch
+            _fence_gpu()
+            c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:
+                _fence_gpu()
+                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                for s in gl.static_range(SPLIT_K):
+                    tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
     elif GATE_UP:
         _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
     else:
@@ -400,13 +379,13 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     return bufs[-1]
 
 
-def max_split(pairs: int, grid_n: int, k_tiles: int, sms: int, launch_per_sm: int, least: int = 1,
-              min_iters: int = 2) -> int:
-    """The grid's parts along K for the runtime split: doubled from ``least`` while the grid (every slot's
-    programs, most of which find no expert of this card) stays under ``launch_per_sm`` programs per SM and
-    each part keeps ``min_iters`` K tiles."""
-    split = least
-    while (pairs * grid_n * split * 2 <= launch_per_sm * sms and k_tiles % (2 * split) == 0
+def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs_per_sm: int = 16,
+                       min_iters: int = 2) -> int:
+    """The gate/up GEMM's K split: doubled while the programs of ``bound`` experts (the most that can have
+    tokens) stay under ``programs_per_sm`` one-warp programs per SM and each keeps ``min_iters`` K tiles.
+    Few experts (EP shares, TP slices) give too few programs to keep enough loads in flight."""
+    split = 1
+    while (bound * grid_n * split * 2 <= programs_per_sm * sms and k_tiles % (2 * split) == 0
            and k_tiles // (2 * split) >= min_iters):
         split *= 2
     return split
@@ -414,8 +393,8 @@ def max_split(pairs: int, grid_n: int, k_tiles: int, sms: int, launch_per_sm: in
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
-                    peel_tokens: int = 8, split_gate_up: int | None = None, working_per_sm: int = 16,
-                    launch_per_sm: int = 128, silu_launch: bool = False, partials: bool = False,
+                    peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 16,
+                    silu_launch: bool = False, partials: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -423,13 +402,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     expert is computed once.
 
     x bf16 [T, L] contiguous; ids int32 or int64 [T, k]; wts fp32 [T, k]; out fp32 [T, L] contiguous (written).
-    K splits: by default chosen at run time by the programs (they count the pairs routed to this card, no
-    host sync): the grid has ``max_split`` parts (launch_per_sm), and each GEMM uses as many as keep about
-    working_per_sm working one-warp programs per SM, never fewer than 1 (gate/up) or the down GEMM's host
-    rule (until about ctas_per_sm programs per SM for min(pairs, local experts) experts, min_iters K tiles
-    each). split_gate_up / split_down force a split. The gate/up parts are added and silu applied by the last
-    program of each tile (a counter per tile), or with silu_launch (forced splits only) by a fourth launch
-    (kernel.silu_mul).
+    split_gate_up: the gate/up GEMM's K split (default ``auto_split_gate_up`` with gate_up_per_sm); its parts
+    are added and silu applied by the last program of each tile (a counter per tile), or with silu_launch by
+    a fourth launch (kernel.silu_mul). split_down: the down GEMM's K split (default: until about ctas_per_sm
+    one-warp programs per SM, at least min_iters iterations each).
     partials: out is fp32 [T * k, L] and receives each pair's output before its norm (zero for pairs whose
     expert is not on this card): the TP-split card's share, for the TP group's sum and
     kernel.combine_partials (the norm-combine is not run)."""
@@ -471,23 +447,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     out_numel = 0 if partials else T * L  # the gate/up kernel zeroes out for the norm-combine's atomic adds
     zero_block = _pow2(-(-T * L // grid_n1), lo=128)
     k1 = L // bk1
-    target = working_per_sm * sms
-    if split_gate_up:
-        split1, smin1 = split_gate_up, 0
-    else:
-        split1, smin1 = max_split(P, grid_n1, k1, sms, launch_per_sm), 1
-        silu_launch = False
+    split1 = split_gate_up or auto_split_gate_up(bound, grid_n1, k1, sms, gate_up_per_sm)
     if k1 % split1:
         raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
-    fixup = {"S_MIN": smin1, "target": target} if smin1 and split1 > smin1 else {}
+    fixup = {}
     if split1 == 1:
         h, h_stride = act, (act.stride(0), 0)
     else:
         h = torch.empty(split1, P, 2 * I, dtype=torch.float32, device=x.device)
         h_stride = (h.stride(1), h.stride(0))
         if not silu_launch:
-            fixup |= {"FIXUP": True, "act_ptr": act, "cnt_ptr": _counters(x.device, P * grid_n1),
-                      "stride_act": act.stride(0)}
+            fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": _counters(x.device, P * grid_n1),
+                     "stride_act": act.stride(0)}
     launched = {}
     launched["gate_up"] = _gemm_kernel[(P, grid_n1, split1)](
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
@@ -499,21 +470,17 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     k_iters = I // bk2
     split = split_down or 1
-    dyn2 = {}
     if not split_down:
         while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
                and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
                and k_iters // (2 * split) >= 2):
             split *= 2
-        smin2, split = split, max_split(P, L // bn2, k_iters, sms, launch_per_sm, least=split)
-        if split > smin2:
-            dyn2 = {"S_MIN": smin2, "target": target}
     y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
     launched["down"] = _gemm_kernel[(P, L // bn2, split)](
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(1), y.stride(0),
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **dyn2)
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts)
     if partials:
         sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
     else:

@@ -784,8 +784,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             split_down=config.get("split_down"), pdl=config.get("pdl", True),
                                             maxnreg=config.get("maxnreg"), peel_tokens=config.get("peel_tokens", 8),
                                             split_gate_up=config.get("split_gate_up"),
-                                            working_per_sm=config.get("working_per_sm", 16),
-                                            launch_per_sm=config.get("launch_per_sm", 128),
+                                            gate_up_per_sm=config.get("gate_up_per_sm", 16),
                                             silu_launch=config.get("silu_launch", False), partials=partials,
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
