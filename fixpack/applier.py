@@ -199,8 +199,9 @@ def _placed(index: int, pos: int, expected: int, delta: int) -> HunkResult:
 
 
 def _missing(index: int, lines: list[str], pre: tuple[str, ...], expected: int, reason: str) -> HunkResult:
-    return HunkResult(index, Placement.MISSING, expected=expected + 1, reason=reason,
-                      closest=closest(lines, pre, expected))
+    # the closest near-miss is worked out only for a hunk that is reported (see closest()): a fix that
+    # is applied already misses every pre-image, and that is no news
+    return HunkResult(index, Placement.MISSING, expected=expected + 1, reason=reason)
 
 
 def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | None:

@@ -1,5 +1,5 @@
 """``fixpack rebase``: carry a profile's fixes onto a new upstream release (the CLI front of
-:mod:`fixpack.rebase`). Registered on the console script with ``main.add_command(rebase_cmd)``."""
+:mod:`fixpack.rebase`). Loaded by :mod:`fixpack.cli` when named; ``tools/rebase.py`` runs it alone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import rebase
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FixpackError
+from .cli_common import default_pack_root, exit_code, outcome, pack_option, parse_roots
 
 
 @click.command("rebase", context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,8 +33,7 @@ from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FixpackError
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
 @click.option("--abort", "abort", is_flag=True, help="Drop the rebase in progress and everything it wrote.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
-@click.option("--pack", "pack_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The fix pack's root (default: $FIXPACK_PACK, the working folder, or this checkout).")
+@pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
                only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, as_json: bool,
@@ -48,42 +47,25 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add)
     fixpack rebase --abort
     """
-    from .cli import _parse_roots, default_pack_root  # here: cli.py imports this module to register it
-
     if cont and abort:
         raise click.UsageError("--continue and --abort exclude each other")
     if not (cont or abort) and not profile:
         raise click.UsageError("--profile is required to start a rebase")
     req = rebase.RebaseRequest(
         pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
-        roots=_parse_roots(roots), old_roots=_parse_old_roots(old_roots), cache=cache, name=name, work=work,
+        roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name, work=work,
         report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets))
-    try:
+    with outcome(as_json, "rebase", profile):
         if abort:
             restored = rebase.abort(req)
             click.echo(f"rebase aborted; {len(restored)} pack file(s) restored or removed" +
                        "".join(f"\n  {p}" for p in restored))
             return
         result = rebase.resume(req) if cont else rebase.start(req)
-    except FixpackError as exc:
-        click.echo(f"fixpack: error: {exc}", err=True)
-        sys.exit(exc.exit_code if type(exc) is not FixpackError else EXIT_BAD_INPUT)
-    except Exception as exc:  # a bug: say so, with the exit code for internal errors
-        click.echo(f"fixpack: internal error: {exc!r} (please report it)", err=True)
-        sys.exit(EXIT_INTERNAL)
     click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else result.markdown, nl=False)
     if not as_json:
         click.echo(f"\nreport: {result.report_md} and {result.report_json}")
-    sys.exit(result.exit_code)
-
-
-def _parse_old_roots(values: tuple[str, ...]) -> dict[str, Path]:
-    from .cli import _parse_roots
-
-    try:
-        return _parse_roots(values)
-    except click.BadParameter as exc:
-        raise click.BadParameter(str(exc.message), param_hint="--old-root") from None
+    sys.exit(exit_code(result))
 
 
 if __name__ == "__main__":  # pragma: no cover

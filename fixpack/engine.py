@@ -242,7 +242,7 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
         rev = run_pass(fix, base, reverse=True, evidence=_evidence(lock, fix.id))
         if hit or not rev.ok:
             broken[fix.id] = [f"{p}: differs from the manifest's sha256 (changed since it was applied)"
-                              for p in hit] + rev.messages
+                              for p in hit] + rev.explain()
             continue
         base.adopt(rev.tree)
     return (None if broken else base), broken
@@ -487,7 +487,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: dict[str, 
         if not rev.ok:
             fr.state = State.AMBIGUOUS.value if rev.present else State.CONFLICT.value
             fr.refused = [h.refusal() for h in rev.refused]
-            fr.messages += rev.messages
+            fr.messages += rev.explain()
             errors.append(EXIT_CONFLICT)
             continue
         tree.adopt(rev.tree)

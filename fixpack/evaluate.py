@@ -14,7 +14,8 @@ from enum import Enum
 from typing import Any
 
 
-from .applier import Closest, HunkEvidence, HunkResult, Placement, apply_text, occurrences, probe, split_lines
+from .applier import (Closest, HunkEvidence, HunkResult, Placement, apply_text, closest, occurrences, probe, sides,
+                      split_lines)
 from .diff import FilePatch, sha256_text
 from .model import Fix
 from .tree import Tree, decode
@@ -93,6 +94,7 @@ class HunkNote:
     reason: str = ""
     closest: Closest | None = None
     text: str = ""
+    pre: tuple[str, ...] = ()  # the lines it looked for (for the near-miss, worked out when reported)
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
@@ -140,6 +142,23 @@ class Pass:
     messages: list[str] = field(default_factory=list)
     present: bool = True
     counts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)  # the text of each file whose hunks were refused
+
+    def explain(self) -> list[str]:
+        """The refused hunks' messages, each missing one with its closest near-miss (worked out now, only
+        for a pass that is reported)."""
+        texts = iter(self.failed)
+        by_file: dict[str, list[str]] = {}
+        out = list(self.messages)
+        for note in self.hunks:
+            if note.placement not in ("missing", "ambiguous"):
+                continue
+            if note.path not in by_file:
+                by_file[note.path] = split_lines(next(texts, ""))
+            if note.placement == "missing" and note.closest is None and note.pre:
+                note.closest = closest(by_file[note.path], note.pre, note.expected - 1)
+            out.append(note.message())
+        return out
 
     @property
     def refused(self) -> list[HunkNote]:
@@ -170,9 +189,10 @@ def _mode(value: str | None) -> int | None:
 
 
 def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
-           hunks: tuple[Any, ...]) -> list[HunkNote]:
+           hunks: tuple[Any, ...], reverse: bool) -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
-                     r.expected, searched, r.reason, r.closest, hunks[r.index].text) for r in results]
+                     r.expected, searched, r.reason, r.closest, hunks[r.index].text,
+                     sides(hunks[r.index], reverse)[0]) for r in results]
 
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = FixEvidence(),
@@ -228,11 +248,11 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
         delta = 0 if pinned or reverse else work.delta(src or "")
         res = apply_text(current, fp.hunks, reverse, ev, delta)
-        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks)
+        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse)
         if ctx.count:
             _count(fp, current, res.text, reverse, ctx.flat, out)
         if res.text is None:
-            out.messages += [n.message() for n in out.hunks[-len(res.hunks):] if n.placement in ("missing", "ambiguous")]
+            out.failed.append(current)
             out.ok = False
             out.present = out.present and all(h.present for h in res.hunks)
             return None
@@ -297,7 +317,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
         if rev.ok:
             return Evaluation(State.APPLIED, fwd, rev, ["already applied"])
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
-                                                     "not there"] + rev.messages)
+                                                     "not there"] + rev.explain())
     side = _lock_side(fix, tree, ev)
     if fwd.ok and (not rev.present or side == "pre"):
         drift = _drift(tree, ev, fwd)
@@ -310,14 +330,14 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
             "both its pre-image and its post-image are in the file (a twin block?) and the file is not the lock's "
             "pre- or post-image: whether it is applied already cannot be told, so it is not applied (again). "
             "Check the file by hand, then refresh the fix against this tree or restore the target"]
-            + fwd.messages + rev.messages)
+            + fwd.explain() + rev.explain())
     if fwd.present or rev.present:
         side_pass = fwd if fwd.present else rev
-        return Evaluation(State.AMBIGUOUS, fwd, rev, side_pass.messages)
+        return Evaluation(State.AMBIGUOUS, fwd, rev, side_pass.explain())
     partial = _partial(fix, tree, ev)
     if partial:
         return Evaluation(State.PARTIAL, fwd, rev, partial)
-    return Evaluation(State.CONFLICT, fwd, rev, fwd.messages)
+    return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
 
 
 def _lock_side(fix: Fix, tree: Tree, ev: FixEvidence) -> str:

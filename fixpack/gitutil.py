@@ -1,16 +1,16 @@
-"""The one wrapper every git call goes through (GitPython underneath).
+"""The one wrapper every git call goes through (GitPython underneath, for the maintainer's tools).
 
 Errors become :class:`fixpack.errors.GitError` with the command, its exit code and its output.
 A fixed identity and no user or system configuration keep results repeatable and the home folder
-untouched.
+untouched. :func:`head_commit` reads a checkout's HEAD from its files: an image needs neither git nor
+GitPython to find a target's commit.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-
-import git
 
 from .errors import GitError
 
@@ -24,6 +24,8 @@ IDENTITY = {
 
 def run(repo: Path, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
     """Run ``git args...`` in ``repo`` and return stdout. Raises GitError on another exit code."""
+    import git
+
     g = git.Git(str(repo))
     try:
         status, out, err = g.execute(["git", *args], env={**os.environ, **IDENTITY}, with_extended_output=True,
@@ -36,18 +38,62 @@ def run(repo: Path, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
 
 
 def head_commit(path: Path) -> str | None:
-    """The commit checked out in ``path`` if ``path`` is the top of a git work tree, else None."""
-    if not (path / ".git").exists():
+    """The commit checked out in ``path`` if ``path`` is the top of a git work tree, else None.
+
+    Read from the files git keeps (``.git/HEAD``, the ref it names, ``packed-refs``; a ``.git`` file
+    of a linked work tree points at its git folder), as git itself resolves a symbolic HEAD.
+    """
+    gitdir = _git_dir(path)
+    if gitdir is None:
         return None
     try:
-        repo = git.Repo(str(path))
-        return str(repo.head.commit.hexsha)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        head = (gitdir / "HEAD").read_text("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
         return None
+    if _SHA.fullmatch(head):
+        return head
+    if not head.startswith("ref: "):
+        return None
+    return _resolve_ref(gitdir, head[5:].strip())
+
+
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _git_dir(path: Path) -> Path | None:
+    dot = path / ".git"
+    if dot.is_dir():
+        return dot
+    if dot.is_file():
+        text = dot.read_text("utf-8", "replace").strip()
+        if text.startswith("gitdir: "):
+            target = Path(text[8:].strip())
+            return target if target.is_absolute() else (path / target).resolve()
+    return None
+
+
+def _resolve_ref(gitdir: Path, ref: str) -> str | None:
+    common = gitdir
+    if (gitdir / "commondir").is_file():  # a linked work tree keeps its refs in the main git folder
+        common = (gitdir / (gitdir / "commondir").read_text("utf-8").strip()).resolve()
+    for folder in (gitdir, common):
+        loose = folder / ref
+        if loose.is_file():
+            value = loose.read_text("utf-8", "replace").strip()
+            return value if _SHA.fullmatch(value) else None
+    packed = common / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text("utf-8", "replace").splitlines():
+            sha, _sp, name = line.partition(" ")
+            if name == ref and _SHA.fullmatch(sha):
+                return sha
+    return None
 
 
 def clone_at(url: str, dest: Path, commit: str, ref: str = "") -> str:
     """Clone ``url`` into ``dest`` and check out ``commit`` (detached). Returns the full commit id."""
+    import git
+
     try:
         repo = git.Repo.clone_from(url, str(dest), env={**os.environ, **IDENTITY}, no_checkout=True)
     except git.GitCommandError as exc:
@@ -65,9 +111,3 @@ def init_repo(path: Path) -> None:
     run(path, "config", "user.name", "fixpack")
     run(path, "config", "user.email", "fixpack@invalid")
     run(path, "config", "core.autocrlf", "false")
-
-
-def commit_all(path: Path, message: str) -> str:
-    run(path, "add", "--all")
-    run(path, "commit", "--quiet", "--allow-empty", "--no-verify", "-m", message)
-    return run(path, "rev-parse", "HEAD").strip()

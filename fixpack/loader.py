@@ -20,7 +20,7 @@ from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary"}
 UPSTREAM_KEYS = {"status", "link", "fixed_in"}
-PROFILE_KEYS = {"name", "description", "targets", "fixes"}
+PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof"}
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
@@ -303,8 +303,14 @@ def load_profile(pack: Pack, name: str) -> Profile:
     if str(data.get("name", name)) != name:
         errors.add(f"name {data.get('name')!r} differs from the file name {name!r}", path, key_line(text, "name"),
                    f"set name = \"{name}\" or rename the file")
+    proof = data.get("proof", {})
+    if not isinstance(proof, dict):
+        errors.add("[proof] must be a table", path, key_line(text, "proof"))
+        proof = {}
+    _unknown_keys(proof, {"env"}, path, text, errors, "proof")
+    proof_env = _str_table(proof.get("env", {}), "env", path, text, errors)
     profile = Profile(name, path, str(data.get("description", "")).strip(),
-                      targets, default, opt_in)
+                      targets, default, opt_in, proof_env)
     _check_profile(pack, profile, text, errors)
     errors.raise_if_any(f"profile {name!r} is invalid")
     return profile

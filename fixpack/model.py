@@ -123,6 +123,7 @@ class Profile:
     targets: tuple[TargetSpec, ...]
     default: tuple[str, ...]
     opt_in: tuple[str, ...]
+    proof_env: tuple[tuple[str, str], ...] = ()  # [proof] env: what the proof tests need set (offline switches)
 
     def target(self, name: str) -> TargetSpec:
         for t in self.targets:

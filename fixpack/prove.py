@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .engine import Request, apply, revert, status
-from .errors import ConflictError, MismatchError
+from .errors import EXIT_CONFLICT, BadInputError, ConflictError, MismatchError
 from .loader import load_pack, load_profile
 
 
@@ -47,6 +47,11 @@ class ProofRun:
     def ok(self) -> bool:
         return all(r.ok for r in self.results) and self.reapply_wrote_nothing and self.revert_restored_bytes
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every fix is proven and the image came back byte for byte, else 4 (a conflict)."""
+        return 0 if self.ok else EXIT_CONFLICT
+
 
 def site_packages(python: str) -> Path:
     """The purelib folder of ``python`` (where pip installed the target)."""
@@ -66,29 +71,40 @@ def tree_digest(root: Path, package: str) -> str:
     return h.hexdigest()
 
 
-def run_tests(python: str, folder: Path, cwd: Path, timeout: int = 900) -> tuple[int, str]:
-    """Run the proof tests in ``folder`` with ``python``; return (exit code, pytest's summary line)."""
+def run_tests(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> tuple[int, str]:
+    """Run the proof tests in ``folder`` with ``python`` and ``env`` added to the environment; return
+    (exit code, pytest's summary line)."""
     proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                          env=_test_env())
+                          env=_test_env(env))
     lines = [ln for ln in proc.stdout.splitlines() if re.search(r"\b(passed|failed|error|no tests ran)\b", ln)]
     return proc.returncode, (lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:])
 
 
-def _test_env() -> dict[str, str]:
+def _test_env(extra: dict[str, str]) -> dict[str, str]:
     import os
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({"HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu", "TRANSFORMERS_OFFLINE": "1"})
+    env.update(extra)
     return env
 
 
-def prove(pack_root: Path, profile: str, python: str, target: str = "vllm") -> ProofRun:
+def prove(pack_root: Path, profile: str, python: str, target: str | None = None) -> ProofRun:
     """Run the whole proof on the image of ``python``; the image is left as it was found.
 
-    Raises MismatchError when the image is not clean to start with (a fix already applied).
+    ``target`` defaults to the profile's one target with fixes. The proof tests run with the
+    profile's ``[proof] env`` (e.g. offline switches for the target) added to the environment.
+    Raises MismatchError when the image is not clean to start with (a fix already applied),
+    BadInputError when the target is not named and the profile has fixes for several.
     """
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
+    if target is None:
+        with_fixes = sorted({pack.fixes[f].target for f in prof.default + prof.opt_in})
+        if len(with_fixes) != 1:
+            raise BadInputError(f"profile {profile} has fixes for {', '.join(with_fixes) or 'no target'}: name the "
+                                f"target to prove with --target")
+        target = with_fixes[0]
+    env = dict(prof.proof_env)
     root = site_packages(python)
     req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
                   all_opt_in=True)
@@ -101,13 +117,13 @@ def prove(pack_root: Path, profile: str, python: str, target: str = "vllm") -> P
     fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
     run = ProofRun([ProofResult(f.id) for f in fixes])
     for res, fix in zip(run.results, fixes):
-        res.clean_rc, res.clean_summary = run_tests(python, fix.folder, pack_root)
+        res.clean_rc, res.clean_summary = run_tests(python, fix.folder, pack_root, env)
     try:
         applied = apply(req)
         if not applied.ok:
             raise ConflictError(f"the profile did not apply to {root}: {applied.error}")
         for res, fix in zip(run.results, fixes):
-            res.patched_rc, res.patched_summary = run_tests(python, fix.folder, pack_root)
+            res.patched_rc, res.patched_summary = run_tests(python, fix.folder, pack_root, env)
         after = tree_digest(root, package)
         again = apply(req)
         run.reapply_wrote_nothing = again.ok and all(f.action == "none" for f in again.fixes) and \

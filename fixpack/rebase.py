@@ -203,7 +203,7 @@ def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:
         p = run_pass(replace(fix, patches=(pf,)), tree, reverse=False, evidence=TRUSTED)
         if not p.ok:
             raise BadInputError(f"fix {fix.id}: {pf.path} does not apply to the old release copy {tree.root} "
-                                f"({'; '.join(p.messages)}); profile {old_name} does not match its own release "
+                                f"({'; '.join(p.explain())}); profile {old_name} does not match its own release "
                                 f"(check it with `fixpack lock --check --profile {old_name}`)")
         tree.adopt(p.tree)
         steps.append(snap(tree, paths))
@@ -245,7 +245,7 @@ def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap], counts:
         return o
     if ev.state in (State.ABSENT, State.DRIFTED) and not deleted:
         return _carry_exact(session, ch, fix, moved, ev.messages, o)
-    o.evidence.append(f"the applier cannot place it ({ev.state.value}): " + "; ".join(ev.forward.messages))
+    o.evidence.append(f"the applier cannot place it ({ev.state.value}): " + "; ".join(ev.forward.explain()))
     o.evidence += [f"{p}: deleted upstream (no file of >= {int(RENAME_SIMILARITY * 100)}% similar content was "
                    f"added in this release)" for p in deleted]
     return _carry_merge(session, ch, fix, moved, old_steps, o)
@@ -268,7 +268,7 @@ def _carry_exact(session: Session, ch: Chain, fix: Fix, moved: Fix, messages: li
     for pf in moved.patches:
         p = run_pass(replace(moved, patches=(pf,)), ch.new_tree, reverse=False)
         if not p.ok:  # pragma: no cover - decide() placed every hunk of the whole fix on this tree
-            raise FixpackError(f"fix {fix.id}: {pf.path.name} no longer applies on its own: {p.messages}")
+            raise FixpackError(f"fix {fix.id}: {pf.path.name} no longer applies on its own: {p.explain()}")
         ch.new_tree.adopt(p.tree)
         steps.append(snap(ch.new_tree, paths))
     old = patch_bytes(fix)
@@ -342,7 +342,7 @@ def _adopt_bodies(ch: Chain, fix: Fix, o: FixOutcome, bodies: list[str], outcome
     p = run_pass(carried, ch.new_tree, reverse=False, evidence=TRUSTED)  # made from exactly this tree
     if not p.ok or any(h.offset for h in p.hunks):
         raise FixpackError(f"fix {fix.id}: the regenerated patch does not apply exactly to the tree it was "
-                           f"made from ({'; '.join(p.messages) or 'offsets'}); this is a bug")
+                           f"made from ({'; '.join(p.explain()) or 'offsets'}); this is a bug")
     ch.new_tree.adopt(p.tree)
     o.outcome = outcome
     _compare(o, fix, patch_bytes(fix), new)

@@ -95,3 +95,26 @@ def test_two_targets_one_profile(builder, tmp_path):
     assert (gclean / ".fixpack/vllm-gaudi.manifest.json").is_file()
     assert engine.revert(req).ok
     assert snapshot(gclean) == before_g
+
+
+def test_head_commit_read_from_git_files(tmp_path):
+    """HEAD resolved without git or GitPython: a loose ref, a packed ref, a detached HEAD, a linked work tree."""
+    from fixpack.gitutil import head_commit
+
+    from conftest import git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "f").write_text("x\n")
+    git(repo, "add", "f")
+    git(repo, "commit", "-qm", "one")
+    want = git(repo, "rev-parse", "HEAD").strip()
+    assert head_commit(repo) == want
+    git(repo, "pack-refs", "--all")
+    assert not (repo / ".git/refs/heads/main").exists() and head_commit(repo) == want
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"), "HEAD")
+    assert head_commit(tmp_path / "linked") == want
+    git(repo, "checkout", "-q", "--detach")
+    assert head_commit(repo) == want
+    assert head_commit(tmp_path) is None
