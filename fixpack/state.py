@@ -467,6 +467,9 @@ def _backups(root: Path) -> Path:
 def load_journal(root: Path) -> Journal | None:
     """The journal an interrupted run left, checked entry by entry; None when there is none."""
     jpath = _journal_path(root)
+    backups = _backups(root)
+    if _exists(backups) and (backups.is_symlink() or not backups.is_dir()):
+        raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
     raw = _read_state_file(jpath)
     if raw is None:
         return None
@@ -597,6 +600,7 @@ def _restore(root: Path, e: JournalEntry) -> None:
         os.chmod(backup, e.mode if e.mode is not None else 0o644)
         _chown(backup, e.owner)
         try:
+            _make_parents(dest.parent)
             _replace(backup, dest)
             _fsync_dir(dest.parent)
         except OSError as exc:
@@ -696,6 +700,9 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
+    # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
+    # run leaves the .pyc files as they were too
+    changes = changes + _stale_bytecode(root, changes)
     check_free_space(root, changes)
     folder = state_dir(root)
     journal = folder / JOURNAL
@@ -719,9 +726,10 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
             where = root / c.path
             if c.data is None:
                 remove_file(where)
+                if where.parent.name != "__pycache__":
+                    _prune_empty(root, where.parent)
             else:
                 atomic_write(where, c.data, c.mode)
-            drop_pycache(where)
             fault_point()
         where = journal
         _unlink(journal)
@@ -733,6 +741,18 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
         pass
     fault_point()
     shutil.rmtree(folder / BACKUPS, ignore_errors=True)  # left over, they are removed by the next run
+
+
+def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:
+    paths = {c.path for c in changes}
+    out = []
+    for c in changes:
+        for pyc in _pycache_files(root / c.path):
+            rel = pyc.relative_to(root).as_posix()
+            if rel not in paths:
+                paths.add(rel)
+                out.append(FileChange(rel, None))
+    return out
 
 
 def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -764,10 +784,22 @@ def _missing_dirs(root: Path, folder: Path) -> set[str]:
     return out
 
 
+def _prune_empty(root: Path, folder: Path) -> None:
+    """Remove folders a deletion left empty, up to the root, as ``git apply`` does: a revert of a fix
+    that added ``pkg/new/x.py`` leaves no ``pkg/new/`` (a release copy has no empty folders)."""
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: done
+            return
+        folder = folder.parent
+
+
 def _abandon(root: Path) -> None:
     """After a failure before the journal existed: remove the backups and temp files (the target is
     untouched)."""
     try:
+        _unlink_quietly(_journal_path(root))  # written, but its folder's fsync failed: no file was touched
         _discard_leftovers(root)
     except (OSError, FixpackError):  # still failing (read-only now): the next run removes them
         pass
