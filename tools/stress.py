@@ -291,8 +291,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--mount", type=Path, help="diskfull: an empty small file system (e.g. a tmpfs)")
+    ap.add_argument("--fork", action="store_true", help="forked engine runs instead of python -m fixpack.cli")
     a = ap.parse_args()
-    t = Target(a.pack, a.profile, a.target, tuple(a.opt_in))
+    t = Target(a.pack, a.profile, a.target, tuple(a.opt_in), a.fork)
     with tempfile.TemporaryDirectory() as tmp:
         if a.mode == "storm":
             result: object = storm(t, a.root, a.rounds, a.runs, a.seed, Path(tmp))
