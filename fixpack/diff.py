@@ -19,6 +19,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import Hunk as UHunk, PatchedFile, PatchSet
 
 from .errors import PatchParseError, Problem
+from .safepath import path_problem
 
 FIXED_FROM_LINE = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
 AUTHOR = "vLLM Gaudi fix pack <fixpack@invalid>"
@@ -156,14 +157,20 @@ def _check_structure(text: str, source: str) -> None:
         return
     old = new = 0
     hunk_line = 0
+    last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     has_plus = False  # the current file section has a +++ line
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
+        if ln.startswith("\\") and (old > 0 or new > 0 or last):
+            _check_no_newline(source, n, last, old, new, hunk_line)
+            last = ""
+            continue
         if old > 0 or new > 0:
             kind = ln[:1]
+            last = kind if kind in (" ", "-", "+") else " "
             if kind in (" ", ""):
                 old, new = old - 1, new - 1
             elif kind == "-":
@@ -180,6 +187,7 @@ def _check_structure(text: str, source: str) -> None:
             if old < 0 or new < 0:
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
+        last = ""
         if ln.startswith("@@"):
             m = _HUNK_HEADER.match(ln)
             if not m:
@@ -189,6 +197,7 @@ def _check_structure(text: str, source: str) -> None:
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             continue
         if ln.startswith("diff --git "):
+            _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus = n, 0, False
             continue
@@ -200,8 +209,13 @@ def _check_structure(text: str, source: str) -> None:
             if path != "/dev/null":
                 _clean_path(path, source, n)
             continue
-        if ln.startswith(_FILE_HEADER) or ln.startswith("\\"):
+        if ln.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            _clean_path(ln.split(" ", 2)[2], source, n, prefixed=False)
             continue
+        if ln.startswith(_FILE_HEADER):
+            continue
+        if ln.startswith("\\"):
+            raise _bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
         if ln == "-- ":  # git format-patch's signature: the version line follows
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
@@ -211,6 +225,28 @@ def _check_structure(text: str, source: str) -> None:
         raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
     _no_hunks(source, file_line, hunks_in_file, has_plus)
+
+
+def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:
+    """``\\ No newline at end of file`` belongs right after the last line of a side of the hunk: after
+    a removed line that ends the pre-image, an added line that ends the post-image, or a context line
+    that ends both. Anywhere else git's own checks differ from what the line means, and the applier
+    would strip a newline from the middle of a file."""
+    ends = {"-": old == 0, "+": new == 0, " ": old == 0 and new == 0}.get(last, False)
+    if not ends:
+        raise _bad(source, n, f"a '\\ No newline at end of file' marker in the middle of the hunk that starts at "
+                              f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
+
+
+_GIT_LINE = re.compile(r"^diff --git (\S+) (\S+)$")
+
+
+def _git_line_paths(ln: str, source: str, n: int) -> None:
+    """The paths of a ``diff --git a/X b/Y`` line (a path with spaces is left to the ---/+++ lines)."""
+    m = _GIT_LINE.match(ln)
+    if m:
+        for raw in m.groups():
+            _clean_path(raw, source, n)
 
 
 def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
@@ -252,23 +288,27 @@ def _parse_header(text: str) -> PatchHeader:
     return PatchHeader(subject, "\n".join(body).strip(), tuple(fields))
 
 
-def _clean_path(raw: str | None, source: str, line: int | None) -> str | None:
+def _clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = True) -> str | None:
+    """The target path a patch line names (its ``a/``/``b/`` prefix dropped), refused unless canonical:
+    ``./x``, ``x//y`` or ``x/.`` name the same file as ``x`` on disk but not as a manifest key, so a fix
+    would be recorded under one spelling and checked under another."""
     if raw is None or raw == "/dev/null":
         return None
     raw = raw.strip('"')
-    path = _PREFIX.sub("", raw)
-    pp = PurePosixPath(path)
-    if path.startswith("/") or pp.is_absolute():
+    path = _PREFIX.sub("", raw) if prefixed else raw
+    problem = path_problem(path)
+    if problem is None:
+        return path
+    if path.startswith("/") or ".." in PurePosixPath(path).parts:
+        what = "absolute path" if path.startswith("/") else "path"
         raise PatchParseError(
+            f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
             f"{source}:{line}: absolute path {path!r} in a patch",
-            [Problem(f"absolute path {path!r}", None, line, "paths must be relative to the target root")],
-        )
-    if ".." in pp.parts or path in ("", "."):
-        raise PatchParseError(
-            f"{source}:{line}: path {path!r} climbs out of the target",
-            [Problem(f"path {path!r} escapes the target root", None, line, "use a path inside the target")],
-        )
-    return path
+            [Problem(f"{what} {path!r} escapes the target root: {problem}", None, line,
+                     "paths must be relative to the target root")])
+    raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
+                          [Problem(f"path {path!r} is not canonical: {problem}", None, line,
+                                   "write the path as git does: relative, '/' between segments, no '.' or '//'")])
 
 
 def _convert_file(pf: PatchedFile, source: str) -> FilePatch:

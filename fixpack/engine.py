@@ -24,7 +24,7 @@ from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .report import FixReport, Report, TargetReport
 from .state import (FileChange, STATE_DIR, check_writable, dumps, journal_originals, leftover_journal,
-                    manifest_path, read_manifest,
+                    manifest_path, parse_manifest, read_manifest,
                     recover, run_lock, write_transaction, forget_state)
 from .targets import FoundTarget, check_pin, locate
 from .tree import Tree, decode
@@ -171,12 +171,12 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], str
     chain = _chain(ctx, name, manifest, wanted)
     recorded = {f["id"]: f for f in (manifest or {}).get("fixes", [])}
     applied = [f for f in chain if recorded.get(f.id, {}).get("state") == "applied"]
-    base, broken = _unwind(applied, tree, _tampered_files(tree, manifest), ctx.lock)
+    base, broken, unchecked = _unwind(applied, tree, _tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], [], pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
-        ev = _replay(fix, tree, ctx.lock, fix in applied, broken)
+        ev = _replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and strict:
@@ -202,7 +202,7 @@ def _load_state(ft: FoundTarget) -> tuple[Tree, dict[str, Any] | None, bool]:
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
     for path, data in journal_originals(ft.root).items():
         if path == mpath:
-            manifest = json.loads(data) if data is not None else None
+            manifest = parse_manifest(data, ft.root / mpath) if data is not None else None
         else:
             tree.write(path, decode(data) if data is not None else None)
     return tree, manifest, pending
@@ -229,23 +229,32 @@ def _note(ctx: Context, target: str, message: str) -> None:
 
 
 def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
-            lock: dict[str, Any]) -> tuple[Tree | None, dict[str, list[str]]]:
+            lock: dict[str, Any]) -> tuple[Tree | None, dict[str, list[str]], dict[str, str]]:
     """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
-    them does not reverse) and, per fix that failed, why."""
+    them does not reverse), per fix that failed why, and per fix that could not be checked the
+    tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
+    still checked, so one hand-edited file does not make every earlier fix look tampered."""
     base = tree.fork()
     broken: dict[str, list[str]] = {}
+    blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
+    unchecked: dict[str, str] = {}
     for fix in reversed(applied):
-        if broken:
-            broken[fix.id] = ["cannot be checked: a later applied fix is tampered"]
-            continue
         hit = sorted(set(fix.touched_paths()) & tampered_files)
+        shared = [p for p in fix.touched_paths() if p in blocked]
+        if shared and not hit:
+            unchecked[fix.id] = blocked[shared[0]]
+            for p in fix.touched_paths():
+                blocked.setdefault(p, blocked[shared[0]])
+            continue
         rev = run_pass(fix, base, reverse=True, evidence=_evidence(lock, fix.id))
         if hit or not rev.ok:
             broken[fix.id] = [f"{p}: differs from the manifest's sha256 (changed since it was applied)"
                               for p in hit] + rev.explain()
+            for p in fix.touched_paths():
+                blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
-    return (None if broken else base), broken
+    return (None if broken else base), broken, unchecked
 
 
 def _evidence(lock: dict[str, Any], fix_id: str) -> FixEvidence:
@@ -253,7 +262,8 @@ def _evidence(lock: dict[str, Any], fix_id: str) -> FixEvidence:
     return FixEvidence.from_lock(next((f for f in lock.get("fixes", []) if f.get("id") == fix_id), None))
 
 
-def _replay(fix: Fix, tree: Tree, lock: dict[str, Any], recorded: bool, broken: dict[str, list[str]]) -> Evaluation:
+def _replay(fix: Fix, tree: Tree, lock: dict[str, Any], recorded: bool, broken: dict[str, list[str]],
+            unchecked: dict[str, str]) -> Evaluation:
     lock_entry = _evidence(lock, fix.id)
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=lock_entry)
@@ -261,8 +271,9 @@ def _replay(fix: Fix, tree: Tree, lock: dict[str, Any], recorded: bool, broken: 
                           ["the manifest records it as applied, but " + "; ".join(broken[fix.id])])
     if recorded and broken:
         ev = decide(fix, tree, lock_entry, True)
-        return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["recorded as applied (not re-checked: another "
-                                                                  "fix is tampered)"])
+        why = (f"not re-checked: it shares a file with tampered fix {unchecked[fix.id]}" if fix.id in unchecked
+               else "its hunks reverse cleanly; another fix is tampered")
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse, [f"recorded as applied ({why})"])
     ev = decide(fix, tree, lock_entry, False)
     if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse,
@@ -348,11 +359,11 @@ def apply(req: Request) -> Report:
 
 
 def _recover_interrupted(ctx: Context) -> None:
-    """Roll back what a killed run left, before looking at the files (the tree may be torn)."""
+    """Roll back what a killed run left, before looking at the files (the tree may be torn). The
+    caller holds the targets' locks."""
     for ft in ctx.found.values():
         if leftover_journal(ft.root):
-            with run_lock(ft.root):
-                restored = recover(ft.root)
+            restored = recover(ft.root)
             if restored:
                 t = next(t for t in ctx.report.targets if t.name == ft.spec.name)
                 t.message = f"rolled back an interrupted run ({len(restored)} files restored)"
@@ -439,27 +450,29 @@ def revert(req: Request) -> Report:
     ctx = _prepare(req, "revert", need_lock=False)
     ctx.lock = _soft_lock(ctx.pack, ctx.profile)
     errors = _target_errors(ctx)
-    if not req.dry_run and not errors:
-        _recover_interrupted(ctx)
-    work: list[tuple[FoundTarget, Tree, dict[str, Any]]] = []
-    for name, ft in ctx.found.items():
-        manifest = read_manifest(ft.root, name)
-        if manifest is None:
-            continue
-        tree = Tree(ft.root)
-        errors += _plan_revert(ctx, ft, tree, manifest, req.dry_run)
-        work.append((ft, tree, manifest))
-    if errors or req.dry_run:
-        return _finish(ctx.report, errors)
-    for ft, tree, _m in work:
-        with run_lock(ft.root):
-            recover(ft.root)
+    with ExitStack() as locks:
+        # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
+        # planning and writing happen under it, so no other run changes what was planned
+        for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
+            locks.enter_context(run_lock(root, shared=req.dry_run))
+        if not req.dry_run and not errors:
+            _recover_interrupted(ctx)
+        work: list[tuple[FoundTarget, Tree]] = []
+        for name, ft in ctx.found.items():
+            tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
+            if manifest is None:
+                continue
+            errors += _plan_revert(ctx, ft, tree, manifest, req.dry_run)
+            work.append((ft, tree))
+        if errors or req.dry_run:
+            return _finish(ctx.report, errors)
+        for ft, tree in work:
             changes = tree.changes()
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
             changes.append(FileChange(mpath, None))
             check_writable(ft.root, changes)
             write_transaction(ft.root, changes)
-        forget_state(ft.root)
+            forget_state(ft.root)
     return _finish(ctx.report, [])
 
 
@@ -513,19 +526,34 @@ def read_lock(profile: Profile) -> dict[str, Any]:
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}. Generate it from a clean release "
                              f"copy: fixpack lock --profile {profile.name} --root NAME=PATH")
+    raw = path.read_bytes()
     try:
-        data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+        data: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StaleLockError(f"{path}: bytes that are not UTF-8 at byte offset {exc.start}; regenerate it with "
+                             f"fixpack lock --profile {profile.name}") from exc
     except json.JSONDecodeError as exc:
         raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); regenerate it with "
                              f"fixpack lock --profile {profile.name}") from exc
     fixes = data.get("fixes") if isinstance(data, dict) else None
-    if not isinstance(fixes, list) or not all(isinstance(f, dict) and isinstance(f.get("id"), str) for f in fixes):
+    if not isinstance(fixes, list) or not all(_lock_entry_ok(f) for f in fixes):
         raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); regenerate it with "
                              f"fixpack lock --profile {profile.name} --root NAME=PATH")
     if data.get("digest") != _lock_digest(data):
         raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); regenerate it "
                              f"from a clean release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
     return data
+
+
+def _lock_entry_ok(f: Any) -> bool:
+    """The shape the engine reads from a lock entry (a digest only proves the entry was not edited
+    after sealing, not that a sealed lock is well formed)."""
+    def files_ok(files: Any) -> bool:
+        return isinstance(files, list) and all(
+            isinstance(x, dict) and isinstance(x.get("path"), str)
+            and all(x.get(k) is None or isinstance(x.get(k), str) for k in ("pre", "post")) for x in files)
+    return (isinstance(f, dict) and isinstance(f.get("id"), str) and files_ok(f.get("files", []))
+            and isinstance(f.get("hunks", []), list))
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: dict[str, Any]) -> None:

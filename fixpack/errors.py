@@ -89,6 +89,18 @@ class MismatchError(FixpackError):
     exit_code = EXIT_MISMATCH
 
 
+class DamagedStateError(MismatchError):
+    """The tool's own state on disk (manifest, journal, backups, the state folder) is damaged or planted.
+
+    Raised before anything is written, in every command: state on disk is untrusted input.
+    """
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"the state in {path} is damaged: {what}; remove it or restore the image "
+                         f"(nothing was written)")
+        self.path = path
+
+
 class ConflictError(FixpackError):
     """A fix does not apply, or only some of its hunks are present."""
 

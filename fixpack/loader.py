@@ -15,6 +15,7 @@ from typing import Any
 
 from .diff import parse_patch, sha256_bytes
 from .errors import Collector, PackError, PatchParseError, UnknownNameError
+from .safepath import path_problem
 from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
@@ -51,12 +52,25 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
         return None
     if b"\r\n" in raw:
         errors.add("CRLF line endings", path, raw.count(b"\n", 0, raw.find(b"\r\n")) + 1, "convert to LF")
-    text = raw.decode("utf-8", "replace")
+    text = utf8_text(raw, path, errors)
+    if text is None:
+        return None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else None, "fix the syntax")
+        return None
+
+
+def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
+    """``raw`` as UTF-8 text, or None with a problem that names the line and byte offset of the first
+    byte that is not UTF-8 (TOML and the series are UTF-8 by definition)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        errors.add(f"bytes that are not UTF-8 at byte offset {exc.start}", path, raw.count(b"\n", 0, exc.start) + 1,
+                   "save the file as UTF-8")
         return None
 
 
@@ -76,7 +90,8 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         return ()
     seen: dict[str, int] = {}
     order: list[str] = []
-    for n, raw in enumerate(path.read_text("utf-8").splitlines(), 1):
+    text = utf8_text(path.read_bytes(), path, errors)
+    for n, raw in enumerate((text or "").splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -131,9 +146,13 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
     if not isinstance(data.get("opt_in", False), bool):
         errors.add("'opt_in' must be true or false", path, key_line(text, "opt_in"))
+    for key in ("summary", "why", "target"):
+        if key in data and (not isinstance(data[key], str) or not data[key].strip()):
+            errors.add(f"{key!r} must be a non-empty string", path, key_line(text, key))
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
+    _check_binary(folder, binary, path, text, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors) for n in names) if p)
     variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors)
@@ -167,11 +186,30 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 
 
+def _check_binary(folder: Path, binary: tuple[tuple[str, str], ...], path: Path, text: str,
+                  errors: Collector) -> None:
+    """``[binary]`` maps a canonical target path to a file of the fix's own folder: a source outside it
+    (an absolute path, ``..``, a link) would copy any file of the machine into the target."""
+    for target_path, src in binary:
+        problem = path_problem(target_path)
+        if problem:
+            errors.add(f"[binary] target path {target_path!r}: {problem}", path, key_line(text, "binary"))
+        problem = path_problem(src)
+        real = (folder / src).resolve()
+        if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
+            errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
+                       + (f" ({problem})" if problem else ""), path, key_line(text, "binary"),
+                       "put the file in the fix's folder and name it relative to it")
+
+
 def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upstream:
     if not isinstance(value, dict):
         errors.add("[upstream] must be a table", path, key_line(text, "upstream"))
         return Upstream()
     _unknown_keys(value, UPSTREAM_KEYS, path, text, errors, "upstream")
+    for key in sorted(UPSTREAM_KEYS & set(value)):
+        if not isinstance(value[key], str):
+            errors.add(f"[upstream] {key!r} must be a string", path, key_line(text, key, "upstream"))
     status = value.get("status", "pending")
     if status not in UPSTREAM_STATUSES:
         errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
@@ -323,6 +361,10 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
     out = []
     for tname, t in value.items():
         table = f"targets.{tname}"
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", tname):
+            # the name becomes the manifest's file name in .fixpack/
+            errors.add(f"target name {tname!r}: letters, digits, '.', '_', '-' only", path, key_line(text, tname))
+            continue
         if not isinstance(t, dict):
             errors.add(f"[{table}] must be a table", path, key_line(text, tname))
             continue

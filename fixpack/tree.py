@@ -7,10 +7,12 @@ turn the overlay into :class:`fixpack.state.FileChange` records and write them. 
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
-from .errors import MismatchError
+from .errors import BadInputError, MismatchError
+from .safepath import link_on_the_way, path_problem
 from .state import FileChange
 
 _ABSENT = object()
@@ -36,14 +38,28 @@ class Tree:
         self._checked = _checked if _checked is not None else set()  # paths already found inside the root
 
     def _disk(self, path: str) -> Path:
+        """``root/path`` once it is known to be a canonical path reached without a symbolic link and
+        naming a regular file (or nothing yet): a link could lead out of the target, or into the
+        tool's own state folder, and writing would replace the link with a file."""
         dest = self.root / path
         if path in self._checked:
             return dest
-        real = dest.resolve()
-        if real != self._real_root and self._real_root not in real.parents:
-            raise MismatchError(f"{dest} resolves to {real}, outside the target root {self.root} (a symlink "
-                                f"points out of the target); refusing to read or write through it. Replace the "
-                                f"link with a regular file or fix the image")
+        problem = path_problem(path)
+        if problem:
+            raise BadInputError(f"{path!r} is not a canonical path inside the target {self.root}: {problem}")
+        link = link_on_the_way(self.root, path)
+        if link is not None:
+            real = (self.root / link).resolve()
+            if real != self._real_root and self._real_root not in real.parents:
+                raise MismatchError(f"{dest} resolves to {real}, outside the target root {self.root} (a symlink "
+                                    f"points out of the target); refusing to read or write through it. Replace the "
+                                    f"link with a regular file or fix the image")
+            raise MismatchError(f"{self.root / link} is a symbolic link (to {os.readlink(self.root / link)}), on the "
+                                f"way to {path}; fixpack reads and writes regular files in real folders only (writing "
+                                f"would replace the link). Replace the link with what it points to")
+        if dest.exists() and not dest.is_file():
+            raise MismatchError(f"{dest} is not a regular file (a folder or a device); a fix changes files only. "
+                                f"Fix the image")
         self._checked.add(path)
         return dest
 

@@ -73,15 +73,14 @@ def test_symlink_pointing_outside(setup, tmp_path):
 def test_second_concurrent_run_is_refused(setup, monkeypatch):
     b, target = setup
     monkeypatch.setenv("FIXPACK_LOCK_WAIT", "0.3")
-    (target / ".fixpack").mkdir()
-    holder = open(target / ".fixpack" / "lock", "a+")
+    holder = os.open(target, os.O_RDONLY | os.O_DIRECTORY)  # the run lock is a flock on the root folder
     fcntl.flock(holder, fcntl.LOCK_EX)
     before = snapshot(target)
     try:
         with pytest.raises(BusyError, match="another fixpack run holds"):
             engine.apply(b.request(target))
     finally:
-        holder.close()
+        os.close(holder)
     assert snapshot(target) == before
 
 

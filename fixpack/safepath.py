@@ -1,0 +1,63 @@
+"""Canonical relative paths, and walking them under a root without following a symbolic link.
+
+One definition for every path that names a file of a target: a patch's ``---``/``+++`` lines, a
+``[binary]`` entry, the manifest's and the journal's records. A canonical path is relative, uses
+``/`` only, has no empty, ``.`` or ``..`` segment, no trailing ``/``, no backslash, and does not enter
+the tool's own state folder. Two spellings of one file would otherwise be two keys in the manifest
+(a fix silently dropped), and ``..`` or an absolute path would reach outside the target.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+STATE_DIR = ".fixpack"
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not a canonical path inside a target (None when it is one)."""
+    if not isinstance(path, str) or path == "":
+        return "an empty path"
+    if "\\" in path:
+        return "a backslash (paths use '/' only)"
+    if "\x00" in path:
+        return "a NUL byte"
+    if path.startswith("/"):
+        return "an absolute path (paths are relative to the target root)"
+    if path.endswith("/"):
+        return "a trailing '/'"
+    parts = path.split("/")
+    if "" in parts:
+        return "a doubled '/'"
+    if "." in parts:
+        return "a '.' segment"
+    if ".." in parts:
+        return "a '..' segment (climbs out of the target)"
+    if parts[0] == STATE_DIR:
+        return f"the tool's own state folder {STATE_DIR}/"
+    return None
+
+
+def is_canonical(path: str) -> bool:
+    return path_problem(path) is None
+
+
+def link_on_the_way(root: Path, rel: str) -> str | None:
+    """The first segment of ``root/rel`` (rel canonical) that is a symbolic link, as a relative path;
+    None when every existing segment is a real folder or file. Missing segments end the walk: a file
+    a run creates has no link on its way."""
+    current = root
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return "/".join(parts[: i + 1])
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            return None  # a file where a folder is expected: the caller's read or write fails plainly
+    return None

@@ -1,0 +1,117 @@
+"""Bad input is exit 2 with the file and line (or byte offset), never an internal error (exit 1), and a
+pack that would drop a change silently (a non-canonical path, a misplaced no-newline marker) is refused
+when it is loaded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fixpack import engine
+from fixpack.diff import parse_patch
+from fixpack.errors import BadInputError, FixpackError, PackError, PatchParseError
+from fixpack.loader import load_pack
+
+from conftest import numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def pack(builder):
+    base = numbered(10)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("a", {MOD: base}, {MOD: base.replace("line 2\n", "two\n")})
+    builder.profile(["a"])
+    builder.lock(clean)
+    return builder, clean
+
+
+def _patch(path_a: str, path_b: str) -> bytes:
+    return (f"diff --git a/{path_a} b/{path_b}\n--- a/{path_a}\n+++ b/{path_b}\n@@ -1,2 +1,2 @@\n line 1\n"
+            f"-line 2\n+two\n").encode()
+
+
+@pytest.mark.parametrize("path", ["./demo_pkg/mod.py", "demo_pkg//mod.py", "demo_pkg/mod.py/.", "demo_pkg/./mod.py",
+                                  "demo_pkg\\\\mod.py", "demo_pkg/mod.py/", ".fixpack/demo.manifest.json"])
+def test_a_path_that_is_not_canonical_is_refused_with_its_line(path):
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(_patch(path, path), "x.patch")
+    assert str(exc.value).startswith("x.patch:")
+    assert "not canonical" in str(exc.value) or "state folder" in str(exc.value) or "escapes" in str(exc.value)
+
+
+def test_a_non_canonical_patch_path_stops_the_pack_from_loading(pack):
+    """Before: `./` passed the lock, apply said OK and the change was not in the file."""
+    b, clean = pack
+    patch = b.pack / "fixes/a/0001-change.patch"
+    patch.write_text(patch.read_text().replace("b/demo_pkg/mod.py", "b/./demo_pkg/mod.py"))
+    before = snapshot(clean)
+    with pytest.raises(PackError, match="not canonical"):
+        engine.apply(b.request(clean))
+    assert snapshot(clean) == before
+
+
+def test_a_no_newline_marker_inside_a_hunk_is_refused():
+    text = (b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n line 1\n"
+            b"\\ No newline at end of file\n-line 2\n+two\n line 3\n")
+    with pytest.raises(PatchParseError, match=r":6: a '\\ No newline at end of file' marker in the middle"):
+        parse_patch(text, "x.patch")
+
+
+def test_a_no_newline_marker_after_each_side_is_accepted():
+    text = (b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n line 1\n-line 2\n"
+            b"\\ No newline at end of file\n+two\n\\ No newline at end of file\n")
+    fp = parse_patch(text, "x.patch").files[0]
+    assert fp.hunks[0].old_lines == ("line 1\n", "line 2") and fp.hunks[0].new_lines == ("line 1\n", "two")
+
+
+def _load_error(b) -> str:
+    with pytest.raises(PackError) as exc:
+        load_pack(b.pack)
+    return str(exc.value)
+
+
+def test_fix_toml_types_are_checked(pack):
+    b, _ = pack
+    toml = b.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text().replace('summary = """fix a"""', "summary = {a = 1}")
+                    + '[upstream]\nlink = 3\n')
+    msg = _load_error(b)
+    assert f"{toml}:" in msg and "'summary' must be a non-empty string" in msg and "'link' must be a string" in msg
+
+
+@pytest.mark.parametrize("where", ["fixes/a/fix.toml", "fixes/series", "profiles/p1.toml"])
+def test_bytes_that_are_not_utf8_are_named_with_line_and_offset(pack, where):
+    b, clean = pack
+    path = b.pack / where
+    raw = path.read_bytes()
+    path.write_bytes(raw + b"# \xff\n")
+    with pytest.raises(FixpackError) as exc:
+        engine.apply(b.request(clean))
+    assert exc.value.exit_code == 2
+    assert f"byte offset {len(raw) + 2}" in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_a_binary_source_outside_the_fix_folder_is_refused(pack, tmp_path):
+    b, _ = pack
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"\0secret")
+    toml = b.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + f'[binary]\n"demo_pkg/x.bin" = "{secret}"\n')
+    assert "is not a file inside the fix's folder" in _load_error(b)
+
+
+@pytest.mark.parametrize("damage", ["not utf-8", "entries of the wrong shape"])
+def test_a_damaged_profile_lock_is_bad_input(pack, damage):
+    b, clean = pack
+    lock = b.pack / "profiles/p1.lock"
+    if damage == "not utf-8":
+        lock.write_bytes(lock.read_bytes() + b"\xff")
+    else:
+        data = json.loads(lock.read_text())
+        data["fixes"][0]["files"] = "oops"
+        lock.write_text(json.dumps(data))
+    with pytest.raises(BadInputError):
+        engine.apply(b.request(clean))

@@ -1,0 +1,142 @@
+"""A write that fails part-way (disk full, read-only remount, permission, I/O error) is rolled back inside
+the same run: exit 5 naming the file and the errno's meaning, every byte of the target as before, no temp
+file left. Faults come from the engine's own hook ($FIXPACK_IO_FAULT), which fails the N-th I/O call the
+way the kernel would (a failing write has written part of its bytes)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from fixpack import engine, state
+from fixpack.errors import EnvironmentProblem, FixpackError
+
+from conftest import numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+ERRNOS = ("ENOSPC", "EROFS", "EACCES", "EIO")
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {MOD: base, "demo_pkg/b.py": base},
+                    {MOD: base.replace("line 20\n", "twenty\n"), "demo_pkg/b.py": base.replace("line 9\n", "nine\n"),
+                     "demo_pkg/new/c.py": "c\n"})
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base, "demo_pkg/b.py": base})
+    (target / "demo_pkg/__pycache__").mkdir()
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"stale")  # its removal is a write too
+    return builder, target
+
+
+def _with_fault(monkeypatch: pytest.MonkeyPatch, spec: str, run):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(state.IO_FAULT_ENV, spec)
+    monkeypatch.setattr(state, "_io_counter", 0)
+    try:
+        return run(), None
+    except FixpackError as exc:
+        return None, exc
+    finally:
+        monkeypatch.delenv(state.IO_FAULT_ENV)
+
+
+def _io_points(monkeypatch: pytest.MonkeyPatch, run) -> int:  # type: ignore[no-untyped-def]
+    report, exc = _with_fault(monkeypatch, "1000000:EIO", run)
+    assert exc is None and report.ok
+    return state._io_counter
+
+
+def _temp_files(root: Path) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.name.endswith(state.TMP_SUFFIX)]
+
+
+def _all(root: Path) -> tuple[dict, list[str]]:
+    """Every file with bytes and mode, and every folder (a rolled-back run leaves no new folder either)."""
+    return snapshot(root), sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_failing_write_at_every_io_call_is_rolled_back(setup, monkeypatch, command):
+    b, target = setup
+    if command == "revert":
+        assert engine.apply(b.request(target)).ok
+        (target / "demo_pkg/__pycache__/b.cpython-311.pyc").write_bytes(b"stale")
+    run = (lambda: engine.apply(b.request(target))) if command == "apply" else (lambda: engine.revert(b.request(target)))
+    before = _all(target)
+    points = _io_points(monkeypatch, run)
+    # put the target back where it was (the counting run wrote); then fail each I/O call in turn
+    assert (engine.revert if command == "apply" else engine.apply)(b.request(target)).ok
+    stale = "b" if command == "revert" else "mod"  # the counting run removed it
+    (target / f"demo_pkg/__pycache__/{stale}.cpython-311.pyc").write_bytes(b"stale")
+    assert _all(target) == before
+    assert points >= 20
+    for n in range(1, points + 1):
+        name = ERRNOS[n % len(ERRNOS)]
+        report, exc = _with_fault(monkeypatch, f"{n}:{name}", run)
+        if n == points and exc is None:  # the folder's fsync after the commit: the run is done, not undone
+            assert report.ok
+            break
+        assert report is None and isinstance(exc, EnvironmentProblem), f"I/O call {n} ({name}): {report or exc}"
+        assert exc.exit_code == 5
+        message = str(exc)
+        assert os.strerror(getattr(errno, name)) in message and f"({name})" in message
+        assert str(target) in message  # names the file
+        assert _all(target) == before, f"I/O call {n} ({name}): the target changed"
+        assert not _temp_files(target), f"I/O call {n} ({name}): temp files left"
+
+
+def test_a_rollback_that_cannot_finish_leaves_the_journal_for_the_next_run(setup, monkeypatch):
+    b, target = setup
+    before = _all(target)
+    points = _io_points(monkeypatch, lambda: engine.apply(b.request(target)))
+    assert engine.revert(b.request(target)).ok
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"stale")
+    journal_writes = 0
+    for n in range(1, points + 1):
+        # from call n on, every I/O call fails (a file system remounted read-only mid-run)
+        report, exc = _with_fault(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(b.request(target)))
+        if n == points and exc is None:  # only the fsync after the commit failed
+            break
+        assert isinstance(exc, EnvironmentProblem) and exc.exit_code == 5
+        if "rolling back failed too" in str(exc):
+            journal_writes += 1
+            assert "journal" in str(exc) and (target / ".fixpack/journal.json").is_file()
+            # the next run (here a revert) rolls back first: every byte as before
+            assert engine.revert(b.request(target)).ok
+        assert {k: v for k, v in _all(target)[0].items()} == before[0], f"from I/O call {n}"
+    assert journal_writes > 0
+
+
+def test_free_space_is_checked_before_anything_is_written(setup, monkeypatch):
+    b, target = setup
+    before = _all(target)
+    real = os.statvfs(target)
+
+    class Full:
+        def __getattr__(self, name: str) -> int:
+            return 1 if name in ("f_bfree", "f_bavail") else getattr(real, name)
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Full())
+    with pytest.raises(EnvironmentProblem, match="not enough space.*nothing was changed"):
+        engine.apply(b.request(target))
+    assert _all(target) == before
+
+
+def test_an_unwritable_pycache_is_refused_before_writing(setup, monkeypatch):
+    """A root-owned __pycache__ for a non-root user: refused up front, not half way through."""
+    b, target = setup
+    before = _all(target)
+    real = os.access
+    cache = str(target / "demo_pkg/__pycache__")
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if str(p) == cache and m == os.W_OK
+                        else real(p, m, *a, **k))
+    with pytest.raises(EnvironmentProblem, match="__pycache__"):
+        engine.apply(b.request(target))
+    assert _all(target) == before

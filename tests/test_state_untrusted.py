@@ -1,0 +1,229 @@
+"""State on disk is untrusted input: planted or damaged manifests, journals, backups and links are refused
+with exit 3 by every command, revert included, and nothing inside or outside the target changes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from fixpack import engine
+from fixpack.errors import FixpackError
+
+from conftest import numbered, snapshot
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def world(builder, tmp_path):
+    """A target with both fixes applied, and an 'outside' folder next to it that must never change."""
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {MOD: base, "demo_pkg/b.py": base},
+                    {MOD: base.replace("line 20\n", "twenty\n"), "demo_pkg/b.py": base.replace("line 9\n", "nine\n"),
+                     "demo_pkg/c.py": "c\n"})
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base, "demo_pkg/b.py": base})
+    assert engine.apply(builder.request(target)).ok
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me\n")
+    return builder, target, outside
+
+
+def outcome(call: Callable[[], Any]) -> tuple[int, str]:
+    try:
+        r = call()
+    except FixpackError as exc:
+        return exc.exit_code, str(exc)
+    return r.exit_code, r.error
+
+
+COMMANDS = {
+    "status": lambda b, t: engine.status(b.request(t)),
+    "apply": lambda b, t: engine.apply(b.request(t)),
+    "apply --dry-run": lambda b, t: engine.apply(b.request(t, dry_run=True)),
+    "revert": lambda b, t: engine.revert(b.request(t)),
+    "revert --dry-run": lambda b, t: engine.revert(b.request(t, dry_run=True)),
+}
+
+
+def _journal(target: Path, entries: Any, backups: dict[str, bytes] | None = None) -> None:
+    state = target / ".fixpack"
+    (state / "journal.json").write_bytes(entries if isinstance(entries, bytes) else json.dumps(entries).encode())
+    if backups is not None:
+        (state / "journal").mkdir(exist_ok=True)
+        for name, data in backups.items():
+            (state / "journal" / name).write_bytes(data)
+
+
+def _plant(case: str, target: Path, outside: Path) -> None:
+    victim = str(outside / "victim.txt")
+    state = target / ".fixpack"
+    if case == "absolute path":
+        _journal(target, {"entries": [{"path": victim, "existed": False, "backup": 0}]})
+    elif case == "../ path":
+        _journal(target, {"entries": [{"path": "../outside/victim.txt", "existed": False, "backup": 0}]})
+    elif case == "path through a link":
+        (target / "demo_pkg" / "out").symlink_to(outside)
+        _journal(target, {"entries": [{"path": "demo_pkg/out/victim.txt", "existed": True, "backup": 0, "mode": 420}]},
+                 {"0": b"planted\n"})
+    elif case == "absolute backup key":
+        _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": victim, "mode": 420}]}, {})
+    elif case == "backup of another index":
+        _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": 3, "mode": 420}]}, {"3": b"x\n"})
+    elif case == "backup is a link":
+        _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": 0, "mode": 420}]}, {})
+        (state / "journal" / "0").symlink_to(outside / "victim.txt")
+    elif case == "backup does not match its sha256":
+        _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": 0, "mode": 420, "sha256": "0" * 64}]},
+                 {"0": b"x\n"})
+    elif case == "missing backup":
+        _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": 0, "mode": 420}]})
+    elif case == "garbage journal":
+        _journal(target, b"\x00\xffgarbage")
+    elif case == "truncated journal":
+        _journal(target, b'{"entries": [{"path": "demo_pkg/mod.py", "exi')
+    elif case == "keyless journal":
+        _journal(target, {})
+    elif case == "entry-less journal":
+        _journal(target, {"entries": [{}]})
+    elif case == "journal.json is a link":
+        (state / "journal.json").symlink_to(outside / "victim.txt")
+    elif case == "journal.json is a folder":
+        (state / "journal.json").mkdir()
+    elif case == ".fixpack/journal is a file":
+        (state / "journal").write_text("x\n")
+    elif case == "manifest is a folder":
+        (state / "demo.manifest.json").unlink()
+        (state / "demo.manifest.json").mkdir()
+    elif case == "manifest is a link":
+        (outside / "m.json").write_bytes((state / "demo.manifest.json").read_bytes())
+        (state / "demo.manifest.json").unlink()
+        (state / "demo.manifest.json").symlink_to(outside / "m.json")
+    elif case in ("manifest entry removed", "manifest path climbs out", "manifest not UTF-8"):
+        m = json.loads((state / "demo.manifest.json").read_text())
+        if case == "manifest entry removed":
+            m["fixes"] = [f for f in m["fixes"] if f["id"] != "two"]
+        elif case == "manifest path climbs out":
+            m["files"]["../outside/victim.txt"] = None
+            m["fixes"][0]["files"]["../outside/victim.txt"] = None
+        raw = json.dumps(m).encode()
+        (state / "demo.manifest.json").write_bytes(raw + (b"\xff" if case == "manifest not UTF-8" else b""))
+    elif case == ".fixpack is a file":
+        import shutil
+        shutil.rmtree(state)
+        state.write_text("x\n")
+    else:
+        raise AssertionError(case)
+
+
+CASES = ["absolute path", "../ path", "path through a link", "absolute backup key", "backup of another index",
+         "backup is a link", "backup does not match its sha256", "missing backup", "garbage journal",
+         "truncated journal", "keyless journal", "entry-less journal", "journal.json is a link",
+         "journal.json is a folder", ".fixpack/journal is a file", "manifest is a folder", "manifest is a link",
+         "manifest entry removed", "manifest path climbs out", "manifest not UTF-8", ".fixpack is a file"]
+
+
+def _everything(target: Path, outside: Path) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    links = sorted(str(p) for p in [*target.rglob("*"), *outside.rglob("*")] if p.is_symlink())
+    return snapshot(target), snapshot(outside), links
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_planted_state_is_refused_by_every_command(world, case):
+    b, target, outside = world
+    _plant(case, target, outside)
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3, f"{case}: {name} exited {code}: {message}"
+        assert "damaged" in message or "symbolic link" in message, f"{case}: {name}: {message}"
+        assert _everything(target, outside) == before, f"{case}: {name} changed files"
+
+
+def test_damaged_state_through_the_cli_is_exit_3_not_1(world):
+    """The CLI's exit code and message for one planted journal (the engine tests cover the rest)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    b, target, outside = world
+    _plant("absolute path", target, outside)
+    for cmd in ("status", "revert", "apply"):
+        p = subprocess.run([sys.executable, "-m", "fixpack.cli", cmd, "--profile", "p1", "--pack", str(b.pack),
+                            "--root", f"demo={target}"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert p.returncode == 3, p.stderr
+        assert f"the state in {target / '.fixpack' / 'journal.json'} is damaged" in p.stderr
+        assert "remove it or restore the image" in p.stderr
+    assert (outside / "victim.txt").read_text() == "keep me\n"
+
+
+def test_a_planted_lock_link_is_never_followed(world):
+    """The run lock is a flock on the root folder: a link at .fixpack/lock is not opened by anyone."""
+    b, target, outside = world
+    (target / ".fixpack" / "lock").symlink_to(outside / "victim.txt")
+    assert engine.status(b.request(target)).ok
+    assert engine.revert(b.request(target)).ok
+    assert engine.apply(b.request(target)).ok
+    assert (outside / "victim.txt").read_text() == "keep me\n"
+
+
+def test_a_patch_path_through_a_link_into_the_state_folder_is_refused(builder):
+    base = numbered(10)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {"demo_pkg/st/new.json": None}, {"demo_pkg/st/new.json": "{}\n"})
+    builder.profile(["one"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base})
+    (target / ".fixpack").mkdir()
+    (target / "demo_pkg" / "st").symlink_to("../.fixpack")
+    before = _everything(target, target)
+    code, message = outcome(lambda: engine.apply(builder.request(target)))
+    assert code == 3 and "is a symbolic link" in message
+    assert _everything(target, target) == before and not list((target / ".fixpack").iterdir())
+
+
+def test_a_linked_file_inside_the_target_is_refused_not_replaced(world):
+    """Writing would replace the link with a regular file that revert could not turn back into a link."""
+    b, target, outside = world
+    assert engine.revert(b.request(target)).ok
+    real = target / "demo_pkg" / "real.py"
+    real.write_bytes((target / MOD).read_bytes())
+    (target / MOD).unlink()
+    (target / MOD).symlink_to("real.py")
+    before = _everything(target, outside)
+    code, message = outcome(lambda: engine.apply(b.request(target)))
+    assert code == 3 and "demo_pkg/mod.py is a symbolic link" in message
+    assert _everything(target, outside) == before and (target / MOD).is_symlink()
+
+
+def test_one_edited_file_does_not_make_fixes_on_other_files_tampered(builder):
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {"demo_pkg/b.py": base}, {"demo_pkg/b.py": base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {MOD: base}, {MOD: base.replace("line 20\n", "twenty\n")})
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base, "demo_pkg/b.py": base})
+    assert engine.apply(builder.request(target)).ok
+    (target / MOD).write_text((target / MOD).read_text() + "# local edit\n")
+    st = engine.status(builder.request(target))
+    assert st.exit_code == 3
+    assert {f.id: f.state for f in st.fixes} == {"one": "applied", "two": "tampered"}
+
+
+def test_bad_lock_wait_is_bad_input(world, monkeypatch):
+    b, target, _ = world
+    monkeypatch.setenv("FIXPACK_LOCK_WAIT", "abc")
+    before = snapshot(target)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 2 and "FIXPACK_LOCK_WAIT='abc'" in message, name
+    assert snapshot(target) == before
