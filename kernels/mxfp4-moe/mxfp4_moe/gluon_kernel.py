@@ -379,7 +379,7 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     return bufs[-1]
 
 
-def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs_per_sm: int = 16,
+def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs_per_sm: int = 32,
                        min_iters: int = 2) -> int:
     """The gate/up GEMM's K split: doubled while the programs of ``bound`` experts (the most that can have
     tokens) stay under ``programs_per_sm`` one-warp programs per SM and each keeps ``min_iters`` K tiles.
@@ -393,7 +393,7 @@ def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
-                    peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 16,
+                    peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:

@@ -655,8 +655,10 @@ MMA_CONFIG = {
 
 
 # the gluon kernels (gluon_kernel.experts_forward): their tiles are the weights' (ExpertWeights.tiles, a
-# load-time choice); ctas_per_sm sizes the down GEMM's K split; pdl: programmatic dependent launch (sm_90+)
-GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True}
+# load-time choice); ctas_per_sm sizes the down GEMM's K split, gate_up_per_sm the gate/up GEMM's (split
+# while min(pairs, local experts) x row blocks x split stays under it per SM; 32 measured better than 16 for
+# EP shares, README); pdl: programmatic dependent launch (sm_90+)
+GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32}
 
 
 def default_config(decode: str) -> dict:
@@ -784,7 +786,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             split_down=config.get("split_down"), pdl=config.get("pdl", True),
                                             maxnreg=config.get("maxnreg"), peel_tokens=config.get("peel_tokens", 8),
                                             split_gate_up=config.get("split_gate_up"),
-                                            gate_up_per_sm=config.get("gate_up_per_sm", 16),
+                                            gate_up_per_sm=config.get("gate_up_per_sm", 32),
                                             silu_launch=config.get("silu_launch", False), partials=partials,
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
