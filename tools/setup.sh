@@ -17,5 +17,5 @@ if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-quiet "${pip[@]}" -e '.[test]'
+quiet "${pip[@]}" -e '.[maintainer,test]'
 echo "setup: .venv ready ($(.venv/bin/python --version))"
