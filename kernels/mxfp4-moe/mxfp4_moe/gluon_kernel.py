@@ -137,15 +137,23 @@ def _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N: gl.constexpr, B
 
 
 @gluon.jit
-def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr):
+def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr,
+           CHUNK: gl.constexpr = 0):
     l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
     offs_p = gl.arange(0, P_P2, layout=l1)
     ids = gl.load(ids_ptr + offs_p, mask=offs_p < T * TOPK, other=-1)
     e = gl.load(ids_ptr + pid_p)
     n_before = gl.sum(((ids == e) & (offs_p < pid_p)).to(gl.int32), axis=0)
     local = e - expert_base
-    owns = (n_before == 0) & (local >= 0) & (local < n_local)
-    return e, local, owns
+    if CHUNK > 0:
+        # token compaction: n_before is this token's rank among the tokens routed to e (ids are distinct
+        # within a token); the slot of the first token of each run of CHUNK owns that run
+        owns = (n_before % CHUNK == 0) & (local >= 0) & (local < n_local)
+        chunk = n_before // CHUNK
+    else:
+        owns = (n_before == 0) & (local >= 0) & (local < n_local)
+        chunk = n_before * 0
+    return e, local, owns, chunk
 
 
 @gluon.jit
@@ -162,6 +170,38 @@ def _tokens(ids_ptr, e, T, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: g
     slot = gl.sum(gl.where(match, offs_j[None, :], 0), axis=1)
     rows = offs_m * TOPK + slot
     return gl.convert_layout(has, layout) > 0, gl.convert_layout(rows, layout)
+
+
+@gluon.jit
+def _tokens_compact(ids_ptr, e, T, chunk, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
+                    layout: gl.constexpr):
+    """Token compaction (T <= 32): position m of run ``chunk`` is the token of rank chunk*BLOCK_M + m among
+    those routed to e. Returns (valid, token index, pair row token*TOPK + slot), each in ``layout``."""
+    l2: gl.constexpr = gl.BlockedLayout([1, 1], [4, 8], [1, 1], [1, 0])
+    offs_t = gl.arange(0, 32, layout=gl.SliceLayout(1, l2))
+    offs_j = gl.arange(0, TOPK_P2, layout=gl.SliceLayout(0, l2))
+    m2 = (offs_t[:, None] < T) & (offs_j[None, :] < TOPK)
+    ids2 = gl.load(ids_ptr + offs_t[:, None] * TOPK + offs_j[None, :], mask=m2, other=-1)
+    match = ids2 == e
+    has = gl.max(match.to(gl.int32), axis=1)
+    slot = gl.sum(gl.where(match, offs_j[None, :], 0), axis=1)
+    # rank of token t: tokens t' < t routed to e ([t in registers, t' in lanes])
+    lr: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
+    h_r = gl.convert_layout(has, gl.SliceLayout(0, lr))
+    t_a = gl.arange(0, 32, layout=gl.SliceLayout(1, lr))
+    t_b = gl.arange(0, 32, layout=gl.SliceLayout(0, lr))
+    rank = gl.sum(gl.where(t_b[None, :] < t_a[:, None], h_r[None, :], 0), axis=1)
+    # position m <- the token whose rank is chunk*BLOCK_M + m ([m in registers, t in lanes])
+    rank_b = gl.convert_layout(rank, gl.SliceLayout(0, lr))
+    has_b = gl.convert_layout(has, gl.SliceLayout(0, lr))
+    slot_b = gl.convert_layout(slot, gl.SliceLayout(0, lr))
+    offs_m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, lr))
+    sel = (has_b[None, :] > 0) & (rank_b[None, :] == chunk * BLOCK_M + offs_m[:, None])
+    tok = gl.sum(gl.where(sel, t_b[None, :], 0), axis=1)
+    valid = gl.max(sel.to(gl.int32), axis=1)
+    rows = tok * TOPK + gl.sum(gl.where(sel, slot_b[None, :], 0), axis=1)
+    return (gl.convert_layout(valid, layout) > 0, gl.convert_layout(tok, layout),
+            gl.convert_layout(rows, layout))
 
 
 @gluon.jit
@@ -205,7 +245,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                  ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
                  PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
-                 stride_act=0):
+                 stride_act=0, CHUNK: gl.constexpr = 0):
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
@@ -226,7 +266,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     pid_p = gl.program_id(0)
     pid_n = gl.program_id(1)
     pid_k = gl.program_id(2)
-    e, local, owns = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2)
+    e, local, owns, chunk = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2, CHUNK)
     local = gl.where(owns, local, 0)
     ITERS: gl.constexpr = K // BLOCK_K // SPLIT_K
     TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
@@ -270,10 +310,14 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     xl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, xs))
     xl_p: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, xs))
     xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
-    has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
+    if CHUNK > 0:
+        has, tok, rows = _tokens_compact(ids_ptr, e, T, chunk, TOPK, TOPK_P2, BLOCK_M, xl_m)
+    else:
+        has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
+        tok = gl.arange(0, BLOCK_M, layout=xl_m)
     has = has & owns
     if GATE_UP:
-        a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
+        a_rows = tok
     else:
         a_rows = rows
     x_c = gl.arange(0, 4, layout=xl_c)
@@ -394,7 +438,7 @@ def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: int = 64, min_iters: int = 8,
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
-                    silu_launch: bool = False, partials: bool = False,
+                    silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -406,6 +450,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     are added and silu applied by the last program of each tile (a counter per tile), or with silu_launch by
     a fourth launch (kernel.silu_mul). split_down: the down GEMM's K split (default: until about ctas_per_sm
     one-warp programs per SM, at least min_iters iterations each).
+    compact_m: token compaction above compact_m tokens (8 or 16; 0 off: one program per expert and tile
+    takes all its tokens in 16- or 32-token mma tiles).
     partials: out is fp32 [T * k, L] and receives each pair's output before its norm (zero for pairs whose
     expert is not on this card): the TP-split card's share, for the TP group's sum and
     kernel.combine_partials (the norm-combine is not run)."""
@@ -434,6 +480,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if split_down and (I // bk2) % split_down:
         raise ValueError(f"split_down={split_down} does not divide the down GEMM's {I // bk2} K tiles")
     block_m = 8 if T <= 8 else (16 if T <= 16 else 32)
+    # token compaction (compact_m 8 or 16): above that many tokens, each program takes a run of compact_m of
+    # its expert's tokens (the k-th run owned by the slot of its first token), so the mma tile and its
+    # registers follow the tokens an expert has, not the batch; an expert's weights are read once per run
+    chunk = 0
+    if compact_m and block_m > compact_m:
+        if compact_m not in (8, 16):
+            raise ValueError(f"compact_m must be 8, 16 or 0 (off), got {compact_m!r}")
+        block_m = chunk = compact_m
     topk_p2, p_p2 = _pow2(topk), _pow2(32 * topk)
     bound = min(P, ex.num_local)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
@@ -442,7 +496,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9  # griddepcontrol: sm_90+
     pdl = pdl and gdc
-    opts = {"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens} | ({"maxnreg": maxnreg} if maxnreg else {})
+    opts = ({"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens, "CHUNK": chunk}
+            | ({"maxnreg": maxnreg} if maxnreg else {}))
     grid_n1 = 2 * I // bn1
     out_numel = 0 if partials else T * L  # the gate/up kernel zeroes out for the norm-combine's atomic adds
     zero_block = _pow2(-(-T * L // grid_n1), lo=128)

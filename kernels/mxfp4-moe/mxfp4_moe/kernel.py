@@ -788,6 +788,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             split_gate_up=config.get("split_gate_up"),
                                             gate_up_per_sm=config.get("gate_up_per_sm", 32),
                                             silu_launch=config.get("silu_launch", False), partials=partials,
+                                            compact_m=config.get("compact_m", 8),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

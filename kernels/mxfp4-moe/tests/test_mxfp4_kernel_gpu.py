@@ -218,6 +218,24 @@ def test_gluon_auto_gate_up_split_for_few_experts():
     assert LAST_LAUNCH["splits"][0] > 1
 
 
+@pytest.mark.parametrize("compact_m", [0, 8, 16])
+def test_gluon_token_compaction(compact_m):
+    """Token compaction (runs of 8 or 16 of an expert's tokens per program, owned by the slot of the run's
+    first token) and without it: batches across the tiles, all tokens to one expert (4 runs of 8), top-1,
+    the TP partials mode."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(27, base=6)
+    ex_t = ex.to_tiled_layout()
+    cfg = {"compact_m": compact_m}
+    for tokens in (9, 16, 17, 25, 32):
+        assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 27000 + tokens, "cuda", "gluon", cfg),
+                  f"compact {compact_m} batch {tokens}")
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 27100, "cuda", "gluon", cfg), "one expert")
+    assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 27200, "cuda", "gluon", cfg), "top-1")
+    assert_ok(check_tp_case(ex, 32, 12, 4, 4, 27300, "cuda", "gluon", cfg), "tp partials")
+
+
 @pytest.mark.parametrize("decode", ["gluon", "mma", "asm2"])
 def test_tp_split_partials(decode):
     """EP x TP (tp_slice of 4): each slice's pre-norm outputs by the kernel in partials mode (poisoned
