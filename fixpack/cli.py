@@ -47,11 +47,11 @@ class LazyGroup(click.Group):
 
 
 def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-             copies_root: Path | None, **kw: Any) -> "Request":
+             copies_root: Path | None, lock_wait: float, **kw: Any) -> "Request":
     from .engine import Request
 
     return Request(pack_root=pack_root or default_pack_root(), profile=profile, roots=parse_roots(roots),
-                   only_targets=tuple(only_targets), env_root=copies_root, **kw)
+                   only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait, **kw)
 
 
 def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str) -> None:
@@ -76,15 +76,15 @@ def main() -> None:
 @click.option("--reject", "reject_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               metavar="DIR", help="Write the refused hunks as git-style DIR/<path>.rej files (outside the target).")
 def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-              copies_root: Path | None, as_json: bool, opt_ins: tuple[str, ...], dry_run: bool, strict: bool,
-              all_opt_in: bool, reject_dir: Path | None) -> None:
+              copies_root: Path | None, lock_wait: float, as_json: bool, opt_ins: tuple[str, ...], dry_run: bool,
+              strict: bool, all_opt_in: bool, reject_dir: Path | None) -> None:
     """Apply the profile's default fixes plus the named opt-in fixes, in the pack's order."""
 
     def call() -> Any:
         from . import engine
 
-        req = _request(profile, roots, only_targets, pack_root, copies_root, opt_ins=opt_ins, dry_run=dry_run,
-                       strict=strict, all_opt_in=all_opt_in)
+        req = _request(profile, roots, only_targets, pack_root, copies_root, lock_wait, opt_ins=opt_ins,
+                       dry_run=dry_run, strict=strict, all_opt_in=all_opt_in)
         report = engine.apply(req)
         if reject_dir is not None:
             from .rejects import write_rejects
@@ -100,13 +100,13 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
 @common
 @click.option("--strict", is_flag=True, help="Treat a drifted fix as a mismatch.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-               copies_root: Path | None, as_json: bool, strict: bool) -> None:
+               copies_root: Path | None, lock_wait: float, as_json: bool, strict: bool) -> None:
     """Show what the image holds: every fix of the profile against the manifest and the files."""
 
     def call() -> Any:
         from . import engine
 
-        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, strict=strict))
+        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait, strict=strict))
 
     _run(call, as_json, "status", profile)
 
@@ -115,13 +115,14 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
 @common
 @click.option("--dry-run", is_flag=True, help="Check that everything would revert, write nothing.")
 def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-               copies_root: Path | None, as_json: bool, dry_run: bool) -> None:
+               copies_root: Path | None, lock_wait: float, as_json: bool, dry_run: bool) -> None:
     """Unapply every fix this tool applied, in reverse order; refuses if files changed since."""
 
     def call() -> Any:
         from . import engine
 
-        return engine.revert(_request(profile, roots, only_targets, pack_root, copies_root, dry_run=dry_run))
+        return engine.revert(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
+                                      dry_run=dry_run))
 
     _run(call, as_json, "revert", profile)
 

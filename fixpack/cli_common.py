@@ -77,11 +77,27 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--copies", "copies_root", type=click.Path(file_okay=False, path_type=Path), default=None,
                      envvar="GAUDI_FIXES_ROOT", show_envvar=True, metavar="DIR",
                      help="A folder of release copies, one sub-folder per target (looked up after --root)."),
+        click.option("--lock-wait", "lock_wait", type=str, default="10", envvar="FIXPACK_LOCK_WAIT", show_envvar=True,
+                     callback=_seconds, metavar="SECONDS", show_default=True,
+                     help="How long to wait for another run's lock on a target before giving up (exit 5)."),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: Any) -> float:
+    """A number of seconds >= 0; naming the variable when the value came from the environment."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        source = ctx.get_parameter_source(param.name or "")
+        where = f"$FIXPACK_LOCK_WAIT={value!r}" if source is click.core.ParameterSource.ENVIRONMENT else repr(value)
+        raise click.BadParameter(f"{where}: not a number of seconds; give e.g. 10", ctx, param)
+    return seconds
 
 
 def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoReturn:
@@ -91,7 +107,7 @@ def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoRet
     if as_json:
         from .report import Report
 
-        click.echo(json.dumps(Report(command, profile, exit_code=code, error=msg).as_dict(), indent=2, sort_keys=True))
+        click.echo(json.dumps(Report(command, profile, error=msg, failure=code).as_dict(), indent=2, sort_keys=True))
     else:
         click.echo(f"fixpack: error: {msg}", err=True)
     sys.exit(code)

@@ -18,13 +18,13 @@ from .report import Report
 @common
 @click.option("--check", is_flag=True, help="Fail (exit 2) when the committed lock is stale; write nothing.")
 def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-             copies_root: Path | None, as_json: bool, check: bool) -> None:
+             copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (--root NAME=PATH)."""
     from . import engine
 
     with outcome(as_json, "lock", profile):
         req = engine.Request(pack_root=pack_root or default_pack_root(), profile=profile, roots=parse_roots(roots),
-                             only_targets=tuple(only_targets), env_root=copies_root)
+                             only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait)
         if check:
             engine.check_lock_fresh(req)
             msg = "lock is fresh"

@@ -9,6 +9,7 @@ import sys
 import click
 
 from .report import FixReport, Report
+from .states import Action, State
 
 STATE_STYLE = {"applied": "green", "absent": "cyan", "upstreamed": "blue", "drifted": "yellow",
                "conflict": "red", "partial": "red", "tampered": "red", "ambiguous": "red", "skipped": "dim"}
@@ -20,12 +21,10 @@ def render(report: Report, as_json: bool) -> None:
         return
     if sys.stdout.isatty():
         try:
-            import rich  # noqa: F401
-        except ImportError:
-            pass
-        else:
             _render_rich(report)
             return
+        except ImportError:  # an image without rich: plain lines on the terminal too
+            pass
     _render_plain(report)
 
 
@@ -38,12 +37,12 @@ def _render_plain(report: Report) -> None:
     head = f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else "")
     click.echo(head)
     for t in report.targets:
-        facts = f"{t.version or '?'} @ {t.commit or '?'}" if t.status in ("found", "mismatch") else ""
-        click.echo(f"target {t.name}: {t.status} {facts} {t.root} {t.message}".rstrip())
+        facts = f"{t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
+        click.echo(f"target {t.name}: {t.status.value} {facts} {t.root} {t.message}".rstrip())
     for f in report.fixes:
         opt = " (opt-in)" if f.opt_in else ""
         detail = _fix_detail(f)
-        click.echo(f"{f.id} v{f.version}{opt}: {f.state}, {f.action}" + (f" - {detail}" if detail else ""))
+        click.echo(f"{f.id} v{f.version}{opt}: {f.state.value}, {f.action.value}" + (f" - {detail}" if detail else ""))
     click.echo(summary(report))
 
 
@@ -58,8 +57,8 @@ def _render_rich(report: Report) -> None:
     for col in ("target", "status", "version", "commit", "pin", "root / message"):
         tt.add_column(col)
     for t in report.targets:
-        style = "green" if t.status == "found" else ("dim" if t.status == "skipped" else "red")
-        tt.add_row(escape(t.name), f"[{style}]{t.status}[/]", escape(t.version), escape(t.commit[:12]),
+        style = "green" if t.status.value == "found" else ("dim" if t.status.value == "skipped" else "red")
+        tt.add_row(escape(t.name), f"[{style}]{t.status.value}[/]", escape(t.version), escape(t.commit[:12]),
                    escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"),
                    escape((t.root + " " + t.message).strip()))
     console.print(tt)
@@ -68,7 +67,8 @@ def _render_rich(report: Report) -> None:
         ft.add_column(col, overflow="fold")
     for f in report.fixes:
         ft.add_row(escape(f.id), str(f.version), escape(f.target), "opt-in" if f.opt_in else "default",
-                   f"[{STATE_STYLE.get(f.state, '')}]{f.state}[/]", f.action, escape(_fix_detail(f)))
+                   f"[{STATE_STYLE.get(f.state.value, '')}]{f.state.value}[/]", f.action.value,
+                   escape(_fix_detail(f)))
     console.print(ft)
     console.print(("[green]" if report.ok else "[red]") + escape(summary(report)) + "[/]")
 
@@ -78,6 +78,7 @@ def summary(report: Report) -> str:
         return f"FAILED (exit {report.exit_code}): {report.error}"
     counts: dict[str, int] = {}
     for f in report.fixes:
-        key = f.action if f.action != "none" else ("already applied" if f.state == "applied" else f.state)
+        key = f.action.value if f.action is not Action.NONE else (
+            "already applied" if f.state is State.APPLIED else f.state.value)
         counts[key] = counts.get(key, 0) + 1
     return "OK: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to do")

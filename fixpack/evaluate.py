@@ -10,7 +10,6 @@ pre-image visible after it is applied).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 
@@ -18,18 +17,9 @@ from .applier import (Closest, HunkEvidence, HunkResult, Placement, apply_text, 
                       split_lines)
 from .diff import FilePatch, sha256_text
 from .model import Fix
+from .records import LockFix
+from .states import State
 from .tree import Tree, decode
-
-
-class State(str, Enum):
-    APPLIED = "applied"          # the manifest says so and the post-images are there
-    ABSENT = "absent"            # not in; applies exactly at its lines on the pinned pre-image
-    UPSTREAMED = "upstreamed"    # the post-images are there without our manifest
-    DRIFTED = "drifted"          # not in; applies only with an offset, or the file differs from the lock
-    CONFLICT = "conflict"        # not in, and does not apply
-    PARTIAL = "partial"          # some hunks in, others not
-    TAMPERED = "tampered"        # the manifest says applied, but the files differ from it
-    AMBIGUOUS = "ambiguous"      # its lines occur more than once, or both its sides are there: not placed
 
 
 @dataclass(frozen=True)
@@ -48,15 +38,12 @@ class FixEvidence:
     counts: tuple[tuple[int | None, int | None], ...] = ()
 
     @classmethod
-    def from_lock(cls, entry: dict[str, Any] | None) -> "FixEvidence":
-        """From a lock entry (``files`` with pre/post hashes, ``hunks`` with pre_count/post_count)."""
-        if not entry:
+    def from_lock(cls, entry: LockFix | None) -> "FixEvidence":
+        """From a fix's lock entry: its files' pre/post hashes and its hunks' counts."""
+        if entry is None:
             return cls()
-        files = [f for f in entry.get("files", []) if isinstance(f, dict) and isinstance(f.get("path"), str)]
-        hunks = [h for h in entry.get("hunks", []) if isinstance(h, dict)]
-        return cls(False, tuple((f["path"], f.get("pre")) for f in files),
-                   tuple((f["path"], f.get("post")) for f in files),
-                   tuple((_int(h.get("pre_count")), _int(h.get("post_count"))) for h in hunks))
+        return cls(False, tuple((f.path, f.pre) for f in entry.files), tuple((f.path, f.post) for f in entry.files),
+                   tuple((h.pre_count, h.post_count) for h in entry.hunks))
 
     def hunk(self, flat: int, reverse: bool, pinned: bool) -> HunkEvidence:
         pair = self.counts[flat] if flat < len(self.counts) else (None, None)
@@ -71,10 +58,6 @@ class FixEvidence:
 
 
 TRUSTED = FixEvidence(trusted=True)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass

@@ -47,7 +47,8 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     import tempfile
 
     from .errors import BadInputError, ConflictError
-    from .evaluate import State, decide
+    from .evaluate import decide
+    from .states import State
     from .loader import load_pack, load_profile
     from .gitwork import git_diffs, snap
     from .patchtext import write_patches

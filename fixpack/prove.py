@@ -18,6 +18,7 @@ from pathlib import Path
 from .engine import Request, apply, revert, status
 from .errors import EXIT_CONFLICT, BadInputError, ConflictError, MismatchError
 from .loader import load_pack, load_profile
+from .states import Action, State
 
 
 @dataclass
@@ -109,9 +110,9 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None)
     req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
                   all_opt_in=True)
     st = status(Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,)))
-    if not st.ok or any(f.state != "absent" for f in st.fixes):
+    if not st.ok or any(f.state is not State.ABSENT for f in st.fixes):
         raise MismatchError(f"the image at {root} is not clean: "
-                            + ", ".join(f"{f.id}: {f.state}" for f in st.fixes if f.state != "absent"))
+                            + ", ".join(f"{f.id}: {f.state.value}" for f in st.fixes if f.state is not State.ABSENT))
     package = prof.target(target).package
     before = tree_digest(root, package)
     fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
@@ -126,7 +127,7 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None)
             res.patched_rc, res.patched_summary = run_tests(python, fix.folder, pack_root, env)
         after = tree_digest(root, package)
         again = apply(req)
-        run.reapply_wrote_nothing = again.ok and all(f.action == "none" for f in again.fixes) and \
+        run.reapply_wrote_nothing = again.ok and all(f.action is Action.NONE for f in again.fixes) and \
             tree_digest(root, package) == after
     finally:
         reverted = revert(Request(pack_root=pack_root, profile=profile, roots={target: root},

@@ -35,8 +35,9 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError, FixpackError
-from .evaluate import TRUSTED, FixEvidence, State, decide, run_pass
+from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
+from .states import State
 from .gitwork import Snap, finish_resolution, git_diffs, inputs_digest, merge, commit_bodies, snap
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix

@@ -21,7 +21,8 @@ from .loader import load_pack, load_profile
 from .model import Pack, Profile, TargetSpec
 from .patchtext import patch_bytes
 from .render import render_markdown, render_profile, render_variant
-from .state import atomic_write, dumps, remove_file
+from .fsio import atomic_write, remove_file
+from .records import dumps
 from .release import fetch
 from .state import read_manifest
 from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root

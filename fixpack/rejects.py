@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem
 from .report import Report
-from .state import atomic_write
+from .fsio import atomic_write
 
 
 def write_rejects(report: Report, folder: Path) -> list[Path]:

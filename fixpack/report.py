@@ -14,14 +14,18 @@ The JSON document (``--json``) has these stable keys (schema 1):
   ``expected`` (int), ``searched`` [first, last], ``reason``, ``closest`` (null | {``line``,
   ``matching``, ``lines``, ``differs`` [{``line``, ``expected``, ``found``}]}), ``patch`` (the hunk's
   text)}]}.
+
+The exit code is the report's own (:attr:`Report.exit_code`), worked out from its targets and fixes.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
+from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK
+from .states import CONFLICT_STATES, MISMATCH_STATES, Action, State, TargetStatus
 
 SCHEMA = 1
 
@@ -29,14 +33,28 @@ SCHEMA = 1
 @dataclass
 class TargetReport:
     name: str
-    status: str
+    status: TargetStatus
     root: str = ""
     how: str = ""
     version: str = ""
     commit: str = ""
     pin: dict[str, str] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)
-    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, message: str, first: bool = False) -> None:
+        """Add ``message`` once (apply evaluates a target twice: before and under its lock)."""
+        if message not in self.notes:
+            self.notes.insert(0, message) if first else self.notes.append(message)
+
+    @property
+    def message(self) -> str:
+        return "; ".join(self.notes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status.value, "root": self.root, "how": self.how,
+                "version": self.version, "commit": self.commit, "pin": dict(self.pin),
+                "evidence": list(self.evidence), "message": self.message}
 
 
 @dataclass
@@ -46,22 +64,50 @@ class FixReport:
     target: str
     opt_in: bool
     selected: bool
-    state: str
-    action: str = "none"
+    state: State
+    action: Action = Action.NONE
     offsets: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version, "target": self.target, "opt_in": self.opt_in,
+                "selected": self.selected, "state": self.state.value, "action": self.action.value,
+                "offsets": list(self.offsets), "messages": list(self.messages), "refused": list(self.refused)}
+
 
 @dataclass
 class Report:
+    """One command's results. ``strict``: a drifted fix counts as an image mismatch. ``failure``: the
+    exit code of an error raised before the report was complete (the CLI's error documents)."""
+
     command: str
     profile: str
     dry_run: bool = False
+    strict: bool = False
     targets: list[TargetReport] = field(default_factory=list)
     fixes: list[FixReport] = field(default_factory=list)
-    exit_code: int = 0
     error: str = ""
+    failure: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """3 for an image mismatch (a target missing or off its pin, a tampered fix, a drifted one under
+        ``strict``), else 4 for a conflict (a fix that does not apply, partly or ambiguously), else 0."""
+        if self.failure is not None:
+            return self.failure
+        if self.mismatches():
+            return EXIT_MISMATCH
+        if any(f.state in CONFLICT_STATES for f in self.fixes):
+            return EXIT_CONFLICT
+        return EXIT_OK
+
+    def mismatches(self) -> list[str]:
+        bad_t = [f"{t.name}: {t.status.value}" for t in self.targets
+                 if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH)]
+        bad_f = [f"{f.id}: {f.state.value}" for f in self.fixes
+                 if f.state in MISMATCH_STATES or (self.strict and f.state is State.DRIFTED)]
+        return bad_t + bad_f
 
     @property
     def ok(self) -> bool:
@@ -70,9 +116,22 @@ class Report:
     def fix(self, fix_id: str) -> FixReport:
         return next(f for f in self.fixes if f.id == fix_id)
 
+    def target(self, name: str) -> TargetReport:
+        return next(t for t in self.targets if t.name == name)
+
+    def close(self) -> "Report":
+        """Say what kept the run from its state, and turn what it did into what it would have done
+        (a failed run writes nothing)."""
+        if self.exit_code != EXIT_OK and self.failure is None:
+            conflicts = [f"{f.id}: {f.state.value}" for f in self.fixes if f.state in CONFLICT_STATES]
+            self.error = "nothing was written; " + "; ".join(self.mismatches() + conflicts)
+            for f in self.fixes:
+                f.action = f.action.not_written()
+        return self
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "tool_version": __version__, "command": self.command, "profile": self.profile,
             "dry_run": self.dry_run, "ok": self.ok, "exit_code": self.exit_code, "error": self.error,
-            "targets": [asdict(t) for t in self.targets], "fixes": [asdict(f) for f in self.fixes],
+            "targets": [t.as_dict() for t in self.targets], "fixes": [f.as_dict() for f in self.fixes],
         }

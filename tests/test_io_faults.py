@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixpack import engine, state
+from fixpack import engine, fsio
 from fixpack.errors import EnvironmentProblem, FixpackError
 
 from conftest import numbered, snapshot
@@ -37,24 +37,24 @@ def setup(builder):
 
 
 def _with_fault(monkeypatch: pytest.MonkeyPatch, spec: str, run):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv(state.IO_FAULT_ENV, spec)
-    monkeypatch.setattr(state, "_io_counter", 0)
+    monkeypatch.setenv(fsio.IO_FAULT_ENV, spec)
+    fsio.reset_fault_counters()
     try:
         return run(), None
     except FixpackError as exc:
         return None, exc
     finally:
-        monkeypatch.delenv(state.IO_FAULT_ENV)
+        monkeypatch.delenv(fsio.IO_FAULT_ENV)
 
 
 def _io_points(monkeypatch: pytest.MonkeyPatch, run) -> int:  # type: ignore[no-untyped-def]
     report, exc = _with_fault(monkeypatch, "1000000:EIO", run)
     assert exc is None and report.ok
-    return state._io_counter
+    return fsio.io_calls()
 
 
 def _temp_files(root: Path) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.name.endswith(state.TMP_SUFFIX)]
+    return [str(p) for p in root.rglob("*") if p.name.endswith(fsio.TMP_SUFFIX)]
 
 
 def _all(root: Path) -> tuple[dict, list[str]]:

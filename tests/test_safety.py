@@ -72,13 +72,12 @@ def test_symlink_pointing_outside(setup, tmp_path):
 
 def test_second_concurrent_run_is_refused(setup, monkeypatch):
     b, target = setup
-    monkeypatch.setenv("FIXPACK_LOCK_WAIT", "0.3")
     holder = os.open(target, os.O_RDONLY | os.O_DIRECTORY)  # the run lock is a flock on the root folder
     fcntl.flock(holder, fcntl.LOCK_EX)
     before = snapshot(target)
     try:
         with pytest.raises(BusyError, match="another fixpack run holds"):
-            engine.apply(b.request(target))
+            engine.apply(b.request(target, lock_wait=0.3))
     finally:
         os.close(holder)
     assert snapshot(target) == before

@@ -219,11 +219,18 @@ def test_one_edited_file_does_not_make_fixes_on_other_files_tampered(builder):
     assert {f.id: f.state for f in st.fixes} == {"one": "applied", "two": "tampered"}
 
 
-def test_bad_lock_wait_is_bad_input(world, monkeypatch):
+def test_bad_lock_wait_is_bad_input(world):
+    """$FIXPACK_LOCK_WAIT (read by the CLI, never the engine) that is not a number of seconds: exit 2."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
     b, target, _ = world
-    monkeypatch.setenv("FIXPACK_LOCK_WAIT", "abc")
     before = snapshot(target)
-    for name, run in COMMANDS.items():
-        code, message = outcome(lambda: run(b, target))
-        assert code == 2 and "FIXPACK_LOCK_WAIT='abc'" in message, name
+    for args in (["apply"], ["apply", "--dry-run"], ["status"], ["revert"], ["revert", "--dry-run"]):
+        p = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(b.pack), "-p", "p1", "--root",
+                            f"demo={target}"], capture_output=True, text=True, cwd=REPO,
+                           env={**os.environ, "FIXPACK_LOCK_WAIT": "abc"})
+        assert p.returncode == 2 and "FIXPACK_LOCK_WAIT='abc'" in p.stderr, (args, p.stderr)
     assert snapshot(target) == before

@@ -100,10 +100,10 @@ class Proc:
 
 
 def _engine_run(t: Target, command: list[str], root: Path) -> tuple[int, str]:
-    from fixpack import engine, state
+    from fixpack import engine, fsio
     from fixpack.errors import FixpackError
 
-    state._fault_counter = state._io_counter = 0
+    fsio.reset_fault_counters()
     req = engine.Request(pack_root=t.pack, profile=t.profile, roots={t.name: root}, only_targets=(t.name,),
                          opt_ins=t.opt_ins if command[0] == "apply" else (), dry_run="--dry-run" in command)
     try:

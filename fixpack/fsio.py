@@ -1,0 +1,229 @@
+"""File I/O for the engine's writes: atomic writes (temp file, fsync, rename), removals, the state
+folder, stale bytecode, and the two fault hooks every write passes through.
+
+The hooks are for tests and ``tools/stress.py`` only: ``$FIXPACK_FAULT_AT=N`` kills the process
+uncleanly at the N-th write point; ``$FIXPACK_IO_FAULT=N:ERRNO`` makes the N-th I/O call fail with
+that errno (``N:ERRNO+``: every call from the N-th). Unset, each costs one lookup. They are the only
+environment the engine reads, so that a crash can be injected into a real, separate process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from .errors import DamagedStateError, MismatchError
+from .safepath import STATE_DIR
+
+TMP_SUFFIX = ".fixpack-tmp"
+FAULT_ENV = "FIXPACK_FAULT_AT"  # crash-test hook: os._exit at the Nth write point (tests only)
+IO_FAULT_ENV = "FIXPACK_IO_FAULT"  # I/O-fault hook: "N:ENOSPC" fails the Nth I/O call, "N:EROFS+" every one from N
+_fault_counter = 0
+_io_counter = 0
+
+
+def reset_fault_counters() -> None:
+    """Start counting write points and I/O calls from zero (a test, or a forked run of the stress tool)."""
+    global _fault_counter, _io_counter
+    _fault_counter = _io_counter = 0
+
+
+def io_calls() -> int:
+    """How many I/O calls went through the hook since the counters were reset (while a hook is set)."""
+    return _io_counter
+
+
+def fault_point() -> None:
+    """A write point. With $FIXPACK_FAULT_AT=N the process dies here, uncleanly, at the N-th point."""
+    global _fault_counter
+    limit = os.environ.get(FAULT_ENV)
+    if not limit:
+        return
+    _fault_counter += 1
+    if _fault_counter == int(limit):
+        os._exit(137)
+
+
+def io_point(path: Path | str) -> None:
+    """An I/O call about to happen. With $FIXPACK_IO_FAULT=N:ERRNO it fails here with that errno, as the
+    kernel would (disk full, read-only remount, permission, I/O error), at the N-th call (or from the
+    N-th on with a trailing ``+``). Tests and tools/stress.py use it; unset, it costs one lookup."""
+    global _io_counter
+    spec = os.environ.get(IO_FAULT_ENV)
+    if not spec:
+        return
+    _io_counter += 1
+    at, _, name = spec.partition(":")
+    sticky = name.endswith("+")
+    if _io_counter == int(at) or (sticky and _io_counter > int(at)):
+        code = getattr(errno, name.rstrip("+") or "EIO")
+        raise OSError(code, os.strerror(code), str(path))
+
+
+# --- I/O primitives: every write goes through one of these (and so through the fault hook) -------
+
+def write_all(fd: int, data: bytes, path: Path) -> None:
+    view = memoryview(data)
+    if os.environ.get(IO_FAULT_ENV):  # a failing write has usually written part of its bytes already
+        half = len(view) // 2
+        os.write(fd, view[:half])
+        view = view[half:]
+        io_point(path)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def fsync_fd(fd: int, path: Path) -> None:
+    io_point(path)
+    os.fsync(fd)
+
+
+def replace_file(src: Path, dst: Path) -> None:
+    io_point(dst)
+    os.replace(src, dst)
+
+
+def unlink(path: Path) -> None:
+    io_point(path)
+    os.unlink(path)
+
+
+def mkdir(path: Path) -> None:
+    io_point(path)
+    os.mkdir(path, 0o755)
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fsync_fd(fd, folder)
+    finally:
+        os.close(fd)
+
+
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}{TMP_SUFFIX}")
+
+
+def exists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def make_parents(folder: Path) -> None:
+    missing = []
+    while not exists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for f in reversed(missing):
+        mkdir(f)
+
+
+def unlink_quietly(path: Path) -> None:
+    try:
+        if exists(path):
+            os.unlink(path)
+    except OSError:  # cleaning up after a failure: the next run removes what is left
+        pass
+
+
+# --- the state folder ---------------------------------------------------------------------------
+
+def state_dir(root: Path) -> Path:
+    """``<root>/.fixpack``; refuses one that is a link or not a folder (state stays inside the target)."""
+    folder = root / STATE_DIR
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return folder
+    if stat.S_ISLNK(st.st_mode):
+        raise MismatchError(f"{folder} is a symbolic link (to {os.readlink(folder)}); fixpack keeps its state inside "
+                            f"the target only. Remove the link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise DamagedStateError(folder, "it is not a folder (fixpack keeps its state in a folder of that name)")
+    return folder
+
+
+def forget_state(root: Path) -> None:
+    """Remove ``.fixpack/`` once it holds nothing (after a full revert, or a rolled-back first run),
+    so that a reverted target is byte for byte the one before the first apply."""
+    folder = state_dir(root)
+    try:
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    except OSError:  # another run's file, or a read-only file system: an empty folder is harmless
+        pass
+
+
+# --- atomic writes --------------------------------------------------------------------------------
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
+    """Write ``data`` to ``path`` through a temp file, fsync and rename.
+
+    The file keeps its mode and owner unless ``mode`` / ``owner`` (uid, gid) say otherwise. The temp
+    file is created exclusively and never through a link, so a planted link cannot redirect the write;
+    when any step fails the temp file is removed before the error goes up.
+    """
+    make_parents(path.parent)
+    if exists(path) and not path.is_symlink():
+        st = path.stat()
+        mode = stat.S_IMODE(st.st_mode) if mode is None else mode
+        owner = (st.st_uid, st.st_gid) if owner is None else owner
+    tmp = temp_path(path)
+    if exists(tmp):
+        unlink(tmp)
+    io_point(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            write_all(fd, data, path)
+            fsync_fd(fd, path)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode if mode is not None else 0o644)
+        chown_to(tmp, owner)
+        replace_file(tmp, path)
+    except BaseException:
+        unlink_quietly(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def chown_to(path: Path, owner: tuple[int, int] | None) -> None:
+    if owner is not None and owner != (os.getuid(), os.getgid()):
+        try:
+            os.chown(path, *owner, follow_symlinks=False)
+        except PermissionError:  # not root: the file is ours anyway
+            pass
+
+
+def remove_file(path: Path) -> None:
+    if exists(path):
+        unlink(path)
+        fsync_dir(path.parent)
+
+
+def pycache_files(path: Path) -> list[Path]:
+    cache = path.parent / "__pycache__"
+    if path.suffix != ".py" or cache.is_symlink() or not cache.is_dir():
+        return []
+    return sorted(cache.glob(f"{path.stem}.*.pyc"))
+
+
+def drop_pycache(path: Path) -> None:
+    """Remove ``__pycache__/<stem>.*.pyc`` next to a patched module, so no stale bytecode runs."""
+    for pyc in pycache_files(path):
+        if exists(pyc):
+            unlink(pyc)
+
+
+def drop_pycache_quietly(path: Path) -> None:
+    """During a rollback the original bytes are what matters; a .pyc that stays is checked against the
+    source's mtime and size by Python anyway."""
+    try:
+        drop_pycache(path)
+    except OSError:
+        pass
+
+

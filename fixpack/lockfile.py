@@ -1,0 +1,108 @@
+"""A profile's lock (``profiles/<name>.lock``): reading it, checking it against the pack, and making it
+from clean release copies.
+
+The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the patch
+hash, each touched file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of
+its two sides and how often each occurs in its file (:mod:`fixpack.records`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import ConflictError, MismatchError, StaleLockError
+from .evaluate import TRUSTED, decide, file_hashes, run_pass
+from .model import Fix, Pack, Profile
+from .records import Lock, LockFile, LockFix, LockHunk, dumps
+from .state import read_manifest
+from .states import State
+from .targets import FoundTarget
+from .tree import Tree
+
+
+def read_lock(profile: Profile) -> Lock:
+    """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do."""
+    path = profile.lock_path
+    if not path.is_file():
+        raise StaleLockError(f"{path}: no lock for profile {profile.name!r}. Generate it from a clean release "
+                             f"copy: fixpack lock --profile {profile.name} --root NAME=PATH")
+    return Lock.from_json(path.read_bytes(), path, profile.name)
+
+
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
+    """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded."""
+    recorded = {f.id: f for f in lock.fixes}
+    listed = profile.default + profile.opt_in
+    stale = []
+    for fid in listed:
+        fix = pack.fixes[fid]
+        entry = recorded.get(fid)
+        if entry is None:
+            stale.append(f"{fid}: not in the lock")
+        elif entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
+            stale.append(f"{fid}: patch or version changed since the lock was generated")
+    stale += [f"{fid}: in the lock but not in the profile" for fid in set(recorded) - set(listed)]
+    if stale:
+        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}. Regenerate it from a clean "
+                             f"release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
+
+
+def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dict[str, FoundTarget]) -> Lock:
+    """The lock of ``chain`` on the clean release copies ``found`` (target name -> copy).
+
+    Raises MismatchError when a copy holds a manifest (it is not clean), ConflictError when a fix does
+    not apply at its stated lines there (rebase it first).
+    """
+    fixes: list[LockFix] = []
+    for name, ft in found.items():
+        if read_manifest(ft.root, name) is not None:
+            raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
+        tree = Tree(ft.root)
+        fixes += [_fix_entry(fix, tree, ft) for fix in chain if fix.target == name]
+    with_fixes = {f.target for f in chain}
+    targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
+               if name in with_fixes}
+    order = {f.id: i for i, f in enumerate(chain)}
+    return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])))
+
+
+def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
+    """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it."""
+    ev = decide(fix, tree, TRUSTED, False)
+    if ev.state is State.UPSTREAMED:
+        # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
+        found = file_hashes(tree, fix.touched_paths())
+        return _entry(fix, found, found, {})
+    if ev.state is not State.ABSENT:
+        raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
+                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking")
+    pre = file_hashes(tree, fix.touched_paths())
+    counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
+    tree.adopt(counted.tree)
+    return _entry(fix, pre, file_hashes(tree, fix.touched_paths()), counted.counts)
+
+
+def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
+           counts: dict[int, tuple[int, int]]) -> LockFix:
+    """``counts`` (per hunk, in order) are its pre-image's occurrences in the file before it and its
+    post-image's after it: the evidence that lets a drifted file refuse a twin."""
+    flat = [(fp, i, h) for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
+    hunks = tuple(LockHunk(fp.path, i + 1, h.sha_pre(), h.sha_post(), *(counts.get(n) or (None, None)))
+                  for n, (fp, i, h) in enumerate(flat))
+    files = tuple(LockFile(p, pre[p], post[p]) for p in fix.touched_paths())
+    return LockFix(fix.id, fix.version, fix.target, fix.patch_sha256, files, hunks)
+
+
+def write(profile: Profile, lock: Lock) -> Path:
+    profile.lock_path.write_bytes(dumps(lock.to_json()))
+    return profile.lock_path
+
+
+def check_fresh(profile: Profile, fresh: Lock) -> None:
+    """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now)."""
+    have = read_lock(profile)
+    a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
+    diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
+    if diff or dict(fresh.targets) != dict(have.targets):
+        raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}). "
+                             f"Regenerate: fixpack lock --profile {profile.name} --root NAME=PATH")

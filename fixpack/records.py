@@ -1,0 +1,291 @@
+"""The lock and the manifest as typed, frozen records: their JSON form, their validation and the lock's
+digest, in one place.
+
+- A **lock** (``profiles/<name>.lock``, written by ``fixpack lock``) holds, per fix of the profile, the
+  patch hash and each touched file's pre-image and post-image sha256 along the chain, and per hunk
+  the sha256 of its two sides and how often each occurs in its file (the placement rule's evidence).
+  It is sealed by a digest: a hand edit is bad input (exit 2), as is a lock that is not well formed.
+- A **manifest** (``<root>/.fixpack/<target>.manifest.json``, written by apply) records what the image
+  holds: each fix's id, version, patch hash, state (applied or upstreamed) and its files' sha256 after
+  it, plus the union of the applied fixes' files. It is untrusted input (an image layer can plant
+  one): every path canonical, every hash a sha256, ``files`` exactly the applied fixes' files; a
+  damaged one is exit 3 before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import __version__
+from .diff import sha256_text
+from .errors import DamagedStateError, StaleLockError
+from .safepath import path_problem
+
+LOCK_SCHEMA = 1
+MANIFEST_SCHEMA = 1
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+Hashes = Mapping[str, "str | None"]  # path -> sha256 (None: the file does not exist)
+
+
+def dumps(data: Any) -> bytes:
+    """The deterministic JSON form of manifests, journals and locks."""
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+# --- the lock ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LockFile:
+    """One file a fix touches: its sha256 before and after the fix along the chain."""
+
+    path: str
+    pre: str | None
+    post: str | None
+
+
+@dataclass(frozen=True)
+class LockHunk:
+    """One hunk (in the order of :meth:`Fix.file_patches`): its sides' sha256 and their counts."""
+
+    file: str
+    hunk: int
+    pre: str
+    post: str
+    pre_count: int | None = None
+    post_count: int | None = None
+
+
+@dataclass(frozen=True)
+class LockFix:
+    id: str
+    version: int
+    target: str
+    patch_sha256: str
+    files: tuple[LockFile, ...] = ()
+    hunks: tuple[LockHunk, ...] = ()
+
+    def pre(self) -> dict[str, str | None]:
+        return {f.path: f.pre for f in self.files}
+
+    def post(self) -> dict[str, str | None]:
+        return {f.path: f.post for f in self.files}
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A profile's fingerprints. ``targets`` maps each fingerprinted target to its version and commit."""
+
+    profile: str
+    targets: Mapping[str, Mapping[str, str]]
+    fixes: tuple[LockFix, ...]
+    generated_by: str = f"fixpack {__version__}"
+
+    def fix(self, fix_id: str) -> LockFix | None:
+        return next((f for f in self.fixes if f.id == fix_id), None)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"schema": LOCK_SCHEMA, "profile": self.profile, "generated_by": self.generated_by,
+                                "targets": {k: dict(v) for k, v in self.targets.items()},
+                                "fixes": [_lock_fix_json(f) for f in self.fixes]}
+        data["digest"] = lock_digest(data)
+        return data
+
+    @classmethod
+    def from_json(cls, raw: bytes, path: Path, profile: str) -> "Lock":
+        """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do."""
+        redo = f"regenerate it from a clean release copy: fixpack lock --profile {profile} --root NAME=PATH"
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise StaleLockError(f"{path}: bytes that are not UTF-8 at byte offset {exc.start}; {redo}") from exc
+        except json.JSONDecodeError as exc:
+            raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); {redo}") from exc
+        fixes = data.get("fixes") if isinstance(data, dict) else None
+        if not isinstance(fixes, list) or not all(_lock_fix_ok(f) for f in fixes):
+            raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); {redo}")
+        if data.get("digest") != lock_digest(data):
+            raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {redo}")
+        targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
+        return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
+                   str(data.get("generated_by", "")))
+
+
+def lock_digest(data: Mapping[str, Any]) -> str:
+    """sha256 over the lock's fingerprints: a hand edit (rather than ``fixpack lock``) shows as a mismatch."""
+    return sha256_text(json.dumps({"targets": data.get("targets"), "fixes": data.get("fixes")}, sort_keys=True))
+
+
+def _lock_fix_json(f: LockFix) -> dict[str, Any]:
+    hunks = []
+    for h in f.hunks:
+        entry: dict[str, Any] = {"file": h.file, "hunk": h.hunk, "pre": h.pre, "post": h.post}
+        if h.pre_count is not None:
+            entry.update(pre_count=h.pre_count, post_count=h.post_count)
+        hunks.append(entry)
+    return {"id": f.id, "version": f.version, "target": f.target, "patch_sha256": f.patch_sha256,
+            "files": [{"path": x.path, "pre": x.pre, "post": x.post} for x in f.files], "hunks": hunks}
+
+
+def _lock_fix_ok(f: Any) -> bool:
+    """The shape read from a lock entry (a digest only proves the entry was not edited after sealing,
+    not that a sealed lock is well formed)."""
+    def files_ok(files: Any) -> bool:
+        return isinstance(files, list) and all(
+            isinstance(x, dict) and isinstance(x.get("path"), str)
+            and all(x.get(k) is None or isinstance(x.get(k), str) for k in ("pre", "post")) for x in files)
+
+    def hunks_ok(hunks: Any) -> bool:
+        return isinstance(hunks, list) and all(
+            isinstance(h, dict) and isinstance(h.get("file"), str) and is_int(h.get("hunk"))
+            and all(h.get(k) is None or is_int(h.get(k)) for k in ("pre_count", "post_count")) for h in hunks)
+    return (isinstance(f, dict) and isinstance(f.get("id"), str) and is_int(f.get("version"))
+            and isinstance(f.get("patch_sha256"), str) and files_ok(f.get("files", []))
+            and hunks_ok(f.get("hunks", [])))
+
+
+def _lock_fix(f: dict[str, Any]) -> LockFix:
+    files = tuple(LockFile(x["path"], x.get("pre"), x.get("post")) for x in f.get("files", []))
+    hunks = tuple(LockHunk(h["file"], h["hunk"], str(h.get("pre", "")), str(h.get("post", "")),
+                           h.get("pre_count"), h.get("post_count")) for h in f.get("hunks", []))
+    return LockFix(f["id"], f["version"], str(f.get("target", "")), f["patch_sha256"], files, hunks)
+
+
+# --- the manifest -------------------------------------------------------------------------------------
+
+class Recorded(str, Enum):
+    """What a manifest records of a fix."""
+
+    APPLIED = "applied"          # this tool applied it: revert removes it
+    UPSTREAMED = "upstreamed"    # the target held it already: not ours to revert
+
+
+@dataclass(frozen=True)
+class ManifestFix:
+    id: str
+    version: int
+    patch_sha256: str
+    state: Recorded
+    files: Hashes = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a target holds. ``files``: the union of the applied fixes' files with their sha256 now."""
+
+    profile: str
+    target: str
+    pin: Mapping[str, str]
+    found: Mapping[str, str]
+    fixes: tuple[ManifestFix, ...]
+    files: Hashes
+    tool_version: str = __version__
+
+    def entry(self, fix_id: str) -> ManifestFix | None:
+        return next((f for f in self.fixes if f.id == fix_id), None)
+
+    def applied_ids(self) -> set[str]:
+        return {f.id for f in self.fixes if f.state is Recorded.APPLIED}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": MANIFEST_SCHEMA, "tool": "fixpack", "tool_version": self.tool_version,
+                "profile": self.profile, "target": self.target, "pin": dict(self.pin), "found": dict(self.found),
+                "fixes": [{"id": f.id, "version": f.version, "patch_sha256": f.patch_sha256, "state": f.state.value,
+                           "files": dict(f.files)} for f in self.fixes],
+                "files": dict(self.files)}
+
+    def same_state(self, other: "Manifest | None") -> bool:
+        """The same fixes, files and profile (what a run would otherwise rewrite)."""
+        return other is not None and (self.fixes, dict(self.files), self.profile) == \
+            (other.fixes, dict(other.files), other.profile)
+
+    @classmethod
+    def from_json(cls, raw: bytes, path: Path) -> "Manifest":
+        """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path``."""
+        data = load_json(raw, path)
+        problem = _manifest_problem(data)
+        if problem:
+            raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
+        fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]))
+                      for f in data["fixes"])
+        return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
+                   _str_map(data.get("found")), fixes, dict(data.get("files", {})),
+                   str(data.get("tool_version", "")))
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def load_json(raw: bytes, path: Path) -> Any:
+    """JSON from a state file's bytes; DamagedStateError (exit 3) naming ``path`` when it is not."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+
+
+def sha_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and bool(_SHA.match(value)))
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (JSON true is not a number here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _files_problem(files: Any, what: str) -> str | None:
+    if not isinstance(files, dict):
+        return f"{what} is not an object of path -> sha256"
+    for p, h in files.items():
+        problem = path_problem(p)
+        if problem:
+            return f"{what} names {p!r}: {problem}"
+        if not sha_or_none(h):
+            return f"{what}: the hash of {p} is not a sha256"
+    return None
+
+
+def _manifest_fix_problem(f: Any) -> str | None:
+    if not isinstance(f, dict) or not isinstance(f.get("id"), str) or not _ID.match(f["id"]):
+        return "not an object with a fix id"
+    if f.get("state") not in ("applied", "upstreamed"):
+        return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
+    if not is_int(f.get("version")) or not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
+        return f"{f['id']}: needs an integer version and the patch's sha256"
+    return _files_problem(f.get("files"), f"{f['id']}'s files")
+
+
+def _manifest_problem(data: Any) -> str | None:
+    if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
+        return "not a JSON object with a list of fixes"
+    files = data.get("files", {})
+    problem = _files_problem(files, "'files'")
+    if problem:
+        return problem
+    seen: set[str] = set()
+    applied_files: set[str] = set()
+    for n, f in enumerate(data["fixes"], 1):
+        problem = _manifest_fix_problem(f)
+        if problem:
+            return f"fix entry {n}: {problem}"
+        if f["id"] in seen:
+            return f"fix {f['id']} is recorded twice"
+        seen.add(f["id"])
+        if f["state"] == "applied":
+            applied_files |= set(f["files"])
+    if set(files) != applied_files:
+        # each run writes 'files' as the union of its applied fixes' files: an entry was removed or edited
+        return "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
+    return next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
+                 if k in data and not isinstance(data[k], str)), None)
