@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixpack.cli import apply_all_main  # noqa: E402
+from fixpack.cli import apply_all_main
 
 if __name__ == "__main__":
     apply_all_main(pack_root=Path(__file__).resolve().parent.parent)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,7 +21,7 @@ from .cli_common import common, default_pack_root, exit_code, outcome, parse_roo
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
-    from .engine import Request  # noqa: F401
+    from .engine import Request
 
 MAINTAINER_COMMANDS = {
     "lock": "fixpack.cli_maint:lock_cmd",
@@ -47,7 +48,7 @@ class LazyGroup(click.Group):
 
 
 def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-             copies_root: Path | None, lock_wait: float, **kw: Any) -> "Request":
+             copies_root: Path | None, lock_wait: float, **kw: Any) -> Request:
     from .engine import Request
 
     return Request(pack_root=pack_root or default_pack_root(), profile=profile, roots=parse_roots(roots),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 import click
 
@@ -67,7 +68,7 @@ def pack_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options of apply, status, revert and lock."""
-    opts = [
+    opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option("--profile", "-p", required=True, help="Profile name, e.g. v0.30.0 (profiles/<name>.toml)."),
         click.option("--root", "roots", multiple=True, metavar="NAME=PATH",
                      help="Where a target lives: a source tree, git checkout or site-packages (repeatable)."),
@@ -121,5 +122,5 @@ def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
         yield
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
-    except Exception as exc:  # noqa: BLE001 - every outcome is mapped, a bug to 1
+    except Exception as exc:
         fail(exc, as_json, command, profile)

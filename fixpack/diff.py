@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from unidiff.errors import UnidiffParseError
-from unidiff.patch import Hunk as UHunk, PatchedFile, PatchSet
+from unidiff.patch import Hunk as UHunk
+from unidiff.patch import PatchedFile, PatchSet
 
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
@@ -138,7 +139,10 @@ _FILE_HEADER = ("diff --git ", "index ", "old mode ", "new mode ", "deleted file
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes that decoding with surrogateescape could not read
 
 
-def _bad(source: str, line: int, message: str, hint: str = "regenerate the patch with git diff / format-patch") -> PatchParseError:
+REGENERATE = "regenerate the patch with git diff / format-patch"
+
+
+def _bad(source: str, line: int, message: str, hint: str = REGENERATE) -> PatchParseError:
     return PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, hint)])
 
 
@@ -152,7 +156,8 @@ def _check_structure(text: str, source: str) -> None:
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
     if start is None:
-        start = next((i for i, ln in enumerate(lines[:-1]) if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
+        start = next((i for i, ln in enumerate(lines[:-1])
+                      if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
     if start is None:
         return
     old = new = 0
@@ -182,8 +187,9 @@ def _check_structure(text: str, source: str) -> None:
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
             elif kind != "\\":
-                raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image and "
-                                      f"{max(new, 0)} post-image lines missing (its @@ counts are wrong, or a line was lost)")
+                raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
+                                      f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
+                                      f"line was lost)")
             if old < 0 or new < 0:
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue

@@ -16,13 +16,21 @@ from pathlib import Path
 from . import lockfile
 from .errors import BadInputError, FixpackError, MismatchError
 from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
+from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .records import Lock, Manifest, ManifestFix, Recorded, dumps
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT, run_lock
-from .state import (FileChange, check_writable, forget_state, journal_originals, leftover_journal, manifest_path,
-                    read_manifest, recover, write_transaction)
+from .state import (
+    check_writable,
+    journal_originals,
+    leftover_journal,
+    manifest_path,
+    read_manifest,
+    recover,
+    write_transaction,
+)
 from .states import Action, State, TargetStatus
 from .targets import FoundTarget, check_pin, locate
 from .tree import Tree, decode
@@ -420,7 +428,7 @@ def revert(req: Request) -> Report:
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree]] = []
-        for name, ft in ctx.found.items():
+        for ft in ctx.found.values():
             tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
             if manifest is None:
                 continue

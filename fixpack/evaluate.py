@@ -12,9 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
-from .applier import (Closest, HunkEvidence, HunkResult, Placement, apply_text, closest, occurrences, probe, sides,
-                      split_lines)
+from .applier import (
+    Closest,
+    HunkEvidence,
+    HunkResult,
+    Placement,
+    apply_text,
+    closest,
+    occurrences,
+    probe,
+    sides,
+    split_lines,
+)
 from .diff import FilePatch, sha256_text
 from .model import Fix
 from .records import LockFix
@@ -38,7 +47,7 @@ class FixEvidence:
     counts: tuple[tuple[int | None, int | None], ...] = ()
 
     @classmethod
-    def from_lock(cls, entry: LockFix | None) -> "FixEvidence":
+    def from_lock(cls, entry: LockFix | None) -> FixEvidence:
         """From a fix's lock entry: its files' pre/post hashes and its hunks' counts."""
         if entry is None:
             return cls()

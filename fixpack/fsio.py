@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DamagedStateError, MismatchError
@@ -22,6 +23,15 @@ FAULT_ENV = "FIXPACK_FAULT_AT"  # crash-test hook: os._exit at the Nth write poi
 IO_FAULT_ENV = "FIXPACK_IO_FAULT"  # I/O-fault hook: "N:ENOSPC" fails the Nth I/O call, "N:EROFS+" every one from N
 _fault_counter = 0
 _io_counter = 0
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file to write (``data``) or remove (``data is None``), relative to the target root."""
+
+    path: str
+    data: bytes | None
+    mode: int | None = None
 
 
 def reset_fault_counters() -> None:

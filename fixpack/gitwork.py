@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GitError
-from .gitutil import init_repo, run as git
+from .gitutil import init_repo
+from .gitutil import run as git
 from .tree import Tree, decode, encode
-
 
 Snap = dict[str, tuple[str | None, int | None]]  # path -> (text or None when absent, mode)
 
@@ -105,7 +105,7 @@ def merge(repo: Path, old_steps: list[Snap], upstream: Snap, names: list[str], f
         put(repo, step)
         commit(repo, f"{fix_id}: {name}")
     git(repo, "checkout", "-q", "-b", "upstream", "base")
-    put(repo, {**{p: (None, None) for p in old_steps[0]}, **upstream})
+    put(repo, {**dict.fromkeys(old_steps[0], (None, None)), **upstream})
     commit(repo, f"upstream: the same files on {target} {new_v} (with the earlier fixes carried)")
     git(repo, "checkout", "-q", "-b", "rebased")
     out = git(repo, "cherry-pick", "--keep-redundant-commits", "base..fix", ok_codes=(0, 1))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .diff import parse_patch, sha256_bytes
-from .errors import Collector, PackError, PatchParseError, UnknownNameError
-from .safepath import path_problem
+from .errors import Collector, PatchParseError, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary"}
@@ -445,7 +446,8 @@ def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: P
                    "select only one of them")
 
 
-def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str], all_opt_in: bool = False) -> tuple[str, ...]:
+def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
+           all_opt_in: bool = False) -> tuple[str, ...]:
     """The fix ids a run applies: the profile's defaults plus the named opt-ins, in series order.
 
     Raises UnknownNameError (with close matches) for a name the pack lacks, PackError for a fix the

@@ -59,9 +59,9 @@ class Fix:
     folder: Path
     env: tuple[tuple[str, str], ...] = ()
     binary: tuple[tuple[str, str], ...] = ()  # (path in target, file in the fix folder)
-    variants: tuple["Variant", ...] = ()
+    variants: tuple[Variant, ...] = ()
 
-    def for_profile(self, profile: str) -> "Fix":
+    def for_profile(self, profile: str) -> Fix:
         """This fix as profile ``profile`` uses it: its variant's patches and version, if it has one."""
         for v in self.variants:
             if v.profile == profile:
@@ -145,7 +145,7 @@ class Pack:
     fixes: dict[str, Fix] = field(hash=False)
     profiles: dict[str, Path] = field(hash=False)
 
-    def for_profile(self, profile: str) -> "Pack":
+    def for_profile(self, profile: str) -> Pack:
         """The pack as profile ``profile`` sees it: each fix with that profile's variant, if any."""
         return replace(self, fixes={k: f.for_profile(profile) for k, f in self.fixes.items()})
 

@@ -48,10 +48,10 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
 
     from .errors import BadInputError, ConflictError
     from .evaluate import decide
-    from .states import State
-    from .loader import load_pack, load_profile
     from .gitwork import git_diffs, snap
+    from .loader import load_pack, load_profile
     from .patchtext import write_patches
+    from .states import State
     from .tree import Tree
 
     pack = load_pack(pack_root)

@@ -37,20 +37,35 @@ from packaging.version import InvalidVersion, Version
 from .errors import BadInputError, FixpackError
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
-from .states import State
-from .gitwork import Snap, finish_resolution, git_diffs, inputs_digest, merge, commit_bodies, snap
+from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .rebase_evidence import old_counts, twins
+from .rebase_session import (
+    OUTCOMES,
+    STATE_SCHEMA,
+    WORK_DIR,
+    FixOutcome,
+    RebaseRequest,
+    RebaseResult,
+    Session,
+    TargetPair,
+    check_clean,
+    drop_work,
+    find_work,
+    load_session,
+    primary_version,
+    refuse_in_progress,
+    restore,
+    target_pairs,
+    write_pack,
+    write_report,
+)
 from .renames import RENAME_SIMILARITY, find_renames, new_files, remap
-from .rebase_session import (OUTCOMES, STATE_SCHEMA, WORK_DIR, FixOutcome, RebaseRequest, RebaseResult, Session, TargetPair,
-                             check_clean, drop_work, find_work, load_session, refuse_in_progress, restore, write_pack,
-                             write_report, target_pairs, primary_version)
 from .render import next_steps
+from .states import State
 from .tree import Tree
-
-
 
 
 def start(req: RebaseRequest) -> RebaseResult:

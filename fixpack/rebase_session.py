@@ -16,17 +16,16 @@ from typing import Any
 
 from . import __version__
 from .errors import EXIT_CONFLICT, BadInputError, GitError
+from .fsio import atomic_write, remove_file
 from .gitutil import run as git
 from .loader import load_pack, load_profile
 from .model import Pack, Profile, TargetSpec
 from .patchtext import patch_bytes
-from .render import render_markdown, render_profile, render_variant
-from .fsio import atomic_write, remove_file
 from .records import dumps
 from .release import fetch
+from .render import render_markdown, render_profile, render_variant
 from .state import read_manifest
 from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root
-
 
 STATE_SCHEMA = 1
 
@@ -274,7 +273,7 @@ def _planned_changes(session: Session, pack: Pack, old: Profile,
         folder = fix.folder / session.new_name
         new = o.new_patches or patch_bytes(old_view.fixes[o.id])
         if not o.keep or new == patch_bytes(fix):
-            changes.update({p: None for p in sorted(folder.iterdir())} if folder.is_dir() else {})
+            changes.update(dict.fromkeys(sorted(folder.iterdir())) if folder.is_dir() else {})
             continue
         for name, data in new.items():
             changes[folder / name] = data

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import __version__
 from .diff import sha256_text
@@ -98,7 +99,7 @@ class Lock:
         return data
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path, profile: str) -> "Lock":
+    def from_json(cls, raw: bytes, path: Path, profile: str) -> Lock:
         """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do."""
         redo = f"regenerate it from a clean release copy: fixpack lock --profile {profile} --root NAME=PATH"
         try:
@@ -200,13 +201,13 @@ class Manifest:
                            "files": dict(f.files)} for f in self.fixes],
                 "files": dict(self.files)}
 
-    def same_state(self, other: "Manifest | None") -> bool:
+    def same_state(self, other: Manifest | None) -> bool:
         """The same fixes, files and profile (what a run would otherwise rewrite)."""
         return other is not None and (self.fixes, dict(self.files), self.profile) == \
             (other.fixes, dict(other.files), other.profile)
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path) -> "Manifest":
+    def from_json(cls, raw: bytes, path: Path) -> Manifest:
         """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path``."""
         data = load_json(raw, path)
         problem = _manifest_problem(data)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem
-from .report import Report
 from .fsio import atomic_write
+from .report import Report
 
 
 def write_rejects(report: Report, folder: Path) -> list[Path]:

@@ -60,7 +60,7 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path) -> Path:
     dest = cache / f"{name}-{version}"
     if (dest / ".fixpack-complete").is_file():
         return dest
-    from pypi_simple import PyPISimple, NoDigestsError  # noqa: F401  (imported lazily: only maintainers fetch)
+    from pypi_simple import NoDigestsError, PyPISimple  # noqa: F401  (imported lazily: only maintainers fetch)
 
     cache.mkdir(parents=True, exist_ok=True)
     with PyPISimple() as client:
@@ -89,7 +89,7 @@ def _unpack(tarball: Path, dest: Path) -> None:
     try:
         with tarfile.open(tarball) as tf:
             tf.extractall(tmp, filter="data")
-        tops = [p for p in tmp.iterdir()]
+        tops = list(tmp.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
             raise EnvironmentProblem(f"{tarball}: expected one top folder in the sdist, found {len(tops)}")
         shutil.rmtree(dest, ignore_errors=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from .diff import FilePatch
 from .gitwork import Snap

@@ -119,7 +119,7 @@ class Report:
     def target(self, name: str) -> TargetReport:
         return next(t for t in self.targets if t.name == name)
 
-    def close(self) -> "Report":
+    def close(self) -> Report:
         """Say what kept the run from its state, and turn what it did into what it would have done
         (a failed run writes nothing)."""
         if self.exit_code != EXIT_OK and self.failure is None:

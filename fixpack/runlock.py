@@ -11,12 +11,11 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from .errors import BusyError, EnvironmentProblem
-
 
 DEFAULT_WAIT = 10.0  # seconds a run waits for another one's lock, unless the caller says otherwise
 

@@ -32,8 +32,25 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DamagedStateError, EnvironmentProblem, FixpackError
-from .fsio import (TMP_SUFFIX, atomic_write, chown_to, drop_pycache_quietly, forget_state, exists, fault_point, fsync_dir, make_parents,
-                   pycache_files, remove_file, replace_file, state_dir, temp_path, unlink, unlink_quietly)
+from .fsio import (
+    TMP_SUFFIX,
+    FileChange,
+    atomic_write,
+    chown_to,
+    drop_pycache_quietly,
+    exists,
+    fault_point,
+    forget_state,
+    fsync_dir,
+    make_parents,
+    pycache_files,
+    remove_file,
+    replace_file,
+    state_dir,
+    temp_path,
+    unlink,
+    unlink_quietly,
+)
 from .records import Manifest, dumps, is_int, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
 
@@ -82,15 +99,6 @@ def read_manifest(root: Path, target: str) -> Manifest | None:
 
 
 # --- the journal ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FileChange:
-    """A file to write (``data``) or remove (``data is None``), relative to the target root."""
-
-    path: str
-    data: bytes | None
-    mode: int | None = None
-
 
 @dataclass(frozen=True)
 class JournalEntry:

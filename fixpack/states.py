@@ -34,7 +34,7 @@ class Action(str, Enum):
     WOULD_REVERT = "would-revert"
     NONE = "none"
 
-    def not_written(self) -> "Action":
+    def not_written(self) -> Action:
         return {Action.APPLIED: Action.WOULD_APPLY, Action.REVERTED: Action.WOULD_REVERT}.get(self, self)
 
 

@@ -129,7 +129,8 @@ def _version_module(path: Path) -> tuple[str, str]:
                     if isinstance(t, ast.Name):
                         values[t.id] = const.value
     # vLLM writes "__version__ = version = '0.30.0'": a chained assignment is one Assign with two targets
-    return values.get("__version__", values.get("version", "")), values.get("__commit_id__", values.get("commit_id", ""))
+    version = values.get("__version__", values.get("version", ""))
+    return version, values.get("__commit_id__", values.get("commit_id", ""))
 
 
 def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:

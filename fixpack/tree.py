@@ -12,8 +12,8 @@ import stat
 from pathlib import Path
 
 from .errors import BadInputError, MismatchError
+from .fsio import FileChange
 from .safepath import link_on_the_way, path_problem
-from .state import FileChange
 
 _ABSENT = object()
 
@@ -81,14 +81,14 @@ class Tree:
         if mode is not None:
             self._mode[path] = mode
 
-    def fork(self) -> "Tree":
+    def fork(self) -> Tree:
         other = Tree(self.root, self._real_root, self._checked)
         other._text = dict(self._text)
         other._mode = dict(self._mode)
         other._delta = dict(self._delta)
         return other
 
-    def adopt(self, other: "Tree") -> None:
+    def adopt(self, other: Tree) -> None:
         self._text = other._text
         self._mode = other._mode
         self._delta = other._delta

@@ -1,9 +1,8 @@
 import pytest
+from conftest import make_diff
 
 from fixpack.diff import diff_body, format_patch, parse_patch
 from fixpack.errors import PatchParseError
-
-from conftest import make_diff
 
 
 def test_parse_header_and_kinds(tmp_path):

@@ -3,11 +3,10 @@
 import json
 
 import pytest
+from conftest import numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import BadInputError, StaleLockError, UnknownNameError
-
-from conftest import numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 

@@ -10,11 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import numbered, snapshot
 
 from fixpack import engine, fsio
 from fixpack.errors import EnvironmentProblem, FixpackError
-
-from conftest import numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 ERRNOS = ("ENOSPC", "EROFS", "EACCES", "EIO")

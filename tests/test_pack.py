@@ -1,11 +1,11 @@
 """The pack in this repository: it loads, every patch is in its deterministic form, every fix has
 its proof test, and formatting is idempotent."""
 
+from conftest import REPO
+
 from fixpack.loader import load_pack, load_profile
 from fixpack.pack_tools import stale_patches
 from fixpack.patchtext import normalize_text, normalized
-
-from conftest import REPO
 
 
 def test_pack_loads_and_profiles_validate():

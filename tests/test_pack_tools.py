@@ -1,12 +1,12 @@
 """Maintainer helpers: refresh (regenerate a patch against its chain) and deterministic patches."""
 
+from conftest import numbered
+
 from fixpack import engine
 from fixpack.evaluate import State, decide
 from fixpack.loader import load_pack
-from fixpack.tree import Tree
 from fixpack.pack_tools import refresh, stale_patches
-
-from conftest import numbered
+from fixpack.tree import Tree
 
 MOD = "demo_pkg/mod.py"
 

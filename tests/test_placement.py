@@ -11,11 +11,11 @@ import json
 import subprocess
 import sys
 
-from fixpack import engine, rebase
-from fixpack.errors import EXIT_CONFLICT
-
 from conftest import REPO, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files, req
+
+from fixpack import engine, rebase
+from fixpack.errors import EXIT_CONFLICT
 
 MOD = "demo_pkg/mod.py"
 # a block longer than a hunk's context, so that a copy of it is a twin of the hunk's whole pre-image

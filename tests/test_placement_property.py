@@ -18,12 +18,12 @@ the image with no copy of the change elsewhere, it must apply.
 import difflib
 import random
 
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from conftest import HEADER, PackBuilder, snapshot, toml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from fixpack import engine
 from fixpack.errors import EXIT_CONFLICT
-
-from conftest import HEADER, PackBuilder, snapshot, toml
 
 MOD = "demo_pkg/mod.py"
 TEMPLATES = 6

@@ -14,12 +14,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from fixpack import engine, release
 from fixpack.loader import load_pack, load_profile
 from fixpack.prove import prove, tree_digest
-
-from conftest import REPO
 
 PACK = load_pack(REPO)
 PROFILES = sorted(PACK.profiles)

@@ -3,13 +3,12 @@ the original bytes (in memory), and applying twice is refused as already applied
 
 import subprocess
 
+from conftest import GIT_ENV
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixpack.applier import apply_text
 from fixpack.diff import parse_patch
-
-from conftest import GIT_ENV
 
 LINES = st.lists(st.sampled_from(["a", "b", "c", "def f():", "    return 1", "", "# x", "pass"]), min_size=0, max_size=40)
 

@@ -7,14 +7,13 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from conftest import git, make_diff, numbered, snapshot
 
 from fixpack import engine, rebase, rebase_session
 from fixpack.cli_rebase import rebase_cmd
 from fixpack.errors import BadInputError
 from fixpack.loader import load_pack, load_profile
 from fixpack.pack_tools import stale_patches
-
-from conftest import git, make_diff, numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 OTHER = "demo_pkg/other.py"

@@ -4,13 +4,12 @@ vLLM sdist from PyPI (network, cached; marked `release`)."""
 import os
 
 import pytest
+from conftest import git
+from test_targets import gaudi_tree
 
 from fixpack import release
 from fixpack.errors import MismatchError
 from fixpack.model import Pin, Source, TargetSpec
-
-from conftest import git
-from test_targets import gaudi_tree
 
 
 def bare_repo(tmp_path):

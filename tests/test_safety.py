@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import BusyError, EnvironmentProblem, MismatchError, PackError
-
-from conftest import REPO, numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 

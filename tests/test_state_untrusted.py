@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from conftest import numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import FixpackError
-
-from conftest import numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 
@@ -152,6 +152,7 @@ def test_damaged_state_through_the_cli_is_exit_3_not_1(world):
     """The CLI's exit code and message for one planted journal (the engine tests cover the rest)."""
     import subprocess
     import sys
+
     from conftest import REPO
     b, target, outside = world
     _plant("absolute path", target, outside)

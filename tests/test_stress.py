@@ -9,11 +9,10 @@ import os
 import sys
 
 import pytest
-
 from conftest import REPO, numbered
 
 sys.path.insert(0, str(REPO / "tools"))
-import stress  # noqa: E402
+import stress
 
 MOD = "demo_pkg/mod.py"
 BIG = os.environ.get("FIXPACK_STRESS") == "1"

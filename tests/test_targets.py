@@ -4,13 +4,12 @@ version and commit from git HEAD, the version module and the distribution metada
 import json
 
 import pytest
+from conftest import git, numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import BadInputError
 from fixpack.model import Pin, Source, TargetSpec
 from fixpack.targets import commit_matches, locate, read_facts, resolve_root
-
-from conftest import git, numbered, snapshot
 
 GAUDI = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", "058f107"), Source())
 
@@ -99,9 +98,9 @@ def test_two_targets_one_profile(builder, tmp_path):
 
 def test_head_commit_read_from_git_files(tmp_path):
     """HEAD resolved without git or GitPython: a loose ref, a packed ref, a detached HEAD, a linked work tree."""
-    from fixpack.gitutil import head_commit
-
     from conftest import git
+
+    from fixpack.gitutil import head_commit
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fixpack.cli_rebase import rebase_cmd  # noqa: E402
+from fixpack.cli_rebase import rebase_cmd
 
 if __name__ == "__main__":
     rebase_cmd(prog_name="tools/rebase.py")
