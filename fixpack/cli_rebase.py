@@ -32,18 +32,23 @@ from .cli_common import default_pack_root, exit_code, outcome, pack_option, pars
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
 @click.option("--abort", "abort", is_flag=True, help="Drop the rebase in progress and everything it wrote.")
+@click.option("--python", "python", default="", metavar="PATH",
+              help="A stand-in image of the new release (its interpreter, e.g. .venv-vllm-0.31.0/bin/python): each "
+                   "carried fix's proof must fail there clean and pass with the fix.")
+@click.option("--allow-unproven", is_flag=True,
+              help="With --continue and no --python: write the new profile with its fixes marked 'not proven'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
-               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, as_json: bool,
-               pack_root: Path | None) -> None:
+               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, python: str,
+               allow_unproven: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
     and print the report.
 
     \b
-    fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm
+    fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
     fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add)
     fixpack rebase --abort
     """
@@ -54,7 +59,8 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     req = rebase.RebaseRequest(
         pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
         roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name, work=work,
-        report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets))
+        report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
+        allow_unproven=allow_unproven)
     with outcome(as_json, "rebase", profile):
         if abort:
             restored = rebase.abort(req)

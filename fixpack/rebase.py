@@ -41,6 +41,8 @@ from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_d
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
+from .prove import TestRun
+from .rebase_proof import Prover, tail, tests_digest
 from .rebase_evidence import old_counts, twins
 from .rebase_session import (
     OUTCOMES,
@@ -97,7 +99,8 @@ def start(req: RebaseRequest) -> RebaseResult:
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
-             "conflicts": {}, "backups": {}}
+             "conflicts": {}, "backups": {},
+             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {}}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state)
     work.mkdir(parents=True, exist_ok=True)
     session.save()
@@ -110,8 +113,20 @@ def start(req: RebaseRequest) -> RebaseResult:
 
 
 def resume(req: RebaseRequest) -> RebaseResult:
-    """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts."""
-    return _run(load_session(req))
+    """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts.
+
+    A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
+    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
+    """
+    session = load_session(req)
+    proof = session.state.setdefault("proof", {"clean": {}})
+    if req.python:
+        proof.update(python=req.python, site=str(req.proof_site or ""))
+    if not proof.get("python") and not req.allow_unproven:
+        raise BadInputError("no proof can run on the carried fixes (no stand-in image of the new release): give "
+                            "--python PATH (tools/image-venv.sh VERSION DIR makes one), or --allow-unproven to write "
+                            "the new profile with its fixes marked 'not proven'")
+    return _run(session)
 
 
 def abort(req: RebaseRequest) -> list[str]:
@@ -132,7 +147,7 @@ def _run(session: Session) -> RebaseResult:
     for pair in session.pairs.values():
         chain = tuple(f for f in old_view.ordered(ids) if f.target == pair.spec.name)
         if pair.rebased:
-            outcomes += _rebase_target(session, pair, chain)
+            outcomes += _rebase_target(session, pair, chain, dict(old.proof_env))
         else:
             outcomes += [_not_rebased(f, pair) for f in chain]
     order = {fid: i for i, fid in enumerate(pack.series)}
@@ -140,7 +155,7 @@ def _run(session: Session) -> RebaseResult:
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
     result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
-    if any(o.outcome in ("conflict", "blocked") for o in outcomes):
+    if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
         result.status = "conflicts"
         session.state["phase"] = "conflicts"
         session.save()
@@ -192,9 +207,11 @@ class Chain:
     _new_only: list[str] | None = None
 
 
-def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...]) -> list[FixOutcome]:
+def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
+                   proof_env: dict[str, str]) -> list[FixOutcome]:
     assert pair.old is not None and pair.new is not None
     ch = Chain(pair, Tree(pair.old.root), Tree(pair.new.root))
+    prover = _prover(session, pair, proof_env)
     out = []
     for fix in chain:
         old_steps = _old_steps(fix, ch.old_tree, session.old_name)
@@ -206,9 +223,100 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...]) -
             o.evidence.append(f"waits for {blocker!r} (not carried: {cause!r} conflicts); it {how}")
             _stick(ch, fix, fix.touched_paths(), cause)
         else:
+            before = snap(ch.new_tree, sorted(set(fix.touched_paths())))
             o = _carry(session, ch, fix, old_steps, old_counts(fix, old_steps))
+            if o.outcome in CARRIED:
+                o = _prove(session, ch, fix, o, prover, old_steps, before)
         out.append(o)
+    if prover is not None:
+        prover.drop()
     return out
+
+
+CARRIED = ("exact", "merged", "resolved")
+
+
+def _prover(session: Session, pair: TargetPair, proof_env: dict[str, str]) -> Prover | None:
+    conf = session.state.get("proof") or {}
+    if not conf.get("python"):
+        return None
+    site = Path(conf["site"]) if conf.get("site") else None
+    return Prover.start(conf["python"], site, pair.spec.package, session.work / ".proof" / pair.spec.name,
+                        proof_env, session.pack_root)
+
+
+def _prove(session: Session, ch: Chain, fix: Fix, o: FixOutcome, prover: Prover | None, old_steps: list[Snap],
+           before: Snap) -> FixOutcome:
+    """Run the carried fix's proof on the stand-in image (clean: must fail; with the chain: must pass)."""
+    if prover is None:
+        o.proof = "not proven"
+        o.flags.append("not proven: no stand-in image was given (--python), so nothing shows that the carried "
+                       "change still works on this release")
+        return o
+    new_v = ch.pair.new.version if ch.pair.new else "the new release"
+    carried = as_fix(fix, o.new_patches) if o.new_patches else fix
+    clean = _clean_run(session, prover, fix)
+    if clean.rc == 0:
+        o.outcome, o.proof = "upstreamed", "passes without the fix"
+        o.evidence.append(f"its proof passes on the clean {new_v} ({clean.summary}): upstream removed the symptom; "
+                          f"proposed for dropping (kept listed; check the proof's output):\n{tail(clean)}")
+        prover.carry(carried)
+        return o
+    if clean.rc != 1:
+        o.proof = "does not run"
+        return _broken(session, ch, fix, o, old_steps, before,
+                       f"its proof does not run on the clean {new_v} (pytest exit {clean.rc}: {clean.summary}); adapt "
+                       f"fixes/{fix.id}/test_*.py to this release:\n{tail(clean)}")
+    why = prover.carry(carried)
+    if why:
+        o.proof = "fails with the fix"
+        return _broken(session, ch, fix, o, old_steps, before, "the carried patch does not apply to the image's "
+                       "files: " + "; ".join(why))
+    patched = prover.patched(fix)
+    if patched.rc != 0:
+        o.proof = "fails with the fix"
+        return _broken(session, ch, fix, o, old_steps, before,
+                       f"its text carried ({o.outcome}), but its proof fails on {new_v} with the fix (pytest exit "
+                       f"{patched.rc}: {patched.summary}):\n{tail(patched)}")
+    o.proof = "proven"
+    o.evidence.append(f"proof: fails on the clean {new_v} ({clean.summary}), passes with the fix ({patched.summary})")
+    return o
+
+
+def _clean_run(session: Session, prover: Prover, fix: Fix) -> TestRun:
+    """The proof on the clean image, reused across --continue while the proof files are unchanged."""
+    cache = session.state.setdefault("proof", {}).setdefault("clean", {})
+    digest = tests_digest(fix)
+    hit = cache.get(fix.id)
+    if hit and hit.get("digest") == digest:
+        return TestRun(int(hit["rc"]), str(hit["summary"]), str(hit["output"]))
+    run = prover.clean(fix)
+    cache[fix.id] = {"digest": digest, "rc": run.rc, "summary": run.summary, "output": run.output}
+    session.save()
+    return run
+
+
+def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: list[Snap], before: Snap,
+            why: str) -> FixOutcome:
+    """A carried fix whose proof fails: a conflict for the maintainer, with the carried change on branch
+    ``rebased`` of a work repository to amend (the proof runs again on --continue)."""
+    o.outcome = "broken"
+    o.evidence.append(why)
+    repo = session.work / fix.id
+    names = [p.path.name for p in fix.patches]
+    if not (repo / ".git").is_dir():
+        old_v = ch.pair.old.version if ch.pair.old else "old"
+        new_v = ch.pair.new.version if ch.pair.new else "new"
+        merge(repo, old_steps, before, names, fix.id, ch.pair.spec.name, old_v, new_v)
+    o.repo = str(repo)
+    o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of one "
+                      f"patch may also take new commits), "
+                      f"then `fixpack rebase --continue`, which runs the proof again")
+    session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs_digest(old_steps, before),
+                                          "patches": names}
+    session.save()
+    _stick(ch, fix, fix.touched_paths(), fix.id)
+    return o
 
 
 def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:

@@ -1,0 +1,97 @@
+"""Proofs inside a rebase: each carried fix's tests run on a stand-in image of the new release.
+
+A text merge can be clean and still wrong (on 0.31.0 a clean merge of prompt-order called a method
+upstream had removed). With ``--python PATH`` (the interpreter of a virtual environment that has the
+new release installed, e.g. made by ``tools/image-venv.sh``), every carried fix's proof
+(``fixes/<id>/test_*.py``) runs twice:
+
+- on the clean image, where it must fail (pytest exit 1): if it passes, upstream fixed the symptom and
+  the fix is reported upstreamed (proof passes without the fix), proposed for dropping;
+- on the image with the chain carried so far, where it must pass: if it fails, the fix is **broken**,
+  whatever its text said, and the rebase stops there as a conflict for the maintainer.
+
+The image itself is never written: the chain is laid over a copy of the target's package folder
+(hard links, a patched file replaced by a new one) that goes first on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BadInputError
+from .evaluate import run_pass
+from .fsio import atomic_write
+from .model import Fix
+from .prove import TestRun, run_proof, site_packages
+from .tree import Tree, encode
+
+
+@dataclass
+class Prover:
+    """The proof runs of one target: the image's interpreter, the folder its package lies in, the
+    overlay that holds the chain carried so far, and the proof environment of the profile."""
+
+    python: str
+    site: Path
+    overlay: Path
+    package: str
+    env: dict[str, str]
+    pack_root: Path
+
+    @classmethod
+    def start(cls, python: str, site: Path | None, package: str, work: Path, env: dict[str, str],
+              pack_root: Path) -> "Prover":
+        """A fresh overlay of ``<site>/<package>`` under ``work`` (site: the interpreter's purelib)."""
+        root = site or site_packages(python)
+        if not (root / package / "__init__.py").is_file():
+            raise BadInputError(f"--python {python}: no {package}/ package in {root}; give the interpreter of a "
+                                f"stand-in image of the new release (tools/image-venv.sh VERSION DIR)")
+        overlay = work / "proof" / package
+        shutil.rmtree(overlay.parent, ignore_errors=True)
+        overlay.parent.mkdir(parents=True)
+        shutil.copytree(root / package, overlay / package, copy_function=os.link,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        return cls(python, root, overlay, package, env, pack_root)
+
+    def clean(self, fix: Fix) -> TestRun:
+        """The fix's proof on the clean image."""
+        return run_proof(self.python, fix.folder, self.pack_root, {**self.env, "PYTHONPATH": str(self.site)})
+
+    def patched(self, fix: Fix) -> TestRun:
+        """The fix's proof on the image with the chain carried so far (see :meth:`carry`)."""
+        return run_proof(self.python, fix.folder, self.pack_root, {**self.env, "PYTHONPATH": str(self.overlay)})
+
+    def carry(self, fix: Fix) -> list[str]:
+        """Lay ``fix`` (as carried: its new patches) over the overlay. Returns why it did not apply ([] when
+        it did); a patched file is written as a new file, never through the image's hard link."""
+        p = run_pass(fix, Tree(self.overlay), reverse=False)
+        if not p.ok:
+            return p.explain()
+        for change in p.tree.changes():
+            dest = self.overlay / change.path
+            if change.data is None:
+                dest.unlink(missing_ok=True)
+            else:
+                dest.unlink(missing_ok=True)  # break the hard link to the image's file first
+                atomic_write(dest, change.data, change.mode or 0o644)
+        return []
+
+    def drop(self) -> None:
+        shutil.rmtree(self.overlay.parent, ignore_errors=True)
+
+
+def tests_digest(fix: Fix) -> str:
+    """sha256 over the fix's proof files (a clean run is reused only while they are unchanged)."""
+    h = hashlib.sha256()
+    for p in sorted(fix.folder.glob("test_*.py")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def tail(run: TestRun, lines: int = 12) -> str:
+    """The end of a proof run's output, for the report."""
+    return "\n".join(encode(run.output).decode("utf-8", "replace").splitlines()[-lines:])
