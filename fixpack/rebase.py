@@ -41,9 +41,8 @@ from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_d
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
-from .prove import TestRun
-from .rebase_proof import Prover, tail, tests_digest
 from .rebase_evidence import old_counts, twins
+from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_session import (
     OUTCOMES,
     STATE_SCHEMA,
@@ -211,7 +210,7 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
                    proof_env: dict[str, str]) -> list[FixOutcome]:
     assert pair.old is not None and pair.new is not None
     ch = Chain(pair, Tree(pair.old.root), Tree(pair.new.root))
-    prover = _prover(session, pair, proof_env)
+    prover = start_prover(session, pair.spec.package, pair.spec.name, proof_env)
     out = []
     for fix in chain:
         old_steps = _old_steps(fix, ch.old_tree, session.old_name)
@@ -236,64 +235,10 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
 CARRIED = ("exact", "merged", "resolved")
 
 
-def _prover(session: Session, pair: TargetPair, proof_env: dict[str, str]) -> Prover | None:
-    conf = session.state.get("proof") or {}
-    if not conf.get("python"):
-        return None
-    site = Path(conf["site"]) if conf.get("site") else None
-    return Prover.start(conf["python"], site, pair.spec.package, session.work / ".proof" / pair.spec.name,
-                        proof_env, session.pack_root)
-
-
 def _prove(session: Session, ch: Chain, fix: Fix, o: FixOutcome, prover: Prover | None, old_steps: list[Snap],
            before: Snap) -> FixOutcome:
-    """Run the carried fix's proof on the stand-in image (clean: must fail; with the chain: must pass)."""
-    if prover is None:
-        o.proof = "not proven"
-        o.flags.append("not proven: no stand-in image was given (--python), so nothing shows that the carried "
-                       "change still works on this release")
-        return o
-    new_v = ch.pair.new.version if ch.pair.new else "the new release"
-    carried = as_fix(fix, o.new_patches) if o.new_patches else fix
-    clean = _clean_run(session, prover, fix)
-    if clean.rc == 0:
-        o.outcome, o.proof = "upstreamed", "passes without the fix"
-        o.evidence.append(f"its proof passes on the clean {new_v} ({clean.summary}): upstream removed the symptom; "
-                          f"proposed for dropping (kept listed; check the proof's output):\n{tail(clean)}")
-        prover.carry(carried)
-        return o
-    if clean.rc != 1:
-        o.proof = "does not run"
-        return _broken(session, ch, fix, o, old_steps, before,
-                       f"its proof does not run on the clean {new_v} (pytest exit {clean.rc}: {clean.summary}); adapt "
-                       f"fixes/{fix.id}/test_*.py to this release:\n{tail(clean)}")
-    why = prover.carry(carried)
-    if why:
-        o.proof = "fails with the fix"
-        return _broken(session, ch, fix, o, old_steps, before, "the carried patch does not apply to the image's "
-                       "files: " + "; ".join(why))
-    patched = prover.patched(fix)
-    if patched.rc != 0:
-        o.proof = "fails with the fix"
-        return _broken(session, ch, fix, o, old_steps, before,
-                       f"its text carried ({o.outcome}), but its proof fails on {new_v} with the fix (pytest exit "
-                       f"{patched.rc}: {patched.summary}):\n{tail(patched)}")
-    o.proof = "proven"
-    o.evidence.append(f"proof: fails on the clean {new_v} ({clean.summary}), passes with the fix ({patched.summary})")
-    return o
-
-
-def _clean_run(session: Session, prover: Prover, fix: Fix) -> TestRun:
-    """The proof on the clean image, reused across --continue while the proof files are unchanged."""
-    cache = session.state.setdefault("proof", {}).setdefault("clean", {})
-    digest = tests_digest(fix)
-    hit = cache.get(fix.id)
-    if hit and hit.get("digest") == digest:
-        return TestRun(int(hit["rc"]), str(hit["summary"]), str(hit["output"]))
-    run = prover.clean(fix)
-    cache[fix.id] = {"digest": digest, "rc": run.rc, "summary": run.summary, "output": run.output}
-    session.save()
-    return run
+    why = prove_carried(session, prover, fix, o, ch.pair.new.version if ch.pair.new else "the new release")
+    return _broken(session, ch, fix, o, old_steps, before, why) if why else o
 
 
 def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: list[Snap], before: Snap,

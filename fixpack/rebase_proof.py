@@ -26,7 +26,9 @@ from .errors import BadInputError
 from .evaluate import run_pass
 from .fsio import atomic_write
 from .model import Fix
+from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
+from .rebase_session import FixOutcome, Session
 from .tree import Tree, encode
 
 
@@ -44,7 +46,7 @@ class Prover:
 
     @classmethod
     def start(cls, python: str, site: Path | None, package: str, work: Path, env: dict[str, str],
-              pack_root: Path) -> "Prover":
+              pack_root: Path) -> Prover:
         """A fresh overlay of ``<site>/<package>`` under ``work`` (site: the interpreter's purelib)."""
         root = site or site_packages(python)
         if not (root / package / "__init__.py").is_file():
@@ -95,3 +97,63 @@ def tests_digest(fix: Fix) -> str:
 def tail(run: TestRun, lines: int = 12) -> str:
     """The end of a proof run's output, for the report."""
     return "\n".join(encode(run.output).decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def start_prover(session: Session, package: str, target: str, proof_env: dict[str, str]) -> Prover | None:
+    """The session's prover for one target, or None when no stand-in image was given."""
+    conf = session.state.get("proof") or {}
+    if not conf.get("python"):
+        return None
+    site = Path(conf["site"]) if conf.get("site") else None
+    return Prover.start(conf["python"], site, package, session.work / ".proof" / target, proof_env,
+                        session.pack_root)
+
+
+def prove_carried(session: Session, prover: Prover | None, fix: Fix, o: FixOutcome, new_v: str) -> str:
+    """Prove a carried fix: its proof must fail on the clean image and pass with the chain carried up to it.
+
+    Sets ``o.proof`` (and, when the proof passes without the fix, makes ``o`` upstreamed); returns why
+    the fix is broken ("" when it is not).
+    """
+    if prover is None:
+        o.proof = "not proven"
+        o.flags.append("not proven: no stand-in image was given (--python), so nothing shows that the carried "
+                       "change still works on this release")
+        return ""
+    carried = as_fix(fix, o.new_patches) if o.new_patches else fix
+    clean = _clean_run(session, prover, fix)
+    if clean.rc == 0:
+        o.outcome, o.proof = "upstreamed", "passes without the fix"
+        o.evidence.append(f"its proof passes on the clean {new_v} ({clean.summary}): upstream removed the symptom; "
+                          f"proposed for dropping (kept listed; check the proof's output):\n{tail(clean)}")
+        prover.carry(carried)
+        return ""
+    if clean.rc != 1:
+        o.proof = "does not run"
+        return (f"its proof does not run on the clean {new_v} (pytest exit {clean.rc}: {clean.summary}); adapt "
+                f"fixes/{fix.id}/test_*.py to this release:\n{tail(clean)}")
+    why = prover.carry(carried)
+    if why:
+        o.proof = "fails with the fix"
+        return "the carried patch does not apply to the image's files: " + "; ".join(why)
+    patched = prover.patched(fix)
+    if patched.rc != 0:
+        o.proof = "fails with the fix"
+        return (f"its text carried ({o.outcome}), but its proof fails on {new_v} with the fix (pytest exit "
+                f"{patched.rc}: {patched.summary}):\n{tail(patched)}")
+    o.proof = "proven"
+    o.evidence.append(f"proof: fails on the clean {new_v} ({clean.summary}), passes with the fix ({patched.summary})")
+    return ""
+
+
+def _clean_run(session: Session, prover: Prover, fix: Fix) -> TestRun:
+    """The proof on the clean image, reused across --continue while the proof files are unchanged."""
+    cache = session.state.setdefault("proof", {}).setdefault("clean", {})
+    digest = tests_digest(fix)
+    hit = cache.get(fix.id)
+    if hit and hit.get("digest") == digest:
+        return TestRun(int(hit["rc"]), str(hit["summary"]), str(hit["output"]))
+    run = prover.clean(fix)
+    cache[fix.id] = {"digest": digest, "rc": run.rc, "summary": run.summary, "output": run.output}
+    session.save()
+    return run

@@ -5,11 +5,11 @@ it. The stand-in here is this interpreter with the new release copy first on its
 import subprocess
 import sys
 
-from fixpack import rebase
-from fixpack.errors import BadInputError
+from test_rebase import commit_pack, new_release, outcomes, pack_files
 
 from conftest import git, numbered
-from test_rebase import commit_pack, new_release, outcomes, pack_files
+from fixpack import rebase
+from fixpack.errors import BadInputError
 
 MOD = "demo_pkg/mod.py"
 BASE = numbered(10, "# line") + "VALUE = 1\n" + numbered(10, "# tail")
