@@ -254,9 +254,9 @@ def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: lis
         new_v = ch.pair.new.version if ch.pair.new else "new"
         merge(repo, old_steps, before, names, fix.id, ch.pair.spec.name, old_v, new_v)
     o.repo = str(repo)
-    o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of one "
-                      f"patch may also take new commits), "
-                      f"then `fixpack rebase --continue`, which runs the proof again")
+    o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of "
+                      f"one patch may also take new commits), then `fixpack rebase --continue`, which runs the "
+                      f"proof again")
     session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs_digest(old_steps, before),
                                           "patches": names}
     session.save()
