@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+bash tools/lint.sh
 images="v0.30.0=$PWD/.venv/bin/python"
 # profile name and pinned vLLM version of every committed profile but v0.30.0 (whose image is .venv)
 while read -r name version; do
