@@ -89,7 +89,7 @@ def run_proof(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout
                           env=_test_env(env))
     lines = [ln for ln in proc.stdout.splitlines() if re.search(r"\b(passed|failed|error|no tests ran)\b", ln)]
     summary = lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:]
-    return TestRun(proc.returncode, summary, (proc.stdout + proc.stderr)[-2000:])
+    return TestRun(proc.returncode, summary, (proc.stdout + proc.stderr)[-20000:])
 
 
 def run_tests(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> tuple[int, str]:

@@ -94,9 +94,13 @@ def tests_digest(fix: Fix) -> str:
     return h.hexdigest()
 
 
-def tail(run: TestRun, lines: int = 12) -> str:
-    """The end of a proof run's output, for the report."""
-    return "\n".join(encode(run.output).decode("utf-8", "replace").splitlines()[-lines:])
+def tail(run: TestRun, lines: int = 8) -> str:
+    """What a proof run said, for the report: its first error lines (pytest's ``E`` lines, which name the
+    exception) and its short summary at the end."""
+    text = encode(run.output).decode("utf-8", "replace").splitlines()
+    errors = [ln for ln in text if ln.startswith("E ")][:lines]
+    summary = [ln for ln in text if ln.startswith(("FAILED", "ERROR"))][:lines]
+    return "\n".join(errors + summary + text[-1:])
 
 
 def start_prover(session: Session, package: str, target: str, proof_env: dict[str, str]) -> Prover | None:
