@@ -18,7 +18,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from . import __version__
 from .diff import sha256_text
 from .errors import DamagedStateError, StaleLockError
 from .safepath import path_problem
+from .states import Word
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1
@@ -160,7 +160,7 @@ def _lock_fix(f: dict[str, Any]) -> LockFix:
 
 # --- the manifest -------------------------------------------------------------------------------------
 
-class Recorded(str, Enum):
+class Recorded(Word):
     """What a manifest records of a fix."""
 
     APPLIED = "applied"          # this tool applied it: revert removes it

@@ -8,7 +8,18 @@ from __future__ import annotations
 from enum import Enum
 
 
-class State(str, Enum):
+class Word(str, Enum):
+    """An enum whose members print as their word (``f"{State.APPLIED}"`` is ``applied``), whatever the
+    Python (3.10's and 3.12's enums format a str mixin differently)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class State(Word):
     """A fix on a tree."""
 
     APPLIED = "applied"          # the manifest says so and the post-images are there
@@ -25,7 +36,7 @@ MISMATCH_STATES = frozenset({State.TAMPERED})
 CONFLICT_STATES = frozenset({State.CONFLICT, State.PARTIAL, State.AMBIGUOUS})
 
 
-class Action(str, Enum):
+class Action(Word):
     """What a run did (or, when nothing was written, would have done) to a fix."""
 
     APPLIED = "applied"
@@ -38,7 +49,7 @@ class Action(str, Enum):
         return {Action.APPLIED: Action.WOULD_APPLY, Action.REVERTED: Action.WOULD_REVERT}.get(self, self)
 
 
-class TargetStatus(str, Enum):
+class TargetStatus(Word):
     FOUND = "found"
     MISSING = "missing"        # not found where the run looked: an image mismatch
     SKIPPED = "skipped"        # left out on purpose (--target)
