@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import numbered, snapshot
 
 from fixpack import engine
 from fixpack.diff import parse_patch
 from fixpack.errors import BadInputError, FixpackError, PackError, PatchParseError
 from fixpack.loader import load_pack
-
-from conftest import numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 
