@@ -73,8 +73,8 @@ def _recorded(comp: Component, rec: ManifestComponent, tree: Tree, selected: boo
         fr.state = State.TAMPERED
         fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since it "
                         f"was installed)" for p, now in changed.items()]
-    elif not selected:
-        fr.messages.append("not selected in this run; kept (revert removes it)")
+    else:
+        fr.messages.append("already applied" if selected else "not selected in this run; kept (revert removes it)")
     return fr
 
 
