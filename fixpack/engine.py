@@ -77,6 +77,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     """
     name = ft.spec.name
     tree, manifest, pending = _load_state(ft)
+    recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         ctx.report.target(name).note(f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} "
                                      f"is stale (the target was reinstalled?) and is replaced by this run")
@@ -104,7 +105,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         else:
             plan.reached = False
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
-    reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components,
+    reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
                                                             build, dry)
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached

@@ -219,3 +219,49 @@ def test_kill_at_every_write_point_through_the_cli(builder, plugin_wheel, tmp_pa
         assert snapshot(site) == original, f"kill at {n}, apply, revert: not the original bytes"
     # backups, journal, the fix's file, 8 component files, the manifest, the journal's removal
     assert points >= 12, points
+
+
+def test_revert_removes_the_bytecode_of_an_imported_component(builder, plugin_wheel):
+    import compileall
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    assert compileall.compile_dir(str(site / "tiny_plug"), quiet=1)  # the plugin was imported in the image
+    assert list((site / "tiny_plug/sub/__pycache__").glob("kern.*.pyc"))
+    assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before and not (site / "tiny_plug").exists()
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"../evil.py": "0" * 64}}, "'..'"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "../x.dist-info", "files": {}}, "dist_info"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"demo_pkg/a.py": "0" * 64}},
+     "recorded twice"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"t/x.py": None}}, "no sha256"),
+    ({"id": "tiny-plug", "version": "0.3.0"}, "not an object with id"),
+])
+def test_a_planted_component_record_is_damaged_state(builder, plugin_wheel, entry, why):
+    from fixpack.errors import DamagedStateError
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    assert engine.apply(builder.request(site)).ok
+    mpath = site / ".fixpack/demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    data["components"] = [entry]
+    mpath.write_text(json.dumps(data))
+    before = snapshot(site)
+    with pytest.raises(DamagedStateError, match=why):
+        engine.revert(builder.request(site))
+    assert snapshot(site) == before
+
+
+def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    (site / "demo_pkg/a.py").write_text("x = 1\n")  # vLLM reinstalled: its files are the clean release again
+    r = engine.apply(builder.request(site))
+    assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").state.value == "applied"
+    assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before and not (site / "tiny_plug").exists()
