@@ -148,8 +148,7 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
         target = Component(name=ft.spec.distribution, version=ft.version or None, bom_ref=f"target:{name}",
                            type=ComponentType.FRAMEWORK,
                            purl=PackageURL(type="pypi", name=ft.spec.distribution, version=ft.version or None),
-                           pedigree=Pedigree(commits=commits, patches=patches or None), properties=props,
-                           modified=bool(patches))
+                           pedigree=Pedigree(commits=commits, patches=patches or None), properties=props)
         bom.components.add(target)
         bom.register_dependency(image, [target])
         for rec in manifest.components if manifest else ():
