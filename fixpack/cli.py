@@ -30,6 +30,8 @@ MAINTAINER_COMMANDS = {
     "format": "fixpack.cli_maint:format_cmd",
     "refresh": "fixpack.cli_maint:refresh_cmd",
     "rebase": "fixpack.cli_rebase:rebase_cmd",
+    "sbom": "fixpack.cli_sbom:sbom_cmd",
+    "verify": "fixpack.cli_sbom:verify_cmd",
 }
 
 
@@ -76,10 +78,12 @@ def main() -> None:
 @click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
 @click.option("--reject", "reject_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               metavar="DIR", help="Write the refused hunks as git-style DIR/<path>.rej files (outside the target).")
+@click.option("--sbom", "sbom_out", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
+              help="After a successful apply, write the image's CycloneDX SBOM to FILE (needs cyclonedx-python-lib).")
 def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
               copies_root: Path | None, lock_wait: float, as_json: bool, opt_ins: tuple[str, ...], dry_run: bool,
-              strict: bool, all_opt_in: bool, reject_dir: Path | None) -> None:
-    """Apply the profile's default fixes plus the named opt-in fixes, in the pack's order."""
+              strict: bool, all_opt_in: bool, reject_dir: Path | None, sbom_out: Path | None) -> None:
+    """Apply the profile's default fixes plus the named opt-in fixes and components, in the pack's order."""
 
     def call() -> Any:
         from . import engine
@@ -92,6 +96,11 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
 
             written = write_rejects(report, reject_dir)
             click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}", err=True)
+        if sbom_out is not None and report.ok and not dry_run:
+            from .sbom import sbom
+
+            done = sbom(req, sbom_out)
+            click.echo(f"fixpack: SBOM {'written to' if done.written else 'unchanged in'} {sbom_out}", err=True)
         return report
 
     _run(call, as_json, "apply", profile)

@@ -8,20 +8,19 @@ selection reaches the profile's state, under the target's lock, journalled (:mod
 
 from __future__ import annotations
 
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import lockfile
+from . import components, lockfile
 from .errors import BadInputError, FixpackError, MismatchError
 from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
-from .loader import load_pack, load_profile, select
-from .model import Fix, Pack, Profile, TargetSpec
-from .records import Lock, Manifest, ManifestFix, Recorded, dumps
-from .report import FixReport, Report, TargetReport
-from .runlock import DEFAULT_WAIT, run_lock
+from .model import Fix, Pack, Profile
+from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
+from .report import FixReport, Report
+from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare
+from .runlock import run_lock
 from .state import (
     check_writable,
     journal_originals,
@@ -32,90 +31,8 @@ from .state import (
     write_transaction,
 )
 from .states import Action, State, TargetStatus
-from .targets import FoundTarget, check_pin, locate
+from .targets import FoundTarget
 from .tree import Tree, decode
-
-NO_LOCK = Lock("", {}, ())
-
-
-@dataclass
-class Request:
-    """What a run is asked to do.
-
-    ``roots`` maps target names to ``--root`` paths; ``only_targets`` restricts the run to those
-    targets (the others are reported as skipped); ``env_root`` is a folder of release copies, one
-    sub-folder per target (``--copies``, ``$GAUDI_FIXES_ROOT``); ``lock_wait`` the seconds to wait for
-    another run's lock.
-    """
-
-    pack_root: Path
-    profile: str
-    opt_ins: tuple[str, ...] = ()
-    roots: dict[str, Path] = field(default_factory=dict)
-    only_targets: tuple[str, ...] = ()
-    dry_run: bool = False
-    strict: bool = False
-    all_opt_in: bool = False
-    env_root: Path | None = None
-    lock_wait: float = DEFAULT_WAIT
-
-
-@dataclass
-class Context:
-    pack: Pack
-    profile: Profile
-    selected: tuple[str, ...]
-    lock: Lock
-    found: dict[str, FoundTarget]
-    report: Report
-    lock_wait: float = DEFAULT_WAIT
-
-
-# --- preparing a run --------------------------------------------------------------------------
-
-def _prepare(req: Request, command: str, need_lock: bool = True) -> Context:
-    pack = load_pack(req.pack_root)
-    profile = load_profile(pack, req.profile)
-    pack = pack.for_profile(profile.name)
-    selected = select(pack, profile, req.opt_ins, req.all_opt_in)
-    names = {t.name for t in profile.targets}
-    for name in list(req.roots) + list(req.only_targets):
-        if name not in names:
-            raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
-                                f"(its targets: {', '.join(sorted(names))})")
-    _check_deleted_then_touched(pack.ordered(selected))
-    lock = NO_LOCK
-    if need_lock:
-        lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack, profile, lock)
-    report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
-    found: dict[str, FoundTarget] = {}
-    for spec in profile.targets:
-        treport, ft = _find_target(spec, req)
-        report.targets.append(treport)
-        if ft is not None and treport.status is TargetStatus.FOUND:
-            found[spec.name] = ft
-    return Context(pack, profile, selected, lock, found, report, req.lock_wait)
-
-
-def _find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:
-    pin = {"version": spec.pin.version, "commit": spec.pin.commit}
-    if req.only_targets and spec.name not in req.only_targets:
-        return TargetReport(spec.name, TargetStatus.SKIPPED, pin=pin, notes=["not selected (--target)"]), None
-    ft = locate(spec, req.roots.get(spec.name), req.env_root)
-    if ft is None:
-        copies = f"no {req.env_root / spec.name}, " if req.env_root else ""
-        msg = (f"not found: no --root {spec.name}=PATH, {copies}and {spec.distribution} is not installed in "
-               f"{sys.executable}. Point --root at it, or restrict the run with --target")
-        return TargetReport(spec.name, TargetStatus.MISSING, pin=pin, notes=[msg]), None
-    tr = TargetReport(spec.name, TargetStatus.FOUND, str(ft.root), ft.how, ft.version, ft.commit, pin,
-                      list(ft.evidence))
-    try:
-        check_pin(ft)
-    except MismatchError as exc:
-        tr.status = TargetStatus.MISMATCH
-        tr.note(str(exc))
-    return tr, ft
 
 
 def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -132,22 +49,8 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                 f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
     chain = ctx.pack.ordered(tuple(ids))
-    _check_deleted_then_touched(chain)
+    check_deleted_then_touched(chain)
     return chain
-
-
-def _check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:
-    deleted: dict[str, str] = {}
-    for fix in chain:
-        for path in fix.touched_paths():
-            if path in deleted:
-                raise BadInputError(f"fix {fix.id!r} touches {path}, which fix {deleted[path]!r} deletes earlier in "
-                                    f"the series; select only one of them or rewrite {fix.id!r}")
-        for fp in fix.file_patches():
-            if fp.kind == "delete":
-                deleted[fp.path] = fix.id
-            elif fp.kind == "rename" and fp.old_path:
-                deleted[fp.old_path] = fix.id
 
 
 # --- evaluating a target ----------------------------------------------------------------------
@@ -162,6 +65,7 @@ class TargetPlan:
     entries: list[ManifestFix]
     reached: bool
     pending_journal: bool
+    components: list[ManifestComponent] = field(default_factory=list)
 
 
 def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry: bool) -> TargetPlan:
@@ -173,6 +77,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     """
     name = ft.spec.name
     tree, manifest, pending = _load_state(ft)
+    recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         ctx.report.target(name).note(f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} "
                                      f"is stale (the target was reinstalled?) and is replaced by this run")
@@ -199,6 +104,11 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.entries.append(_manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
             plan.reached = False
+    build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
+    reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
+                                                            build, dry)
+    ctx.report.fixes += reports
+    plan.reached = plan.reached and reached
     return plan
 
 
@@ -323,7 +233,8 @@ def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> Manifest:
         if e.state is Recorded.APPLIED:
             files.update(file_hashes(plan.tree, list(e.files)))
     return Manifest(ctx.profile.name, ft.spec.name, {"version": ft.spec.pin.version, "commit": ft.spec.pin.commit},
-                    {"version": ft.version, "commit": ft.commit}, tuple(plan.entries), files)
+                    {"version": ft.version, "commit": ft.commit}, tuple(plan.entries), files,
+                    components=tuple(plan.components))
 
 
 # --- apply / status -------------------------------------------------------------------------------
@@ -334,7 +245,7 @@ def apply(req: Request) -> Report:
     The report's ``exit_code`` is 0 only when every selected fix ends applied or upstreamed.
     Raises FixpackError for bad input (exit 2), damaged state (3) or an unwritable / busy target (5).
     """
-    ctx = _prepare(req, "apply")
+    ctx = prepare(req, "apply")
     with ExitStack() as locks:
         # a writing run holds every target's lock exclusively from its first look to its last write (one
         # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
@@ -365,7 +276,7 @@ def _recover_interrupted(ctx: Context) -> None:
 def status(req: Request) -> Report:
     """What the image holds: every fix of the profile (opt-ins included), against manifest and files."""
     req = replace(req, dry_run=True, all_opt_in=True)  # the caller's request is left as it was
-    ctx = _prepare(req, "status")
+    ctx = prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
         with run_lock(ft.root, shared=True, wait=ctx.lock_wait):
@@ -382,7 +293,7 @@ def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:
 
 def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
     new = _new_manifest(ctx, ft, plan)
-    return not new.same_state(plan.manifest) and bool(plan.entries or plan.manifest)
+    return not new.same_state(plan.manifest) and bool(plan.entries or plan.components or plan.manifest)
 
 
 def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
@@ -403,7 +314,7 @@ def revert(req: Request) -> Report:
 
     Refuses (exit 3, nothing written) when a file changed since it was applied.
     """
-    ctx = _prepare(req, "revert", need_lock=False)
+    ctx = prepare(req, "revert", need_lock=False)
     ctx.lock = _soft_lock(ctx.pack, ctx.profile)
     with ExitStack() as locks:
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
@@ -418,6 +329,7 @@ def revert(req: Request) -> Report:
             if manifest is None:
                 continue
             _plan_revert(ctx, ft, tree, manifest, req.dry_run)
+            ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
@@ -476,7 +388,7 @@ def _soft_lock(pack: Pack, profile: Profile) -> Lock:
 def _fingerprint(req: Request) -> tuple[Lock, Profile]:
     """Fingerprints of the whole chain (defaults and every opt-in, in series order) on clean release
     copies. Raises ConflictError/MismatchError when a fix does not apply exactly to the release copy."""
-    ctx = _prepare(replace(req, all_opt_in=True), "lock", need_lock=False)
+    ctx = prepare(replace(req, all_opt_in=True), "lock", need_lock=False)
     chain = ctx.pack.ordered(ctx.selected)
     with_fixes = {f.target for f in chain}
     for t in ctx.report.targets:

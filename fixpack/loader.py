@@ -17,12 +17,13 @@ from typing import Any
 from .diff import parse_patch, sha256_bytes
 from .errors import Collector, PatchParseError, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .profile_components import load_components
 from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary"}
 UPSTREAM_KEYS = {"status", "link", "fixed_in"}
-PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof"}
+PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"}
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
@@ -348,8 +349,10 @@ def load_profile(pack: Pack, name: str) -> Profile:
         proof = {}
     _unknown_keys(proof, {"env"}, path, text, errors, "proof")
     proof_env = _str_table(proof.get("env", {}), "env", path, text, errors)
+    components = load_components(pack, data.get("components", {}), {t.name for t in targets},
+                                 set(default) | set(opt_in), path, errors)
     profile = Profile(name, path, str(data.get("description", "")).strip(),
-                      targets, default, opt_in, proof_env)
+                      targets, default, opt_in, proof_env, components)
     _check_profile(pack, profile, text, errors)
     errors.raise_if_any(f"profile {name!r} is invalid")
     return profile

@@ -114,6 +114,22 @@ class TargetSpec:
 
 
 @dataclass(frozen=True)
+class Component:
+    """A package a profile installs besides its fixes (the port's plugin, the kernels' package): built
+    from ``path`` (a folder with a ``pyproject.toml``, or a ``.whl``, relative to the pack's root) and laid
+    out in its ``target``'s site-packages folder as ``pip install --no-deps`` would; ``requires`` names
+    the fixes (or components) that must be in the image with it."""
+
+    id: str
+    path: Path
+    version: str
+    target: str
+    requires: tuple[str, ...] = ()
+    opt_in: bool = False
+    summary: str = ""
+
+
+@dataclass(frozen=True)
 class Profile:
     """A release pair: targets with pins, the default fixes, the opt-in fixes it allows."""
 
@@ -124,6 +140,10 @@ class Profile:
     default: tuple[str, ...]
     opt_in: tuple[str, ...]
     proof_env: tuple[tuple[str, str], ...] = ()  # [proof] env: what the proof tests need set (offline switches)
+    components: tuple[Component, ...] = ()
+
+    def component(self, cid: str) -> Component | None:
+        return next((c for c in self.components if c.id == cid), None)
 
     def target(self, name: str) -> TargetSpec:
         for t in self.targets:

@@ -177,6 +177,20 @@ class ManifestFix:
 
 
 @dataclass(frozen=True)
+class ManifestComponent:
+    """A component this tool installed: its version, its ``.dist-info`` folder and every file it wrote,
+    with its sha256 (all of them exist; revert removes exactly these)."""
+
+    id: str
+    version: str
+    dist_info: str
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version, "dist_info": self.dist_info, "files": dict(self.files)}
+
+
+@dataclass(frozen=True)
 class Manifest:
     """What a target holds. ``files``: the union of the applied fixes' files with their sha256 now."""
 
@@ -187,6 +201,7 @@ class Manifest:
     fixes: tuple[ManifestFix, ...]
     files: Hashes
     tool_version: str = __version__
+    components: tuple[ManifestComponent, ...] = ()
 
     def entry(self, fix_id: str) -> ManifestFix | None:
         return next((f for f in self.fixes if f.id == fix_id), None)
@@ -199,12 +214,16 @@ class Manifest:
                 "profile": self.profile, "target": self.target, "pin": dict(self.pin), "found": dict(self.found),
                 "fixes": [{"id": f.id, "version": f.version, "patch_sha256": f.patch_sha256, "state": f.state.value,
                            "files": dict(f.files)} for f in self.fixes],
-                "files": dict(self.files)}
+                "files": dict(self.files)} | ({"components": [c.to_json() for c in self.components]}
+                                             if self.components else {})
+
+    def component(self, cid: str) -> ManifestComponent | None:
+        return next((c for c in self.components if c.id == cid), None)
 
     def same_state(self, other: Manifest | None) -> bool:
         """The same fixes, files and profile (what a run would otherwise rewrite)."""
-        return other is not None and (self.fixes, dict(self.files), self.profile) == \
-            (other.fixes, dict(other.files), other.profile)
+        return other is not None and (self.fixes, dict(self.files), self.profile, self.components) == \
+            (other.fixes, dict(other.files), other.profile, other.components)
 
     @classmethod
     def from_json(cls, raw: bytes, path: Path) -> Manifest:
@@ -215,9 +234,11 @@ class Manifest:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]))
                       for f in data["fixes"])
+        comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
+                      for c in data.get("components", []))
         return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
                    _str_map(data.get("found")), fixes, dict(data.get("files", {})),
-                   str(data.get("tool_version", "")))
+                   str(data.get("tool_version", "")), comps)
 
 
 def _str_map(value: Any) -> dict[str, str]:
@@ -285,8 +306,36 @@ def _manifest_problem(data: Any) -> str | None:
         seen.add(f["id"])
         if f["state"] == "applied":
             applied_files |= set(f["files"])
+    problem = _components_problem(data.get("components", []), applied_files)
+    if problem:
+        return problem
     if set(files) != applied_files:
         # each run writes 'files' as the union of its applied fixes' files: an entry was removed or edited
         return "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
     return next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
                  if k in data and not isinstance(data[k], str)), None)
+
+
+def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
+    """The ``components`` of a manifest (absent in manifests before components: an empty list)."""
+    if not isinstance(comps, list):
+        return "'components' is not a list"
+    owned: dict[str, str] = {}
+    for n, c in enumerate(comps, 1):
+        if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
+                not isinstance(c["id"], str) or not _ID.match(c["id"]) or not isinstance(c["version"], str):
+            return f"component entry {n}: not an object with id, version, dist_info and files"
+        where = f"component {c['id']}"
+        if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:
+            return f"{where}: dist_info {c['dist_info']!r} is not a .dist-info folder at the root"
+        problem = _files_problem(c["files"], f"{where}'s files")
+        if problem:
+            return problem
+        for p, h in c["files"].items():
+            if h is None:
+                return f"{where}: {p} has no sha256 (every file a component installs exists)"
+            if p in owned or p in fix_files:
+                return f"{where}: {p} is recorded twice (by {owned.get(p, 'a fix')} too)"
+            owned[p] = where
+    ids = [c["id"] for c in comps]
+    return "a component is recorded twice" if len(ids) != len(set(ids)) else None

@@ -6,7 +6,8 @@ The JSON document (``--json``) has these stable keys (schema 1):
   ``dry_run`` (bool), ``ok`` (bool), ``exit_code`` (int), ``error`` (str, "" when ok);
 - ``targets``: list of {``name``, ``status`` (found | missing | skipped | mismatch), ``root``, ``how``,
   ``version``, ``commit``, ``pin`` {``version``, ``commit``}, ``evidence`` [str], ``message``};
-- ``fixes``: list, in series order, of {``id``, ``version``, ``target``, ``opt_in``, ``selected``,
+- ``fixes``: list, in series order (then the profile's components, ``kind`` "component", with their
+  version as a string), of {``kind`` (fix | component), ``id``, ``version``, ``target``, ``opt_in``, ``selected``,
   ``state`` (applied | absent | upstreamed | drifted | conflict | partial | tampered | ambiguous |
   skipped), ``action`` (applied | would-apply | reverted | would-revert | none), ``offsets``
   [{``file``, ``hunk``, ``placement``, ``line``, ``offset``}], ``messages`` [str], ``refused``
@@ -59,8 +60,10 @@ class TargetReport:
 
 @dataclass
 class FixReport:
+    """A fix's (or, with ``kind`` "component", an installed component's) outcome."""
+
     id: str
-    version: int
+    version: int | str
     target: str
     opt_in: bool
     selected: bool
@@ -69,9 +72,10 @@ class FixReport:
     offsets: list[dict[str, Any]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
+    kind: str = "fix"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "version": self.version, "target": self.target, "opt_in": self.opt_in,
+        return {"kind": self.kind, "id": self.id, "version": self.version, "target": self.target, "opt_in": self.opt_in,
                 "selected": self.selected, "state": self.state.value, "action": self.action.value,
                 "offsets": list(self.offsets), "messages": list(self.messages), "refused": list(self.refused)}
 

@@ -400,7 +400,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
             where = root / c.path
             if c.data is None:
                 remove_file(where)
-                if where.parent.name != "__pycache__":
+                if where.parent.name != "__pycache__" or _module_gone(where):
                     _prune_empty(root, where.parent)
             else:
                 atomic_write(where, c.data, c.mode, sync_dir=False)
@@ -461,6 +461,12 @@ def _missing_dirs(root: Path, folder: Path) -> set[str]:
         out.add(folder.relative_to(root).as_posix())
         folder = folder.parent
     return out
+
+
+def _module_gone(pyc: Path) -> bool:
+    """The source of a ``__pycache__/<module>.<tag>.pyc`` was removed: its ``__pycache__`` (and a package
+    folder left empty) may go too, as when a component is uninstalled."""
+    return not exists(pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py"))
 
 
 def _prune_empty(root: Path, folder: Path) -> None:

@@ -1,4 +1,5 @@
 from conftest import make_diff, numbered
+
 from fixpack.applier import Placement, apply_text, split_lines
 from fixpack.diff import parse_patch
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import numbered, snapshot
+
 from fixpack import engine
 from fixpack.diff import parse_patch
 from fixpack.errors import BadInputError, FixpackError, PackError, PatchParseError

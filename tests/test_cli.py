@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, numbered, snapshot
 
 MOD = "demo_pkg/mod.py"

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, snapshot
+
 from fixpack import release
 from fixpack.loader import load_pack, load_profile
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import git, make_diff, numbered, snapshot
+
 from fixpack import engine, rebase, rebase_session
 from fixpack.cli_rebase import rebase_cmd
 from fixpack.errors import BadInputError

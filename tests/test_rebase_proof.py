@@ -5,9 +5,9 @@ it. The stand-in here is this interpreter with the new release copy first on its
 import subprocess
 import sys
 
+from conftest import git, numbered
 from test_rebase import commit_pack, new_release, outcomes, pack_files
 
-from conftest import git, numbered
 from fixpack import rebase
 from fixpack.errors import BadInputError
 

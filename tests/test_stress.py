@@ -9,7 +9,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import REPO, numbered
 
 sys.path.insert(0, str(REPO / "tools"))

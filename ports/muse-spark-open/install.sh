@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Muse Spark Open into a vLLM image: check the image's commits against profile v0.30.0, apply the
-# profile, install the plugin, build the MXFP4 kernels where a toolchain exists, run the build gates.
+# profile with the port's components (the plugin muse-spark-open and the kernels' package mxfp4-moe,
+# installed by the fix pack into vLLM's site-packages, recorded in its manifest, removed by its revert),
+# build the MXFP4 kernels where a toolchain exists, run the build gates.
 #
 #   ports/muse-spark-open/install.sh [options]
 #
 #   --python PATH       the image's Python (default: python3); vLLM and vllm-gaudi are found in it
 #   --root NAME=PATH    where a target lives, passed to the fix pack (repeatable)
 #   --opt-in "IDS"      opt-in fixes to apply (default: the recipe's: topk-subset-sampler vllm-long-prefill-share)
-#   --plugin-site DIR   install the plugin into DIR (pip --target) instead of the Python's site-packages,
-#                       and put DIR on PYTHONPATH for the gates (a read-only image, or a test)
+#   --plugin-site DIR   install the plugin into DIR (pip --target) instead of as a fix pack component,
+#                       and put DIR on PYTHONPATH for the gates (a read-only image, a vLLM source tree,
+#                       or a test); the fix pack then neither records nor reverts the plugin
+#   --sbom FILE         after the profile is applied, write the image's CycloneDX SBOM to FILE
 #   --dry-run           check every step and write nothing to the image: the profile is a dry run and
 #                       the plugin is installed only into --plugin-site when one is given
 #   --check             the build gates only (commits, profile state, plugin gates); writes nothing
-#   --skip-kernels      do not build the kernels
+#   --skip-kernels      neither install the kernels' package nor build the kernels
 #   -h, --help
 #
 # Exit status: 0 done; 10 bad arguments; 11 the image does not match the profile (a pin or target);
@@ -30,10 +34,11 @@ plugin_site=""
 dry_run=0
 check=0
 skip_kernels=0
+sbom=""
 
 say() { printf 'install.sh: %s\n' "$*"; }
 die() { local code=$1; shift; printf 'install.sh: ERROR: %s\n' "$*" >&2; exit "$code"; }
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +50,8 @@ while [ $# -gt 0 ]; do
     --opt-in=*) opt_in="${1#*=}"; shift ;;
     --plugin-site) [ $# -ge 2 ] || die 10 "--plugin-site needs a folder"; plugin_site="$2"; shift 2 ;;
     --plugin-site=*) plugin_site="${1#*=}"; shift ;;
+    --sbom) [ $# -ge 2 ] || die 10 "--sbom needs a file"; sbom="$2"; shift 2 ;;
+    --sbom=*) sbom="${1#*=}"; shift ;;
     --dry-run) dry_run=1; shift ;;
     --check) check=1; shift ;;
     --skip-kernels) skip_kernels=1; shift ;;
@@ -52,6 +59,13 @@ while [ $# -gt 0 ]; do
     *) die 10 "unknown argument: $1 (see --help)" ;;
   esac
 done
+
+# the port's components, installed by the fix pack with the profile (none with --plugin-site)
+components=""
+if [ -z "$plugin_site" ]; then
+  components="muse-spark-open"
+  [ "$skip_kernels" = 1 ] || components="$components mxfp4-moe"
+fi
 
 # -- 0. the environment -----------------------------------------------------------------------
 command -v "$py" >/dev/null 2>&1 || [ -x "$py" ] || die 16 "no Python at '$py' (give the image's Python with --python)"
@@ -64,6 +78,13 @@ except ModuleNotFoundError:
     import tomli' 2>/dev/null \
   || die 16 "$py lacks the fix pack's dependencies (unidiff GitPython click rich pypi-simple, tomli on 3.10): pip install them, or pip install -e $repo"
 [ -f "$repo/fixes/apply_all.py" ] || die 16 "no fix pack at $repo (fixes/apply_all.py missing)"
+if [ -n "$components" ]; then
+  "$py" -c 'import installer, setuptools' 2>/dev/null \
+    || die 16 "$py lacks installer or setuptools, which the fix pack needs to install the port's components: pip install installer setuptools (or give --plugin-site DIR)"
+fi
+if [ -n "$sbom" ]; then
+  "$py" -c 'import cyclonedx' 2>/dev/null || die 16 "$py lacks cyclonedx-python-lib, which --sbom needs: pip install 'cyclonedx-python-lib[json-validation]'"
+fi
 if [ -n "$plugin_site" ]; then
   mkdir -p "$plugin_site" || die 16 "cannot create --plugin-site $plugin_site"
   plugin_site="$(cd "$plugin_site" && pwd)"
@@ -113,25 +134,27 @@ prof = tomllib.load(open(sys.argv[1], "rb"))
 print(" ".join(prof["fixes"]["default"] + sys.argv[2:]))
 PY
 )" || die 16 "cannot read profiles/$profile.toml"
+  wanted="$wanted $components"
   not_in="$(printf '%s' "$state_json" | json_field "' '.join(f['id']+'='+f['state'] for f in d['fixes'] if f['id'] in '''$wanted'''.split() and f['state'] not in ('applied','upstreamed') and f['target'] in [t['name'] for t in d['targets'] if t['status']=='found'])")" \
     || die 16 "the fix pack's status could not be read: $(printf '%s' "$state_json" | head -c 400)"
   if [ -n "$not_in" ]; then
     die 15 "the image is not in the profile's state: $not_in (apply it: install.sh without --check)"
   fi
-  say "  every fix of the profile (and opt-in: ${opt_in:-none}) is applied or upstreamed"
+  say "  every fix of the profile (and opt-in: ${opt_in:-none}) is applied or upstreamed${components:+; components in: $components}"
 else
-  say "step 2/5: apply profile $profile${opt_in:+ with opt-in $opt_in}"
+  say "step 2/5: apply profile $profile${opt_in:+ with opt-in $opt_in}${components:+ and components $components}"
   apply_args=(--profile "$profile" "${roots[@]}" "${target_args[@]}")
   [ "$dry_run" = 1 ] && apply_args+=(--dry-run)
+  [ -n "$sbom" ] && apply_args+=(--sbom "$sbom")
   set +e
   # shellcheck disable=SC2086
-  "$py" "$repo/fixes/apply_all.py" "${apply_args[@]}" $opt_in
+  "$py" "$repo/fixes/apply_all.py" "${apply_args[@]}" $opt_in $components
   rc=$?
   set -e
   case $rc in
     0) say "  profile in place$([ "$dry_run" = 1 ] && echo ' (dry run: nothing written)')" ;;
     2) die 12 "the fix pack refused its input (exit 2): a profile, patch, lock or fix name" ;;
-    3) die 12 "the image does not match the profile (exit 3): see the table above" ;;
+    3) die 12 "the image does not match the profile (exit 3): see the table above (components need vLLM installed in site-packages; for a source tree give --plugin-site DIR)" ;;
     4) die 12 "a fix does not apply to this image (exit 4, conflict): see the table above" ;;
     5) die 12 "the target is not writable or another run holds the lock (exit 5)" ;;
     *) die 12 "the fix pack failed (exit $rc)" ;;
@@ -139,7 +162,9 @@ else
 fi
 
 # -- 3. the plugin ----------------------------------------------------------------------------
-if [ "$check" = 1 ]; then
+if [ -n "$components" ]; then
+  say "step 3/5: plugin: installed by step 2 as the fix pack's component muse-spark-open (fixpack status lists it)"
+elif [ "$check" = 1 ]; then
   say "step 3/5: plugin (--check: not installed; the gates look for it)"
 elif [ "$dry_run" = 1 ] && [ -z "$plugin_site" ]; then
   say "step 3/5: plugin (dry run: not installed; give --plugin-site DIR to install it beside the image)"
@@ -165,12 +190,10 @@ elif [ ! -f "$kernels/mxfp4_moe/build.py" ]; then
   say "step 4/5: kernels: $kernels has no build entry (mxfp4_moe/build.py): nothing to build;"
   say "  the experts take the stock path"
 else
-  # the port reaches the kernels through the package mxfp4_moe: make it importable where it serves
-  if [ "$dry_run" = 0 ] && [ -z "$plugin_site" ]; then
-    purelib="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    printf '%s\n' "$kernels" > "$purelib/muse-spark-mxfp4-moe.pth" \
-      || die 14 "cannot write $purelib/muse-spark-mxfp4-moe.pth (mxfp4_moe would not be importable)"
-    say "step 4/5: kernels: mxfp4_moe importable through $purelib/muse-spark-mxfp4-moe.pth"
+  # the port reaches the kernels through the package mxfp4_moe: step 2 installed it as the component
+  # mxfp4-moe (its Python files; the GPU build below stays here, it needs the image's toolchain)
+  if [ -n "$components" ]; then
+    say "step 4/5: kernels: mxfp4_moe installed by step 2 as the fix pack's component mxfp4-moe"
   elif [ -n "$plugin_site" ]; then
     say "step 4/5: kernels: with --plugin-site, put $kernels on PYTHONPATH to use them"
   fi
@@ -195,7 +218,9 @@ PY
     say "step 4/5: kernels: toolchain $toolchain found; dry run: not built"
   else
     say "step 4/5: build the MXFP4 kernels ($toolchain)"
-    PYTHONPATH="$kernels${PYTHONPATH:+:$PYTHONPATH}" "$py" -m mxfp4_moe.build \
+    kpath="$kernels${PYTHONPATH:+:$PYTHONPATH}"
+    [ -n "$components" ] && kpath="${PYTHONPATH:-}"  # the installed package, not the checkout
+    PYTHONPATH="$kpath" "$py" -m mxfp4_moe.build \
       || die 14 "the kernel build failed (PYTHONPATH=$kernels $py -m mxfp4_moe.build)"
     say "  kernels built"
   fi

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-VARIANTS_DIR = Path(__file__).resolve().parent.parent / "variants"
+# installed (fixpack's kernels component, pip): mxfp4_moe/variant_files/; from the checkout: variants/
+_INSTALLED = Path(__file__).resolve().parent / "variant_files"
+VARIANTS_DIR = _INSTALLED if _INSTALLED.is_dir() else Path(__file__).resolve().parent.parent / "variants"
 
 _REQUIRED = ("hidden_size", "latent_size", "expert_size", "experts", "top_k")
 _OPTIONAL = {"local_experts": None, "first_mxfp4_layer": 1, "last_mxfp4_layer": 1, "cards": 0, "tp_split": 1}

@@ -1,0 +1,138 @@
+"""Components on a target: what the manifest records of them against the files (status), their files
+laid into the run's tree (apply), their files removed (revert). Treated like fixes: states applied /
+absent / tampered, actions applied / reverted, written by the same journalled transaction.
+
+A component installs into its target's root, which must be a ``site-packages`` folder (the target's
+own ``<distribution>-<version>.dist-info`` lies there): a source tree is refused (exit 3).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import BadInputError, MismatchError
+from .evaluate import file_hashes
+from .model import Component, Profile
+from .records import Manifest, ManifestComponent
+from .report import FixReport
+from .states import Action, State
+from .targets import FoundTarget
+from .tree import Tree, decode
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def site_packages_problem(ft: FoundTarget) -> str | None:
+    """Why the target's root is no site-packages folder a component can be installed into."""
+    dist = _norm(ft.spec.distribution)
+    if any(_norm(p.name.partition("-")[0]) == dist for p in ft.root.glob("*.dist-info")):
+        return None
+    return (f"components install into site-packages, and target {ft.spec.name} at {ft.root} is not an installed "
+            f"package there (no {ft.spec.distribution}-*.dist-info beside {ft.spec.package}/: a source tree?); "
+            f"point --root {ft.spec.name}=... at the image's site-packages, or do not select components")
+
+
+def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest | None, selected: tuple[str, ...],
+             build: dict[str, object] | None, dry: bool) -> tuple[list[FixReport], list[ManifestComponent], bool]:
+    """Each component of ``ft``'s target, recorded or selected, with its state; selected absent ones are
+    written into ``tree`` when ``build`` (a per-run cache of layouts) is given (status passes None)."""
+    reports: list[FixReport] = []
+    entries: list[ManifestComponent] = []
+    reached = True
+    for comp in profile.components:
+        if comp.target != ft.spec.name:
+            continue
+        rec = manifest.component(comp.id) if manifest else None
+        if rec is not None:
+            fr = _recorded(comp, rec, tree, comp.id in selected)
+            reached = reached and fr.state is State.APPLIED
+            entries.append(rec)
+        elif comp.id in selected:
+            fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, True, State.ABSENT,
+                           Action.WOULD_APPLY if dry else Action.APPLIED, kind="component")
+            if build is not None:
+                entry, notes = _lay_out(profile, comp, ft, tree, build)
+                entries.append(entry)
+                fr.messages += notes
+        else:
+            continue
+        reports.append(fr)
+    return reports, entries, reached
+
+
+def _recorded(comp: Component, rec: ManifestComponent, tree: Tree, selected: bool) -> FixReport:
+    if rec.version != comp.version:
+        raise BadInputError(f"the image holds component {comp.id} {rec.version}, the profile names {comp.version}: "
+                            f"revert with the pack that installed it, then apply with this one")
+    fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, selected, State.APPLIED, kind="component")
+    changed = changed_files(tree, rec)
+    if changed:
+        fr.state = State.TAMPERED
+        fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since it "
+                        f"was installed)" for p, now in changed.items()]
+    else:
+        fr.messages.append("already applied" if selected else "not selected in this run; kept (revert removes it)")
+    return fr
+
+
+def changed_files(tree: Tree, rec: ManifestComponent) -> dict[str, str | None]:
+    """The recorded files whose bytes are not the recorded ones now: path -> sha256 now (None: gone)."""
+    now = file_hashes(tree, sorted(rec.files))
+    return {p: h for p, h in now.items() if h != rec.files[p]}
+
+
+def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
+             cache: dict[str, object]) -> tuple[ManifestComponent, list[str]]:
+    from .wheels import Layout, component_layout
+
+    problem = site_packages_problem(ft)
+    if problem:
+        raise MismatchError(f"cannot install component {comp.id}: {problem}")
+    layout = cache.get(comp.id)
+    if not isinstance(layout, Layout):
+        layout = component_layout(comp, ft.root)
+        cache[comp.id] = layout
+    if _norm(layout.version) != _norm(comp.version):
+        raise BadInputError(f"component {comp.id} at {comp.path} builds as version {layout.version}, the profile "
+                            f"{profile.path} names {comp.version}: bump one of them")
+    _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
+    for path, (data, mode) in sorted(layout.files.items()):
+        tree.write(path, decode(data), mode)
+    return ManifestComponent(comp.id, comp.version, layout.dist_info, layout.hashes()), list(layout.skipped)
+
+
+def _check_free(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree, paths: set[str], name: str) -> None:
+    """Nothing of the component may be there already (pip installed it?), nor lie in a target's package."""
+    packages = tuple(t.package + "/" for t in profile.targets)
+    inside = sorted(p for p in paths if p.startswith(packages))
+    if inside:
+        raise BadInputError(f"component {comp.id} would write {inside[0]}, inside a target's package folder")
+    others = [p.name for p in ft.root.glob("*.dist-info") if _norm(p.name.partition("-")[0]) == _norm(name)]
+    there = sorted(p for p in paths if tree.read(p) is not None)
+    if others or there:
+        what = others[0] if others else there[0]
+        raise MismatchError(f"cannot install component {comp.id}: {Path(ft.root) / what} is there already (installed "
+                            f"by pip or another tool?); uninstall {name} first, then apply (fixpack installs and "
+                            f"removes only what it records)")
+
+
+def revert(profile: Profile, manifest: Manifest, tree: Tree, dry: bool) -> list[FixReport]:
+    """Remove every recorded component's files from ``tree`` (refused per component when tampered)."""
+    out = []
+    for rec in reversed(manifest.components):
+        comp = profile.component(rec.id)
+        fr = FixReport(rec.id, rec.version, manifest.target, comp.opt_in if comp else False, True, State.APPLIED,
+                       kind="component")
+        changed = changed_files(tree, rec)
+        if changed:
+            fr.state = State.TAMPERED
+            fr.messages += [f"{p}: changed since it was installed; restore it or reinstall" for p in changed]
+        else:
+            for path in rec.files:
+                tree.write(path, None)
+            fr.action = Action.WOULD_REVERT if dry else Action.REVERTED
+        out.append(fr)
+    return out

@@ -1,0 +1,122 @@
+"""Preparing a run: the request; the pack, the profile and the selection (fixes and components) loaded
+and checked; the lock; each target located and checked against its pin (:func:`prepare`). Shared by
+the engine and the SBOM commands."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import lockfile
+from .errors import BadInputError, MismatchError
+from .loader import load_pack, load_profile, select
+from .model import Fix, Pack, Profile, TargetSpec
+from .profile_components import select_components, split_names
+from .records import Lock
+from .report import Report, TargetReport
+from .runlock import DEFAULT_WAIT
+from .states import TargetStatus
+from .targets import FoundTarget, check_pin, locate
+
+NO_LOCK = Lock("", {}, ())
+
+
+@dataclass
+class Request:
+    """What a run is asked to do.
+
+    ``roots`` maps target names to ``--root`` paths; ``only_targets`` restricts the run to those
+    targets (the others are reported as skipped); ``env_root`` is a folder of release copies, one
+    sub-folder per target (``--copies``, ``$GAUDI_FIXES_ROOT``); ``lock_wait`` the seconds to wait for
+    another run's lock.
+    """
+
+    pack_root: Path
+    profile: str
+    opt_ins: tuple[str, ...] = ()
+    roots: dict[str, Path] = field(default_factory=dict)
+    only_targets: tuple[str, ...] = ()
+    dry_run: bool = False
+    strict: bool = False
+    all_opt_in: bool = False
+    env_root: Path | None = None
+    lock_wait: float = DEFAULT_WAIT
+
+
+@dataclass
+class Context:
+    pack: Pack
+    profile: Profile
+    selected: tuple[str, ...]
+    lock: Lock
+    found: dict[str, FoundTarget]
+    report: Report
+    lock_wait: float = DEFAULT_WAIT
+    components: tuple[str, ...] = ()  # the components this run installs (profile order)
+    layouts: dict[str, object] = field(default_factory=dict)  # wheels.Layout, built once per run, by component id
+
+
+# --- preparing a run --------------------------------------------------------------------------
+
+def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
+    pack = load_pack(req.pack_root)
+    profile = load_profile(pack, req.profile)
+    pack = pack.for_profile(profile.name)
+    fix_names, comp_names = split_names(profile, req.opt_ins)
+    selected = select(pack, profile, fix_names, req.all_opt_in)
+    components = select_components(profile, comp_names, selected, every=command == "status")
+    names = {t.name for t in profile.targets}
+    for name in list(req.roots) + list(req.only_targets):
+        if name not in names:
+            raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
+                                f"(its targets: {', '.join(sorted(names))})")
+    check_deleted_then_touched(pack.ordered(selected))
+    lock = NO_LOCK
+    if need_lock:
+        lock = lockfile.read_lock(profile)
+        lockfile.check_lock_matches(pack, profile, lock)
+    report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
+    found: dict[str, FoundTarget] = {}
+    for spec in profile.targets:
+        treport, ft = find_target(spec, req)
+        report.targets.append(treport)
+        if ft is not None and treport.status is TargetStatus.FOUND:
+            found[spec.name] = ft
+    return Context(pack, profile, selected, lock, found, report, req.lock_wait, components)
+
+
+def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:
+    pin = {"version": spec.pin.version, "commit": spec.pin.commit}
+    if req.only_targets and spec.name not in req.only_targets:
+        return TargetReport(spec.name, TargetStatus.SKIPPED, pin=pin, notes=["not selected (--target)"]), None
+    ft = locate(spec, req.roots.get(spec.name), req.env_root)
+    if ft is None:
+        copies = f"no {req.env_root / spec.name}, " if req.env_root else ""
+        msg = (f"not found: no --root {spec.name}=PATH, {copies}and {spec.distribution} is not installed in "
+               f"{sys.executable}. Point --root at it, or restrict the run with --target")
+        return TargetReport(spec.name, TargetStatus.MISSING, pin=pin, notes=[msg]), None
+    tr = TargetReport(spec.name, TargetStatus.FOUND, str(ft.root), ft.how, ft.version, ft.commit, pin,
+                      list(ft.evidence))
+    try:
+        check_pin(ft)
+    except MismatchError as exc:
+        tr.status = TargetStatus.MISMATCH
+        tr.note(str(exc))
+    return tr, ft
+
+
+
+
+def check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:
+    deleted: dict[str, str] = {}
+    for fix in chain:
+        for path in fix.touched_paths():
+            if path in deleted:
+                raise BadInputError(f"fix {fix.id!r} touches {path}, which fix {deleted[path]!r} deletes earlier in "
+                                    f"the series; select only one of them or rewrite {fix.id!r}")
+        for fp in fix.file_patches():
+            if fp.kind == "delete":
+                deleted[fp.path] = fix.id
+            elif fp.kind == "rename" and fp.old_path:
+                deleted[fp.old_path] = fix.id

@@ -1,0 +1,258 @@
+"""A CycloneDX 1.6 SBOM of an image as it is, and the check of an image against one.
+
+Built with cyclonedx-python-lib from what is on disk and in the manifests, not from what the profile
+says should be there: each found target (vLLM, vllm-gaudi) as a component with its version, commit
+and package URL; each fix its manifest records as applied as a ``pedigree.patches`` entry of its
+target (``backport`` when upstream took it as one, else ``unofficial``; the patch text as the diff;
+``resolves`` naming the fix and its upstream link); each installed component as a component; and, as
+properties (a CycloneDX patch has no hash field), every patched or installed file's sha256 now.
+
+The facts :func:`verify` compares are read back from the properties (``fixpack:*``), so an SBOM
+written by this tool on one machine checks an image on another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from cyclonedx.model import AttachedText, Property, XsUri
+from cyclonedx.model.bom import Bom, BomMetaData
+from cyclonedx.model.component import (
+    Commit,
+    Component,
+    ComponentType,
+    Diff,
+    Patch,
+    PatchClassification,
+    Pedigree,
+)
+from cyclonedx.model.issue import IssueClassification, IssueType
+from cyclonedx.output.json import JsonV1Dot6
+from packageurl import PackageURL
+
+from . import __version__
+from .errors import BadInputError, MismatchError
+from .model import Fix
+from .records import Manifest, Recorded
+from .run import Context, Request, find_target, prepare
+from .runlock import run_lock
+from .state import leftover_journal, read_manifest
+from .states import TargetStatus
+from .targets import FoundTarget, normalize_commit
+
+P = "fixpack:"
+
+
+@dataclass
+class TargetState:
+    found: FoundTarget
+    manifest: Manifest | None
+    hashes: dict[str, str] = field(default_factory=dict)  # every recorded file's sha256 now ("missing")
+
+
+@dataclass
+class SbomResult:
+    """``fixpack sbom``: what was written."""
+
+    path: Path | None
+    text: str
+    written: bool
+    exit_code: int = 0
+
+
+@dataclass
+class VerifyResult:
+    """``fixpack verify``: each difference between the SBOM and the image (exit 3 when any)."""
+
+    sbom: Path
+    differences: list[str]
+    checked: int
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.differences else 0
+
+
+def _sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return "missing"
+
+
+def read_image(req: Request) -> tuple[Context, list[TargetState]]:
+    """The run's context and each located target with its manifest and its recorded files' sha256 now."""
+    ctx = prepare(req, "sbom", need_lock=False)
+    states = []
+    for spec in ctx.profile.targets:
+        tr, ft = find_target(spec, req)
+        if ft is None or tr.status is TargetStatus.SKIPPED:
+            continue
+        with run_lock(ft.root, shared=True, wait=req.lock_wait):
+            if leftover_journal(ft.root):
+                raise MismatchError(f"an interrupted run left a journal in {ft.root / '.fixpack'}: the image is "
+                                    f"between two states; run apply (or revert) first")
+            manifest = read_manifest(ft.root, spec.name)
+            st = TargetState(ft, manifest)
+            if manifest is not None:
+                paths = [p for p, h in manifest.files.items() if h is not None]
+                paths += [p for c in manifest.components for p in c.files]
+                st.hashes = {p: _sha(ft.root / p) for p in sorted(paths)}
+        states.append(st)
+    return ctx, states
+
+
+def _patch(fix: Fix) -> Patch:
+    status = fix.upstream.status
+    kind = PatchClassification.BACKPORT if status in ("backport", "accepted") else PatchClassification.UNOFFICIAL
+    text = "".join(p.path.read_text("utf-8", "surrogateescape") for p in fix.patches)
+    refs = [XsUri(fix.upstream.link)] if fix.upstream.link else None
+    issue = IssueType(type=IssueClassification.DEFECT, id=fix.id, name=fix.summary, description=fix.why.strip(),
+                      references=refs)
+    return Patch(type=kind, diff=Diff(text=AttachedText(content=text, content_type="text/x-diff")), resolves=[issue])
+
+
+def _file_props(st: TargetState, paths: list[str]) -> list[Property]:
+    name = st.found.spec.name
+    return [Property(name=f"{P}file:{name}:{p}", value=st.hashes.get(p, "missing")) for p in sorted(paths)]
+
+
+def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
+    bom = Bom()
+    image = Component(name=f"fixpack-image-{ctx.profile.name}", type=ComponentType.CONTAINER, version=ctx.profile.name,
+                      bom_ref="image", properties=[Property(name=f"{P}profile", value=ctx.profile.name),
+                                                   Property(name=f"{P}tool_version", value=__version__)])
+    bom.metadata = BomMetaData(component=image)
+    for st in states:
+        ft, manifest = st.found, st.manifest
+        name = ft.spec.name
+        commit = normalize_commit(ft.commit)
+        props = [Property(name=f"{P}target", value=name), Property(name=f"{P}commit", value=commit or "unknown")]
+        patches, fix_files = [], []
+        for entry in manifest.fixes if manifest else ():
+            props.append(Property(name=f"{P}fix:{entry.id}", value=f"{entry.state.value} v{entry.version}"))
+            fix = ctx.pack.fixes.get(entry.id)
+            if entry.state is Recorded.APPLIED:
+                fix_files += [p for p, h in entry.files.items() if h is not None]
+                if fix is not None and fix.patch_sha256 == entry.patch_sha256:
+                    patches.append(_patch(fix))
+        props += _file_props(st, sorted(set(fix_files)))
+        commits = [Commit(uid=commit)] if commit else None
+        target = Component(name=ft.spec.distribution, version=ft.version or None, bom_ref=f"target:{name}",
+                           type=ComponentType.FRAMEWORK,
+                           purl=PackageURL(type="pypi", name=ft.spec.distribution, version=ft.version or None),
+                           pedigree=Pedigree(commits=commits, patches=patches or None), properties=props)
+        bom.components.add(target)
+        bom.register_dependency(image, [target])
+        for rec in manifest.components if manifest else ():
+            dist = rec.dist_info[: -len(".dist-info")].rpartition("-")[0]
+            comp = Component(name=dist, version=rec.version, bom_ref=f"component:{rec.id}",
+                             purl=PackageURL(type="pypi", name=dist, version=rec.version),
+                             properties=[Property(name=f"{P}component", value=f"{rec.id} {rec.version} in {name}"),
+                                         *_file_props(st, list(rec.files))])
+            bom.components.add(comp)
+            bom.register_dependency(comp, [target])
+            bom.register_dependency(image, [comp])
+    return bom
+
+
+def render(bom: Bom) -> str:
+    """The JSON form, with a serial number derived from its facts (the same image gives the same document
+    but for the timestamp, which SOURCE_DATE_EPOCH fixes)."""
+    facts = facts_of(json.loads(JsonV1Dot6(bom).output_as_string()))
+    bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "fixpack:" + json.dumps(sorted(facts.items())))
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.isdigit():
+        bom.metadata.timestamp = datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+    return JsonV1Dot6(bom).output_as_string(indent=2) + "\n"
+
+
+def facts_of(doc: Any) -> dict[str, str]:
+    """What :func:`verify` compares, from an SBOM's ``fixpack:*`` properties."""
+    out: dict[str, str] = {}
+    comps = doc.get("components", []) if isinstance(doc, dict) else []
+    for c in comps if isinstance(comps, list) else []:
+        props = {p.get("name"): p.get("value") for p in c.get("properties", []) if isinstance(p, dict)}
+        if f"{P}target" in props:
+            t = props[f"{P}target"]
+            out[f"target {t} version"] = str(c.get("version", ""))
+            out[f"target {t} commit"] = str(props.get(f"{P}commit", ""))
+        for k, v in props.items():
+            if isinstance(k, str) and k.startswith(f"{P}fix:"):
+                out[f"fix {k[len(P) + 4:]}"] = str(v)
+            elif isinstance(k, str) and k.startswith(f"{P}file:"):
+                out[f"file {k[len(P) + 5:]}"] = str(v)
+            elif k == f"{P}component":
+                out[f"component {str(v).split(' ')[0]}"] = str(v)
+    return out
+
+
+def sbom(req: Request, out: Path | None) -> SbomResult:
+    """The SBOM of the image the request points at; written to ``out`` when given (unless it already
+    holds the same facts: a re-run writes nothing)."""
+    ctx, states = read_image(req)
+    text = render(build_bom(ctx, states))
+    if out is None:
+        return SbomResult(None, text, False)
+    if out.is_file():
+        try:
+            if json.loads(out.read_text("utf-8")).get("serialNumber") == json.loads(text)["serialNumber"]:
+                return SbomResult(out, text, False)
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            pass
+    from .fsio import atomic_write
+
+    atomic_write(out, text.encode("utf-8"), 0o644)
+    return SbomResult(out, text, True)
+
+
+def load_sbom(path: Path) -> Any:
+    """An SBOM file, checked against the CycloneDX 1.6 schema. Raises BadInputError (exit 2)."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
+    try:
+        error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    except ValueError as exc:  # not JSON at all
+        raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {exc}") from exc
+    if error is not None:
+        raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {error}")
+    return json.loads(text)
+
+
+def profile_of(doc: Any) -> str:
+    props = doc.get("metadata", {}).get("component", {}).get("properties", [])
+    return next((str(p.get("value")) for p in props if p.get("name") == f"{P}profile"), "")
+
+
+def verify(req: Request, path: Path, doc: Any) -> VerifyResult:
+    """Each difference between the SBOM ``doc`` and the image: a fix or component missing or extra, a
+    file changed or missing, another version or commit of a target."""
+    want = facts_of(doc)
+    ctx, states = read_image(req)
+    have = facts_of(json.loads(render(build_bom(ctx, states))))
+    diffs = []
+    for key in sorted(set(want) | set(have)):
+        a, b = want.get(key), have.get(key)
+        if a == b:
+            continue
+        if b is None or b == "missing":
+            diffs.append(f"{key}: in the SBOM ({a}), missing in the image")
+        elif a is None:
+            diffs.append(f"{key}: in the image ({b}), not in the SBOM")
+        elif key.startswith("file "):
+            diffs.append(f"{key}: changed (sha256 {a[:12]}... in the SBOM, {b[:12]}... now)")
+        else:
+            diffs.append(f"{key}: {a} in the SBOM, {b} in the image")
+    return VerifyResult(path, diffs, len(want))

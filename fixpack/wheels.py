@@ -1,0 +1,128 @@
+"""A component's files as ``pip install --no-deps`` lays them out in site-packages, computed in memory.
+
+The component is built into a wheel by pip (``pip wheel --no-deps --no-build-isolation --no-index``
+on a copy of its folder, so that the pack gets no ``build/`` or ``egg-info``), or read from a ``.whl``;
+the `installer` library unpacks it (``.data`` folders, the ``.dist-info`` with its entry points,
+``INSTALLER`` and ``RECORD``) into a destination that keeps the bytes instead of writing them. The
+engine then writes them through its journalled transaction, as it writes a fix.
+
+Console scripts are not installed: they belong in the interpreter's ``bin/``, outside the target
+root the engine writes to (``python -m`` the module instead). Files for the ``headers`` or ``data``
+schemes are refused for the same reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from installer import install
+from installer.destinations import SchemeDictionaryDestination
+from installer.exceptions import InstallerError
+from installer.records import Hash, RecordEntry
+from installer.sources import WheelFile
+from installer.utils import Scheme
+
+if TYPE_CHECKING:
+    from installer.scripts import ScriptSection
+
+from .errors import BadInputError, EnvironmentProblem
+from .model import Component
+
+INSTALLER_NAME = b"fixpack\n"
+_SITE = ("purelib", "platlib")
+_IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "*.pyc")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What installing a wheel writes under site-packages: path -> (bytes, mode)."""
+
+    name: str
+    version: str
+    dist_info: str
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    skipped: tuple[str, ...] = ()
+
+    def hashes(self) -> dict[str, str]:
+        return {p: hashlib.sha256(data).hexdigest() for p, (data, _mode) in sorted(self.files.items())}
+
+
+def component_layout(comp: Component, root: Path) -> Layout:
+    """Build (or read) the component's wheel and lay it out for the site-packages folder ``root``."""
+    if comp.path.suffix == ".whl":
+        return wheel_layout(comp.path, root)
+    with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
+        return wheel_layout(build_wheel(comp.path, Path(tmp)), root)
+
+
+def build_wheel(src: Path, work: Path) -> Path:
+    """``pip wheel`` of a copy of ``src`` with the running Python; no index, no build isolation."""
+    copy = work / "src"
+    shutil.copytree(src, copy, ignore=_IGNORE, symlinks=True)
+    out = work / "dist"
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+           "--disable-pip-version-check", "-q", "-w", str(out), str(copy)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot build the wheel of {src}: {exc}; nothing was written") from exc
+    wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
+    if proc.returncode != 0 or len(wheels) != 1:
+        tail = (proc.stderr or proc.stdout).strip()[-1500:]
+        raise EnvironmentProblem(
+            f"building the wheel of {src} failed ({' '.join(cmd[:7])} ... exit {proc.returncode}): {tail}. "
+            f"The running Python needs pip and the build backend (setuptools) installed; nothing was written")
+    return wheels[0]
+
+
+def wheel_layout(wheel: Path, root: Path) -> Layout:
+    """The files installing ``wheel`` into ``root`` writes, in memory (nothing touches ``root``)."""
+    dest = _Memory(root)
+    try:
+        with WheelFile.open(wheel) as source:
+            install(source, dest, {"INSTALLER": INSTALLER_NAME})
+            name, version, dist_info = source.distribution, source.version, source.dist_info_dir
+    except (InstallerError, ValueError, OSError) as exc:
+        raise BadInputError(f"{wheel}: not a wheel that can be installed into site-packages: {exc}") from exc
+    return Layout(name, version, dist_info, dest.files, tuple(dest.skipped))
+
+
+class _Memory(SchemeDictionaryDestination):
+    """A SchemeDictionaryDestination that keeps what it would write."""
+
+    def __init__(self, root: Path) -> None:
+        base = str(root.resolve())
+        schemes = {"purelib": base, "platlib": base, "headers": base + "/.headers", "scripts": base + "/.bin",
+                   "data": base + "/.data"}
+        super().__init__(schemes, interpreter=sys.executable, script_kind="posix")
+        self.files: dict[str, tuple[bytes, int]] = {}
+        self.skipped: list[str] = []
+
+    def write_to_fs(self, scheme: Scheme, path: str, stream: BinaryIO, is_executable: bool) -> RecordEntry:
+        if scheme not in _SITE:
+            raise BadInputError(f"the wheel installs {path} into the {scheme!r} scheme, outside site-packages; a "
+                                f"component installs into site-packages only")
+        self._path_with_destdir(scheme, path)  # refuses a path that leaves the folder
+        data = stream.read()
+        self.files[path] = (data, 0o755 if is_executable else 0o644)
+        digest = hashlib.sha256(data).digest()
+        return RecordEntry(path, Hash("sha256", base64.urlsafe_b64encode(digest).decode().rstrip("=")), len(data))
+
+    def write_script(self, name: str, module: str, attr: str, section: ScriptSection) -> RecordEntry:
+        self.skipped.append(f"console script {name} ({module}:{attr}): not installed, it lies outside "
+                            f"site-packages; run python -m {module}")
+        return RecordEntry(f"../.bin/{name}", None, None)
+
+    def finalize_installation(self, scheme: Scheme, record_file_path: str,
+                              records: Iterable[tuple[Scheme, RecordEntry]]) -> None:
+        kept = [(s, r) for s, r in records if s in _SITE]
+        super().finalize_installation(scheme, record_file_path, kept)

@@ -1,0 +1,267 @@
+"""Components in a profile: a tiny plugin package (pyproject.toml + setuptools, built without a network)
+installed into a site-packages-shaped target beside a fix: apply, re-apply, status, tampering, revert
+byte for byte, a source tree refused, and a kill at every write point through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, snapshot
+
+from fixpack import engine
+from fixpack.errors import MismatchError
+from fixpack.records import Manifest
+from fixpack.state import recover
+
+PLUGIN_TOML = """[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tiny-plug"
+version = "0.3.0"
+dependencies = []
+
+[project.entry-points."vllm.general_plugins"]
+tiny = "tiny_plug:register"
+
+[tool.setuptools.packages.find]
+include = ["tiny_plug", "tiny_plug.*"]
+"""
+
+
+def make_plugin(folder: Path) -> Path:
+    (folder / "tiny_plug" / "sub").mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(PLUGIN_TOML)
+    (folder / "tiny_plug" / "__init__.py").write_text("def register():\n    return 'tiny'\n")
+    (folder / "tiny_plug" / "sub" / "__init__.py").write_text("")
+    (folder / "tiny_plug" / "sub" / "kern.py").write_text("SCALE = 2\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plugin_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from fixpack.wheels import build_wheel
+
+    work = tmp_path_factory.mktemp("wheel")
+    return build_wheel(make_plugin(work / "plug"), work)
+
+
+def component_table(path: str, opt_in: bool = True, requires: tuple[str, ...] = ("one",)) -> str:
+    return (f'\n[components.tiny-plug]\npath = "{path}"\nversion = "0.3.0"\ntarget = "demo"\n'
+            f'requires = {json.dumps(list(requires))}\nopt_in = {"true" if opt_in else "false"}\n')
+
+
+def setup_pack(builder, wheel: Path | None) -> tuple[Path, Path]:
+    b = builder
+    b.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
+    b.profile(["one"])
+    if wheel is not None:
+        shutil.copy(wheel, b.pack / wheel.name)
+        src = wheel.name
+    else:
+        make_plugin(b.pack / "plug")
+        src = "plug"
+    prof = b.pack / "profiles" / "p1.toml"
+    prof.write_text(prof.read_text() + component_table(src))
+    clean = b.tree("clean", {"demo_pkg/a.py": "x = 1\n"})
+    b.lock(clean)
+    site = b.tree("site", {"demo_pkg/a.py": "x = 1\n", "demo_pkg-1.0.dist-info/METADATA": "Name: demo_pkg\n"})
+    return b.pack, site
+
+
+def test_apply_reapply_status_revert_byte_identical(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    r = engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert r.ok, r.as_dict()
+    comp = r.fix("tiny-plug")
+    assert (comp.kind, comp.state.value, comp.action.value, comp.version) == ("component", "absent", "applied", "0.3.0")
+    assert (site / "tiny_plug/sub/kern.py").read_text() == "SCALE = 2\n"
+    dist = site / "tiny_plug-0.3.0.dist-info"
+    assert "tiny = tiny_plug:register" in (dist / "entry_points.txt").read_text()
+    assert (dist / "INSTALLER").read_bytes() == b"fixpack\n"
+    manifest = Manifest.from_json((site / ".fixpack/demo.manifest.json").read_bytes(), site)
+    rec = manifest.component("tiny-plug")
+    assert rec is not None and rec.dist_info == dist.name and "tiny_plug/sub/kern.py" in rec.files
+    assert all(p in rec.files for p in ("tiny_plug/__init__.py", f"{dist.name}/RECORD", f"{dist.name}/METADATA"))
+    record = (dist / "RECORD").read_text()
+    assert "tiny_plug/sub/kern.py,sha256=" in record and f"{dist.name}/RECORD,," in record
+
+    applied = snapshot(site)
+    again = engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert again.ok and again.fix("tiny-plug").action.value == "none" and snapshot(site) == applied
+
+    st = engine.status(builder.request(site))
+    assert [(f.id, f.state.value) for f in st.fixes] == [("one", "applied"), ("tiny-plug", "applied")]
+
+    rv = engine.revert(builder.request(site))
+    assert rv.ok and rv.fix("tiny-plug").action.value == "reverted"
+    assert snapshot(site) == before
+    assert sorted(p.name for p in site.iterdir()) == sorted(["demo_pkg", "demo_pkg-1.0.dist-info"])
+
+
+def test_a_run_without_the_component_keeps_it_and_status_shows_it_absent(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    st = engine.status(builder.request(site))
+    assert st.fix("tiny-plug").state.value == "absent"
+    assert engine.apply(builder.request(site)).ok
+    assert not (site / "tiny_plug").exists()
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    kept = engine.apply(builder.request(site))
+    assert kept.ok and "kept" in " ".join(kept.fix("tiny-plug").messages)
+    assert (site / "tiny_plug/__init__.py").is_file()
+
+
+def test_tampered_component_file(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    kern = site / "tiny_plug/sub/kern.py"
+    kern.write_bytes(kern.read_bytes().replace(b"2", b"3"))
+    st = engine.status(builder.request(site))
+    assert st.fix("tiny-plug").state.value == "tampered" and st.exit_code == 3
+    assert "tiny_plug/sub/kern.py" in " ".join(st.fix("tiny-plug").messages)
+    assert st.fix("one").state.value == "applied"
+    tampered = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).exit_code == 3
+    rv = engine.revert(builder.request(site))
+    assert rv.exit_code == 3 and snapshot(site) == tampered
+
+
+def test_source_tree_is_refused_and_preinstalled_copy_too(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    shutil.rmtree(site / "demo_pkg-1.0.dist-info")
+    before = snapshot(site)
+    with pytest.raises(MismatchError, match="not an installed package there"):
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert snapshot(site) == before
+    (site / "demo_pkg-1.0.dist-info").mkdir()
+    (site / "demo_pkg-1.0.dist-info/METADATA").write_text("Name: demo_pkg\n")
+    (site / "tiny_plug-0.2.0.dist-info").mkdir()
+    (site / "tiny_plug-0.2.0.dist-info/METADATA").write_text("Name: tiny-plug\n")
+    before = snapshot(site)
+    with pytest.raises(MismatchError, match="there already"):
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert snapshot(site) == before
+
+
+def test_component_requires_its_fix(builder, plugin_wheel):
+    from fixpack.errors import PackError
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    prof = builder.pack / "profiles/p1.toml"
+    prof.write_text(prof.read_text().replace('default = ["one"]', 'default = []').replace(
+        'opt_in = []', 'opt_in = ["one"]'))
+    with pytest.raises(PackError, match="requires 'one'"):
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+
+
+def test_built_from_its_folder_as_pip_lays_it_out(builder, tmp_path):
+    """The folder form (pip wheel, then installer): the same files as ``pip install --no-deps --target``."""
+    _pack, site = setup_pack(builder, None)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    assert not (builder.pack / "plug" / "build").exists()  # built from a copy
+    pip_site = tmp_path / "pip-site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation",
+                    "--disable-pip-version-check", "--no-compile", "--target", str(pip_site), str(builder.pack / "plug")],
+                   check=True, capture_output=True)
+    ours = {k: v[0] for k, v in snapshot(site).items() if k.startswith("tiny_plug")}
+    pips = {k: v[0] for k, v in snapshot(pip_site).items()}
+    dist = "tiny_plug-0.3.0.dist-info/"
+    varying = {dist + n for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
+    assert {k: v for k, v in ours.items() if k not in varying} == {k: v for k, v in pips.items() if k not in varying}
+
+
+def _cli(args: list[str], fault_at: int | None = None) -> int:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FIXPACK_FAULT_AT", None)
+    if fault_at:
+        env["FIXPACK_FAULT_AT"] = str(fault_at)
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env=env, capture_output=True,
+                          text=True).returncode
+
+
+def _restore(target: Path, files: dict[str, tuple[bytes, int]]) -> None:
+    shutil.rmtree(target)
+    for rel, (data, mode) in files.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_bytes(data)
+        (target / rel).chmod(mode)
+
+
+def test_kill_at_every_write_point_through_the_cli(builder, plugin_wheel, tmp_path):
+    pack, site = setup_pack(builder, plugin_wheel)
+    apply_args = ["apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "tiny-plug"]
+    original = snapshot(site)
+    assert _cli(apply_args) == 0
+    patched = {k: v for k, v in snapshot(site).items() if not k.startswith(".fixpack/")}
+    full = snapshot(site)
+    points = 0
+    for n in range(1, 40):
+        _restore(site, original)
+        rc = _cli(apply_args, fault_at=n)
+        if rc == 0:
+            break
+        assert rc == 137, f"write point {n}: exit {rc}"
+        points += 1
+        recover(site)  # what the next run does first: the killed run's journal rolled back
+        now = snapshot(site)
+        assert now in (original, full), f"killed at write point {n}: neither the image before nor fully applied"
+        assert _cli(apply_args) == 0
+        assert {k: v for k, v in snapshot(site).items() if not k.startswith(".fixpack/")} == patched
+        assert _cli(["revert", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}"]) == 0
+        assert snapshot(site) == original, f"kill at {n}, apply, revert: not the original bytes"
+    # backups, journal, the fix's file, 8 component files, the manifest, the journal's removal
+    assert points >= 12, points
+
+
+def test_revert_removes_the_bytecode_of_an_imported_component(builder, plugin_wheel):
+    import compileall
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    assert compileall.compile_dir(str(site / "tiny_plug"), quiet=1)  # the plugin was imported in the image
+    assert list((site / "tiny_plug/sub/__pycache__").glob("kern.*.pyc"))
+    assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before and not (site / "tiny_plug").exists()
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"../evil.py": "0" * 64}}, "'..'"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "../x.dist-info", "files": {}}, "dist_info"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"demo_pkg/a.py": "0" * 64}},
+     "recorded twice"),
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"t/x.py": None}}, "no sha256"),
+    ({"id": "tiny-plug", "version": "0.3.0"}, "not an object with id"),
+])
+def test_a_planted_component_record_is_damaged_state(builder, plugin_wheel, entry, why):
+    from fixpack.errors import DamagedStateError
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    assert engine.apply(builder.request(site)).ok
+    mpath = site / ".fixpack/demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    data["components"] = [entry]
+    mpath.write_text(json.dumps(data))
+    before = snapshot(site)
+    with pytest.raises(DamagedStateError, match=why):
+        engine.revert(builder.request(site))
+    assert snapshot(site) == before
+
+
+def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    (site / "demo_pkg/a.py").write_text("x = 1\n")  # vLLM reinstalled: its files are the clean release again
+    r = engine.apply(builder.request(site))
+    assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").state.value == "applied"
+    assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before and not (site / "tiny_plug").exists()

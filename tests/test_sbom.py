@@ -1,0 +1,116 @@
+"""The SBOM of an image (CycloneDX 1.6, validated against its schema) and ``verify`` against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from test_components import plugin_wheel, setup_pack  # noqa: F401  (a fixture, used by name)
+
+from fixpack import engine
+from fixpack.run import Request
+from fixpack.sbom import sbom
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env=env, capture_output=True, text=True)
+
+
+def applied_image(builder, wheel, upstream: str = "backport") -> tuple[Path, Path]:
+    pack, site = setup_pack(builder, wheel)
+    toml = pack / "fixes/one/fix.toml"
+    toml.write_text(toml.read_text() + f'[upstream]\nstatus = "{upstream}"\nlink = "https://example.invalid/pr/1"\n')
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    return pack, site
+
+
+def test_sbom_validates_and_describes_the_image(builder, plugin_wheel, tmp_path):  # noqa: F811
+    pack, site = applied_image(builder, plugin_wheel)
+    out = tmp_path / "image.cdx.json"
+    r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    doc = json.loads(text)
+    assert doc["specVersion"] == "1.6" and doc["bomFormat"] == "CycloneDX"
+    comps = {c["name"]: c for c in doc["components"]}
+    target = comps["demo_pkg"]
+    assert target["version"] == "1.0" and target["purl"] == "pkg:pypi/demo-pkg@1.0"
+    assert target["pedigree"]["commits"] == [{"uid": "abcdef1234"}]
+    (patch,) = target["pedigree"]["patches"]
+    assert patch["type"] == "backport" and "+x = 2" in patch["diff"]["text"]["content"]
+    assert patch["resolves"][0]["id"] == "one" and patch["resolves"][0]["references"] == ["https://example.invalid/pr/1"]
+    props = {p["name"]: p["value"] for p in target["properties"]}
+    assert props["fixpack:file:demo:demo_pkg/a.py"] == __import__("hashlib").sha256(b"x = 2\n").hexdigest()
+    plug = comps["tiny_plug"]
+    assert plug["version"] == "0.3.0" and plug["purl"] == "pkg:pypi/tiny-plug@0.3.0"
+    assert any(p["name"] == "fixpack:file:demo:tiny_plug/sub/kern.py" for p in plug["properties"])
+    # a second run finds the same facts and writes nothing
+    mtime = out.stat().st_mtime_ns
+    again = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
+    assert again.returncode == 0 and "unchanged" in again.stderr and out.stat().st_mtime_ns == mtime
+
+
+def test_an_unofficial_fix_and_what_is_on_disk_not_the_profile(builder, plugin_wheel):  # noqa: F811
+    pack, site = applied_image(builder, plugin_wheel, upstream="pending")
+    doc = json.loads(sbom(Request(pack_root=pack, profile="p1", roots={"demo": site}), None).text)
+    assert doc["components"][0]["pedigree"]["patches"][0]["type"] == "unofficial"
+    assert engine.revert(builder.request(site)).ok
+    doc = json.loads(sbom(Request(pack_root=pack, profile="p1", roots={"demo": site}), None).text)
+    (target,) = doc["components"]  # no component installed, no patch applied: none in the SBOM
+    assert "patches" not in target.get("pedigree", {})
+
+
+def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_path):  # noqa: F811
+    pack, site = applied_image(builder, plugin_wheel)
+    out = tmp_path / "image.cdx.json"
+    assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out)).returncode == 0
+    ok = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
+    assert ok.returncode == 0 and "OK:" in ok.stdout, ok.stdout + ok.stderr
+    patched = site / "demo_pkg/a.py"
+    patched.write_bytes(patched.read_bytes().replace(b"2", b"3"))
+    bad = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
+    assert bad.returncode == 3, bad.stdout + bad.stderr
+    assert "file demo:demo_pkg/a.py: changed" in bad.stdout and "1 difference" in bad.stdout
+    patched.write_text("x = 2\n")
+    (site / "tiny_plug/sub/kern.py").unlink()
+    gone = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}", "--json")
+    assert gone.returncode == 3
+    (diff,) = json.loads(gone.stdout)["differences"]
+    assert diff.startswith("file demo:tiny_plug/sub/kern.py: in the SBOM (") and diff.endswith("missing in the image")
+
+
+def test_verify_names_a_missing_fix_and_another_version(builder, plugin_wheel, tmp_path):  # noqa: F811
+    pack, site = applied_image(builder, plugin_wheel)
+    out = tmp_path / "image.cdx.json"
+    assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out)).returncode == 0
+    assert engine.revert(builder.request(site)).ok
+    r = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
+    assert r.returncode == 3 and "fix one: in the SBOM (applied v1), missing in the image" in r.stdout
+    assert "component tiny-plug" in r.stdout
+    doc = json.loads(out.read_text())
+    doc["components"][0]["version"] = "1.1"
+    out.write_text(json.dumps(doc))
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    r = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
+    assert r.returncode == 3 and "target demo version: 1.1 in the SBOM, 1.0 in the image" in r.stdout
+    out.write_text("{}")
+    assert cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}").returncode == 2
+
+
+def test_apply_writes_the_sbom(builder, plugin_wheel, tmp_path):  # noqa: F811
+    pack, site = setup_pack(builder, plugin_wheel)
+    out = tmp_path / "sbom.json"
+    r = cli("apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "tiny-plug", "--sbom", str(out))
+    assert r.returncode == 0 and "SBOM written" in r.stderr, r.stderr
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(out.read_text()) is None
+    r = cli("apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "tiny-plug", "--sbom", str(out))
+    assert r.returncode == 0 and "SBOM unchanged" in r.stderr
+    assert cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}").returncode == 0
