@@ -19,6 +19,7 @@ from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
+from .progress import QUIET, Progress
 from .records import Lock, Manifest, ManifestFix, Recorded, dumps
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT, run_lock
@@ -45,7 +46,7 @@ class Request:
     ``roots`` maps target names to ``--root`` paths; ``only_targets`` restricts the run to those
     targets (the others are reported as skipped); ``env_root`` is a folder of release copies, one
     sub-folder per target (``--copies``, ``$GAUDI_FIXES_ROOT``); ``lock_wait`` the seconds to wait for
-    another run's lock.
+    another run's lock; ``progress`` hears about a wait for it.
     """
 
     pack_root: Path
@@ -58,6 +59,7 @@ class Request:
     all_opt_in: bool = False
     env_root: Path | None = None
     lock_wait: float = DEFAULT_WAIT
+    progress: Progress = QUIET
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Context:
     found: dict[str, FoundTarget]
     report: Report
     lock_wait: float = DEFAULT_WAIT
+    progress: Progress = QUIET
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -95,7 +98,7 @@ def _prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         report.targets.append(treport)
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
-    return Context(pack, profile, selected, lock, found, report, req.lock_wait)
+    return Context(pack, profile, selected, lock, found, report, req.lock_wait, req.progress)
 
 
 def _find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:
@@ -106,7 +109,8 @@ def _find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTar
     if ft is None:
         copies = f"no {req.env_root / spec.name}, " if req.env_root else ""
         msg = (f"not found: no --root {spec.name}=PATH, {copies}and {spec.distribution} is not installed in "
-               f"{sys.executable}. Point --root at it, or restrict the run with --target")
+               f"{sys.executable}. Point --root at it" + ("" if req.only_targets else ", or restrict the run "
+                                                              "with --target"))
         return TargetReport(spec.name, TargetStatus.MISSING, pin=pin, notes=[msg]), None
     tr = TargetReport(spec.name, TargetStatus.FOUND, str(ft.root), ft.how, ft.version, ft.commit, pin,
                       list(ft.evidence))
@@ -337,7 +341,7 @@ def apply(req: Request) -> Report:
     ctx = _prepare(req, "apply")
     plans: dict[str, TargetPlan] = {}
     for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait):
+        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.dry_run)
     _note_journals(ctx, plans)
     if not ctx.report.ok or req.dry_run:
@@ -368,7 +372,7 @@ def status(req: Request) -> Report:
     ctx = _prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait):
+        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     return ctx.report.close()
@@ -386,7 +390,7 @@ def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
 
 
 def _write_target(ctx: Context, ft: FoundTarget) -> None:
-    with run_lock(ft.root, wait=ctx.lock_wait):
+    with run_lock(ft.root, wait=ctx.lock_wait, progress=ctx.progress):
         recover(ft.root)
         # evaluate again under the lock: another run may have written since the first look
         before = len(ctx.report.fixes)
@@ -424,7 +428,7 @@ def revert(req: Request) -> Report:
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
         # planning and writing happen under it, so no other run changes what was planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
-            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait))
+            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree]] = []
@@ -488,7 +492,7 @@ def _soft_lock(pack: Pack, profile: Profile) -> Lock:
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------
 
-def _fingerprint(req: Request) -> tuple[Lock, Profile]:
+def fingerprint_chain(req: Request) -> tuple[Lock, Profile]:
     """Fingerprints of the whole chain (defaults and every opt-in, in series order) on clean release
     copies. Raises ConflictError/MismatchError when a fix does not apply exactly to the release copy."""
     ctx = _prepare(replace(req, all_opt_in=True), "lock", need_lock=False)
@@ -503,14 +507,14 @@ def _fingerprint(req: Request) -> tuple[Lock, Profile]:
 
 def write_lock(req: Request) -> Path:
     """Write ``profiles/<profile>.lock`` from the clean release copies the request points at."""
-    lock, profile = _fingerprint(req)
+    lock, profile = fingerprint_chain(req)
     return lockfile.write(profile, lock)
 
 
 def check_lock_fresh(req: Request) -> None:
     """Raise StaleLockError when the committed lock differs from one generated now."""
-    lock, profile = _fingerprint(req)
+    lock, profile = fingerprint_chain(req)
     lockfile.check_fresh(profile, lock)
 
 
-__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh"]
+__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]
