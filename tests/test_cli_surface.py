@@ -110,3 +110,21 @@ def test_waiting_for_the_run_lock_is_shown(mismatch):
         os.close(fd)
     assert r.returncode == 5
     assert f"waiting for another fixpack run that holds the lock on {image} (up to 0.5 s" in r.stderr
+
+
+def test_an_installed_copy_without_its_pack_says_how_to_name_one(tmp_path):
+    """What a non-editable ``pip install .`` gives: the package without fixes/ beside it."""
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "fixpack", site / "fixpack", ignore=shutil.ignore_patterns("__pycache__"))
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("FIXPACK_PACK", None)
+    args = [sys.executable, "-m", "fixpack.cli", "status", "-p", "v0.30.0", "--target", "vllm", "--root",
+            f"vllm={tmp_path}"]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=elsewhere, env=env)
+    assert r.returncode == 2 and "no fix pack found" in r.stderr and "--pack DIR" in r.stderr, r.stderr
+    r = subprocess.run([*args, "--pack", str(REPO)], capture_output=True, text=True, cwd=elsewhere, env=env)
+    assert "no fix pack found" not in r.stderr

@@ -2,6 +2,7 @@
 with the ``jsonschema`` library: results, failures, and click's usage errors (JSON too under --json)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from fixpack.cli_common import envelope
 from fixpack.prove import ProofResult, ProofRun
 
 SCHEMAS = REPO / "schemas"
+# the machine's release copy cache, read before the tests isolate $HOME and $XDG_CACHE_HOME
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack"
 MOD = "demo_pkg/mod.py"
 KINDS = {"apply": "report", "status": "report", "revert": "report", "lock": "lock", "fetch": "fetch",
          "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase"}
@@ -97,8 +100,7 @@ def test_fetch_failure_document(setup):
 
 @pytest.mark.release
 def test_fetch_document_from_the_cache():
-    cache = Path.home() / ".cache" / "fixpack"
-    r, doc = fixpack("fetch", "-p", "v0.30.0", "--target", "vllm", "--json", *(["--cache", str(cache)] if (cache / "vllm-0.30.0").is_dir() else []))
+    r, doc = fixpack("fetch", "-p", "v0.30.0", "--target", "vllm", "--json", "--cache", str(CACHE))
     assert r.returncode == 0, doc
     assert validate(doc, "fetch")["targets"][0]["name"] == "vllm"
 
