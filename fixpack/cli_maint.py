@@ -44,8 +44,7 @@ def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: 
     for spec in prof.targets:
         if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in with_fixes):
             continue
-        with progress.step(f"release copy of {spec.name} {spec.pin.version}"):
-            roots[spec.name] = release.fetch(spec, progress=progress).root
+        roots[spec.name] = release.fetch(spec, progress=progress).root  # a download reports itself
     return roots
 
 

@@ -21,11 +21,12 @@ class Progress:
 
     @contextmanager
     def step(self, message: str) -> Iterator[None]:
-        """Say ``message``, run the block, then say how long it took."""
+        """Say ``message``, run the block, then say how long it took (when it took a second or more)."""
         start = time.monotonic()
         self.note(f"{message} ...")
         yield
-        self.note(f"{message}: done in {time.monotonic() - start:.1f} s")
+        if time.monotonic() - start >= 1.0:
+            self.note(f"{message}: done in {time.monotonic() - start:.1f} s")
 
 
 QUIET = Progress()
