@@ -130,22 +130,24 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
             raise BadInputError(f"profile {profile} has fixes for {', '.join(with_fixes) or 'no target'}: name the "
                                 f"target to prove with --target")
         target = with_fixes[0]
-    env = dict(prof.proof_env)
-    root = site_packages(python)
-    req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
-                  all_opt_in=True)
-    st = status(Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,)))
-    if not st.ok or any(f.state is not State.ABSENT for f in st.fixes):
-        raise MismatchError(f"the image at {root} is not clean: "
-                            + ", ".join(f"{f.id}: {f.state.value}" for f in st.fixes if f.state is not State.ABSENT))
-    package = prof.target(target).package
-    before = tree_digest(root, package)
     fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
     unknown = sorted(set(only) - {f.id for f in fixes})
     if unknown:
         raise BadInputError(f"not a fix of profile {profile} on {target}: {', '.join(unknown)} "
                             f"(its fixes: {', '.join(f.id for f in fixes)})")
     fixes = [f for f in fixes if not only or f.id in only]
+    env = dict(prof.proof_env)
+    root = site_packages(python)
+    req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
+                  all_opt_in=True)
+    st = status(Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,)))
+    if not st.ok:
+        raise MismatchError(f"cannot prove on {root} ({python}): {st.error}")
+    if any(f.state is not State.ABSENT for f in st.fixes):
+        raise MismatchError(f"the image at {root} is not clean: "
+                            + ", ".join(f"{f.id}: {f.state.value}" for f in st.fixes if f.state is not State.ABSENT))
+    package = prof.target(target).package
+    before = tree_digest(root, package)
     run = ProofRun([ProofResult(f.id) for f in fixes])
     for res, fix in zip(run.results, fixes):
         res.clean_rc, res.clean_summary = _timed(progress, f"{fix.id}: clean image", python, fix.folder, pack_root, env)

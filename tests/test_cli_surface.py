@@ -128,3 +128,8 @@ def test_an_installed_copy_without_its_pack_says_how_to_name_one(tmp_path):
     assert r.returncode == 2 and "no fix pack found" in r.stderr and "--pack DIR" in r.stderr, r.stderr
     r = subprocess.run([*args, "--pack", str(REPO)], capture_output=True, text=True, cwd=elsewhere, env=env)
     assert "no fix pack found" not in r.stderr
+
+
+def test_prove_names_an_unknown_fix_before_touching_the_image():
+    r = run("prove", "-p", "v0.30.0", "--python", sys.executable, "no-such-fix", "--json")
+    assert r.returncode == 2 and "not a fix of profile v0.30.0 on vllm: no-such-fix" in r.stdout
