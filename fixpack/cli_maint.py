@@ -162,13 +162,16 @@ def prove_cmd(profile: str, python: str, target: str, fix_ids: tuple[str, ...], 
         from rich.table import Table
 
         table = Table(title=f"proof of profile {profile} on {python}", title_justify="left")
-        for col in ("fix", "clean image (must fail)", "patched image (must pass)", "verdict"):
-            table.add_column(col, overflow="fold")
+        for col in ("fix", "clean (must fail)", "patched (must pass)", "verdict"):
+            table.add_column(col, no_wrap=col != "fix")
         for r in run.results:
-            table.add_row(r.fix, f"rc={r.clean_rc} {r.clean_summary}", f"rc={r.patched_rc} {r.patched_summary}",
+            table.add_row(r.fix, f"rc={r.clean_rc}", f"rc={r.patched_rc}",
                           "[green]proven[/]" if r.ok else "[red]NOT PROVEN[/]")
         out = console()
-        out.print(table)
+        if run.results:
+            out.print(table)
+        for r in run.results:
+            out.print(f"{r.fix}: clean: {r.clean_summary}; patched: {r.patched_summary}", soft_wrap=True, markup=False)
         for line in tail:
             out.print(line, soft_wrap=True, markup=False)
     else:
