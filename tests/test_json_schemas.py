@@ -16,7 +16,8 @@ from fixpack.prove import ProofResult, ProofRun
 
 SCHEMAS = REPO / "schemas"
 # the machine's release copy cache, read before the tests isolate $HOME and $XDG_CACHE_HOME
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack"
+CACHE = Path(os.environ.get("FIXPACK_TEST_CACHE") or
+             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack")
 MOD = "demo_pkg/mod.py"
 KINDS = {"apply": "report", "status": "report", "revert": "report", "lock": "lock", "fetch": "fetch",
          "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase"}

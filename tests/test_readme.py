@@ -16,8 +16,11 @@ from conftest import REPO
 README = REPO / "README.md"
 BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>run|skip \([^)]*(?:\([^)]*\)[^)]*)*\)) -->\n)?```bash\n(?P<body>.*?)```",
                    re.S)
-# the machine's release copy cache, read before the tests isolate $HOME and $XDG_CACHE_HOME
-CACHE_HOME = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+# the release copy cache: $FIXPACK_TEST_CACHE (tools/test.sh sets it to <cache home>/fixpack), else the
+# machine's, read before the tests isolate $HOME and $XDG_CACHE_HOME
+_CACHE = Path(os.environ.get("FIXPACK_TEST_CACHE") or
+              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack")
+CACHE_HOME = str(_CACHE.parent) if _CACHE.name == "fixpack" else str(_CACHE)
 
 
 def blocks():
