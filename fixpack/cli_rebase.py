@@ -31,13 +31,13 @@ from .cli_common import (
 )
 from .cli_render import console, use_rich
 
-OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "upstreamed": "blue"}
+OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broken": "red", "upstreamed": "blue"}
 
 
 @click.command("rebase", cls=JsonCommand, context_settings={"help_option_names": ["-h", "--help"]},
                short_help="Rebase a profile onto a new upstream release.", epilog="""\b
 Examples:
-  fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm
+  fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
   fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add);
                                 # `git cherry-pick --continue` in the work folder works too
   fixpack rebase --abort        # drop the rebase in progress and everything it wrote""")
@@ -59,13 +59,18 @@ Examples:
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
 @click.option("--abort", "abort", is_flag=True, help="Drop the rebase in progress and everything it wrote.")
+@click.option("--python", "python", default="", metavar="PATH",
+              help="A stand-in image of the new release (its interpreter, e.g. .venv-vllm-0.31.0/bin/python): each "
+                   "carried fix's proof must fail there clean and pass with the fix.")
+@click.option("--allow-unproven", is_flag=True,
+              help="With --continue and no --python: write the new profile with its fixes marked 'not proven'.")
 @json_option
 @color_option
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
-               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, as_json: bool,
-               pack_root: Path | None) -> None:
+               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, python: str,
+               allow_unproven: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
     and print the report."""
@@ -77,7 +82,8 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         req = rebase.RebaseRequest(
             pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
-            work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets))
+            work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
+            allow_unproven=allow_unproven)
         if abort:
             restored = rebase.abort(req)
         else:
@@ -115,7 +121,7 @@ def _render(doc: dict[str, Any], markdown: str) -> None:
     """A table on a terminal; the Markdown report in a pipe (CI logs keep the whole report)."""
     head = f"rebase {doc['from_profile']} -> {doc['to_profile']}: {doc['status']}"
     rows = [(f["id"], f["outcome"], f["patch"], f"v{f['old_version']}->v{f['new_version']}",
-             "; ".join(f["flags"])) for f in doc["fixes"]]
+             "; ".join(f["flags"]), f.get("proof", "-")) for f in doc["fixes"]]
     if not use_rich():
         click.echo(markdown, nl=False)
         return
@@ -124,15 +130,16 @@ def _render(doc: dict[str, Any], markdown: str) -> None:
 
     out = console()
     table = Table(title=escape(head), title_justify="left")
-    for col in ("fix", "outcome", "patch", "version"):
-        table.add_column(col, no_wrap=col != "fix")
-    for fid, oc, patch, ver, _flags in rows:
-        table.add_row(escape(fid), f"[{OUTCOME_STYLE.get(oc, '')}]{escape(oc)}[/]", escape(patch), ver)
+    for col in ("fix", "outcome", "patch", "version", "proof"):
+        table.add_column(col, no_wrap=col not in ("fix", "proof"))
+    for fid, oc, patch, ver, _flags, proof in rows:
+        table.add_row(escape(fid), f"[{OUTCOME_STYLE.get(oc, '')}]{escape(oc)}[/]", escape(patch), ver,
+                      f"[{'green' if proof == 'proven' else 'yellow'}]{escape(proof)}[/]")
     if rows:
         out.print(table)
     else:
         out.print(escape(head))
-    for fid, _oc, _patch, _ver, flags in rows:
+    for fid, _oc, _patch, _ver, flags, _proof in rows:
         if flags:
             out.print(f"[bold]{escape(fid)}[/]: {escape(flags)}", soft_wrap=True)
     for line in doc["next_steps"]:

@@ -339,19 +339,19 @@ def apply(req: Request) -> Report:
     Raises FixpackError for bad input (exit 2), damaged state (3) or an unwritable / busy target (5).
     """
     ctx = _prepare(req, "apply")
-    plans: dict[str, TargetPlan] = {}
-    for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
-            plans[name] = _evaluate_target(ctx, ft, ctx.selected, req.dry_run)
-    _note_journals(ctx, plans)
-    if not ctx.report.ok or req.dry_run:
-        return ctx.report.close()
-    for name, ft in ctx.found.items():
-        plan = plans[name]
-        changes = plan.tree.changes()
-        if changes or plan.pending_journal or _manifest_changed(ctx, ft, plan):
-            check_writable(ft.root, changes)
-            _write_target(ctx, ft)
+    with ExitStack() as locks:
+        # a writing run holds every target's lock exclusively from its first look to its last write (one
+        # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
+        for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
+            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
+        if not req.dry_run:
+            _recover_interrupted(ctx)
+        plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
+        _note_journals(ctx, plans)
+        if not ctx.report.ok or req.dry_run:
+            return ctx.report.close()
+        for name, ft in ctx.found.items():
+            _write_target(ctx, ft, plans[name])
     return ctx.report.close()
 
 
@@ -389,30 +389,15 @@ def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
     return not new.same_state(plan.manifest) and bool(plan.entries or plan.manifest)
 
 
-def _write_target(ctx: Context, ft: FoundTarget) -> None:
-    with run_lock(ft.root, wait=ctx.lock_wait, progress=ctx.progress):
-        recover(ft.root)
-        # evaluate again under the lock: another run may have written since the first look
-        before = len(ctx.report.fixes)
-        plan = _evaluate_target(ctx, ft, ctx.selected, dry=False)
-        fresh = ctx.report.fixes[before:]
-        del ctx.report.fixes[before:]
-        _replace_fix_reports(ctx.report, fresh)
-        if not plan.reached:
-            raise MismatchError(f"target {ft.spec.name} changed while this run was planning; nothing was written. "
-                                f"Run again")
-        changes = plan.tree.changes()
-        if not changes and not _manifest_changed(ctx, ft, plan):
-            return  # the rollback alone brought the target where this run wanted it
-        mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-        changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan).to_json()), 0o644))
-        check_writable(ft.root, changes)
-        write_transaction(ft.root, changes)
-
-
-def _replace_fix_reports(report: Report, fresh: list[FixReport]) -> None:
-    by_id = {f.id: f for f in fresh}
-    report.fixes = [by_id.pop(f.id, f) for f in report.fixes] + list(by_id.values())
+def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
+    """Write one target's plan (the caller holds its lock): its files, then its manifest, journalled."""
+    changes = plan.tree.changes()
+    if not changes and not _manifest_changed(ctx, ft, plan):
+        return  # nothing to write, or the rollback alone brought the target where this run wanted it
+    mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
+    changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan).to_json()), 0o644))
+    check_writable(ft.root, changes)
+    write_transaction(ft.root, changes)
 
 
 # --- revert -------------------------------------------------------------------------------------

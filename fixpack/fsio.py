@@ -168,12 +168,14 @@ def forget_state(root: Path) -> None:
 
 # --- atomic writes --------------------------------------------------------------------------------
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None,
+                 sync_dir: bool = True) -> None:
     """Write ``data`` to ``path`` through a temp file, fsync and rename.
 
     The file keeps its mode and owner unless ``mode`` / ``owner`` (uid, gid) say otherwise. The temp
     file is created exclusively and never through a link, so a planted link cannot redirect the write;
-    when any step fails the temp file is removed before the error goes up.
+    when any step fails the temp file is removed before the error goes up. With ``sync_dir`` False the
+    caller fsyncs the folder itself (a transaction does it once per folder, before its journal goes).
     """
     make_parents(path.parent)
     if exists(path) and not path.is_symlink():
@@ -197,7 +199,24 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
     except BaseException:
         unlink_quietly(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Create ``path`` (which must not exist, never through a link) with ``data``, fsynced; the caller
+    fsyncs its folder. For files that count only once a later record names them (a journal's backups)."""
+    io_point(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            write_all(fd, data, path)
+            fsync_fd(fd, path)
+        finally:
+            os.close(fd)
+    except BaseException:
+        unlink_quietly(path)
+        raise
 
 
 def chown_to(path: Path, owner: tuple[int, int] | None) -> None:

@@ -55,7 +55,11 @@ def diff(repo: Path, a: str, b: str) -> str:
 
 
 def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:
-    """One diff per patch file: each cherry-picked commit against its parent (found by its subject)."""
+    """One diff per patch file: each cherry-picked commit against its parent (found by its subject). A
+    fix of one patch takes everything on the branch (``upstream..HEAD``), so that commits a maintainer
+    adds on top of the picked one count too."""
+    if len(names) == 1:
+        return [diff(repo, "upstream", "HEAD")]
     log = git(repo, "log", "--format=%H %s", "upstream..HEAD")
     by_subject: dict[str, str] = {}
     for line in log.splitlines():

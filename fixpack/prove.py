@@ -84,14 +84,30 @@ def tree_digest(root: Path, package: str) -> str:
     return h.hexdigest()
 
 
-def run_tests(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> tuple[int, str]:
-    """Run the proof tests in ``folder`` with ``python`` and ``env`` added to the environment; return
-    (exit code, pytest's summary line)."""
+@dataclass(frozen=True)
+class TestRun:
+    """One run of a fix's proof tests: pytest's exit code, its summary line and the end of its output."""
+
+    rc: int
+    summary: str
+    output: str
+
+
+def run_proof(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> TestRun:
+    """Run the proof tests in ``folder`` with ``python`` and ``env`` laid over the environment (without
+    the caller's PYTHONPATH unless ``env`` sets one)."""
     proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
                           capture_output=True, text=True, cwd=cwd, timeout=timeout,
                           env=_test_env(env))
     lines = [ln for ln in proc.stdout.splitlines() if re.search(r"\b(passed|failed|error|no tests ran)\b", ln)]
-    return proc.returncode, (lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:])
+    summary = lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:]
+    return TestRun(proc.returncode, summary, (proc.stdout + proc.stderr)[-20000:])
+
+
+def run_tests(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> tuple[int, str]:
+    """Run the proof tests in ``folder``; return (exit code, pytest's summary line)."""
+    run = run_proof(python, folder, cwd, env, timeout)
+    return run.rc, run.summary
 
 
 def _timed(progress: Progress, what: str, python: str, folder: Path, cwd: Path,

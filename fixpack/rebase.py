@@ -42,6 +42,7 @@ from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .rebase_evidence import old_counts, twins
+from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_session import (
     OUTCOMES,
     STATE_SCHEMA,
@@ -97,7 +98,8 @@ def start(req: RebaseRequest) -> RebaseResult:
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
-             "conflicts": {}, "backups": {}}
+             "conflicts": {}, "backups": {},
+             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {}}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state)
     work.mkdir(parents=True, exist_ok=True)
     session.save()
@@ -110,8 +112,20 @@ def start(req: RebaseRequest) -> RebaseResult:
 
 
 def resume(req: RebaseRequest) -> RebaseResult:
-    """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts."""
-    return _run(load_session(req))
+    """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts.
+
+    A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
+    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
+    """
+    session = load_session(req)
+    proof = session.state.setdefault("proof", {"clean": {}})
+    if req.python:
+        proof.update(python=req.python, site=str(req.proof_site or ""))
+    if not proof.get("python") and not req.allow_unproven:
+        raise BadInputError("no proof can run on the carried fixes (no stand-in image of the new release): give "
+                            "--python PATH (tools/image-venv.sh VERSION DIR makes one), or --allow-unproven to write "
+                            "the new profile with its fixes marked 'not proven'")
+    return _run(session)
 
 
 def abort(req: RebaseRequest) -> list[str]:
@@ -132,7 +146,7 @@ def _run(session: Session) -> RebaseResult:
     for pair in session.pairs.values():
         chain = tuple(f for f in old_view.ordered(ids) if f.target == pair.spec.name)
         if pair.rebased:
-            outcomes += _rebase_target(session, pair, chain)
+            outcomes += _rebase_target(session, pair, chain, dict(old.proof_env))
         else:
             outcomes += [_not_rebased(f, pair) for f in chain]
     order = {fid: i for i, fid in enumerate(pack.series)}
@@ -140,7 +154,7 @@ def _run(session: Session) -> RebaseResult:
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
     result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
-    if any(o.outcome in ("conflict", "blocked") for o in outcomes):
+    if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
         result.status = "conflicts"
         session.state["phase"] = "conflicts"
         session.save()
@@ -192,9 +206,11 @@ class Chain:
     _new_only: list[str] | None = None
 
 
-def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...]) -> list[FixOutcome]:
+def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
+                   proof_env: dict[str, str]) -> list[FixOutcome]:
     assert pair.old is not None and pair.new is not None
     ch = Chain(pair, Tree(pair.old.root), Tree(pair.new.root))
+    prover = start_prover(session, pair.spec.package, pair.spec.name, proof_env)
     out = []
     for fix in chain:
         old_steps = _old_steps(fix, ch.old_tree, session.old_name)
@@ -206,9 +222,46 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...]) -
             o.evidence.append(f"waits for {blocker!r} (not carried: {cause!r} conflicts); it {how}")
             _stick(ch, fix, fix.touched_paths(), cause)
         else:
+            before = snap(ch.new_tree, sorted(set(fix.touched_paths())))
             o = _carry(session, ch, fix, old_steps, old_counts(fix, old_steps))
+            if o.outcome in CARRIED:
+                o = _prove(session, ch, fix, o, prover, old_steps, before)
         out.append(o)
+    if prover is not None:
+        prover.drop()
     return out
+
+
+CARRIED = ("exact", "merged", "resolved")
+
+
+def _prove(session: Session, ch: Chain, fix: Fix, o: FixOutcome, prover: Prover | None, old_steps: list[Snap],
+           before: Snap) -> FixOutcome:
+    why = prove_carried(session, prover, fix, o, ch.pair.new.version if ch.pair.new else "the new release")
+    return _broken(session, ch, fix, o, old_steps, before, why) if why else o
+
+
+def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: list[Snap], before: Snap,
+            why: str) -> FixOutcome:
+    """A carried fix whose proof fails: a conflict for the maintainer, with the carried change on branch
+    ``rebased`` of a work repository to amend (the proof runs again on --continue)."""
+    o.outcome = "broken"
+    o.evidence.append(why)
+    repo = session.work / fix.id
+    names = [p.path.name for p in fix.patches]
+    if not (repo / ".git").is_dir():
+        old_v = ch.pair.old.version if ch.pair.old else "old"
+        new_v = ch.pair.new.version if ch.pair.new else "new"
+        merge(repo, old_steps, before, names, fix.id, ch.pair.spec.name, old_v, new_v)
+    o.repo = str(repo)
+    o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of "
+                      f"one patch may also take new commits), then `fixpack rebase --continue`, which runs the "
+                      f"proof again")
+    session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs_digest(old_steps, before),
+                                          "patches": names}
+    session.save()
+    _stick(ch, fix, fix.touched_paths(), fix.id)
+    return o
 
 
 def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:

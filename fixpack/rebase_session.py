@@ -46,6 +46,16 @@ OUTCOMES = {
     "upstreamed": "the new release already holds the change: proposed for dropping",
     "dropped": "resolved by hand to no change: left out of the new profile (commented)",
     "not-rebased": "its target was not rebased in this run: carried unchanged",
+    "broken": "its text carried, but its proof fails on the new release with the fix: left for the maintainer",
+}
+# the proof column: what the fix's tests said on a stand-in image of the new release (--python)
+PROOFS = {
+    "proven": "fails on the clean release, passes with the chain carried up to it",
+    "not proven": "no stand-in image was given (--python): nothing shows the carried change still works",
+    "passes without the fix": "the proof passes on the clean release: upstream removed the symptom",
+    "fails with the fix": "the proof fails on the release with the fix: the carried change is broken",
+    "does not run": "the proof does not run on the clean release (an error, not a failure): adapt it",
+    "-": "not carried (conflict, blocked, not rebased, dropped)",
 }
 
 
@@ -57,7 +67,9 @@ class RebaseRequest:
     target (fetched when no ``--root`` is given); ``old_roots``: the old release copies (the 3-way base;
     fetched at the old pin when not given); ``name``: the new profile (default ``v<to_version>``);
     ``work``: the work folder (default ``<pack>/.rebase/<name>/``); ``report_dir``: where the report
-    goes (default ``<pack>/reports/``).
+    goes (default ``<pack>/reports/``); ``python``: the interpreter of a stand-in image of the new
+    release, on which each carried fix's proof runs (``proof_site``: the folder its package lies in,
+    default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on.
     """
 
     pack_root: Path
@@ -71,6 +83,9 @@ class RebaseRequest:
     report_dir: Path | None = None
     allow_dirty: bool = False
     only_targets: tuple[str, ...] = ()
+    python: str = ""
+    proof_site: Path | None = None
+    allow_unproven: bool = False
 
 
 @dataclass
@@ -112,13 +127,15 @@ class FixOutcome:
     interdiff: str = ""
     variant: str = ""
     keep: bool = True  # listed in the new profile (False: commented out, with the reason)
+    proof: str = "-"  # a key of PROOFS
     new_patches: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "target": self.target, "opt_in": self.opt_in, "outcome": self.outcome,
                 "old_version": self.old_version, "new_version": self.new_version, "patch": self.patch,
                 "evidence": self.evidence, "flags": self.flags, "renames": self.renames, "repo": self.repo,
-                "variant": self.variant, "in_new_profile": self.keep, "interdiff": self.interdiff}
+                "variant": self.variant, "in_new_profile": self.keep, "interdiff": self.interdiff,
+                "proof": self.proof}
 
 
 @dataclass
@@ -144,7 +161,7 @@ class RebaseResult:
                 "from_profile": self.from_profile, "to_profile": self.to_profile, "status": self.status,
                 "exit_code": self.exit_code, "work": str(self.work), "targets": [t.as_dict() for t in self.targets],
                 "fixes": [f.as_dict() for f in self.fixes], "written": self.written, "next_steps": self.next_steps,
-                "outcomes": OUTCOMES}
+                "outcomes": OUTCOMES, "proofs": PROOFS}
 
 
 @dataclass

@@ -97,9 +97,12 @@ def _profile_note(o: FixOutcome) -> str:
 
 def next_steps(session: Session, result: RebaseResult) -> list[str]:
     steps = []
-    conflicts = [o for o in result.fixes if o.outcome == "conflict"]
+    conflicts = [o for o in result.fixes if o.outcome in ("conflict", "broken")]
     for o in conflicts:
-        if o.repo:
+        if o.outcome == "broken":
+            steps.append(f"repair {o.id}: its proof fails on the new release (see its evidence); `cd {o.repo}`, "
+                         f"fix the change on branch rebased and commit")
+        elif o.repo:
             steps.append(f"resolve {o.id}: `cd {o.repo}`, `git status`, edit the conflicted files (the base "
                          f"version is shown between ||||||| and =======), `git add` them")
         else:
@@ -135,11 +138,13 @@ def render_markdown(result: RebaseResult) -> str:
             return f"{ft.version} @ {normalize_commit(ft.commit)[:12]}" if ft else "-"
         note = _cell(p.note or str(p.new.root if p.new else ""))
         lines.append(f"| {p.spec.name} | {side(p.old)} | {side(p.new)} | {note} |")
-    lines += ["", "| fix | outcome | version | patch | evidence |", "| --- | --- | --- | --- | --- |"]
+    lines += ["", "| fix | outcome | proof | version | patch | evidence |", "| --- | --- | --- | --- | --- | --- |"]
     for o in result.fixes:
         ver = str(o.old_version) if o.old_version == o.new_version else f"{o.old_version} → {o.new_version}"
         ev = "; ".join(o.evidence + [f"**{f}**" for f in o.flags])
-        lines.append(f"| {o.id}{' (opt-in)' if o.opt_in else ''} | {o.outcome} | {ver} | {o.patch} | {_cell(ev)} |")
+        proof = f"**{o.proof}**" if o.proof in ("not proven", "fails with the fix", "does not run") else o.proof
+        lines.append(f"| {o.id}{' (opt-in)' if o.opt_in else ''} | {o.outcome} | {proof} | {ver} | {o.patch} | "
+                     f"{_cell(ev)} |")
     counts: dict[str, int] = {}
     for o in result.fixes:
         counts[o.outcome] = counts.get(o.outcome, 0) + 1

@@ -50,6 +50,7 @@ from .fsio import (
     temp_path,
     unlink,
     unlink_quietly,
+    write_new,
 )
 from .records import Manifest, dumps, is_int, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
@@ -394,6 +395,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     fault_point()
     where = journal
     try:
+        written: set[Path] = set()
         for c in changes:
             where = root / c.path
             if c.data is None:
@@ -401,8 +403,12 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
                 if where.parent.name != "__pycache__":
                     _prune_empty(root, where.parent)
             else:
-                atomic_write(where, c.data, c.mode)
+                atomic_write(where, c.data, c.mode, sync_dir=False)
+                written.add(where.parent)
             fault_point()
+        for parent in sorted(written):  # once per folder, before the journal goes: until then a crash rolls back
+            where = parent
+            fsync_dir(parent)
         where = journal
         unlink(journal)
     except OSError as exc:
@@ -441,10 +447,11 @@ def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]
             data = dest.read_bytes()
             entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
                          sha256=hashlib.sha256(data).hexdigest())
-            atomic_write(backups / str(i), data, 0o600)
+            write_new(backups / str(i), data, 0o600)  # read only once the journal names it, with its sha256
         elif c.data is not None:
             dirs |= _missing_dirs(root, dest.parent)
         entries.append(entry)
+    fsync_dir(backups)  # one folder sync for every backup, before the journal that names them
     return entries, sorted(dirs)
 
 

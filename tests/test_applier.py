@@ -1,7 +1,6 @@
+from conftest import make_diff, numbered
 from fixpack.applier import Placement, apply_text, split_lines
 from fixpack.diff import parse_patch
-
-from conftest import make_diff, numbered
 
 
 def hunks_of(before: str, after: str, tmp_path, path: str = "f.txt"):

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
+from conftest import numbered, snapshot
 from fixpack import engine
 from fixpack.diff import parse_patch
 from fixpack.errors import BadInputError, FixpackError, PackError, PatchParseError
 from fixpack.loader import load_pack
-
-from conftest import numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 

@@ -1,6 +1,6 @@
 import pytest
-from conftest import make_diff
 
+from conftest import make_diff
 from fixpack.diff import diff_body, format_patch, parse_patch
 from fixpack.errors import PatchParseError
 

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from conftest import numbered, snapshot
 
+from conftest import numbered, snapshot
 from fixpack import engine
 from fixpack.errors import BadInputError, StaleLockError, UnknownNameError
 

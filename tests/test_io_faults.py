@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import numbered, snapshot
 
+from conftest import numbered, snapshot
 from fixpack import engine, fsio
 from fixpack.errors import EnvironmentProblem, FixpackError
 

@@ -1,8 +1,8 @@
 """Loading the pack reports every problem with its file and line."""
 
 import pytest
-from conftest import numbered, snapshot
 
+from conftest import numbered, snapshot
 from fixpack import engine
 from fixpack.errors import PackError
 from fixpack.loader import load_pack, load_profile, select

@@ -2,7 +2,6 @@
 its proof test, and formatting is idempotent."""
 
 from conftest import REPO
-
 from fixpack.loader import load_pack, load_profile
 from fixpack.pack_tools import stale_patches
 from fixpack.patchtext import normalize_text, normalized

@@ -1,7 +1,6 @@
 """Maintainer helpers: refresh (regenerate a patch against its chain) and deterministic patches."""
 
 from conftest import numbered
-
 from fixpack import engine
 from fixpack.evaluate import State, decide
 from fixpack.loader import load_pack

@@ -11,9 +11,9 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files, req
 
+from conftest import REPO, numbered, snapshot
 from fixpack import engine, rebase
 from fixpack.errors import EXIT_CONFLICT
 

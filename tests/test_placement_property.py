@@ -18,10 +18,10 @@ the image with no copy of the change elsewhere, it must apply.
 import difflib
 import random
 
-from conftest import HEADER, PackBuilder, snapshot, toml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import HEADER, PackBuilder, snapshot, toml
 from fixpack import engine
 from fixpack.errors import EXIT_CONFLICT
 

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+from conftest import REPO
 from fixpack import engine, release
 from fixpack.loader import load_pack, load_profile
 from fixpack.prove import prove, tree_digest

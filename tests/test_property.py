@@ -3,10 +3,10 @@ the original bytes (in memory), and applying twice is refused as already applied
 
 import subprocess
 
-from conftest import GIT_ENV
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import GIT_ENV
 from fixpack.applier import apply_text
 from fixpack.diff import parse_patch
 

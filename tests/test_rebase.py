@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import git, make_diff, numbered, snapshot
 
+from conftest import git, make_diff, numbered, snapshot
 from fixpack import engine, rebase, rebase_session
 from fixpack.cli_rebase import rebase_cmd
 from fixpack.errors import BadInputError
@@ -112,7 +112,7 @@ def test_moved_lines_regenerate_the_patch_with_new_numbers(pack):
     assert [p for p in stale_patches(loaded) if "v2.0" in p.parts] == []
     assert loaded.for_profile("v2.0").fixes["first"].version == 1
     md = r.report_md.read_text()
-    assert "| first | exact | 1 | moved |" in md and "## Interdiffs" in md
+    assert "| first | exact | **not proven** | 1 | moved |" in md and "## Interdiffs" in md
     data = json.loads(r.report_json.read_text())
     assert data["status"] == "done" and data["fixes"][0]["outcome"] == "exact"
     applied, image = apply_new(b, new)
@@ -162,12 +162,12 @@ def test_conflict_is_a_git_conflict_then_resolved_and_continued(conflicting):
     assert "rebase --continue" in r.markdown
     with pytest.raises(BadInputError, match="in progress"):
         rebase.start(req(b, old, new))
-    still = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))  # not resolved yet
+    still = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))  # not resolved yet
     assert still.status == "conflicts" and "unmerged" in " ".join(still.fixes[0].evidence)
     # the maintainer resolves it with ordinary git
     (repo / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
     git(repo, "add", MOD)
-    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
     assert done.status == "done", done.markdown
     assert outcomes(done) == {"first": "resolved", "second": "exact", "third": "exact"}
     first = done.fixes[0]
@@ -184,7 +184,7 @@ def test_conflict_left_unresolved_with_markers_is_refused(conflicting):
     rebase.start(req(b, old, new))
     repo = b.pack / ".rebase/v2.0/first"
     git(repo, "add", MOD)  # markers still in the file
-    r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
     assert r.status == "conflicts" and "conflict markers" in " ".join(r.fixes[0].evidence)
 
 
@@ -195,7 +195,7 @@ def test_abort_after_conflict_removes_the_work_folder(conflicting):
     rebase.abort(rebase.RebaseRequest(pack_root=b.pack))
     assert not (b.pack / ".rebase/v2.0").exists() and pack_files(b) == before
     with pytest.raises(BadInputError, match="no rebase in progress"):
-        rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
 
 
 def test_upstreamed_fix_is_proposed_for_dropping_and_flagged(builder):
@@ -248,7 +248,7 @@ def test_deleted_file_conflicts_and_can_be_dropped(pack):
     repo = b.pack / ".rebase/v2.0/second"
     assert git(repo, "diff", "--name-only", "--diff-filter=U").split() == [OTHER]
     git(repo, "rm", "-q", OTHER)  # the maintainer drops the change
-    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
     assert done.status == "done" and outcomes(done) == {"first": "exact", "second": "dropped"}
     text = (b.pack / "profiles/v2.0.toml").read_text()
     assert '# "second",  # dropped' in text
@@ -305,7 +305,7 @@ def test_interrupted_write_resumes_to_the_same_result(pack, monkeypatch, tmp_pat
     with pytest.raises(KeyboardInterrupt):
         rebase.start(req(b, old, new))
     monkeypatch.setattr(rebase_session, "_write", real)
-    r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
     assert r.status == "done"
     want = {k: v for k, v in snapshot(reference).items() if k.startswith(("fixes/", "profiles/"))}
     assert pack_files(b) == want
@@ -339,7 +339,7 @@ def test_multi_patch_fix_moved_and_second_patch_conflicts(builder):
     assert git(repo, "log", "--format=%s", "upstream..HEAD").split("\n")[0] == "two: 0001-change.patch"
     (repo / MOD).write_text(BASE.replace("line 5\n", "five\n").replace("line 30\n", "thirty upstream\n"))
     git(repo, "add", MOD)
-    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, name="v3.0"))
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, name="v3.0", allow_unproven=True))
     assert done.status == "done" and done.fixes[0].outcome == "resolved" and done.fixes[0].new_version == 2
     assert "+thirty upstream" in (folder / "v3.0/0002-more.patch").read_text()
     assert "-line 5\n+five\n" in (folder / "v3.0/0001-change.patch").read_text()
@@ -372,7 +372,7 @@ def test_cli_prints_the_report_and_maps_exit_codes(conflicting):
     res = runner.invoke(rebase_cmd, args)
     assert res.exit_code == 4, res.output
     assert "# Rebase of profile p1 onto demo 2.0 (profile v2.0)" in res.output
-    assert "| first | conflict |" in res.output and "rebase --continue" in res.output
+    assert "| first | conflict | - |" in res.output and "rebase --continue" in res.output
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--abort"])
     assert res.exit_code == 0 and "aborted" in res.output
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--continue"])

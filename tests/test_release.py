@@ -4,9 +4,9 @@ vLLM sdist from PyPI (network, cached; marked `release`)."""
 import os
 
 import pytest
-from conftest import git
 from test_targets import gaudi_tree
 
+from conftest import git
 from fixpack import release
 from fixpack.errors import MismatchError
 from fixpack.model import Pin, Source, TargetSpec

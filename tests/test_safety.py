@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, numbered, snapshot
 
+from conftest import REPO, numbered, snapshot
 from fixpack import engine
 from fixpack.errors import BusyError, EnvironmentProblem, MismatchError, PackError
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import numbered, snapshot
 
+from conftest import numbered, snapshot
 from fixpack import engine
 from fixpack.errors import FixpackError
 

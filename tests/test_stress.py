@@ -9,6 +9,7 @@ import os
 import sys
 
 import pytest
+
 from conftest import REPO, numbered
 
 sys.path.insert(0, str(REPO / "tools"))

@@ -4,8 +4,8 @@ version and commit from git HEAD, the version module and the distribution metada
 import json
 
 import pytest
-from conftest import git, numbered, snapshot
 
+from conftest import git, numbered, snapshot
 from fixpack import engine
 from fixpack.errors import BadInputError
 from fixpack.model import Pin, Source, TargetSpec
@@ -99,7 +99,6 @@ def test_two_targets_one_profile(builder, tmp_path):
 def test_head_commit_read_from_git_files(tmp_path):
     """HEAD resolved without git or GitPython: a loose ref, a packed ref, a detached HEAD, a linked work tree."""
     from conftest import git
-
     from fixpack.gitutil import head_commit
 
     repo = tmp_path / "repo"

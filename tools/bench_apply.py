@@ -15,8 +15,16 @@ tree (a full copy would cost more to delete than the runs take on a discard-moun
 ``--copy-mode full`` for real copies). Every result is checked: the engine's touched files against
 the generated post-images, and each tool's whole tree against the engine's (bytes and modes).
 
+Besides the engine in-process, every workload is also run as a whole process, the way an image build
+runs it: ``python3 apply_all.py --profile ... --pack ... --root ...`` (interpreter start and imports
+included, a fresh process per run, like the other tools) and ``python3 -m fixpack.cli status`` after it,
+with the peak RSS of each process. With the vllm20 workload the real profile v0.30.0 (both opt-ins) is also
+measured on a copy of the release: whole-process apply, a second (no-op) apply and ``status``. The end
+of the report lists the goals of issue #13 and whether each is met (one run on a shared machine: read
+the min/max spread before trusting a verdict near its line).
+
 Usage: PYTHONPATH=. python3 tools/bench_apply.py [--repeat N] [--workload vllm20|synthetic500|all]
-       [--vllm-root PATH] [--json OUT.json] [--cprofile] [--tmpdir DIR] [--keep]
+       [--vllm-root PATH] [--json OUT.json] [--cprofile] [--where] [--tmpdir DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -38,9 +46,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -413,6 +422,75 @@ LAUNCHER = ("import subprocess, sys; r = subprocess.run(sys.argv[1:], capture_ou
             "sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); sys.exit(r.returncode)")
 
 
+TIME_BIN = "/usr/bin/time"  # GNU time: %M is the child's own peak RSS (a small C parent, no Python floor)
+
+
+def proc_run(argv: list[str], cwd: Path | None = None) -> tuple[float, float, int, str]:
+    """One fresh process: (wall seconds, peak RSS MiB or nan, exit code, last output line). The wall time
+    is taken around the whole spawn (GNU time's own fork/exec included: well under a millisecond)."""
+    rss_file = Path(tempfile.mkstemp(prefix="fixpack-bench-rss-")[1])
+    cmd = [TIME_BIN, "-q", "-f", "%M", "-o", str(rss_file), *argv] if os.access(TIME_BIN, os.X_OK) else argv
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, env=env_with(), capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        try:
+            rss = int(rss_file.read_text().strip().splitlines()[-1]) / 1024
+        except (ValueError, IndexError):
+            rss = float("nan")
+    finally:
+        rss_file.unlink(missing_ok=True)
+    last = ((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-1:] or [""]
+    return dt, rss, proc.returncode, last[0]
+
+
+def apply_argv(pack: Path, profile: str, target: str, root: Path, *extra: str) -> list[str]:
+    """The image's command line: the pack's entry script, this checkout's engine (``--pack`` chooses the pack)."""
+    return [sys.executable, str(REPO / "apply_all.py"), "--profile", profile, "--pack", str(pack),
+            "--root", f"{target}={root}", "--target", target, *extra]
+
+
+def status_argv(pack: Path, profile: str, target: str, root: Path) -> list[str]:
+    return [sys.executable, "-m", "fixpack.cli", "status", "--profile", profile, "--pack", str(pack),
+            "--root", f"{target}={root}", "--target", target]
+
+
+WHERE_SNIPPET = r"""
+import cProfile, io, pstats, sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, sys.argv[1])
+from fixpack import cli, engine  # what an apply_all.py run imports before the engine starts
+t1 = time.perf_counter()
+prof = cProfile.Profile()
+code = 0
+prof.enable()
+try:
+    cli.apply_all_main(sys.argv[2:])
+except SystemExit as exc:
+    code = exc.code
+prof.disable()
+t2 = time.perf_counter()
+buf = io.StringIO()
+st = pstats.Stats(prof, stream=buf)
+# the engine's own functions, unidiff's and the system calls (click's frames above engine.apply left out)
+st.sort_stats("cumulative").print_stats(r"(fixpack/(?!cli)|unidiff/|\{built-in method)", 15)
+st.sort_stats("tottime").print_stats(10)
+sys.stderr.write(f"WHERE imports {t1 - t0:.4f} engine {t2 - t1:.4f} exit {code}\n" + buf.getvalue())
+"""
+
+
+def where_time_goes(wl: Workload, copies: Copies) -> str:
+    """A cProfile summary (top 15, cumulative) of a whole-process apply's engine part, in a fresh process."""
+    root = copies.fresh(wl)
+    try:
+        argv = apply_argv(wl.pack, PROFILE, wl.target, root)[2:]
+        proc = subprocess.run([sys.executable, "-c", WHERE_SNIPPET, str(REPO), *argv], env=env_with(),
+                              capture_output=True, text=True)
+        return proc.stderr[proc.stderr.find("WHERE"):] if "WHERE" in proc.stderr else proc.stderr[-3000:]
+    finally:
+        copies.drop(root)
+
+
 def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) -> dict[str, Any]:
     res: dict[str, Any] = {"workload": wl.name, "tree": str(wl.base), "tree_files": wl.tree_files,
                            "patches": len(wl.patches), "hunks": wl.hunks, "files_touched": len(wl.touched),
@@ -443,20 +521,25 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
         finally:
             copies.drop(root)
     res["status_states"] = status_states
-    # the CLI, once each, as a process (interpreter start + imports included)
-    root = copies.fresh(wl)
-    try:
-        for cmd in ("apply", "status"):
-            argv = [sys.executable, "-m", "fixpack.cli", cmd, "--profile", PROFILE, "--pack", str(wl.pack),
-                    "--root", f"{wl.target}={root}"]
-            t0 = time.perf_counter()
-            proc = subprocess.run(argv, env=env_with(), capture_output=True, text=True)
-            times[f"cli.{cmd}"] = [time.perf_counter() - t0]
-            if proc.returncode != 0:
-                last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
-                res["notes"].append(f"CLI {cmd} exited {proc.returncode}: {last[0][:160]}")
-    finally:
-        copies.drop(root)
+    # the whole process, as an image build runs it: apply_all.py (fresh copy), then status on that copy
+    rss: dict[str, list[float]] = {"proc.apply": [], "proc.status": []}
+    times["proc.apply"], times["proc.status"] = [], []
+    for r in range(repeat):
+        root = copies.fresh(wl)
+        try:
+            for key, argv in (("proc.apply", apply_argv(wl.pack, PROFILE, wl.target, root)),
+                              ("proc.status", status_argv(wl.pack, PROFILE, wl.target, root))):
+                dt, mib, code, last = proc_run(argv)
+                times[key].append(dt)
+                rss[key].append(mib)
+                if code != 0:
+                    res["notes"].append(f"whole-process {key} exited {code}: {last[:160]}")
+            if r == 0:
+                bad = check_expected(wl, root)
+                res["checks"]["proc.apply == generated post-images"] = "OK" if not bad else "DIFFERS: " + "; ".join(bad[:5])
+        finally:
+            copies.drop(root)
+    res["proc_rss_mib"] = {k: max(v) for k, v in rss.items() if v}
     # peak memory of an engine apply, in a fresh interpreter
     root = copies.fresh(wl)
     try:
@@ -504,6 +587,112 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
     return res
 
 
+def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies) -> dict[str, Any]:
+    """Profile v0.30.0 of this repository with both opt-ins on a copy of the real release (its vllm/ folder):
+    whole-process apply, a second apply (must write nothing) and status, a fresh copy per repetition."""
+    prof_text = (REPO / "profiles" / "v0.30.0.toml").read_text()
+    ids = re.findall(r'"([a-z0-9-]+)"', prof_text[prof_text.index("[fixes]"):])
+    touched = set()
+    for fid in ids:
+        for patch in (REPO / "fixes" / fid).glob("*.patch"):
+            touched |= set(re.findall(r"^\+\+\+ b/(\S+)", patch.read_text(), re.M))
+    stage = work / "real-v0.30.0"
+    stage.mkdir()
+    sh(["cp", "-al" if os.stat(vllm_root).st_dev == os.stat(work).st_dev else "-a", str(vllm_root / "vllm"),
+        str(stage / "vllm")])
+    wl = Workload("real-v0.30.0", "", stage, "vllm", REPO, [], work, dict.fromkeys(touched, ""))
+    opt_ins = [i for i in ids if i in prof_text[prof_text.index("opt_in"):]]
+    times: dict[str, list[float]] = {"real.apply": [], "real.reapply": [], "real.status": []}
+    rss: dict[str, list[float]] = {k: [] for k in times}
+    notes, lasts = [], {}
+    for _r in range(repeat):
+        root = copies.fresh(wl)
+        try:
+            for key, argv in (("real.apply", apply_argv(REPO, "v0.30.0", "vllm", root, *opt_ins)),
+                              ("real.reapply", apply_argv(REPO, "v0.30.0", "vllm", root, *opt_ins)),
+                              ("real.status", status_argv(REPO, "v0.30.0", "vllm", root))):
+                dt, mib, code, last = proc_run(argv)
+                times[key].append(dt)
+                rss[key].append(mib)
+                lasts[key] = last
+                if code != 0:
+                    notes.append(f"{key} exited {code}: {last[:160]}")
+        finally:
+            copies.drop(root)
+    return {"fixes": ids, "opt_ins": opt_ins, "notes": notes, "last_lines": lasts,
+            "rss_mib": {k: max(v) for k, v in rss.items()},
+            "times": {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": v}
+                      for k, v in times.items()}}
+
+
+def python_start(repeat: int) -> dict[str, float]:
+    """The floor of any whole-process figure: an interpreter that does nothing, and one importing the CLI + engine."""
+    out = {}
+    for key, code in (("python -c pass", "pass"), ("import fixpack.cli + fixpack.engine",
+                                                    "import fixpack.cli, fixpack.engine")):
+        runs = [proc_run([sys.executable, "-c", code])[0] for _ in range(max(3, repeat))]
+        out[key] = statistics.median(runs)
+    return out
+
+
+def print_real(real: dict[str, Any], start: dict[str, float]) -> None:
+    print(f"\n== real profile v0.30.0 ({len(real['fixes'])} fixes, opt-ins {' '.join(real['opt_ins'])}) on a copy "
+          f"of the vLLM 0.30.0 release (vllm/), whole process")
+    print(f"  {'run':<40} {'median s':>9} {'min s':>8} {'max s':>8} {'peak RSS MiB':>13}")
+    labels = {"real.apply": "apply_all.py, fresh copy", "real.reapply": "apply_all.py again (no-op)",
+              "real.status": "fixpack status, applied copy"}
+    for key, m in real["times"].items():
+        print(f"  {labels[key]:<40} {m['median']:9.4f} {m['min']:8.4f} {m['max']:8.4f} {real['rss_mib'][key]:13.1f}"
+              f"   {real['last_lines'].get(key, '')[:60]}")
+    for k, v in start.items():
+        print(f"  {'python start: ' + k:<40} {v:9.4f}")
+    for n in real["notes"]:
+        print(f"  NOTE: {n}")
+
+
+def print_goals(results: list[dict[str, Any]], real: dict[str, Any] | None) -> bool:
+    """Issue #13's goals, each with its figures and a verdict (medians of one run: not a timed test)."""
+    by = {r["workload"]: r for r in results}
+    rows: list[tuple[str, str, bool | None]] = []
+
+    def med(wl: str, key: str) -> float | None:
+        t = by.get(wl, {}).get("times", {}).get(key)
+        return t["median"] if t else None
+
+    pa, gp = med("vllm20", "proc.apply"), med("vllm20", "patch")
+    rows.append(("vllm20: whole-process apply within 2x of the GNU patch loop",
+                 f"{pa:.3f} s vs {gp:.3f} s = {pa / gp:.2f}x" if pa and gp else "not measured",
+                 pa / gp <= 2 if pa and gp else None))
+    st = real["times"]["real.status"]["median"] if real else None
+    rows.append(("v0.30.0 (real release, applied): whole-process status under 60 ms",
+                 f"{st * 1000:.0f} ms" if st else "not measured", st < 0.060 if st else None))
+    st20 = med("vllm20", "proc.status")
+    rows.append(("vllm20: whole-process status under 60 ms (same goal, 20 patches)",
+                 f"{st20 * 1000:.0f} ms" if st20 else "not measured", st20 < 0.060 if st20 else None))
+    pa5, gp5, ga5 = med("synthetic500", "proc.apply"), med("synthetic500", "patch"), med("synthetic500", "git-all")
+    rows.append(("synthetic500: whole-process apply at or below the GNU patch loop",
+                 f"{pa5:.3f} s vs {gp5:.3f} s = {pa5 / gp5:.2f}x" if pa5 and gp5 else "not measured",
+                 pa5 <= gp5 if pa5 and gp5 else None))
+    rows.append(("synthetic500: whole-process apply within 3x of one git apply of the series",
+                 f"{pa5:.3f} s vs {ga5:.3f} s = {pa5 / ga5:.2f}x" if pa5 and ga5 else "not measured",
+                 pa5 / ga5 <= 3 if pa5 and ga5 else None))
+    rss = {w: by[w]["proc_rss_mib"]["proc.apply"] for w in ("vllm20", "synthetic500") if w in by}
+    files = {w: by[w]["tree_files"] for w in rss}
+    if len(rss) == 2:
+        big, small = sorted(rss, key=lambda w: files[w], reverse=True)
+        ok = rss[big] <= 1.2 * rss[small] + 2
+        rows.append(("peak RSS flat with tree size (larger tree within 1.2x + 2 MiB of the smaller's)",
+                     f"{big} {files[big]} files {rss[big]:.1f} MiB; {small} {files[small]} files {rss[small]:.1f} MiB"
+                     + (f"; real v0.30.0 apply {real['rss_mib']['real.apply']:.1f} MiB" if real else ""), ok))
+    else:
+        rows.append(("peak RSS flat with tree size", "needs --workload all", None))
+    print("\n== issue #13 goals (medians of this run; a shared 2-core machine is noisy: see min/max above)")
+    for goal, fig, ok in rows:
+        verdict = "n/a" if ok is None else ("MET" if ok else "NOT MET")
+        print(f"  [{verdict:^7}] {goal}: {fig}")
+    return all(ok is not False for _g, _f, ok in rows)
+
+
 # --- report -------------------------------------------------------------------------------------
 
 def tool_version(cmd: list[str]) -> str:
@@ -522,8 +711,8 @@ def print_workload(res: dict[str, Any], wl: Workload) -> None:
     print(f"  {'tool':<40} {'median s':>9} {'min s':>8} {'max s':>8} {'x engine.apply':>15}")
     rows = [("engine.apply", "fixpack engine.apply (in-process)"),
             ("engine.status", "fixpack engine.status (in-process, after)"),
-            ("cli.apply", "fixpack CLI apply (1 run, whole process)"),
-            ("cli.status", "fixpack CLI status (1 run, whole process)")]
+            ("proc.apply", "apply_all.py (whole process)"),
+            ("proc.status", "fixpack status (whole process)")]
     rows += [(k, v) for k, v in res["labels"].items()]
     for key, label in rows:
         if key not in t:
@@ -534,6 +723,12 @@ def print_workload(res: dict[str, Any], wl: Workload) -> None:
     others = [(res["labels"][k], t[k]["median"]) for k in res["labels"] if k in t]
     if others:
         print("  engine.apply takes " + "; ".join(f"{eng / s:.1f}x the time of {lbl}" for lbl, s in others if s > 0))
+    if "proc.apply" in t:
+        pa = t["proc.apply"]["median"]
+        print("  whole-process apply takes " + "; ".join(f"{pa / s:.2f}x the time of {lbl}" for lbl, s in others if s > 0))
+    if res.get("proc_rss_mib"):
+        print("  whole-process peak RSS (GNU time %M, max of the runs): "
+              + ", ".join(f"{k} {v:.1f} MiB" for k, v in res["proc_rss_mib"].items()))
     mem = res.get("memory", {})
     if mem:
         print(f"  engine peak RSS (getrusage maxrss, apply in a fresh python3): {mem['rss_peak_kb'] / 1024:.1f} MiB "
@@ -546,6 +741,9 @@ def print_workload(res: dict[str, Any], wl: Workload) -> None:
         print(f"    {k:<34} {v}")
     for n in res["notes"]:
         print(f"  NOTE: {n}")
+    if res.get("where"):
+        print("  where a whole-process apply's time goes (imports, then the engine part under cProfile):")
+        print("    " + res["where"].strip().replace("\n", "\n    "))
     if res.get("cprofile"):
         print("  cProfile of one engine.apply:")
         print("    " + res["cprofile"].strip().replace("\n", "\n    "))
@@ -584,6 +782,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="an unpacked vLLM 0.30.0 release (default: `fixpack fetch --profile v0.30.0 --target vllm`)")
     ap.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write the results as JSON here")
     ap.add_argument("--cprofile", action="store_true", help="also print a cProfile of one engine.apply")
+    ap.add_argument("--where", action="store_true",
+                    help="also print where a whole-process apply's time goes (imports; the engine part under "
+                         "cProfile: top 15 by cumulative time, top 10 by own time), per workload")
     ap.add_argument("--copy-mode", choices=("link", "full"), default="link",
                     help="link: hard-link untouched files, copy touched ones (default); full: cp -a")
     ap.add_argument("--tmpdir", type=Path, default=None, help="where the work folder goes (default: $TMPDIR)")
@@ -604,6 +805,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"work folder {work} ({fs}); {args.repeat} repetitions per tool, median; each on a fresh copy "
           f"({args.copy_mode} mode), copy time excluded")
     results = []
+    real: dict[str, Any] | None = None
+    start = python_start(args.repeat)
     try:
         names = ("vllm20", "synthetic500") if args.workload == "all" else (args.workload,)
         copies = Copies(work, args.copy_mode)
@@ -617,18 +820,25 @@ def main(argv: list[str] | None = None) -> int:
             gen_s = time.perf_counter() - t0
             res = bench_workload(wl, args.repeat, copies, args.cprofile)
             res["generate_and_lock_s"] = gen_s
+            if args.where:
+                res["where"] = where_time_goes(wl, copies)
             print_workload(res, wl)
             results.append(res)
+            if name == "vllm20":
+                real = bench_real_profile(root, work, args.repeat, copies)
+                print_real(real, start)
     finally:
         if args.keep:
             print(f"\nkept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    print_goals(results, real)
     total = time.perf_counter() - t_start
     print(f"\ntotal benchmark time {total:.1f} s")
     if args.json:
         doc = {"python": platform.python_version(), "cpus": os.cpu_count(), "filesystem": fs,
-               "repeat": args.repeat, "copy_mode": args.copy_mode, "total_s": total, "workloads": results}
+               "repeat": args.repeat, "copy_mode": args.copy_mode, "total_s": total, "workloads": results,
+               "real_v0.30.0": real, "python_start": start}
         args.json.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
         print(f"wrote {args.json}")
     bad = any(v.startswith(("DIFFERS", "FAILED")) for r in results for v in r["checks"].values())

@@ -1,16 +1,48 @@
 #!/usr/bin/env bash
-# Make a virtual environment that stands in for an image: vLLM VERSION on the CPU build of torch
-# 2.13.0 (what vLLM 0.30.0 to 0.32.0 pin). Usage: tools/image-venv.sh VERSION DIR
+# Make a virtual environment that stands in for an image: vLLM VERSION on the torch that VERSION pins.
+# Usage: tools/image-venv.sh VERSION DIR
+#
+# The torch pin is read from the release's own metadata (its `Requires-Dist: torch==X`, the same line
+# as in the sdist's PKG-INFO), fetched by pip without downloading the wheel (PEP 658 metadata):
+#   vLLM 0.30.0, 0.31.0, 0.32.0 -> torch 2.13.0: a CPU build of it lies in this machine's wheel folder
+#                                   (/opt/wheels, pip's find-links), so pip takes it (about 5.5 GB venv);
+#   vLLM 0.33.0                 -> torch 2.14.0: only PyPI's CUDA build exists (it runs on CPU), with
+#                                   the nvidia-* CUDA libraries it requires (a larger venv, see README).
+# TORCH=X overrides the pin (for a version whose metadata cannot be read).
 set -euo pipefail
 version=$1 dir=$2
 if "$dir/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')" >/dev/null 2>&1; then
   exit 0
 fi
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-echo "image-venv: vLLM $version on torch 2.13.0 (CPU) into $dir (a few minutes, about 5.5 GB)"
+torch_pin() {  # the X of vLLM $version's "torch==X" requirement
+  local report
+  report=$(mktemp)
+  quiet "${PYTHON:-python3}" -m pip install -q --disable-pip-version-check --dry-run --no-deps \
+    --ignore-installed --report "$report" "vllm==$version" >/dev/null
+  "${PYTHON:-python3}" - "$report" <<'PY'
+import json, re, sys
+meta = json.load(open(sys.argv[1]))["install"][0]["metadata"]
+pins = [m.group(1) for r in meta.get("requires_dist", [])
+        if (m := re.fullmatch(r"torch\s*==\s*([0-9][^;\s]*)", r.split(";")[0].strip()))]
+if not pins:
+    sys.exit(f"image-venv: vllm {meta['version']} names no torch==X requirement; set TORCH=X")
+print(pins[0])
+PY
+  rm -f "$report"
+}
+torch=${TORCH:-$(torch_pin)}
+echo "image-venv: vLLM $version on torch $torch into $dir (a few minutes, 5.5 GB or more)"
 "${PYTHON:-python3}" -m venv "$dir"
 pip=("$dir/bin/python" -m pip install -q --disable-pip-version-check)
-quiet "${pip[@]}" torch==2.13.0
+quiet "${pip[@]}" "torch==$torch"
 quiet "${pip[@]}" "vllm==$version" pytest
-# they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
-"$dir/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+# What the proofs import. vLLM 0.30.0-0.32.0 pull in CUDA builds of torchvision, torchaudio and
+# torchcodec that fail to load beside the CPU torch 2.13.0 (and break these imports); dropping the three
+# fixes that (nothing the proofs run needs them). On 0.33.0 (CUDA torch 2.14.0) they load: kept.
+mods="vllm, vllm.v1.sample.ops.topk_topp_sampler, vllm.v1.core.sched.scheduler"
+mods="$mods, vllm.v1.executor.multiproc_executor, vllm.tokenizers.detokenizer_utils, vllm.v1.engine.logprobs"
+if ! "$dir/bin/python" -c "import $mods" >/dev/null 2>&1; then
+  "$dir/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  "$dir/bin/python" -c "import $mods" || { echo "image-venv: vLLM does not import in $dir" >&2; exit 1; }
+fi

@@ -2,9 +2,12 @@
 # The test command (README, .ci/run): set up .venv, a stand-in image for each later profile, then run
 # every test: the engine's, the port's, each committed profile on its vLLM release copy (fetched
 # once, cached), and each fix's proof on the stand-in image of its profile.
+# tests/test_lean_image.py builds the lean image venv (tools/lean-venv.sh: unidiff + click only, a few MB)
+# once under $FIXPACK_TEST_CACHE, with pip's cache there too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+bash tools/lint.sh
 images="v0.30.0=$PWD/.venv/bin/python"
 # profile name and pinned vLLM version of every committed profile but v0.30.0 (whose image is .venv)
 while read -r name version; do

@@ -142,7 +142,9 @@ def test_non_output_rank_worker_main_exits(monkeypatch):
     ready = SimpleNamespace(sent=[], send=None, close=lambda: None)
     ready.send = ready.sent.append
     config = SimpleNamespace(
-        parallel_config=SimpleNamespace(assigned_physical_gpu_ids=None, numa_bind=False)
+        parallel_config=SimpleNamespace(assigned_physical_gpu_ids=None, numa_bind=False),
+        # 0.33.0's worker_main starts a watchdog from this; off unless dump_dir is set
+        watchdog_config=SimpleNamespace(dump_dir=""),
     )
     try:
         with _no_raise():
@@ -219,7 +221,9 @@ def _child_worker_main(rank: int) -> None:
     WorkerProc.shutdown = lambda self: None  # type: ignore[method-assign]
     ready = SimpleNamespace(send=lambda msg: None, close=lambda: None)
     config = SimpleNamespace(
-        parallel_config=SimpleNamespace(assigned_physical_gpu_ids=None, numa_bind=False)
+        parallel_config=SimpleNamespace(assigned_physical_gpu_ids=None, numa_bind=False),
+        # 0.33.0's worker_main starts a watchdog from this; off unless dump_dir is set
+        watchdog_config=SimpleNamespace(dump_dir=""),
     )
     WorkerProc.worker_main(
         vllm_config=config, local_rank=rank, rank=rank, ready_pipe=ready,

@@ -93,6 +93,7 @@ def _make_scheduler(
     async_scheduling: bool = False,
     budget: int = BUDGET,
     max_num_seqs: int = 16,
+    config: dict | None = None,
 ) -> Scheduler:
     # Minimal copy of vLLM's tests/v1/core/utils.py::create_scheduler.
     model_config = ModelConfig(
@@ -111,6 +112,7 @@ def _make_scheduler(
         async_scheduling=async_scheduling,
         is_encoder_decoder=False,
         watermark=0.0,
+        **(config or {}),
     )
     cache_config = CacheConfig(
         block_size=BLOCK,
@@ -374,3 +376,78 @@ def test_invalid_switch_values_raise(tmp_path, monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         _make_scheduler(tmp_path, 1024)
+
+
+# --- upstream's own options (0.31.0+, 0.33.0+): what they cover, what they do not ---
+
+
+def _needs_config(field: str) -> None:
+    if field not in SchedulerConfig.__dataclass_fields__:
+        pytest.skip(f"this vLLM has no SchedulerConfig.{field}")
+
+
+@pytest.mark.parametrize(
+    "num_decodes,adaptive_chunk", [(1, 4096), (3, 2048), (12, 1024)]
+)
+def test_upstream_adaptive_threshold_scales_with_request_count(
+    tmp_path, monkeypatch, num_decodes, adaptive_chunk
+):
+    # vLLM 0.31.0's long_prefill_token_threshold_adaptive (default off) floors
+    # the flat cap at max_num_batched_tokens // (running + waiting requests):
+    # with the recipe's 1,024 a 256K prompt reads in 4,096 a step beside one
+    # decode, 2,048 beside three, 1,024 beside twelve. The chunk follows the
+    # request count, not the prompt (a share of the step for long prompts
+    # only). Upstream behaviour with the switches unset: passes on clean.
+    _needs_config("long_prefill_token_threshold_adaptive")
+    adaptive = {"long_prefill_token_threshold_adaptive": True}
+    splits = _run(tmp_path, monkeypatch, {}, 1024, "decodes_first",
+                  num_decodes=num_decodes, config=adaptive)
+    print(f"\n[adaptive, {num_decodes} decodes] long chunks={_long(splits)[:3]}")
+    assert set(_long(splits)[:-1]) == {adaptive_chunk}
+
+
+def test_upstream_adaptive_threshold_does_not_cap_threshold_0(tmp_path, monkeypatch):
+    # The adaptive floor only applies when the threshold is nonzero: with 0 a
+    # long prompt ahead of the decodes still takes the whole budget and they
+    # get no token until it has read in (passes on clean).
+    _needs_config("long_prefill_token_threshold_adaptive")
+    adaptive = {"long_prefill_token_threshold_adaptive": True}
+    splits = _run(tmp_path, monkeypatch, {}, 0, "long_first", config=adaptive)
+    assert _long(splits) == [BUDGET] * (LONG // BUDGET)
+    assert all(set(s) == {"long"} for s in splits)
+
+
+@pytest.mark.parametrize("num_decodes", [1, 12])
+def test_share_holds_beside_upstream_adaptive_threshold(
+    tmp_path, monkeypatch, num_decodes
+):
+    # The fix beside the adaptive option: the long prompt reads in its share
+    # (2,048) whatever the number of other requests. Clean: 4,096 beside one
+    # decode, 1,024 beside twelve.
+    _needs_config("long_prefill_token_threshold_adaptive")
+    adaptive = {"long_prefill_token_threshold_adaptive": True}
+    splits = _run(tmp_path, monkeypatch, RECIPE, 1024, "decodes_first",
+                  num_decodes=num_decodes, config=adaptive)
+    assert _long(splits) == [SHARE_TOKENS] * (LONG // SHARE_TOKENS)
+    assert _starved_decode_steps(splits, num_decodes) == 0
+
+
+def test_upstream_prefill_cadence_is_no_per_step_cap(tmp_path, monkeypatch):
+    # vLLM 0.33.0 applies prefill_schedule_interval (default 1: off) outside
+    # data parallelism: prefill runs on one step in N and decodes run alone in
+    # between. With threshold 0 the prompt still takes the whole rest of the
+    # budget (8,189 beside three decodes) on each prefill step: the steps are
+    # time-shared, not capped, and every prompt, short or long, waits for the
+    # next prefill step (passes on clean).
+    _needs_config("prefill_schedule_interval")
+    cadence = {"prefill_schedule_interval": 4}
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    scheduler = _make_scheduler(tmp_path, 0, config=cadence)
+    if getattr(scheduler, "local_prefill_interval", 1) == 1:  # before 0.33.0
+        pytest.skip("prefill_schedule_interval applies only under data parallelism")
+    splits = _run(tmp_path, monkeypatch, {}, 0, "decodes_first", config=cadence)
+    chunks = [n for n in _long(splits) if n]
+    print(f"\n[cadence 4] steps={len(splits)} long chunks={chunks[:3]}")
+    assert chunks[:-1] == [BUDGET - 3] * (len(chunks) - 1)
+    assert len(splits) > 3 * len(chunks)

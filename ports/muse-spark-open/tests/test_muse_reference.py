@@ -48,7 +48,7 @@ def norm(v, w=None, eps=1e-5, offset=0.0):
 def direct_logits(cfg, t, ids):
     f = {k: v.double() for k, v in t.items() if v.dtype != torch.uint8}
     P = "model.language_model."
-    T, H, nh, nkv, d = len(ids), cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    T, nh, nkv, d = len(ids), cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     xs = [norm(f[P + "embed_tokens.weight"][i], eps=cfg.rms_norm_eps) for i in ids]
     for li in range(cfg.num_hidden_layers):
         L = f"{P}layers.{li}."

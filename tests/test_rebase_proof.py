@@ -1,0 +1,94 @@
+"""Proofs inside a rebase: a carried fix is proven on a stand-in image of the new release, reported
+broken when its proof fails there whatever its text did, and upstreamed when the proof passes without
+it. The stand-in here is this interpreter with the new release copy first on its path."""
+
+import subprocess
+import sys
+
+from test_rebase import commit_pack, new_release, outcomes, pack_files
+
+from conftest import git, numbered
+from fixpack import rebase
+from fixpack.errors import BadInputError
+
+MOD = "demo_pkg/mod.py"
+BASE = numbered(10, "# line") + "VALUE = 1\n" + numbered(10, "# tail")
+PROOF = "import demo_pkg.mod as m\n\n\ndef test_value_is_two():\n    assert m.VALUE == 2\n"
+
+
+def make_pack(b):
+    old = b.tree("old", {MOD: BASE})
+    folder = b.add_fix("value", {MOD: BASE}, {MOD: BASE.replace("VALUE = 1", "VALUE = 2")})
+    (folder / "test_value.py").write_text(PROOF)
+    b.profile(["value"])
+    b.lock(old)
+    commit_pack(b)
+    return old
+
+
+def start(b, old, new, **kw):
+    return rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", roots={"demo": new},
+                                             old_roots={"demo": old}, python=sys.executable, proof_site=new, **kw))
+
+
+def test_a_carried_fix_is_proven_on_the_new_release(builder):
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: "# moved\n" + BASE})
+    r = start(b, old, new)
+    assert r.status == "done" and outcomes(r) == {"value": "exact"}
+    assert r.fixes[0].proof == "proven"
+    assert "| value | exact | proven |" in r.markdown
+    assert any("fails on the clean 2.0" in e and "passes with the fix" in e for e in r.fixes[0].evidence)
+    assert (b.pack / "profiles/v2.0.toml").is_file()
+
+
+def test_a_clean_text_carry_whose_proof_fails_is_broken_and_stops(builder):
+    b = builder
+    old = make_pack(b)
+    before = pack_files(b)
+    # upstream now scales VALUE after it is set: the fix's line still carries exactly, its effect does not
+    new = new_release(b, {MOD: BASE + "VALUE = VALUE * 10\n"})
+    r = start(b, old, new)
+    assert r.status == "conflicts" and r.exit_code == 4
+    o = r.fixes[0]
+    assert o.outcome == "broken" and o.proof == "fails with the fix"
+    assert any("its text carried (exact), but its proof fails on 2.0" in e and "assert 20 == 2" in e
+               for e in o.evidence)
+    assert pack_files(b) == before and not (b.pack / "profiles/v2.0.toml").exists()
+    # the maintainer repairs the change on branch rebased, then --continue proves it again
+    repo = b.pack / ".rebase/v2.0/value"
+    (repo / MOD).write_text(BASE.replace("VALUE = 1", "VALUE = 2") + "VALUE = VALUE * 10 // 10\n")
+    git(repo, "commit", "-qam", "value: keep VALUE at 2 after upstream's scaling")
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    assert done.status == "done" and outcomes(done) == {"value": "resolved"} and done.fixes[0].proof == "proven"
+
+
+def test_a_proof_that_passes_without_the_fix_proposes_dropping_it(builder):
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: BASE + "VALUE = 2  # upstream's own fix\n"})
+    r = start(b, old, new)
+    o = r.fixes[0]
+    assert r.status == "done" and o.outcome == "upstreamed" and o.proof == "passes without the fix"
+    assert any("proposed for dropping" in f for f in o.flags)
+    text = (b.pack / "profiles/v2.0.toml").read_text()
+    assert '"value", # upstreamed in this release: proposed for dropping' in text  # kept listed, not dropped
+
+
+def test_continue_without_a_proof_needs_an_explicit_flag(builder):
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: BASE.replace("VALUE = 1", "VALUE = 3")})  # the fix's line changed: a conflict
+    r = rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", roots={"demo": new},
+                                          old_roots={"demo": old}))
+    assert outcomes(r) == {"value": "conflict"}
+    try:
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    except BadInputError as exc:
+        assert "--allow-unproven" in str(exc)
+    else:
+        raise AssertionError("a --continue without a proof went on")
+    cli = subprocess.run([sys.executable, "-m", "fixpack.cli", "rebase", "--continue", "--pack", str(b.pack)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and "--allow-unproven" in cli.stderr
