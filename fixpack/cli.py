@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__
-from .cli_common import common, default_pack_root, exit_code, outcome, parse_roots
+from .cli_common import (
+    JsonCommand,
+    JsonUsageErrors,
+    color_option,
+    common,
+    complete_fixes,
+    default_pack_root,
+    exit_code,
+    outcome,
+    parse_roots,
+)
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
@@ -35,8 +45,12 @@ MAINTAINER_COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class LazyGroup(JsonUsageErrors, click.Group):
     """A group whose maintainer commands are imported only when named (or listed by --help)."""
+
+    def command_name(self, argv: list[str]) -> str:
+        names = set(self.list_commands(click.Context(self)))
+        return next((a for a in argv if a in names), "")
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *MAINTAINER_COMMANDS})
@@ -51,10 +65,12 @@ class LazyGroup(click.Group):
 
 def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
              copies_root: Path | None, lock_wait: float, **kw: Any) -> Request:
+    from .cli_progress import CliProgress
     from .engine import Request
 
     return Request(pack_root=pack_root or default_pack_root(), profile=profile, roots=parse_roots(roots),
-                   only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait, **kw)
+                   only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait,
+                   progress=CliProgress(), **kw)
 
 
 def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str) -> None:
@@ -64,15 +80,29 @@ def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str) -> 
     sys.exit(exit_code(report))
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples (on a machine without vllm-gaudi, every command takes --target vllm):
+  fixpack apply  --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 topk-subset-sampler
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --json
+\b
+Shell completion (profile names, fix ids, options):
+  eval "$(_FIXPACK_COMPLETE=bash_source fixpack)"     # bash; zsh_source / fish_source for zsh / fish""")
 @click.version_option(__version__, prog_name="fixpack")
+@color_option
 def main() -> None:
-    """Apply, check, revert and maintain the vLLM / vllm-gaudi fix pack."""
+    """Apply, check, revert and maintain the vLLM / vllm-gaudi fix pack.
+
+    Every command takes --json (one document on stdout, schemas/<kind>.schema.json) and --help.
+    """
 
 
-@main.command("apply")
+@main.command("apply", cls=JsonCommand, short_help="Apply the profile's fixes (plus named opt-ins).", epilog="""\b
+Examples:
+  fixpack apply --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --dry-run
+  fixpack apply --profile v0.30.0 --target vllm topk-subset-sampler vllm-long-prefill-share
+  python3 apply_all.py --profile v0.30.0 --all-opt-in        # in an image: vLLM of that Python""")
 @common
-@click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...")
+@click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
 @click.option("--dry-run", is_flag=True, help="Check everything, write nothing (the CI mode).")
 @click.option("--strict", is_flag=True, help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
 @click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
@@ -106,7 +136,9 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
     _run(call, as_json, "apply", profile)
 
 
-@main.command("status")
+@main.command("status", short_help="Show what the image holds, fix by fix.", epilog="""\b
+Example:
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0""")
 @common
 @click.option("--strict", is_flag=True, help="Treat a drifted fix as a mismatch.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
@@ -121,7 +153,9 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
     _run(call, as_json, "status", profile)
 
 
-@main.command("revert")
+@main.command("revert", short_help="Unapply every fix, in reverse order.", epilog="""\b
+Example:
+  fixpack revert --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --dry-run""")
 @common
 @click.option("--dry-run", is_flag=True, help="Check that everything would revert, write nothing.")
 def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,

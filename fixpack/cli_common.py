@@ -41,10 +41,78 @@ def exit_code(outcome: BaseException | HasExitCode | None) -> int:
 
 
 def default_pack_root() -> Path:
-    """The working folder if it holds ``fixes/series``, else the checkout this package lies in."""
-    if (Path.cwd() / "fixes" / "series").is_file():
-        return Path.cwd()
-    return Path(__file__).resolve().parent.parent
+    """The working folder if it holds ``fixes/series``, else the checkout this package lies in; an
+    installed copy of the tool (``pip install .``, not editable) has no pack beside it: say so."""
+    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (root / "fixes" / "series").is_file():
+            return root
+    from .errors import BadInputError
+
+    raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "
+                        f"{Path(__file__).parent.parent} holds fixes/series. Give --pack DIR or set $FIXPACK_PACK "
+                        f"to a checkout of the fix pack (an installed fixpack ships the tool, not the pack)")
+
+
+def _completion_pack(ctx: click.Context) -> Path | None:
+    import os
+
+    given = ctx.params.get("pack_root") or os.environ.get("FIXPACK_PACK")
+    if given:
+        return Path(given)
+    try:
+        return default_pack_root()
+    except Exception:
+        return None
+
+
+def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of ``--profile``: the names of the pack's ``profiles/*.toml``."""
+    root = _completion_pack(ctx)
+    if root is None:
+        return []
+    return sorted(p.stem for p in (root / "profiles").glob("*.toml") if p.stem.startswith(incomplete))
+
+
+def complete_fixes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of fix ids: the pack's ``fixes/series``."""
+    root = _completion_pack(ctx)
+    try:
+        lines = (root / "fixes" / "series").read_text().splitlines() if root else []
+    except OSError:
+        return []
+    ids = [ln.split("#")[0].strip() for ln in lines]
+    return [i for i in ids if i and i.startswith(incomplete)]
+
+
+def complete_targets(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    return [t for t in ("vllm", "vllm-gaudi") if t.startswith(incomplete)]
+
+
+_COLOR = {"mode": "auto"}
+
+
+def color_mode() -> str:
+    """``--color``: auto (rich on a terminal unless ``$NO_COLOR`` is set), always, never (plain lines)."""
+    return _COLOR["mode"]
+
+
+def _set_color(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value:
+        _COLOR["mode"] = value
+    return value
+
+
+def color_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None, expose_value=False,
+                        callback=_set_color, is_eager=True,
+                        help="Tables and progress with rich: auto (on a terminal, unless $NO_COLOR is set), always, "
+                             "or never (plain lines). Default: auto.")(fn)
+
+
+def profile_option(help: str = "Profile name, e.g. v0.30.0 (profiles/<name>.toml).",
+                   required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--profile", "-p", required=required, default=None if required else "", help=help,
+                        shell_complete=complete_profiles)
 
 
 def parse_roots(values: tuple[str, ...], hint: str = "--root") -> dict[str, Path]:
@@ -69,19 +137,22 @@ def pack_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options of apply, status, revert and lock."""
     opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-        click.option("--profile", "-p", required=True, help="Profile name, e.g. v0.30.0 (profiles/<name>.toml)."),
+        profile_option(),
         click.option("--root", "roots", multiple=True, metavar="NAME=PATH",
                      help="Where a target lives: a source tree, git checkout or site-packages (repeatable)."),
-        click.option("--target", "only_targets", multiple=True, metavar="NAME",
-                     help="Restrict the run to these targets; the others are reported as skipped (repeatable)."),
+        click.option("--target", "only_targets", multiple=True, metavar="NAME", shell_complete=complete_targets,
+                     help="Restrict the run to these targets; the others are reported as skipped (repeatable). "
+                          "On a machine without vllm-gaudi: --target vllm."),
         pack_option,
         click.option("--copies", "copies_root", type=click.Path(file_okay=False, path_type=Path), default=None,
                      envvar="GAUDI_FIXES_ROOT", show_envvar=True, metavar="DIR",
                      help="A folder of release copies, one sub-folder per target (looked up after --root)."),
         click.option("--lock-wait", "lock_wait", type=str, default="10", envvar="FIXPACK_LOCK_WAIT", show_envvar=True,
                      callback=_seconds, metavar="SECONDS", show_default=True,
-                     help="How long to wait for another run's lock on a target before giving up (exit 5)."),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README)."),
+                     help="How long to wait for another run's lock on a target (a flock on its folder) before "
+                          "giving up with exit 5; the wait is shown as it happens."),
+        json_option,
+        color_option,
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -101,14 +172,38 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     return seconds
 
 
+REPORT_COMMANDS = ("apply", "status", "revert")  # their JSON is a Report (schemas/report.schema.json)
+
+
+def envelope(command: str, profile: str = "", code: int = 0, error: str = "", **body: Any) -> dict[str, Any]:
+    """A JSON document's common keys (every schema under ``schemas/`` has them), then ``body``."""
+    from . import __version__
+
+    doc: dict[str, Any] = {"schema": 1, "tool_version": __version__, "command": command, "profile": profile,
+                           "ok": code == 0, "exit_code": code, "error": error}
+    doc.update(body)
+    return doc
+
+
+def error_document(command: str, profile: str, message: str, code: int) -> dict[str, Any]:
+    """What ``--json`` prints when a command fails before it has a result (its schema's failure form)."""
+    if command in REPORT_COMMANDS:
+        from .report import Report
+
+        return Report(command, profile, error=message, failure=code).as_dict()
+    return envelope(command, profile, code, message)
+
+
+def emit_json(doc: dict[str, Any]) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
 def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoReturn:
     """Say what went wrong (JSON or one line on stderr) and exit with the outcome's code."""
     code = exit_code(exc)
     msg = f"internal error: {exc!r} (please report it)" if code == EXIT_INTERNAL else str(exc)
     if as_json:
-        from .report import Report
-
-        click.echo(json.dumps(Report(command, profile, error=msg, failure=code).as_dict(), indent=2, sort_keys=True))
+        emit_json(error_document(command, profile, msg, code))
     else:
         click.echo(f"fixpack: error: {msg}", err=True)
     sys.exit(code)
@@ -124,3 +219,49 @@ def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
         raise
     except Exception as exc:
         fail(exc, as_json, command, profile)
+
+
+def _argv_profile(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg in ("--profile", "-p") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--profile="):
+            return arg.partition("=")[2]
+    return ""
+
+
+class JsonUsageErrors:
+    """A click command or group whose usage errors are a JSON document on stdout when ``--json`` is on
+    the command line (exit 2, as in plain mode, where click's message goes to stderr)."""
+
+    def command_name(self, argv: list[str]) -> str:
+        return str(getattr(self, "name", "") or "")
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        run = super().main  # type: ignore[misc]
+        if "--json" not in argv:
+            return run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=standalone_mode,
+                       **extra)
+        try:
+            rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            emit_json(error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
+                                     exit_code(exc)))
+            sys.exit(exit_code(exc))
+        except click.exceptions.Abort:
+            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1))
+            sys.exit(1)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv
+
+
+class JsonCommand(JsonUsageErrors, click.Command):
+    pass
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print one JSON document on stdout (schemas/<kind>.schema.json; usage errors too).")(fn)

@@ -5,129 +5,235 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from .cli_common import common, default_pack_root, exit_code, outcome, pack_option, parse_roots
-from .cli_render import render
+from .cli_common import (
+    color_option,
+    common,
+    complete_fixes,
+    complete_targets,
+    default_pack_root,
+    emit_json,
+    envelope,
+    exit_code,
+    json_option,
+    outcome,
+    pack_option,
+    parse_roots,
+    profile_option,
+)
+from .cli_progress import CliProgress
+from .cli_render import console, use_rich
 from .errors import EXIT_BAD_INPUT, BadInputError
-from .report import Report
+
+CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack)."
 
 
-@click.command("lock")
+def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: tuple[str, ...],
+                   progress: CliProgress) -> dict[str, Path]:
+    """``lock`` without --root or --copies: the clean release copies of the profile's targets with
+    fixes (the named ones with --target), fetched (or taken from the cache)."""
+    from . import release
+    from .loader import load_pack, load_profile
+
+    pack = load_pack(pack_root)
+    prof = load_profile(pack, profile)
+    with_fixes = {pack.fixes[f].target for f in prof.default + prof.opt_in}
+    for spec in prof.targets:
+        if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in with_fixes):
+            continue
+        roots[spec.name] = release.fetch(spec, progress=progress).root  # a download reports itself
+    return roots
+
+
+@click.command("lock", short_help="Generate or --check a profile's lock.", epilog="""\b
+Examples:
+  fixpack lock --profile v0.30.0 --target vllm --check      # CI: fetch the release copy, compare
+  fixpack lock --profile v0.30.0 --target vllm --root vllm=$HOME/.cache/fixpack/vllm-0.30.0""")
 @common
 @click.option("--check", is_flag=True, help="Fail (exit 2) when the committed lock is stale; write nothing.")
 def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
-    """Generate (or --check) profiles/<profile>.lock from clean release copies (--root NAME=PATH)."""
-    from . import engine
+    """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
+    from . import engine, lockfile
 
+    progress = CliProgress()
     with outcome(as_json, "lock", profile):
-        req = engine.Request(pack_root=pack_root or default_pack_root(), profile=profile, roots=parse_roots(roots),
-                             only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait)
+        root = pack_root or default_pack_root()
+        given = parse_roots(roots)
+        if copies_root is None:
+            given = _fetch_missing(root, profile, given, tuple(only_targets), progress)
+        req = engine.Request(pack_root=root, profile=profile, roots=given, only_targets=tuple(only_targets),
+                             env_root=copies_root, lock_wait=lock_wait)
+        with progress.step(f"fingerprinting the chain of profile {profile}"):
+            lock, prof = engine.fingerprint_chain(req)
         if check:
-            engine.check_lock_fresh(req)
-            msg = "lock is fresh"
+            lockfile.check_fresh(prof, lock)
         else:
-            msg = f"wrote {engine.write_lock(req)}"
+            lockfile.write(prof, lock)
+    path = str(prof.lock_path)
     if as_json:
-        render(Report("lock", profile), True)
+        emit_json(envelope("lock", profile, check=check, path=path, written=not check,
+                           targets={k: dict(v) for k, v in lock.targets.items()},
+                           fixes=[{"id": f.id, "version": f.version, "target": f.target, "files": len(f.files),
+                                   "hunks": len(f.hunks)} for f in lock.fixes]))
     else:
-        click.echo(msg)
+        click.echo(f"lock is fresh: {path}" if check else f"wrote {path}")
 
 
-@click.command("fetch")
-@click.option("--profile", "-p", required=True, help="Profile whose targets to fetch.")
-@click.option("--target", "only_targets", multiple=True, metavar="NAME", help="Only these targets (repeatable).")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Cache folder (default: $XDG_CACHE_HOME/fixpack).")
-@click.option("--version", "version", default="", help="Fetch this upstream version instead of the pinned one.")
+@click.command("fetch", short_help="Fetch clean release copies; print NAME=ROOT.", epilog="""\b
+Examples:
+  fixpack fetch --profile v0.30.0 --target vllm              # prints vllm=<root>
+  fixpack fetch --profile v0.30.0 --version 0.31.0           # the targets with fixes, at 0.31.0""")
+@profile_option("Profile whose targets to fetch, e.g. v0.30.0.")
+@click.option("--target", "only_targets", multiple=True, metavar="NAME", shell_complete=complete_targets,
+              help="Only these targets (repeatable). Default: every target of the profile; with --version, the "
+                   "targets with fixes.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help=CACHE_HELP)
+@click.option("--version", "version", default="", metavar="VERSION",
+              help="Fetch this upstream version instead of the pinned one (its pin is then not checked).")
 @click.option("--url", default="", help="Git URL for a git-hosted target (overrides the profile's).")
 @pack_option
+@json_option
+@color_option
 def fetch_cmd(profile: str, only_targets: tuple[str, ...], cache: Path | None, version: str, url: str,
-              pack_root: Path | None) -> None:
+              pack_root: Path | None, as_json: bool) -> None:
     """Fetch and cache clean release copies; print NAME=ROOT for each (usable as --root)."""
     from . import release
     from .loader import load_pack, load_profile
 
-    with outcome(False, "fetch", profile):
-        prof = load_profile(load_pack(pack_root or default_pack_root()), profile)
-        names = only_targets or tuple(t.name for t in prof.targets)
+    progress = CliProgress()
+    fetched: list[dict[str, Any]] = []
+    with outcome(as_json, "fetch", profile):
+        pack = load_pack(pack_root or default_pack_root())
+        prof = load_profile(pack, profile)
+        with_fixes = {pack.fixes[f].target for f in prof.default + prof.opt_in}
+        names = only_targets or tuple(t.name for t in prof.targets if not version or t.name in with_fixes)
         for name in names:
             try:
                 spec = prof.target(name)
             except KeyError:
                 raise BadInputError(f"unknown target {name!r} (profile {profile} has "
                                     f"{', '.join(t.name for t in prof.targets)})") from None
-            found = release.fetch(spec, cache, version=version, url=url)
-            click.echo(f"{name}={found.root}")
-            click.echo(f"  {found.version} @ {found.commit} ({'; '.join(found.evidence)})", err=True)
+            found = release.fetch(spec, cache, version=version, url=url, progress=progress)
+            fetched.append({"name": name, "root": str(found.root), "version": found.version,
+                            "commit": found.commit, "evidence": list(found.evidence)})
+            if not as_json:
+                click.echo(f"{name}={found.root}")
+                click.echo(f"  {found.version} @ {found.commit} ({'; '.join(found.evidence)})", err=True)
+    if as_json:
+        emit_json(envelope("fetch", profile, targets=fetched))
 
 
-@click.command("prove")
-@click.option("--profile", "-p", required=True, help="Profile whose fixes to prove, e.g. v0.30.0.")
+@click.command("prove", short_help="Prove fixes: clean image fails, patched passes.", epilog="""\b
+It patches the given interpreter's site-packages (apply with every opt-in), runs the proofs, applies
+again (must write nothing) and reverts (every byte back). Needs the full setup (bash tools/setup.sh).
+Examples:
+  fixpack prove --profile v0.30.0 --python .venv/bin/python
+  fixpack prove --profile v0.30.0 --python .venv/bin/python seeded-sampling prompt-order --json""")
+@profile_option("Profile whose fixes to prove, e.g. v0.30.0.")
 @click.option("--python", "python", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The image's interpreter (e.g. .venv/bin/python with vLLM installed).")
-@click.option("--target", default="", help="The target to prove (default: every target of the profile with fixes).")
+              help="The image's interpreter (e.g. .venv/bin/python with vLLM installed); its site-packages is "
+                   "patched for the run and reverted after.")
+@click.option("--target", default="", shell_complete=complete_targets, metavar="NAME",
+              help="The target to prove (default: the profile's one target with fixes).")
+@click.argument("fix_ids", nargs=-1, metavar="[FIX]...", shell_complete=complete_fixes)
 @pack_option
-def prove_cmd(profile: str, python: str, target: str, pack_root: Path | None) -> None:
-    """Run every fix's proof tests on the clean image (must fail) and the patched image (must pass)."""
-    from rich.console import Console
-    from rich.table import Table
-
+@json_option
+@color_option
+def prove_cmd(profile: str, python: str, target: str, fix_ids: tuple[str, ...], pack_root: Path | None,
+              as_json: bool) -> None:
+    """Run fixes' proof tests on the clean image (must fail) and the patched image (must pass)."""
     from .prove import prove
 
-    with outcome(False, "prove", profile):
-        run = prove(pack_root or default_pack_root(), profile, python, target or None)
-    table = Table(title=f"proof of profile {profile} on {python}", title_justify="left")
-    for col in ("fix", "clean image (must fail)", "patched image (must pass)", "verdict"):
-        table.add_column(col, overflow="fold")
-    for r in run.results:
-        table.add_row(r.fix, f"rc={r.clean_rc} {r.clean_summary}", f"rc={r.patched_rc} {r.patched_summary}",
-                      "[green]proven[/]" if r.ok else "[red]NOT PROVEN[/]")
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print(table)
-    console.print(f"second apply wrote nothing: {run.reapply_wrote_nothing}; "
-                  f"revert restored every byte: {run.revert_restored_bytes}")
-    for note in run.notes:
-        console.print(note)
+    with outcome(as_json, "prove", profile):
+        run = prove(pack_root or default_pack_root(), profile, python, target or None, only=fix_ids,
+                    progress=CliProgress())
+    if as_json:
+        emit_json(envelope("prove", profile, exit_code(run), "" if run.ok else "not every fix is proven",
+                           python=python, target=target, **run.as_dict()))
+        sys.exit(exit_code(run))
+    tail = [f"second apply wrote nothing: {run.reapply_wrote_nothing}; "
+            f"revert restored every byte: {run.revert_restored_bytes}", *run.notes]
+    if use_rich():
+        from rich.table import Table
+
+        table = Table(title=f"proof of profile {profile} on {python}", title_justify="left")
+        for col in ("fix", "clean (must fail)", "patched (must pass)", "verdict"):
+            table.add_column(col, no_wrap=col != "fix")
+        for r in run.results:
+            table.add_row(r.fix, f"rc={r.clean_rc}", f"rc={r.patched_rc}",
+                          "[green]proven[/]" if r.ok else "[red]NOT PROVEN[/]")
+        out = console()
+        if run.results:
+            out.print(table)
+        for r in run.results:
+            out.print(f"{r.fix}: clean: {r.clean_summary}; patched: {r.patched_summary}", soft_wrap=True, markup=False)
+        for line in tail:
+            out.print(line, soft_wrap=True, markup=False)
+    else:
+        for r in run.results:
+            click.echo(f"{r.fix}: {'proven' if r.ok else 'NOT PROVEN'} - clean rc={r.clean_rc} {r.clean_summary}; "
+                       f"patched rc={r.patched_rc} {r.patched_summary}")
+        for line in tail:
+            click.echo(line)
     sys.exit(exit_code(run))
 
 
-@click.command("format")
+@click.command("format", short_help="Write patches deterministically.", epilog="""\b
+Examples:
+  fixpack format --check        # CI: exit 2 when a patch is not in its deterministic form
+  fixpack format                # rewrite them""")
 @click.option("--check", is_flag=True, help="Fail (exit 2) when a patch is not in its deterministic form.")
 @pack_option
-def format_cmd(check: bool, pack_root: Path | None) -> None:
+@json_option
+@color_option
+def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
     """Write every patch of the pack deterministically (headers from fix.toml, no churn)."""
     from .loader import load_pack
     from .pack_tools import rewrite_patches, stale_patches
 
-    with outcome(False, "format"):
+    with outcome(as_json, "format"):
         pack = load_pack(pack_root or default_pack_root())
         paths = stale_patches(pack) if check else rewrite_patches(pack)
-    for p in paths:
-        click.echo(f"{'stale' if check else 'rewrote'}: {p}")
-    if check and paths:
-        click.echo("fixpack: error: patches not in their deterministic form; run `fixpack format` and commit",
-                   err=True)
+    failed = check and bool(paths)
+    error = "patches not in their deterministic form; run `fixpack format` and commit" if failed else ""
+    if as_json:
+        emit_json(envelope("format", "", EXIT_BAD_INPUT if failed else 0, error, check=check,
+                           patches=[str(p) for p in paths]))
+    else:
+        for p in paths:
+            click.echo(f"{'stale' if check else 'rewrote'}: {p}")
+        if failed:
+            click.echo(f"fixpack: error: {error}", err=True)
+        click.echo(f"{len(paths)} patch(es) {'stale' if check else 'rewritten'}")
+    if failed:
         sys.exit(EXIT_BAD_INPUT)
-    click.echo(f"{len(paths)} patch(es) {'stale' if check else 'rewritten'}")
 
 
-@click.command("refresh")
-@click.option("--profile", "-p", required=True, help="The profile whose chain the fix is refreshed on.")
+@click.command("refresh", short_help="Regenerate fixes' patches on a release copy.", epilog="""\b
+Example:
+  fixpack refresh --profile v0.30.0 --root vllm=$HOME/.cache/fixpack/vllm-0.30.0 seeded-sampling""")
+@profile_option("The profile whose chain the fix is refreshed on.")
 @click.option("--root", "roots", multiple=True, metavar="NAME=PATH", required=True,
-              help="A clean release copy of the fix's target.")
+              help="A clean release copy of the fix's target (e.g. from `fixpack fetch`).")
 @pack_option
-@click.argument("fix_ids", nargs=-1, required=True)
-def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fix_ids: tuple[str, ...]) -> None:
+@json_option
+@color_option
+@click.argument("fix_ids", nargs=-1, required=True, metavar="FIX...", shell_complete=complete_fixes)
+def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as_json: bool,
+                fix_ids: tuple[str, ...]) -> None:
     """Regenerate fixes' patches against their chain on a clean release copy (like quilt refresh)."""
     from .loader import load_pack
     from .pack_tools import refresh
 
-    parsed = parse_roots(roots)
-    root = pack_root or default_pack_root()
-    with outcome(False, "refresh", profile):
+    done: list[str] = []
+    with outcome(as_json, "refresh", profile):
+        parsed = parse_roots(roots)
+        root = pack_root or default_pack_root()
         fixes = load_pack(root).fixes
         for fid in fix_ids:
             if fid not in fixes:
@@ -135,4 +241,8 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, fi
             target = fixes[fid].target
             if target not in parsed:
                 raise BadInputError(f"{fid} targets {target}: give --root {target}=PATH (a clean release copy)")
-            click.echo(f"refreshed {refresh(root, profile, fid, parsed[target])}")
+            done.append(str(refresh(root, profile, fid, parsed[target])))
+            if not as_json:
+                click.echo(f"refreshed {done[-1]}")
+    if as_json:
+        emit_json(envelope("refresh", profile, refreshed=done))

@@ -1,33 +1,60 @@
 """``fixpack rebase``: carry a profile's fixes onto a new upstream release (the CLI front of
-:mod:`fixpack.rebase`). Loaded by :mod:`fixpack.cli` when named; ``tools/rebase.py`` runs it alone."""
+:mod:`fixpack.rebase`). Loaded by :mod:`fixpack.cli` when named; ``tools/rebase.py`` runs it alone.
+
+On a terminal the report is a table (the Markdown report is written to ``reports/``); in a pipe it
+is plain lines; ``--json`` prints the JSON report (schemas/rebase.schema.json)."""
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
 from . import rebase
-from .cli_common import default_pack_root, exit_code, outcome, pack_option, parse_roots
+from .cli_common import (
+    JsonCommand,
+    color_option,
+    complete_targets,
+    default_pack_root,
+    emit_json,
+    envelope,
+    exit_code,
+    json_option,
+    outcome,
+    pack_option,
+    parse_roots,
+    profile_option,
+)
+from .cli_render import console, use_rich
+
+OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broken": "red", "upstreamed": "blue"}
 
 
-@click.command("rebase", context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--profile", "-p", default="", help="The profile to rebase, e.g. v0.30.0.")
+@click.command("rebase", cls=JsonCommand, context_settings={"help_option_names": ["-h", "--help"]},
+               short_help="Rebase a profile onto a new upstream release.", epilog="""\b
+Examples:
+  fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
+  fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add);
+                                # `git cherry-pick --continue` in the work folder works too
+  fixpack rebase --abort        # drop the rebase in progress and everything it wrote""")
+@profile_option("The profile to rebase, e.g. v0.30.0.", required=False)
 @click.option("--to", "to_version", default="", metavar="VERSION",
               help="The new upstream version (fetched from PyPI when no --root is given), e.g. 0.31.0.")
 @click.option("--root", "roots", multiple=True, metavar="NAME=PATH", help="A new release copy (repeatable).")
 @click.option("--old-root", "old_roots", multiple=True, metavar="NAME=PATH",
               help="The old release copy, the 3-way base (default: fetched at the old profile's pin).")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Release copy cache (default: $XDG_CACHE_HOME/fixpack).")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 @click.option("--name", default="", help="The new profile's name (default: v<version>).")
-@click.option("--work", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--work", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Work folder for the merges and conflicts (default: <pack>/.rebase/<name>/).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Where the Markdown and JSON reports go (default: <pack>/reports/).")
-@click.option("--target", "only_targets", multiple=True, metavar="NAME",
+@click.option("--target", "only_targets", multiple=True, metavar="NAME", shell_complete=complete_targets,
               help="Rebase only these targets (others keep their pins); default: the targets with fixes.")
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
@@ -37,7 +64,8 @@ from .cli_common import default_pack_root, exit_code, outcome, pack_option, pars
                    "carried fix's proof must fail there clean and pass with the fix.")
 @click.option("--allow-unproven", is_flag=True,
               help="With --continue and no --python: write the new profile with its fixes marked 'not proven'.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
+@json_option
+@color_option
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
@@ -45,33 +73,77 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
                allow_unproven: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
-    and print the report.
-
-    \b
-    fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
-    fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add)
-    fixpack rebase --abort
-    """
+    and print the report."""
     if cont and abort:
         raise click.UsageError("--continue and --abort exclude each other")
     if not (cont or abort) and not profile:
         raise click.UsageError("--profile is required to start a rebase")
-    req = rebase.RebaseRequest(
-        pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
-        roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name, work=work,
-        report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
-        allow_unproven=allow_unproven)
     with outcome(as_json, "rebase", profile):
+        req = rebase.RebaseRequest(
+            pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
+            roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
+            work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
+            allow_unproven=allow_unproven)
         if abort:
             restored = rebase.abort(req)
+        else:
+            what = "resuming the rebase" if cont else f"rebasing profile {profile} onto {to_version or 'its --root'}"
+            with _working(what):
+                result = rebase.resume(req) if cont else rebase.start(req)
+    if abort:
+        if as_json:
+            emit_json(envelope("rebase", profile, action="abort", restored=restored))
+        else:
             click.echo(f"rebase aborted; {len(restored)} pack file(s) restored or removed" +
                        "".join(f"\n  {p}" for p in restored))
-            return
-        result = rebase.resume(req) if cont else rebase.start(req)
-    click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True) if as_json else result.markdown, nl=False)
-    if not as_json:
+        return
+    if as_json:
+        emit_json(result.as_dict() | {"profile": result.from_profile, "ok": result.exit_code == 0,
+                                      "error": "" if result.exit_code == 0 else "conflicts left to resolve"})
+    else:
+        _render(result.as_dict(), result.markdown)
         click.echo(f"\nreport: {result.report_md} and {result.report_json}")
     sys.exit(exit_code(result))
+
+
+@contextmanager
+def _working(what: str) -> Iterator[None]:
+    """A spinner on a terminal, one line on stderr otherwise (the report comes at the end)."""
+    if use_rich(sys.stderr):
+        with console(stderr=True).status(f"{what} (fetching release copies, carrying each fix) ..."):
+            yield
+    else:
+        click.echo(f"fixpack: {what} ...", err=True)
+        yield
+
+
+def _render(doc: dict[str, Any], markdown: str) -> None:
+    """A table on a terminal; the Markdown report in a pipe (CI logs keep the whole report)."""
+    head = f"rebase {doc['from_profile']} -> {doc['to_profile']}: {doc['status']}"
+    rows = [(f["id"], f["outcome"], f["patch"], f"v{f['old_version']}->v{f['new_version']}",
+             "; ".join(f["flags"]), f.get("proof", "-")) for f in doc["fixes"]]
+    if not use_rich():
+        click.echo(markdown, nl=False)
+        return
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console()
+    table = Table(title=escape(head), title_justify="left")
+    for col in ("fix", "outcome", "patch", "version", "proof"):
+        table.add_column(col, no_wrap=col not in ("fix", "proof"))
+    for fid, oc, patch, ver, _flags, proof in rows:
+        table.add_row(escape(fid), f"[{OUTCOME_STYLE.get(oc, '')}]{escape(oc)}[/]", escape(patch), ver,
+                      f"[{'green' if proof == 'proven' else 'yellow'}]{escape(proof)}[/]")
+    if rows:
+        out.print(table)
+    else:
+        out.print(escape(head))
+    for fid, _oc, _patch, _ver, flags, _proof in rows:
+        if flags:
+            out.print(f"[bold]{escape(fid)}[/]: {escape(flags)}", soft_wrap=True)
+    for line in doc["next_steps"]:
+        out.print(escape(line), soft_wrap=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,31 +1,57 @@
-"""Printing a :class:`fixpack.report.Report`: one JSON document, plain lines (a pipe), or rich tables
-(a terminal; rich is imported only then, and a missing rich falls back to plain lines)."""
+"""Printing results: one JSON document, plain lines (a pipe, ``NO_COLOR``, ``--color never``), or rich
+tables (a terminal; rich is imported only then, and a missing rich falls back to plain lines).
+
+Tables hold short cells only; every message (a pin mismatch, a refused hunk, the summary) is printed
+in full below them, so that a narrow terminal never folds an error into a column. An empty table is
+not printed.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from .cli_common import color_mode, emit_json
 from .report import FixReport, Report
 from .states import Action, State
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STATE_STYLE = {"applied": "green", "absent": "cyan", "upstreamed": "blue", "drifted": "yellow",
                "conflict": "red", "partial": "red", "tampered": "red", "ambiguous": "red", "skipped": "dim"}
 
+def use_rich(stream: Any = None) -> bool:
+    """Whether to draw with rich: ``--color always``, or auto on a terminal without ``$NO_COLOR``."""
+    mode = color_mode()
+    if mode == "never":
+        return False
+    if mode == "auto" and (os.environ.get("NO_COLOR") or not (stream or sys.stdout).isatty()):
+        return False
+    try:
+        import rich  # noqa: F401
+    except ImportError:  # an image without rich: plain lines on the terminal too
+        return False
+    return True
+
+
+def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    forced = color_mode() == "always"
+    return Console(stderr=stderr, force_terminal=forced or None, no_color=False if forced else None)
+
 
 def render(report: Report, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2, sort_keys=True))
-        return
-    if sys.stdout.isatty():
-        try:
-            _render_rich(report)
-            return
-        except ImportError:  # an image without rich: plain lines on the terminal too
-            pass
-    _render_plain(report)
+        emit_json(report.as_dict())
+    elif use_rich():
+        _render_rich(report)
+    else:
+        _render_plain(report)
 
 
 def _fix_detail(f: FixReport) -> str:
@@ -47,30 +73,38 @@ def _render_plain(report: Report) -> None:
 
 
 def _render_rich(report: Report) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    out = console()
     title = escape(f"fixpack {report.command} — profile {report.profile}") + (" (dry run)" if report.dry_run else "")
     tt = Table(title=title, title_justify="left")
-    for col in ("target", "status", "version", "commit", "pin", "root / message"):
-        tt.add_column(col)
+    for col in ("target", "status", "version", "commit", "pin"):
+        tt.add_column(col, no_wrap=col != "version")
+    notes: list[str] = []
     for t in report.targets:
         style = "green" if t.status.value == "found" else ("dim" if t.status.value == "skipped" else "red")
         tt.add_row(escape(t.name), f"[{style}]{t.status.value}[/]", escape(t.version), escape(t.commit[:12]),
-                   escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"),
-                   escape((t.root + " " + t.message).strip()))
-    console.print(tt)
-    ft = Table()
-    for col in ("fix", "ver", "target", "kind", "state", "action", "details"):
-        ft.add_column(col, overflow="fold")
-    for f in report.fixes:
-        ft.add_row(escape(f.id), str(f.version), escape(f.target), "opt-in" if f.opt_in else "default",
-                   f"[{STATE_STYLE.get(f.state.value, '')}]{f.state.value}[/]", f.action.value,
-                   escape(_fix_detail(f)))
-    console.print(ft)
-    console.print(("[green]" if report.ok else "[red]") + escape(summary(report)) + "[/]")
+                   escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"))
+        if t.root:
+            notes.append(f"[bold]{escape(t.name)}[/] root: {escape(t.root)}")
+        if t.message:
+            notes.append(f"[bold]{escape(t.name)}[/] [{style}]{escape(t.message)}[/]")
+    out.print(tt)
+    for n in notes:
+        out.print(n, soft_wrap=True)
+    if report.fixes:
+        ft = Table()
+        for col in ("fix", "ver", "target", "kind", "state", "action"):
+            ft.add_column(col, no_wrap=col in ("state", "action", "ver"))
+        for f in report.fixes:
+            ft.add_row(escape(f.id), str(f.version), escape(f.target), "opt-in" if f.opt_in else "default",
+                       f"[{STATE_STYLE.get(f.state.value, '')}]{f.state.value}[/]", f.action.value)
+        out.print(ft)
+        for f in report.fixes:
+            if f.messages:
+                out.print(f"[bold]{escape(f.id)}[/]: {escape(_fix_detail(f))}", soft_wrap=True)
+    out.print(("[green]" if report.ok else "[red]") + escape(summary(report)) + "[/]", soft_wrap=True)
 
 
 def summary(report: Report) -> str:

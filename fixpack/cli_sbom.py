@@ -21,7 +21,10 @@ def _req(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pa
                    only_targets=tuple(only_targets), env_root=copies_root, lock_wait=lock_wait)
 
 
-@click.command("sbom")
+@click.command("sbom", short_help="Write a CycloneDX SBOM of the image as it is.", epilog="""\b
+Examples:
+  fixpack sbom --profile v0.30.0 --target vllm --root vllm=/opt/venv/lib/python3.11/site-packages
+  fixpack sbom --profile v0.30.0 --target vllm --out /opt/muse-fixpack/sbom.cdx.json""")
 @common
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Write the SBOM to FILE (default: print it).")
@@ -39,7 +42,10 @@ def sbom_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
     sys.exit(exit_code(result))
 
 
-@click.command("verify")
+@click.command("verify", short_help="Check the image against an SBOM (exit 3 if not).", epilog="""\b
+Examples:
+  fixpack verify --sbom /opt/muse-fixpack/sbom.cdx.json --target vllm
+  fixpack verify --sbom sbom.cdx.json --target vllm --root vllm=/opt/venv/lib/python3.11/site-packages --json""")
 @click.option("--sbom", "sbom_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
               metavar="FILE", help="The CycloneDX SBOM to check the image against.")
 @click.option("--profile", "-p", default=None, help="Profile name (default: the one the SBOM names).")
@@ -48,7 +54,8 @@ def sbom_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
 @pack_option
 @click.option("--copies", "copies_root", type=click.Path(file_okay=False, path_type=Path), default=None,
               envvar="GAUDI_FIXES_ROOT", metavar="DIR", help="A folder of release copies, one sub-folder per target.")
-@click.option("--lock-wait", "lock_wait", type=float, default=10.0, envvar="FIXPACK_LOCK_WAIT", metavar="SECONDS")
+@click.option("--lock-wait", "lock_wait", type=float, default=10.0, envvar="FIXPACK_LOCK_WAIT", metavar="SECONDS",
+              help="How long to wait for another run's lock on a target before giving up (exit 5).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def verify_cmd(sbom_path: Path, profile: str | None, roots: tuple[str, ...], only_targets: tuple[str, ...],
                pack_root: Path | None, copies_root: Path | None, lock_wait: float, as_json: bool) -> None:

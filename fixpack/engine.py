@@ -250,7 +250,7 @@ def apply(req: Request) -> Report:
         # a writing run holds every target's lock exclusively from its first look to its last write (one
         # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
-            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait))
+            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run:
             _recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
@@ -279,7 +279,7 @@ def status(req: Request) -> Report:
     ctx = prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait):
+        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     return ctx.report.close()
@@ -320,7 +320,7 @@ def revert(req: Request) -> Report:
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
         # planning and writing happen under it, so no other run changes what was planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
-            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait))
+            locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree]] = []
@@ -385,7 +385,7 @@ def _soft_lock(pack: Pack, profile: Profile) -> Lock:
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------
 
-def _fingerprint(req: Request) -> tuple[Lock, Profile]:
+def fingerprint_chain(req: Request) -> tuple[Lock, Profile]:
     """Fingerprints of the whole chain (defaults and every opt-in, in series order) on clean release
     copies. Raises ConflictError/MismatchError when a fix does not apply exactly to the release copy."""
     ctx = prepare(replace(req, all_opt_in=True), "lock", need_lock=False)
@@ -400,14 +400,14 @@ def _fingerprint(req: Request) -> tuple[Lock, Profile]:
 
 def write_lock(req: Request) -> Path:
     """Write ``profiles/<profile>.lock`` from the clean release copies the request points at."""
-    lock, profile = _fingerprint(req)
+    lock, profile = fingerprint_chain(req)
     return lockfile.write(profile, lock)
 
 
 def check_lock_fresh(req: Request) -> None:
     """Raise StaleLockError when the committed lock differs from one generated now."""
-    lock, profile = _fingerprint(req)
+    lock, profile = fingerprint_chain(req)
     lockfile.check_fresh(profile, lock)
 
 
-__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh"]
+__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]

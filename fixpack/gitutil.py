@@ -97,11 +97,20 @@ def clone_at(url: str, dest: Path, commit: str, ref: str = "") -> str:
     try:
         repo = git.Repo.clone_from(url, str(dest), env={**os.environ, **IDENTITY}, no_checkout=True)
     except git.GitCommandError as exc:
-        raise GitError(f"`git clone {url}` exited {exc.status}:\n{exc.stderr.strip()}") from exc
+        raise GitError(f"`git clone {url}` exited {exc.status}:\n{_plain_stderr(exc.stderr)}\nCheck the URL and "
+                       f"the network, or give the target's release copy with --root NAME=PATH") from exc
     if ref:
         run(dest, "fetch", "--quiet", "origin", ref)
     run(dest, "checkout", "--quiet", "--detach", commit)
     return str(repo.head.commit.hexsha)
+
+
+def _plain_stderr(text: str) -> str:
+    """GitPython's ``stderr: 'fatal: ...'`` as git printed it."""
+    text = text.strip()
+    if text.startswith("stderr: '") and text.endswith("'"):
+        text = text[len("stderr: '"):-1]
+    return text.strip()
 
 
 def init_repo(path: Path) -> None:

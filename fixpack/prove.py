@@ -12,12 +12,15 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .engine import Request, apply, revert, status
 from .errors import EXIT_CONFLICT, BadInputError, ConflictError, MismatchError
 from .loader import load_pack, load_profile
+from .progress import QUIET, Progress
 from .states import Action, State
 
 
@@ -30,6 +33,10 @@ class ProofResult:
     clean_summary: str = ""
     patched_rc: int = -1
     patched_summary: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fix": self.fix, "clean_rc": self.clean_rc, "clean_summary": self.clean_summary,
+                "patched_rc": self.patched_rc, "patched_summary": self.patched_summary, "ok": self.ok}
 
     @property
     def ok(self) -> bool:
@@ -47,6 +54,11 @@ class ProofRun:
     @property
     def ok(self) -> bool:
         return all(r.ok for r in self.results) and self.reapply_wrote_nothing and self.revert_restored_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        """The body of ``prove --json`` (schemas/prove.schema.json adds the common keys)."""
+        return {"results": [r.as_dict() for r in self.results], "reapply_wrote_nothing": self.reapply_wrote_nothing,
+                "revert_restored_bytes": self.revert_restored_bytes, "notes": list(self.notes)}
 
     @property
     def exit_code(self) -> int:
@@ -98,6 +110,14 @@ def run_tests(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout
     return run.rc, run.summary
 
 
+def _timed(progress: Progress, what: str, python: str, folder: Path, cwd: Path,
+           env: dict[str, str]) -> tuple[int, str]:
+    start = time.monotonic()
+    rc, summary = run_tests(python, folder, cwd, env)
+    progress.note(f"{what}: rc={rc} {summary} ({time.monotonic() - start:.1f} s)")
+    return rc, summary
+
+
 def _test_env(extra: dict[str, str]) -> dict[str, str]:
     import os
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -105,8 +125,13 @@ def _test_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def prove(pack_root: Path, profile: str, python: str, target: str | None = None) -> ProofRun:
+def prove(pack_root: Path, profile: str, python: str, target: str | None = None, only: tuple[str, ...] = (),
+          progress: Progress = QUIET) -> ProofRun:
     """Run the whole proof on the image of ``python``; the image is left as it was found.
+
+    The image's site-packages is patched in place for the run (the whole profile, every opt-in) and
+    reverted in ``finally``. ``only`` proves a subset of the fixes (the profile is still applied
+    whole: a fix's proof runs on the image it ships in). ``progress`` hears a line per proof run.
 
     ``target`` defaults to the profile's one target with fixes. The proof tests run with the
     profile's ``[proof] env`` (e.g. offline switches for the target) added to the environment.
@@ -121,27 +146,37 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None)
             raise BadInputError(f"profile {profile} has fixes for {', '.join(with_fixes) or 'no target'}: name the "
                                 f"target to prove with --target")
         target = with_fixes[0]
+    fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
+    unknown = sorted(set(only) - {f.id for f in fixes})
+    if unknown:
+        raise BadInputError(f"not a fix of profile {profile} on {target}: {', '.join(unknown)} "
+                            f"(its fixes: {', '.join(f.id for f in fixes)})")
+    fixes = [f for f in fixes if not only or f.id in only]
     env = dict(prof.proof_env)
     root = site_packages(python)
     req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
                   all_opt_in=True)
     st = status(Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,)))
-    if not st.ok or any(f.state is not State.ABSENT for f in st.fixes):
+    if not st.ok:
+        raise MismatchError(f"cannot prove on {root} ({python}): {st.error}")
+    if any(f.state is not State.ABSENT for f in st.fixes):
         raise MismatchError(f"the image at {root} is not clean: "
                             + ", ".join(f"{f.id}: {f.state.value}" for f in st.fixes if f.state is not State.ABSENT))
     package = prof.target(target).package
     before = tree_digest(root, package)
-    fixes = [f for f in pack.ordered(prof.default + prof.opt_in) if f.target == target]
     run = ProofRun([ProofResult(f.id) for f in fixes])
     for res, fix in zip(run.results, fixes):
-        res.clean_rc, res.clean_summary = run_tests(python, fix.folder, pack_root, env)
+        res.clean_rc, res.clean_summary = _timed(progress, f"{fix.id}: clean image", python, fix.folder, pack_root, env)
     try:
-        applied = apply(req)
+        with progress.step(f"applying profile {profile} to {root}"):
+            applied = apply(req)
         if not applied.ok:
             raise ConflictError(f"the profile did not apply to {root}: {applied.error}")
         for res, fix in zip(run.results, fixes):
-            res.patched_rc, res.patched_summary = run_tests(python, fix.folder, pack_root, env)
+            res.patched_rc, res.patched_summary = _timed(progress, f"{fix.id}: patched image", python, fix.folder,
+                                                         pack_root, env)
         after = tree_digest(root, package)
+        progress.note("applying again (must write nothing), then reverting")
         again = apply(req)
         run.reapply_wrote_nothing = again.ok and all(f.action is Action.NONE for f in again.fixes) and \
             tree_digest(root, package) == after

@@ -20,6 +20,7 @@ from pathlib import Path
 from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .gitutil import clone_at
 from .model import TargetSpec
+from .progress import QUIET, DownloadTracker, Progress
 from .targets import FoundTarget, check_pin, read_facts
 
 
@@ -30,17 +31,21 @@ def cache_root(cache: Path | None = None) -> Path:
     return Path(base) / "fixpack"
 
 
+TIMEOUT = 60.0  # seconds without a byte from the index before a download is given up
+
+
 def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: str = "",
-          check: bool = True) -> FoundTarget:
+          check: bool = True, progress: Progress = QUIET, timeout: float = TIMEOUT) -> FoundTarget:
     """Return a clean release copy of ``spec`` (fetching it on first use).
 
     ``version`` overrides the pin's version (used to fetch a newer release for a rebase; the pin
-    is then not checked). ``url`` overrides the git source. Raises MismatchError when the copy does
+    is then not checked). ``url`` overrides the git source. ``progress`` hears about the download,
+    which is given up after ``timeout`` seconds without data. Raises MismatchError when the copy does
     not match the pin, EnvironmentProblem when it cannot be fetched.
     """
     version = version or spec.pin.version
     if spec.source.pypi:
-        root = _fetch_sdist(spec.source.pypi, version, spec.name, cache_root(cache))
+        root = _fetch_sdist(spec.source.pypi, version, spec.name, cache_root(cache), progress, timeout)
     elif spec.source.git or url:
         root = _fetch_git(url or spec.source.git, spec, cache_root(cache))
     else:
@@ -56,7 +61,8 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     return found
 
 
-def _fetch_sdist(project: str, version: str, name: str, cache: Path) -> Path:
+def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: Progress = QUIET,
+                 timeout: float = TIMEOUT) -> Path:
     dest = cache / f"{name}-{version}"
     if (dest / ".fixpack-complete").is_file():
         return dest
@@ -65,7 +71,7 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with PyPISimple() as client:
         try:
-            page = client.get_project_page(project)
+            page = client.get_project_page(project, timeout=timeout)
         except Exception as exc:  # network or index errors: say what failed and what to do
             raise EnvironmentProblem(f"cannot read the index page of {project!r}: {exc}. Check the network, or "
                                      f"point $GAUDI_FIXES_ROOT at a folder of release copies") from exc
@@ -78,8 +84,15 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path) -> Path:
         tarball = cache / pkg.filename
         if not tarball.is_file():
             part = tarball.with_suffix(".part")
-            client.download_package(pkg, path=part, verify=True)  # raises DigestMismatchError on a bad hash
+            tracker = lambda total: DownloadTracker(progress, pkg.filename, total)
+            try:  # raises DigestMismatchError on a bad hash
+                client.download_package(pkg, path=part, verify=True, progress=tracker, timeout=timeout)
+            except OSError as exc:  # requests' timeouts and connection errors are OSErrors
+                raise EnvironmentProblem(f"downloading {pkg.url}: {exc} (no data for {timeout:g} s, or the "
+                                         f"network is down). Run again, or point $GAUDI_FIXES_ROOT at a folder "
+                                         f"of release copies") from exc
             part.rename(tarball)
+    progress.note(f"unpacking {tarball.name}")
     _unpack(tarball, dest)
     return dest
 

@@ -13,6 +13,7 @@ from .errors import BadInputError, MismatchError
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .profile_components import select_components, split_names
+from .progress import QUIET, Progress
 from .records import Lock
 from .report import Report, TargetReport
 from .runlock import DEFAULT_WAIT
@@ -42,6 +43,7 @@ class Request:
     all_opt_in: bool = False
     env_root: Path | None = None
     lock_wait: float = DEFAULT_WAIT
+    progress: Progress = QUIET
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Context:
     lock_wait: float = DEFAULT_WAIT
     components: tuple[str, ...] = ()  # the components this run installs (profile order)
     layouts: dict[str, object] = field(default_factory=dict)  # wheels.Layout, built once per run, by component id
+    progress: Progress = QUIET
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -83,7 +86,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         report.targets.append(treport)
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
-    return Context(pack, profile, selected, lock, found, report, req.lock_wait, components)
+    return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
 
 
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:
@@ -94,7 +97,8 @@ def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarg
     if ft is None:
         copies = f"no {req.env_root / spec.name}, " if req.env_root else ""
         msg = (f"not found: no --root {spec.name}=PATH, {copies}and {spec.distribution} is not installed in "
-               f"{sys.executable}. Point --root at it, or restrict the run with --target")
+               f"{sys.executable}. Point --root at it" + ("" if req.only_targets else ", or restrict the run "
+                                                              "with --target"))
         return TargetReport(spec.name, TargetStatus.MISSING, pin=pin, notes=[msg]), None
     tr = TargetReport(spec.name, TargetStatus.FOUND, str(ft.root), ft.how, ft.version, ft.commit, pin,
                       list(ft.evidence))

@@ -1,0 +1,61 @@
+"""The README runs as written: every ```bash block is either run here (marked ``<!-- readme-test: run -->``)
+or marked ``<!-- readme-test: skip (reason) -->`` with its reason, so that no command block escapes.
+The run blocks go through bash on the release copy of vLLM 0.30.0 (cached; ``release`` marker), with
+the checkout's .venv, as a user who followed ``bash tools/setup.sh --light`` would run them."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+README = REPO / "README.md"
+BLOCK = re.compile(r"(?:<!-- readme-test: (?P<mark>run|skip \([^)]*(?:\([^)]*\)[^)]*)*\)) -->\n)?```bash\n(?P<body>.*?)```",
+                   re.S)
+# the release copy cache: $FIXPACK_TEST_CACHE (tools/test.sh sets it to <cache home>/fixpack), else the
+# machine's, read before the tests isolate $HOME and $XDG_CACHE_HOME
+_CACHE = Path(os.environ.get("FIXPACK_TEST_CACHE") or
+              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack")
+CACHE_HOME = str(_CACHE.parent) if _CACHE.name == "fixpack" else str(_CACHE)
+
+
+def blocks():
+    return [(m["mark"] or "", m["body"]) for m in BLOCK.finditer(README.read_text())]
+
+
+def test_every_bash_block_is_run_or_says_why_not():
+    found = blocks()
+    assert found, "no bash blocks in the README"
+    unmarked = [body.splitlines()[0] for mark, body in found if not mark]
+    assert not unmarked, f"README bash blocks with no readme-test mark: {unmarked}"
+    assert any(mark == "run" for mark, _ in found)
+    assert all(len(mark) > len("skip ()") + 10 for mark, _ in found if mark.startswith("skip")), "a skip needs a reason"
+
+
+@pytest.mark.release
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "fixpack").exists(), reason="no .venv (bash tools/setup.sh --light)")
+@pytest.mark.parametrize("index", [i for i, (mark, _) in enumerate(blocks()) if mark == "run"])
+def test_readme_block_runs_as_written(index, tmp_path):
+    body = blocks()[index][1]
+    env = {**os.environ, "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": CACHE_HOME, "COLUMNS": "100"}
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("FIXPACK_PACK", None)
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, f"README block {index} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert "Traceback" not in r.stderr
+
+
+def test_tools_rebase_runs_from_a_python_without_the_libraries(tmp_path):
+    """``python3 tools/rebase.py`` from a Python without unidiff runs again in .venv (or says how to make it)."""
+    bare = sys.base_prefix + "/bin/python3"
+    if not Path(bare).exists():
+        pytest.skip("no base interpreter")
+    r = subprocess.run([bare, "-I", str(REPO / "tools/rebase.py"), "--help"], capture_output=True, text=True, cwd=tmp_path)
+    if (REPO / ".venv/bin/python").exists():
+        assert r.returncode == 0 and "Usage: tools/rebase.py" in r.stdout, r.stderr
+    else:
+        assert r.returncode == 1 and "tools/setup.sh --light" in r.stderr
