@@ -29,6 +29,7 @@ from .cli_common import (
     parse_roots,
     profile_option,
 )
+from .cli_progress import CliProgress
 from .cli_render import console, use_rich
 
 OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broken": "red", "upstreamed": "blue"}
@@ -83,7 +84,7 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
             pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
             work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
-            allow_unproven=allow_unproven)
+            allow_unproven=allow_unproven, progress=CliProgress(as_json))
         if abort:
             restored = rebase.abort(req)
         else:

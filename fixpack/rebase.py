@@ -29,6 +29,7 @@ that ``--abort`` restores them. The report (Markdown and JSON) is written in eve
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                              "note": p.note} for n, p in pairs.items()},
              "conflicts": {}, "backups": {},
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {}}}
-    session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state)
+    session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
     work.mkdir(parents=True, exist_ok=True)
     session.save()
     try:
@@ -222,10 +223,12 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
             o.evidence.append(f"waits for {blocker!r} (not carried: {cause!r} conflicts); it {how}")
             _stick(ch, fix, fix.touched_paths(), cause)
         else:
+            started = time.monotonic()
             before = snap(ch.new_tree, sorted(set(fix.touched_paths())))
             o = _carry(session, ch, fix, old_steps, old_counts(fix, old_steps))
             if o.outcome in CARRIED:
                 o = _prove(session, ch, fix, o, prover, old_steps, before)
+            session.progress.note(f"{fix.id}: {o.outcome}, proof {o.proof} ({time.monotonic() - started:.1f} s)")
         out.append(o)
     if prover is not None:
         prover.drop()

@@ -21,6 +21,7 @@ from .gitutil import run as git
 from .loader import load_pack, load_profile
 from .model import Pack, Profile, TargetSpec
 from .patchtext import patch_bytes
+from .progress import QUIET, Progress
 from .records import dumps
 from .release import fetch
 from .render import render_markdown, render_profile, render_variant
@@ -86,6 +87,7 @@ class RebaseRequest:
     python: str = ""
     proof_site: Path | None = None
     allow_unproven: bool = False
+    progress: Progress = QUIET
 
 
 @dataclass
@@ -176,6 +178,7 @@ class Session:
     work: Path
     report_dir: Path
     state: dict[str, Any]
+    progress: Progress = QUIET  # hears about each fix as it is carried (not saved)
 
     @property
     def state_path(self) -> Path:
@@ -239,7 +242,7 @@ def load_session(req: RebaseRequest) -> Session:
         pairs[spec.name] = TargetPair(spec, FoundTarget(spec, old_root, *read_facts(spec, old_root), "state"),
                                       FoundTarget(spec, new_root, *read_facts(spec, new_root), "state"))
     return Session(pack_root, state["from"], state["to"], state["to_version"], pairs, work,
-                   Path(state["report_dir"]), state)
+                   Path(state["report_dir"]), state, progress=req.progress)
 
 
 def drop_work(work: Path) -> None:

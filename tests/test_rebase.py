@@ -397,3 +397,22 @@ def test_regenerated_patch_text_is_a_fixed_point_of_format(pack):
     text = (b.pack / "fixes/first/v2.0/0001-change.patch").read_text()
     assert normalize_text(fix, text) == text
     assert "\n\nfirst\n\nUpstream-Status: Pending\nForwarded: no\nFix-Id: first\n---\ndiff --git" in text
+
+
+def test_progress_tells_each_fix_as_it_is_carried(pack):
+    from fixpack.progress import Progress
+
+    class Notes(Progress):
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def note(self, message: str) -> None:
+            self.lines.append(message)
+
+    b, old = pack
+    new = new_release(b, {MOD: "new head\n" + BASE, OTHER: OTHER_BASE})
+    notes = Notes()
+    r = rebase.start(req(b, old, new, progress=notes))
+    assert r.status == "done"
+    assert [n.split(" (")[0] for n in notes.lines] == ["first: exact, proof not proven", "second: exact, proof not proven"]
+    assert all(n.endswith(" s)") for n in notes.lines)
