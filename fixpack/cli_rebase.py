@@ -41,7 +41,8 @@ Examples:
   fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
   fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add);
                                 # `git cherry-pick --continue` in the work folder works too
-  fixpack rebase --abort        # drop the rebase in progress and everything it wrote""")
+  fixpack rebase --abort        # drop the rebase in progress and everything it wrote
+  fixpack rebase --undo         # put back what a finished rebase wrote""")
 @profile_option("The profile to rebase, e.g. v0.30.0.", required=False)
 @click.option("--to", "to_version", default="", metavar="VERSION",
               help="The new upstream version (fetched from PyPI when no --root is given), e.g. 0.31.0.")
@@ -60,6 +61,9 @@ Examples:
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
 @click.option("--abort", "abort", is_flag=True, help="Drop the rebase in progress and everything it wrote.")
+@click.option("--undo", "undo", is_flag=True,
+              help="Put back the pack files a finished rebase wrote, as they were before it (refused if they "
+                   "changed since).")
 @click.option("--python", "python", default="", metavar="PATH",
               help="A stand-in image of the new release (its interpreter, e.g. .venv-vllm-0.31.0/bin/python): each "
                    "carried fix's proof must fail there clean and pass with the fix.")
@@ -70,13 +74,22 @@ Examples:
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
-               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, python: str,
+               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool, python: str,
                allow_unproven: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
     and print the report."""
-    if cont and abort:
-        raise click.UsageError("--continue and --abort exclude each other")
+    if cont + abort + undo > 1:
+        raise click.UsageError("--continue, --abort and --undo exclude each other")
+    if undo:
+        with outcome(as_json, "rebase", profile):
+            restored = rebase.undo((pack_root or default_pack_root()).resolve(), name)
+        if as_json:
+            emit_json(envelope("rebase", profile, action="undo", restored=restored))
+        else:
+            click.echo(f"rebase undone; {len(restored)} pack file(s) restored or removed" +
+                       "".join(f"\n  {p}" for p in restored))
+        return
     if not (cont or abort) and not profile:
         raise click.UsageError("--profile is required to start a rebase")
     with outcome(as_json, "rebase", profile):

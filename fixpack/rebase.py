@@ -56,11 +56,13 @@ from .rebase_session import (
     check_clean,
     drop_work,
     find_work,
+    keep_undo,
     load_session,
     primary_version,
     refuse_in_progress,
     restore,
     target_pairs,
+    undo,
     write_pack,
     write_report,
 )
@@ -164,6 +166,7 @@ def _run(session: Session) -> RebaseResult:
     result.next_steps = next_steps(session, result)
     write_report(session, result)
     if result.status == "done":
+        keep_undo(session, result.written)
         drop_work(session.work)
     return result
 
@@ -485,5 +488,5 @@ def _compare(o: FixOutcome, fix: Fix, old: dict[str, bytes], new: dict[str, byte
     o.interdiff = interdiff(old, new)
 
 
-__all__ = ["RebaseRequest", "RebaseResult", "FixOutcome", "start", "resume", "abort", "check_clean", "find_work",
-           "change_lines", "interdiff", "version_le", "OUTCOMES"]
+__all__ = ["RebaseRequest", "RebaseResult", "FixOutcome", "start", "resume", "abort", "undo", "check_clean",
+           "find_work", "change_lines", "interdiff", "version_le", "OUTCOMES"]

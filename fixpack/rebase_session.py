@@ -8,6 +8,7 @@ Nothing here decides how a fix is carried (that is :mod:`fixpack.rebase`).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -329,6 +330,37 @@ def restore(session: Session) -> list[str]:
                 atomic_write(path, raw)
                 out.append(rel)
     return out
+
+
+def keep_undo(session: Session, written: list[str]) -> Path:
+    """Before a finished rebase drops its work folder: what ``--undo`` needs, next to it (``.rebase/`` is
+    not part of the pack): the bytes each pack file had before, and the sha256 of what the rebase wrote."""
+    now = {w: hashlib.sha256((session.pack_root / w).read_bytes()).hexdigest()
+           for w in written if (session.pack_root / w).is_file()}
+    path = session.work.parent / f"{session.new_name}.undo.json"
+    atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
+    return path
+
+
+def undo(pack_root: Path, name: str = "") -> list[str]:
+    """``--undo``: put back the pack files a finished rebase wrote, as they were before it. Refuses (bad
+    input, nothing written) when one of them changed since: commit or restore it first."""
+    found = sorted((pack_root / WORK_DIR).glob(f"{name or '*'}.undo.json"))
+    if len(found) != 1:
+        what = "several finished rebases can be undone: name one with --name" if found else \
+            f"no finished rebase to undo under {pack_root / WORK_DIR}"
+        raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
+    data = json.loads(found[0].read_text("utf-8"))
+    changed = [w for w, sha in data["written"].items()
+               if not (pack_root / w).is_file() or hashlib.sha256((pack_root / w).read_bytes()).hexdigest() != sha]
+    if changed:
+        raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
+                            f"commit or restore them, or undo with git (git checkout -- fixes profiles)")
+    session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
+                      data["backups"]})
+    restored = restore(session)
+    found[0].unlink()
+    return restored
 
 
 def rel(root: Path, path: Path) -> str:

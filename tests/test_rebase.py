@@ -86,7 +86,8 @@ def test_nothing_to_do_writes_no_variant_and_reruns_without_diff(pack):
     assert (t_new.pin.version, t_new.pin.commit) == ("2.0", "fedcba9876")
     lock = json.loads((b.pack / "profiles/v2.0.lock").read_text())
     assert [f["id"] for f in lock["fixes"]] == ["first", "second"]
-    assert not (b.pack / ".rebase").exists()  # the work folder goes once the rebase is done
+    # the work folder goes once the rebase is done; only what --undo needs stays
+    assert [p.name for p in (b.pack / ".rebase").iterdir()] == ["v2.0.undo.json"]
     commit_pack(b)
     again = rebase.start(req(b, old, new))  # the same rebase again: byte for byte the same pack
     assert again.status == "done"
@@ -176,7 +177,7 @@ def test_conflict_is_a_git_conflict_then_resolved_and_continued(conflicting):
     assert 'version = 2' in (b.pack / "fixes/first/v2.0/variant.toml").read_text()
     applied, image = apply_new(b, new)
     assert applied.ok and "thirty\n" in (image / MOD).read_text()
-    assert not (b.pack / ".rebase").exists()
+    assert not [p for p in (b.pack / ".rebase").glob("*") if not p.name.endswith(".undo.json")]
 
 
 def test_conflict_left_unresolved_with_markers_is_refused(conflicting):
@@ -262,7 +263,7 @@ def test_dirty_pack_is_refused(pack):
     (b.pack / "profiles/notes.txt").write_text("untracked\n")
     with pytest.raises(BadInputError, match="fixes/first/fix.toml.*profiles/notes.txt"):
         rebase.start(req(b, old, new))
-    assert not (b.pack / ".rebase").exists()
+    assert not [p for p in (b.pack / ".rebase").glob("*") if not p.name.endswith(".undo.json")]
     assert rebase.start(req(b, old, new, allow_dirty=True)).status == "done"
 
 
@@ -352,7 +353,7 @@ def test_old_copy_must_match_the_old_pin(pack):
     with pytest.raises(MismatchError, match="pin"):
         rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", roots={"demo": new},
                                           old_roots={"demo": new}))
-    assert not (b.pack / ".rebase").exists()
+    assert not [p for p in (b.pack / ".rebase").glob("*") if not p.name.endswith(".undo.json")]
 
 
 def test_new_copy_with_fixes_applied_is_refused(pack):
@@ -416,3 +417,21 @@ def test_progress_tells_each_fix_as_it_is_carried(pack):
     assert r.status == "done"
     assert [n.split(" (")[0] for n in notes.lines] == ["first: exact, proof not proven", "second: exact, proof not proven"]
     assert all(n.endswith(" s)") for n in notes.lines)
+
+
+def test_a_finished_rebase_can_be_undone_and_only_when_unchanged(pack):
+    b, old = pack
+    before = pack_files(b)
+    new = new_release(b, {MOD: "new head\n" + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    written = pack_files(b)
+    assert written != before and (b.pack / "profiles/v2.0.toml").is_file()
+    (b.pack / "profiles/v2.0.toml").write_text((b.pack / "profiles/v2.0.toml").read_text() + "# edited\n")
+    with pytest.raises(BadInputError, match="changed since the rebase"):
+        rebase.undo(b.pack)
+    (b.pack / "profiles/v2.0.toml").write_bytes(written["profiles/v2.0.toml"][0])
+    res = CliRunner().invoke(rebase_cmd, ["--undo", "--pack", str(b.pack)])
+    assert res.exit_code == 0 and "rebase undone" in res.output
+    assert pack_files(b) == before
+    with pytest.raises(BadInputError, match="no finished rebase to undo"):
+        rebase.undo(b.pack)
