@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .cli_common import common, default_pack_root, exit_code, outcome, pack_option, parse_roots
+from .cli_common import common, default_pack_root, envelope, exit_code, outcome, pack_option, parse_roots
 
 
 def _req(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
@@ -70,8 +70,10 @@ def verify_cmd(sbom_path: Path, profile: str | None, roots: tuple[str, ...], onl
             raise BadInputError(f"{sbom_path} names no fixpack profile; give --profile")
         result = verify(_req(name, roots, only_targets, pack_root, copies_root, lock_wait), sbom_path, doc)
     if as_json:
-        click.echo(json.dumps({"command": "verify", "sbom": str(sbom_path), "exit_code": exit_code(result),
-                               "checked": result.checked, "differences": result.differences}, indent=2))
+        code = exit_code(result)
+        click.echo(json.dumps(envelope("verify", name, code, "" if code == 0 else "the image differs from the SBOM",
+                                       sbom=str(sbom_path), checked=result.checked,
+                                       differences=result.differences), indent=2))
     else:
         for d in result.differences:
             click.echo(f"DIFFERS {d}")

@@ -83,7 +83,12 @@ def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_pat
     (site / "tiny_plug/sub/kern.py").unlink()
     gone = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}", "--json")
     assert gone.returncode == 3
-    (diff,) = json.loads(gone.stdout)["differences"]
+    doc = json.loads(gone.stdout)
+    import jsonschema
+    from conftest import REPO
+    jsonschema.Draft202012Validator(json.loads((REPO / "schemas/verify.schema.json").read_text())).validate(doc)
+    assert doc["ok"] is False and doc["exit_code"] == 3
+    (diff,) = doc["differences"]
     assert diff.startswith("file demo:tiny_plug/sub/kern.py: in the SBOM (") and diff.endswith("missing in the image")
 
 
