@@ -17,7 +17,7 @@ from typing import Any, NoReturn, Protocol
 
 import click
 
-from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FixpackError
+from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, FixpackError
 
 
 class HasExitCode(Protocol):
@@ -28,13 +28,15 @@ class HasExitCode(Protocol):
 def exit_code(outcome: BaseException | HasExitCode | None) -> int:
     """The process exit code of a command's outcome: a result's own code (0 when it reached its
     state), an engine error's kind (2 bad input, 3 mismatch, 4 conflict, 5 environment), a usage error
-    2, and 1 for anything else: a bug."""
+    2, a package missing from the environment 5, and 1 for anything else: a bug."""
     if outcome is None:
         return 0
     if isinstance(outcome, FixpackError):
         return outcome.exit_code
     if isinstance(outcome, click.ClickException):
         return EXIT_BAD_INPUT
+    if isinstance(outcome, ModuleNotFoundError):
+        return EXIT_ENVIRONMENT
     if isinstance(outcome, BaseException):
         return EXIT_INTERNAL
     return outcome.exit_code
@@ -111,17 +113,21 @@ def color_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def profile_option(help: str = "Profile name, e.g. v0.30.0 (profiles/<name>.toml).",
                    required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.option("--profile", "-p", required=required, default=None if required else "", help=help,
-                        shell_complete=complete_profiles)
+    # no default at all when required: click 8.5 takes an explicit default=None as given and stops asking
+    extra: dict[str, Any] = {} if required else {"default": ""}
+    return click.option("--profile", "-p", required=required, help=help, shell_complete=complete_profiles, **extra)
 
 
 def parse_roots(values: tuple[str, ...], hint: str = "--root") -> dict[str, Path]:
     """``NAME=PATH`` options as a mapping; a malformed one is a usage error naming the option."""
-    roots = {}
+    roots: dict[str, Path] = {}
     for v in values:
         name, sep, path = v.partition("=")
         if not sep or not name or not path:
             raise click.BadParameter(f"{v!r}: expected NAME=PATH, e.g. vllm=/opt/venv/lib/python3.11/site-packages",
+                                     param_hint=hint)
+        if name in roots and roots[name] != Path(path):
+            raise click.BadParameter(f"{name!r} is given twice ({roots[name]} and {path}): give one root per target",
                                      param_hint=hint)
         roots[name] = Path(path)
     return roots
@@ -202,11 +208,20 @@ def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoRet
     """Say what went wrong (JSON or one line on stderr) and exit with the outcome's code."""
     code = exit_code(exc)
     msg = f"internal error: {exc!r} (please report it)" if code == EXIT_INTERNAL else str(exc)
+    if isinstance(exc, ModuleNotFoundError):
+        msg = missing_package(exc.name or str(exc))
     if as_json:
         emit_json(error_document(command, profile, msg, code))
     else:
         click.echo(f"fixpack: error: {msg}", err=True)
     sys.exit(code)
+
+
+def missing_package(name: str) -> str:
+    """What to install when ``name`` cannot be imported (the image's needs, or the maintainer's)."""
+    return (f"the Python package {name!r} is not installed in {sys.executable}: apply, status and revert need "
+            f"`pip install unidiff click` (and tomli on Python 3.10); the maintainer's commands need "
+            f"`pip install -e '.[maintainer]'` from the pack's checkout; nothing was written")
 
 
 @contextmanager

@@ -327,6 +327,7 @@ def revert(req: Request) -> Report:
         for ft in ctx.found.values():
             tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
             if manifest is None:
+                _refuse_unrecorded(ctx, ft, tree)
                 continue
             _plan_revert(ctx, ft, tree, manifest, req.dry_run)
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
@@ -370,6 +371,22 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             continue
         tree.adopt(rev.tree)
         fr.action = Action.WOULD_REVERT if dry else Action.REVERTED
+
+
+def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
+    """A target with no manifest whose files are this pack's post-images (a lost manifest): revert has
+    no record to undo, so it says how to get one rather than report 'nothing to do' over a patched tree."""
+    held = []
+    for fix in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in):
+        entry = ctx.lock.fix(fix.id)
+        if fix.target != ft.spec.name or entry is None or entry.pre() == entry.post():
+            continue
+        if file_hashes(tree, fix.touched_paths()) == entry.post():
+            held.append(fix.id)
+    if held:
+        raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "
+                            f"sha256 as in the lock) but no manifest records them: run `apply` with the same fixes "
+                            f"to record them again, then `revert`; nothing was written")
 
 
 def _soft_lock(pack: Pack, profile: Profile) -> Lock:

@@ -77,3 +77,19 @@ def test_lock_check_command(setup):
     (b.pack / "profiles/p1.lock").write_text("{}")
     r = run("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}", "--check")
     assert r.returncode == 2 and "not a fixpack lock" in r.stderr and "regenerate" in r.stderr
+
+
+def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(setup, tmp_path):
+    b, target = setup
+    r = run("status", "--pack", str(b.pack), "--root", f"demo={target}")
+    assert r.returncode == 2 and "Missing option '--profile'" in r.stderr
+    r = run("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--root", f"demo={tmp_path}")
+    assert r.returncode == 2 and "given twice" in r.stderr
+    # an image Python without what apply needs: exit 5 and what to install, no traceback
+    shim = tmp_path / "shim"
+    (shim / "unidiff").mkdir(parents=True)
+    (shim / "unidiff" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'unidiff'\", name='unidiff')\n")
+    p = subprocess.run([sys.executable, str(REPO / "apply_all.py"), "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"demo={target}", "--dry-run"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(shim)})
+    assert p.returncode == 5 and "pip install unidiff click" in p.stderr and "Traceback" not in p.stderr

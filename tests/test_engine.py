@@ -6,7 +6,7 @@ import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine
-from fixpack.errors import BadInputError, StaleLockError, UnknownNameError
+from fixpack.errors import BadInputError, MismatchError, StaleLockError, UnknownNameError
 
 MOD = "demo_pkg/mod.py"
 
@@ -334,3 +334,15 @@ def test_hand_edited_lock_is_refused(setup):
     with pytest.raises(StaleLockError, match="do not match its digest"):
         engine.apply(b.request(target))
     assert snapshot(target) == before
+
+
+def test_revert_after_a_lost_manifest_says_how_instead_of_nothing_to_do(setup):
+    b, clean, target = setup
+    assert engine.apply(b.request(target)).ok
+    (target / ".fixpack" / "demo.manifest.json").unlink()
+    patched = snapshot(target)
+    with pytest.raises(MismatchError, match="no manifest records them: run `apply`"):
+        engine.revert(b.request(target))
+    assert snapshot(target) == patched
+    assert engine.apply(b.request(target)).ok  # records them again
+    assert engine.revert(b.request(target)).ok and not (target / "demo_pkg/new.py").exists()

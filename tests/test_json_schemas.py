@@ -3,6 +3,7 @@ with the ``jsonschema`` library: results, failures, and click's usage errors (JS
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,18 @@ def test_fetch_document_from_the_cache():
     r, doc = fixpack("fetch", "-p", "v0.30.0", "--target", "vllm", "--json", "--cache", str(CACHE))
     assert r.returncode == 0, doc
     assert validate(doc, "fetch")["targets"][0]["name"] == "vllm"
+
+
+@pytest.mark.release
+def test_status_of_the_real_profile_with_its_components(tmp_path):
+    """The pack's own profile lists its components (string versions, kind 'component') beside its fixes."""
+    r, doc = fixpack("fetch", "-p", "v0.30.0", "--target", "vllm", "--json", "--cache", str(CACHE))
+    copy = tmp_path / "vllm-0.30.0"
+    shutil.copytree(doc["targets"][0]["root"], copy, symlinks=True)
+    r, doc = fixpack("status", "-p", "v0.30.0", "--target", "vllm", "--root", f"vllm={copy}", "--json")
+    assert r.returncode == 0, doc
+    kinds = {f["id"]: f.get("kind") for f in validate(doc, "report")["fixes"]}
+    assert kinds["muse-spark-open"] == "component" and kinds["seeded-sampling"] == "fix"
 
 
 def test_prove_documents():
