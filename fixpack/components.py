@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import BadInputError, MismatchError
+from .errors import BadInputError, MismatchError, StaleLockError
 from .evaluate import file_hashes
 from .model import Component, Profile
-from .records import Manifest, ManifestComponent
+from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
 from .states import Action, State
 from .targets import FoundTarget
@@ -36,7 +36,8 @@ def site_packages_problem(ft: FoundTarget) -> str | None:
 
 
 def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest | None, selected: tuple[str, ...],
-             build: dict[str, object] | None, dry: bool) -> tuple[list[FixReport], list[ManifestComponent], bool]:
+             build: dict[str, object] | None, dry: bool,
+             lock: Lock | None = None) -> tuple[list[FixReport], list[ManifestComponent], bool]:
     """Each component of ``ft``'s target, recorded or selected, with its state; selected absent ones are
     written into ``tree`` when ``build`` (a per-run cache of layouts) is given (status passes None)."""
     reports: list[FixReport] = []
@@ -54,7 +55,7 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
             fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, True, State.ABSENT,
                            Action.WOULD_APPLY if dry else Action.APPLIED, kind="component")
             if build is not None:
-                entry, notes = _lay_out(profile, comp, ft, tree, build)
+                entry, notes = _lay_out(profile, comp, ft, tree, build, lock)
                 entries.append(entry)
                 fr.messages += notes
         else:
@@ -85,7 +86,7 @@ def changed_files(tree: Tree, rec: ManifestComponent) -> dict[str, str | None]:
 
 
 def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
-             cache: dict[str, object]) -> tuple[ManifestComponent, list[str]]:
+             cache: dict[str, object], lock: Lock | None = None) -> tuple[ManifestComponent, list[str]]:
     from .wheels import Layout, component_layout
 
     problem = site_packages_problem(ft)
@@ -98,6 +99,12 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
     if _norm(layout.version) != _norm(comp.version):
         raise BadInputError(f"component {comp.id} at {comp.path} builds as version {layout.version}, the profile "
                             f"{profile.path} names {comp.version}: bump one of them")
+    locked = lock.component(comp.id) if lock is not None else None
+    if locked is not None and dict(locked.files) != package_files(layout.hashes()):
+        differ = sorted(set(dict(locked.files).items()) ^ set(package_files(layout.hashes()).items()))
+        raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} "
+                             f"records ({', '.join(sorted({p for p, _h in differ})[:5])}): its source changed; bump "
+                             f"its version and regenerate the lock (fixpack lock --profile {profile.name})")
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)

@@ -106,7 +106,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.reached = False
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
-                                                            build, dry)
+                                                            build, dry, ctx.lock)
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached
     return plan

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from .errors import ConflictError, MismatchError, StaleLockError
 from .evaluate import TRUSTED, decide, file_hashes, run_pass
-from .model import Fix, Pack, Profile
-from .records import Lock, LockFile, LockFix, LockHunk, dumps
+from .model import Component, Fix, Pack, Profile
+from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget
@@ -42,6 +42,12 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
         elif entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
             stale.append(f"{fid}: patch or version changed since the lock was generated")
     stale += [f"{fid}: in the lock but not in the profile" for fid in set(recorded) - set(listed)]
+    for comp in profile.components:
+        locked = lock.component(comp.id)
+        if locked is None:
+            stale.append(f"component {comp.id}: not in the lock")
+        elif locked.version != comp.version:
+            stale.append(f"component {comp.id}: version {comp.version} in the profile, {locked.version} in the lock")
     if stale:
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}. Regenerate it from a clean "
                              f"release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
@@ -63,7 +69,16 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
     order = {f.id: i for i, f in enumerate(chain)}
-    return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])))
+    comps = tuple(_component_entry(c, found[c.target].root) for c in profile.components if c.target in found)
+    return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])), components=comps)
+
+
+def _component_entry(comp: Component, root: Path) -> LockComponent:
+    """A component's fingerprints: the sha256 of each package file its wheel installs (built now)."""
+    from .wheels import component_layout
+
+    layout = component_layout(comp, root)
+    return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())))
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
@@ -103,6 +118,7 @@ def check_fresh(profile: Profile, fresh: Lock) -> None:
     have = read_lock(profile)
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
+    diff += sorted(f"component {c.id}" for c in set(fresh.components) ^ set(have.components))
     if diff or dict(fresh.targets) != dict(have.targets):
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}). "
                              f"Regenerate: fixpack lock --profile {profile.name} --root NAME=PATH")

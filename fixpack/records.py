@@ -80,6 +80,21 @@ class LockFix:
 
 
 @dataclass(frozen=True)
+class LockComponent:
+    """A component of the profile: its version and the sha256 of each package file it installs (the
+    ``.dist-info`` files are left out: the build backend's version shows in them)."""
+
+    id: str
+    version: str
+    files: tuple[tuple[str, str], ...] = ()
+
+
+def package_files(hashes: Mapping[str, str]) -> dict[str, str]:
+    """A component's installed files without its ``.dist-info`` folder (what its lock entry covers)."""
+    return {p: h for p, h in hashes.items() if not p.split("/", 1)[0].endswith(".dist-info")}
+
+
+@dataclass(frozen=True)
 class Lock:
     """A profile's fingerprints. ``targets`` maps each fingerprinted target to its version and commit."""
 
@@ -87,14 +102,20 @@ class Lock:
     targets: Mapping[str, Mapping[str, str]]
     fixes: tuple[LockFix, ...]
     generated_by: str = f"fixpack {__version__}"
+    components: tuple[LockComponent, ...] = ()
 
     def fix(self, fix_id: str) -> LockFix | None:
         return next((f for f in self.fixes if f.id == fix_id), None)
+
+    def component(self, cid: str) -> LockComponent | None:
+        return next((c for c in self.components if c.id == cid), None)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema": LOCK_SCHEMA, "profile": self.profile, "generated_by": self.generated_by,
                                 "targets": {k: dict(v) for k, v in self.targets.items()},
                                 "fixes": [_lock_fix_json(f) for f in self.fixes]}
+        if self.components:
+            data["components"] = [{"id": c.id, "version": c.version, "files": dict(c.files)} for c in self.components]
         data["digest"] = lock_digest(data)
         return data
 
@@ -114,13 +135,23 @@ class Lock:
         if data.get("digest") != lock_digest(data):
             raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {redo}")
         targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
+        comps = data.get("components", [])
+        if not isinstance(comps, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("version"), str)
+                and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
+                for c in comps):
+            raise StaleLockError(f"{path}: its components are not a list of id, version and files; {redo}")
         return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
-                   str(data.get("generated_by", "")))
+                   str(data.get("generated_by", "")),
+                   tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items()))) for c in comps))
 
 
 def lock_digest(data: Mapping[str, Any]) -> str:
     """sha256 over the lock's fingerprints: a hand edit (rather than ``fixpack lock``) shows as a mismatch."""
-    return sha256_text(json.dumps({"targets": data.get("targets"), "fixes": data.get("fixes")}, sort_keys=True))
+    sealed = {"targets": data.get("targets"), "fixes": data.get("fixes")}
+    if data.get("components"):  # a lock without components keeps the digest it always had
+        sealed["components"] = data["components"]
+    return sha256_text(json.dumps(sealed, sort_keys=True))
 
 
 def _lock_fix_json(f: LockFix) -> dict[str, Any]:

@@ -265,3 +265,23 @@ def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
     assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").state.value == "applied"
     assert engine.revert(builder.request(site)).ok
     assert snapshot(site) == before and not (site / "tiny_plug").exists()
+
+
+def test_the_lock_covers_a_components_files(builder):
+    """The lock records each package file a component installs; a source changed without a new version
+    (and a new lock) is a stale lock: bad input, nothing written."""
+    from fixpack.errors import StaleLockError
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.lockfile import read_lock
+
+    pack, site = setup_pack(builder, None)
+    locked = read_lock(load_profile(load_pack(pack), "p1")).component("tiny-plug")
+    assert locked is not None and locked.version == "0.3.0"
+    assert dict(locked.files)["tiny_plug/sub/kern.py"] and not any(".dist-info" in p for p, _h in locked.files)
+    (pack / "plug" / "tiny_plug" / "sub" / "kern.py").write_text("SCALE = 3\n")
+    before = snapshot(site)
+    with pytest.raises(StaleLockError, match="tiny_plug/sub/kern.py"):
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert snapshot(site) == before
+    builder.lock(builder.base / "clean")  # the maintainer regenerates the lock: it applies again
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
