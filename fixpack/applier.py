@@ -67,8 +67,8 @@ class HunkResult:
     ``index`` is 0-based within the file's hunks; ``line`` the 1-based line where it was placed (None
     when refused); ``offset`` the distance from the line the patch names (plus the running offset);
     ``candidates`` the 1-based lines of every occurrence when ambiguous; ``expected`` the 1-based line
-    it was looked for first; ``count`` its occurrences in the whole file (-1: not counted, pinned);
-    ``reason`` why it was refused; ``closest`` the best near-miss of a missing hunk.
+    it was looked for first; ``reason`` why it was refused (the near-miss of a missing hunk is worked
+    out only when it is reported: :func:`closest`).
     """
 
     index: int
@@ -77,9 +77,7 @@ class HunkResult:
     offset: int = 0
     candidates: tuple[int, ...] = ()
     expected: int = 0
-    count: int = -1
     reason: str = ""
-    closest: Closest | None = None
 
     @property
     def found(self) -> bool:
@@ -182,14 +180,13 @@ def _searched(index: int, lines: list[str], pre: tuple[str, ...], found: list[in
     if not found:
         return _missing(index, lines, pre, expected, "")
     if len(found) > 1:
-        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1, count=len(found),
+        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1,
                           reason=f"its pre-image occurs {len(found)} times in the file")
     if evidence.count is not None and evidence.count > 1:
-        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1, count=1,
+        return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1,
                           reason=f"the pinned pre-image held {evidence.count} copies of its context and this file "
                                  f"holds one: which copy remains cannot be told")
-    res = _placed(index, found[0], expected, delta)
-    return HunkResult(index, res.placement, res.line, res.offset, expected=expected + 1, count=1)
+    return _placed(index, found[0], expected, delta)
 
 
 def _placed(index: int, pos: int, expected: int, delta: int) -> HunkResult:
@@ -271,7 +268,7 @@ def _refuse_overlaps(results: list[HunkResult], hunks: tuple[Hunk, ...], reverse
             first, end = res.line - 1, res.line - 1 + len(sides(h, reverse)[0])
             clash = next((k for a, e, k in taken if first < e and a < end or first == a), None)
             if clash is not None:
-                res = HunkResult(res.index, Placement.MISSING, expected=res.expected, count=res.count,
+                res = HunkResult(res.index, Placement.MISSING, expected=res.expected,
                                  reason=f"its only place overlaps hunk #{clash + 1}'s lines")
             else:
                 taken.append((first, end, res.index))

@@ -84,11 +84,7 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     if undo:
         with outcome(as_json, "rebase", profile):
             restored = rebase.undo((pack_root or default_pack_root()).resolve(), name)
-        if as_json:
-            emit_json(envelope("rebase", profile, action="undo", restored=restored))
-        else:
-            click.echo(f"rebase undone; {len(restored)} pack file(s) restored or removed" +
-                       "".join(f"\n  {p}" for p in restored))
+        _say_restored("undo", profile, restored, as_json)
         return
     if not (cont or abort) and not profile:
         raise click.UsageError("--profile is required to start a rebase")
@@ -105,11 +101,7 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
             with _working(what):
                 result = rebase.resume(req) if cont else rebase.start(req)
     if abort:
-        if as_json:
-            emit_json(envelope("rebase", profile, action="abort", restored=restored))
-        else:
-            click.echo(f"rebase aborted; {len(restored)} pack file(s) restored or removed" +
-                       "".join(f"\n  {p}" for p in restored))
+        _say_restored("abort", profile, restored, as_json)
         return
     if as_json:
         emit_json(result.as_dict() | {"profile": result.from_profile, "ok": result.exit_code == 0,
@@ -118,6 +110,16 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         _render(result.as_dict(), result.markdown)
         click.echo(f"\nreport: {result.report_md} and {result.report_json}")
     sys.exit(exit_code(result))
+
+
+def _say_restored(action: str, profile: str, restored: list[str], as_json: bool) -> None:
+    """What --abort or --undo put back (paths relative to the pack)."""
+    if as_json:
+        emit_json(envelope("rebase", profile, action=action, restored=restored))
+    else:
+        done = {"abort": "aborted", "undo": "undone"}[action]
+        click.echo(f"rebase {done}; {len(restored)} pack file(s) restored or removed" +
+                   "".join(f"\n  {p}" for p in restored))
 
 
 @contextmanager

@@ -58,12 +58,17 @@ class FixEvidence:
         pair = self.counts[flat] if flat < len(self.counts) else (None, None)
         return HunkEvidence(pinned, pair[1] if reverse else pair[0])
 
-    def pinned(self, path: str, digest: str | None, reverse: bool) -> bool:
-        """The file is byte for byte the side this pass starts from (the fix's pre- or post-image)."""
-        if self.trusted:
-            return True
+    def pinned(self, now: dict[str, str | None], reverse: bool) -> dict[str, bool]:
+        """Per file, whether it is byte for byte the side a pass starts from (the fix's pre- or
+        post-image); ``now`` holds the files' sha256 (see :meth:`digests`)."""
         known = dict(self.post if reverse else self.pre)
-        return path in known and known[path] == digest
+        return {p: self.trusted or (p in known and known[p] == h) for p, h in now.items()}
+
+    def digests(self, fix: Fix, tree: Tree) -> dict[str, str | None]:
+        """The touched files' sha256 now, hashed only when there is a lock hash to hold them against."""
+        if self.trusted or not self.pre:
+            return dict.fromkeys(fix.touched_paths())
+        return file_hashes(tree, fix.touched_paths())
 
 
 TRUSTED = FixEvidence(trusted=True)
@@ -183,12 +188,12 @@ def _mode(value: str | None) -> int | None:
 def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
            hunks: tuple[Any, ...], reverse: bool) -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
-                     r.expected, searched, r.reason, r.closest, hunks[r.index].text,
+                     r.expected, searched, r.reason, None, hunks[r.index].text,
                      sides(hunks[r.index], reverse)[0]) for r in results]
 
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = FixEvidence(),
-             count: bool = False) -> Pass:
+             count: bool = False, now: dict[str, str | None] | None = None) -> Pass:
     """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``, by the placement rule.
 
     A file is pinned when it is byte for byte the side the pass starts from (``evidence``); the
@@ -198,16 +203,11 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = FixEvi
     result = Pass(True, work)
     fps = list(fix.file_patches())
     starts = [sum(len(f.hunks) for f in fps[:j]) for j in range(len(fps))]
-    pinned = {p: evidence.pinned(p, _digest(tree, p), reverse) for p in fix.touched_paths()}
+    pinned = evidence.pinned(evidence.digests(fix, tree) if now is None else now, reverse)
     order = list(zip(fps, starts))
     for fp, flat in reversed(order) if reverse else order:
         _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count))
     return result
-
-
-def _digest(tree: Tree, path: str) -> str | None:
-    text = tree.read(path)
-    return sha256_text(text) if text is not None else None
 
 
 @dataclass(frozen=True)
@@ -303,16 +303,17 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     holds both is ``ambiguous``, never applied a second time.
     """
     ev = evidence or FixEvidence()
-    fwd = run_pass(fix, tree, reverse=False, evidence=ev)
-    rev = run_pass(fix, tree, reverse=True, evidence=ev)
+    now = ev.digests(fix, tree)  # hashed once for both passes and the lock's side
+    fwd = run_pass(fix, tree, reverse=False, evidence=ev, now=now)
+    rev = run_pass(fix, tree, reverse=True, evidence=ev, now=now)
     if in_manifest:
         if rev.ok:
             return Evaluation(State.APPLIED, fwd, rev, ["already applied"])
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
                                                      "not there"] + rev.explain())
-    side = _lock_side(fix, tree, ev)
+    side = _lock_side(ev, now)
     if fwd.ok and (not rev.present or side == "pre"):
-        drift = _drift(tree, ev, fwd)
+        drift = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift)
     if rev.ok and (not fwd.present or side == "post"):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
@@ -332,16 +333,15 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
 
 
-def _lock_side(fix: Fix, tree: Tree, ev: FixEvidence) -> str:
+def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:
     """"pre" when a touched file is the lock's pre-image (and not its post-image), "post" for the
     opposite, "" when the lock cannot tell (no lock, or a drifted file)."""
     if ev.trusted:
         return "pre"
     pre, post = dict(ev.pre), dict(ev.post)
-    for path in fix.touched_paths():
+    for path, h in now.items():
         if path not in pre:
             continue
-        h = _digest(tree, path)
         if h == pre[path] and h != post.get(path):
             return "pre"
         if h == post.get(path) and h != pre[path]:
@@ -349,11 +349,11 @@ def _lock_side(fix: Fix, tree: Tree, ev: FixEvidence) -> str:
     return ""
 
 
-def _drift(tree: Tree, ev: FixEvidence, fwd: Pass) -> list[str]:
+def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> list[str]:
     msgs = [f"{h.path}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
     for path, want in ev.pre:
-        h = _digest(tree, path)
+        h = now.get(path)
         if h != want:
             msgs.append(f"{path}: pre-image sha256 {str(h)[:12]} differs from the lock's {str(want)[:12]}")
     return msgs

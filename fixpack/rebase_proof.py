@@ -29,7 +29,7 @@ from .model import Fix
 from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
 from .rebase_session import FixOutcome, Session
-from .tree import Tree, encode
+from .tree import Tree
 
 
 @dataclass
@@ -97,7 +97,7 @@ def tests_digest(fix: Fix) -> str:
 def tail(run: TestRun, lines: int = 8) -> str:
     """What a proof run said, for the report: its first error lines (pytest's ``E`` lines, which name the
     exception) and its short summary at the end."""
-    text = encode(run.output).decode("utf-8", "replace").splitlines()
+    text = run.output.splitlines()
     errors = [ln for ln in text if ln.startswith("E ")][:lines]
     summary = [ln for ln in text if ln.startswith(("FAILED", "ERROR"))][:lines]
     return "\n".join(errors + summary + text[-1:])

@@ -115,5 +115,3 @@ class Tree:
             out.append(FileChange(path, None if text is None else encode(text), mode))
         return out
 
-    def touched(self) -> list[str]:
-        return sorted(set(self._text) | set(self._mode))
