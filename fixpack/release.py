@@ -62,14 +62,14 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
 
 
 def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: Progress = QUIET,
-                 timeout: float = TIMEOUT) -> Path:
+                 timeout: float = TIMEOUT, index: str = "https://pypi.org/simple/") -> Path:
     dest = cache / f"{name}-{version}"
     if (dest / ".fixpack-complete").is_file():
         return dest
     from pypi_simple import NoDigestsError, PyPISimple  # noqa: F401  (imported lazily: only maintainers fetch)
 
     cache.mkdir(parents=True, exist_ok=True)
-    with PyPISimple() as client:
+    with PyPISimple(endpoint=index) as client:
         try:
             page = client.get_project_page(project, timeout=timeout)
         except Exception as exc:  # network or index errors: say what failed and what to do

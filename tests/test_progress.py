@@ -2,6 +2,7 @@
 with a clear message, a line when a run waits for another run's lock."""
 
 import fcntl
+import http.server
 import os
 import threading
 import time
@@ -34,36 +35,45 @@ def test_download_tracker_reports_bytes_and_the_end():
                            ("x.tar.gz", 10, 10, True)]
 
 
-class FakeIndex:
-    """pypi-simple's client, with a download that stalls (a requests timeout is an OSError)."""
+class StallingIndex(http.server.BaseHTTPRequestHandler):
+    """A real simple index on loopback whose sdist download sends 100 of its 1,000 bytes, then stalls."""
 
-    def __init__(self, *a, **kw):
+    def do_GET(self):
+        if self.path.startswith("/simple/demo"):
+            body = (b'<html><body><a href="/files/demo-1.0.tar.gz#sha256=' + b"0" * 64 +
+                    b'">demo-1.0.tar.gz</a></body></html>')
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.write(b"x" * 100)
+        self.wfile.flush()
+        time.sleep(3)  # longer than the client's timeout: it must give up, not hang
+
+    def log_message(self, *args):
         pass
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        return False
-
-    def get_project_page(self, project, timeout=None):
-        pkg = type("Pkg", (), {"version": "1.0", "package_type": "sdist", "digests": {"sha256": "0" * 64},
-                               "filename": "demo-1.0.tar.gz", "url": "https://index.invalid/demo-1.0.tar.gz"})()
-        return type("Page", (), {"packages": [pkg]})()
-
-    def download_package(self, pkg, path, verify=True, progress=None, timeout=None):
-        with progress(1000) as tracker:
-            tracker.update(100)
-            raise TimeoutError(f"read timed out (timeout={timeout})")
-
-
-def test_a_stalled_download_is_given_up_with_a_clear_message(tmp_path, monkeypatch):
-    pypi_simple = pytest.importorskip("pypi_simple")
-    monkeypatch.setattr(pypi_simple, "PyPISimple", FakeIndex)
+def test_a_stalled_download_is_given_up_with_a_clear_message(tmp_path):
+    pytest.importorskip("pypi_simple")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), StallingIndex)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     heard = Heard()
-    with pytest.raises(EnvironmentProblem, match=r"no data for 2 s.*GAUDI_FIXES_ROOT"):
-        release._fetch_sdist("demo", "1.0", "demo", tmp_path, heard, timeout=2)
-    assert heard.bytes[0] == ("demo-1.0.tar.gz", 0, 1000, False) and heard.bytes[-1][3]
+    started = time.monotonic()
+    try:
+        with pytest.raises(EnvironmentProblem, match=r"no data for 1 s.*GAUDI_FIXES_ROOT"):
+            release._fetch_sdist("demo", "1.0", "demo", tmp_path, heard, timeout=1,
+                                 index=f"http://127.0.0.1:{server.server_address[1]}/simple/")
+    finally:
+        server.shutdown()
+    assert time.monotonic() - started < 2.9  # given up at the timeout, before the server's stall ends
+    assert heard.bytes[0][:3] == ("demo-1.0.tar.gz", 0, 1000) and heard.bytes[-1][3]
+    assert not list(tmp_path.glob("*.tar.gz"))  # no half download kept as a release copy
 
 
 def test_waiting_for_the_lock_is_heard_once(tmp_path):
