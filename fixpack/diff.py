@@ -166,6 +166,8 @@ def _check_structure(text: str, source: str) -> None:
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     has_plus = False  # the current file section has a +++ line
+    minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
+    renamed = False
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
@@ -205,7 +207,7 @@ def _check_structure(text: str, source: str) -> None:
         if ln.startswith("diff --git "):
             _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
-            file_line, hunks_in_file, has_plus = n, 0, False
+            file_line, hunks_in_file, has_plus, minus, renamed = n, 0, False, "", False
             continue
         if not file_line:
             file_line = n
@@ -214,8 +216,17 @@ def _check_structure(text: str, source: str) -> None:
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
                 _clean_path(path, source, n)
+            if ln.startswith("-"):
+                minus = path
+            elif not renamed and "/dev/null" not in (minus, path) and _PREFIX.sub("", minus) != _PREFIX.sub("", path):
+                # a name change without git's rename headers is a typo far more often than a rename, and
+                # taking it for one would delete the upstream file: refuse it (git apply does too)
+                raise _bad(source, n, f"'+++ {path}' names another file than '--- {minus}' and no 'rename from/to' "
+                                      f"lines say it is a rename", "fix the path, or regenerate the patch with git "
+                                                                   "diff -M so the rename is declared")
             continue
         if ln.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            renamed = True
             _clean_path(ln.split(" ", 2)[2], source, n, prefixed=False)
             continue
         if ln.startswith(_FILE_HEADER):

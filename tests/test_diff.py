@@ -84,3 +84,13 @@ def test_non_utf8_bytes_in_an_added_line_are_refused():
     with pytest.raises(PatchParseError) as exc:
         parse_patch(data, "x.patch")
     assert "x.patch:7: an added line holds bytes that are not UTF-8" in str(exc.value)
+
+
+def test_a_plus_path_that_differs_without_rename_headers_is_refused():
+    """A typo in '+++' of a plain diff would read as a rename and delete the upstream file: bad input."""
+    text = ("--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+    with pytest.raises(PatchParseError, match=r":2: '\+\+\+ b/pkg/other.py' names another file.*rename"):
+        parse_patch(text.encode(), "x.patch")
+    git_rename = ("diff --git a/pkg/mod.py b/pkg/other.py\nsimilarity index 50%\nrename from pkg/mod.py\n"
+                  "rename to pkg/other.py\n--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+    assert parse_patch(git_rename.encode(), "y.patch").files[0].kind == "rename"
