@@ -149,7 +149,7 @@ def _raw_date(lines: list[str]) -> str:
         if line.lower().startswith("date:"):
             value = line[5:]
             for cont in lines[i + 1:]:
-                if not cont[:1] in (" ", "\t"):
+                if cont[:1] not in (" ", "\t"):
                     break
                 value += " " + cont.strip()
             return " ".join(value.split())
@@ -180,4 +180,5 @@ def _fold(name: str, value: str) -> str:
     """One header line, RFC 2047 encoded where the value is not ASCII, never folded."""
     if value.isascii():
         return f"{name}: {value}"
-    return _WRITE.fold(name, value).rstrip("\n")
+    folded: str = _WRITE.fold(name, value)
+    return folded.rstrip("\n")
