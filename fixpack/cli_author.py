@@ -18,11 +18,14 @@ from .cli_common import (
     json_option,
     outcome,
     pack_option,
+    parse_roots,
     profile_option,
 )
 from .cli_progress import CliProgress
 from .errors import BadInputError
 
+ROOT_OPTION = click.option("--root", "roots", multiple=True, metavar="NAME=PATH",
+                           help="The target's clean release copy (default: fetched into the cache, or taken from it).")
 CACHE_OPTION = click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
                             help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 
@@ -45,12 +48,13 @@ Examples:
 @click.argument("fix_id", required=False, default="", metavar="FIX", shell_complete=complete_fixes)
 @profile_option("The profile whose chain the fix sits in, e.g. v0.30.0.", required=False)
 @click.option("--abort", is_flag=True, help="Remove the work tree of FIX (or of the one edit in progress).")
+@ROOT_OPTION
 @CACHE_OPTION
 @pack_option
 @json_option
 @color_option
-def edit_cmd(fix_id: str, profile: str, abort: bool, cache: Path | None, pack_root: Path | None,
-             as_json: bool) -> None:
+def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cache: Path | None,
+             pack_root: Path | None, as_json: bool) -> None:
     """Make .edit/FIX/: the clean release copy, one commit per patch of every fix before FIX, then FIX's."""
     from . import editwork
 
@@ -61,7 +65,8 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, cache: Path | None, pack_ro
         else:
             if not fix_id or not profile:
                 raise BadInputError("usage: fixpack edit FIX --profile P (or fixpack edit --abort [FIX])")
-            state = editwork.start(root, profile, fix_id, cache=cache, progress=CliProgress())
+            state = editwork.start(root, profile, fix_id, cache=cache, roots=parse_roots(roots),
+                                   progress=CliProgress())
     if abort:
         if as_json:
             emit_json(envelope("edit", profile, removed=str(gone)))
@@ -82,18 +87,20 @@ Example:
               help="Place it right after this fix in the series (default: after the profile's last default fix, or "
                    "last with --opt-in).")
 @click.option("--opt-in", "opt_in", is_flag=True, help="An opt-in fix (applied only when named).")
+@ROOT_OPTION
 @CACHE_OPTION
 @pack_option
 @json_option
 @color_option
-def new_cmd(fix_id: str, profile: str, target: str, after: str, opt_in: bool, cache: Path | None,
-            pack_root: Path | None, as_json: bool) -> None:
+def new_cmd(fix_id: str, profile: str, target: str, after: str, opt_in: bool, roots: tuple[str, ...],
+            cache: Path | None, pack_root: Path | None, as_json: bool) -> None:
     """Make .edit/FIX/ for a fix not in the pack yet; `fixpack refresh FIX` adds it to series, profile and lock."""
     from . import editwork
 
     with outcome(as_json, "new", profile):
         state = editwork.start(pack_root or default_pack_root(), profile, fix_id, new=True, target=target,
-                               after=after, opt_in=opt_in, cache=cache, progress=CliProgress())
+                               after=after, opt_in=opt_in, cache=cache, roots=parse_roots(roots),
+                               progress=CliProgress())
     _started(as_json, "new", profile, state)
 
 
@@ -125,17 +132,18 @@ Example:
 @click.option("--after", default="", metavar="FIX", shell_complete=complete_fixes,
               help="Place it right after this fix (default: after the last default fix, or last with --opt-in).")
 @click.option("--opt-in", "opt_in", is_flag=True, help="An opt-in fix (applied only when named).")
+@ROOT_OPTION
 @pack_option
 @json_option
 @color_option
-def import_cmd(file: Path, fix_id: str, profile: str, target: str, after: str, opt_in: bool,
+def import_cmd(file: Path, fix_id: str, profile: str, target: str, after: str, opt_in: bool, roots: tuple[str, ...],
                pack_root: Path | None, as_json: bool) -> None:
     """Add FILE's mails as a new fix: checked on the profile's chain, in series, profile and lock."""
     from .exchange import import_mails
 
     with outcome(as_json, "import", profile):
         done = import_mails(pack_root or default_pack_root(), file, fix_id, profile, target, after, opt_in,
-                            CliProgress())
+                            parse_roots(roots), CliProgress())
     print_refreshed(done, as_json, "import")
 
 

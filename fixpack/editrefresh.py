@@ -18,7 +18,7 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .editwork import BASE_TAG, EditState, find
+from .editwork import BASE_TAG, EditState, clean_copy, find
 from .errors import BadInputError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
@@ -212,17 +212,14 @@ def _sharing(pack: Pack, fix_id: str, profile: str, folder: Path) -> list[str]:
 
 
 def release_roots(pack: Pack, state: EditState, progress: Progress) -> dict[str, Path]:
-    """The clean release copies of the profile's targets with fixes (fetched, or from the cache)."""
-    from . import release
-
+    """The clean release copies of the profile's targets with fixes: the edit's own, else fetched (or
+    from the cache)."""
     prof = load_profile(pack, state.profile)
     targets = {pack.fixes[f].target for f in prof.default + prof.opt_in if f in pack.fixes} | {state.target}
     out = {}
     for name in sorted(targets):
-        if state.release and name == state.target:
-            out[name] = Path(state.release)
-        else:
-            out[name] = release.fetch(prof.target(name), progress=progress).root
+        root = Path(state.release) if state.release and name == state.target else None
+        out[name] = clean_copy(prof, name, root, progress=progress).root
     return out
 
 

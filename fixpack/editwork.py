@@ -26,6 +26,7 @@ from .model import Fix, Pack, Profile
 from .packupdate import lay_patch
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
+from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
 WORK_DIR = ".edit"
@@ -68,15 +69,16 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
 
 
 def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, target: str = "", after: str = "",
-          opt_in: bool = False, cache: Path | None = None, progress: Progress = QUIET) -> EditState:
+          opt_in: bool = False, cache: Path | None = None, roots: dict[str, Path] | None = None,
+          progress: Progress = QUIET) -> EditState:
     """Make the work tree of ``fix_id`` (``new``: a fix not in the pack yet, of ``target``, placed after
-    ``after`` or, by default, after the profile's last default fix, or last of all when ``opt_in``).
+    ``after`` or, by default, after the profile's last default fix, or last of all when ``opt_in``). The
+    target's clean release copy is ``roots[target]`` (its pin checked), else fetched into ``cache`` (or
+    taken from it).
 
     Raises BadInputError for an unknown or clashing name, or an edit of it already in progress;
     ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale).
     """
-    from . import release
-
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -90,7 +92,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
         fix = _listed(view, prof, fix_id)
         target, chain = fix.target, _chain(view, prof, fix.target)
         before = chain[:[f.id for f in chain].index(fix_id)]
-    found = release.fetch(prof.target(target), cache, progress=progress)
+    found = clean_copy(prof, target, (roots or {}).get(target), cache, progress)
     work = pack_root / WORK_DIR / fix_id
     state = EditState(fix_id, prof.name, target, new, after, opt_in, str(found.root), str(work))
     try:
@@ -102,6 +104,20 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
         shutil.rmtree(work, ignore_errors=True)
         raise
     return state
+
+
+def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None = None,
+               progress: Progress = QUIET) -> FoundTarget:
+    """The clean release copy of ``target``: ``root`` when given (its version and commit checked against
+    the pin: MismatchError), else fetched (:func:`fixpack.release.fetch`, cached)."""
+    from . import release
+
+    spec = prof.target(target)
+    if root is None:
+        return release.fetch(spec, cache, progress=progress)
+    found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
+    check_pin(found)
+    return found
 
 
 def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:

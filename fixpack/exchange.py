@@ -74,8 +74,10 @@ def upstream_from(found: list[Mail]) -> Upstream:
 
 
 def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target: str = "", after: str = "",
-                 opt_in: bool = False, progress: Progress = QUIET) -> Refreshed:
-    """Make ``fix_id`` from the mails in ``file``: one patch a mail, in order (see the module's words).
+                 opt_in: bool = False, roots: dict[str, Path] | None = None,
+                 progress: Progress = QUIET) -> Refreshed:
+    """Make ``fix_id`` from the mails in ``file``: one patch a mail, in order (see the module's words), laid
+    on the chain on ``root`` (the target's clean release copy; fetched when None).
 
     Raises BadInputError for a file without patch mails, a malformed diff (file and line named) or a
     clashing name; ConflictError when a patch does not apply on the profile's chain, or a later fix
@@ -103,7 +105,8 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
-    state = EditState(fix_id, prof.name, target, True, after, opt_in, "", "")
+    root = (roots or {}).get(target)
+    state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
     bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed])
     texts = [render(m, header_fields(fix), body) for (m, _b, _l), body in zip(parsed, bodies)]
