@@ -121,7 +121,7 @@ def print_refreshed(done: Any, as_json: bool, command: str) -> None:
         click.echo("later fixes on top: " + "; ".join(f"{f.id} {f.state}" for f in out.later))
 
 
-@click.command("import", short_help="Make a new fix from a git format-patch file or an mbox.", epilog="""\b
+@click.command("import", short_help="New fix from a format-patch file or an mbox.", epilog="""\b
 Example:
   fixpack import 1234.patch --as my-fix --profile v0.30.0      # one patch a mail, DEP-3 fields from the mails""")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE")

@@ -214,7 +214,7 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
-@click.command("refresh", short_help="Turn a fix's work tree commits (or its chain) into its patches.", epilog="""\b
+@click.command("refresh", short_help="Work tree commits (or the chain) -> patches.", epilog="""\b
 Examples:
   fixpack refresh seeded-sampling          # from .edit/seeded-sampling (fixpack edit): commits -> patches, lock
   fixpack refresh --profile v0.30.0 --root vllm=$HOME/.cache/fixpack/vllm-0.30.0 seeded-sampling""")
