@@ -180,5 +180,6 @@ def _fold(name: str, value: str) -> str:
     """One header line, RFC 2047 encoded where the value is not ASCII, never folded."""
     if value.isascii():
         return f"{name}: {value}"
-    folded: str = _WRITE.fold(name, value)
+    # a header object, not a str: for a str the policy writes a short value as it is, unencoded
+    folded: str = _WRITE.fold(name, _WRITE.header_factory(name, value))
     return folded.rstrip("\n")

@@ -79,6 +79,8 @@ def test_a_format_patch_mail_keeps_author_date_subject_and_trailers(tmp_path, bu
     assert ("Signed-off-by", "Jürgen <jm@example.org>") in mail.trailers
     assert ("Link", "https://github.com/vllm-project/vllm/pull/12345") in mail.trailers
     assert mail.description == "Why it matters, in ä few words."
+    assert "\nFrom: =?utf-8?q?J=C3=BCrgen_M=C3=BCller-L=C3=BCdenscheidt?= <jm@example.org>\n" in once
+    assert once.split("\n\n")[0].isascii()  # the mail header is 7-bit, as git writes it
     assert "\nindex " not in once and "\n-- \n" not in once and " 1 file changed" not in once
     assert once.splitlines()[0].startswith("From 0000000000000000000000000000000000000000 ")
     assert normalize_text(fix, once) == once  # a fixed point: format --check stays quiet
