@@ -204,3 +204,21 @@ def test_cli_refresh_without_a_work_tree_says_unchanged(pack3):
             "--root", f"demo={clean}", "b"]
     r = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and r.stdout.startswith("unchanged"), r.stdout + r.stderr
+
+
+def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    env = {**os.environ, "FIXPACK_FAULT_AT": "3", "PYTHONPATH": str(REPO)}  # killed after the first file written
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 137 and (builder.pack / ".fixpack/journal.json").is_file(), r.stderr
+    assert pack_bytes(builder.pack) != before  # half written
+    done = refresh_from_work(builder.pack, "b")  # rolls the journal back first, then writes it all
+    assert done is not None and done.outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    assert not (builder.pack / ".fixpack").exists() and "+# a clearer comment" in \
+        (builder.pack / "fixes/b/0001-change.patch").read_text()
+    engine.check_lock_fresh(builder.request(clean))
