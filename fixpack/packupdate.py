@@ -2,10 +2,11 @@
 profile (for a new fix), and every lock the change touches.
 
 The new pack is first built in a staging folder (a copy of the pack without its caches and work folders),
-where every later fix of the series is checked on top of the changed one and the locks are generated
+where every later fix of the series is checked on top of the changed one (one that only moved is
+regenerated at its new lines; one that no longer applies stops it all) and the locks are generated
 by the existing lock generation (:func:`fixpack.engine.write_lock`). Only when all of that holds are
 the files written into the pack, through the journalled transaction of :func:`fixpack.state.write_transaction`
-(a failed write is rolled back in the same run; a killed one by the next maintainer command).
+(a failed write is rolled back in the same run; a killed one by the next refresh or import).
 """
 
 from __future__ import annotations
@@ -67,8 +68,10 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     """Write ``changes`` (pack-relative path -> bytes, None to remove) into the pack at ``pack_root``, with
     the lock of each of ``profiles`` regenerated on its release copies (profile -> target name -> clean copy).
 
-    Raises ConflictError (exit 4) naming every later fix of a profile's chain that no longer applies
-    exactly on top of ``fix_id``; nothing is written then, nor on any other error.
+    A later fix that still applies on top of ``fix_id``, only at an offset (``moved``), gets its patch files
+    regenerated at its new lines (its change and its message unchanged; reported). Raises ConflictError
+    (exit 4) naming every later fix that no longer applies, and a moved one whose patch files another
+    profile reads too; nothing is written then, nor on any other error.
     """
     recover_pack(pack_root)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
@@ -77,14 +80,12 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
         stage = _stage(pack_root, Path(tmp) / "pack", changes)
         for name, roots in profiles.items():
             pack = load_pack(stage).for_profile(name)
-            later = check_later(pack, name, fix_id, roots)
-            bad = [f for f in later if f.state != "exact"]
-            if bad:
-                raise ConflictError(f"the change to {fix_id} leaves later fixes of profile {name} that no longer "
-                                    f"apply exactly; nothing was written: "
-                                    + "; ".join(f"{f.id}: {f.state}{' (' + f.detail + ')' if f.detail else ''}"
-                                                for f in bad)
-                                    + ". Make the change so that they still apply, or edit them on top of it")
+            later, regenerated = check_later(pack, name, fix_id, roots)
+            _refuse(name, fix_id, later)
+            moved = {p.relative_to(stage).as_posix(): data for p, data in regenerated.items()}
+            _refuse_shared(load_pack(stage), set(profiles), moved)
+            _write_stage(stage, moved)
+            changes.update({k: v for k, v in moved.items() if _differs(pack_root / k, v)})
             out.later += later
             lock = _lock(stage, name, roots, progress)
             rel = f"profiles/{name}.lock"
@@ -96,6 +97,34 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
         forget_state(pack_root)
     out.written = sorted(changes)
     return out
+
+
+def _refuse(profile: str, fix_id: str, later: list[LaterFix]) -> None:
+    bad = [f for f in later if f.state not in ("exact", "moved")]
+    if bad:
+        raise ConflictError(f"the change to {fix_id} leaves later fixes of profile {profile} that no longer apply; "
+                            f"nothing was written: "
+                            + "; ".join(f"{f.id}: {f.state}{' (' + f.detail + ')' if f.detail else ''}" for f in bad)
+                            + ". Make the change so that they still apply, or change them in the same work tree")
+
+
+def _refuse_shared(pack: Pack, profiles: set[str], moved: dict[str, bytes]) -> None:
+    """A moved fix's regenerated patch read by a profile whose lock is not regenerated here would leave
+    that lock stale: refuse."""
+    for name in sorted(set(pack.profiles) - profiles):
+        view = pack.for_profile(name)
+        prof = load_profile(pack, name)
+        read = {pf.path.relative_to(pack.root).as_posix() for f in view.ordered(prof.default + prof.opt_in)
+                for pf in f.patches}
+        shared = sorted(read & set(moved))
+        if shared:
+            raise ConflictError(f"later fixes moved, and profile {name} reads their patches too ({', '.join(shared)}): "
+                                f"its lock would go stale; nothing was written. Make the change without moving them")
+
+
+def _write_stage(stage: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (stage / rel).write_bytes(data)
 
 
 def _differs(path: Path, data: bytes | None) -> bool:
@@ -134,9 +163,11 @@ def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress)
     return path.read_bytes()
 
 
-def check_later(pack: Pack, profile: str, fix_id: str, roots: dict[str, Path]) -> list[LaterFix]:
+def check_later(pack: Pack, profile: str, fix_id: str,
+                roots: dict[str, Path]) -> tuple[list[LaterFix], dict[Path, bytes]]:
     """Lay the profile's chain (defaults and every opt-in, in series order) on the clean release copy of
-    ``fix_id``'s target, each fix at its stated lines, and name the state of every fix after ``fix_id``.
+    ``fix_id``'s target, each fix at its stated lines, and name the state of every fix after ``fix_id``;
+    with the patch files (path -> bytes) of the ``moved`` ones regenerated where they now apply.
 
     Raises ConflictError when a fix up to ``fix_id`` itself does not apply exactly (its pack is stale).
     """
@@ -144,16 +175,17 @@ def check_later(pack: Pack, profile: str, fix_id: str, roots: dict[str, Path]) -
     fix = pack.fixes[fix_id]
     tree = Tree(roots[fix.target])
     out: list[LaterFix] = []
+    moved: dict[Path, bytes] = {}
     seen = False
     for other in pack.ordered(prof.default + prof.opt_in):
         if other.target != fix.target:
             continue
         if seen:
-            out.append(_later_state(other, tree))
+            out.append(_later_state(other, tree, moved))
             continue
         tree.adopt(lay(other, tree).tree)
         seen = other.id == fix_id
-    return out
+    return out, moved
 
 
 def lay(fix: Fix, tree: Tree) -> Pass:
@@ -171,14 +203,40 @@ def lay_patch(fix: Fix, index: int, tree: Tree) -> Pass:
     return lay(replace(fix, patches=(fix.patches[index],)), tree)
 
 
-def _later_state(fix: Fix, tree: Tree) -> LaterFix:
+def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
     exact = run_pass(fix, tree, reverse=False, evidence=TRUSTED)
     if exact.ok:
         tree.adopt(exact.tree)
         return LaterFix(fix.id, "exact")
-    ev = decide(fix, tree, None, False)
-    if ev.forward.ok and ev.state.value in ("absent", "drifted"):
-        tree.adopt(ev.forward.tree)
-        moved = "; ".join(f"{h.path} hunk #{h.hunk} at line {h.line} ({h.offset:+d})" for h in ev.offsets)
-        return LaterFix(fix.id, "moved", f"applies only at an offset: {moved}" if moved else "")
-    return LaterFix(fix.id, ev.state.value, "; ".join(ev.messages)[:400])
+    regenerated = _regenerate(fix, tree)
+    if regenerated is None:
+        ev = decide(fix, tree, None, False)
+        return LaterFix(fix.id, ev.state.value if ev.state.value != "absent" else "conflict",
+                        "; ".join(ev.messages)[:400])
+    files, after, offsets = regenerated
+    tree.adopt(after)
+    moved.update({pf.path: files[pf.path.name] for pf in fix.patches})
+    return LaterFix(fix.id, "moved", f"applies only at an offset ({offsets}): its patches were regenerated at their "
+                                     f"new lines, the change unchanged")
+
+
+def _regenerate(fix: Fix, tree: Tree) -> tuple[dict[str, bytes], Tree, str] | None:
+    """``fix``'s patch files rewritten where each patch applies on ``tree`` (placed by search: a unique
+    pre-image, as the placement rule says), its messages kept; None when one does not apply so."""
+    from .gitwork import git_diffs, snap
+    from .patchtext import write_patches
+
+    paths = list(fix.touched_paths())
+    work = tree.fork()
+    steps = [snap(work, paths)]
+    offsets: list[str] = []
+    for pf in fix.patches:
+        ev = decide(replace(fix, patches=(pf,)), work, None, False)
+        if not ev.forward.ok or ev.state.value not in ("absent", "drifted"):
+            return None
+        offsets += [f"{h.path} hunk #{h.hunk} {h.offset:+d}" for h in ev.offsets]
+        work.adopt(ev.forward.tree)
+        steps.append(snap(work, paths))
+    with tempfile.TemporaryDirectory(prefix="fixpack-moved-") as tmp:
+        bodies = git_diffs(Path(tmp) / "repo", steps, [pf.path.name for pf in fix.patches])
+    return write_patches(fix, bodies), work, "; ".join(offsets)

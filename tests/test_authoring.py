@@ -133,6 +133,23 @@ def test_a_later_fix_that_no_longer_applies_is_named_and_nothing_is_written(pack
     assert pack_bytes(builder.pack) == before
 
 
+def test_a_later_fix_that_only_moved_is_regenerated_at_its_new_lines(pack3):
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    c_patch = builder.pack / "fixes/c/0001-change.patch"
+    old = c_patch.read_text()
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and [(f.id, f.state) for f in done.outcome.later] == [("c", "moved")]
+    assert "regenerated" in done.outcome.later[0].detail and "fixes/c/0001-change.patch" in done.outcome.written
+    new = c_patch.read_text()
+    changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines()) if a != b]
+    assert changed == [("@@ -48,7 +48,7 @@ line 46", "@@ -49,7 +49,7 @@ line 46")]  # the same change, a line lower
+    engine.check_lock_fresh(builder.request(clean))
+    assert engine.apply(builder.request(clean, dry_run=True, strict=True)).ok
+
+
 def test_new_fix_lands_in_series_profile_fix_toml_and_lock(pack3):
     builder, clean = pack3
     state = start(builder.pack, "p1", "n", new=True, target="demo", after="a", roots={"demo": clean})
