@@ -18,7 +18,7 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .editwork import BASE_TAG, EditState, clean_copy, find
+from .editwork import BASE_TAG, EditState, change_digest, clean_copy, find
 from .errors import BadInputError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
@@ -77,7 +77,8 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None
-    changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder))
+    version = _version(state, [v for v in changes.values() if v is not None])
+    changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
         roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""), progress)
@@ -86,6 +87,14 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
         state.new = False
         state.save(pack_root)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+def _version(state: EditState, patches: list[bytes]) -> int:
+    """The fix's version after the refresh: the edit's starting version, plus one when the change itself
+    (its removed and added lines) differs from the one the edit started with; 1 for a new fix."""
+    if state.new or not state.version:
+        return 1
+    return state.version + (change_digest(patches) != state.change)
 
 
 def _new_fix(pack_root: Path, state: EditState, first: Commit) -> Fix:
@@ -140,18 +149,19 @@ def _same_ident(old: Mail, c: Commit) -> bool:
         return False
 
 
-def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str],
-              own: bool) -> dict[str, bytes | None]:
-    """fix.toml's ``patches`` (when they changed); for a new fix its fix.toml, its place in the series
-    (after the fix the edit was started after) and in its profile's default or opt-in list."""
-    toml_path = fix.folder / "fix.toml"
+def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,
+             version: int = 1) -> dict[str, bytes | None]:
+    """fix.toml's ``patches`` and ``version`` (a variant's ``variant.toml`` version), when they changed; for a
+    new fix its fix.toml, its place in the series (after the fix the edit was started after) and in its
+    profile's default or opt-in list."""
+    toml_path = fix.folder / "fix.toml" if own else fix.folder / state.profile / "variant.toml"
     if fix.id in pack.fixes:
-        if not own:  # a variant keeps fix.toml's names (checked above)
-            return {}
         doc = tomlkit.parse(toml_path.read_text("utf-8"))
-        if list(doc.get("patches", [])) == names:
+        if (not own or list(doc.get("patches", [])) == names) and doc.get("version") == version:
             return {}
-        doc["patches"] = names
+        if own:
+            doc["patches"] = names
+        doc["version"] = version
         return {_rel(pack_root, toml_path): tomlkit.dumps(doc).encode()}
     return {_rel(pack_root, toml_path): _fix_toml(fix, names).encode(),
             "fixes/series": _series(pack_root, fix.id, state.after).encode(),

@@ -12,6 +12,7 @@ What the edit was started with is kept beside it in ``<pack>/.edit/<fix>.json``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import asdict, dataclass
@@ -24,7 +25,7 @@ from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch
-from .patchtext import header_fields, patch_mail
+from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -37,7 +38,9 @@ BASE_TAG = "fixpack-base"
 @dataclass
 class EditState:
     """An edit in progress: the fix, the profile whose chain it sits in, its target, and for a new fix
-    the fix it follows in the series (``""``: first) and whether it is opt-in."""
+    the fix it follows in the series (``""``: first) and whether it is opt-in; the fix's version when the
+    edit started and the sha256 of its change then (:func:`change_digest`), so that a refresh bumps the
+    version once when the change itself changed."""
 
     fix: str
     profile: str
@@ -47,9 +50,17 @@ class EditState:
     opt_in: bool
     release: str
     work: str
+    version: int = 0
+    change: str = ""
 
     def save(self, pack_root: Path) -> None:
         atomic_write(state_path(pack_root, self.fix), json.dumps(asdict(self), indent=2).encode() + b"\n")
+
+
+def change_digest(patches: list[bytes]) -> str:
+    """sha256 of the change itself: every patch's removed and added lines, without context or line numbers."""
+    lines = [line for data in patches for line in ["patch", *change_lines(data)]]
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def state_path(pack_root: Path, fix_id: str) -> Path:
@@ -95,6 +106,9 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     found = clean_copy(prof, target, (roots or {}).get(target), cache, progress)
     work = pack_root / WORK_DIR / fix_id
     state = EditState(fix_id, prof.name, target, new, after, opt_in, str(found.root), str(work))
+    if not new:
+        state.version = view.fixes[fix_id].version
+        state.change = change_digest([pf.path.read_bytes() for pf in view.fixes[fix_id].patches])
     try:
         with progress.step(f"making the work tree {work}"):
             _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,

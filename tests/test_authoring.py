@@ -104,7 +104,12 @@ def test_edit_then_refresh_changes_only_the_edited_line(pack3):
     patch = builder.pack / "fixes/b/0001-change.patch"
     old, new = before["fixes/b/0001-change.patch"][0].decode().splitlines(), patch.read_text().splitlines()
     assert [(x, y) for x, y in zip(old, new) if x != y] == [("+# a comment", "+# a clearer comment")]
-    assert len(old) == len(new) and done.outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    assert len(old) == len(new) and done.outcome.written == ["fixes/b/0001-change.patch", "fixes/b/fix.toml",
+                                                             "profiles/p1.lock"]
+    assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()  # the change changed: bumped once
+    git(work, "commit", "-q", "--amend", "-m", "Reworded only")  # a refresh again: still v2, the message new
+    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()
     engine.check_lock_fresh(builder.request(clean))
     assert stale_patches(load_pack(builder.pack)) == []
     abort(builder.pack)
@@ -148,6 +153,7 @@ def test_a_later_fix_that_only_moved_is_regenerated_at_its_new_lines(pack3):
     assert changed == [("@@ -48,7 +48,7 @@ line 46", "@@ -49,7 +49,7 @@ line 46")]  # the same change, a line lower
     engine.check_lock_fresh(builder.request(clean))
     assert engine.apply(builder.request(clean, dry_run=True, strict=True)).ok
+    assert "version = 1\n" in (builder.pack / "fixes/c/fix.toml").read_text()  # moved, not changed: no bump
 
 
 def test_new_fix_lands_in_series_profile_fix_toml_and_lock(pack3):
@@ -235,7 +241,8 @@ def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
     assert r.returncode == 137 and (builder.pack / ".fixpack/journal.json").is_file(), r.stderr
     assert pack_bytes(builder.pack) != before  # half written
     done = refresh_from_work(builder.pack, "b")  # rolls the journal back first, then writes it all
-    assert done is not None and done.outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    assert done is not None and done.outcome.written == ["fixes/b/0001-change.patch", "fixes/b/fix.toml",
+                                                         "profiles/p1.lock"]
     assert not (builder.pack / ".fixpack").exists() and "+# a clearer comment" in \
         (builder.pack / "fixes/b/0001-change.patch").read_text()
     engine.check_lock_fresh(builder.request(clean))

@@ -72,6 +72,7 @@ def test_edit_seeded_sampling_refresh_a_comment(pack, clean):
                         "+                # on the generator's device, then copy it over.")]
     assert read_mail(after).author == read_mail(before).author and read_mail(after).trailers == \
         read_mail(before).trailers
+    assert "\nversion = 2\n" in (pack / "fixes/seeded-sampling/fix.toml").read_text()  # the change changed
     lock_matches(pack)
     assert stale_patches(load_pack(pack)) == []
 
