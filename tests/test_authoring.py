@@ -246,3 +246,24 @@ def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
     assert not (builder.pack / ".fixpack").exists() and "+# a clearer comment" in \
         (builder.pack / "fixes/b/0001-change.patch").read_text()
     engine.check_lock_fresh(builder.request(clean))
+
+
+def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path):
+    builder, clean = pack3
+    before = snapshot(builder.pack)
+    (tmp_path / "not-a-mail.txt").write_text("just words\n")
+    (tmp_path / "bad.patch").write_text(mail_patch(tmp_path, numbered(5), "x\n").replace("@@ -1,5 +1 @@", "@@ -1,5"))
+    cases = [
+        (["edit", "nosuch", "-p", "p1"], "nosuch is not a fix of profile p1"),
+        (["new", "a", "-p", "p1", "--target", "demo"], "fix a exists already"),
+        (["edit", "--abort"], "no edit in progress"),
+        (["refresh", "b"], "no work tree of it (fixpack edit b --profile P makes one)"),
+        (["import", str(tmp_path / "not-a-mail.txt"), "--as", "x", "-p", "p1"], "no patch mail in it"),
+        (["import", str(tmp_path / "bad.patch"), "--as", "x", "-p", "p1"], "bad.patch (mail at line 1):"),
+        (["export", "-p", "p1", "nosuch", "--out", str(tmp_path / "s")], "not an opt-in fix of profile p1: nosuch"),
+    ]
+    for args, says in cases:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+    assert snapshot(builder.pack) == before
