@@ -107,6 +107,19 @@ def sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8", "surrogateescape"))
 
 
+def change_sha256(files: tuple[FilePatch, ...]) -> str:
+    """sha256 of the change a patch carries, not of its words: per file its kind, paths and modes, each
+    hunk as written (``@@`` line and every ``' '``/``'+'``/``'-'`` line) and a binary file's data. The
+    mail header (From, Subject, body, trailers), ``index`` lines and git's signature are left out, so
+    rewording a patch keeps it; any changed diff line, hunk, name or mode changes it."""
+    h = hashlib.sha256()
+    for fp in files:
+        h.update(repr((fp.kind, fp.old_path, fp.new_path, fp.old_mode, fp.new_mode, fp.binary)).encode())
+        for hunk in fp.hunks:
+            h.update(b"\0" + hunk.text.encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
 def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     """Parse a patch file's bytes.
 

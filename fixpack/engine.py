@@ -43,7 +43,7 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                             f"{', '.join(sorted(unknown))}. Use the pack that applied them (revert with it)")
     for entry in manifest.fixes if manifest else ():
         fix = ctx.pack.fixes.get(entry.id)
-        if entry.state is Recorded.APPLIED and fix and fix.patch_sha256 != entry.patch_sha256:
+        if entry.state is Recorded.APPLIED and fix and not fix.recorded_as(entry.patch_sha256):
             raise BadInputError(
                 f"target {target} holds {fix.id} v{entry.version}, applied with another patch than this "
                 f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
@@ -348,7 +348,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
-        if fix is None or fix.patch_sha256 != entry.patch_sha256:
+        if fix is None or not fix.recorded_as(entry.patch_sha256):
             raise BadInputError(f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {entry.id} "
                                 f"v{entry.version} with another patch than this pack has; revert with the "
                                 f"pack that applied it")

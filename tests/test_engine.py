@@ -181,7 +181,7 @@ def test_unknown_fix_and_profile_names(setup):
 def test_stale_lock(setup):
     b, clean, target = setup
     patch = b.pack / "fixes/first/0001-change.patch"
-    patch.write_text(patch.read_text().replace("Subject: [PATCH] first", "Subject: [PATCH] first, edited"))
+    patch.write_text(patch.read_text().replace("+five\n", "+FIVE\n"))  # a diff line: the change itself
     with pytest.raises(StaleLockError, match="first: patch or version changed"):
         engine.apply(b.request(target))
     with pytest.raises(StaleLockError):
