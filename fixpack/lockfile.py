@@ -1,8 +1,8 @@
 """A profile's lock (``profiles/<name>.lock``): reading it, checking it against the pack, and making it
 from clean release copies.
 
-The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the patch
-hash, each touched file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of
+The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the hash
+of its change (:attr:`fixpack.model.Fix.patch_sha256`: the diff, not the mail header), each touched file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of
 its two sides and how often each occurs in its file (:mod:`fixpack.records`).
 """
 
