@@ -126,6 +126,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     Raises PatchParseError naming ``source`` and the line for CRLF line endings, a malformed
     diff, an absolute path or one that climbs out of the target with ``..``.
     """
+    _refuse_binary(data, source)
     _refuse_crlf(data, source)
     text = data.decode("utf-8", "surrogateescape")
     _check_structure(text, source)
@@ -178,6 +179,7 @@ def _check_structure(text: str, source: str) -> None:
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
+    git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
     has_plus = False  # the current file section has a +++ line
     minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
     renamed = False
@@ -201,6 +203,11 @@ def _check_structure(text: str, source: str) -> None:
                     raise _bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
+            elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
+                raise _bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
+                                      f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
+                                      f"to go): {_shown(ln)}", "a context line starts with a space; restore the "
+                                      "prefix or regenerate the patch with git diff / format-patch")
             elif kind != "\\":
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                       f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
@@ -218,7 +225,7 @@ def _check_structure(text: str, source: str) -> None:
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             continue
         if ln.startswith("diff --git "):
-            _git_line_paths(ln, source, n)
+            git_paths = _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed = n, 0, False, "", False
             continue
@@ -229,6 +236,7 @@ def _check_structure(text: str, source: str) -> None:
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
                 _clean_path(path, source, n)
+                _agrees(git_paths, ln[0] == "+", path, source, n)
             if ln.startswith("-"):
                 minus = path
             elif not renamed and "/dev/null" not in (minus, path) and _PREFIX.sub("", minus) != _PREFIX.sub("", path):
@@ -250,7 +258,7 @@ def _check_structure(text: str, source: str) -> None:
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
-        raise _bad(source, n, f"unexpected line outside a hunk: {ln[:60]!r} (a lost @@ line, or text after the diff)")
+        raise _bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if old > 0 or new > 0:
         raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
@@ -268,21 +276,55 @@ def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_l
                               f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
 
 
+def _shown(line: str) -> str:
+    """A line of the patch as a message quotes it: its first 60 characters, or what it is when it is not
+    text (bytes that are not UTF-8, control characters), rather than a dump of escaped bytes."""
+    if _NOT_UTF8.search(line) or re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line):
+        return f"{len(line.encode('utf-8', 'surrogateescape'))} bytes of binary data, not text"
+    return repr(line[:60])
+
+
 _GIT_LINE = re.compile(r"^diff --git (\S+) (\S+)$")
 
 
-def _git_line_paths(ln: str, source: str, n: int) -> None:
-    """The paths of a ``diff --git a/X b/Y`` line (a path with spaces is left to the ---/+++ lines)."""
+def _git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
+    """The paths of a ``diff --git a/X b/Y`` line, checked and without their prefixes (None for a path
+    with spaces: the ---/+++ lines then name the files alone)."""
     m = _GIT_LINE.match(ln)
-    if m:
-        for raw in m.groups():
-            _clean_path(raw, source, n)
+    if not m:
+        return None
+    for raw in m.groups():
+        _clean_path(raw, source, n)
+    return _PREFIX.sub("", m.group(1)), _PREFIX.sub("", m.group(2))
+
+
+def _agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str, n: int) -> None:
+    """A ``---``/``+++`` line names the file its section's ``diff --git`` line names (one was edited
+    by hand when they differ: which file the change is for cannot be told)."""
+    if git_paths is None:
+        return
+    want = git_paths[1] if plus else git_paths[0]
+    if _PREFIX.sub("", path) != want:
+        side = "+++" if plus else "---"
+        raise _bad(source, n, f"'{side} {path}' names another file than its 'diff --git' line ({want!r}); the "
+                              f"two lines disagree", "make both name the same file, or regenerate the patch "
+                                                     "with git diff / format-patch")
 
 
 def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
     if file_line and has_plus and not hunks:
         raise _bad(source, file_line, "a file section with ---/+++ lines but no hunk")
+
+
+def _refuse_binary(data: bytes, source: str) -> None:
+    """A file with a NUL byte is no patch (git writes even binary changes as text: ``git diff --binary``)."""
+    idx = data.find(b"\0")
+    if idx >= 0:
+        line = data.count(b"\n", 0, idx) + 1
+        message = (f"a binary file, not a patch (a NUL byte at byte offset {idx}); a patch is the text "
+                   f"git format-patch writes")
+        raise PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, REGENERATE)])
 
 
 def _refuse_crlf(data: bytes, source: str) -> None:
@@ -334,7 +376,7 @@ def _clean_path(raw: str | None, source: str, line: int | None, prefixed: bool =
         raise PatchParseError(
             f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
             f"{source}:{line}: absolute path {path!r} in a patch",
-            [Problem(f"{what} {path!r} escapes the target root: {problem}", None, line,
+            [Problem(f"{what} {path!r} escapes the target root", None, line,
                      "paths must be relative to the target root")])
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
                           [Problem(f"path {path!r} is not canonical: {problem}", None, line,

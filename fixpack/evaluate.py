@@ -114,7 +114,9 @@ class HunkNote:
             lines = f" at lines {list(self.candidates)}" if self.candidates else ""
             return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
                     f"this tree (fixpack refresh) or rebase it onto this release")
-        text = f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
+        text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
+                if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
+                                      f"{self.expected})")
         if self.reason:
             text += f"; {self.reason}"
         if self.closest is not None:
