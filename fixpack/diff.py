@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import Hunk as UHunk
 from unidiff.patch import PatchedFile, PatchSet
 
+from .binpatch import BinaryDataError, BinaryPatch, parse_binary
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 
@@ -64,6 +65,7 @@ class FilePatch:
     new_mode: str | None
     binary: bool
     diff_line: int
+    data: BinaryPatch | None = None  # a git binary patch's data (``GIT binary patch``), both ways
 
     @property
     def path(self) -> str:
@@ -115,6 +117,10 @@ def change_sha256(files: tuple[FilePatch, ...]) -> str:
     h = hashlib.sha256()
     for fp in files:
         h.update(repr((fp.kind, fp.old_path, fp.new_path, fp.old_mode, fp.new_mode, fp.binary)).encode())
+        if fp.data is not None:
+            d = fp.data
+            h.update(repr((d.old_id, d.new_id, d.forward.kind, d.reverse.kind)).encode())
+            h.update(d.forward.data + b"\0" + d.reverse.data)
         for hunk in fp.hunks:
             h.update(b"\0" + hunk.text.encode("utf-8", "surrogateescape"))
     return h.hexdigest()
@@ -140,8 +146,28 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_convert_file(pf, source) for pf in patchset)
+    files = tuple(_with_data(_convert_file(pf, source), text, source) for pf in patchset)
     return ParsedPatch(header, files)
+
+
+def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
+    """A binary file section's ``GIT binary patch`` data, read from its lines (unidiff skips them)."""
+    if not fp.binary or not fp.diff_line:
+        return fp
+    lines = text.split("\n")
+    index, index_line = None, 0
+    for i in range(fp.diff_line, len(lines)):
+        ln = lines[i]
+        if ln.startswith("diff --git "):
+            break
+        if ln.startswith("index "):
+            index, index_line = ln, i + 1
+        elif ln == "GIT binary patch":
+            try:
+                return replace(fp, data=parse_binary(lines, i, index, index_line)[0])
+            except BinaryDataError as exc:
+                raise _bad(source, exc.line, exc.message) from exc
+    return fp
 
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -180,6 +206,7 @@ def _check_structure(text: str, source: str) -> None:
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
+    binary_data = False  # inside a 'GIT binary patch' section's data
     has_plus = False  # the current file section has a +++ line
     minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
     renamed = False
@@ -224,7 +251,10 @@ def _check_structure(text: str, source: str) -> None:
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             continue
+        if binary_data and not ln.startswith("diff --git "):
+            continue  # read and checked line by line when the section is parsed (_with_data)
         if ln.startswith("diff --git "):
+            binary_data = False
             git_paths = _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed = n, 0, False, "", False
@@ -251,6 +281,7 @@ def _check_structure(text: str, source: str) -> None:
             _clean_path(ln.split(" ", 2)[2], source, n, prefixed=False)
             continue
         if ln.startswith(_FILE_HEADER):
+            binary_data = ln == "GIT binary patch"
             continue
         if ln.startswith("\\"):
             raise _bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
@@ -425,8 +456,11 @@ def diff_body(text: str) -> str:
     body = text[idx:]
     # git format-patch ends with "-- \n<version>\n"; it churns between git versions
     body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", body)
-    # index lines carry blob hashes that churn with unrelated metadata; modes are kept
-    body = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", body, flags=re.M)
+    # index lines carry blob hashes that churn with unrelated metadata; modes are kept. A binary
+    # section keeps its index line: its blob ids are how a binary side is recognised (binpatch)
+    sections = re.split(r"(?m)^(?=diff --git )", body)
+    body = "".join(sec if "\nGIT binary patch\n" in sec else
+                   re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
     return body if body.endswith("\n") else body + "\n"
 
 

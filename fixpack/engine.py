@@ -303,7 +303,7 @@ def _list_unselected(ctx: Context) -> None:
                                               messages=[hint], kind="component"))
     series = {fid: i for i, fid in enumerate(ctx.pack.series)}
     comps = {c.id: i for i, c in enumerate(ctx.profile.components)}
-    ctx.report.fixes.sort(key=lambda f: (f.kind != "fix", series.get(f.id, 0) if f.kind == "fix" else comps.get(f.id, 0)))
+    ctx.report.fixes.sort(key=lambda f: (f.kind != "fix", (series if f.kind == "fix" else comps).get(f.id, 0)))
 
 
 def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:

@@ -2,8 +2,9 @@
 from clean release copies.
 
 The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the hash
-of its change (:attr:`fixpack.model.Fix.patch_sha256`: the diff, not the mail header), each touched file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of
-its two sides and how often each occurs in its file (:mod:`fixpack.records`).
+of its change (:attr:`fixpack.model.Fix.patch_sha256`: the diff, not the mail header), each touched
+file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of its two sides and
+how often each occurs in its file (:mod:`fixpack.records`).
 """
 
 from __future__ import annotations
