@@ -39,6 +39,7 @@ MAINTAINER_COMMANDS = {
     "prove": "fixpack.cli_maint:prove_cmd",
     "format": "fixpack.cli_maint:format_cmd",
     "refresh": "fixpack.cli_maint:refresh_cmd",
+    "check": "fixpack.cli_maint:check_cmd",
     "rebase": "fixpack.cli_rebase:rebase_cmd",
     "sbom": "fixpack.cli_sbom:sbom_cmd",
     "verify": "fixpack.cli_sbom:verify_cmd",

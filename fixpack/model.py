@@ -68,6 +68,7 @@ class Fix:
     env: tuple[tuple[str, str], ...] = ()
     binary: tuple[tuple[str, str], ...] = ()  # (path in target, file in the fix folder)
     variants: tuple[Variant, ...] = ()
+    retired: str = ""  # why the fix is kept in the series though no profile lists it ("" : not retired)
 
     def for_profile(self, profile: str) -> Fix:
         """This fix as profile ``profile`` uses it: its variant's patches and version, if it has one."""
