@@ -248,7 +248,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
         emit_json(envelope("refresh", profile, refreshed=done))
 
 
-@click.command("check", short_help="Lint the pack: series, profiles, proofs, patches, locks.", epilog="""\b
+@click.command("check", short_help="Lint the pack: series, proofs, patches, locks.", epilog="""\b
 Examples:
   fixpack check                 # offline: every lock against the pack (its changes, versions, pins)
   fixpack check --fresh         # also regenerate each lock on the clean release copies (fetched, cached)""")
