@@ -92,3 +92,21 @@ def test_the_manifest_still_sees_a_changed_change(setup):
     b.lock(clean)
     r = engine.apply(b.request(target))
     assert r.ok and r.fix("one").state == "applied"  # a reworded header is the same change
+
+
+def test_a_manifest_written_with_the_patch_bytes_hash_is_still_recognised(setup):
+    """Manifests written before the change fingerprint recorded the sha256 over the patch files' bytes:
+    an image applied then is still status'd, re-applied and reverted with the same pack."""
+    import hashlib
+    import json
+
+    b, _clean, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack/demo.manifest.json"
+    manifest = json.loads(path.read_text())
+    data = (b.pack / "fixes/one/0001-change.patch").read_bytes()
+    manifest["fixes"][0]["patch_sha256"] = hashlib.sha256(hashlib.sha256(data).hexdigest().encode()).hexdigest()
+    path.write_text(json.dumps(manifest))
+    assert engine.status(b.request(target)).fix("one").state == "applied"
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original
