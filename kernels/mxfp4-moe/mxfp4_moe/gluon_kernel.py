@@ -9,9 +9,13 @@
 3. ``kernel.norm_combine``: adds the parts, RMSNorm times the expert's norm weight times the router
    weight, added atomically into the output (one program per token and slot).
 
+In partials mode (a TP-split card's share) two launches: the down GEMM stores each pair's pre-norm output
+itself (the last program of a tile adds its K parts) and zeroes the rows of pairs whose expert is on
+another card.
+
 A GEMM program (slot p, tile row block n, K split k) is one warp. It takes the expert of routing slot p
-when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it runs
-its first tile on expert 0 and stores nothing), and computes the tile's rows for the expert's tokens (at
+when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it ends
+at once: no loads, no mma), and computes the tile's rows for the expert's tokens (at
 most BLOCK_M = 8, 16 or 32: the mma's N), BLOCK_K at a time. No shared memory, no operand re-assembly:
 every value goes from global memory straight into the registers mma.sync reads.
 
