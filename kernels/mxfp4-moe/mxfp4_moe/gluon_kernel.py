@@ -249,7 +249,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                  ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
                  PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
-                 stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False):
+                 stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False,
+                 ATOMIC_OUT: gl.constexpr = False):
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
@@ -394,7 +395,12 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
             o_mask = o_has2[None, :] & (o_n2[:, None] >= 0)
             y_rows = y_ptr + o_rows2[None, :] * stride_ym + o_n2[:, None]
-            gl.store(y_rows + pid_k * stride_yk, acc, mask=o_mask)
+            if ATOMIC_OUT:
+                # partials mode: this K part added into out (act_ptr, zeroed by the gate/up kernel)
+                gl.atomic_add(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], acc, mask=o_mask,
+                              sem="relaxed", scope="gpu")
+            else:
+                gl.store(y_rows + pid_k * stride_yk, acc, mask=o_mask)
             if FIXUP:
                 # partials mode: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores the
                 # pairs' rows to act_ptr (out [pairs, L]); the counter goes back to 0 (as in the gate/up fix-up)
@@ -465,7 +471,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
-                    sum_parts_launch: bool = False, last_launch: dict | None = None) -> torch.Tensor:
+                    sum_parts_launch: bool = False, down_atomic: bool = True,
+                    last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
     kernel zeroes ``out``). Each token's ids must be distinct (as top-k gives): a token routed twice to one
@@ -482,7 +489,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     expert is not on this card): the TP-split card's share, for the TP group's sum and
     kernel.combine_partials (the norm-combine is not run). Two launches: the down GEMM zeroes the rows of
     other cards' pairs and adds its K parts itself (the last program of each tile, a counter per tile), or
-    with sum_parts_launch a third launch (kernel.sum_parts) does both."""
+    with sum_parts_launch a third launch (kernel.sum_parts) does both; with down_atomic (and a down K split)
+    the gate/up kernel zeroes out and the down programs add their parts into it (atomics, no counters)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -529,8 +537,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     opts = ({"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens, "CHUNK": chunk}
             | ({"maxnreg": maxnreg} if maxnreg else {}))
     grid_n1 = 2 * I // bn1
-    out_numel = 0 if partials else T * L  # the gate/up kernel zeroes out for the norm-combine's atomic adds
-    zero_block = _pow2(-(-T * L // grid_n1), lo=128)
+    k_iters = I // bk2
+    split = split_down or 1
+    if not split_down:
+        while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
+               and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
+               and k_iters // (2 * split) >= 2):
+            split *= 2
+    # partials mode with a down K split and down_atomic: the down programs add their parts into out
+    down_adds = partials and not sum_parts_launch and down_atomic and split > 1
+    # the gate/up kernel zeroes out for the norm-combine's (or the down GEMM's) atomic adds
+    out_numel = out.numel() if (not partials or down_adds) else 0
+    zero_block = _pow2(-(-out.numel() // grid_n1), lo=128)
     k1 = L // bk1
     split1 = split_gate_up or auto_split_gate_up(bound, grid_n1, k1, sms, gate_up_per_sm)
     if k1 % split1:
@@ -555,19 +573,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         **opts, **fixup)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
-    k_iters = I // bk2
-    split = split_down or 1
-    if not split_down:
-        while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
-               and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
-               and k_iters // (2 * split) >= 2):
-            split *= 2
     down = {}
     if partials and not sum_parts_launch:
         # partials mode in two launches: the down GEMM's programs zero the rows of other cards' pairs and,
         # split along K, the last program of each tile adds the parts into out (else it stores into out)
         down = {"ZERO_PAIRS": True, "act_ptr": out, "stride_act": out.stride(0)}
-        if split > 1:
+        if down_adds:  # the parts are added into out, zeroed by the gate/up kernel: no counters, no fix-up
+            down = {"ATOMIC_OUT": True, "act_ptr": out, "stride_act": out.stride(0)}
+        elif split > 1:
             down |= {"FIXUP": True, "cnt_ptr": cnt[P * grid_n1:]}
     if down and split == 1:
         y, y_stride = out, (out.stride(0), 0)
