@@ -39,6 +39,7 @@ MAINTAINER_COMMANDS = {
     "prove": "fixpack.cli_maint:prove_cmd",
     "format": "fixpack.cli_maint:format_cmd",
     "refresh": "fixpack.cli_maint:refresh_cmd",
+    "check": "fixpack.cli_maint:check_cmd",
     "rebase": "fixpack.cli_rebase:rebase_cmd",
     "edit": "fixpack.cli_author:edit_cmd",
     "new": "fixpack.cli_author:new_cmd",
@@ -140,19 +141,25 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
     _run(call, as_json, "apply", profile)
 
 
-@main.command("status", short_help="Show what the image holds, fix by fix.", epilog="""\b
-Example:
-  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0""")
+@main.command("status", short_help="Show what the image holds and what apply would do.", epilog="""\b
+Examples:
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 topk-subset-sampler""")
 @common
+@click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
 @click.option("--strict", is_flag=True, help="Treat a drifted fix as a mismatch.")
+@click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-               copies_root: Path | None, lock_wait: float, as_json: bool, strict: bool) -> None:
-    """Show what the image holds: every fix of the profile against the manifest and the files."""
+               copies_root: Path | None, lock_wait: float, as_json: bool, opt_ins: tuple[str, ...], strict: bool,
+               all_opt_in: bool) -> None:
+    """Show what the image holds and what `apply` with the same arguments would do (states, actions,
+    exit code); the profile's opt-ins that are not named are listed as skipped."""
 
     def call() -> Any:
         from . import engine
 
-        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait, strict=strict))
+        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
+                                      opt_ins=opt_ins, strict=strict, all_opt_in=all_opt_in))
 
     _run(call, as_json, "status", profile)
 

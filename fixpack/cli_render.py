@@ -63,8 +63,10 @@ def _render_plain(report: Report) -> None:
     head = f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else "")
     click.echo(head)
     for t in report.targets:
-        facts = f"{t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
-        click.echo(f"target {t.name}: {t.status.value} {facts} {t.root} {t.message}".rstrip())
+        facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
+        click.echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
+        for note in t.notes:  # one line each: a note is a sentence of its own, never run into the root or another
+            click.echo(f"  - {note}")
     for f in report.fixes:
         opt = " (opt-in)" if f.opt_in else ""
         detail = _fix_detail(f)
@@ -88,8 +90,7 @@ def _render_rich(report: Report) -> None:
                    escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"))
         if t.root:
             notes.append(f"[bold]{escape(t.name)}[/] root: {escape(t.root)}")
-        if t.message:
-            notes.append(f"[bold]{escape(t.name)}[/] [{style}]{escape(t.message)}[/]")
+        notes += [f"[bold]{escape(t.name)}[/] [{style}]{escape(note)}[/]" for note in t.notes]  # a line each
     out.print(tt)
     for n in notes:
         out.print(n, soft_wrap=True)

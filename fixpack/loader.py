@@ -21,13 +21,14 @@ from .profile_components import load_components
 from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
-            "patches", "env", "upstream", "binary"}
+            "patches", "env", "upstream", "binary", "retired"}
 UPSTREAM_KEYS = {"status", "link", "fixed_in", "reason", "origin", "bug", "last_update"}
 PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"}
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
@@ -148,7 +149,7 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
     if not isinstance(data.get("opt_in", False), bool):
         errors.add("'opt_in' must be true or false", path, key_line(text, "opt_in"))
-    for key in ("summary", "why", "target"):
+    for key in ("summary", "why", "target", "retired"):
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
             errors.add(f"{key!r} must be a non-empty string", path, key_line(text, key))
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
@@ -167,7 +168,7 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
         requires=_str_list(data.get("requires", []), "requires", path, text, errors),
         conflicts=_str_list(data.get("conflicts", []), "conflicts", path, text, errors),
         opt_in=bool(data.get("opt_in", False)), upstream=upstream, patches=patches, folder=folder,
-        env=env, binary=binary, variants=variants,
+        env=env, binary=binary, variants=variants, retired=str(data.get("retired", "")).strip(),
     )
 
 
@@ -196,6 +197,8 @@ def _check_binary(folder: Path, binary: tuple[tuple[str, str], ...], path: Path,
         problem = path_problem(target_path)
         if problem:
             errors.add(f"[binary] target path {target_path!r}: {problem}", path, key_line(text, "binary"))
+        if src == BINARY_IN_PATCH:
+            continue
         problem = path_problem(src)
         real = (folder / src).resolve()
         if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
@@ -243,13 +246,18 @@ def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path
         errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
         return None
     for fp in parsed.files:
+        source = BINARY_IN_PATCH if fp.data is not None else "<file in the fix folder>"
         if fp.binary and fp.path not in binary:
-            errors.add(f"binary change to {fp.path!r} is not declared", path, fp.diff_line,
-                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"<file in the fix folder>\"")
-        elif fp.binary and fp.kind != "add":
-            errors.add(f"binary change to existing file {fp.path!r}: only new binary files are supported",
-                       path, fp.diff_line, "ship the new content as a new file")
-        elif fp.binary and not (folder / binary[fp.path]).is_file():
+            errors.add(f"binary change to {fp.path!r} is not declared: {fp.path} is a binary file, and binary files "
+                       f"are changed only where fix.toml says so", path, fp.diff_line,
+                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
+        elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
+            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", toml_path,
+                       key_line(text, "binary"), f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
+        elif fp.binary and fp.data is None and fp.kind != "add":
+            errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
+                       "regenerate the patch with git diff --binary (or git format-patch --binary)")
+        elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
             errors.add(f"declared binary content {binary[fp.path]!r} is missing", toml_path, key_line(text, "binary"))
         if fp.old_mode == "120000" or fp.new_mode == "120000":
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,

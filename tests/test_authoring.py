@@ -108,7 +108,8 @@ def test_edit_then_refresh_changes_only_the_edited_line(pack3):
                                                              "profiles/p1.lock"]
     assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()  # the change changed: bumped once
     git(work, "commit", "-q", "--amend", "-m", "Reworded only")  # a refresh again: still v2, the message new
-    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    # the lock fingerprints the change, not its words: a reworded message rewrites the patch alone
+    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch"]
     assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()
     engine.check_lock_fresh(builder.request(clean))
     assert stale_patches(load_pack(builder.pack)) == []
