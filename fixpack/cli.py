@@ -41,6 +41,10 @@ MAINTAINER_COMMANDS = {
     "refresh": "fixpack.cli_maint:refresh_cmd",
     "check": "fixpack.cli_maint:check_cmd",
     "rebase": "fixpack.cli_rebase:rebase_cmd",
+    "edit": "fixpack.cli_author:edit_cmd",
+    "new": "fixpack.cli_author:new_cmd",
+    "import": "fixpack.cli_author:import_cmd",
+    "export": "fixpack.cli_author:export_cmd",
     "sbom": "fixpack.cli_sbom:sbom_cmd",
     "verify": "fixpack.cli_sbom:verify_cmd",
 }

@@ -43,9 +43,12 @@ def exit_code(outcome: BaseException | HasExitCode | None) -> int:
 
 
 def default_pack_root() -> Path:
-    """The working folder if it holds ``fixes/series``, else the checkout this package lies in; an
-    installed copy of the tool (``pip install .``, not editable) has no pack beside it: say so."""
-    for root in (Path.cwd(), Path(__file__).resolve().parent.parent):
+    """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
+    its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not
+    editable) has no pack beside it: say so."""
+    here = Path.cwd()
+    edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
+    for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
         if (root / "fixes" / "series").is_file():
             return root
     from .errors import BadInputError

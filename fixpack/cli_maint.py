@@ -214,38 +214,55 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
-@click.command("refresh", short_help="Regenerate fixes' patches on a release copy.", epilog="""\b
-Example:
+@click.command("refresh", short_help="Work tree commits (or the chain) -> patches.", epilog="""\b
+Examples:
+  fixpack refresh seeded-sampling          # from .edit/seeded-sampling (fixpack edit): commits -> patches, lock
   fixpack refresh --profile v0.30.0 --root vllm=$HOME/.cache/fixpack/vllm-0.30.0 seeded-sampling""")
-@profile_option("The profile whose chain the fix is refreshed on.")
-@click.option("--root", "roots", multiple=True, metavar="NAME=PATH", required=True,
-              help="A clean release copy of the fix's target (e.g. from `fixpack fetch`).")
+@profile_option("The profile whose chain the fix is refreshed on (without a work tree).", required=False)
+@click.option("--root", "roots", multiple=True, metavar="NAME=PATH",
+              help="Without a work tree: a clean release copy of the fix's target (e.g. from `fixpack fetch`).")
 @pack_option
 @json_option
 @color_option
 @click.argument("fix_ids", nargs=-1, required=True, metavar="FIX...", shell_complete=complete_fixes)
 def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as_json: bool,
                 fix_ids: tuple[str, ...]) -> None:
-    """Regenerate fixes' patches against their chain on a clean release copy (like quilt refresh)."""
+    """From a fix's work tree (fixpack edit / new): its commits become its patch files, fix.toml, series, profile
+    and lock follow, later fixes are checked on top. Without one: regenerate the patch against its chain on a
+    clean release copy (like quilt refresh)."""
+    from .cli_author import print_refreshed
+    from .editrefresh import refresh_from_work
     from .loader import load_pack
     from .pack_tools import refresh
 
     done: list[str] = []
+    unchanged: list[str] = []
     with outcome(as_json, "refresh", profile):
-        parsed = parse_roots(roots)
         root = pack_root or default_pack_root()
+        if len(fix_ids) == 1 and not roots:
+            work = refresh_from_work(root, fix_ids[0], CliProgress())
+            if work is not None:
+                print_refreshed(work, as_json, "refresh")
+                return
+        parsed = parse_roots(roots)
         fixes = load_pack(root).fixes
         for fid in fix_ids:
             if fid not in fixes:
                 raise BadInputError(f"unknown fix {fid!r} in the pack at {root}")
             target = fixes[fid].target
-            if target not in parsed:
-                raise BadInputError(f"{fid} targets {target}: give --root {target}=PATH (a clean release copy)")
-            done.append(str(refresh(root, profile, fid, parsed[target])))
+            if target not in parsed or not profile:
+                raise BadInputError(f"{fid}: no work tree of it (fixpack edit {fid} --profile P makes one); to "
+                                    f"refresh it on its chain give --profile P --root {target}=PATH (a clean release "
+                                    f"copy)")
+            path = fixes[fid].for_profile(profile).patches[0].path if fixes[fid].patches else None
+            before = path.read_bytes() if path is not None and path.is_file() else None
+            written = refresh(root, profile, fid, parsed[target])
+            changed = written.read_bytes() != before
+            (done if changed else unchanged).append(str(written))
             if not as_json:
-                click.echo(f"refreshed {done[-1]}")
+                click.echo(f"{'refreshed' if changed else 'unchanged (nothing to regenerate)'} {written}")
     if as_json:
-        emit_json(envelope("refresh", profile, refreshed=done))
+        emit_json(envelope("refresh", profile, refreshed=done, unchanged=unchanged))
 
 
 @click.command("check", short_help="Lint the pack: series, proofs, patches, locks.", epilog="""\b

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import GitError
+from .errors import BadInputError, GitError
 from .gitutil import init_repo
 from .gitutil import run as git
 from .tree import Tree, decode, encode
@@ -165,3 +165,76 @@ def inputs_digest(old_steps: list[Snap], upstream: Snap) -> str:
             h.update(encode(text) if text is not None else b"\0absent\0")
         h.update(b"\0step\0")
     return h.hexdigest()
+
+
+# --- a maintainer's work tree (fixpack edit / new / refresh) -------------------------------------
+
+NO_DATE = "2000-01-01T00:00:00+0000"  # a commit made from a patch without a Date: line carries this date
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A commit of a work tree: its id, author (``Name <address>``), author date (RFC 2822, as
+    ``git format-patch`` writes it; ``""`` for :data:`NO_DATE`), message, and its diff to its parent."""
+
+    sha: str
+    author: str
+    date: str
+    message: str
+    diff: str
+
+
+def init_work(repo: Path) -> None:
+    """A work repository for a maintainer: no identity of ours in its config (their commits are theirs)."""
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "--quiet", "-b", "main")
+    git(repo, "config", "core.autocrlf", "false")
+    git(repo, "config", "commit.gpgsign", "false")
+
+
+def commit_all(repo: Path, message: str, label: str = "") -> str:
+    """Commit every file of the work tree as fixpack (the release copy), tag it ``label``; returns the
+    commit id."""
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
+    if label:
+        git(repo, "tag", label)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def tag(repo: Path, name: str) -> None:
+    git(repo, "tag", name)
+
+
+def commit_paths(repo: Path, paths: list[str], author: str, date: str, message: str) -> None:
+    """Commit ``paths`` (changed, added or removed) with ``author`` and ``date`` (none: :data:`NO_DATE`)
+    and the message as given (lines starting with ``#`` kept)."""
+    git(repo, "add", "--all", "--", *paths)
+    git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "--cleanup=whitespace", f"--author={author}",
+        f"--date={date or NO_DATE}", "-m", message)
+
+
+def uncommitted(repo: Path) -> list[str]:
+    """``git status --porcelain`` lines: changed, staged and untracked files."""
+    return [line for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines() if line]
+
+
+def commits_since(repo: Path, base: str) -> list[Commit]:
+    """The commits ``base..HEAD``, oldest first, each with its diff to its parent. Raises BadInputError
+    when HEAD does not descend from ``base`` or a merge commit is among them."""
+    try:
+        git(repo, "merge-base", "--is-ancestor", base, "HEAD")
+    except GitError as exc:
+        raise BadInputError(f"HEAD of {repo} does not descend from {base} (the fixes before this one): rebase your "
+                       f"commits onto it (git rebase {base})") from exc
+    merges = git(repo, "rev-list", "--merges", f"{base}..HEAD").split()
+    if merges:
+        raise BadInputError(f"{repo}: merge commit {merges[0][:12]} on top of {base}; a fix is a line of commits "
+                       f"(git rebase {base} flattens it)")
+    out = []
+    for sha in git(repo, "rev-list", "--reverse", f"{base}..HEAD").split():
+        fmt = "--format=%an <%ae>%x00%aD%x00%aI%x00%B"
+        author, date, iso, message = git(repo, "log", "-1", fmt, sha).split("\0", 3)
+        none = iso in ("2000-01-01T00:00:00+00:00", "2000-01-01T00:00:00Z")
+        out.append(Commit(sha, author, "" if none else date, message.rstrip("\n") + "\n", diff(repo, f"{sha}^", sha)))
+    return out

@@ -22,7 +22,7 @@ from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary", "retired"}
-UPSTREAM_KEYS = {"status", "link", "fixed_in"}
+UPSTREAM_KEYS = {"status", "link", "fixed_in", "reason", "origin", "bug", "last_update"}
 PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"}
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
@@ -219,7 +219,8 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
     if status not in UPSTREAM_STATUSES:
         errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
                    path, key_line(text, "status", "upstream"))
-    return Upstream(str(status), str(value.get("link", "")), str(value.get("fixed_in", "")))
+    return Upstream(str(status), *(str(value.get(k, "")) for k in ("link", "fixed_in", "reason", "origin", "bug",
+                                                                      "last_update")))
 
 
 def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,

@@ -15,12 +15,19 @@ UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "
 class Upstream:
     """Where the change stands upstream, in DEP-3 / Yocto ``Upstream-Status`` words.
 
-    ``fixed_in`` is the first upstream release that makes the fix unnecessary ("" if unknown).
+    ``fixed_in`` is the first upstream release that makes the fix unnecessary ("" if unknown). The
+    DEP-3 fields its patches carry: ``reason`` (why it is denied or inappropriate), ``origin`` (where the
+    change comes from: ``upstream, URL``, ``vendor``, ``other``), ``bug`` (the bug's URL) and
+    ``last_update`` (YYYY-MM-DD).
     """
 
     status: str = "pending"
     link: str = ""
     fixed_in: str = ""
+    reason: str = ""
+    origin: str = ""
+    bug: str = ""
+    last_update: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Patch text: the header fields a fix's patches carry, their deterministic form, the patch files of a
 fix regenerated from new diff bodies, and interdiffs between two versions of a fix.
 
-A patch's header is derived from its fix: the subject and description stay as written in the patch,
-the DEP-3 / Yocto fields (``Upstream-Status``, ``Forwarded``, ``Fix-Id``) come from ``fix.toml``.
-The diff part loses churn (``index`` lines, the ``-- `` version signature).
+A patch's mail part is the author's (:mod:`fixpack.patchmail`: author, date, subject, description and
+every trailer the tool does not own are kept); the DEP-3 / Yocto fields the tool owns come from
+``fix.toml`` (:func:`header_fields`). The diff part loses churn (``index`` lines, the ``-- `` version
+signature).
 """
 
 from __future__ import annotations
@@ -12,20 +13,42 @@ import difflib
 from dataclasses import replace
 from pathlib import Path
 
-from .diff import diff_body, format_patch, parse_patch, sha256_bytes
+from .diff import diff_body, parse_patch, sha256_bytes
 from .model import Fix, PatchFile
+from .patchmail import Mail, read_mail, render
 from .tree import decode
 
 
-def header_fields(fix: Fix) -> list[tuple[str, str]]:
+def upstream_status(fix: Fix) -> str:
+    """Yocto's ``Upstream-Status`` for the fix: ``Pending``, ``Submitted [link]``, ``Accepted [link]``,
+    ``Backport [fixed_in or link]``, ``Denied [reason or link]``, ``Inappropriate [reason]``."""
     up = fix.upstream
-    status = up.status.capitalize() + (f" [{up.link}]" if up.link and up.status != "pending" else "")
-    fields = [("Upstream-Status", status),
-              ("Forwarded", up.link if up.link and up.status in ("submitted", "accepted") else "no"),
-              ("Fix-Id", fix.id)]
-    if up.fixed_in:
-        fields.append(("Fixed-In", up.fixed_in))
-    return fields
+    note = {"submitted": up.link, "accepted": up.link, "backport": up.fixed_in or up.link,
+            "denied": up.reason or up.link, "inappropriate": up.reason}.get(up.status, "")
+    return up.status.capitalize() + (f" [{note}]" if note else "")
+
+
+def header_fields(fix: Fix) -> list[tuple[str, str]]:
+    """The DEP-3 / Yocto fields the tool owns (:data:`fixpack.patchmail.OWNED`), from ``fix.toml``'s
+    ``[upstream]``, in this order: Upstream-Status, Forwarded (the link once submitted; ``not-needed``
+    for a backport or an inappropriate change; else ``no``), Origin, Bug, Applied-Upstream (``fixed_in``,
+    with the link once accepted), Last-Update, Fix-Id. Empty fields are left out."""
+    up = fix.upstream
+    if up.status in ("backport", "inappropriate"):
+        forwarded = "not-needed"
+    else:
+        forwarded = up.link if up.link and up.status in ("submitted", "accepted", "denied") else "no"
+    applied = up.fixed_in + (f", {up.link}" if up.fixed_in and up.link and up.status in ("accepted", "backport")
+                             else "")
+    fields = [("Upstream-Status", upstream_status(fix)), ("Forwarded", forwarded), ("Origin", up.origin),
+              ("Bug", up.bug), ("Applied-Upstream", applied), ("Last-Update", up.last_update), ("Fix-Id", fix.id)]
+    return [(k, v) for k, v in fields if v]
+
+
+def patch_mail(fix: Fix, text: str) -> Mail:
+    """A patch's message, its subject defaulting to the fix's summary."""
+    mail = read_mail(text)
+    return mail if mail.subject else replace(mail, subject=fix.summary)
 
 
 def normalized(fix: Fix, path: Path) -> str:
@@ -34,9 +57,8 @@ def normalized(fix: Fix, path: Path) -> str:
 
 
 def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
-    header = parse_patch(text.encode("utf-8", "surrogateescape"), source).header
-    subject = header.subject or fix.summary
-    return format_patch(subject, header.description, header_fields(fix), diff_body(text))
+    parse_patch(text.encode("utf-8", "surrogateescape"), source)  # refuses a malformed patch, naming the line
+    return render(patch_mail(fix, text), header_fields(fix), diff_body(text))
 
 
 def patch_bytes(fix: Fix) -> dict[str, bytes]:
@@ -44,11 +66,11 @@ def patch_bytes(fix: Fix) -> dict[str, bytes]:
 
 
 def write_patches(fix: Fix, bodies: list[str]) -> dict[str, bytes]:
-    """Each patch file's deterministic text: its own subject and description, fields from fix.toml."""
+    """Each patch file's deterministic text: its own message (author, date, subject, description, kept
+    trailers), fields from fix.toml, the new diff ``body``."""
     out = {}
     for pf, body in zip(fix.patches, bodies):
-        header = parse_patch(pf.path.read_bytes(), str(pf.path)).header
-        text = format_patch(header.subject or fix.summary, header.description, header_fields(fix), body)
+        text = render(patch_mail(fix, decode(pf.path.read_bytes())), header_fields(fix), body)
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

@@ -21,7 +21,8 @@ CACHE = Path(os.environ.get("FIXPACK_TEST_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack")
 MOD = "demo_pkg/mod.py"
 KINDS = {"apply": "report", "status": "report", "revert": "report", "lock": "lock", "fetch": "fetch",
-         "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase", "check": "check"}
+         "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase", "check": "check",
+         "edit": "edit", "new": "edit", "import": "import", "export": "export"}
 
 
 def schema(kind):
@@ -92,6 +93,27 @@ def test_format_and_refresh_documents(setup):
     r, doc = fixpack("refresh", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}", "one", "--json")
     assert r.returncode == 0, doc
     assert validate(doc, "refresh")["refreshed"][0].endswith(".patch")
+
+
+def test_edit_refresh_export_import_documents(setup, tmp_path):
+    b, clean, _image = setup
+    pack = ("--pack", str(b.pack), "--json")
+    r, doc = fixpack("edit", "one", "-p", "p1", "--root", f"demo={clean}", *pack)
+    assert r.returncode == 0 and validate(doc, "edit")["work"].endswith(".edit/one"), doc
+    r, doc = fixpack("refresh", "one", *pack)
+    # the builder's patch is not in the deterministic form yet: refresh writes it so, and the lock with it
+    assert r.returncode == 0 and validate(doc, "refresh")["refreshed"] == ["fixes/one/0001-change.patch"], doc
+    assert doc["locks"] == ["profiles/p1.lock"] and doc["later"] == [{"id": "opt", "state": "exact", "detail": ""}]
+    r, doc = fixpack("edit", "--abort", *pack)
+    assert r.returncode == 0 and validate(doc, "edit")["removed"].endswith(".edit/one"), doc
+    r, doc = fixpack("new", "two", "-p", "p1", "--target", "nosuch", *pack)
+    assert r.returncode == 2 and "not a target of profile p1" in validate(doc, "edit")["error"]
+    r, doc = fixpack("export", "-p", "p1", "opt", "--out", str(tmp_path / "series"), *pack)
+    assert r.returncode == 0 and validate(doc, "export")["files"][-1] == "series", doc
+    r, doc = fixpack("import", str(tmp_path / "series" / "0002-opt-change.patch"), "--as", "opt2", "-p", "p1",
+                     "--root", f"demo={clean}", *pack)
+    # the same change as opt, placed before it: opt no longer applies on top, so nothing is written
+    assert r.returncode == 4 and "later fixes of profile p1" in validate(doc, "import")["error"], doc
 
 
 def test_check_documents(setup):

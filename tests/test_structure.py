@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "fixpack"
-FRONT = {"cli", "cli_common", "cli_maint", "cli_progress", "cli_rebase", "cli_render", "cli_sbom"}  # the terminal front
+FRONT = {"cli", "cli_author", "cli_common", "cli_maint", "cli_progress", "cli_rebase", "cli_render", "cli_sbom"}  # the terminal front
 
 
 def modules() -> dict[str, ast.Module]:

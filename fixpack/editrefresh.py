@@ -1,0 +1,237 @@
+"""``fixpack refresh FIX`` from an edit's work tree: the commits ``fixpack-base..HEAD`` become the fix's
+patch files, one a commit, in order; ``fix.toml``'s ``patches`` follow; a new fix is added to the series
+and to its profile; the locks are regenerated and every later fix is checked on top
+(:func:`fixpack.packupdate.update`: all or nothing).
+
+A commit keeps the patch's ``From:`` and ``Date:`` as written when its author and date are still the
+patch's (an amend keeps them); the message gives the subject, the description and the trailers, the
+tool's own DEP-3 fields being written from ``fix.toml`` whatever the message says.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+import tomlkit
+
+from .diff import parse_patch
+from .editwork import BASE_TAG, EditState, change_digest, clean_copy, find
+from .errors import BadInputError
+from .gitwork import Commit, commits_since, uncommitted
+from .loader import load_pack, load_profile
+from .model import Fix, Pack, Upstream
+from .packupdate import Outcome, update
+from .patchmail import Mail, parse_message, render
+from .patchtext import header_fields, patch_mail
+from .progress import QUIET, Progress
+from .tree import decode
+
+
+@dataclass
+class Refreshed:
+    """What a refresh from a work tree did: the fix, its patch files (pack-relative, in order) and the
+    pack update (files written, locks, the later fixes' states)."""
+
+    fix: str
+    profile: str
+    patches: list[str]
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) -> Refreshed | None:
+    """Refresh ``fix_id`` from its edit's work tree; None when no edit of it is in progress.
+
+    Raises BadInputError for uncommitted edits, no commits or a commit that changes nothing; GitError
+    when the history is not a line of commits on ``fixpack-base``; ConflictError when a later fix no
+    longer applies exactly (nothing is written then).
+    """
+    state = find(pack_root, fix_id)
+    if state is None:
+        return None
+    work = Path(state.work)
+    dirty = uncommitted(work)
+    if dirty:
+        listed = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+        raise BadInputError(f"{work} has uncommitted edits ({listed}): commit them (git commit -a; git add a new "
+                            f"file first) or put them away (git stash); refresh turns commits into patches")
+    commits = commits_since(work, BASE_TAG)
+    if not commits:
+        raise BadInputError(f"{work}: no commit on top of {BASE_TAG}: commit the change first")
+    for c in commits:
+        if not c.diff.strip():
+            raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
+                                f"drop it (git rebase -i {BASE_TAG})")
+    pack = load_pack(pack_root)
+    view = pack.for_profile(state.profile)
+    fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
+    folder = _patch_folder(pack, fix, state)
+    names = _names(fix, commits, folder == fix.folder)
+    changes: dict[str, bytes | None] = {}
+    for i, (name, c) in enumerate(zip(names, commits)):
+        old = fix.patches[i] if i < len(fix.patches) else None
+        text = render(_mail(fix, c, decode(old.path.read_bytes()) if old else ""), header_fields(fix), c.diff)
+        parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
+        changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
+    for pf in fix.patches[len(commits):]:
+        changes[_rel(pack_root, pf.path)] = None
+    version = _version(state, [v for v in changes.values() if v is not None])
+    changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
+    roots = {state.profile: release_roots(pack, state, progress)}
+    for other in _sharing(pack, fix_id, state.profile, folder):
+        roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""), progress)
+    outcome = update(pack_root, changes, fix_id, roots, progress)
+    if state.new:
+        state.new = False
+        state.save(pack_root)
+    return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+def _version(state: EditState, patches: list[bytes]) -> int:
+    """The fix's version after the refresh: the edit's starting version, plus one when the change itself
+    (its removed and added lines) differs from the one the edit started with; 1 for a new fix."""
+    if state.new or not state.version:
+        return 1
+    return state.version + (change_digest(patches) != state.change)
+
+
+def _new_fix(pack_root: Path, state: EditState, first: Commit) -> Fix:
+    subject, description, _trailers = parse_message(first.message)
+    return Fix(state.fix, 1, subject, description or subject, state.target, (), (), state.opt_in, Upstream(), (),
+               pack_root / "fixes" / state.fix)
+
+
+def _patch_folder(pack: Pack, fix: Fix, state: EditState) -> Path:
+    """Where the profile reads the fix's patches from: its variant folder, if it has one."""
+    base = pack.fixes.get(fix.id)
+    if base is not None and any(v.profile == state.profile for v in base.variants):
+        return fix.folder / state.profile
+    return fix.folder
+
+
+def _names(fix: Fix, commits: list[Commit], own: bool) -> list[str]:
+    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more."""
+    old = [pf.path.name for pf in fix.patches]
+    if not own and len(commits) != len(old):
+        raise BadInputError(f"{fix.id}: its variant for this profile keeps fix.toml's {len(old)} patch(es); the work "
+                            f"tree has {len(commits)} commit(s) on {BASE_TAG}: squash or split them to {len(old)}")
+    names = old[:len(commits)]
+    for i, c in enumerate(commits[len(old):], len(old) + 1):
+        slug = re.sub(r"[^a-z0-9]+", "-", parse_message(c.message)[0].lower()).strip("-")[:52].strip("-")
+        name = f"{i:04d}-{slug or 'change'}.patch"
+        while name in names:
+            name = name.removesuffix(".patch") + "-1.patch"
+        names.append(name)
+    return names
+
+
+def _mail(fix: Fix, c: Commit, old_text: str) -> Mail:
+    subject, description, trailers = parse_message(c.message)
+    author, date = c.author, c.date
+    if old_text:
+        old = patch_mail(fix, old_text)
+        if _same_ident(old, c):
+            author, date = old.author, old.date
+    return Mail(author, date, subject, description, trailers)
+
+
+def _same_ident(old: Mail, c: Commit) -> bool:
+    """The commit's author and date are still the patch's (as ``edit`` made it; an amend keeps them)."""
+    if " ".join(old.author.split()) != " ".join(c.author.split()):
+        return False
+    if not old.date or not c.date:
+        return old.date == c.date
+    try:
+        return parsedate_to_datetime(old.date) == parsedate_to_datetime(c.date)
+    except (TypeError, ValueError):
+        return False
+
+
+def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,
+             version: int = 1) -> dict[str, bytes | None]:
+    """fix.toml's ``patches`` and ``version`` (a variant's ``variant.toml`` version), when they changed; for a
+    new fix its fix.toml, its place in the series (after the fix the edit was started after) and in its
+    profile's default or opt-in list."""
+    toml_path = fix.folder / "fix.toml" if own else fix.folder / state.profile / "variant.toml"
+    if fix.id in pack.fixes:
+        doc = tomlkit.parse(toml_path.read_text("utf-8"))
+        if (not own or list(doc.get("patches", [])) == names) and doc.get("version") == version:
+            return {}
+        if own:
+            doc["patches"] = names
+        doc["version"] = version
+        return {_rel(pack_root, toml_path): tomlkit.dumps(doc).encode()}
+    return {_rel(pack_root, toml_path): _fix_toml(fix, names).encode(),
+            "fixes/series": _series(pack_root, fix.id, state.after).encode(),
+            _rel(pack_root, load_profile(pack, state.profile).path): _profile(pack, fix, state).encode()}
+
+
+def _fix_toml(fix: Fix, names: list[str]) -> str:
+    doc = tomlkit.document()
+    doc.add("id", fix.id)
+    doc.add("version", 1)
+    doc.add("summary", fix.summary)
+    doc.add("why", tomlkit.string(fix.why.strip() + "\n", multiline=True))
+    doc.add("target", fix.target)
+    doc.add("requires", [])
+    doc.add("conflicts", [])
+    doc.add("opt_in", fix.opt_in)
+    doc.add("patches", names)
+    doc.add(tomlkit.nl())
+    up = tomlkit.table()
+    for key in ("status", "link", "fixed_in", "reason", "origin", "bug", "last_update"):
+        value = getattr(fix.upstream, key)
+        if value or key in ("status", "link", "fixed_in"):
+            up.add(key, value)
+    doc.add("upstream", up)
+    return tomlkit.dumps(doc)
+
+
+def _series(pack_root: Path, fix_id: str, after: str) -> str:
+    lines = (pack_root / "fixes" / "series").read_text("utf-8").splitlines(keepends=True)
+    at = next((i + 1 for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip() == after), 0) if after else \
+        next((i for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip()), len(lines))
+    return "".join(lines[:at] + [f"{fix_id}\n"] + lines[at:])
+
+
+def _profile(pack: Pack, fix: Fix, state: EditState) -> str:
+    prof = load_profile(pack, state.profile)
+    doc = tomlkit.parse(prof.path.read_text("utf-8"))
+    key = "opt_in" if fix.opt_in else "default"
+    listed = doc["fixes"][key]
+    order = list(pack.series)
+    cut = order.index(state.after) if state.after else -1
+    at = sum(1 for fid in listed if fid in order and order.index(fid) <= cut)
+    listed.insert(at, fix.id)
+    return tomlkit.dumps(doc)
+
+
+def _sharing(pack: Pack, fix_id: str, profile: str, folder: Path) -> list[str]:
+    """The other profiles that read the fix's patches from ``folder`` (their locks change too)."""
+    out = []
+    for name in sorted(pack.profiles):
+        prof = load_profile(pack, name)
+        if name == profile or fix_id not in prof.default + prof.opt_in:
+            continue
+        fix = pack.fixes[fix_id]
+        if not any(v.profile == name for v in fix.variants) and folder == fix.folder:
+            out.append(name)
+    return out
+
+
+def release_roots(pack: Pack, state: EditState, progress: Progress) -> dict[str, Path]:
+    """The clean release copies of the profile's targets with fixes: the edit's own, else fetched (or
+    from the cache)."""
+    prof = load_profile(pack, state.profile)
+    targets = {pack.fixes[f].target for f in prof.default + prof.opt_in if f in pack.fixes} | {state.target}
+    out = {}
+    for name in sorted(targets):
+        root = Path(state.release) if state.release and name == state.target else None
+        out[name] = clean_copy(prof, name, root, progress=progress).root
+    return out
+
+
+def _rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()

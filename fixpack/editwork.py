@@ -1,0 +1,221 @@
+"""The maintainer's authoring loop: ``fixpack edit`` / ``new`` make a git work tree of a fix, ``refresh``
+turns its commits back into the fix's patch files, ``edit --abort`` removes it (Yocto's ``devtool modify``
+/ ``finish``, ``gbp pq``).
+
+The work tree is ``<pack>/.edit/<fix>/`` (ignored by the pack's git): the clean release copy of the fix's
+target as its first commit (tag ``fixpack-upstream``), one commit per patch of every fix before it in the
+profile's chain (tag ``fixpack-base``), then one commit per patch of the fix, each with the patch's
+author, date and message (trailers included). The maintainer edits, commits, amends or adds commits
+with plain git; ``refresh`` takes ``fixpack-base..HEAD`` as the fix's patches, one a commit, in order.
+What the edit was started with is kept beside it in ``<pack>/.edit/<fix>.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .diff import AUTHOR
+from .errors import BadInputError
+from .fsio import atomic_write
+from .gitwork import commit_all, commit_paths, init_work, tag
+from .loader import ID_RE, load_pack, load_profile
+from .model import Fix, Pack, Profile
+from .packupdate import lay_patch
+from .patchtext import change_lines, header_fields, patch_mail
+from .progress import QUIET, Progress
+from .targets import FoundTarget, check_pin, read_facts
+from .tree import Tree, decode, encode
+
+WORK_DIR = ".edit"
+UPSTREAM_TAG = "fixpack-upstream"
+BASE_TAG = "fixpack-base"
+
+
+@dataclass
+class EditState:
+    """An edit in progress: the fix, the profile whose chain it sits in, its target, and for a new fix
+    the fix it follows in the series (``""``: first) and whether it is opt-in; the fix's version when the
+    edit started and the sha256 of its change then (:func:`change_digest`), so that a refresh bumps the
+    version once when the change itself changed."""
+
+    fix: str
+    profile: str
+    target: str
+    new: bool
+    after: str
+    opt_in: bool
+    release: str
+    work: str
+    version: int = 0
+    change: str = ""
+
+    def save(self, pack_root: Path) -> None:
+        atomic_write(state_path(pack_root, self.fix), json.dumps(asdict(self), indent=2).encode() + b"\n")
+
+
+def change_digest(patches: list[bytes]) -> str:
+    """sha256 of the change itself: every patch's removed and added lines, without context or line numbers."""
+    lines = [line for data in patches for line in ["patch", *change_lines(data)]]
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def state_path(pack_root: Path, fix_id: str) -> Path:
+    return pack_root / WORK_DIR / f"{fix_id}.json"
+
+
+def find(pack_root: Path, fix_id: str) -> EditState | None:
+    """The edit of ``fix_id`` in progress, if any."""
+    path = state_path(pack_root, fix_id)
+    if not path.is_file():
+        return None
+    try:
+        return EditState(**json.loads(path.read_text("utf-8")))
+    except (ValueError, TypeError) as exc:
+        raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
+                            f"`fixpack edit --abort {fix_id}`") from exc
+
+
+def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, target: str = "", after: str = "",
+          opt_in: bool = False, cache: Path | None = None, roots: dict[str, Path] | None = None,
+          progress: Progress = QUIET) -> EditState:
+    """Make the work tree of ``fix_id`` (``new``: a fix not in the pack yet, of ``target``, placed after
+    ``after`` or, by default, after the profile's last default fix, or last of all when ``opt_in``). The
+    target's clean release copy is ``roots[target]`` (its pin checked), else fetched into ``cache`` (or
+    taken from it).
+
+    Raises BadInputError for an unknown or clashing name, or an edit of it already in progress;
+    ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale).
+    """
+    pack = load_pack(pack_root)
+    prof = load_profile(pack, profile)
+    view = pack.for_profile(prof.name)
+    if find(pack_root, fix_id) is not None or (pack_root / WORK_DIR / fix_id).exists():
+        raise BadInputError(f"an edit of {fix_id} is in progress in {pack_root / WORK_DIR / fix_id}: refresh it "
+                            f"(fixpack refresh {fix_id}) or drop it (fixpack edit --abort {fix_id})")
+    if new:
+        target, after = check_new(view, prof, fix_id, target, after, opt_in)
+        before = _before_new(view, prof, target, after)
+    else:
+        fix = _listed(view, prof, fix_id)
+        target, chain = fix.target, _chain(view, prof, fix.target)
+        before = chain[:[f.id for f in chain].index(fix_id)]
+    found = clean_copy(prof, target, (roots or {}).get(target), cache, progress)
+    work = pack_root / WORK_DIR / fix_id
+    state = EditState(fix_id, prof.name, target, new, after, opt_in, str(found.root), str(work))
+    if not new:
+        state.version = view.fixes[fix_id].version
+        state.change = change_digest([pf.path.read_bytes() for pf in view.fixes[fix_id].patches])
+    try:
+        with progress.step(f"making the work tree {work}"):
+            _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,
+                   None if new else view.fixes[fix_id])
+        state.save(pack_root)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return state
+
+
+def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None = None,
+               progress: Progress = QUIET) -> FoundTarget:
+    """The clean release copy of ``target``: ``root`` when given (its version and commit checked against
+    the pin: MismatchError), else fetched (:func:`fixpack.release.fetch`, cached)."""
+    from . import release
+
+    spec = prof.target(target)
+    if root is None:
+        return release.fetch(spec, cache, progress=progress)
+    found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
+    check_pin(found)
+    return found
+
+
+def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:
+    if fix_id not in prof.default + prof.opt_in:
+        known = ", ".join(prof.default + prof.opt_in)
+        raise BadInputError(f"{fix_id} is not a fix of profile {prof.name} ({known}); "
+                            f"`fixpack new {fix_id} --profile {prof.name} --target T` starts a new one")
+    return view.fixes[fix_id]
+
+
+def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, opt_in: bool) -> tuple[str, str]:
+    if not ID_RE.match(fix_id):
+        raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
+    if fix_id in view.fixes or (view.root / "fixes" / fix_id).exists():
+        raise BadInputError(f"fix {fix_id} exists already (fixes/{fix_id}): `fixpack edit {fix_id} --profile "
+                            f"{prof.name}` changes it")
+    names = [t.name for t in prof.targets]
+    if target not in names:
+        raise BadInputError(f"--target {target!r} is not a target of profile {prof.name} ({', '.join(names)})")
+    listed = prof.default + prof.opt_in
+    if after and after not in listed:
+        raise BadInputError(f"--after {after}: not a fix of profile {prof.name} ({', '.join(listed)})")
+    if not after:
+        in_order = [f.id for f in view.ordered(listed if opt_in else prof.default)]
+        after = in_order[-1] if in_order else ""
+    return target, after
+
+
+def _chain(view: Pack, prof: Profile, target: str) -> list[Fix]:
+    return [f for f in view.ordered(prof.default + prof.opt_in) if f.target == target]
+
+
+def _before_new(view: Pack, prof: Profile, target: str, after: str) -> list[Fix]:
+    if not after:
+        return []
+    cut = view.series.index(after)
+    return [f for f in _chain(view, prof, target) if view.series.index(f.id) <= cut]
+
+
+def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: Fix | None) -> None:
+    work.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(release_root, work, symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", ".fixpack", ".fixpack-complete"))
+    init_work(work)
+    commit_all(work, title, UPSTREAM_TAG)
+    tree = Tree(release_root)
+    for other in before:
+        _commit_fix(work, other, tree)
+    tag(work, BASE_TAG)
+    if fix is not None:
+        _commit_fix(work, fix, tree)
+
+
+def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
+    """One commit per patch of ``fix``, each laid at its stated lines on ``tree`` (which follows)."""
+    for i, pf in enumerate(fix.patches):
+        tree.adopt(lay_patch(fix, i, tree).tree)
+        paths = list(dict.fromkeys(p for fp in pf.files for p in fp.paths()))
+        for path in paths:
+            text, dest = tree.read(path), work / path
+            if text is None:
+                dest.unlink(missing_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(encode(text))
+            dest.chmod(tree.mode(path) or 0o644)
+        mail = patch_mail(fix, decode(pf.path.read_bytes()))
+        commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
+
+
+def abort(pack_root: Path, fix_id: str = "") -> Path:
+    """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress)."""
+    folder = pack_root / WORK_DIR
+    if not fix_id:
+        found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+        if len(found) != 1:
+            raise BadInputError("no edit in progress" if not found else
+                                f"several edits in progress ({', '.join(found)}): name the fix to drop")
+        fix_id = found[0]
+    work = folder / fix_id
+    if find(pack_root, fix_id) is None and not work.exists():
+        raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
+    shutil.rmtree(work, ignore_errors=True)
+    state_path(pack_root, fix_id).unlink(missing_ok=True)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return work

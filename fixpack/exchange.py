@@ -1,0 +1,220 @@
+"""Patches in and out of the pack as mail: ``fixpack import`` (a ``git format-patch`` file or an mbox
+becomes a new fix) and ``fixpack export`` (a profile's chain as a numbered series ``git am`` takes).
+
+Import keeps each mail's author, date, subject, description and trailers (:mod:`fixpack.patchmail`);
+the fix's DEP-3 fields come from the mails: ``Origin`` / ``Forwarded`` from a pull request or commit
+link, ``Bug`` from an issue link (or a ``Bug:``, ``Closes:``, ``Fixes:`` trailer holding a URL),
+``Last-Update`` from the last mail's date. The fix is laid on the profile's chain: a patch that applies
+only at an offset is regenerated against it (its message kept), one that does not apply is refused.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import replace
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+from .diff import parse_patch, sha256_bytes
+from .editrefresh import Refreshed, metadata, release_roots
+from .editwork import EditState, check_new
+from .errors import BadInputError, ConflictError
+from .evaluate import decide
+from .fsio import atomic_write, remove_file
+from .gitwork import git_diffs, snap
+from .loader import load_pack, load_profile
+from .model import Fix, Pack, PatchFile, Profile, Upstream
+from .packupdate import lay, update
+from .patchmail import Mail, read_mail, render, split
+from .patchtext import header_fields
+from .progress import QUIET, Progress
+from .states import State
+from .tree import Tree, decode
+
+_MAIL_START = re.compile(r"^From [0-9a-f]{40} ", re.M)
+_PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
+_COMMIT = re.compile(r"https?://[^\s>]+/commit/[0-9a-f]{7,40}")
+_ISSUE = re.compile(r"https?://[^\s>]+/issues/\d+")
+_URL = re.compile(r"https?://[^\s>]+")
+BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
+
+
+def mails(data: bytes, source: str) -> list[tuple[int, str]]:
+    """The mails of a ``git format-patch`` file or mbox, each with the line it starts at (1-based)."""
+    text = decode(data)
+    starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
+    out = []
+    for a, b in zip(starts, [*starts[1:], len(text)]):
+        chunk = text[a:b]
+        if chunk.strip():
+            out.append((text.count("\n", 0, a) + 1, chunk if chunk.endswith("\n") else chunk + "\n"))
+    if not out or not any(split(m)[1] for _line, m in out):
+        raise BadInputError(f"{source}: no patch mail in it (expected `git format-patch` output or an mbox of "
+                            f"them, each with a From: header and a diff)")
+    return out
+
+
+def upstream_from(found: list[Mail]) -> Upstream:
+    """DEP-3 facts from the mails' text: a pull request makes the fix ``submitted`` with that link."""
+    text = "\n".join(m.description + "\n" + "\n".join(f"{k}: {v}" for k, v in m.trailers) for m in found)
+    pull, commit, issue = _PULL.search(text), _COMMIT.search(text), _ISSUE.search(text)
+    bug = next((_URL.search(v) for m in found for k, v in m.trailers if k.lower() in BUG_TRAILERS and _URL.search(v)),
+               None) or issue
+    link = pull or commit
+    dates = [m.date for m in found if m.date]
+    last = ""
+    if dates:
+        try:
+            last = parsedate_to_datetime(dates[-1]).date().isoformat()
+        except (TypeError, ValueError):
+            last = ""
+    return Upstream("submitted" if pull else "pending", link.group(0) if link else "", "", "",
+                    f"upstream, {link.group(0)}" if link else "", bug.group(0) if bug else "", last)
+
+
+def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target: str = "", after: str = "",
+                 opt_in: bool = False, roots: dict[str, Path] | None = None,
+                 progress: Progress = QUIET) -> Refreshed:
+    """Make ``fix_id`` from the mails in ``file``: one patch a mail, in order (see the module's words), laid
+    on the chain on ``root`` (the target's clean release copy; fetched when None).
+
+    Raises BadInputError for a file without patch mails, a malformed diff (file and line named) or a
+    clashing name; ConflictError when a patch does not apply on the profile's chain, or a later fix
+    no longer applies on top; nothing is written then.
+    """
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
+    found = mails(data, str(file))
+    pack = load_pack(pack_root)
+    prof = load_profile(pack, profile)
+    view = pack.for_profile(prof.name)
+    target = target or _only_target(view, prof)
+    target, after = check_new(view, prof, fix_id, target, after, opt_in)
+    parsed = [(read_mail(text), split(text)[1], line) for line, text in found]
+    first = parsed[0][0]
+    folder = pack_root / "fixes" / fix_id
+    fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
+              upstream_from([m for m, _b, _l in parsed]), (), folder)
+    names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
+    texts = [render(m, header_fields(fix), body) for m, body, _l in parsed]
+    for m, _b, line in parsed:
+        if not m.author:
+            raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
+    fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
+                                     for n, t, (_m, _b, line) in zip(names, texts, parsed)))
+    root = (roots or {}).get(target)
+    state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
+    roots = release_roots(pack, state, progress)
+    bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed])
+    texts = [render(m, header_fields(fix), body) for (m, _b, _l), body in zip(parsed, bodies)]
+    changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
+                                        for n, t in zip(names, texts)}
+    changes.update(metadata(pack_root, pack, fix, state, names, True))
+    outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress)
+    return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _only_target(view: Pack, prof: Profile) -> str:
+    with_fixes = sorted({view.fixes[f].target for f in prof.default + prof.opt_in})
+    if len(with_fixes) == 1:
+        return with_fixes[0]
+    raise BadInputError(f"profile {prof.name} has fixes for {', '.join(with_fixes) or 'no target'}: name the "
+                        f"target with --target")
+
+
+def _slug(subject: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:52].strip("-") or "change"
+
+
+def _patch_file(path: Path, text: str, source: str) -> PatchFile:
+    data = text.encode("utf-8", "surrogateescape")
+    parsed = parse_patch(data, source)
+    return PatchFile(path, sha256_bytes(data), parsed.header.subject, parsed.files)
+
+
+def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given: list[str]) -> list[str]:
+    """Each patch's diff laid on the chain before the fix: as written when it applies at its lines, else
+    regenerated where it applies (an offset). Raises ConflictError when a patch does not apply."""
+    tree = Tree(root)
+    cut = view.series.index(after) if after else -1
+    for other in view.ordered(prof.default + prof.opt_in):
+        if other.target == fix.target and view.series.index(other.id) <= cut:
+            tree.adopt(lay(other, tree).tree)
+    bodies = []
+    for i, pf in enumerate(fix.patches):
+        one = replace(fix, patches=(pf,))
+        ev = decide(one, tree, None, False)
+        if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
+            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.subject}) is {ev.state.value} on the chain of profile "
+                                f"{prof.name}: {'; '.join(ev.messages)}; nothing was written")
+        tree_after = ev.forward.tree
+        if ev.state is State.ABSENT and not ev.offsets:
+            bodies.append(given[i])
+            tree.adopt(tree_after)
+            continue
+        paths = list(one.touched_paths())
+        with tempfile.TemporaryDirectory(prefix="fixpack-import-") as tmp:
+            body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)], [pf.path.name])[0]
+        bodies.append(body)
+        tree.adopt(ev.forward.tree)
+    return bodies
+
+
+def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, target: str = "") -> list[Path]:
+    """Write the chain of ``profile`` with the named opt-ins (in series order) to ``out`` as numbered
+    ``git format-patch`` files (``NNNN-<fix>-<patch>``, the pack's bytes) and a ``series`` file listing
+    them: the same bytes on every run. Raises BadInputError for an unknown opt-in, a missing ``requires``,
+    a selected ``conflicts``, or ``out`` holding files an export does not write."""
+    pack = load_pack(pack_root)
+    prof = load_profile(pack, profile)
+    view = pack.for_profile(prof.name)
+    unknown = [o for o in opt_ins if o not in prof.opt_in]
+    if unknown:
+        raise BadInputError(f"not an opt-in fix of profile {prof.name}: {', '.join(unknown)} (its opt-in fixes: "
+                            f"{', '.join(prof.opt_in) or 'none'})")
+    chain = view.ordered(prof.default + tuple(opt_ins))
+    _check_selection(chain)
+    targets = sorted({f.target for f in chain})
+    if target:
+        chain = tuple(f for f in chain if f.target == target)
+    elif len(targets) > 1:
+        raise BadInputError(f"profile {prof.name} patches {', '.join(targets)}: a series is for one repository; "
+                            f"name it with --target")
+    files: dict[str, bytes] = {}
+    for fix in chain:
+        for pf in fix.patches:
+            stem = re.sub(r"^\d{4}-", "", pf.path.name)
+            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = pf.path.read_bytes()
+    files["series"] = "".join(f"{n}\n" for n in files).encode()
+    _write_out(out, files)
+    return [out / n for n in files]
+
+
+def _check_selection(chain: tuple[Fix, ...]) -> None:
+    ids = {f.id for f in chain}
+    for fix in chain:
+        missing = [r for r in fix.requires if r not in ids]
+        clash = [c for c in fix.conflicts if c in ids]
+        if missing or clash:
+            raise BadInputError(f"{fix.id} " + (f"requires {', '.join(missing)}" if missing else
+                                                 f"conflicts with {', '.join(clash)}") + ": change the selection")
+
+
+def _write_out(out: Path, files: dict[str, bytes]) -> None:
+    if out.exists() and not out.is_dir():
+        raise BadInputError(f"--out {out}: not a folder")
+    stale = sorted(p for p in out.iterdir()) if out.is_dir() else []
+    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.suffix == ".patch")]
+    if foreign:
+        raise BadInputError(f"--out {out} holds files an export does not write ({', '.join(foreign[:5])}): give an "
+                            f"empty or new folder")
+    for path in stale:
+        if path.name not in files:
+            remove_file(path)
+    for name, data in files.items():
+        dest = out / name
+        if not dest.is_file() or dest.read_bytes() != data:
+            atomic_write(dest, data)

@@ -1,0 +1,242 @@
+"""Writing a changed fix into the pack, all or nothing: its patch files, ``fix.toml``, the series and the
+profile (for a new fix), and every lock the change touches.
+
+The new pack is first built in a staging folder (a copy of the pack without its caches and work folders),
+where every later fix of the series is checked on top of the changed one (one that only moved is
+regenerated at its new lines; one that no longer applies stops it all) and the locks are generated
+by the existing lock generation (:func:`fixpack.engine.write_lock`). Only when all of that holds are
+the files written into the pack, through the journalled transaction of :func:`fixpack.state.write_transaction`
+(a failed write is rolled back in the same run; a killed one by the next refresh or import).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .errors import ConflictError
+from .evaluate import TRUSTED, Pass, decide, run_pass
+from .fsio import FileChange, forget_state
+from .loader import load_pack, load_profile
+from .model import Fix, Pack
+from .progress import QUIET, Progress
+from .state import leftover_journal, recover, write_transaction
+from .tree import Tree
+
+STAGE_SKIPPED = {".git", ".edit", ".rebase", ".fixpack", "reports", "build", "dist", "tests", "tools"}
+STAGE_IGNORED = ("__pycache__", "*.egg-info", ".*_cache", ".hypothesis", ".venv*")
+
+
+@dataclass(frozen=True)
+class LaterFix:
+    """A fix after the changed one in the profile's chain: ``exact`` (applies at its stated lines on top
+    of the change), ``moved`` (applies only at an offset), or another state with its messages."""
+
+    id: str
+    state: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "state": self.state, "detail": self.detail}
+
+
+@dataclass
+class Outcome:
+    """What a pack update did: the pack files it wrote (relative paths), the locks among them, the
+    later fixes with their states, and whether anything changed at all."""
+
+    written: list[str] = field(default_factory=list)
+    locks: list[str] = field(default_factory=list)
+    later: list[LaterFix] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.written)
+
+
+def recover_pack(pack_root: Path) -> None:
+    """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``)."""
+    if leftover_journal(pack_root):
+        recover(pack_root)
+        forget_state(pack_root)
+
+
+def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profiles: dict[str, dict[str, Path]],
+           progress: Progress = QUIET) -> Outcome:
+    """Write ``changes`` (pack-relative path -> bytes, None to remove) into the pack at ``pack_root``, with
+    the lock of each of ``profiles`` regenerated on its release copies (profile -> target name -> clean copy).
+
+    A later fix that still applies on top of ``fix_id``, only at an offset (``moved``), gets its patch files
+    regenerated at its new lines (its change and its message unchanged; reported). Raises ConflictError
+    (exit 4) naming every later fix that no longer applies, and a moved one whose patch files another
+    profile reads too; nothing is written then, nor on any other error.
+    """
+    recover_pack(pack_root)
+    changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
+    out = Outcome()
+    with tempfile.TemporaryDirectory(prefix="fixpack-stage-") as tmp:
+        stage = _stage(pack_root, Path(tmp) / "pack", changes)
+        for name, roots in profiles.items():
+            pack = load_pack(stage).for_profile(name)
+            later, regenerated = check_later(pack, name, fix_id, roots)
+            _refuse(name, fix_id, later)
+            moved = {p.relative_to(stage).as_posix(): data for p, data in regenerated.items()}
+            _refuse_shared(load_pack(stage), set(profiles), moved)
+            _write_stage(stage, moved)
+            changes.update({k: v for k, v in moved.items() if _differs(pack_root / k, v)})
+            out.later += later
+            lock = _lock(stage, name, roots, progress)
+            rel = f"profiles/{name}.lock"
+            if _differs(pack_root / rel, lock):
+                changes[rel] = lock
+                out.locks.append(rel)
+    if changes:
+        write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())])
+        forget_state(pack_root)
+    out.written = sorted(changes)
+    return out
+
+
+def _refuse(profile: str, fix_id: str, later: list[LaterFix]) -> None:
+    bad = [f for f in later if f.state not in ("exact", "moved")]
+    if bad:
+        raise ConflictError(f"the change to {fix_id} leaves later fixes of profile {profile} that no longer apply; "
+                            f"nothing was written: "
+                            + "; ".join(f"{f.id}: {f.state}{' (' + f.detail + ')' if f.detail else ''}" for f in bad)
+                            + ". Make the change so that they still apply, or change them in the same work tree")
+
+
+def _refuse_shared(pack: Pack, profiles: set[str], moved: dict[str, bytes]) -> None:
+    """A moved fix's regenerated patch read by a profile whose lock is not regenerated here would leave
+    that lock stale: refuse."""
+    for name in sorted(set(pack.profiles) - profiles):
+        view = pack.for_profile(name)
+        prof = load_profile(pack, name)
+        read = {pf.path.relative_to(pack.root).as_posix() for f in view.ordered(prof.default + prof.opt_in)
+                for pf in f.patches}
+        shared = sorted(read & set(moved))
+        if shared:
+            raise ConflictError(f"later fixes moved, and profile {name} reads their patches too ({', '.join(shared)}): "
+                                f"its lock would go stale; nothing was written. Make the change without moving them")
+
+
+def _write_stage(stage: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (stage / rel).write_bytes(data)
+
+
+def _differs(path: Path, data: bytes | None) -> bool:
+    if data is None:
+        return path.exists()
+    return not path.is_file() or path.read_bytes() != data
+
+
+def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Path:
+    """A copy of the pack (its fixes, profiles and the components' folders: a few hundred KB; no caches,
+    virtual environments or work folders) with ``changes`` made."""
+    stage.mkdir(parents=True)
+    for entry in sorted(pack_root.iterdir()):
+        if entry.name in STAGE_SKIPPED or entry.name.startswith(".venv") or entry.is_symlink():
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, stage / entry.name, ignore=shutil.ignore_patterns(*STAGE_IGNORED))
+        elif entry.is_file():
+            shutil.copy2(entry, stage / entry.name)
+    for rel, data in changes.items():
+        dest = stage / rel
+        if data is None:
+            dest.unlink(missing_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+    return stage
+
+
+def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress) -> bytes:
+    from . import engine
+
+    with progress.step(f"fingerprinting the chain of profile {profile}"):
+        path = engine.write_lock(engine.Request(pack_root=stage, profile=profile, roots=dict(roots),
+                                                only_targets=tuple(roots)))
+    return path.read_bytes()
+
+
+def check_later(pack: Pack, profile: str, fix_id: str,
+                roots: dict[str, Path]) -> tuple[list[LaterFix], dict[Path, bytes]]:
+    """Lay the profile's chain (defaults and every opt-in, in series order) on the clean release copy of
+    ``fix_id``'s target, each fix at its stated lines, and name the state of every fix after ``fix_id``;
+    with the patch files (path -> bytes) of the ``moved`` ones regenerated where they now apply.
+
+    Raises ConflictError when a fix up to ``fix_id`` itself does not apply exactly (its pack is stale).
+    """
+    prof = load_profile(pack, profile)
+    fix = pack.fixes[fix_id]
+    tree = Tree(roots[fix.target])
+    out: list[LaterFix] = []
+    moved: dict[Path, bytes] = {}
+    seen = False
+    for other in pack.ordered(prof.default + prof.opt_in):
+        if other.target != fix.target:
+            continue
+        if seen:
+            out.append(_later_state(other, tree, moved))
+            continue
+        tree.adopt(lay(other, tree).tree)
+        seen = other.id == fix_id
+    return out, moved
+
+
+def lay(fix: Fix, tree: Tree) -> Pass:
+    """``fix`` applied at its stated lines (the tree holds exactly what its patches were written against).
+    Raises ConflictError, with the refused hunks, when it does not apply so."""
+    done = run_pass(fix, tree, reverse=False, evidence=TRUSTED)
+    if not done.ok:
+        raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the clean release copy with the "
+                            f"fixes before it: {'; '.join(done.explain())}. Rebase or refresh it first")
+    return done
+
+
+def lay_patch(fix: Fix, index: int, tree: Tree) -> Pass:
+    """Patch ``index`` of ``fix`` alone, at its stated lines (see :func:`lay`)."""
+    return lay(replace(fix, patches=(fix.patches[index],)), tree)
+
+
+def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
+    exact = run_pass(fix, tree, reverse=False, evidence=TRUSTED)
+    if exact.ok:
+        tree.adopt(exact.tree)
+        return LaterFix(fix.id, "exact")
+    regenerated = _regenerate(fix, tree)
+    if regenerated is None:
+        ev = decide(fix, tree, None, False)
+        return LaterFix(fix.id, ev.state.value if ev.state.value != "absent" else "conflict",
+                        "; ".join(ev.messages)[:400])
+    files, after, offsets = regenerated
+    tree.adopt(after)
+    moved.update({pf.path: files[pf.path.name] for pf in fix.patches})
+    return LaterFix(fix.id, "moved", f"applies only at an offset ({offsets}): its patches were regenerated at their "
+                                     f"new lines, the change unchanged")
+
+
+def _regenerate(fix: Fix, tree: Tree) -> tuple[dict[str, bytes], Tree, str] | None:
+    """``fix``'s patch files rewritten where each patch applies on ``tree`` (placed by search: a unique
+    pre-image, as the placement rule says), its messages kept; None when one does not apply so."""
+    from .gitwork import git_diffs, snap
+    from .patchtext import write_patches
+
+    paths = list(fix.touched_paths())
+    work = tree.fork()
+    steps = [snap(work, paths)]
+    offsets: list[str] = []
+    for pf in fix.patches:
+        ev = decide(replace(fix, patches=(pf,)), work, None, False)
+        if not ev.forward.ok or ev.state.value not in ("absent", "drifted"):
+            return None
+        offsets += [f"{h.path} hunk #{h.hunk} {h.offset:+d}" for h in ev.offsets]
+        work.adopt(ev.forward.tree)
+        steps.append(snap(work, paths))
+    with tempfile.TemporaryDirectory(prefix="fixpack-moved-") as tmp:
+        bodies = git_diffs(Path(tmp) / "repo", steps, [pf.path.name for pf in fix.patches])
+    return write_patches(fix, bodies), work, "; ".join(offsets)

@@ -1,0 +1,185 @@
+"""A patch file's mail part, read and written with the standard library's :mod:`email` package.
+
+A fix's patch is a ``git format-patch`` message: a ``From <hash> <date>`` line, the mail header
+(``From:``, ``Date:``, ``Subject:``, folded and RFC 2047 encoded as any mail may be), the commit
+message (a description, then a last paragraph of ``Key: value`` trailers), ``---``, an optional
+diffstat, then the diff. :func:`read_mail` decodes all of that; :func:`render` writes the pack's
+deterministic form of it:
+
+- the author, the date, the subject (decoded, unfolded) and the description are the author's and are
+  kept as written; a header with non-ASCII text is written RFC 2047 encoded, on one line;
+- every trailer the tool does not own (``Signed-off-by:``, ``Co-authored-by:``, ``Author:`` ...) is
+  kept, in order; the DEP-3 / Yocto fields the tool owns (:data:`OWNED`) are written from ``fix.toml``
+  after them (see :func:`fixpack.patchtext.header_fields`);
+- only churn goes: the commit hash of the first line, the diffstat, ``index`` lines and git's version
+  signature (:func:`fixpack.diff.diff_body`).
+"""
+
+from __future__ import annotations
+
+import email.policy
+import re
+from dataclasses import dataclass
+from email.parser import BytesParser
+
+from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
+
+# the fields written from fix.toml: whatever a patch or a commit message says for them is replaced
+OWNED = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Fix-Id", "Fixed-In")
+_OWNED = {k.lower() for k in OWNED}
+_WRITE = email.policy.default.clone(max_line_length=0, linesep="\n")  # no folding: one line a header
+_READ = email.policy.default
+_FROM_LINE = re.compile(r"^From [0-9a-f]{40} ")
+_PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
+_TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]+(\S.*)$")
+
+
+@dataclass(frozen=True)
+class Mail:
+    """A patch's message. ``author`` is ``Name <address>`` decoded; ``date`` as written ("" when the patch
+    has none); ``subject`` decoded and unfolded, without its ``[PATCH ...]`` tag; ``description`` the
+    message between the subject and the trailers; ``trailers`` the last paragraph's ``Key: value`` lines,
+    the tool's own fields included, in order."""
+
+    author: str = ""
+    date: str = ""
+    subject: str = ""
+    description: str = ""
+    trailers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kept(self) -> tuple[tuple[str, str], ...]:
+        """The trailers the tool does not own (kept as written)."""
+        return tuple((k, v) for k, v in self.trailers if k.lower() not in _OWNED)
+
+    def message(self, fields: list[tuple[str, str]]) -> str:
+        """The commit message: subject, description, kept trailers and ``fields``."""
+        parts = [self.subject.strip()]
+        if self.description.strip():
+            parts.append(self.description.strip())
+        trailers = [*self.kept, *fields]
+        if trailers:
+            parts.append("\n".join(f"{k}: {v}" for k, v in trailers))
+        return "\n\n".join(parts) + "\n"
+
+
+def split(text: str) -> tuple[str, str]:
+    """The mail part of a patch file's text and its diff part (from the first ``diff --git`` on)."""
+    idx = text.find("diff --git ")
+    while idx > 0 and text[idx - 1] != "\n":
+        idx = text.find("\ndiff --git ", idx) + 1 or -1
+    if idx < 0:
+        return text, ""
+    return text[:idx], text[idx:]
+
+
+def read_mail(text: str) -> Mail:
+    """The message of a patch file (its text, decoded with ``surrogateescape``). A file without a mail
+    header (a plain diff) gives an empty :class:`Mail`."""
+    head, _diff = split(text)
+    lines = head.split("\n")
+    if lines and _FROM_LINE.match(lines[0]):
+        lines = lines[1:]
+    if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
+        return Mail()
+    raw = "\n".join(lines).encode("utf-8", "surrogateescape")
+    msg = BytesParser(policy=_READ).parsebytes(raw)
+    payload = msg.get_payload(decode=True)
+    body = payload.decode(msg.get_content_charset() or "utf-8", "replace") if isinstance(payload, bytes) else ""
+    description, trailers = message_parts(_cut_diffstat(body))
+    return Mail(_header(msg, "From"), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
+                description, trailers)
+
+
+def parse_message(message: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """A commit message as (subject, description, trailers): git's subject is the first paragraph,
+    its lines joined by spaces."""
+    text = message.strip("\n")
+    first, _sep, rest = text.partition("\n\n")
+    description, trailers = message_parts(rest)
+    return " ".join(s.strip() for s in first.splitlines()), description, trailers
+
+
+def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A message body as (description, trailers): the last paragraph is the trailers when every one of
+    its lines is ``Key: value`` (or a continuation indented under one)."""
+    paras = [p for p in re.split(r"\n[ \t]*\n", body.strip("\n")) if p.strip()]
+    if not paras:
+        return "", ()
+    trailers = _trailers(paras[-1])
+    if trailers is None:
+        return "\n\n".join(paras).strip(), ()
+    return "\n\n".join(paras[:-1]).strip(), trailers
+
+
+def _trailers(para: str) -> tuple[tuple[str, str], ...] | None:
+    out: list[tuple[str, str]] = []
+    for line in para.split("\n"):
+        m = _TRAILER.match(line)
+        if m:
+            out.append((m.group(1), m.group(2).rstrip()))
+        elif out and line[:1] in (" ", "\t"):
+            out[-1] = (out[-1][0], out[-1][1] + " " + line.strip())
+        else:
+            return None
+    return tuple(out)
+
+
+def _cut_diffstat(body: str) -> str:
+    """The commit message: the body up to format-patch's ``---`` line (the diffstat follows it)."""
+    lines = body.split("\n")
+    return "\n".join(lines[:lines.index("---")]) if "---" in lines else body
+
+
+def _header(msg: email.message.Message, name: str) -> str:
+    value = msg.get(name)
+    if value is None:
+        return ""
+    text = str(value)
+    if re.search("[\udc80-\udcff]", text):  # raw 8-bit bytes in a header: UTF-8 as git writes it
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return " ".join(text.split()) if name == "Subject" else text.strip()
+
+
+def _raw_date(lines: list[str]) -> str:
+    """``Date:`` as written (unfolded): the email package would re-render it ("2 Jan" as "02 Jan")."""
+    for i, line in enumerate(lines):
+        if line == "":
+            return ""
+        if line.lower().startswith("date:"):
+            value = line[5:]
+            for cont in lines[i + 1:]:
+                if cont[:1] not in (" ", "\t"):
+                    break
+                value += " " + cont.strip()
+            return " ".join(value.split())
+    return ""
+
+
+def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:
+    """The patch file in the pack's deterministic form: the fixed ``From`` line, ``From:`` (the pack's
+    own author when the mail has none), ``Date:`` when there is one, ``Subject: [PATCH] ...``, the MIME
+    headers when the message is not ASCII (as git writes them), the message with ``fields`` as its last
+    trailers, ``---``, then ``body``'s diff (churn dropped)."""
+    lines = [FIXED_FROM_LINE, _fold("From", mail.author or AUTHOR)]
+    if mail.date:
+        lines.append(f"Date: {mail.date}")
+    lines.append(_fold("Subject", f"[PATCH] {mail.subject.strip()}"))
+    message = mail.message(fields)
+    _subject, _sep, rest = message.partition("\n\n")
+    if not rest.isascii():
+        lines += ["MIME-Version: 1.0", "Content-Type: text/plain; charset=UTF-8", "Content-Transfer-Encoding: 8bit"]
+    lines.append("")
+    if rest.strip():
+        lines.append(rest.rstrip("\n"))
+    lines += ["---", ""]
+    return "\n".join(lines) + diff_body(body)
+
+
+def _fold(name: str, value: str) -> str:
+    """One header line, RFC 2047 encoded where the value is not ASCII, never folded."""
+    if value.isascii():
+        return f"{name}: {value}"
+    # a header object, not a str: for a str the policy writes a short value as it is, unencoded
+    folded: str = _WRITE.fold(name, _WRITE.header_factory(name, value))
+    return folded.rstrip("\n")

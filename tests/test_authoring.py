@@ -1,0 +1,270 @@
+"""The maintainer's loop on built packs: patch headers kept (email package), edit / new / refresh through a
+git work tree, import of format-patch mails, export as a series `git am` takes (same bytes as apply)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, git, numbered, snapshot
+
+from fixpack import engine
+from fixpack.editrefresh import refresh_from_work
+from fixpack.editwork import abort, start
+from fixpack.errors import BadInputError, ConflictError
+from fixpack.exchange import export, import_mails
+from fixpack.loader import load_pack
+from fixpack.pack_tools import stale_patches
+from fixpack.patchmail import read_mail
+from fixpack.patchtext import normalize_text
+
+MOD = "demo_pkg/mod.py"
+AUTHOR = "Jürgen Müller-Lüdenscheidt <jm@example.org>"
+SUBJECT = ("Guard the decoder against token ids past the vocabulary, which used to end the output handler "
+           "and fail every request at once")
+
+
+def mail_patch(tmp: Path, before: str, after: str, subject: str = SUBJECT, author: str = AUTHOR,
+               body: str = "Why it matters, in ä few words.\n\nSigned-off-by: Jürgen <jm@example.org>\n"
+                           "Link: https://github.com/vllm-project/vllm/pull/12345\n") -> str:
+    """A real `git format-patch` mail (encoded, folded subject; non-ASCII author; index lines; signature)."""
+    repo = tmp / f"mail-{len(list(tmp.glob('mail-*')))}"
+    (repo / "demo_pkg").mkdir(parents=True)
+    (repo / MOD).write_text(before)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / MOD).write_text(after)
+    name, _sp, addr = author.rpartition(" ")
+    env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": addr.strip("<>"),
+           "GIT_AUTHOR_DATE": "Mon, 2 Jan 2023 10:00:00 +0100"}
+    subprocess.run(["git", "commit", "-qam", f"{subject}\n\n{body}"], cwd=repo, check=True, env=env)
+    return git(repo, "format-patch", "-1", "--stdout")
+
+
+@pytest.fixture
+def pack3(builder):
+    """Three default fixes a, b, c on one file, locked on the clean tree."""
+    base = numbered(60)
+    a = base.replace("line 10\n", "ten\n")
+    b = a.replace("line 30\n", "# a comment\nthirty\n")
+    c = b.replace("line 50\n", "fifty\n")
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("a", {MOD: base}, {MOD: a})
+    fb = builder.add_fix("b", {MOD: a}, {MOD: b})
+    (fb / "0001-change.patch").write_text(mail_patch(builder.base, a, b))
+    builder.add_fix("c", {MOD: b}, {MOD: c})
+    builder.profile(["a", "b", "c"])
+    for fix in load_pack(builder.pack).fixes.values():  # the patches in their deterministic form
+        fix.patches[0].path.write_text(normalize_text(fix, fix.patches[0].path.read_text()))
+    builder.lock(clean)
+    return builder, clean
+
+
+def pack_bytes(root: Path) -> dict:
+    return {k: v for k, v in snapshot(root).items() if not k.startswith(".edit/")}
+
+
+def test_a_format_patch_mail_keeps_author_date_subject_and_trailers(tmp_path, builder):
+    text = mail_patch(tmp_path, numbered(5), numbered(5).replace("line 2\n", "two\n"))
+    assert "=?UTF-8?q?" in text and "\n " in text.split("\n\n")[0]  # git encoded the author and folded the subject
+    builder.add_fix("m", {}, {}, diff="diff --git a/x b/x\n")
+    fix = load_pack(builder.pack).fixes["m"]
+    once = normalize_text(fix, text)
+    mail = read_mail(once)
+    assert mail.author == AUTHOR and mail.date == "Mon, 2 Jan 2023 10:00:00 +0100" and mail.subject == SUBJECT
+    assert ("Signed-off-by", "Jürgen <jm@example.org>") in mail.trailers
+    assert ("Link", "https://github.com/vllm-project/vllm/pull/12345") in mail.trailers
+    assert mail.description == "Why it matters, in ä few words."
+    assert "\nFrom: =?utf-8?q?J=C3=BCrgen_M=C3=BCller-L=C3=BCdenscheidt?= <jm@example.org>\n" in once
+    assert once.split("\n\n")[0].isascii()  # the mail header is 7-bit, as git writes it
+    assert "\nindex " not in once and "\n-- \n" not in once and " 1 file changed" not in once
+    assert once.splitlines()[0].startswith("From 0000000000000000000000000000000000000000 ")
+    assert normalize_text(fix, once) == once  # a fixed point: format --check stays quiet
+    assert read_mail(normalize_text(fix, once)).trailers[-1] == ("Fix-Id", "m")
+
+
+def test_edit_then_refresh_changes_only_the_edited_line(pack3):
+    builder, clean = pack3
+    before = pack_bytes(builder.pack)
+    state = start(builder.pack, "p1", "b", roots={"demo": clean})
+    work = Path(state.work)
+    log = git(work, "log", "--format=%an <%ae>|%aD|%s", "-2")
+    assert log.splitlines()[0] == f"{AUTHOR}|Mon, 2 Jan 2023 10:00:00 +0100|{SUBJECT}"
+    assert git(work, "log", "-1", "--format=%B").count("Signed-off-by: Jürgen") == 1
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and not done.outcome.changed and pack_bytes(builder.pack) == before
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and [f.state for f in done.outcome.later] == ["exact"]
+    patch = builder.pack / "fixes/b/0001-change.patch"
+    old, new = before["fixes/b/0001-change.patch"][0].decode().splitlines(), patch.read_text().splitlines()
+    assert [(x, y) for x, y in zip(old, new) if x != y] == [("+# a comment", "+# a clearer comment")]
+    assert len(old) == len(new) and done.outcome.written == ["fixes/b/0001-change.patch", "fixes/b/fix.toml",
+                                                             "profiles/p1.lock"]
+    assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()  # the change changed: bumped once
+    git(work, "commit", "-q", "--amend", "-m", "Reworded only")  # a refresh again: still v2, the message new
+    # the lock fingerprints the change, not its words: a reworded message rewrites the patch alone
+    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch"]
+    assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()
+    engine.check_lock_fresh(builder.request(clean))
+    assert stale_patches(load_pack(builder.pack)) == []
+    abort(builder.pack)
+    assert not (builder.pack / ".edit").exists()
+
+
+def test_refresh_refuses_uncommitted_edits_and_writes_nothing(pack3):
+    builder, clean = pack3
+    state = start(builder.pack, "p1", "b", roots={"demo": clean})
+    before = pack_bytes(builder.pack)
+    (Path(state.work) / MOD).write_text("changed\n")
+    with pytest.raises(BadInputError, match="uncommitted edits .*demo_pkg/mod.py.*commit them"):
+        refresh_from_work(builder.pack, "b")
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_later_fix_that_no_longer_applies_is_named_and_nothing_is_written(pack3):
+    builder, clean = pack3
+    state = start(builder.pack, "p1", "b", roots={"demo": clean})
+    work = Path(state.work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 49\n", "forty-nine\n"))
+    git(work, "commit", "-qam", "also change line 49 (the context of c)")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(ConflictError, match=r"later fixes .*nothing was written: c: conflict .*hunk #1 missing"):
+        refresh_from_work(builder.pack, "b")
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_later_fix_that_only_moved_is_regenerated_at_its_new_lines(pack3):
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    c_patch = builder.pack / "fixes/c/0001-change.patch"
+    old = c_patch.read_text()
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and [(f.id, f.state) for f in done.outcome.later] == [("c", "moved")]
+    assert "regenerated" in done.outcome.later[0].detail and "fixes/c/0001-change.patch" in done.outcome.written
+    new = c_patch.read_text()
+    changed = [(a, b) for a, b in zip(old.splitlines(), new.splitlines()) if a != b]
+    assert changed == [("@@ -48,7 +48,7 @@ line 46", "@@ -49,7 +49,7 @@ line 46")]  # the same change, a line lower
+    engine.check_lock_fresh(builder.request(clean))
+    assert engine.apply(builder.request(clean, dry_run=True, strict=True)).ok
+    assert "version = 1\n" in (builder.pack / "fixes/c/fix.toml").read_text()  # moved, not changed: no bump
+
+
+def test_new_fix_lands_in_series_profile_fix_toml_and_lock(pack3):
+    builder, clean = pack3
+    state = start(builder.pack, "p1", "n", new=True, target="demo", after="a", roots={"demo": clean})
+    work = Path(state.work)
+    assert git(work, "log", "-1", "--format=%s").startswith("a")  # on top of a, not of b or c
+    for old, new in (("line 20\n", "twenty\n"), ("line 21\n", "twenty-one\n")):
+        (work / MOD).write_text((work / MOD).read_text().replace(old, new))
+        git(work, "commit", "-qam", f"Change {old.strip()}\n\nBecause it was wrong.")
+    done = refresh_from_work(builder.pack, "n")
+    assert done is not None and [f.id for f in done.outcome.later] == ["b", "c"]
+    pack = load_pack(builder.pack)
+    assert pack.series == ("a", "n", "b", "c")
+    assert [p.path.name for p in pack.fixes["n"].patches] == ["0001-change-line-20.patch", "0002-change-line-21.patch"]
+    assert '"a", "n", "b", "c"' in (builder.pack / "profiles/p1.toml").read_text()
+    engine.check_lock_fresh(builder.request(clean))
+    assert engine.apply(builder.request(clean, dry_run=True, strict=True)).fix("n").state == "absent"
+
+
+def test_import_of_a_format_patch_round_trips_through_format(pack3):
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace("line 50\n",
+                                                                                                       "fifty\n")
+    mail = builder.base / "in.patch"
+    mail.write_text(mail_patch(builder.base, before, before.replace("line 55\n", "fifty-five\n")))
+    done = import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert done.outcome.changed and load_pack(builder.pack).series[-1] == "imp"
+    pack = load_pack(builder.pack)
+    assert stale_patches(pack) == []
+    got = read_mail(pack.fixes["imp"].patches[0].path.read_text())
+    assert got.author == AUTHOR and got.subject == SUBJECT and ("Forwarded", "https://github.com/vllm-project/vllm/pull/"
+                                                                "12345") in got.trailers
+    toml = (builder.pack / "fixes/imp/fix.toml").read_text()
+    assert 'status = "submitted"' in toml and 'last_update = "2023-01-02"' in toml
+    engine.check_lock_fresh(builder.request(clean))
+
+
+def test_export_is_byte_stable_and_git_am_gives_apply_s_bytes(pack3, tmp_path):
+    builder, clean = pack3
+    out = tmp_path / "series"
+    files = export(builder.pack, "p1", (), out)
+    first = snapshot(out)
+    export(builder.pack, "p1", (), out)
+    assert snapshot(out) == first and [p.name for p in files][-1] == "series"
+    assert_git_am_equals_apply(clean, out, lambda root: engine.apply(builder.request(root)), tmp_path)
+
+
+def assert_git_am_equals_apply(clean: Path, series: Path, apply, tmp: Path) -> None:
+    """``git am`` of the series onto a copy of the release, and ``apply`` onto another: the same files."""
+    import shutil
+
+    am, applied = tmp / "am", tmp / "applied"
+    shutil.copytree(clean, am, ignore=shutil.ignore_patterns(".fixpack-complete"))
+    shutil.copytree(clean, applied, ignore=shutil.ignore_patterns(".fixpack-complete"))
+    git(am, "init", "-q")
+    git(am, "add", "-A")
+    git(am, "commit", "-qm", "the clean release")
+    names = (series / "series").read_text().split()
+    git(am, "am", "-q", *[str(series / n) for n in names])
+    assert apply(applied).ok
+    got = {k: v for k, v in snapshot(am).items()}
+    want = {k: v for k, v in snapshot(applied).items() if not k.startswith(".fixpack/")}
+    assert got == want
+
+
+def test_cli_refresh_without_a_work_tree_says_unchanged(pack3):
+    builder, clean = pack3
+    args = [sys.executable, "-m", "fixpack.cli", "refresh", "--pack", str(builder.pack), "--profile", "p1",
+            "--root", f"demo={clean}", "b"]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and r.stdout.startswith("unchanged"), r.stdout + r.stderr
+
+
+def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    env = {**os.environ, "FIXPACK_FAULT_AT": "3", "PYTHONPATH": str(REPO)}  # killed after the first file written
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 137 and (builder.pack / ".fixpack/journal.json").is_file(), r.stderr
+    assert pack_bytes(builder.pack) != before  # half written
+    done = refresh_from_work(builder.pack, "b")  # rolls the journal back first, then writes it all
+    assert done is not None and done.outcome.written == ["fixes/b/0001-change.patch", "fixes/b/fix.toml",
+                                                         "profiles/p1.lock"]
+    assert not (builder.pack / ".fixpack").exists() and "+# a clearer comment" in \
+        (builder.pack / "fixes/b/0001-change.patch").read_text()
+    engine.check_lock_fresh(builder.request(clean))
+
+
+def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path):
+    builder, clean = pack3
+    before = snapshot(builder.pack)
+    (tmp_path / "not-a-mail.txt").write_text("just words\n")
+    (tmp_path / "bad.patch").write_text(mail_patch(tmp_path, numbered(5), "x\n").replace("@@ -1,5 +1 @@", "@@ -1,5"))
+    cases = [
+        (["edit", "nosuch", "-p", "p1"], "nosuch is not a fix of profile p1"),
+        (["new", "a", "-p", "p1", "--target", "demo"], "fix a exists already"),
+        (["edit", "--abort"], "no edit in progress"),
+        (["refresh", "b"], "no work tree of it (fixpack edit b --profile P makes one)"),
+        (["import", str(tmp_path / "not-a-mail.txt"), "--as", "x", "-p", "p1"], "no patch mail in it"),
+        (["import", str(tmp_path / "bad.patch"), "--as", "x", "-p", "p1"], "bad.patch (mail at line 1):"),
+        (["export", "-p", "p1", "nosuch", "--out", str(tmp_path / "s")], "not an opt-in fix of profile p1: nosuch"),
+    ]
+    for args, says in cases:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+    assert snapshot(builder.pack) == before
