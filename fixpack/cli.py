@@ -73,8 +73,8 @@ def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                    progress=CliProgress(), **kw)
 
 
-def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str) -> None:
-    with outcome(as_json, command, profile):
+def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str, dry_run: bool = False) -> None:
+    with outcome(as_json, command, profile, dry_run):
         report = call()
     render(report, as_json)
     sys.exit(exit_code(report))
@@ -133,7 +133,7 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             click.echo(f"fixpack: SBOM {'written to' if done.written else 'unchanged in'} {sbom_out}", err=True)
         return report
 
-    _run(call, as_json, "apply", profile)
+    _run(call, as_json, "apply", profile, dry_run)
 
 
 @main.command("status", short_help="Show what the image holds, fix by fix.", epilog="""\b
@@ -150,7 +150,7 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
 
         return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait, strict=strict))
 
-    _run(call, as_json, "status", profile)
+    _run(call, as_json, "status", profile, dry_run=True)
 
 
 @main.command("revert", short_help="Unapply every fix, in reverse order.", epilog="""\b
@@ -168,7 +168,7 @@ def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
         return engine.revert(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
                                       dry_run=dry_run))
 
-    _run(call, as_json, "revert", profile)
+    _run(call, as_json, "revert", profile, dry_run)
 
 
 def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None) -> None:

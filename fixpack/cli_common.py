@@ -191,12 +191,14 @@ def envelope(command: str, profile: str = "", code: int = 0, error: str = "", **
     return doc
 
 
-def error_document(command: str, profile: str, message: str, code: int) -> dict[str, Any]:
-    """What ``--json`` prints when a command fails before it has a result (its schema's failure form)."""
+def error_document(command: str, profile: str, message: str, code: int, dry_run: bool = False) -> dict[str, Any]:
+    """What ``--json`` prints when a command fails before it has a result (its schema's failure form).
+    ``dry_run``: the command was asked to write nothing (``--dry-run``; ``status`` always is one)."""
     if command in REPORT_COMMANDS:
         from .report import Report
 
-        return Report(command, profile, error=message, failure=code).as_dict()
+        return Report(command, profile, dry_run=dry_run or command == "status", error=message,
+                      failure=code).as_dict()
     return envelope(command, profile, code, message)
 
 
@@ -204,14 +206,14 @@ def emit_json(doc: dict[str, Any]) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
-def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoReturn:
+def fail(exc: BaseException, as_json: bool, command: str, profile: str, dry_run: bool = False) -> NoReturn:
     """Say what went wrong (JSON or one line on stderr) and exit with the outcome's code."""
     code = exit_code(exc)
     msg = f"internal error: {exc!r} (please report it)" if code == EXIT_INTERNAL else str(exc)
     if isinstance(exc, ModuleNotFoundError):
         msg = missing_package(exc.name or str(exc))
     if as_json:
-        emit_json(error_document(command, profile, msg, code))
+        emit_json(error_document(command, profile, msg, code, dry_run))
     else:
         click.echo(f"fixpack: error: {msg}", err=True)
     sys.exit(code)
@@ -225,7 +227,7 @@ def missing_package(name: str) -> str:
 
 
 @contextmanager
-def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
+def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = False) -> Iterator[None]:
     """Run a command's body: an engine error or a bug becomes its message and exit code (click's own
     usage errors and exits pass through)."""
     try:
@@ -233,7 +235,7 @@ def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except Exception as exc:
-        fail(exc, as_json, command, profile)
+        fail(exc, as_json, command, profile, dry_run)
 
 
 def _argv_profile(argv: list[str]) -> str:
@@ -263,10 +265,10 @@ class JsonUsageErrors:
             rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
             emit_json(error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
-                                     exit_code(exc)))
+                                     exit_code(exc), "--dry-run" in argv))
             sys.exit(exit_code(exc))
         except click.exceptions.Abort:
-            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1))
+            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1, "--dry-run" in argv))
             sys.exit(1)
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
