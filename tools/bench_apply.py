@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -590,8 +591,9 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
 def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies) -> dict[str, Any]:
     """Profile v0.30.0 of this repository with both opt-ins on a copy of the real release (its vllm/ folder):
     whole-process apply, a second apply (must write nothing) and status, a fresh copy per repetition."""
-    prof_text = (REPO / "profiles" / "v0.30.0.toml").read_text()
-    ids = re.findall(r'"([a-z0-9-]+)"', prof_text[prof_text.index("[fixes]"):])
+    fixes_table = tomllib.loads((REPO / "profiles" / "v0.30.0.toml").read_text())["fixes"]
+    # the fixes only: the profile's components install into a site-packages folder, not a release copy
+    ids, opt_ins = [*fixes_table["default"], *fixes_table["opt_in"]], list(fixes_table["opt_in"])
     touched = set()
     for fid in ids:
         for patch in (REPO / "fixes" / fid).glob("*.patch"):
@@ -601,7 +603,6 @@ def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies)
     sh(["cp", "-al" if os.stat(vllm_root).st_dev == os.stat(work).st_dev else "-a", str(vllm_root / "vllm"),
         str(stage / "vllm")])
     wl = Workload("real-v0.30.0", "", stage, "vllm", REPO, [], work, dict.fromkeys(touched, ""))
-    opt_ins = [i for i in ids if i in prof_text[prof_text.index("opt_in"):]]
     times: dict[str, list[float]] = {"real.apply": [], "real.reapply": [], "real.status": []}
     rss: dict[str, list[float]] = {k: [] for k in times}
     notes, lasts = [], {}
