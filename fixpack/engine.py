@@ -16,6 +16,7 @@ from . import components, lockfile
 from .errors import BadInputError, FixpackError, MismatchError
 from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
+from .loader import parse_fixes
 from .model import Fix, Pack, Profile
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
@@ -48,6 +49,7 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                 f"target {target} holds {fix.id} v{entry.version}, applied with another patch than this "
                 f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
+    parse_fixes(ctx.pack, ctx.profile, ids)  # the recorded ones too (the selected ones are parsed already)
     chain = ctx.pack.ordered(tuple(ids))
     check_deleted_then_touched(chain)
     return chain
@@ -345,6 +347,7 @@ def revert(req: Request) -> Report:
 
 
 def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, dry: bool) -> None:
+    """Reverse the manifest's fixes on ``tree``, last first: only their patches are parsed."""
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
@@ -352,6 +355,9 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             raise BadInputError(f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {entry.id} "
                                 f"v{entry.version} with another patch than this pack has; revert with the "
                                 f"pack that applied it")
+    parse_fixes(ctx.pack, ctx.profile, [e.id for e in manifest.fixes if e.state is Recorded.APPLIED])
+    for entry in reversed(manifest.fixes):
+        fix = ctx.pack.fixes[entry.id]
         state = State.APPLIED if entry.state is Recorded.APPLIED else State.UPSTREAMED
         fr = FixReport(fix.id, fix.version, fix.target, fix.opt_in, True, state)
         ctx.report.fixes.insert(0, fr)
@@ -381,7 +387,7 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
         entry = ctx.lock.fix(fix.id)
         if fix.target != ft.spec.name or entry is None or entry.pre() == entry.post():
             continue
-        if file_hashes(tree, fix.touched_paths()) == entry.post():
+        if file_hashes(tree, list(entry.post())) == entry.post():  # the lock's paths: no patch is parsed
             held.append(fix.id)
     if held:
         raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "

@@ -14,8 +14,8 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
 from pathlib import Path
 from typing import Any
 
-from .diff import parse_patch, sha256_bytes
-from .errors import Collector, PatchParseError, UnknownNameError
+from .diff import FilePatch, parse_patch, sha256_bytes
+from .errors import Collector, PackError, PatchParseError, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .profile_components import load_components
 from .safepath import path_problem
@@ -130,7 +130,9 @@ def _str_table(value: Any, key: str, path: Path, text: str, errors: Collector) -
     return tuple(sorted(value.items()))
 
 
-def load_fix(folder: Path, errors: Collector) -> Fix | None:
+def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix | None:
+    """``fixes/<id>/`` with its patches and variants. With ``profile``, only that profile's variant is
+    read and the patches are parsed on first use (:func:`parse_fixes`), not here."""
     path = folder / "fix.toml"
     loaded = read_toml(path, errors)
     if loaded is None:
@@ -156,9 +158,11 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
     _check_binary(folder, binary, path, text, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
-    patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors) for n in names) if p)
-    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors)
-                                 for sub in sorted(folder.iterdir()) if (sub / "variant.toml").is_file()) if v)
+    lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
+    patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors, lazy) for n in names) if p)
+    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors, lazy)
+                                 for sub in sorted(folder.iterdir())
+                                 if (sub / "variant.toml").is_file() and sub.name == (profile or sub.name)) if v)
     if len(errors.problems) > before:
         return None
     return Fix(
@@ -172,7 +176,7 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
 
 
 def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[str, str], base_version: Any,
-                  errors: Collector) -> Variant | None:
+                  errors: Collector, lazy: Path | None = None) -> Variant | None:
     """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml)."""
     path = sub / "variant.toml"
     loaded = read_toml(path, errors)
@@ -184,7 +188,7 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     if not isinstance(version, int) or version < 1:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
         return None
-    patches = tuple(p for p in (_load_patch(sub, n, binary, path, text, errors) for n in names) if p)
+    patches = tuple(p for p in (_load_patch(sub, n, binary, path, text, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 
 
@@ -220,7 +224,8 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
 
 
 def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,
-                errors: Collector) -> PatchFile | None:
+                errors: Collector, lazy: Path | None = None) -> PatchFile | None:
+    """A patch file of a fix, parsed now, or (``lazy``: the pack's root) on first use of its files."""
     path = folder / name
     if Path(name).name != name:
         errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
@@ -230,6 +235,22 @@ def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path
         errors.add(f"patch {name!r} does not exist in {folder}", toml_path, key_line(text, "patches"))
         return None
     data = path.read_bytes()
+
+    def reader() -> tuple[FilePatch, ...]:
+        found = Collector()
+        files = _patch_files(path, data, binary, toml_path, text, found)
+        found.raise_if_any(f"the pack at {lazy} is invalid")
+        return files or ()
+    if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
+        return PatchFile(path, sha256_bytes(data), reader=reader)
+    files = _patch_files(path, data, binary, toml_path, text, errors)
+    return PatchFile(path, sha256_bytes(data), files) if files is not None else None
+
+
+def _patch_files(path: Path, data: bytes, binary: dict[str, str], toml_path: Path, text: str,
+                 errors: Collector) -> tuple[FilePatch, ...] | None:
+    """The file patches of a patch file's bytes, each problem added to ``errors`` (None: unreadable)."""
+    folder = path.parent
     try:
         parsed = parse_patch(data, str(path))
     except PatchParseError as exc:
@@ -253,13 +274,15 @@ def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path
         if fp.old_mode == "120000" or fp.new_mode == "120000":
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
                        "ship the link target as a regular file")
-    return PatchFile(path, sha256_bytes(data), parsed.header.subject, parsed.files)
+    return parsed.files
 
 
-def load_pack(root: Path) -> Pack:
+def load_pack(root: Path, profile: str | None = None) -> Pack:
     """Load and validate every fix of the pack at ``root`` (a folder with ``fixes/`` and ``profiles/``).
 
-    Raises PackError listing every problem with its file and line.
+    With ``profile`` (a run's), only that profile's variants are read and every patch is parsed when it is
+    first used: call :func:`parse_fixes` with the fixes the run works on. Raises PackError listing every
+    problem with its file and line.
     """
     root = root.resolve()
     errors = Collector()
@@ -270,7 +293,7 @@ def load_pack(root: Path) -> Pack:
     fixes: dict[str, Fix] = {}
     for fix_id in series:
         if (root / "fixes" / fix_id / "fix.toml").is_file():
-            fix = load_fix(root / "fixes" / fix_id, errors)
+            fix = load_fix(root / "fixes" / fix_id, errors, profile)
             if fix:
                 fixes[fix_id] = fix
     _check_relations(series, fixes, root / "fixes", errors)
@@ -320,8 +343,29 @@ def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
     return f"close matches: {', '.join(close)}" if close else "no close match"
 
 
-def load_profile(pack: Pack, name: str) -> Profile:
-    """Load ``profiles/<name>.toml`` and check it against the pack. Raises UnknownNameError or PackError."""
+def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] | set[str]) -> None:
+    """Parse the patches of the fixes ``ids`` (a run's chain, from a pack loaded for ``profile``) and check
+    that each changes files of its target's package only. Raises PackError listing every problem."""
+    errors = Collector()
+    packages = {t.name: t.package for t in profile.targets}
+    for fid in sorted(ids):
+        fix = pack.fixes[fid]
+        before = len(errors.problems)
+        for patch in fix.patches:
+            try:
+                patch.files  # noqa: B018 (parsed here, once: cached on the patch)
+            except PackError as exc:
+                errors.problems += exc.problems
+        if len(errors.problems) == before and fix.target in packages:
+            _check_package_paths(fix, packages[fix.target], errors)
+    errors.raise_if_any(f"the pack at {pack.root} is invalid")
+
+
+def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
+    """Load ``profiles/<name>.toml`` and check it against the pack. Raises UnknownNameError or PackError.
+
+    ``check_paths`` False leaves the check that each listed fix changes its target's package only to
+    :func:`parse_fixes` (a run parses only the patches it needs)."""
     if name not in pack.profiles:
         raise UnknownNameError(f"unknown profile {name!r} ({_close(name, sorted(pack.profiles))}; "
                                f"profiles live in {pack.root / 'profiles'})")
@@ -353,7 +397,7 @@ def load_profile(pack: Pack, name: str) -> Profile:
                                  set(default) | set(opt_in), path, errors)
     profile = Profile(name, path, str(data.get("description", "")).strip(),
                       targets, default, opt_in, proof_env, components)
-    _check_profile(pack, profile, text, errors)
+    _check_profile(pack, profile, text, errors, check_paths)
     errors.raise_if_any(f"profile {name!r} is invalid")
     return profile
 
@@ -392,7 +436,7 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
     return tuple(out)
 
 
-def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -> None:
+def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, check_paths: bool = True) -> None:
     path = profile.path
     names = {t.name for t in profile.targets}
     listed: dict[str, str] = {}
@@ -410,7 +454,7 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
             if fix.target not in names:
                 errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
                            f"add [targets.{fix.target}] or drop the fix")
-            else:
+            elif check_paths:
                 _check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
