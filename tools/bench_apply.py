@@ -805,6 +805,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{tool_version(['git', '--version'])}, quilt {quilt_v}, {os.cpu_count()} CPUs")
     print(f"work folder {work} ({fs}); {args.repeat} repetitions per tool, median; each on a fresh copy "
           f"({args.copy_mode} mode), copy time excluded")
+    # the engine's bytecode, compiled once as an image's install step does (ports/muse-spark-open/install.sh,
+    # tools/setup.sh): with $PYTHONDONTWRITEBYTECODE set, every whole-process run would compile it from source
+    sh([sys.executable, "-m", "compileall", "-q", str(REPO / "fixpack")])
+    print(f"engine bytecode compiled (python -m compileall -q fixpack; $PYTHONDONTWRITEBYTECODE="
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})")
     results = []
     real: dict[str, Any] | None = None
     start = python_start(args.repeat)
