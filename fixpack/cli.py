@@ -8,8 +8,14 @@ import only the engine. The maintainer's commands load on first use from :mod:`f
 
 from __future__ import annotations
 
-import importlib
 import sys
+
+if __name__ == "__main__":  # `python -m fixpack.cli apply|status|revert ...` with plain options: no click needed
+    from fixpack.cli_fast import main as fast_main
+
+    fast_main()  # exits when it ran the command; returns when click must parse the command line
+
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +29,12 @@ from .cli_common import (
     color_option,
     common,
     complete_fixes,
-    default_pack_root,
-    exit_code,
+    option,
     outcome,
     parse_roots,
 )
+from .cli_fast import main as fast_main
+from .cli_plain import default_pack_root, exit_code
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
@@ -103,9 +110,9 @@ Examples:
   python3 apply_all.py --profile v0.30.0 --all-opt-in        # in an image: vLLM of that Python""")
 @common
 @click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
-@click.option("--dry-run", is_flag=True, help="Check everything, write nothing (the CI mode).")
-@click.option("--strict", is_flag=True, help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
-@click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
+@option("dry_run", help="Check everything, write nothing (the CI mode).")
+@option("strict", help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
+@option("all_opt_in", help="Select every opt-in fix the profile allows.")
 @click.option("--reject", "reject_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               metavar="DIR", help="Write the refused hunks as git-style DIR/<path>.rej files (outside the target).")
 @click.option("--sbom", "sbom_out", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
@@ -140,7 +147,7 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
 Example:
   fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0""")
 @common
-@click.option("--strict", is_flag=True, help="Treat a drifted fix as a mismatch.")
+@option("strict", help="Treat a drifted fix as a mismatch.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
                copies_root: Path | None, lock_wait: float, as_json: bool, strict: bool) -> None:
     """Show what the image holds: every fix of the profile against the manifest and the files."""
@@ -157,7 +164,7 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
 Example:
   fixpack revert --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --dry-run""")
 @common
-@click.option("--dry-run", is_flag=True, help="Check that everything would revert, write nothing.")
+@option("dry_run", help="Check that everything would revert, write nothing.")
 def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
                copies_root: Path | None, lock_wait: float, as_json: bool, dry_run: bool) -> None:
     """Unapply every fix this tool applied, in reverse order; refuses if files changed since."""
@@ -181,6 +188,7 @@ def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None)
     if args and args[0] in ("-h", "--help"):
         args = ["--help"]
     defaults = {"pack_root": str(pack_root)} if pack_root is not None else None
+    fast_main(args, defaults, "apply")  # a plain command line runs without click (and exits)
     try:
         apply_cmd.main(args=args, prog_name="apply_all.py", standalone_mode=True, default_map=defaults)
     except SystemExit as exc:

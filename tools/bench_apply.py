@@ -46,11 +46,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
