@@ -32,6 +32,7 @@ from .state import (
     write_transaction,
 )
 from .states import Action, State, TargetStatus
+from .status_fast import locked_files
 from .targets import FoundTarget
 from .tree import Tree, decode
 
@@ -79,6 +80,10 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     """
     name = ft.spec.name
     tree, manifest, pending = _load_state(ft)
+    if ctx.report.command == "status" and manifest is not None and not pending:
+        held = _status_held(ctx, ft, tree, manifest, wanted)
+        if held is not None:
+            return held
     recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         ctx.report.target(name).note(f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} "
@@ -112,6 +117,27 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached
     return plan
+
+
+def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
+                 wanted: tuple[str, ...]) -> TargetPlan | None:
+    """Status of a target whose files hold what the lock says its recorded chain leaves there (no patch
+    is read: :mod:`fixpack.status_fast`); None when they do not, for the full evaluation to say why."""
+    recorded = {e.id for e in manifest.fixes}
+    if not recorded <= set(ctx.pack.fixes):
+        return None
+    chain = ctx.pack.ordered(tuple(f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == ft.spec.name))
+    expected = locked_files(ctx.lock, manifest, ft.spec.name, {f.id for f in chain})
+    if expected is None or file_hashes(tree, list(expected)) != expected:
+        return None
+    for fix in chain:
+        kept = [] if fix.id in wanted else ["not selected in this run; kept (revert removes it)"]
+        ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.opt_in, fix.id in wanted,
+                                          State.APPLIED, Action.NONE, [], ["already applied", *kept], []))
+    reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
+                                                    ctx.lock)
+    ctx.report.fixes += reports
+    return TargetPlan(tree, manifest, [], reached, False, entries)
 
 
 def _load_state(ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:

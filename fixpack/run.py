@@ -64,7 +64,7 @@ class Context:
 
 def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     """The run's pack, profile, selection, lock and targets. Only the selected fixes' patches are parsed
-    (revert's: none here; it parses those its manifest records), so a malformed patch of a fix the run
+    (revert's and status's: none here; they parse what they read), so a malformed patch of a fix the run
     does not touch is no obstacle to it."""
     pack = load_pack(req.pack_root, profile=req.profile)
     profile = load_profile(pack, req.profile, check_paths=False)
@@ -77,7 +77,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if name not in names:
             raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
                                 f"(its targets: {', '.join(sorted(names))})")
-    if command != "revert":
+    if command not in ("revert", "status"):  # status parses what it reads (none when the lock vouches for it)
         parse_fixes(pack, profile, selected)
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
