@@ -16,8 +16,8 @@ from . import components, lockfile
 from .errors import BadInputError, FixpackError, MismatchError
 from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
-from .loader import parse_fixes
 from .model import Fix, Pack, Profile
+from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
 from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare

@@ -14,11 +14,10 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
 from pathlib import Path
 from typing import Any
 
-from .diff import FilePatch, parse_patch, sha256_bytes
-from .errors import Collector, PackError, PatchParseError, UnknownNameError
-from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .errors import Collector, UnknownNameError
+from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .patchfiles import check_binary, check_package_paths, load_patch
 from .profile_components import load_components
-from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary"}
@@ -156,10 +155,11 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
-    _check_binary(folder, binary, path, text, errors)
+    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    check_binary(folder, binary, where, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
-    patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors, lazy) for n in names) if p)
+    patches = tuple(p for p in (load_patch(folder, n, dict(binary), where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors, lazy)
                                  for sub in sorted(folder.iterdir())
                                  if (sub / "variant.toml").is_file() and sub.name == (profile or sub.name)) if v)
@@ -188,24 +188,9 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     if not isinstance(version, int) or version < 1:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
         return None
-    patches = tuple(p for p in (_load_patch(sub, n, binary, path, text, errors, lazy) for n in names) if p)
+    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
-
-
-def _check_binary(folder: Path, binary: tuple[tuple[str, str], ...], path: Path, text: str,
-                  errors: Collector) -> None:
-    """``[binary]`` maps a canonical target path to a file of the fix's own folder: a source outside it
-    (an absolute path, ``..``, a link) would copy any file of the machine into the target."""
-    for target_path, src in binary:
-        problem = path_problem(target_path)
-        if problem:
-            errors.add(f"[binary] target path {target_path!r}: {problem}", path, key_line(text, "binary"))
-        problem = path_problem(src)
-        real = (folder / src).resolve()
-        if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
-            errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
-                       + (f" ({problem})" if problem else ""), path, key_line(text, "binary"),
-                       "put the file in the fix's folder and name it relative to it")
 
 
 def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upstream:
@@ -221,60 +206,6 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
         errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
                    path, key_line(text, "status", "upstream"))
     return Upstream(str(status), str(value.get("link", "")), str(value.get("fixed_in", "")))
-
-
-def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,
-                errors: Collector, lazy: Path | None = None) -> PatchFile | None:
-    """A patch file of a fix, parsed now, or (``lazy``: the pack's root) on first use of its files."""
-    path = folder / name
-    if Path(name).name != name:
-        errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
-                   toml_path, key_line(text, "patches"), "name the file only, and keep it in that folder")
-        return None
-    if not path.is_file():
-        errors.add(f"patch {name!r} does not exist in {folder}", toml_path, key_line(text, "patches"))
-        return None
-    data = path.read_bytes()
-
-    def reader() -> tuple[FilePatch, ...]:
-        found = Collector()
-        files = _patch_files(path, data, binary, toml_path, text, found)
-        found.raise_if_any(f"the pack at {lazy} is invalid")
-        return files or ()
-    if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
-        return PatchFile(path, sha256_bytes(data), reader=reader)
-    files = _patch_files(path, data, binary, toml_path, text, errors)
-    return PatchFile(path, sha256_bytes(data), files) if files is not None else None
-
-
-def _patch_files(path: Path, data: bytes, binary: dict[str, str], toml_path: Path, text: str,
-                 errors: Collector) -> tuple[FilePatch, ...] | None:
-    """The file patches of a patch file's bytes, each problem added to ``errors`` (None: unreadable)."""
-    folder = path.parent
-    try:
-        parsed = parse_patch(data, str(path))
-    except PatchParseError as exc:
-        for p in exc.problems or []:
-            errors.add(p.message, path, p.line, p.hint)
-        if not exc.problems:
-            errors.add(str(exc), path)
-        return None
-    if not parsed.files:
-        errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
-        return None
-    for fp in parsed.files:
-        if fp.binary and fp.path not in binary:
-            errors.add(f"binary change to {fp.path!r} is not declared", path, fp.diff_line,
-                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"<file in the fix folder>\"")
-        elif fp.binary and fp.kind != "add":
-            errors.add(f"binary change to existing file {fp.path!r}: only new binary files are supported",
-                       path, fp.diff_line, "ship the new content as a new file")
-        elif fp.binary and not (folder / binary[fp.path]).is_file():
-            errors.add(f"declared binary content {binary[fp.path]!r} is missing", toml_path, key_line(text, "binary"))
-        if fp.old_mode == "120000" or fp.new_mode == "120000":
-            errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
-                       "ship the link target as a regular file")
-    return parsed.files
 
 
 def load_pack(root: Path, profile: str | None = None) -> Pack:
@@ -341,24 +272,6 @@ def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | No
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
     close = difflib.get_close_matches(name, list(names), 3, 0.5)
     return f"close matches: {', '.join(close)}" if close else "no close match"
-
-
-def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] | set[str]) -> None:
-    """Parse the patches of the fixes ``ids`` (a run's chain, from a pack loaded for ``profile``) and check
-    that each changes files of its target's package only. Raises PackError listing every problem."""
-    errors = Collector()
-    packages = {t.name: t.package for t in profile.targets}
-    for fid in sorted(ids):
-        fix = pack.fixes[fid]
-        before = len(errors.problems)
-        for patch in fix.patches:
-            try:
-                patch.files  # noqa: B018 (parsed here, once: cached on the patch)
-            except PackError as exc:
-                errors.problems += exc.problems
-        if len(errors.problems) == before and fix.target in packages:
-            _check_package_paths(fix, packages[fix.target], errors)
-    errors.raise_if_any(f"the pack at {pack.root} is invalid")
 
 
 def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
@@ -455,7 +368,7 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                 errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
                            f"add [targets.{fix.target}] or drop the fix")
             elif check_paths:
-                _check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
+                check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")
@@ -467,22 +380,6 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
             elif key == "default" and listed[req] == "opt_in":
                 errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
     _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
-
-
-def _check_package_paths(fix: Fix, package: str, errors: Collector) -> None:
-    """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
-    be a site-packages folder, where another path would change another distribution, or the tool's own
-    state (``.fixpack/``)."""
-    for patch in fix.patches:
-        for fp in patch.files:
-            for p in fp.paths():
-                if not p.startswith(package + "/"):
-                    errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
-                               patch.path, fp.diff_line, f"patch files under {package}/ only")
-    for target_path, _src in fix.binary:
-        if not target_path.startswith(package + "/"):
-            errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
-                       fix.folder / "fix.toml", None, f"place it under {package}/")
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:

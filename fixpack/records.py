@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,15 @@ class Lock:
     components: tuple[LockComponent, ...] = ()
 
     def fix(self, fix_id: str) -> LockFix | None:
-        return next((f for f in self.fixes if f.id == fix_id), None)
+        return self._by_id.get(fix_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, LockFix]:
+        """The first entry of each fix id (looked up once per fix and pass: a scan made 500 fixes quadratic)."""
+        out: dict[str, LockFix] = {}
+        for f in self.fixes:
+            out.setdefault(f.id, f)
+        return out
 
     def component(self, cid: str) -> LockComponent | None:
         return next((c for c in self.components if c.id == cid), None)

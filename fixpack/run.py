@@ -10,8 +10,9 @@ from pathlib import Path
 
 from . import lockfile
 from .errors import BadInputError, MismatchError
-from .loader import load_pack, load_profile, parse_fixes, select
+from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
+from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
 from .records import Lock

@@ -461,20 +461,20 @@ WHERE_SNIPPET = r"""
 import cProfile, io, pstats, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from fixpack import cli, engine  # what an apply_all.py run imports before the engine starts
+from fixpack import cli_fast, engine  # what an apply_all.py run imports before the engine starts
 t1 = time.perf_counter()
 prof = cProfile.Profile()
 code = 0
 prof.enable()
 try:
-    cli.apply_all_main(sys.argv[2:])
+    cli_fast.main(sys.argv[2:], None, "apply")
 except SystemExit as exc:
     code = exc.code
 prof.disable()
 t2 = time.perf_counter()
 buf = io.StringIO()
 st = pstats.Stats(prof, stream=buf)
-# the engine's own functions, unidiff's and the system calls (click's frames above engine.apply left out)
+# the engine's own functions, unidiff's and the system calls (the entry's frames above engine.apply left out)
 st.sort_stats("cumulative").print_stats(r"(fixpack/(?!cli)|unidiff/|\{built-in method)", 15)
 st.sort_stats("tottime").print_stats(10)
 sys.stderr.write(f"WHERE imports {t1 - t0:.4f} engine {t2 - t1:.4f} exit {code}\n" + buf.getvalue())
@@ -630,8 +630,9 @@ def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies)
 def python_start(repeat: int) -> dict[str, float]:
     """The floor of any whole-process figure: an interpreter that does nothing, and one importing the CLI + engine."""
     out = {}
-    for key, code in (("python -c pass", "pass"), ("import fixpack.cli + fixpack.engine",
-                                                    "import fixpack.cli, fixpack.engine")):
+    for key, code in (("python -c pass", "pass"),
+                      ("import cli_fast, engine (image)", "import fixpack.cli_fast, fixpack.engine"),
+                      ("import cli, engine (click)", "import fixpack.cli, fixpack.engine")):
         runs = [proc_run([sys.executable, "-c", code])[0] for _ in range(max(3, repeat))]
         out[key] = statistics.median(runs)
     return out
