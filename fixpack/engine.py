@@ -11,10 +11,10 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import components, lockfile
 from .errors import BadInputError, FixpackError, MismatchError
-from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
 from .model import Fix, Pack, Profile
 from .patchfiles import parse_fixes
@@ -34,7 +34,10 @@ from .state import (
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files
 from .targets import FoundTarget
-from .tree import Tree, decode
+from .tree import Tree, decode, file_hashes
+
+if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
+    from .evaluate import Evaluation
 
 
 def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -174,6 +177,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
     them does not reverse), per fix that failed why, and per fix that could not be checked the
     tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
     still checked, so one hand-edited file does not make every earlier fix look tampered."""
+    from .evaluate import FixEvidence, run_pass
+
     base = tree.fork()
     broken: dict[str, list[str]] = {}
     blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
@@ -199,6 +204,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
 
 def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
             unchecked: dict[str, str]) -> Evaluation:
+    from .evaluate import Evaluation, FixEvidence, decide, run_pass
+
     evidence = FixEvidence.from_lock(lock.fix(fix.id))
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=evidence)
@@ -374,6 +381,8 @@ def revert(req: Request) -> Report:
 
 def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, dry: bool) -> None:
     """Reverse the manifest's fixes on ``tree``, last first: only their patches are parsed."""
+    from .evaluate import FixEvidence, run_pass
+
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 
 try:
@@ -78,7 +77,7 @@ def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
 def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
                   errors: Collector, table: str = "") -> None:
     for key in sorted(set(data) - allowed):
-        close = difflib.get_close_matches(key, sorted(allowed), 1)
+        close = _close_matches(key, sorted(allowed), 1)
         hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
         where = f"[{table}] " if table else ""
         errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)
@@ -269,8 +268,14 @@ def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | No
     return None
 
 
+def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> list[str]:
+    import difflib  # for error messages only
+
+    return difflib.get_close_matches(name, names, n, cutoff)
+
+
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(name, list(names), 3, 0.5)
+    close = _close_matches(name, list(names), 3, 0.5)
     return f"close matches: {', '.join(close)}" if close else "no close match"
 
 

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .diff import FilePatch
+if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
+    from .diff import FilePatch
 
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
 
@@ -86,9 +88,9 @@ class Fix:
     @property
     def patch_sha256(self) -> str:
         """sha256 over the patch hashes in order: changes when any patch byte changes."""
-        from .diff import sha256_text
+        import hashlib
 
-        return sha256_text("\n".join(p.sha256 for p in self.patches))
+        return hashlib.sha256("\n".join(p.sha256 for p in self.patches).encode()).hexdigest()
 
     def file_patches(self) -> tuple[FilePatch, ...]:
         return tuple(fp for p in self.patches for fp in p.files)

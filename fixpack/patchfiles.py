@@ -5,12 +5,16 @@ package folder. Every problem names its file and line.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .diff import FilePatch, parse_patch, sha256_bytes
 from .errors import Collector, PackError, PatchParseError
 from .model import Fix, Pack, PatchFile, Profile
 from .safepath import path_problem
+
+if TYPE_CHECKING:
+    from .diff import FilePatch
 
 Where = tuple[Path, int | None, int | None]  # fix.toml (or variant.toml), the lines of `patches` and [binary]
 
@@ -49,14 +53,16 @@ def load_patch(folder: Path, name: str, binary: dict[str, str], where: Where, er
         found.raise_if_any(f"the pack at {lazy} is invalid")
         return files or ()
     if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
-        return PatchFile(path, sha256_bytes(data), reader=reader)
+        return PatchFile(path, hashlib.sha256(data).hexdigest(), reader=reader)
     files = _patch_files(path, data, binary, where, errors)
-    return PatchFile(path, sha256_bytes(data), files) if files is not None else None
+    return PatchFile(path, hashlib.sha256(data).hexdigest(), files) if files is not None else None
 
 
 def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
                  errors: Collector) -> tuple[FilePatch, ...] | None:
     """The file patches of a patch file's bytes, each problem added to ``errors`` (None: unreadable)."""
+    from .diff import parse_patch  # the diff adapter (and unidiff) load with the first patch parsed
+
     folder = path.parent
     try:
         parsed = parse_patch(data, str(path))

@@ -14,6 +14,7 @@ digest, in one place.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .diff import sha256_text
 from .errors import DamagedStateError, StaleLockError
 from .safepath import path_problem
 from .states import Word
@@ -160,7 +160,7 @@ def lock_digest(data: Mapping[str, Any]) -> str:
     sealed = {"targets": data.get("targets"), "fixes": data.get("fixes")}
     if data.get("components"):  # a lock without components keeps the digest it always had
         sealed["components"] = data["components"]
-    return sha256_text(json.dumps(sealed, sort_keys=True))
+    return hashlib.sha256(json.dumps(sealed, sort_keys=True).encode()).hexdigest()  # ASCII: as its UTF-8
 
 
 def _lock_fix_json(f: LockFix) -> dict[str, Any]:

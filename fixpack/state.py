@@ -25,7 +25,6 @@ import errno
 import hashlib
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,6 +289,8 @@ def _discard_leftovers(root: Path) -> None:
     if exists(backups):
         if backups.is_symlink() or not backups.is_dir():
             raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
+        import shutil  # (and its archive modules) only when there is something to remove
+
         shutil.rmtree(backups)  # does not follow links inside
     tmp = temp_path(folder / JOURNAL)
     if exists(tmp):
@@ -418,6 +419,8 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
+    import shutil
+
     shutil.rmtree(folder / BACKUPS, ignore_errors=True)  # left over, they are removed by the next run
 
 

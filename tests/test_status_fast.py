@@ -40,7 +40,6 @@ def no_parsing(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a patch was parsed")
     monkeypatch.setattr(diff, "parse_patch", refuse)
-    monkeypatch.setattr("fixpack.patchfiles.parse_patch", refuse)
 
 
 def test_a_fully_applied_target_needs_no_patch(monkeypatch, pack):
