@@ -41,6 +41,7 @@ from .fsio import (
     fault_point,
     forget_state,
     fsync_dir,
+    link_or_copy,
     make_parents,
     pycache_files,
     remove_file,
@@ -49,7 +50,6 @@ from .fsio import (
     temp_path,
     unlink,
     unlink_quietly,
-    write_new,
 )
 from .records import Manifest, dumps, is_int, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
@@ -450,7 +450,7 @@ def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]
             data = dest.read_bytes()
             entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
                          sha256=hashlib.sha256(data).hexdigest())
-            write_new(backups / str(i), data, 0o600)  # read only once the journal names it, with its sha256
+            link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
         elif c.data is not None:
             dirs |= _missing_dirs(root, dest.parent)
         entries.append(entry)
