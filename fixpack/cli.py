@@ -46,6 +46,7 @@ MAINTAINER_COMMANDS = {
     "prove": "fixpack.cli_maint:prove_cmd",
     "format": "fixpack.cli_maint:format_cmd",
     "refresh": "fixpack.cli_maint:refresh_cmd",
+    "check": "fixpack.cli_maint:check_cmd",
     "rebase": "fixpack.cli_rebase:rebase_cmd",
     "sbom": "fixpack.cli_sbom:sbom_cmd",
     "verify": "fixpack.cli_sbom:verify_cmd",
@@ -143,19 +144,25 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
     _run(call, as_json, "apply", profile, dry_run)
 
 
-@main.command("status", short_help="Show what the image holds, fix by fix.", epilog="""\b
-Example:
-  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0""")
+@main.command("status", short_help="Show what the image holds and what apply would do.", epilog="""\b
+Examples:
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0
+  fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 topk-subset-sampler""")
 @common
+@click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
 @option("strict", help="Treat a drifted fix as a mismatch.")
+@option("all_opt_in", help="Select every opt-in fix the profile allows.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-               copies_root: Path | None, lock_wait: float, as_json: bool, strict: bool) -> None:
-    """Show what the image holds: every fix of the profile against the manifest and the files."""
+               copies_root: Path | None, lock_wait: float, as_json: bool, opt_ins: tuple[str, ...], strict: bool,
+               all_opt_in: bool) -> None:
+    """Show what the image holds and what `apply` with the same arguments would do (states, actions,
+    exit code); the profile's opt-ins that are not named are listed as skipped."""
 
     def call() -> Any:
         from . import engine
 
-        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait, strict=strict))
+        return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
+                                      opt_ins=opt_ins, strict=strict, all_opt_in=all_opt_in))
 
     _run(call, as_json, "status", profile, dry_run=True)
 

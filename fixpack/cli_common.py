@@ -143,9 +143,12 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if not 0 <= seconds < float("inf"):
-        source = ctx.get_parameter_source(param.name or "")
-        where = f"$FIXPACK_LOCK_WAIT={value!r}" if source is click.core.ParameterSource.ENVIRONMENT else repr(value)
-        raise click.BadParameter(f"{where}: not a number of seconds; give e.g. 10", ctx, param)
+        # click's own hint names the variable whenever the option has one: say where the value came from
+        if ctx.get_parameter_source(param.name or "") is click.core.ParameterSource.ENVIRONMENT:
+            raise click.BadParameter(f"$FIXPACK_LOCK_WAIT={value!r}: not a number of seconds; give e.g. 10", ctx,
+                                     param, param_hint="'$FIXPACK_LOCK_WAIT' (the default of --lock-wait)")
+        raise click.BadParameter(f"{value!r}: not a number of seconds >= 0; give e.g. 10", ctx, param,
+                                 param_hint="'--lock-wait'")
     return seconds
 
 

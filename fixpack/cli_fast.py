@@ -44,8 +44,9 @@ OPTIONS: dict[str, tuple[tuple[str, ...], str, str | None, str | None]] = {
     "all_opt_in": (("--all-opt-in",), "flag", None, None),
 }
 COMMON = ("profile", "roots", "only_targets", "pack_root", "copies_root", "lock_wait", "as_json", "color")
-COMMANDS = {"apply": (*COMMON, "dry_run", "strict", "all_opt_in"), "status": (*COMMON, "strict"),
+COMMANDS = {"apply": (*COMMON, "dry_run", "strict", "all_opt_in"), "status": (*COMMON, "strict", "all_opt_in"),
             "revert": (*COMMON, "dry_run")}
+TAKES_FIXES = ("apply", "status")  # their arguments name opt-in fixes
 
 
 def names(param: str) -> tuple[str, ...]:
@@ -63,7 +64,7 @@ def parse(command: str, argv: list[str], defaults: dict[str, Any] | None = None)
         name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         param = flag_of.get(name)
         if param is None:
-            if arg.startswith("-") or command != "apply":
+            if arg.startswith("-") or command not in TAKES_FIXES:
                 return None
             opt_ins.append(arg)
             continue
@@ -84,7 +85,7 @@ def _complete(command: str, given: dict[str, Any], opt_ins: list[str],
               defaults: dict[str, Any]) -> dict[str, Any] | None:
     """Each parameter's value as click resolves it: the command line, its environment variable (when not
     empty), the caller's default, the option's default; None where click would refuse it, or draw rich."""
-    out: dict[str, Any] = {"opt_ins": tuple(opt_ins)} if command == "apply" else {}
+    out: dict[str, Any] = {"opt_ins": tuple(opt_ins)} if command in TAKES_FIXES else {}
     for param in COMMANDS[command]:
         _flags, kind, env, default = OPTIONS[param]
         value = given.get(param) or (os.environ.get(env) if env else None) or defaults.get(param) or default

@@ -1,4 +1,4 @@
-"""The maintainer's commands: lock, fetch, prove, format, refresh. Loaded by :mod:`fixpack.cli` only
+"""The maintainer's commands: lock, fetch, prove, format, refresh, check. Loaded by :mod:`fixpack.cli` only
 when one of them is named, so that an image's ``apply`` never imports what they need."""
 
 from __future__ import annotations
@@ -244,3 +244,51 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                 click.echo(f"refreshed {done[-1]}")
     if as_json:
         emit_json(envelope("refresh", profile, refreshed=done))
+
+
+@click.command("check", short_help="Lint the pack: series, proofs, patches, locks.", epilog="""\b
+Examples:
+  fixpack check                 # offline: every lock against the pack (its changes, versions, pins)
+  fixpack check --fresh         # also regenerate each lock on the clean release copies (fetched, cached)""")
+@click.option("--fresh", is_flag=True, help="Also compare each profile's lock with one generated now on the clean "
+                                            "release copies of its targets with fixes (fetched into the cache).")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help=CACHE_HELP)
+@pack_option
+@json_option
+@color_option
+def check_cmd(fresh: bool, cache: Path | None, pack_root: Path | None, as_json: bool) -> None:
+    """Lint the pack: every fix in a profile (or retired), every profile's fix in the series, a proof per
+    fix, every fix.toml and patch valid, every lock matching the pack (--fresh: and the release copies).
+    Exit 0 when clean, 2 with each finding named by file and line."""
+    from .pack_check import check_pack
+
+    progress = CliProgress()
+    with outcome(as_json, "check"):
+        root = pack_root or default_pack_root()
+        copies = _release_copies(cache, progress) if fresh else None
+        with progress.step("checking the pack"):
+            findings, profiles = check_pack(root, copies)
+    code = EXIT_BAD_INPUT if findings else 0
+    error = f"{len(findings)} finding(s) in the pack at {root}" if findings else ""
+    if as_json:
+        emit_json(envelope("check", "", code, error, fresh=fresh, pack=str(root), profiles=profiles,
+                           findings=[f.as_dict() for f in findings]))
+    else:
+        for f in findings:
+            click.echo(str(f))
+        click.echo(f"fixpack: error: {error}" if findings else
+                   f"pack is clean: {len(profiles)} profile(s){', locks fresh' if fresh else ''}", err=bool(findings))
+    sys.exit(code)
+
+
+def _release_copies(cache: Path | None, progress: CliProgress) -> Any:
+    """For ``check --fresh``: a profile's clean release copies (targets with fixes), fetched or cached."""
+    from . import release
+    from .model import Pack, Profile
+
+    def copies(pack: Pack, profile: Profile) -> dict[str, Path]:
+        with_fixes = {pack.fixes[f].target for f in profile.default + profile.opt_in}
+        return {t.name: release.fetch(t, cache, progress=progress).root for t in profile.targets
+                if t.name in with_fixes}
+    return copies

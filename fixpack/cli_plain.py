@@ -118,8 +118,10 @@ def render_plain(report: Report, echo: Echo) -> None:
     """The report as plain lines: a head line, a line per target and per fix, the summary."""
     echo(f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else ""))
     for t in report.targets:
-        facts = f"{t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
-        echo(f"target {t.name}: {t.status.value} {facts} {t.root} {t.message}".rstrip())
+        facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
+        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
+        for note in t.notes:  # one line each: a note is a sentence of its own, never run into the root or another
+            echo(f"  - {note}")
     for f in report.fixes:
         opt = " (opt-in)" if f.opt_in else ""
         detail = "; ".join(f.messages)  # drifted fixes carry their offsets in their messages already

@@ -70,8 +70,7 @@ def _render_rich(report: Report) -> None:
                    escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"))
         if t.root:
             notes.append(f"[bold]{escape(t.name)}[/] root: {escape(t.root)}")
-        if t.message:
-            notes.append(f"[bold]{escape(t.name)}[/] [{style}]{escape(t.message)}[/]")
+        notes += [f"[bold]{escape(t.name)}[/] [{style}]{escape(note)}[/]" for note in t.notes]  # a line each
     out.print(tt)
     for n in notes:
         out.print(n, soft_wrap=True)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from .binpatch import BinaryDataError, BinaryPatch, parse_binary
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 
@@ -65,6 +66,7 @@ class FilePatch:
     new_mode: str | None
     binary: bool
     diff_line: int
+    data: BinaryPatch | None = None  # a git binary patch's data (``GIT binary patch``), both ways
 
     @property
     def path(self) -> str:
@@ -108,6 +110,23 @@ def sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8", "surrogateescape"))
 
 
+def change_sha256(files: tuple[FilePatch, ...]) -> str:
+    """sha256 of the change a patch carries, not of its words: per file its kind, paths and modes, each
+    hunk as written (``@@`` line and every ``' '``/``'+'``/``'-'`` line) and a binary file's data. The
+    mail header (From, Subject, body, trailers), ``index`` lines and git's signature are left out, so
+    rewording a patch keeps it; any changed diff line, hunk, name or mode changes it."""
+    h = hashlib.sha256()
+    for fp in files:
+        h.update(repr((fp.kind, fp.old_path, fp.new_path, fp.old_mode, fp.new_mode, fp.binary)).encode())
+        if fp.data is not None:
+            d = fp.data
+            h.update(repr((d.old_id, d.new_id, d.forward.kind, d.reverse.kind)).encode())
+            h.update(d.forward.data + b"\0" + d.reverse.data)
+        for hunk in fp.hunks:
+            h.update(b"\0" + hunk.text.encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
 def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     """Parse a patch file's bytes.
 
@@ -117,6 +136,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
 
+    _refuse_binary(data, source)
     _refuse_crlf(data, source)
     text = data.decode("utf-8", "surrogateescape")
     _check_structure(text, source)
@@ -130,8 +150,28 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_convert_file(pf, source) for pf in patchset)
+    files = tuple(_with_data(_convert_file(pf, source), text, source) for pf in patchset)
     return ParsedPatch(header, files)
+
+
+def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
+    """A binary file section's ``GIT binary patch`` data, read from its lines (unidiff skips them)."""
+    if not fp.binary or not fp.diff_line:
+        return fp
+    lines = text.split("\n")
+    index, index_line = None, 0
+    for i in range(fp.diff_line, len(lines)):
+        ln = lines[i]
+        if ln.startswith("diff --git "):
+            break
+        if ln.startswith("index "):
+            index, index_line = ln, i + 1
+        elif ln == "GIT binary patch":
+            try:
+                return replace(fp, data=parse_binary(lines, i, index, index_line)[0])
+            except BinaryDataError as exc:
+                raise _bad(source, exc.line, exc.message) from exc
+    return fp
 
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -169,6 +209,8 @@ def _check_structure(text: str, source: str) -> None:
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     hunks_in_file = 0
     file_line = 0  # the line of the current file section's first header line (0: none yet)
+    git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
+    binary_data = False  # inside a 'GIT binary patch' section's data
     has_plus = False  # the current file section has a +++ line
     minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
     renamed = False
@@ -192,6 +234,11 @@ def _check_structure(text: str, source: str) -> None:
                     raise _bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
+            elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
+                raise _bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
+                                      f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
+                                      f"to go): {_shown(ln)}", "a context line starts with a space; restore the "
+                                      "prefix or regenerate the patch with git diff / format-patch")
             elif kind != "\\":
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                       f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
@@ -208,8 +255,11 @@ def _check_structure(text: str, source: str) -> None:
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             continue
+        if binary_data and not ln.startswith("diff --git "):
+            continue  # read and checked line by line when the section is parsed (_with_data)
         if ln.startswith("diff --git "):
-            _git_line_paths(ln, source, n)
+            binary_data = False
+            git_paths = _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed = n, 0, False, "", False
             continue
@@ -220,6 +270,7 @@ def _check_structure(text: str, source: str) -> None:
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
                 _clean_path(path, source, n)
+                _agrees(git_paths, ln[0] == "+", path, source, n)
             if ln.startswith("-"):
                 minus = path
             elif not renamed and "/dev/null" not in (minus, path) and _PREFIX.sub("", minus) != _PREFIX.sub("", path):
@@ -234,6 +285,7 @@ def _check_structure(text: str, source: str) -> None:
             _clean_path(ln.split(" ", 2)[2], source, n, prefixed=False)
             continue
         if ln.startswith(_FILE_HEADER):
+            binary_data = ln == "GIT binary patch"
             continue
         if ln.startswith("\\"):
             raise _bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
@@ -241,7 +293,7 @@ def _check_structure(text: str, source: str) -> None:
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
-        raise _bad(source, n, f"unexpected line outside a hunk: {ln[:60]!r} (a lost @@ line, or text after the diff)")
+        raise _bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if old > 0 or new > 0:
         raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
@@ -259,21 +311,55 @@ def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_l
                               f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
 
 
+def _shown(line: str) -> str:
+    """A line of the patch as a message quotes it: its first 60 characters, or what it is when it is not
+    text (bytes that are not UTF-8, control characters), rather than a dump of escaped bytes."""
+    if _NOT_UTF8.search(line) or re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line):
+        return f"{len(line.encode('utf-8', 'surrogateescape'))} bytes of binary data, not text"
+    return repr(line[:60])
+
+
 _GIT_LINE = re.compile(r"^diff --git (\S+) (\S+)$")
 
 
-def _git_line_paths(ln: str, source: str, n: int) -> None:
-    """The paths of a ``diff --git a/X b/Y`` line (a path with spaces is left to the ---/+++ lines)."""
+def _git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
+    """The paths of a ``diff --git a/X b/Y`` line, checked and without their prefixes (None for a path
+    with spaces: the ---/+++ lines then name the files alone)."""
     m = _GIT_LINE.match(ln)
-    if m:
-        for raw in m.groups():
-            _clean_path(raw, source, n)
+    if not m:
+        return None
+    for raw in m.groups():
+        _clean_path(raw, source, n)
+    return _PREFIX.sub("", m.group(1)), _PREFIX.sub("", m.group(2))
+
+
+def _agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str, n: int) -> None:
+    """A ``---``/``+++`` line names the file its section's ``diff --git`` line names (one was edited
+    by hand when they differ: which file the change is for cannot be told)."""
+    if git_paths is None:
+        return
+    want = git_paths[1] if plus else git_paths[0]
+    if _PREFIX.sub("", path) != want:
+        side = "+++" if plus else "---"
+        raise _bad(source, n, f"'{side} {path}' names another file than its 'diff --git' line ({want!r}); the "
+                              f"two lines disagree", "make both name the same file, or regenerate the patch "
+                                                     "with git diff / format-patch")
 
 
 def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
     if file_line and has_plus and not hunks:
         raise _bad(source, file_line, "a file section with ---/+++ lines but no hunk")
+
+
+def _refuse_binary(data: bytes, source: str) -> None:
+    """A file with a NUL byte is no patch (git writes even binary changes as text: ``git diff --binary``)."""
+    idx = data.find(b"\0")
+    if idx >= 0:
+        line = data.count(b"\n", 0, idx) + 1
+        message = (f"a binary file, not a patch (a NUL byte at byte offset {idx}); a patch is the text "
+                   f"git format-patch writes")
+        raise PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, REGENERATE)])
 
 
 def _refuse_crlf(data: bytes, source: str) -> None:
@@ -325,7 +411,7 @@ def _clean_path(raw: str | None, source: str, line: int | None, prefixed: bool =
         raise PatchParseError(
             f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
             f"{source}:{line}: absolute path {path!r} in a patch",
-            [Problem(f"{what} {path!r} escapes the target root: {problem}", None, line,
+            [Problem(f"{what} {path!r} escapes the target root", None, line,
                      "paths must be relative to the target root")])
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
                           [Problem(f"path {path!r} is not canonical: {problem}", None, line,
@@ -374,8 +460,11 @@ def diff_body(text: str) -> str:
     body = text[idx:]
     # git format-patch ends with "-- \n<version>\n"; it churns between git versions
     body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", body)
-    # index lines carry blob hashes that churn with unrelated metadata; modes are kept
-    body = re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", body, flags=re.M)
+    # index lines carry blob hashes that churn with unrelated metadata; modes are kept. A binary
+    # section keeps its index line: its blob ids are how a binary side is recognised (binpatch)
+    sections = re.split(r"(?m)^(?=diff --git )", body)
+    body = "".join(sec if "\nGIT binary patch\n" in sec else
+                   re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
     return body if body.endswith("\n") else body + "\n"
 
 

@@ -48,7 +48,7 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                             f"{', '.join(sorted(unknown))}. Use the pack that applied them (revert with it)")
     for entry in manifest.fixes if manifest else ():
         fix = ctx.pack.fixes.get(entry.id)
-        if entry.state is Recorded.APPLIED and fix and fix.patch_sha256 != entry.patch_sha256:
+        if entry.state is Recorded.APPLIED and fix and not fix.recorded_as(entry.patch_sha256):
             raise BadInputError(
                 f"target {target} holds {fix.id} v{entry.version}, applied with another patch than this "
                 f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
@@ -124,8 +124,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
 
 def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
                  wanted: tuple[str, ...]) -> TargetPlan | None:
-    """Status of a target whose files hold what the lock says its recorded chain leaves there (no patch
-    is read: :mod:`fixpack.status_fast`); None when they do not, for the full evaluation to say why."""
+    """Status of a target whose files hold what the lock says its recorded chain leaves there (no hunk is
+    placed: :mod:`fixpack.status_fast`); None when they do not, for the full evaluation to say why."""
     recorded = {e.id for e in manifest.fixes}
     if not recorded <= set(ctx.pack.fixes):
         return None
@@ -309,15 +309,36 @@ def _recover_interrupted(ctx: Context) -> None:
 
 
 def status(req: Request) -> Report:
-    """What the image holds: every fix of the profile (opt-ins included), against manifest and files."""
-    req = replace(req, dry_run=True, all_opt_in=True)  # the caller's request is left as it was
+    """What ``apply`` with the same request would do, without writing: the same selection (defaults,
+    ``req.opt_ins``, ``req.all_opt_in``), the same states, actions and exit code. The profile's other
+    opt-in fixes and components of the found targets are listed after it as ``skipped`` (not selected)."""
+    req = replace(req, dry_run=True)  # the caller's request is left as it was
     ctx = prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
         with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
+    _list_unselected(ctx)
     return ctx.report.close()
+
+
+def _list_unselected(ctx: Context) -> None:
+    """The profile's opt-ins (fixes, then components) of found targets that the run neither selects
+    nor finds recorded: ``skipped``, in series (then profile) order among the others."""
+    listed = {(f.kind, f.id) for f in ctx.report.fixes}
+    hint = "opt-in, not selected in this run: name it (or give --all-opt-in) to apply it or see its state"
+    for fix in ctx.pack.ordered(ctx.profile.opt_in):
+        if fix.target in ctx.found and ("fix", fix.id) not in listed:
+            ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, True, False, State.SKIPPED,
+                                              messages=[hint]))
+    for comp in ctx.profile.components:
+        if comp.target in ctx.found and ("component", comp.id) not in listed:
+            ctx.report.fixes.append(FixReport(comp.id, comp.version, comp.target, comp.opt_in, False, State.SKIPPED,
+                                              messages=[hint], kind="component"))
+    series = {fid: i for i, fid in enumerate(ctx.pack.series)}
+    comps = {c.id: i for i, c in enumerate(ctx.profile.components)}
+    ctx.report.fixes.sort(key=lambda f: (f.kind != "fix", (series if f.kind == "fix" else comps).get(f.id, 0)))
 
 
 def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:
@@ -386,7 +407,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
-        if fix is None or fix.patch_sha256 != entry.patch_sha256:
+        if fix is None or not fix.recorded_as(entry.patch_sha256):
             raise BadInputError(f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {entry.id} "
                                 f"v{entry.version} with another patch than this pack has; revert with the "
                                 f"pack that applied it")

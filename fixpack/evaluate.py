@@ -24,11 +24,12 @@ from .applier import (
     sides,
     split_lines,
 )
+from .binpatch import BinaryApplyError
 from .diff import FilePatch
 from .model import Fix
 from .records import LockFix
 from .states import State
-from .tree import Tree, decode, file_hashes
+from .tree import Tree, decode, encode, file_hashes
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,9 @@ class HunkNote:
             lines = f" at lines {list(self.candidates)}" if self.candidates else ""
             return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
                     f"this tree (fixpack refresh) or rebase it onto this release")
-        text = f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
+        text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
+                if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
+                                      f"{self.expected})")
         if self.reason:
             text += f"; {self.reason}"
         if self.closest is not None:
@@ -280,6 +283,12 @@ def _binary(fix: Fix, fp: FilePatch, current: str, reverse: bool, out: Pass) -> 
     if blob is None:  # the loader refuses this; kept for a hand-built Fix
         _fail(out, f"{fp.path}: binary change is not declared")
         return None
+    if fp.data is not None:  # a git binary patch: its blob ids say which side the bytes are
+        try:
+            return decode(fp.data.apply(encode(current), reverse))
+        except BinaryApplyError as exc:
+            _fail(out, f"{fp.path}: {exc}")
+            return None
     post = decode((fix.folder / blob).read_bytes())
     if reverse:
         if current != post:

@@ -19,7 +19,7 @@ from .patchfiles import check_binary, check_package_paths, load_patch
 from .profile_components import load_components
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
-            "patches", "env", "upstream", "binary"}
+            "patches", "env", "upstream", "binary", "retired"}
 UPSTREAM_KEYS = {"status", "link", "fixed_in"}
 PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"}
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
@@ -148,7 +148,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
     if not isinstance(data.get("opt_in", False), bool):
         errors.add("'opt_in' must be true or false", path, key_line(text, "opt_in"))
-    for key in ("summary", "why", "target"):
+    for key in ("summary", "why", "target", "retired"):
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
             errors.add(f"{key!r} must be a non-empty string", path, key_line(text, key))
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
@@ -170,7 +170,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
         requires=_str_list(data.get("requires", []), "requires", path, text, errors),
         conflicts=_str_list(data.get("conflicts", []), "conflicts", path, text, errors),
         opt_in=bool(data.get("opt_in", False)), upstream=upstream, patches=patches, folder=folder,
-        env=env, binary=binary, variants=variants,
+        env=env, binary=binary, variants=variants, retired=str(data.get("retired", "")).strip(),
     )
 
 

@@ -1,9 +1,10 @@
 """A profile's lock (``profiles/<name>.lock``): reading it, checking it against the pack, and making it
 from clean release copies.
 
-The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the patch
-hash, each touched file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of
-its two sides and how often each occurs in its file (:mod:`fixpack.records`).
+The lock fingerprints the whole chain (defaults and every opt-in, in series order): per fix the hash
+of its change (:attr:`fixpack.model.Fix.patch_sha256`: the diff, not the mail header), each touched
+file's pre-image and post-image sha256 along the chain, and per hunk the sha256 of its two sides and
+how often each occurs in its file (:mod:`fixpack.records`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .state import read_manifest
 from .states import State
-from .targets import FoundTarget
+from .targets import FoundTarget, commit_matches
 from .tree import Tree, file_hashes
 
 
@@ -47,9 +48,26 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
             stale.append(f"component {comp.id}: not in the lock")
         elif locked.version != comp.version:
             stale.append(f"component {comp.id}: version {comp.version} in the profile, {locked.version} in the lock")
+    stale += _pin_changes(profile, lock)
     if stale:
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}. Regenerate it from a clean "
                              f"release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
+
+
+def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
+    """The targets whose pin in the profile is not the release the lock was made from (a pin edited
+    without a new lock: the pack disagrees with itself, whatever the image holds)."""
+    out = []
+    for spec in profile.targets:
+        locked = lock.targets.get(spec.name)
+        if not locked:
+            continue
+        version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
+        if spec.pin.version and version and version != spec.pin.version:
+            out.append(f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}")
+        elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
+            out.append(f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}")
+    return out
 
 
 def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dict[str, FoundTarget]) -> Lock:

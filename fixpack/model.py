@@ -48,6 +48,13 @@ class PatchFile:
             raise TypeError(f"PatchFile {self.path} has neither parsed files nor a reader")
         return self.reader()
 
+    @cached_property
+    def change_sha256(self) -> str:
+        """The sha256 of the change itself (:func:`fixpack.diff.change_sha256`): the mail header left out."""
+        from .diff import change_sha256
+
+        return change_sha256(self.files)
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -77,6 +84,7 @@ class Fix:
     env: tuple[tuple[str, str], ...] = ()
     binary: tuple[tuple[str, str], ...] = ()  # (path in target, file in the fix folder)
     variants: tuple[Variant, ...] = ()
+    retired: str = ""  # why the fix is kept in the series though no profile lists it ("" : not retired)
 
     def for_profile(self, profile: str) -> Fix:
         """This fix as profile ``profile`` uses it: its variant's patches and version, if it has one."""
@@ -87,10 +95,19 @@ class Fix:
 
     @property
     def patch_sha256(self) -> str:
-        """sha256 over the patch hashes in order: changes when any patch byte changes."""
-        import hashlib
+        """The fix's change fingerprint (lock and manifest): sha256 over its patches' change hashes in
+        order. It changes with any diff line, hunk, file name or mode, not with a patch's mail header
+        or ``fix.toml``'s metadata (summary, why, upstream status)."""
+        from .diff import sha256_text
 
-        return hashlib.sha256("\n".join(p.sha256 for p in self.patches).encode()).hexdigest()
+        return sha256_text("\n".join(p.change_sha256 for p in self.patches))
+
+    def recorded_as(self, sha: str) -> bool:
+        """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or (a manifest
+        written before fingerprints left the mail header out) the sha256 over its patches' bytes."""
+        from .diff import sha256_text
+
+        return sha in (self.patch_sha256, sha256_text("\n".join(p.sha256 for p in self.patches)))
 
     def file_patches(self) -> tuple[FilePatch, ...]:
         return tuple(fp for p in self.patches for fp in p.files)

@@ -16,6 +16,7 @@ from .safepath import path_problem
 if TYPE_CHECKING:
     from .diff import FilePatch
 
+BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 Where = tuple[Path, int | None, int | None]  # fix.toml (or variant.toml), the lines of `patches` and [binary]
 
 
@@ -26,6 +27,8 @@ def check_binary(folder: Path, binary: tuple[tuple[str, str], ...], where: Where
         problem = path_problem(target_path)
         if problem:
             errors.add(f"[binary] target path {target_path!r}: {problem}", where[0], where[2])
+        if src == BINARY_IN_PATCH:
+            continue
         problem = path_problem(src)
         real = (folder / src).resolve()
         if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
@@ -76,13 +79,18 @@ def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
         errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
         return None
     for fp in parsed.files:
+        source = BINARY_IN_PATCH if fp.data is not None else "<file in the fix folder>"
         if fp.binary and fp.path not in binary:
-            errors.add(f"binary change to {fp.path!r} is not declared", path, fp.diff_line,
-                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"<file in the fix folder>\"")
-        elif fp.binary and fp.kind != "add":
-            errors.add(f"binary change to existing file {fp.path!r}: only new binary files are supported",
-                       path, fp.diff_line, "ship the new content as a new file")
-        elif fp.binary and not (folder / binary[fp.path]).is_file():
+            errors.add(f"binary change to {fp.path!r} is not declared: {fp.path} is a binary file, and binary files "
+                       f"are changed only where fix.toml says so", path, fp.diff_line,
+                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
+        elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
+            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where[0], where[2],
+                       f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
+        elif fp.binary and fp.data is None and fp.kind != "add":
+            errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
+                       "regenerate the patch with git diff --binary (or git format-patch --binary)")
+        elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
             errors.add(f"declared binary content {binary[fp.path]!r} is missing", where[0], where[2])
         if fp.old_mode == "120000" or fp.new_mode == "120000":
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,

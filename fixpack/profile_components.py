@@ -89,14 +89,10 @@ def split_names(profile: Profile, names: tuple[str, ...]) -> tuple[tuple[str, ..
     return tuple(n for n in names if n not in ids), tuple(n for n in names if n in ids)
 
 
-def select_components(profile: Profile, named: tuple[str, ...], fixes: tuple[str, ...],
-                      every: bool = False) -> tuple[str, ...]:
-    """The components a run installs: the profile's default ones plus those named (``every``: all of them,
-    as status looks), in profile order. Raises PackError when one requires a fix (or component) that the
-    run does not select."""
-    chosen = [c.id for c in profile.components if not c.opt_in or c.id in named or every]
-    if every:
-        return tuple(chosen)
+def select_components(profile: Profile, named: tuple[str, ...], fixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The components a run installs: the profile's default ones plus those named, in profile order.
+    Raises PackError when one requires a fix (or component) that the run does not select."""
+    chosen = [c.id for c in profile.components if not c.opt_in or c.id in named]
     for name in named:
         if profile.component(name) is None:
             raise UnknownNameError(f"unknown component {name!r}")

@@ -72,13 +72,13 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     pack = pack.for_profile(profile.name)
     fix_names, comp_names = split_names(profile, req.opt_ins)
     selected = select(pack, profile, fix_names, req.all_opt_in)
-    components = select_components(profile, comp_names, selected, every=command == "status")
+    components = select_components(profile, comp_names, selected)
     names = {t.name for t in profile.targets}
     for name in list(req.roots) + list(req.only_targets):
         if name not in names:
             raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
                                 f"(its targets: {', '.join(sorted(names))})")
-    if command not in ("revert", "status"):  # status parses what it reads (none when the lock vouches for it)
+    if command not in ("revert", "status"):  # status parses what it evaluates (none when the lock vouches)
         parse_fixes(pack, profile, selected)
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK

@@ -141,7 +141,7 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
             fix = ctx.pack.fixes.get(entry.id)
             if entry.state is Recorded.APPLIED:
                 fix_files += [p for p, h in entry.files.items() if h is not None]
-                if fix is not None and fix.patch_sha256 == entry.patch_sha256:
+                if fix is not None and fix.recorded_as(entry.patch_sha256):
                     patches.append(_patch(fix))
         props += _file_props(st, sorted(set(fix_files)))
         commits = [Commit(uid=commit)] if commit else None

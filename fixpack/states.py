@@ -30,6 +30,7 @@ class State(Word):
     PARTIAL = "partial"          # some hunks in, others not
     TAMPERED = "tampered"        # the manifest says applied, but the files differ from it
     AMBIGUOUS = "ambiguous"      # its lines occur more than once, or both its sides are there: not placed
+    SKIPPED = "skipped"          # status only: an opt-in the run does not select (apply would not look at it)
 
 
 MISMATCH_STATES = frozenset({State.TAMPERED})

@@ -1,4 +1,4 @@
-"""The status fast path: a target whose manifest, files and lock agree needs no patch read.
+"""The status fast path: a target whose manifest, files and lock agree needs no hunk placed.
 
 The lock holds each touched file's sha256 after every fix of the profile's chain, on the clean release.
 When every fix of a target's chain is recorded applied, and on each file the chain's fixes are the first

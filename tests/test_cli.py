@@ -65,7 +65,7 @@ def test_status_and_revert_commands(setup):
     original = snapshot(target)
     assert run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}").returncode == 0
     st = run("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}")
-    assert st.returncode == 0 and "one v1: applied" in st.stdout and "opt v1 (opt-in): absent" in st.stdout
+    assert st.returncode == 0 and "one v1: applied" in st.stdout and "opt v1 (opt-in): skipped" in st.stdout
     rv = run("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}")
     assert rv.returncode == 0 and snapshot(target) == original
 

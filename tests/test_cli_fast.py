@@ -45,7 +45,7 @@ def both(capsys, command, argv, target):
 
 @pytest.mark.parametrize("command, extra", [
     ("apply", ["--dry-run"]), ("apply", ["opt", "--json"]), ("apply", ["--all-opt-in", "--strict"]),
-    ("status", []), ("status", ["--json", "--lock-wait", "0"]), ("revert", ["--dry-run", "--json"]),
+    ("status", []), ("status", ["--json", "--lock-wait", "0"]), ("status", ["opt"]), ("revert", ["--dry-run", "--json"]),
     ("apply", ["nosuchfix"]), ("status", ["--json", "--target", "nosuch"]), ("apply", ["--color", "never", "opt"]),
 ])
 def test_the_fast_entry_says_and_does_what_click_does(setup, capsys, command, extra):

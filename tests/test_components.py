@@ -110,7 +110,9 @@ def test_apply_reapply_status_revert_byte_identical(builder, plugin_wheel):
 def test_a_run_without_the_component_keeps_it_and_status_shows_it_absent(builder, plugin_wheel):
     _pack, site = setup_pack(builder, plugin_wheel)
     st = engine.status(builder.request(site))
-    assert st.fix("tiny-plug").state.value == "absent"
+    assert st.fix("tiny-plug").state.value == "skipped" and not st.fix("tiny-plug").selected
+    st = engine.status(builder.request(site, opt_ins=("tiny-plug",)))
+    assert st.fix("tiny-plug").state.value == "absent" and st.fix("tiny-plug").action.value == "would-apply"
     assert engine.apply(builder.request(site)).ok
     assert not (site / "tiny_plug").exists()
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok

@@ -142,8 +142,11 @@ def test_status_lists_every_fix(setup):
     b, _, target = setup
     engine.apply(b.request(target))
     st = engine.status(b.request(target))
+    assert states(st) == {"first": "applied", "second": "applied", "extra": "skipped"}  # not named: not selected
+    assert st.ok and not st.fix("extra").selected
+    st = engine.status(b.request(target, opt_ins=("extra",)))
     assert states(st) == {"first": "applied", "second": "applied", "extra": "absent"}
-    assert st.ok
+    assert st.fix("extra").selected and st.fix("extra").action == "would-apply"
 
 
 def test_pin_mismatch_stops_before_writing(setup):
@@ -181,7 +184,7 @@ def test_unknown_fix_and_profile_names(setup):
 def test_stale_lock(setup):
     b, clean, target = setup
     patch = b.pack / "fixes/first/0001-change.patch"
-    patch.write_text(patch.read_text().replace("Subject: [PATCH] first", "Subject: [PATCH] first, edited"))
+    patch.write_text(patch.read_text().replace("+five\n", "+FIVE\n"))  # a diff line: the change itself
     with pytest.raises(StaleLockError, match="first: patch or version changed"):
         engine.apply(b.request(target))
     with pytest.raises(StaleLockError):

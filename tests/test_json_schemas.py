@@ -21,7 +21,7 @@ CACHE = Path(os.environ.get("FIXPACK_TEST_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpack")
 MOD = "demo_pkg/mod.py"
 KINDS = {"apply": "report", "status": "report", "revert": "report", "lock": "lock", "fetch": "fetch",
-         "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase"}
+         "prove": "prove", "format": "format", "refresh": "refresh", "rebase": "rebase", "check": "check"}
 
 
 def schema(kind):
@@ -92,6 +92,24 @@ def test_format_and_refresh_documents(setup):
     r, doc = fixpack("refresh", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}", "one", "--json")
     assert r.returncode == 0, doc
     assert validate(doc, "refresh")["refreshed"][0].endswith(".patch")
+
+
+def test_check_documents(setup):
+    b, _clean, _image = setup
+    r, doc = fixpack("check", "--pack", str(b.pack), "--json")  # the built fixes have no proof yet
+    assert r.returncode == 2 == validate(doc, "check")["exit_code"]
+    assert [(f["file"], f["line"]) for f in doc["findings"]] == [("fixes/one", None), ("fixes/opt", None)]
+    for fid in ("one", "opt"):
+        (b.pack / f"fixes/{fid}/test_{fid}.py").write_text("def test_it():\n    pass\n")
+    r, doc = fixpack("check", "--pack", str(b.pack), "--json")
+    assert r.returncode == 0 and validate(doc, "check")["findings"] == [] and doc["profiles"] == ["p1"]
+
+
+@pytest.mark.release
+def test_check_fresh_on_the_committed_pack():
+    """CI's pack lint with lock freshness: every committed lock regenerated on its release copy (cached)."""
+    r, doc = fixpack("check", "--fresh", "--cache", str(CACHE), "--json")
+    assert r.returncode == 0 and validate(doc, "check")["fresh"] and doc["findings"] == [], doc
 
 
 def test_fetch_failure_document(setup):

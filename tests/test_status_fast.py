@@ -1,11 +1,11 @@
 """status's fast path (fixpack.status_fast): when the files hold what the lock says the recorded chain leaves
-there, the report is the full evaluation's, byte for byte, without a patch parsed; whenever they do not, the
+there, the report is the full evaluation's, byte for byte, without a hunk placed; whenever they do not, the
 full evaluation runs."""
 
 import pytest
 from conftest import numbered
 
-from fixpack import diff, engine
+from fixpack import engine, evaluate
 
 MOD = "demo_pkg/mod.py"
 OTHER = "demo_pkg/other.py"
@@ -36,18 +36,19 @@ def both(monkeypatch, b, target):
     return fast, full
 
 
-def no_parsing(monkeypatch):
+def no_evaluation(monkeypatch):
     def refuse(*a, **k):
-        raise AssertionError("a patch was parsed")
-    monkeypatch.setattr(diff, "parse_patch", refuse)
+        raise AssertionError("a hunk was placed")
+    monkeypatch.setattr(evaluate, "run_pass", refuse)
+    monkeypatch.setattr(evaluate, "decide", refuse)
 
 
-def test_a_fully_applied_target_needs_no_patch(monkeypatch, pack):
+def test_a_fully_applied_target_needs_no_evaluation(monkeypatch, pack):
     b, target = pack
     assert engine.apply(b.request(target, all_opt_in=True)).ok
     fast, full = both(monkeypatch, b, target)
     assert fast == full and fast["ok"] and {f["state"] for f in fast["fixes"]} == {"applied"}
-    no_parsing(monkeypatch)
+    no_evaluation(monkeypatch)
     assert engine.status(b.request(target)).as_dict() == full
 
 

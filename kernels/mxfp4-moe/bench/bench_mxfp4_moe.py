@@ -355,6 +355,8 @@ def main() -> int:
                     torch.cuda.synchronize()
                     if name in ("kernel", "mma") and batch in (1, 32) and kind == "local":
                         for kname, ck in LAST_LAUNCH.items():
+                            if not hasattr(ck, "n_regs"):
+                                continue  # the splits and the launch count
                             meta = getattr(ck, "metadata", None)
                             print(f"compiled {name} {kname} batch {batch}: regs {getattr(ck, 'n_regs', '?')}, "
                                   f"spills {getattr(ck, 'n_spills', '?')}, shared {getattr(meta, 'shared', '?')}, "

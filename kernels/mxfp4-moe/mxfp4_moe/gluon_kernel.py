@@ -9,9 +9,13 @@
 3. ``kernel.norm_combine``: adds the parts, RMSNorm times the expert's norm weight times the router
    weight, added atomically into the output (one program per token and slot).
 
+In partials mode (a TP-split card's share) two launches: the down GEMM stores each pair's pre-norm output
+itself (the last program of a tile adds its K parts) and zeroes the rows of pairs whose expert is on
+another card.
+
 A GEMM program (slot p, tile row block n, K split k) is one warp. It takes the expert of routing slot p
-when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it runs
-its first tile on expert 0 and stores nothing), and computes the tile's rows for the expert's tokens (at
+when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it ends
+at once: no loads, no mma), and computes the tile's rows for the expert's tokens (at
 most BLOCK_M = 8, 16 or 32: the mma's N), BLOCK_K at a time. No shared memory, no operand re-assembly:
 every value goes from global memory straight into the registers mma.sync reads.
 
@@ -245,7 +249,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                  ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
                  PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
-                 stride_act=0, CHUNK: gl.constexpr = 0):
+                 stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False,
+                 ATOMIC_OUT: gl.constexpr = False):
     """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
@@ -267,135 +272,162 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     pid_n = gl.program_id(1)
     pid_k = gl.program_id(2)
     e, local, owns, chunk = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2, CHUNK)
+    is_local = ((local >= 0) & (local < n_local)).to(gl.int32)
     local = gl.where(owns, local, 0)
     ITERS: gl.constexpr = K // BLOCK_K // SPLIT_K
     TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
-    n_iter = gl.where(owns, ITERS, 0)
     k0 = pid_k * (ITERS * BLOCK_K)
 
-    # words [BLOCK_N, 4, JH, 4] of the tile: row r = 8q + g, lane group c, piece h, word jl; the tile's
-    # 16-byte pieces are ordered (q, h, g, c) (format.to_tiled_layout): one load is a warp's 512 bytes
-    W4: gl.constexpr = gl.SliceLayout(4, W5)
-    w3: gl.constexpr = gl.SliceLayout(3, W4)
-    wl_n: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, w3))
-    wl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, w3))
-    wl_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, w3))
-    wl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4)))
-    offs_r = gl.arange(0, BLOCK_N, layout=wl_n)
-    offs_c = gl.arange(0, 4, layout=wl_c)
-    offs_h = gl.arange(0, JH, layout=wl_h)
-    offs_j = gl.arange(0, 4, layout=wl_j)
-    tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
-    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
-    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
-        + offs_c[None, :, None]
-    w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
-    # scales [8, 4, Q*JH]: lane (g, c)'s bytes, contiguous; the tile's scale block is (g, c, q, h)
-    QH: gl.constexpr = (BLOCK_N // 8) * JH
-    TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
-    sl_g: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, S3))
-    sl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, S3))
-    sl_e: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, S3))
-    s_g = gl.arange(0, 8, layout=sl_g)
-    s_c = gl.arange(0, 4, layout=sl_c)
-    s_e = gl.arange(0, QH, layout=sl_e)
-    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
-    s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+    # only a program that owns an expert (and a run of its tokens) computes: the others end here (no
+    # routing of tokens, no loads, no mma)
+    if owns:
+        # words [BLOCK_N, 4, JH, 4] of the tile: row r = 8q + g, lane group c, piece h, word jl; the tile's
+        # 16-byte pieces are ordered (q, h, g, c) (format.to_tiled_layout): one load is a warp's 512 bytes
+        W4: gl.constexpr = gl.SliceLayout(4, W5)
+        w3: gl.constexpr = gl.SliceLayout(3, W4)
+        wl_n: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, w3))
+        wl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, w3))
+        wl_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, w3))
+        wl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4)))
+        offs_r = gl.arange(0, BLOCK_N, layout=wl_n)
+        offs_c = gl.arange(0, 4, layout=wl_c)
+        offs_h = gl.arange(0, JH, layout=wl_h)
+        offs_j = gl.arange(0, 4, layout=wl_j)
+        tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
+        w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
+        piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+            + offs_c[None, :, None]
+        w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+        # scales [8, 4, Q*JH]: lane (g, c)'s bytes, contiguous; the tile's scale block is (g, c, q, h)
+        QH: gl.constexpr = (BLOCK_N // 8) * JH
+        TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
+        sl_g: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, S3))
+        sl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, S3))
+        sl_e: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, S3))
+        s_g = gl.arange(0, 8, layout=sl_g)
+        s_c = gl.arange(0, 4, layout=sl_c)
+        s_e = gl.arange(0, QH, layout=sl_e)
+        s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
+        s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
-    # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair, token; the
-    # elements of logical word (c, j) are those of the weights' word 16h + 4c + jl
-    X3: gl.constexpr = gl.SliceLayout(3, X4)
-    xs: gl.constexpr = gl.SliceLayout(3, X3)
-    xl_c: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, xs))
-    xl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, xs))
-    xl_p: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, xs))
-    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
-    if CHUNK > 0:
-        has, tok, rows = _tokens_compact(ids_ptr, e, T, chunk, TOPK, TOPK_P2, BLOCK_M, xl_m)
-    else:
-        has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
-        tok = gl.arange(0, BLOCK_M, layout=xl_m)
-    has = has & owns
-    if GATE_UP:
-        a_rows = tok
-    else:
-        a_rows = rows
-    x_c = gl.arange(0, 4, layout=xl_c)
-    x_j = gl.arange(0, J, layout=xl_j)
-    x_p = gl.arange(0, 4, layout=xl_p)
-    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
-    x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
-    x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
+        # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair, token; the
+        # elements of logical word (c, j) are those of the weights' word 16h + 4c + jl
+        X3: gl.constexpr = gl.SliceLayout(3, X4)
+        xs: gl.constexpr = gl.SliceLayout(3, X3)
+        xl_c: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, xs))
+        xl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, xs))
+        xl_p: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, xs))
+        xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+        if CHUNK > 0:
+            has, tok, rows = _tokens_compact(ids_ptr, e, T, chunk, TOPK, TOPK_P2, BLOCK_M, xl_m)
+        else:
+            has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
+            tok = gl.arange(0, BLOCK_M, layout=xl_m)
+        if GATE_UP:
+            a_rows = tok
+        else:
+            a_rows = rows
+        x_c = gl.arange(0, 4, layout=xl_c)
+        x_j = gl.arange(0, J, layout=xl_j)
+        x_p = gl.arange(0, 4, layout=xl_p)
+        x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
+        x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
+        x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
 
-    acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-    # PEEL: the first tile's weights are requested before waiting on the previous kernel (weights are never
-    # written), so their latency overlaps its tail; a program that owns no expert runs it on expert 0's
-    # tile and stores nothing
-    if PEEL:
-        # a program that owns no expert loads nothing (the masks are false; its result is never stored)
-        lim = gl.where(owns, 4, 0)
-        wq = gl.load(w_ptrs, mask=offs_j[None, None, None, :] < lim, other=0)
-        ws = gl.load(s_ptrs, mask=s_c[None, :, None] < lim, other=0)
-        _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
-        xp = gl.load(x_ptrs, mask=x_mask, other=0)
-        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-        it0 = 1
-        w_ptrs += TILE_WORDS
-        s_ptrs += TILE_SCALES
-        x_ptrs += BLOCK_K // 2
-    else:
-        _gdc_wait(GDC)
-        it0 = 0
-    for _it in range(it0, n_iter):
-        wq = gl.load(w_ptrs)
-        ws = gl.load(s_ptrs)
-        xp = gl.load(x_ptrs, mask=x_mask, other=0)
-        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-        w_ptrs += TILE_WORDS
-        s_ptrs += TILE_SCALES
-        x_ptrs += BLOCK_K // 2
+        acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+        # PEEL: the first tile's weights are requested before waiting on the previous kernel (weights are never
+        # written), so their latency overlaps its tail
+        if PEEL:
+            wq = gl.load(w_ptrs)
+            ws = gl.load(s_ptrs)
+            _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
+            xp = gl.load(x_ptrs, mask=x_mask, other=0)
+            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+            it0 = 1
+            w_ptrs += TILE_WORDS
+            s_ptrs += TILE_SCALES
+            x_ptrs += BLOCK_K // 2
+        else:
+            _gdc_wait(GDC)
+            it0 = 0
+        for _it in range(it0, ITERS):
+            wq = gl.load(w_ptrs)
+            ws = gl.load(s_ptrs)
+            xp = gl.load(x_ptrs, mask=x_mask, other=0)
+            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+            w_ptrs += TILE_WORDS
+            s_ptrs += TILE_SCALES
+            x_ptrs += BLOCK_K // 2
+        acc = acc * _MMA_UNSCALE
+        if GATE_UP and SPLIT_K > 1:
+            # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
+            # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
+            pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+            pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+            r = gl.arange(0, BLOCK_N, layout=pl_n)
+            half = r // (BLOCK_N // 2)
+            col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
+            p_rows = gl.convert_layout(rows, pl_m)
+            p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
+            p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
+            p_mask = p_has[None, :] & (col[:, None] >= 0)
+            gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
+            if FIXUP:
+                # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
+                # it also puts the counter back to 0 for the next launch
+                _fence_gpu()
+                c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+                done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+                if done == SPLIT_K - 1:
+                    _fence_gpu()
+                    tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                    for s in gl.static_range(SPLIT_K):
+                        tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                    gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                    _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
+        elif GATE_UP:
+            _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+        else:
+            ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
+            ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
+            o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
+            o_rows2 = gl.convert_layout(rows, ol_m2)
+            o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
+            o_mask = o_has2[None, :] & (o_n2[:, None] >= 0)
+            y_rows = y_ptr + o_rows2[None, :] * stride_ym + o_n2[:, None]
+            if ATOMIC_OUT:
+                # partials mode: this K part added into out (act_ptr, zeroed by the gate/up kernel)
+                gl.atomic_add(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], acc, mask=o_mask,
+                              sem="relaxed", scope="gpu")
+            else:
+                gl.store(y_rows + pid_k * stride_yk, acc, mask=o_mask)
+            if FIXUP:
+                # partials mode: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores the
+                # pairs' rows to act_ptr (out [pairs, L]); the counter goes back to 0 (as in the gate/up fix-up)
+                _fence_gpu()
+                c_ptr2 = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+                done2 = gl.atomic_add(c_ptr2, 1, sem="acq_rel", scope="gpu")
+                if done2 == SPLIT_K - 1:
+                    _fence_gpu()
+                    tot2 = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                    for s2 in gl.static_range(SPLIT_K):
+                        tot2 += gl.load(y_rows + s2 * stride_yk, mask=o_mask, other=0.0, cache_modifier=".cg")
+                    gl.atomic_xchg(c_ptr2, 0, sem="relaxed", scope="gpu")
+                    gl.store(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], tot2, mask=o_mask)
+
     if GATE_UP:
         if pid_p == 0:  # the norm-combine adds into out: zero it here (no memset launch)
+            _gdc_wait(GDC)
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
             zo = pid_n * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
             gl.store(out_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < out_numel)
-    acc = acc * _MMA_UNSCALE
-    if GATE_UP and SPLIT_K > 1:
-        # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
-        # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
-        pl_n: gl.constexpr = gl.SliceLayout(1, mma)
-        pl_m: gl.constexpr = gl.SliceLayout(0, mma)
-        r = gl.arange(0, BLOCK_N, layout=pl_n)
-        half = r // (BLOCK_N // 2)
-        col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
-        p_rows = gl.convert_layout(rows, pl_m)
-        p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
-        p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
-        p_mask = p_has[None, :] & (col[:, None] >= 0)
-        gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
-        if FIXUP:
-            # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
-            # it also puts the counter back to 0 for the next launch
-            _fence_gpu()
-            c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
-            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
-            if done == SPLIT_K - 1:
-                _fence_gpu()
-                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                for s in gl.static_range(SPLIT_K):
-                    tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
-                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
-                _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
-    elif GATE_UP:
-        _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
-    else:
-        ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
-        ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
-        o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
-        o_rows2 = gl.convert_layout(rows, ol_m2)
-        o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
-        y_ptrs = y_ptr + pid_k * stride_yk + o_rows2[None, :] * stride_ym + o_n2[:, None]
-        gl.store(y_ptrs, acc, mask=o_has2[None, :] & (o_n2[:, None] >= 0))
+    elif ZERO_PAIRS:
+        if (pid_k == 0) & (is_local == 0):
+            # partials mode: a pair whose expert is on another card gets zeros (row pid_p, this row block)
+            _gdc_wait(GDC)
+            zl2: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+            zn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=zl2)
+            gl.store(act_ptr + pid_p * stride_act + zn, gl.zeros([BLOCK_N], gl.float32, layout=zl2))
 
 
 def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool, str]:
@@ -439,6 +471,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
+                    sum_parts_launch: bool = False, down_atomic: bool = True,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -454,7 +487,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     takes all its tokens in 16- or 32-token mma tiles).
     partials: out is fp32 [T * k, L] and receives each pair's output before its norm (zero for pairs whose
     expert is not on this card): the TP-split card's share, for the TP group's sum and
-    kernel.combine_partials (the norm-combine is not run)."""
+    kernel.combine_partials (the norm-combine is not run). Two launches: the down GEMM zeroes the rows of
+    other cards' pairs and adds its K parts itself (the last program of each tile, a counter per tile), or
+    with sum_parts_launch a third launch (kernel.sum_parts) does both; with down_atomic (and a down K split)
+    the gate/up kernel zeroes out and the down programs add their parts into it (atomics, no counters)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -488,7 +524,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         if compact_m not in (8, 16):
             raise ValueError(f"compact_m must be 8, 16 or 0 (off), got {compact_m!r}")
         block_m = chunk = compact_m
-    topk_p2, p_p2 = _pow2(topk), _pow2(32 * topk)
+    # the ids a program scans: the pairs of the token class's largest batch (8, 16 or 32 tokens), so a kernel is
+    # compiled once per class, not per T
+    topk_p2, p_p2 = _pow2(topk), _pow2((8 if T <= 8 else (16 if T <= 16 else 32)) * topk)
     bound = min(P, ex.num_local)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
@@ -499,12 +537,24 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     opts = ({"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens, "CHUNK": chunk}
             | ({"maxnreg": maxnreg} if maxnreg else {}))
     grid_n1 = 2 * I // bn1
-    out_numel = 0 if partials else T * L  # the gate/up kernel zeroes out for the norm-combine's atomic adds
-    zero_block = _pow2(-(-T * L // grid_n1), lo=128)
+    k_iters = I // bk2
+    split = split_down or 1
+    if not split_down:
+        while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
+               and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
+               and k_iters // (2 * split) >= 2):
+            split *= 2
+    # partials mode with a down K split and down_atomic: the down programs add their parts into out
+    down_adds = partials and not sum_parts_launch and down_atomic and split > 1
+    # the gate/up kernel zeroes out for the norm-combine's (or the down GEMM's) atomic adds
+    out_numel = out.numel() if (not partials or down_adds) else 0
+    zero_block = _pow2(-(-out.numel() // grid_n1), lo=128)
     k1 = L // bk1
     split1 = split_gate_up or auto_split_gate_up(bound, grid_n1, k1, sms, gate_up_per_sm)
     if k1 % split1:
         raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
+    grid_n2 = L // bn2
+    cnt = _counters(x.device, P * (grid_n1 + grid_n2))  # the gate/up's tile counters, then the down's
     fixup = {}
     if split1 == 1:
         h, h_stride = act, (act.stride(0), 0)
@@ -512,7 +562,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         h = torch.empty(split1, P, 2 * I, dtype=torch.float32, device=x.device)
         h_stride = (h.stride(1), h.stride(0))
         if not silu_launch:
-            fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": _counters(x.device, P * grid_n1),
+            fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
     launched = {}
     launched["gate_up"] = _gemm_kernel[(P, grid_n1, split1)](
@@ -523,25 +573,32 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         **opts, **fixup)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
-    k_iters = I // bk2
-    split = split_down or 1
-    if not split_down:
-        while (bound * (L // bn2) * split * 2 <= ctas_per_sm * sms and k_iters % (2 * split) == 0
-               and (k_iters // (2 * split) >= min_iters or bound * (L // bn2) * split < 8 * sms)
-               and k_iters // (2 * split) >= 2):
-            split *= 2
-    y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
-    launched["down"] = _gemm_kernel[(P, L // bn2, split)](
-        a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
-        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(1), y.stride(0),
-        K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts)
-    if partials:
-        sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
+    down = {}
+    if partials and not sum_parts_launch:
+        # partials mode in two launches: the down GEMM's programs zero the rows of other cards' pairs and,
+        # split along K, the last program of each tile adds the parts into out (else it stores into out)
+        down = {"ZERO_PAIRS": True, "act_ptr": out, "stride_act": out.stride(0)}
+        if down_adds:  # the parts are added into out, zeroed by the gate/up kernel: no counters, no fix-up
+            down = {"ATOMIC_OUT": True, "act_ptr": out, "stride_act": out.stride(0)}
+        elif split > 1:
+            down |= {"FIXUP": True, "cnt_ptr": cnt[P * grid_n1:]}
+    if down and split == 1:
+        y, y_stride = out, (out.stride(0), 0)
     else:
+        y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
+        y_stride = (y.stride(1), y.stride(0))
+    launched["down"] = _gemm_kernel[(P, grid_n2, split)](
+        a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
+        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride,
+        K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **down)
+    if partials and not down:
+        sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
+    elif not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update(launched)
         last_launch["splits"] = (split1, split)
+        last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + (not down)
     return out

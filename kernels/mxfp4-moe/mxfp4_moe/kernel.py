@@ -789,6 +789,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             gate_up_per_sm=config.get("gate_up_per_sm", 32),
                                             silu_launch=config.get("silu_launch", False), partials=partials,
                                             compact_m=config.get("compact_m", 8),
+                                            sum_parts_launch=config.get("sum_parts_launch", False),
+                                            down_atomic=config.get("down_atomic", True),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

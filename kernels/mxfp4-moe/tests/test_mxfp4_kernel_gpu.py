@@ -250,6 +250,28 @@ def test_tp_split_partials(decode):
         assert res["combine_rel"] < 1e-2, res
 
 
+@pytest.mark.parametrize("split_down", [1, 2, 4])
+@pytest.mark.parametrize("sum_parts_launch,down_atomic", [(False, False), (True, False), (False, True)])
+def test_gluon_partials_in_two_launches(split_down, sum_parts_launch, down_atomic):
+    """Partials mode: the down GEMM zeroes the rows of other cards' pairs and the last program of each tile
+    adds its K parts into the output (two launches; tile counters back to 0, so the calls repeat), or a third
+    launch does both (sum_parts_launch); forced down splits 1 / 2 / 4, TP 2 slices of 1024, batches across
+    the token tiles, compaction included; down_atomic: the parts added into out (zeroed by the gate/up
+    kernel)."""
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 2048, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(29), device="cuda")
+    cfg = {"split_down": split_down, "sum_parts_launch": sum_parts_launch, "down_atomic": down_atomic}
+    for tokens in (1, 5, 9, 32):
+        res = check_tp_case(ex, tokens, 12, 4, 2, 29000 + tokens, "cuda", "gluon", cfg)
+        assert_ok(res, f"partials split {split_down} batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+        assert LAST_LAUNCH["splits"][1] == split_down
+        assert LAST_LAUNCH["launches"] == (3 if sum_parts_launch else 2)
+
+
 def test_muse_ep2tp4_shapes():
     """The served split at the muse shapes: EP2 x TP4 (128 local experts, each a quarter of 4096), the gluon
     kernels with their default splits, batches 1, 4 and 32."""

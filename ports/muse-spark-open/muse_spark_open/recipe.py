@@ -84,6 +84,7 @@ def check(recipe: dict[str, Any], repo: Path | None = None) -> list[str]:
         p.append("parsers.enable_auto_tool_choice without --enable-auto-tool-choice")
     if recipe["hardware"].get("cards") != par.get("tensor_parallel_size", recipe["hardware"].get("cards")):
         p.append("tensor_parallel_size differs from the card count")
+    p += _check_expert_split(par, envv)
 
     try:
         env.read_all({k: v for k, v in envv.items() if k.startswith(env.PREFIX)})
@@ -92,6 +93,25 @@ def check(recipe: dict[str, Any], repo: Path | None = None) -> list[str]:
 
     if repo is not None:
         p += _check_against_repo(recipe, repo, envv)
+    return p
+
+
+def _check_expert_split(par: dict[str, Any], envv: dict[str, str]) -> list[str]:
+    """The experts' split (parallelism.expert_parallel x expert_tensor_parallel, default EP over the whole
+    tensor-parallel group) must cover the group and be the one MUSE_SPARK_MOE_TP_SPLIT makes the port load."""
+    tp = par.get("tensor_parallel_size")
+    etp = par.get("expert_tensor_parallel", 1)
+    ep = par.get("expert_parallel", tp)
+    if tp is None:
+        return []
+    p: list[str] = []
+    if not isinstance(ep, int) or not isinstance(etp, int) or ep * etp != tp:
+        p.append(f"parallelism: expert_parallel {ep} x expert_tensor_parallel {etp} is not the "
+                 f"tensor_parallel_size {tp}")
+    split = envv.get("MUSE_SPARK_MOE_TP_SPLIT", "1")
+    if split != str(etp):
+        p.append(f"environment MUSE_SPARK_MOE_TP_SPLIT={split} but parallelism.expert_tensor_parallel is {etp} "
+                 f"(set MUSE_SPARK_MOE_TP_SPLIT: \"{etp}\")")
     return p
 
 

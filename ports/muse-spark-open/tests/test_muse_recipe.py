@@ -23,6 +23,10 @@ def test_recipe_is_consistent(recipe):
     assert recipe["model"]["id"] == "amd/Muse-Spark-Open-816B-A42B-Quark-MXFP4"
     assert recipe["hardware"] == {"accelerator": "Gaudi 2", "cards": 8, "nodes": 1, "memory_per_card_gib": 96}
     assert recipe["parsers"] == {"reasoning": "muse", "tool": "muse", "enable_auto_tool_choice": True}
+    # the experts are served as EP2 x TP4 (issue #18), and the port is told so
+    assert recipe["parallelism"] == {"tensor_parallel_size": 8, "expert_parallel": 2, "expert_tensor_parallel": 4}
+    assert recipe["environment"]["MUSE_SPARK_MOE_TP_SPLIT"] == "4"
+    assert "export MUSE_SPARK_MOE_TP_SPLIT=4" in rc.launch_lines(recipe)
 
 
 @pytest.mark.parametrize("mutate,problem", [
@@ -35,6 +39,9 @@ def test_recipe_is_consistent(recipe):
     (lambda r: r["context"].__setitem__("kv_pool_blocks", 9000), "pool_blocks"),
     (lambda r: r["model"].__setitem__("experts", 128), "model.experts"),
     (lambda r: r.pop("precision"), "missing sections: precision"),
+    (lambda r: r["environment"].pop("MUSE_SPARK_MOE_TP_SPLIT"), "MUSE_SPARK_MOE_TP_SPLIT=1 but"),
+    (lambda r: r["environment"].__setitem__("MUSE_SPARK_MOE_TP_SPLIT", "2"), "MUSE_SPARK_MOE_TP_SPLIT=2 but"),
+    (lambda r: r["parallelism"].__setitem__("expert_parallel", 4), "expert_parallel 4 x expert_tensor_parallel 4"),
 ])
 def test_a_broken_recipe_is_caught(recipe, mutate, problem):
     r = copy.deepcopy(recipe)

@@ -1,0 +1,203 @@
+"""Git binary patches (``git diff --binary``, ``git format-patch --binary``): parsing their data and
+applying it, both ways.
+
+A file section with a binary change reads::
+
+    diff --git a/x.bin b/x.bin
+    index <pre-image blob id>..<post-image blob id> 100644
+    GIT binary patch
+    literal 18            (or: delta 21)  the forward block: the inflated size in bytes
+    QcmZQz%u6l*&wxY...                    base85 lines, each led by its byte count (A-Z: 1-26, a-z: 27-52)
+    <empty line>
+    literal 0                             the reverse block (post-image back to pre-image)
+    HcmV?d00001
+    <empty line>
+
+Each block's lines decode (base85, git's alphabet: RFC 1924's, as :func:`base64.b85decode` reads it)
+and then inflate (zlib) to ``size`` bytes. A ``literal`` block is the whole other side; a ``delta``
+block is git's delta encoding (gitformat-pack, "Deltified representation"): the source's and the
+result's sizes as little-endian base-128 numbers, then instructions: a byte with its top bit set copies
+a range of the source (its low four bits say which offset bytes follow, the next three which size
+bytes; a size of 0 means 0x10000), any other non-zero byte inserts that many bytes that follow.
+
+The ``index`` line must carry full blob ids (git writes them for binary changes; ``git apply`` also
+refuses a binary patch without them): a side is recognised only by its id, git's object hash of the
+bytes (``sha1("blob <size>\\0" + bytes)``, or sha256 in a sha256 repository).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zlib
+from dataclasses import dataclass
+
+_BLOCK = re.compile(r"^(literal|delta) (\d+)$")
+_INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$")
+
+
+class BinaryDataError(Exception):
+    """A binary section that cannot be read: ``line`` is its 1-based line in the patch file."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class BinaryApplyError(Exception):
+    """Binary data that does not fit the bytes it is applied to (the message says how)."""
+
+
+@dataclass(frozen=True)
+class BinaryBlock:
+    """One direction of a binary change: ``literal`` (the whole result) or ``delta``, inflated."""
+
+    kind: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class BinaryPatch:
+    """A binary file's change: the blob ids of its two sides (all zeros: no file) and both blocks."""
+
+    old_id: str
+    new_id: str
+    forward: BinaryBlock
+    reverse: BinaryBlock
+
+    def apply(self, current: bytes, reverse: bool = False) -> bytes:
+        """The other side of ``current``. Raises BinaryApplyError when ``current`` is not the side the
+        direction starts from, or the data does not give the side it ends at."""
+        before, after = (self.new_id, self.old_id) if reverse else (self.old_id, self.new_id)
+        block = self.reverse if reverse else self.forward
+        have = blob_id(current, len(before))
+        if not _is_side(current, before):
+            raise BinaryApplyError(f"its bytes are not the binary {'post' if reverse else 'pre'}-image the patch "
+                                   f"was made for (git blob {before[:12]}, found {have[:12]})")
+        out = block.data if block.kind == "literal" else apply_delta(current, block.data)
+        if not _is_side(out, after):
+            raise BinaryApplyError(f"the patch's {block.kind} data does not give git blob {after[:12]} (got "
+                                   f"{blob_id(out, len(after))[:12]}): the patch is damaged")
+        return out
+
+
+def _is_side(data: bytes, oid: str) -> bool:
+    return data == b"" if set(oid) == {"0"} else blob_id(data, len(oid)) == oid
+
+
+def blob_id(data: bytes, width: int = 40) -> str:
+    """Git's object id of a blob holding ``data``: sha1 (40 hex digits) or sha256 (64)."""
+    algo = hashlib.sha256 if width == 64 else hashlib.sha1
+    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def parse_binary(lines: list[str], start: int, index: str | None, index_line: int) -> tuple[BinaryPatch, int]:
+    """The binary change whose ``GIT binary patch`` line is ``lines[start]`` (0-based; the file's line
+    ``start + 1``), with the section's ``index`` line. Returns it and the index of the first line after
+    it. Raises BinaryDataError naming the line."""
+    m = _INDEX.match(index or "")
+    if not m or len(m.group(1)) not in (40, 64) or len(m.group(2)) != len(m.group(1)):
+        raise BinaryDataError(index_line or start + 1, "a binary patch needs git's full 'index <blob>..<blob>' line "
+                                                       "(git diff --binary writes it)")
+    forward, pos = _block(lines, start + 1)
+    if pos >= len(lines) or not _BLOCK.match(lines[pos]):
+        raise BinaryDataError(pos + 1, "a binary patch without its reverse block (it could not be reverted)")
+    reverse, pos = _block(lines, pos)
+    while pos < len(lines) and lines[pos] == "":
+        pos += 1
+    if pos < len(lines) and not lines[pos].startswith(("diff --git ", "-- ")) and lines[pos] != "--":
+        raise BinaryDataError(pos + 1, "unexpected line after the binary data's two blocks")
+    return BinaryPatch(m.group(1), m.group(2), forward, reverse), pos
+
+
+def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
+    m = _BLOCK.match(lines[pos]) if pos < len(lines) else None
+    if not m:
+        raise BinaryDataError(pos + 1, "expected 'literal SIZE' or 'delta SIZE' after 'GIT binary patch'")
+    head, size = pos + 1, int(m.group(2))
+    pos += 1
+    raw = bytearray()
+    while pos < len(lines) and lines[pos] != "":
+        raw += _line(lines[pos], pos + 1)
+        pos += 1
+    try:
+        data = zlib.decompress(bytes(raw))
+    except zlib.error as exc:
+        raise BinaryDataError(head, f"the {m.group(1)} data does not inflate ({exc})") from exc
+    if len(data) != size:
+        raise BinaryDataError(head, f"the {m.group(1)} data inflates to {len(data)} bytes, its line says {size}")
+    return BinaryBlock(m.group(1), data), pos + 1
+
+
+def _line(text: str, n: int) -> bytes:
+    """One base85 line: its first character is the byte count (A-Z: 1-26, a-z: 27-52), then 5
+    characters per 4 bytes."""
+    lead = text[:1]
+    count = ord(lead) - ord("A") + 1 if "A" <= lead <= "Z" else ord(lead) - ord("a") + 27 if "a" <= lead <= "z" else 0
+    body = text[1:]
+    if count == 0 or len(body) != (count + 3) // 4 * 5:
+        raise BinaryDataError(n, "not a line of base85 binary data (its length does not match its lead character)")
+    try:
+        return base64.b85decode(body)[:count]
+    except ValueError as exc:
+        raise BinaryDataError(n, f"not a line of base85 binary data ({exc})") from exc
+
+
+def apply_delta(source: bytes, delta: bytes) -> bytes:
+    """``source`` changed by a git delta. Raises BinaryApplyError when the delta does not fit it."""
+    try:
+        return _apply_delta(source, delta)
+    except IndexError:
+        raise BinaryApplyError("the delta data ends in the middle of an instruction: the patch is damaged") from None
+
+
+def _apply_delta(source: bytes, delta: bytes) -> bytes:
+    src_size, pos = _varint(delta, 0)
+    dst_size, pos = _varint(delta, pos)
+    if src_size != len(source):
+        raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
+    out = bytearray()
+    while pos < len(delta):
+        op = delta[pos]
+        pos += 1
+        if op & 0x80:
+            offset, pos = _packed(delta, pos, op, 4)
+            size, pos = _packed(delta, pos, op >> 4, 3)
+            size = size or 0x10000
+            if offset + size > len(source):
+                raise BinaryApplyError(f"the delta copies bytes {offset}-{offset + size} of a {len(source)}-byte file")
+            out += source[offset:offset + size]
+        elif op:
+            if pos + op > len(delta):
+                raise IndexError(pos + op)
+            out += delta[pos:pos + op]
+            pos += op
+        else:
+            raise BinaryApplyError("the delta holds instruction 0 (reserved): the patch is damaged")
+    if len(out) != dst_size:
+        raise BinaryApplyError(f"the delta gives {len(out)} bytes, its header says {dst_size}")
+    return bytes(out)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A size in the delta's header: 7 bits a byte, least significant first, top bit = more follow."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _packed(data: bytes, pos: int, bits: int, count: int) -> tuple[int, int]:
+    """A copy instruction's offset (4 bytes) or size (3): bit i of ``bits`` says byte i follows."""
+    value = 0
+    for i in range(count):
+        if bits & (1 << i):
+            value |= data[pos] << (8 * i)
+            pos += 1
+    return value, pos

@@ -1,0 +1,132 @@
+"""The pack lint (``fixpack check``): what a maintainer's edit can leave inconsistent, found by file
+and line before CI or an image build trips on it.
+
+- every fix of ``fixes/series`` is listed by some profile, or marked ``retired = "why"`` in its
+  ``fix.toml`` (a fix in no profile is otherwise never applied, without a word); a retired fix is in
+  no profile;
+- every fix a profile lists is in the series, every ``fix.toml`` validates and every patch parses
+  (the loader's own checks, each problem with its file and line);
+- every fix that is not retired has a proof, ``fixes/<id>/test_*.py``;
+- every profile's lock matches the pack: the changes, versions, components and pins it was made for
+  (what every apply checks; no release copy needed); with ``fresh``, it is also regenerated from the
+  clean release copies and compared (what ``fixpack lock --check`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import FixpackError, PackError, Problem
+from .loader import load_pack, load_profile
+from .model import Pack, Profile
+
+# the release copies of a profile's targets with fixes (target name -> root), fetched or cached
+Copies = Callable[[Pack, Profile], dict[str, Path]]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem of the pack: the file (relative to the pack when inside it), its line (None when the
+    whole file is meant), what is wrong and what to do."""
+
+    file: str
+    line: int | None
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}" + (f" ({self.hint})" if self.hint else "")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"file": self.file, "line": self.line, "message": self.message, "hint": self.hint}
+
+
+def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], list[str]]:
+    """Every finding of the pack at ``root`` (in file order) and the profiles checked. ``fresh``: also
+    compare each lock with one generated now on the release copies it gives."""
+    root = root.resolve()
+    try:
+        pack = load_pack(root)
+    except PackError as exc:
+        return [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
+    findings: list[Finding] = []
+    profiles: list[Profile] = []
+    for name in sorted(pack.profiles):
+        try:
+            profiles.append(load_profile(pack, name))
+        except PackError as exc:
+            findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
+    findings += _orphans(pack, profiles) + _proofs(pack)
+    for profile in profiles:
+        findings += _lock(pack, profile, fresh)
+    return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
+
+
+def _rel(root: Path, path: Path | None) -> str:
+    if path is None:
+        return str(root)
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _finding(root: Path, p: Problem) -> Finding:
+    return Finding(_rel(root, p.path), p.line, p.message, p.hint)
+
+
+def _series_line(pack: Pack, fid: str) -> int | None:
+    lines = (pack.root / "fixes" / "series").read_text("utf-8").splitlines()
+    return next((n for n, ln in enumerate(lines, 1) if ln.split("#", 1)[0].strip() == fid), None)
+
+
+def _orphans(pack: Pack, profiles: list[Profile]) -> list[Finding]:
+    listed: dict[str, list[str]] = {}
+    for p in profiles:
+        for fid in p.default + p.opt_in:
+            listed.setdefault(fid, []).append(p.name)
+    out = []
+    for fid in pack.series:
+        fix = pack.fixes[fid]
+        if fix.retired and fid in listed:
+            out.append(Finding(_rel(pack.root, fix.folder / "fix.toml"), None,
+                               f"fix {fid} is retired ({fix.retired}) but profile(s) {', '.join(listed[fid])} list it",
+                               "drop it from those profiles, or remove 'retired' from its fix.toml"))
+        elif not fix.retired and fid not in listed:
+            out.append(Finding("fixes/series", _series_line(pack, fid), f"fix {fid} is in no profile: it is never "
+                               f"applied", f"add it to a profile's [fixes] default or opt_in, or set "
+                               f"retired = \"why\" in fixes/{fid}/fix.toml"))
+    return out
+
+
+def _proofs(pack: Pack) -> list[Finding]:
+    fixes = [pack.fixes[f] for f in pack.series]
+    return [Finding(_rel(pack.root, fix.folder), None, f"fix {fix.id} has no proof (fixes/{fix.id}/test_*.py)",
+                    "add a test that fails on the clean release and passes once the fix is applied")
+            for fix in fixes if not fix.retired and not any(fix.folder.glob("test_*.py"))]
+
+
+def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
+    """The profile's lock against the pack, then (``fresh``) against one generated now."""
+    from . import lockfile
+
+    where = _rel(pack.root, profile.lock_path)
+    try:
+        lock = lockfile.read_lock(profile)
+        lockfile.check_lock_matches(pack.for_profile(profile.name), profile, lock)
+        if fresh is not None:
+            _check_fresh(pack, profile, fresh)
+    except FixpackError as exc:
+        return [Finding(where, None, str(exc))]
+    return []
+
+
+def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:
+    from . import lockfile
+    from .engine import fingerprint_chain
+    from .run import Request
+
+    roots = fresh(pack, profile)
+    lock, prof = fingerprint_chain(Request(pack_root=pack.root, profile=profile.name, roots=roots,
+                                           only_targets=tuple(sorted(roots))))
+    lockfile.check_fresh(prof, lock)

@@ -1,0 +1,149 @@
+"""Git binary patches (git diff --binary: literal and delta blocks, both ways) on declared binary
+paths: applied, recognised as applied, reverted byte for byte, locked and journalled like any file;
+an undeclared binary, damaged data or other bytes in the image are refused with what to do."""
+
+import hashlib
+import json
+import random
+
+import pytest
+from conftest import git, snapshot
+
+from fixpack import engine
+from fixpack.binpatch import BinaryApplyError, apply_delta
+from fixpack.errors import PackError
+
+rng = random.Random(15)
+BIG = bytes(rng.getrandbits(8) for _ in range(200_000))  # > 0x10000: copies past 64 KiB in the delta
+SMALL = bytes(range(256)) * 4
+
+
+def _edited(data: bytes, at: int, new: bytes) -> bytes:
+    return data[:at] + new + data[at + len(new):]
+
+
+BEFORE = {"demo_pkg/big.bin": BIG, "demo_pkg/small.bin": SMALL, "demo_pkg/gone.bin": b"\x00\x01gone\xff" * 50}
+AFTER = {"demo_pkg/big.bin": _edited(BIG, 150_000, b"\x00PATCHED\x00"),             # delta
+         "demo_pkg/small.bin": bytes(rng.getrandbits(8) for _ in range(300)),      # literal (all new bytes)
+         "demo_pkg/new.bin": b"\x89PNG\r\n\x1a\n" + bytes(range(200)),            # a new file
+         "demo_pkg/gone.bin": None}                                               # a deleted one
+
+
+def _binary_diff(tmp, before, after):
+    repo = tmp / "binrepo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    git(repo, "init", "-q")
+    for p, data in before.items():
+        (repo / p).write_bytes(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    for p, data in after.items():
+        (repo / p).unlink() if data is None else (repo / p).write_bytes(data)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--binary")
+
+
+@pytest.fixture
+def setup(builder, tmp_path):
+    diff = _binary_diff(tmp_path, BEFORE, AFTER)
+    assert "delta " in diff and "literal " in diff
+    clean = builder.tree("clean", {})
+    for p, data in BEFORE.items():
+        (clean / p).write_bytes(data)
+    folder = builder.add_fix("bins", {}, {}, diff=diff)
+    with (folder / "fix.toml").open("a") as f:
+        f.write("[binary]\n" + "".join(f'"{p}" = "patch"\n' for p in AFTER))
+    builder.profile(["bins"])
+    builder.lock(clean)
+    image = builder.tree("image", {})
+    for p, data in BEFORE.items():
+        (image / p).write_bytes(data)
+    return builder, image
+
+
+def test_apply_status_reapply_revert(setup):
+    b, image = setup
+    original = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.ok and r.fix("bins").state == "absent" and r.fix("bins").action == "applied"
+    for p, data in AFTER.items():
+        assert (image / p).read_bytes() == data if data is not None else not (image / p).exists()
+    applied = snapshot(image)
+    lock = json.loads((b.pack / "profiles/p1.lock").read_text())["fixes"][0]
+    manifest = json.loads((image / ".fixpack/demo.manifest.json").read_text())
+    for p, data in AFTER.items():  # locked and recorded like any file: the sha256 of its bytes
+        sha = hashlib.sha256(data).hexdigest() if data is not None else None
+        assert {f["path"]: f["post"] for f in lock["files"]}[p] == manifest["files"][p] == sha
+    assert engine.status(b.request(image)).fix("bins").state == "applied"
+    again = engine.apply(b.request(image))
+    assert again.ok and again.fix("bins").action == "none" and snapshot(image) == applied
+    assert engine.revert(b.request(image)).ok
+    assert snapshot(image) == original
+
+
+def test_other_bytes_in_the_image_are_a_conflict(setup):
+    b, image = setup
+    (image / "demo_pkg/big.bin").write_bytes(_edited(BIG, 10, b"local"))
+    before = snapshot(image)
+    r = engine.apply(b.request(image))
+    assert r.exit_code == 4 and r.fix("bins").state == "conflict"
+    assert "demo_pkg/big.bin: its bytes are not the binary pre-image" in " ".join(r.fix("bins").messages)
+    assert snapshot(image) == before
+
+
+def test_an_undeclared_binary_is_refused_with_how_to_declare_it(setup):
+    b, image = setup
+    toml = b.pack / "fixes/bins/fix.toml"
+    toml.write_text(toml.read_text().replace('"demo_pkg/new.bin" = "patch"\n', ""))
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(image))
+    found = [str(p) for p in exc.value.problems]
+    assert any("demo_pkg/new.bin is a binary file" in p and '[binary] "demo_pkg/new.bin" = "patch"' in p
+               for p in found), found
+
+
+def test_damaged_binary_data_is_bad_input(setup):
+    b, image = setup
+    patch = b.pack / "fixes/bins/0001-change.patch"
+    lines = patch.read_text().split("\n")
+    n = next(i for i, ln in enumerate(lines) if ln.startswith("literal ")) + 1
+    lines[n] = lines[n][:3] + ("0" if lines[n][3] != "0" else "1") + lines[n][4:]
+    patch.write_text("\n".join(lines))
+    with pytest.raises(PackError, match=f":{n + 1}: the literal data does not inflate|:{n}: the literal data"):
+        engine.apply(b.request(image))
+
+
+def test_without_the_full_index_line_a_binary_patch_is_refused(setup):
+    b, image = setup
+    patch = b.pack / "fixes/bins/0001-change.patch"
+    text = patch.read_text()
+    patch.write_text("\n".join(ln for ln in text.split("\n") if not ln.startswith("index ")))
+    with pytest.raises(PackError, match="needs git's full 'index <blob>..<blob>' line"):
+        engine.apply(b.request(image))
+
+
+def test_a_delta_that_does_not_fit_its_source():
+    delta = bytes([4, 2, 0x91, 1, 2])  # source 4 bytes, result 2: copy 2 bytes from offset 1
+    assert apply_delta(b"abcd", delta) == b"bc"
+    with pytest.raises(BinaryApplyError, match="for 4 bytes, the file has 3"):
+        apply_delta(b"abc", delta)
+    with pytest.raises(BinaryApplyError, match="instruction 0"):
+        apply_delta(b"abcd", bytes([4, 2, 0]))
+    with pytest.raises(BinaryApplyError, match="ends in the middle"):
+        apply_delta(b"abcd", bytes([4, 2, 0x91, 1]))
+
+
+def test_format_keeps_the_binary_data_and_its_index_line(setup):
+    """`fixpack format` drops text sections' index lines (churn) but keeps a binary section's: its blob
+    ids are how each side is recognised; the lock stays fresh and the fix still applies."""
+    from fixpack.loader import load_pack
+    from fixpack.pack_tools import rewrite_patches
+
+    b, image = setup
+    patch = b.pack / "fixes/bins/0001-change.patch"
+    before = patch.read_text()
+    rewrite_patches(load_pack(b.pack))
+    after = patch.read_text()
+    assert [ln for ln in after.split("\n") if ln.startswith("index ")] == \
+        [ln for ln in before.split("\n") if ln.startswith("index ")]
+    assert engine.apply(b.request(image)).ok

@@ -1,0 +1,112 @@
+"""The lock fingerprints the change, not its words: a patch's mail header and fix.toml's metadata can
+be reworded without a new lock; any diff line, hunk, file name or mode cannot."""
+
+import pytest
+from conftest import numbered, snapshot
+
+from fixpack import engine
+from fixpack.errors import StaleLockError
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")},
+                    upstream={"status": "pending", "link": ""})
+    builder.profile(["one"])
+    builder.lock(clean)
+    return builder, clean, builder.tree("image", {MOD: base})
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_metadata_and_mail_header_edits_keep_the_lock_fresh(setup):
+    b, clean, target = setup
+    folder = b.pack / "fixes/one"
+    lock_before = (b.pack / "profiles/p1.lock").read_bytes()
+    _edit(folder / "fix.toml", 'status = "pending"', 'status = "submitted"')
+    _edit(folder / "fix.toml", 'summary = """fix one"""', 'summary = """fix one, reworded"""')
+    _edit(folder / "fix.toml", 'why = """a test symptom"""', 'why = """another symptom"""')
+    patch = folder / "0001-change.patch"
+    _edit(patch, "From: t <t@invalid>", "From: J\u00f6rg Maintainer <jm@invalid>\nDate: Mon, 1 Jan 2024 00:00:00 +0000")
+    _edit(patch, "Subject: [PATCH] one", "Subject: [PATCH v2] one, with a\n longer folded subject")
+    _edit(patch, "\n---\n", "\nA new body paragraph.\n\nSigned-off-by: J <j@invalid>\nUpstream-Status: Submitted\n---\n")
+    _edit(patch, "diff --git", "index 0123456..89abcde 100644\ndiff --git")  # churn before the first file
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("one").state == "absent"
+    engine.check_lock_fresh(b.request(clean))  # lock --check: fresh
+    b.lock(clean)
+    assert (b.pack / "profiles/p1.lock").read_bytes() == lock_before  # regenerating changes nothing
+
+
+@pytest.mark.parametrize("old, new", [
+    ("+five\n", "+FIVE\n"),                        # an added line
+    ("-line 5\n", "-line 5 \n"),                   # a removed line
+    (" line 4\n", " line  4\n"),                   # a context line
+    ("@@ -2,7 +2,7 @@", "@@ -3,7 +3,7 @@"),          # the hunk's place
+    ("a/demo_pkg/mod.py", "a/demo_pkg/mod2.py"),   # a file name (all three spellings)
+])
+def test_a_change_to_the_diff_makes_the_lock_stale(setup, old, new):
+    b, _, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    if "mod.py" in old:
+        text = text.replace("demo_pkg/mod.py", "demo_pkg/mod2.py")
+    else:
+        assert old in text, (old, text)
+        text = text.replace(old, new, 1)
+    patch.write_text(text)
+    before = snapshot(target)
+    with pytest.raises(StaleLockError, match="one: patch or version changed"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
+
+
+def test_a_mode_change_makes_the_lock_stale(setup):
+    b, _, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    _edit(patch, "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py\n",
+          "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py\nold mode 100644\nnew mode 100755\n")
+    with pytest.raises(StaleLockError, match="one: patch or version changed"):
+        engine.apply(b.request(target))
+
+
+def test_the_manifest_still_sees_a_changed_change(setup):
+    """An image applied with one change, then the pack's diff edited and re-locked: the manifest's
+    record names the old change, so apply refuses rather than take it for this one."""
+    b, clean, target = setup
+    assert engine.apply(b.request(target)).ok
+    _edit(b.pack / "fixes/one/0001-change.patch", "+five\n", "+FIVE\n")
+    b.lock(clean)
+    with pytest.raises(Exception, match="applied with another patch"):
+        engine.apply(b.request(target))
+    _edit(b.pack / "fixes/one/0001-change.patch", "+FIVE\n", "+five\n")
+    _edit(b.pack / "fixes/one/0001-change.patch", "Subject: [PATCH] one", "Subject: [PATCH] one (reworded)")
+    b.lock(clean)
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("one").state == "applied"  # a reworded header is the same change
+
+
+def test_a_manifest_written_with_the_patch_bytes_hash_is_still_recognised(setup):
+    """Manifests written before the change fingerprint recorded the sha256 over the patch files' bytes:
+    an image applied then is still status'd, re-applied and reverted with the same pack."""
+    import hashlib
+    import json
+
+    b, _clean, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack/demo.manifest.json"
+    manifest = json.loads(path.read_text())
+    data = (b.pack / "fixes/one/0001-change.patch").read_bytes()
+    manifest["fixes"][0]["patch_sha256"] = hashlib.sha256(hashlib.sha256(data).hexdigest().encode()).hexdigest()
+    path.write_text(json.dumps(manifest))
+    assert engine.status(b.request(target)).fix("one").state == "applied"
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original

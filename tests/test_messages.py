@@ -1,0 +1,135 @@
+"""Findings of a new-user pass: each message says what is wrong in the user's words, once, and a pin
+edited without a new lock is the pack's problem (exit 2), not the image's."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, numbered, snapshot
+
+from fixpack import engine
+from fixpack.cli_render import render
+from fixpack.errors import PackError, StaleLockError
+from fixpack.report import Report, TargetReport
+from fixpack.states import TargetStatus
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    return builder, builder.tree("image", {MOD: base})
+
+
+def _problems(b, target, old, new):
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    assert old in text, old
+    patch.write_text(text.replace(old, new, 1))
+    before = snapshot(target)
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
+    return [str(p) for p in exc.value.problems]
+
+
+def test_a_pin_edited_without_a_new_lock_is_a_pack_lock_mismatch(setup):
+    b, target = setup
+    profile = b.pack / "profiles/p1.toml"
+    profile.write_text(profile.read_text().replace('commit = "abcdef12"', 'commit = "1234567a"'))
+    for run in (engine.apply, engine.status):
+        with pytest.raises(StaleLockError, match="pinned to commit 1234567a, the lock was made for gabcdef1234") as exc:
+            run(b.request(target))
+        assert exc.value.exit_code == 2 and "fixpack lock --profile p1" in str(exc.value)
+    profile.write_text(profile.read_text().replace('commit = "1234567a"', 'commit = "abcdef12"')
+                       .replace('version = "1.0"', 'version = "1.1"'))
+    with pytest.raises(StaleLockError, match="pinned to version 1.1, the lock was made for 1.0"):
+        engine.apply(b.request(target))
+
+
+def test_a_diff_git_line_that_disagrees_with_its_file_lines(setup):
+    b, target = setup
+    found = _problems(b, target, "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py",
+                      "diff --git a/demo_pkg/mod.py b/demo_pkg/other.py")
+    assert any(":11: '+++ b/demo_pkg/mod.py' names another file than its 'diff --git' line" in p for p in found), found
+    assert not any("Target without source" in p for p in found)
+
+
+def test_a_binary_file_in_place_of_a_patch(setup):
+    b, target = setup
+    (b.pack / "fixes/one/0001-change.patch").write_bytes(b"\x7fELF\x02\x01\x00\x00\n\xff\xfe")
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    found = [str(p) for p in exc.value.problems]
+    assert any("a binary file, not a patch (a NUL byte at byte offset 6)" in p for p in found), found
+
+
+@pytest.mark.parametrize("where", ["after the diff", "inside a hunk"])
+def test_bytes_that_are_not_text_are_named_not_dumped(setup, where):
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    data = patch.read_bytes()
+    junk = b"\x7fELF\x02\x01\xff\xfe\n"
+    patch.write_bytes(data + junk if where == "after the diff" else data.replace(b" line 6\n", junk, 1))
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    found = [str(p) for p in exc.value.problems]
+    assert any("8 bytes of binary data, not text" in p for p in found) and not any("\\x" in p for p in found), found
+
+
+def test_a_line_without_prefix_in_a_hunk(setup):
+    b, target = setup
+    found = _problems(b, target, " line 6\n", "line 6\n")
+    assert any(":18: line 18 has no ' ', '+' or '-' prefix" in p and "'line 6'" in p for p in found), found
+
+
+def test_the_absolute_path_hint_is_said_once(setup):
+    b, target = setup
+    found = _problems(b, target, "--- a/demo_pkg/mod.py", "--- /demo_pkg/mod.py")
+    assert len(found) == 1 and found[0].count("relative to the target root") == 1, found
+
+
+def test_a_hunk_missing_from_an_empty_file_says_the_file_is_empty(setup):
+    b, target = setup
+    (target / MOD).write_text("")
+    r = engine.apply(b.request(target, dry_run=True))
+    text = " ".join(r.fix("one").messages)
+    assert r.exit_code == 4 and "the file is empty" in text and "lines 1-0" not in text, text
+
+
+def test_plain_output_gives_each_target_note_its_own_line(capsys):
+    report = Report("status", "p1", dry_run=True, targets=[
+        TargetReport("demo", TargetStatus.FOUND, "/img", "root", "1.0", "abc", notes=["first note", "second note"]),
+        TargetReport("other", TargetStatus.MISMATCH, "/img2", "root", "2.0", "def", notes=["off its pin"])])
+    render(report, as_json=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:6] == ["target demo: found 1.0 @ abc at /img", "  - first note", "  - second note",
+                          "target other: mismatch 2.0 @ def at /img2", "  - off its pin"], lines
+
+
+def test_the_journal_notice_is_not_glued_to_the_root(setup):
+    b, target = setup
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": "2"}
+    args = ["--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}"]
+    killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", *args], env=env, capture_output=True)
+    assert killed.returncode == 137
+    env.pop("FIXPACK_FAULT_AT")
+    st = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", *args], env=env, capture_output=True, text=True)
+    lines = st.stdout.splitlines()
+    assert f"target demo: found 1.0 @ gabcdef1234 at {target}" in lines, lines
+    assert "  - an interrupted run left a journal; the next apply rolls it back first" in lines, lines
+
+
+def test_lock_wait_on_the_command_line_is_not_blamed_on_the_variable(setup):
+    b, target = setup
+    env = {k: v for k, v in os.environ.items() if k != "FIXPACK_LOCK_WAIT"}
+    p = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"demo={target}", "--lock-wait", "-1"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert p.returncode == 2 and "'--lock-wait': '-1': not a number of seconds" in p.stderr, p.stderr
+    assert "FIXPACK_LOCK_WAIT" not in p.stderr, p.stderr

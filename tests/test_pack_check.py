@@ -1,0 +1,106 @@
+"""`fixpack check`, the pack lint: each finding named by file and line, exit 2; a clean pack exits 0."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, numbered
+
+from fixpack.pack_check import check_pack
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    for fid, line in (("one", "line 3\n"), ("two", "line 15\n")):
+        folder = builder.add_fix(fid, {MOD: base}, {MOD: base.replace(line, line.upper())})
+        (folder / f"test_{fid}.py").write_text("def test_it():\n    pass\n")
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    return builder, clean
+
+
+def findings(b, fresh=None):
+    return [str(f) for f in check_pack(b.pack, fresh)[0]]
+
+
+def test_a_clean_pack_has_no_finding(setup):
+    b, clean = setup
+    assert check_pack(b.pack) == ([], ["p1"])
+    assert check_pack(b.pack, fresh=lambda pack, profile: {"demo": clean}) == ([], ["p1"])
+
+
+def test_a_fix_in_no_profile_unless_retired(setup):
+    b, _ = setup
+    b.profile(["one"])
+    b.lock(b.base / "clean")
+    assert findings(b) == ["fixes/series:2: fix two is in no profile: it is never applied (add it to a profile's "
+                           "[fixes] default or opt_in, or set retired = \"why\" in fixes/two/fix.toml)"]
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text('retired = "upstream took it in 1.1"\n' + toml.read_text())
+    assert findings(b) == []
+    b.profile(["one", "two"])
+    b.lock(b.base / "clean")
+    assert findings(b) == ["fixes/two/fix.toml: fix two is retired (upstream took it in 1.1) but profile(s) p1 list "
+                           "it (drop it from those profiles, or remove 'retired' from its fix.toml)"]
+
+
+def test_a_fix_without_a_proof(setup):
+    b, _ = setup
+    (b.pack / "fixes/two/test_two.py").unlink()
+    assert findings(b) == ["fixes/two: fix two has no proof (fixes/two/test_*.py) (add a test that fails on the clean "
+                           "release and passes once the fix is applied)"]
+
+
+def test_a_patch_that_does_not_parse_and_a_fix_toml_that_does_not_validate(setup):
+    b, _ = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    patch.write_text(patch.read_text().replace(" line 4\n", "line 4\n"))
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text() + "opt_inn = true\n")
+    found = findings(b)
+    assert len(found) == 2, found
+    assert found[0].startswith("fixes/one/0001-change.patch:") and "has no ' ', '+' or '-' prefix" in found[0]
+    assert found[1].startswith(f"fixes/two/fix.toml:{len(toml.read_text().splitlines())}: unknown key 'opt_inn'")
+
+
+def test_a_profile_naming_a_fix_that_is_not_in_the_series(setup):
+    b, _ = setup
+    b.profile(["one", "two", "three"])
+    found = findings(b)
+    assert any(f.startswith("profiles/p1.toml:") and "unknown fix 'three'" in f for f in found), found
+
+
+def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
+    b, clean = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
+    assert findings(b) == [f"profiles/p1.lock: {b.pack / 'profiles/p1.lock'} is stale: one: patch or version changed "
+                           f"since the lock was generated. Regenerate it from a clean release copy: fixpack lock "
+                           f"--profile p1 --root NAME=PATH"]
+    b.lock(clean)
+    assert findings(b) == []
+    other = b.tree("other-clean", {MOD: numbered(20) + "line 21\n"})  # the release copy differs from the locked one
+    found = findings(b, fresh=lambda pack, profile: {"demo": other})
+    assert len(found) == 1 and found[0].startswith("profiles/p1.lock: ") and "is stale (differs for: one, two)" in found[0]
+
+
+def test_the_command_exits_2_naming_each_finding(setup):
+    b, _ = setup
+    (b.pack / "fixes/two/test_two.py").unlink()
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(b.pack)], capture_output=True,
+                       text=True, cwd=REPO)
+    assert r.returncode == 2 and r.stdout.startswith("fixes/two: fix two has no proof"), r
+    assert "1 finding(s)" in r.stderr
+
+
+def test_the_committed_pack_is_clean():
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--json"], capture_output=True, text=True,
+                       cwd=REPO)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["findings"] == [], doc["findings"]
+    assert doc["profiles"] == ["v0.30.0", "v0.31.0", "v0.32.0", "v0.33.0"]
