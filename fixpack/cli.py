@@ -8,8 +8,14 @@ import only the engine. The maintainer's commands load on first use from :mod:`f
 
 from __future__ import annotations
 
-import importlib
 import sys
+
+if __name__ == "__main__":  # `python -m fixpack.cli apply|status|revert ...` with plain options: no click needed
+    from fixpack.cli_fast import main as fast_main
+
+    fast_main()  # exits when it ran the command; returns when click must parse the command line
+
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +29,12 @@ from .cli_common import (
     color_option,
     common,
     complete_fixes,
-    default_pack_root,
-    exit_code,
+    option,
     outcome,
     parse_roots,
 )
+from .cli_fast import main as fast_main
+from .cli_plain import default_pack_root, exit_code
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
@@ -78,8 +85,8 @@ def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                    progress=CliProgress(), **kw)
 
 
-def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str) -> None:
-    with outcome(as_json, command, profile):
+def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str, dry_run: bool = False) -> None:
+    with outcome(as_json, command, profile, dry_run):
         report = call()
     render(report, as_json)
     sys.exit(exit_code(report))
@@ -108,9 +115,9 @@ Examples:
   python3 apply_all.py --profile v0.30.0 --all-opt-in        # in an image: vLLM of that Python""")
 @common
 @click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
-@click.option("--dry-run", is_flag=True, help="Check everything, write nothing (the CI mode).")
-@click.option("--strict", is_flag=True, help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
-@click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
+@option("dry_run", help="Check everything, write nothing (the CI mode).")
+@option("strict", help="Treat a drifted fix (offset or fingerprint change) as a mismatch.")
+@option("all_opt_in", help="Select every opt-in fix the profile allows.")
 @click.option("--reject", "reject_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               metavar="DIR", help="Write the refused hunks as git-style DIR/<path>.rej files (outside the target).")
 @click.option("--sbom", "sbom_out", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
@@ -138,7 +145,7 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             click.echo(f"fixpack: SBOM {'written to' if done.written else 'unchanged in'} {sbom_out}", err=True)
         return report
 
-    _run(call, as_json, "apply", profile)
+    _run(call, as_json, "apply", profile, dry_run)
 
 
 @main.command("status", short_help="Show what the image holds and what apply would do.", epilog="""\b
@@ -147,8 +154,8 @@ Examples:
   fixpack status --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 topk-subset-sampler""")
 @common
 @click.argument("opt_ins", nargs=-1, metavar="[OPT-IN FIX]...", shell_complete=complete_fixes)
-@click.option("--strict", is_flag=True, help="Treat a drifted fix as a mismatch.")
-@click.option("--all-opt-in", is_flag=True, help="Select every opt-in fix the profile allows.")
+@option("strict", help="Treat a drifted fix as a mismatch.")
+@option("all_opt_in", help="Select every opt-in fix the profile allows.")
 def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
                copies_root: Path | None, lock_wait: float, as_json: bool, opt_ins: tuple[str, ...], strict: bool,
                all_opt_in: bool) -> None:
@@ -161,14 +168,14 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
         return engine.status(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
                                       opt_ins=opt_ins, strict=strict, all_opt_in=all_opt_in))
 
-    _run(call, as_json, "status", profile)
+    _run(call, as_json, "status", profile, dry_run=True)
 
 
 @main.command("revert", short_help="Unapply every fix, in reverse order.", epilog="""\b
 Example:
   fixpack revert --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --dry-run""")
 @common
-@click.option("--dry-run", is_flag=True, help="Check that everything would revert, write nothing.")
+@option("dry_run", help="Check that everything would revert, write nothing.")
 def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
                copies_root: Path | None, lock_wait: float, as_json: bool, dry_run: bool) -> None:
     """Unapply every fix this tool applied, in reverse order; refuses if files changed since."""
@@ -179,7 +186,7 @@ def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
         return engine.revert(_request(profile, roots, only_targets, pack_root, copies_root, lock_wait,
                                       dry_run=dry_run))
 
-    _run(call, as_json, "revert", profile)
+    _run(call, as_json, "revert", profile, dry_run)
 
 
 def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None) -> None:
@@ -192,6 +199,7 @@ def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None)
     if args and args[0] in ("-h", "--help"):
         args = ["--help"]
     defaults = {"pack_root": str(pack_root)} if pack_root is not None else None
+    fast_main(args, defaults, "apply")  # a plain command line runs without click (and exits)
     try:
         apply_cmd.main(args=args, prog_name="apply_all.py", standalone_mode=True, default_map=defaults)
     except SystemExit as exc:

@@ -12,15 +12,14 @@ from .cli_common import (
     color_option,
     complete_fixes,
     complete_targets,
-    default_pack_root,
     emit_json,
-    envelope,
     json_option,
     outcome,
     pack_option,
     parse_roots,
     profile_option,
 )
+from .cli_plain import default_pack_root, envelope
 from .cli_progress import CliProgress
 from .errors import BadInputError
 

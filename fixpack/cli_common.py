@@ -1,5 +1,6 @@
-"""What every command of the terminal front shares: the pack and root options, the one mapping from
-an outcome (an exception or a result) to the process exit code, and how a result is printed.
+"""What every command of the terminal front shares: the pack and root options (built from
+:data:`fixpack.cli_fast.OPTIONS`), how an outcome (an exception or a result) ends a command, through the one
+mapping to the exit code (:func:`fixpack.cli_plain.exit_code`), and how a result is printed.
 
 Only the CLI reads the environment: ``$FIXPACK_PACK`` and ``$GAUDI_FIXES_ROOT`` come in as option
 defaults through click (``envvar``), never inside the engine. rich is imported only to draw a table
@@ -8,54 +9,17 @@ on a terminal; a pipe (an image build, CI) gets plain lines and never pays for i
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
 import click
 
-from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, FixpackError
-
-
-class HasExitCode(Protocol):
-    @property
-    def exit_code(self) -> int: ...
-
-
-def exit_code(outcome: BaseException | HasExitCode | None) -> int:
-    """The process exit code of a command's outcome: a result's own code (0 when it reached its
-    state), an engine error's kind (2 bad input, 3 mismatch, 4 conflict, 5 environment), a usage error
-    2, a package missing from the environment 5, and 1 for anything else: a bug."""
-    if outcome is None:
-        return 0
-    if isinstance(outcome, FixpackError):
-        return outcome.exit_code
-    if isinstance(outcome, click.ClickException):
-        return EXIT_BAD_INPUT
-    if isinstance(outcome, ModuleNotFoundError):
-        return EXIT_ENVIRONMENT
-    if isinstance(outcome, BaseException):
-        return EXIT_INTERNAL
-    return outcome.exit_code
-
-
-def default_pack_root() -> Path:
-    """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
-    its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not
-    editable) has no pack beside it: say so."""
-    here = Path.cwd()
-    edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
-    for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
-        if (root / "fixes" / "series").is_file():
-            return root
-    from .errors import BadInputError
-
-    raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "
-                        f"{Path(__file__).parent.parent} holds fixes/series. Give --pack DIR or set $FIXPACK_PACK "
-                        f"to a checkout of the fix pack (an installed fixpack ships the tool, not the pack)")
+from .cli_fast import OPTIONS
+from .cli_plain import default_pack_root, error_document, exit_code, failure_text, split_roots
+from .cli_plain import emit_json as plain_json
 
 
 def _completion_pack(ctx: click.Context) -> Path | None:
@@ -107,59 +71,63 @@ def _set_color(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return value
 
 
+def option(param: str, **kw: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of ``param`` from :data:`fixpack.cli_fast.OPTIONS` (its names, kind, environment
+    variable and default: one definition for click and the fast entry), with ``kw`` (help, metavar...)."""
+    flags, kind, env, default = OPTIONS[param]
+    extra: dict[str, Any] = {"multiple": True} if kind == "many" else {"is_flag": True} if kind == "flag" else {}
+    if kind == "dir":
+        extra.update(type=click.Path(file_okay=False, path_type=Path), default=None)
+    if env:
+        extra.update(envvar=env, show_envvar=True)
+    if default is not None:
+        extra["default"] = default
+    return click.option(*flags, param, **extra, **kw)
+
+
 def color_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--color", type=click.Choice(["auto", "always", "never"]), default=None, expose_value=False,
-                        callback=_set_color, is_eager=True,
-                        help="Tables and progress with rich: auto (on a terminal, unless $NO_COLOR is set), always, "
-                             "or never (plain lines). Default: auto.")(fn)
+    return option("color", type=click.Choice(["auto", "always", "never"]), default=None, expose_value=False,
+                  callback=_set_color, is_eager=True,
+                  help="Tables and progress with rich: auto (on a terminal, unless $NO_COLOR is set), always, "
+                       "or never (plain lines). Default: auto.")(fn)
 
 
 def profile_option(help: str = "Profile name, e.g. v0.30.0 (profiles/<name>.toml).",
                    required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     # no default at all when required: click 8.5 takes an explicit default=None as given and stops asking
     extra: dict[str, Any] = {} if required else {"default": ""}
-    return click.option("--profile", "-p", required=required, help=help, shell_complete=complete_profiles, **extra)
+    return option("profile", required=required, help=help, shell_complete=complete_profiles, **extra)
 
 
 def parse_roots(values: tuple[str, ...], hint: str = "--root") -> dict[str, Path]:
     """``NAME=PATH`` options as a mapping; a malformed one is a usage error naming the option."""
-    roots: dict[str, Path] = {}
-    for v in values:
-        name, sep, path = v.partition("=")
-        if not sep or not name or not path:
-            raise click.BadParameter(f"{v!r}: expected NAME=PATH, e.g. vllm=/opt/venv/lib/python3.11/site-packages",
-                                     param_hint=hint)
-        if name in roots and roots[name] != Path(path):
-            raise click.BadParameter(f"{name!r} is given twice ({roots[name]} and {path}): give one root per target",
-                                     param_hint=hint)
-        roots[name] = Path(path)
+    roots = split_roots(values)
+    if isinstance(roots, str):
+        raise click.BadParameter(roots, param_hint=hint)
     return roots
 
 
 def pack_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--pack", "pack_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        envvar="FIXPACK_PACK", show_envvar=True,
-                        help="The fix pack's root (default: the working folder if it holds fixes/series, else "
-                             "this checkout).")(fn)
+    return option("pack_root",
+                  help="The fix pack's root (default: the working folder if it holds fixes/series, else "
+                       "this checkout).")(fn)
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options of apply, status, revert and lock."""
     opts: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         profile_option(),
-        click.option("--root", "roots", multiple=True, metavar="NAME=PATH",
-                     help="Where a target lives: a source tree, git checkout or site-packages (repeatable)."),
-        click.option("--target", "only_targets", multiple=True, metavar="NAME", shell_complete=complete_targets,
-                     help="Restrict the run to these targets; the others are reported as skipped (repeatable). "
-                          "On a machine without vllm-gaudi: --target vllm."),
+        option("roots", metavar="NAME=PATH",
+               help="Where a target lives: a source tree, git checkout or site-packages (repeatable)."),
+        option("only_targets", metavar="NAME", shell_complete=complete_targets,
+               help="Restrict the run to these targets; the others are reported as skipped (repeatable). "
+                    "On a machine without vllm-gaudi: --target vllm."),
         pack_option,
-        click.option("--copies", "copies_root", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     envvar="GAUDI_FIXES_ROOT", show_envvar=True, metavar="DIR",
-                     help="A folder of release copies, one sub-folder per target (looked up after --root)."),
-        click.option("--lock-wait", "lock_wait", type=str, default="10", envvar="FIXPACK_LOCK_WAIT", show_envvar=True,
-                     callback=_seconds, metavar="SECONDS", show_default=True,
-                     help="How long to wait for another run's lock on a target (a flock on its folder) before "
-                          "giving up with exit 5; the wait is shown as it happens."),
+        option("copies_root", metavar="DIR",
+               help="A folder of release copies, one sub-folder per target (looked up after --root)."),
+        option("lock_wait", type=str, callback=_seconds, metavar="SECONDS", show_default=True,
+               help="How long to wait for another run's lock on a target (a flock on its folder) before "
+                    "giving up with exit 5; the wait is shown as it happens."),
         json_option,
         color_option,
     ]
@@ -184,54 +152,23 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     return seconds
 
 
-REPORT_COMMANDS = ("apply", "status", "revert")  # their JSON is a Report (schemas/report.schema.json)
-
-
-def envelope(command: str, profile: str = "", code: int = 0, error: str = "", **body: Any) -> dict[str, Any]:
-    """A JSON document's common keys (every schema under ``schemas/`` has them), then ``body``."""
-    from . import __version__
-
-    doc: dict[str, Any] = {"schema": 1, "tool_version": __version__, "command": command, "profile": profile,
-                           "ok": code == 0, "exit_code": code, "error": error}
-    doc.update(body)
-    return doc
-
-
-def error_document(command: str, profile: str, message: str, code: int) -> dict[str, Any]:
-    """What ``--json`` prints when a command fails before it has a result (its schema's failure form)."""
-    if command in REPORT_COMMANDS:
-        from .report import Report
-
-        return Report(command, profile, error=message, failure=code).as_dict()
-    return envelope(command, profile, code, message)
-
-
 def emit_json(doc: dict[str, Any]) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    plain_json(doc, click.echo)
 
 
-def fail(exc: BaseException, as_json: bool, command: str, profile: str) -> NoReturn:
+def fail(exc: BaseException, as_json: bool, command: str, profile: str, dry_run: bool = False) -> NoReturn:
     """Say what went wrong (JSON or one line on stderr) and exit with the outcome's code."""
     code = exit_code(exc)
-    msg = f"internal error: {exc!r} (please report it)" if code == EXIT_INTERNAL else str(exc)
-    if isinstance(exc, ModuleNotFoundError):
-        msg = missing_package(exc.name or str(exc))
+    msg = failure_text(exc)
     if as_json:
-        emit_json(error_document(command, profile, msg, code))
+        emit_json(error_document(command, profile, msg, code, dry_run))
     else:
         click.echo(f"fixpack: error: {msg}", err=True)
     sys.exit(code)
 
 
-def missing_package(name: str) -> str:
-    """What to install when ``name`` cannot be imported (the image's needs, or the maintainer's)."""
-    return (f"the Python package {name!r} is not installed in {sys.executable}: apply, status and revert need "
-            f"`pip install unidiff click` (and tomli on Python 3.10); the maintainer's commands need "
-            f"`pip install -e '.[maintainer]'` from the pack's checkout; nothing was written")
-
-
 @contextmanager
-def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
+def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = False) -> Iterator[None]:
     """Run a command's body: an engine error or a bug becomes its message and exit code (click's own
     usage errors and exits pass through)."""
     try:
@@ -239,7 +176,7 @@ def outcome(as_json: bool, command: str, profile: str = "") -> Iterator[None]:
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except Exception as exc:
-        fail(exc, as_json, command, profile)
+        fail(exc, as_json, command, profile, dry_run)
 
 
 def _argv_profile(argv: list[str]) -> str:
@@ -269,10 +206,10 @@ class JsonUsageErrors:
             rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
             emit_json(error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
-                                     exit_code(exc)))
+                                     exit_code(exc), "--dry-run" in argv))
             sys.exit(exit_code(exc))
         except click.exceptions.Abort:
-            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1))
+            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1, "--dry-run" in argv))
             sys.exit(1)
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
@@ -284,5 +221,5 @@ class JsonCommand(JsonUsageErrors, click.Command):
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print one JSON document on stdout (schemas/<kind>.schema.json; usage errors too).")(fn)
+    return option("as_json",
+                  help="Print one JSON document on stdout (schemas/<kind>.schema.json; usage errors too).")(fn)

@@ -14,16 +14,14 @@ from .cli_common import (
     common,
     complete_fixes,
     complete_targets,
-    default_pack_root,
     emit_json,
-    envelope,
-    exit_code,
     json_option,
     outcome,
     pack_option,
     parse_roots,
     profile_option,
 )
+from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
 from .errors import EXIT_BAD_INPUT, BadInputError

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .cli_common import color_mode, emit_json
-from .report import FixReport, Report
-from .states import Action, State
+from .cli_plain import render_plain, summary
+from .report import Report
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,27 +51,7 @@ def render(report: Report, as_json: bool) -> None:
     elif use_rich():
         _render_rich(report)
     else:
-        _render_plain(report)
-
-
-def _fix_detail(f: FixReport) -> str:
-    # drifted fixes carry their offsets in their messages already
-    return "; ".join(f.messages)
-
-
-def _render_plain(report: Report) -> None:
-    head = f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else "")
-    click.echo(head)
-    for t in report.targets:
-        facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
-        click.echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
-        for note in t.notes:  # one line each: a note is a sentence of its own, never run into the root or another
-            click.echo(f"  - {note}")
-    for f in report.fixes:
-        opt = " (opt-in)" if f.opt_in else ""
-        detail = _fix_detail(f)
-        click.echo(f"{f.id} v{f.version}{opt}: {f.state.value}, {f.action.value}" + (f" - {detail}" if detail else ""))
-    click.echo(summary(report))
+        render_plain(report, click.echo)
 
 
 def _render_rich(report: Report) -> None:
@@ -104,16 +84,5 @@ def _render_rich(report: Report) -> None:
         out.print(ft)
         for f in report.fixes:
             if f.messages:
-                out.print(f"[bold]{escape(f.id)}[/]: {escape(_fix_detail(f))}", soft_wrap=True)
+                out.print(f"[bold]{escape(f.id)}[/]: {escape('; '.join(f.messages))}", soft_wrap=True)
     out.print(("[green]" if report.ok else "[red]") + escape(summary(report)) + "[/]", soft_wrap=True)
-
-
-def summary(report: Report) -> str:
-    if not report.ok:
-        return f"FAILED (exit {report.exit_code}): {report.error}"
-    counts: dict[str, int] = {}
-    for f in report.fixes:
-        key = f.action.value if f.action is not Action.NONE else (
-            "already applied" if f.state is State.APPLIED else f.state.value)
-        counts[key] = counts.get(key, 0) + 1
-    return "OK: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to do")

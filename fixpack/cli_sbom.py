@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from .cli_common import common, default_pack_root, envelope, exit_code, outcome, pack_option, parse_roots
+from .cli_common import common, outcome, pack_option, parse_roots
+from .cli_plain import default_pack_root, envelope, exit_code
 
 
 def _req(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,

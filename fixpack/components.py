@@ -12,13 +12,12 @@ import re
 from pathlib import Path
 
 from .errors import BadInputError, MismatchError, StaleLockError
-from .evaluate import file_hashes
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
 from .states import Action, State
 from .targets import FoundTarget
-from .tree import Tree, decode
+from .tree import Tree, decode, file_hashes
 
 
 def _norm(name: str) -> str:

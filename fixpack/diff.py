@@ -14,14 +14,15 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
-
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import Hunk as UHunk
-from unidiff.patch import PatchedFile, PatchSet
+from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
+
+if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
+    from unidiff.patch import Hunk as UHunk
+    from unidiff.patch import PatchedFile
 
 FIXED_FROM_LINE = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
 AUTHOR = "vLLM Gaudi fix pack <fixpack@invalid>"
@@ -132,6 +133,9 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     Raises PatchParseError naming ``source`` and the line for CRLF line endings, a malformed
     diff, an absolute path or one that climbs out of the target with ``..``.
     """
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
+
     _refuse_binary(data, source)
     _refuse_crlf(data, source)
     text = data.decode("utf-8", "surrogateescape")

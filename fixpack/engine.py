@@ -11,12 +11,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import components, lockfile
 from .errors import BadInputError, FixpackError, MismatchError
-from .evaluate import Evaluation, FixEvidence, decide, file_hashes, run_pass
 from .fsio import FileChange, forget_state
 from .model import Fix, Pack, Profile
+from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
 from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare
@@ -31,8 +32,12 @@ from .state import (
     write_transaction,
 )
 from .states import Action, State, TargetStatus
+from .status_fast import locked_files
 from .targets import FoundTarget
-from .tree import Tree, decode
+from .tree import Tree, decode, file_hashes
+
+if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
+    from .evaluate import Evaluation
 
 
 def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -48,6 +53,7 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                 f"target {target} holds {fix.id} v{entry.version}, applied with another patch than this "
                 f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
+    parse_fixes(ctx.pack, ctx.profile, ids)  # the recorded ones too (the selected ones are parsed already)
     chain = ctx.pack.ordered(tuple(ids))
     check_deleted_then_touched(chain)
     return chain
@@ -77,6 +83,10 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     """
     name = ft.spec.name
     tree, manifest, pending = _load_state(ft)
+    if ctx.report.command == "status" and manifest is not None and not pending:
+        held = _status_held(ctx, ft, tree, manifest, wanted)
+        if held is not None:
+            return held
     recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         ctx.report.target(name).note(f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} "
@@ -110,6 +120,27 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached
     return plan
+
+
+def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
+                 wanted: tuple[str, ...]) -> TargetPlan | None:
+    """Status of a target whose files hold what the lock says its recorded chain leaves there (no hunk is
+    placed: :mod:`fixpack.status_fast`); None when they do not, for the full evaluation to say why."""
+    recorded = {e.id for e in manifest.fixes}
+    if not recorded <= set(ctx.pack.fixes):
+        return None
+    chain = ctx.pack.ordered(tuple(f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == ft.spec.name))
+    expected = locked_files(ctx.lock, manifest, ft.spec.name, {f.id for f in chain})
+    if expected is None or file_hashes(tree, list(expected)) != expected:
+        return None
+    for fix in chain:
+        kept = [] if fix.id in wanted else ["not selected in this run; kept (revert removes it)"]
+        ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.opt_in, fix.id in wanted,
+                                          State.APPLIED, Action.NONE, [], ["already applied", *kept], []))
+    reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
+                                                    ctx.lock)
+    ctx.report.fixes += reports
+    return TargetPlan(tree, manifest, [], reached, False, entries)
 
 
 def _load_state(ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
@@ -146,6 +177,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
     them does not reverse), per fix that failed why, and per fix that could not be checked the
     tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
     still checked, so one hand-edited file does not make every earlier fix look tampered."""
+    from .evaluate import FixEvidence, run_pass
+
     base = tree.fork()
     broken: dict[str, list[str]] = {}
     blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
@@ -171,6 +204,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
 
 def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
             unchecked: dict[str, str]) -> Evaluation:
+    from .evaluate import Evaluation, FixEvidence, decide, run_pass
+
     evidence = FixEvidence.from_lock(lock.fix(fix.id))
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=evidence)
@@ -366,6 +401,9 @@ def revert(req: Request) -> Report:
 
 
 def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, dry: bool) -> None:
+    """Reverse the manifest's fixes on ``tree``, last first: only their patches are parsed."""
+    from .evaluate import FixEvidence, run_pass
+
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
@@ -373,6 +411,9 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             raise BadInputError(f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {entry.id} "
                                 f"v{entry.version} with another patch than this pack has; revert with the "
                                 f"pack that applied it")
+    parse_fixes(ctx.pack, ctx.profile, [e.id for e in manifest.fixes if e.state is Recorded.APPLIED])
+    for entry in reversed(manifest.fixes):
+        fix = ctx.pack.fixes[entry.id]
         state = State.APPLIED if entry.state is Recorded.APPLIED else State.UPSTREAMED
         fr = FixReport(fix.id, fix.version, fix.target, fix.opt_in, True, state)
         ctx.report.fixes.insert(0, fr)
@@ -402,7 +443,7 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
         entry = ctx.lock.fix(fix.id)
         if fix.target != ft.spec.name or entry is None or entry.pre() == entry.post():
             continue
-        if file_hashes(tree, fix.touched_paths()) == entry.post():
+        if file_hashes(tree, list(entry.post())) == entry.post():  # the lock's paths: no patch is parsed
             held.append(fix.id)
     if held:
         raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "

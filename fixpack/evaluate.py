@@ -25,11 +25,11 @@ from .applier import (
     split_lines,
 )
 from .binpatch import BinaryApplyError
-from .diff import FilePatch, sha256_text
+from .diff import FilePatch
 from .model import Fix
 from .records import LockFix
 from .states import State
-from .tree import Tree, decode, encode
+from .tree import Tree, decode, encode, file_hashes
 
 
 @dataclass(frozen=True)
@@ -391,13 +391,3 @@ def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
     if present and missing:
         return ["only some hunks are in: present: " + ", ".join(present) + "; not present: " + ", ".join(missing)]
     return []
-
-
-def file_hashes(tree: Tree, paths: list[str] | tuple[str, ...]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for p in paths:
-        text = tree.read(p)
-        out[p] = sha256_text(text) if text is not None else None
-    return out
-
-

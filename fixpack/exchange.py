@@ -132,7 +132,7 @@ def _slug(subject: str) -> str:
 def _patch_file(path: Path, text: str, source: str) -> PatchFile:
     data = text.encode("utf-8", "surrogateescape")
     parsed = parse_patch(data, source)
-    return PatchFile(path, sha256_bytes(data), parsed.header.subject, parsed.files)
+    return PatchFile(path, sha256_bytes(data), parsed.files)
 
 
 def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given: list[str]) -> list[str]:
@@ -148,7 +148,7 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
         one = replace(fix, patches=(pf,))
         ev = decide(one, tree, None, False)
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
-            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.subject}) is {ev.state.value} on the chain of profile "
+            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of profile "
                                 f"{prof.name}: {'; '.join(ev.messages)}; nothing was written")
         tree_after = ev.forward.tree
         if ev.state is State.ABSENT and not ev.offsets:

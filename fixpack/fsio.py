@@ -219,6 +219,23 @@ def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
+    """``dst`` (which must not exist) as a second name of the file ``src`` holding ``data``: a hard link,
+    so nothing is copied or flushed but the caller's folder sync, since a run replaces files by renaming
+    and never writes into one; where the file system cannot link (another mount, no hard links, not the
+    owner), a new file holding ``data``, fsynced (:func:`write_new`)."""
+    io_point(dst)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        write_new(dst, data, 0o600)
+
+
 def chown_to(path: Path, owner: tuple[int, int] | None) -> None:
     if owner is not None and owner != (os.getuid(), os.getgid()):
         try:

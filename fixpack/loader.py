@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 
 try:
@@ -14,11 +13,10 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
 from pathlib import Path
 from typing import Any
 
-from .diff import parse_patch, sha256_bytes
-from .errors import Collector, PatchParseError, UnknownNameError
-from .model import UPSTREAM_STATUSES, Fix, Pack, PatchFile, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .errors import Collector, UnknownNameError
+from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
+from .patchfiles import check_binary, check_package_paths, load_patch
 from .profile_components import load_components
-from .safepath import path_problem
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary", "retired"}
@@ -28,7 +26,6 @@ TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "versio
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
@@ -80,7 +77,7 @@ def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
 def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
                   errors: Collector, table: str = "") -> None:
     for key in sorted(set(data) - allowed):
-        close = difflib.get_close_matches(key, sorted(allowed), 1)
+        close = _close_matches(key, sorted(allowed), 1)
         hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
         where = f"[{table}] " if table else ""
         errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)
@@ -131,7 +128,9 @@ def _str_table(value: Any, key: str, path: Path, text: str, errors: Collector) -
     return tuple(sorted(value.items()))
 
 
-def load_fix(folder: Path, errors: Collector) -> Fix | None:
+def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix | None:
+    """``fixes/<id>/`` with its patches and variants. With ``profile``, only that profile's variant is
+    read and the patches are parsed on first use (:func:`parse_fixes`), not here."""
     path = folder / "fix.toml"
     loaded = read_toml(path, errors)
     if loaded is None:
@@ -155,11 +154,14 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
-    _check_binary(folder, binary, path, text, errors)
+    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    check_binary(folder, binary, where, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
-    patches = tuple(p for p in (_load_patch(folder, n, dict(binary), path, text, errors) for n in names) if p)
-    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors)
-                                 for sub in sorted(folder.iterdir()) if (sub / "variant.toml").is_file()) if v)
+    lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
+    patches = tuple(p for p in (load_patch(folder, n, dict(binary), where, errors, lazy) for n in names) if p)
+    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors, lazy)
+                                 for sub in sorted(folder.iterdir())
+                                 if (sub / "variant.toml").is_file() and sub.name == (profile or sub.name)) if v)
     if len(errors.problems) > before:
         return None
     return Fix(
@@ -173,7 +175,7 @@ def load_fix(folder: Path, errors: Collector) -> Fix | None:
 
 
 def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[str, str], base_version: Any,
-                  errors: Collector) -> Variant | None:
+                  errors: Collector, lazy: Path | None = None) -> Variant | None:
     """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml)."""
     path = sub / "variant.toml"
     loaded = read_toml(path, errors)
@@ -185,26 +187,9 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     if not isinstance(version, int) or version < 1:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
         return None
-    patches = tuple(p for p in (_load_patch(sub, n, binary, path, text, errors) for n in names) if p)
+    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
-
-
-def _check_binary(folder: Path, binary: tuple[tuple[str, str], ...], path: Path, text: str,
-                  errors: Collector) -> None:
-    """``[binary]`` maps a canonical target path to a file of the fix's own folder: a source outside it
-    (an absolute path, ``..``, a link) would copy any file of the machine into the target."""
-    for target_path, src in binary:
-        problem = path_problem(target_path)
-        if problem:
-            errors.add(f"[binary] target path {target_path!r}: {problem}", path, key_line(text, "binary"))
-        if src == BINARY_IN_PATCH:
-            continue
-        problem = path_problem(src)
-        real = (folder / src).resolve()
-        if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
-            errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
-                       + (f" ({problem})" if problem else ""), path, key_line(text, "binary"),
-                       "put the file in the fix's folder and name it relative to it")
 
 
 def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upstream:
@@ -223,52 +208,12 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
                                                                       "last_update")))
 
 
-def _load_patch(folder: Path, name: str, binary: dict[str, str], toml_path: Path, text: str,
-                errors: Collector) -> PatchFile | None:
-    path = folder / name
-    if Path(name).name != name:
-        errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
-                   toml_path, key_line(text, "patches"), "name the file only, and keep it in that folder")
-        return None
-    if not path.is_file():
-        errors.add(f"patch {name!r} does not exist in {folder}", toml_path, key_line(text, "patches"))
-        return None
-    data = path.read_bytes()
-    try:
-        parsed = parse_patch(data, str(path))
-    except PatchParseError as exc:
-        for p in exc.problems or []:
-            errors.add(p.message, path, p.line, p.hint)
-        if not exc.problems:
-            errors.add(str(exc), path)
-        return None
-    if not parsed.files:
-        errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
-        return None
-    for fp in parsed.files:
-        source = BINARY_IN_PATCH if fp.data is not None else "<file in the fix folder>"
-        if fp.binary and fp.path not in binary:
-            errors.add(f"binary change to {fp.path!r} is not declared: {fp.path} is a binary file, and binary files "
-                       f"are changed only where fix.toml says so", path, fp.diff_line,
-                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
-        elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
-            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", toml_path,
-                       key_line(text, "binary"), f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
-        elif fp.binary and fp.data is None and fp.kind != "add":
-            errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
-                       "regenerate the patch with git diff --binary (or git format-patch --binary)")
-        elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
-            errors.add(f"declared binary content {binary[fp.path]!r} is missing", toml_path, key_line(text, "binary"))
-        if fp.old_mode == "120000" or fp.new_mode == "120000":
-            errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
-                       "ship the link target as a regular file")
-    return PatchFile(path, sha256_bytes(data), parsed.header.subject, parsed.files)
-
-
-def load_pack(root: Path) -> Pack:
+def load_pack(root: Path, profile: str | None = None) -> Pack:
     """Load and validate every fix of the pack at ``root`` (a folder with ``fixes/`` and ``profiles/``).
 
-    Raises PackError listing every problem with its file and line.
+    With ``profile`` (a run's), only that profile's variants are read and every patch is parsed when it is
+    first used: call :func:`parse_fixes` with the fixes the run works on. Raises PackError listing every
+    problem with its file and line.
     """
     root = root.resolve()
     errors = Collector()
@@ -279,7 +224,7 @@ def load_pack(root: Path) -> Pack:
     fixes: dict[str, Fix] = {}
     for fix_id in series:
         if (root / "fixes" / fix_id / "fix.toml").is_file():
-            fix = load_fix(root / "fixes" / fix_id, errors)
+            fix = load_fix(root / "fixes" / fix_id, errors, profile)
             if fix:
                 fixes[fix_id] = fix
     _check_relations(series, fixes, root / "fixes", errors)
@@ -324,13 +269,22 @@ def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | No
     return None
 
 
+def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> list[str]:
+    import difflib  # for error messages only
+
+    return difflib.get_close_matches(name, names, n, cutoff)
+
+
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(name, list(names), 3, 0.5)
+    close = _close_matches(name, list(names), 3, 0.5)
     return f"close matches: {', '.join(close)}" if close else "no close match"
 
 
-def load_profile(pack: Pack, name: str) -> Profile:
-    """Load ``profiles/<name>.toml`` and check it against the pack. Raises UnknownNameError or PackError."""
+def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
+    """Load ``profiles/<name>.toml`` and check it against the pack. Raises UnknownNameError or PackError.
+
+    ``check_paths`` False leaves the check that each listed fix changes its target's package only to
+    :func:`parse_fixes` (a run parses only the patches it needs)."""
     if name not in pack.profiles:
         raise UnknownNameError(f"unknown profile {name!r} ({_close(name, sorted(pack.profiles))}; "
                                f"profiles live in {pack.root / 'profiles'})")
@@ -362,7 +316,7 @@ def load_profile(pack: Pack, name: str) -> Profile:
                                  set(default) | set(opt_in), path, errors)
     profile = Profile(name, path, str(data.get("description", "")).strip(),
                       targets, default, opt_in, proof_env, components)
-    _check_profile(pack, profile, text, errors)
+    _check_profile(pack, profile, text, errors, check_paths)
     errors.raise_if_any(f"profile {name!r} is invalid")
     return profile
 
@@ -401,7 +355,7 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
     return tuple(out)
 
 
-def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -> None:
+def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, check_paths: bool = True) -> None:
     path = profile.path
     names = {t.name for t in profile.targets}
     listed: dict[str, str] = {}
@@ -419,8 +373,8 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
             if fix.target not in names:
                 errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
                            f"add [targets.{fix.target}] or drop the fix")
-            else:
-                _check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
+            elif check_paths:
+                check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")
@@ -432,22 +386,6 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector) -
             elif key == "default" and listed[req] == "opt_in":
                 errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
     _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
-
-
-def _check_package_paths(fix: Fix, package: str, errors: Collector) -> None:
-    """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
-    be a site-packages folder, where another path would change another distribution, or the tool's own
-    state (``.fixpack/``)."""
-    for patch in fix.patches:
-        for fp in patch.files:
-            for p in fp.paths():
-                if not p.startswith(package + "/"):
-                    errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
-                               patch.path, fp.diff_line, f"patch files under {package}/ only")
-    for target_path, _src in fix.binary:
-        if not target_path.startswith(package + "/"):
-            errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
-                       fix.folder / "fix.toml", None, f"place it under {package}/")
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import ConflictError, MismatchError, StaleLockError
-from .evaluate import TRUSTED, decide, file_hashes, run_pass
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
-from .tree import Tree
+from .tree import Tree, file_hashes
 
 
 def read_lock(profile: Profile) -> Lock:
@@ -101,6 +100,7 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it."""
+    from .evaluate import TRUSTED, decide, run_pass  # the applier loads when a lock is made, not when read
     ev = decide(fix, tree, TRUSTED, False)
     if ev.state is State.UPSTREAMED:
         # the release holds it already (a rebase keeps it listed, proposed for dropping): as found

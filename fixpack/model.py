@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .diff import FilePatch
+if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
+    from .diff import FilePatch
 
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
 
@@ -32,12 +35,25 @@ class Upstream:
 
 @dataclass(frozen=True)
 class PatchFile:
-    """One patch file of a fix: its path in the pack, its bytes' sha256 and its parsed files."""
+    """One patch file of a fix: its path in the pack, its bytes' sha256 and its parsed files.
+
+    ``parsed`` holds the files when they were parsed at load; otherwise ``reader`` parses the bytes read at
+    load on first use of :attr:`files` (a run parses only the patches of the fixes it works on) and raises
+    :class:`fixpack.errors.PackError` naming the file and line when they are malformed.
+    """
 
     path: Path
     sha256: str
-    subject: str
-    files: tuple[FilePatch, ...]
+    parsed: tuple[FilePatch, ...] | None = field(default=None, compare=False, repr=False)
+    reader: Callable[[], tuple[FilePatch, ...]] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def files(self) -> tuple[FilePatch, ...]:
+        if self.parsed is not None:
+            return self.parsed
+        if self.reader is None:
+            raise TypeError(f"PatchFile {self.path} has neither parsed files nor a reader")
+        return self.reader()
 
     @cached_property
     def change_sha256(self) -> str:

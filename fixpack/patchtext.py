@@ -80,7 +80,7 @@ def as_fix(fix: Fix, patches: dict[str, bytes]) -> Fix:
     for pf in fix.patches:
         data = patches[pf.path.name]
         parsed = parse_patch(data, f"regenerated {pf.path.name}")
-        pfs.append(PatchFile(pf.path, sha256_bytes(data), parsed.header.subject, parsed.files))
+        pfs.append(PatchFile(pf.path, sha256_bytes(data), parsed.files))
     return replace(fix, patches=tuple(pfs))
 
 

@@ -46,8 +46,8 @@ def twins(fix: Fix, bodies: list[str], tree: Tree, old_steps: list[Snap]) -> lis
                     out.append(f"ambiguous context: {fp.path} hunk #{i + 1}: its lines match equally well at lines "
                                f"{[n + 1 for n in best]} of the new release (they occurred {before} time(s) in the "
                                f"old one); text alone cannot tell which copy the fix belongs to")
-        merged = replace(fix, patches=(replace(pf, files=parse_patch(body.encode("utf-8", "surrogateescape"),
-                                                                     f"merged {pf.path.name}").files),))
+        merged = replace(fix, patches=(replace(pf, parsed=parse_patch(body.encode("utf-8", "surrogateescape"),
+                                                                      f"merged {pf.path.name}").files),))
         work.adopt(run_pass(merged, work, reverse=False, evidence=TRUSTED).tree)
     return out
 

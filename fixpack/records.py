@@ -14,15 +14,16 @@ digest, in one place.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .diff import sha256_text
 from .errors import DamagedStateError, StaleLockError
 from .safepath import path_problem
 from .states import Word
@@ -105,7 +106,15 @@ class Lock:
     components: tuple[LockComponent, ...] = ()
 
     def fix(self, fix_id: str) -> LockFix | None:
-        return next((f for f in self.fixes if f.id == fix_id), None)
+        return self._by_id.get(fix_id)
+
+    @cached_property
+    def _by_id(self) -> dict[str, LockFix]:
+        """The first entry of each fix id (looked up once per fix and pass: a scan made 500 fixes quadratic)."""
+        out: dict[str, LockFix] = {}
+        for f in self.fixes:
+            out.setdefault(f.id, f)
+        return out
 
     def component(self, cid: str) -> LockComponent | None:
         return next((c for c in self.components if c.id == cid), None)
@@ -151,7 +160,7 @@ def lock_digest(data: Mapping[str, Any]) -> str:
     sealed = {"targets": data.get("targets"), "fixes": data.get("fixes")}
     if data.get("components"):  # a lock without components keeps the digest it always had
         sealed["components"] = data["components"]
-    return sha256_text(json.dumps(sealed, sort_keys=True))
+    return hashlib.sha256(json.dumps(sealed, sort_keys=True).encode()).hexdigest()  # ASCII: as its UTF-8
 
 
 def _lock_fix_json(f: LockFix) -> dict[str, Any]:

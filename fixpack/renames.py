@@ -85,4 +85,4 @@ def remap(fix: Fix, renames: dict[str, str]) -> Fix:
         old = renames.get(fp.old_path or "", fp.old_path)
         new = renames.get(fp.new_path or "", fp.new_path) if fp.new_path == fp.old_path else fp.new_path
         return replace(fp, old_path=old, new_path=new)
-    return replace(fix, patches=tuple(replace(p, files=tuple(move(fp) for fp in p.files)) for p in fix.patches))
+    return replace(fix, patches=tuple(replace(p, parsed=tuple(move(fp) for fp in p.files)) for p in fix.patches))

@@ -12,6 +12,7 @@ from . import lockfile
 from .errors import BadInputError, MismatchError
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
+from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
 from .records import Lock
@@ -63,8 +64,11 @@ class Context:
 # --- preparing a run --------------------------------------------------------------------------
 
 def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
-    pack = load_pack(req.pack_root)
-    profile = load_profile(pack, req.profile)
+    """The run's pack, profile, selection, lock and targets. Only the selected fixes' patches are parsed
+    (revert's and status's: none here; they parse what they read), so a malformed patch of a fix the run
+    does not touch is no obstacle to it."""
+    pack = load_pack(req.pack_root, profile=req.profile)
+    profile = load_profile(pack, req.profile, check_paths=False)
     pack = pack.for_profile(profile.name)
     fix_names, comp_names = split_names(profile, req.opt_ins)
     selected = select(pack, profile, fix_names, req.all_opt_in)
@@ -74,7 +78,9 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if name not in names:
             raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
                                 f"(its targets: {', '.join(sorted(names))})")
-    check_deleted_then_touched(pack.ordered(selected))
+    if command not in ("revert", "status"):  # status parses what it evaluates (none when the lock vouches)
+        parse_fixes(pack, profile, selected)
+        check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
     if need_lock:
         lock = lockfile.read_lock(profile)

@@ -25,7 +25,6 @@ import errno
 import hashlib
 import os
 import re
-import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ from .fsio import (
     fault_point,
     forget_state,
     fsync_dir,
+    link_or_copy,
     make_parents,
     pycache_files,
     remove_file,
@@ -50,7 +50,6 @@ from .fsio import (
     temp_path,
     unlink,
     unlink_quietly,
-    write_new,
 )
 from .records import Manifest, dumps, is_int, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
@@ -290,6 +289,8 @@ def _discard_leftovers(root: Path) -> None:
     if exists(backups):
         if backups.is_symlink() or not backups.is_dir():
             raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
+        import shutil  # (and its archive modules) only when there is something to remove
+
         shutil.rmtree(backups)  # does not follow links inside
     tmp = temp_path(folder / JOURNAL)
     if exists(tmp):
@@ -418,6 +419,8 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
+    import shutil
+
     shutil.rmtree(folder / BACKUPS, ignore_errors=True)  # left over, they are removed by the next run
 
 
@@ -447,7 +450,7 @@ def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]
             data = dest.read_bytes()
             entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
                          sha256=hashlib.sha256(data).hexdigest())
-            write_new(backups / str(i), data, 0o600)  # read only once the journal names it, with its sha256
+            link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
         elif c.data is not None:
             dirs |= _missing_dirs(root, dest.parent)
         entries.append(entry)

@@ -11,7 +11,6 @@ in ``direct_url.json``). Each fact keeps where it came from, for the report.
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import json
 import re
 from dataclasses import dataclass
@@ -66,6 +65,8 @@ def resolve_root(spec: TargetSpec, path: Path) -> Path:
 
 def installed_root(spec: TargetSpec) -> Path | None:
     """Where the running Python has the distribution installed (site-packages, or an editable source)."""
+    import importlib.metadata  # only when no --root names the target (it brings the email package)
+
     try:
         dist = importlib.metadata.distribution(spec.distribution)
     except importlib.metadata.PackageNotFoundError:

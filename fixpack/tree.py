@@ -7,6 +7,7 @@ turn the overlay into :class:`fixpack.state.FileChange` records and write them. 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -115,3 +116,11 @@ class Tree:
             out.append(FileChange(path, None if text is None else encode(text), mode))
         return out
 
+
+def file_hashes(tree: Tree, paths: list[str] | tuple[str, ...]) -> dict[str, str | None]:
+    """Each path's sha256 in ``tree`` now (None: the file does not exist)."""
+    out: dict[str, str | None] = {}
+    for p in paths:
+        text = tree.read(p)
+        out[p] = hashlib.sha256(encode(text)).hexdigest() if text is not None else None
+    return out

@@ -93,3 +93,17 @@ def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(set
                         f"demo={target}", "--dry-run"], capture_output=True, text=True,
                        env={**__import__("os").environ, "PYTHONPATH": str(shim)})
     assert p.returncode == 5 and "pip install unidiff click" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_json_failure_document_says_whether_the_run_was_a_dry_run(setup):
+    """status is always a dry run, apply only with --dry-run: a failure's JSON document says so too
+    (an engine error, bad input, and a usage error alike)."""
+    b, target = setup
+    # a target the profile does not have: every command fails with exit 2 before it looks at a file
+    common = ["--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--target", "nosuch", "--json"]
+    for args, dry in ((["status"], True), (["apply", "--dry-run"], True), (["apply"], False),
+                      (["revert", "--dry-run"], True), (["status", "--no-such-option"], True),
+                      (["apply", "--dry-run", "--no-such-option"], True)):
+        r = run(*args, *common)
+        doc = json.loads(r.stdout)
+        assert r.returncode == 2 and not doc["ok"] and doc["dry_run"] is dry, (args, doc)

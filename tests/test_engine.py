@@ -6,7 +6,7 @@ import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine
-from fixpack.errors import BadInputError, MismatchError, StaleLockError, UnknownNameError
+from fixpack.errors import BadInputError, MismatchError, PackError, StaleLockError, UnknownNameError
 
 MOD = "demo_pkg/mod.py"
 
@@ -349,3 +349,20 @@ def test_revert_after_a_lost_manifest_says_how_instead_of_nothing_to_do(setup):
     assert snapshot(target) == patched
     assert engine.apply(b.request(target)).ok  # records them again
     assert engine.revert(b.request(target)).ok and not (target / "demo_pkg/new.py").exists()
+
+
+def test_revert_needs_only_the_patches_it_reverts(setup):
+    """A malformed patch of an opt-in fix the image does not hold used to stop revert (exit 2), leaving the
+    image patched: revert parses only the patches its manifest records. A run that selects that fix still
+    refuses it with the patch's file and line."""
+    b, clean, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    patch = b.pack / "fixes/extra/0001-change.patch"
+    patch.write_text(patch.read_text().replace("@@ -0,0 +1 @@", "@@ -0,0 +1 @"))
+    r = engine.revert(b.request(target))
+    assert r.ok and [f.action for f in r.fixes] == ["reverted", "reverted"]
+    assert snapshot(target) == original
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target, opt_ins=("extra",), dry_run=True))
+    assert f"{patch}:" in str(exc.value) and "malformed hunk header" in str(exc.value)

@@ -91,6 +91,32 @@ def test_a_failing_write_at_every_io_call_is_rolled_back(setup, monkeypatch, com
         assert not _temp_files(target), f"I/O call {n} ({name}): temp files left"
 
 
+@pytest.mark.parametrize("linkable", [True, False])
+def test_backups_are_links_or_copies_and_a_killed_write_restores_either(setup, monkeypatch, linkable):
+    """A backup is a hard link to the original (nothing copied or flushed) or, where the file system cannot
+    link (another mount: EXDEV), a copy; a run that fails after the first target write restores from it."""
+    b, target = setup
+    before = _all(target)
+    real_link, linked = os.link, []
+
+    def link(src, dst, **kw):  # type: ignore[no-untyped-def]
+        if not linkable:
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
+        linked.append(os.stat(src).st_ino)
+        return real_link(src, dst, **kw)
+    monkeypatch.setattr(os, "link", link)
+    real_replace = fsio.replace_file
+
+    def replace_then_fail(src, dst):  # type: ignore[no-untyped-def]
+        real_replace(src, dst)
+        if dst.name == "mod.py":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
+    monkeypatch.setattr(fsio, "replace_file", replace_then_fail)
+    with pytest.raises(EnvironmentProblem):
+        engine.apply(b.request(target))
+    assert _all(target) == before and bool(linked) == linkable
+
+
 def test_a_rollback_that_cannot_finish_leaves_the_journal_for_the_next_run(setup, monkeypatch):
     b, target = setup
     before = _all(target)

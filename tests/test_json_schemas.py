@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from conftest import REPO, git, numbered
 
-from fixpack.cli_common import envelope
+from fixpack.cli_plain import envelope
 from fixpack.prove import ProofResult, ProofRun
 
 SCHEMAS = REPO / "schemas"

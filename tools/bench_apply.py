@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -459,20 +461,20 @@ WHERE_SNIPPET = r"""
 import cProfile, io, pstats, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from fixpack import cli, engine  # what an apply_all.py run imports before the engine starts
+from fixpack import cli_fast, engine  # what an apply_all.py run imports before the engine starts
 t1 = time.perf_counter()
 prof = cProfile.Profile()
 code = 0
 prof.enable()
 try:
-    cli.apply_all_main(sys.argv[2:])
+    cli_fast.main(sys.argv[2:], None, "apply")
 except SystemExit as exc:
     code = exc.code
 prof.disable()
 t2 = time.perf_counter()
 buf = io.StringIO()
 st = pstats.Stats(prof, stream=buf)
-# the engine's own functions, unidiff's and the system calls (click's frames above engine.apply left out)
+# the engine's own functions, unidiff's and the system calls (the entry's frames above engine.apply left out)
 st.sort_stats("cumulative").print_stats(r"(fixpack/(?!cli)|unidiff/|\{built-in method)", 15)
 st.sort_stats("tottime").print_stats(10)
 sys.stderr.write(f"WHERE imports {t1 - t0:.4f} engine {t2 - t1:.4f} exit {code}\n" + buf.getvalue())
@@ -590,8 +592,9 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
 def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies) -> dict[str, Any]:
     """Profile v0.30.0 of this repository with both opt-ins on a copy of the real release (its vllm/ folder):
     whole-process apply, a second apply (must write nothing) and status, a fresh copy per repetition."""
-    prof_text = (REPO / "profiles" / "v0.30.0.toml").read_text()
-    ids = re.findall(r'"([a-z0-9-]+)"', prof_text[prof_text.index("[fixes]"):])
+    fixes_table = tomllib.loads((REPO / "profiles" / "v0.30.0.toml").read_text())["fixes"]
+    # the fixes only: the profile's components install into a site-packages folder, not a release copy
+    ids, opt_ins = [*fixes_table["default"], *fixes_table["opt_in"]], list(fixes_table["opt_in"])
     touched = set()
     for fid in ids:
         for patch in (REPO / "fixes" / fid).glob("*.patch"):
@@ -601,7 +604,6 @@ def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies)
     sh(["cp", "-al" if os.stat(vllm_root).st_dev == os.stat(work).st_dev else "-a", str(vllm_root / "vllm"),
         str(stage / "vllm")])
     wl = Workload("real-v0.30.0", "", stage, "vllm", REPO, [], work, dict.fromkeys(touched, ""))
-    opt_ins = [i for i in ids if i in prof_text[prof_text.index("opt_in"):]]
     times: dict[str, list[float]] = {"real.apply": [], "real.reapply": [], "real.status": []}
     rss: dict[str, list[float]] = {k: [] for k in times}
     notes, lasts = [], {}
@@ -628,8 +630,9 @@ def bench_real_profile(vllm_root: Path, work: Path, repeat: int, copies: Copies)
 def python_start(repeat: int) -> dict[str, float]:
     """The floor of any whole-process figure: an interpreter that does nothing, and one importing the CLI + engine."""
     out = {}
-    for key, code in (("python -c pass", "pass"), ("import fixpack.cli + fixpack.engine",
-                                                    "import fixpack.cli, fixpack.engine")):
+    for key, code in (("python -c pass", "pass"),
+                      ("import cli_fast, engine (image)", "import fixpack.cli_fast, fixpack.engine"),
+                      ("import cli, engine (click)", "import fixpack.cli, fixpack.engine")):
         runs = [proc_run([sys.executable, "-c", code])[0] for _ in range(max(3, repeat))]
         out[key] = statistics.median(runs)
     return out
@@ -804,6 +807,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{tool_version(['git', '--version'])}, quilt {quilt_v}, {os.cpu_count()} CPUs")
     print(f"work folder {work} ({fs}); {args.repeat} repetitions per tool, median; each on a fresh copy "
           f"({args.copy_mode} mode), copy time excluded")
+    # the engine's bytecode, compiled once as an image's install step does (ports/muse-spark-open/install.sh,
+    # tools/setup.sh): with $PYTHONDONTWRITEBYTECODE set, every whole-process run would compile it from source
+    sh([sys.executable, "-m", "compileall", "-q", str(REPO / "fixpack")])
+    print(f"engine bytecode compiled (python -m compileall -q fixpack; $PYTHONDONTWRITEBYTECODE="
+          f"{os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r})")
     results = []
     real: dict[str, Any] | None = None
     start = python_start(args.repeat)

@@ -18,4 +18,7 @@ if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
 quiet "${pip[@]}" -e '.[maintainer,test]'
+# an editable install compiles nothing: compile the engine once, so that a run with PYTHONDONTWRITEBYTECODE
+# set (as in many images) does not compile it from source every time
+.venv/bin/python -m compileall -q fixpack >/dev/null
 echo "setup: .venv ready ($(.venv/bin/python --version))"

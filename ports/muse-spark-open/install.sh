@@ -78,6 +78,9 @@ except ModuleNotFoundError:
     import tomli' 2>/dev/null \
   || die 16 "$py lacks the fix pack's dependencies (unidiff GitPython click rich pypi-simple, tomli on 3.10): pip install them, or pip install -e $repo"
 [ -f "$repo/fixes/apply_all.py" ] || die 16 "no fix pack at $repo (fixes/apply_all.py missing)"
+# the engine's bytecode, compiled once here: an image often sets PYTHONDONTWRITEBYTECODE, and every run of
+# apply_all.py would then compile the engine from source again (a read-only checkout just keeps doing that)
+"$py" -m compileall -q "$repo/fixpack" >/dev/null 2>&1 || true
 if [ -n "$components" ]; then
   "$py" -c 'import installer, setuptools' 2>/dev/null \
     || die 16 "$py lacks installer or setuptools, which the fix pack needs to install the port's components: pip install installer setuptools (or give --plugin-site DIR)"

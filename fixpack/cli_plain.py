@@ -1,0 +1,164 @@
+"""The terminal front's plain parts, without click: the one mapping from an outcome to the exit code, the
+error documents, plain lines and JSON, the default pack and ``--root`` values. :mod:`fixpack.cli_common`
+(click) and :mod:`fixpack.cli_fast` (the image's plain command lines, no click) both print through these,
+each with its own ``echo`` (click's, or :func:`write_line`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, BadInputError, FixpackError
+from .progress import Progress
+from .report import Report
+from .states import Action, State
+
+Echo = Callable[..., Any]  # echo(text, err=False): click.echo, or write_line
+REPORT_COMMANDS = ("apply", "status", "revert")  # their JSON is a Report (schemas/report.schema.json)
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo drops from a line written to a pipe
+
+
+class HasExitCode(Protocol):
+    @property
+    def exit_code(self) -> int: ...
+
+
+def exit_code(outcome: BaseException | HasExitCode | None) -> int:
+    """The process exit code of a command's outcome: a result's own code (0 when it reached its
+    state), an engine error's kind (2 bad input, 3 mismatch, 4 conflict, 5 environment), a usage error
+    2, a package missing from the environment 5, and 1 for anything else: a bug."""
+    if outcome is None:
+        return 0
+    if isinstance(outcome, FixpackError):
+        return outcome.exit_code
+    click = sys.modules.get("click")  # a usage error exists only where click was loaded
+    if click is not None and isinstance(outcome, click.ClickException):
+        return EXIT_BAD_INPUT
+    if isinstance(outcome, ModuleNotFoundError):
+        return EXIT_ENVIRONMENT
+    if isinstance(outcome, BaseException):
+        return EXIT_INTERNAL
+    return outcome.exit_code
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a failed command says: the error's message, what to install, or a bug to report."""
+    if isinstance(exc, ModuleNotFoundError):
+        return missing_package(exc.name or str(exc))
+    return f"internal error: {exc!r} (please report it)" if exit_code(exc) == EXIT_INTERNAL else str(exc)
+
+
+def missing_package(name: str) -> str:
+    """What to install when ``name`` cannot be imported (the image's needs, or the maintainer's)."""
+    return (f"the Python package {name!r} is not installed in {sys.executable}: apply, status and revert need "
+            f"`pip install unidiff click` (and tomli on Python 3.10); the maintainer's commands need "
+            f"`pip install -e '.[maintainer]'` from the pack's checkout; nothing was written")
+
+
+def envelope(command: str, profile: str = "", code: int = 0, error: str = "", **body: Any) -> dict[str, Any]:
+    """A JSON document's common keys (every schema under ``schemas/`` has them), then ``body``."""
+    from . import __version__
+
+    doc: dict[str, Any] = {"schema": 1, "tool_version": __version__, "command": command, "profile": profile,
+                           "ok": code == 0, "exit_code": code, "error": error}
+    doc.update(body)
+    return doc
+
+
+def error_document(command: str, profile: str, message: str, code: int, dry_run: bool = False) -> dict[str, Any]:
+    """What ``--json`` prints when a command fails before it has a result (its schema's failure form).
+    ``dry_run``: the command was asked to write nothing (``--dry-run``; ``status`` always is one)."""
+    if command in REPORT_COMMANDS:
+        return Report(command, profile, dry_run=dry_run or command == "status", error=message,
+                      failure=code).as_dict()
+    return envelope(command, profile, code, message)
+
+
+def default_pack_root() -> Path:
+    """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
+    its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not
+    editable) has no pack beside it: say so."""
+    here = Path.cwd()
+    edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
+    for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
+        if (root / "fixes" / "series").is_file():
+            return root
+    raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "
+                        f"{Path(__file__).parent.parent} holds fixes/series. Give --pack DIR or set $FIXPACK_PACK "
+                        f"to a checkout of the fix pack (an installed fixpack ships the tool, not the pack)")
+
+
+def split_roots(values: tuple[str, ...] | list[str]) -> dict[str, Path] | str:
+    """``NAME=PATH`` values as a mapping, or what is wrong with them (a usage error)."""
+    roots: dict[str, Path] = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            return f"{v!r}: expected NAME=PATH, e.g. vllm=/opt/venv/lib/python3.11/site-packages"
+        if name in roots and roots[name] != Path(path):
+            return f"{name!r} is given twice ({roots[name]} and {path}): give one root per target"
+        roots[name] = Path(path)
+    return roots
+
+
+def write_line(text: str, err: bool = False) -> None:
+    """One line on stdout (stderr) as click.echo writes it: escape sequences dropped off a terminal."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write((text if stream.isatty() else _ANSI.sub("", text)) + "\n")
+    stream.flush()
+
+
+def emit_json(doc: dict[str, Any], echo: Echo) -> None:
+    echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def render_plain(report: Report, echo: Echo) -> None:
+    """The report as plain lines: a head line, a line per target and per fix, the summary."""
+    echo(f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else ""))
+    for t in report.targets:
+        facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
+        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
+        for note in t.notes:  # one line each: a note is a sentence of its own, never run into the root or another
+            echo(f"  - {note}")
+    for f in report.fixes:
+        opt = " (opt-in)" if f.opt_in else ""
+        detail = "; ".join(f.messages)  # drifted fixes carry their offsets in their messages already
+        echo(f"{f.id} v{f.version}{opt}: {f.state.value}, {f.action.value}" + (f" - {detail}" if detail else ""))
+    echo(summary(report))
+
+
+def summary(report: Report) -> str:
+    if not report.ok:
+        return f"FAILED (exit {report.exit_code}): {report.error}"
+    counts: dict[str, int] = {}
+    for f in report.fixes:
+        key = f.action.value if f.action is not Action.NONE else (
+            "already applied" if f.state is State.APPLIED else f.state.value)
+        counts[key] = counts.get(key, 0) + 1
+    return "OK: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing to do")
+
+
+class PlainProgress(Progress):
+    """The engine's progress as plain lines on stderr (a pipe, CI, ``NO_COLOR``, ``--color never``)."""
+
+    def __init__(self, echo: Echo = write_line) -> None:
+        self.echo = echo
+        self._last: dict[str, float] = {}
+
+    def note(self, message: str) -> None:
+        self.echo(f"fixpack: {message}", err=True)
+
+    def transfer(self, label: str, done: int, total: int | None, finished: bool = False) -> None:
+        import time
+
+        now = time.monotonic()
+        if finished or done == 0 or now - self._last.get(label, 0.0) >= 2.0:
+            self._last[label] = now
+            of = f" of {total / 1e6:.1f} MB" if total else ""
+            state = "done" if finished else "downloading"
+            self.echo(f"fixpack: {label}: {state}, {done / 1e6:.1f} MB{of}", err=True)

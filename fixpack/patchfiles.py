@@ -1,0 +1,132 @@
+"""The patch files of a fix: read and hashed when the pack is loaded, parsed then or when a run first uses
+them (:func:`parse_fixes`), and checked: declared binary content, no symlink, paths inside the target's
+package folder. Every problem names its file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import Collector, PackError, PatchParseError
+from .model import Fix, Pack, PatchFile, Profile
+from .safepath import path_problem
+
+if TYPE_CHECKING:
+    from .diff import FilePatch
+
+BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
+Where = tuple[Path, int | None, int | None]  # fix.toml (or variant.toml), the lines of `patches` and [binary]
+
+
+def check_binary(folder: Path, binary: tuple[tuple[str, str], ...], where: Where, errors: Collector) -> None:
+    """``[binary]`` maps a canonical target path to a file of the fix's own folder: a source outside it
+    (an absolute path, ``..``, a link) would copy any file of the machine into the target."""
+    for target_path, src in binary:
+        problem = path_problem(target_path)
+        if problem:
+            errors.add(f"[binary] target path {target_path!r}: {problem}", where[0], where[2])
+        if src == BINARY_IN_PATCH:
+            continue
+        problem = path_problem(src)
+        real = (folder / src).resolve()
+        if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
+            errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
+                       + (f" ({problem})" if problem else ""), where[0], where[2],
+                       "put the file in the fix's folder and name it relative to it")
+
+
+def load_patch(folder: Path, name: str, binary: dict[str, str], where: Where, errors: Collector,
+               lazy: Path | None = None) -> PatchFile | None:
+    """A patch file of a fix, parsed now, or (``lazy``: the pack's root) on first use of its files."""
+    path = folder / name
+    if Path(name).name != name:
+        errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
+                   where[0], where[1], "name the file only, and keep it in that folder")
+        return None
+    if not path.is_file():
+        errors.add(f"patch {name!r} does not exist in {folder}", where[0], where[1])
+        return None
+    data = path.read_bytes()
+
+    def reader() -> tuple[FilePatch, ...]:
+        found = Collector()
+        files = _patch_files(path, data, binary, where, found)
+        found.raise_if_any(f"the pack at {lazy} is invalid")
+        return files or ()
+    if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
+        return PatchFile(path, hashlib.sha256(data).hexdigest(), reader=reader)
+    files = _patch_files(path, data, binary, where, errors)
+    return PatchFile(path, hashlib.sha256(data).hexdigest(), files) if files is not None else None
+
+
+def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
+                 errors: Collector) -> tuple[FilePatch, ...] | None:
+    """The file patches of a patch file's bytes, each problem added to ``errors`` (None: unreadable)."""
+    from .diff import parse_patch  # the diff adapter (and unidiff) load with the first patch parsed
+
+    folder = path.parent
+    try:
+        parsed = parse_patch(data, str(path))
+    except PatchParseError as exc:
+        for p in exc.problems or []:
+            errors.add(p.message, path, p.line, p.hint)
+        if not exc.problems:
+            errors.add(str(exc), path)
+        return None
+    if not parsed.files:
+        errors.add("the patch changes no file", path, None, "regenerate it with git format-patch")
+        return None
+    for fp in parsed.files:
+        source = BINARY_IN_PATCH if fp.data is not None else "<file in the fix folder>"
+        if fp.binary and fp.path not in binary:
+            errors.add(f"binary change to {fp.path!r} is not declared: {fp.path} is a binary file, and binary files "
+                       f"are changed only where fix.toml says so", path, fp.diff_line,
+                       f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
+        elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
+            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where[0], where[2],
+                       f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
+        elif fp.binary and fp.data is None and fp.kind != "add":
+            errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
+                       "regenerate the patch with git diff --binary (or git format-patch --binary)")
+        elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
+            errors.add(f"declared binary content {binary[fp.path]!r} is missing", where[0], where[2])
+        if fp.old_mode == "120000" or fp.new_mode == "120000":
+            errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
+                       "ship the link target as a regular file")
+    return parsed.files
+
+
+def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] | set[str]) -> None:
+    """Parse the patches of the fixes ``ids`` (a run's chain, from a pack loaded for ``profile``) and check
+    that each changes files of its target's package only. Raises PackError listing every problem."""
+    errors = Collector()
+    packages = {t.name: t.package for t in profile.targets}
+    for fid in sorted(ids):
+        fix = pack.fixes[fid]
+        before = len(errors.problems)
+        for patch in fix.patches:
+            try:
+                patch.files  # noqa: B018 (parsed here, once: cached on the patch)
+            except PackError as exc:
+                errors.problems += exc.problems
+        if len(errors.problems) == before and fix.target in packages:
+            check_package_paths(fix, packages[fix.target], errors)
+    errors.raise_if_any(f"the pack at {pack.root} is invalid")
+
+
+def check_package_paths(fix: Fix, package: str, errors: Collector) -> None:
+    """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
+    be a site-packages folder, where another path would change another distribution, or the tool's own
+    state (``.fixpack/``)."""
+    for patch in fix.patches:
+        for fp in patch.files:
+            for p in fp.paths():
+                if not p.startswith(package + "/"):
+                    errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
+                               patch.path, fp.diff_line, f"patch files under {package}/ only")
+    for target_path, _src in fix.binary:
+        if not target_path.startswith(package + "/"):
+            errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
+                       fix.folder / "fix.toml", None, f"place it under {package}/")

@@ -1,0 +1,51 @@
+"""The status fast path: a target whose manifest, files and lock agree needs no hunk placed.
+
+The lock holds each touched file's sha256 after every fix of the profile's chain, on the clean release.
+When every fix of a target's chain is recorded applied, and on each file the chain's fixes are the first
+ones of the profile's chain that touch it, the lock knows what the files must hold: the last of them's
+post-image. Files that hold exactly that are the chain applied to the release byte for byte, so unwinding
+and replaying it (what status does otherwise) can only find each fix pinned at its stated lines and say
+"already applied". Anything else (a hash that differs, an entry the lock does not vouch for) goes to the
+full evaluation, which says what is wrong.
+"""
+
+from __future__ import annotations
+
+from .records import Hashes, Lock, Manifest, Recorded
+
+
+def locked_files(lock: Lock, manifest: Manifest, target: str, chain: set[str]) -> dict[str, str | None] | None:
+    """What the files must hold (path -> sha256, None: absent) when ``chain`` (fix ids of ``target``) is
+    applied as the manifest records it; None when the lock cannot vouch for it: a chain fix not recorded
+    applied or with another patch than the lock's, one the release held already, a file another fix of
+    the profile touches before a chain fix does, or manifest hashes that are not those."""
+    recorded = {e.id: e for e in manifest.fixes}
+    locked = [f for f in lock.fixes if f.target == target]
+    by_id = {f.id: f for f in locked}
+    if set(recorded) != chain or not chain <= set(by_id):
+        return None
+    for fid in chain:
+        entry, fix = recorded[fid], by_id[fid]
+        if entry.state is not Recorded.APPLIED or entry.patch_sha256 != fix.patch_sha256 or fix.pre() == fix.post():
+            return None
+    expected: dict[str, str | None] = {}
+    clean: dict[str, str | None] = {}
+    closed: set[str] = set()  # files a fix outside the chain touches: no chain fix may come after it there
+    for fix in locked:
+        for f in fix.files:
+            clean.setdefault(f.path, f.pre)
+            if fix.id not in chain:
+                closed.add(f.path)
+            elif f.path in closed:
+                return None
+            else:
+                expected[f.path] = f.post
+    if dict(manifest.files) != expected or _is_clean(expected, clean):
+        return None
+    return expected
+
+
+def _is_clean(expected: Hashes, clean: Hashes) -> bool:
+    """The chain leaves every file as the release had it (a later fix undoing an earlier one): the full
+    evaluation then takes the manifest for a stale one."""
+    return all(clean.get(p) == h for p, h in expected.items())

@@ -1,0 +1,102 @@
+"""The image's fast entry (fixpack.cli_fast): a plain apply/status/revert command line runs without click and
+prints byte for byte what the click command prints, with the same exit code; anything else is left to click.
+Its option table is the one the click commands are built from."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import click
+import pytest
+from conftest import REPO, numbered, snapshot
+
+from fixpack import cli_fast
+from fixpack.cli import main
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("opt", {MOD: base}, {MOD: base.replace("line 15\n", "fifteen\n")}, opt_in=True)
+    builder.profile(["one"], ["opt"])
+    builder.lock(clean)
+    return builder, clean
+
+
+def both(capsys, command, argv, target):
+    """(exit code, stdout, stderr, tree after) of the fast entry, then of click, each from the same tree."""
+    keep = target.parent / f"{target.name}.before"
+    shutil.copytree(target, keep)
+    code = cli_fast.run(command, argv)
+    assert code is not None, f"the fast entry declined {argv}"
+    fast = (code, *capsys.readouterr(), snapshot(target))
+    shutil.rmtree(target)  # back to where the fast run started
+    shutil.move(keep, target)
+    with pytest.raises(SystemExit) as exc:
+        main.main(args=[command, *argv], standalone_mode=True)
+    slow = (exc.value.code, *capsys.readouterr(), snapshot(target))
+    return fast, slow
+
+
+@pytest.mark.parametrize("command, extra", [
+    ("apply", ["--dry-run"]), ("apply", ["opt", "--json"]), ("apply", ["--all-opt-in", "--strict"]),
+    ("status", []), ("status", ["--json", "--lock-wait", "0"]), ("status", ["opt"]), ("revert", ["--dry-run", "--json"]),
+    ("apply", ["nosuchfix"]), ("status", ["--json", "--target", "nosuch"]), ("apply", ["--color", "never", "opt"]),
+])
+def test_the_fast_entry_says_and_does_what_click_does(setup, capsys, command, extra):
+    b, _clean = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    common = ["-p", "p1", f"--pack={b.pack}", "--root", f"demo={target}"]
+    fast, slow = both(capsys, command, [*common, *extra], target)
+    assert fast == slow
+    if command == "apply" and "--dry-run" not in extra and fast[0] == 0:
+        assert fast[3] != snapshot(b.tree("fresh", {MOD: numbered(20)}))  # it did write
+
+
+def test_revert_after_apply_and_the_environment_defaults(setup, capsys, monkeypatch):
+    b, _clean = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    monkeypatch.setenv("FIXPACK_PACK", str(b.pack))
+    monkeypatch.setenv("FIXPACK_LOCK_WAIT", "3")
+    assert cli_fast.run("apply", ["-p", "p1", "--root", f"demo={target}", "opt"]) == 0
+    capsys.readouterr()
+    fast, slow = both(capsys, "revert", ["-p", "p1", "--root", f"demo={target}"], target)
+    assert fast == slow and fast[0] == 0 and "reverted" in fast[1]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["-p", "p1", "--reject", "/tmp/x"], ["-p", "p1", "--profile", "p2"], ["-p", "p1", "--root", "demo"],
+    ["-p", "p1", "--lock-wait", "soon"], ["-p", "p1", "--color", "always"], ["-p", "p1", "--", "opt"], ["--json"],
+    ["-p", "p1", "--no-such-option"], ["-pp1"], ["-p", "p1", "--dry-run=yes"],
+])
+def test_what_is_not_a_plain_command_line_is_left_to_click(setup, argv):
+    b, clean = setup
+    assert cli_fast.run("apply", [*argv, "--pack", str(b.pack), "--root", f"demo={clean}"]) is None
+
+
+def test_an_image_run_loads_no_click(setup):
+    b, _clean = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    for entry in (["apply_all.py"], ["-m", "fixpack.cli", "status"]):
+        p = subprocess.run([sys.executable, "-X", "importtime", *entry, "--pack", str(b.pack), "-p", "p1", "--root",
+                            f"demo={target}"], capture_output=True, text=True, cwd=REPO,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert p.returncode == 0 and "OK:" in p.stdout, p.stdout + p.stderr
+        assert " click" not in p.stderr, f"{entry} imported click"
+
+
+def test_the_click_options_are_built_from_the_fast_entrys_table():
+    ctx = click.Context(main)
+    for command, params in cli_fast.COMMANDS.items():
+        options = {p.name: p for p in main.get_command(ctx, command).params if isinstance(p, click.Option)}
+        for name in params:
+            flags, kind, env, default = cli_fast.OPTIONS[name]
+            opt = options[name]
+            assert tuple(opt.opts) == flags and opt.envvar == env and opt.multiple == (kind == "many")
+            assert opt.is_flag == (kind == "flag") and (default is None or opt.default == default)
+        assert set(params) <= set(options)
