@@ -148,8 +148,8 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
         one = replace(fix, patches=(pf,))
         ev = decide(one, tree, None, False)
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
-            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of profile "
-                                f"{prof.name}: {'; '.join(ev.messages)}; nothing was written")
+            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of "
+                                f"profile {prof.name}: {'; '.join(ev.messages)}; nothing was written")
         tree_after = ev.forward.tree
         if ev.state is State.ABSENT and not ev.offsets:
             bodies.append(given[i])
