@@ -42,6 +42,8 @@ PORT_PACKAGE = "muse_spark_open"
 PORT = "port"
 UPSTREAM = "upstream"
 UPSTREAM_PLATFORMS = ("cuda", "rocm")  # where upstream's package has a stack that runs
+# the releases the port is tested on (README "vLLM releases"); the build gate refuses others
+SUPPORTED_VLLM = ("0.30.0", "0.31.0", "0.32.0", "0.33.0")
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,15 @@ def test_on_cuda_the_port_steps_aside_where_vllm_ships_muse_spark(site):
         assert [got["reasoning"], got["tool"]] == PORT_PARSERS
 
 
+def test_build_gates_pass_on_this_vllm(site):
+    """install.sh's step 5 on this release: the supported-release gate, the registration as chosen, the parsers."""
+    r = subprocess.run([sys.executable, "-m", "muse_spark_open.buildcheck", "--json"], capture_output=True, text=True,
+                       timeout=300, cwd=str(site), env=subprocess_env(PYTHONPATH=str(site)))
+    gates = {g["gate"]: g for g in json.loads(r.stdout[r.stdout.index("["):])}
+    assert r.returncode == 0 and all(g["ok"] for g in gates.values()), gates
+    assert f"vLLM {md.version('vllm')}" in gates["vllm"]["detail"]
+
+
 @pytest.mark.parametrize("facts, want", [
     ((None, "hpu", False, False), ("port", "port", "port")),        # 0.30.0-0.32.0 on Gaudi
     ((None, "cuda", False, False), ("port", "port", "port")),       # 0.30.0-0.32.0 anywhere
