@@ -56,6 +56,13 @@ print("RESULT " + json.dumps({
     "plugin_file": plugin.__file__,
     "logs": [m for m in logs if "Muse Spark port on this vLLM" in m],
 }))
+if not os.environ.get("MUSE_TEST_PLATFORM"):  # install.sh's build gates, in the same process (one vLLM start)
+    import contextlib, io
+    from muse_spark_open import buildcheck
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = buildcheck.run(json_out=True)
+    print("GATES " + json.dumps({"rc": rc, "gates": json.loads(out.getvalue())}))
 """
 
 # vLLM 0.33.0 ships Muse Spark (a release fact, read from the distribution's version: the plugin itself
@@ -80,19 +87,26 @@ def site(tmp_path_factory):
 def check(site, **env) -> dict:
     r = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=300, cwd=str(site),
                        env=subprocess_env(PYTHONPATH=str(site), **env))
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    assert line, r.stderr[-3000:]
-    return json.loads(line[7:])
+    found = {ln.split(" ", 1)[0]: json.loads(ln.split(" ", 1)[1]) for ln in r.stdout.splitlines()
+             if ln.startswith(("RESULT ", "GATES "))}
+    assert "RESULT" in found, r.stderr[-3000:]
+    return {**found["RESULT"], "build": found.get("GATES")}
+
+
+@pytest.fixture(scope="module")
+def here(site) -> dict:
+    """The registries and build gates after vLLM's plugin loader, on this machine (no CUDA, no ROCm)."""
+    return check(site)
 
 
 PORT_PARSERS = ["muse_spark_open.parsers.reasoning", "muse_spark_open.parsers.tool"]
 UPSTREAM_PARSERS = ["vllm.reasoning.muse_reasoning_parser", "vllm.tool_parsers.muse_tool_parser"]
 
 
-def test_entry_point_registers_what_the_port_serves_here(site):
+def test_entry_point_registers_what_the_port_serves_here(site, here):
     """Without CUDA or ROCm (CPU here, HPU on Gaudi) the port's model and configs are registered, over vLLM's own
     on 0.33.0; the parsers are the port's only where vLLM has none; the drafter is never touched."""
-    got = check(site)
+    got = here
     assert ("muse_spark", "muse_spark_open.plugin:register") in [tuple(e) for e in got["eps"]]
     assert got["arch"] == "muse_spark_open.model"
     assert got["hook"] == "muse_spark_open.guard"
@@ -123,12 +137,11 @@ def test_on_cuda_the_port_steps_aside_where_vllm_ships_muse_spark(site):
         assert [got["reasoning"], got["tool"]] == PORT_PARSERS
 
 
-def test_build_gates_pass_on_this_vllm(site):
+def test_build_gates_pass_on_this_vllm(here):
     """install.sh's step 5 on this release: the supported-release gate, the registration as chosen, the parsers."""
-    r = subprocess.run([sys.executable, "-m", "muse_spark_open.buildcheck", "--json"], capture_output=True, text=True,
-                       timeout=300, cwd=str(site), env=subprocess_env(PYTHONPATH=str(site)))
-    gates = {g["gate"]: g for g in json.loads(r.stdout[r.stdout.index("["):])}
-    assert r.returncode == 0 and all(g["ok"] for g in gates.values()), gates
+    build = here["build"]
+    gates = {g["gate"]: g for g in build["gates"]}
+    assert build["rc"] == 0 and all(g["ok"] for g in gates.values()), gates
     assert f"vLLM {md.version('vllm')}" in gates["vllm"]["detail"]
 
 
