@@ -145,6 +145,18 @@ def test_build_gates_pass_on_this_vllm(here):
     assert f"vLLM {md.version('vllm')}" in gates["vllm"]["detail"]
 
 
+def test_the_build_gate_refuses_a_release_the_port_is_not_tested_on(monkeypatch):
+    import vllm
+
+    from muse_spark_open import buildcheck
+
+    monkeypatch.setattr(vllm, "__version__", "0.34.0", raising=False)
+    with pytest.raises(AssertionError, match=r"vLLM 0.34.0: the port supports vLLM 0.30.0, 0.31.0, 0.32.0, 0.33.0"):
+        buildcheck.gate_vllm()
+    monkeypatch.setattr(vllm, "__version__", "0.33.0+cpu")
+    assert buildcheck.gate_vllm().startswith("vLLM 0.33.0+cpu at ")
+
+
 @pytest.mark.parametrize("facts, want", [
     ((None, "hpu", False, False), ("port", "port", "port")),        # 0.30.0-0.32.0 on Gaudi
     ((None, "cuda", False, False), ("port", "port", "port")),       # 0.30.0-0.32.0 anywhere
