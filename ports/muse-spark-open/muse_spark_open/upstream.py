@@ -13,8 +13,8 @@ registry, its parser managers: feature detection, no version string), once per p
   - vLLM registers one and the platform is CUDA or ROCm: upstream's (the port steps aside). Upstream's
     package picks its ROCm stack on ROCm and its NVIDIA stack elsewhere; these are where it runs.
   - vLLM registers one on any other platform (Gaudi's HPU through vllm-gaudi, CPU): the port's, registered
-    over upstream's. Upstream's package picks its NVIDIA stack there, which takes only NVFP4 checkpoints
-    (``ModelOptNvFp4Config``: the recipe's Quark MXFP4 checkpoint is refused) and CUDA (``torch.cuda.Event``
+    over upstream's. Upstream's package picks its NVIDIA stack there, which takes BF16 and NVFP4 checkpoints
+    only (``ModelOptNvFp4Config``: the recipe's Quark MXFP4 checkpoint is refused) and CUDA (``torch.cuda.Event``
     when a layer is built, FlashInfer and CuTe kernels); its MXFP4 experts are the ROCm stack's AITER W4A4
     kernels for gfx950. The port's W4A16 MXFP4 experts (kernels/mxfp4-moe), ``MUSE_SPARK_MOE_TP_SPLIT``
     and its plain-PyTorch paths are not in upstream's.
@@ -71,7 +71,7 @@ def choose(upstream_model: str | None, platform: str, upstream_reasoning: bool, 
         model, why = UPSTREAM, f"vLLM's own {upstream_model} runs on {platform}"
     else:
         model, why = PORT, (f"vLLM's {upstream_model} has no path on platform {platform or 'unspecified'!r}: "
-                            "its NVIDIA stack takes NVFP4 checkpoints on CUDA only, its MXFP4 stack is ROCm's")
+                            "its NVIDIA stack takes BF16/NVFP4 checkpoints on CUDA only, its MXFP4 stack is ROCm's")
     side = {True: UPSTREAM, False: PORT}
     if upstream_reasoning or upstream_tool:
         why_parsers = "vLLM ships its own muse parsers; the port's are not registered over them"
