@@ -32,9 +32,11 @@ def gate_switches() -> str:
 def gate_vllm() -> str:
     import vllm
 
-    version = getattr(vllm, "__version__", "?")
-    if not str(version).startswith("0.30.0"):
-        raise AssertionError(f"vLLM {version}: the port is built for vLLM 0.30.0 (profile v0.30.0)")
+    from .upstream import SUPPORTED_VLLM
+
+    version = str(getattr(vllm, "__version__", "?"))
+    if not any(version == v or version.startswith(v + "+") for v in SUPPORTED_VLLM):
+        raise AssertionError(f"vLLM {version}: the port supports vLLM {', '.join(SUPPORTED_VLLM)} (README)")
     return f"vLLM {version} at {Path(vllm.__file__).parent}"
 
 
@@ -53,7 +55,8 @@ def gate_entry_point() -> str:
 
 
 def gate_registration() -> str:
-    """vLLM's own plugin loader runs the entry point; the registries then hold the port."""
+    """vLLM's own plugin loader runs the entry point; the registries then hold what the choice says
+    (muse_spark_open.upstream): the port's model and config, or vLLM's own; the port's parsers or vLLM's."""
     from vllm.model_executor.models import ModelRegistry
     from vllm.model_executor.models.config import MODELS_CONFIG_MAP
     from vllm.plugins import load_general_plugins
@@ -61,22 +64,29 @@ def gate_registration() -> str:
     from vllm.tool_parsers import ToolParserManager
     from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
-    from . import guard
+    from . import guard, upstream
     from .config import MuseSparkConfig
 
     load_general_plugins()
+    choice = upstream.current()
     problems = []
     if guard.ARCH not in ModelRegistry.get_supported_archs():
         problems.append(f"architecture {guard.ARCH} not in vLLM's model registry")
-    if guard.ARCH not in MODELS_CONFIG_MAP:
-        problems.append("no --language-model-only hook for the architecture")
-    if _CONFIG_REGISTRY.get("muse_spark") is not MuseSparkConfig:
-        problems.append("model_type muse_spark is not mapped to MuseSparkConfig")
+    if choice.model == upstream.PORT:
+        if upstream.registered_model() is not None:
+            problems.append(f"architecture {guard.ARCH} is vLLM's ({upstream.registered_model()}), not the port's")
+        if guard.ARCH not in MODELS_CONFIG_MAP:
+            problems.append("no --language-model-only hook for the architecture")
+        if _CONFIG_REGISTRY.get("muse_spark") is not MuseSparkConfig:
+            problems.append("model_type muse_spark is not mapped to MuseSparkConfig")
     rp = ReasoningParserManager.get_reasoning_parser("muse")
     tp = ToolParserManager.get_tool_parser("muse")
+    for kind, cls, side in (("reasoning", rp, choice.reasoning_parser), ("tool", tp, choice.tool_parser)):
+        if cls.__module__.startswith(upstream.PORT_PACKAGE) != (side == upstream.PORT):
+            problems.append(f"{kind} parser muse is {cls.__module__}, the choice is {side}'s")
     if problems:
         raise AssertionError("; ".join(problems))
-    return f"{guard.ARCH}, muse_spark config, parsers muse ({rp.__module__}, {tp.__module__})"
+    return f"{guard.ARCH}; {choice.describe()}; parsers muse: {rp.__module__}, {tp.__module__}"
 
 
 def gate_config() -> str:
@@ -91,8 +101,13 @@ def gate_config() -> str:
         MuseSparkConfig,
         MuseSparkTextConfig,
     )
+    from . import upstream
     from .guard import ARCH
     from .tiny import tiny_text_config
+
+    choice = upstream.current()
+    if choice.model == upstream.UPSTREAM:
+        return f"config.json is read by vLLM's own config ({choice.why_model}): not the port's to check"
 
     d = MuseSparkTextConfig()
     seed = (d.num_hidden_layers, d.num_global_layers, d.num_experts, d.vocab_size, d.max_position_embeddings)

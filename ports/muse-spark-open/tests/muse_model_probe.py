@@ -32,6 +32,9 @@ except Exception as e:  # pydantic wraps the ValueError
 cfg = EngineArgs(model=ckpt, skip_tokenizer_init=True, language_model_only=True, max_model_len=256,
                  dtype="bfloat16", enforce_eager=True).create_engine_config()
 mm = cfg.model_config.multimodal_config
+from vllm.model_executor.model_loader.utils import get_model_architecture  # noqa: E402
+
+out["model_cls"] = get_model_architecture(cfg.model_config)[0].__module__  # what vLLM would build
 out["config"] = [cfg.model_config.architecture, cfg.model_config.is_multimodal_model, bool(mm and mm.language_model_only)]
 
 s = socket.socket()

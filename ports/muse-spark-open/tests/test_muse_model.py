@@ -32,6 +32,7 @@ def test_server_refuses_to_start_without_language_model_only(probe):
 
 def test_vllm_resolves_the_architecture_as_multimodal_text_only(probe):
     assert probe["config"] == ["MuseSparkForConditionalGeneration", True, True]
+    assert probe["model_cls"] == "muse_spark_open.model"  # the port's, also over vLLM 0.33.0's own (on CPU)
 
 
 def test_every_parameter_loads_from_the_published_layout(probe):

@@ -51,8 +51,15 @@ def test_a_broken_recipe_is_caught(recipe, mutate, problem):
 
 def test_launch_args_parse_with_vllm_and_name_registered_parsers(recipe):
     pytest.importorskip("vllm")
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.entrypoints.launchers.launcher import validate_api_server_args
+    try:  # vLLM 0.33.0 moved the serve arguments to entrypoints.common
+        from vllm.entrypoints.common.cli_args import (
+            make_arg_parser,
+            validate_api_server_args,
+            validate_parsed_serve_args,
+        )
+    except ImportError:  # 0.30.0 to 0.32.0
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.entrypoints.launchers.launcher import validate_api_server_args
     from vllm.reasoning import ReasoningParserManager
 
     try:

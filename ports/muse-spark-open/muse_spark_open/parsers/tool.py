@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import regex as re
-from vllm.entrypoints.chat_utils import make_tool_call_id
 from vllm.entrypoints.generate.base.protocol import (
     DeltaFunctionCall,
     DeltaMessage,
@@ -33,6 +32,11 @@ from vllm.entrypoints.generate.base.protocol import (
 from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
 from . import channels
+
+try:  # vLLM 0.32.0 moved it to the renderers package
+    from vllm.renderers.chat_utils import make_tool_call_id
+except ImportError:  # vLLM 0.30.0, 0.31.0
+    from vllm.entrypoints.chat_utils import make_tool_call_id
 
 logger = logging.getLogger(__name__)
 
