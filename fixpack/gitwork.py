@@ -194,8 +194,9 @@ def init_work(repo: Path) -> None:
 
 def commit_all(repo: Path, message: str, label: str = "") -> str:
     """Commit every file of the work tree as fixpack (the release copy), tag it ``label``; returns the
-    commit id."""
-    git(repo, "add", "--all")
+    commit id. Files the release's own ``.gitignore`` names (vLLM's ``vllm/_version.py``) are committed
+    too (``--force``): untracked, an edit to them would be invisible to git and lost by refresh."""
+    git(repo, "add", "--all", "--force")
     git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
     if label:
         git(repo, "tag", label)
@@ -209,7 +210,7 @@ def tag(repo: Path, name: str) -> None:
 def commit_paths(repo: Path, paths: list[str], author: str, date: str, message: str) -> None:
     """Commit ``paths`` (changed, added or removed) with ``author`` and ``date`` (none: :data:`NO_DATE`)
     and the message as given (lines starting with ``#`` kept)."""
-    git(repo, "add", "--all", "--", *paths)
+    git(repo, "add", "--all", "--force", "--", *paths)
     git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "--cleanup=whitespace", f"--author={author}",
         f"--date={date or NO_DATE}", "-m", message)
 

@@ -1,0 +1,31 @@
+"""The maintainer's loop at its edges, as a new maintainer (and a careless one) meets them: files the
+release's own .gitignore names, an opt-in placed among default fixes, an export folder holding other
+patches, a fix with per-release variants gaining a commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import git, numbered, snapshot
+from test_authoring import MOD, pack3, pack_bytes  # noqa: F401 (the fixture)
+
+from fixpack import engine
+from fixpack.editrefresh import refresh_from_work
+from fixpack.editwork import start
+from fixpack.errors import BadInputError
+from fixpack.exchange import export
+
+
+def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
+    # vLLM's sdist ships vllm/_version.py and its .gitignore names it: the work tree must track it anyway,
+    # else `git commit -a` says "nothing to commit" and refresh "nothing changed", the edit silently lost
+    builder, clean = pack3
+    (clean / ".gitignore").write_text("/demo_pkg/mod.py\n")
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    assert git(work, "status", "--porcelain").strip() == f"M {MOD}"
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+    assert "+# a clearer comment" in (builder.pack / "fixes/b/0001-change.patch").read_text()
