@@ -157,7 +157,29 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
     if not after:
         in_order = [f.id for f in view.ordered(listed if opt_in else prof.default)]
         after = in_order[-1] if in_order else ""
+    _check_place(view, prof, after, opt_in)
     return target, after
+
+
+def _check_place(view: Pack, prof: Profile, after: str, opt_in: bool) -> None:
+    """Opt-in fixes come after every default fix in the series: a default fix written on top of an opt-in
+    would drift (or not apply) on every image without that opt-in."""
+    cut = view.series.index(after) if after else -1
+    at = {fid: view.series.index(fid) for fid in prof.default + prof.opt_in if fid in view.series}
+    if opt_in:
+        later = [fid for fid in prof.default if at.get(fid, -1) > cut]
+        if later:
+            last = max(prof.default, key=lambda f: at.get(f, -1))
+            raise BadInputError(f"--after {after or '(first)'}: an opt-in fix after {after or 'nothing'} would come "
+                                f"before default fix {later[0]} in fixes/series, whose patches would then be written "
+                                f"on top of it; opt-in fixes follow the default ones: give --after {last} or later "
+                                f"(or leave --after out)")
+    else:
+        earlier = [fid for fid in prof.opt_in if at.get(fid, len(view.series)) <= cut]
+        if earlier:
+            raise BadInputError(f"--after {after}: a default fix after {after} would come after opt-in fix "
+                                f"{earlier[0]} in fixes/series and be written on top of it; place it before the "
+                                f"opt-in fixes (leave --after out: after the last default fix), or give --opt-in")
 
 
 def _chain(view: Pack, prof: Profile, target: str) -> list[Fix]:

@@ -29,3 +29,25 @@ def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # 
     done = refresh_from_work(builder.pack, "b")
     assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
     assert "+# a clearer comment" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+
+
+def test_an_opt_in_is_not_placed_before_a_default_fix_nor_a_default_after_an_opt_in(builder):
+    # a default fix written on top of an opt-in drifts (or fails) on every image without that opt-in
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base})
+    a = base.replace("line 5\n", "five\n")
+    d = a.replace("line 15\n", "fifteen\n")
+    builder.add_fix("a", {MOD: base}, {MOD: a})
+    builder.add_fix("d", {MOD: a}, {MOD: d})
+    builder.add_fix("z", {MOD: d}, {MOD: d.replace("line 25\n", "twenty-five\n")}, opt_in=True)
+    builder.profile(["a", "d"], ["z"])
+    builder.lock(clean)
+    before = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"an opt-in fix after a would come before default fix d"):
+        start(builder.pack, "p1", "n", new=True, target="demo", after="a", opt_in=True, roots={"demo": clean})
+    with pytest.raises(BadInputError, match=r"a default fix after z would come after opt-in fix z"):
+        start(builder.pack, "p1", "n", new=True, target="demo", after="z", roots={"demo": clean})
+    assert snapshot(builder.pack) == before
+    # the allowed places still work: an opt-in after the defaults, a default among the defaults
+    start(builder.pack, "p1", "n", new=True, target="demo", opt_in=True, after="d", roots={"demo": clean})
+    start(builder.pack, "p1", "m", new=True, target="demo", after="a", roots={"demo": clean})
