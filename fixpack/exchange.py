@@ -203,14 +203,27 @@ def _check_selection(chain: tuple[Fix, ...]) -> None:
                                                  f"conflicts with {', '.join(clash)}") + ": change the selection")
 
 
+def _exported(out: Path) -> set[str]:
+    """The patch files an earlier export into ``out`` wrote (its ``series`` lists them): the only ones a new
+    export may replace or remove, as numbered as an export numbers them; any other file there is someone's
+    own."""
+    try:
+        listed = (out / "series").read_text("utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    ours = all(re.fullmatch(rf"{i:04d}-[^/]+\.patch", n) for i, n in enumerate(listed, 1))
+    return set(listed) if ours else set()  # a quilt series, say, lists someone's own patches
+
+
 def _write_out(out: Path, files: dict[str, bytes]) -> None:
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {out}: not a folder")
     stale = sorted(p for p in out.iterdir()) if out.is_dir() else []
-    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.suffix == ".patch")]
+    ours = _exported(out)
+    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.name in ours)]
     if foreign:
-        raise BadInputError(f"--out {out} holds files an export does not write ({', '.join(foreign[:5])}): give an "
-                            f"empty or new folder")
+        raise BadInputError(f"--out {out} holds files an export does not write and its `series` does not list "
+                            f"({', '.join(foreign[:5])}): give an empty or new folder")
     for path in stale:
         if path.name not in files:
             remove_file(path)

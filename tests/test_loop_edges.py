@@ -51,3 +51,26 @@ def test_an_opt_in_is_not_placed_before_a_default_fix_nor_a_default_after_an_opt
     # the allowed places still work: an opt-in after the defaults, a default among the defaults
     start(builder.pack, "p1", "n", new=True, target="demo", opt_in=True, after="d", roots={"demo": clean})
     start(builder.pack, "p1", "m", new=True, target="demo", after="a", roots={"demo": clean})
+
+
+def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "0001-my-own-work.patch").write_text("a maintainer's own mail\n")
+    with pytest.raises(BadInputError, match=r"0001-my-own-work.patch.*empty or new folder"):
+        export(builder.pack, "p1", (), out)
+    assert [p.name for p in out.iterdir()] == ["0001-my-own-work.patch"]
+    (out / "series").write_text("0001-my-own-work.patch\n")  # a quilt series names its own patches
+    (out / "my-fix.patch").write_text("another\n")
+    (out / "series").write_text("my-fix.patch\n")
+    with pytest.raises(BadInputError, match=r"my-fix.patch.*empty or new folder"):
+        export(builder.pack, "p1", (), out)
+    assert sorted(p.name for p in out.iterdir()) == ["0001-my-own-work.patch", "my-fix.patch", "series"]
+    # its own earlier export is replaced (a stale patch it listed in `series` removed)
+    again = tmp_path / "series"
+    export(builder.pack, "p1", (), again)
+    (again / "0004-old.patch").write_text("x\n")
+    (again / "series").write_text((again / "series").read_text() + "0004-old.patch\n")
+    export(builder.pack, "p1", (), again)
+    assert not (again / "0004-old.patch").exists()
