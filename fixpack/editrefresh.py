@@ -22,7 +22,7 @@ from .editwork import BASE_TAG, EditState, change_digest, clean_copy, find
 from .errors import BadInputError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
-from .model import Fix, Pack, Upstream
+from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, update
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
@@ -68,7 +68,7 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     view = pack.for_profile(state.profile)
     fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
-    names = _names(fix, commits, folder == fix.folder)
+    names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
     changes: dict[str, bytes | None] = {}
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
@@ -111,9 +111,15 @@ def _patch_folder(pack: Pack, fix: Fix, state: EditState) -> Path:
     return fix.folder
 
 
-def _names(fix: Fix, commits: list[Commit], own: bool) -> list[str]:
-    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more."""
+def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Variant, ...] = ()) -> list[str]:
+    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more. The
+    fix's variants (``variants_of``) read the same names: their number cannot change here."""
     old = [pf.path.name for pf in fix.patches]
+    variants = [v.profile for v in variants_of]
+    if own and variants and fix.patches and len(commits) != len(old):
+        raise BadInputError(f"{fix.id}: its variant(s) for {', '.join(variants)} read fix.toml's {len(old)} patch "
+                            f"name(s), one file each in fixes/{fix.id}/<profile>/; the work tree has {len(commits)} "
+                            f"commit(s) on {BASE_TAG}: squash or split them to {len(old)} (git rebase -i {BASE_TAG})")
     if not own and len(commits) != len(old):
         raise BadInputError(f"{fix.id}: its variant for this profile keeps fix.toml's {len(old)} patch(es); the work "
                             f"tree has {len(commits)} commit(s) on {BASE_TAG}: squash or split them to {len(old)}")

@@ -74,3 +74,19 @@ def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # no
     (again / "series").write_text((again / "series").read_text() + "0004-old.patch\n")
     export(builder.pack, "p1", (), again)
     assert not (again / "0004-old.patch").exists()
+
+
+def test_a_fix_with_variants_gaining_a_commit_is_refused_first_with_what_to_do(pack3):  # noqa: F811
+    builder, clean = pack3
+    variant = builder.pack / "fixes/c/p2"
+    variant.mkdir()
+    (variant / "variant.toml").write_text('version = 1\nrebased_from = "p1"\n')
+    (variant / "0001-change.patch").write_bytes((builder.pack / "fixes/c/0001-change.patch").read_bytes())
+    work = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 55\n", "fifty-five\n"))
+    git(work, "commit", "-qam", "A second commit")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError, match=r"c: its variant\(s\) for p2 .*1 patch.*2 commit"):
+        refresh_from_work(builder.pack, "c")
+    assert pack_bytes(builder.pack) == before
+    engine.check_lock_fresh(builder.request(clean))
