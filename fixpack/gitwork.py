@@ -49,9 +49,9 @@ def unmerged(repo: Path) -> list[str]:
     return [p for p in git(repo, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
 
 
-def diff(repo: Path, a: str, b: str) -> str:
+def diff(repo: Path, a: str, b: str, *extra: str) -> str:
     return git(repo, "diff", "--no-color", "--no-ext-diff", "--find-renames", "--src-prefix=a/",
-               "--dst-prefix=b/", "--unified=3", a, b)
+               "--dst-prefix=b/", "--unified=3", *extra, a, b)
 
 
 def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:
@@ -221,7 +221,8 @@ def uncommitted(repo: Path) -> list[str]:
 
 
 def commits_since(repo: Path, base: str) -> list[Commit]:
-    """The commits ``base..HEAD``, oldest first, each with its diff to its parent. Raises BadInputError
+    """The commits ``base..HEAD``, oldest first, each with its diff to its parent (a binary file's with its
+    data, ``GIT binary patch``, as a declared binary path needs). Raises BadInputError
     when HEAD does not descend from ``base`` or a merge commit is among them."""
     try:
         git(repo, "merge-base", "--is-ancestor", base, "HEAD")
@@ -237,5 +238,6 @@ def commits_since(repo: Path, base: str) -> list[Commit]:
         fmt = "--format=%an <%ae>%x00%aD%x00%aI%x00%B"
         author, date, iso, message = git(repo, "log", "-1", fmt, sha).split("\0", 3)
         none = iso in ("2000-01-01T00:00:00+00:00", "2000-01-01T00:00:00Z")
-        out.append(Commit(sha, author, "" if none else date, message.rstrip("\n") + "\n", diff(repo, f"{sha}^", sha)))
+        body = diff(repo, f"{sha}^", sha, "--binary")
+        out.append(Commit(sha, author, "" if none else date, message.rstrip("\n") + "\n", body))
     return out

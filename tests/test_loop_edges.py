@@ -90,3 +90,30 @@ def test_a_fix_with_variants_gaining_a_commit_is_refused_first_with_what_to_do(p
         refresh_from_work(builder.pack, "c")
     assert pack_bytes(builder.pack) == before
     engine.check_lock_fresh(builder.request(clean))
+
+
+def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / "demo_pkg/blob.bin").write_bytes(b"PNG\0\1\2\3\xff")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    toml = builder.pack / "fixes/b/fix.toml"
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as caught:  # undeclared: refused, naming the pack's files
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert "fixpack-stage" not in said and f"{builder.pack}/fixes/b/0001-change.patch" in said
+    assert 'declare it in fix.toml: [binary] "demo_pkg/blob.bin" = "patch"' in said
+    assert pack_bytes(builder.pack) == before
+    toml.write_text(toml.read_text() + '[binary]\n"demo_pkg/blob.bin" = "patch"\n')
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+    assert "GIT binary patch" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    engine.check_lock_fresh(builder.request(clean))
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok
+    assert (applied / "demo_pkg/blob.bin").read_bytes() == b"PNG\0\1\2\3\xff"
