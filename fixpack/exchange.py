@@ -105,6 +105,7 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
+    _refuse_binary(fix, file, [line for _m, _b, line in parsed])
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
@@ -115,6 +116,18 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress)
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
+    """A binary file is changed only where fix.toml declares it, and a new fix has none yet: say how."""
+    for pf, line in zip(fix.patches, lines):
+        for fp in pf.files:
+            if fp.binary:
+                raise BadInputError(
+                    f"{file}:{line}: the mail changes binary file {fp.path} (at its line {fp.diff_line}), and binary "
+                    f"files are changed only where fix.toml declares them ([binary] \"{fp.path}\" = \"patch\"); a new "
+                    f"fix has no fix.toml yet: import the mail without that file's section, then `fixpack edit "
+                    f"{fix.id} --profile P`, declare it in fixes/{fix.id}/fix.toml, commit the file and refresh")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:

@@ -4,10 +4,13 @@ patches, a fix with per-release variants gaining a commit."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, numbered, snapshot
+from conftest import REPO, git, numbered, snapshot
 from test_authoring import MOD, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack import engine
@@ -117,3 +120,23 @@ def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pac
     shutil.copytree(clean, applied)
     assert engine.apply(builder.request(applied)).ok
     assert (applied / "demo_pkg/blob.bin").read_bytes() == b"PNG\0\1\2\3\xff"
+
+
+def test_import_of_a_mail_with_a_binary_file_is_bad_input_saying_how_to_declare_it(pack3, tmp_path):  # noqa: F811
+    builder, clean = pack3
+    repo = tmp_path / "up"
+    (repo / "demo_pkg").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "demo_pkg/blob.bin").write_bytes(b"\0\1\2")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "Add a blob")
+    mail = tmp_path / "blob.patch"
+    mail.write_text(git(repo, "format-patch", "--binary", "--root", "-1", "--stdout"))
+    before = snapshot(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "blob", "-p", "p1",
+                        "--root", f"demo={clean}", "--pack", str(builder.pack)], capture_output=True, text=True,
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr
+    assert f"{mail}:1: the mail changes binary file demo_pkg/blob.bin" in r.stderr
+    assert '[binary] "demo_pkg/blob.bin" = "patch"' in r.stderr
+    assert snapshot(builder.pack) == before
