@@ -50,8 +50,10 @@ def unmerged(repo: Path) -> list[str]:
 
 
 def diff(repo: Path, a: str, b: str, *extra: str) -> str:
-    return git(repo, "diff", "--no-color", "--no-ext-diff", "--find-renames", "--src-prefix=a/",
-               "--dst-prefix=b/", "--unified=3", *extra, a, b)
+    """``git diff a b`` with every option that shapes it given (a path that is not ASCII written as it is,
+    not quoted as ``"na\\303\\257ve.py"``)."""
+    return git(repo, "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--find-renames",
+               "--src-prefix=a/", "--dst-prefix=b/", "--unified=3", *extra, a, b)
 
 
 def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:

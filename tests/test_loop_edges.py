@@ -140,3 +140,23 @@ def test_import_of_a_mail_with_a_binary_file_is_bad_input_saying_how_to_declare_
     assert f"{mail}:1: the mail changes binary file demo_pkg/blob.bin" in r.stderr
     assert '[binary] "demo_pkg/blob.bin" = "patch"' in r.stderr
     assert snapshot(builder.pack) == before
+
+
+def test_a_file_with_a_non_ascii_name_or_a_space_is_refreshed_as_written(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / "demo_pkg/naïve.py").write_text("y = 1\n")
+    (work / "demo_pkg/with space.py").write_text("z = 1\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")  # git quoted the name ("demo_pkg/na\303\257ve.py"): refused
+    assert done is not None
+    text = (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert "diff --git a/demo_pkg/naïve.py b/demo_pkg/naïve.py\n" in text and "+++ b/demo_pkg/with space.py" in text
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok
+    assert (applied / "demo_pkg/naïve.py").read_text() == "y = 1\n"
+    assert (applied / "demo_pkg/with space.py").read_text() == "z = 1\n"
