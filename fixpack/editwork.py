@@ -64,7 +64,23 @@ def change_digest(patches: list[bytes]) -> str:
 
 
 def state_path(pack_root: Path, fix_id: str) -> Path:
-    return pack_root / WORK_DIR / f"{fix_id}.json"
+    return work_folder(pack_root) / f"{_checked_id(fix_id)}.json"
+
+
+def work_folder(pack_root: Path) -> Path:
+    """``<pack>/.edit``, refused when it is a symbolic link: work trees are made and removed under it."""
+    folder = pack_root / WORK_DIR
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise BadInputError(f"{folder} is not a folder of this pack (a symbolic link, or a file): work trees are "
+                            f"made and removed under it; remove it (rm {folder}) and start the edit again")
+    return folder
+
+
+def _checked_id(fix_id: str) -> str:
+    """A fix id names a folder under .edit/: never a path (``../fixes``, ``/``), which abort would remove."""
+    if not ID_RE.match(fix_id):
+        raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
+    return fix_id
 
 
 def find(pack_root: Path, fix_id: str) -> EditState | None:
@@ -73,10 +89,15 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     if not path.is_file():
         return None
     try:
-        return EditState(**json.loads(path.read_text("utf-8")))
+        state = EditState(**json.loads(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
                             f"`fixpack edit --abort {fix_id}`") from exc
+    if state.fix != fix_id or Path(state.work) != work_folder(pack_root) / fix_id:
+        raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
+                            f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
+                            f"`fixpack edit --abort {fix_id}`")
+    return state
 
 
 def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, target: str = "", after: str = "",
@@ -93,7 +114,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
-    if find(pack_root, fix_id) is not None or (pack_root / WORK_DIR / fix_id).exists():
+    if find(pack_root, fix_id) is not None or (work_folder(pack_root) / fix_id).exists():
         raise BadInputError(f"an edit of {fix_id} is in progress in {pack_root / WORK_DIR / fix_id}: refresh it "
                             f"(fixpack refresh {fix_id}) or drop it (fixpack edit --abort {fix_id})")
     if new:
@@ -226,16 +247,18 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 
 def abort(pack_root: Path, fix_id: str = "") -> Path:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress)."""
-    folder = pack_root / WORK_DIR
+    folder = work_folder(pack_root)
     if not fix_id:
         found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
         if len(found) != 1:
             raise BadInputError("no edit in progress" if not found else
                                 f"several edits in progress ({', '.join(found)}): name the fix to drop")
         fix_id = found[0]
-    work = folder / fix_id
-    if find(pack_root, fix_id) is None and not work.exists():
+    work = folder / _checked_id(fix_id)
+    if not state_path(pack_root, fix_id).is_file() and not work.exists():
         raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
+    if work.is_symlink():
+        work.unlink()  # the link, never what it points at
     shutil.rmtree(work, ignore_errors=True)
     state_path(pack_root, fix_id).unlink(missing_ok=True)
     if folder.is_dir() and not any(folder.iterdir()):

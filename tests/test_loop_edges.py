@@ -160,3 +160,38 @@ def test_a_file_with_a_non_ascii_name_or_a_space_is_refreshed_as_written(pack3):
     assert engine.apply(builder.request(applied)).ok
     assert (applied / "demo_pkg/naïve.py").read_text() == "y = 1\n"
     assert (applied / "demo_pkg/with space.py").read_text() == "z = 1\n"
+
+
+def test_edit_abort_and_refresh_take_a_fix_id_never_a_path_nor_a_planted_edit_folder(pack3, tmp_path):  # noqa: F811
+    builder, clean = pack3
+    (builder.pack / ".edit").mkdir()
+    before = snapshot(builder.pack)
+    outside = tmp_path / "precious"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep/file").write_text("mine\n")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                              capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    for bad in ("../fixes", str(outside / "keep"), "../../precious/keep"):  # `rm -rf <pack>/fixes` before
+        r = cli("edit", "--abort", bad)
+        assert r.returncode == 2 and "bad fix id" in r.stderr, (bad, r.stderr)
+        r = cli("refresh", bad)
+        assert r.returncode == 2 and "bad fix id" in r.stderr, (bad, r.stderr)
+    assert snapshot(builder.pack) == before and (outside / "keep/file").is_file()
+    # a state file that names another work tree (planted) is refused; a damaged one can be dropped
+    (builder.pack / ".edit/b.json").write_text(
+        '{"fix": "b", "profile": "p1", "target": "demo", "new": false, "after": "", "opt_in": false, '
+        f'"release": "{clean}", "work": "{outside}", "version": 1, "change": ""}}\n')
+    r = cli("refresh", "b")
+    assert r.returncode == 2 and "not an edit state this tool wrote" in r.stderr, r.stderr
+    (builder.pack / ".edit/b.json").write_text("{not json\n")
+    r = cli("edit", "--abort", "b")
+    assert r.returncode == 0 and not (builder.pack / ".edit").exists(), r.stderr
+    # a planted .edit link: no work tree is made nor removed through it
+    (builder.pack / ".edit").symlink_to(outside)
+    with pytest.raises(BadInputError, match=r"\.edit is not a folder of this pack"):
+        start(builder.pack, "p1", "b", roots={"demo": clean})
+    r = cli("edit", "--abort", "keep")
+    assert r.returncode == 2 and "is not a folder of this pack" in r.stderr and (outside / "keep/file").is_file()
