@@ -23,7 +23,7 @@ from .errors import BadInputError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
-from .packupdate import Outcome, update
+from .packupdate import Outcome, pack_lock, update
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -48,6 +48,13 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     when the history is not a line of commits on ``fixpack-base``; ConflictError when a later fix no
     longer applies exactly (nothing is written then).
     """
+    if find(pack_root, fix_id) is None:
+        return None
+    with pack_lock(pack_root, progress):
+        return _refresh(pack_root, fix_id, progress)
+
+
+def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | None:
     state = find(pack_root, fix_id)
     if state is None:
         return None

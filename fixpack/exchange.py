@@ -25,7 +25,7 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
-from .packupdate import lay, update
+from .packupdate import lay, pack_lock, update
 from .patchmail import Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progress import QUIET, Progress
@@ -88,6 +88,12 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     except OSError as exc:
         raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
     found = mails(data, str(file))
+    with pack_lock(pack_root, progress):
+        return _import(pack_root, file, found, fix_id, profile, target, after, opt_in, roots, progress)
+
+
+def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: str, profile: str, target: str,
+            after: str, opt_in: bool, roots: dict[str, Path] | None, progress: Progress) -> Refreshed:
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)

@@ -17,7 +17,7 @@ from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
 from fixpack.errors import BadInputError
-from fixpack.exchange import export
+from fixpack.exchange import export, import_mails
 
 
 def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
@@ -195,3 +195,26 @@ def test_edit_abort_and_refresh_take_a_fix_id_never_a_path_nor_a_planted_edit_fo
         start(builder.pack, "p1", "b", roots={"demo": clean})
     r = cli("edit", "--abort", "keep")
     assert r.returncode == 2 and "is not a folder of this pack" in r.stderr and (outside / "keep/file").is_file()
+
+
+def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monkeypatch):  # noqa: F811
+    # two at once each wrote fixes/series and the profile as they had read them: one new fix was lost
+    from fixpack import packupdate
+    from fixpack.errors import BusyError
+    from fixpack.runlock import run_lock
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    mail = builder.base / "in.patch"
+    mail.write_text((builder.pack / "fixes/c/0001-change.patch").read_text())
+    monkeypatch.setattr(packupdate, "PACK_WAIT", 0.2)
+    before = pack_bytes(builder.pack)
+    with run_lock(builder.pack):  # another refresh, writing
+        with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
+            refresh_from_work(builder.pack, "b")
+        with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
+            import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert pack_bytes(builder.pack) == before
+    assert refresh_from_work(builder.pack, "b").outcome.changed  # once it is done
