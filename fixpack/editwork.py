@@ -24,7 +24,7 @@ from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, Profile
-from .packupdate import lay_patch
+from .packupdate import lay_patch, pack_lock, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
 from .targets import FoundTarget, check_pin, read_facts
@@ -246,7 +246,10 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 
 
 def abort(pack_root: Path, fix_id: str = "") -> Path:
-    """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress)."""
+    """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
+    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would."""
+    with pack_lock(pack_root):
+        recover_pack(pack_root)
     folder = work_folder(pack_root)
     if not fix_id:
         found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []

@@ -218,3 +218,26 @@ def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monk
             import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert pack_bytes(builder.pack) == before
     assert refresh_from_work(builder.pack, "b").outcome.changed  # once it is done
+
+
+def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abort(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    env = {**os.environ, "FIXPACK_FAULT_AT": "3", "PYTHONPATH": str(REPO)}  # killed after the first file written
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 137 and pack_bytes(builder.pack) != before, r.stderr
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                              capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    r = cli("check")  # it said only "the lock is stale ... Regenerate it", which would seal the half write
+    assert r.returncode == 2 and ".fixpack: a refresh or import was killed while writing the pack" in r.stdout, r.stdout
+    assert "fixpack edit --abort" in r.stdout
+    r = cli("edit", "--abort", "b")  # giving the edit up gives the pack back as it was
+    assert r.returncode == 0, r.stderr
+    assert snapshot(builder.pack) == before and not (builder.pack / ".fixpack").exists()
