@@ -106,7 +106,11 @@ def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: s
               upstream_from([m for m, _b, _l in parsed]), (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     texts = [render(m, header_fields(fix), body) for m, body, _l in parsed]
-    for m, _b, line in parsed:
+    for m, body, line in parsed:
+        if not body.strip():
+            raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
+                                f"0/N]?): take it out of the file (its words can go into fixes/{fix_id}/fix.toml's "
+                                f"why) and import again")
         if not m.author:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, git, numbered, snapshot
-from test_authoring import MOD, pack3, pack_bytes  # noqa: F401 (the fixture)
+from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
@@ -241,3 +241,20 @@ def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abo
     r = cli("edit", "--abort", "b")  # giving the edit up gives the pack back as it was
     assert r.returncode == 0, r.stderr
     assert snapshot(builder.pack) == before and not (builder.pack / ".fixpack").exists()
+
+
+def test_import_of_an_mbox_with_a_cover_letter_names_it(pack3, tmp_path):  # noqa: F811
+    # it became "patch 1 of imp (*** SUBJECT HERE ***)", refused as "ambiguous" (exit 4)
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    cover = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.org>\n"
+             "Date: Mon, 2 Jan 2023 10:00:00 +0100\nSubject: [PATCH 0/1] *** SUBJECT HERE ***\n\n*** BLURB HERE ***\n"
+             "\nA (1):\n  Change\n\n demo_pkg/mod.py | 2 +-\n 1 file changed\n\n-- \n2.43.0\n\n")
+    mbox = tmp_path / "pr.mbox"
+    mbox.write_text(cover + mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n")))
+    snap = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"pr.mbox:1: the mail '\*\*\* SUBJECT HERE \*\*\*' carries no diff"):
+        import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert snapshot(builder.pack) == snap
