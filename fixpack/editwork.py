@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .diff import AUTHOR
-from .errors import BadInputError
+from .errors import BadInputError, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
@@ -27,6 +27,7 @@ from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, pack_lock, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
+from .safepath import STATE_DIR
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
@@ -150,6 +151,10 @@ def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None
     spec = prof.target(target)
     if root is None:
         return release.fetch(spec, cache, progress=progress)
+    if (root / STATE_DIR).exists():
+        raise MismatchError(f"--root {target}={root} is not a clean release copy: fixpack has applied fixes there "
+                            f"({root / STATE_DIR}); give the clean copy (`fixpack fetch --profile {prof.name} "
+                            f"--target {target}` prints it), or revert that tree first")
     found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
     check_pin(found)
     return found

@@ -258,3 +258,18 @@ def test_import_of_an_mbox_with_a_cover_letter_names_it(pack3, tmp_path):  # noq
     with pytest.raises(BadInputError, match=r"pr.mbox:1: the mail '\*\*\* SUBJECT HERE \*\*\*' carries no diff"):
         import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
     assert snapshot(builder.pack) == snap
+
+
+def test_edit_on_an_applied_tree_given_as_root_says_it_is_not_the_clean_copy(pack3):  # noqa: F811
+    # it said "fix a does not apply at its stated lines ... Rebase or refresh it first" (exit 4)
+    import shutil
+
+    from fixpack.errors import MismatchError
+
+    builder, clean = pack3
+    image = builder.base / "image"
+    shutil.copytree(clean, image)
+    assert engine.apply(builder.request(image)).ok
+    with pytest.raises(MismatchError, match=r"is not a clean release copy: fixpack has applied fixes there"):
+        start(builder.pack, "p1", "c", roots={"demo": image})
+    assert not (builder.pack / ".edit").exists()
