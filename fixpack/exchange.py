@@ -26,13 +26,13 @@ from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
 from .packupdate import lay, pack_lock, update
-from .patchmail import Mail, read_mail, render, split
+from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progress import QUIET, Progress
 from .states import State
 from .tree import Tree, decode
 
-_MAIL_START = re.compile(r"^From [0-9a-f]{40} ", re.M)
+_MAIL_START = re.compile("^" + MBOX_FROM, re.M)
 _PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
 _COMMIT = re.compile(r"https?://[^\s>]+/commit/[0-9a-f]{7,40}")
 _ISSUE = re.compile(r"https?://[^\s>]+/issues/\d+")

@@ -29,7 +29,11 @@ OWNED = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "L
 _OWNED = {k.lower() for k in OWNED}
 _WRITE = email.policy.default.clone(max_line_length=0, linesep="\n")  # no folding: one line a header
 _READ = email.policy.default
-_FROM_LINE = re.compile(r"^From [0-9a-f]{40} ")
+# an mbox's separator line: git's ("From <commit> Mon Sep 17 00:00:00 2001") or any other mbox writer's
+# ("From git@z Thu Jan  1 00:00:00 1970", b4 and lore; "From someone@example.org Tue Dec  1 ...")
+MBOX_FROM = (r"From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|"
+             r"Nov|Dec) [ \d]?\d \d\d:\d\d:\d\d \d{4}[ \t]*$)")
+_FROM_LINE = re.compile("^" + MBOX_FROM)
 _PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]+(\S.*)$")
 

@@ -273,3 +273,25 @@ def test_edit_on_an_applied_tree_given_as_root_says_it_is_not_the_clean_copy(pac
     with pytest.raises(MismatchError, match=r"is not a clean release copy: fixpack has applied fixes there"):
         start(builder.pack, "p1", "c", roots={"demo": image})
     assert not (builder.pack / ".edit").exists()
+
+
+def test_import_of_an_mbox_from_another_writer_splits_it_into_its_mails(pack3, tmp_path):  # noqa: F811
+    # b4 / lore write "From git@z Thu Jan  1 00:00:00 1970" between mails: the file was one mail, and
+    # refused as "the mail has no From: header" (it had two)
+    import re
+
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    mid = before.replace("line 55\n", "fifty-five\n")
+    mails = mail_patch(tmp_path, before, mid) + mail_patch(tmp_path, mid, mid.replace("line 57\n", "x\n"), "Second")
+    mbox = tmp_path / "lore.mbox"
+    mbox.write_text(re.sub(r"(?m)^From [0-9a-f]{40} .*$", "From git@z Thu Jan  1 00:00:00 1970", mails))
+    done = import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert [Path(p).name for p in done.patches] == ["0001-guard-the-decoder-against-token-ids-past-the-vocabul.patch",
+                                                     "0002-second.patch"]
+    text = (builder.pack / done.patches[1]).read_text()
+    assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: =?utf-8?")
+    assert "\nSubject: [PATCH] Second\n" in text
+    engine.check_lock_fresh(builder.request(clean))
