@@ -10,6 +10,7 @@ only at an offset is regenerated against it (its message kept), one that does no
 
 from __future__ import annotations
 
+import errno
 import re
 import tempfile
 from dataclasses import replace
@@ -19,7 +20,7 @@ from pathlib import Path
 from .diff import parse_patch, sha256_bytes
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError
+from .errors import BadInputError, ConflictError, EnvironmentProblem
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
@@ -241,6 +242,15 @@ def _exported(out: Path) -> set[str]:
 def _write_out(out: Path, files: dict[str, bytes]) -> None:
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {out}: not a folder")
+    try:
+        _write_files(out, files)
+    except OSError as exc:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        raise EnvironmentProblem(f"--out {out}: cannot write {exc.filename or out}: {exc.strerror}"
+                                 f"{f' ({name})' if name else ''}; give a folder you may write") from exc
+
+
+def _write_files(out: Path, files: dict[str, bytes]) -> None:
     stale = sorted(p for p in out.iterdir()) if out.is_dir() else []
     ours = _exported(out)
     foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.name in ours)]

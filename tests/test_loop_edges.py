@@ -295,3 +295,13 @@ def test_import_of_an_mbox_from_another_writer_splits_it_into_its_mails(pack3, t
     assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: =?utf-8?")
     assert "\nSubject: [PATCH] Second\n" in text
     engine.check_lock_fresh(builder.request(clean))
+
+
+def test_export_to_a_folder_that_cannot_be_written_is_exit_5_naming_it(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    (tmp_path / "a-file").write_text("x\n")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "export", "-p", "p1", "--out", str(tmp_path / "a-file/s"),
+                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 5, r.stderr  # was 1: "internal error: NotADirectoryError(20, 'Not a directory')"
+    assert f"--out {tmp_path}/a-file/s: cannot write" in r.stderr and "(ENOTDIR)" in r.stderr
