@@ -12,6 +12,7 @@ What the edit was started with is kept beside it in ``<pack>/.edit/<fix>.json``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .diff import AUTHOR
-from .errors import BadInputError, MismatchError
+from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
@@ -136,6 +137,12 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
             _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,
                    None if new else view.fixes[fix_id])
         state.save(pack_root)
+    except OSError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        name = errno.errorcode.get(exc.errno or 0, "")
+        raise EnvironmentProblem(f"cannot make the work tree {work}: {exc.filename or work}: {exc.strerror}"
+                                 f"{f' ({name})' if name else ''}; nothing was kept (free space, or make "
+                                 f"{work.parent} writable, and run again)") from exc
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

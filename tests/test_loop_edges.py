@@ -305,3 +305,25 @@ def test_export_to_a_folder_that_cannot_be_written_is_exit_5_naming_it(pack3, tm
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 5, r.stderr  # was 1: "internal error: NotADirectoryError(20, 'Not a directory')"
     assert f"--out {tmp_path}/a-file/s: cannot write" in r.stderr and "(ENOTDIR)" in r.stderr
+
+
+def test_edit_that_cannot_write_its_work_tree_is_exit_5_and_leaves_none(pack3, monkeypatch):  # noqa: F811
+    import errno
+    import shutil
+
+    from fixpack import editwork
+    from fixpack.errors import EnvironmentProblem
+
+    builder, clean = pack3
+    real = shutil.copytree
+
+    def full(src, dst, *args, **kw):  # the disk fills while the release copy is copied
+        real(src, dst, *args, **kw)
+        if Path(dst).name == "b":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return dst
+
+    monkeypatch.setattr(editwork.shutil, "copytree", full)
+    with pytest.raises(EnvironmentProblem, match=r"cannot make the work tree .*No space left on device \(ENOSPC\)"):
+        start(builder.pack, "p1", "b", roots={"demo": clean})  # was a raw OSError: exit 1, "internal error"
+    assert not (builder.pack / ".edit/b").exists() and not (builder.pack / ".edit/b.json").exists()
