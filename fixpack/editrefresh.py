@@ -18,8 +18,8 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .editwork import BASE_TAG, EditState, change_digest, clean_copy, find
-from .errors import BadInputError
+from .editwork import BASE_TAG, EditState, base_digests, change_digest, clean_copy, find
+from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
@@ -89,11 +89,28 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
         roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""), progress)
-    outcome = update(pack_root, changes, fix_id, roots, progress)
+    try:
+        outcome = update(pack_root, changes, fix_id, roots, progress)
+    except ConflictError as exc:
+        moved = _base_changed(pack, state)
+        if moved:
+            exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
+                        f"({', '.join(moved)}): its commits are on the old ones. Keep them (git format-patch "
+                        f"{BASE_TAG}), `fixpack edit --abort {fix_id}`, edit it again and apply them there (git am "
+                        f"-3), then refresh",)
+        raise
     if state.new:
         state.new = False
         state.save(pack_root)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+def _base_changed(pack: Pack, state: EditState) -> list[str]:
+    """The fixes before the edited one that changed (or came or went) since the edit started."""
+    if not state.base:
+        return []
+    now = base_digests(pack, state)
+    return sorted(fid for fid in set(now) | set(state.base) if now.get(fid) != state.base.get(fid))
 
 
 def _version(state: EditState, patches: list[bytes]) -> int:

@@ -16,7 +16,7 @@ import errno
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .diff import AUTHOR
@@ -42,7 +42,8 @@ class EditState:
     """An edit in progress: the fix, the profile whose chain it sits in, its target, and for a new fix
     the fix it follows in the series (``""``: first) and whether it is opt-in; the fix's version when the
     edit started and the sha256 of its change then (:func:`change_digest`), so that a refresh bumps the
-    version once when the change itself changed."""
+    version once when the change itself changed; ``base``: the fixes before it then, each with the sha256
+    of its patches (:func:`base_digests`), so that a refresh can say when they changed under the edit."""
 
     fix: str
     profile: str
@@ -54,6 +55,7 @@ class EditState:
     work: str
     version: int = 0
     change: str = ""
+    base: dict[str, str] = field(default_factory=dict)
 
     def save(self, pack_root: Path) -> None:
         atomic_write(state_path(pack_root, self.fix), json.dumps(asdict(self), indent=2).encode() + b"\n")
@@ -63,6 +65,21 @@ def change_digest(patches: list[bytes]) -> str:
     """sha256 of the change itself: every patch's removed and added lines, without context or line numbers."""
     lines = [line for data in patches for line in ["patch", *change_lines(data)]]
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def base_digests(pack: Pack, state: EditState) -> dict[str, str]:
+    """The fixes before the edited one in its profile's chain (the work tree's ``fixpack-base``), each with
+    the sha256 of its patch files' bytes."""
+    prof = load_profile(pack, state.profile)
+    view = pack.for_profile(prof.name)
+    if state.fix in view.fixes and state.fix in prof.default + prof.opt_in:
+        chain = _chain(view, prof, state.target)
+        before = chain[:[f.id for f in chain].index(state.fix)]
+    elif not state.after or state.after in view.series:
+        before = _before_new(view, prof, state.target, state.after)
+    else:
+        before = []
+    return {f.id: hashlib.sha256(b"".join(pf.path.read_bytes() for pf in f.patches)).hexdigest() for f in before}
 
 
 def state_path(pack_root: Path, fix_id: str) -> Path:
@@ -132,6 +149,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     if not new:
         state.version = view.fixes[fix_id].version
         state.change = change_digest([pf.path.read_bytes() for pf in view.fixes[fix_id].patches])
+    state.base = base_digests(pack, state)
     try:
         with progress.step(f"making the work tree {work}"):
             _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,

@@ -16,7 +16,7 @@ from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the
 from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
-from fixpack.errors import BadInputError
+from fixpack.errors import BadInputError, ConflictError
 from fixpack.exchange import export, import_mails
 
 
@@ -327,3 +327,20 @@ def test_edit_that_cannot_write_its_work_tree_is_exit_5_and_leaves_none(pack3, m
     with pytest.raises(EnvironmentProblem, match=r"cannot make the work tree .*No space left on device \(ENOSPC\)"):
         start(builder.pack, "p1", "b", roots={"demo": clean})  # was a raw OSError: exit 1, "internal error"
     assert not (builder.pack / ".edit/b").exists() and not (builder.pack / ".edit/b.json").exists()
+
+
+def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa: F811
+    # two edits at once: b refreshed with a line more moves c; c's work tree still has the old b
+    builder, clean = pack3
+    work_c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work_b, "commit", "-qa", "--amend", "--no-edit")
+    assert refresh_from_work(builder.pack, "b") is not None
+    (work_c / MOD).write_text((work_c / MOD).read_text().replace("fifty\n", "FIFTY\n"))
+    git(work_c, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(ConflictError, match=r"(?s)does not apply.*The fixes before c changed since `fixpack edit` "
+                                            r"made .*\(b\): its commits are on the old ones"):
+        refresh_from_work(builder.pack, "c")
+    assert pack_bytes(builder.pack) == before
