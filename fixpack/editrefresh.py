@@ -68,6 +68,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     if not commits:
         raise BadInputError(f"{work}: no commit on top of {BASE_TAG}: commit the change first")
     for c in commits:
+        _check_message(work, c)
         if not c.diff.strip():
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
@@ -103,6 +104,20 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         state.new = False
         state.save(pack_root)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+_PATCH_BREAK = re.compile(r"^(?:---(?:\s*$| \S)|diff -|Index: )")
+
+
+def _check_message(work: Path, c: Commit) -> None:
+    """A message line where ``git am`` (and a patch file's reader) ends the message and starts the diff
+    would cut the description and the trailers off the patch: refuse it."""
+    for n, line in enumerate(c.message.splitlines(), 1):
+        if _PATCH_BREAK.match(line):
+            raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}), line {n} of its message "
+                                f"is {line!r}: a patch mail's message ends at such a line (git am starts the diff "
+                                f"there), so what follows it would be lost; reword it (git commit --amend, or git "
+                                f"rebase -i {BASE_TAG} with 'reword')")
 
 
 def _base_changed(pack: Pack, state: EditState) -> list[str]:

@@ -18,6 +18,8 @@ from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
 from fixpack.errors import BadInputError, ConflictError
 from fixpack.exchange import export, import_mails
+from fixpack.loader import load_pack
+from fixpack.pack_tools import stale_patches
 
 
 def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
@@ -344,3 +346,20 @@ def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa:
                                             r"made .*\(b\): its commits are on the old ones"):
         refresh_from_work(builder.pack, "c")
     assert pack_bytes(builder.pack) == before
+
+
+def test_a_commit_message_with_a_line_where_a_mail_ends_is_refused(pack3):  # noqa: F811
+    # "---" in a message: the patch read back lost what followed (description, Signed-off-by), format
+    # --check found the fresh patch stale, and git am of an export would have cut it too
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    before = pack_bytes(builder.pack)
+    for line in ("---", "--- a/notes.txt", "diff --git a/x b/x"):
+        git(work, "commit", "-qa", "--amend", "-m", f"Subject\n\nFirst.\n\n{line}\n\nAfter.\n\nSigned-off-by: X <x@y>")
+        with pytest.raises(BadInputError, match=r"line 5 of its message is .*: a patch mail's message ends at such"):
+            refresh_from_work(builder.pack, "b")
+        assert pack_bytes(builder.pack) == before
+    git(work, "commit", "-qa", "--amend", "-m", "Subject\n\nFirst.\n----\n-- an aside\n\nSigned-off-by: X <x@y>")
+    done = refresh_from_work(builder.pack, "b")  # "----" and "-- " are no break
+    assert done is not None and stale_patches(load_pack(builder.pack)) == []
