@@ -20,6 +20,7 @@ from fixpack.errors import BadInputError, ConflictError
 from fixpack.exchange import export, import_mails
 from fixpack.loader import load_pack
 from fixpack.pack_tools import stale_patches
+from fixpack.patchmail import read_mail
 
 
 def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
@@ -363,3 +364,23 @@ def test_a_commit_message_with_a_line_where_a_mail_ends_is_refused(pack3):  # no
     git(work, "commit", "-qa", "--amend", "-m", "Subject\n\nFirst.\n----\n-- an aside\n\nSigned-off-by: X <x@y>")
     done = refresh_from_work(builder.pack, "b")  # "----" and "-- " are no break
     assert done is not None and stale_patches(load_pack(builder.pack)) == []
+
+
+@pytest.mark.parametrize("name", ["Doe, John", "J. R. \"Bob\" Dobbs", "O'Brien (ACME)", "Zoë \"Z\" Ångström"])
+def test_an_author_name_with_mail_specials_is_written_as_git_does_and_read_back_whole(pack3, name):  # noqa: F811
+    # "Doe, John" was written unquoted (two addresses to a mail reader), "O'Brien (ACME)" read back as
+    # "O'Brien" and the patch just written was stale; a quoted name came back with its backslashes
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "j@example.org"}
+    git(work, "config", "user.name", "C")
+    git(work, "config", "user.email", "c@example.org")
+    subprocess.run(["git", "commit", "-qa", "--amend", "--reset-author", "--no-edit"], cwd=work, env=env, check=True)
+    by_git = git(work, "format-patch", "-1", "--stdout").splitlines()[1]
+    refresh_from_work(builder.pack, "b")
+    text = (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert read_mail(text).author == f"{name} <j@example.org>"
+    if name.isascii():
+        assert text.splitlines()[1] == by_git
+    assert stale_patches(load_pack(builder.pack)) == []
