@@ -48,6 +48,7 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     when the history is not a line of commits on ``fixpack-base``; ConflictError when a later fix no
     longer applies exactly (nothing is written then).
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     if find(pack_root, fix_id) is None:
         return None
     with pack_lock(pack_root, progress):

@@ -112,7 +112,7 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
                             f"`fixpack edit --abort {fix_id}`") from exc
-    if state.fix != fix_id or Path(state.work) != work_folder(pack_root) / fix_id:
+    if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
         raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
                             f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
                             f"`fixpack edit --abort {fix_id}`")
@@ -130,6 +130,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     Raises BadInputError for an unknown or clashing name, or an edit of it already in progress;
     ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale).
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -278,6 +279,7 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 def abort(pack_root: Path, fix_id: str = "") -> Path:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
     A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would."""
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root):
         recover_pack(pack_root)
     folder = work_folder(pack_root)

@@ -84,6 +84,7 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     clashing name; ConflictError when a patch does not apply on the profile's chain, or a later fix
     no longer applies on top; nothing is written then.
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     try:
         data = file.read_bytes()
     except OSError as exc:

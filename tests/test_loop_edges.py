@@ -384,3 +384,17 @@ def test_an_author_name_with_mail_specials_is_written_as_git_does_and_read_back_
     if name.isascii():
         assert text.splitlines()[1] == by_git
     assert stale_patches(load_pack(builder.pack)) == []
+
+
+def test_refresh_finds_its_edit_whichever_way_the_pack_is_named(pack3, tmp_path):  # noqa: F811
+    # `--pack pack-link` (relative, through a link): "internal error: ValueError(... is not in the subpath of
+    # 'pack-link' ...)", exit 1
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    link = tmp_path / "pack-link"
+    link.symlink_to(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", "pack-link"],
+                       capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and "wrote fixes/b/0001-change.patch" in r.stdout, r.stderr
