@@ -53,6 +53,9 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
         elif comp.id in selected:
             fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, True, State.ABSENT,
                            Action.WOULD_APPLY if dry else Action.APPLIED, kind="component")
+            problem = site_packages_problem(ft)
+            if problem:  # status too: it says what apply would do (apply refuses here)
+                raise MismatchError(f"cannot install component {comp.id}: {problem}")
             if build is not None:
                 entry, notes = _lay_out(profile, comp, ft, tree, build, lock)
                 entries.append(entry)

@@ -18,12 +18,12 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .editwork import BASE_TAG, EditState, change_digest, clean_copy, find
-from .errors import BadInputError
+from .editwork import BASE_TAG, EditState, base_digests, change_digest, clean_copy, find
+from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
-from .model import Fix, Pack, Upstream
-from .packupdate import Outcome, update
+from .model import Fix, Pack, Upstream, Variant
+from .packupdate import Outcome, pack_lock, update
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -48,6 +48,14 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     when the history is not a line of commits on ``fixpack-base``; ConflictError when a later fix no
     longer applies exactly (nothing is written then).
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
+    if find(pack_root, fix_id) is None:
+        return None
+    with pack_lock(pack_root, progress):
+        return _refresh(pack_root, fix_id, progress)
+
+
+def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | None:
     state = find(pack_root, fix_id)
     if state is None:
         return None
@@ -61,6 +69,7 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     if not commits:
         raise BadInputError(f"{work}: no commit on top of {BASE_TAG}: commit the change first")
     for c in commits:
+        _check_message(work, c)
         if not c.diff.strip():
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
@@ -68,7 +77,7 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     view = pack.for_profile(state.profile)
     fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
-    names = _names(fix, commits, folder == fix.folder)
+    names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
     changes: dict[str, bytes | None] = {}
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
@@ -82,11 +91,42 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
         roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""), progress)
-    outcome = update(pack_root, changes, fix_id, roots, progress)
+    try:
+        outcome = update(pack_root, changes, fix_id, roots, progress)
+    except ConflictError as exc:
+        moved = _base_changed(pack, state)
+        if moved:
+            exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
+                        f"({', '.join(moved)}): its commits are on the old ones. Keep them (git format-patch "
+                        f"{BASE_TAG}), `fixpack edit --abort {fix_id}`, edit it again and apply them there (git am "
+                        f"-3), then refresh",)
+        raise
     if state.new:
         state.new = False
         state.save(pack_root)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+_PATCH_BREAK = re.compile(r"^(?:---(?:\s*$| \S)|diff -|Index: )")
+
+
+def _check_message(work: Path, c: Commit) -> None:
+    """A message line where ``git am`` (and a patch file's reader) ends the message and starts the diff
+    would cut the description and the trailers off the patch: refuse it."""
+    for n, line in enumerate(c.message.splitlines(), 1):
+        if _PATCH_BREAK.match(line):
+            raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}), line {n} of its message "
+                                f"is {line!r}: a patch mail's message ends at such a line (git am starts the diff "
+                                f"there), so what follows it would be lost; reword it (git commit --amend, or git "
+                                f"rebase -i {BASE_TAG} with 'reword')")
+
+
+def _base_changed(pack: Pack, state: EditState) -> list[str]:
+    """The fixes before the edited one that changed (or came or went) since the edit started."""
+    if not state.base:
+        return []
+    now = base_digests(pack, state)
+    return sorted(fid for fid in set(now) | set(state.base) if now.get(fid) != state.base.get(fid))
 
 
 def _version(state: EditState, patches: list[bytes]) -> int:
@@ -111,9 +151,15 @@ def _patch_folder(pack: Pack, fix: Fix, state: EditState) -> Path:
     return fix.folder
 
 
-def _names(fix: Fix, commits: list[Commit], own: bool) -> list[str]:
-    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more."""
+def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Variant, ...] = ()) -> list[str]:
+    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more. The
+    fix's variants (``variants_of``) read the same names: their number cannot change here."""
     old = [pf.path.name for pf in fix.patches]
+    variants = [v.profile for v in variants_of]
+    if own and variants and fix.patches and len(commits) != len(old):
+        raise BadInputError(f"{fix.id}: its variant(s) for {', '.join(variants)} read fix.toml's {len(old)} patch "
+                            f"name(s), one file each in fixes/{fix.id}/<profile>/; the work tree has {len(commits)} "
+                            f"commit(s) on {BASE_TAG}: squash or split them to {len(old)} (git rebase -i {BASE_TAG})")
     if not own and len(commits) != len(old):
         raise BadInputError(f"{fix.id}: its variant for this profile keeps fix.toml's {len(old)} patch(es); the work "
                             f"tree has {len(commits)} commit(s) on {BASE_TAG}: squash or split them to {len(old)}")

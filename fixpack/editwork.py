@@ -12,21 +12,23 @@ What the edit was started with is kept beside it in ``<pack>/.edit/<fix>.json``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .diff import AUTHOR
-from .errors import BadInputError
+from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, Profile
-from .packupdate import lay_patch
+from .packupdate import lay_patch, pack_lock, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
+from .safepath import STATE_DIR
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
@@ -40,7 +42,8 @@ class EditState:
     """An edit in progress: the fix, the profile whose chain it sits in, its target, and for a new fix
     the fix it follows in the series (``""``: first) and whether it is opt-in; the fix's version when the
     edit started and the sha256 of its change then (:func:`change_digest`), so that a refresh bumps the
-    version once when the change itself changed."""
+    version once when the change itself changed; ``base``: the fixes before it then, each with the sha256
+    of its patches (:func:`base_digests`), so that a refresh can say when they changed under the edit."""
 
     fix: str
     profile: str
@@ -52,6 +55,7 @@ class EditState:
     work: str
     version: int = 0
     change: str = ""
+    base: dict[str, str] = field(default_factory=dict)
 
     def save(self, pack_root: Path) -> None:
         atomic_write(state_path(pack_root, self.fix), json.dumps(asdict(self), indent=2).encode() + b"\n")
@@ -63,8 +67,39 @@ def change_digest(patches: list[bytes]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def base_digests(pack: Pack, state: EditState) -> dict[str, str]:
+    """The fixes before the edited one in its profile's chain (the work tree's ``fixpack-base``), each with
+    the sha256 of its patch files' bytes."""
+    prof = load_profile(pack, state.profile)
+    view = pack.for_profile(prof.name)
+    if state.fix in view.fixes and state.fix in prof.default + prof.opt_in:
+        chain = _chain(view, prof, state.target)
+        before = chain[:[f.id for f in chain].index(state.fix)]
+    elif not state.after or state.after in view.series:
+        before = _before_new(view, prof, state.target, state.after)
+    else:
+        before = []
+    return {f.id: hashlib.sha256(b"".join(pf.path.read_bytes() for pf in f.patches)).hexdigest() for f in before}
+
+
 def state_path(pack_root: Path, fix_id: str) -> Path:
-    return pack_root / WORK_DIR / f"{fix_id}.json"
+    return work_folder(pack_root) / f"{_checked_id(fix_id)}.json"
+
+
+def work_folder(pack_root: Path) -> Path:
+    """``<pack>/.edit``, refused when it is a symbolic link: work trees are made and removed under it."""
+    folder = pack_root / WORK_DIR
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise BadInputError(f"{folder} is not a folder of this pack (a symbolic link, or a file): work trees are "
+                            f"made and removed under it; remove it (rm {folder}) and start the edit again")
+    return folder
+
+
+def _checked_id(fix_id: str) -> str:
+    """A fix id names a folder under .edit/: never a path (``../fixes``, ``/``), which abort would remove."""
+    if not ID_RE.match(fix_id):
+        raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
+    return fix_id
 
 
 def find(pack_root: Path, fix_id: str) -> EditState | None:
@@ -73,10 +108,15 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     if not path.is_file():
         return None
     try:
-        return EditState(**json.loads(path.read_text("utf-8")))
+        state = EditState(**json.loads(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
                             f"`fixpack edit --abort {fix_id}`") from exc
+    if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
+        raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
+                            f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
+                            f"`fixpack edit --abort {fix_id}`")
+    return state
 
 
 def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, target: str = "", after: str = "",
@@ -90,10 +130,11 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     Raises BadInputError for an unknown or clashing name, or an edit of it already in progress;
     ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale).
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
-    if find(pack_root, fix_id) is not None or (pack_root / WORK_DIR / fix_id).exists():
+    if find(pack_root, fix_id) is not None or (work_folder(pack_root) / fix_id).exists():
         raise BadInputError(f"an edit of {fix_id} is in progress in {pack_root / WORK_DIR / fix_id}: refresh it "
                             f"(fixpack refresh {fix_id}) or drop it (fixpack edit --abort {fix_id})")
     if new:
@@ -109,11 +150,18 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     if not new:
         state.version = view.fixes[fix_id].version
         state.change = change_digest([pf.path.read_bytes() for pf in view.fixes[fix_id].patches])
+    state.base = base_digests(pack, state)
     try:
         with progress.step(f"making the work tree {work}"):
             _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,
                    None if new else view.fixes[fix_id])
         state.save(pack_root)
+    except OSError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        name = errno.errorcode.get(exc.errno or 0, "")
+        raise EnvironmentProblem(f"cannot make the work tree {work}: {exc.filename or work}: {exc.strerror}"
+                                 f"{f' ({name})' if name else ''}; nothing was kept (free space, or make "
+                                 f"{work.parent} writable, and run again)") from exc
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -129,6 +177,10 @@ def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None
     spec = prof.target(target)
     if root is None:
         return release.fetch(spec, cache, progress=progress)
+    if (root / STATE_DIR).exists():
+        raise MismatchError(f"--root {target}={root} is not a clean release copy: fixpack has applied fixes there "
+                            f"({root / STATE_DIR}); give the clean copy (`fixpack fetch --profile {prof.name} "
+                            f"--target {target}` prints it), or revert that tree first")
     found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
     check_pin(found)
     return found
@@ -157,7 +209,29 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
     if not after:
         in_order = [f.id for f in view.ordered(listed if opt_in else prof.default)]
         after = in_order[-1] if in_order else ""
+    _check_place(view, prof, after, opt_in)
     return target, after
+
+
+def _check_place(view: Pack, prof: Profile, after: str, opt_in: bool) -> None:
+    """Opt-in fixes come after every default fix in the series: a default fix written on top of an opt-in
+    would drift (or not apply) on every image without that opt-in."""
+    cut = view.series.index(after) if after else -1
+    at = {fid: view.series.index(fid) for fid in prof.default + prof.opt_in if fid in view.series}
+    if opt_in:
+        later = [fid for fid in prof.default if at.get(fid, -1) > cut]
+        if later:
+            last = max(prof.default, key=lambda f: at.get(f, -1))
+            raise BadInputError(f"--after {after or '(first)'}: an opt-in fix after {after or 'nothing'} would come "
+                                f"before default fix {later[0]} in fixes/series, whose patches would then be written "
+                                f"on top of it; opt-in fixes follow the default ones: give --after {last} or later "
+                                f"(or leave --after out)")
+    else:
+        earlier = [fid for fid in prof.opt_in if at.get(fid, len(view.series)) <= cut]
+        if earlier:
+            raise BadInputError(f"--after {after}: a default fix after {after} would come after opt-in fix "
+                                f"{earlier[0]} in fixes/series and be written on top of it; place it before the "
+                                f"opt-in fixes (leave --after out: after the last default fix), or give --opt-in")
 
 
 def _chain(view: Pack, prof: Profile, target: str) -> list[Fix]:
@@ -203,17 +277,23 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 
 
 def abort(pack_root: Path, fix_id: str = "") -> Path:
-    """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress)."""
-    folder = pack_root / WORK_DIR
+    """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
+    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would."""
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
+    with pack_lock(pack_root):
+        recover_pack(pack_root)
+    folder = work_folder(pack_root)
     if not fix_id:
         found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
         if len(found) != 1:
             raise BadInputError("no edit in progress" if not found else
                                 f"several edits in progress ({', '.join(found)}): name the fix to drop")
         fix_id = found[0]
-    work = folder / fix_id
-    if find(pack_root, fix_id) is None and not work.exists():
+    work = folder / _checked_id(fix_id)
+    if not state_path(pack_root, fix_id).is_file() and not work.exists():
         raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
+    if work.is_symlink():
+        work.unlink()  # the link, never what it points at
     shutil.rmtree(work, ignore_errors=True)
     state_path(pack_root, fix_id).unlink(missing_ok=True)
     if folder.is_dir() and not any(folder.iterdir()):

@@ -10,6 +10,7 @@ only at an offset is regenerated against it (its message kept), one that does no
 
 from __future__ import annotations
 
+import errno
 import re
 import tempfile
 from dataclasses import replace
@@ -19,20 +20,20 @@ from pathlib import Path
 from .diff import parse_patch, sha256_bytes
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError
+from .errors import BadInputError, ConflictError, EnvironmentProblem
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
-from .packupdate import lay, update
-from .patchmail import Mail, read_mail, render, split
+from .packupdate import lay, pack_lock, update
+from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progress import QUIET, Progress
 from .states import State
 from .tree import Tree, decode
 
-_MAIL_START = re.compile(r"^From [0-9a-f]{40} ", re.M)
+_MAIL_START = re.compile("^" + MBOX_FROM, re.M)
 _PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
 _COMMIT = re.compile(r"https?://[^\s>]+/commit/[0-9a-f]{7,40}")
 _ISSUE = re.compile(r"https?://[^\s>]+/issues/\d+")
@@ -83,11 +84,18 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     clashing name; ConflictError when a patch does not apply on the profile's chain, or a later fix
     no longer applies on top; nothing is written then.
     """
+    pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     try:
         data = file.read_bytes()
     except OSError as exc:
         raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
     found = mails(data, str(file))
+    with pack_lock(pack_root, progress):
+        return _import(pack_root, file, found, fix_id, profile, target, after, opt_in, roots, progress)
+
+
+def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: str, profile: str, target: str,
+            after: str, opt_in: bool, roots: dict[str, Path] | None, progress: Progress) -> Refreshed:
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -100,11 +108,16 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
               upstream_from([m for m, _b, _l in parsed]), (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     texts = [render(m, header_fields(fix), body) for m, body, _l in parsed]
-    for m, _b, line in parsed:
+    for m, body, line in parsed:
+        if not body.strip():
+            raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
+                                f"0/N]?): take it out of the file (its words can go into fixes/{fix_id}/fix.toml's "
+                                f"why) and import again")
         if not m.author:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
+    _refuse_binary(fix, file, [line for _m, _b, line in parsed])
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
@@ -115,6 +128,18 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress)
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
+    """A binary file is changed only where fix.toml declares it, and a new fix has none yet: say how."""
+    for pf, line in zip(fix.patches, lines):
+        for fp in pf.files:
+            if fp.binary:
+                raise BadInputError(
+                    f"{file}:{line}: the mail changes binary file {fp.path} (at its line {fp.diff_line}), and binary "
+                    f"files are changed only where fix.toml declares them ([binary] \"{fp.path}\" = \"patch\"); a new "
+                    f"fix has no fix.toml yet: import the mail without that file's section, then `fixpack edit "
+                    f"{fix.id} --profile P`, declare it in fixes/{fix.id}/fix.toml, commit the file and refresh")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:
@@ -203,14 +228,36 @@ def _check_selection(chain: tuple[Fix, ...]) -> None:
                                                  f"conflicts with {', '.join(clash)}") + ": change the selection")
 
 
+def _exported(out: Path) -> set[str]:
+    """The patch files an earlier export into ``out`` wrote (its ``series`` lists them): the only ones a new
+    export may replace or remove, as numbered as an export numbers them; any other file there is someone's
+    own."""
+    try:
+        listed = (out / "series").read_text("utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    ours = all(re.fullmatch(rf"{i:04d}-[^/]+\.patch", n) for i, n in enumerate(listed, 1))
+    return set(listed) if ours else set()  # a quilt series, say, lists someone's own patches
+
+
 def _write_out(out: Path, files: dict[str, bytes]) -> None:
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {out}: not a folder")
+    try:
+        _write_files(out, files)
+    except OSError as exc:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        raise EnvironmentProblem(f"--out {out}: cannot write {exc.filename or out}: {exc.strerror}"
+                                 f"{f' ({name})' if name else ''}; give a folder you may write") from exc
+
+
+def _write_files(out: Path, files: dict[str, bytes]) -> None:
     stale = sorted(p for p in out.iterdir()) if out.is_dir() else []
-    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.suffix == ".patch")]
+    ours = _exported(out)
+    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.name in ours)]
     if foreign:
-        raise BadInputError(f"--out {out} holds files an export does not write ({', '.join(foreign[:5])}): give an "
-                            f"empty or new folder")
+        raise BadInputError(f"--out {out} holds files an export does not write and its `series` does not list "
+                            f"({', '.join(foreign[:5])}): give an empty or new folder")
     for path in stale:
         if path.name not in files:
             remove_file(path)

@@ -49,9 +49,11 @@ def unmerged(repo: Path) -> list[str]:
     return [p for p in git(repo, "diff", "--name-only", "--diff-filter=U").splitlines() if p]
 
 
-def diff(repo: Path, a: str, b: str) -> str:
-    return git(repo, "diff", "--no-color", "--no-ext-diff", "--find-renames", "--src-prefix=a/",
-               "--dst-prefix=b/", "--unified=3", a, b)
+def diff(repo: Path, a: str, b: str, *extra: str) -> str:
+    """``git diff a b`` with every option that shapes it given (a path that is not ASCII written as it is,
+    not quoted as ``"na\\303\\257ve.py"``)."""
+    return git(repo, "-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--find-renames",
+               "--src-prefix=a/", "--dst-prefix=b/", "--unified=3", *extra, a, b)
 
 
 def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:
@@ -194,8 +196,9 @@ def init_work(repo: Path) -> None:
 
 def commit_all(repo: Path, message: str, label: str = "") -> str:
     """Commit every file of the work tree as fixpack (the release copy), tag it ``label``; returns the
-    commit id."""
-    git(repo, "add", "--all")
+    commit id. Files the release's own ``.gitignore`` names (vLLM's ``vllm/_version.py``) are committed
+    too (``--force``): untracked, an edit to them would be invisible to git and lost by refresh."""
+    git(repo, "add", "--all", "--force")
     git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message)
     if label:
         git(repo, "tag", label)
@@ -209,7 +212,7 @@ def tag(repo: Path, name: str) -> None:
 def commit_paths(repo: Path, paths: list[str], author: str, date: str, message: str) -> None:
     """Commit ``paths`` (changed, added or removed) with ``author`` and ``date`` (none: :data:`NO_DATE`)
     and the message as given (lines starting with ``#`` kept)."""
-    git(repo, "add", "--all", "--", *paths)
+    git(repo, "add", "--all", "--force", "--", *paths)
     git(repo, "commit", "--quiet", "--no-verify", "--allow-empty", "--cleanup=whitespace", f"--author={author}",
         f"--date={date or NO_DATE}", "-m", message)
 
@@ -220,7 +223,8 @@ def uncommitted(repo: Path) -> list[str]:
 
 
 def commits_since(repo: Path, base: str) -> list[Commit]:
-    """The commits ``base..HEAD``, oldest first, each with its diff to its parent. Raises BadInputError
+    """The commits ``base..HEAD``, oldest first, each with its diff to its parent (a binary file's with its
+    data, ``GIT binary patch``, as a declared binary path needs). Raises BadInputError
     when HEAD does not descend from ``base`` or a merge commit is among them."""
     try:
         git(repo, "merge-base", "--is-ancestor", base, "HEAD")
@@ -236,5 +240,6 @@ def commits_since(repo: Path, base: str) -> list[Commit]:
         fmt = "--format=%an <%ae>%x00%aD%x00%aI%x00%B"
         author, date, iso, message = git(repo, "log", "-1", fmt, sha).split("\0", 3)
         none = iso in ("2000-01-01T00:00:00+00:00", "2000-01-01T00:00:00Z")
-        out.append(Commit(sha, author, "" if none else date, message.rstrip("\n") + "\n", diff(repo, f"{sha}^", sha)))
+        body = diff(repo, f"{sha}^", sha, "--binary")
+        out.append(Commit(sha, author, "" if none else date, message.rstrip("\n") + "\n", body))
     return out

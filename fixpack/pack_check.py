@@ -48,10 +48,11 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     """Every finding of the pack at ``root`` (in file order) and the profiles checked. ``fresh``: also
     compare each lock with one generated now on the release copies it gives."""
     root = root.resolve()
+    killed = _killed_write(root)
     try:
         pack = load_pack(root)
     except PackError as exc:
-        return [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
+        return killed + [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
     findings: list[Finding] = []
     profiles: list[Profile] = []
     for name in sorted(pack.profiles):
@@ -59,10 +60,22 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
             profiles.append(load_profile(pack, name))
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
-    findings += _orphans(pack, profiles) + _proofs(pack)
+    findings += killed + _orphans(pack, profiles) + _proofs(pack)
     for profile in profiles:
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
+
+
+def _killed_write(root: Path) -> list[Finding]:
+    """A refresh or import killed while writing the pack leaves its journal in ``<pack>/.fixpack/`` and the
+    pack half written: say that first (the other findings, a stale lock, follow from it)."""
+    from .safepath import STATE_DIR
+    from .state import leftover_journal
+
+    if not leftover_journal(root):
+        return []
+    return [Finding(STATE_DIR, None, "a refresh or import was killed while writing the pack: it is half written",
+                    "`fixpack edit --abort` (or the next refresh or import) rolls it back; then refresh again")]
 
 
 def _rel(root: Path, path: Path | None) -> str:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import ConflictError
+from .errors import ConflictError, FixpackError
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
@@ -56,6 +58,20 @@ class Outcome:
         return bool(self.written)
 
 
+PACK_WAIT = 600.0  # seconds a refresh or import waits for another one writing the same pack
+
+
+@contextmanager
+def pack_lock(pack_root: Path, progress: Progress = QUIET) -> Iterator[None]:
+    """Hold the pack's run lock (a ``flock`` on its folder) from reading the pack to writing it: two
+    refreshes or imports at once each wrote the series and the profile as they had read them, and the
+    one that wrote last dropped the other's fix (and each would roll back the other's journal)."""
+    from .runlock import run_lock
+
+    with run_lock(pack_root, wait=PACK_WAIT, progress=progress):
+        yield
+
+
 def recover_pack(pack_root: Path) -> None:
     """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``)."""
     if leftover_journal(pack_root):
@@ -76,7 +92,7 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     recover_pack(pack_root)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
     out = Outcome()
-    with tempfile.TemporaryDirectory(prefix="fixpack-stage-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fixpack-stage-") as tmp, _in_pack(Path(tmp) / "pack", pack_root):
         stage = _stage(pack_root, Path(tmp) / "pack", changes)
         for name, roots in profiles.items():
             pack = load_pack(stage).for_profile(name)
@@ -97,6 +113,21 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
         forget_state(pack_root)
     out.written = sorted(changes)
     return out
+
+
+@contextmanager
+def _in_pack(stage: Path, pack_root: Path) -> Iterator[None]:
+    """An error found on the staged copy names the pack's own files, not the temporary folder's."""
+    try:
+        yield
+    except FixpackError as exc:
+        def real(text: str) -> str:
+            return text.replace(str(stage), str(pack_root))
+
+        exc.args = tuple(real(a) if isinstance(a, str) else a for a in exc.args)
+        exc.problems = [replace(p, message=real(p.message), hint=real(p.hint),
+                                path=Path(real(str(p.path))) if p.path is not None else None) for p in exc.problems]
+        raise
 
 
 def _refuse(profile: str, fix_id: str, later: list[LaterFix]) -> None:

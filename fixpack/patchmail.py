@@ -20,6 +20,7 @@ from __future__ import annotations
 import email.policy
 import re
 from dataclasses import dataclass
+from email.headerregistry import Address
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
@@ -29,7 +30,11 @@ OWNED = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "L
 _OWNED = {k.lower() for k in OWNED}
 _WRITE = email.policy.default.clone(max_line_length=0, linesep="\n")  # no folding: one line a header
 _READ = email.policy.default
-_FROM_LINE = re.compile(r"^From [0-9a-f]{40} ")
+# an mbox's separator line: git's ("From <commit> Mon Sep 17 00:00:00 2001") or any other mbox writer's
+# ("From git@z Thu Jan  1 00:00:00 1970", b4 and lore; "From someone@example.org Tue Dec  1 ...")
+MBOX_FROM = (r"From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|"
+             r"Nov|Dec) [ \d]?\d \d\d:\d\d:\d\d \d{4}[ \t]*$)")
+_FROM_LINE = re.compile("^" + MBOX_FROM)
 _PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
 _TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]+(\S.*)$")
 
@@ -87,7 +92,7 @@ def read_mail(text: str) -> Mail:
     payload = msg.get_payload(decode=True)
     body = payload.decode(msg.get_content_charset() or "utf-8", "replace") if isinstance(payload, bytes) else ""
     description, trailers = message_parts(_cut_diffstat(body))
-    return Mail(_header(msg, "From"), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
+    return Mail(_author(msg), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
                 description, trailers)
 
 
@@ -131,6 +136,20 @@ def _cut_diffstat(body: str) -> str:
     return "\n".join(lines[:lines.index("---")]) if "---" in lines else body
 
 
+def _author(msg: email.message.Message) -> str:
+    """``From:`` as git's ``Name <address>``: the display name unquoted and unescaped (``"Doe, John"`` is
+    ``Doe, John``; a name in quotes with ``\\"`` in it has its quotes back), a comment kept in the name."""
+    text = _header(msg, "From")
+    value = msg.get("From")
+    addresses: tuple[Address, ...] = tuple(getattr(value, "addresses", ()))
+    if len(addresses) != 1 or not addresses[0].addr_spec or "(" in text.rpartition("<")[2]:
+        return text
+    name = addresses[0].display_name
+    if "(" in text.rpartition("<")[0] and "(" not in name:  # a comment the parser took out: git keeps it
+        return text
+    return f"{name} <{addresses[0].addr_spec}>" if name else text
+
+
 def _header(msg: email.message.Message, name: str) -> str:
     value = msg.get(name)
     if value is None:
@@ -161,7 +180,7 @@ def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:
     own author when the mail has none), ``Date:`` when there is one, ``Subject: [PATCH] ...``, the MIME
     headers when the message is not ASCII (as git writes them), the message with ``fields`` as its last
     trailers, ``---``, then ``body``'s diff (churn dropped)."""
-    lines = [FIXED_FROM_LINE, _fold("From", mail.author or AUTHOR)]
+    lines = [FIXED_FROM_LINE, _fold("From", _quoted(mail.author or AUTHOR))]
     if mail.date:
         lines.append(f"Date: {mail.date}")
     lines.append(_fold("Subject", f"[PATCH] {mail.subject.strip()}"))
@@ -174,6 +193,20 @@ def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:
         lines.append(rest.rstrip("\n"))
     lines += ["---", ""]
     return "\n".join(lines) + diff_body(body)
+
+
+_RFC822_SPECIALS = set('()<>@,;:\\".[]')
+
+
+def _quoted(author: str) -> str:
+    """``Name <address>`` as git format-patch writes it: an ASCII name holding an RFC 822 special
+    (``Doe, John``, ``J. Smith``, ``O'Brien (ACME)``) in quotes, ``"`` and ``\\`` escaped; a name that is
+    not ASCII is encoded instead (:func:`_fold`)."""
+    name, sep, rest = author.rpartition(" <")
+    if not sep or not name.isascii() or not _RFC822_SPECIALS & set(name) or \
+            (name.startswith('"') and name.endswith('"')):
+        return author
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '" <' + rest
 
 
 def _fold(name: str, value: str) -> str:

@@ -58,3 +58,21 @@ def test_status_agrees_with_apply_dry_run(setup, image):
             assert status_fixes[fid] == ("skipped", "none", False), (image, args, fid)
         named = {a for a in args if not a.startswith("-")} | ({"extra", "later"} if "--all-opt-in" in args else set())
         assert {f for f, (_s, _a, sel) in status_fixes.items() if sel} == {"first"} | named, (image, args)
+
+
+def test_a_component_on_a_source_tree_status_refuses_as_apply_does(builder):
+    # status said "would-apply", exit 0, where apply --dry-run exits 3: a component needs site-packages
+    from test_components import setup_pack
+
+    setup_pack(builder, None)
+    clean = builder.base / "clean"
+    code_a, _ = _exit(builder, clean, "apply", ["tiny-plug"])
+    code_s, said = _exit(builder, clean, "status", ["tiny-plug"])
+    assert code_a == code_s == 3 and "cannot install component tiny-plug" in said
+
+
+def _exit(b, root, command, args):
+    extra = ["--dry-run"] if command == "apply" else []
+    r = CliRunner().invoke(main, [command, "--pack", str(b.pack), "--profile", "p1", "--root", f"demo={root}",
+                                  "--json", *extra, *args])
+    return r.exit_code, json.loads(r.stdout)["error"]

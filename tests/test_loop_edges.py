@@ -1,0 +1,400 @@
+"""The maintainer's loop at its edges, as a new maintainer (and a careless one) meets them: files the
+release's own .gitignore names, an opt-in placed among default fixes, an export folder holding other
+patches, a fix with per-release variants gaining a commit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, git, numbered, snapshot
+from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
+
+from fixpack import engine
+from fixpack.editrefresh import refresh_from_work
+from fixpack.editwork import start
+from fixpack.errors import BadInputError, ConflictError
+from fixpack.exchange import export, import_mails
+from fixpack.loader import load_pack
+from fixpack.pack_tools import stale_patches
+from fixpack.patchmail import read_mail
+
+
+def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
+    # vLLM's sdist ships vllm/_version.py and its .gitignore names it: the work tree must track it anyway,
+    # else `git commit -a` says "nothing to commit" and refresh "nothing changed", the edit silently lost
+    builder, clean = pack3
+    (clean / ".gitignore").write_text("/demo_pkg/mod.py\n")
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    assert git(work, "status", "--porcelain").strip() == f"M {MOD}"
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+    assert "+# a clearer comment" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+
+
+def test_an_opt_in_is_not_placed_before_a_default_fix_nor_a_default_after_an_opt_in(builder):
+    # a default fix written on top of an opt-in drifts (or fails) on every image without that opt-in
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base})
+    a = base.replace("line 5\n", "five\n")
+    d = a.replace("line 15\n", "fifteen\n")
+    builder.add_fix("a", {MOD: base}, {MOD: a})
+    builder.add_fix("d", {MOD: a}, {MOD: d})
+    builder.add_fix("z", {MOD: d}, {MOD: d.replace("line 25\n", "twenty-five\n")}, opt_in=True)
+    builder.profile(["a", "d"], ["z"])
+    builder.lock(clean)
+    before = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"an opt-in fix after a would come before default fix d"):
+        start(builder.pack, "p1", "n", new=True, target="demo", after="a", opt_in=True, roots={"demo": clean})
+    with pytest.raises(BadInputError, match=r"a default fix after z would come after opt-in fix z"):
+        start(builder.pack, "p1", "n", new=True, target="demo", after="z", roots={"demo": clean})
+    assert snapshot(builder.pack) == before
+    # the allowed places still work: an opt-in after the defaults, a default among the defaults
+    start(builder.pack, "p1", "n", new=True, target="demo", opt_in=True, after="d", roots={"demo": clean})
+    start(builder.pack, "p1", "m", new=True, target="demo", after="a", roots={"demo": clean})
+
+
+def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "0001-my-own-work.patch").write_text("a maintainer's own mail\n")
+    with pytest.raises(BadInputError, match=r"0001-my-own-work.patch.*empty or new folder"):
+        export(builder.pack, "p1", (), out)
+    assert [p.name for p in out.iterdir()] == ["0001-my-own-work.patch"]
+    (out / "series").write_text("0001-my-own-work.patch\n")  # a quilt series names its own patches
+    (out / "my-fix.patch").write_text("another\n")
+    (out / "series").write_text("my-fix.patch\n")
+    with pytest.raises(BadInputError, match=r"my-fix.patch.*empty or new folder"):
+        export(builder.pack, "p1", (), out)
+    assert sorted(p.name for p in out.iterdir()) == ["0001-my-own-work.patch", "my-fix.patch", "series"]
+    # its own earlier export is replaced (a stale patch it listed in `series` removed)
+    again = tmp_path / "series"
+    export(builder.pack, "p1", (), again)
+    (again / "0004-old.patch").write_text("x\n")
+    (again / "series").write_text((again / "series").read_text() + "0004-old.patch\n")
+    export(builder.pack, "p1", (), again)
+    assert not (again / "0004-old.patch").exists()
+
+
+def test_a_fix_with_variants_gaining_a_commit_is_refused_first_with_what_to_do(pack3):  # noqa: F811
+    builder, clean = pack3
+    variant = builder.pack / "fixes/c/p2"
+    variant.mkdir()
+    (variant / "variant.toml").write_text('version = 1\nrebased_from = "p1"\n')
+    (variant / "0001-change.patch").write_bytes((builder.pack / "fixes/c/0001-change.patch").read_bytes())
+    work = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 55\n", "fifty-five\n"))
+    git(work, "commit", "-qam", "A second commit")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError, match=r"c: its variant\(s\) for p2 .*1 patch.*2 commit"):
+        refresh_from_work(builder.pack, "c")
+    assert pack_bytes(builder.pack) == before
+    engine.check_lock_fresh(builder.request(clean))
+
+
+def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / "demo_pkg/blob.bin").write_bytes(b"PNG\0\1\2\3\xff")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    toml = builder.pack / "fixes/b/fix.toml"
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as caught:  # undeclared: refused, naming the pack's files
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert "fixpack-stage" not in said and f"{builder.pack}/fixes/b/0001-change.patch" in said
+    assert 'declare it in fix.toml: [binary] "demo_pkg/blob.bin" = "patch"' in said
+    assert pack_bytes(builder.pack) == before
+    toml.write_text(toml.read_text() + '[binary]\n"demo_pkg/blob.bin" = "patch"\n')
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+    assert "GIT binary patch" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    engine.check_lock_fresh(builder.request(clean))
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok
+    assert (applied / "demo_pkg/blob.bin").read_bytes() == b"PNG\0\1\2\3\xff"
+
+
+def test_import_of_a_mail_with_a_binary_file_is_bad_input_saying_how_to_declare_it(pack3, tmp_path):  # noqa: F811
+    builder, clean = pack3
+    repo = tmp_path / "up"
+    (repo / "demo_pkg").mkdir(parents=True)
+    git(repo, "init", "-q")
+    (repo / "demo_pkg/blob.bin").write_bytes(b"\0\1\2")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "Add a blob")
+    mail = tmp_path / "blob.patch"
+    mail.write_text(git(repo, "format-patch", "--binary", "--root", "-1", "--stdout"))
+    before = snapshot(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "blob", "-p", "p1",
+                        "--root", f"demo={clean}", "--pack", str(builder.pack)], capture_output=True, text=True,
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2, r.stderr
+    assert f"{mail}:1: the mail changes binary file demo_pkg/blob.bin" in r.stderr
+    assert '[binary] "demo_pkg/blob.bin" = "patch"' in r.stderr
+    assert snapshot(builder.pack) == before
+
+
+def test_a_file_with_a_non_ascii_name_or_a_space_is_refreshed_as_written(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / "demo_pkg/naïve.py").write_text("y = 1\n")
+    (work / "demo_pkg/with space.py").write_text("z = 1\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")  # git quoted the name ("demo_pkg/na\303\257ve.py"): refused
+    assert done is not None
+    text = (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert "diff --git a/demo_pkg/naïve.py b/demo_pkg/naïve.py\n" in text and "+++ b/demo_pkg/with space.py" in text
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok
+    assert (applied / "demo_pkg/naïve.py").read_text() == "y = 1\n"
+    assert (applied / "demo_pkg/with space.py").read_text() == "z = 1\n"
+
+
+def test_edit_abort_and_refresh_take_a_fix_id_never_a_path_nor_a_planted_edit_folder(pack3, tmp_path):  # noqa: F811
+    builder, clean = pack3
+    (builder.pack / ".edit").mkdir()
+    before = snapshot(builder.pack)
+    outside = tmp_path / "precious"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep/file").write_text("mine\n")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                              capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    for bad in ("../fixes", str(outside / "keep"), "../../precious/keep"):  # `rm -rf <pack>/fixes` before
+        r = cli("edit", "--abort", bad)
+        assert r.returncode == 2 and "bad fix id" in r.stderr, (bad, r.stderr)
+        r = cli("refresh", bad)
+        assert r.returncode == 2 and "bad fix id" in r.stderr, (bad, r.stderr)
+    assert snapshot(builder.pack) == before and (outside / "keep/file").is_file()
+    # a state file that names another work tree (planted) is refused; a damaged one can be dropped
+    (builder.pack / ".edit/b.json").write_text(
+        '{"fix": "b", "profile": "p1", "target": "demo", "new": false, "after": "", "opt_in": false, '
+        f'"release": "{clean}", "work": "{outside}", "version": 1, "change": ""}}\n')
+    r = cli("refresh", "b")
+    assert r.returncode == 2 and "not an edit state this tool wrote" in r.stderr, r.stderr
+    (builder.pack / ".edit/b.json").write_text("{not json\n")
+    r = cli("edit", "--abort", "b")
+    assert r.returncode == 0 and not (builder.pack / ".edit").exists(), r.stderr
+    # a planted .edit link: no work tree is made nor removed through it
+    (builder.pack / ".edit").symlink_to(outside)
+    with pytest.raises(BadInputError, match=r"\.edit is not a folder of this pack"):
+        start(builder.pack, "p1", "b", roots={"demo": clean})
+    r = cli("edit", "--abort", "keep")
+    assert r.returncode == 2 and "is not a folder of this pack" in r.stderr and (outside / "keep/file").is_file()
+
+
+def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monkeypatch):  # noqa: F811
+    # two at once each wrote fixes/series and the profile as they had read them: one new fix was lost
+    from fixpack import packupdate
+    from fixpack.errors import BusyError
+    from fixpack.runlock import run_lock
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    mail = builder.base / "in.patch"
+    mail.write_text((builder.pack / "fixes/c/0001-change.patch").read_text())
+    monkeypatch.setattr(packupdate, "PACK_WAIT", 0.2)
+    before = pack_bytes(builder.pack)
+    with run_lock(builder.pack):  # another refresh, writing
+        with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
+            refresh_from_work(builder.pack, "b")
+        with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
+            import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert pack_bytes(builder.pack) == before
+    assert refresh_from_work(builder.pack, "b").outcome.changed  # once it is done
+
+
+def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abort(pack3):  # noqa: F811
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    env = {**os.environ, "FIXPACK_FAULT_AT": "3", "PYTHONPATH": str(REPO)}  # killed after the first file written
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 137 and pack_bytes(builder.pack) != before, r.stderr
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                              capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    r = cli("check")  # it said only "the lock is stale ... Regenerate it", which would seal the half write
+    assert r.returncode == 2 and ".fixpack: a refresh or import was killed while writing the pack" in r.stdout, r.stdout
+    assert "fixpack edit --abort" in r.stdout
+    r = cli("edit", "--abort", "b")  # giving the edit up gives the pack back as it was
+    assert r.returncode == 0, r.stderr
+    assert snapshot(builder.pack) == before and not (builder.pack / ".fixpack").exists()
+
+
+def test_import_of_an_mbox_with_a_cover_letter_names_it(pack3, tmp_path):  # noqa: F811
+    # it became "patch 1 of imp (*** SUBJECT HERE ***)", refused as "ambiguous" (exit 4)
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    cover = ("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: A <a@example.org>\n"
+             "Date: Mon, 2 Jan 2023 10:00:00 +0100\nSubject: [PATCH 0/1] *** SUBJECT HERE ***\n\n*** BLURB HERE ***\n"
+             "\nA (1):\n  Change\n\n demo_pkg/mod.py | 2 +-\n 1 file changed\n\n-- \n2.43.0\n\n")
+    mbox = tmp_path / "pr.mbox"
+    mbox.write_text(cover + mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n")))
+    snap = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"pr.mbox:1: the mail '\*\*\* SUBJECT HERE \*\*\*' carries no diff"):
+        import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert snapshot(builder.pack) == snap
+
+
+def test_edit_on_an_applied_tree_given_as_root_says_it_is_not_the_clean_copy(pack3):  # noqa: F811
+    # it said "fix a does not apply at its stated lines ... Rebase or refresh it first" (exit 4)
+    import shutil
+
+    from fixpack.errors import MismatchError
+
+    builder, clean = pack3
+    image = builder.base / "image"
+    shutil.copytree(clean, image)
+    assert engine.apply(builder.request(image)).ok
+    with pytest.raises(MismatchError, match=r"is not a clean release copy: fixpack has applied fixes there"):
+        start(builder.pack, "p1", "c", roots={"demo": image})
+    assert not (builder.pack / ".edit").exists()
+
+
+def test_import_of_an_mbox_from_another_writer_splits_it_into_its_mails(pack3, tmp_path):  # noqa: F811
+    # b4 / lore write "From git@z Thu Jan  1 00:00:00 1970" between mails: the file was one mail, and
+    # refused as "the mail has no From: header" (it had two)
+    import re
+
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    mid = before.replace("line 55\n", "fifty-five\n")
+    mails = mail_patch(tmp_path, before, mid) + mail_patch(tmp_path, mid, mid.replace("line 57\n", "x\n"), "Second")
+    mbox = tmp_path / "lore.mbox"
+    mbox.write_text(re.sub(r"(?m)^From [0-9a-f]{40} .*$", "From git@z Thu Jan  1 00:00:00 1970", mails))
+    done = import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert [Path(p).name for p in done.patches] == ["0001-guard-the-decoder-against-token-ids-past-the-vocabul.patch",
+                                                     "0002-second.patch"]
+    text = (builder.pack / done.patches[1]).read_text()
+    assert text.startswith("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: =?utf-8?")
+    assert "\nSubject: [PATCH] Second\n" in text
+    engine.check_lock_fresh(builder.request(clean))
+
+
+def test_export_to_a_folder_that_cannot_be_written_is_exit_5_naming_it(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    (tmp_path / "a-file").write_text("x\n")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "export", "-p", "p1", "--out", str(tmp_path / "a-file/s"),
+                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 5, r.stderr  # was 1: "internal error: NotADirectoryError(20, 'Not a directory')"
+    assert f"--out {tmp_path}/a-file/s: cannot write" in r.stderr and "(ENOTDIR)" in r.stderr
+
+
+def test_edit_that_cannot_write_its_work_tree_is_exit_5_and_leaves_none(pack3, monkeypatch):  # noqa: F811
+    import errno
+    import shutil
+
+    from fixpack import editwork
+    from fixpack.errors import EnvironmentProblem
+
+    builder, clean = pack3
+    real = shutil.copytree
+
+    def full(src, dst, *args, **kw):  # the disk fills while the release copy is copied
+        real(src, dst, *args, **kw)
+        if Path(dst).name == "b":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return dst
+
+    monkeypatch.setattr(editwork.shutil, "copytree", full)
+    with pytest.raises(EnvironmentProblem, match=r"cannot make the work tree .*No space left on device \(ENOSPC\)"):
+        start(builder.pack, "p1", "b", roots={"demo": clean})  # was a raw OSError: exit 1, "internal error"
+    assert not (builder.pack / ".edit/b").exists() and not (builder.pack / ".edit/b.json").exists()
+
+
+def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa: F811
+    # two edits at once: b refreshed with a line more moves c; c's work tree still has the old b
+    builder, clean = pack3
+    work_c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work_b, "commit", "-qa", "--amend", "--no-edit")
+    assert refresh_from_work(builder.pack, "b") is not None
+    (work_c / MOD).write_text((work_c / MOD).read_text().replace("fifty\n", "FIFTY\n"))
+    git(work_c, "commit", "-qa", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(ConflictError, match=r"(?s)does not apply.*The fixes before c changed since `fixpack edit` "
+                                            r"made .*\(b\): its commits are on the old ones"):
+        refresh_from_work(builder.pack, "c")
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_commit_message_with_a_line_where_a_mail_ends_is_refused(pack3):  # noqa: F811
+    # "---" in a message: the patch read back lost what followed (description, Signed-off-by), format
+    # --check found the fresh patch stale, and git am of an export would have cut it too
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    before = pack_bytes(builder.pack)
+    for line in ("---", "--- a/notes.txt", "diff --git a/x b/x"):
+        git(work, "commit", "-qa", "--amend", "-m", f"Subject\n\nFirst.\n\n{line}\n\nAfter.\n\nSigned-off-by: X <x@y>")
+        with pytest.raises(BadInputError, match=r"line 5 of its message is .*: a patch mail's message ends at such"):
+            refresh_from_work(builder.pack, "b")
+        assert pack_bytes(builder.pack) == before
+    git(work, "commit", "-qa", "--amend", "-m", "Subject\n\nFirst.\n----\n-- an aside\n\nSigned-off-by: X <x@y>")
+    done = refresh_from_work(builder.pack, "b")  # "----" and "-- " are no break
+    assert done is not None and stale_patches(load_pack(builder.pack)) == []
+
+
+@pytest.mark.parametrize("name", ["Doe, John", "J. R. \"Bob\" Dobbs", "O'Brien (ACME)", "Zoë \"Z\" Ångström"])
+def test_an_author_name_with_mail_specials_is_written_as_git_does_and_read_back_whole(pack3, name):  # noqa: F811
+    # "Doe, John" was written unquoted (two addresses to a mail reader), "O'Brien (ACME)" read back as
+    # "O'Brien" and the patch just written was stale; a quoted name came back with its backslashes
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": "j@example.org"}
+    git(work, "config", "user.name", "C")
+    git(work, "config", "user.email", "c@example.org")
+    subprocess.run(["git", "commit", "-qa", "--amend", "--reset-author", "--no-edit"], cwd=work, env=env, check=True)
+    by_git = git(work, "format-patch", "-1", "--stdout").splitlines()[1]
+    refresh_from_work(builder.pack, "b")
+    text = (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert read_mail(text).author == f"{name} <j@example.org>"
+    if name.isascii():
+        assert text.splitlines()[1] == by_git
+    assert stale_patches(load_pack(builder.pack)) == []
+
+
+def test_refresh_finds_its_edit_whichever_way_the_pack_is_named(pack3, tmp_path):  # noqa: F811
+    # `--pack pack-link` (relative, through a link): "internal error: ValueError(... is not in the subpath of
+    # 'pack-link' ...)", exit 1
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    link = tmp_path / "pack-link"
+    link.symlink_to(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", "pack-link"],
+                       capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and "wrote fixes/b/0001-change.patch" in r.stdout, r.stderr
