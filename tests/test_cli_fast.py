@@ -90,6 +90,24 @@ def test_an_image_run_loads_no_click(setup):
         assert " click" not in p.stderr, f"{entry} imported click"
 
 
+def test_the_console_script_takes_the_fast_entry(setup):
+    """``fixpack`` (setup.cfg's console script) runs a plain status without click, and hands --help to click."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    assert cfg["options.entry_points"]["console_scripts"].strip() == "fixpack = fixpack.console:main"
+    b, _clean = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    script = "import sys; from fixpack.console import main; sys.argv[0] = 'fixpack'; main()"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", script, "apply", "--pack", str(b.pack), "-p", "p1",
+                        "--root", f"demo={target}"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert p.returncode == 0 and "OK: 1 applied" in p.stdout and " click" not in p.stderr, p.stdout + p.stderr
+    p = subprocess.run([sys.executable, "-c", script, "status", "--help"], capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "Usage: fixpack status" in p.stdout, p.stdout + p.stderr
+
+
 def test_the_click_options_are_built_from_the_fast_entrys_table():
     ctx = click.Context(main)
     for command, params in cli_fast.COMMANDS.items():
