@@ -177,3 +177,17 @@ def test_lean_apply_reapply_status_revert(lean_python, release_vllm, tmp_path):
         loaded = sorted(m for m in mods["modules"] if m.split(".")[0] in FORBIDDEN)
         assert not loaded and not mods["attempts"], (
             f"{name} imported or tried to import maintainer libraries: loaded {loaded}, attempted {mods['attempts']}")
+
+
+def test_port_install_script_runs_on_the_image_dependencies(lean_python, release_vllm, tmp_path):
+    """ports/muse-spark-open/install.sh asks of the image's Python only what status and apply_all.py import:
+    with the lean venv its environment step passes and it goes on to check the image (a clean release copy:
+    the profile is not applied, which ``--check`` says, exit 15), rather than asking for GitPython and rich."""
+    copy = tmp_path / "vllm-release"
+    shutil.copytree(release_vllm / "vllm", copy / "vllm")
+    res = subprocess.run(["bash", str(REPO / "ports" / "muse-spark-open" / "install.sh"), "--python", str(lean_python),
+                          "--root", f"vllm={copy}", "--check", "--plugin-site", str(tmp_path / "site")],
+                         capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert "lacks the fix pack's dependencies" not in res.stderr, res.stderr
+    assert "step 1/5" in res.stdout and "vllm 0.30.0" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 15 and "is not in the profile's state" in res.stderr, res.stdout + res.stderr

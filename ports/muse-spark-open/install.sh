@@ -71,12 +71,14 @@ fi
 command -v "$py" >/dev/null 2>&1 || [ -x "$py" ] || die 16 "no Python at '$py' (give the image's Python with --python)"
 "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
   || die 16 "$py is older than Python 3.10, which the fix pack and the plugin need"
-"$py" -c 'import unidiff, git, click, rich
+# what status and apply_all.py import (setup.cfg's install_requires): GitPython, rich and pypi-simple serve the
+# maintainer's commands only (rich draws tables on a terminal where it is installed; plain lines without it)
+"$py" -c 'import unidiff, click
 try:
     import tomllib
 except ModuleNotFoundError:
     import tomli' 2>/dev/null \
-  || die 16 "$py lacks the fix pack's dependencies (unidiff GitPython click rich pypi-simple, tomli on 3.10): pip install them, or pip install -e $repo"
+  || die 16 "$py lacks the fix pack's dependencies (unidiff click, tomli on 3.10): pip install them, or pip install -e $repo"
 [ -f "$repo/fixes/apply_all.py" ] || die 16 "no fix pack at $repo (fixes/apply_all.py missing)"
 # the engine's bytecode, compiled once here: an image often sets PYTHONDONTWRITEBYTECODE, and every run of
 # apply_all.py would then compile the engine from source again (a read-only checkout just keeps doing that)
