@@ -230,8 +230,8 @@ def test_cli_refresh_without_a_work_tree_says_unchanged(pack3):
     assert r.returncode == 0 and r.stdout.startswith("unchanged"), r.stdout + r.stderr
 
 
-def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
-    builder, clean = pack3
+def killed_refresh(builder, clean) -> None:
+    """Amend fix b's comment in its work tree, then kill ``refresh b`` after the first file it writes."""
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
     git(work, "commit", "-qa", "--amend", "--no-edit")
@@ -241,6 +241,11 @@ def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
                        capture_output=True, text=True, cwd=REPO, env=env)
     assert r.returncode == 137 and (builder.pack / ".fixpack/journal.json").is_file(), r.stderr
     assert pack_bytes(builder.pack) != before  # half written
+
+
+def test_a_refresh_killed_while_writing_is_rolled_back_by_the_next(pack3):
+    builder, clean = pack3
+    killed_refresh(builder, clean)
     done = refresh_from_work(builder.pack, "b")  # rolls the journal back first, then writes it all
     assert done is not None and done.outcome.written == ["fixes/b/0001-change.patch", "fixes/b/fix.toml",
                                                          "profiles/p1.lock"]

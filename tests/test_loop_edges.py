@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, git, numbered, snapshot
-from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
+from test_authoring import MOD, killed_refresh, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
@@ -225,14 +225,8 @@ def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monk
 
 def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abort(pack3):  # noqa: F811
     builder, clean = pack3
-    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
-    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
-    git(work, "commit", "-qa", "--amend", "--no-edit")
     before = pack_bytes(builder.pack)
-    env = {**os.environ, "FIXPACK_FAULT_AT": "3", "PYTHONPATH": str(REPO)}  # killed after the first file written
-    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
-                       capture_output=True, text=True, cwd=REPO, env=env)
-    assert r.returncode == 137 and pack_bytes(builder.pack) != before, r.stderr
+    killed_refresh(builder, clean)
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
