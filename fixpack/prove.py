@@ -162,7 +162,8 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
     # what the proof does not apply (a component, unless named) is reported skipped: not the proof's concern
     dirty = [f for f in st.fixes if f.state not in (State.ABSENT, State.SKIPPED)]
     if dirty:
-        raise MismatchError(f"the image at {root} is not clean: " + ", ".join(f"{f.id}: {f.state.value}" for f in dirty))
+        raise MismatchError(f"the image at {root} is not clean: "
+                            + ", ".join(f"{f.id}: {f.state.value}" for f in dirty))
     package = prof.target(target).package
     before = tree_digest(root, package)
     run = ProofRun([ProofResult(f.id) for f in fixes])
