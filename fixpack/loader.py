@@ -276,7 +276,9 @@ def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> 
 
 
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
-    close = _close_matches(name, list(names), 3, 0.5)
+    # a name the given one begins (``v0.30`` of ``v0.30.0``) first: difflib scores every profile alike there
+    prefixed = sorted(n for n in names if n.startswith(name))
+    close = (prefixed + [n for n in _close_matches(name, list(names), 3, 0.5) if n not in prefixed])[:3]
     return f"close matches: {', '.join(close)}" if close else "no close match"
 
 

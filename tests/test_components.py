@@ -111,6 +111,9 @@ def test_a_run_without_the_component_keeps_it_and_status_shows_it_absent(builder
     _pack, site = setup_pack(builder, plugin_wheel)
     st = engine.status(builder.request(site))
     assert st.fix("tiny-plug").state.value == "skipped" and not st.fix("tiny-plug").selected
+    # --all-opt-in selects fixes, not components: the hint must not send the user there (a new user followed it)
+    assert st.fix("tiny-plug").messages == ["component, not selected in this run: name it to install it "
+                                            "(--all-opt-in selects fixes only)"]
     st = engine.status(builder.request(site, opt_ins=("tiny-plug",)))
     assert st.fix("tiny-plug").state.value == "absent" and st.fix("tiny-plug").action.value == "would-apply"
     assert engine.apply(builder.request(site)).ok

@@ -181,6 +181,17 @@ def test_unknown_fix_and_profile_names(setup):
         engine.apply(b.request(target, name="p2"))
 
 
+def test_a_profile_name_cut_short_suggests_the_profile_it_begins_first():
+    """``v0.30`` scores alike against every v0.3x.0 profile: difflib's three left v0.30.0 out (a new user's run)."""
+    from conftest import REPO
+
+    from fixpack.loader import load_pack, load_profile
+
+    pack = load_pack(REPO)
+    with pytest.raises(UnknownNameError, match=r"close matches: v0\.30\.0[,;) ]"):
+        load_profile(pack, "v0.30")
+
+
 def test_stale_lock(setup):
     b, clean, target = setup
     patch = b.pack / "fixes/first/0001-change.patch"
