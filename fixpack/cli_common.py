@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_fast import OPTIONS
+from .cli_fast import OPTIONS, seconds_value
 from .cli_plain import default_pack_root, error_document, exit_code, failure_text, split_roots
 from .cli_plain import emit_json as plain_json
 
@@ -138,11 +138,8 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: Any) -> float:
     """A number of seconds >= 0; naming the variable when the value came from the environment."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
+    seconds = seconds_value(value)
+    if seconds is None:
         # click's own hint names the variable whenever the option has one: say where the value came from
         if ctx.get_parameter_source(param.name or "") is click.core.ParameterSource.ENVIRONMENT:
             raise click.BadParameter(f"$FIXPACK_LOCK_WAIT={value!r}: not a number of seconds; give e.g. 10", ctx,

@@ -99,17 +99,18 @@ def _complete(command: str, given: dict[str, Any], opt_ins: list[str],
                 return None
         out[param] = value
     roots = split_roots(out["roots"])
-    seconds = _seconds(out["lock_wait"])
+    seconds = seconds_value(out["lock_wait"])
     if not out["profile"] or isinstance(roots, str) or seconds is None or not _plain(out.pop("color")):
         return None
     out["lock_wait"] = seconds
     return out
 
 
-def _seconds(value: str) -> float | None:
+def seconds_value(value: Any) -> float | None:
+    """A lock wait in seconds (a number >= 0 and finite), or None when ``value`` is not one."""
     try:
         seconds = float(value)
-    except ValueError:
+    except (TypeError, ValueError):
         return None
     return seconds if 0 <= seconds < float("inf") else None
 

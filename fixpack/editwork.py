@@ -69,7 +69,7 @@ def change_digest(patches: list[bytes]) -> str:
 
 def base_digests(pack: Pack, state: EditState) -> dict[str, str]:
     """The fixes before the edited one in its profile's chain (the work tree's ``fixpack-base``), each with
-    the sha256 of its patch files' bytes."""
+    one sha256 over its patch files' (each hashed when the pack was loaded: no file read again)."""
     prof = load_profile(pack, state.profile)
     view = pack.for_profile(prof.name)
     if state.fix in view.fixes and state.fix in prof.default + prof.opt_in:
@@ -79,7 +79,7 @@ def base_digests(pack: Pack, state: EditState) -> dict[str, str]:
         before = _before_new(view, prof, state.target, state.after)
     else:
         before = []
-    return {f.id: hashlib.sha256(b"".join(pf.path.read_bytes() for pf in f.patches)).hexdigest() for f in before}
+    return {f.id: hashlib.sha256("".join(pf.sha256 for pf in f.patches).encode()).hexdigest() for f in before}
 
 
 def state_path(pack_root: Path, fix_id: str) -> Path:
