@@ -102,14 +102,24 @@ def parse_binary(lines: list[str], start: int, index: str | None, index_line: in
         raise BinaryDataError(index_line or start + 1, "a binary patch needs git's full 'index <blob>..<blob>' line "
                                                        "(git diff --binary writes it)")
     forward, pos = _block(lines, start + 1)
+    _check_literal(forward, m.group(2), start + 2)
     if pos >= len(lines) or not _BLOCK.match(lines[pos]):
         raise BinaryDataError(pos + 1, "a binary patch without its reverse block (it could not be reverted)")
+    reverse_line = pos + 1
     reverse, pos = _block(lines, pos)
+    _check_literal(reverse, m.group(1), reverse_line)
     while pos < len(lines) and lines[pos] == "":
         pos += 1
     if pos < len(lines) and not lines[pos].startswith(("diff --git ", "-- ")) and lines[pos] != "--":
         raise BinaryDataError(pos + 1, "unexpected line after the binary data's two blocks")
     return BinaryPatch(m.group(1), m.group(2), forward, reverse), pos
+
+
+def _check_literal(block: BinaryBlock, oid: str, line: int) -> None:
+    """A literal block holds the whole side it ends at: its bytes must be the blob the index line names."""
+    if block.kind == "literal" and not _is_side(block.data, oid):
+        raise BinaryDataError(line, f"the literal data is git blob {blob_id(block.data, len(oid))[:12]}, the index "
+                                    f"line says {oid[:12]}")
 
 
 def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:

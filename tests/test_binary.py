@@ -113,6 +113,22 @@ def test_damaged_binary_data_is_bad_input(setup):
         engine.apply(b.request(image))
 
 
+def test_literal_data_that_is_not_the_index_lines_blob_is_bad_input(setup):
+    # the data inflates to the right size, but is not the blob the index line names: a damaged patch,
+    # refused when the pack is read (exit 2, file:line), not found later as a conflict on the image
+    b, image = setup
+    patch = b.pack / "fixes/bins/0001-change.patch"
+    lines = patch.read_text().split("\n")
+    lit = next(i for i, ln in enumerate(lines) if ln.startswith("literal "))
+    n = max(i for i in range(lit) if lines[i].startswith("index "))  # the section of a literal block
+    ids = lines[n].split(" ")[1].split("..")
+    flip = [("1" if i[0] == "0" else "0") + i[1:] if set(i) != {"0"} else i for i in ids]
+    lines[n] = lines[n].replace("..".join(ids), "..".join(flip))
+    patch.write_text("\n".join(lines))
+    with pytest.raises(PackError, match=r":\d+: the literal data is git blob [0-9a-f]{12}, the index line says"):
+        engine.apply(b.request(image))
+
+
 def test_without_the_full_index_line_a_binary_patch_is_refused(setup):
     b, image = setup
     patch = b.pack / "fixes/bins/0001-change.patch"
