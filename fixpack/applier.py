@@ -19,10 +19,10 @@ Nothing here touches the disk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from .diff import Hunk
+from .structs import dataclass
 
 
 class Placement(Enum):

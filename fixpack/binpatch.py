@@ -31,7 +31,8 @@ import base64
 import hashlib
 import re
 import zlib
-from dataclasses import dataclass
+
+from .structs import dataclass
 
 _BLOCK = re.compile(r"^(literal|delta) (\d+)$")
 _INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$")

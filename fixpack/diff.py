@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
+from .structs import dataclass, replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
     from unidiff.patch import Hunk as UHunk

@@ -11,7 +11,6 @@ tool's own DEP-3 fields being written from ``fix.toml`` whatever the message say
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from .packupdate import Outcome, pack_lock, update
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
+from .structs import dataclass, field
 from .tree import decode
 
 

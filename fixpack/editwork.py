@@ -16,7 +16,6 @@ import errno
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .diff import AUTHOR
@@ -29,6 +28,7 @@ from .packupdate import lay_patch, pack_lock, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
 from .safepath import STATE_DIR
+from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
@@ -58,7 +58,8 @@ class EditState:
     base: dict[str, str] = field(default_factory=dict)
 
     def save(self, pack_root: Path) -> None:
-        atomic_write(state_path(pack_root, self.fix), json.dumps(asdict(self), indent=2).encode() + b"\n")
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        atomic_write(state_path(pack_root, self.fix), json.dumps(state, indent=2).encode() + b"\n")
 
 
 def change_digest(patches: list[bytes]) -> str:

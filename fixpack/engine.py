@@ -9,7 +9,6 @@ selection reaches the profile's state, under the target's lock, journalled (:mod
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from .state import (
 )
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files
+from .structs import dataclass, field, replace
 from .targets import FoundTarget
 from .tree import Tree, decode, file_hashes
 

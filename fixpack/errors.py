@@ -17,8 +17,9 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from .structs import dataclass, field
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

@@ -9,7 +9,6 @@ pre-image visible after it is applied).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from .applier import (
@@ -29,6 +28,7 @@ from .diff import FilePatch
 from .model import Fix
 from .records import LockFix
 from .states import State
+from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
 
 
@@ -70,6 +70,9 @@ class FixEvidence:
         if self.trusted or not self.pre:
             return dict.fromkeys(fix.touched_paths())
         return file_hashes(tree, fix.touched_paths())
+
+
+NO_EVIDENCE = FixEvidence()  # a fix known by its patch text only
 
 
 TRUSTED = FixEvidence(trusted=True)
@@ -195,7 +198,7 @@ def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
                      sides(hunks[r.index], reverse)[0]) for r in results]
 
 
-def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = FixEvidence(),
+def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVIDENCE,
              count: bool = False, now: dict[str, str | None] | None = None) -> Pass:
     """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``, by the placement rule.
 
@@ -311,7 +314,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     applied; a twin may hold either side), only the lock's file hashes decide; a drifted file that
     holds both is ``ambiguous``, never applied a second time.
     """
-    ev = evidence or FixEvidence()
+    ev = evidence or NO_EVIDENCE
     now = ev.digests(fix, tree)  # hashed once for both passes and the lock's side
     fwd = run_pass(fix, tree, reverse=False, evidence=ev, now=now)
     rev = run_pass(fix, tree, reverse=True, evidence=ev, now=now)

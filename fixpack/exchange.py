@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import re
 import tempfile
-from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progress import QUIET, Progress
 from .states import State
+from .structs import replace
 from .tree import Tree, decode
 
 _MAIL_START = re.compile("^" + MBOX_FROM, re.M)

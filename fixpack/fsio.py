@@ -12,11 +12,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DamagedStateError, MismatchError
 from .safepath import STATE_DIR
+from .structs import dataclass
 
 TMP_SUFFIX = ".fixpack-tmp"
 FAULT_ENV = "FIXPACK_FAULT_AT"  # crash-test hook: os._exit at the Nth write point (tests only)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BadInputError, GitError
 from .gitutil import init_repo
 from .gitutil import run as git
+from .structs import dataclass
 from .tree import Tree, decode, encode
 
 Snap = dict[str, tuple[str | None, int | None]]  # path -> (text or None when absent, mode)

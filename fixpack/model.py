@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .structs import dataclass, field, replace
 
 if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
     from .diff import FilePatch

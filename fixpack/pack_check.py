@@ -15,12 +15,12 @@ and line before CI or an image build trips on it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import FixpackError, PackError, Problem
 from .loader import load_pack, load_profile
 from .model import Pack, Profile
+from .structs import dataclass
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
 Copies = Callable[[Pack, Profile], dict[str, Path]]

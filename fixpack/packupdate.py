@@ -15,7 +15,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import ConflictError, FixpackError
@@ -25,6 +24,7 @@ from .loader import load_pack, load_profile
 from .model import Fix, Pack
 from .progress import QUIET, Progress
 from .state import leftover_journal, recover, write_transaction
+from .structs import dataclass, field, replace
 from .tree import Tree
 
 STAGE_SKIPPED = {".git", ".edit", ".rebase", ".fixpack", "reports", "build", "dist", "tests", "tools"}

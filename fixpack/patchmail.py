@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import email.policy
 import re
-from dataclasses import dataclass
 from email.headerregistry import Address
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
+from .structs import dataclass
 
 # the fields written from fix.toml: whatever a patch or a commit message says for them is replaced
 OWNED = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Fix-Id", "Fixed-In")

@@ -10,12 +10,12 @@ signature).
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
 from pathlib import Path
 
 from .diff import diff_body, parse_patch, sha256_bytes
 from .model import Fix, PatchFile
 from .patchmail import Mail, read_mail, render
+from .structs import replace
 from .tree import decode
 
 

@@ -13,7 +13,6 @@ import hashlib
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from .errors import EXIT_CONFLICT, BadInputError, ConflictError, MismatchError
 from .loader import load_pack, load_profile
 from .progress import QUIET, Progress
 from .states import Action, State
+from .structs import dataclass, field
 
 
 @dataclass

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -69,6 +68,7 @@ from .rebase_session import (
 from .renames import RENAME_SIMILARITY, find_renames, new_files, remap
 from .render import next_steps
 from .states import State
+from .structs import dataclass, field, replace
 from .tree import Tree
 
 

@@ -3,7 +3,6 @@ release, and where a clean 3-way merge on the new release relied on a twin of th
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .applier import occurrences, split_lines
@@ -11,6 +10,7 @@ from .diff import parse_patch
 from .evaluate import TRUSTED, FixEvidence, run_pass
 from .gitwork import Snap
 from .model import Fix
+from .structs import replace
 from .tree import Tree
 
 

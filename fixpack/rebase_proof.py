@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BadInputError
@@ -29,6 +28,7 @@ from .model import Fix
 from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
 from .rebase_session import FixOutcome, Session
+from .structs import dataclass
 from .tree import Tree
 
 

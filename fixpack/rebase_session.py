@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from .records import dumps
 from .release import fetch
 from .render import render_markdown, render_profile, render_variant
 from .state import read_manifest
+from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root
 
 STATE_SCHEMA = 1

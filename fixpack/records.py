@@ -18,7 +18,6 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from . import __version__
 from .errors import DamagedStateError, StaleLockError
 from .safepath import path_problem
 from .states import Word
+from .structs import dataclass, field
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1

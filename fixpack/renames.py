@@ -6,12 +6,12 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from .diff import FilePatch
 from .gitwork import Snap
 from .model import Fix
+from .structs import replace
 from .tree import Tree
 
 RENAME_SIMILARITY = 0.5

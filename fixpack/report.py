@@ -21,12 +21,12 @@ The exit code is the report's own (:attr:`Report.exit_code`), worked out from it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
 from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK
 from .states import CONFLICT_STATES, MISMATCH_STATES, Action, State, TargetStatus
+from .structs import dataclass, field
 
 SCHEMA = 1
 

@@ -5,7 +5,6 @@ the engine and the SBOM commands."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import lockfile
@@ -19,6 +18,7 @@ from .records import Lock
 from .report import Report, TargetReport
 from .runlock import DEFAULT_WAIT
 from .states import TargetStatus
+from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, locate
 
 NO_LOCK = Lock("", {}, ())

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from .run import Context, Request, find_target, prepare
 from .runlock import run_lock
 from .state import leftover_journal, read_manifest
 from .states import TargetStatus
+from .structs import dataclass, field
 from .targets import FoundTarget, normalize_commit
 
 P = "fixpack:"

@@ -26,7 +26,6 @@ import hashlib
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from .fsio import (
 )
 from .records import Manifest, dumps, is_int, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
+from .structs import dataclass
 
 JOURNAL = "journal.json"
 BACKUPS = "journal"
@@ -419,9 +419,20 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
-    import shutil
+    _drop_backups(folder / BACKUPS)
 
-    shutil.rmtree(folder / BACKUPS, ignore_errors=True)  # left over, they are removed by the next run
+
+def _drop_backups(backups: Path) -> None:
+    """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
+    shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
+    (a folder planted there, a failing disk) is left: the next run's :func:`_discard_leftovers` removes it."""
+    try:
+        with os.scandir(backups) as entries:
+            for entry in entries:
+                os.unlink(entry.path)  # never follows a link; a folder raises and is left
+        os.rmdir(backups)
+    except OSError:
+        pass
 
 
 def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:

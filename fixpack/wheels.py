@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -30,6 +29,8 @@ from installer.exceptions import InstallerError
 from installer.records import Hash, RecordEntry
 from installer.sources import WheelFile
 from installer.utils import Scheme
+
+from .structs import dataclass, field
 
 if TYPE_CHECKING:
     from installer.scripts import ScriptSection
