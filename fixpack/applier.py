@@ -103,10 +103,14 @@ class TextResult:
         return self.text is not None
 
 
+# what str.splitlines breaks on besides "\n": a text without any of them splits the same way in C
+_OTHER_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
 def split_lines(text: str) -> list[str]:
     """Split on ``\\n`` only, keeping line ends (a CR stays part of its line's bytes)."""
-    if not text:
-        return []
+    if not any(c in text for c in _OTHER_BREAKS):
+        return text.splitlines(keepends=True)
     parts = text.split("\n")
     lines = [p + "\n" for p in parts[:-1]]
     if parts[-1]:
@@ -136,7 +140,15 @@ def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
     if not pre:
         return list(range(len(lines) + 1))
     first, n = pre[0], len(pre)
-    return [p for p in range(len(lines) - n + 1) if lines[p] == first and tuple(lines[p:p + n]) == pre]
+    found, end = [], len(lines) - n + 1  # candidates: where the first line is (list.index scans in C)
+    p = -1
+    while True:
+        try:
+            p = lines.index(first, p + 1, end)
+        except ValueError:
+            return found
+        if tuple(lines[p:p + n]) == pre:
+            found.append(p)
 
 
 def _anchor(h: Hunk) -> str:

@@ -1,6 +1,8 @@
 from conftest import make_diff, numbered
+from hypothesis import given
+from hypothesis import strategies as st
 
-from fixpack.applier import Placement, apply_text, split_lines
+from fixpack.applier import Placement, apply_text, occurrences, split_lines
 from fixpack.diff import parse_patch
 
 
@@ -71,3 +73,23 @@ def test_multiple_hunks_follow_offset(tmp_path):
 
 def test_split_lines_keeps_cr():
     assert split_lines("a\r\nb") == ["a\r\n", "b"]
+
+
+def _split_on_newline(text: str) -> list[str]:
+    """The definition split_lines keeps (its fast path hands texts without other breaks to str.splitlines)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "b", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028"]),
+               max_size=40))
+def test_split_lines_breaks_on_newline_only(text: str) -> None:
+    assert split_lines(text) == _split_on_newline(text)
+
+
+@given(st.lists(st.sampled_from(["a\n", "b\n", "\n", "a"]), max_size=30),
+       st.lists(st.sampled_from(["a\n", "b\n", "\n"]), max_size=4))
+def test_occurrences_finds_every_place(lines: list[str], pre: list[str]) -> None:
+    want = (list(range(len(lines) + 1)) if not pre else
+            [p for p in range(len(lines) - len(pre) + 1) if lines[p:p + len(pre)] == pre])
+    assert occurrences(lines, tuple(pre)) == want

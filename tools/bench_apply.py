@@ -24,7 +24,10 @@ of the report lists the goals of issue #13 and whether each is met (one run on a
 the min/max spread before trusting a verdict near its line).
 
 Usage: PYTHONPATH=. python3 tools/bench_apply.py [--repeat N] [--workload vllm20|synthetic500|all]
-       [--vllm-root PATH] [--json OUT.json] [--cprofile] [--where] [--tmpdir DIR] [--keep]
+       [--vllm-root PATH] [--json OUT.json] [--cprofile] [--where] [--tmpdir DIR] [--keep] [--python PATH]
+
+The image's own figures: build its environment (bash tools/lean-venv.sh /tmp/lean) and pass
+``--python /tmp/lean/bin/python``; the default interpreter (this one) may load much more at start.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ if str(REPO) not in sys.path:
 from fixpack import engine  # noqa: E402
 
 PROFILE = "bench"
+# the interpreter of the whole-process runs (--python): this one by default; the image's environment is the
+# venv tools/lean-venv.sh builds (unidiff and click only)
+PYTHON = [sys.executable]
 EXCLUDED_DIRS = {".git", ".fixpack", ".pc"}  # each tool's own bookkeeping, not part of the result
 GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@invalid", "GIT_COMMITTER_NAME": "bench",
            "GIT_COMMITTER_EMAIL": "bench@invalid", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
@@ -448,12 +454,12 @@ def proc_run(argv: list[str], cwd: Path | None = None) -> tuple[float, float, in
 
 def apply_argv(pack: Path, profile: str, target: str, root: Path, *extra: str) -> list[str]:
     """The image's command line: the pack's entry script, this checkout's engine (``--pack`` chooses the pack)."""
-    return [sys.executable, str(REPO / "apply_all.py"), "--profile", profile, "--pack", str(pack),
+    return [PYTHON[0], str(REPO / "apply_all.py"), "--profile", profile, "--pack", str(pack),
             "--root", f"{target}={root}", "--target", target, *extra]
 
 
 def status_argv(pack: Path, profile: str, target: str, root: Path) -> list[str]:
-    return [sys.executable, "-m", "fixpack.cli", "status", "--profile", profile, "--pack", str(pack),
+    return [PYTHON[0], "-m", "fixpack.cli", "status", "--profile", profile, "--pack", str(pack),
             "--root", f"{target}={root}", "--target", target]
 
 
@@ -545,7 +551,7 @@ def bench_workload(wl: Workload, repeat: int, copies: Copies, do_profile: bool) 
     # peak memory of an engine apply, in a fresh interpreter
     root = copies.fresh(wl)
     try:
-        out = sh([sys.executable, "-S", "-c", LAUNCHER, sys.executable, "-c", RSS_SNIPPET, str(wl.pack),
+        out = sh([sys.executable, "-S", "-c", LAUNCHER, PYTHON[0], "-c", RSS_SNIPPET, str(wl.pack),
                   PROFILE, wl.target, str(root)])
         res["memory"] = json.loads(out.strip().splitlines()[-1])
     finally:
@@ -633,7 +639,7 @@ def python_start(repeat: int) -> dict[str, float]:
     for key, code in (("python -c pass", "pass"),
                       ("import cli_fast, engine (image)", "import fixpack.cli_fast, fixpack.engine"),
                       ("import cli, engine (click)", "import fixpack.cli, fixpack.engine")):
-        runs = [proc_run([sys.executable, "-c", code])[0] for _ in range(max(3, repeat))]
+        runs = [proc_run([PYTHON[0], "-c", code])[0] for _ in range(max(3, repeat))]
         out[key] = statistics.median(runs)
     return out
 
@@ -792,9 +798,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="link: hard-link untouched files, copy touched ones (default); full: cp -a")
     ap.add_argument("--tmpdir", type=Path, default=None, help="where the work folder goes (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (packs, patches)")
+    ap.add_argument("--python", default=sys.executable, metavar="PATH",
+                    help="the interpreter of the whole-process runs (default: this one; the image's: a venv made "
+                         "by tools/lean-venv.sh)")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if not shutil.which(args.python):
+        ap.error(f"--python {args.python}: no such interpreter")
+    PYTHON[0] = shutil.which(args.python) or args.python
     t_start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="fixpack-bench-", dir=args.tmpdir)).resolve()
     try:
@@ -805,6 +817,7 @@ def main(argv: list[str] | None = None) -> int:
     quilt_v = tool_version(["quilt", "--version"]) if shutil.which("quilt") else "NOT INSTALLED (apt-get install -y quilt)"
     print(f"fixpack apply benchmark: python {platform.python_version()}, {tool_version(['patch', '--version'])}, "
           f"{tool_version(['git', '--version'])}, quilt {quilt_v}, {os.cpu_count()} CPUs")
+    print(f"whole-process runs: {PYTHON[0]}")
     print(f"work folder {work} ({fs}); {args.repeat} repetitions per tool, median; each on a fresh copy "
           f"({args.copy_mode} mode), copy time excluded")
     # the engine's bytecode, compiled once as an image's install step does (ports/muse-spark-open/install.sh,
