@@ -140,7 +140,8 @@ def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
     if not pre:
         return list(range(len(lines) + 1))
     first, n = pre[0], len(pre)
-    found, end = [], len(lines) - n + 1  # candidates: where the first line is (list.index scans in C)
+    found: list[int] = []
+    end = len(lines) - n + 1  # candidates: where the first line is (list.index scans in C)
     p = -1
     while True:
         try:

@@ -39,7 +39,10 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
         entry = recorded.get(fid)
         if entry is None:
             stale.append(f"{fid}: not in the lock")
-        elif entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
+            continue
+        if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
+            fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
+        if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
             stale.append(f"{fid}: patch or version changed since the lock was generated")
     stale += [f"{fid}: in the lock but not in the profile" for fid in set(recorded) - set(listed)]
     for comp in profile.components:
@@ -123,7 +126,7 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
     hunks = tuple(LockHunk(fp.path, i + 1, h.sha_pre(), h.sha_post(), *(counts.get(n) or (None, None)))
                   for n, (fp, i, h) in enumerate(flat))
     files = tuple(LockFile(p, pre[p], post[p]) for p in fix.touched_paths())
-    return LockFix(fix.id, fix.version, fix.target, fix.patch_sha256, files, hunks)
+    return LockFix(fix.id, fix.version, fix.target, fix.patch_sha256, files, hunks, fix.bytes_sha256)
 
 
 def write(profile: Profile, lock: Lock) -> Path:

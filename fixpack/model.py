@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
@@ -101,21 +102,31 @@ class Fix:
                 return replace(self, version=v.version, patches=v.patches, variants=())
         return replace(self, variants=())
 
-    @property
+    @cached_property
     def patch_sha256(self) -> str:
         """The fix's change fingerprint (lock and manifest): sha256 over its patches' change hashes in
         order. It changes with any diff line, hunk, file name or mode, not with a patch's mail header
-        or ``fix.toml``'s metadata (summary, why, upstream status)."""
+        or ``fix.toml``'s metadata (summary, why, upstream status). Parses the patches, unless
+        :meth:`vouch_change` gave it first."""
         from .diff import sha256_text
 
         return sha256_text("\n".join(p.change_sha256 for p in self.patches))
 
+    @property
+    def bytes_sha256(self) -> str:
+        """sha256 over its patch files' sha256 (hex, one per line, in order): the bytes as read, mail
+        header included. No parsing."""
+        return hashlib.sha256("\n".join(p.sha256 for p in self.patches).encode()).hexdigest()
+
+    def vouch_change(self, change: str) -> None:
+        """Take ``change`` as :attr:`patch_sha256` without parsing: the lock saw these very bytes
+        (:attr:`bytes_sha256`) and fingerprinted their change as ``change`` (same bytes, same change)."""
+        self.__dict__["patch_sha256"] = change
+
     def recorded_as(self, sha: str) -> bool:
         """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or (a manifest
         written before fingerprints left the mail header out) the sha256 over its patches' bytes."""
-        from .diff import sha256_text
-
-        return sha in (self.patch_sha256, sha256_text("\n".join(p.sha256 for p in self.patches)))
+        return sha == self.bytes_sha256 or sha == self.patch_sha256
 
     def file_patches(self) -> tuple[FilePatch, ...]:
         return tuple(fp for p in self.patches for fp in p.files)

@@ -72,6 +72,10 @@ class LockFix:
     patch_sha256: str
     files: tuple[LockFile, ...] = ()
     hunks: tuple[LockHunk, ...] = ()
+    # a shortcut, not a fingerprint: the fix's patch bytes (Fix.bytes_sha256) when the lock was made. A
+    # pack whose bytes are these has this patch_sha256 without parsing; other bytes (a reworded header)
+    # are parsed. Not compared: a lock differing only here is fresh.
+    patch_bytes_sha256: str = field(default="", compare=False)
 
     def pre(self) -> dict[str, str | None]:
         return {f.path: f.pre for f in self.files}
@@ -170,8 +174,11 @@ def _lock_fix_json(f: LockFix) -> dict[str, Any]:
         if h.pre_count is not None:
             entry.update(pre_count=h.pre_count, post_count=h.post_count)
         hunks.append(entry)
-    return {"id": f.id, "version": f.version, "target": f.target, "patch_sha256": f.patch_sha256,
-            "files": [{"path": x.path, "pre": x.pre, "post": x.post} for x in f.files], "hunks": hunks}
+    out = {"id": f.id, "version": f.version, "target": f.target, "patch_sha256": f.patch_sha256,
+           "files": [{"path": x.path, "pre": x.pre, "post": x.post} for x in f.files], "hunks": hunks}
+    if f.patch_bytes_sha256:
+        out["patch_bytes_sha256"] = f.patch_bytes_sha256
+    return out
 
 
 def _lock_fix_ok(f: Any) -> bool:
@@ -188,14 +195,15 @@ def _lock_fix_ok(f: Any) -> bool:
             and all(h.get(k) is None or is_int(h.get(k)) for k in ("pre_count", "post_count")) for h in hunks)
     return (isinstance(f, dict) and isinstance(f.get("id"), str) and is_int(f.get("version"))
             and isinstance(f.get("patch_sha256"), str) and files_ok(f.get("files", []))
-            and hunks_ok(f.get("hunks", [])))
+            and hunks_ok(f.get("hunks", [])) and sha_or_none(f.get("patch_bytes_sha256")))
 
 
 def _lock_fix(f: dict[str, Any]) -> LockFix:
     files = tuple(LockFile(x["path"], x.get("pre"), x.get("post")) for x in f.get("files", []))
     hunks = tuple(LockHunk(h["file"], h["hunk"], str(h.get("pre", "")), str(h.get("post", "")),
                            h.get("pre_count"), h.get("post_count")) for h in f.get("hunks", []))
-    return LockFix(f["id"], f["version"], str(f.get("target", "")), f["patch_sha256"], files, hunks)
+    return LockFix(f["id"], f["version"], str(f.get("target", "")), f["patch_sha256"], files, hunks,
+                   f.get("patch_bytes_sha256") or "")
 
 
 # --- the manifest -------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """The lock fingerprints the change, not its words: a patch's mail header and fix.toml's metadata can
 be reworded without a new lock; any diff line, hunk, file name or mode cannot."""
 
+import json
+
 import pytest
 from conftest import numbered, snapshot
 
-from fixpack import engine
+from fixpack import engine, lockfile
 from fixpack.errors import StaleLockError
+from fixpack.loader import load_pack, load_profile
 
 MOD = "demo_pkg/mod.py"
 
@@ -43,7 +46,10 @@ def test_metadata_and_mail_header_edits_keep_the_lock_fresh(setup):
     assert r.ok and r.fix("one").state == "absent"
     engine.check_lock_fresh(b.request(clean))  # lock --check: fresh
     b.lock(clean)
-    assert (b.pack / "profiles/p1.lock").read_bytes() == lock_before  # regenerating changes nothing
+    # regenerating changes no fingerprint, only the shortcut to the new bytes (patch_bytes_sha256)
+    before, after = (json.loads(x) for x in (lock_before, (b.pack / "profiles/p1.lock").read_bytes()))
+    hint_before, hint_after = before["fixes"][0].pop("patch_bytes_sha256"), after["fixes"][0].pop("patch_bytes_sha256")
+    assert hint_before != hint_after and before["fixes"] == after["fixes"] and before["targets"] == after["targets"]
 
 
 @pytest.mark.parametrize("old, new", [
@@ -110,3 +116,28 @@ def test_a_manifest_written_with_the_patch_bytes_hash_is_still_recognised(setup)
     path.write_text(json.dumps(manifest))
     assert engine.status(b.request(target)).fix("one").state == "applied"
     assert engine.revert(b.request(target)).ok and snapshot(target) == original
+
+
+def _lock_check_parses(b) -> bool:
+    """Whether checking the pack against its lock parsed fix one's patch (as every run does first)."""
+    pack = load_pack(b.pack, profile="p1")  # as a run loads it: patches read, parsed on first use
+    profile = load_profile(pack, "p1", check_paths=False)
+    pack = pack.for_profile(profile.name)
+    lockfile.check_lock_matches(pack, profile, lockfile.read_lock(profile))
+    return any("files" in vars(pf) for pf in pack.fixes["one"].patches)
+
+
+def test_the_lock_vouches_for_the_bytes_it_saw(setup):
+    """The lock keeps each fix's patch bytes hash beside its change fingerprint: a pack with those very
+    bytes is checked against the lock without parsing a patch (status on an image parses nothing); a
+    reworded header (other bytes, same change) is parsed and still matches; a changed diff is stale."""
+    b, clean, target = setup
+    assert not _lock_check_parses(b)
+    patch = b.pack / "fixes/one/0001-change.patch"
+    _edit(patch, "Subject: [PATCH] one", "Subject: [PATCH] one, reworded")
+    assert _lock_check_parses(b)  # other bytes: parsed, same change, fresh
+    assert engine.apply(b.request(target)).ok
+    assert engine.status(b.request(target)).fix("one").state == "applied"
+    _edit(patch, "+five\n", "+FIVE\n")
+    with pytest.raises(StaleLockError):
+        engine.status(b.request(target))

@@ -175,6 +175,8 @@ def test_lean_apply_reapply_status_revert(lean_python, release_vllm, tmp_path):
     assert snapshot(copy) == clean, "revert did not restore the release's bytes"
     assert not (copy / ".fixpack").exists()
 
+    # the lock vouches for the pack's patch bytes, and the manifest, files and lock agree: nothing parsed
+    assert not {"unidiff", "fixpack.diff"} & set(runs["status"]["modules"]), runs["status"]["modules"]
     for name, mods in runs.items():
         assert "fixpack.engine" in mods["modules"], f"{name}: the wrapper did not see the run"
         loaded = sorted(m for m in mods["modules"] if m.split(".")[0] in FORBIDDEN)
