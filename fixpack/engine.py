@@ -3,7 +3,7 @@
 Each returns a :class:`fixpack.report.Report` (results as data, its exit code its own) or raises a
 :class:`fixpack.errors.FixpackError`; nothing here prints, exits or reads the environment. A run
 computes every file in memory first (:class:`fixpack.tree.Tree`); it writes only when the whole
-selection reaches the profile's state, under the target's lock, journalled (:mod:`fixpack.state`).
+selection reaches the profile's state, under the target's lock, journalled (:mod:`fixpack.transaction`).
 """
 
 from __future__ import annotations
@@ -21,19 +21,12 @@ from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, d
 from .report import FixReport, Report
 from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare
 from .runlock import run_lock
-from .state import (
-    check_writable,
-    journal_originals,
-    leftover_journal,
-    manifest_path,
-    read_manifest,
-    recover,
-    write_transaction,
-)
+from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
+from .transaction import check_writable, write_transaction
 from .tree import Tree, decode, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none

@@ -5,7 +5,7 @@ The new pack is first built in a staging folder (a copy of the pack without its 
 where every later fix of the series is checked on top of the changed one (one that only moved is
 regenerated at its new lines; one that no longer applies stops it all) and the locks are generated
 by the existing lock generation (:func:`fixpack.engine.write_lock`). Only when all of that holds are
-the files written into the pack, through the journalled transaction of :func:`fixpack.state.write_transaction`
+the files written into the pack, through the journalled transaction of :func:`fixpack.transaction.write_transaction`
 (a failed write is rolled back in the same run; a killed one by the next refresh or import).
 """
 
@@ -23,8 +23,9 @@ from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
 from .model import Fix, Pack
 from .progress import QUIET, Progress
-from .state import leftover_journal, recover, write_transaction
+from .state import leftover_journal, recover
 from .structs import dataclass, field, replace
+from .transaction import write_transaction
 from .tree import Tree
 
 STAGE_SKIPPED = {".git", ".edit", ".rebase", ".fixpack", "reports", "build", "dist", "tests", "tools"}

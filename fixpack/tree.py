@@ -1,7 +1,7 @@
 """An in-memory overlay over a target root: reads fall through to disk, writes stay in memory.
 
 Every file of a run is computed here first; only when the whole profile applies does the engine
-turn the overlay into :class:`fixpack.state.FileChange` records and write them. Text is decoded with
+turn the overlay into :class:`fixpack.fsio.FileChange` records and write them. Text is decoded with
 ``surrogateescape`` so that any byte sequence round-trips exactly.
 """
 

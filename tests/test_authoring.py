@@ -16,7 +16,8 @@ from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import abort, start
 from fixpack.errors import BadInputError, ConflictError
 from fixpack.exchange import export, import_mails
-from fixpack.loader import load_pack
+from fixpack.loader import load_pack, load_profile
+from fixpack.lockfile import read_lock
 from fixpack.pack_tools import stale_patches
 from fixpack.patchmail import read_mail
 from fixpack.patchtext import normalize_text
@@ -108,8 +109,12 @@ def test_edit_then_refresh_changes_only_the_edited_line(pack3):
                                                              "profiles/p1.lock"]
     assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()  # the change changed: bumped once
     git(work, "commit", "-q", "--amend", "-m", "Reworded only")  # a refresh again: still v2, the message new
-    # the lock fingerprints the change, not its words: a reworded message rewrites the patch alone
-    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch"]
+    # the lock fingerprints the change, not its words: a reworded message rewrites the patch, and in the
+    # lock only the shortcut to the patch bytes (patch_bytes_sha256), no fingerprint
+    locked = read_lock(load_profile(load_pack(builder.pack), "p1"))
+    assert refresh_from_work(builder.pack, "b").outcome.written == ["fixes/b/0001-change.patch", "profiles/p1.lock"]
+    relocked = read_lock(load_profile(load_pack(builder.pack), "p1"))
+    assert relocked.fixes == locked.fixes and relocked.fix("b").patch_bytes_sha256 != locked.fix("b").patch_bytes_sha256
     assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()
     engine.check_lock_fresh(builder.request(clean))
     assert stale_patches(load_pack(builder.pack)) == []

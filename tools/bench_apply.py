@@ -379,6 +379,11 @@ def make_tools(wl: Workload) -> list[Tool]:
         for p in patches:
             sh(["patch", "-p1", "-F0", "--no-backup-if-mismatch", "--batch", "-s", "-i", p], root)
 
+    def gnu_patch_sync(root: Path) -> None:  # as durable as the engine's writes: the data and the renames on disk
+        gnu_patch(root)
+        touched = [root / t for t in wl.touched]
+        sh(["sync", *sorted({str(t.parent) for t in touched}), *(str(t) for t in touched if t.exists())], root)
+
     def git_init(root: Path) -> None:
         sh(["git", "init", "-q"], root)
 
@@ -398,6 +403,8 @@ def make_tools(wl: Workload) -> list[Tool]:
     missing = "not installed (apt-get install -y {0})"
     return [
         Tool("patch", "GNU patch -p1 -F0, per patch", None, gnu_patch, "" if have["patch"] else missing.format("patch")),
+        Tool("patch-sync", "GNU patch per patch, then sync", None, gnu_patch_sync,
+             "" if have["patch"] else missing.format("patch")),
         Tool("git-each", "git apply, per patch", git_init, git_each, "" if have["git"] else missing.format("git")),
         Tool("git-all", "git apply, all at once", git_init, git_all, "" if have["git"] else missing.format("git")),
         Tool("quilt", "quilt push -a", None, quilt, "" if have["quilt"] else missing.format("quilt")),
@@ -637,10 +644,11 @@ def python_start(repeat: int) -> dict[str, float]:
     """The floor of any whole-process figure: an interpreter that does nothing, and one importing the CLI + engine."""
     out = {}
     for key, code in (("python -c pass", "pass"),
+                      ("the stdlib it needs (floor)", "import pathlib, tomllib, json, hashlib, re, typing, enum, os"),
                       ("import cli_fast, engine (image)", "import fixpack.cli_fast, fixpack.engine"),
                       ("import cli, engine (click)", "import fixpack.cli, fixpack.engine")):
-        runs = [proc_run([PYTHON[0], "-c", code])[0] for _ in range(max(3, repeat))]
-        out[key] = statistics.median(runs)
+        runs = [proc_run([PYTHON[0], "-c", code])[0] for _ in range(max(7, repeat))]
+        out[key] = min(runs)  # a floor: the least of several runs (noise only adds)
     return out
 
 
@@ -654,7 +662,7 @@ def print_real(real: dict[str, Any], start: dict[str, float]) -> None:
         print(f"  {labels[key]:<40} {m['median']:9.4f} {m['min']:8.4f} {m['max']:8.4f} {real['rss_mib'][key]:13.1f}"
               f"   {real['last_lines'].get(key, '')[:60]}")
     for k, v in start.items():
-        print(f"  {'python start: ' + k:<40} {v:9.4f}")
+        print(f"  {'python start (min): ' + k:<40} {v:9.4f}")
     for n in real["notes"]:
         print(f"  NOTE: {n}")
 
@@ -672,6 +680,10 @@ def print_goals(results: list[dict[str, Any]], real: dict[str, Any] | None) -> b
     rows.append(("vllm20: whole-process apply within 2x of the GNU patch loop",
                  f"{pa:.3f} s vs {gp:.3f} s = {pa / gp:.2f}x" if pa and gp else "not measured",
                  pa / gp <= 2 if pa and gp else None))
+    gps = med("vllm20", "patch-sync")
+    rows.append(("  (context) vllm20: whole-process apply against the GNU patch loop followed by a sync of the "
+                 "touched files and folders (what the engine's fsyncs give)",
+                 f"{pa:.3f} s vs {gps:.3f} s = {pa / gps:.2f}x" if pa and gps else "not measured", None))
     st = real["times"]["real.status"]["median"] if real else None
     rows.append(("v0.30.0 (real release, applied): whole-process status under 60 ms",
                  f"{st * 1000:.0f} ms" if st else "not measured", st < 0.060 if st else None))
@@ -697,7 +709,7 @@ def print_goals(results: list[dict[str, Any]], real: dict[str, Any] | None) -> b
         rows.append(("peak RSS flat with tree size", "needs --workload all", None))
     print("\n== issue #13 goals (medians of this run; a shared 2-core machine is noisy: see min/max above)")
     for goal, fig, ok in rows:
-        verdict = "n/a" if ok is None else ("MET" if ok else "NOT MET")
+        verdict = ("info" if goal.startswith("  (") else "n/a") if ok is None else ("MET" if ok else "NOT MET")
         print(f"  [{verdict:^7}] {goal}: {fig}")
     return all(ok is not False for _g, _f, ok in rows)
 

@@ -1,0 +1,251 @@
+"""The transaction that writes a run: every change journalled (backups, then ``journal.json``), written
+atomically, and rolled back inside the same run when a write fails (:func:`write_transaction`); the checks
+before it (writable, enough space). The journal's format and the recovery are :mod:`fixpack.state`'s.
+
+A write that fails part-way (no space, read-only file system, permission, I/O error) is rolled back from
+the journal, then raised as an :class:`EnvironmentProblem` (exit 5) naming the file and the errno.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import EnvironmentProblem, FixpackError
+from .fsio import (
+    FileChange,
+    atomic_write,
+    exists,
+    fault_point,
+    fsync_dir,
+    link_or_copy,
+    make_parents,
+    pycache_files,
+    remove_file,
+    state_dir,
+    unlink,
+    unlink_quietly,
+)
+from .records import dumps
+from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path, recover
+
+# --- checks before writing ------------------------------------------------------------------------
+
+def check_writable(root: Path, changes: list[FileChange]) -> None:
+    """Raise EnvironmentProblem, before anything is written, if a file or its folder is read-only."""
+    problems = []
+    for c in changes:
+        dest = root / c.path
+        folder = dest.parent
+        while not folder.exists():
+            folder = folder.parent
+        if not os.access(folder, os.W_OK) or (dest.exists() and not os.access(dest, os.W_OK)):
+            problems.append(str(dest))
+        elif pycache_files(dest) and not os.access(dest.parent / "__pycache__", os.W_OK):
+            problems.append(str(dest.parent / "__pycache__"))  # its stale bytecode could not be removed
+    if not os.access(root, os.W_OK):
+        problems.insert(0, str(root))
+    if problems:
+        raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "
+                                 f"system): {', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}; nothing "
+                                 f"was changed. Run where it may be written, or apply to a writable copy")
+
+
+def space_needed(root: Path, changes: list[FileChange], block: int) -> int:
+    """Bytes a transaction may need at its peak: a backup of every file it replaces, every new file's
+    bytes, the journal, each rounded up to whole blocks (an upper bound: cheap, and the bytes to
+    write are in memory)."""
+    def blocks(n: int) -> int:
+        return (n + block - 1) // block * block + block
+
+    need = blocks(len(dumps({"entries": [{"path": c.path} for c in changes]})) * 2)
+    for c in changes:
+        dest = root / c.path
+        if dest.is_file() and not dest.is_symlink():
+            need += blocks(dest.stat().st_size)
+        need += blocks(len(c.data)) if c.data is not None else 0
+    return need
+
+
+def check_free_space(root: Path, changes: list[FileChange]) -> None:
+    """Raise EnvironmentProblem before anything is written when the file system cannot hold the run."""
+    st = os.statvfs(root)
+    block = st.f_frsize or st.f_bsize or 4096
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * block
+    need = space_needed(root, changes, block)
+    inodes_short = st.f_files > 0 and (st.f_ffree if os.geteuid() == 0 else st.f_favail) < 2 * len(changes) + 4
+    if need > free or inodes_short:
+        what = f"{need // 1024} KiB" if need > free else f"{2 * len(changes) + 4} inodes"
+        raise EnvironmentProblem(f"{root}: not enough space on its file system for this run (needs up to {what}, "
+                                 f"{free // 1024} KiB free); nothing was changed. Free space and run again")
+
+
+# --- the transaction ------------------------------------------------------------------------------
+
+_ADVICE = {errno.ENOSPC: "free space on its file system", errno.EDQUOT: "free space or raise the quota",
+           errno.EROFS: "remount it read-write", errno.EACCES: "run as a user who may write it",
+           errno.EPERM: "run as a user who may write it (or clear an immutable flag)",
+           errno.EIO: "check the disk"}
+
+
+def _io_message(exc: OSError, where: Path) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "?")
+    return f"{where}: {os.strerror(exc.errno) if exc.errno else exc} ({name})"
+
+
+def _advice(exc: OSError) -> str:
+    return _ADVICE.get(exc.errno or 0, "remove the cause")
+
+
+def write_transaction(root: Path, changes: list[FileChange]) -> None:
+    """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
+    and a failed write is rolled back before this returns (EnvironmentProblem, exit 5).
+
+    The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
+    """
+    # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
+    # run leaves the .pyc files as they were too
+    changes = changes + _stale_bytecode(root, changes)
+    check_free_space(root, changes)
+    folder = state_dir(root)
+    journal = folder / JOURNAL
+    where = folder
+    discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
+    try:
+        make_parents(folder / BACKUPS)
+        where = folder / BACKUPS
+        entries, dirs = _back_up(root, changes)
+        fault_point()
+        where = journal
+        atomic_write(journal, dumps({"entries": entries, "dirs": dirs}), 0o644)
+    except OSError as exc:
+        _abandon(root)
+        raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the target was "
+                                 f"changed. {_advice(exc).capitalize()} and run again") from exc
+    fault_point()
+    where = journal
+    try:
+        written: set[Path] = set()
+        for c in changes:
+            where = root / c.path
+            if c.data is None:
+                remove_file(where)
+                if where.parent.name != "__pycache__" or _module_gone(where):
+                    _prune_empty(root, where.parent)
+            else:
+                atomic_write(where, c.data, c.mode, sync_dir=False)
+                written.add(where.parent)
+            fault_point()
+        for parent in sorted(written):  # once per folder, before the journal goes: until then a crash rolls back
+            where = parent
+            fsync_dir(parent)
+        where = journal
+        unlink(journal)
+    except OSError as exc:
+        _roll_back(root, exc, where)
+    try:
+        fsync_dir(folder)
+    except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
+        pass
+    fault_point()
+    _dropbackups_dir(folder / BACKUPS)
+
+
+def _dropbackups_dir(backups: Path) -> None:
+    """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
+    shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
+    (a folder planted there, a failing disk) is left for the next run
+    (:func:`fixpack.state.discard_leftovers`)."""
+    try:
+        with os.scandir(backups) as entries:
+            for entry in entries:
+                os.unlink(entry.path)  # never follows a link; a folder raises and is left
+        os.rmdir(backups)
+    except OSError:
+        pass
+
+
+def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:
+    paths = {c.path for c in changes}
+    out = []
+    for c in changes:
+        for pyc in pycache_files(root / c.path):
+            rel = pyc.relative_to(root).as_posix()
+            if rel not in paths:
+                paths.add(rel)
+                out.append(FileChange(rel, None))
+    return out
+
+
+def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]], list[str]]:
+    entries = []
+    dirs: set[str] = set()
+    backups = backups_dir(root)
+    for i, c in enumerate(changes):
+        dest = root / c.path
+        existed = dest.is_file() and not dest.is_symlink()
+        entry: dict[str, Any] = {"path": c.path, "existed": existed, "backup": i, "mode": None, "owner": None,
+                                 "sha256": None}
+        if existed:
+            st = dest.stat()
+            data = dest.read_bytes()
+            entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
+                         sha256=hashlib.sha256(data).hexdigest())
+            link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
+        elif c.data is not None:
+            dirs |= _missing_dirs(root, dest.parent)
+        entries.append(entry)
+    fsync_dir(backups)  # one folder sync for every backup, before the journal that names them
+    return entries, sorted(dirs)
+
+
+def _missing_dirs(root: Path, folder: Path) -> set[str]:
+    out = set()
+    while folder != root and not exists(folder):
+        out.add(folder.relative_to(root).as_posix())
+        folder = folder.parent
+    return out
+
+
+def _module_gone(pyc: Path) -> bool:
+    """The source of a ``__pycache__/<module>.<tag>.pyc`` was removed: its ``__pycache__`` (and a package
+    folder left empty) may go too, as when a component is uninstalled."""
+    return not exists(pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py"))
+
+
+def _prune_empty(root: Path, folder: Path) -> None:
+    """Remove folders a deletion left empty, up to the root, as ``git apply`` does: a revert of a fix
+    that added ``pkg/new/x.py`` leaves no ``pkg/new/`` (a release copy has no empty folders)."""
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty: done
+            return
+        folder = folder.parent
+
+
+def _abandon(root: Path) -> None:
+    """After a failure before the journal existed: remove the backups and temp files (the target is
+    untouched)."""
+    try:
+        unlink_quietly(journal_path(root))  # written, but its folder's fsync failed: no file was touched
+        discard_leftovers(root)
+    except (OSError, FixpackError):  # still failing (read-only now): the next run removes them
+        pass
+
+
+def _roll_back(root: Path, exc: OSError, where: Path) -> None:
+    """A write failed part-way: put every file back from the journal now, then report the failure."""
+    try:
+        recover(root)
+    except (OSError, FixpackError) as again:
+        raise EnvironmentProblem(
+            f"{_io_message(exc, where)} while writing; rolling back failed too ({again}). The journal "
+            f"{journal_path(root)} is left: {_advice(exc)}, then run fixpack again (apply or revert): it rolls "
+            f"the target back to its bytes before this run first") from exc
+    raise EnvironmentProblem(f"{_io_message(exc, where)} while writing; the run was rolled back: the target holds "
+                             f"its bytes from before the run. {_advice(exc).capitalize()} and run again") from exc
