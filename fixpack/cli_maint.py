@@ -4,6 +4,7 @@ when one of them is named, so that an image's ``apply`` never imports what they 
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
 from .errors import EXIT_BAD_INPUT, BadInputError
+from .runlock import pack_lock
 
 CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack)."
 
@@ -65,12 +67,13 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             given = _fetch_missing(root, profile, given, tuple(only_targets), progress)
         req = engine.Request(pack_root=root, profile=profile, roots=given, only_targets=tuple(only_targets),
                              env_root=copies_root, lock_wait=lock_wait)
-        with progress.step(f"fingerprinting the chain of profile {profile}"):
-            lock, prof = engine.fingerprint_chain(req)
-        if check:
-            lockfile.check_fresh(prof, lock)
-        else:
-            lockfile.write(prof, lock)
+        with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
+            with progress.step(f"fingerprinting the chain of profile {profile}"):
+                lock, prof = engine.fingerprint_chain(req)
+            if check:
+                lockfile.check_fresh(prof, lock)
+            else:
+                lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check,
@@ -195,8 +198,10 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
     from .pack_tools import rewrite_patches, stale_patches
 
     with outcome(as_json, "format"):
-        pack = load_pack(pack_root or default_pack_root())
-        paths = stale_patches(pack) if check else rewrite_patches(pack)
+        root = pack_root or default_pack_root()
+        with pack_lock(root) if not check else nullcontext():  # one writer of the pack at a time
+            pack = load_pack(root)
+            paths = stale_patches(pack) if check else rewrite_patches(pack)
     failed = check and bool(paths)
     error = "patches not in their deterministic form; run `fixpack format` and commit" if failed else ""
     if as_json:
@@ -254,7 +259,8 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                                     f"copy)")
             path = fixes[fid].for_profile(profile).patches[0].path if fixes[fid].patches else None
             before = path.read_bytes() if path is not None and path.is_file() else None
-            written = refresh(root, profile, fid, parsed[target])
+            with pack_lock(root):  # one writer of the pack at a time
+                written = refresh(root, profile, fid, parsed[target])
             changed = written.read_bytes() != before
             (done if changed else unchanged).append(str(written))
             if not as_json:

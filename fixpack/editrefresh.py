@@ -22,10 +22,11 @@ from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
-from .packupdate import Outcome, pack_lock, update
+from .packupdate import Outcome, update
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
+from .runlock import pack_lock
 from .structs import dataclass, field
 from .tree import decode
 

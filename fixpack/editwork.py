@@ -24,9 +24,10 @@ from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, Profile
-from .packupdate import lay_patch, pack_lock, recover_pack
+from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progress import QUIET, Progress
+from .runlock import pack_lock
 from .safepath import STATE_DIR
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts

@@ -25,10 +25,11 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
-from .packupdate import lay, pack_lock, update
+from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progress import QUIET, Progress
+from .runlock import pack_lock
 from .states import State
 from .structs import replace
 from .tree import Tree, decode

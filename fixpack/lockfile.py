@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import ConflictError, MismatchError, StaleLockError
+from .fsio import atomic_write
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .state import read_manifest
@@ -130,7 +131,7 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
 
 
 def write(profile: Profile, lock: Lock) -> Path:
-    profile.lock_path.write_bytes(dumps(lock.to_json()))
+    atomic_write(profile.lock_path, dumps(lock.to_json()), 0o644)  # whole or not at all, never half a lock
     return profile.lock_path
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .fsio import atomic_write
 from .model import Fix, Pack, PatchFile
 from .patchtext import normalized
 
@@ -33,7 +34,7 @@ def rewrite_patches(pack: Pack) -> list[Path]:
     changed = stale_patches(pack)
     for path in changed:
         fix = next(f for f in pack.fixes.values() if any(p.path == path for p in _all_patches(f)))
-        path.write_bytes(normalized(fix, path).encode("utf-8", "surrogateescape"))
+        atomic_write(path, normalized(fix, path).encode("utf-8", "surrogateescape"), 0o644)
     return changed
 
 
@@ -73,7 +74,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
             with tempfile.TemporaryDirectory(prefix="fixpack-refresh-") as tmp:
                 body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)],
                                   [path.name])[0]
-            path.write_bytes(write_patches(fix, [body])[path.name])
+            atomic_write(path, write_patches(fix, [body])[path.name], 0o644)
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

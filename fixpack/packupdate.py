@@ -59,20 +59,6 @@ class Outcome:
         return bool(self.written)
 
 
-PACK_WAIT = 600.0  # seconds a refresh or import waits for another one writing the same pack
-
-
-@contextmanager
-def pack_lock(pack_root: Path, progress: Progress = QUIET) -> Iterator[None]:
-    """Hold the pack's run lock (a ``flock`` on its folder) from reading the pack to writing it: two
-    refreshes or imports at once each wrote the series and the profile as they had read them, and the
-    one that wrote last dropped the other's fix (and each would roll back the other's journal)."""
-    from .runlock import run_lock
-
-    with run_lock(pack_root, wait=PACK_WAIT, progress=progress):
-        yield
-
-
 def recover_pack(pack_root: Path) -> None:
     """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``)."""
     if leftover_journal(pack_root):

@@ -23,12 +23,13 @@ DEFAULT_WAIT = 10.0  # seconds a run waits for another one's lock, unless the ca
 
 @contextmanager
 def run_lock(root: Path, shared: bool = False, wait: float = DEFAULT_WAIT,
-             progress: Progress = QUIET) -> Iterator[None]:
+             progress: Progress = QUIET, how_long: str = "--lock-wait, $FIXPACK_LOCK_WAIT") -> Iterator[None]:
     """Hold the run lock of ``root``: exclusively to write, shared to read a consistent state.
 
     The lock is a ``flock`` on the root folder, opened without following a link. Waits up to ``wait``
     seconds for another run, then raises BusyError (exit 5). ``progress`` hears when the run starts
-    waiting (the flock names no holder: the folder and the time left are what can be said).
+    waiting (the flock names no holder: the folder and the time left are what can be said);
+    ``how_long`` is what sets the wait, for the messages.
     """
     try:
         fd = os.open(root.resolve(), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -36,13 +37,13 @@ def run_lock(root: Path, shared: bool = False, wait: float = DEFAULT_WAIT,
         raise EnvironmentProblem(f"{root}: cannot open the target's folder to lock it ({exc.strerror}); run as a "
                                  f"user who may read it") from exc
     try:
-        _acquire(fd, root, shared, wait, progress)
+        _acquire(fd, root, shared, wait, progress, how_long)
         yield
     finally:
         os.close(fd)  # releases the flock
 
 
-def _acquire(fd: int, root: Path, shared: bool, wait: float, progress: Progress = QUIET) -> None:
+def _acquire(fd: int, root: Path, shared: bool, wait: float, progress: Progress, how_long: str) -> None:
     deadline = time.monotonic() + wait
     told = False
     while True:
@@ -51,12 +52,25 @@ def _acquire(fd: int, root: Path, shared: bool, wait: float, progress: Progress 
             return
         except BlockingIOError as exc:
             if time.monotonic() >= deadline:
-                raise BusyError(f"another fixpack run holds the lock on {root} (waited {wait:g} s; --lock-wait, "
-                                f"$FIXPACK_LOCK_WAIT); wait for it to finish and run again") from exc
+                raise BusyError(f"another fixpack run holds the lock on {root} (waited {wait:g} s; {how_long}); "
+                                f"wait for it to finish and run again") from exc
             if not told:
                 told = True
                 progress.note(f"waiting for another fixpack run that holds the lock on {root} (up to {wait:g} s; "
-                              f"--lock-wait, $FIXPACK_LOCK_WAIT)")
+                              f"{how_long})")
             time.sleep(0.02)
 
 
+PACK_WAIT = 600.0  # seconds a refresh or import waits for another one writing the same pack
+
+
+@contextmanager
+def pack_lock(pack_root: Path, progress: Progress = QUIET) -> Iterator[None]:
+    """Hold the pack's run lock (a ``flock`` on its folder) from reading the pack to writing it, for
+    every command that writes the pack's files (refresh, import, lock, format, edit --abort's
+    rollback): two refreshes or imports at once each wrote the series and the profile as they had read
+    them, and the one that wrote last dropped the other's fix (and each would roll back the other's
+    journal)."""
+    with run_lock(pack_root, wait=PACK_WAIT, progress=progress,
+                  how_long="a command writing the pack waits for another one that long"):
+        yield

@@ -202,7 +202,7 @@ def test_edit_abort_and_refresh_take_a_fix_id_never_a_path_nor_a_planted_edit_fo
 
 def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monkeypatch):  # noqa: F811
     # two at once each wrote fixes/series and the profile as they had read them: one new fix was lost
-    from fixpack import packupdate
+    from fixpack import runlock
     from fixpack.errors import BusyError
     from fixpack.runlock import run_lock
 
@@ -212,7 +212,7 @@ def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monk
     git(work, "commit", "-qa", "--amend", "--no-edit")
     mail = builder.base / "in.patch"
     mail.write_text((builder.pack / "fixes/c/0001-change.patch").read_text())
-    monkeypatch.setattr(packupdate, "PACK_WAIT", 0.2)
+    monkeypatch.setattr(runlock, "PACK_WAIT", 0.2)
     before = pack_bytes(builder.pack)
     with run_lock(builder.pack):  # another refresh, writing
         with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
@@ -221,6 +221,29 @@ def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monk
             import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert pack_bytes(builder.pack) == before
     assert refresh_from_work(builder.pack, "b").outcome.changed  # once it is done
+
+
+@pytest.mark.parametrize("argv", [["lock", "--profile", "p1", "--root", "demo={clean}"], ["format"],
+                                  ["refresh", "--profile", "p1", "--root", "demo={clean}", "b"]])
+def test_every_command_writing_the_pack_waits_for_another(pack3, monkeypatch, argv):  # noqa: F811
+    """lock, format and refresh on a chain wrote the pack without its lock: beside a refresh or an
+    import they could each write what they had read. Each waits now, then gives up writing nothing."""
+    from click.testing import CliRunner
+
+    from fixpack import cli, runlock
+
+    builder, clean = pack3
+    (builder.pack / "fixes/b/0001-change.patch").write_text(
+        (builder.pack / "fixes/b/0001-change.patch").read_text().replace("Subject: [PATCH]", "Subject:  [PATCH]"))
+    monkeypatch.setattr(runlock, "PACK_WAIT", 0.2)
+    before = pack_bytes(builder.pack)
+    args = [a.format(clean=clean) for a in argv] + ["--pack", str(builder.pack)]
+    with runlock.run_lock(builder.pack):  # another command writing the pack
+        res = CliRunner().invoke(cli.main, args)
+    assert res.exit_code == 5, res.output
+    assert "another fixpack run holds the lock on" in res.output and "a command writing the pack" in res.output
+    assert "--lock-wait" not in res.output  # not what sets this wait
+    assert pack_bytes(builder.pack) == before
 
 
 def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abort(pack3):  # noqa: F811
