@@ -29,6 +29,7 @@ from .cli_common import (
 from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
+from .runlock import pack_lock
 
 OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broken": "red", "upstreamed": "blue"}
 
@@ -81,7 +82,9 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         raise click.UsageError("--continue, --abort and --undo exclude each other")
     if undo:
         with outcome(as_json, "rebase", profile):
-            restored = rebase.undo((pack_root or default_pack_root()).resolve(), name)
+            root = (pack_root or default_pack_root()).resolve()
+            with pack_lock(root):  # one writer of the pack at a time
+                restored = rebase.undo(root, name)
         _say_restored("undo", profile, restored, as_json)
         return
     if not (cont or abort) and not profile:
@@ -92,12 +95,14 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
             work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
             allow_unproven=allow_unproven, progress=CliProgress(as_json))
-        if abort:
-            restored = rebase.abort(req)
-        else:
-            what = "resuming the rebase" if cont else f"rebasing profile {profile} onto {to_version or 'its --root'}"
-            with _working(what):
-                result = rebase.resume(req) if cont else rebase.start(req)
+        with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing
+            if abort:
+                restored = rebase.abort(req)
+            else:
+                onto = to_version or "its --root"
+                what = "resuming the rebase" if cont else f"rebasing profile {profile} onto {onto}"
+                with _working(what):
+                    result = rebase.resume(req) if cont else rebase.start(req)
     if abort:
         _say_restored("abort", profile, restored, as_json)
         return

@@ -224,9 +224,11 @@ def test_a_refresh_or_import_waits_for_another_writing_the_same_pack(pack3, monk
 
 
 @pytest.mark.parametrize("argv", [["lock", "--profile", "p1", "--root", "demo={clean}"], ["format"],
-                                  ["refresh", "--profile", "p1", "--root", "demo={clean}", "b"]])
+                                  ["refresh", "--profile", "p1", "--root", "demo={clean}", "b"],
+                                  ["rebase", "--profile", "p1", "--root", "demo={clean}", "--name", "p2"],
+                                  ["rebase", "--undo", "--name", "p2"]])
 def test_every_command_writing_the_pack_waits_for_another(pack3, monkeypatch, argv):  # noqa: F811
-    """lock, format and refresh on a chain wrote the pack without its lock: beside a refresh or an
+    """lock, format, refresh on a chain and rebase wrote the pack without its lock: beside a refresh or an
     import they could each write what they had read. Each waits now, then gives up writing nothing."""
     from click.testing import CliRunner
 
