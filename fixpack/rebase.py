@@ -157,6 +157,9 @@ def _run(session: Session) -> RebaseResult:
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
     result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
+    result.components = [{"id": c.id, "version": c.version, "target": c.target, "path": str(
+        c.path.relative_to(session.pack_root) if c.path.is_relative_to(session.pack_root) else c.path)}
+        for c in old.components]
     if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
         result.status = "conflicts"
         session.state["phase"] = "conflicts"

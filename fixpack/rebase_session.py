@@ -151,6 +151,8 @@ class RebaseResult:
     work: Path
     written: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    # the old profile's components, carried into the new one as they are (id, version, target, path)
+    components: list[dict[str, str]] = field(default_factory=list)
     report_md: Path | None = None
     report_json: Path | None = None
     markdown: str = ""
@@ -163,7 +165,8 @@ class RebaseResult:
         return {"schema": REPORT_SCHEMA, "tool_version": __version__, "command": "rebase",
                 "from_profile": self.from_profile, "to_profile": self.to_profile, "status": self.status,
                 "exit_code": self.exit_code, "work": str(self.work), "targets": [t.as_dict() for t in self.targets],
-                "fixes": [f.as_dict() for f in self.fixes], "written": self.written, "next_steps": self.next_steps,
+                "fixes": [f.as_dict() for f in self.fixes], "components": self.components,
+                "written": self.written, "next_steps": self.next_steps,
                 "outcomes": OUTCOMES, "proofs": PROOFS}
 
 

@@ -123,6 +123,9 @@ def next_steps(session: Session, result: RebaseResult) -> list[str]:
     for p in result.targets:
         if not p.rebased:
             steps.append(f"update the pin of target {p.spec.name} in profiles/{new}.toml ({p.note})")
+    for c in result.components:
+        steps.append(f"check that component {c['id']} {c['version']} supports this release (its own tests and "
+                     f"build gates, {c['path']}), or remove [components.{c['id']}] from profiles/{new}.toml")
     steps.append(f"prove it: `fixpack prove --profile {new} --python <a venv with the new release>`; then commit")
     return steps
 
@@ -155,6 +158,13 @@ def render_markdown(result: RebaseResult) -> str:
         for o in moved:
             what = "line numbers / context only" if o.patch == "moved" else "the change itself changed"
             lines += [f"### {o.id} ({what})", "", "```diff", o.interdiff.rstrip("\n"), "```", ""]
+    if result.components:
+        onto = ", ".join(f"{p.spec.name} {p.new.version}" for p in result.targets if p.new)
+        lines += ["## Components (carried as they are)", "", "| component | version | target | source | note |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {c['id']} | {c['version']} | {c['target']} | {_cell(c['path'])} | carried into the new "
+                  f"profile; its files are fingerprinted in the new lock; **not proven** on {onto}: the "
+                  f"component's own tests decide |" for c in result.components] + [""]
     if result.written:
         lines += ["## Written", ""] + [f"- {w}" for w in result.written] + [""]
     lines += ["## Next steps", ""] + [f"{i}. {s}" for i, s in enumerate(result.next_steps, 1)]

@@ -435,3 +435,29 @@ def test_a_finished_rebase_can_be_undone_and_only_when_unchanged(pack):
     assert pack_files(b) == before
     with pytest.raises(BadInputError, match="no finished rebase to undo"):
         rebase.undo(b.pack)
+
+
+def test_components_are_carried_and_named_in_the_report(builder, tmp_path):
+    """The old profile's components go into the new profile and its lock as they are; the report names
+    each one as carried but not proven on the new release, with a next step (nothing says a component
+    supports a release it was not tested on)."""
+    from test_components import component_table, make_plugin
+
+    b = builder
+    old = b.tree("old", {MOD: BASE})
+    b.add_fix("one", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
+    b.profile(["one"])
+    make_plugin(b.pack / "plug")
+    prof = b.pack / "profiles" / "p1.toml"
+    prof.write_text(prof.read_text() + component_table("plug"))
+    b.lock(old)
+    commit_pack(b)
+    r = rebase.start(req(b, old, new_release(b, {MOD: BASE})))
+    assert r.status == "done"
+    new = load_profile(load_pack(b.pack), "v2.0")
+    assert [(c.id, c.version, c.target, c.requires) for c in new.components] == [("tiny-plug", "0.3.0", "demo", ("one",))]
+    lock = json.loads((b.pack / "profiles/v2.0.lock").read_text())
+    assert [c["id"] for c in lock["components"]] == ["tiny-plug"] and lock["components"][0]["files"]
+    assert r.as_dict()["components"] == [{"id": "tiny-plug", "version": "0.3.0", "target": "demo", "path": "plug"}]
+    assert "## Components (carried as they are)" in r.markdown and "**not proven** on demo 2.0" in r.markdown
+    assert any("component tiny-plug 0.3.0 supports this release" in s for s in r.next_steps)
