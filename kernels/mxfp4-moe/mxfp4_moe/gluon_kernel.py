@@ -13,6 +13,9 @@ In partials mode (a TP-split card's share) two launches: the down GEMM stores ea
 itself (the last program of a tile adds its K parts) and zeroes the rows of pairs whose expert is on
 another card.
 
+With ``persistent`` (config, off by default: measured slower, README "third round") each GEMM is a flat grid
+of resident programs walking the (slot, row block, K part) items instead of one program per item.
+
 A GEMM program (slot p, tile row block n, K split k) is one warp. It takes the expert of routing slot p
 when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it ends
 at once: no loads, no mma), and computes the tile's rows for the expert's tokens (at

@@ -657,7 +657,8 @@ MMA_CONFIG = {
 # the gluon kernels (gluon_kernel.experts_forward): their tiles are the weights' (ExpertWeights.tiles, a
 # load-time choice); ctas_per_sm sizes the down GEMM's K split, gate_up_per_sm the gate/up GEMM's (split
 # while min(pairs, local experts) x row blocks x split stays under it per SM; 32 measured better than 16 for
-# EP shares, README); pdl: programmatic dependent launch (sm_90+)
+# EP shares, README); pdl: programmatic dependent launch (sm_90+); persistent: N > 0 runs each GEMM as a flat
+# grid of at most N resident programs per SM walking the items (slower on the H200, README "third round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0}
 
 
