@@ -13,6 +13,9 @@ In partials mode (a TP-split card's share) two launches: the down GEMM stores ea
 itself (the last program of a tile adds its K parts) and zeroes the rows of pairs whose expert is on
 another card.
 
+With ``persistent`` (config, off by default: measured slower, README "third round") each GEMM is a flat grid
+of resident programs walking the (slot, row block, K part) items instead of one program per item.
+
 A GEMM program (slot p, tile row block n, K split k) is one warp. It takes the expert of routing slot p
 when this slot is the first naming it and the expert is on this card (as in kernel.py; otherwise it ends
 at once: no loads, no mma), and computes the tile's rows for the expert's tokens (at
@@ -241,17 +244,15 @@ def _scales(ws, BLOCK_N: gl.constexpr, JH: gl.constexpr, layout: gl.constexpr):
     return gl.convert_layout(gl.reshape(ws, [BLOCK_N, 4, JH]), layout)
 
 
-@gluon.jit(do_not_specialize=["T", "expert_base", "n_local"])
-def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n_local, out_numel,
-                 stride_am, stride_we, stride_se, stride_ym, stride_yk,
-                 K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
-                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SPLIT_K: gl.constexpr,
-                 GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
-                 ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
-                 PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
-                 stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False,
-                 ATOMIC_OUT: gl.constexpr = False):
-    """One program: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
+def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n_local,
+               out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
+               K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SPLIT_K: gl.constexpr,
+               GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
+               ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr, PEEL: gl.constexpr,
+               FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
+               ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr):
+    """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
     (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1), or
@@ -267,10 +268,6 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
-    _gdc_launch_dependents(GDC)
-    pid_p = gl.program_id(0)
-    pid_n = gl.program_id(1)
-    pid_k = gl.program_id(2)
     e, local, owns, chunk = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2, CHUNK)
     is_local = ((local >= 0) & (local < n_local)).to(gl.int32)
     local = gl.where(owns, local, 0)
@@ -376,7 +373,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                 # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
                 # it also puts the counter back to 0 for the next launch
                 _fence_gpu()
-                c_ptr = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+                c_ptr = cnt_ptr + pid_p * GRID_N + pid_n
                 done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
                 if done == SPLIT_K - 1:
                     _fence_gpu()
@@ -405,7 +402,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                 # partials mode: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores the
                 # pairs' rows to act_ptr (out [pairs, L]); the counter goes back to 0 (as in the gate/up fix-up)
                 _fence_gpu()
-                c_ptr2 = cnt_ptr + pid_p * gl.num_programs(1) + pid_n
+                c_ptr2 = cnt_ptr + pid_p * GRID_N + pid_n
                 done2 = gl.atomic_add(c_ptr2, 1, sem="acq_rel", scope="gpu")
                 if done2 == SPLIT_K - 1:
                     _fence_gpu()
@@ -428,6 +425,64 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             zl2: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
             zn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=zl2)
             gl.store(act_ptr + pid_p * stride_act + zn, gl.zeros([BLOCK_N], gl.float32, layout=zl2))
+
+
+
+# inlined into the one-item-a-program grid; a call in the persistent loop (inlined there, the compiler keeps
+# the first item's address tensors live across the loop: 106-127 registers against 80-84, Triton 3.9, sm_90)
+_gemm_tile = gluon.jit(_gemm_tile_fn)
+_gemm_tile_call = gluon.jit(noinline=True)(_gemm_tile_fn)
+
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "n_items"])
+def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n_local, out_numel,
+                 stride_am, stride_we, stride_se, stride_ym, stride_yk,
+                 K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, SPLIT_K: gl.constexpr,
+                 GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
+                 ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr = 0,
+                 PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
+                 stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False,
+                 ATOMIC_OUT: gl.constexpr = False, GRID_N: gl.constexpr = 1, PERSIST: gl.constexpr = False,
+                 DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None):
+    """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
+
+    Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
+    program g takes item g; with DYNAMIC (more items than resident programs) it then takes the next items
+    from a counter (sched_ptr[0], fetched one item ahead so that its latency overlaps the tile), and the last
+    program to finish (sched_ptr[1] counts them) puts both counters back to 0, so no program is launched
+    per item and an idle item (a slot that owns no expert) costs its routing only. Every persistent program
+    waits for the previous kernel before it ends, so a kernel's completion implies its predecessor's (the
+    counters' reuse by the next launch relies on that)."""
+    _gdc_launch_dependents(GDC)
+    if PERSIST:
+        P = T * TOPK
+        G = gl.num_programs(0)
+        i = gl.program_id(0)
+        _gemm_tile_call(i % P, (i // P) % GRID_N, i // P // GRID_N, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T,
+                   expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
+                   K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3, ZERO_BLOCK,
+                   GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N)
+        _gdc_wait(GDC)  # the counters below are the previous launch's until its successor has completed
+        if DYNAMIC:
+            i = gl.atomic_add(sched_ptr, 1, sem="relaxed", scope="gpu") + G
+            while i < n_items:
+                nxt = gl.atomic_add(sched_ptr, 1, sem="relaxed", scope="gpu") + G
+                _gemm_tile_call(i % P, (i // P) % GRID_N, i // P // GRID_N, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                           out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
+                           stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
+                           GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
+                           stride_act, CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N)
+                i = nxt
+            fin = gl.atomic_add(sched_ptr + 1, 1, sem="acq_rel", scope="gpu")
+            if fin == G - 1:
+                gl.atomic_xchg(sched_ptr, 0, sem="relaxed", scope="gpu")
+                gl.atomic_xchg(sched_ptr + 1, 0, sem="relaxed", scope="gpu")
+    else:
+        _gemm_tile(gl.program_id(0), gl.program_id(1), gl.program_id(2), a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                   out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
+                   stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
+                   ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
+                   ATOMIC_OUT, GRID_N)
 
 
 def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool, str]:
@@ -455,6 +510,39 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     return bufs[-1]
 
 
+_RESIDENT: dict = {}
+
+
+def resident_per_sm(n_regs: int, max_blocks: int = 32) -> int:
+    """One-warp programs an SM holds at ``n_regs`` registers a thread (sm_80/sm_90: 64K registers in four
+    partitions of 16K, allocated per warp in units of 256, at most 32 blocks an SM); 96 registers -> 20, as
+    Nsight Compute's "Block Limit Registers" reads for these kernels."""
+    per_warp = -(-n_regs * 32 // 256) * 256
+    return max(1, min(max_blocks, 4 * (16384 // per_warp)))
+
+
+def _launch(fn, grid: tuple[int, int, int], args: tuple, kw: dict, sms: int, persistent: int,
+            sched: torch.Tensor) -> tuple:
+    """Launch ``fn`` over the item space ``grid`` (slot, row block, K part): as that grid, or (persistent > 0)
+    as a flat grid of at most the programs that stay resident (from the compiled kernel's registers; a
+    positive int below 32 caps the programs per SM) walking the items (_gemm_kernel's PERSIST / DYNAMIC). Returns (the compiled kernel, the grid launched)."""
+    kw = kw | {"GRID_N": grid[1]}
+    n_items = grid[0] * grid[1] * grid[2]
+    if not persistent:
+        return fn[grid](*args, **kw), grid
+    dyn = kw | {"PERSIST": True, "DYNAMIC": True, "n_items": n_items, "sched_ptr": sched}
+    key = repr(sorted((k, repr(v)) for k, v in dyn.items() if not isinstance(v, torch.Tensor) and k != "n_items"))
+    key += repr([a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args])
+    if key not in _RESIDENT:
+        ck = fn.warmup(*args, grid=(1,), **dyn)
+        ck._init_handles()
+        _RESIDENT[key] = resident_per_sm(int(ck.n_regs))
+    progs = min(_RESIDENT[key], persistent) * sms
+    if n_items <= progs:  # one item a program: the plain grid, flattened
+        return fn[(n_items,)](*args, **(dyn | {"DYNAMIC": False})), (n_items,)
+    return fn[(progs,)](*args, **dyn), (progs,)
+
+
 def auto_split_gate_up(bound: int, grid_n: int, k_tiles: int, sms: int, programs_per_sm: int = 32,
                        min_iters: int = 2) -> int:
     """The gate/up GEMM's K split: doubled while the programs of ``bound`` experts (the most that can have
@@ -471,7 +559,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     split_down: int | None = None, pdl: bool = True, maxnreg: int | None = None,
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
-                    sum_parts_launch: bool = False, down_atomic: bool = True,
+                    sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -490,7 +578,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     kernel.combine_partials (the norm-combine is not run). Two launches: the down GEMM zeroes the rows of
     other cards' pairs and adds its K parts itself (the last program of each tile, a counter per tile), or
     with sum_parts_launch a third launch (kernel.sum_parts) does both; with down_atomic (and a down K split)
-    the gate/up kernel zeroes out and the down programs add their parts into it (atomics, no counters)."""
+    the gate/up kernel zeroes out and the down programs add their parts into it (atomics, no counters).
+    persistent: launch each GEMM as a flat grid of at most ``persistent`` one-warp programs per SM (and no
+    more than stay resident at the kernel's registers) that walk the (slot, row block, K part) items, taking
+    the next from a device counter once their first is done (0: one program per item, as before)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -554,7 +645,11 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if k1 % split1:
         raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
     grid_n2 = L // bn2
-    cnt = _counters(x.device, P * (grid_n1 + grid_n2))  # the gate/up's tile counters, then the down's
+    if not isinstance(persistent, int) or persistent < 0:
+        raise ValueError(f"persistent must be a non-negative integer (programs per SM, 0: off), got {persistent!r}")
+    # the two launches' item counters (persistent), then the gate/up's tile counters, then the down's
+    cnt = _counters(x.device, 4 + P * (grid_n1 + grid_n2))
+    sched1, sched2, cnt = cnt[0:2], cnt[2:4], cnt[4:]
     fixup = {}
     if split1 == 1:
         h, h_stride = act, (act.stride(0), 0)
@@ -564,13 +659,13 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         if not silu_launch:
             fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
-    launched = {}
-    launched["gate_up"] = _gemm_kernel[(P, grid_n1, split1)](
+    launched, grids = {}, {}
+    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (P, grid_n1, split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
-        x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride,
+        x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        **opts, **fixup)
+        **opts, **fixup), sms, persistent, sched1)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     down = {}
@@ -587,11 +682,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     else:
         y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
         y_stride = (y.stride(1), y.stride(0))
-    launched["down"] = _gemm_kernel[(P, grid_n2, split)](
+    launched["down"], grids["down"] = _launch(_gemm_kernel, (P, grid_n2, split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
-        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride,
+        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **down)
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **down),
+        sms, persistent, sched2)
     if partials and not down:
         sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
     elif not partials:
@@ -600,5 +696,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch.clear()
         last_launch.update(launched)
         last_launch["splits"] = (split1, split)
+        last_launch["grids"] = grids
         last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + (not down)
     return out

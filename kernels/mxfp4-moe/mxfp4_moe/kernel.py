@@ -657,8 +657,9 @@ MMA_CONFIG = {
 # the gluon kernels (gluon_kernel.experts_forward): their tiles are the weights' (ExpertWeights.tiles, a
 # load-time choice); ctas_per_sm sizes the down GEMM's K split, gate_up_per_sm the gate/up GEMM's (split
 # while min(pairs, local experts) x row blocks x split stays under it per SM; 32 measured better than 16 for
-# EP shares, README); pdl: programmatic dependent launch (sm_90+)
-GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32}
+# EP shares, README); pdl: programmatic dependent launch (sm_90+); persistent: N > 0 runs each GEMM as a flat
+# grid of at most N resident programs per SM walking the items (slower on the H200, README "third round")
+GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0}
 
 
 def default_config(decode: str) -> dict:
@@ -791,6 +792,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             compact_m=config.get("compact_m", 8),
                                             sum_parts_launch=config.get("sum_parts_launch", False),
                                             down_atomic=config.get("down_atomic", True),
+                                            persistent=config.get("persistent", 0),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -287,6 +287,39 @@ def test_muse_ep2tp4_shapes():
         assert res["combine_rel"] < 1e-2, res
 
 
+@pytest.mark.parametrize("persistent", [0, 1, 3, 32])
+def test_gluon_persistent_grid(persistent):
+    """The GEMMs as persistent grids: at most `persistent` one-warp programs per SM (1 and 3: many items per
+    program, taken from the device counter; 32: as many as stay resident) or one program per item (0);
+    batches across the token tiles, down and gate/up K splits, partials mode with and without the down
+    GEMM's atomics, three calls in a row (the item counters go back to 0)."""
+    from mxfp4_moe import gluon_kernel
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _medium(31, base=6)
+    ex_t = ex.to_tiled_layout()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for rep in range(3):
+        for tokens, cfg in ((1, {}), (9, {"split_down": 2}), (32, {"split_gate_up": 2}), (32, {})):
+            cfg = {**cfg, "persistent": persistent}
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 31000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"persistent {persistent} batch {tokens} {cfg} call {rep}")
+            grids = LAST_LAUNCH["grids"]
+            if persistent:
+                assert all(len(g) == 1 and g[0] <= persistent * sms for g in grids.values()), grids
+            else:
+                assert all(len(g) == 3 for g in grids.values()), grids
+        for tokens, down_atomic in ((1, True), (1, False), (32, True)):
+            res = check_tp_case(ex, tokens, 12, 4, 4, 31500 + tokens + 100 * rep, "cuda", "gluon",
+                                {"persistent": persistent, "down_atomic": down_atomic})
+            assert_ok(res, f"persistent {persistent} partials batch {tokens}")
+            assert res["combine_rel"] < 1e-2, res
+    torch.cuda.synchronize()
+    for bufs in gluon_kernel._COUNTERS.values():
+        assert int(bufs[-1].count_nonzero()) == 0  # item and tile counters all back to 0
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 @pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
 def test_gluon_launch_options_and_id_types(pdl, ids_dtype):
