@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
-from .patchfiles import check_binary, check_package_paths, load_patch
+from .patchfiles import Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
@@ -103,14 +103,14 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
             continue
         seen[line] = n
         order.append(line)
+    folders = {f.name for f in (root / "fixes").iterdir() if (f / "fix.toml").is_file()}  # one stat each
     for fix_id in order:
-        if not (root / "fixes" / fix_id / "fix.toml").is_file():
+        if fix_id not in folders:
             errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
                        "create the fix or remove the line")
-    for folder in sorted((root / "fixes").iterdir()):
-        if (folder / "fix.toml").is_file() and folder.name not in seen:
-            errors.add(f"fix {folder.name!r} is missing from the series", path, None,
-                       "add its id to fixes/series at its place in the order")
+    for name in sorted(folders - set(seen)):
+        errors.add(f"fix {name!r} is missing from the series", path, None,
+                   "add its id to fixes/series at its place in the order")
     return tuple(order)
 
 
@@ -154,14 +154,14 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
-    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    where = Where(path, lambda key: key_line(text, key))
     check_binary(folder, binary, where, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
     patches = tuple(p for p in (load_patch(folder, n, dict(binary), where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors, lazy)
                                  for sub in sorted(folder.iterdir())
-                                 if (sub / "variant.toml").is_file() and sub.name == (profile or sub.name)) if v)
+                                 if sub.name == (profile or sub.name) and (sub / "variant.toml").is_file()) if v)
     if len(errors.problems) > before:
         return None
     return Fix(
@@ -187,7 +187,7 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     if not isinstance(version, int) or version < 1:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
         return None
-    where = (path, key_line(text, "patches"), key_line(text, "binary"))
+    where = Where(path, lambda key: key_line(text, key))
     patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 

@@ -6,6 +6,7 @@ package folder. Every problem names its file and line.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,23 @@ if TYPE_CHECKING:
     from .diff import FilePatch
 
 BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
-Where = tuple[Path, int | None, int | None]  # fix.toml (or variant.toml), the lines of `patches` and [binary]
+
+
+class Where:
+    """A fix.toml (or variant.toml) and the lines of its ``patches`` key and ``[binary]`` table, looked
+    up by ``line_of`` (key -> 1-based line) only when a problem is reported: a pack of 500 fixes loaded
+    without a problem scans no text for lines."""
+
+    def __init__(self, path: Path, line_of: Callable[[str], int | None]) -> None:
+        self.path, self._line_of = path, line_of
+
+    @property
+    def patches_line(self) -> int | None:
+        return self._line_of("patches")
+
+    @property
+    def binary_line(self) -> int | None:
+        return self._line_of("binary")
 
 
 def check_binary(folder: Path, binary: tuple[tuple[str, str], ...], where: Where, errors: Collector) -> None:
@@ -26,14 +43,14 @@ def check_binary(folder: Path, binary: tuple[tuple[str, str], ...], where: Where
     for target_path, src in binary:
         problem = path_problem(target_path)
         if problem:
-            errors.add(f"[binary] target path {target_path!r}: {problem}", where[0], where[2])
+            errors.add(f"[binary] target path {target_path!r}: {problem}", where.path, where.binary_line)
         if src == BINARY_IN_PATCH:
             continue
         problem = path_problem(src)
         real = (folder / src).resolve()
         if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
             errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
-                       + (f" ({problem})" if problem else ""), where[0], where[2],
+                       + (f" ({problem})" if problem else ""), where.path, where.binary_line,
                        "put the file in the fix's folder and name it relative to it")
 
 
@@ -43,10 +60,10 @@ def load_patch(folder: Path, name: str, binary: dict[str, str], where: Where, er
     path = folder / name
     if Path(name).name != name:
         errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
-                   where[0], where[1], "name the file only, and keep it in that folder")
+                   where.path, where.patches_line, "name the file only, and keep it in that folder")
         return None
     if not path.is_file():
-        errors.add(f"patch {name!r} does not exist in {folder}", where[0], where[1])
+        errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line)
         return None
     data = path.read_bytes()
 
@@ -85,13 +102,13 @@ def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
                        f"are changed only where fix.toml says so", path, fp.diff_line,
                        f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
         elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
-            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where[0], where[2],
+            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where.path, where.binary_line,
                        f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
         elif fp.binary and fp.data is None and fp.kind != "add":
             errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
                        "regenerate the patch with git diff --binary (or git format-patch --binary)")
         elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
-            errors.add(f"declared binary content {binary[fp.path]!r} is missing", where[0], where[2])
+            errors.add(f"declared binary content {binary[fp.path]!r} is missing", where.path, where.binary_line)
         if fp.old_mode == "120000" or fp.new_mode == "120000":
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
                        "ship the link target as a regular file")
