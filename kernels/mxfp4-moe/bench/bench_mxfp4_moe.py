@@ -416,7 +416,7 @@ def main() -> int:
                 results["sweep"].append(row)
                 print("sweep", json.dumps(row))
 
-    # ---- the table (last, so it is what the device tool's tail shows)
+    # ---- the table (last, so it is what the tail of a log shows)
     print()
     print(f"kernel column: decode {args.decode}, config {kconf}; copy bandwidth {copy_bw / 1e12:.3f} TB/s; times are CUDA-graph "
           f"replays, median, L2 flushed; steady = per layer in a graph of {args.layers} layers")

@@ -1,5 +1,5 @@
 """The kernels on the GPU against the fp32 reference: every batch 1..32, uneven routing, EP, the muse shapes.
-Skipped without a GPU and Triton (CPU CI); run on the H200 through the device tool (README)."""
+Skipped without a GPU and Triton (CPU CI); run them on a machine with an NVIDIA GPU (an H200 here; README)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from mxfp4_moe import reference as R  # noqa: E402
 from mxfp4_moe.variants import load_variant  # noqa: E402
 
 pytestmark = [
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (run through the device tool)"),
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU"),
     pytest.mark.skipif(not has_module("triton"), reason="triton is not installed"),
 ]
 
