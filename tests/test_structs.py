@@ -17,8 +17,8 @@ from fixpack import structs
 
 def both(body: Any, **options: Any) -> tuple[type, type]:
     """``body`` (a function returning a fresh class) decorated by each implementation."""
-    return dataclasses.dataclass(**options)(body(dataclasses.field)), structs._dataclass(**options)(
-        body(structs._field))
+    return dataclasses.dataclass(**options)(body(dataclasses.field)), structs.dataclass(**options)(
+        body(structs.field))
 
 
 def plain(field: Any) -> type:
@@ -60,7 +60,7 @@ def test_init_repr_eq_hash_as_dataclasses(frozen: bool) -> None:
     assert std("a", 1, note="x") == std("a", 1, note="y")
     assert ours("a", 1) != ours("a", 2) and ours("a", 1) != ("a", 1)
     assert ours("a", 1).tags == () and std("a", 1).tags == ()
-    assert [f.name for f in structs._fields(ours)] == [f.name for f in dataclasses.fields(std)]
+    assert [f.name for f in structs.fields(ours)] == [f.name for f in dataclasses.fields(std)]
     assert ours.__match_args__ == std.__match_args__
     assert ours.lines == std.lines == () and not hasattr(ours, "tags") and not hasattr(std, "tags")
 
@@ -85,29 +85,29 @@ def test_hash_false_field_leaves_the_hash() -> None:
 def test_replace_and_inheritance() -> None:
     _, ours = both(plain, frozen=True)
     o = ours("a", 1, ("x",))
-    r = structs._replace(o, start=5)
+    r = structs.replace(o, start=5)
     assert (r.path, r.start, r.lines) == ("a", 5, ("x",)) and o.start == 1
     with pytest.raises(TypeError):
-        structs._replace(o, nope=1)
+        structs.replace(o, nope=1)
 
-    @structs._dataclass(frozen=True)
+    @structs.dataclass(frozen=True)
     class Wider(ours):  # type: ignore[misc, valid-type]
         extra: int = 0
     w = Wider("a", 1, extra=2)
-    assert [f.name for f in structs._fields(w)] == ["path", "start", "lines", "note", "tags", "extra"]
+    assert [f.name for f in structs.fields(w)] == ["path", "start", "lines", "note", "tags", "extra"]
     assert repr(w).startswith("test_replace_and_inheritance.<locals>.Wider(path='a'")
 
 
 def test_refused_as_dataclasses_refuses() -> None:
     with pytest.raises(TypeError, match="non-default argument 'b'"):
-        @structs._dataclass
+        @structs.dataclass
         class Bad:
             a: int = 0
             b: int
     with pytest.raises(ValueError):
-        structs._field(default=1, default_factory=list)
+        structs.field(default=1, default_factory=list)
     with pytest.raises(TypeError, match="__post_init__"):
-        @structs._dataclass
+        @structs.dataclass
         class Post:
             a: int
 
@@ -116,7 +116,7 @@ def test_refused_as_dataclasses_refuses() -> None:
 
 
 def test_explicit_methods_are_kept() -> None:
-    @structs._dataclass
+    @structs.dataclass
     class Own:
         a: int
 
