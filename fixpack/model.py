@@ -13,6 +13,7 @@ from .structs import dataclass, field, replace
 if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
     from .diff import FilePatch
 
+BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
 
 
@@ -105,18 +106,36 @@ class Fix:
     @cached_property
     def patch_sha256(self) -> str:
         """The fix's change fingerprint (lock and manifest): sha256 over its patches' change hashes in
-        order. It changes with any diff line, hunk, file name or mode, not with a patch's mail header
-        or ``fix.toml``'s metadata (summary, why, upstream status). Parses the patches, unless
-        :meth:`vouch_change` gave it first."""
+        order, then its :meth:`binary_sources`. It changes with any diff line, hunk, file name or mode
+        and with a ``[binary]`` file's bytes, not with a patch's mail header or ``fix.toml``'s metadata
+        (summary, why, upstream status). Parses the patches, unless :meth:`vouch_change` gave it first."""
         from .diff import sha256_text
 
-        return sha256_text("\n".join(p.change_sha256 for p in self.patches))
+        return sha256_text("\n".join([p.change_sha256 for p in self.patches] + self.binary_sources()))
 
     @property
     def bytes_sha256(self) -> str:
-        """sha256 over its patch files' sha256 (hex, one per line, in order): the bytes as read, mail
-        header included. No parsing."""
-        return hashlib.sha256("\n".join(p.sha256 for p in self.patches).encode()).hexdigest()
+        """sha256 over its patch files' sha256 (hex, one per line, in order), then its
+        :meth:`binary_sources`: the bytes as read, mail header included. No parsing."""
+        return hashlib.sha256("\n".join([p.sha256 for p in self.patches] + self.binary_sources()).encode()).hexdigest()
+
+    def binary_sources(self) -> list[str]:
+        """One line per ``[binary]`` file of the fix's folder (a new binary file's bytes: its patch says only
+        "Binary files differ"), in ``fix.toml``'s sorted order: ``binary <target path> <sha256 of the file's
+        bytes>`` (``missing``/``unreadable`` in place of the hash). Empty for a fix without one, so that
+        its fingerprints are its patches' alone, as before such files counted."""
+        out = []
+        for target_path, src in self.binary:
+            if src == BINARY_IN_PATCH:
+                continue
+            try:
+                digest = hashlib.sha256((self.folder / src).read_bytes()).hexdigest()
+            except FileNotFoundError:
+                digest = "missing"
+            except OSError:
+                digest = "unreadable"
+            out.append(f"binary {target_path} {digest}")
+        return out
 
     def vouch_change(self, change: str) -> None:
         """Take ``change`` as :attr:`patch_sha256` without parsing: the lock saw these very bytes

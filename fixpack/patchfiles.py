@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import Collector, PackError, PatchParseError
-from .model import Fix, Pack, PatchFile, Profile
+from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile
 from .safepath import path_problem
 
 if TYPE_CHECKING:
     from .diff import FilePatch
-
-BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 
 
 class Where:

@@ -11,7 +11,7 @@ from conftest import git, snapshot
 
 from fixpack import engine
 from fixpack.binpatch import BinaryApplyError, apply_delta
-from fixpack.errors import PackError
+from fixpack.errors import BadInputError, PackError, StaleLockError
 
 rng = random.Random(15)
 BIG = bytes(rng.getrandbits(8) for _ in range(200_000))  # > 0x10000: copies past 64 KiB in the delta
@@ -163,3 +163,43 @@ def test_format_keeps_the_binary_data_and_its_index_line(setup):
     assert [ln for ln in after.split("\n") if ln.startswith("index ")] == \
         [ln for ln in before.split("\n") if ln.startswith("index ")]
     assert engine.apply(b.request(image)).ok
+
+
+NEW_FROM_SOURCE = ("diff --git a/demo_pkg/logo.bin b/demo_pkg/logo.bin\nnew file mode 100644\n"
+                   "index 0000000..1111111\nBinary files /dev/null and b/demo_pkg/logo.bin differ\n")
+
+
+@pytest.fixture
+def sourced(builder):
+    """A fix whose new binary file's bytes come from a file of its folder ([binary] "path" = "logo.bin")."""
+    clean = builder.tree("clean", {})
+    folder = builder.add_fix("logo", {}, {}, diff=NEW_FROM_SOURCE)
+    with (folder / "fix.toml").open("a") as f:
+        f.write('[binary]\n"demo_pkg/logo.bin" = "logo.bin"\n')
+    (folder / "logo.bin").write_bytes(b"\x00first\xff")
+    builder.profile(["logo"])
+    builder.lock(clean)
+    image = builder.tree("image", {})
+    assert engine.apply(builder.request(image)).ok
+    return builder, folder, clean, image
+
+
+def test_a_binary_source_edited_without_a_new_lock_makes_the_lock_stale(sourced):
+    """The file in the fix's folder is the change's data: edited, the lock no longer describes the fix (it
+    said 'fresh', status said 'applied' and apply 'tampered' about the same image)."""
+    b, folder, _clean, image = sourced
+    (folder / "logo.bin").write_bytes(b"\x00second\xff")
+    before = snapshot(image)
+    for run in (engine.status, engine.apply):
+        with pytest.raises(StaleLockError, match="logo: patch or version changed since the lock was generated"):
+            run(b.request(image))
+    assert snapshot(image) == before
+
+
+def test_a_binary_source_edited_and_locked_is_another_change_than_the_recorded_one(sourced):
+    b, folder, clean, image = sourced
+    (folder / "logo.bin").write_bytes(b"\x00second\xff")
+    b.lock(clean)
+    with pytest.raises(BadInputError, match="records logo v1 with another patch than this pack has"):
+        engine.revert(b.request(image))
+    assert (image / "demo_pkg/logo.bin").read_bytes() == b"\x00first\xff"
