@@ -159,14 +159,21 @@ def _dropbackups_dir(backups: Path) -> None:
     """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
     shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
     (a folder planted there, a failing disk) is left for the next run
-    (:func:`fixpack.state.discard_leftovers`)."""
+    (:func:`fixpack.state.discard_leftovers`). The folder is opened without following a link, and its
+    entries are removed through that descriptor: a link put in its place is never followed (as
+    ``shutil.rmtree`` refuses one)."""
     try:
-        with os.scandir(backups) as entries:
-            for entry in entries:
-                os.unlink(entry.path)  # never follows a link; a folder raises and is left
+        fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(fd):
+            os.unlink(name, dir_fd=fd)  # never follows a link; a folder raises and is left
         os.rmdir(backups)
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:

@@ -165,3 +165,24 @@ def test_an_unwritable_pycache_is_refused_before_writing(setup, monkeypatch):
     with pytest.raises(EnvironmentProblem, match="__pycache__"):
         engine.apply(b.request(target))
     assert _all(target) == before
+
+
+def test_backups_swapped_for_a_link_at_the_end_of_a_run_are_not_followed(setup, monkeypatch, tmp_path):
+    """The backups folder is removed at the end of a run: a link put in its place meanwhile (state is
+    untrusted) is not followed into what it points at (shutil.rmtree refused links; a scandir did not)."""
+    from fixpack import transaction
+
+    b, target = setup
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("not fixpack's\n")
+    backups = target / ".fixpack/journal"
+
+    def swap() -> None:
+        if backups.is_dir() and not backups.is_symlink() and not (target / ".fixpack/journal.json").exists():
+            backups.rename(tmp_path / "moved-backups")
+            backups.symlink_to(victim)
+    monkeypatch.setattr(transaction, "fault_point", swap)
+    assert engine.apply(b.request(target)).ok
+    assert backups.is_symlink()  # the swap happened at the end of the run
+    assert (victim / "keep.txt").read_text() == "not fixpack's\n"
