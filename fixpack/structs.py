@@ -11,10 +11,14 @@ compiles one function (its ``__init__``, so that building a record costs what a 
 What is kept from :mod:`dataclasses` (tests/test_structs.py checks each against it on the same class
 bodies): fields from the class's annotations in order, after those of a record base; a default as the
 class attribute; ``field(default=, default_factory=, repr=, compare=, hash=)``; a field without a default
-after one with a default is a ``TypeError``; ``ClassVar`` annotations are not fields; methods the class
-body defines itself are kept; ``frozen=True`` makes assignment raise :class:`FrozenInstanceError` (an
-``AttributeError``) and, with ``eq``, gives a ``__hash__`` over the compared fields; ``eq`` without
-``frozen`` leaves the class unhashable unless its body defines ``__hash__``; ``__match_args__``.
+after one with a default is a ``TypeError``, and so is a frozen record based on a non-frozen one or the
+other way round; a mutable (unhashable) default is a ``ValueError``;
+``ClassVar`` annotations are not fields; methods the class body defines itself are kept; ``frozen=True``
+makes assignment raise :class:`FrozenInstanceError` (an ``AttributeError``) and, with ``eq``, gives a
+``__hash__`` over the compared fields; ``eq`` without ``frozen`` leaves the class unhashable unless its
+body defines ``__hash__``; ``__match_args__``. A record's module needs ``from __future__ import
+annotations``: the fields are read from the class's ``__annotations__``, which Python 3.14 otherwise
+keeps lazily (refused, not read as no fields).
 Not supported (not used by the engine): ``order``, ``slots``, ``kw_only``, ``InitVar``, ``__post_init__``
 (refused at class creation, not silently ignored), ``asdict``.
 
@@ -84,6 +88,8 @@ def _own_fields(cls: type) -> list[Field]:
         value = cls.__dict__.get(name, _MISSING)
         f = value if isinstance(value, Field) else Field(value, _MISSING, True, True, None)
         f.name = name
+        if f.default is not _MISSING and f.default.__class__.__hash__ is None:  # as dataclasses: shared by every record
+            raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
         if isinstance(value, Field):
             if f.default is _MISSING:
                 delattr(cls, name)
@@ -168,8 +174,14 @@ def _process(cls: type, frozen: bool, eq: bool) -> type:
     for name in _UNSUPPORTED:
         if name in cls.__dict__:
             raise TypeError(f"{cls.__qualname__}: {name} is not supported by fixpack.structs")
+    if "__annotate__" in cls.__dict__ and "__annotations__" not in cls.__dict__:  # Python 3.14's lazy annotations
+        raise TypeError(f"{cls.__qualname__}: its fields are read from __annotations__; its module "
+                        f"({cls.__module__}) needs `from __future__ import annotations`")
     inherited: dict[str, Field] = {}
     for base in reversed(cls.__mro__[1:]):
+        if "__record_fields__" in base.__dict__ and base.__dict__["__record_frozen__"] != frozen:
+            raise TypeError(f"cannot inherit {'' if frozen else 'non-'}frozen record {cls.__qualname__} from a "
+                            f"{'non-' if frozen else ''}frozen one ({base.__qualname__}), as dataclasses")
         for f in base.__dict__.get("__record_fields__", ()):
             inherited[f.name] = f
     for f in _own_fields(cls):
@@ -181,6 +193,7 @@ def _process(cls: type, frozen: bool, eq: bool) -> type:
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     _set_new(cls, "__init__", init)
     cls.__record_fields__ = tuple(fields)  # type: ignore[attr-defined]
+    cls.__record_frozen__ = frozen  # type: ignore[attr-defined]
     _set_new(cls, "__match_args__", tuple(f.name for f in fields))
     _set_new(cls, "__repr__", _make_repr([f.name for f in fields if f.repr]))
     explicit_hash = "__hash__" in cls.__dict__ and not (cls.__dict__["__hash__"] is None and "__eq__" in cls.__dict__)

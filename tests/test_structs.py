@@ -137,3 +137,39 @@ def test_the_image_path_imports_neither_dataclasses_nor_inspect() -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("default", [[], {}, set()])
+def test_a_mutable_default_is_refused_as_dataclasses_refuses_it(default: Any) -> None:
+    """One list shared by every record made without the argument: dataclasses refuses it, so must we."""
+    def body(field: Any) -> type:
+        class Shared:
+            items: Any = field(default=default) if default == {} else default
+        return Shared
+    with pytest.raises(ValueError, match="mutable default"):
+        dataclasses.dataclass(body(dataclasses.field))
+    with pytest.raises(ValueError, match="mutable default .* for field items is not allowed: use default_factory"):
+        structs._dataclass(body(structs._field))
+
+
+def test_annotations_kept_lazily_are_refused_not_read_as_no_fields() -> None:
+    """Python 3.14 keeps a class's annotations in ``__annotate__`` unless the module has ``from __future__
+    import annotations``: read from ``__dict__`` they would be none, and a record with defaults only would
+    silently compare and hash as empty."""
+    lazy = type("Lazy", (), {"__annotate__": lambda fmt: {"a": int}, "a": 0, "__module__": __name__})
+    with pytest.raises(TypeError, match="from __future__ import annotations"):
+        structs._dataclass(lazy)
+
+
+@pytest.mark.parametrize("base_frozen", [True, False])
+def test_frozen_and_non_frozen_records_do_not_mix_as_dataclasses(base_frozen: bool) -> None:
+    """A non-frozen record on a frozen base could not even be built (its __init__ assigns); the other way
+    round the base's fields could be assigned through the frozen one. dataclasses refuses both."""
+    for make, deco in ((dataclasses.dataclass, dataclasses.dataclass), (structs._dataclass, structs._dataclass)):
+        @make(frozen=base_frozen)
+        class Base:
+            a: int = 0
+        with pytest.raises(TypeError, match="cannot inherit"):
+            @deco(frozen=not base_frozen)
+            class Child(Base):
+                b: int = 0
