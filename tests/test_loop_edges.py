@@ -417,3 +417,21 @@ def test_refresh_finds_its_edit_whichever_way_the_pack_is_named(pack3, tmp_path)
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", "pack-link"],
                        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0 and "wrote fixes/b/0001-change.patch" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("argv", [["format"], ["rebase", "--undo"], ["rebase", "--profile", "p1", "--to", "9.9"],
+                                  ["edit", "--abort", "b"]])
+def test_a_pack_writer_pointed_at_no_pack_is_bad_input_naming_it(tmp_path, argv):
+    """A mistyped --pack: the pack's lock was taken first, and a folder that is not there was exit 5,
+    'cannot open the target's folder to lock it ... run as a user who may read it'. It is the loader's
+    answer again: exit 2, no fixes/ folder there, point --pack at the pack's root; nothing made."""
+    from click.testing import CliRunner
+
+    from fixpack import cli
+
+    nowhere = tmp_path / "no-pack"
+    res = CliRunner().invoke(cli.main, [*argv, "--pack", str(nowhere), "--color", "never"])
+    assert res.exit_code == 2, res.output
+    assert str(nowhere) in res.output and "no fixes/ folder" in res.output and "point --pack" in res.output
+    assert "target" not in res.output
+    assert list(tmp_path.iterdir()) == []
