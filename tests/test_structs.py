@@ -149,7 +149,7 @@ def test_a_mutable_default_is_refused_as_dataclasses_refuses_it(default: Any) ->
     with pytest.raises(ValueError, match="mutable default"):
         dataclasses.dataclass(body(dataclasses.field))
     with pytest.raises(ValueError, match="mutable default .* for field items is not allowed: use default_factory"):
-        structs._dataclass(body(structs._field))
+        structs.dataclass(body(structs.field))
 
 
 def test_annotations_kept_lazily_are_refused_not_read_as_no_fields() -> None:
@@ -158,14 +158,14 @@ def test_annotations_kept_lazily_are_refused_not_read_as_no_fields() -> None:
     silently compare and hash as empty."""
     lazy = type("Lazy", (), {"__annotate__": lambda fmt: {"a": int}, "a": 0, "__module__": __name__})
     with pytest.raises(TypeError, match="from __future__ import annotations"):
-        structs._dataclass(lazy)
+        structs.dataclass(lazy)
 
 
 @pytest.mark.parametrize("base_frozen", [True, False])
 def test_frozen_and_non_frozen_records_do_not_mix_as_dataclasses(base_frozen: bool) -> None:
     """A non-frozen record on a frozen base could not even be built (its __init__ assigns); the other way
     round the base's fields could be assigned through the frozen one. dataclasses refuses both."""
-    for make, deco in ((dataclasses.dataclass, dataclasses.dataclass), (structs._dataclass, structs._dataclass)):
+    for make, deco in ((dataclasses.dataclass, dataclasses.dataclass), (structs.dataclass, structs.dataclass)):
         @make(frozen=base_frozen)
         class Base:
             a: int = 0
