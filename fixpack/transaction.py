@@ -152,10 +152,10 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
-    _dropbackups_dir(folder / BACKUPS)
+    _drop_backups(folder / BACKUPS)
 
 
-def _dropbackups_dir(backups: Path) -> None:
+def _drop_backups(backups: Path) -> None:
     """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
     shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
     (a folder planted there, a failing disk) is left for the next run
