@@ -12,13 +12,15 @@ from pathlib import Path
 from .errors import BadInputError, EnvironmentProblem
 from .fsio import atomic_write
 from .report import Report
+from .safepath import link_on_the_way
 
 
 def write_rejects(report: Report, folder: Path) -> list[Path]:
     """Write the refused hunks of ``report`` under ``folder``; returns the files written (sorted).
 
     Raises BadInputError when ``folder`` lies inside a target's root (rejects never go next to the
-    target's files), EnvironmentProblem when it cannot be written.
+    target's files) or a folder on the way to a ``.rej`` file under it is a symbolic link (it could lead
+    into the target), EnvironmentProblem when it cannot be written.
     """
     folder = folder.expanduser().resolve()
     for t in report.targets:
@@ -30,6 +32,11 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
     for fix in report.fixes:
         for h in fix.refused:
             by_file.setdefault(str(h["file"]), []).append(str(h.get("patch", "")))
+    for path in sorted(by_file):  # every check before the first write
+        link = link_on_the_way(folder, f"{path}.rej")
+        if link is not None and link != f"{path}.rej":  # a link as the .rej itself is replaced, not followed
+            raise BadInputError(f"--reject {folder}: {folder / link} is a symbolic link; rejects are never written "
+                                f"through one (it may lead into the target). Remove it or give another folder")
     written = []
     for path, hunks in sorted(by_file.items()):
         dest = folder / f"{path}.rej"

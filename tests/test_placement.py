@@ -10,6 +10,7 @@ disk changes; the rebase stops as a conflict and leaves the pack untouched.
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import REPO, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files, req
@@ -163,3 +164,9 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
     assert "-    b = a * 2\n+    b = a * 20\n" in rej
     code, out = cli(b, image, "apply", "--reject", str(image / "rej"))
     assert code == 2 and "inside the target" in out and snapshot(image) == before
+    # a folder on the way that links into the target: refused, nothing written there (nor elsewhere)
+    trap = tmp_path / "trap"
+    (trap / MOD).parent.parent.mkdir(parents=True)
+    (trap / MOD).parent.symlink_to(image / Path(MOD).parent)
+    code, out = cli(b, image, "apply", "--reject", str(trap))
+    assert code == 2 and "is a symbolic link" in out and snapshot(image) == before

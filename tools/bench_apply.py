@@ -23,7 +23,7 @@ measured on a copy of the release: whole-process apply, a second (no-op) apply a
 of the report lists the goals of issue #13 and whether each is met (one run on a shared machine: read
 the min/max spread before trusting a verdict near its line).
 
-Usage: PYTHONPATH=. python3 tools/bench_apply.py [--repeat N] [--workload vllm20|synthetic500|all]
+Usage: PYTHONPATH=. .venv/bin/python tools/bench_apply.py [--repeat N] [--workload vllm20|synthetic500|all]
        [--vllm-root PATH] [--json OUT.json] [--cprofile] [--where] [--tmpdir DIR] [--keep] [--python PATH]
 
 The image's own figures: build its environment (bash tools/lean-venv.sh /tmp/lean) and pass
