@@ -80,6 +80,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     early = req.name or (f"v{req.to_version}" if req.to_version else "")
     if early:  # before fetching anything
         refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early)
+        _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
             check_clean(pack.root)
@@ -94,6 +95,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     if not ID_RE.match(new_name) or new_name == old.name:
         raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name of lower-case letters, "
                             f"digits, '.', '_', '-' (set it with --name)")
+    _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or pack.root / WORK_DIR / new_name).resolve()
     refuse_in_progress(work, new_name)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
@@ -138,6 +140,14 @@ def abort(req: RebaseRequest) -> list[str]:
     restored = restore(session)
     drop_work(session.work)
     return restored
+
+
+def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
+    path = pack_root / "profiles" / f"{name}.toml"
+    if path.exists() and not replace:
+        raise BadInputError(f"profile {name} exists ({path}): a rebase onto it would replace it, its lock and every "
+                            f"fixes/<id>/{name}/ variant, hand-made changes too. Pass --replace to do that "
+                            f"(fixpack rebase --undo puts them back), or --name NAME for a new profile")
 
 
 def _run(session: Session) -> RebaseResult:

@@ -71,7 +71,8 @@ class RebaseRequest:
     ``work``: the work folder (default ``<pack>/.rebase/<name>/``); ``report_dir``: where the report
     goes (default ``<pack>/reports/``); ``python``: the interpreter of a stand-in image of the new
     release, on which each carried fix's proof runs (``proof_site``: the folder its package lies in,
-    default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on.
+    default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on;
+    ``replace``: the new profile may exist already (it, its lock and its variants are then replaced).
     """
 
     pack_root: Path
@@ -88,6 +89,7 @@ class RebaseRequest:
     python: str = ""
     proof_site: Path | None = None
     allow_unproven: bool = False
+    replace: bool = False  # the new profile may exist: replace it (its lock and variants too)
     progress: Progress = QUIET
 
 

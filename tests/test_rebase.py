@@ -89,7 +89,7 @@ def test_nothing_to_do_writes_no_variant_and_reruns_without_diff(pack):
     # the work folder goes once the rebase is done; only what --undo needs stays
     assert [p.name for p in (b.pack / ".rebase").iterdir()] == ["v2.0.undo.json"]
     commit_pack(b)
-    again = rebase.start(req(b, old, new))  # the same rebase again: byte for byte the same pack
+    again = rebase.start(req(b, old, new, replace=True))  # the same rebase again: byte for byte the same pack
     assert again.status == "done"
     assert git(b.pack, "status", "--porcelain", "--", "fixes", "profiles") == ""
     applied, _ = apply_new(b, new)
@@ -461,3 +461,23 @@ def test_components_are_carried_and_named_in_the_report(builder, tmp_path):
     assert r.as_dict()["components"] == [{"id": "tiny-plug", "version": "0.3.0", "target": "demo", "path": "plug"}]
     assert "## Components (carried as they are)" in r.markdown and "**not proven** on demo 2.0" in r.markdown
     assert any("component tiny-plug 0.3.0 supports this release" in s for s in r.next_steps)
+
+
+def test_a_rebase_onto_an_existing_profile_is_refused_without_replace(pack):
+    """A rebase named after a profile the pack has (v0.31.0 rebased again from v0.30.0) replaced it and
+    its hand-made variants without a word: refused now before anything is fetched or written."""
+    b, old = pack
+    new = new_release(b, {MOD: BASE.replace("line 1\n", "line one\n"), OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    hand = (b.pack / "profiles/v2.0.toml").read_text() + "# a maintainer's note\n"
+    (b.pack / "profiles/v2.0.toml").write_text(hand)
+    commit_pack(b)
+    before = pack_files(b)
+    with pytest.raises(BadInputError, match="profile v2.0 exists .* Pass --replace"):
+        rebase.start(req(b, old, new))
+    assert pack_files(b) == before
+    r = CliRunner().invoke(rebase_cmd, ["--pack", str(b.pack), "-p", "p1", "--root", f"demo={new}", "--old-root",
+                                        f"demo={old}", "--to", "2.0"])
+    assert r.exit_code == 2 and "--replace" in r.output and pack_files(b) == before
+    assert rebase.start(req(b, old, new, replace=True)).status == "done"
+    assert "# a maintainer's note" not in (b.pack / "profiles/v2.0.toml").read_text()  # replaced, as asked

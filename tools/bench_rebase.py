@@ -163,7 +163,7 @@ def main() -> None:
             pack = base / f"pack-{i}"
             copy_pack(pack_root, pack)
             req = rebase.RebaseRequest(pack_root=pack, profile=args.profile, to_version=args.to, cache=args.cache,
-                                       old_roots={spec.name: old_root}, only_targets=(spec.name,))
+                                       old_roots={spec.name: old_root}, only_targets=(spec.name,), replace=True)
             dt, result = timed(lambda: rebase.start(req))
             times["fixpack rebase (engine)"].append(dt)
             counts: dict[str, int] = {}
@@ -174,7 +174,7 @@ def main() -> None:
             pack_cli = base / f"pack-cli-{i}"
             copy_pack(pack_root, pack_cli)
             cli = [sys.executable, str(REPO / "tools/rebase.py"), "--pack", str(pack_cli), "--profile", args.profile,
-                   "--to", args.to, "--target", spec.name, "--old-root", f"{spec.name}={old_root}"]
+                   "--to", args.to, "--target", spec.name, "--old-root", f"{spec.name}={old_root}", "--replace"]
             cli += ["--cache", str(args.cache)] if args.cache else []
             dt, _ = timed(lambda: sh(cli, base, ok=(0, 4)))
             times["fixpack rebase (CLI)"].append(dt)
