@@ -20,6 +20,7 @@ import click
 from .cli_fast import OPTIONS, seconds_value
 from .cli_plain import default_pack_root, error_document, exit_code, failure_text, split_roots
 from .cli_plain import emit_json as plain_json
+from .errors import interrupted
 
 
 def _completion_pack(ctx: click.Context) -> Path | None:
@@ -172,6 +173,8 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
         yield
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
+    except KeyboardInterrupt:  # click would say "Aborted!" and exit 1, the code of a bug
+        fail(interrupted(), as_json, command, profile, dry_run)
     except Exception as exc:
         fail(exc, as_json, command, profile, dry_run)
 

@@ -27,6 +27,7 @@ from .cli_plain import (
     split_roots,
     write_line,
 )
+from .errors import interrupted
 
 # parameter -> (option names, kind, environment variable, default); kind: "text" (one value), "many"
 # (repeatable), "dir" (a folder, as click.Path(file_okay=False)), "flag"
@@ -145,7 +146,10 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
         assert not isinstance(roots, str)  # checked by parse
         req = engine.Request(pack_root=params.pop("pack_root") or default_pack_root(), roots=roots,
                              env_root=params.pop("copies_root"), progress=PlainProgress(), **params)
-        report = getattr(engine, command)(req)
+        try:
+            report = getattr(engine, command)(req)
+        except KeyboardInterrupt:
+            raise interrupted() from None
     except Exception as exc:
         return _say(error_document(command, profile, failure_text(exc), exit_code(exc), dry_run) if as_json
                     else f"fixpack: error: {failure_text(exc)}", exit_code(exc))

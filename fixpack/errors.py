@@ -118,6 +118,13 @@ class BusyError(EnvironmentProblem):
     """Another run holds the target's lock."""
 
 
+def interrupted() -> EnvironmentProblem:
+    """Ctrl-C (SIGINT) outside a write: what the CLI says instead of a traceback (exit 5). A write in
+    progress has rolled itself back before this (:func:`fixpack.transaction.write_transaction`)."""
+    return EnvironmentProblem("interrupted (Ctrl-C, SIGINT); a write in progress was rolled back, so the target "
+                              "holds what it held before this run (fixpack status shows it). Run again")
+
+
 class GitError(FixpackError):
     """A git command failed; the message holds the command, its exit code and its output."""
 

@@ -89,7 +89,7 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
 _ADVICE = {errno.ENOSPC: "free space on its file system", errno.EDQUOT: "free space or raise the quota",
            errno.EROFS: "remount it read-write", errno.EACCES: "run as a user who may write it",
            errno.EPERM: "run as a user who may write it (or clear an immutable flag)",
-           errno.EIO: "check the disk"}
+           errno.EIO: "check the disk", errno.EINTR: "let the run finish (it was interrupted)"}
 
 
 def _io_message(exc: OSError, where: Path) -> str:
@@ -112,9 +112,26 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     changes = changes + _stale_bytecode(root, changes)
     check_free_space(root, changes)
     folder = state_dir(root)
+    discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
+    phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
+    try:
+        _journalled(root, changes, folder, phase)
+    except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
+        if phase[0] == "prepare":
+            _abandon(root)
+            raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing in "
+                                     f"the target was changed. Run again") from None
+        if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
+            _roll_back(root, InterruptedError(errno.EINTR, "interrupted (Ctrl-C, SIGINT)"), folder)
+        _drop_backups(folder / BACKUPS)
+        raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: the "
+                                 f"target holds this run's result (fixpack status shows it)") from None
+
+
+def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str]) -> None:
+    """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
     where = folder
-    discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     try:
         make_parents(folder / BACKUPS)
         where = folder / BACKUPS
@@ -126,9 +143,10 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
         _abandon(root)
         raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the target was "
                                  f"changed. {_advice(exc).capitalize()} and run again") from exc
-    fault_point()
+    phase[0] = "write"
     where = journal
     try:
+        fault_point()
         written: set[Path] = set()
         for c in changes:
             where = root / c.path
@@ -145,6 +163,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
             fsync_dir(parent)
         where = journal
         unlink(journal)
+        phase[0] = "done"
     except OSError as exc:
         _roll_back(root, exc, where)
     try:

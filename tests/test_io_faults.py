@@ -186,3 +186,52 @@ def test_backups_swapped_for_a_link_at_the_end_of_a_run_are_not_followed(setup, 
     assert engine.apply(b.request(target)).ok
     assert backups.is_symlink()  # the swap happened at the end of the run
     assert (victim / "keep.txt").read_text() == "not fixpack's\n"
+
+
+def test_ctrl_c_at_every_write_point_leaves_the_target_before_or_done(setup, monkeypatch):
+    """Ctrl-C (SIGINT) at each write point of a run: the run puts every file back before it ends (exit 5,
+    'interrupted'; it left a journal and a half-applied target until the next run), or, once the journal
+    is gone, says the run was complete; no journal or backup is left either way."""
+    import shutil
+
+    from fixpack import transaction
+
+    builder, target = setup
+    before = _all(target)
+    probe = target.parent / "probe"
+    shutil.copytree(target, probe)
+    calls = {"n": 0, "at": 0}
+
+    def point() -> None:
+        calls["n"] += 1
+        if calls["n"] == calls["at"]:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(transaction, "fault_point", point)
+    assert engine.apply(builder.request(probe)).ok
+    points, done = calls["n"], _all(probe)
+    assert points >= 5
+    outcomes = set()
+    for at in range(1, points + 1):
+        calls.update(n=0, at=at)
+        with pytest.raises(EnvironmentProblem, match="interrupted|EINTR") as caught:
+            engine.apply(builder.request(target))
+        complete = "writes were complete" in str(caught.value)
+        outcomes.add(complete)
+        assert caught.value.exit_code == 5 and _all(target) == (done if complete else before), at
+        assert not (target / ".fixpack/journal.json").exists() and not (target / ".fixpack/journal").exists()
+        assert complete == (at == points), at  # only the last point lies after the journal went
+    assert outcomes == {True, False}
+
+
+def test_ctrl_c_outside_a_write_is_exit_5_not_a_traceback(setup, monkeypatch, capsys):
+    from fixpack import cli_fast
+
+    builder, target = setup
+
+    def sigint(req):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "status", sigint)
+    code = cli_fast.run("status", ["--profile", "p1", "--pack", str(builder.pack), "--root", f"demo={target}"])
+    assert code == 5 and "interrupted (Ctrl-C, SIGINT)" in capsys.readouterr().err
