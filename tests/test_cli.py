@@ -51,6 +51,9 @@ def test_exit_codes_and_no_change(setup):
     before = snapshot(target)
     r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "nosuchfix")
     assert r.returncode == 2 and "unknown fix 'nosuchfix'" in r.stderr
+    # `apply_all.py status`: a command where a fix name goes is told how to run that command
+    r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "status")
+    assert r.returncode == 2 and "python3 -m fixpack.cli status --profile p1" in r.stderr and snapshot(target) == before
     r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", "demo")
     assert r.returncode == 2 and "NAME=PATH" in r.stderr
     (target / MOD).write_text((target / MOD).read_text().replace("line 2\n", "LINE 2\n"))
