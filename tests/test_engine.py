@@ -350,6 +350,22 @@ def test_hand_edited_lock_is_refused(setup):
     assert snapshot(target) == before
 
 
+def test_a_lock_with_two_entries_for_one_fix_is_refused(setup):
+    """Resealed after the edit: the lock check read the last entry and the evaluation the first."""
+    from fixpack.records import lock_digest
+
+    b, _, target = setup
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    data["fixes"].append(dict(data["fixes"][0], patch_sha256="0" * 64))
+    data["digest"] = lock_digest(data)
+    lock.write_text(json.dumps(data))
+    before = snapshot(target)
+    with pytest.raises(StaleLockError, match="has more than one entry"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
+
+
 def test_revert_after_a_lost_manifest_says_how_instead_of_nothing_to_do(setup):
     b, clean, target = setup
     assert engine.apply(b.request(target)).ok
