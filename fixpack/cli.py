@@ -132,6 +132,10 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
 
         req = _request(profile, roots, only_targets, pack_root, copies_root, lock_wait, opt_ins=opt_ins,
                        dry_run=dry_run, strict=strict, all_opt_in=all_opt_in)
+        if sbom_out is not None:  # before anything is written
+            from .sbom import check_out
+
+            check_out(req, sbom_out)
         report = engine.apply(req)
         if reject_dir is not None:
             from .rejects import write_rejects

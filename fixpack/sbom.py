@@ -194,9 +194,24 @@ def facts_of(doc: Any) -> dict[str, str]:
     return out
 
 
+def check_out(req: Request, out: Path) -> None:
+    """Raise BadInputError when ``out`` lies inside a target the request locates: an SBOM written there
+    would be a file of the image it describes (and a revert would leave it behind)."""
+    ctx = prepare(req, "sbom", need_lock=False)
+    where = out.expanduser().resolve()
+    for spec in ctx.profile.targets:
+        _tr, ft = find_target(spec, req)
+        root = ft.root.resolve() if ft is not None else None
+        if root is not None and (where == root or root in where.parents):
+            raise BadInputError(f"--sbom {out}: inside the target {spec.name} at {root}; write it outside the "
+                                f"target (the SBOM describes the image, it is not a file of it)")
+
+
 def sbom(req: Request, out: Path | None) -> SbomResult:
     """The SBOM of the image the request points at; written to ``out`` when given (unless it already
     holds the same facts: a re-run writes nothing)."""
+    if out is not None:
+        check_out(req, out)
     ctx, states = read_image(req)
     text = render(build_bom(ctx, states))
     if out is None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, snapshot
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from test_components import plugin_wheel, setup_pack  # noqa: F401  (a fixture, used by name)
@@ -119,3 +119,12 @@ def test_apply_writes_the_sbom(builder, plugin_wheel, tmp_path):  # noqa: F811
     r = cli("apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "tiny-plug", "--sbom", str(out))
     assert r.returncode == 0 and "SBOM unchanged" in r.stderr
     assert cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}").returncode == 0
+    # an SBOM inside the image it describes is refused before anything is written (revert would leave it)
+    inside = site / "sbom.json"
+    r = cli("revert", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}")
+    assert r.returncode == 0
+    before = snapshot(site)
+    r = cli("apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "tiny-plug", "--sbom", str(inside))
+    assert r.returncode == 2 and "inside the target" in r.stderr and snapshot(site) == before
+    r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(inside))
+    assert r.returncode == 2 and "inside the target" in r.stderr and not inside.exists()
