@@ -91,7 +91,9 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
     seen: dict[str, int] = {}
     order: list[str] = []
     text = utf8_text(path.read_bytes(), path, errors)
-    for n, raw in enumerate((text or "").splitlines(), 1):
+    if text is None:  # said once: no "missing from the series" for every fix of an unreadable series
+        return ()
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

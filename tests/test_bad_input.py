@@ -91,6 +91,7 @@ def test_bytes_that_are_not_utf8_are_named_with_line_and_offset(pack, where):
         engine.apply(b.request(clean))
     assert exc.value.exit_code == 2
     assert f"byte offset {len(raw) + 2}" in str(exc.value) and str(path) in str(exc.value)
+    assert "missing from the series" not in str(exc.value)  # one finding, not one more per fix
 
 
 def test_a_binary_source_outside_the_fix_folder_is_refused(pack, tmp_path):
