@@ -106,24 +106,26 @@ class Fix:
     @cached_property
     def patch_sha256(self) -> str:
         """The fix's change fingerprint (lock and manifest): sha256 over its patches' change hashes in
-        order, then its :meth:`binary_sources`. It changes with any diff line, hunk, file name or mode
+        order, then its :attr:`binary_sources`. It changes with any diff line, hunk, file name or mode
         and with a ``[binary]`` file's bytes, not with a patch's mail header or ``fix.toml``'s metadata
         (summary, why, upstream status). Parses the patches, unless :meth:`vouch_change` gave it first."""
         from .diff import sha256_text
 
-        return sha256_text("\n".join([p.change_sha256 for p in self.patches] + self.binary_sources()))
+        return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
 
-    @property
+    @cached_property
     def bytes_sha256(self) -> str:
         """sha256 over its patch files' sha256 (hex, one per line, in order), then its
-        :meth:`binary_sources`: the bytes as read, mail header included. No parsing."""
-        return hashlib.sha256("\n".join([p.sha256 for p in self.patches] + self.binary_sources()).encode()).hexdigest()
+        :attr:`binary_sources`: the bytes as read, mail header included. No parsing."""
+        return hashlib.sha256("\n".join([*(p.sha256 for p in self.patches), *self.binary_sources]).encode()).hexdigest()
 
-    def binary_sources(self) -> list[str]:
-        """One line per ``[binary]`` file of the fix's folder (a new binary file's bytes: its patch says only
-        "Binary files differ"), in ``fix.toml``'s sorted order: ``binary <target path> <sha256 of the file's
-        bytes>`` (``missing``/``unreadable`` in place of the hash). Empty for a fix without one, so that
-        its fingerprints are its patches' alone, as before such files counted."""
+    @cached_property
+    def binary_sources(self) -> tuple[str, ...]:
+        """One line per ``[binary]`` file of the fix's folder (a new binary file's bytes: its patch says
+        only "Binary files differ"), in ``fix.toml``'s sorted order: ``binary <target path> <sha256 of the
+        file's bytes>`` (``missing``/``unreadable`` in place of the hash), read once per loaded fix. Empty
+        for a fix without one, so that its fingerprints are its patches' alone, as before such files
+        counted."""
         out = []
         for target_path, src in self.binary:
             if src == BINARY_IN_PATCH:
@@ -135,7 +137,7 @@ class Fix:
             except OSError:
                 digest = "unreadable"
             out.append(f"binary {target_path} {digest}")
-        return out
+        return tuple(out)
 
     def vouch_change(self, change: str) -> None:
         """Take ``change`` as :attr:`patch_sha256` without parsing: the lock saw these very bytes

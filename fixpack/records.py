@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -147,8 +148,7 @@ class Lock:
             raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); {redo}")
         if data.get("digest") != lock_digest(data):
             raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {redo}")
-        ids = [f["id"] for f in fixes]
-        twice = sorted({i for i in ids if ids.count(i) > 1})
+        twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
             raise StaleLockError(f"{path}: fix {', '.join(map(repr, twice))} has more than one entry; {redo}")
         targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}

@@ -159,7 +159,6 @@ def render_markdown(result: RebaseResult) -> str:
             what = "line numbers / context only" if o.patch == "moved" else "the change itself changed"
             lines += [f"### {o.id} ({what})", "", "```diff", o.interdiff.rstrip("\n"), "```", ""]
     if result.components:
-        onto = ", ".join(f"{p.spec.name} {p.new.version}" for p in result.targets if p.new)
         lines += ["## Components (carried as they are)", "", "| component | version | target | source | note |",
                   "| --- | --- | --- | --- | --- |"]
         lines += [f"| {c['id']} | {c['version']} | {c['target']} | {_cell(c['path'])} | carried into the new "

@@ -196,23 +196,27 @@ def facts_of(doc: Any) -> dict[str, str]:
 
 def check_out(req: Request, out: Path) -> None:
     """Raise BadInputError when ``out`` lies inside a target the request locates: an SBOM written there
-    would be a file of the image it describes (and a revert would leave it behind)."""
+    would be a file of the image it describes (and a revert would leave it behind). For ``apply --sbom``,
+    before anything is written; :func:`sbom` checks against the targets it reads."""
     ctx = prepare(req, "sbom", need_lock=False)
+    _refuse_inside(out, [ft for spec in ctx.profile.targets if (ft := find_target(spec, req)[1]) is not None])
+
+
+def _refuse_inside(out: Path, found: list[FoundTarget]) -> None:
     where = out.expanduser().resolve()
-    for spec in ctx.profile.targets:
-        _tr, ft = find_target(spec, req)
-        root = ft.root.resolve() if ft is not None else None
-        if root is not None and (where == root or root in where.parents):
-            raise BadInputError(f"--sbom {out}: inside the target {spec.name} at {root}; write it outside the "
+    for ft in found:
+        root = ft.root.resolve()
+        if where == root or root in where.parents:
+            raise BadInputError(f"--sbom {out}: inside the target {ft.spec.name} at {root}; write it outside the "
                                 f"target (the SBOM describes the image, it is not a file of it)")
 
 
 def sbom(req: Request, out: Path | None) -> SbomResult:
     """The SBOM of the image the request points at; written to ``out`` when given (unless it already
     holds the same facts: a re-run writes nothing)."""
-    if out is not None:
-        check_out(req, out)
     ctx, states = read_image(req)
+    if out is not None:
+        _refuse_inside(out, [st.found for st in states])
     text = render(build_bom(ctx, states))
     if out is None:
         return SbomResult(None, text, False)
