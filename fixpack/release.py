@@ -21,6 +21,7 @@ from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .gitutil import clone_at
 from .model import TargetSpec
 from .progress import QUIET, DownloadTracker, Progress
+from .runlock import run_lock
 from .targets import FoundTarget, check_pin, read_facts
 
 
@@ -32,6 +33,7 @@ def cache_root(cache: Path | None = None) -> Path:
 
 
 TIMEOUT = 60.0  # seconds without a byte from the index before a download is given up
+CACHE_WAIT = 1800.0  # seconds a fetch waits for another one filling the same cache (a 42 MB download and unpack)
 
 
 def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: str = "",
@@ -44,12 +46,27 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     not match the pin, EnvironmentProblem when it cannot be fetched.
     """
     version = version or spec.pin.version
-    if spec.source.pypi:
-        root = _fetch_sdist(spec.source.pypi, version, spec.name, cache_root(cache), progress, timeout)
-    elif spec.source.git or url:
-        root = _fetch_git(url or spec.source.git, spec, cache_root(cache))
-    else:
+    if not (spec.source.pypi or spec.source.git or url):
         raise BadInputError(f"target {spec.name} has no [targets.{spec.name}.source] (pypi or git) to fetch from")
+    folder = cache_root(cache)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{folder}: cannot make the release cache ({exc.strerror}); pass --cache DIR "
+                                 f"or set $XDG_CACHE_HOME to a folder you may write") from exc
+    # one fetch at a time per cache: two at once downloaded into the same .part file, and the later
+    # unpack removed the copy the earlier one had just returned
+    with run_lock(folder, wait=CACHE_WAIT, progress=progress, what="the release cache",
+                  how_long="a fetch waits for another one filling the same cache that long"):
+        return _fetch_locked(spec, folder, version, url, check, progress, timeout)
+
+
+def _fetch_locked(spec: TargetSpec, cache: Path, version: str, url: str, check: bool, progress: Progress,
+                  timeout: float) -> FoundTarget:
+    if spec.source.pypi:
+        root = _fetch_sdist(spec.source.pypi, version, spec.name, cache, progress, timeout)
+    else:
+        root = _fetch_git(url or spec.source.git, spec, cache)
     v, c, evidence = read_facts(spec, root)
     found = FoundTarget(spec, root, v, c, evidence, "release copy")
     if check and version == spec.pin.version:

@@ -55,3 +55,46 @@ def test_vllm_sdist_release_copy():
     spec = TargetSpec("vllm", "vllm", "vllm", Pin("0.30.0", "ced6857a"), Source(pypi="vllm"))
     found = release.fetch(spec, Path(cache))
     assert found.commit == "gced6857af" and (found.root / "vllm/v1/sample/ops/topk_topp_sampler.py").is_file()
+
+
+def test_two_fetches_into_one_cache_take_turns(tmp_path, monkeypatch):
+    """Two fetches at once (two CI jobs sharing a cache): the second waits for the first and takes its copy.
+
+    Without the cache's lock both cloned into the same folder, and the later one's clean start removed the
+    copy the earlier one was about to return."""
+    import threading
+    import time
+
+    bare, _, second = bare_repo(tmp_path)
+    spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", second[:7], "releases/v0.30.0"),
+                      Source(git=str(bare), ref="releases/v0.30.0"))
+    real, active, seen, clones = release.clone_at, [0], [], []
+
+    def slow_clone(*args, **kw):
+        active[0] += 1
+        seen.append(active[0])
+        clones.append(args[1])
+        time.sleep(0.3)  # long enough for the other thread to arrive while this one clones
+        try:
+            return real(*args, **kw)
+        finally:
+            active[0] -= 1
+
+    monkeypatch.setattr(release, "clone_at", slow_clone)
+    found, errors = [], []
+
+    def one() -> None:
+        try:
+            found.append(release.fetch(spec, tmp_path / "cache"))
+        except Exception as exc:  # the test reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert seen == [1] and len(clones) == 1, "the second fetch cloned beside the first"
+    assert [f.commit for f in found] == [second, second]
+    assert (found[0].root / "vllm_gaudi/extra.py").is_file()

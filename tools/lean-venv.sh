@@ -11,6 +11,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 if [ -f "$dir/.lean-complete" ]; then
   exit 0
 fi
+# one build at a time per DIR (two test workers, two CI jobs on one cache): the later one waits, then
+# finds DIR complete; without it, the later build removed the venv the earlier one was running
+mkdir -p "$(dirname "$dir")"
+exec 9>"$dir.lock"
+flock 9
+if [ -f "$dir/.lean-complete" ]; then
+  exit 0
+fi
 reqs=$("$py" - "$here/setup.cfg" <<'PY'
 import configparser, sys
 cfg = configparser.ConfigParser()
