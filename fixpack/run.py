@@ -83,8 +83,9 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
     if need_lock:
-        lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack, profile, lock)
+        redo = lockfile.relock_command(profile, req.only_targets)  # the user's pack and targets, not the defaults
+        lock = lockfile.read_lock(profile, redo)
+        lockfile.check_lock_matches(pack, profile, lock, redo)
     report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
     found: dict[str, FoundTarget] = {}
     for spec in profile.targets:
