@@ -19,7 +19,7 @@ from .model import Fix, Pack, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
-from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare
+from .run import NO_LOCK, Context, Request, check_deleted_then_touched, note_named_defaults, prepare
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
@@ -297,6 +297,7 @@ def apply(req: Request) -> Report:
             _recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         _note_journals(ctx, plans)
+        note_named_defaults(ctx, req.opt_ins)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -327,6 +328,7 @@ def status(req: Request) -> Report:
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     _list_unselected(ctx)
+    note_named_defaults(ctx, req.opt_ins)
     return ctx.report.close()
 
 

@@ -96,6 +96,15 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
 
 
+def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
+    """A default fix (or component) named on the command line as if it were an opt-in is selected anyway:
+    say so on its line, once, rather than take the name silently."""
+    for fr in ctx.report.fixes:
+        if fr.id in names and not fr.opt_in:
+            fr.messages.insert(0, f"named on the command line, but a default {fr.kind} of profile {ctx.profile.name}: "
+                                  f"selected whether named or not (name only opt-ins)")
+
+
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:
     pin = {"version": spec.pin.version, "commit": spec.pin.commit}
     if req.only_targets and spec.name not in req.only_targets:

@@ -368,6 +368,21 @@ def test_a_stale_manifest_is_said_and_handled_alike_by_status_apply_and_revert(s
     assert snapshot(target) == snapshot(pristine) and not (target / ".fixpack").exists()
 
 
+def test_a_default_fix_named_as_an_opt_in_is_said_once(setup):
+    """`apply_all.py --profile P <default fix>` was taken silently; it is applied anyway, and now said (exit 0).
+    An unknown name stays an error (exit 2)."""
+    b, _, target = setup
+    said = "named on the command line, but a default fix of profile p1: selected whether named or not"
+    for run in (engine.status, engine.apply):
+        r = run(b.request(target, opt_ins=("first", "extra")))
+        assert r.exit_code == 0 and r.fix("first").messages[0].startswith(said), r.fix("first").messages
+        assert sum(said in m for f in r.fixes for m in f.messages) == 1
+    assert not any(said in m for f in engine.apply(b.request(target)).fixes for m in f.messages)
+    with pytest.raises(UnknownNameError) as exc:
+        engine.apply(b.request(target, opt_ins=("frist",)))
+    assert exc.value.exit_code == 2
+
+
 def test_hand_edited_lock_is_refused(setup):
     b, _, target = setup
     lock = b.pack / "profiles/p1.lock"
