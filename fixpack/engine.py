@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
+from .advice import add_next_steps, note_stale, stale_entry
 from .errors import BadInputError, FixpackError, MismatchError
 from .fsio import FileChange, forget_state
 from .model import Fix, Pack, Profile
@@ -82,7 +83,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             return held
     recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
-        _note_stale(ctx, ft)
+        note_stale(ctx, ft)
         manifest = None
     chain = _chain(ctx, name, manifest, wanted)
     recorded = manifest.applied_ids() if manifest else set()
@@ -161,21 +162,6 @@ def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
         return False
     return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
         any(clean[p] != h for p, h in files.items())
-
-
-_STALE_NEXT = {("apply", False): "this run replaces it", ("apply", True): "apply replaces it (a dry run writes nothing)",
-               ("revert", False): "nothing to revert: this run removes it",
-               ("revert", True): "nothing to revert: revert removes it (a dry run writes nothing)",
-               ("status", True): "apply replaces it, revert removes it"}
-
-
-def _note_stale(ctx: Context, ft: FoundTarget) -> None:
-    """Say, in the same words for apply, status and revert, that the manifest describes files that are no
-    longer there (every file it lists is the clean release: the target was reinstalled), and what each does."""
-    cmd = (ctx.report.command, ctx.report.dry_run)
-    ctx.report.target(ft.spec.name).note(
-        f"the files are the clean release: the manifest at {manifest_path(ft.root, ft.spec.name)} is stale (the "
-        f"target was reinstalled?); {_STALE_NEXT[cmd]}")
 
 
 def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
@@ -298,6 +284,7 @@ def apply(req: Request) -> Report:
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         _note_journals(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
+        add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -329,6 +316,7 @@ def status(req: Request) -> Report:
     _note_journals(ctx, plans)
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)
+    add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
     return ctx.report.close()
 
 
@@ -390,18 +378,21 @@ def revert(req: Request) -> Report:
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree]] = []
+        manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
             tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
+            manifests[ft.spec.name] = manifest
             if manifest is None:
                 _refuse_unrecorded(ctx, ft, tree)
                 continue
             if _is_clean_release(tree, manifest, ctx.lock):  # as apply and status see it: nothing of ours is there
-                _note_stale(ctx, ft)
-                ctx.report.fixes += [_stale_entry(ctx, ft, e) for e in manifest.fixes]
+                note_stale(ctx, ft)
+                ctx.report.fixes += [stale_entry(ctx, ft, e) for e in manifest.fixes]
             else:
                 _plan_revert(ctx, ft, tree, manifest, req.dry_run)
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree))
+        add_next_steps(ctx, manifests)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for ft, tree in work:
@@ -437,7 +428,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
         bad = sorted(set(fix.touched_paths()) & tampered)
         if bad:
             fr.state = State.TAMPERED
-            fr.messages += [f"{p}: changed since it was applied; restore it or reinstall the target" for p in bad]
+            fr.messages += [f"{p}: changed since it was applied" for p in bad]
             continue
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if not rev.ok:
@@ -447,16 +438,6 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             continue
         tree.adopt(rev.tree)
         fr.action = Action.WOULD_REVERT if dry else Action.REVERTED
-
-
-def _stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
-    """A fix a stale manifest records: not in the files (they are the clean release), so not reverted."""
-    fix = ctx.pack.fixes.get(entry.id)
-    if entry.state is not Recorded.APPLIED:
-        return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.UPSTREAMED,
-                         messages=["upstreamed: not ours to revert"])
-    return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.ABSENT,
-                     messages=["not in the files (they are the clean release): nothing to revert"])
 
 
 def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
