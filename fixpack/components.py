@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from .errors import BadInputError, MismatchError, StaleLockError
+from .lockfile import relock_command
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
@@ -106,7 +107,7 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
         differ = sorted(set(dict(locked.files).items()) ^ set(package_files(layout.hashes()).items()))
         raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} "
                              f"records ({', '.join(sorted({p for p, _h in differ})[:5])}): its source changed; bump "
-                             f"its version and regenerate the lock (fixpack lock --profile {profile.name})")
+                             f"its version and regenerate the lock ({relock_command(profile)})")
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
+from .advice import add_next_steps, note_stale, stale_entry
 from .errors import BadInputError, FixpackError, MismatchError
 from .fsio import FileChange, forget_state
 from .model import Fix, Pack, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
-from .run import NO_LOCK, Context, Request, check_deleted_then_touched, prepare
+from .run import NO_LOCK, Context, Request, check_deleted_then_touched, note_named_defaults, prepare
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
@@ -82,8 +83,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             return held
     recorded_components = manifest  # a reinstalled target leaves the components' files where they are
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
-        ctx.report.target(name).note(f"the files are the clean release: the manifest at {manifest_path(ft.root, name)} "
-                                     f"is stale (the target was reinstalled?) and is replaced by this run")
+        note_stale(ctx, ft)
         manifest = None
     chain = _chain(ctx, name, manifest, wanted)
     recorded = manifest.applied_ids() if manifest else set()
@@ -283,6 +283,8 @@ def apply(req: Request) -> Report:
             _recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         _note_journals(ctx, plans)
+        note_named_defaults(ctx, req.opt_ins)
+        add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -313,6 +315,8 @@ def status(req: Request) -> Report:
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     _list_unselected(ctx)
+    note_named_defaults(ctx, req.opt_ins)
+    add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
     return ctx.report.close()
 
 
@@ -374,14 +378,21 @@ def revert(req: Request) -> Report:
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree]] = []
+        manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
             tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
+            manifests[ft.spec.name] = manifest
             if manifest is None:
                 _refuse_unrecorded(ctx, ft, tree)
                 continue
-            _plan_revert(ctx, ft, tree, manifest, req.dry_run)
+            if _is_clean_release(tree, manifest, ctx.lock):  # as apply and status see it: nothing of ours is there
+                note_stale(ctx, ft)
+                ctx.report.fixes += [stale_entry(ctx, ft, e) for e in manifest.fixes]
+            else:
+                _plan_revert(ctx, ft, tree, manifest, req.dry_run)
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree))
+        add_next_steps(ctx, manifests)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for ft, tree in work:
@@ -417,7 +428,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
         bad = sorted(set(fix.touched_paths()) & tampered)
         if bad:
             fr.state = State.TAMPERED
-            fr.messages += [f"{p}: changed since it was applied; restore it or reinstall the target" for p in bad]
+            fr.messages += [f"{p}: changed since it was applied" for p in bad]
             continue
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if not rev.ok:
@@ -480,7 +491,7 @@ def write_lock(req: Request) -> Path:
 def check_lock_fresh(req: Request) -> None:
     """Raise StaleLockError when the committed lock differs from one generated now."""
     lock, profile = fingerprint_chain(req)
-    lockfile.check_fresh(profile, lock)
+    lockfile.check_fresh(profile, lock, lockfile.relock_command(profile, req.only_targets, req.roots, req.env_root))
 
 
 __all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]

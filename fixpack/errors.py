@@ -96,10 +96,10 @@ class DamagedStateError(MismatchError):
     Raised before anything is written, in every command: state on disk is untrusted input.
     """
 
-    def __init__(self, path: Path, what: str) -> None:
-        super().__init__(f"the state in {path} is damaged: {what}; remove it or restore the image "
-                         f"(nothing was written)")
+    def __init__(self, path: Path, what: str, advice: str = "remove it or restore the image") -> None:
+        super().__init__(f"the state in {path} is damaged: {what}; {advice} (nothing was written)")
         self.path = path
+        self.what = what
 
 
 class ConflictError(FixpackError):

@@ -21,17 +21,38 @@ from .targets import FoundTarget, commit_matches
 from .tree import Tree, file_hashes
 
 
-def read_lock(profile: Profile) -> Lock:
-    """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do."""
+def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
+                   copies: Path | None = None) -> str:
+    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written: the pack is the
+    one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
+    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
+    import shlex  # only when there is a lock to regenerate
+
+    words = ["fixpack", "lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
+    words += [w for t in targets for w in ("--target", t)]
+    words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={root}")]
+    words += ["--copies", str(copies)] if copies is not None else []
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _redo(profile: Profile, redo: str) -> str:
+    given = redo or relock_command(profile)
+    fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
+    return f"regenerate it from clean release copies: {given}{fetched}"
+
+
+def read_lock(profile: Profile, redo: str = "") -> Lock:
+    """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``,
+    the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
     path = profile.lock_path
     if not path.is_file():
-        raise StaleLockError(f"{path}: no lock for profile {profile.name!r}. Generate it from a clean release "
-                             f"copy: fixpack lock --profile {profile.name} --root NAME=PATH")
-    return Lock.from_json(path.read_bytes(), path, profile.name)
+        raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {_redo(profile, redo)}")
+    return Lock.from_json(path.read_bytes(), path, profile.name, _redo(profile, redo))
 
 
-def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
-    """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded."""
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: str = "") -> None:
+    """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
+    (``redo``: as for :func:`read_lock`)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale = []
@@ -54,8 +75,7 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock) -> None:
             stale.append(f"component {comp.id}: version {comp.version} in the profile, {locked.version} in the lock")
     stale += _pin_changes(profile, lock)
     if stale:
-        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}. Regenerate it from a clean "
-                             f"release copy: fixpack lock --profile {profile.name} --root NAME=PATH")
+        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; {_redo(profile, redo)}")
 
 
 def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
@@ -135,12 +155,13 @@ def write(profile: Profile, lock: Lock) -> Path:
     return profile.lock_path
 
 
-def check_fresh(profile: Profile, fresh: Lock) -> None:
-    """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now)."""
-    have = read_lock(profile)
+def check_fresh(profile: Profile, fresh: Lock, redo: str = "") -> None:
+    """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now; ``redo``: as
+    for :func:`read_lock`)."""
+    have = read_lock(profile, redo)
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
     diff += sorted(f"component {c.id}" for c in set(fresh.components) ^ set(have.components))
     if diff or dict(fresh.targets) != dict(have.targets):
-        raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}). "
-                             f"Regenerate: fixpack lock --profile {profile.name} --root NAME=PATH")
+        raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
+                             f"{_redo(profile, redo)}")

@@ -134,9 +134,10 @@ class Lock:
         return data
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path, profile: str) -> Lock:
-        """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do."""
-        redo = f"regenerate it from a clean release copy: fixpack lock --profile {profile} --root NAME=PATH"
+    def from_json(cls, raw: bytes, path: Path, profile: str, redo: str = "") -> Lock:
+        """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do
+        (``redo``: how to regenerate it, from :func:`fixpack.lockfile.read_lock`)."""
+        redo = redo or f"regenerate it from a clean release copy: fixpack lock --profile {profile} --root NAME=PATH"
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:

@@ -83,8 +83,9 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
     if need_lock:
-        lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack, profile, lock)
+        redo = lockfile.relock_command(profile, req.only_targets)  # the user's pack and targets, not the defaults
+        lock = lockfile.read_lock(profile, redo)
+        lockfile.check_lock_matches(pack, profile, lock, redo)
     report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
     found: dict[str, FoundTarget] = {}
     for spec in profile.targets:
@@ -93,6 +94,15 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
+
+
+def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
+    """A default fix (or component) named on the command line as if it were an opt-in is selected anyway:
+    say so on its line, once, rather than take the name silently."""
+    for fr in ctx.report.fixes:
+        if fr.id in names and not fr.opt_in:
+            fr.messages.insert(0, f"named on the command line, but a default {fr.kind} of profile {ctx.profile.name}: "
+                                  f"selected whether named or not (name only opt-ins)")
 
 
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import stat
@@ -132,12 +133,45 @@ def backups_dir(root: Path) -> Path:
 def load_journal(root: Path) -> Journal | None:
     """The journal an interrupted run left, checked entry by entry; None when there is none."""
     jpath = journal_path(root)
+    raw = _read_state_file(jpath)
+    if raw is None:
+        _check_backups_folder(root)
+        return None
+    try:
+        _check_backups_folder(root)
+        return _parse_journal(root, jpath, raw)
+    except DamagedStateError as exc:  # a killed run left it: removing it alone would leave a half-written target
+        raise DamagedStateError(exc.path, exc.what, restore_first(root, raw)) from None
+
+
+def _check_backups_folder(root: Path) -> None:
     backups = backups_dir(root)
     if exists(backups) and (backups.is_symlink() or not backups.is_dir()):
         raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
-    raw = _read_state_file(jpath)
-    if raw is None:
-        return None
+
+
+def restore_first(root: Path, raw: bytes) -> str:
+    """What to do about a damaged journal, in order: the run that left it was killed while writing, so the
+    files it names may hold part of that run; they are put back before the journal goes. ``raw``: the
+    journal's bytes, read (never trusted) only to name the files."""
+    try:
+        listed = [e["path"] for e in json.loads(raw)["entries"]]
+        named = [p for p in listed if isinstance(p, str) and not _MANIFEST_NAME.match(p) and not path_problem(p)]
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
+        named = []
+    files = f" (it was writing {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
+    pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
+    restore = (f"1. put the pack's files back from git: git -C {root} checkout -- fixes profiles (this drops "
+               f"uncommitted changes there too)" if pack else
+               f"1. put the target back to its clean release: reinstall its package at the same version (pip install "
+               f"--force-reinstall --no-deps, with the image's Python) or copy a clean release copy over {root}")
+    keep = "" if pack else " (keep the manifest beside them: the next run sees it is stale and replaces it)"
+    return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
+            f"leaves it so. In this order: {restore}; 2. remove {journal_path(root)} and the folder "
+            f"{backups_dir(root)}{keep}; 3. run the command again")
+
+
+def _parse_journal(root: Path, jpath: Path, raw: bytes) -> Journal:
     data = load_json(raw, jpath)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or set(data) - {"entries", "dirs"}:
         raise DamagedStateError(jpath, "not a fixpack journal (a JSON object with a list of entries)")

@@ -272,6 +272,18 @@ def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
     assert snapshot(site) == before and not (site / "tiny_plug").exists()
 
 
+def test_revert_on_a_reinstalled_target_removes_the_component_and_the_stale_manifest(builder, plugin_wheel):
+    """Revert sees the stale manifest as apply does (it called the fixes tampered): nothing of the release to
+    undo, the recorded component's files and the manifest removed."""
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    (site / "demo_pkg/a.py").write_text("x = 1\n")  # vLLM reinstalled: its files are the clean release again
+    r = engine.revert(builder.request(site))
+    assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").action.value == "reverted"
+    assert snapshot(site) == before and not (site / "tiny_plug").exists()
+
+
 def test_the_lock_covers_a_components_files(builder):
     """The lock records each package file a component installs; a source changed without a new version
     (and a new lock) is a stale lock: bad input, nothing written."""

@@ -337,6 +337,52 @@ def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
     assert r.targets[0].message.count("is stale") == 1  # said once, though apply evaluates twice
 
 
+def test_a_stale_manifest_is_said_and_handled_alike_by_status_apply_and_revert(setup, tmp_path):
+    """A reinstalled target (the clean release) under the state of an earlier apply: revert has nothing to
+    undo; it says the manifest is stale in status's and apply's words and removes it, exit 0, leaving every
+    file of the release as it is (it called every fix tampered, exit 3, and advised a reinstall)."""
+    import shutil
+    b, clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    shutil.copytree(target / ".fixpack", tmp_path / "state")
+    shutil.rmtree(target)
+    shutil.copytree(pristine, target)
+    shutil.copytree(tmp_path / "state", target / ".fixpack")
+    before = snapshot(target)
+    notes = {}
+    for name, run in (("status", engine.status), ("apply --dry-run", lambda r: engine.apply(r)),
+                      ("revert --dry-run", engine.revert), ("revert", engine.revert)):
+        r = run(b.request(target, dry_run=name != "revert"))
+        assert r.exit_code == 0, (name, r.error, [(f.id, f.state, f.messages) for f in r.fixes])
+        notes[name] = r.targets[0].message
+        if name.startswith("revert"):
+            assert states(r) == {"first": "absent", "second": "absent"}
+            assert all(f.action == "none" for f in r.fixes)
+        if name != "revert":
+            assert snapshot(target) == before
+    stale = "the files are the clean release: the manifest at " + str(target / ".fixpack/demo.manifest.json")
+    assert all(n.startswith(stale + " is stale") for n in notes.values()), notes
+    assert "nothing to revert: this run removes it" in notes["revert"]
+    assert snapshot(target) == snapshot(pristine) and not (target / ".fixpack").exists()
+
+
+def test_a_default_fix_named_as_an_opt_in_is_said_once(setup):
+    """`apply_all.py --profile P <default fix>` was taken silently; it is applied anyway, and now said (exit 0).
+    An unknown name stays an error (exit 2)."""
+    b, _, target = setup
+    said = "named on the command line, but a default fix of profile p1: selected whether named or not"
+    for run in (engine.status, engine.apply):
+        r = run(b.request(target, opt_ins=("first", "extra")))
+        assert r.exit_code == 0 and r.fix("first").messages[0].startswith(said), r.fix("first").messages
+        assert sum(said in m for f in r.fixes for m in f.messages) == 1
+    assert not any(said in m for f in engine.apply(b.request(target)).fixes for m in f.messages)
+    with pytest.raises(UnknownNameError) as exc:
+        engine.apply(b.request(target, opt_ins=("frist",)))
+    assert exc.value.exit_code == 2
+
+
 def test_hand_edited_lock_is_refused(setup):
     b, _, target = setup
     lock = b.pack / "profiles/p1.lock"

@@ -53,6 +53,35 @@ def test_a_pin_edited_without_a_new_lock_is_a_pack_lock_mismatch(setup):
         engine.apply(b.request(target))
 
 
+def test_the_lock_command_to_run_keeps_the_pack_and_targets_given(setup, tmp_path):
+    """A stale or missing lock names `fixpack lock` with the run's --pack and --target (and, for a lock check,
+    its clean copies): without them, run as written elsewhere, it acted on another pack."""
+    import shlex
+
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    patch.write_text(patch.read_text().replace("+five\n", "+FIVE\n"))
+    want = f"fixpack lock --profile p1 --pack {b.pack} --target demo (it fetches them"
+    for run in (engine.apply, engine.status):
+        with pytest.raises(StaleLockError) as exc:
+            run(b.request(target, only_targets=("demo",)))
+        assert want in str(exc.value), str(exc.value)
+    clean = b.pack.parent / "clean"
+    with pytest.raises(StaleLockError) as exc:
+        engine.check_lock_fresh(b.request(clean, only_targets=("demo",)))
+    command = str(exc.value).partition("regenerate it from clean release copies: ")[2]
+    assert command == f"fixpack lock --profile p1 --pack {b.pack} --target demo --root demo={clean}", command
+    words = shlex.split(command)  # as written, from another folder: this pack's lock, not the checkout's
+    p = subprocess.run([sys.executable, "-m", "fixpack.cli", *words[1:]], capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, p.stderr
+    assert engine.apply(b.request(target)).ok
+    (b.pack / "profiles/p1.lock").unlink()
+    with pytest.raises(StaleLockError, match="no lock for profile 'p1'") as exc:
+        engine.apply(b.request(target, only_targets=("demo",)))
+    assert want in str(exc.value)
+
+
 def test_a_diff_git_line_that_disagrees_with_its_file_lines(setup):
     b, target = setup
     found = _problems(b, target, "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py",

@@ -80,8 +80,8 @@ def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
     assert findings(b) == [f"profiles/p1.lock: {b.pack / 'profiles/p1.lock'} is stale: one: patch or version changed "
-                           f"since the lock was generated. Regenerate it from a clean release copy: fixpack lock "
-                           f"--profile p1 --root NAME=PATH"]
+                           f"since the lock was generated; regenerate it from clean release copies: fixpack lock "
+                           f"--profile p1 --pack {b.pack} (it fetches them; --root NAME=PATH gives one)"]
     b.lock(clean)
     assert findings(b) == []
     other = b.tree("other-clean", {MOD: numbered(20) + "line 21\n"})  # the release copy differs from the locked one

@@ -162,8 +162,50 @@ def test_damaged_state_through_the_cli_is_exit_3_not_1(world):
                            env={**os.environ, "PYTHONPATH": str(REPO)})
         assert p.returncode == 3, p.stderr
         assert f"the state in {target / '.fixpack' / 'journal.json'} is damaged" in p.stderr
-        assert "remove it or restore the image" in p.stderr
+        assert "In this order: 1. put the target back to its clean release" in p.stderr
     assert (outside / "victim.txt").read_text() == "keep me\n"
+
+
+def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal(builder, tmp_path):
+    """A run killed half-way, then a backup that fails its sha256 check: 'remove it' alone left the half-applied
+    target, `partial` from then on. The message names the journal, the backups, the files the run was writing
+    and the steps in order; following them gives a target that applies cleanly."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    base = numbered(30)
+    files = {MOD: base, "demo_pkg/b.py": base}
+    clean = builder.tree("clean", files)
+    builder.add_fix("two", dict(files), {MOD: base.replace("line 20\n", "twenty\n"),
+                                         "demo_pkg/b.py": base.replace("line 9\n", "nine\n")})
+    builder.profile(["two"])
+    builder.lock(clean)
+    target = builder.tree("image", files)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": "3"}  # after the first file is written
+    killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(builder.pack), "-p", "p1",
+                             "--root", f"demo={target}"], env=env, capture_output=True)
+    assert killed.returncode == 137 and (target / ".fixpack/journal.json").exists()
+    assert (target / "demo_pkg/b.py").read_text() != base and (target / MOD).read_text() == base  # half-applied
+    state = target / ".fixpack"
+    (state / "journal/0").write_bytes(b"not what it held\n")
+    code, message = outcome(lambda: engine.status(builder.request(target)))
+    journal, backups = state / "journal.json", state / "journal"
+    assert code == 3 and f"the state in {journal} is damaged: entry 1: the backup of demo_pkg/b.py does not " in message
+    steps = [f"{target} may be half-written (it was writing demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
+             f"1. put the target back to its clean release: reinstall its package at the same version (pip install "
+             f"--force-reinstall --no-deps, with the image's Python) or copy a clean release copy over {target}",
+             f"2. remove {journal} and the folder {backups}", "3. run the command again"]
+    at = [message.find(s) for s in steps]
+    assert -1 not in at and at == sorted(at), message
+    for rel in files:  # the steps, as written
+        shutil.copy2(clean / rel, target / rel)
+    journal.unlink()
+    shutil.rmtree(backups)
+    assert engine.status(builder.request(target)).ok
+    assert engine.apply(builder.request(target)).ok and engine.revert(builder.request(target)).ok
+    assert snapshot(target) == snapshot(clean)
 
 
 def test_a_planted_lock_link_is_never_followed(world):

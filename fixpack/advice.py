@@ -1,0 +1,103 @@
+"""What a run says to do next, where its states alone leave the user guessing: a stale manifest (said in the
+same words by apply, status and revert), and the next step for a fix that is ``tampered`` or in
+``conflict`` (``partial``) on a found target.
+
+The steps name commands that exist and run as written: ``git -C ROOT checkout -- FILE ...`` for a git
+checkout, ``pip install --force-reinstall --no-deps DIST==VERSION`` for a site-packages install,
+``cp --parents`` from the clean release copy that ``fixpack fetch`` prints for any other tree. They lead back to a
+state the engine handles: files that are the clean release under a stale manifest (replaced by apply,
+removed by revert), or a file that is the release's again, where the fix applies.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .components import site_packages_problem
+from .records import Manifest, ManifestFix, Recorded
+from .report import FixReport
+from .run import Context
+from .state import manifest_path
+from .states import State
+from .targets import FoundTarget
+
+_STALE_NEXT = {("apply", False): "this run replaces it",
+               ("apply", True): "apply replaces it (a dry run writes nothing)",
+               ("revert", False): "nothing to revert: this run removes it",
+               ("revert", True): "nothing to revert: revert removes it (a dry run writes nothing)",
+               ("status", True): "apply replaces it, revert removes it"}
+
+
+def note_stale(ctx: Context, ft: FoundTarget) -> None:
+    """Say, in the same words for apply, status and revert, that the manifest describes files that are no
+    longer there (every file it lists is the clean release: the target was reinstalled), and what each does."""
+    cmd = (ctx.report.command, ctx.report.dry_run)
+    ctx.report.target(ft.spec.name).note(
+        f"the files are the clean release: the manifest at {manifest_path(ft.root, ft.spec.name)} is stale (the "
+        f"target was reinstalled?); {_STALE_NEXT[cmd]}")
+
+
+def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
+    """A fix a stale manifest records, for revert: not in the files (they are the clean release), not reverted."""
+    fix = ctx.pack.fixes.get(entry.id)
+    if entry.state is not Recorded.APPLIED:
+        return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.UPSTREAMED,
+                         messages=["upstreamed: not ours to revert"])
+    return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.ABSENT,
+                     messages=["not in the files (they are the clean release): nothing to revert"])
+
+
+def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
+    """How ``paths`` (relative to the target's root) go back to the clean release, as a command to run: git
+    for a checkout, pip for a site-packages install (the whole distribution), else a copy from a clean
+    release copy that ``fixpack fetch`` prints."""
+    import shlex  # only when there is something to put right
+
+    files = " ".join(shlex.quote(p) for p in paths)
+    if any(e.startswith("git HEAD of ") for e in ft.evidence):
+        return f"git -C {shlex.quote(str(ft.root))} checkout -- {files}"
+    dist = ft.spec.distribution
+    if site_packages_problem(ft) is None:  # the distribution's .dist-info lies beside its package
+        python = shlex.quote(sys.executable) if ft.how == "installed" else "python3"
+        whose = "" if ft.how == "installed" else f", with the Python whose site-packages is {ft.root}"
+        return f"{python} -m pip install --force-reinstall --no-deps {dist}=={ft.version}{whose}"
+    fetch = " ".join(shlex.quote(w) for w in ("fixpack", "fetch", "--profile", ctx.profile.name, "--pack",
+                                                str(ctx.pack.root), "--target", ft.spec.name))
+    pick = shlex.quote(f"s/^{ft.spec.name}=//p")
+    return (f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && cp --parents {files} '
+            f'{shlex.quote(str(ft.root))})')
+
+
+def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
+    """One next step on each fix that is tampered, in conflict or partial (``manifests``: what each target's
+    manifest records, None when it has none). Components keep their own words."""
+    for fr in ctx.report.fixes:
+        ft = ctx.found.get(fr.target)
+        if fr.kind != "fix" or ft is None:
+            continue
+        manifest = manifests.get(fr.target)
+        recorded = sorted(manifest.files) if manifest is not None else []
+        if fr.state is State.TAMPERED or (ctx.report.command == "revert" and fr.state is State.CONFLICT):
+            fr.messages.append(_back_to_release(ctx, ft, recorded))
+        elif fr.state in (State.CONFLICT, State.PARTIAL):
+            fr.messages.append(_changed_file(ctx, ft, fr))
+
+
+def _back_to_release(ctx: Context, ft: FoundTarget, recorded: list[str]) -> str:
+    """A recorded fix whose files changed: undo the change, or put every file the manifest lists back to the
+    release, so that the manifest is stale (apply replaces it, revert removes it)."""
+    again = "revert again: it then removes the stale manifest" if ctx.report.command == "revert" else \
+        "apply again: it then replaces the stale manifest and applies the fixes afresh"
+    return (f"next: undo that change, or put every file the manifest lists back to the clean release: "
+            f"{restore_how(ctx, ft, recorded)}; then run {again}")
+
+
+def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
+    """A fix that does not apply on a pinned release: a file it touches was changed after the release."""
+    files = sorted({str(r["file"]) for r in fr.refused}) or list(ctx.pack.fixes[fr.id].touched_paths())
+    return (f"next: {', '.join(files)} differs from the release where the fix goes; if it was changed after the "
+            f"release, put it back: {restore_how(ctx, ft, files)}; then run apply again (apply --reject DIR writes "
+            f"the refused hunks as .rej files to compare)")
+
+
+__all__ = ["add_next_steps", "note_stale", "restore_how", "stale_entry"]

@@ -1,0 +1,89 @@
+"""A tampered or conflicting fix says what to do next, with a command that runs as written and leads back to a
+state the engine handles (a stale manifest, or a file the fix applies to)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git, numbered, snapshot
+
+from fixpack import engine
+from fixpack.advice import restore_how
+from fixpack.run import prepare
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def checkout(builder):
+    """The release as a git checkout, pinned at its HEAD and locked there; the image is that checkout."""
+    base = numbered(30)
+    root = builder.tree("clean", {MOD: base, "demo_pkg/b.py": base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {"demo_pkg/b.py": base}, {"demo_pkg/b.py": base.replace("line 9\n", "nine\n")})
+    builder.profile(["one", "two"])
+    builder.lock(root)
+    return builder, root
+
+
+def _next(report, fix_id: str) -> str:
+    said = [m for m in report.fix(fix_id).messages if m.startswith("next: ")]
+    assert len(said) == 1, report.fix(fix_id).messages
+    return said[0]
+
+
+def _run_as_written(command: str, cwd: Path) -> None:
+    subprocess.run(["bash", "-c", command], cwd=cwd, check=True, capture_output=True)
+
+
+def test_a_tampered_fix_says_how_to_get_back_and_the_way_works(checkout, tmp_path):
+    b, root = checkout
+    clean = snapshot(root)
+    assert engine.apply(b.request(root)).ok
+    (root / MOD).write_text((root / MOD).read_text().replace("line 7\n", "seven, by hand\n"))
+    restore = f"git -C {root} checkout -- demo_pkg/b.py {MOD}"
+    for run, again in ((engine.status, "apply again: it then replaces the stale manifest"),
+                       (engine.apply, "apply again: it then replaces the stale manifest"),
+                       (engine.revert, "revert again: it then removes the stale manifest")):
+        r = run(b.request(root))
+        assert r.exit_code == 3 and r.fix("one").state == "tampered"
+        said = _next(r, "one")
+        assert said == (f"next: undo that change, or put every file the manifest lists back to the clean release: "
+                        f"{restore}; then run {again}" + (" and applies the fixes afresh" if "apply" in again else ""))
+    _run_as_written(restore, tmp_path)
+    assert engine.revert(b.request(root)).ok and snapshot(root) == clean
+
+
+def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
+    b, root = checkout
+    (root / MOD).write_text((root / MOD).read_text().replace("line 2\n", "line two, by hand\n"))
+    r = engine.apply(b.request(root))
+    assert r.exit_code == 4 and r.fix("one").state == "conflict" and "next: " not in " ".join(r.fix("two").messages)
+    said = _next(r, "one")
+    restore = f"git -C {root} checkout -- {MOD}"
+    assert said.startswith(f"next: {MOD} differs from the release where the fix goes; if it was changed after the "
+                           f"release, put it back: {restore}; then run apply again"), said
+    assert "apply --reject DIR" in said
+    _run_as_written(restore, tmp_path)
+    assert engine.apply(b.request(root)).ok
+
+
+def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
+    base = numbered(10)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    site = builder.tree("site", {MOD: base})
+    (site / "demo_pkg-1.0.dist-info").mkdir()
+    for root, want in (
+            (site, f"python3 -m pip install --force-reinstall --no-deps demo_pkg==1.0, with the Python whose "
+                   f"site-packages is {site}"),
+            (clean, f"(src=$(fixpack fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
+                    f"&& [ -n \"$src\" ] && cd \"$src\" && cp --parents {MOD} {clean})")):
+        ctx = prepare(builder.request(root), "status")
+        assert restore_how(ctx, ctx.found["demo"], [MOD]) == want
