@@ -17,6 +17,15 @@ BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
 
 
+def binary_source(fix_folder: Path, src: str) -> Path:
+    """The file a ``[binary] "path" = "src"`` entry of ``fixes/<id>/fix.toml`` names: ``fixes/<id>/src``,
+    for the fix and every variant of it alike (the table is fix.toml's; a variant's folder
+    ``fixes/<id>/<profile>/`` holds only its patches and ``variant.toml``). The one resolution the
+    loader's checks, the fingerprints and the evaluation use; the loader refuses a ``src`` that leaves
+    the fix's folder."""
+    return fix_folder / src
+
+
 @dataclass(frozen=True)
 class Upstream:
     """Where the change stands upstream, in DEP-3 / Yocto ``Upstream-Status`` words.
@@ -131,7 +140,7 @@ class Fix:
             if src == BINARY_IN_PATCH:
                 continue
             try:
-                digest = hashlib.sha256((self.folder / src).read_bytes()).hexdigest()
+                digest = hashlib.sha256(binary_source(self.folder, src).read_bytes()).hexdigest()
             except FileNotFoundError:
                 digest = "missing"
             except OSError:
