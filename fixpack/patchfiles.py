@@ -51,7 +51,7 @@ class Binary:
         return binary_source(self.folder, self.table[target_path])
 
 
-def source_problem(folder: Path, src: str) -> str | None:
+def _source_problem(folder: Path, src: str) -> str | None:
     """Why ``src`` (a ``[binary]`` source) is not a file name inside the fix's folder ``folder`` (None when
     it is one): a source outside it would copy any file of the machine into the target."""
     parts = src.split("/")
@@ -83,7 +83,7 @@ def check_binary(binary: Binary, errors: Collector) -> None:
                        where.path, where.binary_entry_line(target_path))
         if src == BINARY_IN_PATCH:
             continue
-        problem = source_problem(binary.folder, src)
+        problem = _source_problem(binary.folder, src)
         if problem:
             errors.add(f"[binary] {target_path!r}: the fix's source file {src!r} {problem}", where.path,
                        where.binary_entry_line(target_path),
