@@ -110,11 +110,17 @@ def sha256_text(text: str) -> str:
     return sha256_bytes(text.encode("utf-8", "surrogateescape"))
 
 
-def change_sha256(files: tuple[FilePatch, ...]) -> str:
+def change_sha256(files: tuple[FilePatch, ...], section_headings: bool = False) -> str:
     """sha256 of the change a patch carries, not of its words: per file its kind, paths and modes, each
-    hunk as written (``@@`` line and every ``' '``/``'+'``/``'-'`` line) and a binary file's data. The
-    mail header (From, Subject, body, trailers), ``index`` lines and git's signature are left out, so
-    rewording a patch keeps it; any changed diff line, hunk, name or mode changes it."""
+    hunk's ranges (``@@ -a,b +c,d @@``, as unidiff writes them) and every ``' '``/``'+'``/``'-'`` line, and
+    a binary file's data. The mail header (From, Subject, body, trailers), ``index`` lines, git's
+    signature and each hunk's section heading (the text after the second ``@@``: the enclosing function's
+    line, which git picks with its diff driver and the engine neither places nor checks) are left out, so
+    rewording a patch, or regenerating it where git names another function, keeps it; any changed diff
+    line, hunk range, name or mode changes it.
+
+    ``section_headings`` True hashes each ``@@`` line whole, heading included: the fingerprint manifests
+    recorded before headings were left out (a hunk without one hashes the same either way)."""
     h = hashlib.sha256()
     for fp in files:
         h.update(repr((fp.kind, fp.old_path, fp.new_path, fp.old_mode, fp.new_mode, fp.binary)).encode())
@@ -123,8 +129,16 @@ def change_sha256(files: tuple[FilePatch, ...]) -> str:
             h.update(repr((d.old_id, d.new_id, d.forward.kind, d.reverse.kind)).encode())
             h.update(d.forward.data + b"\0" + d.reverse.data)
         for hunk in fp.hunks:
-            h.update(b"\0" + hunk.text.encode("utf-8", "surrogateescape"))
+            text = hunk.text if section_headings else _without_heading(hunk.text)
+            h.update(b"\0" + text.encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+def _without_heading(text: str) -> str:
+    """A hunk's text with its ``@@`` line cut after the ranges' closing ``@@`` (its section heading dropped)."""
+    head, nl, body = text.partition("\n")
+    end = head.find("@@", 2)
+    return (head[: end + 2] if head.startswith("@@") and end > 0 else head) + nl + body
 
 
 def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:

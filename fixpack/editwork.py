@@ -129,10 +129,22 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     target's clean release copy is ``roots[target]`` (its pin checked), else fetched into ``cache`` (or
     taken from it).
 
+    The pack's lock (:func:`fixpack.runlock.pack_lock`) is held from reading the pack to saving the edit's
+    state, so that a refresh or import running beside it cannot change the patches it lays (it waits, as
+    they wait for each other); a refresh killed while writing is rolled back first.
+
     Raises BadInputError for an unknown or clashing name, or an edit of it already in progress;
-    ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale).
+    ConflictError when a fix of the chain does not apply at its stated lines (the pack is stale);
+    BusyError (exit 5) when another command holds the pack's lock past its wait.
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
+    with pack_lock(pack_root, progress):  # from reading the pack to saving the edit: no refresh writes between
+        recover_pack(pack_root)  # a refresh killed while writing is rolled back before the pack is read
+        return _start(pack_root, profile, fix_id, new, target, after, opt_in, cache, roots or {}, progress)
+
+
+def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, after: str, opt_in: bool,
+           cache: Path | None, roots: dict[str, Path], progress: Progress) -> EditState:
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -146,7 +158,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
         fix = _listed(view, prof, fix_id)
         target, chain = fix.target, _chain(view, prof, fix.target)
         before = chain[:[f.id for f in chain].index(fix_id)]
-    found = clean_copy(prof, target, (roots or {}).get(target), cache, progress)
+    found = clean_copy(prof, target, roots.get(target), cache, progress)
     work = pack_root / WORK_DIR / fix_id
     state = EditState(fix_id, prof.name, target, new, after, opt_in, str(found.root), str(work))
     if not new:

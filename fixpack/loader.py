@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
-from .patchfiles import Where, check_binary, check_package_paths, load_patch
+from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
@@ -156,12 +156,13 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     upstream = _load_upstream(data.get("upstream", {}), path, text, errors)
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
-    where = Where(path, lambda key: key_line(text, key))
-    check_binary(folder, binary, where, errors)
+    where = Where(path, lambda key, table: key_line(text, key, table))
+    declared = Binary(folder, dict(binary), where)  # the fix's and every variant's
+    check_binary(declared, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
-    patches = tuple(p for p in (load_patch(folder, n, dict(binary), where, errors, lazy) for n in names) if p)
-    variants = tuple(v for v in (_load_variant(folder, sub, names, dict(binary), version, errors, lazy)
+    patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
+    variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)
                                  for sub in sorted(folder.iterdir())
                                  if sub.name == (profile or sub.name) and (sub / "variant.toml").is_file()) if v)
     if len(errors.problems) > before:
@@ -176,9 +177,10 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     )
 
 
-def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[str, str], base_version: Any,
+def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_version: Any,
                   errors: Collector, lazy: Path | None = None) -> Variant | None:
-    """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml)."""
+    """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml); its
+    ``[binary]`` sources are the fix's (``binary``: fix.toml's table, resolved in ``fixes/<id>/``)."""
     path = sub / "variant.toml"
     loaded = read_toml(path, errors)
     if loaded is None:
@@ -189,7 +191,7 @@ def _load_variant(folder: Path, sub: Path, names: tuple[str, ...], binary: dict[
     if not isinstance(version, int) or version < 1:
         errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
         return None
-    where = Where(path, lambda key: key_line(text, key))
+    where = Where(path, lambda key, table: key_line(text, key, table))
     patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 

@@ -17,6 +17,15 @@ BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
 
 
+def binary_source(fix_folder: Path, src: str) -> Path:
+    """The file a ``[binary] "path" = "src"`` entry of ``fixes/<id>/fix.toml`` names: ``fixes/<id>/src``,
+    for the fix and every variant of it alike (the table is fix.toml's; a variant's folder
+    ``fixes/<id>/<profile>/`` holds only its patches and ``variant.toml``). The one resolution the
+    loader's checks, the fingerprints and the evaluation use; the loader refuses a ``src`` that leaves
+    the fix's folder."""
+    return fix_folder / src
+
+
 @dataclass(frozen=True)
 class Upstream:
     """Where the change stands upstream, in DEP-3 / Yocto ``Upstream-Status`` words.
@@ -65,6 +74,14 @@ class PatchFile:
 
         return change_sha256(self.files)
 
+    @cached_property
+    def headed_change_sha256(self) -> str:
+        """:attr:`change_sha256` with each hunk's section heading hashed too, as manifests recorded it
+        before headings were left out (:func:`fixpack.diff.change_sha256`)."""
+        from .diff import change_sha256
+
+        return change_sha256(self.files, section_headings=True)
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -106,9 +123,10 @@ class Fix:
     @cached_property
     def patch_sha256(self) -> str:
         """The fix's change fingerprint (lock and manifest): sha256 over its patches' change hashes in
-        order, then its :attr:`binary_sources`. It changes with any diff line, hunk, file name or mode
-        and with a ``[binary]`` file's bytes, not with a patch's mail header or ``fix.toml``'s metadata
-        (summary, why, upstream status). Parses the patches, unless :meth:`vouch_change` gave it first."""
+        order, then its :attr:`binary_sources`. It changes with any diff line, hunk range, file name or
+        mode and with a ``[binary]`` file's bytes, not with a patch's mail header, a hunk's section heading
+        or ``fix.toml``'s metadata (summary, why, upstream status). Parses the patches, unless
+        :meth:`vouch_change` gave it first."""
         from .diff import sha256_text
 
         return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
@@ -131,7 +149,7 @@ class Fix:
             if src == BINARY_IN_PATCH:
                 continue
             try:
-                digest = hashlib.sha256((self.folder / src).read_bytes()).hexdigest()
+                digest = hashlib.sha256(binary_source(self.folder, src).read_bytes()).hexdigest()
             except FileNotFoundError:
                 digest = "missing"
             except OSError:
@@ -145,9 +163,16 @@ class Fix:
         self.__dict__["patch_sha256"] = change
 
     def recorded_as(self, sha: str) -> bool:
-        """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or (a manifest
-        written before fingerprints left the mail header out) the sha256 over its patches' bytes."""
-        return sha == self.bytes_sha256 or sha == self.patch_sha256
+        """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or one an older
+        manifest recorded: the sha256 over its patches' bytes (before fingerprints left the mail header
+        out), or the change fingerprint with the hunks' section headings (before those were left out)."""
+        return sha == self.bytes_sha256 or sha == self.patch_sha256 or sha == self._headed_sha256()
+
+    def _headed_sha256(self) -> str:
+        """:attr:`patch_sha256` as it was computed with the hunks' section headings."""
+        from .diff import sha256_text
+
+        return sha256_text("\n".join([*(p.headed_change_sha256 for p in self.patches), *self.binary_sources]))
 
     def file_patches(self) -> tuple[FilePatch, ...]:
         return tuple(fp for p in self.patches for fp in p.files)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import FixpackError, PackError, Problem
-from .loader import load_pack, load_profile
+from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .structs import dataclass
 
@@ -113,10 +113,19 @@ def _orphans(pack: Pack, profiles: list[Profile]) -> list[Finding]:
 
 
 def _proofs(pack: Pack) -> list[Finding]:
+    """A fix that is not retired and has no ``test_*.py`` beside its ``fix.toml``: named at the fix.toml's
+    ``id`` line (where the fix is declared; a proof is a file of its folder, not a key)."""
     fixes = [pack.fixes[f] for f in pack.series]
-    return [Finding(_rel(pack.root, fix.folder), None, f"fix {fix.id} has no proof (fixes/{fix.id}/test_*.py)",
-                    "add a test that fails on the clean release and passes once the fix is applied")
+    return [Finding(_rel(pack.root, fix.folder / "fix.toml"), _id_line(fix.folder / "fix.toml"),
+                    f"fix {fix.id} has no proof: no test_*.py beside this fix.toml",
+                    f"add fixes/{fix.id}/test_<name>.py, a test that fails on the clean release and passes once the "
+                    f"fix is applied")
             for fix in fixes if not fix.retired and not any(fix.folder.glob("test_*.py"))]
+
+
+def _id_line(toml: Path) -> int:
+    """The line of ``id = ...`` in a fix.toml the loader accepted (it requires the key), else 1."""
+    return key_line(toml.read_text("utf-8"), "id") or 1
 
 
 def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:

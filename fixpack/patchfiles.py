@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import Collector, PackError, PatchParseError
-from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile
+from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
 from .safepath import path_problem
 
 if TYPE_CHECKING:
@@ -20,41 +20,80 @@ if TYPE_CHECKING:
 
 class Where:
     """A fix.toml (or variant.toml) and the lines of its ``patches`` key and ``[binary]`` table, looked
-    up by ``line_of`` (key -> 1-based line) only when a problem is reported: a pack of 500 fixes loaded
-    without a problem scans no text for lines."""
+    up by ``line_of`` (key, table -> 1-based line) only when a problem is reported: a pack of 500 fixes
+    loaded without a problem scans no text for lines."""
 
-    def __init__(self, path: Path, line_of: Callable[[str], int | None]) -> None:
+    def __init__(self, path: Path, line_of: Callable[[str, str], int | None]) -> None:
         self.path, self._line_of = path, line_of
 
     @property
     def patches_line(self) -> int | None:
-        return self._line_of("patches")
+        return self._line_of("patches", "")
 
     @property
     def binary_line(self) -> int | None:
-        return self._line_of("binary")
+        return self._line_of("binary", "")
+
+    def binary_entry_line(self, target_path: str) -> int | None:
+        """The line of ``"target_path" = ...`` in the ``[binary]`` table, else the table's."""
+        return self._line_of(target_path, "binary") or self.binary_line
 
 
-def check_binary(folder: Path, binary: tuple[tuple[str, str], ...], where: Where, errors: Collector) -> None:
-    """``[binary]`` maps a canonical target path to a file of the fix's own folder: a source outside it
-    (an absolute path, ``..``, a link) would copy any file of the machine into the target."""
-    for target_path, src in binary:
+class Binary:
+    """A fix's ``[binary]`` table (target path -> source) as its fix.toml (``where``) declares it, shared
+    by the fix and every variant: a source resolves in the fix's own folder (:func:`binary_source`), and
+    every problem with it is named at fix.toml's line, whichever patch file found it."""
+
+    def __init__(self, folder: Path, table: dict[str, str], where: Where) -> None:
+        self.folder, self.table, self.where = folder, table, where
+
+    def source(self, target_path: str) -> Path:
+        return binary_source(self.folder, self.table[target_path])
+
+
+def _source_problem(folder: Path, src: str) -> str | None:
+    """Why ``src`` (a ``[binary]`` source) is not a file name inside the fix's folder ``folder`` (None when
+    it is one): a source outside it would copy any file of the machine into the target."""
+    parts = src.split("/")
+    if src == "" or "\\" in src or "\x00" in src:
+        return "is not a file name (empty, or with a backslash or a NUL byte)"
+    if src.startswith("/"):
+        return "is an absolute path: name the file relative to the fix's folder"
+    if ".." in parts:
+        return "has a '..' segment: it climbs out of the fix's folder"
+    if "" in parts or "." in parts:
+        return "has an empty or '.' segment"
+    path = binary_source(folder, src)
+    if any(p.is_symlink() for p in (path, *path.parents) if folder in p.parents or p == path):
+        return "is, or lies under, a symbolic link: it could lead to any file of the machine"
+    if folder.resolve() not in path.resolve().parents:
+        return "lies outside the fix's folder"
+    return None
+
+
+def check_binary(binary: Binary, errors: Collector) -> None:
+    """``[binary]`` maps a canonical target path to a file of the fix's own folder (``src``; "patch": the
+    data is in the patch). A bad target path is named as such, a bad source as the fix's source file,
+    each at its line of fix.toml."""
+    where = binary.where
+    for target_path, src in sorted(binary.table.items()):
         problem = path_problem(target_path)
         if problem:
-            errors.add(f"[binary] target path {target_path!r}: {problem}", where.path, where.binary_line)
+            errors.add(f"[binary] target path {target_path!r} (the file written in the target): {problem}",
+                       where.path, where.binary_entry_line(target_path))
         if src == BINARY_IN_PATCH:
             continue
-        problem = path_problem(src)
-        real = (folder / src).resolve()
-        if problem or folder.resolve() not in real.parents or (folder / src).is_symlink():
-            errors.add(f"[binary] source {src!r} is not a file inside the fix's folder {folder}"
-                       + (f" ({problem})" if problem else ""), where.path, where.binary_line,
-                       "put the file in the fix's folder and name it relative to it")
+        problem = _source_problem(binary.folder, src)
+        if problem:
+            errors.add(f"[binary] {target_path!r}: the fix's source file {src!r} {problem}", where.path,
+                       where.binary_entry_line(target_path),
+                       f"put the file in the fix's folder {binary.folder} and name it relative to it")
 
 
-def load_patch(folder: Path, name: str, binary: dict[str, str], where: Where, errors: Collector,
+def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Collector,
                lazy: Path | None = None) -> PatchFile | None:
-    """A patch file of a fix, parsed now, or (``lazy``: the pack's root) on first use of its files."""
+    """A patch file of a fix (``folder``: its own, or a variant's), parsed now, or (``lazy``: the pack's
+    root) on first use of its files. ``where`` is the toml that lists it, ``binary`` the fix's table."""
     path = folder / name
     if Path(name).name != name:
         errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
@@ -67,21 +106,20 @@ def load_patch(folder: Path, name: str, binary: dict[str, str], where: Where, er
 
     def reader() -> tuple[FilePatch, ...]:
         found = Collector()
-        files = _patch_files(path, data, binary, where, found)
+        files = _patch_files(path, data, binary, found)
         found.raise_if_any(f"the pack at {lazy} is invalid")
         return files or ()
     if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
         return PatchFile(path, hashlib.sha256(data).hexdigest(), reader=reader)
-    files = _patch_files(path, data, binary, where, errors)
+    files = _patch_files(path, data, binary, errors)
     return PatchFile(path, hashlib.sha256(data).hexdigest(), files) if files is not None else None
 
 
-def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
-                 errors: Collector) -> tuple[FilePatch, ...] | None:
+def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> tuple[FilePatch, ...] | None:
     """The file patches of a patch file's bytes, each problem added to ``errors`` (None: unreadable)."""
     from .diff import parse_patch  # the diff adapter (and unidiff) load with the first patch parsed
 
-    folder = path.parent
+    table, where = binary.table, binary.where
     try:
         parsed = parse_patch(data, str(path))
     except PatchParseError as exc:
@@ -95,18 +133,21 @@ def _patch_files(path: Path, data: bytes, binary: dict[str, str], where: Where,
         return None
     for fp in parsed.files:
         source = BINARY_IN_PATCH if fp.data is not None else "<file in the fix folder>"
-        if fp.binary and fp.path not in binary:
+        if fp.binary and fp.path not in table:
             errors.add(f"binary change to {fp.path!r} is not declared: {fp.path} is a binary file, and binary files "
                        f"are changed only where fix.toml says so", path, fp.diff_line,
                        f"declare it in fix.toml: [binary] \"{fp.path}\" = \"{source}\"")
-        elif fp.data is not None and binary[fp.path] != BINARY_IN_PATCH:
-            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where.path, where.binary_line,
+        elif fp.data is not None and table[fp.path] != BINARY_IN_PATCH:
+            errors.add(f"{fp.path!r}: the patch carries its data (GIT binary patch)", where.path,
+                       where.binary_entry_line(fp.path),
                        f"declare it as [binary] \"{fp.path}\" = \"{BINARY_IN_PATCH}\"")
         elif fp.binary and fp.data is None and fp.kind != "add":
             errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
                        "regenerate the patch with git diff --binary (or git format-patch --binary)")
-        elif fp.binary and fp.data is None and not (folder / binary[fp.path]).is_file():
-            errors.add(f"declared binary content {binary[fp.path]!r} is missing", where.path, where.binary_line)
+        elif fp.binary and fp.data is None and not binary.source(fp.path).is_file():
+            errors.add(f"[binary] {fp.path!r}: the fix's source file {table[fp.path]!r} is missing: no "
+                       f"{binary.source(fp.path)} ({path.name} adds the file without its bytes)", where.path,
+                       where.binary_entry_line(fp.path), "put the file's bytes there, in the fix's own folder")
         if fp.old_mode == "120000" or fp.new_mode == "120000":
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
                        "ship the link target as a regular file")

@@ -139,15 +139,13 @@ def render_markdown(result: RebaseResult) -> str:
     for p in result.targets:
         def side(ft: FoundTarget | None) -> str:
             return f"{ft.version} @ {normalize_commit(ft.commit)[:12]}" if ft else "-"
-        note = _cell(p.note or str(p.new.root if p.new else ""))
-        lines.append(f"| {p.spec.name} | {side(p.old)} | {side(p.new)} | {note} |")
+        lines.append(_row(p.spec.name, side(p.old), side(p.new), p.note or str(p.new.root if p.new else "")))
     lines += ["", "| fix | outcome | proof | version | patch | evidence |", "| --- | --- | --- | --- | --- | --- |"]
     for o in result.fixes:
         ver = str(o.old_version) if o.old_version == o.new_version else f"{o.old_version} → {o.new_version}"
         ev = "; ".join(o.evidence + [f"**{f}**" for f in o.flags])
         proof = f"**{o.proof}**" if o.proof in ("not proven", "fails with the fix", "does not run") else o.proof
-        lines.append(f"| {o.id}{' (opt-in)' if o.opt_in else ''} | {o.outcome} | {proof} | {ver} | {o.patch} | "
-                     f"{_cell(ev)} |")
+        lines.append(_row(f"{o.id}{' (opt-in)' if o.opt_in else ''}", o.outcome, proof, ver, o.patch, ev))
     counts: dict[str, int] = {}
     for o in result.fixes:
         counts[o.outcome] = counts.get(o.outcome, 0) + 1
@@ -161,13 +159,19 @@ def render_markdown(result: RebaseResult) -> str:
     if result.components:
         lines += ["## Components (carried as they are)", "", "| component | version | target | source | note |",
                   "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {c['id']} | {c['version']} | {c['target']} | {_cell(c['path'])} | carried into the new "
-                  f"profile; its files are fingerprinted in the new lock; **not proven** on {onto}: the "
-                  f"component's own tests decide |" for c in result.components] + [""]
+        lines += [_row(c["id"], c["version"], c["target"], c["path"],
+                       f"carried into the new profile; its files are fingerprinted in the new lock; **not proven** "
+                       f"on {onto}: the component's own tests decide") for c in result.components] + [""]
     if result.written:
         lines += ["## Written", ""] + [f"- {w}" for w in result.written] + [""]
     lines += ["## Next steps", ""] + [f"{i}. {s}" for i, s in enumerate(result.next_steps, 1)]
     return "\n".join(lines) + "\n"
+
+
+def _row(*cells: str) -> str:
+    """One Markdown table row, every cell through :func:`_cell` (a ``|`` or a line break in any cell, the
+    id's or a version's as much as the evidence's, would split or end the row)."""
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
 def _cell(text: str) -> str:

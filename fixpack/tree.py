@@ -52,9 +52,7 @@ class Tree:
         if link is not None:
             real = (self.root / link).resolve()
             if real != self._real_root and self._real_root not in real.parents:
-                raise MismatchError(f"{dest} resolves to {real}, outside the target root {self.root} (a symlink "
-                                    f"points out of the target); refusing to read or write through it. Replace the "
-                                    f"link with a regular file or fix the image")
+                raise MismatchError(_outside_link(self.root, link, real, path))
             raise MismatchError(f"{self.root / link} is a symbolic link (to {os.readlink(self.root / link)}), on the "
                                 f"way to {path}; fixpack reads and writes regular files in real folders only (writing "
                                 f"would replace the link). Replace the link with what it points to")
@@ -124,3 +122,17 @@ def file_hashes(tree: Tree, paths: list[str] | tuple[str, ...]) -> dict[str, str
         text = tree.read(p)
         out[p] = hashlib.sha256(encode(text)).hexdigest() if text is not None else None
     return out
+
+
+def _outside_link(root: Path, link: str, real: Path, path: str) -> str:
+    """Why ``path`` is refused when ``root/link`` (a folder on its way, or the file itself) is a symbolic
+    link that leads out of the target: which link, where it points, and what to do."""
+    from shlex import quote  # for this message only
+
+    what = "the file" if link == path else f"a folder on the way to {path}"
+    src, dst = quote(str(real)), quote(str(root / link))
+    cmd = f"cp --remove-destination {src} {dst}" if link == path else f"rm {dst} && cp -a {src} {dst}"
+    return (f"{root / link} ({what}) is a symbolic link to {os.readlink(root / link)}, which resolves to {real}, "
+            f"outside the target root {root}; fixpack neither reads nor writes through a link out of the "
+            f"target. Replace the link with a real {'file' if link == path else 'folder'} holding what "
+            f"it points to ({cmd}), or point --root at a copy without it")

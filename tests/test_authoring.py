@@ -278,3 +278,38 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
                            capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
     assert snapshot(builder.pack) == before
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_edit_and_new_wait_for_a_command_writing_the_pack(pack3, monkeypatch, new):
+    """`edit` and `new` read the pack under its lock (a refresh or import beside them could change the
+    patches they lay into the work tree): while another command holds it they wait, then exit 5 having
+    made nothing; once it is free they run."""
+    import fcntl
+
+    from fixpack import runlock
+    from fixpack.errors import BusyError
+
+    builder, clean = pack3
+    monkeypatch.setattr(runlock, "PACK_WAIT", 0.2)
+    kw = {"new": True, "target": "demo"} if new else {}
+    fix_id = "d" if new else "b"
+    holder = os.open(builder.pack, os.O_RDONLY | os.O_DIRECTORY)  # what a refresh holds while it works
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    before = pack_bytes(builder.pack)
+    try:
+        with pytest.raises(BusyError, match="another fixpack run holds the lock on"):
+            start(builder.pack, "p1", fix_id, roots={"demo": clean}, **kw)
+    finally:
+        os.close(holder)
+    assert pack_bytes(builder.pack) == before and not (builder.pack / ".edit").exists()
+    assert Path(start(builder.pack, "p1", fix_id, roots={"demo": clean}, **kw).work).is_dir()
+
+
+def test_an_edit_rolls_back_a_refresh_killed_while_writing_before_it_reads_the_pack(pack3):
+    builder, clean = pack3
+    before = pack_bytes(builder.pack)
+    killed_refresh(builder, clean)
+    work = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    assert not (builder.pack / ".fixpack").exists() and pack_bytes(builder.pack) == before
+    assert "# a clearer comment" not in (work / MOD).read_text()  # fix b laid as the pack has it, not half written

@@ -94,13 +94,27 @@ def test_bytes_that_are_not_utf8_are_named_with_line_and_offset(pack, where):
     assert "missing from the series" not in str(exc.value)  # one finding, not one more per fix
 
 
-def test_a_binary_source_outside_the_fix_folder_is_refused(pack, tmp_path):
+@pytest.mark.parametrize("kind, problem", [
+    ("absolute", "is an absolute path: name the file relative to the fix's folder"),
+    ("dotdot", "has a '..' segment: it climbs out of the fix's folder"),
+    ("link", "is, or lies under, a symbolic link"),
+])
+def test_a_binary_source_outside_the_fix_folder_is_refused(pack, tmp_path, kind, problem):
+    """A bad [binary] source is named as the fix's source file, at its line of fix.toml, not in the words
+    meant for a path in the target ('relative to the target root', 'climbs out of the target')."""
     b, _ = pack
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"\0secret")
-    toml = b.pack / "fixes/a/fix.toml"
-    toml.write_text(toml.read_text() + f'[binary]\n"demo_pkg/x.bin" = "{secret}"\n')
-    assert "is not a file inside the fix's folder" in _load_error(b)
+    folder = b.pack / "fixes/a"
+    src = {"absolute": str(secret), "dotdot": "../../../secret.bin", "link": "logo.bin"}[kind]
+    if kind == "link":
+        (folder / "logo.bin").symlink_to(secret)
+    toml = folder / "fix.toml"
+    toml.write_text(toml.read_text() + f'[binary]\n"demo_pkg/x.bin" = "{src}"\n')
+    line = len(toml.read_text().splitlines())
+    msg = _load_error(b)
+    assert f"{toml}:{line}: [binary] 'demo_pkg/x.bin': the fix's source file {src!r} {problem}" in msg, msg
+    assert "target" not in msg.split(f"{toml}:{line}:")[1].split("(put the file")[0]
 
 
 @pytest.mark.parametrize("damage", ["not utf-8", "entries of the wrong shape"])

@@ -203,3 +203,34 @@ def test_a_binary_source_edited_and_locked_is_another_change_than_the_recorded_o
     with pytest.raises(BadInputError, match="records logo v1 with another patch than this pack has"):
         engine.revert(b.request(image))
     assert (image / "demo_pkg/logo.bin").read_bytes() == b"\x00first\xff"
+
+
+def test_a_variant_takes_its_binary_source_from_the_fix_folder(sourced):
+    """A variant (fixes/<id>/<profile>/) shares fix.toml's [binary] table: its source is the fix's own
+    file, as the evaluation and the fingerprints read it; the loader looked for it in the variant's folder
+    (declared content 'missing') and the profile could not be applied at all."""
+    b, folder, clean, _image = sourced
+    variant = folder / "p2"
+    variant.mkdir()
+    (variant / "variant.toml").write_text('version = 1\nrebased_from = "p1"\n')
+    (variant / "0001-change.patch").write_bytes((folder / "0001-change.patch").read_bytes())
+    b.profile(["logo"], name="p2")
+    b.lock(clean, "p2")
+    image = b.tree("image-p2", {})
+    before = snapshot(image)
+    r = engine.apply(b.request(image, "p2"))
+    assert r.ok and r.fix("logo").state == "absent"
+    assert (image / "demo_pkg/logo.bin").read_bytes() == b"\x00first\xff"
+    assert engine.status(b.request(image, "p2")).fix("logo").state == "applied"
+    assert engine.revert(b.request(image, "p2")).ok and snapshot(image) == before
+
+
+def test_a_missing_binary_source_is_named_at_its_fix_toml_line(sourced):
+    b, folder, clean, image = sourced
+    (folder / "logo.bin").unlink()
+    toml = folder / "fix.toml"
+    line = toml.read_text().splitlines().index('"demo_pkg/logo.bin" = "logo.bin"') + 1
+    with pytest.raises(PackError) as exc:
+        engine.status(b.request(image))
+    assert (f"{toml}:{line}: [binary] 'demo_pkg/logo.bin': the fix's source file 'logo.bin' is missing: no "
+            f"{folder / 'logo.bin'}") in str(exc.value), str(exc.value)

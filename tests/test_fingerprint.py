@@ -141,3 +141,46 @@ def test_the_lock_vouches_for_the_bytes_it_saw(setup):
     _edit(patch, "+five\n", "+FIVE\n")
     with pytest.raises(StaleLockError):
         engine.status(b.request(target))
+
+
+def test_a_hunk_s_section_heading_is_not_part_of_the_change(setup):
+    """The text after a hunk's ranges (git's section heading: the enclosing function, as its diff driver
+    finds it; the engine neither places nor checks it) can change, or be junk, and the lock stays fresh,
+    its fingerprints unchanged; only the shortcut to the bytes moves. The ranges themselves are the change."""
+    b, clean, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    lock_before = json.loads((b.pack / "profiles/p1.lock").read_bytes())
+    _edit(patch, "@@ -2,7 +2,7 @@ line 1\n", "@@ -2,7 +2,7 @@ def somewhere(): junk | @@ text\n")
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("one").state == "absent"
+    engine.check_lock_fresh(b.request(clean))  # lock --check: fresh
+    b.lock(clean)
+    after = json.loads((b.pack / "profiles/p1.lock").read_bytes())
+    assert before_and_after_differ_only_in_the_bytes_hash(lock_before, after)
+    assert engine.status(b.request(target)).fix("one").state == "applied"
+
+
+def before_and_after_differ_only_in_the_bytes_hash(before: dict, after: dict) -> bool:
+    a, z = before["fixes"][0].pop("patch_bytes_sha256"), after["fixes"][0].pop("patch_bytes_sha256")
+    return a != z and before["fixes"] == after["fixes"] and before["targets"] == after["targets"]
+
+
+def test_a_manifest_recorded_with_the_section_headings_is_still_recognised(setup):
+    """Manifests written while the change fingerprint hashed each hunk's section heading: an image applied
+    then is still status'd and reverted with the same pack."""
+    from fixpack.diff import change_sha256, parse_patch, sha256_text
+
+    b, clean, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    _edit(patch, "@@ -2,7 +2,7 @@ line 1\n", "@@ -2,7 +2,7 @@ def somewhere():\n")
+    b.lock(clean)
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack/demo.manifest.json"
+    manifest = json.loads(path.read_text())
+    headed = sha256_text(change_sha256(parse_patch(patch.read_bytes()).files, section_headings=True))
+    assert headed != manifest["fixes"][0]["patch_sha256"]
+    manifest["fixes"][0]["patch_sha256"] = headed
+    path.write_text(json.dumps(manifest))
+    assert engine.status(b.request(target)).fix("one").state == "applied"
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original

@@ -120,7 +120,7 @@ def test_check_documents(setup):
     b, _clean, _image = setup
     r, doc = fixpack("check", "--pack", str(b.pack), "--json")  # the built fixes have no proof yet
     assert r.returncode == 2 == validate(doc, "check")["exit_code"]
-    assert [(f["file"], f["line"]) for f in doc["findings"]] == [("fixes/one", None), ("fixes/opt", None)]
+    assert [(f["file"], f["line"]) for f in doc["findings"]] == [("fixes/one/fix.toml", 1), ("fixes/opt/fix.toml", 1)]
     for fid in ("one", "opt"):
         (b.pack / f"fixes/{fid}/test_{fid}.py").write_text("def test_it():\n    pass\n")
     r, doc = fixpack("check", "--pack", str(b.pack), "--json")

@@ -52,8 +52,11 @@ def test_a_fix_in_no_profile_unless_retired(setup):
 def test_a_fix_without_a_proof(setup):
     b, _ = setup
     (b.pack / "fixes/two/test_two.py").unlink()
-    assert findings(b) == ["fixes/two: fix two has no proof (fixes/two/test_*.py) (add a test that fails on the clean "
-                           "release and passes once the fix is applied)"]
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text("# fix two\n\n" + toml.read_text())  # its id on line 3
+    assert findings(b) == ["fixes/two/fix.toml:3: fix two has no proof: no test_*.py beside this fix.toml (add "
+                           "fixes/two/test_<name>.py, a test that fails on the clean release and passes once the fix "
+                           "is applied)"]
 
 
 def test_a_patch_that_does_not_parse_and_a_fix_toml_that_does_not_validate(setup):
@@ -94,7 +97,7 @@ def test_the_command_exits_2_naming_each_finding(setup):
     (b.pack / "fixes/two/test_two.py").unlink()
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(b.pack)], capture_output=True,
                        text=True, cwd=REPO)
-    assert r.returncode == 2 and r.stdout.startswith("fixes/two: fix two has no proof"), r
+    assert r.returncode == 2 and r.stdout.startswith("fixes/two/fix.toml:1: fix two has no proof"), r
     assert "1 finding(s)" in r.stderr
 
 

@@ -481,3 +481,18 @@ def test_a_rebase_onto_an_existing_profile_is_refused_without_replace(pack):
     assert r.exit_code == 2 and "--replace" in r.output and pack_files(b) == before
     assert rebase.start(req(b, old, new, replace=True)).status == "done"
     assert "# a maintainer's note" not in (b.pack / "profiles/v2.0.toml").read_text()  # replaced, as asked
+
+
+def test_every_cell_of_the_components_table_is_escaped(tmp_path):
+    """A '|' in any cell of the report's components table (not only the path's) split the row."""
+    import re
+
+    from fixpack.rebase_session import RebaseResult
+    from fixpack.render import render_markdown
+
+    comp = {"id": "plug|in", "version": "1.0|x", "target": "t|u", "path": "ports/a|b"}
+    md = render_markdown(RebaseResult("p1", "v2|0", "done", [], [], tmp_path, components=[comp]))
+    rows = [ln for ln in md.split("\n## Components")[1].splitlines() if ln.startswith("| ")]
+    assert len(rows) == 3  # heading, rule, the component
+    assert all(len(re.findall(r"(?<!\\)\|", row)) == 6 for row in rows), rows
+    assert rows[2].startswith("| plug\\|in | 1.0\\|x | t\\|u | ports/a\\|b | ")

@@ -3,6 +3,7 @@ Crash safety: the apply is killed at every write point; the next run leaves the 
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 
@@ -210,3 +211,24 @@ def test_leftover_backups_are_cleaned(setup):
     assert (target / ".fixpack" / "journal").is_dir() and not (target / ".fixpack" / "journal.json").exists()
     assert engine.apply(b.request(target)).ok
     assert not (target / ".fixpack" / "journal").exists()
+
+
+def test_a_linked_folder_pointing_outside_is_named_with_where_it_points(setup, tmp_path):
+    """A folder on the way to a patched file that is a symbolic link out of the target (in an image or in
+    the release copy a lock is made from): the message names that folder, the link's text, where it
+    resolves and what to do; exit 3, nothing written on either side of the link."""
+    b, target = setup
+    clean = b.base / "clean"
+    for root, name in ((target, "image"), (clean, "release")):
+        outside = tmp_path / f"outside-{name}"
+        shutil.move(root / "demo_pkg", outside)
+        (root / "demo_pkg").symlink_to(outside)
+        before, outside_before = snapshot(root), snapshot(outside)
+        run = engine.apply if root == target else engine.write_lock
+        with pytest.raises(MismatchError) as exc:
+            run(b.request(root))
+        assert exc.value.exit_code == 3
+        assert (f"{root / 'demo_pkg'} (a folder on the way to demo_pkg/mod.py) is a symbolic link to {outside}, "
+                f"which resolves to {outside.resolve()}, outside the target root {root}") in str(exc.value)
+        assert f"rm {root / 'demo_pkg'} && cp -a {outside.resolve()} {root / 'demo_pkg'}" in str(exc.value)
+        assert snapshot(root) == before and snapshot(outside) == outside_before
