@@ -3,17 +3,14 @@ same words by apply, status and revert), and the next step for a fix that is ``t
 ``conflict`` (``partial``) on a found target.
 
 The steps name commands that exist and run as written: ``git -C ROOT checkout -- FILE ...`` for a git
-checkout, ``pip install --force-reinstall --no-deps DIST==VERSION`` for a site-packages install,
-``cp --parents`` from the clean release copy that ``fixpack fetch`` prints for any other tree. They lead back to a
+checkout, ``cp --parents`` of those files from the clean release copy that ``fixpack fetch`` prints for any
+other tree, a site-packages install included. They lead back to a
 state the engine handles: files that are the clean release under a stale manifest (replaced by apply,
 removed by revert), or a file that is the release's again, where the fix applies.
 """
 
 from __future__ import annotations
 
-import sys
-
-from .components import site_packages_problem
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
@@ -49,18 +46,15 @@ def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
 
 def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
     """How ``paths`` (relative to the target's root) go back to the clean release, as a command to run: git
-    for a checkout, pip for a site-packages install (the whole distribution), else a copy from a clean
-    release copy that ``fixpack fetch`` prints."""
+    for a checkout, else a copy of just those files from the clean release copy that ``fixpack fetch`` prints.
+
+    Never a package reinstall for a site-packages install: an image's vLLM is often built for its device
+    (Gaudi images build it from source), and a reinstall from an index would replace that build."""
     import shlex  # only when there is something to put right
 
     files = " ".join(shlex.quote(p) for p in paths)
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
         return f"git -C {shlex.quote(str(ft.root))} checkout -- {files}"
-    dist = ft.spec.distribution
-    if site_packages_problem(ft) is None:  # the distribution's .dist-info lies beside its package
-        python = shlex.quote(sys.executable) if ft.how == "installed" else "python3"
-        whose = "" if ft.how == "installed" else f", with the Python whose site-packages is {ft.root}"
-        return f"{python} -m pip install --force-reinstall --no-deps {dist}=={ft.version}{whose}"
     fetch = " ".join(shlex.quote(w) for w in ("fixpack", "fetch", "--profile", ctx.profile.name, "--pack",
                                                 str(ctx.pack.root), "--target", ft.spec.name))
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")

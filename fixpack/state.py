@@ -163,8 +163,8 @@ def restore_first(root: Path, raw: bytes) -> str:
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     restore = (f"1. put the pack's files back from git: git -C {root} checkout -- fixes profiles (this drops "
                f"uncommitted changes there too)" if pack else
-               f"1. put the target back to its clean release: reinstall its package at the same version (pip install "
-               f"--force-reinstall --no-deps, with the image's Python) or copy a clean release copy over {root}")
+               f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
+               f"prints where it is), or reinstall the build the image was made with, at the same version")
     keep = "" if pack else " (keep the manifest beside them: the next run sees it is stale and replaces it)"
     return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
             f"leaves it so. In this order: {restore}; 2. remove {journal_path(root)} and the folder "

@@ -194,8 +194,8 @@ def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal
     journal, backups = state / "journal.json", state / "journal"
     assert code == 3 and f"the state in {journal} is damaged: entry 1: the backup of demo_pkg/b.py does not " in message
     steps = [f"{target} may be half-written (it was writing demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
-             f"1. put the target back to its clean release: reinstall its package at the same version (pip install "
-             f"--force-reinstall --no-deps, with the image's Python) or copy a clean release copy over {target}",
+             f"1. put the target back to its clean release: copy a clean release copy over {target} (fixpack fetch "
+             f"prints where it is), or reinstall the build the image was made with, at the same version",
              f"2. remove {journal} and the folder {backups}", "3. run the command again"]
     at = [message.find(s) for s in steps]
     assert -1 not in at and at == sorted(at), message
