@@ -24,7 +24,7 @@ PY
 export FIXPACK_IMAGE_PYTHONS="$images"
 export FIXPACK_TEST_CACHE="${FIXPACK_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fixpack}"
 export FIXPACK_VLLM_PYTHON="$PWD/.venv/bin/python"
-# the tests run in parallel, one worker per CPU (pytest-xdist; FIXPACK_TEST_JOBS=1 runs them in one process):
+# the tests run in parallel, one worker per CPU (pytest-xdist; FIXPACK_TEST_JOBS=N workers, 0 for none):
 # the four image proofs take minutes each; loadgroup keeps each proof and the tests that read its image on one
 # worker (conftest.py: a proof patches the image in place)
 exec .venv/bin/python -m pytest -n "${FIXPACK_TEST_JOBS:-auto}" --dist loadgroup "$@"
