@@ -261,11 +261,18 @@ def test_a_planted_component_record_is_damaged_state(builder, plugin_wheel, entr
     assert snapshot(site) == before
 
 
-def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
+def applied_then_reinstalled(builder, plugin_wheel):
+    """A site with the component applied, then its target's files put back to the clean release (a
+    reinstall): the manifest is stale. Returns the site and its snapshot from before the apply."""
     _pack, site = setup_pack(builder, plugin_wheel)
     before = snapshot(site)
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
     (site / "demo_pkg/a.py").write_text("x = 1\n")  # vLLM reinstalled: its files are the clean release again
+    return site, before
+
+
+def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
+    site, before = applied_then_reinstalled(builder, plugin_wheel)
     r = engine.apply(builder.request(site))
     assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").state.value == "applied"
     assert engine.revert(builder.request(site)).ok
@@ -275,10 +282,7 @@ def test_a_reinstalled_target_keeps_the_component_record(builder, plugin_wheel):
 def test_revert_on_a_reinstalled_target_removes_the_component_and_the_stale_manifest(builder, plugin_wheel):
     """Revert sees the stale manifest as apply does (it called the fixes tampered): nothing of the release to
     undo, the recorded component's files and the manifest removed."""
-    _pack, site = setup_pack(builder, plugin_wheel)
-    before = snapshot(site)
-    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
-    (site / "demo_pkg/a.py").write_text("x = 1\n")  # vLLM reinstalled: its files are the clean release again
+    site, before = applied_then_reinstalled(builder, plugin_wheel)
     r = engine.revert(builder.request(site))
     assert r.ok and "stale" in r.targets[0].message and r.fix("tiny-plug").action.value == "reverted"
     assert snapshot(site) == before and not (site / "tiny_plug").exists()
