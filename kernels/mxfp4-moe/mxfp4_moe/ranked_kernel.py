@@ -32,7 +32,7 @@ from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_w
                            _store_act, _tokens, layouts)
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 
-MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (64 pairs at top-8)
+MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 
 
 def max_split(k_tiles: int, min_iters: int) -> int:
@@ -57,9 +57,19 @@ def grid_size(bound: int, grid_n: int, max_s: int, budget: int) -> int:
 
 
 @gluon.jit
+def _popcount64(x):
+    """Set bits of each non-negative int64 (SWAR: pairs, nibbles, bytes, then one multiply)."""
+    x = x - ((x >> 1) & 0x5555555555555555)
+    x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
+    return ((x * 0x0101010101010101) >> 56) & 0xFF
+
+
+@gluon.jit
 def _rank_owners(ids_ptr, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr):
-    """Slots 0..P_P2-1 (2 per lane): owner (int32 0/1: its expert local, no earlier slot naming it), the
-    owners' exclusive prefix count (rank), the slot index and its id; and n_own, the owners' count."""
+    """Slots 0..P_P2-1 (P_P2 <= 64, P_P2 / 32 a lane): owner (int32 0/1: its expert local, no earlier slot
+    naming it), the owners' exclusive prefix count (rank: the set bits of the owners' 64-bit mask below the
+    slot), the slot index and its id; and n_own, the owners' count."""
     l2: gl.constexpr = gl.BlockedLayout([P_P2 // 32, 8], [32, 1], [1, 1], [1, 0])
     lr: gl.constexpr = gl.SliceLayout(1, l2)
     P = T * TOPK
@@ -74,9 +84,10 @@ def _rank_owners(ids_ptr, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.
         dup += gl.sum(hit.to(gl.int32), axis=1)
     local = ids - expert_base
     owner = ((dup == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(gl.int32)
-    l1: gl.constexpr = gl.BlockedLayout([P_P2 // 32], [32], [1], [0])
-    incl = gl.convert_layout(gl.cumsum(gl.convert_layout(owner, l1), axis=0), lr)
-    return owner, incl - owner, offs, ids, gl.sum(owner, axis=0)
+    bit = gl.full([P_P2], 1, gl.int64, layout=lr) << offs.to(gl.int64)
+    mask = gl.sum(gl.where(owner > 0, bit, 0), axis=0)  # distinct bits: the sum is their OR
+    rank = _popcount64(mask & (bit - 1)).to(gl.int32)  # bit 63's (bit - 1) is 2**63 - 1: non-negative
+    return owner, rank, offs, ids, gl.sum(owner, axis=0)
 
 
 @gluon.jit
@@ -222,15 +233,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). Raises ValueError for more than 8
-    tokens or weights not in the tiled layout."""
+    tokens or top-k above 8 (the ranks are a 64-bit mask of the slots) or weights not in the tiled layout."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
     P = T * topk
     if ex.layout != "tiled":
         raise ValueError("the gluon kernels read ExpertWeights in the tiled layout (ExpertWeights.to_tiled_layout)")
-    if not 0 < T <= MAX_TOKENS:
-        raise ValueError(f"the ranked kernels run 1 to {MAX_TOKENS} tokens, got {T}")
+    if not 0 < T <= MAX_TOKENS or topk > 8:
+        raise ValueError(f"the ranked kernels run 1 to {MAX_TOKENS} tokens of top-1..8, got {T} of top-{topk}")
     if tuple(out.shape) != ((P, L) if partials else (T, L)) or not out.is_contiguous():
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)} (contiguous)")
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
