@@ -260,7 +260,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
              "P_P2": p_p2, "BLOCK_M": block_m} | ({"maxnreg": maxnreg} if maxnreg else {}))
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
-    h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else act
+    # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
+    h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else y
     cnt = _counters(x.device, 4 + P * grid_n1)[4:]
     z2 = y if not partials else out
     z2_numel = 0 if partials else y.numel()
