@@ -783,8 +783,11 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         raise ValueError(f"x_lat has {L} features, experts expect {ex.latent_size}")
     x = x.to(torch.bfloat16).contiguous()
     wts = wts.to(torch.float32).contiguous()
-    if decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8:  # device-ranked list
+    ranked = decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8
+    if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel
+        ranked = ranked_kernel.fits(ex)
+    if ranked:
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 32),
                                              min_iters=config.get("ranked_min_iters", 2),

@@ -35,6 +35,17 @@ from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 
 
+def fits(ex) -> bool:
+    """Whether the ranked kernels take these experts: the tiled layout, and a gate/up GEMM of two or more K
+    tiles of 256+ elements. Those are the shapes run on the H200 (the down GEMM with one tile of 128
+    included); Triton 3.6 failed to lower the ranked gate/up kernel for the tiny variant (latent 128: one K
+    tile of 128; ConvertTritonGPUToLLVM, not diagnosed), so such shapes stay on gluon_kernel."""
+    if getattr(ex, "layout", None) != "tiled":
+        return False
+    bk1 = ex.tiles[0][1]
+    return bk1 >= 256 and ex.latent_size // bk1 >= 2
+
+
 def max_split(k_tiles: int, min_iters: int) -> int:
     """The largest power-of-two K split of ``k_tiles`` tiles that keeps ``min_iters`` tiles per part."""
     s = 1

@@ -206,3 +206,16 @@ def test_ranked_splits_and_grid_cover_every_routing():
         g = rk.grid_size(bound, grid_n, max_s, budget)
         items = [n * grid_n * rk.run_split(n, grid_n, max_s, budget) for n in range(1, bound + 1)]
         assert g == max(items) and g >= bound * grid_n
+
+
+def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
+    """ranked_kernel.fits: a gate/up GEMM of two or more K tiles of 256+ elements (the muse shapes, TP
+    slices included); the tiny variant's one 128-wide tile, 128-wide gate/up tiles and other layouts go to
+    gluon_kernel."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    ex = R.random_expert_weights(2, 1024, 512, generator=torch.Generator().manual_seed(3))
+    assert rk.fits(ex.to_tiled_layout()) and rk.fits(ex.tp_slice(0, 4).to_tiled_layout())
+    assert not rk.fits(ex) and not rk.fits(ex.to_tiled_layout(((32, 128), (32, 128))))
+    tiny = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(4)).to_tiled_layout()
+    assert not rk.fits(tiny)
