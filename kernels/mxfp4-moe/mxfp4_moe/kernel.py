@@ -662,7 +662,7 @@ MMA_CONFIG = {
 # ranked: batches of 1-8 tokens run ranked_kernel (the device-ranked work list, K splits sized on the device
 # for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part)
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
-                "ranked_per_sm": 32, "ranked_min_iters": 2}
+                "ranked_per_sm": 24, "ranked_min_iters": 2}
 
 
 def default_config(decode: str) -> dict:
@@ -789,7 +789,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         ranked = ranked_kernel.fits(ex)
     if ranked:
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
-                                             per_sm=config.get("ranked_per_sm", 32),
+                                             per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
                                              pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
                                              partials=partials, last_launch=LAST_LAUNCH)

@@ -36,12 +36,14 @@ MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most
 
 
 def fits(ex) -> bool:
-    """Whether the ranked kernels take these experts: the tiled layout, and a gate/up GEMM of two or more K
-    tiles of 256+ elements. Those are the shapes run on the H200 (the down GEMM with one tile of 128
+    """Whether the ranked kernels take these experts: the tiled layout with tiles the gluon kernels run, and a
+    gate/up GEMM of two or more K tiles of 256+ elements. Those are the shapes run on the H200 (the down GEMM with one tile of 128
     included); Triton 3.6 failed to lower the ranked gate/up kernel for the tiny variant (latent 128: one K
     tile of 128; ConvertTritonGPUToLLVM, not diagnosed), so such shapes stay on gluon_kernel."""
     if getattr(ex, "layout", None) != "tiled":
         return False
+    if any(bn < 16 or bn & (bn - 1) or bk < 128 or bk & (bk - 1) for bn, bk in ex.tiles):
+        return False  # gluon_kernel.experts_forward refuses these tiles with its ValueError
     bk1 = ex.tiles[0][1]
     return bk1 >= 256 and ex.latent_size // bk1 >= 2
 
@@ -238,7 +240,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
 
 
-def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 32, min_iters: int = 2,
+def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked

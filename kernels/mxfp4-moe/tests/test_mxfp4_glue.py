@@ -219,3 +219,4 @@ def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
     assert not rk.fits(ex) and not rk.fits(ex.to_tiled_layout(((32, 128), (32, 128))))
     tiny = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(4)).to_tiled_layout()
     assert not rk.fits(tiny)
+    assert not rk.fits(ex.to_tiled_layout(((32, 256), (8, 256))))  # gluon_kernel refuses these tiles
