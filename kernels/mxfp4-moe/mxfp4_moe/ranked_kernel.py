@@ -7,8 +7,8 @@ routed here without a device-to-host sync. Under EP8 at batch 1 one expert is lo
 runs a split sized for eight (ep8 batch 4: two experts, split 1, 512 programs of 16 K tiles each).
 
 Here every program of a GEMM first ranks the owning slots from the routing ids (a slot owns its expert when
-the expert is on this card and no earlier slot names it: a count of earlier equal ids, in chunks of 8, then
-a prefix sum of the owners), so it knows n_own, the experts routed to this card, and sizes the K split at
+the expert is on this card and no earlier slot names it: a count of earlier equal ids, in chunks of 8; an
+owner's rank is the owners below it in their 64-bit mask), so it knows n_own, the experts routed to this card, and sizes the K split at
 run time (``run_split``: doubled while n_own x row blocks x split stays within ``budget`` programs and each
 part keeps ``min_iters`` K tiles). Program g takes item g of the compact list (owner rank fastest, then row
 block, then K part) or, past its end, nothing; the host launches as many programs as the largest list any
