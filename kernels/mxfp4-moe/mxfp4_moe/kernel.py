@@ -658,8 +658,11 @@ MMA_CONFIG = {
 # load-time choice); ctas_per_sm sizes the down GEMM's K split, gate_up_per_sm the gate/up GEMM's (split
 # while min(pairs, local experts) x row blocks x split stays under it per SM; 32 measured better than 16 for
 # EP shares, README); pdl: programmatic dependent launch (sm_90+); persistent: N > 0 runs each GEMM as a flat
-# grid of at most N resident programs per SM walking the items (slower on the H200, README "third round")
-GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0}
+# grid of at most N resident programs per SM walking the items (slower on the H200, README "third round");
+# ranked: batches of 1-8 tokens run ranked_kernel (the device-ranked work list, K splits sized on the device
+# for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part)
+GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
+                "ranked_per_sm": 24, "ranked_min_iters": 2}
 
 
 def default_config(decode: str) -> dict:
@@ -780,6 +783,16 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         raise ValueError(f"x_lat has {L} features, experts expect {ex.latent_size}")
     x = x.to(torch.bfloat16).contiguous()
     wts = wts.to(torch.float32).contiguous()
+    ranked = decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8
+    if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
+        from . import ranked_kernel
+        ranked = ranked_kernel.fits(ex)
+    if ranked:
+        return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
+                                             per_sm=config.get("ranked_per_sm", 24),
+                                             min_iters=config.get("ranked_min_iters", 2),
+                                             pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
+                                             partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
         return gluon_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),

@@ -189,3 +189,34 @@ def test_persistent_grid_size_from_registers():
     gk = pytest.importorskip("mxfp4_moe.gluon_kernel", reason="Triton without Gluon")
     assert [gk.resident_per_sm(r) for r in (32, 64, 80, 93, 96, 104, 128, 168, 255)] == [
         32, 32, 24, 20, 20, 16, 16, 12, 8]
+
+
+def test_ranked_splits_and_grid_cover_every_routing():
+    """The ranked kernels' run-time K split (ranked_kernel.run_split, the device's rule) and the grid the host
+    launches for it: one item a program for any number of owning slots up to the bound; EP8 at batch 1 (one
+    expert of 256 gate/up row blocks, 16 K tiles) takes split 8 where the host-sized grid had 2."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    assert [rk.max_split(16, m) for m in (1, 2, 8, 16, 32)] == [16, 8, 2, 1, 1]
+    assert rk.max_split(4, 2) == 2 and rk.max_split(6, 1) == 2
+    budget = 32 * 132
+    assert rk.run_split(1, 256, 8, budget) == 8 and rk.run_split(2, 256, 8, budget) == 8
+    assert rk.run_split(8, 256, 8, budget) == 2 and rk.run_split(20, 256, 8, budget) == 1
+    for bound, grid_n, max_s in ((8, 256, 8), (8, 64, 8), (32, 64, 8), (64, 128, 2), (1, 16, 16)):
+        g = rk.grid_size(bound, grid_n, max_s, budget)
+        items = [n * grid_n * rk.run_split(n, grid_n, max_s, budget) for n in range(1, bound + 1)]
+        assert g == max(items) and g >= bound * grid_n
+
+
+def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
+    """ranked_kernel.fits: a gate/up GEMM of two or more K tiles of 256+ elements (the muse shapes, TP
+    slices included); the tiny variant's one 128-wide tile, 128-wide gate/up tiles and other layouts go to
+    gluon_kernel."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    ex = R.random_expert_weights(2, 1024, 512, generator=torch.Generator().manual_seed(3))
+    assert rk.fits(ex.to_tiled_layout()) and rk.fits(ex.tp_slice(0, 4).to_tiled_layout())
+    assert not rk.fits(ex) and not rk.fits(ex.to_tiled_layout(((32, 128), (32, 128))))
+    tiny = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(4)).to_tiled_layout()
+    assert not rk.fits(tiny)
+    assert not rk.fits(ex.to_tiled_layout(((32, 256), (8, 256))))  # gluon_kernel refuses these tiles

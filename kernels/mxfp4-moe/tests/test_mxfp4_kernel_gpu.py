@@ -214,7 +214,8 @@ def test_gluon_auto_gate_up_split_for_few_experts():
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _medium(26, base=6)
     ex_t = ex.to_tiled_layout()
-    assert_ok(check_case(ex, ex_t, 1, "random", 12, 4, 26001, "cuda", "gluon"), "auto split batch 1")
+    assert_ok(check_case(ex, ex_t, 1, "random", 12, 4, 26001, "cuda", "gluon", {"ranked": False}),
+              "auto split batch 1")  # the host-sized split (the ranked kernels size theirs on the device)
     assert LAST_LAUNCH["splits"][0] > 1
 
 

@@ -1,0 +1,301 @@
+"""The gluon expert GEMMs over a device-ranked work list, for decode batches of 1 to 8 tokens (issue #18,
+fourth round; config ``ranked`` of kernel.GLUON_CONFIG).
+
+gluon_kernel.experts_forward launches one program per (slot, row block, K part) and sizes the K splits on
+the host for min(pairs, local experts), the most experts this card can have: it cannot see how many are
+routed here without a device-to-host sync. Under EP8 at batch 1 one expert is local, so its gate/up GEMM
+runs a split sized for eight (ep8 batch 4: two experts, split 1, 512 programs of 16 K tiles each).
+
+Here every program of a GEMM first ranks the owning slots from the routing ids (a slot owns its expert when
+the expert is on this card and no earlier slot names it: a count of earlier equal ids, in chunks of 8; an
+owner's rank is the owners below it in their 64-bit mask), so it knows n_own, the experts routed to this card, and sizes the K split at
+run time (``run_split``: doubled while n_own x row blocks x split stays within ``budget`` programs and each
+part keeps ``min_iters`` K tiles). Program g takes item g of the compact list (owner rank fastest, then row
+block, then K part) or, past its end, nothing; the host launches as many programs as the largest list any
+n_own in 1..min(pairs, local experts) can make (``grid_size``), so no program takes two items and there is
+no counter to fetch. Idle programs wait for the previous kernel and end.
+
+Launches: the gate/up GEMM (silu fused; with a split, the last part of a tile adds the parts, a counter
+per (slot, row block) that goes back to 0) which also zeroes the output buffers, then the down GEMM whose
+parts are added (atomics) into the zeroed pre-norm rows [pairs, L], then (not partials) kernel.norm_combine.
+Every program waits for the previous kernel before it ends, so a kernel's completion implies its
+predecessor's (the counters and the zeroed buffers rely on that under programmatic dependent launch).
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales,
+                           _store_act, _tokens, layouts)
+from .kernel import _MMA_UNSCALE, _pow2, norm_combine
+
+MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
+
+
+def fits(ex) -> bool:
+    """Whether the ranked kernels take these experts: the tiled layout with tiles the gluon kernels run, and a
+    gate/up GEMM of two or more K tiles of 256+ elements. Those are the shapes run on the H200 (the down GEMM with one tile of 128
+    included); Triton 3.6 failed to lower the ranked gate/up kernel for the tiny variant (latent 128: one K
+    tile of 128; ConvertTritonGPUToLLVM, not diagnosed), so such shapes stay on gluon_kernel."""
+    if getattr(ex, "layout", None) != "tiled":
+        return False
+    if any(bn < 16 or bn & (bn - 1) or bk < 128 or bk & (bk - 1) for bn, bk in ex.tiles):
+        return False  # gluon_kernel.experts_forward refuses these tiles with its ValueError
+    bk1 = ex.tiles[0][1]
+    return bk1 >= 256 and ex.latent_size // bk1 >= 2
+
+
+def max_split(k_tiles: int, min_iters: int) -> int:
+    """The largest power-of-two K split of ``k_tiles`` tiles that keeps ``min_iters`` tiles per part."""
+    s = 1
+    while k_tiles % (2 * s) == 0 and k_tiles // (2 * s) >= min_iters:
+        s *= 2
+    return s
+
+
+def run_split(n_own: int, grid_n: int, max_s: int, budget: int) -> int:
+    """The K split the kernel picks for ``n_own`` owning slots (what _run_split computes on the device)."""
+    s = 1
+    while s * 2 <= max_s and n_own * grid_n * s * 2 <= budget:
+        s *= 2
+    return s
+
+
+def grid_size(bound: int, grid_n: int, max_s: int, budget: int) -> int:
+    """Programs to launch: the longest list any 1..bound owning slots make (one item a program)."""
+    return max(n * grid_n * run_split(n, grid_n, max_s, budget) for n in range(1, bound + 1))
+
+
+@gluon.jit
+def _popcount64(x):
+    """Set bits of each non-negative int64 (SWAR: pairs, nibbles, bytes, then one multiply)."""
+    x = x - ((x >> 1) & 0x5555555555555555)
+    x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
+    return ((x * 0x0101010101010101) >> 56) & 0xFF
+
+
+@gluon.jit
+def _rank_owners(ids_ptr, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr):
+    """Slots 0..P_P2-1 (P_P2 <= 64, P_P2 / 32 a lane): owner (int32 0/1: its expert local, no earlier slot
+    naming it), the owners' exclusive prefix count (rank: the set bits of the owners' 64-bit mask below the
+    slot), the slot index and its id; and n_own, the owners' count."""
+    l2: gl.constexpr = gl.BlockedLayout([P_P2 // 32, 8], [32, 1], [1, 1], [1, 0])
+    lr: gl.constexpr = gl.SliceLayout(1, l2)
+    P = T * TOPK
+    offs = gl.arange(0, P_P2, layout=lr)
+    ids = gl.load(ids_ptr + offs, mask=offs < P, other=-1)
+    cj = gl.arange(0, 8, layout=gl.SliceLayout(0, l2))
+    dup = gl.zeros([P_P2], gl.int32, layout=lr)
+    for j0 in range(0, P, 8):
+        jj = j0 + cj
+        idj = gl.load(ids_ptr + jj, mask=jj < P, other=-2)
+        hit = (idj[None, :] == ids[:, None]) & (jj[None, :] < offs[:, None])
+        dup += gl.sum(hit.to(gl.int32), axis=1)
+    local = ids - expert_base
+    owner = ((dup == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(gl.int32)
+    bit = gl.full([P_P2], 1, gl.int64, layout=lr) << offs.to(gl.int64)
+    mask = gl.sum(gl.where(owner > 0, bit, 0), axis=0)  # distinct bits: the sum is their OR
+    rank = _popcount64(mask & (bit - 1)).to(gl.int32)  # bit 63's (bit - 1) is 2**63 - 1: non-negative
+    return owner, rank, offs, ids, gl.sum(owner, axis=0)
+
+
+@gluon.jit
+def _run_split(n_own, GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, budget):
+    split = n_own * 0 + 1
+    for _s in gl.static_range(LOG_MAX):
+        split = gl.where(n_own * GRID_N * split * 2 <= budget, split * 2, split)
+    return split
+
+
+@gluon.jit
+def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, p, T,
+                 stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
+                 K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
+                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr):
+    """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
+    ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
+    GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
+    stride_hk ([parts, pairs, 2I]) and the tile's last part adds them and stores act. Down: the part is added
+    (relaxed atomics) into y [pairs, L] fp32, zeroed by the gate/up kernel."""
+    J: gl.constexpr = BLOCK_K // 32
+    JH: gl.constexpr = J // 4
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
+    b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
+    TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
+    TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
+    QH: gl.constexpr = (BLOCK_N // 8) * JH
+    iters = (K // BLOCK_K) // split
+    k0 = pid_k * (iters * BLOCK_K)
+    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    w3: gl.constexpr = gl.SliceLayout(3, W4)
+    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
+    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
+    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
+    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
+    tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
+    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
+    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+        + offs_c[None, :, None]
+    w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
+    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
+    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
+    s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+    X3: gl.constexpr = gl.SliceLayout(3, X4)
+    xs: gl.constexpr = gl.SliceLayout(3, X3)
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+    # the first tile's weights before the wait on the previous kernel (weights are never written)
+    wq = gl.load(w_ptrs)
+    ws = gl.load(s_ptrs)
+    has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
+    if GATE_UP:
+        a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
+    else:
+        a_rows = rows
+    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
+    x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
+    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
+    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
+    x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
+    x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
+    acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+    _gdc_wait(GDC)  # activations come from the previous kernel; every write below follows it too
+    xp = gl.load(x_ptrs, mask=x_mask, other=0)
+    acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+    for _it in range(1, iters):
+        w_ptrs += TILE_WORDS
+        s_ptrs += TILE_SCALES
+        x_ptrs += BLOCK_K // 2
+        wq = gl.load(w_ptrs)
+        ws = gl.load(s_ptrs)
+        xp = gl.load(x_ptrs, mask=x_mask, other=0)
+        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+    acc = acc * _MMA_UNSCALE
+    pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+    pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+    o_rows = gl.convert_layout(rows, pl_m)
+    o_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
+    r = gl.arange(0, BLOCK_N, layout=pl_n)
+    if GATE_UP:
+        if split > 1:
+            col = pid_n * BLOCK_N + r  # h [parts, pairs, 2I] in the tiles' row order (only this module reads it)
+            p_ptrs = h_ptr + o_rows[None, :] * stride_hm + col[:, None]
+            p_mask = o_has[None, :] & (col[:, None] >= 0)
+            gl.store(p_ptrs + pid_k * stride_hk, acc, mask=p_mask)
+            _fence_gpu()
+            c_ptr = cnt_ptr + p * GRID_N + pid_n
+            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+            if done == split - 1:
+                _fence_gpu()
+                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                for s in range(split):
+                    tot += gl.load(p_ptrs + s * stride_hk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+        else:
+            _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+    else:
+        o_n = pid_n * BLOCK_N + r
+        gl.atomic_add(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], acc,
+                      mask=o_has[None, :] & (o_n[:, None] >= 0), sem="relaxed", scope="gpu")
+
+
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel"])
+def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_ptr, z2_ptr,
+                        T, expert_base, n_local, budget, z1_numel, z2_numel,
+                        stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
+                        K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
+                        BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                        GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, GATE_UP: gl.constexpr,
+                        W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, ZERO_BLOCK: gl.constexpr,
+                        GDC: gl.constexpr):
+    """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
+    _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel]."""
+    _gdc_launch_dependents(GDC)
+    g = gl.program_id(0)
+    owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
+    split = _run_split(n_own, GRID_N, LOG_MAX, budget)
+    per_k = n_own * GRID_N
+    if g < per_k * split:
+        r = g % n_own
+        sel = (owner > 0) & (rank == r)
+        p = gl.sum(gl.where(sel, offs, 0), axis=0)
+        e = gl.sum(gl.where(sel, ids, 0), axis=0)
+        _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
+                     y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
+                     stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC)
+    _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
+    if GATE_UP:
+        zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
+        zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
+        zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
+        gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
+        gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
+
+
+def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
+                    pdl: bool = True, maxnreg: int | None = None, partials: bool = False,
+                    last_launch: dict | None = None) -> torch.Tensor:
+    """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
+    list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
+    with budget per_sm x sms programs and min_iters K tiles per part). Raises ValueError for more than 8
+    tokens or top-k above 8 (the ranks are a 64-bit mask of the slots) or weights not in the tiled layout."""
+    T, L = x.shape
+    topk = ids.shape[1]
+    I = ex.expert_size
+    P = T * topk
+    if ex.layout != "tiled":
+        raise ValueError("the gluon kernels read ExpertWeights in the tiled layout (ExpertWeights.to_tiled_layout)")
+    if not 0 < T <= MAX_TOKENS or topk > 8:
+        raise ValueError(f"the ranked kernels run 1 to {MAX_TOKENS} tokens of top-1..8, got {T} of top-{topk}")
+    if tuple(out.shape) != ((P, L) if partials else (T, L)) or not out.is_contiguous():
+        raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)} (contiguous)")
+    if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
+        raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
+    (bn1, bk1), (bn2, bk2) = ex.tiles
+    grid_n1, grid_n2 = 2 * I // bn1, L // bn2
+    max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, min_iters)
+    budget = per_sm * sms
+    bound = min(P, ex.num_local)
+    g1, g2 = grid_size(bound, grid_n1, max1, budget), grid_size(bound, grid_n2, max2, budget)
+    block_m = 8
+    p_p2 = _pow2(MAX_TOKENS * topk, lo=32)
+    lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
+    gdc = torch.cuda.get_device_capability(x.device)[0] >= 9
+    opts = ({"launch_pdl": pdl and gdc, "GDC": gdc, "num_warps": 1, "TOPK": topk, "TOPK_P2": _pow2(topk),
+             "P_P2": p_p2, "BLOCK_M": block_m} | ({"maxnreg": maxnreg} if maxnreg else {}))
+    act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
+    y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
+    # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
+    h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else y
+    cnt = _counters(x.device, 4 + P * grid_n1)[4:]
+    z2 = y if not partials else out
+    z2_numel = 0 if partials else y.numel()
+    zero_block = _pow2(-(-max(out.numel(), z2_numel) // g1), lo=128)
+    x32, a32 = x.view(torch.int32), act.view(torch.int32)
+    w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
+    h_strides = (h.stride(1), h.stride(0)) if max1 > 1 else (0, 0)
+    k_gu = _ranked_gemm_kernel[(g1,)](
+        x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
+        z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
+        K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts)
+    k_dn = _ranked_gemm_kernel[(g2,)](
+        a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
+        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
+        K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts)
+    if not partials:
+        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
+    if last_launch is not None:
+        last_launch.clear()
+        last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
+                            "max_splits": (max1, max2), "launches": 2 if partials else 3})
+    return out

@@ -1,0 +1,132 @@
+"""The device-ranked work list (ranked_kernel, config ``ranked``; batches 1-8) on the GPU against the fp32
+reference: every batch 1..8, EP shares with one, a few and no local experts, K splits sized on the device
+(forced up and down through the budget), the TP partials mode, PDL off and on, int32 and int64 ids, calls in
+a row (the fix-up counters back to 0). Skipped without a GPU and Triton (CPU CI)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _helpers import has_module  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mxfp4_moe import reference as R  # noqa: E402
+from mxfp4_moe.variants import load_variant  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU"),
+    pytest.mark.skipif(not has_module("triton"), reason="triton is not installed"),
+]
+
+RANKED = {"ranked": True}
+
+
+def _experts(seed: int, n: int = 6, latent: int = 1024, size: int = 512, base: int = 6):
+    return R.random_expert_weights(n, latent, size, expert_base=base,
+                                   generator=torch.Generator(device="cuda").manual_seed(seed), device="cuda")
+
+
+def _counters_zero() -> bool:
+    from mxfp4_moe import gluon_kernel
+    torch.cuda.synchronize()
+    return all(int(bufs[-1].count_nonzero()) == 0 for bufs in gluon_kernel._COUNTERS.values())
+
+
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1}, {"ranked_per_sm": 512, "ranked_min_iters": 1}])
+def test_ranked_every_batch_1_to_8(cfg):
+    """Batches 1..8 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere), all tokens to
+    the same experts, top-1; splits at the default budget, none (1 program per SM), and the largest (one K
+    tile per part); three calls in a row."""
+    from mxfp4_moe import ranked_kernel
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(41)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg}
+    for rep in range(3):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 41000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"ranked {cfg} batch {tokens} call {rep}")
+            assert "max_splits" in LAST_LAUNCH  # the ranked kernels ran
+    for tokens in (1, 8):
+        assert_ok(check_case(ex, ex_t, tokens, "one-expert", 12, 4, 41500 + tokens, "cuda", "gluon", conf), "one")
+        assert_ok(check_case(ex, ex_t, tokens, "top1-one-expert", 12, 1, 41600 + tokens, "cuda", "gluon", conf),
+                  "top-1")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if cfg.get("ranked_min_iters") == 1:  # the largest splits: the gate/up fix-up and the down atomics ran
+        assert ranked_kernel.run_split(1, 2 * 512 // 32, LAST_LAUNCH["max_splits"][0], 512 * sms) == 4
+    assert _counters_zero()
+
+
+def test_ranked_no_local_expert_gives_zeros():
+    """Every pair on another card: the output is all zeros (written over a poisoned buffer), in both modes."""
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ex_t = _experts(42).to_tiled_layout()
+    for tokens in (1, 5):
+        ids = torch.tensor([[0, 1, 2, 3]] * tokens, device="cuda")
+        w = torch.full((tokens, 4), 0.25, device="cuda")
+        x = torch.randn(tokens, 1024, device="cuda").to(torch.bfloat16)
+        for partials in (False, True):
+            out = torch.full((tokens * 4 if partials else tokens, 1024), float("nan"), device="cuda")
+            mxfp4_moe_experts(x, ids, w, ex_t, config=RANKED, out=out, partials=partials)
+            assert bool((out == 0).all()), (tokens, partials)
+
+
+@pytest.mark.parametrize("pdl", [False, True])
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
+def test_ranked_pdl_and_id_types(pdl, ids_dtype):
+    """PDL on and off, int32 and int64 ids, two calls into one poisoned buffer: the reference's result."""
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(43, base=0)
+    ex_t = ex.to_tiled_layout()
+    g = torch.Generator().manual_seed(43)
+    ids, w = R.route(torch.randn(5, 6, generator=g), 2)
+    x = torch.randn(5, 1024, generator=g).to(torch.bfloat16)
+    ref = R.moe_experts_reference(x.cuda(), ids.cuda(), w.cuda(), ex)
+    out = torch.full((5, 1024), float("nan"), device="cuda")
+    for _ in range(2):
+        got = mxfp4_moe_experts(x.cuda(), ids.to(ids_dtype).cuda(), w.cuda(), ex_t, config={**RANKED, "pdl": pdl},
+                                out=out)
+        assert ((got - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1}])
+def test_ranked_tp_partials(cfg):
+    """TP 4 slices in partials mode (zero rows for other cards' pairs), their sum against the unsplit
+    experts and combine_partials against the whole block, batches 1..8."""
+    from _kernel_cases import assert_ok, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(44)
+    for tokens in (1, 2, 4, 8):
+        res = check_tp_case(ex, tokens, 12, 4, 4, 44000 + tokens, "cuda", "gluon", {**RANKED, **cfg})
+        assert_ok(res, f"ranked tp batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+    assert _counters_zero()
+
+
+def test_ranked_muse_shapes():
+    """The muse shapes as benchmarked: EP8 (32 local experts of 4096; batch 1 and 4 route one or two here)
+    and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    v = load_variant("muse")
+    ex8 = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
+                                  generator=torch.Generator(device="cuda").manual_seed(45), device="cuda")
+    ex8_t = ex8.to_tiled_layout()
+    for tokens in (1, 4):
+        assert_ok(check_case(ex8, ex8_t, tokens, "random", v.experts, v.top_k, 45000 + tokens, "cuda", "gluon",
+                             RANKED), f"muse ep8 batch {tokens}")
+    del ex8, ex8_t
+    local = v.experts // (v.cards // v.tp_split)
+    ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
+                                 generator=torch.Generator(device="cuda").manual_seed(46), device="cuda")
+    for tokens in (1, 4):
+        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 46000 + tokens, "cuda", "gluon", RANKED)
+        assert_ok(res, f"muse ep2tp4 batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
