@@ -47,13 +47,17 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
         if comp.target != ft.spec.name:
             continue
         rec = manifest.component(comp.id) if manifest else None
-        if rec is not None:
-            fr = _recorded(comp, rec, tree, comp.id in selected)
-            reached = reached and fr.state is State.APPLIED
+        changed = changed_files(tree, rec) if rec is not None else {}
+        gone = rec is not None and all_gone(rec, changed)
+        if rec is not None and not (gone and comp.id in selected):
+            fr = _recorded(comp, rec, tree, changed, comp.id in selected)
+            reached = reached and fr.state in (State.APPLIED, State.ABSENT)
             entries.append(rec)
         elif comp.id in selected:
             fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, True, State.ABSENT,
                            Action.WOULD_APPLY if dry else Action.APPLIED, kind="component")
+            if gone:
+                fr.messages.append(f"{GONE}: {'apply installs it again' if dry else 'installed again'}")
             problem = site_packages_problem(ft)
             if problem:  # status too: it says what apply would do (apply refuses here)
                 raise MismatchError(f"cannot install component {comp.id}: {problem}")
@@ -67,16 +71,29 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
     return reports, entries, reached
 
 
-def _recorded(comp: Component, rec: ManifestComponent, tree: Tree, selected: bool) -> FixReport:
+GONE = "every file the manifest records of it is gone (uninstalled?)"
+
+
+def all_gone(rec: ManifestComponent, changed: dict[str, str | None]) -> bool:
+    """Whether every recorded file of ``rec`` is gone (``changed``: :func:`changed_files`): a ``pip uninstall``
+    or a reinstall of the image took it, so there is nothing of it to keep or remove."""
+    return bool(rec.files) and len(changed) == len(rec.files) and all(h is None for h in changed.values())
+
+
+def _recorded(comp: Component, rec: ManifestComponent, tree: Tree, changed: dict[str, str | None],
+              selected: bool) -> FixReport:
     if rec.version != comp.version:
         raise BadInputError(f"the image holds component {comp.id} {rec.version}, the profile names {comp.version}: "
                             f"revert with the pack that installed it, then apply with this one")
     fr = FixReport(comp.id, comp.version, comp.target, comp.opt_in, selected, State.APPLIED, kind="component")
-    changed = changed_files(tree, rec)
-    if changed:
+    if all_gone(rec, changed):  # not selected in this run: kept on record until it is named again or reverted
+        fr.state = State.ABSENT
+        fr.messages.append(f"{GONE}: name it to install it again; revert drops the record")
+    elif changed:
         fr.state = State.TAMPERED
         fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since it "
                         f"was installed)" for p, now in changed.items()]
+        fr.messages.append(remove_rest(tree, rec, changed, "apply again: it installs it afresh"))
     else:
         fr.messages.append("already applied" if selected else "not selected in this run; kept (revert removes it)")
     return fr
@@ -137,12 +154,35 @@ def revert(profile: Profile, manifest: Manifest, tree: Tree, dry: bool) -> list[
         fr = FixReport(rec.id, rec.version, manifest.target, comp.opt_in if comp else False, True, State.APPLIED,
                        kind="component")
         changed = changed_files(tree, rec)
-        if changed:
+        if all_gone(rec, changed):
+            fr.state = State.ABSENT
+            fr.messages.append(f"{GONE}: nothing of it to remove; its record goes with the manifest")
+        elif changed:
             fr.state = State.TAMPERED
-            fr.messages += [f"{p}: changed since it was installed; restore it or reinstall" for p in changed]
+            fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since "
+                            f"it was installed)" for p, now in changed.items()]
+            fr.messages.append(remove_rest(tree, rec, changed, "revert again: it drops the record"))
         else:
             for path in rec.files:
                 tree.write(path, None)
             fr.action = Action.WOULD_REVERT if dry else Action.REVERTED
         out.append(fr)
     return out
+
+
+def remove_rest(tree: Tree, rec: ManifestComponent, changed: dict[str, str | None], then: str) -> str:
+    """The next step for a component whose files changed: put them back as installed, or remove what is left
+    of it (the recorded files still there, then their folders once empty), after which it is gone."""
+    import shlex  # only when there is something to put right
+
+    there = [p for p in sorted(rec.files) if changed.get(p, "") is not None]
+    folders = sorted({str(Path(p).parents[i]) for p in rec.files for i in range(len(Path(p).parts) - 1)},
+                     key=lambda d: (-d.count("/"), d))
+    folders = [d for d in folders if (tree.root / d).is_dir()]
+    steps = [f"cd {shlex.quote(str(tree.root))}"]
+    if there:
+        steps.append("rm -f -- " + " ".join(shlex.quote(p) for p in there))
+    if folders:
+        steps.append("rmdir --ignore-fail-on-non-empty -- " + " ".join(shlex.quote(d) for d in folders))
+    return (f"next: put those files back as they were installed, or remove what is left of {rec.id}: "
+            f"({' && '.join(steps)}); then run {then}")

@@ -139,6 +139,64 @@ def test_tampered_component_file(builder, plugin_wheel):
     assert rv.exit_code == 3 and snapshot(site) == tampered
 
 
+def _next_step(report, comp_id: str) -> str:
+    said = [m for m in report.fix(comp_id).messages if m.startswith("next: ")]
+    assert len(said) == 1, report.fix(comp_id).messages
+    return said[0]
+
+
+@pytest.mark.parametrize("then", ["revert", "apply"])
+def test_a_tampered_component_s_next_step_runs_as_written_and_leads_out(builder, plugin_wheel, then):
+    """A changed component file was a dead end: every run said tampered (exit 3) for ever. Its next step removes
+    what is left of the component; then revert drops the record, or apply installs it afresh."""
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    kern = site / "tiny_plug/sub/kern.py"
+    kern.write_text("SCALE = 3\n")
+    run = engine.revert if then == "revert" else engine.apply
+    r = run(builder.request(site, opt_ins=("tiny-plug",)) if then == "apply" else builder.request(site))
+    assert r.exit_code == 3 and r.fix("tiny-plug").state.value == "tampered"
+    step = _next_step(r, "tiny-plug")
+    assert step.endswith(f"then run {then} again: " + ("it drops the record" if then == "revert" else
+                                                          "it installs it afresh")), step
+    command = step.split(": (", 1)[1].rsplit("); then run", 1)[0]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert not (site / "tiny_plug").exists() and not list(site.glob("tiny_plug-*.dist-info"))
+    again = run(builder.request(site, opt_ins=("tiny-plug",)) if then == "apply" else builder.request(site))
+    assert again.ok, again.as_dict()
+    if then == "apply":
+        assert kern.read_text() == "SCALE = 2\n" and again.fix("tiny-plug").action.value == "applied"
+        assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before
+
+
+def test_an_uninstalled_component_is_gone_not_tampered(builder, plugin_wheel):
+    """``pip uninstall`` took every file of a recorded component: status says it is gone (not tampered), apply
+    naming it installs it again, and revert drops the record; it was exit 3 for every run."""
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    installed = snapshot(site)
+
+    def uninstall() -> None:
+        shutil.rmtree(site / "tiny_plug")
+        for d in site.glob("tiny_plug-*.dist-info"):
+            shutil.rmtree(d)
+
+    uninstall()
+    st = engine.status(builder.request(site))
+    assert st.exit_code == 0 and st.fix("tiny-plug").state.value == "absent", st.as_dict()
+    assert "gone (uninstalled?)" in " ".join(st.fix("tiny-plug").messages)
+    r = engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert r.ok and r.fix("tiny-plug").action.value == "applied" and snapshot(site) == installed
+    uninstall()
+    rv = engine.revert(builder.request(site))
+    assert rv.ok and rv.fix("tiny-plug").state.value == "absent", rv.as_dict()
+    assert snapshot(site) == before and not (site / ".fixpack").exists()
+
+
 def test_source_tree_is_refused_and_preinstalled_copy_too(builder, plugin_wheel):
     _pack, site = setup_pack(builder, plugin_wheel)
     shutil.rmtree(site / "demo_pkg-1.0.dist-info")
