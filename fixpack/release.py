@@ -62,7 +62,23 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     # unpack removed the copy the earlier one had just returned
     with run_lock(folder, wait=CACHE_WAIT, progress=progress, what="the release cache",
                   how_long="a fetch waits for another one filling the same cache that long"):
+        drop_dead_unpacks(folder, progress)
         return _fetch_locked(spec, folder, version, url, check, progress, timeout)
+
+
+def drop_dead_unpacks(cache: Path, progress: Progress = QUIET) -> None:
+    """Remove the ``.unpack-*`` folders in ``cache`` (call it holding the cache's lock: any found then is
+    the leftover of a fetch killed while unpacking). Only folders, never through a symbolic link.
+    Raises EnvironmentProblem naming a folder that cannot be removed."""
+    with os.scandir(cache) as entries:
+        dead = sorted(e.path for e in entries if e.name.startswith(".unpack-") and e.is_dir(follow_symlinks=False))
+    for path in dead:
+        progress.note(f"removing {path}, left by a fetch killed while unpacking")
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            raise EnvironmentProblem(f"{path}: cannot remove this leftover of a killed fetch ({exc.strerror or exc}); "
+                                     f"remove it by hand and run again") from exc
 
 
 def _fetch_locked(spec: TargetSpec, cache: Path, version: str, url: str, check: bool, progress: Progress,

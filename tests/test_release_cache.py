@@ -1,10 +1,12 @@
 """The release cache heals itself: a cached sdist whose sha256 is not the index's is downloaded again, a
-tarball that matches but cannot be unpacked is an environment problem naming it. A real simple index on loopback
+tarball that matches but cannot be unpacked is an environment problem naming it, and the `.unpack-*`
+folders of a fetch killed while unpacking are removed by the next fetch. A real simple index on loopback
 serves the sdist (no network)."""
 
 import hashlib
 import http.server
 import io
+import os
 import tarfile
 import threading
 
@@ -13,6 +15,7 @@ from test_progress import Heard
 
 from fixpack import release
 from fixpack.errors import EnvironmentProblem
+from fixpack.model import Pin, Source, TargetSpec
 
 
 def sdist_bytes() -> bytes:
@@ -87,3 +90,21 @@ def test_a_tarball_matching_its_digest_that_cannot_be_unpacked_names_the_file(tm
         fetch(tmp_path, body)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-1.0.tar.gz"]  # no half copy, no .unpack-*
 
+
+def test_dead_unpack_folders_are_removed_under_the_cache_lock(tmp_path, monkeypatch):
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    (cache / ".unpack-dead/demo-1.0").mkdir(parents=True)
+    (cache / ".unpack-dead/demo-1.0/x.py").write_text("x\n")
+    (cache / ".unpack-file").write_text("not a folder: kept\n")
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep\n")
+    os.symlink(outside, cache / ".unpack-link")  # a link: neither followed nor removed
+    (cache / "demo-1.0").mkdir()
+    seen = []
+    monkeypatch.setattr(release, "_fetch_locked", lambda *a: seen.append(sorted(p.name for p in cache.iterdir())))
+    heard = Heard()
+    spec = TargetSpec("demo", "demo", "demo", Pin("1.0", ""), Source(pypi="demo"))
+    release.fetch(spec, cache, progress=heard)
+    assert seen == [[".unpack-file", ".unpack-link", "demo-1.0"]]
+    assert (outside / "keep.txt").is_file()
+    assert any(".unpack-dead" in line and "killed" in line for line in heard.lines)
