@@ -91,7 +91,8 @@ def site_packages(python: str) -> Path:
     except OSError as exc:  # gone, not executable, not a program
         raise BadInputError(_no_interpreter(python, exc.strerror or str(exc))) from exc
     except subprocess.CalledProcessError as exc:
-        raise BadInputError(_no_interpreter(python, f"it exited {exc.returncode}: {exc.stderr.strip()[-300:]}")) from exc
+        why = f"it exited {exc.returncode}: {exc.stderr.strip()[-300:]}"
+        raise BadInputError(_no_interpreter(python, why)) from exc
     return Path(out.stdout.strip())
 
 
