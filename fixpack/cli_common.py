@@ -174,7 +174,7 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except KeyboardInterrupt:  # click would say "Aborted!" and exit 1, the code of a bug
-        fail(interrupted(), as_json, command, profile, dry_run)
+        fail(interrupted(command), as_json, command, profile, dry_run)
     except Exception as exc:
         fail(exc, as_json, command, profile, dry_run)
 

@@ -149,7 +149,7 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
         try:
             report = getattr(engine, command)(req)
         except KeyboardInterrupt:
-            raise interrupted() from None
+            raise interrupted(command) from None
     except Exception as exc:
         return _say(error_document(command, profile, failure_text(exc), exit_code(exc), dry_run) if as_json
                     else f"fixpack: error: {failure_text(exc)}", exit_code(exc))

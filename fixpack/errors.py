@@ -118,11 +118,22 @@ class BusyError(EnvironmentProblem):
     """Another run holds the target's lock."""
 
 
-def interrupted() -> EnvironmentProblem:
-    """Ctrl-C (SIGINT) outside a write: what the CLI says instead of a traceback (exit 5). A write in
-    progress has rolled itself back before this (:func:`fixpack.transaction.write_transaction`)."""
-    return EnvironmentProblem("interrupted (Ctrl-C, SIGINT); a write in progress was rolled back, so the target "
-                              "holds what it held before this run (fixpack status shows it). Run again")
+_AFTER_INTERRUPT = {
+    "apply": "a write in progress was rolled back, so the target holds what it held before this run "
+             "(fixpack status shows it). Run again",
+    "status": "status writes nothing. Run again",
+    "fetch": "the release cache keeps no half copy (a download lands in a .part file, an unpack in a .unpack-* "
+             "folder, and the next fetch starts them over). Run again",
+}
+_AFTER_INTERRUPT["revert"] = _AFTER_INTERRUPT["apply"]
+
+
+def interrupted(command: str) -> EnvironmentProblem:
+    """Ctrl-C (SIGINT) outside a write: what the CLI says instead of a traceback (exit 5), fitting
+    ``command`` (a write to a target has rolled itself back before this:
+    :func:`fixpack.transaction.write_transaction`; a fetch has no target)."""
+    after = _AFTER_INTERRUPT.get(command, f"fixpack {command} did not finish. Run it again")
+    return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT); {after}")
 
 
 class GitError(FixpackError):

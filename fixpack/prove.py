@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -66,10 +67,32 @@ class ProofRun:
         return 0 if self.ok else EXIT_CONFLICT
 
 
+def check_interpreter(python: str) -> None:
+    """Refuse an interpreter (``--python PATH``) that is no executable file, before anything is written.
+
+    Raises BadInputError (exit 2) naming the path and how to build a stand-in image."""
+    if shutil.which(python) is None:
+        path = Path(python)
+        why = ("no such file" if not path.exists() else "not a file" if not path.is_file() else "not executable")
+        raise BadInputError(_no_interpreter(python, why))
+
+
+def _no_interpreter(python: str, why: str) -> str:
+    return (f"--python {python}: {why}; give the interpreter of a stand-in image of the release "
+            f"(`bash tools/image-venv.sh VERSION DIR` builds one; then pass DIR/bin/python)")
+
+
 def site_packages(python: str) -> Path:
-    """The purelib folder of ``python`` (where pip installed the target)."""
-    out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
+    """The purelib folder of ``python`` (where pip installed the target). Raises BadInputError when the
+    interpreter cannot be run or fails."""
+    try:
+        out = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True)
+    except OSError as exc:  # gone, not executable, not a program
+        raise BadInputError(_no_interpreter(python, exc.strerror or str(exc))) from exc
+    except subprocess.CalledProcessError as exc:
+        why = f"it exited {exc.returncode}: {exc.stderr.strip()[-300:]}"
+        raise BadInputError(_no_interpreter(python, why)) from exc
     return Path(out.stdout.strip())
 
 
@@ -95,10 +118,13 @@ class TestRun:
 
 def run_proof(python: str, folder: Path, cwd: Path, env: dict[str, str], timeout: int = 900) -> TestRun:
     """Run the proof tests in ``folder`` with ``python`` and ``env`` laid over the environment (without
-    the caller's PYTHONPATH unless ``env`` sets one)."""
-    proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
-                          env=_test_env(env))
+    the caller's PYTHONPATH unless ``env`` sets one). Raises BadInputError when ``python`` cannot be run."""
+    try:
+        proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder)],
+                              capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                              env=_test_env(env))
+    except OSError as exc:  # the interpreter went away (or never ran) between two proofs
+        raise BadInputError(_no_interpreter(python, exc.strerror or str(exc))) from exc
     lines = [ln for ln in proc.stdout.splitlines() if re.search(r"\b(passed|failed|error|no tests ran)\b", ln)]
     summary = lines[-1].strip("= ") if lines else proc.stdout[-300:] + proc.stderr[-300:]
     return TestRun(proc.returncode, summary, (proc.stdout + proc.stderr)[-20000:])

@@ -41,6 +41,7 @@ from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_d
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
+from .prove import check_interpreter
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_session import (
@@ -74,7 +75,10 @@ from .tree import Tree
 
 def start(req: RebaseRequest) -> RebaseResult:
     """Rebase ``req.profile`` onto the new release copies. Raises BadInputError on a dirty pack or
-    bad input, MismatchError when an old release copy is not the old profile's pin."""
+    bad input (a ``--python`` that is no interpreter, before anything is written), MismatchError when an
+    old release copy is not the old profile's pin."""
+    if req.python:
+        check_interpreter(req.python)
     pack = load_pack(req.pack_root)
     old = load_profile(pack, req.profile)
     early = req.name or (f"v{req.to_version}" if req.to_version else "")
@@ -124,6 +128,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
     """
     session = load_session(req)
     proof = session.state.setdefault("proof", {"clean": {}})
+    if req.python or proof.get("python"):  # the one given now, else the start's: it may be gone since
+        check_interpreter(req.python or proof["python"])
     if req.python:
         proof.update(python=req.python, site=str(req.proof_site or ""))
     if not proof.get("python") and not req.allow_unproven:

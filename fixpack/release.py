@@ -1,7 +1,8 @@
 """Clean release copies of targets, fetched once and cached outside the repository.
 
 - A PyPI target (``source.pypi``): the sdist of the exact version, through the index's simple API
-  (``pypi-simple``), its sha256 checked against the index's digest, unpacked to
+  (``pypi-simple``), its sha256 checked against the index's digest (a cached tarball's too, before it is
+  unpacked: one that differs is removed and downloaded again), unpacked to
   ``<cache>/<target>-<version>/`` (the release root: it holds ``<package>/``).
 - A git target (``source.git``): cloned through GitPython and checked out at the pinned commit.
 
@@ -11,10 +12,13 @@ checked against the profile's pin before it is returned; a copy that fails the c
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem, MismatchError
@@ -58,7 +62,23 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     # unpack removed the copy the earlier one had just returned
     with run_lock(folder, wait=CACHE_WAIT, progress=progress, what="the release cache",
                   how_long="a fetch waits for another one filling the same cache that long"):
+        drop_dead_unpacks(folder, progress)
         return _fetch_locked(spec, folder, version, url, check, progress, timeout)
+
+
+def drop_dead_unpacks(cache: Path, progress: Progress = QUIET) -> None:
+    """Remove the ``.unpack-*`` folders in ``cache`` (call it holding the cache's lock: any found then is
+    the leftover of a fetch killed while unpacking). Only folders, never through a symbolic link.
+    Raises EnvironmentProblem naming a folder that cannot be removed."""
+    with os.scandir(cache) as entries:
+        dead = sorted(e.path for e in entries if e.name.startswith(".unpack-") and e.is_dir(follow_symlinks=False))
+    for path in dead:
+        progress.note(f"removing {path}, left by a fetch killed while unpacking")
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            raise EnvironmentProblem(f"{path}: cannot remove this leftover of a killed fetch ({exc.strerror or exc}); "
+                                     f"remove it by hand and run again") from exc
 
 
 def _fetch_locked(spec: TargetSpec, cache: Path, version: str, url: str, check: bool, progress: Progress,
@@ -99,6 +119,10 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
         if "sha256" not in pkg.digests:
             raise EnvironmentProblem(f"{pkg.filename}: the index gives no sha256 digest; refusing an unchecked copy")
         tarball = cache / pkg.filename
+        if tarball.is_file() and file_sha256(tarball) != pkg.digests["sha256"].lower():  # damaged, or another upload
+            progress.note(f"{tarball}: its sha256 is not the index's {pkg.digests['sha256']}; removing it and "
+                          f"downloading again")
+            tarball.unlink()
         if not tarball.is_file():
             part = tarball.with_suffix(".part")
             tracker = lambda total: DownloadTracker(progress, pkg.filename, total)
@@ -114,11 +138,28 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
     return dest
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 of ``path``'s bytes, hex (the form of the simple index's ``#sha256=`` digest)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _unpack(tarball: Path, dest: Path) -> None:
+    """Unpack the sdist ``tarball`` to ``dest`` (its one top folder), through a ``.unpack-*`` folder beside
+    it. Raises EnvironmentProblem naming the tarball when it is no readable tar archive."""
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
     try:
-        with tarfile.open(tarball) as tf:
-            tf.extractall(tmp, filter="data")
+        try:
+            with tarfile.open(tarball) as tf:
+                tf.extractall(tmp, filter="data")
+        except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            why = " ".join(str(exc).split())  # tarfile names each method it tried, a line each
+            raise EnvironmentProblem(f"{tarball}: cannot unpack it ({why}), though its sha256 is the index's; remove "
+                                     f"it and run again, or point $GAUDI_FIXES_ROOT at a folder of release "
+                                     f"copies") from exc
         tops = list(tmp.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
             raise EnvironmentProblem(f"{tarball}: expected one top folder in the sdist, found {len(tops)}")

@@ -235,3 +235,21 @@ def test_ctrl_c_outside_a_write_is_exit_5_not_a_traceback(setup, monkeypatch, ca
     monkeypatch.setattr(engine, "status", sigint)
     code = cli_fast.run("status", ["--profile", "p1", "--pack", str(builder.pack), "--root", f"demo={target}"])
     assert code == 5 and "interrupted (Ctrl-C, SIGINT)" in capsys.readouterr().err
+
+
+def test_ctrl_c_in_a_fetch_speaks_of_the_cache_not_a_target(setup, monkeypatch):
+    """A fetch has no target to roll back: the line says what holds for the release cache instead."""
+    from click.testing import CliRunner
+
+    from fixpack import cli, release
+
+    builder, _ = setup
+
+    def sigint(*args, **kw):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(release, "fetch", sigint)
+    res = CliRunner().invoke(cli.main, ["fetch", "--profile", "p1", "--pack", str(builder.pack)])
+    assert res.exit_code == 5, res.output
+    assert "interrupted (Ctrl-C, SIGINT); the release cache keeps no half copy" in res.output
+    assert "target" not in res.output and "fixpack status" not in res.output

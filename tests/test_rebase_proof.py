@@ -5,11 +5,13 @@ it. The stand-in here is this interpreter with the new release copy first on its
 import subprocess
 import sys
 
+import pytest
 from conftest import git, numbered
 from test_rebase import commit_pack, new_release, outcomes, pack_files
 
 from fixpack import rebase
 from fixpack.errors import BadInputError
+from fixpack.prove import run_proof
 
 MOD = "demo_pkg/mod.py"
 BASE = numbered(10, "# line") + "VALUE = 1\n" + numbered(10, "# tail")
@@ -92,3 +94,45 @@ def test_continue_without_a_proof_needs_an_explicit_flag(builder):
     cli = subprocess.run([sys.executable, "-m", "fixpack.cli", "rebase", "--continue", "--pack", str(b.pack)],
                          capture_output=True, text=True)
     assert cli.returncode == 2 and "--allow-unproven" in cli.stderr
+
+
+def test_a_missing_python_is_refused_before_anything_is_written(builder, tmp_path):
+    """`--python` naming no interpreter: exit 2 naming it and how to build one, no `.rebase/` state left
+    (it was an internal error, exit 1, and the state.json it left made the next run 'in progress')."""
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: "# moved\n" + BASE})
+    missing = tmp_path / "nowhere/bin/python"
+    for _ in range(2):  # the second run is refused for the same reason, not as a rebase in progress
+        cli = subprocess.run([sys.executable, "-m", "fixpack.cli", "rebase", "--profile", "p1", "--root",
+                              f"demo={new}", "--old-root", f"demo={old}", "--python", str(missing), "--pack",
+                              str(b.pack)], capture_output=True, text=True)
+        assert cli.returncode == 2, cli.stderr
+        assert f"--python {missing}: no such file" in cli.stderr and "tools/image-venv.sh" in cli.stderr
+        assert not (b.pack / ".rebase").exists()
+
+
+def test_an_interpreter_gone_before_continue_is_bad_input(builder, tmp_path):
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: BASE + "VALUE = VALUE * 10\n"})
+    python = tmp_path / "python"
+    python.symlink_to(sys.executable)
+    r = rebase.start(rebase.RebaseRequest(
+        pack_root=b.pack, profile="p1", roots={"demo": new}, old_roots={"demo": old}, python=str(python),
+        proof_site=new))
+    assert outcomes(r) == {"value": "broken"}
+    repo = b.pack / ".rebase/v2.0/value"
+    (repo / MOD).write_text(BASE.replace("VALUE = 1", "VALUE = 2") + "VALUE = VALUE * 10 // 10\n")
+    git(repo, "commit", "-qam", "value: repaired")
+    python.unlink()  # the stand-in image was removed between the start and --continue
+    state = (b.pack / ".rebase/v2.0/state.json").read_bytes()
+    try:
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    except BadInputError as exc:
+        assert f"--python {python}: no such file" in str(exc)
+    else:
+        raise AssertionError("a --continue with a removed interpreter went on")
+    assert (b.pack / ".rebase/v2.0/state.json").read_bytes() == state
+    with pytest.raises(BadInputError, match="tools/image-venv.sh"):  # and inside a proof run, never exit 1
+        run_proof(str(python), b.pack / "fixes/value", b.pack, {})

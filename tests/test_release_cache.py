@@ -1,0 +1,110 @@
+"""The release cache heals itself: a cached sdist whose sha256 is not the index's is downloaded again, a
+tarball that matches but cannot be unpacked is an environment problem naming it, and the `.unpack-*`
+folders of a fetch killed while unpacking are removed by the next fetch. A real simple index on loopback
+serves the sdist (no network)."""
+
+import hashlib
+import http.server
+import io
+import os
+import tarfile
+import threading
+
+import pytest
+from test_progress import Heard
+
+from fixpack import release
+from fixpack.errors import EnvironmentProblem
+from fixpack.model import Pin, Source, TargetSpec
+
+
+def sdist_bytes() -> bytes:
+    """A real demo-1.0.tar.gz: one top folder holding the package."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        data = b"VALUE = 1\n"
+        info = tarfile.TarInfo("demo-1.0/demo/__init__.py")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def serve(body: bytes):
+    """A loopback simple index whose demo 1.0 sdist is ``body``, listed with ``body``'s own sha256."""
+    digest = hashlib.sha256(body).hexdigest().encode()
+    gets = []
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.startswith("/simple/demo"):
+                out = b'<html><body><a href="/files/demo-1.0.tar.gz#sha256=' + digest + b'">demo-1.0.tar.gz</a></body></html>'
+                kind = "text/html"
+            else:
+                gets.append(self.path)
+                out, kind = body, "application/octet-stream"
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/simple/", gets
+
+
+SDIST = sdist_bytes()  # once: gzip stamps the time it was made
+
+
+def fetch(tmp_path, body: bytes, heard=None):
+    pytest.importorskip("pypi_simple")
+    server, index, gets = serve(body)
+    try:
+        return release._fetch_sdist("demo", "1.0", "demo", tmp_path, heard or Heard(), timeout=5, index=index), gets
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("cached", [b"not a tarball", SDIST[:-40]], ids=["garbage", "truncated"])
+def test_a_damaged_cached_tarball_is_downloaded_again(tmp_path, cached):
+    (tmp_path / "demo-1.0.tar.gz").write_bytes(cached)
+    heard = Heard()
+    root, gets = fetch(tmp_path, SDIST, heard)
+    assert (root / "demo/__init__.py").read_text() == "VALUE = 1\n" and len(gets) == 1
+    assert any("sha256 is not the index's" in line and "downloading again" in line for line in heard.lines)
+    assert (tmp_path / "demo-1.0.tar.gz").read_bytes() == SDIST
+
+
+def test_a_cached_tarball_that_matches_is_not_downloaded_again(tmp_path):
+    (tmp_path / "demo-1.0.tar.gz").write_bytes(SDIST)
+    root, gets = fetch(tmp_path, SDIST)
+    assert (root / "demo/__init__.py").is_file() and gets == []
+
+
+@pytest.mark.parametrize("body", [b"not a tarball", SDIST[:-40]], ids=["garbage", "truncated"])
+def test_a_tarball_matching_its_digest_that_cannot_be_unpacked_names_the_file(tmp_path, body):
+    with pytest.raises(EnvironmentProblem, match=r"demo-1\.0\.tar\.gz: cannot unpack it .*run again"):
+        fetch(tmp_path, body)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-1.0.tar.gz"]  # no half copy, no .unpack-*
+
+
+def test_dead_unpack_folders_are_removed_under_the_cache_lock(tmp_path, monkeypatch):
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    (cache / ".unpack-dead/demo-1.0").mkdir(parents=True)
+    (cache / ".unpack-dead/demo-1.0/x.py").write_text("x\n")
+    (cache / ".unpack-file").write_text("not a folder: kept\n")
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep\n")
+    os.symlink(outside, cache / ".unpack-link")  # a link: neither followed nor removed
+    (cache / "demo-1.0").mkdir()
+    seen = []
+    monkeypatch.setattr(release, "_fetch_locked", lambda *a: seen.append(sorted(p.name for p in cache.iterdir())))
+    heard = Heard()
+    spec = TargetSpec("demo", "demo", "demo", Pin("1.0", ""), Source(pypi="demo"))
+    release.fetch(spec, cache, progress=heard)
+    assert seen == [[".unpack-file", ".unpack-link", "demo-1.0"]]
+    assert (outside / "keep.txt").is_file()
+    assert any(".unpack-dead" in line and "killed" in line for line in heard.lines)
