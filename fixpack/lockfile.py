@@ -78,6 +78,17 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: str = "")
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; {_redo(profile, redo)}")
 
 
+def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str]) -> None:
+    """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
+    built now) are not the ones the lock recorded for it: its source changed without a new version and lock."""
+    if dict(locked.files) == files:
+        return
+    differ = sorted({p for p, _h in set(dict(locked.files).items()) ^ set(files.items())})
+    raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
+                         f"({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): its source changed; bump its "
+                         f"version and regenerate the lock ({relock_command(profile)})")
+
+
 def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
     """The targets whose pin in the profile is not the release the lock was made from (a pin edited
     without a new lock: the pack disagrees with itself, whatever the image holds)."""
@@ -161,7 +172,7 @@ def check_fresh(profile: Profile, fresh: Lock, redo: str = "") -> None:
     have = read_lock(profile, redo)
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
-    diff += sorted(f"component {c.id}" for c in set(fresh.components) ^ set(have.components))
+    diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
     if diff or dict(fresh.targets) != dict(have.targets):
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
                              f"{_redo(profile, redo)}")
