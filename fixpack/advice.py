@@ -55,8 +55,9 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
     files = " ".join(shlex.quote(p) for p in paths)
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
         return f"git -C {shlex.quote(str(ft.root))} checkout -- {files}"
-    fetch = " ".join(shlex.quote(w) for w in ("fixpack", "fetch", "--profile", ctx.profile.name, "--pack",
-                                                str(ctx.pack.root), "--target", ft.spec.name))
+    from .progname import command
+
+    fetch = command("fetch", "--profile", ctx.profile.name, "--pack", str(ctx.pack.root), "--target", ft.spec.name)
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")
     return (f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && cp --parents {files} '
             f'{shlex.quote(str(ft.root))})')

@@ -23,16 +23,17 @@ from .tree import Tree, file_hashes
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
                    copies: Path | None = None) -> str:
-    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written: the pack is the
+    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
+    :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
     ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
-    import shlex  # only when there is a lock to regenerate
+    from .progname import command  # only when there is a lock to regenerate
 
-    words = ["fixpack", "lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
+    words = ["lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
     words += [w for t in targets for w in ("--target", t)]
     words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={root}")]
     words += ["--copies", str(copies)] if copies is not None else []
-    return " ".join(shlex.quote(w) for w in words)
+    return command(*words)
 
 
 def _redo(profile: Profile, redo: str) -> str:

@@ -9,6 +9,7 @@ from conftest import git, numbered, snapshot
 
 from fixpack import engine
 from fixpack.advice import restore_how
+from fixpack.progname import program
 from fixpack.run import prepare
 
 MOD = "demo_pkg/mod.py"
@@ -81,7 +82,7 @@ def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
     site = builder.tree("site", {MOD: base})
     (site / "demo_pkg-1.0.dist-info").mkdir()
     for root in (site, clean):  # a site-packages install too: a reinstall from an index would replace the image's build
-        want = (f"(src=$(fixpack fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
+        want = (f"(src=$({program()} fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
                 f"&& [ -n \"$src\" ] && cd \"$src\" && cp --parents {MOD} {root})")
         ctx = prepare(builder.request(root), "status")
         assert restore_how(ctx, ctx.found["demo"], [MOD]) == want

@@ -9,6 +9,7 @@ from conftest import REPO, numbered
 from test_components import setup_pack
 
 from fixpack.pack_check import check_pack
+from fixpack.progname import program
 
 MOD = "demo_pkg/mod.py"
 
@@ -84,7 +85,7 @@ def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
     assert findings(b) == [f"profiles/p1.lock: {b.pack / 'profiles/p1.lock'} is stale: one: patch or version changed "
-                           f"since the lock was generated; regenerate it from clean release copies: fixpack lock "
+                           f"since the lock was generated; regenerate it from clean release copies: {program()} lock "
                            f"--profile p1 --pack {b.pack} (it fetches them; --root NAME=PATH gives one)"]
     b.lock(clean)
     assert findings(b) == []
@@ -118,17 +119,16 @@ def test_a_component_changed_since_the_lock_is_named_at_its_lock_line(builder):
     line = lines.index('      "id": "tiny-plug",') + 1
     assert findings(builder) == [f"profiles/p1.lock:{line}: component tiny-plug at {pack / 'plug'} installs other "
                                  f"files than {pack / 'profiles/p1.lock'} records (tiny_plug/sub/kern.py): its source "
-                                 f"changed; bump its version and regenerate the lock (fixpack lock --profile p1 "
+                                 f"changed; bump its version and regenerate the lock ({program()} lock --profile p1 "
                                  f"--pack {pack})"]
 
 
 def test_a_stale_component_is_named_once(setup):
-    from fixpack.structs import replace
-
     from fixpack import lockfile
     from fixpack.errors import StaleLockError
     from fixpack.loader import load_pack, load_profile
     from fixpack.records import LockComponent
+    from fixpack.structs import replace
 
     b, _ = setup
     profile = load_profile(load_pack(b.pack), "p1")
