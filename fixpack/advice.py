@@ -55,8 +55,9 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
     files = " ".join(shlex.quote(p) for p in paths)
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
         return f"git -C {shlex.quote(str(ft.root))} checkout -- {files}"
-    fetch = " ".join(shlex.quote(w) for w in ("fixpack", "fetch", "--profile", ctx.profile.name, "--pack",
-                                                str(ctx.pack.root), "--target", ft.spec.name))
+    from .progname import command
+
+    fetch = command("fetch", "--profile", ctx.profile.name, "--pack", str(ctx.pack.root), "--target", ft.spec.name)
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")
     return (f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && cp --parents {files} '
             f'{shlex.quote(str(ft.root))})')
@@ -87,11 +88,18 @@ def _back_to_release(ctx: Context, ft: FoundTarget, recorded: list[str]) -> str:
 
 
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
-    """A fix that does not apply on a pinned release: a file it touches was changed after the release."""
-    files = sorted({str(r["file"]) for r in fr.refused}) or list(ctx.pack.fixes[fr.id].touched_paths())
-    return (f"next: {', '.join(files)} differs from the release where the fix goes; if it was changed after the "
-            f"release, put it back: {restore_how(ctx, ft, files)}; then run apply again (apply --reject DIR writes "
-            f"the refused hunks as .rej files to compare)")
+    """A fix that does not apply on a pinned release: a file it touches was changed after the release, or is
+    not there. Names, and puts back, only the files that refused it (a missing file refuses without a hunk);
+    every file the fix touches only when none can be told."""
+    fix = ctx.pack.fixes[fr.id]
+    # a file the patch changes that is not there refuses the fix without a hunk to show for it
+    gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
+    files = sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
+    what = f"{', '.join(files)} differs from the release" if not gone else \
+        f"{', '.join(files)} is missing or differs from the release"
+    return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
+            f"{restore_how(ctx, ft, files)}; then run apply again (apply --reject DIR writes the refused hunks as "
+            f".rej files to compare)")
 
 
 __all__ = ["add_next_steps", "note_stale", "restore_how", "stale_entry"]

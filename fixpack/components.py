@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import BadInputError, MismatchError, StaleLockError
-from .lockfile import relock_command
+from .errors import BadInputError, MismatchError
+from .lockfile import check_component_files
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
@@ -120,11 +120,8 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
         raise BadInputError(f"component {comp.id} at {comp.path} builds as version {layout.version}, the profile "
                             f"{profile.path} names {comp.version}: bump one of them")
     locked = lock.component(comp.id) if lock is not None else None
-    if locked is not None and dict(locked.files) != package_files(layout.hashes()):
-        differ = sorted(set(dict(locked.files).items()) ^ set(package_files(layout.hashes()).items()))
-        raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} "
-                             f"records ({', '.join(sorted({p for p, _h in differ})[:5])}): its source changed; bump "
-                             f"its version and regenerate the lock ({relock_command(profile)})")
+    if locked is not None:
+        check_component_files(profile, comp, locked, package_files(layout.hashes()))
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)

@@ -412,10 +412,6 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     errors = Collector()
     chosen = list(profile.default) + (list(profile.opt_in) if all_opt_in else [])
     for name in opt_ins:
-        if name not in pack.fixes and name in ("apply", "status", "revert"):  # `apply_all.py status`
-            raise UnknownNameError(f"unknown fix {name!r}: names after the options are opt-in fixes. For "
-                                   f"'{name}', run the command: python3 -m fixpack.cli {name} --profile "
-                                   f"{profile.name} ... (from the checkout, or with it on PYTHONPATH)")
         if name not in pack.fixes:
             raise UnknownNameError(f"unknown fix {name!r} ({_close(name, pack.series)})")
         if name not in profile.default and name not in profile.opt_in:

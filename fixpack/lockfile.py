@@ -23,16 +23,17 @@ from .tree import Tree, file_hashes
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
                    copies: Path | None = None) -> str:
-    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written: the pack is the
+    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
+    :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
     ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
-    import shlex  # only when there is a lock to regenerate
+    from .progname import command  # only when there is a lock to regenerate
 
-    words = ["fixpack", "lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
+    words = ["lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
     words += [w for t in targets for w in ("--target", t)]
     words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={root}")]
     words += ["--copies", str(copies)] if copies is not None else []
-    return " ".join(shlex.quote(w) for w in words)
+    return command(*words)
 
 
 def _redo(profile: Profile, redo: str) -> str:
@@ -76,6 +77,17 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: str = "")
     stale += _pin_changes(profile, lock)
     if stale:
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; {_redo(profile, redo)}")
+
+
+def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str]) -> None:
+    """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
+    built now) are not the ones the lock recorded for it: its source changed without a new version and lock."""
+    if dict(locked.files) == files:
+        return
+    differ = sorted({p for p, _h in set(dict(locked.files).items()) ^ set(files.items())})
+    raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
+                         f"({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): its source changed; bump its "
+                         f"version and regenerate the lock ({relock_command(profile)})")
 
 
 def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
@@ -161,7 +173,7 @@ def check_fresh(profile: Profile, fresh: Lock, redo: str = "") -> None:
     have = read_lock(profile, redo)
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
-    diff += sorted(f"component {c.id}" for c in set(fresh.components) ^ set(have.components))
+    diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
     if diff or dict(fresh.targets) != dict(have.targets):
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
                              f"{_redo(profile, redo)}")

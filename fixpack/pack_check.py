@@ -8,18 +8,21 @@ and line before CI or an image build trips on it.
   (the loader's own checks, each problem with its file and line);
 - every fix that is not retired has a proof, ``fixes/<id>/test_*.py``;
 - every profile's lock matches the pack: the changes, versions, components and pins it was made for
-  (what every apply checks; no release copy needed); with ``fresh``, it is also regenerated from the
+  (what every apply checks; no release copy needed), each component's package files too (its wheel built
+  offline, once a run); with ``fresh``, it is also regenerated from the
   clean release copies and compared (what ``fixpack lock --check`` does).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import FixpackError, PackError, Problem
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
+from .records import Lock
 from .structs import dataclass
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
@@ -61,8 +64,9 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
     findings += killed + _orphans(pack, profiles) + _proofs(pack)
+    built: dict[Path, dict[str, str]] = {}  # a component's package files, built once for every profile
     for profile in profiles:
-        findings += _lock(pack, profile, fresh)
+        findings += _lock(pack, profile, fresh, built)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
 
 
@@ -128,19 +132,57 @@ def _id_line(toml: Path) -> int:
     return key_line(toml.read_text("utf-8"), "id") or 1
 
 
-def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
-    """The profile's lock against the pack, then (``fresh``) against one generated now."""
+def _lock(pack: Pack, profile: Profile, fresh: Copies | None, built: dict[Path, dict[str, str]]) -> list[Finding]:
+    """The profile's lock against the pack (its components' files too), then (``fresh``) against one
+    generated now."""
     from . import lockfile
 
     where = _rel(pack.root, profile.lock_path)
     try:
         lock = lockfile.read_lock(profile)
         lockfile.check_lock_matches(pack.for_profile(profile.name), profile, lock)
+    except FixpackError as exc:
+        return [Finding(where, None, str(exc))]
+    found = _components(pack, profile, lock, built)
+    try:
         if fresh is not None:
             _check_fresh(pack, profile, fresh)
     except FixpackError as exc:
-        return [Finding(where, None, str(exc))]
-    return []
+        found.append(Finding(where, None, str(exc)))
+    return found
+
+
+def _components(pack: Pack, profile: Profile, lock: Lock, built: dict[Path, dict[str, str]]) -> list[Finding]:
+    """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
+    does) and its package files compared with the lock's: a changed source without a new lock is named at
+    the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
+    from .lockfile import check_component_files
+    from .records import package_files
+    from .wheels import component_layout
+
+    out = []
+    for comp in profile.components:
+        locked = lock.component(comp.id)
+        if locked is None or locked.version != comp.version:
+            continue  # check_lock_matches said so
+        try:
+            if comp.path not in built:
+                built[comp.path] = package_files(component_layout(comp, pack.root).hashes())
+            check_component_files(profile, comp, locked, built[comp.path])
+        except FixpackError as exc:
+            out.append(Finding(_rel(pack.root, profile.lock_path), _component_line(profile.lock_path, comp.id),
+                               str(exc)))
+    return out
+
+
+def _component_line(lock: Path, cid: str) -> int | None:
+    """The line of ``"id": "<cid>"`` among the lock's components (its JSON is written one key a line)."""
+    lines = lock.read_text("utf-8").splitlines()
+    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"components"')), None)
+    if start is None:
+        return None
+    want = f'"id": {json.dumps(cid)}'
+    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().rstrip(",") == want), None)
 
 
 def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:

@@ -41,6 +41,7 @@ from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_d
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
+from .progname import command
 from .prove import check_interpreter
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
@@ -298,7 +299,7 @@ def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:
         if not p.ok:
             raise BadInputError(f"fix {fix.id}: {pf.path} does not apply to the old release copy {tree.root} "
                                 f"({'; '.join(p.explain())}); profile {old_name} does not match its own release "
-                                f"(check it with `fixpack lock --check --profile {old_name}`)")
+                                f"(check it with `{command('lock', '--check', '--profile', old_name)}`)")
         tree.adopt(p.tree)
         steps.append(snap(tree, paths))
     return steps

@@ -137,7 +137,10 @@ class Lock:
     def from_json(cls, raw: bytes, path: Path, profile: str, redo: str = "") -> Lock:
         """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do
         (``redo``: how to regenerate it, from :func:`fixpack.lockfile.read_lock`)."""
-        redo = redo or f"regenerate it from a clean release copy: fixpack lock --profile {profile} --root NAME=PATH"
+        if not redo:
+            from .progname import command  # only for a lock read without its command (a hand-made call)
+
+            redo = f"regenerate it from a clean release copy: {command('lock', '--profile', profile)} --root NAME=PATH"
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:

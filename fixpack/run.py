@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, MismatchError
+from .errors import BadInputError, MismatchError, UnknownNameError
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
@@ -71,6 +71,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     profile = load_profile(pack, req.profile, check_paths=False)
     pack = pack.for_profile(profile.name)
     fix_names, comp_names = split_names(profile, req.opt_ins)
+    _command_as_fix(req, pack, fix_names)
     selected = select(pack, profile, fix_names, req.all_opt_in)
     components = select_components(profile, comp_names, selected)
     names = {t.name for t in profile.targets}
@@ -94,6 +95,29 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
+
+
+def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
+    """``apply_all.py status`` (``fixpack apply ... revert``): a command's name where opt-in fixes go. Raises
+    UnknownNameError naming the command that runs it as written: the program as it runs here, with the
+    run's profile, pack, targets, roots, copies, ``--strict``, ``--all-opt-in`` and other names (those that
+    command takes)."""
+    word = next((n for n in names if n in ("apply", "status", "revert") and n not in pack.fixes), None)
+    if word is None:
+        return
+    from os.path import abspath  # the paths as given, absolute: the command runs from any folder
+
+    from .progname import command
+
+    words = [word, "--profile", req.profile, "--pack", abspath(req.pack_root)]
+    words += [w for t in req.only_targets for w in ("--target", t)]
+    words += [w for name, root in sorted(req.roots.items()) for w in ("--root", f"{name}={abspath(root)}")]
+    words += ["--copies", abspath(req.env_root)] if req.env_root is not None else []
+    if word != "revert":
+        words += ["--strict"] * req.strict + ["--all-opt-in"] * req.all_opt_in
+        words += [n for n in req.opt_ins if n != word]
+    raise UnknownNameError(f"unknown fix {word!r}: names after the options are opt-in fixes. For {word!r}, run: "
+                           f"{command(*words)}")
 
 
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ from conftest import git, numbered, snapshot
 
 from fixpack import engine
 from fixpack.advice import restore_how
+from fixpack.progname import program
 from fixpack.run import prepare
 
 MOD = "demo_pkg/mod.py"
@@ -81,7 +82,29 @@ def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
     site = builder.tree("site", {MOD: base})
     (site / "demo_pkg-1.0.dist-info").mkdir()
     for root in (site, clean):  # a site-packages install too: a reinstall from an index would replace the image's build
-        want = (f"(src=$(fixpack fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
+        want = (f"(src=$({program()} fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
                 f"&& [ -n \"$src\" ] && cd \"$src\" && cp --parents {MOD} {root})")
         ctx = prepare(builder.request(root), "status")
         assert restore_how(ctx, ctx.found["demo"], [MOD]) == want
+
+
+def test_a_missing_file_names_and_puts_back_only_that_file(builder, tmp_path):
+    base, other = numbered(30), "demo_pkg/b.py"
+    root = builder.tree("clean", {MOD: base, other: base, "demo_pkg/c.py": base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    files = (MOD, other, "demo_pkg/c.py")
+    builder.add_fix("one", dict.fromkeys(files, base), {f: base.replace("line 3\n", "three\n") for f in files})
+    builder.profile(["one"])
+    builder.lock(root)
+    (root / other).unlink()
+    (root / MOD).write_text(base + "a local change the fix does not mind\n")
+    r = engine.apply(b_req := builder.request(root))
+    assert r.exit_code == 4 and r.fix("one").state == "conflict"
+    restore = f"git -C {root} checkout -- {other}"
+    assert _next(r, "one").startswith(f"next: {other} is missing or differs from the release where the fix goes; "
+                                      f"if it was changed after the release, put it back: {restore}; then run apply")
+    _run_as_written(restore, tmp_path)
+    assert engine.apply(b_req).ok and (root / MOD).read_text().endswith("a local change the fix does not mind\n")

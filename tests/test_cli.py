@@ -7,6 +7,8 @@ import sys
 import pytest
 from conftest import REPO, numbered, snapshot
 
+from fixpack.progname import program
+
 MOD = "demo_pkg/mod.py"
 
 
@@ -53,7 +55,7 @@ def test_exit_codes_and_no_change(setup):
     assert r.returncode == 2 and "unknown fix 'nosuchfix'" in r.stderr
     # `apply_all.py status`: a command where a fix name goes is told how to run that command
     r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "status")
-    assert r.returncode == 2 and "python3 -m fixpack.cli status --profile p1" in r.stderr and snapshot(target) == before
+    assert r.returncode == 2 and f"{program()} status --profile p1 --pack" in r.stderr and snapshot(target) == before
     r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", "demo")
     assert r.returncode == 2 and "NAME=PATH" in r.stderr
     (target / MOD).write_text((target / MOD).read_text().replace("line 2\n", "LINE 2\n"))

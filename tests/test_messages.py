@@ -11,6 +11,7 @@ from conftest import REPO, numbered, snapshot
 from fixpack import engine
 from fixpack.cli_render import render
 from fixpack.errors import PackError, StaleLockError
+from fixpack.progname import program
 from fixpack.report import Report, TargetReport
 from fixpack.states import TargetStatus
 
@@ -46,7 +47,7 @@ def test_a_pin_edited_without_a_new_lock_is_a_pack_lock_mismatch(setup):
     for run in (engine.apply, engine.status):
         with pytest.raises(StaleLockError, match="pinned to commit 1234567a, the lock was made for gabcdef1234") as exc:
             run(b.request(target))
-        assert exc.value.exit_code == 2 and "fixpack lock --profile p1" in str(exc.value)
+        assert exc.value.exit_code == 2 and f"{program()} lock --profile p1" in str(exc.value)
     profile.write_text(profile.read_text().replace('commit = "1234567a"', 'commit = "abcdef12"')
                        .replace('version = "1.0"', 'version = "1.1"'))
     with pytest.raises(StaleLockError, match="pinned to version 1.1, the lock was made for 1.0"):
@@ -56,12 +57,11 @@ def test_a_pin_edited_without_a_new_lock_is_a_pack_lock_mismatch(setup):
 def test_the_lock_command_to_run_keeps_the_pack_and_targets_given(setup, tmp_path):
     """A stale or missing lock names `fixpack lock` with the run's --pack and --target (and, for a lock check,
     its clean copies): without them, run as written elsewhere, it acted on another pack."""
-    import shlex
 
     b, target = setup
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+five\n", "+FIVE\n"))
-    want = f"fixpack lock --profile p1 --pack {b.pack} --target demo (it fetches them"
+    want = f"{program()} lock --profile p1 --pack {b.pack} --target demo (it fetches them"
     for run in (engine.apply, engine.status):
         with pytest.raises(StaleLockError) as exc:
             run(b.request(target, only_targets=("demo",)))
@@ -70,10 +70,10 @@ def test_the_lock_command_to_run_keeps_the_pack_and_targets_given(setup, tmp_pat
     with pytest.raises(StaleLockError) as exc:
         engine.check_lock_fresh(b.request(clean, only_targets=("demo",)))
     command = str(exc.value).partition("regenerate it from clean release copies: ")[2]
-    assert command == f"fixpack lock --profile p1 --pack {b.pack} --target demo --root demo={clean}", command
-    words = shlex.split(command)  # as written, from another folder: this pack's lock, not the checkout's
-    p = subprocess.run([sys.executable, "-m", "fixpack.cli", *words[1:]], capture_output=True, text=True,
-                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert command == f"{program()} lock --profile p1 --pack {b.pack} --target demo --root demo={clean}", command
+    # as written, from another folder, fixpack not on PATH nor the checkout on PYTHONPATH: this pack's lock
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     assert engine.apply(b.request(target)).ok
     (b.pack / "profiles/p1.lock").unlink()

@@ -6,8 +6,10 @@ import sys
 
 import pytest
 from conftest import REPO, numbered
+from test_components import setup_pack
 
 from fixpack.pack_check import check_pack
+from fixpack.progname import program
 
 MOD = "demo_pkg/mod.py"
 
@@ -83,7 +85,7 @@ def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
     assert findings(b) == [f"profiles/p1.lock: {b.pack / 'profiles/p1.lock'} is stale: one: patch or version changed "
-                           f"since the lock was generated; regenerate it from clean release copies: fixpack lock "
+                           f"since the lock was generated; regenerate it from clean release copies: {program()} lock "
                            f"--profile p1 --pack {b.pack} (it fetches them; --root NAME=PATH gives one)"]
     b.lock(clean)
     assert findings(b) == []
@@ -107,3 +109,31 @@ def test_the_committed_pack_is_clean():
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["findings"] == [], doc["findings"]
     assert doc["profiles"] == ["v0.30.0", "v0.31.0", "v0.32.0", "v0.33.0"]
+
+
+def test_a_component_changed_since_the_lock_is_named_at_its_lock_line(builder):
+    pack, _site = setup_pack(builder, None)  # the plugin from source: its wheel is built offline, as apply does
+    (pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    (pack / "plug/tiny_plug/sub/kern.py").write_text("SCALE = 3\n")  # no new version, no new lock
+    lines = (pack / "profiles/p1.lock").read_text().splitlines()
+    line = lines.index('      "id": "tiny-plug",') + 1
+    assert findings(builder) == [f"profiles/p1.lock:{line}: component tiny-plug at {pack / 'plug'} installs other "
+                                 f"files than {pack / 'profiles/p1.lock'} records (tiny_plug/sub/kern.py): its source "
+                                 f"changed; bump its version and regenerate the lock ({program()} lock --profile p1 "
+                                 f"--pack {pack})"]
+
+
+def test_a_stale_component_is_named_once(setup):
+    from fixpack import lockfile
+    from fixpack.errors import StaleLockError
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.records import LockComponent
+    from fixpack.structs import replace
+
+    b, _ = setup
+    profile = load_profile(load_pack(b.pack), "p1")
+    have = replace(lockfile.read_lock(profile), components=(LockComponent("plug", "1.0", (("plug/a.py", "a" * 64),)),))
+    lockfile.write(profile, have)
+    fresh = replace(have, components=(LockComponent("plug", "1.0", (("plug/a.py", "b" * 64),)),))
+    with pytest.raises(StaleLockError, match=r"is stale \(differs for: component plug\);"):
+        lockfile.check_fresh(profile, fresh)

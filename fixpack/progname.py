@@ -1,0 +1,62 @@
+"""How a message names fixpack in a command to run: the one place that renders the program's words.
+
+The README's set-up does not put ``fixpack`` on PATH (it is ``.venv/bin/fixpack``; in an image,
+``python3 fixes/apply_all.py``), so a suggested ``fixpack lock ...`` would not run as written. A
+message says ``fixpack`` only when ``shutil.which("fixpack")`` is this install's script (in the running
+interpreter's ``bin`` folder); else the running interpreter, absolute and shell-quoted, with
+``-m fixpack.cli``, and ``PYTHONPATH=<checkout>`` before it unless the package lies in that
+interpreter's site-packages (a checkout, or an image's copy of the pack, is found from another folder only
+so).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _on_path() -> bool:
+    """``fixpack`` on PATH is the script of the running interpreter's install (not another venv's)."""
+    found = shutil.which("fixpack")
+    bin_dir = Path(sys.prefix) / ("Scripts" if os.name == "nt" else "bin")
+    return found is not None and _same(Path(found).parent, bin_dir)
+
+
+def _package_base() -> Path:
+    """The folder that holds this ``fixpack`` package (a checkout's root, or site-packages)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def _installed(base: Path) -> bool:
+    import site  # only when a command is rendered
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return any(_same(base, Path(d)) for d in dirs)
+
+
+def program() -> str:
+    """The shell words that run this fixpack, as a message puts them before a subcommand: ``fixpack``, or
+    ``[PYTHONPATH=<checkout>] <python> -m fixpack.cli`` (each part quoted)."""
+    if _on_path():
+        return "fixpack"
+    base = _package_base()
+    run = f"{shlex.quote(sys.executable)} -m fixpack.cli"
+    return run if _installed(base) else f"PYTHONPATH={shlex.quote(str(base))} {run}"
+
+
+def command(*words: str) -> str:
+    """``program()`` followed by ``words`` (a subcommand and its arguments), each quoted for a POSIX shell."""
+    return " ".join([program(), *(shlex.quote(w) for w in words)])
+
+
+__all__ = ["command", "program"]
