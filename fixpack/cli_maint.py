@@ -71,8 +71,8 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             with progress.step(f"fingerprinting the chain of profile {profile}"):
                 lock, prof = engine.fingerprint_chain(req)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
-                lockfile.check_fresh(prof, lock, lockfile.relock_command(prof, tuple(only_targets), parse_roots(roots),
-                                                                         copies_root))
+                lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(only_targets),
+                                                                                 parse_roots(roots), copies_root))
             else:
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)

@@ -491,7 +491,8 @@ def write_lock(req: Request) -> Path:
 def check_lock_fresh(req: Request) -> None:
     """Raise StaleLockError when the committed lock differs from one generated now."""
     lock, profile = fingerprint_chain(req)
-    lockfile.check_fresh(profile, lock, lockfile.relock_command(profile, req.only_targets, req.roots, req.env_root))
+    lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
+                                                                   req.env_root))
 
 
 __all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]

@@ -9,6 +9,7 @@ how often each occurs in its file (:mod:`fixpack.records`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ConflictError, MismatchError, StaleLockError
@@ -36,22 +37,27 @@ def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[
     return command(*words)
 
 
-def _redo(profile: Profile, redo: str) -> str:
-    given = redo or relock_command(profile)
+Redo = Callable[[], str]
+"""How a lock error renders its regenerate command: called only when the error is raised (rendering it looks
+up the program on PATH, and a run whose lock is fine should not pay for that)."""
+
+
+def _redo(profile: Profile, redo: Redo | None) -> str:
+    given = redo() if redo is not None else relock_command(profile)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
     return f"regenerate it from clean release copies: {given}{fetched}"
 
 
-def read_lock(profile: Profile, redo: str = "") -> Lock:
-    """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``,
-    the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
+def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
+    """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``
+    renders the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
     path = profile.lock_path
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {_redo(profile, redo)}")
-    return Lock.from_json(path.read_bytes(), path, profile.name, _redo(profile, redo))
+    return Lock.from_json(path.read_bytes(), path, profile.name, lambda: _redo(profile, redo))
 
 
-def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: str = "") -> None:
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`)."""
     recorded = {f.id: f for f in lock.fixes}
@@ -167,7 +173,7 @@ def write(profile: Profile, lock: Lock) -> Path:
     return profile.lock_path
 
 
-def check_fresh(profile: Profile, fresh: Lock, redo: str = "") -> None:
+def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> None:
     """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now; ``redo``: as
     for :func:`read_lock`)."""
     have = read_lock(profile, redo)

@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -134,34 +134,37 @@ class Lock:
         return data
 
     @classmethod
-    def from_json(cls, raw: bytes, path: Path, profile: str, redo: str = "") -> Lock:
+    def from_json(cls, raw: bytes, path: Path, profile: str, redo: Callable[[], str] | None = None) -> Lock:
         """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do
-        (``redo``: how to regenerate it, from :func:`fixpack.lockfile.read_lock`)."""
-        if not redo:
+        (``redo`` renders how to regenerate it, from :func:`fixpack.lockfile.read_lock`; called only then)."""
+        def how() -> str:
+            if redo is not None:
+                return redo()
             from .progname import command  # only for a lock read without its command (a hand-made call)
 
-            redo = f"regenerate it from a clean release copy: {command('lock', '--profile', profile)} --root NAME=PATH"
+            return f"regenerate it from a clean release copy: {command('lock', '--profile', profile)} --root NAME=PATH"
+
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise StaleLockError(f"{path}: bytes that are not UTF-8 at byte offset {exc.start}; {redo}") from exc
+            raise StaleLockError(f"{path}: bytes that are not UTF-8 at byte offset {exc.start}; {how()}") from exc
         except json.JSONDecodeError as exc:
-            raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); {redo}") from exc
+            raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); {how()}") from exc
         fixes = data.get("fixes") if isinstance(data, dict) else None
         if not isinstance(fixes, list) or not all(_lock_fix_ok(f) for f in fixes):
-            raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); {redo}")
+            raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); {how()}")
         if data.get("digest") != lock_digest(data):
-            raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {redo}")
+            raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {how()}")
         twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
-            raise StaleLockError(f"{path}: fix {', '.join(map(repr, twice))} has more than one entry; {redo}")
+            raise StaleLockError(f"{path}: fix {', '.join(map(repr, twice))} has more than one entry; {how()}")
         targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
         comps = data.get("components", [])
         if not isinstance(comps, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("version"), str)
                 and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
                 for c in comps):
-            raise StaleLockError(f"{path}: its components are not a list of id, version and files; {redo}")
+            raise StaleLockError(f"{path}: its components are not a list of id, version and files; {how()}")
         return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
                    str(data.get("generated_by", "")),
                    tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items()))) for c in comps))

@@ -5,6 +5,7 @@ the engine and the SBOM commands."""
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 from . import lockfile
@@ -84,7 +85,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
     if need_lock:
-        redo = lockfile.relock_command(profile, req.only_targets)  # the user's pack and targets, not the defaults
+        redo = partial(lockfile.relock_command, profile, req.only_targets)  # the user's pack and targets
         lock = lockfile.read_lock(profile, redo)
         lockfile.check_lock_matches(pack, profile, lock, redo)
     report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)

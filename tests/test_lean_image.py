@@ -31,8 +31,8 @@ pytestmark = pytest.mark.release
 PROFILE = "v0.30.0"
 MAINTAINER = ("git", "rich", "pypi_simple", "tomlkit", "packaging")
 # and standard-library modules that cost more than a small run: dataclasses brings inspect, ast, dis and
-# tokenize (the engine's records are fixpack.structs); issue #13
-FORBIDDEN = (*MAINTAINER, "dataclasses", "inspect", "ast")
+# tokenize (the engine's records are fixpack.structs), shutil brings bz2, lzma and zlib; issue #13
+FORBIDDEN = (*MAINTAINER, "dataclasses", "inspect", "ast", "shutil")  # shutil brings bz2, lzma and zlib
 
 # Runs a command as `python SCRIPT ARGS` or `python -m MODULE ARGS` would, records every attempt to import a
 # forbidden library (even one that fails: the lean venv has none of them) and, at the end, every module
@@ -177,6 +177,8 @@ def test_lean_apply_reapply_status_revert(lean_python, release_vllm, tmp_path):
 
     # the lock vouches for the pack's patch bytes, and the manifest, files and lock agree: nothing parsed
     assert not {"unidiff", "fixpack.diff"} & set(runs["status"]["modules"]), runs["status"]["modules"]
+    # a run whose lock is fine renders no command to regenerate it (that looks up the program on PATH)
+    assert not any("fixpack.progname" in mods["modules"] for mods in runs.values())
     for name, mods in runs.items():
         assert "fixpack.engine" in mods["modules"], f"{name}: the wrapper did not see the run"
         loaded = sorted(m for m in mods["modules"] if m.split(".")[0] in FORBIDDEN)
