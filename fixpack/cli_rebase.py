@@ -63,7 +63,7 @@ Examples:
 @click.option("--undo", "undo", is_flag=True,
               help="Put back the pack files a finished rebase wrote, as they were before it (refused if they "
                    "changed since).")
-@click.option("--python", "python", default="", metavar="PATH",
+@click.option("--python", "python", default=None, metavar="PATH",
               help="A stand-in image of the new release (its interpreter, e.g. .venv-vllm-0.31.0/bin/python): each "
                    "carried fix's proof must fail there clean and pass with the fix.")
 @click.option("--allow-unproven", is_flag=True,
@@ -75,7 +75,7 @@ Examples:
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
-               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool, python: str,
+               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool, python: str | None,
                allow_unproven: bool, replace: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
@@ -91,11 +91,15 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         return
     if not (cont or abort) and not profile:
         raise click.UsageError("--profile is required to start a rebase")
+    if python is not None and not python.strip():  # --python "$PY" with PY unset: not the same as no --python
+        raise click.UsageError("--python is empty: give the interpreter of a stand-in image of the release "
+                               "(bash tools/image-venv.sh VERSION DIR builds one), or leave --python out")
     with outcome(as_json, "rebase", profile):
         req = rebase.RebaseRequest(
             pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
-            work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets), python=python,
+            work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets),
+            python=python or "",
             allow_unproven=allow_unproven, replace=replace, progress=CliProgress(as_json))
         with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing
             if abort:

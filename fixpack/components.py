@@ -172,9 +172,14 @@ def remove_rest(tree: Tree, rec: ManifestComponent, changed: dict[str, str | Non
     of it (the recorded files still there, then their folders once empty), after which it is gone."""
     import shlex  # only when there is something to put right
 
+    from .fsio import pycache_files
+
     there = [p for p in sorted(rec.files) if changed.get(p, "") is not None]
-    folders = sorted({str(Path(p).parents[i]) for p in rec.files for i in range(len(Path(p).parts) - 1)},
-                     key=lambda d: (-d.count("/"), d))
+    # and the bytecode of its modules (an import or compileall made it): revert removes that too
+    there += sorted(pyc.relative_to(tree.root).as_posix() for p in rec.files if p.endswith(".py")
+                    for pyc in pycache_files(tree.root / p))
+    folders = sorted({str(Path(p).parents[i]) for p in there + sorted(rec.files)
+                      for i in range(len(Path(p).parts) - 1)}, key=lambda d: (-d.count("/"), d))
     folders = [d for d in folders if (tree.root / d).is_dir()]
     steps = [f"cd {shlex.quote(str(tree.root))}"]
     if there:

@@ -119,6 +119,10 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
         if "sha256" not in pkg.digests:
             raise EnvironmentProblem(f"{pkg.filename}: the index gives no sha256 digest; refusing an unchecked copy")
         tarball = cache / pkg.filename
+        for path in (tarball, tarball.with_suffix(".part")):
+            if (path.exists() or path.is_symlink()) and not path.is_file():  # a folder, a dangling link, a fifo
+                raise EnvironmentProblem(f"{path}: not a file, where the release cache keeps the sdist it downloads; "
+                                         f"remove it (nothing else of the cache was changed) and run again")
         if tarball.is_file() and file_sha256(tarball) != pkg.digests["sha256"].lower():  # damaged, or another upload
             progress.note(f"{tarball}: its sha256 is not the index's {pkg.digests['sha256']}; removing it and "
                           f"downloading again")

@@ -78,10 +78,14 @@ def build_wheel(src: Path, work: Path) -> Path:
         raise EnvironmentProblem(f"cannot build the wheel of {src}: {exc}; nothing was written") from exc
     wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
     if proc.returncode != 0 or len(wheels) != 1:
-        tail = (proc.stderr or proc.stdout).strip()[-1500:]
+        said = (proc.stderr or proc.stdout).strip()
+        tail = "\n".join(said.splitlines()[-12:])  # whole lines: a cut by characters began mid-word
+        need = ("setuptools older than 70.1 builds wheels only with the wheel package: install wheel, or "
+                "setuptools>=70.1, into the running Python" if "invalid command 'bdist_wheel'" in said else
+                "the running Python needs pip, setuptools (70.1 or newer, or with the wheel package) and installer")
         raise EnvironmentProblem(
-            f"building the wheel of {src} failed ({' '.join(cmd[:7])} ... exit {proc.returncode}): {tail}. "
-            f"The running Python needs pip and the build backend (setuptools) installed; nothing was written")
+            f"building the wheel of {src} failed ({' '.join(cmd[:7])} ... exit {proc.returncode}):\n{tail}\n"
+            f"{need} ({sys.executable}); nothing was written")
     return wheels[0]
 
 

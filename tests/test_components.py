@@ -152,6 +152,9 @@ def test_a_tampered_component_s_next_step_runs_as_written_and_leads_out(builder,
     _pack, site = setup_pack(builder, plugin_wheel)
     before = snapshot(site)
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    # its bytecode, as an import or an image's compileall makes it: the step removes that too
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "tiny_plug")], check=True)
+    assert list(site.glob("tiny_plug/**/__pycache__/*.pyc"))
     kern = site / "tiny_plug/sub/kern.py"
     kern.write_text("SCALE = 3\n")
     run = engine.revert if then == "revert" else engine.apply
@@ -239,6 +242,26 @@ def test_built_from_its_folder_as_pip_lays_it_out(builder, tmp_path):
     dist = "tiny_plug-0.3.0.dist-info/"
     varying = {dist + n for n in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")}
     assert {k: v for k, v in ours.items() if k not in varying} == {k: v for k, v in pips.items() if k not in varying}
+
+
+@pytest.mark.parametrize("last", ["error: invalid command 'bdist_wheel'", "error: something else broke"])
+def test_a_failed_wheel_build_says_its_last_lines_whole_and_what_the_python_needs(tmp_path, last):
+    """pip's output was cut at 1500 characters from the end, mid-word, and the advice named pip and setuptools
+    even when both were there: setuptools older than 70.1 builds no wheel without the wheel package."""
+    from fixpack.errors import EnvironmentProblem
+    from fixpack.wheels import build_wheel
+
+    src = tmp_path / "broken"
+    src.mkdir()
+    (src / "setup.py").write_text("import sys\n" + "".join(f"print('line {i} ' + 'x' * 90)\n" for i in range(40))
+                                  + f"sys.exit({last!r})\n")
+    with pytest.raises(EnvironmentProblem) as got:
+        build_wheel(src, tmp_path / "work")
+    said = str(got.value)
+    assert last in said and "line 39 " + "x" * 90 in said and "line 0 " not in said
+    assert all(not ln.startswith("x") for ln in said.splitlines()), "a line of pip's output cut mid-word"
+    want = "install wheel, or setuptools>=70.1" if "bdist_wheel" in last else "setuptools (70.1 or newer"
+    assert want in said and sys.executable in said and said.endswith("nothing was written")
 
 
 def _cli(args: list[str], fault_at: int | None = None) -> int:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import git, numbered
+from conftest import git, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files
 
 from fixpack import rebase
@@ -110,6 +110,20 @@ def test_a_missing_python_is_refused_before_anything_is_written(builder, tmp_pat
         assert cli.returncode == 2, cli.stderr
         assert f"--python {missing}: no such file" in cli.stderr and "tools/image-venv.sh" in cli.stderr
         assert not (b.pack / ".rebase").exists()
+
+
+def test_an_empty_python_is_refused_not_taken_as_none(builder):
+    """`--python "$PY"` with PY unset gave `--python ''`, the option's default: the rebase ran without proofs
+    and wrote its work folder and reports. It is a usage error now (exit 2), nothing written."""
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: "# moved\n" + BASE})
+    before = snapshot(b.pack)
+    cli = subprocess.run([sys.executable, "-m", "fixpack.cli", "rebase", "--profile", "p1", "--root", f"demo={new}",
+                          "--old-root", f"demo={old}", "--python", "", "--pack", str(b.pack)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 2 and "--python is empty" in cli.stderr, cli.stderr
+    assert snapshot(b.pack) == before
 
 
 def test_an_interpreter_gone_before_continue_is_bad_input(builder, tmp_path):

@@ -91,6 +91,22 @@ def test_a_tarball_matching_its_digest_that_cannot_be_unpacked_names_the_file(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-1.0.tar.gz"]  # no half copy, no .unpack-*
 
 
+@pytest.mark.parametrize("name", ["demo-1.0.tar.gz", "demo-1.0.tar.part"])
+def test_a_folder_where_the_tarball_goes_is_named_before_downloading(tmp_path, name):
+    """A folder in the tarball's (or its download's) place: exit 5 naming it, before any download; it was an
+    internal error (IsADirectoryError, exit 1) after a whole download, leaving the .part behind."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "kept").write_text("x")
+    server, index, gets = serve(SDIST)
+    try:
+        with pytest.raises(EnvironmentProblem, match=rf"{name}: not a file.*remove it"):
+            release._fetch_sdist("demo", "1.0", "demo", tmp_path, Heard(), timeout=5, index=index)
+    finally:
+        server.shutdown()
+    assert gets == [] and sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert (tmp_path / name / "kept").read_text() == "x"
+
+
 def test_dead_unpack_folders_are_removed_under_the_cache_lock(tmp_path, monkeypatch):
     cache, outside = tmp_path / "cache", tmp_path / "outside"
     (cache / ".unpack-dead/demo-1.0").mkdir(parents=True)
