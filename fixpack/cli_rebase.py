@@ -75,8 +75,8 @@ Examples:
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
-               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool, python: str | None,
-               allow_unproven: bool, replace: bool, as_json: bool, pack_root: Path | None) -> None:
+               only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool,
+               python: str | None, allow_unproven: bool, replace: bool, as_json: bool, pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
     and print the report."""
