@@ -91,12 +91,16 @@ def _recorded(comp: Component, rec: ManifestComponent, tree: Tree, changed: dict
         fr.messages.append(f"{GONE}: name it to install it again; revert drops the record")
     elif changed:
         fr.state = State.TAMPERED
-        fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since it "
-                        f"was installed)" for p, now in changed.items()]
+        fr.messages += _changed_messages(changed)
         fr.messages.append(remove_rest(tree, rec, changed, "apply again: it installs it afresh"))
     else:
         fr.messages.append("already applied" if selected else "not selected in this run; kept (revert removes it)")
     return fr
+
+
+def _changed_messages(changed: dict[str, str | None]) -> list[str]:
+    return [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since it was "
+            f"installed)" for p, now in changed.items()]
 
 
 def changed_files(tree: Tree, rec: ManifestComponent) -> dict[str, str | None]:
@@ -156,8 +160,7 @@ def revert(profile: Profile, manifest: Manifest, tree: Tree, dry: bool) -> list[
             fr.messages.append(f"{GONE}: nothing of it to remove; its record goes with the manifest")
         elif changed:
             fr.state = State.TAMPERED
-            fr.messages += [f"{p}: {'missing' if now is None else 'differs from the manifest sha256'} (changed since "
-                            f"it was installed)" for p, now in changed.items()]
+            fr.messages += _changed_messages(changed)
             fr.messages.append(remove_rest(tree, rec, changed, "revert again: it drops the record"))
         else:
             for path in rec.files:

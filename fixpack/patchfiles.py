@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .errors import Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
-from .safepath import path_problem
+from .safepath import link_on_the_way, path_problem
 
 if TYPE_CHECKING:
     from .diff import FilePatch
@@ -63,10 +63,9 @@ def _source_problem(folder: Path, src: str) -> str | None:
         return "has a '..' segment: it climbs out of the fix's folder"
     if "" in parts or "." in parts:
         return "has an empty or '.' segment"
-    path = binary_source(folder, src)
-    if any(p.is_symlink() for p in (path, *path.parents) if folder in p.parents or p == path):
+    if link_on_the_way(folder, src) is not None:
         return "is, or lies under, a symbolic link: it could lead to any file of the machine"
-    if folder.resolve() not in path.resolve().parents:
+    if folder.resolve() not in binary_source(folder, src).resolve().parents:
         return "lies outside the fix's folder"
     return None
 

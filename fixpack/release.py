@@ -105,7 +105,6 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
         return dest
     from pypi_simple import NoDigestsError, PyPISimple  # noqa: F401  (imported lazily: only maintainers fetch)
 
-    cache.mkdir(parents=True, exist_ok=True)
     with PyPISimple(endpoint=index) as client:
         try:
             page = client.get_project_page(project, timeout=timeout)
@@ -179,6 +178,5 @@ def _fetch_git(url: str, spec: TargetSpec, cache: Path) -> Path:
     if (dest / ".git").is_dir() and (dest / spec.package).is_dir():
         return dest
     shutil.rmtree(dest, ignore_errors=True)
-    cache.mkdir(parents=True, exist_ok=True)
     clone_at(url, dest, spec.pin.commit, spec.source.ref)
     return dest
