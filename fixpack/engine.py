@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, note_stale, stale_entry
+from .advice import add_next_steps, journal_steps, note_stale, stale_entry
 from .errors import BadInputError, FixpackError, MismatchError
 from .fsio import FileChange, forget_state
 from .model import Fix, Pack, Profile
@@ -275,6 +275,7 @@ def apply(req: Request) -> Report:
     """
     ctx = prepare(req, "apply")
     with ExitStack() as locks:
+        locks.enter_context(journal_steps(ctx))  # a damaged journal's steps name this target's commands
         # a writing run holds every target's lock exclusively from its first look to its last write (one
         # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
@@ -311,7 +312,7 @@ def status(req: Request) -> Report:
     ctx = prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
+        with journal_steps(ctx), run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     _list_unselected(ctx)
@@ -371,6 +372,7 @@ def revert(req: Request) -> Report:
     ctx = prepare(req, "revert", need_lock=False)
     ctx.lock = _soft_lock(ctx.pack, ctx.profile)
     with ExitStack() as locks:
+        locks.enter_context(journal_steps(ctx))
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
         # planning and writing happen under it, so no other run changes what was planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
@@ -395,6 +397,9 @@ def revert(req: Request) -> Report:
         add_next_steps(ctx, manifests)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
+        for ft in ctx.found.values():
+            if manifests[ft.spec.name] is None:  # nothing to revert: an empty .fixpack/ (left by hand) goes all the same
+                forget_state(ft.root)
         for ft, tree in work:
             changes = tree.changes()
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
