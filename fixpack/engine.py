@@ -9,6 +9,7 @@ selection reaches the profile's state, under the target's lock, journalled (:mod
 from __future__ import annotations
 
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -370,7 +371,7 @@ def revert(req: Request) -> Report:
     Refuses (exit 3, nothing written) when a file changed since it was applied.
     """
     ctx = prepare(req, "revert", need_lock=False)
-    ctx.lock = _soft_lock(ctx.pack, ctx.profile)
+    ctx.lock = _soft_lock(ctx, req)
     with ExitStack() as locks:
         locks.enter_context(journal_steps(ctx))
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
@@ -461,13 +462,19 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
                             f"to record them again, then `revert`; nothing was written")
 
 
-def _soft_lock(pack: Pack, profile: Profile) -> Lock:
+def _soft_lock(ctx: Context, req: Request) -> Lock:
     """The lock when it is there and matches the pack, else none: revert works without one (it then
-    places every hunk by search), so that a stale lock never keeps an image from being restored."""
+    places every hunk by search), so that a stale lock never keeps an image from being restored. A lock
+    that is missing, stale or hand-edited is said in one line on the first found target, with what to do."""
+    redo = partial(lockfile.relock_command, ctx.profile, req.only_targets)
     try:
-        lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack, profile, lock)
-    except FixpackError:
+        lock = lockfile.read_lock(ctx.profile, redo)
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, redo)
+    except FixpackError as exc:
+        first = next(iter(ctx.found), None)
+        if first is not None:
+            said = "; ".join(str(exc).splitlines())
+            ctx.report.target(first).note(f"revert went on without the lock (it places every hunk by search): {said}")
         return NO_LOCK
     return lock
 
