@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, MismatchError, UnknownNameError
+from .errors import BadInputError, FixpackError, MismatchError, UnknownNameError
 from .loader import load_pack, load_profile, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
@@ -96,6 +96,23 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
+
+
+def soft_lock(ctx: Context, req: Request) -> Lock:
+    """The lock when it is there and matches the pack, else none: revert works without one (it then
+    places every hunk by search), so that a stale lock never keeps an image from being restored. A lock
+    that is missing, stale or hand-edited is said in one line on the first found target, with what to do."""
+    redo = partial(lockfile.relock_command, ctx.profile, req.only_targets)
+    try:
+        lock = lockfile.read_lock(ctx.profile, redo)
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, redo)
+    except FixpackError as exc:
+        first = next(iter(ctx.found), None)
+        if first is not None:
+            said = "; ".join(str(exc).splitlines())
+            ctx.report.target(first).note(f"revert went on without the lock (it places every hunk by search): {said}")
+        return NO_LOCK
+    return lock
 
 
 def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:

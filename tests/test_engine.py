@@ -461,3 +461,18 @@ def test_revert_needs_only_the_patches_it_reverts(setup):
     with pytest.raises(PackError) as exc:
         engine.apply(b.request(target, opt_ins=("extra",), dry_run=True))
     assert f"{patch}:" in str(exc.value) and "malformed hunk header" in str(exc.value)
+
+
+def test_revert_names_a_tampered_fix_as_status_does_with_the_hunks_line(setup):
+    """revert said only 'FILE: changed since it was applied'; status names the hunk that no longer reverses, at
+    its line. Both now say the same words."""
+    b, _clean, target = setup
+    assert engine.apply(b.request(target)).ok
+    (target / MOD).write_text((target / MOD).read_text().replace("thirty\n", "thirty, by hand\n"))
+    said = {run.__name__: [m for m in run(b.request(target)).fix("second").messages if not m.startswith("next: ")]
+            for run in (engine.status, engine.revert)}
+    assert said["status"] == said["revert"], said
+    assert said["revert"][0].startswith(f"the manifest records it as applied, but {MOD}: differs from the manifest's "
+                                        f"sha256 (changed since it was applied); "), said
+    assert "(expected at line " in said["revert"][0] and "line 30: expected 'thirty', found 'thirty, by hand'" in \
+        said["revert"][0], said
