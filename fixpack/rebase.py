@@ -84,7 +84,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     old = load_profile(pack, req.profile)
     early = req.name or (f"v{req.to_version}" if req.to_version else "")
     if early:  # before fetching anything
-        refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early)
+        refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early, pack.root, req.work)
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
@@ -92,7 +92,7 @@ def start(req: RebaseRequest) -> RebaseResult:
         except BadInputError:
             busy = sorted((pack.root / WORK_DIR).glob("*/state.json"))
             if busy:  # the pack is dirty because a rebase stopped half way: say that first
-                refuse_in_progress(busy[0].parent, busy[0].parent.name)
+                refuse_in_progress(busy[0].parent, busy[0].parent.name, pack.root)
             raise
     pairs = target_pairs(req, pack, old)
     to_version = req.to_version or primary_version(pairs)
@@ -102,7 +102,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                             f"digits, '.', '_', '-' (set it with --name)")
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or pack.root / WORK_DIR / new_name).resolve()
-    refuse_in_progress(work, new_name)
+    refuse_in_progress(work, new_name, pack.root, req.work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     state = {"schema": STATE_SCHEMA, "pack": str(pack.root), "from": old.name, "to": new_name,
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
