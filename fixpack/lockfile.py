@@ -9,6 +9,7 @@ how often each occurs in its file (:mod:`fixpack.records`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +48,24 @@ def regenerate_hint(profile: Profile, redo: Redo | None = None) -> str:
     :func:`relock_command` for the profile's pack alone)."""
     given = redo() if redo is not None else relock_command(profile)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
-    return f"regenerate it from clean release copies: {given}{fetched}"
+    return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
+
+
+# setup.cfg's maintainer extra that lock uses: import name -> distribution
+MAINTAINER_MODULES = {"git": "GitPython", "pypi_simple": "pypi-simple", "tomlkit": "tomlkit", "packaging": "packaging"}
+
+
+def _where_lock_runs() -> str:
+    """Where ``lock`` can run, when the running Python lacks the maintainer's libraries (an image's lean install:
+    the command as rendered would stop there for want of them). Looked up only when a lock error is raised."""
+    from importlib.util import find_spec
+
+    lacking = [dist for m, dist in MAINTAINER_MODULES.items() if find_spec(m) is None]
+    if not lacking:
+        return ""
+    return (f"; lock is a maintainer's command and this Python ({sys.executable}) lacks its libraries "
+            f"({', '.join(lacking)}): run it in a checkout of the pack after `pip install -e '.[maintainer]'` there, "
+            f"then bring the new lock here")
 
 
 def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
