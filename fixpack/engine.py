@@ -109,7 +109,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.reached = False
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
-                                                            build, dry, ctx.lock)
+                                                            build, dry, ctx.lock, ctx.relock)
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached
     return plan
@@ -131,7 +131,7 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
         ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.opt_in, fix.id in wanted,
                                           State.APPLIED, Action.NONE, [], ["already applied", *kept], []))
     reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
-                                                    ctx.lock)
+                                                    ctx.lock, ctx.relock)
     ctx.report.fixes += reports
     return TargetPlan(tree, manifest, [], reached, False, entries)
 

@@ -29,13 +29,10 @@ def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[
     :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
     ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
-    from .progname import command  # only when there is a lock to regenerate
+    from .progname import command, run_words  # only when there is a lock to regenerate
 
-    words = ["lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
-    words += [w for t in targets for w in ("--target", t)]
-    words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={root}")]
-    words += ["--copies", str(copies)] if copies is not None else []
-    return command(*words)
+    return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
+                   *run_words(targets, roots, copies))
 
 
 Redo = Callable[[], str]
@@ -114,15 +111,17 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
     return stale + _pin_changes(profile, lock)
 
 
-def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str]) -> None:
+def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],
+                          redo: Redo | None = None) -> None:
     """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
-    built now) are not the ones the lock recorded for it: its source changed without a new version and lock."""
+    built now) are not the ones the lock recorded for it: its source changed without a new version and lock
+    (``redo``: as for :func:`read_lock`)."""
     if dict(locked.files) == files:
         return
     differ = sorted({p for p, _h in set(dict(locked.files).items()) ^ set(files.items())})
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
                          f"({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): its source changed; bump its "
-                         f"version and regenerate the lock ({relock_command(profile)})")
+                         f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
 
 def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
