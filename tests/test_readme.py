@@ -59,3 +59,15 @@ def test_tools_rebase_runs_from_a_python_without_the_libraries(tmp_path):
         assert r.returncode == 0 and "Usage: tools/rebase.py" in r.stdout, r.stderr
     else:
         assert r.returncode == 1 and "tools/setup.sh --light" in r.stderr
+
+
+def test_scratch_folders_are_fresh_per_run():
+    """Two users on one machine do not overwrite each other: tools/demo.sh and the README's runnable blocks make
+    their scratch folder with mktemp -d (they used fixed ${TMPDIR:-/tmp}/fixpack-* paths after an rm -rf)."""
+    scripts = {f"README block {i}": body for i, (mark, body) in enumerate(blocks()) if mark == "run"}
+    scripts["tools/demo.sh"] = (REPO / "tools/demo.sh").read_text()
+    for name, text in scripts.items():
+        assert "rm -rf" not in text.replace("remove it when done: rm -rf", ""), name
+        fixed = [m.start() for m in re.finditer(r"\$\{TMPDIR:-/tmp\}/", text)
+                 if not text[:m.start()].endswith('mktemp -d "')]
+        assert "mktemp -d" in text and not fixed, f"{name}: a scratch path not made by mktemp -d"
