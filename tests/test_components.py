@@ -387,3 +387,28 @@ def test_the_lock_covers_a_components_files(builder):
     assert snapshot(site) == before
     builder.lock(builder.base / "clean")  # the maintainer regenerates the lock: it applies again
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+
+
+def test_every_profile_the_port_supports_carries_both_components():
+    """A profile pinned to a vLLM release the port's build gate accepts (its SUPPORTED_VLLM, README "vLLM
+    releases") names the port and the kernels' package as v0.30.0 does, and no other profile names them:
+    v0.31.0 to v0.33.0 came from a rebase that did not carry components yet, and 0.33.0 users could not
+    install the port (unknown name)."""
+    import ast
+
+    from fixpack.loader import load_pack, load_profile
+
+    source = ast.parse((REPO / "ports/muse-spark-open/muse_spark_open/upstream.py").read_text())
+    (gate,) = [ast.literal_eval(node.value) for node in source.body if isinstance(node, ast.Assign)
+               and [getattr(t, "id", None) for t in node.targets] == ["SUPPORTED_VLLM"]]
+
+    pack = load_pack(REPO)
+    profiles = {name: load_profile(pack, name) for name in sorted(pack.profiles)}
+
+    def carried(name: str) -> list[tuple[object, ...]]:
+        return [(c.id, c.version, c.path, c.target, c.requires, c.opt_in, c.summary) for c in profiles[name].components]
+
+    assert [c[0] for c in carried("v0.30.0")] == ["muse-spark-open", "mxfp4-moe"]
+    supported = {n for n, p in profiles.items() if p.target("vllm").pin.version in gate}
+    assert supported == {"v0.30.0", "v0.31.0", "v0.32.0", "v0.33.0"}
+    assert {n: carried(n) for n in profiles} == {n: carried("v0.30.0") if n in supported else [] for n in profiles}
