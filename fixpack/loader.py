@@ -17,6 +17,7 @@ from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
+from .targets import commit_matches
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary", "retired"}
@@ -325,6 +326,22 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     _check_profile(pack, profile, text, errors, check_paths)
     errors.raise_if_any(f"profile {name!r} is invalid")
     return profile
+
+
+def profiles_pinning(folder: Path, target: str, version: str, commit: str) -> list[str]:
+    """The names (sorted) of the profiles in ``folder`` (a pack's ``profiles/``) whose target ``target`` pins
+    ``version`` and ``commit`` as found on disk: a pin mismatch's next step names them. A profile that does not
+    read is left out (a run with it says what is wrong with it)."""
+    out = []
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        loaded = read_toml(path, Collector())
+        if loaded is None:
+            continue
+        for t in _load_targets(loaded[0].get("targets", {}), path, loaded[1], Collector()):
+            if (t.name == target and t.pin.version == version and t.pin.commit
+                    and commit_matches(commit, t.pin.commit)):
+                out.append(path.stem)
+    return out
 
 
 def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple[TargetSpec, ...]:

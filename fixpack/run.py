@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import lockfile
 from .errors import BadInputError, FixpackError, MismatchError, UnknownNameError
-from .loader import load_pack, load_profile, select
+from .loader import load_pack, load_profile, profiles_pinning, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
@@ -163,8 +163,18 @@ def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarg
         check_pin(ft)
     except MismatchError as exc:
         tr.status = TargetStatus.MISMATCH
-        tr.note(str(exc))
+        tr.note(str(exc) + _pinned_elsewhere(req, ft))
     return tr, ft
+
+
+def _pinned_elsewhere(req: Request, ft: FoundTarget) -> str:
+    """The profiles of this pack that pin the release found (`` Profile X pins this release: --profile X.``),
+    or nothing: the next step of a pin mismatch, when the pack has one."""
+    names = [n for n in profiles_pinning(req.pack_root / "profiles", ft.spec.name, ft.version, ft.commit)
+             if n != req.profile]
+    if not names:
+        return ""
+    return f" Profile {' or '.join(names)} pins this release: --profile {names[0]}."
 
 
 

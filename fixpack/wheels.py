@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -57,12 +59,48 @@ class Layout:
         return {p: hashlib.sha256(data).hexdigest() for p, (data, _mode) in sorted(self.files.items())}
 
 
+_BUILT: dict[tuple[str, str], tuple[str, bytes]] = {}  # this process's builds: (source, digest) -> wheel
+
+
 def component_layout(comp: Component, root: Path) -> Layout:
-    """Build (or read) the component's wheel and lay it out for the site-packages folder ``root``."""
+    """Build (or read) the component's wheel and lay it out for the site-packages folder ``root``.
+
+    A source folder is built once per process for the same bytes: a later call whose :func:`source_digest`
+    is the same lays out the wheel that build made (``check`` and ``lock`` look at several profiles that
+    carry the same component); any change to the files the build copies builds again."""
     if comp.path.suffix == ".whl":
         return wheel_layout(comp.path, root)
+    key = (str(comp.path.resolve()), source_digest(comp.path))
     with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
-        return wheel_layout(build_wheel(comp.path, Path(tmp)), root)
+        if key not in _BUILT:
+            wheel = build_wheel(comp.path, Path(tmp))
+            _BUILT[key] = (wheel.name, wheel.read_bytes())
+        name, data = _BUILT[key]
+        wheel = Path(tmp) / "built" / name
+        wheel.parent.mkdir()
+        wheel.write_bytes(data)
+        return wheel_layout(wheel, root)
+
+
+def source_digest(src: Path) -> str:
+    """The sha256 over what :func:`build_wheel` copies of ``src``: each file's path, mode and bytes, each
+    link's path and target, in a fixed order (the copy's ignore patterns apply)."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(src):
+        ignored = _IGNORE(folder, dirs + files)
+        dirs[:] = sorted(d for d in dirs if d not in ignored)
+        for name in sorted(n for n in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+                           if n not in ignored):
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, src).encode("utf-8", "surrogateescape")
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                body = b"link:" + os.fsencode(os.readlink(path))
+            else:
+                with open(path, "rb") as fh:
+                    body = hashlib.sha256(fh.read()).digest()
+            digest.update(b"%d:%s:%o:%s\0" % (len(rel), rel, st.st_mode, body))
+    return digest.hexdigest()
 
 
 def build_wheel(src: Path, work: Path) -> Path:

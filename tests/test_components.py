@@ -244,6 +244,40 @@ def test_built_from_its_folder_as_pip_lays_it_out(builder, tmp_path):
     assert {k: v for k, v in ours.items() if k not in varying} == {k: v for k, v in pips.items() if k not in varying}
 
 
+def test_a_source_is_built_once_per_process_until_a_byte_or_mode_changes(tmp_path, monkeypatch):
+    """check and lock look at every profile that carries a component: the same source is built once; a
+    changed byte, a mode, a new file or a link's target is built again (the layout follows the bytes)."""
+    from fixpack import wheels
+    from fixpack.model import Component
+
+    builds: list[Path] = []
+    real = wheels.build_wheel
+    monkeypatch.setattr(wheels, "build_wheel", lambda src, work: builds.append(src) or real(src, work))
+    src = make_plugin(tmp_path / "plug")
+    comp = Component("tiny-plug", src, "0.3.0", "demo")
+    site = tmp_path / "site"
+
+    def kern() -> bytes:
+        return wheels.component_layout(comp, site).files["tiny_plug/sub/kern.py"][0]
+
+    assert kern() == b"SCALE = 2\n" and kern() == b"SCALE = 2\n" and len(builds) == 1
+    (src / "tiny_plug" / "sub" / "kern.py").write_text("SCALE = 3\n")
+    assert kern() == b"SCALE = 3\n" and len(builds) == 2
+    (src / "build").mkdir()  # what the copy leaves out does not count
+    (src / "build" / "junk.py").write_text("x = 1\n")
+    kern()
+    assert len(builds) == 2
+    (src / "tiny_plug" / "sub" / "kern.py").chmod(0o755)
+    kern()
+    assert len(builds) == 3  # (setuptools drops the bit here; a build backend may keep it)
+    (src / "tiny_plug" / "link.py").symlink_to("__init__.py")
+    assert "tiny_plug/link.py" in wheels.component_layout(comp, site).files and len(builds) == 4
+    (src / "tiny_plug" / "link.py").unlink()
+    (src / "tiny_plug" / "link.py").symlink_to("sub/kern.py")
+    assert wheels.component_layout(comp, site).files["tiny_plug/link.py"][0] == b"SCALE = 3\n"
+    assert len(builds) == 5
+
+
 @pytest.mark.parametrize("last", ["error: invalid command 'bdist_wheel'", "error: something else broke"])
 def test_a_failed_wheel_build_says_its_last_lines_whole_and_what_the_python_needs(tmp_path, last):
     """pip's output was cut at 1500 characters from the end, mid-word, and the advice named pip and setuptools
@@ -391,3 +425,28 @@ def test_the_lock_covers_a_components_files(builder):
     assert str(exc.value).endswith(f"regenerate the lock ({program()} lock --profile p1 --pack {pack} --target demo)")
     builder.lock(builder.base / "clean")  # the maintainer regenerates the lock: it applies again
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+
+
+def test_every_profile_the_port_supports_carries_both_components():
+    """A profile pinned to a vLLM release the port's build gate accepts (its SUPPORTED_VLLM, README "vLLM
+    releases") names the port and the kernels' package as v0.30.0 does, and no other profile names them:
+    v0.31.0 to v0.33.0 came from a rebase that did not carry components yet, and 0.33.0 users could not
+    install the port (unknown name)."""
+    import ast
+
+    from fixpack.loader import load_pack, load_profile
+
+    source = ast.parse((REPO / "ports/muse-spark-open/muse_spark_open/upstream.py").read_text())
+    (gate,) = [ast.literal_eval(node.value) for node in source.body if isinstance(node, ast.Assign)
+               and [getattr(t, "id", None) for t in node.targets] == ["SUPPORTED_VLLM"]]
+
+    pack = load_pack(REPO)
+    profiles = {name: load_profile(pack, name) for name in sorted(pack.profiles)}
+
+    def carried(name: str) -> list[tuple[object, ...]]:
+        return [(c.id, c.version, c.path, c.target, c.requires, c.opt_in, c.summary) for c in profiles[name].components]
+
+    assert [c[0] for c in carried("v0.30.0")] == ["muse-spark-open", "mxfp4-moe"]
+    supported = {n for n, p in profiles.items() if p.target("vllm").pin.version in gate}
+    assert supported == {"v0.30.0", "v0.31.0", "v0.32.0", "v0.33.0"}
+    assert {n: carried(n) for n in profiles} == {n: carried("v0.30.0") if n in supported else [] for n in profiles}

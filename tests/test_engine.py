@@ -159,6 +159,26 @@ def test_pin_mismatch_stops_before_writing(setup):
     assert snapshot(target) == before
 
 
+def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):
+    """The mismatch's next step names this pack's profile for the release found (version and commit), not
+    one pinned to another commit of it; a profile that does not read is passed over, not a crash."""
+    b, _, target = setup
+    (target / "demo_pkg/_version.py").write_text("__version__ = '1.0'\n__commit_id__ = 'g1111111111'\n")
+    p1 = (b.pack / "profiles" / "p1.toml").read_text()
+    pin = f'version = "{b.version}"\ncommit = "{b.commit[:8]}"'
+    assert pin in p1
+    (b.pack / "profiles" / "p2.toml").write_text(p1.replace('"p1"', '"p2"').replace(
+        pin, 'version = "1.0"\ncommit = "11111111"'))
+    (b.pack / "profiles" / "p3.toml").write_text(p1.replace('"p1"', '"p3"').replace(
+        pin, 'version = "1.0"\ncommit = "2222222"'))
+    (b.pack / "profiles" / "p0.toml").write_text("name = [unclosed\n")
+    before = snapshot(b.pack), snapshot(target)
+    r = engine.apply(b.request(target))
+    assert r.exit_code == 3 and r.targets[0].status == "mismatch"
+    assert r.targets[0].message.endswith("Profile p2 pins this release: --profile p2.")
+    assert (snapshot(b.pack), snapshot(target)) == before
+
+
 def test_missing_target_is_said_plainly(builder):
     base = numbered(10)
     clean = builder.tree("clean", {MOD: base})

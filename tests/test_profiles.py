@@ -9,6 +9,7 @@ with the reason.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -107,3 +108,58 @@ def test_v030_missing_gaudi_target_is_said_plainly():
     r = engine.apply(engine.Request(pack_root=REPO, profile="v0.30.0", roots={"vllm": root}, dry_run=True))
     gaudi = next(t for t in r.targets if t.name == "vllm-gaudi")
     assert r.exit_code == 3 and gaudi.status == "missing" and "--target" in gaudi.message
+
+
+COMPONENTS = ("muse-spark-open", "mxfp4-moe")
+
+
+def site_state(root: Path) -> dict[str, tuple[str, int] | None]:
+    """Every file (sha256, mode) and folder (None) under ``root``: the byte-for-byte check, in digests."""
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode & 0o777)
+            if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+def test_components_install_on_the_newest_release(tmp_path):
+    """The port and the kernels' package on the newest profile's release (v0.33.0): apply installs both
+    beside the default fixes into a site-packages-shaped root (the release copy's files that the chain
+    touches and its version module under ``vllm/``, beside a ``vllm-*.dist-info``), a re-run writes
+    nothing, status says applied, revert leaves every byte and folder as before. One profile only: its
+    wheels are built on each run (about 3 s each); the other profiles carry the same tables
+    (test_components.py checks that)."""
+    def release(name: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in name.lstrip("v").split("."))
+
+    with_them = [p for p in PROFILES if load_profile(PACK, p).components]  # test_components.py checks which
+    profile = max(with_them, key=release)
+    assert release(profile) >= (0, 33, 0), with_them
+    version = load_profile(PACK, profile).target("vllm").pin.version
+    site, release_copy = tmp_path / "site-packages", release_root(profile)
+    lock = json.loads((REPO / "profiles" / f"{profile}.lock").read_text())
+    for rel in {f["path"] for fix in lock["fixes"] for f in fix["files"]} | {"vllm/__init__.py", "vllm/_version.py"}:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)  # the files the chain touches, not all 4,000
+        shutil.copy2(release_copy / rel, site / rel)
+    (site / f"vllm-{version}.dist-info").mkdir()
+    (site / f"vllm-{version}.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
+    before = site_state(site)
+
+    r = engine.apply(req(profile, site, opt_ins=COMPONENTS))
+    assert r.ok, r.error or [(f.id, f.state, f.messages) for f in r.fixes]
+    comps = {f.id: f for f in r.fixes if f.kind == "component"}
+    assert {c: (f.state, f.action) for c, f in comps.items()} == dict.fromkeys(COMPONENTS, ("absent", "applied"))
+    port = REPO / "ports/muse-spark-open/muse_spark_open"
+    assert (site / "muse_spark_open/plugin.py").read_bytes() == (port / "plugin.py").read_bytes()
+    assert (site / "mxfp4_moe/__init__.py").read_bytes() == (REPO / "kernels/mxfp4-moe/mxfp4_moe/__init__.py").read_bytes()
+    (dist,) = site.glob("muse_spark_open-*.dist-info")
+    assert "muse_spark = muse_spark_open.plugin:register" in (dist / "entry_points.txt").read_text()
+    applied = site_state(site)
+
+    again = engine.apply(req(profile, site, opt_ins=COMPONENTS))
+    assert again.ok and all(f.action == "none" for f in again.fixes) and site_state(site) == applied
+    st = engine.status(req(profile, site, opt_ins=COMPONENTS))
+    assert st.ok and {f.id: f.state for f in st.fixes if f.kind == "component"} == dict.fromkeys(COMPONENTS, "applied")
+
+    rv = engine.revert(req(profile, site))
+    assert rv.ok and {f.id: f.action for f in rv.fixes if f.kind == "component"} == dict.fromkeys(COMPONENTS, "reverted")
+    assert site_state(site) == before

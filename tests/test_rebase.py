@@ -462,7 +462,8 @@ def test_components_are_carried_and_named_in_the_report(builder, tmp_path):
     r = rebase.start(req(b, old, new_release(b, {MOD: BASE})))
     assert r.status == "done"
     new = load_profile(load_pack(b.pack), "v2.0")
-    assert [(c.id, c.version, c.target, c.requires) for c in new.components] == [("tiny-plug", "0.3.0", "demo", ("one",))]
+    assert [(c.id, c.version, c.target, c.requires, c.opt_in, c.path) for c in new.components] == \
+        [("tiny-plug", "0.3.0", "demo", ("one",), True, (b.pack / "plug").resolve())]
     lock = json.loads((b.pack / "profiles/v2.0.lock").read_text())
     assert [c["id"] for c in lock["components"]] == ["tiny-plug"] and lock["components"][0]["files"]
     assert r.as_dict()["components"] == [{"id": "tiny-plug", "version": "0.3.0", "target": "demo", "path": "plug"}]

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Muse Spark Open into a vLLM image: check the image's commits against profile v0.30.0, apply the
-# profile with the port's components (the plugin muse-spark-open and the kernels' package mxfp4-moe,
+# Muse Spark Open into a vLLM image: check the image's commits against the profile (--profile, default
+# v0.30.0), apply the profile with the port's components (the plugin muse-spark-open and the kernels' package mxfp4-moe,
 # installed by the fix pack into vLLM's site-packages, recorded in its manifest, removed by its revert),
 # build the MXFP4 kernels where a toolchain exists, run the build gates.
 #
 #   ports/muse-spark-open/install.sh [options]
 #
+#   --profile NAME      the fix pack's profile for the image's vLLM release (default: v0.30.0, the recipe's;
+#                       v0.31.0 to v0.33.0 carry the port too; a mismatch names the profile that fits)
 #   --python PATH       the image's Python (default: python3); vLLM and vllm-gaudi are found in it
 #   --root NAME=PATH    where a target lives, passed to the fix pack (repeatable)
 #   --opt-in "IDS"      opt-in fixes to apply (default: the recipe's: topk-subset-sampler vllm-long-prefill-share)
@@ -38,10 +40,12 @@ sbom=""
 
 say() { printf 'install.sh: %s\n' "$*"; }
 die() { local code=$1; shift; printf 'install.sh: ERROR: %s\n' "$*" >&2; exit "$code"; }
-usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
+    --profile) [ $# -ge 2 ] || die 10 "--profile needs a name"; profile="$2"; shift 2 ;;
+    --profile=*) profile="${1#*=}"; shift ;;
     --python) [ $# -ge 2 ] || die 10 "--python needs a path"; py="$2"; shift 2 ;;
     --python=*) py="${1#*=}"; shift ;;
     --root) [ $# -ge 2 ] || die 10 "--root needs NAME=PATH"; roots+=(--root "$2"); shift 2 ;;
@@ -59,6 +63,11 @@ while [ $# -gt 0 ]; do
     *) die 10 "unknown argument: $1 (see --help)" ;;
   esac
 done
+
+if [ ! -f "$repo/profiles/$profile.toml" ] || [[ "$profile" == */* ]]; then
+  known="$(cd "$repo/profiles" && ls -- *.toml 2>/dev/null | sed 's/\.toml$//' | tr '\n' ' ')"
+  die 10 "unknown profile '$profile': no $repo/profiles/$profile.toml (profiles: ${known% })"
+fi
 
 # the port's components, installed by the fix pack with the profile (none with --plugin-site)
 components=""

@@ -95,3 +95,16 @@ def test_bad_arguments():
     rc, out = install("--frobnicate")
     assert rc == 10 and "unknown argument: --frobnicate" in out
 
+
+
+def test_another_profile_is_checked_and_the_fitting_one_named():
+    """--profile picks the fix pack's profile; on the 0.30.0 stand-in v0.31.0's pin does not match, and the
+    refusal names the profile that pins this image's release."""
+    rc, out = install("--profile", "v0.31.0", "--dry-run", "--skip-kernels")
+    assert rc == 11 and "vllm does not match profile v0.31.0" in out, out
+    assert "Profile v0.30.0 pins this release: --profile v0.30.0." in out and "step 2/5" not in out
+
+
+def test_an_unknown_profile_is_a_bad_argument():
+    rc, out = install("--profile", "v9.9.9")
+    assert rc == 10 and "unknown profile 'v9.9.9'" in out and "(profiles: v0.30.0 v0.31.0" in out
