@@ -71,3 +71,17 @@ def test_scratch_folders_are_fresh_per_run():
         fixed = [m.start() for m in re.finditer(r"\$\{TMPDIR:-/tmp\}/", text)
                  if not text[:m.start()].endswith('mktemp -d "')]
         assert "mktemp -d" in text and not fixed, f"{name}: a scratch path not made by mktemp -d"
+
+
+def test_demo_refuses_a_scratch_folder_that_is_not_empty(tmp_path):
+    """`bash tools/demo.sh DIR` takes a new or empty folder: another one (someone's files, or another run's
+    copy) is refused, exit 2, before anything is set up or fetched, and left as it was."""
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("someone's\n")
+    (tmp_path / "a-file").write_text("x\n")
+    for given in ("busy", "a-file"):
+        r = subprocess.run(["bash", str(REPO / "tools/demo.sh"), given], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and f"{tmp_path / given} is not an empty folder" in r.stderr, r.stderr
+        assert not r.stdout
+    assert (tmp_path / "busy" / "keep.txt").read_text() == "someone's\n" and (tmp_path / "a-file").read_text() == "x\n"

@@ -4,16 +4,18 @@
 # then run again (every fix already applied, nothing written). The scratch folder is a fresh one each run
 # (mktemp -d: two users on one machine never share it), printed; or the empty or new folder given as $1.
 set -euo pipefail
+if [ $# -gt 0 ]; then  # checked before anything is set up or fetched; relative to where it was called
+  case $1 in /*) scratch=$1 ;; *) scratch=$PWD/$1 ;; esac
+  if [ -e "$scratch" ] && { [ ! -d "$scratch" ] || [ -n "$(ls -A "$scratch")" ]; }; then
+    echo "tools/demo.sh: $scratch is not an empty folder: give a new or empty one (or none: a fresh one is made)" >&2
+    exit 2
+  fi
+fi
 cd "$(dirname "$0")/.."
 bash tools/setup.sh --light
 release=$(.venv/bin/python -m fixpack.cli fetch --profile v0.30.0 --target vllm | sed -n 's/^vllm=//p')
 if [ $# -gt 0 ]; then
-  scratch=$1
   mkdir -p "$scratch"
-  if [ -n "$(ls -A "$scratch")" ]; then
-    echo "tools/demo.sh: $scratch is not empty: give a new or empty folder (or none: a fresh one is made)" >&2
-    exit 2
-  fi
 else
   scratch=$(mktemp -d "${TMPDIR:-/tmp}/fixpack-demo.XXXXXX")
 fi
