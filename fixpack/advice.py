@@ -11,10 +11,14 @@ removed by revert), or a file that is the release's again, where the fix applies
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .errors import DamagedJournalError, DamagedStateError
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
-from .state import manifest_path
+from .state import journal_named, manifest_path, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -63,6 +67,43 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
             f'{shlex.quote(str(ft.root))})')
 
 
+@contextmanager
+def journal_steps(ctx: Context) -> Iterator[None]:
+    """Around a run's look at its targets: a damaged journal's first step (put the files back to the clean
+    release) becomes a command for the target it was found in (:func:`journal_restore`)."""
+    try:
+        yield
+    except DamagedJournalError as exc:
+        ft = next((f for f in ctx.found.values() if f.root == exc.root), None)
+        how = journal_restore(ctx, ft, exc.raw) if ft is not None else None
+        if how is None:
+            raise
+        raise DamagedStateError(exc.path, exc.what, restore_first(exc.root, exc.raw, how)) from None
+
+
+def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> str | None:
+    """The command that puts back to the clean release every file a killed run may have written on ``ft``: the
+    files its journal (``raw``) names and every file the lock knows on that target (so that a manifest left
+    from before lists only release files: stale, replaced by apply, removed by revert). A file the release
+    does not have is removed. None when no file can be named."""
+    import shlex
+
+    named = journal_named(raw)
+    clean: dict[str, bool] = {}  # path -> the release has it (the lock's first pre-image along the chain)
+    for fix in ctx.lock.fixes:
+        if fix.target == ft.spec.name:
+            for f in fix.files:
+                clean.setdefault(f.path, f.pre is not None)
+    for path, existed in named.items():
+        clean.setdefault(path, existed)
+    if not clean:
+        return None
+    gone = [shlex.quote(str(ft.root / p)) for p, there in sorted(clean.items()) if not there]
+    back = [p for p, there in sorted(clean.items()) if there]
+    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back)] if back else [])
+    return " && ".join(steps)
+
+
 def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
     """One next step on each fix that is tampered, in conflict or partial (``manifests``: what each target's
     manifest records, None when it has none). Components keep their own words."""
@@ -102,4 +143,4 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
-__all__ = ["add_next_steps", "note_stale", "restore_how", "stale_entry"]
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "stale_entry"]

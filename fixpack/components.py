@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from .errors import BadInputError, MismatchError
-from .lockfile import check_component_files
+from .lockfile import Redo, check_component_files
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
@@ -36,10 +36,11 @@ def site_packages_problem(ft: FoundTarget) -> str | None:
 
 
 def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest | None, selected: tuple[str, ...],
-             build: dict[str, object] | None, dry: bool,
-             lock: Lock | None = None) -> tuple[list[FixReport], list[ManifestComponent], bool]:
+             build: dict[str, object] | None, dry: bool, lock: Lock | None = None,
+             redo: Redo | None = None) -> tuple[list[FixReport], list[ManifestComponent], bool]:
     """Each component of ``ft``'s target, recorded or selected, with its state; selected absent ones are
-    written into ``tree`` when ``build`` (a per-run cache of layouts) is given (status passes None)."""
+    written into ``tree`` when ``build`` (a per-run cache of layouts) is given (status passes None). ``redo``:
+    the run's lock command, named when a component's files are not the ones ``lock`` records."""
     reports: list[FixReport] = []
     entries: list[ManifestComponent] = []
     reached = True
@@ -62,7 +63,7 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
             if problem:  # status too: it says what apply would do (apply refuses here)
                 raise MismatchError(f"cannot install component {comp.id}: {problem}")
             if build is not None:
-                entry, notes = _lay_out(profile, comp, ft, tree, build, lock)
+                entry, notes = _lay_out(profile, comp, ft, tree, build, lock, redo)
                 entries.append(entry)
                 fr.messages += notes
         else:
@@ -110,7 +111,8 @@ def changed_files(tree: Tree, rec: ManifestComponent) -> dict[str, str | None]:
 
 
 def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
-             cache: dict[str, object], lock: Lock | None = None) -> tuple[ManifestComponent, list[str]]:
+             cache: dict[str, object], lock: Lock | None = None,
+             redo: Redo | None = None) -> tuple[ManifestComponent, list[str]]:
     from .wheels import Layout, component_layout
 
     problem = site_packages_problem(ft)
@@ -125,7 +127,7 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
                             f"{profile.path} names {comp.version}: bump one of them")
     locked = lock.component(comp.id) if lock is not None else None
     if locked is not None:
-        check_component_files(profile, comp, locked, package_files(layout.hashes()))
+        check_component_files(profile, comp, locked, package_files(layout.hashes()), redo)
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)

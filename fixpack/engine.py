@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, note_stale, stale_entry
-from .errors import BadInputError, FixpackError, MismatchError
+from .advice import add_next_steps, journal_steps, note_stale, stale_entry
+from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
-from .model import Fix, Pack, Profile
+from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
-from .run import NO_LOCK, Context, Request, check_deleted_then_touched, note_named_defaults, prepare
+from .run import Context, Request, check_deleted_then_touched, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
@@ -31,7 +31,7 @@ from .transaction import check_writable, write_transaction
 from .tree import Tree, decode, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
-    from .evaluate import Evaluation
+    from .evaluate import Evaluation, Pass
 
 
 def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -109,7 +109,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.reached = False
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
-                                                            build, dry, ctx.lock)
+                                                            build, dry, ctx.lock, ctx.relock)
     ctx.report.fixes += reports
     plan.reached = plan.reached and reached
     return plan
@@ -131,7 +131,7 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
         ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.opt_in, fix.id in wanted,
                                           State.APPLIED, Action.NONE, [], ["already applied", *kept], []))
     reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
-                                                    ctx.lock)
+                                                    ctx.lock, ctx.relock)
     ctx.report.fixes += reports
     return TargetPlan(tree, manifest, [], reached, False, entries)
 
@@ -186,13 +186,22 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
         if hit or not rev.ok:
-            broken[fix.id] = [f"{p}: differs from the manifest's sha256 (changed since it was applied)"
-                              for p in hit] + rev.explain()
+            broken[fix.id] = _tampered_why(hit, rev)
             for p in fix.touched_paths():
                 blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
     return (None if broken else base), broken, unchecked
+
+
+def _tampered_why(files: list[str], rev: Pass) -> list[str]:
+    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file, then
+    each hunk that no longer reverses, at its line (``rev``: the fix reversed on the tree as it is)."""
+    return [f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
+
+
+def _tampered_said(why: list[str]) -> str:
+    return "the manifest records it as applied, but " + "; ".join(why)
 
 
 def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
@@ -202,8 +211,7 @@ def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, 
     evidence = FixEvidence.from_lock(lock.fix(fix.id))
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=evidence)
-        return Evaluation(State.TAMPERED, empty, empty,
-                          ["the manifest records it as applied, but " + "; ".join(broken[fix.id])])
+        return Evaluation(State.TAMPERED, empty, empty, [_tampered_said(broken[fix.id])])
     if recorded and broken:
         ev = decide(fix, tree, evidence, True)
         why = (f"not re-checked: it shares a file with tampered fix {unchecked[fix.id]}" if fix.id in unchecked
@@ -275,6 +283,7 @@ def apply(req: Request) -> Report:
     """
     ctx = prepare(req, "apply")
     with ExitStack() as locks:
+        locks.enter_context(journal_steps(ctx))  # a damaged journal's steps name this target's commands
         # a writing run holds every target's lock exclusively from its first look to its last write (one
         # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
@@ -311,7 +320,7 @@ def status(req: Request) -> Report:
     ctx = prepare(req, "status")
     plans = {}
     for name, ft in ctx.found.items():
-        with run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
+        with journal_steps(ctx), run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     _note_journals(ctx, plans)
     _list_unselected(ctx)
@@ -369,8 +378,9 @@ def revert(req: Request) -> Report:
     Refuses (exit 3, nothing written) when a file changed since it was applied.
     """
     ctx = prepare(req, "revert", need_lock=False)
-    ctx.lock = _soft_lock(ctx.pack, ctx.profile)
+    ctx.lock = soft_lock(ctx, req)
     with ExitStack() as locks:
+        locks.enter_context(journal_steps(ctx))
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
         # planning and writing happen under it, so no other run changes what was planned
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
@@ -395,6 +405,9 @@ def revert(req: Request) -> Report:
         add_next_steps(ctx, manifests)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
+        for ft in ctx.found.values():
+            if manifests[ft.spec.name] is None:  # nothing to revert: an empty .fixpack/ (left by hand) goes too
+                forget_state(ft.root)
         for ft, tree in work:
             changes = tree.changes()
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
@@ -426,11 +439,11 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             fr.messages.append("upstreamed: not ours to revert")
             continue
         bad = sorted(set(fix.touched_paths()) & tampered)
+        rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if bad:
             fr.state = State.TAMPERED
-            fr.messages += [f"{p}: changed since it was applied" for p in bad]
+            fr.messages.append(_tampered_said(_tampered_why(bad, rev)))
             continue
-        rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if not rev.ok:
             fr.state = State.AMBIGUOUS if rev.present else State.CONFLICT
             fr.messages += rev.explain()
@@ -454,17 +467,6 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
         raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "
                             f"sha256 as in the lock) but no manifest records them: run `apply` with the same fixes "
                             f"to record them again, then `revert`; nothing was written")
-
-
-def _soft_lock(pack: Pack, profile: Profile) -> Lock:
-    """The lock when it is there and matches the pack, else none: revert works without one (it then
-    places every hunk by search), so that a stale lock never keeps an image from being restored."""
-    try:
-        lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack, profile, lock)
-    except FixpackError:
-        return NO_LOCK
-    return lock
 
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------

@@ -102,6 +102,17 @@ class DamagedStateError(MismatchError):
         self.what = what
 
 
+class DamagedJournalError(DamagedStateError):
+    """A journal a killed run left that cannot be rolled back. ``root``: the tree it was writing; ``raw``: its
+    bytes (never trusted, read only to name the files). The message's first step names no command: the run,
+    which knows the target's release, renders one (:func:`fixpack.advice.journal_steps`)."""
+
+    def __init__(self, path: Path, what: str, advice: str, root: Path, raw: bytes) -> None:
+        super().__init__(path, what, advice)
+        self.root = root
+        self.raw = raw
+
+
 class ConflictError(FixpackError):
     """A fix does not apply, or only some of its hunks are present."""
 

@@ -9,6 +9,7 @@ how often each occurs in its file (:mod:`fixpack.records`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,13 +29,10 @@ def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[
     :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
     ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
-    from .progname import command  # only when there is a lock to regenerate
+    from .progname import command, run_words  # only when there is a lock to regenerate
 
-    words = ["lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent)]
-    words += [w for t in targets for w in ("--target", t)]
-    words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={root}")]
-    words += ["--copies", str(copies)] if copies is not None else []
-    return command(*words)
+    return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
+                   *run_words(targets, roots, copies))
 
 
 Redo = Callable[[], str]
@@ -42,10 +40,29 @@ Redo = Callable[[], str]
 up the program on PATH, and a run whose lock is fine should not pay for that)."""
 
 
-def _redo(profile: Profile, redo: Redo | None) -> str:
+def regenerate_hint(profile: Profile, redo: Redo | None = None) -> str:
+    """What to do about a stale or broken lock: regenerate it, with the command (``redo``, else
+    :func:`relock_command` for the profile's pack alone)."""
     given = redo() if redo is not None else relock_command(profile)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
-    return f"regenerate it from clean release copies: {given}{fetched}"
+    return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
+
+
+# setup.cfg's maintainer extra that lock uses: import name -> distribution
+MAINTAINER_MODULES = {"git": "GitPython", "pypi_simple": "pypi-simple", "tomlkit": "tomlkit", "packaging": "packaging"}
+
+
+def _where_lock_runs() -> str:
+    """Where ``lock`` can run, when the running Python lacks the maintainer's libraries (an image's lean install:
+    the command as rendered would stop there for want of them). Looked up only when a lock error is raised."""
+    from importlib.util import find_spec
+
+    lacking = [dist for m, dist in MAINTAINER_MODULES.items() if find_spec(m) is None]
+    if not lacking:
+        return ""
+    return (f"; lock is a maintainer's command and this Python ({sys.executable}) lacks its libraries "
+            f"({', '.join(lacking)}): run it in a checkout of the pack after `pip install -e '.[maintainer]'` there, "
+            f"then bring the new lock here")
 
 
 def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
@@ -53,50 +70,61 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     renders the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
     path = profile.lock_path
     if not path.is_file():
-        raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {_redo(profile, redo)}")
-    return Lock.from_json(path.read_bytes(), path, profile.name, lambda: _redo(profile, redo))
+        raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {regenerate_hint(profile, redo)}")
+    return Lock.from_json(path.read_bytes(), path, profile.name, lambda: regenerate_hint(profile, redo))
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`)."""
+    stale = [what for _key, what in stale_entries(pack, profile, lock)]
+    if stale:
+        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
+                             f"{regenerate_hint(profile, redo)}")
+
+
+def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
+    """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
+    ``target`` (a pin edited without a new lock); [] when it matches the pack. A fix whose patch bytes are
+    the ones the lock fingerprinted is vouched for on the way (its patches are not parsed)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
-    stale = []
+    stale: list[tuple[tuple[str, str], str]] = []
     for fid in listed:
         fix = pack.fixes[fid]
         entry = recorded.get(fid)
         if entry is None:
-            stale.append(f"{fid}: not in the lock")
+            stale.append((("fix", fid), f"{fid}: not in the lock"))
             continue
         if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
-            stale.append(f"{fid}: patch or version changed since the lock was generated")
-    stale += [f"{fid}: in the lock but not in the profile" for fid in set(recorded) - set(listed)]
+            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"))
+    stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     for comp in profile.components:
         locked = lock.component(comp.id)
         if locked is None:
-            stale.append(f"component {comp.id}: not in the lock")
+            stale.append((("component", comp.id), f"component {comp.id}: not in the lock"))
         elif locked.version != comp.version:
-            stale.append(f"component {comp.id}: version {comp.version} in the profile, {locked.version} in the lock")
-    stale += _pin_changes(profile, lock)
-    if stale:
-        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; {_redo(profile, redo)}")
+            stale.append((("component", comp.id), f"component {comp.id}: version {comp.version} in the profile, "
+                                                  f"{locked.version} in the lock"))
+    return stale + _pin_changes(profile, lock)
 
 
-def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str]) -> None:
+def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],
+                          redo: Redo | None = None) -> None:
     """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
-    built now) are not the ones the lock recorded for it: its source changed without a new version and lock."""
+    built now) are not the ones the lock recorded for it: its source changed without a new version and lock
+    (``redo``: as for :func:`read_lock`)."""
     if dict(locked.files) == files:
         return
     differ = sorted({p for p, _h in set(dict(locked.files).items()) ^ set(files.items())})
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
                          f"({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): its source changed; bump its "
-                         f"version and regenerate the lock ({relock_command(profile)})")
+                         f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
 
-def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
+def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
     """The targets whose pin in the profile is not the release the lock was made from (a pin edited
     without a new lock: the pack disagrees with itself, whatever the image holds)."""
     out = []
@@ -106,9 +134,11 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[str]:
             continue
         version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
         if spec.pin.version and version and version != spec.pin.version:
-            out.append(f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}")
+            out.append((("target", spec.name),
+                        f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"))
         elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
-            out.append(f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}")
+            out.append((("target", spec.name),
+                        f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"))
     return out
 
 
@@ -182,4 +212,4 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> None
     diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
     if diff or dict(fresh.targets) != dict(have.targets):
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
-                             f"{_redo(profile, redo)}")
+                             f"{regenerate_hint(profile, redo)}")

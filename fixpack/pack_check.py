@@ -134,15 +134,24 @@ def _id_line(toml: Path) -> int:
 
 def _lock(pack: Pack, profile: Profile, fresh: Copies | None, built: dict[Path, dict[str, str]]) -> list[Finding]:
     """The profile's lock against the pack (its components' files too), then (``fresh``) against one
-    generated now."""
+    generated now. Each finding at its line: a stale entry at its ``"id"`` in the lock (a fix or component the
+    lock lacks: where the profile lists it; a pin: its target's table in the profile), a missing lock at the
+    profile's ``name``, an unreadable one where it can be told."""
     from . import lockfile
 
     where = _rel(pack.root, profile.lock_path)
+    redo = lockfile.regenerate_hint(profile)
+    if not profile.lock_path.is_file():
+        return [Finding(_rel(pack.root, profile.path), key_line(profile.path.read_text("utf-8"), "name") or 1,
+                        f"profile {profile.name} has no lock ({where})", redo)]
     try:
         lock = lockfile.read_lock(profile)
-        lockfile.check_lock_matches(pack.for_profile(profile.name), profile, lock)
     except FixpackError as exc:
-        return [Finding(where, None, str(exc))]
+        return [_unreadable(pack, profile, str(exc))]
+    stale = lockfile.stale_entries(pack.for_profile(profile.name), profile, lock)
+    if stale:
+        return [Finding(*_stale_at(pack, profile, lock, key), f"the lock is stale: {what}", redo)
+                for key, what in stale]
     found = _components(pack, profile, lock, built)
     try:
         if fresh is not None:
@@ -150,6 +159,34 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None, built: dict[Path, 
     except FixpackError as exc:
         found.append(Finding(where, None, str(exc)))
     return found
+
+
+def _unreadable(pack: Pack, profile: Profile, message: str) -> Finding:
+    """A lock that does not load (not JSON, not a lock, a digest that does not seal it): its path and line
+    taken out of the message, the digest's line for a hand edit."""
+    import re
+
+    m = re.match(rf"{re.escape(str(profile.lock_path))}(?::(\d+))?: (.*)", message, re.S)
+    if m is None:
+        return Finding(_rel(pack.root, profile.lock_path), None, message)
+    line = int(m[1]) if m[1] else _lock_line(profile.lock_path, "", '"digest": ') if " its digest " in m[2] else None
+    return Finding(_rel(pack.root, profile.lock_path), line, m[2])
+
+
+def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[str, int | None]:
+    """Where a stale entry of the lock is named: its ``"id"`` line in the lock, else (the lock lacks it, or a
+    pin changed) the profile's line for it."""
+    kind, name = key
+    held = lock.fix(name) if kind == "fix" else lock.component(name) if kind == "component" else None
+    if held is not None:
+        section = '"fixes"' if kind == "fix" else '"components"'
+        return _rel(pack.root, profile.lock_path), _lock_line(profile.lock_path, section, f'"id": {json.dumps(name)}')
+    text = profile.path.read_text("utf-8")
+    if kind == "fix":
+        line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
+    else:
+        line = key_line(text, name, "components" if kind == "component" else "targets")
+    return _rel(pack.root, profile.path), line
 
 
 def _components(pack: Pack, profile: Profile, lock: Lock, built: dict[Path, dict[str, str]]) -> list[Finding]:
@@ -170,19 +207,19 @@ def _components(pack: Pack, profile: Profile, lock: Lock, built: dict[Path, dict
                 built[comp.path] = package_files(component_layout(comp, pack.root).hashes())
             check_component_files(profile, comp, locked, built[comp.path])
         except FixpackError as exc:
-            out.append(Finding(_rel(pack.root, profile.lock_path), _component_line(profile.lock_path, comp.id),
-                               str(exc)))
+            out.append(Finding(_rel(pack.root, profile.lock_path),
+                               _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))
     return out
 
 
-def _component_line(lock: Path, cid: str) -> int | None:
-    """The line of ``"id": "<cid>"`` among the lock's components (its JSON is written one key a line)."""
+def _lock_line(lock: Path, section: str, want: str) -> int | None:
+    """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
+    lock (its JSON is written one key a line)."""
     lines = lock.read_text("utf-8").splitlines()
-    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"components"')), None)
+    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
     if start is None:
         return None
-    want = f'"id": {json.dumps(cid)}'
-    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().rstrip(",") == want), None)
+    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(want)), None)
 
 
 def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:

@@ -15,6 +15,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 
@@ -54,9 +55,18 @@ def program() -> str:
     return run if _installed(base) else f"PYTHONPATH={shlex.quote(str(base))} {run}"
 
 
+def run_words(targets: Iterable[str] = (), roots: Mapping[str, Path] | None = None,
+              copies: Path | None = None) -> list[str]:
+    """A run's ``--target`` names, ``--root NAME=PATH`` and ``--copies DIR`` as a suggested command repeats
+    them (paths absolute, as given otherwise: the command runs from any folder)."""
+    words = [w for t in targets for w in ("--target", t)]
+    words += [w for name, root in sorted((roots or {}).items()) for w in ("--root", f"{name}={os.path.abspath(root)}")]
+    return words + (["--copies", os.path.abspath(copies)] if copies is not None else [])
+
+
 def command(*words: str) -> str:
     """``program()`` followed by ``words`` (a subcommand and its arguments), each quoted for a POSIX shell."""
     return " ".join([program(), *(shlex.quote(w) for w in words)])
 
 
-__all__ = ["command", "program"]
+__all__ = ["command", "program", "run_words"]

@@ -41,8 +41,9 @@ from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_d
 from .loader import ID_RE, load_pack, load_profile
 from .model import Fix
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
-from .progname import command
 from .prove import check_interpreter
+from .rebase_chain import Chain
+from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_session import (
@@ -67,10 +68,10 @@ from .rebase_session import (
     write_pack,
     write_report,
 )
-from .renames import RENAME_SIMILARITY, find_renames, new_files, remap
+from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
-from .structs import dataclass, field, replace
+from .structs import replace
 from .tree import Tree
 
 
@@ -84,7 +85,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     old = load_profile(pack, req.profile)
     early = req.name or (f"v{req.to_version}" if req.to_version else "")
     if early:  # before fetching anything
-        refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early)
+        refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early, pack.root, req.work)
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
@@ -92,7 +93,7 @@ def start(req: RebaseRequest) -> RebaseResult:
         except BadInputError:
             busy = sorted((pack.root / WORK_DIR).glob("*/state.json"))
             if busy:  # the pack is dirty because a rebase stopped half way: say that first
-                refuse_in_progress(busy[0].parent, busy[0].parent.name)
+                refuse_in_progress(busy[0].parent, busy[0].parent.name, pack.root)
             raise
     pairs = target_pairs(req, pack, old)
     to_version = req.to_version or primary_version(pairs)
@@ -102,7 +103,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                             f"digits, '.', '_', '-' (set it with --name)")
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or pack.root / WORK_DIR / new_name).resolve()
-    refuse_in_progress(work, new_name)
+    refuse_in_progress(work, new_name, pack.root, req.work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     state = {"schema": STATE_SCHEMA, "pack": str(pack.root), "from": old.name, "to": new_name,
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
@@ -218,18 +219,6 @@ def version_le(a: str, b: str) -> bool:
                             f"fixed_in in fix.toml") from exc
 
 
-@dataclass
-class Chain:
-    """The running state of one target's series: both trees and what is stuck behind a conflict."""
-
-    pair: TargetPair
-    old_tree: Tree
-    new_tree: Tree
-    stuck_ids: dict[str, str] = field(default_factory=dict)    # fix id -> the conflicting fix it waits for
-    stuck_paths: dict[str, str] = field(default_factory=dict)  # path -> the conflicting fix holding it
-    _new_only: list[str] | None = None
-
-
 def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
                    proof_env: dict[str, str]) -> list[FixOutcome]:
     assert pair.old is not None and pair.new is not None
@@ -237,14 +226,14 @@ def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
     prover = start_prover(session, pair.spec.package, pair.spec.name, proof_env)
     out = []
     for fix in chain:
-        old_steps = _old_steps(fix, ch.old_tree, session.old_name)
-        blocker = _blocker(fix, ch)
+        old_steps = chain_steps(fix, ch.old_tree, session.old_name)
+        blocker = ch.blocker(fix)
         if blocker:
             o = FixOutcome(fix.id, fix.target, fix.opt_in, "blocked", fix.version, fix.version)
             cause = ch.stuck_ids.get(blocker, blocker)
             how = "requires it" if blocker in fix.requires else "touches the same files"
             o.evidence.append(f"waits for {blocker!r} (not carried: {cause!r} conflicts); it {how}")
-            _stick(ch, fix, fix.touched_paths(), cause)
+            ch.stick(fix, fix.touched_paths(), cause)
         else:
             started = time.monotonic()
             before = snap(ch.new_tree, sorted(set(fix.touched_paths())))
@@ -286,44 +275,13 @@ def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: lis
     session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs_digest(old_steps, before),
                                           "patches": names}
     session.save()
-    _stick(ch, fix, fix.touched_paths(), fix.id)
+    ch.stick(fix, fix.touched_paths(), fix.id)
     return o
-
-
-def _old_steps(fix: Fix, tree: Tree, old_name: str) -> list[Snap]:
-    """The touched files on the old release (with the earlier fixes): before, and after each patch."""
-    paths = fix.touched_paths()
-    steps = [snap(tree, paths)]
-    for pf in fix.patches:
-        p = run_pass(replace(fix, patches=(pf,)), tree, reverse=False, evidence=TRUSTED)
-        if not p.ok:
-            raise BadInputError(f"fix {fix.id}: {pf.path} does not apply to the old release copy {tree.root} "
-                                f"({'; '.join(p.explain())}); profile {old_name} does not match its own release "
-                                f"(check it with `{command('lock', '--check', '--profile', old_name)}`)")
-        tree.adopt(p.tree)
-        steps.append(snap(tree, paths))
-    return steps
-
-
-def _blocker(fix: Fix, ch: Chain) -> str:
-    for req in fix.requires:
-        if req in ch.stuck_ids:
-            return req
-    for p in fix.touched_paths():
-        if p in ch.stuck_paths:
-            return ch.stuck_paths[p]
-    return ""
-
-
-def _stick(ch: Chain, fix: Fix, paths: tuple[str, ...] | list[str], root_cause: str) -> None:
-    ch.stuck_ids[fix.id] = root_cause
-    for p in paths:
-        ch.stuck_paths.setdefault(p, fix.id)
 
 
 def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap], counts: FixEvidence) -> FixOutcome:
     o = FixOutcome(fix.id, fix.target, fix.opt_in, "conflict", fix.version, fix.version)
-    renames, deleted = find_renames(fix, old_steps[0], ch.new_tree, lambda: _new_only(ch))
+    renames, deleted = find_renames(fix, old_steps[0], ch.new_tree, ch.new_only)
     o.evidence += [f"{a}: renamed upstream to {b} (content {pct}% similar); the fix is carried there"
                    for a, (b, pct) in renames.items()]
     o.renames = {a: b for a, (b, _pct) in renames.items()}
@@ -344,14 +302,6 @@ def _carry(session: Session, ch: Chain, fix: Fix, old_steps: list[Snap], counts:
     o.evidence += [f"{p}: deleted upstream (no file of >= {int(RENAME_SIMILARITY * 100)}% similar content was "
                    f"added in this release)" for p in deleted]
     return _carry_merge(session, ch, fix, moved, old_steps, o)
-
-
-def _new_only(ch: Chain) -> list[str]:
-    """The files new in this release (rename candidates), listed once per target."""
-    if ch._new_only is None:
-        assert ch.pair.old is not None and ch.pair.new is not None
-        ch._new_only = new_files(ch.pair.old.root, ch.pair.new.root, ch.pair.spec.package)
-    return ch._new_only
 
 
 def _carry_exact(session: Session, ch: Chain, fix: Fix, moved: Fix, messages: list[str],
@@ -392,7 +342,7 @@ def _carry_binary(ch: Chain, fix: Fix, moved: Fix, o: FixOutcome) -> FixOutcome:
         return o
     o.evidence += ev.messages + ["it ships binary files, which the rebase carries only when every hunk sits at "
                                  "its line: rebase this fix by hand (edit its patches), then run the rebase again"]
-    _stick(ch, fix, fix.touched_paths() + moved.touched_paths(), fix.id)
+    ch.stick(fix, fix.touched_paths() + moved.touched_paths(), fix.id)
     return o
 
 
@@ -430,7 +380,7 @@ def _adopt_bodies(ch: Chain, fix: Fix, o: FixOutcome, bodies: list[str], outcome
         o.outcome = "conflict"
         o.evidence.append(f"after the merge these patch files hold no change: {', '.join(empty)}; remove them "
                           f"from fixes/{fix.id}/fix.toml by hand, then run the rebase again")
-        _stick(ch, fix, fix.touched_paths(), fix.id)
+        ch.stick(fix, fix.touched_paths(), fix.id)
         return o
     new = write_patches(fix, bodies)
     carried = as_fix(fix, new)
@@ -454,7 +404,7 @@ def _conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome, 
     session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs,
                                           "patches": [p.path.name for p in fix.patches]}
     session.save()
-    _stick(ch, fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
+    ch.stick(fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
     return o
 
 
@@ -486,7 +436,7 @@ def _resume_conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, old_step
     if problem:
         o.outcome, o.repo = "conflict", str(repo)
         o.evidence.append(f"not resolved yet in {repo}: {problem}")
-        _stick(ch, fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
+        ch.stick(fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
         return o
     bodies = commit_bodies(repo, list(rec["patches"]), fix.id)
     o.evidence.append(f"conflict resolved by hand in {repo}")

@@ -194,10 +194,31 @@ class Session:
         atomic_write(self.state_path, dumps(self.state))
 
 
-def refuse_in_progress(work: Path, name: str) -> None:
+def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | None = None) -> None:
+    """Refuse a new rebase to ``name`` while one is in progress in ``work`` (``given``: the ``--work`` the run
+    was given), naming the commands that finish or drop it, as this program runs them."""
     if (work / "state.json").is_file():
         raise BadInputError(f"a rebase to {name} is in progress ({work / 'state.json'}): finish it with "
-                            f"`fixpack rebase --continue` or drop it with `fixpack rebase --abort`")
+                            f"`{resume_command('continue', pack_root, name, given)}` or drop it with "
+                            f"`{resume_command('abort', pack_root, name, given)}`")
+
+
+def resume_command(action: str, pack_root: Path, name: str, work: Path | None = None) -> str:
+    """``rebase --continue`` (``action`` ``continue``) or ``--abort`` for the rebase to ``name``, runnable as
+    written: the program as :func:`fixpack.progname.program` names it, the pack, and ``--work`` when the rebase
+    was given one (else ``--name``)."""
+    from .progname import command  # only when a message names it
+
+    where = ["--work", str(work.resolve())] if work is not None else ["--name", name]
+    return command("rebase", f"--{action}", "--pack", str(pack_root), *where)
+
+
+def local_steps(text: str, pack_root: Path, name: str, work: Path | None = None) -> str:
+    """A report's words (``text``, which say plain `fixpack rebase --continue` / `--abort`: the committed
+    report names no local interpreter) with those commands as this program runs them, for the terminal."""
+    for action in ("continue", "abort"):
+        text = text.replace(f"`fixpack rebase --{action}`", f"`{resume_command(action, pack_root, name, work)}`")
+    return text
 
 
 def check_clean(pack_root: Path) -> None:

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, MismatchError, UnknownNameError
+from .errors import BadInputError, FixpackError, MismatchError, UnknownNameError
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
@@ -60,6 +60,7 @@ class Context:
     components: tuple[str, ...] = ()  # the components this run installs (profile order)
     layouts: dict[str, object] = field(default_factory=dict)  # wheels.Layout, built once per run, by component id
     progress: Progress = QUIET
+    relock: lockfile.Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -84,8 +85,8 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         parse_fixes(pack, profile, selected)
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
+    redo = partial(lockfile.relock_command, profile, req.only_targets)  # the user's pack and targets
     if need_lock:
-        redo = partial(lockfile.relock_command, profile, req.only_targets)  # the user's pack and targets
         lock = lockfile.read_lock(profile, redo)
         lockfile.check_lock_matches(pack, profile, lock, redo)
     report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
@@ -95,7 +96,24 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         report.targets.append(treport)
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
-    return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress)
+    return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
+                   relock=redo)
+
+
+def soft_lock(ctx: Context, req: Request) -> Lock:
+    """The lock when it is there and matches the pack, else none: revert works without one (it then
+    places every hunk by search), so that a stale lock never keeps an image from being restored. A lock
+    that is missing, stale or hand-edited is said in one line on the first found target, with what to do."""
+    try:
+        lock = lockfile.read_lock(ctx.profile, ctx.relock)
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, ctx.relock)
+    except FixpackError as exc:
+        first = next(iter(ctx.found), None)
+        if first is not None:
+            said = "; ".join(str(exc).splitlines())
+            ctx.report.target(first).note(f"revert went on without the lock (it places every hunk by search): {said}")
+        return NO_LOCK
+    return lock
 
 
 def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
@@ -108,12 +126,10 @@ def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
         return
     from os.path import abspath  # the paths as given, absolute: the command runs from any folder
 
-    from .progname import command
+    from .progname import command, run_words
 
     words = [word, "--profile", req.profile, "--pack", abspath(req.pack_root)]
-    words += [w for t in req.only_targets for w in ("--target", t)]
-    words += [w for name, root in sorted(req.roots.items()) for w in ("--root", f"{name}={abspath(root)}")]
-    words += ["--copies", abspath(req.env_root)] if req.env_root is not None else []
+    words += run_words(req.only_targets, req.roots, req.env_root)
     if word != "revert":
         words += ["--strict"] * req.strict + ["--all-opt-in"] * req.all_opt_in
         words += [n for n in req.opt_ins if n != word]

@@ -28,7 +28,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .errors import DamagedStateError, EnvironmentProblem
+from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
     TMP_SUFFIX,
     atomic_write,
@@ -141,7 +141,7 @@ def load_journal(root: Path) -> Journal | None:
         _check_backups_folder(root)
         return _parse_journal(root, jpath, raw)
     except DamagedStateError as exc:  # a killed run left it: removing it alone would leave a half-written target
-        raise DamagedStateError(exc.path, exc.what, restore_first(root, raw)) from None
+        raise DamagedJournalError(exc.path, exc.what, restore_first(root, raw), root, raw) from None
 
 
 def _check_backups_folder(root: Path) -> None:
@@ -150,25 +150,41 @@ def _check_backups_folder(root: Path) -> None:
         raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
 
 
-def restore_first(root: Path, raw: bytes) -> str:
-    """What to do about a damaged journal, in order: the run that left it was killed while writing, so the
-    files it names may hold part of that run; they are put back before the journal goes. ``raw``: the
-    journal's bytes, read (never trusted) only to name the files."""
+def journal_named(raw: bytes) -> dict[str, bool]:
+    """The files a damaged journal names, path -> whether it existed before the run (True unless the entry says
+    false). ``raw``: the journal's bytes, read (never trusted) only to name files: only canonical paths of the
+    target are kept, never the manifest; {} when none can be read."""
     try:
-        listed = [e["path"] for e in json.loads(raw)["entries"]]
-        named = [p for p in listed if isinstance(p, str) and not _MANIFEST_NAME.match(p) and not path_problem(p)]
-    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
-        named = []
+        listed = [(e["path"], e.get("existed") is not False) for e in json.loads(raw)["entries"]]
+        return {p: existed for p, existed in listed
+                if isinstance(p, str) and not _MANIFEST_NAME.match(p) and not path_problem(p)}
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return {}
+
+
+def restore_first(root: Path, raw: bytes, restore: str | None = None) -> str:
+    """What to do about a damaged journal, in order, each step a command: the run that left it was killed while
+    writing, so the files it names may hold part of that run; they are put back before the journal goes.
+    ``raw``: the journal's bytes (:func:`journal_named`); ``restore``: the command that puts the target's files
+    back to its clean release (None: the run cannot tell, the step says how to find it)."""
+    import shlex  # only on this error's path
+
+    named = list(journal_named(raw))
     files = f" (it was writing {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
-    restore = (f"1. put the pack's files back from git: git -C {root} checkout -- fixes profiles (this drops "
-               f"uncommitted changes there too)" if pack else
-               f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
-               f"prints where it is), or reinstall the build the image was made with, at the same version")
-    keep = "" if pack else " (keep the manifest beside them: the next run sees it is stale and replaces it)"
+    if pack:
+        step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout -- fixes profiles "
+                 f"(this drops uncommitted changes there too)")
+    elif restore:
+        step1 = f"1. put the files the fixes touch back to the clean release: {restore}"
+    else:
+        step1 = (f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
+                 f"prints where it is), or reinstall the build the image was made with, at the same version")
+    keep = "" if pack else " (a manifest stays: the next run sees it is stale and replaces it)"
+    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root)))
     return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
-            f"leaves it so. In this order: {restore}; 2. remove {journal_path(root)} and the folder "
-            f"{backups_dir(root)}{keep}; 3. run the command again")
+            f"leaves it so. In this order: {step1}; 2. remove the journal and its backups: rm -rf -- {gone} && "
+            f"rmdir --ignore-fail-on-non-empty {shlex.quote(str(state_dir(root)))}{keep}; 3. run the command again")
 
 
 def _parse_journal(root: Path, jpath: Path, raw: bytes) -> Journal:
@@ -204,7 +220,7 @@ def _journal_path_problem(root: Path, path: str) -> str | None:
 
 def _journal_entry(root: Path, jpath: Path, i: int, e: Any) -> JournalEntry:
     def bad(what: str) -> DamagedStateError:
-        return DamagedStateError(jpath, f"entry {i + 1}: {what}")
+        return DamagedStateError(jpath, f"entry {i}: {what}")  # from 0, as its backup {BACKUPS}/{i}
 
     if not isinstance(e, dict) or set(e) - JOURNAL_KEYS or not {"path", "existed", "backup"} <= set(e):
         raise bad(f"not an object with path, existed and backup (allowed keys: {', '.join(sorted(JOURNAL_KEYS))})")

@@ -419,6 +419,10 @@ def test_the_lock_covers_a_components_files(builder):
     with pytest.raises(StaleLockError, match="tiny_plug/sub/kern.py"):
         engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
     assert snapshot(site) == before
+    from fixpack.progname import program
+    with pytest.raises(StaleLockError) as exc:  # the lock command names the run's --target, as a fix's does
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",), only_targets=("demo",)))
+    assert str(exc.value).endswith(f"regenerate the lock ({program()} lock --profile p1 --pack {pack} --target demo)")
     builder.lock(builder.base / "clean")  # the maintainer regenerates the lock: it applies again
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
 

@@ -416,6 +416,28 @@ def test_hand_edited_lock_is_refused(setup):
     assert snapshot(target) == before
 
 
+def test_revert_with_a_hand_edited_lock_reverts_and_says_so(setup):
+    """A broken lock does not keep revert from getting back to the release (status refuses, exit 2), and
+    revert says in one line that the lock is broken and how to regenerate it (with the run's --target)."""
+    b, clean, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    lock = b.pack / "profiles/p1.lock"
+    good = lock.read_text()
+    lock.write_text(good.replace('"digest": "', '"digest": "0', 1))
+    with pytest.raises(StaleLockError):
+        engine.status(b.request(target))
+    r = engine.revert(b.request(target, only_targets=("demo",)))
+    assert r.ok and {f.action for f in r.fixes} == {"reverted"} and snapshot(target) == original
+    said = [n for n in r.target("demo").notes if "lock" in n]
+    assert len(said) == 1 and "\n" not in said[0], said
+    assert said[0].startswith("revert went on without the lock (it places every hunk by search): "), said
+    assert f"{lock}" in said[0] and " lock --profile p1 --pack " in said[0] and "--pack" in said[0]
+    assert "do not match its digest" in said[0] and " --target demo (it fetches them" in said[0], said
+    lock.write_text(good)
+    assert not [n for n in engine.revert(b.request(target)).target("demo").notes if "lock" in n]
+
+
 def test_a_lock_with_two_entries_for_one_fix_is_refused(setup):
     """Resealed after the edit: the lock check read the last entry and the evaluation the first."""
     from fixpack.records import lock_digest
@@ -459,3 +481,18 @@ def test_revert_needs_only_the_patches_it_reverts(setup):
     with pytest.raises(PackError) as exc:
         engine.apply(b.request(target, opt_ins=("extra",), dry_run=True))
     assert f"{patch}:" in str(exc.value) and "malformed hunk header" in str(exc.value)
+
+
+def test_revert_names_a_tampered_fix_as_status_does_with_the_hunks_line(setup):
+    """revert said only 'FILE: changed since it was applied'; status names the hunk that no longer reverses, at
+    its line. Both now say the same words."""
+    b, _clean, target = setup
+    assert engine.apply(b.request(target)).ok
+    (target / MOD).write_text((target / MOD).read_text().replace("thirty\n", "thirty, by hand\n"))
+    said = {run.__name__: [m for m in run(b.request(target)).fix("second").messages if not m.startswith("next: ")]
+            for run in (engine.status, engine.revert)}
+    assert said["status"] == said["revert"], said
+    assert said["revert"][0].startswith(f"the manifest records it as applied, but {MOD}: differs from the manifest's "
+                                        f"sha256 (changed since it was applied); "), said
+    assert "(expected at line " in said["revert"][0] and "line 30: expected 'thirty', found 'thirty, by hand'" in \
+        said["revert"][0], said

@@ -82,6 +82,26 @@ def test_the_lock_command_to_run_keeps_the_pack_and_targets_given(setup, tmp_pat
     assert want in str(exc.value)
 
 
+def test_a_stale_lock_in_a_python_without_the_maintainer_extra_says_where_lock_runs(setup):
+    """An image's lean install (no GitPython, pypi-simple, tomlkit, packaging: sys.modules[name] = None makes
+    them absent) cannot run the `lock` command the error renders: the error says so and where it runs. A Python
+    with them says nothing more."""
+    b, target = setup
+    lock = b.pack / "profiles/p1.lock"
+    lock.write_text(lock.read_text().replace('"digest": "', '"digest": "0', 1))
+    blocked = "import sys, runpy\nfor m in ('git', 'pypi_simple', 'tomlkit', 'packaging'): sys.modules[m] = None\n" \
+              "sys.argv = ['fixpack'] + sys.argv[1:]\nrunpy.run_module('fixpack.cli', run_name='__main__')"
+    args = ["status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    lean = subprocess.run([sys.executable, "-c", blocked, *args], capture_output=True, text=True, env=env)
+    assert lean.returncode == 2 and "its digest" in lean.stderr, lean.stderr
+    assert (f"; lock is a maintainer's command and this Python ({sys.executable}) lacks its libraries (GitPython, "
+            f"pypi-simple, tomlkit, packaging): run it in a checkout of the pack after `pip install -e "
+            f"'.[maintainer]'` there, then bring the new lock here") in " ".join(lean.stderr.split()), lean.stderr
+    full = subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, env=env)
+    assert full.returncode == 2 and "its digest" in full.stderr and "maintainer" not in full.stderr, full.stderr
+
+
 def test_a_diff_git_line_that_disagrees_with_its_file_lines(setup):
     b, target = setup
     found = _problems(b, target, "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py",

@@ -84,14 +84,39 @@ def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
     b, clean = setup
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
-    assert findings(b) == [f"profiles/p1.lock: {b.pack / 'profiles/p1.lock'} is stale: one: patch or version changed "
-                           f"since the lock was generated; regenerate it from clean release copies: {program()} lock "
-                           f"--profile p1 --pack {b.pack} (it fetches them; --root NAME=PATH gives one)"]
+    line = (b.pack / "profiles/p1.lock").read_text().splitlines().index('      "id": "one",') + 1
+    assert findings(b) == [f"profiles/p1.lock:{line}: the lock is stale: one: patch or version changed since the lock "
+                           f"was generated (regenerate it from clean release copies: {program()} lock --profile p1 "
+                           f"--pack {b.pack} (it fetches them; --root NAME=PATH gives one))"]
     b.lock(clean)
     assert findings(b) == []
     other = b.tree("other-clean", {MOD: numbered(20) + "line 21\n"})  # the release copy differs from the locked one
     found = findings(b, fresh=lambda pack, profile: {"demo": other})
     assert len(found) == 1 and found[0].startswith("profiles/p1.lock: ") and "is stale (differs for: one, two)" in found[0]
+
+
+def test_a_missing_unsealed_or_short_lock_is_named_at_a_line_with_what_to_do(setup):
+    """Each lock finding has a line: a missing lock at the profile's name, a hand edit at the digest, a fix the
+    lock lacks where the profile lists it; each says how to regenerate it."""
+    b, clean = setup
+    lock = b.pack / "profiles/p1.lock"
+    good = lock.read_text()
+    redo = f"(regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack} (it fetches"
+    lock.unlink()
+    assert findings(b) == [f"profiles/p1.toml:1: profile p1 has no lock (profiles/p1.lock) {redo} them; --root "
+                           f"NAME=PATH gives one))"]
+    lock.write_text(good.replace('"digest": "', '"digest": "0'))
+    line = next(n for n, ln in enumerate(good.splitlines(), 1) if '"digest"' in ln)
+    found = findings(b)
+    assert len(found) == 1 and found[0].startswith(f"profiles/p1.lock:{line}: its fingerprints do not match its "
+                                                   f"digest (edited by hand?); regenerate it"), found
+    b.add_fix("three", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 9\n", "nine\n")})
+    (b.pack / "fixes/three/test_three.py").write_text("def test_it():\n    pass\n")
+    lock.write_text(good)
+    b.profile(["one", "two"], ["three"])
+    at = (b.pack / "profiles/p1.toml").read_text().splitlines().index('opt_in = ["three"]') + 1
+    assert findings(b) == [f"profiles/p1.toml:{at}: the lock is stale: three: not in the lock {redo} them; --root "
+                           f"NAME=PATH gives one))"]
 
 
 def test_the_command_exits_2_naming_each_finding(setup):

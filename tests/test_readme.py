@@ -59,3 +59,29 @@ def test_tools_rebase_runs_from_a_python_without_the_libraries(tmp_path):
         assert r.returncode == 0 and "Usage: tools/rebase.py" in r.stdout, r.stderr
     else:
         assert r.returncode == 1 and "tools/setup.sh --light" in r.stderr
+
+
+def test_scratch_folders_are_fresh_per_run():
+    """Two users on one machine do not overwrite each other: tools/demo.sh and the README's runnable blocks make
+    their scratch folder with mktemp -d (they used fixed ${TMPDIR:-/tmp}/fixpack-* paths after an rm -rf)."""
+    scripts = {f"README block {i}": body for i, (mark, body) in enumerate(blocks()) if mark == "run"}
+    scripts["tools/demo.sh"] = (REPO / "tools/demo.sh").read_text()
+    for name, text in scripts.items():
+        assert "rm -rf" not in text.replace("remove it when done: rm -rf", ""), name
+        fixed = [m.start() for m in re.finditer(r"\$\{TMPDIR:-/tmp\}/", text)
+                 if not text[:m.start()].endswith('mktemp -d "')]
+        assert "mktemp -d" in text and not fixed, f"{name}: a scratch path not made by mktemp -d"
+
+
+def test_demo_refuses_a_scratch_folder_that_is_not_empty(tmp_path):
+    """`bash tools/demo.sh DIR` takes a new or empty folder: another one (someone's files, or another run's
+    copy) is refused, exit 2, before anything is set up or fetched, and left as it was."""
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "keep.txt").write_text("someone's\n")
+    (tmp_path / "a-file").write_text("x\n")
+    for given in ("busy", "a-file"):
+        r = subprocess.run(["bash", str(REPO / "tools/demo.sh"), given], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and f"{tmp_path / given} is not an empty folder" in r.stderr, r.stderr
+        assert not r.stdout
+    assert (tmp_path / "busy" / "keep.txt").read_text() == "someone's\n" and (tmp_path / "a-file").read_text() == "x\n"

@@ -14,6 +14,7 @@ from fixpack.cli_rebase import rebase_cmd
 from fixpack.errors import BadInputError
 from fixpack.loader import load_pack, load_profile
 from fixpack.pack_tools import stale_patches
+from fixpack.progname import program
 
 MOD = "demo_pkg/mod.py"
 OTHER = "demo_pkg/other.py"
@@ -161,8 +162,10 @@ def test_conflict_is_a_git_conflict_then_resolved_and_continued(conflicting):
     assert "<<<<<<<" in conflicted and "line five (upstream)" in conflicted and "five\n" in conflicted
     assert json.loads(r.report_json.read_text())["fixes"][0]["repo"] == str(repo)
     assert "rebase --continue" in r.markdown
-    with pytest.raises(BadInputError, match="in progress"):
+    with pytest.raises(BadInputError, match="in progress") as busy:
         rebase.start(req(b, old, new))
+    for action in ("continue", "abort"):  # as this program runs here, with the pack and the rebase's name
+        assert f"`{program()} rebase --{action} --pack {b.pack} --name v2.0`" in str(busy.value), busy.value
     still = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))  # not resolved yet
     assert still.status == "conflicts" and "unmerged" in " ".join(still.fixes[0].evidence)
     # the maintainer resolves it with ordinary git
@@ -374,6 +377,10 @@ def test_cli_prints_the_report_and_maps_exit_codes(conflicting):
     assert res.exit_code == 4, res.output
     assert "# Rebase of profile p1 onto demo 2.0 (profile v2.0)" in res.output
     assert "| first | conflict | - |" in res.output and "rebase --continue" in res.output
+    said = f"`{program()} rebase --continue --pack {b.pack} --name v2.0`"  # the terminal's words run as written
+    assert said in res.output and "`fixpack rebase --continue`" not in res.output, res.output
+    report = list((b.pack / "reports").glob("*.md"))
+    assert report and all("`fixpack rebase --continue`" in p.read_text() and said not in p.read_text() for p in report)
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--abort"])
     assert res.exit_code == 0 and "aborted" in res.output
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--continue"])

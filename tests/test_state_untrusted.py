@@ -162,7 +162,8 @@ def test_damaged_state_through_the_cli_is_exit_3_not_1(world):
                            env={**os.environ, "PYTHONPATH": str(REPO)})
         assert p.returncode == 3, p.stderr
         assert f"the state in {target / '.fixpack' / 'journal.json'} is damaged" in p.stderr
-        assert "In this order: 1. put the target back to its clean release" in p.stderr
+        assert "In this order: 1. put the files the fixes touch back to the clean release: rm -f -- " in p.stderr
+        assert f"fetch --profile p1 --pack {b.pack} --target demo" in p.stderr, p.stderr
     assert (outside / "victim.txt").read_text() == "keep me\n"
 
 
@@ -175,6 +176,8 @@ def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal
     import sys
 
     from conftest import REPO
+
+    from fixpack.progname import program
     base = numbered(30)
     files = {MOD: base, "demo_pkg/b.py": base}
     clean = builder.tree("clean", files)
@@ -192,11 +195,13 @@ def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal
     (state / "journal/0").write_bytes(b"not what it held\n")
     code, message = outcome(lambda: engine.status(builder.request(target)))
     journal, backups = state / "journal.json", state / "journal"
-    assert code == 3 and f"the state in {journal} is damaged: entry 1: the backup of demo_pkg/b.py does not " in message
+    assert code == 3 and f"the state in {journal} is damaged: entry 0: the backup of demo_pkg/b.py does not " in message
     steps = [f"{target} may be half-written (it was writing demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
-             f"1. put the target back to its clean release: copy a clean release copy over {target} (fixpack fetch "
-             f"prints where it is), or reinstall the build the image was made with, at the same version",
-             f"2. remove {journal} and the folder {backups}", "3. run the command again"]
+             f"1. put the files the fixes touch back to the clean release: (src=$({program()} fetch --profile p1 "
+             f"--pack {builder.pack} --target demo | sed -n 's/^demo=//p') && [ -n \"$src\" ] && cd \"$src\" && "
+             f"cp --parents demo_pkg/b.py {MOD} {target})",
+             f"2. remove the journal and its backups: rm -rf -- {journal} {backups} && rmdir "
+             f"--ignore-fail-on-non-empty {state}", "3. run the command again"]
     at = [message.find(s) for s in steps]
     assert -1 not in at and at == sorted(at), message
     for rel in files:  # the steps, as written
@@ -277,3 +282,66 @@ def test_bad_lock_wait_is_bad_input(world):
                            env={**os.environ, "FIXPACK_LOCK_WAIT": "abc"})
         assert p.returncode == 2 and "FIXPACK_LOCK_WAIT='abc'" in p.stderr, (args, p.stderr)
     assert snapshot(target) == before
+
+
+def _steps(message: str) -> tuple[str, str]:
+    """A damaged journal's steps 1 and 2, each the command it names."""
+    one = message.split("In this order: 1. ", 1)[1].split("; 2. ", 1)[0]
+    two = message.split("; 2. ", 1)[1].split("; 3. ", 1)[0]
+    return one.split(": ", 1)[1], two.split(": ", 1)[1].split(" (a manifest stays", 1)[0]
+
+
+@pytest.mark.parametrize("kind", ["git checkout", "plain copy"])
+def test_a_damaged_journals_printed_steps_run_through_bash_and_leave_the_release(builder, tmp_path, kind):
+    """Every step of the message is a command; run as printed, then `revert`, the target is the release byte
+    for byte with no .fixpack/ left (revert's 'nothing to do' removes an empty one). The plain copy had a fix
+    applied before the killed run: its manifest stays, stale, and revert removes it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO, git
+    base = numbered(30)
+    files = {MOD: base, "demo_pkg/b.py": base}
+    release = builder.tree("release", files)
+    git(release, "init", "-q")
+    git(release, "add", "-A")
+    git(release, "commit", "-qm", "release")
+    builder.commit = git(release, "rev-parse", "HEAD").strip()
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {"demo_pkg/b.py": base, "demo_pkg/new.py": None},
+                    {"demo_pkg/b.py": base.replace("line 9\n", "nine\n"), "demo_pkg/new.py": "made by two\n"},
+                    opt_in=True)
+    builder.profile(["one"], ["two"], extra_targets=f'source = {{ git = "{release}", ref = "{builder.commit}" }}')
+    builder.lock(release)
+    target = release if kind == "git checkout" else tmp_path / "image"
+    if kind == "plain copy":
+        shutil.copytree(release, target, ignore=shutil.ignore_patterns(".git"))
+        (target / "demo_pkg/_version.py").write_text(f"__version__ = '1.0'\n__commit_id__ = 'g{builder.commit}'\n")
+    clean = snapshot(target)
+    cli = [sys.executable, "-m", "fixpack.cli"]
+    args = ["--pack", str(builder.pack), "-p", "p1", "--root", f"demo={target}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if kind == "plain copy":
+        subprocess.run([*cli, "apply", *args], env=env, check=True, capture_output=True)
+    killed = subprocess.run([*cli, "apply", *args, "two"], env={**env, "FIXPACK_FAULT_AT": "3"}, capture_output=True)
+    assert killed.returncode == 137 and (target / ".fixpack/journal.json").exists()
+    (target / ".fixpack/journal/0").write_bytes(b"not what it held\n")
+    said = subprocess.run([*cli, "revert", *args], env=env, capture_output=True, text=True)
+    assert said.returncode == 3 and ": entry 0: the backup of " in said.stderr, said.stderr
+    one, two = _steps(" ".join(said.stderr.split()))
+    assert ("git -C" in one) == (kind == "git checkout") and f"rm -f -- {target}/demo_pkg/new.py" in one, one
+    for step in (one, two):
+        subprocess.run(["bash", "-c", step], cwd=tmp_path, env=env, check=True, capture_output=True)
+    again = subprocess.run([*cli, "revert", *args], env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert snapshot(target) == clean and not (target / ".fixpack").exists()
+
+
+def test_revert_with_nothing_to_revert_removes_an_empty_state_folder(world):
+    """The target as the release had it: an empty .fixpack/ (a damaged journal removed by hand) is not left."""
+    b, target, _outside = world
+    assert engine.revert(b.request(target)).ok and not (target / ".fixpack").exists()
+    (target / ".fixpack").mkdir()
+    assert engine.revert(b.request(target, dry_run=True)).ok and (target / ".fixpack").is_dir()
+    assert engine.revert(b.request(target)).ok and not (target / ".fixpack").exists()
