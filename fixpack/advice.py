@@ -86,20 +86,30 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> str | None:
     files its journal (``raw``) names and every file the lock knows on that target (so that a manifest left
     from before lists only release files: stale, replaced by apply, removed by revert). A file the release
     does not have is removed. None when no file can be named."""
-    import shlex
+    clean = release_has(ctx, ft)
+    for path, existed in journal_named(raw).items():
+        clean.setdefault(path, existed)
+    return to_release(ctx, ft, sorted(clean), clean) if clean else None
 
-    named = journal_named(raw)
-    clean: dict[str, bool] = {}  # path -> the release has it (the lock's first pre-image along the chain)
+
+def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:
+    """Each file the run's lock knows on ``ft``'s target -> whether the clean release has it (the first
+    pre-image along the profile's chain); empty without a lock."""
+    out: dict[str, bool] = {}
     for fix in ctx.lock.fixes:
         if fix.target == ft.spec.name:
             for f in fix.files:
-                clean.setdefault(f.path, f.pre is not None)
-    for path, existed in named.items():
-        clean.setdefault(path, existed)
-    if not clean:
-        return None
-    gone = [shlex.quote(str(ft.root / p)) for p, there in sorted(clean.items()) if not there]
-    back = [p for p, there in sorted(clean.items()) if there]
+                out.setdefault(f.path, f.pre is not None)
+    return out
+
+
+def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: dict[str, bool]) -> str:
+    """The command that puts ``paths`` back as the clean release has them: removed where ``has`` says the
+    release lacks the file (a fix created it), restored (:func:`restore_how`) otherwise."""
+    import shlex
+
+    gone = [shlex.quote(str(ft.root / p)) for p in paths if has.get(p) is False]
+    back = [p for p in paths if has.get(p) is not False]
     steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back)] if back else [])
     return " && ".join(steps)
 
@@ -125,7 +135,7 @@ def _back_to_release(ctx: Context, ft: FoundTarget, recorded: list[str]) -> str:
     again = "revert again: it then removes the stale manifest" if ctx.report.command == "revert" else \
         "apply again: it then replaces the stale manifest and applies the fixes afresh"
     return (f"next: undo that change, or put every file the manifest lists back to the clean release: "
-            f"{restore_how(ctx, ft, recorded)}; then run {again}")
+            f"{to_release(ctx, ft, recorded, release_has(ctx, ft))}; then run {again}")
 
 
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:

@@ -59,6 +59,36 @@ def test_a_tampered_fix_says_how_to_get_back_and_the_way_works(checkout, tmp_pat
     assert engine.revert(b.request(root)).ok and snapshot(root) == clean
 
 
+@pytest.mark.parametrize("as_git", [True, False])
+def test_a_tampered_fix_that_created_a_file_gets_a_step_that_removes_it(builder, tmp_path, as_git):
+    """The manifest lists a file a fix created, which the release lacks: the step removes it (a copy or a git
+    checkout of it would fail and stop the step), and the fixes apply afresh after it."""
+    base = numbered(30)
+    root = builder.tree("clean", {MOD: base})
+    if as_git:
+        git(root, "init", "-q")
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", "release")
+        builder.commit = git(root, "rev-parse", "HEAD").strip()
+    new = "demo_pkg/new.py"
+    builder.add_fix("one", {MOD: base, new: None}, {MOD: base.replace("line 3\n", "three\n"), new: "NEW = 1\n"})
+    builder.profile(["one"])
+    builder.lock(root)
+    clean = snapshot(root)
+    assert engine.apply(b_req := builder.request(root)).ok
+    (root / MOD).write_text((root / MOD).read_text().replace("line 7\n", "seven, by hand\n"))
+    r = engine.status(b_req)
+    assert r.fix("one").state == "tampered"
+    said = _next(r, "one")
+    step = said.split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
+    assert step.startswith(f"rm -f -- {root / new} && ") and step.count(new) == 1, step
+    if as_git:  # (a plain tree's copy step: test_restore_commands_for_a_site_packages_folder_and_a_plain_tree)
+        _run_as_written(step, tmp_path)
+        assert not (root / new).exists() and (root / MOD).read_text() == base
+        assert engine.apply(b_req).ok and (root / new).read_text() == "NEW = 1\n"
+        assert engine.revert(b_req).ok and snapshot(root) == clean
+
+
 def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
     b, root = checkout
     (root / MOD).write_text((root / MOD).read_text().replace("line 2\n", "line two, by hand\n"))
