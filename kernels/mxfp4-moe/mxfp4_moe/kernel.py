@@ -660,9 +660,13 @@ MMA_CONFIG = {
 # EP shares, README); pdl: programmatic dependent launch (sm_90+); persistent: N > 0 runs each GEMM as a flat
 # grid of at most N resident programs per SM walking the items (slower on the H200, README "third round");
 # ranked: batches of 1-8 tokens run ranked_kernel (the device-ranked work list, K splits sized on the device
-# for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part)
+# for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part;
+# ranked_stages N >= 2: weight tiles through a cp.async ring of N slots in shared memory, 0 register loads;
+# ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
+# that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
-                "ranked_per_sm": 24, "ranked_min_iters": 2}
+                "ranked_per_sm": 24, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_maxnreg_gate_up": None,
+                "ranked_wave_cost": 0}
 
 
 def default_config(decode: str) -> dict:
@@ -792,6 +796,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
                                              pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
+                                             stages=config.get("ranked_stages", 0),
+                                             maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
+                                             wave_cost=config.get("ranked_wave_cost", 0),
                                              partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
