@@ -663,10 +663,12 @@ MMA_CONFIG = {
 # for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part;
 # ranked_stages N >= 2: weight tiles through a cp.async ring of N slots in shared memory, 0 register loads;
 # ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
-# that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; README "fifth round")
+# that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; ranked_stages_down:
+# the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
+# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8); README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
-                "ranked_per_sm": 24, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_maxnreg_gate_up": None,
-                "ranked_wave_cost": 0}
+                "ranked_per_sm": 24, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
+                "ranked_maxnreg_gate_up": None, "ranked_wave_cost": 0, "ranked_few": {}}
 
 
 def default_config(decode: str) -> dict:
@@ -792,11 +794,14 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         from . import ranked_kernel
         ranked = ranked_kernel.fits(ex)
     if ranked:
+        if min(T * topk, ex.num_local) <= 8:  # at most 8 experts can be routed here (batch 1 of top-8)
+            config = {**config, **config.get("ranked_few", {})}
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
                                              pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
                                              stages=config.get("ranked_stages", 0),
+                                             stages_down=config.get("ranked_stages_down"),
                                              maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
                                              wave_cost=config.get("ranked_wave_cost", 0),
                                              partials=partials, last_launch=LAST_LAUNCH)

@@ -312,13 +312,13 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
-                    maxnreg_gate_up: int | None = None, wave_cost: int = 0,
+                    maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     last_launch: dict | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
     registers one at a time; 2..8 streams them through a cp.async ring of that many slots in shared memory
-    (``stages_smem`` bytes a program; sm_80+). maxnreg_gate_up: a register cap for the gate/up GEMM alone
+    (``stages_smem`` bytes a program; sm_80+); stages_down, if given, the down GEMM's (else ``stages``). maxnreg_gate_up: a register cap for the gate/up GEMM alone
     (maxnreg caps both). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
     mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8."""
     T, L = x.shape
@@ -333,8 +333,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)} (contiguous)")
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
         raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
-    if not isinstance(stages, int) or not (stages == 0 or 2 <= stages <= 8):
-        raise ValueError(f"ranked_stages must be 0 (register loads) or 2..8 (ring slots), got {stages!r}")
+    stages_down = stages if stages_down is None else stages_down
+    for name, st in (("ranked_stages", stages), ("ranked_stages_down", stages_down)):
+        if not isinstance(st, int) or not (st == 0 or 2 <= st <= 8):
+            raise ValueError(f"{name} must be 0 (register loads) or 2..8 (ring slots), got {st!r}")
     (bn1, bk1), (bn2, bk2) = ex.tiles
     grid_n1, grid_n2 = 2 * I // bn1, L // bn2
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, min_iters)
@@ -351,6 +353,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     opts = ({"launch_pdl": pdl and gdc, "GDC": gdc, "num_warps": 1, "TOPK": topk, "TOPK_P2": _pow2(topk),
              "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost} | ({"maxnreg": maxnreg} if maxnreg else {}))
     opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
+    opts2 = opts | {"STAGES": stages_down}
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
     # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
@@ -371,11 +374,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts)
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2)
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
-                            "max_splits": (max1, max2), "launches": 2 if partials else 3})
+                            "max_splits": (max1, max2), "launches": 2 if partials else 3,
+                            "stages": (stages, stages_down)})
     return out

@@ -119,11 +119,14 @@ def test_ranked_tp_partials(cfg):
     assert _counters_zero()
 
 
-@pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 3, "ranked_maxnreg_gate_up": 96}])
+@pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 2, "ranked_stages_down": 0, "ranked_maxnreg_gate_up": 96,
+                                      "ranked_few": {"ranked_stages": 3, "ranked_stages_down": 3}}])
 def test_ranked_muse_shapes(cfg):
     """The muse shapes as benchmarked: EP8 (32 local experts of 4096; batch 1 and 4 route one or two here)
-    and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4; register loads and the ring."""
+    and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4; register loads, and the rings (3 slots
+    at batch 1, where at most 8 experts can be routed here: ranked_few; 2 for the gate/up GEMM above)."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
+    from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
     v = load_variant("muse")
     ex8 = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
@@ -132,6 +135,8 @@ def test_ranked_muse_shapes(cfg):
     for tokens in (1, 4):
         assert_ok(check_case(ex8, ex8_t, tokens, "random", v.experts, v.top_k, 45000 + tokens, "cuda", "gluon",
                              {**RANKED, **cfg}), f"muse ep8 batch {tokens}")
+        if cfg:
+            assert LAST_LAUNCH["stages"] == ((3, 3) if tokens == 1 else (2, 0)), LAST_LAUNCH["stages"]
     del ex8, ex8_t
     local = v.experts // (v.cards // v.tp_split)
     ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
