@@ -665,10 +665,22 @@ MMA_CONFIG = {
 # ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
 # that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; ranked_stages_down:
 # the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
-# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8); README "fifth round")
+# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there);
+# README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 24, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": None, "ranked_wave_cost": 0, "ranked_few": {}}
+                "ranked_maxnreg_gate_up": None, "ranked_wave_cost": 0,
+                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16}}
+RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
+
+
+def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
+    """The ranked kernels' configuration for a chunk of ``pairs`` (token, slot) pairs on a card holding
+    ``n_local`` experts: ``config`` with its ``ranked_few`` overrides where at most RANKED_FEW_EXPERTS experts
+    can be routed here (min(pairs, n_local); batch 1 of top-8), else ``config`` as it is."""
+    if min(pairs, n_local) <= RANKED_FEW_EXPERTS and config.get("ranked_few"):
+        return {**config, **config["ranked_few"]}
+    return config
 
 
 def default_config(decode: str) -> dict:
@@ -794,8 +806,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         from . import ranked_kernel
         ranked = ranked_kernel.fits(ex)
     if ranked:
-        if min(T * topk, ex.num_local) <= 8:  # at most 8 experts can be routed here (batch 1 of top-8)
-            config = {**config, **config.get("ranked_few", {})}
+        config = ranked_config(config, T * topk, ex.num_local)
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),

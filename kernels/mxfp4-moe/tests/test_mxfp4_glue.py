@@ -258,3 +258,15 @@ def test_ranked_refuses_bad_ring_and_wave_options():
     with pytest.raises(ValueError, match="ranked_wave_cost"):
         rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, wave_cost=-1)
     assert rk.stages_smem(3, 32, 256) == 3 * (4096 + 256)
+
+
+def test_ranked_few_overrides_where_few_experts_can_be_routed():
+    """kernel.ranked_config: the ``ranked_few`` overrides (by default the 3-slot cp.async ring with 16 programs
+    an SM) apply where at most 8 experts can be routed to the card (batch 1 of top-8, or a card of 8 or fewer
+    experts), not from batch 2 on."""
+    from mxfp4_moe.kernel import GLUON_CONFIG, ranked_config
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_stages"] == 3
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_per_sm"] == 16
+    assert ranked_config(GLUON_CONFIG, 16, 128) is GLUON_CONFIG and GLUON_CONFIG["ranked_stages"] == 0
+    assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
+    assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
