@@ -665,12 +665,13 @@ MMA_CONFIG = {
 # ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
 # that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; ranked_stages_down:
 # the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
-# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there);
-# README "fifth round")
+# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there, 16
+# programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
+# 20 of its one-warp programs stay resident as the down GEMM's do); README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
-                "ranked_per_sm": 24, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": None, "ranked_wave_cost": 0,
-                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16}}
+                "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
+                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0,
+                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
