@@ -670,7 +670,7 @@ MMA_CONFIG = {
 # 20 of its one-warp programs stay resident as the down GEMM's do); README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0,
+                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 4,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
@@ -816,6 +816,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              stages_down=config.get("ranked_stages_down"),
                                              maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
                                              wave_cost=config.get("ranked_wave_cost", 0),
+                                             fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

@@ -161,7 +161,8 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
-                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr):
+                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
+                 FIX_UNROLL: gl.constexpr):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -264,8 +265,10 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
             if done == split - 1:
                 _fence_gpu()
                 tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                for s in range(split):
-                    tot += gl.load(p_ptrs + s * stride_hk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                for q0 in range(0, split, FIX_UNROLL):  # FIX_UNROLL parts' loads in flight at once
+                    for j in gl.static_range(FIX_UNROLL):
+                        tot += gl.load(p_ptrs + (q0 + j) * stride_hk, mask=p_mask & (q0 + j < split), other=0.0,
+                                       cache_modifier=".cg")
                 gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
                 _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
         else:
@@ -284,7 +287,8 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                         GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, GATE_UP: gl.constexpr,
                         W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, ZERO_BLOCK: gl.constexpr,
-                        GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0):
+                        GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
+                        FIX_UNROLL: gl.constexpr = 1):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel]."""
     _gdc_launch_dependents(GDC)
@@ -300,7 +304,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                      stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                     STAGES)
+                     STAGES, FIX_UNROLL)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     if GATE_UP:
         zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
@@ -313,13 +317,14 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
-                    last_launch: dict | None = None) -> torch.Tensor:
+                    fixup_unroll: int = 1, last_launch: dict | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
     registers one at a time; 2..8 streams them through a cp.async ring of that many slots in shared memory
     (``stages_smem`` bytes a program; sm_80+); stages_down, if given, the down GEMM's (else ``stages``). maxnreg_gate_up: a register cap for the gate/up GEMM alone
-    (maxnreg caps both). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
+    (maxnreg caps both). fixup_unroll: the gate/up split's last part loads that many parts at once (1, 2, 4
+    or 8; 1: one after the other). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
     mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8."""
     T, L = x.shape
     topk = ids.shape[1]
@@ -342,6 +347,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, min_iters)
     budget = per_sm * sms
     bound = min(P, ex.num_local)
+    if fixup_unroll not in (1, 2, 4, 8):
+        raise ValueError(f"ranked_fixup_unroll must be 1, 2, 4 or 8, got {fixup_unroll!r}")
     if not isinstance(wave_cost, int) or wave_cost < 0:
         raise ValueError(f"ranked_wave_cost must be a non-negative integer (K tiles; 0: off), got {wave_cost!r}")
     g1 = grid_size(bound, grid_n1, max1, budget, L // bk1, wave_cost)
@@ -351,7 +358,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9
     opts = ({"launch_pdl": pdl and gdc, "GDC": gdc, "num_warps": 1, "TOPK": topk, "TOPK_P2": _pow2(topk),
-             "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost} | ({"maxnreg": maxnreg} if maxnreg else {}))
+             "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll} | ({"maxnreg": maxnreg} if maxnreg else {}))
     opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
     opts2 = opts | {"STAGES": stages_down}
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)

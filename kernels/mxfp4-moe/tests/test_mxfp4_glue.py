@@ -255,6 +255,8 @@ def test_ranked_refuses_bad_ring_and_wave_options():
     for bad in (1, 9, -1, 2.0):
         with pytest.raises(ValueError, match="ranked_stages"):
             rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, stages=bad)
+    with pytest.raises(ValueError, match="ranked_fixup_unroll"):
+        rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, fixup_unroll=3)
     with pytest.raises(ValueError, match="ranked_wave_cost"):
         rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, wave_cost=-1)
     assert rk.stages_smem(3, 32, 256) == 3 * (4096 + 256)

@@ -39,13 +39,15 @@ def _counters_zero() -> bool:
 @pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_stages": 3}, {"ranked_stages": 2, "ranked_per_sm": 1},
                                  {"ranked_stages": 4, "ranked_per_sm": 512, "ranked_min_iters": 1},
-                                 {"ranked_wave_cost": 2, "ranked_per_sm": 20}, {"ranked_maxnreg_gate_up": 96}])
+                                 {"ranked_wave_cost": 2, "ranked_per_sm": 20}, {"ranked_maxnreg_gate_up": 96},
+                                 {"ranked_fixup_unroll": 4, "ranked_per_sm": 512, "ranked_min_iters": 1}])
 def test_ranked_every_batch_1_to_8(cfg):
     """Batches 1..8 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere), all tokens to
     the same experts, top-1; splits at the default budget, none (1 program per SM), and the largest (one K
     tile per part); three calls in a row. The same through the cp.async ring (ranked_stages: 3 slots, 2
     slots over 8 K tiles a part, 4 slots over 1 tile a part: the copies past the part masked off), with the
-    wave rule's splits, and with the gate/up GEMM's registers capped."""
+    wave rule's splits, with the gate/up GEMM's registers capped, and with the split's last part loading 4 parts
+    at once (4 parts here: one load round)."""
     from mxfp4_moe import ranked_kernel
     from mxfp4_moe.kernel import LAST_LAUNCH
     from _kernel_cases import assert_ok, check_case
