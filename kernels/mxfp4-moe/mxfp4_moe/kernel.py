@@ -667,10 +667,11 @@ MMA_CONFIG = {
 # the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
 # routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there, 16
 # programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
-# 20 of its one-warp programs stay resident as the down GEMM's do); README "fifth round")
+# 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
+# last part loads that many parts at once (4 measured the same as 1: off); README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 4,
+                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
