@@ -20,6 +20,12 @@ per (slot, row block) that goes back to 0) which also zeroes the output buffers,
 parts are added (atomics) into the zeroed pre-norm rows [pairs, L], then (not partials) kernel.norm_combine.
 Every program waits for the previous kernel before it ends, so a kernel's completion implies its
 predecessor's (the counters and the zeroed buffers rely on that under programmatic dependent launch).
+
+Fifth round (README): ``stages`` >= 2 streams each program's weight tiles through a cp.async ring of that
+many shared-memory slots (stages - 1 tiles in flight; on by default at batch 1, kernel.ranked_config);
+``maxnreg_gate_up`` caps the gate/up GEMM's registers (96 from batch 2: 20 resident programs an SM);
+``wave_cost`` switches run_split to a rule that counts waves; ``fixup_unroll`` loads the split's parts
+several at a time. Shared memory a program holds: ``stages_smem``.
 """
 
 from __future__ import annotations
