@@ -42,6 +42,8 @@ from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 # cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
 _cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
+# a barrier of the program's threads: Triton 3.6 gl.thread_barrier, 3.9 gl.barrier
+_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
 def fits(ex) -> bool:
@@ -234,11 +236,11 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     _gdc_wait(GDC)  # activations come from the previous kernel; every write below follows it too
     if STAGES > 1:
         for it in range(iters):
-            gl.thread_barrier()  # every lane has read the slot refilled now (tile it - 1's)
+            _cta_barrier()  # every lane has read the slot refilled now (tile it - 1's)
             _ring_issue(wsm, ssm, w_ptrs, s_ptrs, it + STAGES - 1, iters, STAGES, TILE_WORDS, TILE_SCALES, W4, S3)
             xp = gl.load(x_ptrs + it * (BLOCK_K // 2), mask=x_mask, other=0)
             _async_copy.wait_group(STAGES - 1)  # this lane's copies of tile it have landed
-            gl.thread_barrier()  # and every other lane's
+            _cta_barrier()  # and every other lane's
             wq = wsm.index(it % STAGES).load(W4)
             ws = ssm.index(it % STAGES).load(S3)
             acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
