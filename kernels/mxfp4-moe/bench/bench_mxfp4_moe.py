@@ -244,6 +244,9 @@ def main() -> int:
     ap.add_argument("--no-baselines", action="store_true", help="the kernel column, its steady time and the floors only")
     ap.add_argument("--profile", action="store_true", help="print the kernel column's device time per kernel")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--ab", help="JSON {label: config overrides}: per point, also time each (one call, steady, error) "
+                    "on the same routing draw and weights, right after the kernel column (same-run comparisons)")
+    ap.add_argument("--seed", type=int, default=1, help="the routing draws' seed (another seed: other draws)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
@@ -295,7 +298,8 @@ def main() -> int:
             cards[(n_local, isize)] = c
         return cards[(n_local, isize)]
 
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(args.seed)
+    ab = json.loads(args.ab) if args.ab else {}
     results = {"device": dev.name, "copy_bw": copy_bw, "variant": v.name, "points": [], "sweep": [],
                "empty_us": empty_kernel_us()}
     print(f"empty kernel replayed in a graph: {results['empty_us']:.1f} us")
@@ -382,6 +386,23 @@ def main() -> int:
                                                                           dev.multi_processor_count)
                 except Exception as exc:  # noqa: BLE001
                     print(f"{kind} batch {batch} read floor: {type(exc).__name__}: {str(exc)[:300]}")
+            for label, over in ab.items():
+                conf = {**kconf, **over}
+                try:
+                    out = mxfp4_moe_experts(x, ids, w, ex_k, decode=args.decode, config=conf, partials=partials)
+                    row = {"err": ((out - ref).norm() / ref.norm()).item(),
+                           "one_us": graph_time_us(lambda conf=conf: mxfp4_moe_experts(
+                               x, ids, w, ex_k, decode=args.decode, config=conf, partials=partials))}
+                    if args.layers and c["copies"]:
+                        row["steady_us"] = steady_time_us(lambda e, conf=conf: (lambda: mxfp4_moe_experts(
+                            x, ids, w, e, decode=args.decode, config=conf, partials=partials)), c["copies"])
+                        if point.get("floor_us"):
+                            row["pct_floor"] = 100 * point["floor_us"] / row["steady_us"]
+                except Exception as exc:  # noqa: BLE001 - report and go on with the other configurations
+                    row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                point.setdefault("ab", {})[label] = row
+                print(f"ab {kind} b{batch} e{point['experts_read']} {label}: " + json.dumps(
+                    {k: (round(val, 4 if k == "err" else 2) if isinstance(val, float) else val) for k, val in row.items()}))
             if args.profile and kind in ("local", v.served_routing):
                 try:  # without programmatic dependent launch: a kernel's device time would include its wait
                     point["profile"] = profile_kernels(lambda: mxfp4_moe_experts(

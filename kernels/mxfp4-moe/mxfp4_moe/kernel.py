@@ -660,9 +660,29 @@ MMA_CONFIG = {
 # EP shares, README); pdl: programmatic dependent launch (sm_90+); persistent: N > 0 runs each GEMM as a flat
 # grid of at most N resident programs per SM walking the items (slower on the H200, README "third round");
 # ranked: batches of 1-8 tokens run ranked_kernel (the device-ranked work list, K splits sized on the device
-# for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part)
+# for the experts routed to this card; ranked_per_sm programs per SM, ranked_min_iters K tiles per part;
+# ranked_stages N >= 2: weight tiles through a cp.async ring of N slots in shared memory, 0 register loads;
+# ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
+# that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; ranked_stages_down:
+# the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
+# routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there, 16
+# programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
+# 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
+# last part loads that many parts at once (4 measured the same as 1: off); README "fifth round")
 GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
-                "ranked_per_sm": 24, "ranked_min_iters": 2}
+                "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
+                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
+                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
+RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
+
+
+def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
+    """The ranked kernels' configuration for a chunk of ``pairs`` (token, slot) pairs on a card holding
+    ``n_local`` experts: ``config`` with its ``ranked_few`` overrides where at most RANKED_FEW_EXPERTS experts
+    can be routed here (min(pairs, n_local); batch 1 of top-8), else ``config`` as it is."""
+    if min(pairs, n_local) <= RANKED_FEW_EXPERTS and config.get("ranked_few"):
+        return {**config, **config["ranked_few"]}
+    return config
 
 
 def default_config(decode: str) -> dict:
@@ -788,10 +808,16 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         from . import ranked_kernel
         ranked = ranked_kernel.fits(ex)
     if ranked:
+        config = ranked_config(config, T * topk, ex.num_local)
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
                                              pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
+                                             stages=config.get("ranked_stages", 0),
+                                             stages_down=config.get("ranked_stages_down"),
+                                             maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
+                                             wave_cost=config.get("ranked_wave_cost", 0),
+                                             fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

@@ -20,6 +20,12 @@ per (slot, row block) that goes back to 0) which also zeroes the output buffers,
 parts are added (atomics) into the zeroed pre-norm rows [pairs, L], then (not partials) kernel.norm_combine.
 Every program waits for the previous kernel before it ends, so a kernel's completion implies its
 predecessor's (the counters and the zeroed buffers rely on that under programmatic dependent launch).
+
+Fifth round (README): ``stages`` >= 2 streams each program's weight tiles through a cp.async ring of that
+many shared-memory slots (stages - 1 tiles in flight; on by default at batch 1, kernel.ranked_config);
+``maxnreg_gate_up`` caps the gate/up GEMM's registers (96 from batch 2: 20 resident programs an SM);
+``wave_cost`` switches run_split to a rule that counts waves; ``fixup_unroll`` loads the split's parts
+several at a time. Shared memory a program holds: ``stages_smem``.
 """
 
 from __future__ import annotations
@@ -27,12 +33,17 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 
 from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales,
                            _store_act, _tokens, layouts)
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
+# cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
+_cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
+# a barrier of the program's threads: Triton 3.6 gl.thread_barrier, 3.9 gl.barrier
+_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
 def fits(ex) -> bool:
@@ -56,17 +67,30 @@ def max_split(k_tiles: int, min_iters: int) -> int:
     return s
 
 
-def run_split(n_own: int, grid_n: int, max_s: int, budget: int) -> int:
-    """The K split the kernel picks for ``n_own`` owning slots (what _run_split computes on the device)."""
-    s = 1
-    while s * 2 <= max_s and n_own * grid_n * s * 2 <= budget:
+def run_split(n_own: int, grid_n: int, max_s: int, budget: int, k_tiles: int = 0, wave_cost: int = 0) -> int:
+    """The K split the kernel picks for ``n_own`` owning slots (what _run_split computes on the device).
+
+    wave_cost 0: doubled while the items (n_own x grid_n x split) stay within ``budget`` programs. wave_cost
+    c > 0 (the wave rule): ``budget`` is the programs resident at once, and the split (a power of two up to
+    max_s) minimizes waves x time per item, ceil(items / budget) x (k_tiles / split + c), c being an item's
+    fixed cost (ids, ranks, the first round trip, the store) in K tiles; ties go to the smaller split."""
+    if wave_cost <= 0:
+        s = 1
+        while s * 2 <= max_s and n_own * grid_n * s * 2 <= budget:
+            s *= 2
+        return s
+    best, best_cost, s = 1, -(-n_own * grid_n // budget) * (k_tiles + wave_cost), 2
+    while s <= max_s:
+        cost = -(-n_own * grid_n * s // budget) * (k_tiles // s + wave_cost)
+        if cost < best_cost:
+            best, best_cost = s, cost
         s *= 2
-    return s
+    return best
 
 
-def grid_size(bound: int, grid_n: int, max_s: int, budget: int) -> int:
+def grid_size(bound: int, grid_n: int, max_s: int, budget: int, k_tiles: int = 0, wave_cost: int = 0) -> int:
     """Programs to launch: the longest list any 1..bound owning slots make (one item a program)."""
-    return max(n * grid_n * run_split(n, grid_n, max_s, budget) for n in range(1, bound + 1))
+    return max(n * grid_n * run_split(n, grid_n, max_s, budget, k_tiles, wave_cost) for n in range(1, bound + 1))
 
 
 @gluon.jit
@@ -104,11 +128,40 @@ def _rank_owners(ids_ptr, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.
 
 
 @gluon.jit
-def _run_split(n_own, GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, budget):
+def _run_split(n_own, GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, budget, K_TILES: gl.constexpr,
+               WAVE_COST: gl.constexpr):
+    """run_split on the device (the same rule, the same ties)."""
     split = n_own * 0 + 1
-    for _s in gl.static_range(LOG_MAX):
-        split = gl.where(n_own * GRID_N * split * 2 <= budget, split * 2, split)
+    if WAVE_COST > 0:
+        best = ((n_own * GRID_N + budget - 1) // budget) * (K_TILES + WAVE_COST)
+        for i in gl.static_range(1, LOG_MAX + 1):
+            cost = ((n_own * GRID_N * (1 << i) + budget - 1) // budget) * (K_TILES // (1 << i) + WAVE_COST)
+            take = cost < best
+            split = gl.where(take, 1 << i, split)
+            best = gl.where(take, cost, best)
+    else:
+        for _s in gl.static_range(LOG_MAX):
+            split = gl.where(n_own * GRID_N * split * 2 <= budget, split * 2, split)
     return split
+
+
+def stages_smem(stages: int, block_n: int, block_k: int) -> int:
+    """Shared memory bytes a program's ring holds: ``stages`` weight tiles (BLOCK_N x BLOCK_K / 2 bytes) and
+    their E8M0 scales (BLOCK_N x BLOCK_K / 32 bytes)."""
+    return stages * (block_n * block_k // 2 + block_n * block_k // 32)
+
+
+@gluon.jit
+def _ring_issue(wsm, ssm, w_ptrs, s_ptrs, i, iters, STAGES: gl.constexpr, TILE_WORDS: gl.constexpr,
+                TILE_SCALES: gl.constexpr, W4: gl.constexpr, S3: gl.constexpr):
+    """cp.async of K tile i (its words and scales) into ring slot i % STAGES, none past ``iters`` (the
+    copies are masked off: no bytes read), then one commit group (empty ones too: the waits count groups)."""
+    slot = i % STAGES
+    w_ok = (gl.full(w_ptrs.shape, 0, gl.int32, layout=W4) + i) < iters
+    s_ok = (gl.full(s_ptrs.shape, 0, gl.int32, layout=S3) + i) < iters
+    _cp_async(wsm.index(slot), w_ptrs + i * TILE_WORDS, mask=w_ok)
+    _cp_async(ssm.index(slot), s_ptrs + i * TILE_SCALES, mask=s_ok)
+    _async_copy.commit_group()
 
 
 @gluon.jit
@@ -116,12 +169,16 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
-                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr):
+                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
+                 FIX_UNROLL: gl.constexpr):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
     stride_hk ([parts, pairs, 2I]) and the tile's last part adds them and stores act. Down: the part is added
-    (relaxed atomics) into y [pairs, L] fp32, zeroed by the gate/up kernel."""
+    (relaxed atomics) into y [pairs, L] fp32, zeroed by the gate/up kernel. STAGES > 1: the weight tiles and
+    their scales go through a ring of STAGES slots in shared memory (cp.async), STAGES - 1 tiles requested
+    ahead of the one decoded (the first ones before the wait on the previous kernel); 0: register loads, one
+    tile ahead of none."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -151,9 +208,19 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     X3: gl.constexpr = gl.SliceLayout(3, X4)
     xs: gl.constexpr = gl.SliceLayout(3, X3)
     xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
-    # the first tile's weights before the wait on the previous kernel (weights are never written)
-    wq = gl.load(w_ptrs)
-    ws = gl.load(s_ptrs)
+    if STAGES > 1:
+        # the ring: slot order [row, c, h, word] with h slowest, so a warp's 16-byte pieces (8 lanes: 4 c x 2
+        # rows) are 128 contiguous bytes of shared memory, for the copies and the loads alike
+        wsm = gl.allocate_shared_memory(gl.int32, [STAGES, BLOCK_N, 4, JH, 4],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[3, 1, 0, 2]))
+        ssm = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 4, QH],
+                                        gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+        for s0 in gl.static_range(STAGES - 1):  # before the wait on the previous kernel (weights never change)
+            _ring_issue(wsm, ssm, w_ptrs, s_ptrs, s0, iters, STAGES, TILE_WORDS, TILE_SCALES, W4, S3)
+    else:
+        # the first tile's weights before the wait on the previous kernel (weights are never written)
+        wq = gl.load(w_ptrs)
+        ws = gl.load(s_ptrs)
     has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
     if GATE_UP:
         a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
@@ -167,16 +234,27 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
     _gdc_wait(GDC)  # activations come from the previous kernel; every write below follows it too
-    xp = gl.load(x_ptrs, mask=x_mask, other=0)
-    acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-    for _it in range(1, iters):
-        w_ptrs += TILE_WORDS
-        s_ptrs += TILE_SCALES
-        x_ptrs += BLOCK_K // 2
-        wq = gl.load(w_ptrs)
-        ws = gl.load(s_ptrs)
+    if STAGES > 1:
+        for it in range(iters):
+            _cta_barrier()  # every lane has read the slot refilled now (tile it - 1's)
+            _ring_issue(wsm, ssm, w_ptrs, s_ptrs, it + STAGES - 1, iters, STAGES, TILE_WORDS, TILE_SCALES, W4, S3)
+            xp = gl.load(x_ptrs + it * (BLOCK_K // 2), mask=x_mask, other=0)
+            _async_copy.wait_group(STAGES - 1)  # this lane's copies of tile it have landed
+            _cta_barrier()  # and every other lane's
+            wq = wsm.index(it % STAGES).load(W4)
+            ws = ssm.index(it % STAGES).load(S3)
+            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+    else:
         xp = gl.load(x_ptrs, mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+        for _it in range(1, iters):
+            w_ptrs += TILE_WORDS
+            s_ptrs += TILE_SCALES
+            x_ptrs += BLOCK_K // 2
+            wq = gl.load(w_ptrs)
+            ws = gl.load(s_ptrs)
+            xp = gl.load(x_ptrs, mask=x_mask, other=0)
+            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
     acc = acc * _MMA_UNSCALE
     pl_n: gl.constexpr = gl.SliceLayout(1, mma)
     pl_m: gl.constexpr = gl.SliceLayout(0, mma)
@@ -195,8 +273,10 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
             if done == split - 1:
                 _fence_gpu()
                 tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                for s in range(split):
-                    tot += gl.load(p_ptrs + s * stride_hk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                for q0 in range(0, split, FIX_UNROLL):  # FIX_UNROLL parts' loads in flight at once
+                    for j in gl.static_range(FIX_UNROLL):
+                        tot += gl.load(p_ptrs + (q0 + j) * stride_hk, mask=p_mask & (q0 + j < split), other=0.0,
+                                       cache_modifier=".cg")
                 gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
                 _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
         else:
@@ -215,13 +295,14 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                         GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, GATE_UP: gl.constexpr,
                         W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, ZERO_BLOCK: gl.constexpr,
-                        GDC: gl.constexpr):
+                        GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
+                        FIX_UNROLL: gl.constexpr = 1):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel]."""
     _gdc_launch_dependents(GDC)
     g = gl.program_id(0)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
-    split = _run_split(n_own, GRID_N, LOG_MAX, budget)
+    split = _run_split(n_own, GRID_N, LOG_MAX, budget, K // BLOCK_K, WAVE_COST)
     per_k = n_own * GRID_N
     if g < per_k * split:
         r = g % n_own
@@ -230,7 +311,8 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         e = gl.sum(gl.where(sel, ids, 0), axis=0)
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
-                     stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC)
+                     stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
+                     STAGES, FIX_UNROLL)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     if GATE_UP:
         zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
@@ -241,12 +323,17 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
 
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
-                    pdl: bool = True, maxnreg: int | None = None, partials: bool = False,
-                    last_launch: dict | None = None) -> torch.Tensor:
+                    pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
+                    maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
+                    fixup_unroll: int = 1, last_launch: dict | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
-    with budget per_sm x sms programs and min_iters K tiles per part). Raises ValueError for more than 8
-    tokens or top-k above 8 (the ranks are a 64-bit mask of the slots) or weights not in the tiled layout."""
+    with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
+    registers one at a time; 2..8 streams them through a cp.async ring of that many slots in shared memory
+    (``stages_smem`` bytes a program; sm_80+); stages_down, if given, the down GEMM's (else ``stages``). maxnreg_gate_up: a register cap for the gate/up GEMM alone
+    (maxnreg caps both). fixup_unroll: the gate/up split's last part loads that many parts at once (1, 2, 4
+    or 8; 1: one after the other). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
+    mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -259,18 +346,29 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)} (contiguous)")
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
         raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
+    stages_down = stages if stages_down is None else stages_down
+    for name, st in (("ranked_stages", stages), ("ranked_stages_down", stages_down)):
+        if not isinstance(st, int) or not (st == 0 or 2 <= st <= 8):
+            raise ValueError(f"{name} must be 0 (register loads) or 2..8 (ring slots), got {st!r}")
     (bn1, bk1), (bn2, bk2) = ex.tiles
     grid_n1, grid_n2 = 2 * I // bn1, L // bn2
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, min_iters)
     budget = per_sm * sms
     bound = min(P, ex.num_local)
-    g1, g2 = grid_size(bound, grid_n1, max1, budget), grid_size(bound, grid_n2, max2, budget)
+    if fixup_unroll not in (1, 2, 4, 8):
+        raise ValueError(f"ranked_fixup_unroll must be 1, 2, 4 or 8, got {fixup_unroll!r}")
+    if not isinstance(wave_cost, int) or wave_cost < 0:
+        raise ValueError(f"ranked_wave_cost must be a non-negative integer (K tiles; 0: off), got {wave_cost!r}")
+    g1 = grid_size(bound, grid_n1, max1, budget, L // bk1, wave_cost)
+    g2 = grid_size(bound, grid_n2, max2, budget, I // bk2, wave_cost)
     block_m = 8
     p_p2 = _pow2(MAX_TOKENS * topk, lo=32)
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9
     opts = ({"launch_pdl": pdl and gdc, "GDC": gdc, "num_warps": 1, "TOPK": topk, "TOPK_P2": _pow2(topk),
-             "P_P2": p_p2, "BLOCK_M": block_m} | ({"maxnreg": maxnreg} if maxnreg else {}))
+             "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll} | ({"maxnreg": maxnreg} if maxnreg else {}))
+    opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
+    opts2 = opts | {"STAGES": stages_down}
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
     # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
@@ -286,16 +384,17 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
-        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts)
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1)
     k_dn = _ranked_gemm_kernel[(g2,)](
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts)
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2)
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
-                            "max_splits": (max1, max2), "launches": 2 if partials else 3})
+                            "max_splits": (max1, max2), "launches": 2 if partials else 3,
+                            "stages": (stages, stages_down)})
     return out

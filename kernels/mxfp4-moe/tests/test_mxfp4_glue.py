@@ -220,3 +220,57 @@ def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
     tiny = R.random_expert_weights(2, 128, 128, generator=torch.Generator().manual_seed(4)).to_tiled_layout()
     assert not rk.fits(tiny)
     assert not rk.fits(ex.to_tiled_layout(((32, 256), (8, 256))))  # gluon_kernel refuses these tiles
+
+
+def test_ranked_wave_rule_counts_waves():
+    """ranked_kernel.run_split's wave rule (config ranked_wave_cost): waves x (K tiles per item + the item's
+    fixed cost), ties to the smaller split. Local batch 4 on the H200 (132 SMs, 20 resident an SM): 25
+    experts' down GEMM (128 row blocks, 16 K tiles) takes split 2 (3 waves of 8 + 2 against 2 of 16 + 2), the
+    budget rule 1; 20 experts stay at 1 / 1; one expert under EP8 still splits to the largest part count."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    res = 20 * 132
+    assert rk.run_split(25, 128, 8, res, 16, 2) == 2 and rk.run_split(25, 128, 8, res) == 1
+    assert rk.run_split(20, 128, 8, res, 16, 2) == 1 and rk.run_split(20, 256, 8, res, 16, 2) == 1
+    assert rk.run_split(1, 256, 8, res, 16, 2) == 8
+    # the rule itself, against a brute force over the powers of two
+    for n, grid_n, max_s, c in ((25, 128, 8, 2), (25, 256, 8, 4), (3, 64, 16, 1), (40, 256, 1, 2)):
+        cands = [s for s in (1, 2, 4, 8, 16) if s <= max_s]
+        cost = {s: -(-n * grid_n * s // res) * (16 // s + c) for s in cands}
+        assert rk.run_split(n, grid_n, max_s, res, 16, c) == min(cands, key=lambda s: (cost[s], s))
+        g = rk.grid_size(n, grid_n, max_s, res, 16, c)
+        assert g == max(m * grid_n * rk.run_split(m, grid_n, max_s, res, 16, c) for m in range(1, n + 1))
+
+
+def test_ranked_refuses_bad_ring_and_wave_options():
+    """ranked_stages outside 0, 2..8 and a negative ranked_wave_cost are refused before any launch, naming
+    the option."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    ex = R.random_expert_weights(2, 1024, 512, generator=torch.Generator().manual_seed(5)).to_tiled_layout()
+    x = torch.zeros(1, 1024, dtype=torch.bfloat16)
+    ids = torch.zeros(1, 2, dtype=torch.int64)
+    wts = torch.ones(1, 2)
+    out = torch.zeros(1, 1024)
+    for bad in (1, 9, -1, 2.0):
+        with pytest.raises(ValueError, match="ranked_stages"):
+            rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, stages=bad)
+    with pytest.raises(ValueError, match="ranked_fixup_unroll"):
+        rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, fixup_unroll=3)
+    with pytest.raises(ValueError, match="ranked_wave_cost"):
+        rk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, wave_cost=-1)
+    assert rk.stages_smem(3, 32, 256) == 3 * (4096 + 256)
+
+
+def test_ranked_few_overrides_where_few_experts_can_be_routed():
+    """kernel.ranked_config: the ``ranked_few`` overrides (by default the 3-slot cp.async ring with 16 programs
+    an SM and no register cap) apply where at most 8 experts can be routed to the card (batch 1 of top-8, or
+    a card of 8 or fewer experts); from batch 2 on, 20 programs an SM and the gate/up GEMM at 96 registers."""
+    from mxfp4_moe.kernel import GLUON_CONFIG, ranked_config
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_stages"] == 3
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_per_sm"] == 16
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg_gate_up"] is None
+    assert ranked_config(GLUON_CONFIG, 16, 128) is GLUON_CONFIG and GLUON_CONFIG["ranked_stages"] == 0
+    assert GLUON_CONFIG["ranked_per_sm"] == 20 and GLUON_CONFIG["ranked_maxnreg_gate_up"] == 96
+    assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
+    assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0

@@ -36,11 +36,18 @@ def _counters_zero() -> bool:
     return all(int(bufs[-1].count_nonzero()) == 0 for bufs in gluon_kernel._COUNTERS.values())
 
 
-@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1}, {"ranked_per_sm": 512, "ranked_min_iters": 1}])
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_stages": 3}, {"ranked_stages": 2, "ranked_per_sm": 1},
+                                 {"ranked_stages": 4, "ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_wave_cost": 2, "ranked_per_sm": 20}, {"ranked_maxnreg_gate_up": 96},
+                                 {"ranked_fixup_unroll": 4, "ranked_per_sm": 512, "ranked_min_iters": 1}])
 def test_ranked_every_batch_1_to_8(cfg):
     """Batches 1..8 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere), all tokens to
     the same experts, top-1; splits at the default budget, none (1 program per SM), and the largest (one K
-    tile per part); three calls in a row."""
+    tile per part); three calls in a row. The same through the cp.async ring (ranked_stages: 3 slots, 2
+    slots over 8 K tiles a part, 4 slots over 1 tile a part: the copies past the part masked off), with the
+    wave rule's splits, with the gate/up GEMM's registers capped, and with the split's last part loading 4 parts
+    at once (4 parts here: one load round)."""
     from mxfp4_moe import ranked_kernel
     from mxfp4_moe.kernel import LAST_LAUNCH
     from _kernel_cases import assert_ok, check_case
@@ -77,10 +84,13 @@ def test_ranked_no_local_expert_gives_zeros():
             assert bool((out == 0).all()), (tokens, partials)
 
 
+@pytest.mark.parametrize("stages", [0, 3])
 @pytest.mark.parametrize("pdl", [False, True])
 @pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
-def test_ranked_pdl_and_id_types(pdl, ids_dtype):
-    """PDL on and off, int32 and int64 ids, two calls into one poisoned buffer: the reference's result."""
+def test_ranked_pdl_and_id_types(pdl, ids_dtype, stages):
+    """PDL on and off, int32 and int64 ids, two calls into one poisoned buffer: the reference's result (with
+    register loads and through the ring, whose first copies are issued before the wait on the previous
+    kernel)."""
     from mxfp4_moe.kernel import mxfp4_moe_experts
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(43, base=0)
@@ -91,12 +101,13 @@ def test_ranked_pdl_and_id_types(pdl, ids_dtype):
     ref = R.moe_experts_reference(x.cuda(), ids.cuda(), w.cuda(), ex)
     out = torch.full((5, 1024), float("nan"), device="cuda")
     for _ in range(2):
-        got = mxfp4_moe_experts(x.cuda(), ids.to(ids_dtype).cuda(), w.cuda(), ex_t, config={**RANKED, "pdl": pdl},
+        got = mxfp4_moe_experts(x.cuda(), ids.to(ids_dtype).cuda(), w.cuda(), ex_t, config={**RANKED, "pdl": pdl, "ranked_stages": stages},
                                 out=out)
         assert ((got - ref).norm() / ref.norm()).item() < 1e-2
 
 
-@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1}])
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_stages": 3, "ranked_per_sm": 512, "ranked_min_iters": 1}])
 def test_ranked_tp_partials(cfg):
     """TP 4 slices in partials mode (zero rows for other cards' pairs), their sum against the unsplit
     experts and combine_partials against the whole block, batches 1..8."""
@@ -110,10 +121,14 @@ def test_ranked_tp_partials(cfg):
     assert _counters_zero()
 
 
-def test_ranked_muse_shapes():
+@pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 2, "ranked_stages_down": 0, "ranked_maxnreg_gate_up": 96,
+                                      "ranked_few": {"ranked_stages": 3, "ranked_stages_down": 3}}])
+def test_ranked_muse_shapes(cfg):
     """The muse shapes as benchmarked: EP8 (32 local experts of 4096; batch 1 and 4 route one or two here)
-    and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4."""
+    and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4; register loads, and the rings (3 slots
+    at batch 1, where at most 8 experts can be routed here: ranked_few; 2 for the gate/up GEMM above)."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
+    from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
     v = load_variant("muse")
     ex8 = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
@@ -121,12 +136,15 @@ def test_ranked_muse_shapes():
     ex8_t = ex8.to_tiled_layout()
     for tokens in (1, 4):
         assert_ok(check_case(ex8, ex8_t, tokens, "random", v.experts, v.top_k, 45000 + tokens, "cuda", "gluon",
-                             RANKED), f"muse ep8 batch {tokens}")
+                             {**RANKED, **cfg}), f"muse ep8 batch {tokens}")
+        if cfg:
+            assert LAST_LAUNCH["stages"] == ((3, 3) if tokens == 1 else (2, 0)), LAST_LAUNCH["stages"]
     del ex8, ex8_t
     local = v.experts // (v.cards // v.tp_split)
     ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
                                  generator=torch.Generator(device="cuda").manual_seed(46), device="cuda")
     for tokens in (1, 4):
-        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 46000 + tokens, "cuda", "gluon", RANKED)
+        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 46000 + tokens, "cuda", "gluon",
+                            {**RANKED, **cfg})
         assert_ok(res, f"muse ep2tp4 batch {tokens}")
         assert res["combine_rel"] < 1e-2, res

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Compile the ranked gluon GEMMs (ranked_kernel) for sm_90 without a GPU; print registers, spills, shared
+memory and the cp.async / barrier counts of the PTX.
+
+    python bench/ranked_compile_check.py [--stages 0,2,3,4] [--maxnreg 96] [--latent 4096] [--size 1024]
+
+Uses the ptxas and cuobjdump in Triton's wheel. Put another Triton first on PYTHONPATH to check that version
+(the H200 runs 3.6; fifth round: `pip install --target DIR triton==3.6.0`, then PYTHONPATH=DIR): the figures
+are leads (README "Measure"); the ring's shared memory is exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+
+from mxfp4_moe import ranked_kernel as rk  # noqa: E402
+from mxfp4_moe.gluon_kernel import layouts  # noqa: E402
+
+_INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "stride_am", "stride_we", "stride_se",
+         "stride_ym", "stride_hm", "stride_hk")
+
+
+def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
+                   bk: int = 256, arch: int = 90):
+    fn = rk._ranked_gemm_kernel
+    ptrs = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8",
+            "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
+            "z2_ptr": "*fp32"}
+    lay = layouts(bn, bk, 8)
+    consts = {"K": latent if gate_up else size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 64, "BLOCK_M": 8, "BLOCK_N": bn,
+              "BLOCK_K": bk, "GRID_N": 2 * size // bn if gate_up else latent // bn, "LOG_MAX": 3, "GATE_UP": gate_up,
+              "W5": lay["w5"], "X4": lay["x4"], "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": arch >= 90,
+              "STAGES": stages, "WAVE_COST": 0, "FIX_UNROLL": 1}
+    sig = {n: ptrs.get(n) or ("i32" if n in _INTS else "constexpr") for n in fn.arg_names}
+    div16 = [n for n in fn.arg_names if n in ptrs or n in ("stride_am", "stride_we", "stride_se", "stride_ym")]
+    src = GluonASTSource(fn=fn, signature=sig,
+                         constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
+                         attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
+    opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
+
+
+def resource_usage(compiled) -> str:
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        out = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", out)
+    regs, stack, shared, local = m.groups() if m else ("?",) * 4
+    ptx = compiled.asm["ptx"]
+    return (f"regs {regs}, stack {stack}, local {local}, static shared {shared}, dyn shared "
+            f"{compiled.metadata.shared}, cp.async {len(re.findall(r'cp[.]async[.]c[ag]', ptx))}, "
+            f"bar.sync {ptx.count('bar.sync') + ptx.count('barrier.sync')}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stages", default="0,2,3,4")
+    ap.add_argument("--maxnreg", type=int, default=None)
+    ap.add_argument("--latent", type=int, default=4096)
+    ap.add_argument("--size", type=int, default=1024, help="the expert's intermediate size (a TP slice: 1024)")
+    args = ap.parse_args()
+    print(f"triton {triton.__version__}")
+    ok = True
+    for gate_up in (True, False):
+        for stages in (int(s) for s in args.stages.split(",")):
+            label = f"{'gate_up' if gate_up else 'down':7} stages {stages} maxnreg {args.maxnreg}"
+            try:
+                print(f"{label}: {resource_usage(compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size))}")
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                ok = False
+                print(f"{label}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
