@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import BadInputError, MismatchError
+from .errors import BadInputError, DamagedStateError, MismatchError
 from .lockfile import Redo, check_component_files
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
@@ -73,6 +73,26 @@ def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest |
 
 
 GONE = "every file the manifest records of it is gone (uninstalled?)"
+
+
+def check_records(profile: Profile, lock: Lock, manifest: Manifest, path: Path) -> None:
+    """A manifest's component records claim only what a component can have installed: never a file in a
+    target's package folder, and, where the lock knows the component at the recorded version, only its
+    package files and its own ``.dist-info`` (the record says what revert removes: an entry added by hand
+    must not make it delete vLLM's files). Raises DamagedStateError naming ``path`` (exit 3)."""
+    packages = tuple(t.package + "/" for t in profile.targets)
+    for rec in manifest.components:
+        locked = lock.component(rec.id)
+        known = {p for p, _h in locked.files} if locked is not None and locked.version == rec.version else None
+        for p in sorted(rec.files):
+            if p.startswith(packages):
+                what = f"component {rec.id} records {p}, inside a target's package folder ({p.split('/')[0]}/)"
+            elif known is not None and p not in known and p.split("/", 1)[0] != rec.dist_info:
+                what = (f"component {rec.id} {rec.version} records {p}, which the lock does not list for that "
+                        f"version (nor is it in {rec.dist_info})")
+            else:
+                continue
+            raise DamagedStateError(path, f"not a valid fixpack manifest: {what} (an entry added by hand?)")
 
 
 def all_gone(rec: ManifestComponent, changed: dict[str, str | None]) -> bool:

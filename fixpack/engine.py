@@ -76,7 +76,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     unwound tree with the newly selected fixes in their places.
     """
     name = ft.spec.name
-    tree, manifest, pending = _load_state(ft)
+    tree, manifest, pending = _load_state(ctx, ft)
     if ctx.report.command == "status" and manifest is not None and not pending:
         held = _status_held(ctx, ft, tree, manifest, wanted)
         if held is not None:
@@ -136,7 +136,7 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
     return TargetPlan(tree, manifest, [], reached, False, entries)
 
 
-def _load_state(ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
+def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
     """The target's files and manifest as the next writing run will start from them: when a killed
     run left a journal, its originals are laid over the disk in memory (nothing is written here)."""
     tree = Tree(ft.root)
@@ -148,6 +148,8 @@ def _load_state(ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
             manifest = Manifest.from_json(data, ft.root / mpath) if data is not None else None
         else:
             tree.write(path, decode(data) if data is not None else None)
+    if manifest is not None:
+        components.check_records(ctx.profile, ctx.lock, manifest, ft.root / mpath)
     return tree, manifest, pending
 
 
@@ -390,7 +392,7 @@ def revert(req: Request) -> Report:
         work: list[tuple[FoundTarget, Tree]] = []
         manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
-            tree, manifest, _pending = _load_state(ft)  # a dry run sees the journal's originals
+            tree, manifest, _pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
             manifests[ft.spec.name] = manifest
             if manifest is None:
                 _refuse_unrecorded(ctx, ft, tree)

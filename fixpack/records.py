@@ -395,6 +395,8 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
                 return f"{where}: {p} has no sha256 (every file a component installs exists)"
             if p in owned or p in fix_files:
                 return f"{where}: {p} is recorded twice (by {owned.get(p, 'a fix')} too)"
+            if p.split("/", 1)[0].endswith(".dist-info") and p.split("/", 1)[0] != c["dist_info"]:
+                return f"{where}: {p} lies in another distribution's .dist-info folder than its {c['dist_info']}"
             owned[p] = where
     ids = [c["id"] for c in comps]
     return "a component is recorded twice" if len(ids) != len(set(ids)) else None

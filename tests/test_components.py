@@ -450,3 +450,32 @@ def test_every_profile_the_port_supports_carries_both_components():
     supported = {n for n, p in profiles.items() if p.target("vllm").pin.version in gate}
     assert supported == {"v0.30.0", "v0.31.0", "v0.32.0", "v0.33.0"}
     assert {n: carried(n) for n in profiles} == {n: carried("v0.30.0") if n in supported else [] for n in profiles}
+
+
+@pytest.mark.parametrize("planted, why", [
+    ("demo_pkg/a.py", "inside a target's package folder (demo_pkg/)"),
+    ("demo_pkg-1.0.dist-info/METADATA", "another distribution's .dist-info folder"),
+    ("other_pkg/__init__.py", "which the lock does not list for that version"),
+])
+def test_a_component_record_that_claims_files_not_its_own_is_damaged_state(builder, plugin_wheel, planted, why):
+    """A manifest edited to list another package's file (with its right sha256) under a component: status,
+    apply and revert refuse it as damaged state (exit 3) and delete nothing; revert used to remove the file."""
+    import hashlib
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    (site / "other_pkg").mkdir()
+    (site / "other_pkg" / "__init__.py").write_text("OTHER = 1\n")
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    mpath = site / ".fixpack" / "demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    data["components"][0]["files"][planted] = hashlib.sha256((site / planted).read_bytes()).hexdigest()
+    if planted.startswith("demo_pkg/"):  # a fix's file: the fix's record gives it up
+        data["fixes"][0]["state"] = "upstreamed"
+        data["files"] = {}
+    mpath.write_text(json.dumps(data))
+    before = snapshot(site)
+    for run in (engine.status, engine.apply, engine.revert):
+        with pytest.raises(MismatchError, match="damaged") as exc:
+            run(builder.request(site, opt_ins=("tiny-plug",)) if run is not engine.revert else builder.request(site))
+        assert why in str(exc.value) and str(mpath) in str(exc.value)
+        assert snapshot(site) == before
