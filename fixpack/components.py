@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from .errors import BadInputError, DamagedStateError, MismatchError
-from .lockfile import Redo, check_component_files
+from .lockfile import Redo, built_version_problem, check_component_files
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
@@ -142,9 +142,9 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
     if not isinstance(layout, Layout):
         layout = component_layout(comp, ft.root)
         cache[comp.id] = layout
-    if _norm(layout.version) != _norm(comp.version):
-        raise BadInputError(f"component {comp.id} at {comp.path} builds as version {layout.version}, the profile "
-                            f"{profile.path} names {comp.version}: bump one of them")
+    problem = built_version_problem(comp, layout.version)
+    if problem:
+        raise BadInputError(problem.replace("the profile names", f"the profile {profile.path} names"))
     locked = lock.component(comp.id) if lock is not None else None
     if locked is not None:
         check_component_files(profile, comp, locked, package_files(layout.hashes()), redo)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ConflictError, MismatchError, StaleLockError
+from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
@@ -167,7 +167,39 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
     from .wheels import component_layout
 
     layout = component_layout(comp, root)
+    problem = built_version_problem(comp, layout.version)
+    if problem:
+        raise BadInputError(problem)
     return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())))
+
+
+def built_version_problem(comp: Component, built: str) -> str | None:
+    """Why a component's wheel (built as version ``built``) is not the version its profile names, or None
+    (versions compared as pip names them: ``0.4.0`` and ``0.4.0`` only; ``-``, ``_``, ``.`` runs alike)."""
+    import re
+
+    if re.sub(r"[-_.]+", ".", built).lower() == re.sub(r"[-_.]+", ".", comp.version).lower():
+        return None
+    return (f"component {comp.id} at {comp.path} builds as version {built}, the profile names {comp.version}: "
+            f"bump one of them")
+
+
+def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
+    """The components of ``lock`` (one being written) whose version the lock on disk records with other
+    files: a source changed without a new version (an image that has that version would keep the old
+    files and call them applied). Nothing when there is no readable lock yet."""
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        return []
+    out = []
+    for comp in lock.components:
+        old = have.component(comp.id)
+        if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
+            differ = sorted({p for p, _h in set(old.files) ^ set(comp.files)})
+            out.append(f"component {comp.id} {comp.version} installs other files than {profile.lock_path} records "
+                       f"for that version ({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''})")
+    return out
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
@@ -199,6 +231,12 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
 
 
 def write(profile: Profile, lock: Lock) -> Path:
+    """Write ``lock`` to the profile's lock path, whole or not at all. Raises BadInputError (nothing written)
+    when a component's source changed under a version the lock on disk records."""
+    reused = _reused_versions(profile, lock)
+    if reused:
+        raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "
+                            f"the profile {profile.path}) and lock again; nothing was written")
     atomic_write(profile.lock_path, dumps(lock.to_json()), 0o644)  # whole or not at all, never half a lock
     return profile.lock_path
 

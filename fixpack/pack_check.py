@@ -64,7 +64,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
     findings += killed + _orphans(pack, profiles) + _proofs(pack)
-    built: dict[Path, dict[str, str]] = {}  # a component's package files, built once for every profile
+    built: dict[Path, tuple[str, dict[str, str]]] = {}  # a component's version and package files, built once
     for profile in profiles:
         findings += _lock(pack, profile, fresh, built)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -132,7 +132,8 @@ def _id_line(toml: Path) -> int:
     return key_line(toml.read_text("utf-8"), "id") or 1
 
 
-def _lock(pack: Pack, profile: Profile, fresh: Copies | None, built: dict[Path, dict[str, str]]) -> list[Finding]:
+def _lock(pack: Pack, profile: Profile, fresh: Copies | None,
+          built: dict[Path, tuple[str, dict[str, str]]]) -> list[Finding]:
     """The profile's lock against the pack (its components' files too), then (``fresh``) against one
     generated now. Each finding at its line: a stale entry at its ``"id"`` in the lock (a fix or component the
     lock lacks: where the profile lists it; a pin: its target's table in the profile), a missing lock at the
@@ -189,11 +190,12 @@ def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) ->
     return _rel(pack.root, profile.path), line
 
 
-def _components(pack: Pack, profile: Profile, lock: Lock, built: dict[Path, dict[str, str]]) -> list[Finding]:
+def _components(pack: Pack, profile: Profile, lock: Lock,
+                built: dict[Path, tuple[str, dict[str, str]]]) -> list[Finding]:
     """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
     does) and its package files compared with the lock's: a changed source without a new lock is named at
     the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
-    from .lockfile import check_component_files
+    from .lockfile import built_version_problem, check_component_files
     from .records import package_files
     from .wheels import component_layout
 
@@ -204,8 +206,15 @@ def _components(pack: Pack, profile: Profile, lock: Lock, built: dict[Path, dict
             continue  # check_lock_matches said so
         try:
             if comp.path not in built:
-                built[comp.path] = package_files(component_layout(comp, pack.root).hashes())
-            check_component_files(profile, comp, locked, built[comp.path])
+                layout = component_layout(comp, pack.root)
+                built[comp.path] = (layout.version, package_files(layout.hashes()))
+            problem = built_version_problem(comp, built[comp.path][0])
+            if problem:
+                text = profile.path.read_text("utf-8")
+                out.append(Finding(_rel(pack.root, profile.path),
+                                   key_line(text, "version", f"components.{comp.id}"), problem))
+                continue
+            check_component_files(profile, comp, locked, built[comp.path][1])
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
                                _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))

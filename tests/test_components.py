@@ -423,7 +423,9 @@ def test_the_lock_covers_a_components_files(builder):
     with pytest.raises(StaleLockError) as exc:  # the lock command names the run's --target, as a fix's does
         engine.apply(builder.request(site, opt_ins=("tiny-plug",), only_targets=("demo",)))
     assert str(exc.value).endswith(f"regenerate the lock ({program()} lock --profile p1 --pack {pack} --target demo)")
-    builder.lock(builder.base / "clean")  # the maintainer regenerates the lock: it applies again
+    for path in (pack / "plug" / "pyproject.toml", pack / "profiles" / "p1.toml"):  # as the message says:
+        path.write_text(path.read_text().replace('version = "0.3.0"', 'version = "0.3.1"'))  # a new version
+    builder.lock(builder.base / "clean")  # and a new lock: it applies again
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
 
 

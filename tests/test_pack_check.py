@@ -148,6 +148,53 @@ def test_a_component_changed_since_the_lock_is_named_at_its_lock_line(builder):
                                  f"--pack {pack})"]
 
 
+def test_a_changed_component_under_the_same_version_is_not_locked(builder):
+    """lock refuses to record other files under a version the lock already has (an image holding that version
+    would keep the old files and call them applied); with the version bumped it writes."""
+    from fixpack import engine
+    from fixpack.errors import BadInputError
+
+    pack, _site = setup_pack(builder, None)
+    clean = builder.base / "clean"
+    lock = pack / "profiles/p1.lock"
+    before = lock.read_bytes()
+    (pack / "plug/tiny_plug/sub/kern.py").write_text("SCALE = 3\n")
+    with pytest.raises(BadInputError, match=r"component tiny-plug 0.3.0 installs other files than .*p1.lock records "
+                                            r"for that version \(tiny_plug/sub/kern.py\): its source changed; bump"):
+        engine.write_lock(builder.request(clean))
+    assert lock.read_bytes() == before
+    for path in (pack / "plug/pyproject.toml", pack / "profiles/p1.toml"):
+        path.write_text(path.read_text().replace('version = "0.3.0"', 'version = "0.3.1"'))
+    engine.write_lock(builder.request(clean))
+    assert '"version": "0.3.1"' in lock.read_text()
+
+
+def test_a_component_that_builds_as_another_version_is_named_at_the_profile_line(builder):
+    """The profile names a version its source does not build as: check names the profile's line, lock
+    refuses (apply refused it only at install time)."""
+    from fixpack import engine
+    from fixpack.errors import BadInputError
+
+    pack, _site = setup_pack(builder, None)
+    (pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    prof = pack / "profiles/p1.toml"
+    prof.write_text(prof.read_text().replace('version = "0.3.0"', 'version = "0.3.9"'))
+    from fixpack import lockfile
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.structs import replace
+
+    profile = load_profile(load_pack(pack), "p1")
+    have = lockfile.read_lock(profile)
+    # the lock agrees with the profile: only the build disagrees
+    lockfile.write(profile, replace(have, components=tuple(replace(c, version="0.3.9") for c in have.components)))
+    with pytest.raises(BadInputError, match="builds as version 0.3.0, the profile names 0.3.9: bump one of them"):
+        engine.write_lock(builder.request(builder.base / "clean"))
+    line = next(n for n, ln in enumerate(prof.read_text().splitlines(), 1) if ln == 'version = "0.3.9"')
+    said = [f for f in findings(builder) if "builds as version" in f]
+    assert said == [f"profiles/p1.toml:{line}: component tiny-plug at {pack / 'plug'} builds as version 0.3.0, the "
+                    f"profile names 0.3.9: bump one of them"], findings(builder)
+
+
 def test_a_stale_component_is_named_once(setup):
     from fixpack import lockfile
     from fixpack.errors import StaleLockError
