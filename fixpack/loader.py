@@ -334,6 +334,8 @@ def profiles_pinning(folder: Path, target: str, version: str, commit: str) -> li
     read is left out (a run with it says what is wrong with it)."""
     out = []
     for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        if not path.is_file() or path.is_symlink():  # a FIFO would block the read; a link points elsewhere
+            continue
         loaded = read_toml(path, Collector())
         if loaded is None:
             continue

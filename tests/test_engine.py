@@ -1,6 +1,7 @@
 """The engine on real trees: every state, idempotence, revert, offsets, opt-ins, missing targets."""
 
 import json
+import os
 
 import pytest
 from conftest import numbered, snapshot
@@ -161,7 +162,7 @@ def test_pin_mismatch_stops_before_writing(setup):
 
 def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):
     """The mismatch's next step names this pack's profile for the release found (version and commit), not
-    one pinned to another commit of it; a profile that does not read is passed over, not a crash."""
+    one pinned to another commit of it; a profile that does not read, a FIFO and a link are passed over."""
     b, _, target = setup
     (target / "demo_pkg/_version.py").write_text("__version__ = '1.0'\n__commit_id__ = 'g1111111111'\n")
     p1 = (b.pack / "profiles" / "p1.toml").read_text()
@@ -172,6 +173,8 @@ def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):
     (b.pack / "profiles" / "p3.toml").write_text(p1.replace('"p1"', '"p3"').replace(
         pin, 'version = "1.0"\ncommit = "2222222"'))
     (b.pack / "profiles" / "p0.toml").write_text("name = [unclosed\n")
+    os.mkfifo(b.pack / "profiles" / "p4.toml")  # planted: a read would block for ever; passed over, as a link
+    (b.pack / "profiles" / "p5.toml").symlink_to(b.pack / "profiles" / "p2.toml")
     before = snapshot(b.pack), snapshot(target)
     r = engine.apply(b.request(target))
     assert r.exit_code == 3 and r.targets[0].status == "mismatch"

@@ -64,8 +64,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ ! -f "$repo/profiles/$profile.toml" ] || [[ "$profile" == */* ]]; then
-  known="$(cd "$repo/profiles" && ls -- *.toml 2>/dev/null | sed 's/\.toml$//' | tr '\n' ' ')"
+known="$(cd "$repo/profiles" && ls -- *.toml 2>/dev/null | sed 's/\.toml$//' | tr '\n' ' ')"
+if [[ "$profile" == */* ]] || [ -z "$profile" ]; then
+  die 10 "--profile takes a profile's name, not a path: '$profile' (profiles: ${known% })"
+elif [ ! -f "$repo/profiles/$profile.toml" ]; then
   die 10 "unknown profile '$profile': no $repo/profiles/$profile.toml (profiles: ${known% })"
 fi
 
@@ -176,7 +178,9 @@ else
 fi
 
 # -- 3. the plugin ----------------------------------------------------------------------------
-if [ -n "$components" ]; then
+if [ -n "$components" ] && [ "$dry_run" = 1 ]; then
+  say "step 3/5: plugin (dry run: not installed; step 2 would install it as the component muse-spark-open)"
+elif [ -n "$components" ]; then
   say "step 3/5: plugin: installed by step 2 as the fix pack's component muse-spark-open (fixpack status lists it)"
 elif [ "$check" = 1 ]; then
   say "step 3/5: plugin (--check: not installed; the gates look for it)"
@@ -206,7 +210,9 @@ elif [ ! -f "$kernels/mxfp4_moe/build.py" ]; then
 else
   # the port reaches the kernels through the package mxfp4_moe: step 2 installed it as the component
   # mxfp4-moe (its Python files; the GPU build below stays here, it needs the image's toolchain)
-  if [ -n "$components" ]; then
+  if [ -n "$components" ] && [ "$dry_run" = 1 ]; then
+    say "step 4/5: kernels: mxfp4_moe not installed (dry run; step 2 would install it as the component mxfp4-moe)"
+  elif [ -n "$components" ]; then
     say "step 4/5: kernels: mxfp4_moe installed by step 2 as the fix pack's component mxfp4-moe"
   elif [ -n "$plugin_site" ]; then
     say "step 4/5: kernels: with --plugin-site, put $kernels on PYTHONPATH to use them"

@@ -108,3 +108,6 @@ def test_another_profile_is_checked_and_the_fitting_one_named():
 def test_an_unknown_profile_is_a_bad_argument():
     rc, out = install("--profile", "v9.9.9")
     assert rc == 10 and "unknown profile 'v9.9.9'" in out and "(profiles: v0.30.0 v0.31.0" in out
+    for path in ("../profiles/v0.30.0", ""):  # a path (though the file is there), or nothing
+        rc, out = install(f"--profile={path}")
+        assert rc == 10 and f"--profile takes a profile's name, not a path: '{path}'" in out, out
