@@ -95,12 +95,7 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> str | None:
 def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:
     """Each file the run's lock knows on ``ft``'s target -> whether the clean release has it (the first
     pre-image along the profile's chain); empty without a lock."""
-    out: dict[str, bool] = {}
-    for fix in ctx.lock.fixes:
-        if fix.target == ft.spec.name:
-            for f in fix.files:
-                out.setdefault(f.path, f.pre is not None)
-    return out
+    return {p: pre is not None for p, pre in ctx.lock.release_files(ft.spec.name).items()}
 
 
 def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: dict[str, bool]) -> str:

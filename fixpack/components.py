@@ -8,11 +8,10 @@ own ``<distribution>-<version>.dist-info`` lies there): a source tree is refused
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from .errors import BadInputError, DamagedStateError, MismatchError
-from .lockfile import Redo, built_version_problem, check_component_files
+from .lockfile import Redo, built_version_problem, check_component_files, pip_normal
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
@@ -21,14 +20,10 @@ from .targets import FoundTarget
 from .tree import Tree, decode, file_hashes
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
 def site_packages_problem(ft: FoundTarget) -> str | None:
     """Why the target's root is no site-packages folder a component can be installed into."""
-    dist = _norm(ft.spec.distribution)
-    if any(_norm(p.name.partition("-")[0]) == dist for p in ft.root.glob("*.dist-info")):
+    dist = pip_normal(ft.spec.distribution)
+    if any(pip_normal(p.name.partition("-")[0]) == dist for p in ft.root.glob("*.dist-info")):
         return None
     return (f"components install into site-packages, and target {ft.spec.name} at {ft.root} is not an installed "
             f"package there (no {ft.spec.distribution}-*.dist-info beside {ft.spec.package}/: a source tree?); "
@@ -142,9 +137,9 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
     if not isinstance(layout, Layout):
         layout = component_layout(comp, ft.root)
         cache[comp.id] = layout
-    problem = built_version_problem(comp, layout.version)
+    problem = built_version_problem(comp, layout.version, profile.path)
     if problem:
-        raise BadInputError(problem.replace("the profile names", f"the profile {profile.path} names"))
+        raise BadInputError(problem)
     locked = lock.component(comp.id) if lock is not None else None
     if locked is not None:
         check_component_files(profile, comp, locked, package_files(layout.hashes()), redo)
@@ -160,7 +155,7 @@ def _check_free(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree, 
     inside = sorted(p for p in paths if p.startswith(packages))
     if inside:
         raise BadInputError(f"component {comp.id} would write {inside[0]}, inside a target's package folder")
-    others = [p.name for p in ft.root.glob("*.dist-info") if _norm(p.name.partition("-")[0]) == _norm(name)]
+    others = [p.name for p in ft.root.glob("*.dist-info") if pip_normal(p.name.partition("-")[0]) == pip_normal(name)]
     there = sorted(p for p in paths if tree.read(p) is not None)
     if others or there:
         what = others[0] if others else there[0]

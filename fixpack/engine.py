@@ -155,10 +155,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
 
 def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
     """Every file the manifest lists is byte for byte the clean release's (the lock's first pre-image)."""
-    clean: dict[str, str | None] = {}
-    for fix in lock.fixes:
-        for f in fix.files:
-            clean.setdefault(f.path, f.pre)
+    clean = lock.release_files()
     files = manifest.files
     if not files or any(p not in clean for p in files):
         return False

@@ -118,9 +118,8 @@ def check_component_files(profile: Profile, comp: Component, locked: LockCompone
     (``redo``: as for :func:`read_lock`)."""
     if dict(locked.files) == files:
         return
-    differ = sorted({p for p, _h in set(dict(locked.files).items()) ^ set(files.items())})
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
-                         f"({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}): its source changed; bump its "
+                         f"({_differ(locked.files, files)}): its source changed; bump its "
                          f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
 
@@ -173,15 +172,28 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
     return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())))
 
 
-def built_version_problem(comp: Component, built: str) -> str | None:
-    """Why a component's wheel (built as version ``built``) is not the version its profile names, or None
-    (versions compared as pip names them: ``0.4.0`` and ``0.4.0`` only; ``-``, ``_``, ``.`` runs alike)."""
+def pip_normal(name: str) -> str:
+    """A distribution name or version as pip compares them: runs of ``-``, ``_`` and ``.`` alike, any case."""
     import re
 
-    if re.sub(r"[-_.]+", ".", built).lower() == re.sub(r"[-_.]+", ".", comp.version).lower():
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def built_version_problem(comp: Component, built: str, profile_path: Path | None = None) -> str | None:
+    """Why a component's wheel (built as version ``built``) is not the version its profile (at
+    ``profile_path``, when the message should name it) names, or None."""
+    if pip_normal(built) == pip_normal(comp.version):
         return None
-    return (f"component {comp.id} at {comp.path} builds as version {built}, the profile names {comp.version}: "
+    named = f"the profile {profile_path}" if profile_path is not None else "the profile"
+    return (f"component {comp.id} at {comp.path} builds as version {built}, {named} names {comp.version}: "
             f"bump one of them")
+
+
+def _differ(locked: tuple[tuple[str, str], ...], files: dict[str, str]) -> str:
+    """The paths whose sha256 differs between a lock's component entry and ``files`` (or that only one has),
+    the first five."""
+    differ = sorted({p for p, _h in set(locked) ^ set(files.items())})
+    return f"{', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}"
 
 
 def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
@@ -196,9 +208,8 @@ def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
     for comp in lock.components:
         old = have.component(comp.id)
         if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
-            differ = sorted({p for p, _h in set(old.files) ^ set(comp.files)})
             out.append(f"component {comp.id} {comp.version} installs other files than {profile.lock_path} records "
-                       f"for that version ({', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''})")
+                       f"for that version ({_differ(old.files, dict(comp.files))})")
     return out
 
 

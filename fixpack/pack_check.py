@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import FixpackError, PackError, Problem
+from .errors import FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
@@ -64,9 +64,8 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
     findings += killed + _orphans(pack, profiles) + _proofs(pack)
-    built: dict[Path, tuple[str, dict[str, str]]] = {}  # a component's version and package files, built once
-    for profile in profiles:
-        findings += _lock(pack, profile, fresh, built)
+    for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
+        findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
 
 
@@ -132,8 +131,7 @@ def _id_line(toml: Path) -> int:
     return key_line(toml.read_text("utf-8"), "id") or 1
 
 
-def _lock(pack: Pack, profile: Profile, fresh: Copies | None,
-          built: dict[Path, tuple[str, dict[str, str]]]) -> list[Finding]:
+def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
     """The profile's lock against the pack (its components' files too), then (``fresh``) against one
     generated now. Each finding at its line: a stale entry at its ``"id"`` in the lock (a fix or component the
     lock lacks: where the profile lists it; a pin: its target's table in the profile), a missing lock at the
@@ -147,31 +145,19 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None,
                         f"profile {profile.name} has no lock ({where})", redo)]
     try:
         lock = lockfile.read_lock(profile)
-    except FixpackError as exc:
-        return [_unreadable(pack, profile, str(exc))]
+    except StaleLockError as exc:  # a lock that does not load: where it says (a hand edit: its digest's line)
+        return [Finding(where, exc.line, exc.what)]
     stale = lockfile.stale_entries(pack.for_profile(profile.name), profile, lock)
     if stale:
         return [Finding(*_stale_at(pack, profile, lock, key), f"the lock is stale: {what}", redo)
                 for key, what in stale]
-    found = _components(pack, profile, lock, built)
+    found = _components(pack, profile, lock)
     try:
         if fresh is not None:
             _check_fresh(pack, profile, fresh)
     except FixpackError as exc:
         found.append(Finding(where, None, str(exc)))
     return found
-
-
-def _unreadable(pack: Pack, profile: Profile, message: str) -> Finding:
-    """A lock that does not load (not JSON, not a lock, a digest that does not seal it): its path and line
-    taken out of the message, the digest's line for a hand edit."""
-    import re
-
-    m = re.match(rf"{re.escape(str(profile.lock_path))}(?::(\d+))?: (.*)", message, re.S)
-    if m is None:
-        return Finding(_rel(pack.root, profile.lock_path), None, message)
-    line = int(m[1]) if m[1] else _lock_line(profile.lock_path, "", '"digest": ') if " its digest " in m[2] else None
-    return Finding(_rel(pack.root, profile.lock_path), line, m[2])
 
 
 def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[str, int | None]:
@@ -190,8 +176,7 @@ def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) ->
     return _rel(pack.root, profile.path), line
 
 
-def _components(pack: Pack, profile: Profile, lock: Lock,
-                built: dict[Path, tuple[str, dict[str, str]]]) -> list[Finding]:
+def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
     does) and its package files compared with the lock's: a changed source without a new lock is named at
     the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
@@ -205,16 +190,14 @@ def _components(pack: Pack, profile: Profile, lock: Lock,
         if locked is None or locked.version != comp.version:
             continue  # check_lock_matches said so
         try:
-            if comp.path not in built:
-                layout = component_layout(comp, pack.root)
-                built[comp.path] = (layout.version, package_files(layout.hashes()))
-            problem = built_version_problem(comp, built[comp.path][0])
+            layout = component_layout(comp, pack.root)
+            problem = built_version_problem(comp, layout.version)
             if problem:
                 text = profile.path.read_text("utf-8")
                 out.append(Finding(_rel(pack.root, profile.path),
                                    key_line(text, "version", f"components.{comp.id}"), problem))
                 continue
-            check_component_files(profile, comp, locked, built[comp.path][1])
+            check_component_files(profile, comp, locked, package_files(layout.hashes()))
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
                                _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))

@@ -124,6 +124,16 @@ class Lock:
     def component(self, cid: str) -> LockComponent | None:
         return next((c for c in self.components if c.id == cid), None)
 
+    def release_files(self, target: str | None = None) -> dict[str, str | None]:
+        """Each file the fixes (of ``target``; None: every target) touch -> its sha256 on the clean release:
+        the first pre-image along the chain (None: the release lacks it, a fix creates it)."""
+        out: dict[str, str | None] = {}
+        for fix in self.fixes:
+            if target is None or fix.target == target:
+                for f in fix.files:
+                    out.setdefault(f.path, f.pre)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"schema": LOCK_SCHEMA, "profile": self.profile, "generated_by": self.generated_by,
                                 "targets": {k: dict(v) for k, v in self.targets.items()},
@@ -144,27 +154,34 @@ class Lock:
 
             return f"regenerate it from a clean release copy: {command('lock', '--profile', profile)} --root NAME=PATH"
 
+        def bad(what: str, line: int | None = None, said_at: bool = False) -> StaleLockError:
+            """``said_at``: the message names the line after the path (``path:line: ...``)."""
+            what = f"{what}; {how()}"
+            return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}", line, what)
+
         try:
             data = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise StaleLockError(f"{path}: bytes that are not UTF-8 at byte offset {exc.start}; {how()}") from exc
+            raise bad(f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
         except json.JSONDecodeError as exc:
-            raise StaleLockError(f"{path}:{exc.lineno}: the lock is not valid JSON ({exc.msg}); {how()}") from exc
+            raise bad(f"the lock is not valid JSON ({exc.msg})", exc.lineno, said_at=True) from exc
         fixes = data.get("fixes") if isinstance(data, dict) else None
         if not isinstance(fixes, list) or not all(_lock_fix_ok(f) for f in fixes):
-            raise StaleLockError(f"{path}: not a fixpack lock (a JSON object with a list of fixes); {how()}")
+            raise bad("not a fixpack lock (a JSON object with a list of fixes)")
         if data.get("digest") != lock_digest(data):
-            raise StaleLockError(f"{path}: its fingerprints do not match its digest (edited by hand?); {how()}")
+            line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
+                         if ln.strip().startswith('"digest": ')), None)
+            raise bad("its fingerprints do not match its digest (edited by hand?)", line)
         twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
-            raise StaleLockError(f"{path}: fix {', '.join(map(repr, twice))} has more than one entry; {how()}")
+            raise bad(f"fix {', '.join(map(repr, twice))} has more than one entry")
         targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
         comps = data.get("components", [])
         if not isinstance(comps, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("version"), str)
                 and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
                 for c in comps):
-            raise StaleLockError(f"{path}: its components are not a list of id, version and files; {how()}")
+            raise bad("its components are not a list of id, version and files")
         return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
                    str(data.get("generated_by", "")),
                    tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items()))) for c in comps))

@@ -72,13 +72,13 @@ def component_layout(comp: Component, root: Path) -> Layout:
         return wheel_layout(comp.path, root)
     key = (str(comp.path.resolve()), source_digest(comp.path))
     with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
-        if key not in _BUILT:
+        if key in _BUILT:  # built before in this process, from the same bytes
+            name, data = _BUILT[key]
+            wheel = Path(tmp) / name
+            wheel.write_bytes(data)
+        else:
             wheel = build_wheel(comp.path, Path(tmp))
             _BUILT[key] = (wheel.name, wheel.read_bytes())
-        name, data = _BUILT[key]
-        wheel = Path(tmp) / "built" / name
-        wheel.parent.mkdir()
-        wheel.write_bytes(data)
         return wheel_layout(wheel, root)
 
 
