@@ -228,6 +228,7 @@ def _check_structure(text: str, source: str) -> None:
     has_plus = False  # the current file section has a +++ line
     minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
     renamed = False
+    sides: set[str] = set()  # '---' / '+++' seen since the section's start or the last hunk header
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
@@ -268,6 +269,7 @@ def _check_structure(text: str, source: str) -> None:
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
+            sides = set()
             continue
         if binary_data and not ln.startswith("diff --git "):
             continue  # read and checked line by line when the section is parsed (_with_data)
@@ -275,11 +277,15 @@ def _check_structure(text: str, source: str) -> None:
             binary_data = False
             git_paths = _git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
-            file_line, hunks_in_file, has_plus, minus, renamed = n, 0, False, "", False
+            file_line, hunks_in_file, has_plus, minus, renamed, sides = n, 0, False, "", False, set()
             continue
         if not file_line:
             file_line = n
         if ln.startswith(("--- ", "+++ ")):
+            if ln[:3] in sides:  # unidiff would keep the last one; git apply refuses it
+                raise _bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
+                           "keep one '---' and one '+++' line per file, or regenerate the patch")
+            sides.add(ln[:3])
             has_plus = has_plus or ln.startswith("+")
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":

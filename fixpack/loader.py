@@ -161,6 +161,9 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     declared = Binary(folder, dict(binary), where)  # the fix's and every variant's
     check_binary(declared, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
+    for twice in sorted({n for n in names if names.count(n) > 1}):  # it would be applied twice, the 2nd a conflict
+        errors.add(f"patch {twice!r} is listed twice in 'patches'", path, key_line(text, "patches"),
+                   "list each patch once")
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
     patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)

@@ -81,6 +81,17 @@ def test_fix_toml_types_are_checked(pack):
     assert f"{toml}:" in msg and "'summary' must be a non-empty string" in msg and "'link' must be a string" in msg
 
 
+def test_a_patch_listed_twice_is_named_at_its_line(pack):
+    """It would be applied twice (the second a conflict): the lock and apply said 'stale' or 'conflict'."""
+    b, _ = pack
+    toml = b.pack / "fixes/a/fix.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace('patches = ["0001-change.patch"]', 'patches = ["0001-change.patch", "0001-change.patch"]'))
+    line = next(n for n, ln in enumerate(toml.read_text().splitlines(), 1) if ln.startswith("patches"))
+    msg = _load_error(b)
+    assert f"{toml}:{line}: patch '0001-change.patch' is listed twice in 'patches'" in msg and "list each patch once" in msg
+
+
 @pytest.mark.parametrize("where", ["fixes/a/fix.toml", "fixes/series", "profiles/p1.toml"])
 def test_bytes_that_are_not_utf8_are_named_with_line_and_offset(pack, where):
     b, clean = pack

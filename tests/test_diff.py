@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from conftest import make_diff
 
@@ -84,6 +86,19 @@ def test_non_utf8_bytes_in_an_added_line_are_refused():
     with pytest.raises(PatchParseError) as exc:
         parse_patch(data, "x.patch")
     assert "x.patch:7: an added line holds bytes that are not UTF-8" in str(exc.value)
+
+
+@pytest.mark.parametrize("twice", ["+++ b/pkg/mod.py", "--- a/pkg/mod.py"])
+def test_a_second_header_line_for_one_file_is_refused(twice):
+    """Two '+++' (or '---') lines for one file: unidiff kept the last one silently; git apply refuses it. A
+    plain diff's next file (a '---' after a hunk) is still a new section."""
+    text = (f"diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n{twice}\n"
+            "@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+    with pytest.raises(PatchParseError, match=rf":4: a second '{re.escape(twice[:3])}' line for one file: "):
+        parse_patch(text.encode(), "x.patch")
+    two_files = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+                 "--- a/pkg/two.py\n+++ b/pkg/two.py\n@@ -1 +1 @@\n-x\n+y\n")
+    assert [fp.path for fp in parse_patch(two_files.encode(), "y.patch").files] == ["pkg/mod.py", "pkg/two.py"]
 
 
 def test_a_plus_path_that_differs_without_rename_headers_is_refused():
