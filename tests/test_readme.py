@@ -67,7 +67,9 @@ def test_scratch_folders_are_fresh_per_run():
     scripts = {f"README block {i}": body for i, (mark, body) in enumerate(blocks()) if mark == "run"}
     scripts["tools/demo.sh"] = (REPO / "tools/demo.sh").read_text()
     for name, text in scripts.items():
-        assert "rm -rf" not in text.replace("remove it when done: rm -rf", ""), name
+        # the one removal allowed: demo.sh takes back the copy it claimed when it fails before the copy is done
+        kept = text.replace("remove it when done: rm -rf", "").replace('rm -rf -- "$scratch/vllm-0.30.0"', "")
+        assert "rm -rf" not in kept, name
         fixed = [m.start() for m in re.finditer(r"\$\{TMPDIR:-/tmp\}/", text)
                  if not text[:m.start()].endswith('mktemp -d "')]
         assert "mktemp -d" in text and not fixed, f"{name}: a scratch path not made by mktemp -d"

@@ -3,6 +3,12 @@
 # vLLM 0.30.0 on the CPU build of torch 2.13.0 that it pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One setup at a time in a checkout (two demos started at once on a new clone both ran pip into one .venv, and
+# one failed): the lock is on the checkout's folder itself, held until this script ends; nothing is left behind.
+if command -v flock >/dev/null 2>&1; then
+  exec 9<.
+  flock -n 9 || { echo "setup: another setup is running in this checkout; waiting for it to finish"; flock 9; }
+fi
 PY=${PYTHON:-python3}
 light=0
 [ "${1:-}" = "--light" ] && light=1

@@ -1,0 +1,128 @@
+"""tools/demo.sh and tools/setup.sh under careless use: options, bad folders, two runs at once.
+
+The scripts run in a stand-in checkout (a copy of the two scripts; a .venv/bin/python that plays fetch and
+apply_all.py, or pip, and logs what it was asked), so nothing here sets up a real environment or fetches."""
+
+import os
+import shutil
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+STUB_PYTHON = r"""#!/usr/bin/env bash
+# stand-in for .venv/bin/python: fetch prints the release copy, apply_all.py succeeds, pip is slow
+here=$(cd "$(dirname "$0")/../.." && pwd)
+case "$*" in
+  *"fixpack.cli fetch"*) [ -n "${STUB_FETCH_FAILS:-}" ] && { echo "fetch failed" >&2; exit 4; }
+                         echo "vllm=$here/release" ;;
+  *"-m pip install"*) echo "start $$" >>"$here/pip.log"; sleep 1.5; echo "end $$" >>"$here/pip.log" ;;
+  *--version*) echo "Python 3.x" ;;
+  *) : ;;
+esac
+"""
+
+
+def _checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    for name in ("demo.sh", "setup.sh"):
+        shutil.copy2(REPO / "tools" / name, repo / "tools" / name)
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    stub = repo / ".venv" / "bin" / "python"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    (repo / "release" / "vllm").mkdir(parents=True)
+    (repo / "release" / "vllm" / "__init__.py").write_text("# the release\n")
+    return repo
+
+
+def _demo(repo: Path, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    run_env = {**os.environ, **(env or {})}
+    return subprocess.run(["bash", str(repo / "tools" / "demo.sh"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60, env=run_env)
+
+
+def test_demo_help_and_bad_arguments_touch_nothing(tmp_path):
+    repo = _checkout(tmp_path)
+    for flag in ("--help", "-h"):
+        r = _demo(repo, flag, cwd=tmp_path)
+        assert r.returncode == 0 and "Usage: bash tools/demo.sh [DIR]" in r.stdout, r.stderr
+    r = _demo(repo, "-x", cwd=tmp_path)
+    assert r.returncode == 2 and "unknown option '-x'" in r.stderr and "./-x" in r.stderr
+    r = _demo(repo, "a", "b", cwd=tmp_path)
+    assert r.returncode == 2 and "one folder at most" in r.stderr
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    r = _demo(repo, "dangling", cwd=tmp_path)
+    assert r.returncode == 2 and "is a link to nothing" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "repo"]
+    assert not (repo / "pip.log").exists(), "setup ran before the arguments were checked"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permissions")
+def test_demo_refuses_an_unwritable_folder_before_setup(tmp_path):
+    repo = _checkout(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        for given in ("locked", "locked/new"):
+            r = _demo(repo, given, cwd=tmp_path)
+            assert r.returncode == 2 and "give another folder" in r.stderr, r.stderr
+            assert not (repo / "pip.log").exists()
+    finally:
+        locked.chmod(0o755)
+    assert list(locked.iterdir()) == []
+
+
+def test_two_demos_given_one_new_folder(tmp_path):
+    """Both passed the 'empty' check and the second copy nested inside the first: now the folder is claimed
+    (an atomic mkdir of its vllm-0.30.0) before setup, so exactly one run copies and the other is refused."""
+    repo = _checkout(tmp_path)
+    results: list[subprocess.CompletedProcess[str]] = []
+    runs = [threading.Thread(target=lambda: results.append(_demo(repo, "shared", cwd=tmp_path))) for _ in range(2)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    codes = sorted(r.returncode for r in results)
+    assert codes == [0, 2], [(r.returncode, r.stderr) for r in results]
+    refused = next(r for r in results if r.returncode == 2)
+    assert "another run" in refused.stderr or "not an empty folder" in refused.stderr, refused.stderr
+    copy = tmp_path / "shared" / "vllm-0.30.0"
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["vllm", "vllm/__init__.py"]
+
+
+def test_a_failed_demo_leaves_no_scratch_folder(tmp_path):
+    repo = _checkout(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    r = _demo(repo, cwd=tmp_path, env={"STUB_FETCH_FAILS": "1", "TMPDIR": str(temp)})
+    assert r.returncode != 0 and "fetch failed" in r.stderr
+    assert list(temp.iterdir()) == []
+    r = _demo(repo, "new/dir", cwd=tmp_path, env={"STUB_FETCH_FAILS": "1"})
+    assert r.returncode != 0 and not (tmp_path / "new" / "dir").exists()
+    (tmp_path / "empty").mkdir()
+    r = _demo(repo, "empty", cwd=tmp_path, env={"STUB_FETCH_FAILS": "1"})
+    assert r.returncode != 0 and (tmp_path / "empty").is_dir() and list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="no flock(1) here")
+def test_two_setups_in_one_checkout_take_turns(tmp_path):
+    """Two demos started at once on a new clone both ran pip into one .venv; setup.sh now holds a lock on the
+    checkout for its whole run, so the two pip runs never overlap."""
+    repo = _checkout(tmp_path)
+    procs = [subprocess.Popen(["bash", str(repo / "tools" / "setup.sh"), "--light"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    log = (repo / "pip.log").read_text().split()
+    events = [(log[i], log[i + 1]) for i in range(0, len(log), 2)]
+    assert len(events) == 4
+    for first, second in (events[0:2], events[2:4]):
+        assert first[0] == "start" and second == ("end", first[1]), events
+    assert any("another setup is running" in out for out, _ in outs)
+    assert sorted(p.name for p in repo.iterdir()) == [".venv", "pip.log", "release", "tools"]
