@@ -489,10 +489,11 @@ def write_lock(req: Request) -> Path:
     return lockfile.write(profile, lock)
 
 
-def check_lock_fresh(req: Request) -> None:
-    """Raise StaleLockError when the committed lock differs from one generated now."""
+def check_lock_fresh(req: Request) -> list[str]:
+    """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
+    patch was only reworded since (lockfile.check_fresh)."""
     lock, profile = fingerprint_chain(req)
-    lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
+    return lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
                                                                    req.env_root))
 
 

@@ -252,9 +252,11 @@ def write(profile: Profile, lock: Lock) -> Path:
     return profile.lock_path
 
 
-def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> None:
+def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> list[str]:
     """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now; ``redo``: as
-    for :func:`read_lock`)."""
+    for :func:`read_lock`). Return the ids of the fixes whose patch was reworded since (a mail header or
+    message: the same change, so the lock is fresh, but its ``patch_bytes_sha256`` shortcut no longer names
+    these bytes, and apply parses those patches until ``lock`` is run again)."""
     have = read_lock(profile, redo)
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
@@ -262,3 +264,4 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> None
     if diff or dict(fresh.targets) != dict(have.targets):
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
                              f"{regenerate_hint(profile, redo)}")
+    return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)

@@ -184,3 +184,26 @@ def test_a_manifest_recorded_with_the_section_headings_is_still_recognised(setup
     path.write_text(json.dumps(manifest))
     assert engine.status(b.request(target)).fix("one").state == "applied"
     assert engine.revert(b.request(target)).ok and snapshot(target) == original
+
+
+def test_lock_check_names_a_reworded_patch(setup):
+    """A reworded header keeps the lock fresh (same change), but the lock's byte shortcut no longer names the
+    patch, so apply parses it: `lock --check` says fresh and names the fix and the command that renews it."""
+    from click.testing import CliRunner
+
+    from fixpack import cli
+
+    b, clean, _ = setup
+    args = ["lock", "--check", "--profile", "p1", "--pack", str(b.pack), "--root", f"{b.target}={clean}"]
+    res = CliRunner().invoke(cli.main, args)
+    assert res.exit_code == 0 and "lock is fresh" in res.output and "reworded" not in res.output, res.output
+    _edit(b.pack / "fixes/one/0001-change.patch", "Subject: [PATCH] one", "Subject: [PATCH] one, reworded")
+    res = CliRunner().invoke(cli.main, args)
+    assert res.exit_code == 0 and "lock is fresh" in res.output, res.output
+    assert "reworded since the lock (same change, other patch bytes): one;" in res.output
+    assert f"lock --profile p1 --pack {b.pack}" in res.output
+    res = CliRunner().invoke(cli.main, [*args, "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["reworded"] == ["one"], res.output
+    b.lock(clean)
+    res = CliRunner().invoke(cli.main, args)
+    assert res.exit_code == 0 and "reworded" not in res.output, res.output
