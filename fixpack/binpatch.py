@@ -117,10 +117,16 @@ def parse_binary(lines: list[str], start: int, index: str | None, index_line: in
 
 
 def _check_literal(block: BinaryBlock, oid: str, line: int) -> None:
-    """A literal block holds the whole side it ends at: its bytes must be the blob the index line names."""
+    """A literal block holds the whole side it ends at: its bytes must be the blob the index line names. A
+    delta block must read as a delta (its source is known only at apply: what fits it is checked there)."""
     if block.kind == "literal" and not _is_side(block.data, oid):
         raise BinaryDataError(line, f"the literal data is git blob {blob_id(block.data, len(oid))[:12]}, the index "
                                     f"line says {oid[:12]}")
+    if block.kind == "delta":
+        try:
+            delta_instructions(block.data)
+        except BinaryApplyError as exc:
+            raise BinaryDataError(line, str(exc)) from None
 
 
 def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
@@ -158,18 +164,31 @@ def _line(text: str, n: int) -> bytes:
 
 def apply_delta(source: bytes, delta: bytes) -> bytes:
     """``source`` changed by a git delta. Raises BinaryApplyError when the delta does not fit it."""
+    src_size, dst_size, ops = delta_instructions(delta)
+    if src_size != len(source):
+        raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
+    out = bytearray()
+    for copy, start, size in ops:
+        out += (source if copy else delta)[start:start + size]
+    return bytes(out)
+
+
+def delta_instructions(delta: bytes) -> tuple[int, int, list[tuple[bool, int, int]]]:
+    """A git delta read without its source: the source's and the result's sizes in bytes, and each instruction
+    as (copy from the source?, start, size) (an insert's start is in ``delta``). Raises BinaryApplyError when
+    the data cannot be a delta: it ends inside an instruction, holds the reserved instruction 0, copies past
+    the source's size, or gives another size than its header says."""
     try:
-        return _apply_delta(source, delta)
+        return _instructions(delta)
     except IndexError:
         raise BinaryApplyError("the delta data ends in the middle of an instruction: the patch is damaged") from None
 
 
-def _apply_delta(source: bytes, delta: bytes) -> bytes:
+def _instructions(delta: bytes) -> tuple[int, int, list[tuple[bool, int, int]]]:
     src_size, pos = _varint(delta, 0)
     dst_size, pos = _varint(delta, pos)
-    if src_size != len(source):
-        raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
-    out = bytearray()
+    ops: list[tuple[bool, int, int]] = []
+    total = 0
     while pos < len(delta):
         op = delta[pos]
         pos += 1
@@ -177,19 +196,20 @@ def _apply_delta(source: bytes, delta: bytes) -> bytes:
             offset, pos = _packed(delta, pos, op, 4)
             size, pos = _packed(delta, pos, op >> 4, 3)
             size = size or 0x10000
-            if offset + size > len(source):
-                raise BinaryApplyError(f"the delta copies bytes {offset}-{offset + size} of a {len(source)}-byte file")
-            out += source[offset:offset + size]
+            if offset + size > src_size:
+                raise BinaryApplyError(f"the delta copies bytes {offset}-{offset + size} of a {src_size}-byte file")
+            ops.append((True, offset, size))
         elif op:
             if pos + op > len(delta):
                 raise IndexError(pos + op)
-            out += delta[pos:pos + op]
+            ops.append((False, pos, op))
             pos += op
         else:
             raise BinaryApplyError("the delta holds instruction 0 (reserved): the patch is damaged")
-    if len(out) != dst_size:
-        raise BinaryApplyError(f"the delta gives {len(out)} bytes, its header says {dst_size}")
-    return bytes(out)
+        total += ops[-1][2]
+    if total != dst_size:
+        raise BinaryApplyError(f"the delta gives {total} bytes, its header says {dst_size}")
+    return src_size, dst_size, ops
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -234,3 +234,54 @@ def test_a_missing_binary_source_is_named_at_its_fix_toml_line(sourced):
         engine.status(b.request(image))
     assert (f"{toml}:{line}: [binary] 'demo_pkg/logo.bin': the fix's source file 'logo.bin' is missing: no "
             f"{folder / 'logo.bin'}") in str(exc.value), str(exc.value)
+
+
+def _reencode(data: bytes) -> list[str]:
+    """Binary data as git writes it under 'literal/delta SIZE': deflated, then base85 lines of <= 52 bytes."""
+    import base64
+    import zlib
+
+    raw = zlib.compress(data)
+    out = []
+    for i in range(0, len(raw), 52):
+        chunk = raw[i:i + 52]
+        lead = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
+        out.append(lead + base64.b85encode(chunk.ljust((len(chunk) + 3) // 4 * 4, b"\0")).decode())
+    return out
+
+
+def _decode(body: list[str]) -> bytes:
+    import base64
+    import zlib
+
+    def count(lead: str) -> int:
+        return ord(lead) - ord("A") + 1 if lead <= "Z" else ord(lead) - ord("a") + 27
+
+    return zlib.decompress(b"".join(base64.b85decode(ln[1:])[:count(ln[0])] for ln in body))
+
+
+def test_a_damaged_delta_is_refused_when_the_pack_loads(setup):
+    """A delta block that cannot be a delta (here: its header's result size is off by one) was found only when
+    apply reached that file; the pack's loading (check, status, apply) now names the block's line, and the
+    image is not touched."""
+    from fixpack.binpatch import BinaryDataError, delta_instructions, parse_binary
+
+    b, image = setup
+    patch = b.pack / "fixes/bins/0001-change.patch"
+    lines = patch.read_text().split("\n")
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("delta "))
+    end = lines.index("", head)
+    data = _decode(lines[head + 1:end])
+    src, dst, _ops = delta_instructions(data)
+    assert (src, dst) == (len(BIG), len(BIG))
+    tampered = data.replace(data[:6], data[:3] + bytes([data[3] ^ 1]) + data[4:6], 1)  # result size's low byte
+    body = _reencode(tampered)
+    lines[head:end] = [f"delta {len(tampered)}", *body]
+    patch.write_text("\n".join(lines))
+    with pytest.raises(BinaryDataError) as err:
+        parse_binary(lines, head - 1, next(ln for ln in lines[:head] if ln.startswith("index ") and ".." in ln), 0)
+    assert err.value.line == head + 1 and "header says" in err.value.message
+    before = snapshot(image)
+    with pytest.raises(PackError, match=rf"0001-change.patch:{head + 1}: .*the delta gives"):
+        engine.apply(b.request(image))
+    assert snapshot(image) == before
