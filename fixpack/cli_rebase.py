@@ -7,9 +7,8 @@ is plain lines; ``--json`` prints the JSON report (schemas/rebase.schema.json)."
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,8 @@ from .cli_common import (
 from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
-from .rebase_session import local_steps
+from .rebase_session import terminal_command
+from .render import next_steps, render_markdown
 from .runlock import pack_lock
 
 OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broken": "red", "upstreamed": "blue"}
@@ -118,8 +118,8 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         emit_json(result.as_dict() | {"profile": result.from_profile, "ok": result.exit_code == 0,
                                       "error": "" if result.exit_code == 0 else "conflicts left to resolve"})
     else:
-        local = partial(local_steps, pack_root=req.pack_root, name=result.to_profile, work=req.work)
-        _render(result.as_dict(), result.markdown, local)
+        steps = next_steps(result, terminal_command(req.pack_root, result.to_profile, req.work))
+        _render(result.as_dict() | {"next_steps": steps}, render_markdown(result, steps))
         click.echo(f"\nreport: {result.report_md} and {result.report_json}")
     sys.exit(exit_code(result))
 
@@ -145,14 +145,14 @@ def _working(what: str) -> Iterator[None]:
         yield
 
 
-def _render(doc: dict[str, Any], markdown: str, local: Callable[[str], str]) -> None:
-    """A table on a terminal; the Markdown report in a pipe (CI logs keep the whole report). ``local``: the
-    report's `fixpack rebase --continue` / `--abort` as this program runs them (the report file keeps them plain)."""
+def _render(doc: dict[str, Any], markdown: str) -> None:
+    """A table on a terminal; the Markdown report in a pipe (CI logs keep the whole report). Both name the next
+    steps' commands as this program runs them (the report file keeps them plain)."""
     head = f"rebase {doc['from_profile']} -> {doc['to_profile']}: {doc['status']}"
     rows = [(f["id"], f["outcome"], f["patch"], f"v{f['old_version']}->v{f['new_version']}",
              "; ".join(f["flags"]), f.get("proof", "-")) for f in doc["fixes"]]
     if not use_rich():
-        click.echo(local(markdown), nl=False)
+        click.echo(markdown, nl=False)
         return
     from rich.markup import escape
     from rich.table import Table
@@ -172,7 +172,7 @@ def _render(doc: dict[str, Any], markdown: str, local: Callable[[str], str]) -> 
         if flags:
             out.print(f"[bold]{escape(fid)}[/]: {escape(flags)}", soft_wrap=True)
     for line in doc["next_steps"]:
-        out.print(escape(local(line)), soft_wrap=True)
+        out.print(escape(line), soft_wrap=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

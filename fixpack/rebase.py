@@ -184,7 +184,7 @@ def _run(session: Session) -> RebaseResult:
         session.save()
     else:
         result.written = write_pack(session, pack, old, outcomes)
-    result.next_steps = next_steps(session, result)
+    result.next_steps = next_steps(result)
     write_report(session, result)
     if result.status == "done":
         keep_undo(session, result.written)

@@ -24,7 +24,7 @@ from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .records import dumps
 from .release import fetch
-from .render import render_markdown, render_profile, render_variant
+from .render import Command, render_markdown, render_profile, render_variant
 from .state import read_manifest
 from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, normalize_commit, read_facts, resolve_root
@@ -213,12 +213,17 @@ def resume_command(action: str, pack_root: Path, name: str, work: Path | None = 
     return command("rebase", f"--{action}", "--pack", str(pack_root), *where)
 
 
-def local_steps(text: str, pack_root: Path, name: str, work: Path | None = None) -> str:
-    """A report's words (``text``, which say plain `fixpack rebase --continue` / `--abort`: the committed
-    report names no local interpreter) with those commands as this program runs them, for the terminal."""
-    for action in ("continue", "abort"):
-        text = text.replace(f"`fixpack rebase --{action}`", f"`{resume_command(action, pack_root, name, work)}`")
-    return text
+def terminal_command(pack_root: Path, name: str, work: Path | None = None) -> Command:
+    """How the terminal renders the next steps' commands (render.next_steps' ``command``): the program as
+    :func:`fixpack.progname.program` names it, with the pack; ``rebase --continue`` / ``--abort`` as
+    :func:`resume_command` (the committed report keeps plain ``fixpack``)."""
+    from .progname import command  # only when there are steps to show
+
+    def render(*words: str) -> str:
+        if words[:1] == ("rebase",) and words[1:] in (("--continue",), ("--abort",)):
+            return resume_command(words[1][2:], pack_root, name, work)
+        return command(*words, "--pack", str(pack_root))
+    return render
 
 
 def check_clean(pack_root: Path) -> None:

@@ -6,7 +6,9 @@ profile's document, so that its comments and layout carry over.
 from __future__ import annotations
 
 import json
+import shlex
 import textwrap
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import tomlkit
@@ -15,7 +17,16 @@ from .model import Profile, TargetSpec
 from .targets import FoundTarget, normalize_commit
 
 if TYPE_CHECKING:  # the session module imports this one; the types are only named here
-    from .rebase_session import FixOutcome, RebaseResult, Session, TargetPair
+    from .rebase_session import FixOutcome, RebaseResult, TargetPair
+
+Command = Callable[..., str]
+"""Renders a fixpack command from its words (``"rebase", "--continue"``) for where the next steps are read."""
+
+
+def plain_command(*words: str) -> str:
+    """A fixpack command as the committed report names it: plain ``fixpack`` (a local interpreter's path does
+    not belong in a file others read), e.g. ``fixpack rebase --continue``."""
+    return shlex.join(("fixpack", *words))
 
 
 def render_variant(version: int, rebased_from: str, profile: str) -> str:
@@ -95,7 +106,9 @@ def _profile_note(o: FixOutcome) -> str:
     return ""
 
 
-def next_steps(session: Session, result: RebaseResult) -> list[str]:
+def next_steps(result: RebaseResult, command: Command = plain_command) -> list[str]:
+    """What to do after the rebase, one step a string; ``command`` renders the fixpack commands they name (the
+    report's plain words, or the terminal's: fixpack.rebase_session.terminal_command)."""
     steps = []
     conflicts = [o for o in result.fixes if o.outcome in ("conflict", "broken")]
     for o in conflicts:
@@ -108,8 +121,9 @@ def next_steps(session: Session, result: RebaseResult) -> list[str]:
         else:
             steps.append(f"fix {o.id} by hand: {o.evidence[-1]}")
     if result.status != "done":
-        steps.append("then `fixpack rebase --continue` (blocked fixes are tried then); or `fixpack rebase --abort` "
-                     "to drop the rebase (the pack is untouched until every fix is carried)")
+        steps.append(f"then `{command('rebase', '--continue')}` (blocked fixes are tried then); or "
+                     f"`{command('rebase', '--abort')}` to drop the rebase (the pack is untouched until every fix is "
+                     f"carried)")
         return steps
     new = result.to_profile
     steps.append(f"review `git status fixes profiles` and `git diff`: profiles/{new}.toml, its lock, and the "
@@ -126,11 +140,13 @@ def next_steps(session: Session, result: RebaseResult) -> list[str]:
     for c in result.components:
         steps.append(f"check that component {c['id']} {c['version']} supports this release (its own tests and "
                      f"build gates, {c['path']}), or remove [components.{c['id']}] from profiles/{new}.toml")
-    steps.append(f"prove it: `fixpack prove --profile {new} --python <a venv with the new release>`; then commit")
+    prove = command("prove", "--profile", new)
+    steps.append(f"prove it: `{prove} --python <a venv with the new release>`; then commit")
     return steps
 
 
-def render_markdown(result: RebaseResult) -> str:
+def render_markdown(result: RebaseResult, steps: list[str] | None = None) -> str:
+    """The Markdown report; ``steps``: its next steps (default the result's, in the report's plain words)."""
     onto = ", ".join(f"{p.spec.name} {p.new.version}" for p in result.targets if p.new)
     head = {"done": "done: every fix is carried",
             "conflicts": "stopped: conflicts to resolve (nothing written to the pack yet)"}[result.status]
@@ -164,7 +180,8 @@ def render_markdown(result: RebaseResult) -> str:
                        f"on {onto}: the component's own tests decide") for c in result.components] + [""]
     if result.written:
         lines += ["## Written", ""] + [f"- {w}" for w in result.written] + [""]
-    lines += ["## Next steps", ""] + [f"{i}. {s}" for i, s in enumerate(result.next_steps, 1)]
+    shown = result.next_steps if steps is None else steps
+    lines += ["## Next steps", ""] + [f"{i}. {s}" for i, s in enumerate(shown, 1)]
     return "\n".join(lines) + "\n"
 
 

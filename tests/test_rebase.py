@@ -387,6 +387,20 @@ def test_cli_prints_the_report_and_maps_exit_codes(conflicting):
     assert res.exit_code == 2 and "no rebase in progress" in res.output
 
 
+def test_a_done_rebase_names_its_prove_step_as_this_program_runs_it(pack):
+    """The terminal's (and a pipe's) next steps render every fixpack command they name as this program runs it,
+    with the pack; the committed report keeps plain `fixpack` (no local interpreter's path)."""
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    res = CliRunner().invoke(rebase_cmd, ["--pack", str(b.pack), "--profile", "p1", "--root", f"demo={new}",
+                                          "--old-root", f"demo={old}"])
+    assert res.exit_code == 0, res.output
+    said = f"`{program()} prove --profile v2.0 --pack {b.pack} --python <a venv with the new release>`"
+    assert said in res.output and "`fixpack prove" not in res.output, res.output
+    report = (b.pack / "reports/rebase-p1-to-v2.0.md").read_text()
+    assert "`fixpack prove --profile v2.0 --python <a venv with the new release>`" in report and said not in report
+
+
 def test_change_lines_ignore_context_and_numbers():
     a = b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n"
     moved = b"diff --git a/y b/y\n--- a/y\n+++ b/y\n@@ -9,3 +9,3 @@\n z\n-b\n+c\n d\n"
