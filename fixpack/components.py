@@ -142,7 +142,7 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
         raise BadInputError(problem)
     locked = lock.component(comp.id) if lock is not None else None
     if locked is not None:
-        check_component_files(profile, comp, locked, package_files(layout.hashes()), redo)
+        check_component_files(profile, comp, locked, package_files(layout.hashes()), redo, layout.dist_info)
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)

@@ -112,14 +112,16 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
 
 
 def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],
-                          redo: Redo | None = None) -> None:
+                          redo: Redo | None = None, dist_info: str = "") -> None:
     """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
-    built now) are not the ones the lock recorded for it: its source changed without a new version and lock
-    (``redo``: as for :func:`read_lock`)."""
-    if dict(locked.files) == files:
+    built now) are not the ones the lock recorded for it, or its ``.dist-info`` folder (``dist_info``, built
+    now) is not the one the lock names: its source changed without a new version and lock (``redo``: as for
+    :func:`read_lock`)."""
+    if dict(locked.files) == files and not (locked.dist_info and dist_info and locked.dist_info != dist_info):
         return
+    what = _differ(locked.files, files) if dict(locked.files) != files else f"{dist_info}, not {locked.dist_info}"
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
-                         f"({_differ(locked.files, files)}): its source changed; bump its "
+                         f"({what}): its source changed; bump its "
                          f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
 
@@ -169,7 +171,7 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
     problem = built_version_problem(comp, layout.version)
     if problem:
         raise BadInputError(problem)
-    return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())))
+    return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())), layout.dist_info)
 
 
 def pip_normal(name: str) -> str:

@@ -197,7 +197,7 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
                 out.append(Finding(_rel(pack.root, profile.path),
                                    key_line(text, "version", f"components.{comp.id}"), problem))
                 continue
-            check_component_files(profile, comp, locked, package_files(layout.hashes()))
+            check_component_files(profile, comp, locked, package_files(layout.hashes()), None, layout.dist_info)
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
                                _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))
