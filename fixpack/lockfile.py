@@ -17,6 +17,7 @@ from .errors import BadInputError, ConflictError, FixpackError, MismatchError, S
 from .fsio import atomic_write
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
+from .safepath import not_a_file, read_regular
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
@@ -69,9 +70,25 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``
     renders the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
     path = profile.lock_path
+    what = not_a_file(path)
+    if what is not None:  # a FIFO would block the read
+        raise StaleLockError(f"{path}: is {what}, not a lock file; {remove_hint(path, what)}, then "
+                             f"{regenerate_hint(profile, redo)}")
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {regenerate_hint(profile, redo)}")
-    return Lock.from_json(path.read_bytes(), path, profile.name, lambda: regenerate_hint(profile, redo))
+    try:
+        raw = read_regular(path)
+    except OSError as exc:
+        raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
+    return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+
+
+def remove_hint(path: Path, what: str) -> str:
+    """How to clear ``path`` (something that is no regular file: :func:`~fixpack.safepath.not_a_file` says
+    ``what``) for a lock to be written there: ``rm`` (``rm -r`` for a folder)."""
+    import shlex
+
+    return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:

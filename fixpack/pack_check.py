@@ -23,6 +23,7 @@ from .errors import FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
+from .safepath import not_a_file
 from .structs import dataclass
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
@@ -140,6 +141,10 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
 
     where = _rel(pack.root, profile.lock_path)
     redo = lockfile.regenerate_hint(profile)
+    what = not_a_file(profile.lock_path)
+    if what is not None:  # a FIFO would block the read
+        return [Finding(where, None, f"is {what}, not a lock file",
+                        f"{lockfile.remove_hint(profile.lock_path, what)}, then {redo}")]
     if not profile.lock_path.is_file():
         return [Finding(_rel(pack.root, profile.path), key_line(profile.path.read_text("utf-8"), "name") or 1,
                         f"profile {profile.name} has no lock ({where})", redo)]
