@@ -102,7 +102,8 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | No
 
 def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
-    ``target`` (a pin edited without a new lock); [] when it matches the pack. A fix whose patch bytes are
+    ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
+    that changed); [] when it matches the pack. A fix whose patch bytes are
     the ones the lock fingerprinted is vouched for on the way (its patches are not parsed)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
@@ -152,10 +153,10 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], st
             continue
         version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
         if spec.pin.version and version and version != spec.pin.version:
-            out.append((("target", spec.name),
+            out.append((("target", f"{spec.name}.version"),
                         f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"))
         elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
-            out.append((("target", spec.name),
+            out.append((("target", f"{spec.name}.commit"),
                         f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"))
     return out
 

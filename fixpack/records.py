@@ -159,8 +159,8 @@ class Lock:
 
         def bad(what: str, line: int | None = None, said_at: bool = False) -> StaleLockError:
             """``said_at``: the message names the line after the path (``path:line: ...``)."""
-            what = f"{what}; {how()}"
-            return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}", line, what)
+            hint = how()
+            return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}; {hint}", line, what, hint)
 
         try:
             data = json.loads(raw.decode("utf-8"))
