@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from .errors import DamagedJournalError, DamagedStateError
 from .records import Manifest, ManifestFix, Recorded
@@ -90,7 +89,7 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     (:func:`component_leftovers`: an install killed half way; a manifest that records it then finds it gone).
     Returns (the step's words, the command); None when no file can be named."""
     comps = component_leftovers(ctx, ft)
-    mine = {p for files, dist in comps for p in files} | {dist for _files, dist in comps}
+    mine = {p for _there, files, _dist in comps for p in files} | {dist for _there, _files, dist in comps}
     clean = release_has(ctx, ft)
     for path, existed in journal_named(raw).items():
         if path not in mine and path.split("/", 1)[0] not in mine:
@@ -103,9 +102,9 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
 
 
-def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], str]]:
+def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:
     """Each component of ``ft``'s target that the lock knows and that has files on ``ft`` now: (its package
-    files there, its ``.dist-info`` folder if there). One whose ``.dist-info`` another installer wrote (its
+    files there, all its package files, its ``.dist-info`` folder if there). One whose ``.dist-info`` another installer wrote (its
     ``INSTALLER`` is not ``fixpack``: pip's) is not ours and left alone."""
     out = []
     for comp in ctx.profile.components:
@@ -116,30 +115,22 @@ def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], 
         installer = ft.root / dist / "INSTALLER" if dist else None
         if installer is not None and installer.is_file() and installer.read_bytes() != b"fixpack\n":
             continue
-        files = [p for p, _h in locked.files if (ft.root / p).is_file() or (ft.root / p).is_symlink()]
-        there = dist if dist and (ft.root / dist).is_dir() and not (ft.root / dist).is_symlink() else ""
-        if files or there:
-            out.append((files, there))
+        files = [p for p, _h in locked.files]
+        there = [p for p in files if (ft.root / p).is_file() or (ft.root / p).is_symlink()]
+        folder = dist if dist and (ft.root / dist).is_dir() and not (ft.root / dist).is_symlink() else ""
+        if there or folder:
+            out.append((there, files, folder))
     return out
 
 
-def _remove_components(ft: FoundTarget, comps: list[tuple[list[str], str]]) -> str:
+def _remove_components(ft: FoundTarget, comps: list[tuple[list[str], list[str], str]]) -> str:
     """The command that removes ``comps`` (:func:`component_leftovers`) from ``ft``'s root: their files, the
     bytecode of their modules, their ``.dist-info`` folders, then the folders that leaves empty."""
-    import shlex
+    from .components import removal
 
-    from .fsio import pycache_files
-
-    files = sorted(p for fs, _d in comps for p in fs)
-    pyc = sorted(pyc.relative_to(ft.root).as_posix() for p in files for pyc in pycache_files(ft.root / p))
-    dists = sorted(d for _fs, d in comps if d)
-    folders = sorted({str(Path(p).parents[i]) for p in files + pyc for i in range(len(Path(p).parts) - 1)},
-                     key=lambda d: (-d.count("/"), d))
-    steps = [f"cd {shlex.quote(str(ft.root))}"]
-    steps += ["rm -f -- " + " ".join(shlex.quote(p) for p in files + pyc)] if files else []
-    steps += ["rm -rf -- " + " ".join(shlex.quote(d) for d in dists)] if dists else []
-    steps += ["rmdir --ignore-fail-on-non-empty -- " + " ".join(shlex.quote(d) for d in folders)] if folders else []
-    return f"({' && '.join(steps)})"
+    there = sorted(p for fs, _all, _d in comps for p in fs)
+    files = sorted(p for _fs, every, _d in comps for p in every)
+    return removal(ft.root, there, files, tuple(sorted(d for _fs, _all, d in comps if d)))
 
 
 def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:

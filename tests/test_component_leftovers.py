@@ -1,7 +1,9 @@
-"""A run killed while it installed a component, then its journal damaged: the printed steps name the
-component's files and its ``.dist-info`` too, so that, run as printed, apply installs it again and revert gives
-the release back byte for byte (the steps named only the fixes' files; apply then refused: the component's
-``.dist-info`` "is there already (installed by pip?)")."""
+"""What is left of a component, removed by a printed step so that the root is as before the install, byte for
+byte. A run killed while it installed one, then its journal damaged: the steps name the component's files and
+its ``.dist-info`` too, so that apply installs it again and revert gives the release back (they named only the
+fixes' files; apply then refused: the ``.dist-info`` "is there already (installed by pip?)"). A tampered
+component's step removes its bytecode whatever Python wrote it and whenever (it named the ``.pyc`` files there
+when it was printed: bytecode written since, by the image's Python, kept its ``__pycache__`` folders)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, git, snapshot
-from test_components import component_table, plugin_wheel  # noqa: F401 (a fixture)
+from test_components import _next_step, component_table, plugin_wheel, setup_pack  # noqa: F401 (a fixture)
+
+from fixpack import engine
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
@@ -65,3 +69,22 @@ def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder
     assert (site / "tiny_plug/sub/kern.py").read_text() == "SCALE = 2\n"
     assert _cli("revert", *args).returncode == 0
     assert snapshot(site) == before and not (site / ".fixpack").exists()
+
+
+def test_a_tampered_component_s_step_removes_bytecode_written_after_it_was_printed(builder, plugin_wheel, tmp_path):
+    _pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    (site / "tiny_plug/sub/kern.py").write_text("SCALE = 3\n")
+    st = engine.status(builder.request(site))
+    assert st.fix("tiny-plug").state.value == "tampered"
+    step = _next_step(st, "tiny-plug")
+    command = step.split(": (", 1)[1].rsplit("); then run", 1)[0]
+    # the image's Python imports the plugin, another one compiled it: after the step was printed
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "tiny_plug")], check=True)
+    (site / "tiny_plug/sub/__pycache__/kern.cpython-399.opt-1.pyc").write_bytes(b"other python")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert not (site / "tiny_plug").exists(), sorted(str(p) for p in (site / "tiny_plug").rglob("*"))
+    assert engine.revert(builder.request(site)).ok
+    assert snapshot(site) == before and sorted(p.name for p in site.iterdir()) == ["demo_pkg", "demo_pkg-1.0.dist-info"]
