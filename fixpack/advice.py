@@ -104,8 +104,8 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
 
 def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:
     """Each component of ``ft``'s target that the lock knows and that has files on ``ft`` now: (its package
-    files there, all its package files, its ``.dist-info`` folder if there). One whose ``.dist-info`` another installer wrote (its
-    ``INSTALLER`` is not ``fixpack``: pip's) is not ours and left alone."""
+    files there, all its package files, its ``.dist-info`` folder if there). One whose ``.dist-info`` another
+    installer wrote (its ``INSTALLER`` is not ``fixpack``: pip's) is not ours and left alone."""
     out = []
     for comp in ctx.profile.components:
         locked = ctx.lock.component(comp.id) if comp.target == ft.spec.name else None

@@ -191,8 +191,8 @@ def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) ->
     elif kind == "component":
         line = key_line(text, name, "components")
     else:  # the pin's key that changed, in its target's table (the table's line when the key is not there)
-        target, key = name.rsplit(".", 1)
-        line = key_line(text, key, f"targets.{target}") or key_line(text, target, "targets")
+        target, pin_key = name.rsplit(".", 1)
+        line = key_line(text, pin_key, f"targets.{target}") or key_line(text, target, "targets")
     return _rel(pack.root, profile.path), line
 
 

@@ -45,7 +45,7 @@ def _cli(*args: str, fault_at: int | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.mark.parametrize("fault_at", [6, 11])
-def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder, plugin_wheel, tmp_path,
+def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder, plugin_wheel, tmp_path,  # noqa: F811
                                                                          fault_at):
     args, site = _site(builder, plugin_wheel)
     before = snapshot(site)
@@ -71,7 +71,8 @@ def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder
     assert snapshot(site) == before and not (site / ".fixpack").exists()
 
 
-def test_a_tampered_component_s_step_removes_bytecode_written_after_it_was_printed(builder, plugin_wheel, tmp_path):
+def test_a_tampered_component_s_step_removes_bytecode_written_after_it_was_printed(builder, plugin_wheel,  # noqa: F811
+                                                                                  tmp_path):
     _pack, site = setup_pack(builder, plugin_wheel)
     before = snapshot(site)
     assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
