@@ -76,3 +76,21 @@ def test_a_lock_that_is_no_file_says_what_it_is_and_what_to_do(builder, kind):
     (finding,) = [f for f in check_pack(builder.pack)[0] if "lock" in f.file]
     assert (finding.file, finding.message) == ("profiles/p1.lock", f"{WHAT[kind]}, not a lock file"), finding
     assert finding.hint.startswith(f"remove it ({rm} -- {lock}), then regenerate it"), finding.hint
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_lock_writes_over_a_fifo_or_a_link_and_names_a_folder(builder, kind):
+    """A folder where the lock goes stopped `fixpack lock` with an internal error (exit 1); a FIFO or a link
+    is replaced by the new lock, as the advice above says to do after removing it."""
+    from fixpack.errors import BadInputError
+
+    clean = _pack(builder)
+    lock = builder.pack / "profiles" / "p1.lock"
+    _plant(lock, kind)
+    if kind == "folder":
+        with pytest.raises(BadInputError, match=rf"{lock}: is a folder, not a lock file; remove it \(rm -r -- "):
+            builder.lock(clean)
+        assert lock.is_dir() and not any(lock.iterdir())
+        return
+    builder.lock(clean)
+    assert lock.is_file() and not lock.is_symlink() and engine.status(builder.request(clean)).ok
