@@ -89,3 +89,17 @@ def test_a_tampered_component_s_step_removes_bytecode_written_after_it_was_print
     assert not (site / "tiny_plug").exists(), sorted(str(p) for p in (site / "tiny_plug").rglob("*"))
     assert engine.revert(builder.request(site)).ok
     assert snapshot(site) == before and sorted(p.name for p in site.iterdir()) == ["demo_pkg", "demo_pkg-1.0.dist-info"]
+
+
+def test_a_damaged_journal_s_steps_leave_a_pip_installed_copy_alone(builder, plugin_wheel):  # noqa: F811
+    """The same package installed by pip (its INSTALLER says so) is not ours: the steps do not remove it."""
+    args, site = _site(builder, plugin_wheel)
+    (site / "tiny_plug").mkdir()
+    (site / "tiny_plug/__init__.py").write_text("def register():\n    return 'tiny'\n")
+    (site / "tiny_plug-0.3.0.dist-info").mkdir()
+    (site / "tiny_plug-0.3.0.dist-info/INSTALLER").write_text("pip\n")
+    assert _cli("apply", *args, fault_at=3).returncode == 137
+    (site / ".fixpack/journal.json").write_text('{"entries": [')
+    said = _cli("status", *args)
+    assert said.returncode == 3 and "In this order: 1. " in said.stderr, said.stderr
+    assert "tiny_plug" not in said.stderr and "components" not in said.stderr, said.stderr
