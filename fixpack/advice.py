@@ -78,18 +78,59 @@ def journal_steps(ctx: Context) -> Iterator[None]:
         how = journal_restore(ctx, ft, exc.raw) if ft is not None else None
         if how is None:
             raise
-        raise DamagedStateError(exc.path, exc.what, restore_first(exc.root, exc.raw, how)) from None
+        raise DamagedStateError(exc.path, exc.what, restore_first(exc.root, exc.raw, *how)) from None
 
 
-def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> str | None:
+def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str] | None:
     """The command that puts back to the clean release every file a killed run may have written on ``ft``: the
     files its journal (``raw``) names and every file the lock knows on that target (so that a manifest left
     from before lists only release files: stale, replaced by apply, removed by revert). A file the release
-    does not have is removed. None when no file can be named."""
+    does not have is removed, and so is what is there of each component the lock knows on that target
+    (:func:`component_leftovers`: an install killed half way; a manifest that records it then finds it gone).
+    Returns (the step's words, the command); None when no file can be named."""
+    comps = component_leftovers(ctx, ft)
+    mine = {p for _there, files, _dist in comps for p in files} | {dist for _there, _files, dist in comps}
     clean = release_has(ctx, ft)
     for path, existed in journal_named(raw).items():
-        clean.setdefault(path, existed)
-    return to_release(ctx, ft, sorted(clean), clean) if clean else None
+        if path not in mine and path.split("/", 1)[0] not in mine:
+            clean.setdefault(path, existed)
+    steps = [to_release(ctx, ft, sorted(clean), clean)] if clean else []
+    steps += [_remove_components(ft, comps)] if comps else []
+    if not steps:
+        return None
+    words = "put the files the fixes touch back to the clean release"
+    return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
+
+
+def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:
+    """Each component of ``ft``'s target that the lock knows and that has files on ``ft`` now: (its package
+    files there, all its package files, its ``.dist-info`` folder if there). One whose ``.dist-info`` another
+    installer wrote (its ``INSTALLER`` is not ``fixpack``: pip's) is not ours and left alone."""
+    out = []
+    for comp in ctx.profile.components:
+        locked = ctx.lock.component(comp.id) if comp.target == ft.spec.name else None
+        if locked is None:
+            continue
+        dist = locked.dist_info
+        installer = ft.root / dist / "INSTALLER" if dist else None
+        if installer is not None and installer.is_file() and installer.read_bytes() != b"fixpack\n":
+            continue
+        files = [p for p, _h in locked.files]
+        there = [p for p in files if (ft.root / p).is_file() or (ft.root / p).is_symlink()]
+        folder = dist if dist and (ft.root / dist).is_dir() and not (ft.root / dist).is_symlink() else ""
+        if there or folder:
+            out.append((there, files, folder))
+    return out
+
+
+def _remove_components(ft: FoundTarget, comps: list[tuple[list[str], list[str], str]]) -> str:
+    """The command that removes ``comps`` (:func:`component_leftovers`) from ``ft``'s root: their files, the
+    bytecode of their modules, their ``.dist-info`` folders, then the folders that leaves empty."""
+    from .components import removal
+
+    there = sorted(p for fs, _all, _d in comps for p in fs)
+    files = sorted(p for _fs, every, _d in comps for p in every)
+    return removal(ft.root, there, files, tuple(sorted(d for _fs, _all, d in comps if d)))
 
 
 def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:

@@ -131,7 +131,8 @@ def fetch_cmd(profile: str, only_targets: tuple[str, ...], cache: Path | None, v
                             "commit": found.commit, "evidence": list(found.evidence)})
             if not as_json:
                 click.echo(f"{name}={found.root}")
-                click.echo(f"  {found.version} @ {found.commit} ({'; '.join(found.evidence)})", err=True)
+                click.echo(f"  {name} release copy: version {found.version}, commit {found.commit} (read from: "
+                           f"{'; '.join(found.evidence)})", err=True)
     if as_json:
         emit_json(envelope("fetch", profile, targets=fetched))
 

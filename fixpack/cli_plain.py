@@ -123,8 +123,8 @@ def render_plain(report: Report, echo: Echo) -> None:
     for t in report.targets:
         facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
         echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
-        for note in t.notes:  # one line each: a note is a sentence of its own, never run into the root or another
-            echo(f"  - {note}")
+        for note in t.notes:  # a line each: a sentence of its own, never run into the root or another; the lines
+            echo("  - " + note.replace("\n", "\n    "))  # of a multi-line one (a pack error's list) under it
     for f in report.fixes:
         opt = " (opt-in)" if f.opt_in else ""
         detail = "; ".join(f.messages)  # drifted fixes carry their offsets in their messages already

@@ -70,7 +70,8 @@ def _render_rich(report: Report) -> None:
                    escape(f"{t.pin.get('version', '')} {t.pin.get('commit', '')}"))
         if t.root:
             notes.append(f"[bold]{escape(t.name)}[/] root: {escape(t.root)}")
-        notes += [f"[bold]{escape(t.name)}[/] [{style}]{escape(note)}[/]" for note in t.notes]  # a line each
+        notes += [f"[bold]{escape(t.name)}[/] [{style}]{escape(note.replace(chr(10), chr(10) + '    '))}[/]"
+                  for note in t.notes]  # a line each; a multi-line one's lines under it
     out.print(tt)
     for n in notes:
         out.print(n, soft_wrap=True)

@@ -8,6 +8,7 @@ own ``<distribution>-<version>.dist-info`` lies there): a source tree is refused
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import BadInputError, DamagedStateError, MismatchError
@@ -142,7 +143,7 @@ def _lay_out(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree,
         raise BadInputError(problem)
     locked = lock.component(comp.id) if lock is not None else None
     if locked is not None:
-        check_component_files(profile, comp, locked, package_files(layout.hashes()), redo)
+        check_component_files(profile, comp, locked, package_files(layout.hashes()), redo, layout.dist_info)
     _check_free(profile, comp, ft, tree, set(layout.files), layout.name)
     for path, (data, mode) in sorted(layout.files.items()):
         tree.write(path, decode(data), mode)
@@ -190,21 +191,32 @@ def revert(profile: Profile, manifest: Manifest, tree: Tree, dry: bool) -> list[
 def remove_rest(tree: Tree, rec: ManifestComponent, changed: dict[str, str | None], then: str) -> str:
     """The next step for a component whose files changed: put them back as installed, or remove what is left
     of it (the recorded files still there, then their folders once empty), after which it is gone."""
+    there = [p for p in sorted(rec.files) if changed.get(p, "") is not None]
+    return (f"next: put those files back as they were installed, or remove what is left of {rec.id}: "
+            f"{removal(tree.root, there, sorted(rec.files))}; then run {then}")
+
+
+def removal(root: Path, there: list[str], files: list[str], dists: tuple[str, ...] = ()) -> str:
+    """The command that removes a component's files from ``root``: ``there`` (those on disk now), the
+    bytecode of every module of ``files`` (all it has or had), whatever Python wrote it and whenever (the
+    ``__pycache__`` of a folder that holds only the component's files goes whole; elsewhere, as in the
+    site-packages folder itself, only ``<module>.*.pyc``), the ``.dist-info`` folders ``dists`` whole, then
+    every folder of ``files`` that this leaves empty, deepest first."""
     import shlex  # only when there is something to put right
 
-    from .fsio import pycache_files
-
-    there = [p for p in sorted(rec.files) if changed.get(p, "") is not None]
-    # and the bytecode of its modules (an import or compileall made it): revert removes that too
-    there += sorted(pyc.relative_to(tree.root).as_posix() for p in rec.files if p.endswith(".py")
-                    for pyc in pycache_files(tree.root / p))
-    folders = sorted({str(Path(p).parents[i]) for p in there + sorted(rec.files)
-                      for i in range(len(Path(p).parts) - 1)}, key=lambda d: (-d.count("/"), d))
-    folders = [d for d in folders if (tree.root / d).is_dir()]
-    steps = [f"cd {shlex.quote(str(tree.root))}"]
-    if there:
-        steps.append("rm -f -- " + " ".join(shlex.quote(p) for p in there))
-    if folders:
-        steps.append("rmdir --ignore-fail-on-non-empty -- " + " ".join(shlex.quote(d) for d in folders))
-    return (f"next: put those files back as they were installed, or remove what is left of {rec.id}: "
-            f"({' && '.join(steps)}); then run {then}")
+    folders = sorted({str(Path(p).parents[i]) for p in files for i in range(len(Path(p).parts) - 1)},
+                     key=lambda d: (-d.count("/"), d))
+    folders = [d for d in folders if (root / d).is_dir() and not (root / d).is_symlink()]
+    mine = set(files) | set(folders) | {f"{d}/__pycache__" for d in folders}
+    own = [d for d in folders if all(f"{d}/{n}" in mine for n in os.listdir(root / d))]
+    shared = [p for p in files if p.endswith(".py") and str(Path(p).parent) not in own]
+    gone = [shlex.quote(p) for p in there]
+    gone += [f"{shlex.quote(str(Path(p).parent / '__pycache__' / Path(p).stem))}.*.pyc" for p in shared]  # a glob
+    modules = {str(Path(p).parent) for p in files if p.endswith(".py")}
+    whole = [shlex.quote(p) for p in (*dists, *(f"{d}/__pycache__" for d in own if d in modules))]
+    steps = [f"cd {shlex.quote(str(root))}"] + (["rm -f -- " + " ".join(gone)] if gone else [])
+    steps += ["rm -rf -- " + " ".join(whole)] if whole else []
+    empty = [d for d in folders if d not in own and (root / d / "__pycache__").is_dir()]
+    empty = sorted({*folders, *(f"{d}/__pycache__" for d in empty)}, key=lambda d: (-d.count("/"), d))
+    steps += ["rmdir --ignore-fail-on-non-empty -- " + " ".join(shlex.quote(d) for d in empty)] if empty else []
+    return f"({' && '.join(steps)})"

@@ -82,13 +82,14 @@ class UnknownNameError(BadInputError):
 
 class StaleLockError(BadInputError):
     """The profile's lock does not match the pack or the release copy; regenerate it. A lock file that does
-    not read says where: ``line`` (1-based, None when no line can be named) and ``what`` (the message after
-    the lock's path)."""
+    not read says where: ``line`` (1-based, None when no line can be named), ``what`` (the message after
+    the lock's path, up to its advice) and ``hint`` (that advice: the command that regenerates it)."""
 
-    def __init__(self, message: str, line: int | None = None, what: str = "") -> None:
+    def __init__(self, message: str, line: int | None = None, what: str = "", hint: str = "") -> None:
         super().__init__(message)
         self.line = line
         self.what = what or message
+        self.hint = hint
 
 
 class MismatchError(FixpackError):

@@ -262,6 +262,8 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         if have is not None and have != _mode(src_mode):
             return _fail(out, f"{src}: mode {oct(have)} is not the patch's {src_mode[-3:]}")
     if dst is None:
+        if text != "" and reverse:  # undoing a created file: its lines came off, others stay
+            return _fail(out, f"{src}: holds more than the file the patch creates (lines added since it was applied)")
         if text != "":
             return _fail(out, f"{src}: does not match the content the patch deletes")
         work.write(src or "", None)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 try:
@@ -17,6 +18,7 @@ from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
+from .safepath import not_a_file, read_regular
 from .targets import commit_matches
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
@@ -46,8 +48,14 @@ def key_line(text: str, key: str, table: str = "") -> int | None:
 
 
 def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | None:
+    """A profile, ``fix.toml`` or ``variant.toml``: its data and text, or None with the problem added to
+    ``errors``. Something there that is no regular file (a FIFO would block the read) is named, unread."""
+    what = not_a_file(path)
+    if what is not None:
+        errors.add(f"is {what}, not a regular file", path, None, "put the TOML file itself there")
+        return None
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         errors.add(f"cannot read: {exc.strerror}", path)
         return None
@@ -106,7 +114,8 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
             continue
         seen[line] = n
         order.append(line)
-    folders = {f.name for f in (root / "fixes").iterdir() if (f / "fix.toml").is_file()}  # one stat each
+    # one stat each; a fix.toml that is no regular file is one too (its load says what it is)
+    folders = {f.name for f in (root / "fixes").iterdir() if os.path.lexists(f / "fix.toml")}
     for fix_id in order:
         if fix_id not in folders:
             errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
@@ -231,7 +240,7 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     series = load_series(root, errors)
     fixes: dict[str, Fix] = {}
     for fix_id in series:
-        if (root / "fixes" / fix_id / "fix.toml").is_file():
+        if os.path.lexists(root / "fixes" / fix_id / "fix.toml"):
             fix = load_fix(root / "fixes" / fix_id, errors, profile)
             if fix:
                 fixes[fix_id] = fix

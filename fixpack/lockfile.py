@@ -17,6 +17,7 @@ from .errors import BadInputError, ConflictError, FixpackError, MismatchError, S
 from .fsio import atomic_write
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
+from .safepath import not_a_file, read_regular
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
@@ -69,9 +70,25 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``
     renders the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
     path = profile.lock_path
+    what = not_a_file(path)
+    if what is not None:  # a FIFO would block the read
+        raise StaleLockError(f"{path}: is {what}, not a lock file; {remove_hint(path, what)}, then "
+                             f"{regenerate_hint(profile, redo)}")
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {regenerate_hint(profile, redo)}")
-    return Lock.from_json(path.read_bytes(), path, profile.name, lambda: regenerate_hint(profile, redo))
+    try:
+        raw = read_regular(path)
+    except OSError as exc:
+        raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
+    return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+
+
+def remove_hint(path: Path, what: str) -> str:
+    """How to clear ``path`` (something that is no regular file: :func:`~fixpack.safepath.not_a_file` says
+    ``what``) for a lock to be written there: ``rm`` (``rm -r`` for a folder)."""
+    import shlex
+
+    return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
@@ -85,7 +102,8 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | No
 
 def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
-    ``target`` (a pin edited without a new lock); [] when it matches the pack. A fix whose patch bytes are
+    ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
+    that changed); [] when it matches the pack. A fix whose patch bytes are
     the ones the lock fingerprinted is vouched for on the way (its patches are not parsed)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
@@ -112,14 +130,16 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
 
 
 def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],
-                          redo: Redo | None = None) -> None:
+                          redo: Redo | None = None, dist_info: str = "") -> None:
     """Raise StaleLockError when ``files`` (path -> sha256 of each package file the component's wheel installs,
-    built now) are not the ones the lock recorded for it: its source changed without a new version and lock
-    (``redo``: as for :func:`read_lock`)."""
-    if dict(locked.files) == files:
+    built now) are not the ones the lock recorded for it, or its ``.dist-info`` folder (``dist_info``, built
+    now) is not the one the lock names: its source changed without a new version and lock (``redo``: as for
+    :func:`read_lock`)."""
+    if dict(locked.files) == files and not (locked.dist_info and dist_info and locked.dist_info != dist_info):
         return
+    what = _differ(locked.files, files) if dict(locked.files) != files else f"{dist_info}, not {locked.dist_info}"
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
-                         f"({_differ(locked.files, files)}): its source changed; bump its "
+                         f"({what}): its source changed; bump its "
                          f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
 
@@ -133,10 +153,10 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], st
             continue
         version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
         if spec.pin.version and version and version != spec.pin.version:
-            out.append((("target", spec.name),
+            out.append((("target", f"{spec.name}.version"),
                         f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"))
         elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
-            out.append((("target", spec.name),
+            out.append((("target", f"{spec.name}.commit"),
                         f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"))
     return out
 
@@ -169,7 +189,7 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
     problem = built_version_problem(comp, layout.version)
     if problem:
         raise BadInputError(problem)
-    return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())))
+    return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())), layout.dist_info)
 
 
 def pip_normal(name: str) -> str:
@@ -243,7 +263,11 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
 
 def write(profile: Profile, lock: Lock) -> Path:
     """Write ``lock`` to the profile's lock path, whole or not at all. Raises BadInputError (nothing written)
-    when a component's source changed under a version the lock on disk records."""
+    when a component's source changed under a version the lock on disk records, or a folder is where the
+    lock goes."""
+    if not_a_file(profile.lock_path) == "a folder":  # the rename cannot replace it (a FIFO or a link it can)
+        raise BadInputError(f"{profile.lock_path}: is a folder, not a lock file; "
+                            f"{remove_hint(profile.lock_path, 'a folder')}, then lock again; nothing was written")
     reused = _reused_versions(profile, lock)
     if reused:
         raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "

@@ -23,6 +23,7 @@ from .errors import FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
+from .safepath import not_a_file
 from .structs import dataclass
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
@@ -63,7 +64,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
             profiles.append(load_profile(pack, name))
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
-    findings += killed + _orphans(pack, profiles) + _proofs(pack)
+    findings += killed + _orphans(pack, profiles) + _orphan_locks(pack) + _proofs(pack)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -115,6 +116,18 @@ def _orphans(pack: Pack, profiles: list[Profile]) -> list[Finding]:
     return out
 
 
+def _orphan_locks(pack: Pack) -> list[Finding]:
+    """A ``profiles/<name>.lock`` with no ``profiles/<name>.toml`` beside it (a profile renamed or removed
+    without its lock): no run reads it, and a profile of that name made later would find it stale."""
+    import shlex
+
+    folder = pack.root / "profiles"
+    locks = sorted(folder.glob("*.lock")) if folder.is_dir() else []
+    return [Finding(_rel(pack.root, lock), None, f"a lock with no profile: there is no profiles/{lock.stem}.toml",
+                    f"remove it (rm -- {shlex.quote(str(lock))}), or put back the profile it was made for")
+            for lock in locks if lock.stem not in pack.profiles]
+
+
 def _proofs(pack: Pack) -> list[Finding]:
     """A fix that is not retired and has no ``test_*.py`` beside its ``fix.toml``: named at the fix.toml's
     ``id`` line (where the fix is declared; a proof is a file of its folder, not a key)."""
@@ -140,13 +153,17 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
 
     where = _rel(pack.root, profile.lock_path)
     redo = lockfile.regenerate_hint(profile)
+    what = not_a_file(profile.lock_path)
+    if what is not None:  # a FIFO would block the read
+        return [Finding(where, None, f"is {what}, not a lock file",
+                        f"{lockfile.remove_hint(profile.lock_path, what)}, then {redo}")]
     if not profile.lock_path.is_file():
         return [Finding(_rel(pack.root, profile.path), key_line(profile.path.read_text("utf-8"), "name") or 1,
                         f"profile {profile.name} has no lock ({where})", redo)]
     try:
         lock = lockfile.read_lock(profile)
     except StaleLockError as exc:  # a lock that does not load: where it says (a hand edit: its digest's line)
-        return [Finding(where, exc.line, exc.what)]
+        return [Finding(where, exc.line, exc.what, exc.hint)]
     stale = lockfile.stale_entries(pack.for_profile(profile.name), profile, lock)
     if stale:
         return [Finding(*_stale_at(pack, profile, lock, key), f"the lock is stale: {what}", redo)
@@ -171,8 +188,11 @@ def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) ->
     text = profile.path.read_text("utf-8")
     if kind == "fix":
         line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
-    else:
-        line = key_line(text, name, "components" if kind == "component" else "targets")
+    elif kind == "component":
+        line = key_line(text, name, "components")
+    else:  # the pin's key that changed, in its target's table (the table's line when the key is not there)
+        target, pin_key = name.rsplit(".", 1)
+        line = key_line(text, pin_key, f"targets.{target}") or key_line(text, target, "targets")
     return _rel(pack.root, profile.path), line
 
 
@@ -197,7 +217,7 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
                 out.append(Finding(_rel(pack.root, profile.path),
                                    key_line(text, "version", f"components.{comp.id}"), problem))
                 continue
-            check_component_files(profile, comp, locked, package_files(layout.hashes()))
+            check_component_files(profile, comp, locked, package_files(layout.hashes()), None, layout.dist_info)
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
                                _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))

@@ -87,12 +87,14 @@ class LockFix:
 
 @dataclass(frozen=True)
 class LockComponent:
-    """A component of the profile: its version and the sha256 of each package file it installs (the
-    ``.dist-info`` files are left out: the build backend's version shows in them)."""
+    """A component of the profile: its version, the sha256 of each package file it installs (the
+    ``.dist-info`` files are left out: the build backend's version shows in them) and the name of its
+    ``.dist-info`` folder (what a damaged journal's steps remove; "" in a lock from before it was kept)."""
 
     id: str
     version: str
     files: tuple[tuple[str, str], ...] = ()
+    dist_info: str = ""
 
 
 def package_files(hashes: Mapping[str, str]) -> dict[str, str]:
@@ -139,7 +141,8 @@ class Lock:
                                 "targets": {k: dict(v) for k, v in self.targets.items()},
                                 "fixes": [_lock_fix_json(f) for f in self.fixes]}
         if self.components:
-            data["components"] = [{"id": c.id, "version": c.version, "files": dict(c.files)} for c in self.components]
+            data["components"] = [{"id": c.id, "version": c.version, "files": dict(c.files)}
+                                  | ({"dist_info": c.dist_info} if c.dist_info else {}) for c in self.components]
         data["digest"] = lock_digest(data)
         return data
 
@@ -156,8 +159,8 @@ class Lock:
 
         def bad(what: str, line: int | None = None, said_at: bool = False) -> StaleLockError:
             """``said_at``: the message names the line after the path (``path:line: ...``)."""
-            what = f"{what}; {how()}"
-            return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}", line, what)
+            hint = how()
+            return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}; {hint}", line, what, hint)
 
         try:
             data = json.loads(raw.decode("utf-8"))
@@ -180,11 +183,18 @@ class Lock:
         if not isinstance(comps, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("version"), str)
                 and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
-                for c in comps):
-            raise bad("its components are not a list of id, version and files")
+                and _dist_info_ok(c.get("dist_info", "")) for c in comps):
+            raise bad("its components are not a list of id, version, files and dist_info")
         return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
                    str(data.get("generated_by", "")),
-                   tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items()))) for c in comps))
+                   tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items())), c.get("dist_info", ""))
+                         for c in comps))
+
+
+def _dist_info_ok(name: Any) -> bool:
+    """A lock's ``dist_info``: "" (a lock from before it was kept) or one folder name ``*.dist-info``."""
+    return name == "" or isinstance(name, str) and name.endswith(".dist-info") and not path_problem(name) \
+        and "/" not in name
 
 
 def lock_digest(data: Mapping[str, Any]) -> str:

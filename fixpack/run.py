@@ -103,15 +103,15 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
 def soft_lock(ctx: Context, req: Request) -> Lock:
     """The lock when it is there and matches the pack, else none: revert works without one (it then
     places every hunk by search), so that a stale lock never keeps an image from being restored. A lock
-    that is missing, stale or hand-edited is said in one line on the first found target, with what to do."""
+    that is missing, stale or hand-edited is said on every found target (each one's hunks are placed without
+    it), with what to do, in the error's own lines (a pack error lists each problem on a line of its own, as
+    apply and status print it)."""
     try:
         lock = lockfile.read_lock(ctx.profile, ctx.relock)
         lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, ctx.relock)
     except FixpackError as exc:
-        first = next(iter(ctx.found), None)
-        if first is not None:
-            said = "; ".join(str(exc).splitlines())
-            ctx.report.target(first).note(f"revert went on without the lock (it places every hunk by search): {said}")
+        for name in ctx.found:
+            ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {exc}")
         return NO_LOCK
     return lock
 

@@ -61,3 +61,42 @@ def link_on_the_way(root: Path, rel: str) -> str | None:
         if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
             return None  # a file where a folder is expected: the caller's read or write fails plainly
     return None
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path: Path) -> str | None:
+    """What ``path`` is when something is there that is no regular file, a symbolic link followed: "a folder",
+    "a FIFO (named pipe)", ..., "a symbolic link to X, which is missing" (or "... which is a folder", ...);
+    None for a regular file (or a link to one) and when nothing is there. Reads nothing: a FIFO would block
+    a read until something writes to it."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    if not stat.S_ISLNK(st.st_mode):
+        return next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+    link = f"a symbolic link to {os.readlink(path)}"
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{link}, which is missing" if exc.errno == 2 else f"{link}, which cannot be reached ({exc.strerror})"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return f"{link}, which is " + next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (a link followed), opened without blocking: a FIFO put there
+    since :func:`not_a_file` looked is an OSError (EINVAL) rather than a read that waits for ever."""
+    import errno
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return f.read()

@@ -162,11 +162,12 @@ def journal_named(raw: bytes) -> dict[str, bool]:
         return {}
 
 
-def restore_first(root: Path, raw: bytes, restore: str | None = None) -> str:
+def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = None) -> str:
     """What to do about a damaged journal, in order, each step a command: the run that left it was killed while
     writing, so the files it names may hold part of that run; they are put back before the journal goes.
-    ``raw``: the journal's bytes (:func:`journal_named`); ``restore``: the command that puts the target's files
-    back to its clean release (None: the run cannot tell, the step says how to find it)."""
+    ``raw``: the journal's bytes (:func:`journal_named`); ``what`` and ``restore``: the words of the first step
+    and the command that puts the target's files back to its clean release (None: the run cannot tell, the
+    step says how to find it)."""
     import shlex  # only on this error's path
 
     named = list(journal_named(raw))
@@ -176,7 +177,7 @@ def restore_first(root: Path, raw: bytes, restore: str | None = None) -> str:
         step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout -- fixes profiles "
                  f"(this drops uncommitted changes there too)")
     elif restore:
-        step1 = f"1. put the files the fixes touch back to the clean release: {restore}"
+        step1 = f"1. {what}: {restore}"
     else:
         step1 = (f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
                  f"prints where it is), or reinstall the build the image was made with, at the same version")

@@ -109,7 +109,7 @@ def test_a_missing_unsealed_or_short_lock_is_named_at_a_line_with_what_to_do(set
     line = next(n for n, ln in enumerate(good.splitlines(), 1) if '"digest"' in ln)
     found = findings(b)
     assert len(found) == 1 and found[0].startswith(f"profiles/p1.lock:{line}: its fingerprints do not match its "
-                                                   f"digest (edited by hand?); regenerate it"), found
+                                                   f"digest (edited by hand?) {redo}"), found
     b.add_fix("three", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 9\n", "nine\n")})
     (b.pack / "fixes/three/test_three.py").write_text("def test_it():\n    pass\n")
     lock.write_text(good)
@@ -209,3 +209,38 @@ def test_a_stale_component_is_named_once(setup):
     fresh = replace(have, components=(LockComponent("plug", "1.0", (("plug/a.py", "b" * 64),)),))
     with pytest.raises(StaleLockError, match=r"is stale \(differs for: component plug\);"):
         lockfile.check_fresh(profile, fresh)
+
+
+def test_check_json_puts_each_lock_command_in_hint_flags_an_orphan_lock_and_names_a_pin_at_its_key(setup):
+    """--json: the hand-edited lock's command was in 'message' (every other finding has it in 'hint'); a lock
+    whose profile is gone was not flagged; a changed pin was named at its [targets.demo] line, not at the key."""
+    b, _clean = setup
+    lock = b.pack / "profiles/p1.lock"
+    good = lock.read_text()
+    lock.write_text(good.replace('"digest": "', '"digest": "0'))
+
+    def doc() -> list[dict]:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--json", "--pack", str(b.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2, r.stderr
+        return json.loads(r.stdout)["findings"]
+
+    (edited,) = doc()
+    assert edited["message"] == "its fingerprints do not match its digest (edited by hand?)", edited
+    assert edited["hint"].startswith(f"regenerate it from clean release copies: {program()} lock --profile p1 "), edited
+    lock.write_text(good)
+    (b.pack / "profiles/old.lock").write_text(good)
+    (orphan,) = doc()
+    assert (orphan["file"], orphan["line"]) == ("profiles/old.lock", None), orphan
+    assert orphan["message"] == "a lock with no profile: there is no profiles/old.toml", orphan
+    assert orphan["hint"] == f"remove it (rm -- {b.pack / 'profiles/old.lock'}), or put back the profile it was made for"
+    (b.pack / "profiles/old.lock").unlink()
+    prof = b.pack / "profiles/p1.toml"
+    for key, old, new in (("commit", 'commit = "abcdef12"', 'commit = "1234567a"'),
+                          ("version", 'version = "1.0"', 'version = "1.1"')):
+        prof.write_text(prof.read_text().replace(old, new))
+        (pin,) = doc()
+        at = prof.read_text().splitlines().index(new) + 1
+        assert (pin["file"], pin["line"]) == ("profiles/p1.toml", at), (key, pin)
+        assert f"pinned to {key}" in pin["message"] and pin["hint"].startswith("regenerate it"), pin
+        prof.write_text(prof.read_text().replace(new, old))

@@ -1,0 +1,96 @@
+"""A profile, a fix.toml or a lock that is no regular file: a FIFO hung ``fixpack check`` and every run of that
+profile (the read waits for a writer), and a lock that is a folder, a dangling link or a FIFO was reported as
+"no lock". Each is named, with what it is and what to do, before anything reads it: bad input, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from fixpack import engine
+from fixpack.errors import PackError, StaleLockError
+from fixpack.pack_check import check_pack
+
+
+def _pack(builder) -> Path:
+    builder.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
+    builder.profile(["one"])
+    clean = builder.tree("clean", {"demo_pkg/a.py": "x = 1\n"})
+    builder.lock(clean)
+    return clean
+
+
+def _plant(path: Path, kind: str) -> None:
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to("nowhere")
+
+
+WHAT = {"fifo": "is a FIFO (named pipe)", "folder": "is a folder", "link": "is a symbolic link to nowhere, which is missing"}
+
+
+def test_a_fifo_profile_is_named_by_check_and_by_a_run_without_a_read(builder):
+    clean = _pack(builder)
+    _plant(builder.pack / "profiles" / "p2.toml", "fifo")
+    cli = [sys.executable, "-m", "fixpack.cli"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for args in (["check"], ["status", "-p", "p2", "--root", f"demo={clean}"]):
+        done = subprocess.run([*cli, *args, "--pack", str(builder.pack), "--color", "never"], env=env,
+                              capture_output=True, text=True, timeout=60)
+        said = done.stdout + done.stderr
+        assert done.returncode == 2 and "profiles/p2.toml: is a FIFO (named pipe), not a regular file" in said, said
+    assert engine.status(builder.request(clean)).ok  # the other profile is not held up by it
+
+
+def test_a_fix_toml_that_is_a_fifo_is_named(builder):
+    clean = _pack(builder)
+    toml = builder.pack / "fixes" / "one" / "fix.toml"
+    _plant(toml, "fifo")
+    with pytest.raises(PackError) as exc:
+        engine.status(builder.request(clean))
+    assert f"{toml}: is a FIFO (named pipe), not a regular file" in str(exc.value), str(exc.value)
+    assert "has no fixes/one/fix.toml" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_a_lock_that_is_no_file_says_what_it_is_and_what_to_do(builder, kind):
+    clean = _pack(builder)
+    lock = builder.pack / "profiles" / "p1.lock"
+    _plant(lock, kind)
+    with pytest.raises(StaleLockError) as exc:
+        engine.status(builder.request(clean))
+    said = str(exc.value)
+    rm = "rm -r" if kind == "folder" else "rm"
+    assert said.startswith(f"{lock}: {WHAT[kind]}, not a lock file; remove it ({rm} -- {lock}), then regenerate")
+    assert "no lock" not in said
+    (finding,) = [f for f in check_pack(builder.pack)[0] if "lock" in f.file]
+    assert (finding.file, finding.message) == ("profiles/p1.lock", f"{WHAT[kind]}, not a lock file"), finding
+    assert finding.hint.startswith(f"remove it ({rm} -- {lock}), then regenerate it"), finding.hint
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "link"])
+def test_lock_writes_over_a_fifo_or_a_link_and_names_a_folder(builder, kind):
+    """A folder where the lock goes stopped `fixpack lock` with an internal error (exit 1); a FIFO or a link
+    is replaced by the new lock, as the advice above says to do after removing it."""
+    from fixpack.errors import BadInputError
+
+    clean = _pack(builder)
+    lock = builder.pack / "profiles" / "p1.lock"
+    _plant(lock, kind)
+    if kind == "folder":
+        with pytest.raises(BadInputError, match=rf"{lock}: is a folder, not a lock file; remove it \(rm -r -- "):
+            builder.lock(clean)
+        assert lock.is_dir() and not any(lock.iterdir())
+        return
+    builder.lock(clean)
+    assert lock.is_file() and not lock.is_symlink() and engine.status(builder.request(clean)).ok
