@@ -7,6 +7,8 @@ and line before CI or an image build trips on it.
 - every fix a profile lists is in the series, every ``fix.toml`` validates and every patch parses
   (the loader's own checks, each problem with its file and line);
 - every fix that is not retired has a proof, ``fixes/<id>/test_*.py``;
+- a profile lists its fixes in series order (a run applies them in series order whatever the profile says, so
+  another order there reads as a choice that has no effect);
 - every profile's lock matches the pack: the changes, versions, components and pins it was made for
   (what every apply checks; no release copy needed), each component's package files too (its wheel built
   offline, once a run); with ``fresh``, it is also regenerated from the
@@ -64,7 +66,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
             profiles.append(load_profile(pack, name))
         except PackError as exc:
             findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
-    findings += killed + _orphans(pack, profiles) + _orphan_locks(pack) + _proofs(pack)
+    findings += killed + _orphans(pack, profiles) + _orphan_locks(pack) + _proofs(pack) + _order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -113,6 +115,24 @@ def _orphans(pack: Pack, profiles: list[Profile]) -> list[Finding]:
             out.append(Finding("fixes/series", _series_line(pack, fid), f"fix {fid} is in no profile: it is never "
                                f"applied", f"add it to a profile's [fixes] default or opt_in, or set "
                                f"retired = \"why\" in fixes/{fid}/fix.toml"))
+    return out
+
+
+def _order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
+    """A profile's ``default`` or ``opt_in`` listed in another order than ``fixes/series``: runs apply the
+    series' order (loader.chosen_fixes), so the profile's order has no effect; named at the key's line."""
+    rank = {fid: n for n, fid in enumerate(pack.series)}
+    out = []
+    for p in profiles:
+        text = p.path.read_text("utf-8")
+        for key, ids in (("default", p.default), ("opt_in", p.opt_in)):
+            ordered = sorted(ids, key=lambda fid: rank.get(fid, len(rank)))
+            if list(ids) != ordered:
+                out.append(Finding(_rel(pack.root, p.path), key_line(text, key, "fixes"),
+                                   f"[fixes] {key} lists its fixes in another order than fixes/series; runs apply "
+                                   f"them in series order, so this order has no effect",
+                                   f"list them in series order: {key} = {json.dumps(ordered)}, or move them in "
+                                   f"fixes/series if the order matters"))
     return out
 
 

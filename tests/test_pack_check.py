@@ -51,6 +51,23 @@ def test_a_fix_in_no_profile_unless_retired(setup):
                            "it (drop it from those profiles, or remove 'retired' from its fix.toml)"]
 
 
+def test_a_profile_listing_fixes_out_of_series_order_is_named_at_its_key(setup):
+    """Runs apply a profile's fixes in series order whatever it lists: another order there reads as a choice
+    that has no effect, so check names it at the key's line with the order that runs."""
+    b, clean = setup
+    b.profile(["two", "one"])
+    b.lock(clean)
+    text = (b.pack / "profiles/p1.toml").read_text().splitlines()
+    line = next(n for n, ln in enumerate(text, 1) if ln.startswith("default ="))
+    assert findings(b) == [f"profiles/p1.toml:{line}: [fixes] default lists its fixes in another order than "
+                           f"fixes/series; runs apply them in series order, so this order has no effect (list them "
+                           f"in series order: default = [\"one\", \"two\"], or move them in fixes/series if the "
+                           f"order matters)"]
+    b.profile(["one", "two"])
+    b.lock(clean)
+    assert findings(b) == []
+
+
 def test_a_fix_without_a_proof(setup):
     b, _ = setup
     (b.pack / "fixes/two/test_two.py").unlink()
