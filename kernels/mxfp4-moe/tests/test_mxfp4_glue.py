@@ -272,5 +272,6 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg_gate_up"] is None
     assert ranked_config(GLUON_CONFIG, 16, 128) is GLUON_CONFIG and GLUON_CONFIG["ranked_stages"] == 0
     assert GLUON_CONFIG["ranked_per_sm"] == 20 and GLUON_CONFIG["ranked_maxnreg_gate_up"] == 96
+    assert GLUON_CONFIG["maxnreg"] == 96  # both GEMMs, every batch (sixth round)
     assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
