@@ -669,8 +669,10 @@ MMA_CONFIG = {
 # 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
 # last part loads that many parts at once (4 measured the same as 1: off); README "fifth round")
 # maxnreg 96 (both GEMMs, every batch; issue #18 sixth round): 20 one-warp programs an SM where the sixth
-# round's decode and activation order compile to 98-104 registers (16 an SM) on Triton 3.6
-GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
+# round's decode and activation order compile to 98-104 registers (16 an SM) on Triton 3.6; ctas_per_sm 32
+# (was 64; the host-sized down split of batches 9-32): no down K split for 32 local experts (local, ep8 batch
+# 32: -1% / -3%, sixth round)
+GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
