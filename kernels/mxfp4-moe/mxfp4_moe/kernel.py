@@ -668,14 +668,17 @@ MMA_CONFIG = {
 # programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
 # 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
 # last part loads that many parts at once (4 measured the same as 1: off); README "fifth round")
-# maxnreg 96 (both GEMMs, every batch; issue #18 sixth round): 20 one-warp programs an SM where the sixth
-# round's decode and activation order compile to 98-104 registers (16 an SM) on Triton 3.6; ctas_per_sm 32
-# (was 64; the host-sized down split of batches 9-32): no down K split for 32 local experts (local, ep8 batch
-# 32: -1% / -3%, sixth round)
+# Sixth round (README): maxnreg 96 caps both GEMMs of batches 9-32 (20 one-warp programs an SM where the new
+# decode and activation order compile to 98 registers, 16 an SM, on Triton 3.6: -8 to -10% at batch 32);
+# ranked_maxnreg (the ranked path's cap of both GEMMs; absent: maxnreg) 96 at batch 1 (ranked_few: -1 to -2%),
+# none from batch 2 on (the gate/up GEMM keeps ranked_maxnreg_gate_up; the cap of both cost ep2tp4 batch 4
+# 1.5%); ctas_per_sm 32 (was 64; the host-sized down split of batches 9-32): no down K split for 32 local
+# experts (local, ep8 batch 32: -2% / -3%)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
-                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
+                "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
+                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
+                               "ranked_maxnreg": 96}}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -815,7 +818,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
-                                             pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
+                                             pdl=config.get("pdl", True),
+                                             maxnreg=config.get("ranked_maxnreg", config.get("maxnreg")),
                                              stages=config.get("ranked_stages", 0),
                                              stages_down=config.get("ranked_stages_down"),
                                              maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
