@@ -35,10 +35,11 @@ every value goes from global memory straight into the registers mma.sync reads.
   the previous one (griddepcontrol) only before it reads activations or writes; the first tile's weights
   are requested before that wait (PEEL, batches up to 8).
 
-The E2M1 decode is kernel.py's `mma` PTX (5 shifts, 6 logic ops and 4 bf16x2 multiplies per word, one
-integer multiply-add per scale byte), so the results are those of the `mma` decode: fp32 sums of exact
-BF16 products, times 2**32 at the end (exact for E8M0 scales 27..160). About 2.45 SASS instructions per
-weight element at batch 1 (the tl.dot kernels: 4.07).
+The E2M1 decode is kernel.py's `mma` PTX (3 shifts, 6 logic ops, 1 integer multiply and 4 bf16x2
+multiplies per word, one integer multiply-add per scale byte), so the results are those of the `mma` decode:
+fp32 sums of exact BF16 products, times 2**32 at the end (exact for E8M0 scales 27..160). About 2.11 SASS
+instructions per weight element in the K loop (Triton 3.6, sm_90, bench/gemm_sass_check.py; 2.46 before the
+sixth round's decode and activation order, the tl.dot kernels 4.07).
 """
 
 from __future__ import annotations
