@@ -164,16 +164,23 @@ def mxfp4_nbytes(rows: int, k: int) -> int:
 # byte per 32 elements), and every little-endian 32-bit word still holds the same 8 consecutive elements
 # k = 8w .. 8w + 7 (4 words per scale block); only the order of their 32 bits changes. Element 2t + p of
 # the word (t = 0..3, p = 0..1) has its 3 magnitude bits (e1 e0 m, in that order from the top) at bit
-# 6 + 16p - MMA_MAG_SHIFT[t] and its sign bit at 15 + 16p - MMA_SIGN_SHIFT[t], so that the kernel builds
-# the BF16 pair of elements 2t, 2t + 1 (bits s.0000000ee.m000000 each: the E2M1 value times 2**-126) as
+# 6 + 16p - MMA_MAG_SHIFT[t] and its sign bit at 15 + 16p - MMA_SIGN_SHIFT[t], so that the BF16 pair of
+# elements 2t, 2t + 1 (bits s.0000000ee.m000000 each: the E2M1 value times 2**-126) is
 #   r_t = ((w << MMA_MAG_SHIFT[t]) & 0x01C001C0) | ((w << MMA_SIGN_SHIFT[t]) & 0x80008000)
-# (a negative shift is a right shift; t = 0 and t = 2 need one shift and one mask). Four equal shifts
-# cannot tile the 32 bits (the BF16 pair pattern repeats every 16 bits), hence the split shifts of t = 1, 3.
+# (a negative shift is a right shift). The kernels build it in 10 operations a word (issue #18, sixth
+# round; the earlier shifts (0, 3, 6, -4) / (0, 1, 6, 2) took 11): r_0 = w & 0x81C081C0 (one mask),
+# r_1 = (w << 3) & 0x81C081C0 (one shift, one mask), r_2 = ((w & MMA_MUL_MASK) * MMA_MUL) & 0x81C081C0
+# (the magnitudes shifted by 6 and the signs by 1 in one integer multiply: the two shifted copies of the
+# masked bits never overlap, so the product has no carries), r_3 = the two shifts and masks. Four equal
+# shifts cannot tile the 32 bits (the BF16 pair pattern repeats every 16 bits, and no rotation tiles it
+# either), hence the split shifts of t = 2, 3.
 # 8 consecutive elements per word is what one lane holds of Triton 3.6's tensor-core operand (mma.sync,
 # kWidth 8), so the decoded registers feed the MMA as they are.
 MMA_WORD = 8  # elements per permuted 32-bit word
-MMA_MAG_SHIFT = (0, 3, 6, -4)
-MMA_SIGN_SHIFT = (0, 1, 6, 2)
+MMA_MAG_SHIFT = (0, 3, 6, -3)
+MMA_SIGN_SHIFT = (0, 3, 1, 2)
+MMA_MUL_MASK = 0x40074007  # the bits of r_2: magnitudes at 0..2, 16..18, signs at 14, 30
+MMA_MUL = (1 << 6) + (1 << 1)  # r_2's two shifts in one multiply
 
 
 def _mma_bit_positions() -> tuple[list[list[int]], list[list[int]]]:
@@ -260,6 +267,7 @@ def dequantize_mxfp4_mma(packed: torch.Tensor, scales: torch.Tensor, dtype: torc
         return ((x << n) if n >= 0 else (x >> -n)) & m32
 
     regs = [(sh(w, MMA_MAG_SHIFT[t]) & 0x01C001C0) | (sh(w, MMA_SIGN_SHIFT[t]) & 0x80008000) for t in range(4)]
+    regs[2] = (((w & MMA_MUL_MASK) * MMA_MUL) & m32) & 0x81C081C0  # as the kernels build it (no carries)
     halves = torch.stack([h for r in regs for h in (r & 0xFFFF, r >> 16)], dim=-1)  # [..., words, 8]
     h16 = torch.where(halves >= 0x8000, halves - 0x10000, halves).to(torch.int16)
     raw = h16.view(torch.bfloat16).to(torch.float32)  # E2M1 * 2**-126 (BF16 subnormals kept)
@@ -280,6 +288,20 @@ def dequantize_mxfp4_mma(packed: torch.Tensor, scales: torch.Tensor, dtype: torc
 # block the bytes are ordered (g, c, q, h) (scale 4h + c of row 8q + g): each lane's scales are contiguous.
 # With gate_up (w13: rows 0..I-1 gate, I..2I-1 up) the rows are first interleaved by half tiles (tile i
 # holds gate rows i*tile_n/2.. then the matching up rows), so one program has both halves of silu(gate)*up.
+# Inside each scale block (32 elements, 4 words) the elements are first moved (issue #18, sixth round): word
+# w, pair p (elements 2p, 2p + 1 of the word) holds the block's elements 8p + 2w, 8p + 2w + 1 (in the
+# Quark layout a 4 x 4 transpose of the block's 16 bytes, then the mma bit permutation of every word).
+# One mma.sync takes pair p of two neighbouring words (Triton's kWidth 8 operand order), so its two
+# activation registers are then neighbouring BF16 pairs in memory, loaded as one vector into adjacent
+# registers (the kernels' activation loads): no register moves before each mma.
+
+
+def _pair_transpose(packed_mma: torch.Tensor) -> torch.Tensor:
+    """The tiled layout's element move inside each 32-element scale block (an involution): mma-layout
+    packed [..., K // 2] -> the same with word w, pair p and word p, pair w swapped."""
+    quark = from_mma_layout(packed_mma)
+    moved = quark.reshape(*quark.shape[:-1], -1, 4, 4).transpose(-1, -2).reshape(quark.shape)
+    return to_mma_layout(moved.contiguous())
 
 def _gate_up_rows(t: torch.Tensor, tile_n: int, inverse: bool) -> torch.Tensor:
     n = t.shape[-2]
@@ -318,6 +340,7 @@ def to_tiled_layout(packed_mma: torch.Tensor, scales: torch.Tensor, tile_n: int,
     (the gluon kernels take tile_n 16, 32, 64.. and tile_k 128, 256, 512..). Raises TypeError for other
     dtypes, ValueError for shapes that do not tile or scales that do not match."""
     nt, kt, jh = _tile_dims(packed_mma, scales, tile_n, tile_k)
+    packed_mma = _pair_transpose(packed_mma)
     if gate_up:
         packed_mma, scales = _gate_up_rows(packed_mma, tile_n, False), _gate_up_rows(scales, tile_n, False)
     lead = packed_mma.shape[:-2]
@@ -331,7 +354,7 @@ def to_tiled_layout(packed_mma: torch.Tensor, scales: torch.Tensor, tile_n: int,
 
 def from_tiled_layout(packed: torch.Tensor, scales: torch.Tensor, tile_n: int, tile_k: int,
                       gate_up: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """The inverse of ``to_tiled_layout``: back to the mma layout (bits untouched) and the scales' order."""
+    """The inverse of ``to_tiled_layout``: back to the mma layout and the scales' order."""
     nt, kt, jh = _tile_dims(packed, scales, tile_n, tile_k)
     lead = packed.shape[:-2]
     q = tile_n // 8
@@ -340,7 +363,7 @@ def from_tiled_layout(packed: torch.Tensor, scales: torch.Tensor, tile_n: int, t
     v = v.permute(*range(n_lead), n_lead, n_lead + 2, n_lead + 4, n_lead + 1, n_lead + 3, n_lead + 5, n_lead + 6)
     sv = scales.reshape(*lead, nt, kt, 8, 4, q, jh)  # [nt, kt, g, c, q, h] -> [nt, q, g, kt, h, c]
     sv = sv.permute(*range(n_lead), n_lead, n_lead + 4, n_lead + 2, n_lead + 1, n_lead + 5, n_lead + 3)
-    packed, scales = v.reshape(packed.shape).contiguous(), sv.reshape(scales.shape).contiguous()
+    packed, scales = _pair_transpose(v.reshape(packed.shape).contiguous()), sv.reshape(scales.shape).contiguous()
     if gate_up:
         packed, scales = _gate_up_rows(packed, tile_n, True), _gate_up_rows(scales, tile_n, True)
     return packed, scales

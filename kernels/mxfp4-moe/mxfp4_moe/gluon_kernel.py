@@ -35,10 +35,11 @@ every value goes from global memory straight into the registers mma.sync reads.
   the previous one (griddepcontrol) only before it reads activations or writes; the first tile's weights
   are requested before that wait (PEEL, batches up to 8).
 
-The E2M1 decode is kernel.py's `mma` PTX (5 shifts, 6 logic ops and 4 bf16x2 multiplies per word, one
-integer multiply-add per scale byte), so the results are those of the `mma` decode: fp32 sums of exact
-BF16 products, times 2**32 at the end (exact for E8M0 scales 27..160). About 2.45 SASS instructions per
-weight element at batch 1 (the tl.dot kernels: 4.07).
+The E2M1 decode is kernel.py's `mma` PTX (3 shifts, 6 logic ops, 1 integer multiply and 4 bf16x2
+multiplies per word, one integer multiply-add per scale byte), so the results are those of the `mma` decode:
+fp32 sums of exact BF16 products, times 2**32 at the end (exact for E8M0 scales 27..160). About 2.11 SASS
+instructions per weight element in the K loop (Triton 3.6, sm_90, bench/gemm_sass_check.py; 2.46 before the
+sixth round's decode and activation order, the tl.dot kernels 4.07).
 """
 
 from __future__ import annotations
@@ -93,8 +94,10 @@ def layouts(block_n: int, block_k: int, block_m: int) -> dict:
     w_lane = [[0, 1, 0, 0, 0], [0, 2, 0, 0, 0], [1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [4, 0, 0, 0, 0]]
     w5 = _linear(w_reg, w_lane, [block_n, 4, J // 4, 4, 4])
     # activations: B operand: k in registers (element, pair, j), c in lanes 0..1, tokens in lanes 2..4, then regs
-    x_reg = ([[0, 0, 0, 1, 0], [0, 0, 1, 0, 0], [0, 0, 2, 0, 0]] + [[0, j, 0, 0, 0] for j in _pow2_bits(J)]
-             + [[0, 0, 0, 0, n] for n in _pow2_bits(block_m)[3:]])
+    # (the word jl of a piece fastest after the element: the pairs (jl 0..3, pair p) are one 16-byte vector in
+    # memory, format's pair transpose, and mma.sync takes pair p of words jl, jl + 1: adjacent registers)
+    x_reg = ([[0, 0, 0, 1, 0], [0, 1, 0, 0, 0], [0, 2, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 2, 0, 0]]
+             + [[0, j, 0, 0, 0] for j in _pow2_bits(J)[2:]] + [[0, 0, 0, 0, n] for n in _pow2_bits(block_m)[3:]])
     x_lane = [[1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 2], [0, 0, 0, 0, 4]]
     x4 = _linear(x_reg, x_lane, [4, J, 4, 2, block_m])
     # scales [8 (g), 4 (c), Q*JH]: lane (g, c)'s E8M0 bytes of rows 8q + g, pieces h (contiguous in memory)
@@ -307,8 +310,9 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
         s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
-        # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair, token; the
-        # elements of logical word (c, j) are those of the weights' word 16h + 4c + jl
+        # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair p, token; pair p
+        # of logical word (c, j) is the weights' word 16h + 4c + jl's pair p: BF16 pair 64h + 16c + 4p + jl
+        # of the row (format's pair transpose inside each scale block)
         X3: gl.constexpr = gl.SliceLayout(3, X4)
         xs: gl.constexpr = gl.SliceLayout(3, X3)
         xl_c: gl.constexpr = gl.SliceLayout(1, gl.SliceLayout(2, xs))
@@ -327,7 +331,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         x_c = gl.arange(0, 4, layout=xl_c)
         x_j = gl.arange(0, J, layout=xl_j)
         x_p = gl.arange(0, 4, layout=xl_p)
-        x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
+        x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
         x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
         x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
 

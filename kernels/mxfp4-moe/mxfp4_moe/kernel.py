@@ -216,7 +216,8 @@ def _decode_asm(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHEAP: tl.
 # r_t = ((w << MAG_SHIFT[t]) & 0x01C001C0) | ((w << SIGN_SHIFT[t]) & 0x80008000) = BF16 bits of the E2M1
 # pair times 2**-126, then one bf16x2 multiply by 2**(s - 1 - MMA_SCALE_SHIFT) (built from the E8M0 byte
 # with one integer multiply-add: s * 0x00800080 + bias); the fp32 sums are multiplied by 2**MMA_SCALE_SHIFT
-# at the end. Per 8 elements: 5 shifts, 6 logic ops, 4 multiplies (and the scale factor). Exact for E8M0
+# at the end. Per 8 elements: 3 shifts, 6 logic ops, 1 integer multiply, 4 bf16x2 multiplies (and the scale
+# factor; format.py says how the bit positions allow it; 5 shifts and 6 logic ops before). Exact for E8M0
 # scales 27..160 (2**-100 .. 2**33; format.dequantize_mxfp4_mma emulates it).
 # Inputs: $4 = the word, $5..$8 = the factor (one value; pack 4 of an int32 operand gives 4 registers).
 _MMA_SCALE_SHIFT: tl.constexpr = tl.constexpr(32)
@@ -227,13 +228,11 @@ _E2M1_BF16_MMA_ASM = tl.constexpr("""
 .reg .b32 a, b, r0, r1, r2, r3;
 and.b32 r0, $4, 0x81C081C0;
 shl.b32 a, $4, 3;
-shl.b32 b, $4, 1;
-and.b32 a, a, 0x01C001C0;
-and.b32 b, b, 0x80008000;
-or.b32 r1, a, b;
-shl.b32 a, $4, 6;
+and.b32 r1, a, 0x81C081C0;
+and.b32 a, $4, 0x40074007;
+mul.lo.u32 a, a, 66;
 and.b32 r2, a, 0x81C081C0;
-shr.b32 a, $4, 4;
+shr.b32 a, $4, 3;
 shl.b32 b, $4, 2;
 and.b32 a, a, 0x01C001C0;
 and.b32 b, b, 0x80008000;
@@ -276,9 +275,9 @@ def _decode_mma(wq, ws, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.co
         fac = ((ws.to(tl.uint32) + (126 - _MMA_SCALE_SHIFT)) << 23).to(tl.float32, bitcast=True)
         fac = tl.reshape(tl.broadcast_to(fac[:, :, None], (BLOCK_N, BLOCK_K // 32, 4)), (BLOCK_N, KW))
         r0 = _mma_pair(w32 & 0x81C081C0, fac)  # [n, word, p]
-        r1 = _mma_pair(((w32 << 3) & 0x01C001C0) | ((w32 << 1) & 0x80008000), fac)
-        r2 = _mma_pair((w32 << 6) & 0x81C081C0, fac)
-        r3 = _mma_pair(((w32 >> 4) & 0x01C001C0) | ((w32 << 2) & 0x80008000), fac)
+        r1 = _mma_pair((w32 << 3) & 0x81C081C0, fac)
+        r2 = _mma_pair(((w32 & 0x40074007) * 66) & 0x81C081C0, fac)
+        r3 = _mma_pair(((w32 >> 3) & 0x01C001C0) | ((w32 << 2) & 0x80008000), fac)
         lo = tl.permute(tl.join(r0, r1), (0, 1, 3, 2))  # [n, word, t, p]
         hi = tl.permute(tl.join(r2, r3), (0, 1, 3, 2))
         w = tl.permute(tl.join(lo, hi), (0, 1, 4, 2, 3))  # [n, word, half, t, p]
@@ -669,10 +668,17 @@ MMA_CONFIG = {
 # programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
 # 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
 # last part loads that many parts at once (4 measured the same as 1: off); README "fifth round")
-GLUON_CONFIG = {"ctas_per_sm": 64, "pdl": True, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
+# Sixth round (README): maxnreg 96 caps both GEMMs of batches 9-32 (20 one-warp programs an SM where the new
+# decode and activation order compile to 98 registers, 16 an SM, on Triton 3.6: -8 to -10% at batch 32);
+# ranked_maxnreg (the ranked path's cap of both GEMMs; absent: maxnreg) 96 at batch 1 (ranked_few: -1 to -2%),
+# none from batch 2 on (the gate/up GEMM keeps ranked_maxnreg_gate_up; the cap of both cost ep2tp4 batch 4
+# 1.5%); ctas_per_sm 32 (was 64; the host-sized down split of batches 9-32): no down K split for 32 local
+# experts (local, ep8 batch 32: -2% / -3%)
+GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
-                "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
-                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None}}
+                "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
+                "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
+                               "ranked_maxnreg": 96}}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -812,7 +818,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                              per_sm=config.get("ranked_per_sm", 24),
                                              min_iters=config.get("ranked_min_iters", 2),
-                                             pdl=config.get("pdl", True), maxnreg=config.get("maxnreg"),
+                                             pdl=config.get("pdl", True),
+                                             maxnreg=config.get("ranked_maxnreg", config.get("maxnreg")),
                                              stages=config.get("ranked_stages", 0),
                                              stages_down=config.get("ranked_stages_down"),
                                              maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),

@@ -229,7 +229,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
     x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
     x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
-    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + (x_j % 4) * 4)[None, :, None] + x_p[None, None, :]
+    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
     x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
     x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)

@@ -127,6 +127,10 @@ def test_mma_layout_bit_positions_cover_the_word_once():
         for p in (0, 1):
             assert mag[t][p] + F.MMA_MAG_SHIFT[t] == 6 + 16 * p
             assert sign[t][p] + F.MMA_SIGN_SHIFT[t] == 15 + 16 * p
+    # r_2 in one multiply: its mask holds exactly its bits, and the two shifted copies never overlap (no carry)
+    bits2 = sum(1 << (m + b) for m in mag[2] for b in range(3)) | sum(1 << s for s in sign[2])
+    assert bits2 == F.MMA_MUL_MASK and F.MMA_MUL == (1 << F.MMA_MAG_SHIFT[2]) + (1 << F.MMA_SIGN_SHIFT[2])
+    assert (F.MMA_MUL_MASK << F.MMA_MAG_SHIFT[2]) & (F.MMA_MUL_MASK << F.MMA_SIGN_SHIFT[2]) == 0
 
 
 def test_mma_decode_emulation_is_exact_for_every_code_and_scale_in_range():
@@ -236,15 +240,19 @@ def test_tiled_layout_round_trip(tiles, gate_up):
     s = torch.randint(0, 256, (3, 128, 32), dtype=torch.uint8, generator=g)
     tq, ts = F.to_tiled_layout(q, s, *tiles, gate_up=gate_up)
     assert tq.shape == q.shape and ts.shape == s.shape
-    assert sorted(tq.flatten().tolist()) == sorted(q.flatten().tolist())  # the same bytes, moved
+    # the same E2M1 codes, moved (whole words of the mma bit layout, after the pair move inside scale blocks)
+    codes = lambda t: torch.bincount(F.unpack_fp4(F.from_mma_layout(t)).flatten().long(), minlength=16)  # noqa: E731
+    assert torch.equal(codes(tq), codes(q))
     bq, bs = F.from_tiled_layout(tq, ts, *tiles, gate_up=gate_up)
     assert torch.equal(bq, q) and torch.equal(bs, s)
 
 
 def test_tiled_layout_block_order():
     """Tile (i, j) is one contiguous block at i * K / tile_k + j; in it the 16-byte pieces are ordered
-    (row group q, piece h, row g, lane group c) for row 8q + g, row bytes 64h + 16c; the scale block is
-    ordered (g, c, q, h) for scale 4h + c of row 8q + g."""
+    (row group q, piece h, row g, lane group c) for row 8q + g, row bytes 64h + 16c, and in a piece (one
+    scale block) word w, pair p holds the block's elements 8p + 2w, 8p + 2w + 1 (Quark bytes 4p + w
+    <- 4w + p, then the mma bit permutation); the scale block is ordered (g, c, q, h) for scale 4h + c of
+    row 8q + g."""
     tn, tk = 32, 256
     g = torch.Generator().manual_seed(41)
     q = torch.randint(0, 256, (64, 256), dtype=torch.uint8, generator=g)  # N 64, K 512: 2 x 2 tiles
@@ -260,16 +268,19 @@ def test_tiled_layout_block_order():
                     for gg in range(8):
                         for c in range(4):
                             r, k0 = i * tn + 8 * qq + gg, j * tk // 2 + 64 * h + 16 * c
-                            assert torch.equal(blk[((qq * 2 + h) * 8 + gg) * 4 + c], q[r, k0:k0 + 16])
+                            quark = F.from_mma_layout(q[r, k0:k0 + 16])
+                            moved = torch.stack([quark[4 * (b % 4) + b // 4] for b in range(16)])
+                            assert torch.equal(blk[((qq * 2 + h) * 8 + gg) * 4 + c], F.to_mma_layout(moved))
                             assert sblk[((gg * 4 + c) * 4 + qq) * 2 + h] == s[r, j * tk // 32 + 4 * h + c]
 
 
 def test_tiled_layout_interleaves_gate_and_up_by_half_tiles():
     """w13 rows 0..I-1 are gate, I..2I-1 up: tile i holds gate rows i*tn/2.. then the matching up rows."""
     tn, tk, i_size = 32, 128, 64
-    q = torch.arange(2 * i_size, dtype=torch.int64)[:, None].repeat(1, 64).to(torch.uint8)  # byte = row
+    q = torch.arange(2 * i_size, dtype=torch.int64)[:, None].repeat(1, 64).to(torch.uint8)  # Quark byte = row
     s = torch.arange(2 * i_size, dtype=torch.int64)[:, None].repeat(1, 4).to(torch.uint8)
-    tq, ts = F.to_tiled_layout(q, s, tn, tk, gate_up=True)
+    tq, ts = F.to_tiled_layout(F.to_mma_layout(q), s, tn, tk, gate_up=True)
+    tq = F.from_mma_layout(tq)  # whole words moved: the Quark bytes of a row are the row again
     rows_of_tile = [sorted(set(tq.flatten()[t * tn * tk // 2:][: tn * tk // 2].tolist())) for t in range(4)]
     for t in range(4):
         assert rows_of_tile[t] == list(range(16 * t, 16 * t + 16)) + list(range(i_size + 16 * t, i_size + 16 * t + 16))

@@ -264,13 +264,17 @@ def test_ranked_refuses_bad_ring_and_wave_options():
 
 def test_ranked_few_overrides_where_few_experts_can_be_routed():
     """kernel.ranked_config: the ``ranked_few`` overrides (by default the 3-slot cp.async ring with 16 programs
-    an SM and no register cap) apply where at most 8 experts can be routed to the card (batch 1 of top-8, or
-    a card of 8 or fewer experts); from batch 2 on, 20 programs an SM and the gate/up GEMM at 96 registers."""
+    an SM, no gate/up-only cap) apply where at most 8 experts can be routed to the card (batch 1 of top-8, or
+    a card of 8 or fewer experts); from batch 2 on, 20 programs an SM and the gate/up GEMM at 96 registers.
+    Since the sixth round ``ranked_maxnreg`` 96 caps both GEMMs at batch 1, ``maxnreg`` 96 at batches 9-32."""
     from mxfp4_moe.kernel import GLUON_CONFIG, ranked_config
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_stages"] == 3
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_per_sm"] == 16
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg_gate_up"] is None
     assert ranked_config(GLUON_CONFIG, 16, 128) is GLUON_CONFIG and GLUON_CONFIG["ranked_stages"] == 0
     assert GLUON_CONFIG["ranked_per_sm"] == 20 and GLUON_CONFIG["ranked_maxnreg_gate_up"] == 96
+    # sixth round: both GEMMs capped at 96 registers at batches 9-32 and (ranked) at batch 1
+    assert GLUON_CONFIG["maxnreg"] == 96 and GLUON_CONFIG["ctas_per_sm"] == 32
+    assert GLUON_CONFIG["ranked_maxnreg"] is None and ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg"] == 96
     assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0

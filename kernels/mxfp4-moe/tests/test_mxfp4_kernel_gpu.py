@@ -219,16 +219,16 @@ def test_gluon_auto_gate_up_split_for_few_experts():
     assert LAST_LAUNCH["splits"][0] > 1
 
 
-@pytest.mark.parametrize("compact_m", [0, 8, 16])
-def test_gluon_token_compaction(compact_m):
+@pytest.mark.parametrize("compact_m,maxnreg", [(0, 96), (8, 96), (16, 96), (8, None)])
+def test_gluon_token_compaction(compact_m, maxnreg):
     """Token compaction (runs of 8 or 16 of an expert's tokens per program, owned by the slot of the run's
     first token) and without it: batches across the tiles, all tokens to one expert (4 runs of 8), top-1,
-    the TP partials mode."""
+    the TP partials mode; with the default register cap and without it."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _medium(27, base=6)
     ex_t = ex.to_tiled_layout()
-    cfg = {"compact_m": compact_m}
+    cfg = {"compact_m": compact_m, "maxnreg": maxnreg}
     for tokens in (9, 16, 17, 25, 32):
         assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 27000 + tokens, "cuda", "gluon", cfg),
                   f"compact {compact_m} batch {tokens}")
