@@ -481,3 +481,28 @@ def test_a_component_record_that_claims_files_not_its_own_is_damaged_state(build
             run(builder.request(site, opt_ins=("tiny-plug",)) if run is not engine.revert else builder.request(site))
         assert why in str(exc.value) and str(mpath) in str(exc.value)
         assert snapshot(site) == before
+
+
+def test_each_committed_component_says_the_version_it_builds_as():
+    """A component's package ``__version__`` (what its code logs and reports at run time) is the version its
+    pyproject.toml builds and every profile names (mxfp4-moe's went 0.4.0 -> 0.5.0 in its pyproject alone)."""
+    import ast
+    import tomllib
+
+    from fixpack.loader import load_pack, load_profile
+
+    pack = load_pack(REPO)
+    seen: dict[Path, str] = {}
+    for name in pack.profiles:
+        for comp in load_profile(pack, name).components:
+            built = tomllib.loads((comp.path / "pyproject.toml").read_text())["project"]["version"]
+            assert comp.version == built, (name, comp.id)
+            seen[comp.path] = built
+    assert len(seen) == 2, seen  # the Muse port and the kernels' package
+    for path, built in seen.items():
+        said = {}
+        for init in path.glob("*/__init__.py"):
+            for node in ast.parse(init.read_text()).body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
+                    said[init] = ast.literal_eval(node.value)
+        assert said and set(said.values()) == {built}, (path, said, built)
