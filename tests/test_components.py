@@ -487,6 +487,7 @@ def test_each_committed_component_says_the_version_it_builds_as():
     """A component's package ``__version__`` (what its code logs and reports at run time) is the version its
     pyproject.toml builds and every profile names (mxfp4-moe's went 0.4.0 -> 0.5.0 in its pyproject alone)."""
     import ast
+
     import tomllib
 
     from fixpack.loader import load_pack, load_profile
