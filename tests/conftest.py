@@ -94,6 +94,16 @@ class PackBuilder:
             (root / path).write_text(text)
         return root
 
+    def git_release(self, files: dict[str, str], name: str = "release") -> tuple[Path, str]:
+        """A release tree committed to git, which a profile can fetch; the builder's commit becomes its HEAD.
+        Returns the tree and the ``[targets.demo]`` line that fetches it (``source = {git, ref}``)."""
+        release = self.tree(name, files)
+        git(release, "init", "-q")
+        git(release, "add", "-A")
+        git(release, "commit", "-qm", name)
+        self.commit = git(release, "rev-parse", "HEAD").strip()
+        return release, f'source = {{ git = "{release}", ref = "{self.commit}" }}'
+
     def add_fix(self, fix_id: str, before: dict[str, str | None], after: dict[str, str | None],
                 diff: str | None = None, **meta: object) -> Path:
         folder = self.pack / "fixes" / fix_id

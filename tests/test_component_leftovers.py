@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, git, snapshot
+from conftest import REPO, snapshot
 from test_components import _next_step, component_table, plugin_wheel, setup_pack  # noqa: F401 (a fixture)
 
 from fixpack import engine
@@ -24,13 +24,9 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 def _site(builder, wheel: Path) -> tuple[list[str], Path]:
     """A pack whose profile fetches its release from git, one fix and the component; a site-packages image."""
-    release = builder.tree("release", {"demo_pkg/a.py": "x = 1\n"})
-    git(release, "init", "-q")
-    git(release, "add", "-A")
-    git(release, "commit", "-qm", "release")
-    builder.commit = git(release, "rev-parse", "HEAD").strip()
+    release, source = builder.git_release({"demo_pkg/a.py": "x = 1\n"})
     builder.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
-    prof = builder.profile(["one"], extra_targets=f'source = {{ git = "{release}", ref = "{builder.commit}" }}')
+    prof = builder.profile(["one"], extra_targets=source)
     shutil.copy(wheel, builder.pack / wheel.name)
     prof.write_text(prof.read_text() + component_table(wheel.name))
     builder.lock(release)

@@ -8,19 +8,15 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO, git
+from conftest import REPO
 
 from fixpack import engine
 
 
 def test_fetch_labels_the_version_and_commit_it_found(builder):
-    release = builder.tree("release", {"demo_pkg/a.py": "x = 1\n"})
-    git(release, "init", "-q")
-    git(release, "add", "-A")
-    git(release, "commit", "-qm", "release")
-    builder.commit = git(release, "rev-parse", "HEAD").strip()
+    _release, source = builder.git_release({"demo_pkg/a.py": "x = 1\n"})
     builder.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
-    builder.profile(["one"], extra_targets=f'source = {{ git = "{release}", ref = "{builder.commit}" }}')
+    builder.profile(["one"], extra_targets=source)
     done = subprocess.run([sys.executable, "-m", "fixpack.cli", "fetch", "--pack", str(builder.pack), "-p", "p1",
                            "--color", "never"], env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True)

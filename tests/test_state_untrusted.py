@@ -300,19 +300,15 @@ def test_a_damaged_journals_printed_steps_run_through_bash_and_leave_the_release
     import subprocess
     import sys
 
-    from conftest import REPO, git
+    from conftest import REPO
     base = numbered(30)
     files = {MOD: base, "demo_pkg/b.py": base}
-    release = builder.tree("release", files)
-    git(release, "init", "-q")
-    git(release, "add", "-A")
-    git(release, "commit", "-qm", "release")
-    builder.commit = git(release, "rev-parse", "HEAD").strip()
+    release, source = builder.git_release(files)
     builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
     builder.add_fix("two", {"demo_pkg/b.py": base, "demo_pkg/new.py": None},
                     {"demo_pkg/b.py": base.replace("line 9\n", "nine\n"), "demo_pkg/new.py": "made by two\n"},
                     opt_in=True)
-    builder.profile(["one"], ["two"], extra_targets=f'source = {{ git = "{release}", ref = "{builder.commit}" }}')
+    builder.profile(["one"], ["two"], extra_targets=source)
     builder.lock(release)
     target = release if kind == "git checkout" else tmp_path / "image"
     if kind == "plain copy":

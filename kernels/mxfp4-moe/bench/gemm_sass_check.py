@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from sm90_compile import compile_gluon, cuobjdump  # noqa: E402
 
 from mxfp4_moe import gluon_kernel as gk  # noqa: E402
 
@@ -44,21 +41,12 @@ def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int
               "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": True, "I_SIZE": size, "PEEL": chunk == 0, "FIXUP": False,
               "CHUNK": chunk, "ZERO_PAIRS": False, "ATOMIC_OUT": False,
               "GRID_N": 2 * size // bn if gate_up else latent // bn, "PERSIST": False, "DYNAMIC": False}
-    sig = {n: ptrs.get(n) or ("i32" if n in _INTS else "constexpr") for n in fn.arg_names}
-    div16 = [n for n in fn.arg_names if n in ptrs or n in ("stride_am", "stride_we", "stride_se", "stride_ym")]
-    src = GluonASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                         attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
-    opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+    return compile_gluon(fn, ptrs, _INTS, consts, maxnreg)
 
 
 def report(compiled) -> str:
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        sass = subprocess.run([str(cuobjdump), "-sass", f.name], capture_output=True, text=True).stdout
-        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    sass = cuobjdump(compiled, "-sass")
+    usage = cuobjdump(compiled, "--dump-resource-usage")
     regs = re.search(r"REG:(\d+)", usage)
     ins = [(int(m.group(1), 16), m.group(2)) for m in re.finditer(r"/\*([0-9a-f]{4})\*/\s+(.*?);", sass)]
     back = [(int(m.group(1), 16), a) for a, t in ins if (m := re.search(r"BRA .*?0x([0-9a-f]+)", t))

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
+from sm90_compile import compile_gluon, cuobjdump  # noqa: E402
 
 from mxfp4_moe import ranked_kernel as rk  # noqa: E402
 from mxfp4_moe.gluon_kernel import layouts  # noqa: E402
@@ -42,21 +39,11 @@ def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int,
               "BLOCK_K": bk, "GRID_N": 2 * size // bn if gate_up else latent // bn, "LOG_MAX": 3, "GATE_UP": gate_up,
               "W5": lay["w5"], "X4": lay["x4"], "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": arch >= 90,
               "STAGES": stages, "WAVE_COST": 0, "FIX_UNROLL": 1}
-    sig = {n: ptrs.get(n) or ("i32" if n in _INTS else "constexpr") for n in fn.arg_names}
-    div16 = [n for n in fn.arg_names if n in ptrs or n in ("stride_am", "stride_we", "stride_se", "stride_ym")]
-    src = GluonASTSource(fn=fn, signature=sig,
-                         constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
-                         attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
-    opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
+    return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch)
 
 
 def resource_usage(compiled) -> str:
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"])
-        f.flush()
-        out = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    out = cuobjdump(compiled, "--dump-resource-usage")
     m = re.search(r"REG:(\d+).*?STACK:(\d+).*?SHARED:(\d+).*?LOCAL:(\d+)", out)
     regs, stack, shared, local = m.groups() if m else ("?",) * 4
     ptx = compiled.asm["ptx"]
