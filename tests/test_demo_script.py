@@ -51,10 +51,13 @@ def test_demo_help_and_bad_arguments_touch_nothing(tmp_path):
     for flag in ("--help", "-h"):
         r = _demo(repo, flag, cwd=tmp_path)
         assert r.returncode == 0 and "Usage: bash tools/demo.sh [DIR]" in r.stdout, r.stderr
+        assert "of two runs given one folder the second is refused" in r.stdout
     r = _demo(repo, "-x", cwd=tmp_path)
     assert r.returncode == 2 and "unknown option '-x'" in r.stderr and "./-x" in r.stderr
     r = _demo(repo, "a", "b", cwd=tmp_path)
     assert r.returncode == 2 and "one folder at most" in r.stderr
+    r = _demo(repo, "", cwd=tmp_path)
+    assert r.returncode == 2 and "an empty folder name" in r.stderr
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     r = _demo(repo, "dangling", cwd=tmp_path)
     assert r.returncode == 2 and "is a link to nothing" in r.stderr
@@ -126,3 +129,19 @@ def test_two_setups_in_one_checkout_take_turns(tmp_path):
         assert first[0] == "start" and second == ("end", first[1]), events
     assert any("another setup is running" in out for out, _ in outs)
     assert sorted(p.name for p in repo.iterdir()) == [".venv", "pip.log", "release", "tools"]
+
+
+def test_the_printed_clean_up_command_is_quoted_and_comes_first(tmp_path):
+    """The scratch folder is printed before setup and fetch, and its `rm -rf` runs as printed: a name with
+    spaces is quoted (unquoted, copying it removed ./b and ./c), a link is followed to the folder it names."""
+    repo = _checkout(tmp_path)
+    (tmp_path / "real dir").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real dir")
+    for given, folder in (("a b c", tmp_path / "a b c"), ("link", tmp_path / "real dir")):
+        r = _demo(repo, given, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        first = r.stdout.splitlines()[0]
+        assert first.startswith(f"== scratch folder: {folder} (remove it when done: rm -rf -- "), first
+        command = first.split("remove it when done: ", 1)[1].rstrip(")")
+        subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
+        assert not folder.exists()

@@ -58,7 +58,7 @@ def test_tools_rebase_runs_from_a_python_without_the_libraries(tmp_path):
     if (REPO / ".venv/bin/python").exists():
         assert r.returncode == 0 and "Usage: tools/rebase.py" in r.stdout, r.stderr
     else:
-        assert r.returncode == 1 and "tools/setup.sh --light" in r.stderr
+        assert r.returncode == 5 and "tools/setup.sh --light" in r.stderr
 
 
 def test_scratch_folders_are_fresh_per_run():
@@ -87,3 +87,16 @@ def test_demo_refuses_a_scratch_folder_that_is_not_empty(tmp_path):
         assert r.returncode == 2 and f"{tmp_path / given} is not an empty folder" in r.stderr, r.stderr
         assert not r.stdout
     assert (tmp_path / "busy" / "keep.txt").read_text() == "someone's\n" and (tmp_path / "a-file").read_text() == "x\n"
+
+
+def test_tools_rebase_without_its_libraries_or_a_venv_is_an_environment_error(tmp_path):
+    """In a checkout without .venv, a Python lacking the libraries gets what to run, exit 5 (it was exit 1,
+    which fixpack keeps for bugs)."""
+    bare = sys.base_prefix + "/bin/python3"
+    if not Path(bare).exists():
+        pytest.skip("no base interpreter")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "rebase.py").write_text((REPO / "tools/rebase.py").read_text())
+    r = subprocess.run([bare, "-I", str(tmp_path / "tools/rebase.py"), "--help"], capture_output=True, text=True,
+                       cwd=tmp_path)
+    assert r.returncode == 5 and "bash tools/setup.sh --light" in r.stderr and "Traceback" not in r.stderr, r.stderr

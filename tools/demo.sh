@@ -5,14 +5,18 @@
 # (mktemp -d: two users on one machine never share it), printed; or the empty or new folder given as $1.
 #
 # Usage: bash tools/demo.sh [DIR]     (-h, --help: this text)
+# DIR is claimed before anything is set up: of two runs given one folder the second is refused (exit 2), as
+# is a folder that is not empty, a file, a link to nothing or one that cannot be written; a run that fails
+# before its copy is done takes back what it made.
 set -euo pipefail
-usage() { sed -n '2,7s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
 die() { echo "tools/demo.sh: $1" >&2; exit 2; }
 case ${1:-} in
   -h|--help) usage; exit 0 ;;
   -*) die "unknown option '$1' (a folder whose name starts with '-': give it as ./$1)" ;;
 esac
 [ $# -le 1 ] || die "one folder at most, got $# arguments (usage: bash tools/demo.sh [DIR])"
+[ $# -eq 0 ] || [ -n "$1" ] || die "an empty folder name: give a folder, or none (a fresh one is made)"
 made=0      # this run made the scratch folder
 claimed=0   # this run made its vllm-0.30.0 (the claim); removed again if the run fails before the copy is done
 copied=0
@@ -52,11 +56,13 @@ if ! mkdir -- "$scratch/vllm-0.30.0" 2>/dev/null; then
   die "cannot write in $scratch (permissions, a read-only or immutable folder?): give another folder"
 fi
 claimed=1
+# the clean-up command, quoted for the shell (a name with spaces), and through a link to what it points at
+shown=$(cd -P -- "$scratch" && pwd)
+echo "== scratch folder: $shown (remove it when done: rm -rf -- $(printf '%q' "$shown"))"
 cd "$(dirname "$0")/.."
 bash tools/setup.sh --light
 release=$(.venv/bin/python -m fixpack.cli fetch --profile v0.30.0 --target vllm | sed -n 's/^vllm=//p')
 [ -n "$release" ] && [ -d "$release" ] || die "fetch named no release copy (got '$release'): see its output above"
-echo "== scratch folder: $scratch (remove it when done: rm -rf $scratch)"
 cp -a -- "$release/." "$scratch/vllm-0.30.0/"
 copied=1
 echo "== first run: apply profile v0.30.0 (+ topk-subset-sampler, vllm-long-prefill-share) to $scratch/vllm-0.30.0"

@@ -22,8 +22,9 @@ except ModuleNotFoundError as exc:
     if venv.exists() and Path(sys.prefix).resolve() != (ROOT / ".venv").resolve() and not os.environ.get("FIXPACK_REEXEC"):
         os.environ["FIXPACK_REEXEC"] = "1"
         os.execv(str(venv), [str(venv), str(Path(__file__).resolve()), *sys.argv[1:]])
-    sys.exit(f"tools/rebase.py: this Python ({sys.executable}) lacks {exc.name!r} and there is no {venv}: run "
-             f"`bash tools/setup.sh --light` first (or pip install '.[maintainer]')")
+    print(f"tools/rebase.py: this Python ({sys.executable}) lacks {exc.name!r} and there is no {venv}: run "
+          f"`bash tools/setup.sh --light` first (or pip install '.[maintainer]')", file=sys.stderr)
+    sys.exit(5)  # the environment (fixpack's exit codes: 1 is only ever a bug)
 
 if __name__ == "__main__":
     rebase_cmd(prog_name="tools/rebase.py")

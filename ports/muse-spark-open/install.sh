@@ -41,20 +41,22 @@ sbom=""
 say() { printf 'install.sh: %s\n' "$*"; }
 die() { local code=$1; shift; printf 'install.sh: ERROR: %s\n' "$*" >&2; exit "$code"; }
 usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+# an option's value: there, and not the next option (`--profile --root X` took '--root' as the profile)
+need() { [ -n "$3" ] && [[ "$3" != -* ]] || die 10 "$1 needs $2${3:+ (got the option '$3'; put the value after $1)}"; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --profile) [ $# -ge 2 ] || die 10 "--profile needs a name"; profile="$2"; shift 2 ;;
+    --profile) need "$1" "a name" "${2-}"; profile="$2"; shift 2 ;;
     --profile=*) profile="${1#*=}"; shift ;;
-    --python) [ $# -ge 2 ] || die 10 "--python needs a path"; py="$2"; shift 2 ;;
+    --python) need "$1" "a path" "${2-}"; py="$2"; shift 2 ;;
     --python=*) py="${1#*=}"; shift ;;
-    --root) [ $# -ge 2 ] || die 10 "--root needs NAME=PATH"; roots+=(--root "$2"); shift 2 ;;
+    --root) need "$1" "NAME=PATH" "${2-}"; roots+=(--root "$2"); shift 2 ;;
     --root=*) roots+=(--root "${1#*=}"); shift ;;
-    --opt-in) [ $# -ge 2 ] || die 10 "--opt-in needs a list"; opt_in="$2"; shift 2 ;;
+    --opt-in) need "$1" "a list" "${2-}"; opt_in="$2"; shift 2 ;;
     --opt-in=*) opt_in="${1#*=}"; shift ;;
-    --plugin-site) [ $# -ge 2 ] || die 10 "--plugin-site needs a folder"; plugin_site="$2"; shift 2 ;;
+    --plugin-site) need "$1" "a folder" "${2-}"; plugin_site="$2"; shift 2 ;;
     --plugin-site=*) plugin_site="${1#*=}"; shift ;;
-    --sbom) [ $# -ge 2 ] || die 10 "--sbom needs a file"; sbom="$2"; shift 2 ;;
+    --sbom) need "$1" "a file" "${2-}"; sbom="$2"; shift 2 ;;
     --sbom=*) sbom="${1#*=}"; shift ;;
     --dry-run) dry_run=1; shift ;;
     --check) check=1; shift ;;

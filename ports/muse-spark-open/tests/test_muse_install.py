@@ -94,6 +94,11 @@ def test_a_pin_mismatch_stops_at_step_one(release_vllm, tmp_path):
 def test_bad_arguments():
     rc, out = install("--frobnicate")
     assert rc == 10 and "unknown argument: --frobnicate" in out
+    # an option's value missing: the next option is not taken as it (it said "unknown argument: vllm=x")
+    rc, out = install("--profile", "--root", "vllm=x")
+    assert rc == 10 and "--profile needs a name (got the option '--root'; put the value after --profile)" in out
+    rc, out = install("--sbom")
+    assert rc == 10 and "--sbom needs a file" in out and "unbound" not in out
 
 
 
