@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange
-from .safepath import link_on_the_way, path_problem
+from .safepath import link_on_the_way, not_a_file, path_problem
 
 _ABSENT = object()
 
@@ -56,9 +56,9 @@ class Tree:
             raise MismatchError(f"{self.root / link} is a symbolic link (to {os.readlink(self.root / link)}), on the "
                                 f"way to {path}; fixpack reads and writes regular files in real folders only (writing "
                                 f"would replace the link). Replace the link with what it points to")
-        if dest.exists() and not dest.is_file():
-            raise MismatchError(f"{dest} is not a regular file (a folder or a device); a fix changes files only. "
-                                f"Fix the image")
+        what = not_a_file(dest)  # read nothing first: a FIFO would block the read
+        if what is not None:
+            raise MismatchError(f"{dest} is not a regular file ({what}); a fix changes files only. Fix the image")
         self._checked.add(path)
         return dest
 

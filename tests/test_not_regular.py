@@ -94,3 +94,23 @@ def test_lock_writes_over_a_fifo_or_a_link_and_names_a_folder(builder, kind):
         return
     builder.lock(clean)
     assert lock.is_file() and not lock.is_symlink() and engine.status(builder.request(clean)).ok
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_patched_path_that_is_no_regular_file_is_named_for_what_it_is(builder, kind):
+    """A FIFO where a fix changes a file was called "(a folder or a device)": the refusal says what is there
+    (without reading it, which for a FIFO would block), exit 3, nothing written."""
+    from conftest import snapshot
+
+    from fixpack.errors import MismatchError
+
+    _pack(builder)
+    image = builder.tree("image", {})
+    _plant(image / "demo_pkg" / "a.py", kind)
+    before = snapshot(image) if kind == "folder" else None
+    with pytest.raises(MismatchError, match=r"a\.py is not a regular file \(a (FIFO \(named pipe\)|folder)\); a fix "
+                                            r"changes files only"):
+        engine.apply(builder.request(image))
+    assert not (image / ".fixpack").exists()
+    if before is not None:
+        assert snapshot(image) == before
