@@ -257,8 +257,11 @@ def _write_files(out: Path, files: dict[str, bytes]) -> None:
     ours = _exported(out)
     foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.name in ours)]
     if foreign:
-        raise BadInputError(f"--out {out} holds files an export does not write and its `series` does not list "
-                            f"({', '.join(foreign[:5])}): give an empty or new folder")
+        # a series there that an export did not write (a quilt series, say) vouches for none of its files
+        why = ("its `series` is not one an export writes (that lists only NNNN-<fix>-<patch>.patch files)"
+               if (out / "series").is_file() and not ours else "not listed in the `series` an export wrote there")
+        raise BadInputError(f"--out {out} holds files an export does not write ({', '.join(foreign[:5])}): {why}; "
+                            f"give an empty or new folder")
     for path in stale:
         if path.name not in files:
             remove_file(path)

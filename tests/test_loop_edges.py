@@ -64,13 +64,15 @@ def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # no
     out = tmp_path / "mine"
     out.mkdir()
     (out / "0001-my-own-work.patch").write_text("a maintainer's own mail\n")
-    with pytest.raises(BadInputError, match=r"0001-my-own-work.patch.*empty or new folder"):
+    with pytest.raises(BadInputError, match=r"0001-my-own-work.patch\): not listed in the `series` an export wrote "
+                                            r"there; give an empty or new folder"):
         export(builder.pack, "p1", (), out)
     assert [p.name for p in out.iterdir()] == ["0001-my-own-work.patch"]
     (out / "series").write_text("0001-my-own-work.patch\n")  # a quilt series names its own patches
     (out / "my-fix.patch").write_text("another\n")
     (out / "series").write_text("my-fix.patch\n")
-    with pytest.raises(BadInputError, match=r"my-fix.patch.*empty or new folder"):
+    # the series lists it, but is no export's: it said "its `series` does not list" the file it lists
+    with pytest.raises(BadInputError, match=r"my-fix.patch\): its `series` is not one an export writes"):
         export(builder.pack, "p1", (), out)
     assert sorted(p.name for p in out.iterdir()) == ["0001-my-own-work.patch", "my-fix.patch", "series"]
     # its own earlier export is replaced (a stale patch it listed in `series` removed)
