@@ -180,6 +180,11 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
     fixes = [f for f in fixes if not only or f.id in only]
     env = dict(prof.proof_env)
     root = site_packages(python)
+    package = prof.target(target).package
+    if not (root / package).is_dir():  # said here: the status below would name a --root the user never gave
+        raise BadInputError(f"--python {python}: this Python has no {package} installed (its site-packages {root} "
+                            f"holds no {package}/): give the image's Python, one with the release of profile "
+                            f"{profile} installed (`bash tools/setup.sh` makes .venv so; `--light` does not)")
     req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
                   all_opt_in=True)
     st = status(req)  # the selection the proof applies: every opt-in

@@ -182,3 +182,16 @@ def test_lock_wait_on_the_command_line_is_not_blamed_on_the_variable(setup):
                         f"demo={target}", "--lock-wait", "-1"], capture_output=True, text=True, cwd=REPO, env=env)
     assert p.returncode == 2 and "'--lock-wait': '-1': not a number of seconds" in p.stderr, p.stderr
     assert "FIXPACK_LOCK_WAIT" not in p.stderr, p.stderr
+
+
+def test_prove_with_a_python_that_lacks_the_target_says_so_not_a_root(setup):
+    """`prove --python` with a Python that has no target installed (a light .venv) named a `--root` the user
+    never gave; it says that this Python has no such package, and which Python to give."""
+    from fixpack.errors import BadInputError
+    from fixpack.prove import prove
+
+    b, _ = setup
+    with pytest.raises(BadInputError) as err:
+        prove(b.pack, "p1", sys.executable)
+    said = str(err.value)
+    assert said.startswith(f"--python {sys.executable}: this Python has no demo_pkg installed") and "--root" not in said
