@@ -26,6 +26,7 @@ from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
 from .errors import EXIT_BAD_INPUT, BadInputError
+from .progname import command
 from .runlock import pack_lock
 
 CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack)."
@@ -215,7 +216,7 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
             pack = load_pack(root)
             paths = stale_patches(pack) if check else rewrite_patches(pack)
     failed = check and bool(paths)
-    error = "patches not in their deterministic form; run `fixpack format` and commit" if failed else ""
+    error = f"patches not in their deterministic form; run `{command('format')}` and commit" if failed else ""
     if as_json:
         emit_json(envelope("format", "", EXIT_BAD_INPUT if failed else 0, error, check=check,
                            patches=[str(p) for p in paths]))
@@ -266,7 +267,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                 raise BadInputError(f"unknown fix {fid!r} in the pack at {root}")
             target = fixes[fid].target
             if target not in parsed or not profile:
-                raise BadInputError(f"{fid}: no work tree of it (fixpack edit {fid} --profile P makes one); to "
+                raise BadInputError(f"{fid}: no work tree of it (`{command('edit', fid)} --profile P` makes one); to "
                                     f"refresh it on its chain give --profile P --root {target}=PATH (a clean release "
                                     f"copy)")
             path = fixes[fid].for_profile(profile).patches[0].path if fixes[fid].patches else None

@@ -97,10 +97,12 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     except ConflictError as exc:
         moved = _base_changed(pack, state)
         if moved:
+            from .progname import command  # only when a message names it
+
             exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
                         f"({', '.join(moved)}): its commits are on the old ones. Keep them (git format-patch "
-                        f"{BASE_TAG}), `fixpack edit --abort {fix_id}`, edit it again and apply them there (git am "
-                        f"-3), then refresh",)
+                        f"{BASE_TAG}), `{command('edit', '--abort', fix_id)}`, edit it again and apply them there "
+                        f"(git am -3), then refresh",)
         raise
     if state.new:
         state.new = False

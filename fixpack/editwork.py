@@ -26,6 +26,7 @@ from .loader import ID_RE, load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
+from .progname import command as _command
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .safepath import STATE_DIR
@@ -113,11 +114,11 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
         state = EditState(**json.loads(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
-                            f"`fixpack edit --abort {fix_id}`") from exc
+                            f"`{_command('edit', '--abort', fix_id)}`") from exc
     if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
         raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
                             f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
-                            f"`fixpack edit --abort {fix_id}`")
+                            f"`{_command('edit', '--abort', fix_id)}`")
     return state
 
 
@@ -193,8 +194,9 @@ def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None
         return release.fetch(spec, cache, progress=progress)
     if (root / STATE_DIR).exists():
         raise MismatchError(f"--root {target}={root} is not a clean release copy: fixpack has applied fixes there "
-                            f"({root / STATE_DIR}); give the clean copy (`fixpack fetch --profile {prof.name} "
-                            f"--target {target}` prints it), or revert that tree first")
+                            f"({root / STATE_DIR}); give the clean copy "
+                            f"(`{_command('fetch', '--profile', prof.name, '--target', target)}` prints it), or revert "
+                            f"that tree first")
     found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
     check_pin(found)
     return found
@@ -204,7 +206,7 @@ def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:
     if fix_id not in prof.default + prof.opt_in:
         known = ", ".join(prof.default + prof.opt_in)
         raise BadInputError(f"{fix_id} is not a fix of profile {prof.name} ({known}); "
-                            f"`fixpack new {fix_id} --profile {prof.name} --target T` starts a new one")
+                            f"`{_command('new', fix_id, '--profile', prof.name)} --target T` starts a new one")
     return view.fixes[fix_id]
 
 
@@ -212,8 +214,8 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
     if not ID_RE.match(fix_id):
         raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
     if fix_id in view.fixes or (view.root / "fixes" / fix_id).exists():
-        raise BadInputError(f"fix {fix_id} exists already (fixes/{fix_id}): `fixpack edit {fix_id} --profile "
-                            f"{prof.name}` changes it")
+        raise BadInputError(f"fix {fix_id} exists already (fixes/{fix_id}): "
+                            f"`{_command('edit', fix_id, '--profile', prof.name)}` changes it")
     names = [t.name for t in prof.targets]
     if target not in names:
         raise BadInputError(f"--target {target!r} is not a target of profile {prof.name} ({', '.join(names)})")

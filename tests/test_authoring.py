@@ -21,6 +21,7 @@ from fixpack.lockfile import read_lock
 from fixpack.pack_tools import stale_patches
 from fixpack.patchmail import read_mail
 from fixpack.patchtext import normalize_text
+from fixpack.progname import program
 
 MOD = "demo_pkg/mod.py"
 AUTHOR = "Jürgen Müller-Lüdenscheidt <jm@example.org>"
@@ -265,10 +266,13 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
     (tmp_path / "not-a-mail.txt").write_text("just words\n")
     (tmp_path / "bad.patch").write_text(mail_patch(tmp_path, numbered(5), "x\n").replace("@@ -1,5 +1 @@", "@@ -1,5"))
     cases = [
-        (["edit", "nosuch", "-p", "p1"], "nosuch is not a fix of profile p1"),
-        (["new", "a", "-p", "p1", "--target", "demo"], "fix a exists already"),
+        # the commands a message names are this program's, as run here (not a bare `fixpack` off PATH)
+        (["edit", "nosuch", "-p", "p1"], f"nosuch is not a fix of profile p1 (a, b, c); `{program()} new nosuch "
+                                         f"--profile p1 --target T` starts a new one"),
+        (["new", "a", "-p", "p1", "--target", "demo"], f"fix a exists already (fixes/a): `{program()} edit a "
+                                                       f"--profile p1` changes it"),
         (["edit", "--abort"], "no edit in progress"),
-        (["refresh", "b"], "no work tree of it (fixpack edit b --profile P makes one)"),
+        (["refresh", "b"], f"no work tree of it (`{program()} edit b --profile P` makes one)"),
         (["import", str(tmp_path / "not-a-mail.txt"), "--as", "x", "-p", "p1"], "no patch mail in it"),
         (["import", str(tmp_path / "bad.patch"), "--as", "x", "-p", "p1"], "bad.patch (mail at line 1):"),
         (["export", "-p", "p1", "nosuch", "--out", str(tmp_path / "s")], "not an opt-in fix of profile p1: nosuch"),
