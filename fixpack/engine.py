@@ -107,6 +107,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.entries.append(_manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
             plan.reached = False
+    if manifest is None:
+        _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
                                                             build, dry, ctx.lock, ctx.relock)
@@ -326,6 +328,20 @@ def status(req: Request) -> Report:
     note_named_defaults(ctx, req.opt_ins)
     add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
     return ctx.report.close()
+
+
+def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str, ...], plan: TargetPlan,
+                   tampered: tuple[dict[str, list[str]], dict[str, str]], dry: bool) -> None:
+    """With no manifest (a first run, or a lost one), an opt-in this run does not select may be in the files,
+    applied by a run whose record is gone: found (our post-images, as for a selected fix), it is reported and
+    recorded, so that revert removes it; before, revert left its code and said the image was the release."""
+    extra = [f for f in ctx.pack.ordered(ctx.profile.opt_in) if f.target == ft.spec.name and f.id not in wanted]
+    parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra])
+    for fix in extra:
+        ev = _replay(fix, tree, ctx.lock, False, *tampered)
+        if ev.state is State.APPLIED:
+            ctx.report.fixes.append(_fix_report(fix, ev, False, dry))
+            plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
 
 
 def _list_unselected(ctx: Context) -> None:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 from conftest import numbered, snapshot
@@ -339,6 +340,27 @@ def test_lost_manifest_is_recognised_as_ours(setup):
     assert r.ok and states(r) == {"first": "applied", "second": "applied"}
     assert "manifest entry was lost" in r.fix("first").messages[0]
     assert engine.revert(b.request(target)).ok and snapshot(target) == original
+
+
+def test_a_lost_manifest_with_an_opt_in_applied_is_recorded_whole(setup):
+    """An image applied with an opt-in whose manifest is lost, applied again without naming it: the opt-in's
+    code is found (our post-images), reported applied and recorded, so revert gives the release back; before,
+    revert removed only the selected fixes and said the image was the release, the opt-in's code left in."""
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target, opt_ins=("extra",))).ok
+    shutil.rmtree(target / ".fixpack")
+    st = engine.status(b.request(target))
+    assert st.fix("extra").state.value == "applied", st.fix("extra").messages
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("extra").state.value == "applied" and not r.fix("extra").selected
+    assert "manifest entry was lost" in r.fix("extra").messages[0]
+    assert "kept (revert removes it)" in r.fix("extra").messages[-1]
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original
+    # a first run on the release finds nothing of the opt-in: apply does not name it, status lists it skipped
+    r = engine.apply(b.request(target))
+    assert r.ok and "extra" not in {f.id for f in r.fixes}
+    assert engine.status(b.request(target)).fix("extra").state.value == "skipped"
 
 
 def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
