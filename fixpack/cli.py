@@ -34,7 +34,7 @@ from .cli_common import (
     parse_roots,
 )
 from .cli_fast import main as fast_main
-from .cli_plain import default_pack_root, exit_code
+from .cli_plain import default_pack_root, deliver, exit_code
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
@@ -88,8 +88,7 @@ def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
 def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str, dry_run: bool = False) -> None:
     with outcome(as_json, command, profile, dry_run):
         report = call()
-    render(report, as_json)
-    sys.exit(exit_code(report))
+    sys.exit(deliver(lambda: render(report, as_json), exit_code(report)))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
