@@ -128,8 +128,9 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
         name = errno.errorcode.get(exc.errno or 0, "")
         try:
             write_line(f"fixpack: error: cannot write {what} to stdout: {exc.strerror or exc}"
-                       f"{f' ({name})' if name else ''}; the run itself had finished (exit {code}), only its output is lost: "
-                       f"run status with stdout on a file or pipe that can be written to see the image", err=True)
+                       f"{f' ({name})' if name else ''}; the run itself had finished (exit {code}), only its "
+                       f"output is lost: run status with stdout on a file or pipe that can be written to see the "
+                       f"image", err=True)
         except OSError:
             pass
         return EXIT_ENVIRONMENT
