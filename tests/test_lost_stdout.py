@@ -84,3 +84,18 @@ def test_stdout_on_a_full_device_is_exit_5_naming_it(setup, tmp_path, extra):
     with open("/dev/full", "w") as full:
         p = _run(b, target, _args("revert", extra, tmp_path), full)
     assert p.returncode == 5 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_the_sbom_on_a_lost_stdout(setup):
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    w = _closed_pipe()
+    try:
+        p = _run(b, target, ["sbom"], w)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            p = _run(b, target, ["sbom"], full)
+        assert p.returncode == 5 and "ENOSPC" in p.stderr and "Traceback" not in p.stderr, p.stderr
