@@ -34,7 +34,7 @@ from .cli_common import (
     parse_roots,
 )
 from .cli_fast import main as fast_main
-from .cli_plain import default_pack_root, exit_code
+from .cli_plain import default_pack_root, deliver, exit_code
 from .cli_render import render
 
 if TYPE_CHECKING:  # the engine is imported when a command runs
@@ -88,8 +88,7 @@ def _request(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
 def _run(call: Callable[[], Any], as_json: bool, command: str, profile: str, dry_run: bool = False) -> None:
     with outcome(as_json, command, profile, dry_run):
         report = call()
-    render(report, as_json)
-    sys.exit(exit_code(report))
+    sys.exit(deliver(lambda: render(report, as_json), exit_code(report)))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
@@ -132,10 +131,10 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
 
         req = _request(profile, roots, only_targets, pack_root, copies_root, lock_wait, opt_ins=opt_ins,
                        dry_run=dry_run, strict=strict, all_opt_in=all_opt_in)
-        if sbom_out is not None:  # before anything is written
-            from .sbom import check_out
+        if reject_dir is not None or sbom_out is not None:  # before anything is written
+            from .outputs import check_outputs
 
-            check_out(req, sbom_out)
+            check_outputs(req, reject_dir, sbom_out)
         report = engine.apply(req)
         if reject_dir is not None:
             from .rejects import write_rejects
@@ -143,9 +142,14 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             written = write_rejects(report, reject_dir)
             click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}", err=True)
         if sbom_out is not None and report.ok and not dry_run:
+            from .errors import EnvironmentProblem
             from .sbom import sbom
 
-            done = sbom(req, sbom_out)
+            try:
+                done = sbom(req, sbom_out, "--sbom")
+            except EnvironmentProblem as exc:  # the apply is done: its report, and why the SBOM is not there
+                report.failure, report.error = exc.exit_code, str(exc)
+                return report
             click.echo(f"fixpack: SBOM {'written to' if done.written else 'unchanged in'} {sbom_out}", err=True)
         return report
 

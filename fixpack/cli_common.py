@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from .cli_fast import OPTIONS, seconds_value
-from .cli_plain import default_pack_root, error_document, exit_code, failure_text, split_roots
+from .cli_plain import default_pack_root, deliver, error_document, exit_code, failure_text, split_roots
 from .cli_plain import emit_json as plain_json
 from .errors import interrupted
 
@@ -159,9 +159,11 @@ def fail(exc: BaseException, as_json: bool, command: str, profile: str, dry_run:
     code = exit_code(exc)
     msg = failure_text(exc)
     if as_json:
-        emit_json(error_document(command, profile, msg, code, dry_run))
-    else:
+        sys.exit(deliver(lambda: emit_json(error_document(command, profile, msg, code, dry_run)), code))
+    try:
         click.echo(f"fixpack: error: {msg}", err=True)
+    except OSError:  # stderr gone too: the code is all that is left to say it
+        pass
     sys.exit(code)
 
 
@@ -205,12 +207,12 @@ class JsonUsageErrors:
         try:
             rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
-            emit_json(error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
-                                     exit_code(exc), "--dry-run" in argv))
-            sys.exit(exit_code(exc))
+            doc = error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
+                                 exit_code(exc), "--dry-run" in argv)
+            sys.exit(deliver(lambda: emit_json(doc), exit_code(exc)))
         except click.exceptions.Abort:
-            emit_json(error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1, "--dry-run" in argv))
-            sys.exit(1)
+            doc = error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1, "--dry-run" in argv)
+            sys.exit(deliver(lambda: emit_json(doc), 1))
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv

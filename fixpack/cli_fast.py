@@ -10,7 +10,6 @@ command line to click, which parses it as always.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from .cli_plain import (
     PlainProgress,
     default_pack_root,
+    deliver,
     emit_json,
     error_document,
     exit_code,
@@ -157,21 +157,18 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
 
 
 def _say(what: Any, code: int) -> int:
-    """Print a result (a report, a JSON document, or an error line on stderr); a reader that went away
-    (``| head``) ends the run with exit 1, as click does."""
-    try:
-        if isinstance(what, dict):
-            emit_json(what, write_line)
-        elif isinstance(what, str):
+    """Print a result (a report, a JSON document, or an error line on stderr) and return the exit code: the
+    run's own ``code``, also when the reader went away (``| head``); 5 when stdout cannot be written
+    (:func:`fixpack.cli_plain.deliver`)."""
+    if isinstance(what, dict):
+        return deliver(lambda: emit_json(what, write_line), code)
+    if isinstance(what, str):
+        try:
             write_line(what, err=True)
-        else:
-            render_plain(what, write_line)
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:
-            raise
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return code
+        except OSError:  # stderr gone too: the code is all that is left to say it
+            pass
+        return code
+    return deliver(lambda: render_plain(what, write_line), code)
 
 
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None, command: str | None = None) -> None:

@@ -6,6 +6,7 @@ each with its own ``echo`` (click's, or :func:`write_line`).
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sys
@@ -111,6 +112,41 @@ def write_line(text: str, err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     stream.write((text if stream.isatty() else _ANSI.sub("", text)) + "\n")
     stream.flush()
+
+
+def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> int:
+    """Run ``write`` (printing a command's result, whose outcome ``code`` is decided and written); the exit
+    code to end with. A reader that went away (``| head``, EPIPE) keeps ``code``: it chose not to read. Any
+    other failure to write (ENOSPC, EIO) is exit 5, said in one line on stderr. Either way stdout is pointed
+    at /dev/null, so that nothing more is printed and the interpreter's flush at exit cannot fail again."""
+    try:
+        write()
+    except OSError as exc:
+        silence_stdout()
+        if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+            return code
+        name = errno.errorcode.get(exc.errno or 0, "")
+        try:
+            write_line(f"fixpack: error: cannot write {what} to stdout: {exc.strerror or exc}"
+                       f"{f' ({name})' if name else ''}; the run itself had finished (exit {code}), only its "
+                       f"output is lost: run status with stdout on a file or pipe that can be written to see the "
+                       f"image", err=True)
+        except OSError:
+            pass
+        return EXIT_ENVIRONMENT
+    return code
+
+
+def silence_stdout() -> None:
+    """Point stdout's file descriptor at /dev/null (what is still buffered goes there, not to the lost reader)."""
+    import os
+
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):  # no stdout at all: nothing to silence
+        pass
 
 
 def emit_json(doc: dict[str, Any], echo: Echo) -> None:

@@ -8,6 +8,7 @@ not printed.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,15 @@ def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     forced = color_mode() == "always"
-    return Console(stderr=stderr, force_terminal=forced or None, no_color=False if forced else None)
+    out = Console(stderr=stderr, force_terminal=forced or None, no_color=False if forced else None)
+    out.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]  # rich's own exits 1: the caller decides
+    return out
+
+
+def _broken_pipe() -> None:
+    """rich calls this inside its ``except BrokenPipeError``: raise it on, so that the run keeps its exit code
+    (:func:`fixpack.cli_plain.deliver`) instead of rich's exit 1."""
+    raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def render(report: Report, as_json: bool) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .cli_common import common, outcome, pack_option, parse_roots
-from .cli_plain import default_pack_root, envelope, exit_code
+from .cli_plain import default_pack_root, deliver, envelope, exit_code
 
 
 def _req(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
@@ -36,10 +36,9 @@ def sbom_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         from .sbom import sbom
 
         result = sbom(_req(profile, roots, only_targets, pack_root, copies_root, lock_wait), out)
-    if out is None:
-        click.echo(result.text, nl=False)
-    else:
-        click.echo(f"fixpack: SBOM {'written to' if result.written else 'unchanged in'} {out}", err=True)
+    if out is None:  # a reader that left keeps the exit code; a full stdout is exit 5 (deliver)
+        sys.exit(deliver(lambda: click.echo(result.text, nl=False), exit_code(result), "the SBOM"))
+    click.echo(f"fixpack: SBOM {'written to' if result.written else 'unchanged in'} {out}", err=True)
     sys.exit(exit_code(result))
 
 
@@ -70,14 +69,17 @@ def verify_cmd(sbom_path: Path, profile: str | None, roots: tuple[str, ...], onl
         if not name:
             raise BadInputError(f"{sbom_path} names no fixpack profile; give --profile")
         result = verify(_req(name, roots, only_targets, pack_root, copies_root, lock_wait), sbom_path, doc)
-    if as_json:
-        code = exit_code(result)
-        click.echo(json.dumps(envelope("verify", name, code, "" if code == 0 else "the image differs from the SBOM",
-                                       sbom=str(sbom_path), checked=result.checked,
-                                       differences=result.differences), indent=2))
-    else:
+    code = exit_code(result)
+
+    def say() -> None:
+        if as_json:
+            click.echo(json.dumps(envelope("verify", name, code, "" if code == 0 else "the image differs from the SBOM",
+                                           sbom=str(sbom_path), checked=result.checked,
+                                           differences=result.differences), indent=2))
+            return
         for d in result.differences:
             click.echo(f"DIFFERS {d}")
         click.echo(f"{'FAILED' if result.differences else 'OK'}: {result.checked} facts of {sbom_path} checked, "
                    f"{len(result.differences)} difference(s)")
-    sys.exit(exit_code(result))
+
+    sys.exit(deliver(say, code))

@@ -39,6 +39,7 @@ from packageurl import PackageURL
 from . import __version__
 from .errors import BadInputError, MismatchError
 from .model import Fix
+from .outputs import check_file, refuse_inside, write_failed
 from .records import Manifest, Recorded
 from .run import Context, Request, find_target, prepare
 from .runlock import run_lock
@@ -194,29 +195,19 @@ def facts_of(doc: Any) -> dict[str, str]:
     return out
 
 
-def check_out(req: Request, out: Path) -> None:
-    """Raise BadInputError when ``out`` lies inside a target the request locates: an SBOM written there
-    would be a file of the image it describes (and a revert would leave it behind). For ``apply --sbom``,
-    before anything is written; :func:`sbom` checks against the targets it reads."""
-    ctx = prepare(req, "sbom", need_lock=False)
-    _refuse_inside(out, [ft for spec in ctx.profile.targets if (ft := find_target(spec, req)[1]) is not None])
+INSIDE = "write it outside the target (the SBOM describes the image, it is not a file of it)"
 
 
-def _refuse_inside(out: Path, found: list[FoundTarget]) -> None:
-    where = out.expanduser().resolve()
-    for ft in found:
-        root = ft.root.resolve()
-        if where == root or root in where.parents:
-            raise BadInputError(f"--sbom {out}: inside the target {ft.spec.name} at {root}; write it outside the "
-                                f"target (the SBOM describes the image, it is not a file of it)")
-
-
-def sbom(req: Request, out: Path | None) -> SbomResult:
+def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     """The SBOM of the image the request points at; written to ``out`` when given (unless it already
-    holds the same facts: a re-run writes nothing)."""
+    holds the same facts: a re-run writes nothing). ``option``: how the user named ``out`` (``--out`` of
+    ``fixpack sbom``, ``--sbom`` of apply), for the messages. A place that cannot be written is refused
+    before the image is read (:mod:`fixpack.outputs`); a write that fails is EnvironmentProblem (exit 5)."""
+    if out is not None:
+        check_file(out, option)
     ctx, states = read_image(req)
     if out is not None:
-        _refuse_inside(out, [st.found for st in states])
+        refuse_inside(out, option, [(st.found.spec.name, st.found.root) for st in states], INSIDE)
     text = render(build_bom(ctx, states))
     if out is None:
         return SbomResult(None, text, False)
@@ -228,7 +219,13 @@ def sbom(req: Request, out: Path | None) -> SbomResult:
             pass
     from .fsio import atomic_write
 
-    atomic_write(out, text.encode("utf-8"), 0o644)
+    try:
+        atomic_write(out, text.encode("utf-8"), 0o644)
+    except OSError as exc:
+        done = ("the apply itself is done (the image is in the profile's state): write the SBOM with `fixpack "
+                "sbom --out FILE` and the same options once FILE can be written" if option == "--sbom" else
+                "nothing was written; free space or make it writable, or give another --out")
+        raise write_failed(exc, out, option, done) from exc
     return SbomResult(out, text, True)
 
 

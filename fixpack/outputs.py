@@ -1,0 +1,88 @@
+"""Where a command writes what it reports besides its target (``apply --reject DIR``, ``apply --sbom FILE``,
+``sbom --out FILE``): checked before anything is written, so that a run that cannot write its output
+stops before it touches the image.
+
+Each check names the option as the user gave it. An output inside a target is bad input (exit 2: it would
+be a file of the image it describes); a missing parent folder is bad input too (it is named, never made:
+a typo should not grow a tree of folders); a folder that exists but cannot be written is the environment
+(exit 5), as is a write that still fails later (:func:`write_failed`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from .errors import BadInputError, EnvironmentProblem
+from .run import Request, find_target, prepare
+
+
+def target_roots(req: Request) -> list[tuple[str, Path]]:
+    """The (name, root) of every target the request locates (the skipped ones are not looked for)."""
+    ctx = prepare(req, "status", need_lock=False)  # loads the pack and the profile; parses no patch
+    found = [find_target(spec, req)[1] for spec in ctx.profile.targets]
+    return [(ft.spec.name, ft.root) for ft in found if ft is not None]
+
+
+def refuse_inside(out: Path, option: str, roots: list[tuple[str, Path]], why: str) -> None:
+    """BadInputError when ``out`` is, or lies inside, one of the targets' roots."""
+    where = out.expanduser().resolve()
+    for name, root in roots:
+        root = root.resolve()
+        if where == root or root in where.parents:
+            raise BadInputError(f"{option} {out}: inside the target {name} at {root}; {why}")
+
+
+def check_file(out: Path, option: str) -> None:
+    """``out`` can be written as a file: not a folder; its folder exists, is a folder, and is writable; an
+    existing ``out`` is writable (not immutable). Raises BadInputError (2) or EnvironmentProblem (5)."""
+    out = out.expanduser()
+    if out.is_dir():
+        raise BadInputError(f"{option} {out}: a folder; give a file name")
+    _check_folder(out.parent if str(out.parent) else Path("."), option, out)
+    if out.exists() and not os.access(out, os.W_OK):
+        raise EnvironmentProblem(f"{option} {out}: the file cannot be written (read-only or immutable); make it "
+                                 f"writable or give another file; nothing was written")
+
+
+def check_folder(out: Path, option: str) -> None:
+    """``out`` can hold the files written under it: a writable folder, or a missing one whose parent is."""
+    out = out.expanduser()
+    if out.exists() or out.is_symlink():
+        _check_folder(out, option, out)
+    else:
+        _check_folder(out.parent if str(out.parent) else Path("."), option, out)
+
+
+def _check_folder(folder: Path, option: str, out: Path) -> None:
+    if not folder.exists():
+        raise BadInputError(f"{option} {out}: the folder {folder} does not exist; create it first (it is not made "
+                            f"for you) or give another path; nothing was written")
+    if not folder.is_dir():
+        raise BadInputError(f"{option} {out}: {folder} is not a folder; give another path; nothing was written")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise EnvironmentProblem(f"{option} {out}: the folder {folder} cannot be written to (permissions, "
+                                 f"immutable or read-only); make it writable or give another path; nothing "
+                                 f"was written")
+
+
+def write_failed(exc: OSError, path: Path, option: str, done: str) -> EnvironmentProblem:
+    """The exit-5 error of a write to ``path`` that failed (``done``: what the run had already done)."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return EnvironmentProblem(f"{option} {path}: cannot write {exc.filename or path}: {exc.strerror or exc}"
+                              f"{f' ({name})' if name else ''}; {done}")
+
+
+def check_outputs(req: Request, reject_dir: Path | None, sbom_out: Path | None) -> None:
+    """``apply``'s ``--reject DIR`` and ``--sbom FILE``, before anything is written: outside every target,
+    their folders there and writable."""
+    roots = target_roots(req)
+    if reject_dir is not None:
+        refuse_inside(reject_dir, "--reject", roots,
+                      "give a folder outside the target (rejects never go next to its files); nothing was written")
+        check_folder(reject_dir, "--reject")
+    if sbom_out is not None:
+        refuse_inside(sbom_out, "--sbom", roots, "write it outside the target (the SBOM describes the image, "
+                                                 "it is not a file of it); nothing was written")
+        check_file(sbom_out, "--sbom")

@@ -1,0 +1,101 @@
+"""A run whose stdout cannot be written: a reader that left (a pipe closed early, ``| head``) ends the run
+with the run's own exit code, no traceback; stdout on a full device (/dev/full) is exit 5 with one line on
+stderr naming stdout and the errno. The outcome is decided and written before the report is printed."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, numbered
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def setup(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    return builder
+
+
+def _run(b, target, args, stdout):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": ""}
+    cmd = [sys.executable, "-m", "fixpack.cli", args[0], "-p", "p1", "--pack", str(b.pack), "--root",
+           f"demo={target}", *args[1:]]
+    return subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env, timeout=60)
+
+
+def _args(command, extra, tmp_path):
+    """``extra`` for ``command``: REJ is --reject (apply) or an option given twice (also a click run)."""
+    if "REJ" not in extra:
+        return [command, *extra]
+    more = ["--reject", str(tmp_path / "rej")] if command == "apply" else ["--lock-wait", "5", "--lock-wait", "5"]
+    return [command, *more]
+
+
+def _closed_pipe():
+    r, w = os.pipe()
+    os.close(r)  # the reader left before the first line
+    return w
+
+
+# plain lines without click, JSON without click, click (--reject makes it parse), rich tables (--color always)
+MODES = [[], ["--json"], ["REJ"], ["--color", "always"]]
+
+
+@pytest.mark.parametrize("extra", MODES)
+def test_a_reader_that_left_keeps_the_runs_exit_code(setup, tmp_path, extra):
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    w = _closed_pipe()
+    try:
+        p = _run(b, target, _args("apply", extra, tmp_path), w)
+    finally:
+        os.close(w)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    assert "three" in (target / MOD).read_text()  # the apply was done
+    (target / MOD).write_text((target / MOD).read_text() + "tampered\n")
+    w = _closed_pipe()
+    try:
+        p = _run(b, target, _args("status", extra, tmp_path), w)
+    finally:
+        os.close(w)
+    assert p.returncode == 3, p.stderr  # the tampered image's own code, not 1
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("extra", MODES)
+def test_stdout_on_a_full_device_is_exit_5_naming_it(setup, tmp_path, extra):
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    with open("/dev/full", "w") as full:
+        p = _run(b, target, _args("apply", extra, tmp_path), full)
+    assert p.returncode == 5, p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    line = [ln for ln in p.stderr.splitlines() if "to stdout" in ln]
+    assert len(line) == 1 and "ENOSPC" in line[0] and "exit 0" in line[0], p.stderr
+    assert "three" in (target / MOD).read_text()
+    with open("/dev/full", "w") as full:
+        p = _run(b, target, _args("revert", extra, tmp_path), full)
+    assert p.returncode == 5 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_the_sbom_on_a_lost_stdout(setup):
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    w = _closed_pipe()
+    try:
+        p = _run(b, target, ["sbom"], w)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            p = _run(b, target, ["sbom"], full)
+        assert p.returncode == 5 and "ENOSPC" in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -1,0 +1,113 @@
+"""apply's ``--reject DIR`` and ``--sbom FILE``, and ``sbom --out FILE``: a place that cannot take the output
+is refused before anything is written (inside a target, a missing or non-folder parent: exit 2; not
+writable: exit 5), naming the option as given; a write that fails after all is exit 5 naming the path."""
+
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import numbered, snapshot
+
+from fixpack import fsio
+from fixpack.cli import main
+
+MOD = "demo_pkg/mod.py"
+
+
+@pytest.fixture
+def image(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    return builder, builder.tree("image", {MOD: base})
+
+
+def run(capsys, b, target, *args):
+    with pytest.raises(SystemExit) as exc:
+        main.main(args=[args[0], "-p", "p1", "--pack", str(b.pack), "--root", f"demo={target}", *args[1:]],
+                  standalone_mode=True)
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_reject_folder_inside_the_target_is_refused_before_the_apply(image, capsys, as_json):
+    b, target = image
+    before = snapshot(target)
+    code, out, err = run(capsys, b, target, "apply", "--reject", str(target / "rej"), *(["--json"] * as_json))
+    assert code == 2
+    said = json.loads(out)["error"] if as_json else err
+    assert "--reject" in said and "inside the target demo" in said
+    assert snapshot(target) == before  # nothing patched, no manifest
+
+
+@pytest.mark.parametrize("option", ["--reject", "--sbom"])
+def test_a_missing_parent_is_named_not_made(image, capsys, tmp_path, option):
+    b, target = image
+    before = snapshot(target)
+    code, _out, err = run(capsys, b, target, "apply", option, str(tmp_path / "no/such/out"))
+    assert code == 2 and f"{option} " in err and f"{tmp_path / 'no/such'} does not exist" in err, err
+    assert not (tmp_path / "no").exists() and snapshot(target) == before
+    (tmp_path / "file").write_text("")
+    code, _out, err = run(capsys, b, target, "apply", option, str(tmp_path / "file/out"))
+    assert code == 2 and "is not a folder" in err and snapshot(target) == before
+
+
+def _unwritable(path):
+    """Make ``path`` unwritable even for root (chattr +i); skip where that cannot be done."""
+    if os.geteuid() != 0:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        return lambda: path.chmod(0o755)
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i does not work here")
+    return lambda: subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_unwritable_sbom_is_exit_5_before_the_apply(image, capsys, tmp_path, what):
+    b, target = image
+    before = snapshot(target)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out_file = folder / "s.json"
+    if what == "file":
+        out_file.write_text("{}")
+    undo = _unwritable(out_file if what == "file" else folder)
+    try:
+        code, _out, err = run(capsys, b, target, "apply", "--sbom", str(out_file))
+        assert code == 5 and "--sbom" in err and "cannot be written" in err, err
+        assert snapshot(target) == before
+        code, _out, err = run(capsys, b, target, "sbom", "--out", str(out_file))
+        assert code == 5 and "--out" in err and "--sbom" not in err, err
+    finally:
+        undo()
+
+
+def test_an_sbom_write_that_fails_is_exit_5_with_the_report(image, capsys, tmp_path, monkeypatch):
+    b, target = image
+    real = fsio.atomic_write
+    out_file = tmp_path / "s.json"
+
+    def full(path, *a, **kw):
+        if path == out_file:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(fsio, "atomic_write", full)
+    code, out, err = run(capsys, b, target, "apply", "--sbom", str(out_file))
+    assert code == 5, err
+    assert "one v1: absent, applied" in out and f"FAILED (exit 5): --sbom {out_file}" in out, out
+    assert "ENOSPC" in out and "the apply itself is done" in out
+    assert "three" in (target / MOD).read_text()
+    code, out, err = run(capsys, b, target, "sbom", "--out", str(out_file))
+    assert code == 5 and f"--out {out_file}" in err and "ENOSPC" in err and "internal error" not in err, err
+
+
+def test_sbom_out_inside_the_target_names_out(image, capsys):
+    b, target = image
+    code, _out, err = run(capsys, b, target, "sbom", "--out", str(target / "x.json"))
+    assert code == 2 and "--out " in err and "--sbom" not in err and not (target / "x.json").exists()
