@@ -172,6 +172,7 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
         if read_manifest(ft.root, name) is not None:
             raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
         tree = Tree(ft.root)
+        _refuse_changed_copy(profile, chain, name, ft, tree)
         fixes += [_fix_entry(fix, tree, ft) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
@@ -179,6 +180,35 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     order = {f.id: i for i, f in enumerate(chain)}
     comps = tuple(_component_entry(c, found[c.target].root) for c in profile.components if c.target in found)
     return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])), components=comps)
+
+
+def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree) -> None:
+    """Raise MismatchError (nothing written) when a file the chain touches on the copy ``ft`` is not the
+    release's bytes that the profile's lock on disk records for the same pin: a patched tree (its manifest
+    removed) would otherwise be fingerprinted as if every fix were upstreamed. No readable lock, or one made
+    for another pin: nothing to compare with."""
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        return
+    if dict(have.targets.get(name) or {}) != {"version": ft.version, "commit": ft.commit}:
+        return
+    release = have.release_files(name)
+    posts = {(f.id, lf.path): lf.post for f in have.fixes if f.target == name for lf in f.files if lf.pre != lf.post}
+    for fix in (f for f in chain if f.target == name):
+        for path in fix.touched_paths():
+            if path not in release:
+                continue
+            now = file_hashes(tree, (path,))[path]
+            if now == release[path]:
+                continue
+            applied = [fid for (fid, p), post in posts.items() if p == path and post == now]
+            what = (f"fix {applied[-1]} is already applied there" if applied else
+                    f"it differs from the release's bytes that {profile.lock_path} records")
+            raise MismatchError(
+                f"{ft.root / path}: not the clean release copy of {name} {ft.version} ({what}; fix {fix.id} "
+                f"touches it); give a clean copy: `fixpack fetch --profile {profile.name} --target {name}` prints "
+                f"it, or revert that tree first")
 
 
 def _component_entry(comp: Component, root: Path) -> LockComponent:

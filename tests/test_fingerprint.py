@@ -207,3 +207,27 @@ def test_lock_check_names_a_reworded_patch(setup):
     b.lock(clean)
     res = CliRunner().invoke(cli.main, args)
     assert res.exit_code == 0 and "reworded" not in res.output, res.output
+
+
+def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
+    """A copy the fixes were applied to, its .fixpack folder removed, is not the release: lock and
+    lock --check refuse it (exit 3, the fix, the file and `fixpack fetch` named) and write nothing."""
+    import shutil
+    import subprocess
+    import sys
+
+    b, clean, image = setup
+    engine.apply(b.request(image))
+    shutil.rmtree(image / ".fixpack")
+    before = snapshot(b.pack)
+    for extra in ((), ("--check",)):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--pack", str(b.pack), "-p", "p1",
+                            "--root", f"demo={image}", *extra], capture_output=True, text=True)
+        assert r.returncode == 3, r.stderr
+        assert "fix one is already applied there" in r.stderr and MOD in r.stderr and "fixpack fetch" in r.stderr
+        assert snapshot(b.pack) == before
+    # a hand-changed file the fix touches is refused too; the clean copy still locks
+    (image / MOD).write_text(numbered(20).replace("line 9\n", "nine\n"))
+    with pytest.raises(Exception, match="differs from the release's bytes"):
+        engine.write_lock(b.request(image))
+    engine.write_lock(b.request(clean))
