@@ -56,6 +56,7 @@ from .rebase_session import (
     Session,
     TargetPair,
     check_clean,
+    continue_flags,
     drop_work,
     find_work,
     keep_undo,
@@ -110,7 +111,8 @@ def start(req: RebaseRequest) -> RebaseResult:
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
              "conflicts": {}, "backups": {},
-             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {}}}
+             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
+                       "allow_unproven": req.allow_unproven}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
     work.mkdir(parents=True, exist_ok=True)
     session.save()
@@ -134,7 +136,9 @@ def resume(req: RebaseRequest) -> RebaseResult:
         check_interpreter(req.python or proof["python"])
     if req.python:
         proof.update(python=req.python, site=str(req.proof_site or ""))
-    if not proof.get("python") and not req.allow_unproven:
+    if req.allow_unproven:  # kept: a later --continue as printed (or typed without it) still may write
+        proof["allow_unproven"] = True
+    if not proof.get("python") and not (req.allow_unproven or proof.get("allow_unproven")):
         raise BadInputError("no proof can run on the carried fixes (no stand-in image of the new release): give "
                             "--python PATH (tools/image-venv.sh VERSION DIR makes one), or --allow-unproven to write "
                             "the new profile with its fixes marked 'not proven'")
@@ -175,6 +179,7 @@ def _run(session: Session) -> RebaseResult:
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
     result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
+    result.continue_flags = continue_flags(session.state)
     result.components = [{"id": c.id, "version": c.version, "target": c.target, "path": str(
         c.path.relative_to(session.pack_root) if c.path.is_relative_to(session.pack_root) else c.path)}
         for c in old.components]
