@@ -72,7 +72,8 @@ class RebaseRequest:
     goes (default ``<pack>/reports/``); ``python``: the interpreter of a stand-in image of the new
     release, on which each carried fix's proof runs (``proof_site``: the folder its package lies in,
     default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on;
-    ``replace``: the new profile may exist already (it, its lock and its variants are then replaced).
+    ``replace``: the new profile may exist already (it, its lock and its variants are then replaced);
+    ``allow_older``: the new release may be older than the old profile's pin.
     """
 
     pack_root: Path
@@ -90,6 +91,7 @@ class RebaseRequest:
     proof_site: Path | None = None
     allow_unproven: bool = False
     replace: bool = False  # the new profile may exist: replace it (its lock and variants too)
+    allow_older: bool = False  # the new release may be older than the old profile's pin
     progress: Progress = QUIET
 
 

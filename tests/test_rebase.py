@@ -543,3 +543,23 @@ def test_the_printed_continue_command_runs_as_printed(conflicting):
     done = subprocess.run(said, shell=True, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (b.pack / "profiles/v2.0.lock").is_file()
+
+
+def test_a_release_older_than_the_pin_is_refused_unless_allowed(pack):
+    """`rebase --to` (or a --root) older than the profile's pin is refused, exit 2, naming both versions
+    (PEP 440: 0.10 < 1.0), before anything is fetched or written; --allow-older carries the fixes back."""
+    b, old = pack
+    b.version, b.commit = "0.9", "0123456789"
+    older = b.tree("older", {MOD: BASE, OTHER: OTHER_BASE})
+    b.version, b.commit = "1.0", "abcdef1234"
+    before = pack_files(b)
+    args = ["--pack", str(b.pack), "--profile", "p1", "--root", f"demo={older}", "--old-root", f"demo={old}"]
+    res = CliRunner().invoke(rebase_cmd, args)
+    assert res.exit_code == 2 and "0.9 is older than 1.0" in res.output and "--allow-older" in res.output, res.output
+    assert pack_files(b) == before and not (b.pack / ".rebase").exists()
+    b.profile(["first", "second"], extra_targets='source = { pypi = "demo" }')  # --to: refused before any fetch
+    with pytest.raises(BadInputError, match="0.10 is older than 1.0"):  # compared as versions, not text
+        rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", to_version="0.10", allow_dirty=True))
+    b.profile(["first", "second"])
+    done = CliRunner().invoke(rebase_cmd, [*args, "--allow-older"])
+    assert done.exit_code == 0 and (b.pack / "profiles/v0.9.toml").is_file(), done.output
