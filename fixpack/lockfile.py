@@ -204,11 +204,13 @@ def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft
                 continue
             applied = [fid for (fid, p), post in posts.items() if p == path and post == now]
             what = (f"fix {applied[-1]} is already applied there" if applied else
-                    f"it differs from the release's bytes that {profile.lock_path} records")
-            raise MismatchError(
-                f"{ft.root / path}: not the clean release copy of {name} {ft.version} ({what}; fix {fix.id} "
-                f"touches it); give a clean copy: `fixpack fetch --profile {profile.name} --target {name}` prints "
-                f"it, or revert that tree first")
+                    f"it differs from the release's bytes that {profile.lock_path} records; fix {fix.id} touches it")
+            from .progname import command  # only when a copy is refused
+
+            fetch = command("fetch", "--profile", profile.name, "--target", name, "--pack",
+                            str(profile.path.parent.parent))
+            raise MismatchError(f"{ft.root / path}: not the clean release copy of {name} {ft.version} ({what}); give "
+                                f"a clean copy (`{fetch}` prints it), or revert that tree first")
 
 
 def _component_entry(comp: Component, root: Path) -> LockComponent:

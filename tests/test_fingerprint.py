@@ -224,7 +224,7 @@ def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
         r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--pack", str(b.pack), "-p", "p1",
                             "--root", f"demo={image}", *extra], capture_output=True, text=True)
         assert r.returncode == 3, r.stderr
-        assert "fix one is already applied there" in r.stderr and MOD in r.stderr and "fixpack fetch" in r.stderr
+        assert "fix one is already applied there" in r.stderr and MOD in r.stderr and " fetch --profile p1 --target demo --pack " in r.stderr
         assert snapshot(b.pack) == before
     # a hand-changed file the fix touches is refused too; the clean copy still locks
     (image / MOD).write_text(numbered(20).replace("line 9\n", "nine\n"))
