@@ -184,9 +184,9 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
 
 def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree) -> None:
     """Raise MismatchError (nothing written) when a file the chain touches on the copy ``ft`` is not the
-    release's bytes that the profile's lock on disk records for the same pin: a patched tree (its manifest
-    removed) would otherwise be fingerprinted as if every fix were upstreamed. No readable lock, or one made
-    for another pin: nothing to compare with."""
+    release's bytes that the profile's lock on disk records for the same pin but a fix's post-image it
+    records: a patched tree (its manifest removed) would otherwise be fingerprinted as if every fix were
+    upstreamed. No readable lock, or one made for another pin: nothing to compare with."""
     try:
         have = read_lock(profile)
     except FixpackError:
@@ -203,13 +203,14 @@ def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft
             if now == release[path]:
                 continue
             applied = [fid for (fid, p), post in posts.items() if p == path and post == now]
-            what = (f"fix {applied[-1]} is already applied there" if applied else
-                    f"it differs from the release's bytes that {profile.lock_path} records; fix {fix.id} touches it")
+            if not applied:  # other bytes: a hand edit, or a lock made from another copy (then it is stale)
+                continue
             from .progname import command  # only when a copy is refused
 
             fetch = command("fetch", "--profile", profile.name, "--target", name, "--pack",
                             str(profile.path.parent.parent))
-            raise MismatchError(f"{ft.root / path}: not the clean release copy of {name} {ft.version} ({what}); give "
+            raise MismatchError(f"{ft.root / path}: not the clean release copy of {name} {ft.version} (fix "
+                                f"{applied[-1]} is already applied there, as {profile.lock_path} records it); give "
                                 f"a clean copy (`{fetch}` prints it), or revert that tree first")
 
 
@@ -275,7 +276,8 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
         raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
-                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking")
+                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking (or, if that "
+                            f"copy is not the clean release, give one: `fixpack fetch` prints it)")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)

@@ -7,7 +7,7 @@ import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine, lockfile
-from fixpack.errors import StaleLockError
+from fixpack.errors import ConflictError, StaleLockError
 from fixpack.loader import load_pack, load_profile
 
 MOD = "demo_pkg/mod.py"
@@ -226,8 +226,8 @@ def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
         assert r.returncode == 3, r.stderr
         assert "fix one is already applied there" in r.stderr and MOD in r.stderr and " fetch --profile p1 --target demo --pack " in r.stderr
         assert snapshot(b.pack) == before
-    # a hand-changed file the fix touches is refused too; the clean copy still locks
-    (image / MOD).write_text(numbered(20).replace("line 9\n", "nine\n"))
-    with pytest.raises(Exception, match="differs from the release's bytes"):
+    # a copy changed where the fix goes does not place it: a conflict that says a clean copy may be wanted
+    (image / MOD).write_text(numbered(20).replace("line 6\n", "six\n"))
+    with pytest.raises(ConflictError, match="if that copy is not the clean release, give one: `fixpack fetch`"):
         engine.write_lock(b.request(image))
     engine.write_lock(b.request(clean))
