@@ -72,13 +72,16 @@ Examples:
               help="With --continue and no --python: write the new profile with its fixes marked 'not proven'.")
 @click.option("--replace", is_flag=True,
               help="The new profile exists already: replace it, its lock and its variants (--undo puts them back).")
+@click.option("--allow-older", is_flag=True,
+              help="The new release may be older than the profile's pin (carry the fixes back); refused otherwise.")
 @json_option
 @color_option
 @pack_option
 def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...],
                cache: Path | None, name: str, work: Path | None, report_dir: Path | None,
                only_targets: tuple[str, ...], allow_dirty: bool, cont: bool, abort: bool, undo: bool,
-               python: str | None, allow_unproven: bool, replace: bool, as_json: bool, pack_root: Path | None) -> None:
+               python: str | None, allow_unproven: bool, replace: bool, allow_older: bool, as_json: bool,
+               pack_root: Path | None) -> None:
     """Rebase a profile onto a new upstream release: regenerate every fix's patch (exact, 3-way merge,
     conflict left in a git work folder, or upstreamed), write the new profile, its variants and lock,
     and print the report."""
@@ -102,7 +105,8 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
             work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets),
             python=python or "",
-            allow_unproven=allow_unproven, replace=replace, progress=CliProgress(as_json))
+            allow_unproven=allow_unproven, replace=replace, allow_older=allow_older,
+            progress=CliProgress(as_json))
         with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing
             if abort:
                 restored = rebase.abort(req)

@@ -172,6 +172,7 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
         if read_manifest(ft.root, name) is not None:
             raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
         tree = Tree(ft.root)
+        _refuse_changed_copy(profile, chain, name, ft, tree)
         fixes += [_fix_entry(fix, tree, ft) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
@@ -179,6 +180,38 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     order = {f.id: i for i, f in enumerate(chain)}
     comps = tuple(_component_entry(c, found[c.target].root) for c in profile.components if c.target in found)
     return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])), components=comps)
+
+
+def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree) -> None:
+    """Raise MismatchError (nothing written) when a file the chain touches on the copy ``ft`` is not the
+    release's bytes that the profile's lock on disk records for the same pin but a fix's post-image it
+    records: a patched tree (its manifest removed) would otherwise be fingerprinted as if every fix were
+    upstreamed. No readable lock, or one made for another pin: nothing to compare with."""
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        return
+    if dict(have.targets.get(name) or {}) != {"version": ft.version, "commit": ft.commit}:
+        return
+    release = have.release_files(name)
+    posts = {(f.id, lf.path): lf.post for f in have.fixes if f.target == name for lf in f.files if lf.pre != lf.post}
+    for fix in (f for f in chain if f.target == name):
+        for path in fix.touched_paths():
+            if path not in release:
+                continue
+            now = file_hashes(tree, (path,))[path]
+            if now == release[path]:
+                continue
+            applied = [fid for (fid, p), post in posts.items() if p == path and post == now]
+            if not applied:  # other bytes: a hand edit, or a lock made from another copy (then it is stale)
+                continue
+            from .progname import command  # only when a copy is refused
+
+            fetch = command("fetch", "--profile", profile.name, "--target", name, "--pack",
+                            str(profile.path.parent.parent))
+            raise MismatchError(f"{ft.root / path}: not the clean release copy of {name} {ft.version} (fix "
+                                f"{applied[-1]} is already applied there, as {profile.lock_path} records it); give "
+                                f"a clean copy (`{fetch}` prints it), or revert that tree first")
 
 
 def _component_entry(comp: Component, root: Path) -> LockComponent:
@@ -243,7 +276,8 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
         raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
-                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking")
+                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking (or, if that "
+                            f"copy is not the clean release, give one: `fixpack fetch` prints it)")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)

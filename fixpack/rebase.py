@@ -39,7 +39,7 @@ from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
 from .loader import ID_RE, load_pack, load_profile
-from .model import Fix
+from .model import Fix, Profile
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .prove import check_interpreter
 from .rebase_chain import Chain
@@ -56,6 +56,7 @@ from .rebase_session import (
     Session,
     TargetPair,
     check_clean,
+    continue_flags,
     drop_work,
     find_work,
     keep_undo,
@@ -83,6 +84,7 @@ def start(req: RebaseRequest) -> RebaseResult:
         check_interpreter(req.python)
     pack = load_pack(req.pack_root)
     old = load_profile(pack, req.profile)
+    _refuse_older(old, {t.name: req.to_version for t in old.targets if t.source.pypi and req.to_version}, req)
     early = req.name or (f"v{req.to_version}" if req.to_version else "")
     if early:  # before fetching anything
         refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early, pack.root, req.work)
@@ -96,6 +98,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                 refuse_in_progress(busy[0].parent, busy[0].parent.name, pack.root)
             raise
     pairs = target_pairs(req, pack, old)
+    _refuse_older(old, {n: p.new.version for n, p in pairs.items() if p.new is not None}, req)
     to_version = req.to_version or primary_version(pairs)
     new_name = req.name or f"v{to_version}"
     if not ID_RE.match(new_name) or new_name == old.name:
@@ -110,7 +113,8 @@ def start(req: RebaseRequest) -> RebaseResult:
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
              "conflicts": {}, "backups": {},
-             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {}}}
+             "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
+                       "allow_unproven": req.allow_unproven}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
     work.mkdir(parents=True, exist_ok=True)
     session.save()
@@ -134,7 +138,9 @@ def resume(req: RebaseRequest) -> RebaseResult:
         check_interpreter(req.python or proof["python"])
     if req.python:
         proof.update(python=req.python, site=str(req.proof_site or ""))
-    if not proof.get("python") and not req.allow_unproven:
+    if req.allow_unproven:  # kept: a later --continue as printed (or typed without it) still may write
+        proof["allow_unproven"] = True
+    if not proof.get("python") and not (req.allow_unproven or proof.get("allow_unproven")):
         raise BadInputError("no proof can run on the carried fixes (no stand-in image of the new release): give "
                             "--python PATH (tools/image-venv.sh VERSION DIR makes one), or --allow-unproven to write "
                             "the new profile with its fixes marked 'not proven'")
@@ -148,6 +154,25 @@ def abort(req: RebaseRequest) -> list[str]:
     restored = restore(session)
     drop_work(session.work)
     return restored
+
+
+def _refuse_older(old: Profile, new_versions: dict[str, str], req: RebaseRequest) -> None:
+    """Refuse (BadInputError, before anything is written) a new release older than the profile's pin of the
+    same target, unless ``req.allow_older``: a downgrade is rarely what ``--to`` meant. Versions compare as
+    PEP 440 (``packaging``); one that does not parse is not compared."""
+    if req.allow_older:
+        return
+    for spec in old.targets:
+        new = new_versions.get(spec.name, "")
+        pinned = spec.pin.version
+        try:
+            older = bool(new and pinned) and Version(new.lstrip("v")) < Version(pinned.lstrip("v"))
+        except InvalidVersion:
+            continue
+        if older:
+            raise BadInputError(f"target {spec.name}: the new release {new} is older than {spec.pin.version}, the pin "
+                                f"of profile {old.name}; rebase onto a later release, or pass --allow-older to carry "
+                                f"the fixes back to {new}")
 
 
 def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
@@ -175,6 +200,7 @@ def _run(session: Session) -> RebaseResult:
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
     result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
+    result.continue_flags = continue_flags(session.state)
     result.components = [{"id": c.id, "version": c.version, "target": c.target, "path": str(
         c.path.relative_to(session.pack_root) if c.path.is_relative_to(session.pack_root) else c.path)}
         for c in old.components]

@@ -72,7 +72,8 @@ class RebaseRequest:
     goes (default ``<pack>/reports/``); ``python``: the interpreter of a stand-in image of the new
     release, on which each carried fix's proof runs (``proof_site``: the folder its package lies in,
     default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on;
-    ``replace``: the new profile may exist already (it, its lock and its variants are then replaced).
+    ``replace``: the new profile may exist already (it, its lock and its variants are then replaced);
+    ``allow_older``: the new release may be older than the old profile's pin.
     """
 
     pack_root: Path
@@ -90,6 +91,7 @@ class RebaseRequest:
     proof_site: Path | None = None
     allow_unproven: bool = False
     replace: bool = False  # the new profile may exist: replace it (its lock and variants too)
+    allow_older: bool = False  # the new release may be older than the old profile's pin
     progress: Progress = QUIET
 
 
@@ -158,6 +160,8 @@ class RebaseResult:
     report_md: Path | None = None
     report_json: Path | None = None
     markdown: str = ""
+    # what ``rebase --continue`` needs besides the pack and name (rebase_session.continue_flags)
+    continue_flags: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -198,19 +202,30 @@ def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | Non
     """Refuse a new rebase to ``name`` while one is in progress in ``work`` (``given``: the ``--work`` the run
     was given), naming the commands that finish or drop it, as this program runs them."""
     if (work / "state.json").is_file():
+        try:
+            flags = continue_flags(json.loads((work / "state.json").read_text("utf-8")))
+        except (OSError, ValueError, AttributeError):
+            flags = ()  # an unreadable state: --continue will say what is wrong with it
         raise BadInputError(f"a rebase to {name} is in progress ({work / 'state.json'}): finish it with "
-                            f"`{resume_command('continue', pack_root, name, given)}` or drop it with "
+                            f"`{resume_command('continue', pack_root, name, given, *flags)}` or drop it with "
                             f"`{resume_command('abort', pack_root, name, given)}`")
 
 
-def resume_command(action: str, pack_root: Path, name: str, work: Path | None = None) -> str:
+def continue_flags(state: dict[str, Any]) -> tuple[str, ...]:
+    """What ``rebase --continue`` needs, besides the pack and name, to run as printed: ``--allow-unproven`` when
+    the rebase was started without a stand-in image (``--python``), whose proofs it would otherwise ask for."""
+    proof = state.get("proof") or {}
+    return () if proof.get("python") else ("--allow-unproven",)
+
+
+def resume_command(action: str, pack_root: Path, name: str, work: Path | None = None, *flags: str) -> str:
     """``rebase --continue`` (``action`` ``continue``) or ``--abort`` for the rebase to ``name``, runnable as
     written: the program as :func:`fixpack.progname.program` names it, the pack, and ``--work`` when the rebase
     was given one (else ``--name``)."""
     from .progname import command  # only when a message names it
 
     where = ["--work", str(work.resolve())] if work is not None else ["--name", name]
-    return command("rebase", f"--{action}", "--pack", str(pack_root), *where)
+    return command("rebase", f"--{action}", "--pack", str(pack_root), *where, *flags)
 
 
 def terminal_command(pack_root: Path, name: str, work: Path | None = None) -> Command:
@@ -220,8 +235,8 @@ def terminal_command(pack_root: Path, name: str, work: Path | None = None) -> Co
     from .progname import command  # only when there are steps to show
 
     def render(*words: str) -> str:
-        if words[:1] == ("rebase",) and words[1:] in (("--continue",), ("--abort",)):
-            return resume_command(words[1][2:], pack_root, name, work)
+        if words[:1] == ("rebase",) and words[1:2] in (("--continue",), ("--abort",)):
+            return resume_command(words[1][2:], pack_root, name, work, *words[2:])
         return command(*words, "--pack", str(pack_root))
     return render
 

@@ -121,7 +121,8 @@ def next_steps(result: RebaseResult, command: Command = plain_command) -> list[s
         else:
             steps.append(f"fix {o.id} by hand: {o.evidence[-1]}")
     if result.status != "done":
-        steps.append(f"then `{command('rebase', '--continue')}` (blocked fixes are tried then); or "
+        cont = command("rebase", "--continue", *result.continue_flags)
+        steps.append(f"then `{cont}` (blocked fixes are tried then); or "
                      f"`{command('rebase', '--abort')}` to drop the rebase (the pack is untouched until every fix is "
                      f"carried)")
         return steps

@@ -7,7 +7,7 @@ import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine, lockfile
-from fixpack.errors import StaleLockError
+from fixpack.errors import ConflictError, StaleLockError
 from fixpack.loader import load_pack, load_profile
 
 MOD = "demo_pkg/mod.py"
@@ -207,3 +207,27 @@ def test_lock_check_names_a_reworded_patch(setup):
     b.lock(clean)
     res = CliRunner().invoke(cli.main, args)
     assert res.exit_code == 0 and "reworded" not in res.output, res.output
+
+
+def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
+    """A copy the fixes were applied to, its .fixpack folder removed, is not the release: lock and
+    lock --check refuse it (exit 3, the fix, the file and `fixpack fetch` named) and write nothing."""
+    import shutil
+    import subprocess
+    import sys
+
+    b, clean, image = setup
+    engine.apply(b.request(image))
+    shutil.rmtree(image / ".fixpack")
+    before = snapshot(b.pack)
+    for extra in ((), ("--check",)):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--pack", str(b.pack), "-p", "p1",
+                            "--root", f"demo={image}", *extra], capture_output=True, text=True)
+        assert r.returncode == 3, r.stderr
+        assert "fix one is already applied there" in r.stderr and MOD in r.stderr and " fetch --profile p1 --target demo --pack " in r.stderr
+        assert snapshot(b.pack) == before
+    # a copy changed where the fix goes does not place it: a conflict that says a clean copy may be wanted
+    (image / MOD).write_text(numbered(20).replace("line 6\n", "six\n"))
+    with pytest.raises(ConflictError, match="if that copy is not the clean release, give one: `fixpack fetch`"):
+        engine.write_lock(b.request(image))
+    engine.write_lock(b.request(clean))

@@ -165,7 +165,8 @@ def test_conflict_is_a_git_conflict_then_resolved_and_continued(conflicting):
     with pytest.raises(BadInputError, match="in progress") as busy:
         rebase.start(req(b, old, new))
     for action in ("continue", "abort"):  # as this program runs here, with the pack and the rebase's name
-        assert f"`{program()} rebase --{action} --pack {b.pack} --name v2.0`" in str(busy.value), busy.value
+        flag = " --allow-unproven" if action == "continue" else ""  # started without --python: as it runs
+        assert f"`{program()} rebase --{action} --pack {b.pack} --name v2.0{flag}`" in str(busy.value), busy.value
     still = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))  # not resolved yet
     assert still.status == "conflicts" and "unmerged" in " ".join(still.fixes[0].evidence)
     # the maintainer resolves it with ordinary git
@@ -377,10 +378,11 @@ def test_cli_prints_the_report_and_maps_exit_codes(conflicting):
     assert res.exit_code == 4, res.output
     assert "# Rebase of profile p1 onto demo 2.0 (profile v2.0)" in res.output
     assert "| first | conflict | - |" in res.output and "rebase --continue" in res.output
-    said = f"`{program()} rebase --continue --pack {b.pack} --name v2.0`"  # the terminal's words run as written
-    assert said in res.output and "`fixpack rebase --continue`" not in res.output, res.output
+    said = f"`{program()} rebase --continue --pack {b.pack} --name v2.0 --allow-unproven`"  # runs as written
+    assert said in res.output and "`fixpack rebase --continue" not in res.output, res.output
     report = list((b.pack / "reports").glob("*.md"))
-    assert report and all("`fixpack rebase --continue`" in p.read_text() and said not in p.read_text() for p in report)
+    assert report and all("`fixpack rebase --continue --allow-unproven`" in p.read_text() and said not in p.read_text()
+                          for p in report)
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--abort"])
     assert res.exit_code == 0 and "aborted" in res.output
     res = runner.invoke(rebase_cmd, ["--pack", str(b.pack), "--continue"])
@@ -518,3 +520,46 @@ def test_every_cell_of_the_components_table_is_escaped(tmp_path):
     assert len(rows) == 3  # heading, rule, the component
     assert all(len(re.findall(r"(?<!\\)\|", row)) == 6 for row in rows), rows
     assert rows[2].startswith("| plug\\|in | 1.0\\|x | t\\|u | ports/a\\|b | ")
+
+
+def test_the_printed_continue_command_runs_as_printed(conflicting):
+    """A rebase started without --python stops at a conflict; the continue command it prints (next steps, and
+    the refusal of a second start) runs as written once the conflict is resolved."""
+    import re
+    import shlex
+    import subprocess
+
+    b, old, new = conflicting
+    args = ["rebase", "--pack", str(b.pack), "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}"]
+    cli = f"{program()} {shlex.join(args)}"  # as a shell runs what the terminal shows
+    started = subprocess.run(cli, shell=True, capture_output=True, text=True)
+    assert started.returncode == 4, started.stderr
+    said = re.search(r"`([^`]* rebase --continue [^`]*)`", started.stdout).group(1)
+    again = subprocess.run(cli, shell=True, capture_output=True, text=True)
+    assert again.returncode == 2 and f"`{said}`" in again.stderr, again.stderr
+    repo = b.pack / ".rebase/v2.0/first"
+    (repo / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    git(repo, "add", MOD)
+    done = subprocess.run(said, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (b.pack / "profiles/v2.0.lock").is_file()
+
+
+def test_a_release_older_than_the_pin_is_refused_unless_allowed(pack):
+    """`rebase --to` (or a --root) older than the profile's pin is refused, exit 2, naming both versions
+    (PEP 440: 0.10 < 1.0), before anything is fetched or written; --allow-older carries the fixes back."""
+    b, old = pack
+    b.version, b.commit = "0.9", "0123456789"
+    older = b.tree("older", {MOD: BASE, OTHER: OTHER_BASE})
+    b.version, b.commit = "1.0", "abcdef1234"
+    before = pack_files(b)
+    args = ["--pack", str(b.pack), "--profile", "p1", "--root", f"demo={older}", "--old-root", f"demo={old}"]
+    res = CliRunner().invoke(rebase_cmd, args)
+    assert res.exit_code == 2 and "0.9 is older than 1.0" in res.output and "--allow-older" in res.output, res.output
+    assert pack_files(b) == before and not (b.pack / ".rebase").exists()
+    b.profile(["first", "second"], extra_targets='source = { pypi = "demo" }')  # --to: refused before any fetch
+    with pytest.raises(BadInputError, match="0.10 is older than 1.0"):  # compared as versions, not text
+        rebase.start(rebase.RebaseRequest(pack_root=b.pack, profile="p1", to_version="0.10", allow_dirty=True))
+    b.profile(["first", "second"])
+    done = CliRunner().invoke(rebase_cmd, [*args, "--allow-older"])
+    assert done.exit_code == 0 and (b.pack / "profiles/v0.9.toml").is_file(), done.output

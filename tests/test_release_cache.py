@@ -124,3 +124,28 @@ def test_dead_unpack_folders_are_removed_under_the_cache_lock(tmp_path, monkeypa
     assert seen == [[".unpack-file", ".unpack-link", "demo-1.0"]]
     assert (outside / "keep.txt").is_file()
     assert any(".unpack-dead" in line and "killed" in line for line in heard.lines)
+
+
+def test_a_cached_copy_changed_since_its_unpack_is_unpacked_again(tmp_path):
+    """A release copy that fixes were applied to (its .fixpack folder), or whose files changed, is not handed
+    out as the release: it is unpacked again from the hash-checked sdist, and said so. An untouched copy,
+    or one an older fixpack marked (no digest) without a .fixpack folder, is kept."""
+    root, gets = fetch(tmp_path, SDIST)
+    assert release.tree_digest(root) in (root / release.MARKER).read_text()
+    (root / ".fixpack").mkdir()
+    heard = Heard()
+    again, gets = fetch(tmp_path, SDIST, heard)
+    assert again == root and not (root / ".fixpack").exists() and gets == []  # the cached tarball: no download
+    assert any("fixpack manifest" in line and "unpacking it again" in line for line in heard.lines), heard.lines
+    (root / "demo/__init__.py").write_text("VALUE = 2\n")
+    heard = Heard()
+    fetch(tmp_path, SDIST, heard)
+    assert (root / "demo/__init__.py").read_text() == "VALUE = 1\n"
+    assert any("files changed since it was unpacked" in line for line in heard.lines), heard.lines
+    heard = Heard()
+    fetch(tmp_path, SDIST, heard)
+    assert not any("again" in line for line in heard.lines), heard.lines  # untouched: kept
+    (root / release.MARKER).write_text("demo-1.0.tar.gz\n")  # an older fixpack's marker
+    (root / "demo/__init__.py").write_text("VALUE = 3\n")
+    fetch(tmp_path, SDIST, heard)
+    assert (root / "demo/__init__.py").read_text() == "VALUE = 3\n"

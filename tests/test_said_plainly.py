@@ -37,3 +37,22 @@ def test_a_created_file_with_lines_added_says_so(builder):
         said = " ".join(run(builder.request(site)).fix("one").messages)
         assert "demo_pkg/new.py: holds more than the file the patch creates (lines added since it was applied)" \
             in said and "deletes" not in said, said
+
+
+def test_fetch_never_hands_out_a_copy_fixes_were_applied_to(builder):
+    """`fixpack apply --root demo=$(fixpack fetch ...)` patched the cached copy: the next fetch clones it again
+    (said on stderr), prints the same NAME=ROOT, and that copy is the release again."""
+    _release, source = builder.git_release({"demo_pkg/a.py": "x = 1\n"})
+    builder.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
+    builder.profile(["one"], extra_targets=source)
+    cmd = [sys.executable, "-m", "fixpack.cli", "fetch", "--pack", str(builder.pack), "-p", "p1", "--color", "never"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    root = first.stdout.strip().split("=", 1)[1]
+    from pathlib import Path
+    builder.lock(Path(root))
+    assert engine.apply(builder.request(Path(root))).ok and (Path(root) / ".fixpack").exists()
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
+    assert "no longer the release copy" in again.stderr and "cloning it again" in again.stderr, again.stderr
+    assert (Path(root) / "demo_pkg/a.py").read_text() == "x = 1\n" and not (Path(root) / ".fixpack").exists()
