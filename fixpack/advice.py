@@ -11,14 +11,15 @@ removed by revert), or a file that is the release's again, where the fix applies
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
-from .errors import DamagedJournalError, DamagedStateError
+from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
-from .state import journal_named, manifest_path, restore_first
+from .state import journal_named, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -98,7 +99,8 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     from before lists only release files: stale, replaced by apply, removed by revert). A file the release
     does not have (by the lock: a fix creates it) is removed; a file only the journal names is put back when the
     release has it, never removed (:func:`restore_how`). What is there of each component the lock knows on
-    that target is removed too (:func:`component_leftovers`: an install killed half way; a manifest that records it then finds it gone).
+    that target is removed too (:func:`component_leftovers`: an install killed half way; a manifest that
+    records it then finds it gone).
     Returns (the step's words, the command); None when no file can be named."""
     comps = component_leftovers(ctx, ft)
     mine = {p for _there, files, _dist in comps for p in files} | {dist for _there, _files, dist in comps}
@@ -112,6 +114,56 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
         return None
     words = "put the files the fixes touch back to the clean release"
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
+
+
+def run_writes(ctx: Context, root: Path) -> Callable[[str], bool]:
+    """Whether a run of this profile could have written a path (relative to ``root``), for a journal found
+    there (:func:`fixpack.state.load_journal`): a file a fix of a found target on ``root`` touches (the lock's
+    files, the pack's patches), a file the lock or the manifest has of a component of such a target, a file in
+    its ``.dist-info`` folder, the bytecode of any of those modules (a run removes it when it changes the
+    module), and those targets' manifests. A journal naming anything else is not one this profile's run left.
+    Worked out on the first call only (most runs find no journal)."""
+    known: list[set[str]] = []
+
+    def writes(path: str) -> bool:
+        if not known:
+            known.extend(_run_files(ctx, root))
+        files, dists = known
+        if path in files:
+            return True
+        top = path.split("/", 1)[0]
+        if "/" in path and top.endswith(".dist-info") and (top in dists or "*" in dists):
+            return True
+        folder, _, name = path.rpartition("/")
+        if folder.rpartition("/")[2] == "__pycache__" and name.endswith(".pyc"):
+            module = folder.rpartition("/")[0]
+            return f"{module}/{name.split('.', 1)[0]}.py".lstrip("/") in files
+        return False
+    return writes
+
+
+def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
+    """The files and ``.dist-info`` folders (``*``: a lock or manifest from before they were named) that
+    :func:`run_writes` allows."""
+    names = {ft.spec.name for ft in ctx.found.values() if ft.root == root}
+    files = {p for name in names for p in ctx.lock.release_files(name)}
+    files |= {p for fix in ctx.pack.fixes.values() if fix.target in names for p in fix.touched_paths()}
+    files |= {manifest_path(root, n).relative_to(root).as_posix() for n in names}
+    dists = set()
+    for comp in ctx.profile.components:
+        locked = ctx.lock.component(comp.id) if comp.target in names else None
+        if locked is not None:
+            files |= {p for p, _h in locked.files}
+            dists.add(locked.dist_info or "*")
+    for name in names:
+        try:
+            manifest = read_manifest(root, name)
+        except FixpackError:  # said where the manifest is read
+            manifest = None
+        for mc in manifest.components if manifest is not None else ():
+            files |= set(mc.files)
+            dists.add(mc.dist_info or "*")
+    return files, dists
 
 
 def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:
@@ -151,7 +203,7 @@ def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:
     return {p: pre is not None for p, pre in ctx.lock.release_files(ft.spec.name).items()}
 
 
-def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: dict[str, bool | None]) -> str:
+def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str, bool | None]) -> str:
     """The command that puts ``paths`` back as the clean release has them: removed only where ``has`` says the
     release lacks the file (False: the lock knows a fix creates it), put back when the release has it where
     ``has`` cannot tell (None: a damaged journal names it), restored (:func:`restore_how`) otherwise."""
@@ -204,4 +256,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "stale_entry"]
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "run_writes",
+           "stale_entry"]

@@ -64,3 +64,65 @@ def test_damaged_journal_steps_never_remove_a_file_the_release_has(builder, tmp_
     assert _cli(builder, target, "apply").returncode == 0
     assert (target / "demo_pkg/__init__.py").read_bytes() == (builder.base / "release/demo_pkg/__init__.py").read_bytes()
     assert (target / "demo_pkg/built.so").read_bytes() == b"\x7fELF only the image has it\n"
+
+
+def _outcome(call):
+    from fixpack.errors import FixpackError
+    try:
+        r = call()
+    except FixpackError as exc:
+        return exc.exit_code, str(exc)
+    return r.exit_code, r.error
+
+
+def _plant(target, entry, backup: bytes | None = None, dirs=()):
+    state = target / ".fixpack"
+    state.mkdir(exist_ok=True)
+    entry = {"backup": 0, "mode": None, "owner": None, "sha256": None, **entry}
+    (state / "journal.json").write_text(json.dumps({"dirs": list(dirs), "entries": [entry]}))
+    if backup is not None:
+        (state / "journal").mkdir(exist_ok=True)
+        (state / "journal/0").write_bytes(backup)
+
+
+PLANTED = {  # what a well-formed planted journal asked a rollback to do
+    "another file's content": ({"path": "demo_pkg/__init__.py", "existed": True, "mode": 0o644}, b"planted\n", ()),
+    "setuid mode": ({"path": MOD, "existed": True, "mode": 0o6777}, None, ()),
+    "group-writable mode": ({"path": MOD, "existed": True, "mode": 0o666}, None, ()),
+    "another owner": ({"path": MOD, "existed": True, "mode": 0o644, "owner": [1234, 1234]}, None, ()),
+    "a folder it did not make": ({"path": MOD, "existed": True, "mode": 0o644}, None, ["demo_pkg/emptyx"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED))
+def test_a_planted_journal_is_obeyed_only_for_what_the_profile_writes(builder, tmp_path, case):
+    """Only the journal's paths were checked: a well-formed journal replaced any file of the target, set any
+    mode (setuid included) and owner, and removed any empty folder. Each is damaged state now: exit 3 from
+    apply, status and revert, and nothing on disk changed."""
+    from fixpack import engine
+    target = _pack(builder, tmp_path, "plain copy")
+    assert engine.apply(builder.request(target)).ok
+    (target / "demo_pkg/emptyx").mkdir()
+    entry, backup, dirs = PLANTED[case]
+    clean = (builder.base / "release" / MOD).read_bytes()
+    _plant(target, entry, clean if backup is None else backup, dirs)
+    before = snapshot(target), {p: os.stat(p).st_uid for p in target.rglob("*")}, (target / "demo_pkg/emptyx").is_dir()
+    for run in (engine.apply, engine.status, engine.revert):
+        code, message = _outcome(lambda: run(builder.request(target)))
+        assert code == 3 and "journal.json is damaged: " in message, (run, message)
+        now = snapshot(target), {p: os.stat(p).st_uid for p in target.rglob("*")}, (target / "demo_pkg/emptyx").is_dir()
+        assert now == before, run
+
+
+def test_a_killed_run_of_this_profile_still_rolls_back(builder, tmp_path):
+    """The checks leave a journal fixpack wrote alone: a killed apply on a group-writable executable file is
+    rolled back by the next run, bytes and mode."""
+    target = _pack(builder, tmp_path, "plain copy")
+    (target / MOD).chmod(0o775)
+    clean = snapshot(target)
+    killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(builder.pack), "-p", "p1",
+                             "--root", f"demo={target}"], capture_output=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": "3"})
+    assert killed.returncode == 137 and (target / ".fixpack/journal.json").exists()
+    assert _cli(builder, target, "revert").returncode == 0
+    assert snapshot(target) == clean
