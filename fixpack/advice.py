@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import DamagedJournalError, DamagedStateError, FixpackError
+from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
@@ -98,7 +99,8 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     files its journal (``raw``) names and every file the lock knows on that target (so that a manifest left
     from before lists only release files: stale, replaced by apply, removed by revert). A file the release
     does not have (by the lock: a fix creates it) is removed; a file only the journal names is put back when the
-    release has it, never removed (:func:`restore_how`). What is there of each component the lock knows on
+    release has it, never removed (:func:`restore_how`). The killed run's temp files (``.NAME.fixpack-tmp``) next
+    to any of them go first. What is there of each component the lock knows on
     that target is removed too (:func:`component_leftovers`: an install killed half way; a manifest that
     records it then finds it gone).
     Returns (the step's words, the command); None when no file can be named."""
@@ -108,7 +110,14 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     for path in journal_named(raw):  # what the journal says existed is never trusted: the lock's word, or none
         if path not in mine and path.split("/", 1)[0] not in mine:
             clean.setdefault(path, None)
-    steps = [to_release(ctx, ft, sorted(clean), clean)] if clean else []
+    # the killed run's temp files next to them (a component's keeps its folder from going)
+    every = {*clean, *(p for _there, files, _dist in comps for p in files), *mine}
+    every |= {manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()}
+    import shlex
+
+    tmps = sorted(shlex.quote(str(temp_path(ft.root / p))) for p in every if p and exists(temp_path(ft.root / p)))
+    steps = [f"rm -f -- {' '.join(tmps)}"] if tmps else []
+    steps += [to_release(ctx, ft, sorted(clean), clean)] if clean else []
     steps += [_remove_components(ft, comps)] if comps else []
     if not steps:
         return None

@@ -188,7 +188,8 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
         step1 = (f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
                  f"prints where it is), or reinstall the build the image was made with, at the same version")
     keep = "" if pack else " (a manifest stays: the next run sees it is stale and replaces it)"
-    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root)))
+    tmp = [temp_path(journal_path(root))] if exists(temp_path(journal_path(root))) else []  # a journal half-written
+    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root), *tmp))
     return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
             f"leaves it so. In this order: {step1}; 2. remove the journal and its backups: rm -rf -- {gone} && "
             f"rmdir --ignore-fail-on-non-empty {shlex.quote(str(state_dir(root)))}{keep}; 3. run the command again")

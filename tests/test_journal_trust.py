@@ -45,7 +45,8 @@ def _steps(message: str) -> list[str]:
 @pytest.mark.parametrize("kind", ["git checkout", "plain copy"])
 def test_damaged_journal_steps_never_remove_a_file_the_release_has(builder, tmp_path, kind):
     """A journal saying the release's ``__init__.py`` did not exist (and a file only the image has): the steps
-    put the first back from the release, leave the second, and apply then works."""
+    put the first back from the release, leave the second, remove the killed run's temp files (the target
+    is its release again, with no .fixpack/ left), and apply then works."""
     target = _pack(builder, tmp_path, kind)
     (target / "demo_pkg/built.so").write_bytes(b"\x7fELF only the image has it\n")
     clean = snapshot(target)
@@ -53,10 +54,13 @@ def test_damaged_journal_steps_never_remove_a_file_the_release_has(builder, tmp_
     entries = [{"backup": None, "existed": False, "mode": None, "owner": None, "path": p, "sha256": None}
                for p in ("demo_pkg/__init__.py", "demo_pkg/built.so")]
     (target / ".fixpack/journal.json").write_text(json.dumps({"dirs": [], "entries": entries}))
+    for tmp in ("demo_pkg/.mod.py.fixpack-tmp", ".fixpack/.journal.json.fixpack-tmp"):  # the killed run's (L8)
+        (target / tmp).write_text("half\n")
     said = _cli(builder, target, "apply")
     assert said.returncode == 3, said.stderr
     steps = _steps(" ".join(said.stderr.split()))
-    assert "rm -f" not in steps[0], steps[0]
+    first, rest = steps[0].split(" && ", 1)  # the only removal is of the killed run's temp file
+    assert first == f"rm -f -- {target}/demo_pkg/.mod.py.fixpack-tmp" and "rm -f" not in rest, steps[0]
     for step in steps:
         subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True, capture_output=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
