@@ -11,8 +11,9 @@ Everything the engine keeps lives in ``<root>/.fixpack/``:
 State on disk is untrusted input (an image layer can carry a ``.fixpack/``): the manifest and the
 journal are checked against one schema each, every path they name must be canonical, inside the
 target and reached without a symbolic link, and backups are read only from the journal's own folder
-by their entry's index. Damaged state is a :class:`DamagedStateError` (exit 3) before anything is
-written.
+by their entry's index; a target's journal is obeyed only for the files a run of the profile could have
+written, with no mode or owner a rollback could raise anyone's rights by (:func:`load_journal`). Damaged
+state is a :class:`DamagedStateError` (exit 3) before anything is written.
 
 The transaction that writes the journal and the files is :mod:`fixpack.transaction`.
 """
