@@ -11,14 +11,16 @@ removed by revert), or a file that is the release's again, where the fix applies
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
-from .errors import DamagedJournalError, DamagedStateError
+from .errors import DamagedJournalError, DamagedStateError, FixpackError
+from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
-from .state import journal_named, manifest_path, restore_first
+from .state import journal_named, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -48,23 +50,34 @@ def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
                      messages=["not in the files (they are the clean release): nothing to revert"])
 
 
-def restore_how(ctx: Context, ft: FoundTarget, paths: list[str]) -> str:
+def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str] | None = None) -> str:
     """How ``paths`` (relative to the target's root) go back to the clean release, as a command to run: git
     for a checkout, else a copy of just those files from the clean release copy that ``fixpack fetch`` prints.
+    ``maybe``: files nothing here can say the release has (a damaged journal names them, the lock does not
+    know them): each is put back when the release has it, decided as the step runs, else left as it is and
+    named on stderr for the user to check; never removed (it may be a file of the image the release copy
+    lacks, a build's ``.so``).
 
     Never a package reinstall for a site-packages install: an image's vLLM is often built for its device
     (Gaudi images build it from source), and a reinstall from an index would replace that build."""
     import shlex  # only when there is something to put right
 
     files = " ".join(shlex.quote(p) for p in paths)
+    root = shlex.quote(str(ft.root))
+    left = 'else echo "left $p as it is: the release lacks it and the lock does not know it; check it" >&2; fi; done'
+    check = " ".join(shlex.quote(p) for p in maybe or [])
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
-        return f"git -C {shlex.quote(str(ft.root))} checkout -- {files}"
+        steps = [f"git -C {root} checkout -- {files}"] if paths else []
+        steps += [f'(cd {root} && for p in {check}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
+                  f'git checkout -- "$p"; {left})'] if maybe else []
+        return " && ".join(steps)
     from .progname import command
 
     fetch = command("fetch", "--profile", ctx.profile.name, "--pack", str(ctx.pack.root), "--target", ft.spec.name)
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")
-    return (f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && cp --parents {files} '
-            f'{shlex.quote(str(ft.root))})')
+    steps = [f"cp --parents {files} {root}"] if paths else []
+    steps += [f'for p in {check}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; {left}'] if maybe else []
+    return f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && {" && ".join(steps)})'
 
 
 @contextmanager
@@ -85,21 +98,81 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     """The command that puts back to the clean release every file a killed run may have written on ``ft``: the
     files its journal (``raw``) names and every file the lock knows on that target (so that a manifest left
     from before lists only release files: stale, replaced by apply, removed by revert). A file the release
-    does not have is removed, and so is what is there of each component the lock knows on that target
-    (:func:`component_leftovers`: an install killed half way; a manifest that records it then finds it gone).
+    does not have (by the lock: a fix creates it) is removed; a file only the journal names is put back when the
+    release has it, never removed (:func:`restore_how`). The killed run's temp files (``.NAME.fixpack-tmp``) next
+    to any of them go first. What is there of each component the lock knows on
+    that target is removed too (:func:`component_leftovers`: an install killed half way; a manifest that
+    records it then finds it gone).
     Returns (the step's words, the command); None when no file can be named."""
     comps = component_leftovers(ctx, ft)
     mine = {p for _there, files, _dist in comps for p in files} | {dist for _there, _files, dist in comps}
-    clean = release_has(ctx, ft)
-    for path, existed in journal_named(raw).items():
+    clean: dict[str, bool | None] = dict(release_has(ctx, ft))
+    for path in journal_named(raw):  # what the journal says existed is never trusted: the lock's word, or none
         if path not in mine and path.split("/", 1)[0] not in mine:
-            clean.setdefault(path, existed)
-    steps = [to_release(ctx, ft, sorted(clean), clean)] if clean else []
+            clean.setdefault(path, None)
+    # the killed run's temp files next to them (a component's keeps its folder from going)
+    every = {*clean, *(p for _there, files, _dist in comps for p in files), *mine}
+    every |= {manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()}
+    import shlex
+
+    tmps = sorted(shlex.quote(str(temp_path(ft.root / p))) for p in every if p and exists(temp_path(ft.root / p)))
+    steps = [f"rm -f -- {' '.join(tmps)}"] if tmps else []
+    steps += [to_release(ctx, ft, sorted(clean), clean)] if clean else []
     steps += [_remove_components(ft, comps)] if comps else []
     if not steps:
         return None
     words = "put the files the fixes touch back to the clean release"
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
+
+
+def run_writes(ctx: Context, root: Path) -> Callable[[str], bool]:
+    """Whether a run of this profile could have written a path (relative to ``root``), for a journal found
+    there (:func:`fixpack.state.load_journal`): a file a fix of a found target on ``root`` touches (the lock's
+    files, the pack's patches), a file the lock or the manifest has of a component of such a target, a file in
+    its ``.dist-info`` folder, the bytecode of any of those modules (a run removes it when it changes the
+    module), and those targets' manifests. A journal naming anything else is not one this profile's run left.
+    Worked out on the first call only (most runs find no journal)."""
+    known: list[set[str]] = []
+
+    def writes(path: str) -> bool:
+        if not known:
+            known.extend(_run_files(ctx, root))
+        files, dists = known
+        if path in files:
+            return True
+        top = path.split("/", 1)[0]
+        if "/" in path and top.endswith(".dist-info") and (top in dists or "*" in dists):
+            return True
+        folder, _, name = path.rpartition("/")
+        if folder.rpartition("/")[2] == "__pycache__" and name.endswith(".pyc"):
+            module = folder.rpartition("/")[0]
+            return f"{module}/{name.split('.', 1)[0]}.py".lstrip("/") in files
+        return False
+    return writes
+
+
+def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
+    """The files and ``.dist-info`` folders (``*``: a lock or manifest from before they were named) that
+    :func:`run_writes` allows."""
+    names = {ft.spec.name for ft in ctx.found.values() if ft.root == root}
+    files = {p for name in names for p in ctx.lock.release_files(name)}
+    files |= {p for fix in ctx.pack.fixes.values() if fix.target in names for p in fix.touched_paths()}
+    files |= {manifest_path(root, n).relative_to(root).as_posix() for n in names}
+    dists = set()
+    for comp in ctx.profile.components:
+        locked = ctx.lock.component(comp.id) if comp.target in names else None
+        if locked is not None:
+            files |= {p for p, _h in locked.files}
+            dists.add(locked.dist_info or "*")
+    for name in names:
+        try:
+            manifest = read_manifest(root, name)
+        except FixpackError:  # said where the manifest is read
+            manifest = None
+        for mc in manifest.components if manifest is not None else ():
+            files |= set(mc.files)
+            dists.add(mc.dist_info or "*")
+    return files, dists
 
 
 def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:
@@ -139,14 +212,17 @@ def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:
     return {p: pre is not None for p, pre in ctx.lock.release_files(ft.spec.name).items()}
 
 
-def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: dict[str, bool]) -> str:
-    """The command that puts ``paths`` back as the clean release has them: removed where ``has`` says the
-    release lacks the file (a fix created it), restored (:func:`restore_how`) otherwise."""
+def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str, bool | None]) -> str:
+    """The command that puts ``paths`` back as the clean release has them: removed only where ``has`` says the
+    release lacks the file (False: the lock knows a fix creates it), put back when the release has it where
+    ``has`` cannot tell (None: a damaged journal names it), restored (:func:`restore_how`) otherwise."""
     import shlex
 
     gone = [shlex.quote(str(ft.root / p)) for p in paths if has.get(p) is False]
-    back = [p for p in paths if has.get(p) is not False]
-    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back)] if back else [])
+    back = [p for p in paths if has.get(p, True)]
+    maybe = [p for p in paths if p in has and has[p] is None]
+    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back, maybe)]
+                                                                  if back or maybe else [])
     return " && ".join(steps)
 
 
@@ -189,4 +265,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "stale_entry"]
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "run_writes",
+           "stale_entry"]

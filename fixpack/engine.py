@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, journal_steps, note_stale, stale_entry
+from .advice import add_next_steps, journal_steps, note_stale, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .model import Fix, Profile
@@ -145,7 +145,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
     manifest = read_manifest(ft.root, ft.spec.name)
     pending = leftover_journal(ft.root)
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-    for path, data in journal_originals(ft.root).items():
+    for path, data in journal_originals(ft.root, run_writes(ctx, ft.root)).items():
         if path == mpath:
             manifest = Manifest.from_json(data, ft.root / mpath) if data is not None else None
         else:
@@ -307,7 +307,7 @@ def _recover_interrupted(ctx: Context) -> None:
     caller holds the targets' locks."""
     for ft in ctx.found.values():
         if leftover_journal(ft.root):
-            restored = recover(ft.root)
+            restored = recover(ft.root, run_writes(ctx, ft.root))
             if restored:
                 ctx.report.target(ft.spec.name).note(f"rolled back an interrupted run ({len(restored)} files "
                                                      f"restored)")

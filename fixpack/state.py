@@ -11,8 +11,9 @@ Everything the engine keeps lives in ``<root>/.fixpack/``:
 State on disk is untrusted input (an image layer can carry a ``.fixpack/``): the manifest and the
 journal are checked against one schema each, every path they name must be canonical, inside the
 target and reached without a symbolic link, and backups are read only from the journal's own folder
-by their entry's index. Damaged state is a :class:`DamagedStateError` (exit 3) before anything is
-written.
+by their entry's index; a target's journal is obeyed only for the files a run of the profile could have
+written, with no mode or owner a rollback could raise anyone's rights by (:func:`load_journal`). Damaged
+state is a :class:`DamagedStateError` (exit 3) before anything is written.
 
 The transaction that writes the journal and the files is :mod:`fixpack.transaction`.
 """
@@ -25,6 +26,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +132,13 @@ def backups_dir(root: Path) -> Path:
     return state_dir(root) / BACKUPS
 
 
-def load_journal(root: Path) -> Journal | None:
-    """The journal an interrupted run left, checked entry by entry; None when there is none."""
+Writes = Callable[[str], bool]  # whether the run that may have left a journal could have written a path
+
+
+def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
+    """The journal an interrupted run left, checked entry by entry; None when there is none. ``writes``: the
+    paths a run of this profile could have written (:func:`fixpack.advice.run_writes`): an entry for any other
+    path is damaged state; None only for a journal this process wrote itself (a failed write's rollback)."""
     jpath = journal_path(root)
     raw = _read_state_file(jpath)
     if raw is None:
@@ -139,7 +146,7 @@ def load_journal(root: Path) -> Journal | None:
         return None
     try:
         _check_backups_folder(root)
-        return _parse_journal(root, jpath, raw)
+        return _parse_journal(root, jpath, raw, writes)
     except DamagedStateError as exc:  # a killed run left it: removing it alone would leave a half-written target
         raise DamagedJournalError(exc.path, exc.what, restore_first(root, raw), root, raw) from None
 
@@ -182,17 +189,18 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
         step1 = (f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
                  f"prints where it is), or reinstall the build the image was made with, at the same version")
     keep = "" if pack else " (a manifest stays: the next run sees it is stale and replaces it)"
-    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root)))
+    tmp = [temp_path(journal_path(root))] if exists(temp_path(journal_path(root))) else []  # a journal half-written
+    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root), *tmp))
     return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
             f"leaves it so. In this order: {step1}; 2. remove the journal and its backups: rm -rf -- {gone} && "
             f"rmdir --ignore-fail-on-non-empty {shlex.quote(str(state_dir(root)))}{keep}; 3. run the command again")
 
 
-def _parse_journal(root: Path, jpath: Path, raw: bytes) -> Journal:
+def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -> Journal:
     data = load_json(raw, jpath)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or set(data) - {"entries", "dirs"}:
         raise DamagedStateError(jpath, "not a fixpack journal (a JSON object with a list of entries)")
-    entries = tuple(_journal_entry(root, jpath, i, e) for i, e in enumerate(data["entries"]))
+    entries = tuple(_journal_entry(root, jpath, i, e, writes) for i, e in enumerate(data["entries"]))
     paths = [e.path for e in entries]
     if len(set(paths)) != len(paths):
         raise DamagedStateError(jpath, "a file is listed twice")
@@ -200,6 +208,9 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes) -> Journal:
     if not isinstance(dirs, list) or not all(isinstance(d, str) and _journal_path_problem(root, d) is None
                                              for d in dirs):
         raise DamagedStateError(jpath, "'dirs' is not a list of canonical folders inside the target")
+    made = [d for d in dirs if not any(e.path.startswith(d + "/") for e in entries if not e.existed)]
+    if made:  # a run lists only folders it creates for a new file: a rollback removes nothing else
+        raise DamagedStateError(jpath, f"'dirs' names {made[0]}, which holds no file the journal says is new")
     return Journal(jpath, entries, tuple(dirs))
 
 
@@ -219,7 +230,7 @@ def _journal_path_problem(root: Path, path: str) -> str | None:
     return None if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) else f"{path} is not a regular file"
 
 
-def _journal_entry(root: Path, jpath: Path, i: int, e: Any) -> JournalEntry:
+def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | None) -> JournalEntry:
     def bad(what: str) -> DamagedStateError:
         return DamagedStateError(jpath, f"entry {i}: {what}")  # from 0, as its backup {BACKUPS}/{i}
 
@@ -230,6 +241,9 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any) -> JournalEntry:
         raise bad(problem)
     if (root / e["path"]).is_dir() and not (root / e["path"]).is_symlink():
         raise bad(f"{e['path']} is a folder")
+    if writes is not None and not writes(e["path"]):
+        raise bad(f"{e['path']} is no file this profile writes on the target (a fix's, a component's or the "
+                  f"manifest): not a journal this profile's run left")
     mode, owner, sha = e.get("mode"), e.get("owner"), e.get("sha256")
     if not isinstance(e["existed"], bool) or not is_int(e["backup"]) or e["backup"] != i:
         raise bad("'existed' must be true or false and 'backup' the entry's own index")
@@ -241,7 +255,33 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any) -> JournalEntry:
     if not sha_or_none(sha):
         raise bad("'sha256' is not a sha256")
     original, restored = _original(root, e["path"], i, e["existed"], sha, bad)
+    _check_mode_owner(root, e["path"], i, mode, tuple(owner) if owner else None, bad)
     return JournalEntry(e["path"], e["existed"], i, mode, tuple(owner) if owner else None, sha, original, restored)
+
+
+def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tuple[int, int] | None,
+                      bad: Any) -> None:
+    """A rollback gives a file back its mode and owner; from an untrusted journal only what cannot raise
+    anyone's rights. The file a run replaced keeps its mode and owner (the run writes by rename, with both
+    kept) and its backup is a hard link to the original: each still has them. So: permission bits only (a
+    python file never has setuid, setgid or sticky, and a rollback never sets them); no execute or group /
+    other write bit that neither the file nor its backup has now (a rollback never widens who may write or run
+    it); an owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to
+    another user. Anything else was not written by fixpack: damaged state."""
+    have = 0
+    owners = {(os.getuid(), os.getgid())}
+    for where in (root / path, backups_dir(root) / str(i)):
+        try:
+            st = os.lstat(where)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        have |= stat.S_IMODE(st.st_mode)
+        owners.add((st.st_uid, st.st_gid))
+    if mode is not None and (mode & ~0o777 or mode & 0o133 & ~have):
+        raise bad(f"'mode' {oct(mode)} sets bits {path} and its backup do not have (setuid, setgid, sticky, execute, "
+                  f"or group / other write)")
+    if owner is not None and owner not in owners:
+        raise bad(f"'owner' {list(owner)} is neither {path}'s owner nor its backup's")
 
 
 def _original(root: Path, path: str, i: int, existed: bool, sha: str | None,
@@ -265,12 +305,13 @@ def _original(root: Path, path: str, i: int, existed: bool, sha: str | None,
     return raw, False
 
 
-def journal_originals(root: Path) -> dict[str, bytes | None]:
+def journal_originals(root: Path, writes: Writes | None) -> dict[str, bytes | None]:
     """What an interrupted run's journal will restore: path -> original bytes (None: did not exist).
 
-    Read only; lets status and dry runs show the state the next apply starts from.
+    Read only; lets status and dry runs show the state the next apply starts from. ``writes``: as for
+    :func:`load_journal`.
     """
-    journal = load_journal(root)
+    journal = load_journal(root, writes)
     return {} if journal is None else {e.path: e.original for e in journal.entries}
 
 
@@ -281,14 +322,15 @@ def leftover_journal(root: Path) -> bool:
         exists(temp_path(folder / JOURNAL))
 
 
-def recover(root: Path) -> list[str]:
+def recover(root: Path, writes: Writes | None = None) -> list[str]:
     """Roll back what an interrupted run left (a journal). Returns the paths restored; idempotent.
+    ``writes``: the paths this profile's run could have written (:func:`load_journal`).
 
     The whole journal is checked before the first file is touched. Backups are moved back with a
     rename (no new space needed on a full disk); a rollback killed half way leaves the journal, and
     the entries already put back are recognised by their sha256.
     """
-    journal = load_journal(root)
+    journal = load_journal(root, writes)
     if journal is None:
         discard_leftovers(root)
         return []

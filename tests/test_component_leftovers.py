@@ -48,6 +48,8 @@ def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder
     assert _cli("apply", *args, "tiny-plug", fault_at=fault_at).returncode == 137
     assert list(site.glob("tiny_plug*")), "killed before any file of the component was written"
     (site / ".fixpack/journal.json").write_text('{"entries": [')  # damaged: cut short
+    (site / "tiny_plug").mkdir(exist_ok=True)
+    (site / "tiny_plug/.__init__.py.fixpack-tmp").write_text("half\n")  # killed mid-write: its steps remove it
     said = _cli("apply", *args, "tiny-plug")
     message = " ".join(said.stderr.split())
     assert said.returncode == 3 and "is damaged" in message, said.stderr
@@ -60,6 +62,7 @@ def test_a_damaged_journal_of_a_killed_component_install_names_its_files(builder
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", step], cwd=tmp_path, env=ENV, capture_output=True,
                               text=True)
         assert done.returncode == 0, (step, done.stderr)
+    assert not (site / "tiny_plug").exists(), "the steps left the component's folder"
     again = _cli("apply", *args, "tiny-plug")
     assert again.returncode == 0, again.stdout + again.stderr
     assert (site / "tiny_plug/sub/kern.py").read_text() == "SCALE = 2\n"
