@@ -159,6 +159,17 @@ def toml(fields: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def one_fix_pack(builder: PackBuilder, mod: str = "demo_pkg/mod.py") -> Path:
+    """The smallest pack a CLI test needs: fix "one" (``line 3`` -> ``three`` in ``mod``, 20 numbered lines) in
+    profile p1, locked on a clean tree; returns a fresh image tree (the release's bytes) to run it on."""
+    base = numbered(20)
+    clean = builder.tree("clean", {mod: base})
+    builder.add_fix("one", {mod: base}, {mod: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    return builder.tree("image", {mod: base})
+
+
 @pytest.fixture
 def builder(tmp_path: Path) -> PackBuilder:
     return PackBuilder(tmp_path)

@@ -7,18 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, numbered
+from conftest import REPO, numbered, one_fix_pack
 
 MOD = "demo_pkg/mod.py"
 
 
 @pytest.fixture
 def setup(builder):
-    base = numbered(20)
-    clean = builder.tree("clean", {MOD: base})
-    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
-    builder.profile(["one"])
-    builder.lock(clean)
+    one_fix_pack(builder, MOD)
     return builder
 
 

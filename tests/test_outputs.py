@@ -8,7 +8,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import numbered, snapshot
+from conftest import one_fix_pack, snapshot
 
 from fixpack import fsio
 from fixpack.cli import main
@@ -18,12 +18,7 @@ MOD = "demo_pkg/mod.py"
 
 @pytest.fixture
 def image(builder):
-    base = numbered(20)
-    clean = builder.tree("clean", {MOD: base})
-    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
-    builder.profile(["one"])
-    builder.lock(clean)
-    return builder, builder.tree("image", {MOD: base})
+    return builder, one_fix_pack(builder, MOD)
 
 
 def run(capsys, b, target, *args):
