@@ -201,9 +201,10 @@ def tree_digest(root: Path) -> str:
 
 
 def changed_since_unpack(dest: Path) -> str:
-    """Why the cached sdist copy ``dest`` is no longer the tree its unpack left ("" when it is): a
-    ``.fixpack`` folder (fixes applied there), or a tree digest other than the one the marker records (a
-    marker of an older fixpack records none: only the ``.fixpack`` folder is looked for then)."""
+    """Why the cached sdist copy ``dest`` is no longer known to be the tree its unpack left ("" when it is): a
+    ``.fixpack`` folder (fixes applied there), a tree digest other than the one the marker records, or a marker
+    of an older fixpack, which records none (such a copy cannot be vouched for: it is unpacked again once, and
+    its new marker records the digest)."""
     if (dest / ".fixpack").exists():
         return f"it holds a fixpack manifest ({dest / '.fixpack'}: fixes were applied there)"
     try:
@@ -211,7 +212,9 @@ def changed_since_unpack(dest: Path) -> str:
     except (OSError, UnicodeDecodeError):
         return f"its marker {dest / MARKER} cannot be read"
     recorded = next((line[len(TREE_KEY):] for line in lines if line.startswith(TREE_KEY)), "")
-    if recorded and recorded != tree_digest(dest):
+    if not recorded:
+        return "its marker was written by an older fixpack and records no digest of its files to check them by"
+    if recorded != tree_digest(dest):
         return "its files changed since it was unpacked (a file written, added or removed)"
     return ""
 

@@ -128,8 +128,8 @@ def test_dead_unpack_folders_are_removed_under_the_cache_lock(tmp_path, monkeypa
 
 def test_a_cached_copy_changed_since_its_unpack_is_unpacked_again(tmp_path):
     """A release copy that fixes were applied to (its .fixpack folder), or whose files changed, is not handed
-    out as the release: it is unpacked again from the hash-checked sdist, and said so. An untouched copy,
-    or one an older fixpack marked (no digest) without a .fixpack folder, is kept."""
+    out as the release: it is unpacked again from the hash-checked sdist, and said so. So is, once, a copy an
+    older fixpack marked (no digest: its files cannot be vouched for). An untouched copy is kept."""
     root, gets = fetch(tmp_path, SDIST)
     assert release.tree_digest(root) in (root / release.MARKER).read_text()
     (root / ".fixpack").mkdir()
@@ -145,7 +145,10 @@ def test_a_cached_copy_changed_since_its_unpack_is_unpacked_again(tmp_path):
     heard = Heard()
     fetch(tmp_path, SDIST, heard)
     assert not any("again" in line for line in heard.lines), heard.lines  # untouched: kept
-    (root / release.MARKER).write_text("demo-1.0.tar.gz\n")  # an older fixpack's marker
-    (root / "demo/__init__.py").write_text("VALUE = 3\n")
+    (root / release.MARKER).write_text("demo-1.0.tar.gz\n")  # an older fixpack's marker: no digest
+    (root / "demo/__init__.py").write_text("VALUE = 3\n")  # a change it cannot see (it was handed out before)
+    heard = Heard()
     fetch(tmp_path, SDIST, heard)
-    assert (root / "demo/__init__.py").read_text() == "VALUE = 3\n"
+    assert (root / "demo/__init__.py").read_text() == "VALUE = 1\n"
+    assert any("older fixpack" in line and "unpacking it again" in line for line in heard.lines), heard.lines
+    assert release.tree_digest(root) in (root / release.MARKER).read_text()  # vouched for from now on
