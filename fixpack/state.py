@@ -178,7 +178,7 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     import shlex  # only on this error's path
 
     named = list(journal_named(raw))
-    files = f" (it was writing {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
+    files = f" (it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     if pack:
         step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout -- fixes profiles "
@@ -191,7 +191,8 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     keep = "" if pack else " (a manifest stays: the next run sees it is stale and replaces it)"
     tmp = [temp_path(journal_path(root))] if exists(temp_path(journal_path(root))) else []  # a journal half-written
     gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root), *tmp))
-    return (f"a run was killed while writing, so {root} may be half-written{files}, and removing the journal alone "
+    return (f"an unfinished run's journal is there (a run killed while writing, or a file put there by hand), so "
+            f"{root} may be half-written{files}, and removing the journal alone "
             f"leaves it so. In this order: {step1}; 2. remove the journal and its backups: rm -rf -- {gone} && "
             f"rmdir --ignore-fail-on-non-empty {shlex.quote(str(state_dir(root)))}{keep}; 3. run the command again")
 

@@ -196,7 +196,7 @@ def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal
     code, message = outcome(lambda: engine.status(builder.request(target)))
     journal, backups = state / "journal.json", state / "journal"
     assert code == 3 and f"the state in {journal} is damaged: entry 0: the backup of demo_pkg/b.py does not " in message
-    steps = [f"{target} may be half-written (it was writing demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
+    steps = [f"{target} may be half-written (it names demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
              f"1. put the files the fixes touch back to the clean release: (src=$({program()} fetch --profile p1 "
              f"--pack {builder.pack} --target demo | sed -n 's/^demo=//p') && [ -n \"$src\" ] && cd \"$src\" && "
              f"cp --parents demo_pkg/b.py {MOD} {target})",
