@@ -69,10 +69,8 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         req = engine.Request(pack_root=root, profile=profile, roots=given, only_targets=tuple(only_targets),
                              env_root=copies_root, lock_wait=lock_wait)
         with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
-            if not check:  # a folder where the lock goes: said before the fingerprinting, not after
-                from .loader import load_pack, load_profile
-
-                lockfile.refuse_a_folder(load_profile(load_pack(root), profile))
+            if not check:  # a folder where the lock goes: said before the fingerprinting (no second pack load)
+                lockfile.refuse_a_folder(root / "profiles" / f"{profile}.lock")
             with progress.step(f"fingerprinting the chain of profile {profile}"):
                 lock, prof = engine.fingerprint_chain(req)
             reworded: list[str] = []

@@ -10,7 +10,6 @@ only at an offset is regenerated against it (its message kept), one that does no
 
 from __future__ import annotations
 
-import errno
 import re
 import tempfile
 from email.utils import parsedate_to_datetime
@@ -19,12 +18,13 @@ from pathlib import Path
 from .diff import parse_patch, sha256_bytes
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError, EnvironmentProblem
+from .errors import BadInputError, ConflictError
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
+from .outputs import write_failed
 from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
@@ -249,9 +249,7 @@ def _write_out(out: Path, files: dict[str, bytes]) -> None:
     try:
         _write_files(out, files)
     except OSError as exc:
-        name = errno.errorcode.get(exc.errno or 0, "")
-        raise EnvironmentProblem(f"--out {out}: cannot write {exc.filename or out}: {exc.strerror}"
-                                 f"{f' ({name})' if name else ''}; give a folder you may write") from exc
+        raise write_failed(exc, out, "--out", "give a folder you may write") from exc
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> None:

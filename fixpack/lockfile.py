@@ -295,19 +295,19 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
     return LockFix(fix.id, fix.version, fix.target, fix.patch_sha256, files, hunks, fix.bytes_sha256)
 
 
-def refuse_a_folder(profile: Profile) -> None:
-    """Raise BadInputError when a folder is where the profile's lock goes: the write's rename cannot replace
-    it (a FIFO or a link it can). ``lock`` calls this first, before the fingerprinting."""
-    if not_a_file(profile.lock_path) == "a folder":
-        raise BadInputError(f"{profile.lock_path}: is a folder, not a lock file; "
-                            f"{remove_hint(profile.lock_path, 'a folder')}, then lock again; nothing was written")
+def refuse_a_folder(lock_path: Path) -> None:
+    """Raise BadInputError when a folder is where a profile's lock goes (``Profile.lock_path``): the write's
+    rename cannot replace it (a FIFO or a link it can). ``lock`` calls this first, before the fingerprinting."""
+    if not_a_file(lock_path) == "a folder":
+        raise BadInputError(f"{lock_path}: is a folder, not a lock file; "
+                            f"{remove_hint(lock_path, 'a folder')}, then lock again; nothing was written")
 
 
 def write(profile: Profile, lock: Lock) -> Path:
     """Write ``lock`` to the profile's lock path, whole or not at all. Raises BadInputError (nothing written)
     when a component's source changed under a version the lock on disk records, or a folder is where the
     lock goes."""
-    refuse_a_folder(profile)
+    refuse_a_folder(profile.lock_path)
     reused = _reused_versions(profile, lock)
     if reused:
         raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "
