@@ -20,7 +20,7 @@ from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .report import FixReport, Report
-from .run import Context, Request, check_deleted_then_touched, note_named_defaults, prepare, soft_lock
+from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
@@ -151,6 +151,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
         else:
             tree.write(path, decode(data) if data is not None else None)
     if manifest is not None:
+        check_fix_files(ctx, manifest, ft.root / mpath)
         components.check_records(ctx.profile, ctx.lock, manifest, ft.root / mpath)
     return tree, manifest, pending
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
@@ -22,6 +23,9 @@ from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
 from .tree import Tree, file_hashes
+
+if TYPE_CHECKING:  # the evaluation loads when a lock is made, not when it is read
+    from .evaluate import HunkNote
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
@@ -94,10 +98,51 @@ def remove_hint(path: Path, what: str) -> str:
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`)."""
-    stale = [what for _key, what in stale_entries(pack, profile, lock)]
+    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)]
     if stale:
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
                              f"{regenerate_hint(profile, redo)}")
+
+
+def _at(path: Path, line: int | None) -> str:
+    return f"{path}:{line}" if line else str(path)
+
+
+def stale_at(profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[Path, int | None]:
+    """Where a stale entry of the lock (``key``, as :func:`stale_entries` gives it) is named: its ``"id"`` line in
+    the lock, else (the lock lacks it, or a pin changed) the profile's line for it: where the profile lists the
+    fix, the component's table, the pin's key that changed (its target's table when the key is not there)."""
+    import json
+
+    from .loader import key_line  # only when a lock is stale
+
+    kind, name = key
+    held = lock.fix(name) if kind == "fix" else lock.component(name) if kind == "component" else None
+    if held is not None:
+        section = '"fixes"' if kind == "fix" else '"components"'
+        return profile.lock_path, lock_line(profile.lock_path, section, f'"id": {json.dumps(name)}')
+    text = profile.path.read_text("utf-8")
+    if kind == "fix":
+        line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
+    elif kind == "component":
+        line = key_line(text, name, "components")
+    else:
+        target, pin_key = name.rsplit(".", 1)
+        line = key_line(text, pin_key, f"targets.{target}") or key_line(text, target, "targets")
+    return profile.path, line
+
+
+def lock_line(lock: Path, section: str, want: str) -> int | None:
+    """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
+    lock (its JSON is written one key a line); None when the lock cannot be read or has no such line."""
+    try:
+        lines = lock.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
+    if start is None:
+        return None
+    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(want)), None)
 
 
 def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
@@ -137,8 +182,11 @@ def check_component_files(profile: Profile, comp: Component, locked: LockCompone
     :func:`read_lock`)."""
     if dict(locked.files) == files and not (locked.dist_info and dist_info and locked.dist_info != dist_info):
         return
+    import json
+
     what = _differ(locked.files, files) if dict(locked.files) != files else f"{dist_info}, not {locked.dist_info}"
-    raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {profile.lock_path} records "
+    at = _at(profile.lock_path, lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'))
+    raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {at} records "
                          f"({what}): its source changed; bump its "
                          f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
 
@@ -276,12 +324,21 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
         raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
-                            f"{'; '.join(ev.messages) or 'see status'}. Rebase it before locking (or, if that "
-                            f"copy is not the clean release, give one: `fixpack fetch` prints it)")
+                            f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}. Rebase it "
+                            f"before locking (or, if that copy is not the clean release, give one: `fixpack fetch` "
+                            f"prints it)")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)
     return _entry(fix, pre, file_hashes(tree, fix.touched_paths()), counted.counts)
+
+
+def _in_the_patch(fix: Fix, refused: list[HunkNote]) -> str:
+    """Where each refused hunk is in the pack: its patch file and the line of its ``@@`` header there (the
+    messages name the target's file and the hunk's number in it, not the patch to change)."""
+    flat = [(p.path, fp.path, i + 1, h.diff_line) for p in fix.patches for fp in p.files for i, h in enumerate(fp.hunks)]
+    said = [flat[n.flat] for n in refused if n.flat < len(flat)]
+    return "".join(f"; {target} hunk #{hunk} is {patch}:{line}" for patch, target, hunk, line in said)
 
 
 def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],

@@ -188,7 +188,7 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
     if stale:
         return [Finding(*_stale_at(pack, profile, lock, key), f"the lock is stale: {what}", redo)
                 for key, what in stale]
-    found = _components(pack, profile, lock)
+    found = _no_dist_info(pack, profile, lock) + _components(pack, profile, lock)
     try:
         if fresh is not None:
             _check_fresh(pack, profile, fresh)
@@ -198,29 +198,33 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
 
 
 def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[str, int | None]:
-    """Where a stale entry of the lock is named: its ``"id"`` line in the lock, else (the lock lacks it, or a
-    pin changed) the profile's line for it."""
-    kind, name = key
-    held = lock.fix(name) if kind == "fix" else lock.component(name) if kind == "component" else None
-    if held is not None:
-        section = '"fixes"' if kind == "fix" else '"components"'
-        return _rel(pack.root, profile.lock_path), _lock_line(profile.lock_path, section, f'"id": {json.dumps(name)}')
-    text = profile.path.read_text("utf-8")
-    if kind == "fix":
-        line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
-    elif kind == "component":
-        line = key_line(text, name, "components")
-    else:  # the pin's key that changed, in its target's table (the table's line when the key is not there)
-        target, pin_key = name.rsplit(".", 1)
-        line = key_line(text, pin_key, f"targets.{target}") or key_line(text, target, "targets")
-    return _rel(pack.root, profile.path), line
+    """Where a stale entry of the lock is named (:func:`fixpack.lockfile.stale_at`), relative to the pack."""
+    from .lockfile import stale_at
+
+    path, line = stale_at(profile, lock, key)
+    return _rel(pack.root, path), line
+
+
+def _no_dist_info(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
+    """A component entry of the lock without ``dist_info`` (a lock made before fixpack recorded the
+    component's ``.dist-info`` folder): apply cannot tell a build that names another folder, and a damaged
+    journal's steps cannot name the folder to remove. Named at the component's ``"id"`` line in the lock, with
+    the ``fixpack lock`` command that renews it (offline: the entry alone says it)."""
+    from .lockfile import lock_line, regenerate_hint
+
+    listed = {comp.id for comp in profile.components}
+    return [Finding(_rel(pack.root, profile.lock_path),
+                    lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(c.id)}'),
+                    f"the lock is stale: component {c.id} has no \"dist_info\" (the name of its .dist-info folder; "
+                    f"a lock made before fixpack recorded it)", regenerate_hint(profile))
+            for c in lock.components if not c.dist_info and c.id in listed]
 
 
 def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
     does) and its package files compared with the lock's: a changed source without a new lock is named at
     the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
-    from .lockfile import built_version_problem, check_component_files
+    from .lockfile import built_version_problem, check_component_files, lock_line
     from .records import package_files
     from .wheels import component_layout
 
@@ -240,18 +244,8 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
             check_component_files(profile, comp, locked, package_files(layout.hashes()), None, layout.dist_info)
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
-                               _lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))
+                               lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))
     return out
-
-
-def _lock_line(lock: Path, section: str, want: str) -> int | None:
-    """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
-    lock (its JSON is written one key a line)."""
-    lines = lock.read_text("utf-8").splitlines()
-    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
-    if start is None:
-        return None
-    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(want)), None)
 
 
 def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:

@@ -174,10 +174,13 @@ class Lock:
         if data.get("digest") != lock_digest(data):
             line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
                          if ln.strip().startswith('"digest": ')), None)
-            raise bad("its fingerprints do not match its digest (edited by hand?)", line)
+            raise bad("its fingerprints do not match its digest (edited by hand?)", line, said_at=line is not None)
         twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
-            raise bad(f"fix {', '.join(map(repr, twice))} has more than one entry")
+            ids = [n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
+                   if ln.strip().rstrip(",") == f'"id": {json.dumps(twice[0])}']
+            line = ids[1] if len(ids) > 1 else None
+            raise bad(f"fix {', '.join(map(repr, twice))} has more than one entry", line, said_at=line is not None)
         targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
         comps = data.get("components", [])
         if not isinstance(comps, list) or not all(
@@ -325,6 +328,30 @@ class Manifest:
         return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
                    _str_map(data.get("found")), fixes, dict(data.get("files", {})),
                    str(data.get("tool_version", "")), comps)
+
+
+def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
+    """The line (1-based) where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None
+    when it cannot be told (a manifest is written one key a line; a hand-reshaped one may not be). An entry
+    of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
+    if start is None:
+        return None
+    depth, entry, names = 0, [], f'"id": {json.dumps(fix_id)}'
+    for n, ln in enumerate(lines[start + 1:], start + 2):
+        entry.append((n, ln.strip()))
+        depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+        if depth < 0:
+            return None  # the end of the list
+        if depth == 0 and entry:
+            if any(text.rstrip(",") == names for _n, text in entry):
+                return next((k for k, text in entry if text.startswith(f"{json.dumps(file)}:")), None)
+            entry = []
+    return None
 
 
 def _str_map(value: Any) -> dict[str, str]:

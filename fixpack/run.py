@@ -15,7 +15,7 @@ from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
-from .records import Lock
+from .records import Lock, Manifest
 from .report import Report, TargetReport
 from .runlock import DEFAULT_WAIT
 from .states import TargetStatus
@@ -177,6 +177,29 @@ def _pinned_elsewhere(req: Request, ft: FoundTarget) -> str:
     return f" Profile {' or '.join(names)} pins this release: --profile {names[0]}."
 
 
+
+
+def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
+    """Raise DamagedStateError (exit 3, nothing written) when a fix's entry in the manifest at ``path`` names a
+    file its patch does not touch: each run writes an entry's files from its patch, so a file added there by
+    hand would be taken for the fix's (revert would leave it, status would hash it). The fix's paths are
+    the lock's when the lock fingerprinted this very change (no patch is parsed), else its patch's. A fix
+    this pack lacks, or recorded with another patch, is left to the checks that say so."""
+    for entry in manifest.fixes:
+        fix = ctx.pack.fixes.get(entry.id)
+        if fix is None or not fix.recorded_as(entry.patch_sha256):
+            continue
+        locked = ctx.lock.fix(fix.id)
+        touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
+                   else set(fix.touched_paths()))
+        stray = sorted(set(entry.files) - touched)
+        if stray:
+            from .errors import DamagedStateError
+            from .records import manifest_line
+
+            line = manifest_line(path, fix.id, stray[0])
+            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
+                                          f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")
 
 
 def check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:

@@ -231,3 +231,43 @@ def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
     with pytest.raises(ConflictError, match="if that copy is not the clean release, give one: `fixpack fetch`"):
         engine.write_lock(b.request(image))
     engine.write_lock(b.request(clean))
+
+
+def test_a_lock_conflict_names_the_patch_file_and_its_hunk_line(setup):
+    """lock on a copy where a hunk does not apply named the target's file and the hunk's number in it, not the
+    patch to change: it names the patch file and the line of the hunk's @@ header there."""
+    b, _clean, image = setup
+    (image / MOD).write_text(numbered(20).replace("line 6\n", "six\n"))
+    patch = b.pack / "fixes/one/0001-change.patch"
+    at = patch.read_text().splitlines().index(next(ln for ln in patch.read_text().splitlines() if ln.startswith("@@"))) + 1
+    before = snapshot(b.pack)
+    with pytest.raises(ConflictError) as exc:
+        engine.write_lock(b.request(image))
+    assert f"; {MOD} hunk #1 is {patch}:{at}. Rebase it before locking" in str(exc.value), str(exc.value)
+    assert f"{MOD}: hunk #1 missing" in str(exc.value)
+    assert snapshot(b.pack) == before
+
+
+def test_a_stale_lock_is_named_with_the_line_of_each_stale_entry(setup):
+    """apply refused a stale lock naming the lock without a line: each stale entry is named at its line, the
+    fix's "id" line in the lock (or where the profile lists a fix the lock lacks); a hand-edited lock at its
+    digest's line."""
+    b, _clean, image = setup
+    lock = b.pack / "profiles/p1.lock"
+    _edit(b.pack / "fixes/one/0001-change.patch", "+five\n", "+FIVE\n")
+    line = lock.read_text().splitlines().index('      "id": "one",') + 1
+    before = snapshot(image)
+    for run in (engine.apply, engine.status):
+        with pytest.raises(StaleLockError) as exc:
+            run(b.request(image))
+        assert (f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line}); "
+                "regenerate it") in str(exc.value), str(exc.value)
+    _edit(b.pack / "fixes/one/0001-change.patch", "+FIVE\n", "+five\n")
+    good = lock.read_text()
+    lock.write_text(good.replace('"digest": "', '"digest": "0'))
+    digest = lock.read_text().splitlines().index(next(ln for ln in good.splitlines() if '"digest"' in ln)
+                                                 .replace('"digest": "', '"digest": "0')) + 1
+    with pytest.raises(StaleLockError) as exc:
+        engine.apply(b.request(image))
+    assert str(exc.value).startswith(f"{lock}:{digest}: its fingerprints do not match its digest"), str(exc.value)
+    assert snapshot(image) == before

@@ -160,7 +160,7 @@ def test_a_component_changed_since_the_lock_is_named_at_its_lock_line(builder):
     lines = (pack / "profiles/p1.lock").read_text().splitlines()
     line = lines.index('      "id": "tiny-plug",') + 1
     assert findings(builder) == [f"profiles/p1.lock:{line}: component tiny-plug at {pack / 'plug'} installs other "
-                                 f"files than {pack / 'profiles/p1.lock'} records (tiny_plug/sub/kern.py): its source "
+                                 f"files than {pack / 'profiles/p1.lock'}:{line} records (tiny_plug/sub/kern.py): its source "
                                  f"changed; bump its version and regenerate the lock ({program()} lock --profile p1 "
                                  f"--pack {pack})"]
 
@@ -261,3 +261,26 @@ def test_check_json_puts_each_lock_command_in_hint_flags_an_orphan_lock_and_name
         assert (pin["file"], pin["line"]) == ("profiles/p1.toml", at), (key, pin)
         assert f"pinned to {key}" in pin["message"] and pin["hint"].startswith("regenerate it"), pin
         prof.write_text(prof.read_text().replace(new, old))
+
+
+def test_a_component_entry_without_dist_info_is_named_at_its_lock_line_with_the_lock_command(builder):
+    """A lock made before fixpack recorded a component's .dist-info folder loads (apply accepts it) but cannot
+    tell a build that names another folder: check flags it offline, at the component's "id" line in the lock,
+    with the command that renews the lock (lock --check said so; check did not)."""
+    from fixpack import lockfile
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.structs import replace
+
+    pack, _site = setup_pack(builder, None)
+    (pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    assert findings(builder) == []
+    profile = load_profile(load_pack(pack), "p1")
+    have = lockfile.read_lock(profile)
+    lockfile.write(profile, replace(have, components=tuple(replace(c, dist_info="") for c in have.components)))
+    lines = (pack / "profiles/p1.lock").read_text().splitlines()
+    assert not any('"dist_info"' in ln for ln in lines)
+    line = lines.index('      "id": "tiny-plug",') + 1
+    assert findings(builder) == [f"profiles/p1.lock:{line}: the lock is stale: component tiny-plug has no "
+                                 f"\"dist_info\" (the name of its .dist-info folder; a lock made before fixpack "
+                                 f"recorded it) (regenerate it from clean release copies: {program()} lock --profile "
+                                 f"p1 --pack {pack} (it fetches them; --root NAME=PATH gives one))"]

@@ -341,3 +341,36 @@ def test_revert_with_nothing_to_revert_removes_an_empty_state_folder(world):
     (target / ".fixpack").mkdir()
     assert engine.revert(b.request(target, dry_run=True)).ok and (target / ".fixpack").is_dir()
     assert engine.revert(b.request(target)).ok and not (target / ".fixpack").exists()
+
+
+@pytest.mark.parametrize("added", ["demo_pkg/b.py", "demo_pkg/extra.py"])
+def test_a_file_added_by_hand_to_a_fix_entry_of_the_manifest_is_damaged_state(world, added):
+    """A manifest whose fix entry names a file the fix's patch does not touch (another fix's file, or one no fix
+    touches: added to the entry and to 'files' by hand) was taken as it stood: revert left the file, status
+    hashed it. Every command refuses it (exit 3), naming the manifest's file and the entry's line; nothing
+    written."""
+    import hashlib
+
+    from fixpack.records import dumps
+
+    b, target, outside = world
+    (target / "demo_pkg/extra.py").write_text("mine\n")
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    digest = hashlib.sha256((target / added).read_bytes()).hexdigest()
+    one = next(f for f in m["fixes"] if f["id"] == "one")
+    one["files"][added] = digest
+    m["files"][added] = digest
+    path.write_bytes(dumps(m))
+    lines = path.read_text().splitlines()
+    start = next(n for n, ln in enumerate(lines) if ln.strip() == '"fixes": [')
+    entry = next(n for n in range(start, len(lines)) if lines[n].strip() == '"id": "one",')
+    line = max(n for n in range(start, entry) if lines[n].strip().startswith(f'"{added}":')) + 1
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3, f"{name} exited {code}: {message}"
+        assert message == (f"the state in {path} is damaged: line {line}: fix one's entry names {added}, a file its "
+                           f"patch does not touch (added by hand?); remove it or restore the image (nothing was "
+                           f"written)"), (name, message)
+        assert _everything(target, outside) == before, f"{name} changed files"
