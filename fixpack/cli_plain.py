@@ -10,7 +10,8 @@ import errno
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -137,16 +138,89 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
     return code
 
 
-def silence_stdout() -> None:
-    """Point stdout's file descriptor at /dev/null (what is still buffered goes there, not to the lost reader)."""
+def silence_stdout(stream: Any = None) -> None:
+    """Point stdout's (``stream``'s) file descriptor at /dev/null (what is still buffered goes there, not to the
+    lost reader)."""
     import os
 
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
+        os.dup2(fd, (stream or sys.stdout).fileno())
         os.close(fd)
     except (OSError, ValueError, AttributeError):  # no stdout at all: nothing to silence
         pass
+
+
+class SteadyStream:
+    """``sys.stdout`` or ``sys.stderr`` for a command that prints as it goes (lock, check, rebase, fetch...):
+    a write that fails does not stop the command. A reader that left (EPIPE) is let go, as
+    :func:`deliver` does for apply; another failure (ENOSPC, EIO) is kept in :attr:`lost` for the end of
+    the command to say. Either way the stream's descriptor then points at /dev/null, so that nothing more
+    fails (the interpreter's flush at exit included)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.lost: OSError | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            self._lose(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._lose(exc)
+
+    def _lose(self, exc: OSError) -> None:
+        if exc.errno not in (errno.EPIPE, errno.ECONNRESET) and self.lost is None:
+            self.lost = exc
+        silence_stdout(self._stream)
+        try:  # what the failed write left in the buffer goes to /dev/null now
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def steady_streams(stdout: bool = True) -> Iterator[SteadyStream | None]:
+    """Run a command with :class:`SteadyStream` as ``sys.stderr`` (and ``sys.stdout`` unless ``stdout`` is
+    False: a command that prints through :func:`deliver`); yields stdout's, to be asked what was lost. A
+    stderr closed before the run (``2>&-``: Python has none) is /dev/null for it, so a progress line or an
+    error message cannot fail."""
+    import os
+
+    before = sys.stdout
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (the process's stderr from now on)
+    err = sys.stderr
+    out = SteadyStream(sys.stdout) if stdout and sys.stdout is not None else None
+    sys.stderr = SteadyStream(err)  # type: ignore[assignment]
+    if out is not None:
+        sys.stdout = out  # type: ignore[assignment]
+    try:
+        yield out
+    finally:
+        sys.stdout, sys.stderr = before, err
+
+
+def output_lost(exc: OSError, code: int) -> int:
+    """The exit code of a command whose output could not be written (not a reader that left): 5, said in one line
+    on stderr with the errno; the command itself had gone on to its end (exit ``code``)."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    try:
+        write_line(f"fixpack: error: cannot write to stdout: {exc.strerror or exc}{f' ({name})' if name else ''}; "
+                   f"the command went on to its end (exit {code}), only its output is lost: run it again with stdout "
+                   f"on a file or pipe that can be written to", err=True)
+    except OSError:
+        pass
+    return EXIT_ENVIRONMENT
 
 
 def emit_json(doc: dict[str, Any], echo: Echo) -> None:

@@ -89,7 +89,7 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
 _ADVICE = {errno.ENOSPC: "free space on its file system", errno.EDQUOT: "free space or raise the quota",
            errno.EROFS: "remount it read-write", errno.EACCES: "run as a user who may write it",
            errno.EPERM: "run as a user who may write it (or clear an immutable flag)",
-           errno.EIO: "check the disk", errno.EINTR: "let the run finish (it was interrupted)"}
+           errno.EIO: "check the disk"}
 
 
 def _io_message(exc: OSError, where: Path) -> str:
@@ -122,7 +122,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
             raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing in "
                                      f"the target was changed. Run again") from None
         if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
-            _roll_back(root, InterruptedError(errno.EINTR, "interrupted (Ctrl-C, SIGINT)"), folder)
+            _roll_back_interrupted(root)
         _drop_backups(folder / BACKUPS)
         raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: the "
                                  f"target holds this run's result (fixpack status shows it)") from None
@@ -262,6 +262,20 @@ def _abandon(root: Path) -> None:
         discard_leftovers(root)
     except (OSError, FixpackError):  # still failing (read-only now): the next run removes them
         pass
+
+
+def _roll_back_interrupted(root: Path) -> None:
+    """Ctrl-C (SIGINT) while writing: put every file back from the journal now, then say it was interrupted
+    (no errno: an interrupt is no failed write, and "let the run finish" is not what to do after one)."""
+    try:
+        recover(root)
+    except (OSError, FixpackError) as again:
+        raise EnvironmentProblem(
+            f"{root}: interrupted (Ctrl-C, SIGINT) while writing; rolling back failed ({again}). The journal "
+            f"{journal_path(root)} is left: run fixpack again (apply or revert): it rolls the target back to its "
+            f"bytes before this run first") from None
+    raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while writing; the run was rolled back: the "
+                             f"target holds its bytes from before the run (fixpack status shows it). Run again") from None
 
 
 def _roll_back(root: Path, exc: OSError, where: Path) -> None:

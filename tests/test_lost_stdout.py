@@ -95,3 +95,86 @@ def test_the_sbom_on_a_lost_stdout(setup):
         with open("/dev/full", "w") as full:
             p = _run(b, target, ["sbom"], full)
         assert p.returncode == 5 and "ENOSPC" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def _maint(b, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, shell_tail=""):
+    """A maintainer command (``fixpack ARGS --pack PACK``); ``shell_tail``: run through bash with it after the
+    command (a redirection such as ``2>&-``)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": ""}
+    cmd = [sys.executable, "-m", "fixpack.cli", *args, "--pack", str(b.pack)]
+    if shell_tail:
+        import shlex
+
+        cmd = ["bash", "-c", f"{shlex.join(cmd)} {shell_tail}"]
+    return subprocess.run(cmd, stdout=stdout, stderr=stderr, text=True, env=env, timeout=120)
+
+
+def _stale(b):
+    patch = b.pack / "fixes/one/0001-change.patch"
+    patch.write_text(patch.read_text().replace("+three\n", "+THREE\n"))
+
+
+@pytest.mark.parametrize("command", ["check", "lock --check", "format --check", "export"])
+def test_a_maintainer_command_whose_reader_left_keeps_its_own_exit_code(setup, tmp_path, command):
+    """check, lock --check, format, export ... exited 1 (click's code for EPIPE) when their reader left
+    (`fixpack check | true`): they end with the code they end with when their output is read, silently; a
+    stale lock's 2 stays 2."""
+    b = setup
+    (b.pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    clean = b.base / "clean"
+    args = {"check": ["check"], "lock --check": ["lock", "--check", "-p", "p1", "--root", f"demo={clean}"],
+            "format --check": ["format", "--check"],
+            "export": ["export", "-p", "p1", "--out", str(tmp_path / "out")]}[command]
+    for stale in (False, True):
+        if stale:
+            _stale(b)
+        read = _maint(b, args)
+        if stale and not read.stdout:
+            continue  # lock --check says a stale lock on stderr alone
+        assert read.stdout.strip(), read.stderr  # it prints: a reader that leaves makes a write fail
+        w = _closed_pipe()
+        try:
+            p = _maint(b, args, stdout=w)
+        finally:
+            os.close(w)
+        assert p.returncode == read.returncode, (stale, p.stderr, read.stderr)
+        assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+        if command == "check":
+            assert read.returncode == (2 if stale else 0)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+def test_a_maintainer_commands_stdout_on_a_full_device_is_exit_5_naming_it(setup):
+    b = setup
+    (b.pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    with open("/dev/full", "w") as full:
+        p = _maint(b, ["check"], stdout=full)
+    assert p.returncode == 5, p.stderr
+    line = [ln for ln in p.stderr.splitlines() if "to stdout" in ln]
+    assert len(line) == 1 and "ENOSPC" in line[0] and "(exit 0)" in line[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("how", ["reader left", "closed"])
+def test_a_stderr_that_is_gone_during_a_run_is_no_failure(setup, how):
+    """lock prints progress on stderr: a stderr whose reader left (EPIPE) made the run exit 1 with the lock
+    unwritten or a traceback; a closed stderr (2>&-) is no failure either. The lock is written, exit 0; a
+    failing run keeps its own code."""
+    b = setup
+    clean = b.base / "clean"
+    lock = b.pack / "profiles/p1.lock"
+    lock.unlink()
+    args = ["lock", "-p", "p1", "--root", f"demo={clean}"]
+    for want in (0, 2):
+        if how == "closed":
+            p = _maint(b, args, stderr=None, shell_tail="2>&-")
+        else:
+            w = _closed_pipe()
+            try:
+                p = _maint(b, args, stderr=w)
+            finally:
+                os.close(w)
+        assert p.returncode == want, (want, p.stdout)
+        if want == 0:
+            assert lock.is_file() and "wrote" in p.stdout, p.stdout
+            args = ["lock", "-p", "p1", "--root", "demo=/nonexistent/copy", "--target", "nosuch"]
