@@ -497,7 +497,7 @@ def fingerprint_chain(req: Request) -> tuple[Lock, Profile]:
         # a target with no fix in the profile has nothing to fingerprint; it may be absent here
         if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH) and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
-    return lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found), ctx.profile
+    return lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed), ctx.profile
 
 
 def write_lock(req: Request) -> Path:

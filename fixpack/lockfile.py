@@ -209,11 +209,14 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], st
     return out
 
 
-def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dict[str, FoundTarget]) -> Lock:
-    """The lock of ``chain`` on the clean release copies ``found`` (target name -> copy).
+def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dict[str, FoundTarget],
+                upstreamed: tuple[str, ...] = ()) -> Lock:
+    """The lock of ``chain`` on the clean release copies ``found`` (target name -> copy). ``upstreamed``: the
+    fixes a rebase found the release holds already (kept listed, proposed for dropping), locked as found.
 
-    Raises MismatchError when a copy holds a manifest (it is not clean), ConflictError when a fix does
-    not apply at its stated lines there (rebase it first).
+    Raises MismatchError when a copy holds a manifest (it is not clean) or a fix's post-image without its
+    pre-image that nothing declares upstreamed (:func:`_post_only`), ConflictError when a fix does not apply at
+    its stated lines there (rebase it first).
     """
     fixes: list[LockFix] = []
     for name, ft in found.items():
@@ -221,7 +224,8 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
             raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
         tree = Tree(ft.root)
         _refuse_changed_copy(profile, chain, name, ft, tree)
-        fixes += [_fix_entry(fix, tree, ft) for fix in chain if fix.target == name]
+        fixes += [_fix_entry(fix, tree, ft, lambda f: _post_only(profile, f, ft, tree, upstreamed))
+                  for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
@@ -260,6 +264,54 @@ def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft
             raise MismatchError(f"{ft.root / path}: not the clean release copy of {name} {ft.version} (fix "
                                 f"{applied[-1]} is already applied there, as {profile.lock_path} records it); give "
                                 f"a clean copy (`{fetch}` prints it), or revert that tree first")
+
+
+def _post_only(profile: Profile, fix: Fix, ft: FoundTarget, tree: Tree, upstreamed: tuple[str, ...]) -> None:
+    """Raise MismatchError (exit 3, nothing written) for a fix whose every hunk is on the copy as its post-image,
+    none as its pre-image, unless it is declared upstreamed: a rebase found the release holds it (``upstreamed``),
+    its ``fixed_in`` is this release or older, or the lock on disk for this pin records it as found (pre = post,
+    these bytes). Otherwise the copy is a patched tree (its ``.fixpack`` removed), which would be locked as if
+    upstream held every fix, or a release that took the fix, which a rebase reports as upstreamed."""
+    if fix.id in upstreamed or _fixed_by(fix.upstream.fixed_in, ft.version):
+        return
+    now = file_hashes(tree, fix.touched_paths())
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        have = None
+    entry = have.fix(fix.id) if have is not None else None
+    if (have is not None and entry is not None and dict(have.targets.get(fix.target) or {}) ==
+            {"version": ft.version, "commit": ft.commit} and {f.path: f.post for f in entry.files} == now
+            and all(f.pre == f.post for f in entry.files)):
+        return
+    from .progname import command  # only when a copy is refused
+
+    pack = str(profile.path.parent.parent)
+    fetch = command("fetch", "--profile", profile.name, "--target", fix.target, "--pack", pack)
+    rebase = command("rebase", "--profile", "OLDER", "--to", ft.version, "--target", fix.target, "--pack", pack)
+    files = ", ".join(str(ft.root / p) for p in now)
+    raise MismatchError(
+        f"{files}: hold{'s' if len(now) == 1 else ''} fix {fix.id}'s post-image, not its pre-image (every hunk of it "
+        f"is there as the fix leaves it), so it cannot be locked against this copy of {fix.target} {ft.version}. "
+        f"If the copy was patched (a tree the fixes were applied to, its .fixpack removed): give the clean release "
+        f"(`{fetch}` prints it) or revert that tree first. If release {ft.version} took the fix upstream: a rebase "
+        f"onto it (`{rebase}`, OLDER the profile before) reports the fix as upstreamed, proposed for dropping; "
+        f"drop {fix.id} from {profile.path}, or keep it listed as upstreamed with fixed_in = \"{ft.version}\" under "
+        f"[upstream] in {fix.folder / 'fix.toml'}; nothing was written")
+
+
+def _fixed_by(fixed_in: str, version: str) -> bool:
+    """``fixed_in`` (a fix.toml's: the first release that makes it unnecessary) is ``version`` or older."""
+    if not fixed_in or not version:
+        return False
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # lock runs where the maintainer's libraries are; without them, equal names only
+        return fixed_in.lstrip("v") == version.lstrip("v")
+    try:
+        return Version(fixed_in.lstrip("v")) <= Version(version.lstrip("v"))
+    except InvalidVersion:
+        return False
 
 
 def _component_entry(comp: Component, root: Path) -> LockComponent:
@@ -314,11 +366,13 @@ def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
     return out
 
 
-def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget) -> LockFix:
-    """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it."""
+def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:
+    """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose
+    post-image is there and not its pre-image goes to ``post_only`` first (it raises when that is refused)."""
     from .evaluate import TRUSTED, decide, run_pass  # the applier loads when a lock is made, not when read
     ev = decide(fix, tree, TRUSTED, False)
     if ev.state is State.UPSTREAMED:
+        post_only(fix)
         # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
         found = file_hashes(tree, fix.touched_paths())
         return _entry(fix, found, found, {})

@@ -316,7 +316,8 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
     rebased = tuple(n for n, p in session.pairs.items() if p.rebased)
     engine.write_lock(engine.Request(pack_root=pack.root, profile=session.new_name,
                                      roots={n: p.new.root for n, p in session.pairs.items() if p.new},
-                                     only_targets=rebased))
+                                     only_targets=rebased,
+                                     upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()

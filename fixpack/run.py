@@ -46,6 +46,7 @@ class Request:
     env_root: Path | None = None
     lock_wait: float = DEFAULT_WAIT
     progress: Progress = QUIET
+    upstreamed: tuple[str, ...] = ()  # lock: fixes a rebase found the release holds (kept listed, as found)
 
 
 @dataclass

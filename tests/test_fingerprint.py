@@ -271,3 +271,61 @@ def test_a_stale_lock_is_named_with_the_line_of_each_stale_entry(setup):
         engine.apply(b.request(image))
     assert str(exc.value).startswith(f"{lock}:{digest}: its fingerprints do not match its digest"), str(exc.value)
     assert snapshot(image) == before
+
+
+@pytest.mark.parametrize("lock_on_disk", ["none", "another pin"])
+def test_lock_refuses_a_patched_copy_without_a_lock_for_its_pin(setup, lock_on_disk):
+    """With no lock, or one made for another pin, a patched copy (its .fixpack removed) was locked with
+    pre = post, as if upstream held the fix: lock and lock --check refuse it (exit 3), naming the file and the
+    fix, both readings (a patched copy: fetch; a release that took the fix: rebase, drop it or fixed_in), and
+    write nothing."""
+    import shutil
+    import subprocess
+    import sys
+
+    from fixpack.structs import replace
+
+    b, clean, image = setup
+    engine.apply(b.request(image))
+    shutil.rmtree(image / ".fixpack")
+    lock = b.pack / "profiles/p1.lock"
+    if lock_on_disk == "none":
+        lock.unlink()
+    else:
+        profile = load_profile(load_pack(b.pack), "p1")
+        have = lockfile.read_lock(profile)
+        lockfile.write(profile, replace(have, targets={"demo": {"version": "0.9", "commit": "g0123456789"}}))
+    before = snapshot(b.pack)
+    with pytest.raises(Exception) as exc:
+        engine.write_lock(b.request(image))
+    said = str(exc.value)
+    assert exc.value.exit_code == 3, said
+    assert said.startswith(f"{image / MOD}: holds fix one's post-image, not its pre-image"), said
+    assert " fetch --profile p1 --target demo --pack " in said and " rebase --profile OLDER --to 1.0 " in said, said
+    assert f"drop one from {b.pack / 'profiles/p1.toml'}" in said and 'fixed_in = "1.0"' in said, said
+    assert said.endswith("nothing was written"), said
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--check", "--pack", str(b.pack), "-p", "p1",
+                        "--root", f"demo={image}"], capture_output=True, text=True)
+    assert r.returncode == 3 and "holds fix one's post-image" in r.stderr, r.stderr
+    assert snapshot(b.pack) == before
+    engine.write_lock(b.request(clean))  # the clean copy locks
+
+
+def test_a_fix_declared_upstreamed_is_locked_as_found(builder):
+    """A release that took the fix, with fixed_in at or below it (or a rebase that found it so), is locked as
+    found (pre = post), as a rebase keeps such a fix listed; without either it is refused."""
+    base = numbered(20)
+    upstream = builder.tree("upstream", {MOD: base.replace("line 5\n", "five\n")})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    builder.profile(["one"])
+    with pytest.raises(Exception, match="holds fix one's post-image, not its pre-image") as exc:
+        builder.lock(upstream)
+    assert exc.value.exit_code == 3
+    engine.write_lock(builder.request(upstream, upstreamed=("one",)))
+    (entry,) = lockfile.read_lock(load_profile(load_pack(builder.pack), "p1")).fixes
+    assert all(f.pre == f.post for f in entry.files)
+    builder.lock(upstream)  # the lock on disk records it as found, for this pin and these bytes
+    (builder.pack / "profiles/p1.lock").unlink()
+    toml = builder.pack / "fixes/one/fix.toml"
+    toml.write_text(toml.read_text() + '[upstream]\nstatus = "accepted"\nfixed_in = "1.0"\n')
+    builder.lock(upstream)
