@@ -155,6 +155,8 @@ def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
     """The files and ``.dist-info`` folders (``*``: a lock or manifest from before they were named) that
     :func:`run_writes` allows."""
     names = {ft.spec.name for ft in ctx.found.values() if ft.root == root}
+    if ctx.skipped is not None:  # a killed run that named more targets on this root wrote theirs too
+        names |= {n for n, ft in ctx.skipped().items() if _same_folder(ft.root, root)}
     files = {p for name in names for p in ctx.lock.release_files(name)}
     files |= {p for fix in ctx.pack.fixes.values() if fix.target in names for p in fix.touched_paths()}
     files |= {manifest_path(root, n).relative_to(root).as_posix() for n in names}
@@ -173,6 +175,13 @@ def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
             files |= set(mc.files)
             dists.add(mc.dist_info or "*")
     return files, dists
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return a == b or a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], list[str], str]]:

@@ -148,7 +148,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
     for path, data in journal_originals(ft.root, run_writes(ctx, ft.root)).items():
         if path == mpath:
             manifest = Manifest.from_json(data, ft.root / mpath) if data is not None else None
-        else:
+        elif not path.startswith(mpath.rpartition("/")[0] + "/"):  # not another target's manifest (a shared root)
             tree.write(path, decode(data) if data is not None else None)
     if manifest is not None:
         check_fix_files(ctx, manifest, ft.root / mpath)

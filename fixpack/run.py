@@ -5,6 +5,7 @@ the engine and the SBOM commands."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -62,6 +63,7 @@ class Context:
     layouts: dict[str, object] = field(default_factory=dict)  # wheels.Layout, built once per run, by component id
     progress: Progress = QUIET
     relock: lockfile.Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
+    skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -98,7 +100,26 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
-                   relock=redo)
+                   relock=redo, skipped=partial(locate_skipped, profile, req))
+
+
+def locate_skipped(profile: Profile, req: Request) -> dict[str, FoundTarget]:
+    """The targets ``--target`` leaves out, located as a run that names them would locate them (``--root``,
+    ``--copies``, the running Python) and matching their pin: a killed run that named them may have left a
+    journal of their files on a root this run shares (a site-packages holds both). Looked up only for such a
+    journal (:func:`fixpack.advice.run_writes`)."""
+    out = {}
+    for spec in profile.targets:
+        if not req.only_targets or spec.name in req.only_targets:
+            continue
+        try:
+            ft = locate(spec, req.roots.get(spec.name), req.env_root)
+            if ft is not None:
+                check_pin(ft)
+                out[spec.name] = ft
+        except FixpackError:  # not there, or another release: no run of this profile wrote it
+            continue
+    return out
 
 
 def soft_lock(ctx: Context, req: Request) -> Lock:

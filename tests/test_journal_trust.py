@@ -130,3 +130,88 @@ def test_a_killed_run_of_this_profile_still_rolls_back(builder, tmp_path):
     assert killed.returncode == 137 and (target / ".fixpack/journal.json").exists()
     assert _cli(builder, target, "revert").returncode == 0
     assert snapshot(target) == clean
+
+
+def _two_targets_on_one_root(builder):
+    """Targets demo and other in one root (as a site-packages holds vllm and vllm-gaudi), a fix each; locked."""
+    from fixpack import engine
+
+    builder.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
+    builder.add_fix("two", {"other_pkg/b.py": "y = 1\n"}, {"other_pkg/b.py": "y = 2\n"}, target="other")
+    other = '[targets.other]\npackage = "other_pkg"\nversion = "1.0"\ncommit = "abcdef12"\n'
+    builder.profile(["one", "two"], extra_targets=other)
+
+    def tree(name: str):
+        root = builder.tree(name, {"demo_pkg/a.py": "x = 1\n"})
+        (root / "other_pkg").mkdir()
+        (root / "other_pkg/b.py").write_text("y = 1\n")
+        (root / "other_pkg/_version.py").write_text((root / "demo_pkg/_version.py").read_text())
+        return root
+
+    clean = tree("clean")
+    engine.write_lock(engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": clean, "other": clean}))
+    return tree("image")
+
+
+def _killed_apply(builder, image):
+    """An apply of both targets killed at each write point in turn until one leaves a journal naming other's
+    files (the second target's transaction): the journal a genuine run left."""
+    for at in range(1, 20):
+        shutil.rmtree(image / ".fixpack", ignore_errors=True)
+        for p, text in (("demo_pkg/a.py", "x = 1\n"), ("other_pkg/b.py", "y = 1\n")):
+            (image / p).write_text(text)
+        killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(builder.pack), "-p", "p1",
+                                 "--root", f"demo={image}", "--root", f"other={image}"], capture_output=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": str(at)})
+        journal = image / ".fixpack/journal.json"
+        if killed.returncode == 137 and journal.exists() and "other_pkg/b.py" in journal.read_text() \
+                and (image / "other_pkg/b.py").read_text() == "y = 2\n":
+            return
+    raise AssertionError("no write point left a journal of other's files")
+
+
+def test_a_genuine_journal_of_a_run_with_more_targets_is_rolled_back(builder):
+    """A killed run of both targets on one root leaves a journal of the second target's files; a run with
+    --target demo refused it as planted (exit 3). The targets --target leaves out are located as that run
+    located them, and their files on this root are files a run of this profile could have written: the
+    journal is rolled back (other's file back to the release), then demo is applied."""
+    from fixpack import engine
+
+    image = _two_targets_on_one_root(builder)
+    _killed_apply(builder, image)
+    roots = {"demo": image, "other": image}
+    st = engine.status(engine.Request(pack_root=builder.pack, profile="p1", roots=roots, only_targets=("demo",)))
+    assert st.exit_code == 0 and "journal" in " ".join(st.targets[0].notes), st.as_dict()
+    # both targets named: demo's look at the journal met other's manifest in it (exit 2, "not a canonical path")
+    both = engine.status(engine.Request(pack_root=builder.pack, profile="p1", roots=roots))
+    assert both.exit_code == 0, both.as_dict()
+    r = engine.apply(engine.Request(pack_root=builder.pack, profile="p1", roots=roots, only_targets=("demo",)))
+    assert r.ok, r.as_dict()
+    assert (image / "other_pkg/b.py").read_text() == "y = 1\n" and (image / "demo_pkg/a.py").read_text() == "x = 2\n"
+    assert not (image / ".fixpack/journal.json").exists()
+
+
+def test_a_journal_naming_a_skipped_targets_files_is_refused_when_that_target_is_not_on_this_root(builder, tmp_path):
+    """The same journal, with the left-out target not on this root (its --root elsewhere), or not its pinned
+    release: no run of this profile wrote those files here; damaged state, exit 3, nothing written."""
+    from fixpack import engine
+    from fixpack.errors import FixpackError
+
+    image = _two_targets_on_one_root(builder)
+    _killed_apply(builder, image)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(image, elsewhere, ignore=shutil.ignore_patterns(".fixpack"))
+    before = snapshot(image)
+    for roots in ({"demo": image, "other": elsewhere}, {"demo": image}):
+        req = engine.Request(pack_root=builder.pack, profile="p1", roots=roots, only_targets=("demo",))
+        for run in (engine.apply, engine.status, engine.revert):
+            with pytest.raises(FixpackError, match="journal.json is damaged") as exc:
+                run(req)
+            assert exc.value.exit_code == 3
+            assert snapshot(image) == before
+    (image / "other_pkg/_version.py").write_text("__version__ = '9.9'\n__commit_id__ = 'g999999999'\n")
+    before = snapshot(image)
+    with pytest.raises(FixpackError, match="journal.json is damaged"):
+        engine.apply(engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image, "other": image},
+                                    only_targets=("demo",)))
+    assert snapshot(image) == before
