@@ -198,12 +198,12 @@ def steady_streams(stdout: bool = True) -> Iterator[SteadyStream | None]:
 
     before = sys.stdout
     if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115  (the process's stderr from now on)
+        sys.stderr = open(os.devnull, "w")  # the process's stderr from now on
     err = sys.stderr
     out = SteadyStream(sys.stdout) if stdout and sys.stdout is not None else None
-    sys.stderr = SteadyStream(err)  # type: ignore[assignment]
+    sys.stderr = SteadyStream(err)
     if out is not None:
-        sys.stdout = out  # type: ignore[assignment]
+        sys.stdout = out
     try:
         yield out
     finally:

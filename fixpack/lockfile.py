@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,8 +225,8 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
             raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
         tree = Tree(ft.root)
         _refuse_changed_copy(profile, chain, name, ft, tree)
-        fixes += [_fix_entry(fix, tree, ft, lambda f: _post_only(profile, f, ft, tree, upstreamed))
-                  for fix in chain if fix.target == name]
+        post_only = partial(_post_only, profile, ft=ft, tree=tree, upstreamed=upstreamed)
+        fixes += [_fix_entry(fix, tree, ft, post_only) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
@@ -390,7 +391,8 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
 def _in_the_patch(fix: Fix, refused: list[HunkNote]) -> str:
     """Where each refused hunk is in the pack: its patch file and the line of its ``@@`` header there (the
     messages name the target's file and the hunk's number in it, not the patch to change)."""
-    flat = [(p.path, fp.path, i + 1, h.diff_line) for p in fix.patches for fp in p.files for i, h in enumerate(fp.hunks)]
+    flat = [(p.path, fp.path, i + 1, h.diff_line)
+            for p in fix.patches for fp in p.files for i, h in enumerate(fp.hunks)]
     said = [flat[n.flat] for n in refused if n.flat < len(flat)]
     return "".join(f"; {target} hunk #{hunk} is {patch}:{line}" for patch, target, hunk, line in said)
 

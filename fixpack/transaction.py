@@ -275,7 +275,8 @@ def _roll_back_interrupted(root: Path) -> None:
             f"{journal_path(root)} is left: run fixpack again (apply or revert): it rolls the target back to its "
             f"bytes before this run first") from None
     raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while writing; the run was rolled back: the "
-                             f"target holds its bytes from before the run (fixpack status shows it). Run again") from None
+                             f"target holds its bytes from before the run (fixpack status shows it). "
+                             f"Run again") from None
 
 
 def _roll_back(root: Path, exc: OSError, where: Path) -> None:
