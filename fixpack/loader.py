@@ -358,6 +358,18 @@ def profiles_pinning(folder: Path, target: str, version: str, commit: str) -> li
     return out
 
 
+def pinned_versions(folder: Path, target: str) -> dict[str, str]:
+    """Each profile in ``folder`` (a pack's ``profiles/``) that pins a version of ``target``: name -> that
+    version. A profile that does not read is left out."""
+    out = {}
+    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+        loaded = read_toml(path, Collector()) if path.is_file() and not path.is_symlink() else None
+        for t in _load_targets(loaded[0].get("targets", {}), path, loaded[1], Collector()) if loaded else ():
+            if t.name == target and t.pin.version:
+                out[path.stem] = t.pin.version
+    return out
+
+
 def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple[TargetSpec, ...]:
     if not isinstance(value, dict) or not value:
         errors.add("[targets] must name at least one target", path, key_line(text, "targets"))

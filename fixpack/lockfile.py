@@ -289,16 +289,39 @@ def _post_only(profile: Profile, fix: Fix, ft: FoundTarget, tree: Tree, upstream
 
     pack = str(profile.path.parent.parent)
     fetch = command("fetch", "--profile", profile.name, "--target", fix.target, "--pack", pack)
-    rebase = command("rebase", "--profile", "OLDER", "--to", ft.version, "--target", fix.target, "--pack", pack)
+    older = _profile_before(profile, fix.target, ft.version)
+    rebase = ""
+    if older is not None:
+        words = ["--profile", older, "--to", ft.version, "--target", fix.target, "--pack", pack]
+        rebase = f" (`{command('rebase', *words, '--name', f'{profile.name}-rebased')}`: a new profile beside it)"
     files = ", ".join(str(ft.root / p) for p in now)
     raise MismatchError(
         f"{files}: hold{'s' if len(now) == 1 else ''} fix {fix.id}'s post-image, not its pre-image (every hunk of it "
         f"is there as the fix leaves it), so it cannot be locked against this copy of {fix.target} {ft.version}. "
         f"If the copy was patched (a tree the fixes were applied to, its .fixpack removed): give the clean release "
         f"(`{fetch}` prints it) or revert that tree first. If release {ft.version} took the fix upstream: a rebase "
-        f"onto it (`{rebase}`, OLDER the profile before) reports the fix as upstreamed, proposed for dropping; "
-        f"drop {fix.id} from {profile.path}, or keep it listed as upstreamed with fixed_in = \"{ft.version}\" under "
-        f"[upstream] in {fix.folder / 'fix.toml'}; nothing was written")
+        f"onto it{rebase} reports the fix as upstreamed, proposed for dropping; drop {fix.id} from "
+        f"{profile.path}, or keep it listed as upstreamed with fixed_in = \"{ft.version}\" under [upstream] in "
+        f"{fix.folder / 'fix.toml'}; nothing was written")
+
+
+def _profile_before(profile: Profile, target: str, version: str) -> str | None:
+    """The pack's profile pinned to the newest release of ``target`` older than ``version`` (a rebase starts
+    there), or None."""
+    from .loader import pinned_versions
+
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        return None
+    older = []
+    for name, pinned in pinned_versions(profile.path.parent, target).items():
+        try:
+            if Version(pinned.lstrip("v")) < Version(version.lstrip("v")):
+                older.append((Version(pinned.lstrip("v")), name))
+        except InvalidVersion:
+            continue
+    return max(older)[1] if older else None
 
 
 def _fixed_by(fixed_in: str, version: str) -> bool:

@@ -301,7 +301,8 @@ def test_lock_refuses_a_patched_copy_without_a_lock_for_its_pin(setup, lock_on_d
     said = str(exc.value)
     assert exc.value.exit_code == 3, said
     assert said.startswith(f"{image / MOD}: holds fix one's post-image, not its pre-image"), said
-    assert " fetch --profile p1 --target demo --pack " in said and " rebase --profile OLDER --to 1.0 " in said, said
+    assert " fetch --profile p1 --target demo --pack " in said and "If release 1.0 took the fix upstream: a rebase " \
+        "onto it reports the fix as upstreamed, proposed for dropping" in said, said
     assert f"drop one from {b.pack / 'profiles/p1.toml'}" in said and 'fixed_in = "1.0"' in said, said
     assert said.endswith("nothing was written"), said
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--check", "--pack", str(b.pack), "-p", "p1",
@@ -309,6 +310,14 @@ def test_lock_refuses_a_patched_copy_without_a_lock_for_its_pin(setup, lock_on_d
     assert r.returncode == 3 and "holds fix one's post-image" in r.stderr, r.stderr
     assert snapshot(b.pack) == before
     engine.write_lock(b.request(clean))  # the clean copy locks
+    lock.unlink()
+    older = b.pack / "profiles/p0.toml"  # a profile pinned to an older release: the rebase to run is named
+    older.write_text((b.pack / "profiles/p1.toml").read_text().replace('name = "p1"', 'name = "p0"')
+                     .replace('version = "1.0"', 'version = "0.9"'))
+    with pytest.raises(Exception) as exc:
+        engine.write_lock(b.request(image))
+    assert (f" rebase --profile p0 --to 1.0 --target demo --pack {b.pack} --name p1-rebased`: a new profile beside "
+            "it) reports the fix as upstreamed") in str(exc.value), str(exc.value)
 
 
 def test_a_fix_declared_upstreamed_is_locked_as_found(builder):
