@@ -226,7 +226,8 @@ def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
     """``dst`` (which must not exist) as a second name of the file ``src`` holding ``data``: a hard link,
     so nothing is copied or flushed but the caller's folder sync, since a run replaces files by renaming
     and never writes into one; where the file system cannot link (another mount, no hard links, not the
-    owner), a new file holding ``data``, fsynced (:func:`write_new`)."""
+    owner), a new file holding ``data``, fsynced (:func:`write_new`), with ``src``'s permission bits (as a
+    link would have them: a rollback checks a journal's mode against them)."""
     io_point(dst)
     try:
         os.link(src, dst, follow_symlinks=False)
@@ -234,6 +235,7 @@ def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
         if exc.errno not in _NO_LINK:
             raise
         write_new(dst, data, 0o600)
+        os.chmod(dst, stat.S_IMODE(os.lstat(src).st_mode) & 0o777)  # not through the umask; never set-id bits
 
 
 def chown_to(path: Path, owner: tuple[int, int] | None) -> None:

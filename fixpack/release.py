@@ -3,7 +3,9 @@
 - A PyPI target (``source.pypi``): the sdist of the exact version, through the index's simple API
   (``pypi-simple``), its sha256 checked against the index's digest (a cached tarball's too, before it is
   unpacked: one that differs is removed and downloaded again), unpacked to
-  ``<cache>/<target>-<version>/`` (the release root: it holds ``<package>/``).
+  ``<cache>/<target>-<version>/`` (the release root: it holds ``<package>/``). A copy whose files changed
+  since (fixes applied to it, an edit) is unpacked again, from the cached tarball without the index when the
+  tarball still has the sha256 the index gave at the first unpack.
 - A git target (``source.git``): cloned through GitPython and checked out at the pinned commit.
 
 The cache is ``--cache``, else ``$XDG_CACHE_HOME/fixpack``, else ``~/.cache/fixpack``. A copy is
@@ -107,6 +109,11 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
             return dest
         progress.note(f"{dest}: {changed}, so it is no longer the release copy fetch unpacked; unpacking it again "
                       f"from the hash-checked sdist")
+        tarball = _checked_before(dest)
+        if tarball is not None:  # the tarball it came from, still the bytes the index vouched for: no index read
+            progress.note(f"unpacking {tarball.name}")
+            _unpack(tarball, dest, file_sha256(tarball))
+            return dest
     from pypi_simple import NoDigestsError, PyPISimple  # noqa: F401  (imported lazily: only maintainers fetch)
 
     with PyPISimple(endpoint=index) as client:
@@ -141,8 +148,25 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
                                          f"of release copies") from exc
             part.rename(tarball)
     progress.note(f"unpacking {tarball.name}")
-    _unpack(tarball, dest)
+    _unpack(tarball, dest, pkg.digests["sha256"].lower())
     return dest
+
+
+def _checked_before(dest: Path) -> Path | None:
+    """The cached sdist that the copy ``dest`` was unpacked from, when its marker names it and records the sha256
+    the index gave for it then, and the file's bytes still have that sha256; else None (the index is asked
+    again). Lets a changed copy be unpacked again without the network."""
+    try:
+        lines = (dest / MARKER).read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    recorded = next((line[len(SDIST_KEY):] for line in lines if line.startswith(SDIST_KEY)), "")
+    name = lines[0] if lines else ""
+    tarball = dest.parent / name
+    if not recorded or not name or "/" in name or name.startswith(".") or tarball.is_symlink() \
+            or not tarball.is_file():
+        return None
+    return tarball if file_sha256(tarball) == recorded else None
 
 
 def file_sha256(path: Path) -> str:
@@ -154,9 +178,10 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _unpack(tarball: Path, dest: Path) -> None:
-    """Unpack the sdist ``tarball`` to ``dest`` (its one top folder), through a ``.unpack-*`` folder beside
-    it. Raises EnvironmentProblem naming the tarball when it is no readable tar archive."""
+def _unpack(tarball: Path, dest: Path, sha256: str) -> None:
+    """Unpack the sdist ``tarball`` (whose bytes have the index's ``sha256``, hex) to ``dest`` (its one top
+    folder), through a ``.unpack-*`` folder beside it; the marker written last records the tarball's name, that
+    sha256 and the tree's digest. Raises EnvironmentProblem naming the tarball when it is no readable tar archive."""
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=dest.parent))
     try:
         try:
@@ -172,12 +197,13 @@ def _unpack(tarball: Path, dest: Path) -> None:
             raise EnvironmentProblem(f"{tarball}: expected one top folder in the sdist, found {len(tops)}")
         shutil.rmtree(dest, ignore_errors=True)
         tops[0].rename(dest)
-        (dest / MARKER).write_text(f"{tarball.name}\n{TREE_KEY}{tree_digest(dest)}\n")
+        (dest / MARKER).write_text(f"{tarball.name}\n{SDIST_KEY}{sha256}\n{TREE_KEY}{tree_digest(dest)}\n")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-MARKER = ".fixpack-complete"  # written last by an unpack: the sdist's name, then the tree's digest
+MARKER = ".fixpack-complete"  # written last by an unpack: the sdist's name, its sha256, then the tree's digest
+SDIST_KEY = "sdist-sha256 "
 TREE_KEY = "tree-sha256 "
 
 

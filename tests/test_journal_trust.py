@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, numbered, snapshot
+from conftest import REPO, make_diff, numbered, snapshot
 
 MOD = "demo_pkg/mod.py"
 
@@ -215,3 +215,41 @@ def test_a_journal_naming_a_skipped_targets_files_is_refused_when_that_target_is
         engine.apply(engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image, "other": image},
                                     only_targets=("demo",)))
     assert snapshot(image) == before
+
+
+_NO_LINKS = ("import errno, os, runpy\n"
+             "def _no(*a, **k):\n    raise OSError(errno.EXDEV, 'Invalid cross-device link')\n"
+             "os.link = _no\nrunpy.run_module('fixpack.cli', run_name='__main__')\n")
+
+
+def test_a_killed_run_whose_backups_are_copies_still_rolls_back_a_deleted_executable(builder, tmp_path):
+    """Where the file system cannot hard-link (another mount), a backup is a copy. A killed apply that had
+    deleted an executable file was refused on rollback as a planted journal: the copy was 0600, so the
+    journal's mode 0755 looked like new rights. The copy now keeps the file's permission bits: killed at
+    every write point in turn, the next run rolls back, bytes and mode."""
+    base = numbered(30)
+    release, source = builder.git_release({MOD: base, "demo_pkg/tool.py": base})
+    before, after = {MOD: base, "demo_pkg/tool.py": base}, {MOD: base.replace("line 3\n", "three\n"), "demo_pkg/tool.py": None}
+    diff = make_diff(before, after, tmp_path).replace("deleted file mode 100644", "deleted file mode 100755")
+    builder.add_fix("one", before, after, diff=diff)  # the file it deletes is executable (what revert re-creates)
+    builder.profile(["one"], extra_targets=source)
+    builder.lock(release)
+    target = tmp_path / "image"
+    shutil.copytree(release, target, ignore=shutil.ignore_patterns(".git"))
+    (target / "demo_pkg/_version.py").write_text(f"__version__ = '1.0'\n__commit_id__ = 'g{builder.commit}'\n")
+    (target / "demo_pkg/tool.py").chmod(0o755)
+    clean = snapshot(target)
+    modes = {p: os.stat(p).st_mode for p in target.rglob("*")}
+    args = ["apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={target}"]
+    killed_at = 0
+    for at in range(1, 40):
+        run = subprocess.run([sys.executable, "-c", _NO_LINKS, *args], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": str(at)})
+        if run.returncode == 0:
+            break
+        assert run.returncode == 137, run.stderr
+        killed_at += (target / ".fixpack/journal.json").exists()
+        back = _cli(builder, target, "revert")
+        assert back.returncode == 0, (at, back.stderr)
+        assert snapshot(target) == clean and {p: os.stat(p).st_mode for p in target.rglob("*")} == modes, at
+    assert run.returncode == 0 and not (target / "demo_pkg/tool.py").exists() and killed_at

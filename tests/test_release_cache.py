@@ -152,3 +152,28 @@ def test_a_cached_copy_changed_since_its_unpack_is_unpacked_again(tmp_path):
     assert (root / "demo/__init__.py").read_text() == "VALUE = 1\n"
     assert any("older fixpack" in line and "unpacking it again" in line for line in heard.lines), heard.lines
     assert release.tree_digest(root) in (root / release.MARKER).read_text()  # vouched for from now on
+
+
+def test_a_changed_copy_is_unpacked_again_from_the_checked_tarball_without_the_index(tmp_path):
+    """The marker records the sdist's sha256 the index gave at the first unpack: a changed copy is unpacked
+    again from the cached tarball with no index read while the tarball still has those bytes (offline works);
+    a tarball whose bytes changed, or a marker without the digest, goes back to the index (here: none
+    listening, so the fetch fails naming the index, and the cache is left as it was)."""
+    root, _ = fetch(tmp_path, SDIST)
+    assert f"{release.SDIST_KEY}{hashlib.sha256(SDIST).hexdigest()}" in (root / release.MARKER).read_text()
+    dead = "http://127.0.0.1:9/simple/"  # the discard port: nothing answers
+    (root / "demo/__init__.py").write_text("VALUE = 2\n")
+    heard = Heard()
+    again = release._fetch_sdist("demo", "1.0", "demo", tmp_path, heard, timeout=2, index=dead)
+    assert again == root and (root / "demo/__init__.py").read_text() == "VALUE = 1\n"
+    assert any("unpacking it again" in line for line in heard.lines), heard.lines
+    assert not release.changed_since_unpack(root)
+    (root / "demo/__init__.py").write_text("VALUE = 3\n")
+    (tmp_path / "demo-1.0.tar.gz").write_bytes(SDIST[:-40])  # the tarball changed too: the index must say
+    with pytest.raises(EnvironmentProblem, match="cannot read the index page of 'demo'"):
+        release._fetch_sdist("demo", "1.0", "demo", tmp_path, Heard(), timeout=2, index=dead)
+    assert (root / "demo/__init__.py").read_text() == "VALUE = 3\n"  # nothing unpacked from unchecked bytes
+    (tmp_path / "demo-1.0.tar.gz").write_bytes(SDIST)
+    (root / release.MARKER).write_text("demo-1.0.tar.gz\n")  # an older fixpack's marker: no sha256 recorded
+    with pytest.raises(EnvironmentProblem, match="cannot read the index page"):
+        release._fetch_sdist("demo", "1.0", "demo", tmp_path, Heard(), timeout=2, index=dead)
