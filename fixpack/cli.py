@@ -57,9 +57,6 @@ MAINTAINER_COMMANDS = {
 }
 
 
-DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver
-
-
 class LazyGroup(JsonUsageErrors, click.Group):
     """A group whose maintainer commands are imported only when named (or listed by --help)."""
 
@@ -69,28 +66,6 @@ class LazyGroup(JsonUsageErrors, click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *MAINTAINER_COMMANDS})
-
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
-        """Run the command with steady streams (:func:`fixpack.cli_plain.steady_streams`): a reader that leaves
-        keeps the command's own exit code, a stderr that is closed or goes away is no failure, and stdout
-        that cannot be written (ENOSPC) is exit 5 once the command has gone on to its end. The commands that
-        print through :func:`fixpack.cli_plain.deliver` (their outcome decided before their output) keep
-        their stdout as it is."""
-        from .cli_plain import output_lost, steady_streams
-
-        argv = list(sys.argv[1:] if args is None else args)
-        code: Any = None
-        with steady_streams(stdout=self.command_name(argv) not in DELIVERED) as out:
-            try:
-                return super().main(args=argv, prog_name=prog_name, complete_var=complete_var,
-                                    standalone_mode=standalone_mode, **extra)
-            except SystemExit as exc:
-                code = exc.code
-        status = code if isinstance(code, int) else 0 if code is None else 1
-        if out is not None and out.lost is not None:
-            status = output_lost(out.lost, status)
-        sys.exit(status)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in MAINTAINER_COMMANDS:

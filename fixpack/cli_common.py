@@ -18,7 +18,16 @@ from typing import Any, NoReturn
 import click
 
 from .cli_fast import OPTIONS, seconds_value
-from .cli_plain import default_pack_root, deliver, error_document, exit_code, failure_text, split_roots
+from .cli_plain import (
+    default_pack_root,
+    deliver,
+    error_document,
+    exit_code,
+    failure_text,
+    output_lost,
+    split_roots,
+    steady_streams,
+)
 from .cli_plain import emit_json as plain_json
 from .errors import interrupted
 
@@ -190,6 +199,9 @@ def _argv_profile(argv: list[str]) -> str:
     return ""
 
 
+DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver
+
+
 class JsonUsageErrors:
     """A click command or group whose usage errors are a JSON document on stdout when ``--json`` is on
     the command line (exit 2, as in plain mode, where click's message goes to stderr)."""
@@ -199,7 +211,25 @@ class JsonUsageErrors:
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        """Run the command with steady streams (:func:`fixpack.cli_plain.steady_streams`): a reader that leaves
+        keeps the command's own exit code, a stderr that is closed or goes away is no failure, and stdout
+        that cannot be written (ENOSPC) is exit 5 once the command has gone on to its end. The commands that
+        print through :func:`fixpack.cli_plain.deliver` (their outcome decided before their output) keep
+        their stdout as it is."""
         argv = list(sys.argv[1:] if args is None else args)
+        code: Any = None
+        with steady_streams(stdout=self.command_name(argv) not in DELIVERED) as out:
+            try:
+                return self._run_main(argv, prog_name, complete_var, standalone_mode, **extra)
+            except SystemExit as exc:
+                code = exc.code
+        status = code if isinstance(code, int) else 0 if code is None else 1
+        if out is not None and out.lost is not None:
+            status = output_lost(out.lost, status)
+        sys.exit(status)
+
+    def _run_main(self, argv: list[str], prog_name: str | None, complete_var: str | None, standalone_mode: bool,
+                  **extra: Any) -> Any:
         run = super().main  # type: ignore[misc]
         if "--json" not in argv:
             return run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=standalone_mode,

@@ -178,3 +178,15 @@ def test_a_stderr_that_is_gone_during_a_run_is_no_failure(setup, how):
         if want == 0:
             assert lock.is_file() and "wrote" in p.stdout, p.stdout
             args = ["lock", "-p", "p1", "--root", "demo=/nonexistent/copy", "--target", "nosuch"]
+
+
+def test_tools_rebase_whose_reader_left_keeps_its_exit_code(tmp_path):
+    """tools/rebase.py runs the rebase command without the fixpack group: its reader leaving (`| head`) made it
+    exit 1 as well."""
+    w = _closed_pipe()
+    try:
+        p = subprocess.run([sys.executable, str(REPO / "tools/rebase.py"), "--help"], stdout=w, stderr=subprocess.PIPE,
+                           text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
