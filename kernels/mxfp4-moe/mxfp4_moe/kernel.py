@@ -899,7 +899,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             sum_parts_launch=config.get("sum_parts_launch", False),
                                             down_atomic=config.get("down_atomic", True),
                                             persistent=config.get("persistent", 0),
-                                            plan=config.get("plan_runs", False), last_launch=LAST_LAUNCH)
+                                            plan=config.get("plan_runs", False),
+                                            plan_split_per_sm=config.get("plan_split_per_sm", 0),
+                                            last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk
     block_m = 16 if T <= 16 else 32
