@@ -591,7 +591,7 @@ def _launch(fn, grid: tuple[int, int, int], args: tuple, kw: dict, sms: int, per
     """Launch ``fn`` over the item space ``grid`` (slot, row block, K part): as that grid, or (persistent > 0)
     as a flat grid of at most the programs that stay resident (from the compiled kernel's registers; a
     positive int below 32 caps the programs per SM) walking the items (_gemm_kernel's PERSIST / DYNAMIC). Returns (the compiled kernel, the grid launched)."""
-    kw = kw | {"GRID_N": grid[1]}
+    kw = {"GRID_N": grid[1]} | kw  # the run list's down GEMM with its device split names its own (a flat grid)
     n_items = grid[0] * grid[1] * grid[2]
     if flat:  # the run list (PLAN): one flat grid over the item space
         return fn[(n_items,)](*args, **kw), (n_items,)
@@ -627,7 +627,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
-                    plan: bool = False, plan_split_per_sm: int = 0,
+                    plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -656,7 +656,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     come last instead of two to four in every five; the gate/up kernel then zeroes all of ``out`` (partials
     included: the down GEMM zeroes no pairs). plan_split_per_sm N > 0 (with plan, no split_down): the down
     GEMM's K split is sized on the device for the runs actually routed here (ranked_kernel.run_split with
-    N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel)."""
+    N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel). maxnreg_down: the
+    down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -766,6 +767,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         **opts, **fixup, **plan_kw, **plan_kw_gu), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
+    opts_down = opts
+    if maxnreg_down != -1:
+        opts_down = {k: v for k, v in opts.items() if k != "maxnreg"} | ({"maxnreg": maxnreg_down} if maxnreg_down else {})
     down = {}
     if partials and not sum_parts_launch:
         # partials mode in two launches: the down GEMM's programs zero the rows of other cards' pairs and,
@@ -777,7 +781,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
             down |= {"FIXUP": True, "cnt_ptr": cnt[P * grid_n1:]}
     if dyn:  # the parts added into y2 (out in partials mode), zeroed by the gate/up kernel
         down = {"ATOMIC_OUT": True, "act_ptr": y2, "stride_act": y2.stride(0), "DYN_SPLIT": True,
-                "LOG_MAX": max2.bit_length() - 1, "budget": budget2}
+                "LOG_MAX": max2.bit_length() - 1, "budget": budget2, "GRID_N": grid_n2}
         y, y_stride = y2, (y2.stride(0), 0)
     elif down and split == 1:
         y, y_stride = out, (out.stride(0), 0)
@@ -789,7 +793,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **down,
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts_down, **down,
         **plan_kw), sms, persistent, sched2, plan)
     if dyn:
         if not partials:

@@ -901,6 +901,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             persistent=config.get("persistent", 0),
                                             plan=config.get("plan_runs", False),
                                             plan_split_per_sm=config.get("plan_split_per_sm", 0),
+                                            maxnreg_down=config.get("maxnreg_down", -1),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

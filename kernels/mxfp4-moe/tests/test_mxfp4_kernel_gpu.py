@@ -387,7 +387,7 @@ def test_stream_k_muse_shapes():
 
 @pytest.mark.parametrize("cfg", [{}, {"split_down": 2}, {"split_gate_up": 2}, {"compact_m": 16},
                                  {"maxnreg": None}, {"pdl": False}, {"plan_split_per_sm": 20},
-                                 {"plan_split_per_sm": 64, "maxnreg": None}, {"plan_split_per_sm": 1}])
+                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1}])
 def test_gluon_run_list(cfg):
     """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
     ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
