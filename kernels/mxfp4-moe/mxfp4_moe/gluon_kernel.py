@@ -807,7 +807,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch.update(launched)
         last_launch["splits"] = (split1, split)
         last_launch["grids"] = grids
-        last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + (not down) + plan
+        last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + ((not partials) if dyn else (not down)) + plan
         last_launch["plan"] = plan
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

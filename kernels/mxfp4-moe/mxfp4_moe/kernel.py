@@ -734,6 +734,11 @@ MMA_CONFIG = {
 # none from batch 2 on (the gate/up GEMM keeps ranked_maxnreg_gate_up; the cap of both cost ep2tp4 batch 4
 # 1.5%); ctas_per_sm 32 (was 64; the host-sized down split of batches 9-32): no down K split for 32 local
 # experts (local, ep8 batch 32: -2% / -3%)
+# Seventh round (README): plan_runs (on) ranks the owning runs of batches 9-32 on the device in one small
+# launch (kernel.plan_runs) and launches each GEMM over kernel.plan_bound runs instead of every slot, the idle
+# programs last (local / ep8 / ep2tp4 batch 32 -12 / -34 / -6 to -15%); plan_split_per_sm N > 0 sizes the down
+# GEMM's K split on the device for the runs routed (off: a gain at ep8 batch 9 only); maxnreg_down: the down
+# GEMM's own cap (-1: maxnreg)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,

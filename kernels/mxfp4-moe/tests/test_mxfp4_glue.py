@@ -278,6 +278,8 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert GLUON_CONFIG["ranked_maxnreg"] is None and ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg"] == 96
     assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
+    # seventh round: the run list at batches 9-32, the down split sized on the host
+    assert GLUON_CONFIG["plan_runs"] is True and GLUON_CONFIG.get("plan_split_per_sm", 0) == 0
 
 
 def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
