@@ -359,6 +359,12 @@ def test_plan_runs_kernel_under_the_interpreter():
     from _helpers import has_module, run_interpreted
     if not has_module("triton"):
         pytest.skip("triton is not installed")
+    import triton
+    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7):
+        # Triton 3.6's interpreter hands the kernel's unspecialized int T to range() as a one-element array
+        # ("only 0-dimensional arrays can be converted to Python scalars", the H200's suite, seventh round);
+        # the compiled kernel is the GPU tests' (test_gluon_run_list checks the list against the routing)
+        pytest.skip(f"the planning kernel's loop does not run under Triton {triton.__version__}'s interpreter")
     res = run_interpreted(_PLAN_SCRIPT)
     assert res.returncode == 0, res.stderr[-3000:]
     cases = json.loads(res.stdout.strip().splitlines()[-1])
