@@ -736,7 +736,7 @@ MMA_CONFIG = {
 # experts (local, ep8 batch 32: -2% / -3%)
 # Seventh round (README): plan_runs (on) ranks the owning runs of batches 9-32 on the device in one small
 # launch (kernel.plan_runs) and launches each GEMM over kernel.plan_bound runs instead of every slot, the idle
-# programs last (local / ep8 / ep2tp4 batch 32 -12 / -34 / -6 to -15%); plan_split_per_sm N > 0 sizes the down
+# programs last (local / ep8 / ep2tp4 batch 32 -14.5 / -33.7 / -6.3%, same run); plan_split_per_sm N > 0 sizes the down
 # GEMM's K split on the device for the runs routed (off: a gain at ep8 batch 9 only); maxnreg_down: the down
 # GEMM's own cap (-1: maxnreg)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
