@@ -254,8 +254,13 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                GATE_UP: gl.constexpr, W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr,
                ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr, PEEL: gl.constexpr,
                FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
-               ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr):
+               ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr, ROUTED: gl.constexpr = False, e_in=0,
+               chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1):
     """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
+
+    ROUTED (the run list, seventh round): slot pid_p owns run chunk_in of expert e_in (local to this card),
+    as kernel._plan_runs_kernel ranked it; no routing here, and no zeroing (the kernel does it). DYN_SPLIT:
+    K part pid_k of split_rt (run time; with ATOMIC_OUT) instead of SPLIT_K.
 
     GATE_UP: a = x by token [T, K]; the tile's rows are BLOCK_N/2 gate rows then the matching up rows
     (the tiled w13), and the program stores silu(gate) * up in BF16 to y = act [pairs, I] (SPLIT_K 1), or
@@ -271,10 +276,19 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
-    e, local, owns, chunk = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2, CHUNK)
+    if ROUTED:
+        e = e_in
+        local = e_in - expert_base
+        owns = local >= 0  # always: the list holds local experts only
+        chunk = chunk_in
+    else:
+        e, local, owns, chunk = _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK, P_P2, CHUNK)
     is_local = ((local >= 0) & (local < n_local)).to(gl.int32)
     local = gl.where(owns, local, 0)
-    ITERS: gl.constexpr = K // BLOCK_K // SPLIT_K
+    if DYN_SPLIT:
+        ITERS = (K // BLOCK_K) // split_rt
+    else:
+        ITERS = K // BLOCK_K // SPLIT_K
     TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
     k0 = pid_k * (ITERS * BLOCK_K)
 
@@ -416,7 +430,9 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                     gl.atomic_xchg(c_ptr2, 0, sem="relaxed", scope="gpu")
                     gl.store(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], tot2, mask=o_mask)
 
-    if GATE_UP:
+    if ROUTED:
+        pass
+    elif GATE_UP:
         if pid_p == 0:  # the norm-combine adds into out: zero it here (no memset launch)
             _gdc_wait(GDC)
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
@@ -447,7 +463,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  PEEL: gl.constexpr = True, FIXUP: gl.constexpr = False, act_ptr=None, cnt_ptr=None,
                  stride_act=0, CHUNK: gl.constexpr = 0, ZERO_PAIRS: gl.constexpr = False,
                  ATOMIC_OUT: gl.constexpr = False, GRID_N: gl.constexpr = 1, PERSIST: gl.constexpr = False,
-                 DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None):
+                 DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None, PLAN: gl.constexpr = False,
+                 plan_ptr=None, z2_ptr=None, z2_numel=0, DYN_SPLIT: gl.constexpr = False,
+                 LOG_MAX: gl.constexpr = 0, budget=0):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -456,7 +474,17 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     program to finish (sched_ptr[1] counts them) puts both counters back to 0, so no program is launched
     per item and an idle item (a slot that owns no expert) costs its routing only. Every persistent program
     waits for the previous kernel before it ends, so a kernel's completion implies its predecessor's (the
-    counters' reuse by the next launch relies on that)."""
+    counters' reuse by the next launch relies on that).
+
+    PLAN (seventh round, token compaction): the grid is flat and program g takes item g of the ranked list
+    of owning runs (kernel._plan_runs_kernel, read after the wait on the previous kernel: plan_ptr[0] runs,
+    then their words), row block fastest, then K part, then run, or, past its end, nothing; GATE_UP
+    programs also zero ZERO_BLOCK elements g of out (out_numel). The host launches as many programs as the
+    most runs the batch can make (kernel.plan_bound), so the idle ones come after every owning item; they
+    also zero z2 (z2_numel: the down GEMM's pre-norm rows, with DYN_SPLIT). DYN_SPLIT (the down GEMM): the K
+    split sized on the device for the runs routed here (doubled, up to 2**LOG_MAX, while runs x row blocks x
+    split stays within ``budget`` programs: ranked_kernel.run_split's rule), the parts added into act_ptr
+    (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -481,6 +509,39 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             if fin == G - 1:
                 gl.atomic_xchg(sched_ptr, 0, sem="relaxed", scope="gpu")
                 gl.atomic_xchg(sched_ptr + 1, 0, sem="relaxed", scope="gpu")
+    elif PLAN and DYN_SPLIT:
+        g = gl.program_id(0)
+        q = g // GRID_N
+        _gdc_wait(GDC)
+        n_runs = gl.load(plan_ptr)
+        split = n_runs * 0 + 1
+        for _s in gl.static_range(LOG_MAX):
+            split = gl.where(n_runs * GRID_N * split * 2 <= budget, split * 2, split)
+        if q < n_runs * split:
+            word = gl.load(plan_ptr + 1 + q % n_runs)
+            _gemm_tile(word & 511, g % GRID_N, q // n_runs, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                       out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
+                       stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
+                       ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
+                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7, True, split)
+    elif PLAN:
+        # row block fastest, then K part, then run: all three from the program id and constexprs alone (warp-
+        # uniform registers: with the run count in the divisions the K loop took 128 registers, not 98)
+        g = gl.program_id(0)
+        r = g // (GRID_N * SPLIT_K)
+        _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
+        if r < gl.load(plan_ptr):
+            word = gl.load(plan_ptr + 1 + r)
+            _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                       out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
+                       stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
+                       ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
+                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7)
+        if GATE_UP:
+            zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
+            zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
+            gl.store(out_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < out_numel)
+            gl.store(z2_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < z2_numel)
     else:
         _gemm_tile(gl.program_id(0), gl.program_id(1), gl.program_id(2), a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
                    out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
@@ -526,12 +587,14 @@ def resident_per_sm(n_regs: int, max_blocks: int = 32) -> int:
 
 
 def _launch(fn, grid: tuple[int, int, int], args: tuple, kw: dict, sms: int, persistent: int,
-            sched: torch.Tensor) -> tuple:
+            sched: torch.Tensor, flat: bool = False) -> tuple:
     """Launch ``fn`` over the item space ``grid`` (slot, row block, K part): as that grid, or (persistent > 0)
     as a flat grid of at most the programs that stay resident (from the compiled kernel's registers; a
     positive int below 32 caps the programs per SM) walking the items (_gemm_kernel's PERSIST / DYNAMIC). Returns (the compiled kernel, the grid launched)."""
-    kw = kw | {"GRID_N": grid[1]}
+    kw = {"GRID_N": grid[1]} | kw  # the run list's down GEMM with its device split names its own (a flat grid)
     n_items = grid[0] * grid[1] * grid[2]
+    if flat:  # the run list (PLAN): one flat grid over the item space
+        return fn[(n_items,)](*args, **kw), (n_items,)
     if not persistent:
         return fn[grid](*args, **kw), grid
     dyn = kw | {"PERSIST": True, "DYNAMIC": True, "n_items": n_items, "sched_ptr": sched}
@@ -564,6 +627,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     peel_tokens: int = 8, split_gate_up: int | None = None, gate_up_per_sm: int = 32,
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
+                    plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -585,7 +649,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     the gate/up kernel zeroes out and the down programs add their parts into it (atomics, no counters).
     persistent: launch each GEMM as a flat grid of at most ``persistent`` one-warp programs per SM (and no
     more than stay resident at the kernel's registers) that walk the (slot, row block, K part) items, taking
-    the next from a device counter once their first is done (0: one program per item, as before)."""
+    the next from a device counter once their first is done (0: one program per item, as before).
+    plan (with token compaction, not persistent; seventh round): a fourth, first launch ranks the owning runs
+    on the device (kernel.plan_runs) and each GEMM is a flat grid of kernel.plan_bound runs x row blocks x K
+    parts whose programs take the ranked list's items in order (_gemm_kernel's PLAN), so the idle programs
+    come last instead of two to four in every five; the gate/up kernel then zeroes all of ``out`` (partials
+    included: the down GEMM zeroes no pairs). plan_split_per_sm N > 0 (with plan, no split_down): the down
+    GEMM's K split is sized on the device for the runs actually routed here (ranked_kernel.run_split with
+    N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel). maxnreg_down: the
+    down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -641,16 +713,39 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
             split *= 2
     # partials mode with a down K split and down_atomic: the down programs add their parts into out
     down_adds = partials and not sum_parts_launch and down_atomic and split > 1
+    if not isinstance(persistent, int) or persistent < 0:
+        raise ValueError(f"persistent must be a non-negative integer (programs per SM, 0: off), got {persistent!r}")
+    plan = bool(plan and chunk and not persistent)
     # the gate/up kernel zeroes out for the norm-combine's (or the down GEMM's) atomic adds
-    out_numel = out.numel() if (not partials or down_adds) else 0
+    out_numel = out.numel() if (not partials or down_adds or plan) else 0
     zero_block = _pow2(-(-out.numel() // grid_n1), lo=128)
     k1 = L // bk1
     split1 = split_gate_up or auto_split_gate_up(bound, grid_n1, k1, sms, gate_up_per_sm)
     if k1 % split1:
         raise ValueError(f"split_gate_up={split1} does not divide the gate/up GEMM's {k1} K tiles")
     grid_n2 = L // bn2
-    if not isinstance(persistent, int) or persistent < 0:
-        raise ValueError(f"persistent must be a non-negative integer (programs per SM, 0: off), got {persistent!r}")
+    plan_kw = {}
+    if plan:
+        from .kernel import plan_bound, plan_runs
+        runs = plan_bound(P, ex.num_local, T, chunk)
+        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl)}
+        opts = opts | {"PEEL": False}  # the weights' address is in the plan, read after the wait
+    dyn = plan and plan_split_per_sm > 0 and not split_down
+    if dyn:
+        from .ranked_kernel import max_split, run_split
+        max2 = max_split(k_iters, 2)
+        budget2 = plan_split_per_sm * sms
+        dyn_items = max(n * run_split(n, grid_n2, max2, budget2) for n in range(1, runs + 1)) * grid_n2
+        split, down_adds = 1, partials
+        out_numel = out.numel()
+        y2 = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
+        z2_numel = 0 if partials else y2.numel()
+        zero_block = _pow2(-(-max(out.numel(), z2_numel) // (runs * grid_n1 * split1)), lo=128)
+        plan_kw_gu = {"z2_ptr": y2, "z2_numel": z2_numel}
+    else:
+        plan_kw_gu = {"z2_ptr": out, "z2_numel": 0} if plan else {}
+        if plan:
+            zero_block = _pow2(-(-out.numel() // (runs * grid_n1 * split1)), lo=128)
     # the two launches' item counters (persistent), then the gate/up's tile counters, then the down's
     cnt = _counters(x.device, 4 + P * (grid_n1 + grid_n2))
     sched1, sched2, cnt = cnt[0:2], cnt[2:4], cnt[4:]
@@ -664,35 +759,46 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
             fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
     launched, grids = {}, {}
-    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (P, grid_n1, split1), (
+    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1, split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        **opts, **fixup), sms, persistent, sched1)
+        **opts, **fixup, **plan_kw, **plan_kw_gu), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
+    opts_down = opts
+    if maxnreg_down != -1:
+        opts_down = {k: v for k, v in opts.items() if k != "maxnreg"} | ({"maxnreg": maxnreg_down} if maxnreg_down else {})
     down = {}
     if partials and not sum_parts_launch:
         # partials mode in two launches: the down GEMM's programs zero the rows of other cards' pairs and,
         # split along K, the last program of each tile adds the parts into out (else it stores into out)
-        down = {"ZERO_PAIRS": True, "act_ptr": out, "stride_act": out.stride(0)}
+        down = {"ZERO_PAIRS": not plan, "act_ptr": out, "stride_act": out.stride(0)}
         if down_adds:  # the parts are added into out, zeroed by the gate/up kernel: no counters, no fix-up
             down = {"ATOMIC_OUT": True, "act_ptr": out, "stride_act": out.stride(0)}
         elif split > 1:
             down |= {"FIXUP": True, "cnt_ptr": cnt[P * grid_n1:]}
-    if down and split == 1:
+    if dyn:  # the parts added into y2 (out in partials mode), zeroed by the gate/up kernel
+        down = {"ATOMIC_OUT": True, "act_ptr": y2, "stride_act": y2.stride(0), "DYN_SPLIT": True,
+                "LOG_MAX": max2.bit_length() - 1, "budget": budget2, "GRID_N": grid_n2}
+        y, y_stride = y2, (y2.stride(0), 0)
+    elif down and split == 1:
         y, y_stride = out, (out.stride(0), 0)
     else:
         y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
         y_stride = (y.stride(1), y.stride(0))
-    launched["down"], grids["down"] = _launch(_gemm_kernel, (P, grid_n2, split), (
+    launched["down"], grids["down"] = _launch(_gemm_kernel, (dyn_items, 1, 1) if dyn else (
+        runs if plan else P, grid_n2, split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts, **down),
-        sms, persistent, sched2)
-    if partials and not down:
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts_down, **down,
+        **plan_kw), sms, persistent, sched2, plan)
+    if dyn:
+        if not partials:
+            norm_combine(y2, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
+    elif partials and not down:
         sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
     elif not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
@@ -701,5 +807,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch.update(launched)
         last_launch["splits"] = (split1, split)
         last_launch["grids"] = grids
-        last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + (not down)
+        last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + ((not partials) if dyn else (not down)) + plan
+        last_launch["plan"] = plan
+        last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

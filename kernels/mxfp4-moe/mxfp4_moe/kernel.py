@@ -559,6 +559,66 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
 
+@triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
+def _plan_runs_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.constexpr, P_P2: tl.constexpr,
+                      CHUNK: tl.constexpr, GDC: tl.constexpr):
+    """The device-ranked list of owning runs for token compaction (one program; issue #18, seventh round):
+    slot p owns run n_before // CHUNK of its expert when its expert is on this card and n_before, the earlier
+    slots naming the same expert (its token's rank among the expert's tokens: ids are distinct within a
+    token), is a multiple of CHUNK. plan[0] = the owners' count, plan[1 + rank] = p + 512 * run + 4096 * e
+    for the owners in slot order (plan_word). GDC as in _silu_mul_kernel (it reads the routing ids)."""
+    if GDC:
+        gdc_launch_dependents()
+        gdc_wait()
+    P = T * TOPK
+    offs = tl.arange(0, P_P2)
+    ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1).to(tl.int32)
+    dup = tl.zeros([P_P2], tl.int32)
+    for j0 in range(0, P, 32):
+        jj = j0 + tl.arange(0, 32)
+        idj = tl.load(ids_ptr + jj, mask=jj < P, other=-2).to(tl.int32)
+        dup += tl.sum(((idj[None, :] == ids[:, None]) & (jj[None, :] < offs[:, None])).to(tl.int32), axis=1)
+    local = ids - expert_base
+    owner = ((dup % CHUNK == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(tl.int32)
+    rank = tl.cumsum(owner, axis=0) - owner
+    tl.store(plan_ptr + 1 + rank, offs + (dup // CHUNK) * 512 + ids * 4096, mask=owner > 0)
+    tl.store(plan_ptr, tl.sum(owner, axis=0))
+
+
+def plan_word(p: int, run: int, e: int) -> int:
+    """The plan's entry for slot p owning run ``run`` of expert e (what _plan_runs_kernel stores; p < 512,
+    run < 8)."""
+    return p + 512 * run + 4096 * e
+
+
+def plan_bound(pairs: int, n_local: int, tokens: int, chunk: int) -> int:
+    """The most owning runs of ``chunk`` tokens ``pairs`` (token, slot) pairs of ``tokens`` tokens can make on
+    a card of ``n_local`` experts: m = min(pairs, n_local) experts with one token each, and one more run per
+    ``chunk`` further tokens (an expert of c tokens has 1 + (c - 1) // chunk runs); an expert has at most
+    ``tokens`` tokens."""
+    m = min(pairs, n_local)
+    return min(m + (pairs - m) // chunk, m * -(-tokens // chunk))
+
+
+_PLANS: dict = {}
+
+
+def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool = False) -> torch.Tensor:
+    """Launch _plan_runs_kernel for ids [T, k] (T <= 32) into this device's plan buffer (int32 [512], kept:
+    captured graphs hold it; compiled once per top-k; each call's GEMMs read it after waiting on this launch) and return it."""
+    T, topk = ids.shape
+    if T * topk > 511 or T > 8 * chunk:
+        raise ValueError(f"the run list takes up to 511 pairs and 8 runs an expert, got {T} tokens of top-{topk}")
+    key = (ids.device.type, ids.device.index)
+    if key not in _PLANS:
+        _PLANS[key] = torch.zeros(512, dtype=torch.int32, device=ids.device)
+    plan = _PLANS[key]
+    opts = {"launch_pdl": True} if pdl else {}
+    _plan_runs_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=_pow2(32 * topk, lo=32),
+                            CHUNK=chunk, GDC=gdc, num_warps=4, **opts)
+    return plan
+
+
 @triton.jit(do_not_specialize=["expert_base", "n_local"])
 def _sum_parts_kernel(y_ptr, ids_ptr, out_ptr, expert_base, n_local, stride_ym, stride_yk, stride_om,
                       L: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr, GDC: tl.constexpr):
@@ -674,11 +734,16 @@ MMA_CONFIG = {
 # none from batch 2 on (the gate/up GEMM keeps ranked_maxnreg_gate_up; the cap of both cost ep2tp4 batch 4
 # 1.5%); ctas_per_sm 32 (was 64; the host-sized down split of batches 9-32): no down K split for 32 local
 # experts (local, ep8 batch 32: -2% / -3%)
+# Seventh round (README): plan_runs (on) ranks the owning runs of batches 9-32 on the device in one small
+# launch (kernel.plan_runs) and launches each GEMM over kernel.plan_bound runs instead of every slot, the idle
+# programs last (local / ep8 / ep2tp4 batch 32 -14.5 / -33.7 / -6.3%, same run); plan_split_per_sm N > 0 sizes the down
+# GEMM's K split on the device for the runs routed (off: a gain at ep8 batch 9 only); maxnreg_down: the down
+# GEMM's own cap (-1: maxnreg)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}}
+                               "ranked_maxnreg": 96}, "plan_runs": True}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -825,6 +890,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              maxnreg_gate_up=config.get("ranked_maxnreg_gate_up"),
                                              wave_cost=config.get("ranked_wave_cost", 0),
                                              fixup_unroll=config.get("ranked_fixup_unroll", 1),
+                                             prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
                                              partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
@@ -839,6 +905,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             sum_parts_launch=config.get("sum_parts_launch", False),
                                             down_atomic=config.get("down_atomic", True),
                                             persistent=config.get("persistent", 0),
+                                            plan=config.get("plan_runs", False),
+                                            plan_split_per_sm=config.get("plan_split_per_sm", 0),
+                                            maxnreg_down=config.get("maxnreg_down", -1),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -145,6 +145,24 @@ def _run_split(n_own, GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, budget, K_TIL
     return split
 
 
+# one lane of the warp asks the TMA unit to bring ``size`` bytes at ``addr`` into L2 (sm_90+; 16-byte aligned, a
+# multiple of 16 bytes; nothing is returned, no registers written)
+_PREFETCH_L2_ASM = gl.constexpr(
+    "{ .reg .u32 ln; .reg .pred pp; mov.u32 ln, %laneid; setp.eq.u32 pp, ln, 0; "
+    "@pp cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }")
+
+
+@gluon.jit
+def _prefetch_share(base, nbytes: gl.constexpr, i, items):
+    """Bulk L2 prefetch of share i of ``items`` of the ``nbytes`` bytes at ``base`` (a uint8 pointer)."""
+    chunk = ((nbytes + items - 1) // items + 15) // 16 * 16
+    start = i * chunk
+    size = gl.minimum(chunk, gl.maximum(nbytes - start, 0))
+    if size > 0:
+        gl.inline_asm_elementwise(_PREFETCH_L2_ASM, "=r,l,r", [base + start, size], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
 def stages_smem(stages: int, block_n: int, block_k: int) -> int:
     """Shared memory bytes a program's ring holds: ``stages`` weight tiles (BLOCK_N x BLOCK_K / 2 bytes) and
     their E8M0 scales (BLOCK_N x BLOCK_K / 32 bytes)."""
@@ -296,9 +314,13 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         GRID_N: gl.constexpr, LOG_MAX: gl.constexpr, GATE_UP: gl.constexpr,
                         W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, ZERO_BLOCK: gl.constexpr,
                         GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
-                        FIX_UNROLL: gl.constexpr = 1):
+                        FIX_UNROLL: gl.constexpr = 1, pf_w_ptr=None, pf_s_ptr=None, pf_stride_w=0, pf_stride_s=0,
+                        PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
-    _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel]."""
+    _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
+    PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
+    asks for its share of its expert's down weights (PF_WBYTES bytes at pf_w_ptr + local x pf_stride_w, then
+    PF_SBYTES of scales) to be brought into L2 (cp.async.bulk.prefetch), so the down GEMM reads L2."""
     _gdc_launch_dependents(GDC)
     g = gl.program_id(0)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
@@ -309,6 +331,11 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         sel = (owner > 0) & (rank == r)
         p = gl.sum(gl.where(sel, offs, 0), axis=0)
         e = gl.sum(gl.where(sel, ids, 0), axis=0)
+        if PF_MAX_OWN > 0:
+            if n_own <= PF_MAX_OWN:  # the weights never change: before the wait on the previous kernel
+                lo = (e - expert_base).to(gl.int64)
+                _prefetch_share(pf_w_ptr + lo * pf_stride_w, PF_WBYTES, g // n_own, GRID_N * split)
+                _prefetch_share(pf_s_ptr + lo * pf_stride_s, PF_SBYTES, g // n_own, GRID_N * split)
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                      stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
@@ -325,7 +352,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
-                    fixup_unroll: int = 1, last_launch: dict | None = None) -> torch.Tensor:
+                    fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
@@ -333,7 +360,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     (``stages_smem`` bytes a program; sm_80+); stages_down, if given, the down GEMM's (else ``stages``). maxnreg_gate_up: a register cap for the gate/up GEMM alone
     (maxnreg caps both). fixup_unroll: the gate/up split's last part loads that many parts at once (1, 2, 4
     or 8; 1: one after the other). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
-    mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8."""
+    mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8. prefetch_down_mb > 0 (sm_90+):
+    where the routed experts' down weights are at most that many MB, the gate/up programs bring them into L2
+    (bulk prefetches, each program a share of its expert's) for the down GEMM."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -380,11 +409,19 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
     w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
     h_strides = (h.stride(1), h.stride(0)) if max1 > 1 else (0, 0)
+    pf = {}
+    w2_bytes, s2_bytes = ex.w2[0].numel() * ex.w2.element_size(), ex.w2_scale[0].numel()
+    if prefetch_down_mb and gdc:
+        max_own = int(prefetch_down_mb * 1e6 // (w2_bytes + s2_bytes))
+        if max_own > 0 and w2_bytes % 16 == 0 and ex.w2.stride(0) % 16 == 0 and ex.w2_scale.stride(0) % 16 == 0:
+            pf = {"pf_w_ptr": ex.w2.view(torch.uint8), "pf_s_ptr": ex.w2_scale.view(torch.uint8),
+                  "pf_stride_w": ex.w2.stride(0) * ex.w2.element_size(), "pf_stride_s": ex.w2_scale.stride(0),
+                  "PF_WBYTES": w2_bytes, "PF_SBYTES": s2_bytes, "PF_MAX_OWN": max_own}
     k_gu = _ranked_gemm_kernel[(g1,)](
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
-        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1)
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf)
     k_dn = _ranked_gemm_kernel[(g2,)](
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
@@ -396,5 +433,5 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
                             "max_splits": (max1, max2), "launches": 2 if partials else 3,
-                            "stages": (stages, stages_down)})
+                            "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0)})
     return out

@@ -278,3 +278,98 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert GLUON_CONFIG["ranked_maxnreg"] is None and ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg"] == 96
     assert ranked_config(GLUON_CONFIG, 64, 6)["ranked_stages"] == 3  # six local experts
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
+    # seventh round: the run list at batches 9-32, the down split sized on the host
+    assert GLUON_CONFIG["plan_runs"] is True and GLUON_CONFIG.get("plan_split_per_sm", 0) == 0
+
+
+def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
+    """The run list kernel._plan_runs_kernel builds, in Python: the owning slots in slot order, each slot p
+    owning run n // chunk of its expert e (n = the earlier slots naming e) when e is local and n % chunk == 0."""
+    from mxfp4_moe.kernel import plan_word
+    flat = [int(v) for v in ids.reshape(-1)]
+    words = []
+    for p, e in enumerate(flat):
+        n = flat[:p].count(e)
+        if 0 <= e - expert_base < n_local and n % chunk == 0:
+            words.append(plan_word(p, n // chunk, e))
+    return len(words), words
+
+
+def test_plan_bound_is_the_most_runs_a_batch_can_make():
+    """kernel.plan_bound (the run list's grid, seventh round): never below the runs of any routing, reached by
+    one (brute force over every split of the pairs among the experts, small shapes), and the figures of the
+    benchmark's batch-32 points: 60 runs of 8 for 32 local experts (local, ep8), 144 for 128 (ep2tp4)."""
+    from mxfp4_moe.kernel import plan_bound
+
+    def splits(total, parts, cap):  # non-increasing token counts of at most ``parts`` experts, cap each
+        if total == 0:
+            yield []
+            return
+        if parts == 0:
+            return
+        for c in range(min(total, cap), 0, -1):
+            for rest in splits(total - c, parts - 1, c):
+                yield [c] + rest
+
+    # a routing of T tokens (distinct experts per token) exists for any counts c_e <= T summing to the pairs
+    for tokens in range(1, 7):
+        for topk in (1, 2, 3):
+            for n_local in (1, 2, 4, 7):
+                for chunk in (1, 2, 4):
+                    bound = plan_bound(tokens * topk, n_local, tokens, chunk)
+                    most = 0
+                    for local_pairs in range(1, min(tokens * topk, n_local * tokens) + 1):
+                        most = max([most] + [sum(-(-c // chunk) for c in cs)
+                                             for cs in splits(local_pairs, n_local, tokens)])
+                    assert most <= bound, (tokens, topk, n_local, chunk)
+                    if topk <= n_local:  # every pair can be local: the bound is reached
+                        assert most == bound, (tokens, topk, n_local, chunk)
+    assert plan_bound(256, 32, 32, 8) == 60 and plan_bound(256, 128, 32, 8) == 144
+    assert plan_bound(72, 32, 9, 8) == 32 + 40 // 8
+
+
+_PLAN_SCRIPT = r"""
+import json, sys
+import torch
+from mxfp4_moe import kernel as K
+from mxfp4_moe.reference import ExpertWeights
+out = []
+g = torch.Generator().manual_seed(5)
+for tokens, topk, experts, base, n_local, chunk in [(9, 8, 32, 0, 32, 8), (32, 8, 256, 128, 128, 8),
+                                                     (32, 8, 256, 32, 32, 8), (17, 4, 12, 6, 6, 16),
+                                                     (32, 1, 12, 6, 6, 8), (32, 8, 8, 0, 8, 8)]:
+    ids = torch.stack([torch.randperm(experts, generator=g)[:topk] for _ in range(tokens)]).to(torch.int64)
+    class Ex:  # the two fields plan_runs reads
+        expert_base, num_local = base, n_local
+    plan = K.plan_runs(ids, Ex, chunk)
+    n = int(plan[0])
+    out.append({"ids": ids.tolist(), "base": base, "n_local": n_local, "chunk": chunk, "n": n,
+                "words": plan[1:1 + n].tolist()})
+print(json.dumps(out))
+"""
+
+
+def test_plan_runs_kernel_under_the_interpreter():
+    """kernel._plan_runs_kernel (one program) under Triton's interpreter against the list in Python: the run
+    count and every owner's word in slot order, batches 9-32, top-1/4/8, EP shares, all experts local, runs of
+    8 and 16, every token on the same 8 experts (4 runs each)."""
+    import json
+
+    import torch
+    from _helpers import has_module, run_interpreted
+    if not has_module("triton"):
+        pytest.skip("triton is not installed")
+    import triton
+    if tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7):
+        # Triton 3.6's interpreter hands the kernel's unspecialized int T to range() as a one-element array
+        # ("only 0-dimensional arrays can be converted to Python scalars", the H200's suite, seventh round);
+        # the compiled kernel is the GPU tests' (test_gluon_run_list checks the list against the routing)
+        pytest.skip(f"the planning kernel's loop does not run under Triton {triton.__version__}'s interpreter")
+    res = run_interpreted(_PLAN_SCRIPT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    cases = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(cases) == 6
+    for c in cases:
+        n, words = _plan_reference(torch.tensor(c["ids"]), c["base"], c["n_local"], c["chunk"])
+        assert (c["n"], c["words"]) == (n, words), c
+    assert cases[-1]["n"] == 32  # 8 experts, 32 tokens each: 4 runs of 8

@@ -383,3 +383,62 @@ def test_stream_k_muse_shapes():
     for tokens, kind in [(1, "random"), (4, "random"), (32, "random")]:
         res = check_case(ex_dev, ex_k, tokens, kind, v.experts, v.top_k, 12000 + tokens, "cuda", "mma", cfg)
         assert_ok(res, f"muse stream-K batch {tokens}")
+
+
+@pytest.mark.parametrize("cfg", [{}, {"split_down": 2}, {"split_gate_up": 2}, {"compact_m": 16},
+                                 {"maxnreg": None}, {"pdl": False}, {"plan_split_per_sm": 20},
+                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1}])
+def test_gluon_run_list(cfg):
+    """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
+    ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
+    pairs on other cards, all tokens to the same experts (4 runs of 8 each), top-1, three calls in a row (the
+    counters go back to 0), the gate/up and down K splits (fix-up, atomics), runs of 16 (no list at 16 tokens
+    or fewer: no compaction), no cap, PDL off, the down split sized on the device (``plan_split_per_sm``: 1 no
+    split, 20 and 64 splits of 2 for these few runs, the parts added into zeroed rows); the TP partials
+    (every row of other cards' pairs zero: the gate/up kernel zeroes out), with and without the down atomics;
+    the list itself against the routing, and the grids."""
+    from mxfp4_moe import kernel as K
+    from mxfp4_moe import ranked_kernel as RK
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(33), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, bk1), (bn2, bk2) = ex_t.tiles
+    cfg = {"maxnreg": 96, "plan_runs": True, **cfg}
+    chunk = cfg.get("compact_m", 8)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for rep in range(3):
+        for tokens in (9, 16, 17, 25, 32):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 33000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"run list {cfg} batch {tokens} call {rep}")
+            if tokens <= chunk:
+                assert not K.LAST_LAUNCH["plan"]
+                continue
+            assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["launches"] == 4
+            runs = K.plan_bound(tokens * 4, 6, tokens, chunk)
+            gu, dn = K.LAST_LAUNCH["grids"]["gate_up"], K.LAST_LAUNCH["grids"]["down"]
+            assert gu == (runs * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],), gu
+            if cfg.get("plan_split_per_sm") and "split_down" not in cfg:
+                mx = RK.max_split(1024 // bk2, 2)
+                want = RK.grid_size(runs, 1024 // bn2, mx, cfg["plan_split_per_sm"] * sms)
+                assert dn == (want,) and K.LAST_LAUNCH["down_split"] == f"device, up to {mx}", (dn, want)
+            else:
+                assert dn == (runs * (1024 // bn2) * K.LAST_LAUNCH["splits"][1],), dn
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 33500, "cuda", "gluon", cfg), "one expert")
+    torch.cuda.synchronize()  # four experts of 32 tokens each (one-expert: every token on the same top-k)
+    assert int(K._PLANS[("cuda", torch.cuda.current_device())][0]) == 4 * (32 // chunk)
+    assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 33600, "cuda", "gluon", cfg), "top-1")
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 32, 12, 4, 2, 33700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"run list partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+    # the list of a routing, against the routing
+    g = torch.Generator().manual_seed(33800)
+    ids = torch.stack([torch.randperm(12, generator=g)[:4] for _ in range(32)]).to("cuda")
+    plan = K.plan_runs(ids, ex_t, chunk)
+    flat = ids.reshape(-1).tolist()
+    want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
+            if 6 <= e < 12 and flat[:p].count(e) % chunk == 0]
+    torch.cuda.synchronize()
+    assert int(plan[0]) == len(want) and plan[1:1 + len(want)].tolist() == want

@@ -148,3 +148,30 @@ def test_ranked_muse_shapes(cfg):
                             {**RANKED, **cfg})
         assert_ok(res, f"muse ep2tp4 batch {tokens}")
         assert res["combine_rel"] < 1e-2, res
+
+
+@pytest.mark.parametrize("cfg", [{"ranked_prefetch_down_mb": 64}, {"ranked_prefetch_down_mb": 64, "ranked_stages": 3},
+                                 {"ranked_prefetch_down_mb": 64, "ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_prefetch_down_mb": 0.6}])
+def test_ranked_prefetch_down(cfg):
+    """The gate/up programs' L2 prefetch of the down weights (``ranked_prefetch_down_mb``, seventh round; a hint:
+    the results must not change): batches 1..8 of 4-of-12 routing, all tokens to the same experts, top-1,
+    register loads and the ring, the largest splits (many small shares), and a limit that admits one expert of
+    these (0.6 MB: the prefetch on only where one expert is routed); the TP partials; the compiled limit."""
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(47, size=1024)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg}
+    per_expert = ex_t.w2[0].numel() + ex_t.w2_scale[0].numel()
+    for rep in range(2):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 47000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"prefetch {cfg} batch {tokens} call {rep}")
+            assert LAST_LAUNCH["prefetch_max_own"] == int(cfg["ranked_prefetch_down_mb"] * 1e6 // per_expert)
+            assert LAST_LAUNCH["prefetch_max_own"] > 0
+    for kind, k in (("one-expert", 4), ("top1-one-expert", 1)):
+        assert_ok(check_case(ex, ex_t, 8, kind, 12, k, 47500 + k, "cuda", "gluon", conf), f"prefetch {kind}")
+    res = check_tp_case(ex, 4, 12, 4, 2, 47600, "cuda", "gluon", conf)
+    assert_ok(res, "prefetch tp partials")
