@@ -11,7 +11,7 @@ removed by revert), or a file that is the release's again, where the fix applies
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -125,46 +125,80 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
 
 
-def run_writes(ctx: Context, root: Path) -> Callable[[str], bool]:
-    """Whether a run of this profile could have written a path (relative to ``root``), for a journal found
-    there (:func:`fixpack.state.load_journal`): a file a fix of a found target on ``root`` touches (the lock's
-    files, the pack's patches), a file the lock or the manifest has of a component of such a target, a file in
-    its ``.dist-info`` folder, the bytecode of any of those modules (a run removes it when it changes the
-    module), and those targets' manifests. A journal naming anything else is not one this profile's run left.
-    Worked out on the first call only (most runs find no journal)."""
-    known: list[set[str]] = []
+class RunWrites:
+    """What a run of this profile could have written on ``root`` (a journal found there is checked against it,
+    :func:`fixpack.state.load_journal`): called with a path (relative to ``root``), whether such a run could have
+    written it; :meth:`creates`, whether it could have created it (a journal entry that says the file did not
+    exist before the run, so that a rollback removes it). Worked out on the first call only (most runs find no
+    journal)."""
 
-    def writes(path: str) -> bool:
-        if not known:
-            known.extend(_run_files(ctx, root))
-        files, dists = known
-        if path in files:
-            return True
-        top = path.split("/", 1)[0]
-        if "/" in path and top.endswith(".dist-info") and (top in dists or "*" in dists):
-            return True
-        folder, _, name = path.rpartition("/")
-        if folder.rpartition("/")[2] == "__pycache__" and name.endswith(".pyc"):
-            module = folder.rpartition("/")[0]
-            return f"{module}/{name.split('.', 1)[0]}.py".lstrip("/") in files
-        return False
-    return writes
+    def __init__(self, ctx: Context, root: Path) -> None:
+        self._ctx, self._root = ctx, root
+        self._known: list[set[str]] = []
+
+    def _sets(self) -> list[set[str]]:
+        if not self._known:
+            self._known.extend(_run_files(self._ctx, self._root))
+        return self._known
+
+    def __call__(self, path: str) -> bool:
+        """A file a fix of a found target on ``root`` touches (the lock's files, the pack's patches), a file the
+        lock or the manifest has of a component of such a target (not one another installer put there), a file
+        in its ``.dist-info`` folder, the bytecode of any of those modules (a run removes it when it changes the
+        module), and those targets' manifests."""
+        files, dists, _new, _comp = self._sets()
+        return path in files or _in_dist(path, dists) or _bytecode_of(path, files)
+
+    def creates(self, path: str) -> bool:
+        """A file such a run may find missing and write: one a fix adds or deletes (its revert puts it back), or a
+        rename's either side (the lock's entries with no pre- or post-image, the patches' added and deleted
+        files), a component's file, its ``.dist-info`` files and their bytecode, a manifest. Never a file the
+        release has that no fix adds or removes: a journal saying that one did not exist would have its rollback
+        delete a file of the release."""
+        files, dists, new, comp = self._sets()
+        return path in new or path in comp or _in_dist(path, dists) or _bytecode_of(path, comp)
 
 
-def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
-    """The files and ``.dist-info`` folders (``*``: a lock or manifest from before they were named) that
-    :func:`run_writes` allows."""
+def run_writes(ctx: Context, root: Path) -> RunWrites:
+    """:class:`RunWrites` of ``ctx``'s run on ``root``."""
+    return RunWrites(ctx, root)
+
+
+def _in_dist(path: str, dists: set[str]) -> bool:
+    top = path.split("/", 1)[0]
+    return "/" in path and top.endswith(".dist-info") and (top in dists or "*" in dists)
+
+
+def _bytecode_of(path: str, files: set[str]) -> bool:
+    folder, _, name = path.rpartition("/")
+    if folder.rpartition("/")[2] == "__pycache__" and name.endswith(".pyc"):
+        module = folder.rpartition("/")[0]
+        return f"{module}/{name.split('.', 1)[0]}.py".lstrip("/") in files
+    return False
+
+
+def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str], set[str], set[str]]:
+    """The files, the ``.dist-info`` folders (``*``: a lock or manifest from before they were named), the files a
+    run may create besides components' (manifests, fixes' added, deleted and renamed files) and the components'
+    files that :class:`RunWrites` allows. A component another installer put there (its ``.dist-info`` on
+    ``root`` has an ``INSTALLER`` other than fixpack's: pip's) is not the run's: apply refuses to install over
+    it, so a journal naming its files was not left by a run."""
     names = {ft.spec.name for ft in ctx.found.values() if ft.root == root}
     if ctx.skipped is not None:  # a killed run that named more targets on this root wrote theirs too
         names |= {n for n, ft in ctx.skipped().items() if _same_folder(ft.root, root)}
     files = {p for name in names for p in ctx.lock.release_files(name)}
     files |= {p for fix in ctx.pack.fixes.values() if fix.target in names for p in fix.touched_paths()}
-    files |= {manifest_path(root, n).relative_to(root).as_posix() for n in names}
-    dists = set()
-    for comp in ctx.profile.components:
-        locked = ctx.lock.component(comp.id) if comp.target in names else None
-        if locked is not None:
-            files |= {p for p, _h in locked.files}
+    new = {manifest_path(root, n).relative_to(root).as_posix() for n in names}
+    new |= {f.path for lf in ctx.lock.fixes if lf.target in names for f in lf.files if f.pre is None or f.post is None}
+    new |= {p for fix in ctx.pack.fixes.values() if fix.target in names
+            for fp in fix.file_patches() if fp.kind != "modify" for p in fp.paths()}
+    files |= new
+    comp: set[str] = set()
+    dists: set[str] = set()
+    for c in ctx.profile.components:
+        locked = ctx.lock.component(c.id) if c.target in names else None
+        if locked is not None and not _foreign(root, locked.dist_info):
+            comp |= {p for p, _h in locked.files}
             dists.add(locked.dist_info or "*")
     for name in names:
         try:
@@ -172,9 +206,28 @@ def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str]]:
         except FixpackError:  # said where the manifest is read
             manifest = None
         for mc in manifest.components if manifest is not None else ():
-            files |= set(mc.files)
-            dists.add(mc.dist_info or "*")
-    return files, dists
+            if not _foreign(root, mc.dist_info):
+                comp |= set(mc.files)
+                dists.add(mc.dist_info or "*")
+    return files | comp, dists, new, comp
+
+
+def _foreign(root: Path, dist_info: str) -> bool:
+    """Whether another installer put the distribution of ``dist_info`` (``name-version.dist-info``) on ``root``:
+    a ``name-*.dist-info/INSTALLER`` there (any version) that is not fixpack's."""
+    from .wheels import INSTALLER_NAME
+
+    name = dist_info.removesuffix(".dist-info").rpartition("-")[0] if dist_info else ""
+    if not name:
+        return False
+    for folder in root.glob(f"{name}-*.dist-info"):
+        installer = folder / "INSTALLER"
+        try:
+            if not folder.is_symlink() and installer.is_file() and installer.read_bytes() != INSTALLER_NAME:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def _same_folder(a: Path, b: Path) -> bool:
@@ -274,5 +327,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "run_writes",
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "RunWrites", "run_writes",
            "stale_entry"]

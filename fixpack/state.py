@@ -26,9 +26,8 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
@@ -132,7 +131,12 @@ def backups_dir(root: Path) -> Path:
     return state_dir(root) / BACKUPS
 
 
-Writes = Callable[[str], bool]  # whether the run that may have left a journal could have written a path
+class Writes(Protocol):
+    """What the run that may have left a journal could have written (:class:`fixpack.advice.RunWrites`)."""
+
+    def __call__(self, path: str) -> bool: ...  # whether it could have written ``path``
+
+    def creates(self, path: str) -> bool: ...  # whether it could have created ``path`` (absent before the run)
 
 
 def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
@@ -245,6 +249,9 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
     if writes is not None and not writes(e["path"]):
         raise bad(f"{e['path']} is no file this profile writes on the target (a fix's, a component's or the "
                   f"manifest): not a journal this profile's run left")
+    if writes is not None and e.get("existed") is False and not writes.creates(e["path"]):
+        raise bad(f"it says {e['path']} did not exist before the run, but no run of this profile creates it (the "
+                  f"release has it and no fix adds or removes it): a rollback would delete it")
     mode, owner, sha = e.get("mode"), e.get("owner"), e.get("sha256")
     if not isinstance(e["existed"], bool) or not is_int(e["backup"]) or e["backup"] != i:
         raise bad("'existed' must be true or false and 'backup' the entry's own index")

@@ -102,3 +102,24 @@ def test_a_damaged_journal_s_steps_leave_a_pip_installed_copy_alone(builder, plu
     said = _cli("status", *args)
     assert said.returncode == 3 and "In this order: 1. " in said.stderr, said.stderr
     assert "tiny_plug" not in said.stderr and "components" not in said.stderr, said.stderr
+
+
+@pytest.mark.parametrize("command", ["apply", "status", "revert"])
+def test_a_planted_journal_never_removes_a_pip_installed_component_s_file(builder, plugin_wheel, command):  # noqa: F811
+    """The component's package installed by pip (its INSTALLER says so), and a journal saying its
+    ``__init__.py`` did not exist before a run: the rollback deleted pip's file and revert said "nothing to do",
+    exit 0. apply refuses to install over such a copy, so no run of this profile wrote that file: damaged
+    state, exit 3, every byte kept."""
+    args, site = _site(builder, plugin_wheel)
+    (site / "tiny_plug").mkdir()
+    (site / "tiny_plug/__init__.py").write_text("def register():\n    return 'tiny'\n")
+    (site / "tiny_plug-0.3.0.dist-info").mkdir()
+    (site / "tiny_plug-0.3.0.dist-info/INSTALLER").write_text("pip\n")
+    (site / ".fixpack/journal").mkdir(parents=True)
+    (site / ".fixpack/journal.json").write_text(
+        '{"dirs": [], "entries": [{"backup": 0, "existed": false, "mode": null, "owner": null, '
+        '"path": "tiny_plug/__init__.py", "sha256": null}]}')
+    before = snapshot(site)
+    said = _cli(command, *args)
+    assert said.returncode == 3 and "is damaged" in said.stderr, said.stderr
+    assert "tiny_plug/__init__.py" in said.stderr and snapshot(site) == before

@@ -95,6 +95,7 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     "group-writable mode": ({"path": MOD, "existed": True, "mode": 0o666}, None, ()),
     "another owner": ({"path": MOD, "existed": True, "mode": 0o644, "owner": [1234, 1234]}, None, ()),
     "a folder it did not make": ({"path": MOD, "existed": True, "mode": 0o644}, None, ["demo_pkg/emptyx"]),
+    "a release file said to be new": ({"path": MOD, "existed": False}, None, ()),  # its rollback deleted MOD
 }
 
 
