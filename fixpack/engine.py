@@ -383,7 +383,7 @@ def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
     changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan).to_json()), 0o644))
     check_writable(ft.root, changes)
-    write_transaction(ft.root, changes)
+    ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes))  # "" or: its backups are left
 
 
 # --- revert -------------------------------------------------------------------------------------
@@ -429,7 +429,7 @@ def revert(req: Request) -> Report:
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
             changes.append(FileChange(mpath, None))
             check_writable(ft.root, changes)
-            write_transaction(ft.root, changes)
+            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes))
             forget_state(ft.root)
     return ctx.report.close()
 

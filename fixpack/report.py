@@ -44,8 +44,8 @@ class TargetReport:
     notes: list[str] = field(default_factory=list)
 
     def note(self, message: str, first: bool = False) -> None:
-        """Add ``message`` once (apply evaluates a target twice: before and under its lock)."""
-        if message not in self.notes:
+        """Add ``message`` once (apply evaluates a target twice: before and under its lock); "" adds nothing."""
+        if message and message not in self.notes:
             self.notes.insert(0, message) if first else self.notes.append(message)
 
     @property

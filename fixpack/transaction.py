@@ -101,9 +101,10 @@ def _advice(exc: OSError) -> str:
     return _ADVICE.get(exc.errno or 0, "remove the cause")
 
 
-def write_transaction(root: Path, changes: list[FileChange]) -> None:
+def write_transaction(root: Path, changes: list[FileChange]) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
-    and a failed write is rolled back before this returns (EnvironmentProblem, exit 5).
+    and a failed write is rolled back before this returns (EnvironmentProblem, exit 5). Returns "" or, when this
+    run's backups could not be removed once it was complete, a note saying so (the next run removes them).
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
@@ -115,7 +116,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
     try:
-        _journalled(root, changes, folder, phase)
+        return _journalled(root, changes, folder, phase)
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
         if phase[0] == "prepare":
             _abandon(root)
@@ -128,7 +129,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> None:
                                  f"target holds this run's result (fixpack status shows it)") from None
 
 
-def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str]) -> None:
+def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str]) -> str:
     """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
     where = folder
@@ -171,28 +172,36 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
-    _drop_backups(folder / BACKUPS)
+    return _drop_backups(folder / BACKUPS)
 
 
-def _drop_backups(backups: Path) -> None:
+def _drop_backups(backups: Path) -> str:
     """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
     shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
     (a folder planted there, a failing disk) is left for the next run
     (:func:`fixpack.state.discard_leftovers`). The folder is opened without following a link, and its
     entries are removed through that descriptor: a link put in its place is never followed (as
-    ``shutil.rmtree`` refuses one)."""
+    ``shutil.rmtree`` refuses one). Returns "" or a note naming what was left and why."""
     try:
         fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return _left(backups, exc)
     try:
         for name in os.listdir(fd):
             os.unlink(name, dir_fd=fd)  # never follows a link; a folder raises and is left
         os.rmdir(backups)
-    except OSError:
-        pass
+    except OSError as exc:
+        return _left(backups, exc)
     finally:
         os.close(fd)
+    return ""
+
+
+def _left(backups: Path, exc: OSError) -> str:
+    return (f"this run is complete, but its backups in {backups} could not be removed ({exc.strerror or exc}, "
+            f"{errno.errorcode.get(exc.errno or 0, '?')}): the next run removes them (or rm -rf {backups})")
 
 
 def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:

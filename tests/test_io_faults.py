@@ -254,3 +254,38 @@ def test_ctrl_c_in_a_fetch_speaks_of_the_cache_not_a_target(setup, monkeypatch):
     assert res.exit_code == 5, res.output
     assert "interrupted (Ctrl-C, SIGINT); the release cache keeps no half copy" in res.output
     assert "target" not in res.output and "fixpack status" not in res.output
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_backups_that_cannot_be_removed_at_the_end_are_said_and_removed_by_the_next_run(setup, monkeypatch,
+                                                                                        command):
+    """A run whose backups will not go once it is complete (EIO removing them) succeeded silently, leaving
+    ``.fixpack/journal/``: a full revert then left ``.fixpack`` with exit 0 and no word. The run's outcome
+    stands (exit 0: every file is written and the journal is gone), and the target's message says what was
+    left and that the next run removes it; the next run does, and a revert is then byte for byte the release."""
+    b, target = setup
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc").unlink()  # stale bytecode: an apply drops it for good
+    clean = _all(target)
+    if command == "revert":
+        assert engine.apply(b.request(target)).ok
+    real = os.unlink
+
+    def failing(path, *, dir_fd=None):  # only the backups are removed through a folder descriptor
+        if dir_fd is not None:
+            raise OSError(errno.EIO, "Input/output error")
+        return real(path)
+    monkeypatch.setattr(os, "unlink", failing)
+    report = getattr(engine, command)(b.request(target))
+    monkeypatch.setattr(os, "unlink", real)
+    assert report.ok and report.exit_code == 0
+    said = report.targets[0].message
+    assert "backups in" in said and "could not be removed" in said and "EIO" in said and "next run" in said, said
+    assert (target / ".fixpack/journal").is_dir() and not (target / ".fixpack/journal.json").exists()
+    again = engine.status(b.request(target))
+    assert again.ok
+    if command == "apply":
+        assert engine.apply(b.request(target)).ok and not (target / ".fixpack/journal").exists()
+        assert engine.revert(b.request(target)).ok
+    else:
+        assert engine.revert(b.request(target)).ok  # nothing to revert: it clears what was left
+    assert _all(target) == clean
