@@ -138,8 +138,8 @@ class BusyError(EnvironmentProblem):
 
 
 _AFTER_INTERRUPT = {
-    "apply": "a write in progress was rolled back, so the target holds what it held before this run "
-             "(fixpack status shows it). Run again",
+    "apply": "no write was under way (one under way rolls itself back and says so), so each target holds what it "
+             "held before this run, or this run's completed writes (fixpack status shows which). Run again",
     "status": "status writes nothing. Run again",
     "fetch": "the release cache keeps no half copy (a download lands in a .part file, an unpack in a .unpack-* "
              "folder, and the next fetch starts them over). Run again",

@@ -68,7 +68,8 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
-        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else None, "fix the syntax")
+        end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
+        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else end, "fix the syntax")
         return None
 
 

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import FixpackError, PackError, Problem, StaleLockError
+from .errors import EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
@@ -192,6 +192,8 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
     try:
         if fresh is not None:
             _check_fresh(pack, profile, fresh)
+    except EnvironmentProblem:  # the cache or the network, not the pack: exit 5, as fetch says it
+        raise
     except FixpackError as exc:
         found.append(Finding(where, None, str(exc)))
     return found

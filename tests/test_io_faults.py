@@ -289,3 +289,20 @@ def test_backups_that_cannot_be_removed_at_the_end_are_said_and_removed_by_the_n
     else:
         assert engine.revert(b.request(target)).ok  # nothing to revert: it clears what was left
     assert _all(target) == clean
+
+
+def test_ctrl_c_outside_a_write_in_apply_does_not_claim_a_rollback(setup, monkeypatch, capsys):
+    """Ctrl-C while apply waits for the lock or plans (no write under way) said "a write in progress was rolled
+    back": nothing was. The line says no write was under way and what the target may hold."""
+    from fixpack import cli_fast
+
+    builder, target = setup
+
+    def sigint(req):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "apply", sigint)
+    code = cli_fast.run("apply", ["--profile", "p1", "--pack", str(builder.pack), "--root", f"demo={target}"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 5 and "interrupted (Ctrl-C, SIGINT)" in err and "no write was under way" in err, err
+    assert "was rolled back" not in err

@@ -78,9 +78,14 @@ def test_conflicting_selection(pack):
 def test_malformed_toml_has_line(pack):
     toml = pack.pack / "fixes/a/fix.toml"
     toml.write_text(toml.read_text() + "broken = [\n")
+    end = len(toml.read_text().splitlines())  # tomllib says "at end of document", with no line: the last one
     with pytest.raises(PackError) as exc:
         load_pack(pack.pack)
-    assert any(str(toml) in p and "malformed TOML" in p for p in problems(exc))
+    assert any(f"{toml}:{end}:" in p and "malformed TOML" in p for p in problems(exc)), problems(exc)
+    toml.write_text(toml.read_text().replace("broken = [\n", "x = = 1\ny = 2\n"))
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any(f"{toml}:{end}:" in p and "malformed TOML" in p for p in problems(exc)), problems(exc)
 
 
 def test_bad_patches_reported_with_file_and_line(pack):

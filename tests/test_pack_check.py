@@ -284,3 +284,11 @@ def test_a_component_entry_without_dist_info_is_named_at_its_lock_line_with_the_
                                  f"\"dist_info\" (the name of its .dist-info folder; a lock made before fixpack "
                                  f"recorded it) (regenerate it from clean release copies: {program()} lock --profile "
                                  f"p1 --pack {pack} (it fetches them; --root NAME=PATH gives one))"]
+
+
+def test_check_fresh_whose_release_cache_cannot_be_made_is_exit_5_not_a_finding():
+    """``check --fresh`` with a cache that cannot be made reported it as a finding of every profile, exit 2 (bad
+    pack), where fetch says exit 5 for the same cache: it is the environment's problem, said once, exit 5."""
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--fresh", "--cache", "/dev/null", "--pack",
+                        str(REPO)], capture_output=True, text=True, cwd=REPO)  # its targets come from PyPI
+    assert r.returncode == 5 and "cannot make the release cache" in r.stderr and "finding" not in r.stderr, r
