@@ -25,6 +25,7 @@ from .cli_plain import (
     exit_code,
     failure_text,
     output_lost,
+    refuse_closed_stdout,
     split_roots,
     steady_streams,
 )
@@ -200,6 +201,12 @@ def _argv_profile(argv: list[str]) -> str:
 
 
 DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver
+HELP_OPTIONS = ("-h", "--help")
+
+
+def asks_help(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for help (before a ``--``): click prints it itself, not through ``deliver``."""
+    return any(a in HELP_OPTIONS for a in (argv[:argv.index("--")] if "--" in argv else argv))
 
 
 class JsonUsageErrors:
@@ -215,10 +222,12 @@ class JsonUsageErrors:
         keeps the command's own exit code, a stderr that is closed or goes away is no failure, and stdout
         that cannot be written (ENOSPC) is exit 5 once the command has gone on to its end. The commands that
         print through :func:`fixpack.cli_plain.deliver` (their outcome decided before their output) keep
-        their stdout as it is."""
+        their stdout as it is, unless asked for help (click prints it). A closed stdout is refused first (exit 5,
+        :func:`fixpack.cli_plain.refuse_closed_stdout`)."""
+        refuse_closed_stdout()
         argv = list(sys.argv[1:] if args is None else args)
         code: Any = None
-        with steady_streams(stdout=self.command_name(argv) not in DELIVERED) as out:
+        with steady_streams(stdout=self.command_name(argv) not in DELIVERED or asks_help(argv)) as out:
             try:
                 return self._run_main(argv, prog_name, complete_var, standalone_mode, **extra)
             except SystemExit as exc:

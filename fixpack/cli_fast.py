@@ -23,6 +23,7 @@ from .cli_plain import (
     error_document,
     exit_code,
     failure_text,
+    refuse_closed_stdout,
     render_plain,
     split_roots,
     write_line,
@@ -173,7 +174,9 @@ def _say(what: Any, code: int) -> int:
 
 def main(argv: list[str] | None = None, defaults: dict[str, Any] | None = None, command: str | None = None) -> None:
     """``fixpack COMMAND ...`` (``command`` None: the first argument names it) or, with ``command``, that
-    command's arguments: exits with its code when it ran here; returns (having done nothing) otherwise."""
+    command's arguments: exits with its code when it ran here; returns (having done nothing) otherwise. A
+    closed stdout is refused first (exit 5, :func:`fixpack.cli_plain.refuse_closed_stdout`)."""
+    refuse_closed_stdout()
     args = list(sys.argv[1:] if argv is None else argv)
     if command is None:
         command, args = (args[0], args[1:]) if args else ("", [])

@@ -115,6 +115,24 @@ def write_line(text: str, err: bool = False) -> None:
     stream.flush()
 
 
+def refuse_closed_stdout() -> None:
+    """Refuse to run with stdout closed (``>&-``: fd 1 was not open at start, so Python has no
+    ``sys.stdout``): exit 5 with one line on stderr, before anything is done. Run first thing by every entry
+    (:func:`fixpack.cli_fast.main`, :meth:`fixpack.cli_common.JsonUsageErrors.main`): a file opened later could
+    be given fd 1, and what a command or a child process prints would be written into it. A closed stderr as
+    well: the exit code alone says it."""
+    if sys.stdout is not None:
+        return
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write("fixpack: error: stdout is closed (`>&-`): nothing was done; give it a file, a pipe or "
+                             "/dev/null (`>/dev/null`) and run again\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(EXIT_ENVIRONMENT)
+
+
 def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> int:
     """Run ``write`` (printing a command's result, whose outcome ``code`` is decided and written); the exit
     code to end with. A reader that went away (``| head``, EPIPE) keeps ``code``: it chose not to read. Any

@@ -310,7 +310,8 @@ def _recover_interrupted(ctx: Context) -> None:
         if leftover_journal(ft.root):
             restored = recover(ft.root, run_writes(ctx, ft.root))
             if restored:
-                ctx.report.target(ft.spec.name).note(f"rolled back an interrupted run ({len(restored)} files "
+                n = len(restored)
+                ctx.report.target(ft.spec.name).note(f"rolled back an interrupted run ({n} file{'' if n == 1 else 's'} "
                                                      f"restored)")
 
 

@@ -198,3 +198,22 @@ def test_port_install_script_runs_on_the_image_dependencies(lean_python, release
     assert "lacks the fix pack's dependencies" not in res.stderr, res.stderr
     assert "step 1/5" in res.stdout and "vllm 0.30.0" in res.stdout, res.stdout + res.stderr
     assert res.returncode == 15 and "is not in the profile's state" in res.stderr, res.stdout + res.stderr
+
+
+def test_lean_entry_refuses_a_closed_stdout(lean_python, release_vllm, tmp_path):
+    """The image's entry in the lean venv with stdout closed (`>&-`) wrote the image, then died on a None
+    sys.stdout with exit 1 (exit 0 and the report lost with --json): it refuses first, exit 5, one line on
+    stderr, the release copy byte-identical; a closed stderr as well is exit 5 too."""
+    import shlex
+
+    copy = tmp_path / "vllm-release"
+    shutil.copytree(release_vllm / "vllm", copy / "vllm")
+    clean = snapshot(copy)
+    sel = ["--profile", PROFILE, "--root", f"vllm={copy}", "--target", "vllm"]
+    for extra, tail in (([], ">&-"), (["--json"], ">&-"), ([], ">&- 2>&-")):
+        cmd = shlex.join([str(lean_python), str(REPO / "fixes" / "apply_all.py"), *sel, *extra])
+        res = subprocess.run(["bash", "-c", f"{cmd} {tail}"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                             env=clean_env(), timeout=120)
+        assert res.returncode == 5 and "Traceback" not in res.stderr, res.stderr
+        assert res.stderr == "" if "2>&-" in tail else "stdout is closed" in res.stderr, res.stderr
+        assert snapshot(copy) == clean

@@ -190,3 +190,134 @@ def test_tools_rebase_whose_reader_left_keeps_its_exit_code(tmp_path):
     finally:
         os.close(w)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+
+
+def _fixpack(args):
+    return [sys.executable, "-m", "fixpack.cli", *args]
+
+
+# every command's help: the group's own, the report commands (printed through deliver otherwise), the maintainer's,
+# and the image's entry script
+HELPS = [[], ["apply"], ["status"], ["revert"], ["sbom"], ["verify"], ["lock"], ["check"], ["rebase"], ["-h", "apply"]]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full here")
+@pytest.mark.parametrize("args", [_fixpack([*a, "--help"]) for a in HELPS]
+                         + [[sys.executable, str(REPO / "apply_all.py"), "--help"]],
+                         ids=[" ".join(a) or "group" for a in HELPS] + ["apply_all.py"])
+def test_help_on_a_lost_stdout(args, tmp_path):
+    """`fixpack apply --help >/dev/full` was click's ENOSPC traceback and exit 1 (apply, status, revert, sbom and
+    verify keep their stdout for deliver): every --help now is as `fixpack --help`: a full device is exit 5 with
+    one line naming stdout and the errno, a reader that left is exit 0, silently."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": ""}
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert p.returncode == 5, p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    line = [ln for ln in p.stderr.splitlines() if "to stdout" in ln]
+    assert len(line) == 1 and "ENOSPC" in line[0] and "(exit 0)" in line[0], p.stderr
+    w = _closed_pipe()
+    try:
+        p = subprocess.run(args, stdout=w, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+def _closed_stdout(cmd, cwd, stderr_closed=False):
+    """``cmd`` with fd 1 closed (``>&-``: Python starts with no sys.stdout), and fd 2 too when ``stderr_closed``."""
+    import shlex
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": ""}
+    tail = ">&- 2>&-" if stderr_closed else ">&-"
+    return subprocess.run(["bash", "-c", f"{shlex.join(cmd)} {tail}"], stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=cwd, timeout=120)
+
+
+def _tree(root):
+    """The image's bytes and modes, and every path under it (an empty folder made by a run shows too)."""
+    from conftest import snapshot
+
+    return snapshot(root), sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def _refused(p, stderr_closed=False):
+    assert p.returncode == 5, p.stderr
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    if stderr_closed:
+        assert p.stderr == ""
+    else:
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and "stdout is closed" in lines[0] and "/dev/null" in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("extra", MODES)
+@pytest.mark.parametrize("command", ["apply", "status", "revert"])
+def test_a_closed_stdout_is_refused_before_anything(setup, tmp_path, command, extra):
+    """`fixpack apply ... >&-` wrote the image, then died on rich's sys.stdout.isatty() (None) with exit 1; with
+    --json it exited 0 with its report lost. Every mode (no click, JSON, click, rich) now refuses before anything
+    is done: exit 5, one line on stderr; the image byte-identical (for revert: the applied image). With stderr
+    closed as well: exit 5, no traceback."""
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    if command == "revert":
+        assert _run(b, target, ["apply"], subprocess.DEVNULL).returncode == 0
+    before = _tree(target)
+    args = _args(command, extra, tmp_path)
+    cmd = _fixpack([args[0], "-p", "p1", "--pack", str(b.pack), "--root", f"demo={target}", *args[1:]])
+    for stderr_closed in (False, True):
+        _refused(_closed_stdout(cmd, tmp_path, stderr_closed), stderr_closed)
+        assert _tree(target) == before
+        assert not (tmp_path / "rej").exists()
+
+
+@pytest.mark.parametrize("script", ["apply_all.py", "fixes/apply_all.py"])
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--reject", "REJ"]])
+def test_the_image_entry_refuses_a_closed_stdout(setup, tmp_path, script, extra):
+    """The image's entry scripts (no click for a plain command line, click for --reject) refuse too."""
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    before = _tree(target)
+    extra = [str(tmp_path / "rej") if e == "REJ" else e for e in extra]
+    cmd = [sys.executable, str(REPO / script), "-p", "p1", "--pack", str(b.pack), "--root", f"demo={target}", *extra]
+    for stderr_closed in (False, True):
+        _refused(_closed_stdout(cmd, tmp_path, stderr_closed), stderr_closed)
+        assert _tree(target) == before
+
+
+@pytest.mark.parametrize("args", [["lock", "-p", "p1", "--root", "demo=CLEAN"], ["--version"], ["apply", "--help"]])
+def test_a_maintainer_command_and_the_help_refuse_a_closed_stdout(setup, tmp_path, args):
+    """lock (which writes the pack's lock), --version and --help refuse a closed stdout alike: exit 5, nothing written."""
+    b = setup
+    lock = b.pack / "profiles/p1.lock"
+    lock.unlink()
+    pack = _tree(b.pack)
+    args = [a.replace("CLEAN", str(b.base / "clean")) for a in args]
+    p = _closed_stdout(_fixpack([*args, "--pack", str(b.pack)] if args[0] == "lock" else args), tmp_path)
+    _refused(p)
+    assert not lock.exists() and _tree(b.pack) == pack
+
+
+def _killed_apply(b, target, at):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": str(at)}
+    return subprocess.run(_fixpack(["apply", "-p", "p1", "--pack", str(b.pack), "--root", f"demo={target}"]),
+                          capture_output=True, env=env, timeout=60).returncode
+
+
+@pytest.mark.parametrize("one", [False, True])
+def test_a_rolled_back_run_counts_its_files_in_words(setup, monkeypatch, one):
+    """The note of a rolled-back interrupted run said "(1 files restored)". A killed apply of this pack leaves
+    two files to restore (the module and the manifest); ``one``: the rollback restores a single file."""
+    from fixpack import engine
+
+    b = setup
+    target = b.tree("image", {MOD: numbered(20)})
+    assert _killed_apply(b, target, 3) == 137 and (target / ".fixpack/journal.json").exists()
+    if one:
+        real = engine.recover
+        monkeypatch.setattr(engine, "recover", lambda *a, **kw: real(*a, **kw)[:1])
+    r = engine.apply(b.request(target))
+    assert r.ok, r.as_dict()
+    notes = [n for n in r.targets[0].notes if n.startswith("rolled back an interrupted run")]
+    assert notes == ["rolled back an interrupted run (1 file restored)" if one
+                     else "rolled back an interrupted run (2 files restored)"], notes
