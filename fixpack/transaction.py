@@ -276,26 +276,19 @@ def _abandon(root: Path) -> None:
 def _roll_back_interrupted(root: Path) -> None:
     """Ctrl-C (SIGINT) while writing: put every file back from the journal now, then say it was interrupted
     (no errno: an interrupt is no failed write, and "let the run finish" is not what to do after one)."""
+    _roll_back(root, None, root)
+
+
+def _roll_back(root: Path, exc: OSError | None, where: Path) -> None:
+    """A write failed part-way (``exc``; None: Ctrl-C): put every file back from the journal now, then report it."""
+    what = f"{_io_message(exc, where)} while writing" if exc else f"{root}: interrupted (Ctrl-C, SIGINT) while writing"
     try:
         recover(root)
     except (OSError, FixpackError) as again:
         raise EnvironmentProblem(
-            f"{root}: interrupted (Ctrl-C, SIGINT) while writing; rolling back failed ({again}). The journal "
-            f"{journal_path(root)} is left: run fixpack again (apply or revert): it rolls the target back to its "
-            f"bytes before this run first") from None
-    raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while writing; the run was rolled back: the "
-                             f"target holds its bytes from before the run (fixpack status shows it). "
-                             f"Run again") from None
-
-
-def _roll_back(root: Path, exc: OSError, where: Path) -> None:
-    """A write failed part-way: put every file back from the journal now, then report the failure."""
-    try:
-        recover(root)
-    except (OSError, FixpackError) as again:
-        raise EnvironmentProblem(
-            f"{_io_message(exc, where)} while writing; rolling back failed too ({again}). The journal "
-            f"{journal_path(root)} is left: {_advice(exc)}, then run fixpack again (apply or revert): it rolls "
-            f"the target back to its bytes before this run first") from exc
-    raise EnvironmentProblem(f"{_io_message(exc, where)} while writing; the run was rolled back: the target holds "
-                             f"its bytes from before the run. {_advice(exc).capitalize()} and run again") from exc
+            f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal {journal_path(root)} is "
+            f"left: {_advice(exc) + ', then ' if exc else ''}run fixpack again (apply or revert): it rolls the "
+            f"target back to its bytes before this run first") from exc
+    after = f". {_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
+    raise EnvironmentProblem(f"{what}; the run was rolled back: the target holds its bytes from before the "
+                             f"run{after}") from exc
