@@ -41,9 +41,9 @@ from .errors import BadInputError, MismatchError
 from .model import Fix
 from .outputs import check_file, refuse_inside, write_failed
 from .records import Manifest, Recorded
-from .run import Context, Request, find_target, prepare
+from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
-from .state import leftover_journal, read_manifest
+from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
 from .targets import FoundTarget, normalize_commit
@@ -101,6 +101,8 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
                 raise MismatchError(f"an interrupted run left a journal in {ft.root / '.fixpack'}: the image is "
                                     f"between two states; run apply (or revert) first")
             manifest = read_manifest(ft.root, spec.name)
+            if manifest is not None:  # a file added by hand to a fix's entry is damaged state here too (exit 3)
+                check_fix_files(ctx, manifest, manifest_path(ft.root, spec.name))
             st = TargetState(ft, manifest)
             if manifest is not None:
                 paths = [p for p, h in manifest.files.items() if h is not None]

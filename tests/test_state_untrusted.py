@@ -374,3 +374,7 @@ def test_a_file_added_by_hand_to_a_fix_entry_of_the_manifest_is_damaged_state(wo
                            f"patch does not touch (added by hand?); remove it or restore the image (nothing was "
                            f"written)"), (name, message)
         assert _everything(target, outside) == before, f"{name} changed files"
+    from fixpack import sbom  # the SBOM listed the file as the fix's
+    with pytest.raises(FixpackError) as exc:
+        sbom.sbom(b.request(target), None)
+    assert exc.value.exit_code == 3 and f"line {line}: fix one's entry names {added}" in str(exc.value)
