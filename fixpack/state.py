@@ -260,8 +260,8 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
     if owner is not None and not (isinstance(owner, list) and len(owner) == 2 and all(is_int(x) and x >= 0
                                                                                         for x in owner)):
         raise bad("'owner' is not [uid, gid]")
-    if not sha_or_none(sha):
-        raise bad("'sha256' is not a sha256")
+    if not sha_or_none(sha) or (e["existed"] and sha is None):
+        raise bad("'sha256' is not a sha256 (a run records one for every file that existed)")
     original, restored = _original(root, e["path"], i, e["existed"], sha, bad)
     _check_mode_owner(root, e["path"], i, mode, tuple(owner) if owner else None, bad)
     return JournalEntry(e["path"], e["existed"], i, mode, tuple(owner) if owner else None, sha, original, restored)
@@ -363,6 +363,11 @@ def _restore(root: Path, e: JournalEntry) -> None:
         remove_file(dest)
     elif not e.restored:
         backup = backups_dir(root) / str(e.index)
+        if _linked_elsewhere(backup, dest):  # its inode is another file's too: copy the bytes, touch no inode
+            atomic_write(dest, e.original or b"", e.mode, e.owner)
+            unlink(backup)
+            drop_pycache_quietly(dest)
+            return
         os.chmod(backup, e.mode if e.mode is not None else 0o644)
         chown_to(backup, e.owner)
         try:
@@ -374,6 +379,20 @@ def _restore(root: Path, e: JournalEntry) -> None:
                 raise
             atomic_write(dest, e.original or b"", e.mode, e.owner)
     drop_pycache_quietly(dest)
+
+
+def _linked_elsewhere(backup: Path, dest: Path) -> bool:
+    """Whether the backup's inode has another name than the backup and ``dest`` (a hard link from outside the
+    state folder, put there by hand, or the original's own link from outside the target): a rollback then writes
+    the bytes to ``dest`` as a new file instead of giving that inode a mode, an owner and a name in the target."""
+    st = os.lstat(backup)
+    if st.st_nlink <= 1:
+        return False
+    try:
+        there = os.lstat(dest)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    return (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) or st.st_nlink > 2
 
 
 def discard_leftovers(root: Path) -> None:

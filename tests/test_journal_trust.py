@@ -4,6 +4,7 @@ recovery steps, run as printed, keep the release's files byte for byte."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -82,7 +83,8 @@ def _outcome(call):
 def _plant(target, entry, backup: bytes | None = None, dirs=()):
     state = target / ".fixpack"
     state.mkdir(exist_ok=True)
-    entry = {"backup": 0, "mode": None, "owner": None, "sha256": None, **entry}
+    sha = hashlib.sha256(backup).hexdigest() if backup is not None and entry.get("existed") else None
+    entry = {"backup": 0, "mode": None, "owner": None, "sha256": sha, **entry}  # a run records the sha256
     (state / "journal.json").write_text(json.dumps({"dirs": list(dirs), "entries": [entry]}))
     if backup is not None:
         (state / "journal").mkdir(exist_ok=True)
@@ -96,6 +98,7 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     "another owner": ({"path": MOD, "existed": True, "mode": 0o644, "owner": [1234, 1234]}, None, ()),
     "a folder it did not make": ({"path": MOD, "existed": True, "mode": 0o644}, None, ["demo_pkg/emptyx"]),
     "a release file said to be new": ({"path": MOD, "existed": False}, None, ()),  # its rollback deleted MOD
+    "no sha256 of a file that existed": ({"path": MOD, "existed": True, "mode": 0o644, "sha256": None}, None, ()),
 }
 
 
@@ -254,3 +257,26 @@ def test_a_killed_run_whose_backups_are_copies_still_rolls_back_a_deleted_execut
         assert back.returncode == 0, (at, back.stderr)
         assert snapshot(target) == clean and {p: os.stat(p).st_mode for p in target.rglob("*")} == modes, at
     assert run.returncode == 0 and not (target / "demo_pkg/tool.py").exists() and killed_at
+
+
+def test_a_backup_hard_linked_from_outside_is_never_given_a_mode_or_a_name_in_the_target(builder, tmp_path):
+    """A planted backup that is a hard link to a file outside the target (``ln outside/secret
+    .fixpack/journal/0``) with a well-formed entry: the rollback chmodded that outside file (0600 -> 0644)
+    and renamed its inode into the target, which then shared it. Now a backup whose inode has a name
+    elsewhere is copied: the target file gets the bytes as a new file, the outside file keeps its mode, its
+    bytes and its one name."""
+    from fixpack import engine
+    target = _pack(builder, tmp_path, "plain copy")
+    assert engine.apply(builder.request(target)).ok
+    secret = tmp_path / "outside/secret"
+    secret.parent.mkdir()
+    secret.write_bytes(b"SECRET\n")
+    secret.chmod(0o600)
+    (target / ".fixpack/journal").mkdir(parents=True)
+    os.link(secret, target / ".fixpack/journal/0")
+    entry = {"path": MOD, "existed": True, "mode": 0o644, "sha256": hashlib.sha256(b"SECRET\n").hexdigest()}
+    _plant(target, entry)
+    assert _cli(builder, target, "revert").returncode in (0, 3)
+    st = os.stat(secret)
+    assert (st.st_mode & 0o777, st.st_nlink, secret.read_bytes()) == (0o600, 1, b"SECRET\n")
+    assert os.stat(target / MOD).st_ino != st.st_ino
