@@ -123,3 +123,22 @@ def test_a_planted_journal_never_removes_a_pip_installed_component_s_file(builde
     said = _cli(command, *args)
     assert said.returncode == 3 and "is damaged" in said.stderr, said.stderr
     assert "tiny_plug/__init__.py" in said.stderr and snapshot(site) == before
+
+
+def test_a_component_fixpack_installed_whose_manifest_is_gone_names_its_removal(builder, plugin_wheel):  # noqa: F811
+    """A component fixpack installed, its manifest removed by hand: apply said the copy was "installed by pip or
+    another tool?" (its INSTALLER says fixpack) and gave no way out. It now says fixpack installed it and no
+    manifest records it, with the command that removes it; run as printed, apply installs it again and revert
+    gives the site back byte for byte."""
+    args, site = _site(builder, plugin_wheel)
+    before = snapshot(site)
+    assert _cli("apply", *args, "tiny-plug").returncode == 0
+    (site / ".fixpack/demo.manifest.json").unlink()
+    said = _cli("apply", *args, "tiny-plug")
+    message = " ".join(said.stderr.split())
+    assert said.returncode == 3 and "installed by fixpack, but no manifest" in message, said.stderr
+    step = message.split("remove it: ", 1)[1].rsplit(", then apply", 1)[0]
+    assert subprocess.run(["bash", "-c", step]).returncode == 0
+    assert _cli("apply", *args, "tiny-plug").returncode == 0
+    assert _cli("revert", *args).returncode == 0
+    assert snapshot(site) == before
