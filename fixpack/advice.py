@@ -20,7 +20,7 @@ from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context
-from .state import journal_named, manifest_path, read_manifest, restore_first
+from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -123,6 +123,14 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
         return None
     words = "put the files the fixes touch back to the clean release"
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
+
+
+def pending_note(root: Path) -> str:
+    """What status and dry runs say of a state folder a run left: a journal (the next apply rolls it back), or
+    only the backups of a run that was complete but could not remove them (the next run removes them)."""
+    if exists(journal_path(root)) or exists(temp_path(journal_path(root))):
+        return "an interrupted run left a journal; the next apply rolls it back first"
+    return f"a complete run left its backups in {root / '.fixpack' / 'journal'}; the next run removes them"
 
 
 class RunWrites:
@@ -327,5 +335,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "restore_how", "RunWrites", "run_writes",
-           "stale_entry"]
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note", "restore_how",
+           "RunWrites", "run_writes", "stale_entry"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, journal_steps, note_stale, run_writes, stale_entry
+from .advice import add_next_steps, journal_steps, note_stale, pending_note, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .model import Fix, Profile
@@ -368,7 +368,7 @@ def _list_unselected(ctx: Context) -> None:
 def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:
     for t in ctx.report.targets:
         if t.name in plans and plans[t.name].pending_journal:
-            t.note("an interrupted run left a journal; the next apply rolls it back first", first=True)
+            t.note(pending_note(Path(t.root)), first=True)
 
 
 def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
