@@ -19,7 +19,7 @@ from .fsio import FileChange, forget_state
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .report import FixReport, Report
+from .report import ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
@@ -311,7 +311,7 @@ def _recover_interrupted(ctx: Context) -> None:
             restored = recover(ft.root, run_writes(ctx, ft.root))
             if restored:
                 n = len(restored)
-                ctx.report.target(ft.spec.name).note(f"rolled back an interrupted run ({n} file{'' if n == 1 else 's'} "
+                ctx.report.target(ft.spec.name).note(f"{ROLLED_BACK} ({n} file{'' if n == 1 else 's'} "
                                                      f"restored)")
 
 
@@ -483,7 +483,7 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
     if held:
         raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "
                             f"sha256 as in the lock) but no manifest records them: run `apply` with the same fixes "
-                            f"to record them again, then `revert`; nothing was written")
+                            f"to record them again, then `revert`; {ctx.report.nothing_written()}")
 
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------

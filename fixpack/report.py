@@ -29,6 +29,7 @@ from .states import CONFLICT_STATES, MISMATCH_STATES, Action, State, TargetStatu
 from .structs import dataclass, field
 
 SCHEMA = 1
+ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
 
 
 @dataclass
@@ -123,12 +124,19 @@ class Report:
     def target(self, name: str) -> TargetReport:
         return next(t for t in self.targets if t.name == name)
 
+    def nothing_written(self) -> str:
+        """What a refused run says it wrote: nothing, or nothing else once it has rolled an interrupted run's
+        journal back (that rollback is written before the run plans)."""
+        if any(n.startswith(ROLLED_BACK) for t in self.targets for n in t.notes):
+            return "nothing else was written (an interrupted run's journal was rolled back first)"
+        return "nothing was written"
+
     def close(self) -> Report:
         """Say what kept the run from its state, and turn what it did into what it would have done
         (a failed run writes nothing)."""
         if self.exit_code != EXIT_OK and self.failure is None:
             conflicts = [f"{f.id}: {f.state.value}" for f in self.fixes if f.state in CONFLICT_STATES]
-            self.error = "nothing was written; " + "; ".join(self.mismatches() + conflicts)
+            self.error = f"{self.nothing_written()}; " + "; ".join(self.mismatches() + conflicts)
             for f in self.fixes:
                 f.action = f.action.not_written()
         return self

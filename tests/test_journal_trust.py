@@ -280,3 +280,17 @@ def test_a_backup_hard_linked_from_outside_is_never_given_a_mode_or_a_name_in_th
     st = os.stat(secret)
     assert (st.st_mode & 0o777, st.st_nlink, secret.read_bytes()) == (0o600, 1, b"SECRET\n")
     assert os.stat(target / MOD).st_ino != st.st_ino
+
+
+def test_a_refusal_after_a_rollback_does_not_say_nothing_was_written(builder, tmp_path):
+    """A journal whose one entry removes the manifest (the shape a first apply's journal has) is rolled back;
+    revert then finds the fixes with no manifest and refuses. It said "nothing was written", though the
+    rollback had removed the manifest: it now says nothing else was, and that the rollback came first."""
+    target = _pack(builder, tmp_path, "plain copy")
+    assert _cli(builder, target, "apply").returncode == 0
+    _plant(target, {"path": ".fixpack/demo.manifest.json", "existed": False})
+    said = _cli(builder, target, "revert")
+    message = " ".join(said.stderr.split())
+    assert said.returncode == 3 and "no manifest records them" in message, said.stderr
+    assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
+    assert "nothing was written" not in message
