@@ -223,19 +223,10 @@ def _run_files(ctx: Context, root: Path) -> tuple[set[str], set[str], set[str], 
 def _foreign(root: Path, dist_info: str) -> bool:
     """Whether another installer put the distribution of ``dist_info`` (``name-version.dist-info``) on ``root``:
     a ``name-*.dist-info/INSTALLER`` there (any version) that is not fixpack's."""
-    from .wheels import INSTALLER_NAME
+    from .wheels import INSTALLER_NAME, installed_by
 
     name = dist_info.removesuffix(".dist-info").rpartition("-")[0] if dist_info else ""
-    if not name:
-        return False
-    for folder in root.glob(f"{name}-*.dist-info"):
-        installer = folder / "INSTALLER"
-        try:
-            if not folder.is_symlink() and installer.is_file() and installer.read_bytes() != INSTALLER_NAME:
-                return True
-        except OSError:
-            return True
-    return False
+    return bool(name) and any(installed_by(f) not in (None, INSTALLER_NAME) for f in root.glob(f"{name}-*.dist-info"))
 
 
 def _same_folder(a: Path, b: Path) -> bool:
@@ -249,14 +240,15 @@ def component_leftovers(ctx: Context, ft: FoundTarget) -> list[tuple[list[str], 
     """Each component of ``ft``'s target that the lock knows and that has files on ``ft`` now: (its package
     files there, all its package files, its ``.dist-info`` folder if there). One whose ``.dist-info`` another
     installer wrote (its ``INSTALLER`` is not ``fixpack``: pip's) is not ours and left alone."""
+    from .wheels import INSTALLER_NAME, installed_by
+
     out = []
     for comp in ctx.profile.components:
         locked = ctx.lock.component(comp.id) if comp.target == ft.spec.name else None
         if locked is None:
             continue
         dist = locked.dist_info
-        installer = ft.root / dist / "INSTALLER" if dist else None
-        if installer is not None and installer.is_file() and installer.read_bytes() != b"fixpack\n":
+        if dist and installed_by(ft.root / dist) not in (None, INSTALLER_NAME):  # pip's, say: not ours
             continue
         files = [p for p, _h in locked.files]
         there = [p for p in files if (ft.root / p).is_file() or (ft.root / p).is_symlink()]

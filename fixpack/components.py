@@ -160,7 +160,9 @@ def _check_free(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree, 
     there = sorted(p for p in paths if tree.read(p) is not None)
     if others or there:
         what = others[0] if others else there[0]
-        if others and all(_fixpack_installed(ft.root / d) for d in others):  # ours, but no manifest records it
+        from .wheels import INSTALLER_NAME, installed_by
+
+        if others and all(installed_by(ft.root / d) == INSTALLER_NAME for d in others):  # ours, but unrecorded
             pkg = sorted(q for q in paths if not q.partition("/")[0].endswith(".dist-info"))
             rm = removal(ft.root, [q for q in there if q in pkg], pkg, tuple(others))
             raise MismatchError(f"cannot install component {comp.id}: {Path(ft.root) / what} is there already, "
@@ -170,16 +172,6 @@ def _check_free(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree, 
         raise MismatchError(f"cannot install component {comp.id}: {Path(ft.root) / what} is there already (installed "
                             f"by pip or another tool?); uninstall {name} first, then apply (fixpack installs and "
                             f"removes only what it records)")
-
-
-def _fixpack_installed(dist: Path) -> bool:
-    """Whether the ``.dist-info`` folder ``dist`` says fixpack installed it (its ``INSTALLER``)."""
-    from .wheels import INSTALLER_NAME
-
-    try:
-        return not dist.is_symlink() and (dist / "INSTALLER").read_bytes() == INSTALLER_NAME
-    except OSError:
-        return False
 
 
 def revert(profile: Profile, manifest: Manifest, tree: Tree, dry: bool) -> list[FixReport]:

@@ -109,10 +109,10 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
             return dest
         progress.note(f"{dest}: {changed}, so it is no longer the release copy fetch unpacked; unpacking it again "
                       f"from the hash-checked sdist")
-        tarball = _checked_before(dest)
-        if tarball is not None:  # the tarball it came from, still the bytes the index vouched for: no index read
-            progress.note(f"unpacking {tarball.name}")
-            _unpack(tarball, dest, file_sha256(tarball))
+        checked = _checked_before(dest)
+        if checked is not None:  # the tarball it came from, still the bytes the index vouched for: no index read
+            progress.note(f"unpacking {checked[0].name}")
+            _unpack(*checked, dest=dest)
             return dest
     from pypi_simple import NoDigestsError, PyPISimple  # noqa: F401  (imported lazily: only maintainers fetch)
 
@@ -148,14 +148,14 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
                                          f"of release copies") from exc
             part.rename(tarball)
     progress.note(f"unpacking {tarball.name}")
-    _unpack(tarball, dest, pkg.digests["sha256"].lower())
+    _unpack(tarball, pkg.digests["sha256"].lower(), dest=dest)
     return dest
 
 
-def _checked_before(dest: Path) -> Path | None:
-    """The cached sdist that the copy ``dest`` was unpacked from, when its marker names it and records the sha256
-    the index gave for it then, and the file's bytes still have that sha256; else None (the index is asked
-    again). Lets a changed copy be unpacked again without the network."""
+def _checked_before(dest: Path) -> tuple[Path, str] | None:
+    """The cached sdist that the copy ``dest`` was unpacked from and its sha256 (hex), when its marker names it
+    and records the sha256 the index gave for it then, and the file's bytes still have that sha256; else None
+    (the index is asked again). Lets a changed copy be unpacked again without the network."""
     try:
         lines = (dest / MARKER).read_text("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
@@ -166,7 +166,7 @@ def _checked_before(dest: Path) -> Path | None:
     if not recorded or not name or "/" in name or name.startswith(".") or tarball.is_symlink() \
             or not tarball.is_file():
         return None
-    return tarball if file_sha256(tarball) == recorded else None
+    return (tarball, recorded) if file_sha256(tarball) == recorded else None
 
 
 def file_sha256(path: Path) -> str:
@@ -178,7 +178,7 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _unpack(tarball: Path, dest: Path, sha256: str) -> None:
+def _unpack(tarball: Path, sha256: str, dest: Path) -> None:
     """Unpack the sdist ``tarball`` (whose bytes have the index's ``sha256``, hex) to ``dest`` (its one top
     folder), through a ``.unpack-*`` folder beside it; the marker written last records the tarball's name, that
     sha256 and the tree's digest. Raises EnvironmentProblem naming the tarball when it is no readable tar archive."""

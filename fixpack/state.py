@@ -366,19 +366,23 @@ def _restore(root: Path, e: JournalEntry) -> None:
         if _linked_elsewhere(backup, dest):  # its inode is another file's too: copy the bytes, touch no inode
             atomic_write(dest, e.original or b"", e.mode, e.owner)
             unlink(backup)
-            drop_pycache_quietly(dest)
-            return
-        os.chmod(backup, e.mode if e.mode is not None else 0o644)
-        chown_to(backup, e.owner)
-        try:
-            make_parents(dest.parent)
-            replace_file(backup, dest)
-            fsync_dir(dest.parent)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
-                raise
-            atomic_write(dest, e.original or b"", e.mode, e.owner)
+        else:
+            _move_back(backup, dest, e)
     drop_pycache_quietly(dest)
+
+
+def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
+    """Give ``backup`` the entry's mode and owner and rename it to ``dest`` (a copy across a mount point)."""
+    os.chmod(backup, e.mode if e.mode is not None else 0o644)
+    chown_to(backup, e.owner)
+    try:
+        make_parents(dest.parent)
+        replace_file(backup, dest)
+        fsync_dir(dest.parent)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
+            raise
+        atomic_write(dest, e.original or b"", e.mode, e.owner)
 
 
 def _linked_elsewhere(backup: Path, dest: Path) -> bool:

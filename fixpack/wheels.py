@@ -41,6 +41,17 @@ from .errors import BadInputError, EnvironmentProblem
 from .model import Component
 
 INSTALLER_NAME = b"fixpack\n"
+
+
+def installed_by(dist: Path) -> bytes | None:
+    """What the ``.dist-info`` folder ``dist`` says installed it: its ``INSTALLER``'s bytes (fixpack's are
+    :data:`INSTALLER_NAME`); None when it has none or is a link, b"" when that file cannot be read."""
+    if dist.is_symlink() or not (dist / "INSTALLER").is_file():
+        return None
+    try:
+        return (dist / "INSTALLER").read_bytes()
+    except OSError:
+        return b""
 _SITE = ("purelib", "platlib")
 _IGNORE = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "*.pyc")
 
