@@ -565,10 +565,19 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
 _COUNTERS: dict = {}
 
 
+def stream_key(device: torch.device) -> tuple:
+    """(device type, index, the current CUDA stream's handle): the key of the buffers a call's kernels share
+    between launches (tile counters, the run list). Kernels of one stream run in order; two streams' calls
+    may run at once, so each stream has its own. A graph keeps those of the stream it was captured on: two
+    graphs captured on one stream must not be replayed at the same time."""
+    return (device.type, device.index, torch.cuda.current_stream(device).cuda_stream)
+
+
 def _counters(device: torch.device, n: int) -> torch.Tensor:
-    """int32 zeros for the split-K fix-up's tile counters (the kernels put them back to 0), kept per device;
-    a larger need allocates a larger buffer, and earlier ones stay alive (captured graphs may hold them)."""
-    key = (device.type, device.index)
+    """int32 zeros for the split-K fix-up's tile counters (the kernels put them back to 0), kept per device
+    and stream (``stream_key``); a larger need allocates a larger buffer, and earlier ones stay alive
+    (captured graphs may hold them)."""
+    key = stream_key(device)
     bufs = _COUNTERS.setdefault(key, [])
     if not bufs or bufs[-1].numel() < n:
         bufs.append(torch.zeros(max(n, 4096), dtype=torch.int32, device=device))
