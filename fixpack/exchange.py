@@ -24,7 +24,7 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, PatchFile, Profile, Upstream
-from .outputs import write_failed
+from .outputs import check_folder, write_failed
 from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
@@ -246,6 +246,7 @@ def _exported(out: Path) -> set[str]:
 def _write_out(out: Path, files: dict[str, bytes]) -> None:
     if out.exists() and not out.is_dir():
         raise BadInputError(f"--out {out}: not a folder")
+    check_folder(out, "--out")  # a missing parent is named, never made (a typo should not grow a tree)
     try:
         _write_files(out, files)
     except OSError as exc:

@@ -36,8 +36,18 @@ def refuse_inside(out: Path, option: str, roots: list[tuple[str, Path]], why: st
 
 def check_file(out: Path, option: str) -> None:
     """``out`` can be written as a file: not a folder; its folder exists, is a folder, and is writable; an
-    existing ``out`` is writable (not immutable). Raises BadInputError (2) or EnvironmentProblem (5)."""
+    existing ``out`` is writable (not immutable), a regular file and no symbolic link: the file is written by
+    renaming a new one over it, which would put a plain file in place of a device (``/dev/null``), a FIFO or
+    the link itself. Raises BadInputError (2) or EnvironmentProblem (5)."""
     out = out.expanduser()
+    if out.is_symlink():
+        raise BadInputError(f"{option} {out}: a symbolic link (to {os.readlink(out)}); the file is written by "
+                            f"renaming a new one into place, which would replace the link: give the file it "
+                            f"points to, or another file; nothing was written")
+    if out.exists() and not out.is_dir() and not out.is_file():
+        raise BadInputError(f"{option} {out}: not a regular file (a device, FIFO or socket); the file is written "
+                            f"by renaming a new one into place, which would replace it: give a regular file's "
+                            f"path; nothing was written")
     if out.is_dir():
         raise BadInputError(f"{option} {out}: a folder; give a file name")
     _check_folder(out.parent if str(out.parent) else Path("."), option, out)

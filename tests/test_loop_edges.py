@@ -321,14 +321,38 @@ def test_import_of_an_mbox_from_another_writer_splits_it_into_its_mails(pack3, t
     engine.check_lock_fresh(builder.request(clean))
 
 
-def test_export_to_a_folder_that_cannot_be_written_is_exit_5_naming_it(pack3, tmp_path):  # noqa: F811
+def _export(builder, out):
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", "export", "-p", "p1", "--out", str(out),
+                           "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def test_export_under_a_file_or_a_missing_folder_is_named_not_made(pack3, tmp_path):  # noqa: F811
     builder, _clean = pack3
     (tmp_path / "a-file").write_text("x\n")
-    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "export", "-p", "p1", "--out", str(tmp_path / "a-file/s"),
-                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert r.returncode == 5, r.stderr  # was 1: "internal error: NotADirectoryError(20, 'Not a directory')"
-    assert f"--out {tmp_path}/a-file/s: cannot write" in r.stderr and "(ENOTDIR)" in r.stderr
+    r = _export(builder, tmp_path / "a-file/s")
+    assert r.returncode == 2, r.stderr  # was 1: "internal error: NotADirectoryError(20, 'Not a directory')"
+    assert f"--out {tmp_path}/a-file/s: {tmp_path}/a-file is not a folder" in r.stderr, r.stderr
+    # a typo'd path grew a tree of folders (found by a fresh user: `--out /nonexistent/x` made /nonexistent)
+    r = _export(builder, tmp_path / "no/such/out")
+    assert r.returncode == 2 and f"the folder {tmp_path}/no/such does not exist" in r.stderr, r.stderr
+    assert not (tmp_path / "no").exists()
+    r = _export(builder, tmp_path / "new")  # a missing folder whose parent exists is made
+    assert r.returncode == 0 and (tmp_path / "new/series").is_file(), r.stderr
+
+
+def test_export_to_a_folder_that_cannot_be_written_is_exit_5_naming_it(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        if os.access(out, os.W_OK):
+            pytest.skip("root writes a mode-555 folder")
+        r = _export(builder, out / "s")
+    finally:
+        out.chmod(0o755)
+    assert r.returncode == 5 and f"--out {out}/s: the folder {out} cannot be written" in r.stderr, r.stderr
 
 
 def test_edit_that_cannot_write_its_work_tree_is_exit_5_and_leaves_none(pack3, monkeypatch):  # noqa: F811

@@ -5,6 +5,7 @@ writable: exit 5), naming the option as given; a write that fails after all is e
 import errno
 import json
 import os
+import stat
 import subprocess
 
 import pytest
@@ -106,3 +107,39 @@ def test_sbom_out_inside_the_target_names_out(image, capsys):
     b, target = image
     code, _out, err = run(capsys, b, target, "sbom", "--out", str(target / "x.json"))
     assert code == 2 and "--out " in err and "--sbom" not in err and not (target / "x.json").exists()
+
+
+def _special(tmp_path, kind):
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+    else:
+        (tmp_path / "real.json").write_text("{}\n")
+        path.symlink_to(tmp_path / "real.json")
+    return path
+
+
+def _node(path):
+    st = os.lstat(path)
+    return stat.S_IFMT(st.st_mode), st.st_ino, st.st_rdev
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "link"])
+@pytest.mark.parametrize("how", ["sbom", "apply"])
+def test_an_sbom_file_that_is_no_regular_file_is_refused_and_kept(image, capsys, tmp_path, kind, how):
+    # found by a fresh user: `sbom --out /dev/full` renamed a new file over the device node (and over a FIFO,
+    # or the symbolic link itself), exit 0
+    b, target = image
+    path = _special(tmp_path, kind)
+    node, before = _node(path), snapshot(target)
+    args = ("sbom", "--out", str(path)) if how == "sbom" else ("apply", "--sbom", str(path))
+    code, _out, err = run(capsys, b, target, *args)
+    assert code == 2, err
+    assert ("a symbolic link" if kind == "link" else "not a regular file") in err and "nothing was written" in err
+    assert _node(path) == node and snapshot(target) == before
+    if kind == "link":
+        assert (tmp_path / "real.json").read_text() == "{}\n"
