@@ -396,6 +396,11 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
             errors.add(f"[{table}] commit {commit!r} is not 7-40 lower-case hex digits", path,
                        key_line(text, "commit", table))
         package = str(t.get("package", ""))
+        vmod = t.get("version_module", "")
+        if not isinstance(vmod, str) or (vmod and not _inside_path(vmod)):
+            errors.add(f"[{table}] version_module {vmod!r} must be a relative path inside the target's root "
+                       f"(no '..', not absolute), e.g. {package or 'vllm'}/_version.py", path,
+                       key_line(text, "version_module", table))
         out.append(TargetSpec(
             name=tname, package=package, distribution=str(t.get("distribution", package)),
             pin=Pin(str(t.get("version", "")), commit, str(t.get("branch", ""))),
@@ -404,6 +409,12 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
         ))
     return tuple(out)
 
+
+
+def _inside_path(rel: str) -> bool:
+    """Whether ``rel`` is a relative POSIX path that stays under the folder it is read from."""
+    parts = rel.split("/")
+    return not rel.startswith("/") and "\\" not in rel and all(p not in ("", ".", "..") for p in parts)
 
 def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, check_paths: bool = True) -> None:
     path = profile.path
@@ -424,7 +435,8 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                 errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
                            f"add [targets.{fix.target}] or drop the fix")
             elif check_paths:
-                check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
+                spec = profile.target(fix.target)
+                check_package_paths(fix.for_profile(profile.name), spec.package, errors, spec.version_path)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")

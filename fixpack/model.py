@@ -211,6 +211,12 @@ class TargetSpec:
     source: Source
     version_module: str = ""
 
+    @property
+    def version_path(self) -> str:
+        """The version module's path under the root (``version_module``, else ``<package>/_version.py``):
+        the file the found version is read from, which no fix may change."""
+        return self.version_module or f"{self.package}/_version.py"
+
 
 @dataclass(frozen=True)
 class Component:

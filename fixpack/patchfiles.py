@@ -167,20 +167,27 @@ def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] |
             except PackError as exc:
                 errors.problems += exc.problems
         if len(errors.problems) == before and fix.target in packages:
-            check_package_paths(fix, packages[fix.target], errors)
+            check_package_paths(fix, packages[fix.target], errors, profile.target(fix.target).version_path)
     errors.raise_if_any(f"the pack at {pack.root} is invalid")
 
 
-def check_package_paths(fix: Fix, package: str, errors: Collector) -> None:
+def check_package_paths(fix: Fix, package: str, errors: Collector, version_path: str = "") -> None:
     """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
     be a site-packages folder, where another path would change another distribution, or the tool's own
-    state (``.fixpack/``)."""
+    state (``.fixpack/``). None changes ``version_path``, the module the found version is read from: once
+    applied, the image would no longer show its pin, and apply, status and revert would refuse it."""
     for patch in fix.patches:
         for fp in patch.files:
             for p in fp.paths():
                 if not p.startswith(package + "/"):
                     errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
                                patch.path, fp.diff_line, f"patch files under {package}/ only")
+                elif p == version_path:
+                    errors.add(f"{patch.path.name} changes {p!r}, the version module the pin is checked against: "
+                               f"once applied, the image would no longer show the pinned version, and apply, "
+                               f"status and revert would refuse it", patch.path, fp.diff_line,
+                               "leave the version module as the release has it (the manifest in .fixpack/ "
+                               "records what the image carries)")
     for target_path, _src in fix.binary:
         if not target_path.startswith(package + "/"):
             errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",

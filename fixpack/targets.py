@@ -98,7 +98,7 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if head:
         commit = head
         evidence.append(f"git HEAD of {root}: {head}")
-    mod = root / (spec.version_module or f"{spec.package}/_version.py")
+    mod = root / spec.version_path
     if mod.is_file():
         v, c = _version_module(mod)
         if v:

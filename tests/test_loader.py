@@ -183,3 +183,38 @@ def test_patch_outside_the_target_package_is_refused(pack, path):
     with pytest.raises(PackError):
         engine.apply(pack.request(pack.base / "clean"))
     assert snapshot(pack.base / "clean") == original
+
+
+@pytest.mark.parametrize("module", ["", "demo_pkg/version_info.py"])
+def test_a_patch_on_the_version_module_is_refused(pack, module):
+    """Found by a fresh user: a fix changing the version module (a ``+gaudi`` suffix) passed check and apply;
+    from then on apply, status and revert refused the image (the found version no longer matched the pin), so
+    nothing could take the fix out again."""
+    path = module or "demo_pkg/_version.py"
+    clean = pack.base / "clean"
+    if module:
+        (clean / module).write_text((clean / "demo_pkg/_version.py").read_text())
+    old = (clean / path).read_text()
+    pack.add_fix("c", {path: old}, {path: old.replace("__version__ = version = '", "__version__ = version = 'x")})
+    pack.profile(["a", "b", "c"], extra_targets=f'version_module = "{module}"' if module else "")
+    original = snapshot(clean)
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    patch = pack.pack / "fixes/c/0001-change.patch"
+    assert any(f"{patch}:" in p and f"changes {path!r}, the version module the pin is checked against" in p
+               for p in problems(exc)), problems(exc)
+    with pytest.raises(PackError):
+        engine.apply(pack.request(clean))
+    assert snapshot(clean) == original
+
+
+@pytest.mark.parametrize("module", ["../fakever.py", "/etc/hostname", "demo_pkg/../../x.py", "demo_pkg//v.py"])
+def test_a_version_module_outside_the_root_is_refused_at_its_line(pack, module):
+    """Found by a fresh user: ``version_module = "../fakever.py"`` let a file outside the target vouch for
+    its pin."""
+    prof = pack.profile(["a", "b"], extra_targets=f'version_module = "{module}"')
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    line = prof.read_text().splitlines().index(f'version_module = "{module}"') + 1
+    assert any(f"{prof}:{line}:" in p and f"version_module {module!r} must be a relative path inside" in p
+               for p in problems(exc)), problems(exc)
