@@ -96,11 +96,17 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
         tr, ft = find_target(spec, req)
         if ft is None or tr.status is TargetStatus.SKIPPED:
             continue
+        if tr.status is TargetStatus.MISMATCH:  # the document would name a release the image does not hold
+            raise MismatchError(" ".join(tr.notes))
         with run_lock(ft.root, shared=True, wait=req.lock_wait):
             if leftover_journal(ft.root):
                 raise MismatchError(f"an interrupted run left a journal in {ft.root / '.fixpack'}: the image is "
                                     f"between two states; run apply (or revert) first")
             manifest = read_manifest(ft.root, spec.name)
+            if manifest is not None and manifest.profile != ctx.profile.name:
+                raise MismatchError(f"{manifest_path(ft.root, spec.name)}: the image was patched with profile "
+                                    f"{manifest.profile!r}, not {ctx.profile.name!r}; describe it with "
+                                    f"--profile {manifest.profile}, or apply {ctx.profile.name} first")
             if manifest is not None:  # a file added by hand to a fix's entry is damaged state here too (exit 3)
                 check_fix_files(ctx, manifest, manifest_path(ft.root, spec.name))
             st = TargetState(ft, manifest)

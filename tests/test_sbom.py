@@ -128,3 +128,19 @@ def test_apply_writes_the_sbom(builder, plugin_wheel, tmp_path):  # noqa: F811
     assert r.returncode == 2 and "inside the target" in r.stderr and snapshot(site) == before
     r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(inside))
     assert r.returncode == 2 and "inside the target" in r.stderr and not inside.exists()
+
+
+def test_sbom_with_another_profile_is_refused(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """Found by a fresh user: ``sbom --profile v0.31.0`` of an image patched with v0.30.0 wrote a document naming
+    v0.31.0's image, with no patches, and ``verify`` against it found no difference; status said mismatch."""
+    pack, site = applied_image(builder, plugin_wheel)
+    p1 = (pack / "profiles/p1.toml").read_text()
+    (pack / "profiles/p2.toml").write_text(p1.replace('name = "p1"', 'name = "p2"').replace('version = "1.0"',
+                                                                                         'version = "2.0"'))
+    (pack / "profiles/p3.toml").write_text(p1.replace('name = "p1"', 'name = "p3"'))  # the same pin, not applied
+    before = snapshot(site)
+    for name, said in (("p2", "Profile p1 or p3 pins this release: --profile p1."), ("p3", "patched with profile 'p1', not 'p3'")):
+        out = tmp_path / f"{name}.json"
+        r = cli("sbom", "--pack", str(pack), "-p", name, "--root", f"demo={site}", "--out", str(out))
+        assert r.returncode == 3 and said in r.stderr and not out.exists(), (name, r.stderr)
+    assert "--profile p1" in r.stderr and snapshot(site) == before
