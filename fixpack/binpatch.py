@@ -148,6 +148,25 @@ def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
     return BinaryBlock(m.group(1), data), pos + 1
 
 
+def literal_block(data: bytes) -> str:
+    """``data`` as a ``literal`` block, as ``git diff --binary`` writes one: the size line, then the deflated
+    bytes in base85 lines of up to 52 bytes each (led by their count), then the empty line that ends it."""
+    packed = zlib.compress(data, 9)
+    lines = [f"literal {len(data)}"]
+    for i in range(0, len(packed), 52):
+        chunk = packed[i:i + 52]
+        lead = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
+        lines.append(lead + base64.b85encode(chunk, pad=True).decode("ascii"))
+    return "\n".join(lines) + "\n\n"
+
+
+def new_file_patch(path: str, data: bytes, mode: str = "100644") -> str:
+    """The ``git diff --binary`` section that creates ``path`` holding ``data``: full blob ids on the
+    ``index`` line, the forward block the whole file, the reverse block empty."""
+    return (f"diff --git a/{path} b/{path}\nnew file mode {mode}\nindex {'0' * 40}..{blob_id(data)}\n"
+            f"GIT binary patch\n{literal_block(data)}{literal_block(b'')}")
+
+
 def _line(text: str, n: int) -> bytes:
     """One base85 line: its first character is the byte count (A-Z: 1-26, a-z: 27-52), then 5
     characters per 4 bytes."""

@@ -15,6 +15,7 @@ import tempfile
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from .binpatch import new_file_patch
 from .diff import parse_patch, sha256_bytes
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
@@ -23,7 +24,7 @@ from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
-from .model import Fix, Pack, PatchFile, Profile, Upstream
+from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, binary_source
 from .outputs import check_folder, write_failed
 from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
@@ -215,10 +216,36 @@ def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, t
     for fix in chain:
         for pf in fix.patches:
             stem = re.sub(r"^\d{4}-", "", pf.path.name)
-            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = pf.path.read_bytes()
+            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, pf.path.read_bytes())
     files["series"] = "".join(f"{n}\n" for n in files).encode()
     _write_out(out, files)
     return [out / n for n in files]
+
+
+def _with_binary_data(fix: Fix, raw: bytes) -> bytes:
+    """The patch with each new binary file whose bytes come from the fix's folder (``[binary] "PATH" =
+    "FILE"``, a section that says only "Binary files ... differ") written as ``git diff --binary`` writes it,
+    so that ``git am`` creates the file (it refuses a binary change without its data)."""
+    text = raw.decode("utf-8", "surrogateescape")
+    for target_path, src in fix.binary:
+        if src == BINARY_IN_PATCH:
+            continue
+        lines = text.split("\n")
+        head = f"diff --git a/{target_path} b/{target_path}"
+        if head not in lines:
+            continue
+        start = lines.index(head)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("diff --git ") or lines[i] == "-- "),
+                   len(lines))
+        section = lines[start:end]
+        if not any(ln.startswith("Binary files ") for ln in section):
+            continue
+        mode = next((ln.split()[-1] for ln in section if ln.startswith("new file mode ")), "100644")
+        data = binary_source(fix.folder, src).read_bytes()
+        section_lines = new_file_patch(target_path, data, mode).split("\n")  # ends "", "": the block's empty line
+        lines[start:end] = section_lines if end == len(lines) else section_lines[:-1]
+        text = "\n".join(lines)
+    return text.encode("utf-8", "surrogateescape")
 
 
 def _check_selection(chain: tuple[Fix, ...]) -> None:

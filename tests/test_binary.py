@@ -285,3 +285,23 @@ def test_a_damaged_delta_is_refused_when_the_pack_loads(setup):
     with pytest.raises(PackError, match=rf"0001-change.patch:{head + 1}: .*the delta gives"):
         engine.apply(b.request(image))
     assert snapshot(image) == before
+
+
+LOGO = b"\x00first\xff"
+
+
+def test_export_writes_a_sourced_binary_file_as_git_binary_data(sourced, tmp_path):
+    """Found by a fresh user: export copied the patch that says only "Binary files ... differ" for a new file
+    whose bytes come from the fix's folder, and ``git am`` refused it ("missing binary patch data"). The
+    export now carries the file's bytes as ``git diff --binary`` writes them; ``git am`` gives apply's bytes."""
+    from test_authoring import assert_git_am_equals_apply
+
+    from fixpack.binpatch import blob_id
+    from fixpack.exchange import export
+    b, _folder, clean, _image = sourced
+    out = tmp_path / "series"
+    export(b.pack, "p1", (), out)
+    text = (out / "0001-logo-change.patch").read_text()
+    assert "GIT binary patch\nliteral 7\n" in text and "Binary files " not in text
+    assert f"index {'0' * 40}..{blob_id(LOGO)}\n" in text
+    assert_git_am_equals_apply(clean, out, lambda root: engine.apply(b.request(root)), tmp_path)
