@@ -396,6 +396,9 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
             errors.add(f"[{table}] commit {commit!r} is not 7-40 lower-case hex digits", path,
                        key_line(text, "commit", table))
         package = str(t.get("package", ""))
+        if package and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
+            errors.add(f"[{table}] package {package!r} is not an import package's name (a folder under the root, "
+                       f"e.g. vllm)", path, key_line(text, "package", table))
         vmod = t.get("version_module", "")
         if not isinstance(vmod, str) or (vmod and not _inside_path(vmod)):
             errors.add(f"[{table}] version_module {vmod!r} must be a relative path inside the target's root "

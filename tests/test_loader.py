@@ -218,3 +218,15 @@ def test_a_version_module_outside_the_root_is_refused_at_its_line(pack, module):
     line = prof.read_text().splitlines().index(f'version_module = "{module}"') + 1
     assert any(f"{prof}:{line}:" in p and f"version_module {module!r} must be a relative path inside" in p
                for p in problems(exc)), problems(exc)
+
+
+@pytest.mark.parametrize("package", ["../img0/vllm", "vllm/sub", "/abs", "a-b"])
+def test_a_package_that_is_no_import_name_is_refused_at_its_line(pack, package):
+    """Found by a fresh user: ``package = "../img0/vllm"`` was not checked itself; every patch got an error."""
+    prof = pack.profile(["a", "b"])
+    prof.write_text(prof.read_text().replace('package = "demo_pkg"', f'package = "{package}"'))
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    line = prof.read_text().splitlines().index(f'package = "{package}"') + 1
+    assert any(f"{prof}:{line}:" in p and f"package {package!r} is not an import package's name" in p
+               for p in problems(exc)), problems(exc)
