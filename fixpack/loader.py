@@ -264,6 +264,10 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
             elif (cycle := _requires_cycle(fix.id, req, fixes)) is not None:
                 errors.add(f"requires {req!r}, and {' -> '.join(cycle)}: a cycle", path, key_line(text, "requires"),
                            "a fix cannot need a fix that needs it; drop one of these requirements")
+            elif position[req] > position[fix.id] and req in fixes and fixes[req].opt_in and not fix.opt_in:
+                errors.add(f"requires opt-in fix {req!r}: a default fix cannot need an opt-in one (the opt-in fixes "
+                           f"follow the defaults in the series)", path, key_line(text, "requires"),
+                           f"make {fix.id!r} opt-in too (opt_in = true), or drop {req!r} from requires")
             elif position[req] > position[fix.id]:
                 errors.add(f"requires {req!r}, which comes later in the series", path, key_line(text, "requires"),
                            f"move {req!r} above {fix.id!r} in {fixes_dir / 'series'}")

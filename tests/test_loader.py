@@ -230,3 +230,16 @@ def test_a_package_that_is_no_import_name_is_refused_at_its_line(pack, package):
     line = prof.read_text().splitlines().index(f'package = "{package}"') + 1
     assert any(f"{prof}:{line}:" in p and f"package {package!r} is not an import package's name" in p
                for p in problems(exc)), problems(exc)
+
+
+def test_a_default_fix_requiring_a_later_opt_in_gets_advice_that_keeps_the_order(pack):
+    """Found by a fresh user: the hint was "move 'b' above 'a'", which puts an opt-in before a default fix
+    (refused in turn)."""
+    ta, tb = pack.pack / "fixes/a/fix.toml", pack.pack / "fixes/b/fix.toml"
+    ta.write_text(ta.read_text() + 'requires = ["b"]\n')
+    tb.write_text(tb.read_text() + "opt_in = true\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    text = "\n".join(problems(exc))
+    assert "requires opt-in fix 'b': a default fix cannot need an opt-in one" in text, text
+    assert "make 'a' opt-in too" in text and "move 'b' above 'a'" not in text
