@@ -169,13 +169,21 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
     regenerated where it applies (an offset). Raises ConflictError when a patch does not apply."""
     tree = Tree(root)
     cut = view.series.index(after) if after else -1
+    laid: list[str] = []
     for other in view.ordered(prof.default + prof.opt_in):
         if other.target == fix.target and view.series.index(other.id) <= cut:
             tree.adopt(lay(other, tree).tree)
+            laid.append(other.id)
     bodies = []
     for i, pf in enumerate(fix.patches):
         one = replace(fix, patches=(pf,))
         ev = decide(one, tree, None, False)
+        if ev.state is State.UPSTREAMED:
+            carrier = _carrier(view, one, root, laid)
+            raise BadInputError(f"patch {i + 1} of {fix.id} ({pf.path.name}): "
+                                + (f"fix {carrier!r} already makes this change on the chain of profile {prof.name}"
+                                   if carrier else f"the release of profile {prof.name} already holds this change")
+                                + "; there is nothing to import (a mail imported twice?); nothing was written")
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
             raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of "
                                 f"profile {prof.name}: {'; '.join(ev.messages)}; nothing was written")
@@ -190,6 +198,19 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
         bodies.append(body)
         tree.adopt(ev.forward.tree)
     return bodies
+
+
+def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str:
+    """The first fix of ``laid`` (in order) after which ``one``'s post-image is there; "" when the release
+    itself holds it."""
+    tree = Tree(root)
+    if decide(one, tree, None, False).state is State.UPSTREAMED:
+        return ""
+    for fid in laid:
+        tree.adopt(lay(view.fixes[fid], tree).tree)
+        if decide(one, tree, None, False).state is State.UPSTREAMED:
+            return fid
+    return laid[-1] if laid else ""
 
 
 def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, target: str = "") -> list[Path]:

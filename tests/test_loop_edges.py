@@ -461,3 +461,18 @@ def test_a_pack_writer_pointed_at_no_pack_is_bad_input_naming_it(tmp_path, argv)
     assert str(nowhere) in res.output and "no fixes/ folder" in res.output and "point --pack" in res.output
     assert "target" not in res.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_import_of_a_mail_a_fix_already_carries_names_the_fix(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh user: importing fix b's own mail again said the change was upstreamed "without our
+    manifest"; it names the fix of the chain that makes the change, and writes nothing."""
+    builder, clean = pack3
+    base = numbered(60)
+    a = base.replace("line 10\n", "ten\n")
+    mail = tmp_path / "again.patch"
+    mail.write_text(mail_patch(tmp_path, a, a.replace("line 30\n", "# a comment\nthirty\n")))
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "again", "p1", roots={"demo": clean})
+    assert "fix 'b' already makes this change on the chain of profile p1" in str(exc.value), str(exc.value)
+    assert "nothing to import" in str(exc.value) and pack_bytes(builder.pack) == before
