@@ -69,6 +69,7 @@ def test_revert_gives_back_the_mode_and_owner_of_deleted_renamed_files_and_empti
     assert stat.S_IMODE(moved.st_mode) == 0o640 and (not ROOT or moved.st_uid == 1001)
     manifest = json.loads((target / ".fixpack/demo.manifest.json").read_bytes())
     assert manifest["removed_files"][GONE]["mode"] == 0o600 and manifest["removed_dirs"][GONE_DIR]["mode"] == 0o2750
+    assert manifest["removed_files"][OLD]["mode"] == 0o640 and manifest["removed_dirs"][OLD_DIR]["mode"] == 0o710
     assert engine.apply(b.request(target)).ok  # a second run keeps the records (nothing written)
     assert engine.revert(b.request(target)).ok
     assert full(target) == before
