@@ -16,6 +16,7 @@ from . import components, lockfile
 from .advice import add_next_steps, journal_steps, note_stale, pending_note, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
+from .kept import as_recorded, records_after
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
@@ -265,14 +266,15 @@ def _manifest_entry(fix: Fix, tree: Tree, state: Recorded) -> ManifestFix:
     return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()))
 
 
-def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> Manifest:
+def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan, changes: list[FileChange] | None = None) -> Manifest:
     files: dict[str, str | None] = {}
     for e in plan.entries:
         if e.state is Recorded.APPLIED:
             files.update(file_hashes(plan.tree, list(e.files)))
+    kept = records_after(ft.root, changes or [], plan.manifest, files)  # the modes, owners of what fixes removed
     return Manifest(ctx.profile.name, ft.spec.name, {"version": ft.spec.pin.version, "commit": ft.spec.pin.commit},
                     {"version": ft.version, "commit": ft.commit}, tuple(plan.entries), files,
-                    components=tuple(plan.components))
+                    components=tuple(plan.components), removed_files=kept[0], removed_dirs=kept[1])
 
 
 # --- apply / status -------------------------------------------------------------------------------
@@ -378,13 +380,13 @@ def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
 
 def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
     """Write one target's plan (the caller holds its lock): its files, then its manifest, journalled."""
-    changes = plan.tree.changes()
+    changes, folders = as_recorded(ft.root, plan.tree.changes(), plan.manifest)  # what a fix removed: as it was
     if not changes and not _manifest_changed(ctx, ft, plan):
         return  # nothing to write, or the rollback alone brought the target where this run wanted it
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-    changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan).to_json()), 0o644))
+    changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan, changes).to_json()), 0o644))
     check_writable(ft.root, changes)
-    ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes))  # "" or: its backups are left
+    ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))  # "" or: backups are left
 
 
 # --- revert -------------------------------------------------------------------------------------
@@ -404,7 +406,7 @@ def revert(req: Request) -> Report:
             locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run and ctx.report.ok:
             _recover_interrupted(ctx)
-        work: list[tuple[FoundTarget, Tree]] = []
+        work: list[tuple[FoundTarget, Tree, Manifest]] = []
         manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
             tree, manifest, _pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
@@ -418,19 +420,19 @@ def revert(req: Request) -> Report:
             else:
                 _plan_revert(ctx, ft, tree, manifest, req.dry_run)
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
-            work.append((ft, tree))
+            work.append((ft, tree, manifest))
         add_next_steps(ctx, manifests)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for ft in ctx.found.values():
             if manifests[ft.spec.name] is None:  # nothing to revert: an empty .fixpack/ (left by hand) goes too
                 forget_state(ft.root)
-        for ft, tree in work:
-            changes = tree.changes()
+        for ft, tree, manifest in work:
+            changes, folders = as_recorded(ft.root, tree.changes(), manifest)  # what a fix removed: as it was
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
             changes.append(FileChange(mpath, None))
             check_writable(ft.root, changes)
-            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes))
+            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))
             forget_state(ft.root)
     return ctx.report.close()
 

@@ -268,9 +268,12 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
             return _fail(out, f"{src}: does not match the content the patch deletes")
         work.write(src or "", None)
         return None
-    if src and src != dst:
+    mode = _mode(dst_mode) if dst_mode and dst_mode != src_mode else None
+    owner = None
+    if src and src != dst:  # a renamed file keeps its mode (unless the patch sets one) and owner, as git's rename
+        mode, owner = mode or work.mode(src), work.owner(src)
         work.write(src, None)
-    work.write(dst, text, _mode(dst_mode) if dst_mode and dst_mode != src_mode else None)
+    work.write(dst, text, mode, owner)
     return None
 
 

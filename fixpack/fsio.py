@@ -27,11 +27,13 @@ _io_counter = 0
 
 @dataclass(frozen=True)
 class FileChange:
-    """A file to write (``data``) or remove (``data is None``), relative to the target root."""
+    """A file to write (``data``) or remove (``data is None``), relative to the target root; ``mode`` and
+    ``owner`` (uid, gid) for a file it creates (None: the file's own, or 0o644 and the running user's)."""
 
     path: str
     data: bytes | None
     mode: int | None = None
+    owner: tuple[int, int] | None = None
 
 
 def reset_fault_counters() -> None:
@@ -244,6 +246,17 @@ def chown_to(path: Path, owner: tuple[int, int] | None) -> None:
             os.chown(path, *owner, follow_symlinks=False)
         except PermissionError:  # not root: the file is ours anyway
             pass
+
+
+def set_mode_owner(folder: Path, mode: int, owner: tuple[int, int] | None) -> None:
+    """Give a real folder (never a link: lstat first, chown without following) ``mode`` and, running as root,
+    ``owner``: a folder a run made again, as it was before (its record: :mod:`fixpack.kept`)."""
+    st = os.lstat(folder)
+    if stat.S_ISDIR(st.st_mode):
+        io_point(folder)
+        if owner is not None and os.geteuid() == 0:
+            chown_to(folder, owner)  # before the mode: a chown may clear set-id bits
+        os.chmod(folder, mode)
 
 
 def remove_file(path: Path) -> None:

@@ -280,8 +280,46 @@ class ManifestComponent:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """The mode and owner (uid, gid) a file or folder had before a run removed it (a fix deletes or renames the
+    file; a deletion left the folder empty), so that a revert or rollback that makes it again gives them back."""
+
+    mode: int
+    owner: tuple[int, int] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "owner": list(self.owner) if self.owner else None}
+
+
+FILE_BITS = 0o777  # a file's recorded mode: permission bits only (a revert never makes a set-id file)
+DIR_BITS = 0o3777  # a folder's: with setgid and sticky (group inheritance, deletion rights); never setuid
+
+
+def kept_problem(value: Any, folder: bool) -> str | None:
+    """Why ``value`` is not a recorded mode and owner (:class:`Kept`) of a file or folder."""
+    if not isinstance(value, dict) or set(value) != {"mode", "owner"}:
+        return "not an object with mode and owner"
+    mode, owner = value["mode"], value["owner"]
+    if not is_int(mode) or mode < 0 or mode & ~(DIR_BITS if folder else FILE_BITS):
+        return (f"mode {mode!r} is not a {'folder' if folder else 'file'}'s permission bits (fixpack records no "
+                f"{'setuid' if folder else 'setuid, setgid or sticky'} bit)")
+    if owner is not None and not (isinstance(owner, list) and len(owner) == 2 and
+                                  all(is_int(x) and 0 <= x < 0xFFFFFFFF for x in owner)):
+        return f"owner {owner!r} is not [uid, gid]"
+    return None
+
+
+def kept_map(value: Any) -> dict[str, Kept]:
+    """A checked ``{path: {mode, owner}}`` as records."""
+    return {p: Kept(k["mode"], tuple(k["owner"]) if k["owner"] is not None else None) for p, k in value.items()}
+
+
+@dataclass(frozen=True)
 class Manifest:
-    """What a target holds. ``files``: the union of the applied fixes' files with their sha256 now."""
+    """What a target holds. ``files``: the union of the applied fixes' files with their sha256 now.
+    ``removed_files`` / ``removed_dirs``: the mode and owner before the run of each file its applied fixes
+    removed (deleted, or renamed away) and each folder those removals left empty (absent in manifests before
+    them: a revert then gives the patch's mode and a new folder's)."""
 
     profile: str
     target: str
@@ -291,6 +329,8 @@ class Manifest:
     files: Hashes
     tool_version: str = __version__
     components: tuple[ManifestComponent, ...] = ()
+    removed_files: Mapping[str, Kept] = field(default_factory=dict, compare=False, hash=False)
+    removed_dirs: Mapping[str, Kept] = field(default_factory=dict, compare=False, hash=False)
 
     def entry(self, fix_id: str) -> ManifestFix | None:
         return next((f for f in self.fixes if f.id == fix_id), None)
@@ -304,7 +344,9 @@ class Manifest:
                 "fixes": [{"id": f.id, "version": f.version, "patch_sha256": f.patch_sha256, "state": f.state.value,
                            "files": dict(f.files)} for f in self.fixes],
                 "files": dict(self.files)} | ({"components": [c.to_json() for c in self.components]}
-                                             if self.components else {})
+                                             if self.components else {}) | \
+            {k: {p: v.to_json() for p, v in kept.items()} for k, kept in
+             (("removed_files", self.removed_files), ("removed_dirs", self.removed_dirs)) if kept}
 
     def component(self, cid: str) -> ManifestComponent | None:
         return next((c for c in self.components if c.id == cid), None)
@@ -327,7 +369,8 @@ class Manifest:
                       for c in data.get("components", []))
         return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
                    _str_map(data.get("found")), fixes, dict(data.get("files", {})),
-                   str(data.get("tool_version", "")), comps)
+                   str(data.get("tool_version", "")), comps, kept_map(data.get("removed_files", {})),
+                   kept_map(data.get("removed_dirs", {})))
 
 
 def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
@@ -419,7 +462,7 @@ def _manifest_problem(data: Any) -> str | None:
         seen.add(f["id"])
         if f["state"] == "applied":
             applied_files |= set(f["files"])
-    problem = _components_problem(data.get("components", []), applied_files)
+    problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
     if problem:
         return problem
     if set(files) != applied_files:
@@ -454,3 +497,23 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
             owned[p] = where
     ids = [c["id"] for c in comps]
     return "a component is recorded twice" if len(ids) != len(set(ids)) else None
+
+
+def _removed_problem(data: dict[str, Any], files: Any) -> str | None:
+    """``removed_files`` name only files the applied fixes leave absent (``files`` without a sha256), and
+    ``removed_dirs`` only folders above one of them; each with a mode and owner :func:`kept_problem` allows."""
+    gone = {p for p, h in files.items() if h is None}
+    for key, folder in (("removed_files", False), ("removed_dirs", True)):
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            return f"{key!r} is not an object of path -> mode and owner"
+        for p, k in value.items():
+            if path_problem(p):
+                return f"{key!r} names {p!r}: {path_problem(p)}"
+            if not (any(g.startswith(p + "/") for g in gone) if folder else p in gone):
+                return (f"{key!r} names {p}, which is no {'folder above a ' if folder else ''}file its applied fixes "
+                        f"remove")
+            problem = kept_problem(k, folder)
+            if problem:
+                return f"{key!r}: {p}: {problem}"
+    return None

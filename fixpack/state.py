@@ -26,6 +26,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,13 +42,15 @@ from .fsio import (
     make_parents,
     remove_file,
     replace_file,
+    set_mode_owner,
     state_dir,
     temp_path,
     unlink,
 )
-from .records import Manifest, is_int, load_json, sha_or_none
+from .kept import owned_by_us
+from .records import Kept, Manifest, is_int, kept_map, kept_problem, load_json, sha_or_none
 from .safepath import link_on_the_way, path_problem
-from .structs import dataclass
+from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
 BACKUPS = "journal"
@@ -90,7 +93,15 @@ def read_manifest(root: Path, target: str) -> Manifest | None:
     """The target's manifest, checked against its schema; None when there is none."""
     path = manifest_path(root, target)
     raw = _read_state_file(path)
-    return None if raw is None else Manifest.from_json(raw, path)
+    return None if raw is None else trusted(Manifest.from_json(raw, path), path)
+
+
+def trusted(manifest: Manifest, path: Path) -> Manifest:
+    """``manifest`` without its recorded modes and owners unless the running user owns ``path`` (the file
+    it was read from): another user's file is never obeyed to give a file a mode or an owner."""
+    if owned_by_us(path) or not (manifest.removed_files or manifest.removed_dirs):
+        return manifest
+    return replace(manifest, removed_files={}, removed_dirs={})
 
 
 # --- the journal ----------------------------------------------------------------------------------
@@ -118,6 +129,7 @@ class Journal:
     path: Path
     entries: tuple[JournalEntry, ...]
     dirs: tuple[str, ...]  # folders the run created, removed again on rollback when empty
+    removed_dirs: Mapping[str, Kept] = field(default_factory=dict)  # folders it may empty: mode and owner before
 
 
 JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256"}
@@ -203,7 +215,8 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
 
 def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -> Journal:
     data = load_json(raw, jpath)
-    if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or set(data) - {"entries", "dirs"}:
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or \
+            set(data) - {"entries", "dirs", "removed_dirs"}:
         raise DamagedStateError(jpath, "not a fixpack journal (a JSON object with a list of entries)")
     entries = tuple(_journal_entry(root, jpath, i, e, writes) for i, e in enumerate(data["entries"]))
     paths = [e.path for e in entries]
@@ -216,7 +229,22 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     made = [d for d in dirs if not any(e.path.startswith(d + "/") for e in entries if not e.existed)]
     if made:  # a run lists only folders it creates for a new file: a rollback removes nothing else
         raise DamagedStateError(jpath, f"'dirs' names {made[0]}, which holds no file the journal says is new")
-    return Journal(jpath, entries, tuple(dirs))
+    removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries)
+    return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {})
+
+
+def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...]) -> dict[str, Kept]:
+    """The folders a run may have emptied, with their mode and owner before it: each a canonical folder of the
+    target above a file the journal has a backup of, reached without a link (a rollback makes it again)."""
+    if not isinstance(value, dict):
+        raise DamagedStateError(jpath, "'removed_dirs' is not an object of folder -> mode and owner")
+    for d, k in value.items():
+        problem = _journal_path_problem(root, d) or (f"{d}: {kept_problem(k, True)}" if kept_problem(k, True) else None)
+        if not problem and not any(e.path.startswith(d + "/") for e in entries if e.existed):
+            problem = f"{d} holds no file the journal has a backup of"
+        if problem:
+            raise DamagedStateError(jpath, f"'removed_dirs': {problem}")
+    return kept_map(value)
 
 
 def _journal_path_problem(root: Path, path: str) -> str | None:
@@ -344,6 +372,9 @@ def recover(root: Path, writes: Writes | None = None) -> list[str]:
         return []
     for e in journal.entries:
         _restore(root, e)
+    for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
+        if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
+            set_mode_owner(root / d, k.mode, k.owner)
     unlink(journal.path)
     fsync_dir(journal.path.parent)
     discard_leftovers(root)

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,13 @@ from .fsio import (
     make_parents,
     pycache_files,
     remove_file,
+    set_mode_owner,
     state_dir,
     unlink,
     unlink_quietly,
 )
-from .records import dumps
+from .kept import emptied_folders, kept_of
+from .records import Kept, dumps
 from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path, recover
 
 # --- checks before writing ------------------------------------------------------------------------
@@ -101,10 +104,11 @@ def _advice(exc: OSError) -> str:
     return _ADVICE.get(exc.errno or 0, "remove the cause")
 
 
-def write_transaction(root: Path, changes: list[FileChange]) -> str:
+def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
     and a failed write is rolled back before this returns (EnvironmentProblem, exit 5). Returns "" or, when this
     run's backups could not be removed once it was complete, a note saying so (the next run removes them).
+    ``folders``: the mode and owner to give a folder this run makes (one a removal had emptied: a manifest's).
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
@@ -116,7 +120,7 @@ def write_transaction(root: Path, changes: list[FileChange]) -> str:
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
     try:
-        return _journalled(root, changes, folder, phase)
+        return _journalled(root, changes, folder, phase, folders or {})
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
         if phase[0] == "prepare":
             _abandon(root)
@@ -129,7 +133,8 @@ def write_transaction(root: Path, changes: list[FileChange]) -> str:
                                  f"target holds this run's result (fixpack status shows it)") from None
 
 
-def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str]) -> str:
+def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],
+                folders: Mapping[str, Kept]) -> str:
     """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
     where = folder
@@ -137,9 +142,13 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         make_parents(folder / BACKUPS)
         where = folder / BACKUPS
         entries, dirs = _back_up(root, changes)
+        emptied = {d: kept_of(root / d, True).to_json() for d in emptied_folders(
+            root, {e["path"] for e, c in zip(entries, changes) if e["existed"] and c.data is None},
+            {c.path for c in changes if c.data is not None})}
         fault_point()
         where = journal
-        atomic_write(journal, dumps({"entries": entries, "dirs": dirs}), 0o644)
+        atomic_write(journal, dumps({"entries": entries, "dirs": dirs} | ({"removed_dirs": emptied} if emptied
+                                                                           else {})), 0o644)
     except OSError as exc:
         _abandon(root)
         raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the target was "
@@ -156,9 +165,12 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
                 if where.parent.name != "__pycache__" or _module_gone(where):
                     _prune_empty(root, where.parent)
             else:
-                atomic_write(where, c.data, c.mode, sync_dir=False)
+                atomic_write(where, c.data, c.mode, c.owner, sync_dir=False)
                 written.add(where.parent)
             fault_point()
+        for d in sorted(set(dirs) & set(folders), key=lambda d: -d.count("/")):  # made again: as they were
+            where = root / d
+            set_mode_owner(where, folders[d].mode, folders[d].owner)
         for parent in sorted(written):  # once per folder, before the journal goes: until then a crash rolls back
             where = parent
             fsync_dir(parent)

@@ -35,6 +35,7 @@ class Tree:
         self._real_root = _real_root or root.resolve()
         self._text: dict[str, str | None] = {}
         self._mode: dict[str, int] = {}
+        self._owner: dict[str, tuple[int, int]] = {}  # a file a rename makes: its source's owner
         self._delta: dict[str, int] = {}  # running offset per file, left by the fixes placed so far
         self._checked = _checked if _checked is not None else set()  # paths already found inside the root
 
@@ -74,22 +75,34 @@ class Tree:
         dest = self._disk(path)
         return stat.S_IMODE(dest.stat().st_mode) if dest.is_file() else None
 
-    def write(self, path: str, text: str | None, mode: int | None = None) -> None:
+    def owner(self, path: str) -> tuple[int, int] | None:
+        if path in self._owner:
+            return self._owner[path]
+        dest = self._disk(path)
+        st = dest.stat() if dest.is_file() else None
+        return (st.st_uid, st.st_gid) if st else None
+
+    def write(self, path: str, text: str | None, mode: int | None = None,
+              owner: tuple[int, int] | None = None) -> None:
         self._disk(path)
         self._text[path] = text
         if mode is not None:
             self._mode[path] = mode
+        if owner is not None:
+            self._owner[path] = owner
 
     def fork(self) -> Tree:
         other = Tree(self.root, self._real_root, self._checked)
         other._text = dict(self._text)
         other._mode = dict(self._mode)
+        other._owner = dict(self._owner)
         other._delta = dict(self._delta)
         return other
 
     def adopt(self, other: Tree) -> None:
         self._text = other._text
         self._mode = other._mode
+        self._owner = other._owner
         self._delta = other._delta
 
     def delta(self, path: str) -> int:
@@ -111,7 +124,8 @@ class Tree:
             mode = self._mode.get(path, disk_mode)
             if text == on_disk and (text is None or mode == disk_mode):
                 continue
-            out.append(FileChange(path, None if text is None else encode(text), mode))
+            owner = self._owner.get(path) if on_disk is None else None  # a file there keeps its own
+            out.append(FileChange(path, None if text is None else encode(text), mode, owner))
         return out
 
 
