@@ -34,7 +34,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import BadInputError, EnvironmentProblem, FixpackError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
@@ -63,6 +63,7 @@ from .rebase_session import (
     primary_version,
     refuse_in_progress,
     restore,
+    resume_command,
     target_pairs,
     undo,
     write_pack,
@@ -138,6 +139,12 @@ def resume(req: RebaseRequest) -> RebaseResult:
     start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
     """
     session = load_session(req)
+    for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
+        if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
+            raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
+                                f"{ft.root}, is gone or no longer reads as one (no version): put it back (the --root "
+                                f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with "
+                                f"`{resume_command('abort', session.pack_root, session.new_name, req.work)}`")
     proof = session.state.setdefault("proof", {"clean": {}})
     if req.python or proof.get("python"):  # the one given now, else the start's: it may be gone since
         check_interpreter(req.python or proof["python"])

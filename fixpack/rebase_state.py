@@ -118,18 +118,35 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
     if state["phase"] not in PHASES:
         raise DamagedStateError(path, f"key 'phase' is {state['phase']!r}, not one of {', '.join(PHASES)}", advice)
     for name, t in state["targets"].items():
-        if not isinstance(t, dict) or not all(isinstance(t.get(k, ""), str) for k in ("new", "old", "note")):
-            raise DamagedStateError(path, f"targets.{name} is not an object of strings new, old, note", advice)
+        if not isinstance(t, dict) or not all(isinstance(t.get(k, ""), str) for k in ("new", "old", "note")) or \
+                (t.get("new") and not t.get("old")):
+            raise DamagedStateError(path, f"targets.{name} is not an object of strings new, old (both or neither) "
+                                          f"and note", advice)
     for fix_id, rec in state["conflicts"].items():
-        repo = rec.get("repo") if isinstance(rec, dict) else None
-        if not isinstance(repo, str) or not isinstance(rec.get("patches"), list) or \
-                Path(repo).resolve().parent != work.resolve():
-            raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work} and its "
-                                          f"patches", advice)
+        if not _conflict_record(rec, work):
+            raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work}, its inputs' "
+                                          f"digest and its patches", advice)
     proof = _want(path, state, "proof", dict, advice, required=False) or {}
     for key, kind in (("python", str), ("site", str), ("clean", dict), ("allow_unproven", bool)):
         _want(path, proof, key, kind, advice, required=False)
+    for fix_id, run in (proof.get("clean") or {}).items():
+        if not isinstance(run, dict) or not all(isinstance(run.get(k), str) for k in ("digest", "summary", "output")) \
+                or not isinstance(run.get("rc"), int):
+            raise DamagedStateError(path, f"proof.clean.{fix_id} is not a proof run this tool records (digest, rc, "
+                                          f"summary, output)", advice)
     check_pack_paths(path, "backups", state["backups"], pack_root, state["to"], advice)
+
+
+def _conflict_record(rec: Any, work: Path) -> bool:
+    if not isinstance(rec, dict) or not isinstance(rec.get("repo"), str) or not isinstance(rec.get("inputs"), str):
+        return False
+    patches = rec.get("patches")
+    if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
+        return False
+    try:
+        return Path(rec["repo"]).resolve().parent == work.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:

@@ -6,11 +6,12 @@ A name too long for a file name is refused up front (exit 2); a work folder that
 import base64
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_rebase import BASE, MOD, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (pack: a fixture)
+from test_rebase import BASE, MOD, OTHER, OTHER_BASE, conflicting, new_release, pack, req  # noqa: F401 (fixtures)
 
 from fixpack import rebase
 from fixpack.cli_rebase import rebase_cmd
@@ -145,12 +146,15 @@ def test_abort_refuses_a_rebase_folder_that_is_a_link(planted):
     ({"targets": {"demo": {"new": 5}}}, "targets.demo"),
     ({"conflicts": {"first": {"repo": "/tmp", "patches": []}}}, "conflicts.first"),
     ({"proof": {"python": 1}}, "key 'python' is int"),
+    ({"proof": {"clean": {"first": {"rc": 1}}}}, "proof.clean.first"),
+    ({"targets": {"demo": {"new": "/somewhere"}}}, "targets.demo"),
+    ({"conflicts": {"first": {"repo": "REPO", "patches": ["0001-change.patch"]}}}, "conflicts.first"),
     ({"pack": None}, "key 'pack' is NoneType, not str")])
 def test_abort_and_continue_refuse_a_damaged_state(planted, over, said):
     b, _outside = planted
     work = b.pack / ".rebase/x1"
     work.mkdir()
-    (work / "state.json").write_text(json.dumps(state(b, **over)))
+    (work / "state.json").write_text(json.dumps(state(b, **over)).replace("REPO", str(work / "first")))
     before = world(b.base)
     for args in (["--abort", "--name", "x1"], ["--continue", "--allow-unproven"]):
         code, out = run(b, *args)
@@ -217,3 +221,18 @@ def test_a_real_undo_and_abort_still_work(pack):  # noqa: F811
     assert code == 0 and "rebase undone" in out, out
     assert {k: v for k, v in world(b.pack).items() if not k.startswith((".rebase", "reports"))} == \
         {k: v for k, v in before.items() if not k.startswith((".rebase", "reports"))}
+
+
+def test_continue_refuses_a_release_copy_gone_since_the_start(conflicting):  # noqa: F811
+    """Read as an empty tree, a release copy removed since the start had --continue report every fix as a
+    conflict against nothing (and a resolution to no change would drop it)."""
+    b, old, new = conflicting
+    rebase.start(req(b, old, new))
+    shutil.rmtree(new)
+    before = world(b.base)
+    code, out = run(b, "--continue", "--allow-unproven")
+    assert code == 3 and f"the release copy of target demo this rebase started from, {new}, is gone" in out, out
+    assert f"rebase --abort --pack {b.pack} --name v2.0`" in out
+    assert world(b.base) == before
+    code, out = run(b, "--abort")
+    assert code == 0 and not (b.pack / ".rebase/v2.0").exists(), out
