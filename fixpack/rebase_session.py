@@ -394,11 +394,13 @@ def restore(session: Session) -> list[str]:
 
 
 def keep_undo(session: Session, written: list[str]) -> Path:
-    """Before a finished rebase drops its work folder: what ``--undo`` needs, next to it (``.rebase/`` is
-    not part of the pack): the bytes each pack file had before, and the sha256 of what the rebase wrote."""
+    """Before a finished rebase drops its work folder: what ``--undo`` needs, in ``<pack>/.rebase/`` where --undo
+    looks, whatever ``--work`` was (``.rebase/`` is not part of the pack): the bytes each pack file had before,
+    and the sha256 of what the rebase wrote."""
     now = {w: hashlib.sha256((session.pack_root / w).read_bytes()).hexdigest()
            for w in written if (session.pack_root / w).is_file()}
-    path = session.work.parent / f"{session.new_name}.undo.json"
+    path = work_root(session.pack_root) / f"{session.new_name}.undo.json"
+    path.parent.mkdir(exist_ok=True)
     atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
     return path
 

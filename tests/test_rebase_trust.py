@@ -236,3 +236,17 @@ def test_continue_refuses_a_release_copy_gone_since_the_start(conflicting):  # n
     assert world(b.base) == before
     code, out = run(b, "--abort")
     assert code == 0 and not (b.pack / ".rebase/v2.0").exists(), out
+
+
+def test_a_rebase_with_its_own_work_folder_can_be_undone(pack, tmp_path):  # noqa: F811
+    """With --work elsewhere, the undo file went next to that folder, where --undo never looks: 'no finished
+    rebase to undo', and a stray v2.0.undo.json in the user's folder."""
+    b, old = pack
+    before = world(b.pack)
+    new = new_release(b, {MOD: "new head\n" + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new, work=tmp_path / "w" / "v2.0")).status == "done"
+    assert not (tmp_path / "w" / "v2.0.undo.json").exists()
+    code, out = run(b, "--undo")
+    assert code == 0 and "rebase undone" in out, out
+    assert {k: v for k, v in world(b.pack).items() if not k.startswith((".rebase", "reports"))} == \
+        {k: v for k, v in before.items() if not k.startswith((".rebase", "reports"))}
