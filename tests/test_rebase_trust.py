@@ -250,3 +250,16 @@ def test_a_rebase_with_its_own_work_folder_can_be_undone(pack, tmp_path):  # noq
     assert code == 0 and "rebase undone" in out, out
     assert {k: v for k, v in world(b.pack).items() if not k.startswith((".rebase", "reports"))} == \
         {k: v for k, v in before.items() if not k.startswith((".rebase", "reports"))}
+
+
+def test_a_rebase_does_not_start_through_a_linked_rebase_folder(pack, tmp_path):  # noqa: F811
+    """A new rebase would make its work folder, and drop it, through the link."""
+    b, old = pack
+    (tmp_path / "elsewhere").mkdir()
+    (b.pack / ".rebase").symlink_to(tmp_path / "elsewhere")
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    before = world(b.base)
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new))
+    assert err.value.exit_code == 3 and "the rebase work folder is a symbolic link" in str(err.value)
+    assert world(b.base) == before
