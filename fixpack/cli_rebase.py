@@ -39,7 +39,8 @@ OUTCOME_STYLE = {"exact": "green", "merged": "yellow", "conflict": "red", "broke
 @click.command("rebase", cls=JsonCommand, context_settings={"help_option_names": ["-h", "--help"]},
                short_help="Rebase a profile onto a new upstream release.", epilog="""\b
 Examples:
-  fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --python .venv-vllm-0.31.0/bin/python
+  fixpack rebase --profile v0.30.0 --to 0.31.0 --target vllm --name v0.31.0-mine --python .venv-vllm-0.31.0/bin/python
+                                # v0.31.0 exists: a new profile (--name), or --replace
   fixpack rebase --continue     # after resolving conflicts (cd <work>/<fix>; edit; git add);
                                 # `git cherry-pick --continue` in the work folder works too
   fixpack rebase --abort        # drop the rebase in progress and everything it wrote

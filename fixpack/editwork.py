@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from .diff import AUTHOR
 from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
-from .loader import ID_RE, load_pack, load_profile
+from .loader import load_pack, load_profile, name_problem
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
@@ -100,8 +101,8 @@ def work_folder(pack_root: Path) -> Path:
 
 def _checked_id(fix_id: str) -> str:
     """A fix id names a folder under .edit/: never a path (``../fixes``, ``/``), which abort would remove."""
-    if not ID_RE.match(fix_id):
-        raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
+    if name_problem(fix_id):
+        raise BadInputError(f"bad fix id {fix_id!r}: {name_problem(fix_id)}")
     return fix_id
 
 
@@ -203,6 +204,10 @@ def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None
 
 
 def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:
+    _refuse_reserved(view, fix_id)
+    if fix_id in view.fixes and fix_id not in prof.default + prof.opt_in:
+        raise BadInputError(f"fix {fix_id} is in the pack but not in profile {prof.name}: list it in "
+                            f"profiles/{prof.name}.toml, or edit it with --profile set to a profile that lists it")
     if fix_id not in prof.default + prof.opt_in:
         known = ", ".join(prof.default + prof.opt_in)
         raise BadInputError(f"{fix_id} is not a fix of profile {prof.name} ({known}); "
@@ -211,8 +216,8 @@ def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:
 
 
 def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, opt_in: bool) -> tuple[str, str]:
-    if not ID_RE.match(fix_id):
-        raise BadInputError(f"bad fix id {fix_id!r}: lower-case letters, digits, '.', '_', '-'")
+    _checked_id(fix_id)
+    _refuse_reserved(view, fix_id)
     if fix_id in view.fixes or (view.root / "fixes" / fix_id).exists():
         raise BadInputError(f"fix {fix_id} exists already (fixes/{fix_id}): "
                             f"`{_command('edit', fix_id, '--profile', prof.name)}` changes it")
@@ -227,6 +232,14 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
         after = in_order[-1] if in_order else ""
     _check_place(view, prof, after, opt_in)
     return target, after
+
+
+def _refuse_reserved(view: Pack, fix_id: str) -> None:
+    """``fixes/series``, ``fixes/apply_all.py``: names of the pack's own files under fixes/, never a fix's."""
+    path = view.root / "fixes" / fix_id
+    if fix_id not in view.fixes and os.path.lexists(path) and not os.path.lexists(path / "fix.toml"):
+        what = "a folder with no fix.toml (remove it if it is a leftover)" if path.is_dir() else "the pack's own file"
+        raise BadInputError(f"{fix_id!r} cannot name a fix: fixes/{fix_id} is {what}, not a fix; pick another id")
 
 
 def _check_place(view: Pack, prof: Profile, after: str, opt_in: bool) -> None:

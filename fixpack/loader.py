@@ -29,6 +29,16 @@ TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "versio
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ID_MAX = 100  # characters: a fix or profile name is part of file names (.rebase/<name>.undo.json, reports)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a fix id or profile name (None when it can)."""
+    if not isinstance(name, str) or not ID_RE.fullmatch(name):
+        return "names are lower-case letters, digits, '.', '_', '-', starting with a letter or digit"
+    if len(name) > ID_MAX:
+        return f"{len(name)} characters, more than the {ID_MAX} a name may have"
+    return None
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
@@ -107,8 +117,8 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        if not ID_RE.match(line):
-            errors.add(f"bad fix id {line!r}", path, n, "ids are lower-case letters, digits, '.', '_', '-'")
+        if name_problem(line):
+            errors.add(f"bad fix id {line!r}", path, n, name_problem(line) or "")
             continue
         if line in seen:
             errors.add(f"fix {line!r} listed twice (first at line {seen[line]})", path, n, "keep one line")

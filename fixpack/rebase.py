@@ -34,11 +34,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import BadInputError, FixpackError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
-from .loader import ID_RE, load_pack, load_profile
+from .loader import load_pack, load_profile, name_problem
 from .model import Fix, Profile
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .prove import check_interpreter
@@ -49,7 +49,6 @@ from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_session import (
     OUTCOMES,
     STATE_SCHEMA,
-    WORK_DIR,
     FixOutcome,
     RebaseRequest,
     RebaseResult,
@@ -64,11 +63,13 @@ from .rebase_session import (
     primary_version,
     refuse_in_progress,
     restore,
+    resume_command,
     target_pairs,
     undo,
     write_pack,
     write_report,
 )
+from .rebase_state import checked_name, default_work, work_root
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
@@ -85,15 +86,16 @@ def start(req: RebaseRequest) -> RebaseResult:
     pack = load_pack(req.pack_root)
     old = load_profile(pack, req.profile)
     _refuse_older(old, {t.name: req.to_version for t in old.targets if t.source.pypi and req.to_version}, req)
-    early = req.name or (f"v{req.to_version}" if req.to_version else "")
+    early = checked_name(req.name) if req.name else checked_name(
+        f"v{req.to_version}", "new profile name (v<--to>; set another with --name)") if req.to_version else ""
     if early:  # before fetching anything
-        refuse_in_progress((req.work or pack.root / WORK_DIR / early).resolve(), early, pack.root, req.work)
+        refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
             check_clean(pack.root)
         except BadInputError:
-            busy = sorted((pack.root / WORK_DIR).glob("*/state.json"))
+            busy = sorted(work_root(pack.root).glob("*/state.json"))
             if busy:  # the pack is dirty because a rebase stopped half way: say that first
                 refuse_in_progress(busy[0].parent, busy[0].parent.name, pack.root)
             raise
@@ -101,11 +103,11 @@ def start(req: RebaseRequest) -> RebaseResult:
     _refuse_older(old, {n: p.new.version for n, p in pairs.items() if p.new is not None}, req)
     to_version = req.to_version or primary_version(pairs)
     new_name = req.name or f"v{to_version}"
-    if not ID_RE.match(new_name) or new_name == old.name:
-        raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name of lower-case letters, "
-                            f"digits, '.', '_', '-' (set it with --name)")
+    if name_problem(new_name) or new_name == old.name:
+        raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name, not {old.name}; "
+                            f"{name_problem(new_name) or 'set another with --name'}")
     _refuse_existing(pack.root, new_name, req.replace)
-    work = (req.work or pack.root / WORK_DIR / new_name).resolve()
+    work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     state = {"schema": STATE_SCHEMA, "pack": str(pack.root), "from": old.name, "to": new_name,
@@ -116,7 +118,11 @@ def start(req: RebaseRequest) -> RebaseResult:
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
                        "allow_unproven": req.allow_unproven}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot make the rebase's work folder {work}: {exc.strerror}; give another "
+                                 f"with --work DIR") from exc
     session.save()
     try:
         return _run(session)
@@ -133,6 +139,12 @@ def resume(req: RebaseRequest) -> RebaseResult:
     start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
     """
     session = load_session(req)
+    for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
+        if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
+            raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
+                                f"{ft.root}, is gone or no longer reads as one (no version): put it back (the --root "
+                                f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with "
+                                f"`{resume_command('abort', session.pack_root, session.new_name, req.work)}`")
     proof = session.state.setdefault("proof", {"clean": {}})
     if req.python or proof.get("python"):  # the one given now, else the start's: it may be gone since
         check_interpreter(req.python or proof["python"])

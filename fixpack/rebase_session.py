@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,16 @@ from .loader import load_pack, load_profile
 from .model import Pack, Profile, TargetSpec
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
+from .rebase_state import (
+    WORK_DIR,
+    check_state,
+    check_undo,
+    checked_name,
+    default_work,
+    read_json,
+    state_advice,
+    work_root,
+)
 from .records import dumps
 from .release import fetch
 from .render import Command, render_markdown, render_profile, render_variant
@@ -33,9 +44,6 @@ STATE_SCHEMA = 1
 
 
 REPORT_SCHEMA = 1
-
-
-WORK_DIR = ".rebase"
 
 
 # outcomes in the report, and what each means
@@ -259,25 +267,31 @@ def check_clean(pack_root: Path) -> None:
 
 
 def find_work(pack_root: Path, name: str = "", work: Path | None = None) -> Path:
-    """The work folder of the rebase in progress (``--continue``/``--abort``)."""
+    """The work folder of the rebase in progress (``--continue``/``--abort``): ``--work``, else
+    ``<pack>/.rebase/<name>`` or the one there, never through a symbolic link (rebase_state)."""
     if work is not None:
         found = [work.resolve()]
     elif name:
-        found = [(pack_root / WORK_DIR / name).resolve()]
+        found = [default_work(pack_root, name)]
     else:
-        found = sorted(p.parent.resolve() for p in (pack_root / WORK_DIR).glob("*/state.json"))
+        base = work_root(pack_root)
+        found = sorted(default_work(pack_root, p.parent.name) for p in base.glob("*/state.json")) \
+            if base.is_dir() else []
         if len(found) > 1:
             raise BadInputError(f"several rebases are in progress ({', '.join(p.name for p in found)}): "
                                 f"name one with --name")
-    if not found or not (found[0] / "state.json").is_file():
+    if not found or not os.path.lexists(found[0] / "state.json"):
         raise BadInputError(f"no rebase in progress under {found[0] if found else pack_root / WORK_DIR}")
     return found[0]
 
 
 def load_session(req: RebaseRequest) -> Session:
+    """The rebase in progress, its state checked (rebase_state.check_state) before anything is done with it."""
     work = find_work(req.pack_root.resolve(), req.name, req.work)
-    state = json.loads((work / "state.json").read_text("utf-8"))
-    pack_root = Path(state["pack"])
+    path = work / "state.json"
+    state = read_json(path, state_advice(work, req.pack_root))
+    check_state(path, state, req.pack_root, work, default=req.work is None)
+    pack_root = req.pack_root.resolve()
     old = load_profile(load_pack(pack_root), state["from"])
     pairs = {}
     for spec in old.targets:
@@ -380,29 +394,35 @@ def restore(session: Session) -> list[str]:
 
 
 def keep_undo(session: Session, written: list[str]) -> Path:
-    """Before a finished rebase drops its work folder: what ``--undo`` needs, next to it (``.rebase/`` is
-    not part of the pack): the bytes each pack file had before, and the sha256 of what the rebase wrote."""
+    """Before a finished rebase drops its work folder: what ``--undo`` needs, in ``<pack>/.rebase/`` where --undo
+    looks, whatever ``--work`` was (``.rebase/`` is not part of the pack): the bytes each pack file had before,
+    and the sha256 of what the rebase wrote."""
     now = {w: hashlib.sha256((session.pack_root / w).read_bytes()).hexdigest()
            for w in written if (session.pack_root / w).is_file()}
-    path = session.work.parent / f"{session.new_name}.undo.json"
+    path = work_root(session.pack_root) / f"{session.new_name}.undo.json"
+    path.parent.mkdir(exist_ok=True)
     atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
     return path
 
 
 def undo(pack_root: Path, name: str = "") -> list[str]:
     """``--undo``: put back the pack files a finished rebase wrote, as they were before it. Refuses (bad
-    input, nothing written) when one of them changed since: commit or restore it first."""
-    found = sorted((pack_root / WORK_DIR).glob(f"{name or '*'}.undo.json"))
+    input, nothing written) when one of them changed since: commit or restore it first. Its file is checked
+    first (rebase_state.check_undo): a damaged or planted one is refused, nothing written."""
+    pattern, base = f"{checked_name(name) if name else '*'}.undo.json", work_root(pack_root)
+    found = sorted(base.glob(pattern)) if base.is_dir() else []
     if len(found) != 1:
         what = "several finished rebases can be undone: name one with --name" if found else \
             f"no finished rebase to undo under {pack_root / WORK_DIR}"
         raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
-    data = json.loads(found[0].read_text("utf-8"))
+    data = read_json(found[0], f"remove it by hand (rm {found[0]})")
+    check_undo(found[0], data, pack_root)
     changed = [w for w, sha in data["written"].items()
                if not (pack_root / w).is_file() or hashlib.sha256((pack_root / w).read_bytes()).hexdigest() != sha]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
-                            f"commit or restore them, or undo with git (git checkout -- fixes profiles)")
+                            f"commit or restore them, or undo with git (cd {pack_root} && git checkout -- fixes "
+                            f"profiles && git clean -fd fixes profiles)")
     session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
                       data["backups"]})
     restored = restore(session)

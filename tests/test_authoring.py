@@ -284,6 +284,34 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
     assert snapshot(builder.pack) == before
 
 
+def test_names_that_cannot_be_a_fix_are_refused_as_names(pack3, tmp_path):
+    """Found by a fresh user: a 300-character id was `internal error: OSError(36, 'File name too long')` (exit 1);
+    `new series` said it exists (`edit series` changes it) and `edit series` said it is no fix (`new series`
+    makes one): a loop, as for apply_all.py and for a fix of the pack that the profile does not list."""
+    builder, _clean = pack3
+    builder.profile(["a", "b"], name="p2")
+    (builder.pack / "fixes/apply_all.py").write_text("")
+    before = snapshot(builder.pack)
+    (tmp_path / "m.patch").write_text(mail_patch(tmp_path, numbered(5), numbered(5).replace("line 2\n", "two\n")))
+    long = "x" * 300
+    too_long = f"bad fix id {long!r}: 300 characters, more than the 100 a name may have"
+    cases = [
+        (["new", long, "-p", "p1", "--target", "demo"], too_long),
+        (["edit", long, "-p", "p1"], too_long),
+        (["import", str(tmp_path / "m.patch"), "--as", long, "-p", "p1"], too_long),
+    ]
+    for name in ("series", "apply_all.py"):
+        says = f"{name!r} cannot name a fix: fixes/{name} is the pack's own file, not a fix; pick another id"
+        cases += [(["new", name, "-p", "p1", "--target", "demo"], says), (["edit", name, "-p", "p1"], says),
+                  (["import", str(tmp_path / "m.patch"), "--as", name, "-p", "p1"], says)]
+    cases.append((["edit", "c", "-p", "p2"], "fix c is in the pack but not in profile p2: list it in profiles/p2.toml"))
+    for args, says in cases:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and says in r.stderr, (args[:2], r.stderr)
+    assert snapshot(builder.pack) == before
+
+
 @pytest.mark.parametrize("new", [False, True])
 def test_edit_and_new_wait_for_a_command_writing_the_pack(pack3, monkeypatch, new):
     """`edit` and `new` read the pack under its lock (a refresh or import beside them could change the

@@ -1,0 +1,194 @@
+"""The rebase's own files under ``<pack>/.rebase/`` are untrusted input, as the edit state and the image journal
+are: ``.rebase`` and each ``.rebase/<name>`` must be real folders (never a symbolic link, which ``--abort`` would
+remove through), ``state.json`` and ``<name>.undo.json`` must read as what this tool writes, and every pack file
+they name must be one a rebase to that profile writes: ``profiles/<name>.toml`` and ``.lock``, or
+``fixes/<fix>/<name>/<file>``, reached through no symbolic link. Anything else is refused (exit 3) before a file
+is written, naming the file, the key, and what to do.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from .errors import BadInputError, DamagedStateError
+from .loader import ID_RE, name_problem
+from .safepath import link_on_the_way, path_problem
+
+WORK_DIR = ".rebase"
+PHASES = ("merging", "conflicts", "writing", "written")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def checked_name(name: str, what: str = "rebase name (--name)") -> str:
+    """A profile name given to ``--name``: it names a folder under ``.rebase/`` and files of the pack."""
+    problem = name_problem(name)
+    if problem:
+        raise BadInputError(f"bad {what} {name!r}: {problem}")
+    return name
+
+
+def work_root(pack_root: Path) -> Path:
+    """``<pack>/.rebase``, refused when it is a symbolic link or no folder (it may be missing)."""
+    folder = pack_root / WORK_DIR
+    _refuse_link(folder, "the rebase work folder", f"rm {folder}")
+    return folder
+
+
+def default_work(pack_root: Path, name: str) -> Path:
+    """``<pack>/.rebase/<name>`` (it may be missing), never through a symbolic link."""
+    folder = work_root(pack_root) / checked_name(name)
+    _refuse_link(folder, f"the work folder of the rebase to {name}", f"rm {folder}")
+    return folder
+
+
+def _refuse_link(path: Path, what: str, remove: str) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise DamagedStateError(path, f"{what} cannot be read ({exc.strerror})", "check its permissions") from exc
+    if stat.S_ISDIR(mode):
+        return
+    kind = f"a symbolic link to {os.readlink(path)}" if stat.S_ISLNK(mode) else "no folder"
+    raise DamagedStateError(path, f"{what} is {kind}, not a folder this tool made",
+                            f"remove it by hand ({remove}: never what a link points at) and run again")
+
+
+def read_json(path: Path, advice: str) -> dict[str, Any]:
+    """The JSON object in ``path``, a regular file (no symbolic link): else DamagedStateError."""
+    if path.is_symlink() or not path.is_file():
+        raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedStateError(path, f"not JSON ({exc})", advice) from exc
+    except OSError as exc:
+        raise DamagedStateError(path, f"cannot be read ({exc.strerror})", advice) from exc
+    if not isinstance(data, dict):
+        raise DamagedStateError(path, f"a JSON {type(data).__name__}, not an object", advice)
+    return data
+
+
+def _want(path: Path, data: dict[str, Any], key: str, kind: type | tuple[type, ...], advice: str,
+          required: bool = True) -> Any:
+    if key not in data:
+        if required:
+            raise DamagedStateError(path, f"key {key!r} is missing", advice)
+        return None
+    if not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool)):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise DamagedStateError(path, f"key {key!r} is {type(data[key]).__name__}, not {names}", advice)
+    return data[key]
+
+
+def state_advice(work: Path, pack_root: Path) -> str:
+    return (f"if no rebase is in progress, remove its work folder by hand (rm -r {work}) and put fixes/ and profiles/ "
+            f"back with git (cd {pack_root} && git checkout -- fixes profiles && git clean -fd fixes profiles)")
+
+
+def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, default: bool) -> None:
+    """``state.json`` of the rebase in ``work`` (``default``: ``<pack>/.rebase/<name>``) as this tool writes it,
+    of the pack at ``pack_root``."""
+    advice = state_advice(work, pack_root)
+    for key in ("pack", "from", "to", "to_version", "report_dir", "phase"):
+        _want(path, state, key, str, advice)
+    _want(path, state, "schema", int, advice)
+    for key in ("targets", "conflicts", "backups"):
+        _want(path, state, key, dict, advice)
+    try:
+        same = Path(state["pack"]).resolve() == pack_root.resolve()
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        raise BadInputError(f"{path}: this rebase is of the pack at {state['pack']}, not {pack_root}: give "
+                            f"--pack {state['pack']}")
+    for key in ("from", "to"):
+        if name_problem(state[key]):
+            raise DamagedStateError(path, f"key {key!r} is {state[key]!r}: {name_problem(state[key])}", advice)
+    if default and state["to"] != work.name:
+        raise DamagedStateError(path, f"key 'to' is {state['to']!r}, not {work.name!r} (its folder)", advice)
+    if state["phase"] not in PHASES:
+        raise DamagedStateError(path, f"key 'phase' is {state['phase']!r}, not one of {', '.join(PHASES)}", advice)
+    for name, t in state["targets"].items():
+        if not isinstance(t, dict) or not all(isinstance(t.get(k, ""), str) for k in ("new", "old", "note")) or \
+                (t.get("new") and not t.get("old")):
+            raise DamagedStateError(path, f"targets.{name} is not an object of strings new, old (both or neither) "
+                                          f"and note", advice)
+    for fix_id, rec in state["conflicts"].items():
+        if not _conflict_record(rec, work):
+            raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work}, its inputs' "
+                                          f"digest and its patches", advice)
+    proof = _want(path, state, "proof", dict, advice, required=False) or {}
+    for key, kind in (("python", str), ("site", str), ("clean", dict), ("allow_unproven", bool)):
+        _want(path, proof, key, kind, advice, required=False)
+    for fix_id, run in (proof.get("clean") or {}).items():
+        if not isinstance(run, dict) or not all(isinstance(run.get(k), str) for k in ("digest", "summary", "output")) \
+                or not isinstance(run.get("rc"), int):
+            raise DamagedStateError(path, f"proof.clean.{fix_id} is not a proof run this tool records (digest, rc, "
+                                          f"summary, output)", advice)
+    check_pack_paths(path, "backups", state["backups"], pack_root, state["to"], advice)
+
+
+def _conflict_record(rec: Any, work: Path) -> bool:
+    if not isinstance(rec, dict) or not isinstance(rec.get("repo"), str) or not isinstance(rec.get("inputs"), str):
+        return False
+    patches = rec.get("patches")
+    if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
+        return False
+    try:
+        return Path(rec["repo"]).resolve().parent == work.resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
+    """``<name>.undo.json`` as a finished rebase to ``<name>`` writes it."""
+    advice = (f"remove it by hand (rm {path}) and put fixes/ and profiles/ back with git (cd {pack_root} && "
+              f"git checkout -- fixes profiles && git clean -fd fixes profiles)")
+    name = path.name.removesuffix(".undo.json")
+    to = _want(path, data, "to", str, advice)
+    if name_problem(to):
+        raise DamagedStateError(path, f"key 'to' is {to!r}: {name_problem(to)}", advice)
+    if to != name:
+        raise DamagedStateError(path, f"key 'to' is {to!r}, not {name!r} (its file name)", advice)
+    check_pack_paths(path, "backups", _want(path, data, "backups", dict, advice), pack_root, to, advice)
+    written = _want(path, data, "written", dict, advice)
+    check_pack_paths(path, "written", dict.fromkeys(written), pack_root, to, advice)
+    for key, sha in written.items():
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise DamagedStateError(path, f"written[{key!r}] is {sha!r}, not a sha256", advice)
+
+
+def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: Path, to: str, advice: str) -> None:
+    """Every key of ``entries`` a pack file a rebase to ``to`` writes, reached through no symbolic link; every
+    value None (no file before) or its bytes in base64."""
+    for rel, data in entries.items():
+        problem = path_problem(rel) or _not_written_by_rebase(rel, to)
+        if problem is None:
+            link = link_on_the_way(pack_root, rel)
+            problem = f"{link} is a symbolic link" if link else None
+        if problem is None and data is not None:
+            try:
+                base64.b64decode(data, validate=True) if isinstance(data, str) else None
+            except (binascii.Error, ValueError):
+                problem = "its bytes are not base64"
+            problem = problem or (None if isinstance(data, str) else f"its bytes are {type(data).__name__}")
+        if problem:
+            raise DamagedStateError(path, f"{key}[{rel!r}]: {problem}", advice)
+
+
+def _not_written_by_rebase(rel: str, to: str) -> str | None:
+    parts = rel.split("/")
+    if parts in (["profiles", f"{to}.toml"], ["profiles", f"{to}.lock"]):
+        return None
+    if len(parts) == 4 and parts[0] == "fixes" and ID_RE.match(parts[1]) and parts[2] == to:
+        return None
+    return f"not a file a rebase to {to} writes (profiles/{to}.toml or .lock, fixes/<fix>/{to}/<file>)"
