@@ -258,8 +258,9 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
     except (_Term, FixpackError) as exc:  # a write SIGTERM cut rolled itself back and said so as for Ctrl-C
         if signal.SIGTERM not in got or isinstance(exc, Terminated):
             raise
-        raise Terminated(f"terminated (SIGTERM) while proving on {root}; the image was left as it was found (the "
-                         f"proof's revert ran, every byte checked). Run again with more time") from None
+        raise Terminated(f"terminated (SIGTERM) while proving on {root}; the image was left as it was found "
+                         f"(what the proof had applied was reverted, every byte checked). Run again with more "
+                         f"time") from None
 
 
 def _revert_command(pack_root: Path, profile: str, target: str, root: Path) -> str:

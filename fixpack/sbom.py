@@ -241,12 +241,25 @@ def load_sbom(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
     try:
-        error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+        errors = list(JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True) or ())
     except ValueError as exc:  # not JSON at all
         raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {exc}") from exc
-    if error is not None:
-        raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {error}")
+    if errors:
+        raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {schema_errors([e.data for e in errors])}")
     return json.loads(text)
+
+
+def schema_errors(errors: list[Any], most: int = 3) -> str:
+    """jsonschema's validation ``errors`` said briefly: the most relevant first (jsonschema's ``best_match``), then
+    the others in document order, at most ``most``, each as ``at JSON-PATH: message`` cut to 200 characters.
+    (An error's own text carries the whole schema it failed against: 1.8 MB for CycloneDX's.)"""
+    from jsonschema.exceptions import best_match
+
+    best = best_match(errors)
+    shown = [best, *(e for e in errors if e is not best)][:most]
+    said = [f"at {e.json_path}: {e.message if len(e.message) <= 200 else e.message[:197] + '...'}" for e in shown]
+    more = f"; and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    return "; ".join(said) + more
 
 
 def profile_of(doc: Any) -> str:
