@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from .structs import dataclass, field
 from .targets import FoundTarget, normalize_commit
 
 P = "fixpack:"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass
@@ -133,6 +134,8 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
                       bom_ref="image", properties=[Property(name=f"{P}profile", value=ctx.profile.name),
                                                    Property(name=f"{P}tool_version", value=__version__)])
     bom.metadata = BomMetaData(component=image)
+    # None omits it (the property is typed datetime; the serializer skips None); to the constructor None means now
+    bom.metadata.timestamp = _stamp(states)  # type: ignore[assignment]
     for st in states:
         ft, manifest = st.found, st.manifest
         name = ft.spec.name
@@ -166,9 +169,22 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
     return bom
 
 
+def _stamp(states: list[TargetState]) -> datetime | None:
+    """When the image reached its state: the newest modification time of its targets' manifests (a run that
+    changes nothing writes none), None for an image no run has patched (the document then has no timestamp).
+    So the same image gives the same document, byte for byte."""
+    times = []
+    for st in states:
+        try:
+            times.append(manifest_path(st.found.root, st.found.spec.name).stat().st_mtime_ns)
+        except OSError:  # no manifest: nothing applied there
+            continue
+    return EPOCH + timedelta(microseconds=max(times) // 1000) if times else None
+
+
 def render(bom: Bom) -> str:
-    """The JSON form, with a serial number derived from its facts (the same image gives the same document
-    but for the timestamp, which SOURCE_DATE_EPOCH fixes)."""
+    """The JSON form, with a serial number derived from its facts and the timestamp from the image's state
+    (:func:`_stamp`), or from SOURCE_DATE_EPOCH when set: the same image gives the same document."""
     facts = facts_of(json.loads(JsonV1Dot6(bom).output_as_string()))
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "fixpack:" + json.dumps(sorted(facts.items())))
     epoch = os.environ.get("SOURCE_DATE_EPOCH")

@@ -1,6 +1,7 @@
 """``verify --sbom FILE`` with a file that is no CycloneDX 1.6 document: exit 2 with one short line per
 schema error (at most three, the JSON path of each), never the schema. Found by a fresh user: ``{}`` printed
-17,067 lines (1.8 MB: the whole CycloneDX schema) on stderr, and ``--json``'s ``error`` carried the same."""
+17,067 lines (1.8 MB: the whole CycloneDX schema) on stderr, and ``--json``'s ``error`` carried the same.
+And ``sbom``'s document is the same for the same image (its timestamp was the run's time)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 
 import pytest
 from conftest import REPO
+from test_components import plugin_wheel  # noqa: F401  (a fixture, used by name)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -45,3 +47,32 @@ def test_an_invalid_sbom_is_said_in_a_few_short_lines(tmp_path, case):
     doc = json.loads(j.stdout)
     assert j.returncode == 2 and doc["exit_code"] == 2 and len(doc["error"]) < 1200
     assert all(part in doc["error"] for part in said), doc["error"]
+
+
+def test_the_same_image_gives_the_same_document(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """`sbom` to stdout twice gave two documents (``metadata.timestamp`` was the time of the run, unless
+    $SOURCE_DATE_EPOCH was set), though the README promises the same document for an unchanged image: the
+    timestamp is when the image reached its state (its manifest's time); a clean image's document has none."""
+    from datetime import datetime, timezone
+
+    from test_sbom import applied_image
+
+    pack, site = applied_image(builder, plugin_wheel)
+    args = ("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}")
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    first, second = (subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env={**env, "PYTHONPATH": str(REPO)},
+                                    capture_output=True, text=True) for _ in range(2))
+    assert first.returncode == second.returncode == 0 and first.stdout == second.stdout, first.stderr
+    stamp = json.loads(first.stdout)["metadata"]["timestamp"]
+    manifest = site / ".fixpack/demo.manifest.json"
+    when = datetime.fromtimestamp(manifest.stat().st_mtime_ns // 1000 / 1e6, tz=timezone.utc)
+    assert datetime.fromisoformat(stamp.replace("Z", "+00:00")) == when, stamp
+    fixed = subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True,
+                           env={**env, "PYTHONPATH": str(REPO), "SOURCE_DATE_EPOCH": "1700000000"})
+    assert json.loads(fixed.stdout)["metadata"]["timestamp"].startswith("2023-11-14T22:13:20")
+    from fixpack import engine
+
+    assert engine.revert(builder.request(site)).ok
+    clean = [subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env={**env, "PYTHONPATH": str(REPO)},
+                            capture_output=True, text=True).stdout for _ in range(2)]
+    assert clean[0] == clean[1] and "timestamp" not in json.loads(clean[0])["metadata"]
