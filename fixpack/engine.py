@@ -188,7 +188,7 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
         if hit or not rev.ok:
-            broken[fix.id] = _tampered_why(hit, rev)
+            broken[fix.id] = _tampered_why(hit, rev, fix)
             for p in fix.touched_paths():
                 blocked.setdefault(p, fix.id)
             continue
@@ -196,10 +196,13 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
     return (None if broken else base), broken, unchecked
 
 
-def _tampered_why(files: list[str], rev: Pass) -> list[str]:
-    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file, then
-    each hunk that no longer reverses, at its line (``rev``: the fix reversed on the tree as it is)."""
-    return [f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
+def _tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
+    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file (one the
+    fix deletes: there again), then each hunk that no longer reverses, at its line (``rev``: the fix reversed on
+    the tree as it is)."""
+    deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
+    return [f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)" if p in deletes else
+            f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
 
 
 def _tampered_said(why: list[str]) -> str:
@@ -459,7 +462,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if bad:
             fr.state = State.TAMPERED
-            fr.messages.append(_tampered_said(_tampered_why(bad, rev)))
+            fr.messages.append(_tampered_said(_tampered_why(bad, rev, fix)))
             continue
         if not rev.ok:
             fr.state = State.AMBIGUOUS if rev.present else State.CONFLICT
