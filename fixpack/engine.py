@@ -197,9 +197,8 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
 
 
 def _tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
-    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file (one the
-    fix deletes: there again), then each hunk that no longer reverses, at its line (``rev``: the fix reversed on
-    the tree as it is)."""
+    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file (or one
+    it deletes, there again), then each hunk that no longer reverses (``rev``: the fix reversed on the tree)."""
     deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
     return [f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)" if p in deletes else
             f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
