@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
@@ -23,6 +24,10 @@ from .run import Context
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
+
+if TYPE_CHECKING:
+    from .evaluate import Pass
+    from .model import Fix
 
 _STALE_NEXT = {("apply", False): "this run replaces it",
                ("apply", True): "apply replaces it (a dry run writes nothing)",
@@ -327,5 +332,19 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
             f".rej files to compare)")
 
 
+
+def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
+    """Why a recorded fix is tampered (status, apply and revert alike): each changed file, then each hunk ``rev``
+    (the fix reversed on the tree) no longer reverses. A file the fix deletes, made again, is said as such."""
+    deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
+    return [f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)" if p in deletes else
+            f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
+
+
+def tampered_said(why: list[str]) -> str:
+    return "the manifest records it as applied, but " + "; ".join(why)
+
+
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note", "restore_how",
-           "RunWrites", "run_writes", "stale_entry"]
+           "RunWrites", "run_writes", "stale_entry",
+           "tampered_said", "tampered_why"]

@@ -74,19 +74,21 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             with progress.step(f"fingerprinting the chain of profile {profile}"):
                 lock, prof = engine.fingerprint_chain(req)
             reworded: list[str] = []
+            same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 reworded = lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(only_targets),
                                                                                  parse_roots(roots), copies_root))
-            else:
+            elif not same:  # an unchanged lock is left alone (its inode and time too)
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:
-        emit_json(envelope("lock", profile, check=check, path=path, written=not check, reworded=reworded,
+        emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,
                            targets={k: dict(v) for k, v in lock.targets.items()},
                            fixes=[{"id": f.id, "version": f.version, "target": f.target, "files": len(f.files),
                                    "hunks": len(f.hunks)} for f in lock.fixes]))
     else:
-        click.echo(f"lock is fresh: {path}" if check else f"wrote {path}")
+        click.echo(f"lock is fresh: {path}" if check else f"unchanged: {path} (it holds this lock already; "
+                   f"nothing written)" if same else f"wrote {path}")
         if reworded:  # fresh (the same changes), but the bytes shortcut misses: say what lock would renew
             click.echo(f"  reworded since the lock (same change, other patch bytes): {', '.join(reworded)}; apply "
                        f"parses {'these patches' if len(reworded) > 1 else 'this patch'} until "

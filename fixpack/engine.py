@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, journal_steps, note_stale, pending_note, run_writes, stale_entry
+from .advice import (
+    add_next_steps,
+    journal_steps,
+    note_stale,
+    pending_note,
+    run_writes,
+    stale_entry,
+    tampered_said,
+    tampered_why,
+)
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
@@ -32,7 +41,7 @@ from .transaction import check_writable, write_transaction
 from .tree import Tree, decode, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
-    from .evaluate import Evaluation, Pass
+    from .evaluate import Evaluation
 
 
 def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -189,22 +198,12 @@ def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
         if hit or not rev.ok:
-            broken[fix.id] = _tampered_why(hit, rev)
+            broken[fix.id] = tampered_why(hit, rev, fix)
             for p in fix.touched_paths():
                 blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
     return (None if broken else base), broken, unchecked
-
-
-def _tampered_why(files: list[str], rev: Pass) -> list[str]:
-    """Why a recorded fix is tampered, in the same words for status, apply and revert: each changed file, then
-    each hunk that no longer reverses, at its line (``rev``: the fix reversed on the tree as it is)."""
-    return [f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
-
-
-def _tampered_said(why: list[str]) -> str:
-    return "the manifest records it as applied, but " + "; ".join(why)
 
 
 def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
@@ -214,7 +213,7 @@ def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, 
     evidence = FixEvidence.from_lock(lock.fix(fix.id))
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=evidence)
-        return Evaluation(State.TAMPERED, empty, empty, [_tampered_said(broken[fix.id])])
+        return Evaluation(State.TAMPERED, empty, empty, [tampered_said(broken[fix.id])])
     if recorded and broken:
         ev = decide(fix, tree, evidence, True)
         why = (f"not re-checked: it shares a file with tampered fix {unchecked[fix.id]}" if fix.id in unchecked
@@ -461,7 +460,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if bad:
             fr.state = State.TAMPERED
-            fr.messages.append(_tampered_said(_tampered_why(bad, rev)))
+            fr.messages.append(tampered_said(tampered_why(bad, rev, fix)))
             continue
         if not rev.ok:
             fr.state = State.AMBIGUOUS if rev.present else State.CONFLICT

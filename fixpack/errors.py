@@ -12,6 +12,7 @@ Exit codes (documented in the README):
  3     image mismatch: a pin, a fingerprint, a missing target, a tampered file
  4     conflict: a fix does not apply, or applies only in part
  5     environment: the target is not writable, another run holds the lock
+ 143   prove ended by SIGTERM once its revert was done (:class:`fixpack.prove.Terminated`)
 =====  ==========================================================================
 """
 

@@ -230,12 +230,15 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
     current = work.read(src) if src else None
     if src is None:
         if dst is not None and work.read(dst) is not None:
-            return _fail(out, f"{dst}: exists already (the patch creates it)")
+            return _fail(out, f"{dst}: exists, though fix {fix.id} deletes it (reverting it would bring the file "
+                              f"back)" if reverse else f"{dst}: exists already (the patch creates it)")
         current = ""
     elif current is None:
         return _fail(out, f"{src}: no such file")
     if src and dst and src != dst and work.read(dst) is not None:
-        return _fail(out, f"{dst}: exists already (the patch renames {src} to it)")
+        return _fail(out, f"{dst}: exists, though fix {fix.id} renames it to {src} (reverting it would rename "
+                          f"{src} back over it)" if reverse else
+                     f"{dst}: exists already (the patch renames {src} to it)")
     if fp.binary:
         text = _binary(fix, fp, current, reverse, out)
         if text is None:

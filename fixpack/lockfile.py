@@ -439,11 +439,23 @@ def refuse_a_folder(lock_path: Path) -> None:
                             f"{remove_hint(lock_path, 'a folder')}, then lock again; nothing was written")
 
 
+def unchanged(profile: Profile, lock: Lock) -> bool:
+    """Whether the profile's lock on disk is a regular file holding exactly ``lock``'s bytes (a write would
+    change nothing but its inode and time)."""
+    path = profile.lock_path
+    try:
+        return not path.is_symlink() and path.is_file() and path.read_bytes() == dumps(lock.to_json())
+    except OSError:
+        return False
+
+
 def write(profile: Profile, lock: Lock) -> Path:
-    """Write ``lock`` to the profile's lock path, whole or not at all. Raises BadInputError (nothing written)
-    when a component's source changed under a version the lock on disk records, or a folder is where the
-    lock goes."""
+    """Write ``lock`` to the profile's lock path, whole or not at all; a lock on disk that holds it already is
+    left alone (:func:`unchanged`). Raises BadInputError (nothing written) when a component's source changed
+    under a version the lock on disk records, or a folder is where the lock goes."""
     refuse_a_folder(profile.lock_path)
+    if unchanged(profile, lock):
+        return profile.lock_path
     reused = _reused_versions(profile, lock)
     if reused:
         raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "

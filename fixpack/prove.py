@@ -12,14 +12,20 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from .engine import Request, apply, revert, status
-from .errors import EXIT_CONFLICT, BadInputError, ConflictError, MismatchError
+from .errors import EXIT_CONFLICT, BadInputError, ConflictError, FixpackError, MismatchError
 from .loader import load_pack, load_profile
+from .model import Fix
 from .progress import QUIET, Progress
 from .states import Action, State
 from .structs import dataclass, field
@@ -94,6 +100,53 @@ def site_packages(python: str) -> Path:
         why = f"it exited {exc.returncode}: {exc.stderr.strip()[-300:]}"
         raise BadInputError(_no_interpreter(python, why)) from exc
     return Path(out.stdout.strip())
+
+
+def check_pytest(python: str) -> None:
+    """Refuse, before anything is written, an interpreter that cannot import pytest: every proof would fail
+    to run on the clean and on the patched image alike. Raises BadInputError (exit 2) saying how to add it."""
+    try:
+        proc = subprocess.run([python, "-c", "import pytest"], capture_output=True, text=True)
+    except OSError as exc:
+        raise BadInputError(_no_interpreter(python, exc.strerror or str(exc))) from exc
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        raise BadInputError(f"--python {python}: this Python cannot import pytest ({why}), which runs the proofs; "
+                            f"install it there (`{python} -m pip install pytest`) or give an image's Python that "
+                            f"has it (`bash tools/setup.sh` makes .venv so); nothing was written")
+
+
+class Terminated(FixpackError):
+    """SIGTERM (a CI timeout) during a proof: the image was reverted first (or the message says how to).
+    Exit 143, the shell's code for a process ended by SIGTERM."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+class _Term(KeyboardInterrupt):
+    """SIGTERM raised where the proof is, so that it unwinds as Ctrl-C does: a write under way rolls itself
+    back, a running proof's pytest is killed, and the revert in ``finally`` runs."""
+
+
+@contextmanager
+def _signals(got: list[int], deferred: bool = False) -> Iterator[None]:
+    """SIGTERM handled in the block (only the main thread can): noted in ``got`` and raised as :class:`_Term`;
+    with ``deferred`` SIGTERM and SIGINT are only noted (the revert runs to its end; the caller acts after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        got.append(signum)
+        if not deferred:
+            raise _Term()
+
+    old = {s: signal.signal(s, note) for s in ((signal.SIGTERM, signal.SIGINT) if deferred else (signal.SIGTERM,))}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 def tree_digest(root: Path, package: str) -> str:
@@ -185,6 +238,7 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
         raise BadInputError(f"--python {python}: this Python has no {package} installed (its site-packages {root} "
                             f"holds no {package}/): give the image's Python, one with the release of profile "
                             f"{profile} installed (`bash tools/setup.sh` makes .venv so; `--light` does not)")
+    check_pytest(python)
     req = Request(pack_root=pack_root, profile=profile, roots={target: root}, only_targets=(target,),
                   all_opt_in=True)
     st = status(req)  # the selection the proof applies: every opt-in
@@ -194,8 +248,33 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
     dirty = [f for f in st.fixes if f.state not in (State.ABSENT, State.SKIPPED)]
     if dirty:
         raise MismatchError(f"the image at {root} is not clean: "
-                            + ", ".join(f"{f.id}: {f.state.value}" for f in dirty))
-    package = prof.target(target).package
+                            + ", ".join(f"{f.id}: {f.state.value}" for f in dirty)
+                            + f"; revert it first (a proof killed before its revert leaves it so): "
+                            f"{_revert_command(pack_root, profile, target, root)}")
+    got: list[int] = []
+    try:
+        with _signals(got):
+            return _prove(req, python, fixes, package, env, progress, got)
+    except (_Term, FixpackError) as exc:  # a write SIGTERM cut rolled itself back and said so as for Ctrl-C
+        if signal.SIGTERM not in got or isinstance(exc, Terminated):
+            raise
+        raise Terminated(f"terminated (SIGTERM) while proving on {root}; the image was left as it was found "
+                         f"(what the proof had applied was reverted, every byte checked). Run again with more "
+                         f"time") from None
+
+
+def _revert_command(pack_root: Path, profile: str, target: str, root: Path) -> str:
+    from .progname import command, run_words  # only when there is an image to revert
+
+    return command("revert", "--profile", profile, "--pack", str(pack_root), *run_words((target,), {target: root}))
+
+
+def _prove(req: Request, python: str, fixes: list[Fix], package: str, env: dict[str, str], progress: Progress,
+           got: list[int]) -> ProofRun:
+    """The proof once the image is found clean: clean runs, apply, patched runs, apply again, revert (in
+    ``finally``, with SIGTERM and SIGINT held off until it is done: :func:`_signals`)."""
+    pack_root, profile, target = req.pack_root, req.profile, req.only_targets[0]
+    root = req.roots[target]
     before = tree_digest(root, package)
     run = ProofRun([ProofResult(f.id) for f in fixes])
     for res, fix in zip(run.results, fixes):
@@ -214,9 +293,21 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
         run.reapply_wrote_nothing = again.ok and all(f.action is Action.NONE for f in again.fixes) and \
             tree_digest(root, package) == after
     finally:
-        reverted = revert(Request(pack_root=pack_root, profile=profile, roots={target: root},
-                                  only_targets=(target,)))
-        run.revert_restored_bytes = reverted.ok and tree_digest(root, package) == before
-        if not reverted.ok:
-            run.notes.append(f"revert failed: {reverted.error}")
+        held: list[int] = []
+        with _signals(held, deferred=True):
+            reverted = revert(Request(pack_root=pack_root, profile=profile, roots={target: root},
+                                      only_targets=(target,)))
+            run.revert_restored_bytes = reverted.ok and tree_digest(root, package) == before
+        if not run.revert_restored_bytes:
+            why = reverted.error or "its bytes differ from the clean image's"
+            run.notes.append(f"revert failed: {why}")
+            if got or held:  # the run ends here: say how to finish the revert
+                kind = Terminated if signal.SIGTERM in got + held else MismatchError
+                raise kind(f"interrupted while proving on {root}, and the revert failed ({why}); the image is "
+                           f"not clean: {_revert_command(pack_root, profile, target, root)}")
+        got += held
+        if signal.SIGTERM in held:
+            raise _Term()
+        if signal.SIGINT in held:
+            raise KeyboardInterrupt
     return run

@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from .structs import dataclass, field
 from .targets import FoundTarget, normalize_commit
 
 P = "fixpack:"
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass
@@ -139,6 +140,8 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
                       bom_ref="image", properties=[Property(name=f"{P}profile", value=ctx.profile.name),
                                                    Property(name=f"{P}tool_version", value=__version__)])
     bom.metadata = BomMetaData(component=image)
+    # None omits it (the property is typed datetime; the serializer skips None); to the constructor None means now
+    bom.metadata.timestamp = _stamp(states)  # type: ignore[assignment]
     for st in states:
         ft, manifest = st.found, st.manifest
         name = ft.spec.name
@@ -172,9 +175,22 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
     return bom
 
 
+def _stamp(states: list[TargetState]) -> datetime | None:
+    """When the image reached its state: the newest modification time of its targets' manifests (a run that
+    changes nothing writes none), None for an image no run has patched (the document then has no timestamp).
+    So the same image gives the same document, byte for byte."""
+    times = []
+    for st in states:
+        try:
+            times.append(manifest_path(st.found.root, st.found.spec.name).stat().st_mtime_ns)
+        except OSError:  # no manifest: nothing applied there
+            continue
+    return EPOCH + timedelta(microseconds=max(times) // 1000) if times else None
+
+
 def render(bom: Bom) -> str:
-    """The JSON form, with a serial number derived from its facts (the same image gives the same document
-    but for the timestamp, which SOURCE_DATE_EPOCH fixes)."""
+    """The JSON form, with a serial number derived from its facts and the timestamp from the image's state
+    (:func:`_stamp`), or from SOURCE_DATE_EPOCH when set: the same image gives the same document."""
     facts = facts_of(json.loads(JsonV1Dot6(bom).output_as_string()))
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "fixpack:" + json.dumps(sorted(facts.items())))
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -247,12 +263,25 @@ def load_sbom(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
     try:
-        error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+        errors = list(JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True) or ())
     except ValueError as exc:  # not JSON at all
         raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {exc}") from exc
-    if error is not None:
-        raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {error}")
+    if errors:
+        raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {schema_errors([e.data for e in errors])}")
     return json.loads(text)
+
+
+def schema_errors(errors: list[Any], most: int = 3) -> str:
+    """jsonschema's validation ``errors`` said briefly: the most relevant first (jsonschema's ``best_match``), then
+    the others in document order, at most ``most``, each as ``at JSON-PATH: message`` cut to 200 characters.
+    (An error's own text carries the whole schema it failed against: 1.8 MB for CycloneDX's.)"""
+    from jsonschema.exceptions import best_match
+
+    best = best_match(errors)
+    shown = [best, *(e for e in errors if e is not best)][:most]
+    said = [f"at {e.json_path}: {e.message if len(e.message) <= 200 else e.message[:197] + '...'}" for e in shown]
+    more = f"; and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    return "; ".join(said) + more
 
 
 def profile_of(doc: Any) -> str:

@@ -84,6 +84,24 @@ def test_lock_check_command(setup):
     assert r.returncode == 2 and "not a fixpack lock" in r.stderr and "regenerate" in r.stderr
 
 
+def test_lock_leaves_an_unchanged_lock_alone(setup):
+    """`lock` rewrote an unchanged lock (a new inode and time) and said "wrote" (found by a fresh user): an
+    unchanged lock is left alone and said so; a changed one is written."""
+    b, _ = setup
+    args = ("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
+    lock = b.pack / "profiles/p1.lock"
+    before = lock.read_bytes(), lock.stat()
+    r = run(*args)
+    assert r.returncode == 0 and r.stdout.startswith(f"unchanged: {lock} (") and "nothing written" in r.stdout, r.stdout
+    after = lock.stat()
+    assert lock.read_bytes() == before[0] and (after.st_ino, after.st_mtime_ns) == (before[1].st_ino, before[1].st_mtime_ns)
+    doc = json.loads(run(*args, "--json").stdout)
+    assert doc["ok"] and doc["written"] is False and lock.stat().st_ino == before[1].st_ino
+    lock.write_bytes(before[0].replace(b'"version": 1', b'"version": 1 ', 1))  # other bytes, the same lock
+    r = run(*args)
+    assert r.returncode == 0 and r.stdout.startswith(f"wrote {lock}") and lock.read_bytes() == before[0], r.stdout
+
+
 def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(setup, tmp_path):
     b, target = setup
     r = run("status", "--pack", str(b.pack), "--root", f"demo={target}")

@@ -79,10 +79,12 @@ def test_lock_documents_say_what_was_fingerprinted(setup):
     assert r.returncode == 0 and validate(doc, "lock")["check"] and not doc["written"]
     assert [f["id"] for f in doc["fixes"]] == ["one", "opt"] and doc["targets"]["demo"]["version"] == "1.0"
     r, doc = fixpack("lock", *args)
-    assert r.returncode == 0 and validate(doc, "lock")["written"]
+    assert r.returncode == 0 and not validate(doc, "lock")["written"]  # unchanged: left alone
     (b.pack / "profiles/p1.lock").write_text("{}")
     r, doc = fixpack("lock", "--check", *args)
     assert r.returncode == 2 and "not a fixpack lock" in validate(doc, "lock")["error"]
+    r, doc = fixpack("lock", *args)
+    assert r.returncode == 0 and validate(doc, "lock")["written"]
 
 
 def test_format_and_refresh_documents(setup):

@@ -45,6 +45,21 @@ def test_git_clone_wrong_pin_is_refused(tmp_path):
     assert not list((tmp_path / "cache").glob("vllm-gaudi-*"))
 
 
+def test_a_file_where_the_clone_goes_is_refused(tmp_path):
+    """A file where the git copy's folder goes: exit 5 naming it and what to do, the file kept (nothing cloned)."""
+    from fixpack.errors import EnvironmentProblem
+
+    bare, _, second = bare_repo(tmp_path)
+    spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", second[:7], "releases/v0.30.0"),
+                      Source(git=str(bare), ref="releases/v0.30.0"))
+    place = tmp_path / "cache" / f"vllm-gaudi-{second[:7]}"
+    place.parent.mkdir()
+    place.write_text("kept\n")
+    with pytest.raises(EnvironmentProblem, match=rf"{place}: a file, not a folder.*remove it"):
+        release.fetch(spec, tmp_path / "cache")
+    assert place.read_text() == "kept\n" and sorted(p.name for p in place.parent.iterdir()) == [place.name]
+
+
 @pytest.mark.release
 def test_vllm_sdist_release_copy():
     """Downloads vLLM 0.30.0's sdist once (about 42 MB) into $FIXPACK_TEST_CACHE, hash-checked."""

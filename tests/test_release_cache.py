@@ -177,3 +177,67 @@ def test_a_changed_copy_is_unpacked_again_from_the_checked_tarball_without_the_i
     (root / release.MARKER).write_text("demo-1.0.tar.gz\n")  # an older fixpack's marker: no sha256 recorded
     with pytest.raises(EnvironmentProblem, match="cannot read the index page"):
         release._fetch_sdist("demo", "1.0", "demo", tmp_path, Heard(), timeout=2, index=dead)
+
+
+@pytest.mark.parametrize("kind", ["file", "link to a copy", "dangling link"])
+def test_a_tree_entry_that_is_no_folder_is_refused_before_downloading(tmp_path, kind):
+    """The copy's place (``demo-1.0``) holding a file or a symbolic link (to a modified tree, or nowhere): exit 5
+    naming it and saying to remove it, before the index is read, and the cache left as it was. It was an
+    internal error (NotADirectoryError, exit 1) after a whole download; a link to a folder holding a marker was
+    handed out as the release copy (found by a fresh user)."""
+    (tmp_path / "demo-1.0.tar.gz").write_bytes(SDIST)
+    other = tmp_path.parent / f"{tmp_path.name}-other"
+    if kind == "file":
+        (tmp_path / "demo-1.0").write_text("not a folder\n")
+    else:
+        copy, _ = fetch(other, SDIST)  # a real release copy, then modified: a link is never trusted
+        (copy / "demo/__init__.py").write_text("VALUE = 666\n")
+        os.symlink(copy if kind == "link to a copy" else tmp_path / "gone", tmp_path / "demo-1.0")
+    before = {p.name: (p.is_symlink(), p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+              for p in tmp_path.iterdir()}
+    server, index, gets = serve(SDIST)
+    try:
+        with pytest.raises(EnvironmentProblem, match=r"demo-1\.0: .*not a folder.*remove it"):
+            release._fetch_sdist("demo", "1.0", "demo", tmp_path, Heard(), timeout=5, index=index)
+    finally:
+        server.shutdown()
+    assert gets == []
+    assert {p.name: (p.is_symlink(), p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in tmp_path.iterdir()} == before
+
+
+def test_a_copy_edited_with_its_size_and_time_kept_is_unpacked_again(tmp_path):
+    """An edit that keeps the file's size and puts its modification time back (``touch -r``) was not seen (the
+    digest covered paths, sizes and times only) and the edited tree was handed out as the release: the digest
+    covers each file's bytes (found by a fresh user)."""
+    root, _ = fetch(tmp_path, SDIST)
+    f = root / "demo/__init__.py"
+    st = f.stat()
+    f.write_text("VALUE = 9\n")  # same size
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    heard = Heard()
+    fetch(tmp_path, SDIST, heard)
+    assert f.read_text() == "VALUE = 1\n"
+    assert any("files changed since it was unpacked" in line for line in heard.lines), heard.lines
+    os.chmod(f, 0o755)  # a mode change is a change too
+    heard = Heard()
+    fetch(tmp_path, SDIST, heard)
+    assert f.stat().st_mode & 0o777 != 0o755 and any("files changed" in line for line in heard.lines)
+
+
+def test_a_copy_marked_with_a_stat_digest_is_checked_again_from_the_cached_tarball(tmp_path):
+    """A marker an earlier fixpack wrote records a digest of paths, sizes and times only: such a copy cannot be
+    vouched for by content, so it is unpacked again once, from the cached tarball whose sha256 the marker
+    records (no index: here none answers), and its new marker records the content digest."""
+    root, _ = fetch(tmp_path, SDIST)
+    marker = root / release.MARKER
+    sha = hashlib.sha256(SDIST).hexdigest()
+    marker.write_text(f"demo-1.0.tar.gz\n{release.SDIST_KEY}{sha}\ntree-sha256 {'0' * 64}\n")
+    (root / "demo/__init__.py").write_text("VALUE = 7\n")
+    heard = Heard()
+    again = release._fetch_sdist("demo", "1.0", "demo", tmp_path, heard, timeout=2, index="http://127.0.0.1:9/simple/")
+    assert again == root and (root / "demo/__init__.py").read_text() == "VALUE = 1\n"
+    assert any("older fixpack" in line and "unpacking it again" in line for line in heard.lines), heard.lines
+    assert f"{release.TREE_KEY}{release.tree_digest(root)}" in marker.read_text()
+    # and an older fixpack sharing the cache still finds the digest it checks (it would unpack again each time)
+    assert f"{release.STAT_KEY}{release.stat_digest(root)}" in marker.read_text()
