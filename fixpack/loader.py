@@ -271,6 +271,9 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
             if other not in position:
                 errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
                            _close(other, series))
+            elif other == fix.id:
+                errors.add(f"conflicts with itself ({other!r})", path, key_line(text, "conflicts"),
+                           "drop it from conflicts")
 
 
 def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | None:
@@ -420,9 +423,12 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                 errors.add(f"fix {fid!r} is listed {where}", path, line, "keep one entry")
             listed[fid] = key
             fix = pack.fixes[fid]
-            if fix.target not in names:
-                errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
-                           f"add [targets.{fix.target}] or drop the fix")
+            if fix.target not in names:  # named at fix.toml's line: a typo there is the likely cause
+                toml = fix.folder / "fix.toml"
+                errors.add(f"target {fix.target!r} is not a target of the profile that lists {fid!r}: its targets "
+                           f"are {', '.join(sorted(names)) or 'none'}", toml, key_line(_text(toml), "target"),
+                           f"name one of those targets, or add [targets.{fix.target}] to the profile, or drop the "
+                           f"fix from it")
             elif check_paths:
                 check_package_paths(fix.for_profile(profile.name), profile.target(fix.target).package, errors)
             if key == "default" and fix.opt_in:
@@ -435,12 +441,27 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                            key_line(text, key, "fixes"), f"add {req!r} to the profile")
             elif key == "default" and listed[req] == "opt_in":
                 errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
-    _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
+    defaults = {f for f, k in listed.items() if k == "default"}
+    for fid in sorted(defaults):  # each named once, at the conflicts line of the fix.toml that declares it
+        toml = pack.fixes[fid].folder / "fix.toml"
+        for other in pack.fixes[fid].conflicts:
+            if other != fid and other in defaults and not (other < fid and fid in pack.fixes[other].conflicts):
+                errors.add(f"conflicts with {other!r}, yet the profile lists both as defaults", toml,
+                           key_line(_text(toml), "conflicts"), "drop one of them from the profile's [fixes] default, "
+                                                               "or drop the conflict")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:
     chosen = set(selected)
-    pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts if other in chosen}
+    pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts
+             if other in chosen and other != fid}
     for a, b in sorted(pairs):
         errors.add(f"fixes {a!r} and {b!r} are both selected but declare a conflict", path, None,
                    "select only one of them")

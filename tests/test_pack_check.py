@@ -292,3 +292,44 @@ def test_check_fresh_whose_release_cache_cannot_be_made_is_exit_5_not_a_finding(
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--fresh", "--cache", "/dev/null", "--pack",
                         str(REPO)], capture_output=True, text=True, cwd=REPO)  # its targets come from PyPI
     assert r.returncode == 5 and "cannot make the release cache" in r.stderr and "finding" not in r.stderr, r
+
+
+def _second_profile(b):
+    """p1 and p2 list one and two (a fix.toml error meets both)."""
+    b.profile(["one", "two"], name="p2")
+    b.lock(b.base / "clean", "p2")
+
+
+def test_a_fix_s_unknown_target_is_one_finding_at_its_fix_toml_line_without_a_cascade(setup):
+    """found by a fresh user: target = "vlm" gave one finding per profile at the profile, and every fix those
+    profiles list was then "in no profile"."""
+    b, _ = setup
+    _second_profile(b)
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text().replace('target = """demo"""', 'target = "dmeo"'))
+    line = toml.read_text().splitlines().index('target = "dmeo"') + 1
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: target 'dmeo' is not a target of the profile that lists 'two': "
+                           f"its targets are demo; profiles p1, p2 (name one of those targets, or add "
+                           f"[targets.dmeo] to the profile, or drop the fix from it)"]
+
+
+def test_a_conflict_between_two_defaults_is_named_once_at_the_conflicts_line(setup):
+    b, _ = setup
+    _second_profile(b)
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["one"]\n')
+    line = len(toml.read_text().splitlines())
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: conflicts with 'one', yet the profile lists both as "
+                           f"defaults; profiles p1, p2 (drop one of them from the profile's [fixes] default, or "
+                           f"drop the conflict)"]
+    one = b.pack / "fixes/one/fix.toml"
+    one.write_text(one.read_text() + 'conflicts = ["two"]\n')  # both declare it: still one finding
+    assert len(findings(b)) == 1
+
+
+def test_a_fix_conflicting_with_itself_is_named_at_its_conflicts_line(setup):
+    b, _ = setup
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["two"]\n')
+    line = len(toml.read_text().splitlines())
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: conflicts with itself ('two') (drop it from conflicts)"]
