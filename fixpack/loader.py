@@ -75,7 +75,12 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
 
 def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
     """``raw`` as UTF-8 text, or None with a problem that names the line and byte offset of the first
-    byte that is not UTF-8 (TOML and the series are UTF-8 by definition)."""
+    byte that is not UTF-8 (TOML and the series are UTF-8 by definition). A UTF-8 byte order mark is named
+    as such, and the text read without it (its lines are not then reported one by one)."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        errors.add("a UTF-8 byte order mark (BOM) opens the file", path, 1,
+                   "remove it: save the file as UTF-8 without a BOM")
+        raw = raw[3:]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

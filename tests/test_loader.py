@@ -183,3 +183,14 @@ def test_patch_outside_the_target_package_is_refused(pack, path):
     with pytest.raises(PackError):
         engine.apply(pack.request(pack.base / "clean"))
     assert snapshot(pack.base / "clean") == original
+
+
+@pytest.mark.parametrize("name", ["fixes/series", "fixes/a/fix.toml"])
+def test_a_byte_order_mark_is_named_as_one(pack, name):
+    """found by a fresh user: a BOM in fixes/series was "bad fix id '\\ufeff'"."""
+    path = pack.pack / name
+    path.write_bytes(b"\xef\xbb\xbf# the order\n" + path.read_bytes())
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert problems(exc) == [f"{path}:1: a UTF-8 byte order mark (BOM) opens the file (remove it: save the file as "
+                             f"UTF-8 without a BOM)"]
