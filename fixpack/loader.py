@@ -20,6 +20,7 @@ from .patchfiles import Binary, Where, check_binary, check_package_paths, load_p
 from .profile_components import load_components
 from .safepath import not_a_file, read_regular
 from .targets import commit_matches
+from .upstream_fields import upstream_problems
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary", "retired"}
@@ -227,6 +228,8 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
     if status not in UPSTREAM_STATUSES:
         errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
                    path, key_line(text, "status", "upstream"))
+    for key, problem in upstream_problems(value):
+        errors.add(f"[upstream] {key} = {value[key]!r}: {problem}", path, key_line(text, key, "upstream"))
     return Upstream(str(status), *(str(value.get(k, "")) for k in ("link", "fixed_in", "reason", "origin", "bug",
                                                                       "last_update")))
 

@@ -194,3 +194,25 @@ def test_a_byte_order_mark_is_named_as_one(pack, name):
         load_pack(pack.pack)
     assert problems(exc) == [f"{path}:1: a UTF-8 byte order mark (BOM) opens the file (remove it: save the file as "
                              f"UTF-8 without a BOM)"]
+
+
+@pytest.mark.parametrize("key,value,said", [
+    ("fixed_in", "banana", "not a release version"), ("last_update", "2026-13-45", "not a date"),
+    ("last_update", "20260101", "not a date"), ("link", "see PR 123 <b>", "not a URL"),
+    ("link", "ftp://example.org/x", "not a URL")])
+def test_upstream_values_are_checked_at_their_line(pack, key, value, said):
+    """found by a fresh user: check took fixed_in = "banana"; a later rebase exited 2 on it without file:line."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + f'[upstream]\nstatus = "submitted"\n{key} = "{value}"\n')
+    line = len(toml.read_text().splitlines())
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert [p for p in problems(exc) if p.startswith(f"{toml}:{line}: [upstream] {key} = {value!r}: {said}")], \
+        problems(exc)
+
+
+def test_good_upstream_values_load(pack):
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + '[upstream]\nstatus = "accepted"\nfixed_in = "v0.31.0rc1"\n'
+                                       'last_update = "2026-02-28"\nlink = "https://github.com/vllm-project/vllm/pull/1"\n')
+    assert load_pack(pack.pack).fixes["a"].upstream.fixed_in == "v0.31.0rc1"
