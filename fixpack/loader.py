@@ -344,7 +344,8 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     _unknown_keys(proof, {"env"}, path, text, errors, "proof")
     proof_env = _str_table(proof.get("env", {}), "env", path, text, errors)
     components = load_components(pack, data.get("components", {}), {t.name for t in targets},
-                                 set(default) | set(opt_in), path, errors)
+                                 set(default) | set(opt_in), path, errors,
+                                 lambda key, table: key_line(text, key, table))
     profile = Profile(name, path, str(data.get("description", "")).strip(),
                       targets, default, opt_in, proof_env, components)
     _check_profile(pack, profile, text, errors, check_paths)

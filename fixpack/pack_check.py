@@ -71,7 +71,8 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     findings = [f if f.file.startswith("profiles/") else replace(f, message=f"{f.message}; profile{'s' * (len(n) > 1)} "
                                                                             f"{', '.join(n)}") for f, n in said.items()]
     listed = [_listed(pack.profiles[n]) for n in {n for names in said.values() for n in names}]
-    findings += killed + _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _order(pack, profiles)
+    findings += killed + _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack)
+    findings += _order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -175,6 +176,29 @@ def _proofs(pack: Pack) -> list[Finding]:
                     f"add fixes/{fix.id}/test_<name>.py, a test that fails on the clean release and passes once the "
                     f"fix is applied")
             for fix in fixes if not fix.retired and not any(fix.folder.glob("test_*.py"))]
+
+
+def _strays(pack: Pack) -> list[Finding]:
+    """Files of a fix's folder no run reads: a ``*.patch`` its fix.toml's ``patches`` does not list (in the
+    fix's folder or a variant's), a variant folder (``<name>/variant.toml``) for a profile the pack lacks."""
+    out = []
+    for fid in pack.series:
+        fix = pack.fixes[fid]
+        listed = {p.path.name for p in fix.patches}
+        folders = [fix.folder] + [fix.folder / v.profile for v in fix.variants]
+        for folder in folders:
+            for patch in sorted(folder.glob("*.patch")):
+                if patch.name not in listed:
+                    out.append(Finding(_rel(pack.root, patch), None, f"a patch file fix {fid}'s fix.toml does not "
+                                       f"list: it is never applied", "list it in fix.toml's patches (in its place "
+                                                                     "in the order), or remove it"))
+        for v in fix.variants:
+            if v.profile not in pack.profiles:
+                out.append(Finding(_rel(pack.root, fix.folder / v.profile / "variant.toml"), None,
+                                   f"a variant of fix {fid} for profile {v.profile}, which the pack does not have "
+                                   f"(no profiles/{v.profile}.toml): it is never used",
+                                   "name its folder after the profile it is for, or remove it"))
+    return out
 
 
 def _id_line(toml: Path) -> int:
