@@ -111,3 +111,39 @@ def test_a_near_miss_that_differs_only_in_its_line_end_says_so():
     crlf = closest(["a\r\n", "b\n"], ("a\n", "b\n"), 0)
     assert crlf is not None and "ends in LF and the file's in CRLF" in HunkNote(
         "x.py", 1, "missing", None, 0, searched=2, expected=1, closest=crlf).message()
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("edit", ["index", "no-final-newline"])
+def test_check_lock_format_and_check_agree(builder, edit):
+    """found by a fresh user: with git's index line check said the lock was stale, lock rewrote it, format
+    dropped the line, and check said stale again (with the last newline cut: lock exit 4)."""
+    from conftest import one_fix_pack
+
+    one_fix_pack(builder)
+    (builder.pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    clean, pack = builder.base / "clean", str(builder.pack)
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    assert _cli("format", "--pack", pack).returncode == 0
+    assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
+    original, lock = patch.read_bytes(), (builder.pack / "profiles/p1.lock").read_bytes()
+    assert _cli("check", "--pack", pack).returncode == 0
+    text = original.decode()
+    head = text.index("\n", text.index("diff --git ")) + 1
+    patch.write_text(text[:head] + "index aeb82de..abcdef1 100644\n" + text[head:] if edit == "index" else text[:-1])
+    r = _cli("check", "--pack", pack)
+    assert r.returncode == 0, r.stdout + r.stderr  # the same change: the lock is fresh
+    r = _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 0, r.stderr
+    assert _cli("format", "--check", "--pack", pack).returncode == 2  # churn for format to drop
+    assert _cli("format", "--pack", pack).returncode == 0 and patch.read_bytes() == original
+    assert _cli("check", "--pack", pack).returncode == 0 and _cli("format", "--check", "--pack", pack).returncode == 0
+    assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
+    assert (builder.pack / "profiles/p1.lock").read_bytes() == lock
