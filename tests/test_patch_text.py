@@ -147,3 +147,12 @@ def test_check_lock_format_and_check_agree(builder, edit):
     assert _cli("check", "--pack", pack).returncode == 0 and _cli("format", "--check", "--pack", pack).returncode == 0
     assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
     assert (builder.pack / "profiles/p1.lock").read_bytes() == lock
+
+
+def test_a_change_of_line_ends_is_a_change():
+    from fixpack.patchtext import change_lines
+
+    lf = DIFF.encode()
+    crlf = DIFF.replace("+c\n", "+c\r\n").encode()
+    assert change_lines(lf) != change_lines(crlf)
+    assert change_lines(lf) == change_lines(DIFF.replace("@@ -1,2 +1,2 @@", "@@ -5,2 +5,2 @@").encode())
