@@ -156,3 +156,39 @@ def test_a_change_of_line_ends_is_a_change():
     crlf = DIFF.replace("+c\n", "+c\r\n").encode()
     assert change_lines(lf) != change_lines(crlf)
     assert change_lines(lf) == change_lines(DIFF.replace("@@ -1,2 +1,2 @@", "@@ -5,2 +5,2 @@").encode())
+
+
+def test_import_of_a_change_to_a_crlf_file_applies_and_reverts_byte_for_byte(builder, tmp_path):
+    mod = "demo_pkg/dos.py"
+    crlf = numbered(10).replace("\n", "\r\n")
+    clean = builder.tree("clean", {})
+    (clean / mod).write_bytes(crlf.encode())
+    builder.write_series()
+    builder.profile([])
+    repo = tmp_path / "mailrepo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    (repo / mod).write_bytes(crlf.encode())
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    changed = crlf.replace("line 5\r\n", "five\r\n").encode()
+    (repo / mod).write_bytes(changed)
+    git(repo, "commit", "-qam", "Change a CRLF file")
+    mail = tmp_path / "in.patch"
+    mail.write_bytes(subprocess_bytes(repo, "format-patch", "-1", "--stdout"))
+    done = import_mails(builder.pack, mail, "imp", "p1", target="demo", roots={"demo": clean})
+    assert done.outcome.changed and b"+five\r\n" in (builder.pack / done.patches[0]).read_bytes()
+    assert stale_patches(load_pack(builder.pack)) == []
+    image = builder.tree("image", {})
+    (image / mod).write_bytes(crlf.encode())
+    before = snapshot(image)
+    assert engine.apply(builder.request(image)).exit_code == 0 and (image / mod).read_bytes() == changed
+    assert engine.revert(builder.request(image)).exit_code == 0 and snapshot(image) == before
+
+
+def subprocess_bytes(cwd, *args):
+    import os
+    import subprocess
+
+    from conftest import GIT_ENV
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ENV}).stdout
