@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
-from .diffsyntax import QuoteError, crlf_problem, split_lines, unquote, unquoted_paths
+from .diffsyntax import QuoteError, refuse_crlf, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 from .structs import dataclass, replace
@@ -168,8 +168,16 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_with_data(_convert_file(pf, source), text, source) for pf in patchset)
+    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source)) for pf in patchset)
     return ParsedPatch(header, files)
+
+
+def _canonical_modes(fp: FilePatch) -> FilePatch:
+    """A changed file's mode, the same on both sides, is known only from its ``index`` line, which format
+    drops (churn) unless the section carries binary data: the change is read as format writes it."""
+    if fp.old_path is None or fp.new_path is None or fp.old_mode != fp.new_mode or fp.data is not None:
+        return fp
+    return replace(fp, old_mode=None, new_mode=None)
 
 
 def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
@@ -220,7 +228,7 @@ def _check_structure(text: str, source: str) -> None:
     if start is None:
         start = next((i for i, ln in enumerate(lines[:-1])
                       if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
-    _refuse_crlf(lines[:start] if start is not None else lines, 1, source)
+    refuse_crlf(lines[:start] if start is not None else lines, 1, source)
     if start is None:
         return
     old = new = 0
@@ -267,7 +275,7 @@ def _check_structure(text: str, source: str) -> None:
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
         last = ""
-        _refuse_crlf([ln], n, source)
+        refuse_crlf([ln], n, source)
         if ln.startswith("@@"):
             m = _HUNK_HEADER.match(ln)
             if not m:
@@ -388,16 +396,6 @@ def _refuse_binary(data: bytes, source: str) -> None:
         raise PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, REGENERATE)])
 
 
-def _refuse_crlf(lines: list[str], first: int, source: str) -> None:
-    """A line of the patch's own (header, ``diff --git``, ``@@`` ...) that ends in CRLF: a converted file."""
-    for n, ln in enumerate(lines, first):
-        problem = crlf_problem(ln, n)
-        if problem:
-            raise PatchParseError(f"{source}:{n}: CRLF line endings in the patch file itself: {problem}",
-                                  [Problem(f"CRLF line endings in the patch file itself: {problem}", None, n,
-                                           "convert the patch file back to LF line endings (dos2unix) and re-run")])
-
-
 def _parse_header(text: str) -> PatchHeader:
     head = text.split("\ndiff --git ", 1)[0]
     # the added "\n" lets a "---" right above the first "diff --git" (format_patch's own form) end the header
@@ -452,10 +450,7 @@ def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     old = None if pf.is_added_file else _clean_path(pf.source_file, source, line)
     new = None if pf.is_removed_file else _clean_path(pf.target_file, source, line)
     hunks = tuple(_convert_hunk(h) for h in pf)
-    modes = (pf.source_mode, pf.target_mode)
-    if old is not None and new is not None and modes[0] == modes[1]:
-        modes = (None, None)  # an 'index' line's mode (churn: format drops it) or an unchanged one
-    return FilePatch(old, new, hunks, *modes, bool(pf.is_binary_file), line or 0)
+    return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
 
 
 def _convert_hunk(h: UHunk) -> Hunk:

@@ -10,12 +10,14 @@ quote even then, so a path is spelled one way in the pack however the patch was 
 A line of a changed file may end in CR (a target file with CRLF line ends): the CR is part of the
 line's content, as in git. A patch file whose own lines (its mail header, ``diff --git``, ``---``,
 ``+++``, ``@@``) end in CRLF was converted as a whole, by an editor or ``core.autocrlf``: it is refused
-(:func:`crlf_problem`).
+(:func:`refuse_crlf`).
 """
 
 from __future__ import annotations
 
 import re
+
+from .errors import PatchParseError, Problem
 
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -89,11 +91,14 @@ def split_lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def crlf_problem(line: str, n: int) -> str | None:
-    """Why the patch file's own line ``line`` (number ``n``; not a changed file's line) shows the file was
-    converted to CRLF (None when it ends in LF alone)."""
-    if not line.endswith("\r"):
-        return None
-    return (f"line {n} ends in CRLF, and it is a line of the patch itself ({line[:40].rstrip()!r}), not a line "
-            f"of a changed file: the patch file was converted to CRLF line endings (an editor, or git's "
-            f"core.autocrlf). A changed file's lines may end in CR; the patch's own lines may not")
+def refuse_crlf(lines: list[str], first: int, source: str) -> None:
+    """Raise PatchParseError for the first of the patch file's own ``lines`` (numbered from ``first``; not a
+    changed file's lines) that ends in CRLF: the patch file was converted as a whole."""
+    for n, line in enumerate(lines, first):
+        if line.endswith("\r"):
+            what = (f"CRLF line endings in the patch file itself: line {n} ends in CRLF, and it is a line of the "
+                    f"patch ({line[:40].rstrip()!r}), not a line of a changed file: the patch file was converted "
+                    f"to CRLF line endings (an editor, or git's core.autocrlf). A changed file's lines may end in "
+                    f"CR; the patch's own lines may not")
+            raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "convert the patch file back "
+                                                                    "to LF line endings (dos2unix) and re-run")])

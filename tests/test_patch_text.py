@@ -192,3 +192,18 @@ def subprocess_bytes(cwd, *args):
 
     from conftest import GIT_ENV
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ENV}).stdout
+
+
+def test_a_binary_section_keeps_its_index_line_s_mode(tmp_path):
+    """format keeps a GIT binary patch's index line (its blob ids): its mode stays part of the change."""
+    repo = tmp_path / "bin"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "b.bin").write_bytes(bytes(range(256)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "b.bin").write_bytes(bytes(range(255, -1, -1)))
+    body = git(repo, "diff", "--binary")
+    assert "\nindex " in body and body.count(" 100644\n") == 1
+    fp = parse_patch(body.encode()).files[0]
+    assert fp.data is not None and (fp.old_mode, fp.new_mode) == ("100644", "100644") and diff_body(body) == body
