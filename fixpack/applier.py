@@ -214,6 +214,12 @@ def _missing(index: int, lines: list[str], pre: tuple[str, ...], expected: int, 
     return HunkResult(index, Placement.MISSING, expected=expected + 1, reason=reason)
 
 
+def _shown(expected: str, found: str) -> tuple[str, str]:
+    """Two lines as a near-miss shows them: without their newline, unless that (or a CR) is all they differ in."""
+    a, b = expected.rstrip("\n"), found.rstrip("\n")
+    return (a, b) if a.rstrip("\r") != b.rstrip("\r") else (expected, found)
+
+
 def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | None:
     """The position where most of ``pre``'s lines match, line for line (ties: the
     one nearest ``expected``); None when no line matches anywhere."""
@@ -233,8 +239,8 @@ def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | 
             best, best_pos = key, s
     if best is None:
         return None
-    diffs = tuple((best_pos + k + 1, p.rstrip("\n"), lines[best_pos + k].rstrip("\n") if 0 <= best_pos + k < len(lines)
-                   else "(end of file)") for k, p in enumerate(pre)
+    diffs = tuple((best_pos + k + 1, *(_shown(p, lines[best_pos + k]) if 0 <= best_pos + k < len(lines)
+                   else (p.rstrip("\n"), "(end of file)"))) for k, p in enumerate(pre)
                   if not (0 <= best_pos + k < len(lines) and lines[best_pos + k] == p))
     return Closest(best_pos + 1, best[0], n, diffs[:3])
 

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
+from .diffsyntax import QuoteError, refuse_crlf, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 from .structs import dataclass, replace
@@ -144,19 +145,22 @@ def _without_heading(text: str) -> str:
 def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     """Parse a patch file's bytes.
 
-    Raises PatchParseError naming ``source`` and the line for CRLF line endings, a malformed
-    diff, an absolute path or one that climbs out of the target with ``..``.
+    Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF line
+    endings, a malformed diff, an absolute path or one that climbs out of the target with ``..``. A file
+    whose last line lacks its newline is read with it, as GNU patch reads it and as ``fixpack format``
+    writes it back (one reading for the applier, the lock and format).
     """
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
 
     _refuse_binary(data, source)
-    _refuse_crlf(data, source)
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
     text = data.decode("utf-8", "surrogateescape")
     _check_structure(text, source)
     header = _parse_header(text)
     try:
-        patchset = PatchSet(text.splitlines(keepends=True))
+        patchset = PatchSet(split_lines(text))
     except UnidiffParseError as exc:
         raise PatchParseError(
             f"{source}: malformed patch: {exc}",
@@ -164,8 +168,16 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_with_data(_convert_file(pf, source), text, source) for pf in patchset)
+    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source)) for pf in patchset)
     return ParsedPatch(header, files)
+
+
+def _canonical_modes(fp: FilePatch) -> FilePatch:
+    """A changed file's mode, the same on both sides, is known only from its ``index`` line, which format
+    drops (churn) unless the section carries binary data: the change is read as format writes it."""
+    if fp.old_path is None or fp.new_path is None or fp.old_mode != fp.new_mode or fp.data is not None:
+        return fp
+    return replace(fp, old_mode=None, new_mode=None)
 
 
 def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
@@ -216,6 +228,7 @@ def _check_structure(text: str, source: str) -> None:
     if start is None:
         start = next((i for i, ln in enumerate(lines[:-1])
                       if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
+    refuse_crlf(lines[:start] if start is not None else lines, 1, source)
     if start is None:
         return
     old = new = 0
@@ -262,6 +275,7 @@ def _check_structure(text: str, source: str) -> None:
                 raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
         last = ""
+        refuse_crlf([ln], n, source)
         if ln.startswith("@@"):
             m = _HUNK_HEADER.match(ln)
             if not m:
@@ -290,6 +304,7 @@ def _check_structure(text: str, source: str) -> None:
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
                 _clean_path(path, source, n)
+                path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
                 _agrees(git_paths, ln[0] == "+", path, source, n)
             if ln.startswith("-"):
                 minus = path
@@ -339,7 +354,7 @@ def _shown(line: str) -> str:
     return repr(line[:60])
 
 
-_GIT_LINE = re.compile(r"^diff --git (\S+) (\S+)$")
+_GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
 
 
 def _git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
@@ -348,9 +363,8 @@ def _git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
     m = _GIT_LINE.match(ln)
     if not m:
         return None
-    for raw in m.groups():
-        _clean_path(raw, source, n)
-    return _PREFIX.sub("", m.group(1)), _PREFIX.sub("", m.group(2))
+    a, b = (_clean_path(raw, source, n) or "" for raw in m.groups())
+    return a, b
 
 
 def _agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str, n: int) -> None:
@@ -382,16 +396,6 @@ def _refuse_binary(data: bytes, source: str) -> None:
         raise PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, REGENERATE)])
 
 
-def _refuse_crlf(data: bytes, source: str) -> None:
-    idx = data.find(b"\r\n")
-    if idx >= 0:
-        line = data.count(b"\n", 0, idx) + 1
-        raise PatchParseError(
-            f"{source}:{line}: CRLF line endings in a patch file",
-            [Problem("CRLF line endings", None, line, "convert the patch to LF (dos2unix) and re-run")],
-        )
-
-
 def _parse_header(text: str) -> PatchHeader:
     head = text.split("\ndiff --git ", 1)[0]
     # the added "\n" lets a "---" right above the first "diff --git" (format_patch's own form) end the header
@@ -421,7 +425,10 @@ def _clean_path(raw: str | None, source: str, line: int | None, prefixed: bool =
     would be recorded under one spelling and checked under another."""
     if raw is None or raw == "/dev/null":
         return None
-    raw = raw.strip('"')
+    try:
+        raw = unquote(raw)
+    except QuoteError as exc:
+        raise _bad(source, line or 0, f"path {raw}: {exc}") from exc
     path = _PREFIX.sub("", raw) if prefixed else raw
     problem = path_problem(path)
     if problem is None:
@@ -485,6 +492,7 @@ def diff_body(text: str) -> str:
     sections = re.split(r"(?m)^(?=diff --git )", body)
     body = "".join(sec if "\nGIT binary patch\n" in sec else
                    re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
+    body = unquoted_paths(body)  # git's quoted paths in the pack's one spelling (diffsyntax)
     return body if body.endswith("\n") else body + "\n"
 
 

@@ -126,8 +126,21 @@ class HunkNote:
         if self.closest is not None:
             c = self.closest
             text += (f"; closest: lines {c.line}-{c.line + c.total - 1}, {c.matching} of {c.total} lines match"
-                     + "".join(f"; line {n}: expected {e!r}, found {f!r}" for n, e, f in c.differs))
+                     + "".join(_differs(n, e, f) for n, e, f in c.differs))
         return text
+
+
+def _differs(n: int, expected: str, found: str) -> str:
+    """One differing line of a closest near-miss; two that differ only in their line end (a newline, a CR)
+    say so (``expected '', found ''`` said nothing)."""
+    if expected == found or expected.rstrip("\r\n") != found.rstrip("\r\n"):
+        return f"; line {n}: expected {expected!r}, found {found!r}"
+    return (f"; line {n}: {expected.rstrip(chr(13) + chr(10))!r} as expected, but the patch's line ends in "
+            f"{_line_end(expected)} and the file's in {_line_end(found)}")
+
+
+def _line_end(line: str) -> str:
+    return "CRLF" if line.endswith("\r\n") else "LF" if line.endswith("\n") else "no newline (the file's end)"
 
 
 @dataclass

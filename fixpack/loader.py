@@ -19,7 +19,9 @@ from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpe
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
 from .safepath import not_a_file, read_regular
+from .target_fields import target_problems
 from .targets import commit_matches
+from .upstream_fields import upstream_problems
 
 FIX_KEYS = {"id", "version", "summary", "why", "target", "requires", "conflicts", "opt_in",
             "patches", "env", "upstream", "binary", "retired"}
@@ -85,7 +87,12 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
 
 def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
     """``raw`` as UTF-8 text, or None with a problem that names the line and byte offset of the first
-    byte that is not UTF-8 (TOML and the series are UTF-8 by definition)."""
+    byte that is not UTF-8 (TOML and the series are UTF-8 by definition). A UTF-8 byte order mark is named
+    as such, and the text read without it (its lines are not then reported one by one)."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        errors.add("a UTF-8 byte order mark (BOM) opens the file", path, 1,
+                   "remove it: save the file as UTF-8 without a BOM")
+        raw = raw[3:]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -232,6 +239,8 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
     if status not in UPSTREAM_STATUSES:
         errors.add(f"upstream status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}",
                    path, key_line(text, "status", "upstream"))
+    for key, problem in upstream_problems(value):
+        errors.add(f"[upstream] {key} = {value[key]!r}: {problem}", path, key_line(text, key, "upstream"))
     return Upstream(str(status), *(str(value.get(k, "")) for k in ("link", "fixed_in", "reason", "origin", "bug",
                                                                       "last_update")))
 
@@ -285,6 +294,9 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
             if other not in position:
                 errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
                            _close(other, series))
+            elif other == fix.id:
+                errors.add(f"conflicts with itself ({other!r})", path, key_line(text, "conflicts"),
+                           "drop it from conflicts")
 
 
 def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | None:
@@ -347,7 +359,8 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     _unknown_keys(proof, {"env"}, path, text, errors, "proof")
     proof_env = _str_table(proof.get("env", {}), "env", path, text, errors)
     components = load_components(pack, data.get("components", {}), {t.name for t in targets},
-                                 set(default) | set(opt_in), path, errors)
+                                 set(default) | set(opt_in), path, errors,
+                                 lambda key, table: key_line(text, key, table))
     profile = Profile(name, path, str(data.get("description", "")).strip(),
                       targets, default, opt_in, proof_env, components)
     _check_profile(pack, profile, text, errors, check_paths)
@@ -406,18 +419,9 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
             if not isinstance(t.get(key), str) or not t.get(key):
                 errors.add(f"[{table}] needs a {key!r}", path, key_line(text, tname))
         commit = str(t.get("commit", ""))
-        if commit and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
-            errors.add(f"[{table}] commit {commit!r} is not 7-40 lower-case hex digits", path,
-                       key_line(text, "commit", table))
         package = str(t.get("package", ""))
-        if package and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
-            errors.add(f"[{table}] package {package!r} is not an import package's name (a folder under the root, "
-                       f"e.g. vllm)", path, key_line(text, "package", table))
-        vmod = t.get("version_module", "")
-        if not isinstance(vmod, str) or (vmod and not _inside_path(vmod)):
-            errors.add(f"[{table}] version_module {vmod!r} must be a relative path inside the target's root "
-                       f"(no '..', not absolute), e.g. {package or 'vllm'}/_version.py", path,
-                       key_line(text, "version_module", table))
+        for key, problem in target_problems(t):
+            errors.add(f"[{table}] {key} = {t[key]!r}: {problem}", path, key_line(text, key, table))
         out.append(TargetSpec(
             name=tname, package=package, distribution=str(t.get("distribution", package)),
             pin=Pin(str(t.get("version", "")), commit, str(t.get("branch", ""))),
@@ -427,11 +431,6 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
     return tuple(out)
 
 
-
-def _inside_path(rel: str) -> bool:
-    """Whether ``rel`` is a relative POSIX path that stays under the folder it is read from."""
-    parts = rel.split("/")
-    return not rel.startswith("/") and "\\" not in rel and all(p not in ("", ".", "..") for p in parts)
 
 def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, check_paths: bool = True) -> None:
     path = profile.path
@@ -448,9 +447,12 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                 errors.add(f"fix {fid!r} is listed {where}", path, line, "keep one entry")
             listed[fid] = key
             fix = pack.fixes[fid]
-            if fix.target not in names:
-                errors.add(f"fix {fid!r} targets {fix.target!r}, which the profile does not define", path, line,
-                           f"add [targets.{fix.target}] or drop the fix")
+            if fix.target not in names:  # named at fix.toml's line: a typo there is the likely cause
+                toml = fix.folder / "fix.toml"
+                errors.add(f"target {fix.target!r} is not a target of the profile that lists {fid!r}: its targets "
+                           f"are {', '.join(sorted(names)) or 'none'}", toml, key_line(_text(toml), "target"),
+                           f"name one of those targets, or add [targets.{fix.target}] to the profile, or drop the "
+                           f"fix from it")
             elif check_paths:
                 spec = profile.target(fix.target)
                 check_package_paths(fix.for_profile(profile.name), spec.package, errors, spec.version_path)
@@ -464,12 +466,27 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                            key_line(text, key, "fixes"), f"add {req!r} to the profile")
             elif key == "default" and listed[req] == "opt_in":
                 errors.add(f"default fix {fid!r} requires opt-in fix {req!r}", path, key_line(text, key, "fixes"))
-    _check_conflicts(pack, [f for f, k in listed.items() if k == "default"], errors, path)
+    defaults = {f for f, k in listed.items() if k == "default"}
+    for fid in sorted(defaults):  # each named once, at the conflicts line of the fix.toml that declares it
+        toml = pack.fixes[fid].folder / "fix.toml"
+        for other in pack.fixes[fid].conflicts:
+            if other != fid and other in defaults and not (other < fid and fid in pack.fixes[other].conflicts):
+                errors.add(f"conflicts with {other!r}, yet the profile lists both as defaults", toml,
+                           key_line(_text(toml), "conflicts"), "drop one of them from the profile's [fixes] default, "
+                                                               "or drop the conflict")
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:
     chosen = set(selected)
-    pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts if other in chosen}
+    pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts
+             if other in chosen and other != fid}
     for a, b in sorted(pairs):
         errors.add(f"fixes {a!r} and {b!r} are both selected but declare a conflict", path, None,
                    "select only one of them")

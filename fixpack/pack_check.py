@@ -26,7 +26,7 @@ from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
 from .safepath import not_a_file
-from .structs import dataclass
+from .structs import dataclass, replace
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
 Copies = Callable[[Pack, Profile], dict[str, Path]]
@@ -59,14 +59,20 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
         pack = load_pack(root)
     except PackError as exc:
         return killed + [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
-    findings: list[Finding] = []
     profiles: list[Profile] = []
+    said: dict[Finding, list[str]] = {}  # a profile's finding -> the profiles that gave it
     for name in sorted(pack.profiles):
         try:
             profiles.append(load_profile(pack, name))
         except PackError as exc:
-            findings += [_finding(root, p) for p in exc.problems or [Problem(str(exc), pack.profiles[name])]]
-    findings += killed + _orphans(pack, profiles) + _orphan_locks(pack) + _proofs(pack) + _order(pack, profiles)
+            for p in exc.problems or [Problem(str(exc), pack.profiles[name])]:
+                said.setdefault(_finding(root, p), []).append(name)
+    # a finding in a fix.toml that several profiles meet is said once, with the profiles it concerns
+    findings = [f if f.file.startswith("profiles/") else replace(f, message=f"{f.message}; profile{'s' * (len(n) > 1)} "
+                                                                            f"{', '.join(n)}") for f, n in said.items()]
+    listed = [_listed(pack.profiles[n]) for n in {n for names in said.values() for n in names}]
+    findings += killed + _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack)
+    findings += _order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -99,11 +105,24 @@ def _series_line(pack: Pack, fid: str) -> int | None:
     return next((n for n, ln in enumerate(lines, 1) if ln.split("#", 1)[0].strip() == fid), None)
 
 
-def _orphans(pack: Pack, profiles: list[Profile]) -> list[Finding]:
+def _listed(path: Path) -> tuple[str, list[str]]:
+    """A profile that did not load: its name and the fixes its ``[fixes]`` lists, as far as they can be read
+    (its own findings are reported; its fixes are not "in no profile" for them)."""
+    import tomllib
+
+    try:
+        fixes = tomllib.loads(path.read_text("utf-8")).get("fixes", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return path.stem, []
+    ids = [*fixes.get("default", []), *fixes.get("opt_in", [])] if isinstance(fixes, dict) else []
+    return path.stem, [i for i in ids if isinstance(i, str)]
+
+
+def _orphans(pack: Pack, profiles: list[Profile], unloaded: list[tuple[str, list[str]]]) -> list[Finding]:
     listed: dict[str, list[str]] = {}
-    for p in profiles:
-        for fid in p.default + p.opt_in:
-            listed.setdefault(fid, []).append(p.name)
+    for name, ids in [(p.name, list(p.default + p.opt_in)) for p in profiles] + unloaded:
+        for fid in ids:
+            listed.setdefault(fid, []).append(name)
     out = []
     for fid in pack.series:
         fix = pack.fixes[fid]
@@ -157,6 +176,29 @@ def _proofs(pack: Pack) -> list[Finding]:
                     f"add fixes/{fix.id}/test_<name>.py, a test that fails on the clean release and passes once the "
                     f"fix is applied")
             for fix in fixes if not fix.retired and not any(fix.folder.glob("test_*.py"))]
+
+
+def _strays(pack: Pack) -> list[Finding]:
+    """Files of a fix's folder no run reads: a ``*.patch`` its fix.toml's ``patches`` does not list (in the
+    fix's folder or a variant's), a variant folder (``<name>/variant.toml``) for a profile the pack lacks."""
+    out = []
+    for fid in pack.series:
+        fix = pack.fixes[fid]
+        listed = {p.path.name for p in fix.patches}
+        folders = [fix.folder] + [fix.folder / v.profile for v in fix.variants]
+        for folder in folders:
+            for patch in sorted(folder.glob("*.patch")):
+                if patch.name not in listed:
+                    out.append(Finding(_rel(pack.root, patch), None, f"a patch file fix {fid}'s fix.toml does not "
+                                       f"list: it is never applied", "list it in fix.toml's patches (in its place "
+                                                                     "in the order), or remove it"))
+        for v in fix.variants:
+            if v.profile not in pack.profiles:
+                out.append(Finding(_rel(pack.root, fix.folder / v.profile / "variant.toml"), None,
+                                   f"a variant of fix {fid} for profile {v.profile}, which the pack does not have "
+                                   f"(no profiles/{v.profile}.toml): it is never used",
+                                   "name its folder after the profile it is for, or remove it"))
+    return out
 
 
 def _id_line(toml: Path) -> int:

@@ -85,10 +85,11 @@ def as_fix(fix: Fix, patches: dict[str, bytes]) -> Fix:
 
 
 def change_lines(data: bytes) -> list[str]:
-    """The change itself: every file's removed and added lines, without context, line numbers or paths."""
+    """The change itself: every file's removed and added lines, without context, line numbers or paths. Split
+    on LF only: a CR (a CRLF file's line end) is part of its line, so a change of line ends is a change."""
     out: list[str] = []
     in_hunk = False
-    for line in decode(data).splitlines():
+    for line in decode(data).split("\n"):
         if line.startswith("diff --git "):
             in_hunk = False
             out.append("diff")

@@ -15,6 +15,7 @@ summary = "one line"
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,23 @@ COMPONENT_KEYS = {"path", "version", "target", "requires", "opt_in", "summary"}
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
+class _At:
+    """The profile's path and the line of a component's key there (``line_of``: key, table -> line; the
+    table's own line for none)."""
+
+    def __init__(self, path: Path, line_of: Callable[[str, str], int | None]) -> None:
+        self.path, self._line_of = path, line_of
+
+    def line(self, cid: str, key: str = "") -> int | None:
+        return (self._line_of(key, f"components.{cid}") if key else None) or self._line_of(cid, "components")
+
+
 def load_components(pack: Pack, value: Any, targets: set[str], listed_fixes: set[str], path: Path,
-                    errors: Collector) -> tuple[Component, ...]:
-    """The components a profile names, each checked (errors collected with the profile's path)."""
+                    errors: Collector, line_of: Callable[[str, str], int | None] = lambda key, table: None
+                    ) -> tuple[Component, ...]:
+    """The components a profile names, each checked (errors collected with the profile's path and the line
+    of the key at fault: ``line_of(key, table)``)."""
+    at = _At(path, line_of)
     if not isinstance(value, dict):
         errors.add("[components] must be a table of [components.<id>] tables", path, None)
         return ()
@@ -36,49 +51,78 @@ def load_components(pack: Pack, value: Any, targets: set[str], listed_fixes: set
         where = f"[components.{cid}]"
         if not _ID_RE.match(cid) or cid in pack.fixes:
             errors.add(f"{where}: the id must be lower-case letters, digits, '.', '_', '-' and not a fix's id",
-                       path, None)
+                       path, at.line(cid))
             continue
         if not isinstance(table, dict):
-            errors.add(f"{where} must be a table", path, None)
+            errors.add(f"{where} must be a table", path, at.line(cid))
             continue
         unknown = sorted(set(table) - COMPONENT_KEYS)
         if unknown:
-            errors.add(f"{where}: unknown key(s) {', '.join(unknown)}", path, None,
+            errors.add(f"{where}: unknown key(s) {', '.join(unknown)}", path, at.line(cid, unknown[0]),
                        f"allowed: {', '.join(sorted(COMPONENT_KEYS))}")
-        comp = _component(pack, cid, table, targets, path, errors)
+        comp = _component(pack, cid, table, targets, at, errors)
         if comp is not None:
             out.append(comp)
-    ids = {c.id for c in out}
-    for comp in out:
-        for req in comp.requires:
-            if req not in listed_fixes and req not in ids:
-                errors.add(f"[components.{comp.id}] requires {req!r}, which the profile lists neither as a fix nor "
-                           f"as a component", path, None, f"add {req!r} to the profile or drop it")
+    _check_requires(out, listed_fixes, set(value), at, errors)
     return tuple(out)
 
 
-def _component(pack: Pack, cid: str, table: dict[str, Any], targets: set[str], path: Path,
+def _check_requires(comps: list[Component], listed_fixes: set[str], named: set[str], at: _At,
+                    errors: Collector) -> None:
+    """Each requirement is a fix or a component the profile lists (``named``: every table it has, a broken
+    one too: its own problem is reported), and no component needs itself through others (a cycle)."""
+    needs = {c.id: c.requires for c in comps}
+    for comp in comps:
+        for req in comp.requires:
+            if req not in listed_fixes and req not in named:
+                errors.add(f"[components.{comp.id}] requires {req!r}, which the profile lists neither as a fix nor "
+                           f"as a component", at.path, at.line(comp.id, "requires"), f"add {req!r} to the profile "
+                                                                                    f"or drop it")
+            elif (cycle := _cycle(comp.id, req, needs)) is not None:
+                errors.add(f"[components.{comp.id}] requires {req!r}, and {' -> '.join(cycle)}: a cycle", at.path,
+                           at.line(comp.id, "requires"), "a component cannot need one that needs it; drop one of "
+                                                         "these requirements")
+
+
+def _cycle(cid: str, req: str, needs: dict[str, tuple[str, ...]]) -> list[str] | None:
+    """The chain req -> ... -> cid through components' ``requires`` when there is one."""
+    paths, seen = [[req]], {req}
+    while paths:
+        chain = paths.pop()
+        if chain[-1] == cid:
+            return chain
+        for nxt in needs.get(chain[-1], ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                paths.append(chain + [nxt])
+    return None
+
+
+def _component(pack: Pack, cid: str, table: dict[str, Any], targets: set[str], at: _At,
                errors: Collector) -> Component | None:
-    where = f"[components.{cid}]"
+    where, path = f"[components.{cid}]", at.path
     src, version = table.get("path"), table.get("version")
     if not isinstance(src, str) or not src or not isinstance(version, str) or not version:
-        errors.add(f"{where} needs a 'path' (a folder with pyproject.toml, or a .whl) and a 'version'", path, None)
+        errors.add(f"{where} needs a 'path' (a folder with pyproject.toml, or a .whl) and a 'version'", path,
+                   at.line(cid, "path" if not isinstance(src, str) or not src else "version"))
         return None
     folder = (pack.root / src).resolve()
     if pack.root.resolve() not in folder.parents or not (
             (folder / "pyproject.toml").is_file() or (folder.suffix == ".whl" and folder.is_file())):
-        errors.add(f"{where}: path {src!r} is not a folder with a pyproject.toml or a .whl inside the pack", path, None)
+        errors.add(f"{where}: path {src!r} is not a folder with a pyproject.toml or a .whl inside the pack", path,
+                   at.line(cid, "path"), "name it relative to the pack's folder")
         return None
     target = table.get("target", "vllm")
     if target not in targets:
-        errors.add(f"{where}: target {target!r} is not a target of the profile", path, None,
+        errors.add(f"{where}: target {target!r} is not a target of the profile", path, at.line(cid, "target"),
                    f"its targets: {', '.join(sorted(targets))}")
         return None
     requires = table.get("requires", [])
     opt_in = table.get("opt_in", False)
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires) or \
             not isinstance(opt_in, bool):
-        errors.add(f"{where}: 'requires' must be a list of ids and 'opt_in' true or false", path, None)
+        errors.add(f"{where}: 'requires' must be a list of ids and 'opt_in' true or false", path,
+                   at.line(cid, "opt_in" if not isinstance(opt_in, bool) else "requires"))
         return None
     return Component(cid, folder, version, str(target), tuple(requires), opt_in, str(table.get("summary", "")))
 

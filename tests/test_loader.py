@@ -216,7 +216,7 @@ def test_a_version_module_outside_the_root_is_refused_at_its_line(pack, module):
     with pytest.raises(PackError) as exc:
         load_profile(load_pack(pack.pack), "p1")
     line = prof.read_text().splitlines().index(f'version_module = "{module}"') + 1
-    assert any(f"{prof}:{line}:" in p and f"version_module {module!r} must be a relative path inside" in p
+    assert any(f"{prof}:{line}:" in p and f"version_module = {module!r}: " in p and "must be a relative path inside" in p
                for p in problems(exc)), problems(exc)
 
 
@@ -228,7 +228,7 @@ def test_a_package_that_is_no_import_name_is_refused_at_its_line(pack, package):
     with pytest.raises(PackError) as exc:
         load_profile(load_pack(pack.pack), "p1")
     line = prof.read_text().splitlines().index(f'package = "{package}"') + 1
-    assert any(f"{prof}:{line}:" in p and f"package {package!r} is not an import package's name" in p
+    assert any(f"{prof}:{line}:" in p and f"package = {package!r}: not an import package's name" in p
                for p in problems(exc)), problems(exc)
 
 
@@ -243,3 +243,36 @@ def test_a_default_fix_requiring_a_later_opt_in_gets_advice_that_keeps_the_order
     text = "\n".join(problems(exc))
     assert "requires opt-in fix 'b': a default fix cannot need an opt-in one" in text, text
     assert "make 'a' opt-in too" in text and "move 'b' above 'a'" not in text
+
+
+@pytest.mark.parametrize("name", ["fixes/series", "fixes/a/fix.toml"])
+def test_a_byte_order_mark_is_named_as_one(pack, name):
+    """found by a fresh user: a BOM in fixes/series was "bad fix id '\\ufeff'"."""
+    path = pack.pack / name
+    path.write_bytes(b"\xef\xbb\xbf# the order\n" + path.read_bytes())
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert problems(exc) == [f"{path}:1: a UTF-8 byte order mark (BOM) opens the file (remove it: save the file as "
+                             f"UTF-8 without a BOM)"]
+
+
+@pytest.mark.parametrize("key,value,said", [
+    ("fixed_in", "banana", "not a release version"), ("last_update", "2026-13-45", "not a date"),
+    ("last_update", "20260101", "not a date"), ("link", "see PR 123 <b>", "not a URL"),
+    ("link", "ftp://example.org/x", "not a URL")])
+def test_upstream_values_are_checked_at_their_line(pack, key, value, said):
+    """found by a fresh user: check took fixed_in = "banana"; a later rebase exited 2 on it without file:line."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + f'[upstream]\nstatus = "submitted"\n{key} = "{value}"\n')
+    line = len(toml.read_text().splitlines())
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert [p for p in problems(exc) if p.startswith(f"{toml}:{line}: [upstream] {key} = {value!r}: {said}")], \
+        problems(exc)
+
+
+def test_good_upstream_values_load(pack):
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + '[upstream]\nstatus = "accepted"\nfixed_in = "v0.31.0rc1"\n'
+                                       'last_update = "2026-02-28"\nlink = "https://github.com/vllm-project/vllm/pull/1"\n')
+    assert load_pack(pack.pack).fixes["a"].upstream.fixed_in == "v0.31.0rc1"

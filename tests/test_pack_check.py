@@ -292,3 +292,98 @@ def test_check_fresh_whose_release_cache_cannot_be_made_is_exit_5_not_a_finding(
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--fresh", "--cache", "/dev/null", "--pack",
                         str(REPO)], capture_output=True, text=True, cwd=REPO)  # its targets come from PyPI
     assert r.returncode == 5 and "cannot make the release cache" in r.stderr and "finding" not in r.stderr, r
+
+
+def _second_profile(b):
+    """p1 and p2 list one and two (a fix.toml error meets both)."""
+    b.profile(["one", "two"], name="p2")
+    b.lock(b.base / "clean", "p2")
+
+
+def test_a_fix_s_unknown_target_is_one_finding_at_its_fix_toml_line_without_a_cascade(setup):
+    """found by a fresh user: target = "vlm" gave one finding per profile at the profile, and every fix those
+    profiles list was then "in no profile"."""
+    b, _ = setup
+    _second_profile(b)
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text().replace('target = """demo"""', 'target = "dmeo"'))
+    line = toml.read_text().splitlines().index('target = "dmeo"') + 1
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: target 'dmeo' is not a target of the profile that lists 'two': "
+                           f"its targets are demo; profiles p1, p2 (name one of those targets, or add "
+                           f"[targets.dmeo] to the profile, or drop the fix from it)"]
+
+
+def test_a_conflict_between_two_defaults_is_named_once_at_the_conflicts_line(setup):
+    b, _ = setup
+    _second_profile(b)
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["one"]\n')
+    line = len(toml.read_text().splitlines())
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: conflicts with 'one', yet the profile lists both as "
+                           f"defaults; profiles p1, p2 (drop one of them from the profile's [fixes] default, or "
+                           f"drop the conflict)"]
+    one = b.pack / "fixes/one/fix.toml"
+    one.write_text(one.read_text() + 'conflicts = ["two"]\n')  # both declare it: still one finding
+    assert len(findings(b)) == 1
+
+
+def test_a_fix_conflicting_with_itself_is_named_at_its_conflicts_line(setup):
+    b, _ = setup
+    toml = b.pack / "fixes/two/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["two"]\n')
+    line = len(toml.read_text().splitlines())
+    assert findings(b) == [f"fixes/two/fix.toml:{line}: conflicts with itself ('two') (drop it from conflicts)"]
+
+
+def _two_components(b, first_requires: str, first_path: str = "plug") -> list[str]:
+    from fixpack.errors import PackError
+    from fixpack.loader import load_pack, load_profile
+
+    (b.pack / "plug").mkdir()
+    (b.pack / "plug/pyproject.toml").write_text('[project]\nname = "p"\nversion = "0.1.0"\n')
+    prof = b.pack / "profiles/p1.toml"
+    prof.write_text(prof.read_text() + f'\n[components.c-one]\npath = "{first_path}"\nversion = "0.1.0"\n'
+                                       f'target = "demo"\nrequires = {first_requires}\n\n[components.c-two]\n'
+                                       f'path = "plug"\nversion = "0.1.0"\ntarget = "demo"\nrequires = ["c-one"]\n')
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(b.pack), "p1")
+    return [str(p) for p in exc.value.problems]
+
+
+def test_a_requires_cycle_between_components_is_named_at_its_lines(setup):
+    """found by a fresh user: check took two components that require each other."""
+    b, _ = setup
+    said = _two_components(b, '["c-two"]')
+    lines = (b.pack / "profiles/p1.toml").read_text().splitlines()
+    one, two = (n for n, ln in enumerate(lines, 1) if ln.startswith("requires = "))
+    prof = b.pack / "profiles/p1.toml"
+    assert said == [f"{prof}:{one}: [components.c-one] requires 'c-two', and c-two -> c-one: a cycle (a component "
+                    f"cannot need one that needs it; drop one of these requirements)",
+                    f"{prof}:{two}: [components.c-two] requires 'c-one', and c-one -> c-two: a cycle (a component "
+                    f"cannot need one that needs it; drop one of these requirements)"]
+
+
+def test_a_component_path_error_has_its_line_and_no_cascade(setup):
+    """found by a fresh user: a bad path had no line, and a component requiring it was then "not listed"."""
+    b, _ = setup
+    said = _two_components(b, "[]", "../../elsewhere")
+    prof = b.pack / "profiles/p1.toml"
+    line = prof.read_text().splitlines().index('path = "../../elsewhere"') + 1
+    assert said == [f"{prof}:{line}: [components.c-one]: path '../../elsewhere' is not a folder with a pyproject.toml "
+                    f"or a .whl inside the pack (name it relative to the pack's folder)"]
+
+
+def test_stray_patches_and_variants_no_run_reads_are_named(setup):
+    """found by a fresh user: a 0002-stray.patch fix.toml does not list and a variant folder for a profile the
+    pack lacks passed check."""
+    b, _ = setup
+    fix = b.pack / "fixes/two"
+    (fix / "0002-stray.patch").write_bytes((fix / "0001-change.patch").read_bytes())
+    (fix / "v9.9.9").mkdir()
+    (fix / "v9.9.9/variant.toml").write_text("version = 2\n")
+    (fix / "v9.9.9/0001-change.patch").write_bytes((fix / "0001-change.patch").read_bytes())
+    assert findings(b) == [
+        "fixes/two/0002-stray.patch: a patch file fix two's fix.toml does not list: it is never applied (list it in "
+        "fix.toml's patches (in its place in the order), or remove it)",
+        "fixes/two/v9.9.9/variant.toml: a variant of fix two for profile v9.9.9, which the pack does not have (no "
+        "profiles/v9.9.9.toml): it is never used (name its folder after the profile it is for, or remove it)"]

@@ -1,0 +1,104 @@
+"""The line syntax of a patch file that unidiff leaves to us: git's C-quoted paths, the patch file's own
+line ends (as against a changed file's), and its lines split on ``\\n`` alone.
+
+Git writes a path holding a byte it will not show as is in double quotes, with C escapes: ``\\303\\274``
+(the UTF-8 bytes of ``ü``, with ``core.quotePath`` on, git's default), ``\\t``, ``\\n``, ``\\"``, ``\\\\``.
+:func:`unquote` reads that form; the pack's own form (:func:`unquoted_paths`, what ``fixpack format``
+writes and what ``refresh`` gets from git with ``core.quotePath=false``) quotes only a path git would
+quote even then, so a path is spelled one way in the pack however the patch was made.
+
+A line of a changed file may end in CR (a target file with CRLF line ends): the CR is part of the
+line's content, as in git. A patch file whose own lines (its mail header, ``diff --git``, ``---``,
+``+++``, ``@@``) end in CRLF was converted as a whole, by an editor or ``core.autocrlf``: it is refused
+(:func:`refuse_crlf`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import PatchParseError, Problem
+
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+# the header lines that name a path, and where the path starts
+_PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
+
+
+class QuoteError(ValueError):
+    """A quoted path whose escapes git would not write (``\\x``, an octal past 377, a lone backslash)."""
+
+
+def unquote(raw: str) -> str:
+    """A path as git's C-quoted form ``"..."`` spells it (``raw`` unquoted: returned as is). Octal escapes
+    are bytes, read as UTF-8 (bytes that are not UTF-8 are kept as surrogates, as the tree reads them)."""
+    if len(raw) < 2 or not (raw.startswith('"') and raw.endswith('"')):
+        return raw
+    out = bytearray()
+    body, i = raw[1:-1], 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1: i + 2]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif re.fullmatch(r"[0-3][0-7]{2}", body[i + 1: i + 4]):
+            out.append(int(body[i + 1: i + 4], 8))
+            i += 4
+        else:
+            raise QuoteError(f"a backslash git does not write in a quoted path: {body[i:i + 4]!r}")
+    return out.decode("utf-8", "surrogateescape")
+
+
+def needs_quotes(path: str) -> bool:
+    """Whether git quotes ``path`` even with ``core.quotePath=false``: a control character, ``"`` or ``\\``
+    (or bytes that are not UTF-8)."""
+    return bool(re.search(r'[\x00-\x1f"\\\x7f\udc80-\udcff]', path))
+
+
+def unquoted_paths(body: str) -> str:
+    """``body`` (a diff part) with each quoted path of its header lines written unquoted where git with
+    ``core.quotePath=false`` writes it so; hunk lines are left alone."""
+    out, old, new = [], 0, 0
+    for line in body.split("\n"):
+        if old > 0 or new > 0:
+            kind = line[:1]
+            old -= kind in (" ", "-", "")
+            new -= kind in (" ", "+", "")
+        elif m := re.match(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@", line):
+            old, new = int(m.group(1) or 1), int(m.group(2) or 1)
+        elif m := _PATH_LINE.match(line):
+            line = m.group(1) + _QUOTED.sub(_plain, m.group(2))
+        out.append(line)
+    return "\n".join(out)
+
+
+def _plain(m: re.Match[str]) -> str:
+    try:
+        path = unquote(m.group(0))
+    except QuoteError:
+        return m.group(0)
+    return m.group(0) if needs_quotes(path) else path
+
+
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines split on ``\\n`` only, each keeping its end (a CR stays in its line's content)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def refuse_crlf(lines: list[str], first: int, source: str) -> None:
+    """Raise PatchParseError for the first of the patch file's own ``lines`` (numbered from ``first``; not a
+    changed file's lines) that ends in CRLF: the patch file was converted as a whole."""
+    for n, line in enumerate(lines, first):
+        if line.endswith("\r"):
+            what = (f"CRLF line endings in the patch file itself: line {n} ends in CRLF, and it is a line of the "
+                    f"patch ({line[:40].rstrip()!r}), not a line of a changed file: the patch file was converted "
+                    f"to CRLF line endings (an editor, or git's core.autocrlf). A changed file's lines may end in "
+                    f"CR; the patch's own lines may not")
+            raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "convert the patch file back "
+                                                                    "to LF line endings (dos2unix) and re-run")])

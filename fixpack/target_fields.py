@@ -1,0 +1,29 @@
+"""The values of a profile's ``[targets.<name>]`` table that pin the target and say where its files are,
+checked when the profile loads: ``commit`` (the pin's git commit), ``package`` (the import package, a folder
+under the root: every patch path starts with it) and ``version_module`` (the file under the root the found
+version is read from, which the pin is checked against). A bad one is named at its line of the profile."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .safepath import path_problem
+
+
+def target_problems(table: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, what is wrong) for a target table's ``commit``, ``package`` and ``version_module``."""
+    out = []
+    commit = table.get("commit")
+    if isinstance(commit, str) and commit and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        out.append(("commit", "not 7-40 lower-case hex digits (git's commit id, or its start)"))
+    package = table.get("package")
+    if isinstance(package, str) and package and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
+        out.append(("package", "not an import package's name (a folder under the root, e.g. vllm)"))
+    module = table.get("version_module", "")
+    if not isinstance(module, str):
+        out.append(("version_module", "not a string: a path under the target's root, e.g. vllm/_version.py"))
+    elif module and (why := path_problem(module)):
+        out.append(("version_module", f"{why}: it must be a relative path inside the target's root, e.g. "
+                                      f"{package if isinstance(package, str) and package else 'vllm'}/_version.py"))
+    return out

@@ -1,0 +1,209 @@
+"""A patch's text read one way by the parser, the lock's change hash, ``fixpack format`` and the applier
+(found by a fresh user): git's ``index`` line with a mode, a lost final newline, a changed file's CRLF
+lines against a patch file converted to CRLF, git's C-quoted paths."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import git, numbered, snapshot
+
+from fixpack import engine
+from fixpack.diff import change_sha256, diff_body, parse_patch
+from fixpack.diffsyntax import unquote
+from fixpack.errors import PatchParseError
+from fixpack.exchange import import_mails
+from fixpack.loader import load_pack
+from fixpack.pack_tools import stale_patches
+
+DIFF = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+
+
+def test_an_index_line_s_mode_is_not_part_of_the_change():
+    with_index = DIFF.replace("--- a/x.py", "index aeb82de..abcdef1 100644\n--- a/x.py")
+    a, b = parse_patch(DIFF.encode()), parse_patch(with_index.encode())
+    assert change_sha256(a.files) == change_sha256(b.files)
+    assert diff_body(with_index) == DIFF  # format drops it: the hash is the canonical form's
+    changed = DIFF.replace("--- a/x.py", "old mode 100644\nnew mode 100755\n--- a/x.py")
+    assert change_sha256(parse_patch(changed.encode()).files) != change_sha256(a.files)  # a mode change counts
+
+
+def test_a_patch_without_its_final_newline_reads_as_with_it():
+    whole = parse_patch(DIFF.encode())
+    cut = parse_patch(DIFF.encode()[:-1])
+    assert cut.files == whole.files and cut.files[0].hunks[0].new_lines == ("a\n", "c\n")
+    ends_blank = DIFF + " \n"
+    text = ends_blank.replace("@@ -1,2 +1,2 @@", "@@ -1,3 +1,3 @@").encode()
+    assert parse_patch(text[:-1]).files[0].hunks[0].old_lines == ("a\n", "b\n", "\n")
+
+
+def test_crlf_lines_of_a_changed_file_are_content():
+    data = DIFF.replace(" a\n-b\n+c\n", " a\r\n-b\r\n+c\r\n").encode()
+    hunk = parse_patch(data).files[0].hunks[0]
+    assert hunk.old_lines == ("a\r\n", "b\r\n") and hunk.new_lines == ("a\r\n", "c\r\n")
+    last = DIFF.replace(" a\n-b\n+c\n", " a\r\n-b\r\n+c\r\n\\ No newline at end of file\n").encode()
+    assert parse_patch(last).files[0].hunks[0].new_lines == ("a\r\n", "c\r")
+
+
+@pytest.mark.parametrize("converted", [DIFF.replace("\n", "\r\n"), DIFF.replace("+++ b/x.py\n", "+++ b/x.py\r\n"),
+                                       "From: a <a@b>\r\nSubject: x\r\n\r\n---\r\n" + DIFF])
+def test_a_patch_file_converted_to_crlf_is_refused_as_such(converted):
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(converted.encode(), "p.patch")
+    said = str(exc.value)
+    assert "CRLF line endings in the patch file itself" in said and "not a line of a changed file" in said
+    assert exc.value.problems and exc.value.problems[0].line is not None and "dos2unix" in exc.value.problems[0].hint
+
+
+def test_git_s_quoted_paths_are_read_and_written_unquoted():
+    assert unquote('"a/my dir/\\303\\274 file.py"') == "a/my dir/ü file.py"
+    assert unquote('"a\\tb\\n\\"q\\"\\\\"') == 'a\tb\n"q"\\'
+    quoted = ('diff --git "a/p/my dir/\\303\\274 file.py" "b/p/my dir/\\303\\274 file.py"\n'
+              '--- "a/p/my dir/\\303\\274 file.py"\t\n+++ "b/p/my dir/\\303\\274 file.py"\t\n@@ -1 +1 @@\n-a\n+b\n')
+    plain = quoted.replace('"a/p/my dir/\\303\\274 file.py"', "a/p/my dir/ü file.py").replace(
+        '"b/p/my dir/\\303\\274 file.py"', "b/p/my dir/ü file.py")
+    assert [fp.path for fp in parse_patch(quoted.encode()).files] == ["p/my dir/ü file.py"]
+    assert diff_body(quoted) == plain and diff_body(plain) == plain  # one spelling in the pack
+    tab = quoted.replace("\\303\\274", "\\t")  # git quotes a tab however it is set: kept quoted
+    assert diff_body(tab) == tab and parse_patch(tab.encode()).files[0].path == "p/my dir/\t file.py"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(quoted.replace("\\303", "\\x").encode(), "p.patch")
+    assert "p.patch:1" in str(exc.value)
+
+
+def test_import_of_git_s_default_quoted_non_ascii_path_round_trips(builder, tmp_path):
+    mod = "demo_pkg/my dir/ü file.py"
+    clean = builder.tree("clean", {mod: numbered(10)})
+    builder.write_series()
+    builder.profile([])
+    repo = tmp_path / "mailrepo"
+    (repo / "demo_pkg/my dir").mkdir(parents=True)
+    (repo / mod).write_text(numbered(10))
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / mod).write_text(numbered(10).replace("line 5\n", "five\n"))
+    git(repo, "commit", "-qam", "Change a file with a non-ASCII name")
+    mail = tmp_path / "in.patch"
+    mail.write_text(git(repo, "format-patch", "-1", "--stdout"))  # git's default: core.quotePath on
+    assert '"a/demo_pkg/my dir/\\303\\274 file.py"' in mail.read_text()
+    done = import_mails(builder.pack, mail, "imp", "p1", target="demo", roots={"demo": clean})
+    assert done.outcome.changed
+    patch = (builder.pack / done.patches[0]).read_text()
+    assert "diff --git a/demo_pkg/my dir/ü file.py b/demo_pkg/my dir/ü file.py\n" in patch
+    assert stale_patches(load_pack(builder.pack)) == []
+    image = builder.tree("image", {mod: numbered(10)})
+    before = snapshot(image)
+    assert engine.apply(builder.request(image)).exit_code == 0
+    assert (image / mod).read_text() == numbered(10).replace("line 5\n", "five\n")
+    assert engine.revert(builder.request(image)).exit_code == 0 and snapshot(image) == before
+
+
+def test_a_near_miss_that_differs_only_in_its_line_end_says_so():
+    from fixpack.applier import closest
+    from fixpack.evaluate import HunkNote
+
+    near = closest(["a\n", "b\n", "c"], ("a\n", "b\n", "c\n"), 0)
+    assert near is not None and near.differs == ((3, "c\n", "c"),)
+    note = HunkNote("x.py", 1, "missing", None, 0, searched=3, expected=1, closest=near)
+    said = note.message()
+    assert "line 3: 'c' as expected, but the patch's line ends in LF and the file's in no newline" in said
+    assert "expected '', found ''" not in said and "expected 'c', found 'c'" not in said
+    crlf = closest(["a\r\n", "b\n"], ("a\n", "b\n"), 0)
+    assert crlf is not None and "ends in LF and the file's in CRLF" in HunkNote(
+        "x.py", 1, "missing", None, 0, searched=2, expected=1, closest=crlf).message()
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("edit", ["index", "no-final-newline"])
+def test_check_lock_format_and_check_agree(builder, edit):
+    """found by a fresh user: with git's index line check said the lock was stale, lock rewrote it, format
+    dropped the line, and check said stale again (with the last newline cut: lock exit 4)."""
+    from conftest import one_fix_pack
+
+    one_fix_pack(builder)
+    (builder.pack / "fixes/one/test_one.py").write_text("def test_it():\n    pass\n")
+    clean, pack = builder.base / "clean", str(builder.pack)
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    assert _cli("format", "--pack", pack).returncode == 0
+    assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
+    original, lock = patch.read_bytes(), (builder.pack / "profiles/p1.lock").read_bytes()
+    assert _cli("check", "--pack", pack).returncode == 0
+    text = original.decode()
+    head = text.index("\n", text.index("diff --git ")) + 1
+    patch.write_text(text[:head] + "index aeb82de..abcdef1 100644\n" + text[head:] if edit == "index" else text[:-1])
+    r = _cli("check", "--pack", pack)
+    assert r.returncode == 0, r.stdout + r.stderr  # the same change: the lock is fresh
+    r = _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 0, r.stderr
+    assert _cli("format", "--check", "--pack", pack).returncode == 2  # churn for format to drop
+    assert _cli("format", "--pack", pack).returncode == 0 and patch.read_bytes() == original
+    assert _cli("check", "--pack", pack).returncode == 0 and _cli("format", "--check", "--pack", pack).returncode == 0
+    assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
+    assert (builder.pack / "profiles/p1.lock").read_bytes() == lock
+
+
+def test_a_change_of_line_ends_is_a_change():
+    from fixpack.patchtext import change_lines
+
+    lf = DIFF.encode()
+    crlf = DIFF.replace("+c\n", "+c\r\n").encode()
+    assert change_lines(lf) != change_lines(crlf)
+    assert change_lines(lf) == change_lines(DIFF.replace("@@ -1,2 +1,2 @@", "@@ -5,2 +5,2 @@").encode())
+
+
+def test_import_of_a_change_to_a_crlf_file_applies_and_reverts_byte_for_byte(builder, tmp_path):
+    mod = "demo_pkg/dos.py"
+    crlf = numbered(10).replace("\n", "\r\n")
+    clean = builder.tree("clean", {})
+    (clean / mod).write_bytes(crlf.encode())
+    builder.write_series()
+    builder.profile([])
+    repo = tmp_path / "mailrepo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    (repo / mod).write_bytes(crlf.encode())
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    changed = crlf.replace("line 5\r\n", "five\r\n").encode()
+    (repo / mod).write_bytes(changed)
+    git(repo, "commit", "-qam", "Change a CRLF file")
+    mail = tmp_path / "in.patch"
+    mail.write_bytes(subprocess_bytes(repo, "format-patch", "-1", "--stdout"))
+    done = import_mails(builder.pack, mail, "imp", "p1", target="demo", roots={"demo": clean})
+    assert done.outcome.changed and b"+five\r\n" in (builder.pack / done.patches[0]).read_bytes()
+    assert stale_patches(load_pack(builder.pack)) == []
+    image = builder.tree("image", {})
+    (image / mod).write_bytes(crlf.encode())
+    before = snapshot(image)
+    assert engine.apply(builder.request(image)).exit_code == 0 and (image / mod).read_bytes() == changed
+    assert engine.revert(builder.request(image)).exit_code == 0 and snapshot(image) == before
+
+
+def subprocess_bytes(cwd, *args):
+    import os
+    import subprocess
+
+    from conftest import GIT_ENV
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env={**os.environ, **GIT_ENV}).stdout
+
+
+def test_a_binary_section_keeps_its_index_line_s_mode(tmp_path):
+    """format keeps a GIT binary patch's index line (its blob ids): its mode stays part of the change."""
+    repo = tmp_path / "bin"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "b.bin").write_bytes(bytes(range(256)))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "b.bin").write_bytes(bytes(range(255, -1, -1)))
+    body = git(repo, "diff", "--binary")
+    assert "\nindex " in body and body.count(" 100644\n") == 1
+    fp = parse_patch(body.encode()).files[0]
+    assert fp.data is not None and (fp.old_mode, fp.new_mode) == ("100644", "100644") and diff_body(body) == body
