@@ -40,6 +40,7 @@ from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
 from .loader import load_pack, load_profile, name_problem
 from .model import Fix, Profile
+from .outputs import check_folder
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .prove import check_interpreter
 from .rebase_chain import Chain
@@ -110,6 +111,8 @@ def start(req: RebaseRequest) -> RebaseResult:
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
+    if req.report_dir is not None:  # before any work: a typo'd folder is named, never made (as --reject's)
+        check_folder(req.report_dir, "--report")
     state = {"schema": STATE_SCHEMA, "pack": str(pack.root), "from": old.name, "to": new_name,
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",

@@ -437,11 +437,17 @@ def rel(root: Path, path: Path) -> str:
 def write_report(session: Session, result: RebaseResult) -> None:
     result.markdown = render_markdown(result)
     stem = f"rebase-{result.from_profile}-to-{result.to_profile}"
-    session.report_dir.mkdir(parents=True, exist_ok=True)
     result.report_md = session.report_dir / f"{stem}.md"
     result.report_json = session.report_dir / f"{stem}.json"
-    atomic_write(result.report_md, result.markdown.encode())
-    atomic_write(result.report_json, dumps(result.as_dict()))
+    try:
+        session.report_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(result.report_md, result.markdown.encode())
+        atomic_write(result.report_json, dumps(result.as_dict()))
+    except OSError as exc:
+        from .outputs import write_failed
+        raise write_failed(exc, session.report_dir, "--report", "the rebase went on to its end and only its "
+                           "report is missing (--json prints the same facts); free space, or give a folder you "
+                           "may write with --report DIR next time") from exc
 
 
 # --- the release copies of each target ---------------------------------------------------------

@@ -563,3 +563,27 @@ def test_a_release_older_than_the_pin_is_refused_unless_allowed(pack):
     b.profile(["first", "second"])
     done = CliRunner().invoke(rebase_cmd, [*args, "--allow-older"])
     assert done.exit_code == 0 and (b.pack / "profiles/v0.9.toml").is_file(), done.output
+
+
+def test_a_report_folder_that_is_missing_or_unwritable_is_named_not_a_crash(pack, tmp_path, monkeypatch):
+    """Noticed while fixing a fresh user's findings: --report under a missing folder was made, parents and all
+    (other outputs name it), and a report that could not be written was an OSError, exit 1."""
+    import errno
+
+    from fixpack.errors import EnvironmentProblem
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    before = pack_files(b)
+    with pytest.raises(BadInputError, match=r"--report .*the folder .*no/such does not exist"):
+        rebase.start(req(b, old, new, report_dir=tmp_path / "no/such/reports"))
+    assert not (tmp_path / "no").exists() and pack_files(b) == before
+    real = rebase_session.atomic_write
+
+    def full(path, data, *a, **kw):
+        if path.suffix in (".md", ".json") and path.parent.name == "reports":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data, *a, **kw)
+
+    monkeypatch.setattr(rebase_session, "atomic_write", full)
+    with pytest.raises(EnvironmentProblem, match=r"--report .*ENOSPC.*only its report is missing"):
+        rebase.start(req(b, old, new, report_dir=tmp_path / "reports"))
