@@ -32,7 +32,8 @@ _INTS = ("T", "expert_base", "n_local", "out_numel", "stride_am", "stride_we", "
 
 
 def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int, maxnreg: int | None,
-                 bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False):
+                 bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False,
+                 eager: bool = False):
     fn = gk._gemm_kernel
     lay = gk.layouts(bn, bk, block_m)
     ptrs = _PTRS | {"y_ptr": "*bf16" if gate_up else "*fp32"}
@@ -42,7 +43,7 @@ def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int
               "CHUNK": chunk, "ZERO_PAIRS": False,
               "GRID_N": 2 * size // bn if gate_up else latent // bn, "PERSIST": False, "DYNAMIC": False, "PLAN": plan,
               "DYN_SPLIT": dyn and not gate_up, "LOG_MAX": 3 if dyn and not gate_up else 0,
-              "ATOMIC_OUT": dyn and not gate_up}
+              "ATOMIC_OUT": dyn and not gate_up, "PLAN_EAGER": eager}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg)
 
 
@@ -71,13 +72,14 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096, help="the expert's intermediate size (a TP slice: 1024)")
     ap.add_argument("--plan", action="store_true", help="the run list's flat grid (PLAN, seventh round)")
     ap.add_argument("--dyn", action="store_true", help="with --plan: the down GEMM's device-sized K split")
+    ap.add_argument("--eager", action="store_true", help="with --plan: the count and the word in one round trip")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
     for gate_up in (True, False):
         peel = None if args.peel is None else bool(args.peel)
         ck = compile_gemm(gate_up, args.block_m, args.chunk, args.latent, args.size, args.maxnreg,
-                          plan=args.plan, peel=peel, dyn=args.dyn)
+                          plan=args.plan, peel=peel, dyn=args.dyn, eager=args.eager)
         print(f"{'gate_up' if gate_up else 'down':7} block_m {args.block_m} chunk {args.chunk} maxnreg "
               f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel}: {report(ck)}")
     return 0

@@ -387,7 +387,13 @@ def test_stream_k_muse_shapes():
 
 @pytest.mark.parametrize("cfg", [{}, {"split_down": 2}, {"split_gate_up": 2}, {"compact_m": 16},
                                  {"maxnreg": None}, {"pdl": False}, {"plan_split_per_sm": 20},
-                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1}])
+                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1},
+                                 {"plan_lanes": True}, {"plan_eager": True},
+                                 {"plan_lanes": True, "plan_eager": True, "pdl": False},
+                                 {"plan_lanes": True, "plan_eager": True, "split_down": 2},
+                                 {"plan_lanes": True, "plan_eager": True, "split_gate_up": 2},
+                                 {"plan_lanes": True, "plan_eager": True, "compact_m": 16},
+                                 {"plan_lanes": True, "plan_eager": True, "plan_split_per_sm": 20}])
 def test_gluon_run_list(cfg):
     """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
     ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
@@ -436,9 +442,43 @@ def test_gluon_run_list(cfg):
     # the list of a routing, against the routing
     g = torch.Generator().manual_seed(33800)
     ids = torch.stack([torch.randperm(12, generator=g)[:4] for _ in range(32)]).to("cuda")
-    plan = K.plan_runs(ids, ex_t, chunk)
+    plan = K.plan_runs(ids, ex_t, chunk, lanes=cfg.get("plan_lanes", False))
     flat = ids.reshape(-1).tolist()
     want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
             if 6 <= e < 12 and flat[:p].count(e) % chunk == 0]
     torch.cuda.synchronize()
     assert int(plan[0]) == len(want) and plan[1:1 + len(want)].tolist() == want
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_plan_runs_lists(lanes):
+    """Both planning kernels (kernel._plan_runs_kernel, and _plan_lanes_kernel: one slot a thread, eighth round)
+    against the list in Python: batches 9..32, top-1/2/4/8, int32 and int64 ids, EP shares (the card's experts
+    at the start, middle and end of 256), all experts local, runs of 8 and 16, every token on the same experts,
+    PDL on and off, a poisoned buffer (every word rewritten up to the count)."""
+    from mxfp4_moe import kernel as K
+    g = torch.Generator().manual_seed(33900)
+    cases = []
+    for tokens in (9, 12, 16, 17, 24, 31, 32):
+        for topk, experts, base, n_local in ((8, 256, 0, 32), (8, 256, 128, 128), (8, 256, 224, 32), (4, 12, 6, 6),
+                                             (1, 12, 6, 6), (2, 8, 0, 8), (8, 8, 0, 8)):
+            cases.append((tokens, topk, experts, base, n_local))
+    for i, (tokens, topk, experts, base, n_local) in enumerate(cases):
+        ids = torch.stack([torch.randperm(experts, generator=g)[:topk] for _ in range(tokens)])
+        ids = ids.to(torch.int32 if i % 2 else torch.int64).to("cuda")
+
+        class Ex:
+            expert_base, num_local = base, n_local
+        for chunk in (8, 16):
+            if tokens > 8 * chunk:
+                continue
+            flat = ids.reshape(-1).tolist()
+            want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
+                    if base <= e < base + n_local and flat[:p].count(e) % chunk == 0]
+            key = ("cuda", torch.cuda.current_device())
+            if key in K._PLANS:
+                K._PLANS[key].fill_(-7)
+            plan = K.plan_runs(ids, Ex, chunk, gdc=True, pdl=bool(i % 3), lanes=lanes)
+            torch.cuda.synchronize()
+            got = plan[1:1 + len(want)].tolist()
+            assert int(plan[0]) == len(want) and got == want, (tokens, topk, base, n_local, chunk)
