@@ -28,12 +28,12 @@ from mxfp4_moe import gluon_kernel as gk  # noqa: E402
 _PTRS = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8", "out_ptr": "*fp32", "act_ptr": "*fp32",
          "cnt_ptr": "*i32", "sched_ptr": "*i32", "plan_ptr": "*i32", "z2_ptr": "*fp32"}
 _INTS = ("T", "expert_base", "n_local", "out_numel", "stride_am", "stride_we", "stride_se", "stride_ym", "stride_yk",
-         "stride_act", "n_items", "z2_numel", "budget")
+         "stride_act", "n_items", "z2_numel", "budget", "plan_stride")
 
 
 def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int, maxnreg: int | None,
                  bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False,
-                 eager: bool = False):
+                 items: bool = False):
     fn = gk._gemm_kernel
     lay = gk.layouts(bn, bk, block_m)
     ptrs = _PTRS | {"y_ptr": "*bf16" if gate_up else "*fp32"}
@@ -43,7 +43,7 @@ def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int
               "CHUNK": chunk, "ZERO_PAIRS": False,
               "GRID_N": 2 * size // bn if gate_up else latent // bn, "PERSIST": False, "DYNAMIC": False, "PLAN": plan,
               "DYN_SPLIT": dyn and not gate_up, "LOG_MAX": 3 if dyn and not gate_up else 0,
-              "ATOMIC_OUT": dyn and not gate_up, "PLAN_EAGER": eager}
+              "ATOMIC_OUT": dyn and not gate_up, "PLAN_ITEMS": 2 if items else 1}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg)
 
 
@@ -72,14 +72,14 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096, help="the expert's intermediate size (a TP slice: 1024)")
     ap.add_argument("--plan", action="store_true", help="the run list's flat grid (PLAN, seventh round)")
     ap.add_argument("--dyn", action="store_true", help="with --plan: the down GEMM's device-sized K split")
-    ap.add_argument("--eager", action="store_true", help="with --plan: the count and the word in one round trip")
+    ap.add_argument("--items", dest="items", action="store_true", help="with --plan: two runs a program (PLAN_ITEMS 2)")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
     for gate_up in (True, False):
         peel = None if args.peel is None else bool(args.peel)
         ck = compile_gemm(gate_up, args.block_m, args.chunk, args.latent, args.size, args.maxnreg,
-                          plan=args.plan, peel=peel, dyn=args.dyn, eager=args.eager)
+                          plan=args.plan, peel=peel, dyn=args.dyn, items=args.items)
         print(f"{'gate_up' if gate_up else 'down':7} block_m {args.block_m} chunk {args.chunk} maxnreg "
               f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel}: {report(ck)}")
     return 0

@@ -465,7 +465,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  ATOMIC_OUT: gl.constexpr = False, GRID_N: gl.constexpr = 1, PERSIST: gl.constexpr = False,
                  DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None, PLAN: gl.constexpr = False,
                  plan_ptr=None, z2_ptr=None, z2_numel=0, DYN_SPLIT: gl.constexpr = False,
-                 LOG_MAX: gl.constexpr = 0, budget=0, PLAN_EAGER: gl.constexpr = False):
+                 LOG_MAX: gl.constexpr = 0, budget=0, PLAN_ITEMS: gl.constexpr = 1, plan_stride=0):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -484,8 +484,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     also zero z2 (z2_numel: the down GEMM's pre-norm rows, with DYN_SPLIT). DYN_SPLIT (the down GEMM): the K
     split sized on the device for the runs routed here (doubled, up to 2**LOG_MAX, while runs x row blocks x
     split stays within ``budget`` programs: ranked_kernel.run_split's rule), the parts added into act_ptr
-    (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part. PLAN_EAGER (eighth
-    round): the run count and the program's word are loaded together after the wait (one round trip, not two)."""
+    (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part. PLAN_ITEMS (eighth
+    round, not with DYN_SPLIT): the grid holds plan_stride runs and program g takes runs r, r + plan_stride, ...
+    (PLAN_ITEMS of them) where they exist, so a grid of half the bound covers it."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -531,23 +532,16 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
-        if PLAN_EAGER:
-            # the count and this program's word in one round trip (eighth round): r < plan_bound <= 511 is
-            # inside the buffer; a word past the count is stale but never used (every word is >= 0: the test
-            # keeps the load out of the branch)
-            n_runs = gl.load(plan_ptr)
-            word = gl.load(plan_ptr + 1 + r)
-            go = (r < n_runs) & (word >= 0)
-        else:
-            go = r < gl.load(plan_ptr)
-        if go:
-            if not PLAN_EAGER:
-                word = gl.load(plan_ptr + 1 + r)
-            _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
-                       out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
-                       stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
-                       ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
-                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7)
+        n_runs = gl.load(plan_ptr)
+        for i in gl.static_range(PLAN_ITEMS):  # runs r, r + plan_stride, ... (eighth round; 1 before)
+            ri = r + i * plan_stride
+            if ri < n_runs:
+                word = gl.load(plan_ptr + 1 + ri)
+                _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                           out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
+                           stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
+                           GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act,
+                           CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -639,7 +633,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
-                    plan_lanes: bool = False, plan_eager: bool = False,
+                    plan_lanes: bool = False, plan_items: int = 1,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -669,8 +663,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     included: the down GEMM zeroes no pairs). plan_split_per_sm N > 0 (with plan, no split_down): the down
     GEMM's K split is sized on the device for the runs actually routed here (ranked_kernel.run_split with
     N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel). plan_lanes (eighth
-    round): the list built one slot a thread (kernel._plan_lanes_kernel, the same list); plan_eager: the GEMM
-    programs load the run count and their word in one round trip. maxnreg_down: the
+    round): the list built one slot a thread (kernel._plan_lanes_kernel, the same list); plan_items N > 1 (with
+    plan, not plan_split_per_sm): where the bound is the slot count (no tighter: many local experts, few tokens,
+    EP2 x TP4 at batches 9-16), each GEMM's grid holds ceil(bound / N) runs and each program takes up to N runs of
+    the list, so fewer programs find no run. maxnreg_down: the
     down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
     T, L = x.shape
     topk = ids.shape[1]
@@ -742,10 +738,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if plan:
         from .kernel import plan_bound, plan_runs
         runs = plan_bound(P, ex.num_local, T, chunk)
-        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes),
-                   "PLAN_EAGER": plan_eager}
+        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes)}
         opts = opts | {"PEEL": False}  # the weights' address is in the plan, read after the wait
     dyn = plan and plan_split_per_sm > 0 and not split_down
+    items = 1
+    if plan and not dyn and plan_items > 1 and runs >= P:
+        # the bound is the slot count (eighth round): a grid of ceil(runs / items) runs, each program up to items
+        items = plan_items
+        runs = -(-runs // items)
+        plan_kw |= {"PLAN_ITEMS": items, "plan_stride": runs}
     if dyn:
         from .ranked_kernel import max_split, run_split
         max2 = max_split(k_iters, 2)
@@ -824,5 +825,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["grids"] = grids
         last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + ((not partials) if dyn else (not down)) + plan
         last_launch["plan"] = plan
+        last_launch["plan_items"] = items
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

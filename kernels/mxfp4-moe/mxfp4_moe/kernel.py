@@ -777,7 +777,7 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}, "plan_runs": True}
+                               "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -943,7 +943,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan_split_per_sm=config.get("plan_split_per_sm", 0),
                                             maxnreg_down=config.get("maxnreg_down", -1),
                                             plan_lanes=config.get("plan_lanes", False),
-                                            plan_eager=config.get("plan_eager", False),
+                                            plan_items=config.get("plan_items", 1),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -388,12 +388,10 @@ def test_stream_k_muse_shapes():
 @pytest.mark.parametrize("cfg", [{}, {"split_down": 2}, {"split_gate_up": 2}, {"compact_m": 16},
                                  {"maxnreg": None}, {"pdl": False}, {"plan_split_per_sm": 20},
                                  {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1},
-                                 {"plan_lanes": True}, {"plan_eager": True},
-                                 {"plan_lanes": True, "plan_eager": True, "pdl": False},
-                                 {"plan_lanes": True, "plan_eager": True, "split_down": 2},
-                                 {"plan_lanes": True, "plan_eager": True, "split_gate_up": 2},
-                                 {"plan_lanes": True, "plan_eager": True, "compact_m": 16},
-                                 {"plan_lanes": True, "plan_eager": True, "plan_split_per_sm": 20}])
+                                 {"plan_lanes": False}, {"plan_lanes": True, "pdl": False},
+                                 {"plan_lanes": True, "split_down": 2}, {"plan_lanes": True, "split_gate_up": 2},
+                                 {"plan_lanes": True, "compact_m": 16}, {"plan_lanes": True, "plan_split_per_sm": 20},
+                                 {"plan_items": 2}])
 def test_gluon_run_list(cfg):
     """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
     ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
@@ -448,6 +446,45 @@ def test_gluon_run_list(cfg):
             if 6 <= e < 12 and flat[:p].count(e) % chunk == 0]
     torch.cuda.synchronize()
     assert int(plan[0]) == len(want) and plan[1:1 + len(want)].tolist() == want
+
+
+@pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
+                                 {"down_atomic": False}, {"items_3": True}])
+def test_gluon_run_list_items(cfg):
+    """plan_items (eighth round): where kernel.plan_bound is the slot count (40 local experts of 64: batch 9 of
+    top-4, 16 of top-2, 32 of top-1), each GEMM's grid holds ceil(bound / N) runs and a program takes up to N
+    runs of the list. Random routings (about half the runs: most programs take one), every pair local (36 runs of
+    a grid of 18: every program takes two), all tokens on the same experts, three calls in a row, PDL off, the
+    K splits, TP partials with and without the down atomics; the grids and the items checked."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(40, 1024, 1024, generator=torch.Generator(device="cuda").manual_seed(34),
+                                 device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    n = 3 if cfg.pop("items_3", False) else 2
+    cfg = {"maxnreg": 96, "plan_runs": True, "plan_lanes": True, "plan_items": n, **cfg}
+    for rep in range(3):
+        for tokens, topk, experts, kind in ((9, 4, 64, "random"), (16, 2, 64, "random"), (32, 1, 64, "random"),
+                                            (9, 4, 40, "random"), (12, 3, 40, "one-expert"),
+                                            (30, 1, 40, "top1-one-expert")):
+            assert_ok(check_case(ex, ex_t, tokens, kind, experts, topk, 34000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"items {cfg} batch {tokens} top-{topk} of {experts} {kind} call {rep}")
+            P = tokens * topk
+            assert K.plan_bound(P, 40, tokens, 8) == P
+            assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["plan_items"] == n
+            runs = -(-P // n)
+            gu, dn = K.LAST_LAUNCH["grids"]["gate_up"], K.LAST_LAUNCH["grids"]["down"]
+            assert gu == (runs * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],), gu
+            assert dn == (runs * (1024 // bn2) * K.LAST_LAUNCH["splits"][1],), dn
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 16, 64, 2, 2, 34700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"items partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+    # where the bound is below the slots (6 local experts), no items
+    assert_ok(check_case(ex, ex_t, 9, "random", 64, 8, 34800, "cuda", "gluon", cfg), "items, bound below")
+    assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["plan_items"] == 1
 
 
 @pytest.mark.parametrize("lanes", [False, True])
