@@ -944,6 +944,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             maxnreg_down=config.get("maxnreg_down", -1),
                                             plan_lanes=config.get("plan_lanes", False),
                                             plan_items=config.get("plan_items", 1),
+                                            sub_k=config.get("sub_k", 0),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -219,19 +219,23 @@ def test_gluon_auto_gate_up_split_for_few_experts():
     assert LAST_LAUNCH["splits"][0] > 1
 
 
-@pytest.mark.parametrize("compact_m,maxnreg", [(0, 96), (8, 96), (16, 96), (8, None)])
-def test_gluon_token_compaction(compact_m, maxnreg):
+@pytest.mark.parametrize("compact_m,maxnreg,sub_k", [(0, 96, 0), (8, 96, 0), (16, 96, 0), (8, None, 0),
+                                                     (16, None, 128), (16, 96, 128), (0, None, 128)])
+def test_gluon_token_compaction(compact_m, maxnreg, sub_k):
     """Token compaction (runs of 8 or 16 of an expert's tokens per program, owned by the slot of the run's
     first token) and without it: batches across the tiles, all tokens to one expert (4 runs of 8), top-1,
-    the TP partials mode; with the default register cap and without it."""
+    the TP partials mode; with the default register cap and without it; the 16- and 32-token tiles multiplied
+    128 of a tile's K at a time (sub_k, eighth round)."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _medium(27, base=6)
     ex_t = ex.to_tiled_layout()
-    cfg = {"compact_m": compact_m, "maxnreg": maxnreg}
+    cfg = {"compact_m": compact_m, "maxnreg": maxnreg, "sub_k": sub_k}
+    from mxfp4_moe import kernel as K
     for tokens in (9, 16, 17, 25, 32):
         assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 27000 + tokens, "cuda", "gluon", cfg),
                   f"compact {compact_m} batch {tokens}")
+        assert K.LAST_LAUNCH["sub_k"] == (sub_k if compact_m != 8 else 0), K.LAST_LAUNCH
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 27100, "cuda", "gluon", cfg), "one expert")
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 27200, "cuda", "gluon", cfg), "top-1")
     assert_ok(check_tp_case(ex, 32, 12, 4, 4, 27300, "cuda", "gluon", cfg), "tp partials")
@@ -391,7 +395,8 @@ def test_stream_k_muse_shapes():
                                  {"plan_lanes": False}, {"plan_lanes": True, "pdl": False},
                                  {"plan_lanes": True, "split_down": 2}, {"plan_lanes": True, "split_gate_up": 2},
                                  {"plan_lanes": True, "compact_m": 16}, {"plan_lanes": True, "plan_split_per_sm": 20},
-                                 {"plan_items": 2}])
+                                 {"plan_items": 2}, {"compact_m": 16, "sub_k": 128, "maxnreg": None},
+                                 {"compact_m": 16, "sub_k": 128, "plan_split_per_sm": 20, "maxnreg": None}])
 def test_gluon_run_list(cfg):
     """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
     ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
