@@ -329,8 +329,9 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         s_c = gl.arange(0, 4, layout=sl_c)
         s_e = gl.arange(0, (BLOCK_N // 8) * JHC, layout=sl_e)
         s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
-        s_ptrs = (s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH
-                  + ((s_e // JHC) * JH + s_e % JHC)[None, None, :])
+        if NSUB > 1:
+            s_e = (s_e // JHC) * JH + s_e % JHC  # sub-tile 0's bytes: pieces h < JHC of every row group q
+        s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
         # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair p, token; pair p
         # of logical word (c, j) is the weights' word 16h + 4c + jl's pair p: BF16 pair 64h + 16c + 4p + jl
