@@ -280,6 +280,8 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
     # seventh round: the run list at batches 9-32, the down split sized on the host
     assert GLUON_CONFIG["plan_runs"] is True and GLUON_CONFIG.get("plan_split_per_sm", 0) == 0
+    # eighth round (B): the list built one slot a thread; two runs a program and sub_k off
+    assert GLUON_CONFIG["plan_lanes"] is True and GLUON_CONFIG["plan_items"] == 1 and not GLUON_CONFIG.get("sub_k")
 
 
 def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
