@@ -255,7 +255,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr, PEEL: gl.constexpr,
                FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
                ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr, ROUTED: gl.constexpr = False, e_in=0,
-               chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1):
+               chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1, SUB_K: gl.constexpr = 0):
     """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     ROUTED (the run list, seventh round): slot pid_p owns run chunk_in of expert e_in (local to this card),
@@ -270,9 +270,16 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
     to act_ptr [pairs, I] (row stride stride_act) itself: no silu launch.
     Else (down): a = act by pair; the program stores its partial sums (fp32) to y + pid_k * stride_yk
     ([SPLIT_K, pairs, L]; the norm-combine adds the parts). a_ptr / w_ptr are int32 views (strides in
-    int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K)."""
+    int32 units); w in the tiled layout (format.to_tiled_layout, tiles BLOCK_N x BLOCK_K).
+
+    SUB_K (eighth round; 0: BLOCK_K): each tile is loaded and multiplied SUB_K of its K at a time (its pieces
+    h in groups of SUB_K / 128; W5 / X4 / S3 are layouts(BLOCK_N, SUB_K, BLOCK_M)), so a 16-token run holds half
+    a tile's activations (32 registers, not 64) and compiles without spills; not with PEEL."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
+    KC: gl.constexpr = SUB_K if SUB_K > 0 else BLOCK_K
+    JHC: gl.constexpr = KC // 128
+    NSUB: gl.constexpr = BLOCK_K // KC
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
@@ -305,7 +312,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         wl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4)))
         offs_r = gl.arange(0, BLOCK_N, layout=wl_n)
         offs_c = gl.arange(0, 4, layout=wl_c)
-        offs_h = gl.arange(0, JH, layout=wl_h)
+        offs_h = gl.arange(0, JHC, layout=wl_h)
         offs_j = gl.arange(0, 4, layout=wl_j)
         tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
         w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
@@ -320,8 +327,10 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         sl_e: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, S3))
         s_g = gl.arange(0, 8, layout=sl_g)
         s_c = gl.arange(0, 4, layout=sl_c)
-        s_e = gl.arange(0, QH, layout=sl_e)
+        s_e = gl.arange(0, (BLOCK_N // 8) * JHC, layout=sl_e)
         s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
+        if NSUB > 1:
+            s_e = (s_e // JHC) * JH + s_e % JHC  # sub-tile 0's bytes: pieces h < JHC of every row group q
         s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
         # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair p, token; pair p
@@ -343,7 +352,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         else:
             a_rows = rows
         x_c = gl.arange(0, 4, layout=xl_c)
-        x_j = gl.arange(0, J, layout=xl_j)
+        x_j = gl.arange(0, KC // 32, layout=xl_j)
         x_p = gl.arange(0, 4, layout=xl_p)
         x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
         x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
@@ -365,14 +374,27 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         else:
             _gdc_wait(GDC)
             it0 = 0
-        for _it in range(it0, ITERS):
-            wq = gl.load(w_ptrs)
-            ws = gl.load(s_ptrs)
-            xp = gl.load(x_ptrs, mask=x_mask, other=0)
-            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-            w_ptrs += TILE_WORDS
-            s_ptrs += TILE_SCALES
-            x_ptrs += BLOCK_K // 2
+        if NSUB > 1:
+            # sub-tiles of KC: the next one in the tile (pieces JHC further on), or the next tile's first
+            SUB_WORDS: gl.constexpr = JHC * 128
+            for _it in range(it0 * NSUB, ITERS * NSUB):
+                wq = gl.load(w_ptrs)
+                ws = gl.load(s_ptrs)
+                xp = gl.load(x_ptrs, mask=x_mask, other=0)
+                acc = _mx_mma(wq, _scales(ws, BLOCK_N, JHC, w3), xp, acc, BLOCK_N, KC, BLOCK_M, a_l, b_l)
+                last = (_it % NSUB == NSUB - 1).to(gl.int32)
+                w_ptrs += SUB_WORDS + last * (TILE_WORDS - NSUB * SUB_WORDS)
+                s_ptrs += JHC + last * (TILE_SCALES - NSUB * JHC)
+                x_ptrs += KC // 2
+        else:
+            for _it in range(it0, ITERS):
+                wq = gl.load(w_ptrs)
+                ws = gl.load(s_ptrs)
+                xp = gl.load(x_ptrs, mask=x_mask, other=0)
+                acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+                w_ptrs += TILE_WORDS
+                s_ptrs += TILE_SCALES
+                x_ptrs += BLOCK_K // 2
         acc = acc * _MMA_UNSCALE
         if GATE_UP and SPLIT_K > 1:
             # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
@@ -465,7 +487,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  ATOMIC_OUT: gl.constexpr = False, GRID_N: gl.constexpr = 1, PERSIST: gl.constexpr = False,
                  DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None, PLAN: gl.constexpr = False,
                  plan_ptr=None, z2_ptr=None, z2_numel=0, DYN_SPLIT: gl.constexpr = False,
-                 LOG_MAX: gl.constexpr = 0, budget=0):
+                 LOG_MAX: gl.constexpr = 0, budget=0, PLAN_ITEMS: gl.constexpr = 1, plan_stride=0,
+                 SUB_K: gl.constexpr = 0):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -484,7 +507,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     also zero z2 (z2_numel: the down GEMM's pre-norm rows, with DYN_SPLIT). DYN_SPLIT (the down GEMM): the K
     split sized on the device for the runs routed here (doubled, up to 2**LOG_MAX, while runs x row blocks x
     split stays within ``budget`` programs: ranked_kernel.run_split's rule), the parts added into act_ptr
-    (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part."""
+    (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part. PLAN_ITEMS (eighth
+    round, not with DYN_SPLIT): the grid holds plan_stride runs and program g takes runs r, r + plan_stride, ...
+    (PLAN_ITEMS of them) where they exist, so a grid of half the bound covers it."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -523,20 +548,24 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                        out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
                        stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
                        ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
-                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7, True, split)
+                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7, True, split, SUB_K)
     elif PLAN:
         # row block fastest, then K part, then run: all three from the program id and constexprs alone (warp-
         # uniform registers: with the run count in the divisions the K loop took 128 registers, not 98)
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
-        if r < gl.load(plan_ptr):
-            word = gl.load(plan_ptr + 1 + r)
-            _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
-                       out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
-                       stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
-                       ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
-                       ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7)
+        n_runs = gl.load(plan_ptr)
+        for i in gl.static_range(PLAN_ITEMS):  # runs r, r + plan_stride, ... (eighth round; 1 before)
+            ri = r + i * plan_stride
+            if ri < n_runs:
+                word = gl.load(plan_ptr + 1 + ri)
+                _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                           out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
+                           stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
+                           GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act,
+                           CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7, False, 1,
+                           SUB_K)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -547,7 +576,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                    out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym,
                    stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, GATE_UP, W5, X4, S3,
                    ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS,
-                   ATOMIC_OUT, GRID_N)
+                   ATOMIC_OUT, GRID_N, False, 0, 0, False, 1, SUB_K)
 
 
 def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool, str]:
@@ -637,6 +666,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
+                    plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -665,7 +695,13 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     come last instead of two to four in every five; the gate/up kernel then zeroes all of ``out`` (partials
     included: the down GEMM zeroes no pairs). plan_split_per_sm N > 0 (with plan, no split_down): the down
     GEMM's K split is sized on the device for the runs actually routed here (ranked_kernel.run_split with
-    N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel). maxnreg_down: the
+    N x sms programs), its parts added into the pre-norm rows (zeroed by the gate/up kernel). plan_lanes (eighth
+    round): the list built one slot a thread (kernel._plan_lanes_kernel, the same list); plan_items N > 1 (with
+    plan, not plan_split_per_sm): where the bound is the slot count (no tighter: many local experts, few tokens,
+    EP2 x TP4 at batches 9-16), each GEMM's grid holds ceil(bound / N) runs and each program takes up to N runs of
+    the list, so fewer programs find no run. sub_k (eighth round, 0 off): where the token tile is 16 or 32, each
+    weight tile is multiplied sub_k of its K at a time (_gemm_tile's SUB_K: half the activation registers at
+    128). maxnreg_down: the
     down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
     T, L = x.shape
     topk = ids.shape[1]
@@ -707,11 +743,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
     w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
-    lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
+    # sub_k (eighth round): 16- and 32-token tiles multiply each weight tile sub_k of its K at a time
+    sub_k = sub_k if sub_k and block_m >= 16 and block_m > peel_tokens else 0
+    if sub_k and (sub_k % 128 or bk1 % sub_k or bk2 % sub_k):
+        raise ValueError(f"sub_k={sub_k} must be a multiple of 128 dividing the tiles' K ({bk1}, {bk2})")
+    lay1, lay2 = layouts(bn1, sub_k or bk1, block_m), layouts(bn2, sub_k or bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9  # griddepcontrol: sm_90+
     pdl = pdl and gdc
     opts = ({"launch_pdl": pdl, "GDC": gdc, "PEEL": block_m <= peel_tokens, "CHUNK": chunk}
-            | ({"maxnreg": maxnreg} if maxnreg else {}))
+            | ({"maxnreg": maxnreg} if maxnreg else {}) | ({"SUB_K": sub_k} if sub_k else {}))
     grid_n1 = 2 * I // bn1
     k_iters = I // bk2
     split = split_down or 1
@@ -737,9 +777,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if plan:
         from .kernel import plan_bound, plan_runs
         runs = plan_bound(P, ex.num_local, T, chunk)
-        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl)}
+        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes)}
         opts = opts | {"PEEL": False}  # the weights' address is in the plan, read after the wait
     dyn = plan and plan_split_per_sm > 0 and not split_down
+    items = 1
+    if plan and not dyn and plan_items > 1 and runs >= P:
+        # the bound is the slot count (eighth round): a grid of ceil(runs / items) runs, each program up to items
+        items = plan_items
+        runs = -(-runs // items)
+        plan_kw |= {"PLAN_ITEMS": items, "plan_stride": runs}
     if dyn:
         from .ranked_kernel import max_split, run_split
         max2 = max_split(k_iters, 2)
@@ -818,5 +864,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["grids"] = grids
         last_launch["launches"] = 2 + (split1 > 1 and silu_launch) + ((not partials) if dyn else (not down)) + plan
         last_launch["plan"] = plan
+        last_launch["plan_items"] = items
+        last_launch["sub_k"] = sub_k
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

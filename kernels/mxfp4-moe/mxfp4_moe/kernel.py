@@ -585,6 +585,33 @@ def _plan_runs_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.const
     tl.store(plan_ptr, tl.sum(owner, axis=0))
 
 
+@triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
+def _plan_lanes_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.constexpr, P_P2: tl.constexpr,
+                       CHUNK: tl.constexpr, GDC: tl.constexpr):
+    """_plan_runs_kernel's list (the same words, the same order) with one slot a thread (P_P2 threads; issue
+    #18, eighth round, config ``plan_lanes``): each thread counts the earlier tokens naming its slot's expert
+    from uniform loads of the ids (one compare a slot of every earlier token, unrolled; no cross-lane
+    reduction), then one scan of the owners over the program."""
+    if GDC:
+        gdc_launch_dependents()
+        gdc_wait()
+    P = T * TOPK
+    offs = tl.arange(0, P_P2)
+    ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1).to(tl.int32)
+    tok = offs // TOPK
+    dup = tl.zeros([P_P2], tl.int32)
+    for t2 in tl.static_range(P_P2 // TOPK - 1):  # every token before the last one P_P2 holds
+        hit = ids < -2  # false
+        for j in tl.static_range(TOPK):  # (past the batch: masked, and no slot of a later token is < P)
+            hit = hit | (ids == tl.load(ids_ptr + t2 * TOPK + j, mask=t2 < T).to(tl.int32))
+        dup += (hit & (tok > t2)).to(tl.int32)
+    local = ids - expert_base
+    owner = ((dup % CHUNK == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(tl.int32)
+    rank = tl.cumsum(owner, axis=0) - owner
+    tl.store(plan_ptr + 1 + rank, offs + (dup // CHUNK) * 512 + ids * 4096, mask=owner > 0)
+    tl.store(plan_ptr, tl.sum(owner, axis=0))
+
+
 def plan_word(p: int, run: int, e: int) -> int:
     """The plan's entry for slot p owning run ``run`` of expert e (what _plan_runs_kernel stores; p < 512,
     run < 8)."""
@@ -603,9 +630,11 @@ def plan_bound(pairs: int, n_local: int, tokens: int, chunk: int) -> int:
 _PLANS: dict = {}
 
 
-def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool = False) -> torch.Tensor:
-    """Launch _plan_runs_kernel for ids [T, k] (T <= 32) into this device's plan buffer (int32 [512], kept:
-    captured graphs hold it; compiled once per top-k; each call's GEMMs read it after waiting on this launch) and return it."""
+def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool = False,
+              lanes: bool = False) -> torch.Tensor:
+    """Launch _plan_runs_kernel (lanes: _plan_lanes_kernel, one slot a thread) for ids [T, k] (T <= 32) into
+    this device's plan buffer (int32 [512], kept: captured graphs hold it; compiled once per top-k; each
+    call's GEMMs read it after waiting on this launch) and return it."""
     T, topk = ids.shape
     if T * topk > 511 or T > 8 * chunk:
         raise ValueError(f"the run list takes up to 511 pairs and 8 runs an expert, got {T} tokens of top-{topk}")
@@ -614,8 +643,13 @@ def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool
         _PLANS[key] = torch.zeros(512, dtype=torch.int32, device=ids.device)
     plan = _PLANS[key]
     opts = {"launch_pdl": True} if pdl else {}
-    _plan_runs_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=_pow2(32 * topk, lo=32),
-                            CHUNK=chunk, GDC=gdc, num_warps=4, **opts)
+    p_p2 = _pow2(32 * topk, lo=32)
+    if lanes:
+        _plan_lanes_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=p_p2, CHUNK=chunk,
+                                 GDC=gdc, num_warps=min(16, p_p2 // 32), **opts)
+    else:
+        _plan_runs_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=p_p2, CHUNK=chunk,
+                                GDC=gdc, num_warps=4, **opts)
     return plan
 
 
@@ -743,7 +777,7 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}, "plan_runs": True}
+                               "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -908,6 +942,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan=config.get("plan_runs", False),
                                             plan_split_per_sm=config.get("plan_split_per_sm", 0),
                                             maxnreg_down=config.get("maxnreg_down", -1),
+                                            plan_lanes=config.get("plan_lanes", False),
+                                            plan_items=config.get("plan_items", 1),
+                                            sub_k=config.get("sub_k", 0),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -280,6 +280,8 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert ranked_config({**GLUON_CONFIG, "ranked_few": {}}, 8, 128)["ranked_stages"] == 0
     # seventh round: the run list at batches 9-32, the down split sized on the host
     assert GLUON_CONFIG["plan_runs"] is True and GLUON_CONFIG.get("plan_split_per_sm", 0) == 0
+    # eighth round (B): the list built one slot a thread; two runs a program and sub_k off
+    assert GLUON_CONFIG["plan_lanes"] is True and GLUON_CONFIG["plan_items"] == 1 and not GLUON_CONFIG.get("sub_k")
 
 
 def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
@@ -341,18 +343,19 @@ for tokens, topk, experts, base, n_local, chunk in [(9, 8, 32, 0, 32, 8), (32, 8
     ids = torch.stack([torch.randperm(experts, generator=g)[:topk] for _ in range(tokens)]).to(torch.int64)
     class Ex:  # the two fields plan_runs reads
         expert_base, num_local = base, n_local
-    plan = K.plan_runs(ids, Ex, chunk)
-    n = int(plan[0])
-    out.append({"ids": ids.tolist(), "base": base, "n_local": n_local, "chunk": chunk, "n": n,
-                "words": plan[1:1 + n].tolist()})
+    for lanes in (False, True):
+        plan = K.plan_runs(ids, Ex, chunk, lanes=lanes)
+        n = int(plan[0])
+        out.append({"ids": ids.tolist(), "base": base, "n_local": n_local, "chunk": chunk, "n": n,
+                    "words": plan[1:1 + n].tolist(), "lanes": lanes})
 print(json.dumps(out))
 """
 
 
 def test_plan_runs_kernel_under_the_interpreter():
-    """kernel._plan_runs_kernel (one program) under Triton's interpreter against the list in Python: the run
-    count and every owner's word in slot order, batches 9-32, top-1/4/8, EP shares, all experts local, runs of
-    8 and 16, every token on the same 8 experts (4 runs each)."""
+    """kernel._plan_runs_kernel (one program) and _plan_lanes_kernel (one slot a thread, eighth round) under Triton's
+    interpreter against the list in Python: the run count and every owner's word in slot order, batches 9-32,
+    top-1/4/8, EP shares, all experts local, runs of 8 and 16, every token on the same 8 experts (4 runs each)."""
     import json
 
     import torch
@@ -368,8 +371,8 @@ def test_plan_runs_kernel_under_the_interpreter():
     res = run_interpreted(_PLAN_SCRIPT)
     assert res.returncode == 0, res.stderr[-3000:]
     cases = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(cases) == 6
+    assert len(cases) == 12 and sum(c["lanes"] for c in cases) == 6  # both kernels (lanes: eighth round)
     for c in cases:
         n, words = _plan_reference(torch.tensor(c["ids"]), c["base"], c["n_local"], c["chunk"])
         assert (c["n"], c["words"]) == (n, words), c
-    assert cases[-1]["n"] == 32  # 8 experts, 32 tokens each: 4 runs of 8
+    assert cases[-1]["n"] == cases[-2]["n"] == 32  # 8 experts, 32 tokens each: 4 runs of 8

@@ -219,19 +219,23 @@ def test_gluon_auto_gate_up_split_for_few_experts():
     assert LAST_LAUNCH["splits"][0] > 1
 
 
-@pytest.mark.parametrize("compact_m,maxnreg", [(0, 96), (8, 96), (16, 96), (8, None)])
-def test_gluon_token_compaction(compact_m, maxnreg):
+@pytest.mark.parametrize("compact_m,maxnreg,sub_k", [(0, 96, 0), (8, 96, 0), (16, 96, 0), (8, None, 0),
+                                                     (16, None, 128), (16, 96, 128), (0, None, 128)])
+def test_gluon_token_compaction(compact_m, maxnreg, sub_k):
     """Token compaction (runs of 8 or 16 of an expert's tokens per program, owned by the slot of the run's
     first token) and without it: batches across the tiles, all tokens to one expert (4 runs of 8), top-1,
-    the TP partials mode; with the default register cap and without it."""
+    the TP partials mode; with the default register cap and without it; the 16- and 32-token tiles multiplied
+    128 of a tile's K at a time (sub_k, eighth round)."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _medium(27, base=6)
     ex_t = ex.to_tiled_layout()
-    cfg = {"compact_m": compact_m, "maxnreg": maxnreg}
+    cfg = {"compact_m": compact_m, "maxnreg": maxnreg, "sub_k": sub_k}
+    from mxfp4_moe import kernel as K
     for tokens in (9, 16, 17, 25, 32):
         assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 27000 + tokens, "cuda", "gluon", cfg),
                   f"compact {compact_m} batch {tokens}")
+        assert K.LAST_LAUNCH["sub_k"] == (sub_k if compact_m != 8 else 0), K.LAST_LAUNCH
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 27100, "cuda", "gluon", cfg), "one expert")
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 27200, "cuda", "gluon", cfg), "top-1")
     assert_ok(check_tp_case(ex, 32, 12, 4, 4, 27300, "cuda", "gluon", cfg), "tp partials")
@@ -387,7 +391,12 @@ def test_stream_k_muse_shapes():
 
 @pytest.mark.parametrize("cfg", [{}, {"split_down": 2}, {"split_gate_up": 2}, {"compact_m": 16},
                                  {"maxnreg": None}, {"pdl": False}, {"plan_split_per_sm": 20},
-                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1}])
+                                 {"plan_split_per_sm": 64, "maxnreg_down": 0}, {"plan_split_per_sm": 1},
+                                 {"plan_lanes": False}, {"plan_lanes": True, "pdl": False},
+                                 {"plan_lanes": True, "split_down": 2}, {"plan_lanes": True, "split_gate_up": 2},
+                                 {"plan_lanes": True, "compact_m": 16}, {"plan_lanes": True, "plan_split_per_sm": 20},
+                                 {"plan_items": 2}, {"compact_m": 16, "sub_k": 128, "maxnreg": None},
+                                 {"compact_m": 16, "sub_k": 128, "plan_split_per_sm": 20, "maxnreg": None}])
 def test_gluon_run_list(cfg):
     """The run list (config ``plan_runs``, seventh round; batches 9-32 with token compaction): a first launch
     ranks the owning runs, the GEMMs take them in order over kernel.plan_bound runs. Batches 9..32 with some
@@ -436,9 +445,82 @@ def test_gluon_run_list(cfg):
     # the list of a routing, against the routing
     g = torch.Generator().manual_seed(33800)
     ids = torch.stack([torch.randperm(12, generator=g)[:4] for _ in range(32)]).to("cuda")
-    plan = K.plan_runs(ids, ex_t, chunk)
+    plan = K.plan_runs(ids, ex_t, chunk, lanes=cfg.get("plan_lanes", False))
     flat = ids.reshape(-1).tolist()
     want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
             if 6 <= e < 12 and flat[:p].count(e) % chunk == 0]
     torch.cuda.synchronize()
     assert int(plan[0]) == len(want) and plan[1:1 + len(want)].tolist() == want
+
+
+@pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
+                                 {"down_atomic": False}, {"items_3": True}])
+def test_gluon_run_list_items(cfg):
+    """plan_items (eighth round): where kernel.plan_bound is the slot count (40 local experts of 64: batch 9 of
+    top-4, 16 of top-2, 32 of top-1), each GEMM's grid holds ceil(bound / N) runs and a program takes up to N
+    runs of the list. Random routings (about half the runs: most programs take one), every pair local (36 runs of
+    a grid of 18: every program takes two), all tokens on the same experts, three calls in a row, PDL off, the
+    K splits, TP partials with and without the down atomics; the grids and the items checked."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(40, 1024, 1024, generator=torch.Generator(device="cuda").manual_seed(34),
+                                 device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    n = 3 if cfg.pop("items_3", False) else 2
+    cfg = {"maxnreg": 96, "plan_runs": True, "plan_lanes": True, "plan_items": n, **cfg}
+    for rep in range(3):
+        for tokens, topk, experts, kind in ((9, 4, 64, "random"), (16, 2, 64, "random"), (32, 1, 64, "random"),
+                                            (9, 4, 40, "random"), (12, 3, 40, "one-expert"),
+                                            (30, 1, 40, "top1-one-expert")):
+            assert_ok(check_case(ex, ex_t, tokens, kind, experts, topk, 34000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"items {cfg} batch {tokens} top-{topk} of {experts} {kind} call {rep}")
+            P = tokens * topk
+            assert K.plan_bound(P, 40, tokens, 8) == P
+            assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["plan_items"] == n
+            runs = -(-P // n)
+            gu, dn = K.LAST_LAUNCH["grids"]["gate_up"], K.LAST_LAUNCH["grids"]["down"]
+            assert gu == (runs * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],), gu
+            assert dn == (runs * (1024 // bn2) * K.LAST_LAUNCH["splits"][1],), dn
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 16, 64, 2, 2, 34700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"items partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+    # where the bound is below the slots (6 local experts), no items
+    assert_ok(check_case(ex, ex_t, 9, "random", 64, 8, 34800, "cuda", "gluon", cfg), "items, bound below")
+    assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["plan_items"] == 1
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_plan_runs_lists(lanes):
+    """Both planning kernels (kernel._plan_runs_kernel, and _plan_lanes_kernel: one slot a thread, eighth round)
+    against the list in Python: batches 9..32, top-1/2/4/8, int32 and int64 ids, EP shares (the card's experts
+    at the start, middle and end of 256), all experts local, runs of 8 and 16, every token on the same experts,
+    PDL on and off, a poisoned buffer (every word rewritten up to the count)."""
+    from mxfp4_moe import kernel as K
+    g = torch.Generator().manual_seed(33900)
+    cases = []
+    for tokens in (9, 12, 16, 17, 24, 31, 32):
+        for topk, experts, base, n_local in ((8, 256, 0, 32), (8, 256, 128, 128), (8, 256, 224, 32), (4, 12, 6, 6),
+                                             (1, 12, 6, 6), (2, 8, 0, 8), (8, 8, 0, 8)):
+            cases.append((tokens, topk, experts, base, n_local))
+    for i, (tokens, topk, experts, base, n_local) in enumerate(cases):
+        ids = torch.stack([torch.randperm(experts, generator=g)[:topk] for _ in range(tokens)])
+        ids = ids.to(torch.int32 if i % 2 else torch.int64).to("cuda")
+
+        class Ex:
+            expert_base, num_local = base, n_local
+        for chunk in (8, 16):
+            if tokens > 8 * chunk:
+                continue
+            flat = ids.reshape(-1).tolist()
+            want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
+                    if base <= e < base + n_local and flat[:p].count(e) % chunk == 0]
+            key = ("cuda", torch.cuda.current_device())
+            if key in K._PLANS:
+                K._PLANS[key].fill_(-7)
+            plan = K.plan_runs(ids, Ex, chunk, gdc=True, pdl=bool(i % 3), lanes=lanes)
+            torch.cuda.synchronize()
+            got = plan[1:1 + len(want)].tolist()
+            assert int(plan[0]) == len(want) and got == want, (tokens, topk, base, n_local, chunk)
