@@ -739,12 +739,25 @@ MMA_CONFIG = {
 # programs last (local / ep8 / ep2tp4 batch 32 -14.5 / -33.7 / -6.3%, same run); plan_split_per_sm N > 0 sizes the down
 # GEMM's K split on the device for the runs routed (off: a gain at ep8 batch 9 only); maxnreg_down: the down
 # GEMM's own cap (-1: maxnreg)
+# Eighth round A (README): fused_few runs batches of 1-8 tokens where min(pairs, local experts) <= fused_max_bound
+# as one persistent launch (fused_kernel: fused_per_sm one-warp programs an SM, all resident; the gate/up ring of
+# fused_stages slots; each program's down item's first fused_down_tiles K tiles copied into shared memory during
+# the gate/up GEMM; a grid barrier; the down GEMM), then norm_combine unless partials; fused_maxnreg its cap
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}, "plan_runs": True}
+                               "ranked_maxnreg": 96}, "plan_runs": True,
+                "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
+                "fused_maxnreg": 96}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
+
+
+def fused_few_taken(config: dict, pairs: int, n_local: int) -> bool:
+    """Whether a chunk of ``pairs`` (token, slot) pairs on a card of ``n_local`` experts runs the eighth round's
+    fused persistent launch (fused_kernel): config ``fused_few`` on and min(pairs, n_local), the most experts
+    that can be routed here, at most ``fused_max_bound``."""
+    return bool(config.get("fused_few")) and min(pairs, n_local) <= config.get("fused_max_bound", 8)
 
 
 def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
@@ -878,6 +891,17 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
     if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel
         ranked = ranked_kernel.fits(ex)
+    if ranked and fused_few_taken(config, T * topk, ex.num_local):  # eighth round A: one persistent launch
+        from . import fused_kernel
+        done = fused_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
+                                            per_sm=config.get("fused_per_sm", 16),
+                                            stages=config.get("fused_stages", 2),
+                                            down_tiles=config.get("fused_down_tiles", 1),
+                                            min_iters=config.get("ranked_min_iters", 2),
+                                            pdl=config.get("pdl", True), maxnreg=config.get("fused_maxnreg", 96),
+                                            partials=partials, last_launch=LAST_LAUNCH)
+        if done is not None:
+            return done
     if ranked:
         config = ranked_config(config, T * topk, ex.num_local)
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
