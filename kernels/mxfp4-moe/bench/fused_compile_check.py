@@ -21,20 +21,20 @@ from mxfp4_moe import fused_kernel as fk  # noqa: E402
 from mxfp4_moe.gluon_kernel import layouts  # noqa: E402
 
 _INTS = ("T", "expert_base", "n_local", "G", "z1_numel", "z2_numel", "stride_xm", "stride_w1e", "stride_s1e",
-         "stride_actm", "stride_hm", "stride_hk", "stride_w2e", "stride_s2e", "stride_ym")
+         "stride_actm", "stride_a32m", "stride_hm", "stride_hk", "stride_w2e", "stride_s2e", "stride_ym")
 
 
 def compile_fused(stages: int, down_tiles: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
                   bk: int = 256, arch: int = 90):
     fn = fk._fused_kernel
-    ptrs = {"x_ptr": "*i32", "ids_ptr": "*i64", "w1_ptr": "*i32", "s1_ptr": "*u8", "act_ptr": "*i32",
+    ptrs = {"x_ptr": "*i32", "ids_ptr": "*i64", "w1_ptr": "*i32", "s1_ptr": "*u8", "act_ptr": "*bf16", "a32_ptr": "*i32",
             "h_ptr": "*fp32", "cnt_ptr": "*i32", "w2_ptr": "*i32", "s2_ptr": "*u8", "y_ptr": "*fp32",
             "bar_ptr": "*i32", "z1_ptr": "*fp32", "z2_ptr": "*fp32"}
     lay = layouts(bn, bk, 8)
     consts = {"L": latent, "I": size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 64, "BLOCK_M": 8, "BN1": bn, "BK1": bk,
               "BN2": bn, "BK2": bk, "LOG_MAX1": 3, "LOG_MAX2": 4, "W5A": lay["w5"], "X4A": lay["x4"],
               "S3A": lay["s3"], "W5B": lay["w5"], "X4B": lay["x4"], "S3B": lay["s3"], "ZERO_BLOCK": 128,
-              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles}
+              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles, "EARLY": False, "BAR_GROUP": 32, "PF_REST": True}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch, div16_extra=_INTS[6:])
 
 

@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _tokens, layouts
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
-from .ranked_kernel import (MAX_TOKENS, _cp_async, _cta_barrier, _rank_owners, _ranked_tile, _run_split, fits,
+from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _cp_async, _cta_barrier, _rank_owners, _ranked_tile, _run_split, fits,
                             max_split, run_split, stages_smem)
 
 SPIN_LIMIT = 1 << 24
@@ -58,17 +58,27 @@ def _poll(ptr, SLEEP: gl.constexpr = False):
 
 
 @gluon.jit
-def _grid_barrier(bar_ptr, G):
+def _grid_barrier(bar_ptr, g, G, GROUP: gl.constexpr):
     """Every program of the grid (G one-warp programs, all resident) meets here; the writes before are visible
-    to every program after. bar_ptr[0]: arrivals, bar_ptr[32]: generation, bar_ptr[64]: error (set on a spin
-    that gave up)."""
+    to every program after. Two levels, so that no word takes more than about GROUP arrivals: program g arrives
+    at its group's word bar_ptr[128 + 32 (g // GROUP)]; the group's last arrival (which puts that word back to 0)
+    arrives at bar_ptr[0]; the last of those puts it back to 0 and bumps the generation bar_ptr[32], on which the
+    others spin (the value read before arriving). bar_ptr[64]: error (a spin that gave up)."""
     gen = _poll(bar_ptr + 32)
-    _fence_gpu()  # every lane's writes before the arrival (release, with the acq_rel atomic)
-    old = gl.atomic_add(bar_ptr, 1, sem="acq_rel", scope="gpu")
-    if old == G - 1:
-        gl.atomic_xchg(bar_ptr, 0, sem="relaxed", scope="gpu")
-        gl.atomic_add(bar_ptr + 32, 1, sem="release", scope="gpu")
-    else:
+    _fence_gpu()  # every lane's writes before the arrival (release, with the acq_rel atomics)
+    grp = g // GROUP
+    n_grp = (G + GROUP - 1) // GROUP
+    in_grp = gl.minimum(G - grp * GROUP, GROUP)
+    old = gl.atomic_add(bar_ptr + 128 + grp * 32, 1, sem="acq_rel", scope="gpu")
+    last = old == in_grp - 1
+    if last:
+        gl.atomic_xchg(bar_ptr + 128 + grp * 32, 0, sem="relaxed", scope="gpu")
+        top = gl.atomic_add(bar_ptr, 1, sem="acq_rel", scope="gpu")
+        last = top == n_grp - 1
+        if last:
+            gl.atomic_xchg(bar_ptr, 0, sem="relaxed", scope="gpu")
+            gl.atomic_add(bar_ptr + 32, 1, sem="release", scope="gpu")
+    if not last:
         n = 0
         cur = _poll(bar_ptr + 32)
         while (cur == gen) & (n < 16777216):
@@ -109,16 +119,17 @@ def _down_ptrs(local, pid_n, k0, w_ptr, s_ptr, stride_we, stride_se, K: gl.const
 
 
 @gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "G", "z1_numel", "z2_numel"])
-def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_ptr, s2_ptr, y_ptr, bar_ptr,
-                  z1_ptr, z2_ptr, T, expert_base, n_local, G, z1_numel, z2_numel,
-                  stride_xm, stride_w1e, stride_s1e, stride_actm, stride_hm, stride_hk, stride_w2e, stride_s2e,
-                  stride_ym,
+def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_ptr, w2_ptr, s2_ptr, y_ptr,
+                  bar_ptr, z1_ptr, z2_ptr, T, expert_base, n_local, G, z1_numel, z2_numel,
+                  stride_xm, stride_w1e, stride_s1e, stride_actm, stride_a32m, stride_hm, stride_hk, stride_w2e,
+                  stride_s2e, stride_ym,
                   L: gl.constexpr, I: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
                   BLOCK_M: gl.constexpr, BN1: gl.constexpr, BK1: gl.constexpr, BN2: gl.constexpr,
                   BK2: gl.constexpr, LOG_MAX1: gl.constexpr, LOG_MAX2: gl.constexpr,
                   W5A: gl.constexpr, X4A: gl.constexpr, S3A: gl.constexpr, W5B: gl.constexpr, X4B: gl.constexpr,
                   S3B: gl.constexpr, ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
-                  DOWN_TILES: gl.constexpr):
+                  DOWN_TILES: gl.constexpr, EARLY: gl.constexpr = False, BAR_GROUP: gl.constexpr = 32,
+                  PF_REST: gl.constexpr = True):
     """Program g of G: see the module docstring."""
     _gdc_launch_dependents(GDC)
     g = gl.program_id(0)
@@ -130,7 +141,8 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_pt
     QH2: gl.constexpr = (BN2 // 8) * JH2
     TW2: gl.constexpr = BN2 * BK2 // 8
     TS2: gl.constexpr = BN2 * BK2 // 32
-    _gdc_wait(GDC)  # the ids may come from the previous kernel; every write below follows it too
+    if not EARLY:  # the ids may come from the previous kernel (EARLY: they do not; weights never change)
+        _gdc_wait(GDC)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
     # the down item: its tiles' copies first, so they stream with the gate/up tiles
     W4B: gl.constexpr = gl.SliceLayout(4, W5B)
@@ -157,6 +169,17 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_pt
         _cp_async(dsm.index(tc), dw_ptrs + tc * TW2, mask=w_ok)
         _cp_async(dssm.index(tc), ds_ptrs + tc * TS2, mask=s_ok)
     _async_copy.commit_group()
+    if PF_REST:  # the item's K tiles past DOWN_TILES (contiguous in the tiled layout) into L2, one request each
+        n_rest = gl.maximum(n_cp - DOWN_TILES, 0)
+        if n_rest > 0:
+            tile_d = (pid_n2 * KT2 + k02 // BK2 + DOWN_TILES).to(gl.int64)
+            lo2 = (e2 - expert_base).to(gl.int64)
+            gl.inline_asm_elementwise(_PREFETCH_L2_ASM, "=r,l,r",
+                                      [w2_ptr + lo2 * stride_w2e + tile_d * TW2, n_rest * (TW2 * 4)],
+                                      dtype=gl.int32, is_pure=False, pack=1)
+            gl.inline_asm_elementwise(_PREFETCH_L2_ASM, "=r,l,r",
+                                      [s2_ptr + lo2 * stride_s2e + tile_d * TS2, n_rest * TS2],
+                                      dtype=gl.int32, is_pure=False, pack=1)
     # the gate/up items g, g + G, ...
     split1 = _run_split(n_own, GRID_N1, LOG_MAX1, G, L // BK1, 0)
     per_k1 = n_own * GRID_N1
@@ -169,12 +192,13 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_pt
                      s1_ptr, act_ptr, h_ptr, cnt_ptr, p1, T, stride_xm, stride_w1e, stride_s1e, stride_actm,
                      stride_hm, stride_hk, L, TOPK, TOPK_P2, BLOCK_M, BN1, BK1, GRID_N1, True, W5A, X4A, S3A, GDC,
                      STAGES, 1)
+    _gdc_wait(GDC)  # (EARLY) every write below follows the previous kernel
     zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
     zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
     zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
     gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
     gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
-    _grid_barrier(bar_ptr, G)
+    _grid_barrier(bar_ptr, g, G, BAR_GROUP)
     _async_copy.wait_group(0)
     _cta_barrier()
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -201,7 +225,7 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_pt
         dw_ptrs, ds_ptrs = _down_ptrs(e2 - expert_base, pid_n2, k02, w2_ptr, s2_ptr, stride_w2e, stride_s2e, I,
                                       BN2, BK2, W5B, S3B)
         has, rows = _tokens(ids_ptr, e2, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
-        a_ptrs = act_ptr + k02 // 2 + rows[None, None, None, :] * stride_actm + x_off[:, :, :, None]
+        a_ptrs = a32_ptr + k02 // 2 + rows[None, None, None, :] * stride_a32m + x_off[:, :, :, None]
         a_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
         acc = gl.zeros([BN2, BLOCK_M], gl.float32, layout=mma)
         for ts in gl.static_range(DOWN_TILES):
@@ -210,10 +234,17 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, h_ptr, cnt_ptr, w2_pt
                 wq = dsm.index(ts).load(W4B)
                 ws = dssm.index(ts).load(S3B)
                 acc = _mx_mma(wq, _scales(ws, BN2, JH2, w3b), xp, acc, BN2, BK2, BLOCK_M, a_l, b_l)
-        for tg in range(gl.where(first, DOWN_TILES, 0), iters2):
-            xp = gl.load(a_ptrs + tg * (BK2 // 2), mask=a_mask, other=0, cache_modifier=".cg")
-            wq = gl.load(dw_ptrs + tg * TW2)
-            ws = gl.load(ds_ptrs + tg * TS2)
+        tg0 = gl.where(first, DOWN_TILES, 0)
+        if tg0 < iters2:  # from global memory, one tile ahead
+            wq = gl.load(dw_ptrs + tg0 * TW2)
+            ws = gl.load(ds_ptrs + tg0 * TS2)
+            xp = gl.load(a_ptrs + tg0 * (BK2 // 2), mask=a_mask, other=0, cache_modifier=".cg")
+            for tg in range(tg0 + 1, iters2):
+                wq_n = gl.load(dw_ptrs + tg * TW2)
+                ws_n = gl.load(ds_ptrs + tg * TS2)
+                xp_n = gl.load(a_ptrs + tg * (BK2 // 2), mask=a_mask, other=0, cache_modifier=".cg")
+                acc = _mx_mma(wq, _scales(ws, BN2, JH2, w3b), xp, acc, BN2, BK2, BLOCK_M, a_l, b_l)
+                wq, ws, xp = wq_n, ws_n, xp_n
             acc = _mx_mma(wq, _scales(ws, BN2, JH2, w3b), xp, acc, BN2, BK2, BLOCK_M, a_l, b_l)
         acc = acc * _MMA_UNSCALE
         o_rows = gl.convert_layout(rows, pl_m)
@@ -227,11 +258,12 @@ _BARRIERS: dict = {}
 
 
 def barrier_state(device: torch.device) -> torch.Tensor:
-    """The grid barrier's words on ``device`` (int32 [128]: [0] arrivals, back to 0 after each call; [32] the
-    generation, bumped once a call; [64] 1 where a program's spin gave up). Kept alive (graphs hold it)."""
+    """The grid barrier's words on ``device`` (int32 [128 + 32 x 1024]: [0] the groups' arrivals, [128 + 32 i]
+    group i's, all back to 0 after each call; [32] the generation, bumped once a call; [64] 1 where a program's
+    spin gave up). Kept alive (graphs hold it)."""
     key = (device.type, device.index)
     if key not in _BARRIERS:
-        _BARRIERS[key] = torch.zeros(128, dtype=torch.int32, device=device)
+        _BARRIERS[key] = torch.zeros(128 + 32 * 1024, dtype=torch.int32, device=device)
     return _BARRIERS[key]
 
 
@@ -259,9 +291,11 @@ _RESIDENT: dict = {}
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 16, stages: int = 2,
                     down_tiles: int = 1, min_iters: int = 2, pdl: bool = True, maxnreg: int | None = 96,
-                    partials: bool = False, last_launch: dict | None = None):
+                    partials: bool = False, early: bool = False, bar_group: int = 32, pf_rest: bool = True,
+                    last_launch: dict | None = None):
     """ranked_kernel.experts_forward's contract (1..8 tokens, tiled layout) in one persistent launch (plus
-    norm_combine unless partials). Returns ``out``, or None where the grid of per_sm x sms programs would not
+    norm_combine unless partials). early: rank the slots and issue the first copies before the wait on the
+    previous kernel (only where the ids do not come from it, as ranked_kernel assumes). Returns ``out``, or None where the grid of per_sm x sms programs would not
     all be resident at the compiled kernel's registers and shared memory (the caller falls back)."""
     T, L = x.shape
     topk = ids.shape[1]
@@ -275,6 +309,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     grid_n1, grid_n2 = 2 * I // bn1, L // bn2
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, 1)
     G = per_sm * sms
+    if not 1 <= bar_group or -(-G // bar_group) > 1024:
+        raise ValueError(f"fused_bar_group {bar_group!r}: at most 1024 groups of the {G} programs")
     block_m = 8
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9
@@ -293,11 +329,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     consts = dict(L=L, I=I, TOPK=topk, TOPK_P2=_pow2(topk), P_P2=_pow2(MAX_TOKENS * topk, lo=32), BLOCK_M=block_m,
                   BN1=bn1, BK1=bk1, BN2=bn2, BK2=bk2, LOG_MAX1=max1.bit_length() - 1, LOG_MAX2=max2.bit_length() - 1,
                   W5A=lay1["w5"], X4A=lay1["x4"], S3A=lay1["s3"], W5B=lay2["w5"], X4B=lay2["x4"], S3B=lay2["s3"],
-                  ZERO_BLOCK=zero_block, GDC=gdc, STAGES=stages, DOWN_TILES=down_tiles)
+                  ZERO_BLOCK=zero_block, GDC=gdc, STAGES=stages, DOWN_TILES=down_tiles, EARLY=early,
+                  BAR_GROUP=bar_group, PF_REST=bool(pf_rest and gdc))
     opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
-    args = (x32, ids, w1, ex.w13_scale, a32, h, cnt, w2, ex.w2_scale, y, bar, out, z2, T, ex.expert_base,
+    args = (x32, ids, w1, ex.w13_scale, act, a32, h, cnt, w2, ex.w2_scale, y, bar, out, z2, T, ex.expert_base,
             ex.num_local, G, out.numel(), z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0),
-            a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0))
+            act.stride(0), a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0))
     key = (x.device.index, repr(sorted((k, repr(v)) for k, v in consts.items())), maxnreg, ids.dtype)
     if key not in _RESIDENT:
         ck = _fused_kernel.warmup(*args, grid=(1,), **consts, **opts)

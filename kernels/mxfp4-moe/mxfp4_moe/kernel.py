@@ -899,6 +899,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             down_tiles=config.get("fused_down_tiles", 1),
                                             min_iters=config.get("ranked_min_iters", 2),
                                             pdl=config.get("pdl", True), maxnreg=config.get("fused_maxnreg", 96),
+                                            early=config.get("fused_early", False),
+                                            bar_group=config.get("fused_bar_group", 32),
+                                            pf_rest=config.get("fused_pf_rest", True),
                                             partials=partials, last_launch=LAST_LAUNCH)
         if done is not None:
             return done
