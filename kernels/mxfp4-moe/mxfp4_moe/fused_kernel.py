@@ -306,7 +306,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     if stages != 0 and not 2 <= stages <= 8:
         raise ValueError(f"fused_stages must be 0 or 2..8, got {stages!r}")
     (bn1, bk1), (bn2, bk2) = ex.tiles
-    grid_n1, grid_n2 = 2 * I // bn1, L // bn2
+    grid_n1 = 2 * I // bn1
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, 1)
     G = per_sm * sms
     if not 1 <= bar_group or -(-G // bar_group) > 1024:

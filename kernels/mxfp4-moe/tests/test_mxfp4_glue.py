@@ -304,6 +304,15 @@ def test_fused_few_rule_and_residency():
     assert fk.smem_per_program(0, 1, ((32, 256), (32, 256))) == 4352
     assert fk.down_tiles_needed(1, 128, 16, 16 * 132) == 1 and fk.down_tiles_needed(2, 128, 16, 16 * 132) == 2
     assert fk.down_tiles_needed(4, 128, 4, 16 * 132) == 1  # EP2 x TP4 batch 1: four quarter-experts
+    ex = R.random_expert_weights(2, 1024, 512, generator=torch.Generator().manual_seed(6)).to_tiled_layout()
+    x, ids, wts, out = torch.zeros(1, 1024, dtype=torch.bfloat16), torch.zeros(1, 2, dtype=torch.int64), \
+        torch.ones(1, 2), torch.zeros(1, 1024)
+    with pytest.raises(ValueError, match="fused_stages"):
+        fk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, stages=1)
+    with pytest.raises(ValueError, match="fused_bar_group"):
+        fk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=132, per_sm=16, bar_group=1)
+    # shapes the ranked kernels do not take (the checkpoint's layout, more than 8 tokens) are left to the caller
+    assert fk.experts_forward(x, ids, wts, R.random_expert_weights(2, 1024, 512), out, 1e-6, sms=8) is None
 
 
 def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
