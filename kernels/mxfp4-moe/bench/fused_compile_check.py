@@ -34,7 +34,7 @@ def compile_fused(stages: int, down_tiles: int, maxnreg: int | None, latent: int
     consts = {"L": latent, "I": size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 64, "BLOCK_M": 8, "BN1": bn, "BK1": bk,
               "BN2": bn, "BK2": bk, "LOG_MAX1": 3, "LOG_MAX2": 4, "W5A": lay["w5"], "X4A": lay["x4"],
               "S3A": lay["s3"], "W5B": lay["w5"], "X4B": lay["x4"], "S3B": lay["s3"], "ZERO_BLOCK": 128,
-              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles, "EARLY": False, "BAR_GROUP": 32, "PF_REST": True}
+              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles, "EARLY": False, "BAR_GROUP": 32, "PF_REST": True, "GROUP_SPIN": True}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch, div16_extra=_INTS[6:])
 
 

@@ -44,6 +44,7 @@ SMEM_PER_SM = 228 * 1024  # the H100/H200 carveout's most (227 KB a block)
 
 _POLL_ASM = gl.constexpr("ld.acquire.gpu.global.b32 $0, [$1];")
 _POLL_SLEEP_ASM = gl.constexpr("nanosleep.u32 64; ld.acquire.gpu.global.b32 $0, [$1];")
+GEN_BASE = gl.constexpr(128 + 32 * 1024)  # the groups' generation words (barrier_state)
 
 
 @gluon.jit
@@ -58,34 +59,51 @@ def _poll(ptr, SLEEP: gl.constexpr = False):
 
 
 @gluon.jit
-def _grid_barrier(bar_ptr, g, G, GROUP: gl.constexpr):
+def _spin(ptr, gen, err_ptr):
+    """Wait until the word at ``ptr`` differs from ``gen`` (about 2^24 polls at most; then set the error word)."""
+    n = 0
+    cur = _poll(ptr)
+    while (cur == gen) & (n < 16777216):
+        cur = _poll(ptr, True)
+        n += 1
+    if cur == gen:
+        gl.atomic_xchg(err_ptr, 1, sem="relaxed", scope="gpu")
+
+
+@gluon.jit
+def _grid_barrier(bar_ptr, g, G, GROUP: gl.constexpr, GROUP_SPIN: gl.constexpr):
     """Every program of the grid (G one-warp programs, all resident) meets here; the writes before are visible
     to every program after. Two levels, so that no word takes more than about GROUP arrivals: program g arrives
-    at its group's word bar_ptr[128 + 32 (g // GROUP)]; the group's last arrival (which puts that word back to 0)
-    arrives at bar_ptr[0]; the last of those puts it back to 0 and bumps the generation bar_ptr[32], on which the
-    others spin (the value read before arriving). bar_ptr[64]: error (a spin that gave up)."""
-    gen = _poll(bar_ptr + 32)
-    _fence_gpu()  # every lane's writes before the arrival (release, with the acq_rel atomics)
+    at its group's word bar_ptr[128 + 32 (g // GROUP)]; the group's last arrival (its leader, which puts that
+    word back to 0) arrives at bar_ptr[0]; the last leader puts it back to 0 and bumps the generation
+    bar_ptr[32]. GROUP_SPIN: the other leaders spin on that generation, then bump their group's generation
+    bar_ptr[GEN_BASE + 32 (g // GROUP)], on which the group's other programs spin (the spins spread over as many
+    words as groups); else every program spins on bar_ptr[32]. Each spin compares with the value read before
+    arriving (it cannot change before). bar_ptr[64]: error (a spin that gave up)."""
     grp = g // GROUP
     n_grp = (G + GROUP - 1) // GROUP
     in_grp = gl.minimum(G - grp * GROUP, GROUP)
+    gen = _poll(bar_ptr + 32)
+    ggen_ptr = bar_ptr + GEN_BASE + grp * 32
+    ggen = _poll(ggen_ptr)
+    _fence_gpu()  # every lane's writes before the arrival (release, with the acq_rel atomics)
     old = gl.atomic_add(bar_ptr + 128 + grp * 32, 1, sem="acq_rel", scope="gpu")
-    last = old == in_grp - 1
-    if last:
+    leader = old == in_grp - 1
+    if leader:
         gl.atomic_xchg(bar_ptr + 128 + grp * 32, 0, sem="relaxed", scope="gpu")
         top = gl.atomic_add(bar_ptr, 1, sem="acq_rel", scope="gpu")
-        last = top == n_grp - 1
-        if last:
+        if top == n_grp - 1:
             gl.atomic_xchg(bar_ptr, 0, sem="relaxed", scope="gpu")
             gl.atomic_add(bar_ptr + 32, 1, sem="release", scope="gpu")
-    if not last:
-        n = 0
-        cur = _poll(bar_ptr + 32)
-        while (cur == gen) & (n < 16777216):
-            cur = _poll(bar_ptr + 32, True)
-            n += 1
-        if cur == gen:
-            gl.atomic_xchg(bar_ptr + 64, 1, sem="relaxed", scope="gpu")
+        else:
+            _spin(bar_ptr + 32, gen, bar_ptr + 64)
+        if GROUP_SPIN:
+            gl.atomic_add(ggen_ptr, 1, sem="release", scope="gpu")
+    else:
+        if GROUP_SPIN:
+            _spin(ggen_ptr, ggen, bar_ptr + 64)
+        else:
+            _spin(bar_ptr + 32, gen, bar_ptr + 64)
     _fence_gpu()
 
 
@@ -129,7 +147,7 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
                   W5A: gl.constexpr, X4A: gl.constexpr, S3A: gl.constexpr, W5B: gl.constexpr, X4B: gl.constexpr,
                   S3B: gl.constexpr, ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
                   DOWN_TILES: gl.constexpr, EARLY: gl.constexpr = False, BAR_GROUP: gl.constexpr = 32,
-                  PF_REST: gl.constexpr = True):
+                  PF_REST: gl.constexpr = True, GROUP_SPIN: gl.constexpr = True):
     """Program g of G: see the module docstring."""
     _gdc_launch_dependents(GDC)
     g = gl.program_id(0)
@@ -198,7 +216,7 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
     zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
     gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
     gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
-    _grid_barrier(bar_ptr, g, G, BAR_GROUP)
+    _grid_barrier(bar_ptr, g, G, BAR_GROUP, GROUP_SPIN)
     _async_copy.wait_group(0)
     _cta_barrier()
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -258,12 +276,12 @@ _BARRIERS: dict = {}
 
 
 def barrier_state(device: torch.device) -> torch.Tensor:
-    """The grid barrier's words on ``device`` (int32 [128 + 32 x 1024]: [0] the groups' arrivals, [128 + 32 i]
-    group i's, all back to 0 after each call; [32] the generation, bumped once a call; [64] 1 where a program's
-    spin gave up). Kept alive (graphs hold it)."""
+    """The grid barrier's words on ``device`` (int32 [128 + 64 x 1024]: [0] the groups' arrivals, [128 + 32 i]
+    group i's, all back to 0 after each call; [32] the generation and [GEN_BASE + 32 i] group i's, bumped once a
+    call; [64] 1 where a program's spin gave up). Kept alive (graphs hold it)."""
     key = (device.type, device.index)
     if key not in _BARRIERS:
-        _BARRIERS[key] = torch.zeros(128 + 32 * 1024, dtype=torch.int32, device=device)
+        _BARRIERS[key] = torch.zeros(GEN_BASE.value + 32 * 1024, dtype=torch.int32, device=device)
     return _BARRIERS[key]
 
 
@@ -291,7 +309,7 @@ _RESIDENT: dict = {}
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 16, stages: int = 2,
                     down_tiles: int = 1, min_iters: int = 2, pdl: bool = True, maxnreg: int | None = 96,
-                    partials: bool = False, early: bool = False, bar_group: int = 32, pf_rest: bool = True,
+                    partials: bool = False, early: bool = False, bar_group: int = 32, pf_rest: bool = True, group_spin: bool = True,
                     last_launch: dict | None = None):
     """ranked_kernel.experts_forward's contract (1..8 tokens, tiled layout) in one persistent launch (plus
     norm_combine unless partials). early: rank the slots and issue the first copies before the wait on the
@@ -330,7 +348,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                   BN1=bn1, BK1=bk1, BN2=bn2, BK2=bk2, LOG_MAX1=max1.bit_length() - 1, LOG_MAX2=max2.bit_length() - 1,
                   W5A=lay1["w5"], X4A=lay1["x4"], S3A=lay1["s3"], W5B=lay2["w5"], X4B=lay2["x4"], S3B=lay2["s3"],
                   ZERO_BLOCK=zero_block, GDC=gdc, STAGES=stages, DOWN_TILES=down_tiles, EARLY=early,
-                  BAR_GROUP=bar_group, PF_REST=bool(pf_rest and gdc))
+                  BAR_GROUP=bar_group, PF_REST=bool(pf_rest and gdc), GROUP_SPIN=group_spin)
     opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
     args = (x32, ids, w1, ex.w13_scale, act, a32, h, cnt, w2, ex.w2_scale, y, bar, out, z2, T, ex.expert_base,
             ex.num_local, G, out.numel(), z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0),

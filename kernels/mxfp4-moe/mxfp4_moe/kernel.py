@@ -902,6 +902,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             early=config.get("fused_early", False),
                                             bar_group=config.get("fused_bar_group", 32),
                                             pf_rest=config.get("fused_pf_rest", True),
+                                            group_spin=config.get("fused_group_spin", True),
                                             partials=partials, last_launch=LAST_LAUNCH)
         if done is not None:
             return done

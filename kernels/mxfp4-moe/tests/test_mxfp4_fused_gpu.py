@@ -33,22 +33,27 @@ def _experts(seed: int, n: int = 6, latent: int = 1024, size: int = 512, base: i
 
 
 def _state_ok() -> bool:
-    """The fix-up counters are 0, the barrier's arrival word is 0 and no spin gave up."""
+    """The fix-up counters are 0, the barrier's arrival words are 0 and no spin gave up."""
     from mxfp4_moe import fused_kernel, gluon_kernel
     torch.cuda.synchronize()
     counters = all(int(bufs[-1].count_nonzero()) == 0 for bufs in gluon_kernel._COUNTERS.values())
-    bars = all(int(b[0]) == 0 and int(b[64]) == 0 for b in fused_kernel._BARRIERS.values())
+    gb = fused_kernel.GEN_BASE.value
+    bars = all(int(b[0]) == 0 and int(b[64]) == 0 and int(b[128:gb].count_nonzero()) == 0
+               for b in fused_kernel._BARRIERS.values())
     return counters and bars
 
 
 @pytest.mark.parametrize("cfg", [{}, {"fused_per_sm": 4}, {"fused_stages": 3, "fused_per_sm": 12},
                                  {"fused_down_tiles": 2, "fused_per_sm": 12}, {"fused_stages": 0},
-                                 {"pdl": False}, {"ranked_min_iters": 1}])
+                                 {"pdl": False}, {"ranked_min_iters": 1}, {"fused_early": True},
+                                 {"fused_group_spin": False, "fused_bar_group": 7}, {"fused_pf_rest": False}])
 def test_fused_every_batch_1_to_8(cfg):
     """Batches 1..8 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere), all tokens to the
     same experts, top-1; three calls in a row; few programs an SM (more gate/up and down items than programs:
     the loops, the down tiles past the first item's from global memory), the 3-slot ring, two down tiles in
-    shared memory, register loads for the gate/up tiles, PDL off, the largest gate/up split."""
+    shared memory, register loads for the gate/up tiles, PDL off, the largest gate/up split, the ranks and first
+    copies before the wait on the previous kernel, the barrier with one spin word (groups of 7: a short last
+    group), no L2 prefetch of the down tiles past shared memory."""
     from mxfp4_moe.kernel import LAST_LAUNCH
     from _kernel_cases import assert_ok, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
