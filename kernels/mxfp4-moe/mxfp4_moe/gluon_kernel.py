@@ -51,7 +51,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from .kernel import _E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul, sum_parts
+from .kernel import (_E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul, stream_key,
+                     sum_parts)
 
 
 # the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
@@ -592,14 +593,6 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
 
 
 _COUNTERS: dict = {}
-
-
-def stream_key(device: torch.device) -> tuple:
-    """(device type, index, the current CUDA stream's handle): the key of the buffers a call's kernels share
-    between launches (tile counters, the run list). Kernels of one stream run in order; two streams' calls
-    may run at once, so each stream has its own. A graph keeps those of the stream it was captured on: two
-    graphs captured on one stream must not be replayed at the same time."""
-    return (device.type, device.index, torch.cuda.current_stream(device).cuda_stream)
 
 
 def _counters(device: torch.device, n: int) -> torch.Tensor:

@@ -627,18 +627,27 @@ def plan_bound(pairs: int, n_local: int, tokens: int, chunk: int) -> int:
     return min(m + (pairs - m) // chunk, m * -(-tokens // chunk))
 
 
+def stream_key(device: torch.device) -> tuple:
+    """(device type, index, the current CUDA stream's handle): the key of the buffers a call's kernels share
+    between launches (tile counters, the run list). Kernels of one stream run in order; two streams' calls
+    may run at once, so each stream has its own. A graph keeps those of the stream it was captured on: two
+    graphs captured on one stream must not be replayed at the same time."""
+    return (device.type, device.index, torch.cuda.current_stream(device).cuda_stream)
+
+
+
 _PLANS: dict = {}
 
 
 def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool = False,
               lanes: bool = False) -> torch.Tensor:
     """Launch _plan_runs_kernel (lanes: _plan_lanes_kernel, one slot a thread) for ids [T, k] (T <= 32) into
-    this device's plan buffer (int32 [512], kept: captured graphs hold it; compiled once per top-k; each
-    call's GEMMs read it after waiting on this launch) and return it."""
+    the plan buffer of this device and stream (``stream_key``; int32 [512], kept: captured graphs hold it;
+    compiled once per top-k; each call's GEMMs read it after waiting on this launch) and return it."""
     T, topk = ids.shape
     if T * topk > 511 or T > 8 * chunk:
         raise ValueError(f"the run list takes up to 511 pairs and 8 runs an expert, got {T} tokens of top-{topk}")
-    key = (ids.device.type, ids.device.index)
+    key = stream_key(ids.device)
     if key not in _PLANS:
         _PLANS[key] = torch.zeros(512, dtype=torch.int32, device=ids.device)
     plan = _PLANS[key]
@@ -773,12 +782,25 @@ MMA_CONFIG = {
 # programs last (local / ep8 / ep2tp4 batch 32 -14.5 / -33.7 / -6.3%, same run); plan_split_per_sm N > 0 sizes the down
 # GEMM's K split on the device for the runs routed (off: a gain at ep8 batch 9 only); maxnreg_down: the down
 # GEMM's own cap (-1: maxnreg)
+# Eighth round A (README): fused_few runs batches of 1-8 tokens where min(pairs, local experts) <= fused_max_bound
+# as one persistent launch (fused_kernel: fused_per_sm one-warp programs an SM, all resident; the gate/up ring of
+# fused_stages slots; each program's down item's first fused_down_tiles K tiles copied into shared memory during
+# the gate/up GEMM; a grid barrier; the down GEMM), then norm_combine unless partials; fused_maxnreg its cap
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1}
+                               "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
+                "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
+                "fused_maxnreg": 96}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
+
+
+def fused_few_taken(config: dict, pairs: int, n_local: int) -> bool:
+    """Whether a chunk of ``pairs`` (token, slot) pairs on a card of ``n_local`` experts runs the eighth round's
+    fused persistent launch (fused_kernel): config ``fused_few`` on and min(pairs, n_local), the most experts
+    that can be routed here, at most ``fused_max_bound``."""
+    return bool(config.get("fused_few")) and min(pairs, n_local) <= config.get("fused_max_bound", 8)
 
 
 def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
@@ -912,6 +934,21 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
     if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel
         ranked = ranked_kernel.fits(ex)
+    if ranked and fused_few_taken(config, T * topk, ex.num_local):  # eighth round A: one persistent launch
+        from . import fused_kernel
+        done = fused_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
+                                            per_sm=config.get("fused_per_sm", 16),
+                                            stages=config.get("fused_stages", 2),
+                                            down_tiles=config.get("fused_down_tiles", 1),
+                                            min_iters=config.get("ranked_min_iters", 2),
+                                            pdl=config.get("pdl", True), maxnreg=config.get("fused_maxnreg", 96),
+                                            early=config.get("fused_early", False),
+                                            bar_group=config.get("fused_bar_group", 32),
+                                            pf_rest=config.get("fused_pf_rest", True),
+                                            group_spin=config.get("fused_group_spin", True),
+                                            partials=partials, last_launch=LAST_LAUNCH)
+        if done is not None:
+            return done
     if ranked:
         config = ranked_config(config, T * topk, ex.num_local)
         return ranked_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),

@@ -284,6 +284,39 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert GLUON_CONFIG["plan_lanes"] is True and GLUON_CONFIG["plan_items"] == 1 and not GLUON_CONFIG.get("sub_k")
 
 
+def test_fused_few_rule_and_residency():
+    """Eighth round A (fused_kernel, config fused_few): the fused persistent launch is taken only with the switch
+    on and where min(pairs, local experts) <= fused_max_bound; the resident one-warp programs an SM at a kernel's
+    registers and shared memory (the grid must be all resident for the grid barrier: 96 registers and the
+    2-slot ring plus one down tile, 13056 bytes, hold 16 an SM on the H200's 228 KB; 17408 bytes 12); the down
+    tiles a program holds for the device's split (EP8 batch 1 on 132 SMs x 16: one expert, 128 row blocks x 16
+    K tiles, one tile each; two experts two tiles)."""
+    from mxfp4_moe.kernel import GLUON_CONFIG, fused_few_taken
+    assert not fused_few_taken(GLUON_CONFIG, 8, 32) or GLUON_CONFIG["fused_few"]
+    on = {**GLUON_CONFIG, "fused_few": True}
+    assert fused_few_taken(on, 8, 32) and fused_few_taken(on, 8, 128) and fused_few_taken(on, 64, 6)
+    assert not fused_few_taken(on, 16, 32) and not fused_few_taken(on, 32, 128)
+    assert fused_few_taken({**on, "fused_max_bound": 32}, 32, 32)
+    assert not fused_few_taken({**on, "fused_few": False}, 8, 32)
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import fused_kernel as fk
+    assert fk.resident(96, 13056) == 16 and fk.resident(96, 17408) == 12 and fk.resident(96, 21760) == 10
+    assert fk.resident(128, 0) == 16 and fk.resident(64, 0) == 32 and fk.resident(255, 200_000) == 1
+    assert fk.smem_per_program(2, 1, ((32, 256), (32, 256))) == 13056
+    assert fk.smem_per_program(0, 1, ((32, 256), (32, 256))) == 4352
+    assert fk.down_tiles_needed(1, 128, 16, 16 * 132) == 1 and fk.down_tiles_needed(2, 128, 16, 16 * 132) == 2
+    assert fk.down_tiles_needed(4, 128, 4, 16 * 132) == 1  # EP2 x TP4 batch 1: four quarter-experts
+    ex = R.random_expert_weights(2, 1024, 512, generator=torch.Generator().manual_seed(6)).to_tiled_layout()
+    x, ids, wts, out = torch.zeros(1, 1024, dtype=torch.bfloat16), torch.zeros(1, 2, dtype=torch.int64), \
+        torch.ones(1, 2), torch.zeros(1, 1024)
+    with pytest.raises(ValueError, match="fused_stages"):
+        fk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=8, stages=1)
+    with pytest.raises(ValueError, match="fused_bar_group"):
+        fk.experts_forward(x, ids, wts, ex, out, 1e-6, sms=132, per_sm=16, bar_group=1)
+    # shapes the ranked kernels do not take (the checkpoint's layout, more than 8 tokens) are left to the caller
+    assert fk.experts_forward(x, ids, wts, R.random_expert_weights(2, 1024, 512), out, 1e-6, sms=8) is None
+
+
 def _plan_reference(ids, expert_base: int, n_local: int, chunk: int) -> tuple[int, list[int]]:
     """The run list kernel._plan_runs_kernel builds, in Python: the owning slots in slot order, each slot p
     owning run n // chunk of its expert e (n = the earlier slots naming e) when e is local and n % chunk == 0."""

@@ -436,7 +436,7 @@ def test_gluon_run_list(cfg):
                 assert dn == (runs * (1024 // bn2) * K.LAST_LAUNCH["splits"][1],), dn
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 33500, "cuda", "gluon", cfg), "one expert")
     torch.cuda.synchronize()  # four experts of 32 tokens each (one-expert: every token on the same top-k)
-    assert int(K._PLANS[("cuda", torch.cuda.current_device())][0]) == 4 * (32 // chunk)
+    assert int(K._PLANS[K.stream_key(torch.device("cuda", torch.cuda.current_device()))][0]) == 4 * (32 // chunk)
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 33600, "cuda", "gluon", cfg), "top-1")
     for down_atomic in (True, False):
         res = check_tp_case(ex, 32, 12, 4, 2, 33700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
@@ -517,7 +517,7 @@ def test_plan_runs_lists(lanes):
             flat = ids.reshape(-1).tolist()
             want = [K.plan_word(p, flat[:p].count(e) // chunk, e) for p, e in enumerate(flat)
                     if base <= e < base + n_local and flat[:p].count(e) % chunk == 0]
-            key = ("cuda", torch.cuda.current_device())
+            key = K.stream_key(torch.device("cuda", torch.cuda.current_device()))
             if key in K._PLANS:
                 K._PLANS[key].fill_(-7)
             plan = K.plan_runs(ids, Ex, chunk, gdc=True, pdl=bool(i % 3), lanes=lanes)

@@ -22,6 +22,7 @@ pytestmark = [
 ]
 
 CALLS = 24  # per stream; each call's kernels are queued before any of them has run
+# each case is the defaults (GLUON_CONFIG: the run list on, PDL) with the overrides named
 
 
 @pytest.mark.parametrize("tokens,cfg", [
@@ -31,7 +32,7 @@ CALLS = 24  # per stream; each call's kernels are queued before any of them has 
 ])
 def test_two_streams_at_once(tokens, cfg):
     from mxfp4_moe import gluon_kernel
-    from mxfp4_moe.kernel import mxfp4_moe_experts
+    from mxfp4_moe.kernel import GLUON_CONFIG, mxfp4_moe_experts
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 512, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(77), device="cuda")
@@ -47,7 +48,7 @@ def test_two_streams_at_once(tokens, cfg):
     torch.cuda.synchronize()
     for s, x, ids, w, out in cases:  # interleaved: stream 0, stream 1, stream 0, ...
         with torch.cuda.stream(s):
-            mxfp4_moe_experts(x, ids, w, ex_t, decode="gluon", config=cfg, out=out)
+            mxfp4_moe_experts(x, ids, w, ex_t, decode="gluon", config={**GLUON_CONFIG, **cfg}, out=out)
     torch.cuda.synchronize()
     for i, (s, x, ids, w, out) in enumerate(cases):
         ref = R.moe_experts_reference(x, ids, w, ex).float()
@@ -59,3 +60,6 @@ def test_two_streams_at_once(tokens, cfg):
     assert {(s.device.type, s.device.index, s.cuda_stream) for s in streams} <= keys, keys
     for bufs in gluon_kernel._COUNTERS.values():
         assert int(bufs[-1].count_nonzero()) == 0  # every stream's counters back to 0
+    if tokens > 8:  # token compaction: each stream planned its runs into its own list
+        from mxfp4_moe import kernel as K
+        assert {K.stream_key(s.device) for s in streams} <= set(K._PLANS), set(K._PLANS)
