@@ -62,4 +62,4 @@ def test_two_streams_at_once(tokens, cfg):
         assert int(bufs[-1].count_nonzero()) == 0  # every stream's counters back to 0
     if tokens > 8:  # token compaction: each stream planned its runs into its own list
         from mxfp4_moe import kernel as K
-        assert {K.stream_key(s.device) for s in streams} <= set(K._PLANS), set(K._PLANS)
+        assert {(s.device.type, s.device.index, s.cuda_stream) for s in streams} <= set(K._PLANS), set(K._PLANS)
