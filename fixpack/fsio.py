@@ -195,8 +195,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
             fsync_fd(fd, path)
         finally:
             os.close(fd)
+        chown_to(tmp, owner)  # before the mode: a chown clears set-id bits
         os.chmod(tmp, mode if mode is not None else 0o644)
-        chown_to(tmp, owner)
         replace_file(tmp, path)
     except BaseException:
         unlink_quietly(tmp)

@@ -299,11 +299,11 @@ def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tu
                       bad: Any) -> None:
     """A rollback gives a file back its mode and owner; from an untrusted journal only what cannot raise
     anyone's rights. The file a run replaced keeps its mode and owner (the run writes by rename, with both
-    kept) and its backup is a hard link to the original: each still has them. So: permission bits only (a
-    python file never has setuid, setgid or sticky, and a rollback never sets them); no execute or group /
-    other write bit that neither the file nor its backup has now (a rollback never widens who may write or run
-    it); an owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to
-    another user. Anything else was not written by fixpack: damaged state."""
+    kept) and its backup is a hard link to the original: each still has them. So: no setuid, setgid, sticky,
+    execute or group / other write bit that neither the file nor its backup has now (a rollback never widens
+    who may write or run it, nor as whom; a set-id file a fix modifies keeps its bits through a rollback); an
+    owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to another
+    user. Anything else was not written by fixpack: damaged state."""
     have = 0
     owners = {(os.getuid(), os.getgid())}
     for where in (root / path, backups_dir(root) / str(i)):
@@ -313,7 +313,7 @@ def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tu
             continue
         have |= stat.S_IMODE(st.st_mode)
         owners.add((st.st_uid, st.st_gid))
-    if mode is not None and (mode & ~0o777 or mode & 0o133 & ~have):
+    if mode is not None and mode & 0o7133 & ~have:
         raise bad(f"'mode' {oct(mode)} sets bits {path} and its backup do not have (setuid, setgid, sticky, execute, "
                   f"or group / other write)")
     if owner is not None and owner not in owners:
@@ -404,8 +404,8 @@ def _restore(root: Path, e: JournalEntry) -> None:
 
 def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
     """Give ``backup`` the entry's mode and owner and rename it to ``dest`` (a copy across a mount point)."""
+    chown_to(backup, e.owner)  # before the mode: a chown clears set-id bits
     os.chmod(backup, e.mode if e.mode is not None else 0o644)
-    chown_to(backup, e.owner)
     try:
         make_parents(dest.parent)
         replace_file(backup, dest)

@@ -219,3 +219,27 @@ def test_a_failed_write_rolled_back_in_the_same_run_gives_back_modes_and_owners(
         if fsio.io_calls() < n:
             break
     assert failed >= 10
+
+
+@pytest.mark.parametrize("bits", [0o4755, 0o2755, 0o1644])
+def test_a_killed_run_on_a_set_id_file_is_rolled_back_not_called_damaged(setup, bits):
+    """A file the fix modifies with setuid, setgid or sticky: the journal a killed run leaves records its mode,
+    and the next run must take that journal for what it is (it was called damaged: the journal check allowed
+    permission bits only), give the file back, bytes and mode, and go on."""
+    b, target = setup
+    mod = target / "demo_pkg/mod.py"
+    _own(mod, 1002)  # before the mode: a chown clears set-id bits
+    mod.chmod(bits)
+    if stat.S_IMODE(os.lstat(mod).st_mode) != bits:
+        pytest.skip(f"this file system does not keep mode {oct(bits)}")
+    before = full(target)
+    killed = 0
+    for n in range(1, 40):
+        rc = _run(b, target, "apply", n)
+        if rc == 0:
+            break
+        assert rc == 137
+        killed += 1
+        assert _run(b, target, "revert", None) == 0, f"apply killed at write point {n}: the rollback was refused"
+        assert full(target) == before, f"apply killed at write point {n}, then revert"
+    assert killed >= 6
