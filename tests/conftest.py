@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,18 @@ class PackBuilder:
 
     def lock(self, clean_root: Path, name: str = "p1") -> None:
         engine.write_lock(self.request(clean_root, name))
+
+    def run_child(self, root: Path, command: str = "apply", fault_at: int | None = None) -> int:
+        """engine.<command> of profile p1 on ``root`` in a child process, its exit status; ``fault_at`` N kills
+        it (SIGKILL, 137) at its N-th write point (FIXPACK_FAULT_AT)."""
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("FIXPACK_FAULT_AT", None)
+        if fault_at:
+            env["FIXPACK_FAULT_AT"] = str(fault_at)
+        code = ("import sys; from pathlib import Path; from fixpack import engine; "
+                f"r = engine.{command}(engine.Request(pack_root=Path({str(self.pack)!r}), profile='p1', "
+                f"roots={{{self.target!r}: Path({str(root)!r})}})); sys.exit(r.exit_code)")
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).returncode
 
 
 def toml(fields: dict) -> str:

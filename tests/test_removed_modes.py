@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, numbered
+from conftest import numbered
 
 from fixpack import engine, fsio
 from fixpack.errors import DamagedStateError, EnvironmentProblem
@@ -75,17 +73,6 @@ def test_revert_gives_back_the_mode_and_owner_of_deleted_renamed_files_and_empti
     assert full(target) == before
 
 
-def _run(b, target: Path, command: str, fault_at: int | None) -> int:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("FIXPACK_FAULT_AT", None)
-    if fault_at:
-        env["FIXPACK_FAULT_AT"] = str(fault_at)
-    code = ("import sys; from pathlib import Path; from fixpack import engine; "
-            f"r = engine.{command}(engine.Request(pack_root=Path({str(b.pack)!r}), profile='p1', "
-            f"roots={{'demo': Path({str(target)!r})}})); sys.exit(r.exit_code)")
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).returncode
-
-
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_a_killed_run_rolled_back_at_every_write_point_gives_back_modes_and_owners(setup, command, tmp_path):
     b, target = setup
@@ -95,13 +82,13 @@ def test_a_killed_run_rolled_back_at_every_write_point_gives_back_modes_and_owne
     start = full(target)
     killed = 0
     for n in range(1, 40):
-        rc = _run(b, target, command, n)
+        rc = b.run_child(target, command, n)
         if rc == 0:  # past the last write point
             break
         assert rc == 137
         killed += 1
         # the next revert rolls the killed run back (then reverts what an apply had left)
-        assert _run(b, target, "revert", None) == 0
+        assert b.run_child(target, "revert", None) == 0
         assert full(target) == before, f"{command} killed at write point {n}, then revert"
         if command == "revert":
             assert engine.apply(b.request(target)).ok
@@ -112,7 +99,7 @@ def test_a_killed_run_rolled_back_at_every_write_point_gives_back_modes_and_owne
 def test_a_killed_apply_rolled_back_by_the_next_apply_gives_the_folder_back(setup):
     b, target = setup
     before = full(target)
-    assert _run(b, target, "apply", 6) == 137  # past the deletion (the 4th file), with the folder gone
+    assert b.run_child(target, "apply", 6) == 137  # past the deletion (the 4th file), with the folder gone
     assert not (target / GONE_DIR).exists()
     journal = json.loads((target / ".fixpack/journal.json").read_bytes())
     assert journal["removed_dirs"][GONE_DIR]["mode"] == 0o2750
@@ -181,7 +168,7 @@ def test_records_in_another_users_manifest_are_not_obeyed(setup):
 ])
 def test_a_planted_removed_folder_in_the_journal_is_damaged_state(setup, value, what):
     b, target = setup
-    assert _run(b, target, "apply", 6) == 137
+    assert b.run_child(target, "apply", 6) == 137
     jpath = target / ".fixpack/journal.json"
     data = json.loads(jpath.read_bytes())
     data["removed_dirs"] = value
@@ -235,11 +222,11 @@ def test_a_killed_run_on_a_set_id_file_is_rolled_back_not_called_damaged(setup, 
     before = full(target)
     killed = 0
     for n in range(1, 40):
-        rc = _run(b, target, "apply", n)
+        rc = b.run_child(target, "apply", n)
         if rc == 0:
             break
         assert rc == 137
         killed += 1
-        assert _run(b, target, "revert", None) == 0, f"apply killed at write point {n}: the rollback was refused"
+        assert b.run_child(target, "revert", None) == 0, f"apply killed at write point {n}: the rollback was refused"
         assert full(target) == before, f"apply killed at write point {n}, then revert"
     assert killed >= 6

@@ -4,11 +4,9 @@ Crash safety: the apply is killed at every write point; the next run leaves the 
 import fcntl
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, numbered, snapshot
+from conftest import numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import BusyError, EnvironmentProblem, MismatchError, PackError
@@ -93,39 +91,29 @@ def test_malformed_patch_changes_nothing(setup):
     assert snapshot(target) == before
 
 
-def _run_apply(b, target, fault_at=None):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    if fault_at:
-        env["FIXPACK_FAULT_AT"] = str(fault_at)
-    code = ("import sys; from pathlib import Path; from fixpack import engine; "
-            f"r = engine.apply(engine.Request(pack_root=Path({str(b.pack)!r}), profile='p1', "
-            f"roots={{'demo': Path({str(target)!r})}})); sys.exit(r.exit_code)")
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).returncode
-
-
 def test_kill_at_every_write_point(setup, tmp_path):
     b, target = setup
     original = snapshot(target)
     reference = tmp_path / "reference"
     _restore(reference, original)
-    assert _run_apply(b, reference) == 0
+    assert b.run_child(reference) == 0
     patched = {k: v for k, v in snapshot(reference).items() if not k.startswith(".fixpack")}
     points = 0
     for n in range(1, 30):
         _restore(target, original)
-        rc = _run_apply(b, target, fault_at=n)
+        rc = b.run_child(target, fault_at=n)
         if rc == 0:  # ran past the last write point: the fault never fired
             break
         points += 1
         assert rc == 137
         # the next run rolls back what the killed one left, then applies the whole profile
-        assert _run_apply(b, target) == 0
+        assert b.run_child(target) == 0
         files = {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")}
         assert files == patched, f"after a kill at write point {n}, the next run did not end fully patched"
         assert not (target / ".fixpack/journal.json").exists()
         # and a kill followed by a revert gives back the original bytes
         _restore(target, original)
-        assert _run_apply(b, target, fault_at=n) == 137
+        assert b.run_child(target, fault_at=n) == 137
         assert engine.revert(b.request(target)).ok
         files = {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")}
         assert files == original, f"kill at write point {n}, then revert: not the original bytes"
@@ -146,7 +134,7 @@ def _restore(target, files):
 def test_interrupted_run_is_rolled_back_by_revert_and_status_says_so(setup):
     b, target = setup
     original = snapshot(target)
-    assert _run_apply(b, target, fault_at=4) == 137
+    assert b.run_child(target, fault_at=4) == 137
     st = engine.status(b.request(target))
     assert "interrupted run left a journal" in st.targets[0].message
     # status shows the state the next apply starts from (the journal's originals), not the torn files
@@ -202,12 +190,12 @@ def test_leftover_backups_are_cleaned(setup):
     b, target = setup
     last = 0
     for n in range(1, 30):  # find the last write point: after the journal is removed, before the backups are
-        if _run_apply(b, target, fault_at=n) != 137:
+        if b.run_child(target, fault_at=n) != 137:
             break
         last = n
         engine.revert(b.request(target))
     assert engine.revert(b.request(target)).ok
-    assert _run_apply(b, target, fault_at=last) == 137
+    assert b.run_child(target, fault_at=last) == 137
     assert (target / ".fixpack" / "journal").is_dir() and not (target / ".fixpack" / "journal.json").exists()
     assert engine.apply(b.request(target)).ok
     assert not (target / ".fixpack" / "journal").exists()
