@@ -110,8 +110,10 @@ def _listed(path: Path) -> tuple[str, list[str]]:
     (its own findings are reported; its fixes are not "in no profile" for them)."""
     import tomllib
 
-    try:
-        fixes = tomllib.loads(path.read_text("utf-8")).get("fixes", {})
+    from .safepath import read_regular
+
+    try:  # never a blocking read: the profile may be a FIFO (its finding says so)
+        fixes = tomllib.loads(read_regular(path).decode("utf-8")).get("fixes", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return path.stem, []
     ids = [*fixes.get("default", []), *fixes.get("opt_in", [])] if isinstance(fixes, dict) else []
