@@ -632,6 +632,8 @@ def stream_key(device: torch.device) -> tuple:
     between launches (tile counters, the run list). Kernels of one stream run in order; two streams' calls
     may run at once, so each stream has its own. A graph keeps those of the stream it was captured on: two
     graphs captured on one stream must not be replayed at the same time."""
+    if device.type != "cuda":  # Triton's CPU interpreter (tests): one stream
+        return (device.type, device.index, 0)
     return (device.type, device.index, torch.cuda.current_stream(device).cuda_stream)
 
 
