@@ -55,9 +55,10 @@ Examples:
               help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 @click.option("--name", default="", help="The new profile's name (default: v<version>).")
 @click.option("--work", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Work folder for the merges and conflicts (default: <pack>/.rebase/<name>/).")
+              help="Work folder for the merges and conflicts, new or empty (default: <pack>/.rebase/<name>/).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Where the Markdown and JSON reports go (default: <pack>/reports/).")
+              help="Where the Markdown and JSON reports go (default: <pack>/reports/; give it again with "
+                   "--continue).")
 @click.option("--target", "only_targets", multiple=True, metavar="NAME", shell_complete=complete_targets,
               help="Rebase only these targets (others keep their pins); default: the targets with fixes.")
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from .diff import AUTHOR
-from .errors import BadInputError, EnvironmentProblem, MismatchError
+from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile, name_problem
@@ -307,7 +307,9 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 
 def abort(pack_root: Path, fix_id: str = "") -> Path:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
-    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would."""
+    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would.
+    A folder ``.edit/<fix>`` that is not the work tree ``edit`` made (its state beside it, a git repository)
+    is refused (DamagedStateError, exit 3), never removed."""
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root):
         recover_pack(pack_root)
@@ -323,8 +325,21 @@ def abort(pack_root: Path, fix_id: str = "") -> Path:
         raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
     if work.is_symlink():
         work.unlink()  # the link, never what it points at
+    elif work.is_dir():
+        _check_work_tree(pack_root, fix_id, work)
     shutil.rmtree(work, ignore_errors=True)
     state_path(pack_root, fix_id).unlink(missing_ok=True)
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     return work
+
+
+def _check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
+    """``work`` is the work tree ``edit`` made: ``.edit/<fix>.json`` beside it, a git repository (``.git``)."""
+    path = state_path(pack_root, fix_id)
+    missing = (f"no edit state {path} beside it" if path.is_symlink() or not path.is_file() else
+               "no git repository in it (.git)" if (work / ".git").is_symlink() or not (work / ".git").is_dir()
+               else "")
+    if missing:
+        raise DamagedStateError(work, f"not a work tree `edit` made ({missing}), so it is not removed",
+                                f"move it out of {work.parent} (or remove it by hand: rm -r {work}) and run again")

@@ -57,7 +57,6 @@ from .rebase_session import (
     TargetPair,
     check_clean,
     continue_flags,
-    drop_work,
     find_work,
     keep_undo,
     load_session,
@@ -70,7 +69,15 @@ from .rebase_session import (
     write_pack,
     write_report,
 )
-from .rebase_state import checked_name, default_work, work_root
+from .rebase_state import (
+    check_new_work,
+    checked_name,
+    default_work,
+    drop_work,
+    mark_work,
+    report_folder,
+    work_root,
+)
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
@@ -91,6 +98,7 @@ def start(req: RebaseRequest) -> RebaseResult:
         f"v{req.to_version}", "new profile name (v<--to>; set another with --name)") if req.to_version else ""
     if early:  # before fetching anything
         refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
+        check_new_work(pack.root, (req.work or default_work(pack.root, early)).resolve())
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
@@ -110,6 +118,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
+    check_new_work(pack.root, work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     if req.report_dir is not None:  # before any work: a typo'd folder is named, never made (as --reject's)
         check_folder(req.report_dir, "--report")
@@ -122,7 +131,9 @@ def start(req: RebaseRequest) -> RebaseResult:
                        "allow_unproven": req.allow_unproven}}
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
     try:
+        made = not work.is_dir()
         work.mkdir(parents=True, exist_ok=True)
+        mark_work(pack.root, work, made)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot make the rebase's work folder {work}: {exc.strerror}; give another "
                                  f"with --work DIR") from exc
@@ -131,7 +142,7 @@ def start(req: RebaseRequest) -> RebaseResult:
         return _run(session)
     except FixpackError:
         if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace
-            drop_work(work)
+            drop_work(pack.root, work, pack.series)
         raise
 
 
@@ -153,6 +164,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
         check_interpreter(req.python or proof["python"])
     if req.python:
         proof.update(python=req.python, site=str(req.proof_site or ""))
+    session.report_dir = report_folder(session.state_path, session.state, session.pack_root, req.report_dir)
     if req.allow_unproven:  # kept: a later --continue as printed (or typed without it) still may write
         proof["allow_unproven"] = True
     if not proof.get("python") and not (req.allow_unproven or proof.get("allow_unproven")):
@@ -167,7 +179,7 @@ def abort(req: RebaseRequest) -> list[str]:
     Returns the paths restored or removed, relative to the pack."""
     session = load_session(req)
     restored = restore(session)
-    drop_work(session.work)
+    drop_work(session.pack_root, session.work, load_pack(session.pack_root).series)
     return restored
 
 
@@ -229,7 +241,7 @@ def _run(session: Session) -> RebaseResult:
     write_report(session, result)
     if result.status == "done":
         keep_undo(session, result.written)
-        drop_work(session.work)
+        drop_work(session.pack_root, session.work, pack.series)
     return result
 
 

@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from .rebase_state import (
     WORK_DIR,
     check_state,
     check_undo,
+    check_work_marker,
     checked_name,
     default_work,
     read_json,
@@ -222,8 +222,9 @@ def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | Non
 def continue_flags(state: dict[str, Any]) -> tuple[str, ...]:
     """What ``rebase --continue`` needs, besides the pack and name, to run as printed: ``--allow-unproven`` when
     the rebase was started without a stand-in image (``--python``), whose proofs it would otherwise ask for."""
-    proof = state.get("proof") or {}
-    return () if proof.get("python") else ("--allow-unproven",)
+    proof, report, pack = state.get("proof") or {}, state.get("report_dir"), state.get("pack")
+    given = isinstance(report, str) and isinstance(pack, str) and Path(report) != (Path(pack) / "reports").resolve()
+    return (() if proof.get("python") else ("--allow-unproven",)) + (("--report", str(report)) if given else ())
 
 
 def resume_command(action: str, pack_root: Path, name: str, work: Path | None = None, *flags: str) -> str:
@@ -291,6 +292,7 @@ def load_session(req: RebaseRequest) -> Session:
     path = work / "state.json"
     state = read_json(path, state_advice(work, req.pack_root))
     check_state(path, state, req.pack_root, work, default=req.work is None)
+    check_work_marker(req.pack_root, work)  # a --work folder the start made its own, before anything is done
     pack_root = req.pack_root.resolve()
     old = load_profile(load_pack(pack_root), state["from"])
     pairs = {}
@@ -304,12 +306,6 @@ def load_session(req: RebaseRequest) -> Session:
                                       FoundTarget(spec, new_root, *read_facts(spec, new_root), "state"))
     return Session(pack_root, state["from"], state["to"], state["to_version"], pairs, work,
                    Path(state["report_dir"]), state, progress=req.progress)
-
-
-def drop_work(work: Path) -> None:
-    shutil.rmtree(work, ignore_errors=True)
-    if work.parent.name == WORK_DIR and work.parent.is_dir() and not any(work.parent.iterdir()):
-        work.parent.rmdir()
 
 
 def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:

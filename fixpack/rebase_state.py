@@ -4,6 +4,12 @@ remove through), ``state.json`` and ``<name>.undo.json`` must read as what this 
 they name must be one a rebase to that profile writes: ``profiles/<name>.toml`` and ``.lock``, or
 ``fixes/<fix>/<name>/<file>``, reached through no symbolic link. Anything else is refused (exit 3) before a file
 is written, naming the file, the key, and what to do.
+
+A ``--work`` folder is the user's place, not this tool's: the start refuses one that already holds files, and
+writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort`` refuse a ``--work`` folder without
+it (a planted or copied ``state.json`` never makes a folder the rebase's), and dropping it removes only what a
+rebase makes there (:func:`drop_work`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
+(:func:`report_folder`): the state cannot prove a folder elsewhere was the one the start was given.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import binascii
 import json
 import os
 import re
+import shutil
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +30,7 @@ from .loader import ID_RE, name_problem
 from .safepath import link_on_the_way, path_problem
 
 WORK_DIR = ".rebase"
+MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
 PHASES = ("merging", "conflicts", "writing", "written")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -46,6 +55,93 @@ def default_work(pack_root: Path, name: str) -> Path:
     folder = work_root(pack_root) / checked_name(name)
     _refuse_link(folder, f"the work folder of the rebase to {name}", f"rm {folder}")
     return folder
+
+
+def own_work(pack_root: Path, work: Path) -> bool:
+    """``work`` is ``<pack>/.rebase/<name>``, this tool's own folder (else a ``--work`` folder, the user's)."""
+    return work.resolve().parent == (pack_root / WORK_DIR).resolve()
+
+
+def check_new_work(pack_root: Path, work: Path) -> None:
+    """Before a rebase starts in ``--work`` ``work``: it must be missing or an empty folder (BadInputError),
+    as ``--abort`` and a finished rebase remove what the rebase made there."""
+    if own_work(pack_root, work) or not work.is_dir():
+        return  # a file there: the start's mkdir says so (exit 5)
+    try:
+        held = sorted(os.listdir(work))
+    except OSError as exc:
+        raise BadInputError(f"--work {work}: the folder cannot be read ({exc.strerror}); give a new folder; "
+                            f"nothing was written") from exc
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        raise BadInputError(f"--work {work}: the folder already holds files ({shown}); a rebase's work folder "
+                            f"must be new or empty, as --abort and a finished rebase remove what it made there: "
+                            f"give a new folder (or leave --work out: <pack>/{WORK_DIR}/<name>); nothing was written")
+
+
+def mark_work(pack_root: Path, work: Path, made: bool) -> None:
+    """The start's marker in a ``--work`` folder (``made``: the start made the folder, so dropping removes it)."""
+    if not own_work(pack_root, work):
+        (work / MARKER).write_text("made\n" if made else "given\n", "utf-8")
+
+
+def check_work_marker(pack_root: Path, work: Path) -> None:
+    """A ``--work`` folder that ``--continue`` or ``--abort`` may act on holds the start's marker (exit 3)."""
+    if own_work(pack_root, work):
+        return
+    marker = work / MARKER
+    try:
+        ok = not marker.is_symlink() and marker.is_file() and marker.read_text("utf-8") in ("made\n", "given\n")
+    except (OSError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise DamagedStateError(marker, f"missing or not as a rebase's start writes it: {work} is no work folder a "
+                                        f"rebase made, so nothing in it is removed or used",
+                                f"give the --work folder the rebase was started with; if none is in progress, "
+                                f"remove its state.json by hand (rm {work / 'state.json'}) and put fixes/ and "
+                                f"profiles/ back with git (cd {pack_root} && git checkout -- fixes profiles)")
+
+
+def drop_work(pack_root: Path, work: Path, ids: Iterable[str]) -> None:
+    """Remove the rebase's work folder: ``<pack>/.rebase/<name>`` whole (and ``.rebase`` once empty); of a
+    ``--work`` folder only what a rebase makes there (``state.json``, the marker, ``.scratch``, the work
+    repository of each fix of ``ids``), and the folder itself when the start made it and nothing else is left."""
+    if own_work(pack_root, work):
+        shutil.rmtree(work, ignore_errors=True)
+        if work.parent.is_dir() and not any(work.parent.iterdir()):
+            work.parent.rmdir()
+        return
+    try:
+        made = (work / MARKER).read_text("utf-8") == "made\n"
+    except (OSError, UnicodeDecodeError):
+        made = False
+    for name in ("state.json", ".scratch", *ids, MARKER):
+        entry = work / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif os.path.lexists(entry):
+            entry.unlink()
+    if made and not any(work.iterdir()):
+        work.rmdir()
+
+
+def report_folder(path: Path, state: dict[str, Any], pack_root: Path, given: Path | None) -> Path:
+    """Where ``--continue`` writes the report: ``--report`` given again (checked as at the start), else the
+    state's ``report_dir``, which must be ``<pack>/reports`` (a folder given to the start's ``--report`` is in the
+    printed ``--continue`` command: the state, a file anyone may edit, cannot prove it was given)."""
+    from .outputs import check_folder  # only on --continue
+
+    if given is not None:
+        check_folder(given, "--report")
+        return given.resolve()
+    default = (pack_root / "reports").resolve()
+    if Path(state["report_dir"]) != default:
+        raise DamagedStateError(path, f"key 'report_dir' is {state['report_dir']!r}, not {default}: a report folder "
+                                      f"of the start's --report is used only when given again",
+                                "if the rebase was started with --report DIR, give --report DIR again with --continue "
+                                "(the command the rebase printed has it); else the file was edited: drop the rebase "
+                                "with --abort")
+    return default
 
 
 def _refuse_link(path: Path, what: str, remove: str) -> None:

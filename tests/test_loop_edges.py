@@ -476,3 +476,28 @@ def test_import_of_a_mail_a_fix_already_carries_names_the_fix(pack3, tmp_path): 
         import_mails(builder.pack, mail, "again", "p1", roots={"demo": clean})
     assert "fix 'b' already makes this change on the chain of profile p1" in str(exc.value), str(exc.value)
     assert "nothing to import" in str(exc.value) and pack_bytes(builder.pack) == before
+
+
+@pytest.mark.parametrize("held", ["notes", "notes and a state", "a git repository"])
+def test_edit_abort_removes_only_the_work_tree_edit_made(pack3, held):  # noqa: F811
+    """Found by a fresh user: `edit --abort notes` removed a `.edit/notes` folder of the user's (no edit's)."""
+    from fixpack.editwork import abort
+    from fixpack.errors import DamagedStateError
+
+    builder, clean = pack3
+    notes = builder.pack / ".edit/notes"
+    notes.mkdir(parents=True)
+    (notes / "todo.txt").write_text("mine\n")
+    if held == "notes and a state":
+        (builder.pack / ".edit/notes.json").write_text("{}\n")
+    if held == "a git repository":
+        git(notes, "init", "-q")
+    before = snapshot(builder.pack)
+    with pytest.raises(DamagedStateError) as err:
+        abort(builder.pack, "notes")
+    said = str(err.value)
+    assert err.value.exit_code == 3 and f"{notes} is damaged: not a work tree `edit` made" in said, said
+    assert f"rm -r {notes}" in said and snapshot(builder.pack) == before and (notes / "todo.txt").is_file()
+    start(builder.pack, "p1", "b", roots={"demo": clean})  # the work tree edit makes is still dropped
+    assert abort(builder.pack, "b") == builder.pack / ".edit/b" and not (builder.pack / ".edit/b").exists()
+    assert (notes / "todo.txt").is_file()
