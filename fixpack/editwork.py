@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from .diff import AUTHOR
+from .documents import loads_json
 from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
@@ -112,7 +113,7 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     if not path.is_file():
         return None
     try:
-        state = EditState(**json.loads(path.read_text("utf-8")))
+        state = EditState(**loads_json(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
                             f"`{_command('edit', '--abort', fix_id)}`") from exc

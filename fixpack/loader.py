@@ -14,6 +14,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
 from pathlib import Path
 from typing import Any
 
+from .documents import loads_toml
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
@@ -77,7 +78,7 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
     if text is None:
         return None
     try:
-        return tomllib.loads(text), text
+        return loads_toml(text), text
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
 import stat
 from pathlib import Path
 from typing import Any
 
+from .documents import loads_json
 from .errors import BadInputError, DamagedStateError
 from .loader import ID_RE, name_problem
 from .safepath import link_on_the_way, path_problem
@@ -67,7 +67,7 @@ def read_json(path: Path, advice: str) -> dict[str, Any]:
     if path.is_symlink() or not path.is_file():
         raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = loads_json(path.read_bytes().decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DamagedStateError(path, f"not JSON ({exc})", advice) from exc
     except OSError as exc:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .documents import loads_json
 from .errors import DamagedStateError, StaleLockError
 from .safepath import path_problem
 from .states import Word
@@ -163,7 +164,7 @@ class Lock:
             return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}; {hint}", line, what, hint)
 
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = loads_json(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise bad(f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
         except json.JSONDecodeError as exc:
@@ -408,7 +409,7 @@ def load_json(raw: bytes, path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
