@@ -19,7 +19,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
     import tomli as tomllib  # type: ignore[no-redef]
 
-from .errors import Collector
+from .errors import Collector, DamagedStateError
 from .safepath import not_a_file, read_regular
 
 TOO_DEEP = "nested too deeply to read"
@@ -40,6 +40,18 @@ def loads_json(text: str | bytes) -> Any:
     except RecursionError:
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(TOO_DEEP, doc, too_deep_at(doc, toml=False)) from None
+
+
+def load_json(raw: bytes, path: Path) -> Any:
+    """JSON from a state file's bytes; DamagedStateError (exit 3) naming ``path`` when it is not."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
+    try:
+        return loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
 def loads_toml(text: str) -> dict[str, Any]:

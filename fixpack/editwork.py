@@ -24,14 +24,14 @@ from .documents import loads_json
 from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
-from .loader import load_pack, load_profile, name_problem
+from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
 from .progress import QUIET, Progress
 from .runlock import pack_lock
-from .safepath import STATE_DIR
+from .safepath import STATE_DIR, name_problem
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode

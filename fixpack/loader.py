@@ -14,6 +14,7 @@ from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
+from .safepath import name_problem
 from .target_fields import target_problems
 from .targets import commit_matches
 from .upstream_fields import upstream_problems
@@ -25,17 +26,6 @@ PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-ID_MAX = 100  # characters: a fix or profile name is part of file names (.rebase/<name>.undo.json, reports)
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a fix id or profile name (None when it can)."""
-    if not isinstance(name, str) or not ID_RE.fullmatch(name):
-        return "names are lower-case letters, digits, '.', '_', '-', starting with a letter or digit"
-    if len(name) > ID_MAX:
-        return f"{len(name)} characters, more than the {ID_MAX} a name may have"
-    return None
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:

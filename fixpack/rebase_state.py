@@ -18,8 +18,7 @@ from typing import Any
 
 from .documents import loads_json
 from .errors import BadInputError, DamagedStateError
-from .loader import ID_RE, name_problem
-from .safepath import link_on_the_way, path_problem
+from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
 
 WORK_DIR = ".rebase"
 PHASES = ("merging", "conflicts", "writing", "written")

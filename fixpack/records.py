@@ -24,16 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .documents import loads_json
+from .documents import load_json, loads_json
 from .errors import DamagedStateError, StaleLockError
-from .safepath import path_problem
+from .safepath import ID_RE, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1
 _SHA = re.compile(r"^[0-9a-f]{64}$")
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 Hashes = Mapping[str, "str | None"]  # path -> sha256 (None: the file does not exist)
 
@@ -361,6 +360,11 @@ class Manifest:
     def from_json(cls, raw: bytes, path: Path) -> Manifest:
         """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path``."""
         data = load_json(raw, path)
+        schema = data.get("schema", MANIFEST_SCHEMA) if isinstance(data, dict) else MANIFEST_SCHEMA
+        if type(schema) is not int or schema != MANIFEST_SCHEMA:  # (a manifest of another version of fixpack)
+            said = f"its schema is {_short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
+            raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
+                                    "revert with the fixpack that wrote it, or remove it and restore the image")
         problem = _manifest_problem(data)
         if problem:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
@@ -402,16 +406,9 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def load_json(raw: bytes, path: Path) -> Any:
-    """JSON from a state file's bytes; DamagedStateError (exit 3) naming ``path`` when it is not."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
-    try:
-        return loads_json(text)
-    except json.JSONDecodeError as exc:
-        raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+def _short(text: str, most: int = 40) -> str:
+    """``text`` cut to ``most`` characters for a message (a planted value may be any length)."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
 
 
 def sha_or_none(value: Any) -> bool:
@@ -436,8 +433,10 @@ def _files_problem(files: Any, what: str) -> str | None:
 
 
 def _manifest_fix_problem(f: Any) -> str | None:
-    if not isinstance(f, dict) or not isinstance(f.get("id"), str) or not _ID.match(f["id"]):
+    if not isinstance(f, dict) or not isinstance(f.get("id"), str):
         return "not an object with a fix id"
+    if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
+        return f"fix id {_short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
         return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
     if not is_int(f.get("version")) or not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
@@ -480,7 +479,7 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
     owned: dict[str, str] = {}
     for n, c in enumerate(comps, 1):
         if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
-                not isinstance(c["id"], str) or not _ID.match(c["id"]) or not isinstance(c["version"], str):
+                not isinstance(c["id"], str) or not ID_RE.match(c["id"]) or not isinstance(c["version"], str):
             return f"component entry {n}: not an object with id, version, dist_info and files"
         where = f"component {c['id']}"
         if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:

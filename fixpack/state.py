@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .documents import loads_json
+from .documents import load_json, loads_json
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
     TMP_SUFFIX,
@@ -48,7 +48,7 @@ from .fsio import (
     unlink,
 )
 from .kept import owned_by_us
-from .records import Kept, Manifest, is_int, kept_map, kept_problem, load_json, sha_or_none
+from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
 from .safepath import link_on_the_way, path_problem
 from .structs import dataclass, field, replace
 
