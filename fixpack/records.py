@@ -26,7 +26,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json
 from .errors import DamagedStateError, StaleLockError
-from .safepath import ID_RE, name_problem, path_problem
+from .safepath import ID_MAX, ID_RE, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -463,13 +463,13 @@ def _manifest_problem(data: Any) -> str | None:
         if f["state"] == "applied":
             applied_files |= set(f["files"])
     problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
-    if problem:
-        return problem
-    if set(files) != applied_files:
-        # each run writes 'files' as the union of its applied fixes' files: an entry was removed or edited
-        return "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
-    return next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
-                 if k in data and not isinstance(data[k], str)), None)
+    if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
+        problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
+    problem = problem or next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
+                               if k in data and not isinstance(data[k], str)), None)
+    name = data.get("profile", "")  # (a profile name is a file name too: at most 100 characters)
+    long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
+    return problem or (f"profile {_short(name)!r} is no profile name: {long}" if long else None)
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:

@@ -385,6 +385,8 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
                        "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
     "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
                         "p1's; use --profile v0.31.0 (revert with it first to apply p1)", ""),
+    "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: profile 'pppp", "... (5000 "
+                                "characters)' is no profile name: 5000 characters, more than the 100 a name may have"),
     "a fix id too long": ({"id": "a" * 5000}, "not a valid fixpack manifest: fix entry 1: fix id 'aaaa", "... (5000 "
                           "characters)' is no fix id: 5000 characters, more than the 100 a name may have"),
 }
