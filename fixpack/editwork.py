@@ -20,17 +20,18 @@ import shutil
 from pathlib import Path
 
 from .diff import AUTHOR
+from .documents import loads_json
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
-from .loader import load_pack, load_profile, name_problem
+from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
 from .progress import QUIET, Progress
 from .runlock import pack_lock
-from .safepath import STATE_DIR
+from .safepath import STATE_DIR, name_problem
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -112,7 +113,7 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     if not path.is_file():
         return None
     try:
-        state = EditState(**json.loads(path.read_text("utf-8")))
+        state = EditState(**loads_json(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
                             f"`{_command('edit', '--abort', fix_id)}`") from exc

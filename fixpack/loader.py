@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import os
 import re
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
-    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 from typing import Any
 
+from .documents import read_pack_file, read_toml, utf8_text
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
-from .safepath import not_a_file, read_regular
+from .safepath import name_problem
 from .target_fields import target_problems
 from .targets import commit_matches
 from .upstream_fields import upstream_problems
@@ -30,17 +26,6 @@ PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-ID_MAX = 100  # characters: a fix or profile name is part of file names (.rebase/<name>.undo.json, reports)
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a fix id or profile name (None when it can)."""
-    if not isinstance(name, str) or not ID_RE.fullmatch(name):
-        return "names are lower-case letters, digits, '.', '_', '-', starting with a letter or digit"
-    if len(name) > ID_MAX:
-        return f"{len(name)} characters, more than the {ID_MAX} a name may have"
-    return None
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
@@ -59,48 +44,6 @@ def key_line(text: str, key: str, table: str = "") -> int | None:
     return None
 
 
-def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | None:
-    """A profile, ``fix.toml`` or ``variant.toml``: its data and text, or None with the problem added to
-    ``errors``. Something there that is no regular file (a FIFO would block the read) is named, unread."""
-    what = not_a_file(path)
-    if what is not None:
-        errors.add(f"is {what}, not a regular file", path, None, "put the TOML file itself there")
-        return None
-    try:
-        raw = read_regular(path)
-    except OSError as exc:
-        errors.add(f"cannot read: {exc.strerror}", path)
-        return None
-    if b"\r\n" in raw:
-        errors.add("CRLF line endings", path, raw.count(b"\n", 0, raw.find(b"\r\n")) + 1, "convert to LF")
-    text = utf8_text(raw, path, errors)
-    if text is None:
-        return None
-    try:
-        return tomllib.loads(text), text
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
-        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else end, "fix the syntax")
-        return None
-
-
-def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
-    """``raw`` as UTF-8 text, or None with a problem that names the line and byte offset of the first
-    byte that is not UTF-8 (TOML and the series are UTF-8 by definition). A UTF-8 byte order mark is named
-    as such, and the text read without it (its lines are not then reported one by one)."""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        errors.add("a UTF-8 byte order mark (BOM) opens the file", path, 1,
-                   "remove it: save the file as UTF-8 without a BOM")
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        errors.add(f"bytes that are not UTF-8 at byte offset {exc.start}", path, raw.count(b"\n", 0, exc.start) + 1,
-                   "save the file as UTF-8")
-        return None
-
-
 def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
                   errors: Collector, table: str = "") -> None:
     for key in sorted(set(data) - allowed):
@@ -112,14 +55,13 @@ def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str
 
 def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
     path = root / "fixes" / "series"
-    if not path.is_file():
-        errors.add("no series file", path, None, "list the pack's fix ids in order, one a line")
+    data = read_pack_file(path, errors, "series file",
+                          ("no series file", "list the pack's fix ids in order, one a line"))
+    text = utf8_text(data, path, errors) if data is not None else None
+    if text is None:  # said once: no "missing from the series" for every fix of an unreadable series
         return ()
     seen: dict[str, int] = {}
     order: list[str] = []
-    text = utf8_text(path.read_bytes(), path, errors)
-    if text is None:  # said once: no "missing from the series" for every fix of an unreadable series
-        return ()
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:

@@ -21,7 +21,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
+from .documents import read_toml
+from .errors import Collector, EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
@@ -108,14 +109,8 @@ def _series_line(pack: Pack, fid: str) -> int | None:
 def _listed(path: Path) -> tuple[str, list[str]]:
     """A profile that did not load: its name and the fixes its ``[fixes]`` lists, as far as they can be read
     (its own findings are reported; its fixes are not "in no profile" for them)."""
-    import tomllib
-
-    from .safepath import read_regular
-
-    try:  # never a blocking read: the profile may be a FIFO (its finding says so)
-        fixes = tomllib.loads(read_regular(path).decode("utf-8")).get("fixes", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return path.stem, []
+    loaded = read_toml(path, Collector())  # (a FIFO is not read: it would wait for a writer for ever)
+    fixes = loaded[0].get("fixes", {}) if loaded is not None else {}
     ids = [*fixes.get("default", []), *fixes.get("opt_in", [])] if isinstance(fixes, dict) else []
     return path.stem, [i for i in ids if isinstance(i, str)]
 

@@ -6,13 +6,14 @@ package folder. Every problem names its file and line.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
-from .safepath import link_on_the_way, path_problem
+from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
 
 if TYPE_CHECKING:
     from .diff import FilePatch
@@ -98,10 +99,9 @@ def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Co
         errors.add(f"patch {name!r} is not a plain file name: patches live in the fix's own folder {folder}",
                    where.path, where.patches_line, "name the file only, and keep it in that folder")
         return None
-    if not path.is_file():
-        errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line)
+    data = _patch_bytes(path, where, errors)
+    if data is None:
         return None
-    data = path.read_bytes()
 
     def reader() -> tuple[FilePatch, ...]:
         found = Collector()
@@ -112,6 +112,31 @@ def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Co
         return PatchFile(path, hashlib.sha256(data).hexdigest(), reader=reader)
     files = _patch_files(path, data, binary, errors)
     return PatchFile(path, hashlib.sha256(data).hexdigest(), files) if files is not None else None
+
+
+def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
+    """The bytes of the patch file ``path``, or None with the problem added to ``errors``: missing, or something
+    that is no regular file, named unread (a FIFO would block the read), or a symbolic link, never followed
+    (as a ``[binary]`` source: it could lead to any file of the machine)."""
+    name, folder = path.name, path.parent
+    if path.is_symlink():
+        errors.add(f"patch {name!r} in {folder} is a symbolic link to {os.readlink(path)}: a patch is read only "
+                   f"from the fix's own folder, never through a link", where.path, where.patches_line,
+                   "put the patch file itself there")
+        return None
+    what = not_a_file(path)
+    if what is not None:
+        errors.add(f"patch {name!r} in {folder} is {what}, not a regular file", where.path, where.patches_line,
+                   "put the patch file itself there")
+        return None
+    if not path.exists():
+        errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line)
+        return None
+    try:
+        return read_regular(path)
+    except OSError as exc:
+        errors.add(f"patch {name!r} in {folder} cannot be read: {exc.strerror}", where.path, where.patches_line)
+        return None
 
 
 def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> tuple[FilePatch, ...] | None:

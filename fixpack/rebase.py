@@ -38,7 +38,7 @@ from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchErr
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
-from .loader import load_pack, load_profile, name_problem
+from .loader import load_pack, load_profile
 from .model import Fix, Profile
 from .outputs import check_folder
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
@@ -80,6 +80,7 @@ from .rebase_state import (
 )
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
+from .safepath import name_problem
 from .states import State
 from .structs import replace
 from .tree import Tree

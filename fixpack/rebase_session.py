@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .documents import loads_json
 from .errors import EXIT_CONFLICT, BadInputError, GitError
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
@@ -211,7 +211,7 @@ def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | Non
     was given), naming the commands that finish or drop it, as this program runs them."""
     if (work / "state.json").is_file():
         try:
-            flags = continue_flags(json.loads((work / "state.json").read_text("utf-8")))
+            flags = continue_flags(loads_json((work / "state.json").read_text("utf-8")))
         except (OSError, ValueError, AttributeError):
             flags = ()  # an unreadable state: --continue will say what is wrong with it
         raise BadInputError(f"a rebase to {name} is in progress ({work / 'state.json'}): finish it with "

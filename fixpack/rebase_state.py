@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
 import shutil
@@ -25,9 +24,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .documents import loads_json
 from .errors import BadInputError, DamagedStateError
-from .loader import ID_RE, name_problem
-from .safepath import link_on_the_way, path_problem
+from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
 
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
@@ -163,7 +162,7 @@ def read_json(path: Path, advice: str) -> dict[str, Any]:
     if path.is_symlink() or not path.is_file():
         raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = loads_json(path.read_bytes().decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise DamagedStateError(path, f"not JSON ({exc})", advice) from exc
     except OSError as exc:

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .documents import load_json, loads_json
 from .errors import DamagedStateError, StaleLockError
-from .safepath import path_problem
+from .safepath import ID_MAX, ID_RE, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1
 _SHA = re.compile(r"^[0-9a-f]{64}$")
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 Hashes = Mapping[str, "str | None"]  # path -> sha256 (None: the file does not exist)
 
@@ -163,7 +163,7 @@ class Lock:
             return StaleLockError(f"{path}{f':{line}' if said_at else ''}: {what}; {hint}", line, what, hint)
 
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = loads_json(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise bad(f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
         except json.JSONDecodeError as exc:
@@ -360,6 +360,11 @@ class Manifest:
     def from_json(cls, raw: bytes, path: Path) -> Manifest:
         """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path``."""
         data = load_json(raw, path)
+        schema = data.get("schema", MANIFEST_SCHEMA) if isinstance(data, dict) else MANIFEST_SCHEMA
+        if type(schema) is not int or schema != MANIFEST_SCHEMA:  # (a manifest of another version of fixpack)
+            said = f"its schema is {_short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
+            raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
+                                    "revert with the fixpack that wrote it, or remove it and restore the image")
         problem = _manifest_problem(data)
         if problem:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
@@ -401,16 +406,9 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def load_json(raw: bytes, path: Path) -> Any:
-    """JSON from a state file's bytes; DamagedStateError (exit 3) naming ``path`` when it is not."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+def _short(text: str, most: int = 40) -> str:
+    """``text`` cut to ``most`` characters for a message (a planted value may be any length)."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
 
 
 def sha_or_none(value: Any) -> bool:
@@ -435,8 +433,10 @@ def _files_problem(files: Any, what: str) -> str | None:
 
 
 def _manifest_fix_problem(f: Any) -> str | None:
-    if not isinstance(f, dict) or not isinstance(f.get("id"), str) or not _ID.match(f["id"]):
+    if not isinstance(f, dict) or not isinstance(f.get("id"), str):
         return "not an object with a fix id"
+    if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
+        return f"fix id {_short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
         return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
     if not is_int(f.get("version")) or not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
@@ -463,13 +463,13 @@ def _manifest_problem(data: Any) -> str | None:
         if f["state"] == "applied":
             applied_files |= set(f["files"])
     problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
-    if problem:
-        return problem
-    if set(files) != applied_files:
-        # each run writes 'files' as the union of its applied fixes' files: an entry was removed or edited
-        return "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
-    return next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
-                 if k in data and not isinstance(data[k], str)), None)
+    if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
+        problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
+    problem = problem or next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
+                               if k in data and not isinstance(data[k], str)), None)
+    name = data.get("profile", "")  # (a profile name is a file name too: at most 100 characters)
+    long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
+    return problem or (f"profile {_short(name)!r} is no profile name: {long}" if long else None)
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
@@ -479,7 +479,7 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
     owned: dict[str, str] = {}
     for n, c in enumerate(comps, 1):
         if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
-                not isinstance(c["id"], str) or not _ID.match(c["id"]) or not isinstance(c["version"], str):
+                not isinstance(c["id"], str) or not ID_RE.match(c["id"]) or not isinstance(c["version"], str):
             return f"component entry {n}: not an object with id, version, dist_info and files"
         where = f"component {c['id']}"
         if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:

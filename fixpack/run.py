@@ -206,7 +206,13 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
     file its patch does not touch: each run writes an entry's files from its patch, so a file added there by
     hand would be taken for the fix's (revert would leave it, status would hash it). The fix's paths are
     the lock's when the lock fingerprinted this very change (no patch is parsed), else its patch's. A fix
-    this pack lacks, or recorded with another patch, is left to the checks that say so."""
+    this pack lacks, or recorded with another patch, is left to the checks that say so. A manifest another
+    profile wrote is MismatchError (exit 3): the image is in that profile's state, which this one does not know."""
+    if manifest.profile and manifest.profile != ctx.profile.name:
+        from .errors import MismatchError
+
+        raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
+                            f"use --profile {manifest.profile} (revert with it first to apply {ctx.profile.name})")
     for entry in manifest.fixes:
         fix = ctx.pack.fixes.get(entry.id)
         if fix is None or not fix.recorded_as(entry.patch_sha256):

@@ -10,10 +10,24 @@ the tool's own state folder. Two spellings of one file would otherwise be two ke
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 STATE_DIR = ".fixpack"
+
+
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ID_MAX = 100  # characters: a fix or profile name is part of file names (.rebase/<name>.undo.json, reports)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a fix id or profile name (None when it can)."""
+    if not isinstance(name, str) or not ID_RE.fullmatch(name):
+        return "names are lower-case letters, digits, '.', '_', '-', starting with a letter or digit"
+    if len(name) > ID_MAX:
+        return f"{len(name)} characters, more than the {ID_MAX} a name may have"
+    return None
 
 
 def path_problem(path: str) -> str | None:

@@ -37,12 +37,14 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from . import __version__
+from .documents import TOO_DEEP, loads_json
 from .errors import BadInputError, MismatchError
 from .model import Fix
 from .outputs import check_file, refuse_inside, write_failed
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
+from .safepath import not_a_file, read_regular
 from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
@@ -237,7 +239,7 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
         return SbomResult(None, text, False)
     if out.is_file():
         try:
-            if json.loads(out.read_text("utf-8")).get("serialNumber") == json.loads(text)["serialNumber"]:
+            if loads_json(out.read_text("utf-8")).get("serialNumber") == json.loads(text)["serialNumber"]:
                 return SbomResult(out, text, False)
         except (ValueError, UnicodeDecodeError, AttributeError):
             pass
@@ -258,17 +260,23 @@ def load_sbom(path: Path) -> Any:
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
+    what = not_a_file(path)  # read nothing first: a FIFO would block the read for ever
+    if what is not None:
+        raise BadInputError(f"the SBOM {path} is {what}, not a regular file; give the SBOM file itself")
     try:
-        text = path.read_text("utf-8")
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
     try:
+        doc = loads_json(text)
         errors = list(JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True) or ())
     except ValueError as exc:  # not JSON at all
         raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {exc}") from exc
+    except RecursionError:  # JSON, nested deeper than the schema's (recursive) check can follow
+        raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {TOO_DEEP}") from None
     if errors:
         raise BadInputError(f"{path} is not a valid CycloneDX 1.6 document: {schema_errors([e.data for e in errors])}")
-    return json.loads(text)
+    return doc
 
 
 def schema_errors(errors: list[Any], most: int = 3) -> str:

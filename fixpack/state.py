@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import stat
@@ -30,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from .documents import load_json, loads_json
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
     TMP_SUFFIX,
@@ -48,7 +48,7 @@ from .fsio import (
     unlink,
 )
 from .kept import owned_by_us
-from .records import Kept, Manifest, is_int, kept_map, kept_problem, load_json, sha_or_none
+from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
 from .safepath import link_on_the_way, path_problem
 from .structs import dataclass, field, replace
 
@@ -178,10 +178,10 @@ def journal_named(raw: bytes) -> dict[str, bool]:
     false). ``raw``: the journal's bytes, read (never trusted) only to name files: only canonical paths of the
     target are kept, never the manifest; {} when none can be read."""
     try:
-        listed = [(e["path"], e.get("existed") is not False) for e in json.loads(raw)["entries"]]
+        listed = [(e["path"], e.get("existed") is not False) for e in loads_json(raw)["entries"]]
         return {p: existed for p, existed in listed
                 if isinstance(p, str) and not _MANIFEST_NAME.match(p) and not path_problem(p)}
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return {}
 
 

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .documents import loads_json
 from .errors import BadInputError, MismatchError
 from .gitutil import head_commit
 from .model import Pin, TargetSpec
@@ -85,7 +86,7 @@ def installed_root(spec: TargetSpec) -> Path | None:
 
 def _direct_url(text: str | None) -> dict[str, Any]:
     try:
-        data = json.loads(text or "{}")
+        data = loads_json(text or "{}")
     except json.JSONDecodeError:
         return {}
     return data if isinstance(data, dict) else {}

@@ -114,3 +114,50 @@ def test_a_patched_path_that_is_no_regular_file_is_named_for_what_it_is(builder,
     assert not (image / ".fixpack").exists()
     if before is not None:
         assert snapshot(image) == before
+
+
+PATCH_WHAT = {"fifo": "is a FIFO (named pipe), not a regular file", "folder": "is a folder, not a regular file",
+              "link": "is a symbolic link to /etc/passwd: a patch is read only from the fix's own folder, never "
+                      "through a link",
+              "link to a patch": "is a symbolic link to other.patch: a patch is read only from the fix's own "
+                                 "folder, never through a link"}
+
+
+@pytest.mark.parametrize("kind", sorted(PATCH_WHAT))
+def test_a_patch_file_that_is_no_regular_file_is_named_unread(builder, kind):
+    """Found by a fresh user: a FIFO or a folder for a patch was "does not exist", and a patch that is a
+    symbolic link was read through it (to /etc/passwd: "the patch changes no file"). A patch is read from the
+    fix's folder only, as a [binary] source is: a link, even to a file beside it, is refused unread."""
+    clean = _pack(builder)
+    folder = builder.pack / "fixes" / "one"
+    patch = folder / "0001-change.patch"
+    if kind.startswith("link"):
+        (folder / "other.patch").write_bytes(patch.read_bytes())
+        patch.unlink()
+        patch.symlink_to("other.patch" if kind == "link to a patch" else "/etc/passwd")
+    else:
+        _plant(patch, kind)
+    with pytest.raises(PackError) as exc:
+        engine.status(builder.request(clean))
+    assert exc.value.exit_code == 2 and f"patch '0001-change.patch' in {folder} {PATCH_WHAT[kind]}" in str(exc.value)
+    assert "does not exist" not in str(exc.value) and "changes no file" not in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo", "folder"])
+def test_a_series_that_is_no_regular_file_is_named_unread(builder, kind):
+    """Found by a fresh user: fixes/series as a symbolic link to a FIFO was "no series file"."""
+    clean = _pack(builder)
+    series = builder.pack / "fixes" / "series"
+    series.unlink()
+    if kind == "link to a fifo":
+        os.mkfifo(builder.base / "fifo")
+        series.symlink_to(builder.base / "fifo")
+    else:
+        _plant(series, kind.split()[-1])
+    with pytest.raises(PackError) as exc:
+        engine.status(builder.request(clean))
+    what = f"a symbolic link to {builder.base / 'fifo'}, which is a FIFO (named pipe)" if kind == "link to a fifo" \
+        else WHAT[kind].removeprefix("is ")
+    assert f"{series}: is {what}, not a regular file (put the series file itself there)" in str(exc.value), \
+        str(exc.value)
+    assert "no series file" not in str(exc.value)

@@ -76,3 +76,15 @@ def test_the_same_image_gives_the_same_document(builder, plugin_wheel, tmp_path)
     clean = [subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env={**env, "PYTHONPATH": str(REPO)},
                             capture_output=True, text=True).stdout for _ in range(2)]
     assert clean[0] == clean[1] and "timestamp" not in json.loads(clean[0])["metadata"]
+
+
+def test_a_fifo_for_the_sbom_is_refused_unread(tmp_path):
+    """`verify --sbom FIFO` waited for ever for a writer (found by a fresh user): it is named, never opened."""
+    fifo = tmp_path / "sbom.json"
+    os.mkfifo(fifo)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "verify", "--sbom", str(fifo), "-p", "v0.30.0",
+                        "--target", "vllm", "--root", f"vllm={tmp_path}"], env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == f"fixpack: error: the SBOM {fifo} is a FIFO (named pipe), not a regular file; " \
+        "give the SBOM file itself\n", r.stderr

@@ -378,3 +378,33 @@ def test_a_file_added_by_hand_to_a_fix_entry_of_the_manifest_is_damaged_state(wo
     with pytest.raises(FixpackError) as exc:
         sbom.sbom(b.request(target), None)
     assert exc.value.exit_code == 3 and f"line {line}: fix one's entry names {added}" in str(exc.value)
+
+
+MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, "another patch", a 5 KB line)
+    "another schema": ({"schema": 99}, "its schema is 99; this fixpack (", ") reads schema 1 only; revert with the "
+                       "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
+    "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
+                        "p1's; use --profile v0.31.0 (revert with it first to apply p1)", ""),
+    "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: profile 'pppp", "... (5000 "
+                                "characters)' is no profile name: 5000 characters, more than the 100 a name may have"),
+    "a fix id too long": ({"id": "a" * 5000}, "not a valid fixpack manifest: fix entry 1: fix id 'aaaa", "... (5000 "
+                          "characters)' is no fix id: 5000 characters, more than the 100 a name may have"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MANIFEST))
+def test_a_manifest_of_another_schema_profile_or_with_a_long_id_is_refused(world, case):
+    b, target, outside = world
+    change, said, then = MANIFEST[case]
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    if "id" in change:
+        m["fixes"][0]["id"] = change["id"]
+    else:
+        m.update(change)
+    path.write_text(json.dumps(m))
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and said in message and then in message and len(message) < 400, (name, code, message)
+        assert _everything(target, outside) == before, f"{name} changed files"

@@ -1,0 +1,148 @@
+"""The one place the engine parses JSON and TOML text (the state's manifest and journal, locks, SBOMs, a
+rebase's files, profiles, ``fix.toml``): a document nested deeper than the parser can follow (Python's
+recursion limit) is refused as one more malformed document, a :class:`json.JSONDecodeError` or
+``tomllib.TOMLDecodeError`` that each caller's handler already turns into its file's error (exit 2 for the
+pack, 3 for the state), with the line where the nesting gets too deep; never a RecursionError (exit 1).
+And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``):
+something there that is no regular file is named, unread."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from .errors import Collector, DamagedStateError
+from .safepath import not_a_file, read_regular
+
+TOO_DEEP = "nested too deeply to read"
+_NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
+
+
+class TooDeepTomlError(tomllib.TOMLDecodeError):
+    """A TOML document nested too deeply; its message names the line and column, as tomllib's own do."""
+
+    def __init__(self, msg: str) -> None:
+        ValueError.__init__(self, msg)  # (TOMLDecodeError's own signature differs between versions)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads``, with a document nested too deeply a :class:`json.JSONDecodeError` (a ValueError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError(TOO_DEEP, doc, too_deep_at(doc, toml=False)) from None
+
+
+def load_json(raw: bytes, path: Path) -> Any:
+    """JSON from a state file's bytes; DamagedStateError (exit 3) naming ``path`` when it is not."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedStateError(path, f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
+    try:
+        return loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise DamagedStateError(path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+
+
+def loads_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, with a document nested too deeply a ``TOMLDecodeError`` naming its line."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        at = too_deep_at(text, toml=True)
+        line = text.count("\n", 0, at) + 1
+        raise TooDeepTomlError(f"{TOO_DEEP} (at line {line}, column {at - text.rfind(chr(10), 0, at)})") from None
+
+
+def too_deep_at(text: str, toml: bool) -> int:
+    """The offset in ``text`` where arrays, objects or inline tables first nest past ``_NAMED_AT`` levels
+    (else the deepest point): strings and (TOML) comments skipped, a line's best guess for a message."""
+    depth = deepest = at = 0
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 1
+            elif c == quote or c == "\n":
+                quote = ""
+        elif c == '"' or (toml and c == "'"):
+            quote = c
+        elif toml and c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, i
+                if depth > _NAMED_AT:
+                    return i
+        elif c in "]}":
+            depth -= 1
+        i += 1
+    return at
+
+
+def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | None:
+    """A profile, ``fix.toml`` or ``variant.toml``: its data and text, or None with the problem added to
+    ``errors``. Something there that is no regular file (a FIFO would block the read) is named, unread."""
+    raw = read_pack_file(path, errors, "TOML file")
+    if raw is None:
+        return None
+    if b"\r\n" in raw:
+        errors.add("CRLF line endings", path, raw.count(b"\n", 0, raw.find(b"\r\n")) + 1, "convert to LF")
+    text = utf8_text(raw, path, errors)
+    if text is None:
+        return None
+    try:
+        return loads_toml(text), text
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
+        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else end, "fix the syntax")
+        return None
+
+
+def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None) -> bytes | None:
+    """The bytes of a pack file, or None with the problem added to ``errors``: something there that is no
+    regular file (a link to one is read) named unread, since a FIFO would block the read; ``missing``: the
+    problem and hint for no file at all (else a missing file is a read that fails)."""
+    what = not_a_file(path)
+    if what is not None:
+        errors.add(f"is {what}, not a regular file", path, None, f"put the {kind} itself there")
+    elif missing is not None and not os.path.lexists(path):
+        errors.add(missing[0], path, None, missing[1])
+    else:
+        try:
+            return read_regular(path)
+        except OSError as exc:
+            errors.add(f"cannot read: {exc.strerror}", path)
+    return None
+
+
+def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
+    """``raw`` as UTF-8 text, or None with a problem that names the line and byte offset of the first
+    byte that is not UTF-8 (TOML and the series are UTF-8 by definition). A UTF-8 byte order mark is named
+    as such, and the text read without it (its lines are not then reported one by one)."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        errors.add("a UTF-8 byte order mark (BOM) opens the file", path, 1,
+                   "remove it: save the file as UTF-8 without a BOM")
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        errors.add(f"bytes that are not UTF-8 at byte offset {exc.start}", path, raw.count(b"\n", 0, exc.start) + 1,
+                   "save the file as UTF-8")
+        return None
