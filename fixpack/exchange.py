@@ -30,6 +30,7 @@ from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progname import command as _command
+from .progname import pack_words
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .states import State
@@ -142,8 +143,8 @@ def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
                     f"{file}:{line}: the mail changes binary file {fp.path} (at its line {fp.diff_line}), and binary "
                     f"files are changed only where fix.toml declares them ([binary] \"{fp.path}\" = \"patch\"); a new "
                     f"fix has no fix.toml yet: import the mail without that file's section, then "
-                    f"`{_command('edit', fix.id)} --profile P`, declare it in fixes/{fix.id}/fix.toml, commit the "
-                    f"file and refresh")
+                    f"`{_command('edit', fix.id, *pack_words(fix.folder.parent.parent))} --profile P`, declare it in "
+                    f"fixes/{fix.id}/fix.toml, commit the file and refresh")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:

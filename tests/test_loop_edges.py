@@ -22,6 +22,7 @@ from fixpack.exchange import export, import_mails
 from fixpack.loader import load_pack
 from fixpack.pack_tools import stale_patches
 from fixpack.patchmail import read_mail
+from fixpack.progname import program
 
 
 def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
@@ -293,7 +294,7 @@ def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abo
 
     r = cli("check")  # it said only "the lock is stale ... Regenerate it", which would seal the half write
     assert r.returncode == 2 and ".fixpack: a refresh or import was killed while writing the pack" in r.stdout, r.stdout
-    assert "fixpack edit --abort" in r.stdout
+    assert f"{program()} edit --abort --pack {builder.pack}` (or the next refresh" in r.stdout, r.stdout
     r = cli("edit", "--abort", "b")  # giving the edit up gives the pack back as it was
     assert r.returncode == 0, r.stderr
     assert snapshot(builder.pack) == before and not (builder.pack / ".fixpack").exists()
