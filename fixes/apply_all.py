@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Apply the fix pack to this image (the path the recipes document): same as ../apply_all.py."""
+import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# os.path, not pathlib: less to import before the Ctrl-C guard (fixpack.entry) is in place
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
 def missing(exc: ModuleNotFoundError) -> None:  # the image lacks what apply needs: say what to install
@@ -12,12 +13,13 @@ def missing(exc: ModuleNotFoundError) -> None:  # the image lacks what apply nee
     raise SystemExit(5) from None
 
 
-try:
-    from fixpack.cli_fast import main as fast_main
-except ModuleNotFoundError as exc:
-    missing(exc)
+def run() -> None:
+    from pathlib import Path
 
-if __name__ == "__main__":
+    try:
+        from fixpack.cli_fast import main as fast_main
+    except ModuleNotFoundError as exc:
+        missing(exc)
     pack = Path(__file__).resolve().parent.parent
     fast_main(sys.argv[1:], {"pack_root": str(pack)}, "apply")  # exits when it ran the command
     try:
@@ -25,3 +27,13 @@ if __name__ == "__main__":
     except ModuleNotFoundError as exc:
         missing(exc)
     apply_all_main(pack_root=pack)
+
+
+if __name__ == "__main__":
+    try:  # Ctrl-C while the tool imports: exit 5 with one line, no traceback (fixpack.entry)
+        from fixpack.entry import guarded
+    except KeyboardInterrupt:
+        from fixpack.entry import refuse_interrupt
+
+        refuse_interrupt(sys.argv[1:], "apply")
+    guarded(run, sys.argv[1:], "apply")

@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import sys
 
-if __name__ == "__main__":  # `python -m fixpack.cli apply|status|revert ...` with plain options: no click needed
-    from fixpack.cli_fast import main as fast_main
+if __name__ == "__main__":  # `python -m fixpack.cli ...`: Ctrl-C while it imports is exit 5 (fixpack.entry)
+    try:
+        from fixpack.entry import guarded
+    except KeyboardInterrupt:
+        from fixpack.entry import refuse_interrupt
 
-    fast_main()  # exits when it ran the command; returns when click must parse the command line
+        refuse_interrupt(sys.argv[1:])
+
+    def _main() -> None:
+        from fixpack.cli_fast import main as fast_main
+
+        fast_main()  # apply|status|revert with plain options: no click needed (exits when it ran the command)
+        from fixpack.cli import main as click_main  # the module proper (this one stops here)
+
+        click_main()
+
+    guarded(_main, sys.argv[1:])
 
 import importlib
 from collections.abc import Callable
@@ -213,6 +226,3 @@ def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None)
     except SystemExit as exc:
         raise SystemExit(exc.code if isinstance(exc.code, int) else 2) from None
 
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -29,7 +29,7 @@ CACHE_OPTION = click.option("--cache", type=click.Path(file_okay=False, path_typ
                             help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 
 
-def _started(as_json: bool, command: str, profile: str, state: Any) -> None:
+def _started(as_json: bool, command: str, profile: str, state: Any, pack_root: Path) -> None:
     if as_json:
         emit_json(envelope(command, profile, fix=state.fix, work=state.work, target=state.target,
                            after=state.after, new=state.new))
@@ -37,7 +37,11 @@ def _started(as_json: bool, command: str, profile: str, state: Any) -> None:
     click.echo(f"work tree: {state.work}")
     click.echo(f"  the clean {state.target} release (tag fixpack-upstream), the fixes before {state.fix} (tag "
                f"fixpack-base), then {'no commit yet' if state.new else 'its patches, one commit each'}", err=True)
-    click.echo(f"  change it with git (commit, amend, add commits), then: fixpack refresh {state.fix}", err=True)
+    from .progname import command as program_command
+    from .progname import pack_words
+
+    refresh = program_command("refresh", state.fix, *pack_words(pack_root))
+    click.echo(f"  change it with git (commit, amend, add commits), then: {refresh}", err=True)
 
 
 @click.command("edit", short_help="Open a fix as a git work tree (or --abort one).", epilog="""\b
@@ -72,7 +76,7 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
         else:
             click.echo(f"removed {gone}")
         return
-    _started(as_json, "edit", profile, state)
+    _started(as_json, "edit", profile, state, root)
 
 
 @click.command("new", short_help="Start a new fix in a git work tree.", epilog="""\b
@@ -97,10 +101,11 @@ def new_cmd(fix_id: str, profile: str, target: str, after: str, opt_in: bool, ro
     from . import editwork
 
     with outcome(as_json, "new", profile):
-        state = editwork.start(pack_root or default_pack_root(), profile, fix_id, new=True, target=target,
+        root = pack_root or default_pack_root()
+        state = editwork.start(root, profile, fix_id, new=True, target=target,
                                after=after, opt_in=opt_in, cache=cache, roots=parse_roots(roots),
                                progress=CliProgress())
-    _started(as_json, "new", profile, state)
+    _started(as_json, "new", profile, state, root)
 
 
 def print_refreshed(done: Any, as_json: bool, command: str) -> None:

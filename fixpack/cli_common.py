@@ -19,6 +19,7 @@ import click
 
 from .cli_fast import OPTIONS, seconds_value
 from .cli_plain import (
+    argv_profile,
     default_pack_root,
     deliver,
     error_document,
@@ -191,15 +192,6 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
         fail(exc, as_json, command, profile, dry_run)
 
 
-def _argv_profile(argv: list[str]) -> str:
-    for i, arg in enumerate(argv):
-        if arg in ("--profile", "-p") and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--profile="):
-            return arg.partition("=")[2]
-    return ""
-
-
 DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver
 HELP_OPTIONS = ("-h", "--help")
 
@@ -246,11 +238,11 @@ class JsonUsageErrors:
         try:
             rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
-            doc = error_document(self.command_name(argv), _argv_profile(argv), f"usage: {exc.format_message()}",
+            doc = error_document(self.command_name(argv), argv_profile(argv), f"usage: {exc.format_message()}",
                                  exit_code(exc), "--dry-run" in argv)
             sys.exit(deliver(lambda: emit_json(doc), exit_code(exc)))
         except click.exceptions.Abort:
-            doc = error_document(self.command_name(argv), _argv_profile(argv), "aborted", 1, "--dry-run" in argv)
+            doc = error_document(self.command_name(argv), argv_profile(argv), "aborted", 1, "--dry-run" in argv)
             sys.exit(deliver(lambda: emit_json(doc), 1))
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)

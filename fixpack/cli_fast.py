@@ -141,13 +141,13 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
     as_json, profile = params.pop("as_json"), params["profile"]
     dry_run = command == "status" or params.get("dry_run", False)
     try:
-        from . import engine
+        try:  # Ctrl-C while the engine is imported, too: exit 5 with its line, no traceback
+            from . import engine
 
-        roots = split_roots(params.pop("roots"))
-        assert not isinstance(roots, str)  # checked by parse
-        req = engine.Request(pack_root=params.pop("pack_root") or default_pack_root(), roots=roots,
-                             env_root=params.pop("copies_root"), progress=PlainProgress(), **params)
-        try:
+            roots = split_roots(params.pop("roots"))
+            assert not isinstance(roots, str)  # checked by parse
+            req = engine.Request(pack_root=params.pop("pack_root") or default_pack_root(), roots=roots,
+                                 env_root=params.pop("copies_root"), progress=PlainProgress(), **params)
             report = getattr(engine, command)(req)
         except KeyboardInterrupt:
             raise interrupted(command) from None

@@ -26,7 +26,7 @@ from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
 from .errors import EXIT_BAD_INPUT, BadInputError
-from .progname import command
+from .progname import command, pack_words
 from .runlock import pack_lock
 
 CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack)."
@@ -267,9 +267,9 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                 raise BadInputError(f"unknown fix {fid!r} in the pack at {root}")
             target = fixes[fid].target
             if target not in parsed or not profile:
-                raise BadInputError(f"{fid}: no work tree of it (`{command('edit', fid)} --profile P` makes one); to "
-                                    f"refresh it on its chain give --profile P --root {target}=PATH (a clean release "
-                                    f"copy)")
+                edit = command("edit", fid, *pack_words(root))
+                raise BadInputError(f"{fid}: no work tree of it (`{edit} --profile P` makes one); to refresh it on "
+                                    f"its chain give --profile P --root {target}=PATH (a clean release copy)")
             path = fixes[fid].for_profile(profile).patches[0].path if fixes[fid].patches else None
             before = path.read_bytes() if path is not None and path.is_file() else None
             with pack_lock(root):  # one writer of the pack at a time

@@ -81,6 +81,16 @@ def error_document(command: str, profile: str, message: str, code: int, dry_run:
     return envelope(command, profile, code, message)
 
 
+def argv_profile(argv: list[str]) -> str:
+    """The ``--profile`` (``-p``) a command line gives, for an error document written before it is parsed."""
+    for i, arg in enumerate(argv):
+        if arg in ("--profile", "-p") and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--profile="):
+            return arg.partition("=")[2]
+    return ""
+
+
 def default_pack_root() -> Path:
     """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
     its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not

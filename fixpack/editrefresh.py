@@ -97,11 +97,12 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     except ConflictError as exc:
         moved = _base_changed(pack, state)
         if moved:
-            from .progname import command  # only when a message names it
+            from .progname import command, pack_words  # only when a message names it
 
             exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
                         f"({', '.join(moved)}): its commits are on the old ones. Keep them (git format-patch "
-                        f"{BASE_TAG}), `{command('edit', '--abort', fix_id)}`, edit it again and apply them there "
+                        f"{BASE_TAG}), `{command('edit', '--abort', fix_id, *pack_words(pack_root))}`, edit it "
+                        f"again and apply them there "
                         f"(git am -3), then refresh",)
         raise
     if state.new:

@@ -29,6 +29,7 @@ from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
 from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
+from .progname import pack_words
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .safepath import STATE_DIR, name_problem
@@ -116,11 +117,11 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
         state = EditState(**loads_json(path.read_text("utf-8")))
     except (ValueError, TypeError) as exc:
         raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
-                            f"`{_command('edit', '--abort', fix_id)}`") from exc
+                            f"`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`") from exc
     if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
         raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
                             f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
-                            f"`{_command('edit', '--abort', fix_id)}`")
+                            f"`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`")
     return state
 
 
@@ -153,7 +154,8 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     view = pack.for_profile(prof.name)
     if find(pack_root, fix_id) is not None or (work_folder(pack_root) / fix_id).exists():
         raise BadInputError(f"an edit of {fix_id} is in progress in {pack_root / WORK_DIR / fix_id}: refresh it "
-                            f"(fixpack refresh {fix_id}) or drop it (fixpack edit --abort {fix_id})")
+                            f"(`{_command('refresh', fix_id, *pack_words(pack_root))}`) or drop it "
+                            f"(`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`)")
     if new:
         target, after = check_new(view, prof, fix_id, target, after, opt_in)
         before = _before_new(view, prof, target, after)
@@ -195,9 +197,11 @@ def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None
     if root is None:
         return release.fetch(spec, cache, progress=progress)
     if (root / STATE_DIR).exists():
+        pack = pack_words(prof.path.parent.parent)
         raise MismatchError(f"--root {target}={root} is not a clean release copy: fixpack has applied fixes there "
                             f"({root / STATE_DIR}); give the clean copy "
-                            f"(`{_command('fetch', '--profile', prof.name, '--target', target)}` prints it), or revert "
+                            f"(`{_command('fetch', '--profile', prof.name, '--target', target, *pack)}` prints it), "
+                            f"or revert "
                             f"that tree first")
     found = FoundTarget(spec, root, *read_facts(spec, root), "--root")
     check_pin(found)
@@ -212,7 +216,8 @@ def _listed(view: Pack, prof: Profile, fix_id: str) -> Fix:
     if fix_id not in prof.default + prof.opt_in:
         known = ", ".join(prof.default + prof.opt_in)
         raise BadInputError(f"{fix_id} is not a fix of profile {prof.name} ({known}); "
-                            f"`{_command('new', fix_id, '--profile', prof.name)} --target T` starts a new one")
+                            f"`{_command('new', fix_id, '--profile', prof.name, *pack_words(view.root))} --target T` "
+                            f"starts a new one")
     return view.fixes[fix_id]
 
 
@@ -221,7 +226,7 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
     _refuse_reserved(view, fix_id)
     if fix_id in view.fixes or (view.root / "fixes" / fix_id).exists():
         raise BadInputError(f"fix {fix_id} exists already (fixes/{fix_id}): "
-                            f"`{_command('edit', fix_id, '--profile', prof.name)}` changes it")
+                            f"`{_command('edit', fix_id, '--profile', prof.name, *pack_words(view.root))}` changes it")
     names = [t.name for t in prof.targets]
     if target not in names:
         raise BadInputError(f"--target {target!r} is not a target of profile {prof.name} ({', '.join(names)})")

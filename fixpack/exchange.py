@@ -30,6 +30,7 @@ from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progname import command as _command
+from .progname import pack_words
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .states import State
@@ -142,8 +143,8 @@ def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
                     f"{file}:{line}: the mail changes binary file {fp.path} (at its line {fp.diff_line}), and binary "
                     f"files are changed only where fix.toml declares them ([binary] \"{fp.path}\" = \"patch\"); a new "
                     f"fix has no fix.toml yet: import the mail without that file's section, then "
-                    f"`{_command('edit', fix.id)} --profile P`, declare it in fixes/{fix.id}/fix.toml, commit the "
-                    f"file and refresh")
+                    f"`{_command('edit', fix.id, *pack_words(fix.folder.parent.parent))} --profile P`, declare it in "
+                    f"fixes/{fix.id}/fix.toml, commit the file and refresh")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:
@@ -216,8 +217,9 @@ def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str:
 def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, target: str = "") -> list[Path]:
     """Write the chain of ``profile`` with the named opt-ins (in series order) to ``out`` as numbered
     ``git format-patch`` files (``NNNN-<fix>-<patch>``, the pack's bytes) and a ``series`` file listing
-    them: the same bytes on every run. Raises BadInputError for an unknown opt-in, a missing ``requires``,
-    a selected ``conflicts``, or ``out`` holding files an export does not write."""
+    them: the same bytes on every run, and a record (:data:`RECORD`) of each file's sha256. Raises
+    BadInputError for an unknown opt-in, a missing ``requires``, a selected ``conflicts``, or ``out``
+    holding a file the record of an earlier export does not list with its bytes."""
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -279,16 +281,26 @@ def _check_selection(chain: tuple[Fix, ...]) -> None:
                                                  f"conflicts with {', '.join(clash)}") + ": change the selection")
 
 
-def _exported(out: Path) -> set[str]:
-    """The patch files an earlier export into ``out`` wrote (its ``series`` lists them): the only ones a new
-    export may replace or remove, as numbered as an export numbers them; any other file there is someone's
-    own."""
-    try:
-        listed = (out / "series").read_text("utf-8").split()
-    except (OSError, UnicodeDecodeError):
+RECORD = ".fixpack-export"  # in --out: each file an export wrote there, its sha256 and name
+
+
+def _recorded(out: Path) -> set[tuple[str, str]]:
+    """The (name, sha256) of each file the record of an earlier export into ``out`` lists: the only files a
+    new export may replace or remove, and only while they hold those bytes (a file a user wrote, or changed
+    since, is never touched). No record (a folder an export never wrote), none."""
+    record = out / RECORD
+    if record.is_symlink() or not record.is_file():
         return set()
-    ours = all(re.fullmatch(rf"{i:04d}-[^/]+\.patch", n) for i, n in enumerate(listed, 1))
-    return set(listed) if ours else set()  # a quilt series, say, lists someone's own patches
+    pairs = set()
+    for line in record.read_bytes().decode("utf-8", "replace").splitlines():
+        sha, sep, name = line.partition("  ")
+        if sep and re.fullmatch(r"[0-9a-f]{64}", sha) and name not in ("", ".", "..", RECORD) and "/" not in name:
+            pairs.add((name, sha))
+    return pairs
+
+
+def _record_text(pairs: set[tuple[str, str]]) -> bytes:
+    return "".join(f"{sha}  {name}\n" for name, sha in sorted(pairs)).encode()
 
 
 def _write_out(out: Path, files: dict[str, bytes]) -> None:
@@ -302,19 +314,37 @@ def _write_out(out: Path, files: dict[str, bytes]) -> None:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> None:
-    stale = sorted(p for p in out.iterdir()) if out.is_dir() else []
-    ours = _exported(out)
-    foreign = [p.name for p in stale if p.name != "series" and not (p.is_file() and p.name in ours)]
+    """Write ``files`` into ``out``, replacing or removing only what the record of an earlier export lists
+    (byte for byte); refused, with nothing written, when ``out`` holds anything else. The record is
+    written first listing the old files and the new ones, and last listing only the new: an export
+    stopped half-way leaves no file that the record does not vouch for."""
+    present = sorted(out.iterdir()) if out.is_dir() else []
+    record = _recorded(out)
+    old: set[tuple[str, str]] = set()
+    foreign = []
+    for path in present:
+        if path.name == RECORD and path.is_file() and not path.is_symlink():
+            continue
+        data = None if path.is_symlink() or not path.is_file() else path.read_bytes()
+        mine = data is not None and (path.name, sha256_bytes(data)) in record
+        if mine:
+            old.add((path.name, sha256_bytes(data or b"")))
+        elif data is None or data != files.get(path.name):  # the very bytes this export writes lose nothing
+            foreign.append(path.name)
     if foreign:
-        # a series there that an export did not write (a quilt series, say) vouches for none of its files
-        why = ("its `series` is not one an export writes (that lists only NNNN-<fix>-<patch>.patch files)"
-               if (out / "series").is_file() and not ours else "not listed in the `series` an export wrote there")
-        raise BadInputError(f"--out {out} holds files an export does not write ({', '.join(foreign[:5])}): {why}; "
-                            f"give an empty or new folder")
-    for path in stale:
-        if path.name not in files:
+        more = f", and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        raise BadInputError(f"--out {out} holds files no earlier export wrote, or that changed since one did "
+                            f"({', '.join(foreign[:5])}{more}): an export replaces or removes only the files its "
+                            f"record {RECORD} lists, byte for byte; give a new or empty folder, or move those "
+                            f"files away; nothing was written")
+    new = {(name, sha256_bytes(data)) for name, data in files.items()}
+    atomic_write(out / RECORD, _record_text(old | new))
+    for path in present:
+        if path.name not in files and path.name != RECORD:
             remove_file(path)
     for name, data in files.items():
         dest = out / name
         if not dest.is_file() or dest.read_bytes() != data:
             atomic_write(dest, data)
+    if old - new:
+        atomic_write(out / RECORD, _record_text(new))

@@ -87,8 +87,11 @@ def _killed_write(root: Path) -> list[Finding]:
 
     if not leftover_journal(root):
         return []
+    from .progname import command, pack_words  # only when a message names it
+
     return [Finding(STATE_DIR, None, "a refresh or import was killed while writing the pack: it is half written",
-                    "`fixpack edit --abort` (or the next refresh or import) rolls it back; then refresh again")]
+                    f"`{command('edit', '--abort', *pack_words(root))}` (or the next refresh or import) rolls it "
+                    f"back; then refresh again")]
 
 
 def _rel(root: Path, path: Path | None) -> str:

@@ -64,9 +64,26 @@ def run_words(targets: Iterable[str] = (), roots: Mapping[str, Path] | None = No
     return words + (["--copies", os.path.abspath(copies)] if copies is not None else [])
 
 
+def pack_words(pack_root: Path) -> list[str]:
+    """``--pack PACK`` (absolute) for a suggested command, unless ``pack_root`` is the pack that command
+    would use without it (``$FIXPACK_PACK`` when set, else
+    :func:`fixpack.cli_plain.default_pack_root`): so that it acts on the pack in use, not the checkout's."""
+    from .cli_plain import default_pack_root  # only when a message names a command
+    from .errors import BadInputError
+
+    given = os.environ.get("FIXPACK_PACK")
+    try:
+        default = Path(given) if given else default_pack_root()
+    except BadInputError:  # no pack found by itself: the command needs --pack
+        default = None
+    if default is not None and _same(default, pack_root):
+        return []
+    return ["--pack", os.path.abspath(pack_root)]
+
+
 def command(*words: str) -> str:
     """``program()`` followed by ``words`` (a subcommand and its arguments), each quoted for a POSIX shell."""
     return " ".join([program(), *(shlex.quote(w) for w in words)])
 
 
-__all__ = ["command", "program", "run_words"]
+__all__ = ["command", "pack_words", "program", "run_words"]

@@ -267,12 +267,13 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
     (tmp_path / "bad.patch").write_text(mail_patch(tmp_path, numbered(5), "x\n").replace("@@ -1,5 +1 @@", "@@ -1,5"))
     cases = [
         # the commands a message names are this program's, as run here (not a bare `fixpack` off PATH)
+        # (and the pack in use, --pack, when it is not the one the command would find by itself)
         (["edit", "nosuch", "-p", "p1"], f"nosuch is not a fix of profile p1 (a, b, c); `{program()} new nosuch "
-                                         f"--profile p1 --target T` starts a new one"),
+                                         f"--profile p1 --pack {builder.pack} --target T` starts a new one"),
         (["new", "a", "-p", "p1", "--target", "demo"], f"fix a exists already (fixes/a): `{program()} edit a "
-                                                       f"--profile p1` changes it"),
+                                                       f"--profile p1 --pack {builder.pack}` changes it"),
         (["edit", "--abort"], "no edit in progress"),
-        (["refresh", "b"], f"no work tree of it (`{program()} edit b --profile P` makes one)"),
+        (["refresh", "b"], f"no work tree of it (`{program()} edit b --pack {builder.pack} --profile P` makes one)"),
         (["import", str(tmp_path / "not-a-mail.txt"), "--as", "x", "-p", "p1"], "no patch mail in it"),
         (["import", str(tmp_path / "bad.patch"), "--as", "x", "-p", "p1"], "bad.patch (mail at line 1):"),
         (["export", "-p", "p1", "nosuch", "--out", str(tmp_path / "s")], "not an opt-in fix of profile p1: nosuch"),
@@ -345,3 +346,31 @@ def test_an_edit_rolls_back_a_refresh_killed_while_writing_before_it_reads_the_p
     work = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
     assert not (builder.pack / ".fixpack").exists() and pack_bytes(builder.pack) == before
     assert "# a clearer comment" not in (work / MOD).read_text()  # fix b laid as the pack has it, not half written
+
+
+def test_edit_s_suggested_commands_are_this_program_s_with_the_pack_in_use(pack3, tmp_path):
+    """Found by a fresh user: `edit` said "then: fixpack refresh FIX" and a second edit "(fixpack refresh FIX)
+    or drop it (fixpack edit --abort FIX)", a `fixpack` that is not on PATH in the README's set-up; and
+    `import ... --as FIX --pack P` said `... edit FIX --profile V` without --pack, which would edit the
+    checkout's pack instead. Each now names the program as it runs here, with --pack when it is not the
+    pack the command finds without it."""
+    builder, clean = pack3
+    pack = builder.pack
+
+    def cli(*args, cwd=REPO):
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True,
+                              cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    r = cli("edit", "b", "-p", "p1", "--root", f"demo={clean}", "--pack", str(pack))
+    assert r.returncode == 0 and f"then: {program()} refresh b --pack {pack}\n" in r.stderr, r.stderr
+    before = snapshot(pack)
+    r = cli("edit", "b", "-p", "p1", "--root", f"demo={clean}", "--pack", str(pack))
+    assert r.returncode == 2 and (f"refresh it (`{program()} refresh b --pack {pack}`) or drop it "
+                                  f"(`{program()} edit --abort b --pack {pack}`)") in r.stderr, r.stderr
+    assert snapshot(pack) == before
+    (tmp_path / "m.patch").write_text(mail_patch(tmp_path, numbered(5), numbered(5).replace("line 2\n", "two\n")))
+    r = cli("import", str(tmp_path / "m.patch"), "--as", "a", "-p", "p1", "--pack", str(pack))
+    assert r.returncode == 2 and f"`{program()} edit a --profile p1 --pack {pack}` changes it" in r.stderr, r.stderr
+    r = cli("import", str(tmp_path / "m.patch"), "--as", "a", "-p", "p1", cwd=pack)  # the pack it finds: no --pack
+    assert r.returncode == 2 and f"`{program()} edit a --profile p1` changes it" in r.stderr, r.stderr
+    assert snapshot(pack) == before

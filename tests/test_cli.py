@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, numbered, snapshot
@@ -130,3 +131,57 @@ def test_json_failure_document_says_whether_the_run_was_a_dry_run(setup):
         r = run(*args, *common)
         doc = json.loads(r.stdout)
         assert r.returncode == 2 and not doc["ok"] and doc["dry_run"] is dry, (args, doc)
+
+
+ENTRIES = {"python -m fixpack.cli": ("-m", "fixpack.cli", "status"), "apply_all.py": (str(REPO / "apply_all.py"),),
+           "fixes/apply_all.py": (str(REPO / "fixes/apply_all.py"),),
+           "console script": ("-c", "import sys; sys.argv[0] = 'fixpack'; from fixpack.console import main; main()",
+                              "status")}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_ctrl_c_while_the_tool_imports_is_exit_5_in_one_line(setup, entry):
+    """Found by a fresh user: Ctrl-C in the first ~40 ms of `fixpack status` / `apply` (while Python imports
+    the tool: cli_fast, the engine, click) printed a traceback and exited 1, or the process died by SIGINT
+    (also after a run had ended). Now each entry point catches it (fixpack.entry): exit 5 with the one
+    `interrupted` line, nothing written, and a Ctrl-C after the run keeps the run's exit code. Before fixpack's
+    own code runs, a Ctrl-C lands in Python's start-up (site, runpy, compiling the script): that traceback has
+    no line of ours, and before Python's own handler is in place the process dies by SIGINT, saying nothing."""
+    import os
+    import re
+    import signal
+    import time
+
+    b, target = setup
+    before = snapshot(target)
+    args = [*ENTRIES[entry], "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--dry-run"]
+    if "status" in args:
+        args.remove("--dry-run")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    start = time.monotonic()
+    assert subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, env=env).returncode == 0
+    whole = time.monotonic() - start  # a busy machine is slower: the delays span a whole run, whatever it takes
+    ours = 0
+    for i in range(48):
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        time.sleep(whole * i / 40)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate()
+        frames = re.findall(r'File "([^"]+)", line (\d+)', err)
+        # line 0 of a script: the Ctrl-C came while Python compiled it, before its first line ran
+        ours_frames = [f for f, line in frames if Path(f).parent.name == "fixpack"
+                       or (Path(f).name == "apply_all.py" and line != "0")]
+        assert not ours_frames, (entry, whole * i / 40, proc.returncode, err)
+        started = not (proc.returncode == -signal.SIGINT and not out and not err)  # killed before Python's handler
+        if started and not frames and not err.startswith("Fatal Python error"):  # it reached fixpack's code
+            assert proc.returncode in (0, 5), (entry, whole * i / 40, proc.returncode, out, err)
+            if proc.returncode == 5:
+                ours += 1
+                assert err.splitlines() == ["fixpack: error: interrupted (Ctrl-C, SIGINT); no write was under way "
+                                            "(one under way rolls itself back and says so), so each target holds "
+                                            "what it held before this run, or this run's completed writes "
+                                            "(fixpack status shows which). Run again"] if "status" not in args else \
+                    ["fixpack: error: interrupted (Ctrl-C, SIGINT); status writes nothing. Run again"], err
+        assert snapshot(target) == before
+    assert ours, "no run was interrupted in fixpack's own code: the delays missed it"

@@ -4,6 +4,7 @@ patches, a fix with per-release variants gaining a commit."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from fixpack.exchange import export, import_mails
 from fixpack.loader import load_pack
 from fixpack.pack_tools import stale_patches
 from fixpack.patchmail import read_mail
+from fixpack.progname import program
 
 
 def test_an_edit_to_a_file_the_release_s_gitignore_names_is_not_lost(pack3):  # noqa: F811
@@ -64,24 +66,55 @@ def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # no
     out = tmp_path / "mine"
     out.mkdir()
     (out / "0001-my-own-work.patch").write_text("a maintainer's own mail\n")
-    with pytest.raises(BadInputError, match=r"0001-my-own-work.patch\): not listed in the `series` an export wrote "
-                                            r"there; give an empty or new folder"):
+    with pytest.raises(BadInputError, match=r"holds files no earlier export wrote, or that changed since one did "
+                                            r"\(0001-my-own-work.patch\): .*give a new or empty folder"):
         export(builder.pack, "p1", (), out)
     assert [p.name for p in out.iterdir()] == ["0001-my-own-work.patch"]
-    (out / "series").write_text("0001-my-own-work.patch\n")  # a quilt series names its own patches
     (out / "my-fix.patch").write_text("another\n")
-    (out / "series").write_text("my-fix.patch\n")
-    # the series lists it, but is no export's: it said "its `series` does not list" the file it lists
-    with pytest.raises(BadInputError, match=r"my-fix.patch\): its `series` is not one an export writes"):
+    (out / "series").write_text("my-fix.patch\n")  # a quilt series names its own patches
+    with pytest.raises(BadInputError, match=r"\(0001-my-own-work.patch, my-fix.patch, series\)"):
         export(builder.pack, "p1", (), out)
     assert sorted(p.name for p in out.iterdir()) == ["0001-my-own-work.patch", "my-fix.patch", "series"]
-    # its own earlier export is replaced (a stale patch it listed in `series` removed)
-    again = tmp_path / "series"
-    export(builder.pack, "p1", (), again)
-    (again / "0004-old.patch").write_text("x\n")
-    (again / "series").write_text((again / "series").read_text() + "0004-old.patch\n")
-    export(builder.pack, "p1", (), again)
-    assert not (again / "0004-old.patch").exists()
+
+
+def test_export_does_not_delete_a_quilt_or_format_patch_folder_s_numbered_patches(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh user: a folder whose ``series`` lists ``0001-keep.patch`` (quilt, or git format-patch
+    output with a series) passed for an earlier export's, and export removed the user's patch (exit 0). Only
+    the files the record of an earlier export lists, with the bytes it wrote, are replaced or removed now."""
+    builder, _clean = pack3
+    out = tmp_path / "q"
+    out.mkdir()
+    (out / "0001-keep.patch").write_text("precious\n")
+    (out / "series").write_text("0001-keep.patch\n")
+    before = snapshot(out)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "export", "-p", "p1", "--out", str(out), "--pack",
+                        str(builder.pack)], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and "(0001-keep.patch, series)" in r.stderr and "nothing was written" in r.stderr, r
+    assert snapshot(out) == before
+
+
+def test_re_export_replaces_only_what_its_record_lists_byte_for_byte(pack3, tmp_path):  # noqa: F811
+    builder, _clean = pack3
+    out = tmp_path / "series"
+    export(builder.pack, "p1", (), out)
+    first = snapshot(out)
+    assert ".fixpack-export" in first and "0003-c-change.patch" in first
+    export(builder.pack, "p1", (), out)  # into the same folder again: the same bytes
+    assert snapshot(out) == first
+    # a patch an earlier export wrote (a longer chain, say) and the record lists is removed
+    (out / "0004-old.patch").write_text("x\n")
+    record = out / ".fixpack-export"
+    sha = hashlib.sha256(b"x\n").hexdigest()
+    record.write_text(record.read_text() + f"{sha}  0004-old.patch\n")
+    export(builder.pack, "p1", (), out)
+    assert snapshot(out) == first
+    # one the user changed since is theirs now: refused, nothing written
+    (out / "0001-a-change.patch").write_text("my edit\n")
+    changed = snapshot(out)
+    with pytest.raises(BadInputError, match=r"\(0001-a-change.patch\)"):
+        export(builder.pack, "p1", (), out)
+    assert snapshot(out) == changed
 
 
 def test_a_fix_with_variants_gaining_a_commit_is_refused_first_with_what_to_do(pack3):  # noqa: F811
@@ -261,7 +294,7 @@ def test_a_refresh_killed_while_writing_is_named_by_check_and_rolled_back_by_abo
 
     r = cli("check")  # it said only "the lock is stale ... Regenerate it", which would seal the half write
     assert r.returncode == 2 and ".fixpack: a refresh or import was killed while writing the pack" in r.stdout, r.stdout
-    assert "fixpack edit --abort" in r.stdout
+    assert f"{program()} edit --abort --pack {builder.pack}` (or the next refresh" in r.stdout, r.stdout
     r = cli("edit", "--abort", "b")  # giving the edit up gives the pack back as it was
     assert r.returncode == 0, r.stderr
     assert snapshot(builder.pack) == before and not (builder.pack / ".fixpack").exists()

@@ -1,0 +1,69 @@
+"""The entry points' guard (``python -m fixpack.cli``, the ``fixpack`` console script, ``apply_all.py``):
+Ctrl-C (SIGINT) while Python imports the tool, before a command has started, is exit 5 with the one
+``interrupted`` line (a JSON document with ``--json``), never a traceback, an exit 1 or a death by SIGINT;
+and one that comes after the command has ended leaves its exit code as it was.
+
+This module imports nothing heavy (only ``sys``; not even ``typing``), so that the guard is in place
+before the rest of the tool is imported; the message is built only when it is needed
+(:func:`fixpack.errors.interrupted`). An entry imports it inside ``try`` and, interrupted even there, calls
+:func:`refuse_interrupt`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # typing takes milliseconds to import: its names are for the type checker only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
+
+
+def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> NoReturn:
+    """Run ``body`` (it imports and runs the command, and exits with its code) and exit with that code;
+    ``command`` names it when ``argv`` does not (``apply_all.py``). A KeyboardInterrupt that reaches here
+    is refused as :func:`fixpack.errors.interrupted` is (exit 5): the commands turn one during their run
+    into that themselves (a write under way rolls itself back first), so here it is one during the imports.
+    Once the run has ended SIGINT is ignored: Python's shutdown would restore its default action, and a
+    Ctrl-C then would kill the finished run (exit -2)."""
+    code: str | int | None = 0
+    try:
+        try:
+            body()
+        except SystemExit as exc:
+            code = exc.code
+        _ignore_sigint()
+    except KeyboardInterrupt:
+        refuse_interrupt(argv, command)
+    sys.exit(code)
+
+
+def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
+    """Exit 5 saying the run was interrupted (one line on stderr, or the error document with ``--json``),
+    a second Ctrl-C ignored; ``command`` as for :func:`guarded`."""
+    _ignore_sigint()
+    words = [a for i, a in enumerate(argv) if not a.startswith("-") and argv[i - 1:i] != ["--color"]]
+    command = command or (words[0] if words else "")
+    from .cli_plain import argv_profile, deliver, emit_json, error_document, write_line
+    from .errors import interrupted
+
+    exc = interrupted(command or "run")
+    if "--json" in argv:
+        doc = error_document(command, argv_profile(argv), str(exc), exc.exit_code, "--dry-run" in argv)
+        sys.exit(deliver(lambda: emit_json(doc, write_line), exc.exit_code))
+    try:
+        write_line(f"fixpack: error: {exc}", err=True)
+    except OSError:  # stderr gone too: the code is all that is left to say it
+        pass
+    sys.exit(exc.exit_code)
+
+
+def _ignore_sigint() -> None:
+    """SIGINT ignored from here on, and CPython's note of an unhandled KeyboardInterrupt cleared: a Ctrl-C
+    that landed in code run by ``exec`` of a string (a dataclass's generated methods, while a module is
+    imported) sets it even when the KeyboardInterrupt is then caught, and Python would end the process by
+    SIGINT (exit -2) after this run's own exit; the next ``exec`` of a string that completes clears it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exec("None")  # a constant: only to clear that note
