@@ -47,14 +47,11 @@ from .rebase_chain import Chain
 from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
+from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
-    OUTCOMES,
     STATE_SCHEMA,
-    FixOutcome,
     RebaseRequest,
-    RebaseResult,
     Session,
-    TargetPair,
     check_clean,
     continue_flags,
     find_work,

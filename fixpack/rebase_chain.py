@@ -12,7 +12,7 @@ from .evaluate import TRUSTED, run_pass
 from .gitwork import Snap, snap
 from .model import Fix
 from .progname import command
-from .rebase_session import TargetPair
+from .rebase_result import TargetPair
 from .renames import new_files
 from .structs import dataclass, field, replace
 from .tree import Tree

@@ -27,7 +27,8 @@ from .fsio import atomic_write
 from .model import Fix
 from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
-from .rebase_session import FixOutcome, Session
+from .rebase_result import FixOutcome
+from .rebase_session import Session
 from .structs import dataclass
 from .tree import Tree
 

@@ -10,15 +10,13 @@ import re
 import shlex
 import textwrap
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tomlkit
 
 from .model import Profile, TargetSpec
+from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .targets import FoundTarget, normalize_commit
-
-if TYPE_CHECKING:  # the session module imports this one; the types are only named here
-    from .rebase_session import FixOutcome, RebaseResult, TargetPair
 
 Command = Callable[..., str]
 """Renders a fixpack command from its words (``"rebase", "--continue"``) for where the next steps are read."""
