@@ -55,7 +55,8 @@ Examples:
               help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 @click.option("--name", default="", help="The new profile's name (default: v<version>).")
 @click.option("--work", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Work folder for the merges and conflicts, new or empty (default: <pack>/.rebase/<name>/).")
+              help="Work folder for the merges and conflicts, new or empty, its parent there "
+                   "(default: <pack>/.rebase/<name>/).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Where the Markdown and JSON reports go (default: <pack>/reports/; give it again with "
                    "--continue).")
@@ -63,7 +64,8 @@ Examples:
               help="Rebase only these targets (others keep their pins); default: the targets with fixes.")
 @click.option("--allow-dirty", is_flag=True, help="Start even when fixes/ or profiles/ have uncommitted changes.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after resolving the conflicts in the work folder.")
-@click.option("--abort", "abort", is_flag=True, help="Drop the rebase in progress and everything it wrote.")
+@click.option("--abort", "abort", is_flag=True,
+              help="Drop the rebase in progress and everything it wrote to the pack (its report is kept).")
 @click.option("--undo", "undo", is_flag=True,
               help="Put back the pack files a finished rebase wrote, as they were before it (refused if they "
                    "changed since).")
@@ -111,14 +113,14 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
             progress=CliProgress(as_json))
         with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing
             if abort:
-                restored = rebase.abort(req)
+                restored, kept = rebase.abort(req)
             else:
                 onto = to_version or "its --root"
                 what = "resuming the rebase" if cont else f"rebasing profile {profile} onto {onto}"
                 with _working(what):
                     result = rebase.resume(req) if cont else rebase.start(req)
     if abort:
-        _say_restored("abort", profile, restored, as_json)
+        _say_restored("abort", profile, restored, as_json, kept)
         return
     if as_json:
         emit_json(result.as_dict() | {"profile": result.from_profile, "ok": result.exit_code == 0,
@@ -130,14 +132,19 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     sys.exit(exit_code(result))
 
 
-def _say_restored(action: str, profile: str, restored: list[str], as_json: bool) -> None:
-    """What --abort or --undo put back (paths relative to the pack)."""
+def _say_restored(action: str, profile: str, restored: list[str], as_json: bool,
+                  kept: list[Path] | None = None) -> None:
+    """What --abort or --undo put back (paths relative to the pack), and the reports --abort keeps."""
     if as_json:
-        emit_json(envelope("rebase", profile, action=action, restored=restored))
+        extra = {"reports_kept": [str(p) for p in kept]} if kept is not None else {}
+        emit_json(envelope("rebase", profile, action=action, restored=restored) | extra)
     else:
         done = {"abort": "aborted", "undo": "undone"}[action]
         click.echo(f"rebase {done}; {len(restored)} pack file(s) restored or removed" +
                    "".join(f"\n  {p}" for p in restored))
+        if kept:
+            click.echo("its report is kept (the record of why it stopped; remove it if unwanted):" +
+                       "".join(f"\n  {p}" for p in kept))
 
 
 @contextmanager

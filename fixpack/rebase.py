@@ -59,6 +59,7 @@ from .rebase_session import (
     load_session,
     primary_version,
     refuse_in_progress,
+    report_paths,
     restore,
     resume_command,
     target_pairs,
@@ -67,10 +68,12 @@ from .rebase_session import (
     write_report,
 )
 from .rebase_state import (
+    check_created,
     check_new_work,
     checked_name,
     default_work,
     drop_work,
+    made_repos,
     mark_work,
     report_folder,
     work_root,
@@ -94,9 +97,10 @@ def start(req: RebaseRequest) -> RebaseResult:
     _refuse_older(old, {t.name: req.to_version for t in old.targets if t.source.pypi and req.to_version}, req)
     early = checked_name(req.name) if req.name else checked_name(
         f"v{req.to_version}", "new profile name (v<--to>; set another with --name)") if req.to_version else ""
+    work_root(pack.root)  # a linked <pack>/.rebase is refused whatever --work is (keep_undo writes there)
     if early:  # before fetching anything
         refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
-        check_new_work(pack.root, (req.work or default_work(pack.root, early)).resolve())
+        check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None)
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
@@ -116,7 +120,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
-    check_new_work(pack.root, work)
+    check_new_work(work, req.work is not None)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     if req.report_dir is not None:  # before any work: a typo'd folder is named, never made (as --reject's)
         check_folder(req.report_dir, "--report")
@@ -127,11 +131,12 @@ def start(req: RebaseRequest) -> RebaseResult:
              "conflicts": {}, "backups": {},
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
                        "allow_unproven": req.allow_unproven}}
-    session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress)
+    session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
+                      given=req.work is not None)
     try:
         made = not work.is_dir()
-        work.mkdir(parents=True, exist_ok=True)
-        mark_work(pack.root, work, made)
+        work.mkdir(parents=not session.given, exist_ok=True)  # a --work's parent exists (check_new_work)
+        mark_work(work, session.given, made)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot make the rebase's work folder {work}: {exc.strerror}; give another "
                                  f"with --work DIR") from exc
@@ -139,8 +144,8 @@ def start(req: RebaseRequest) -> RebaseResult:
     try:
         return _run(session)
     except FixpackError:
-        if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace
-            drop_work(pack.root, work, pack.series)
+        if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace (the
+            drop_work(work, session.given, pack.series)  # folder was new or empty: what is named so, this run made)
         raise
 
 
@@ -172,13 +177,14 @@ def resume(req: RebaseRequest) -> RebaseResult:
     return _run(session)
 
 
-def abort(req: RebaseRequest) -> list[str]:
-    """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder.
-    Returns the paths restored or removed, relative to the pack."""
+def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
+    """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder. Returns the
+    paths restored or removed, relative to the pack, and its report files, kept (the record of why it stopped)."""
     session = load_session(req)
+    check_created(session.state_path, session.state["backups"], session.pack_root)
     restored = restore(session)
-    drop_work(session.pack_root, session.work, load_pack(session.pack_root).series)
-    return restored
+    drop_work(session.work, session.given, made_repos(session.state))
+    return restored, [p for p in report_paths(session) if p.is_file()]
 
 
 def _refuse_older(old: Profile, new_versions: dict[str, str], req: RebaseRequest) -> None:
@@ -239,7 +245,7 @@ def _run(session: Session) -> RebaseResult:
     write_report(session, result)
     if result.status == "done":
         keep_undo(session, result.written)
-        drop_work(session.pack_root, session.work, pack.series)
+        drop_work(session.work, session.given, made_repos(session.state))
     return result
 
 
@@ -323,9 +329,7 @@ def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: lis
     o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of "
                       f"one patch may also take new commits), then `fixpack rebase --continue`, which runs the "
                       f"proof again")
-    session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs_digest(old_steps, before),
-                                          "patches": names}
-    session.save()
+    session.keep_repo(fix.id, {"repo": str(repo), "inputs": inputs_digest(old_steps, before), "patches": names})
     ch.stick(fix, fix.touched_paths(), fix.id)
     return o
 
@@ -452,9 +456,7 @@ def _conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome, 
     o.evidence += [f"git: {c}" for c in conflicts]
     o.evidence.append(f"left as a git conflict in {repo} (branch rebased; base, fix and upstream branches "
                       f"hold the three sides)")
-    session.state["conflicts"][fix.id] = {"repo": str(repo), "inputs": inputs,
-                                          "patches": [p.path.name for p in fix.patches]}
-    session.save()
+    session.keep_repo(fix.id, {"repo": str(repo), "inputs": inputs, "patches": [p.path.name for p in fix.patches]})
     ch.stick(fix, sorted(set(fix.touched_paths()) | set(moved.touched_paths())), fix.id)
     return o
 

@@ -36,6 +36,7 @@ from .rebase_state import (
 from .records import dumps
 from .release import fetch
 from .render import Command, render_markdown, render_profile, render_variant
+from .safepath import name_problem
 from .state import read_manifest
 from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, read_facts, resolve_root
@@ -90,6 +91,7 @@ class Session:
     report_dir: Path
     state: dict[str, Any]
     progress: Progress = QUIET  # hears about each fix as it is carried (not saved)
+    given: bool = False  # the work folder was given with --work: the user's (rebase_state.check_work_marker)
 
     @property
     def state_path(self) -> Path:
@@ -98,13 +100,22 @@ class Session:
     def save(self) -> None:
         atomic_write(self.state_path, dumps(self.state))
 
+    def keep_repo(self, fix_id: str, record: dict[str, Any]) -> None:
+        """A conflict left in the work repository ``<work>/<fix_id>``, recorded (``repos`` too, for good: the
+        repositories that dropping the work folder removes, rebase_state.made_repos) and saved."""
+        self.state["conflicts"][fix_id] = record
+        self.state["repos"] = sorted({*self.state.get("repos", ()), fix_id})
+        self.save()
+
 
 def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | None = None) -> None:
     """Refuse a new rebase to ``name`` while one is in progress in ``work`` (``given``: the ``--work`` the run
     was given), naming the commands that finish or drop it, as this program runs them."""
     if (work / "state.json").is_file():
         try:
-            flags = continue_flags(loads_json((work / "state.json").read_text("utf-8")))
+            state = loads_json((work / "state.json").read_text("utf-8"))
+            flags = continue_flags(state)
+            name = state["to"] if isinstance(state.get("to"), str) and not name_problem(state["to"]) else name
         except (OSError, ValueError, AttributeError):
             flags = ()  # an unreadable state: --continue will say what is wrong with it
         raise BadInputError(f"a rebase to {name} is in progress ({work / 'state.json'}): finish it with "
@@ -164,6 +175,7 @@ def find_work(pack_root: Path, name: str = "", work: Path | None = None) -> Path
     """The work folder of the rebase in progress (``--continue``/``--abort``): ``--work``, else
     ``<pack>/.rebase/<name>`` or the one there, never through a symbolic link (rebase_state)."""
     if work is not None:
+        work_root(pack_root)  # a linked <pack>/.rebase is refused whatever --work is (--undo's files live there)
         found = [work.resolve()]
     elif name:
         found = [default_work(pack_root, name)]
@@ -185,7 +197,7 @@ def load_session(req: RebaseRequest) -> Session:
     path = work / "state.json"
     state = read_json(path, state_advice(work, req.pack_root))
     check_state(path, state, req.pack_root, work, default=req.work is None)
-    check_work_marker(req.pack_root, work)  # a --work folder the start made its own, before anything is done
+    check_work_marker(req.pack_root, work, req.work is not None)  # a --work folder: marked by the start, first
     pack_root = req.pack_root.resolve()
     old = load_profile(load_pack(pack_root), state["from"])
     pairs = {}
@@ -198,7 +210,7 @@ def load_session(req: RebaseRequest) -> Session:
         pairs[spec.name] = TargetPair(spec, FoundTarget(spec, old_root, *read_facts(spec, old_root), "state"),
                                       FoundTarget(spec, new_root, *read_facts(spec, new_root), "state"))
     return Session(pack_root, state["from"], state["to"], state["to_version"], pairs, work,
-                   Path(state["report_dir"]), state, progress=req.progress)
+                   Path(state["report_dir"]), state, progress=req.progress, given=req.work is not None)
 
 
 def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:
@@ -323,11 +335,15 @@ def rel(root: Path, path: Path) -> str:
     return path.resolve().relative_to(root.resolve()).as_posix()
 
 
+def report_paths(session: Session) -> tuple[Path, Path]:
+    """The rebase's report files, Markdown and JSON (``--abort`` keeps them: the record of why it stopped)."""
+    stem = session.report_dir / f"rebase-{session.old_name}-to-{session.new_name}"
+    return Path(f"{stem}.md"), Path(f"{stem}.json")
+
+
 def write_report(session: Session, result: RebaseResult) -> None:
     result.markdown = render_markdown(result)
-    stem = f"rebase-{result.from_profile}-to-{result.to_profile}"
-    result.report_md = session.report_dir / f"{stem}.md"
-    result.report_json = session.report_dir / f"{stem}.json"
+    result.report_md, result.report_json = report_paths(session)
     try:
         session.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(result.report_md, result.markdown.encode())

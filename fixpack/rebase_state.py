@@ -5,10 +5,13 @@ they name must be one a rebase to that profile writes: ``profiles/<name>.toml`` 
 ``fixes/<fix>/<name>/<file>``, reached through no symbolic link. Anything else is refused (exit 3) before a file
 is written, naming the file, the key, and what to do.
 
-A ``--work`` folder is the user's place, not this tool's: the start refuses one that already holds files, and
-writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort`` refuse a ``--work`` folder without
-it (a planted or copied ``state.json`` never makes a folder the rebase's), and dropping it removes only what a
-rebase makes there (:func:`drop_work`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
+A ``--work`` folder is the user's place, not this tool's, wherever it lies (``<pack>/.rebase`` too: what counts
+is whether ``--work`` was given, never where the path resolves): the start refuses one that already holds files
+or whose parent is missing, and writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort``
+refuse a ``--work`` folder without it (a planted or copied ``state.json`` never makes a folder the rebase's), and
+dropping it removes only what a rebase makes there (:func:`drop_work`: the repositories the state records).
+``--abort`` removes a file the state records as made by the rebase only when git does not track it unchanged at
+HEAD (:func:`check_created`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
 (:func:`report_folder`): the state cannot prove a folder elsewhere was the one the start was given.
 """
 
@@ -25,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .documents import loads_json
-from .errors import BadInputError, DamagedStateError
+from .errors import BadInputError, DamagedStateError, GitError
+from .gitutil import run as git
 from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
 
 WORK_DIR = ".rebase"
@@ -56,37 +60,39 @@ def default_work(pack_root: Path, name: str) -> Path:
     return folder
 
 
-def own_work(pack_root: Path, work: Path) -> bool:
-    """``work`` is ``<pack>/.rebase/<name>``, this tool's own folder (else a ``--work`` folder, the user's)."""
-    return work.resolve().parent == (pack_root / WORK_DIR).resolve()
+def check_new_work(work: Path, given: bool) -> None:
+    """Before a rebase starts in ``--work`` ``work`` (``given``; the default ``<pack>/.rebase/<name>`` is the
+    tool's own): it must be an empty folder or a missing one whose parent exists (BadInputError), as ``--abort``
+    and a finished rebase remove what the rebase made there (parents it would make, never)."""
+    from .outputs import check_folder  # only for a --work folder
+
+    if not given:
+        return
+    if work.is_dir() and not work.is_symlink():
+        try:
+            held = sorted(os.listdir(work))
+        except OSError as exc:
+            raise BadInputError(f"--work {work}: the folder cannot be read ({exc.strerror}); give a new folder; "
+                                f"nothing was written") from exc
+        if held:
+            shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            raise BadInputError(f"--work {work}: the folder already holds files ({shown}); a rebase's work folder "
+                                f"must be new or empty, as --abort and a finished rebase remove what it made there: "
+                                f"give a new folder (or leave --work out: <pack>/{WORK_DIR}/<name>); nothing was "
+                                f"written")
+    check_folder(work, "--work")
 
 
-def check_new_work(pack_root: Path, work: Path) -> None:
-    """Before a rebase starts in ``--work`` ``work``: it must be missing or an empty folder (BadInputError),
-    as ``--abort`` and a finished rebase remove what the rebase made there."""
-    if own_work(pack_root, work) or not work.is_dir():
-        return  # a file there: the start's mkdir says so (exit 5)
-    try:
-        held = sorted(os.listdir(work))
-    except OSError as exc:
-        raise BadInputError(f"--work {work}: the folder cannot be read ({exc.strerror}); give a new folder; "
-                            f"nothing was written") from exc
-    if held:
-        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-        raise BadInputError(f"--work {work}: the folder already holds files ({shown}); a rebase's work folder "
-                            f"must be new or empty, as --abort and a finished rebase remove what it made there: "
-                            f"give a new folder (or leave --work out: <pack>/{WORK_DIR}/<name>); nothing was written")
-
-
-def mark_work(pack_root: Path, work: Path, made: bool) -> None:
+def mark_work(work: Path, given: bool, made: bool) -> None:
     """The start's marker in a ``--work`` folder (``made``: the start made the folder, so dropping removes it)."""
-    if not own_work(pack_root, work):
+    if given:
         (work / MARKER).write_text("made\n" if made else "given\n", "utf-8")
 
 
-def check_work_marker(pack_root: Path, work: Path) -> None:
-    """A ``--work`` folder that ``--continue`` or ``--abort`` may act on holds the start's marker (exit 3)."""
-    if own_work(pack_root, work):
+def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
+    """A ``--work`` folder (``given``) that ``--continue`` or ``--abort`` may act on holds the start's marker
+    (exit 3): any folder given with ``--work`` is the user's, wherever it lies, ``<pack>/.rebase`` too."""
+    if not given:
         return
     marker = work / MARKER
     try:
@@ -96,16 +102,25 @@ def check_work_marker(pack_root: Path, work: Path) -> None:
     if not ok:
         raise DamagedStateError(marker, f"missing or not as a rebase's start writes it: {work} is no work folder a "
                                         f"rebase made, so nothing in it is removed or used",
-                                f"give the --work folder the rebase was started with; if none is in progress, "
-                                f"remove its state.json by hand (rm {work / 'state.json'}) and put fixes/ and "
-                                f"profiles/ back with git (cd {pack_root} && git checkout -- fixes profiles)")
+                                f"give the --work folder the rebase was started with (one started without --work: "
+                                f"leave --work out, give --name NAME); if none is in progress, remove its "
+                                f"state.json by hand (rm {work / 'state.json'}) and put fixes/ and profiles/ back "
+                                f"with git (cd {pack_root} && git checkout -- fixes profiles)")
 
 
-def drop_work(pack_root: Path, work: Path, ids: Iterable[str]) -> None:
+def made_repos(state: dict[str, Any]) -> set[str]:
+    """The work repositories (``<work>/<fix>``) the rebase recorded in its state (:func:`check_state` checked them):
+    ``repos``, and every conflict's ``repo``."""
+    return set(state.get("repos") or ()) | {Path(rec["repo"]).name for rec in state.get("conflicts", {}).values()}
+
+
+def drop_work(work: Path, given: bool, repos: Iterable[str]) -> None:
     """Remove the rebase's work folder: ``<pack>/.rebase/<name>`` whole (and ``.rebase`` once empty); of a
-    ``--work`` folder only what a rebase makes there (``state.json``, the marker, ``.scratch``, the work
-    repository of each fix of ``ids``), and the folder itself when the start made it and nothing else is left."""
-    if own_work(pack_root, work):
+    ``--work`` folder (``given``) only what a rebase makes there: ``state.json``, the marker, its scratch folders
+    ``.scratch`` and ``.proof`` (whole: each run wipes them too, so nothing of the user's belongs there) and the
+    work repositories ``repos`` (:func:`made_repos`: those the state records, never an entry that is merely named
+    like a fix), and the folder itself when the start made it and nothing else is left."""
+    if not given:
         shutil.rmtree(work, ignore_errors=True)
         if work.parent.is_dir() and not any(work.parent.iterdir()):
             work.parent.rmdir()
@@ -114,7 +129,7 @@ def drop_work(pack_root: Path, work: Path, ids: Iterable[str]) -> None:
         made = (work / MARKER).read_text("utf-8") == "made\n"
     except (OSError, UnicodeDecodeError):
         made = False
-    for name in ("state.json", ".scratch", *ids, MARKER):
+    for name in ("state.json", ".scratch", ".proof", *sorted(set(repos)), MARKER):
         entry = work / name
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -122,6 +137,29 @@ def drop_work(pack_root: Path, work: Path, ids: Iterable[str]) -> None:
             entry.unlink()
     if made and not any(work.iterdir()):
         work.rmdir()
+
+
+def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
+    """Before ``--abort`` removes the files ``backups`` records as made by the rebase (value None): none may be a
+    file git tracks unchanged at HEAD, as a rebase starts on a clean checkout (everything it made is untracked or
+    changed): such a record is forged, DamagedStateError naming the key, nothing written. A pack that is no git
+    checkout (``--allow-dirty``) cannot be asked."""
+    made = sorted(rel for rel, data in backups.items() if data is None and (pack_root / rel).is_file())
+    if not made:
+        return
+    try:
+        tracked = set(git(pack_root, "--literal-pathspecs", "ls-files", "-z", "--", *made).split("\0"))
+        changed = set(git(pack_root, "--literal-pathspecs", "diff", "--name-only", "--relative", "-z", "HEAD",
+                          "--", *made).split("\0"))
+    except GitError:
+        return
+    for rel in made:
+        if rel in tracked and rel not in changed:
+            raise DamagedStateError(path, f"backups[{rel!r}] is null (a file the rebase made, which --abort removes), "
+                                          f"but {rel} is committed and unchanged at git HEAD: the rebase did not "
+                                          f"make it", f"keep {rel}: if no rebase is in progress, remove the state by "
+                                                      f"hand (rm {path}), else give the --work folder it was started "
+                                                      f"with")
 
 
 def report_folder(path: Path, state: dict[str, Any], pack_root: Path, given: Path | None) -> Path:
@@ -221,6 +259,9 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
         if not _conflict_record(rec, work):
             raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work}, its inputs' "
                                           f"digest and its patches", advice)
+    repos = _want(path, state, "repos", list, advice, required=False) or []
+    if not all(isinstance(r, str) and ID_RE.match(r) for r in repos):
+        raise DamagedStateError(path, "key 'repos' is not a list of fix ids (the work repositories it made)", advice)
     proof = _want(path, state, "proof", dict, advice, required=False) or {}
     for key, kind in (("python", str), ("site", str), ("clean", dict), ("allow_unproven", bool)):
         _want(path, proof, key, kind, advice, required=False)

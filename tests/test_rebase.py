@@ -288,7 +288,7 @@ def test_interrupted_write_aborts_cleanly(pack, monkeypatch):
     assert pack_files(b) != before
     with pytest.raises(BadInputError, match="in progress"):
         rebase.start(req(b, old, new))
-    restored = rebase.abort(rebase.RebaseRequest(pack_root=b.pack))
+    restored, _kept = rebase.abort(rebase.RebaseRequest(pack_root=b.pack))
     assert restored and pack_files(b) == before and not (b.pack / ".rebase/v2.0").exists()
 
 

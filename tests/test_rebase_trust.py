@@ -201,14 +201,16 @@ def test_a_name_too_long_is_refused_up_front(pack, args):  # noqa: F811
     assert world(b.base) == before
 
 
-def test_a_work_folder_that_cannot_be_made_is_exit_5(pack, tmp_path):  # noqa: F811
+def test_a_work_folder_under_a_file_is_refused(pack, tmp_path):  # noqa: F811
+    """Its parent must be a folder that exists, as --report's (outputs.check_folder): exit 2, nothing written."""
     b, old = pack
     new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
     (tmp_path / "file").write_text("")
     before = world(b.pack)
     with pytest.raises(FixpackError) as err:
         rebase.start(req(b, old, new, work=tmp_path / "file/work"))
-    assert err.value.exit_code == 5 and str(tmp_path / "file/work") in str(err.value) and "--work" in str(err.value)
+    assert err.value.exit_code == 2 and f"--work {tmp_path / 'file/work'}: {tmp_path / 'file'} is not a folder" in \
+        str(err.value), str(err.value)
     assert world(b.pack) == before
 
 
@@ -245,6 +247,7 @@ def test_a_rebase_with_its_own_work_folder_can_be_undone(pack, tmp_path):  # noq
     b, old = pack
     before = world(b.pack)
     new = new_release(b, {MOD: "new head\n" + BASE, OTHER: OTHER_BASE})
+    (tmp_path / "w").mkdir()
     assert rebase.start(req(b, old, new, work=tmp_path / "w" / "v2.0")).status == "done"
     assert not (tmp_path / "w" / "v2.0.undo.json").exists()
     code, out = run(b, "--undo")

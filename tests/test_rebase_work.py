@@ -47,7 +47,8 @@ def test_abort_and_continue_remove_nothing_in_a_folder_the_rebase_did_not_make(p
 def test_abort_drops_only_what_the_rebase_made_in_its_work_folder(conflicting, given):  # noqa: F811
     b, old, new = conflicting
     work = b.base / "w" / "v2.0"
-    work.mkdir(parents=True) if given == "empty" else None
+    work.parent.mkdir()  # a --work's parent must exist (never made: --abort would leave it)
+    work.mkdir() if given == "empty" else None
     result = rebase.start(req(b, old, new, work=work))
     assert result.status == "conflicts" and (work / "first" / ".git").is_dir()
     assert (work / ".fixpack-rebase").read_text() == ("made\n" if given == "missing" else "given\n")
@@ -96,3 +97,104 @@ def test_a_report_folder_of_the_start_is_given_again(conflicting):  # noqa: F811
     assert code == 3 and "key 'report_dir'" in out, out
     code, out = run(b, "--continue", "--allow-unproven", "--report", str(reports))
     assert code == 4 and f"--report '{reports}'" in out, out
+
+
+# --- found by a fresh user on the change above --------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["a folder in .rebase that holds files", "a new folder in .rebase",
+                                 ".rebase a link to the folder's parent"])
+def test_a_work_folder_under_the_packs_rebase_is_the_users(conflicting, how):  # noqa: F811
+    """`--work` whose parent resolved to <pack>/.rebase counted as the tool's own folder: no emptiness or marker
+    check, and --abort removed it whole (through a linked .rebase, the folder it points at too)."""
+    b, old, new = conflicting
+    big = b.base / "big"
+    (big / "proj").mkdir(parents=True)
+    (big / "proj/thesis.txt").write_text("precious\n")
+    if how.startswith(".rebase a link"):
+        (b.pack / ".rebase").symlink_to(big)
+        work = big / "proj"
+    else:
+        work = b.pack / ".rebase" / ("keep" if "holds" in how else "mine")
+        work.parent.mkdir()
+        if "holds" in how:
+            work.mkdir()
+            (work / "data").write_text("mine\n")
+    before = world(b.base)
+    code, out = run(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", "--name", "m2",
+                    "--work", str(work))
+    if how == "a new folder in .rebase":  # taken, and the user's: marked, and --abort drops only what it made
+        assert code == 4 and (work / ".fixpack-rebase").read_text() == "made\n", out
+        (work.parent / "other.txt").write_text("beside\n")
+        code, out = run(b, "--abort", "--work", str(work))
+        assert code == 0 and not work.exists() and (b.pack / ".rebase/other.txt").is_file(), out
+        return
+    assert code == (3 if "link" in how else 2), out
+    assert ("is a symbolic link to" if "link" in how else "the folder already holds files") in out, out
+    assert world(b.base) == before
+    (work / "state.json").write_text(json.dumps(state(b)))  # and a marked state there: never the folder whole
+    (work / ".fixpack-rebase").write_text("given\n")
+    before = world(b.base)
+    code, out = run(b, "--abort", "--work", str(work))
+    if "link" in how:  # the linked .rebase is refused: nothing removed
+        assert code == 3 and "is a symbolic link to" in out and world(b.base) == before, out
+    else:  # the rebase's files only
+        assert code == 0 and [p.name for p in work.iterdir()] == ["data"] and (b.pack / ".rebase").is_dir(), out
+
+
+def test_dropping_a_work_folder_removes_only_the_repositories_its_state_records(conflicting):  # noqa: F811
+    """--abort removed every entry of the --work folder named like a fix of the pack, the user's too."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    assert rebase.start(req(b, old, new, work=work)).status == "conflicts"
+    assert json.loads((work / "state.json").read_text())["repos"] == ["first"]
+    (work / "second").mkdir()
+    (work / "second/notes.txt").write_text("mine\n")
+    (work / "third").write_text("mine too\n")
+    code, out = run(b, "--abort", "--work", str(work))
+    assert code == 0 and sorted(p.name for p in work.iterdir()) == ["second", "third"], out
+    assert (work / "second/notes.txt").read_text() == "mine\n"
+
+
+def test_abort_refuses_a_forged_record_of_a_committed_file_as_made(planted):  # noqa: F811
+    """A planted marker and state.json whose backups say the rebase made profiles/p1.toml and .lock (null):
+    --abort deleted both committed files."""
+    b, outside = planted
+    (outside / ".fixpack-rebase").write_text("given\n")
+    made = {"profiles/p1.toml": None, "profiles/p1.lock": None}
+    (outside / "state.json").write_text(json.dumps(state(b, to="p1", backups=made)))
+    before = world(b.base)
+    code, out = run(b, "--abort", "--work", str(outside))
+    assert code == 3 and "backups['profiles/p1.lock'] is null" in out, out
+    assert "committed and unchanged at git HEAD" in out and world(b.base) == before
+
+
+def test_a_second_rebase_in_a_busy_work_folder_names_the_one_there(conflicting):  # noqa: F811
+    b, old, new = conflicting
+    work = b.base / "wk"
+    rebase.start(req(b, old, new, work=work, name="m5"))
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new, work=work, name="m6"))
+    assert "a rebase to m5 is in progress" in str(err.value) and "m6" not in str(err.value), str(err.value)
+
+
+def test_a_work_folder_whose_parent_is_missing_is_refused(conflicting):  # noqa: F811
+    """--work /x/a/b made the parents, and --abort removed b only."""
+    b, old, new = conflicting
+    work = b.base / "newp/a/b"
+    before = world(b.base)
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new, work=work))
+    assert err.value.exit_code == 2 and f"the folder {work.parent} does not exist" in str(err.value), str(err.value)
+    assert world(b.base) == before
+
+
+def test_abort_says_the_report_it_keeps(conflicting):  # noqa: F811
+    """--abort said '0 pack file(s) restored or removed' and left reports/rebase-*.{md,json} unsaid."""
+    b, old, new = conflicting
+    rebase.start(req(b, old, new))
+    code, out = run(b, "--abort")
+    report = b.pack / "reports/rebase-p1-to-v2.0"
+    assert code == 0 and "its report is kept" in out and f"{report}.md" in out and f"{report}.json" in out, out
+    rebase.start(req(b, old, new))
+    code, out = run(b, "--abort", "--json")
+    assert code == 0 and json.loads(out)["reports_kept"] == [f"{report}.md", f"{report}.json"], out
