@@ -7,7 +7,8 @@ and drop only what the rebase made there; the report goes to <pack>/reports unle
 import json
 
 import pytest
-from test_rebase import conflicting, pack, req  # noqa: F401 (fixtures)
+from conftest import git
+from test_rebase import BASE, MOD, conflicting, pack, req  # noqa: F401 (fixtures)
 from test_rebase_trust import planted, run, state, world  # noqa: F401 (fixtures)
 
 from fixpack import rebase
@@ -198,3 +199,15 @@ def test_abort_says_the_report_it_keeps(conflicting):  # noqa: F811
     rebase.start(req(b, old, new))
     code, out = run(b, "--abort", "--json")
     assert code == 0 and json.loads(out)["reports_kept"] == [f"{report}.md", f"{report}.json"], out
+
+
+def test_a_finished_rebase_drops_the_repositories_it_resolved_in_a_work_folder(conflicting):  # noqa: F811
+    """The state forgets a conflict once resolved: the repository is still the rebase's ("repos") and goes."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    rebase.start(req(b, old, new, work=work))
+    (work / "first" / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    git(work / "first", "add", MOD)
+    (work / "notes.txt").write_text("mine\n")
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, work=work, allow_unproven=True))
+    assert done.status == "done" and [p.name for p in work.iterdir()] == ["notes.txt"], done.markdown
