@@ -6,7 +6,8 @@ pack, 3 for the state), with the line where the nesting gets too deep; never a R
 So is an integer longer than Python converts (``sys.get_int_max_str_digits()``, 4300 digits): the parser's
 ValueError, caught around the parse alone, is that file's malformed-document error, with its line.
 And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``):
-something there that is no regular file is named, unread."""
+something there that is no regular file is named, unread; so is one larger than ``MAX_PACK_TEXT_BYTES`` (as
+the state's manifest and journal have ``state.MAX_STATE_BYTES``): a 300 MB series took 4.9 GB of memory."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .safepath import not_a_file, read_regular
 
 TOO_DEEP = "nested too deeply to read"
 _DIGITS = re.compile(r"[0-9_]+")
+MAX_PACK_TEXT_BYTES = 4 << 20  # a series, profile or fix.toml larger than this is no pack's (they are KBs)
 _NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
 
 
@@ -154,6 +156,11 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
         errors.add(missing[0], path, None, missing[1])
     else:
         try:
+            size = os.stat(path).st_size
+            if size > MAX_PACK_TEXT_BYTES:
+                errors.add(f"{size} bytes, more than the {MAX_PACK_TEXT_BYTES >> 20} MiB a pack's {kind} may have",
+                           path, None, f"a pack's {kind} is a few KB: put the pack's own there")
+                return None
             return read_regular(path)
         except OSError as exc:
             errors.add(f"cannot read: {exc.strerror}", path)
