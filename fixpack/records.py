@@ -365,7 +365,8 @@ class Manifest:
             said = f"its schema is {_short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
             raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
                                     "revert with the fixpack that wrote it, or remove it and restore the image")
-        problem = _manifest_problem(data, path.name.removesuffix(".manifest.json"))
+        named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
+        problem = _manifest_problem(data, named)
         if problem:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]))
@@ -422,8 +423,9 @@ def _manifest_fix_problem(f: Any) -> str | None:
     return _files_problem(f.get("files"), f"{f['id']}'s files")
 
 
-def _manifest_problem(data: Any, target: str) -> str | None:
-    """Why ``data`` is no manifest of ``target`` (its file's name says whose it is); None when it is one."""
+def _manifest_problem(data: Any, target: str | None) -> str | None:
+    """Why ``data`` is no manifest of ``target`` (its file's name says whose it is; None: a path that names no
+    target, a hand-made call); None when it is one."""
     if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
         return "not a JSON object with a list of fixes"
     missing = next((k for k in ("schema", "profile", "target") if k not in data), None)
@@ -450,7 +452,7 @@ def _manifest_problem(data: Any, target: str) -> str | None:
     problem = problem or next((f"key {k!r} is {_short(json.dumps(data[k]))}, not a string" for k in
                                ("profile", "target", "tool", "tool_version")
                                if k in data and not isinstance(data[k], str)), None)
-    if problem or data["target"] != target:  # (the file's name says whose manifest it is)
+    if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
         return problem or f"key 'target' is {_short(json.dumps(data['target']))}, not {target!r} (the file's name)"
     name = data["profile"]  # (a profile name is a file name too: at most 100 characters)
     long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
