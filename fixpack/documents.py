@@ -3,14 +3,18 @@ rebase's files, profiles, ``fix.toml``): a document nested deeper than the parse
 recursion limit) is refused as one more malformed document, a :class:`json.JSONDecodeError` or
 ``tomllib.TOMLDecodeError`` that each caller's handler already turns into its file's error (exit 2 for the
 pack, 3 for the state), with the line where the nesting gets too deep; never a RecursionError (exit 1).
+So is an integer longer than Python converts (``sys.get_int_max_str_digits()``, 4300 digits): the parser's
+ValueError, caught around the parse alone, is that file's malformed-document error, with its line.
 And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``):
-something there that is no regular file is named, unread."""
+something there that is no regular file is named, unread; so is one larger than ``MAX_PACK_TEXT_BYTES`` (as
+the state's manifest and journal have ``state.MAX_STATE_BYTES``): a 300 MB series took 4.9 GB of memory."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +27,14 @@ from .errors import Collector, DamagedStateError
 from .safepath import not_a_file, read_regular
 
 TOO_DEEP = "nested too deeply to read"
+_DIGITS = re.compile(r"[0-9_]+")
+MAX_PACK_TEXT_BYTES = 4 << 20  # a series, profile or fix.toml larger than this is no pack's (they are KBs)
 _NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
 
 
 class TooDeepTomlError(tomllib.TOMLDecodeError):
-    """A TOML document nested too deeply; its message names the line and column, as tomllib's own do."""
+    """A TOML document nested too deeply, or with an integer too long to read; its message names the line and
+    column, as tomllib's own do."""
 
     def __init__(self, msg: str) -> None:
         ValueError.__init__(self, msg)  # (TOMLDecodeError's own signature differs between versions)
@@ -40,6 +47,11 @@ def loads_json(text: str | bytes) -> Any:
     except RecursionError:
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(TOO_DEEP, doc, too_deep_at(doc, toml=False)) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # (only the int conversion of a number past the digit limit raises another ValueError)
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError(too_long(), doc, too_long_at(doc)) from None
 
 
 def load_json(raw: bytes, path: Path) -> Any:
@@ -62,6 +74,24 @@ def loads_toml(text: str) -> dict[str, Any]:
         at = too_deep_at(text, toml=True)
         line = text.count("\n", 0, at) + 1
         raise TooDeepTomlError(f"{TOO_DEEP} (at line {line}, column {at - text.rfind(chr(10), 0, at)})") from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError:  # (only the int conversion of a number past the digit limit raises another ValueError)
+        at = too_long_at(text)
+        line = text.count("\n", 0, at) + 1
+        raise TooDeepTomlError(f"{too_long()} (at line {line}, column {at - text.rfind(chr(10), 0, at)})") from None
+
+
+def too_long() -> str:
+    """The words for an integer longer than Python converts (the limit is a setting of the interpreter)."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return f"an integer of more than {limit} digits"
+
+
+def too_long_at(text: str) -> int:
+    """The offset in ``text`` of its longest run of digits (the integer too long to read)."""
+    runs = [(m.end() - m.start(), m.start()) for m in _DIGITS.finditer(text)]
+    return max(runs, key=lambda r: r[0])[1] if runs else 0
 
 
 def too_deep_at(text: str, toml: bool) -> int:
@@ -126,6 +156,11 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
         errors.add(missing[0], path, None, missing[1])
     else:
         try:
+            size = os.stat(path).st_size
+            if size > MAX_PACK_TEXT_BYTES:
+                errors.add(f"{size} bytes, more than the {MAX_PACK_TEXT_BYTES >> 20} MiB a pack's {kind} may have",
+                           path, None, f"a pack's {kind} is a few KB: put the pack's own there")
+                return None
             return read_regular(path)
         except OSError as exc:
             errors.add(f"cannot read: {exc.strerror}", path)

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from .diff import AUTHOR
-from .documents import loads_json
+from .documents import load_json
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
@@ -32,7 +32,7 @@ from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
 from .runlock import pack_lock
-from .safepath import STATE_DIR, name_problem
+from .safepath import STATE_DIR, is_version, name_problem, read_regular
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -113,16 +113,46 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     path = state_path(pack_root, fix_id)
     if not path.is_file():
         return None
-    try:
-        state = EditState(**loads_json(path.read_text("utf-8")))
-    except (ValueError, TypeError) as exc:
-        raise BadInputError(f"{path}: not an edit state this tool wrote ({exc}); remove it with "
-                            f"`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`") from exc
+    advice = (f"drop the edit with `{_command('edit', '--abort', fix_id, *pack_words(pack_root))}` (it removes "
+              f"the file and the work tree) and start it again")
+    state = _read_state(path, advice)
     if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
-        raise BadInputError(f"{path}: not an edit state this tool wrote (it names fix {state.fix!r} in "
-                            f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id}); remove it with "
-                            f"`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`")
+        raise DamagedStateError(path, f"not an edit state this tool wrote (it names fix {state.fix!r} in "
+                                      f"{state.work}, not {fix_id} in {work_folder(pack_root) / fix_id})", advice)
     return state
+
+
+_STATE_KEYS: dict[str, type] = {"fix": str, "profile": str, "target": str, "new": bool, "after": str, "opt_in": bool,
+                                "release": str, "work": str, "version": int, "change": str, "base": dict}
+_KIND_WORDS = {str: "a string", bool: "true or false", int: "a fix version (0 for a new fix)",
+               dict: "an object of fix -> sha256"}
+_STATE_LATER = {"version", "change", "base"}  # (an edit started by an earlier fixpack has no version, change, base)
+
+
+def _read_state(path: Path, advice: str) -> EditState:
+    """The edit state in ``path``, each key as :meth:`EditState.save` writes it: else DamagedStateError (exit 3)
+    naming the file and the key, with ``advice``."""
+    try:
+        data = load_json(read_regular(path), path)
+    except DamagedStateError as exc:
+        raise DamagedStateError(path, exc.what, advice) from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read the pack") from exc
+    if not isinstance(data, dict):
+        raise DamagedStateError(path, f"a JSON {type(data).__name__}, not an object", advice)
+    for key, kind in _STATE_KEYS.items():
+        if key not in data and key not in _STATE_LATER:
+            raise DamagedStateError(path, f"key {key!r} is missing", advice)
+        value = data.get(key, kind())
+        if type(value) is not kind or (kind is int and value != 0 and not is_version(value)) or (
+                isinstance(value, dict) and not all(isinstance(v, str) for v in value.values())):
+            said = json.dumps(value)
+            said = said if len(said) <= 40 else f"{said[:40]}... ({len(said)} characters)"
+            raise DamagedStateError(path, f"key {key!r} is {said}, not {_KIND_WORDS[kind]}", advice)
+    unknown = sorted(set(data) - set(_STATE_KEYS))
+    if unknown:
+        raise DamagedStateError(path, f"key {unknown[0]!r} is not one an edit state has", advice)
+    return EditState(**data)
 
 
 def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, target: str = "", after: str = "",

@@ -14,7 +14,7 @@ from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components
-from .safepath import name_problem
+from .safepath import VERSION_RULE, is_version, name_problem
 from .target_fields import target_problems
 from .targets import commit_matches
 from .upstream_fields import upstream_problems
@@ -116,8 +116,8 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     if data.get("id", folder.name) != folder.name:
         errors.add(f"id {data.get('id')!r} differs from its folder {folder.name!r}", path, key_line(text, "id"))
     version = data.get("version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
+    if not is_version(version):
+        errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))
     if not isinstance(data.get("opt_in", False), bool):
         errors.add("'opt_in' must be true or false", path, key_line(text, "opt_in"))
     for key in ("summary", "why", "target", "retired"):
@@ -161,8 +161,8 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     data, text = loaded
     _unknown_keys(data, {"version", "rebased_from"}, path, text, errors)
     version = data.get("version", base_version)
-    if not isinstance(version, int) or version < 1:
-        errors.add("'version' must be an integer >= 1", path, key_line(text, "version"))
+    if not is_version(version):
+        errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))
         return None
     where = Where(path, lambda key, table: key_line(text, key, table))
     patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)

@@ -26,7 +26,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json
 from .errors import DamagedStateError, StaleLockError
-from .safepath import ID_MAX, ID_RE, name_problem, path_problem
+from .safepath import ID_MAX, ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -365,7 +365,8 @@ class Manifest:
             said = f"its schema is {_short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
             raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
                                     "revert with the fixpack that wrote it, or remove it and restore the image")
-        problem = _manifest_problem(data)
+        named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
+        problem = _manifest_problem(data, named)
         if problem:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]))
@@ -376,30 +377,6 @@ class Manifest:
                    _str_map(data.get("found")), fixes, dict(data.get("files", {})),
                    str(data.get("tool_version", "")), comps, kept_map(data.get("removed_files", {})),
                    kept_map(data.get("removed_dirs", {})))
-
-
-def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
-    """The line (1-based) where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None
-    when it cannot be told (a manifest is written one key a line; a hand-reshaped one may not be). An entry
-    of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
-    try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
-    if start is None:
-        return None
-    depth, entry, names = 0, [], f'"id": {json.dumps(fix_id)}'
-    for n, ln in enumerate(lines[start + 1:], start + 2):
-        entry.append((n, ln.strip()))
-        depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
-        if depth < 0:
-            return None  # the end of the list
-        if depth == 0 and entry:
-            if any(text.rstrip(",") == names for _n, text in entry):
-                return next((k for k, text in entry if text.startswith(f"{json.dumps(file)}:")), None)
-            entry = []
-    return None
 
 
 def _str_map(value: Any) -> dict[str, str]:
@@ -439,14 +416,21 @@ def _manifest_fix_problem(f: Any) -> str | None:
         return f"fix id {_short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
         return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
-    if not is_int(f.get("version")) or not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
-        return f"{f['id']}: needs an integer version and the patch's sha256"
+    if not is_version(f.get("version")):
+        return f"{f['id']}: its version {_short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
+    if not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
+        return f"{f['id']}: needs the patch's sha256"
     return _files_problem(f.get("files"), f"{f['id']}'s files")
 
 
-def _manifest_problem(data: Any) -> str | None:
+def _manifest_problem(data: Any, target: str | None) -> str | None:
+    """Why ``data`` is no manifest of ``target`` (its file's name says whose it is; None: a path that names no
+    target, a hand-made call); None when it is one."""
     if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
         return "not a JSON object with a list of fixes"
+    missing = next((k for k in ("schema", "profile", "target") if k not in data), None)
+    if missing:  # (every manifest fixpack ever wrote has them, since its first commit: none is older)
+        return f"key {missing!r} is missing (every manifest fixpack writes has it)"
     files = data.get("files", {})
     problem = _files_problem(files, "'files'")
     if problem:
@@ -465,11 +449,14 @@ def _manifest_problem(data: Any) -> str | None:
     problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
     if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
         problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
-    problem = problem or next((f"{k!r} is not a string" for k in ("profile", "target", "tool", "tool_version")
+    problem = problem or next((f"key {k!r} is {_short(json.dumps(data[k]))}, not a string" for k in
+                               ("profile", "target", "tool", "tool_version")
                                if k in data and not isinstance(data[k], str)), None)
-    name = data.get("profile", "")  # (a profile name is a file name too: at most 100 characters)
+    if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
+        return problem or f"key 'target' is {_short(json.dumps(data['target']))}, not {target!r} (the file's name)"
+    name = data["profile"]  # (a profile name is a file name too: at most 100 characters)
     long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
-    return problem or (f"profile {_short(name)!r} is no profile name: {long}" if long else None)
+    return f"profile {_short(name)!r} is no profile name: {long}" if long else None
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:

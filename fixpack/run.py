@@ -223,7 +223,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
         stray = sorted(set(entry.files) - touched)
         if stray:
             from .errors import DamagedStateError
-            from .records import manifest_line
+            from .state import manifest_line
 
             line = manifest_line(path, fix.id, stray[0])
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "

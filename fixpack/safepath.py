@@ -19,6 +19,14 @@ STATE_DIR = ".fixpack"
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 ID_MAX = 100  # characters: a fix or profile name is part of file names (.rebase/<name>.undo.json, reports)
+VERSION_MAX = 2**63 - 1  # a fix's version is a TOML integer: 64-bit signed
+VERSION_RULE = f"an integer from 1 to {VERSION_MAX}"
+
+
+def is_version(value: object) -> bool:
+    """Whether ``value`` can be a fix's version (``fix.toml``, ``variant.toml``, the manifest): an int, not a
+    bool, from 1 to ``VERSION_MAX``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= VERSION_MAX
 
 
 def name_problem(name: str) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import stat
@@ -102,6 +103,30 @@ def trusted(manifest: Manifest, path: Path) -> Manifest:
     if owned_by_us(path) or not (manifest.removed_files or manifest.removed_dirs):
         return manifest
     return replace(manifest, removed_files={}, removed_dirs={})
+
+
+def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
+    """The line (1-based) where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None
+    when it cannot be told (a manifest is written one key a line; a hand-reshaped one may not be). An entry
+    of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
+    if start is None:
+        return None
+    depth, entry, names = 0, [], f'"id": {json.dumps(fix_id)}'
+    for n, ln in enumerate(lines[start + 1:], start + 2):
+        entry.append((n, ln.strip()))
+        depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
+        if depth < 0:
+            return None  # the end of the list
+        if depth == 0 and entry:
+            if any(text.rstrip(",") == names for _n, text in entry):
+                return next((k for k, text in entry if text.startswith(f"{json.dumps(file)}:")), None)
+            entry = []
+    return None
 
 
 # --- the journal ----------------------------------------------------------------------------------

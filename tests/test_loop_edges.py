@@ -223,7 +223,7 @@ def test_edit_abort_and_refresh_take_a_fix_id_never_a_path_nor_a_planted_edit_fo
         '{"fix": "b", "profile": "p1", "target": "demo", "new": false, "after": "", "opt_in": false, '
         f'"release": "{clean}", "work": "{outside}", "version": 1, "change": ""}}\n')
     r = cli("refresh", "b")
-    assert r.returncode == 2 and "not an edit state this tool wrote" in r.stderr, r.stderr
+    assert r.returncode == 3 and "not an edit state this tool wrote" in r.stderr, r.stderr
     (builder.pack / ".edit/b.json").write_text("{not json\n")
     r = cli("edit", "--abort", "b")
     assert r.returncode == 0 and not (builder.pack / ".edit").exists(), r.stderr

@@ -165,7 +165,8 @@ def test_abort_and_continue_refuse_a_damaged_state(planted, over, said):
 
 @pytest.mark.parametrize("doc, said", [(b"{", "not JSON"), (b'{"to": "x1"}', "key 'pack' is missing"),
                                        (b'"x"', "a JSON str, not an object"),
-                                       (b"[" * 100000, "nested too deeply")])  # was RecursionError, exit 1
+                                       (b"[" * 100000, "nested too deeply"),  # was RecursionError, exit 1
+                                       (b'{"to": 1' + b"0" * 5000 + b"}", "an integer of more than 4300 digits")])
 def test_abort_of_an_unreadable_state_says_which_file(planted, doc, said):
     """A state.json with a key missing was `internal error: KeyError('pack')`, exit 1."""
     b, _outside = planted

@@ -1,0 +1,66 @@
+"""A damaged ``.edit/<fix>.json`` (the state ``edit`` keeps beside its work tree) is damaged state: exit 3
+naming the file and the key, with the command that drops the edit, no Python internals, nothing written.
+Found by a fresh user: it was exit 2, saying ``EditState.__init__() got an unexpected keyword argument
+'schema'``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, one_fix_pack, snapshot
+
+
+def _state(builder, **over):
+    data = {"fix": "one", "profile": "p1", "target": "demo", "new": False, "after": "", "opt_in": False,
+            "release": str(builder.base / "clean"), "work": str(builder.pack / ".edit/one"), "version": 1,
+            "change": "", "base": {}}
+    data.update(over)
+    return json.dumps({k: v for k, v in data.items() if v is not None}).encode()
+
+
+CASES = {
+    "an unknown key": (lambda b: _state(b, schema=1), "key 'schema' is not one an edit state has"),
+    "no JSON": (lambda b: b"{not json\n", "not valid JSON (line 1: Expecting property name"),
+    "not UTF-8": (lambda b: b'{"fix": "\xff"}', "bytes that are not UTF-8 at byte offset 9"),
+    "a list": (lambda b: b"[]", "a JSON list, not an object"),
+    "a key missing": (lambda b: _state(b, work=None), "key 'work' is missing"),
+    "a string for a bool": (lambda b: _state(b, new="yes"), "key 'new' is \"yes\", not true or false"),
+    "a negative version": (lambda b: _state(b, version=-1), "key 'version' is -1, not a fix version"),
+    "a huge version": (lambda b: _state(b, version=10**20), "key 'version' is 100000000000000000000, not a fix"),
+    "a base of numbers": (lambda b: _state(b, base={"x": 1}), "key 'base' is {\"x\": 1}, not an object of fix"),
+    "another work tree": (lambda b: _state(b, work="/elsewhere"), "not an edit state this tool wrote (it names "
+                                                                  "fix 'one' in /elsewhere"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_damaged_edit_state_is_damaged_state(builder, case):
+    one_fix_pack(builder)
+    make, said = CASES[case]
+    path = builder.pack / ".edit/one.json"
+    path.parent.mkdir()
+    path.write_bytes(make(builder))
+    before = snapshot(builder.base)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "one", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 3, r.stderr
+    assert f"the state in {path} is damaged: {said}" in r.stderr, r.stderr
+    assert "drop the edit with `" in r.stderr and "edit --abort one --pack" in r.stderr, r.stderr
+    assert "EditState" not in r.stderr and "__init__" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert snapshot(builder.base) == before
+
+
+def test_an_edit_state_as_edit_writes_it_is_read(builder):
+    from fixpack.editwork import find
+
+    one_fix_pack(builder)
+    path = builder.pack / ".edit/one.json"
+    path.parent.mkdir()
+    path.write_bytes(_state(builder))
+    assert find(builder.pack, "one").version == 1
+    path.write_bytes(_state(builder, version=None, change=None, base=None))  # an edit an earlier fixpack started
+    assert find(builder.pack, "one").version == 0

@@ -1,0 +1,92 @@
+"""A manifest's keys each as every fixpack writes them, else damaged state (exit 3, naming the key, nothing
+written), from every command. Found by a fresh user: a "profile" that was no string (null, 1, true) was
+``internal error: TypeError("object of type 'NoneType' has no len()")``, exit 1, from status and revert; a
+manifest with no "schema" or no "profile", one whose "target" is not the target its file name names, and a
+fix version of 10**20 or -1 were taken as they were. A fix's version is one rule for fix.toml, variant.toml
+and the manifest: an integer from 1 to 2**63 - 1 (TOML's integers)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import numbered
+from test_state_untrusted import COMMANDS, MOD, _everything, outcome, world  # noqa: F401 (the fixture)
+
+from fixpack import engine
+from fixpack.errors import FixpackError
+
+
+def _fix_version(value):
+    def change(m):
+        m["fixes"][0]["version"] = value
+    return change
+
+
+def _set(key, value):
+    return lambda m: m.update({key: value})
+
+
+def _drop(key):
+    return lambda m: m.pop(key)
+
+
+CASES = {
+    "profile null": (_set("profile", None), "key 'profile' is null, not a string"),
+    "profile 1": (_set("profile", 1), "key 'profile' is 1, not a string"),
+    "profile true": (_set("profile", True), "key 'profile' is true, not a string"),
+    "target null": (_set("target", None), "key 'target' is null, not a string"),
+    "no profile": (_drop("profile"), "key 'profile' is missing (every manifest fixpack writes has it)"),
+    "no schema": (_drop("schema"), "key 'schema' is missing (every manifest fixpack writes has it)"),
+    "no target": (_drop("target"), "key 'target' is missing (every manifest fixpack writes has it)"),
+    "another target": (_set("target", "vllm-gaudi"), "key 'target' is \"vllm-gaudi\", not 'demo' (the file's name)"),
+    "version 10**20": (_fix_version(10**20), "fix entry 1: one: its version 100000000000000000000 is not an integer "
+                                             "from 1 to 9223372036854775807"),
+    "version -1": (_fix_version(-1), "fix entry 1: one: its version -1 is not an integer from 1"),
+    "version 0": (_fix_version(0), "fix entry 1: one: its version 0 is not an integer from 1"),
+    "version true": (_fix_version(True), "fix entry 1: one: its version true is not an integer from 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_manifest_key_not_as_fixpack_writes_it_is_damaged_state(world, case):  # noqa: F811
+    b, target, outside = world
+    change, said = CASES[case]
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    change(m)
+    path.write_text(json.dumps(m))
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and f"{path} is damaged: not a valid fixpack manifest: {said}" in message, (name, message)
+        assert _everything(target, outside) == before, f"{name} changed files"
+
+
+def test_the_manifest_as_written_is_read(world):  # noqa: F811
+    b, target, _outside = world
+    assert engine.status(b.request(target)).exit_code == 0
+
+
+@pytest.mark.parametrize("where, text", [("fix.toml", "version = 100000000000000000000"),
+                                         ("fix.toml", "version = -1"),
+                                         ("v1/variant.toml", "version = 100000000000000000000"),
+                                         ("v1/variant.toml", "version = true")])
+def test_a_fix_version_past_the_rule_is_bad_input(builder, where, text):
+    base = numbered(10)
+    builder.tree("clean", {MOD: base})
+    folder = builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"], name="v1")
+    path = folder / where
+    if where == "fix.toml":
+        path.write_text(path.read_text().replace("version = 1", text))
+    else:
+        path.parent.mkdir()
+        path.write_text(text + "\n")
+        (path.parent / "0001-change.patch").write_bytes((folder / "0001-change.patch").read_bytes())
+    image = builder.tree("image", {MOD: base})
+    with pytest.raises(FixpackError) as exc:
+        engine.status(builder.request(image, "v1"))
+    assert exc.value.exit_code == 2, str(exc.value)
+    line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("version"))
+    assert f"fixes/one/{where}:{line}: 'version' must be an integer from 1 to 9223372036854775807" in str(exc.value)
