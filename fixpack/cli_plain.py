@@ -143,6 +143,12 @@ def refuse_closed_stdout() -> None:
     raise SystemExit(EXIT_ENVIRONMENT)
 
 
+ENDED: list[int] = []
+"""The exit code of the command run by this process once its outcome is decided and written (:func:`deliver`, or
+the command's exit: :meth:`fixpack.cli_common.JsonUsageErrors.invoke`): a Ctrl-C after that keeps it
+(:func:`fixpack.entry.refuse_interrupt`), never a second document or an "interrupted" line."""
+
+
 def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> int:
     """Run ``write`` (printing a command's result, whose outcome ``code`` is decided and written); the exit
     code to end with. A reader that went away (``| head``, EPIPE) keeps ``code``: it chose not to read. Any
@@ -150,9 +156,11 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
     at /dev/null, so that nothing more is printed and the interpreter's flush at exit cannot fail again."""
     try:
         write()
+        ENDED[:] = [code]
     except OSError as exc:
         silence_stdout()
         if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+            ENDED[:] = [code]
             return code
         name = errno.errorcode.get(exc.errno or 0, "")
         try:
@@ -162,6 +170,7 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
                        f"image", err=True)
         except OSError:
             pass
+        ENDED[:] = [EXIT_ENVIRONMENT]
         return EXIT_ENVIRONMENT
     return code
 
