@@ -59,7 +59,8 @@ def complete_fixes(ctx: click.Context, param: click.Parameter, incomplete: str) 
     """Shell completion of fix ids: the pack's ``fixes/series``."""
     root = _completion_pack(ctx)
     try:
-        lines = (root / "fixes" / "series").read_text().splitlines() if root else []
+        series = root / "fixes" / "series" if root else None
+        lines = series.read_text().splitlines() if series and series.is_file() else []  # never a FIFO: it blocks
     except OSError:
         return []
     ids = [ln.split("#")[0].strip() for ln in lines]
@@ -122,8 +123,8 @@ def parse_roots(values: tuple[str, ...], hint: str = "--root") -> dict[str, Path
 
 def pack_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return option("pack_root",
-                  help="The fix pack's root (default: the working folder if it holds fixes/series, else "
-                       "this checkout).")(fn)
+                  help="The fix pack's root (default: the working folder if it has fixes/series, or fixes/ and "
+                       "profiles/, else this checkout).")(fn)
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -92,17 +92,28 @@ def argv_profile(argv: list[str]) -> str:
 
 
 def default_pack_root() -> Path:
-    """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
-    its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not
-    editable) has no pack beside it: say so."""
+    """The working folder if it is a pack (:func:`is_pack`; or is inside a fix's work tree,
+    ``<pack>/.edit/<fix>/``: its pack), else the checkout this package lies in; an installed copy of the tool
+    (``pip install .``, not editable) has no pack beside it: say so."""
     here = Path.cwd()
     edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
     for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
-        if (root / "fixes" / "series").is_file():
+        if is_pack(root):
             return root
     raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "
                         f"{Path(__file__).parent.parent} holds fixes/series. Give --pack DIR or set $FIXPACK_PACK "
                         f"to a checkout of the fix pack (an installed fixpack ships the tool, not the pack)")
+
+
+def is_pack(root: Path) -> bool:
+    """Whether ``root`` is a fix pack: it has a ``fixes/series`` entry of any kind (a FIFO, a folder, a dangling
+    link: loading then names what is wrong with it), or ``fixes/`` and ``profiles/`` folders side by side (its
+    series missing). Only looked at (lstat, stat), never read: a FIFO would block."""
+    try:
+        (root / "fixes" / "series").lstat()
+        return True
+    except OSError:
+        return (root / "fixes").is_dir() and (root / "profiles").is_dir()
 
 
 def split_roots(values: tuple[str, ...] | list[str]) -> dict[str, Path] | str:
