@@ -32,7 +32,7 @@ from .cli_plain import (
     steady_streams,
 )
 from .cli_plain import emit_json as plain_json
-from .errors import interrupted
+from .errors import by_interrupt, interrupted
 
 
 def _completion_pack(ctx: click.Context) -> Path | None:
@@ -191,7 +191,7 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
     except KeyboardInterrupt:  # click would say "Aborted!" and exit 1, the code of a bug
         fail(interrupted(command), as_json, command, profile, dry_run)
     except Exception as exc:
-        fail(exc, as_json, command, profile, dry_run)
+        fail(interrupted(command) if by_interrupt(exc) else exc, as_json, command, profile, dry_run)
 
 
 DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver

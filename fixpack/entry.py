@@ -35,6 +35,12 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
         _ignore_sigint()
     except KeyboardInterrupt:
         refuse_interrupt(argv, command)
+    except Exception as exc:  # one Python wrapped (fixpack.errors.by_interrupt) while the tool imports
+        from .errors import by_interrupt
+
+        if by_interrupt(exc):
+            refuse_interrupt(argv, command)
+        raise
     sys.exit(code)
 
 
