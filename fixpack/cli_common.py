@@ -19,6 +19,7 @@ import click
 
 from .cli_fast import OPTIONS, seconds_value
 from .cli_plain import (
+    ENDED,
     argv_profile,
     default_pack_root,
     deliver,
@@ -31,7 +32,7 @@ from .cli_plain import (
     steady_streams,
 )
 from .cli_plain import emit_json as plain_json
-from .errors import interrupted
+from .errors import by_interrupt, interrupted
 
 
 def _completion_pack(ctx: click.Context) -> Path | None:
@@ -58,7 +59,8 @@ def complete_fixes(ctx: click.Context, param: click.Parameter, incomplete: str) 
     """Shell completion of fix ids: the pack's ``fixes/series``."""
     root = _completion_pack(ctx)
     try:
-        lines = (root / "fixes" / "series").read_text().splitlines() if root else []
+        series = root / "fixes" / "series" if root else None
+        lines = series.read_text().splitlines() if series and series.is_file() else []  # never a FIFO: it blocks
     except OSError:
         return []
     ids = [ln.split("#")[0].strip() for ln in lines]
@@ -121,8 +123,8 @@ def parse_roots(values: tuple[str, ...], hint: str = "--root") -> dict[str, Path
 
 def pack_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return option("pack_root",
-                  help="The fix pack's root (default: the working folder if it holds fixes/series, else "
-                       "this checkout).")(fn)
+                  help="The fix pack's root (default: the working folder if it has fixes/series, or fixes/ and "
+                       "profiles/, else this checkout).")(fn)
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -189,7 +191,7 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
     except KeyboardInterrupt:  # click would say "Aborted!" and exit 1, the code of a bug
         fail(interrupted(command), as_json, command, profile, dry_run)
     except Exception as exc:
-        fail(exc, as_json, command, profile, dry_run)
+        fail(interrupted(command) if by_interrupt(exc) else exc, as_json, command, profile, dry_run)
 
 
 DELIVERED = ("apply", "status", "revert", "sbom", "verify")  # their output goes through cli_plain.deliver
@@ -199,6 +201,11 @@ HELP_OPTIONS = ("-h", "--help")
 def asks_help(argv: list[str]) -> bool:
     """Whether ``argv`` asks for help (before a ``--``): click prints it itself, not through ``deliver``."""
     return any(a in HELP_OPTIONS for a in (argv[:argv.index("--")] if "--" in argv else argv))
+
+
+class Interrupted(BaseException):
+    """A Ctrl-C while click parses or runs a command, carried past click's own handling of KeyboardInterrupt (a
+    blank line, "Aborted!", exit 1) to :meth:`JsonUsageErrors._run_main`."""
 
 
 class JsonUsageErrors:
@@ -217,6 +224,7 @@ class JsonUsageErrors:
         their stdout as it is, unless asked for help (click prints it). A closed stdout is refused first (exit 5,
         :func:`fixpack.cli_plain.refuse_closed_stdout`)."""
         refuse_closed_stdout()
+        ENDED.clear()  # run in-process again (tests): this run has not ended
         argv = list(sys.argv[1:] if args is None else args)
         code: Any = None
         with steady_streams(stdout=self.command_name(argv) not in DELIVERED or asks_help(argv)) as out:
@@ -229,21 +237,44 @@ class JsonUsageErrors:
             status = output_lost(out.lost, status)
         sys.exit(status)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc,no-any-return]
+        except KeyboardInterrupt:
+            raise Interrupted from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command: a Ctrl-C during it passes click by as :class:`Interrupted`; once it has ended (exits)
+        its code is kept (:data:`fixpack.cli_plain.ENDED`) for a Ctrl-C that comes while click unwinds."""
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except SystemExit as exc:
+            ENDED[:] = ENDED or [exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1]
+            raise
+        except KeyboardInterrupt:
+            raise Interrupted from None
+
     def _run_main(self, argv: list[str], prog_name: str | None, complete_var: str | None, standalone_mode: bool,
                   **extra: Any) -> Any:
-        run = super().main  # type: ignore[misc]
-        if "--json" not in argv:
-            return run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=standalone_mode,
-                       **extra)
+        """click's main in its non-standalone mode, its outcomes said here: a usage error is click's message and
+        its code (2), or with ``--json`` the error document; a Ctrl-C while click parses or a command loads
+        (:class:`Interrupted`, or click's Abort where one lands in click's own code) is the one interrupted line,
+        exit 5 (:func:`fixpack.entry.refuse_interrupt`), never click's "Aborted!" and exit 1."""
         try:
-            rv = run(args=argv, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+            rv = super().main(args=argv, prog_name=prog_name,  # type: ignore[misc]
+                              complete_var=complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
+            if "--json" not in argv:
+                exc.show()
+                sys.exit(exc.exit_code)
             doc = error_document(self.command_name(argv), argv_profile(argv), f"usage: {exc.format_message()}",
                                  exit_code(exc), "--dry-run" in argv)
             sys.exit(deliver(lambda: emit_json(doc), exit_code(exc)))
-        except click.exceptions.Abort:
-            doc = error_document(self.command_name(argv), argv_profile(argv), "aborted", 1, "--dry-run" in argv)
-            sys.exit(deliver(lambda: emit_json(doc), 1))
+        except (Interrupted, click.exceptions.Abort, KeyboardInterrupt):
+            from .entry import refuse_interrupt
+
+            refuse_interrupt(argv, self.command_name(argv))
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else 0)
         return rv

@@ -28,7 +28,7 @@ from .cli_plain import (
     split_roots,
     write_line,
 )
-from .errors import interrupted
+from .errors import by_interrupt, interrupted
 
 # parameter -> (option names, kind, environment variable, default); kind: "text" (one value), "many"
 # (repeatable), "dir" (a folder, as click.Path(file_okay=False)), "flag"
@@ -152,6 +152,7 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
         except KeyboardInterrupt:
             raise interrupted(command) from None
     except Exception as exc:
+        exc = interrupted(command) if by_interrupt(exc) else exc
         return _say(error_document(command, profile, failure_text(exc), exit_code(exc), dry_run) if as_json
                     else f"fixpack: error: {failure_text(exc)}", exit_code(exc))
     return _say(report.as_dict() if as_json else report, exit_code(report))

@@ -92,17 +92,28 @@ def argv_profile(argv: list[str]) -> str:
 
 
 def default_pack_root() -> Path:
-    """The working folder if it holds ``fixes/series`` (or is inside a fix's work tree, ``<pack>/.edit/<fix>/``:
-    its pack), else the checkout this package lies in; an installed copy of the tool (``pip install .``, not
-    editable) has no pack beside it: say so."""
+    """The working folder if it is a pack (:func:`is_pack`; or is inside a fix's work tree,
+    ``<pack>/.edit/<fix>/``: its pack), else the checkout this package lies in; an installed copy of the tool
+    (``pip install .``, not editable) has no pack beside it: say so."""
     here = Path.cwd()
     edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
     for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
-        if (root / "fixes" / "series").is_file():
+        if is_pack(root):
             return root
     raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "
                         f"{Path(__file__).parent.parent} holds fixes/series. Give --pack DIR or set $FIXPACK_PACK "
                         f"to a checkout of the fix pack (an installed fixpack ships the tool, not the pack)")
+
+
+def is_pack(root: Path) -> bool:
+    """Whether ``root`` is a fix pack: it has a ``fixes/series`` entry of any kind (a FIFO, a folder, a dangling
+    link: loading then names what is wrong with it), or ``fixes/`` and ``profiles/`` folders side by side (its
+    series missing). Only looked at (lstat, stat), never read: a FIFO would block."""
+    try:
+        (root / "fixes" / "series").lstat()
+        return True
+    except OSError:
+        return (root / "fixes").is_dir() and (root / "profiles").is_dir()
 
 
 def split_roots(values: tuple[str, ...] | list[str]) -> dict[str, Path] | str:
@@ -143,6 +154,12 @@ def refuse_closed_stdout() -> None:
     raise SystemExit(EXIT_ENVIRONMENT)
 
 
+ENDED: list[int] = []
+"""The exit code of the command run by this process once its outcome is decided and written (:func:`deliver`, or
+the command's exit: :meth:`fixpack.cli_common.JsonUsageErrors.invoke`): a Ctrl-C after that keeps it
+(:func:`fixpack.entry.refuse_interrupt`), never a second document or an "interrupted" line."""
+
+
 def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> int:
     """Run ``write`` (printing a command's result, whose outcome ``code`` is decided and written); the exit
     code to end with. A reader that went away (``| head``, EPIPE) keeps ``code``: it chose not to read. Any
@@ -150,9 +167,11 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
     at /dev/null, so that nothing more is printed and the interpreter's flush at exit cannot fail again."""
     try:
         write()
+        ENDED[:] = [code]
     except OSError as exc:
         silence_stdout()
         if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+            ENDED[:] = [code]
             return code
         name = errno.errorcode.get(exc.errno or 0, "")
         try:
@@ -162,6 +181,7 @@ def deliver(write: Callable[[], Any], code: int, what: str = "the report") -> in
                        f"image", err=True)
         except OSError:
             pass
+        ENDED[:] = [EXIT_ENVIRONMENT]
         return EXIT_ENVIRONMENT
     return code
 

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
-from .diffsyntax import QuoteError, refuse_crlf, split_lines, unquote, unquoted_paths
+from .diffsyntax import QuoteError, refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 from .structs import dataclass, replace
@@ -229,6 +229,7 @@ def _check_structure(text: str, source: str) -> None:
         start = next((i for i, ln in enumerate(lines[:-1])
                       if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
     refuse_crlf(lines[:start] if start is not None else lines, 1, source)
+    refuse_not_utf8_message(lines[:start] if start is not None else lines, 1, source)
     if start is None:
         return
     old = new = 0

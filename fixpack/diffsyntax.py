@@ -102,3 +102,24 @@ def refuse_crlf(lines: list[str], first: int, source: str) -> None:
                     f"CR; the patch's own lines may not")
             raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "convert the patch file back "
                                                                     "to LF line endings (dos2unix) and re-run")])
+
+
+_CHARSET = re.compile(r"^content-type:.*\bcharset=\"?([\w.:-]+)", re.IGNORECASE | re.MULTILINE)
+
+
+def refuse_not_utf8_message(lines: list[str], first: int, source: str) -> None:
+    """Raise PatchParseError for the first of the patch's message ``lines`` (its mail header and description,
+    before the diff; numbered from ``first``) that holds bytes that are not UTF-8 (read with surrogateescape),
+    unless the mail declares another charset: the message is text, git writes it as UTF-8, and ``fixpack
+    format`` would replace such bytes. A changed file's lines are the diff's (an added line is refused there)."""
+    declared = _CHARSET.search("\n".join(lines))
+    if declared and declared.group(1).lower() not in ("utf-8", "utf8", "us-ascii"):
+        return
+    for n, line in enumerate(lines, first):
+        bad = re.search("[\udc80-\udcff]", line)
+        if bad:
+            byte = len(line[:bad.start()].encode("utf-8", "surrogateescape")) + 1
+            what = (f"the patch's message (its mail header or description, before the diff) holds bytes that are "
+                    f"not UTF-8 (byte {byte} of the line)")
+            raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "write the message as UTF-8 (git "
+                                                                    "format-patch writes it so) and re-run")])

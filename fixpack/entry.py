@@ -35,13 +35,23 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
         _ignore_sigint()
     except KeyboardInterrupt:
         refuse_interrupt(argv, command)
+    except Exception as exc:  # one Python wrapped (fixpack.errors.by_interrupt) while the tool imports
+        from .errors import by_interrupt
+
+        if by_interrupt(exc):
+            refuse_interrupt(argv, command)
+        raise
     sys.exit(code)
 
 
 def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
     """Exit 5 saying the run was interrupted (one line on stderr, or the error document with ``--json``),
-    a second Ctrl-C ignored; ``command`` as for :func:`guarded`."""
+    a second Ctrl-C ignored; ``command`` as for :func:`guarded`. One that comes after the command has ended (its
+    output written: :data:`fixpack.cli_plain.ENDED`) keeps the command's exit code and says nothing more."""
     _ignore_sigint()
+    ended = getattr(sys.modules.get("fixpack.cli_plain"), "ENDED", None)
+    if ended:
+        sys.exit(ended[0])
     words = [a for i, a in enumerate(argv) if not a.startswith("-") and argv[i - 1:i] != ["--color"]]
     command = command or (words[0] if words else "")
     from .cli_plain import argv_profile, deliver, emit_json, error_document, write_line

@@ -148,6 +148,19 @@ _AFTER_INTERRUPT = {
 _AFTER_INTERRUPT["revert"] = _AFTER_INTERRUPT["apply"]
 
 
+def by_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt among its causes (Python 3.11 wraps one raised
+    in a class's ``__set_name__`` while a module is imported, e.g. a ``cached_property``, in a RuntimeError)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def interrupted(command: str) -> EnvironmentProblem:
     """Ctrl-C (SIGINT) outside a write: what the CLI says instead of a traceback (exit 5), fitting
     ``command`` (a write to a target has rolled itself back before this:

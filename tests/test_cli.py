@@ -1,6 +1,7 @@
 """Thin CLI checks: exit codes, JSON keys, plain output, the apply_all.py entries."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -184,4 +185,60 @@ def test_ctrl_c_while_the_tool_imports_is_exit_5_in_one_line(setup, entry):
                                             "(fixpack status shows which). Run again"] if "status" not in args else \
                     ["fixpack: error: interrupted (Ctrl-C, SIGINT); status writes nothing. Run again"], err
         assert snapshot(target) == before
+    assert ours, "no run was interrupted in fixpack's own code: the delays missed it"
+
+
+CLICK_PATH = {"check": ["check"], "check --json": ["check", "--json"], "export": ["export", "-p", "p1", "--out", "X"],
+              "export --json": ["export", "-p", "p1", "--out", "X", "--json"],
+              "status --color always": ["status", "--color", "always", "-p", "p1", "--root", "demo=T"],
+              "status --color always --json": ["status", "--color", "always", "-p", "p1", "--root", "demo=T", "--json"]}
+
+
+@pytest.mark.parametrize("command", sorted(CLICK_PATH))
+def test_ctrl_c_on_the_click_path_is_exit_5_in_one_line(setup, tmp_path, command):
+    """Found by a fresh user: Ctrl-C some 50-100 ms into `fixpack check`, `export`, `fetch` or `status --color
+    always` (the commands that go through click, while click parses or a maintainer's command is imported)
+    landed in click's own handling: "Aborted!" and exit 1 (with --json `{"error": "aborted", "exit_code": 1}`).
+    Now it is exit 5 with the one `interrupted` line (the error document with --json), as everywhere else."""
+    import os
+    import re
+    import signal
+    import time
+
+    b, target = setup
+    args = ["-m", "fixpack.cli", *[str(tmp_path / "out") if a == "X" else f"demo={target}" if a == "demo=T" else a
+                                   for a in CLICK_PATH[command]], "--pack", str(b.pack)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def launch() -> subprocess.Popen[str]:
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        return subprocess.Popen([sys.executable, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    start = time.monotonic()
+    proc = launch()
+    proc.communicate()
+    full = proc.returncode  # check: 2, the builder's fixes have no proofs
+    assert full in (0, 2), command
+    whole = time.monotonic() - start
+    ours = 0
+    for i in range(40):
+        proc = launch()
+        time.sleep(whole * i / 32)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate()
+        frames = re.findall(r'File "([^"]+)", line (\d+)', err)
+        assert not [f for f, _line in frames if Path(f).parent.name == "fixpack"], (command, proc.returncode, err)
+        started = not (proc.returncode == -signal.SIGINT and not out and not err)
+        if started and not frames and not err.startswith("Fatal Python error"):
+            assert proc.returncode in (full, 5) and "Aborted" not in err, (command, whole * i / 32, proc.returncode, err)
+            if proc.returncode == 5:
+                ours += 1
+                said = [ln for ln in err.splitlines() if ln.startswith("fixpack: error:") or not ln.strip()]
+                if "--json" in args:
+                    doc = json.loads(out)
+                    assert doc["exit_code"] == 5 and doc["error"].startswith("interrupted (Ctrl-C, SIGINT)"), out
+                    assert not said, err
+                else:
+                    assert len(said) == 1 and said[0].startswith("fixpack: error: interrupted (Ctrl-C, SIGINT)"), err
     assert ours, "no run was interrupted in fixpack's own code: the delays missed it"

@@ -134,3 +134,57 @@ def test_a_command_name_among_the_fixes_says_the_command_that_runs_it(setup, tmp
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run(["bash", "-c", hint], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0 and "demo" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("entry", ["fast", "click"])
+def test_a_ctrl_c_wrapped_by_python_while_a_module_imports_is_interrupted(setup, capsys, monkeypatch, entry):
+    """Found while testing Ctrl-C: one that lands in a class's __set_name__ while a module is imported (the
+    engine's dataclasses with a cached_property) reaches the command as Python 3.11's RuntimeError("Error
+    calling __set_name__ ..."), which said "internal error" and exit 1. A KeyboardInterrupt among an error's
+    causes is the interrupted error now: exit 5 with its one line."""
+    import types
+
+    b, target = setup
+
+    class Engine(types.ModuleType):
+        def __getattr__(self, name):
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as exc:
+                raise RuntimeError("Error calling __set_name__ on 'cached_property' instance") from exc
+
+    monkeypatch.setitem(sys.modules, "fixpack.engine", Engine("fixpack.engine"))
+    monkeypatch.setattr("fixpack.engine", sys.modules["fixpack.engine"], raising=False)
+    args = ["status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}"]
+    if entry == "fast":
+        code = cli_fast.run("status", args[1:])
+    else:
+        with pytest.raises(SystemExit) as caught:
+            main.main(args=[*args, "--color", "never"])
+        code = caught.value.code
+    err = capsys.readouterr().err
+    assert code == 5 and "fixpack: error: interrupted (Ctrl-C, SIGINT); status writes nothing" in err, (code, err)
+
+
+def test_the_entry_guard_takes_a_wrapped_ctrl_c_while_the_tool_imports(capsys, monkeypatch):
+    """The same disguised Ctrl-C before a command's own handling (the entry's imports): exit 5, its one line."""
+    from fixpack import entry
+
+    monkeypatch.setattr(entry, "_ignore_sigint", lambda: None)  # this test's process keeps its Ctrl-C
+    monkeypatch.setattr("fixpack.cli_plain.ENDED", [])  # no command has ended in this (pytest's) process
+
+    def body():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property' instance") from exc
+
+    with pytest.raises(SystemExit) as caught:
+        entry.guarded(body, ["status", "-p", "p1"])
+    assert caught.value.code == 5 and "interrupted (Ctrl-C, SIGINT)" in capsys.readouterr().err
+
+    def bug():
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):  # any other error is left as it is
+        entry.guarded(bug, [])

@@ -133,3 +133,39 @@ def test_an_installed_copy_without_its_pack_says_how_to_name_one(tmp_path):
 def test_prove_names_an_unknown_fix_before_touching_the_image():
     r = run("prove", "-p", "v0.30.0", "--python", sys.executable, "no-such-fix", "--json")
     assert r.returncode == 2 and "not a fix of profile v0.30.0 on vllm: no-such-fix" in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "dangling link", "missing"])
+def test_a_working_folder_with_a_broken_series_is_the_pack_and_says_so(mismatch, kind):
+    """Found by a fresh user: in a pack whose fixes/series was a FIFO, a folder or a dangling link, `fixpack
+    check` without --pack silently checked this checkout's pack instead ("pack is clean"), apply returned 0 and
+    lock --check named the checkout's profiles. Now a working folder with a fixes/series entry of any kind (or
+    fixes/ and profiles/ side by side, its series missing) is the pack, looked at without being read (a FIFO
+    would block), and loading names its series (exit 2)."""
+    b, image = mismatch
+    series = b.pack / "fixes" / "series"
+    series.unlink()
+    {"fifo": os.mkfifo, "folder": os.mkdir, "dangling link": lambda p: p.symlink_to("nowhere"),
+     "missing": lambda p: None}[kind](series)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("FIXPACK_PACK", "GAUDI_FIXES_ROOT")},
+           "PYTHONPATH": str(REPO)}
+    for args in (["check"], ["lock", "--check", "-p", "p1"], ["apply", "-p", "p1", "--root", f"demo={image}"],
+                 ["status", "-p", "p1", "--root", f"demo={image}", "--color", "never"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, cwd=b.pack,
+                           env=env, timeout=60)
+        assert r.returncode == 2 and "fixes/series" in r.stdout + r.stderr, (args, r.returncode, r.stdout, r.stderr)
+        assert "v0.30.0" not in r.stdout + r.stderr and "clean" not in r.stdout, (args, r.stdout, r.stderr)
+
+
+def test_completing_fix_ids_never_reads_a_fifo_series(mismatch):
+    """Shell completion of fix ids in a pack whose fixes/series is a FIFO: nothing offered, no read that blocks."""
+    from fixpack.cli_common import complete_fixes
+
+    b, _image = mismatch
+    series = b.pack / "fixes" / "series"
+    ctx = click.Context(main)
+    ctx.params["pack_root"] = str(b.pack)
+    assert complete_fixes(ctx, None, "") == ["one"]
+    series.unlink()
+    os.mkfifo(series)
+    assert complete_fixes(ctx, None, "") == []

@@ -387,3 +387,29 @@ def test_stray_patches_and_variants_no_run_reads_are_named(setup):
         "fix.toml's patches (in its place in the order), or remove it)",
         "fixes/two/v9.9.9/variant.toml: a variant of fix two for profile v9.9.9, which the pack does not have (no "
         "profiles/v9.9.9.toml): it is never used (name its folder after the profile it is for, or remove it)"]
+
+
+def test_a_patch_message_with_bytes_that_are_not_utf8_is_named_at_its_line(setup):
+    """Found by a fresh user: `fixpack check` passed a patch whose message (the mail header and description
+    before the diff) held bytes that are not UTF-8, while `lock --check` saw the patch reworded (and `fixpack
+    format` would replace the bytes). A patch's text is UTF-8, as git writes it (an added line already had to
+    be): check names the patch and the line (exit 2), and lock --check refuses the pack the same way."""
+    b, _ = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    data = patch.read_bytes()
+    head, sep, diff = data.partition(b"\ndiff --git ")
+    line = head.count(b"\n") + 1  # the message's last line, which gets the byte
+    patch.write_bytes(head + b" caf\xe9" + sep + diff)
+    found = findings(b)
+    byte = len(head.split(b"\n")[-1]) + 5  # after " caf"
+    assert found == [f"fixes/one/0001-change.patch:{line}: the patch's message (its mail header or description, "
+                     f"before the diff) holds bytes that are not UTF-8 (byte {byte} of the line) (write the message as UTF-8 (git format-patch "
+                     f"writes it so) and re-run)"], found
+    for args in (["check"], ["lock", "--check", "-p", "p1"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(b.pack)], capture_output=True,
+                           text=True, cwd=REPO)
+        assert r.returncode == 2 and f"0001-change.patch:{line}: the patch's message" in r.stdout + r.stderr, r
+    # a message that declares another charset is read in it (git format-patch with i18n.commitEncoding)
+    head = head.replace(b"\nSubject:", b"\nContent-Type: text/plain; charset=ISO-8859-1\nSubject:", 1)
+    patch.write_bytes(head + b" caf\xe9" + sep + diff)
+    assert not [f for f in findings(b) if "not UTF-8" in f], findings(b)
