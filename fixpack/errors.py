@@ -150,14 +150,18 @@ _AFTER_INTERRUPT["revert"] = _AFTER_INTERRUPT["apply"]
 
 def by_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt among its causes (Python 3.11 wraps one raised
-    in a class's ``__set_name__`` while a module is imported, e.g. a ``cached_property``, in a RuntimeError)."""
+    in a class's ``__set_name__`` while a module is imported, e.g. a ``cached_property``, in a RuntimeError).
+    Never one of this tool's errors (a FixpackError was raised knowing of any interrupt, and says it: prove's
+    SIGTERM, exit 143, or a write's rollback), nor a context its raiser suppressed (``raise ... from None``)."""
+    if isinstance(exc, FixpackError):
+        return False
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         if isinstance(cause, KeyboardInterrupt):
             return True
         seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
     return False
 
 

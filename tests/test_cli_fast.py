@@ -188,3 +188,37 @@ def test_the_entry_guard_takes_a_wrapped_ctrl_c_while_the_tool_imports(capsys, m
 
     with pytest.raises(RuntimeError, match="a bug"):  # any other error is left as it is
         entry.guarded(bug, [])
+
+
+def test_the_tool_s_own_error_after_an_interrupt_is_not_taken_for_one():
+    """prove turns SIGTERM into a KeyboardInterrupt to unwind, then raises its Terminated (exit 143) with that
+    interrupt as its suppressed context: the CLI took it for a disguised Ctrl-C and said 'interrupted', exit 5
+    (the whole suite's SIGTERM-mid-proof test caught it). A FixpackError, or a context raised ``from None``, is
+    never a Ctrl-C in disguise; a RuntimeError caused by one still is."""
+    from fixpack.errors import by_interrupt
+    from fixpack.prove import Terminated
+
+    def raised(make):
+        try:
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as ki:
+                make(ki)
+        except BaseException as exc:  # the test looks at what was raised
+            return exc
+        raise AssertionError("nothing raised")
+
+    def terminated(ki):
+        raise Terminated("terminated (SIGTERM)") from None
+
+    def suppressed(ki):
+        raise ValueError("x") from None
+
+    def wrapped(ki):
+        raise RuntimeError("Error calling __set_name__") from ki
+
+    def in_context(ki):
+        raise RuntimeError("while handling")
+
+    assert not by_interrupt(raised(terminated)) and not by_interrupt(raised(suppressed))
+    assert by_interrupt(raised(wrapped)) and by_interrupt(raised(in_context))
