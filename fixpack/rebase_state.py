@@ -10,8 +10,8 @@ is whether ``--work`` was given, never where the path resolves): the start refus
 or whose parent is missing, and writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort``
 refuse a ``--work`` folder without it (a planted or copied ``state.json`` never makes a folder the rebase's), and
 dropping it removes only what a rebase makes there (:func:`drop_work`: the repositories the state records).
-``--abort`` removes a file the state records as made by the rebase only when git does not track it unchanged at
-HEAD (:func:`check_created`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
+``--abort`` removes a file the state records as made by the rebase only when git HEAD does not have it, and
+restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
 (:func:`report_folder`): the state cannot prove a folder elsewhere was the one the start was given.
 """
 
@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .documents import loads_json
-from .errors import BadInputError, DamagedStateError, GitError
-from .gitutil import run as git
+from .errors import BadInputError, DamagedStateError
 from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
 
 WORK_DIR = ".rebase"
@@ -140,26 +139,35 @@ def drop_work(work: Path, given: bool, repos: Iterable[str]) -> None:
 
 
 def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
-    """Before ``--abort`` removes the files ``backups`` records as made by the rebase (value None): none may be a
-    file git tracks unchanged at HEAD, as a rebase starts on a clean checkout (everything it made is untracked or
-    changed): such a record is forged, DamagedStateError naming the key, nothing written. A pack that is no git
+    """Before ``--abort`` puts back what ``backups`` records: a rebase starts on a clean checkout, so a file it
+    made (value None, which ``--abort`` removes) is no file git tracks at HEAD, and the bytes it saved of a file
+    it overwrote are that file's at HEAD. A record of a tracked file as made, or of bytes for a tracked file that
+    is unchanged at HEAD and holds other bytes, is forged: DamagedStateError naming the key, nothing written (the
+    files are held against HEAD's blobs, ``git cat-file``: no lock, no index refresh). A pack that is no git
     checkout (``--allow-dirty``) cannot be asked."""
-    made = sorted(rel for rel, data in backups.items() if data is None and (pack_root / rel).is_file())
-    if not made:
-        return
-    try:
-        tracked = set(git(pack_root, "--literal-pathspecs", "ls-files", "-z", "--", *made).split("\0"))
-        changed = set(git(pack_root, "--literal-pathspecs", "diff", "--name-only", "--relative", "-z", "HEAD",
-                          "--", *made).split("\0"))
-    except GitError:
-        return
-    for rel in made:
-        if rel in tracked and rel not in changed:
-            raise DamagedStateError(path, f"backups[{rel!r}] is null (a file the rebase made, which --abort removes), "
-                                          f"but {rel} is committed and unchanged at git HEAD: the rebase did not "
-                                          f"make it", f"keep {rel}: if no rebase is in progress, remove the state by "
-                                                      f"hand (rm {path}), else give the --work folder it was started "
-                                                      f"with")
+    for rel in sorted(rel for rel in backups if (pack_root / rel).is_file()):
+        head = _at_head(pack_root, rel)
+        if head is None:  # not in git's HEAD (or no git checkout): nothing to hold it against
+            continue
+        data = backups[rel]
+        if data is None:
+            why = f"is null (a file the rebase made, which --abort removes), but git tracks {rel}"
+        elif (pack_root / rel).read_bytes() != head or base64.b64decode(data) == head:
+            continue
+        else:
+            why = (f"holds bytes {rel} never had at git HEAD, and {rel} is committed and unchanged: --abort would "
+                   f"overwrite it")
+        raise DamagedStateError(path, f"backups[{rel!r}] {why}: the rebase did not write that record",
+                                f"keep {rel}: if no rebase is in progress, remove the state by hand (rm {path}), "
+                                f"else give the --work folder it was started with")
+
+
+def _at_head(pack_root: Path, rel: str) -> bytes | None:
+    import subprocess
+
+    done = subprocess.run(["git", "--literal-pathspecs", "cat-file", "blob", f"HEAD:./{rel}"], cwd=pack_root,
+                          capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    return done.stdout if done.returncode == 0 else None
 
 
 def report_folder(path: Path, state: dict[str, Any], pack_root: Path, given: Path | None) -> Path:

@@ -166,7 +166,25 @@ def test_abort_refuses_a_forged_record_of_a_committed_file_as_made(planted):  # 
     before = world(b.base)
     code, out = run(b, "--abort", "--work", str(outside))
     assert code == 3 and "backups['profiles/p1.lock'] is null" in out, out
-    assert "committed and unchanged at git HEAD" in out and world(b.base) == before
+    assert "but git tracks profiles/p1.lock" in out and world(b.base) == before
+
+
+def test_abort_refuses_forged_bytes_for_a_committed_file_and_touches_no_index(planted):  # noqa: F811
+    """A planted state whose backups hold other bytes for the committed, unchanged profiles/p1.toml: --abort wrote
+    them over it ('1 pack file(s) restored'). And a refused --abort must not rewrite .git/index (git's diff
+    refreshed it where the file's times had changed: a copied pack)."""
+    import base64
+    import os
+
+    b, outside = planted
+    (outside / ".fixpack-rebase").write_text("given\n")
+    (outside / "state.json").write_text(json.dumps(state(b, to="p1", backups={
+        "profiles/p1.toml": base64.b64encode(b"hello").decode()})))
+    os.utime(b.pack / "profiles/p1.toml", (1, 1))  # the index's stat data of it is stale now
+    before, index = world(b.base), (b.pack / ".git/index").read_bytes()  # (world leaves .git out)
+    code, out = run(b, "--abort", "--work", str(outside))
+    assert code == 3 and "backups['profiles/p1.toml'] holds bytes profiles/p1.toml never had" in out, out
+    assert world(b.base) == before and (b.pack / ".git/index").read_bytes() == index
 
 
 def test_a_second_rebase_in_a_busy_work_folder_names_the_one_there(conflicting):  # noqa: F811
