@@ -11,8 +11,9 @@ or whose parent is missing, and writes its marker (``.fixpack-rebase``) there; `
 refuse a ``--work`` folder without it (a planted or copied ``state.json`` never makes a folder the rebase's), and
 dropping it removes only what a rebase makes there (:func:`drop_work`: the repositories the state records).
 ``--abort`` removes a file the state records as made by the rebase only when git HEAD does not have it, and
-restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`). ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again
-(:func:`report_folder`): the state cannot prove a folder elsewhere was the one the start was given.
+restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`).
+``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again (:func:`report_folder`): the state
+cannot prove a folder elsewhere was the one the start was given.
 """
 
 from __future__ import annotations
