@@ -17,7 +17,7 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .editwork import BASE_TAG, EditState, base_digests, change_digest, clean_copy, find
+from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
 from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
@@ -60,6 +60,8 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     state = find(pack_root, fix_id)
     if state is None:
         return None
+    pack = load_pack(pack_root)
+    check_state(pack_root, pack, state)  # before git reads the work tree (git status rewrites its index)
     work = Path(state.work)
     dirty = uncommitted(work)
     if dirty:
@@ -74,7 +76,6 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         if not c.diff.strip():
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
-    pack = load_pack(pack_root)
     view = pack.for_profile(state.profile)
     fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)

@@ -16,6 +16,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -113,8 +114,7 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     path = state_path(pack_root, fix_id)
     if not path.is_file():
         return None
-    advice = (f"drop the edit with `{_command('edit', '--abort', fix_id, *pack_words(pack_root))}` (it removes "
-              f"the file and the work tree) and start it again")
+    advice = _advice(pack_root, fix_id)
     state = _read_state(path, advice)
     if state.fix != fix_id or Path(state.work).resolve() != (work_folder(pack_root) / fix_id).resolve():
         raise DamagedStateError(path, f"not an edit state this tool wrote (it names fix {state.fix!r} in "
@@ -122,6 +122,51 @@ def find(pack_root: Path, fix_id: str) -> EditState | None:
     return state
 
 
+def _advice(pack_root: Path, fix_id: str) -> str:
+    return (f"drop the edit with `{_command('edit', '--abort', fix_id, *pack_words(pack_root))}` (it removes "
+            f"the file and the work tree) and start it again")
+
+
+def check_state(pack_root: Path, pack: Pack, state: EditState) -> None:
+    """``state`` fits the pack: its target is one of its profile's (for a fix in the pack, the fix's), a new
+    fix's ``after`` is in the series, version 0 only for a fix the edit made. Else DamagedStateError (exit 3)
+    naming the key, before a refresh touches the work tree or the pack (a forged target was a KeyError)."""
+    prof = load_profile(pack, state.profile)
+    fix = pack.for_profile(prof.name).fixes.get(state.fix)
+    names = [t.name for t in prof.targets]
+    problem = ""
+    if state.target not in names:
+        problem = f"key 'target' is {_said(state.target)}, not a target of profile {prof.name} ({', '.join(names)})"
+    elif fix is not None and not state.new and state.target != fix.target:
+        problem = f"key 'target' is {_said(state.target)}, but fix {fix.id} changes {fix.target}"
+    elif state.new and state.after and state.after not in pack.series:
+        problem = f"key 'after' is {_said(state.after)}, not a fix in fixes/series"
+    elif fix is not None and not state.new and state.version == 0 and state.change:
+        problem = (f"key 'version' is 0 (a new fix's), but the edit started from fix {fix.id} of the pack "
+                   f"(version {fix.version}; key 'change' holds its digest)")
+    if problem:
+        raise DamagedStateError(state_path(pack_root, state.fix), problem, _advice(pack_root, state.fix))
+
+
+def _said(value: object) -> str:
+    said = json.dumps(value)
+    return said if len(said) <= 40 else f"{said[:40]}... ({len(said)} characters)"
+
+
+def _value_problem(profile: str, after: str, base: dict[str, str]) -> str:
+    """A key whose value no edit writes: a profile or fix id that is not a name (``../x``), a digest that is
+    not a sha256."""
+    if name_problem(profile):
+        return f"key 'profile' is {_said(profile)}, not a profile name ({name_problem(profile)})"
+    if after and name_problem(after):
+        return f"key 'after' is {_said(after)}, not a fix id ({name_problem(after)})"
+    for fid, digest in base.items():
+        if name_problem(fid) or not _SHA256.fullmatch(digest):
+            return f"key 'base' has {_said({fid: digest})}, not a fix id and the sha256 of its patches"
+    return ""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _STATE_KEYS: dict[str, type] = {"fix": str, "profile": str, "target": str, "new": bool, "after": str, "opt_in": bool,
                                 "release": str, "work": str, "version": int, "change": str, "base": dict}
 _KIND_WORDS = {str: "a string", bool: "true or false", int: "a fix version (0 for a new fix)",
@@ -146,12 +191,13 @@ def _read_state(path: Path, advice: str) -> EditState:
         value = data.get(key, kind())
         if type(value) is not kind or (kind is int and value != 0 and not is_version(value)) or (
                 isinstance(value, dict) and not all(isinstance(v, str) for v in value.values())):
-            said = json.dumps(value)
-            said = said if len(said) <= 40 else f"{said[:40]}... ({len(said)} characters)"
-            raise DamagedStateError(path, f"key {key!r} is {said}, not {_KIND_WORDS[kind]}", advice)
+            raise DamagedStateError(path, f"key {key!r} is {_said(value)}, not {_KIND_WORDS[kind]}", advice)
     unknown = sorted(set(data) - set(_STATE_KEYS))
     if unknown:
         raise DamagedStateError(path, f"key {unknown[0]!r} is not one an edit state has", advice)
+    problem = _value_problem(data["profile"], data["after"], data.get("base", {}))
+    if problem:
+        raise DamagedStateError(path, problem, advice)
     return EditState(**data)
 
 

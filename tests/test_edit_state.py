@@ -32,6 +32,17 @@ CASES = {
     "a negative version": (lambda b: _state(b, version=-1), "key 'version' is -1, not a fix version"),
     "a huge version": (lambda b: _state(b, version=10**20), "key 'version' is 100000000000000000000, not a fix"),
     "a base of numbers": (lambda b: _state(b, base={"x": 1}), "key 'base' is {\"x\": 1}, not an object of fix"),
+    "a target the profile lacks": (lambda b: _state(b, target="nope"), "key 'target' is \"nope\", not a target "
+                                                                         "of profile p1 (demo)"),
+    "a profile that is a path": (lambda b: _state(b, profile="../../x"), "key 'profile' is \"../../x\", not a "
+                                                                         "profile name"),
+    "version 0 for a fix in the pack": (lambda b: _state(b, version=0, change="a" * 64),
+                                        "key 'version' is 0 (a new fix's), but the edit started from fix one"),
+    "an after that is a path": (lambda b: _state(b, after="../z"), "key 'after' is \"../z\", not a fix id"),
+    "a base keyed by a path": (lambda b: _state(b, base={"../a": "0" * 64}), "key 'base' has {\"../a\": \"000"),
+    "a base digest not sha256": (lambda b: _state(b, base={"a": "xyz"}), "key 'base' has {\"a\": \"xyz\"}, not"),
+    "a new fix after no fix": (lambda b: _state(b, new=True, after="zz"), "key 'after' is \"zz\", not a fix in "
+                                                                         "fixes/series"),
     "another work tree": (lambda b: _state(b, work="/elsewhere"), "not an edit state this tool wrote (it names "
                                                                   "fix 'one' in /elsewhere"),
 }
