@@ -71,15 +71,16 @@ def loads_toml(text: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except RecursionError:
-        at = too_deep_at(text, toml=True)
-        line = text.count("\n", 0, at) + 1
-        raise TooDeepTomlError(f"{TOO_DEEP} (at line {line}, column {at - text.rfind(chr(10), 0, at)})") from None
+        raise TooDeepTomlError(f"{TOO_DEEP} ({_line_column(text, too_deep_at(text, toml=True))})") from None
     except tomllib.TOMLDecodeError:
         raise
     except ValueError:  # (only the int conversion of a number past the digit limit raises another ValueError)
-        at = too_long_at(text)
-        line = text.count("\n", 0, at) + 1
-        raise TooDeepTomlError(f"{too_long()} (at line {line}, column {at - text.rfind(chr(10), 0, at)})") from None
+        raise TooDeepTomlError(f"{too_long()} ({_line_column(text, too_long_at(text))})") from None
+
+
+def _line_column(text: str, at: int) -> str:
+    """Offset ``at`` of ``text`` as tomllib's messages say a place: "at line L, column C" (both from 1)."""
+    return f"at line {text.count(chr(10), 0, at) + 1}, column {at - text.rfind(chr(10), 0, at)}"
 
 
 def too_long() -> str:

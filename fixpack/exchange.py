@@ -321,14 +321,17 @@ def _write_files(out: Path, files: dict[str, bytes]) -> None:
     present = sorted(out.iterdir()) if out.is_dir() else []
     record = _recorded(out)
     old: set[tuple[str, str]] = set()
+    held: dict[str, bytes] = {}  # each regular file there, read once
     foreign = []
     for path in present:
         if path.name == RECORD and path.is_file() and not path.is_symlink():
             continue
         data = None if path.is_symlink() or not path.is_file() else path.read_bytes()
-        mine = data is not None and (path.name, sha256_bytes(data)) in record
-        if mine:
-            old.add((path.name, sha256_bytes(data or b"")))
+        pair = (path.name, sha256_bytes(data)) if data is not None else None
+        if data is not None:
+            held[path.name] = data
+        if pair in record:
+            old.add(pair)
         elif data is None or data != files.get(path.name):  # the very bytes this export writes lose nothing
             foreign.append(path.name)
     if foreign:
@@ -343,8 +346,7 @@ def _write_files(out: Path, files: dict[str, bytes]) -> None:
         if path.name not in files and path.name != RECORD:
             remove_file(path)
     for name, data in files.items():
-        dest = out / name
-        if not dest.is_file() or dest.read_bytes() != data:
-            atomic_write(dest, data)
+        if held.get(name) != data:
+            atomic_write(out / name, data)
     if old - new:
         atomic_write(out / RECORD, _record_text(new))

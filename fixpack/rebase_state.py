@@ -166,8 +166,8 @@ def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
 def _at_head(pack_root: Path, rel: str) -> bytes | None:
     import subprocess
 
-    done = subprocess.run(["git", "--literal-pathspecs", "cat-file", "blob", f"HEAD:./{rel}"], cwd=pack_root,
-                          capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    # (bytes, not gitutil.run's text: a profile or patch is held byte for byte; cat-file touches no index)
+    done = subprocess.run(["git", "cat-file", "blob", f"HEAD:./{rel}"], cwd=pack_root, capture_output=True)
     return done.stdout if done.returncode == 0 else None
 
 
