@@ -16,7 +16,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
+from .records import is_sha256, short
 from .runlock import pack_lock
 from .safepath import STATE_DIR, is_version, name_problem, read_regular
 from .structs import dataclass, field, fields
@@ -149,8 +149,7 @@ def check_state(pack_root: Path, pack: Pack, state: EditState) -> None:
 
 
 def _said(value: object) -> str:
-    said = json.dumps(value)
-    return said if len(said) <= 40 else f"{said[:40]}... ({len(said)} characters)"
+    return short(json.dumps(value))
 
 
 def _value_problem(profile: str, after: str, base: dict[str, str]) -> str:
@@ -161,12 +160,11 @@ def _value_problem(profile: str, after: str, base: dict[str, str]) -> str:
     if after and name_problem(after):
         return f"key 'after' is {_said(after)}, not a fix id ({name_problem(after)})"
     for fid, digest in base.items():
-        if name_problem(fid) or not _SHA256.fullmatch(digest):
+        if name_problem(fid) or not is_sha256(digest):
             return f"key 'base' has {_said({fid: digest})}, not a fix id and the sha256 of its patches"
     return ""
 
 
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 _STATE_KEYS: dict[str, type] = {"fix": str, "profile": str, "target": str, "new": bool, "after": str, "opt_in": bool,
                                 "release": str, "work": str, "version": int, "change": str, "base": dict}
 _KIND_WORDS = {str: "a string", bool: "true or false", int: "a fix version (0 for a new fix)",

@@ -32,6 +32,7 @@ from .patchtext import header_fields
 from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
+from .records import is_sha256
 from .runlock import pack_lock
 from .states import State
 from .structs import replace
@@ -294,7 +295,7 @@ def _recorded(out: Path) -> set[tuple[str, str]]:
     pairs = set()
     for line in record.read_bytes().decode("utf-8", "replace").splitlines():
         sha, sep, name = line.partition("  ")
-        if sep and re.fullmatch(r"[0-9a-f]{64}", sha) and name not in ("", ".", "..", RECORD) and "/" not in name:
+        if sep and is_sha256(sha) and name not in ("", ".", "..", RECORD) and "/" not in name:
             pairs.add((name, sha))
     return pairs
 

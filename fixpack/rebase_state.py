@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-import re
 import shutil
 import stat
 from collections.abc import Iterable
@@ -30,12 +29,12 @@ from typing import Any
 
 from .documents import loads_json
 from .errors import BadInputError, DamagedStateError
+from .records import is_sha256
 from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
 
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
 PHASES = ("merging", "conflicts", "writing", "written")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def checked_name(name: str, what: str = "rebase name (--name)") -> str:
@@ -308,7 +307,7 @@ def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     written = _want(path, data, "written", dict, advice)
     check_pack_paths(path, "written", dict.fromkeys(written), pack_root, to, advice)
     for key, sha in written.items():
-        if not isinstance(sha, str) or not _SHA256.match(sha):
+        if not is_sha256(sha):
             raise DamagedStateError(path, f"written[{key!r}] is {sha!r}, not a sha256", advice)
 
 

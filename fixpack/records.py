@@ -362,7 +362,7 @@ class Manifest:
         data = load_json(raw, path)
         schema = data.get("schema", MANIFEST_SCHEMA) if isinstance(data, dict) else MANIFEST_SCHEMA
         if type(schema) is not int or schema != MANIFEST_SCHEMA:  # (a manifest of another version of fixpack)
-            said = f"its schema is {_short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
+            said = f"its schema is {short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
             raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
                                     "revert with the fixpack that wrote it, or remove it and restore the image")
         named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
@@ -383,13 +383,18 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _short(text: str, most: int = 40) -> str:
+def short(text: str, most: int = 40) -> str:
     """``text`` cut to ``most`` characters for a message (a planted value may be any length)."""
     return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
 
 
+def is_sha256(value: Any) -> bool:
+    """A sha256 as this tool writes one: 64 lower-case hex digits."""
+    return isinstance(value, str) and bool(_SHA.match(value))
+
+
 def sha_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and bool(_SHA.match(value)))
+    return value is None or is_sha256(value)
 
 
 def is_int(value: Any) -> bool:
@@ -413,11 +418,11 @@ def _manifest_fix_problem(f: Any) -> str | None:
     if not isinstance(f, dict) or not isinstance(f.get("id"), str):
         return "not an object with a fix id"
     if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
-        return f"fix id {_short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
+        return f"fix id {short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
         return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
     if not is_version(f.get("version")):
-        return f"{f['id']}: its version {_short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
+        return f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
     if not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
         return f"{f['id']}: needs the patch's sha256"
     return _files_problem(f.get("files"), f"{f['id']}'s files")
@@ -449,14 +454,14 @@ def _manifest_problem(data: Any, target: str | None) -> str | None:
     problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
     if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
         problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
-    problem = problem or next((f"key {k!r} is {_short(json.dumps(data[k]))}, not a string" for k in
+    problem = problem or next((f"key {k!r} is {short(json.dumps(data[k]))}, not a string" for k in
                                ("profile", "target", "tool", "tool_version")
                                if k in data and not isinstance(data[k], str)), None)
     if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
-        return problem or f"key 'target' is {_short(json.dumps(data['target']))}, not {target!r} (the file's name)"
+        return problem or f"key 'target' is {short(json.dumps(data['target']))}, not {target!r} (the file's name)"
     name = data["profile"]  # (a profile name is a file name too: at most 100 characters)
     long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
-    return f"profile {_short(name)!r} is no profile name: {long}" if long else None
+    return f"profile {short(name)!r} is no profile name: {long}" if long else None
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
