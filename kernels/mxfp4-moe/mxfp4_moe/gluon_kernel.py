@@ -168,6 +168,15 @@ def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl
 
 
 @gluon.jit
+def _expert_count(ids_ptr, e, T, TOPK: gl.constexpr, P_P2: gl.constexpr):
+    """How many of the T * TOPK routing slots name expert e (its tokens: ids are distinct within a token)."""
+    l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    offs_p = gl.arange(0, P_P2, layout=l1)
+    ids = gl.load(ids_ptr + offs_p, mask=offs_p < T * TOPK, other=-1)
+    return gl.sum((ids == e).to(gl.int32), axis=0)
+
+
+@gluon.jit
 def _tokens(ids_ptr, e, T, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
             layout: gl.constexpr):
     """For tokens 0..BLOCK_M-1 (in `layout`, a 1-D slice): routed to e, and its pair row t*TOPK + slot."""
@@ -489,7 +498,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  DYNAMIC: gl.constexpr = False, n_items=0, sched_ptr=None, PLAN: gl.constexpr = False,
                  plan_ptr=None, z2_ptr=None, z2_numel=0, DYN_SPLIT: gl.constexpr = False,
                  LOG_MAX: gl.constexpr = 0, budget=0, PLAN_ITEMS: gl.constexpr = 1, plan_stride=0,
-                 SUB_K: gl.constexpr = 0):
+                 SUB_K: gl.constexpr = 0, NARROW: gl.constexpr = False, W5N: gl.constexpr = None,
+                 X4N: gl.constexpr = None, S3N: gl.constexpr = None):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -510,7 +520,11 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     split stays within ``budget`` programs: ranked_kernel.run_split's rule), the parts added into act_ptr
     (ATOMIC_OUT, zeroed by the gate/up kernel); row block fastest, then run, then K part. PLAN_ITEMS (eighth
     round, not with DYN_SPLIT): the grid holds plan_stride runs and program g takes runs r, r + plan_stride, ...
-    (PLAN_ITEMS of them) where they exist, so a grid of half the bound covers it."""
+    (PLAN_ITEMS of them) where they exist, so a grid of half the bound covers it. NARROW (ninth round, PLAN with
+    runs of CHUNK 16, not DYN_SPLIT): a run of at most 8 tokens (its expert's tokens counted from the ids) is
+    computed with 8-token tiles (the run of 8 at twice the run index: the same tokens; W5N / X4N / S3N are
+    layouts(BLOCK_N, BLOCK_K, 8), no SUB_K), the others with BLOCK_M 16, so an expert of up to 16 tokens has its
+    weights decoded once, and one of up to 8 pays no 16-token mma or activation loads."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -561,12 +575,24 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             ri = r + i * plan_stride
             if ri < n_runs:
                 word = gl.load(plan_ptr + 1 + ri)
-                _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
-                           out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
-                           stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
-                           GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr, stride_act,
-                           CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7, False, 1,
-                           SUB_K)
+                wide = True
+                if NARROW:  # this run's tokens: its expert's count past the earlier runs (at most CHUNK)
+                    if _expert_count(ids_ptr, word >> 12, T, TOPK, P_P2) - ((word >> 9) & 7) * CHUNK <= 8:
+                        wide = False
+                if wide:
+                    _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
+                               y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
+                               stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
+                               GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
+                               stride_act, CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7,
+                               False, 1, SUB_K)
+                elif NARROW:
+                    _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
+                               y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
+                               stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, 8, BLOCK_N, BLOCK_K, SPLIT_K,
+                               GATE_UP, W5N, X4N, S3N, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
+                               stride_act, 8, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12,
+                               ((word >> 9) & 7) * (CHUNK // 8), False, 1, 0)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -659,7 +685,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     silu_launch: bool = False, partials: bool = False, compact_m: int = 8,
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
-                    plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0,
+                    plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0, narrow: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -694,8 +720,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     EP2 x TP4 at batches 9-16), each GEMM's grid holds ceil(bound / N) runs and each program takes up to N runs of
     the list, so fewer programs find no run. sub_k (eighth round, 0 off): where the token tile is 16 or 32, each
     weight tile is multiplied sub_k of its K at a time (_gemm_tile's SUB_K: half the activation registers at
-    128). maxnreg_down: the
-    down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
+    128). narrow (ninth round; with plan and compact_m 16: runs of 16 from 9 tokens on): a run of at most 8
+    tokens takes 8-token tiles (_gemm_kernel's NARROW), the others 16-token tiles.
+    maxnreg_down: the down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -725,7 +752,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     # its expert's tokens (the k-th run owned by the slot of its first token), so the mma tile and its
     # registers follow the tokens an expert has, not the batch; an expert's weights are read once per run
     chunk = 0
-    if compact_m and block_m > compact_m:
+    if compact_m and (block_m > compact_m or (narrow and block_m == compact_m == 16)):
         if compact_m not in (8, 16):
             raise ValueError(f"compact_m must be 8, 16 or 0 (off), got {compact_m!r}")
         block_m = chunk = compact_m
@@ -773,6 +800,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes)}
         opts = opts | {"PEEL": False}  # the weights' address is in the plan, read after the wait
     dyn = plan and plan_split_per_sm > 0 and not split_down
+    if plan and narrow and chunk == 16 and not dyn:
+        ln1, ln2 = layouts(bn1, bk1, 8), layouts(bn2, bk2, 8)
+        plan_kw |= {"NARROW": True}
+        narrow_kw = ({"W5N": ln1["w5"], "X4N": ln1["x4"], "S3N": ln1["s3"]},
+                     {"W5N": ln2["w5"], "X4N": ln2["x4"], "S3N": ln2["s3"]})
+    else:
+        narrow = False
+        narrow_kw = ({}, {})
     items = 1
     if plan and not dyn and plan_items > 1 and runs >= P:
         # the bound is the slot count (eighth round): a grid of ceil(runs / items) runs, each program up to items
@@ -812,7 +847,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        **opts, **fixup, **plan_kw, **plan_kw_gu), sms, persistent, sched1, plan)
+        **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     opts_down = opts
@@ -842,7 +877,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
         GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts_down, **down,
-        **plan_kw), sms, persistent, sched2, plan)
+        **plan_kw, **narrow_kw[1]), sms, persistent, sched2, plan)
     if dyn:
         if not partials:
             norm_combine(y2, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
@@ -859,5 +894,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["plan"] = plan
         last_launch["plan_items"] = items
         last_launch["sub_k"] = sub_k
+        last_launch["narrow"] = narrow
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

@@ -794,7 +794,7 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
                                "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
-                "fused_maxnreg": 96}
+                "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -812,6 +812,17 @@ def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
     if min(pairs, n_local) <= RANKED_FEW_EXPERTS and config.get("ranked_few"):
         return {**config, **config["ranked_few"]}
     return config
+
+
+def narrow_config(config: dict, tokens: int) -> dict:
+    """The gluon GEMMs' configuration for a chunk of ``tokens`` tokens (ninth round): from ``narrow_runs`` tokens
+    on (an int; 0 or absent: never; True: always) runs of 16 tokens (``compact_m`` 16), each run of at most 8
+    tokens computed with 8-token tiles and the others with 16-token tiles multiplied ``narrow_sub_k`` (default
+    128) of K at a time (gluon_kernel.experts_forward's ``narrow``); below it ``config`` with narrow off."""
+    n = config.get("narrow_runs", 0)
+    if n and tokens >= int(n):
+        return {**config, "compact_m": 16, "sub_k": config.get("narrow_sub_k", 128), "narrow_runs": True}
+    return {**config, "narrow_runs": False}
 
 
 def default_config(decode: str) -> dict:
@@ -967,6 +978,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              partials=partials, last_launch=LAST_LAUNCH)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
+        config = narrow_config(config, T)
         return gluon_kernel.experts_forward(x, ids.contiguous(), wts, ex, out, eps, sms=_num_sms(x.device),
                                             ctas_per_sm=config.get("ctas_per_sm", 64),
                                             split_down=config.get("split_down"), pdl=config.get("pdl", True),
@@ -984,6 +996,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan_lanes=config.get("plan_lanes", False),
                                             plan_items=config.get("plan_items", 1),
                                             sub_k=config.get("sub_k", 0),
+                                            narrow=bool(config["narrow_runs"]),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

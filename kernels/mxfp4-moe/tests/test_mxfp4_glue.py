@@ -282,6 +282,18 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert GLUON_CONFIG["plan_runs"] is True and GLUON_CONFIG.get("plan_split_per_sm", 0) == 0
     # eighth round (B): the list built one slot a thread; two runs a program and sub_k off
     assert GLUON_CONFIG["plan_lanes"] is True and GLUON_CONFIG["plan_items"] == 1 and not GLUON_CONFIG.get("sub_k")
+    # ninth round: runs of 16 from 17 tokens on, those of at most 8 tokens on 8-token tiles, the cap kept at 96
+    from mxfp4_moe.kernel import narrow_config
+    assert GLUON_CONFIG["narrow_runs"] == 17
+    for t in (9, 16):
+        assert narrow_config(GLUON_CONFIG, t)["narrow_runs"] is False
+        assert narrow_config(GLUON_CONFIG, t).get("compact_m", 8) == 8 and not narrow_config(GLUON_CONFIG, t).get("sub_k")
+    for t in (17, 32):
+        c = narrow_config(GLUON_CONFIG, t)
+        assert c["narrow_runs"] is True and c["compact_m"] == 16 and c["sub_k"] == 128 and c["maxnreg"] == 96
+    assert narrow_config({**GLUON_CONFIG, "narrow_runs": 0}, 32)["narrow_runs"] is False
+    assert narrow_config({**GLUON_CONFIG, "narrow_runs": True, "narrow_sub_k": 0}, 9)["sub_k"] == 0
+    assert narrow_config({}, 32) == {"narrow_runs": False}
 
 
 def test_fused_few_rule_and_residency():

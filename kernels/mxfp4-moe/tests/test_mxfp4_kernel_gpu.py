@@ -453,6 +453,44 @@ def test_gluon_run_list(cfg):
     assert int(plan[0]) == len(want) and plan[1:1 + len(want)].tolist() == want
 
 
+@pytest.mark.parametrize("cfg", [{}, {"maxnreg": 112}, {"narrow_sub_k": 0, "maxnreg": None}, {"pdl": False},
+                                 {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False}])
+def test_gluon_narrow_runs(cfg):
+    """narrow_runs (ninth round; True here: from any batch of the run list on, 9 tokens): runs of 16 tokens, a
+    run of at most 8 tokens computed with 8-token tiles, the others with 16-token tiles 128 of K at a time. Batches 9..32 whose experts hold from 1 to 16 tokens (both kinds of run in one call),
+    all tokens to the same experts (runs of 16 only), top-1 (runs of one token), three calls in a row, the K
+    splits, the register cap raised to 112 (no spills) and none with no sub_k, PDL off; the TP partials; the grids (kernel.plan_bound runs
+    of 16), and the list: one run per 16 of an expert's tokens."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(34), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    cfg = {"maxnreg": 96, "plan_runs": True, "narrow_runs": True, **cfg}
+    for rep in range(3):
+        for tokens in (9, 12, 16, 17, 25, 32):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 34000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"narrow runs {cfg} batch {tokens} call {rep}")
+            assert K.LAST_LAUNCH["plan"] and K.LAST_LAUNCH["narrow"], K.LAST_LAUNCH
+            runs = K.plan_bound(tokens * 4, 6, tokens, 16)
+            assert K.LAST_LAUNCH["grids"]["gate_up"] == (runs * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],)
+            assert K.LAST_LAUNCH["grids"]["down"] == (runs * (1024 // bn2) * K.LAST_LAUNCH["splits"][1],)
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 34500, "cuda", "gluon", cfg), "one expert")
+    torch.cuda.synchronize()  # four experts of 32 tokens each: two runs of 16 each
+    assert int(K._PLANS[K.stream_key(torch.device("cuda", torch.cuda.current_device()))][0]) == 8
+    assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 34600, "cuda", "gluon", cfg), "top-1")
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 32, 12, 4, 2, 34700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"narrow runs partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+    # below narrow_runs tokens: runs of 8 as before
+    assert_ok(check_case(ex, ex_t, 32, "random", 12, 4, 34800, "cuda", "gluon", {**cfg, "narrow_runs": 33}), "off")
+    assert not K.LAST_LAUNCH["narrow"]
+    assert K.LAST_LAUNCH["grids"]["gate_up"] == (K.plan_bound(128, 6, 32, 8) * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],)
+
+
 @pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
                                  {"down_atomic": False}, {"items_3": True}])
 def test_gluon_run_list_items(cfg):
