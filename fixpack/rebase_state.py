@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .documents import loads_json
+from .documents import MAX_STATE_BYTES, TooLargeError, loads_json, read_capped
 from .errors import BadInputError, DamagedStateError
 from .records import is_sha256
 from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
@@ -204,11 +204,14 @@ def _refuse_link(path: Path, what: str, remove: str) -> None:
 
 
 def read_json(path: Path, advice: str) -> dict[str, Any]:
-    """The JSON object in ``path``, a regular file (no symbolic link): else DamagedStateError."""
+    """The JSON object in ``path``, a regular file (no symbolic link) of at most ``MAX_STATE_BYTES``: else
+    DamagedStateError."""
     if path.is_symlink() or not path.is_file():
         raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
     try:
-        data = loads_json(path.read_bytes().decode("utf-8"))
+        data = loads_json(read_capped(path, MAX_STATE_BYTES).decode("utf-8"))
+    except TooLargeError as exc:  # told by its size, never read
+        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes", advice) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise DamagedStateError(path, f"not JSON ({exc})", advice) from exc
     except OSError as exc:
