@@ -7,9 +7,11 @@ is written, naming the file, the key, and what to do.
 
 A ``--work`` folder is the user's place, not this tool's, wherever it lies (``<pack>/.rebase`` too: what counts
 is whether ``--work`` was given, never where the path resolves): the start refuses one that already holds files
-or whose parent is missing, and writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort``
-refuse a ``--work`` folder without it (a planted or copied ``state.json`` never makes a folder the rebase's), and
-dropping it removes only what a rebase makes there (:func:`drop_work`: the repositories the state records).
+(a ``state.json`` it did not write among them) or whose parent is missing, and writes its marker
+(``.fixpack-rebase``) there;
+``--continue`` and ``--abort`` refuse a ``--work`` folder without it (a planted or copied ``state.json`` never
+makes a folder the rebase's), and dropping it removes only what a rebase makes there (:func:`drop_work`: the
+repositories the state records).
 ``--abort`` removes a file the state records as made by the rebase only when git HEAD does not have it, and
 restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`).
 ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again (:func:`report_folder`): the state
@@ -82,6 +84,16 @@ def check_new_work(work: Path, given: bool) -> None:
     check_folder(work, "--work")
 
 
+def is_marked(work: Path) -> bool:
+    """Whether ``work`` holds the start's marker as :func:`mark_work` writes it (a regular file, no link)."""
+    marker = work / MARKER
+    try:
+        return not marker.is_symlink() and marker.is_file() and \
+            read_capped(marker, len("given\n")) in (b"made\n", b"given\n")
+    except (OSError, ValueError):
+        return False
+
+
 def mark_work(work: Path, given: bool, made: bool) -> None:
     """The start's marker in a ``--work`` folder (``made``: the start made the folder, so dropping removes it)."""
     if given:
@@ -94,11 +106,7 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
     if not given:
         return
     marker = work / MARKER
-    try:
-        ok = not marker.is_symlink() and marker.is_file() and marker.read_text("utf-8") in ("made\n", "given\n")
-    except (OSError, UnicodeDecodeError):
-        ok = False
-    if not ok:
+    if not is_marked(work):
         raise DamagedStateError(marker, f"missing or not as a rebase's start writes it: {work} is no work folder a "
                                         f"rebase made, so nothing in it is removed or used",
                                 f"give the --work folder the rebase was started with (one started without --work: "
@@ -125,8 +133,8 @@ def drop_work(work: Path, given: bool, repos: Iterable[str]) -> None:
             work.parent.rmdir()
         return
     try:
-        made = (work / MARKER).read_text("utf-8") == "made\n"
-    except (OSError, UnicodeDecodeError):
+        made = is_marked(work) and read_capped(work / MARKER, len("given\n")) == b"made\n"
+    except (OSError, ValueError):
         made = False
     for name in ("state.json", ".scratch", ".proof", *sorted(set(repos)), MARKER):
         entry = work / name

@@ -229,3 +229,44 @@ def test_a_finished_rebase_drops_the_repositories_it_resolved_in_a_work_folder(c
     (work / "notes.txt").write_text("mine\n")
     done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, work=work, allow_unproven=True))
     assert done.status == "done" and [p.name for p in work.iterdir()] == ["notes.txt"], done.markdown
+
+
+# --- a --work folder with a state.json of another's -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["", "m9"])  # (a --name is checked before the release copies are read)
+@pytest.mark.parametrize("case", ["a rebase's state, no marker", "another program's state.json, marked",
+                                  "a state.json that is no JSON, marked", "another schema's state, marked"])
+def test_a_state_json_no_rebase_of_this_tool_wrote_is_a_file_like_any(conflicting, case, name):  # noqa: F811
+    """A --work folder holding a state.json the rebase did not write (no marker, or another document) was refused
+    as 'a rebase ... is in progress', with --continue and --abort commands that then refuse that folder (exit 3):
+    it is a folder that holds files, and the message says the folder must be new or empty."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    work.mkdir()
+    doc = {"a rebase's state, no marker": json.dumps(state(b, to="m9")),
+           "another program's state.json, marked": json.dumps({"name": "my-app", "to": "prod", "window": [3, 4]}),
+           "a state.json that is no JSON, marked": "window=3\n",
+           "another schema's state, marked": json.dumps(state(b, to="m9", schema=99))}[case]
+    (work / "state.json").write_text(doc)
+    if "marked" in case:
+        (work / ".fixpack-rebase").write_text("given\n")
+    before = world(b.base)
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new, work=work, name=name))
+    said = str(err.value)
+    assert err.value.exit_code == 2 and f"--work {work}: the folder already holds files" in said, said
+    assert "state.json" in said and "must be new or empty" in said and "in progress" not in said, said
+    assert world(b.base) == before
+
+
+def test_a_rebase_in_progress_in_a_work_folder_is_still_named(conflicting):  # noqa: F811
+    """The refusal above is for a state.json of another's: the start's own state and marker still say the
+    rebase in progress there, with the commands that finish or drop it."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    assert rebase.start(req(b, old, new, work=work, name="m7")).status == "conflicts"
+    for name in ("", "m8"):
+        code, out = run(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}",
+                        *(["--name", name] if name else []), "--work", str(work))
+        assert code == 2 and f"a rebase to m7 is in progress ({work / 'state.json'})" in out, out
+        assert f"--continue --pack {b.pack} --work {work}" in out and "--abort" in out, out
