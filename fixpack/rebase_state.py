@@ -7,8 +7,8 @@ is written, naming the file, the key, and what to do.
 
 A ``--work`` folder is the user's place, not this tool's, wherever it lies (``<pack>/.rebase`` too: what counts
 is whether ``--work`` was given, never where the path resolves): the start refuses one that already holds files
-(a ``state.json`` it did not write among them) or whose parent is missing, and writes its marker
-(``.fixpack-rebase``) there;
+(a ``state.json`` it did not write among them), whose parent is missing, or that lies in the pack's checkout
+outside ``.rebase`` (resolved: a link into the pack counts), and writes its marker (``.fixpack-rebase``) there;
 ``--continue`` and ``--abort`` refuse a ``--work`` folder without it (a planted or copied ``state.json`` never
 makes a folder the rebase's), and dropping it removes only what a rebase makes there (:func:`drop_work`: the
 repositories the state records).
@@ -61,14 +61,17 @@ def default_work(pack_root: Path, name: str) -> Path:
     return folder
 
 
-def check_new_work(work: Path, given: bool) -> None:
-    """Before a rebase starts in ``--work`` ``work`` (``given``; the default ``<pack>/.rebase/<name>`` is the
-    tool's own): it must be an empty folder or a missing one whose parent exists (BadInputError), as ``--abort``
-    and a finished rebase remove what the rebase made there (parents it would make, never)."""
+def check_new_work(work: Path, given: bool, pack_root: Path, said: Path | None = None) -> None:
+    """Before a rebase starts in ``--work`` ``work`` (resolved; ``given``; the default ``<pack>/.rebase/<name>``
+    is the tool's own; ``said``: the path as given, for the message): it must lie outside the pack at
+    ``pack_root`` (under its ``.rebase/`` aside), and be an empty folder or a missing one whose parent exists
+    (BadInputError), as ``--abort`` and a finished rebase remove what the rebase made there (parents it would
+    make, never)."""
     from .outputs import check_folder  # only for a --work folder
 
     if not given:
         return
+    _refuse_inside_pack(work, pack_root, said or work)
     if work.is_dir() and not work.is_symlink():
         try:
             held = sorted(os.listdir(work))
@@ -82,6 +85,22 @@ def check_new_work(work: Path, given: bool) -> None:
                                 f"give a new folder (or leave --work out: <pack>/{WORK_DIR}/<name>); nothing was "
                                 f"written")
     check_folder(work, "--work")
+
+
+def _refuse_inside_pack(work: Path, pack_root: Path, said: Path) -> None:
+    """A ``--work`` folder inside the pack's checkout (``.git/``, ``fixes/``, the pack's root itself ...; a
+    symbolic link into it counts, the paths compared resolved) is refused: the rebase rewrites ``fixes/`` and
+    ``profiles/`` and checks them clean against git, and its work repositories would be files of the pack. Only
+    the tool's own ``<pack>/.rebase/`` (a folder below it) is left to the user."""
+    pack, where = pack_root.resolve(), work.resolve()
+    own = pack / WORK_DIR
+    if not where.is_relative_to(pack) or (where != own and where.is_relative_to(own)):
+        return
+    shown = f"{said} (that is {where})" if Path(os.path.abspath(said)) != where else f"{said}"
+    raise BadInputError(f"--work {shown}: the folder is inside the pack {pack}; a rebase's work folder must lie "
+                        f"outside the pack, whose fixes/ and profiles/ it rewrites (its work repositories would be "
+                        f"files of the pack): pick a folder outside the pack (or leave --work out: "
+                        f"<pack>/{WORK_DIR}/<name>); nothing was written")
 
 
 def is_marked(work: Path) -> bool:
