@@ -55,7 +55,7 @@ Examples:
               help="Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cache/fixpack).")
 @click.option("--name", default="", help="The new profile's name (default: v<version>).")
 @click.option("--work", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
-              help="Work folder for the merges and conflicts, new or empty, its parent there "
+              help="Work folder for the merges and conflicts, new or empty, its parent there, outside the pack "
                    "(default: <pack>/.rebase/<name>/).")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Where the Markdown and JSON reports go (default: <pack>/reports/; give it again with "

@@ -5,9 +5,11 @@ recursion limit) is refused as one more malformed document, a :class:`json.JSOND
 pack, 3 for the state), with the line where the nesting gets too deep; never a RecursionError (exit 1).
 So is an integer longer than Python converts (``sys.get_int_max_str_digits()``, 4300 digits): the parser's
 ValueError, caught around the parse alone, is that file's malformed-document error, with its line.
-And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``):
-something there that is no regular file is named, unread; so is one larger than ``MAX_PACK_TEXT_BYTES`` (as
-the state's manifest and journal have ``state.MAX_STATE_BYTES``): a 300 MB series took 4.9 GB of memory."""
+And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``, a
+profile's lock): something there that is no regular file is named, unread; so is one larger than
+``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory. :func:`read_capped` is that capped read, for
+every JSON or TOML document the tool reads back (a lock: that cap; the state's manifest and journal, a rebase's
+``state.json`` and ``<name>.undo.json``, an edit's state: ``MAX_STATE_BYTES``)."""
 
 from __future__ import annotations
 
@@ -24,11 +26,14 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import Collector, DamagedStateError
-from .safepath import not_a_file, read_regular
+from .safepath import TooLargeError, not_a_file, read_regular
+
+__all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
 
 TOO_DEEP = "nested too deeply to read"
 _DIGITS = re.compile(r"[0-9_]+")
-MAX_PACK_TEXT_BYTES = 4 << 20  # a series, profile or fix.toml larger than this is no pack's (they are KBs)
+MAX_PACK_TEXT_BYTES = 4 << 20  # a series, profile, fix.toml or lock larger than this is no pack's (they are KBs)
+MAX_STATE_BYTES = 64 << 20  # a state file (manifest, journal, a rebase's or an edit's) larger: not one this tool wrote
 _NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
 
 
@@ -157,15 +162,20 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
         errors.add(missing[0], path, None, missing[1])
     else:
         try:
-            size = os.stat(path).st_size
-            if size > MAX_PACK_TEXT_BYTES:
-                errors.add(f"{size} bytes, more than the {MAX_PACK_TEXT_BYTES >> 20} MiB a pack's {kind} may have",
-                           path, None, f"a pack's {kind} is a few KB: put the pack's own there")
-                return None
-            return read_regular(path)
+            return read_capped(path)
+        except TooLargeError as exc:
+            errors.add(exc.said(f"a pack's {kind}"), path, None,
+                       f"a pack's {kind} is a few KB: put the pack's own there")
         except OSError as exc:
             errors.add(f"cannot read: {exc.strerror}", path)
     return None
+
+
+def read_capped(path: Path, limit: int = MAX_PACK_TEXT_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (a link followed; opened without blocking, so a FIFO is an
+    OSError), or TooLargeError (a ValueError: ``exc.said(kind)`` words it) when it is larger than ``limit``,
+    told by its size before anything is read: every reader of a JSON or TOML document goes through here."""
+    return read_regular(path, limit)
 
 
 def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from .diff import AUTHOR
-from .documents import load_json
+from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
@@ -33,7 +33,7 @@ from .progname import pack_words
 from .progress import QUIET, Progress
 from .records import is_sha256, short
 from .runlock import pack_lock
-from .safepath import STATE_DIR, is_version, name_problem, read_regular
+from .safepath import STATE_DIR, is_version, name_problem
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -176,7 +176,9 @@ def _read_state(path: Path, advice: str) -> EditState:
     """The edit state in ``path``, each key as :meth:`EditState.save` writes it: else DamagedStateError (exit 3)
     naming the file and the key, with ``advice``."""
     try:
-        data = load_json(read_regular(path), path)
+        data = load_json(read_capped(path, MAX_STATE_BYTES), path)
+    except TooLargeError as exc:  # told by its size, never read
+        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes", advice) from None
     except DamagedStateError as exc:
         raise DamagedStateError(path, exc.what, advice) from None
     except OSError as exc:

@@ -15,11 +15,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .documents import TooLargeError, read_capped
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
-from .safepath import not_a_file, read_regular
+from .safepath import not_a_file
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
@@ -82,7 +83,10 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {regenerate_hint(profile, redo)}")
     try:
-        raw = read_regular(path)
+        raw = read_capped(path)
+    except TooLargeError as exc:  # read no further than the cap (a pack's text files' own: a lock is a few KB)
+        what, hint = exc.said("a pack's lock file") + " (a lock is a few KB)", regenerate_hint(profile, redo)
+        raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
     return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
@@ -137,8 +141,8 @@ def lock_line(lock: Path, section: str, want: str) -> int | None:
     """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
     lock (its JSON is written one key a line); None when the lock cannot be read or has no such line."""
     try:
-        lines = lock.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = read_capped(lock).decode("utf-8").splitlines()
+    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
         return None
     start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
     if start is None:
@@ -443,9 +447,10 @@ def unchanged(profile: Profile, lock: Lock) -> bool:
     """Whether the profile's lock on disk is a regular file holding exactly ``lock``'s bytes (a write would
     change nothing but its inode and time)."""
     path = profile.lock_path
-    try:
-        return not path.is_symlink() and path.is_file() and path.read_bytes() == dumps(lock.to_json())
-    except OSError:
+    want = dumps(lock.to_json())
+    try:  # (read no more than the new lock's size: a larger file differs)
+        return not path.is_symlink() and path.is_file() and read_capped(path, len(want)) == want
+    except (OSError, TooLargeError):
         return False
 
 

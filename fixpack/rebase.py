@@ -100,7 +100,8 @@ def start(req: RebaseRequest) -> RebaseResult:
     work_root(pack.root)  # a linked <pack>/.rebase is refused whatever --work is (keep_undo writes there)
     if early:  # before fetching anything
         refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
-        check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None)
+        check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None, pack.root,
+                       req.work)
         _refuse_existing(pack.root, early, req.replace)
     if not req.allow_dirty:
         try:
@@ -120,7 +121,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
-    check_new_work(work, req.work is not None)
+    check_new_work(work, req.work is not None, pack.root, req.work)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     if req.report_dir is not None:  # before any work: a typo'd folder is named, never made (as --reject's)
         check_folder(req.report_dir, "--report")

@@ -7,9 +7,11 @@ is written, naming the file, the key, and what to do.
 
 A ``--work`` folder is the user's place, not this tool's, wherever it lies (``<pack>/.rebase`` too: what counts
 is whether ``--work`` was given, never where the path resolves): the start refuses one that already holds files
-or whose parent is missing, and writes its marker (``.fixpack-rebase``) there; ``--continue`` and ``--abort``
-refuse a ``--work`` folder without it (a planted or copied ``state.json`` never makes a folder the rebase's), and
-dropping it removes only what a rebase makes there (:func:`drop_work`: the repositories the state records).
+(a ``state.json`` it did not write among them), whose parent is missing, or that lies in the pack's checkout
+outside ``.rebase`` (resolved: a link into the pack counts), and writes its marker (``.fixpack-rebase``) there;
+``--continue`` and ``--abort`` refuse a ``--work`` folder without it (a planted or copied ``state.json`` never
+makes a folder the rebase's), and dropping it removes only what a rebase makes there (:func:`drop_work`: the
+repositories the state records).
 ``--abort`` removes a file the state records as made by the rebase only when git HEAD does not have it, and
 restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`).
 ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again (:func:`report_folder`): the state
@@ -27,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .documents import loads_json
+from .documents import MAX_STATE_BYTES, TooLargeError, loads_json, read_capped
 from .errors import BadInputError, DamagedStateError
 from .records import is_sha256
 from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
@@ -59,14 +61,17 @@ def default_work(pack_root: Path, name: str) -> Path:
     return folder
 
 
-def check_new_work(work: Path, given: bool) -> None:
-    """Before a rebase starts in ``--work`` ``work`` (``given``; the default ``<pack>/.rebase/<name>`` is the
-    tool's own): it must be an empty folder or a missing one whose parent exists (BadInputError), as ``--abort``
-    and a finished rebase remove what the rebase made there (parents it would make, never)."""
+def check_new_work(work: Path, given: bool, pack_root: Path, said: Path | None = None) -> None:
+    """Before a rebase starts in ``--work`` ``work`` (resolved; ``given``; the default ``<pack>/.rebase/<name>``
+    is the tool's own; ``said``: the path as given, for the message): it must lie outside the pack at
+    ``pack_root`` (under its ``.rebase/`` aside), and be an empty folder or a missing one whose parent exists
+    (BadInputError), as ``--abort`` and a finished rebase remove what the rebase made there (parents it would
+    make, never)."""
     from .outputs import check_folder  # only for a --work folder
 
     if not given:
         return
+    _refuse_inside_pack(work, pack_root, said or work)
     if work.is_dir() and not work.is_symlink():
         try:
             held = sorted(os.listdir(work))
@@ -82,6 +87,32 @@ def check_new_work(work: Path, given: bool) -> None:
     check_folder(work, "--work")
 
 
+def _refuse_inside_pack(work: Path, pack_root: Path, said: Path) -> None:
+    """A ``--work`` folder inside the pack's checkout (``.git/``, ``fixes/``, the pack's root itself ...; a
+    symbolic link into it counts, the paths compared resolved) is refused: the rebase rewrites ``fixes/`` and
+    ``profiles/`` and checks them clean against git, and its work repositories would be files of the pack. Only
+    the tool's own ``<pack>/.rebase/`` (a folder below it) is left to the user."""
+    pack, where = pack_root.resolve(), work.resolve()
+    own = pack / WORK_DIR
+    if not where.is_relative_to(pack) or (where != own and where.is_relative_to(own)):
+        return
+    shown = f"{said} (that is {where})" if Path(os.path.abspath(said)) != where else f"{said}"
+    raise BadInputError(f"--work {shown}: the folder is inside the pack {pack}; a rebase's work folder must lie "
+                        f"outside the pack, whose fixes/ and profiles/ it rewrites (its work repositories would be "
+                        f"files of the pack): pick a folder outside the pack (or leave --work out: "
+                        f"<pack>/{WORK_DIR}/<name>); nothing was written")
+
+
+def is_marked(work: Path) -> bool:
+    """Whether ``work`` holds the start's marker as :func:`mark_work` writes it (a regular file, no link)."""
+    marker = work / MARKER
+    try:
+        return not marker.is_symlink() and marker.is_file() and \
+            read_capped(marker, len("given\n")) in (b"made\n", b"given\n")
+    except (OSError, ValueError):
+        return False
+
+
 def mark_work(work: Path, given: bool, made: bool) -> None:
     """The start's marker in a ``--work`` folder (``made``: the start made the folder, so dropping removes it)."""
     if given:
@@ -94,11 +125,7 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
     if not given:
         return
     marker = work / MARKER
-    try:
-        ok = not marker.is_symlink() and marker.is_file() and marker.read_text("utf-8") in ("made\n", "given\n")
-    except (OSError, UnicodeDecodeError):
-        ok = False
-    if not ok:
+    if not is_marked(work):
         raise DamagedStateError(marker, f"missing or not as a rebase's start writes it: {work} is no work folder a "
                                         f"rebase made, so nothing in it is removed or used",
                                 f"give the --work folder the rebase was started with (one started without --work: "
@@ -125,8 +152,8 @@ def drop_work(work: Path, given: bool, repos: Iterable[str]) -> None:
             work.parent.rmdir()
         return
     try:
-        made = (work / MARKER).read_text("utf-8") == "made\n"
-    except (OSError, UnicodeDecodeError):
+        made = is_marked(work) and read_capped(work / MARKER, len("given\n")) == b"made\n"
+    except (OSError, ValueError):
         made = False
     for name in ("state.json", ".scratch", ".proof", *sorted(set(repos)), MARKER):
         entry = work / name
@@ -204,11 +231,14 @@ def _refuse_link(path: Path, what: str, remove: str) -> None:
 
 
 def read_json(path: Path, advice: str) -> dict[str, Any]:
-    """The JSON object in ``path``, a regular file (no symbolic link): else DamagedStateError."""
+    """The JSON object in ``path``, a regular file (no symbolic link) of at most ``MAX_STATE_BYTES``: else
+    DamagedStateError."""
     if path.is_symlink() or not path.is_file():
         raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
     try:
-        data = loads_json(path.read_bytes().decode("utf-8"))
+        data = loads_json(read_capped(path, MAX_STATE_BYTES).decode("utf-8"))
+    except TooLargeError as exc:  # told by its size, never read
+        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes", advice) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise DamagedStateError(path, f"not JSON ({exc})", advice) from exc
     except OSError as exc:

@@ -112,13 +112,38 @@ def not_a_file(path: Path) -> str | None:
     return f"{link}, which is " + next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
 
 
-def read_regular(path: Path) -> bytes:
+class TooLargeError(ValueError):
+    """A file larger than its reader's cap (``size`` bytes, ``limit`` the cap), refused without reading it
+    (:func:`read_regular` with a limit; :func:`fixpack.documents.read_capped`)."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(f"{path}: {size} bytes, more than {limit}")
+        self.path, self.size, self.limit = path, size, limit
+
+    def said(self, kind: str) -> str:
+        """The words after the file's name: "N bytes, more than the 4 MiB a pack's <kind> may have"."""
+        cap = f"{self.limit >> 20} MiB" if self.limit >= 1 << 20 and not self.limit % (1 << 20) else \
+            f"{self.limit} bytes"
+        return f"{self.size} bytes, more than the {cap} {kind} may have"
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
     """The bytes of the regular file ``path`` (a link followed), opened without blocking: a FIFO put there
-    since :func:`not_a_file` looked is an OSError (EINVAL) rather than a read that waits for ever."""
+    since :func:`not_a_file` looked is an OSError (EINVAL) rather than a read that waits for ever. ``limit``:
+    a file larger is TooLargeError, its size told by the open file, never read (at most ``limit + 1`` bytes
+    are, should it grow meanwhile)."""
     import errno
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return f.read()
+        if limit is None:
+            return f.read()
+        if st.st_size > limit:
+            raise TooLargeError(path, st.st_size, limit)
+        data = f.read(limit + 1)
+        if len(data) > limit:  # it grew since the fstat
+            raise TooLargeError(path, max(os.fstat(fd).st_size, len(data)), limit)
+        return data

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .documents import load_json, loads_json
+from .documents import MAX_STATE_BYTES, load_json, loads_json
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
     TMP_SUFFIX,
@@ -55,7 +55,6 @@ from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
 BACKUPS = "journal"
-MAX_STATE_BYTES = 64 << 20  # a manifest or journal larger than this is not one this tool wrote
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")
 
 

@@ -75,3 +75,20 @@ def test_an_edit_state_as_edit_writes_it_is_read(builder):
     assert find(builder.pack, "one").version == 1
     path.write_bytes(_state(builder, version=None, change=None, base=None))  # an edit an earlier fixpack started
     assert find(builder.pack, "one").version == 0
+
+
+def test_an_edit_state_too_large_is_damaged_state_unread(builder):
+    """.edit/<fix>.json was read whole whatever its size: past the state's cap (documents.MAX_STATE_BYTES) it
+    is damaged state, exit 3 naming it, as the manifest and the journal are."""
+    from fixpack.documents import MAX_STATE_BYTES
+
+    one_fix_pack(builder)
+    path = builder.pack / ".edit/one.json"
+    path.parent.mkdir()
+    with path.open("wb") as f:  # (sparse: only its size is big)
+        f.truncate(MAX_STATE_BYTES + 1)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "one", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 3, r.stderr
+    assert f"the state in {path} is damaged: {MAX_STATE_BYTES + 1} bytes, more than any state" in r.stderr, r.stderr
+    assert "edit --abort one --pack" in r.stderr and os.path.getsize(path) == MAX_STATE_BYTES + 1

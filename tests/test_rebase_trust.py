@@ -268,3 +268,23 @@ def test_a_rebase_does_not_start_through_a_linked_rebase_folder(pack, tmp_path):
         rebase.start(req(b, old, new))
     assert err.value.exit_code == 3 and "the rebase work folder is a symbolic link" in str(err.value)
     assert world(b.base) == before
+
+
+@pytest.mark.parametrize("which", ["state.json", "x1.undo.json"])
+def test_a_rebase_file_too_large_is_refused_unread(planted, which):
+    """A rebase's state.json or <name>.undo.json was read whole whatever its size: past the state's cap
+    (documents.MAX_STATE_BYTES, the manifest's and journal's) it is damaged state, exit 3 naming it, unread."""
+    from fixpack.documents import MAX_STATE_BYTES
+
+    b, _outside = planted
+    path = b.pack / ".rebase" / ("x1/state.json" if which == "state.json" else which)
+    path.parent.mkdir(exist_ok=True)
+    with path.open("wb") as f:  # (sparse: only its size is big)
+        f.truncate(MAX_STATE_BYTES + 1)
+    before = world(b.base)
+    runs = [["--abort", "--name", "x1"], ["--continue", "--name", "x1", "--allow-unproven"]] \
+        if which == "state.json" else [["--undo", "--name", "x1"]]
+    for args in runs:
+        code, out = run(b, *args)
+        assert code == 3 and f"{path} is damaged: {MAX_STATE_BYTES + 1} bytes, more than any state" in out, out
+        assert world(b.base) == before

@@ -25,9 +25,12 @@ def test_a_work_folder_that_holds_files_is_refused_up_front(conflicting, where):
     with pytest.raises(FixpackError) as err:
         rebase.start(req(b, old, new, work=work))
     said = str(err.value)
-    assert err.value.exit_code == 2 and f"--work {work}: the folder already holds files" in said, said
-    assert "keep.txt" in said and "nothing was written" in said
-    assert world(b.base) == before and (b.pack / ".git").is_dir()
+    if where == "the pack's checkout":  # (inside the pack: refused as such, before its files are listed)
+        assert err.value.exit_code == 2 and f"--work {work}: the folder is inside the pack" in said, said
+    else:
+        assert err.value.exit_code == 2 and f"--work {work}: the folder already holds files" in said, said
+        assert "keep.txt" in said
+    assert "nothing was written" in said and world(b.base) == before and (b.pack / ".git").is_dir()
 
 
 @pytest.mark.parametrize("where", ["a user's folder", "the pack's checkout"])
@@ -229,3 +232,92 @@ def test_a_finished_rebase_drops_the_repositories_it_resolved_in_a_work_folder(c
     (work / "notes.txt").write_text("mine\n")
     done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, work=work, allow_unproven=True))
     assert done.status == "done" and [p.name for p in work.iterdir()] == ["notes.txt"], done.markdown
+
+
+# --- a --work folder with a state.json of another's, and one inside the pack -----------------------------------------
+
+@pytest.mark.parametrize("name", ["", "m9"])  # (a --name is checked before the release copies are read)
+@pytest.mark.parametrize("case", ["a rebase's state, no marker", "another program's state.json, marked",
+                                  "a state.json that is no JSON, marked", "another schema's state, marked"])
+def test_a_state_json_no_rebase_of_this_tool_wrote_is_a_file_like_any(conflicting, case, name):  # noqa: F811
+    """A --work folder holding a state.json the rebase did not write (no marker, or another document) was refused
+    as 'a rebase ... is in progress', with --continue and --abort commands that then refuse that folder (exit 3):
+    it is a folder that holds files, and the message says the folder must be new or empty."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    work.mkdir()
+    doc = {"a rebase's state, no marker": json.dumps(state(b, to="m9")),
+           "another program's state.json, marked": json.dumps({"name": "my-app", "to": "prod", "window": [3, 4]}),
+           "a state.json that is no JSON, marked": "window=3\n",
+           "another schema's state, marked": json.dumps(state(b, to="m9", schema=99))}[case]
+    (work / "state.json").write_text(doc)
+    if "marked" in case:
+        (work / ".fixpack-rebase").write_text("given\n")
+    before = world(b.base)
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new, work=work, name=name))
+    said = str(err.value)
+    assert err.value.exit_code == 2 and f"--work {work}: the folder already holds files" in said, said
+    assert "state.json" in said and "must be new or empty" in said and "in progress" not in said, said
+    assert world(b.base) == before
+
+
+def test_a_rebase_in_progress_in_a_work_folder_is_still_named(conflicting):  # noqa: F811
+    """The refusal above is for a state.json of another's: the start's own state and marker still say the
+    rebase in progress there, with the commands that finish or drop it."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    assert rebase.start(req(b, old, new, work=work, name="m7")).status == "conflicts"
+    for name in ("", "m8"):
+        code, out = run(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}",
+                        *(["--name", name] if name else []), "--work", str(work))
+        assert code == 2 and f"a rebase to m7 is in progress ({work / 'state.json'})" in out, out
+        assert f"--continue --pack {b.pack} --work {work}" in out and "--abort" in out, out
+
+
+INSIDE = {".git": ".git/wk", "fixes": "fixes/wk", "fixes, an empty folder": "fixes/first/wk",
+          "profiles": "profiles/wk", "the pack itself": ".", "the pack's .rebase itself": ".rebase"}
+
+
+@pytest.mark.parametrize("name", ["", "m9"])
+@pytest.mark.parametrize("where", sorted(INSIDE) + ["a link into the pack", "a link to the pack's parent"])
+def test_a_work_folder_inside_the_pack_is_refused(conflicting, where, name):  # noqa: F811
+    """--work under <pack>/.git/ or <pack>/fixes/ (anywhere in the pack but its .rebase/) was taken: the work
+    repositories became files of the pack (under .git, git's own folder). Refused (exit 2) naming the folder and
+    the pack, whatever symbolic link leads there; nothing written."""
+    b, old, new = conflicting
+    (b.pack / ".rebase").mkdir()
+    if where == "a link into the pack":
+        (b.base / "lnk").symlink_to(b.pack / "fixes")
+        given, real = b.base / "lnk" / "wk", b.pack / "fixes/wk"
+    elif where == "a link to the pack's parent":
+        (b.base / "up").symlink_to(b.base)
+        given, real = b.base / "up" / b.pack.name / ".git" / "wk", b.pack / ".git/wk"
+    else:
+        given = real = (b.pack / INSIDE[where]).resolve()
+        if where == "fixes, an empty folder":
+            real.mkdir()
+    before, gitdir = world(b.base), sorted(p.name for p in (b.pack / ".git").iterdir())
+    with pytest.raises(FixpackError) as err:
+        rebase.start(req(b, old, new, work=given, name=name))
+    said = str(err.value)
+    assert err.value.exit_code == 2 and f"--work {given}" in said, said
+    assert f"the folder is inside the pack {b.pack.resolve()}" in said and "pick a folder outside the pack" in said
+    assert (f"(that is {real})" in said) == (given != real) and "nothing was written" in said, said
+    assert world(b.base) == before and sorted(p.name for p in (b.pack / ".git").iterdir()) == gitdir
+    code, out = run(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", "--work", str(given),
+                    *(["--name", name] if name else []))
+    assert code == 2 and "is inside the pack" in out and world(b.base) == before, out
+
+
+def test_a_work_folder_under_the_packs_rebase_or_outside_it_is_taken(conflicting):  # noqa: F811
+    """The pack's own .rebase/ is left to the user (the default work folder lies there), and so is a folder
+    beside the pack whose name starts like the pack's (a path prefix is no folder inside it)."""
+    b, old, new = conflicting
+    (b.pack / ".rebase").mkdir()
+    for work in (b.pack / ".rebase/mine", b.base / f"{b.pack.name}-work"):
+        assert rebase.start(req(b, old, new, work=work, name="m3")).status == "conflicts"
+        code, out = run(b, "--abort", "--work", str(work))
+        assert code == 0 and not work.exists(), out
+    assert rebase.start(req(b, old, new, name="m3")).status == "conflicts"  # the default, as before
+    assert (b.pack / ".rebase/m3/first/.git").is_dir()
