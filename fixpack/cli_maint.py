@@ -34,16 +34,17 @@ CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cach
 
 def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: tuple[str, ...],
                    progress: CliProgress) -> dict[str, Path]:
-    """``lock`` without --root or --copies: the clean release copies of the profile's targets with
-    fixes (the named ones with --target), fetched (or taken from the cache)."""
+    """``lock`` without --root or --copies: the clean release copies of the profile's targets the lock
+    covers, those with a fix or a component (the named ones with --target), fetched (or taken from the cache)."""
     from . import release
     from .loader import load_pack, load_profile
+    from .lockfile import lock_targets
 
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
-    with_fixes = {pack.fixes[f].target for f in prof.default + prof.opt_in}
+    covered = lock_targets(prof, pack)
     for spec in prof.targets:
-        if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in with_fixes):
+        if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in covered):
             continue
         roots[spec.name] = release.fetch(spec, progress=progress).root  # a download reports itself
     return roots

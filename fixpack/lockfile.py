@@ -30,15 +30,36 @@ if TYPE_CHECKING:  # the evaluation loads when a lock is made, not when it is re
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
-                   copies: Path | None = None) -> str:
+                   copies: Path | None = None, pack: Pack | None = None) -> str:
     """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
     :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
-    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
+    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``). A
+    profile of more than one target names, instead of the run's, every target the lock covers
+    (:func:`lock_targets`; ``pack`` is the profile's, loaded here when not given): a lock made for fewer lacks
+    the others' fixes and components, and stays stale."""
     from .progname import command, run_words  # only when there is a lock to regenerate
 
+    if len(profile.targets) > 1:
+        targets = lock_targets(profile, pack)
     return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
                    *run_words(targets, roots, copies))
+
+
+def lock_targets(profile: Profile, pack: Pack | None = None) -> tuple[str, ...]:
+    """The profile's targets its lock covers, in the profile's order: those with a fix it lists or a
+    component (``pack``: the profile's pack, loaded when not given; a fix it cannot load is left out)."""
+    if pack is None:
+        from .loader import load_pack  # only when a lock command is rendered
+
+        try:
+            pack = load_pack(profile.path.parent.parent, profile=profile.name)
+        except FixpackError:
+            pack = None
+    fixes = pack.fixes if pack is not None else {}
+    covered = {fixes[f].target for f in profile.default + profile.opt_in if f in fixes}
+    covered |= {c.target for c in profile.components}
+    return tuple(t.name for t in profile.targets if t.name in covered)
 
 
 Redo = Callable[[], str]
@@ -46,10 +67,10 @@ Redo = Callable[[], str]
 up the program on PATH, and a run whose lock is fine should not pay for that)."""
 
 
-def regenerate_hint(profile: Profile, redo: Redo | None = None) -> str:
+def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | None = None) -> str:
     """What to do about a stale or broken lock: regenerate it, with the command (``redo``, else
-    :func:`relock_command` for the profile's pack alone)."""
-    given = redo() if redo is not None else relock_command(profile)
+    :func:`relock_command` for the profile's pack alone, ``pack`` when it is loaded)."""
+    given = redo() if redo is not None else relock_command(profile, pack=pack)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
     return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
 

@@ -63,3 +63,55 @@ def test_an_unknown_fix_without_a_close_match_lists_the_profiles_fixes(builder):
     assert r.returncode == 2 and "fix-g (opt-in), fix-h (opt-in), fix-a" in r.stderr and "and 2 more" in r.stderr
     r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "fix-q")
     assert r.returncode == 2 and "(close matches: fix-" in r.stderr and "(opt-in)" not in r.stderr, r.stderr
+
+
+# --- 3. check's relock command runs as printed on a profile of two targets ------------------------------
+
+PLUGIN_TOML = """[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tiny-plug"
+version = "0.3.0"
+dependencies = []
+
+[tool.setuptools.packages.find]
+include = ["tiny_plug"]
+"""
+
+
+def test_checks_relock_command_names_every_target_the_lock_covers_and_runs_as_printed(builder):
+    """A profile of two targets, fixes on one and a component on the other: `check` printed
+    `lock --profile p1 --pack PACK`, which fetches only the targets with fixes, so the lock it wrote lacked the
+    component and stayed stale. The command names both targets now, and runs as printed to a fresh lock."""
+    from fixpack.wheels import build_wheel
+
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    other = PackBuilder(b.base / "other", target="other", package="other_pkg")
+    other_release, other_source = other.git_release({"other_pkg/x.py": "x = 1\n"})
+    plug = b.base / "plug"
+    (plug / "tiny_plug").mkdir(parents=True)
+    (plug / "pyproject.toml").write_text(PLUGIN_TOML)
+    (plug / "tiny_plug" / "__init__.py").write_text("def register():\n    return 'tiny'\n")
+    wheel = build_wheel(plug, b.base)
+    shutil.copy(wheel, b.pack / wheel.name)
+    profile = b.profile(["one"], extra_targets=f'[targets.other]\npackage = "other_pkg"\n'
+                                                f'commit = "{other.commit[:8]}"\n{other_source}\n')
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1)
+                       + f'\n[components.tiny-plug]\npath = "{wheel.name}"\nversion = "0.3.0"\ntarget = "other"\n'
+                         'requires = []\nopt_in = true\n')
+    engine.write_lock(engine.Request(pack_root=b.pack, profile="p1", roots={"demo": release, "other": other_release}))
+    assert fixpack("check", "--pack", str(b.pack)).returncode == 0
+    _edit(b.pack / "fixes/one/fix.toml", "version = 1", "version = 2")  # a new version: the lock is stale
+    r = fixpack("check", "--pack", str(b.pack))
+    assert r.returncode == 2, r.stderr
+    (said,) = re.findall(r"regenerate it from clean release copies: (.*?) \(it fetches them", r.stdout)
+    assert said.endswith(f"lock --profile p1 --pack {b.pack} --target demo --target other"), said
+    done = subprocess.run(said, shell=True, capture_output=True, text=True, cwd=b.base)
+    assert done.returncode == 0 and "wrote" in done.stdout, done.stderr
+    r = fixpack("check", "--pack", str(b.pack))
+    assert r.returncode == 0 and "pack is clean" in r.stderr + r.stdout, r.stdout + r.stderr
