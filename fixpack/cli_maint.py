@@ -72,8 +72,9 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
             if not check:  # a folder where the lock goes: said before the fingerprinting (no second pack load)
                 lockfile.refuse_a_folder(root / "profiles" / f"{profile}.lock")
-            with progress.step(f"fingerprinting the chain of profile {profile}"):
-                lock, prof = engine.fingerprint_chain(req)
+            with progress.step(f"fingerprinting the chain of profile {profile}"):  # --check: stale before conflict
+                lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
+                              else engine.fingerprint_chain(req))
             reworded: list[str] = []
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies

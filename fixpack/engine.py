@@ -9,6 +9,7 @@ selection reaches the profile's state, under the target's lock, journalled (:mod
 from __future__ import annotations
 
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -511,9 +512,32 @@ def write_lock(req: Request) -> Path:
 def check_lock_fresh(req: Request) -> list[str]:
     """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
     patch was only reworded since (lockfile.check_fresh)."""
-    lock, profile = fingerprint_chain(req)
+    lock, profile = fingerprint_to_check(req)
     return lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
                                                                    req.env_root))
 
 
-__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]
+def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:
+    """:func:`fingerprint_chain` for ``lock --check``. A fix that does not apply to the copy is a conflict
+    (exit 4) only when the committed lock matches the pack: a pack changed since its lock is a stale lock
+    (exit 2), as ``check``, ``apply`` and ``status`` say it, with the conflict a new lock would meet there and
+    the command that regenerates it (with the ``--root`` copies ``shown``, else the request's; a missing or
+    damaged lock: exit 2 too, as they say)."""
+    from .errors import ConflictError
+    from .loader import load_pack, load_profile
+
+    try:
+        return fingerprint_chain(req)
+    except ConflictError as exc:
+        pack = load_pack(req.pack_root, profile=req.profile)
+        profile = load_profile(pack, req.profile, check_paths=False)
+        pack = pack.for_profile(profile.name)
+        roots = req.roots if shown is None else shown
+        redo = partial(lockfile.relock_command, profile, req.only_targets, roots, req.env_root, pack)
+        lock = lockfile.read_lock(profile, redo)
+        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc))
+        raise
+
+
+__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain",
+           "fingerprint_to_check"]

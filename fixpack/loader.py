@@ -463,7 +463,8 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     for name in opt_ins:
         if name not in pack.fixes:
             close = _close(name, pack.series)
-            raise UnknownNameError(f"unknown fix {name!r} ({close}{_profile_fixes(profile) if close == NO_CLOSE else ''})")
+            listed = _profile_fixes(profile) if close == NO_CLOSE else ""
+            raise UnknownNameError(f"unknown fix {name!r} ({close}{listed})")
         if name not in profile.default and name not in profile.opt_in:
             errors.add(f"fix {name!r} is not allowed by profile {profile.name!r}", profile.path, None,
                        f"its opt-in fixes: {', '.join(profile.opt_in) or 'none'}")

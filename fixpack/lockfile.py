@@ -117,13 +117,17 @@ def remove_hint(path: Path, what: str) -> str:
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
-def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
+                       blocked: str = "") -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
-    (``redo``: as for :func:`read_lock`)."""
+    (``redo``: as for :func:`read_lock`). ``blocked``: why a lock made now on the copies at hand would stop
+    (``lock --check`` met a conflict there), said before the command that regenerates it."""
     stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)]
     if stale:
+        first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
+                 f"first, then ") if blocked else ""
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
-                             f"{regenerate_hint(profile, redo)}")
+                             f"{first}{regenerate_hint(profile, redo)}")
 
 
 def _at(path: Path, line: int | None) -> str:

@@ -5,7 +5,6 @@ unknown fix with no close match (the profile's fixes listed)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -115,3 +114,50 @@ def test_checks_relock_command_names_every_target_the_lock_covers_and_runs_as_pr
     assert done.returncode == 0 and "wrote" in done.stdout, done.stderr
     r = fixpack("check", "--pack", str(b.pack))
     assert r.returncode == 0 and "pack is clean" in r.stderr + r.stdout, r.stdout + r.stderr
+
+
+# --- 2. lock --check on a pack changed since its lock: stale (exit 2), as check and apply say -------------
+
+def test_lock_check_on_a_changed_context_line_is_a_stale_lock_as_check_and_apply_say(builder):
+    """A patch whose context line was changed: `check` and `apply` said "stale lock" (exit 2), `lock --check`
+    said "conflict on the release copy" (exit 4). A lock that no longer matches the pack is stale everywhere
+    (exit 2, the fix at its lock line, the lock command); lock --check also says the conflict a new lock
+    meets there. Exit 4 is left where the fix does not apply: `lock` itself, and `lock --check` with a lock that
+    matches the pack on a copy the fix does not apply to."""
+    b = builder
+    image = one_fix(b)
+    clean = b.base / "clean"
+    patch = b.pack / "fixes/one/0001-change.patch"
+    before = snapshot(b.pack)
+    _edit(patch, " line 2\n", " line two\n")  # a context line the release does not have
+    for args in (["check"], ["apply", "-p", "p1", "--root", f"demo={image}"]):
+        r = fixpack(*args, "--pack", str(b.pack))
+        assert r.returncode == 2 and ("the lock is stale: one: " in r.stdout or " is stale: one: " in r.stderr), r
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 2, r.stderr
+    lock = b.pack / "profiles/p1.lock"
+    line = lock.read_text().splitlines().index('      "id": "one",') + 1
+    assert f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line})" in r.stderr
+    assert "and a lock made now stops on the copy as the pack is (fix one is conflict on the release copy" in r.stderr
+    assert f"hunk #1 is {patch}:" in r.stderr and "make the fix apply there first, then regenerate it" in r.stderr
+    assert r.stderr.rstrip().endswith(f"lock --profile p1 --pack {b.pack} --root demo={clean}"), r.stderr
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 4 and f"hunk #1 is {patch}:" in r.stderr, r.stderr  # the relock: a genuine conflict
+    _edit(patch, " line two\n", " line 2\n")
+    assert snapshot(b.pack) == before  # nothing written on the way
+    other = b.tree("other", {MOD: numbered(20).replace("line 2\n", "line two\n")})  # not the release's bytes
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={other}")
+    assert r.returncode == 4 and "is conflict on the release copy" in r.stderr, r.stderr
+    assert fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}").returncode == 0
+
+
+def one_fix(b: PackBuilder) -> Path:
+    """Fix "one" (``line 3`` -> ``three`` in MOD, 20 numbered lines) with a proof in profile p1, locked on the
+    clean tree ``b.base / "clean"``; a fresh image of the release's bytes."""
+    base = numbered(20)
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    b.profile(["one"])
+    b.lock(clean)
+    return b.tree("image", {MOD: base})
