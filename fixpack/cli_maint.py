@@ -81,6 +81,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 reworded = lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(only_targets),
                                                                                  parse_roots(roots), copies_root))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
+                lockfile.refuse_unbumped(prof, lock)  # a fix's patch changed under its version
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:

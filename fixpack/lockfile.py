@@ -415,6 +415,45 @@ def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
     return out
 
 
+def refuse_unbumped(profile: Profile, lock: Lock) -> None:
+    """Raise BadInputError (exit 2, nothing written) when ``lock`` (one ``lock`` is about to write) records a fix
+    at the version the lock on disk records for it with another change: its patch changed without a version
+    bump. A manifest records a fix by version and change, so an image that holds the old patch at that version
+    would be told it holds "another patch than this pack's" of the same version, with no way to tell which. As a
+    component's source changed under its version is refused (:func:`write`). A change that is the old one as an
+    older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Nothing when there is no
+    readable lock yet."""
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        return
+    suspects = [(old, new) for new in lock.fixes for old in [have.fix(new.id)]
+                if old is not None and old.version == new.version and old.patch_sha256 != new.patch_sha256]
+    if not suspects:
+        return
+    import json
+
+    from .loader import key_line, load_pack  # only when a fix's change differs under its version
+
+    fixes = load_pack(profile.path.parent.parent).for_profile(profile.name).fixes
+    said = []
+    for old, new in suspects:
+        fix = fixes.get(new.id)
+        if fix is None or fix.recorded_as(old.patch_sha256):
+            continue
+        variant = fix.folder / profile.name / "variant.toml"
+        toml = variant if variant.is_file() else fix.folder / "fix.toml"
+        at = _at(toml, key_line(toml.read_text("utf-8"), "version"))
+        locked = _at(profile.lock_path, lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(new.id)}'))
+        said.append(f"fix {new.id}: its patch changed since the lock was made ({locked} records version "
+                    f"{old.version} with change {old.patch_sha256[:12]}, the pack's patch is change "
+                    f"{new.patch_sha256[:12]}) but its version did not (version {old.version} in the lock, "
+                    f"{new.version} in {at}); bump it there (version = {new.version + 1})")
+    if said:
+        raise BadInputError(f"{'; '.join(said)}, then lock again: an image that holds the old patch under the same "
+                            f"version could not be told from one with the new; nothing was written")
+
+
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose
     post-image is there and not its pre-image goes to ``post_only`` first (it raises when that is refused)."""

@@ -5,6 +5,7 @@ unknown fix with no close match (the profile's fixes listed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -161,3 +162,71 @@ def one_fix(b: PackBuilder) -> Path:
     b.profile(["one"])
     b.lock(clean)
     return b.tree("image", {MOD: base})
+
+
+# --- 1. a patch changed without a version bump ----------------------------------------------------------
+
+def test_lock_refuses_a_patch_changed_without_a_version_bump(builder):
+    """Components are refused by `lock` when their source changed under the same version; a fix's patch was
+    not: the new lock recorded another change under the old version. `lock` refuses it (exit 2, nothing
+    written), naming the fix, its fix.toml line and both versions, and saying to bump it; bumped, it locks."""
+    b = builder
+    one_fix(b)
+    clean = b.base / "clean"
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    before = snapshot(b.pack)
+    args = ("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    r = fixpack(*args)
+    assert r.returncode == 2, r.stderr
+    toml = b.pack / "fixes/one/fix.toml"
+    line = toml.read_text().splitlines().index("version = 1") + 1
+    assert "fix one: its patch changed since the lock was made (" in r.stderr, r.stderr
+    assert f"but its version did not (version 1 in the lock, 1 in {toml}:{line}); bump it there (version = 2), " \
+           "then lock again" in r.stderr and r.stderr.rstrip().endswith("nothing was written"), r.stderr
+    assert snapshot(b.pack) == before
+    r = fixpack(*args, "--json")
+    assert r.returncode == 2 and "bump it there" in json.loads(r.stdout)["error"]
+    _edit(toml, "version = 1", "version = 2")
+    r = fixpack(*args)
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stderr
+    _edit(b.pack / "fixes/one/0001-change.patch", "Subject: [PATCH] one", "Subject: [PATCH] one, reworded")
+    assert fixpack(*args).returncode == 0  # a reworded message is the same change: no bump
+
+
+def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(builder):
+    """An image where a fix was applied, then the pack changed its patch under the same version (a lock made
+    before `lock` refused that): status, apply and revert said "revert with the pack that applied it" (exit 2),
+    no way out when that pack is gone. They say so still, and the way out without it: the command that puts
+    the files the manifest lists back to the clean release, which runs as written; then apply and revert work."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    image = b.tree("image", {MOD: numbered(20)})
+    original = snapshot(image)
+    assert engine.apply(b.request(image)).ok
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    b.lock(release)  # as lock did before it refused this (refresh and rebase write locks this way too)
+    applied = snapshot(image)
+    way = ""
+    for command in ("status", "apply", "revert"):
+        r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        assert r.returncode == 2, r.stderr
+        assert "records one v1 on target demo, applied with another patch than this pack's v1 (the same version: " \
+               "its patch was changed without a version bump" in r.stderr, r.stderr
+        assert "Revert with the pack that applied it, then apply with this one; or, without that pack, put every " \
+               "file the manifest lists back to the clean release: " in r.stderr, r.stderr
+        assert f"; then run {command} again (the manifest is then stale" in r.stderr, r.stderr
+        way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
+        assert snapshot(image) == applied
+    assert "cp --parents demo_pkg/mod.py" in way and " fetch --profile p1 " in way, way
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (image / MOD).read_text() == numbered(20)
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and "THREE" in (image / MOD).read_text(), r.stdout + r.stderr
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
