@@ -188,7 +188,11 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
         if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
-            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"))
+            bump = ""
+            if entry.version == fix.version and not fix.recorded_as(entry.patch_sha256):  # lock refuses it so
+                bump = (f" (its patch, under the same version {fix.version}: bump version in "
+                        f"{version_at(fix, profile)} before locking)")
+            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated{bump}"))
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     for comp in profile.components:
         locked = lock.component(comp.id)
@@ -433,7 +437,7 @@ def refuse_unbumped(profile: Profile, lock: Lock) -> None:
         return
     import json
 
-    from .loader import key_line, load_pack  # only when a fix's change differs under its version
+    from .loader import load_pack  # only when a fix's change differs under its version
 
     fixes = load_pack(profile.path.parent.parent).for_profile(profile.name).fixes
     said = []
@@ -441,9 +445,7 @@ def refuse_unbumped(profile: Profile, lock: Lock) -> None:
         fix = fixes.get(new.id)
         if fix is None or fix.recorded_as(old.patch_sha256):
             continue
-        variant = fix.folder / profile.name / "variant.toml"
-        toml = variant if variant.is_file() else fix.folder / "fix.toml"
-        at = _at(toml, key_line(toml.read_text("utf-8"), "version"))
+        at = version_at(fix, profile)
         locked = _at(profile.lock_path, lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(new.id)}'))
         said.append(f"fix {new.id}: its patch changed since the lock was made ({locked} records version "
                     f"{old.version} with change {old.patch_sha256[:12]}, the pack's patch is change "
@@ -452,6 +454,19 @@ def refuse_unbumped(profile: Profile, lock: Lock) -> None:
     if said:
         raise BadInputError(f"{'; '.join(said)}, then lock again: an image that holds the old patch under the same "
                             f"version could not be told from one with the new; nothing was written")
+
+
+def version_at(fix: Fix, profile: Profile) -> str:
+    """Where ``fix``'s version for ``profile`` is set, ``FILE:LINE``: its variant's ``variant.toml`` when it has
+    one for the profile, else its ``fix.toml``."""
+    from .loader import key_line  # only when a message names it
+
+    variant = fix.folder / profile.name / "variant.toml"
+    toml = variant if variant.is_file() else fix.folder / "fix.toml"
+    try:
+        return _at(toml, key_line(toml.read_text("utf-8"), "version"))
+    except (OSError, UnicodeDecodeError):
+        return str(toml)
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:

@@ -134,11 +134,15 @@ def test_lock_check_on_a_changed_context_line_is_a_stale_lock_as_check_and_apply
     for args in (["check"], ["apply", "-p", "p1", "--root", f"demo={image}"]):
         r = fixpack(*args, "--pack", str(b.pack))
         assert r.returncode == 2 and ("the lock is stale: one: " in r.stdout or " is stale: one: " in r.stderr), r
+        assert "(its patch, under the same version 1: bump version in " in r.stdout + r.stderr, r
     r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
     assert r.returncode == 2, r.stderr
     lock = b.pack / "profiles/p1.lock"
     line = lock.read_text().splitlines().index('      "id": "one",') + 1
-    assert f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line})" in r.stderr
+    toml = b.pack / "fixes/one/fix.toml"
+    bump = f"one: patch or version changed since the lock was generated (its patch, under the same version 1: bump " \
+           f"version in {toml}:2 before locking)"
+    assert f"{lock} is stale: {bump} (at {lock}:{line})" in r.stderr, r.stderr
     assert "and a lock made now stops on the copy as the pack is (fix one is conflict on the release copy" in r.stderr
     assert f"hunk #1 is {patch}:" in r.stderr and "make the fix apply there first, then regenerate it" in r.stderr
     assert r.stderr.rstrip().endswith(f"lock --profile p1 --pack {b.pack} --root demo={clean}"), r.stderr
