@@ -317,6 +317,23 @@ def _back_to_release(ctx: Context, ft: FoundTarget, recorded: list[str]) -> str:
             f"{to_release(ctx, ft, recorded, release_has(ctx, ft))}; then run {again}")
 
 
+def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: ManifestFix, fix: Fix) -> str:
+    """A fix the manifest on ``ft`` records as applied with another patch than the pack has (``entry``): what it
+    is, and the ways out, each a command (the one that applied it may be gone): revert with the pack that applied
+    it, or put every file the manifest lists back to the clean release (:func:`to_release`), which makes the
+    manifest stale (apply replaces it, revert removes it). At the same version the pack's patch changed without
+    a version bump, which ``lock`` refuses now, and is said so."""
+    same = (" (the same version: its patch was changed without a version bump, which `lock` now refuses)"
+            if entry.version == fix.version else "")
+    recorded = sorted(manifest.files)
+    return (f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {fix.id} v{entry.version} on target "
+            f"{ft.spec.name}, applied with another patch than this pack's v{fix.version}{same}, so this pack cannot "
+            f"place or take out its hunks. Revert with the pack that applied it, then apply with this one; or, "
+            f"without that pack, put every file the manifest lists back to the clean release: "
+            f"{to_release(ctx, ft, recorded, release_has(ctx, ft))}; then run {ctx.report.command} again (the "
+            f"manifest is then stale: apply replaces it, revert removes it)")
+
+
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
     """A fix that does not apply on a pinned release: a file it touches was changed after the release, or is
     not there. Names, and puts back, only the files that refused it (a missing file refuses without a hunk);

@@ -34,16 +34,17 @@ CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cach
 
 def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: tuple[str, ...],
                    progress: CliProgress) -> dict[str, Path]:
-    """``lock`` without --root or --copies: the clean release copies of the profile's targets with
-    fixes (the named ones with --target), fetched (or taken from the cache)."""
+    """``lock`` without --root or --copies: the clean release copies of the profile's targets the lock
+    covers, those with a fix or a component (the named ones with --target), fetched (or taken from the cache)."""
     from . import release
     from .loader import load_pack, load_profile
+    from .lockfile import lock_targets
 
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
-    with_fixes = {pack.fixes[f].target for f in prof.default + prof.opt_in}
+    covered = lock_targets(prof, pack)
     for spec in prof.targets:
-        if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in with_fixes):
+        if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in covered):
             continue
         roots[spec.name] = release.fetch(spec, progress=progress).root  # a download reports itself
     return roots
@@ -71,14 +72,16 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
             if not check:  # a folder where the lock goes: said before the fingerprinting (no second pack load)
                 lockfile.refuse_a_folder(root / "profiles" / f"{profile}.lock")
-            with progress.step(f"fingerprinting the chain of profile {profile}"):
-                lock, prof = engine.fingerprint_chain(req)
+            with progress.step(f"fingerprinting the chain of profile {profile}"):  # --check: stale before conflict
+                lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
+                              else engine.fingerprint_chain(req))
             reworded: list[str] = []
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 reworded = lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(only_targets),
                                                                                  parse_roots(roots), copies_root))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
+                lockfile.refuse_unbumped(prof, lock)  # a fix's patch changed under its version
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:

@@ -9,6 +9,7 @@ selection reaches the profile's state, under the target's lock, journalled (:mod
 from __future__ import annotations
 
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from .advice import (
     add_next_steps,
     journal_steps,
     note_stale,
+    other_patch,
     pending_note,
     run_writes,
     stale_entry,
@@ -44,7 +46,8 @@ if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch i
     from .evaluate import Evaluation
 
 
-def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
+def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
+    target = ft.spec.name
     recorded = manifest.applied_ids() if manifest else set()
     unknown = recorded - set(ctx.pack.fixes)
     if unknown:
@@ -52,10 +55,8 @@ def _chain(ctx: Context, target: str, manifest: Manifest | None, wanted: tuple[s
                             f"{', '.join(sorted(unknown))}. Use the pack that applied them (revert with it)")
     for entry in manifest.fixes if manifest else ():
         fix = ctx.pack.fixes.get(entry.id)
-        if entry.state is Recorded.APPLIED and fix and not fix.recorded_as(entry.patch_sha256):
-            raise BadInputError(
-                f"target {target} holds {fix.id} v{entry.version}, applied with another patch than this "
-                f"pack's v{fix.version}. Revert with the pack that applied it, then apply with this one")
+        if manifest and entry.state is Recorded.APPLIED and fix and not fix.recorded_as(entry.patch_sha256):
+            raise BadInputError(other_patch(ctx, ft, manifest, entry, fix))
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
     parse_fixes(ctx.pack, ctx.profile, ids)  # the recorded ones too (the selected ones are parsed already)
     chain = ctx.pack.ordered(tuple(ids))
@@ -85,7 +86,6 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     edit an earlier one's context), which verifies each of them; the chain is then replayed from the
     unwound tree with the newly selected fixes in their places.
     """
-    name = ft.spec.name
     tree, manifest, pending = _load_state(ctx, ft)
     if ctx.report.command == "status" and manifest is not None and not pending:
         held = _status_held(ctx, ft, tree, manifest, wanted)
@@ -95,7 +95,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         note_stale(ctx, ft)
         manifest = None
-    chain = _chain(ctx, name, manifest, wanted)
+    chain = _chain(ctx, ft, manifest, wanted)
     recorded = manifest.applied_ids() if manifest else set()
     applied = [f for f in chain if f.id in recorded]
     base, broken, unchecked = _unwind(applied, tree, _tampered_files(tree, manifest), ctx.lock)
@@ -443,10 +443,12 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
     tampered = _tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
-        if fix is None or not fix.recorded_as(entry.patch_sha256):
+        if fix is None:
             raise BadInputError(f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {entry.id} "
-                                f"v{entry.version} with another patch than this pack has; revert with the "
-                                f"pack that applied it")
+                                f"v{entry.version}, a fix this pack does not have; revert with the pack that "
+                                f"applied it")
+        if not fix.recorded_as(entry.patch_sha256):
+            raise BadInputError(other_patch(ctx, ft, manifest, entry, fix))
     parse_fixes(ctx.pack, ctx.profile, [e.id for e in manifest.fixes if e.state is Recorded.APPLIED])
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes[entry.id]
@@ -511,9 +513,32 @@ def write_lock(req: Request) -> Path:
 def check_lock_fresh(req: Request) -> list[str]:
     """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
     patch was only reworded since (lockfile.check_fresh)."""
-    lock, profile = fingerprint_chain(req)
+    lock, profile = fingerprint_to_check(req)
     return lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
                                                                    req.env_root))
 
 
-__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain"]
+def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:
+    """:func:`fingerprint_chain` for ``lock --check``. A fix that does not apply to the copy is a conflict
+    (exit 4) only when the committed lock matches the pack: a pack changed since its lock is a stale lock
+    (exit 2), as ``check``, ``apply`` and ``status`` say it, with the conflict a new lock would meet there and
+    the command that regenerates it (with the ``--root`` copies ``shown``, else the request's; a missing or
+    damaged lock: exit 2 too, as they say)."""
+    from .errors import ConflictError
+    from .loader import load_pack, load_profile
+
+    try:
+        return fingerprint_chain(req)
+    except ConflictError as exc:
+        pack = load_pack(req.pack_root, profile=req.profile)
+        profile = load_profile(pack, req.profile, check_paths=False)
+        pack = pack.for_profile(profile.name)
+        roots = req.roots if shown is None else shown
+        redo = partial(lockfile.relock_command, profile, req.only_targets, roots, req.env_root, pack)
+        lock = lockfile.read_lock(profile, redo)
+        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc))
+        raise
+
+
+__all__ = ["Request", "apply", "status", "revert", "write_lock", "check_lock_fresh", "fingerprint_chain",
+           "fingerprint_to_check"]

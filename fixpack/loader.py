@@ -261,11 +261,28 @@ def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> 
     return difflib.get_close_matches(name, names, n, cutoff)
 
 
+NO_CLOSE = "no close match"
+
+
 def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
     # a name the given one begins (``v0.30`` of ``v0.30.0``) first: difflib scores every profile alike there
     prefixed = sorted(n for n in names if n.startswith(name))
     close = (prefixed + [n for n in _close_matches(name, list(names), 3, 0.5) if n not in prefixed])[:3]
-    return f"close matches: {', '.join(close)}" if close else "no close match"
+    return f"close matches: {', '.join(close)}" if close else NO_CLOSE
+
+
+SHOWN_NAMES = 6  # the names an unknown-name message lists before "and N more"
+
+
+def _profile_fixes(profile: Profile) -> str:
+    """What a fix named on the command line may be: the profile's fixes, opt-in first (those are named; a
+    default fix is applied whether named or not), a handful of them, then how many more."""
+    names = [f"{f} (opt-in)" for f in profile.opt_in] + [f for f in profile.default if f not in profile.opt_in]
+    if not names:
+        return f"; profile {profile.name} ({profile.path}) lists no fix"
+    more = f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else ""
+    return (f"; the fixes of profile {profile.name} ({profile.path}): {', '.join(names[:SHOWN_NAMES])}{more}: "
+            f"name one of its opt-in fixes, or none")
 
 
 def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
@@ -445,7 +462,9 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     chosen = list(profile.default) + (list(profile.opt_in) if all_opt_in else [])
     for name in opt_ins:
         if name not in pack.fixes:
-            raise UnknownNameError(f"unknown fix {name!r} ({_close(name, pack.series)})")
+            close = _close(name, pack.series)
+            listed = _profile_fixes(profile) if close == NO_CLOSE else ""
+            raise UnknownNameError(f"unknown fix {name!r} ({close}{listed})")
         if name not in profile.default and name not in profile.opt_in:
             errors.add(f"fix {name!r} is not allowed by profile {profile.name!r}", profile.path, None,
                        f"its opt-in fixes: {', '.join(profile.opt_in) or 'none'}")

@@ -31,15 +31,36 @@ if TYPE_CHECKING:  # the evaluation loads when a lock is made, not when it is re
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
-                   copies: Path | None = None) -> str:
+                   copies: Path | None = None, pack: Pack | None = None) -> str:
     """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
     :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
-    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``)."""
+    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``). A
+    profile of more than one target names, instead of the run's, every target the lock covers
+    (:func:`lock_targets`; ``pack`` is the profile's, loaded here when not given): a lock made for fewer lacks
+    the others' fixes and components, and stays stale."""
     from .progname import command, run_words  # only when there is a lock to regenerate
 
+    if len(profile.targets) > 1:
+        targets = lock_targets(profile, pack)
     return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
                    *run_words(targets, roots, copies))
+
+
+def lock_targets(profile: Profile, pack: Pack | None = None) -> tuple[str, ...]:
+    """The profile's targets its lock covers, in the profile's order: those with a fix it lists or a
+    component (``pack``: the profile's pack, loaded when not given; a fix it cannot load is left out)."""
+    if pack is None:
+        from .loader import load_pack  # only when a lock command is rendered
+
+        try:
+            pack = load_pack(profile.path.parent.parent, profile=profile.name)
+        except FixpackError:
+            pack = None
+    fixes = pack.fixes if pack is not None else {}
+    covered = {fixes[f].target for f in profile.default + profile.opt_in if f in fixes}
+    covered |= {c.target for c in profile.components}
+    return tuple(t.name for t in profile.targets if t.name in covered)
 
 
 Redo = Callable[[], str]
@@ -47,10 +68,10 @@ Redo = Callable[[], str]
 up the program on PATH, and a run whose lock is fine should not pay for that)."""
 
 
-def regenerate_hint(profile: Profile, redo: Redo | None = None) -> str:
+def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | None = None) -> str:
     """What to do about a stale or broken lock: regenerate it, with the command (``redo``, else
-    :func:`relock_command` for the profile's pack alone)."""
-    given = redo() if redo is not None else relock_command(profile)
+    :func:`relock_command` for the profile's pack alone, ``pack`` when it is loaded)."""
+    given = redo() if redo is not None else relock_command(profile, pack=pack)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
     return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
 
@@ -100,13 +121,17 @@ def remove_hint(path: Path, what: str) -> str:
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
-def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None) -> None:
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
+                       blocked: str = "") -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
-    (``redo``: as for :func:`read_lock`)."""
+    (``redo``: as for :func:`read_lock`). ``blocked``: why a lock made now on the copies at hand would stop
+    (``lock --check`` met a conflict there), said before the command that regenerates it."""
     stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)]
     if stale:
+        first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
+                 f"first, then ") if blocked else ""
         raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
-                             f"{regenerate_hint(profile, redo)}")
+                             f"{first}{regenerate_hint(profile, redo)}")
 
 
 def _at(path: Path, line: int | None) -> str:
@@ -167,7 +192,11 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
         if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
-            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"))
+            bump = ""
+            if entry.version == fix.version and not fix.recorded_as(entry.patch_sha256):  # lock refuses it so
+                bump = (f" (its patch, under the same version {fix.version}: bump version in "
+                        f"{version_at(fix, profile)} before locking)")
+            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated{bump}"))
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     for comp in profile.components:
         locked = lock.component(comp.id)
@@ -392,6 +421,56 @@ def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
             out.append(f"component {comp.id} {comp.version} installs other files than {profile.lock_path} records "
                        f"for that version ({_differ(old.files, dict(comp.files))})")
     return out
+
+
+def refuse_unbumped(profile: Profile, lock: Lock) -> None:
+    """Raise BadInputError (exit 2, nothing written) when ``lock`` (one ``lock`` is about to write) records a fix
+    at the version the lock on disk records for it with another change: its patch changed without a version
+    bump. A manifest records a fix by version and change, so an image that holds the old patch at that version
+    would be told it holds "another patch than this pack's" of the same version, with no way to tell which. As a
+    component's source changed under its version is refused (:func:`write`). A change that is the old one as an
+    older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Nothing when there is no
+    readable lock yet."""
+    try:
+        have = read_lock(profile)
+    except FixpackError:
+        return
+    suspects = [(old, new) for new in lock.fixes for old in [have.fix(new.id)]
+                if old is not None and old.version == new.version and old.patch_sha256 != new.patch_sha256]
+    if not suspects:
+        return
+    import json
+
+    from .loader import load_pack  # only when a fix's change differs under its version
+
+    fixes = load_pack(profile.path.parent.parent).for_profile(profile.name).fixes
+    said = []
+    for old, new in suspects:
+        fix = fixes.get(new.id)
+        if fix is None or fix.recorded_as(old.patch_sha256):
+            continue
+        at = version_at(fix, profile)
+        locked = _at(profile.lock_path, lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(new.id)}'))
+        said.append(f"fix {new.id}: its patch changed since the lock was made ({locked} records version "
+                    f"{old.version} with change {old.patch_sha256[:12]}, the pack's patch is change "
+                    f"{new.patch_sha256[:12]}) but its version did not (version {old.version} in the lock, "
+                    f"{new.version} in {at}); bump it there (version = {new.version + 1})")
+    if said:
+        raise BadInputError(f"{'; '.join(said)}, then lock again: an image that holds the old patch under the same "
+                            f"version could not be told from one with the new; nothing was written")
+
+
+def version_at(fix: Fix, profile: Profile) -> str:
+    """Where ``fix``'s version for ``profile`` is set, ``FILE:LINE``: its variant's ``variant.toml`` when it has
+    one for the profile, else its ``fix.toml``."""
+    from .loader import key_line  # only when a message names it
+
+    variant = fix.folder / profile.name / "variant.toml"
+    toml = variant if variant.is_file() else fix.folder / "fix.toml"
+    try:
+        return _at(toml, key_line(toml.read_text("utf-8"), "version"))
+    except (OSError, UnicodeDecodeError):
+        return str(toml)
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:

@@ -214,7 +214,7 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
     from . import lockfile
 
     where = _rel(pack.root, profile.lock_path)
-    redo = lockfile.regenerate_hint(profile)
+    redo = lockfile.regenerate_hint(profile, pack=pack)
     what = not_a_file(profile.lock_path)
     if what is not None:  # a FIFO would block the read
         return [Finding(where, None, f"is {what}, not a lock file",
@@ -260,7 +260,7 @@ def _no_dist_info(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     return [Finding(_rel(pack.root, profile.lock_path),
                     lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(c.id)}'),
                     f"the lock is stale: component {c.id} has no \"dist_info\" (the name of its .dist-info folder; "
-                    f"a lock made before fixpack recorded it)", regenerate_hint(profile))
+                    f"a lock made before fixpack recorded it)", regenerate_hint(profile, pack=pack))
             for c in lock.components if not c.dist_info and c.id in listed]
 
 
@@ -300,4 +300,4 @@ def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:
     roots = fresh(pack, profile)
     lock, prof = fingerprint_chain(Request(pack_root=pack.root, profile=profile.name, roots=roots,
                                            only_targets=tuple(sorted(roots))))
-    lockfile.check_fresh(prof, lock)
+    lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(sorted(roots)), roots, pack=pack))

@@ -88,7 +88,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         parse_fixes(pack, profile, selected)
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
-    redo = partial(lockfile.relock_command, profile, req.only_targets)  # the user's pack and targets
+    redo = partial(lockfile.relock_command, profile, req.only_targets, pack=pack)  # the user's pack and targets
     if need_lock:
         lock = lockfile.read_lock(profile, redo)
         lockfile.check_lock_matches(pack, profile, lock, redo)

@@ -200,7 +200,7 @@ def test_a_binary_source_edited_and_locked_is_another_change_than_the_recorded_o
     b, folder, clean, image = sourced
     (folder / "logo.bin").write_bytes(b"\x00second\xff")
     b.lock(clean)
-    with pytest.raises(BadInputError, match="records logo v1 with another patch than this pack has"):
+    with pytest.raises(BadInputError, match="records logo v1 on target demo, applied with another patch than this pack.s v1"):
         engine.revert(b.request(image))
     assert (image / "demo_pkg/logo.bin").read_bytes() == b"\x00first\xff"
 

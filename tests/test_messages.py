@@ -61,6 +61,8 @@ def test_the_lock_command_to_run_keeps_the_pack_and_targets_given(setup, tmp_pat
     b, target = setup
     patch = b.pack / "fixes/one/0001-change.patch"
     patch.write_text(patch.read_text().replace("+five\n", "+FIVE\n"))
+    toml = b.pack / "fixes/one/fix.toml"  # a new patch, a new version (lock refuses a patch changed under its version)
+    toml.write_text(toml.read_text().replace("version = 1", "version = 2"))
     want = f"{program()} lock --profile p1 --pack {b.pack} --target demo (it fetches them"
     for run in (engine.apply, engine.status):
         with pytest.raises(StaleLockError) as exc:

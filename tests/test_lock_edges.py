@@ -1,0 +1,236 @@
+"""Edges of the lock and of names: a patch changed without a version bump (refused by `lock`; an image that
+holds the old patch gets a way out), `lock --check` on a pack changed since its lock (stale, exit 2, as
+`check` and `apply` say), `check`'s relock command on a profile of two targets (it runs as printed), and an
+unknown fix with no close match (the profile's fixes listed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, PackBuilder, numbered, snapshot
+
+from fixpack import engine
+from fixpack.errors import UnknownNameError
+
+MOD = "demo_pkg/mod.py"
+
+
+def fixpack(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI of this checkout, run from a folder without a ``fixpack`` package (the tmp folder)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd or Path(os.environ["HOME"]).parent)
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new))
+
+
+def _proof(b: PackBuilder, fid: str) -> None:
+    (b.pack / "fixes" / fid / f"test_{fid.replace('-', '_')}.py").write_text("def test_it():\n    pass\n")
+
+
+# --- 4. an unknown fix with no close match lists the profile's fixes -------------------------------------
+
+def test_an_unknown_fix_without_a_close_match_lists_the_profiles_fixes(builder):
+    """"unknown fix 'x' (no close match)" named nothing to pick from: the profile's fixes are listed, opt-in
+    first (those are named), a handful, then "and N more"; a close match is still said alone."""
+    b = builder
+    base = numbered(40)
+    ids = [f"fix-{c}" for c in "abcdefgh"]
+    for n, fid in enumerate(ids):
+        b.add_fix(fid, {MOD: base}, {MOD: base.replace(f"line {4 * n + 2}\n", f"{fid}\n")}, opt_in=fid in ids[-2:])
+    b.profile(ids[:-2], ids[-2:])
+    clean = b.tree("clean", {MOD: base})
+    b.lock(clean)
+    image = b.tree("image", {MOD: base})
+    with pytest.raises(UnknownNameError) as exc:
+        engine.status(b.request(image, opt_ins=("zzzqqq",)))
+    said = str(exc.value)
+    assert said.startswith("unknown fix 'zzzqqq' (no close match; the fixes of profile p1 ("), said
+    assert "): fix-g (opt-in), fix-h (opt-in), fix-a, fix-b, fix-c, fix-d and 2 more: name one of its opt-in " \
+           "fixes, or none)" in said, said
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "zzzqqq")
+    assert r.returncode == 2 and "fix-g (opt-in), fix-h (opt-in), fix-a" in r.stderr and "and 2 more" in r.stderr
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "fix-q")
+    assert r.returncode == 2 and "(close matches: fix-" in r.stderr and "(opt-in)" not in r.stderr, r.stderr
+
+
+# --- 3. check's relock command runs as printed on a profile of two targets ------------------------------
+
+PLUGIN_TOML = """[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tiny-plug"
+version = "0.3.0"
+dependencies = []
+
+[tool.setuptools.packages.find]
+include = ["tiny_plug"]
+"""
+
+
+def test_checks_relock_command_names_every_target_the_lock_covers_and_runs_as_printed(builder):
+    """A profile of two targets, fixes on one and a component on the other: `check` printed
+    `lock --profile p1 --pack PACK`, which fetches only the targets with fixes, so the lock it wrote lacked the
+    component and stayed stale. The command names both targets now, and runs as printed to a fresh lock."""
+    from fixpack.wheels import build_wheel
+
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    other = PackBuilder(b.base / "other", target="other", package="other_pkg")
+    other_release, other_source = other.git_release({"other_pkg/x.py": "x = 1\n"})
+    plug = b.base / "plug"
+    (plug / "tiny_plug").mkdir(parents=True)
+    (plug / "pyproject.toml").write_text(PLUGIN_TOML)
+    (plug / "tiny_plug" / "__init__.py").write_text("def register():\n    return 'tiny'\n")
+    wheel = build_wheel(plug, b.base)
+    shutil.copy(wheel, b.pack / wheel.name)
+    profile = b.profile(["one"], extra_targets=f'[targets.other]\npackage = "other_pkg"\n'
+                                                f'commit = "{other.commit[:8]}"\n{other_source}\n')
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1)
+                       + f'\n[components.tiny-plug]\npath = "{wheel.name}"\nversion = "0.3.0"\ntarget = "other"\n'
+                         'requires = []\nopt_in = true\n')
+    engine.write_lock(engine.Request(pack_root=b.pack, profile="p1", roots={"demo": release, "other": other_release}))
+    assert fixpack("check", "--pack", str(b.pack)).returncode == 0
+    _edit(b.pack / "fixes/one/fix.toml", "version = 1", "version = 2")  # a new version: the lock is stale
+    r = fixpack("check", "--pack", str(b.pack))
+    assert r.returncode == 2, r.stderr
+    (said,) = re.findall(r"regenerate it from clean release copies: (.*?) \(it fetches them", r.stdout)
+    assert said.endswith(f"lock --profile p1 --pack {b.pack} --target demo --target other"), said
+    done = subprocess.run(said, shell=True, capture_output=True, text=True, cwd=b.base)
+    assert done.returncode == 0 and "wrote" in done.stdout, done.stderr
+    r = fixpack("check", "--pack", str(b.pack))
+    assert r.returncode == 0 and "pack is clean" in r.stderr + r.stdout, r.stdout + r.stderr
+
+
+# --- 2. lock --check on a pack changed since its lock: stale (exit 2), as check and apply say -------------
+
+def test_lock_check_on_a_changed_context_line_is_a_stale_lock_as_check_and_apply_say(builder):
+    """A patch whose context line was changed: `check` and `apply` said "stale lock" (exit 2), `lock --check`
+    said "conflict on the release copy" (exit 4). A lock that no longer matches the pack is stale everywhere
+    (exit 2, the fix at its lock line, the lock command); lock --check also says the conflict a new lock
+    meets there. Exit 4 is left where the fix does not apply: `lock` itself, and `lock --check` with a lock that
+    matches the pack on a copy the fix does not apply to."""
+    b = builder
+    image = one_fix(b)
+    clean = b.base / "clean"
+    patch = b.pack / "fixes/one/0001-change.patch"
+    before = snapshot(b.pack)
+    _edit(patch, " line 2\n", " line two\n")  # a context line the release does not have
+    for args in (["check"], ["apply", "-p", "p1", "--root", f"demo={image}"]):
+        r = fixpack(*args, "--pack", str(b.pack))
+        assert r.returncode == 2 and ("the lock is stale: one: " in r.stdout or " is stale: one: " in r.stderr), r
+        assert "(its patch, under the same version 1: bump version in " in r.stdout + r.stderr, r
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 2, r.stderr
+    lock = b.pack / "profiles/p1.lock"
+    line = lock.read_text().splitlines().index('      "id": "one",') + 1
+    toml = b.pack / "fixes/one/fix.toml"
+    bump = f"one: patch or version changed since the lock was generated (its patch, under the same version 1: bump " \
+           f"version in {toml}:2 before locking)"
+    assert f"{lock} is stale: {bump} (at {lock}:{line})" in r.stderr, r.stderr
+    assert "and a lock made now stops on the copy as the pack is (fix one is conflict on the release copy" in r.stderr
+    assert f"hunk #1 is {patch}:" in r.stderr and "make the fix apply there first, then regenerate it" in r.stderr
+    assert r.stderr.rstrip().endswith(f"lock --profile p1 --pack {b.pack} --root demo={clean}"), r.stderr
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 4 and f"hunk #1 is {patch}:" in r.stderr, r.stderr  # the relock: a genuine conflict
+    _edit(patch, " line two\n", " line 2\n")
+    assert snapshot(b.pack) == before  # nothing written on the way
+    other = b.tree("other", {MOD: numbered(20).replace("line 2\n", "line two\n")})  # not the release's bytes
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={other}")
+    assert r.returncode == 4 and "is conflict on the release copy" in r.stderr, r.stderr
+    assert fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}").returncode == 0
+
+
+def one_fix(b: PackBuilder) -> Path:
+    """Fix "one" (``line 3`` -> ``three`` in MOD, 20 numbered lines) with a proof in profile p1, locked on the
+    clean tree ``b.base / "clean"``; a fresh image of the release's bytes."""
+    base = numbered(20)
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    b.profile(["one"])
+    b.lock(clean)
+    return b.tree("image", {MOD: base})
+
+
+# --- 1. a patch changed without a version bump ----------------------------------------------------------
+
+def test_lock_refuses_a_patch_changed_without_a_version_bump(builder):
+    """Components are refused by `lock` when their source changed under the same version; a fix's patch was
+    not: the new lock recorded another change under the old version. `lock` refuses it (exit 2, nothing
+    written), naming the fix, its fix.toml line and both versions, and saying to bump it; bumped, it locks."""
+    b = builder
+    one_fix(b)
+    clean = b.base / "clean"
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    before = snapshot(b.pack)
+    args = ("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    r = fixpack(*args)
+    assert r.returncode == 2, r.stderr
+    toml = b.pack / "fixes/one/fix.toml"
+    line = toml.read_text().splitlines().index("version = 1") + 1
+    assert "fix one: its patch changed since the lock was made (" in r.stderr, r.stderr
+    assert f"but its version did not (version 1 in the lock, 1 in {toml}:{line}); bump it there (version = 2), " \
+           "then lock again" in r.stderr and r.stderr.rstrip().endswith("nothing was written"), r.stderr
+    assert snapshot(b.pack) == before
+    r = fixpack(*args, "--json")
+    assert r.returncode == 2 and "bump it there" in json.loads(r.stdout)["error"]
+    _edit(toml, "version = 1", "version = 2")
+    r = fixpack(*args)
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stderr
+    _edit(b.pack / "fixes/one/0001-change.patch", "Subject: [PATCH] one", "Subject: [PATCH] one, reworded")
+    assert fixpack(*args).returncode == 0  # a reworded message is the same change: no bump
+
+
+def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(builder):
+    """An image where a fix was applied, then the pack changed its patch under the same version (a lock made
+    before `lock` refused that): status, apply and revert said "revert with the pack that applied it" (exit 2),
+    no way out when that pack is gone. They say so still, and the way out without it: the command that puts
+    the files the manifest lists back to the clean release, which runs as written; then apply and revert work."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    image = b.tree("image", {MOD: numbered(20)})
+    original = snapshot(image)
+    assert engine.apply(b.request(image)).ok
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    b.lock(release)  # as lock did before it refused this (refresh and rebase write locks this way too)
+    applied = snapshot(image)
+    way = ""
+    for command in ("status", "apply", "revert"):
+        r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        assert r.returncode == 2, r.stderr
+        assert "records one v1 on target demo, applied with another patch than this pack's v1 (the same version: " \
+               "its patch was changed without a version bump" in r.stderr, r.stderr
+        assert "Revert with the pack that applied it, then apply with this one; or, without that pack, put every " \
+               "file the manifest lists back to the clean release: " in r.stderr, r.stderr
+        assert f"; then run {command} again (the manifest is then stale" in r.stderr, r.stderr
+        way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
+        assert snapshot(image) == applied
+    assert "cp --parents demo_pkg/mod.py" in way and " fetch --profile p1 " in way, way
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (image / MOD).read_text() == numbered(20)
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and "THREE" in (image / MOD).read_text(), r.stdout + r.stderr
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
