@@ -168,15 +168,6 @@ def _route(ids_ptr, pid_p, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl
 
 
 @gluon.jit
-def _expert_count(ids_ptr, e, T, TOPK: gl.constexpr, P_P2: gl.constexpr):
-    """How many of the T * TOPK routing slots name expert e (its tokens: ids are distinct within a token)."""
-    l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    offs_p = gl.arange(0, P_P2, layout=l1)
-    ids = gl.load(ids_ptr + offs_p, mask=offs_p < T * TOPK, other=-1)
-    return gl.sum((ids == e).to(gl.int32), axis=0)
-
-
-@gluon.jit
 def _tokens(ids_ptr, e, T, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
             layout: gl.constexpr):
     """For tokens 0..BLOCK_M-1 (in `layout`, a 1-D slice): routed to e, and its pair row t*TOPK + slot."""
@@ -569,6 +560,10 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         # uniform registers: with the run count in the divisions the K loop took 128 registers, not 98)
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
+        if NARROW:  # the routing ids before the wait (as _route reads them): counted once the run is known
+            l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+            offs_ids = gl.arange(0, P_P2, layout=l1)
+            ids_all = gl.load(ids_ptr + offs_ids, mask=offs_ids < T * TOPK, other=-1)
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
         n_runs = gl.load(plan_ptr)
         for i in gl.static_range(PLAN_ITEMS):  # runs r, r + plan_stride, ... (eighth round; 1 before)
@@ -577,7 +572,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                 word = gl.load(plan_ptr + 1 + ri)
                 wide = True
                 if NARROW:  # this run's tokens: its expert's count past the earlier runs (at most CHUNK)
-                    if _expert_count(ids_ptr, word >> 12, T, TOPK, P_P2) - ((word >> 9) & 7) * CHUNK <= 8:
+                    if gl.sum((ids_all == (word >> 12)).to(gl.int32), axis=0) - ((word >> 9) & 7) * CHUNK <= 8:
                         wide = False
                 if wide:
                     _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
