@@ -788,11 +788,15 @@ MMA_CONFIG = {
 # as one persistent launch (fused_kernel: fused_per_sm one-warp programs an SM, all resident; the gate/up ring of
 # fused_stages slots; each program's down item's first fused_down_tiles K tiles copied into shared memory during
 # the gate/up GEMM; a grid barrier; the down GEMM), then norm_combine unless partials; fused_maxnreg its cap
+# Ninth round (README): narrow_runs N (on from 17 tokens; narrow_config) runs of 16 on the run list, each run of
+# at most 8 tokens on 8-token tiles, the others on 16-token tiles narrow_sub_k of K at a time (local batch 32
+# -16%, EP points within 0.4%); ranked_few's ranked_min_iters 1: K parts of one tile at batch 1 (ep8 / ep2tp4
+# batch 1 -5%, local unchanged)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
-                               "ranked_maxnreg": 96}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
+                               "ranked_maxnreg": 96, "ranked_min_iters": 1}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
                 "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card

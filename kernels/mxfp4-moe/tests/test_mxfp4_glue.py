@@ -271,6 +271,9 @@ def test_ranked_few_overrides_where_few_experts_can_be_routed():
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_stages"] == 3
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_per_sm"] == 16
     assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_maxnreg_gate_up"] is None
+    # ninth round: K parts of one tile at batch 1 (ep8 / ep2tp4 batch 1 -5%); two from batch 2 on
+    assert ranked_config(GLUON_CONFIG, 8, 128)["ranked_min_iters"] == 1
+    assert ranked_config(GLUON_CONFIG, 16, 128)["ranked_min_iters"] == 2
     assert ranked_config(GLUON_CONFIG, 16, 128) is GLUON_CONFIG and GLUON_CONFIG["ranked_stages"] == 0
     assert GLUON_CONFIG["ranked_per_sm"] == 20 and GLUON_CONFIG["ranked_maxnreg_gate_up"] == 96
     # sixth round: both GEMMs capped at 96 registers at batches 9-32 and (ranked) at batch 1
