@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, one_fix_pack, snapshot
 
 from fixpack import documents
 from fixpack.errors import FixpackError
@@ -76,6 +79,104 @@ def whole(asked: list[int], limit: int) -> bool:
     return any(n < 0 or n > limit + 1 for n in asked)
 
 
+# --- the SBOM ---------------------------------------------------------------------------------------
+
+def test_an_sbom_too_large_is_refused_unread(tmp_path, monkeypatch):
+    """`verify --sbom` read the file whole whatever its size: past ``MAX_SBOM_BYTES`` (64 MiB) it is exit 2 naming
+    it and its size, before a byte is read."""
+    from fixpack.sbom import load_sbom
+
+    assert documents.MAX_SBOM_BYTES == 64 << 20
+    size = documents.MAX_SBOM_BYTES + 1
+    path = big(tmp_path / "sbom.cdx.json", size)
+    asked = reads_of(path, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        load_sbom(path)
+    assert exc.value.exit_code == 2, str(exc.value)
+    assert f"the SBOM {path}: {size} bytes, more than the 64 MiB an SBOM may have" in str(exc.value), str(exc.value)
+    assert asked == [], asked
+    monkeypatch.undo()
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "verify", "--sbom", str(path), "-p", "v0.30.0",
+                        "--target", "vllm", "--root", f"vllm={tmp_path}"], env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and f"{size} bytes, more than the 64 MiB an SBOM may have" in r.stderr, r.stderr
+    assert str(path) in r.stderr and os.path.getsize(path) == size
+
+
+def test_the_sbom_out_compared_is_never_read_whole_nor_through_a_link(builder, tmp_path, monkeypatch):
+    """`sbom --out FILE` compares FILE with the new document (a re-run writes nothing): it read FILE whole
+    whatever its size, and through a symbolic link put there after check_file looked (the link was taken for the
+    file: "unchanged", the link left in place). Now a FILE past the cap is not read, only replaced, and a link is
+    never read through: replaced by the file, what it points to untouched."""
+    from fixpack import sbom as sbom_mod
+
+    image = one_fix_pack(builder)
+    out = tmp_path / "image.cdx.json"
+    first = sbom_mod.sbom(builder.request(image), out)
+    assert first.written
+    size = documents.MAX_SBOM_BYTES + 1
+    big(out, size)
+    asked = reads_of(out, monkeypatch)
+    again = sbom_mod.sbom(builder.request(image), out)
+    assert again.written and not whole(asked, documents.MAX_SBOM_BYTES), asked
+    assert out.read_text() == first.text
+    monkeypatch.undo()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(first.text)  # the same facts: taken for the file when read through the link
+    out.unlink()
+    out.symlink_to(elsewhere)
+    monkeypatch.setattr(sbom_mod, "check_file", lambda *a: None)  # the link put there after the check
+    asked = reads_of(elsewhere, monkeypatch)
+    third = sbom_mod.sbom(builder.request(image), out)
+    assert third.written and asked == [] and not out.is_symlink()
+    assert out.read_text() == first.text and elsewhere.read_text() == first.text
+
+
+# --- a dist-info's direct_url.json -------------------------------------------------------------------
+
+def test_a_direct_url_too_large_is_refused_unread(builder, monkeypatch):
+    """A target's facts come from its dist-info's direct_url.json too (a VCS install's commit): read whole
+    whatever its size. Past the cap of the small JSON documents (4 MiB; pip writes a few hundred bytes) it is
+    no file pip wrote: exit 3, naming it, unread; the image unchanged."""
+    from fixpack import engine
+
+    image = one_fix_pack(builder)
+    url = big(image / "demo_pkg-1.0.dist-info/direct_url.json", 5 << 20)
+    (url.parent / "METADATA").write_text("Name: demo_pkg\nVersion: 1.0\n")
+    before = snapshot(image)
+    asked = reads_of(url, monkeypatch)
+    for call in (engine.status, engine.apply):
+        with pytest.raises(FixpackError) as exc:
+            call(builder.request(image))
+        said = str(exc.value)
+        assert exc.value.exit_code == 3, said
+        assert f"{url}: {5 << 20} bytes, more than the 4 MiB a direct_url.json may have" in said, said
+    assert asked == [] and snapshot(image) == before
+
+
+def test_an_installed_target_s_direct_url_too_large_is_refused_unread(builder, tmp_path, monkeypatch):
+    """The same file of an installed distribution (no --root: where pip put it), read through importlib.metadata
+    whole: refused by its size, exit 3, unread."""
+    import importlib.metadata
+
+    from fixpack import targets
+    from fixpack.loader import load_pack, load_profile
+
+    one_fix_pack(builder)
+    spec = load_profile(load_pack(builder.pack), "p1").targets[0]
+    site = tmp_path / "site"
+    info = site / "demo_pkg-1.0.dist-info"
+    url = big(info / "direct_url.json", 5 << 20)
+    (info / "METADATA").write_text("Name: demo_pkg\nVersion: 1.0\n")
+    dist = importlib.metadata.PathDistribution(info)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: dist)
+    asked = reads_of(url, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        targets.installed_root(spec)
+    assert exc.value.exit_code == 3 and f"{url}: {5 << 20} bytes, more than the 4 MiB" in str(exc.value)
+    assert asked == []
+
+
 # --- the manifest, read again for a line ----------------------------------------------------------------
 
 def test_the_manifest_read_for_a_line_is_never_read_whole_nor_through_a_link(tmp_path, monkeypatch):
@@ -95,6 +196,46 @@ def test_the_manifest_read_for_a_line_is_never_read_whole_nor_through_a_link(tmp
     link = tmp_path / ".fixpack/link.manifest.json"
     link.symlink_to(real)
     assert state.manifest_line(link, "one", "a.py") is None
+
+
+# --- the export record and the release cache's marker ---------------------------------------------------------
+
+def test_an_export_record_too_large_is_refused_unread(tmp_path, monkeypatch):
+    """An export into a folder read its record (.fixpack-export) whole: past the cap of the tool's small records
+    (4 MiB; a line per exported file) it is exit 2 naming it, unread, nothing written."""
+    from fixpack import exchange
+
+    out = tmp_path / "series"
+    record = big(out / exchange.RECORD, 5 << 20)
+    before = snapshot(out)
+    asked = reads_of(record, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        exchange._write_out(out, {"0001-a.patch": b"x\n"})
+    said = str(exc.value)
+    assert exc.value.exit_code == 2, said
+    assert f"{record}: {5 << 20} bytes, more than the 4 MiB an export record may have" in said, said
+    assert "nothing was written" in said and asked == [] and snapshot(out) == before
+
+
+def test_a_release_marker_too_large_is_named_and_never_read(tmp_path, monkeypatch):
+    """A cached release copy's marker (.fixpack-complete) was read whole, twice (is the copy changed? is its
+    tarball still the index's?): past the 4 MiB cap it is named, unread, and the copy is not vouched for (fetch
+    unpacks it again, which writes the marker anew); a marker that is a link is not read through."""
+    from fixpack import release
+
+    dest = tmp_path / "demo-1.0"
+    marker = big(dest / release.MARKER, 5 << 20)
+    asked = reads_of(marker, monkeypatch)
+    why = release.changed_since_unpack(dest)
+    assert why == f"its marker {marker} is {5 << 20} bytes, more than the 4 MiB a marker may have (fetch writes " \
+                  f"four short lines)", why
+    assert release._checked_before(dest) is None and asked == []
+    monkeypatch.undo()
+    marker.unlink()
+    real = tmp_path / "planted"
+    real.write_text(f"demo-1.0.tar.gz\n{release.TREE_KEY}{release.tree_digest(dest)}\n")
+    marker.symlink_to(real)
+    assert release.changed_since_unpack(dest) == f"its marker {marker} cannot be read"
 
 
 # --- the state's manifest and journal --------------------------------------------------------------------------
