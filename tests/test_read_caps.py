@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, one_fix_pack, snapshot
+from test_rebase import BASE, MOD, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (fixtures)
+from test_rebase_trust import world
 
 from fixpack import documents
 from fixpack.errors import FixpackError
@@ -295,3 +297,46 @@ def test_a_state_file_linked_after_the_check_is_not_read_through(tmp_path, monke
         state.read_manifest(root, "demo")
     assert exc.value.exit_code == 3 and "symbolic link" in str(exc.value), str(exc.value)
 
+
+# --- a rebase whose state would pass its cap --------------------------------------------------------------------
+
+def test_a_rebase_whose_backups_pass_the_state_cap_is_refused_before_anything_is_written(pack, monkeypatch):  # noqa: F811
+    """A rebase keeps in state.json the bytes (base64) of each pack file it replaces: it wrote that state whatever
+    its size, then refused to read it back (past MAX_STATE_BYTES: damaged state), so it could be neither continued
+    nor aborted. Now its size is told from the files' before anything is written: exit 2 naming the files, the
+    big one unread."""
+    from fixpack import rebase
+
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    size = documents.MAX_STATE_BYTES * 3 // 4 + 1  # its base64 alone passes the cap
+    variant = big(b.pack / "fixes/first/v2.0/old.patch", size)
+    before = world(b.base)
+    asked = reads_of(variant, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        rebase.start(req(b, old, new, allow_dirty=True))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2, said
+    assert f"fixes/first/v2.0/old.patch ({size} bytes)" in said and "more than the 64 MiB a rebase's state" in said
+    assert str(b.pack / ".rebase/v2.0/state.json") in said, said
+    assert asked == [] and world(b.base) == before and not (b.pack / ".rebase/v2.0").exists()
+
+
+def test_a_rebase_refuses_backups_past_the_cap_again_before_it_saves_them(pack, monkeypatch):  # noqa: F811
+    """The same check again when write_pack takes the backups (a file may have grown since the start): here the
+    start's check is left out, and write_pack refuses before the state is saved or a pack file written, the big
+    file unread (refused while merging, the rebase leaves no work folder, as for any error then)."""
+    from fixpack import rebase
+
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    variant = big(b.pack / "fixes/first/v2.0/old.patch", documents.MAX_STATE_BYTES)
+    before = snapshot(b.pack / "fixes") | snapshot(b.pack / "profiles")
+    monkeypatch.setattr(rebase, "check_backups_fit", lambda *a: None)
+    asked = reads_of(variant, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        rebase.start(req(b, old, new, allow_dirty=True))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and f"fixes/first/v2.0/old.patch ({documents.MAX_STATE_BYTES} bytes)" in said, said
+    assert asked == [] and snapshot(b.pack / "fixes") | snapshot(b.pack / "profiles") == before
+    assert not (b.pack / ".rebase/v2.0").exists()  # (refused while merging: the start's work folder dropped)
