@@ -9,7 +9,10 @@ And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.
 profile's lock): something there that is no regular file is named, unread; so is one larger than
 ``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory. :func:`read_capped` is that capped read, for
 every JSON or TOML document the tool reads back (a lock: that cap; the state's manifest and journal, a rebase's
-``state.json`` and ``<name>.undo.json``, an edit's state: ``MAX_STATE_BYTES``)."""
+``state.json`` and ``<name>.undo.json``, an edit's state: ``MAX_STATE_BYTES``; an SBOM: ``MAX_SBOM_BYTES``; the
+small records the tool writes beside its output, an export's ``.fixpack-export`` and a release copy's
+``.fixpack-complete``, and a ``direct_url.json`` pip writes: ``MAX_PACK_TEXT_BYTES``, as they are a few hundred
+bytes)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,11 @@ TOO_DEEP = "nested too deeply to read"
 _DIGITS = re.compile(r"[0-9_]+")
 MAX_PACK_TEXT_BYTES = 4 << 20  # a series, profile, fix.toml or lock larger than this is no pack's (they are KBs)
 MAX_STATE_BYTES = 64 << 20  # a state file (manifest, journal, a rebase's or an edit's) larger: not one this tool wrote
+# An SBOM (``verify --sbom``, the ``--out`` a re-run compares with): the user's, maybe another tool's. Ours carries
+# each applied fix's patch text and a sha256 per patched or installed file (KBs to a few MB); a whole-image SBOM of
+# a scanner (every package, every file's hash) runs to tens of MB. 64 MiB holds those, while parsing and checking
+# one against the CycloneDX schema (several times its size in memory) stays well under a GB.
+MAX_SBOM_BYTES = 64 << 20
 _NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
 
 

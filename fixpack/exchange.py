@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .binpatch import new_file_patch
 from .diff import parse_patch, sha256_bytes
+from .documents import MAX_PACK_TEXT_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
 from .errors import BadInputError, ConflictError
@@ -34,6 +35,7 @@ from .progname import pack_words
 from .progress import QUIET, Progress
 from .records import is_sha256
 from .runlock import pack_lock
+from .safepath import TooLargeError, read_regular
 from .states import State
 from .structs import replace
 from .tree import Tree, decode
@@ -292,8 +294,14 @@ def _recorded(out: Path) -> set[tuple[str, str]]:
     record = out / RECORD
     if record.is_symlink() or not record.is_file():
         return set()
+    try:  # a line a file (sha256 and name): an export's record is a few KB, read no further than the pack's text cap
+        raw = read_regular(record, MAX_PACK_TEXT_BYTES, follow=False)
+    except TooLargeError as exc:  # told by its size, never read
+        raise BadInputError(f"--out {out}: its record {record}: {exc.said('an export record')} (an export's is a "
+                            f"line per file it wrote): no record an export wrote; give a new or empty folder, or "
+                            f"remove that file; nothing was written") from exc
     pairs = set()
-    for line in record.read_bytes().decode("utf-8", "replace").splitlines():
+    for line in raw.decode("utf-8", "replace").splitlines():
         sha, sep, name = line.partition("  ")
         if sep and is_sha256(sha) and name not in ("", ".", "..", RECORD) and "/" not in name:
             pairs.add((name, sha))

@@ -52,6 +52,8 @@ from .rebase_session import (
     STATE_SCHEMA,
     RebaseRequest,
     Session,
+    backup_candidates,
+    check_backups_fit,
     check_clean,
     continue_flags,
     find_work,
@@ -132,6 +134,7 @@ def start(req: RebaseRequest) -> RebaseResult:
              "conflicts": {}, "backups": {},
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
                        "allow_unproven": req.allow_unproven}}
+    check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
                       given=req.work is not None)
     try:

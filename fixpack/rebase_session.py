@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -291,12 +293,69 @@ def _planned_changes(session: Session, pack: Pack, old: Profile,
 
 
 def _backup(session: Session, paths: list[Path]) -> None:
-    """Save each path's bytes before the first write (kept across --continue: the originals win)."""
+    """Save each path's bytes before the first write (kept across --continue: the originals win). Refused first,
+    nothing read or written, when they would make a ``state.json`` larger than its reader takes
+    (:func:`check_backups_fit`); and again, before it is saved, should a file have grown since its size was told."""
+    check_backups_fit(session.state, session.pack_root, paths, session.state_path)
     backups = session.state["backups"]
     for path in paths:
         key = rel(session.pack_root, path)
         if key not in backups:
             backups[key] = base64.b64encode(path.read_bytes()).decode() if path.is_file() else None
+    size = len(dumps(session.state))
+    if size > MAX_STATE_BYTES:
+        sizes = {k: len(v) * 3 // 4 for k, v in backups.items() if isinstance(v, str)}
+        raise _backups_too_large(session.state_path, size, sizes)
+
+
+def backup_candidates(pack: Pack, old: Profile, new_name: str) -> list[Path]:
+    """Every pack file a rebase of ``old`` to ``new_name`` may replace or remove, so back up (the new profile, its
+    lock, each file of a ``fixes/<id>/<new_name>/`` variant folder of the profile's fixes): a superset of the
+    files :func:`write_pack` backs up, known before anything is carried."""
+    paths = [pack.root / "profiles" / f"{new_name}.toml", pack.root / "profiles" / f"{new_name}.lock"]
+    for fid in (*old.default, *old.opt_in):
+        folder = pack.fixes[fid].folder / new_name if fid in pack.fixes else None
+        if folder is not None and folder.is_dir() and not folder.is_symlink():
+            paths += sorted(p for p in folder.iterdir() if p.is_file())
+    return paths
+
+
+def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:
+    """Refuse, before anything is read or written, a rebase whose ``state.json`` would pass ``MAX_STATE_BYTES`` once
+    it holds the bytes (base64: 4/3 of them) of each of ``paths`` there now, which ``--abort`` and ``--undo`` put
+    back: a state larger than that is one its own reader refuses (damaged state, exit 3), so the rebase could be
+    neither continued nor aborted. Told by the files' sizes, none read. Why refuse and not raise the cap for that
+    file: the cap is what keeps a planted state from being read whole, and backups of any size would need none;
+    the backed-up files are pack files (a variant's patches, a profile, a lock), which are KBs, so the limit is
+    met only by a pack file far larger than any other, as a pack text file past its 4 MiB cap is: bad input
+    (exit 2, the README's row for a pack file too large), named with its size, to move away or to rebase to
+    another ``--name``."""
+    backups = state.get("backups", {})
+    sizes: dict[str, int] = {}
+    for path in paths:
+        key = rel(pack_root, path)
+        if key in backups or key in sizes:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:  # not there: backed up as None
+            continue
+        if stat.S_ISREG(st.st_mode):
+            sizes[key] = st.st_size
+    # each entry: "key": "<base64>", on a line of its own (records.dumps: indent 2, nested once)
+    total = len(dumps(state)) + sum(4 * -(-n // 3) + len(json.dumps(k)) + 12 for k, n in sizes.items())
+    if total > MAX_STATE_BYTES:
+        raise _backups_too_large(state_path, total, sizes)
+
+
+def _backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> BadInputError:
+    big = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{k} ({n} bytes)" for k, n in big[:5]) + (f", and {len(big) - 5} more" if len(big) > 5 else "")
+    cap = MAX_STATE_BYTES >> 20
+    return BadInputError(f"{state_path}: the rebase keeps there the bytes of each pack file it replaces (for --abort "
+                         f"and --undo): {named}; that is about {total} bytes, more than the {cap} MiB a rebase's "
+                         f"state may have (its reader refuses a larger one); move those files out of the pack, or "
+                         f"rebase to another --name; nothing was written for it")
 
 
 def restore(session: Session) -> list[str]:

@@ -27,11 +27,13 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from .documents import MAX_PACK_TEXT_BYTES
 from .errors import BadInputError, EnvironmentProblem, MismatchError
 from .gitutil import clone_at
 from .model import TargetSpec
 from .progress import QUIET, DownloadTracker, Progress
 from .runlock import run_lock
+from .safepath import TooLargeError, read_regular
 from .targets import FoundTarget, check_pin, read_facts
 
 
@@ -174,8 +176,8 @@ def _checked_before(dest: Path) -> tuple[Path, str] | None:
     and records the sha256 the index gave for it then, and the file's bytes still have that sha256; else None
     (the index is asked again). Lets a changed copy be unpacked again without the network."""
     try:
-        lines = (dest / MARKER).read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = read_marker(dest)
+    except (OSError, ValueError):  # (a marker too large: changed_since_unpack named it)
         return None
     recorded = next((line[len(SDIST_KEY):] for line in lines if line.startswith(SDIST_KEY)), "")
     name = lines[0] if lines else ""
@@ -226,6 +228,13 @@ TREE_KEY = "tree-content-sha256 "  # what this fixpack checks a copy by
 STAT_KEY = "tree-sha256 "  # what an older fixpack checks it by (paths, sizes, times): still written for it
 
 
+def read_marker(dest: Path) -> list[str]:
+    """The lines of the marker of the copy ``dest``: a regular file, never read through a symbolic link, and no
+    further than ``MAX_PACK_TEXT_BYTES`` (the cap of the small records the tool writes: fetch writes four short
+    lines). Raises OSError (a link: ELOOP), TooLargeError or UnicodeDecodeError (both ValueErrors)."""
+    return read_regular(dest / MARKER, MAX_PACK_TEXT_BYTES, follow=False).decode("utf-8").splitlines()
+
+
 def tree_digest(root: Path) -> str:
     """The sha256 of every path under ``root`` with its kind: a file its permission bits and the sha256 of its
     bytes (as the lock's fingerprints), a link its target, a folder its entries; the marker and ``__pycache__``
@@ -273,8 +282,10 @@ def changed_since_unpack(dest: Path) -> str:
     if (dest / ".fixpack").exists():
         return f"it holds a fixpack manifest ({dest / '.fixpack'}: fixes were applied there)"
     try:
-        lines = (dest / MARKER).read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = read_marker(dest)
+    except TooLargeError as exc:  # told by its size, never read: unpacked again, which writes it anew
+        return f"its marker {dest / MARKER} is {exc.said('a marker')} (fetch writes four short lines)"
+    except (OSError, ValueError):
         return f"its marker {dest / MARKER} cannot be read"
     recorded = next((line[len(TREE_KEY):] for line in lines if line.startswith(TREE_KEY)), "")
     if not recorded:

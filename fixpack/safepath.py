@@ -127,14 +127,16 @@ class TooLargeError(ValueError):
         return f"{self.size} bytes, more than the {cap} {kind} may have"
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes:
+def read_regular(path: Path, limit: int | None = None, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path`` (a link followed), opened without blocking: a FIFO put there
     since :func:`not_a_file` looked is an OSError (EINVAL) rather than a read that waits for ever. ``limit``:
     a file larger is TooLargeError, its size told by the open file, never read (at most ``limit + 1`` bytes
-    are, should it grow meanwhile)."""
+    are, should it grow meanwhile). ``follow=False``: a symbolic link at ``path`` itself is an OSError
+    (ELOOP, ``O_NOFOLLOW``), never read through (the state's files; a file the tool may replace)."""
     import errno
 
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -37,14 +37,14 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from . import __version__
-from .documents import TOO_DEEP, loads_json
+from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
 from .errors import BadInputError, MismatchError
 from .model import Fix
 from .outputs import check_file, refuse_inside, write_failed
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
-from .safepath import not_a_file, read_regular
+from .safepath import TooLargeError, not_a_file, read_regular
 from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
@@ -237,12 +237,8 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     text = render(build_bom(ctx, states))
     if out is None:
         return SbomResult(None, text, False)
-    if out.is_file():
-        try:
-            if loads_json(out.read_text("utf-8")).get("serialNumber") == json.loads(text)["serialNumber"]:
-                return SbomResult(out, text, False)
-        except (ValueError, UnicodeDecodeError, AttributeError):
-            pass
+    if _same_facts(out, text):
+        return SbomResult(out, text, False)
     from .fsio import atomic_write
 
     try:
@@ -255,6 +251,18 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     return SbomResult(out, text, True)
 
 
+def _same_facts(out: Path, text: str) -> bool:
+    """Whether the file at ``out`` is an SBOM of the same facts as ``text`` (its serial number, derived from them):
+    read only when it is a regular file, never through a symbolic link (one put there since check_file looked:
+    the write replaces the link, never reads or writes where it points), and no further than ``MAX_SBOM_BYTES``
+    (a file larger is not compared, only replaced)."""
+    try:
+        doc = loads_json(read_regular(out, MAX_SBOM_BYTES, follow=False).decode("utf-8"))
+        return bool(doc.get("serialNumber") == json.loads(text)["serialNumber"])
+    except (OSError, ValueError, AttributeError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
+        return False
+
+
 def load_sbom(path: Path) -> Any:
     """An SBOM file, checked against the CycloneDX 1.6 schema. Raises BadInputError (exit 2)."""
     from cyclonedx.schema import SchemaVersion
@@ -264,7 +272,10 @@ def load_sbom(path: Path) -> Any:
     if what is not None:
         raise BadInputError(f"the SBOM {path} is {what}, not a regular file; give the SBOM file itself")
     try:
-        text = read_regular(path).decode("utf-8")
+        text = read_regular(path, MAX_SBOM_BYTES).decode("utf-8")
+    except TooLargeError as exc:  # told by its size, never read
+        raise BadInputError(f"the SBOM {path}: {exc.said('an SBOM')}; give the SBOM `fixpack sbom` wrote "
+                            f"of the image") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
     try:

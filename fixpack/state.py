@@ -50,7 +50,7 @@ from .fsio import (
 )
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import link_on_the_way, path_problem
+from .safepath import TooLargeError, link_on_the_way, path_problem, read_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -62,7 +62,9 @@ _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.j
 
 
 def _read_state_file(path: Path) -> bytes | None:
-    """The bytes of a state file, None when it does not exist; never through a link."""
+    """The bytes of a state file, None when it does not exist; never through a link (``O_NOFOLLOW``: a link put
+    there since the lstat is refused too), and no further than ``MAX_STATE_BYTES``: told by its size, and at most
+    that many bytes and one read should it grow after the size was told (:func:`fixpack.safepath.read_regular`)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -72,13 +74,14 @@ def _read_state_file(path: Path) -> bytes | None:
                                       f"through a link")
     if not stat.S_ISREG(st.st_mode):
         raise DamagedStateError(path, "it is not a regular file")
-    if st.st_size > MAX_STATE_BYTES:
-        raise DamagedStateError(path, f"{st.st_size} bytes, more than any state this tool writes")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read()
+        return read_regular(path, MAX_STATE_BYTES, follow=False)
+    except TooLargeError as exc:
+        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes") from None
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link or a FIFO put there since the lstat
+            raise DamagedStateError(path, "it is a symbolic link or not a regular file; state is never read "
+                                          "through a link") from None
         raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read the "
                                  f"target") from exc
 
@@ -108,9 +111,9 @@ def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
     """The line (1-based) where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None
     when it cannot be told (a manifest is written one key a line; a hand-reshaped one may not be). An entry
     of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
-    try:
-        lines = path.read_text("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+    try:  # (the manifest read_manifest read: the same cap, never through a link; a larger one has no line)
+        lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
+    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
         return None
     start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
     if start is None:

@@ -10,12 +10,11 @@ in ``direct_url.json``). Each fact keeps where it came from, for the report.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from .documents import loads_json
+from .documents import TooLargeError, loads_json, read_capped
 from .errors import BadInputError, MismatchError
 from .gitutil import head_commit
 from .model import Pin, TargetSpec
@@ -76,7 +75,8 @@ def installed_root(spec: TargetSpec) -> Path | None:
     base = Path(str(dist.locate_file(""))).resolve()
     if (base / spec.package / "__init__.py").is_file():
         return base
-    url = _direct_url(dist.read_text("direct_url.json"))
+    info = getattr(dist, "_path", None)  # the .dist-info folder (a PathDistribution's; no other kind has one)
+    url = _direct_url(info / "direct_url.json") if isinstance(info, Path) else {}
     if url.get("dir_info", {}).get("editable") and str(url.get("url", "")).startswith("file://"):
         src = Path(str(url["url"])[len("file://"):])
         if (src / spec.package).is_dir():
@@ -84,10 +84,19 @@ def installed_root(spec: TargetSpec) -> Path | None:
     return None
 
 
-def _direct_url(text: str | None) -> dict[str, Any]:
+def _direct_url(path: Path) -> dict[str, Any]:
+    """The object in a dist-info's ``direct_url.json`` (pip writes a few hundred bytes); {} when there is none or
+    it is no JSON object. Read capped (``MAX_PACK_TEXT_BYTES``, the cap of the small JSON documents the tool reads):
+    a larger one is no file pip wrote, refused unread, exit 3 naming it (a planted image file, as a tampered one)."""
+    if not path.is_file():
+        return {}
     try:
-        data = loads_json(text or "{}")
-    except json.JSONDecodeError:
+        data = loads_json(read_capped(path).decode("utf-8"))
+    except TooLargeError as exc:
+        raise MismatchError(f"{path}: {exc.said('a direct_url.json')} (pip writes a few hundred bytes): not the "
+                            f"record of an install; reinstall {path.parent.name.rpartition('-')[0] or 'it'} "
+                            f"or remove that file") from exc
+    except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: nothing said (as before)
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -151,9 +160,7 @@ def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:
         if re.sub(r"[-_.]+", "_", name).lower() != norm:
             continue
         commit = ""
-        url = info / "direct_url.json"
-        if url.is_file():
-            commit = str(_direct_url(url.read_text("utf-8")).get("vcs_info", {}).get("commit_id", ""))
+        commit = str(_direct_url(info / "direct_url.json").get("vcs_info", {}).get("commit_id", ""))
         return ver, commit, str(info)
     return "", "", ""
 

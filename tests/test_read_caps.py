@@ -1,0 +1,342 @@
+"""The readers that read a whole file whatever its size (found by review), each now capped as
+``documents.read_capped`` is: an oversized file is refused by its size, named, with its exit code, and never read
+whole (a spy on every read of it: through an open file, ``Path.read_text`` or ``Path.read_bytes``). The files here
+are sparse: only their size is big.
+
+- ``verify --sbom FILE`` (``MAX_SBOM_BYTES``, exit 2), and the ``--out`` a re-run of ``sbom`` compares with
+  (never read through a link, nor past the cap: it is replaced);
+- a dist-info's ``direct_url.json`` (the target's facts; exit 3: no file pip wrote);
+- the manifest read again for a line number (no line, nothing read whole);
+- an export's record ``.fixpack-export`` (exit 2) and a release copy's marker ``.fixpack-complete`` (unpacked
+  again);
+- the state's manifest and journal: read to at most their cap and one byte, should they grow after the size check;
+- a rebase whose ``state.json`` would hold backups past ``MAX_STATE_BYTES``: refused before anything is written."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, one_fix_pack, snapshot
+from test_rebase import BASE, MOD, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (fixtures)
+from test_rebase_trust import world
+
+from fixpack import documents
+from fixpack.errors import FixpackError
+
+
+def big(path: Path, size: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        f.truncate(size)
+    return path
+
+
+def reads_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes asked of each read of ``path`` (its real path), as they happen: -1 for the whole file (through an
+    open file from ``os.fdopen``, or ``Path.read_text`` / ``Path.read_bytes``, which read it whole)."""
+    real_path, asked = os.path.realpath(path), []
+    fdopen, read_text, read_bytes = os.fdopen, pathlib.Path.read_text, pathlib.Path.read_bytes
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+
+    def spy_fdopen(fd, *args, **kw):
+        f = fdopen(fd, *args, **kw)
+        return Spy(f) if os.readlink(f"/proc/self/fd/{fd}") == real_path else f
+
+    def spy_text(self, *args, **kw):
+        if os.path.realpath(self) == real_path:
+            asked.append(-1)
+        return read_text(self, *args, **kw)
+
+    def spy_bytes(self):
+        if os.path.realpath(self) == real_path:
+            asked.append(-1)
+        return read_bytes(self)
+
+    monkeypatch.setattr(os, "fdopen", spy_fdopen)
+    monkeypatch.setattr(pathlib.Path, "read_text", spy_text)
+    monkeypatch.setattr(pathlib.Path, "read_bytes", spy_bytes)
+    return asked
+
+
+def whole(asked: list[int], limit: int) -> bool:
+    """Whether a read asked for more than ``limit + 1`` bytes (or all of them)."""
+    return any(n < 0 or n > limit + 1 for n in asked)
+
+
+# --- the SBOM ---------------------------------------------------------------------------------------
+
+def test_an_sbom_too_large_is_refused_unread(tmp_path, monkeypatch):
+    """`verify --sbom` read the file whole whatever its size: past ``MAX_SBOM_BYTES`` (64 MiB) it is exit 2 naming
+    it and its size, before a byte is read."""
+    from fixpack.sbom import load_sbom
+
+    assert documents.MAX_SBOM_BYTES == 64 << 20
+    size = documents.MAX_SBOM_BYTES + 1
+    path = big(tmp_path / "sbom.cdx.json", size)
+    asked = reads_of(path, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        load_sbom(path)
+    assert exc.value.exit_code == 2, str(exc.value)
+    assert f"the SBOM {path}: {size} bytes, more than the 64 MiB an SBOM may have" in str(exc.value), str(exc.value)
+    assert asked == [], asked
+    monkeypatch.undo()
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "verify", "--sbom", str(path), "-p", "v0.30.0",
+                        "--target", "vllm", "--root", f"vllm={tmp_path}"], env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and f"{size} bytes, more than the 64 MiB an SBOM may have" in r.stderr, r.stderr
+    assert str(path) in r.stderr and os.path.getsize(path) == size
+
+
+def test_the_sbom_out_compared_is_never_read_whole_nor_through_a_link(builder, tmp_path, monkeypatch):
+    """`sbom --out FILE` compares FILE with the new document (a re-run writes nothing): it read FILE whole
+    whatever its size, and through a symbolic link put there after check_file looked (the link was taken for the
+    file: "unchanged", the link left in place). Now a FILE past the cap is not read, only replaced, and a link is
+    never read through: replaced by the file, what it points to untouched."""
+    from fixpack import sbom as sbom_mod
+
+    image = one_fix_pack(builder)
+    out = tmp_path / "image.cdx.json"
+    first = sbom_mod.sbom(builder.request(image), out)
+    assert first.written
+    size = documents.MAX_SBOM_BYTES + 1
+    big(out, size)
+    asked = reads_of(out, monkeypatch)
+    again = sbom_mod.sbom(builder.request(image), out)
+    assert again.written and not whole(asked, documents.MAX_SBOM_BYTES), asked
+    assert out.read_text() == first.text
+    monkeypatch.undo()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(first.text)  # the same facts: taken for the file when read through the link
+    out.unlink()
+    out.symlink_to(elsewhere)
+    monkeypatch.setattr(sbom_mod, "check_file", lambda *a: None)  # the link put there after the check
+    asked = reads_of(elsewhere, monkeypatch)
+    third = sbom_mod.sbom(builder.request(image), out)
+    assert third.written and asked == [] and not out.is_symlink()
+    assert out.read_text() == first.text and elsewhere.read_text() == first.text
+
+
+# --- a dist-info's direct_url.json -------------------------------------------------------------------
+
+def test_a_direct_url_too_large_is_refused_unread(builder, monkeypatch):
+    """A target's facts come from its dist-info's direct_url.json too (a VCS install's commit): read whole
+    whatever its size. Past the cap of the small JSON documents (4 MiB; pip writes a few hundred bytes) it is
+    no file pip wrote: exit 3, naming it, unread; the image unchanged."""
+    from fixpack import engine
+
+    image = one_fix_pack(builder)
+    url = big(image / "demo_pkg-1.0.dist-info/direct_url.json", 5 << 20)
+    (url.parent / "METADATA").write_text("Name: demo_pkg\nVersion: 1.0\n")
+    before = snapshot(image)
+    asked = reads_of(url, monkeypatch)
+    for call in (engine.status, engine.apply):
+        with pytest.raises(FixpackError) as exc:
+            call(builder.request(image))
+        said = str(exc.value)
+        assert exc.value.exit_code == 3, said
+        assert f"{url}: {5 << 20} bytes, more than the 4 MiB a direct_url.json may have" in said, said
+    assert asked == [] and snapshot(image) == before
+
+
+def test_an_installed_target_s_direct_url_too_large_is_refused_unread(builder, tmp_path, monkeypatch):
+    """The same file of an installed distribution (no --root: where pip put it), read through importlib.metadata
+    whole: refused by its size, exit 3, unread."""
+    import importlib.metadata
+
+    from fixpack import targets
+    from fixpack.loader import load_pack, load_profile
+
+    one_fix_pack(builder)
+    spec = load_profile(load_pack(builder.pack), "p1").targets[0]
+    site = tmp_path / "site"
+    info = site / "demo_pkg-1.0.dist-info"
+    url = big(info / "direct_url.json", 5 << 20)
+    (info / "METADATA").write_text("Name: demo_pkg\nVersion: 1.0\n")
+    dist = importlib.metadata.PathDistribution(info)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: dist)
+    asked = reads_of(url, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        targets.installed_root(spec)
+    assert exc.value.exit_code == 3 and f"{url}: {5 << 20} bytes, more than the 4 MiB" in str(exc.value)
+    assert asked == []
+
+
+# --- the manifest, read again for a line ----------------------------------------------------------------
+
+def test_the_manifest_read_for_a_line_is_never_read_whole_nor_through_a_link(tmp_path, monkeypatch):
+    """state.manifest_line read the manifest whole (a line number for a message): past the state's cap it says
+    no line, unread; a link is not read through (the state never is)."""
+    from fixpack import state
+
+    path = big(tmp_path / ".fixpack/demo.manifest.json", documents.MAX_STATE_BYTES + 1)
+    asked = reads_of(path, monkeypatch)
+    assert state.manifest_line(path, "one", "demo_pkg/mod.py") is None
+    assert asked == []
+    monkeypatch.undo()
+    real = tmp_path / "real.json"
+    real.write_text('{\n  "fixes": [\n    {\n      "files": {\n        "a.py": "x"\n      },\n      "id": "one"\n'
+                    '    }\n  ]\n}\n')
+    assert state.manifest_line(real, "one", "a.py") == 5
+    link = tmp_path / ".fixpack/link.manifest.json"
+    link.symlink_to(real)
+    assert state.manifest_line(link, "one", "a.py") is None
+
+
+# --- the export record and the release cache's marker ---------------------------------------------------------
+
+def test_an_export_record_too_large_is_refused_unread(tmp_path, monkeypatch):
+    """An export into a folder read its record (.fixpack-export) whole: past the cap of the tool's small records
+    (4 MiB; a line per exported file) it is exit 2 naming it, unread, nothing written."""
+    from fixpack import exchange
+
+    out = tmp_path / "series"
+    record = big(out / exchange.RECORD, 5 << 20)
+    before = snapshot(out)
+    asked = reads_of(record, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        exchange._write_out(out, {"0001-a.patch": b"x\n"})
+    said = str(exc.value)
+    assert exc.value.exit_code == 2, said
+    assert f"{record}: {5 << 20} bytes, more than the 4 MiB an export record may have" in said, said
+    assert "nothing was written" in said and asked == [] and snapshot(out) == before
+
+
+def test_a_release_marker_too_large_is_named_and_never_read(tmp_path, monkeypatch):
+    """A cached release copy's marker (.fixpack-complete) was read whole, twice (is the copy changed? is its
+    tarball still the index's?): past the 4 MiB cap it is named, unread, and the copy is not vouched for (fetch
+    unpacks it again, which writes the marker anew); a marker that is a link is not read through."""
+    from fixpack import release
+
+    dest = tmp_path / "demo-1.0"
+    marker = big(dest / release.MARKER, 5 << 20)
+    asked = reads_of(marker, monkeypatch)
+    why = release.changed_since_unpack(dest)
+    assert why == f"its marker {marker} is {5 << 20} bytes, more than the 4 MiB a marker may have (fetch writes " \
+                  f"four short lines)", why
+    assert release._checked_before(dest) is None and asked == []
+    monkeypatch.undo()
+    marker.unlink()
+    real = tmp_path / "planted"
+    real.write_text(f"demo-1.0.tar.gz\n{release.TREE_KEY}{release.tree_digest(dest)}\n")
+    marker.symlink_to(real)
+    assert release.changed_since_unpack(dest) == f"its marker {marker} cannot be read"
+
+
+# --- the state's manifest and journal --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["manifest", "journal"])
+def test_a_state_file_that_grows_after_its_size_is_told_is_read_no_further(tmp_path, monkeypatch, which):
+    """The manifest's and the journal's reader checked the size, then read the whole file: one that grew after
+    the check was read whole. Now at most the cap and one byte are read, and it is damaged state (exit 3) named
+    with its size. (The cap is lowered here so that the growth stays small.)"""
+    from fixpack import state
+
+    root = tmp_path / "t"
+    path = root / ".fixpack" / ("demo.manifest.json" if which == "manifest" else "journal.json")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"{}")
+    limit = 1000
+    monkeypatch.setattr(state, "MAX_STATE_BYTES", limit)
+    fstat, grown = os.fstat, []
+
+    def grow_after_fstat(fd):  # the file grows once its size has been told by the open file, before the read
+        st = fstat(fd)
+        if not grown and os.readlink(f"/proc/self/fd/{fd}") == str(path):
+            grown.append(1)
+            with open(path, "ab") as f:
+                f.write(b" " * (limit * 10))
+        return st
+    monkeypatch.setattr(os, "fstat", grow_after_fstat)
+    asked = reads_of(path, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        state.read_manifest(root, "demo") if which == "manifest" else state.load_journal(root)
+    assert exc.value.exit_code == 3 and str(path) in str(exc.value), str(exc.value)
+    assert "more than any state this tool writes" in str(exc.value), str(exc.value)
+    assert asked and not whole(asked, limit), asked
+
+
+def test_a_state_file_linked_after_the_check_is_not_read_through(tmp_path, monkeypatch):
+    """The reader's O_NOFOLLOW stays: a link put in the manifest's place after the lstat is damaged state, never
+    read through."""
+    from fixpack import state
+
+    root = tmp_path / "t"
+    path = root / ".fixpack/demo.manifest.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"{}")
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(b"{}")
+    lstat = os.lstat
+
+    def link_after_lstat(p, *a, **kw):
+        st = lstat(p, *a, **kw)
+        if os.fspath(p) == str(path) and not path.is_symlink():
+            path.unlink()
+            path.symlink_to(outside)
+        return st
+    monkeypatch.setattr(os, "lstat", link_after_lstat)
+    with pytest.raises(FixpackError) as exc:
+        state.read_manifest(root, "demo")
+    assert exc.value.exit_code == 3 and "symbolic link" in str(exc.value), str(exc.value)
+
+
+# --- a rebase whose state would pass its cap --------------------------------------------------------------------
+
+def test_a_rebase_whose_backups_pass_the_state_cap_is_refused_before_anything_is_written(pack, monkeypatch):  # noqa: F811
+    """A rebase keeps in state.json the bytes (base64) of each pack file it replaces: it wrote that state whatever
+    its size, then refused to read it back (past MAX_STATE_BYTES: damaged state), so it could be neither continued
+    nor aborted. Now its size is told from the files' before anything is written: exit 2 naming the files, the
+    big one unread."""
+    from fixpack import rebase
+
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    size = documents.MAX_STATE_BYTES * 3 // 4 + 1  # its base64 alone passes the cap
+    variant = big(b.pack / "fixes/first/v2.0/old.patch", size)
+    before = world(b.base)
+    asked = reads_of(variant, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        rebase.start(req(b, old, new, allow_dirty=True))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2, said
+    assert f"fixes/first/v2.0/old.patch ({size} bytes)" in said and "more than the 64 MiB a rebase's state" in said
+    assert str(b.pack / ".rebase/v2.0/state.json") in said, said
+    assert asked == [] and world(b.base) == before and not (b.pack / ".rebase/v2.0").exists()
+
+
+def test_a_rebase_refuses_backups_past_the_cap_again_before_it_saves_them(pack, monkeypatch):  # noqa: F811
+    """The same check again when write_pack takes the backups (a file may have grown since the start): here the
+    start's check is left out, and write_pack refuses before the state is saved or a pack file written, the big
+    file unread (refused while merging, the rebase leaves no work folder, as for any error then)."""
+    from fixpack import rebase
+
+    b, old = pack
+    new = new_release(b, {MOD: BASE, OTHER: OTHER_BASE})
+    variant = big(b.pack / "fixes/first/v2.0/old.patch", documents.MAX_STATE_BYTES)
+    before = snapshot(b.pack / "fixes") | snapshot(b.pack / "profiles")
+    monkeypatch.setattr(rebase, "check_backups_fit", lambda *a: None)
+    asked = reads_of(variant, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        rebase.start(req(b, old, new, allow_dirty=True))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and f"fixes/first/v2.0/old.patch ({documents.MAX_STATE_BYTES} bytes)" in said, said
+    assert asked == [] and snapshot(b.pack / "fixes") | snapshot(b.pack / "profiles") == before
+    assert not (b.pack / ".rebase/v2.0").exists()  # (refused while merging: the start's work folder dropped)
