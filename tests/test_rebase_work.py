@@ -5,9 +5,13 @@ or empty (exit 2, nothing written), the start marks it, --continue/--abort refus
 and drop only what the rebase made there; the report goes to <pack>/reports unless --report is given again."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import REPO, git
 from test_rebase import BASE, MOD, conflicting, pack, req  # noqa: F401 (fixtures)
 from test_rebase_trust import planted, run, state, world  # noqa: F401 (fixtures)
 
@@ -321,3 +325,37 @@ def test_a_work_folder_under_the_packs_rebase_or_outside_it_is_taken(conflicting
         assert code == 0 and not work.exists(), out
     assert rebase.start(req(b, old, new, name="m3")).status == "conflicts"  # the default, as before
     assert (b.pack / ".rebase/m3/first/.git").is_dir()
+
+
+# --- a dirty pack while a --work rebase under <pack>/.rebase is in progress ---------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI of this checkout in a child process (its printed commands name it so), from a folder without a
+    ``fixpack`` package."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=Path(os.environ["HOME"]).parent)
+
+
+@pytest.mark.parametrize("action", ["continue", "abort"])
+def test_a_dirty_pack_names_a_work_rebase_under_the_packs_rebase_folder_by_its_work(conflicting, action):  # noqa: F811
+    """A rebase started with `--work <pack>/.rebase/mine`, then a change in fixes/: a new start found the dirty
+    pack, took any `<pack>/.rebase/*/state.json` for the default folder's and printed --continue/--abort with
+    --name, which look for `<pack>/.rebase/<name>`, not this folder: they failed. They name its --work now and
+    run as printed: --continue finishes it, --abort drops it."""
+    b, old, new = conflicting
+    work = b.pack / ".rebase" / "mine"
+    (b.pack / ".rebase").mkdir()
+    assert rebase.start(req(b, old, new, work=work)).status == "conflicts"
+    (work / "first" / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    git(work / "first", "add", MOD)
+    (b.pack / "fixes" / "notes.txt").write_text("a note of the user's\n")  # the pack is dirty
+    r = _cli("rebase", "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", "--pack", str(b.pack))
+    assert r.returncode == 2 and f"a rebase to v2.0 is in progress ({work / 'state.json'})" in r.stderr, r.stderr
+    printed = dict(zip(("continue", "abort"), r.stderr.split("`")[1::2][:2]))
+    assert all(f"--{a} --pack {b.pack} --work {work}" in c for a, c in printed.items()), printed
+    done = subprocess.run(printed[action], shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (printed[action], done.stdout, done.stderr)
+    assert not (work / "state.json").exists()
+    if action == "continue":
+        assert (b.pack / "profiles/v2.0.toml").is_file()
