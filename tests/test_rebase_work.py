@@ -359,3 +359,62 @@ def test_a_dirty_pack_names_a_work_rebase_under_the_packs_rebase_folder_by_its_w
     assert not (work / "state.json").exists()
     if action == "continue":
         assert (b.pack / "profiles/v2.0.toml").is_file()
+
+
+def test_the_hand_steps_for_a_damaged_state_run_as_printed_in_a_folder_with_a_space(tmp_path):
+    """A damaged state.json is refused with the steps that undo a rebase by hand: `rm -r WORK` and
+    `cd PACK && git checkout ...`, their paths unquoted: a pack in `my packs/` had `rm -r` remove `my` beside it
+    (and fail), and `cd` fail. The paths are quoted for the shell: run as printed, they remove the work folder
+    and nothing else, and put the pack back."""
+    import re
+
+    from conftest import PackBuilder
+    from test_rebase import BASE, OTHER, OTHER_BASE, commit_pack, new_release
+
+    b = PackBuilder(tmp_path / "my packs")
+    old = b.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
+    b.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
+    mid = BASE.replace("line 5\n", "five\n")
+    b.add_fix("third", {MOD: mid}, {MOD: mid.replace("line 30\n", "thirty\n")})
+    b.profile(["first", "third"])
+    b.lock(old)
+    commit_pack(b)
+    new = new_release(b, {MOD: BASE.replace("line 5\n", "line five (upstream)\n"), OTHER: OTHER_BASE})
+    decoy = tmp_path / "my"  # what `rm -r <tmp>/my packs/...` unquoted removes
+    decoy.mkdir()
+    (decoy / "keep.txt").write_text("keep me\n")
+    assert rebase.start(req(b, old, new)).status == "conflicts"
+    work = b.pack / ".rebase/v2.0"
+    data = json.loads((work / "state.json").read_text())
+    del data["phase"]
+    (work / "state.json").write_text(json.dumps(data))
+    pack_before = {k: v for k, v in world(b.pack).items() if not k.startswith(".rebase")}
+    r = _cli("rebase", "--abort", "--pack", str(b.pack))
+    assert r.returncode == 3 and "key 'phase' is missing" in r.stderr, r.stderr
+    said = " ".join(r.stderr.split())
+    steps = [re.search(r"\((rm -r .*?)\) and put", said), re.search(r"back with git \((cd .*? fixes profiles)\)", said)]
+    assert all(steps), said
+    for step in steps:
+        done = subprocess.run(step.group(1), shell=True, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, (step.group(1), done.stderr)
+    assert not work.exists() and (decoy / "keep.txt").read_text() == "keep me\n"
+    assert {k: v for k, v in world(b.pack).items() if not k.startswith(".rebase")} == pack_before
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_continue_without_its_release_copy_prints_an_abort_that_runs(conflicting, given):  # noqa: F811
+    """--continue when a release copy the rebase started from is gone names the --abort that drops the rebase;
+    run as printed (with the --work the rebase was given, else the default folder's --name), it does."""
+    import shutil
+
+    b, old, new = conflicting
+    work = b.base / "wk" if given else b.pack / ".rebase/v2.0"
+    assert rebase.start(req(b, old, new, **({"work": work} if given else {}))).status == "conflicts"
+    shutil.rmtree(new)
+    r = _cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack), *(["--work", str(work)] if given else []))
+    assert r.returncode == 3 and "is gone or no longer reads as one" in r.stderr, r.stderr
+    abort = " ".join(r.stderr.split()).split("or drop the rebase with `", 1)[1].split("`", 1)[0]
+    assert ("--work" in abort) == given, abort
+    done = subprocess.run(abort, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (abort, done.stderr)
+    assert not (work / "state.json").exists()
