@@ -314,3 +314,26 @@ def test_the_way_out_puts_back_a_file_the_old_patch_created_that_the_lock_no_lon
     assert r.returncode == 0 and "three" in (image / MOD).read_text() and not (image / NEW).exists(), r.stderr
     r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_the_relock_command_apply_and_status_print_for_a_stale_lock_runs_as_printed(builder, command):
+    """`apply` and `status` on a stale lock (a fix's version bumped since) print the lock command; run as
+    printed (from another folder), it writes a fresh lock, and the run then works."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    image = b.tree("image", {MOD: numbered(20)})
+    _edit(b.pack / "fixes/one/fix.toml", "version = 1", "version = 2")
+    r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    (redo,) = re.findall(r"regenerate it from clean release copies: (.*?) \(it fetches them", said)
+    done = subprocess.run(redo, shell=True, capture_output=True, text=True, cwd=b.base)
+    assert done.returncode == 0 and "wrote" in done.stdout, (redo, done.stderr)
+    r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0, r.stdout + r.stderr
