@@ -55,13 +55,16 @@ def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
                      messages=["not in the files (they are the clean release): nothing to revert"])
 
 
-def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str] | None = None) -> str:
+def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str] | None = None,
+                settle: list[str] | None = None) -> str:
     """How ``paths`` (relative to the target's root) go back to the clean release, as a command to run: git
     for a checkout, else a copy of just those files from the clean release copy that ``fixpack fetch`` prints.
     ``maybe``: files nothing here can say the release has (a damaged journal names them, the lock does not
     know them): each is put back when the release has it, decided as the step runs, else left as it is and
     named on stderr for the user to check; never removed (it may be a file of the image the release copy
-    lacks, a build's ``.so``).
+    lacks, a build's ``.so``). ``settle``: files a fix recorded that the lock does not know and no patch of
+    the pack says the release has: each is put back when the release has it, decided as the step runs, else
+    removed (a fix created it: the release copy, from which a lock is made, lacks it).
 
     Never a package reinstall for a site-packages install: an image's vLLM is often built for its device
     (Gaudi images build it from source), and a reinstall from an index would replace that build."""
@@ -71,10 +74,13 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
     root = shlex.quote(str(ft.root))
     left = 'else echo "left $p as it is: the release lacks it and the lock does not know it; check it" >&2; fi; done'
     check = " ".join(shlex.quote(p) for p in maybe or [])
+    either = " ".join(shlex.quote(p) for p in settle or [])
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
         steps = [f"git -C {root} checkout -- {files}"] if paths else []
         steps += [f'(cd {root} && for p in {check}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
                   f'git checkout -- "$p"; {left})'] if maybe else []
+        steps += [f'(cd {root} && for p in {either}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
+                  f'git checkout -- "$p"; else rm -f -- "$p"; fi; done)'] if settle else []
         return " && ".join(steps)
     from .progname import command
 
@@ -82,6 +88,8 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")
     steps = [f"cp --parents {files} {root}"] if paths else []
     steps += [f'for p in {check}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; {left}'] if maybe else []
+    steps += [f'for p in {either}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; else rm -f -- {root}/"$p"; '
+              f'fi; done'] if settle else []
     return f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && {" && ".join(steps)})'
 
 
@@ -279,18 +287,82 @@ def release_has(ctx: Context, ft: FoundTarget) -> dict[str, bool]:
     return {p: pre is not None for p, pre in ctx.lock.release_files(ft.spec.name).items()}
 
 
-def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str, bool | None]) -> str:
+def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str, bool | None],
+               settle: frozenset[str] = frozenset()) -> str:
     """The command that puts ``paths`` back as the clean release has them: removed only where ``has`` says the
     release lacks the file (False: the lock knows a fix creates it), put back when the release has it where
-    ``has`` cannot tell (None: a damaged journal names it), restored (:func:`restore_how`) otherwise."""
+    ``has`` cannot tell (None: a damaged journal names it), restored (:func:`restore_how`) otherwise. A path in
+    ``settle`` that ``has`` does not name is put back when the release has it, else removed, decided as the
+    command runs (:func:`recorded_has`)."""
     import shlex
 
     gone = [shlex.quote(str(ft.root / p)) for p in paths if has.get(p) is False]
-    back = [p for p in paths if has.get(p, True)]
+    either = [p for p in paths if p not in has and p in settle]
+    back = [p for p in paths if has.get(p, True) and p not in either]
     maybe = [p for p in paths if p in has and has[p] is None]
-    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back, maybe)]
-                                                                  if back or maybe else [])
+    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back, maybe, either)]
+                                                                  if back or maybe or either else [])
     return " && ".join(steps)
+
+
+def recorded_has(ctx: Context, ft: FoundTarget, recorded: list[str]) -> tuple[dict[str, bool], frozenset[str]]:
+    """For :func:`to_release` of the files a manifest on ``ft`` lists (``recorded``): whether the clean release has
+    each, and the files nothing here can tell. The lock says it of the files it knows (:func:`release_has`); it
+    may know none of them (missing, or stale: revert goes on without it) or not all (the fix was applied with
+    another patch than the pack's). Of each other file, the pack's patches of the target, first along the
+    series, say the release has it when one changes, deletes or renames it (True: put back; a release copy
+    without it fails the command, before anything after it runs); any other (a patch creates it, or none touches
+    it) is put back when the release copy has it, else removed: a fix created it, since a lock is made from
+    the release copy and a fix only changes a file the copy has."""
+    has = release_has(ctx, ft)
+    unknown = [p for p in recorded if p not in has]
+    if not unknown:
+        return has, frozenset()
+    existed: dict[str, bool] = {}
+    from .patchfiles import parse_fixes
+
+    ours = [f.id for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in) if f.target == ft.spec.name]
+    try:
+        parse_fixes(ctx.pack, ctx.profile, ours)
+    except FixpackError:  # a malformed patch says nothing: each file is then left to the release copy
+        ours = []
+    for fid in ours:
+        for fp in ctx.pack.fixes[fid].file_patches():
+            if fp.old_path:
+                existed.setdefault(fp.old_path, True)
+            if fp.new_path:
+                existed.setdefault(fp.new_path, False)
+    has = {**has, **{p: True for p in unknown if existed.get(p)}}
+    return has, frozenset(p for p in unknown if not existed.get(p))
+
+
+def _every_file_back(ctx: Context, ft: FoundTarget, manifest: Manifest) -> tuple[str, str]:
+    """The command that puts every file ``manifest`` lists back to the clean release (:func:`to_release`), and
+    what the next run makes of the manifest then: stale, when the lock knows each of those files (apply replaces
+    it, revert removes it). A run without such a lock (missing, stale: revert goes on without it; one that does
+    not know a file the applied patch created) cannot tell the manifest is stale, and would refuse it again: the
+    command removes it too (with ``.fixpack/`` when that leaves it empty, as revert does), unless it records
+    components (their record is kept: the next step is then a lock that knows the files)."""
+    import shlex
+
+    recorded = sorted(manifest.files)
+    has, settle = recorded_has(ctx, ft, recorded)
+    how = to_release(ctx, ft, recorded, has, settle)
+    known = release_has(ctx, ft)
+    unknown = [p for p in recorded if p not in known]
+    if not unknown:
+        return how, "the manifest is then stale: apply replaces it, revert removes it"
+    said = f"the lock does not know {', '.join(unknown)}"
+    if settle:
+        said += (f" (of {', '.join(sorted(settle))}, nothing here says whether the release has it: the command puts "
+                 f"each back where the release copy has it, else removes it, as a file the fix created)")
+    if manifest.components:
+        return how, (f"{said}, so no run can tell the manifest is stale until a lock that knows them is made; the "
+                     f"manifest stays, since it records components")
+    mpath = manifest_path(ft.root, ft.spec.name)
+    folder = shlex.quote(str(mpath.parent))
+    how += f" && rm -f -- {shlex.quote(str(mpath))} && {{ rmdir -- {folder} 2>/dev/null || true; }}"
+    return how, f"{said}, so no run could tell the manifest is stale: the command removes it too"
 
 
 def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
@@ -301,20 +373,25 @@ def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
         if fr.kind != "fix" or ft is None:
             continue
         manifest = manifests.get(fr.target)
-        recorded = sorted(manifest.files) if manifest is not None else []
-        if fr.state is State.TAMPERED or (ctx.report.command == "revert" and fr.state is State.CONFLICT):
-            fr.messages.append(_back_to_release(ctx, ft, recorded))
+        if manifest is not None and (fr.state is State.TAMPERED or
+                                     (ctx.report.command == "revert" and fr.state is State.CONFLICT)):
+            fr.messages.append(_back_to_release(ctx, ft, manifest))
         elif fr.state in (State.CONFLICT, State.PARTIAL):
             fr.messages.append(_changed_file(ctx, ft, fr))
 
 
-def _back_to_release(ctx: Context, ft: FoundTarget, recorded: list[str]) -> str:
+def _back_to_release(ctx: Context, ft: FoundTarget, manifest: Manifest) -> str:
     """A recorded fix whose files changed: undo the change, or put every file the manifest lists back to the
-    release, so that the manifest is stale (apply replaces it, revert removes it)."""
+    release, so that the manifest is stale (apply replaces it, revert removes it), or gone with them where no
+    run could tell it is stale (:func:`_every_file_back`)."""
+    how, then = _every_file_back(ctx, ft, manifest)
+    if not then.startswith("the manifest is then stale"):
+        return (f"next: undo that change, or put every file the manifest lists back to the clean release: {how}; "
+                f"then run {ctx.report.command} again ({then})")
     again = "revert again: it then removes the stale manifest" if ctx.report.command == "revert" else \
         "apply again: it then replaces the stale manifest and applies the fixes afresh"
     return (f"next: undo that change, or put every file the manifest lists back to the clean release: "
-            f"{to_release(ctx, ft, recorded, release_has(ctx, ft))}; then run {again}")
+            f"{how}; then run {again}")
 
 
 def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: ManifestFix, fix: Fix) -> str:
@@ -325,13 +402,12 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
     a version bump, which ``lock`` refuses now, and is said so."""
     same = (" (the same version: its patch was changed without a version bump, which `lock` now refuses)"
             if entry.version == fix.version else "")
-    recorded = sorted(manifest.files)
+    how, then = _every_file_back(ctx, ft, manifest)
     return (f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {fix.id} v{entry.version} on target "
             f"{ft.spec.name}, applied with another patch than this pack's v{fix.version}{same}, so this pack cannot "
             f"place or take out its hunks. Revert with the pack that applied it, then apply with this one; or, "
             f"without that pack, put every file the manifest lists back to the clean release: "
-            f"{to_release(ctx, ft, recorded, release_has(ctx, ft))}; then run {ctx.report.command} again (the "
-            f"manifest is then stale: apply replaces it, revert removes it)")
+            f"{how}; then run {ctx.report.command} again ({then})")
 
 
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:

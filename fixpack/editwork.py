@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from shlex import quote
 
 from .diff import AUTHOR
 from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped
@@ -98,7 +99,7 @@ def work_folder(pack_root: Path) -> Path:
     folder = pack_root / WORK_DIR
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise BadInputError(f"{folder} is not a folder of this pack (a symbolic link, or a file): work trees are "
-                            f"made and removed under it; remove it (rm {folder}) and start the edit again")
+                            f"made and removed under it; remove it (rm {quote(str(folder))}) and start the edit again")
     return folder
 
 
@@ -424,4 +425,5 @@ def _check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
                else "")
     if missing:
         raise DamagedStateError(work, f"not a work tree `edit` made ({missing}), so it is not removed",
-                                f"move it out of {work.parent} (or remove it by hand: rm -r {work}) and run again")
+                                f"move it out of {work.parent} (or remove it by hand: rm -r {quote(str(work))}) and "
+                                f"run again")

@@ -75,6 +75,7 @@ from .rebase_state import (
     checked_name,
     default_work,
     drop_work,
+    is_marked,
     made_repos,
     mark_work,
     report_folder,
@@ -111,7 +112,10 @@ def start(req: RebaseRequest) -> RebaseResult:
         except BadInputError:
             busy = sorted(work_root(pack.root).glob("*/state.json"))
             if busy:  # the pack is dirty because a rebase stopped half way: say that first
-                refuse_in_progress(busy[0].parent, busy[0].parent.name, pack.root)
+                # a folder there holding the start's marker was given with --work (the default one has none):
+                # --continue and --abort find it by that --work, never by --name (<pack>/.rebase/<name>)
+                folder = busy[0].parent
+                refuse_in_progress(folder, folder.name, pack.root, folder if is_marked(folder) else None)
             raise
     pairs = target_pairs(req, pack, old)
     _refuse_older(old, {n: p.new.version for n, p in pairs.items() if p.new is not None}, req)

@@ -13,6 +13,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES, loads_json, read_capped
@@ -398,14 +399,14 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
         what = "several finished rebases can be undone: name one with --name" if found else \
             f"no finished rebase to undo under {pack_root / WORK_DIR}"
         raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
-    data = read_json(found[0], f"remove it by hand (rm {found[0]})")
+    data = read_json(found[0], f"remove it by hand (rm {quote(str(found[0]))})")
     check_undo(found[0], data, pack_root)
     changed = [w for w, sha in data["written"].items()
                if not (pack_root / w).is_file() or hashlib.sha256((pack_root / w).read_bytes()).hexdigest() != sha]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
-                            f"commit or restore them, or undo with git (cd {pack_root} && git checkout -- fixes "
-                            f"profiles && git clean -fd fixes profiles)")
+                            f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
+                            f"fixes profiles && git clean -fd fixes profiles)")
     session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
                       data["backups"]})
     restored = restore(session)

@@ -27,6 +27,7 @@ import shutil
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES, TooLargeError, loads_json, read_capped
@@ -50,14 +51,14 @@ def checked_name(name: str, what: str = "rebase name (--name)") -> str:
 def work_root(pack_root: Path) -> Path:
     """``<pack>/.rebase``, refused when it is a symbolic link or no folder (it may be missing)."""
     folder = pack_root / WORK_DIR
-    _refuse_link(folder, "the rebase work folder", f"rm {folder}")
+    _refuse_link(folder, "the rebase work folder", f"rm {quote(str(folder))}")
     return folder
 
 
 def default_work(pack_root: Path, name: str) -> Path:
     """``<pack>/.rebase/<name>`` (it may be missing), never through a symbolic link."""
     folder = work_root(pack_root) / checked_name(name)
-    _refuse_link(folder, f"the work folder of the rebase to {name}", f"rm {folder}")
+    _refuse_link(folder, f"the work folder of the rebase to {name}", f"rm {quote(str(folder))}")
     return folder
 
 
@@ -130,8 +131,9 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
                                         f"rebase made, so nothing in it is removed or used",
                                 f"give the --work folder the rebase was started with (one started without --work: "
                                 f"leave --work out, give --name NAME); if none is in progress, remove its "
-                                f"state.json by hand (rm {work / 'state.json'}) and put fixes/ and profiles/ back "
-                                f"with git (cd {pack_root} && git checkout -- fixes profiles)")
+                                f"state.json by hand (rm {quote(str(work / 'state.json'))}) and put fixes/ and "
+                                f"profiles/ back with git (cd {quote(str(pack_root))} && git checkout -- fixes "
+                                f"profiles)")
 
 
 def made_repos(state: dict[str, Any]) -> set[str]:
@@ -185,8 +187,8 @@ def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
             why = (f"holds bytes {rel} never had at git HEAD, and {rel} is committed and unchanged: --abort would "
                    f"overwrite it")
         raise DamagedStateError(path, f"backups[{rel!r}] {why}: the rebase did not write that record",
-                                f"keep {rel}: if no rebase is in progress, remove the state by hand (rm {path}), "
-                                f"else give the --work folder it was started with")
+                                f"keep {rel}: if no rebase is in progress, remove the state by hand "
+                                f"(rm {quote(str(path))}), else give the --work folder it was started with")
 
 
 def _at_head(pack_root: Path, rel: str) -> bytes | None:
@@ -261,8 +263,9 @@ def _want(path: Path, data: dict[str, Any], key: str, kind: type | tuple[type, .
 
 
 def state_advice(work: Path, pack_root: Path) -> str:
-    return (f"if no rebase is in progress, remove its work folder by hand (rm -r {work}) and put fixes/ and profiles/ "
-            f"back with git (cd {pack_root} && git checkout -- fixes profiles && git clean -fd fixes profiles)")
+    return (f"if no rebase is in progress, remove its work folder by hand (rm -r {quote(str(work))}) and put fixes/ "
+            f"and profiles/ back with git (cd {quote(str(pack_root))} && git checkout -- fixes profiles && git clean "
+            f"-fd fixes profiles)")
 
 
 def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, default: bool) -> None:
@@ -325,8 +328,8 @@ def _conflict_record(rec: Any, work: Path) -> bool:
 
 def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     """``<name>.undo.json`` as a finished rebase to ``<name>`` writes it."""
-    advice = (f"remove it by hand (rm {path}) and put fixes/ and profiles/ back with git (cd {pack_root} && "
-              f"git checkout -- fixes profiles && git clean -fd fixes profiles)")
+    advice = (f"remove it by hand (rm {quote(str(path))}) and put fixes/ and profiles/ back with git (cd "
+              f"{quote(str(pack_root))} && git checkout -- fixes profiles && git clean -fd fixes profiles)")
     name = path.name.removesuffix(".undo.json")
     to = _want(path, data, "to", str, advice)
     if name_problem(to):

@@ -124,11 +124,12 @@ def next_steps(result: RebaseResult, command: Command = plain_command) -> list[s
     steps = []
     conflicts = [o for o in result.fixes if o.outcome in ("conflict", "broken")]
     for o in conflicts:
+        repo = shlex.quote(str(o.repo)) if o.repo else ""
         if o.outcome == "broken":
-            steps.append(f"repair {o.id}: its proof fails on the new release (see its evidence); `cd {o.repo}`, "
+            steps.append(f"repair {o.id}: its proof fails on the new release (see its evidence); `cd {repo}`, "
                          f"fix the change on branch rebased and commit")
         elif o.repo:
-            steps.append(f"resolve {o.id}: `cd {o.repo}`, `git status`, edit the conflicted files (the base "
+            steps.append(f"resolve {o.id}: `cd {repo}`, `git status`, edit the conflicted files (the base "
                          f"version is shown between ||||||| and =======), `git add` them")
         else:
             steps.append(f"fix {o.id} by hand: {o.evidence[-1]}")

@@ -234,3 +234,106 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
     assert r.returncode == 0 and "THREE" in (image / MOD).read_text(), r.stdout + r.stderr
     r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+
+
+NEW = "demo_pkg/new.py"
+
+
+@pytest.mark.parametrize("image_kind", ["copy", "git"])
+@pytest.mark.parametrize("lock", ["missing", "stale"])
+def test_the_way_out_puts_back_a_file_the_old_patch_created_without_a_lock_that_knows_it(builder, lock, image_kind):
+    """The way out for an image holding the old patch (above), when the lock is missing or stale: revert goes on
+    without it (apply and status stop at the lock), so nothing said which files the release lacks, and the
+    command copied every file the manifest lists from the release copy, a file the fix created too: `cp` failed
+    on it. A file the lock does not know is put back from the release copy where it has it, else removed (the
+    fix created it): run as printed, the image is the clean release, byte for byte; revert then removes the
+    stale manifest (the command removes it: no run could tell it is stale without a lock that knows the
+    files). An image that is a git checkout of the release is put back through git, the same way."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20), NEW: None},
+              {MOD: numbered(20).replace("line 3\n", "three\n"), NEW: "created = 1\n"})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    if image_kind == "git":
+        image = b.base / "image"
+        subprocess.run(["git", "clone", "-q", str(release), str(image)], check=True)
+    else:
+        image = b.tree("image", {MOD: numbered(20)})
+    original = snapshot(image)
+    assert engine.apply(b.request(image)).ok and (image / NEW).is_file()
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")  # the lock is stale now
+    if lock == "missing":
+        (b.pack / "profiles/p1.lock").unlink()
+    applied = snapshot(image)
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2 and "applied with another patch than this pack's v1" in r.stderr, r.stderr
+    assert snapshot(image) == applied
+    way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run revert again", 1)[0]
+    assert ("git -C " in way) == (image_kind == "git") and "rm -f" in way and NEW in way, way
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (way, done.stderr)
+    assert snapshot(image) == original, way  # the clean release (as the image was before apply), byte for byte: NEW is gone
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+
+
+def test_the_way_out_puts_back_a_file_the_old_patch_created_that_the_lock_no_longer_knows(builder):
+    """The pack's patch no longer creates the file the applied one did, and the lock (made again) knows only
+    the pack's: the way out copied that file from the release copy (it lacks it) and failed; after it, a run
+    still could not tell the manifest was stale. The file is removed, the manifest with it (no run could tell
+    it stale): run as printed, the image is the clean release, and apply, then revert, work."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20), NEW: None},
+              {MOD: numbered(20).replace("line 3\n", "three\n"), NEW: "created = 1\n"})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    image = b.tree("image", {MOD: numbered(20)})
+    original = snapshot(image)
+    assert engine.apply(b.request(image)).ok and (image / NEW).is_file()
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    patch.write_text(text[:text.index(f"diff --git a/{NEW}")])  # its second file (git orders them by path)
+    assert NEW not in patch.read_text(), patch.read_text()
+    b.lock(release)  # as lock did before it refused a patch changed under its version
+    way = ""
+    for command in ("status", "apply", "revert"):
+        r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        assert r.returncode == 2 and "applied with another patch than this pack's v1" in r.stderr, r.stderr
+        assert f"; then run {command} again (the lock does not know {NEW} (of {NEW}, nothing here says" in r.stderr
+        way = r.stderr.split("back to the clean release: ", 1)[1].split(f"; then run {command} again", 1)[0]
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (way, done.stderr)
+    assert snapshot(image) == original, way
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and "three" in (image / MOD).read_text() and not (image / NEW).exists(), r.stderr
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_the_relock_command_apply_and_status_print_for_a_stale_lock_runs_as_printed(builder, command):
+    """`apply` and `status` on a stale lock (a fix's version bumped since) print the lock command; run as
+    printed (from another folder), it writes a fresh lock, and the run then works."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    image = b.tree("image", {MOD: numbered(20)})
+    _edit(b.pack / "fixes/one/fix.toml", "version = 1", "version = 2")
+    r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    (redo,) = re.findall(r"regenerate it from clean release copies: (.*?) \(it fetches them", said)
+    done = subprocess.run(redo, shell=True, capture_output=True, text=True, cwd=b.base)
+    assert done.returncode == 0 and "wrote" in done.stdout, (redo, done.stderr)
+    r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -5,9 +5,13 @@ or empty (exit 2, nothing written), the start marks it, --continue/--abort refus
 and drop only what the rebase made there; the report goes to <pack>/reports unless --report is given again."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import REPO, git
 from test_rebase import BASE, MOD, conflicting, pack, req  # noqa: F401 (fixtures)
 from test_rebase_trust import planted, run, state, world  # noqa: F401 (fixtures)
 
@@ -321,3 +325,96 @@ def test_a_work_folder_under_the_packs_rebase_or_outside_it_is_taken(conflicting
         assert code == 0 and not work.exists(), out
     assert rebase.start(req(b, old, new, name="m3")).status == "conflicts"  # the default, as before
     assert (b.pack / ".rebase/m3/first/.git").is_dir()
+
+
+# --- a dirty pack while a --work rebase under <pack>/.rebase is in progress ---------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI of this checkout in a child process (its printed commands name it so), from a folder without a
+    ``fixpack`` package."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=Path(os.environ["HOME"]).parent)
+
+
+@pytest.mark.parametrize("action", ["continue", "abort"])
+def test_a_dirty_pack_names_a_work_rebase_under_the_packs_rebase_folder_by_its_work(conflicting, action):  # noqa: F811
+    """A rebase started with `--work <pack>/.rebase/mine`, then a change in fixes/: a new start found the dirty
+    pack, took any `<pack>/.rebase/*/state.json` for the default folder's and printed --continue/--abort with
+    --name, which look for `<pack>/.rebase/<name>`, not this folder: they failed. They name its --work now and
+    run as printed: --continue finishes it, --abort drops it."""
+    b, old, new = conflicting
+    work = b.pack / ".rebase" / "mine"
+    (b.pack / ".rebase").mkdir()
+    assert rebase.start(req(b, old, new, work=work)).status == "conflicts"
+    (work / "first" / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    git(work / "first", "add", MOD)
+    (b.pack / "fixes" / "notes.txt").write_text("a note of the user's\n")  # the pack is dirty
+    r = _cli("rebase", "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", "--pack", str(b.pack))
+    assert r.returncode == 2 and f"a rebase to v2.0 is in progress ({work / 'state.json'})" in r.stderr, r.stderr
+    printed = dict(zip(("continue", "abort"), r.stderr.split("`")[1::2][:2]))
+    assert all(f"--{a} --pack {b.pack} --work {work}" in c for a, c in printed.items()), printed
+    done = subprocess.run(printed[action], shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (printed[action], done.stdout, done.stderr)
+    assert not (work / "state.json").exists()
+    if action == "continue":
+        assert (b.pack / "profiles/v2.0.toml").is_file()
+
+
+def test_the_hand_steps_for_a_damaged_state_run_as_printed_in_a_folder_with_a_space(tmp_path):
+    """A damaged state.json is refused with the steps that undo a rebase by hand: `rm -r WORK` and
+    `cd PACK && git checkout ...`, their paths unquoted: a pack in `my packs/` had `rm -r` remove `my` beside it
+    (and fail), and `cd` fail. The paths are quoted for the shell: run as printed, they remove the work folder
+    and nothing else, and put the pack back."""
+    import re
+
+    from conftest import PackBuilder
+    from test_rebase import BASE, OTHER, OTHER_BASE, commit_pack, new_release
+
+    b = PackBuilder(tmp_path / "my packs")
+    old = b.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
+    b.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
+    mid = BASE.replace("line 5\n", "five\n")
+    b.add_fix("third", {MOD: mid}, {MOD: mid.replace("line 30\n", "thirty\n")})
+    b.profile(["first", "third"])
+    b.lock(old)
+    commit_pack(b)
+    new = new_release(b, {MOD: BASE.replace("line 5\n", "line five (upstream)\n"), OTHER: OTHER_BASE})
+    decoy = tmp_path / "my"  # what `rm -r <tmp>/my packs/...` unquoted removes
+    decoy.mkdir()
+    (decoy / "keep.txt").write_text("keep me\n")
+    assert rebase.start(req(b, old, new)).status == "conflicts"
+    work = b.pack / ".rebase/v2.0"
+    data = json.loads((work / "state.json").read_text())
+    del data["phase"]
+    (work / "state.json").write_text(json.dumps(data))
+    pack_before = {k: v for k, v in world(b.pack).items() if not k.startswith(".rebase")}
+    r = _cli("rebase", "--abort", "--pack", str(b.pack))
+    assert r.returncode == 3 and "key 'phase' is missing" in r.stderr, r.stderr
+    said = " ".join(r.stderr.split())
+    steps = [re.search(r"\((rm -r .*?)\) and put", said), re.search(r"back with git \((cd .*? fixes profiles)\)", said)]
+    assert all(steps), said
+    for step in steps:
+        done = subprocess.run(step.group(1), shell=True, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, (step.group(1), done.stderr)
+    assert not work.exists() and (decoy / "keep.txt").read_text() == "keep me\n"
+    assert {k: v for k, v in world(b.pack).items() if not k.startswith(".rebase")} == pack_before
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_continue_without_its_release_copy_prints_an_abort_that_runs(conflicting, given):  # noqa: F811
+    """--continue when a release copy the rebase started from is gone names the --abort that drops the rebase;
+    run as printed (with the --work the rebase was given, else the default folder's --name), it does."""
+    import shutil
+
+    b, old, new = conflicting
+    work = b.base / "wk" if given else b.pack / ".rebase/v2.0"
+    assert rebase.start(req(b, old, new, **({"work": work} if given else {}))).status == "conflicts"
+    shutil.rmtree(new)
+    r = _cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack), *(["--work", str(work)] if given else []))
+    assert r.returncode == 3 and "is gone or no longer reads as one" in r.stderr, r.stderr
+    abort = " ".join(r.stderr.split()).split("or drop the rebase with `", 1)[1].split("`", 1)[0]
+    assert ("--work" in abort) == given, abort
+    done = subprocess.run(abort, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (abort, done.stderr)
+    assert not (work / "state.json").exists()
