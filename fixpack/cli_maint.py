@@ -38,7 +38,7 @@ def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: 
     covers, those with a fix or a component (the named ones with --target), fetched (or taken from the cache)."""
     from . import release
     from .loader import load_pack, load_profile
-    from .lockfile import lock_targets
+    from .lock_hints import lock_targets
 
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
@@ -60,6 +60,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
+    from .lock_hints import relock_command
 
     progress = CliProgress()
     with outcome(as_json, "lock", profile):
@@ -78,8 +79,8 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             reworded: list[str] = []
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
-                reworded = lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(only_targets),
-                                                                                 parse_roots(roots), copies_root))
+                reworded = lockfile.check_fresh(prof, lock, lambda: relock_command(prof, tuple(only_targets),
+                                                                                   parse_roots(roots), copies_root))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
                 lockfile.refuse_unbumped(prof, lock)  # a fix's patch changed under its version
                 lockfile.write(prof, lock)
@@ -95,7 +96,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         if reworded:  # fresh (the same changes), but the bytes shortcut misses: say what lock would renew
             click.echo(f"  reworded since the lock (same change, other patch bytes): {', '.join(reworded)}; apply "
                        f"parses {'these patches' if len(reworded) > 1 else 'this patch'} until "
-                       f"`{lockfile.relock_command(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
+                       f"`{relock_command(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
                        f"renews the lock's byte fingerprints")
 
 

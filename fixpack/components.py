@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 from .errors import BadInputError, DamagedStateError, MismatchError
-from .lockfile import Redo, built_version_problem, check_component_files, pip_normal
+from .lock_hints import Redo
+from .lockfile import built_version_problem, check_component_files, pip_normal
 from .model import Component, Profile
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport

@@ -28,9 +28,11 @@ from .advice import (
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
+from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
+from .replay import replay, tampered_files, unwind
 from .report import ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -98,12 +100,12 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     chain = _chain(ctx, ft, manifest, wanted)
     recorded = manifest.applied_ids() if manifest else set()
     applied = [f for f in chain if f.id in recorded]
-    base, broken, unchecked = _unwind(applied, tree, _tampered_files(tree, manifest), ctx.lock)
+    base, broken, unchecked = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
-        ev = _replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
+        ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
@@ -174,80 +176,6 @@ def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
         return False
     return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
         any(clean[p] != h for p, h in files.items())
-
-
-def _unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
-            lock: Lock) -> tuple[Tree | None, dict[str, list[str]], dict[str, str]]:
-    """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
-    them does not reverse), per fix that failed why, and per fix that could not be checked the
-    tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
-    still checked, so one hand-edited file does not make every earlier fix look tampered."""
-    from .evaluate import FixEvidence, run_pass
-
-    base = tree.fork()
-    broken: dict[str, list[str]] = {}
-    blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
-    unchecked: dict[str, str] = {}
-    for fix in reversed(applied):
-        hit = sorted(set(fix.touched_paths()) & tampered_files)
-        shared = [p for p in fix.touched_paths() if p in blocked]
-        if shared and not hit:
-            unchecked[fix.id] = blocked[shared[0]]
-            for p in fix.touched_paths():
-                blocked.setdefault(p, blocked[shared[0]])
-            continue
-        rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
-        if hit or not rev.ok:
-            broken[fix.id] = tampered_why(hit, rev, fix)
-            for p in fix.touched_paths():
-                blocked.setdefault(p, fix.id)
-            continue
-        base.adopt(rev.tree)
-    return (None if broken else base), broken, unchecked
-
-
-def _replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
-            unchecked: dict[str, str]) -> Evaluation:
-    from .evaluate import Evaluation, FixEvidence, decide, run_pass
-
-    evidence = FixEvidence.from_lock(lock.fix(fix.id))
-    if fix.id in broken:
-        empty = run_pass(fix, tree, reverse=True, evidence=evidence)
-        return Evaluation(State.TAMPERED, empty, empty, [tampered_said(broken[fix.id])])
-    if recorded and broken:
-        ev = decide(fix, tree, evidence, True)
-        why = (f"not re-checked: it shares a file with tampered fix {unchecked[fix.id]}" if fix.id in unchecked
-               else "its hunks reverse cleanly; another fix is tampered")
-        return Evaluation(State.APPLIED, ev.forward, ev.reverse, [f"recorded as applied ({why})"])
-    ev = decide(fix, tree, evidence, False)
-    if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
-        return Evaluation(State.APPLIED, ev.forward, ev.reverse,
-                          ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
-                           "post-images, sha256 as in the lock); recorded again"])
-    if recorded:
-        if ev.state in (State.ABSENT, State.DRIFTED):
-            return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
-        return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
-                          ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
-    return ev
-
-
-def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:
-    """Each touched file hashes to a post-image the lock records for it along the chain: our bytes,
-    not upstream's (a release that took the change upstream would not match byte for byte)."""
-    posts: dict[str, set[str | None]] = {}
-    for entry in lock.fixes:
-        for f in entry.files:
-            if f.pre != f.post:  # an upstreamed fix's entry records the release's own bytes
-                posts.setdefault(f.path, set()).add(f.post)
-    now = file_hashes(tree, fix.touched_paths())
-    return bool(now) and all(p in posts and h in posts[p] for p, h in now.items())
-
-
-def _tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:
-    recorded = dict(manifest.files) if manifest else {}
-    now = file_hashes(tree, list(recorded))
-    return {p for p, h in recorded.items() if now[p] != h}
 
 
 def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool) -> FixReport:
@@ -341,7 +269,7 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
     extra = [f for f in ctx.pack.ordered(ctx.profile.opt_in) if f.target == ft.spec.name and f.id not in wanted]
     parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra])
     for fix in extra:
-        ev = _replay(fix, tree, ctx.lock, False, *tampered)
+        ev = replay(fix, tree, ctx.lock, False, *tampered)
         if ev.state is State.APPLIED:
             ctx.report.fixes.append(_fix_report(fix, ev, False, dry))
             plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
@@ -440,7 +368,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
     """Reverse the manifest's fixes on ``tree``, last first: only their patches are parsed."""
     from .evaluate import FixEvidence, run_pass
 
-    tampered = _tampered_files(tree, manifest)
+    tampered = tampered_files(tree, manifest)
     for entry in reversed(manifest.fixes):
         fix = ctx.pack.fixes.get(entry.id)
         if fix is None:
@@ -514,8 +442,8 @@ def check_lock_fresh(req: Request) -> list[str]:
     """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
     patch was only reworded since (lockfile.check_fresh)."""
     lock, profile = fingerprint_to_check(req)
-    return lockfile.check_fresh(profile, lock, lambda: lockfile.relock_command(profile, req.only_targets, req.roots,
-                                                                   req.env_root))
+    return lockfile.check_fresh(profile, lock, lambda: relock_command(profile, req.only_targets, req.roots,
+                                                                      req.env_root))
 
 
 def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:
@@ -534,7 +462,7 @@ def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> 
         profile = load_profile(pack, req.profile, check_paths=False)
         pack = pack.for_profile(profile.name)
         roots = req.roots if shown is None else shown
-        redo = partial(lockfile.relock_command, profile, req.only_targets, roots, req.env_root, pack)
+        redo = partial(relock_command, profile, req.only_targets, roots, req.env_root, pack)
         lock = lockfile.read_lock(profile, redo)
         lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc))
         raise

@@ -9,7 +9,6 @@ how often each occurs in its file (:mod:`fixpack.records`).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 from .documents import TooLargeError, read_capped
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
+from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .safepath import not_a_file
@@ -30,72 +30,10 @@ if TYPE_CHECKING:  # the evaluation loads when a lock is made, not when it is re
     from .evaluate import HunkNote
 
 
-def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
-                   copies: Path | None = None, pack: Pack | None = None) -> str:
-    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
-    :func:`fixpack.progname.program` names it): the pack is the
-    one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
-    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``). A
-    profile of more than one target names, instead of the run's, every target the lock covers
-    (:func:`lock_targets`; ``pack`` is the profile's, loaded here when not given): a lock made for fewer lacks
-    the others' fixes and components, and stays stale."""
-    from .progname import command, run_words  # only when there is a lock to regenerate
-
-    if len(profile.targets) > 1:
-        targets = lock_targets(profile, pack)
-    return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
-                   *run_words(targets, roots, copies))
-
-
-def lock_targets(profile: Profile, pack: Pack | None = None) -> tuple[str, ...]:
-    """The profile's targets its lock covers, in the profile's order: those with a fix it lists or a
-    component (``pack``: the profile's pack, loaded when not given; a fix it cannot load is left out)."""
-    if pack is None:
-        from .loader import load_pack  # only when a lock command is rendered
-
-        try:
-            pack = load_pack(profile.path.parent.parent, profile=profile.name)
-        except FixpackError:
-            pack = None
-    fixes = pack.fixes if pack is not None else {}
-    covered = {fixes[f].target for f in profile.default + profile.opt_in if f in fixes}
-    covered |= {c.target for c in profile.components}
-    return tuple(t.name for t in profile.targets if t.name in covered)
-
-
-Redo = Callable[[], str]
-"""How a lock error renders its regenerate command: called only when the error is raised (rendering it looks
-up the program on PATH, and a run whose lock is fine should not pay for that)."""
-
-
-def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | None = None) -> str:
-    """What to do about a stale or broken lock: regenerate it, with the command (``redo``, else
-    :func:`relock_command` for the profile's pack alone, ``pack`` when it is loaded)."""
-    given = redo() if redo is not None else relock_command(profile, pack=pack)
-    fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
-    return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
-
-
-# setup.cfg's maintainer extra that lock uses: import name -> distribution
-MAINTAINER_MODULES = {"git": "GitPython", "pypi_simple": "pypi-simple", "tomlkit": "tomlkit", "packaging": "packaging"}
-
-
-def _where_lock_runs() -> str:
-    """Where ``lock`` can run, when the running Python lacks the maintainer's libraries (an image's lean install:
-    the command as rendered would stop there for want of them). Looked up only when a lock error is raised."""
-    from importlib.util import find_spec
-
-    lacking = [dist for m, dist in MAINTAINER_MODULES.items() if find_spec(m) is None]
-    if not lacking:
-        return ""
-    return (f"; lock is a maintainer's command and this Python ({sys.executable}) lacks its libraries "
-            f"({', '.join(lacking)}): run it in a checkout of the pack after `pip install -e '.[maintainer]'` there, "
-            f"then bring the new lock here")
-
-
 def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     """The profile's lock, well formed and sealed. Raises StaleLockError (exit 2) naming what to do: ``redo``
-    renders the command to regenerate it (:func:`relock_command`; by default for the profile's pack alone)."""
+    renders the command to regenerate it (:func:`~fixpack.lock_hints.relock_command`; by default for the
+    profile's pack alone)."""
     path = profile.lock_path
     what = not_a_file(path)
     if what is not None:  # a FIFO would block the read
@@ -111,14 +49,6 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
     return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
-
-
-def remove_hint(path: Path, what: str) -> str:
-    """How to clear ``path`` (something that is no regular file: :func:`~fixpack.safepath.not_a_file` says
-    ``what``) for a lock to be written there: ``rm`` (``rm -r`` for a folder)."""
-    import shlex
-
-    return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,

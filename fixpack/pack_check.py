@@ -212,13 +212,14 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
     lock lacks: where the profile lists it; a pin: its target's table in the profile), a missing lock at the
     profile's ``name``, an unreadable one where it can be told."""
     from . import lockfile
+    from .lock_hints import regenerate_hint, remove_hint
 
     where = _rel(pack.root, profile.lock_path)
-    redo = lockfile.regenerate_hint(profile, pack=pack)
+    redo = regenerate_hint(profile, pack=pack)
     what = not_a_file(profile.lock_path)
     if what is not None:  # a FIFO would block the read
         return [Finding(where, None, f"is {what}, not a lock file",
-                        f"{lockfile.remove_hint(profile.lock_path, what)}, then {redo}")]
+                        f"{remove_hint(profile.lock_path, what)}, then {redo}")]
     if not profile.lock_path.is_file():
         return [Finding(_rel(pack.root, profile.path), key_line(profile.path.read_text("utf-8"), "name") or 1,
                         f"profile {profile.name} has no lock ({where})", redo)]
@@ -254,7 +255,8 @@ def _no_dist_info(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     component's ``.dist-info`` folder): apply cannot tell a build that names another folder, and a damaged
     journal's steps cannot name the folder to remove. Named at the component's ``"id"`` line in the lock, with
     the ``fixpack lock`` command that renews it (offline: the entry alone says it)."""
-    from .lockfile import lock_line, regenerate_hint
+    from .lock_hints import regenerate_hint
+    from .lockfile import lock_line
 
     listed = {comp.id for comp in profile.components}
     return [Finding(_rel(pack.root, profile.lock_path),
@@ -295,9 +297,10 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
 def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:
     from . import lockfile
     from .engine import fingerprint_chain
+    from .lock_hints import relock_command
     from .run import Request
 
     roots = fresh(pack, profile)
     lock, prof = fingerprint_chain(Request(pack_root=pack.root, profile=profile.name, roots=roots,
                                            only_targets=tuple(sorted(roots))))
-    lockfile.check_fresh(prof, lock, lambda: lockfile.relock_command(prof, tuple(sorted(roots)), roots, pack=pack))
+    lockfile.check_fresh(prof, lock, lambda: relock_command(prof, tuple(sorted(roots)), roots, pack=pack))

@@ -39,7 +39,7 @@ from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
 from .loader import load_pack, load_profile
-from .model import Fix, Profile
+from .model import Fix
 from .outputs import check_folder
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .prove import check_interpreter
@@ -59,8 +59,6 @@ from .rebase_session import (
     find_work,
     keep_undo,
     load_session,
-    primary_version,
-    refuse_in_progress,
     report_paths,
     restore,
     resume_command,
@@ -69,21 +67,10 @@ from .rebase_session import (
     write_pack,
     write_report,
 )
-from .rebase_state import (
-    check_created,
-    check_new_work,
-    checked_name,
-    default_work,
-    drop_work,
-    is_marked,
-    made_repos,
-    mark_work,
-    report_folder,
-    work_root,
-)
+from .rebase_start import checked_new_profile, refuse_early
+from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
-from .safepath import name_problem
 from .states import State
 from .structs import replace
 from .tree import Tree
@@ -97,37 +84,9 @@ def start(req: RebaseRequest) -> RebaseResult:
         check_interpreter(req.python)
     pack = load_pack(req.pack_root)
     old = load_profile(pack, req.profile)
-    _refuse_older(old, {t.name: req.to_version for t in old.targets if t.source.pypi and req.to_version}, req)
-    early = checked_name(req.name) if req.name else checked_name(
-        f"v{req.to_version}", "new profile name (v<--to>; set another with --name)") if req.to_version else ""
-    work_root(pack.root)  # a linked <pack>/.rebase is refused whatever --work is (keep_undo writes there)
-    if early:  # before fetching anything
-        refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
-        check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None, pack.root,
-                       req.work)
-        _refuse_existing(pack.root, early, req.replace)
-    if not req.allow_dirty:
-        try:
-            check_clean(pack.root)
-        except BadInputError:
-            busy = sorted(work_root(pack.root).glob("*/state.json"))
-            if busy:  # the pack is dirty because a rebase stopped half way: say that first
-                # a folder there holding the start's marker was given with --work (the default one has none):
-                # --continue and --abort find it by that --work, never by --name (<pack>/.rebase/<name>)
-                folder = busy[0].parent
-                refuse_in_progress(folder, folder.name, pack.root, folder if is_marked(folder) else None)
-            raise
+    refuse_early(req, pack, old)
     pairs = target_pairs(req, pack, old)
-    _refuse_older(old, {n: p.new.version for n, p in pairs.items() if p.new is not None}, req)
-    to_version = req.to_version or primary_version(pairs)
-    new_name = req.name or f"v{to_version}"
-    if name_problem(new_name) or new_name == old.name:
-        raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name, not {old.name}; "
-                            f"{name_problem(new_name) or 'set another with --name'}")
-    _refuse_existing(pack.root, new_name, req.replace)
-    work = (req.work or default_work(pack.root, new_name)).resolve()
-    refuse_in_progress(work, new_name, pack.root, req.work)
-    check_new_work(work, req.work is not None, pack.root, req.work)
+    to_version, new_name, work = checked_new_profile(req, pack, old, pairs)
     report_dir = (req.report_dir or pack.root / "reports").resolve()
     if req.report_dir is not None:  # before any work: a typo'd folder is named, never made (as --reject's)
         check_folder(req.report_dir, "--report")
@@ -193,33 +152,6 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     restored = restore(session)
     drop_work(session.work, session.given, made_repos(session.state))
     return restored, [p for p in report_paths(session) if p.is_file()]
-
-
-def _refuse_older(old: Profile, new_versions: dict[str, str], req: RebaseRequest) -> None:
-    """Refuse (BadInputError, before anything is written) a new release older than the profile's pin of the
-    same target, unless ``req.allow_older``: a downgrade is rarely what ``--to`` meant. Versions compare as
-    PEP 440 (``packaging``); one that does not parse is not compared."""
-    if req.allow_older:
-        return
-    for spec in old.targets:
-        new = new_versions.get(spec.name, "")
-        pinned = spec.pin.version
-        try:
-            older = bool(new and pinned) and Version(new.lstrip("v")) < Version(pinned.lstrip("v"))
-        except InvalidVersion:
-            continue
-        if older:
-            raise BadInputError(f"target {spec.name}: the new release {new} is older than {spec.pin.version}, the pin "
-                                f"of profile {old.name}; rebase onto a later release, or pass --allow-older to carry "
-                                f"the fixes back to {new}")
-
-
-def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
-    path = pack_root / "profiles" / f"{name}.toml"
-    if path.exists() and not replace:
-        raise BadInputError(f"profile {name} exists ({path}): a rebase onto it would replace it, its lock and every "
-                            f"fixes/<id>/{name}/ variant, hand-made changes too. Pass --replace to do that "
-                            f"(fixpack rebase --undo puts them back), or --name NAME for a new profile")
 
 
 def _run(session: Session) -> RebaseResult:

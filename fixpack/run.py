@@ -12,6 +12,7 @@ from pathlib import Path
 from . import lockfile
 from .errors import BadInputError, FixpackError, MismatchError, UnknownNameError
 from .loader import load_pack, load_profile, profiles_pinning, select
+from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
 from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
@@ -62,7 +63,7 @@ class Context:
     components: tuple[str, ...] = ()  # the components this run installs (profile order)
     layouts: dict[str, object] = field(default_factory=dict)  # wheels.Layout, built once per run, by component id
     progress: Progress = QUIET
-    relock: lockfile.Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
+    relock: Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
     skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
 
 
@@ -88,7 +89,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         parse_fixes(pack, profile, selected)
         check_deleted_then_touched(pack.ordered(selected))
     lock = NO_LOCK
-    redo = partial(lockfile.relock_command, profile, req.only_targets, pack=pack)  # the user's pack and targets
+    redo = partial(relock_command, profile, req.only_targets, pack=pack)  # the user's pack and targets
     if need_lock:
         lock = lockfile.read_lock(profile, redo)
         lockfile.check_lock_matches(pack, profile, lock, redo)

@@ -1,0 +1,89 @@
+"""What a lock error tells to do: the ``fixpack lock`` command that regenerates a profile's lock (the pack
+that holds it, the run's ``--target`` names and copies, or every target a lock of a profile of several
+covers), how to clear what is no lock file where one goes, and, when the running Python lacks the
+maintainer's libraries (an image's lean install), where ``lock`` runs instead.
+
+Each is rendered only when a lock error is raised (:data:`Redo`): the command names the program as
+:func:`fixpack.progname.program` finds it on PATH, and a run whose lock is fine should not pay for that.
+Reading and checking the lock is :mod:`fixpack.lockfile`'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import FixpackError
+from .model import Pack, Profile
+
+
+def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
+                   copies: Path | None = None, pack: Pack | None = None) -> str:
+    """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
+    :func:`fixpack.progname.program` names it): the pack is the
+    one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
+    ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``). A
+    profile of more than one target names, instead of the run's, every target the lock covers
+    (:func:`lock_targets`; ``pack`` is the profile's, loaded here when not given): a lock made for fewer lacks
+    the others' fixes and components, and stays stale."""
+    from .progname import command, run_words  # only when there is a lock to regenerate
+
+    if len(profile.targets) > 1:
+        targets = lock_targets(profile, pack)
+    return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
+                   *run_words(targets, roots, copies))
+
+
+def lock_targets(profile: Profile, pack: Pack | None = None) -> tuple[str, ...]:
+    """The profile's targets its lock covers, in the profile's order: those with a fix it lists or a
+    component (``pack``: the profile's pack, loaded when not given; a fix it cannot load is left out)."""
+    if pack is None:
+        from .loader import load_pack  # only when a lock command is rendered
+
+        try:
+            pack = load_pack(profile.path.parent.parent, profile=profile.name)
+        except FixpackError:
+            pack = None
+    fixes = pack.fixes if pack is not None else {}
+    covered = {fixes[f].target for f in profile.default + profile.opt_in if f in fixes}
+    covered |= {c.target for c in profile.components}
+    return tuple(t.name for t in profile.targets if t.name in covered)
+
+
+Redo = Callable[[], str]
+"""How a lock error renders its regenerate command: called only when the error is raised (rendering it looks
+up the program on PATH, and a run whose lock is fine should not pay for that)."""
+
+
+def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | None = None) -> str:
+    """What to do about a stale or broken lock: regenerate it, with the command (``redo``, else
+    :func:`relock_command` for the profile's pack alone, ``pack`` when it is loaded)."""
+    given = redo() if redo is not None else relock_command(profile, pack=pack)
+    fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
+    return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
+
+
+# setup.cfg's maintainer extra that lock uses: import name -> distribution
+MAINTAINER_MODULES = {"git": "GitPython", "pypi_simple": "pypi-simple", "tomlkit": "tomlkit", "packaging": "packaging"}
+
+
+def _where_lock_runs() -> str:
+    """Where ``lock`` can run, when the running Python lacks the maintainer's libraries (an image's lean install:
+    the command as rendered would stop there for want of them). Looked up only when a lock error is raised."""
+    from importlib.util import find_spec
+
+    lacking = [dist for m, dist in MAINTAINER_MODULES.items() if find_spec(m) is None]
+    if not lacking:
+        return ""
+    return (f"; lock is a maintainer's command and this Python ({sys.executable}) lacks its libraries "
+            f"({', '.join(lacking)}): run it in a checkout of the pack after `pip install -e '.[maintainer]'` there, "
+            f"then bring the new lock here")
+
+
+def remove_hint(path: Path, what: str) -> str:
+    """How to clear ``path`` (something that is no regular file: :func:`~fixpack.safepath.not_a_file` says
+    ``what``) for a lock to be written there: ``rm`` (``rm -r`` for a folder)."""
+    import shlex
+
+    return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"

@@ -1,0 +1,96 @@
+"""The checks a rebase's start makes before it writes anything (``fixpack rebase`` without ``--continue`` or
+``--abort``): each refuses with an error that names what to change, and nothing is fetched, made or written
+after one does.
+
+Before any release copy is fetched (:func:`refuse_early`): a ``--to`` release older than the old profile's pin
+of the same target (unless ``--allow-older``), a bad new profile name (``--name``, else ``v<--to>``), a rebase
+to that name in progress, a work folder that is not a new one (:func:`fixpack.rebase_state.check_new_work`), a
+profile of that name that exists (unless ``--replace``), and a pack whose ``fixes/`` or ``profiles/`` differ
+from git HEAD (unless ``--allow-dirty``; when a rebase that stopped half way left them so, that rebase is named
+first). Once the release copies are found (:func:`checked_new_profile`), the same with the versions read from
+them. Versions compare as PEP 440 (``packaging``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import BadInputError
+from .model import Pack, Profile
+from .rebase_result import TargetPair
+from .rebase_session import RebaseRequest, check_clean, primary_version, refuse_in_progress
+from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
+from .safepath import name_problem
+
+
+def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
+    """The start's checks on the request alone, before any release copy is fetched (``old``: the profile to
+    rebase, in ``pack``): those of the new profile's name only when ``--name`` or ``--to`` gives it."""
+    _refuse_older(old, {t.name: req.to_version for t in old.targets if t.source.pypi and req.to_version}, req)
+    early = checked_name(req.name) if req.name else checked_name(
+        f"v{req.to_version}", "new profile name (v<--to>; set another with --name)") if req.to_version else ""
+    work_root(pack.root)  # a linked <pack>/.rebase is refused whatever --work is (keep_undo writes there)
+    if early:  # before fetching anything
+        refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
+        check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None, pack.root,
+                       req.work)
+        _refuse_existing(pack.root, early, req.replace)
+    if not req.allow_dirty:
+        try:
+            check_clean(pack.root)
+        except BadInputError:
+            busy = sorted(work_root(pack.root).glob("*/state.json"))
+            if busy:  # the pack is dirty because a rebase stopped half way: say that first
+                # a folder there holding the start's marker was given with --work (the default one has none):
+                # --continue and --abort find it by that --work, never by --name (<pack>/.rebase/<name>)
+                folder = busy[0].parent
+                refuse_in_progress(folder, folder.name, pack.root, folder if is_marked(folder) else None)
+            raise
+
+
+def checked_new_profile(req: RebaseRequest, pack: Pack, old: Profile,
+                        pairs: dict[str, TargetPair]) -> tuple[str, str, Path]:
+    """The new release's version (``--to``, else the rebased targets' first), the new profile's name (``--name``,
+    else ``v<version>``) and the rebase's work folder (resolved: ``--work``, else ``<pack>/.rebase/<name>``), once
+    the release copies are found (``pairs``), with the checks of :func:`refuse_early` on them."""
+    _refuse_older(old, {n: p.new.version for n, p in pairs.items() if p.new is not None}, req)
+    to_version = req.to_version or primary_version(pairs)
+    new_name = req.name or f"v{to_version}"
+    if name_problem(new_name) or new_name == old.name:
+        raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name, not {old.name}; "
+                            f"{name_problem(new_name) or 'set another with --name'}")
+    _refuse_existing(pack.root, new_name, req.replace)
+    work = (req.work or default_work(pack.root, new_name)).resolve()
+    refuse_in_progress(work, new_name, pack.root, req.work)
+    check_new_work(work, req.work is not None, pack.root, req.work)
+    return to_version, new_name, work
+
+
+def _refuse_older(old: Profile, new_versions: dict[str, str], req: RebaseRequest) -> None:
+    """Refuse (BadInputError, before anything is written) a new release older than the profile's pin of the
+    same target, unless ``req.allow_older``: a downgrade is rarely what ``--to`` meant. Versions compare as
+    PEP 440 (``packaging``); one that does not parse is not compared."""
+    if req.allow_older:
+        return
+    for spec in old.targets:
+        new = new_versions.get(spec.name, "")
+        pinned = spec.pin.version
+        try:
+            older = bool(new and pinned) and Version(new.lstrip("v")) < Version(pinned.lstrip("v"))
+        except InvalidVersion:
+            continue
+        if older:
+            raise BadInputError(f"target {spec.name}: the new release {new} is older than {spec.pin.version}, the pin "
+                                f"of profile {old.name}; rebase onto a later release, or pass --allow-older to carry "
+                                f"the fixes back to {new}")
+
+
+def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
+    """Refuse a new profile ``name`` whose ``profiles/<name>.toml`` exists, unless ``replace`` (``--replace``)."""
+    path = pack_root / "profiles" / f"{name}.toml"
+    if path.exists() and not replace:
+        raise BadInputError(f"profile {name} exists ({path}): a rebase onto it would replace it, its lock and every "
+                            f"fixes/<id>/{name}/ variant, hand-made changes too. Pass --replace to do that "
+                            f"(fixpack rebase --undo puts them back), or --name NAME for a new profile")

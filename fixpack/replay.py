@@ -1,0 +1,103 @@
+"""Unwinding a target's recorded fixes and replaying its chain over the files they leave: how apply and status
+tell each fix's state on a target (one with no manifest has nothing to unwind: its chain replays onto the
+files as they are).
+
+:func:`unwind` reverse-applies the fixes the manifest records, last one first (a later fix may edit an earlier
+one's context), with the lock's evidence (:meth:`fixpack.evaluate.FixEvidence.from_lock`): a fix on a file
+whose sha256 is no longer the manifest's (:func:`tampered_files`), or whose patch does not reverse, is
+tampered; a recorded fix that shares a file with one is not re-checked (its pre-image cannot be rebuilt).
+:func:`replay` then gives each fix of the chain its state (:class:`fixpack.evaluate.Evaluation`): a recorded
+fix that replays onto the unwound files is applied, one that does not is tampered; a fix with no record whose
+files hash to post-images the lock records is ours, applied by a run whose manifest entry was lost. The
+evaluation (applier, diff adapter) loads when a fix is placed, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .advice import tampered_said, tampered_why
+from .model import Fix
+from .records import Lock, Manifest
+from .states import State
+from .tree import Tree, file_hashes
+
+if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
+    from .evaluate import Evaluation
+
+
+def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
+           lock: Lock) -> tuple[Tree | None, dict[str, list[str]], dict[str, str]]:
+    """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
+    them does not reverse), per fix that failed why, and per fix that could not be checked the
+    tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
+    still checked, so one hand-edited file does not make every earlier fix look tampered."""
+    from .evaluate import FixEvidence, run_pass
+
+    base = tree.fork()
+    broken: dict[str, list[str]] = {}
+    blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
+    unchecked: dict[str, str] = {}
+    for fix in reversed(applied):
+        hit = sorted(set(fix.touched_paths()) & tampered_files)
+        shared = [p for p in fix.touched_paths() if p in blocked]
+        if shared and not hit:
+            unchecked[fix.id] = blocked[shared[0]]
+            for p in fix.touched_paths():
+                blocked.setdefault(p, blocked[shared[0]])
+            continue
+        rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
+        if hit or not rev.ok:
+            broken[fix.id] = tampered_why(hit, rev, fix)
+            for p in fix.touched_paths():
+                blocked.setdefault(p, fix.id)
+            continue
+        base.adopt(rev.tree)
+    return (None if broken else base), broken, unchecked
+
+
+def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
+           unchecked: dict[str, str]) -> Evaluation:
+    """``fix``'s state on ``tree`` (the unwound files with the chain's earlier fixes replayed): ``recorded``, whether
+    the manifest records it as applied; ``broken`` and ``unchecked`` as :func:`unwind` returns them."""
+    from .evaluate import Evaluation, FixEvidence, decide, run_pass
+
+    evidence = FixEvidence.from_lock(lock.fix(fix.id))
+    if fix.id in broken:
+        empty = run_pass(fix, tree, reverse=True, evidence=evidence)
+        return Evaluation(State.TAMPERED, empty, empty, [tampered_said(broken[fix.id])])
+    if recorded and broken:
+        ev = decide(fix, tree, evidence, True)
+        why = (f"not re-checked: it shares a file with tampered fix {unchecked[fix.id]}" if fix.id in unchecked
+               else "its hunks reverse cleanly; another fix is tampered")
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse, [f"recorded as applied ({why})"])
+    ev = decide(fix, tree, evidence, False)
+    if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse,
+                          ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
+                           "post-images, sha256 as in the lock); recorded again"])
+    if recorded:
+        if ev.state in (State.ABSENT, State.DRIFTED):
+            return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
+        return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
+                          ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
+    return ev
+
+
+def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:
+    """Each touched file hashes to a post-image the lock records for it along the chain: our bytes,
+    not upstream's (a release that took the change upstream would not match byte for byte)."""
+    posts: dict[str, set[str | None]] = {}
+    for entry in lock.fixes:
+        for f in entry.files:
+            if f.pre != f.post:  # an upstreamed fix's entry records the release's own bytes
+                posts.setdefault(f.path, set()).add(f.post)
+    now = file_hashes(tree, fix.touched_paths())
+    return bool(now) and all(p in posts and h in posts[p] for p, h in now.items())
+
+
+def tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:
+    """The files the manifest records whose sha256 on ``tree`` is no longer the one it records."""
+    recorded = dict(manifest.files) if manifest else {}
+    now = file_hashes(tree, list(recorded))
+    return {p for p, h in recorded.items() if now[p] != h}
