@@ -60,7 +60,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
-    from .lock_hints import relock_command
+    from .lock_scope import relock, scoped
 
     progress = CliProgress()
     with outcome(as_json, "lock", profile):
@@ -79,8 +79,9 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             reworded: list[str] = []
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
-                reworded = lockfile.check_fresh(prof, lock, lambda: relock_command(prof, tuple(only_targets),
-                                                                                   parse_roots(roots), copies_root))
+                only = tuple(only_targets)  # --target: the named targets' entries alone are compared
+                reworded = lockfile.check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
+                                                scope=lambda have: scoped(prof, only, have))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
                 lockfile.refuse_unbumped(prof, lock)  # a fix's patch changed under its version
                 lockfile.write(prof, lock)
@@ -96,7 +97,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         if reworded:  # fresh (the same changes), but the bytes shortcut misses: say what lock would renew
             click.echo(f"  reworded since the lock (same change, other patch bytes): {', '.join(reworded)}; apply "
                        f"parses {'these patches' if len(reworded) > 1 else 'this patch'} until "
-                       f"`{relock_command(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
+                       f"`{relock(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
                        f"renews the lock's byte fingerprints")
 
 

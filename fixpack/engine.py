@@ -419,9 +419,11 @@ def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------
 
-def fingerprint_chain(req: Request) -> tuple[Lock, Profile]:
+def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
     """Fingerprints of the whole chain (defaults and every opt-in, in series order) on clean release
-    copies. Raises ConflictError/MismatchError when a fix does not apply exactly to the release copy."""
+    copies. Raises ConflictError/MismatchError when a fix does not apply exactly to the release copy. With
+    ``--target`` (and ``keep``), the other targets' entries are kept from the lock on disk
+    (:func:`fixpack.lock_scope.keep_others`: exit 2 when they cannot be)."""
     ctx = prepare(replace(req, all_opt_in=True), "lock", need_lock=False)
     chain = ctx.pack.ordered(ctx.selected)
     with_fixes = {f.target for f in chain}
@@ -429,7 +431,13 @@ def fingerprint_chain(req: Request) -> tuple[Lock, Profile]:
         # a target with no fix in the profile has nothing to fingerprint; it may be absent here
         if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH) and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
-    return lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed), ctx.profile
+    lock = lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed)
+    if keep and req.only_targets:
+        from . import lock_scope  # only for a lock of some of the targets
+
+        redo = partial(relock_command, ctx.profile, req.only_targets, req.roots, req.env_root, ctx.pack)
+        lock = lock_scope.keep_others(ctx.pack, ctx.profile, lock, req.only_targets, redo)
+    return lock, ctx.profile
 
 
 def write_lock(req: Request) -> Path:
@@ -441,9 +449,11 @@ def write_lock(req: Request) -> Path:
 def check_lock_fresh(req: Request) -> list[str]:
     """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
     patch was only reworded since (lockfile.check_fresh)."""
+    from . import lock_scope
+
     lock, profile = fingerprint_to_check(req)
-    return lockfile.check_fresh(profile, lock, lambda: relock_command(profile, req.only_targets, req.roots,
-                                                                      req.env_root))
+    redo = partial(lock_scope.relock, profile, req.only_targets, req.roots, req.env_root)
+    return lockfile.check_fresh(profile, lock, redo, partial(lock_scope.scoped, profile, req.only_targets))
 
 
 def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:
@@ -452,19 +462,21 @@ def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> 
     (exit 2), as ``check``, ``apply`` and ``status`` say it, with the conflict a new lock would meet there and
     the command that regenerates it (with the ``--root`` copies ``shown``, else the request's; a missing or
     damaged lock: exit 2 too, as they say)."""
+    from . import lock_scope
     from .errors import ConflictError
     from .loader import load_pack, load_profile
 
     try:
-        return fingerprint_chain(req)
+        return fingerprint_chain(req, keep=False)
     except ConflictError as exc:
         pack = load_pack(req.pack_root, profile=req.profile)
         profile = load_profile(pack, req.profile, check_paths=False)
         pack = pack.for_profile(profile.name)
         roots = req.roots if shown is None else shown
-        redo = partial(relock_command, profile, req.only_targets, roots, req.env_root, pack)
-        lock = lockfile.read_lock(profile, redo)
-        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc))
+        redo = partial(lock_scope.relock, profile, req.only_targets, roots, req.env_root, pack)
+        lock = lockfile.read_lock(profile, redo)  # (--target: the named targets' entries alone)
+        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc),
+                                    keep=lock_scope.named(pack, profile, lock, req.only_targets))
         raise
 
 

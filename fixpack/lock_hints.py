@@ -19,17 +19,19 @@ from .model import Pack, Profile
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
-                   copies: Path | None = None, pack: Pack | None = None) -> str:
+                   copies: Path | None = None, pack: Pack | None = None, expand: bool = True) -> str:
     """The ``fixpack lock`` command that regenerates ``profile``'s lock, runnable as written (the program as
     :func:`fixpack.progname.program` names it): the pack is the
     one that holds the profile (``--pack``, whatever the default would be where it is run), with the run's
     ``--target`` names and, for ``lock --check``, the clean copies it was given (``--root``, ``--copies``). A
     profile of more than one target names, instead of the run's, every target the lock covers
     (:func:`lock_targets`; ``pack`` is the profile's, loaded here when not given): a lock made for fewer lacks
-    the others' fixes and components, and stays stale."""
+    the others' fixes and components, and stays stale. ``expand`` False: the run's ``--target`` names as given
+    (a lock of those keeps the other targets' entries of the lock on disk, :mod:`fixpack.lock_scope`, when they
+    match the pack: its caller has seen that they do)."""
     from .progname import command, run_words  # only when there is a lock to regenerate
 
-    if len(profile.targets) > 1:
+    if expand and len(profile.targets) > 1:
         targets = lock_targets(profile, pack)
     return command("lock", "--profile", profile.name, "--pack", str(profile.path.parent.parent),
                    *run_words(targets, roots, copies))

@@ -52,11 +52,13 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
-                       blocked: str = "") -> None:
+                       blocked: str = "", keep: Callable[[tuple[str, str]], bool] | None = None) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`). ``blocked``: why a lock made now on the copies at hand would stop
-    (``lock --check`` met a conflict there), said before the command that regenerates it."""
-    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)]
+    (``lock --check`` met a conflict there), said before the command that regenerates it. ``keep``: which
+    stale entries count (``lock --check --target``: the named targets', :func:`fixpack.lock_scope.named`)."""
+    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)
+             if keep is None or keep(key)]
     if stale:
         first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
                  f"first, then ") if blocked else ""
@@ -478,12 +480,15 @@ def write(profile: Profile, lock: Lock) -> Path:
     return profile.lock_path
 
 
-def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None) -> list[str]:
-    """Raise StaleLockError when the committed lock differs from ``fresh`` (one generated now; ``redo``: as
-    for :func:`read_lock`). Return the ids of the fixes whose patch was reworded since (a mail header or
+def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
+                scope: Callable[[Lock], Lock] | None = None) -> list[str]:
+    """Raise StaleLockError when the committed lock (its entries ``scope`` keeps: ``lock --check --target``
+    compares the named targets') differs from ``fresh`` (one generated now; ``redo``: as for :func:`read_lock`).
+    Return the ids of the fixes whose patch was reworded since (a mail header or
     message: the same change, so the lock is fresh, but its ``patch_bytes_sha256`` shortcut no longer names
     these bytes, and apply parses those patches until ``lock`` is run again)."""
     have = read_lock(profile, redo)
+    have = scope(have) if scope is not None else have
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
     diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
