@@ -398,10 +398,15 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
     """A fix the manifest on ``ft`` records as applied with another patch than the pack has (``entry``): what it
     is, and the ways out, each a command (the one that applied it may be gone): revert with the pack that applied
     it, or put every file the manifest lists back to the clean release (:func:`to_release`), which makes the
-    manifest stale (apply replaces it, revert removes it). At the same version the pack's patch changed without
-    a version bump, which ``lock`` refuses now, and is said so."""
-    same = (" (the same version: its patch was changed without a version bump, which `lock` now refuses)"
-            if entry.version == fix.version else "")
+    manifest stale (apply replaces it, revert removes it). At the same version it says where to bump it (true
+    whichever way the two patches came to share it: a patch changed without a bump, a lock removed to get past
+    ``lock``'s refusal of that, another pack)."""
+    same = ""
+    if entry.version == fix.version:
+        from .lockfile import version_at  # only for this message
+
+        same = (f" (the same version: its patch differs from the one applied under that version; bump the version "
+                f"in {version_at(fix, ctx.profile)})")
     how, then = _every_file_back(ctx, ft, manifest)
     return (f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {fix.id} v{entry.version} on target "
             f"{ft.spec.name}, applied with another patch than this pack's v{fix.version}{same}, so this pack cannot "

@@ -60,6 +60,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
+    from .lock_bump import refuse_unbumped
     from .lock_scope import relock, scoped
 
     progress = CliProgress()
@@ -83,7 +84,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 reworded = lockfile.check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
                                                 scope=lambda have: scoped(prof, only, have))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
-                lockfile.refuse_unbumped(prof, lock)  # a fix's patch changed under its version
+                refuse_unbumped(prof, lock)  # a fix's patch changed under its version
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:

@@ -90,6 +90,19 @@ def _resolve_ref(gitdir: Path, ref: str) -> str | None:
     return None
 
 
+def head_file(path: Path, limit: int) -> str | None:
+    """The text of ``path`` as committed in HEAD of the git checkout that holds it (``git cat-file``: no index
+    refresh, nothing written), or None: not in a git checkout, not committed there, larger than ``limit``
+    bytes, or no git (or GitPython) at hand."""
+    spec = f"HEAD:./{path.name}"  # (./: relative to the folder git runs in)
+    try:
+        if int(run(path.parent, "cat-file", "-s", spec).strip()) > limit:
+            return None
+        return run(path.parent, "cat-file", "blob", spec)
+    except (GitError, ImportError, OSError, ValueError):
+        return None
+
+
 def clone_at(url: str, dest: Path, commit: str, ref: str = "") -> str:
     """Clone ``url`` into ``dest`` and check out ``commit`` (detached). Returns the full commit id."""
     import git

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import TooLargeError, read_capped
+from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
@@ -49,6 +49,26 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
     return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+
+
+def previous_lock(profile: Profile) -> tuple[Lock, str] | None:
+    """The lock a new one is compared with, and where it is said to be: the one on disk, else (none there, or
+    none readable) the one committed in git HEAD of the pack's checkout (read with ``git cat-file``), so that
+    removing the lock file gets past no refusal; None when there is neither."""
+    try:
+        return read_lock(profile), str(profile.lock_path)
+    except FixpackError:
+        pass
+    from .gitutil import head_file  # only when there is no lock on disk to compare with
+
+    text = head_file(profile.lock_path, MAX_PACK_TEXT_BYTES)
+    if text is None:
+        return None
+    try:
+        return Lock.from_json(text.encode("utf-8"), profile.lock_path, profile.name), \
+            f"{profile.lock_path} as committed in git HEAD"
+    except FixpackError:
+        return None
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
@@ -341,55 +361,18 @@ def _differ(locked: tuple[tuple[str, str], ...], files: dict[str, str]) -> str:
 def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
     """The components of ``lock`` (one being written) whose version the lock on disk records with other
     files: a source changed without a new version (an image that has that version would keep the old
-    files and call them applied). Nothing when there is no readable lock yet."""
-    try:
-        have = read_lock(profile)
-    except FixpackError:
+    files and call them applied). Nothing when there is no previous lock (:func:`previous_lock`)."""
+    previous = previous_lock(profile)
+    if previous is None:
         return []
+    have, where = previous
     out = []
     for comp in lock.components:
         old = have.component(comp.id)
         if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
-            out.append(f"component {comp.id} {comp.version} installs other files than {profile.lock_path} records "
+            out.append(f"component {comp.id} {comp.version} installs other files than {where} records "
                        f"for that version ({_differ(old.files, dict(comp.files))})")
     return out
-
-
-def refuse_unbumped(profile: Profile, lock: Lock) -> None:
-    """Raise BadInputError (exit 2, nothing written) when ``lock`` (one ``lock`` is about to write) records a fix
-    at the version the lock on disk records for it with another change: its patch changed without a version
-    bump. A manifest records a fix by version and change, so an image that holds the old patch at that version
-    would be told it holds "another patch than this pack's" of the same version, with no way to tell which. As a
-    component's source changed under its version is refused (:func:`write`). A change that is the old one as an
-    older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Nothing when there is no
-    readable lock yet."""
-    try:
-        have = read_lock(profile)
-    except FixpackError:
-        return
-    suspects = [(old, new) for new in lock.fixes for old in [have.fix(new.id)]
-                if old is not None and old.version == new.version and old.patch_sha256 != new.patch_sha256]
-    if not suspects:
-        return
-    import json
-
-    from .loader import load_pack  # only when a fix's change differs under its version
-
-    fixes = load_pack(profile.path.parent.parent).for_profile(profile.name).fixes
-    said = []
-    for old, new in suspects:
-        fix = fixes.get(new.id)
-        if fix is None or fix.recorded_as(old.patch_sha256):
-            continue
-        at = version_at(fix, profile)
-        locked = _at(profile.lock_path, lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(new.id)}'))
-        said.append(f"fix {new.id}: its patch changed since the lock was made ({locked} records version "
-                    f"{old.version} with change {old.patch_sha256[:12]}, the pack's patch is change "
-                    f"{new.patch_sha256[:12]}) but its version did not (version {old.version} in the lock, "
-                    f"{new.version} in {at}); bump it there (version = {new.version + 1})")
-    if said:
-        raise BadInputError(f"{'; '.join(said)}, then lock again: an image that holds the old patch under the same "
-                            f"version could not be told from one with the new; nothing was written")
 
 
 def version_at(fix: Fix, profile: Profile) -> str:

@@ -215,12 +215,14 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
     _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
     b.lock(release)  # as lock did before it refused this (refresh and rebase write locks this way too)
     applied = snapshot(image)
+    toml = b.pack / "fixes/one/fix.toml"
     way = ""
     for command in ("status", "apply", "revert"):
         r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
         assert r.returncode == 2, r.stderr
         assert "records one v1 on target demo, applied with another patch than this pack's v1 (the same version: " \
-               "its patch was changed without a version bump" in r.stderr, r.stderr
+               f"its patch differs from the one applied under that version; bump the version in {toml}:2)" in r.stderr, \
+            r.stderr
         assert "Revert with the pack that applied it, then apply with this one; or, without that pack, put every " \
                "file the manifest lists back to the clean release: " in r.stderr, r.stderr
         assert f"; then run {command} again (the manifest is then stale" in r.stderr, r.stderr
