@@ -337,3 +337,58 @@ def test_the_relock_command_apply_and_status_print_for_a_stale_lock_runs_as_prin
     assert done.returncode == 0 and "wrote" in done.stdout, (redo, done.stderr)
     r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+DEEP = "demo_pkg/new pkg/sub dir/extra 2.py"  # in folders the fix creates, spaces in every name
+
+
+def folders(root: Path) -> set[str]:
+    """Every folder under ``root`` (``.git`` and fixpack's ``.fixpack`` left out)."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir() and not p.is_symlink()
+            and not {".git", ".fixpack"} & set(p.relative_to(root).parts)}
+
+
+@pytest.mark.parametrize("image_kind", ["copy", "git"])
+@pytest.mark.parametrize("lock", ["relocked", "stale", "missing"])
+def test_the_way_out_removes_the_folders_the_old_patch_created_with_a_file(builder, lock, image_kind):
+    """The way out (above) for a fix that created a file inside folders it also created: the command removed the
+    file but left ``new pkg/sub dir/`` and ``new pkg/``, empty, where a revert removes them. It removes each
+    such folder the release copy lacks, once empty (never the target's root, nor above it): run as printed, the
+    image is the clean release, byte for byte and folder for folder, whether the lock knows the file
+    (relocked: it is removed by name) or not (stale, missing: removed as the release copy lacks it), on a plain
+    copy and on a git checkout, under a root whose name has a space too. The bytecode of the removed module goes
+    first, as a revert removes it."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20), DEEP: None},
+              {MOD: numbered(20).replace("line 3\n", "three\n"), DEEP: "created = 2\n"})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    if image_kind == "git":
+        image = b.base / "my image"
+        subprocess.run(["git", "clone", "-q", str(release), str(image)], check=True)
+    else:
+        image = b.tree("my image", {MOD: numbered(20)})
+    original, dirs = snapshot(image), folders(image)
+    assert engine.apply(b.request(image)).ok and (image / DEEP).is_file()
+    assert {"demo_pkg/new pkg", "demo_pkg/new pkg/sub dir"} <= folders(image)
+    cache = image / "demo_pkg/new pkg/sub dir/__pycache__"  # the new module imported since: its bytecode goes too
+    cache.mkdir()
+    (cache / "extra 2.cpython-312.pyc").write_bytes(b"\0")
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    if lock == "relocked":
+        b.lock(release)  # as lock did before it refused a patch changed under its version: it knows DEEP
+    elif lock == "missing":
+        (b.pack / "profiles/p1.lock").unlink()
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2 and "applied with another patch than this pack's v1" in r.stderr, r.stderr
+    way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run revert again", 1)[0]
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (way, done.stderr)
+    files = {k: v for k, v in snapshot(image).items() if not k.startswith(".fixpack/")}  # relocked: a stale manifest
+    assert files == original and folders(image) == dirs, way
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+    assert folders(image) == dirs and not (image / ".fixpack").exists()
