@@ -1,7 +1,7 @@
 """Edges of the lock and of names: a patch changed without a version bump (refused by `lock`; an image that
 holds the old patch gets a way out), `lock --check` on a pack changed since its lock (stale, exit 2, as
 `check` and `apply` say), `check`'s relock command on a profile of two targets (it runs as printed), and an
-unknown fix with no close match (the profile's fixes listed)."""
+unknown fix with no close match (the profile's fixes and components listed)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,39 @@ def test_an_unknown_fix_without_a_close_match_lists_the_profiles_fixes(builder):
     assert r.returncode == 2 and "fix-g (opt-in), fix-h (opt-in), fix-a" in r.stderr and "and 2 more" in r.stderr
     r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "fix-q")
     assert r.returncode == 2 and "(close matches: fix-" in r.stderr and "(opt-in)" not in r.stderr, r.stderr
+
+
+def test_an_unknown_fix_without_a_close_match_lists_the_profiles_components_too(builder):
+    """A component is named on the command line as an opt-in fix is (an opt-in one is installed only when named),
+    but the list said only the profile's fixes and "name one of its opt-in fixes, or none". Its components are
+    listed too, marked, opt-in ones after the opt-in fixes, and the advice says both can be named; a name close
+    to a component's is answered with it."""
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.profile_components import split_names
+
+    b = builder
+    base = numbered(20)
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    b.add_fix("two", {MOD: base}, {MOD: base.replace("line 9\n", "nine\n")}, opt_in=True)
+    profile = b.profile(["one"], ["two"])
+    for name in ("plug-a", "plug-b"):
+        (b.pack / name).mkdir()
+        (b.pack / name / "pyproject.toml").write_text(PLUGIN_TOML)
+    profile.write_text(profile.read_text()
+                       + '\n[components.plug-a]\npath = "plug-a"\nversion = "0.3.0"\ntarget = "demo"\nopt_in = true\n'
+                       + '\n[components.plug-b]\npath = "plug-b"\nversion = "0.3.0"\ntarget = "demo"\n')
+    image = b.tree("image", {MOD: base})
+    with pytest.raises(UnknownNameError) as exc:
+        engine.status(b.request(image, opt_ins=("zzzqqq",)))
+    said = str(exc.value)
+    assert said.startswith("unknown fix 'zzzqqq' (no close match; the fixes and components of profile p1 ("), said
+    assert "): two (opt-in), plug-a (opt-in component), one, plug-b (component): name any of its opt-in fixes and " \
+           "components, or none)" in said, said
+    loaded = load_profile(load_pack(b.pack), "p1")
+    assert split_names(loaded, ("two", "plug-a")) == (("two",), ("plug-a",))  # both can be named, as listed
+    r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "plug-q")
+    assert r.returncode == 2 and "unknown fix 'plug-q' (close matches: plug-" in r.stderr, r.stderr
+    assert "plug-a" in r.stderr and "plug-b" in r.stderr and "(component)" not in r.stderr, r.stderr
 
 
 # --- 3. check's relock command runs as printed on a profile of two targets ------------------------------
