@@ -56,7 +56,7 @@ def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
 
 
 def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str] | None = None,
-                settle: list[str] | None = None) -> str:
+                settle: list[str] | None = None, removed: list[str] | None = None) -> str:
     """How ``paths`` (relative to the target's root) go back to the clean release, as a command to run: git
     for a checkout, else a copy of just those files from the clean release copy that ``fixpack fetch`` prints.
     ``maybe``: files nothing here can say the release has (a damaged journal names them, the lock does not
@@ -64,7 +64,10 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
     named on stderr for the user to check; never removed (it may be a file of the image the release copy
     lacks, a build's ``.so``). ``settle``: files a fix recorded that the lock does not know and no patch of
     the pack says the release has: each is put back when the release has it, decided as the step runs, else
-    removed (a fix created it: the release copy, from which a lock is made, lacks it).
+    removed (a fix created it: the release copy, from which a lock is made, lacks it). ``removed``: the files
+    removed before this step, and ``settle``'s: once done, the bytecode of each module of them that is gone, and
+    each folder above them (below the root) that this leaves empty and the release lacks, as a revert leaves
+    none of the folders a fix created (:func:`_emptied`).
 
     Never a package reinstall for a site-packages install: an image's vLLM is often built for its device
     (Gaudi images build it from source), and a reinstall from an index would replace that build."""
@@ -81,6 +84,7 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
                   f'git checkout -- "$p"; {left})'] if maybe else []
         steps += [f'(cd {root} && for p in {either}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
                   f'git checkout -- "$p"; else rm -f -- "$p"; fi; done)'] if settle else []
+        steps += _emptied(ft, [*(removed or []), *(settle or [])], 'git cat-file -e HEAD:./"$d" 2>/dev/null')
         return " && ".join(steps)
     from .progname import command
 
@@ -90,7 +94,45 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
     steps += [f'for p in {check}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; {left}'] if maybe else []
     steps += [f'for p in {either}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; else rm -f -- {root}/"$p"; '
               f'fi; done'] if settle else []
+    steps += _emptied(ft, [*(removed or []), *(settle or [])], '[ -e "$d" ] || [ -L "$d" ]')
+    if not steps:
+        return ""
     return f'(src=$({fetch} | sed -n {pick}) && [ -n "$src" ] && cd "$src" && {" && ".join(steps)})'
+
+
+def _emptied(ft: FoundTarget, removed: list[str], release_has_it: str) -> list[str]:
+    """The steps, run last, that leave no trace of the files in ``removed`` (relative to ``ft``'s root) that are
+    gone then: the bytecode of each such module (``__pycache__/<module>.*.pyc``), then, deepest first, each
+    folder above them below the root (never the root itself or above it) that holds nothing else now, once it is
+    empty and if the release lacks it (``release_has_it``: a shell test of ``$d``, run where the release is), as
+    a revert removes the folders a fix created. A folder that is not empty then, or that the release has, stays;
+    one that holds anything else now is not named."""
+    import os
+    import shlex
+
+    files = [p for p in removed if p and not p.startswith("/") and ".." not in p.split("/")]
+    modules = [Path(p) for p in files if p.endswith(".py")]
+    cached = [m for m in modules if any((ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc"))]
+    steps = [f"{{ [ -e {shlex.quote(str(ft.root / m))} ] || rm -f -- "
+             f"{shlex.quote(str(ft.root / m.parent / '__pycache__' / m.stem))}.*.pyc; }}" for m in cached]
+    above = {Path(p).parents[i].as_posix() for p in files for i in range(len(Path(p).parts) - 1)}
+    above |= {(m.parent / "__pycache__").as_posix() for m in modules}
+    mine = set(files) | {(m.parent / "__pycache__" / n.name).as_posix() for m in cached
+                         for n in (ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc")}
+    folders = []
+    for d in sorted(above, key=lambda d: (-d.count("/"), d)):  # deepest first: a folder's own folders are known
+        try:
+            if not (ft.root / d).is_symlink() and all(f"{d}/{n}" in mine for n in os.listdir(ft.root / d)):
+                folders.append(d)
+                mine.add(d)
+        except OSError:  # gone, not a folder, unreadable: not named
+            continue
+    if not folders:
+        return steps
+    root = shlex.quote(str(ft.root))
+    return steps + [f'for d in {" ".join(shlex.quote(d) for d in folders)}; do if [ -d {root}/"$d" ] && '
+                    f'[ ! -L {root}/"$d" ] && ! {{ {release_has_it}; }}; then rmdir --ignore-fail-on-non-empty -- '
+                    f'{root}/"$d"; fi; done']
 
 
 @contextmanager
@@ -296,13 +338,14 @@ def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str
     command runs (:func:`recorded_has`)."""
     import shlex
 
-    gone = [shlex.quote(str(ft.root / p)) for p in paths if has.get(p) is False]
+    removed = [p for p in paths if has.get(p) is False]
+    gone = [shlex.quote(str(ft.root / p)) for p in removed]
     either = [p for p in paths if p not in has and p in settle]
     back = [p for p in paths if has.get(p, True) and p not in either]
     maybe = [p for p in paths if p in has and has[p] is None]
-    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back, maybe, either)]
-                                                                  if back or maybe or either else [])
-    return " && ".join(steps)
+    steps = ([f"rm -f -- {' '.join(gone)}"] if gone else []) + ([restore_how(ctx, ft, back, maybe, either, removed)]
+                                                                  if back or maybe or either or removed else [])
+    return " && ".join(s for s in steps if s)
 
 
 def recorded_has(ctx: Context, ft: FoundTarget, recorded: list[str]) -> tuple[dict[str, bool], frozenset[str]]:

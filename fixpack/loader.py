@@ -275,14 +275,21 @@ SHOWN_NAMES = 6  # the names an unknown-name message lists before "and N more"
 
 
 def _profile_fixes(profile: Profile) -> str:
-    """What a fix named on the command line may be: the profile's fixes, opt-in first (those are named; a
-    default fix is applied whether named or not), a handful of them, then how many more."""
-    names = [f"{f} (opt-in)" for f in profile.opt_in] + [f for f in profile.default if f not in profile.opt_in]
+    """What a name on the command line may be: the profile's fixes, opt-in first (those are named; a default fix
+    is applied whether named or not), then its components (named the same way: an opt-in one is installed only
+    when named), a handful of them, then how many more."""
+    comps = profile.components
+    names = [f"{f} (opt-in)" for f in profile.opt_in]
+    names += [f"{c.id} (opt-in component)" for c in comps if c.opt_in]
+    names += [f for f in profile.default if f not in profile.opt_in]
+    names += [f"{c.id} (component)" for c in comps if not c.opt_in]
     if not names:
         return f"; profile {profile.name} ({profile.path}) lists no fix"
     more = f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else ""
-    return (f"; the fixes of profile {profile.name} ({profile.path}): {', '.join(names[:SHOWN_NAMES])}{more}: "
-            f"name one of its opt-in fixes, or none")
+    what, which = ("fixes and components", "any of its opt-in fixes and components") if comps else \
+        ("fixes", "one of its opt-in fixes")
+    return (f"; the {what} of profile {profile.name} ({profile.path}): {', '.join(names[:SHOWN_NAMES])}{more}: "
+            f"name {which}, or none")
 
 
 def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
@@ -462,7 +469,7 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     chosen = list(profile.default) + (list(profile.opt_in) if all_opt_in else [])
     for name in opt_ins:
         if name not in pack.fixes:
-            close = _close(name, pack.series)
+            close = _close(name, [*pack.series, *(c.id for c in profile.components)])
             listed = _profile_fixes(profile) if close == NO_CLOSE else ""
             raise UnknownNameError(f"unknown fix {name!r} ({close}{listed})")
         if name not in profile.default and name not in profile.opt_in:

@@ -94,11 +94,18 @@ def _direct_url(path: Path) -> dict[str, Any]:
         data = loads_json(read_capped(path).decode("utf-8"))
     except TooLargeError as exc:
         raise MismatchError(f"{path}: {exc.said('a direct_url.json')} (pip writes a few hundred bytes): not the "
-                            f"record of an install; reinstall {path.parent.name.rpartition('-')[0] or 'it'} "
-                            f"or remove that file") from exc
+                            f"record of an install; reinstall {_dist_named(path.parent.name)} or remove that "
+                            f"file") from exc
     except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: nothing said (as before)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _dist_named(folder: str) -> str:
+    """The distribution and version a ``NAME-VERSION.dist-info`` folder is of, in words ("vllm 0.30.0"): the name
+    ends at the first dash (a wheel's name and version have theirs escaped as ``_``), the version at the suffix."""
+    name, _, version = folder.removesuffix(".dist-info").partition("-")
+    return f"{name} {version}".strip() or "it"
 
 
 def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]:

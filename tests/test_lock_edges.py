@@ -1,7 +1,7 @@
 """Edges of the lock and of names: a patch changed without a version bump (refused by `lock`; an image that
 holds the old patch gets a way out), `lock --check` on a pack changed since its lock (stale, exit 2, as
 `check` and `apply` say), `check`'s relock command on a profile of two targets (it runs as printed), and an
-unknown fix with no close match (the profile's fixes listed)."""
+unknown fix with no close match (the profile's fixes and components listed)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,39 @@ def test_an_unknown_fix_without_a_close_match_lists_the_profiles_fixes(builder):
     assert r.returncode == 2 and "fix-g (opt-in), fix-h (opt-in), fix-a" in r.stderr and "and 2 more" in r.stderr
     r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "fix-q")
     assert r.returncode == 2 and "(close matches: fix-" in r.stderr and "(opt-in)" not in r.stderr, r.stderr
+
+
+def test_an_unknown_fix_without_a_close_match_lists_the_profiles_components_too(builder):
+    """A component is named on the command line as an opt-in fix is (an opt-in one is installed only when named),
+    but the list said only the profile's fixes and "name one of its opt-in fixes, or none". Its components are
+    listed too, marked, opt-in ones after the opt-in fixes, and the advice says both can be named; a name close
+    to a component's is answered with it."""
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.profile_components import split_names
+
+    b = builder
+    base = numbered(20)
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    b.add_fix("two", {MOD: base}, {MOD: base.replace("line 9\n", "nine\n")}, opt_in=True)
+    profile = b.profile(["one"], ["two"])
+    for name in ("plug-a", "plug-b"):
+        (b.pack / name).mkdir()
+        (b.pack / name / "pyproject.toml").write_text(PLUGIN_TOML)
+    profile.write_text(profile.read_text()
+                       + '\n[components.plug-a]\npath = "plug-a"\nversion = "0.3.0"\ntarget = "demo"\nopt_in = true\n'
+                       + '\n[components.plug-b]\npath = "plug-b"\nversion = "0.3.0"\ntarget = "demo"\n')
+    image = b.tree("image", {MOD: base})
+    with pytest.raises(UnknownNameError) as exc:
+        engine.status(b.request(image, opt_ins=("zzzqqq",)))
+    said = str(exc.value)
+    assert said.startswith("unknown fix 'zzzqqq' (no close match; the fixes and components of profile p1 ("), said
+    assert "): two (opt-in), plug-a (opt-in component), one, plug-b (component): name any of its opt-in fixes and " \
+           "components, or none)" in said, said
+    loaded = load_profile(load_pack(b.pack), "p1")
+    assert split_names(loaded, ("two", "plug-a")) == (("two",), ("plug-a",))  # both can be named, as listed
+    r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "plug-q")
+    assert r.returncode == 2 and "unknown fix 'plug-q' (close matches: plug-" in r.stderr, r.stderr
+    assert "plug-a" in r.stderr and "plug-b" in r.stderr and "(component)" not in r.stderr, r.stderr
 
 
 # --- 3. check's relock command runs as printed on a profile of two targets ------------------------------
@@ -339,3 +372,58 @@ def test_the_relock_command_apply_and_status_print_for_a_stale_lock_runs_as_prin
     assert done.returncode == 0 and "wrote" in done.stdout, (redo, done.stderr)
     r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+DEEP = "demo_pkg/new pkg/sub dir/extra 2.py"  # in folders the fix creates, spaces in every name
+
+
+def folders(root: Path) -> set[str]:
+    """Every folder under ``root`` (``.git`` and fixpack's ``.fixpack`` left out)."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir() and not p.is_symlink()
+            and not {".git", ".fixpack"} & set(p.relative_to(root).parts)}
+
+
+@pytest.mark.parametrize("image_kind", ["copy", "git"])
+@pytest.mark.parametrize("lock", ["relocked", "stale", "missing"])
+def test_the_way_out_removes_the_folders_the_old_patch_created_with_a_file(builder, lock, image_kind):
+    """The way out (above) for a fix that created a file inside folders it also created: the command removed the
+    file but left ``new pkg/sub dir/`` and ``new pkg/``, empty, where a revert removes them. It removes each
+    such folder the release copy lacks, once empty (never the target's root, nor above it): run as printed, the
+    image is the clean release, byte for byte and folder for folder, whether the lock knows the file
+    (relocked: it is removed by name) or not (stale, missing: removed as the release copy lacks it), on a plain
+    copy and on a git checkout, under a root whose name has a space too. The bytecode of the removed module goes
+    first, as a revert removes it."""
+    b = builder
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20), DEEP: None},
+              {MOD: numbered(20).replace("line 3\n", "three\n"), DEEP: "created = 2\n"})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    if image_kind == "git":
+        image = b.base / "my image"
+        subprocess.run(["git", "clone", "-q", str(release), str(image)], check=True)
+    else:
+        image = b.tree("my image", {MOD: numbered(20)})
+    original, dirs = snapshot(image), folders(image)
+    assert engine.apply(b.request(image)).ok and (image / DEEP).is_file()
+    assert {"demo_pkg/new pkg", "demo_pkg/new pkg/sub dir"} <= folders(image)
+    cache = image / "demo_pkg/new pkg/sub dir/__pycache__"  # the new module imported since: its bytecode goes too
+    cache.mkdir()
+    (cache / "extra 2.cpython-312.pyc").write_bytes(b"\0")
+    _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
+    if lock == "relocked":
+        b.lock(release)  # as lock did before it refused a patch changed under its version: it knows DEEP
+    elif lock == "missing":
+        (b.pack / "profiles/p1.lock").unlink()
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2 and "applied with another patch than this pack's v1" in r.stderr, r.stderr
+    way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run revert again", 1)[0]
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (way, done.stderr)
+    files = {k: v for k, v in snapshot(image).items() if not k.startswith(".fixpack/")}  # relocked: a stale manifest
+    assert files == original and folders(image) == dirs, way
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
+    assert folders(image) == dirs and not (image / ".fixpack").exists()

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, one_fix_pack, snapshot
+from conftest import REPO, PackBuilder, one_fix_pack, snapshot
 from test_rebase import BASE, MOD, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (fixtures)
 from test_rebase_trust import world
 
@@ -177,6 +177,27 @@ def test_an_installed_target_s_direct_url_too_large_is_refused_unread(builder, t
         targets.installed_root(spec)
     assert exc.value.exit_code == 3 and f"{url}: {5 << 20} bytes, more than the 4 MiB" in str(exc.value)
     assert asked == []
+
+
+def test_an_oversized_direct_url_names_the_distribution_and_version_to_reinstall(tmp_path):
+    """The exit-3 message of an oversized direct_url.json named what to reinstall from its dist-info folder's name
+    cut at its last dash, the one in "dist-info": "reinstall vllm-0.30.0.dist". It names the distribution and its
+    version: "reinstall vllm 0.30.0" (a site-packages folder, as an image has it; the file sparse)."""
+    b = PackBuilder(tmp_path, target="vllm", package="vllm", version="0.30.0")
+    one_fix_pack(b, "vllm/mod.py")
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm/__init__.py").write_text("")
+    info = site / "vllm-0.30.0.dist-info"
+    url = big(info / "direct_url.json", 80 << 20)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.30.0\n")
+    (info / "RECORD").write_text("vllm/__init__.py,,\n")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"vllm={site}"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"{url}: {80 << 20} bytes, more than the 4 MiB a direct_url.json may have" in r.stderr, r.stderr
+    assert "; reinstall vllm 0.30.0 or remove that file" in r.stderr and ".dist " not in r.stderr, r.stderr
 
 
 # --- the manifest, read again for a line ----------------------------------------------------------------
