@@ -47,6 +47,7 @@ from .rebase_chain import Chain
 from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
+from .rebase_registry import entry_path, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
     STATE_SCHEMA,
@@ -100,11 +101,17 @@ def start(req: RebaseRequest) -> RebaseResult:
     check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
                       given=req.work is not None)
+    try:  # first: a second start to this name, anywhere, is refused from now on (rebase_registry)
+        made_root = register(pack.root, new_name, work, session.given)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write {entry_path(pack.root, new_name)}, the pack's record of the rebase "
+                                 f"in progress: {exc.strerror}; nothing was written") from exc
     try:
         made = not work.is_dir()
         work.mkdir(parents=not session.given, exist_ok=True)  # a --work's parent exists (check_new_work)
         mark_work(work, session.given, made)
     except OSError as exc:
+        unregister(pack.root, new_name, work, tidy=made_root)
         raise EnvironmentProblem(f"cannot make the rebase's work folder {work}: {exc.strerror}; give another "
                                  f"with --work DIR") from exc
     session.save()
@@ -113,6 +120,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     except FixpackError:
         if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace (the
             drop_work(work, session.given, pack.series)  # folder was new or empty: what is named so, this run made)
+            unregister(pack.root, new_name, work, tidy=made_root or not session.given)
         raise
 
 
@@ -151,6 +159,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     check_created(session.state_path, session.state["backups"], session.pack_root)
     restored = restore(session)
     drop_work(session.work, session.given, made_repos(session.state))
+    unregister(session.pack_root, session.new_name, session.work)
     return restored, [p for p in report_paths(session) if p.is_file()]
 
 
@@ -186,6 +195,7 @@ def _run(session: Session) -> RebaseResult:
     if result.status == "done":
         keep_undo(session, result.written)
         drop_work(session.work, session.given, made_repos(session.state))
+        unregister(session.pack_root, session.new_name, session.work)
     return result
 
 
