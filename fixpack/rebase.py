@@ -68,7 +68,7 @@ from .rebase_session import (
     write_pack,
     write_report,
 )
-from .rebase_start import checked_new_profile, refuse_early
+from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
 from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
@@ -95,7 +95,7 @@ def start(req: RebaseRequest) -> RebaseResult:
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
-             "conflicts": {}, "backups": {},
+             "conflicts": {}, "backups": {}, "replace": req.replace,
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
                        "allow_unproven": req.allow_unproven}}
     check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
@@ -131,6 +131,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
     start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
     """
     session = load_session(req)
+    refuse_appeared(session, req.replace, req.work)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
         if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "

@@ -9,11 +9,13 @@ a work folder that is not a new one (:func:`fixpack.rebase_state.check_new_work`
 exists (unless ``--replace``), and a pack whose ``fixes/`` or ``profiles/`` differ from git HEAD (unless
 ``--allow-dirty``; when a rebase that stopped half way left them so, that rebase is named
 first). Once the release copies are found (:func:`checked_new_profile`), the same with the versions read from
-them. Versions compare as PEP 440 (``packaging``).
+them. Versions compare as PEP 440 (``packaging``). ``--continue`` makes the check of an existing profile again
+(:func:`refuse_appeared`): one may have appeared since the start.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -22,7 +24,7 @@ from .errors import BadInputError
 from .model import Pack, Profile
 from .rebase_registry import live_entries, refuse_in_progress, refuse_started
 from .rebase_result import TargetPair
-from .rebase_session import RebaseRequest, check_clean, primary_version
+from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, primary_version, resume_command
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
 from .safepath import name_problem
 
@@ -101,3 +103,23 @@ def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
                             f"fixes/<id>/{name}/ variant, hand-made changes too. Pass --replace to do that "
                             f"(fixpack rebase --undo puts them back), or --name NAME for a new profile")
 
+
+def refuse_appeared(session: Session, replace: bool, work: Path | None) -> None:
+    """``--continue``: refuse (BadInputError, nothing written) to finish a rebase that started without
+    ``--replace`` (the state's ``replace``) onto ``profiles/<name>.toml`` when that file exists now and the rebase
+    did not write it (no backup of it in the state: its own write, stopped half way, is finished), so appeared
+    since the start: another rebase's, or one made by hand. ``replace``: ``--replace`` given now, the user's
+    choice, as at the start. ``work``: the ``--work`` given, for the printed commands."""
+    name, state = session.new_name, session.state
+    rel = f"profiles/{name}.toml"
+    path = session.pack_root / rel
+    if replace or state.get("replace") is True or rel in state["backups"] or not os.path.lexists(path):
+        return
+    flags = continue_flags(state)
+    raise BadInputError(f"profile {name} exists ({path}), but the rebase to {name} started without --replace: the "
+                        f"profile appeared since (another rebase's, or made by hand), and finishing would write over "
+                        f"it, its lock and every fixes/<id>/{name}/ variant. Keep it and drop this rebase with "
+                        f"`{resume_command('abort', session.pack_root, name, work)}`, or replace it (fixpack rebase "
+                        f"--undo puts it back) with "
+                        f"`{resume_command('continue', session.pack_root, name, work, *flags, '--replace')}`; "
+                        f"nothing was written")

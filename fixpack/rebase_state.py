@@ -300,6 +300,7 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
         if not _conflict_record(rec, work):
             raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work}, its inputs' "
                                           f"digest and its patches", advice)
+    _want(path, state, "replace", bool, advice, required=False)  # the start's --replace (none: not given)
     repos = _want(path, state, "repos", list, advice, required=False) or []
     if not all(isinstance(r, str) and ID_RE.match(r) for r in repos):
         raise DamagedStateError(path, "key 'repos' is not a list of fix ids (the work repositories it made)", advice)

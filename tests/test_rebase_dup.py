@@ -232,3 +232,52 @@ def test_an_entry_that_is_a_folder_is_refused_naming_it(conflicting):  # noqa: F
     code, out = run(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}")
     assert code == 3 and f"the state in {entry} is damaged: a folder" in out and "rm -r" in out, out
     assert world(b.base) == before
+
+
+# --- (b) --continue onto a profile that appeared since the start ------------------------------------------------
+
+@pytest.mark.parametrize("how", ["made by hand", "committed"])
+def test_continue_refuses_a_profile_that_appeared_after_a_start_without_replace(conflicting, how):  # noqa: F811
+    b, old, new = conflicting
+    assert rebase.start(req(b, old, new)).status == "conflicts"
+    resolve_first(b.pack / ".rebase/v2.0/first")
+    hand = (b.pack / "profiles/p1.toml").read_text() + "# the maintainer's v2.0\n"
+    (b.pack / "profiles/v2.0.toml").write_text(hand)
+    if how == "committed":
+        commit_pack(b)
+    before = world(b.base)
+    r = cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack))
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = " ".join(r.stderr.split())
+    assert f"profile v2.0 exists ({b.pack / 'profiles/v2.0.toml'}), but the rebase to v2.0 started without " \
+           f"--replace" in said and "nothing was written" in said, said
+    assert world(b.base) == before
+    cmds = printed(r.stderr)
+    assert cmds["continue"].endswith("--name v2.0 --allow-unproven --replace"), cmds
+    done = shell(cmds["continue"])  # the user's choice, as printed: replace it (--undo puts it back)
+    assert done.returncode == 0, (cmds["continue"], done.stdout, done.stderr)
+    assert (b.pack / "profiles/v2.0.toml").read_text() != hand
+    assert cli("rebase", "--undo", "--pack", str(b.pack)).returncode == 0
+    assert (b.pack / "profiles/v2.0.toml").read_text() == hand
+
+
+def test_continue_after_a_start_with_replace_writes_over_the_profile(conflicting):  # noqa: F811
+    b, old, new = conflicting
+    (b.pack / "profiles/v2.0.toml").write_text((b.pack / "profiles/p1.toml").read_text() + "# to replace\n")
+    commit_pack(b)
+    assert rebase.start(req(b, old, new, replace=True)).status == "conflicts"
+    resolve_first(b.pack / ".rebase/v2.0/first")
+    code, out = run(b, "--continue", "--allow-unproven")
+    assert code == 0 and "# to replace" not in (b.pack / "profiles/v2.0.toml").read_text(), out
+
+
+def test_the_printed_abort_keeps_the_profile_that_appeared(conflicting):  # noqa: F811
+    b, old, new = conflicting
+    rebase.start(req(b, old, new))
+    (b.pack / "profiles/v2.0.toml").write_text("# the maintainer's\n")
+    r = cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack))
+    assert r.returncode == 2, r.stderr
+    done = shell(printed(r.stderr)["abort"])
+    assert done.returncode == 0, done.stderr
+    assert (b.pack / "profiles/v2.0.toml").read_text() == "# the maintainer's\n"
+    assert not (b.pack / ".rebase").exists()
