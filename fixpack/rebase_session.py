@@ -29,6 +29,7 @@ from .rebase_state import (
     WORK_DIR,
     check_state,
     check_undo,
+    check_undo_takes_back,
     check_work_marker,
     checked_name,
     default_work,
@@ -368,6 +369,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
                             f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
                             f"fixes profiles && git clean -fd fixes profiles)")
+    check_undo_takes_back(found[0], data, pack_root)  # never 'undone' while leaving what the rebase wrote
     session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
                       data["backups"]})
     restored = restore(session)

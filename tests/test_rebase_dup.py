@@ -281,3 +281,57 @@ def test_the_printed_abort_keeps_the_profile_that_appeared(conflicting):  # noqa
     assert done.returncode == 0, done.stderr
     assert (b.pack / "profiles/v2.0.toml").read_text() == "# the maintainer's\n"
     assert not (b.pack / ".rebase").exists()
+
+
+# --- (c) --undo whose record does not match the pack --------------------------------------------------------------
+
+def test_undo_never_says_undone_while_leaving_the_files_a_rebase_wrote(pack):  # noqa: F811
+    """The user's end state, reached with flags that allow it: a finished rebase to v2.0, then another to v2.0
+    over its uncommitted files (--replace --allow-dirty), whose record of the files before it is the first's
+    output. --undo put back nothing and said "rebase undone" (exit 0); now it says so (exit 3), names the files,
+    writes nothing, and its steps run as printed put the pack back."""
+    b, old = pack
+    new = new_release(b, {MOD: "# new header\n" * 3 + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    assert rebase.start(req(b, old, new, replace=True, allow_dirty=True)).status == "done"
+    before = world(b.base)
+    r = cli("rebase", "--undo", "--name", "v2.0", "--pack", str(b.pack))
+    assert r.returncode == 3, r.stdout + r.stderr
+    said = " ".join(r.stderr.split())
+    record = b.pack / ".rebase/v2.0.undo.json"
+    assert f"the state in {record} is damaged: it does not match the pack: --undo would leave" in said, said
+    for rel in ("fixes/first/v2.0/0001-change.patch", "fixes/first/v2.0/variant.toml", "profiles/v2.0.lock",
+                "profiles/v2.0.toml"):
+        assert rel in said, (rel, said)
+    assert "rebase undone" not in r.stdout and world(b.base) == before
+    steps = said.split("put fixes/ and profiles/ back with git (", 1)[1].split("), then remove the record (", 1)
+    for step in (steps[0], steps[1].split(");", 1)[0]):
+        done = shell(step)
+        assert done.returncode == 0, (step, done.stderr)
+    assert pack_status(b.pack) == "" and not record.exists()
+
+
+def test_undo_refuses_a_record_without_the_bytes_from_before_of_a_file_it_wrote(pack):  # noqa: F811
+    b, old = pack
+    new = new_release(b, {MOD: "# new header\n" * 3 + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    record = b.pack / ".rebase/v2.0.undo.json"
+    data = json.loads(record.read_text())
+    del data["backups"]["profiles/v2.0.toml"]
+    record.write_text(json.dumps(data))
+    before = world(b.base)
+    code, out = run(b, "--undo")
+    assert code == 3 and "--undo would leave profiles/v2.0.toml as the rebase to v2.0 wrote" in " ".join(out.split())
+    assert world(b.base) == before
+
+
+def test_undo_of_a_replace_that_rewrote_committed_files_byte_for_byte_is_undone(pack):  # noqa: F811
+    """Bytes from before equal to the rebase's own are right when git HEAD holds them: the files were committed."""
+    b, old = pack
+    new = new_release(b, {MOD: "# new header\n" * 3 + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    commit_pack(b)
+    assert rebase.start(req(b, old, new, replace=True)).status == "done"
+    code, out = run(b, "--undo")
+    assert code == 0 and "rebase undone; 0 pack file(s) restored or removed" in out, out
+    assert pack_status(b.pack) == ""
