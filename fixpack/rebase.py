@@ -47,6 +47,7 @@ from .rebase_chain import Chain
 from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
+from .rebase_registry import entry_path, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
     STATE_SCHEMA,
@@ -67,7 +68,7 @@ from .rebase_session import (
     write_pack,
     write_report,
 )
-from .rebase_start import checked_new_profile, refuse_early
+from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
 from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
@@ -94,17 +95,23 @@ def start(req: RebaseRequest) -> RebaseResult:
              "to_version": to_version, "report_dir": str(report_dir), "phase": "merging",
              "targets": {n: {"new": str(p.new.root) if p.new else "", "old": str(p.old.root) if p.old else "",
                              "note": p.note} for n, p in pairs.items()},
-             "conflicts": {}, "backups": {},
+             "conflicts": {}, "backups": {}, "replace": req.replace,
              "proof": {"python": req.python, "site": str(req.proof_site or ""), "clean": {},
                        "allow_unproven": req.allow_unproven}}
     check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
                       given=req.work is not None)
+    try:  # first: a second start to this name, anywhere, is refused from now on (rebase_registry)
+        made_root = register(pack.root, new_name, work, session.given)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot write {entry_path(pack.root, new_name)}, the pack's record of the rebase "
+                                 f"in progress: {exc.strerror}; nothing was written") from exc
     try:
         made = not work.is_dir()
         work.mkdir(parents=not session.given, exist_ok=True)  # a --work's parent exists (check_new_work)
         mark_work(work, session.given, made)
     except OSError as exc:
+        unregister(pack.root, new_name, work, tidy=made_root)
         raise EnvironmentProblem(f"cannot make the rebase's work folder {work}: {exc.strerror}; give another "
                                  f"with --work DIR") from exc
     session.save()
@@ -113,6 +120,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     except FixpackError:
         if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace (the
             drop_work(work, session.given, pack.series)  # folder was new or empty: what is named so, this run made)
+            unregister(pack.root, new_name, work, tidy=made_root or not session.given)
         raise
 
 
@@ -123,6 +131,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
     start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
     """
     session = load_session(req)
+    refuse_appeared(session, req.replace, req.work)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
         if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
@@ -151,6 +160,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     check_created(session.state_path, session.state["backups"], session.pack_root)
     restored = restore(session)
     drop_work(session.work, session.given, made_repos(session.state))
+    unregister(session.pack_root, session.new_name, session.work)
     return restored, [p for p in report_paths(session) if p.is_file()]
 
 
@@ -186,6 +196,7 @@ def _run(session: Session) -> RebaseResult:
     if result.status == "done":
         keep_undo(session, result.written)
         drop_work(session.work, session.given, made_repos(session.state))
+        unregister(session.pack_root, session.new_name, session.work)
     return result
 
 

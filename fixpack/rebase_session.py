@@ -16,7 +16,7 @@ from pathlib import Path
 from shlex import quote
 from typing import Any
 
-from .documents import MAX_STATE_BYTES, loads_json, read_capped
+from .documents import MAX_STATE_BYTES
 from .errors import BadInputError, GitError
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
@@ -29,10 +29,10 @@ from .rebase_state import (
     WORK_DIR,
     check_state,
     check_undo,
+    check_undo_takes_back,
     check_work_marker,
     checked_name,
     default_work,
-    is_marked,
     read_json,
     state_advice,
     work_root,
@@ -40,7 +40,6 @@ from .rebase_state import (
 from .records import dumps
 from .release import fetch
 from .render import Command, render_markdown, render_profile, render_variant
-from .safepath import name_problem
 from .state import read_manifest
 from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, read_facts, resolve_root
@@ -110,43 +109,6 @@ class Session:
         self.state["conflicts"][fix_id] = record
         self.state["repos"] = sorted({*self.state.get("repos", ()), fix_id})
         self.save()
-
-
-def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | None = None) -> None:
-    """Refuse a new rebase to ``name`` while one is in progress in ``work`` (``given``: the ``--work`` the run
-    was given), naming the commands that finish or drop it, as this program runs them. In a ``--work`` folder
-    only a rebase's own state counts: the start's marker there and a ``state.json`` as the start writes it
-    (schema, pack, to); any other ``state.json`` is a file like any, which check_new_work refuses (the folder
-    must be new or empty)."""
-    path = work / "state.json"
-    if not path.is_file():
-        return
-    state = _started_state(path)
-    if given is not None and (state is None or not is_marked(work)):
-        return  # not a rebase's: check_new_work names the folder as one that holds files
-    flags: tuple[str, ...] = ()
-    if state is not None:
-        name = state["to"]
-        try:
-            flags = continue_flags(state)
-        except (AttributeError, TypeError, ValueError, OSError):
-            pass  # a state whose other keys are off: --continue will say what is wrong with it
-    raise BadInputError(f"a rebase to {name} is in progress ({path}): finish it with "
-                        f"`{resume_command('continue', pack_root, name, given, *flags)}` or drop it with "
-                        f"`{resume_command('abort', pack_root, name, given)}`")
-
-
-def _started_state(path: Path) -> dict[str, Any] | None:
-    """The ``state.json`` at ``path`` when it reads as one a rebase's start writes (an object of this schema,
-    with the pack and the new profile's name), else None (unreadable, or another document)."""
-    try:
-        state = loads_json(read_capped(path, MAX_STATE_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if isinstance(state, dict) and type(state.get("schema")) is int and state["schema"] == STATE_SCHEMA and \
-            isinstance(state.get("pack"), str) and isinstance(state.get("to"), str) and not name_problem(state["to"]):
-        return state
-    return None
 
 
 def continue_flags(state: dict[str, Any]) -> tuple[str, ...]:
@@ -407,6 +369,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
                             f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
                             f"fixes profiles && git clean -fd fixes profiles)")
+    check_undo_takes_back(found[0], data, pack_root)  # never 'undone' while leaving what the rebase wrote
     session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
                       data["backups"]})
     restored = restore(session)

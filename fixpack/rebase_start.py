@@ -4,23 +4,27 @@ after one does.
 
 Before any release copy is fetched (:func:`refuse_early`): a ``--to`` release older than the old profile's pin
 of the same target (unless ``--allow-older``), a bad new profile name (``--name``, else ``v<--to>``), a rebase
-to that name in progress, a work folder that is not a new one (:func:`fixpack.rebase_state.check_new_work`), a
-profile of that name that exists (unless ``--replace``), and a pack whose ``fixes/`` or ``profiles/`` differ
-from git HEAD (unless ``--allow-dirty``; when a rebase that stopped half way left them so, that rebase is named
+to that name in progress (in its work folder, or anywhere else the pack knows of: :mod:`fixpack.rebase_registry`),
+a work folder that is not a new one (:func:`fixpack.rebase_state.check_new_work`), a profile of that name that
+exists (unless ``--replace``), and a pack whose ``fixes/`` or ``profiles/`` differ from git HEAD (unless
+``--allow-dirty``; when a rebase that stopped half way left them so, that rebase is named
 first). Once the release copies are found (:func:`checked_new_profile`), the same with the versions read from
-them. Versions compare as PEP 440 (``packaging``).
+them. Versions compare as PEP 440 (``packaging``). ``--continue`` makes the check of an existing profile again
+(:func:`refuse_appeared`): one may have appeared since the start.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError
 from .model import Pack, Profile
+from .rebase_registry import live_entries, refuse_in_progress, refuse_started
 from .rebase_result import TargetPair
-from .rebase_session import RebaseRequest, check_clean, primary_version, refuse_in_progress
+from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, primary_version, resume_command
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
 from .safepath import name_problem
 
@@ -34,6 +38,7 @@ def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
     work_root(pack.root)  # a linked <pack>/.rebase is refused whatever --work is (keep_undo writes there)
     if early:  # before fetching anything
         refuse_in_progress((req.work or default_work(pack.root, early)).resolve(), early, pack.root, req.work)
+        refuse_started(pack.root, early)  # and anywhere else the pack knows of (rebase_registry)
         check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None, pack.root,
                        req.work)
         _refuse_existing(pack.root, early, req.replace)
@@ -47,6 +52,8 @@ def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
                 # --continue and --abort find it by that --work, never by --name (<pack>/.rebase/<name>)
                 folder = busy[0].parent
                 refuse_in_progress(folder, folder.name, pack.root, folder if is_marked(folder) else None)
+            for name, work, given in live_entries(pack.root):  # a --work folder elsewhere, its entry names
+                refuse_in_progress(work, name, pack.root, work if given else None)
             raise
 
 
@@ -64,6 +71,7 @@ def checked_new_profile(req: RebaseRequest, pack: Pack, old: Profile,
     _refuse_existing(pack.root, new_name, req.replace)
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
+    refuse_started(pack.root, new_name)
     check_new_work(work, req.work is not None, pack.root, req.work)
     return to_version, new_name, work
 
@@ -94,3 +102,24 @@ def _refuse_existing(pack_root: Path, name: str, replace: bool) -> None:
         raise BadInputError(f"profile {name} exists ({path}): a rebase onto it would replace it, its lock and every "
                             f"fixes/<id>/{name}/ variant, hand-made changes too. Pass --replace to do that "
                             f"(fixpack rebase --undo puts them back), or --name NAME for a new profile")
+
+
+def refuse_appeared(session: Session, replace: bool, work: Path | None) -> None:
+    """``--continue``: refuse (BadInputError, nothing written) to finish a rebase that started without
+    ``--replace`` (the state's ``replace``) onto ``profiles/<name>.toml`` when that file exists now and the rebase
+    did not write it (no backup of it in the state: its own write, stopped half way, is finished), so appeared
+    since the start: another rebase's, or one made by hand. ``replace``: ``--replace`` given now, the user's
+    choice, as at the start. ``work``: the ``--work`` given, for the printed commands."""
+    name, state = session.new_name, session.state
+    rel = f"profiles/{name}.toml"
+    path = session.pack_root / rel
+    if replace or state.get("replace") is True or rel in state["backups"] or not os.path.lexists(path):
+        return
+    flags = continue_flags(state)
+    raise BadInputError(f"profile {name} exists ({path}), but the rebase to {name} started without --replace: the "
+                        f"profile appeared since (another rebase's, or made by hand), and finishing would write over "
+                        f"it, its lock and every fixes/<id>/{name}/ variant. Keep it and drop this rebase with "
+                        f"`{resume_command('abort', session.pack_root, name, work)}`, or replace it (fixpack rebase "
+                        f"--undo puts it back) with "
+                        f"`{resume_command('continue', session.pack_root, name, work, *flags, '--replace')}`; "
+                        f"nothing was written")

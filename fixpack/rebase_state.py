@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import shutil
 import stat
@@ -300,6 +301,7 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
         if not _conflict_record(rec, work):
             raise DamagedStateError(path, f"conflicts.{fix_id} does not name a work repository in {work}, its inputs' "
                                           f"digest and its patches", advice)
+    _want(path, state, "replace", bool, advice, required=False)  # the start's --replace (none: not given)
     repos = _want(path, state, "repos", list, advice, required=False) or []
     if not all(isinstance(r, str) and ID_RE.match(r) for r in repos):
         raise DamagedStateError(path, "key 'repos' is not a list of fix ids (the work repositories it made)", advice)
@@ -342,6 +344,33 @@ def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     for key, sha in written.items():
         if not is_sha256(sha):
             raise DamagedStateError(path, f"written[{key!r}] is {sha!r}, not a sha256", advice)
+
+
+def check_undo_takes_back(path: Path, data: dict[str, Any], pack_root: Path) -> None:
+    """Before ``--undo`` puts anything back (``data``: ``<name>.undo.json``, checked): every file the record says
+    the rebase wrote must be one it takes back. A file it has no bytes from before for, or whose bytes from before
+    are the very bytes the rebase wrote and no committed file's (git HEAD holds other bytes there, or none), would
+    be left as the rebase wrote it while ``--undo`` says it is undone: the record no longer describes the pack (a
+    second rebase to the name wrote it over, or it was edited). DamagedStateError naming those files, nothing
+    written."""
+    backups, left = data["backups"], []
+    for rel, sha in sorted(data["written"].items()):
+        if rel not in backups:
+            left.append(rel)
+        elif backups[rel] is not None:
+            before = base64.b64decode(backups[rel])
+            if hashlib.sha256(before).hexdigest() == sha and _at_head(pack_root, rel) != before:
+                left.append(rel)
+    if left:
+        to, pack = data["to"], quote(str(pack_root))
+        raise DamagedStateError(path, f"it does not match the pack: --undo would leave {', '.join(left)} as the "
+                                      f"rebase to {to} wrote them (the record holds no bytes from before the "
+                                      f"rebase for them, or the rebase's own, which git HEAD does not hold: it was "
+                                      f"written over, as by a second rebase to {to})",
+                                f"put fixes/ and profiles/ back with git (cd {pack} && git checkout -- fixes "
+                                f"profiles && git clean -fd fixes profiles), then remove the record (rm "
+                                f"{quote(str(path))}); if those files were in the pack as they are before the "
+                                f"rebase, only remove the record")
 
 
 def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: Path, to: str, advice: str) -> None:
