@@ -190,3 +190,43 @@ def builder(tmp_path: Path) -> PackBuilder:
 
 def numbered(n: int, prefix: str = "line") -> str:
     return "".join(f"{prefix} {i}\n" for i in range(1, n + 1))
+
+
+def reads_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes asked of each read of ``path`` (its real path), as they happen: -1 for the whole file (through an
+    open file from ``os.fdopen``, or ``Path.read_text`` / ``Path.read_bytes``, which read it whole)."""
+    real_path, asked = os.path.realpath(path), []
+    fdopen, read_text, read_bytes = os.fdopen, Path.read_text, Path.read_bytes
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            asked.append(n)
+            return self.f.read(n)
+
+    def spy_fdopen(fd, *args, **kw):
+        f = fdopen(fd, *args, **kw)
+        return Spy(f) if os.readlink(f"/proc/self/fd/{fd}") == real_path else f
+
+    def spy_text(self, *args, **kw):
+        if os.path.realpath(self) == real_path:
+            asked.append(-1)
+        return read_text(self, *args, **kw)
+
+    def spy_bytes(self):
+        if os.path.realpath(self) == real_path:
+            asked.append(-1)
+        return read_bytes(self)
+
+    monkeypatch.setattr(os, "fdopen", spy_fdopen)
+    monkeypatch.setattr(Path, "read_text", spy_text)
+    monkeypatch.setattr(Path, "read_bytes", spy_bytes)
+    return asked

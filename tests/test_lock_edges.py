@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, PackBuilder, numbered, snapshot
+from test_components import PLUGIN_TOML
 
 from fixpack import engine
 from fixpack.errors import UnknownNameError
@@ -99,20 +100,6 @@ def test_an_unknown_fix_without_a_close_match_lists_the_profiles_components_too(
 
 
 # --- 3. check's relock command runs as printed on a profile of two targets ------------------------------
-
-PLUGIN_TOML = """[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "tiny-plug"
-version = "0.3.0"
-dependencies = []
-
-[tool.setuptools.packages.find]
-include = ["tiny_plug"]
-"""
-
 
 def test_checks_relock_command_names_every_target_the_lock_covers_and_runs_as_printed(builder):
     """A profile of two targets, fixes on one and a component on the other: `check` printed
@@ -201,6 +188,25 @@ def one_fix(b: PackBuilder) -> Path:
     return b.tree("image", {MOD: base})
 
 
+def released_fix(b: PackBuilder, created: dict[str, str] | None = None, image: str = "image",
+                 git_image: bool = False) -> tuple[Path, Path]:
+    """Fix "one" (``line 3`` -> ``three`` in MOD, 20 numbered lines; creating the files ``created`` too) with a
+    proof in profile p1, whose target fetches a git release of those 20 lines, locked on it. Returns the release
+    and an image of it named ``image``: a git clone of it (``git_image``), else a copy of its bytes."""
+    created = created or {}
+    release, source = b.git_release({MOD: numbered(20)})
+    b.add_fix("one", {MOD: numbered(20), **dict.fromkeys(created)},
+              {MOD: numbered(20).replace("line 3\n", "three\n"), **created})
+    _proof(b, "one")
+    profile = b.profile(["one"])
+    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
+    b.lock(release)
+    if git_image:
+        subprocess.run(["git", "clone", "-q", str(release), str(b.base / image)], check=True)
+        return release, b.base / image
+    return release, b.tree(image, {MOD: numbered(20)})
+
+
 # --- 1. a patch changed without a version bump ----------------------------------------------------------
 
 def test_lock_refuses_a_patch_changed_without_a_version_bump(builder):
@@ -236,13 +242,7 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
     no way out when that pack is gone. They say so still, and the way out without it: the command that puts
     the files the manifest lists back to the clean release, which runs as written; then apply and revert work."""
     b = builder
-    release, source = b.git_release({MOD: numbered(20)})
-    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
-    _proof(b, "one")
-    profile = b.profile(["one"])
-    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
-    b.lock(release)
-    image = b.tree("image", {MOD: numbered(20)})
+    release, image = released_fix(b)
     original = snapshot(image)
     assert engine.apply(b.request(image)).ok
     _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")
@@ -285,18 +285,7 @@ def test_the_way_out_puts_back_a_file_the_old_patch_created_without_a_lock_that_
     stale manifest (the command removes it: no run could tell it is stale without a lock that knows the
     files). An image that is a git checkout of the release is put back through git, the same way."""
     b = builder
-    release, source = b.git_release({MOD: numbered(20)})
-    b.add_fix("one", {MOD: numbered(20), NEW: None},
-              {MOD: numbered(20).replace("line 3\n", "three\n"), NEW: "created = 1\n"})
-    _proof(b, "one")
-    profile = b.profile(["one"])
-    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
-    b.lock(release)
-    if image_kind == "git":
-        image = b.base / "image"
-        subprocess.run(["git", "clone", "-q", str(release), str(image)], check=True)
-    else:
-        image = b.tree("image", {MOD: numbered(20)})
+    _, image = released_fix(b, {NEW: "created = 1\n"}, git_image=image_kind == "git")
     original = snapshot(image)
     assert engine.apply(b.request(image)).ok and (image / NEW).is_file()
     _edit(b.pack / "fixes/one/0001-change.patch", "+three\n", "+THREE\n")  # the lock is stale now
@@ -321,14 +310,7 @@ def test_the_way_out_puts_back_a_file_the_old_patch_created_that_the_lock_no_lon
     still could not tell the manifest was stale. The file is removed, the manifest with it (no run could tell
     it stale): run as printed, the image is the clean release, and apply, then revert, work."""
     b = builder
-    release, source = b.git_release({MOD: numbered(20)})
-    b.add_fix("one", {MOD: numbered(20), NEW: None},
-              {MOD: numbered(20).replace("line 3\n", "three\n"), NEW: "created = 1\n"})
-    _proof(b, "one")
-    profile = b.profile(["one"])
-    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
-    b.lock(release)
-    image = b.tree("image", {MOD: numbered(20)})
+    release, image = released_fix(b, {NEW: "created = 1\n"})
     original = snapshot(image)
     assert engine.apply(b.request(image)).ok and (image / NEW).is_file()
     patch = b.pack / "fixes/one/0001-change.patch"
@@ -356,13 +338,7 @@ def test_the_relock_command_apply_and_status_print_for_a_stale_lock_runs_as_prin
     """`apply` and `status` on a stale lock (a fix's version bumped since) print the lock command; run as
     printed (from another folder), it writes a fresh lock, and the run then works."""
     b = builder
-    release, source = b.git_release({MOD: numbered(20)})
-    b.add_fix("one", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 3\n", "three\n")})
-    _proof(b, "one")
-    profile = b.profile(["one"])
-    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
-    b.lock(release)
-    image = b.tree("image", {MOD: numbered(20)})
+    _, image = released_fix(b)
     _edit(b.pack / "fixes/one/fix.toml", "version = 1", "version = 2")
     r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 2, r.stdout + r.stderr
@@ -394,18 +370,7 @@ def test_the_way_out_removes_the_folders_the_old_patch_created_with_a_file(build
     copy and on a git checkout, under a root whose name has a space too. The bytecode of the removed module goes
     first, as a revert removes it."""
     b = builder
-    release, source = b.git_release({MOD: numbered(20)})
-    b.add_fix("one", {MOD: numbered(20), DEEP: None},
-              {MOD: numbered(20).replace("line 3\n", "three\n"), DEEP: "created = 2\n"})
-    _proof(b, "one")
-    profile = b.profile(["one"])
-    profile.write_text(profile.read_text().replace("[targets.demo]\n", f"[targets.demo]\n{source}\n", 1))
-    b.lock(release)
-    if image_kind == "git":
-        image = b.base / "my image"
-        subprocess.run(["git", "clone", "-q", str(release), str(image)], check=True)
-    else:
-        image = b.tree("my image", {MOD: numbered(20)})
+    release, image = released_fix(b, {DEEP: "created = 2\n"}, "my image", git_image=image_kind == "git")
     original, dirs = snapshot(image), folders(image)
     assert engine.apply(b.request(image)).ok and (image / DEEP).is_file()
     assert {"demo_pkg/new pkg", "demo_pkg/new pkg/sub dir"} <= folders(image)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, one_fix_pack, snapshot
+from conftest import REPO, one_fix_pack, reads_of, snapshot
 
 from fixpack import documents, engine
 from fixpack.errors import FixpackError
@@ -42,31 +42,6 @@ def test_a_pack_text_file_at_the_cap_is_read(builder):
     assert engine.status(builder.request(image)).ok, "read as before"
 
 
-def _reads_of(path, monkeypatch):
-    """The sizes asked of each read of ``path`` through an open file (-1: the whole file), as they happen."""
-    real, asked = os.fdopen, []
-
-    class Spy:
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-        def read(self, n=-1):
-            asked.append(n)
-            return self.f.read(n)
-
-    def fdopen(fd, *args, **kw):
-        f = real(fd, *args, **kw)
-        return Spy(f) if os.readlink(f"/proc/self/fd/{fd}") == str(path) else f
-    monkeypatch.setattr(os, "fdopen", fdopen)
-    return asked
-
-
 def test_a_lock_too_large_is_refused_unread(builder, monkeypatch):
     """A 5 MiB lock was read whole (then refused as no JSON): now its size refuses it, as a profile's, exit 2
     naming it and the command that regenerates it, before a byte of it is read."""
@@ -76,7 +51,7 @@ def test_a_lock_too_large_is_refused_unread(builder, monkeypatch):
     with lock.open("r+b") as f:
         f.truncate(size)
     before = snapshot(builder.base / "image")
-    asked = _reads_of(lock.resolve(), monkeypatch)
+    asked = reads_of(lock.resolve(), monkeypatch)
     for call in (engine.status, engine.apply):
         with pytest.raises(FixpackError) as exc:
             call(builder.request(image))

@@ -15,13 +15,12 @@ are sparse: only their size is big.
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, PackBuilder, one_fix_pack, snapshot
+from conftest import REPO, PackBuilder, one_fix_pack, reads_of, snapshot
 from test_rebase import BASE, MOD, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (fixtures)
 from test_rebase_trust import world
 
@@ -34,46 +33,6 @@ def big(path: Path, size: int) -> Path:
     with path.open("wb") as f:
         f.truncate(size)
     return path
-
-
-def reads_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The sizes asked of each read of ``path`` (its real path), as they happen: -1 for the whole file (through an
-    open file from ``os.fdopen``, or ``Path.read_text`` / ``Path.read_bytes``, which read it whole)."""
-    real_path, asked = os.path.realpath(path), []
-    fdopen, read_text, read_bytes = os.fdopen, pathlib.Path.read_text, pathlib.Path.read_bytes
-
-    class Spy:
-        def __init__(self, f):
-            self.f = f
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.f.close()
-
-        def read(self, n=-1):
-            asked.append(n)
-            return self.f.read(n)
-
-    def spy_fdopen(fd, *args, **kw):
-        f = fdopen(fd, *args, **kw)
-        return Spy(f) if os.readlink(f"/proc/self/fd/{fd}") == real_path else f
-
-    def spy_text(self, *args, **kw):
-        if os.path.realpath(self) == real_path:
-            asked.append(-1)
-        return read_text(self, *args, **kw)
-
-    def spy_bytes(self):
-        if os.path.realpath(self) == real_path:
-            asked.append(-1)
-        return read_bytes(self)
-
-    monkeypatch.setattr(os, "fdopen", spy_fdopen)
-    monkeypatch.setattr(pathlib.Path, "read_text", spy_text)
-    monkeypatch.setattr(pathlib.Path, "read_bytes", spy_bytes)
-    return asked
 
 
 def whole(asked: list[int], limit: int) -> bool:
