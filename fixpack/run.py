@@ -18,9 +18,9 @@ from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
 from .records import Lock, Manifest
-from .report import Report, TargetReport
+from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
-from .states import TargetStatus
+from .states import State, TargetStatus
 from .structs import dataclass, field
 from .targets import FoundTarget, check_pin, locate
 
@@ -162,11 +162,27 @@ def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
 
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
     """A default fix (or component) named on the command line as if it were an opt-in is selected anyway:
-    say so on its line, once, rather than take the name silently."""
+    say so on its line, once, rather than take the name silently. A fix or component named on the command line
+    whose target this run does not reach (left out by ``--target``, or not found) gets a ``skipped`` line that
+    says so and how to include it, rather than vanishing from the report."""
     for fr in ctx.report.fixes:
         if fr.id in names and not fr.opt_in:
             fr.messages.insert(0, f"named on the command line, but a default {fr.kind} of profile {ctx.profile.name}: "
                                   f"selected whether named or not (name only opt-ins)")
+    listed = {fr.id for fr in ctx.report.fixes}
+    comps = {c.id: c for c in ctx.profile.components}
+    why = {t.name: "; ".join(t.notes[:1]) or t.status.value for t in ctx.report.targets}
+    for name in dict.fromkeys(names):
+        item = ctx.pack.fixes.get(name) or comps.get(name)
+        if item is None or name in listed or item.target in ctx.found:
+            continue
+        kind = "fix" if name in ctx.pack.fixes else "component"
+        t = item.target
+        ctx.report.fixes.append(FixReport(
+            name, item.version, t, comps[name].opt_in if kind == "component" else name in ctx.profile.opt_in, False,
+            State.SKIPPED, kind=kind,
+            messages=[f"named on the command line, but its target {t} is not in this run ({why.get(t, 'not found')}): "
+                      f"give --target {t} (and --root {t}=PATH where it is not installed here) to include it"]))
 
 
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:

@@ -154,3 +154,24 @@ def test_the_relock_command_check_of_one_target_prints_runs_as_printed(builder, 
     assert r.returncode == 0 and "lock is fresh: " in r.stdout, r.stderr
     r = lock(builder, "--check", "--root", f"demo={release}", "--root", f"other={other_release}")
     assert r.returncode == 0 and "lock is fresh: " in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "apply"])
+def test_a_named_fix_whose_target_the_run_leaves_out_is_said_skipped(builder, command):
+    """`status --target demo two` (a fresh user's report): the named opt-in fix two, of target other, which
+    --target leaves out, vanished from the report (exit 0, no word; the profile's other opt-ins get a skipped
+    line). It is listed as skipped, saying that its target is not in this run and how to include it; the run's
+    exit code and the image are unchanged."""
+    release, _ = two_targets(builder)
+    image = builder.tree("image", {MOD: numbered(20)})
+    before = snapshot(image)
+    r = fixpack(command, "--pack", str(builder.pack), "-p", "p1", "--target", "demo", "--root", f"demo={image}",
+                "--json", "two")
+    doc = json.loads(r.stdout)
+    (two,) = [f for f in doc["fixes"] if f["id"] == "two"]
+    assert two["state"] == "skipped" and two["target"] == "other" and two["opt_in"] is True, two
+    assert "its target other is not in this run (not selected (--target))" in two["messages"][0], two
+    assert "give --target other" in two["messages"][0]
+    assert r.returncode == 0, r.stderr
+    if command == "status":
+        assert snapshot(image) == before
