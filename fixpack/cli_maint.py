@@ -60,7 +60,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
-    from .lock_bump import refuse_unbumped
+    from .lock_bump import check_fresh, refuse_unbumped
     from .lock_scope import relock, scoped
 
     progress = CliProgress()
@@ -81,10 +81,11 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
-                reworded = lockfile.check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
+                reworded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
                                                 scope=lambda have: scoped(prof, only, have))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
-                refuse_unbumped(prof, lock)  # a fix's patch changed under its version
+                for warning in refuse_unbumped(prof, lock):  # a fix's patch changed under its version: refused
+                    click.echo(f"fixpack: warning: {warning}", err=True)  # a lock in HEAD not compared with
                 lockfile.write(prof, lock)
     path = str(prof.lock_path)
     if as_json:

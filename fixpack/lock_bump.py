@@ -1,50 +1,117 @@
-"""A fix's patch changed without a version bump: ``lock`` refuses to record another change under the version the
-previous lock records for the fix (the lock on disk, else the one committed in git HEAD of the pack: removing
-the lock file gets past nothing)."""
+"""A fix's patch changed without a version bump: ``lock`` refuses to record another change under the version a
+previous lock records for the fix (the lock on disk and the one committed in git HEAD of the pack: removing the
+lock file, or moving a version back down past the lock on disk, gets past nothing); ``lock --check`` names each
+stale entry at its lock line, with the version line to bump before locking."""
 
 from __future__ import annotations
 
-from .errors import BadInputError
-from .lockfile import lock_line, previous_lock, version_at
-from .model import Profile
-from .records import Lock
+import json
+from collections.abc import Callable
+
+from .errors import BadInputError, StaleLockError
+from .lock_hints import Redo, regenerate_hint
+from .lockfile import lock_line, previous_locks, read_lock, stale_at, version_at
+from .model import Fix, Profile
+from .records import Lock, LockFix
 
 
-def refuse_unbumped(profile: Profile, lock: Lock) -> None:
+def refuse_unbumped(profile: Profile, lock: Lock) -> list[str]:
     """Raise BadInputError (exit 2, nothing written) when ``lock`` (one ``lock`` is about to write) records a fix
-    at the version the previous lock (:func:`~fixpack.lockfile.previous_lock`: the one on disk, else the one
+    at a version a previous lock (:func:`~fixpack.lockfile.previous_locks`: the one on disk, and the one
     committed in git HEAD) records for it with another change: its patch changed without a version bump. A
     manifest records a fix by version and change, so an image that holds the old patch at that version would be
     told it holds "another patch than this pack's" of the same version, with no way to tell which. As a
     component's source changed under its version is refused (:func:`~fixpack.lockfile.write`). A change that is
-    the old one as an older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Nothing
-    when there is no previous lock."""
-    previous = previous_lock(profile)
-    if previous is None:
-        return
-    have, where = previous
-    suspects = [(old, new) for new in lock.fixes for old in [have.fix(new.id)]
-                if old is not None and old.version == new.version and old.patch_sha256 != new.patch_sha256]
+    the old one as an older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Returns the
+    warnings to print: a lock committed in HEAD that could not be compared with, and why."""
+    previous, warnings = previous_locks(profile)
+    suspects: dict[str, list[tuple[LockFix, str]]] = {}
+    for have, where in previous:
+        for new in lock.fixes:
+            old = have.fix(new.id)
+            if old is not None and old.version == new.version and old.patch_sha256 != new.patch_sha256:
+                suspects.setdefault(new.id, []).append((old, where))
     if not suspects:
-        return
-    import json
-
-    from .loader import load_pack  # only when a fix's change differs under its version
-
-    fixes = load_pack(profile.path.parent.parent).for_profile(profile.name).fixes
+        return warnings
+    fixes = _pack_fixes(profile)
     said = []
-    for old, new in suspects:
+    for new in lock.fixes:
         fix = fixes.get(new.id)
-        if fix is None or fix.recorded_as(old.patch_sha256):
+        olds = [(o, w) for o, w in suspects.get(new.id, []) if fix is not None and not fix.recorded_as(o.patch_sha256)]
+        if fix is None or not olds:
             continue
-        at = version_at(fix, profile)
-        line = lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(new.id)}') if where == str(
-            profile.lock_path) else None  # (the lock committed in HEAD: its file is not on disk)
-        locked = f"{where}:{line}" if line else where
-        said.append(f"fix {new.id}: its patch changed since the lock was made ({locked} records version "
-                    f"{old.version} with change {old.patch_sha256[:12]}, the pack's patch is change "
-                    f"{new.patch_sha256[:12]}) but its version did not (version {old.version} in the lock, "
-                    f"{new.version} in {at}); bump it there (version = {new.version + 1})")
+        records = "; ".join(f"{_locked(profile, where, new.id)} records version {old.version} with change "
+                            f"{old.patch_sha256[:12]}" for old, where in olds)
+        said.append(f"fix {new.id}: its patch changed since the lock was made ({records}, the pack's patch is change "
+                    f"{new.patch_sha256[:12]}) but its version did not (version {new.version} in the lock, "
+                    f"{new.version} in {version_at(fix, profile)}); bump it there (version = "
+                    f"{max([new.version, *(v.version for v in _all_versions(previous, new.id))]) + 1})")
     if said:
         raise BadInputError(f"{'; '.join(said)}, then lock again: an image that holds the old patch under the same "
                             f"version could not be told from one with the new; nothing was written")
+    return warnings
+
+
+def _all_versions(previous: list[tuple[Lock, str]], fix_id: str) -> list[LockFix]:
+    """The entries the previous locks hold for ``fix_id`` (a bump goes past each of their versions)."""
+    return [f for have, _where in previous for f in [have.fix(fix_id)] if f is not None]
+
+
+def _locked(profile: Profile, where: str, fix_id: str) -> str:
+    """``where`` (a previous lock), with the line of ``fix_id``'s entry when it is the lock on disk."""
+    if where != str(profile.lock_path):  # (the lock committed in HEAD: its file is not on disk)
+        return where
+    line = lock_line(profile.lock_path, '"fixes"', f'"id": {json.dumps(fix_id)}')
+    return f"{where}:{line}" if line else where
+
+
+def _pack_fixes(profile: Profile) -> dict[str, Fix]:
+    """The pack's fixes for ``profile`` (loaded only when an entry differs)."""
+    from .loader import load_pack
+
+    return dict(load_pack(profile.path.parent.parent).for_profile(profile.name).fixes)
+
+
+def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> list[str]:
+    """``lock --check``: each fix of ``ids`` whose entry in ``fresh`` (one generated now) differs from the one
+    ``have`` (the committed lock) records, at its lock line (the profile's line when the lock lacks it), as
+    ``check`` says it: a patch changed under the same version says the version line to bump before locking."""
+    a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
+    fixes: dict[str, Fix] | None = None
+    out = []
+    for fid in ids:
+        new, old = a.get(fid), b.get(fid)
+        if old is None:
+            what = f"{fid}: not in the lock"
+        elif new is None:
+            what = f"{fid}: in the lock but not in the profile"
+        elif old.version != new.version or old.patch_sha256 != new.patch_sha256:
+            what, fixes = f"{fid}: patch or version changed since the lock was generated", fixes or _pack_fixes(profile)
+            fix = fixes.get(fid)
+            if old.version == new.version and fix is not None and not fix.recorded_as(old.patch_sha256):
+                what += (f" (its patch, under the same version {new.version}: bump version in "
+                         f"{version_at(fix, profile)} before locking)")
+        else:
+            what = f"{fid}: other fingerprints on the release copy than the lock records"
+        path, line = stale_at(profile, have, ("fix", fid))
+        out.append(f"{path}:{line}: {what}" if line else f"{path}: {what}")
+    return out
+
+
+def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
+                scope: Callable[[Lock], Lock] | None = None) -> list[str]:
+    """Raise StaleLockError when the committed lock (its entries ``scope`` keeps: ``lock --check --target``
+    compares the named targets') differs from ``fresh`` (one generated now; ``redo``: as for :func:`read_lock`).
+    Return the ids of the fixes whose patch was reworded since (a mail header or
+    message: the same change, so the lock is fresh, but its ``patch_bytes_sha256`` shortcut no longer names
+    these bytes, and apply parses those patches until ``lock`` is run again)."""
+    have = read_lock(profile, redo)
+    have = scope(have) if scope is not None else have
+    a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
+    diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
+    diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
+    if diff or dict(fresh.targets) != dict(have.targets):
+        said = "".join(f"; {s}" for s in stale_said(profile, fresh, have, [d for d in diff if d in a or d in b]))
+        raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}){said}; "
+                             f"{regenerate_hint(profile, redo)}")
+    return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)

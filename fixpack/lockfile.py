@@ -51,24 +51,39 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
 
 
-def previous_lock(profile: Profile) -> tuple[Lock, str] | None:
-    """The lock a new one is compared with, and where it is said to be: the one on disk, else (none there, or
-    none readable) the one committed in git HEAD of the pack's checkout (read with ``git cat-file``), so that
-    removing the lock file gets past no refusal; None when there is neither."""
+def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]:
+    """The locks a new one is compared with, each with where it is said to be: the one on disk (when readable)
+    and the one committed in git HEAD of the pack's checkout (read with ``git cat-file``; left out when it is
+    the one on disk byte for byte), so that neither removing the lock file nor moving a version back past a
+    lock on disk gets past a refusal. Second: why a lock committed in HEAD could not be compared with (it does
+    not read as this profile's lock), one line each, for a warning."""
+    found: list[tuple[Lock, str]] = []
     try:
-        return read_lock(profile), str(profile.lock_path)
+        found.append((read_lock(profile), str(profile.lock_path)))
     except FixpackError:
         pass
-    from .gitutil import head_file  # only when there is no lock on disk to compare with
+    from .gitutil import head_file  # only when a lock is written
 
     text = head_file(profile.lock_path, MAX_PACK_TEXT_BYTES)
     if text is None:
-        return None
+        return found, []
+    raw = text.encode("utf-8")
+    if found:
+        try:
+            if read_capped(profile.lock_path) == raw:
+                return found, []
+        except (OSError, ValueError):
+            pass
+    where = f"{profile.lock_path} as committed in git HEAD"
     try:
-        return Lock.from_json(text.encode("utf-8"), profile.lock_path, profile.name), \
-            f"{profile.lock_path} as committed in git HEAD"
-    except FixpackError:
-        return None
+        head = Lock.from_json(raw, profile.lock_path, profile.name, lambda: "")
+        why = "" if head.profile == profile.name else f"it is the lock of profile {head.profile}, not {profile.name}"
+    except FixpackError as exc:
+        why = (exc.what if isinstance(exc, StaleLockError) else str(exc)).rstrip("; ")
+    if not why:
+        return [*found, (head, where)], []
+    return found, [f"{where} could not be compared with ({why}): a fix whose patch changed under a version it "
+                   f"records there is not refused for it"]
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
@@ -361,17 +376,14 @@ def _differ(locked: tuple[tuple[str, str], ...], files: dict[str, str]) -> str:
 def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
     """The components of ``lock`` (one being written) whose version the lock on disk records with other
     files: a source changed without a new version (an image that has that version would keep the old
-    files and call them applied). Nothing when there is no previous lock (:func:`previous_lock`)."""
-    previous = previous_lock(profile)
-    if previous is None:
-        return []
-    have, where = previous
+    files and call them applied). Nothing when there is no previous lock (:func:`previous_locks`)."""
     out = []
-    for comp in lock.components:
-        old = have.component(comp.id)
-        if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
-            out.append(f"component {comp.id} {comp.version} installs other files than {where} records "
-                       f"for that version ({_differ(old.files, dict(comp.files))})")
+    for have, where in previous_locks(profile)[0]:
+        for comp in lock.components:
+            old = have.component(comp.id)
+            if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
+                out.append(f"component {comp.id} {comp.version} installs other files than {where} records "
+                           f"for that version ({_differ(old.files, dict(comp.files))})")
     return out
 
 
@@ -461,21 +473,3 @@ def write(profile: Profile, lock: Lock) -> Path:
                             f"the profile {profile.path}) and lock again; nothing was written")
     atomic_write(profile.lock_path, dumps(lock.to_json()), 0o644)  # whole or not at all, never half a lock
     return profile.lock_path
-
-
-def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
-                scope: Callable[[Lock], Lock] | None = None) -> list[str]:
-    """Raise StaleLockError when the committed lock (its entries ``scope`` keeps: ``lock --check --target``
-    compares the named targets') differs from ``fresh`` (one generated now; ``redo``: as for :func:`read_lock`).
-    Return the ids of the fixes whose patch was reworded since (a mail header or
-    message: the same change, so the lock is fresh, but its ``patch_bytes_sha256`` shortcut no longer names
-    these bytes, and apply parses those patches until ``lock`` is run again)."""
-    have = read_lock(profile, redo)
-    have = scope(have) if scope is not None else have
-    a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
-    diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
-    diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
-    if diff or dict(fresh.targets) != dict(have.targets):
-        raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}); "
-                             f"{regenerate_hint(profile, redo)}")
-    return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)

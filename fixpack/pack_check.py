@@ -295,12 +295,12 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
 
 
 def _check_fresh(pack: Pack, profile: Profile, fresh: Copies) -> None:
-    from . import lockfile
     from .engine import fingerprint_chain
+    from .lock_bump import check_fresh
     from .lock_hints import relock_command
     from .run import Request
 
     roots = fresh(pack, profile)
     lock, prof = fingerprint_chain(Request(pack_root=pack.root, profile=profile.name, roots=roots,
                                            only_targets=tuple(sorted(roots))))
-    lockfile.check_fresh(prof, lock, lambda: relock_command(prof, tuple(sorted(roots)), roots, pack=pack))
+    check_fresh(prof, lock, lambda: relock_command(prof, tuple(sorted(roots)), roots, pack=pack))
