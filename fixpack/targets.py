@@ -77,7 +77,7 @@ def installed_root(spec: TargetSpec) -> Path | None:
         return base
     info = getattr(dist, "_path", None)  # the .dist-info folder (a PathDistribution's; no other kind has one)
     url = _direct_url(info / "direct_url.json") if isinstance(info, Path) else {}
-    if url.get("dir_info", {}).get("editable") and str(url.get("url", "")).startswith("file://"):
+    if _member(url, "dir_info").get("editable") and str(url.get("url", "")).startswith("file://"):
         src = Path(str(url["url"])[len("file://"):])
         if (src / spec.package).is_dir():
             return src
@@ -99,6 +99,13 @@ def _direct_url(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):  # unreadable, not UTF-8 or not JSON: nothing said (as before)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _member(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is a JSON object, else {} (a direct_url.json whose ``vcs_info`` or ``dir_info`` is a
+    string or a list is no record pip wrote: it says nothing, as an unreadable one)."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _dist_named(folder: str) -> str:
@@ -166,8 +173,7 @@ def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:
         name, _, ver = info.name[: -len(".dist-info")].partition("-")
         if re.sub(r"[-_.]+", "_", name).lower() != norm:
             continue
-        commit = ""
-        commit = str(_direct_url(info / "direct_url.json").get("vcs_info", {}).get("commit_id", ""))
+        commit = str(_member(_direct_url(info / "direct_url.json"), "vcs_info").get("commit_id", ""))
         return ver, commit, str(info)
     return "", "", ""
 

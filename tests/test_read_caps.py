@@ -159,6 +159,45 @@ def test_an_oversized_direct_url_names_the_distribution_and_version_to_reinstall
     assert "; reinstall vllm 0.30.0 or remove that file" in r.stderr and ".dist " not in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("doc", ['{"vcs_info": "abc"}', '{"vcs_info": ["c"], "dir_info": "x"}'])
+def test_a_direct_url_whose_members_are_no_objects_says_nothing(tmp_path, doc):
+    """A direct_url.json whose vcs_info (or dir_info) is a string, a list or a number was AttributeError, exit 1
+    (`.get` on it). Such a file is no record pip wrote: it says nothing, as an unreadable one; the run goes on from
+    the version module and METADATA (here: the pin's commit is nowhere, so exit 3, the image mismatch)."""
+    b = PackBuilder(tmp_path, target="vllm", package="vllm", version="0.30.0")
+    one_fix_pack(b, "vllm/mod.py")
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm/__init__.py").write_text("")
+    info = site / "vllm-0.30.0.dist-info"
+    info.mkdir()
+    (info / "direct_url.json").write_text(doc)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.30.0\n")
+    (info / "RECORD").write_text("vllm/__init__.py,,\n")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"vllm={site}"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 3 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("dir_info", ['"x"', "[1]", "3"])
+def test_an_installed_distributions_dir_info_that_is_no_object_says_nothing(tmp_path, monkeypatch, dir_info):
+    """The installed distribution's direct_url.json (no --root: targets.installed_root) whose dir_info is no
+    object was AttributeError, exit 1; it says nothing (no editable source), as an unreadable one."""
+    import importlib.metadata
+
+    from fixpack.model import Pin, Source, TargetSpec
+    from fixpack.targets import installed_root
+
+    info = tmp_path / "demo_pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo_pkg\nVersion: 1.0\n")
+    (info / "direct_url.json").write_text('{"dir_info": %s, "url": "file:///nowhere"}' % dir_info)
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: importlib.metadata.PathDistribution(info))
+    spec = TargetSpec("demo", "demo_pkg", "demo_pkg", Pin("1.0", "abcdef1"), Source())
+    assert installed_root(spec) is None
+
+
 # --- the manifest, read again for a line ----------------------------------------------------------------
 
 def test_the_manifest_read_for_a_line_is_never_read_whole_nor_through_a_link(tmp_path, monkeypatch):
