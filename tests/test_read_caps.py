@@ -192,7 +192,7 @@ def test_an_installed_distributions_dir_info_that_is_no_object_says_nothing(tmp_
     info = tmp_path / "demo_pkg-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: demo_pkg\nVersion: 1.0\n")
-    (info / "direct_url.json").write_text('{"dir_info": %s, "url": "file:///nowhere"}' % dir_info)
+    (info / "direct_url.json").write_text(f'{{"dir_info": {dir_info}, "url": "file:///nowhere"}}')
     monkeypatch.setattr(importlib.metadata, "distribution", lambda name: importlib.metadata.PathDistribution(info))
     spec = TargetSpec("demo", "demo_pkg", "demo_pkg", Pin("1.0", "abcdef1"), Source())
     assert installed_root(spec) is None
