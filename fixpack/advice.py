@@ -112,13 +112,12 @@ def _emptied(ft: FoundTarget, removed: list[str], release_has_it: str) -> list[s
 
     files = [p for p in removed if p and not p.startswith("/") and ".." not in p.split("/")]
     modules = [Path(p) for p in files if p.endswith(".py")]
-    cached = [m for m in modules if any((ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc"))]
+    pycs = {m: list((ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc")) for m in modules}
     steps = [f"{{ [ -e {shlex.quote(str(ft.root / m))} ] || rm -f -- "
-             f"{shlex.quote(str(ft.root / m.parent / '__pycache__' / m.stem))}.*.pyc; }}" for m in cached]
+             f"{shlex.quote(str(ft.root / m.parent / '__pycache__' / m.stem))}.*.pyc; }}" for m in modules if pycs[m]]
     above = {Path(p).parents[i].as_posix() for p in files for i in range(len(Path(p).parts) - 1)}
     above |= {(m.parent / "__pycache__").as_posix() for m in modules}
-    mine = set(files) | {(m.parent / "__pycache__" / n.name).as_posix() for m in cached
-                         for n in (ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc")}
+    mine = set(files) | {(m.parent / "__pycache__" / n.name).as_posix() for m in modules for n in pycs[m]}
     folders = []
     for d in sorted(above, key=lambda d: (-d.count("/"), d)):  # deepest first: a folder's own folders are known
         try:
@@ -348,19 +347,20 @@ def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str
     return " && ".join(s for s in steps if s)
 
 
-def recorded_has(ctx: Context, ft: FoundTarget, recorded: list[str]) -> tuple[dict[str, bool], frozenset[str]]:
+def recorded_has(ctx: Context, ft: FoundTarget,
+                 recorded: list[str]) -> tuple[dict[str, bool], frozenset[str], list[str]]:
     """For :func:`to_release` of the files a manifest on ``ft`` lists (``recorded``): whether the clean release has
-    each, and the files nothing here can tell. The lock says it of the files it knows (:func:`release_has`); it
-    may know none of them (missing, or stale: revert goes on without it) or not all (the fix was applied with
-    another patch than the pack's). Of each other file, the pack's patches of the target, first along the
-    series, say the release has it when one changes, deletes or renames it (True: put back; a release copy
-    without it fails the command, before anything after it runs); any other (a patch creates it, or none touches
-    it) is put back when the release copy has it, else removed: a fix created it, since a lock is made from
-    the release copy and a fix only changes a file the copy has."""
+    each, the files nothing here can tell, and the files the lock does not know (``recorded`` order). The lock says
+    it of the files it knows (:func:`release_has`); it may know none of them (missing, or stale: revert goes on
+    without it) or not all (the fix was applied with another patch than the pack's). Of each other file, the pack's
+    patches of the target, first along the series, say the release has it when one changes, deletes or renames it
+    (True: put back; a release copy without it fails the command, before anything after it runs); any other (a patch
+    creates it, or none touches it) is put back when the release copy has it, else removed: a fix created it, since
+    a lock is made from the release copy and a fix only changes a file the copy has."""
     has = release_has(ctx, ft)
     unknown = [p for p in recorded if p not in has]
     if not unknown:
-        return has, frozenset()
+        return has, frozenset(), []
     existed: dict[str, bool] = {}
     from .patchfiles import parse_fixes
 
@@ -376,36 +376,34 @@ def recorded_has(ctx: Context, ft: FoundTarget, recorded: list[str]) -> tuple[di
             if fp.new_path:
                 existed.setdefault(fp.new_path, False)
     has = {**has, **{p: True for p in unknown if existed.get(p)}}
-    return has, frozenset(p for p in unknown if not existed.get(p))
+    return has, frozenset(p for p in unknown if not existed.get(p)), unknown
 
 
-def _every_file_back(ctx: Context, ft: FoundTarget, manifest: Manifest) -> tuple[str, str]:
-    """The command that puts every file ``manifest`` lists back to the clean release (:func:`to_release`), and
-    what the next run makes of the manifest then: stale, when the lock knows each of those files (apply replaces
-    it, revert removes it). A run without such a lock (missing, stale: revert goes on without it; one that does
-    not know a file the applied patch created) cannot tell the manifest is stale, and would refuse it again: the
-    command removes it too (with ``.fixpack/`` when that leaves it empty, as revert does), unless it records
-    components (their record is kept: the next step is then a lock that knows the files)."""
+def _every_file_back(ctx: Context, ft: FoundTarget, manifest: Manifest) -> tuple[str, str, bool]:
+    """The command that puts every file ``manifest`` lists back to the clean release (:func:`to_release`), what the
+    next run makes of the manifest then, and whether that is "stale": so when the lock knows each of those files
+    (apply replaces it, revert removes it). A run without such a lock (missing, stale: revert goes on without it;
+    one that does not know a file the applied patch created) cannot tell the manifest is stale, and would refuse it
+    again: the command removes it too (with ``.fixpack/`` when that leaves it empty, as revert does), unless it
+    records components (their record is kept: the next step is then a lock that knows the files)."""
     import shlex
 
     recorded = sorted(manifest.files)
-    has, settle = recorded_has(ctx, ft, recorded)
+    has, settle, unknown = recorded_has(ctx, ft, recorded)
     how = to_release(ctx, ft, recorded, has, settle)
-    known = release_has(ctx, ft)
-    unknown = [p for p in recorded if p not in known]
     if not unknown:
-        return how, "the manifest is then stale: apply replaces it, revert removes it"
+        return how, "the manifest is then stale: apply replaces it, revert removes it", True
     said = f"the lock does not know {', '.join(unknown)}"
     if settle:
         said += (f" (of {', '.join(sorted(settle))}, nothing here says whether the release has it: the command puts "
                  f"each back where the release copy has it, else removes it, as a file the fix created)")
     if manifest.components:
         return how, (f"{said}, so no run can tell the manifest is stale until a lock that knows them is made; the "
-                     f"manifest stays, since it records components")
+                     f"manifest stays, since it records components"), False
     mpath = manifest_path(ft.root, ft.spec.name)
     folder = shlex.quote(str(mpath.parent))
     how += f" && rm -f -- {shlex.quote(str(mpath))} && {{ rmdir -- {folder} 2>/dev/null || true; }}"
-    return how, f"{said}, so no run could tell the manifest is stale: the command removes it too"
+    return how, f"{said}, so no run could tell the manifest is stale: the command removes it too", False
 
 
 def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
@@ -427,8 +425,8 @@ def _back_to_release(ctx: Context, ft: FoundTarget, manifest: Manifest) -> str:
     """A recorded fix whose files changed: undo the change, or put every file the manifest lists back to the
     release, so that the manifest is stale (apply replaces it, revert removes it), or gone with them where no
     run could tell it is stale (:func:`_every_file_back`)."""
-    how, then = _every_file_back(ctx, ft, manifest)
-    if not then.startswith("the manifest is then stale"):
+    how, then, stale = _every_file_back(ctx, ft, manifest)
+    if not stale:
         return (f"next: undo that change, or put every file the manifest lists back to the clean release: {how}; "
                 f"then run {ctx.report.command} again ({then})")
     again = "revert again: it then removes the stale manifest" if ctx.report.command == "revert" else \
@@ -450,7 +448,7 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
 
         same = (f" (the same version: its patch differs from the one applied under that version; bump the version "
                 f"in {version_at(fix, ctx.profile)})")
-    how, then = _every_file_back(ctx, ft, manifest)
+    how, then, _stale = _every_file_back(ctx, ft, manifest)
     return (f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {fix.id} v{entry.version} on target "
             f"{ft.spec.name}, applied with another patch than this pack's v{fix.version}{same}, so this pack cannot "
             f"place or take out its hunks. Revert with the pack that applied it, then apply with this one; or, "

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
 from .lock_hints import Redo, regenerate_hint
-from .lockfile import lock_line, previous_locks, read_lock, stale_at, version_at
+from .lockfile import bump_note, lock_line, previous_locks, read_lock, stale_at, version_at
 from .model import Fix, Profile
 from .records import Lock, LockFix
 
@@ -88,9 +88,8 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
         elif old.version != new.version or old.patch_sha256 != new.patch_sha256:
             what, fixes = f"{fid}: patch or version changed since the lock was generated", fixes or _pack_fixes(profile)
             fix = fixes.get(fid)
-            if old.version == new.version and fix is not None and not fix.recorded_as(old.patch_sha256):
-                what += (f" (its patch, under the same version {new.version}: bump version in "
-                         f"{version_at(fix, profile)} before locking)")
+            if fix is not None and fix.version == new.version:
+                what += bump_note(fix, profile, old)
         else:
             what = f"{fid}: other fingerprints on the release copy than the lock records"
         path, line = stale_at(profile, have, ("fix", fid))

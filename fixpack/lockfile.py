@@ -159,11 +159,8 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
         if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
-            bump = ""
-            if entry.version == fix.version and not fix.recorded_as(entry.patch_sha256):  # lock refuses it so
-                bump = (f" (its patch, under the same version {fix.version}: bump version in "
-                        f"{version_at(fix, profile)} before locking)")
-            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated{bump}"))
+            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
+                                        f"{bump_note(fix, profile, entry)}"))
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     for comp in profile.components:
         locked = lock.component(comp.id)
@@ -385,6 +382,15 @@ def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
                 out.append(f"component {comp.id} {comp.version} installs other files than {where} records "
                            f"for that version ({_differ(old.files, dict(comp.files))})")
     return out
+
+
+def bump_note(fix: Fix, profile: Profile, entry: LockFix) -> str:
+    """Said of a lock entry that differs from ``fix``: where the version is to be bumped when the entry records
+    another change under the version the fix has (``lock`` refuses to record that), else ""."""
+    if entry.version != fix.version or fix.recorded_as(entry.patch_sha256):
+        return ""
+    return (f" (its patch, under the same version {fix.version}: bump version in {version_at(fix, profile)} "
+            f"before locking)")
 
 
 def version_at(fix: Fix, profile: Profile) -> str:

@@ -108,11 +108,16 @@ def _member(doc: dict[str, Any], key: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _dist_named(folder: str) -> str:
-    """The distribution and version a ``NAME-VERSION.dist-info`` folder is of, in words ("vllm 0.30.0"): the name
-    ends at the first dash (a wheel's name and version have theirs escaped as ``_``), the version at the suffix."""
+def _dist_parts(folder: str) -> tuple[str, str]:
+    """(distribution, version) of a ``NAME-VERSION.dist-info`` folder: the name ends at the first dash (a wheel's
+    name and version have theirs escaped as ``_``), the version at the suffix."""
     name, _, version = folder.removesuffix(".dist-info").partition("-")
-    return f"{name} {version}".strip() or "it"
+    return name, version
+
+
+def _dist_named(folder: str) -> str:
+    """:func:`_dist_parts` in words ("vllm 0.30.0")."""
+    return " ".join(_dist_parts(folder)).strip() or "it"
 
 
 def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -170,7 +175,7 @@ def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:
             return m.group(1), "", str(pkg_info)
     norm = re.sub(r"[-_.]+", "_", spec.distribution).lower()
     for info in sorted(root.glob("*.dist-info")):
-        name, _, ver = info.name[: -len(".dist-info")].partition("-")
+        name, ver = _dist_parts(info.name)
         if re.sub(r"[-_.]+", "_", name).lower() != norm:
             continue
         commit = str(_member(_direct_url(info / "direct_url.json"), "vcs_info").get("commit_id", ""))

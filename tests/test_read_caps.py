@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -138,22 +139,31 @@ def test_an_installed_target_s_direct_url_too_large_is_refused_unread(builder, t
     assert asked == []
 
 
-def test_an_oversized_direct_url_names_the_distribution_and_version_to_reinstall(tmp_path):
-    """The exit-3 message of an oversized direct_url.json named what to reinstall from its dist-info folder's name
-    cut at its last dash, the one in "dist-info": "reinstall vllm-0.30.0.dist". It names the distribution and its
-    version: "reinstall vllm 0.30.0" (a site-packages folder, as an image has it; the file sparse)."""
+def _status_on_site(tmp_path: Path, direct_url: Callable[[Path], Path]) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``status`` (the CLI) of a one-fix pack of target vllm on a site-packages folder, as an image has it
+    (``vllm/``, ``vllm-0.30.0.dist-info`` with METADATA and RECORD), whose ``direct_url.json`` ``direct_url``
+    writes at the path it is given (returning it)."""
     b = PackBuilder(tmp_path, target="vllm", package="vllm", version="0.30.0")
     one_fix_pack(b, "vllm/mod.py")
     site = tmp_path / "site"
     (site / "vllm").mkdir(parents=True)
     (site / "vllm/__init__.py").write_text("")
     info = site / "vllm-0.30.0.dist-info"
-    url = big(info / "direct_url.json", 80 << 20)
+    info.mkdir()
+    url = direct_url(info / "direct_url.json")
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.30.0\n")
     (info / "RECORD").write_text("vllm/__init__.py,,\n")
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "--pack", str(b.pack), "-p", "p1", "--root",
                         f"vllm={site}"], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
+    return r, url
+
+
+def test_an_oversized_direct_url_names_the_distribution_and_version_to_reinstall(tmp_path):
+    """The exit-3 message of an oversized direct_url.json named what to reinstall from its dist-info folder's name
+    cut at its last dash, the one in "dist-info": "reinstall vllm-0.30.0.dist". It names the distribution and its
+    version: "reinstall vllm 0.30.0" (a site-packages folder, as an image has it; the file sparse)."""
+    r, url = _status_on_site(tmp_path, lambda path: big(path, 80 << 20))
     assert r.returncode == 3, r.stdout + r.stderr
     assert f"{url}: {80 << 20} bytes, more than the 4 MiB a direct_url.json may have" in r.stderr, r.stderr
     assert "; reinstall vllm 0.30.0 or remove that file" in r.stderr and ".dist " not in r.stderr, r.stderr
@@ -164,19 +174,11 @@ def test_a_direct_url_whose_members_are_no_objects_says_nothing(tmp_path, doc):
     """A direct_url.json whose vcs_info (or dir_info) is a string, a list or a number was AttributeError, exit 1
     (`.get` on it). Such a file is no record pip wrote: it says nothing, as an unreadable one; the run goes on from
     the version module and METADATA (here: the pin's commit is nowhere, so exit 3, the image mismatch)."""
-    b = PackBuilder(tmp_path, target="vllm", package="vllm", version="0.30.0")
-    one_fix_pack(b, "vllm/mod.py")
-    site = tmp_path / "site"
-    (site / "vllm").mkdir(parents=True)
-    (site / "vllm/__init__.py").write_text("")
-    info = site / "vllm-0.30.0.dist-info"
-    info.mkdir()
-    (info / "direct_url.json").write_text(doc)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.30.0\n")
-    (info / "RECORD").write_text("vllm/__init__.py,,\n")
-    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "--pack", str(b.pack), "-p", "p1", "--root",
-                        f"vllm={site}"], capture_output=True, text=True, cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    def write(path: Path) -> Path:
+        path.write_text(doc)
+        return path
+
+    r, _url = _status_on_site(tmp_path, write)
     assert r.returncode == 3 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
 
 
