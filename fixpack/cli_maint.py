@@ -84,9 +84,10 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 reworded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
                                                 scope=lambda have: scoped(prof, only, have))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
-                for warning in refuse_unbumped(prof, lock):  # a fix's patch changed under its version: refused
+                found = lockfile.previous_locks(prof)  # the lock on disk and HEAD's, read once for both checks
+                for warning in refuse_unbumped(prof, lock, found):  # a fix's patch changed under its version
                     click.echo(f"fixpack: warning: {warning}", err=True)  # a lock in HEAD not compared with
-                lockfile.write(prof, lock)
+                lockfile.write(prof, lock, found[0])
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,

@@ -15,7 +15,8 @@ from .model import Fix, Profile
 from .records import Lock, LockFix
 
 
-def refuse_unbumped(profile: Profile, lock: Lock) -> list[str]:
+def refuse_unbumped(profile: Profile, lock: Lock,
+                    found: tuple[list[tuple[Lock, str]], list[str]] | None = None) -> list[str]:
     """Raise BadInputError (exit 2, nothing written) when ``lock`` (one ``lock`` is about to write) records a fix
     at a version a previous lock (:func:`~fixpack.lockfile.previous_locks`: the one on disk, and the one
     committed in git HEAD) records for it with another change: its patch changed without a version bump. A
@@ -23,8 +24,9 @@ def refuse_unbumped(profile: Profile, lock: Lock) -> list[str]:
     told it holds "another patch than this pack's" of the same version, with no way to tell which. As a
     component's source changed under its version is refused (:func:`~fixpack.lockfile.write`). A change that is
     the old one as an older fixpack hashed it (:meth:`fixpack.model.Fix.recorded_as`) is no change. Returns the
-    warnings to print: a lock committed in HEAD that could not be compared with, and why."""
-    previous, warnings = previous_locks(profile)
+    warnings to print: a lock committed in HEAD that could not be compared with, and why. ``found``: what
+    :func:`~fixpack.lockfile.previous_locks` returned, when the caller has it already (else looked up)."""
+    previous, warnings = found if found is not None else previous_locks(profile)
     suspects: dict[str, list[tuple[LockFix, str]]] = {}
     for have, where in previous:
         for new in lock.fixes:

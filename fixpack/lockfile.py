@@ -370,12 +370,13 @@ def _differ(locked: tuple[tuple[str, str], ...], files: dict[str, str]) -> str:
     return f"{', '.join(differ[:5])}{', ...' if len(differ) > 5 else ''}"
 
 
-def _reused_versions(profile: Profile, lock: Lock) -> list[str]:
+def _reused_versions(profile: Profile, lock: Lock, previous: list[tuple[Lock, str]] | None = None) -> list[str]:
     """The components of ``lock`` (one being written) whose version the lock on disk records with other
     files: a source changed without a new version (an image that has that version would keep the old
-    files and call them applied). Nothing when there is no previous lock (:func:`previous_locks`)."""
+    files and call them applied). Nothing when there is no previous lock (``previous``, else
+    :func:`previous_locks`)."""
     out = []
-    for have, where in previous_locks(profile)[0]:
+    for have, where in previous if previous is not None else previous_locks(profile)[0]:
         for comp in lock.components:
             old = have.component(comp.id)
             if old is not None and old.version == comp.version and dict(old.files) != dict(comp.files):
@@ -466,14 +467,15 @@ def unchanged(profile: Profile, lock: Lock) -> bool:
         return False
 
 
-def write(profile: Profile, lock: Lock) -> Path:
+def write(profile: Profile, lock: Lock, previous: list[tuple[Lock, str]] | None = None) -> Path:
     """Write ``lock`` to the profile's lock path, whole or not at all; a lock on disk that holds it already is
     left alone (:func:`unchanged`). Raises BadInputError (nothing written) when a component's source changed
-    under a version the lock on disk records, or a folder is where the lock goes."""
+    under a version a previous lock records (``previous``: :func:`previous_locks`' first, when the caller has
+    them already; else looked up), or a folder is where the lock goes."""
     refuse_a_folder(profile.lock_path)
     if unchanged(profile, lock):
         return profile.lock_path
-    reused = _reused_versions(profile, lock)
+    reused = _reused_versions(profile, lock, previous)
     if reused:
         raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "
                             f"the profile {profile.path}) and lock again; nothing was written")
