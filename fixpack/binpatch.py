@@ -13,12 +13,13 @@ A file section with a binary change reads::
     HcmV?d00001
     <empty line>
 
-Each block's lines decode (base85, git's alphabet: RFC 1924's, as :func:`base64.b85decode` reads it)
-and then inflate (zlib) to ``size`` bytes. A ``literal`` block is the whole other side; a ``delta``
-block is git's delta encoding (gitformat-pack, "Deltified representation"): the source's and the
-result's sizes as little-endian base-128 numbers, then instructions: a byte with its top bit set copies
-a range of the source (its low four bits say which offset bytes follow, the next three which size
-bytes; a size of 0 means 0x10000), any other non-zero byte inserts that many bytes that follow.
+Each block's lines decode (base85, git's alphabet: RFC 1924's, as :func:`base64.b85decode` reads it) and
+then inflate (zlib) to ``size`` bytes (inflating stops once past ``size``: a few KB can inflate to GBs).
+A ``literal`` block is the whole other side; a ``delta`` block is git's delta encoding (gitformat-pack,
+"Deltified representation"): the source's and the result's sizes as little-endian base-128 numbers, then
+instructions: a byte with its top bit set copies a range of the source (its low four bits say which
+offset bytes follow, the next three which size bytes; a size of 0 means 0x10000), any other non-zero
+byte inserts that many bytes that follow.
 
 The ``index`` line must carry full blob ids (git writes them for binary changes; ``git apply`` also
 refuses a binary patch without them): a side is recognised only by its id, git's object hash of the
@@ -133,19 +134,36 @@ def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
     m = _BLOCK.match(lines[pos]) if pos < len(lines) else None
     if not m:
         raise BinaryDataError(pos + 1, "expected 'literal SIZE' or 'delta SIZE' after 'GIT binary patch'")
+    if len(m.group(2)) > 18:  # past any file (and past what int() or zlib take: ValueError, OverflowError)
+        raise BinaryDataError(pos + 1, f"the {m.group(1)} size has {len(m.group(2))} digits: no file is that large")
     head, size = pos + 1, int(m.group(2))
     pos += 1
     raw = bytearray()
     while pos < len(lines) and lines[pos] != "":
         raw += _line(lines[pos], pos + 1)
         pos += 1
+    return BinaryBlock(m.group(1), _inflate(bytes(raw), size, m.group(1), head)), pos + 1
+
+
+def _inflate(raw: bytes, size: int, kind: str, head: int) -> bytes:
+    """``raw`` inflated (zlib), which must give exactly ``size`` bytes (the ``literal``/``delta`` line's, at line
+    ``head``). Inflates at most ``size + 1`` bytes: data that would give more (a few KB of zeros can inflate to
+    GBs) is refused once it passes ``size``, never held whole. Raises BinaryDataError naming ``head``."""
+    inflater = zlib.decompressobj()
     try:
-        data = zlib.decompress(bytes(raw))
+        data = inflater.decompress(raw, size + 1)
     except zlib.error as exc:
-        raise BinaryDataError(head, f"the {m.group(1)} data does not inflate ({exc})") from exc
+        raise BinaryDataError(head, f"the {kind} data does not inflate ({exc})") from exc
+    if len(data) > size:
+        raise BinaryDataError(head, f"the {kind} data inflates to more than the {size} bytes its line says (inflating "
+                                    f"stopped there)")
+    if not inflater.eof:
+        raise BinaryDataError(head, f"the {kind} data does not inflate (the zlib stream is cut short)")
+    if inflater.unused_data:
+        raise BinaryDataError(head, f"the {kind} data has {len(inflater.unused_data)} bytes after its zlib stream")
     if len(data) != size:
-        raise BinaryDataError(head, f"the {m.group(1)} data inflates to {len(data)} bytes, its line says {size}")
-    return BinaryBlock(m.group(1), data), pos + 1
+        raise BinaryDataError(head, f"the {kind} data inflates to {len(data)} bytes, its line says {size}")
+    return data
 
 
 def literal_block(data: bytes) -> str:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, parse_binary
-from .diffsyntax import QuoteError, refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
+from .diffpaths import PREFIX, REGENERATE, agrees, bad, check_renames, clean_path, git_line_paths
+from .diffsyntax import refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
-from .safepath import path_problem
 from .structs import dataclass, replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
@@ -27,7 +26,6 @@ if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock v
 
 FIXED_FROM_LINE = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
 AUTHOR = "vLLM Gaudi fix pack <fixpack@invalid>"
-_PREFIX = re.compile(r"^[ab]/")
 
 
 @dataclass(frozen=True)
@@ -145,10 +143,11 @@ def _without_heading(text: str) -> str:
 def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     """Parse a patch file's bytes.
 
-    Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF line
-    endings, a malformed diff, an absolute path or one that climbs out of the target with ``..``. A file
-    whose last line lacks its newline is read with it, as GNU patch reads it and as ``fixpack format``
-    writes it back (one reading for the applier, the lock and format).
+    Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF line endings, a
+    malformed diff, an absolute path or one that climbs out of the target with ``..``, a section whose
+    ``diff --git``, ``---``/``+++`` and ``rename from``/``rename to`` lines name different files, or a copy
+    (:func:`~fixpack.diffpaths.check_renames`). A file whose last line lacks its newline is read with it, as GNU
+    patch reads it and as ``fixpack format`` writes it back (one reading for the applier, the lock and format).
     """
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
@@ -157,7 +156,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     if data and not data.endswith(b"\n"):
         data += b"\n"
     text = data.decode("utf-8", "surrogateescape")
-    _check_structure(text, source)
+    named = _check_structure(text, source)
     header = _parse_header(text)
     try:
         patchset = PatchSet(split_lines(text))
@@ -169,6 +168,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
     files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source)) for pf in patchset)
+    check_renames(files, named, source)
     return ParsedPatch(header, files)
 
 
@@ -196,7 +196,7 @@ def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
             try:
                 return replace(fp, data=parse_binary(lines, i, index, index_line)[0])
             except BinaryDataError as exc:
-                raise _bad(source, exc.line, exc.message) from exc
+                raise bad(source, exc.line, exc.message) from exc
     return fp
 
 
@@ -209,19 +209,14 @@ _FILE_HEADER = ("diff --git ", "index ", "old mode ", "new mode ", "deleted file
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes that decoding with surrogateescape could not read
 
 
-REGENERATE = "regenerate the patch with git diff / format-patch"
 
-
-def _bad(source: str, line: int, message: str, hint: str = REGENERATE) -> PatchParseError:
-    return PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, hint)])
-
-
-def _check_structure(text: str, source: str) -> None:
+def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     """Walk the diff part line by line, as ``git apply`` does, before unidiff reads it.
 
     unidiff skips what it does not recognise; a lost ``@@`` line or a hunk whose header counts are
     wrong would then drop lines silently. Here every line must be a file header line, a hunk header
-    with both ``@@``, or one of the lines its counts announce.
+    with both ``@@``, or one of the lines its counts announce. Returns git's rename and copy lines, each as
+    (line, ``"rename from"``/``"rename to"``/``"copy from"``/``"copy to"``, path), for :func:`check_renames`.
     """
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
@@ -230,8 +225,9 @@ def _check_structure(text: str, source: str) -> None:
                       if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
     refuse_crlf(lines[:start] if start is not None else lines, 1, source)
     refuse_not_utf8_message(lines[:start] if start is not None else lines, 1, source)
+    named: list[tuple[int, str, str]] = []
     if start is None:
-        return
+        return named
     old = new = 0
     hunk_line = 0
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
@@ -260,27 +256,27 @@ def _check_structure(text: str, source: str) -> None:
             elif kind == "+":
                 new -= 1
                 if _NOT_UTF8.search(ln):
-                    raise _bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
+                    raise bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
             elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
-                raise _bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
+                raise bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
                                       f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
                                       f"to go): {_shown(ln)}", "a context line starts with a space; restore the "
                                       "prefix or regenerate the patch with git diff / format-patch")
             elif kind != "\\":
-                raise _bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
+                raise bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                       f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
                                       f"line was lost)")
             if old < 0 or new < 0:
-                raise _bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
+                raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
         last = ""
         refuse_crlf([ln], n, source)
         if ln.startswith("@@"):
             m = _HUNK_HEADER.match(ln)
             if not m:
-                raise _bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
+                raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
@@ -290,7 +286,7 @@ def _check_structure(text: str, source: str) -> None:
             continue  # read and checked line by line when the section is parsed (_with_data)
         if ln.startswith("diff --git "):
             binary_data = False
-            git_paths = _git_line_paths(ln, source, n)
+            git_paths = git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed, sides = n, 0, False, "", False, set()
             continue
@@ -298,42 +294,44 @@ def _check_structure(text: str, source: str) -> None:
             file_line = n
         if ln.startswith(("--- ", "+++ ")):
             if ln[:3] in sides:  # unidiff would keep the last one; git apply refuses it
-                raise _bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
+                raise bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
                            "keep one '---' and one '+++' line per file, or regenerate the patch")
             sides.add(ln[:3])
             has_plus = has_plus or ln.startswith("+")
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":
-                _clean_path(path, source, n)
+                clean_path(path, source, n)
                 path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
-                _agrees(git_paths, ln[0] == "+", path, source, n)
+                agrees(git_paths, ln[0] == "+", path, source, n)
             if ln.startswith("-"):
                 minus = path
-            elif not renamed and "/dev/null" not in (minus, path) and _PREFIX.sub("", minus) != _PREFIX.sub("", path):
+            elif not renamed and "/dev/null" not in (minus, path) and PREFIX.sub("", minus) != PREFIX.sub("", path):
                 # a name change without git's rename headers is a typo far more often than a rename, and
                 # taking it for one would delete the upstream file: refuse it (git apply does too)
-                raise _bad(source, n, f"'+++ {path}' names another file than '--- {minus}' and no 'rename from/to' "
+                raise bad(source, n, f"'+++ {path}' names another file than '--- {minus}' and no 'rename from/to' "
                                       f"lines say it is a rename", "fix the path, or regenerate the patch with git "
                                                                    "diff -M so the rename is declared")
             continue
         if ln.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
             renamed = True
-            _clean_path(ln.split(" ", 2)[2], source, n, prefixed=False)
+            first, second, raw = ln.split(" ", 2)  # 'rename from <path>'
+            named.append((n, f"{first} {second}", clean_path(raw, source, n, prefixed=False) or ""))
             continue
         if ln.startswith(_FILE_HEADER):
             binary_data = ln == "GIT binary patch"
             continue
         if ln.startswith("\\"):
-            raise _bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
+            raise bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
         if ln == "-- ":  # git format-patch's signature: the version line follows
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
-        raise _bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
+        raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if old > 0 or new > 0:
-        raise _bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
+        raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
     _no_hunks(source, file_line, hunks_in_file, has_plus)
+    return named
 
 
 def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:
@@ -343,7 +341,7 @@ def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_l
     would strip a newline from the middle of a file."""
     ends = {"-": old == 0, "+": new == 0, " ": old == 0 and new == 0}.get(last, False)
     if not ends:
-        raise _bad(source, n, f"a '\\ No newline at end of file' marker in the middle of the hunk that starts at "
+        raise bad(source, n, f"a '\\ No newline at end of file' marker in the middle of the hunk that starts at "
                               f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
 
 
@@ -355,36 +353,10 @@ def _shown(line: str) -> str:
     return repr(line[:60])
 
 
-_GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
-
-
-def _git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
-    """The paths of a ``diff --git a/X b/Y`` line, checked and without their prefixes (None for a path
-    with spaces: the ---/+++ lines then name the files alone)."""
-    m = _GIT_LINE.match(ln)
-    if not m:
-        return None
-    a, b = (_clean_path(raw, source, n) or "" for raw in m.groups())
-    return a, b
-
-
-def _agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str, n: int) -> None:
-    """A ``---``/``+++`` line names the file its section's ``diff --git`` line names (one was edited
-    by hand when they differ: which file the change is for cannot be told)."""
-    if git_paths is None:
-        return
-    want = git_paths[1] if plus else git_paths[0]
-    if _PREFIX.sub("", path) != want:
-        side = "+++" if plus else "---"
-        raise _bad(source, n, f"'{side} {path}' names another file than its 'diff --git' line ({want!r}); the "
-                              f"two lines disagree", "make both name the same file, or regenerate the patch "
-                                                     "with git diff / format-patch")
-
-
 def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
     if file_line and has_plus and not hunks:
-        raise _bad(source, file_line, "a file section with ---/+++ lines but no hunk")
+        raise bad(source, file_line, "a file section with ---/+++ lines but no hunk")
 
 
 def _refuse_binary(data: bytes, source: str) -> None:
@@ -420,36 +392,10 @@ def _parse_header(text: str) -> PatchHeader:
     return PatchHeader(subject, "\n".join(body).strip(), tuple(fields))
 
 
-def _clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = True) -> str | None:
-    """The target path a patch line names (its ``a/``/``b/`` prefix dropped), refused unless canonical:
-    ``./x``, ``x//y`` or ``x/.`` name the same file as ``x`` on disk but not as a manifest key, so a fix
-    would be recorded under one spelling and checked under another."""
-    if raw is None or raw == "/dev/null":
-        return None
-    try:
-        raw = unquote(raw)
-    except QuoteError as exc:
-        raise _bad(source, line or 0, f"path {raw}: {exc}") from exc
-    path = _PREFIX.sub("", raw) if prefixed else raw
-    problem = path_problem(path)
-    if problem is None:
-        return path
-    if path.startswith("/") or ".." in PurePosixPath(path).parts:
-        what = "absolute path" if path.startswith("/") else "path"
-        raise PatchParseError(
-            f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
-            f"{source}:{line}: absolute path {path!r} in a patch",
-            [Problem(f"{what} {path!r} escapes the target root", None, line,
-                     "paths must be relative to the target root")])
-    raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
-                          [Problem(f"path {path!r} is not canonical: {problem}", None, line,
-                                   "write the path as git does: relative, '/' between segments, no '.' or '//'")])
-
-
 def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     line = pf.diff_line_no
-    old = None if pf.is_added_file else _clean_path(pf.source_file, source, line)
-    new = None if pf.is_removed_file else _clean_path(pf.target_file, source, line)
+    old = None if pf.is_added_file else clean_path(pf.source_file, source, line)
+    new = None if pf.is_removed_file else clean_path(pf.target_file, source, line)
     hunks = tuple(_convert_hunk(h) for h in pf)
     return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
 

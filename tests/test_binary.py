@@ -305,3 +305,67 @@ def test_export_writes_a_sourced_binary_file_as_git_binary_data(sourced, tmp_pat
     assert "GIT binary patch\nliteral 7\n" in text and "Binary files " not in text
     assert f"index {'0' * 40}..{blob_id(LOGO)}\n" in text
     assert_git_am_equals_apply(clean, out, lambda root: engine.apply(b.request(root)), tmp_path)
+
+
+def _bomb_patch(kind: str, declared: int | str, packed: bytes) -> bytes:
+    """A patch whose forward block is ``packed`` (zlib data) under '{kind} {declared}', in base85 lines."""
+    import base64
+
+    body = []
+    for i in range(0, len(packed), 52):
+        chunk = packed[i:i + 52]
+        lead = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
+        body.append(lead + base64.b85encode(chunk, pad=True).decode())
+    head = f"diff --git a/x.bin b/x.bin\nindex {'1' * 40}..{'2' * 40} 100644\nGIT binary patch\n"
+    return (head + f"{kind} {declared}\n" + "\n".join(body) + "\n\nliteral 0\nHcmV?d00001\n\n").encode()
+
+
+@pytest.mark.parametrize("kind", ["literal", "delta"])
+def test_a_zlib_bomb_is_refused_before_it_inflates(kind):
+    """64 MiB of zeros deflate to 64 KiB: under 'literal 10' the whole was inflated (64 MiB held; a 200 KB patch
+    took 840 MB) before its size was checked against the line's. It is now refused once it passes the size."""
+    import tracemalloc
+    import zlib
+
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    packer = zlib.compressobj(9)
+    packed = b"".join(packer.compress(bytes(1 << 20)) for _ in range(64)) + packer.flush()
+    data = _bomb_patch(kind, 10, packed)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PatchParseError, match=rf"^bomb.patch:4: the {kind} data inflates to more than the 10 "
+                                                  rf"bytes its line says") as exc:
+            parse_patch(data, "bomb.patch")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert exc.value.exit_code == 2
+    assert peak < 8 << 20, f"peak {peak} bytes while refusing a patch of {len(data)} bytes"
+
+
+def test_binary_data_after_its_zlib_stream_is_refused():
+    """Bytes after the end of a block's zlib stream are no part of the data (git never writes them): damage."""
+    import zlib
+
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    with pytest.raises(PatchParseError, match=r"^t.patch:4: the literal data has 4 bytes after its zlib stream"):
+        parse_patch(_bomb_patch("literal", 3, zlib.compress(b"abc") + b"junk"), "t.patch")
+    with pytest.raises(PatchParseError, match=r"^t.patch:4: the literal data does not inflate \(.*cut short"):
+        parse_patch(_bomb_patch("literal", 3, zlib.compress(b"abc")[:-2]), "t.patch")
+
+
+@pytest.mark.parametrize("digits", [19, 5000])
+def test_a_block_size_past_any_file_is_bad_input(digits):
+    """A 'literal SIZE' of 5000 digits was int()'s ValueError, exit 1 (and 19 digits are past the limit zlib takes
+    for the inflating, which now stops at the size): it is bad input, named at its line."""
+    import zlib
+
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    with pytest.raises(PatchParseError, match=rf"^t.patch:4: the literal size has {digits} digits: no file is that"):
+        parse_patch(_bomb_patch("literal", "9" * digits, zlib.compress(b"abc")), "t.patch")

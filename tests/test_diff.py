@@ -109,3 +109,47 @@ def test_a_plus_path_that_differs_without_rename_headers_is_refused():
     git_rename = ("diff --git a/pkg/mod.py b/pkg/other.py\nsimilarity index 50%\nrename from pkg/mod.py\n"
                   "rename to pkg/other.py\n--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
     assert parse_patch(git_rename.encode(), "y.patch").files[0].kind == "rename"
+
+
+RENAME = ("diff --git a/pkg/mod.py b/pkg/other.py\nsimilarity index 50%\nrename from pkg/mod.py\nrename to pkg/other.py\n"
+          "--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+
+
+@pytest.mark.parametrize("header,line,side,applies", [
+    ("rename to pkg/other.py", 4, "b", "write the renamed file to pkg/evil.py, fixpack to pkg/other.py"),
+    ("rename from pkg/mod.py", 3, "a", "rename pkg/evil.py, fixpack pkg/mod.py")])
+def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_refused(header, line, side, applies):
+    """'rename to X' under 'diff --git a/M b/Y' was accepted: the engine wrote Y where git apply writes X (and
+    read M where git renames the file 'rename from' names). Refused at the rename line, exit 2."""
+    word = header.rsplit(" ", 1)[0]
+    for text in (RENAME, RENAME.split("--- ")[0].replace("50%", "100%")):  # with a hunk, and a pure rename
+        with pytest.raises(PatchParseError) as exc:
+            parse_patch(text.replace(header, f"{word} pkg/evil.py").encode(), "x.patch")
+        want = "pkg/other.py" if side == "b" else "pkg/mod.py"
+        assert str(exc.value).startswith(f"x.patch:{line}: '{word} pkg/evil.py' names another file than its 'diff "
+                                         f"--git' line's {side}-path ('{want}', line 1): git apply would {applies}")
+        assert exc.value.exit_code == 2 and "make the two lines name the same file" in exc.value.problems[0].hint
+
+
+def test_a_rename_whose_lines_agree_is_read_as_one():
+    pure = RENAME.split("--- ")[0].replace("50%", "100%")
+    quoted = ('diff --git a/pkg/mod.py "b/pkg/\\303\\274.py"\nsimilarity index 100%\nrename from pkg/mod.py\n'
+              'rename to "pkg/\\303\\274.py"\n')  # git's quoting of a path with a byte past ASCII (pkg/\u00fc.py)
+    for text, new in ((RENAME, "pkg/other.py"), (pure, "pkg/other.py"), (quoted, "pkg/\u00fc.py")):
+        (fp,) = parse_patch(text.encode(), "y.patch").files
+        assert (fp.kind, fp.old_path, fp.new_path) == ("rename", "pkg/mod.py", new)
+
+
+def test_a_copy_and_an_undeclared_rename_are_refused():
+    """'copy from/to' (git diff -C) read as a rename, deleting the copied file (git keeps it); a 'diff --git a/M
+    b/Y' with no rename lines (and no ---/+++ lines to catch it) read as a rename too, where git apply refuses."""
+    copy = RENAME.replace("rename ", "copy ")
+    with pytest.raises(PatchParseError, match=r"^x.patch:3: 'copy from pkg/mod.py': a copy \(git diff -C\) is not "
+                                              r"supported: it would be read as a rename, and the copied file deleted"):
+        parse_patch(copy.encode(), "x.patch")
+    undeclared = "diff --git a/pkg/mod.py b/pkg/other.py\nold mode 100644\nnew mode 100755\n"
+    with pytest.raises(PatchParseError, match=r"^x.patch:1: 'diff --git' names two files \('pkg/mod.py', "
+                                              r"'pkg/other.py'\) but no 'rename from' and 'rename to' lines"):
+        parse_patch(undeclared.encode(), "x.patch")
+    with pytest.raises(PatchParseError, match=r"^x.patch:1: 'diff --git' names two files"):  # one of the two
+        parse_patch(RENAME.replace("rename from pkg/mod.py\n", "").encode(), "x.patch")

@@ -416,3 +416,31 @@ def test_a_patch_message_with_bytes_that_are_not_utf8_is_named_at_its_line(setup
     head = head.replace(b"\nSubject:", b"\nContent-Type: text/plain; charset=ISO-8859-1\nSubject:", 1)
     patch.write_bytes(head + b" caf\xe9" + sep + diff)
     assert not [f for f in findings(b) if "not UTF-8" in f], findings(b)
+
+
+def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_named_at_its_line(setup):
+    """A patch renaming demo_pkg/mod.py whose 'rename to' names another file than its 'diff --git' b-path passed
+    check (the engine would write the b-path, git apply the other): check names the patch and the line, exit 2,
+    and apply refuses the pack with nothing written."""
+    b, clean = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    old = "diff --git a/demo_pkg/mod.py b/demo_pkg/mod.py\n"
+    assert old in text
+    patch.write_text(text.replace(old, "diff --git a/demo_pkg/mod.py b/demo_pkg/new.py\nsimilarity index 90%\n"
+                                       "rename from demo_pkg/mod.py\nrename to demo_pkg/evil.py\n")
+                     .replace("+++ b/demo_pkg/mod.py", "+++ b/demo_pkg/new.py"))
+    line = text[:text.index(old)].count("\n") + 4
+    message = (f"fixes/one/0001-change.patch:{line}: 'rename to demo_pkg/evil.py' names another file than its 'diff "
+               f"--git' line's b-path ('demo_pkg/new.py', line {line - 3}): git apply would write the renamed file "
+               f"to demo_pkg/evil.py, fixpack to demo_pkg/new.py (make the two lines name the same file, the one the "
+               f"rename is to, or regenerate the patch with git diff -M / format-patch)")
+    assert findings(b) == [message]
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(b.pack)], capture_output=True,
+                       text=True, cwd=REPO)
+    assert r.returncode == 2 and r.stdout.startswith(message), r
+    before = {p: p.read_bytes() for p in clean.rglob("*") if p.is_file()}
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and f"0001-change.patch:{line}: 'rename to demo_pkg/evil.py'" in r.stdout + r.stderr, r
+    assert {p: p.read_bytes() for p in clean.rglob("*") if p.is_file()} == before

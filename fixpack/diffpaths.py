@@ -1,0 +1,120 @@
+"""The paths a patch's file headers name, each checked: canonical (:func:`clean_path`), and the same file
+wherever a section names it. A section's ``diff --git a/X b/Y`` line, its ``---``/``+++`` lines and git's
+``rename from``/``rename to`` lines must agree (:func:`agrees`, :func:`check_renames`): the engine reads the
+change at the ``diff --git`` (and ``---``/``+++``) paths, ``git apply`` at the rename lines' when they are
+there, so a patch whose lines disagree would be applied to one file here and to another by git.
+
+Every error is a :class:`~fixpack.errors.PatchParseError` (exit 2) naming the patch file and the line.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+from .diffsyntax import QuoteError, unquote
+from .errors import PatchParseError, Problem
+from .safepath import path_problem
+
+if TYPE_CHECKING:
+    from .diff import FilePatch
+
+PREFIX = re.compile(r"^[ab]/")  # git's side prefixes, dropped from a path
+REGENERATE = "regenerate the patch with git diff / format-patch"
+_GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
+COPY = "regenerate the patch without copy detection (git diff -M, no -C / --find-copies): the copy is then a new file"
+
+
+def bad(source: str, line: int, message: str, hint: str = REGENERATE) -> PatchParseError:
+    """The error for ``message`` at ``line`` (1-based) of the patch file ``source``, with what to do."""
+    return PatchParseError(f"{source}:{line}: {message}", [Problem(message, None, line, hint)])
+
+
+def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = True) -> str | None:
+    """The target path a patch line names (its ``a/``/``b/`` prefix dropped unless ``prefixed`` is False;
+    None for ``/dev/null``), refused unless canonical: ``./x``, ``x//y`` or ``x/.`` name the same file as
+    ``x`` on disk but not as a manifest key, so a fix would be recorded under one spelling and checked under
+    another. Raises PatchParseError for such a path, an absolute one, one with ``..``, or bad quoting."""
+    if raw is None or raw == "/dev/null":
+        return None
+    try:
+        raw = unquote(raw)
+    except QuoteError as exc:
+        raise bad(source, line or 0, f"path {raw}: {exc}") from exc
+    path = PREFIX.sub("", raw) if prefixed else raw
+    problem = path_problem(path)
+    if problem is None:
+        return path
+    if path.startswith("/") or ".." in PurePosixPath(path).parts:
+        what = "absolute path" if path.startswith("/") else "path"
+        raise PatchParseError(
+            f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
+            f"{source}:{line}: absolute path {path!r} in a patch",
+            [Problem(f"{what} {path!r} escapes the target root", None, line,
+                     "paths must be relative to the target root")])
+    raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
+                          [Problem(f"path {path!r} is not canonical: {problem}", None, line,
+                                   "write the path as git does: relative, '/' between segments, no '.' or '//'")])
+
+
+def git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
+    """The paths of a ``diff --git a/X b/Y`` line, checked and without their prefixes (None for a path
+    with spaces: the ---/+++ lines then name the files alone)."""
+    m = _GIT_LINE.match(ln)
+    if not m:
+        return None
+    a, b = (clean_path(raw, source, n) or "" for raw in m.groups())
+    return a, b
+
+
+def agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str, n: int) -> None:
+    """A ``---``/``+++`` line names the file its section's ``diff --git`` line names (one was edited
+    by hand when they differ: which file the change is for cannot be told)."""
+    if git_paths is None:
+        return
+    want = git_paths[1] if plus else git_paths[0]
+    if PREFIX.sub("", path) != want:
+        side = "+++" if plus else "---"
+        raise bad(source, n, f"'{side} {path}' names another file than its 'diff --git' line ({want!r}); the "
+                             f"two lines disagree", "make both name the same file, or regenerate the patch "
+                                                    "with git diff / format-patch")
+
+
+def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]], source: str) -> None:
+    """Each of git's ``rename from``/``rename to`` lines, ``named`` as (line, ``"rename from"`` or ``"rename
+    to"`` or a ``copy`` word, path without quotes), names the file the engine reads its section's change
+    from/at (``files``: the parsed sections, in order; each header belongs to the last one starting above it),
+    and a section whose two paths differ (a rename) has both lines, as ``git apply`` needs.
+
+    Raises PatchParseError at the header's line when they disagree (git would write the rename line's file,
+    the engine the ``diff --git`` line's), for a copy (``copy from/to``: the engine has no copies, and would
+    read one as a rename, deleting the copied file), for a rename line outside a ``diff --git`` section, and
+    at the section's line for a rename without its two lines."""
+    starts = [fp.diff_line for fp in files]
+    found: dict[int, set[str]] = {}
+    for n, word, path in named:
+        i = bisect_right(starts, n) - 1
+        if word.startswith("copy"):
+            raise bad(source, n, f"'{word} {path}': a copy (git diff -C) is not supported: it would be read as a "
+                                 f"rename, and the copied file deleted", COPY)
+        if i < 0:
+            raise bad(source, n, f"'{word} {path}' outside a 'diff --git' section (git reads rename lines only in "
+                                 f"its own file headers)")
+        fp = files[i]
+        want = fp.new_path if word == "rename to" else fp.old_path
+        if path != want:
+            other = want or "/dev/null"
+            side, to, does = ("b", "to", f"write the renamed file to {path}, fixpack to {other}") \
+                if word == "rename to" else ("a", "from", f"rename {path}, fixpack {other}")
+            raise bad(source, n, f"'{word} {path}' names another file than its 'diff --git' line's {side}-path "
+                                 f"({other!r}, line {fp.diff_line}): git apply would {does}",
+                      f"make the two lines name the same file, the one the rename is {to}, or regenerate the patch "
+                      f"with git diff -M / format-patch")
+        found.setdefault(i, set()).add(word)
+    for i, fp in enumerate(files):
+        if fp.kind == "rename" and found.get(i) != {"rename from", "rename to"}:
+            raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but "
+                                            f"no 'rename from' and 'rename to' lines say it is a rename",
+                      "fix the path, or regenerate the patch with git diff -M so the rename is declared")
