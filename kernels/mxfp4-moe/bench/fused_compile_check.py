@@ -25,16 +25,17 @@ _INTS = ("T", "expert_base", "n_local", "G", "z1_numel", "z2_numel", "stride_xm"
 
 
 def compile_fused(stages: int, down_tiles: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
-                  bk: int = 256, arch: int = 90):
+                  bk: int = 256, arch: int = 90, trace: bool = False):
     fn = fk._fused_kernel
     ptrs = {"x_ptr": "*i32", "ids_ptr": "*i64", "w1_ptr": "*i32", "s1_ptr": "*u8", "act_ptr": "*bf16", "a32_ptr": "*i32",
             "h_ptr": "*fp32", "cnt_ptr": "*i32", "w2_ptr": "*i32", "s2_ptr": "*u8", "y_ptr": "*fp32",
-            "bar_ptr": "*i32", "z1_ptr": "*fp32", "z2_ptr": "*fp32"}
+            "bar_ptr": "*i32", "z1_ptr": "*fp32", "z2_ptr": "*fp32", "tr_ptr": "*i64"}
     lay = layouts(bn, bk, 8)
     consts = {"L": latent, "I": size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 64, "BLOCK_M": 8, "BN1": bn, "BK1": bk,
               "BN2": bn, "BK2": bk, "LOG_MAX1": 3, "LOG_MAX2": 4, "W5A": lay["w5"], "X4A": lay["x4"],
               "S3A": lay["s3"], "W5B": lay["w5"], "X4B": lay["x4"], "S3B": lay["s3"], "ZERO_BLOCK": 128,
-              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles, "EARLY": False, "BAR_GROUP": 32, "PF_REST": True, "GROUP_SPIN": True}
+              "GDC": arch >= 90, "STAGES": stages, "DOWN_TILES": down_tiles, "EARLY": False, "BAR_GROUP": 32, "PF_REST": True, "GROUP_SPIN": True,
+              "TRACE": trace} | ({} if trace else {"tr_ptr": None})
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch, div16_extra=_INTS[6:])
 
 
@@ -45,6 +46,7 @@ def main() -> int:
     ap.add_argument("--maxnreg", type=int, default=96)
     ap.add_argument("--latent", type=int, default=4096)
     ap.add_argument("--size", default="4096,1024")
+    ap.add_argument("--trace", action="store_true", help="with the timer stamps (kernel.TRACE)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
     ok = True
@@ -53,7 +55,7 @@ def main() -> int:
             for dt in (int(s) for s in args.down_tiles.split(",")):
                 label = f"size {size} stages {stages} down_tiles {dt} maxnreg {args.maxnreg}"
                 try:
-                    ck = compile_fused(stages, dt, args.maxnreg or None, args.latent, size)
+                    ck = compile_fused(stages, dt, args.maxnreg or None, args.latent, size, trace=args.trace)
                     import re
                     from sm90_compile import cuobjdump
                     m = re.search(r"REG:(\d+)", cuobjdump(ck, "--dump-resource-usage"))

@@ -32,10 +32,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 
-from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _tokens, layouts
+from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp, _tokens, layouts
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
-from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _cp_async, _cta_barrier, _rank_owners, _ranked_tile, _run_split, fits,
-                            max_split, run_split, stages_smem)
+from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, TRACE_SLOTS, _cp_async, _cta_barrier, _rank_owners,
+                            _ranked_tile, _run_split, fits, max_split, run_split, stages_smem, trace_buffer)
 
 SPIN_LIMIT = 1 << 24
 TILE_RESERVE = 1024  # shared memory the driver reserves per block (sm_80+)
@@ -147,10 +147,19 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
                   W5A: gl.constexpr, X4A: gl.constexpr, S3A: gl.constexpr, W5B: gl.constexpr, X4B: gl.constexpr,
                   S3B: gl.constexpr, ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
                   DOWN_TILES: gl.constexpr, EARLY: gl.constexpr = False, BAR_GROUP: gl.constexpr = 32,
-                  PF_REST: gl.constexpr = True, GROUP_SPIN: gl.constexpr = True):
-    """Program g of G: see the module docstring."""
-    _gdc_launch_dependents(GDC)
+                  PF_REST: gl.constexpr = True, GROUP_SPIN: gl.constexpr = True, tr_ptr=None,
+                  TRACE: gl.constexpr = False):
+    """Program g of G: see the module docstring. TRACE: program g's row of tr_ptr [G, TRACE_SLOTS] int64 gets
+    the timer at its start (0), once its down copies are issued (1), in its last gate/up item (2-4, as
+    ranked_kernel._ranked_tile), after zeroing its share (5), past the grid barrier (6) and at its end (7),
+    and the splits (8: gate/up, 10: down)."""
     g = gl.program_id(0)
+    if TRACE:
+        tr = tr_ptr + g * TRACE_SLOTS
+    else:
+        tr = tr_ptr
+    _stamp(tr, 0, TRACE)
+    _gdc_launch_dependents(GDC)
     GRID_N1: gl.constexpr = 2 * I // BN1
     GRID_N2: gl.constexpr = L // BN2
     KT2: gl.constexpr = I // BK2
@@ -201,6 +210,10 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
     # the gate/up items g, g + G, ...
     split1 = _run_split(n_own, GRID_N1, LOG_MAX1, G, L // BK1, 0)
     per_k1 = n_own * GRID_N1
+    _stamp(tr, 1, TRACE)
+    if TRACE:
+        gl.store(tr + 8, split1)
+        gl.store(tr + 10, split2)
     for it1 in range(g, per_k1 * split1, G):
         r1 = it1 % n_own
         sel1 = (owner > 0) & (rank == r1)
@@ -209,14 +222,16 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
         _ranked_tile(e1 - expert_base, e1, (it1 // n_own) % GRID_N1, it1 // per_k1, split1, x_ptr, ids_ptr, w1_ptr,
                      s1_ptr, act_ptr, h_ptr, cnt_ptr, p1, T, stride_xm, stride_w1e, stride_s1e, stride_actm,
                      stride_hm, stride_hk, L, TOPK, TOPK_P2, BLOCK_M, BN1, BK1, GRID_N1, True, W5A, X4A, S3A, GDC,
-                     STAGES, 1)
+                     STAGES, 1, tr, TRACE)
     _gdc_wait(GDC)  # (EARLY) every write below follows the previous kernel
     zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
     zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
     zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
     gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
     gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
+    _stamp(tr, 5, TRACE)
     _grid_barrier(bar_ptr, g, G, BAR_GROUP, GROUP_SPIN)
+    _stamp(tr, 6, TRACE)
     _async_copy.wait_group(0)
     _cta_barrier()
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -270,6 +285,7 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
         o_n = pid_n2 * BN2 + gl.arange(0, BN2, layout=pl_n)
         gl.atomic_add(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], acc,
                       mask=o_has[None, :] & (o_n[:, None] >= 0), sem="relaxed", scope="gpu")
+    _stamp(tr, 7, TRACE)
 
 
 _BARRIERS: dict = {}
@@ -310,11 +326,12 @@ _RESIDENT: dict = {}
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 16, stages: int = 2,
                     down_tiles: int = 1, min_iters: int = 2, pdl: bool = True, maxnreg: int | None = 96,
                     partials: bool = False, early: bool = False, bar_group: int = 32, pf_rest: bool = True, group_spin: bool = True,
-                    last_launch: dict | None = None):
+                    last_launch: dict | None = None, trace: list | None = None):
     """ranked_kernel.experts_forward's contract (1..8 tokens, tiled layout) in one persistent launch (plus
     norm_combine unless partials). early: rank the slots and issue the first copies before the wait on the
     previous kernel (only where the ids do not come from it, as ranked_kernel assumes). Returns ``out``, or None where the grid of per_sm x sms programs would not
-    all be resident at the compiled kernel's registers and shared memory (the caller falls back)."""
+    all be resident at the compiled kernel's registers and shared memory (the caller falls back). trace (a
+    list; kernel.TRACE): compiled with the timer stamps, ("fused", buffer) appended (ranked_kernel.trace_buffer)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -348,11 +365,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                   BN1=bn1, BK1=bk1, BN2=bn2, BK2=bk2, LOG_MAX1=max1.bit_length() - 1, LOG_MAX2=max2.bit_length() - 1,
                   W5A=lay1["w5"], X4A=lay1["x4"], S3A=lay1["s3"], W5B=lay2["w5"], X4B=lay2["x4"], S3B=lay2["s3"],
                   ZERO_BLOCK=zero_block, GDC=gdc, STAGES=stages, DOWN_TILES=down_tiles, EARLY=early,
-                  BAR_GROUP=bar_group, PF_REST=bool(pf_rest and gdc), GROUP_SPIN=group_spin)
+                  BAR_GROUP=bar_group, PF_REST=bool(pf_rest and gdc), GROUP_SPIN=group_spin, TRACE=trace is not None)
     opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
+    tr = trace_buffer(G, x.device) if trace is not None else None
     args = (x32, ids, w1, ex.w13_scale, act, a32, h, cnt, w2, ex.w2_scale, y, bar, out, z2, T, ex.expert_base,
             ex.num_local, G, out.numel(), z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0),
-            act.stride(0), a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0))
+            act.stride(0), a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0), tr)
     key = (x.device.index, repr(sorted((k, repr(v)) for k, v in consts.items())), maxnreg, ids.dtype)
     if key not in _RESIDENT:
         ck = _fused_kernel.warmup(*args, grid=(1,), **consts, **opts)
@@ -361,6 +379,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     if _RESIDENT[key] < per_sm:
         return None
     k = _fused_kernel[(G,)](*args, **consts, **opts, **({"launch_pdl": True} if pdl and gdc else {}))
+    if trace is not None:
+        trace.append(("fused", tr))
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
     if last_launch is not None:

@@ -124,6 +124,23 @@ def _gdc_wait(GDC: gl.constexpr):
         gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
 
+_TIMER_ASM = gl.constexpr("mov.u64 $0, %globaltimer;")
+_CLOCK_ASM = gl.constexpr("mov.u64 $0, %clock64;")
+
+
+@gluon.jit
+def _stamp(tr_ptr, slot: gl.constexpr, TRACE: gl.constexpr):
+    """TRACE: the GPU's global timer (``%globaltimer``, nanoseconds, one clock for every SM; it may tick
+    coarsely) stored as int64 at tr_ptr + slot, and the SM's cycle counter (``%clock64``, fine, but one SM's
+    own) at tr_ptr + 16 + slot: the program's row of a trace buffer (bench/trace_case.py; kernel.TRACE). Else
+    nothing."""
+    if TRACE:
+        c = gl.inline_asm_elementwise(_CLOCK_ASM, "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+        t = gl.inline_asm_elementwise(_TIMER_ASM, "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+        gl.store(tr_ptr + slot, t)
+        gl.store(tr_ptr + 16 + slot, c)
+
+
 @gluon.jit
 def _fence_gpu():
     """Every lane: order its earlier global writes before its later accesses at GPU scope, then meet the

@@ -905,6 +905,11 @@ def mxfp4_moe_experts(x_lat: torch.Tensor, topk_ids: torch.Tensor, topk_weights:
 
 
 LAST_LAUNCH: dict = {}  # the compiled kernels of the last call (registers, spills: the benchmark prints them)
+# a list: the ranked and fused kernels (batches 1-8) are compiled with timer stamps and append (name, buffer) for
+# each launch (ranked_kernel.trace_buffer: [programs, 32] int64, %globaltimer ns and %clock64 cycles); None
+# (default): no stamps.
+# bench/trace_case.py sets it; nothing else should.
+TRACE: list | None = None
 
 
 def _cfg(entry):
@@ -963,7 +968,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             bar_group=config.get("fused_bar_group", 32),
                                             pf_rest=config.get("fused_pf_rest", True),
                                             group_spin=config.get("fused_group_spin", True),
-                                            partials=partials, last_launch=LAST_LAUNCH)
+                                            partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
         if done is not None:
             return done
     if ranked:
@@ -979,7 +984,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              wave_cost=config.get("ranked_wave_cost", 0),
                                              fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
-                                             partials=partials, last_launch=LAST_LAUNCH)
+                                             partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
         config = narrow_config(config, T)

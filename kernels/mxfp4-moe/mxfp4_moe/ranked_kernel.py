@@ -35,7 +35,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 
-from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales,
+from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp,
                            _store_act, _tokens, layouts)
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 
@@ -163,6 +163,16 @@ def _prefetch_share(base, nbytes: gl.constexpr, i, items):
                                   is_pure=False, pack=1)
 
 
+# int64 words of a program's row in a trace buffer (kernel.TRACE): 0-7 the timer's stamps, 8-15 facts (the
+# split, ...), 16-23 the cycle counter at the same stamps (gluon_kernel._stamp)
+TRACE_SLOTS = gl.constexpr(32)
+
+
+def trace_buffer(programs: int, device) -> torch.Tensor:
+    """A zeroed trace buffer [programs, TRACE_SLOTS] int64 (a slot left 0: the program never got there)."""
+    return torch.zeros(programs, TRACE_SLOTS.value, dtype=torch.int64, device=device)
+
+
 def stages_smem(stages: int, block_n: int, block_k: int) -> int:
     """Shared memory bytes a program's ring holds: ``stages`` weight tiles (BLOCK_N x BLOCK_K / 2 bytes) and
     their E8M0 scales (BLOCK_N x BLOCK_K / 32 bytes)."""
@@ -188,7 +198,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
-                 FIX_UNROLL: gl.constexpr):
+                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -196,7 +206,8 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     (relaxed atomics) into y [pairs, L] fp32, zeroed by the gate/up kernel. STAGES > 1: the weight tiles and
     their scales go through a ring of STAGES slots in shared memory (cp.async), STAGES - 1 tiles requested
     ahead of the one decoded (the first ones before the wait on the previous kernel); 0: register loads, one
-    tile ahead of none."""
+    tile ahead of none. TRACE: the timer at ``tr`` + 2 (after the wait), 3 (the K loop done), 4 (stored; the
+    split's fix-up also sets ``tr`` + 9 to 1)."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -252,6 +263,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
     _gdc_wait(GDC)  # activations come from the previous kernel; every write below follows it too
+    _stamp(tr, 2, TRACE)
     if STAGES > 1:
         for it in range(iters):
             _cta_barrier()  # every lane has read the slot refilled now (tile it - 1's)
@@ -274,6 +286,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
             xp = gl.load(x_ptrs, mask=x_mask, other=0)
             acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
     acc = acc * _MMA_UNSCALE
+    _stamp(tr, 3, TRACE)
     pl_n: gl.constexpr = gl.SliceLayout(1, mma)
     pl_m: gl.constexpr = gl.SliceLayout(0, mma)
     o_rows = gl.convert_layout(rows, pl_m)
@@ -297,12 +310,15 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                                        cache_modifier=".cg")
                 gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
                 _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+                if TRACE:
+                    gl.store(tr + 9, 1)
         else:
             _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
     else:
         o_n = pid_n * BLOCK_N + r
         gl.atomic_add(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], acc,
                       mask=o_has[None, :] & (o_n[:, None] >= 0), sem="relaxed", scope="gpu")
+    _stamp(tr, 4, TRACE)
 
 
 @gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel"])
@@ -315,18 +331,30 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, ZERO_BLOCK: gl.constexpr,
                         GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
                         FIX_UNROLL: gl.constexpr = 1, pf_w_ptr=None, pf_s_ptr=None, pf_stride_w=0, pf_stride_s=0,
-                        PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0):
+                        PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0,
+                        tr_ptr=None, TRACE: gl.constexpr = False):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
     asks for its share of its expert's down weights (PF_WBYTES bytes at pf_w_ptr + local x pf_stride_w, then
-    PF_SBYTES of scales) to be brought into L2 (cp.async.bulk.prefetch), so the down GEMM reads L2."""
-    _gdc_launch_dependents(GDC)
+    PF_SBYTES of scales) to be brought into L2 (cp.async.bulk.prefetch), so the down GEMM reads L2.
+    TRACE: program g's row of tr_ptr [programs, TRACE_SLOTS] int64 gets the timer at its start (0), once it
+    has ranked the slots (1), in _ranked_tile (2-4), after the closing wait (5) and at its end (6), and its
+    item's split (8)."""
     g = gl.program_id(0)
+    if TRACE:
+        tr = tr_ptr + g * TRACE_SLOTS
+    else:
+        tr = tr_ptr
+    _stamp(tr, 0, TRACE)
+    _gdc_launch_dependents(GDC)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
     split = _run_split(n_own, GRID_N, LOG_MAX, budget, K // BLOCK_K, WAVE_COST)
     per_k = n_own * GRID_N
+    _stamp(tr, 1, TRACE)
     if g < per_k * split:
+        if TRACE:
+            gl.store(tr + 8, split)
         r = g % n_own
         sel = (owner > 0) & (rank == r)
         p = gl.sum(gl.where(sel, offs, 0), axis=0)
@@ -339,20 +367,23 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                      stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                     STAGES, FIX_UNROLL)
+                     STAGES, FIX_UNROLL, tr, TRACE)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
+    _stamp(tr, 5, TRACE)
     if GATE_UP:
         zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
         zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
         zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
         gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
         gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
+    _stamp(tr, 6, TRACE)
 
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
-                    fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None) -> torch.Tensor:
+                    fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
+                    trace: list | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
@@ -362,7 +393,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     or 8; 1: one after the other). wave_cost > 0: ``run_split``'s wave rule with per_sm x sms resident programs. Raises ValueError for more than 8 tokens or top-k above 8 (the ranks are a 64-bit
     mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8. prefetch_down_mb > 0 (sm_90+):
     where the routed experts' down weights are at most that many MB, the gate/up programs bring them into L2
-    (bulk prefetches, each program a share of its expert's) for the down GEMM."""
+    (bulk prefetches, each program a share of its expert's) for the down GEMM. trace (a list; kernel.TRACE):
+    both GEMMs compiled with their timer stamps, and ("gate_up", buffer), ("down", buffer) appended (buffers of
+    ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -417,16 +450,22 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
             pf = {"pf_w_ptr": ex.w2.view(torch.uint8), "pf_s_ptr": ex.w2_scale.view(torch.uint8),
                   "pf_stride_w": ex.w2.stride(0) * ex.w2.element_size(), "pf_stride_s": ex.w2_scale.stride(0),
                   "PF_WBYTES": w2_bytes, "PF_SBYTES": s2_bytes, "PF_MAX_OWN": max_own}
+    tr1: dict = {}
+    tr2: dict = {}
+    if trace is not None:
+        tr1 = {"tr_ptr": trace_buffer(g1, x.device), "TRACE": True}
+        tr2 = {"tr_ptr": trace_buffer(g2, x.device), "TRACE": True}
+        trace += [("gate_up", tr1["tr_ptr"]), ("down", tr2["tr_ptr"])]
     k_gu = _ranked_gemm_kernel[(g1,)](
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
-        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf)
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1)
     k_dn = _ranked_gemm_kernel[(g2,)](
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2)
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
     if last_launch is not None:
