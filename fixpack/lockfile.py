@@ -51,6 +51,21 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
 
 
+def unused_lock_said(pack: Pack, profile: Profile) -> str:
+    """Why a run went on without the profile's lock (revert does, when it does not serve): there is none, it
+    does not read, or it is stale, naming what no longer matches. "" when it reads and matches the pack."""
+    path = profile.lock_path
+    try:
+        lock = read_lock(profile, lambda: "")
+    except StaleLockError as exc:
+        if not path.is_file() and not path.is_symlink():
+            return f"there is no lock at {path}: revert went on without one"
+        return f"the lock at {path} does not read ({exc.what}): revert went on without it"
+    names = sorted({f"{kind} {name}" for (kind, name), _ in stale_entries(pack, profile, lock)})
+    return (f"the lock at {path} is stale (it no longer matches the pack: {', '.join(names)}): revert went on "
+            f"without it") if names else ""
+
+
 def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]:
     """The locks a new one is compared with, each with where it is said to be: the one on disk (when readable)
     and the one committed in git HEAD of the pack's checkout (read with ``git cat-file``; left out when it is
