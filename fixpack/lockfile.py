@@ -19,7 +19,7 @@ from .errors import BadInputError, ConflictError, FixpackError, MismatchError, S
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
 from .model import Component, Fix, Pack, Profile
-from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
+from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files, short
 from .safepath import not_a_file
 from .state import read_manifest
 from .states import State
@@ -48,7 +48,15 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
         raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
-    return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    lock = Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    if lock.profile != profile.name:  # another profile's lock copied here: its fixes and pins are not this one's
+        line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
+                     if ln.strip().startswith('"profile": ')), None)
+        what = (f"is the lock of profile {short(lock.profile)!r}, not {profile.name!r} (copied from another "
+                f"profile's lock?)")
+        hint = regenerate_hint(profile, redo)
+        raise StaleLockError(f"{_at(path, line)}: {what}; {hint}", line, what, hint)
+    return lock
 
 
 def unused_lock_said(pack: Pack, profile: Profile) -> str:
