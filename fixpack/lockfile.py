@@ -18,6 +18,7 @@ from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
+from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files, short
 from .safepath import not_a_file
@@ -48,7 +49,10 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
         raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
-    lock = Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    try:
+        lock = Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    except StaleLockError as exc:  # edited by hand: where it is not what the pack says, at its lines
+        raise seal_broken(exc, raw, path, profile, version_at) from None
     if lock.profile != profile.name:  # another profile's lock copied here: its fixes and pins are not this one's
         line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
                      if ln.strip().startswith('"profile": ')), None)
