@@ -393,17 +393,24 @@ def _every_file_back(ctx: Context, ft: FoundTarget, manifest: Manifest) -> tuple
     how = to_release(ctx, ft, recorded, has, settle)
     if not unknown:
         return how, "the manifest is then stale: apply replaces it, revert removes it", True
-    said = f"the lock does not know {', '.join(unknown)}"
+    from .lock_hints import regenerate_hint
+    from .lockfile import unused_lock_said
+
+    unused = "" if ctx.lock.profile else unused_lock_said(ctx.pack, ctx.profile)  # (no lock: revert went on without)
+    said = f"{unused}, so no lock says whether the release has {', '.join(unknown)}" if unused else \
+        f"the lock does not know {', '.join(unknown)}"
+    relock = "; then " + regenerate_hint(ctx.profile, ctx.relock, ctx.pack).replace("it", "the lock", 1) \
+        if unused else ""
     if settle:
         said += (f" (of {', '.join(sorted(settle))}, nothing here says whether the release has it: the command puts "
                  f"each back where the release copy has it, else removes it, as a file the fix created)")
     if manifest.components:
         return how, (f"{said}, so no run can tell the manifest is stale until a lock that knows them is made; the "
-                     f"manifest stays, since it records components"), False
+                     f"manifest stays, since it records components{relock}"), False
     mpath = manifest_path(ft.root, ft.spec.name)
     folder = shlex.quote(str(mpath.parent))
     how += f" && rm -f -- {shlex.quote(str(mpath))} && {{ rmdir -- {folder} 2>/dev/null || true; }}"
-    return how, f"{said}, so no run could tell the manifest is stale: the command removes it too", False
+    return how, f"{said}, so no run could tell the manifest is stale: the command removes it too{relock}", False
 
 
 def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:

@@ -18,8 +18,9 @@ from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
+from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
-from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
+from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files, short
 from .safepath import not_a_file
 from .state import read_manifest
 from .states import State
@@ -48,7 +49,33 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
         raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None
     except OSError as exc:
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
-    return Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    try:
+        lock = Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
+    except StaleLockError as exc:  # edited by hand: where it is not what the pack says, at its lines
+        raise seal_broken(exc, raw, path, profile, version_at) from None
+    if lock.profile != profile.name:  # another profile's lock copied here: its fixes and pins are not this one's
+        line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
+                     if ln.strip().startswith('"profile": ')), None)
+        what = (f"is the lock of profile {short(lock.profile)!r}, not {profile.name!r} (copied from another "
+                f"profile's lock?)")
+        hint = regenerate_hint(profile, redo)
+        raise StaleLockError(f"{_at(path, line)}: {what}; {hint}", line, what, hint)
+    return lock
+
+
+def unused_lock_said(pack: Pack, profile: Profile) -> str:
+    """Why a run went on without the profile's lock (revert does, when it does not serve): there is none, it
+    does not read, or it is stale, naming what no longer matches. "" when it reads and matches the pack."""
+    path = profile.lock_path
+    try:
+        lock = read_lock(profile, lambda: "")
+    except StaleLockError as exc:
+        if not path.is_file() and not path.is_symlink():
+            return f"there is no lock at {path}: revert went on without one"
+        return f"the lock at {path} does not read ({exc.what}): revert went on without it"
+    names = sorted({f"{kind} {name}" for (kind, name), _ in stale_entries(pack, profile, lock)})
+    return (f"the lock at {path} is stale (it no longer matches the pack: {', '.join(names)}): revert went on "
+            f"without it") if names else ""
 
 
 def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]:

@@ -47,7 +47,7 @@ from .rebase_chain import Chain
 from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_proof import Prover, prove_carried, start_prover
-from .rebase_registry import entry_path, register, unregister
+from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
     STATE_SCHEMA,
@@ -130,6 +130,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
     A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
     start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
     """
+    if req.work is None:  # a rebase started with --work is found by it alone: say so when it is the one
+        refuse_elsewhere(req.pack_root.resolve(), req.name, "continue")
     session = load_session(req)
     refuse_appeared(session, req.replace, req.work)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
@@ -156,6 +158,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
 def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder. Returns the
     paths restored or removed, relative to the pack, and its report files, kept (the record of why it stopped)."""
+    if req.work is None:
+        refuse_elsewhere(req.pack_root.resolve(), req.name, "abort")
     session = load_session(req)
     check_created(session.state_path, session.state["backups"], session.pack_root)
     restored = restore(session)

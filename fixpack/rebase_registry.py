@@ -99,6 +99,26 @@ def live_entries(pack_root: Path) -> list[tuple[str, Path, bool]]:
     return out
 
 
+def refuse_elsewhere(pack_root: Path, name: str, action: str) -> None:
+    """Before ``--continue`` or ``--abort`` (``action``) without ``--work`` looks in the default work folder
+    (``--name``'s, else any under ``<pack>/.rebase``): when it holds no rebase and the pack's entries name one
+    started with ``--work`` (``name``'s, else the only one), refuse (BadInputError, nothing written) saying so,
+    with the command that finds it there, runnable as printed; several are named for ``--work`` to pick one."""
+    root = work_root(pack_root)
+    if os.path.lexists(default_work(pack_root, name) / "state.json") if name else \
+            root.is_dir() and any(root.glob("*/state.json")):
+        return  # the default folder's: find_work takes it
+    found = [(n, w) for n, w, given in live_entries(pack_root) if given and (not name or n == name)]
+    if len(found) > 1:
+        raise BadInputError(f"no rebase in progress under {root}; rebases started with --work are: "
+                            f"{', '.join(f'{n} (--work {w})' for n, w in found)}: give one's --work")
+    if found:
+        (to, work), state = found[0], started_state(found[0][1] / "state.json") or {}
+        flags = continue_flags(state) if action == "continue" else ()
+        raise BadInputError(f"rebase {to} was started with --work {work}; run: "
+                            f"`{resume_command(action, pack_root, to, work, *flags)}`")
+
+
 def _read_entry(path: Path) -> dict[str, Any] | None:
     if path.is_symlink() or not path.is_file():
         return None

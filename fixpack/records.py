@@ -19,7 +19,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -169,12 +169,13 @@ class Lock:
         except json.JSONDecodeError as exc:
             raise bad(f"the lock is not valid JSON ({exc.msg})", exc.lineno, said_at=True) from exc
         fixes = data.get("fixes") if isinstance(data, dict) else None
-        if not isinstance(fixes, list) or not all(_lock_fix_ok(f) for f in fixes):
+        if not isinstance(fixes, list):
             raise bad("not a fixpack lock (a JSON object with a list of fixes)")
-        if data.get("digest") != lock_digest(data):
-            line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
-                         if ln.strip().startswith('"digest": ')), None)
-            raise bad("its fingerprints do not match its digest (edited by hand?)", line, said_at=line is not None)
+        wrong = next((n for n, f in enumerate(fixes) if not _lock_fix_ok(f)), None)
+        if wrong is not None or data.get("digest") != lock_digest(data):
+            from .lock_seal import entry_wrong, unsealed  # only for a lock edited by hand
+
+            raise bad(*(unsealed if wrong is None else partial(entry_wrong, n=wrong))(raw.decode("utf-8"), fixes, path))
         twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
             ids = [n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)

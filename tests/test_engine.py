@@ -436,7 +436,7 @@ def test_hand_edited_lock_is_refused(setup):
     data["fixes"][0]["files"][0]["pre"] = ("0" if pre[0] != "0" else "1") + pre[1:]
     lock.write_text(json.dumps(data))
     before = snapshot(target)
-    with pytest.raises(StaleLockError, match="do not match its digest"):
+    with pytest.raises(StaleLockError, match="does not match its seal"):
         engine.apply(b.request(target))
     assert snapshot(target) == before
 
@@ -458,7 +458,7 @@ def test_revert_with_a_hand_edited_lock_reverts_and_says_so(setup):
     assert len(said) == 1 and "\n" not in said[0], said
     assert said[0].startswith("revert went on without the lock (it places every hunk by search): "), said
     assert f"{lock}" in said[0] and " lock --profile p1 --pack " in said[0] and "--pack" in said[0]
-    assert "do not match its digest" in said[0] and " --target demo (it fetches them" in said[0], said
+    assert "does not match its seal" in said[0] and " --target demo (it fetches them" in said[0], said
     lock.write_text(good)
     assert not [n for n in engine.revert(b.request(target)).target("demo").notes if "lock" in n]
 

@@ -270,7 +270,8 @@ def test_a_stale_lock_is_named_with_the_line_of_each_stale_entry(setup):
                                                  .replace('"digest": "', '"digest": "0')) + 1
     with pytest.raises(StaleLockError) as exc:
         engine.apply(b.request(image))
-    assert str(exc.value).startswith(f"{lock}:{digest}: its fingerprints do not match its digest"), str(exc.value)
+    assert str(exc.value).startswith(f"{lock}:{digest}: its content does not match its seal (its \"digest\"): it was "
+                                      f"edited by hand"), str(exc.value)
     assert snapshot(image) == before
 
 

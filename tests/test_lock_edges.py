@@ -283,7 +283,9 @@ def test_the_way_out_puts_back_a_file_the_old_patch_created_without_a_lock_that_
     on it. A file the lock does not know is put back from the release copy where it has it, else removed (the
     fix created it): run as printed, the image is the clean release, byte for byte; revert then removes the
     stale manifest (the command removes it: no run could tell it is stale without a lock that knows the
-    files). An image that is a git checkout of the release is put back through git, the same way."""
+    files). An image that is a git checkout of the release is put back through git, the same way. The way out
+    said "the lock does not know" the files of a stale lock that knows them (made from the applied patch): it
+    says which case holds (no lock, or a stale one, naming what no longer matches) and how to regenerate it."""
     b = builder
     _, image = released_fix(b, {NEW: "created = 1\n"}, git_image=image_kind == "git")
     original = snapshot(image)
@@ -297,6 +299,16 @@ def test_the_way_out_puts_back_a_file_the_old_patch_created_without_a_lock_that_
     assert snapshot(image) == applied
     way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run revert again", 1)[0]
     assert ("git -C " in way) == (image_kind == "git") and "rm -f" in way and NEW in way, way
+    then = r.stderr.split("; then run revert again (", 1)[1]
+    # which case holds: the lock is stale (it knows NEW: it was made from the applied patch), or there is none;
+    # "does not know" only of a lock that does not record the file
+    lock_path = b.pack / "profiles/p1.lock"
+    said = (f"there is no lock at {lock_path}: revert went on without one" if lock == "missing" else
+            f"the lock at {lock_path} is stale (it no longer matches the pack: fix one): revert "
+            f"went on without it")
+    assert then.startswith(f"{said}, so no lock says whether the release has {MOD}, {NEW} (of {NEW}, "), then
+    assert "does not know" not in then and "; then regenerate the lock from clean release copies: " in then and \
+        f" lock --profile p1 --pack {b.pack}" in then, then
     done = subprocess.run(way, shell=True, capture_output=True, text=True)
     assert done.returncode == 0, (way, done.stderr)
     assert snapshot(image) == original, way  # the clean release (as the image was before apply), byte for byte: NEW is gone

@@ -134,3 +134,34 @@ def test_a_lock_committed_in_head_that_does_not_read_is_said_not_compared_with(b
         assert f"fixpack: warning: {lock} as committed in git HEAD could not be compared with (" in said, said
         assert why in said.split("could not be compared with", 1)[1], said
         lock.unlink()
+
+
+def test_another_profiles_lock_copied_to_this_profiles_lock_path_is_refused(builder):
+    """profiles/p2.lock copied over profiles/p1.lock (the same fixes and pins, so nothing in it is stale) was read
+    as p1's: status and apply went on with it. Refused (exit 2, nothing written), naming the file, the line of
+    its "profile" field, both profiles and the command that regenerates p1's lock."""
+    b = builder
+    clean = one_fix(b)
+    b.profile(["one"], name="p2")
+    b.lock(clean, "p2")
+    lock = b.pack / "profiles/p1.lock"
+    lock.write_bytes((b.pack / "profiles/p2.lock").read_bytes())
+    line = lock.read_text().splitlines().index('  "profile": "p2",') + 1
+    image = b.tree("image", {"demo_pkg/mod.py": (clean / "demo_pkg/mod.py").read_text()})
+    before = snapshot(b.base)
+    for command in ("status", "apply", "lock --check", "check"):
+        roots = () if command == "check" else \
+            ("-p", "p1", "--root", f"demo={clean if command == 'lock --check' else image}")
+        r = fixpack(*command.split(), "--pack", str(b.pack), *roots)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2, (command, r.stdout, said)
+        if command == "check":  # a finding of the pack lint, named from the pack
+            said = " ".join(r.stdout.split()).replace("profiles/p1.lock", str(lock)).replace(" (regenerate", "; regenerate")
+        assert f"{lock}:{line}: is the lock of profile 'p2', not 'p1' (copied from another profile's lock?); " \
+               f"regenerate it from clean release copies: " in said and f" lock --profile p1 --pack {b.pack}" in said, \
+            (command, said)
+        assert snapshot(b.base) == before, command
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")  # the way out
+    assert r.returncode == 0 and json.loads(lock.read_text())["profile"] == "p1", r.stderr
+    r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -127,8 +127,9 @@ def test_a_missing_unsealed_or_short_lock_is_named_at_a_line_with_what_to_do(set
     lock.write_text(good.replace('"digest": "', '"digest": "0'))
     line = next(n for n, ln in enumerate(good.splitlines(), 1) if '"digest"' in ln)
     found = findings(b)
-    assert len(found) == 1 and found[0].startswith(f"profiles/p1.lock:{line}: its fingerprints do not match its "
-                                                   f"digest (edited by hand?) {redo}"), found
+    assert len(found) == 1 and found[0].startswith(f"profiles/p1.lock:{line}: its content does not match its seal "
+                                                   f"(its \"digest\"): it was edited by hand after `fixpack lock` "
+                                                   f"wrote it (which line, the lock alone cannot tell) {redo}"), found
     b.add_fix("three", {MOD: numbered(20)}, {MOD: numbered(20).replace("line 9\n", "nine\n")})
     (b.pack / "fixes/three/test_three.py").write_text("def test_it():\n    pass\n")
     lock.write_text(good)
@@ -246,7 +247,8 @@ def test_check_json_puts_each_lock_command_in_hint_flags_an_orphan_lock_and_name
         return json.loads(r.stdout)["findings"]
 
     (edited,) = doc()
-    assert edited["message"] == "its fingerprints do not match its digest (edited by hand?)", edited
+    assert edited["message"] == ('its content does not match its seal (its "digest"): it was edited by hand after '
+                                 "`fixpack lock` wrote it (which line, the lock alone cannot tell)"), edited
     assert edited["hint"].startswith(f"regenerate it from clean release copies: {program()} lock --profile p1 "), edited
     lock.write_text(good)
     (b.pack / "profiles/old.lock").write_text(good)

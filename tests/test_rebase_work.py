@@ -418,3 +418,26 @@ def test_continue_without_its_release_copy_prints_an_abort_that_runs(conflicting
     done = subprocess.run(abort, shell=True, capture_output=True, text=True)
     assert done.returncode == 0, (abort, done.stderr)
     assert not (work / "state.json").exists()
+
+
+@pytest.mark.parametrize("action", ["continue", "abort"])
+def test_continue_or_abort_by_name_of_a_rebase_started_with_work_names_its_work(conflicting, action):  # noqa: F811
+    """`rebase --continue --name m7` (or --abort, or either without --name) of a rebase started with `--work DIR`
+    said "no rebase in progress under <pack>/.rebase/m7", not where it is. The pack's entry of it knows DIR: it says the rebase was
+    started with --work DIR (exit 2, nothing written) and the command with --work DIR, which runs as printed."""
+    b, old, new = conflicting
+    work = b.base / "wk"
+    assert rebase.start(req(b, old, new, work=work, name="m7")).status == "conflicts"
+    (work / "first" / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    git(work / "first", "add", MOD)
+    before = world(b.base)
+    for named in (["--name", "m7"], []):  # without --name too: the only rebase in progress
+        r = _cli("rebase", f"--{action}", *named, "--pack", str(b.pack),
+                 *(["--allow-unproven"] if action == "continue" else []))
+        assert r.returncode == 2 and world(b.base) == before, r.stderr
+        assert f"rebase m7 was started with --work {work.resolve()}; run: `" in r.stderr, r.stderr
+    printed = r.stderr.split("`")[1]
+    assert f"--{action} --pack {b.pack} --work {work.resolve()}" in printed, printed
+    done = subprocess.run(printed, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0, (printed, done.stdout, done.stderr)
+    assert not (work / "state.json").exists()

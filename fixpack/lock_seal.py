@@ -1,0 +1,129 @@
+"""A lock whose content does not match its seal (its ``"digest"``): it was edited by hand after ``fixpack lock``
+wrote it. Where, the seal cannot say (it is one sha256 over the whole); what can be told is said, and nothing
+is guessed:
+
+- the chain: each file's pre-image in a fix's entry is the post-image of the fix before it that touches that
+  file (of its target), as ``lock`` records them; two that differ are named, both lines (either was edited);
+- the pack (:func:`against_pack`): an entry's ``version`` or ``patch_sha256`` that is not what the pack says of
+  that fix is named at its line, with where the pack says it (the pack may have changed since, too).
+
+A lock laid out otherwise than ``lock`` writes it (one key a line) is named without lines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import FixpackError, StaleLockError
+
+if TYPE_CHECKING:
+    from .model import Fix, Profile
+
+SEAL_SAID = "its content does not match its seal"
+
+
+def entry_wrong(text: str, fixes: list[Any], path: Path, n: int) -> tuple[str, int | None, bool]:
+    """What to say of a lock at ``path`` (``text``) whose ``n``-th entry of its ``fixes`` is not as ``lock`` writes
+    one, the line it starts at (None when the lock is laid out otherwise), and whether the line is said."""
+    spans = _fix_spans(text.splitlines(), len(fixes))
+    line = spans[n][0] + 1 if spans else None
+    fid = fixes[n].get("id") if isinstance(fixes[n], dict) else None
+    named = f" (id {json.dumps(fid)[:80]})" if isinstance(fid, str) else ""
+    return (f"entry {n + 1} of its \"fixes\"{named} is not one `fixpack lock` writes (an id, an integer version, "
+            f"a patch_sha256, its files' path, pre and post, its hunks' file and number)", line, line is not None)
+
+
+def unsealed(text: str, fixes: list[dict[str, Any]], path: Path) -> tuple[str, int | None, bool]:
+    """What to say of a lock at ``path`` (``text``, its ``fixes`` well formed) whose digest does not match, its
+    ``"digest"`` line (None: no such line), and whether that line is said."""
+    lines = text.splitlines()
+    line = next((n for n, ln in enumerate(lines, 1) if ln.strip().startswith('"digest": ')), None)
+    at = partial(_at, path, lines, _fix_spans(lines, len(fixes)))
+    breaks: list[str] = []
+    last: dict[tuple[str, str], tuple[int, dict[str, Any], str | None]] = {}
+    for n, fix in enumerate(fixes):
+        for entry in fix.get("files", []):
+            key = (fix.get("target", ""), entry["path"])
+            if key in last and last[key][2] != entry.get("pre"):
+                m, before, _ = last[key]
+                was, now = at(m, entry["path"], "post"), at(n, entry["path"], "pre")
+                breaks.append(f"fix {before['id']}'s post-image of {entry['path']} ({was}) and fix {fix['id']}'s "
+                              f"pre-image of it ({now}) differ, where a lock has them equal: one of the two was edited")
+            last[key] = (n, fix, entry.get("post"))
+    said = f'{SEAL_SAID} (its "digest"): it was edited by hand after `fixpack lock` wrote it'
+    what = f"{said}; {'; '.join(breaks)}" if breaks else f"{said} (which line, the lock alone cannot tell)"
+    return what, line, line is not None
+
+
+def against_pack(text: str, path: Path, profile: Profile, version_at: Callable[[Fix, Profile], str]) -> list[str]:
+    """Each line of the lock at ``path`` (``text``: its ``fixes`` checked well formed) whose fix entry's version or
+    patch hash is not the pack's, the pack being the one that holds ``profile`` (``version_at``: where a fix's
+    version is set); [] when the pack does not load or a patch does not parse (nothing is then said of it)."""
+    from .loader import load_pack  # only for a lock edited by hand
+
+    fixes = json.loads(text)["fixes"]
+    lines = text.splitlines()
+    at = partial(_at, path, lines, _fix_spans(lines, len(fixes)))
+    out = []
+    try:
+        pack = load_pack(profile.path.parent.parent, profile=profile.name).for_profile(profile.name)
+        for n, entry in enumerate(fixes):
+            fix = pack.fixes.get(entry["id"])
+            if fix is not None and entry["version"] != fix.version:
+                out.append(f"fix {fix.id}'s version at {at(n, None, 'version')} is {entry['version']}, "
+                           f"the pack's {fix.version} ({version_at(fix, profile)})")
+            if fix is not None and entry["patch_sha256"] != fix.patch_sha256:
+                out.append(f"fix {fix.id}'s patch_sha256 at {at(n, None, 'patch_sha256')} is not the "
+                           f"pack's ({fix.folder}: the hash of its change)")
+    except FixpackError:
+        return []
+    return out
+
+
+def _fix_spans(lines: list[str], count: int) -> list[tuple[int, int]]:
+    """Each entry of the lock's ``"fixes"`` list as lines (0-based, first and last), as ``lock`` writes it (indent
+    2: ``    {`` to ``    }``); [] when the lock is laid out otherwise or holds another count of them."""
+    start = next((n for n, ln in enumerate(lines) if ln == '  "fixes": ['), None)
+    spans: list[tuple[int, int]] = []
+    if start is None:
+        return []
+    first = None
+    for n in range(start + 1, len(lines)):
+        if lines[n] == "    {":
+            first = n
+        elif lines[n] in ("    }", "    },") and first is not None:
+            spans.append((first, n))
+            first = None
+        elif lines[n].startswith("  ]"):
+            break
+    return spans if len(spans) == count else []
+
+
+def _at(path: Path, lines: list[str], spans: list[tuple[int, int]], n: int, file: str | None, key: str) -> str:
+    """``path:LINE`` of ``key`` in the ``n``-th fix entry (in its files' entry of ``file`` when given), else
+    ``path`` alone (the lock's layout is not ``lock``'s)."""
+    if not spans:
+        return str(path)
+    first, last = spans[n]
+    if file is not None:  # (a file's entry: "path", "post", "pre", in this order)
+        first = next((m for m in range(first, last) if lines[m].strip().rstrip(",") == f'"path": {json.dumps(file)}'),
+                     last)
+    return next((f"{path}:{m + 1}" for m in range(first, last) if lines[m].strip().startswith(f'"{key}": ')),
+                str(path))
+
+
+def seal_broken(exc: StaleLockError, raw: bytes, path: Path, profile: Profile,
+                version_at: Callable[[Fix, Profile], str]) -> StaleLockError:
+    """``exc`` (a lock of ``profile`` at ``path``, ``raw``, refused as it was read), with the lines where it is not
+    what the pack says (:func:`against_pack`) when it is refused for its seal; else ``exc`` as it is."""
+    if not exc.what.startswith(SEAL_SAID):
+        return exc
+    differ = against_pack(raw.decode("utf-8"), path, profile, version_at)
+    if not differ:
+        return exc
+    what = f"{exc.what}; where it is not what the pack says: {'; '.join(differ)}"
+    return StaleLockError(f"{path}{f':{exc.line}' if exc.line else ''}: {what}; {exc.hint}", exc.line, what, exc.hint)

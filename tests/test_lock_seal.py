@@ -1,0 +1,106 @@
+"""A lock edited by hand (a file's sha256, a fix's version) was said only at its "digest" line ("its fingerprints do
+not match its digest (edited by hand?)"), not where it was edited. The seal cannot say where; what can be told
+is said, nothing guessed: a file's pre-image that is not the post-image the fix before it left (both lines:
+either was edited), an entry's version or patch hash that is not the pack's (at its line, with the pack's),
+else that the lock alone cannot tell; and how to regenerate it. Exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import snapshot
+from test_lock_bump import MOD, fixpack
+
+from fixpack.progname import program
+
+BASE = "".join(f"line {i}\n" for i in range(1, 21))
+
+
+@pytest.fixture
+def two(builder):
+    """Fixes one (line 3) and two (line 9) of MOD in profile p1, locked; an image of the release."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE})
+    b.add_fix("one", {MOD: BASE}, {MOD: BASE.replace("line 3\n", "three\n")})
+    b.add_fix("two", {MOD: BASE.replace("line 3\n", "three\n")},
+              {MOD: BASE.replace("line 3\n", "three\n").replace("line 9\n", "nine\n")})
+    b.profile(["one", "two"])
+    b.lock(clean)
+    return b, b.tree("image", {MOD: BASE})
+
+
+def _line(lines: list[str], after: str, key: str) -> int:
+    """The 1-based line of ``key`` first after the line ``after`` (both stripped of a trailing comma)."""
+    start = next(n for n, ln in enumerate(lines) if ln.strip().rstrip(",") == after)
+    return next(n for n in range(start, len(lines)) if lines[n].strip().startswith(key)) + 1
+
+
+def _refused(b, image, *needles: str) -> str:
+    lock = b.pack / "profiles/p1.lock"
+    digest = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if '"digest": ' in ln)
+    before = snapshot(b.base)
+    for command in ("status", "apply"):
+        r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, (command, said)
+        assert f"{lock}:{digest}: its content does not match its seal (its \"digest\"): it was edited by hand " \
+               f"after `fixpack lock` wrote it" in said, said
+        assert all(n in said for n in needles), (needles, said)
+        assert f"; regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}" in said
+    return said
+
+
+def test_a_files_sha256_edited_is_named_with_the_line_the_chain_says_it_must_equal(two):
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    pre = data["fixes"][1]["files"][0]["pre"]
+    lock.write_text(lock.read_text().replace(f'"pre": "{pre}"', f'"pre": "{"0" * 64}"'))
+    lines = lock.read_text().splitlines()
+    post_at = _line(lines, f'"path": "{MOD}"', '"post": ')  # fix one's entry comes first
+    pre_at = _line(lines[post_at:], f'"path": "{MOD}"', '"pre": ') + post_at  # fix two's
+    assert lines[pre_at - 1].strip() == f'"pre": "{"0" * 64}"', lines[pre_at - 1]
+    said = _refused(b, image, f"fix one's post-image of {MOD} ({lock}:{post_at}) and fix two's pre-image of it "
+                              f"({lock}:{pre_at}) differ, where a lock has them equal: one of the two was edited")
+    assert "which line" not in said and "not what the pack says" not in said, said
+
+
+def test_a_fixs_version_edited_is_named_at_its_line_with_the_packs(two):
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    lines = lock.read_text().splitlines()
+    at = _line(lines, '"id": "two"', '"version": ')
+    lines[at - 1] = lines[at - 1].replace("1", "7")
+    lock.write_text("\n".join(lines) + "\n")
+    _refused(b, image, "(which line, the lock alone cannot tell); where it is not what the pack says: fix two's "
+                       f"version at {lock}:{at} is 7, the pack's 1 ({b.pack / 'fixes/two/fix.toml'}:2)")
+
+
+def test_an_edit_nothing_can_place_says_so_and_names_no_line(two):
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    post = data["fixes"][0]["hunks"][0]["post"]
+    lock.write_text(lock.read_text().replace(post, "1" * 64))
+    said = _refused(b, image, "it was edited by hand after `fixpack lock` wrote it (which line, the lock alone "
+                              "cannot tell); regenerate it")
+    assert "not what the pack says" not in said, said
+
+
+def test_an_entry_that_is_not_as_lock_writes_one_is_named_at_its_line(two):
+    """An entry of "fixes" whose version is no integer (a per-entry check, before the seal) was "not a fixpack
+    lock", no line: it is named at the line its entry starts, with its id."""
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    lines = lock.read_text().splitlines()
+    at = _line(lines, '"id": "two"', '"version": ')
+    lines[at - 1] = lines[at - 1].replace("1", '"1"')
+    lock.write_text("\n".join(lines) + "\n")
+    start = max(n for n in range(at) if lines[n] == "    {") + 1
+    before = snapshot(b.base)
+    r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and snapshot(b.base) == before, said
+    assert f"{lock}:{start}: entry 2 of its \"fixes\" (id \"two\") is not one `fixpack lock` writes (an id, an " \
+           f"integer version, " in said and " lock --profile p1 " in said, said
