@@ -19,7 +19,8 @@ A ``literal`` block is the whole other side; a ``delta`` block is git's delta en
 "Deltified representation"): the source's and the result's sizes as little-endian base-128 numbers, then
 instructions: a byte with its top bit set copies a range of the source (its low four bits say which
 offset bytes follow, the next three which size bytes; a size of 0 means 0x10000), any other non-zero
-byte inserts that many bytes that follow.
+byte inserts that many bytes that follow. A copy of a few bytes can copy 16 MB of the source: a delta is
+applied no further than the result size its header says (and no block may say more than ``MAX_BINARY_BYTES``).
 
 The ``index`` line must carry full blob ids (git writes them for binary changes; ``git apply`` also
 refuses a binary patch without them): a side is recognised only by its id, git's object hash of the
@@ -35,6 +36,10 @@ import zlib
 
 from .structs import dataclass
 
+# The most bytes a block may say it gives (a literal's, a delta's data or its result): a vLLM wheel's largest shared
+# objects are a few hundred MB; a delta of a few KB can say GBs (a one-byte copy gives 64 KiB), held whole to apply.
+MAX_BINARY_BYTES = 1 << 30
+_CAP = f"{MAX_BINARY_BYTES >> 30} GiB"
 _BLOCK = re.compile(r"^(literal|delta) (\d+)$")
 _INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$")
 
@@ -125,7 +130,7 @@ def _check_literal(block: BinaryBlock, oid: str, line: int) -> None:
                                     f"line says {oid[:12]}")
     if block.kind == "delta":
         try:
-            delta_instructions(block.data)
+            check_delta(block.data)
         except BinaryApplyError as exc:
             raise BinaryDataError(line, str(exc)) from None
 
@@ -137,6 +142,10 @@ def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
     if len(m.group(2)) > 18:  # past any file (and past what int() or zlib take: ValueError, OverflowError)
         raise BinaryDataError(pos + 1, f"the {m.group(1)} size has {len(m.group(2))} digits: no file is that large")
     head, size = pos + 1, int(m.group(2))
+    if size > MAX_BINARY_BYTES:
+        raise BinaryDataError(head, f"the {m.group(1)} size {size} is more than the {_CAP} a binary block may have "
+                                    f"(MAX_BINARY_BYTES): no file a fix carries is that large; if the patch is "
+                                    f"damaged, regenerate it with git diff --binary")
     pos += 1
     raw = bytearray()
     while pos < len(lines) and lines[pos] != "":
@@ -200,59 +209,86 @@ def _line(text: str, n: int) -> bytes:
 
 
 def apply_delta(source: bytes, delta: bytes) -> bytes:
-    """``source`` changed by a git delta. Raises BinaryApplyError when the delta does not fit it."""
-    src_size, dst_size, ops = delta_instructions(delta)
-    if src_size != len(source):
-        raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
-    out = bytearray()
-    for copy, start, size in ops:
-        out += (source if copy else delta)[start:start + size]
-    return bytes(out)
+    """``source`` changed by a git delta. Raises BinaryApplyError when the delta does not fit it: its header's
+    source size is not ``source``'s (told before anything is built), a copy lies outside ``source``, or the result
+    would pass the size its header says (refused there, never built further) or falls short of it."""
+    return bytes(_walk(delta, source))
 
 
-def delta_instructions(delta: bytes) -> tuple[int, int, list[tuple[bool, int, int]]]:
-    """A git delta read without its source: the source's and the result's sizes in bytes, and each instruction
-    as (copy from the source?, start, size) (an insert's start is in ``delta``). Raises BinaryApplyError when
-    the data cannot be a delta: it ends inside an instruction, holds the reserved instruction 0, copies past
-    the source's size, or gives another size than its header says."""
+def check_delta(delta: bytes) -> None:
+    """Raises BinaryApplyError when ``delta`` cannot be a git delta, read without its source (nothing is built):
+    it ends inside an instruction, holds the reserved instruction 0, copies past the source's size, says a result
+    of more than ``MAX_BINARY_BYTES``, or gives another size than its header says."""
+    _walk(delta, None)
+
+
+def delta_sizes(delta: bytes) -> tuple[int, int]:
+    """The source's and the result's sizes in bytes a git delta's header says."""
     try:
-        return _instructions(delta)
+        src_size, dst_size, _pos = _header(delta)
+    except IndexError:
+        raise BinaryApplyError("the delta data ends in the middle of its header: the patch is damaged") from None
+    return src_size, dst_size
+
+
+def _walk(delta: bytes, source: bytes | None) -> bytearray:
+    """Each instruction of ``delta`` checked in turn (none is listed: a delta of 1 GiB holds a billion), and with
+    ``source`` its result built (else nothing: empty). The result is never built past the size the header says."""
+    try:
+        return _run(delta, source)
     except IndexError:
         raise BinaryApplyError("the delta data ends in the middle of an instruction: the patch is damaged") from None
 
 
-def _instructions(delta: bytes) -> tuple[int, int, list[tuple[bool, int, int]]]:
+def _header(delta: bytes) -> tuple[int, int, int]:
     src_size, pos = _varint(delta, 0)
     dst_size, pos = _varint(delta, pos)
-    ops: list[tuple[bool, int, int]] = []
+    return src_size, dst_size, pos
+
+
+def _run(delta: bytes, source: bytes | None) -> bytearray:
+    src_size, dst_size, pos = _header(delta)
+    if dst_size > MAX_BINARY_BYTES:
+        raise BinaryApplyError(f"the delta's header says it gives {dst_size} bytes, more than the {_CAP} a binary "
+                               f"block may have (MAX_BINARY_BYTES): no file a fix carries is that large")
+    if source is not None and src_size != len(source):
+        raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
+    out = bytearray()
     total = 0
     while pos < len(delta):
         op = delta[pos]
         pos += 1
         if op & 0x80:
-            offset, pos = _packed(delta, pos, op, 4)
+            start, pos = _packed(delta, pos, op, 4)
             size, pos = _packed(delta, pos, op >> 4, 3)
             size = size or 0x10000
-            if offset + size > src_size:
-                raise BinaryApplyError(f"the delta copies bytes {offset}-{offset + size} of a {src_size}-byte file")
-            ops.append((True, offset, size))
+            if start + size > src_size:
+                raise BinaryApplyError(f"the delta copies bytes {start}-{start + size} of a {src_size}-byte file")
+            data = source
         elif op:
             if pos + op > len(delta):
                 raise IndexError(pos + op)
-            ops.append((False, pos, op))
+            start, size, data = pos, op, delta
             pos += op
         else:
             raise BinaryApplyError("the delta holds instruction 0 (reserved): the patch is damaged")
-        total += ops[-1][2]
+        total += size
+        if total > dst_size:
+            raise BinaryApplyError(f"the delta gives more than the {dst_size} bytes its header says (refused there, "
+                                   f"before building more)")
+        if data is not None:
+            out += memoryview(data)[start:start + size]
     if total != dst_size:
         raise BinaryApplyError(f"the delta gives {total} bytes, its header says {dst_size}")
-    return src_size, dst_size, ops
+    return out
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """A size in the delta's header: 7 bits a byte, least significant first, top bit = more follow."""
     value = shift = 0
     while True:
+        if shift > 63:  # past any size (git's are 64-bit): a long run of such bytes would be slow to add up
+            raise BinaryApplyError("the delta's header holds a size of more than 64 bits: the patch is damaged")
         byte = data[pos]
         pos += 1
         value |= (byte & 0x7F) << shift

@@ -7,7 +7,8 @@ So is an integer longer than Python converts (``sys.get_int_max_str_digits()``, 
 ValueError, caught around the parse alone, is that file's malformed-document error, with its line.
 And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``, a
 profile's lock): something there that is no regular file is named, unread; so is one larger than
-``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory. :func:`read_capped` is that capped read, for
+``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory (a fix's patch file: ``MAX_PATCH_BYTES``).
+:func:`read_capped` is that capped read, for
 every JSON or TOML document the tool reads back (a lock: that cap; the state's manifest and journal, a rebase's
 ``state.json`` and ``<name>.undo.json``, an edit's state: ``MAX_STATE_BYTES``; an SBOM: ``MAX_SBOM_BYTES``; the
 small records the tool writes beside its output, an export's ``.fixpack-export`` and a release copy's
@@ -42,6 +43,9 @@ MAX_STATE_BYTES = 64 << 20  # a state file (manifest, journal, a rebase's or an 
 # a scanner (every package, every file's hash) runs to tens of MB. 64 MiB holds those, while parsing and checking
 # one against the CycloneDX schema (several times its size in memory) stays well under a GB.
 MAX_SBOM_BYTES = 64 << 20
+# A fix's patch file: text patches are KBs (the largest of the pack's fixes: 7 KB); one carrying GIT binary patch data
+# (base85, deflated) runs to a few MB. Past 64 MiB it is refused unread, as its bytes are held, hashed and parsed.
+MAX_PATCH_BYTES = 64 << 20
 _NAMED_AT = 100  # the depth the error's line is taken at: past any document this tool writes or reads
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .documents import MAX_PATCH_BYTES, TooLargeError
 from .errors import Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
 from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
@@ -116,8 +117,9 @@ def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Co
 
 def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
     """The bytes of the patch file ``path``, or None with the problem added to ``errors``: missing, or something
-    that is no regular file, named unread (a FIFO would block the read), or a symbolic link, never followed
-    (as a ``[binary]`` source: it could lead to any file of the machine)."""
+    that is no regular file, named unread (a FIFO would block the read), a symbolic link, never followed (as a
+    ``[binary]`` source: it could lead to any file of the machine), or larger than ``MAX_PATCH_BYTES``, told by
+    its size, unread."""
     name, folder = path.name, path.parent
     if path.is_symlink():
         errors.add(f"patch {name!r} in {folder} is a symbolic link to {os.readlink(path)}: a patch is read only "
@@ -133,7 +135,12 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
         errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line)
         return None
     try:
-        return read_regular(path)
+        return read_regular(path, MAX_PATCH_BYTES)
+    except TooLargeError as exc:
+        errors.add(f"patch {name!r} in {folder}: {exc.said('a patch file')}", where.path, where.patches_line,
+                   "a fix's patch is KBs, a few MB with binary data: split the change into several patches, or "
+                   "put a new large binary file in the fix's folder as its [binary] source")
+        return None
     except OSError as exc:
         errors.add(f"patch {name!r} in {folder} cannot be read: {exc.strerror}", where.path, where.patches_line)
         return None

@@ -264,7 +264,7 @@ def test_a_damaged_delta_is_refused_when_the_pack_loads(setup):
     """A delta block that cannot be a delta (here: its header's result size is off by one) was found only when
     apply reached that file; the pack's loading (check, status, apply) now names the block's line, and the
     image is not touched."""
-    from fixpack.binpatch import BinaryDataError, delta_instructions, parse_binary
+    from fixpack.binpatch import BinaryDataError, delta_sizes, parse_binary
 
     b, image = setup
     patch = b.pack / "fixes/bins/0001-change.patch"
@@ -272,7 +272,7 @@ def test_a_damaged_delta_is_refused_when_the_pack_loads(setup):
     head = next(i for i, ln in enumerate(lines) if ln.startswith("delta "))
     end = lines.index("", head)
     data = _decode(lines[head + 1:end])
-    src, dst, _ops = delta_instructions(data)
+    src, dst = delta_sizes(data)
     assert (src, dst) == (len(BIG), len(BIG))
     tampered = data.replace(data[:6], data[:3] + bytes([data[3] ^ 1]) + data[4:6], 1)  # result size's low byte
     body = _reencode(tampered)
@@ -369,3 +369,106 @@ def test_a_block_size_past_any_file_is_bad_input(digits):
 
     with pytest.raises(PatchParseError, match=rf"^t.patch:4: the literal size has {digits} digits: no file is that"):
         parse_patch(_bomb_patch("literal", "9" * digits, zlib.compress(b"abc")), "t.patch")
+
+
+# --- a delta's result: no further than its header says, and no more than MAX_BINARY_BYTES ---------------------
+
+def _delta(src: int, dst: int, ops: bytes) -> bytes:
+    """A git delta: the source's and the result's sizes (base-128, least significant first), then ``ops``."""
+    def size(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append(n & 0x7F | (0x80 if n >> 7 else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+    return size(src) + size(dst) + ops
+
+
+def _peak(call) -> tuple[int, BaseException]:
+    """The peak of memory traced while ``call()`` runs (it is expected to raise)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(Exception) as exc:  # (the caller says which, by exc.value)
+            call()
+        return tracemalloc.get_traced_memory()[1], exc.value
+    finally:
+        tracemalloc.stop()
+
+
+KIB64 = bytes(range(256)) * 256  # a 64 KiB file of the image: what a one-byte copy (0x80) copies whole
+COPIES = b"\x80" * 1_000_000  # a million such copies: 64 GiB, in a 1 MB delta (a few KB deflated)
+
+
+def test_a_delta_whose_copies_pass_its_result_size_is_refused_there():
+    """A delta's instructions were listed whole (a tuple each: a 1 MB delta of one-byte copies, ~100 MB) before
+    their sum was compared with the result size its header says. Each is now checked in turn, never listed, and
+    the result refused once it would pass that size, never built further: applied, and when the pack is read."""
+    import zlib
+
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    delta = _delta(len(KIB64), 10, COPIES)
+    peak, exc = _peak(lambda: apply_delta(KIB64, delta))
+    assert isinstance(exc, BinaryApplyError) and "the delta gives more than the 10 bytes its header says" in str(exc)
+    assert peak < 8 << 20, f"peak {peak} bytes applying a {len(delta)}-byte delta"
+    data = _bomb_patch("delta", len(delta), zlib.compress(delta, 9))
+    peak, exc = _peak(lambda: parse_patch(data, "t.patch"))
+    assert isinstance(exc, PatchParseError) and exc.exit_code == 2, exc
+    assert str(exc).startswith("t.patch:4: the delta gives more than the 10 bytes its header says"), str(exc)
+    assert peak < 8 << 20, f"peak {peak} bytes reading a {len(data)}-byte patch"
+
+
+def test_a_delta_that_says_a_result_past_the_cap_is_refused_at_its_line():
+    """The same million copies under a header that says their 64 GiB were read as a delta, and applied to any 64 KiB
+    file: 64 GiB built in memory. A result past MAX_BINARY_BYTES (1 GiB) is refused at the delta's line, before an
+    instruction is read; so is a literal or a delta block whose line says more."""
+    import zlib
+
+    from fixpack.binpatch import MAX_BINARY_BYTES
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    assert MAX_BINARY_BYTES == 1 << 30
+    delta = _delta(len(KIB64), len(COPIES) << 16, COPIES)
+    said = f"the delta's header says it gives {len(COPIES) << 16} bytes, more than the 1 GiB a binary block may have"
+    with pytest.raises(PatchParseError, match=rf"^t.patch:4: {said}") as exc:
+        parse_patch(_bomb_patch("delta", len(delta), zlib.compress(delta, 9)), "t.patch")
+    assert exc.value.exit_code == 2
+    peak, err = _peak(lambda: apply_delta(KIB64, delta))
+    assert isinstance(err, BinaryApplyError) and str(err).startswith(said) and peak < 1 << 20, (peak, err)
+    for kind in ("literal", "delta"):
+        with pytest.raises(PatchParseError, match=rf"^t.patch:4: the {kind} size {MAX_BINARY_BYTES + 1} is more than "
+                                                  rf"the 1 GiB a binary block may have \(MAX_BINARY_BYTES\)"):
+            parse_patch(_bomb_patch(kind, MAX_BINARY_BYTES + 1, zlib.compress(b"abc")), "t.patch")
+
+
+def test_a_delta_for_another_source_size_is_refused_before_its_instructions():
+    """A delta whose header's source size is not the file's: its instructions were all read and listed first (here
+    a million: ~100 MB) and refused for their sum. The sizes are compared first, nothing else read."""
+    delta = _delta(len(KIB64) + 1, 10, COPIES)
+    peak, exc = _peak(lambda: apply_delta(KIB64, delta))
+    assert isinstance(exc, BinaryApplyError) and str(exc) == f"the delta is for {len(KIB64) + 1} bytes, the file " \
+                                                              f"has {len(KIB64)}", exc
+    assert peak < 1 << 20, peak
+
+
+def test_a_copy_past_the_source_s_end_is_refused():
+    """A copy of bytes past the source's end (its header's size, the file's) is refused, applied or read; so is a
+    header size of more than 64 bits (a long run of such bytes took long to add up)."""
+    import zlib
+
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    delta = _delta(4, 3, bytes([0x91, 2, 3]))  # copy 3 bytes from offset 2 of a 4-byte file
+    with pytest.raises(BinaryApplyError, match="^the delta copies bytes 2-5 of a 4-byte file$"):
+        apply_delta(b"abcd", delta)
+    with pytest.raises(PatchParseError, match="^t.patch:4: the delta copies bytes 2-5 of a 4-byte file"):
+        parse_patch(_bomb_patch("delta", len(delta), zlib.compress(delta)), "t.patch")
+    assert apply_delta(b"abcd", _delta(4, 2, bytes([0x91, 2, 2]))) == b"cd"
+    with pytest.raises(BinaryApplyError, match="a size of more than 64 bits"):
+        apply_delta(b"abcd", b"\xff" * 100_000 + b"\x01\x00")

@@ -10,7 +10,8 @@ are sparse: only their size is big.
 - an export's record ``.fixpack-export`` (exit 2) and a release copy's marker ``.fixpack-complete`` (unpacked
   again);
 - the state's manifest and journal: read to at most their cap and one byte, should they grow after the size check;
-- a rebase whose ``state.json`` would hold backups past ``MAX_STATE_BYTES``: refused before anything is written."""
+- a rebase whose ``state.json`` would hold backups past ``MAX_STATE_BYTES``: refused before anything is written;
+- a fix's patch file (``MAX_PATCH_BYTES``, exit 2, by check and apply alike)."""
 
 from __future__ import annotations
 
@@ -361,3 +362,38 @@ def test_a_rebase_refuses_backups_past_the_cap_again_before_it_saves_them(pack, 
     assert exc.value.exit_code == 2 and f"fixes/first/v2.0/old.patch ({documents.MAX_STATE_BYTES} bytes)" in said, said
     assert asked == [] and snapshot(b.pack / "fixes") | snapshot(b.pack / "profiles") == before
     assert not (b.pack / ".rebase/v2.0").exists()  # (refused while merging: the start's work folder dropped)
+
+
+# --- a fix's patch file ------------------------------------------------------------------------------------------
+
+def test_a_patch_file_too_large_is_refused_unread(builder, monkeypatch):
+    """A fix's patch file was read whole whatever its size (held, hashed and parsed: a 300 MB series took 4.9 GB).
+    Past ``MAX_PATCH_BYTES`` (64 MiB) it is refused by its size, unread: exit 2 at fix.toml's patches line, naming
+    it, its size, the cap and what to do; `fixpack check` and `fixpack apply` alike, nothing written."""
+    from fixpack import engine
+
+    image = one_fix_pack(builder)
+    assert documents.MAX_PATCH_BYTES == 64 << 20
+    size = documents.MAX_PATCH_BYTES + 1
+    patch = big(builder.pack / "fixes/one/0001-change.patch", size)
+    said = f"patch '0001-change.patch' in {patch.parent}: {size} bytes, more than the 64 MiB a patch file may have"
+    before, files = snapshot(image), _stats(builder.pack)
+    asked = reads_of(patch, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        engine.apply(builder.request(image))
+    assert exc.value.exit_code == 2 and said in str(exc.value), str(exc.value)
+    assert f"{patch.parent / 'fix.toml'}:" in str(exc.value) and "split the change" in str(exc.value)
+    assert asked == [] and snapshot(image) == before
+    monkeypatch.undo()
+    for args in (["check", "--pack", str(builder.pack)],
+                 ["apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env={**os.environ, "PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert r.returncode == 2 and said in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+    assert snapshot(image) == before and os.path.getsize(patch) == size
+    assert _stats(builder.pack) == files
+
+
+def _stats(root: Path) -> dict[str, tuple[int, int]]:
+    """Each file under ``root`` with its size and change time (what snapshot says, without reading the big one)."""
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
