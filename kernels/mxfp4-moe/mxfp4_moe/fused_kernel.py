@@ -370,7 +370,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     tr = trace_buffer(G, x.device) if trace is not None else None
     args = (x32, ids, w1, ex.w13_scale, act, a32, h, cnt, w2, ex.w2_scale, y, bar, out, z2, T, ex.expert_base,
             ex.num_local, G, out.numel(), z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0),
-            act.stride(0), a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0), tr)
+            act.stride(0), a32.stride(0), *h_strides, w2.stride(0), ex.w2_scale.stride(0), y.stride(0))
+    if tr is not None:
+        opts["tr_ptr"] = tr  # after the constexprs in the signature: by name
     key = (x.device.index, repr(sorted((k, repr(v)) for k, v in consts.items())), maxnreg, ids.dtype)
     if key not in _RESIDENT:
         ck = _fused_kernel.warmup(*args, grid=(1,), **consts, **opts)
