@@ -7,8 +7,9 @@ L2 flushed before the replay), and each launch's programs summarized.
     python3 bench/trace_case.py [--routing local,ep8,ep2tp4] [--batches 1,4] [--seed 1] [--layers 4]
                                 [--ab '{"fused": {"fused_few": true}}'] [--json out.json]
 
-The draws are the benchmark's: ``--bench-batches`` (default 1,4,32, its default ``--batches``) and ``--seed``
-walk the same sequence of routings, so "ep8 b1" is the point of the benchmark's table. Per launch (times in µs
+The draws are the benchmark's: ``--bench-routing`` and ``--bench-batches`` (its defaults: local,ep8,ep2tp4 and
+1,4,32) and ``--seed`` walk its sequence of routings, so "ep8 b1" is the point of the benchmark's table (run the
+benchmark with its default routings and batches to compare). Per launch (times in µs
 from the first program start of the graph's first layer; medians over the programs that took an item):
 
 - ``start``: the first, median and last program's start; ``ranked``: the slots ranked (the split known);
@@ -154,6 +155,7 @@ def main() -> int:
     ap.add_argument("--routing", default="local,ep8,ep2tp4")
     ap.add_argument("--batches", default="1,4", help="the points to trace (1-8 tokens)")
     ap.add_argument("--bench-batches", default="1,4,32", help="the benchmark's --batches (the draws' sequence)")
+    ap.add_argument("--bench-routing", default="local,ep8,ep2tp4", help="the benchmark's --routing (the draws' sequence)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--replays", type=int, default=7)
@@ -171,17 +173,20 @@ def main() -> int:
     g_dev = torch.Generator(device="cuda").manual_seed(0)
     g = torch.Generator().manual_seed(args.seed)
     results = []
-    for kind in args.routing.split(","):
+    traced = set(args.routing.split(","))
+    for kind in args.bench_routing.split(","):
         n_local, isize = card_shape(kind, v)
         partials = kind != "local" and split_routing(kind)[1] > 1
-        ex = R.random_expert_weights(n_local, v.latent_size, isize, expert_base=0, generator=g_dev, device="cuda")
-        ex_k = ex.to_layout(DECODE_LAYOUT["gluon"])
-        copies = [ex_k] + [clone_experts(ex_k) for _ in range(args.layers - 1)]
+        if kind in traced:
+            ex = R.random_expert_weights(n_local, v.latent_size, isize, expert_base=0, generator=g_dev,
+                                         device="cuda")
+            ex_k = ex.to_layout(DECODE_LAYOUT["gluon"])
+            copies = [ex_k] + [clone_experts(ex_k) for _ in range(args.layers - 1)]
         for batch in (int(b) for b in args.bench_batches.split(",")):
             ids, w = routing(kind, batch, v, g)  # the benchmark's draws, in its order
             ids, w = ids.cuda(), w.cuda()
             x = torch.randn(batch, v.latent_size, generator=g).to(torch.bfloat16).cuda()
-            if batch not in want:
+            if batch not in want or kind not in traced:
                 continue
             plan = R.plan_routing(ids, w, ex.expert_base, ex.num_local)
             print(f"{kind} batch {batch}: {len(plan.local_ids)} experts routed here, "

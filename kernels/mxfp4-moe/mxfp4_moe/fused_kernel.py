@@ -34,8 +34,8 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp, _tokens, layouts
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
-from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, TRACE_SLOTS, _cp_async, _cta_barrier, _rank_owners,
-                            _ranked_tile, _run_split, fits, max_split, run_split, stages_smem, trace_buffer)
+from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _cp_async, _cta_barrier, _rank_owners, _ranked_tile,
+                            _run_split, _trace_open, fits, max_split, run_split, stages_smem, trace_buffer)
 
 SPIN_LIMIT = 1 << 24
 TILE_RESERVE = 1024  # shared memory the driver reserves per block (sm_80+)
@@ -154,11 +154,7 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
     ranked_kernel._ranked_tile), after zeroing its share (5), past the grid barrier (6) and at its end (7),
     and the splits (8: gate/up, 10: down)."""
     g = gl.program_id(0)
-    if TRACE:
-        tr = tr_ptr + g * TRACE_SLOTS
-    else:
-        tr = tr_ptr
-    _stamp(tr, 0, TRACE)
+    tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
     GRID_N1: gl.constexpr = 2 * I // BN1
     GRID_N2: gl.constexpr = L // BN2

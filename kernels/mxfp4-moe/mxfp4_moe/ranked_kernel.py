@@ -169,8 +169,26 @@ TRACE_SLOTS = gl.constexpr(32)
 
 
 def trace_buffer(programs: int, device) -> torch.Tensor:
-    """A zeroed trace buffer [programs, TRACE_SLOTS] int64 (a slot left 0: the program never got there)."""
-    return torch.zeros(programs, TRACE_SLOTS.value, dtype=torch.int64, device=device)
+    """A trace buffer [programs, TRACE_SLOTS] int64, left as allocated: each program zeroes its row first
+    (``_trace_open``; a slot left 0: the program never got there). No fill kernel: one between two launches
+    would cut their programmatic dependent launch, and the trace would show a gap the untraced kernels lack."""
+    return torch.empty(programs, TRACE_SLOTS.value, dtype=torch.int64, device=device)
+
+
+@gluon.jit
+def _trace_open(tr_ptr, g, TRACE: gl.constexpr):
+    """TRACE: program g's row of the trace buffer, zeroed (then a barrier, so that no stamp can land before
+    its zero), and the start stamp; else ``tr_ptr`` as it is."""
+    if TRACE:
+        tr = tr_ptr + g * TRACE_SLOTS
+        zl: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+        zo = gl.arange(0, TRACE_SLOTS, layout=zl)
+        gl.store(tr + zo, gl.zeros([TRACE_SLOTS], gl.int64, layout=zl))
+        _cta_barrier()
+        _stamp(tr, 0, TRACE)
+    else:
+        tr = tr_ptr
+    return tr
 
 
 def stages_smem(stages: int, block_n: int, block_k: int) -> int:
@@ -342,11 +360,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     has ranked the slots (1), in _ranked_tile (2-4), after the closing wait (5) and at its end (6), and its
     item's split (8)."""
     g = gl.program_id(0)
-    if TRACE:
-        tr = tr_ptr + g * TRACE_SLOTS
-    else:
-        tr = tr_ptr
-    _stamp(tr, 0, TRACE)
+    tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
     split = _run_split(n_own, GRID_N, LOG_MAX, budget, K // BLOCK_K, WAVE_COST)

@@ -60,10 +60,14 @@ def test_traced_kernels(cfg, names):
         for name, buf in rows.items():
             end = ORDER[name][-1]
             assert bool((buf[:, 0] > 0).all()) and bool((buf[:, end] > 0).all()), f"{name}: a program unstamped"
-            working = buf[buf[:, 8] > 0] if name != "fused" else buf
+            working = buf[buf[:, 8] > 0] if name != "fused" else buf[buf[:, 2] > 0]  # (fused: a gate/up item)
             assert len(working) > 0, name
             stamps = working[:, list(ORDER[name])]
             assert bool((stamps[:, 1:] >= stamps[:, :-1]).all()), f"{name}: stamps out of order"
+            for row in buf.tolist():  # every program: the stamps it took, in its order (no garbage: zeroed rows)
+                took = [row[s] for s in ORDER[name] if row[s] != 0]
+                assert took == sorted(took) and all(t > 0 for t in took), f"{name}: {row}"
+                assert all(v in (0, 1) for v in (row[9],)) and all(v == 0 for v in row[11:16]), row
         if "down" in rows:  # the down GEMM's wait ends after the gate/up GEMM's last program
             first_past_wait = int(rows["down"][rows["down"][:, 8] > 0][:, 2].min())
             assert first_past_wait + SLACK_NS >= int(rows["gate_up"][:, 6].max())
