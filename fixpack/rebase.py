@@ -23,7 +23,9 @@ reported; not found, it is a conflict (modify/delete in the work repository).
 Nothing is written to the pack until every fix is carried: then the variants (``fixes/<id>/<profile>/``,
 only where the patch bytes differ from ``fix.toml``'s; ``version`` bumped only when the +/- lines changed),
 ``profiles/<new>.toml`` and its lock, with the original bytes saved in ``<work>/state.json`` first so
-that ``--abort`` restores them. The report (Markdown and JSON) is written in every case.
+that ``--abort`` restores them (and a Ctrl-C while they are written puts them back at once). A conflict resolved
+by hand keeps its record until the rebase is done: any later run reads the resolution again, never merges over it.
+The report (Markdown and JSON) is written in every case.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from .rebase_session import (
     undo,
     write_pack,
     write_report,
+    written_so_far,
 )
 from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
 from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
@@ -100,7 +103,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                        "allow_unproven": req.allow_unproven}}
     check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
-                      given=req.work is not None)
+                      given=req.work is not None, starting=True)
     try:  # first: a second start to this name, anywhere, is refused from now on (rebase_registry)
         made_root = register(pack.root, new_name, work, session.given)
     except OSError as exc:
@@ -191,6 +194,7 @@ def _run(session: Session) -> RebaseResult:
         for c in old.components]
     if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
         result.status = "conflicts"
+        result.written = written_so_far(session)  # an earlier run stopped while writing: the report says so
         session.state["phase"] = "conflicts"
         session.save()
     else:
@@ -448,11 +452,9 @@ def _resume_conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, old_step
         return o
     bodies = commit_bodies(repo, list(rec["patches"]), fix.id)
     o.evidence.append(f"conflict resolved by hand in {repo}")
-    o = _adopt_bodies(ch, fix, o, bodies, "resolved")
-    if o.outcome in ("resolved", "dropped"):
-        del session.state["conflicts"][fix.id]
-        session.save()
-    return o
+    # its record stays until the rebase is done: a run stopped later (a conflict further on, an interrupted
+    # write) reads the resolution here again, never merges the repository anew over it
+    return _adopt_bodies(ch, fix, o, bodies, "resolved")
 
 
 def _compare(o: FixOutcome, fix: Fix, old: dict[str, bytes], new: dict[str, bytes]) -> None:

@@ -17,7 +17,7 @@ from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, GitError
+from .errors import BadInputError, EnvironmentProblem, GitError
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
 from .loader import load_pack, load_profile
@@ -95,6 +95,7 @@ class Session:
     state: dict[str, Any]
     progress: Progress = QUIET  # hears about each fix as it is carried (not saved)
     given: bool = False  # the work folder was given with --work: the user's (rebase_state.check_work_marker)
+    starting: bool = False  # this run is the start, which drops the work folder on an error while 'merging'
 
     @property
     def state_path(self) -> Path:
@@ -186,6 +187,9 @@ def load_session(req: RebaseRequest) -> Session:
     state = read_json(path, state_advice(work, req.pack_root))
     check_state(path, state, req.pack_root, work, default=req.work is None)
     check_work_marker(req.pack_root, work, req.work is not None)  # a --work folder: marked by the start, first
+    if req.work is not None and req.name and req.name != state["to"]:  # never finished under the other name
+        raise BadInputError(f"--name {req.name} does not name the rebase in --work {req.work}, which is to "
+                            f"{state['to']}: give --name {state['to']}, or leave --name out; nothing was done")
     pack_root = req.pack_root.resolve()
     old = load_profile(load_pack(pack_root), state["from"])
     pairs = {}
@@ -208,23 +212,67 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
     changes = _planned_changes(session, pack, old, outcomes)
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
     _backup(session, [*changes, lock])
-    session.state["phase"] = "writing"
+    phase, session.state["phase"] = session.state["phase"], "writing"
     session.save()
-    for path, data in changes.items():
-        _write(path, data)
-    for o in outcomes:
-        folder = pack.fixes[o.id].folder / session.new_name
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
-    rebased = tuple(n for n, p in session.pairs.items() if p.rebased)
-    engine.write_lock(engine.Request(pack_root=pack.root, profile=session.new_name,
-                                     roots={n: p.new.root for n, p in session.pairs.items() if p.new},
-                                     only_targets=rebased,
-                                     upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
+    try:
+        for path, data in changes.items():
+            _write(path, data)
+        for o in outcomes:
+            folder = pack.fixes[o.id].folder / session.new_name
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        rebased = tuple(n for n, p in session.pairs.items() if p.rebased)
+        engine.write_lock(engine.Request(
+            pack_root=pack.root, profile=session.new_name,
+            roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
+            upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
+    except KeyboardInterrupt:
+        raise _rolled_back(session, phase) from None
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
+
+
+def _rolled_back(session: Session, phase: str) -> EnvironmentProblem:
+    """Ctrl-C while :func:`write_pack` wrote: every pack file put back as it was before the rebase (its backups),
+    the state as before the write (the work repositories, resolutions and all, untouched), and what to say. A
+    start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`). A write
+    cut short harder (SIGKILL, or a second Ctrl-C here) is finished by ``--continue``, or put back by ``--abort``."""
+    try:
+        restore(session)
+    except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
+        pass
+    left = written_so_far(session)
+    if not left:
+        session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+        session.save()
+    work = session.work if session.given else None
+    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    if left:
+        return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack; {len(left)} pack file(s) it "
+                                  f"wrote could not be put back ({', '.join(left)}): finish the rebase with "
+                                  f"`{again}`, or put them back with "
+                                  f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+    if phase == "merging" and session.starting:
+        return EnvironmentProblem("interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had "
+                                  "written is put back (nothing written to the pack), and the rebase left no trace; "
+                                  "run it again")
+    return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had written "
+                              f"is put back (nothing written to the pack); the rebase in {session.work} is kept as it "
+                              f"was, resolved conflicts too: run it again (`{again}`)")
+
+
+def written_so_far(session: Session) -> list[str]:
+    """The pack files (relative to the pack) that do not hold what they held before the rebase (its backups): what
+    a write of this rebase cut short left there; empty while nothing is written."""
+    out = []
+    for key, data in sorted(session.state.get("backups", {}).items()):
+        path = session.pack_root / key
+        now = path.read_bytes() if path.is_file() else None
+        if now != (None if data is None else base64.b64decode(data)):
+            out.append(key)
+    return out
 
 
 def _write(path: Path, data: bytes | None) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import shutil
@@ -148,8 +149,12 @@ def drop_work(work: Path, given: bool, repos: Iterable[str]) -> None:
     ``--work`` folder (``given``) only what a rebase makes there: ``state.json``, the marker, its scratch folders
     ``.scratch`` and ``.proof`` (whole: each run wipes them too, so nothing of the user's belongs there) and the
     work repositories ``repos`` (:func:`made_repos`: those the state records, never an entry that is merely named
-    like a fix), and the folder itself when the start made it and nothing else is left."""
+    like a fix), and the folder itself when the start made it and nothing else is left. ``state.json`` goes first
+    either way: a run stopped half way through leaves no rebase in progress whose work repositories are gone (a
+    --continue then would merge them anew over their resolutions)."""
     if not given:
+        with contextlib.suppress(OSError):  # first: a run stopped while it removes the rest holds no rebase there
+            (work / "state.json").unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
         if work.parent.is_dir() and not any(work.parent.iterdir()):
             work.parent.rmdir()

@@ -136,8 +136,9 @@ def next_steps(result: RebaseResult, command: Command = plain_command) -> list[s
     if result.status != "done":
         cont = command("rebase", "--continue", *result.continue_flags)
         steps.append(f"then `{cont}` (blocked fixes are tried then); or "
-                     f"`{command('rebase', '--abort')}` to drop the rebase (the pack is untouched until every fix is "
-                     f"carried)")
+                     f"`{command('rebase', '--abort')}` to drop the rebase (" + (
+                         "and put back the pack files listed under Written" if result.written else
+                         "the pack is untouched until every fix is carried") + ")")
         return steps
     new = result.to_profile
     steps.append(f"review `git status fixes profiles` and `git diff`: profiles/{new}.toml, its lock, and the "
@@ -163,7 +164,10 @@ def render_markdown(result: RebaseResult, steps: list[str] | None = None) -> str
     """The Markdown report; ``steps``: its next steps (default the result's, in the report's plain words)."""
     onto = ", ".join(f"{p.spec.name} {p.new.version}" for p in result.targets if p.new)
     head = {"done": "done: every fix is carried",
-            "conflicts": "stopped: conflicts to resolve (nothing written to the pack yet)"}[result.status]
+            "conflicts": "stopped: conflicts to resolve (" + (
+                f"{len(result.written)} pack file(s), listed under Written, hold what an earlier run wrote before "
+                f"it was stopped: --continue finishes them, --abort puts them back" if result.written else
+                "nothing written to the pack yet") + ")"}[result.status]
     lines = [f"# Rebase of profile {result.from_profile} onto {onto} (profile {result.to_profile})", "",
              f"**Status: {head}.**", "", "| target | old release | new release | note |", "| --- | --- | --- | --- |"]
     for p in result.targets:

@@ -11,7 +11,7 @@ from conftest import git, make_diff, numbered, snapshot
 
 from fixpack import engine, rebase, rebase_session
 from fixpack.cli_rebase import rebase_cmd
-from fixpack.errors import BadInputError
+from fixpack.errors import BadInputError, EnvironmentProblem
 from fixpack.loader import load_pack, load_profile
 from fixpack.pack_tools import stale_patches
 from fixpack.progname import program
@@ -271,7 +271,7 @@ def test_dirty_pack_is_refused(pack):
     assert rebase.start(req(b, old, new, allow_dirty=True)).status == "done"
 
 
-def test_interrupted_write_aborts_cleanly(pack, monkeypatch):
+def test_interrupted_write_is_put_back(pack, monkeypatch):
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
     before = pack_files(b)
@@ -283,13 +283,13 @@ def test_interrupted_write_aborts_cleanly(pack, monkeypatch):
             raise KeyboardInterrupt
         real(path, data)
     monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(EnvironmentProblem, match="nothing written to the pack.*left no trace"):
         rebase.start(req(b, old, new))
-    assert pack_files(b) != before
-    with pytest.raises(BadInputError, match="in progress"):
-        rebase.start(req(b, old, new))
-    restored, _kept = rebase.abort(rebase.RebaseRequest(pack_root=b.pack))
-    assert restored and pack_files(b) == before and not (b.pack / ".rebase/v2.0").exists()
+    assert pack_files(b) == before and not (b.pack / ".rebase/v2.0").exists()
+
+
+class Killed(BaseException):
+    """A death no handler sees (SIGKILL): nothing is put back."""
 
 
 def test_interrupted_write_resumes_to_the_same_result(pack, monkeypatch, tmp_path):
@@ -299,15 +299,23 @@ def test_interrupted_write_resumes_to_the_same_result(pack, monkeypatch, tmp_pat
     shutil.copytree(b.pack, reference)
     rebase.start(rebase.RebaseRequest(pack_root=reference, profile="p1", roots={"demo": new},
                                       old_roots={"demo": old}))
-    real, calls = rebase_session._write, []
+    pristine, (real, calls) = pack_files(b), (rebase_session._write, [])
 
     def dies_on_third_write(path, data):
         calls.append(path)
         if len(calls) == 3:
-            raise KeyboardInterrupt
+            raise Killed
         real(path, data)
     monkeypatch.setattr(rebase_session, "_write", dies_on_third_write)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(Killed):
+        rebase.start(req(b, old, new))
+    assert pack_files(b) != pristine
+    with pytest.raises(BadInputError, match="in progress"):
+        rebase.start(req(b, old, new))
+    restored, _kept = rebase.abort(rebase.RebaseRequest(pack_root=b.pack))  # --abort puts it back
+    assert restored and pack_files(b) == pristine and not (b.pack / ".rebase/v2.0").exists()
+    calls.clear()
+    with pytest.raises(Killed):
         rebase.start(req(b, old, new))
     monkeypatch.setattr(rebase_session, "_write", real)
     r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))

@@ -227,7 +227,8 @@ def test_abort_says_the_report_it_keeps(conflicting):  # noqa: F811
 
 
 def test_a_finished_rebase_drops_the_repositories_it_resolved_in_a_work_folder(conflicting):  # noqa: F811
-    """The state forgets a conflict once resolved: the repository is still the rebase's ("repos") and goes."""
+    """A resolved conflict's record stays until the rebase is done; its repository is the rebase's ("repos") and
+    goes with the rest."""
     b, old, new = conflicting
     work = b.base / "wk"
     rebase.start(req(b, old, new, work=work))

@@ -1,0 +1,203 @@
+"""A `rebase --continue` stopped while it writes the pack (found by a fresh user): after a conflict resolved by hand,
+`--continue` interrupted by SIGINT or SIGKILL left part of the new profile's files in the pack, and running it
+again as told merged the work repository anew over the resolution (a conflict again, the resolved commit gone from
+every branch and the reflog) while the report said "nothing written to the pack yet". Now a resolved conflict's
+record stays until the rebase is done (a rerun reads the resolution again, never merges over it), a Ctrl-C while
+the pack is written puts every file written back (exit 5, said so), a rerun after a harder stop (SIGKILL) finishes
+the write, and a report that stops on conflicts names the pack files an earlier run left written; a default work
+folder loses its state.json first when it is dropped. Also: `--continue --work DIR --name OTHER` is refused (exit
+2), never finished under the work folder's name."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, git
+from test_rebase import BASE, MOD, OTHER, OTHER_BASE, conflicting, new_release, pack, pack_files, req  # noqa: F401
+from test_rebase_trust import run, world
+
+from fixpack import rebase, rebase_session, rebase_state
+from fixpack.errors import EnvironmentProblem
+
+RESOLVED = BASE.replace("line 5\n", "five (upstream wording kept)\n")
+
+# `python -c` this, then the CLI's arguments: the CLI with the signal $FIXPACK_TEST_SIGNAL sent to itself as it is
+# about to write its second pack file (rebase_session._write, the seam for the interruption tests)
+DIES_WRITING = """
+import os, runpy, signal, sys
+from fixpack import rebase_session
+real, calls = rebase_session._write, []
+def dies(path, data):
+    calls.append(path)
+    if len(calls) == 2:
+        os.kill(os.getpid(), getattr(signal, os.environ["FIXPACK_TEST_SIGNAL"]))
+    real(path, data)
+rebase_session._write = dies
+sys.argv = ["fixpack", *sys.argv[1:]]
+runpy.run_module("fixpack.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def cli(b, *args: str, sig: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_SIGNAL": sig}
+    head = ["-c", DIES_WRITING] if sig else ["-m", "fixpack.cli"]
+    return subprocess.run([sys.executable, *head, "rebase", *args, "--pack", str(b.pack)], capture_output=True,
+                          text=True, env=env, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                            signal.SIG_DFL))
+
+
+@pytest.fixture
+def resolved(conflicting):  # noqa: F811
+    """A rebase to v2.0-mine in a --work folder stopped on fix first's conflict, resolved by hand and `git add`ed."""
+    b, old, new = conflicting
+    work = b.base / "W"
+    before = pack_files(b)
+    r = rebase.start(req(b, old, new, work=work, name="v2.0-mine"))
+    assert r.status == "conflicts" and [o.id for o in r.fixes if o.outcome == "conflict"] == ["first"]
+    (work / "first" / MOD).write_text(RESOLVED)
+    git(work / "first", "add", MOD)
+    return b, work, before
+
+
+def _state(work) -> dict:
+    return json.loads((work / "state.json").read_text())
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_an_interrupted_continue_keeps_the_resolution_and_runs_again_to_the_end(resolved, sig):
+    b, work, before = resolved
+    cont = ("--continue", "--work", str(work), "--allow-unproven")
+    p = cli(b, *cont, sig=sig)
+    repo = work / "first"
+    if sig == "SIGINT":  # put back, and said so, with the way on
+        assert p.returncode == 5 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+        assert "interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had written is put back " \
+               "(nothing written to the pack)" in p.stderr, p.stderr
+        assert "rebase --continue" in p.stderr and f"--work {work}" in p.stderr, p.stderr
+        assert pack_files(b) == before and _state(work)["phase"] == "conflicts"
+    else:  # no handler runs: the pack holds part of the write
+        assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
+        assert pack_files(b) != before and _state(work)["phase"] == "writing"
+    # the work repository holds the resolution, committed on branch rebased; the state still records it
+    assert git(repo, "diff", "--name-only", "--diff-filter=U").split() == [] and (repo / MOD).read_text() == RESOLVED
+    assert "first" in _state(work)["conflicts"]
+    again = cli(b, *cont)  # as told
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    doc = json.loads((b.pack / "reports/rebase-p1-to-v2.0-mine.json").read_text())
+    assert {f["id"]: f["outcome"] for f in doc["fixes"]} == {"first": "resolved", "second": "exact",
+                                                             "third": "exact"}
+    assert "five (upstream wording kept)" in (b.pack / "fixes/first/v2.0-mine/0001-change.patch").read_text()
+    assert (b.pack / "profiles/v2.0-mine.lock").is_file() and not (work / "state.json").exists()
+
+
+def test_a_report_that_stops_on_conflicts_names_what_an_earlier_run_left_in_the_pack(resolved):
+    b, work, before = resolved
+    cont = ("--continue", "--work", str(work), "--allow-unproven")
+    assert cli(b, *cont, sig="SIGKILL").returncode == -signal.SIGKILL
+    now = pack_files(b)
+    left = sorted(k for k in {*now, *before} if now.get(k) != before.get(k))
+    assert left
+    git(work / "first", "reset", "-q", "--hard", "upstream")  # the resolution undone by hand: a conflict again
+    p = cli(b, *cont, "--json")
+    assert p.returncode == 4, (p.stdout, p.stderr)
+    doc = json.loads(p.stdout)
+    md = (b.pack / "reports/rebase-p1-to-v2.0-mine.md").read_text()
+    assert "nothing written to the pack" not in md and "untouched" not in md, md
+    assert "pack file(s), listed under Written, hold what an earlier run wrote" in md, md
+    assert doc["status"] == "conflicts" and set(left) <= set(doc["written"]), doc["written"]
+    assert all(f"- {w}" in md for w in doc["written"]), md
+    assert cli(b, "--abort", "--work", str(work)).returncode == 0
+    assert pack_files(b) == before
+
+
+def test_an_interrupted_write_of_a_start_is_put_back_and_leaves_no_trace(pack):  # noqa: F811
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})  # no conflict: it writes
+    before = world(b.pack)
+    start = ("--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}")
+    p = cli(b, *start, sig="SIGINT")
+    assert p.returncode == 5 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert "every pack file it had written is put back (nothing written to the pack), and the rebase left no " \
+           "trace; run it again" in p.stderr, p.stderr
+    assert world(b.pack) == before
+    done = cli(b, *start)  # as told
+    assert done.returncode == 0, (done.stdout, done.stderr)
+
+
+def test_continue_refuses_a_name_that_is_not_the_work_folders_rebase(resolved):
+    b, work, before = resolved
+    was = world(b.base)
+    code, out = run(b, "--continue", "--work", str(work), "--name", "v2.0-typo", "--allow-unproven")
+    assert code == 2 and "--name v2.0-typo" in out and "which is to v2.0-mine" in out, out
+    assert world(b.base) == was and pack_files(b) == before
+
+
+def test_a_rebase_stopped_while_it_drops_its_work_folder_is_none_in_progress(conflicting, monkeypatch):  # noqa: F811
+    """The default work folder goes whole (rmtree): its state.json first, so that a rebase stopped half way through
+    is not one in progress whose work repositories (the resolutions) are gone."""
+    b, old, new = conflicting
+    rebase.start(req(b, old, new))
+    work = b.pack / ".rebase/v2.0"
+    (work / "first" / MOD).write_text(RESOLVED)
+    git(work / "first", "add", MOD)
+    real = rebase_state.shutil.rmtree
+
+    def stopped(path, *args, **kw):
+        if path == work:
+            real(work / "first")  # a repository gone first, then the Ctrl-C
+            raise KeyboardInterrupt
+        real(path, *args, **kw)
+    monkeypatch.setattr(rebase_state.shutil, "rmtree", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
+    assert (b.pack / "profiles/v2.0.lock").is_file() and (b.pack / ".rebase/v2.0.undo.json").is_file()
+    assert not (work / "state.json").exists()
+
+
+def test_a_write_that_cannot_be_put_back_says_so_and_keeps_the_way_back(pack, monkeypatch):  # noqa: F811
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = pack_files(b)
+    real, calls = rebase_session._write, []
+
+    def dies_on_second_write(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real(path, data)
+
+    def read_only(session):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
+    monkeypatch.setattr(rebase_session, "restore", read_only)
+    with pytest.raises(EnvironmentProblem, match=r"1 pack file\(s\) it wrote could not be put back \(fixes/first/"
+                                                 r"v2.0/.*rebase --continue.*rebase --abort") as err:
+        rebase.start(req(b, old, new))
+    assert "nothing written" not in str(err.value) and pack_files(b) != before
+    monkeypatch.undo()
+    assert rebase.abort(rebase.RebaseRequest(pack_root=b.pack))[0] and pack_files(b) == before
+
+
+def test_a_continue_of_a_start_stopped_early_never_says_it_left_no_trace(pack, monkeypatch):  # noqa: F811
+    """A start stopped while it carried (its state still 'merging'), then a --continue stopped while it wrote: the
+    files are put back and the rebase is kept (only a start drops its work folder then), as said."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = pack_files(b)
+    real_carry, real_write = rebase._carry, rebase_session._write
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(rebase, "_carry", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        rebase.start(req(b, old, new))
+    monkeypatch.setattr(rebase, "_carry", real_carry)
+    monkeypatch.setattr(rebase_session, "_write", stopped)
+    with pytest.raises(EnvironmentProblem, match="nothing written to the pack.*is kept as it was") as err:
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
+    assert "left no trace" not in str(err.value) and pack_files(b) == before
+    monkeypatch.setattr(rebase_session, "_write", real_write)
+    assert rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True)).status == "done"
