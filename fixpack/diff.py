@@ -14,7 +14,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING
 
-from .binpatch import BinaryDataError, BinaryPatch, parse_binary
+from .binpatch import BinaryDataError, BinaryPatch, Budget, parse_binary
 from .diffpaths import PREFIX, REGENERATE, agrees, bad, check_renames, clean_path, git_line_paths
 from .diffsyntax import refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
@@ -167,7 +167,8 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source)) for pf in patchset)
+    budget = Budget()  # all the patch's binary blocks together
+    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source, budget)) for pf in patchset)
     check_renames(files, named, source)
     return ParsedPatch(header, files)
 
@@ -180,7 +181,7 @@ def _canonical_modes(fp: FilePatch) -> FilePatch:
     return replace(fp, old_mode=None, new_mode=None)
 
 
-def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
+def _with_data(fp: FilePatch, text: str, source: str, budget: Budget) -> FilePatch:
     """A binary file section's ``GIT binary patch`` data, read from its lines (unidiff skips them)."""
     if not fp.binary or not fp.diff_line:
         return fp
@@ -194,7 +195,7 @@ def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
             index, index_line = ln, i + 1
         elif ln == "GIT binary patch":
             try:
-                return replace(fp, data=parse_binary(lines, i, index, index_line)[0])
+                return replace(fp, data=parse_binary(lines, i, index, index_line, budget)[0])
             except BinaryDataError as exc:
                 raise bad(source, exc.line, exc.message) from exc
     return fp
