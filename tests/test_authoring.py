@@ -309,6 +309,19 @@ def test_import_reads_a_regular_mail_file_under_its_cap_only(pack3, tmp_path):
     assert snapshot(builder.pack) == before
 
 
+def test_refresh_of_a_misspelt_fix_names_the_close_ones(pack3):
+    """Found by a fresh user: `refresh ren-fx` (for ren-fix) said only "unknown fix 'ren-fx'", where other commands
+    name the close matches. It names them too, as the loader's messages do (or says there is none)."""
+    builder, _clean = pack3
+    before = snapshot(builder.pack)
+    for name, close in (("bb", "close matches: b"), ("zzz", "no close match")):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", name, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2, r
+        assert f"unknown fix {name!r} in the pack at {builder.pack} ({close})" in r.stderr, r.stderr
+    assert snapshot(builder.pack) == before
+
+
 def test_names_that_cannot_be_a_fix_are_refused_as_names(pack3, tmp_path):
     """Found by a fresh user: a 300-character id was `internal error: OSError(36, 'File name too long')` (exit 1);
     `new series` said it exists (`edit series` changes it) and `edit series` said it is no fix (`new series`
