@@ -46,6 +46,9 @@ MAX_BINARY_BYTES = 256 << 20
 # The most bytes all binary blocks of one patch file may inflate to together (each is held whole, parsed): a file at
 # MAX_BINARY_BYTES replaced whole, both ways. Without it a 64 MiB patch could hold ~48 blocks of 1 GiB of zeros.
 MAX_PATCH_BINARY_BYTES = 2 * MAX_BINARY_BYTES
+# The most bytes the binary blocks of all patch files one load of a pack parses may inflate to together (each parsed
+# patch is held): two patch files at MAX_PATCH_BINARY_BYTES.
+MAX_PACK_BINARY_BYTES = 2 * MAX_PATCH_BINARY_BYTES
 # The most instructions a delta may hold: each is read in turn, in Python (~10 million a second); a delta of 1-byte
 # inserts at MAX_BINARY_BYTES holds 128 million. A whole file at MAX_BINARY_BYTES rewritten in git's 127-byte inserts
 # takes 2.1 million.
@@ -72,22 +75,43 @@ def _mib(n: int) -> str:
         f"{n} bytes"
 
 
-class Budget:
-    """The bytes the binary blocks of one patch file may still inflate to (``MAX_PATCH_BINARY_BYTES`` in all)."""
+class PackBudget:
+    """The bytes of binary blocks the patch files one load of a pack has parsed hold (``MAX_PACK_BINARY_BYTES``)."""
 
     def __init__(self) -> None:
         self.used = 0
 
+
+class Budget:
+    """The bytes the binary blocks of one patch file may still inflate to (``MAX_PATCH_BINARY_BYTES`` in all), and
+    with ``pack`` those of every patch file its pack's load parses (``MAX_PACK_BINARY_BYTES``; counted there by
+    :meth:`done`, once the patch is parsed)."""
+
+    def __init__(self, pack: PackBudget | None = None) -> None:
+        self.used, self.pack = 0, pack
+
     def take(self, size: int, kind: str, line: int) -> None:
         """Count a block of ``size`` bytes (its ``kind`` line is ``line``) before it is inflated; BinaryDataError
-        there when it takes the patch's blocks past ``MAX_PATCH_BINARY_BYTES``."""
+        there when it takes the patch's blocks past ``MAX_PATCH_BINARY_BYTES``, or the pack's past
+        ``MAX_PACK_BINARY_BYTES``."""
+        do = "split the change into several patches, or put a large new file in the fix's folder as its [binary] source"
         if self.used + size > MAX_PATCH_BINARY_BYTES:
             raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the patch's binary data to "
                                         f"{self.used + size} bytes, more than the {_mib(MAX_PATCH_BINARY_BYTES)} the "
                                         f"binary blocks of one patch file may have together (MAX_PATCH_BINARY_BYTES): "
-                                        f"split the change into several patches, or put a large new file in the "
-                                        f"fix's folder as its [binary] source")
+                                        f"{do}")
+        if self.pack is not None and self.pack.used + self.used + size > MAX_PACK_BINARY_BYTES:
+            raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the binary data of the pack's "
+                                        f"patches to {self.pack.used + self.used + size} bytes, more than the "
+                                        f"{_mib(MAX_PACK_BINARY_BYTES)} the binary blocks of a pack's patches may have "
+                                        f"together (MAX_PACK_BINARY_BYTES): a fix pack carries small binary files; "
+                                        f"{do}")
         self.used += size
+
+    def done(self) -> None:
+        """The patch is parsed: its blocks are held, and count against the pack's."""
+        if self.pack is not None:
+            self.pack.used += self.used
 
 
 @dataclass(frozen=True)

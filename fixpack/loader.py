@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .binpatch import PackBudget
 from .documents import read_pack_file, read_toml, utf8_text
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
@@ -100,9 +101,11 @@ def _str_table(value: Any, key: str, path: Path, text: str, errors: Collector) -
     return tuple(sorted(value.items()))
 
 
-def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix | None:
+def load_fix(folder: Path, errors: Collector, profile: str | None = None,
+             budget: PackBudget | None = None) -> Fix | None:
     """``fixes/<id>/`` with its patches and variants. With ``profile``, only that profile's variant is
-    read and the patches are parsed on first use (:func:`parse_fixes`), not here."""
+    read and the patches are parsed on first use (:func:`parse_fixes`), not here. ``budget``: the pack's binary
+    bytes (:data:`~fixpack.binpatch.MAX_PACK_BINARY_BYTES`), which its patches count against."""
     path = folder / "fix.toml"
     loaded = read_toml(path, errors)
     if loaded is None:
@@ -127,7 +130,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
     where = Where(path, lambda key, table: key_line(text, key, table))
-    declared = Binary(folder, dict(binary), where)  # the fix's and every variant's
+    declared = Binary(folder, dict(binary), where, budget)  # the fix's and every variant's
     check_binary(declared, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     for twice in sorted({n for n in names if names.count(n) > 1}):  # it would be applied twice, the 2nd a conflict
@@ -201,9 +204,10 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
         errors.raise_if_any(f"cannot load the pack at {root}")
     series = load_series(root, errors)
     fixes: dict[str, Fix] = {}
+    budget = PackBudget()
     for fix_id in series:
         if os.path.lexists(root / "fixes" / fix_id / "fix.toml"):
-            fix = load_fix(root / "fixes" / fix_id, errors, profile)
+            fix = load_fix(root / "fixes" / fix_id, errors, profile, budget)
             if fix:
                 fixes[fix_id] = fix
     _check_relations(series, fixes, root / "fixes", errors)

@@ -474,11 +474,11 @@ def test_a_copy_past_the_source_s_end_is_refused():
         apply_delta(b"abcd", b"\xff" * 100_000 + b"\x01\x00")
 
 
-def _blocks_patch(n: int, size: int) -> tuple[bytes, list[int]]:
+def _blocks_patch(n: int, size: int, name: str = "x") -> tuple[bytes, list[int]]:
     """A patch of ``n`` new files of ``size`` zero bytes each (git's literal blocks), and each forward block's line."""
     from fixpack.binpatch import new_file_patch
 
-    text = "".join(new_file_patch(f"x{i}.bin", bytes(size)) for i in range(n))
+    text = "".join(new_file_patch(f"{name}{i}.bin", bytes(size)) for i in range(n))
     lines = [i for i, ln in enumerate(text.split("\n"), 1) if ln == f"literal {size}"]
     return text.encode(), lines
 
@@ -530,3 +530,43 @@ def test_a_delta_of_more_instructions_than_any_file_needs_is_refused():
     assert apply_delta(b"abcd", delta) == b"A" * (n - 2) + b"BCbc"
     with pytest.raises(BinaryApplyError, match="ends in the middle of an instruction"):
         apply_delta(b"", _delta(0, 4, b"\x01A\x03BC"))  # the last insert runs past the end
+
+
+def test_the_binary_blocks_of_a_pack_s_patches_are_capped_together(builder, monkeypatch):
+    """Each patch file's blocks capped together still let a pack of many patch files hold many times that (each parsed
+    patch is held): the patch files one load of a pack parses may inflate to MAX_PACK_BINARY_BYTES (1 GiB) together,
+    the block that passes it refused at its line, eagerly (check) and when a run parses its chain (here with the caps
+    lowered to MBs). A patch parsed again (a copy of the fix for a profile) counts once."""
+    from fixpack import binpatch
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.patchfiles import parse_fixes
+    from fixpack.structs import replace
+
+    assert binpatch.MAX_PACK_BINARY_BYTES == 1 << 30
+    monkeypatch.setattr(binpatch, "MAX_PATCH_BINARY_BYTES", 4 << 20)
+    monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 5 << 20)
+    lines = []
+    for fid in ("one", "two"):
+        data, _at = _blocks_patch(3, 1 << 20, f"demo_pkg/{fid}")
+        folder = builder.add_fix(fid, {}, {}, diff=data.decode())
+        text = (folder / "0001-change.patch").read_text()
+        lines.append([i for i, ln in enumerate(text.split("\n"), 1) if ln == f"literal {1 << 20}"])
+        with (folder / "fix.toml").open("a") as f:
+            f.write("[binary]\n" + "".join(f'"demo_pkg/{fid}{i}.bin" = "patch"\n' for i in range(3)))
+    builder.profile(["one", "two"])
+    said = (f"fixes/two/0001-change.patch:{lines[1][2]}: this literal block (1048576 bytes) takes the binary data of "
+            f"the pack's patches to 6291456 bytes, more than the 5 MiB the binary blocks of a pack's patches may have "
+            f"together (MAX_PACK_BINARY_BYTES)")
+    with pytest.raises(PackError) as exc:
+        load_pack(builder.pack)
+    assert exc.value.exit_code == 2 and said in str(exc.value).replace(f"{builder.pack}/", ""), str(exc.value)
+    pack = load_pack(builder.pack, "p1")  # a run's: parsed when used
+    profile = load_profile(pack, "p1", check_paths=False)
+    parse_fixes(pack, profile, ["one"])
+    first = pack.fixes["one"].patches[0]
+    assert replace(first, path=first.path).files == first.files  # a copy of it reads it again: counted once
+    with pytest.raises(PackError) as exc:
+        parse_fixes(pack, profile, ["two"])
+    assert said in str(exc.value).replace(f"{builder.pack}/", ""), str(exc.value)
+    monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 6 << 20)  # the two patches' blocks: exactly the cap
+    load_pack(builder.pack)
