@@ -21,6 +21,8 @@ instructions: a byte with its top bit set copies a range of the source (its low 
 offset bytes follow, the next three which size bytes; a size of 0 means 0x10000), any other non-zero
 byte inserts that many bytes that follow. A copy of a few bytes can copy 16 MB of the source: a delta is
 applied no further than the result size its header says (and no block may say more than ``MAX_BINARY_BYTES``).
+The blocks of one patch file together inflate to no more than ``MAX_PATCH_BINARY_BYTES`` (each is held whole), and a
+delta holds no more than ``MAX_DELTA_INSTRUCTIONS`` instructions (each is read in turn, in Python).
 
 The ``index`` line must carry full blob ids (git writes them for binary changes; ``git apply`` also
 refuses a binary patch without them): a side is recognised only by its id, git's object hash of the
@@ -33,13 +35,24 @@ import base64
 import hashlib
 import re
 import zlib
+from typing import NoReturn
 
 from .structs import dataclass
 
-# The most bytes a block may say it gives (a literal's, a delta's data or its result): a vLLM wheel's largest shared
-# objects are a few hundred MB; a delta of a few KB can say GBs (a one-byte copy gives 64 KiB), held whole to apply.
-MAX_BINARY_BYTES = 1 << 30
-_CAP = f"{MAX_BINARY_BYTES >> 30} GiB"
+# The most bytes a block may say it gives (a literal's, a delta's data or its result): a fix pack's binary files are
+# small (an icon, a test fixture; a patch file is capped at 64 MiB deflated), while a delta of a few KB can say GBs (a
+# one-byte copy gives 64 KiB), held whole to apply. A large new file goes in the fix's folder as its [binary] source.
+MAX_BINARY_BYTES = 256 << 20
+# The most bytes all binary blocks of one patch file may inflate to together (each is held whole, parsed): a file at
+# MAX_BINARY_BYTES replaced whole, both ways. Without it a 64 MiB patch could hold ~48 blocks of 1 GiB of zeros.
+MAX_PATCH_BINARY_BYTES = 2 * MAX_BINARY_BYTES
+# The most bytes the binary blocks of all patch files one load of a pack parses may inflate to together (each parsed
+# patch is held): two patch files at MAX_PATCH_BINARY_BYTES.
+MAX_PACK_BINARY_BYTES = 2 * MAX_PATCH_BINARY_BYTES
+# The most instructions a delta may hold: each is read in turn, in Python (~10 million a second); a delta of 1-byte
+# inserts at MAX_BINARY_BYTES holds 128 million. A whole file at MAX_BINARY_BYTES rewritten in git's 127-byte inserts
+# takes 2.1 million.
+MAX_DELTA_INSTRUCTIONS = 1 << 23
 _BLOCK = re.compile(r"^(literal|delta) (\d+)$")
 _INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?$")
 
@@ -55,6 +68,50 @@ class BinaryDataError(Exception):
 
 class BinaryApplyError(Exception):
     """Binary data that does not fit the bytes it is applied to (the message says how)."""
+
+
+def _mib(n: int) -> str:
+    return f"{n >> 30} GiB" if n >= 1 << 30 and not n % (1 << 30) else f"{n >> 20} MiB" if not n % (1 << 20) else \
+        f"{n} bytes"
+
+
+class PackBudget:
+    """The bytes of binary blocks the patch files one load of a pack has parsed hold (``MAX_PACK_BINARY_BYTES``)."""
+
+    def __init__(self) -> None:
+        self.used = 0
+
+
+class Budget:
+    """The bytes the binary blocks of one patch file may still inflate to (``MAX_PATCH_BINARY_BYTES`` in all), and
+    with ``pack`` those of every patch file its pack's load parses (``MAX_PACK_BINARY_BYTES``; counted there by
+    :meth:`done`, once the patch is parsed)."""
+
+    def __init__(self, pack: PackBudget | None = None) -> None:
+        self.used, self.pack = 0, pack
+
+    def take(self, size: int, kind: str, line: int) -> None:
+        """Count a block of ``size`` bytes (its ``kind`` line is ``line``) before it is inflated; BinaryDataError
+        there when it takes the patch's blocks past ``MAX_PATCH_BINARY_BYTES``, or the pack's past
+        ``MAX_PACK_BINARY_BYTES``."""
+        do = "split the change into several patches, or put a large new file in the fix's folder as its [binary] source"
+        if self.used + size > MAX_PATCH_BINARY_BYTES:
+            raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the patch's binary data to "
+                                        f"{self.used + size} bytes, more than the {_mib(MAX_PATCH_BINARY_BYTES)} the "
+                                        f"binary blocks of one patch file may have together (MAX_PATCH_BINARY_BYTES): "
+                                        f"{do}")
+        if self.pack is not None and self.pack.used + self.used + size > MAX_PACK_BINARY_BYTES:
+            raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the binary data of the pack's "
+                                        f"patches to {self.pack.used + self.used + size} bytes, more than the "
+                                        f"{_mib(MAX_PACK_BINARY_BYTES)} the binary blocks of a pack's patches may have "
+                                        f"together (MAX_PACK_BINARY_BYTES): a fix pack carries small binary files; "
+                                        f"{do}")
+        self.used += size
+
+    def done(self) -> None:
+        """The patch is parsed: its blocks are held, and count against the pack's."""
+        if self.pack is not None:
+            self.pack.used += self.used
 
 
 @dataclass(frozen=True)
@@ -100,20 +157,22 @@ def blob_id(data: bytes, width: int = 40) -> str:
     return algo(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def parse_binary(lines: list[str], start: int, index: str | None, index_line: int) -> tuple[BinaryPatch, int]:
+def parse_binary(lines: list[str], start: int, index: str | None, index_line: int,
+                 budget: Budget | None = None) -> tuple[BinaryPatch, int]:
     """The binary change whose ``GIT binary patch`` line is ``lines[start]`` (0-based; the file's line
-    ``start + 1``), with the section's ``index`` line. Returns it and the index of the first line after
-    it. Raises BinaryDataError naming the line."""
+    ``start + 1``), with the section's ``index`` line; ``budget``: the patch file's (one for each patch file
+    parsed). Returns it and the index of the first line after it. Raises BinaryDataError naming the line."""
+    budget = budget or Budget()
     m = _INDEX.match(index or "")
     if not m or len(m.group(1)) not in (40, 64) or len(m.group(2)) != len(m.group(1)):
         raise BinaryDataError(index_line or start + 1, "a binary patch needs git's full 'index <blob>..<blob>' line "
                                                        "(git diff --binary writes it)")
-    forward, pos = _block(lines, start + 1)
+    forward, pos = _block(lines, start + 1, budget)
     _check_literal(forward, m.group(2), start + 2)
     if pos >= len(lines) or not _BLOCK.match(lines[pos]):
         raise BinaryDataError(pos + 1, "a binary patch without its reverse block (it could not be reverted)")
     reverse_line = pos + 1
-    reverse, pos = _block(lines, pos)
+    reverse, pos = _block(lines, pos, budget)
     _check_literal(reverse, m.group(1), reverse_line)
     while pos < len(lines) and lines[pos] == "":
         pos += 1
@@ -135,7 +194,7 @@ def _check_literal(block: BinaryBlock, oid: str, line: int) -> None:
             raise BinaryDataError(line, str(exc)) from None
 
 
-def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
+def _block(lines: list[str], pos: int, budget: Budget) -> tuple[BinaryBlock, int]:
     m = _BLOCK.match(lines[pos]) if pos < len(lines) else None
     if not m:
         raise BinaryDataError(pos + 1, "expected 'literal SIZE' or 'delta SIZE' after 'GIT binary patch'")
@@ -143,9 +202,11 @@ def _block(lines: list[str], pos: int) -> tuple[BinaryBlock, int]:
         raise BinaryDataError(pos + 1, f"the {m.group(1)} size has {len(m.group(2))} digits: no file is that large")
     head, size = pos + 1, int(m.group(2))
     if size > MAX_BINARY_BYTES:
-        raise BinaryDataError(head, f"the {m.group(1)} size {size} is more than the {_CAP} a binary block may have "
+        raise BinaryDataError(head, f"the {m.group(1)} size {size} is more than the {_mib(MAX_BINARY_BYTES)} a binary "
+                                    f"block may have "
                                     f"(MAX_BINARY_BYTES): no file a fix carries is that large; if the patch is "
                                     f"damaged, regenerate it with git diff --binary")
+    budget.take(size, m.group(1), head)
     pos += 1
     raw = bytearray()
     while pos < len(lines) and lines[pos] != "":
@@ -217,8 +278,9 @@ def apply_delta(source: bytes, delta: bytes) -> bytes:
 
 def check_delta(delta: bytes) -> None:
     """Raises BinaryApplyError when ``delta`` cannot be a git delta, read without its source (nothing is built):
-    it ends inside an instruction, holds the reserved instruction 0, copies past the source's size, says a result
-    of more than ``MAX_BINARY_BYTES``, or gives another size than its header says."""
+    it ends inside an instruction, holds the reserved instruction 0 or more than ``MAX_DELTA_INSTRUCTIONS``, copies
+    past the source's size, says a result of more than ``MAX_BINARY_BYTES``, or gives another size than its header
+    says."""
     _walk(delta, None)
 
 
@@ -232,8 +294,8 @@ def delta_sizes(delta: bytes) -> tuple[int, int]:
 
 
 def _walk(delta: bytes, source: bytes | None) -> bytearray:
-    """Each instruction of ``delta`` checked in turn (none is listed: a delta of 1 GiB holds a billion), and with
-    ``source`` its result built (else nothing: empty). The result is never built past the size the header says."""
+    """Each instruction of ``delta`` checked in turn (none is listed; past ``MAX_DELTA_INSTRUCTIONS``, refused), and
+    with ``source`` its result built (else nothing: empty). The result is never built past the size the header says."""
     try:
         return _run(delta, source)
     except IndexError:
@@ -249,38 +311,53 @@ def _header(delta: bytes) -> tuple[int, int, int]:
 def _run(delta: bytes, source: bytes | None) -> bytearray:
     src_size, dst_size, pos = _header(delta)
     if dst_size > MAX_BINARY_BYTES:
-        raise BinaryApplyError(f"the delta's header says it gives {dst_size} bytes, more than the {_CAP} a binary "
-                               f"block may have (MAX_BINARY_BYTES): no file a fix carries is that large")
+        raise BinaryApplyError(f"the delta's header says it gives {dst_size} bytes, more than the "
+                               f"{_mib(MAX_BINARY_BYTES)} a binary block may have (MAX_BINARY_BYTES): no file a fix "
+                               f"carries is that large")
     if source is not None and src_size != len(source):
         raise BinaryApplyError(f"the delta is for {src_size} bytes, the file has {len(source)}")
     out = bytearray()
-    total = 0
-    while pos < len(delta):
+    total, end = 0, len(delta)
+    for _n in range(MAX_DELTA_INSTRUCTIONS):
+        if pos >= end:
+            break
         op = delta[pos]
         pos += 1
-        if op & 0x80:
-            start, pos = _packed(delta, pos, op, 4)
-            size, pos = _packed(delta, pos, op >> 4, 3)
-            size = size or 0x10000
-            if start + size > src_size:
-                raise BinaryApplyError(f"the delta copies bytes {start}-{start + size} of a {src_size}-byte file")
-            data = source
-        elif op:
-            if pos + op > len(delta):
-                raise IndexError(pos + op)
-            start, size, data = pos, op, delta
+        if 0 < op < 0x80:  # an insert of the op bytes that follow (the last one checked against the end below)
             pos += op
-        else:
+            total += op
+            if total > dst_size:
+                _past(dst_size)
+            if source is not None:
+                out += delta[pos - op:pos]
+            continue
+        if not op:
             raise BinaryApplyError("the delta holds instruction 0 (reserved): the patch is damaged")
+        start, pos = _packed(delta, pos, op, 4)
+        size, pos = _packed(delta, pos, op >> 4, 3)
+        size = size or 0x10000
+        if start + size > src_size:
+            raise BinaryApplyError(f"the delta copies bytes {start}-{start + size} of a {src_size}-byte file")
         total += size
         if total > dst_size:
-            raise BinaryApplyError(f"the delta gives more than the {dst_size} bytes its header says (refused there, "
-                                   f"before building more)")
-        if data is not None:
-            out += memoryview(data)[start:start + size]
+            _past(dst_size)
+        if source is not None:
+            out += memoryview(source)[start:start + size]
+    else:
+        if pos < end:
+            raise BinaryApplyError(f"the delta holds more than {MAX_DELTA_INSTRUCTIONS} instructions "
+                                   f"(MAX_DELTA_INSTRUCTIONS): git writes a few per changed stretch of a file, no "
+                                   f"file a fix carries needs that many; regenerate it with git diff --binary")
+    if pos > end:
+        raise IndexError(pos)
     if total != dst_size:
         raise BinaryApplyError(f"the delta gives {total} bytes, its header says {dst_size}")
     return out
+
+
+def _past(dst_size: int) -> NoReturn:
+    raise BinaryApplyError(f"the delta gives more than the {dst_size} bytes its header says (refused there, before "
+                           f"building more)")
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -256,7 +256,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
     clean release copy (like quilt refresh)."""
     from .cli_author import print_refreshed
     from .editrefresh import refresh_from_work
-    from .loader import load_pack
+    from .loader import close_names, load_pack
     from .pack_tools import refresh
 
     done: list[str] = []
@@ -272,7 +272,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
         fixes = load_pack(root).fixes
         for fid in fix_ids:
             if fid not in fixes:
-                raise BadInputError(f"unknown fix {fid!r} in the pack at {root}")
+                raise BadInputError(f"unknown fix {fid!r} in the pack at {root} ({close_names(fid, list(fixes))})")
             target = fixes[fid].target
             if target not in parsed or not profile:
                 edit = command("edit", fid, *pack_words(root))

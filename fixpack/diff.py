@@ -14,7 +14,7 @@ import hashlib
 import re
 from typing import TYPE_CHECKING
 
-from .binpatch import BinaryDataError, BinaryPatch, parse_binary
+from .binpatch import BinaryDataError, BinaryPatch, Budget, PackBudget, parse_binary
 from .diffpaths import PREFIX, REGENERATE, agrees, bad, check_renames, clean_path, git_line_paths
 from .diffsyntax import refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
@@ -140,7 +140,7 @@ def _without_heading(text: str) -> str:
     return (head[: end + 2] if head.startswith("@@") and end > 0 else head) + nl + body
 
 
-def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
+def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = None) -> ParsedPatch:
     """Parse a patch file's bytes.
 
     Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF line endings, a
@@ -148,6 +148,7 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
     ``diff --git``, ``---``/``+++`` and ``rename from``/``rename to`` lines name different files, or a copy
     (:func:`~fixpack.diffpaths.check_renames`). A file whose last line lacks its newline is read with it, as GNU
     patch reads it and as ``fixpack format`` writes it back (one reading for the applier, the lock and format).
+    ``pack``: the binary bytes of the pack's patches parsed so far (its load's), which this one's count against.
     """
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
@@ -167,8 +168,10 @@ def parse_patch(data: bytes, source: str = "<patch>") -> ParsedPatch:
         ) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
-    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source)) for pf in patchset)
+    budget = Budget(pack)  # all the patch's binary blocks together (and the pack's)
+    files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source, budget)) for pf in patchset)
     check_renames(files, named, source)
+    budget.done()
     return ParsedPatch(header, files)
 
 
@@ -180,7 +183,7 @@ def _canonical_modes(fp: FilePatch) -> FilePatch:
     return replace(fp, old_mode=None, new_mode=None)
 
 
-def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
+def _with_data(fp: FilePatch, text: str, source: str, budget: Budget) -> FilePatch:
     """A binary file section's ``GIT binary patch`` data, read from its lines (unidiff skips them)."""
     if not fp.binary or not fp.diff_line:
         return fp
@@ -194,7 +197,7 @@ def _with_data(fp: FilePatch, text: str, source: str) -> FilePatch:
             index, index_line = ln, i + 1
         elif ln == "GIT binary patch":
             try:
-                return replace(fp, data=parse_binary(lines, i, index, index_line)[0])
+                return replace(fp, data=parse_binary(lines, i, index, index_line, budget)[0])
             except BinaryDataError as exc:
                 raise bad(source, exc.line, exc.message) from exc
     return fp

@@ -106,10 +106,11 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
         want = fp.new_path if word == "rename to" else fp.old_path
         if path != want:
             other = want or "/dev/null"
-            side, to, does = ("b", "to", f"write the renamed file to {path}, fixpack to {other}") \
-                if word == "rename to" else ("a", "from", f"rename {path}, fixpack {other}")
+            side, to, does = ("b", "to", f"write the renamed file to {path!r}, fixpack to {other!r}") \
+                if word == "rename to" else ("a", "from", f"rename {path!r}, fixpack {other!r}")
+            blank = " (the two differ only in white space at an end)" if path.strip() == other.strip() else ""
             raise bad(source, n, f"'{word} {path}' names another file than its 'diff --git' line's {side}-path "
-                                 f"({other!r}, line {fp.diff_line}): git apply would {does}",
+                                 f"({other!r}, line {fp.diff_line}): git apply would {does}{blank}",
                       f"make the two lines name the same file, the one the rename is {to}, or regenerate the patch "
                       f"with git diff -M / format-patch")
         found.setdefault(i, set()).add(word)

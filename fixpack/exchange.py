@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .binpatch import new_file_patch
 from .diff import parse_patch, sha256_bytes
-from .documents import MAX_PACK_TEXT_BYTES
+from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
 from .errors import BadInputError, ConflictError
@@ -35,7 +35,7 @@ from .progname import pack_words
 from .progress import QUIET, Progress
 from .records import is_sha256
 from .runlock import pack_lock
-from .safepath import TooLargeError, read_regular
+from .safepath import TooLargeError, not_a_file, read_regular
 from .states import State
 from .structs import replace
 from .tree import Tree, decode
@@ -92,11 +92,7 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     no longer applies on top; nothing is written then.
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
-    found = mails(data, str(file))
+    found = mails(_mail_bytes(file), str(file))
     with pack_lock(pack_root, progress):
         return _import(pack_root, file, found, fix_id, profile, target, after, opt_in, roots, progress)
 
@@ -135,6 +131,28 @@ def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: s
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress)
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+# The mails ``import`` reads: each becomes one of the fix's patch files, themselves capped at MAX_PATCH_BYTES.
+MAX_MAIL_BYTES = MAX_PATCH_BYTES
+
+
+def _mail_bytes(file: Path) -> bytes:
+    """The bytes of the mail file ``file`` (a link followed): something there that is no regular file (a FIFO
+    would block the read, a device never end it) named unread, a file larger than MAX_MAIL_BYTES told by its
+    size, unread; BadInputError then."""
+    what = not_a_file(file)
+    if what is not None:
+        raise BadInputError(f"{file}: is {what}, not a regular file: give the `git format-patch` file or mbox "
+                            f"itself; nothing was written")
+    try:
+        return read_regular(file, MAX_MAIL_BYTES)
+    except TooLargeError as exc:  # told by its size, never read
+        raise BadInputError(f"{file}: {exc.said('a mail file')} (a patch mail is KBs, a few MB with binary data): "
+                            f"split the series into several files, each imported as a fix of its own; nothing "
+                            f"was written") from exc
+    except OSError as exc:
+        raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
 
 
 def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .binpatch import PackBudget
 from .documents import read_pack_file, read_toml, utf8_text
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
@@ -100,9 +101,11 @@ def _str_table(value: Any, key: str, path: Path, text: str, errors: Collector) -
     return tuple(sorted(value.items()))
 
 
-def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix | None:
+def load_fix(folder: Path, errors: Collector, profile: str | None = None,
+             budget: PackBudget | None = None) -> Fix | None:
     """``fixes/<id>/`` with its patches and variants. With ``profile``, only that profile's variant is
-    read and the patches are parsed on first use (:func:`parse_fixes`), not here."""
+    read and the patches are parsed on first use (:func:`parse_fixes`), not here. ``budget``: the pack's binary
+    bytes (:data:`~fixpack.binpatch.MAX_PACK_BINARY_BYTES`), which its patches count against."""
     path = folder / "fix.toml"
     loaded = read_toml(path, errors)
     if loaded is None:
@@ -127,7 +130,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None) -> Fix
     env = _str_table(data.get("env", {}), "env", path, text, errors)
     binary = _str_table(data.get("binary", {}), "binary", path, text, errors)
     where = Where(path, lambda key, table: key_line(text, key, table))
-    declared = Binary(folder, dict(binary), where)  # the fix's and every variant's
+    declared = Binary(folder, dict(binary), where, budget)  # the fix's and every variant's
     check_binary(declared, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
     for twice in sorted({n for n in names if names.count(n) > 1}):  # it would be applied twice, the 2nd a conflict
@@ -201,9 +204,10 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
         errors.raise_if_any(f"cannot load the pack at {root}")
     series = load_series(root, errors)
     fixes: dict[str, Fix] = {}
+    budget = PackBudget()
     for fix_id in series:
         if os.path.lexists(root / "fixes" / fix_id / "fix.toml"):
-            fix = load_fix(root / "fixes" / fix_id, errors, profile)
+            fix = load_fix(root / "fixes" / fix_id, errors, profile, budget)
             if fix:
                 fixes[fix_id] = fix
     _check_relations(series, fixes, root / "fixes", errors)
@@ -219,7 +223,7 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
         text = path.read_text("utf-8", "replace")
         for req in fix.requires:
             if req not in position:
-                errors.add(f"requires unknown fix {req!r}", path, key_line(text, "requires"), _close(req, series))
+                errors.add(f"requires unknown fix {req!r}", path, key_line(text, "requires"), close_names(req, series))
             elif req == fix.id:
                 errors.add(f"requires itself ({req!r})", path, key_line(text, "requires"), "drop it from requires")
             elif (cycle := _requires_cycle(fix.id, req, fixes)) is not None:
@@ -235,7 +239,7 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
         for other in fix.conflicts:
             if other not in position:
                 errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
-                           _close(other, series))
+                           close_names(other, series))
             elif other == fix.id:
                 errors.add(f"conflicts with itself ({other!r})", path, key_line(text, "conflicts"),
                            "drop it from conflicts")
@@ -264,7 +268,8 @@ def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> 
 NO_CLOSE = "no close match"
 
 
-def _close(name: str, names: tuple[str, ...] | list[str]) -> str:
+def close_names(name: str, names: tuple[str, ...] | list[str]) -> str:
+    """"close matches: a, b" (up to three of ``names`` near ``name``), or "no close match": for a name not found."""
     # a name the given one begins (``v0.30`` of ``v0.30.0``) first: difflib scores every profile alike there
     prefixed = sorted(n for n in names if n.startswith(name))
     close = (prefixed + [n for n in _close_matches(name, list(names), 3, 0.5) if n not in prefixed])[:3]
@@ -298,7 +303,7 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     ``check_paths`` False leaves the check that each listed fix changes its target's package only to
     :func:`parse_fixes` (a run parses only the patches it needs)."""
     if name not in pack.profiles:
-        raise UnknownNameError(f"unknown profile {name!r} ({_close(name, sorted(pack.profiles))}; "
+        raise UnknownNameError(f"unknown profile {name!r} ({close_names(name, sorted(pack.profiles))}; "
                                f"profiles live in {pack.root / 'profiles'})")
     path = pack.profiles[name]
     errors = Collector()
@@ -406,7 +411,7 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
         for fid in ids:
             line = key_line(text, key, "fixes")
             if fid not in pack.fixes:
-                errors.add(f"[fixes] {key} names unknown fix {fid!r}", path, line, _close(fid, pack.series))
+                errors.add(f"[fixes] {key} names unknown fix {fid!r}", path, line, close_names(fid, pack.series))
                 continue
             if fid in listed:
                 where = f"twice in {key}" if listed[fid] == key else f"in both {listed[fid]} and {key}"
@@ -469,7 +474,7 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     chosen = list(profile.default) + (list(profile.opt_in) if all_opt_in else [])
     for name in opt_ins:
         if name not in pack.fixes:
-            close = _close(name, [*pack.series, *(c.id for c in profile.components)])
+            close = close_names(name, [*pack.series, *(c.id for c in profile.components)])
             listed = _profile_fixes(profile) if close == NO_CLOSE else ""
             raise UnknownNameError(f"unknown fix {name!r} ({close}{listed})")
         if name not in profile.default and name not in profile.opt_in:

@@ -17,6 +17,7 @@ from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
 from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
 
 if TYPE_CHECKING:
+    from .binpatch import PackBudget
     from .diff import FilePatch
 
 
@@ -46,8 +47,9 @@ class Binary:
     by the fix and every variant: a source resolves in the fix's own folder (:func:`binary_source`), and
     every problem with it is named at fix.toml's line, whichever patch file found it."""
 
-    def __init__(self, folder: Path, table: dict[str, str], where: Where) -> None:
+    def __init__(self, folder: Path, table: dict[str, str], where: Where, budget: PackBudget | None = None) -> None:
         self.folder, self.table, self.where = folder, table, where
+        self.budget = budget  # the binary bytes of the pack's patches parsed (its load's)
 
     def source(self, target_path: str) -> Path:
         return binary_source(self.folder, self.table[target_path])
@@ -104,11 +106,15 @@ def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Co
     if data is None:
         return None
 
+    parsed: list[tuple[FilePatch, ...]] = []  # once (a copy of the PatchFile reads it again): counted once
+
     def reader() -> tuple[FilePatch, ...]:
-        found = Collector()
-        files = _patch_files(path, data, binary, found)
-        found.raise_if_any(f"the pack at {lazy} is invalid")
-        return files or ()
+        if not parsed:
+            found = Collector()
+            files = _patch_files(path, data, binary, found)
+            found.raise_if_any(f"the pack at {lazy} is invalid")
+            parsed.append(files or ())
+        return parsed[0]
     if lazy is not None:  # the bytes are read (and hashed) now, parsed when a run needs them
         return PatchFile(path, hashlib.sha256(data).hexdigest(), reader=reader)
     files = _patch_files(path, data, binary, errors)
@@ -152,7 +158,7 @@ def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> 
 
     table, where = binary.table, binary.where
     try:
-        parsed = parse_patch(data, str(path))
+        parsed = parse_patch(data, str(path), binary.budget)
     except PatchParseError as exc:
         for p in exc.problems or []:
             errors.add(p.message, path, p.line, p.hint)

@@ -285,6 +285,43 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
     assert snapshot(builder.pack) == before
 
 
+def test_import_reads_a_regular_mail_file_under_its_cap_only(pack3, tmp_path):
+    """Found by a fresh user: import read its file whole, unchecked: /dev/zero was OOM-killed at 23.8 GB, a
+    70 MB sparse file was read whole, a FIFO hung for ever. Each is refused unread now (exit 2, the file named,
+    its size and the cap for one too large), and the pack left as it was."""
+    from fixpack.exchange import MAX_MAIL_BYTES
+
+    builder, _clean = pack3
+    before = snapshot(builder.pack)
+    sparse = tmp_path / "huge.mbox"
+    sparse.write_bytes(b"")
+    os.truncate(sparse, 70 << 20)
+    fifo = tmp_path / "pipe.mbox"
+    os.mkfifo(fifo)
+    cases = [(sparse, f"{sparse}: {70 << 20} bytes, more than the {MAX_MAIL_BYTES >> 20} MiB a mail file may have"),
+             (fifo, f"{fifo}: is a FIFO (named pipe), not a regular file"),
+             (Path("/dev/zero"), "/dev/zero: is a character device, not a regular file"),
+             (tmp_path / "missing.patch", "missing.patch: cannot read: No such file or directory")]
+    for path, says in cases:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(path), "--as", "x", "-p", "p1",
+                            "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (path, r.stderr)
+    assert snapshot(builder.pack) == before
+
+
+def test_refresh_of_a_misspelt_fix_names_the_close_ones(pack3):
+    """Found by a fresh user: `refresh ren-fx` (for ren-fix) said only "unknown fix 'ren-fx'", where other commands
+    name the close matches. It names them too, as the loader's messages do (or says there is none)."""
+    builder, _clean = pack3
+    before = snapshot(builder.pack)
+    for name, close in (("bb", "close matches: b"), ("zzz", "no close match")):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", name, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2, r
+        assert f"unknown fix {name!r} in the pack at {builder.pack} ({close})" in r.stderr, r.stderr
+    assert snapshot(builder.pack) == before
+
+
 def test_names_that_cannot_be_a_fix_are_refused_as_names(pack3, tmp_path):
     """Found by a fresh user: a 300-character id was `internal error: OSError(36, 'File name too long')` (exit 1);
     `new series` said it exists (`edit series` changes it) and `edit series` said it is no fix (`new series`

@@ -424,7 +424,7 @@ def test_a_delta_whose_copies_pass_its_result_size_is_refused_there():
 
 def test_a_delta_that_says_a_result_past_the_cap_is_refused_at_its_line():
     """The same million copies under a header that says their 64 GiB were read as a delta, and applied to any 64 KiB
-    file: 64 GiB built in memory. A result past MAX_BINARY_BYTES (1 GiB) is refused at the delta's line, before an
+    file: 64 GiB built in memory. A result past MAX_BINARY_BYTES (256 MiB) is refused at the delta's line, before an
     instruction is read; so is a literal or a delta block whose line says more."""
     import zlib
 
@@ -432,9 +432,9 @@ def test_a_delta_that_says_a_result_past_the_cap_is_refused_at_its_line():
     from fixpack.diff import parse_patch
     from fixpack.errors import PatchParseError
 
-    assert MAX_BINARY_BYTES == 1 << 30
+    assert MAX_BINARY_BYTES == 256 << 20
     delta = _delta(len(KIB64), len(COPIES) << 16, COPIES)
-    said = f"the delta's header says it gives {len(COPIES) << 16} bytes, more than the 1 GiB a binary block may have"
+    said = f"the delta's header says it gives {len(COPIES) << 16} bytes, more than the 256 MiB a binary block may have"
     with pytest.raises(PatchParseError, match=rf"^t.patch:4: {said}") as exc:
         parse_patch(_bomb_patch("delta", len(delta), zlib.compress(delta, 9)), "t.patch")
     assert exc.value.exit_code == 2
@@ -442,7 +442,7 @@ def test_a_delta_that_says_a_result_past_the_cap_is_refused_at_its_line():
     assert isinstance(err, BinaryApplyError) and str(err).startswith(said) and peak < 1 << 20, (peak, err)
     for kind in ("literal", "delta"):
         with pytest.raises(PatchParseError, match=rf"^t.patch:4: the {kind} size {MAX_BINARY_BYTES + 1} is more than "
-                                                  rf"the 1 GiB a binary block may have \(MAX_BINARY_BYTES\)"):
+                                                  rf"the 256 MiB a binary block may have \(MAX_BINARY_BYTES\)"):
             parse_patch(_bomb_patch(kind, MAX_BINARY_BYTES + 1, zlib.compress(b"abc")), "t.patch")
 
 
@@ -472,3 +472,101 @@ def test_a_copy_past_the_source_s_end_is_refused():
     assert apply_delta(b"abcd", _delta(4, 2, bytes([0x91, 2, 2]))) == b"cd"
     with pytest.raises(BinaryApplyError, match="a size of more than 64 bits"):
         apply_delta(b"abcd", b"\xff" * 100_000 + b"\x01\x00")
+
+
+def _blocks_patch(n: int, size: int, name: str = "x") -> tuple[bytes, list[int]]:
+    """A patch of ``n`` new files of ``size`` zero bytes each (git's literal blocks), and each forward block's line."""
+    from fixpack.binpatch import new_file_patch
+
+    text = "".join(new_file_patch(f"{name}{i}.bin", bytes(size)) for i in range(n))
+    lines = [i for i, ln in enumerate(text.split("\n"), 1) if ln == f"literal {size}"]
+    return text.encode(), lines
+
+
+def test_the_binary_blocks_of_one_patch_are_capped_together(monkeypatch):
+    """Found by a fresh user: only each block was capped (1 GiB), and every inflated block is held: one patch of four
+    literal blocks of 1 GiB of zeros (5.4 MB) peaked at 5.3 GB, and the 64 MiB a patch file may have holds ~48. A patch's
+    blocks together may inflate to MAX_PATCH_BINARY_BYTES (512 MiB): the block that passes it is refused at its line,
+    before it is inflated (here with the cap lowered to 4 MiB, so that it is measured in MBs)."""
+    from fixpack import binpatch
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    assert (binpatch.MAX_BINARY_BYTES, binpatch.MAX_PATCH_BINARY_BYTES) == (256 << 20, 512 << 20)
+    data, lines = _blocks_patch(4, 1 << 20)
+    assert len(parse_patch(data, "t.patch").files) == 4
+    monkeypatch.setattr(binpatch, "MAX_PATCH_BINARY_BYTES", 4 << 20)
+    assert len(parse_patch(data, "t.patch").files) == 4  # exactly at the cap
+    data, lines = _blocks_patch(12, 1 << 20)
+    peak, exc = _peak(lambda: parse_patch(data, "t.patch"))
+    assert isinstance(exc, PatchParseError) and exc.exit_code == 2, exc
+    assert str(exc).startswith(f"t.patch:{lines[4]}: this literal block (1048576 bytes) takes the patch's binary data "
+                               f"to 5242880 bytes, more than the 4 MiB the binary blocks of one patch file may have "
+                               f"together (MAX_PATCH_BINARY_BYTES)"), str(exc)
+    assert peak < 8 << 20, f"peak {peak} bytes refusing a patch of {len(data)} bytes"
+
+
+def test_a_delta_of_more_instructions_than_any_file_needs_is_refused():
+    """Found by a fresh user: each instruction of a delta was read by a Python loop (~3 million a second): a 337 KB
+    patch holding a 256 MiB delta of 1-byte inserts made `fixpack check` take 50 s. A delta of more than
+    MAX_DELTA_INSTRUCTIONS is refused at its line once it passes them (a file of MAX_BINARY_BYTES rewritten in git's
+    127-byte inserts takes 2.1 million); one of that many is read, and applied, as before."""
+    import zlib
+
+    from fixpack.binpatch import MAX_DELTA_INSTRUCTIONS
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    assert MAX_DELTA_INSTRUCTIONS == 1 << 23
+    n = MAX_DELTA_INSTRUCTIONS
+    delta = _delta(0, n + 1, b"\x01A" * (n + 1))
+    with pytest.raises(PatchParseError, match=rf"^t.patch:4: the delta holds more than {n} instructions "
+                                              rf"\(MAX_DELTA_INSTRUCTIONS\)") as exc:
+        parse_patch(_bomb_patch("delta", len(delta), zlib.compress(delta, 9)), "t.patch")
+    assert exc.value.exit_code == 2
+    with pytest.raises(BinaryApplyError, match="more than 8388608 instructions"):
+        apply_delta(b"", delta)
+    delta = _delta(4, n + 2, b"\x01A" * (n - 2) + b"\x02BC" + b"\x91\x01\x02")  # inserts, then a copy of "bc"
+    assert apply_delta(b"abcd", delta) == b"A" * (n - 2) + b"BCbc"
+    with pytest.raises(BinaryApplyError, match="ends in the middle of an instruction"):
+        apply_delta(b"", _delta(0, 4, b"\x01A\x03BC"))  # the last insert runs past the end
+
+
+def test_the_binary_blocks_of_a_pack_s_patches_are_capped_together(builder, monkeypatch):
+    """Each patch file's blocks capped together still let a pack of many patch files hold many times that (each parsed
+    patch is held): the patch files one load of a pack parses may inflate to MAX_PACK_BINARY_BYTES (1 GiB) together,
+    the block that passes it refused at its line, eagerly (check) and when a run parses its chain (here with the caps
+    lowered to MBs). A patch parsed again (a copy of the fix for a profile) counts once."""
+    from fixpack import binpatch
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.patchfiles import parse_fixes
+    from fixpack.structs import replace
+
+    assert binpatch.MAX_PACK_BINARY_BYTES == 1 << 30
+    monkeypatch.setattr(binpatch, "MAX_PATCH_BINARY_BYTES", 4 << 20)
+    monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 5 << 20)
+    lines = []
+    for fid in ("one", "two"):
+        data, _at = _blocks_patch(3, 1 << 20, f"demo_pkg/{fid}")
+        folder = builder.add_fix(fid, {}, {}, diff=data.decode())
+        text = (folder / "0001-change.patch").read_text()
+        lines.append([i for i, ln in enumerate(text.split("\n"), 1) if ln == f"literal {1 << 20}"])
+        with (folder / "fix.toml").open("a") as f:
+            f.write("[binary]\n" + "".join(f'"demo_pkg/{fid}{i}.bin" = "patch"\n' for i in range(3)))
+    builder.profile(["one", "two"])
+    said = (f"fixes/two/0001-change.patch:{lines[1][2]}: this literal block (1048576 bytes) takes the binary data of "
+            f"the pack's patches to 6291456 bytes, more than the 5 MiB the binary blocks of a pack's patches may have "
+            f"together (MAX_PACK_BINARY_BYTES)")
+    with pytest.raises(PackError) as exc:
+        load_pack(builder.pack)
+    assert exc.value.exit_code == 2 and said in str(exc.value).replace(f"{builder.pack}/", ""), str(exc.value)
+    pack = load_pack(builder.pack, "p1")  # a run's: parsed when used
+    profile = load_profile(pack, "p1", check_paths=False)
+    parse_fixes(pack, profile, ["one"])
+    first = pack.fixes["one"].patches[0]
+    assert replace(first, path=first.path).files == first.files  # a copy of it reads it again: counted once
+    with pytest.raises(PackError) as exc:
+        parse_fixes(pack, profile, ["two"])
+    assert said in str(exc.value).replace(f"{builder.pack}/", ""), str(exc.value)
+    monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 6 << 20)  # the two patches' blocks: exactly the cap
+    load_pack(builder.pack)

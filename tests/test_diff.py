@@ -116,8 +116,8 @@ RENAME = ("diff --git a/pkg/mod.py b/pkg/other.py\nsimilarity index 50%\nrename 
 
 
 @pytest.mark.parametrize("header,line,side,applies", [
-    ("rename to pkg/other.py", 4, "b", "write the renamed file to pkg/evil.py, fixpack to pkg/other.py"),
-    ("rename from pkg/mod.py", 3, "a", "rename pkg/evil.py, fixpack pkg/mod.py")])
+    ("rename to pkg/other.py", 4, "b", "write the renamed file to 'pkg/evil.py', fixpack to 'pkg/other.py'"),
+    ("rename from pkg/mod.py", 3, "a", "rename 'pkg/evil.py', fixpack 'pkg/mod.py'")])
 def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_refused(header, line, side, applies):
     """'rename to X' under 'diff --git a/M b/Y' was accepted: the engine wrote Y where git apply writes X (and
     read M where git renames the file 'rename from' names). Refused at the rename line, exit 2."""
@@ -129,6 +129,20 @@ def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_refused(header, 
         assert str(exc.value).startswith(f"x.patch:{line}: '{word} pkg/evil.py' names another file than its 'diff "
                                          f"--git' line's {side}-path ('{want}', line 1): git apply would {applies}")
         assert exc.value.exit_code == 2 and "make the two lines name the same file" in exc.value.problems[0].hint
+
+
+@pytest.mark.parametrize("header,line,applies", [
+    ("rename to pkg/other.py", 4, "write the renamed file to 'pkg/other.py ', fixpack to 'pkg/other.py'"),
+    ("rename from pkg/mod.py", 3, "rename 'pkg/mod.py ', fixpack 'pkg/mod.py'")])
+def test_a_rename_line_with_a_trailing_space_shows_it(header, line, applies):
+    """Found by a fresh user: a rename line whose only difference was a trailing space printed both names alike
+    ("would write the renamed file to x.py , fixpack to x.py"). The names are quoted, and the difference said."""
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(RENAME.replace(header, header + " ").encode(), "x.patch")
+    said = str(exc.value).splitlines()[0]
+    assert said.startswith(f"x.patch:{line}: '{header} ' names another file than its 'diff --git' line's"), said
+    assert said.endswith(f"git apply would {applies} (the two differ only in white space at an end)"), said
+    assert exc.value.exit_code == 2
 
 
 def test_a_rename_whose_lines_agree_is_read_as_one():

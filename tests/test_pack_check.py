@@ -435,7 +435,7 @@ def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_named_at_its_lin
     line = text[:text.index(old)].count("\n") + 4
     message = (f"fixes/one/0001-change.patch:{line}: 'rename to demo_pkg/evil.py' names another file than its 'diff "
                f"--git' line's b-path ('demo_pkg/new.py', line {line - 3}): git apply would write the renamed file "
-               f"to demo_pkg/evil.py, fixpack to demo_pkg/new.py (make the two lines name the same file, the one the "
+               f"to 'demo_pkg/evil.py', fixpack to 'demo_pkg/new.py' (make the two lines name the same file, the one the "
                f"rename is to, or regenerate the patch with git diff -M / format-patch)")
     assert findings(b) == [message]
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(b.pack)], capture_output=True,
