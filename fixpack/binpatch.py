@@ -21,7 +21,8 @@ instructions: a byte with its top bit set copies a range of the source (its low 
 offset bytes follow, the next three which size bytes; a size of 0 means 0x10000), any other non-zero
 byte inserts that many bytes that follow. A copy of a few bytes can copy 16 MB of the source: a delta is
 applied no further than the result size its header says (and no block may say more than ``MAX_BINARY_BYTES``).
-The blocks of one patch file together inflate to no more than ``MAX_PATCH_BINARY_BYTES`` (each is held whole), and a
+The blocks of one patch file together inflate to no more than ``MAX_PATCH_BINARY_BYTES`` (each is held whole; a
+delta's result, built when it is applied, counts as a block), and a
 delta holds no more than ``MAX_DELTA_INSTRUCTIONS`` instructions (each is read in turn, in Python).
 
 The ``index`` line must carry full blob ids (git writes them for binary changes; ``git apply`` also
@@ -90,18 +91,19 @@ class Budget:
     def __init__(self, pack: PackBudget | None = None) -> None:
         self.used, self.pack = 0, pack
 
-    def take(self, size: int, kind: str, line: int) -> None:
-        """Count a block of ``size`` bytes (its ``kind`` line is ``line``) before it is inflated; BinaryDataError
-        there when it takes the patch's blocks past ``MAX_PATCH_BINARY_BYTES``, or the pack's past
-        ``MAX_PACK_BINARY_BYTES``."""
+    def take(self, size: int, kind: str, line: int, what: str = "") -> None:
+        """Count a block of ``size`` bytes (its ``kind`` line is ``line``) before it is inflated, or (``what``: its
+        words) a delta's result before it is ever built; BinaryDataError there when it takes the patch's blocks past
+        ``MAX_PATCH_BINARY_BYTES``, or the pack's past ``MAX_PACK_BINARY_BYTES``."""
+        what = what or f"this {kind} block ({size} bytes)"
         do = "split the change into several patches, or put a large new file in the fix's folder as its [binary] source"
         if self.used + size > MAX_PATCH_BINARY_BYTES:
-            raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the patch's binary data to "
+            raise BinaryDataError(line, f"{what} takes the patch's binary data to "
                                         f"{self.used + size} bytes, more than the {_mib(MAX_PATCH_BINARY_BYTES)} the "
                                         f"binary blocks of one patch file may have together (MAX_PATCH_BINARY_BYTES): "
                                         f"{do}")
         if self.pack is not None and self.pack.used + self.used + size > MAX_PACK_BINARY_BYTES:
-            raise BinaryDataError(line, f"this {kind} block ({size} bytes) takes the binary data of the pack's "
+            raise BinaryDataError(line, f"{what} takes the binary data of the pack's "
                                         f"patches to {self.pack.used + self.used + size} bytes, more than the "
                                         f"{_mib(MAX_PACK_BINARY_BYTES)} the binary blocks of a pack's patches may have "
                                         f"together (MAX_PACK_BINARY_BYTES): a fix pack carries small binary files; "
@@ -169,11 +171,13 @@ def parse_binary(lines: list[str], start: int, index: str | None, index_line: in
                                                        "(git diff --binary writes it)")
     forward, pos = _block(lines, start + 1, budget)
     _check_literal(forward, m.group(2), start + 2)
+    taken = _take_result(forward, start + 2, budget)
     if pos >= len(lines) or not _BLOCK.match(lines[pos]):
         raise BinaryDataError(pos + 1, "a binary patch without its reverse block (it could not be reverted)")
     reverse_line = pos + 1
     reverse, pos = _block(lines, pos, budget)
     _check_literal(reverse, m.group(1), reverse_line)
+    _take_result(reverse, reverse_line, budget, taken)
     while pos < len(lines) and lines[pos] == "":
         pos += 1
     if pos < len(lines) and not lines[pos].startswith(("diff --git ", "-- ")) and lines[pos] != "--":
@@ -213,6 +217,21 @@ def _block(lines: list[str], pos: int, budget: Budget) -> tuple[BinaryBlock, int
         raw += _line(lines[pos], pos + 1)
         pos += 1
     return BinaryBlock(m.group(1), _inflate(bytes(raw), size, m.group(1), head)), pos + 1
+
+
+def _take_result(block: BinaryBlock, head: int, budget: Budget, taken: int = 0) -> int:
+    """Count a delta block's result (its ``delta`` line is ``head``), read from its header before anything is built:
+    applied, it is held as the file's bytes, as a literal's are. ``taken``: the result already counted for the other
+    direction of the same file (one run builds one of them): only what this one needs more. Returns its size."""
+    if block.kind != "delta":
+        return 0
+    try:
+        result = delta_sizes(block.data)[1]
+    except BinaryApplyError as exc:
+        raise BinaryDataError(head, str(exc)) from None
+    if taken < result <= MAX_BINARY_BYTES:  # (past the cap: refused by the delta's check, in its own words)
+        budget.take(result - taken, "delta", head, f"this delta block's result ({result} bytes, its header says)")
+    return result
 
 
 def _inflate(raw: bytes, size: int, kind: str, head: int) -> bytes:

@@ -25,7 +25,7 @@ from .applier import (
 )
 from .binpatch import BinaryApplyError
 from .diff import FilePatch
-from .model import Fix, binary_source
+from .model import Fix, source_bytes
 from .records import LockFix
 from .states import State
 from .structs import dataclass, field
@@ -313,7 +313,7 @@ def _binary(fix: Fix, fp: FilePatch, current: str, reverse: bool, out: Pass) -> 
         except BinaryApplyError as exc:
             _fail(out, f"{fp.path}: {exc}")
             return None
-    post = decode(binary_source(fix.folder, blob).read_bytes())
+    post = decode(source_bytes(fix, blob))
     if reverse:
         if current != post:
             _fail(out, f"{fp.path}: binary content differs from {blob}")

@@ -10,7 +10,10 @@ only at an offset is regenerated against it (its message kept), one that does no
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
 import tempfile
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -25,7 +28,7 @@ from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
-from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, binary_source
+from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
 from .outputs import check_folder, write_failed
 from .packupdate import lay, update
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
@@ -260,10 +263,23 @@ def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, t
     for fix in chain:
         for pf in fix.patches:
             stem = re.sub(r"^\d{4}-", "", pf.path.name)
-            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, pf.path.read_bytes())
+            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, _patch_again(pf))
     files["series"] = "".join(f"{n}\n" for n in files).encode()
     _write_out(out, files)
     return [out / n for n in files]
+
+
+def _patch_again(pf: PatchFile) -> bytes:
+    """The bytes of the patch file ``pf`` the load read (capped, never through a link), read again no further: a
+    file changed since (larger, a link, a FIFO, other bytes) is BadInputError, never read whole."""
+    try:
+        data: bytes | None = read_regular(pf.path, MAX_PATCH_BYTES, follow=False)
+    except (OSError, TooLargeError):  # (a link, a FIFO, a file past the cap put there since the load)
+        data = None
+    if data is None or sha256_bytes(data) != pf.sha256:
+        raise BadInputError(f"{pf.path}: changed while the pack was exported (it is no longer the patch file the "
+                            f"pack's load read): run the export again; nothing was written")
+    return data
 
 
 def _with_binary_data(fix: Fix, raw: bytes) -> bytes:
@@ -285,7 +301,7 @@ def _with_binary_data(fix: Fix, raw: bytes) -> bytes:
         if not any(ln.startswith("Binary files ") for ln in section):
             continue
         mode = next((ln.split()[-1] for ln in section if ln.startswith("new file mode ")), "100644")
-        data = binary_source(fix.folder, src).read_bytes()
+        data = source_bytes(fix, src)
         section_lines = new_file_patch(target_path, data, mode).split("\n")  # ends "", "": the block's empty line
         lines[start:end] = section_lines if end == len(lines) else section_lines[:-1]
         text = "\n".join(lines)
@@ -340,6 +356,25 @@ def _write_out(out: Path, files: dict[str, bytes]) -> None:
         raise write_failed(exc, out, "--out", "give a folder you may write") from exc
 
 
+def _held(path: Path, new: bytes | None) -> tuple[bytes | None, str | None]:
+    """A file of --out: its bytes when they may be the ``new`` ones this export writes there (no more than those
+    are read), and its sha256 (read in blocks, never held whole); (None, None) for a link or something that is no
+    regular file (a FIFO would block the read), never read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None, None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, None
+        h, data = hashlib.sha256(), bytearray()
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            if new is not None and len(data) <= len(new):
+                data += block[:len(new) + 1 - len(data)]
+        return (bytes(data) if new is not None and data == new else None), h.hexdigest()
+
+
 def _write_files(out: Path, files: dict[str, bytes]) -> None:
     """Write ``files`` into ``out``, replacing or removing only what the record of an earlier export lists
     (byte for byte); refused, with nothing written, when ``out`` holds anything else. The record is
@@ -353,8 +388,8 @@ def _write_files(out: Path, files: dict[str, bytes]) -> None:
     for path in present:
         if path.name == RECORD and path.is_file() and not path.is_symlink():
             continue
-        data = None if path.is_symlink() or not path.is_file() else path.read_bytes()
-        pair = (path.name, sha256_bytes(data)) if data is not None else None
+        data, sha = _held(path, files.get(path.name))
+        pair = (path.name, sha) if sha is not None else None
         if data is not None:
             held[path.name] = data
         if pair in record:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .binpatch import MAX_BINARY_BYTES
+from .errors import Collector
+from .safepath import TooLargeError, not_a_file, read_regular
 from .structs import dataclass, field, replace
 
 if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
@@ -24,6 +28,46 @@ def binary_source(fix_folder: Path, src: str) -> Path:
     loader's checks, the fingerprints and the evaluation use; the loader refuses a ``src`` that leaves
     the fix's folder."""
     return fix_folder / src
+
+
+SOURCE_HINT = ("put the new file's own bytes there, a regular file of at most "
+               f"{MAX_BINARY_BYTES >> 20} MiB (MAX_BINARY_BYTES): a fix carries small binary files")
+
+
+def source_file_problem(path: Path, exc: Exception | None = None) -> str | None:
+    """Why the ``[binary]`` source ``path`` (inside the fix's folder) cannot be read as the new file's bytes, told
+    without reading it (None when it can, or nothing is there: a missing file is named where a patch adds it): a
+    symbolic link, something that is no regular file (a FIFO would block the read), or a file larger than
+    ``MAX_BINARY_BYTES``, by its size. ``exc``: the read's error, when :func:`source_bytes` failed."""
+    if isinstance(exc, TooLargeError):
+        return f"is {exc.size} bytes, more than the {MAX_BINARY_BYTES >> 20} MiB a binary file may have"
+    if path.is_symlink():
+        return f"is a symbolic link to {os.readlink(path)}: it could lead to any file of the machine"
+    what = not_a_file(path)
+    if what is not None:
+        return f"is {what}, not a regular file"
+    try:
+        size = os.lstat(path).st_size
+    except OSError:
+        return f"cannot be read: {exc.strerror}" if isinstance(exc, OSError) else None
+    if size > MAX_BINARY_BYTES:
+        return f"is {size} bytes, more than the {MAX_BINARY_BYTES >> 20} MiB a binary file may have"
+    return f"cannot be read: {exc.strerror}" if isinstance(exc, OSError) else None
+
+
+def source_bytes(fix: Fix, src: str) -> bytes:
+    """The bytes of the fix's ``[binary]`` source ``src``: a regular file of at most ``MAX_BINARY_BYTES``, opened
+    without blocking and never through a link (the loader named any other; this holds for one put there since).
+    Raises PackError naming fix.toml, the file and why."""
+    path = binary_source(fix.folder, src)
+    try:
+        return read_regular(path, MAX_BINARY_BYTES, follow=False)
+    except (OSError, TooLargeError) as exc:
+        errors, named = Collector(), ", ".join(repr(t) for t, s in fix.binary if s == src)
+        errors.add(f"[binary] {named}: the fix's source file {src!r} ({path}) {source_file_problem(path, exc)}",
+                   fix.folder / "fix.toml", None, SOURCE_HINT)
+        errors.raise_if_any(f"the pack at {fix.folder.parent.parent} is invalid")
+        raise
 
 
 @dataclass(frozen=True)
@@ -141,19 +185,18 @@ class Fix:
     def binary_sources(self) -> tuple[str, ...]:
         """One line per ``[binary]`` file of the fix's folder (a new binary file's bytes: its patch says
         only "Binary files differ"), in ``fix.toml``'s sorted order: ``binary <target path> <sha256 of the
-        file's bytes>`` (``missing``/``unreadable`` in place of the hash), read once per loaded fix. Empty
+        file's bytes>`` (``missing`` in place of the hash), read once per loaded fix. Empty
         for a fix without one, so that its fingerprints are its patches' alone, as before such files
         counted."""
         out = []
         for target_path, src in self.binary:
             if src == BINARY_IN_PATCH:
                 continue
-            try:
-                digest = hashlib.sha256(binary_source(self.folder, src).read_bytes()).hexdigest()
-            except FileNotFoundError:
+            path = binary_source(self.folder, src)
+            if not path.exists() and not path.is_symlink():
                 digest = "missing"
-            except OSError:
-                digest = "unreadable"
+            else:  # capped, never through a link (PackError: one put there since the loader looked)
+                digest = hashlib.sha256(source_bytes(self, src)).hexdigest()
             out.append(f"binary {target_path} {digest}")
         return tuple(out)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .documents import MAX_PATCH_BYTES, TooLargeError
 from .errors import Collector, PackError, PatchParseError
-from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, binary_source
+from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
 from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
 
 if TYPE_CHECKING:
@@ -91,6 +91,12 @@ def check_binary(binary: Binary, errors: Collector) -> None:
             errors.add(f"[binary] {target_path!r}: the fix's source file {src!r} {problem}", where.path,
                        where.binary_entry_line(target_path),
                        f"put the file in the fix's folder {binary.folder} and name it relative to it")
+            continue
+        path = binary_source(binary.folder, src)
+        problem = source_file_problem(path)
+        if problem:
+            errors.add(f"[binary] {target_path!r}: the fix's source file {src!r} ({path}) {problem}", where.path,
+                       where.binary_entry_line(target_path), SOURCE_HINT)
 
 
 def load_patch(folder: Path, name: str, binary: Binary, where: Where, errors: Collector,
@@ -181,7 +187,7 @@ def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> 
         elif fp.binary and fp.data is None and fp.kind != "add":
             errors.add(f"binary change to existing file {fp.path!r} without its data", path, fp.diff_line,
                        "regenerate the patch with git diff --binary (or git format-patch --binary)")
-        elif fp.binary and fp.data is None and not binary.source(fp.path).is_file():
+        elif fp.binary and fp.data is None and not os.path.lexists(binary.source(fp.path)):  # (else: named)
             errors.add(f"[binary] {fp.path!r}: the fix's source file {table[fp.path]!r} is missing: no "
                        f"{binary.source(fp.path)} ({path.name} adds the file without its bytes)", where.path,
                        where.binary_entry_line(fp.path), "put the file's bytes there, in the fix's own folder")

@@ -570,3 +570,58 @@ def test_the_binary_blocks_of_a_pack_s_patches_are_capped_together(builder, monk
     assert said in str(exc.value).replace(f"{builder.pack}/", ""), str(exc.value)
     monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 6 << 20)  # the two patches' blocks: exactly the cap
     load_pack(builder.pack)
+
+
+def _deltas_patch(n: int) -> tuple[bytes, list[int]]:
+    """A patch of ``n`` binary changes, each a delta both ways (64 KiB of copies in a few bytes: 1 MiB built from a
+    64 KiB file forward, 1 MiB from the 1 MiB file back), and each forward delta's line."""
+    import base64
+    import zlib
+
+    def block(delta: bytes) -> str:
+        packed = zlib.compress(delta, 9)
+        body = [chr(ord("A") + len(c) - 1) if len(c) <= 26 else chr(ord("a") + len(c) - 27) for c in
+                (packed[i:i + 52] for i in range(0, len(packed), 52))]
+        body = [lead + base64.b85encode(packed[j * 52:j * 52 + 52], pad=True).decode() for j, lead in enumerate(body)]
+        return f"delta {len(delta)}\n" + "\n".join(body) + "\n\n"
+
+    forward = _delta(0x10000, 1 << 20, b"\x90\x00" * 16)  # 16 copies of the whole 64 KiB source (size 0: 0x10000)
+    back = _delta(1 << 20, 1 << 20, b"\x90\x00" * 16)
+    text = "".join(f"diff --git a/x{i}.bin b/x{i}.bin\nindex {'1' * 40}..{'2' * 40} 100644\nGIT binary patch\n"
+                   f"{block(forward)}{block(back)}" for i in range(n))
+    lines = text.split("\n")
+    heads = [i for i, ln in enumerate(lines, 1) if ln.startswith("delta ") and lines[i - 2] == "GIT binary patch"]
+    return text.encode(), heads
+
+
+def test_the_results_of_a_patch_s_deltas_count_against_the_binary_caps(monkeypatch):
+    """Found by review: each delta's result was capped alone (MAX_BINARY_BYTES), not counted with the patch's and the
+    pack's binary data: a patch of a few KB holding many deltas built a result of up to 256 MiB for each, all held by
+    one apply. A delta's result (its header's size, read before anything is built) counts as a literal block does, the
+    delta that passes a cap refused at its line, before an apply; of a file's two directions, only the larger counts
+    (one run builds one). Here with the caps lowered to MBs."""
+    from fixpack import binpatch
+    from fixpack.binpatch import PackBudget
+    from fixpack.diff import parse_patch
+    from fixpack.errors import PatchParseError
+
+    monkeypatch.setattr(binpatch, "MAX_PATCH_BINARY_BYTES", 4 << 20)
+    data, heads = _deltas_patch(3)
+    assert len(parse_patch(data, "t.patch").files) == 3  # 3 MiB of results, and a few bytes of data: under it
+    data, heads = _deltas_patch(12)
+    peak, exc = _peak(lambda: parse_patch(data, "t.patch"))
+    assert isinstance(exc, PatchParseError) and exc.exit_code == 2, exc
+    assert str(exc).startswith(f"t.patch:{heads[3]}: this delta block's result (1048576 bytes, its header says) "
+                               f"takes the patch's binary data to "), str(exc)
+    assert "more than the 4 MiB the binary blocks of one patch file may have together (MAX_PATCH_BINARY_BYTES)" \
+        in str(exc), str(exc)
+    assert peak < 8 << 20, f"peak {peak} bytes refusing a patch of {len(data)} bytes"
+    monkeypatch.setattr(binpatch, "MAX_PACK_BINARY_BYTES", 5 << 20)
+    pack = PackBudget()
+    data, heads = _deltas_patch(3)
+    parse_patch(data, "a.patch", pack)
+    with pytest.raises(PatchParseError) as err:
+        parse_patch(data, "b.patch", pack)
+    assert str(err.value).startswith(f"b.patch:{heads[1]}: this delta block's result (1048576 bytes, its header "
+                                     f"says) takes the binary data of the pack's patches to "), str(err.value)
+    assert "(MAX_PACK_BINARY_BYTES)" in str(err.value)

@@ -397,3 +397,127 @@ def test_a_patch_file_too_large_is_refused_unread(builder, monkeypatch):
 def _stats(root: Path) -> dict[str, tuple[int, int]]:
     """Each file under ``root`` with its size and change time (what snapshot says, without reading the big one)."""
     return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+# --- a fix's [binary] source file ----------------------------------------------------------------------------------
+
+def _sourced(builder) -> tuple[Path, Path, int]:
+    """A locked pack whose fix "logo" adds demo_pkg/logo.bin from its folder's logo.bin, an image to run it on, and
+    the line of fix.toml that names the file."""
+    from test_binary import NEW_FROM_SOURCE
+
+    builder.tree("clean", {})
+    folder = builder.add_fix("logo", {}, {}, diff=NEW_FROM_SOURCE)
+    with (folder / "fix.toml").open("a") as f:
+        f.write('[binary]\n"demo_pkg/logo.bin" = "logo.bin"\n')
+    (folder / "logo.bin").write_bytes(b"\x00first\xff")
+    builder.profile(["logo"])
+    builder.lock(builder.base / "clean")
+    line = (folder / "fix.toml").read_text().splitlines().index('"demo_pkg/logo.bin" = "logo.bin"') + 1
+    return builder.tree("image", {}), folder / "logo.bin", line
+
+
+SOURCE_WHAT = {"fifo": "is a FIFO (named pipe), not a regular file",
+               "big": f"is {(256 << 20) + 1} bytes, more than the 256 MiB a binary file may have",
+               "link": "is, or lies under, a symbolic link"}
+
+
+@pytest.mark.parametrize("kind", sorted(SOURCE_WHAT))
+def test_a_binary_source_that_is_no_small_regular_file_is_refused_unread(builder, kind):
+    """Found by review: a fix's [binary] source (a new binary file kept in its folder) was read with a plain
+    read_bytes: a FIFO there hung `fixpack apply` (and `check` called it "missing"), a file of any size was read
+    whole. It is told by what it is, or by its size past MAX_BINARY_BYTES (256 MiB), unread: exit 2 at the fix.toml
+    line that names it, by `fixpack check` and `fixpack apply` alike; nothing written to the image or the pack."""
+    from fixpack.binpatch import MAX_BINARY_BYTES
+
+    image, source, line = _sourced(builder)
+    source.unlink()
+    if kind == "fifo":
+        os.mkfifo(source)
+    elif kind == "big":
+        big(source, MAX_BINARY_BYTES + 1)
+    else:
+        (source.parent / "elsewhere.bin").write_bytes(b"\x00first\xff")
+        source.symlink_to("elsewhere.bin")
+    said = f"fixes/logo/fix.toml:{line}: [binary] 'demo_pkg/logo.bin': the fix's source file 'logo.bin' "
+    before, files = snapshot(image), _stats(builder.pack)
+    for args in (["check", "--pack", str(builder.pack)],
+                 ["apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args], env={**os.environ, "PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, cwd=REPO, timeout=60)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2 and said in out and SOURCE_WHAT[kind] in out, (args, out)
+        assert "missing" not in out and "Traceback" not in out, out
+    assert snapshot(image) == before and _stats(builder.pack) == files
+
+
+@pytest.mark.parametrize("kind", ["link", "big"])
+def test_a_binary_source_changed_after_the_load_is_never_read_through_a_link_nor_whole(builder, monkeypatch, kind):
+    """The loader's look and the reads that follow it (the fingerprint, the evaluation) are apart: a link or a file
+    past the cap put there meanwhile is not read through, nor whole (here the loader's look is skipped): exit 2
+    naming the file, nothing written."""
+    from fixpack import engine, loader
+    from fixpack.binpatch import MAX_BINARY_BYTES
+
+    image, source, _line = _sourced(builder)
+    elsewhere = source.parent.parent.parent / "elsewhere.bin"
+    elsewhere.write_bytes(b"\x00first\xff")  # the very bytes: taken for the source when read through the link
+    source.unlink()
+    if kind == "link":
+        source.symlink_to(elsewhere)
+        asked = reads_of(elsewhere, monkeypatch)
+    else:
+        big(source, MAX_BINARY_BYTES + 1)
+        asked = reads_of(source, monkeypatch)
+    monkeypatch.setattr(loader, "check_binary", lambda *a: None)
+    before = snapshot(image)
+    with pytest.raises(FixpackError) as exc:
+        engine.apply(builder.request(image))
+    assert exc.value.exit_code == 2 and str(source) in str(exc.value), str(exc.value)
+    assert not whole(asked, MAX_BINARY_BYTES) and snapshot(image) == before, asked
+
+
+# --- an export: the patch files read again, and the files of --out ------------------------------------------------
+
+def test_an_export_reads_the_files_of_its_out_folder_in_blocks_only(tmp_path, monkeypatch):
+    """An export read each file of --out whole (to compare it with what it writes, or with its record): a file of
+    any size there was held in memory. Each is hashed in blocks, its bytes held no further than those it is
+    compared with; a file no export wrote is still refused as such, nothing written."""
+    from fixpack import exchange
+
+    out = tmp_path / "series"
+    stray = big(out / "0001-a.patch", 64 << 20)
+    before = _stats(out)
+    asked = reads_of(stray, monkeypatch)
+    with pytest.raises(FixpackError) as exc:
+        exchange._write_out(out, {"0001-a.patch": b"x\n"})
+    assert exc.value.exit_code == 2 and "0001-a.patch" in str(exc.value) and "nothing was written" in str(exc.value)
+    assert asked and all(0 < n <= 1 << 20 for n in asked), asked[:5]
+    assert _stats(out) == before
+    monkeypatch.undo()
+    exchange._write_out(out.parent / "fresh", {"0001-a.patch": b"x\n"})
+    exchange._write_out(out.parent / "fresh", {"0001-a.patch": b"y\n"})  # the record's own file: replaced
+    assert (out.parent / "fresh/0001-a.patch").read_bytes() == b"y\n"
+
+
+def test_an_export_reads_a_patch_file_again_no_further_than_its_cap(builder, tmp_path, monkeypatch):
+    """An export read each patch file again whole, after the load had read it capped: one grown past
+    MAX_PATCH_BYTES (or made a link, a FIFO) meanwhile was read whole. It is read again capped, never through a
+    link, and must be the bytes the load read: else exit 2, nothing written."""
+    from fixpack import exchange
+
+    one_fix_pack(builder)
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    load = exchange.load_pack
+
+    def load_then_grow(*args, **kwargs):
+        loaded = load(*args, **kwargs)
+        big(patch, documents.MAX_PATCH_BYTES + 1)
+        return loaded
+    monkeypatch.setattr(exchange, "load_pack", load_then_grow)
+    asked = reads_of(patch, monkeypatch)
+    out = tmp_path / "series"
+    with pytest.raises(FixpackError) as exc:
+        exchange.export(builder.pack, "p1", (), out)
+    assert exc.value.exit_code == 2 and f"{patch}: changed while the pack was exported" in str(exc.value)
+    assert not whole(asked, documents.MAX_PATCH_BYTES) and not out.exists(), asked
