@@ -24,22 +24,22 @@ from sm90_compile import compile_gluon, cuobjdump  # noqa: E402
 from mxfp4_moe import ranked_kernel as rk  # noqa: E402
 from mxfp4_moe.gluon_kernel import layouts  # noqa: E402
 
-_INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "z3_numel", "stride_am", "stride_we", "stride_se",
+_INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "stride_am", "stride_we", "stride_se",
          "stride_ym", "stride_hm", "stride_hk", "pf_stride_w", "pf_stride_s")
 
 
 def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
-                   bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False, atomic: bool = False):
+                   bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False):
     fn = rk._ranked_gemm_kernel
     ptrs = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8",
-            "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*i64" if atomic and not gate_up else "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
+            "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
             "z2_ptr": "*fp32", "pf_w_ptr": "*u8", "pf_s_ptr": "*u8", "tr_ptr": "*i64"}
     lay = layouts(bn, bk, 8)
     consts = {"K": latent if gate_up else size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 64, "BLOCK_M": 8, "BLOCK_N": bn,
               "BLOCK_K": bk, "GRID_N": 2 * size // bn if gate_up else latent // bn, "LOG_MAX": 3, "GATE_UP": gate_up,
               "W5": lay["w5"], "X4": lay["x4"], "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": arch >= 90,
               "STAGES": stages, "WAVE_COST": 0, "FIX_UNROLL": 1, "PF_WBYTES": 0, "PF_SBYTES": 0, "PF_MAX_OWN": 0,
-              "TRACE": trace, "ATOMIC": atomic} | ({} if trace else {"tr_ptr": None})
+              "TRACE": trace} | ({} if trace else {"tr_ptr": None})
     if prefetch and gate_up:  # the down weights' L2 prefetch (seventh round): a size's constexprs
         consts |= {"PF_WBYTES": latent * size // 2, "PF_SBYTES": latent * size // 32, "PF_MAX_OWN": prefetch}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch)
@@ -63,7 +63,6 @@ def main() -> int:
     ap.add_argument("--latent", type=int, default=4096)
     ap.add_argument("--size", type=int, default=1024, help="the expert's intermediate size (a TP slice: 1024)")
     ap.add_argument("--trace", action="store_true", help="with the timer stamps (kernel.TRACE)")
-    ap.add_argument("--atomic", action="store_true", help="atomic_parts (the gate/up parts added with atomics)")
     ap.add_argument("--prefetch", type=int, default=0, help="PF_MAX_OWN: the gate/up GEMM's L2 prefetch of the down weights")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
@@ -73,7 +72,7 @@ def main() -> int:
             label = f"{'gate_up' if gate_up else 'down':7} stages {stages} maxnreg {args.maxnreg}"
             try:
                 ck = compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size, prefetch=args.prefetch,
-                                    trace=args.trace, atomic=args.atomic)
+                                    trace=args.trace)
                 print(f"{label}: {resource_usage(ck)}")
             except Exception as exc:  # noqa: BLE001 - report and go on
                 ok = False

@@ -984,8 +984,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              wave_cost=config.get("ranked_wave_cost", 0),
                                              fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
-                                             partials=partials, last_launch=LAST_LAUNCH, trace=TRACE,
-                                             atomic_parts=config.get("ranked_atomic_parts", False))
+                                             partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
         config = narrow_config(config, T)

@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp,
                            _store_act, _tokens, layouts)
-from .kernel import _MMA_UNSCALE, _pow2, norm_combine, stream_key
+from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 # cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
@@ -191,22 +191,6 @@ def _trace_open(tr_ptr, g, TRACE: gl.constexpr):
     return tr
 
 
-_ATOMIC_BUFFERS: dict = {}
-
-
-def atomic_buffers(device: torch.device, pairs: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``atomic_parts``' two-sided buffer, fp32 [2, pairs, 2 x size] zeros, and its words, int32 [4] zeros (the
-    side in use, the down programs counted, the gate/up split), kept per (stream, pairs, size) like the tile
-    counters (kernel.stream_key): side s holds one call's sums while side 1 - s, the previous call's, is zeroed
-    for the next; the down GEMM's last program flips the side. Zeros when made: a call's kernels leave side
-    ``words[0]`` zero for the next call. Kept alive (graphs hold them)."""
-    key = (stream_key(device), pairs, size)
-    if key not in _ATOMIC_BUFFERS:
-        _ATOMIC_BUFFERS[key] = (torch.zeros(2, pairs, 2 * size, dtype=torch.float32, device=device),
-                                torch.zeros(4, dtype=torch.int32, device=device))
-    return _ATOMIC_BUFFERS[key]
-
-
 def stages_smem(stages: int, block_n: int, block_k: int) -> int:
     """Shared memory bytes a program's ring holds: ``stages`` weight tiles (BLOCK_N x BLOCK_K / 2 bytes) and
     their E8M0 scales (BLOCK_N x BLOCK_K / 32 bytes)."""
@@ -227,44 +211,12 @@ def _ring_issue(wsm, ssm, w_ptrs, s_ptrs, i, iters, STAGES: gl.constexpr, TILE_W
 
 
 @gluon.jit
-def _act_from_parts(hx_ptrs, mask):
-    """Activation words (two BF16 act values a word, act column 2w low) computed from the gate/up GEMM's sums
-    added into the fp32 buffer (``atomic_parts``): hx_ptrs [...] int64 pointers at the gate pair of each word
-    (the tiles' row order: gate and up of act column j at 32 (j // 16) + j % 16 and 16 further); silu(gate) x up,
-    rounded to BF16 as the fix-up's _store_act rounds it. Read past L1 (the previous kernel's atomics)."""
-    gv = gl.load(hx_ptrs, mask=mask, other=0, cache_modifier=".cg")
-    uv = gl.load(hx_ptrs + 8, mask=mask, other=0, cache_modifier=".cg")
-    g0 = (gv & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
-    g1 = (gv >> 32).to(gl.int32).to(gl.float32, bitcast=True)
-    u0 = (uv & 0xFFFFFFFF).to(gl.int32).to(gl.float32, bitcast=True)
-    u1 = (uv >> 32).to(gl.int32).to(gl.float32, bitcast=True)
-    a0 = (g0 / (1.0 + gl.exp(-g0)) * u0).to(gl.bfloat16).to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF
-    a1 = (g1 / (1.0 + gl.exp(-g1)) * u1).to(gl.bfloat16).to(gl.int16, bitcast=True).to(gl.int32)
-    return a0 | (a1 << 16)
-
-
-@gluon.jit
-def _x_words(x_ptrs, x_mask, hb_base, hoff, from_h, it, BLOCK_K: gl.constexpr, FROM_H: gl.constexpr):
-    """The activation words of K tile ``it``: loaded from act, or (FROM_H, where the gate/up GEMM split K:
-    ``from_h``) computed from the sums at hb_base + hoff (int64 words; _act_from_parts)."""
-    if FROM_H:
-        if from_h:
-            xp = _act_from_parts(hb_base + it * BLOCK_K + hoff, x_mask)
-        else:
-            xp = gl.load(x_ptrs + it * (BLOCK_K // 2), mask=x_mask, other=0)
-    else:
-        xp = gl.load(x_ptrs + it * (BLOCK_K // 2), mask=x_mask, other=0)
-    return xp
-
-
-@gluon.jit
 def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, p, T,
                  stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
-                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False, hb_ptr=None, par_ptr=None,
-                 stride_hbm=0, stride_hbq=0, ATOMIC: gl.constexpr = False):
+                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -273,10 +225,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     their scales go through a ring of STAGES slots in shared memory (cp.async), STAGES - 1 tiles requested
     ahead of the one decoded (the first ones before the wait on the previous kernel); 0: register loads, one
     tile ahead of none. TRACE: the timer at ``tr`` + 2 (after the wait), 3 (the K loop done), 4 (stored; the
-    split's fix-up also sets ``tr`` + 9 to 1). ATOMIC (``atomic_parts``, tenth round): with split > 1 the gate/up
-    parts are added (relaxed fp32 atomics) into side par_ptr[0] of hb_ptr [2, pairs, 2I] (zeroed one call ahead:
-    experts_forward), no counter, no fix-up; the down GEMM reads its activations from that side (int64 words:
-    hb_ptr, stride_hbm and stride_hbq then count int64) where par_ptr[2], the gate/up split, is above 1."""
+    split's fix-up also sets ``tr`` + 9 to 1)."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -333,35 +282,26 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
     _gdc_wait(GDC)  # activations come from the previous kernel; every write below follows it too
     _stamp(tr, 2, TRACE)
-    FROM_H: gl.constexpr = ATOMIC and not GATE_UP
-    if FROM_H:  # the gate/up GEMM's sums in the side it added them to (both words read after the wait)
-        from_h = gl.load(par_ptr + 2, cache_modifier=".cg") > 1
-        wd = k0 // 2 + x_off  # act words; word w's gate pair at int64 16 (w // 8) + w % 8
-        hb_base = hb_ptr + gl.load(par_ptr, cache_modifier=".cg") * stride_hbq
-        hoff = a_rows[None, None, None, :] * stride_hbm + ((wd // 8) * 16 + wd % 8)[:, :, :, None]
-    else:
-        from_h = False
-        hb_base = hb_ptr
-        hoff = 0
     if STAGES > 1:
         for it in range(iters):
             _cta_barrier()  # every lane has read the slot refilled now (tile it - 1's)
             _ring_issue(wsm, ssm, w_ptrs, s_ptrs, it + STAGES - 1, iters, STAGES, TILE_WORDS, TILE_SCALES, W4, S3)
-            xp = _x_words(x_ptrs, x_mask, hb_base, hoff, from_h, it, BLOCK_K, FROM_H)
+            xp = gl.load(x_ptrs + it * (BLOCK_K // 2), mask=x_mask, other=0)
             _async_copy.wait_group(STAGES - 1)  # this lane's copies of tile it have landed
             _cta_barrier()  # and every other lane's
             wq = wsm.index(it % STAGES).load(W4)
             ws = ssm.index(it % STAGES).load(S3)
             acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
     else:
-        xp = _x_words(x_ptrs, x_mask, hb_base, hoff, from_h, 0, BLOCK_K, FROM_H)
+        xp = gl.load(x_ptrs, mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-        for it in range(1, iters):
+        for _it in range(1, iters):
             w_ptrs += TILE_WORDS
             s_ptrs += TILE_SCALES
+            x_ptrs += BLOCK_K // 2
             wq = gl.load(w_ptrs)
             ws = gl.load(s_ptrs)
-            xp = _x_words(x_ptrs, x_mask, hb_base, hoff, from_h, it, BLOCK_K, FROM_H)
+            xp = gl.load(x_ptrs, mask=x_mask, other=0)
             acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
     acc = acc * _MMA_UNSCALE
     _stamp(tr, 3, TRACE)
@@ -371,14 +311,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     o_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
     r = gl.arange(0, BLOCK_N, layout=pl_n)
     if GATE_UP:
-        if ATOMIC:
-            if split > 1:  # into the side of this call (zeroed one call ahead)
-                col = pid_n * BLOCK_N + r
-                gl.atomic_add(hb_ptr + gl.load(par_ptr, cache_modifier=".cg") * stride_hbq + o_rows[None, :] * stride_hbm + col[:, None],
-                              acc, mask=o_has[None, :] & (col[:, None] >= 0), sem="relaxed", scope="gpu")
-            else:
-                _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
-        elif split > 1:
+        if split > 1:
             col = pid_n * BLOCK_N + r  # h [parts, pairs, 2I] in the tiles' row order (only this module reads it)
             p_ptrs = h_ptr + o_rows[None, :] * stride_hm + col[:, None]
             p_mask = o_has[None, :] & (col[:, None] >= 0)
@@ -406,7 +339,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     _stamp(tr, 4, TRACE)
 
 
-@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "z3_numel"])
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel"])
 def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_ptr, z2_ptr,
                         T, expert_base, n_local, budget, z1_numel, z2_numel,
                         stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
@@ -417,7 +350,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
                         FIX_UNROLL: gl.constexpr = 1, pf_w_ptr=None, pf_s_ptr=None, pf_stride_w=0, pf_stride_s=0,
                         PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0,
-                        tr_ptr=None, TRACE: gl.constexpr = False, z3_numel=0, ATOMIC: gl.constexpr = False):
+                        tr_ptr=None, TRACE: gl.constexpr = False):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -425,11 +358,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     PF_SBYTES of scales) to be brought into L2 (cp.async.bulk.prefetch), so the down GEMM reads L2.
     TRACE: program g's row of tr_ptr [programs, TRACE_SLOTS] int64 gets the timer at its start (0), once it
     has ranked the slots (1), in _ranked_tile (2-4), after the closing wait (5) and at its end (6), and its
-    item's split (8). ATOMIC (tenth round, ``atomic_parts``): h_ptr is the two-sided buffer [2, pairs, 2I]
-    (stride_hk a side, stride_hm a pair; the down GEMM's in int64 words) and cnt_ptr its words [side, down
-    programs done, gate/up split, -]; the gate/up programs add their parts into side cnt_ptr[0] and zero
-    z3_numel elements of the other side (the previous call's, read by its down GEMM, which has completed), program
-    0 stores the split; the down GEMM's last program (a count) flips the side for the next call."""
+    item's split (8)."""
     g = gl.program_id(0)
     tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
@@ -452,13 +381,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                      stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                     STAGES, FIX_UNROLL, tr, TRACE, h_ptr, cnt_ptr, stride_hm, stride_hk, ATOMIC)
-        if ATOMIC:
-            if not GATE_UP:  # the last down program flips the side: every program of the call has read it
-                done = gl.atomic_add(cnt_ptr + 1, 1, sem="acq_rel", scope="gpu")
-                if done == per_k * split - 1:
-                    gl.atomic_xchg(cnt_ptr + 1, 0, sem="relaxed", scope="gpu")
-                    gl.atomic_xchg(cnt_ptr, 1 - gl.load(cnt_ptr, cache_modifier=".cg"), sem="release", scope="gpu")
+                     STAGES, FIX_UNROLL, tr, TRACE)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     _stamp(tr, 5, TRACE)
     if GATE_UP:
@@ -467,10 +390,6 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         zeros = gl.zeros([ZERO_BLOCK], gl.float32, layout=zl)
         gl.store(z1_ptr + zo, zeros, mask=zo < z1_numel)
         gl.store(z2_ptr + zo, zeros, mask=zo < z2_numel)
-        if ATOMIC:  # the other side, for the next call (its last reader, the previous down GEMM, has completed)
-            gl.store(h_ptr + (1 - gl.load(cnt_ptr, cache_modifier=".cg")) * stride_hk + zo, zeros, mask=zo < z3_numel)
-            if g == 0:
-                gl.store(cnt_ptr + 2, split)
     _stamp(tr, 6, TRACE)
 
 
@@ -478,7 +397,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
-                    trace: list | None = None, atomic_parts: bool = False) -> torch.Tensor:
+                    trace: list | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
@@ -490,10 +409,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     where the routed experts' down weights are at most that many MB, the gate/up programs bring them into L2
     (bulk prefetches, each program a share of its expert's) for the down GEMM. trace (a list; kernel.TRACE):
     both GEMMs compiled with their timer stamps, and ("gate_up", buffer), ("down", buffer) appended (buffers of
-    ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py).
-    atomic_parts (tenth round): where the gate/up GEMM may split K, its parts are added with fp32 atomics into
-    a two-sided buffer kept per stream (``atomic_buffers``) instead of the split-K fix-up, and the down GEMM
-    computes silu(gate) x up as it loads them."""
+    ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -532,23 +448,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
     # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
-    atomic = bool(atomic_parts) and max1 > 1
+    h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else y
+    cnt = _counters(x.device, 4 + P * grid_n1)[4:]
     z2 = y if not partials else out
     z2_numel = 0 if partials else y.numel()
-    if atomic:
-        h, cnt = atomic_buffers(x.device, P, I)
-        z3_numel = P * 2 * I
-        h_strides = (2 * I, P * 2 * I)
-        h_down, cnt_down, h_down_strides = h.view(torch.int64), cnt, (I, P * I)
-    else:
-        h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else y
-        cnt = _counters(x.device, 4 + P * grid_n1)[4:]
-        z3_numel = 0
-        h_strides = (h.stride(1), h.stride(0)) if max1 > 1 else (0, 0)
-        h_down, cnt_down, h_down_strides = y, cnt, (0, 0)
-    zero_block = _pow2(-(-max(out.numel(), z2_numel, z3_numel) // g1), lo=128)
+    zero_block = _pow2(-(-max(out.numel(), z2_numel) // g1), lo=128)
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
     w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
+    h_strides = (h.stride(1), h.stride(0)) if max1 > 1 else (0, 0)
     pf = {}
     w2_bytes, s2_bytes = ex.w2[0].numel() * ex.w2.element_size(), ex.w2_scale[0].numel()
     if prefetch_down_mb and gdc:
@@ -567,14 +474,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
-        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1,
-        **({"z3_numel": z3_numel, "ATOMIC": True} if atomic else {}))
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1)
     k_dn = _ranked_gemm_kernel[(g2,)](
-        a32, ids, w2, ex.w2_scale, y, h_down, cnt_down, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
-        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), *h_down_strides,
+        a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
+        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
-        **({"ATOMIC": True} if atomic else {}))
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
     if last_launch is not None:
