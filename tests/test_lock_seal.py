@@ -36,6 +36,16 @@ def _line(lines: list[str], after: str, key: str) -> int:
     return next(n for n in range(start, len(lines)) if lines[n].strip().startswith(key)) + 1
 
 
+def _edit_version(b, new: str) -> tuple[list[str], int]:
+    """Fix two's ``"version": 1`` line of the lock made ``"version": NEW``; its lines (as edited) and that line."""
+    lock = b.pack / "profiles/p1.lock"
+    lines = lock.read_text().splitlines()
+    at = _line(lines, '"id": "two"', '"version": ')
+    lines[at - 1] = lines[at - 1].replace("1", new)
+    lock.write_text("\n".join(lines) + "\n")
+    return lines, at
+
+
 def _refused(b, image, *needles: str) -> str:
     lock = b.pack / "profiles/p1.lock"
     digest = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if '"digest": ' in ln)
@@ -69,10 +79,7 @@ def test_a_files_sha256_edited_is_named_with_the_line_the_chain_says_it_must_equ
 def test_a_fixs_version_edited_is_named_at_its_line_with_the_packs(two):
     b, image = two
     lock = b.pack / "profiles/p1.lock"
-    lines = lock.read_text().splitlines()
-    at = _line(lines, '"id": "two"', '"version": ')
-    lines[at - 1] = lines[at - 1].replace("1", "7")
-    lock.write_text("\n".join(lines) + "\n")
+    _lines, at = _edit_version(b, "7")
     _refused(b, image, "(which line, the lock alone cannot tell); where it is not what the pack says: fix two's "
                        f"version at {lock}:{at} is 7, the pack's 1 ({b.pack / 'fixes/two/fix.toml'}:2)")
 
@@ -93,10 +100,7 @@ def test_an_entry_that_is_not_as_lock_writes_one_is_named_at_its_line(two):
     lock", no line: it is named at the line its entry starts, with its id."""
     b, image = two
     lock = b.pack / "profiles/p1.lock"
-    lines = lock.read_text().splitlines()
-    at = _line(lines, '"id": "two"', '"version": ')
-    lines[at - 1] = lines[at - 1].replace("1", '"1"')
-    lock.write_text("\n".join(lines) + "\n")
+    lines, at = _edit_version(b, '"1"')
     start = max(n for n in range(at) if lines[n] == "    {") + 1
     before = snapshot(b.base)
     r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")

@@ -271,10 +271,9 @@ def test_dirty_pack_is_refused(pack):
     assert rebase.start(req(b, old, new, allow_dirty=True)).status == "done"
 
 
-def test_interrupted_write_is_put_back(pack, monkeypatch):
-    b, old = pack
-    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
-    before = pack_files(b)
+def ctrl_c_at_second_write(monkeypatch) -> list:
+    """rebase_session._write raises KeyboardInterrupt at its second pack file (a Ctrl-C while the pack is
+    written); returns the list of the paths it was asked to write."""
     real, calls = rebase_session._write, []
 
     def dies_on_second_write(path, data):
@@ -283,6 +282,14 @@ def test_interrupted_write_is_put_back(pack, monkeypatch):
             raise KeyboardInterrupt
         real(path, data)
     monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
+    return calls
+
+
+def test_interrupted_write_is_put_back(pack, monkeypatch):
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = pack_files(b)
+    ctrl_c_at_second_write(monkeypatch)
     with pytest.raises(EnvironmentProblem, match="nothing written to the pack.*left no trace"):
         rebase.start(req(b, old, new))
     assert pack_files(b) == before and not (b.pack / ".rebase/v2.0").exists()

@@ -16,7 +16,18 @@ import sys
 
 import pytest
 from conftest import REPO, git
-from test_rebase import BASE, MOD, OTHER, OTHER_BASE, conflicting, new_release, pack, pack_files, req  # noqa: F401
+from test_rebase import (  # noqa: F401
+    BASE,
+    MOD,
+    OTHER,
+    OTHER_BASE,
+    conflicting,
+    ctrl_c_at_second_write,
+    new_release,
+    pack,
+    pack_files,
+    req,
+)
 from test_rebase_trust import run, world
 
 from fixpack import rebase, rebase_session, rebase_state
@@ -161,17 +172,10 @@ def test_a_write_that_cannot_be_put_back_says_so_and_keeps_the_way_back(pack, mo
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
     before = pack_files(b)
-    real, calls = rebase_session._write, []
-
-    def dies_on_second_write(path, data):
-        calls.append(path)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        real(path, data)
 
     def read_only(session):
         raise OSError(30, "Read-only file system")
-    monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
+    ctrl_c_at_second_write(monkeypatch)
     monkeypatch.setattr(rebase_session, "restore", read_only)
     with pytest.raises(EnvironmentProblem, match=r"1 pack file\(s\) it wrote could not be put back \(fixes/first/"
                                                  r"v2.0/.*rebase --continue.*rebase --abort") as err:
