@@ -29,7 +29,7 @@ _INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "strid
 
 
 def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
-                   bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False):
+                   bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False, act: bool = False):
     fn = rk._ranked_gemm_kernel
     ptrs = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8",
             "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
@@ -39,10 +39,20 @@ def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int,
               "BLOCK_K": bk, "GRID_N": 2 * size // bn if gate_up else latent // bn, "LOG_MAX": 3, "GATE_UP": gate_up,
               "W5": lay["w5"], "X4": lay["x4"], "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": arch >= 90,
               "STAGES": stages, "WAVE_COST": 0, "FIX_UNROLL": 1, "PF_WBYTES": 0, "PF_SBYTES": 0, "PF_MAX_OWN": 0,
-              "TRACE": trace} | ({} if trace else {"tr_ptr": None})
+              "TRACE": trace, "ACT_LAUNCH": act} | ({} if trace else {"tr_ptr": None})
     if prefetch and gate_up:  # the down weights' L2 prefetch (seventh round): a size's constexprs
         consts |= {"PF_WBYTES": latent * size // 2, "PF_SBYTES": latent * size // 32, "PF_MAX_OWN": prefetch}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch)
+
+
+def compile_act(latent: int, size: int, bn: int = 32, bk: int = 256, arch: int = 90):
+    """_ranked_act_kernel (``act_launch``, eleventh round) at these shapes: 128 columns a program, 8 parts at once."""
+    fn = rk._ranked_act_kernel
+    ptrs = {"ids_ptr": "*i64", "h_ptr": "*fp32", "act_ptr": "*bf16"}
+    consts = {"I": size, "TOPK": 8, "P_P2": 64, "GRID_N": 2 * size // bn, "LOG_MAX": 3, "K_TILES": latent // bk,
+              "WAVE_COST": 0, "BLOCK_N": bn, "COLS": 128, "UNROLL": 8, "GDC": arch >= 90}
+    return compile_gluon(fn, ptrs, ("T", "expert_base", "n_local", "budget", "stride_hm", "stride_hk", "stride_am"),
+                         consts, None, arch)
 
 
 def resource_usage(compiled) -> str:
@@ -63,6 +73,8 @@ def main() -> int:
     ap.add_argument("--latent", type=int, default=4096)
     ap.add_argument("--size", type=int, default=1024, help="the expert's intermediate size (a TP slice: 1024)")
     ap.add_argument("--trace", action="store_true", help="with the timer stamps (kernel.TRACE)")
+    ap.add_argument("--act", action="store_true", help="the gate/up GEMM as act_launch compiles it, and the act "
+                    "launch (_ranked_act_kernel; eleventh round)")
     ap.add_argument("--prefetch", type=int, default=0, help="PF_MAX_OWN: the gate/up GEMM's L2 prefetch of the down weights")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
@@ -72,11 +84,17 @@ def main() -> int:
             label = f"{'gate_up' if gate_up else 'down':7} stages {stages} maxnreg {args.maxnreg}"
             try:
                 ck = compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size, prefetch=args.prefetch,
-                                    trace=args.trace)
+                                    trace=args.trace, act=args.act and gate_up)
                 print(f"{label}: {resource_usage(ck)}")
             except Exception as exc:  # noqa: BLE001 - report and go on
                 ok = False
                 print(f"{label}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+    if args.act:
+        try:
+            print(f"act launch: {resource_usage(compile_act(args.latent, args.size))}")
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            ok = False
+            print(f"act launch: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
     return 0 if ok else 1
 
 

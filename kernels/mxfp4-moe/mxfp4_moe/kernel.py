@@ -792,13 +792,17 @@ MMA_CONFIG = {
 # at most 8 tokens on 8-token tiles, the others on 16-token tiles narrow_sub_k of K at a time (local batch 32
 # -16%, EP points within 0.4%); ranked_few's ranked_min_iters 1: K parts of one tile at batch 1 (ep8 / ep2tp4
 # batch 1 -5%, local unchanged)
+# Eleventh round (README): ranked_act_launch "auto" adds the gate/up GEMM's K parts and applies silu in a launch
+# of its own between the GEMMs (ranked_kernel._ranked_act_kernel; no fence, counter or fix-up in the gate/up
+# GEMM) where that GEMM splits K for any experts routed here (ranked_kernel.act_launch_taken: EP2 x TP4 at batch
+# 1, -7% there); True: wherever it may split; False: never
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
                                "ranked_maxnreg": 96, "ranked_min_iters": 1}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
-                "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128}
+                "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto"}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -984,6 +988,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              wave_cost=config.get("ranked_wave_cost", 0),
                                              fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
+                                             act_launch=config.get("ranked_act_launch", False),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

@@ -93,6 +93,21 @@ def grid_size(bound: int, grid_n: int, max_s: int, budget: int, k_tiles: int = 0
     return max(n * grid_n * run_split(n, grid_n, max_s, budget, k_tiles, wave_cost) for n in range(1, bound + 1))
 
 
+def act_launch_taken(act_launch: bool | str, bound: int, grid_n: int, max_s: int, budget: int, k_tiles: int = 0,
+                     wave_cost: int = 0) -> bool:
+    """Whether experts_forward launches _ranked_act_kernel (config ``ranked_act_launch``, eleventh round) for a
+    gate/up GEMM of ``grid_n`` row blocks and ``k_tiles`` K tiles, with at most ``bound`` experts routed here:
+    never where no split is possible (``max_s`` 1); True: wherever one is; "auto": where the device's split
+    (``run_split``) is above 1 for every count of experts 1..bound, so that no call pays a launch for a split
+    it did not make (on the H200's budgets: EP2 x TP4 at batch 1; not local or EP8 batch 1, where 8 routed
+    experts take split 1). ValueError for any other value."""
+    if act_launch == "auto":
+        act_launch = min(run_split(n, grid_n, max_s, budget, k_tiles, wave_cost) for n in range(1, bound + 1)) > 1
+    elif not isinstance(act_launch, bool):
+        raise ValueError(f"ranked_act_launch must be true, false or \"auto\", got {act_launch!r}")
+    return act_launch and max_s > 1
+
+
 @gluon.jit
 def _popcount64(x):
     """Set bits of each non-negative int64 (SWAR: pairs, nibbles, bytes, then one multiply)."""
@@ -216,7 +231,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
-                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False):
+                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -225,7 +240,9 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     their scales go through a ring of STAGES slots in shared memory (cp.async), STAGES - 1 tiles requested
     ahead of the one decoded (the first ones before the wait on the previous kernel); 0: register loads, one
     tile ahead of none. TRACE: the timer at ``tr`` + 2 (after the wait), 3 (the K loop done), 4 (stored; the
-    split's fix-up also sets ``tr`` + 9 to 1)."""
+    split's fix-up also sets ``tr`` + 9 to 1). ACT_LAUNCH (eleventh round, ``act_launch``): with split > 1 the
+    gate/up part is stored and nothing more (no fence, no counter, no fix-up): _ranked_act_kernel, launched
+    between the two GEMMs, adds the parts and stores act."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -316,20 +333,21 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
             p_ptrs = h_ptr + o_rows[None, :] * stride_hm + col[:, None]
             p_mask = o_has[None, :] & (col[:, None] >= 0)
             gl.store(p_ptrs + pid_k * stride_hk, acc, mask=p_mask)
-            _fence_gpu()
-            c_ptr = cnt_ptr + p * GRID_N + pid_n
-            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
-            if done == split - 1:
+            if not ACT_LAUNCH:  # the last part of the tile adds them (else _ranked_act_kernel)
                 _fence_gpu()
-                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                for q0 in range(0, split, FIX_UNROLL):  # FIX_UNROLL parts' loads in flight at once
-                    for j in gl.static_range(FIX_UNROLL):
-                        tot += gl.load(p_ptrs + (q0 + j) * stride_hk, mask=p_mask & (q0 + j < split), other=0.0,
-                                       cache_modifier=".cg")
-                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
-                _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
-                if TRACE:
-                    gl.store(tr + 9, 1)
+                c_ptr = cnt_ptr + p * GRID_N + pid_n
+                done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+                if done == split - 1:
+                    _fence_gpu()
+                    tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                    for q0 in range(0, split, FIX_UNROLL):  # FIX_UNROLL parts' loads in flight at once
+                        for j in gl.static_range(FIX_UNROLL):
+                            tot += gl.load(p_ptrs + (q0 + j) * stride_hk, mask=p_mask & (q0 + j < split), other=0.0,
+                                           cache_modifier=".cg")
+                    gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                    _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+                    if TRACE:
+                        gl.store(tr + 9, 1)
         else:
             _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
     else:
@@ -350,7 +368,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
                         FIX_UNROLL: gl.constexpr = 1, pf_w_ptr=None, pf_s_ptr=None, pf_stride_w=0, pf_stride_s=0,
                         PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0,
-                        tr_ptr=None, TRACE: gl.constexpr = False):
+                        tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -381,7 +399,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
         _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                      stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                     STAGES, FIX_UNROLL, tr, TRACE)
+                     STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     _stamp(tr, 5, TRACE)
     if GATE_UP:
@@ -393,11 +411,48 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     _stamp(tr, 6, TRACE)
 
 
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget"])
+def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget, stride_hm, stride_hk, stride_am,
+                       I: gl.constexpr, TOPK: gl.constexpr, P_P2: gl.constexpr, GRID_N: gl.constexpr,
+                       LOG_MAX: gl.constexpr, K_TILES: gl.constexpr, WAVE_COST: gl.constexpr,
+                       BLOCK_N: gl.constexpr, COLS: gl.constexpr, UNROLL: gl.constexpr, GDC: gl.constexpr):
+    """``act_launch`` (eleventh round), between the two GEMMs: program g takes pair row g // (I / COLS) and act
+    columns COLS x (g % (I / COLS)) onward; where the row's expert is on this card and the gate/up GEMM split K
+    (the split it sized on the device: _run_split of the same n_own, GRID_N and budget, computed here again
+    before the wait), act[row, j] = silu(gate) x up in BF16 of the sums of the split's parts in h [parts,
+    pairs, 2I] (the tiles' row order: act column j's gate at 2 BLOCK_N/2 (j // (BLOCK_N/2)) + j % (BLOCK_N/2),
+    its up BLOCK_N/2 further), as the fix-up's _store_act rounds it. Rows of other cards and split 1 (the
+    gate/up GEMM stored act itself): nothing. Every program waits for the gate/up GEMM before it ends."""
+    g = gl.program_id(0)
+    _gdc_launch_dependents(GDC)
+    _owner, _rank, _offs, _ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
+    split = _run_split(n_own, GRID_N, LOG_MAX, budget, K_TILES, WAVE_COST)
+    NCB: gl.constexpr = I // COLS
+    HALF: gl.constexpr = BLOCK_N // 2
+    row = g // NCB
+    local = gl.load(ids_ptr + row) - expert_base
+    cl: gl.constexpr = gl.BlockedLayout([COLS // 32], [32], [1], [0])
+    j = (g % NCB) * COLS + gl.arange(0, COLS, layout=cl)
+    gcol = (j // HALF) * BLOCK_N + j % HALF
+    base = h_ptr + row.to(gl.int64) * stride_hm + gcol
+    _gdc_wait(GDC)  # the parts come from the gate/up GEMM
+    if (split > 1) & (local >= 0) & (local < n_local):
+        gs = gl.zeros([COLS], gl.float32, layout=cl)
+        us = gl.zeros([COLS], gl.float32, layout=cl)
+        for q0 in range(0, split, UNROLL):  # UNROLL parts' loads in flight at once
+            for q in gl.static_range(UNROLL):
+                ok = (j >= 0) & (q0 + q < split)
+                gs += gl.load(base + (q0 + q) * stride_hk, mask=ok, other=0.0, cache_modifier=".cg")
+                us += gl.load(base + (q0 + q) * stride_hk + HALF, mask=ok, other=0.0, cache_modifier=".cg")
+        act = (gs / (1.0 + gl.exp(-gs)) * us).to(gl.bfloat16)
+        gl.store(act_ptr + row.to(gl.int64) * stride_am + j, act)
+
+
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
-                    trace: list | None = None) -> torch.Tensor:
+                    trace: list | None = None, act_launch: bool | str = False) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
@@ -409,7 +464,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     where the routed experts' down weights are at most that many MB, the gate/up programs bring them into L2
     (bulk prefetches, each program a share of its expert's) for the down GEMM. trace (a list; kernel.TRACE):
     both GEMMs compiled with their timer stamps, and ("gate_up", buffer), ("down", buffer) appended (buffers of
-    ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py)."""
+    ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py).
+    act_launch (eleventh round): where the gate/up GEMM may split K, its parts are added and silu applied by a
+    launch of its own between the GEMMs (_ranked_act_kernel) instead of each tile's last part (no fence, no
+    counter in the gate/up GEMM; one launch more); "auto": only where the gate/up GEMM splits K for any number
+    of experts routed here (min(pairs, local experts) of them included: ep2tp4 batch 1), so that no call pays the
+    launch for a split it did not make. ValueError for any other value."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -445,6 +505,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
              "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll} | ({"maxnreg": maxnreg} if maxnreg else {}))
     opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
     opts2 = opts | {"STAGES": stages_down}
+    act_launch = act_launch_taken(act_launch, bound, grid_n1, max1, budget, L // bk1, wave_cost)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
     # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
@@ -474,7 +535,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
-        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1)
+        W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1,
+        **({"ACT_LAUNCH": True} if act_launch else {}))
+    k_act = None
+    if act_launch:
+        cols = 128
+        while cols > 32 and I % cols:
+            cols //= 2
+        k_act = _ranked_act_kernel[(P * (I // cols),)](
+            ids, h, act, T, ex.expert_base, ex.num_local, budget, h.stride(1), h.stride(0), act.stride(0),
+            I=I, TOPK=topk, P_P2=p_p2, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, K_TILES=L // bk1,
+            WAVE_COST=wave_cost, BLOCK_N=bn1, COLS=cols, UNROLL=min(max1, 8), GDC=gdc, num_warps=1,
+            launch_pdl=pdl and gdc)
     k_dn = _ranked_gemm_kernel[(g2,)](
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
@@ -485,6 +557,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
-                            "max_splits": (max1, max2), "launches": 2 if partials else 3,
+                            "max_splits": (max1, max2), "launches": (2 if partials else 3) + act_launch,
+                            "act": k_act,
                             "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0)})
     return out

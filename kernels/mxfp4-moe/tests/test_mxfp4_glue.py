@@ -208,6 +208,27 @@ def test_ranked_splits_and_grid_cover_every_routing():
         assert g == max(items) and g >= bound * grid_n
 
 
+def test_ranked_act_launch_auto_only_where_every_routing_splits():
+    """ranked_kernel.act_launch_taken (config ranked_act_launch, eleventh round): "auto" launches the act kernel
+    only where the gate/up GEMM splits K for every number of experts that can be routed here; on the H200's
+    batch-1 budget (16 an SM, 132 SMs) the muse EP2 x TP4 slice (64 row blocks, 16 K tiles) splits 4 even with
+    8 experts routed, local and EP8 (256 row blocks) take split 1 at 8: off; True wherever a split can happen,
+    False never; other values refused."""
+    pytest.importorskip("triton.experimental.gluon", reason="Triton without Gluon")
+    from mxfp4_moe import ranked_kernel as rk
+    budget = 16 * 132
+    assert rk.run_split(8, 64, 8, budget) == 4 and rk.run_split(8, 256, 8, budget) == 1
+    assert rk.act_launch_taken("auto", 8, 64, 8, budget, 16)
+    assert not rk.act_launch_taken("auto", 8, 256, 8, budget, 16)
+    assert rk.act_launch_taken("auto", 1, 256, 8, budget, 16)  # one expert at most: split 8
+    assert not rk.act_launch_taken("auto", 32, 64, 8, 20 * 132, 16)  # batch 4 of EP2 x TP4: 32 can come
+    assert rk.act_launch_taken(True, 8, 256, 8, budget) and not rk.act_launch_taken(True, 8, 256, 1, budget)
+    assert not rk.act_launch_taken(False, 1, 256, 8, budget)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError, match="ranked_act_launch"):
+            rk.act_launch_taken(bad, 8, 64, 8, budget)
+
+
 def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
     """ranked_kernel.fits: a gate/up GEMM of two or more K tiles of 256+ elements (the muse shapes, TP
     slices included); the tiny variant's one 128-wide tile, 128-wide gate/up tiles and other layouts go to

@@ -36,18 +36,21 @@ def _counters_zero() -> bool:
     return all(int(bufs[-1].count_nonzero()) == 0 for bufs in gluon_kernel._COUNTERS.values())
 
 
-@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1},
+                                 {"ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": False},
                                  {"ranked_stages": 3}, {"ranked_stages": 2, "ranked_per_sm": 1},
                                  {"ranked_stages": 4, "ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_wave_cost": 2, "ranked_per_sm": 20}, {"ranked_maxnreg_gate_up": 96},
-                                 {"ranked_fixup_unroll": 4, "ranked_per_sm": 512, "ranked_min_iters": 1}])
+                                 {"ranked_fixup_unroll": 4, "ranked_per_sm": 512, "ranked_min_iters": 1,
+                                  "ranked_act_launch": False}])
 def test_ranked_every_batch_1_to_8(cfg):
     """Batches 1..8 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere), all tokens to
     the same experts, top-1; splits at the default budget, none (1 program per SM), and the largest (one K
     tile per part); three calls in a row. The same through the cp.async ring (ranked_stages: 3 slots, 2
     slots over 8 K tiles a part, 4 slots over 1 tile a part: the copies past the part masked off), with the
     wave rule's splits, with the gate/up GEMM's registers capped, and with the split's last part loading 4 parts
-    at once (4 parts here: one load round)."""
+    at once (4 parts here: one load round). These small shapes split the gate/up GEMM at every bound, so the
+    default ``ranked_act_launch`` "auto" adds the parts in the act launch; the fix-up runs where it is off."""
     from mxfp4_moe import ranked_kernel
     from mxfp4_moe.kernel import LAST_LAUNCH
     from _kernel_cases import assert_ok, check_case
@@ -65,7 +68,7 @@ def test_ranked_every_batch_1_to_8(cfg):
         assert_ok(check_case(ex, ex_t, tokens, "top1-one-expert", 12, 1, 41600 + tokens, "cuda", "gluon", conf),
                   "top-1")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if cfg.get("ranked_min_iters") == 1:  # the largest splits: the gate/up fix-up and the down atomics ran
+    if cfg.get("ranked_min_iters") == 1:  # the largest splits: the gate/up fix-up (or act launch), down atomics
         assert ranked_kernel.run_split(1, 2 * 512 // 32, LAST_LAUNCH["max_splits"][0], 512 * sms) == 4
     assert _counters_zero()
 
@@ -122,11 +125,13 @@ def test_ranked_tp_partials(cfg):
 
 
 @pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 2, "ranked_stages_down": 0, "ranked_maxnreg_gate_up": 96,
-                                      "ranked_few": {"ranked_stages": 3, "ranked_stages_down": 3}}])
+                                      "ranked_few": {"ranked_stages": 3, "ranked_stages_down": 3}},
+                                 {"ranked_act_launch": True}])
 def test_ranked_muse_shapes(cfg):
     """The muse shapes as benchmarked: EP8 (32 local experts of 4096; batch 1 and 4 route one or two here)
     and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4; register loads, and the rings (3 slots
-    at batch 1, where at most 8 experts can be routed here: ranked_few; 2 for the gate/up GEMM above)."""
+    at batch 1, where at most 8 experts can be routed here: ranked_few; 2 for the gate/up GEMM above); the act
+    launch (eleventh round) where "auto" takes it (EP2 x TP4 batch 1) and everywhere with True."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
     from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -137,8 +142,10 @@ def test_ranked_muse_shapes(cfg):
     for tokens in (1, 4):
         assert_ok(check_case(ex8, ex8_t, tokens, "random", v.experts, v.top_k, 45000 + tokens, "cuda", "gluon",
                              {**RANKED, **cfg}), f"muse ep8 batch {tokens}")
-        if cfg:
+        if cfg.get("ranked_few"):
             assert LAST_LAUNCH["stages"] == ((3, 3) if tokens == 1 else (2, 0)), LAST_LAUNCH["stages"]
+        # ranked_act_launch "auto" (the default): EP8 takes split 1 where 8 experts are routed here: no act launch
+        assert (LAST_LAUNCH["act"] is not None) == (cfg.get("ranked_act_launch") is True), (tokens, cfg)
     del ex8, ex8_t
     local = v.experts // (v.cards // v.tp_split)
     ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
@@ -148,6 +155,9 @@ def test_ranked_muse_shapes(cfg):
                             {**RANKED, **cfg})
         assert_ok(res, f"muse ep2tp4 batch {tokens}")
         assert res["combine_rel"] < 1e-2, res
+        # "auto": at batch 1 the slice's gate/up GEMM splits K however many of the 8 experts are routed here
+        want = cfg.get("ranked_act_launch", "auto")
+        assert (LAST_LAUNCH["act"] is not None) == (want is True or (want == "auto" and tokens == 1)), (tokens, cfg)
 
 
 @pytest.mark.parametrize("cfg", [{"ranked_prefetch_down_mb": 64}, {"ranked_prefetch_down_mb": 64, "ranked_stages": 3},
@@ -175,3 +185,42 @@ def test_ranked_prefetch_down(cfg):
         assert_ok(check_case(ex, ex_t, 8, kind, 12, k, 47500 + k, "cuda", "gluon", conf), f"prefetch {kind}")
     res = check_tp_case(ex, 4, 12, 4, 2, 47600, "cuda", "gluon", conf)
     assert_ok(res, "prefetch tp partials")
+
+
+@pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_stages": 3, "ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_per_sm": 1}])
+def test_ranked_act_launch(cfg):
+    """``ranked_act_launch`` (eleventh round: the gate/up parts added and silu applied by a launch between the
+    GEMMs): batches 1..8 of 4-of-12 routing against the reference, twice in a row; against the fix-up's output
+    on the same inputs (the same sums in the same order: only the down GEMM's atomics may differ, rel < 1e-5);
+    the act launch ran where the gate/up GEMM may split (a launch more; with one program an SM the device
+    picks split 1 where several experts are routed here, and the act launch writes nothing); TP partials."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(47)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg, "ranked_act_launch": True}
+    for rep in range(2):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 47000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"act launch {cfg} batch {tokens} call {rep}")
+            split = LAST_LAUNCH["max_splits"][0] > 1
+            assert (LAST_LAUNCH["act"] is not None) == split, (cfg, tokens, LAST_LAUNCH["max_splits"])
+            assert LAST_LAUNCH["launches"] == 3 + split
+    g = torch.Generator().manual_seed(47700)
+    for tokens in (1, 3, 8):
+        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
+        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
+        outs = []
+        for c in (conf, {k: v for k, v in conf.items() if k != "ranked_act_launch"}):
+            out = torch.empty(tokens, 1024, device="cuda")
+            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
+            outs.append(out)
+        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    for tokens in (1, 4, 8):
+        res = check_tp_case(ex, tokens, 12, 4, 4, 47800 + tokens, "cuda", "gluon", conf)
+        assert_ok(res, f"act launch tp batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+    assert _counters_zero()

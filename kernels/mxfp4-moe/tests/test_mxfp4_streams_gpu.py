@@ -26,7 +26,9 @@ CALLS = 24  # per stream; each call's kernels are queued before any of them has 
 
 
 @pytest.mark.parametrize("tokens,cfg", [
-    (4, {"ranked_per_sm": 512, "ranked_min_iters": 1}),  # ranked list, the largest gate/up split: counters
+    (4, {"ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": False}),  # ranked list, the largest
+    # gate/up split: the fix-up's counters; then the same split added by the act launch (eleventh round)
+    (4, {"ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": True}),
     (16, {"split_gate_up": 4}),  # token compaction and the run list, the gate/up fix-up's counters
     (32, {"split_gate_up": 2, "split_down": 2}),
 ])
