@@ -65,7 +65,6 @@ from .rebase_session import (
     report_paths,
     restore,
     resume_command,
-    target_pairs,
     undo,
     write_pack,
     write_report,
@@ -73,6 +72,7 @@ from .rebase_session import (
 )
 from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
 from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
+from .rebase_targets import target_pairs
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
