@@ -17,9 +17,10 @@ from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, EnvironmentProblem, GitError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, Terminated
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
+from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
 from .model import Pack, Profile
 from .patchtext import patch_bytes
@@ -94,6 +95,7 @@ class Session:
     progress: Progress = QUIET  # hears about each fix as it is carried (not saved)
     given: bool = False  # the work folder was given with --work: the user's (rebase_state.check_work_marker)
     starting: bool = False  # this run is the start, which drops the work folder on an error while 'merging'
+    stopped: bool = False  # Ctrl-C or SIGTERM stopped this run while it carried: its work is kept (rebase_stop)
 
     @property
     def state_path(self) -> Path:
@@ -207,12 +209,14 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
     """Variants, the new profile, then its lock; the original bytes go to the state file first."""
     from . import engine
 
-    changes = _planned_changes(session, pack, old, outcomes)
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
-    _backup(session, [*changes, lock])
-    phase, session.state["phase"] = session.state["phase"], "writing"
-    session.save()
-    try:
+    phase: str = session.state["phase"]
+    changes: dict[Path, bytes | None] = {}
+    try:  # from the plan on (a state this run saved as 'writing' is put back to ``phase``)
+        changes = _planned_changes(session, pack, old, outcomes)
+        _backup(session, [*changes, lock])
+        session.state["phase"] = "writing"
+        session.save()
         for path, data in changes.items():
             _write(path, data)
         for o in outcomes:
@@ -224,41 +228,47 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
             pack_root=pack.root, profile=session.new_name,
             roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
             upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
-    except KeyboardInterrupt:
-        raise _rolled_back(session, phase) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as :class:`fixpack.interrupts.Term`
+        raise _rolled_back(session, phase, exc) from None
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
 
 
-def _rolled_back(session: Session, phase: str) -> EnvironmentProblem:
-    """Ctrl-C while :func:`write_pack` wrote: every pack file put back as it was before the rebase (its backups),
-    the state as before the write (the work repositories, resolutions and all, untouched), and what to say. A
-    start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`). A write
-    cut short harder (SIGKILL, or a second Ctrl-C here) is finished by ``--continue``, or put back by ``--abort``."""
-    try:
-        restore(session)
-    except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
-        pass
-    left = written_so_far(session)
-    if not left:
-        session.state["phase"] = "merging" if phase == "merging" else "conflicts"
-        session.save()
+def _rolled_back(session: Session, phase: str, exc: KeyboardInterrupt) -> FixpackError:
+    """Ctrl-C or SIGTERM (``exc``) while :func:`write_pack` wrote: every pack file put back as it was before the
+    rebase (its backups), the state as before the write (the work repositories, resolutions and all, untouched), and
+    what to say (SIGTERM: :class:`Terminated`, exit 143). The put-back runs to its end: a second Ctrl-C or SIGTERM
+    meanwhile is held until it is done (said; SIGTERM makes it exit 143). A start that had no conflict (``phase``
+    merging) then leaves no trace (:func:`fixpack.rebase.start`). A write cut short harder (SIGKILL) is finished
+    by ``--continue``, or put back by ``--abort``."""
+    held: list[int] = []
+    with signals(held, deferred=True):
+        try:
+            restore(session)
+        except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
+            pass
+        left = written_so_far(session)
+        if not left:
+            session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+            session.save()
+    term = terminated(exc, held)
+    how = "terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"
+    kind = Terminated if term else EnvironmentProblem
+    waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
     work = session.work if session.given else None
     again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
     if left:
-        return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack; {len(left)} pack file(s) it "
-                                  f"wrote could not be put back ({', '.join(left)}): finish the rebase with "
-                                  f"`{again}`, or put them back with "
-                                  f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+        return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
+                    f"({', '.join(left)}){waited}: finish the rebase with `{again}`, or put them back with "
+                    f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
     if phase == "merging" and session.starting:
-        return EnvironmentProblem("interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had "
-                                  "written is put back (nothing written to the pack), and the rebase left no trace; "
-                                  "run it again")
-    return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had written "
-                              f"is put back (nothing written to the pack); the rebase in {session.work} is kept as it "
-                              f"was, resolved conflicts too: run it again (`{again}`)")
+        return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to "
+                    f"the pack){waited}, and the rebase left no trace; run it again")
+    return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to the "
+                f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: run it again "
+                f"(`{again}`)")
 
 
 def written_so_far(session: Session) -> list[str]:
