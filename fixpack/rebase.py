@@ -37,7 +37,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError, Terminated
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
@@ -86,7 +86,8 @@ from .tree import Tree
 def start(req: RebaseRequest) -> RebaseResult:
     """Rebase ``req.profile`` onto the new release copies. Raises BadInputError on a dirty pack or
     bad input (a ``--python`` that is no interpreter, before anything is written), MismatchError when an
-    old release copy is not the old profile's pin."""
+    old release copy is not the old profile's pin; on Ctrl-C EnvironmentProblem, on SIGTERM Terminated (exit 143),
+    saying what was written and what to do (:func:`_signalled`)."""
     if req.python:
         check_interpreter(req.python)
     pack = load_pack(req.pack_root)
@@ -123,11 +124,14 @@ def start(req: RebaseRequest) -> RebaseResult:
     session.save()
     try:
         return _signalled(session)
-    except FixpackError:
+    except FixpackError as exc:
+        held: list[int] = []
         if session.state["phase"] == "merging" and not session.stopped:  # nothing written, no conflict to keep:
-            with signals([], deferred=True):  # leave no trace (the folder was new or empty: what is named so, this
-                drop_work(work, session.given, pack.series)  # run made), to the end: a Ctrl-C now waits
+            with signals(held, deferred=True):  # leave no trace (the folder was new or empty: what is named so,
+                drop_work(work, session.given, pack.series)  # this run made), to the end: a Ctrl-C now waits
                 unregister(pack.root, new_name, work, tidy=made_root or not session.given)
+        if terminated(exc, held) and not isinstance(exc, Terminated):
+            raise Terminated(f"{exc} (a SIGTERM while it removed its work folder waited until that was done)") from None
         raise
 
 
@@ -135,7 +139,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
     """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts.
 
     A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
-    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
+    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing; on Ctrl-C or SIGTERM
+    what :func:`start` raises then.
     """
     if req.work is None:  # a rebase started with --work is found by it alone: say so when it is the one
         refuse_elsewhere(req.pack_root.resolve(), req.name, "continue")

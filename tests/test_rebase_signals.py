@@ -26,7 +26,8 @@ from test_rebase_trust import world
 
 # `python -c` this, then the CLI's arguments: the CLI sends itself $FIXPACK_TEST_SIGNAL as it is about to write its
 # second pack file ($FIXPACK_TEST_AT "write": rebase_session._write) or carry its second fix ("carry": rebase._carry);
-# with $FIXPACK_TEST_AGAIN, that signal too as the put-back then removes its first file (rebase_session.remove_file)
+# with $FIXPACK_TEST_AGAIN, that signal too as the put-back then removes its first file (rebase_session.remove_file);
+# with $FIXPACK_TEST_DROP, that one as the start then drops its work folder (rebase.drop_work)
 SENDS = """
 import os, runpy, signal, sys
 from fixpack import rebase, rebase_session
@@ -49,6 +50,12 @@ def hooked(*args, **kw):
         send(env["FIXPACK_TEST_SIGNAL"])
     return real(*args, **kw)
 setattr(module, name, hooked)
+if env.get("FIXPACK_TEST_DROP"):  # and this one as a start that leaves no trace drops its work folder
+    drop = rebase.drop_work
+    def dropped(*args, **kw):
+        send(env["FIXPACK_TEST_DROP"])
+        return drop(*args, **kw)
+    rebase.drop_work = dropped
 sys.argv = ["fixpack", *sys.argv[1:]]
 runpy.run_module("fixpack.cli", run_name="__main__", alter_sys=True)
 """
@@ -57,9 +64,10 @@ PUT_BACK = "while writing the pack: every pack file it had written is put back (
 HOW = {"SIGINT": ("interrupted (Ctrl-C, SIGINT)", 5), "SIGTERM": ("terminated (SIGTERM)", 143)}
 
 
-def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "") -> subprocess.CompletedProcess[str]:
+def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "",
+        drop: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_SIGNAL": sig, "FIXPACK_TEST_AT": at,
-           "FIXPACK_TEST_AGAIN": again}
+           "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop}
     head = ["-c", SENDS] if sig else ["-m", "fixpack.cli"]
     return subprocess.run([sys.executable, *head, "rebase", *args, "--pack", str(b.pack)], capture_output=True,
                           text=True, env=env, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT,
@@ -128,6 +136,19 @@ def test_a_second_signal_while_the_put_back_runs_waits_until_it_is_done(pack, fi
     assert f"{how} {PUT_BACK} (a further Ctrl-C or SIGTERM waited until it was done), and the rebase left no " \
            f"trace; run it again" in p.stderr, p.stderr
     assert world(b.pack) == before
+
+
+@pytest.mark.parametrize("second", ["SIGINT", "SIGTERM"])
+def test_a_second_signal_while_a_start_drops_its_work_waits_until_it_is_done(pack, second):  # noqa: F811
+    b, old = pack
+    new = carried_cleanly(b)
+    before = world(b.pack)
+    p = cli(b, *start_args(b, old, new), sig="SIGINT", drop=second)
+    assert p.returncode == HOW[second][1] and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert f"interrupted (Ctrl-C, SIGINT) {PUT_BACK}, and the rebase left no trace; run it again" in p.stderr
+    if second == "SIGTERM":
+        assert "(a SIGTERM while it removed its work folder waited until that was done)" in p.stderr, p.stderr
+    assert world(b.pack) == before  # no trace: the work folder and the pack's record of the rebase are gone
 
 
 def test_a_second_ctrl_c_while_a_continue_puts_back_leaves_no_write_in_the_state(resolved):  # noqa: F811
