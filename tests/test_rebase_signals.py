@@ -44,7 +44,7 @@ module, name = (rebase_session, "_write") if env["FIXPACK_TEST_AT"] == "write" e
 real = getattr(module, name)
 def hooked(*args, **kw):
     calls.append(name)
-    if len(calls) == 2:
+    if len(calls) == 2 and env["FIXPACK_TEST_SIGNAL"]:
         if env.get("FIXPACK_TEST_AGAIN"):
             rebase_session.remove_file = again(rebase_session.remove_file)
         send(env["FIXPACK_TEST_SIGNAL"])
@@ -68,7 +68,7 @@ def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "",
         drop: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_SIGNAL": sig, "FIXPACK_TEST_AT": at,
            "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop}
-    head = ["-c", SENDS] if sig else ["-m", "fixpack.cli"]
+    head = ["-c", SENDS] if sig or drop else ["-m", "fixpack.cli"]
     return subprocess.run([sys.executable, *head, "rebase", *args, "--pack", str(b.pack)], capture_output=True,
                           text=True, env=env, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT,
                                                                                             signal.SIG_DFL))
@@ -149,6 +149,22 @@ def test_a_second_signal_while_a_start_drops_its_work_waits_until_it_is_done(pac
     if second == "SIGTERM":
         assert "(a SIGTERM while it removed its work folder waited until that was done)" in p.stderr, p.stderr
     assert world(b.pack) == before  # no trace: the work folder and the pack's record of the rebase are gone
+
+
+def test_sigterm_once_the_pack_is_written_says_how_to_finish(pack):  # noqa: F811
+    b, old = pack
+    new = carried_cleanly(b)
+    before = pack_files(b)
+    p = cli(b, *start_args(b, old, new), drop="SIGTERM")  # as the finished rebase drops its work folder
+    assert p.returncode == 143 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    said = " ".join(p.stderr.split())
+    assert "terminated (SIGTERM) while the rebase ended (its state, its report, its work folder): its pack files " \
+           "are written; finish it with `" in said and f"rebase --continue --pack {b.pack} --name v2.0 " \
+           f"--allow-unproven` (when that finds no rebase in progress, this one was done: `" in said, said
+    assert pack_files(b) != before and state(b.pack / ".rebase/v2.0")["phase"] == "written"
+    done = cli(b, "--continue", "--name", "v2.0", "--allow-unproven")  # as told
+    assert done.returncode == 0 and not (b.pack / ".rebase/v2.0").exists(), (done.stdout, done.stderr)
+    assert cli(b, "--undo", "--name", "v2.0").returncode == 0 and pack_files(b) == before
 
 
 def test_a_second_ctrl_c_while_a_continue_puts_back_leaves_no_write_in_the_state(resolved):  # noqa: F811
