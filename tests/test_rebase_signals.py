@@ -20,6 +20,7 @@ import sys
 
 import pytest
 from conftest import REPO
+from test_json_schemas import validate
 from test_rebase import BASE, MOD, OTHER, OTHER_BASE, conflicting, new_release, pack, pack_files  # noqa: F401
 from test_rebase_interrupt import resolved  # noqa: F401
 from test_rebase_trust import world
@@ -93,7 +94,7 @@ def test_sigterm_while_a_start_writes_the_pack_puts_it_back_and_exits_143(pack, 
     before = world(b.pack)
     p = cli(b, *start_args(b, old, new), *(("--json",) if as_json else ()), sig="SIGTERM")
     assert p.returncode == 143 and "Traceback" not in p.stderr, (p.returncode, p.stdout, p.stderr)
-    said = json.loads(p.stdout)["error"] if as_json else p.stderr
+    said = validate(json.loads(p.stdout), "rebase")["error"] if as_json else p.stderr
     assert f"terminated (SIGTERM) {PUT_BACK}, and the rebase left no trace; run it again" in said, said
     assert world(b.pack) == before  # every byte, .rebase/ and reports/ too: no trace
     done = cli(b, *start_args(b, old, new))  # as told
