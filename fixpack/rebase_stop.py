@@ -43,14 +43,16 @@ def stopped_carrying(session: Session, exc: KeyboardInterrupt) -> FixpackError:
 
 def terminated_after(session: Session) -> Terminated:
     """SIGTERM once the rebase had carried every fix, while it saved its state or report, or, its pack written, while
-    it ended (its undo record, dropping its work folder): ``--continue`` goes on from where it stood (it writes the
-    same pack files again); a rebase that was done by then is none in progress, and ``--undo`` puts it back."""
+    it ended (its undo record, dropping its work folder), or in the instant before a cut pack write puts its files
+    back (those left written are named): ``--continue`` goes on from where it stood (it writes the same pack files
+    again); a rebase that was done by then is none in progress, and ``--undo`` puts it back."""
     work = session.work if session.given else None
     again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
     from .progname import command  # only when it is said
 
+    left = written_so_far(session)
     done = "its pack files are written" if session.state.get("phase") == "written" else \
-        "it wrote nothing to the pack (it stopped on conflicts)"
+        f"{len(left)} pack file(s) are left written ({', '.join(left)})" if left else "nothing was written to the pack"
     undo = command("rebase", "--undo", "--pack", str(session.pack_root), "--name", session.new_name)
     return Terminated(f"terminated (SIGTERM) while the rebase ended (its state, its report, its work folder): {done}; "
                       f"finish it with `{again}` (when that finds no rebase in progress, this one was done: `{undo}` "
