@@ -12,7 +12,8 @@ Exit codes (documented in the README):
  3     image mismatch: a pin, a fingerprint, a missing target, a tampered file
  4     conflict: a fix does not apply, or applies only in part
  5     environment: the target is not writable, another run holds the lock
- 143   prove ended by SIGTERM once its revert was done (:class:`fixpack.prove.Terminated`)
+ 143   ended by SIGTERM once what it had under way was undone (:class:`Terminated`): prove (its revert done),
+       rebase (the pack files it was writing put back, or its work kept where it was carrying the fixes)
 =====  ==========================================================================
 """
 
@@ -28,6 +29,7 @@ EXIT_BAD_INPUT = 2
 EXIT_MISMATCH = 3
 EXIT_CONFLICT = 4
 EXIT_ENVIRONMENT = 5
+EXIT_TERMINATED = 143  # 128 + SIGTERM (15), the shell's code for a process ended by SIGTERM
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ _AFTER_INTERRUPT["revert"] = _AFTER_INTERRUPT["apply"]
 def by_interrupt(exc: BaseException) -> bool:
     """Whether ``exc`` is a Ctrl-C in disguise: a KeyboardInterrupt among its causes (Python 3.11 wraps one raised
     in a class's ``__set_name__`` while a module is imported, e.g. a ``cached_property``, in a RuntimeError).
-    Never one of this tool's errors (a FixpackError was raised knowing of any interrupt, and says it: prove's
+    Never one of this tool's errors (a FixpackError was raised knowing of any interrupt, and says it: a
     SIGTERM, exit 143, or a write's rollback), nor a context its raiser suppressed (``raise ... from None``)."""
     if isinstance(exc, FixpackError):
         return False
@@ -171,6 +173,14 @@ def interrupted(command: str) -> EnvironmentProblem:
     :func:`fixpack.transaction.write_transaction`; a fetch has no target)."""
     after = _AFTER_INTERRUPT.get(command, f"fixpack {command} did not finish. Run it again")
     return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT); {after}")
+
+
+class Terminated(FixpackError):
+    """SIGTERM (a CI timeout) during a run that handles it (:mod:`fixpack.interrupts`): what it had under way was
+    undone first (a proof's revert, a rebase's pack write put back), or the message says how to finish that.
+    Exit 143, the shell's code for a process ended by SIGTERM."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class GitError(FixpackError):

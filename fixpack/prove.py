@@ -14,16 +14,13 @@ import re
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from .engine import Request, apply, revert, status
-from .errors import EXIT_CONFLICT, BadInputError, ConflictError, FixpackError, MismatchError
+from .errors import EXIT_CONFLICT, BadInputError, ConflictError, FixpackError, MismatchError, Terminated
+from .interrupts import Term, signals
 from .loader import load_pack, load_profile
 from .model import Fix
 from .progress import QUIET, Progress
@@ -114,39 +111,6 @@ def check_pytest(python: str) -> None:
         raise BadInputError(f"--python {python}: this Python cannot import pytest ({why}), which runs the proofs; "
                             f"install it there (`{python} -m pip install pytest`) or give an image's Python that "
                             f"has it (`bash tools/setup.sh` makes .venv so); nothing was written")
-
-
-class Terminated(FixpackError):
-    """SIGTERM (a CI timeout) during a proof: the image was reverted first (or the message says how to).
-    Exit 143, the shell's code for a process ended by SIGTERM."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
-class _Term(KeyboardInterrupt):
-    """SIGTERM raised where the proof is, so that it unwinds as Ctrl-C does: a write under way rolls itself
-    back, a running proof's pytest is killed, and the revert in ``finally`` runs."""
-
-
-@contextmanager
-def _signals(got: list[int], deferred: bool = False) -> Iterator[None]:
-    """SIGTERM handled in the block (only the main thread can): noted in ``got`` and raised as :class:`_Term`;
-    with ``deferred`` SIGTERM and SIGINT are only noted (the revert runs to its end; the caller acts after)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def note(signum: int, frame: FrameType | None) -> None:
-        got.append(signum)
-        if not deferred:
-            raise _Term()
-
-    old = {s: signal.signal(s, note) for s in ((signal.SIGTERM, signal.SIGINT) if deferred else (signal.SIGTERM,))}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 def tree_digest(root: Path, package: str) -> str:
@@ -253,9 +217,9 @@ def prove(pack_root: Path, profile: str, python: str, target: str | None = None,
                             f"{_revert_command(pack_root, profile, target, root)}")
     got: list[int] = []
     try:
-        with _signals(got):
+        with signals(got):
             return _prove(req, python, fixes, package, env, progress, got)
-    except (_Term, FixpackError) as exc:  # a write SIGTERM cut rolled itself back and said so as for Ctrl-C
+    except (Term, FixpackError) as exc:  # a write SIGTERM cut rolled itself back and said so as for Ctrl-C
         if signal.SIGTERM not in got or isinstance(exc, Terminated):
             raise
         raise Terminated(f"terminated (SIGTERM) while proving on {root}; the image was left as it was found "
@@ -272,7 +236,7 @@ def _revert_command(pack_root: Path, profile: str, target: str, root: Path) -> s
 def _prove(req: Request, python: str, fixes: list[Fix], package: str, env: dict[str, str], progress: Progress,
            got: list[int]) -> ProofRun:
     """The proof once the image is found clean: clean runs, apply, patched runs, apply again, revert (in
-    ``finally``, with SIGTERM and SIGINT held off until it is done: :func:`_signals`)."""
+    ``finally``, with SIGTERM and SIGINT held off until it is done: :func:`fixpack.interrupts.signals`)."""
     pack_root, profile, target = req.pack_root, req.profile, req.only_targets[0]
     root = req.roots[target]
     before = tree_digest(root, package)
@@ -294,7 +258,7 @@ def _prove(req: Request, python: str, fixes: list[Fix], package: str, env: dict[
             tree_digest(root, package) == after
     finally:
         held: list[int] = []
-        with _signals(held, deferred=True):
+        with signals(held, deferred=True):
             reverted = revert(Request(pack_root=pack_root, profile=profile, roots={target: root},
                                       only_targets=(target,)))
             run.revert_restored_bytes = reverted.ok and tree_digest(root, package) == before
@@ -307,7 +271,7 @@ def _prove(req: Request, python: str, fixes: list[Fix], package: str, env: dict[
                            f"not clean: {_revert_command(pack_root, profile, target, root)}")
         got += held
         if signal.SIGTERM in held:
-            raise _Term()
+            raise Term()
         if signal.SIGINT in held:
             raise KeyboardInterrupt
     return run

@@ -23,8 +23,9 @@ reported; not found, it is a conflict (modify/delete in the work repository).
 Nothing is written to the pack until every fix is carried: then the variants (``fixes/<id>/<profile>/``,
 only where the patch bytes differ from ``fix.toml``'s; ``version`` bumped only when the +/- lines changed),
 ``profiles/<new>.toml`` and its lock, with the original bytes saved in ``<work>/state.json`` first so
-that ``--abort`` restores them (and a Ctrl-C while they are written puts them back at once). A conflict resolved
-by hand keeps its record until the rebase is done: any later run reads the resolution again, never merges over it.
+that ``--abort`` restores them (and a Ctrl-C or SIGTERM while they are written puts them back at once). A
+conflict resolved by hand keeps its record until the rebase is done: any later run reads the resolution again,
+never merges over it.
 The report (Markdown and JSON) is written in every case.
 """
 
@@ -36,12 +37,13 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError, Terminated
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
 from .gitwork import Snap, commit_bodies, finish_resolution, git_diffs, inputs_digest, merge, snap
+from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
-from .model import Fix
+from .model import Fix, Pack, Profile
 from .outputs import check_folder
 from .patchtext import as_fix, change_lines, interdiff, patch_bytes, write_patches
 from .prove import check_interpreter
@@ -65,7 +67,6 @@ from .rebase_session import (
     report_paths,
     restore,
     resume_command,
-    target_pairs,
     undo,
     write_pack,
     write_report,
@@ -73,6 +74,8 @@ from .rebase_session import (
 )
 from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
 from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
+from .rebase_stop import stopped_carrying, terminated_after
+from .rebase_targets import target_pairs
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
@@ -83,7 +86,8 @@ from .tree import Tree
 def start(req: RebaseRequest) -> RebaseResult:
     """Rebase ``req.profile`` onto the new release copies. Raises BadInputError on a dirty pack or
     bad input (a ``--python`` that is no interpreter, before anything is written), MismatchError when an
-    old release copy is not the old profile's pin."""
+    old release copy is not the old profile's pin; on Ctrl-C EnvironmentProblem, on SIGTERM Terminated (exit 143),
+    saying what was written and what to do (:func:`_signalled`)."""
     if req.python:
         check_interpreter(req.python)
     pack = load_pack(req.pack_root)
@@ -119,11 +123,15 @@ def start(req: RebaseRequest) -> RebaseResult:
                                  f"with --work DIR") from exc
     session.save()
     try:
-        return _run(session)
-    except FixpackError:
-        if session.state["phase"] == "merging":  # nothing written, no conflict to keep: leave no trace (the
-            drop_work(work, session.given, pack.series)  # folder was new or empty: what is named so, this run made)
-            unregister(pack.root, new_name, work, tidy=made_root or not session.given)
+        return _signalled(session)
+    except FixpackError as exc:
+        held: list[int] = []
+        if session.state["phase"] == "merging" and not session.stopped:  # nothing written, no conflict to keep:
+            with signals(held, deferred=True):  # leave no trace (the folder was new or empty: what is named so,
+                drop_work(work, session.given, pack.series)  # this run made), to the end: a Ctrl-C now waits
+                unregister(pack.root, new_name, work, tidy=made_root or not session.given)
+        if terminated(exc, held) and not isinstance(exc, Terminated):
+            raise Terminated(f"{exc} (a SIGTERM while it removed its work folder waited until that was done)") from None
         raise
 
 
@@ -131,7 +139,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
     """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts.
 
     A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
-    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing.
+    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing; on Ctrl-C or SIGTERM
+    what :func:`start` raises then.
     """
     if req.work is None:  # a rebase started with --work is found by it alone: say so when it is the one
         refuse_elsewhere(req.pack_root.resolve(), req.name, "continue")
@@ -155,7 +164,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
         raise BadInputError("no proof can run on the carried fixes (no stand-in image of the new release): give "
                             "--python PATH (tools/image-venv.sh VERSION DIR makes one), or --allow-unproven to write "
                             "the new profile with its fixes marked 'not proven'")
-    return _run(session)
+    return _signalled(session)
 
 
 def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
@@ -171,7 +180,53 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     return restored, [p for p in report_paths(session) if p.is_file()]
 
 
+def _signalled(session: Session) -> RebaseResult:
+    """:func:`_run` with SIGTERM unwound as Ctrl-C is (:mod:`fixpack.interrupts`): said where it lands as for Ctrl-C,
+    as :class:`Terminated` (exit 143): while carrying (:func:`fixpack.rebase_stop.stopped_carrying`), while writing
+    the pack (put back: :func:`fixpack.rebase_session.write_pack`), or after (:func:`terminated_after`)."""
+    got: list[int] = []
+    try:
+        with signals(got):
+            return _run(session)
+    except KeyboardInterrupt as exc:
+        if not terminated(exc, got):
+            raise
+        if session.state["phase"] == "merging":  # between the carrying and the write: nothing written either
+            session.stopped = True
+            raise stopped_carrying(session, Term()) from None
+        raise terminated_after(session) from None
+
+
 def _run(session: Session) -> RebaseResult:
+    try:
+        pack, old, outcomes = _carry_all(session)
+        result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes,
+                              session.work)
+        result.continue_flags = continue_flags(session.state)
+        result.components = [{"id": c.id, "version": c.version, "target": c.target, "path": str(
+            c.path.relative_to(session.pack_root) if c.path.is_relative_to(session.pack_root) else c.path)}
+            for c in old.components]
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM before anything is written: the work so far is kept
+        session.stopped = True
+        raise stopped_carrying(session, exc) from None
+    if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
+        result.status = "conflicts"
+        result.written = written_so_far(session)  # an earlier run stopped while writing: the report says so
+        session.state["phase"] = "conflicts"
+        session.save()
+    else:
+        result.written = write_pack(session, pack, old, outcomes)
+    result.next_steps = next_steps(result)
+    write_report(session, result)
+    if result.status == "done":
+        keep_undo(session, result.written)
+        drop_work(session.work, session.given, made_repos(session.state))
+        unregister(session.pack_root, session.new_name, session.work)
+    return result
+
+
+def _carry_all(session: Session) -> tuple[Pack, Profile, list[FixOutcome]]:
+    """Every fix of the old profile carried onto the new release copies (nothing is written to the pack)."""
     pack = load_pack(session.pack_root)
     old = load_profile(pack, session.old_name)
     old_view = pack.for_profile(old.name)
@@ -187,25 +242,7 @@ def _run(session: Session) -> RebaseResult:
     outcomes.sort(key=lambda o: order[o.id])
     for o in outcomes:
         _flag(o, old_view.fixes[o.id], session)
-    result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes, session.work)
-    result.continue_flags = continue_flags(session.state)
-    result.components = [{"id": c.id, "version": c.version, "target": c.target, "path": str(
-        c.path.relative_to(session.pack_root) if c.path.is_relative_to(session.pack_root) else c.path)}
-        for c in old.components]
-    if any(o.outcome in ("conflict", "blocked", "broken") for o in outcomes):
-        result.status = "conflicts"
-        result.written = written_so_far(session)  # an earlier run stopped while writing: the report says so
-        session.state["phase"] = "conflicts"
-        session.save()
-    else:
-        result.written = write_pack(session, pack, old, outcomes)
-    result.next_steps = next_steps(result)
-    write_report(session, result)
-    if result.status == "done":
-        keep_undo(session, result.written)
-        drop_work(session.work, session.given, made_repos(session.state))
-        unregister(session.pack_root, session.new_name, session.work)
-    return result
+    return pack, old, outcomes
 
 
 def _not_rebased(fix: Fix, pair: TargetPair) -> FixOutcome:

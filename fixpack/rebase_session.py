@@ -17,11 +17,12 @@ from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, EnvironmentProblem, GitError
+from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, Terminated
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
+from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
-from .model import Pack, Profile, TargetSpec
+from .model import Pack, Profile
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
@@ -38,11 +39,9 @@ from .rebase_state import (
     work_root,
 )
 from .records import dumps
-from .release import fetch
 from .render import Command, render_markdown, render_profile, render_variant
-from .state import read_manifest
 from .structs import dataclass, field
-from .targets import FoundTarget, check_pin, read_facts, resolve_root
+from .targets import FoundTarget, read_facts
 
 STATE_SCHEMA = 1
 
@@ -96,6 +95,7 @@ class Session:
     progress: Progress = QUIET  # hears about each fix as it is carried (not saved)
     given: bool = False  # the work folder was given with --work: the user's (rebase_state.check_work_marker)
     starting: bool = False  # this run is the start, which drops the work folder on an error while 'merging'
+    stopped: bool = False  # Ctrl-C or SIGTERM stopped this run while it carried: its work is kept (rebase_stop)
 
     @property
     def state_path(self) -> Path:
@@ -209,12 +209,14 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
     """Variants, the new profile, then its lock; the original bytes go to the state file first."""
     from . import engine
 
-    changes = _planned_changes(session, pack, old, outcomes)
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
-    _backup(session, [*changes, lock])
-    phase, session.state["phase"] = session.state["phase"], "writing"
-    session.save()
-    try:
+    phase: str = session.state["phase"]
+    changes: dict[Path, bytes | None] = {}
+    try:  # from the plan on (a state this run saved as 'writing' is put back to ``phase``)
+        changes = _planned_changes(session, pack, old, outcomes)
+        _backup(session, [*changes, lock])
+        session.state["phase"] = "writing"
+        session.save()
         for path, data in changes.items():
             _write(path, data)
         for o in outcomes:
@@ -226,41 +228,47 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
             pack_root=pack.root, profile=session.new_name,
             roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
             upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
-    except KeyboardInterrupt:
-        raise _rolled_back(session, phase) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as :class:`fixpack.interrupts.Term`
+        raise _rolled_back(session, phase, exc) from None
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
 
 
-def _rolled_back(session: Session, phase: str) -> EnvironmentProblem:
-    """Ctrl-C while :func:`write_pack` wrote: every pack file put back as it was before the rebase (its backups),
-    the state as before the write (the work repositories, resolutions and all, untouched), and what to say. A
-    start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`). A write
-    cut short harder (SIGKILL, or a second Ctrl-C here) is finished by ``--continue``, or put back by ``--abort``."""
-    try:
-        restore(session)
-    except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
-        pass
-    left = written_so_far(session)
-    if not left:
-        session.state["phase"] = "merging" if phase == "merging" else "conflicts"
-        session.save()
+def _rolled_back(session: Session, phase: str, exc: KeyboardInterrupt) -> FixpackError:
+    """Ctrl-C or SIGTERM (``exc``) while :func:`write_pack` wrote: every pack file put back as it was before the
+    rebase (its backups), the state as before the write (the work repositories, resolutions and all, untouched), and
+    what to say (SIGTERM: :class:`Terminated`, exit 143). The put-back runs to its end: a second Ctrl-C or SIGTERM
+    meanwhile is held until it is done (said; SIGTERM makes it exit 143). A start that had no conflict (``phase``
+    merging) then leaves no trace (:func:`fixpack.rebase.start`). A write cut short harder (SIGKILL) is finished
+    by ``--continue``, or put back by ``--abort``."""
+    held: list[int] = []
+    with signals(held, deferred=True):
+        try:
+            restore(session)
+        except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
+            pass
+        left = written_so_far(session)
+        if not left:
+            session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+            session.save()
+    term = terminated(exc, held)
+    how = "terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"
+    kind = Terminated if term else EnvironmentProblem
+    waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
     work = session.work if session.given else None
     again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
     if left:
-        return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack; {len(left)} pack file(s) it "
-                                  f"wrote could not be put back ({', '.join(left)}): finish the rebase with "
-                                  f"`{again}`, or put them back with "
-                                  f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+        return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
+                    f"({', '.join(left)}){waited}: finish the rebase with `{again}`, or put them back with "
+                    f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
     if phase == "merging" and session.starting:
-        return EnvironmentProblem("interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had "
-                                  "written is put back (nothing written to the pack), and the rebase left no trace; "
-                                  "run it again")
-    return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT) while writing the pack: every pack file it had written "
-                              f"is put back (nothing written to the pack); the rebase in {session.work} is kept as it "
-                              f"was, resolved conflicts too: run it again (`{again}`)")
+        return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to "
+                    f"the pack){waited}, and the rebase left no trace; run it again")
+    return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to the "
+                f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: run it again "
+                f"(`{again}`)")
 
 
 def written_so_far(session: Session) -> list[str]:
@@ -447,62 +455,3 @@ def write_report(session: Session, result: RebaseResult) -> None:
         raise write_failed(exc, session.report_dir, "--report", "the rebase went on to its end and only its "
                            "report is missing (--json prints the same facts); free space, or give a folder you "
                            "may write with --report DIR next time") from exc
-
-
-# --- the release copies of each target ---------------------------------------------------------
-
-def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, TargetPair]:
-    names = [t.name for t in old.targets]
-    for what, given in (("--root", req.roots), ("--old-root", req.old_roots), ("--target", req.only_targets)):
-        for n in given:
-            if n not in names:
-                raise BadInputError(f"{what} names unknown target {n!r} (profile {old.name} has {', '.join(names)})")
-    with_fixes = {pack.fixes[f].target for f in old.default + old.opt_in}
-    wanted = req.only_targets or tuple(n for n in names if n in with_fixes or n in req.roots)
-    if not wanted:
-        raise BadInputError(f"nothing to rebase: profile {old.name} lists no fixes and no --root was given")
-    pairs = {}
-    for spec in old.targets:
-        if spec.name not in wanted:
-            why = "not named by --target" if req.only_targets else "it has no fixes and no --root was given"
-            pairs[spec.name] = TargetPair(spec, note=f"not rebased ({why}): pin kept from profile {old.name}")
-            continue
-        pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
-    return pairs
-
-
-def _new_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
-    if spec.name in req.roots:
-        root = resolve_root(spec, req.roots[spec.name])
-        ft = FoundTarget(spec, root, *read_facts(spec, root), "--root")
-        if req.to_version and spec.source.pypi and ft.version != req.to_version:
-            raise BadInputError(f"--root {spec.name}={root} holds version {ft.version or '(unknown)'}, not "
-                                f"--to {req.to_version}")
-    elif req.to_version and spec.source.pypi:
-        ft = fetch(spec, req.cache, version=req.to_version, check=False)
-    else:
-        raise BadInputError(f"no new release copy of target {spec.name}: give --root {spec.name}=PATH"
-                            + (" or --to VERSION" if spec.source.pypi else ""))
-    if read_manifest(ft.root, spec.name) is not None:
-        raise BadInputError(f"{ft.root} holds a fixpack manifest (fixes are applied there): rebase onto a clean "
-                            f"release copy")
-    if not ft.version or not ft.commit:
-        raise BadInputError(f"{ft.root}: cannot read the version and commit of {spec.name} (evidence: "
-                            f"{'; '.join(ft.evidence) or 'none'}); the new profile needs both for its pin")
-    return ft
-
-
-def _old_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
-    if spec.name in req.old_roots:
-        root = resolve_root(spec, req.old_roots[spec.name])
-        ft = FoundTarget(spec, root, *read_facts(spec, root), "--old-root")
-        check_pin(ft)
-        return ft
-    return fetch(spec, req.cache)
-
-
-def primary_version(pairs: dict[str, TargetPair]) -> str:
-    for p in pairs.values():
-        if p.new is not None:
-            return p.new.version
-    raise BadInputError("no target is rebased")  # pragma: no cover - _pairs refuses this first

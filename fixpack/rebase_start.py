@@ -24,8 +24,9 @@ from .errors import BadInputError
 from .model import Pack, Profile
 from .rebase_registry import live_entries, refuse_in_progress, refuse_started
 from .rebase_result import TargetPair
-from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, primary_version, resume_command
+from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
+from .rebase_targets import primary_version
 from .safepath import name_problem
 
 

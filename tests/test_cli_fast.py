@@ -195,8 +195,7 @@ def test_the_tool_s_own_error_after_an_interrupt_is_not_taken_for_one():
     interrupt as its suppressed context: the CLI took it for a disguised Ctrl-C and said 'interrupted', exit 5
     (the whole suite's SIGTERM-mid-proof test caught it). A FixpackError, or a context raised ``from None``, is
     never a Ctrl-C in disguise; a RuntimeError caused by one still is."""
-    from fixpack.errors import by_interrupt
-    from fixpack.prove import Terminated
+    from fixpack.errors import Terminated, by_interrupt
 
     def raised(make):
         try:

@@ -196,7 +196,7 @@ def test_a_continue_of_a_start_stopped_early_never_says_it_left_no_trace(pack, m
     def stopped(*args, **kw):
         raise KeyboardInterrupt
     monkeypatch.setattr(rebase, "_carry", stopped)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(EnvironmentProblem, match="while the rebase carried the fixes: nothing was written to the pack"):
         rebase.start(req(b, old, new))
     monkeypatch.setattr(rebase, "_carry", real_carry)
     monkeypatch.setattr(rebase_session, "_write", stopped)

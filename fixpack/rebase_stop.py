@@ -1,0 +1,59 @@
+"""What a rebase stopped by Ctrl-C (SIGINT) or SIGTERM says outside its pack write (that one puts its files back
+and says so itself: :func:`fixpack.rebase_session.write_pack`): what it had written and had not, and the way on.
+SIGTERM (a CI timeout, :mod:`fixpack.interrupts`) is :class:`fixpack.errors.Terminated`, exit 143; Ctrl-C is exit 5,
+as :func:`fixpack.errors.interrupted` is elsewhere.
+"""
+
+from __future__ import annotations
+
+from .errors import EnvironmentProblem, FixpackError, Terminated
+from .interrupts import Term
+from .rebase_registry import entry_path
+from .rebase_session import Session, continue_flags, resume_command, written_so_far
+
+
+def stopped_carrying(session: Session, exc: KeyboardInterrupt) -> FixpackError:
+    """Ctrl-C or SIGTERM (``exc``) while the rebase carried the fixes, before its pack write: nothing of the pack is
+    written until every fix is carried, so its files hold what they held (or what an earlier run of the rebase, cut
+    short harder, left there: named). What the start wrote is kept: the rebase's ``state.json`` in its work folder,
+    the work repositories of the conflicts met so far, and the pack's record of the rebase in progress (which
+    refuses a new start to the name): ``--continue`` carries the fixes again and writes the pack, ``--abort`` drops
+    it. A ``--continue`` keeps the rebase as it was, resolved conflicts too."""
+    how = "terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"
+    kind = Terminated if isinstance(exc, Term) else EnvironmentProblem
+    work = session.work if session.given else None
+    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    drop = resume_command("abort", session.pack_root, session.new_name, work)
+    left = written_so_far(session)
+    pack = (f"this run wrote nothing to the pack, and the {len(left)} pack file(s) an earlier run of it left written "
+            f"stay as they are ({', '.join(left)})" if left else "nothing was written to the pack (fixes/ and "
+            "profiles/ are as they were: it writes them once every fix is carried)")
+    head = f"{how} while the rebase carried the fixes: {pack}"
+    if not session.starting:
+        return kind(f"{head}; the rebase in {session.work} is kept as it was, resolved conflicts too: run it again "
+                    f"(`{again}`), or drop it with `{drop}`")
+    repos = sorted(session.state.get("repos") or ())
+    kept = f"{session.state_path}" + (f" and the work repositories of the conflicts met so far ({', '.join(repos)})"
+                                      if repos else "")
+    return kind(f"{head}; the start's work is kept ({kept}), and the pack records the rebase to {session.new_name} "
+                f"as in progress ({entry_path(session.pack_root, session.new_name)}), so a new start to that name is "
+                f"refused: carry the fixes again and write the pack with `{again}`, or drop the rebase (nothing in the "
+                f"pack to put back) with `{drop}`")
+
+
+def terminated_after(session: Session) -> Terminated:
+    """SIGTERM once the rebase had carried every fix, while it saved its state or report, or, its pack written, while
+    it ended (its undo record, dropping its work folder), or in the instant before a cut pack write puts its files
+    back (those left written are named): ``--continue`` goes on from where it stood (it writes the same pack files
+    again); a rebase that was done by then is none in progress, and ``--undo`` puts it back."""
+    work = session.work if session.given else None
+    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    from .progname import command  # only when it is said
+
+    left = written_so_far(session)
+    done = "its pack files are written" if session.state.get("phase") == "written" else \
+        f"{len(left)} pack file(s) are left written ({', '.join(left)})" if left else "nothing was written to the pack"
+    undo = command("rebase", "--undo", "--pack", str(session.pack_root), "--name", session.new_name)
+    return Terminated(f"terminated (SIGTERM) while the rebase ended (its state, its report, its work folder): {done}; "
+                      f"finish it with `{again}` (when that finds no rebase in progress, this one was done: `{undo}` "
+                      f"puts its pack files back)")

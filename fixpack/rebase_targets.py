@@ -1,0 +1,69 @@
+"""The release copies a rebase works on, for each target of the old profile: the new one (``--root``, else fetched
+at ``--to``) and the old one, the 3-way base (``--old-root``, else fetched at the old profile's pin)."""
+
+from __future__ import annotations
+
+from .errors import BadInputError
+from .model import Pack, Profile, TargetSpec
+from .rebase_result import TargetPair
+from .rebase_session import RebaseRequest
+from .release import fetch
+from .state import read_manifest
+from .targets import FoundTarget, check_pin, read_facts, resolve_root
+
+
+def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, TargetPair]:
+    names = [t.name for t in old.targets]
+    for what, given in (("--root", req.roots), ("--old-root", req.old_roots), ("--target", req.only_targets)):
+        for n in given:
+            if n not in names:
+                raise BadInputError(f"{what} names unknown target {n!r} (profile {old.name} has {', '.join(names)})")
+    with_fixes = {pack.fixes[f].target for f in old.default + old.opt_in}
+    wanted = req.only_targets or tuple(n for n in names if n in with_fixes or n in req.roots)
+    if not wanted:
+        raise BadInputError(f"nothing to rebase: profile {old.name} lists no fixes and no --root was given")
+    pairs = {}
+    for spec in old.targets:
+        if spec.name not in wanted:
+            why = "not named by --target" if req.only_targets else "it has no fixes and no --root was given"
+            pairs[spec.name] = TargetPair(spec, note=f"not rebased ({why}): pin kept from profile {old.name}")
+            continue
+        pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
+    return pairs
+
+
+def _new_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
+    if spec.name in req.roots:
+        root = resolve_root(spec, req.roots[spec.name])
+        ft = FoundTarget(spec, root, *read_facts(spec, root), "--root")
+        if req.to_version and spec.source.pypi and ft.version != req.to_version:
+            raise BadInputError(f"--root {spec.name}={root} holds version {ft.version or '(unknown)'}, not "
+                                f"--to {req.to_version}")
+    elif req.to_version and spec.source.pypi:
+        ft = fetch(spec, req.cache, version=req.to_version, check=False)
+    else:
+        raise BadInputError(f"no new release copy of target {spec.name}: give --root {spec.name}=PATH"
+                            + (" or --to VERSION" if spec.source.pypi else ""))
+    if read_manifest(ft.root, spec.name) is not None:
+        raise BadInputError(f"{ft.root} holds a fixpack manifest (fixes are applied there): rebase onto a clean "
+                            f"release copy")
+    if not ft.version or not ft.commit:
+        raise BadInputError(f"{ft.root}: cannot read the version and commit of {spec.name} (evidence: "
+                            f"{'; '.join(ft.evidence) or 'none'}); the new profile needs both for its pin")
+    return ft
+
+
+def _old_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:
+    if spec.name in req.old_roots:
+        root = resolve_root(spec, req.old_roots[spec.name])
+        ft = FoundTarget(spec, root, *read_facts(spec, root), "--old-root")
+        check_pin(ft)
+        return ft
+    return fetch(spec, req.cache)
+
+
+def primary_version(pairs: dict[str, TargetPair]) -> str:
+    for p in pairs.values():
+        if p.new is not None:
+            return p.new.version
+    raise BadInputError("no target is rebased")  # pragma: no cover - _pairs refuses this first
