@@ -13,7 +13,6 @@ written by this tool on one machine checks an image on another.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -44,7 +43,7 @@ from .outputs import check_file, refuse_inside, write_failed
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
-from .safepath import TooLargeError, not_a_file, read_regular
+from .safepath import TooLargeError, not_a_file, read_regular, sha256_regular
 from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
@@ -85,10 +84,14 @@ class VerifyResult:
 
 
 def _sha(path: Path) -> str:
+    """The sha256 of a recorded file of the image, read in blocks, never through a link nor from a FIFO (what a
+    run writes there is a regular file): "missing", or "not a regular file" (a difference verify names)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return sha256_regular(path)
+    except (FileNotFoundError, NotADirectoryError):
         return "missing"
+    except OSError:
+        return "missing" if not os.path.lexists(path) else "not a regular file"
 
 
 def read_image(req: Request) -> tuple[Context, list[TargetState]]:
