@@ -23,6 +23,7 @@ from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, update
+from .patchfiles import patch_again
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -83,7 +84,8 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     changes: dict[str, bytes | None] = {}
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
-        text = render(_mail(fix, c, decode(old.path.read_bytes()) if old else ""), header_fields(fix), c.diff)
+        was = decode(patch_again(old, then="run the refresh again; nothing was written")) if old else ""
+        text = render(_mail(fix, c, was), header_fields(fix), c.diff)
         parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:

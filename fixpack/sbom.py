@@ -40,6 +40,7 @@ from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
 from .errors import BadInputError, MismatchError
 from .model import Fix
 from .outputs import check_file, refuse_inside, write_failed
+from .patchfiles import patch_again
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
@@ -124,10 +125,13 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
     return ctx, states
 
 
+_AGAIN = "run the sbom command again; nothing was written"  # a patch file changed since the load
+
+
 def _patch(fix: Fix) -> Patch:
     status = fix.upstream.status
     kind = PatchClassification.BACKPORT if status in ("backport", "accepted") else PatchClassification.UNOFFICIAL
-    text = "".join(p.path.read_text("utf-8", "surrogateescape") for p in fix.patches)
+    text = "".join(patch_again(p, then=_AGAIN).decode("utf-8", "surrogateescape") for p in fix.patches)
     refs = [XsUri(fix.upstream.link)] if fix.upstream.link else None
     issue = IssueType(type=IssueClassification.DEFECT, id=fix.id, name=fix.summary, description=fix.why.strip(),
                       references=refs)
