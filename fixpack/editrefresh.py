@@ -17,6 +17,7 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
+from .documents import pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
 from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
@@ -202,6 +203,9 @@ def _same_ident(old: Mail, c: Commit) -> bool:
         return False
 
 
+AGAIN = "run the command again; nothing was written"  # a pack file changed since the load
+
+
 def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,
              version: int = 1) -> dict[str, bytes | None]:
     """fix.toml's ``patches`` and ``version`` (a variant's ``variant.toml`` version), when they changed; for a
@@ -209,7 +213,7 @@ def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: lis
     profile's default or opt-in list."""
     toml_path = fix.folder / "fix.toml" if own else fix.folder / state.profile / "variant.toml"
     if fix.id in pack.fixes:
-        doc = tomlkit.parse(toml_path.read_text("utf-8"))
+        doc = tomlkit.parse(pack_text(toml_path, AGAIN))
         if (not own or list(doc.get("patches", [])) == names) and doc.get("version") == version:
             return {}
         if own:
@@ -243,7 +247,7 @@ def _fix_toml(fix: Fix, names: list[str]) -> str:
 
 
 def _series(pack_root: Path, fix_id: str, after: str) -> str:
-    lines = (pack_root / "fixes" / "series").read_text("utf-8").splitlines(keepends=True)
+    lines = pack_text(pack_root / "fixes" / "series", AGAIN).splitlines(keepends=True)
     at = next((i + 1 for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip() == after), 0) if after else \
         next((i for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip()), len(lines))
     return "".join(lines[:at] + [f"{fix_id}\n"] + lines[at:])
@@ -251,7 +255,7 @@ def _series(pack_root: Path, fix_id: str, after: str) -> str:
 
 def _profile(pack: Pack, fix: Fix, state: EditState) -> str:
     prof = load_profile(pack, state.profile)
-    doc = tomlkit.parse(prof.path.read_text("utf-8"))
+    doc = tomlkit.parse(pack_text(prof.path, AGAIN))
     key = "opt_in" if fix.opt_in else "default"
     listed = doc["fixes"][key]
     order = list(pack.series)
