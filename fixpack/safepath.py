@@ -166,6 +166,15 @@ def read_regular(path: Path, limit: int | None = None, follow: bool = True) -> b
         return data
 
 
+def holds_bytes(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding exactly ``data``: read as :func:`read_regular` reads
+    it, no further than ``len(data)`` and one byte (a FIFO, a link, a larger file, nothing there: False)."""
+    try:
+        return read_regular(path, len(data), follow=False) == data
+    except (OSError, TooLargeError):
+        return False
+
+
 HASH_BLOCK = 1 << 20  # the bytes of a file :func:`sha256_regular` holds at a time
 
 

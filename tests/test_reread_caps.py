@@ -28,11 +28,15 @@ from fixpack.errors import FixpackError
 KINDS = ["fifo", "link", "big", "other-bytes"]
 
 
+class Hung(BaseException):
+    """A call waited too long (not an OSError, which a reader's handler would take for an unreadable file)."""
+
+
 @contextmanager
 def no_hang(seconds: int = 30) -> Iterator[None]:
-    """Fail (TimeoutError) a call that waits longer than ``seconds``: a read of a FIFO without a writer."""
+    """Fail (:class:`Hung`) a call that waits longer than ``seconds``: a read of a FIFO without a writer."""
     def on_alarm(*_: object) -> None:
-        raise TimeoutError(f"hung for {seconds} s (a FIFO read?)")
+        raise Hung(f"hung for {seconds} s (a FIFO read?)")
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(seconds)
     try:
@@ -344,3 +348,126 @@ def test_a_proof_file_that_is_a_fifo_is_named_never_waited_on(builder):
     assert "put the proof's own test file there" in said and disk(builder.pack) == before
     (fix.folder / "test_two.py").unlink()
     assert tests_digest(fix) == digest
+
+
+# --- a rebase's and a refresh's other re-reads --------------------------------------------------------------------
+
+def swapped_after_the_check(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``path`` (a FIFO) taken for a regular file by ``Path.is_file``: as when it is put there between a check and
+    the read that follows it."""
+    is_file = Path.is_file
+    monkeypatch.setattr(Path, "is_file", lambda self: self == path or is_file(self))
+
+
+def test_undo_hashes_what_the_rebase_wrote_never_from_a_fifo(pack, monkeypatch):  # noqa: F811
+    """`rebase --undo` (and the record it keeps) hashed each file the rebase wrote with a plain read_bytes: a FIFO
+    put there after its is_file check hung it. It is "changed since the rebase wrote it": exit 2 naming it, nothing
+    written."""
+    from fixpack import rebase
+
+    b, old = pack
+    new = new_release(b, {MOD: "new head\n" + BASE, OTHER: OTHER_BASE})
+    assert rebase.start(req(b, old, new)).status == "done"
+    written = b.pack / "profiles/v2.0.toml"
+    written.unlink()
+    os.mkfifo(written)
+    before = disk(b.base)
+    swapped_after_the_check(written, monkeypatch)
+    with no_hang(), pytest.raises(FixpackError) as exc:
+        rebase.undo(b.pack)
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and "changed since the rebase" in said and "profiles/v2.0.toml" in said, said
+    assert disk(b.base) == before
+
+
+def test_a_rebase_s_backups_are_held_against_the_files_read_capped_never_waited_on(tmp_path, monkeypatch):
+    """What a cut-short write left (written_so_far) and --abort's put back (restore) read each pack file whole,
+    through a link: a FIFO there hung them. Each is held against its backup, read no further than it: a FIFO or a
+    link is not what was there (put back as a file; what the link led to untouched); a file to back up that is a
+    link or past the state's cap is exit 2 naming it."""
+    import base64
+    from types import SimpleNamespace
+
+    from fixpack import rebase_state
+    from fixpack.rebase_session import restore, written_so_far
+
+    root = tmp_path / "pack"
+    variant = root / "fixes/a/v2"
+    variant.mkdir(parents=True)
+    os.mkfifo(variant / "0001-x.patch")
+    outside = tmp_path / "outside.toml"
+    outside.write_bytes(b"old profile\n")
+    (root / "profiles").mkdir()
+    (root / "profiles/v2.toml").symlink_to(outside)
+    session = SimpleNamespace(pack_root=root, new_name="v2", state={"backups": {
+        "fixes/a/v2/0001-x.patch": base64.b64encode(b"old patch\n").decode(),
+        "profiles/v2.toml": base64.b64encode(b"old profile\n").decode()}})
+    with no_hang():
+        assert written_so_far(session) == ["fixes/a/v2/0001-x.patch", "profiles/v2.toml"]
+        assert restore(session) == ["fixes/a/v2/0001-x.patch", "profiles/v2.toml"]
+    assert (variant / "0001-x.patch").read_bytes() == b"old patch\n" and not (root / "profiles/v2.toml").is_symlink()
+    assert outside.read_bytes() == b"old profile\n" and written_so_far(session) == []
+    (root / "profiles/v2.toml").unlink()
+    (root / "profiles/v2.toml").symlink_to(outside)
+    with pytest.raises(FixpackError) as exc:
+        rebase_state.backup_bytes(root / "profiles/v2.toml")
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and f"{root / 'profiles/v2.toml'}: a pack file the rebase would replace is now " \
+                                        f"a symbolic link to {outside}" in said and "run the rebase again" in said
+    monkeypatch.setattr(rebase_state, "MAX_STATE_BYTES", 5)
+    with pytest.raises(FixpackError) as exc:
+        rebase_state.backup_bytes(variant / "0001-x.patch")
+    assert exc.value.exit_code == 2 and "is now 10 bytes, not the file it sized" in str(exc.value), str(exc.value)
+
+
+def test_a_pack_file_is_compared_with_what_a_change_writes_no_further_than_it(tmp_path, monkeypatch):
+    """A refresh's or an import's "does this file change?" (packupdate._differs) read the pack file whole, through
+    a link, waiting on a FIFO: a FIFO, a link or a larger file differs now, read no further than the new bytes."""
+    from fixpack.packupdate import _differs
+
+    same, fifo, link, large = (tmp_path / n for n in ("same", "fifo", "link", "large"))
+    same.write_bytes(b"new\n")
+    os.mkfifo(fifo)
+    link.symlink_to(same)
+    with large.open("wb") as f:
+        f.truncate(5 << 20)
+    asked = reads_of(large, monkeypatch)
+    with no_hang():
+        assert not _differs(same, b"new\n") and _differs(fifo, b"new\n") and _differs(link, b"new\n")
+        assert _differs(large, b"new\n") and asked == []
+
+
+def test_fix_completion_never_waits_on_a_fifo_series(tmp_path, monkeypatch):
+    """The shell completion of fix ids read fixes/series with read_text after an is_file check: one made a FIFO
+    meanwhile hung the shell's tab. Read as the loader reads it: no completion, nothing waited on."""
+    from fixpack import cli_common
+
+    series = tmp_path / "fixes/series"
+    series.parent.mkdir()
+    series.write_text("one\ntwo\n")
+    monkeypatch.setattr(cli_common, "_completion_pack", lambda ctx: tmp_path)
+    assert cli_common.complete_fixes(None, None, "t") == ["two"]  # type: ignore[arg-type]
+    series.unlink()
+    os.mkfifo(series)
+    swapped_after_the_check(series, monkeypatch)
+    with no_hang():
+        assert cli_common.complete_fixes(None, None, "") == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_refresh_on_a_chain_takes_only_the_patch_bytes_the_load_read(builder, monkeypatch, kind):
+    """`fixpack refresh FIX --profile P --root T=PATH` read the patch with read_bytes to tell whether it changed:
+    exit 2 naming it, nothing written."""
+    from click.testing import CliRunner
+
+    from fixpack.cli_maint import refresh_cmd
+
+    one_fix_pack(builder)
+    path = builder.pack / "fixes/one/0001-change.patch"
+    seen = plant_after_load(path, kind, monkeypatch)
+    with no_hang():
+        res = CliRunner().invoke(refresh_cmd, ["--profile", "p1", "--root", f"demo={builder.base / 'clean'}",
+                                               "--pack", str(builder.pack), "one"])
+    assert res.exit_code == 2, res.output
+    assert f"{path}: changed since the pack was loaded" in res.output, res.output
+    assert "run the refresh again; nothing was written" in res.output and disk(builder.base) == seen["after"]
