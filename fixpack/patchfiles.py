@@ -170,7 +170,8 @@ def patch_again(pf: PatchFile, during: str = "since the pack was loaded", then: 
         now = f"it is now {exc.said('a patch file')}"
     except OSError as exc:
         what = f"a symbolic link to {os.readlink(pf.path)}" if pf.path.is_symlink() else not_a_file(pf.path)
-        now = f"it is now {what}" if what else f"it cannot be read: {exc.strerror}"
+        now = f"it is now {what}" if what else "it is gone" if not os.path.lexists(pf.path) else \
+            f"it cannot be read: {exc.strerror}"
     else:
         if hashlib.sha256(data).hexdigest() == pf.sha256:
             return data

@@ -160,7 +160,10 @@ def tree_digest(root: Path, package: str) -> str:
     for p in sorted((root / package).rglob("*")):
         if "__pycache__" in p.parts:
             continue
-        st = p.lstat()
+        try:
+            st = p.lstat()
+        except FileNotFoundError:  # (gone since the listing: as before, when is_file said no)
+            continue
         if stat.S_ISDIR(st.st_mode):
             continue
         h.update(p.relative_to(root).as_posix().encode() + b"\0")

@@ -25,7 +25,7 @@ from test_rebase import BASE, OTHER, OTHER_BASE, new_release, pack, req  # noqa:
 from fixpack import documents, patchfiles
 from fixpack.errors import FixpackError
 
-KINDS = ["fifo", "link", "big", "other-bytes"]
+KINDS = ["fifo", "link", "big", "other-bytes", "gone"]
 
 
 class Hung(BaseException):
@@ -66,7 +66,7 @@ def disk(root: Path) -> dict[str, Any]:
 
 def plant(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the patch file ``path`` no longer the one the load read: a FIFO, a link to a file of the very same
-    bytes, a file grown past the cap (lowered: no 64 MiB written), or other bytes (a reworded subject)."""
+    bytes, a file grown past the cap (lowered: no 64 MiB written), other bytes (a reworded subject), or nothing."""
     data = path.read_bytes()
     if kind == "fifo":
         path.unlink()
@@ -76,6 +76,8 @@ def plant(path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
         elsewhere.write_bytes(data)  # the very bytes: taken for the patch when read through the link
         path.unlink()
         path.symlink_to(elsewhere)
+    elif kind == "gone":
+        path.unlink()
     elif kind == "big":  # the cap lowered to the largest patch file of the pack, this one grown past it
         cap = max(p.stat().st_size for p in path.parents[2].rglob("*.patch"))
         monkeypatch.setattr(patchfiles, "MAX_PATCH_BYTES", cap)
@@ -118,7 +120,7 @@ def refused(call: Callable[[], object], path: Path, seen: dict[str, Any],
 
 
 NOW = {"fifo": "it is now a FIFO (named pipe)", "link": "it is now a symbolic link to ", "big": "it is now ",
-       "other-bytes": "its bytes are no longer those the load read"}
+       "other-bytes": "its bytes are no longer those the load read", "gone": "it is gone"}
 
 
 @pytest.mark.parametrize("check", [True, False])
