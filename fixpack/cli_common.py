@@ -56,12 +56,14 @@ def complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: st
 
 
 def complete_fixes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    """Shell completion of fix ids: the pack's ``fixes/series``."""
+    """Shell completion of fix ids: the pack's ``fixes/series`` (read as the loader reads it)."""
+    from .documents import read_capped
+
     root = _completion_pack(ctx)
     try:
         series = root / "fixes" / "series" if root else None
-        lines = series.read_text().splitlines() if series and series.is_file() else []  # never a FIFO: it blocks
-    except OSError:
+        lines = read_capped(series).decode("utf-8").splitlines() if series else []  # never a FIFO: it blocks
+    except (OSError, ValueError):  # (not a regular file, past its cap, not UTF-8: no completion)
         return []
     ids = [ln.split("#")[0].strip() for ln in lines]
     return [i for i in ids if i and i.startswith(incomplete)]

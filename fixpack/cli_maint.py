@@ -258,6 +258,8 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
     from .editrefresh import refresh_from_work
     from .loader import close_names, load_pack
     from .pack_tools import refresh
+    from .patchfiles import patch_again
+    from .safepath import holds_bytes
 
     done: list[str] = []
     unchanged: list[str] = []
@@ -278,11 +280,11 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                 edit = command("edit", fid, *pack_words(root))
                 raise BadInputError(f"{fid}: no work tree of it (`{edit} --profile P` makes one); to refresh it on "
                                     f"its chain give --profile P --root {target}=PATH (a clean release copy)")
-            path = fixes[fid].for_profile(profile).patches[0].path if fixes[fid].patches else None
-            before = path.read_bytes() if path is not None and path.is_file() else None
+            patches = fixes[fid].for_profile(profile).patches
+            before = patch_again(patches[0], then="run the refresh again; nothing was written") if patches else None
             with pack_lock(root):  # one writer of the pack at a time
                 written = refresh(root, profile, fid, parsed[target])
-            changed = written.read_bytes() != before
+            changed = before is None or not holds_bytes(written, before)
             (done if changed else unchanged).append(str(written))
             if not as_json:
                 click.echo(f"{'refreshed' if changed else 'unchanged (nothing to regenerate)'} {written}")

@@ -29,7 +29,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
     import tomli as tomllib  # type: ignore[no-redef]
 
-from .errors import Collector, DamagedStateError
+from .errors import BadInputError, Collector, DamagedStateError
 from .safepath import TooLargeError, not_a_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
@@ -188,6 +188,32 @@ def read_capped(path: Path, limit: int = MAX_PACK_TEXT_BYTES) -> bytes:
     OSError), or TooLargeError (a ValueError: ``exc.said(kind)`` words it) when it is larger than ``limit``,
     told by its size before anything is read: every reader of a JSON or TOML document goes through here."""
     return read_regular(path, limit)
+
+
+def pack_text(path: Path, then: str) -> str:
+    """A pack's text file (a profile, ``fix.toml``, ``variant.toml``, ``fixes/series``) read again after the load,
+    to be rewritten: read as the load read it (:func:`read_capped`: no further than ``MAX_PACK_TEXT_BYTES``, without
+    blocking, a regular file only), UTF-8. One that no longer is such a file is BadInputError naming it, what it is
+    now and ``then`` (what to do), never read whole nor waited on."""
+    try:
+        return read_capped(path).decode("utf-8")
+    except TooLargeError as exc:
+        now = f"it is now {exc.said('a pack text file')}"
+    except UnicodeDecodeError as exc:
+        now = f"it now holds bytes that are not UTF-8, at byte offset {exc.start}"
+    except OSError as exc:
+        what = not_a_file(path)
+        now = f"it is now {what}" if what else f"it cannot be read: {exc.strerror}"
+    raise BadInputError(f"{path}: changed since the pack was loaded ({now}): {then}")
+
+
+def text_for_lines(path: Path) -> str:
+    """A pack's text file read again for the line a message names, as :func:`pack_text` reads it: "" (no line
+    then) when it is no longer a regular UTF-8 file within the cap."""
+    try:
+        return read_capped(path).decode("utf-8")
+    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
+        return ""
 
 
 def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:

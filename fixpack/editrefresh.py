@@ -17,12 +17,14 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
+from .documents import pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
 from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, update
+from .patchfiles import patch_again
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -83,7 +85,8 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     changes: dict[str, bytes | None] = {}
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
-        text = render(_mail(fix, c, decode(old.path.read_bytes()) if old else ""), header_fields(fix), c.diff)
+        was = decode(patch_again(old, then="run the refresh again; nothing was written")) if old else ""
+        text = render(_mail(fix, c, was), header_fields(fix), c.diff)
         parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
@@ -200,6 +203,9 @@ def _same_ident(old: Mail, c: Commit) -> bool:
         return False
 
 
+AGAIN = "run the command again; nothing was written"  # a pack file changed since the load
+
+
 def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,
              version: int = 1) -> dict[str, bytes | None]:
     """fix.toml's ``patches`` and ``version`` (a variant's ``variant.toml`` version), when they changed; for a
@@ -207,7 +213,7 @@ def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: lis
     profile's default or opt-in list."""
     toml_path = fix.folder / "fix.toml" if own else fix.folder / state.profile / "variant.toml"
     if fix.id in pack.fixes:
-        doc = tomlkit.parse(toml_path.read_text("utf-8"))
+        doc = tomlkit.parse(pack_text(toml_path, AGAIN))
         if (not own or list(doc.get("patches", [])) == names) and doc.get("version") == version:
             return {}
         if own:
@@ -241,7 +247,7 @@ def _fix_toml(fix: Fix, names: list[str]) -> str:
 
 
 def _series(pack_root: Path, fix_id: str, after: str) -> str:
-    lines = (pack_root / "fixes" / "series").read_text("utf-8").splitlines(keepends=True)
+    lines = pack_text(pack_root / "fixes" / "series", AGAIN).splitlines(keepends=True)
     at = next((i + 1 for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip() == after), 0) if after else \
         next((i for i, ln in enumerate(lines) if ln.split("#", 1)[0].strip()), len(lines))
     return "".join(lines[:at] + [f"{fix_id}\n"] + lines[at:])
@@ -249,7 +255,7 @@ def _series(pack_root: Path, fix_id: str, after: str) -> str:
 
 def _profile(pack: Pack, fix: Fix, state: EditState) -> str:
     prof = load_profile(pack, state.profile)
-    doc = tomlkit.parse(prof.path.read_text("utf-8"))
+    doc = tomlkit.parse(pack_text(prof.path, AGAIN))
     key = "opt_in" if fix.opt_in else "default"
     listed = doc["fixes"][key]
     order = list(pack.series)

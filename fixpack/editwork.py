@@ -28,6 +28,7 @@ from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .packupdate import lay_patch, recover_pack
+from .patchfiles import patch_again
 from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
 from .progname import pack_words
@@ -67,6 +68,9 @@ class EditState:
     def save(self, pack_root: Path) -> None:
         state = {f.name: getattr(self, f.name) for f in fields(self)}
         atomic_write(state_path(pack_root, self.fix), json.dumps(state, indent=2).encode() + b"\n")
+
+
+AGAIN = ("since the pack was loaded", "run the edit again; nothing was kept")  # patch_again's words
 
 
 def change_digest(patches: list[bytes]) -> str:
@@ -245,13 +249,16 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     state = EditState(fix_id, prof.name, target, new, after, opt_in, str(found.root), str(work))
     if not new:
         state.version = view.fixes[fix_id].version
-        state.change = change_digest([pf.path.read_bytes() for pf in view.fixes[fix_id].patches])
+        state.change = change_digest([patch_again(pf, *AGAIN) for pf in view.fixes[fix_id].patches])
     state.base = base_digests(pack, state)
     try:
         with progress.step(f"making the work tree {work}"):
             _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,
                    None if new else view.fixes[fix_id])
         state.save(pack_root)
+    except BadInputError:  # a patch file changed since the load (patch_again): the work tree is not kept
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     except OSError as exc:
         shutil.rmtree(work, ignore_errors=True)
         name = errno.errorcode.get(exc.errno or 0, "")
@@ -384,7 +391,7 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(encode(text))
             dest.chmod(tree.mode(path) or 0o644)
-        mail = patch_mail(fix, decode(pf.path.read_bytes()))
+        mail = patch_mail(fix, decode(patch_again(pf, *AGAIN)))
         commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
 
 

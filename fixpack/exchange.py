@@ -31,6 +31,7 @@ from .loader import load_pack, load_profile
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
 from .outputs import check_folder, write_failed
 from .packupdate import lay, update
+from .patchfiles import patch_again
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
 from .progname import command as _command
@@ -263,23 +264,11 @@ def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, t
     for fix in chain:
         for pf in fix.patches:
             stem = re.sub(r"^\d{4}-", "", pf.path.name)
-            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, _patch_again(pf))
+            raw = patch_again(pf, "while the pack was exported", "run the export again; nothing was written")
+            files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, raw)
     files["series"] = "".join(f"{n}\n" for n in files).encode()
     _write_out(out, files)
     return [out / n for n in files]
-
-
-def _patch_again(pf: PatchFile) -> bytes:
-    """The bytes of the patch file ``pf`` the load read (capped, never through a link), read again no further: a
-    file changed since (larger, a link, a FIFO, other bytes) is BadInputError, never read whole."""
-    try:
-        data: bytes | None = read_regular(pf.path, MAX_PATCH_BYTES, follow=False)
-    except (OSError, TooLargeError):  # (a link, a FIFO, a file past the cap put there since the load)
-        data = None
-    if data is None or sha256_bytes(data) != pf.sha256:
-        raise BadInputError(f"{pf.path}: changed while the pack was exported (it is no longer the patch file the "
-                            f"pack's load read): run the export again; nothing was written")
-    return data
 
 
 def _with_binary_data(fix: Fix, raw: bytes) -> bytes:

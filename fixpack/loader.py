@@ -11,6 +11,7 @@ from typing import Any
 
 from .binpatch import PackBudget
 from .documents import read_pack_file, read_toml, utf8_text
+from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
@@ -220,28 +221,30 @@ def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: 
     position = {fid: i for i, fid in enumerate(series)}
     for fix in fixes.values():
         path = fix.folder / "fix.toml"
-        text = path.read_text("utf-8", "replace")
+
+        def line(key: str, path: Path = path) -> int | None:  # fix.toml read again (capped) for a problem's line
+            return key_line(_text(path), key)
         for req in fix.requires:
             if req not in position:
-                errors.add(f"requires unknown fix {req!r}", path, key_line(text, "requires"), close_names(req, series))
+                errors.add(f"requires unknown fix {req!r}", path, line("requires"), close_names(req, series))
             elif req == fix.id:
-                errors.add(f"requires itself ({req!r})", path, key_line(text, "requires"), "drop it from requires")
+                errors.add(f"requires itself ({req!r})", path, line("requires"), "drop it from requires")
             elif (cycle := _requires_cycle(fix.id, req, fixes)) is not None:
-                errors.add(f"requires {req!r}, and {' -> '.join(cycle)}: a cycle", path, key_line(text, "requires"),
+                errors.add(f"requires {req!r}, and {' -> '.join(cycle)}: a cycle", path, line("requires"),
                            "a fix cannot need a fix that needs it; drop one of these requirements")
             elif position[req] > position[fix.id] and req in fixes and fixes[req].opt_in and not fix.opt_in:
                 errors.add(f"requires opt-in fix {req!r}: a default fix cannot need an opt-in one (the opt-in fixes "
-                           f"follow the defaults in the series)", path, key_line(text, "requires"),
+                           f"follow the defaults in the series)", path, line("requires"),
                            f"make {fix.id!r} opt-in too (opt_in = true), or drop {req!r} from requires")
             elif position[req] > position[fix.id]:
-                errors.add(f"requires {req!r}, which comes later in the series", path, key_line(text, "requires"),
+                errors.add(f"requires {req!r}, which comes later in the series", path, line("requires"),
                            f"move {req!r} above {fix.id!r} in {fixes_dir / 'series'}")
         for other in fix.conflicts:
             if other not in position:
-                errors.add(f"conflicts with unknown fix {other!r}", path, key_line(text, "conflicts"),
+                errors.add(f"conflicts with unknown fix {other!r}", path, line("conflicts"),
                            close_names(other, series))
             elif other == fix.id:
-                errors.add(f"conflicts with itself ({other!r})", path, key_line(text, "conflicts"),
+                errors.add(f"conflicts with itself ({other!r})", path, line("conflicts"),
                            "drop it from conflicts")
 
 
@@ -446,12 +449,6 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                            key_line(_text(toml), "conflicts"), "drop one of them from the profile's [fixes] default, "
                                                                "or drop the conflict")
 
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped
+from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped, text_for_lines
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
@@ -145,7 +145,7 @@ def stale_at(profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[Path, 
     if held is not None:
         section = '"fixes"' if kind == "fix" else '"components"'
         return profile.lock_path, lock_line(profile.lock_path, section, f'"id": {json.dumps(name)}')
-    text = profile.path.read_text("utf-8")
+    text = text_for_lines(profile.path)
     if kind == "fix":
         line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
     elif kind == "component":
@@ -428,10 +428,7 @@ def version_at(fix: Fix, profile: Profile) -> str:
 
     variant = fix.folder / profile.name / "variant.toml"
     toml = variant if variant.is_file() else fix.folder / "fix.toml"
-    try:
-        return _at(toml, key_line(toml.read_text("utf-8"), "version"))
-    except (OSError, UnicodeDecodeError):
-        return str(toml)
+    return _at(toml, key_line(text_for_lines(toml), "version"))
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .documents import read_toml
+from .documents import read_toml, text_for_lines
 from .errors import Collector, EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
@@ -105,7 +105,7 @@ def _finding(root: Path, p: Problem) -> Finding:
 
 
 def _series_line(pack: Pack, fid: str) -> int | None:
-    lines = (pack.root / "fixes" / "series").read_text("utf-8").splitlines()
+    lines = text_for_lines(pack.root / "fixes" / "series").splitlines()
     return next((n for n, ln in enumerate(lines, 1) if ln.split("#", 1)[0].strip() == fid), None)
 
 
@@ -143,7 +143,7 @@ def _order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
     rank = {fid: n for n, fid in enumerate(pack.series)}
     out = []
     for p in profiles:
-        text = p.path.read_text("utf-8")
+        text = text_for_lines(p.path)
         for key, ids in (("default", p.default), ("opt_in", p.opt_in)):
             ordered = sorted(ids, key=lambda fid: rank.get(fid, len(rank)))
             if list(ids) != ordered:
@@ -203,7 +203,7 @@ def _strays(pack: Pack) -> list[Finding]:
 
 def _id_line(toml: Path) -> int:
     """The line of ``id = ...`` in a fix.toml the loader accepted (it requires the key), else 1."""
-    return key_line(toml.read_text("utf-8"), "id") or 1
+    return key_line(text_for_lines(toml), "id") or 1
 
 
 def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
@@ -221,7 +221,7 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
         return [Finding(where, None, f"is {what}, not a lock file",
                         f"{remove_hint(profile.lock_path, what)}, then {redo}")]
     if not profile.lock_path.is_file():
-        return [Finding(_rel(pack.root, profile.path), key_line(profile.path.read_text("utf-8"), "name") or 1,
+        return [Finding(_rel(pack.root, profile.path), key_line(text_for_lines(profile.path), "name") or 1,
                         f"profile {profile.name} has no lock ({where})", redo)]
     try:
         lock = lockfile.read_lock(profile)
@@ -283,7 +283,7 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
             layout = component_layout(comp, pack.root)
             problem = built_version_problem(comp, layout.version)
             if problem:
-                text = profile.path.read_text("utf-8")
+                text = text_for_lines(profile.path)
                 out.append(Finding(_rel(pack.root, profile.path),
                                    key_line(text, "version", f"components.{comp.id}"), problem))
                 continue

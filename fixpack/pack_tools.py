@@ -12,16 +12,26 @@ from pathlib import Path
 
 from .fsio import atomic_write
 from .model import Fix, Pack, PatchFile
+from .patchfiles import patch_again
 from .patchtext import normalized
+from .progname import command
 
 
 def stale_patches(pack: Pack) -> list[Path]:
     """Patch files whose bytes differ from their deterministic form."""
-    out = []
+    return list(_stale(pack))
+
+
+def _stale(pack: Pack) -> dict[Path, bytes]:
+    """Each stale patch file with its deterministic bytes, each read once, as the pack's load read it
+    (:func:`fixpack.patchfiles.patch_again`: one changed since is refused, named, before anything is written)."""
+    out = {}
     for fix in pack.fixes.values():
         for p in _all_patches(fix):
-            if p.path.read_bytes().decode("utf-8", "surrogateescape") != normalized(fix, p.path):
-                out.append(p.path)
+            raw = patch_again(p, then=f"run `{command('format')}` again; no patch was written")
+            text = normalized(fix, p, raw)
+            if raw.decode("utf-8", "surrogateescape") != text:
+                out[p.path] = text.encode("utf-8", "surrogateescape")
     return out
 
 
@@ -31,11 +41,10 @@ def _all_patches(fix: Fix) -> list[PatchFile]:
 
 def rewrite_patches(pack: Pack) -> list[Path]:
     """Rewrite every stale patch in place; returns the files rewritten."""
-    changed = stale_patches(pack)
-    for path in changed:
-        fix = next(f for f in pack.fixes.values() if any(p.path == path for p in _all_patches(f)))
-        atomic_write(path, normalized(fix, path).encode("utf-8", "surrogateescape"), 0o644)
-    return changed
+    changed = _stale(pack)
+    for path, data in changed.items():
+        atomic_write(path, data, 0o644)
+    return list(changed)
 
 
 def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path:

@@ -23,6 +23,7 @@ from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
 from .model import Fix, Pack
 from .progress import QUIET, Progress
+from .safepath import holds_bytes
 from .state import leftover_journal, recover
 from .structs import dataclass, field, replace
 from .transaction import write_transaction
@@ -148,7 +149,7 @@ def _write_stage(stage: Path, files: dict[str, bytes]) -> None:
 def _differs(path: Path, data: bytes | None) -> bool:
     if data is None:
         return path.exists()
-    return not path.is_file() or path.read_bytes() != data
+    return not holds_bytes(path, data)  # (read no further than data: a FIFO, a link or a larger file differs)
 
 
 def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Path:

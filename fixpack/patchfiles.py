@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .documents import MAX_PATCH_BYTES, TooLargeError
-from .errors import Collector, PackError, PatchParseError
+from .errors import BadInputError, Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
 from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
 
@@ -156,6 +156,28 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
     except OSError as exc:
         errors.add(f"patch {name!r} in {folder} cannot be read: {exc.strerror}", where.path, where.patches_line)
         return None
+
+
+def patch_again(pf: PatchFile, during: str = "since the pack was loaded", then: str = "run the command again") -> bytes:
+    """The bytes of the patch file ``pf`` the load read, read again as the load read them (:func:`read_regular`:
+    no further than ``MAX_PATCH_BYTES``, without blocking, never through a link) for every use after the load:
+    one changed since (larger, a link, a FIFO, other bytes) is BadInputError naming it, what it is now, and
+    ``then`` (what to do; the caller's words on what was written), never read whole nor waited on. ``during``:
+    when it changed, in the message's words."""
+    try:
+        data = read_regular(pf.path, MAX_PATCH_BYTES, follow=False)
+    except TooLargeError as exc:
+        now = f"it is now {exc.said('a patch file')}"
+    except OSError as exc:
+        what = f"a symbolic link to {os.readlink(pf.path)}" if pf.path.is_symlink() else not_a_file(pf.path)
+        now = f"it is now {what}" if what else "it is gone" if not os.path.lexists(pf.path) else \
+            f"it cannot be read: {exc.strerror}"
+    else:
+        if hashlib.sha256(data).hexdigest() == pf.sha256:
+            return data
+        now = "its bytes are no longer those the load read"
+    raise BadInputError(f"{pf.path}: changed {during} ({now}; it is no longer the patch file the pack's load "
+                        f"read): {then}")
 
 
 def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> tuple[FilePatch, ...] | None:

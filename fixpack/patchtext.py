@@ -10,10 +10,10 @@ signature).
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 from .diff import diff_body, parse_patch, sha256_bytes
 from .model import Fix, PatchFile
+from .patchfiles import patch_again
 from .patchmail import Mail, read_mail, render
 from .structs import replace
 from .tree import decode
@@ -51,9 +51,11 @@ def patch_mail(fix: Fix, text: str) -> Mail:
     return mail if mail.subject else replace(mail, subject=fix.summary)
 
 
-def normalized(fix: Fix, path: Path) -> str:
-    """The deterministic text of one of ``fix``'s patch files."""
-    return normalize_text(fix, path.read_bytes().decode("utf-8", "surrogateescape"), str(path))
+def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:
+    """The deterministic text of one of ``fix``'s patch files (``raw``: its bytes, else read again as the load
+    read them: :func:`fixpack.patchfiles.patch_again`)."""
+    raw = patch_again(pf) if raw is None else raw
+    return normalize_text(fix, raw.decode("utf-8", "surrogateescape"), str(pf.path))
 
 
 def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
@@ -62,7 +64,8 @@ def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
 
 
 def patch_bytes(fix: Fix) -> dict[str, bytes]:
-    return {p.path.name: p.path.read_bytes() for p in fix.patches}
+    """Each patch file of ``fix`` by name, the bytes the pack's load read (read again: :func:`patch_again`)."""
+    return {p.path.name: patch_again(p) for p in fix.patches}
 
 
 def write_patches(fix: Fix, bodies: list[str]) -> dict[str, bytes]:
@@ -70,7 +73,7 @@ def write_patches(fix: Fix, bodies: list[str]) -> dict[str, bytes]:
     trailers), fields from fix.toml, the new diff ``body``."""
     out = {}
     for pf, body in zip(fix.patches, bodies):
-        text = render(patch_mail(fix, decode(pf.path.read_bytes())), header_fields(fix), body)
+        text = render(patch_mail(fix, decode(patch_again(pf))), header_fields(fix), body)
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

@@ -10,9 +10,11 @@ nothing written) and the profile is reverted (every byte back). Results come bac
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -24,6 +26,7 @@ from .interrupts import Term, signals
 from .loader import load_pack, load_profile
 from .model import Fix
 from .progress import QUIET, Progress
+from .safepath import sha256_regular
 from .states import Action, State
 from .structs import dataclass, field
 
@@ -114,13 +117,30 @@ def check_pytest(python: str) -> None:
 
 
 def tree_digest(root: Path, package: str) -> str:
-    """sha256 over every file of ``root/package`` (paths, modes, bytes), ``__pycache__`` aside."""
+    """sha256 over every file of ``root/package`` (paths, modes, bytes), ``__pycache__`` aside: each file read in
+    blocks (:func:`sha256_regular`, never held whole), a link by its target (never read through), anything else
+    (a FIFO would block the read) by its kind, unread."""
     h = hashlib.sha256()
     for p in sorted((root / package).rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(oct(p.stat().st_mode & 0o777).encode() + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+        if "__pycache__" in p.parts:
+            continue
+        try:
+            st = p.lstat()
+        except FileNotFoundError:  # (gone since the listing: as before, when is_file said no)
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            continue
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(oct(st.st_mode & 0o777).encode() + b"\0")
+        if stat.S_ISLNK(st.st_mode):
+            h.update(b"link:" + os.fsencode(os.readlink(p)))
+        elif not stat.S_ISREG(st.st_mode):
+            h.update(b"other:" + oct(stat.S_IFMT(st.st_mode)).encode())
+        else:
+            try:
+                h.update(bytes.fromhex(sha256_regular(p)))
+            except OSError as exc:  # (one swapped since the lstat: a FIFO, a link) its change shows, unread
+                h.update(f"unreadable:{exc.errno}".encode())
     return h.hexdigest()
 
 

@@ -248,7 +248,7 @@ def _carry_all(session: Session) -> tuple[Pack, Profile, list[FixOutcome]]:
 def _not_rebased(fix: Fix, pair: TargetPair) -> FixOutcome:
     o = FixOutcome(fix.id, fix.target, fix.opt_in, "not-rebased", fix.version, fix.version, "unchanged")
     o.evidence.append(pair.note)
-    o.new_patches = {p.path.name: p.path.read_bytes() for p in fix.patches}
+    o.new_patches = patch_bytes(fix)
     return o
 
 

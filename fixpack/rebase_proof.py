@@ -29,6 +29,7 @@ from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
 from .rebase_result import FixOutcome
 from .rebase_session import Session
+from .safepath import hash_regular, not_a_file
 from .structs import dataclass
 from .tree import Tree
 
@@ -88,10 +89,18 @@ class Prover:
 
 
 def tests_digest(fix: Fix) -> str:
-    """sha256 over the fix's proof files (a clean run is reused only while they are unchanged)."""
+    """sha256 over the fix's proof files (a clean run is reused only while they are unchanged), each read in blocks
+    (:func:`hash_regular`, as pytest reads it: a link followed) without blocking: one that is no regular file
+    (a FIFO would block the read) is BadInputError naming it."""
     h = hashlib.sha256()
     for p in sorted(fix.folder.glob("test_*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+        h.update(p.name.encode() + b"\0")
+        try:
+            hash_regular(p, h, follow=True)
+        except OSError as exc:
+            what = f"it is {not_a_file(p) or 'no regular file'}" if p.is_symlink() or not_a_file(p) else exc.strerror
+            raise BadInputError(f"{p}: the proof file of fix {fix.id} cannot be read ({what}): put the proof's own "
+                                f"test file there, then run the rebase again") from exc
     return h.hexdigest()
 
 

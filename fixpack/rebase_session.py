@@ -8,7 +8,6 @@ Nothing here decides how a fix is carried (that is :mod:`fixpack.rebase`).
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import stat
@@ -28,6 +27,7 @@ from .progress import QUIET, Progress
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .rebase_state import (
     WORK_DIR,
+    backup_bytes,
     check_state,
     check_undo,
     check_undo_takes_back,
@@ -37,9 +37,11 @@ from .rebase_state import (
     read_json,
     state_advice,
     work_root,
+    written_sha,
 )
 from .records import dumps
 from .render import Command, render_markdown, render_profile, render_variant
+from .safepath import holds_bytes
 from .structs import dataclass, field
 from .targets import FoundTarget, read_facts
 
@@ -277,8 +279,8 @@ def written_so_far(session: Session) -> list[str]:
     out = []
     for key, data in sorted(session.state.get("backups", {}).items()):
         path = session.pack_root / key
-        now = path.read_bytes() if path.is_file() else None
-        if now != (None if data is None else base64.b64decode(data)):
+        held = not path.is_file() if data is None else holds_bytes(path, base64.b64decode(data))
+        if not held:
             out.append(key)
     return out
 
@@ -320,7 +322,7 @@ def _backup(session: Session, paths: list[Path]) -> None:
     for path in paths:
         key = rel(session.pack_root, path)
         if key not in backups:
-            backups[key] = base64.b64encode(path.read_bytes()).decode() if path.is_file() else None
+            backups[key] = base64.b64encode(backup_bytes(path)).decode() if path.is_file() else None
     size = len(dumps(session.state))
     if size > MAX_STATE_BYTES:
         sizes = {k: len(v) * 3 // 4 for k, v in backups.items() if isinstance(v, str)}
@@ -389,7 +391,7 @@ def restore(session: Session) -> list[str]:
                 path.parent.rmdir()
         else:
             raw = base64.b64decode(data)
-            if not path.is_file() or path.read_bytes() != raw:
+            if not holds_bytes(path, raw):
                 atomic_write(path, raw)
                 out.append(rel)
     return out
@@ -399,8 +401,7 @@ def keep_undo(session: Session, written: list[str]) -> Path:
     """Before a finished rebase drops its work folder: what ``--undo`` needs, in ``<pack>/.rebase/`` where --undo
     looks, whatever ``--work`` was (``.rebase/`` is not part of the pack): the bytes each pack file had before,
     and the sha256 of what the rebase wrote."""
-    now = {w: hashlib.sha256((session.pack_root / w).read_bytes()).hexdigest()
-           for w in written if (session.pack_root / w).is_file()}
+    now = {w: sha for w in written if (sha := written_sha(session.pack_root / w)) is not None}
     path = work_root(session.pack_root) / f"{session.new_name}.undo.json"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
@@ -419,8 +420,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
         raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
     data = read_json(found[0], f"remove it by hand (rm {quote(str(found[0]))})")
     check_undo(found[0], data, pack_root)
-    changed = [w for w, sha in data["written"].items()
-               if not (pack_root / w).is_file() or hashlib.sha256((pack_root / w).read_bytes()).hexdigest() != sha]
+    changed = [w for w, sha in data["written"].items() if written_sha(pack_root / w) != sha]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
                             f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "

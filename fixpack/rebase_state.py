@@ -35,7 +35,16 @@ from typing import Any
 from .documents import MAX_STATE_BYTES, TooLargeError, loads_json, read_capped
 from .errors import BadInputError, DamagedStateError
 from .records import is_sha256
-from .safepath import ID_RE, link_on_the_way, name_problem, path_problem
+from .safepath import (
+    ID_RE,
+    holds_bytes,
+    link_on_the_way,
+    name_problem,
+    not_a_file,
+    path_problem,
+    read_regular,
+    sha256_regular,
+)
 
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
@@ -187,7 +196,7 @@ def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
         data = backups[rel]
         if data is None:
             why = f"is null (a file the rebase made, which --abort removes), but git tracks {rel}"
-        elif (pack_root / rel).read_bytes() != head or base64.b64decode(data) == head:
+        elif not holds_bytes(pack_root / rel, head) or base64.b64decode(data) == head:
             continue
         else:
             why = (f"holds bytes {rel} never had at git HEAD, and {rel} is committed and unchanged: --abort would "
@@ -195,6 +204,28 @@ def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
         raise DamagedStateError(path, f"backups[{rel!r}] {why}: the rebase did not write that record",
                                 f"keep {rel}: if no rebase is in progress, remove the state by hand "
                                 f"(rm {quote(str(path))}), else give the --work folder it was started with")
+
+
+def backup_bytes(path: Path) -> bytes:
+    """A pack file's bytes to back up (read capped, without blocking, never through a link: one that is no longer
+    the regular file check_backups_fit sized is refused, exit 2, naming it, before anything is written)."""
+    try:
+        return read_regular(path, MAX_STATE_BYTES, follow=False)
+    except (OSError, TooLargeError) as exc:
+        what = f"{exc.size} bytes" if isinstance(exc, TooLargeError) else \
+            f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path) or exc.strerror
+        raise BadInputError(f"{path}: a pack file the rebase would replace is now {what}, not the file it sized: "
+                            f"put the pack file itself there (or move it away), then run the rebase again; nothing "
+                            f"was written to the pack") from exc
+
+
+def written_sha(path: Path) -> str | None:
+    """The sha256 of a pack file the rebase wrote, read in blocks, never through a link nor from a FIFO (None: no
+    regular file there)."""
+    try:
+        return sha256_regular(path)
+    except OSError:
+        return None
 
 
 def _at_head(pack_root: Path, rel: str) -> bytes | None:

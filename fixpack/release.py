@@ -33,7 +33,7 @@ from .gitutil import clone_at
 from .model import TargetSpec
 from .progress import QUIET, DownloadTracker, Progress
 from .runlock import run_lock
-from .safepath import TooLargeError, read_regular
+from .safepath import TooLargeError, read_regular, sha256_regular
 from .targets import FoundTarget, check_pin, read_facts
 
 
@@ -140,7 +140,7 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
             if (path.exists() or path.is_symlink()) and not path.is_file():  # a folder, a dangling link, a fifo
                 raise EnvironmentProblem(f"{path}: not a file, where the release cache keeps the sdist it downloads; "
                                          f"remove it (nothing else of the cache was changed) and run again")
-        if tarball.is_file() and file_sha256(tarball) != pkg.digests["sha256"].lower():  # damaged, or another upload
+        if tarball.is_file() and file_sha256(tarball, True) != pkg.digests["sha256"].lower():  # damaged, or re-uploaded
             progress.note(f"{tarball}: its sha256 is not the index's {pkg.digests['sha256']}; removing it and "
                           f"downloading again")
             tarball.unlink()
@@ -188,13 +188,10 @@ def _checked_before(dest: Path) -> tuple[Path, str] | None:
     return (tarball, recorded) if file_sha256(tarball) == recorded else None
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of ``path``'s bytes, hex (the form of the simple index's ``#sha256=`` digest)."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def file_sha256(path: Path, follow: bool = False) -> str:
+    """The sha256 of ``path``'s bytes, hex (the form of the simple index's ``#sha256=`` digest), read in blocks
+    without blocking, a regular file only, never through a link unless ``follow`` (:func:`sha256_regular`)."""
+    return sha256_regular(path, follow)
 
 
 def _unpack(tarball: Path, sha256: str, dest: Path) -> None:

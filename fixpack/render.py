@@ -14,6 +14,7 @@ from typing import Any
 
 import tomlkit
 
+from .documents import pack_text
 from .model import Profile, TargetSpec
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .targets import FoundTarget, normalize_commit
@@ -43,7 +44,7 @@ def render_profile(old: Profile, new_name: str, pairs: dict[str, TargetPair], ou
     the new name and description, pins read from the new release copies, and the fix lists annotated
     with each fix's outcome (a dropped fix is commented out)."""
     onto = ", ".join(f"{p.spec.name} {p.new.version}" for p in pairs.values() if p.new)
-    doc = tomlkit.parse(old.path.read_text("utf-8"))
+    doc = tomlkit.parse(pack_text(old.path, "run the rebase again; nothing was written to the pack"))
     doc["name"] = new_name
     desc = (f"Profile {old.name} rebased onto {onto} by `fixpack rebase` (see its report). Default fixes are "
             f"applied by every run; opt-in fixes only when named on the command line.")

@@ -9,10 +9,15 @@ the tool's own state folder. Two spellings of one file would otherwise be two ke
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
 
 STATE_DIR = ".fixpack"
 
@@ -127,20 +132,30 @@ class TooLargeError(ValueError):
         return f"{self.size} bytes, more than the {cap} {kind} may have"
 
 
+def _open_regular(path: Path, follow: bool) -> tuple[BinaryIO, int, os.stat_result]:
+    """``path`` open for reading without blocking (``follow=False``: never through a link at ``path``, ELOOP), its
+    descriptor and its fstat; anything that is no regular file is an OSError (EINVAL), closed unread."""
+    import errno
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb"), fd, st
+
+
 def read_regular(path: Path, limit: int | None = None, follow: bool = True) -> bytes:
     """The bytes of the regular file ``path`` (a link followed), opened without blocking: a FIFO put there
     since :func:`not_a_file` looked is an OSError (EINVAL) rather than a read that waits for ever. ``limit``:
     a file larger is TooLargeError, its size told by the open file, never read (at most ``limit + 1`` bytes
     are, should it grow meanwhile). ``follow=False``: a symbolic link at ``path`` itself is an OSError
     (ELOOP, ``O_NOFOLLOW``), never read through (the state's files; a file the tool may replace)."""
-    import errno
-
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    f, fd, st = _open_regular(path, follow)
+    with f:
         if limit is None:
             return f.read()
         if st.st_size > limit:
@@ -149,3 +164,32 @@ def read_regular(path: Path, limit: int | None = None, follow: bool = True) -> b
         if len(data) > limit:  # it grew since the fstat
             raise TooLargeError(path, max(os.fstat(fd).st_size, len(data)), limit)
         return data
+
+
+def holds_bytes(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding exactly ``data``: read as :func:`read_regular` reads
+    it, no further than ``len(data)`` and one byte (a FIFO, a link, a larger file, nothing there: False)."""
+    try:
+        return read_regular(path, len(data), follow=False) == data
+    except (OSError, TooLargeError):
+        return False
+
+
+HASH_BLOCK = 1 << 20  # the bytes of a file :func:`sha256_regular` holds at a time
+
+
+def hash_regular(path: Path, h: Hash, follow: bool = False) -> None:
+    """Feed the bytes of the regular file ``path`` to ``h``, opened as :func:`read_regular` opens it (without
+    blocking, never through a link unless ``follow``; anything else an OSError) and read in blocks of
+    ``HASH_BLOCK``: a file of any size is hashed without being held."""
+    f, _fd, _st = _open_regular(path, follow)
+    with f:
+        for block in iter(lambda: f.read(HASH_BLOCK), b""):
+            h.update(block)
+
+
+def sha256_regular(path: Path, follow: bool = False) -> str:
+    """The sha256 (hex) of the regular file ``path``, read in blocks (:func:`hash_regular`)."""
+    h = hashlib.sha256()
+    hash_regular(path, h, follow)
+    return h.hexdigest()

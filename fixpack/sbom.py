@@ -13,7 +13,6 @@ written by this tool on one machine checks an image on another.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -41,10 +40,11 @@ from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
 from .errors import BadInputError, MismatchError
 from .model import Fix
 from .outputs import check_file, refuse_inside, write_failed
+from .patchfiles import patch_again
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
-from .safepath import TooLargeError, not_a_file, read_regular
+from .safepath import TooLargeError, not_a_file, read_regular, sha256_regular
 from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
@@ -85,10 +85,14 @@ class VerifyResult:
 
 
 def _sha(path: Path) -> str:
+    """The sha256 of a recorded file of the image, read in blocks, never through a link nor from a FIFO (what a
+    run writes there is a regular file): "missing", or "not a regular file" (a difference verify names)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return sha256_regular(path)
+    except (FileNotFoundError, NotADirectoryError):
         return "missing"
+    except OSError:
+        return "missing" if not os.path.lexists(path) else "not a regular file"
 
 
 def read_image(req: Request) -> tuple[Context, list[TargetState]]:
@@ -121,10 +125,13 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
     return ctx, states
 
 
+_AGAIN = "run the sbom command again; nothing was written"  # a patch file changed since the load
+
+
 def _patch(fix: Fix) -> Patch:
     status = fix.upstream.status
     kind = PatchClassification.BACKPORT if status in ("backport", "accepted") else PatchClassification.UNOFFICIAL
-    text = "".join(p.path.read_text("utf-8", "surrogateescape") for p in fix.patches)
+    text = "".join(patch_again(p, then=_AGAIN).decode("utf-8", "surrogateescape") for p in fix.patches)
     refs = [XsUri(fix.upstream.link)] if fix.upstream.link else None
     issue = IssueType(type=IssueClassification.DEFECT, id=fix.id, name=fix.summary, description=fix.why.strip(),
                       references=refs)

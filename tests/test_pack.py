@@ -20,7 +20,7 @@ def test_patches_are_deterministic():
     assert stale_patches(pack) == [], "run `fixpack format` and commit"
     for fix in pack.fixes.values():
         for p in fix.patches:
-            text = normalized(fix, p.path)
+            text = normalized(fix, p)
             assert "\nindex " not in text and "\nDate:" not in text
             assert normalize_text(fix, text) == text
 
