@@ -126,14 +126,18 @@ def test_ranked_tp_partials(cfg):
 
 @pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 2, "ranked_stages_down": 0, "ranked_maxnreg_gate_up": 96,
                                       "ranked_few": {"ranked_stages": 3, "ranked_stages_down": 3}},
-                                 {"ranked_act_launch": True}])
+                                 {"ranked_act_launch": True}, "defaults"])
 def test_ranked_muse_shapes(cfg):
     """The muse shapes as benchmarked: EP8 (32 local experts of 4096; batch 1 and 4 route one or two here)
     and EP2 x TP4 (128 local experts, slices of 1024), batches 1 and 4; register loads, and the rings (3 slots
     at batch 1, where at most 8 experts can be routed here: ranked_few; 2 for the gate/up GEMM above); the act
-    launch (eleventh round) where "auto" takes it (EP2 x TP4 batch 1) and everywhere with True."""
+    launch (eleventh round) everywhere with True, and with the shipped defaults (kernel.GLUON_CONFIG, whose
+    ``ranked_act_launch`` "auto" takes it at EP2 x TP4 batch 1 only; a test's config is used as it is, unset keys
+    off)."""
     from _kernel_cases import assert_ok, check_case, check_tp_case
-    from mxfp4_moe.kernel import LAST_LAUNCH
+    from mxfp4_moe.kernel import GLUON_CONFIG, LAST_LAUNCH
+    defaults = cfg == "defaults"
+    cfg = dict(GLUON_CONFIG) if defaults else {**RANKED, **cfg}
     torch.backends.cuda.matmul.allow_tf32 = False
     v = load_variant("muse")
     ex8 = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=v.local_experts,
@@ -141,22 +145,21 @@ def test_ranked_muse_shapes(cfg):
     ex8_t = ex8.to_tiled_layout()
     for tokens in (1, 4):
         assert_ok(check_case(ex8, ex8_t, tokens, "random", v.experts, v.top_k, 45000 + tokens, "cuda", "gluon",
-                             {**RANKED, **cfg}), f"muse ep8 batch {tokens}")
-        if cfg.get("ranked_few"):
+                             cfg), f"muse ep8 batch {tokens}")
+        if cfg.get("ranked_few") and not defaults:
             assert LAST_LAUNCH["stages"] == ((3, 3) if tokens == 1 else (2, 0)), LAST_LAUNCH["stages"]
-        # ranked_act_launch "auto" (the default): EP8 takes split 1 where 8 experts are routed here: no act launch
+        # "auto": EP8 takes split 1 where 8 experts are routed here, so no act launch at batch 1 or 4
         assert (LAST_LAUNCH["act"] is not None) == (cfg.get("ranked_act_launch") is True), (tokens, cfg)
     del ex8, ex8_t
     local = v.experts // (v.cards // v.tp_split)
     ex = R.random_expert_weights(local, v.latent_size, v.expert_size, expert_base=local,
                                  generator=torch.Generator(device="cuda").manual_seed(46), device="cuda")
     for tokens in (1, 4):
-        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 46000 + tokens, "cuda", "gluon",
-                            {**RANKED, **cfg})
+        res = check_tp_case(ex, tokens, v.experts, v.top_k, v.tp_split, 46000 + tokens, "cuda", "gluon", cfg)
         assert_ok(res, f"muse ep2tp4 batch {tokens}")
         assert res["combine_rel"] < 1e-2, res
         # "auto": at batch 1 the slice's gate/up GEMM splits K however many of the 8 experts are routed here
-        want = cfg.get("ranked_act_launch", "auto")
+        want = cfg.get("ranked_act_launch", False)
         assert (LAST_LAUNCH["act"] is not None) == (want is True or (want == "auto" and tokens == 1)), (tokens, cfg)
 
 
