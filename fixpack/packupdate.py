@@ -11,19 +11,22 @@ the files written into the pack, through the journalled transaction of :func:`fi
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ConflictError, FixpackError
+from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
+from .lock_hints import remove_hint
 from .model import Fix, Pack
 from .progress import QUIET, Progress
-from .safepath import holds_bytes
+from .safepath import holds_bytes, not_a_file
 from .state import leftover_journal, recover
 from .structs import dataclass, field, replace
 from .transaction import write_transaction
@@ -152,17 +155,47 @@ def _differs(path: Path, data: bytes | None) -> bool:
     return not holds_bytes(path, data)  # (read no further than data: a FIFO, a link or a larger file differs)
 
 
+def _stage_ignore(src: str, names: list[str]) -> set[str]:
+    """copytree's ignore for the stage: STAGE_IGNORED's names, and a refusal of anything that is neither a
+    folder, a regular file nor a symbolic link (copied as the link it is): a FIFO would hang the copy or end
+    it in shutil.Error, a device be read without end."""
+    skipped = set(shutil.ignore_patterns(*STAGE_IGNORED)(src, names))
+    for name in names:
+        if name in skipped:
+            continue
+        path = os.path.join(src, name)
+        mode = os.lstat(path).st_mode
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise BadInputError(f"{path}: {not_a_file(Path(path))} in the pack's checkout; the pack is copied to "
+                                f"check the new lock, and only its folders, files and links are: "
+                                f"{remove_hint(Path(path), 'it')}, then run it again; nothing was written")
+    return skipped
+
+
 def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Path:
     """A copy of the pack (its fixes, profiles and the components' folders: a few hundred KB; no caches,
-    virtual environments or work folders) with ``changes`` made."""
+    virtual environments or work folders; links copied as links) with ``changes`` made. Raises BadInputError
+    for a FIFO, socket or device in it (``_stage_ignore``) and EnvironmentProblem for a file that cannot be
+    read or copied (named, with the system's reason); the stage is a temporary folder, the pack untouched."""
     stage.mkdir(parents=True)
-    for entry in sorted(pack_root.iterdir()):
-        if entry.name in STAGE_SKIPPED or entry.name.startswith(".venv") or entry.is_symlink():
-            continue
-        if entry.is_dir():
-            shutil.copytree(entry, stage / entry.name, ignore=shutil.ignore_patterns(*STAGE_IGNORED))
-        elif entry.is_file():
-            shutil.copy2(entry, stage / entry.name)
+    try:
+        for entry in sorted(pack_root.iterdir()):
+            if entry.name in STAGE_SKIPPED or entry.name.startswith(".venv") or entry.is_symlink():
+                continue
+            if entry.is_dir():
+                shutil.copytree(entry, stage / entry.name, symlinks=True, ignore=_stage_ignore)
+            elif entry.is_file():
+                shutil.copy2(entry, stage / entry.name)
+            else:
+                _stage_ignore(str(pack_root), [entry.name])
+    except shutil.Error as exc:  # each file copytree could not copy: (source, destination, reason)
+        src, _dst, why = exc.args[0][0]
+        raise EnvironmentProblem(f"{src}: cannot be copied to check the new lock ({why}); nothing was written: "
+                                 f"make it readable or remove it, then run it again") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"{exc.filename or pack_root}: cannot be copied to check the new lock "
+                                 f"({exc.strerror or exc}); nothing was written: make it readable or remove it, "
+                                 f"then run it again") from None
     for rel, data in changes.items():
         dest = stage / rel
         if data is None:
