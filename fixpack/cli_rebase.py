@@ -94,6 +94,7 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
         raise click.UsageError("--continue, --abort and --undo exclude each other")
     got: list[int] = []  # SIGTERM unwinds as Ctrl-C does (fixpack.interrupts), and is said as SIGTERM (exit 143)
     ended: list[rebase.RebaseResult] = []  # the rebase's result once it has ended: a signal after that says so
+
     @contextmanager
     def said() -> Iterator[None]:  # the command's outcome (cli_common.outcome), a signal told as _stopped tells it
         with outcome(as_json, "rebase", profile):

@@ -273,6 +273,23 @@ def test_a_signal_once_the_rebase_is_done_says_it_is_done(pack, sig, at):  # noq
     assert cli(b, "--undo", "--name", "v2.0").returncode == 0 and pack_files(b) == before  # as told
 
 
+def test_a_signal_once_a_rebase_stopped_on_conflicts_says_so(conflicting):  # noqa: F811
+    b, old, new = conflicting
+    before = world(b.pack)
+    p = cli(b, *start_args(old, new), sig="SIGTERM", at="returned")
+    said = " ".join(p.stderr.split())
+    work = b.pack / ".rebase/v2.0"
+    assert p.returncode == 143 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert f"terminated (SIGTERM) once the rebase to v2.0 had stopped on conflicts (its report: {b.pack}/reports/" \
+           f"rebase-p1-to-v2.0.md): resolve them in {work}, then run `" in said and \
+           f"rebase --continue --pack {b.pack} --name v2.0 --allow-unproven`" in said, said
+    now = world(b.pack)  # the pack as the run left it: the rebase in progress, its report written
+    assert {k: v for k, v in now.items() if not k.startswith((".rebase", "reports"))} == before
+    assert json.loads((work / "state.json").read_text())["phase"] == "conflicts"
+    assert cli(b, "--abort", "--name", "v2.0").returncode == 0
+    assert {k: v for k, v in world(b.pack).items() if not k.startswith("reports")} == before
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_a_signal_while_undo_puts_back_waits_until_it_is_done(pack, sig):  # noqa: F811
     b, old = pack
