@@ -7,8 +7,8 @@ is plain lines; ``--json`` prints the JSON report (schemas/rebase.schema.json)."
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from .cli_common import (
 from .cli_plain import default_pack_root, envelope, exit_code
 from .cli_progress import CliProgress
 from .cli_render import console, use_rich
+from .interrupts import signals, terminated
 from .rebase_session import terminal_command
 from .render import next_steps, render_markdown
 from .runlock import pack_lock
@@ -91,8 +92,48 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     and print the report."""
     if cont + abort + undo > 1:
         raise click.UsageError("--continue, --abort and --undo exclude each other")
-    if undo:
+    got: list[int] = []  # SIGTERM unwinds as Ctrl-C does (fixpack.interrupts), and is said as SIGTERM (exit 143)
+    ended: list[rebase.RebaseResult] = []  # the rebase's result once it has ended: a signal after that says so
+
+    @contextmanager
+    def said() -> Iterator[None]:  # the command's outcome (cli_common.outcome), a signal told as _stopped tells it
         with outcome(as_json, "rebase", profile):
+            try:
+                yield
+            except KeyboardInterrupt as exc:
+                raise _stopped(exc, got, ended, pack_root, work) from None
+
+    with signals(got):
+        try:
+            _rebase(profile, to_version, roots, old_roots, cache, name, work, report_dir, only_targets, allow_dirty,
+                    cont, abort, undo, python, allow_unproven, replace, allow_older, as_json, pack_root, ended, said)
+        except KeyboardInterrupt as exc:  # outside the engine and its outcome: as the report is printed
+            with said():
+                raise exc from None
+
+
+def _stopped(exc: KeyboardInterrupt, got: list[int], ended: list[rebase.RebaseResult], pack_root: Path | None,
+             work: Path | None) -> BaseException:
+    """What a Ctrl-C or SIGTERM (``exc``; ``got``: the signals noted) outside the engine's own handling says: once
+    the rebase had ended (``ended``), that it did (done: ``--undo`` puts it back), never 'did not finish'; before,
+    SIGTERM is exit 143 (a Ctrl-C is the CLI's 'interrupted', exit 5)."""
+    from .errors import Terminated
+    from .rebase_stop import ended_after
+
+    term = terminated(exc, got)
+    if ended:
+        root = (pack_root or default_pack_root()).resolve()
+        return ended_after(ended[0], root, work.resolve() if work is not None else None, term)
+    return Terminated("terminated (SIGTERM); fixpack rebase did not finish. Run it again") if term else exc
+
+
+def _rebase(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tuple[str, ...], cache: Path | None,
+            name: str, work: Path | None, report_dir: Path | None, only_targets: tuple[str, ...], allow_dirty: bool,
+            cont: bool, abort: bool, undo: bool, python: str | None, allow_unproven: bool, replace: bool,
+            allow_older: bool, as_json: bool, pack_root: Path | None, ended: list[rebase.RebaseResult],
+            said: Callable[[], AbstractContextManager[None]]) -> None:
+    if undo:
+        with said():
             root = (pack_root or default_pack_root()).resolve()
             with pack_lock(root):  # one writer of the pack at a time
                 restored = rebase.undo(root, name)
@@ -103,14 +144,14 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     if python is not None and not python.strip():  # --python "$PY" with PY unset: not the same as no --python
         raise click.UsageError("--python is empty: give the interpreter of a stand-in image of the release "
                                "(bash tools/image-venv.sh VERSION DIR builds one), or leave --python out")
-    with outcome(as_json, "rebase", profile):
+    with said():
         req = rebase.RebaseRequest(
             pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
             work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets),
             python=python or "",
             allow_unproven=allow_unproven, replace=replace, allow_older=allow_older,
-            progress=CliProgress(as_json))
+            progress=CliProgress(as_json), ended=ended)
         with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing
             if abort:
                 restored, kept = rebase.abort(req)

@@ -50,6 +50,7 @@ from .prove import check_interpreter
 from .rebase_chain import Chain
 from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
+from .rebase_io import cannot
 from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
@@ -64,18 +65,16 @@ from .rebase_session import (
     find_work,
     keep_undo,
     load_session,
-    report_paths,
-    restore,
     resume_command,
-    undo,
     write_pack,
     write_report,
     written_so_far,
 )
 from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
-from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
-from .rebase_stop import stopped_carrying, terminated_after
+from .rebase_state import drop_work, made_repos, mark_work, report_folder
+from .rebase_stop import ended_after, io_failed, stopped_carrying, terminated_after
 from .rebase_targets import target_pairs
+from .rebase_undo import abort, undo
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
 from .states import State
@@ -107,7 +106,7 @@ def start(req: RebaseRequest) -> RebaseResult:
                        "allow_unproven": req.allow_unproven}}
     check_backups_fit(state, pack.root, backup_candidates(pack, old, new_name), work / "state.json")  # before any work
     session = Session(pack.root, old.name, new_name, to_version, pairs, work, report_dir, state, req.progress,
-                      given=req.work is not None, starting=True)
+                      given=req.work is not None, starting=True, ended=req.ended)
     try:  # first: a second start to this name, anywhere, is refused from now on (rebase_registry)
         made_root = register(pack.root, new_name, work, session.given)
     except OSError as exc:
@@ -128,8 +127,13 @@ def start(req: RebaseRequest) -> RebaseResult:
         held: list[int] = []
         if session.state["phase"] == "merging" and not session.stopped:  # nothing written, no conflict to keep:
             with signals(held, deferred=True):  # leave no trace (the folder was new or empty: what is named so,
-                drop_work(work, session.given, pack.series)  # this run made), to the end: a Ctrl-C now waits
-                unregister(pack.root, new_name, work, tidy=made_root or not session.given)
+                try:  # this run made), to the end: a Ctrl-C now waits
+                    drop_work(work, session.given, pack.series)
+                    unregister(pack.root, new_name, work, tidy=made_root or not session.given)
+                except OSError as e:
+                    drop = resume_command("abort", pack.root, new_name, work if session.given else None)
+                    raise EnvironmentProblem(f"{exc}; but what the start made is not all removed "
+                                             f"({cannot(e, what='remove')}): drop it with `{drop}`") from None
         if terminated(exc, held) and not isinstance(exc, Terminated):
             raise Terminated(f"{exc} (a SIGTERM while it removed its work folder waited until that was done)") from None
         raise
@@ -167,19 +171,6 @@ def resume(req: RebaseRequest) -> RebaseResult:
     return _signalled(session)
 
 
-def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
-    """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder. Returns the
-    paths restored or removed, relative to the pack, and its report files, kept (the record of why it stopped)."""
-    if req.work is None:
-        refuse_elsewhere(req.pack_root.resolve(), req.name, "abort")
-    session = load_session(req)
-    check_created(session.state_path, session.state["backups"], session.pack_root)
-    restored = restore(session)
-    drop_work(session.work, session.given, made_repos(session.state))
-    unregister(session.pack_root, session.new_name, session.work)
-    return restored, [p for p in report_paths(session) if p.is_file()]
-
-
 def _signalled(session: Session) -> RebaseResult:
     """:func:`_run` with SIGTERM unwound as Ctrl-C is (:mod:`fixpack.interrupts`): said where it lands as for Ctrl-C,
     as :class:`Terminated` (exit 143): while carrying (:func:`fixpack.rebase_stop.stopped_carrying`), while writing
@@ -189,7 +180,12 @@ def _signalled(session: Session) -> RebaseResult:
         with signals(got):
             return _run(session)
     except KeyboardInterrupt as exc:
+        if session.ended:  # done (or stopped on conflicts) by then: said so, never 'did not finish'
+            raise ended_after(session.ended[0], session.pack_root, session.work if session.given else None,
+                              terminated(exc, got)) from None
         if not terminated(exc, got):
+            if session.state["phase"] in ("written", "writing"):  # the pack written, the rebase not yet ended
+                raise terminated_after(session, term=False) from None
             raise
         if session.state["phase"] == "merging":  # between the carrying and the write: nothing written either
             session.stopped = True
@@ -198,6 +194,15 @@ def _signalled(session: Session) -> RebaseResult:
 
 
 def _run(session: Session) -> RebaseResult:
+    """:func:`_run_to_end`, a file it cannot write (a full disk, a read-only folder) said with its errno and the
+    way on (:func:`fixpack.rebase_stop.io_failed`, exit 5)."""
+    try:
+        return _run_to_end(session)
+    except OSError as exc:
+        raise io_failed(session, exc) from exc
+
+
+def _run_to_end(session: Session) -> RebaseResult:
     try:
         pack, old, outcomes = _carry_all(session)
         result = RebaseResult(old.name, session.new_name, "done", list(session.pairs.values()), outcomes,
@@ -222,6 +227,7 @@ def _run(session: Session) -> RebaseResult:
         keep_undo(session, result.written)
         drop_work(session.work, session.given, made_repos(session.state))
         unregister(session.pack_root, session.new_name, session.work)
+    session.ended.append(result)
     return result
 
 

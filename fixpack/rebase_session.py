@@ -12,7 +12,6 @@ import json
 import os
 import stat
 from pathlib import Path
-from shlex import quote
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
@@ -24,15 +23,13 @@ from .loader import load_pack, load_profile
 from .model import Pack, Profile
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
+from .rebase_io import NotPutBack, cannot, errno_text
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .rebase_state import (
     WORK_DIR,
     backup_bytes,
     check_state,
-    check_undo,
-    check_undo_takes_back,
     check_work_marker,
-    checked_name,
     default_work,
     read_json,
     state_advice,
@@ -80,6 +77,7 @@ class RebaseRequest:
     replace: bool = False  # the new profile may exist: replace it (its lock and variants too)
     allow_older: bool = False  # the new release may be older than the old profile's pin
     progress: Progress = QUIET
+    ended: list[RebaseResult] = field(default_factory=list)  # the result once it has ended (rebase_stop.ended_after)
 
 
 @dataclass
@@ -98,6 +96,7 @@ class Session:
     given: bool = False  # the work folder was given with --work: the user's (rebase_state.check_work_marker)
     starting: bool = False  # this run is the start, which drops the work folder on an error while 'merging'
     stopped: bool = False  # Ctrl-C or SIGTERM stopped this run while it carried: its work is kept (rebase_stop)
+    ended: list[RebaseResult] = field(default_factory=list)  # its result once this run has ended (the request's)
 
     @property
     def state_path(self) -> Path:
@@ -204,73 +203,99 @@ def load_session(req: RebaseRequest) -> Session:
         pairs[spec.name] = TargetPair(spec, FoundTarget(spec, old_root, *read_facts(spec, old_root), "state"),
                                       FoundTarget(spec, new_root, *read_facts(spec, new_root), "state"))
     return Session(pack_root, state["from"], state["to"], state["to_version"], pairs, work,
-                   Path(state["report_dir"]), state, progress=req.progress, given=req.work is not None)
+                   Path(state["report_dir"]), state, progress=req.progress, given=req.work is not None,
+                   ended=req.ended)
 
 
 def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:
-    """Variants, the new profile, then its lock; the original bytes go to the state file first."""
+    """Variants, the new profile, then its lock; the original bytes go to the state file first. Cut by Ctrl-C or
+    SIGTERM, or by a file it cannot write (an OSError: a read-only or full pack folder), every file written so far
+    is put back (:func:`_rolled_back`)."""
     from . import engine
 
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
     phase: str = session.state["phase"]
     changes: dict[Path, bytes | None] = {}
+    at: Path | None = None  # the pack file being written (named when it cannot be)
     try:  # from the plan on (a state this run saved as 'writing' is put back to ``phase``)
         changes = _planned_changes(session, pack, old, outcomes)
         _backup(session, [*changes, lock])
+        at = session.state_path
         session.state["phase"] = "writing"
         session.save()
         for path, data in changes.items():
+            at = path
             _write(path, data)
         for o in outcomes:
-            folder = pack.fixes[o.id].folder / session.new_name
+            folder = at = pack.fixes[o.id].folder / session.new_name
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
         rebased = tuple(n for n, p in session.pairs.items() if p.rebased)
+        at = lock
         engine.write_lock(engine.Request(
             pack_root=pack.root, profile=session.new_name,
             roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
             upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as :class:`fixpack.interrupts.Term`
         raise _rolled_back(session, phase, exc) from None
+    except OSError as exc:  # a pack file (or the state) it cannot write: put back as for Ctrl-C, said with its errno
+        if at is None:  # before the state was saved as 'writing': a pack file it could not read to back up
+            raise EnvironmentProblem(f"{cannot(exc, what='read')}; nothing was written to the pack: make it readable "
+                                     f"and run the rebase again") from exc
+        raise _rolled_back(session, phase, exc, at) from exc
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
 
 
-def _rolled_back(session: Session, phase: str, exc: KeyboardInterrupt) -> FixpackError:
-    """Ctrl-C or SIGTERM (``exc``) while :func:`write_pack` wrote: every pack file put back as it was before the
-    rebase (its backups), the state as before the write (the work repositories, resolutions and all, untouched), and
-    what to say (SIGTERM: :class:`Terminated`, exit 143). The put-back runs to its end: a second Ctrl-C or SIGTERM
+def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | None = None) -> FixpackError:
+    """Ctrl-C or SIGTERM (``exc``), or a file it could not write (``exc`` an OSError, ``at`` the file it was at),
+    while :func:`write_pack` wrote: every pack file put back as it was before the rebase (its backups), each tried,
+    the state as before the write (the work repositories, resolutions and all, untouched), and what to say
+    (SIGTERM: :class:`Terminated`, exit 143; else exit 5). The put-back runs to its end: a second Ctrl-C or SIGTERM
     meanwhile is held until it is done (said; SIGTERM makes it exit 143). A start that had no conflict (``phase``
     merging) then leaves no trace (:func:`fixpack.rebase.start`). A write cut short harder (SIGKILL) is finished
     by ``--continue``, or put back by ``--abort``."""
     held: list[int] = []
+    failed: dict[str, OSError] = {}
     with signals(held, deferred=True):
         try:
             restore(session)
-        except OSError:  # told below: the files left written, and the way on (the state keeps the write's backups)
-            pass
+        except NotPutBack as nb:  # told below: the files left written, and the way on (the state keeps the backups)
+            failed = nb.failed
+        except OSError as e:
+            failed = {"": e}
         left = written_so_far(session)
         if not left:
-            session.state["phase"] = "merging" if phase == "merging" else "conflicts"
-            session.save()
+            try:
+                session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+                session.save()
+            except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
+                pass
     term = terminated(exc, held)
-    how = "terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"
+    if isinstance(exc, OSError):
+        where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
+        how, fix_it = cannot(exc, where), "free space or make it writable, then "
+    else:
+        how, fix_it = ("terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"), ""
     kind = Terminated if term else EnvironmentProblem
     waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
     work = session.work if session.given else None
     again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
     if left:
+        named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left)
+        why = f": {errno_text(failed[''])}" if "" in failed else ""
         return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
-                    f"({', '.join(left)}){waited}: finish the rebase with `{again}`, or put them back with "
+                    f"({named}){why}{waited}: {fix_it or 'make them writable, then '}finish the rebase "
+                    f"with `{again}`, or put them back with "
                     f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
     if phase == "merging" and session.starting:
         return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to "
-                    f"the pack){waited}, and the rebase left no trace; run it again")
+                    f"the pack){waited}, and the rebase left no trace; {fix_it}run it again")
     return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to the "
-                f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: run it again "
-                f"(`{again}`)")
+                f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: {fix_it}run "
+                f"it again (`{again}`)")
 
 
 def written_so_far(session: Session) -> list[str]:
@@ -380,20 +405,29 @@ def _backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> B
 
 
 def restore(session: Session) -> list[str]:
-    out = []
+    """Every pack file the backups record put back as it was before the rebase (or removed: it was not there), each
+    tried: those it put back (relative to the pack); :class:`NotPutBack` (an OSError) naming each it could not, with
+    its error, once every other one is put back."""
+    out: list[str] = []
+    failed: dict[str, OSError] = {}
     for rel, data in sorted(session.state.get("backups", {}).items()):
         path = session.pack_root / rel
-        if data is None:
-            if path.exists():
-                remove_file(path)
-                out.append(rel)
-            if path.parent.is_dir() and path.parent.name == session.new_name and not any(path.parent.iterdir()):
-                path.parent.rmdir()
-        else:
-            raw = base64.b64decode(data)
-            if not holds_bytes(path, raw):
-                atomic_write(path, raw)
-                out.append(rel)
+        try:
+            if data is None:
+                if path.exists():
+                    remove_file(path)
+                    out.append(rel)
+                if path.parent.is_dir() and path.parent.name == session.new_name and not any(path.parent.iterdir()):
+                    path.parent.rmdir()
+            else:
+                raw = base64.b64decode(data)
+                if not holds_bytes(path, raw):
+                    atomic_write(path, raw)
+                    out.append(rel)
+        except OSError as exc:  # told once every other file is tried
+            failed[rel] = exc
+    if failed:
+        raise NotPutBack(out, failed)
     return out
 
 
@@ -406,31 +440,6 @@ def keep_undo(session: Session, written: list[str]) -> Path:
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
     return path
-
-
-def undo(pack_root: Path, name: str = "") -> list[str]:
-    """``--undo``: put back the pack files a finished rebase wrote, as they were before it. Refuses (bad
-    input, nothing written) when one of them changed since: commit or restore it first. Its file is checked
-    first (rebase_state.check_undo): a damaged or planted one is refused, nothing written."""
-    pattern, base = f"{checked_name(name) if name else '*'}.undo.json", work_root(pack_root)
-    found = sorted(base.glob(pattern)) if base.is_dir() else []
-    if len(found) != 1:
-        what = "several finished rebases can be undone: name one with --name" if found else \
-            f"no finished rebase to undo under {pack_root / WORK_DIR}"
-        raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
-    data = read_json(found[0], f"remove it by hand (rm {quote(str(found[0]))})")
-    check_undo(found[0], data, pack_root)
-    changed = [w for w, sha in data["written"].items() if written_sha(pack_root / w) != sha]
-    if changed:
-        raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
-                            f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
-                            f"fixes profiles && git clean -fd fixes profiles)")
-    check_undo_takes_back(found[0], data, pack_root)  # never 'undone' while leaving what the rebase wrote
-    session = Session(pack_root, "", data["to"], "", {}, found[0].parent / data["to"], pack_root, {"backups":
-                      data["backups"]})
-    restored = restore(session)
-    found[0].unlink()
-    return restored
 
 
 def rel(root: Path, path: Path) -> str:
@@ -450,8 +459,16 @@ def write_report(session: Session, result: RebaseResult) -> None:
         session.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write(result.report_md, result.markdown.encode())
         atomic_write(result.report_json, dumps(result.as_dict()))
-    except OSError as exc:
+    except OSError as exc:  # the rebase is still in progress (its state 'written', or 'conflicts'): say so
         from .outputs import write_failed
-        raise write_failed(exc, session.report_dir, "--report", "the rebase went on to its end and only its "
-                           "report is missing (--json prints the same facts); free space, or give a folder you "
-                           "may write with --report DIR next time") from exc
+        work = session.work if session.given else None
+        again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+        fix_it = "free space or make that folder writable (or give another with --report DIR)"
+        if session.state.get("phase") == "written":
+            done = (f"the rebase's pack files are written, but the rebase to {session.new_name} is not finished (it "
+                    f"is kept in {session.work}): {fix_it}, then finish it with `{again}`, or put the pack back with "
+                    f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+        else:
+            done = (f"the rebase stopped on conflicts and is kept in {session.work} (--json prints the report's "
+                    f"facts): {fix_it}, then resolve them and run `{again}`")
+        raise write_failed(exc, session.report_dir, "--report", done) from exc

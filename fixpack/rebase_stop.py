@@ -6,9 +6,13 @@ as :func:`fixpack.errors.interrupted` is elsewhere.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .errors import EnvironmentProblem, FixpackError, Terminated
 from .interrupts import Term
+from .rebase_io import cannot
 from .rebase_registry import entry_path
+from .rebase_result import RebaseResult
 from .rebase_session import Session, continue_flags, resume_command, written_so_far
 
 
@@ -41,11 +45,12 @@ def stopped_carrying(session: Session, exc: KeyboardInterrupt) -> FixpackError:
                 f"pack to put back) with `{drop}`")
 
 
-def terminated_after(session: Session) -> Terminated:
-    """SIGTERM once the rebase had carried every fix, while it saved its state or report, or, its pack written, while
-    it ended (its undo record, dropping its work folder), or in the instant before a cut pack write puts its files
-    back (those left written are named): ``--continue`` goes on from where it stood (it writes the same pack files
-    again); a rebase that was done by then is none in progress, and ``--undo`` puts it back."""
+def terminated_after(session: Session, term: bool = True) -> FixpackError:
+    """SIGTERM (Ctrl-C: ``term`` False, exit 5) once the rebase had carried every fix, while it saved its state or
+    report, or, its pack written, while it ended (its undo record, dropping its work folder), or in the instant
+    before a cut pack write puts its files back (those left written are named): ``--continue`` goes on from where it
+    stood (it writes the same pack files again); a rebase that was done by then is none in progress, and ``--undo``
+    puts it back."""
     work = session.work if session.given else None
     again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
     from .progname import command  # only when it is said
@@ -54,6 +59,54 @@ def terminated_after(session: Session) -> Terminated:
     done = "its pack files are written" if session.state.get("phase") == "written" else \
         f"{len(left)} pack file(s) are left written ({', '.join(left)})" if left else "nothing was written to the pack"
     undo = command("rebase", "--undo", "--pack", str(session.pack_root), "--name", session.new_name)
-    return Terminated(f"terminated (SIGTERM) while the rebase ended (its state, its report, its work folder): {done}; "
-                      f"finish it with `{again}` (when that finds no rebase in progress, this one was done: `{undo}` "
-                      f"puts its pack files back)")
+    how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
+    kind = Terminated if term else EnvironmentProblem
+    return kind(f"{how} while the rebase ended (its state, its report, its work folder): {done}; "
+                f"finish it with `{again}` (when that finds no rebase in progress, this one was done: `{undo}` "
+                f"puts its pack files back)")
+
+
+def io_failed(session: Session, exc: OSError) -> EnvironmentProblem:
+    """A file the rebase could not write, make or remove (``exc``: a full disk, a read-only or immutable folder)
+    outside its pack write (that one puts its files back and says so itself): the file and its errno, what was
+    written, and the way on. While it carried the fixes nothing was written to the pack (a start then leaves no
+    trace: :func:`fixpack.rebase.start`); once the pack is written (the state 'written', the rebase still in
+    progress), ``--continue`` finishes it."""
+    work = session.work if session.given else None
+    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    drop = resume_command("abort", session.pack_root, session.new_name, work)
+    head = cannot(exc)
+    if session.state.get("phase") == "written":
+        return EnvironmentProblem(f"{head}; the rebase's pack files are written, and the rebase to {session.new_name} "
+                                  f"is still in progress (its state is kept in {session.work}): free space or make it "
+                                  f"writable, then finish it with `{again}`, or put the pack back with `{drop}`")
+    left = written_so_far(session)
+    pack = (f"this run wrote nothing to the pack, and the {len(left)} pack file(s) an earlier run of it left written "
+            f"stay as they are ({', '.join(left)})" if left else "nothing was written to the pack")
+    if session.starting and session.state.get("phase") == "merging":
+        return EnvironmentProblem(f"{head} while the rebase carried the fixes: {pack}, and the rebase left no trace: "
+                                  f"free space or make it writable, then run it again")
+    return EnvironmentProblem(f"{head} while the rebase carried the fixes: {pack}; the rebase in {session.work} is "
+                              f"kept as it was, resolved conflicts too: free space or make it writable, then run it "
+                              f"again (`{again}`), or drop it with `{drop}`")
+
+
+def ended_after(result: RebaseResult, pack_root: Path, work: Path | None, term: bool) -> FixpackError:
+    """Ctrl-C or SIGTERM (``term``) once the rebase had ended (``result``): done (its pack files written, its
+    report, its undo record kept, its work folder dropped: nothing in progress), or stopped on conflicts (its report
+    written, its state saved), as the report was to be printed: said so, never 'did not finish'; ``--undo`` puts a
+    done one back. Exit 143 for SIGTERM, else 5."""
+    from .progname import command  # only when it is said
+
+    how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
+    kind = Terminated if term else EnvironmentProblem
+    to, report = result.to_profile, f"its report: {result.report_md}" if result.report_md else "its report"
+    if result.status == "done":
+        wrote = (f"it wrote {len(result.written)} pack file(s) ({', '.join(result.written)})" if result.written
+                 else "it wrote nothing to the pack")
+        undo = command("rebase", "--undo", "--pack", str(pack_root), "--name", to)
+        return kind(f"{how} once the rebase to {to} was done ({report}): {wrote}, and no rebase is in progress; "
+                    f"`{undo}` puts its pack files back")
+    again = resume_command("continue", pack_root, to, work, *result.continue_flags)
+    return kind(f"{how} once the rebase to {to} had stopped on conflicts ({report}): resolve them in {result.work}, "
+                f"then run `{again}`")

@@ -600,5 +600,6 @@ def test_a_report_folder_that_is_missing_or_unwritable_is_named_not_a_crash(pack
         return real(path, data, *a, **kw)
 
     monkeypatch.setattr(rebase_session, "atomic_write", full)
-    with pytest.raises(EnvironmentProblem, match=r"--report .*ENOSPC.*only its report is missing"):
+    with pytest.raises(EnvironmentProblem, match=r"--report .*ENOSPC.*pack files are written, but the rebase to v2.0 "
+                                                 r"is not finished.*rebase --continue"):
         rebase.start(req(b, old, new, report_dir=tmp_path / "reports"))

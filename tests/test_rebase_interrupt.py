@@ -162,7 +162,8 @@ def test_a_rebase_stopped_while_it_drops_its_work_folder_is_none_in_progress(con
             raise KeyboardInterrupt
         real(path, *args, **kw)
     monkeypatch.setattr(rebase_state.shutil, "rmtree", stopped)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(EnvironmentProblem, match=r"interrupted \(Ctrl-C, SIGINT\) while the rebase ended .*its pack "
+                                                 r"files are written; finish it with `.*rebase --continue"):
         rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
     assert (b.pack / "profiles/v2.0.lock").is_file() and (b.pack / ".rebase/v2.0.undo.json").is_file()
     assert not (work / "state.json").exists()

@@ -1,0 +1,122 @@
+"""``fixpack rebase --abort`` (:func:`abort`: drop a rebase in progress, its pack files put back) and ``--undo``:
+put back the pack files a finished rebase wrote, as they were before it (its record,
+``<pack>/.rebase/<name>.undo.json``, kept by :func:`fixpack.rebase_session.keep_undo`).
+
+It can be run again to its end: a file that already holds its bytes from before the rebase (or is gone, where the
+rebase made it) counts as put back, so an ``--undo`` cut short (SIGKILL, a power loss, a file it could not write)
+is finished by another. Its put-back runs with Ctrl-C and SIGTERM held (:mod:`fixpack.interrupts`, deferred): it
+goes to its end, then says it was interrupted (SIGTERM: exit 143). A file it cannot put back is named with its error
+once every other file is put back, and the record is kept for the ``--undo`` that finishes it."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+from pathlib import Path
+from shlex import quote
+
+from .errors import BadInputError, EnvironmentProblem, Terminated
+from .interrupts import signals
+from .rebase_io import NotPutBack, cannot
+from .rebase_registry import refuse_elsewhere, unregister
+from .rebase_session import RebaseRequest, Session, load_session, report_paths, restore, resume_command
+from .rebase_state import (
+    WORK_DIR,
+    check_created,
+    check_undo,
+    check_undo_takes_back,
+    checked_name,
+    drop_work,
+    made_repos,
+    read_json,
+    work_root,
+    written_sha,
+)
+from .safepath import holds_bytes
+
+
+def undo(pack_root: Path, name: str = "") -> list[str]:
+    """``--undo``: put back the pack files a finished rebase wrote, as they were before it. Refuses (bad
+    input, nothing written) when one of them changed since (other than to its bytes from before: an earlier
+    ``--undo``'s): commit or restore it first. Its file is checked first (rebase_state.check_undo): a damaged or
+    planted one is refused, nothing written."""
+    pattern, base = f"{checked_name(name) if name else '*'}.undo.json", work_root(pack_root)
+    found = sorted(base.glob(pattern)) if base.is_dir() else []
+    if len(found) != 1:
+        what = "several finished rebases can be undone: name one with --name" if found else \
+            f"no finished rebase to undo under {pack_root / WORK_DIR}"
+        raise BadInputError(what + (f" ({', '.join(p.name for p in found)})" if found else ""))
+    record = found[0]
+    data = read_json(record, f"remove it by hand (rm {quote(str(record))})")
+    check_undo(record, data, pack_root)
+    backups = data["backups"]
+    changed = [w for w, sha in data["written"].items()
+               if written_sha(pack_root / w) != sha and not _put_back(pack_root / w, backups.get(w, ""))]
+    if changed:
+        raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
+                            f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
+                            f"fixes profiles && git clean -fd fixes profiles)")
+    check_undo_takes_back(record, data, pack_root)  # never 'undone' while leaving what the rebase wrote
+    session = Session(pack_root, "", data["to"], "", {}, record.parent / data["to"], pack_root, {"backups": backups})
+    held: list[int] = []
+    from .progname import command  # only when a message names it
+
+    again = f"run `{command('rebase', '--undo', '--pack', str(pack_root), '--name', data['to'])}` again"
+    with signals(held, deferred=True):  # to its end: a Ctrl-C or SIGTERM now waits, and is said after
+        try:
+            restored = restore(session)
+        except NotPutBack as exc:
+            raise EnvironmentProblem(f"rebase --undo could not put back {len(exc.failed)} pack file(s): {exc.named()}; "
+                                     f"the others are put back ({len(exc.restored)} now: "
+                                     f"{', '.join(exc.restored) or 'none'}), and {record} is kept: free space or make "
+                                     f"them writable, then {again}, which finishes it") from None
+        try:
+            record.unlink()
+        except OSError as exc:
+            raise EnvironmentProblem(f"rebase --undo put back every pack file the rebase to {data['to']} wrote, but "
+                                     f"{cannot(exc, record, 'remove')}: remove it by hand (rm "
+                                     f"{quote(str(record))})") from None
+    if held:
+        term = signal.SIGTERM in held
+        how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
+        kind = Terminated if term else EnvironmentProblem
+        raise kind(f"{how} while rebase --undo put the pack files back; it waited until that was done: the rebase to "
+                   f"{data['to']} is undone ({len(restored)} pack file(s) restored or removed"
+                   f"{': ' + ', '.join(restored) if restored else ''})")
+    return restored
+
+
+def _put_back(path: Path, backup: str | None) -> bool:
+    """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, or None: not there), as
+    an earlier ``--undo`` left it; a file the record holds no backup of (``""``) never is."""
+    if backup is None:
+        return not os.path.lexists(path)
+    return bool(backup) and holds_bytes(path, base64.b64decode(backup))
+
+
+def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
+    """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder. Returns the
+    paths restored or removed, relative to the pack, and its report files, kept (the record of why it stopped). A
+    pack file it cannot put back is named with its error once every other one is put back, and the rebase is kept
+    (exit 5): ``--abort`` again finishes it."""
+    if req.work is None:
+        refuse_elsewhere(req.pack_root.resolve(), req.name, "abort")
+    session = load_session(req)
+    check_created(session.state_path, session.state["backups"], session.pack_root)
+    work = session.work if session.given else None
+    again = resume_command("abort", session.pack_root, session.new_name, work)
+    try:
+        restored = restore(session)
+    except NotPutBack as exc:
+        raise EnvironmentProblem(f"rebase --abort could not put back {len(exc.failed)} pack file(s): {exc.named()}; "
+                                 f"the others are put back, and the rebase in {session.work} is kept: free space or "
+                                 f"make them writable, then run `{again}` again, which finishes it") from None
+    try:
+        drop_work(session.work, session.given, made_repos(session.state))
+        unregister(session.pack_root, session.new_name, session.work)
+    except OSError as exc:
+        raise EnvironmentProblem(f"rebase --abort put back every pack file the rebase wrote, but "
+                                 f"{cannot(exc, what='remove')}, of its work folder {session.work} or the pack's "
+                                 f"record of it: make it writable, then run `{again}` again") from None
+    return restored, [p for p in report_paths(session) if p.is_file()]
