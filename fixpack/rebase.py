@@ -54,7 +54,6 @@ from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
-    STATE_SCHEMA,
     RebaseRequest,
     Session,
     backup_candidates,
@@ -80,7 +79,7 @@ from .rebase_start import (
     refuse_linked_variants,
     refuse_unsaid_python,
 )
-from .rebase_state import check_created, drop_work, made_repos, mark_work, report_folder
+from .rebase_state import STATE_SCHEMA, check_created, drop_work, made_repos, mark_work, report_folder
 from .rebase_stop import stopped_carrying, terminated_after
 from .rebase_targets import target_pairs
 from .renames import RENAME_SIMILARITY, find_renames, remap

@@ -45,8 +45,6 @@ from .safepath import holds_bytes
 from .structs import dataclass, field
 from .targets import FoundTarget, read_facts
 
-STATE_SCHEMA = 1
-
 
 @dataclass
 class RebaseRequest:

@@ -63,6 +63,7 @@ from .safepath import (
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
 PHASES = ("merging", "conflicts", "writing", "written")
+STATE_SCHEMA = 1  # state.json's "schema": another is refused (a later fixpack's, or edited)
 
 
 def checked_name(name: str, what: str = "rebase name (--name)") -> str:
@@ -326,8 +327,6 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
     advice = state_advice(work, pack_root)
     for key in ("pack", "from", "to", "to_version", "report_dir", "phase"):
         _want(path, state, key, str, advice)
-    from .rebase_session import STATE_SCHEMA  # (rebase_session imports this module)
-
     if _want(path, state, "schema", int, advice) != STATE_SCHEMA:
         raise DamagedStateError(path, f"key 'schema' is {state['schema']}, not {STATE_SCHEMA}: no state this "
                                       f"fixpack writes (another version's, or edited)", advice)
