@@ -9,7 +9,8 @@ Exit codes (documented in the README):
  0     the image ends in the profile's state
  1     an unexpected internal error (a bug: please report it)
  2     bad input: the pack, a profile, a patch, a lock file or the command line
- 3     image mismatch: a pin, a fingerprint, a missing target, a tampered file
+ 3     image mismatch: a pin, a fingerprint, a missing target, a tampered file; or the tool's own state
+       damaged or planted (an image's journal, a rebase's ``state.json`` or ``<name>.undo.json``)
  4     conflict: a fix does not apply, or applies only in part
  5     environment: the target is not writable, another run holds the lock
  143   ended by SIGTERM once what it had under way was undone (:class:`Terminated`): prove (its revert done),

@@ -55,7 +55,6 @@ from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
-    STATE_SCHEMA,
     RebaseRequest,
     Session,
     backup_candidates,
@@ -70,8 +69,15 @@ from .rebase_session import (
     write_report,
     written_so_far,
 )
-from .rebase_start import checked_new_profile, refuse_appeared, refuse_early
-from .rebase_state import drop_work, made_repos, mark_work, report_folder
+from .rebase_start import (
+    checked_new_profile,
+    continue_words,
+    refuse_appeared,
+    refuse_early,
+    refuse_linked_variants,
+    refuse_unsaid_python,
+)
+from .rebase_state import STATE_SCHEMA, drop_work, made_repos, mark_work, report_folder
 from .rebase_stop import ended_after, io_failed, stopped_carrying, terminated_after
 from .rebase_targets import target_pairs
 from .rebase_undo import abort, undo
@@ -142,14 +148,16 @@ def start(req: RebaseRequest) -> RebaseResult:
 def resume(req: RebaseRequest) -> RebaseResult:
     """``--continue``: read the resolved work repositories, carry the rest, write when nothing conflicts.
 
-    A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, or at the
-    start) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing; on Ctrl-C or SIGTERM
-    what :func:`start` raises then.
+    A hand resolution is code no proof has seen: without a stand-in image (``--python`` now, which a start given
+    one needs again) it needs ``allow_unproven``. Raises BadInputError otherwise, having done nothing; on Ctrl-C or
+    SIGTERM what :func:`start` raises then.
     """
     if req.work is None:  # a rebase started with --work is found by it alone: say so when it is the one
         refuse_elsewhere(req.pack_root.resolve(), req.name, "continue")
     session = load_session(req)
     refuse_appeared(session, req.replace, req.work)
+    refuse_unsaid_python(session, req.python, req.work)  # never the state's interpreter on its word
+    refuse_linked_variants(session.pack_root, session.new_name)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
         if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
@@ -157,9 +165,8 @@ def resume(req: RebaseRequest) -> RebaseResult:
                                 f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with "
                                 f"`{resume_command('abort', session.pack_root, session.new_name, req.work)}`")
     proof = session.state.setdefault("proof", {"clean": {}})
-    if req.python or proof.get("python"):  # the one given now, else the start's: it may be gone since
-        check_interpreter(req.python or proof["python"])
-    if req.python:
+    if req.python:  # the one given now (the start's, when it had one: refuse_unsaid_python), which may be gone
+        check_interpreter(req.python)
         proof.update(python=req.python, site=str(req.proof_site or ""))
     session.report_dir = report_folder(session.state_path, session.state, session.pack_root, req.report_dir)
     if req.allow_unproven:  # kept: a later --continue as printed (or typed without it) still may write
@@ -329,8 +336,8 @@ def _broken(session: Session, ch: Chain, fix: Fix, o: FixOutcome, old_steps: lis
         merge(repo, old_steps, before, names, fix.id, ch.pair.spec.name, old_v, new_v)
     o.repo = str(repo)
     o.evidence.append(f"left in {repo}: fix the change on branch rebased (edit, then `git commit --amend`; a fix of "
-                      f"one patch may also take new commits), then `fixpack rebase --continue`, which runs the "
-                      f"proof again")
+                      f"one patch may also take new commits), then `{continue_words(session.state)}`, which runs "
+                      f"the proof again")
     session.keep_repo(fix.id, {"repo": str(repo), "inputs": inputs_digest(old_steps, before), "patches": names})
     ch.stick(fix, fix.touched_paths(), fix.id)
     return o
@@ -472,7 +479,7 @@ def _ambiguous(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome,
     o.evidence += twins
     o.evidence.append("git's 3-way merge put the change on one copy (branch git-merge); branch rebased is left at "
                       "upstream: apply the fix there by hand (`git cherry-pick base..fix`, then move the change to "
-                      "the copy it belongs to and `git commit --amend`), then `fixpack rebase --continue`")
+                      f"the copy it belongs to and `git commit --amend`), then `{continue_words(session.state)}`")
     return _conflict(session, ch, fix, moved, o, repo, [], inputs)
 
 

@@ -42,8 +42,6 @@ from .safepath import holds_bytes
 from .structs import dataclass, field
 from .targets import FoundTarget, read_facts
 
-STATE_SCHEMA = 1
-
 
 @dataclass
 class RebaseRequest:
@@ -114,11 +112,15 @@ class Session:
 
 
 def continue_flags(state: dict[str, Any]) -> tuple[str, ...]:
-    """What ``rebase --continue`` needs, besides the pack and name, to run as printed: ``--allow-unproven`` when
-    the rebase was started without a stand-in image (``--python``), whose proofs it would otherwise ask for."""
+    """What ``rebase --continue`` needs, besides the pack and name, to run as printed: ``--python P`` when the
+    rebase was started with that stand-in image (``--continue`` never runs the state's interpreter unless it is
+    given again: fixpack.rebase_start.refuse_unsaid_python), else ``--allow-unproven``, as its proofs would
+    otherwise be asked for; ``--report DIR`` when the start was given one."""
     proof, report, pack = state.get("proof") or {}, state.get("report_dir"), state.get("pack")
     given = isinstance(report, str) and isinstance(pack, str) and Path(report) != (Path(pack) / "reports").resolve()
-    return (() if proof.get("python") else ("--allow-unproven",)) + (("--report", str(report)) if given else ())
+    python = proof.get("python") if isinstance(proof, dict) else None
+    proven = ("--python", python) if isinstance(python, str) and python else ("--allow-unproven",)
+    return proven + (("--report", str(report)) if given else ())
 
 
 def resume_command(action: str, pack_root: Path, name: str, work: Path | None = None, *flags: str) -> str:

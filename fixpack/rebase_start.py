@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from shlex import quote
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,7 +29,7 @@ from .rebase_result import TargetPair
 from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
 from .rebase_targets import primary_version
-from .safepath import name_problem
+from .safepath import link_on_the_way, name_problem
 
 
 def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
@@ -43,6 +45,7 @@ def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
         check_new_work((req.work or default_work(pack.root, early)).resolve(), req.work is not None, pack.root,
                        req.work)
         _refuse_existing(pack.root, early, req.replace)
+        refuse_linked_variants(pack.root, early)
     if not req.allow_dirty:
         try:
             check_clean(pack.root)
@@ -70,6 +73,7 @@ def checked_new_profile(req: RebaseRequest, pack: Pack, old: Profile,
         raise BadInputError(f"bad new profile name {new_name!r}: it must be a new name, not {old.name}; "
                             f"{name_problem(new_name) or 'set another with --name'}")
     _refuse_existing(pack.root, new_name, req.replace)
+    refuse_linked_variants(pack.root, new_name)
     work = (req.work or default_work(pack.root, new_name)).resolve()
     refuse_in_progress(work, new_name, pack.root, req.work)
     refuse_started(pack.root, new_name)
@@ -124,3 +128,43 @@ def refuse_appeared(session: Session, replace: bool, work: Path | None) -> None:
                         f"--undo puts it back) with "
                         f"`{resume_command('continue', session.pack_root, name, work, *flags, '--replace')}`; "
                         f"nothing was written")
+
+
+def refuse_linked_variants(pack_root: Path, name: str) -> None:
+    """Refuse (BadInputError, before anything is written; ``--continue`` too, as one may appear since the start) a
+    rebase to ``name`` while a symbolic link lies where it writes or removes a variant: ``fixes``, a
+    ``fixes/<fix>``, ``fixes/<fix>/<name>`` or a file in one (``--allow-dirty`` lets a pack hold one): the pack's
+    files would be read or written through it, outside the pack. Named, with the link to remove."""
+    fixes = pack_root / "fixes"
+    rels = ["fixes", *(f"fixes/{d.name}/{name}" for d in (sorted(fixes.iterdir()) if fixes.is_dir() else ()))]
+    for rel in rels:
+        folder = pack_root / rel
+        inside = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
+        for link in (link_on_the_way(pack_root, r) for r in [rel, *(f"{rel}/{p.name}" for p in inside)]):
+            if link:
+                path = pack_root / link
+                raise BadInputError(f"{path} is a symbolic link (to {os.readlink(path)}): a rebase to {name} writes "
+                                    f"and removes the files of fixes/<fix>/{name}/ in the pack, never through a link; "
+                                    f"remove the link (rm {quote(str(path))}: never what it points at) or rebase to "
+                                    f"another --name; nothing was written")
+
+
+def continue_words(state: dict[str, Any]) -> str:
+    """``fixpack rebase --continue`` with what it needs to run (:func:`continue_flags`: the start's ``--python``),
+    plain (``fixpack``, no pack nor name): for a report's evidence, which the next steps spell out in full."""
+    return " ".join(["fixpack", "rebase", "--continue", *map(quote, continue_flags(state))])
+
+
+def refuse_unsaid_python(session: Session, python: str, work: Path | None) -> None:
+    """``--continue`` runs the proofs with the ``--python`` given now, never with the interpreter the state names
+    (``state.json`` is a file anyone may edit: run on its word, a planted one would run any program): a rebase
+    whose start was given ``--python P`` (the state's ``proof.python``) is refused (BadInputError, before anything
+    runs or is written) until ``--python P`` is given again, as every ``--continue`` it prints has it."""
+    recorded = (session.state.get("proof") or {}).get("python")
+    if python or not recorded:
+        return
+    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    raise BadInputError(f"{session.state_path}: the rebase to {session.new_name} was started with --python "
+                        f"{quote(recorded)}, and --continue runs the proofs only with a --python given to it (never "
+                        f"an interpreter on the word of the state file): give it again: `{again}`; nothing was run "
+                        f"or written")

@@ -14,6 +14,20 @@ makes a folder the rebase's), and dropping it removes only what a rebase makes t
 repositories the state records).
 ``--abort`` removes a file the state records as made by the rebase only when git HEAD does not have it, and
 restores saved bytes over a file unchanged at HEAD only when they are HEAD's (:func:`check_created`).
+``state.json``'s ``proof.python`` is never run on the state's word: ``--continue`` runs the proofs with the
+``--python`` given to it, and refuses, nothing run, a rebase whose start was given one until it is given again.
+
+``<name>.undo.json`` has no trusted anchor (no signature, and the pack's git history cannot say what was in the
+working tree when the rebase ran, as ``--allow-dirty`` lets it start on uncommitted files): what ``--undo``
+checks is the record's own consistency and the pack as it is now (:func:`check_undo`,
+:func:`check_undo_takes_back`): every path one a rebase to that name writes, no link on the way; every file in
+``written`` backed up, and every backup of a file not in ``written`` only one of a variant file the rebase removed
+or never wrote, nothing there now; each written file still as the rebase wrote it (its sha256); and no bytes from
+before that are the rebase's own unless git HEAD holds them. What it cannot check: that the bytes from before
+are the ones the pack held (a record naming the same files with other bytes, or a file made by the rebase as
+overwritten, reads as one), nor that a tracked file's backup is HEAD's blob (the record says nothing of whether
+the pack was dirty, and HEAD may since hold the rebase's output): ``.rebase/`` is the user's to keep as the pack.
+
 ``report_dir`` is ``<pack>/reports`` unless ``--report`` is given again (:func:`report_folder`): the state
 cannot prove a folder elsewhere was the one the start was given.
 """
@@ -49,6 +63,7 @@ from .safepath import (
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
 PHASES = ("merging", "conflicts", "writing", "written")
+STATE_SCHEMA = 1  # state.json's "schema": another is refused (a later fixpack's, or edited)
 
 
 def checked_name(name: str, what: str = "rebase name (--name)") -> str:
@@ -273,7 +288,8 @@ def read_json(path: Path, advice: str) -> dict[str, Any]:
     """The JSON object in ``path``, a regular file (no symbolic link) of at most ``MAX_STATE_BYTES``: else
     DamagedStateError."""
     if path.is_symlink() or not path.is_file():
-        raise DamagedStateError(path, "not a regular file (a symbolic link?)", advice)
+        what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path) or "missing"
+        raise DamagedStateError(path, f"{what}, not a regular file", advice)
     try:
         data = loads_json(read_capped(path, MAX_STATE_BYTES).decode("utf-8"))
     except TooLargeError as exc:  # told by its size, never read
@@ -311,7 +327,9 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
     advice = state_advice(work, pack_root)
     for key in ("pack", "from", "to", "to_version", "report_dir", "phase"):
         _want(path, state, key, str, advice)
-    _want(path, state, "schema", int, advice)
+    if _want(path, state, "schema", int, advice) != STATE_SCHEMA:
+        raise DamagedStateError(path, f"key 'schema' is {state['schema']}, not {STATE_SCHEMA}: no state this "
+                                      f"fixpack writes (another version's, or edited)", advice)
     for key in ("targets", "conflicts", "backups"):
         _want(path, state, key, dict, advice)
     try:
@@ -380,6 +398,25 @@ def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     for key, sha in written.items():
         if not is_sha256(sha):
             raise DamagedStateError(path, f"written[{key!r}] is {sha!r}, not a sha256", advice)
+    _check_unwritten(path, data["backups"], written, pack_root, advice)
+
+
+def _check_unwritten(path: Path, backups: dict[str, Any], written: dict[str, Any], pack_root: Path,
+                     advice: str) -> None:
+    """A backup of a file the record does not say the rebase wrote (``written``, whose files ``--undo`` holds
+    against what the rebase wrote before it puts anything back) is only that of a variant file the rebase removed
+    (its bytes from before; nothing there now) or of one it never wrote (null; nothing there): the profile and its
+    lock it always writes, and one there now would be overwritten or removed by ``--undo`` unchecked. Else
+    DamagedStateError naming the key (a written file without a backup: :func:`check_undo_takes_back`)."""
+    for rel in sorted(set(backups) - set(written)):
+        if rel.startswith("profiles/"):
+            why = "the rebase writes the profile and its lock every time, so 'written' names them"
+        elif os.path.lexists(pack_root / rel):
+            why = (f"{rel} is there now, and --undo would {'remove' if backups[rel] is None else 'overwrite'} it "
+                   f"without checking it is as the rebase left it (only the files in 'written' are checked)")
+        else:
+            continue
+        raise DamagedStateError(path, f"backups[{rel!r}] names a file that 'written' does not: {why}", advice)
 
 
 def check_undo_takes_back(path: Path, data: dict[str, Any], pack_root: Path) -> None:

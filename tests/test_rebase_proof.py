@@ -62,7 +62,16 @@ def test_a_clean_text_carry_whose_proof_fails_is_broken_and_stops(builder):
     repo = b.pack / ".rebase/v2.0/value"
     (repo / MOD).write_text(BASE.replace("VALUE = 1", "VALUE = 2") + "VALUE = VALUE * 10 // 10\n")
     git(repo, "commit", "-qam", "value: keep VALUE at 2 after upstream's scaling")
-    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    assert r.continue_flags == ("--python", sys.executable)  # the printed --continue gives the start's --python
+    assert any(f"then `fixpack rebase --continue --python {sys.executable}`, which runs the proof again" in e
+               for e in o.evidence), o.evidence
+    work = snapshot(b.pack)
+    with pytest.raises(BadInputError) as err:  # never the state's interpreter on its word: give it again
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+    assert f"was started with --python {sys.executable}" in str(err.value) and \
+        str(err.value).endswith(f"--name v2.0 --python {sys.executable}`; nothing was run or written")
+    assert snapshot(b.pack) == work
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, python=sys.executable, proof_site=new))
     assert done.status == "done" and outcomes(done) == {"value": "resolved"} and done.fixes[0].proof == "proven"
 
 
@@ -142,7 +151,7 @@ def test_an_interpreter_gone_before_continue_is_bad_input(builder, tmp_path):
     python.unlink()  # the stand-in image was removed between the start and --continue
     state = (b.pack / ".rebase/v2.0/state.json").read_bytes()
     try:
-        rebase.resume(rebase.RebaseRequest(pack_root=b.pack))
+        rebase.resume(rebase.RebaseRequest(pack_root=b.pack, python=str(python)))  # the start's, given again
     except BadInputError as exc:
         assert f"--python {python}: no such file" in str(exc)
     else:
