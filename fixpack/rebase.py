@@ -35,8 +35,6 @@ import shutil
 import time
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
 from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError, Terminated
 from .evaluate import TRUSTED, FixEvidence, decide, run_pass
 from .gitutil import run as git
@@ -79,7 +77,7 @@ from .rebase_start import (
 )
 from .rebase_state import STATE_SCHEMA, drop_work, made_repos, mark_work, report_folder
 from .rebase_stop import ended_after, io_failed, stopped_carrying, terminated_after
-from .rebase_targets import target_pairs
+from .rebase_targets import target_pairs, version_le
 from .rebase_undo import abort, undo
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
@@ -273,16 +271,6 @@ def _flag(o: FixOutcome, fix: Fix, session: Session) -> None:
                        f"check and drop the fix")
     if o.outcome == "upstreamed":
         o.flags.append("proposed for dropping: kept in the new profile with a comment; remove it by hand")
-
-
-def version_le(a: str, b: str) -> bool:
-    """``a <= b`` for release versions (PEP 440, through ``packaging``); a version that does not parse
-    is bad input in fix.toml's ``fixed_in``."""
-    try:
-        return Version(a.lstrip("v")) <= Version(b.lstrip("v"))
-    except InvalidVersion as exc:
-        raise BadInputError(f"version {a!r} or {b!r} is not a release version (PEP 440): {exc}; fix "
-                            f"fixed_in in fix.toml") from exc
 
 
 def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],

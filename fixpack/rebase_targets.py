@@ -1,7 +1,10 @@
 """The release copies a rebase works on, for each target of the old profile: the new one (``--root``, else fetched
-at ``--to``) and the old one, the 3-way base (``--old-root``, else fetched at the old profile's pin)."""
+at ``--to``) and the old one, the 3-way base (``--old-root``, else fetched at the old profile's pin); and
+:func:`version_le`, which compares a fix's ``fixed_in`` with the new release's version."""
 
 from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError
 from .model import Pack, Profile, TargetSpec
@@ -67,3 +70,13 @@ def primary_version(pairs: dict[str, TargetPair]) -> str:
         if p.new is not None:
             return p.new.version
     raise BadInputError("no target is rebased")  # pragma: no cover - _pairs refuses this first
+
+
+def version_le(a: str, b: str) -> bool:
+    """``a <= b`` for release versions (PEP 440, through ``packaging``); a version that does not parse
+    is bad input in fix.toml's ``fixed_in``."""
+    try:
+        return Version(a.lstrip("v")) <= Version(b.lstrip("v"))
+    except InvalidVersion as exc:
+        raise BadInputError(f"version {a!r} or {b!r} is not a release version (PEP 440): {exc}; fix "
+                            f"fixed_in in fix.toml") from exc
