@@ -159,12 +159,17 @@ def refuse_unsaid_python(session: Session, python: str, work: Path | None) -> No
     """``--continue`` runs the proofs with the ``--python`` given now, never with the interpreter the state names
     (``state.json`` is a file anyone may edit: run on its word, a planted one would run any program): a rebase
     whose start was given ``--python P`` (the state's ``proof.python``) is refused (BadInputError, before anything
-    runs or is written) until ``--python P`` is given again, as every ``--continue`` it prints has it."""
+    runs or is written) until a ``--python`` is given again. The refusal names P as what the state says, never as
+    a command to run: its ``--continue`` has ``--python PATH`` (a run that was given one prints it, as every
+    ``--continue`` it prints has it)."""
     recorded = (session.state.get("proof") or {}).get("python")
     if python or not recorded:
         return
-    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
-    raise BadInputError(f"{session.state_path}: the rebase to {session.new_name} was started with --python "
-                        f"{quote(recorded)}, and --continue runs the proofs only with a --python given to it (never "
-                        f"an interpreter on the word of the state file): give it again: `{again}`; nothing was run "
-                        f"or written")
+    flags = continue_flags(session.state)
+    flags = tuple("PATH" if i and flags[i - 1] == "--python" else f for i, f in enumerate(flags))
+    again = resume_command("continue", session.pack_root, session.new_name, work, *flags)
+    raise BadInputError(f"{session.state_path}: the rebase to {session.new_name} was started with a --python (this "
+                        f"state file names {quote(recorded)}), and --continue runs the proofs only with a --python "
+                        f"given to it, never an interpreter on the word of the state file, which whoever can write "
+                        f"there may have changed: check that it is the stand-in image's interpreter you gave, then "
+                        f"give its path as PATH: `{again}`; nothing was run or written")
