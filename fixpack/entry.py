@@ -1,7 +1,7 @@
 """The entry points' guard (``python -m fixpack.cli``, the ``fixpack`` console script, ``apply_all.py``):
 Ctrl-C (SIGINT) while Python imports the tool, before a command has started, is exit 5 with the one
 ``interrupted`` line (a JSON document with ``--json``), never a traceback, an exit 1 or a death by SIGINT;
-and one that comes after the command has ended leaves its exit code as it was.
+and one that comes after the command has ended, or a SIGTERM then, leaves its exit code as it was.
 
 This module imports nothing heavy (only ``sys``; not even ``typing``), so that the guard is in place
 before the rest of the tool is imported; the message is built only when it is needed
@@ -69,11 +69,14 @@ def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
 
 
 def _ignore_sigint() -> None:
-    """SIGINT ignored from here on, and CPython's note of an unhandled KeyboardInterrupt cleared: a Ctrl-C
+    """SIGINT and SIGTERM ignored from here on (the run has ended or is saying why it stopped: a SIGTERM now,
+    a CI timeout's, would end a finished run as killed, exit 143 with nothing said, where the command's own
+    code is the truth), and CPython's note of an unhandled KeyboardInterrupt cleared: a Ctrl-C
     that landed in code run by ``exec`` of a string (a dataclass's generated methods, while a module is
     imported) sets it even when the KeyboardInterrupt is then caught, and Python would end the process by
     SIGINT (exit -2) after this run's own exit; the next ``exec`` of a string that completes clears it."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     exec("None")  # a constant: only to clear that note
