@@ -32,6 +32,7 @@ The report (Markdown and JSON) is written in every case.
 from __future__ import annotations
 
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -228,11 +229,15 @@ def _run_to_end(session: Session) -> RebaseResult:
         result.written = write_pack(session, pack, old, outcomes)
     result.next_steps = next_steps(result)
     write_report(session, result)
+    held: list[int] = []
     if result.status == "done":
-        keep_undo(session, result.written)
-        drop_work(session.work, session.given, made_repos(session.state))
-        unregister(session.pack_root, session.new_name, session.work)
+        with signals(held, deferred=True):  # the ending to its end (a SIGTERM there left the work folder and the
+            keep_undo(session, result.written)  # record of a rebase in progress that no command removed)
+            drop_work(session.work, session.given, made_repos(session.state))
+            unregister(session.pack_root, session.new_name, session.work)
     session.ended.append(result)
+    if held:  # said by _signalled as a signal once the rebase was done
+        raise Term() if signal.SIGTERM in held else KeyboardInterrupt()
     return result
 
 
