@@ -184,6 +184,12 @@ class Terminated(FixpackError):
     exit_code = EXIT_TERMINATED
 
 
+def stopped_by(term: bool) -> tuple[str, type[FixpackError]]:
+    """How a run stopped by a signal says so, and the error that says it: SIGTERM ``terminated (SIGTERM)``,
+    :class:`Terminated` (exit 143); Ctrl-C ``interrupted (Ctrl-C, SIGINT)``, :class:`EnvironmentProblem` (exit 5)."""
+    return ("terminated (SIGTERM)", Terminated) if term else ("interrupted (Ctrl-C, SIGINT)", EnvironmentProblem)
+
+
 class GitError(FixpackError):
     """A git command failed; the message holds the command, its exit code and its output."""
 

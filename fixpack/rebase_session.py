@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, Terminated
+from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, stopped_by
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
@@ -131,6 +131,14 @@ def resume_command(action: str, pack_root: Path, name: str, work: Path | None = 
 
     where = ["--work", str(work.resolve())] if work is not None else ["--name", name]
     return command("rebase", f"--{action}", "--pack", str(pack_root), *where, *flags)
+
+
+def way_on(session: Session, action: str) -> str:
+    """``rebase --continue`` (with :func:`continue_flags`) or ``--abort`` (``action``) of ``session``'s rebase, as
+    :func:`resume_command` writes it (``--work`` where the rebase was given one)."""
+    flags = continue_flags(session.state) if action == "continue" else ()
+    return resume_command(action, session.pack_root, session.new_name, session.work if session.given else None,
+                          *flags)
 
 
 def terminal_command(pack_root: Path, name: str, work: Path | None = None) -> Command:
@@ -280,18 +288,17 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
         how, fix_it = cannot(exc, where), "free space or make it writable, then "
     else:
-        how, fix_it = ("terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"), ""
-    kind = Terminated if term else EnvironmentProblem
+        how, fix_it = stopped_by(isinstance(exc, Term))[0], ""
+    kind = stopped_by(term)[1]
     waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
-    work = session.work if session.given else None
-    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    again = way_on(session, "continue")
     if left:
         named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left)
         why = f": {errno_text(failed[''])}" if "" in failed else ""
         return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
                     f"({named}){why}{waited}: {fix_it or 'make them writable, then '}finish the rebase "
                     f"with `{again}`, or put them back with "
-                    f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+                    f"`{way_on(session, 'abort')}`")
     if phase == "merging" and session.starting:
         return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to "
                     f"the pack){waited}, and the rebase left no trace; {fix_it}run it again")
@@ -463,13 +470,12 @@ def write_report(session: Session, result: RebaseResult) -> None:
         atomic_write(result.report_json, dumps(result.as_dict()))
     except OSError as exc:  # the rebase is still in progress (its state 'written', or 'conflicts'): say so
         from .outputs import write_failed
-        work = session.work if session.given else None
-        again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+        again = way_on(session, "continue")
         fix_it = "free space or make that folder writable (or give another with --report DIR)"
         if session.state.get("phase") == "written":
             done = (f"the rebase's pack files are written, but the rebase to {session.new_name} is not finished (it "
                     f"is kept in {session.work}): {fix_it}, then finish it with `{again}`, or put the pack back with "
-                    f"`{resume_command('abort', session.pack_root, session.new_name, work)}`")
+                    f"`{way_on(session, 'abort')}`")
         else:
             done = (f"the rebase stopped on conflicts and is kept in {session.work} (--json prints the report's "
                     f"facts): {fix_it}, then resolve them and run `{again}`")

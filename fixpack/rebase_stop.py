@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import EnvironmentProblem, FixpackError, Terminated
+from .errors import EnvironmentProblem, FixpackError, stopped_by
 from .interrupts import Term
 from .rebase_io import cannot
 from .rebase_registry import entry_path
 from .rebase_result import RebaseResult
-from .rebase_session import Session, continue_flags, resume_command, written_so_far
+from .rebase_session import Session, resume_command, way_on, written_so_far
+
+
+def _nothing_this_run(left: list[str]) -> str:
+    """What a run stopped before its pack write says of the pack (``left``: files an earlier run, cut short harder,
+    left written)."""
+    return (f"this run wrote nothing to the pack, and the {len(left)} pack file(s) an earlier run of it left written "
+            f"stay as they are ({', '.join(left)})" if left else "")
 
 
 def stopped_carrying(session: Session, exc: KeyboardInterrupt) -> FixpackError:
@@ -23,15 +30,10 @@ def stopped_carrying(session: Session, exc: KeyboardInterrupt) -> FixpackError:
     the work repositories of the conflicts met so far, and the pack's record of the rebase in progress (which
     refuses a new start to the name): ``--continue`` carries the fixes again and writes the pack, ``--abort`` drops
     it. A ``--continue`` keeps the rebase as it was, resolved conflicts too."""
-    how = "terminated (SIGTERM)" if isinstance(exc, Term) else "interrupted (Ctrl-C, SIGINT)"
-    kind = Terminated if isinstance(exc, Term) else EnvironmentProblem
-    work = session.work if session.given else None
-    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
-    drop = resume_command("abort", session.pack_root, session.new_name, work)
-    left = written_so_far(session)
-    pack = (f"this run wrote nothing to the pack, and the {len(left)} pack file(s) an earlier run of it left written "
-            f"stay as they are ({', '.join(left)})" if left else "nothing was written to the pack (fixes/ and "
-            "profiles/ are as they were: it writes them once every fix is carried)")
+    how, kind = stopped_by(isinstance(exc, Term))
+    again, drop = way_on(session, "continue"), way_on(session, "abort")
+    pack = _nothing_this_run(written_so_far(session)) or ("nothing was written to the pack (fixes/ and profiles/ are "
+                                                          "as they were: it writes them once every fix is carried)")
     head = f"{how} while the rebase carried the fixes: {pack}"
     if not session.starting:
         return kind(f"{head}; the rebase in {session.work} is kept as it was, resolved conflicts too: run it again "
@@ -51,16 +53,14 @@ def terminated_after(session: Session, term: bool = True) -> FixpackError:
     before a cut pack write puts its files back (those left written are named): ``--continue`` goes on from where it
     stood (it writes the same pack files again); a rebase that was done by then is none in progress, and ``--undo``
     puts it back."""
-    work = session.work if session.given else None
-    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
+    again = way_on(session, "continue")
     from .progname import command  # only when it is said
 
     left = written_so_far(session)
     done = "its pack files are written" if session.state.get("phase") == "written" else \
         f"{len(left)} pack file(s) are left written ({', '.join(left)})" if left else "nothing was written to the pack"
     undo = command("rebase", "--undo", "--pack", str(session.pack_root), "--name", session.new_name)
-    how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
-    kind = Terminated if term else EnvironmentProblem
+    how, kind = stopped_by(term)
     return kind(f"{how} while the rebase ended (its state, its report, its work folder): {done}; "
                 f"finish it with `{again}` (when that finds no rebase in progress, this one was done: `{undo}` "
                 f"puts its pack files back)")
@@ -72,17 +72,13 @@ def io_failed(session: Session, exc: OSError) -> EnvironmentProblem:
     written, and the way on. While it carried the fixes nothing was written to the pack (a start then leaves no
     trace: :func:`fixpack.rebase.start`); once the pack is written (the state 'written', the rebase still in
     progress), ``--continue`` finishes it."""
-    work = session.work if session.given else None
-    again = resume_command("continue", session.pack_root, session.new_name, work, *continue_flags(session.state))
-    drop = resume_command("abort", session.pack_root, session.new_name, work)
+    again, drop = way_on(session, "continue"), way_on(session, "abort")
     head = cannot(exc)
     if session.state.get("phase") == "written":
         return EnvironmentProblem(f"{head}; the rebase's pack files are written, and the rebase to {session.new_name} "
                                   f"is still in progress (its state is kept in {session.work}): free space or make it "
                                   f"writable, then finish it with `{again}`, or put the pack back with `{drop}`")
-    left = written_so_far(session)
-    pack = (f"this run wrote nothing to the pack, and the {len(left)} pack file(s) an earlier run of it left written "
-            f"stay as they are ({', '.join(left)})" if left else "nothing was written to the pack")
+    pack = _nothing_this_run(written_so_far(session)) or "nothing was written to the pack"
     if session.starting and session.state.get("phase") == "merging":
         return EnvironmentProblem(f"{head} while the rebase carried the fixes: {pack}, and the rebase left no trace: "
                                   f"free space or make it writable, then run it again")
@@ -98,8 +94,7 @@ def ended_after(result: RebaseResult, pack_root: Path, work: Path | None, term: 
     done one back. Exit 143 for SIGTERM, else 5."""
     from .progname import command  # only when it is said
 
-    how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
-    kind = Terminated if term else EnvironmentProblem
+    how, kind = stopped_by(term)
     to, report = result.to_profile, f"its report: {result.report_md}" if result.report_md else "its report"
     if result.status == "done":
         wrote = (f"it wrote {len(result.written)} pack file(s) ({', '.join(result.written)})" if result.written

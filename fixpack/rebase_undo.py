@@ -16,11 +16,11 @@ import signal
 from pathlib import Path
 from shlex import quote
 
-from .errors import BadInputError, EnvironmentProblem, Terminated
+from .errors import BadInputError, EnvironmentProblem, stopped_by
 from .interrupts import signals
 from .rebase_io import NotPutBack, cannot
 from .rebase_registry import refuse_elsewhere, unregister
-from .rebase_session import RebaseRequest, Session, load_session, report_paths, restore, resume_command
+from .rebase_session import RebaseRequest, Session, load_session, report_paths, restore, way_on
 from .rebase_state import (
     WORK_DIR,
     check_created,
@@ -79,8 +79,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
                                      f"{quote(str(record))})") from None
     if held:
         term = signal.SIGTERM in held
-        how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C, SIGINT)"
-        kind = Terminated if term else EnvironmentProblem
+        how, kind = stopped_by(term)
         raise kind(f"{how} while rebase --undo put the pack files back; it waited until that was done: the rebase to "
                    f"{data['to']} is undone ({len(restored)} pack file(s) restored or removed"
                    f"{': ' + ', '.join(restored) if restored else ''})")
@@ -104,8 +103,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
         refuse_elsewhere(req.pack_root.resolve(), req.name, "abort")
     session = load_session(req)
     check_created(session.state_path, session.state["backups"], session.pack_root)
-    work = session.work if session.given else None
-    again = resume_command("abort", session.pack_root, session.new_name, work)
+    again = way_on(session, "abort")
     try:
         restored = restore(session)
     except NotPutBack as exc:
