@@ -150,12 +150,19 @@ def _fence_gpu():
 
 
 @gluon.jit
+def _silu_mul_bf16(g, u):
+    """silu(g) x u of fp32 sums, rounded to BF16: the one formula of every gluon path that stores act (the fix-up,
+    the ranked act launch), so that they store the same bits."""
+    return (g / (1.0 + gl.exp(-g)) * u).to(gl.bfloat16)
+
+
+@gluon.jit
 def _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr):
     """silu(gate) * up of a gate/up tile's sums acc [BLOCK_N, BLOCK_M] (rows r and r + BLOCK_N/2: gate and
     up of one act column, in the same lane: a register bit) to act [pairs, I] in BF16."""
     a3 = gl.permute(gl.reshape(acc, [2, BLOCK_N // 2, BLOCK_M]), [1, 2, 0])
     g, u = gl.split(a3)
-    act = (g / (1.0 + gl.exp(-g)) * u).to(gl.bfloat16)
+    act = _silu_mul_bf16(g, u)
     ol_n: gl.constexpr = gl.SliceLayout(1, act.type.layout)
     ol_m: gl.constexpr = gl.SliceLayout(0, act.type.layout)
     o_n = pid_n * (BLOCK_N // 2) + gl.arange(0, BLOCK_N // 2, layout=ol_n)

@@ -35,8 +35,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 
-from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp,
-                           _store_act, _tokens, layouts)
+from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _silu_mul_bf16,
+                           _stamp, _store_act, _tokens, layouts)
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
@@ -421,8 +421,8 @@ def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget,
     (the split it sized on the device: _run_split of the same n_own, GRID_N and budget, computed here again
     before the wait), act[row, j] = silu(gate) x up in BF16 of the sums of the split's parts in h [parts,
     pairs, 2I] (the tiles' row order: act column j's gate at 2 BLOCK_N/2 (j // (BLOCK_N/2)) + j % (BLOCK_N/2),
-    its up BLOCK_N/2 further), as the fix-up's _store_act rounds it. Rows of other cards and split 1 (the
-    gate/up GEMM stored act itself): nothing. Every program waits for the gate/up GEMM before it ends."""
+    its up BLOCK_N/2 further), by the fix-up's own formula (gluon_kernel._silu_mul_bf16). Rows of other cards and
+    split 1 (the gate/up GEMM stored act itself): nothing. Every program waits for the gate/up GEMM before it ends."""
     g = gl.program_id(0)
     _gdc_launch_dependents(GDC)
     _owner, _rank, _offs, _ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
@@ -444,8 +444,7 @@ def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget,
                 ok = (j >= 0) & (q0 + q < split)
                 gs += gl.load(base + (q0 + q) * stride_hk, mask=ok, other=0.0, cache_modifier=".cg")
                 us += gl.load(base + (q0 + q) * stride_hk + HALF, mask=ok, other=0.0, cache_modifier=".cg")
-        act = (gs / (1.0 + gl.exp(-gs)) * us).to(gl.bfloat16)
-        gl.store(act_ptr + row.to(gl.int64) * stride_am + j, act)
+        gl.store(act_ptr + row.to(gl.int64) * stride_am + j, _silu_mul_bf16(gs, us))
 
 
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
