@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .documents import MAX_PATCH_BYTES, TooLargeError
 from .errors import BadInputError, Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
-from .safepath import link_on_the_way, not_a_file, path_problem, read_regular
+from .safepath import link_on_the_way, not_a_file, not_a_file_here, path_problem, read_regular
 
 if TYPE_CHECKING:
     from .binpatch import PackBudget
@@ -169,7 +169,7 @@ def patch_again(pf: PatchFile, during: str = "since the pack was loaded", then: 
     except TooLargeError as exc:
         now = f"it is now {exc.said('a patch file')}"
     except OSError as exc:
-        what = f"a symbolic link to {os.readlink(pf.path)}" if pf.path.is_symlink() else not_a_file(pf.path)
+        what = not_a_file_here(pf.path)
         now = f"it is now {what}" if what else "it is gone" if not os.path.lexists(pf.path) else \
             f"it cannot be read: {exc.strerror}"
     else:

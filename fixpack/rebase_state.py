@@ -54,7 +54,7 @@ from .safepath import (
     holds_bytes,
     link_on_the_way,
     name_problem,
-    not_a_file,
+    not_a_file_here,
     path_problem,
     read_regular,
     sha256_regular,
@@ -227,8 +227,7 @@ def backup_bytes(path: Path) -> bytes:
     try:
         return read_regular(path, MAX_STATE_BYTES, follow=False)
     except (OSError, TooLargeError) as exc:
-        what = f"{exc.size} bytes" if isinstance(exc, TooLargeError) else \
-            f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path) or exc.strerror
+        what = f"{exc.size} bytes" if isinstance(exc, TooLargeError) else not_a_file_here(path) or exc.strerror
         raise BadInputError(f"{path}: a pack file the rebase would replace is now {what}, not the file it sized: "
                             f"put the pack file itself there (or move it away), then run the rebase again; nothing "
                             f"was written to the pack") from exc
@@ -288,7 +287,7 @@ def read_json(path: Path, advice: str) -> dict[str, Any]:
     """The JSON object in ``path``, a regular file (no symbolic link) of at most ``MAX_STATE_BYTES``: else
     DamagedStateError."""
     if path.is_symlink() or not path.is_file():
-        what = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path) or "missing"
+        what = not_a_file_here(path) or "missing"
         raise DamagedStateError(path, f"{what}, not a regular file", advice)
     try:
         data = loads_json(read_capped(path, MAX_STATE_BYTES).decode("utf-8"))

@@ -117,6 +117,12 @@ def not_a_file(path: Path) -> str | None:
     return f"{link}, which is " + next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
 
 
+def not_a_file_here(path: Path) -> str | None:
+    """What is at ``path`` for a reader that never follows a link there (``follow=False``): "a symbolic link to X"
+    for any link, else :func:`not_a_file`'s words (None: a regular file, or nothing)."""
+    return f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path)
+
+
 class TooLargeError(ValueError):
     """A file larger than its reader's cap (``size`` bytes, ``limit`` the cap), refused without reading it
     (:func:`read_regular` with a limit; :func:`fixpack.documents.read_capped`)."""
