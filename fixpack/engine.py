@@ -431,6 +431,8 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
         # a target with no fix in the profile has nothing to fingerprint; it may be absent here
         if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH) and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
+    for name in sorted(with_fixes & ctx.found.keys()):
+        _refuse_changed_copy(ctx.found[name], ctx.profile.name)
     lock = lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed)
     if keep and req.only_targets:
         from . import lock_scope  # only for a lock of some of the targets
@@ -438,6 +440,25 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
         redo = partial(relock_command, ctx.profile, req.only_targets, req.roots, req.env_root, ctx.pack)
         lock = lock_scope.keep_others(ctx.pack, ctx.profile, lock, req.only_targets, redo)
     return lock, ctx.profile
+
+
+def _refuse_changed_copy(ft: FoundTarget, profile: str) -> None:
+    """A release copy that carries fetch's marker (``release.MARKER``) but is no longer the tree fetch unpacked
+    (``release.changed_since_unpack``: an edit, a file added or removed, fixes applied there) is MismatchError
+    naming the copy and what changed: a lock made from it would record that edit as the release, and ``lock
+    --check`` would call a good lock stale. A copy without the marker (the user's own) is taken as given."""
+    from .release import MARKER, changed_since_unpack  # only for a lock
+
+    if not (ft.root / MARKER).is_file():
+        return
+    why = changed_since_unpack(ft.root)
+    if why:
+        from .progname import command
+
+        fetch = command("fetch", "--profile", profile, "--target", ft.spec.name)
+        raise MismatchError(f"cannot fingerprint target {ft.spec.name}: {ft.root} is no longer the release copy "
+                            f"fetch unpacked ({why}); a lock is made from clean release copies, so nothing was "
+                            f"written: give --root a clean copy (`{fetch}` prints one)")
 
 
 def write_lock(req: Request) -> Path:

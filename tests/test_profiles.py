@@ -163,3 +163,27 @@ def test_components_install_on_the_newest_release(tmp_path):
     rv = engine.revert(req(profile, site))
     assert rv.ok and {f.id: f.action for f in rv.fixes if f.kind == "component"} == dict.fromkeys(COMPONENTS, "reverted")
     assert site_state(site) == before
+
+
+def test_a_lock_is_never_made_from_an_edited_release_copy(tmp_path):
+    """A copy of the fetched release (its marker copied with it) edited outside every hunk: `lock --check` called
+    the committed lock stale and `lock` wrote one recording the edit as the release (found by a fresh user). Both
+    are a mismatch (exit 3) naming the copy and what changed, nothing written; the unedited copy locks as before."""
+    from fixpack.errors import MismatchError
+
+    root = tmp_path / "vllm"
+    shutil.copytree(release_root("v0.30.0"), root, symlinks=True)
+    engine.check_lock_fresh(req("v0.30.0", root))  # the copy as fetched: the lock is fresh
+    target = root / "vllm/v1/sample/ops/topk_topp_sampler.py"
+    lines = target.read_text().splitlines(keepends=True)
+    lines[9] = lines[9].replace(" ", "  ", 1)
+    target.write_text("".join(lines))
+    lock = REPO / "profiles/v0.30.0.lock"
+    before = lock.read_bytes()
+    for run in (engine.check_lock_fresh, engine.write_lock):
+        with pytest.raises(MismatchError) as exc:
+            run(req("v0.30.0", root))
+        said = str(exc.value)
+        assert exc.value.exit_code == 3 and f"{root} is no longer the release copy fetch unpacked" in said, said
+        assert "its files changed since it was unpacked" in said and "fetch --profile v0.30.0 --target vllm" in said
+        assert lock.read_bytes() == before
