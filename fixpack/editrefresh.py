@@ -24,7 +24,7 @@ from .gitwork import Commit, commits_since, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, update
-from .patchfiles import patch_again
+from .patchfiles import patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -87,7 +87,12 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         old = fix.patches[i] if i < len(fix.patches) else None
         was = decode(patch_again(old, then="run the refresh again; nothing was written")) if old else ""
         text = render(_mail(fix, c, was), header_fields(fix), c.diff)
-        parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
+        parsed = parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
+        for fp in parsed.files:  # named at the commit, as the load would name it only in the patch not yet written
+            if symlink_change(fp):
+                raise BadInputError(f"{work} commit {c.sha[:12]}:{fp.diff_line}: symlink change to {fp.path!r} is not "
+                                    f"supported: ship the link target as a regular file (amend the commit); nothing "
+                                    f"was written")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None

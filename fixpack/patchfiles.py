@@ -213,10 +213,15 @@ def _patch_files(path: Path, data: bytes, binary: Binary, errors: Collector) -> 
             errors.add(f"[binary] {fp.path!r}: the fix's source file {table[fp.path]!r} is missing: no "
                        f"{binary.source(fp.path)} ({path.name} adds the file without its bytes)", where.path,
                        where.binary_entry_line(fp.path), "put the file's bytes there, in the fix's own folder")
-        if fp.old_mode == "120000" or fp.new_mode == "120000":
+        if symlink_change(fp):
             errors.add(f"symlink change to {fp.path!r} is not supported", path, fp.diff_line,
                        "ship the link target as a regular file")
     return parsed.files
+
+
+def symlink_change(fp: FilePatch) -> bool:
+    """Whether a file patch makes, changes or removes a symbolic link (git's mode 120000), which no fix ships."""
+    return "120000" in (fp.old_mode, fp.new_mode)
 
 
 def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] | set[str]) -> None:

@@ -1,7 +1,8 @@
 """The pack's copy that refresh and import check a new lock in (packupdate._stage): a FIFO, socket or device
 anywhere in the copied folders is refused by name before anything is written (it ended the copy in
 shutil.Error: exit 1, an internal error), and a symbolic link is copied as the link it is, never read
-through (a link to /dev/zero was read without end)."""
+through (a link to /dev/zero was read without end). And a refresh whose commit adds a symbolic link is refused at
+that commit, before the stage (it named a line of a patch file that does not hold it)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,19 @@ def test_a_link_in_the_pack_is_copied_as_a_link_never_read(pack3):  # noqa: F811
         signal.alarm(0)
     assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
     assert os.readlink(builder.pack / "docs" / "zero") == "/dev/zero"
+
+
+def test_a_committed_symlink_is_refused_at_its_commit_never_at_a_patch_line_not_on_disk(pack3):  # noqa: F811
+    # refresh named the fix's patch file and a line it does not have (the patch not yet written); now the commit
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / "demo_pkg" / "evil_link").symlink_to("/etc/passwd")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    sha = git(work, "rev-parse", "HEAD").strip()[:12]
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        refresh_from_work(builder.pack, "b")
+    said = str(exc.value)
+    assert f"commit {sha}:" in said and "symlink change to 'demo_pkg/evil_link' is not supported" in said, said
+    assert "fixes/b/" not in said and pack_bytes(builder.pack) == before
