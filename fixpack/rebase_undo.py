@@ -4,9 +4,10 @@ put back the pack files a finished rebase wrote, as they were before it (its rec
 
 It can be run again to its end: a file that already holds its bytes from before the rebase (or is gone, where the
 rebase made it) counts as put back, so an ``--undo`` cut short (SIGKILL, a power loss, a file it could not write)
-is finished by another. Its put-back runs with Ctrl-C and SIGTERM held (:mod:`fixpack.interrupts`, deferred): it
-goes to its end, then says it was interrupted (SIGTERM: exit 143). A file it cannot put back is named with its error
-once every other file is put back, and the record is kept for the ``--undo`` that finishes it."""
+is finished by another. Its put-back, and ``--abort``'s (with the dropping of the work folder), runs with Ctrl-C and
+SIGTERM held (:mod:`fixpack.interrupts`, deferred): it goes to its end, then says it was interrupted (SIGTERM: exit
+143). A file it cannot put back is named with its error once every other file is put back, and the record is kept
+for the ``--undo`` that finishes it."""
 
 from __future__ import annotations
 
@@ -104,17 +105,27 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     session = load_session(req)
     check_created(session.state_path, session.state["backups"], session.pack_root)
     again = way_on(session, "abort")
-    try:
-        restored = restore(session)
-    except NotPutBack as exc:
-        raise EnvironmentProblem(f"rebase --abort could not put back {len(exc.failed)} pack file(s): {exc.named()}; "
-                                 f"the others are put back, and the rebase in {session.work} is kept: free space or "
-                                 f"make them writable, then run `{again}` again, which finishes it") from None
-    try:
-        drop_work(session.work, session.given, made_repos(session.state))
-        unregister(session.pack_root, session.new_name, session.work)
-    except OSError as exc:
-        raise EnvironmentProblem(f"rebase --abort put back every pack file the rebase wrote, but "
-                                 f"{cannot(exc, what='remove')}, of its work folder {session.work} or the pack's "
-                                 f"record of it: make it writable, then run `{again}` again") from None
-    return restored, [p for p in report_paths(session) if p.is_file()]
+    held: list[int] = []
+    with signals(held, deferred=True):  # to its end, as --undo's: a Ctrl-C or SIGTERM now waits, and is said after
+        try:
+            restored = restore(session)
+        except NotPutBack as exc:
+            raise EnvironmentProblem(f"rebase --abort could not put back {len(exc.failed)} pack file(s): "
+                                     f"{exc.named()}; the others are put back, and the rebase in {session.work} is "
+                                     f"kept: free space or make them writable, then run `{again}` again, which "
+                                     f"finishes it") from None
+        try:
+            drop_work(session.work, session.given, made_repos(session.state))
+            unregister(session.pack_root, session.new_name, session.work)
+        except OSError as exc:
+            raise EnvironmentProblem(f"rebase --abort put back every pack file the rebase wrote, but "
+                                     f"{cannot(exc, what='remove')}, of its work folder {session.work} or the pack's "
+                                     f"record of it: make it writable, then run `{again}` again") from None
+    kept = [p for p in report_paths(session) if p.is_file()]
+    if held:
+        how, kind = stopped_by(signal.SIGTERM in held)
+        raise kind(f"{how} while rebase --abort put the pack files back; it waited until that was done: the rebase to "
+                   f"{session.new_name} is aborted ({len(restored)} pack file(s) restored or removed"
+                   f"{': ' + ', '.join(restored) if restored else ''})"
+                   f"{'; its report is kept: ' + ', '.join(map(str, kept)) if kept else ''}")
+    return restored, kept

@@ -7,7 +7,9 @@
   pack files written and the state 'writing');
 - Ctrl-C (or SIGTERM) while a start carries the fixes says that nothing was written to the pack, what the start
   keeps (its state, the conflicts' work repositories, the pack's record of the rebase) and the --continue and
-  --abort that go on from there (it said only "fixpack rebase did not finish. Run it again", which is refused).
+  --abort that go on from there (it said only "fixpack rebase did not finish. Run it again", which is refused);
+- a Ctrl-C or SIGTERM while --abort puts the pack files back waits until that is done, as --undo's does, then says
+  so (exit 5 / 143; it cut the put-back, leaving pack files written and the state 'writing').
 
 Each run is the CLI in a child process that sends the signal to itself at the point (a patched seam), compared
 byte for byte before and after, with its exit code and message."""
@@ -28,7 +30,9 @@ from test_rebase_trust import world
 # `python -c` this, then the CLI's arguments: the CLI sends itself $FIXPACK_TEST_SIGNAL as it is about to write its
 # second pack file ($FIXPACK_TEST_AT "write": rebase_session._write) or carry its second fix ("carry": rebase._carry);
 # with $FIXPACK_TEST_AGAIN, that signal too as the put-back then removes its first file (rebase_session.remove_file);
-# with $FIXPACK_TEST_DROP, that one as the start then drops its work folder (rebase.drop_work)
+# with $FIXPACK_TEST_DROP, that one as the start then drops its work folder (rebase.drop_work); $FIXPACK_TEST_NTH
+# moves "write" to another pack file; with $FIXPACK_TEST_AT "abort", as --abort puts back its first pack file
+# (rebase_session.atomic_write / remove_file), and $FIXPACK_TEST_AGAIN as it puts back its second
 SENDS = """
 import os, runpy, signal, sys
 from fixpack import rebase, rebase_session
@@ -45,7 +49,7 @@ module, name = (rebase_session, "_write") if env["FIXPACK_TEST_AT"] == "write" e
 real = getattr(module, name)
 def hooked(*args, **kw):
     calls.append(name)
-    if len(calls) == 2 and env["FIXPACK_TEST_SIGNAL"]:
+    if len(calls) == int(env.get("FIXPACK_TEST_NTH") or 2) and env["FIXPACK_TEST_SIGNAL"]:
         if env.get("FIXPACK_TEST_AGAIN"):
             rebase_session.remove_file = again(rebase_session.remove_file)
         send(env["FIXPACK_TEST_SIGNAL"])
@@ -57,6 +61,17 @@ if env.get("FIXPACK_TEST_DROP"):  # and this one as a start that leaves no trace
         send(env["FIXPACK_TEST_DROP"])
         return drop(*args, **kw)
     rebase.drop_work = dropped
+def put_back(real, put=[]):
+    def hooked(*args, **kw):
+        put.append(1)
+        sig = env["FIXPACK_TEST_SIGNAL"] if len(put) == 1 else env.get("FIXPACK_TEST_AGAIN") if len(put) == 2 else ""
+        if sig:
+            send(sig)
+        return real(*args, **kw)
+    return hooked
+if env["FIXPACK_TEST_AT"] == "abort":
+    rebase_session.atomic_write = put_back(rebase_session.atomic_write)
+    rebase_session.remove_file = put_back(rebase_session.remove_file)
 sys.argv = ["fixpack", *sys.argv[1:]]
 runpy.run_module("fixpack.cli", run_name="__main__", alter_sys=True)
 """
@@ -65,10 +80,10 @@ PUT_BACK = "while writing the pack: every pack file it had written is put back (
 HOW = {"SIGINT": ("interrupted (Ctrl-C, SIGINT)", 5), "SIGTERM": ("terminated (SIGTERM)", 143)}
 
 
-def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "",
-        drop: str = "") -> subprocess.CompletedProcess[str]:
+def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "", drop: str = "",
+        nth: int = 2) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_SIGNAL": sig, "FIXPACK_TEST_AT": at,
-           "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop}
+           "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop, "FIXPACK_TEST_NTH": str(nth)}
     head = ["-c", SENDS] if sig or drop else ["-m", "fixpack.cli"]
     return subprocess.run([sys.executable, *head, "rebase", *args, "--pack", str(b.pack)], capture_output=True,
                           text=True, env=env, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT,
@@ -218,3 +233,23 @@ def test_a_continue_stopped_while_it_carries_keeps_the_rebase(resolved):  # noqa
         f"rebase --abort --pack {b.pack} --work {work}`" in said, said
     assert world(b.pack) == pack_before and pack_files(b) == before and state(work)["phase"] == "conflicts"
     assert cli(b, *cont).returncode == 0
+
+
+@pytest.mark.parametrize("first,second", [("SIGINT", ""), ("SIGTERM", ""), ("SIGINT", "SIGTERM")])
+def test_a_signal_while_abort_puts_back_waits_until_it_is_done(pack, first, second):  # noqa: F811
+    # --abort's put-back ran with no signal held: a Ctrl-C or SIGTERM there left pack files written (and the
+    # state 'writing'), said as "did not finish"; it now runs to its end, as --undo's does, then says so
+    b, old = pack
+    new = carried_cleanly(b)
+    before = world(b.pack)  # the pack, and the work folder under it (.rebase/v2.0): every byte
+    killed = cli(b, *start_args(b, old, new), sig="SIGKILL", nth=4)  # 3 pack files written, the state 'writing'
+    assert killed.returncode == -signal.SIGKILL and state(b.pack / ".rebase/v2.0")["phase"] == "writing"
+    assert len([k for k in world(b.pack) if k.startswith("fixes/") and k not in before]) >= 3
+    p = cli(b, "--abort", "--name", "v2.0", sig=first, at="abort", again=second)
+    how, code = HOW["SIGTERM" if "SIGTERM" in (first, second) else first]  # a SIGTERM held is said, exit 143
+    said = " ".join(p.stderr.split())
+    assert p.returncode == code and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert f"{how} while rebase --abort put the pack files back; it waited until that was done: the rebase to " \
+           f"v2.0 is aborted (3 pack file(s) restored or removed: fixes/first/v2.0/0001-change.patch, " \
+           f"fixes/first/v2.0/variant.toml, fixes/second/v2.0/0001-change.patch)" in said, said
+    assert world(b.pack) == before  # every file put back, the work folder and the pack's record of it gone
