@@ -190,6 +190,15 @@ def stopped_by(term: bool) -> tuple[str, type[FixpackError]]:
     return ("terminated (SIGTERM)", Terminated) if term else ("interrupted (Ctrl-C, SIGINT)", EnvironmentProblem)
 
 
+def of_code(code: int) -> type[FixpackError]:
+    """The error class that exits with ``code``: an error said again in other words, with its own exit code (a
+    rebase's pack write put back after it: :func:`fixpack.rebase_session.write_pack`)."""
+    kinds: dict[int, type[FixpackError]] = {EXIT_BAD_INPUT: BadInputError, EXIT_MISMATCH: MismatchError,
+                                            EXIT_CONFLICT: ConflictError, EXIT_ENVIRONMENT: EnvironmentProblem,
+                                            EXIT_TERMINATED: Terminated}
+    return kinds.get(code, FixpackError)
+
+
 class GitError(FixpackError):
     """A git command failed; the message holds the command, its exit code and its output."""
 

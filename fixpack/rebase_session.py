@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, stopped_by
+from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, of_code, stopped_by
 from .fsio import atomic_write, remove_file
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
@@ -219,8 +219,8 @@ def load_session(req: RebaseRequest) -> Session:
 
 def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:
     """Variants, the new profile, then its lock; the original bytes go to the state file first. Cut by Ctrl-C or
-    SIGTERM, or by a file it cannot write (an OSError: a read-only or full pack folder), every file written so far
-    is put back (:func:`_rolled_back`)."""
+    SIGTERM, by a file it cannot write (an OSError: a read-only or full pack folder), or by another error of this
+    tool (the lock's), every file written so far is put back (:func:`_rolled_back`)."""
     from . import engine
 
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
@@ -253,6 +253,10 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
             raise EnvironmentProblem(f"{cannot(exc, what='read')}; nothing was written to the pack: make it readable "
                                      f"and run the rebase again") from exc
         raise _rolled_back(session, phase, exc, at) from exc
+    except FixpackError as exc:  # the lock refused (a release copy, a fix): put back too, said with its own code
+        if at is None:  # before anything was written (the backups too large): said as it is
+            raise
+        raise _rolled_back(session, phase, exc, at) from exc
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
@@ -260,13 +264,13 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
 
 
 def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | None = None) -> FixpackError:
-    """Ctrl-C or SIGTERM (``exc``), or a file it could not write (``exc`` an OSError, ``at`` the file it was at),
-    while :func:`write_pack` wrote: every pack file put back as it was before the rebase (its backups), each tried,
-    the state as before the write (the work repositories, resolutions and all, untouched), and what to say
-    (SIGTERM: :class:`Terminated`, exit 143; else exit 5). The put-back runs to its end: a second Ctrl-C or SIGTERM
-    meanwhile is held until it is done (said; SIGTERM makes it exit 143). A start that had no conflict (``phase``
-    merging) then leaves no trace (:func:`fixpack.rebase.start`). A write cut short harder (SIGKILL) is finished
-    by ``--continue``, or put back by ``--abort``."""
+    """Ctrl-C or SIGTERM (``exc``), or a file it could not write (``exc`` an OSError, ``at`` the file it was at), or
+    another error (``exc`` a FixpackError) while :func:`write_pack` wrote: every pack file put back as it was before
+    the rebase (its backups), each tried, the state as before the write (the work repositories, resolutions and all,
+    untouched), and what to say (SIGTERM: :class:`Terminated`, exit 143; else the error's own code, or 5). The
+    put-back runs to its end: a second Ctrl-C or SIGTERM meanwhile is held until it is done (said; SIGTERM makes it
+    exit 143). A start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`).
+    A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``."""
     held: list[int] = []
     failed: dict[str, OSError] = {}
     with signals(held, deferred=True):
@@ -284,12 +288,15 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
             except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
                 pass
     term = terminated(exc, held)
+    kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
+    where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
     if isinstance(exc, OSError):
-        where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
         how, fix_it = cannot(exc, where), "free space or make it writable, then "
+    elif isinstance(exc, FixpackError):
+        how, fix_it, kind = f"{exc.args[0] if exc.args else exc}; at {where}", "fix that, then ", \
+            kind if term else of_code(exc.exit_code)
     else:
         how, fix_it = stopped_by(isinstance(exc, Term))[0], ""
-    kind = stopped_by(term)[1]
     waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
     again = way_on(session, "continue")
     if left:
@@ -298,13 +305,13 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
                     f"({named}){why}{waited}: {fix_it or 'make them writable, then '}finish the rebase "
                     f"with `{again}`, or put them back with "
-                    f"`{way_on(session, 'abort')}`")
+                    f"`{way_on(session, 'abort')}`", problems)
     if phase == "merging" and session.starting:
         return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to "
-                    f"the pack){waited}, and the rebase left no trace; {fix_it}run it again")
+                    f"the pack){waited}, and the rebase left no trace; {fix_it}run it again", problems)
     return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to the "
                 f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: {fix_it}run "
-                f"it again (`{again}`)")
+                f"it again (`{again}`)", problems)
 
 
 def written_so_far(session: Session) -> list[str]:

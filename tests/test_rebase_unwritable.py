@@ -5,6 +5,9 @@
   written so far and the state 'writing': now every file written so far is put back, as for Ctrl-C, exit 5, naming
   the file, its errno and what to do; the same for --continue's write, and --abort / --continue while the folder is
   still unwritable say which files they could not put back (exit 5);
+- any other error of this tool as the lock is written (the end of the pack write: a release copy or a fix it
+  refuses) left the pack files written and the state 'writing': they are put back the same way, and the run exits
+  with that error's own code, saying nothing was written to the pack;
 - the put-back stopped at its first failure: it tries every file and names those it could not put back;
 - a work folder it cannot write (a work repository's mkdir) was exit 1: exit 5 naming the folder, no trace left;
 - a Ctrl-C or SIGTERM once the rebase was done (as its report prints) said "fixpack rebase did not finish", and
@@ -23,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import REPO, git
@@ -31,6 +35,7 @@ from test_rebase_interrupt import resolved  # noqa: F401
 from test_rebase_trust import run, world
 
 from fixpack import gitwork, rebase_session
+from fixpack.errors import ConflictError, MismatchError, PackError, Problem
 
 DENIED = (errno.EACCES, "Permission denied")
 FULL = (errno.ENOSPC, "No space left on device")
@@ -117,6 +122,59 @@ def test_a_pack_folder_it_cannot_write_puts_back_what_a_continue_wrote(resolved,
     monkeypatch.undo()
     assert run(b, *cont)[0] == 0  # as told
     assert "five (upstream wording kept)" in (b.pack / "fixes/first/v2.0-mine/0001-change.patch").read_text()
+
+
+def lock_refused(monkeypatch, error) -> None:
+    """The lock's write (engine.write_lock, the end of the pack write) raises ``error``, once it has written the
+    lock's bytes (a refusal after the lock is written is put back too)."""
+    from fixpack import engine
+
+    real = engine.write_lock
+
+    def refused(req):
+        real(req)
+        raise error
+    monkeypatch.setattr(engine, "write_lock", refused)
+
+
+@pytest.mark.parametrize("error,code", [(MismatchError("the release copy of target demo changed since its unpack"), 3),
+                                        (PackError("the pack does not load", [Problem("bad key", Path("x.toml"), 2)]),
+                                         2)])
+def test_an_error_as_the_lock_is_written_puts_back_what_the_start_wrote(pack, monkeypatch, error, code):  # noqa: F811
+    # any error of this tool there (not an OSError) left every pack file written and the state 'writing'
+    b, old = pack
+    new = carried_cleanly(b)
+    before = world(b.pack)
+    lock_refused(monkeypatch, error)
+    code_, out = run(b, *start_args(old, new))
+    said = " ".join(out.split())
+    assert code_ == code and "internal error" not in out, (code_, out)
+    assert f"{error.args[0]}; at profiles/v2.0.lock while writing the pack: every pack file it had written is put " \
+           f"back (nothing written to the pack), and the rebase left no trace; fix that, then run it again" in said, said
+    assert all(str(p) in out for p in error.problems), out
+    assert world(b.pack) == before  # every byte: the pack, .rebase/ and reports/ (no trace)
+    monkeypatch.undo()
+    assert run(b, *start_args(old, new))[0] == 0  # as told
+
+
+def test_an_error_as_the_lock_is_written_puts_back_what_a_continue_wrote(resolved, monkeypatch):  # noqa: F811
+    b, work, before = resolved
+    cont = ("--continue", "--work", str(work), "--allow-unproven")
+    pack_before, work_before = world(b.pack), world(work)
+    lock_refused(monkeypatch, ConflictError("fix first does not apply to the release copy"))
+    code, out = run(b, *cont)
+    said = " ".join(out.split())
+    assert code == 4 and "internal error" not in out, (code, out)
+    assert f"fix first does not apply to the release copy; at profiles/v2.0-mine.lock while writing the pack: every " \
+           f"pack file it had written is put back (nothing written to the pack); the rebase in {work} is kept as it " \
+           f"was, resolved conflicts too: fix that, then run it again (`" in said, said
+    assert world(b.pack) == pack_before and pack_files(b) == before
+    now = world(work)  # the work folder as it was, but for the backups the write keeps in its state (--abort's)
+    assert {k: v for k, v in now.items() if k != "state.json"} == \
+        {k: v for k, v in work_before.items() if k != "state.json"}
+    assert json.loads((work / "state.json").read_text())["phase"] == "conflicts"
+    monkeypatch.undo()
+    assert run(b, *cont)[0] == 0  # as told
 
 
 def test_the_put_back_tries_every_file_and_names_those_it_could_not(pack, monkeypatch):  # noqa: F811
