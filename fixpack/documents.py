@@ -6,8 +6,8 @@ pack, 3 for the state), with the line where the nesting gets too deep; never a R
 So is an integer longer than Python converts (``sys.get_int_max_str_digits()``, 4300 digits): the parser's
 ValueError, caught around the parse alone, is that file's malformed-document error, with its line.
 And the reading of the pack's own text files (profiles, ``fix.toml``, ``variant.toml``, ``fixes/series``, a
-profile's lock): something there that is no regular file is named, unread; so is one larger than
-``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory (a fix's patch file: ``MAX_PATCH_BYTES``).
+profile's lock): something there that is no regular file is named, unread, and a symbolic link too; so is one
+larger than ``MAX_PACK_TEXT_BYTES``: a 300 MB series took 4.9 GB of memory (a fix's patch file: ``MAX_PATCH_BYTES``).
 :func:`read_capped` is that capped read, for
 every JSON or TOML document the tool reads back (a lock: that cap; the state's manifest and journal, a rebase's
 ``state.json`` and ``<name>.undo.json``, an edit's state: ``MAX_STATE_BYTES``; an SBOM: ``MAX_SBOM_BYTES``; the
@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import BadInputError, Collector, DamagedStateError
-from .safepath import TooLargeError, not_a_file, read_regular
+from .safepath import TooLargeError, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
 
@@ -165,16 +165,20 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
 
 def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None) -> bytes | None:
     """The bytes of a pack file, or None with the problem added to ``errors``: something there that is no
-    regular file (a link to one is read) named unread, since a FIFO would block the read; ``missing``: the
-    problem and hint for no file at all (else a missing file is a read that fails)."""
-    what = not_a_file(path)
-    if what is not None:
+    regular file named unread, since a FIFO would block the read, and a symbolic link, never followed (a pack's
+    file is read from the pack's own folder, as a patch file is: a link could lead to any file of the machine);
+    ``missing``: the problem and hint for no file at all (else a missing file is a read that fails)."""
+    what = not_a_pack_file(path)
+    if what is not None and not_a_file(path) is None:  # a link to a regular file
+        errors.add(f"is {what}: a pack's {kind} is read only from the pack's own folder, never through a link",
+                   path, None, f"put the {kind} itself there")
+    elif what is not None:
         errors.add(f"is {what}, not a regular file", path, None, f"put the {kind} itself there")
     elif missing is not None and not os.path.lexists(path):
         errors.add(missing[0], path, None, missing[1])
     else:
         try:
-            return read_capped(path)
+            return read_regular(path, MAX_PACK_TEXT_BYTES, follow=False)  # (a link put there since: ELOOP)
         except TooLargeError as exc:
             errors.add(exc.said(f"a pack's {kind}"), path, None,
                        f"a pack's {kind} is a few KB: put the pack's own there")

@@ -11,12 +11,14 @@ tool's own DEP-3 fields being written from ``fix.toml`` whatever the message say
 from __future__ import annotations
 
 import re
+import shlex
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import tomlkit
 
 from .diff import parse_patch
+from .diffpaths import git_line_paths
 from .documents import pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
 from .errors import BadInputError, ConflictError
@@ -75,6 +77,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         raise BadInputError(f"{work}: no commit on top of {BASE_TAG}: commit the change first")
     for c in commits:
         _check_message(work, c)
+        _refuse_nul(work, c)
         if not c.diff.strip():
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
@@ -118,6 +121,28 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         state.new = False
         state.save(pack_root)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
+
+
+def _refuse_nul(work: Path, c: Commit) -> None:
+    """A NUL byte in a commit's diff: a binary file that git diffs as text, as it looks for a NUL in a file's first
+    8000 bytes only. No patch carries it as text: refuse it, naming the file, with the ways on (git told it is
+    binary, its data goes in the patch as a ``GIT binary patch``; or the NUL byte taken out)."""
+    at = c.diff.find("\0")
+    if at < 0:
+        return
+    start = c.diff.rfind("\ndiff --git ", 0, at) + 1  # (0: the diff's first section)
+    git_line = c.diff[start:c.diff.find("\n", start)]
+    try:
+        paths = git_line_paths(git_line, f"{work} commit {c.sha[:12]}", 1)
+    except BadInputError:  # (a path the parse refuses anyway, once the NUL byte is gone)
+        paths = None
+    name = paths[1] or paths[0] if paths else git_line.removeprefix("diff --git ")
+    raise BadInputError(
+        f"{work} commit {c.sha[:12]}: file {name!r} holds a NUL byte: it is a binary file, which git diffs as text "
+        f"(it looks for a NUL in a file's first 8000 bytes only), and a patch carries no NUL byte. A binary file: "
+        f"tell git so (echo {shlex.quote(f'/{name} binary')} >> {shlex.quote(str(work / '.git/info/attributes'))}), "
+        f"declare it in fix.toml ([binary] \"{name}\" = \"patch\") and refresh again; a NUL byte put there by "
+        f"mistake: take it out and amend the commit (git commit -a --amend). Nothing was written")
 
 
 _PATCH_BREAK = re.compile(r"^(?:---(?:\s*$| \S)|diff -|Index: )")

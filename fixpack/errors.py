@@ -77,7 +77,13 @@ class PackError(BadInputError):
 
 
 class PatchParseError(BadInputError):
-    """A patch file does not parse, or holds something the engine refuses (CRLF, escaping path)."""
+    """A patch file does not parse, or holds something the engine refuses (CRLF, escaping path). Its ``problems``
+    restate the message, with its line and what to do, for a load that collects each patch's problems under the
+    fix's; said on its own (``import``, ``refresh``), it is the message once, with what to do after it."""
+
+    def __str__(self) -> str:
+        hints = dict.fromkeys(p.hint for p in self.problems if p.hint)  # (in order, each once)
+        return Exception.__str__(self) + "".join(f" ({hint})" for hint in hints)
 
 
 class UnknownNameError(BadInputError):

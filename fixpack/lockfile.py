@@ -21,7 +21,7 @@ from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files, short
-from .safepath import not_a_file
+from .safepath import not_a_file, not_a_pack_file, read_regular
 from .state import read_manifest
 from .states import State
 from .targets import FoundTarget, commit_matches
@@ -36,14 +36,14 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     renders the command to regenerate it (:func:`~fixpack.lock_hints.relock_command`; by default for the
     profile's pack alone)."""
     path = profile.lock_path
-    what = not_a_file(path)
-    if what is not None:  # a FIFO would block the read
+    what = not_a_pack_file(path)
+    if what is not None:  # a FIFO would block the read; a link could lead to any file
         raise StaleLockError(f"{path}: is {what}, not a lock file; {remove_hint(path, what)}, then "
                              f"{regenerate_hint(profile, redo)}")
     if not path.is_file():
         raise StaleLockError(f"{path}: no lock for profile {profile.name!r}; {regenerate_hint(profile, redo)}")
     try:
-        raw = read_capped(path)
+        raw = read_regular(path, MAX_PACK_TEXT_BYTES, follow=False)  # (a link put there since: ELOOP)
     except TooLargeError as exc:  # read no further than the cap (a pack's text files' own: a lock is a few KB)
         what, hint = exc.said("a pack's lock file") + " (a lock is a few KB)", regenerate_hint(profile, redo)
         raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None

@@ -26,7 +26,7 @@ from .errors import Collector, EnvironmentProblem, FixpackError, PackError, Prob
 from .loader import key_line, load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
-from .safepath import not_a_file
+from .safepath import not_a_pack_file
 from .structs import dataclass, replace
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
@@ -216,8 +216,8 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
 
     where = _rel(pack.root, profile.lock_path)
     redo = regenerate_hint(profile, pack=pack)
-    what = not_a_file(profile.lock_path)
-    if what is not None:  # a FIFO would block the read
+    what = not_a_pack_file(profile.lock_path)
+    if what is not None:  # a FIFO would block the read; a link could lead to any file
         return [Finding(where, None, f"is {what}, not a lock file",
                         f"{remove_hint(profile.lock_path, what)}, then {redo}")]
     if not profile.lock_path.is_file():

@@ -164,8 +164,10 @@ class Lock:
 
         try:
             data = loads_json(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise bad(f"bytes that are not UTF-8 at byte offset {exc.start}") from exc
+        except UnicodeDecodeError as exc:  # at its line, as a pack's other text files
+            column = exc.start - raw.rfind(b"\n", 0, exc.start)
+            raise bad(f"bytes that are not UTF-8 at byte offset {exc.start} (byte {column} of the line)",
+                      raw.count(b"\n", 0, exc.start) + 1, said_at=True) from exc
         except json.JSONDecodeError as exc:
             raise bad(f"the lock is not valid JSON ({exc.msg})", exc.lineno, said_at=True) from exc
         fixes = data.get("fixes") if isinstance(data, dict) else None

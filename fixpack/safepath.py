@@ -123,6 +123,14 @@ def not_a_file_here(path: Path) -> str | None:
     return f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path)
 
 
+def not_a_pack_file(path: Path) -> str | None:
+    """What is at ``path`` for a reader of the pack's own files (a profile, ``fix.toml``, ``variant.toml``,
+    ``fixes/series``, a lock): :func:`not_a_file`'s words, and "a symbolic link to X" for a link to a regular
+    file too. A pack's file is read where it is, never through a link, as a patch file and a ``[binary]`` source
+    are: a link could lead to any file of the machine. None: a regular file, or nothing."""
+    return not_a_file(path) or not_a_file_here(path)
+
+
 class TooLargeError(ValueError):
     """A file larger than its reader's cap (``size`` bytes, ``limit`` the cap), refused without reading it
     (:func:`read_regular` with a limit; :func:`fixpack.documents.read_capped`)."""

@@ -3,6 +3,7 @@ git work tree, import of format-patch mails, export as a series `git am` takes (
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -282,6 +283,26 @@ def test_bad_input_is_exit_2_with_what_to_do_and_nothing_written(pack3, tmp_path
         r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
                            capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+    assert snapshot(builder.pack) == before
+
+
+def test_an_import_error_is_said_once(pack3, tmp_path):
+    """Found by a user: a malformed mail's error was printed twice, as the message and again as a "  - " line
+    under it (the form a pack's load lists its problems in). It is said once, with what to do, in plain and in
+    --json output alike; exit 2, nothing written."""
+    builder, _clean = pack3
+    before = snapshot(builder.pack)
+    mail = mail_patch(tmp_path, numbered(5), "x\n")
+    (tmp_path / "hunk.patch").write_text(mail.replace("@@ -1,5 +1 @@", "@@ -1,5"))
+    (tmp_path / "nul.patch").write_text(mail.replace("+x\n", "+x\0\n"))
+    for name, says in (("hunk.patch", "malformed hunk header '@@ -1,5'"), ("nul.patch", "a NUL byte at byte offset")):
+        for json_out in (False, True):
+            r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(tmp_path / name), "--as", "x",
+                                "-p", "p1", "--pack", str(builder.pack), *(["--json"] if json_out else [])],
+                               capture_output=True, text=True, cwd=REPO)
+            said = json.loads(r.stdout)["error"] if json_out else r.stderr
+            assert r.returncode == 2 and said.count(says) == 1 and "\n  - " not in said, (name, said)
+            assert said.count("(regenerate the patch with git diff / format-patch)") == 1, (name, said)
     assert snapshot(builder.pack) == before
 
 

@@ -128,6 +128,23 @@ def test_a_binary_source_outside_the_fix_folder_is_refused(pack, tmp_path, kind,
     assert "target" not in msg.split(f"{toml}:{line}:")[1].split("(put the file")[0]
 
 
+def test_a_lock_byte_that_is_not_utf_8_is_named_at_its_line(pack):
+    """Found by a user: a lock's byte that is not UTF-8 was named by its byte offset alone, where every other pack
+    file's is named at its line. Named at its line and its place in it too; exit 2, nothing written."""
+    b, clean = pack
+    lock = b.pack / "profiles/p1.lock"
+    lines = lock.read_bytes().split(b"\n")
+    lines[2] = lines[2][:4] + b"\xff" + lines[2][4:]
+    lock.write_bytes(b"\n".join(lines))
+    offset = len(lines[0]) + len(lines[1]) + 2 + 4
+    before = snapshot(b.pack), snapshot(clean)
+    with pytest.raises(BadInputError) as exc:
+        engine.apply(b.request(clean))
+    assert exc.value.exit_code == 2 and str(exc.value).startswith(
+        f"{lock}:3: bytes that are not UTF-8 at byte offset {offset} (byte 5 of the line); regenerate"), str(exc.value)
+    assert (snapshot(b.pack), snapshot(clean)) == before
+
+
 @pytest.mark.parametrize("damage", ["not utf-8", "entries of the wrong shape"])
 def test_a_damaged_profile_lock_is_bad_input(pack, damage):
     b, clean = pack

@@ -139,7 +139,7 @@ def test_a_rename_line_with_a_trailing_space_shows_it(header, line, applies):
     ("would write the renamed file to x.py , fixpack to x.py"). The names are quoted, and the difference said."""
     with pytest.raises(PatchParseError) as exc:
         parse_patch(RENAME.replace(header, header + " ").encode(), "x.patch")
-    said = str(exc.value).splitlines()[0]
+    said = exc.value.args[0]  # (str() adds what to do)
     assert said.startswith(f"x.patch:{line}: '{header} ' names another file than its 'diff --git' line's"), said
     assert said.endswith(f"git apply would {applies} (the two differ only in white space at an end)"), said
     assert exc.value.exit_code == 2

@@ -160,6 +160,41 @@ def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pac
     assert (applied / "demo_pkg/blob.bin").read_bytes() == b"PNG\0\1\2\3\xff"
 
 
+def test_a_nul_byte_in_a_refreshed_commit_names_the_file_and_the_ways_on(pack3):  # noqa: F811
+    """Found by a user: a file with a NUL byte past its first 8000 bytes (git diffs it as text) was refused as "a
+    binary file, not a patch ... (regenerate the patch with git diff / format-patch)": there is no patch to
+    regenerate in a refresh. The file in the commit is named, with what to do; exit 2, nothing written. The
+    advice works: git told it is binary and fix.toml declaring it, the refresh writes a GIT binary patch."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    data = b"a\n" * 5000 + b"x\0y\n"
+    (work / "demo_pkg/late.dat").write_bytes(data)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    sha = git(work, "rev-parse", "HEAD").strip()[:12]
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as caught:
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert caught.value.exit_code == 2 and said.startswith(
+        f"{work} commit {sha}: file 'demo_pkg/late.dat' holds a NUL byte: it is a binary file"), said
+    assert f"echo '/demo_pkg/late.dat binary' >> {work}/.git/info/attributes" in said, said
+    assert '[binary] "demo_pkg/late.dat" = "patch"' in said and "git commit -a --amend" in said, said
+    assert "regenerate the patch" not in said and "\n" not in said, said
+    assert pack_bytes(builder.pack) == before
+    with (work / ".git/info/attributes").open("a") as f:
+        f.write("/demo_pkg/late.dat binary\n")
+    toml = builder.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text() + '[binary]\n"demo_pkg/late.dat" = "patch"\n')
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "GIT binary patch" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok and (applied / "demo_pkg/late.dat").read_bytes() == data
+
+
 def test_import_of_a_mail_with_a_binary_file_is_bad_input_saying_how_to_declare_it(pack3, tmp_path):  # noqa: F811
     builder, clean = pack3
     repo = tmp_path / "up"

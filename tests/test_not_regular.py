@@ -161,3 +161,31 @@ def test_a_series_that_is_no_regular_file_is_named_unread(builder, kind):
     assert f"{series}: is {what}, not a regular file (put the series file itself there)" in str(exc.value), \
         str(exc.value)
     assert "no series file" not in str(exc.value)
+
+
+@pytest.mark.parametrize("which", ["fixes/one/fix.toml", "profiles/p1.toml", "fixes/series", "profiles/p1.lock"])
+def test_a_pack_file_that_is_a_link_to_a_regular_file_is_refused_unread(builder, which):
+    """Found by a user: a fix.toml that was a symbolic link to a regular file outside the pack was read through it,
+    while a patch file so linked is refused. A pack's files are read from its own folder only: each is named
+    with where it leads and what to do, exit 2, unread, nothing written."""
+    from conftest import snapshot
+
+    clean = _pack(builder)
+    path = builder.pack / which
+    outside = builder.base / "outside" / path.name
+    outside.parent.mkdir()
+    outside.write_bytes(path.read_bytes())  # the very bytes: only the link is wrong
+    path.unlink()
+    path.symlink_to(outside)
+    before = snapshot(builder.pack), snapshot(clean)
+    with pytest.raises((PackError, StaleLockError)) as exc:
+        engine.apply(builder.request(clean))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and f"{path}: is a symbolic link to {outside}" in said, said
+    if which.endswith(".lock"):
+        assert f"not a lock file; remove it (rm -- {path}), then regenerate" in said, said
+    else:
+        assert "read only from the pack's own folder, never through a link (put the" in said, said
+    assert (snapshot(builder.pack), snapshot(clean)) == before
+    found = [f for f in check_pack(builder.pack)[0] if f.file == which]
+    assert found and f"is a symbolic link to {outside}" in found[0].message, check_pack(builder.pack)[0]
