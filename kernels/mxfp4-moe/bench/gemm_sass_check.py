@@ -33,10 +33,10 @@ _INTS = ("T", "expert_base", "n_local", "out_numel", "stride_am", "stride_we", "
 
 def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int, maxnreg: int | None,
                  bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False,
-                 items: bool = False, sub_k: int = 0, narrow: bool = False):
+                 items: bool = False, sub_k: int = 0, narrow: bool = False, rows: int = 1, narrow_sub_k: int = 0, table: bool = False):
     fn = gk._gemm_kernel
     lay = gk.layouts(bn, sub_k or bk, block_m)
-    lay8 = gk.layouts(bn, bk, 8)
+    lay8 = gk.layouts(bn, narrow_sub_k or bk, 8)
     ptrs = _PTRS | {"y_ptr": "*bf16" if gate_up else "*fp32"}
     consts = {"K": latent if gate_up else size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 256, "BLOCK_M": block_m,
               "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1, "GATE_UP": gate_up, "W5": lay["w5"], "X4": lay["x4"],
@@ -45,7 +45,8 @@ def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int
               "GRID_N": 2 * size // bn if gate_up else latent // bn, "PERSIST": False, "DYNAMIC": False, "PLAN": plan,
               "DYN_SPLIT": dyn and not gate_up, "LOG_MAX": 3 if dyn and not gate_up else 0,
               "ATOMIC_OUT": dyn and not gate_up, "PLAN_ITEMS": 2 if items else 1, "SUB_K": sub_k,
-              "NARROW": narrow} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
+              "NARROW": narrow, "ROWS": rows,
+              "NARROW_SUB_K": narrow_sub_k, "TOK_TABLE": table} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg)
 
 
@@ -78,6 +79,9 @@ def main() -> int:
     ap.add_argument("--bk", type=int, default=256)
     ap.add_argument("--sub-k", type=int, default=0, help="SUB_K: each tile multiplied this much of K at a time")
     ap.add_argument("--narrow", action="store_true", help="with --plan --chunk 16: runs of <= 8 tokens on 8-token tiles")
+    ap.add_argument("--rows", type=int, default=1, help="row blocks a program (ROWS, twelfth round)")
+    ap.add_argument("--narrow-sub-k", type=int, default=0, help="with --narrow: the 8-token tiles' SUB_K")
+    ap.add_argument("--table", action="store_true", help="with --plan: the run table (TOK_TABLE, twelfth round)")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
@@ -85,7 +89,8 @@ def main() -> int:
         peel = None if args.peel is None else bool(args.peel)
         ck = compile_gemm(gate_up, args.block_m, args.chunk, args.latent, args.size, args.maxnreg,
                           plan=args.plan, peel=peel, dyn=args.dyn, items=args.items, bk=args.bk, sub_k=args.sub_k,
-                          narrow=args.narrow)
+                          narrow=args.narrow,
+                          rows=args.rows, narrow_sub_k=args.narrow_sub_k, table=args.table)
         print(f"{'gate_up' if gate_up else 'down':7} block_m {args.block_m} chunk {args.chunk} maxnreg "
               f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel}: {report(ck)}")
     return 0

@@ -51,8 +51,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from .kernel import (_E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, _pow2, norm_combine, silu_mul, stream_key,
-                     sum_parts)
+from .kernel import (_E2M1_BF16_MMA_ASM, _MMA_FACTOR_BIAS, _MMA_UNSCALE, PLAN_TABLE, _pow2, norm_combine, silu_mul,
+                     stream_key, sum_parts)
 
 
 # the `mma` decode with the word in $4..$7 (one int32 operand broadcast to the 4 element slots of a pack)
@@ -61,6 +61,7 @@ _DECODE_ASM = gl.constexpr(_E2M1_BF16_MMA_ASM.value.replace("$5", "$8"))
 _DECODE_CONSTRAINTS = gl.constexpr("=r,=r,=r,=r," + ",".join(["r"] * 8))
 # BF16 pairs carried as int32 (one register each) back to BF16 (no data movement)
 _PAIR_ASM = gl.constexpr("mov.b32 $0, $1;")
+_TABLE_AT = gl.constexpr(PLAN_TABLE)  # the run table in the plan buffer (kernel.plan_runs' table)
 
 
 def _linear(reg, lane, shape):
@@ -272,6 +273,73 @@ def _scales(ws, BLOCK_N: gl.constexpr, JH: gl.constexpr, layout: gl.constexpr):
     return gl.convert_layout(gl.reshape(ws, [BLOCK_N, 4, JH]), layout)
 
 
+@gluon.jit
+def _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
+              BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr, GATE_UP: gl.constexpr,
+              FIXUP: gl.constexpr, ATOMIC_OUT: gl.constexpr, I_SIZE: gl.constexpr, GRID_N: gl.constexpr,
+              mma: gl.constexpr):
+    """A GEMM item's sums acc [BLOCK_N, BLOCK_M] (mma layout) of tile row block pid_n, K part pid_k, out: see
+    _gemm_tile (GATE_UP: silu(gate) * up to act, or the K part with the fix-up; down: the K part, stored or
+    added)."""
+    acc = acc * _MMA_UNSCALE
+    if GATE_UP and SPLIT_K > 1:
+        # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
+        # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
+        pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+        pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+        r = gl.arange(0, BLOCK_N, layout=pl_n)
+        half = r // (BLOCK_N // 2)
+        col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
+        p_rows = gl.convert_layout(rows, pl_m)
+        p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
+        p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
+        p_mask = p_has[None, :] & (col[:, None] >= 0)
+        gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
+        if FIXUP:
+            # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
+            # it also puts the counter back to 0 for the next launch
+            _fence_gpu()
+            c_ptr = cnt_ptr + pid_p * GRID_N + pid_n
+            done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+            if done == SPLIT_K - 1:
+                _fence_gpu()
+                tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                for s in gl.static_range(SPLIT_K):
+                    tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
+                gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+                _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
+    elif GATE_UP:
+        _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+    else:
+        ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
+        ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
+        o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
+        o_rows2 = gl.convert_layout(rows, ol_m2)
+        o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
+        o_mask = o_has2[None, :] & (o_n2[:, None] >= 0)
+        y_rows = y_ptr + o_rows2[None, :] * stride_ym + o_n2[:, None]
+        if ATOMIC_OUT:
+            # partials mode: this K part added into out (act_ptr, zeroed by the gate/up kernel)
+            gl.atomic_add(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], acc, mask=o_mask,
+                          sem="relaxed", scope="gpu")
+        else:
+            gl.store(y_rows + pid_k * stride_yk, acc, mask=o_mask)
+        if FIXUP:
+            # partials mode: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores the
+            # pairs' rows to act_ptr (out [pairs, L]); the counter goes back to 0 (as in the gate/up fix-up)
+            _fence_gpu()
+            c_ptr2 = cnt_ptr + pid_p * GRID_N + pid_n
+            done2 = gl.atomic_add(c_ptr2, 1, sem="acq_rel", scope="gpu")
+            if done2 == SPLIT_K - 1:
+                _fence_gpu()
+                tot2 = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+                for s2 in gl.static_range(SPLIT_K):
+                    tot2 += gl.load(y_rows + s2 * stride_yk, mask=o_mask, other=0.0, cache_modifier=".cg")
+                gl.atomic_xchg(c_ptr2, 0, sem="relaxed", scope="gpu")
+                gl.store(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], tot2, mask=o_mask)
+
+
+
 def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n_local,
                out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
                K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, P_P2: gl.constexpr,
@@ -280,7 +348,8 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                ZERO_BLOCK: gl.constexpr, GDC: gl.constexpr, I_SIZE: gl.constexpr, PEEL: gl.constexpr,
                FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
                ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr, ROUTED: gl.constexpr = False, e_in=0,
-               chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1, SUB_K: gl.constexpr = 0):
+               chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1, SUB_K: gl.constexpr = 0,
+               ROWS: gl.constexpr = 1, TOK_TABLE: gl.constexpr = False, tab_ptr=None):
     """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     ROUTED (the run list, seventh round): slot pid_p owns run chunk_in of expert e_in (local to this card),
@@ -299,7 +368,12 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
 
     SUB_K (eighth round; 0: BLOCK_K): each tile is loaded and multiplied SUB_K of its K at a time (its pieces
     h in groups of SUB_K / 128; W5 / X4 / S3 are layouts(BLOCK_N, SUB_K, BLOCK_M)), so a 16-token run holds half
-    a tile's activations (32 registers, not 64) and compiles without spills; not with PEEL."""
+    a tile's activations (32 registers, not 64) and compiles without spills; not with PEEL.
+
+    ROWS 2 (twelfth round; not with PEEL or FIXUP): the item is row blocks pid_n and pid_n + 1, multiplied in one K
+    loop with the same activation registers, so that the run's activations are loaded once for both. TOK_TABLE
+    (twelfth round, ROUTED): the run's tokens are the BLOCK_M pair rows at tab_ptr (the plan's run table: -1 past its
+    tokens) instead of being ranked here from the routing ids."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     KC: gl.constexpr = SUB_K if SUB_K > 0 else BLOCK_K
@@ -367,7 +441,12 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         xl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, xs))
         xl_p: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, xs))
         xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
-        if CHUNK > 0:
+        if TOK_TABLE:
+            pr = gl.load(tab_ptr + gl.arange(0, BLOCK_M, layout=xl_m))
+            has = pr >= 0
+            rows = gl.maximum(pr, 0)
+            tok = rows // TOPK
+        elif CHUNK > 0:
             has, tok, rows = _tokens_compact(ids_ptr, e, T, chunk, TOPK, TOPK_P2, BLOCK_M, xl_m)
         else:
             has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
@@ -384,6 +463,10 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
 
         acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+        if ROWS == 2:  # the next row block's tiles: K // BLOCK_K tiles further on
+            acc2 = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+            ROW_WORDS: gl.constexpr = (K // BLOCK_K) * TILE_WORDS
+            ROW_SCALES: gl.constexpr = (K // BLOCK_K) * TILE_SCALES
         # PEEL: the first tile's weights are requested before waiting on the previous kernel (weights are never
         # written), so their latency overlaps its tail
         if PEEL:
@@ -405,8 +488,13 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
             for _it in range(it0 * NSUB, ITERS * NSUB):
                 wq = gl.load(w_ptrs)
                 ws = gl.load(s_ptrs)
+                if ROWS == 2:
+                    wq2 = gl.load(w_ptrs + ROW_WORDS)
+                    ws2 = gl.load(s_ptrs + ROW_SCALES)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
                 acc = _mx_mma(wq, _scales(ws, BLOCK_N, JHC, w3), xp, acc, BLOCK_N, KC, BLOCK_M, a_l, b_l)
+                if ROWS == 2:
+                    acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JHC, w3), xp, acc2, BLOCK_N, KC, BLOCK_M, a_l, b_l)
                 last = (_it % NSUB == NSUB - 1).to(gl.int32)
                 w_ptrs += SUB_WORDS + last * (TILE_WORDS - NSUB * SUB_WORDS)
                 s_ptrs += JHC + last * (TILE_SCALES - NSUB * JHC)
@@ -415,67 +503,21 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
             for _it in range(it0, ITERS):
                 wq = gl.load(w_ptrs)
                 ws = gl.load(s_ptrs)
+                if ROWS == 2:
+                    wq2 = gl.load(w_ptrs + ROW_WORDS)
+                    ws2 = gl.load(s_ptrs + ROW_SCALES)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
                 acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+                if ROWS == 2:
+                    acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JH, w3), xp, acc2, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
                 w_ptrs += TILE_WORDS
                 s_ptrs += TILE_SCALES
                 x_ptrs += BLOCK_K // 2
-        acc = acc * _MMA_UNSCALE
-        if GATE_UP and SPLIT_K > 1:
-            # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
-            # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
-            pl_n: gl.constexpr = gl.SliceLayout(1, mma)
-            pl_m: gl.constexpr = gl.SliceLayout(0, mma)
-            r = gl.arange(0, BLOCK_N, layout=pl_n)
-            half = r // (BLOCK_N // 2)
-            col = half * I_SIZE + pid_n * (BLOCK_N // 2) + r - half * (BLOCK_N // 2)
-            p_rows = gl.convert_layout(rows, pl_m)
-            p_has = gl.convert_layout(has.to(gl.int32), pl_m) > 0
-            p_ptrs = y_ptr + p_rows[None, :] * stride_ym + col[:, None]
-            p_mask = p_has[None, :] & (col[:, None] >= 0)
-            gl.store(p_ptrs + pid_k * stride_yk, acc, mask=p_mask)
-            if FIXUP:
-                # split-K fix-up: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores act;
-                # it also puts the counter back to 0 for the next launch
-                _fence_gpu()
-                c_ptr = cnt_ptr + pid_p * GRID_N + pid_n
-                done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
-                if done == SPLIT_K - 1:
-                    _fence_gpu()
-                    tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                    for s in gl.static_range(SPLIT_K):
-                        tot += gl.load(p_ptrs + s * stride_yk, mask=p_mask, other=0.0, cache_modifier=".cg")
-                    gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
-                    _store_act(tot, act_ptr, stride_act, rows, has, pid_n, BLOCK_N, BLOCK_M)
-        elif GATE_UP:
-            _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
-        else:
-            ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
-            ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
-            o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
-            o_rows2 = gl.convert_layout(rows, ol_m2)
-            o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
-            o_mask = o_has2[None, :] & (o_n2[:, None] >= 0)
-            y_rows = y_ptr + o_rows2[None, :] * stride_ym + o_n2[:, None]
-            if ATOMIC_OUT:
-                # partials mode: this K part added into out (act_ptr, zeroed by the gate/up kernel)
-                gl.atomic_add(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], acc, mask=o_mask,
-                              sem="relaxed", scope="gpu")
-            else:
-                gl.store(y_rows + pid_k * stride_yk, acc, mask=o_mask)
-            if FIXUP:
-                # partials mode: the last of the tile's SPLIT_K programs adds the parts (L2: .cg) and stores the
-                # pairs' rows to act_ptr (out [pairs, L]); the counter goes back to 0 (as in the gate/up fix-up)
-                _fence_gpu()
-                c_ptr2 = cnt_ptr + pid_p * GRID_N + pid_n
-                done2 = gl.atomic_add(c_ptr2, 1, sem="acq_rel", scope="gpu")
-                if done2 == SPLIT_K - 1:
-                    _fence_gpu()
-                    tot2 = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-                    for s2 in gl.static_range(SPLIT_K):
-                        tot2 += gl.load(y_rows + s2 * stride_yk, mask=o_mask, other=0.0, cache_modifier=".cg")
-                    gl.atomic_xchg(c_ptr2, 0, sem="relaxed", scope="gpu")
-                    gl.store(act_ptr + o_rows2[None, :] * stride_act + o_n2[:, None], tot2, mask=o_mask)
+        _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
+                  BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
+        if ROWS == 2:
+            _tile_out(acc2, pid_n + 1, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act,
+                      cnt_ptr, BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
 
     if ROUTED:
         pass
@@ -514,7 +556,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  plan_ptr=None, z2_ptr=None, z2_numel=0, DYN_SPLIT: gl.constexpr = False,
                  LOG_MAX: gl.constexpr = 0, budget=0, PLAN_ITEMS: gl.constexpr = 1, plan_stride=0,
                  SUB_K: gl.constexpr = 0, NARROW: gl.constexpr = False, W5N: gl.constexpr = None,
-                 X4N: gl.constexpr = None, S3N: gl.constexpr = None):
+                 X4N: gl.constexpr = None, S3N: gl.constexpr = None,
+                 ROWS: gl.constexpr = 1, NARROW_SUB_K: gl.constexpr = 0, TOK_TABLE: gl.constexpr = False):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -584,7 +627,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         # uniform registers: with the run count in the divisions the K loop took 128 registers, not 98)
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
-        if NARROW:  # the routing ids before the wait (as _route reads them): counted once the run is known
+        if NARROW and not TOK_TABLE:  # the routing ids before the wait (as _route reads them): counted once the run is known
             l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
             offs_ids = gl.arange(0, P_P2, layout=l1)
             ids_all = gl.load(ids_ptr + offs_ids, mask=offs_ids < T * TOPK, other=-1)
@@ -594,24 +637,29 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             ri = r + i * plan_stride
             if ri < n_runs:
                 word = gl.load(plan_ptr + 1 + ri)
+                tab = plan_ptr + _TABLE_AT + ri * CHUNK
                 wide = True
                 if NARROW:  # this run's tokens: its expert's count past the earlier runs (at most CHUNK)
-                    if gl.sum((ids_all == (word >> 12)).to(gl.int32), axis=0) - ((word >> 9) & 7) * CHUNK <= 8:
+                    if TOK_TABLE:  # the table's position 8 holds a pair: more than 8 tokens
+                        if gl.load(tab + 8) < 0:
+                            wide = False
+                    elif gl.sum((ids_all == (word >> 12)).to(gl.int32), axis=0) - ((word >> 9) & 7) * CHUNK <= 8:
                         wide = False
                 if wide:
-                    _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
+                    _gemm_tile(word & 511, (g % GRID_N) * ROWS, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
                                y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
                                stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
                                GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
                                stride_act, CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7,
-                               False, 1, SUB_K)
+                               False, 1, SUB_K, ROWS, TOK_TABLE, tab)
                 elif NARROW:
-                    _gemm_tile(word & 511, g % GRID_N, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
+                    _gemm_tile(word & 511, (g % GRID_N) * ROWS, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
                                y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
                                stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, 8, BLOCK_N, BLOCK_K, SPLIT_K,
                                GATE_UP, W5N, X4N, S3N, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
                                stride_act, 8, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12,
-                               ((word >> 9) & 7) * (CHUNK // 8), False, 1, 0)
+                               ((word >> 9) & 7) * (CHUNK // 8), False, 1, NARROW_SUB_K, ROWS, TOK_TABLE,
+                               tab)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -705,6 +753,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0, narrow: bool = False,
+                    rows: int = 1, run_table: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -741,8 +790,16 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     weight tile is multiplied sub_k of its K at a time (_gemm_tile's SUB_K: half the activation registers at
     128). narrow (ninth round; with plan and compact_m 16: runs of 16 from 9 tokens on): a run of at most 8
     tokens takes 8-token tiles (_gemm_kernel's NARROW), the others 16-token tiles.
-    maxnreg_down: the down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none)."""
+    maxnreg_down: the down GEMM's register cap where it differs from maxnreg (-1: maxnreg; 0 or None: none).
+    rows 2 (twelfth
+    round; with plan, not plan_split_per_sm): each program of a GEMM whose K parts need no fix-up takes two row
+    blocks of its run in one K loop (_gemm_tile's ROWS), loading the run's activations once for both; the 8-token
+    tiles of narrow then multiply sub_k of K at a time too. run_table (twelfth round; with plan and plan_lanes, not
+    plan_split_per_sm): the plan launch also writes each run's pair rows (kernel.plan_runs' table), which the GEMM
+    programs load instead of ranking their run's tokens from the routing ids."""
     T, L = x.shape
+    if rows not in (1, 2):
+        raise ValueError(f"rows must be 1 or 2, got {rows!r}")
     topk = ids.shape[1]
     I = ex.expert_size
     P = T * topk
@@ -816,12 +873,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     if plan:
         from .kernel import plan_bound, plan_runs
         runs = plan_bound(P, ex.num_local, T, chunk)
-        plan_kw = {"PLAN": True, "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes)}
+        table = bool(run_table and not (plan_split_per_sm > 0 and not split_down))
+        plan_kw = {"PLAN": True, "TOK_TABLE": table,
+                   "plan_ptr": plan_runs(ids, ex, chunk, gdc=gdc, pdl=pdl, lanes=plan_lanes, table=table)}
         opts = opts | {"PEEL": False}  # the weights' address is in the plan, read after the wait
     dyn = plan and plan_split_per_sm > 0 and not split_down
+    rows_on = rows == 2 and plan and not dyn
+    # two row blocks a program (rows 2): not where the gate/up K parts meet in a fix-up
+    rows1 = 2 if rows_on and (split1 == 1 or silu_launch) and grid_n1 % 2 == 0 else 1
+    nsk = sub_k if rows_on else 0  # the 8-token tiles' sub_k where two row blocks share a K loop
     if plan and narrow and chunk == 16 and not dyn:
-        ln1, ln2 = layouts(bn1, bk1, 8), layouts(bn2, bk2, 8)
-        plan_kw |= {"NARROW": True}
+        ln1, ln2 = layouts(bn1, nsk or bk1, 8), layouts(bn2, nsk or bk2, 8)
+        plan_kw |= {"NARROW": True, "NARROW_SUB_K": nsk}
         narrow_kw = ({"W5N": ln1["w5"], "X4N": ln1["x4"], "S3N": ln1["s3"]},
                      {"W5N": ln2["w5"], "X4N": ln2["x4"], "S3N": ln2["s3"]})
     else:
@@ -847,7 +910,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     else:
         plan_kw_gu = {"z2_ptr": out, "z2_numel": 0} if plan else {}
         if plan:
-            zero_block = _pow2(-(-out.numel() // (runs * grid_n1 * split1)), lo=128)
+            zero_block = _pow2(-(-out.numel() // (runs * (grid_n1 // rows1) * split1)), lo=128)
     # the two launches' item counters (persistent), then the gate/up's tile counters, then the down's
     cnt = _counters(x.device, 4 + P * (grid_n1 + grid_n2))
     sched1, sched2, cnt = cnt[0:2], cnt[2:4], cnt[4:]
@@ -861,12 +924,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
             fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
     launched, grids = {}, {}
-    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1, split1), (
+    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1 // rows1, split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
+        ROWS=rows1, **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     opts_down = opts
@@ -890,12 +953,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     else:
         y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
         y_stride = (y.stride(1), y.stride(0))
+    rows2 = 2 if rows_on and "FIXUP" not in down and grid_n2 % 2 == 0 else 1
     launched["down"], grids["down"] = _launch(_gemm_kernel, (dyn_items, 1, 1) if dyn else (
-        runs if plan else P, grid_n2, split), (
+        runs if plan else P, grid_n2 // rows2, split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, **opts_down, **down,
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, ROWS=rows2,
+        **opts_down, **down,
         **plan_kw, **narrow_kw[1]), sms, persistent, sched2, plan)
     if dyn:
         if not partials:
@@ -914,5 +979,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["plan_items"] = items
         last_launch["sub_k"] = sub_k
         last_launch["narrow"] = narrow
+        last_launch["rows"] = (rows1, rows2)
+        last_launch["run_table"] = bool(plan_kw.get("TOK_TABLE"))
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

@@ -559,9 +559,35 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
 
+# the plan buffer (int32, per device and stream): [0] the owning runs' count, [1 + rank] their words (plan_word);
+# from PLAN_TABLE each run's pairs by position (PLAN_TABLE + rank * chunk + m: pair row t * k + slot of the run's
+# token m, -1 past its tokens; twelfth round), from PLAN_SCRATCH the rank of run r of local expert e (e * 8 + r) the
+# table is filled through
+PLAN_TABLE = 512
+PLAN_SCRATCH = PLAN_TABLE + 511 * 16 + 16
+PLAN_MAX_LOCAL = 1024  # local experts the scratch holds
+PLAN_SIZE = PLAN_SCRATCH + 8 * PLAN_MAX_LOCAL
+_TABLE_AT, _SCRATCH_AT = tl.constexpr(PLAN_TABLE), tl.constexpr(PLAN_SCRATCH)
+
+
+@triton.jit
+def _plan_table(plan_ptr, offs, dup, owner, rank, local, is_local, CHUNK: tl.constexpr, P_P2: tl.constexpr):
+    """The run table (PLAN_TABLE): each owner marks its run's CHUNK positions empty and leaves its rank in the
+    scratch at (local expert, run); after a barrier every local pair writes its pair row at its run's rank, position
+    dup % CHUNK (dup: the earlier pairs naming its expert, its token's rank among them)."""
+    own = owner > 0
+    m = tl.arange(0, CHUNK)
+    tl.store(plan_ptr + _TABLE_AT + rank[:, None] * CHUNK + m[None, :], tl.full([P_P2, CHUNK], -1, tl.int32),
+             mask=own[:, None])
+    tl.store(plan_ptr + _SCRATCH_AT + local * 8 + dup // CHUNK, rank, mask=own)
+    tl.debug_barrier()
+    at = tl.load(plan_ptr + _SCRATCH_AT + local * 8 + dup // CHUNK, mask=is_local, other=0, cache_modifier=".cg")
+    tl.store(plan_ptr + _TABLE_AT + at * CHUNK + dup % CHUNK, offs, mask=is_local)
+
+
 @triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
 def _plan_runs_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.constexpr, P_P2: tl.constexpr,
-                      CHUNK: tl.constexpr, GDC: tl.constexpr):
+                      CHUNK: tl.constexpr, GDC: tl.constexpr, TABLE: tl.constexpr = False):
     """The device-ranked list of owning runs for token compaction (one program; issue #18, seventh round):
     slot p owns run n_before // CHUNK of its expert when its expert is on this card and n_before, the earlier
     slots naming the same expert (its token's rank among the expert's tokens: ids are distinct within a
@@ -579,15 +605,18 @@ def _plan_runs_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.const
         idj = tl.load(ids_ptr + jj, mask=jj < P, other=-2).to(tl.int32)
         dup += tl.sum(((idj[None, :] == ids[:, None]) & (jj[None, :] < offs[:, None])).to(tl.int32), axis=1)
     local = ids - expert_base
-    owner = ((dup % CHUNK == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(tl.int32)
+    is_local = (local >= 0) & (local < n_local) & (offs < P)
+    owner = ((dup % CHUNK == 0) & is_local).to(tl.int32)
     rank = tl.cumsum(owner, axis=0) - owner
     tl.store(plan_ptr + 1 + rank, offs + (dup // CHUNK) * 512 + ids * 4096, mask=owner > 0)
     tl.store(plan_ptr, tl.sum(owner, axis=0))
+    if TABLE:
+        _plan_table(plan_ptr, offs, dup, owner, rank, local, is_local, CHUNK, P_P2)
 
 
 @triton.jit(do_not_specialize=["T", "expert_base", "n_local"])
 def _plan_lanes_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.constexpr, P_P2: tl.constexpr,
-                       CHUNK: tl.constexpr, GDC: tl.constexpr):
+                       CHUNK: tl.constexpr, GDC: tl.constexpr, TABLE: tl.constexpr = False):
     """_plan_runs_kernel's list (the same words, the same order) with one slot a thread (P_P2 threads; issue
     #18, eighth round, config ``plan_lanes``): each thread counts the earlier tokens naming its slot's expert
     from uniform loads of the ids (one compare a slot of every earlier token, unrolled; no cross-lane
@@ -606,10 +635,13 @@ def _plan_lanes_kernel(ids_ptr, plan_ptr, T, expert_base, n_local, TOPK: tl.cons
             hit = hit | (ids == tl.load(ids_ptr + t2 * TOPK + j, mask=t2 < T).to(tl.int32))
         dup += (hit & (tok > t2)).to(tl.int32)
     local = ids - expert_base
-    owner = ((dup % CHUNK == 0) & (local >= 0) & (local < n_local) & (offs < P)).to(tl.int32)
+    is_local = (local >= 0) & (local < n_local) & (offs < P)
+    owner = ((dup % CHUNK == 0) & is_local).to(tl.int32)
     rank = tl.cumsum(owner, axis=0) - owner
     tl.store(plan_ptr + 1 + rank, offs + (dup // CHUNK) * 512 + ids * 4096, mask=owner > 0)
     tl.store(plan_ptr, tl.sum(owner, axis=0))
+    if TABLE:
+        _plan_table(plan_ptr, offs, dup, owner, rank, local, is_local, CHUNK, P_P2)
 
 
 def plan_word(p: int, run: int, e: int) -> int:
@@ -642,25 +674,29 @@ _PLANS: dict = {}
 
 
 def plan_runs(ids: torch.Tensor, ex, chunk: int, *, gdc: bool = False, pdl: bool = False,
-              lanes: bool = False) -> torch.Tensor:
+              lanes: bool = False, table: bool = False) -> torch.Tensor:
     """Launch _plan_runs_kernel (lanes: _plan_lanes_kernel, one slot a thread) for ids [T, k] (T <= 32) into
-    the plan buffer of this device and stream (``stream_key``; int32 [512], kept: captured graphs hold it;
-    compiled once per top-k; each call's GEMMs read it after waiting on this launch) and return it."""
+    the plan buffer of this device and stream (``stream_key``; int32 [PLAN_SIZE], kept: captured graphs hold it;
+    compiled once per top-k; each call's GEMMs read it after waiting on this launch) and return it. table (twelfth
+    round): also each run's pairs by position (PLAN_TABLE; at most PLAN_MAX_LOCAL local experts)."""
     T, topk = ids.shape
+    if table and (ex.num_local > PLAN_MAX_LOCAL or chunk > 16):
+        raise ValueError(f"the run table takes up to {PLAN_MAX_LOCAL} local experts and runs of 16, got "
+                         f"{ex.num_local} and {chunk}")
     if T * topk > 511 or T > 8 * chunk:
         raise ValueError(f"the run list takes up to 511 pairs and 8 runs an expert, got {T} tokens of top-{topk}")
     key = stream_key(ids.device)
     if key not in _PLANS:
-        _PLANS[key] = torch.zeros(512, dtype=torch.int32, device=ids.device)
+        _PLANS[key] = torch.zeros(PLAN_SIZE, dtype=torch.int32, device=ids.device)
     plan = _PLANS[key]
     opts = {"launch_pdl": True} if pdl else {}
     p_p2 = _pow2(32 * topk, lo=32)
     if lanes:
         _plan_lanes_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=p_p2, CHUNK=chunk,
-                                 GDC=gdc, num_warps=min(16, p_p2 // 32), **opts)
+                                 GDC=gdc, TABLE=table, num_warps=min(16, p_p2 // 32), **opts)
     else:
         _plan_runs_kernel[(1,)](ids, plan, T, ex.expert_base, ex.num_local, TOPK=topk, P_P2=p_p2, CHUNK=chunk,
-                                GDC=gdc, num_warps=4, **opts)
+                                GDC=gdc, TABLE=table, num_warps=4, **opts)
     return plan
 
 
@@ -796,13 +832,19 @@ MMA_CONFIG = {
 # of its own between the GEMMs (ranked_kernel._ranked_act_kernel; no fence, counter or fix-up in the gate/up
 # GEMM) where that GEMM splits K for any experts routed here (ranked_kernel.act_launch_taken: EP2 x TP4 at batch
 # 1, -7% there); True: wherever it may split; False: never
+# Twelfth round (README): run_table (on) has the plan launch write each run's pair rows (plan_runs' table), which the
+# run list's GEMM programs load instead of ranking their run's tokens from the routing ids (the code before each
+# program's K loop: 754 -> 113 SASS instructions); gluon_rows 2 (off) gives each program two row blocks of its run in
+# one K loop, its activations loaded once for both (with maxnreg 128: faster where the grid keeps two waves of
+# programs, slower where halving them leaves the SMs idle; README)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
                 "ranked_few": {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_maxnreg_gate_up": None,
                                "ranked_maxnreg": 96, "ranked_min_iters": 1}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
-                "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto"}
+                "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto",
+                "run_table": True, "gluon_rows": 1}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -1011,6 +1053,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan_items=config.get("plan_items", 1),
                                             sub_k=config.get("sub_k", 0),
                                             narrow=bool(config["narrow_runs"]),
+                                            rows=config.get("gluon_rows", 1),
+                                            run_table=config.get("run_table", False),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

@@ -413,10 +413,11 @@ for tokens, topk, experts, base, n_local, chunk in [(9, 8, 32, 0, 32, 8), (32, 8
     class Ex:  # the two fields plan_runs reads
         expert_base, num_local = base, n_local
     for lanes in (False, True):
-        plan = K.plan_runs(ids, Ex, chunk, lanes=lanes)
+        plan = K.plan_runs(ids, Ex, chunk, lanes=lanes, table=True)
         n = int(plan[0])
+        table = plan[K.PLAN_TABLE:K.PLAN_TABLE + n * chunk].view(n, chunk).tolist()
         out.append({"ids": ids.tolist(), "base": base, "n_local": n_local, "chunk": chunk, "n": n,
-                    "words": plan[1:1 + n].tolist(), "lanes": lanes})
+                    "words": plan[1:1 + n].tolist(), "lanes": lanes, "table": table})
 print(json.dumps(out))
 """
 
@@ -424,7 +425,8 @@ print(json.dumps(out))
 def test_plan_runs_kernel_under_the_interpreter():
     """kernel._plan_runs_kernel (one program) and _plan_lanes_kernel (one slot a thread, eighth round) under Triton's
     interpreter against the list in Python: the run count and every owner's word in slot order, batches 9-32,
-    top-1/4/8, EP shares, all experts local, runs of 8 and 16, every token on the same 8 experts (4 runs each)."""
+    top-1/4/8, EP shares, all experts local, runs of 8 and 16, every token on the same 8 experts (4 runs each); and
+    the run table (twelfth round): each run's pair rows in token order, -1 past its tokens."""
     import json
 
     import torch
@@ -444,4 +446,10 @@ def test_plan_runs_kernel_under_the_interpreter():
     for c in cases:
         n, words = _plan_reference(torch.tensor(c["ids"]), c["base"], c["n_local"], c["chunk"])
         assert (c["n"], c["words"]) == (n, words), c
+        ids, chunk = torch.tensor(c["ids"]), c["chunk"]
+        for word, row in zip(words, c["table"]):
+            e, run = word // 4096, (word // 512) % 8
+            pairs = [t * ids.shape[1] + j for t in range(ids.shape[0]) for j in range(ids.shape[1]) if ids[t, j] == e]
+            want = pairs[run * chunk:(run + 1) * chunk]
+            assert row == want + [-1] * (chunk - len(want)), (c, word)
     assert cases[-1]["n"] == cases[-2]["n"] == 32  # 8 experts, 32 tokens each: 4 runs of 8

@@ -491,6 +491,47 @@ def test_gluon_narrow_runs(cfg):
     assert K.LAST_LAUNCH["grids"]["gate_up"] == (K.plan_bound(128, 6, 32, 8) * (2 * 1024 // bn1) * K.LAST_LAUNCH["splits"][0],)
 
 
+@pytest.mark.parametrize("cfg", [{}, {"narrow_runs": False}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2},
+                                 {"split_gate_up": 2, "silu_launch": True}, {"maxnreg": 128}, {"plan_items": 2},
+                                 {"run_table": True}, {"run_table": True, "gluon_rows": 1},
+                                 {"run_table": True, "gluon_rows": 1, "narrow_runs": False},
+                                 {"run_table": True, "gluon_rows": 1, "plan_lanes": False},
+                                 {"run_table": True, "gluon_rows": 1, "plan_items": 2},
+                                 {"run_table": True, "gluon_rows": 1, "split_down": 2, "pdl": False}])
+def test_gluon_rows(cfg):
+    """gluon_rows 2 (twelfth round): on the run list, two row blocks of a run a program in one K loop (the 8-token
+    tiles of narrow runs 128 of K at a time), except a GEMM whose K parts meet in a fix-up (the gate/up split
+    without silu_launch). Batches 9..32 (runs of 8 and 16 tokens, both kinds in one call), all tokens on the
+    same experts, top-1, three calls in a row, the weights' loads through L2 only, the K splits, PDL off, a cap
+    of 128, two runs a program; the TP partials with and without the down atomics; the grids checked. With
+    run_table (twelfth round) on, with one and two row blocks a program: the tokens from the plan's run table."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(35), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    cfg = {"maxnreg": 96, "plan_runs": True, "narrow_runs": True, "narrow_sub_k": 128, "gluon_rows": 2, **cfg}
+    for rep in range(3):
+        for tokens in (9, 12, 16, 17, 25, 32):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 35000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"rows {cfg} batch {tokens} call {rep}")
+            launch = K.LAST_LAUNCH
+            r1 = 1 if launch["splits"][0] > 1 and not cfg.get("silu_launch") else cfg["gluon_rows"]
+            assert launch["plan"] and launch["rows"] == (r1, cfg["gluon_rows"]), launch
+            assert launch["run_table"] == bool(cfg.get("run_table")), launch
+            gu, dn = launch["grids"]["gate_up"][0], launch["grids"]["down"][0]
+            assert gu % (2 * 1024 // bn1 // r1 * launch["splits"][0]) == 0, launch
+            assert dn % (1024 // bn2 // cfg["gluon_rows"] * launch["splits"][1]) == 0, launch
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 35500, "cuda", "gluon", cfg), "one expert")
+    assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 35600, "cuda", "gluon", cfg), "top-1")
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 32, 12, 4, 2, 35700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"rows partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+
+
 @pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
                                  {"down_atomic": False}, {"items_3": True}])
 def test_gluon_run_list_items(cfg):
