@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from .errors import BadInputError, Collector, DamagedStateError
-from .safepath import TooLargeError, not_a_file, not_a_pack_file, read_regular
+from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
 
@@ -143,10 +143,11 @@ def too_deep_at(text: str, toml: bool) -> int:
     return at
 
 
-def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | None:
+def read_toml(path: Path, errors: Collector, root: Path | None = None) -> tuple[dict[str, Any], str] | None:
     """A profile, ``fix.toml`` or ``variant.toml``: its data and text, or None with the problem added to
-    ``errors``. Something there that is no regular file (a FIFO would block the read) is named, unread."""
-    raw = read_pack_file(path, errors, "TOML file")
+    ``errors``. Something there that is no regular file (a FIFO would block the read) is named, unread; so is
+    one under a folder of the pack at ``root`` that is a symbolic link (:func:`read_pack_file`)."""
+    raw = read_pack_file(path, errors, "TOML file", root=root)
     if raw is None:
         return None
     if b"\r\n" in raw:
@@ -163,11 +164,15 @@ def read_toml(path: Path, errors: Collector) -> tuple[dict[str, Any], str] | Non
         return None
 
 
-def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None) -> bytes | None:
+def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None,
+                   root: Path | None = None) -> bytes | None:
     """The bytes of a pack file, or None with the problem added to ``errors``: something there that is no
     regular file named unread, since a FIFO would block the read, and a symbolic link, never followed (a pack's
     file is read from the pack's own folder, as a patch file is: a link could lead to any file of the machine);
+    ``root``: the pack's, whose folders on the way to ``path`` must be no links either (:func:`link_refused`);
     ``missing``: the problem and hint for no file at all (else a missing file is a read that fails)."""
+    if root is not None and link_refused(root, path, errors):
+        return None
     what = not_a_pack_file(path)
     if what is not None and not_a_file(path) is None:  # a link to a regular file
         errors.add(f"is {what}: a pack's {kind} is read only from the pack's own folder, never through a link",
@@ -185,6 +190,23 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
         except OSError as exc:
             errors.add(f"cannot read: {exc.strerror}", path)
     return None
+
+
+def link_refused(root: Path, path: Path, errors: Collector) -> bool:
+    """Whether a folder on the way from the pack at ``root`` to its file ``path`` is a symbolic link
+    (:func:`~fixpack.safepath.folder_link`): then that link is named in ``errors``, with where it leads and what
+    to do, and the file is neither read nor written through it."""
+    link = folder_link(root, path)
+    if link is None:
+        return False
+    try:
+        to = os.readlink(root / link)
+    except OSError:  # (replaced since it was looked at)
+        to = "elsewhere"
+    errors.add(f"is a symbolic link to {to}: a pack's files are read and written only in the pack's own folder, "
+               f"never through a link (its {path.relative_to(root).as_posix()} is not read)", root / link, None,
+               f"put the folder itself there: rm -- {root / link}, then move the folder it leads to in its place")
+    return True
 
 
 def read_capped(path: Path, limit: int = MAX_PACK_TEXT_BYTES) -> bytes:

@@ -10,6 +10,7 @@ tool's own DEP-3 fields being written from ``fix.toml`` whatever the message say
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from email.utils import parsedate_to_datetime
@@ -18,11 +19,10 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .diffpaths import git_line_paths
 from .documents import pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
 from .errors import BadInputError, ConflictError
-from .gitwork import Commit, commits_since, uncommitted
+from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, update
@@ -125,24 +125,33 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
 
 def _refuse_nul(work: Path, c: Commit) -> None:
     """A NUL byte in a commit's diff: a binary file that git diffs as text, as it looks for a NUL in a file's first
-    8000 bytes only. No patch carries it as text: refuse it, naming the file, with the ways on (git told it is
-    binary, its data goes in the patch as a ``GIT binary patch``; or the NUL byte taken out)."""
+    8000 bytes only. No patch carries it as text: refuse it, naming the file as git names it (its section's place
+    in the diff: a ``diff --git`` line cannot tell where a path with a space ends), with the ways on (git told it
+    is binary, its data goes in the patch as a ``GIT binary patch``; or the NUL byte taken out)."""
     at = c.diff.find("\0")
     if at < 0:
         return
-    start = c.diff.rfind("\ndiff --git ", 0, at) + 1  # (0: the diff's first section)
-    git_line = c.diff[start:c.diff.find("\n", start)]
-    try:
-        paths = git_line_paths(git_line, f"{work} commit {c.sha[:12]}", 1)
-    except BadInputError:  # (a path the parse refuses anyway, once the NUL byte is gone)
-        paths = None
-    name = paths[1] or paths[0] if paths else git_line.removeprefix("diff --git ")
+    section = c.diff.count("\ndiff --git ", 0, at)  # (0: the diff's first section)
+    paths = diff_paths(work, f"{c.sha}^", c.sha)
+    name = paths[section] if section < len(paths) else c.diff[:at].rsplit("\ndiff --git ", 1)[-1].split("\n")[0]
     raise BadInputError(
         f"{work} commit {c.sha[:12]}: file {name!r} holds a NUL byte: it is a binary file, which git diffs as text "
         f"(it looks for a NUL in a file's first 8000 bytes only), and a patch carries no NUL byte. A binary file: "
-        f"tell git so (echo {shlex.quote(f'/{name} binary')} >> {shlex.quote(str(work / '.git/info/attributes'))}), "
-        f"declare it in fix.toml ([binary] \"{name}\" = \"patch\") and refresh again; a NUL byte put there by "
-        f"mistake: take it out and amend the commit (git commit -a --amend). Nothing was written")
+        f"tell git so (printf '%s\\n' {shlex.quote(_binary_attribute(name))} >> "
+        f"{shlex.quote(str(work / '.git/info/attributes'))}), declare it in fix.toml ([binary] "
+        f"{json.dumps(name, ensure_ascii=False)} = \"patch\") and refresh again; a NUL byte put there by mistake: take "
+        f"it out and amend the commit (git commit -a --amend). Nothing was written")
+
+
+def _binary_attribute(path: str) -> str:
+    """The gitattributes line that marks ``path`` (of the repository's root) binary, read by git as that very path:
+    its wildcard characters escaped, and the pattern quoted C-style when it holds a space, a quote or a control
+    character (a pattern ends at whitespace; gitattributes(5))."""
+    pattern = "/" + re.sub(r"([\\*?\[\]])", r"\\\1", path)
+    if re.search(r'[\s"\x00-\x1f\x7f]', pattern):
+        pattern = '"' + "".join(f"\\{ord(ch):03o}" if ch < " " or ch == "\x7f" else "\\" + ch if ch in '"\\' else ch
+                                for ch in pattern) + '"'
+    return f"{pattern} binary"
 
 
 _PATCH_BREAK = re.compile(r"^(?:---(?:\s*$| \S)|diff -|Index: )")

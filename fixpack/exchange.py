@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .binpatch import new_file_patch
 from .diff import parse_patch, sha256_bytes
+from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
@@ -53,7 +54,9 @@ BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
 
 
 def mails(data: bytes, source: str) -> list[tuple[int, str]]:
-    """The mails of a ``git format-patch`` file or mbox, each with the line it starts at (1-based)."""
+    """The mails of a ``git format-patch`` file or mbox, each with the line it starts at (1-based). Raises
+    PatchParseError (exit 2) naming the file's line where a mail's header or description (before its diff) holds
+    bytes that are not UTF-8 and the mail declares no other charset."""
     text = decode(data)
     starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
     out = []
@@ -64,6 +67,8 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     if not out or not any(split(m)[1] for _line, m in out):
         raise BadInputError(f"{source}: no patch mail in it (expected `git format-patch` output or an mbox of "
                             f"them, each with a From: header and a diff)")
+    for line, mail in out:  # (its message is read as text: a byte that is not UTF-8 would become U+FFFD there)
+        refuse_not_utf8_message(split(mail)[0].split("\n"), line, f"{source} (mail at line {line})")
     return out
 
 

@@ -56,6 +56,13 @@ def diff(repo: Path, a: str, b: str, *extra: str) -> str:
                "--src-prefix=a/", "--dst-prefix=b/", "--unified=3", *extra, a, b)
 
 
+def diff_paths(repo: Path, a: str, b: str) -> list[str]:
+    """The file of each section of :func:`diff` ``a b`` in its order (a rename's new name), as git names it: never
+    quoted, a space or a tab in it kept (``-z``), where the ``diff --git`` line cannot tell where a path ends."""
+    out = git(repo, "diff", "--no-ext-diff", "--find-renames", "--name-only", "-z", a, b)
+    return [p for p in out.split("\0") if p]
+
+
 def commit_bodies(repo: Path, names: list[str], fix_id: str) -> list[str]:
     """One diff per patch file: each cherry-picked commit against its parent (found by its subject). A
     fix of one patch takes everything on the branch (``upstream..HEAD``), so that commits a maintainer

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .binpatch import PackBudget
-from .documents import read_pack_file, read_toml, utf8_text
+from .documents import link_refused, read_pack_file, read_toml, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
@@ -58,7 +58,7 @@ def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str
 def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
     path = root / "fixes" / "series"
     data = read_pack_file(path, errors, "series file",
-                          ("no series file", "list the pack's fix ids in order, one a line"))
+                          ("no series file", "list the pack's fix ids in order, one a line"), root)
     text = utf8_text(data, path, errors) if data is not None else None
     if text is None:  # said once: no "missing from the series" for every fix of an unreadable series
         return ()
@@ -108,7 +108,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     read and the patches are parsed on first use (:func:`parse_fixes`), not here. ``budget``: the pack's binary
     bytes (:data:`~fixpack.binpatch.MAX_PACK_BINARY_BYTES`), which its patches count against."""
     path = folder / "fix.toml"
-    loaded = read_toml(path, errors)
+    loaded = read_toml(path, errors, folder.parent.parent)  # (the pack's root: no folder on the way a link)
     if loaded is None:
         return None
     data, text = loaded
@@ -141,7 +141,8 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)
                                  for sub in sorted(folder.iterdir())
-                                 if sub.name == (profile or sub.name) and (sub / "variant.toml").is_file()) if v)
+                                 if sub.name == (profile or sub.name) and os.path.lexists(sub / "variant.toml"))
+                     if v)
     if len(errors.problems) > before:
         return None
     return Fix(
@@ -159,7 +160,7 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml); its
     ``[binary]`` sources are the fix's (``binary``: fix.toml's table, resolved in ``fixes/<id>/``)."""
     path = sub / "variant.toml"
-    loaded = read_toml(path, errors)
+    loaded = read_toml(path, errors, sub.parent.parent.parent)
     if loaded is None:
         return None
     data, text = loaded
@@ -212,6 +213,8 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
             if fix:
                 fixes[fix_id] = fix
     _check_relations(series, fixes, root / "fixes", errors)
+    if (root / "profiles").is_symlink():  # (each profile's load refuses it too)
+        link_refused(root, root / "profiles" / "*.toml", errors)
     errors.raise_if_any(f"the pack at {root} is invalid")
     profiles = {p.stem: p for p in sorted((root / "profiles").glob("*.toml"))} if (root / "profiles").is_dir() else {}
     return Pack(root, series, fixes, profiles)
@@ -310,7 +313,7 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
                                f"profiles live in {pack.root / 'profiles'})")
     path = pack.profiles[name]
     errors = Collector()
-    loaded = read_toml(path, errors)
+    loaded = read_toml(path, errors, pack.root)
     errors.raise_if_any(f"profile {name!r} is invalid")
     assert loaded is not None
     data, text = loaded

@@ -16,7 +16,7 @@ from typing import Any
 
 from .documents import MAX_STATE_BYTES
 from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, of_code, stopped_by
-from .fsio import atomic_write, remove_file
+from .fsio import atomic_write, remove_file, temp_path
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
@@ -423,12 +423,16 @@ def _backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> B
 def restore(session: Session) -> list[str]:
     """Every pack file the backups record put back as it was before the rebase (or removed: it was not there), each
     tried: those it put back (relative to the pack); :class:`NotPutBack` (an OSError) naming each it could not, with
-    its error, once every other one is put back."""
+    its error, once every other one is put back. The temp file a write killed half way left beside one
+    (``.NAME.fixpack-tmp``, :func:`~fixpack.fsio.temp_path`) goes too, and so does a variant folder then empty."""
     out: list[str] = []
     failed: dict[str, OSError] = {}
     for rel, data in sorted(session.state.get("backups", {}).items()):
         path = session.pack_root / rel
         try:
+            tmp = temp_path(path)
+            if os.path.lexists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):  # (never a link or a folder)
+                remove_file(tmp)
             if data is None:
                 if path.exists():
                     remove_file(path)

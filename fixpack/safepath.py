@@ -90,6 +90,15 @@ def link_on_the_way(root: Path, rel: str) -> str | None:
     return None
 
 
+def folder_link(root: Path, path: Path) -> str | None:
+    """The first folder on the way from ``root`` to ``path`` (a file inside it: a pack's own file, read or
+    written) that is a symbolic link, as a relative path ("fixes/x"); None when every folder on the way is a
+    real one (the file itself is :func:`not_a_pack_file`'s to judge). A pack's files are read and written in
+    the pack's own folder: a linked ``fixes/``, fix or variant folder, or ``profiles/`` could lead anywhere."""
+    parent = path.parent.relative_to(root).as_posix()
+    return None if parent == "." else link_on_the_way(root, parent)
+
+
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 

@@ -432,3 +432,37 @@ def test_edit_s_suggested_commands_are_this_program_s_with_the_pack_in_use(pack3
     r = cli("import", str(tmp_path / "m.patch"), "--as", "a", "-p", "p1", cwd=pack)  # the pack it finds: no --pack
     assert r.returncode == 2 and f"`{program()} edit a --profile p1` changes it" in r.stderr, r.stderr
     assert snapshot(pack) == before
+
+
+def test_import_of_a_mail_whose_description_holds_a_byte_that_is_not_utf_8_names_the_mail_and_its_line(pack3,
+                                                                                                      tmp_path):
+    """Found by a fresh user: a mail that declares no charset, with a byte that is not UTF-8 in its description,
+    was imported with U+FFFD in its place. It is bad input, as the README says (exit 2, the file, the mail and the
+    line named, as for such a byte in an added line; nothing written); a mail that declares its charset is read
+    in it."""
+    builder, clean = pack3
+    a = numbered(60).replace("line 10\n", "ten\n")
+    text = mail_patch(tmp_path, a, a.replace("line 40\n", "forty\n"), subject="Fix forty", author="A <a@b.c>",
+                      body="Why it m@tters.\n")
+    assert "charset" not in text.lower()
+    mail = tmp_path / "two.mbox"  # a first mail that is fine, then the one with the byte
+    b = a.replace("line 40\n", "forty\n")
+    second = mail_patch(tmp_path, b, b.replace("line 45\n", "forty-five\n"), subject="Fix 45", author="A <a@b.c>",
+                        body="Why it m@tters.\n")
+    mail.write_bytes(text.encode() + second.encode().replace(b"m@tters", b"m\xe9tters"))
+    line = text.count("\n") + 1 + second.split("Why it")[0].count("\n")
+    before = snapshot(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "x", "-p", "p1",
+                        "--root", f"demo={clean}", "--pack", str(builder.pack)], capture_output=True, text=True,
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and r.stderr.count(
+        f"{mail} (mail at line {text.count(chr(10)) + 1}):{line}: the patch's message (its mail header or "
+        f"description, before the diff) holds bytes that are not UTF-8 (byte 9 of the line) (write the message "
+        f"as UTF-8") == 1, r.stderr
+    assert snapshot(builder.pack) == before
+    latin = tmp_path / "latin.patch"
+    latin.write_bytes(text.replace("Subject: [PATCH] Fix forty\n", "Subject: [PATCH] Fix forty\nMIME-Version: 1.0\n"
+                                   "Content-Type: text/plain; charset=ISO-8859-1\n").encode()
+                      .replace(b"m@tters", b"m\xe9tters"))
+    import_mails(builder.pack, latin, "x", "p1", roots={"demo": clean})
+    assert "Why it métters." in next((builder.pack / "fixes/x").glob("*.patch")).read_text()

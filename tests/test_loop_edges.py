@@ -178,7 +178,7 @@ def test_a_nul_byte_in_a_refreshed_commit_names_the_file_and_the_ways_on(pack3):
     said = str(caught.value)
     assert caught.value.exit_code == 2 and said.startswith(
         f"{work} commit {sha}: file 'demo_pkg/late.dat' holds a NUL byte: it is a binary file"), said
-    assert f"echo '/demo_pkg/late.dat binary' >> {work}/.git/info/attributes" in said, said
+    assert f"printf '%s\\n' '/demo_pkg/late.dat binary' >> {work}/.git/info/attributes" in said, said
     assert '[binary] "demo_pkg/late.dat" = "patch"' in said and "git commit -a --amend" in said, said
     assert "regenerate the patch" not in said and "\n" not in said, said
     assert pack_bytes(builder.pack) == before
@@ -193,6 +193,41 @@ def test_a_nul_byte_in_a_refreshed_commit_names_the_file_and_the_ways_on(pack3):
 
     shutil.copytree(clean, applied)
     assert engine.apply(builder.request(applied)).ok and (applied / "demo_pkg/late.dat").read_bytes() == data
+
+
+def test_a_nul_byte_in_a_file_whose_name_git_cannot_write_plainly_names_it_as_git_does(pack3):  # noqa: F811
+    """Found by a user: a file with a space in its name holding a NUL byte was named as the whole rest of its
+    ``diff --git a/X b/X`` line, and the advice (the attributes line, fix.toml's [binary] key) named that too. The
+    file is named as git names it; the attributes line reads as that very path (its space, quote and wildcard
+    characters escaped as gitattributes(5) says), and following the advice works."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    name = "demo_pkg/it's a [x].txt"
+    data = b"a\n" * 5000 + b"x\0y\n"
+    (work / name).write_bytes(data)
+    (work / "demo_pkg/it's a x.txt").write_text("plain\n")  # what "[x]" would match as a wildcard
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as caught:
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert caught.value.exit_code == 2 and f"file {name!r} holds a NUL byte" in said, said
+    assert f'declare it in fix.toml ([binary] "{name}" = "patch")' in said, said
+    assert pack_bytes(builder.pack) == before
+    tell = said.split("tell git so (", 1)[1].split("), declare it", 1)[0]
+    subprocess.run(["bash", "-c", tell], check=True, cwd=work)
+    marked = git(work, "check-attr", "binary", "--", name, "demo_pkg/it's a x.txt")
+    assert marked == f"{name}: binary: set\ndemo_pkg/it's a x.txt: binary: unspecified\n", marked
+    toml = builder.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text() + f'[binary]\n"{name}" = "patch"\n')
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "GIT binary patch" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    applied = builder.base / "applied"
+    import shutil
+
+    shutil.copytree(clean, applied)
+    assert engine.apply(builder.request(applied)).ok and (applied / name).read_bytes() == data
 
 
 def test_import_of_a_mail_with_a_binary_file_is_bad_input_saying_how_to_declare_it(pack3, tmp_path):  # noqa: F811

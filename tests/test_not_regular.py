@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from test_authoring import pack3  # noqa: F401 (the fixture)
 
 from fixpack import engine
 from fixpack.errors import PackError, StaleLockError
@@ -189,3 +190,55 @@ def test_a_pack_file_that_is_a_link_to_a_regular_file_is_refused_unread(builder,
     assert (snapshot(builder.pack), snapshot(clean)) == before
     found = [f for f in check_pack(builder.pack)[0] if f.file == which]
     assert found and f"is a symbolic link to {outside}" in found[0].message, check_pack(builder.pack)[0]
+
+
+@pytest.mark.parametrize("which", ["fixes", "fixes/one", "fixes/one/p1", "profiles"])
+def test_a_pack_folder_that_is_a_symbolic_link_is_refused_and_never_read_nor_written_through(builder, which):
+    """Found by a fresh user: a fix folder (or fixes/, profiles/) that was a symbolic link to a folder outside the
+    pack was read through it, and refresh wrote the patch and fix.toml there. A pack's files are read from the
+    pack's own folder only: the link is named, with where it leads and what to do, exit 2, nothing written."""
+    from conftest import snapshot
+
+    clean = _pack(builder)
+    variant = builder.pack / "fixes/one/p1"
+    variant.mkdir()
+    (variant / "variant.toml").write_text("version = 1\n")
+    (variant / "0001-change.patch").write_bytes((builder.pack / "fixes/one/0001-change.patch").read_bytes())
+    builder.lock(clean)
+    assert engine.status(builder.request(clean)).exit_code == 0
+    link, outside = builder.pack / which, builder.base / "outside" / which.replace("/", "_")
+    outside.parent.mkdir()
+    link.rename(outside)
+    link.symlink_to(outside)
+    before = snapshot(builder.pack), snapshot(outside), snapshot(clean)
+    with pytest.raises(PackError) as exc:
+        engine.status(builder.request(clean))
+    said = str(exc.value)
+    assert exc.value.exit_code == 2 and f"{link}: is a symbolic link to {outside}: a pack's files are read" in said
+    assert f"(put the folder itself there: rm -- {link}, then move the folder it leads to" in said, said
+    assert [f.file for f in check_pack(builder.pack)[0]] == [which], check_pack(builder.pack)[0]
+    assert (snapshot(builder.pack), snapshot(outside), snapshot(clean)) == before
+
+
+def test_refresh_never_writes_through_a_fix_folder_that_is_a_symbolic_link(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh user: `fixpack edit`, a commit, then the fix's folder moved out of the pack and linked
+    back: `fixpack refresh` rewrote the patch and fix.toml outside the pack, through the link. It is refused at
+    the load, exit 2, naming the link; the pack and the folder it leads to are left as they were."""
+    from conftest import git, snapshot
+    from test_authoring import MOD
+
+    from fixpack.editrefresh import refresh_from_work
+    from fixpack.editwork import start
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 40\n", "forty\n"))
+    git(work, "commit", "-qam", "forty")
+    link, outside = builder.pack / "fixes/b", tmp_path / "outside_b"
+    link.rename(outside)
+    link.symlink_to(outside)
+    before = snapshot(builder.pack), snapshot(outside)
+    with pytest.raises(PackError) as exc:
+        refresh_from_work(builder.pack, "b")
+    assert exc.value.exit_code == 2 and f"{link}: is a symbolic link to {outside}" in str(exc.value), str(exc.value)
+    assert (snapshot(builder.pack), snapshot(outside)) == before

@@ -206,3 +206,40 @@ def test_a_continue_of_a_start_stopped_early_never_says_it_left_no_trace(pack, m
     assert "left no trace" not in str(err.value) and pack_files(b) == before
     monkeypatch.setattr(rebase_session, "_write", real_write)
     assert rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True)).status == "done"
+
+
+# `python -c` this, then the CLI's arguments: the CLI killed (SIGKILL) inside the atomic write of the first pack file
+# named $FIXPACK_TEST_DIES_AT, its temp file written, not yet renamed (fsio.fsync_fd: the seam)
+DIES_IN_A_WRITE = """
+import os, runpy, signal, sys
+from fixpack import fsio
+real = fsio.fsync_fd
+def dies(fd, path):
+    if path.name == os.environ["FIXPACK_TEST_DIES_AT"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(fd, path)
+fsio.fsync_fd = dies
+sys.argv = ["fixpack", *sys.argv[1:]]
+runpy.run_module("fixpack.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_abort_after_a_continue_killed_inside_a_write_leaves_no_temp_file_nor_the_folder_it_made(conflicting):  # noqa: F811
+    """Found by a fresh user: a `--continue` SIGKILLed while it wrote the new variant's variant.toml, then `--abort`:
+    the files were put back, but the write's temp file (.variant.toml.fixpack-tmp) and the variant folder the
+    rebase made stayed in the pack. The abort takes them away too: the pack is as before the rebase, byte for byte,
+    folders and hidden files included."""
+    b, old, new = conflicting
+    work = b.base / "W"
+    before = {k: v for k, v in world(b.pack).items() if k.startswith(("fixes", "profiles"))}
+    assert rebase.start(req(b, old, new, work=work, name="v2.0-mine")).status == "conflicts"
+    (work / "first" / MOD).write_text(RESOLVED)
+    git(work / "first", "add", MOD)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_DIES_AT": "variant.toml"}
+    p = subprocess.run([sys.executable, "-c", DIES_IN_A_WRITE, "rebase", "--continue", "--work", str(work),
+                        "--allow-unproven", "--pack", str(b.pack)], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
+    assert (b.pack / "fixes/first/v2.0-mine/.variant.toml.fixpack-tmp").is_file()
+    assert cli(b, "--abort", "--work", str(work)).returncode == 0
+    after = {k: v for k, v in world(b.pack).items() if k.startswith(("fixes", "profiles"))}
+    assert after == before, sorted(set(after) ^ set(before))
