@@ -67,6 +67,13 @@ def pack3(builder):
     return builder, clean
 
 
+def amended(work: Path) -> str:
+    """Every change in the work tree ``work``, new files too, into its commit (amended); the commit's short hash."""
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "--amend", "--no-edit")
+    return git(work, "rev-parse", "HEAD").strip()[:12]
+
+
 def pack_bytes(root: Path) -> dict:
     return {k: v for k, v in snapshot(root).items() if not k.startswith(".edit/")}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, git, numbered, snapshot
-from test_authoring import MOD, killed_refresh, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
+from test_authoring import MOD, amended, killed_refresh, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
@@ -137,8 +137,7 @@ def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pac
     builder, clean = pack3
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / "demo_pkg/blob.bin").write_bytes(b"PNG\0\1\2\3\xff")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "--amend", "--no-edit")
+    amended(work)
     toml = builder.pack / "fixes/b/fix.toml"
     before = pack_bytes(builder.pack)
     with pytest.raises(BadInputError) as caught:  # undeclared: refused, naming the pack's files
@@ -169,9 +168,7 @@ def test_a_nul_byte_in_a_refreshed_commit_names_the_file_and_the_ways_on(pack3):
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     data = b"a\n" * 5000 + b"x\0y\n"
     (work / "demo_pkg/late.dat").write_bytes(data)
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "--amend", "--no-edit")
-    sha = git(work, "rev-parse", "HEAD").strip()[:12]
+    sha = amended(work)
     before = pack_bytes(builder.pack)
     with pytest.raises(BadInputError) as caught:
         refresh_from_work(builder.pack, "b")
@@ -206,8 +203,7 @@ def test_a_nul_byte_in_a_file_whose_name_git_cannot_write_plainly_names_it_as_gi
     data = b"a\n" * 5000 + b"x\0y\n"
     (work / name).write_bytes(data)
     (work / "demo_pkg/it's a x.txt").write_text("plain\n")  # what "[x]" would match as a wildcard
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "--amend", "--no-edit")
+    amended(work)
     before = pack_bytes(builder.pack)
     with pytest.raises(BadInputError) as caught:
         refresh_from_work(builder.pack, "b")
@@ -255,8 +251,7 @@ def test_a_file_with_a_non_ascii_name_or_a_space_is_refreshed_as_written(pack3):
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / "demo_pkg/naïve.py").write_text("y = 1\n")
     (work / "demo_pkg/with space.py").write_text("z = 1\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "--amend", "--no-edit")
+    amended(work)
     done = refresh_from_work(builder.pack, "b")  # git quoted the name ("demo_pkg/na\303\257ve.py"): refused
     assert done is not None
     text = (builder.pack / "fixes/b/0001-change.patch").read_text()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from test_authoring import MOD, pack3, pack_bytes  # noqa: F401 (the fixture)
+from test_authoring import MOD, amended, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
@@ -77,9 +77,7 @@ def test_a_committed_symlink_is_refused_at_its_commit_never_at_a_patch_line_not_
     builder, clean = pack3
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / "demo_pkg" / "evil_link").symlink_to("/etc/passwd")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "--amend", "--no-edit")
-    sha = git(work, "rev-parse", "HEAD").strip()[:12]
+    sha = amended(work)
     before = pack_bytes(builder.pack)
     with pytest.raises(BadInputError) as exc:
         refresh_from_work(builder.pack, "b")
