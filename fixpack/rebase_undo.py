@@ -78,13 +78,18 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
             raise EnvironmentProblem(f"rebase --undo put back every pack file the rebase to {data['to']} wrote, but "
                                      f"{cannot(exc, record, 'remove')}: remove it by hand (rm "
                                      f"{quote(str(record))})") from None
-    if held:
-        term = signal.SIGTERM in held
-        how, kind = stopped_by(term)
-        raise kind(f"{how} while rebase --undo put the pack files back; it waited until that was done: the rebase to "
-                   f"{data['to']} is undone ({len(restored)} pack file(s) restored or removed"
-                   f"{': ' + ', '.join(restored) if restored else ''})")
+    _said_if_held(held, "undo", data["to"], restored)
     return restored
+
+
+def _said_if_held(held: list[int], step: str, name: str, restored: list[str], kept: str = "") -> None:
+    """After ``--undo`` / ``--abort`` (``step``) put back the pack files with signals held: a Ctrl-C or SIGTERM that
+    came meanwhile (``held``) is said now, with what was put back (SIGTERM: exit 143)."""
+    if held:
+        how, kind = stopped_by(signal.SIGTERM in held)
+        raise kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done: the rebase "
+                   f"to {name} is {step}{'ne' if step == 'undo' else 'ed'} ({len(restored)} pack file(s) restored or "
+                   f"removed{': ' + ', '.join(restored) if restored else ''}){kept}")
 
 
 def _put_back(path: Path, backup: str | None) -> bool:
@@ -122,10 +127,6 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
                                      f"{cannot(exc, what='remove')}, of its work folder {session.work} or the pack's "
                                      f"record of it: make it writable, then run `{again}` again") from None
     kept = [p for p in report_paths(session) if p.is_file()]
-    if held:
-        how, kind = stopped_by(signal.SIGTERM in held)
-        raise kind(f"{how} while rebase --abort put the pack files back; it waited until that was done: the rebase to "
-                   f"{session.new_name} is aborted ({len(restored)} pack file(s) restored or removed"
-                   f"{': ' + ', '.join(restored) if restored else ''})"
-                   f"{'; its report is kept: ' + ', '.join(map(str, kept)) if kept else ''}")
+    _said_if_held(held, "abort", session.new_name, restored,
+                  f"; its report is kept: {', '.join(map(str, kept))}" if kept else "")
     return restored, kept
