@@ -191,8 +191,10 @@ def find_work(pack_root: Path, name: str = "", work: Path | None = None) -> Path
     return found[0]
 
 
-def load_session(req: RebaseRequest) -> Session:
-    """The rebase in progress, its state checked (rebase_state.check_state) before anything is done with it."""
+def load_session(req: RebaseRequest, *, targets: bool = True) -> Session:
+    """The rebase in progress, its state checked (rebase_state.check_state) before anything is done with it.
+    ``targets`` False (``--abort``): the pack is not loaded, nor the targets' facts read (the session's ``pairs``
+    empty): a pack that a put-back cut half way left invalid (a variant.toml whose patch is gone) is still put back."""
     work = find_work(req.pack_root.resolve(), req.name, req.work)
     path = work / "state.json"
     state = read_json(path, state_advice(work, req.pack_root))
@@ -202,9 +204,8 @@ def load_session(req: RebaseRequest) -> Session:
         raise BadInputError(f"--name {req.name} does not name the rebase in --work {req.work}, which is to "
                             f"{state['to']}: give --name {state['to']}, or leave --name out; nothing was done")
     pack_root = req.pack_root.resolve()
-    old = load_profile(load_pack(pack_root), state["from"])
-    pairs = {}
-    for spec in old.targets:
+    pairs: dict[str, TargetPair] = {}
+    for spec in load_profile(load_pack(pack_root), state["from"]).targets if targets else ():
         t = state["targets"].get(spec.name, {})
         if not t.get("new"):
             pairs[spec.name] = TargetPair(spec, note=t.get("note", "not rebased"))

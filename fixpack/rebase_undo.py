@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 from shlex import quote
 
-from .errors import BadInputError, EnvironmentProblem, stopped_by
+from .errors import BadInputError, EnvironmentProblem, FixpackError, stopped_by
 from .interrupts import signals
 from .rebase_io import NotPutBack, cannot
 from .rebase_registry import refuse_elsewhere, unregister
@@ -68,16 +68,16 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
         try:
             restored = restore(session)
         except NotPutBack as exc:
-            raise EnvironmentProblem(f"rebase --undo could not put back {len(exc.failed)} pack file(s): {exc.named()}; "
-                                     f"the others are put back ({len(exc.restored)} now: "
-                                     f"{', '.join(exc.restored) or 'none'}), and {record} is kept: free space or make "
-                                     f"them writable, then {again}, which finishes it") from None
+            raise _problem(held, "undo", f"rebase --undo could not put back {len(exc.failed)} pack file(s): "
+                                         f"{exc.named()}; the others are put back ({len(exc.restored)} now: "
+                                         f"{', '.join(exc.restored) or 'none'}), and {record} is kept: free space or "
+                                         f"make them writable, then {again}, which finishes it") from None
         try:
             record.unlink()
         except OSError as exc:
-            raise EnvironmentProblem(f"rebase --undo put back every pack file the rebase to {data['to']} wrote, but "
-                                     f"{cannot(exc, record, 'remove')}: remove it by hand (rm "
-                                     f"{quote(str(record))})") from None
+            raise _problem(held, "undo", f"rebase --undo put back every pack file the rebase to {data['to']} wrote, "
+                                         f"but {cannot(exc, record, 'remove')}: remove it by hand (rm "
+                                         f"{quote(str(record))})") from None
     _said_if_held(held, "undo", data["to"], restored)
     return restored
 
@@ -90,6 +90,15 @@ def _said_if_held(held: list[int], step: str, name: str, restored: list[str], ke
         raise kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done: the rebase "
                    f"to {name} is {step}{'ne' if step == 'undo' else 'ed'} ({len(restored)} pack file(s) restored or "
                    f"removed{': ' + ', '.join(restored) if restored else ''}){kept}")
+
+
+def _problem(held: list[int], step: str, text: str) -> FixpackError:
+    """The error of ``--undo`` / ``--abort`` (``step``) that could not finish its put-back (``text``, exit 5); with a
+    Ctrl-C or SIGTERM held meanwhile (``held``), said first, and a SIGTERM's exit 143 kept (it was dropped)."""
+    if not held:
+        return EnvironmentProblem(text)
+    how, kind = stopped_by(signal.SIGTERM in held)
+    return kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done, but {text}")
 
 
 def _put_back(path: Path, backup: str | None) -> bool:
@@ -107,7 +116,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     (exit 5): ``--abort`` again finishes it."""
     if req.work is None:
         refuse_elsewhere(req.pack_root.resolve(), req.name, "abort")
-    session = load_session(req)
+    session = load_session(req, targets=False)  # never the pack: a cut put-back may have left it invalid
     check_created(session.state_path, session.state["backups"], session.pack_root)
     again = way_on(session, "abort")
     held: list[int] = []
@@ -115,17 +124,17 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
         try:
             restored = restore(session)
         except NotPutBack as exc:
-            raise EnvironmentProblem(f"rebase --abort could not put back {len(exc.failed)} pack file(s): "
-                                     f"{exc.named()}; the others are put back, and the rebase in {session.work} is "
-                                     f"kept: free space or make them writable, then run `{again}` again, which "
-                                     f"finishes it") from None
+            raise _problem(held, "abort", f"rebase --abort could not put back {len(exc.failed)} pack file(s): "
+                                          f"{exc.named()}; the others are put back, and the rebase in {session.work} "
+                                          f"is kept: free space or make them writable, then run `{again}` again, "
+                                          f"which finishes it") from None
         try:
             drop_work(session.work, session.given, made_repos(session.state))
             unregister(session.pack_root, session.new_name, session.work)
         except OSError as exc:
-            raise EnvironmentProblem(f"rebase --abort put back every pack file the rebase wrote, but "
-                                     f"{cannot(exc, what='remove')}, of its work folder {session.work} or the pack's "
-                                     f"record of it: make it writable, then run `{again}` again") from None
+            raise _problem(held, "abort", f"rebase --abort put back every pack file the rebase wrote, but "
+                                          f"{cannot(exc, what='remove')}, of its work folder {session.work} or the "
+                                          f"pack's record of it: make it writable, then run `{again}` again") from None
     kept = [p for p in report_paths(session) if p.is_file()]
     _said_if_held(held, "abort", session.new_name, restored,
                   f"; its report is kept: {', '.join(map(str, kept))}" if kept else "")

@@ -9,7 +9,9 @@
   keeps (its state, the conflicts' work repositories, the pack's record of the rebase) and the --continue and
   --abort that go on from there (it said only "fixpack rebase did not finish. Run it again", which is refused);
 - a Ctrl-C or SIGTERM while --abort puts the pack files back waits until that is done, as --undo's does, then says
-  so (exit 5 / 143; it cut the put-back, leaving pack files written and the state 'writing').
+  so (exit 5 / 143; it cut the put-back, leaving pack files written and the state 'writing'); where a pack file could
+  not be put back meanwhile, the signal is said with that, and a SIGTERM's 143 kept (it was exit 5, the signal
+  dropped).
 
 Each run is the CLI in a child process that sends the signal to itself at the point (a patched seam), compared
 byte for byte before and after, with its exit code and message."""
@@ -32,7 +34,8 @@ from test_rebase_trust import world
 # with $FIXPACK_TEST_AGAIN, that signal too as the put-back then removes its first file (rebase_session.remove_file);
 # with $FIXPACK_TEST_DROP, that one as the start then drops its work folder (rebase.drop_work); $FIXPACK_TEST_NTH
 # moves "write" to another pack file; with $FIXPACK_TEST_AT "abort", as --abort puts back its first pack file
-# (rebase_session.atomic_write / remove_file), and $FIXPACK_TEST_AGAIN as it puts back its second
+# (rebase_session.atomic_write / remove_file), and $FIXPACK_TEST_AGAIN as it puts back its second; there, the
+# put-back of pack file number $FIXPACK_TEST_FAIL fails (EACCES)
 SENDS = """
 import os, runpy, signal, sys
 from fixpack import rebase, rebase_session
@@ -67,6 +70,9 @@ def put_back(real, put=[]):
         sig = env["FIXPACK_TEST_SIGNAL"] if len(put) == 1 else env.get("FIXPACK_TEST_AGAIN") if len(put) == 2 else ""
         if sig:
             send(sig)
+        if str(len(put)) == env.get("FIXPACK_TEST_FAIL"):
+            import errno
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(args[0]))
         return real(*args, **kw)
     return hooked
 if env["FIXPACK_TEST_AT"] == "abort":
@@ -81,9 +87,10 @@ HOW = {"SIGINT": ("interrupted (Ctrl-C, SIGINT)", 5), "SIGTERM": ("terminated (S
 
 
 def cli(b, *args: str, sig: str = "", at: str = "write", again: str = "", drop: str = "",
-        nth: int = 2) -> subprocess.CompletedProcess[str]:
+        nth: int = 2, fail: int = 0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_TEST_SIGNAL": sig, "FIXPACK_TEST_AT": at,
-           "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop, "FIXPACK_TEST_NTH": str(nth)}
+           "FIXPACK_TEST_AGAIN": again, "FIXPACK_TEST_DROP": drop, "FIXPACK_TEST_NTH": str(nth),
+           "FIXPACK_TEST_FAIL": str(fail or "")}
     head = ["-c", SENDS] if sig or drop else ["-m", "fixpack.cli"]
     return subprocess.run([sys.executable, *head, "rebase", *args, "--pack", str(b.pack)], capture_output=True,
                           text=True, env=env, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT,
@@ -253,3 +260,26 @@ def test_a_signal_while_abort_puts_back_waits_until_it_is_done(pack, first, seco
            f"v2.0 is aborted (3 pack file(s) restored or removed: fixes/first/v2.0/0001-change.patch, " \
            f"fixes/first/v2.0/variant.toml, fixes/second/v2.0/0001-change.patch)" in said, said
     assert world(b.pack) == before  # every file put back, the work folder and the pack's record of it gone
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_held_while_abort_cannot_put_a_file_back_is_said_with_its_exit_code(pack, sig):  # noqa: F811
+    # --abort's put-back with a SIGTERM held and a pack file it cannot put back said only the file (exit 5): the
+    # SIGTERM (a CI timeout) was dropped; now both are said, with 143. The --abort again it advises then finishes it:
+    # it was refused, "the pack is invalid" (the patch removed, its variant.toml not: the failed one),
+    # as --abort loaded the pack it was putting back (rebase_session.load_session(targets=False) now)
+    b, old = pack
+    new = carried_cleanly(b)
+    before = world(b.pack)
+    killed = cli(b, *start_args(b, old, new), sig="SIGKILL", nth=4)  # 3 pack files written, the state 'writing'
+    assert killed.returncode == -signal.SIGKILL
+    p = cli(b, "--abort", "--name", "v2.0", sig=sig, at="abort", fail=2)
+    how, code = HOW[sig]
+    said = " ".join(p.stderr.split())
+    assert p.returncode == code and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    assert f"{how} while rebase --abort put the pack files back; it waited until that was done, but rebase --abort " \
+           f"could not put back 1 pack file(s): fixes/first/v2.0/variant.toml (Permission denied (EACCES)); the " \
+           f"others are put back, and the rebase in " in said and "again, which finishes it" in said, said
+    assert state(b.pack / ".rebase/v2.0")["phase"] == "writing"  # the rebase kept, for --abort again
+    done = cli(b, "--abort", "--name", "v2.0")  # as told
+    assert done.returncode == 0 and world(b.pack) == before, (done.returncode, done.stderr)
