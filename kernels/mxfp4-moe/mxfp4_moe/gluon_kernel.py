@@ -753,7 +753,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0, narrow: bool = False,
-                    rows: int = 1, run_table: bool = False,
+                    rows: int = 1, run_table: bool = False, combine_early: bool = False,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -796,7 +796,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     blocks of its run in one K loop (_gemm_tile's ROWS), loading the run's activations once for both; the 8-token
     tiles of narrow then multiply sub_k of K at a time too. run_table (twelfth round; with plan and plan_lanes, not
     plan_split_per_sm): the plan launch also writes each run's pair rows (kernel.plan_runs' table), which the GEMM
-    programs load instead of ranking their run's tokens from the routing ids."""
+    programs load instead of ranking their run's tokens from the routing ids. combine_early: kernel.norm_combine's
+    ``early`` (thirteenth round)."""
     T, L = x.shape
     if rows not in (1, 2):
         raise ValueError(f"rows must be 1 or 2, got {rows!r}")
@@ -964,11 +965,11 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         **plan_kw, **narrow_kw[1]), sms, persistent, sched2, plan)
     if dyn:
         if not partials:
-            norm_combine(y2, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
+            norm_combine(y2, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl, early=combine_early)
     elif partials and not down:
         sum_parts(y, ids, ex, out, gdc=gdc, pdl=pdl)
     elif not partials:
-        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl)
+        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl, early=combine_early)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update(launched)

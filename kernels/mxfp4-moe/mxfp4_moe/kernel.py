@@ -536,10 +536,13 @@ def _silu_mul_kernel(h_ptr, act_ptr, stride_hk, stride_hm, stride_am, I: tl.cons
 def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
                          stride_ym, stride_yk, stride_g, stride_om, eps,
                          L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
-                         GDC: tl.constexpr):
+                         GDC: tl.constexpr, EARLY: tl.constexpr = False):
     """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
     out[t] (zeroed), y = the sum of the PARTS partial rows of pair t*TOPK+j (parts stride_yk apart). One
-    program per pair: no chain of dependent row reductions in one program. GDC as in _silu_mul_kernel."""
+    program per pair: no chain of dependent row reductions in one program. GDC as in _silu_mul_kernel.
+    EARLY (thirteenth round): the router weight and the norm weight's row (inputs and weights, never written by
+    the kernels before) are loaded before the wait on the previous kernel, so that their DRAM reads are not
+    queued behind the next layer's weight stream, which programmatic dependent launch lets start meanwhile."""
     if GDC:
         gdc_launch_dependents()
     t = tl.program_id(0)
@@ -547,14 +550,21 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
     offs = tl.arange(0, BLOCK_L)
     lm = offs < L
     local = tl.load(ids_ptr + t * TOPK + j) - expert_base
+    here = (local >= 0) & (local < n_local)
+    if EARLY:
+        wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)  # every slot has one
+        loc = local.to(tl.int64) + tl.zeros([BLOCK_L], tl.int64)  # a tensor mask (the interpreter takes no scalar one)
+        g = tl.load(g_ptr + loc * stride_g + offs, mask=lm & (loc >= 0) & (loc < n_local), other=0.0).to(tl.float32)
     if GDC:
         gdc_wait()
-    if (local >= 0) & (local < n_local):
-        wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
+    if here:
+        if not EARLY:
+            wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
         y = tl.zeros([BLOCK_L], tl.float32)
         for p in tl.static_range(PARTS):
             y += tl.load(y_ptr + p * stride_yk + (t * TOPK + j) * stride_ym + offs, mask=lm, other=0.0)
-        g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
+        if not EARLY:
+            g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
         ms = tl.sum(y * y, axis=0) / L
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
 
@@ -760,9 +770,10 @@ def silu_mul(h: torch.Tensor, act: torch.Tensor, *, gdc: bool = False, pdl: bool
 
 
 def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
-                 gdc: bool = False, pdl: bool = False) -> None:
+                 gdc: bool = False, pdl: bool = False, early: bool = False) -> None:
     """out [T, L] (zeroed) += this card's share: each local pair's RMS-normed output y [pairs, L] (or the
-    sum of y's parts [parts, pairs, L]) times its expert's norm weight and its router weight."""
+    sum of y's parts [parts, pairs, L]) times its expert's norm weight and its router weight. early (config
+    ``combine_early``, thirteenth round): the router and norm weights read before the wait on the previous kernel."""
     T, topk = ids.shape
     L = out.shape[1]
     parts, stride_yk = (y.shape[0], y.stride(0)) if y.dim() == 3 else (1, 0)
@@ -770,7 +781,7 @@ def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out:
     opts = {"launch_pdl": True} if pdl else {}
     _norm_combine_kernel[(T, topk)](
         y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(-2), stride_yk, g.stride(0), out.stride(0), eps,
-        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, num_warps=8 if L >= 2048 else 4, **opts)
+        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, EARLY=early, num_warps=8 if L >= 2048 else 4, **opts)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -837,6 +848,8 @@ MMA_CONFIG = {
 # program's K loop: 754 -> 113 SASS instructions); gluon_rows 2 (off) gives each program two row blocks of its run in
 # one K loop, its activations loaded once for both (with maxnreg 128: faster where the grid keeps two waves of
 # programs, slower where halving them leaves the SMs idle; README)
+# Thirteenth round (README): combine_early (on) has the norm-combine read its router and norm weights before its wait
+# on the down GEMM, not queued behind the next layer's weights that programmatic dependent launch streams meanwhile
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -844,7 +857,7 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                                "ranked_maxnreg": 96, "ranked_min_iters": 1}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
                 "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto",
-                "run_table": True, "gluon_rows": 1}
+                "run_table": True, "gluon_rows": 1, "combine_early": True}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 
 
@@ -853,6 +866,16 @@ def fused_few_taken(config: dict, pairs: int, n_local: int) -> bool:
     fused persistent launch (fused_kernel): config ``fused_few`` on and min(pairs, n_local), the most experts
     that can be routed here, at most ``fused_max_bound``."""
     return bool(config.get("fused_few")) and min(pairs, n_local) <= config.get("fused_max_bound", 8)
+
+
+def gluon_rows_of(config: dict) -> int:
+    """The gluon GEMMs' row blocks a program (config ``gluon_rows``, twelfth round: 1 or 2; absent 1), checked for every
+    chunk the gluon kernels take, the ranked ones (batches 1-8, which do not use it) included, so that a bad value is
+    refused wherever it is set. ValueError naming the key otherwise."""
+    rows = config.get("gluon_rows", 1)
+    if isinstance(rows, bool) or rows not in (1, 2):
+        raise ValueError(f"gluon_rows must be 1 or 2 (row blocks a program), got {rows!r}")
+    return rows
 
 
 def ranked_config(config: dict, pairs: int, n_local: int) -> dict:
@@ -998,6 +1021,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         raise ValueError(f"x_lat has {L} features, experts expect {ex.latent_size}")
     x = x.to(torch.bfloat16).contiguous()
     wts = wts.to(torch.float32).contiguous()
+    if decode == DECODE_MODES["gluon"]:
+        gluon_rows_of(config)  # refused here, whichever gluon path the chunk takes
     ranked = decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8
     if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel
@@ -1031,6 +1056,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              fixup_unroll=config.get("ranked_fixup_unroll", 1),
                                              prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
                                              act_launch=config.get("ranked_act_launch", False),
+                                             combine_early=config.get("combine_early", False),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel
@@ -1053,8 +1079,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan_items=config.get("plan_items", 1),
                                             sub_k=config.get("sub_k", 0),
                                             narrow=bool(config["narrow_runs"]),
-                                            rows=config.get("gluon_rows", 1),
+                                            rows=gluon_rows_of(config),
                                             run_table=config.get("run_table", False),
+                                            combine_early=config.get("combine_early", False),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk
@@ -1109,7 +1136,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
         sum_parts(y, ids, ex, out)
         return out
     out.zero_()
-    norm_combine(y, ids, wts, ex, out, eps)
+    norm_combine(y, ids, wts, ex, out, eps, early=config.get("combine_early", False))
     return out
 
 
@@ -1139,7 +1166,7 @@ def _experts_chunk_streamk(x, ids, wts, ex, out, topk, eps, config, act, common,
         sum_parts(y, ids, ex, out)
         return out
     out.zero_()
-    norm_combine(y, ids, wts, ex, out, eps)
+    norm_combine(y, ids, wts, ex, out, eps, early=config.get("combine_early", False))
     return out
 
 

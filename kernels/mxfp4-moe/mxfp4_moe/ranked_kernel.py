@@ -451,7 +451,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
-                    trace: list | None = None, act_launch: bool | str = False) -> torch.Tensor:
+                    trace: list | None = None, act_launch: bool | str = False,
+                    combine_early: bool = False) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
@@ -468,7 +469,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     launch of its own between the GEMMs (_ranked_act_kernel) instead of each tile's last part (no fence, no
     counter in the gate/up GEMM; one launch more); "auto": only where the gate/up GEMM splits K for any number
     of experts routed here (min(pairs, local experts) of them included: ep2tp4 batch 1), so that no call pays the
-    launch for a split it did not make. ValueError for any other value."""
+    launch for a split it did not make. ValueError for any other value. combine_early: kernel.norm_combine's
+    ``early`` (thirteenth round)."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -552,7 +554,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
         W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
     if not partials:
-        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc)
+        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},

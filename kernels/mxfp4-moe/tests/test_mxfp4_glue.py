@@ -229,6 +229,17 @@ def test_ranked_act_launch_auto_only_where_every_routing_splits():
             rk.act_launch_taken(bad, 8, 64, 8, budget)
 
 
+def test_gluon_rows_refused_by_its_key():
+    """kernel.gluon_rows_of (config gluon_rows, twelfth round): 1 or 2, absent 1; any other value refused naming the
+    config key (it used to say "rows", the argument's name, and only on the batch 9-32 path)."""
+    from mxfp4_moe import kernel as K
+    assert K.gluon_rows_of({}) == 1 and K.gluon_rows_of({"gluon_rows": 2}) == 2
+    assert K.gluon_rows_of(K.GLUON_CONFIG) == 1
+    for bad in (3, 0, True, "2", None):
+        with pytest.raises(ValueError, match="gluon_rows must be 1 or 2"):
+            K.gluon_rows_of({"gluon_rows": bad})
+
+
 def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
     """ranked_kernel.fits: a gate/up GEMM of two or more K tiles of 256+ elements (the muse shapes, TP
     slices included); the tiny variant's one 128-wide tile, 128-wide gate/up tiles and other layouts go to

@@ -42,8 +42,10 @@ for decode in ("dot_scaled", "explicit", "mma_portable"):  # the PTX decodes nee
         res = check_case(ex, ex_k, tokens, kind, v.experts, top_k, 100 + tokens, "cpu", decode, cfg)
         res.update(tokens=tokens, kind=kind, decode=decode)
         results.append(res)
-    # split-K: partial sums added atomically, silu applied by the down kernel
-    split = {"gate_up": (64, 32, 4, 1), "down": (32, 32, 4, 1), "split_gate_up": 2, "split_down": 4}
+    # split-K: partial sums added atomically, silu applied by the down kernel; the norm-combine reading its
+    # router and norm weights first (combine_early, thirteenth round)
+    split = {"gate_up": (64, 32, 4, 1), "down": (32, 32, 4, 1), "split_gate_up": 2, "split_down": 4,
+             "combine_early": True}
     for tokens in (3,):
         res = check_case(ex, ex_k, tokens, "random", v.experts, v.top_k, 200 + tokens, "cpu", decode, split)
         res.update(tokens=tokens, kind="split-k", decode=decode)
