@@ -532,32 +532,57 @@ def _silu_mul_kernel(h_ptr, act_ptr, stride_hk, stride_hm, stride_am, I: tl.cons
     tl.store(act_ptr + r * stride_am + offs, (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16))
 
 
+@triton.jit
+def _nc_stamp(tr, slot: tl.constexpr, TRACE: tl.constexpr):
+    """TRACE: ``%globaltimer`` at tr + slot and ``%clock64`` at tr + 16 + slot (the layout of
+    ranked_kernel.trace_buffer's rows, for bench/trace_case.py); else nothing."""
+    if TRACE:
+        c = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+        now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+        tl.store(tr + slot, now)
+        tl.store(tr + 16 + slot, c)
+
+
 @triton.jit(do_not_specialize=["expert_base", "n_local"])
 def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
                          stride_ym, stride_yk, stride_g, stride_om, eps,
                          L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
-                         GDC: tl.constexpr, EARLY: tl.constexpr = False):
+                         GDC: tl.constexpr, EARLY: tl.constexpr = False, tr_ptr=None, TRACE: tl.constexpr = False):
     """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
     out[t] (zeroed), y = the sum of the PARTS partial rows of pair t*TOPK+j (parts stride_yk apart). One
     program per pair: no chain of dependent row reductions in one program. GDC as in _silu_mul_kernel.
     EARLY (thirteenth round): the router weight and the norm weight's row (inputs and weights, never written by
     the kernels before) are loaded before the wait on the previous kernel, so that their DRAM reads are not
-    queued behind the next layer's weight stream, which programmatic dependent launch lets start meanwhile."""
+    queued behind the next layer's weight stream, which programmatic dependent launch lets start meanwhile.
+    TRACE (kernel.TRACE; thirteenth round): program (t, j)'s row of
+    tr_ptr [T * TOPK, 32] (zeroed here first) gets the timer at its start (0), once its id is read (1), past the wait
+    (2), once its row's sum of squares is done (3), its adds issued (4, 5) and at its end (6); slot 8 is 1 where the
+    slot's expert is here."""
     if GDC:
         gdc_launch_dependents()
     t = tl.program_id(0)
     j = tl.program_id(1)
+    tr = tr_ptr
+    if TRACE:
+        tr = tr_ptr + (t * TOPK + j) * 32
+        tl.store(tr + tl.arange(0, 32), tl.zeros([32], tl.int64))
+        tl.debug_barrier()
+    _nc_stamp(tr, 0, TRACE)
     offs = tl.arange(0, BLOCK_L)
     lm = offs < L
     local = tl.load(ids_ptr + t * TOPK + j) - expert_base
     here = (local >= 0) & (local < n_local)
+    _nc_stamp(tr, 1, TRACE)
     if EARLY:
         wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)  # every slot has one
         loc = local.to(tl.int64) + tl.zeros([BLOCK_L], tl.int64)  # a tensor mask (the interpreter takes no scalar one)
         g = tl.load(g_ptr + loc * stride_g + offs, mask=lm & (loc >= 0) & (loc < n_local), other=0.0).to(tl.float32)
     if GDC:
         gdc_wait()
+    _nc_stamp(tr, 2, TRACE)
     if here:
+        if TRACE:
+            tl.store(tr + 8, 1)
         if not EARLY:
             wt = tl.load(wts_ptr + t * TOPK + j).to(tl.float32)
         y = tl.zeros([BLOCK_L], tl.float32)
@@ -566,7 +591,11 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
         if not EARLY:
             g = tl.load(g_ptr + local.to(tl.int64) * stride_g + offs, mask=lm, other=0.0).to(tl.float32)
         ms = tl.sum(y * y, axis=0) / L
+        _nc_stamp(tr, 3, TRACE)
         tl.atomic_add(out_ptr + t * stride_om + offs, (wt / tl.sqrt(ms + eps)) * y * g, mask=lm, sem="relaxed")
+        _nc_stamp(tr, 4, TRACE)
+        _nc_stamp(tr, 5, TRACE)
+    _nc_stamp(tr, 6, TRACE)
 
 
 # the plan buffer (int32, per device and stream): [0] the owning runs' count, [1 + rank] their words (plan_word);
@@ -770,18 +799,24 @@ def silu_mul(h: torch.Tensor, act: torch.Tensor, *, gdc: bool = False, pdl: bool
 
 
 def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
-                 gdc: bool = False, pdl: bool = False, early: bool = False) -> None:
+                 gdc: bool = False, pdl: bool = False, early: bool = False, trace: list | None = None) -> None:
     """out [T, L] (zeroed) += this card's share: each local pair's RMS-normed output y [pairs, L] (or the
     sum of y's parts [parts, pairs, L]) times its expert's norm weight and its router weight. early (config
-    ``combine_early``, thirteenth round): the router and norm weights read before the wait on the previous kernel."""
+    ``combine_early``, thirteenth round): the router and norm weights read before the wait on the previous kernel.
+    trace (a list; kernel.TRACE; with gdc): compiled with timer stamps, ("combine", buffer) appended
+    (bench/trace_case.py)."""
     T, topk = ids.shape
     L = out.shape[1]
     parts, stride_yk = (y.shape[0], y.stride(0)) if y.dim() == 3 else (1, 0)
     g = ex.norm_weight
     opts = {"launch_pdl": True} if pdl else {}
+    tr: dict = {}
+    if trace is not None and gdc:
+        tr = {"tr_ptr": torch.empty(T * topk, 32, dtype=torch.int64, device=out.device), "TRACE": True}
+        trace.append(("combine", tr["tr_ptr"]))
     _norm_combine_kernel[(T, topk)](
         y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(-2), stride_yk, g.stride(0), out.stride(0), eps,
-        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, EARLY=early, num_warps=8 if L >= 2048 else 4, **opts)
+        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, EARLY=early, num_warps=8 if L >= 2048 else 4, **tr, **opts)
 
 
 # ----------------------------------------------------------------------------------------------------------

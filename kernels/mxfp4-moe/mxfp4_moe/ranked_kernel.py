@@ -463,7 +463,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     mask of the slots), weights not in the tiled layout, or stages outside 0, 2..8. prefetch_down_mb > 0 (sm_90+):
     where the routed experts' down weights are at most that many MB, the gate/up programs bring them into L2
     (bulk prefetches, each program a share of its expert's) for the down GEMM. trace (a list; kernel.TRACE):
-    both GEMMs compiled with their timer stamps, and ("gate_up", buffer), ("down", buffer) appended (buffers of
+    both GEMMs compiled with their timer stamps, and ("gate_up", buffer), ("down", buffer) appended (then, not in
+    partials mode, the norm-combine's ("combine", buffer), kernel.norm_combine; buffers of
     ``trace_buffer``, read after the call; a few instructions a program more, for bench/trace_case.py).
     act_launch (eleventh round): where the gate/up GEMM may split K, its parts are added and silu applied by a
     launch of its own between the GEMMs (_ranked_act_kernel) instead of each tile's last part (no fence, no
@@ -554,7 +555,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
         W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
     if not partials:
-        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early)
+        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},

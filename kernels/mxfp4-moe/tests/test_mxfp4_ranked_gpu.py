@@ -227,3 +227,29 @@ def test_ranked_act_launch(cfg):
         assert_ok(res, f"act launch tp batch {tokens}")
         assert res["combine_rel"] < 1e-2, res
     assert _counters_zero()
+
+
+def test_norm_combine_early():
+    """``combine_early`` (thirteenth round: the norm-combine's router and norm weights loaded before its wait) gives
+    the output without it (the same sums, only the atomics' order may differ: rel < 1e-5) after the ranked GEMMs
+    (batches 1, 3, 8) and the run list's (batches 9, 17, 32), twice into a poisoned buffer, and the reference's."""
+    from _kernel_cases import assert_ok, check_case, make_routing
+    from mxfp4_moe.kernel import GLUON_CONFIG, mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(49)
+    ex_t = ex.to_tiled_layout()
+    base = {k: v for k, v in GLUON_CONFIG.items() if not k.startswith("combine_")}
+    conf = {**base, "combine_early": True}
+    g = torch.Generator().manual_seed(49000)
+    for tokens in (1, 3, 8, 9, 17, 32):
+        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
+        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
+        outs = []
+        for c in (conf, base):
+            out = torch.full((tokens, 1024), float("nan"), device="cuda")
+            for _ in range(2):
+                mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
+            outs.append(out)
+        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, tokens
+        assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 49100 + tokens, "cuda", "gluon", conf),
+                  f"combine_early batch {tokens}")

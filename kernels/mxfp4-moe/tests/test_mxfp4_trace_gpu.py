@@ -1,7 +1,7 @@
 """The timer stamps (kernel.TRACE; bench/trace_case.py) on the GPU: the traced kernels still give the
 reference's result, every program stamps its start and end, a program's stamps come in its order, and the down
-GEMM's programs get past their wait only after the gate/up GEMM's last program ended (the one clock of every
-SM, and the waits of programmatic dependent launch). Skipped without a GPU of compute capability 9.0 (the
+GEMM's programs get past their wait only after the gate/up GEMM's last program ended, the norm-combine's after the
+down GEMM's (the one clock of every SM, and the waits of programmatic dependent launch). Skipped without a GPU of compute capability 9.0 (the
 waits) and Triton (CPU CI)."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ pytestmark = [
 ]
 
 # the stamps of a working program, in the order it takes them (ranked_kernel / fused_kernel docstrings)
-ORDER = {"gate_up": (0, 1, 2, 3, 4, 5, 6), "down": (0, 1, 2, 3, 4, 5, 6), "fused": (0, 1, 2, 3, 4, 5, 6, 7)}
+ORDER = {"gate_up": (0, 1, 2, 3, 4, 5, 6), "down": (0, 1, 2, 3, 4, 5, 6), "fused": (0, 1, 2, 3, 4, 5, 6, 7),
+         "combine": (0, 1, 2, 3, 4, 5, 6)}
 SLACK_NS = 1000  # the timer's steps (bench/trace_case.py prints them): at most this much
 
 
@@ -34,10 +35,10 @@ def _experts(seed: int):
 
 
 @pytest.mark.parametrize("cfg, names", [
-    ({"ranked": True}, ["gate_up", "down"]),
-    ({"ranked": True, "ranked_stages": 3}, ["gate_up", "down"]),
-    ({"ranked": True, "ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": False}, ["gate_up", "down"]),
-    ({"ranked": True, "ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": True}, ["gate_up", "down"]),
+    ({"ranked": True}, ["gate_up", "down", "combine"]),
+    ({"ranked": True, "ranked_stages": 3}, ["gate_up", "down", "combine"]),
+    ({"ranked": True, "ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": False}, ["gate_up", "down", "combine"]),
+    ({"ranked": True, "ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": True}, ["gate_up", "down", "combine"]),
     ({"ranked": True, "fused_few": True, "fused_max_bound": 64}, ["fused"]),
 ])
 def test_traced_kernels(cfg, names):
@@ -72,6 +73,9 @@ def test_traced_kernels(cfg, names):
         if "down" in rows:  # the down GEMM's wait ends after the gate/up GEMM's last program
             first_past_wait = int(rows["down"][rows["down"][:, 8] > 0][:, 2].min())
             assert first_past_wait + SLACK_NS >= int(rows["gate_up"][:, 6].max())
+            # the norm-combine (thirteenth round's stamps) gets past its wait after the down GEMM's last program
+            first_combine = int(rows["combine"][rows["combine"][:, 8] > 0][:, 2].min())
+            assert first_combine + SLACK_NS >= int(rows["down"][:, 6].max())
             if cfg.get("ranked_min_iters") == 1:  # splits of several parts: some programs ran the fix-up, or
                 # none with the act launch between the GEMMs (eleventh round; its programs are not traced)
                 assert (int(rows["gate_up"][:, 9].sum()) > 0) == (not cfg["ranked_act_launch"])
