@@ -24,7 +24,7 @@ from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError
+from .errors import BadInputError, ConflictError, PatchParseError, Problem
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
@@ -127,6 +127,8 @@ def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: s
                                 f"why) and import again")
         if not m.author:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
+    for (line, text), (_m, body, _l) in zip(found, parsed):
+        _check_diff(file, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
     _refuse_binary(fix, file, [line for _m, _b, line in parsed])
@@ -187,6 +189,22 @@ def _only_target(view: Pack, prof: Profile) -> str:
 
 def _slug(subject: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:52].strip("-") or "change"
+
+
+def _check_diff(file: Path, mail_line: int, text: str, body: str) -> None:
+    """The diff of the mail at line ``mail_line`` of ``file`` (``text``; ``body``, its diff part) parsed as the
+    user wrote it, so that an error names the line of ``file`` (the patch file made of it has other lines: its
+    header is the pack's, its churn dropped). Raises PatchParseError "FILE (mail at line M):N: what" (exit 2)."""
+    start = mail_line + text[:len(text) - len(body)].count("\n")  # the file's line of the diff's first line
+    try:
+        parse_patch(body.encode("utf-8", "surrogateescape"), f"{file} (mail at line {mail_line})")
+    except PatchParseError as exc:
+        where = next((q for q in exc.problems if q.line), None)
+        if where is None or where.line is None:
+            raise
+        n = start + where.line - 1
+        raise PatchParseError(f"{file} (mail at line {mail_line}):{n}: {where.message}",
+                              [Problem(where.message, None, n, where.hint)]) from None
 
 
 def _patch_file(path: Path, text: str, source: str) -> PatchFile:

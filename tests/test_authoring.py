@@ -313,6 +313,31 @@ def test_an_import_error_is_said_once(pack3, tmp_path):
     assert snapshot(builder.pack) == before
 
 
+def test_an_import_diff_error_names_the_line_of_the_file(pack3, tmp_path):
+    """Found by a helper: a malformed diff in a mail was said at a line of the patch file import makes of it (its
+    header the pack's, so other lines), not of the user's file, and in the second mail of an mbox the number read
+    like the file's but counted from the mail. The number after the colon is now the file's line of the bad diff
+    line, in the first mail and in a later one (exit 2, nothing written)."""
+    builder, _clean = pack3
+    before = snapshot(builder.pack)
+    first = mail_patch(tmp_path, numbered(5), "x\n")
+    second = mail_patch(tmp_path, numbered(6), numbered(6).replace("line 3\n", "three\n"), subject="Fix three")
+    bad = "@@ -1,6 +1,6 @@"
+    assert bad in second and "@@ -1,5 +1 @@" in first
+    cases = [("one.patch", first.replace("@@ -1,5 +1 @@", "@@ -1,5"), 1, first.split("@@ -1,5 +1 @@")[0]),
+             ("two.mbox", first + second.replace(bad, "@@ -1,6"), first.count("\n") + 1,
+              first + second.split(bad)[0])]
+    for name, text, mail_line, head in cases:
+        (tmp_path / name).write_text(text)
+        line = head.count("\n") + 1
+        assert text.split("\n")[line - 1].startswith("@@ -1,") and "+" not in text.split("\n")[line - 1]
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(tmp_path / name), "--as", "x",
+                            "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and f"{tmp_path / name} (mail at line {mail_line}):{line}: malformed hunk " \
+            f"header" in r.stderr, (name, line, r.stderr)
+    assert snapshot(builder.pack) == before
+
+
 def test_import_reads_a_regular_mail_file_under_its_cap_only(pack3, tmp_path):
     """Found by a fresh user: import read its file whole, unchecked: /dev/zero was OOM-killed at 23.8 GB, a
     70 MB sparse file was read whole, a FIFO hung for ever. Each is refused unread now (exit 2, the file named,
