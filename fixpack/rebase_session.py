@@ -258,6 +258,10 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if at is None:  # before anything was written (the backups too large): said as it is
             raise
         raise _rolled_back(session, phase, exc, at) from exc
+    except Exception:  # a bug of this tool (exit 1, said as one): the pack files put back all the same, first
+        if at is not None:
+            _put_back(session, phase, [])
+        raise
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
@@ -273,21 +277,7 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     exit 143). A start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`).
     A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``."""
     held: list[int] = []
-    failed: dict[str, OSError] = {}
-    with signals(held, deferred=True):
-        try:
-            restore(session)
-        except NotPutBack as nb:  # told below: the files left written, and the way on (the state keeps the backups)
-            failed = nb.failed
-        except OSError as e:
-            failed = {"": e}
-        left = written_so_far(session)
-        if not left:
-            try:
-                session.state["phase"] = "merging" if phase == "merging" else "conflicts"
-                session.save()
-            except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
-                pass
+    failed, left = _put_back(session, phase, held)
     term = terminated(exc, held)
     kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
     where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
@@ -313,6 +303,29 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     return kind(f"{how} while writing the pack: every pack file it had written is put back (nothing written to the "
                 f"pack){waited}; the rebase in {session.work} is kept as it was, resolved conflicts too: {fix_it}run "
                 f"it again (`{again}`)", problems)
+
+
+def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, OSError], list[str]]:
+    """:func:`write_pack` cut short: every pack file put back from its backup (each tried) with Ctrl-C and SIGTERM
+    held meanwhile (into ``held``), and, once none is left written, the state as before the write (``phase``
+    merging, else conflicts). Returns the put-back's errors (relative path, or "" for one of the whole) and the
+    pack files left written."""
+    failed: dict[str, OSError] = {}
+    with signals(held, deferred=True):
+        try:
+            restore(session)
+        except NotPutBack as nb:  # told by the caller: the files left written (the state keeps the backups)
+            failed = nb.failed
+        except OSError as e:
+            failed = {"": e}
+        left = written_so_far(session)
+        if not left:
+            try:
+                session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+                session.save()
+            except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
+                pass
+    return failed, left
 
 
 def written_so_far(session: Session) -> list[str]:

@@ -157,6 +157,35 @@ def test_an_error_as_the_lock_is_written_puts_back_what_the_start_wrote(pack, mo
     assert run(b, *start_args(old, new))[0] == 0  # as told
 
 
+@pytest.mark.parametrize("n", [2, 0])
+def test_a_bug_inside_the_pack_write_puts_back_what_it_wrote_and_is_said_as_a_bug(pack, monkeypatch, n):  # noqa: F811
+    # a bug of this tool (not an OSError nor one of its errors: exit 1) inside the pack write left the pack files
+    # written so far and the state 'writing'; they are put back all the same, then the bug is said as one, and the
+    # rebase is as before the write (its work folder kept, phase 'merging': --abort, or a start again after it)
+    b, old = pack
+    new = carried_cleanly(b)
+    before = pack_files(b)
+    if n:  # at its second pack file
+        real, calls = rebase_session._write, []
+
+        def write(path, data):
+            calls.append(path)
+            if len(calls) == n:
+                raise RuntimeError("a bug in the write")
+            real(path, data)
+        monkeypatch.setattr(rebase_session, "_write", write)
+    else:  # once the lock is written, at its end
+        lock_refused(monkeypatch, RuntimeError("a bug in the write"))
+    code, out = run(b, *start_args(old, new))
+    assert code == 1 and "a bug in the write" in out, (code, out)
+    assert pack_files(b) == before  # every pack file put back, the lock too
+    state = json.loads((b.pack / ".rebase/v2.0/state.json").read_text())
+    assert state["phase"] == "merging", state["phase"]
+    monkeypatch.undo()
+    assert run(b, "--abort", "--name", "v2.0")[0] == 0 and pack_files(b) == before
+    assert run(b, *start_args(old, new))[0] == 0  # and the rebase runs
+
+
 def test_an_error_as_the_lock_is_written_puts_back_what_a_continue_wrote(resolved, monkeypatch):  # noqa: F811
     b, work, before = resolved
     cont = ("--continue", "--work", str(work), "--allow-unproven")
