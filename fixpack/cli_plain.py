@@ -56,7 +56,19 @@ def failure_text(exc: BaseException) -> str:
 
 
 def missing_package(name: str) -> str:
-    """What to install when ``name`` cannot be imported (the image's needs, or the maintainer's)."""
+    """What to install when ``name`` cannot be imported (the image's needs, or the maintainer's); for a module of
+    fixpack itself (imported when a command first needs it), what happened instead: nothing to install, its own
+    files or the folder it runs from went away while it ran."""
+    if name == "fixpack" or name.startswith("fixpack."):
+        import os
+
+        try:
+            os.getcwd()
+            why = "its files are not all there (removed or moved while it ran?): check out the pack or reinstall it"
+        except OSError:
+            why = ("the folder it was run from was removed while it ran (Python looks for fixpack's modules there): "
+                   "run it again from a folder that exists")
+        return f"fixpack's own module {name!r} cannot be imported from {Path(__file__).parent}: {why}"
     return (f"the Python package {name!r} is not installed in {sys.executable}: apply, status and revert need "
             f"`pip install unidiff click` (and tomli on Python 3.10); the maintainer's commands need "
             f"`pip install -e '.[maintainer]'` from the pack's checkout; nothing was written")

@@ -120,6 +120,27 @@ def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(set
     assert p.returncode == 5 and "pip install unidiff click" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_a_module_of_fixpack_itself_that_cannot_be_imported_is_not_said_as_a_package_to_install(tmp_path):
+    """Found by a fresh user: the working folder removed while a `rebase --continue` ran (fixpack run from it, its
+    next module imported then) was said as "the Python package 'fixpack....' is not installed ... pip install
+    unidiff click": nothing to install. A module of fixpack itself that cannot be imported is said as what it is
+    (exit 5, as before): the folder it was run from gone, or its files not all there."""
+    code = ("import os, sys; from fixpack.cli_plain import exit_code, failure_text\n"
+            "exc = ModuleNotFoundError(\"No module named 'fixpack.rebase_proof'\", name='fixpack.rebase_proof')\n"
+            "d = sys.argv[1]\n"
+            "if d: os.chdir(d); os.rmdir(d)\n"
+            "print(exit_code(exc), failure_text(exc))")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    for where, says in ((str(gone), "the folder it was run from was removed while it ran"), ("", "its files are not "
+                                                                                               "all there")):
+        r = subprocess.run([sys.executable, "-c", code, where], capture_output=True, text=True,
+                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("5 fixpack's own module 'fixpack.rebase_proof' cannot be imported from ") and \
+            says in r.stdout and "pip install" not in r.stdout, r.stdout
+
+
 def test_json_failure_document_says_whether_the_run_was_a_dry_run(setup):
     """status is always a dry run, apply only with --dry-run: a failure's JSON document says so too
     (an engine error, bad input, and a usage error alike)."""
