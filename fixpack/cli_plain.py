@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, BadInputError, FixpackError
+from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, BadInputError, FixpackError, InternalError
 from .progress import Progress
 from .report import Report
 from .states import Action, State
@@ -52,6 +52,8 @@ def failure_text(exc: BaseException) -> str:
     """What a failed command says: the error's message, what to install, or a bug to report."""
     if isinstance(exc, ModuleNotFoundError):
         return missing_package(exc.name or str(exc))
+    if isinstance(exc, InternalError):  # a bug, said with what the run did about it
+        return f"internal error: {exc} (please report it)"
     return f"internal error: {exc!r} (please report it)" if exit_code(exc) == EXIT_INTERNAL else str(exc)
 
 

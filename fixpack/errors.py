@@ -205,6 +205,11 @@ def of_code(code: int) -> type[FixpackError]:
     return kinds.get(code, FixpackError)
 
 
+class InternalError(FixpackError):
+    """A bug of this tool (exit 1, :data:`EXIT_INTERNAL`) said with what the run did about it: its message starts
+    with the bug's ``repr`` (a rebase's pack write put back after it: :func:`fixpack.rebase_session.write_pack`)."""
+
+
 class GitError(FixpackError):
     """A git command failed; the message holds the command, its exit code and its output."""
 

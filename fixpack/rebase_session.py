@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
-from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, of_code, stopped_by
+from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, InternalError, of_code, stopped_by
 from .fsio import atomic_write, remove_file, temp_path
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
@@ -258,26 +258,37 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if at is None:  # before anything was written (the backups too large): said as it is
             raise
         raise _rolled_back(session, phase, exc, at) from exc
-    except Exception:  # a bug of this tool (exit 1, said as one): the pack files put back all the same, first
-        if at is not None:
-            _put_back(session, phase, [])
-        raise
+    except Exception as exc:  # a bug of this tool (exit 1, said as one): the pack files put back all the same, first
+        if at is None:
+            raise
+        held: list[int] = []
+        done = _put_back(session, phase, held)
+        if not done[1] and not held:  # every file put back, no signal meanwhile: the bug as it is
+            raise
+        raise _rolled_back(session, phase, exc, at, (*done, held)) from exc
     written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
 
 
-def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | None = None) -> FixpackError:
+def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | None = None,
+                 done: tuple[dict[str, OSError], list[str], list[int]] | None = None) -> FixpackError:
     """Ctrl-C or SIGTERM (``exc``), or a file it could not write (``exc`` an OSError, ``at`` the file it was at), or
     another error (``exc`` a FixpackError) while :func:`write_pack` wrote: every pack file put back as it was before
     the rebase (its backups), each tried, the state as before the write (the work repositories, resolutions and all,
     untouched), and what to say (SIGTERM: :class:`Terminated`, exit 143; else the error's own code, or 5). The
     put-back runs to its end: a second Ctrl-C or SIGTERM meanwhile is held until it is done (said; SIGTERM makes it
     exit 143). A start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`).
-    A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``."""
-    held: list[int] = []
-    failed, left = _put_back(session, phase, held)
+    A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``. A bug of this tool
+    (``exc`` any other exception) whose put-back is already done (``done``: its errors, the files left written and the
+    signals held meanwhile) is said as :class:`~fixpack.errors.InternalError` (exit 1; SIGTERM held: 143) with the
+    files left and the way on."""
+    if done is None:
+        held: list[int] = []
+        failed, left = _put_back(session, phase, held)
+    else:
+        failed, left, held = done
     term = terminated(exc, held)
     kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
     where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
@@ -286,9 +297,12 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     elif isinstance(exc, FixpackError):
         how, fix_it, kind = f"{exc.args[0] if exc.args else exc}; at {where}", "fix that, then ", \
             kind if term else of_code(exc.exit_code)
-    else:
+    elif isinstance(exc, KeyboardInterrupt):
         how, fix_it = stopped_by(isinstance(exc, Term))[0], ""
-    waited = " (a further Ctrl-C or SIGTERM waited until it was done)" if held else ""
+    else:  # a bug: said as one (exit 1), or as SIGTERM's 143 where one came meanwhile
+        how, fix_it, kind = repr(exc), "", kind if term else InternalError
+    waited = "" if not held else " (a further Ctrl-C or SIGTERM waited until it was done)" \
+        if isinstance(exc, KeyboardInterrupt) else " (a Ctrl-C or SIGTERM meanwhile waited until it was done)"
     again = way_on(session, "continue")
     if left:
         named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left)
