@@ -24,7 +24,7 @@ from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError, PatchParseError, Problem
+from .errors import BadInputError, ConflictError, PatchParseError
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
@@ -43,7 +43,7 @@ from .runlock import pack_lock
 from .safepath import TooLargeError, not_a_file, read_regular
 from .states import State
 from .structs import replace
-from .tree import Tree, decode
+from .tree import Tree, decode, encode
 
 _MAIL_START = re.compile("^" + MBOX_FROM, re.M)
 _PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
@@ -101,13 +101,14 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     no longer applies on top; nothing is written then.
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
-    found = mails(_mail_bytes(file), str(file))
+    data = _mail_bytes(file)
+    found = mails(data, str(file))
     with pack_lock(pack_root, progress):
-        return _import(pack_root, file, found, fix_id, profile, target, after, opt_in, roots, progress)
+        return _import(pack_root, file, data, found, fix_id, profile, target, after, opt_in, roots, progress)
 
 
-def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: str, profile: str, target: str,
-            after: str, opt_in: bool, roots: dict[str, Path] | None, progress: Progress) -> Refreshed:
+def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str]], fix_id: str, profile: str,
+            target: str, after: str, opt_in: bool, roots: dict[str, Path] | None, progress: Progress) -> Refreshed:
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
@@ -128,7 +129,7 @@ def _import(pack_root: Path, file: Path, found: list[tuple[int, str]], fix_id: s
         if not m.author:
             raise BadInputError(f"{file}:{line}: the mail has no From: header (the patch's author); write one")
     for (line, text), (_m, body, _l) in zip(found, parsed):
-        _check_diff(file, line, text, body)
+        _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
     _refuse_binary(fix, file, [line for _m, _b, line in parsed])
@@ -191,20 +192,26 @@ def _slug(subject: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")[:52].strip("-") or "change"
 
 
-def _check_diff(file: Path, mail_line: int, text: str, body: str) -> None:
-    """The diff of the mail at line ``mail_line`` of ``file`` (``text``; ``body``, its diff part) parsed as the
-    user wrote it, so that an error names the line of ``file`` (the patch file made of it has other lines: its
-    header is the pack's, its churn dropped). Raises PatchParseError "FILE (mail at line M):N: what" (exit 2)."""
-    start = mail_line + text[:len(text) - len(body)].count("\n")  # the file's line of the diff's first line
+_BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))  # every byte a space but the newline
+
+
+def _check_diff(file: Path, data: bytes, mail_line: int, text: str, body: str) -> None:
+    """The diff of the mail at line ``mail_line`` of ``file`` (``data``; the mail ``text``, its diff part ``body``)
+    parsed as the user wrote it, so that an error names the file's lines and bytes (the patch file made of it has
+    others: its header is the pack's, its churn dropped). Raises PatchParseError "FILE (mail at line M):N: what"
+    (exit 2), each line number and byte offset in it the file's: a diff that fails is parsed again behind the
+    file's bytes before it, blanked (spaces, the newlines kept), which only an error pays for."""
+    diff = encode(body)
+    source = f"{file} (mail at line {mail_line})"
     try:
-        parse_patch(body.encode("utf-8", "surrogateescape"), f"{file} (mail at line {mail_line})")
-    except PatchParseError as exc:
-        where = next((q for q in exc.problems if q.line), None)
-        if where is None or where.line is None:
-            raise
-        n = start + where.line - 1
-        raise PatchParseError(f"{file} (mail at line {mail_line}):{n}: {where.message}",
-                              [Problem(where.message, None, n, where.hint)]) from None
+        parse_patch(diff, source)
+    except PatchParseError:
+        at = 0
+        for _ in range(mail_line - 1):  # the mail's first byte
+            at = data.index(b"\n", at) + 1
+        before = data[:at + len(encode(text[:len(text) - len(body)]))]
+        parse_patch(before.translate(_BLANK) + diff, source)
+        raise  # (the same diff behind blank lines fails the same way: not reached)
 
 
 def _patch_file(path: Path, text: str, source: str) -> PatchFile:

@@ -317,7 +317,8 @@ def test_an_import_diff_error_names_the_line_of_the_file(pack3, tmp_path):
     """Found by a helper: a malformed diff in a mail was said at a line of the patch file import makes of it (its
     header the pack's, so other lines), not of the user's file, and in the second mail of an mbox the number read
     like the file's but counted from the mail. The number after the colon is now the file's line of the bad diff
-    line, in the first mail and in a later one (exit 2, nothing written)."""
+    line, in the first mail and in a later one, and so is every number in the message (a hunk's line, a NUL byte's
+    offset: a fresh user found them counted from the diff; exit 2, nothing written)."""
     builder, _clean = pack3
     before = snapshot(builder.pack)
     first = mail_patch(tmp_path, numbered(5), "x\n")
@@ -335,6 +336,22 @@ def test_an_import_diff_error_names_the_line_of_the_file(pack3, tmp_path):
                             "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 2 and f"{tmp_path / name} (mail at line {mail_line}):{line}: malformed hunk " \
             f"header" in r.stderr, (name, line, r.stderr)
+    # every number in the message is the file's: a line inside a hunk, the hunk's own line, a NUL byte's offset
+    hunk = first.count("\n") + second.split(bad)[0].count("\n") + 1
+    odd = second.replace(" line 4\n", "line 4\n", 1)
+    nul = second.replace("+three\n", "+thr\0ee\n")
+    nul_at = (first + nul).encode().index(b"\0")
+    odd_at = (first + odd).split("\n").index("line 4") + 1  # the line without its prefix
+    for name, text, says in (
+            ("prefix.mbox", first + odd, f":{odd_at}: line {odd_at} has no ' ', '+' or '-' prefix (inside the "
+                                         f"hunk that starts at line {hunk}"),
+            ("nul.mbox", first + nul, f"(a NUL byte at byte offset {nul_at})")):
+        assert text.split("\n")[hunk - 1] == bad
+        (tmp_path / name).write_bytes(text.encode())
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(tmp_path / name), "--as", "x",
+                            "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and f"{tmp_path / name} (mail at line {first.count(chr(10)) + 1}):" in r.stderr \
+            and says in r.stderr, (name, says, r.stderr)
     assert snapshot(builder.pack) == before
 
 
