@@ -894,6 +894,33 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                 "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto",
                 "run_table": True, "gluon_rows": 1, "combine_early": True}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
+# every key a launch configuration may hold: what the kernels read (GLUON_CONFIG's, the tl.dot paths', the options
+# off by default); tests/test_mxfp4_glue.py checks it against the package's source
+CONFIG_KEYS = frozenset({
+    "combine_early", "compact_m", "ctas_per_sm", "down", "down_atomic", "fused_bar_group", "fused_down_tiles",
+    "fused_early", "fused_few", "fused_group_spin", "fused_max_bound", "fused_maxnreg", "fused_per_sm", "fused_pf_rest",
+    "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
+    "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
+    "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_few", "ranked_fixup_unroll",
+    "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_prefetch_down_mb",
+    "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table", "separate_gate_up", "silu_launch",
+    "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
+
+
+def unknown_config_keys(config: dict) -> list[str]:
+    """The keys of ``config`` (and of its ``ranked_few`` and ``large_batch`` overrides) that no kernel reads, each
+    with the closest known ones: a typo, or an option since dropped, that would otherwise leave the default in
+    place without a word (the benchmarks refuse them, bench/bench_mxfp4_moe.py and bench/trace_case.py)."""
+    import difflib
+
+    keys = list(config) + [k for sub in ("ranked_few", "large_batch") if isinstance(config.get(sub), dict)
+                           for k in config[sub]]
+    out = []
+    for k in dict.fromkeys(keys):
+        if k not in CONFIG_KEYS:
+            close = difflib.get_close_matches(str(k), sorted(CONFIG_KEYS), n=3)
+            out.append(f"{k!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    return out
 
 
 def fused_few_taken(config: dict, pairs: int, n_local: int) -> bool:

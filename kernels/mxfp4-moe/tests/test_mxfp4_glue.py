@@ -240,6 +240,31 @@ def test_gluon_rows_refused_by_its_key():
             K.gluon_rows_of({"gluon_rows": bad})
 
 
+def test_config_keys_are_those_the_kernels_read_and_the_benchmarks_refuse_others(tmp_path):
+    """kernel.CONFIG_KEYS holds every key the package's source reads from a configuration (config.get("k"),
+    config["k"], and the split_<GEMM> overrides), and nothing else; kernel.unknown_config_keys names the others with
+    close matches, in the ranked_few and large_batch overrides too. Found by a fresh user: a benchmark's --ab with a
+    key no kernel reads any more (an option of a past round) timed the default under that name; the benchmark and
+    the trace now refuse it (exit 2) before they touch a GPU."""
+    import re
+
+    from mxfp4_moe import kernel as K
+    read = set()
+    for f in (PKG_ROOT / "mxfp4_moe").glob("*.py"):
+        read |= set(re.findall(r"config(?:\.get\(|\[)\"([a-z0-9_]+)\"", f.read_text()))
+    read |= {"split_" + g for g in ("gate_up", "down")}  # _split_k's f"split_{key}"
+    read.discard("split_")
+    assert read == set(K.CONFIG_KEYS), (read ^ set(K.CONFIG_KEYS))
+    assert K.unknown_config_keys(K.GLUON_CONFIG) == [] and K.unknown_config_keys(K.MMA_CONFIG) == []
+    said = K.unknown_config_keys({"ranked_norm_tail": 1, "combine_erly": True, "ranked_few": {"ranked_stage": 3}})
+    assert said[0].startswith("'ranked_norm_tail'") and said[1].startswith("'combine_erly' (did you mean combine_early")
+    assert said[2].startswith("'ranked_stage' (did you mean ranked_stages"), said
+    for tool in ("bench_mxfp4_moe.py", "trace_case.py"):
+        r = subprocess.run([sys.executable, str(PKG_ROOT / "bench" / tool), "--ab", '{"x":{"combine_erly":true}}'],
+                           capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 2 and "combine_erly" in r.stderr, (tool, r.returncode, r.stderr[-500:])
+
+
 def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
     """ranked_kernel.fits: a gate/up GEMM of two or more K tiles of 256+ elements (the muse shapes, TP
     slices included); the tiny variant's one 128-wide tile, 128-wide gate/up tiles and other layouts go to
