@@ -935,7 +935,7 @@ def gluon_rows_of(config: dict) -> int:
     chunk the gluon kernels take, the ranked ones (batches 1-8, which do not use it) included, so that a bad value is
     refused wherever it is set. ValueError naming the key otherwise."""
     rows = config.get("gluon_rows", 1)
-    if isinstance(rows, bool) or rows not in (1, 2):
+    if type(rows) is not int or rows not in (1, 2):  # (not True, nor 2.0 from a JSON --config)
         raise ValueError(f"gluon_rows must be 1 or 2 (row blocks a program), got {rows!r}")
     return rows
 

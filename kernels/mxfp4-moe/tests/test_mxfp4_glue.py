@@ -235,7 +235,7 @@ def test_gluon_rows_refused_by_its_key():
     from mxfp4_moe import kernel as K
     assert K.gluon_rows_of({}) == 1 and K.gluon_rows_of({"gluon_rows": 2}) == 2
     assert K.gluon_rows_of(K.GLUON_CONFIG) == 1
-    for bad in (3, 0, True, "2", None):
+    for bad in (3, 0, True, "2", None, 2.0):
         with pytest.raises(ValueError, match="gluon_rows must be 1 or 2"):
             K.gluon_rows_of({"gluon_rows": bad})
 
