@@ -280,10 +280,8 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     untouched), and what to say (SIGTERM: :class:`Terminated`, exit 143; else the error's own code, or 5). The
     put-back runs to its end: a second Ctrl-C or SIGTERM meanwhile is held until it is done (said; SIGTERM makes it
     exit 143). A start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`).
-    A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``. A bug of this tool
-    (``exc`` any other exception) whose put-back is already done (``done``: its errors, the files left written and the
-    signals held meanwhile) is said as :class:`~fixpack.errors.InternalError` (exit 1; SIGTERM held: 143) with the
-    files left and the way on."""
+    A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``. A bug (``exc`` any
+    other exception; ``done``: its put-back's errors, files left, signals held) is an InternalError (exit 1, or 143)."""
     if done is None:
         held: list[int] = []
         failed, left = _put_back(session, phase, held)
