@@ -56,8 +56,9 @@ BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
 def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     """The mails of a ``git format-patch`` file or mbox, each with the line it starts at (1-based). Raises
     PatchParseError (exit 2) naming the file's line where a mail's header or description (before its diff) holds
-    bytes that are not UTF-8 and the mail declares no other charset."""
-    text = decode(data)
+    bytes that are not UTF-8 and the mail declares no other charset. A UTF-8 byte order mark before the first mail
+    (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word."""
+    text = decode(data).removeprefix("\ufeff")
     starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
     out = []
     for a, b in zip(starts, [*starts[1:], len(text)]):
@@ -193,6 +194,7 @@ def _slug(subject: str) -> str:
 
 
 _BLANK = bytes(b if b == 0x0A else 0x20 for b in range(256))  # every byte a space but the newline
+_BOM = "\ufeff".encode()
 
 
 def _check_diff(file: Path, data: bytes, mail_line: int, text: str, body: str) -> None:
@@ -206,7 +208,7 @@ def _check_diff(file: Path, data: bytes, mail_line: int, text: str, body: str) -
     try:
         parse_patch(diff, source)
     except PatchParseError:
-        at = 0
+        at = len(_BOM) if data.startswith(_BOM) else 0  # (mails() reads the file without it)
         for _ in range(mail_line - 1):  # the mail's first byte
             at = data.index(b"\n", at) + 1
         before = data[:at + len(encode(text[:len(text) - len(body)]))]

@@ -352,6 +352,19 @@ def test_an_import_diff_error_names_the_line_of_the_file(pack3, tmp_path):
                             "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
         assert r.returncode == 2 and f"{tmp_path / name} (mail at line {first.count(chr(10)) + 1}):" in r.stderr \
             and says in r.stderr, (name, says, r.stderr)
+    # a UTF-8 byte order mark before the first mail (found by a fresh user: it hid the first mail's From line, and
+    # that mail was dropped without a word): both mails are read, and a NUL byte in the first is named at its offset
+    from fixpack.exchange import mails
+
+    bom = "\ufeff".encode()
+    two = mails(bom + (first + second).encode(), "bom.mbox")
+    assert [line for line, _text in two] == [1, first.count("\n") + 1] and two[0][1] == first, two
+    planted = bom + first.replace("+x\n", "+x\0\n").encode() + second.encode()
+    (tmp_path / "bom.mbox").write_bytes(planted)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(tmp_path / "bom.mbox"), "--as", "x",
+                        "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and f"bom.mbox (mail at line 1):" in r.stderr and \
+        f"(a NUL byte at byte offset {planted.index(bytes(1))})" in r.stderr, r.stderr
     assert snapshot(builder.pack) == before
 
 
