@@ -363,7 +363,7 @@ def test_an_import_diff_error_names_the_line_of_the_file(pack3, tmp_path):
     (tmp_path / "bom.mbox").write_bytes(planted)
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(tmp_path / "bom.mbox"), "--as", "x",
                         "-p", "p1", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 2 and f"bom.mbox (mail at line 1):" in r.stderr and \
+    assert r.returncode == 2 and "bom.mbox (mail at line 1):" in r.stderr and \
         f"(a NUL byte at byte offset {planted.index(bytes(1))})" in r.stderr, r.stderr
     assert snapshot(builder.pack) == before
 
