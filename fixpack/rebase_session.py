@@ -298,7 +298,8 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     elif isinstance(exc, KeyboardInterrupt):
         how, fix_it = stopped_by(isinstance(exc, Term))[0], ""
     else:  # a bug: said as one (exit 1), or as SIGTERM's 143 where one came meanwhile
-        how, fix_it, kind = repr(exc), "", kind if term else InternalError
+        how, fix_it, kind = (f"internal error {exc!r} (please report it)", "", kind) if term else \
+            (repr(exc), "", InternalError)
     waited = "" if not held else " (a further Ctrl-C or SIGTERM waited until it was done)" \
         if isinstance(exc, KeyboardInterrupt) else " (a Ctrl-C or SIGTERM meanwhile waited until it was done)"
     again = way_on(session, "continue")

@@ -58,7 +58,7 @@ from triton.testing import do_bench  # noqa: E402
 from mxfp4_moe import reference as R  # noqa: E402
 from mxfp4_moe.format import dequantize_mxfp4  # noqa: E402
 from mxfp4_moe.kernel import (DECODE_LAYOUT, LAST_LAUNCH, default_config, dequantize_mxfp4_triton,  # noqa: E402
-                               mxfp4_moe_experts, unknown_config_keys)
+                               config_from_json, mxfp4_moe_experts)
 from mxfp4_moe.variants import load_variant, split_routing  # noqa: E402
 
 # (BLOCK_N, BLOCK_K, num_warps, num_stages, swap_ab, split_k or 0 for the heuristic, separate_gate_up,
@@ -248,13 +248,15 @@ def main() -> int:
                     "on the same routing draw and weights, right after the kernel column (same-run comparisons)")
     ap.add_argument("--seed", type=int, default=1, help="the routing draws' seed (another seed: other draws)")
     args = ap.parse_args()
-    ab = json.loads(args.ab) if args.ab else {}
-    given = {"--config": json.loads(args.config)} if args.config and args.config.lstrip().startswith("{") else {}
-    for label, conf in {**given, **{f"--ab {k}": o for k, o in ab.items()}}.items():
-        bad = unknown_config_keys(conf)
-        if bad:  # a typo, or an option since dropped, would time the default under another name
-            print(f"{label}: no kernel reads {', '.join(bad)}; nothing was timed", file=sys.stderr)
-            return 2
+    try:  # before any GPU work: a typo, or an option since dropped, would time the default under another name
+        ab = config_from_json(args.ab, "--ab", labelled=True) if args.ab else {}
+        if args.config and not args.config.strip().isdigit() and not args.config.startswith("best:"):
+            config_from_json(args.config, "--config")
+        if args.tiles:
+            json.loads(args.tiles)
+    except (ValueError, json.JSONDecodeError) as exc:
+        print(f"bench: {exc}; nothing was timed", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("bench: needs a GPU", file=sys.stderr)
         return 2

@@ -163,17 +163,17 @@ def main() -> int:
     ap.add_argument("--ab", help='JSON {label: config overrides}: trace each too (e.g. {"fused": {"fused_few": true}})')
     ap.add_argument("--json", help="write every summary here")
     args = ap.parse_args()
-    base = json.loads(args.config) if args.config else dict(default_config("gluon"))
-    for label, conf in {"default": base, **json.loads(args.ab or "{}")}.items():
-        bad = K.unknown_config_keys(conf)
-        if bad:  # a typo, or an option since dropped, would trace the default under another name
-            print(f"{label}: no kernel reads {', '.join(bad)}; nothing was traced", file=sys.stderr)
-            return 2
+    try:  # before any GPU work: a typo, or an option since dropped, would trace the default under another name
+        base = K.config_from_json(args.config, "--config") if args.config else dict(default_config("gluon"))
+        ab = K.config_from_json(args.ab, "--ab", labelled=True) if args.ab else {}
+    except ValueError as exc:
+        print(f"trace: {exc}; nothing was traced", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         print("needs an NVIDIA GPU of compute capability 9.0 or more", file=sys.stderr)
         return 2
     v = load_variant(args.variant)
-    variants = {"default": base} | {k: {**base, **o} for k, o in json.loads(args.ab or "{}").items()}
+    variants = {"default": base} | {k: {**base, **o} for k, o in ab.items()}
     want = {int(b) for b in args.batches.split(",")}
     g_dev = torch.Generator(device="cuda").manual_seed(0)
     g = torch.Generator().manual_seed(args.seed)

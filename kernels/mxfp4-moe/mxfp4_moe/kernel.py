@@ -907,6 +907,33 @@ CONFIG_KEYS = frozenset({
     "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
 
 
+def config_from_json(text: str, what: str, *, labelled: bool = False) -> dict:
+    """A configuration given as JSON on a benchmark's command line (``what``: the option's name): an object of keys
+    the kernels read, its ``ranked_few`` and ``large_batch`` objects too; ``labelled``: an object of such
+    configurations by label (``--ab``). Raises ValueError saying what is wrong: not JSON, not an object, a key no
+    kernel reads (:func:`unknown_config_keys`)."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what}: not JSON ({exc})") from None
+    if labelled and not isinstance(data, dict):
+        raise ValueError(f"{what}: a JSON object of labels, each a configuration object; got {text[:60]!r}")
+    for label, conf in data.items() if labelled else [("", data)]:
+        where = f"{what} {label}".rstrip()
+        if not isinstance(conf, dict):
+            raise ValueError(f"{where}: a JSON object of configuration keys; got {json.dumps(conf)[:60]}")
+        for sub in ("ranked_few", "large_batch"):
+            if sub in conf and not isinstance(conf[sub], dict):
+                raise ValueError(f"{where}: {sub} must be an object of configuration keys; got "
+                                 f"{json.dumps(conf[sub])[:60]}")
+        bad = unknown_config_keys(conf)
+        if bad:  # a typo, or an option since dropped, would time the default under another name
+            raise ValueError(f"{where}: no kernel reads {', '.join(bad)}")
+    return dict(data)
+
+
 def unknown_config_keys(config: dict) -> list[str]:
     """The keys of ``config`` (and of its ``ranked_few`` and ``large_batch`` overrides) that no kernel reads, each
     with the closest known ones: a typo, or an option since dropped, that would otherwise leave the default in

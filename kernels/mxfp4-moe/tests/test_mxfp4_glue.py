@@ -259,10 +259,20 @@ def test_config_keys_are_those_the_kernels_read_and_the_benchmarks_refuse_others
     said = K.unknown_config_keys({"ranked_norm_tail": 1, "combine_erly": True, "ranked_few": {"ranked_stage": 3}})
     assert said[0].startswith("'ranked_norm_tail'") and said[1].startswith("'combine_erly' (did you mean combine_early")
     assert said[2].startswith("'ranked_stage' (did you mean ranked_stages"), said
-    for tool in ("bench_mxfp4_moe.py", "trace_case.py"):
-        r = subprocess.run([sys.executable, str(PKG_ROOT / "bench" / tool), "--ab", '{"x":{"combine_erly":true}}'],
-                           capture_output=True, text=True, cwd=tmp_path)
-        assert r.returncode == 2 and "combine_erly" in r.stderr, (tool, r.returncode, r.stderr[-500:])
+    # and what is no configuration at all (found by a fresh user: tracebacks, exit 1): not JSON, not an object
+    for args, says in ((["--ab", '{"x":{"combine_erly":true}}'], "--ab x: no kernel reads 'combine_erly'"),
+                       (["--ab", '{"x":{"ranked_few":{"ranked_stage":3}}}'], "no kernel reads 'ranked_stage'"),
+                       (["--config", '{"combine_erly":true}'], "--config: no kernel reads 'combine_erly'"),
+                       (["--config", '{"combine_early":true'], "--config: not JSON"),
+                       (["--config", "[1]"], "--config: a JSON object of configuration keys"),
+                       (["--ab", "[1]"], "--ab: a JSON object of labels"),
+                       (["--ab", '{"x":5}'], "--ab x: a JSON object of configuration keys"),
+                       (["--ab", '{"x":{"ranked_few":5}}'], "--ab x: ranked_few must be an object")):
+        for tool in ("bench_mxfp4_moe.py", "trace_case.py"):
+            r = subprocess.run([sys.executable, str(PKG_ROOT / "bench" / tool), *args], capture_output=True,
+                               text=True, cwd=tmp_path)
+            assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, \
+                (tool, args, r.returncode, r.stderr[-500:])
 
 
 def test_ranked_kernels_take_only_the_shapes_run_on_the_gpu():
