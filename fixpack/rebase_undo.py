@@ -86,19 +86,22 @@ def _said_if_held(held: list[int], step: str, name: str, restored: list[str], ke
     """After ``--undo`` / ``--abort`` (``step``) put back the pack files with signals held: a Ctrl-C or SIGTERM that
     came meanwhile (``held``) is said now, with what was put back (SIGTERM: exit 143)."""
     if held:
-        how, kind = stopped_by(signal.SIGTERM in held)
-        raise kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done: the rebase "
-                   f"to {name} is {step}{'ne' if step == 'undo' else 'ed'} ({len(restored)} pack file(s) restored or "
-                   f"removed{': ' + ', '.join(restored) if restored else ''}){kept}")
+        done = f"{step}{'ne' if step == 'undo' else 'ed'}"
+        raise _held(held, step, f": the rebase to {name} is {done} ({len(restored)} pack file(s) restored or removed"
+                                f"{': ' + ', '.join(restored) if restored else ''}){kept}")
 
 
 def _problem(held: list[int], step: str, text: str) -> FixpackError:
     """The error of ``--undo`` / ``--abort`` (``step``) that could not finish its put-back (``text``, exit 5); with a
     Ctrl-C or SIGTERM held meanwhile (``held``), said first, and a SIGTERM's exit 143 kept (it was dropped)."""
-    if not held:
-        return EnvironmentProblem(text)
+    return _held(held, step, f", but {text}") if held else EnvironmentProblem(text)
+
+
+def _held(held: list[int], step: str, rest: str) -> FixpackError:
+    """The Ctrl-C or SIGTERM ``held`` through ``--undo``'s / ``--abort``'s put-back, said before ``rest`` (SIGTERM's
+    :class:`~fixpack.errors.Terminated`, exit 143; Ctrl-C exit 5)."""
     how, kind = stopped_by(signal.SIGTERM in held)
-    return kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done, but {text}")
+    return kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done{rest}")
 
 
 def _put_back(path: Path, backup: str | None) -> bool:
