@@ -280,6 +280,10 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             m = _HUNK_HEADER.match(ln)
             if not m:
                 raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
+            if sides == {"---"}:  # git apply: "git diff header lacks filename information"
+                raise bad(source, n, "the hunk header follows a '---' line with no '+++' line (the file's "
+                                      "post-image path is missing)", "restore the '+++' line, or regenerate the "
+                                                                      "patch with git diff / format-patch")
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
@@ -299,6 +303,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if ln[:3] in sides:  # unidiff would keep the last one; git apply refuses it
                 raise bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
                            "keep one '---' and one '+++' line per file, or regenerate the patch")
+            if ln.startswith("+") and "---" not in sides:  # git apply: "lacks filename information"
+                raise bad(source, n, f"a '+++' line with no '---' line before it: {_shown(ln)}",
+                           "restore the file's '---' line, or regenerate the patch with git diff / format-patch")
             sides.add(ln[:3])
             has_plus = has_plus or ln.startswith("+")
             path = ln[4:].split("\t")[0]

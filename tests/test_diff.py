@@ -101,6 +101,26 @@ def test_a_second_header_line_for_one_file_is_refused(twice):
     assert [fp.path for fp in parse_patch(two_files.encode(), "y.patch").files] == ["pkg/mod.py", "pkg/two.py"]
 
 
+def test_a_file_section_with_one_of_its_two_path_lines_is_refused():
+    """Found in a review: a mail whose diff lost its '+++' line was taken (the hunk read against a file with no
+    post-image path), and a conflict report on it gave negative line numbers; a lost '---' line was said as a
+    rename typo against an empty path. Both are refused at their line, as git apply refuses them ("lacks
+    filename information"); a git section with neither line still names its file by its 'diff --git' line."""
+    head = "diff --git a/pkg/mod.py b/pkg/mod.py\nindex 94c99a3..e661339 100644\n"
+    hunk = "@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    with pytest.raises(PatchParseError, match=r"^x.patch:4: the hunk header follows a '---' line with no '\+\+\+' "
+                                              r"line"):
+        parse_patch((head + "--- a/pkg/mod.py\n" + hunk).encode(), "x.patch")
+    with pytest.raises(PatchParseError, match=r"^x.patch:3: a '\+\+\+' line with no '---' line before it: "
+                                              r"'\+\+\+ b/pkg/mod.py'"):
+        parse_patch((head + "+++ b/pkg/mod.py\n" + hunk).encode(), "x.patch")
+    plain = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n" + hunk + "--- a/pkg/two.py\n@@ -1 +1 @@\n-x\n+y\n"
+    with pytest.raises(PatchParseError, match=r"^y.patch:8: the hunk header follows a '---' line"):
+        parse_patch(plain.encode(), "y.patch")
+    (fp,) = parse_patch((head + hunk).encode(), "z.patch").files
+    assert (fp.old_path, fp.new_path, len(fp.hunks)) == ("pkg/mod.py", "pkg/mod.py", 1)
+
+
 def test_a_plus_path_that_differs_without_rename_headers_is_refused():
     """A typo in '+++' of a plain diff would read as a rename and delete the upstream file: bad input."""
     text = ("--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
