@@ -2,7 +2,7 @@
 """Compile the ranked gluon GEMMs (ranked_kernel) for sm_90 without a GPU; print registers, spills, shared
 memory and the cp.async / barrier counts of the PTX.
 
-    python bench/ranked_compile_check.py [--stages 0,2,3,4] [--maxnreg 96] [--latent 4096] [--size 1024]
+    python bench/ranked_compile_check.py [--stages 0,2,3,4] [--maxnreg 96] [--latent 4096] [--size 1024] [--loops]
 
 Uses the ptxas and cuobjdump in Triton's wheel. Put another Triton first on PYTHONPATH to check that version
 (the H200 runs 3.6; fifth round: `pip install --target DIR triton==3.6.0`, then PYTHONPATH=DIR): the figures
@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import triton  # noqa: E402
+from gemm_sass_check import report  # noqa: E402
 from sm90_compile import compile_gluon, cuobjdump  # noqa: E402
 
 from mxfp4_moe import ranked_kernel as rk  # noqa: E402
@@ -76,6 +77,8 @@ def main() -> int:
     ap.add_argument("--act", action="store_true", help="the gate/up GEMM as act_launch compiles it, and the act "
                     "launch (_ranked_act_kernel; eleventh round)")
     ap.add_argument("--prefetch", type=int, default=0, help="PF_MAX_OWN: the gate/up GEMM's L2 prefetch of the down weights")
+    ap.add_argument("--loops", action="store_true", help="also each loop's SASS instructions by opcode (gemm_sass_check's "
+                    "count; the K loop is the one with HMMA: one iteration a BLOCK_N x BLOCK_K tile)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
     ok = True
@@ -86,6 +89,8 @@ def main() -> int:
                 ck = compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size, prefetch=args.prefetch,
                                     trace=args.trace, act=args.act and gate_up)
                 print(f"{label}: {resource_usage(ck)}")
+                if args.loops:
+                    print(f"{'':7} {report(ck)}")
             except Exception as exc:  # noqa: BLE001 - report and go on
                 ok = False
                 print(f"{label}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
