@@ -62,6 +62,17 @@ def summarize(name: str, buf: torch.Tensor, t0: int) -> dict:
         vals = [(r[s] - t0) / 1e3 for r in (rows if label == "start" else working) if r[s] > 0]
         if vals:
             out[label] = {"min": min(vals), "med": statistics.median(vals), "max": max(vals), "n": len(vals)}
+    by_sm: dict[int, list[float]] = {}  # the K loop's end of each program that took an item, by its SM (slot 15)
+    for r in working:
+        if r[15] > 0 and r[3] > 0:
+            by_sm.setdefault(r[15] - 1, []).append((r[3] - t0) / 1e3)
+    if by_sm:
+        last = [max(v) for v in by_sm.values()]
+        out["by_sm"] = {"sms": len(by_sm), "programs": sorted(len(v) for v in by_sm.values()),
+                        "last_loop": {"min": min(last), "med": statistics.median(last), "max": max(last)},
+                        "within": statistics.median(max(v) - min(v) for v in by_sm.values()),
+                        "last_by_programs": {n: statistics.median(max(v) for v in by_sm.values() if len(v) == n)
+                                             for n in sorted({len(v) for v in by_sm.values()})}}
     fix = [(r[4] - r[3]) / 1e3 for r in working if r[9] == 1 and r[4] > 0 and r[3] > 0]
     if fix:
         out["fixup_store_med"] = statistics.median(fix)
@@ -142,6 +153,14 @@ def print_layers(label: str, layers: list[list[dict]]) -> None:
             for k in keys:
                 print(f"      {k:8} {fmt(s[k])}")
             print("      cycles (median): " + ", ".join(f"{k} {c:.0f}" for k, c in s["cycles"].items()))
+            if "by_sm" in s:
+                b, cnt = s["by_sm"], {}
+                for n in b["programs"]:
+                    cnt[n] = cnt.get(n, 0) + 1
+                print(f"      by SM: {b['sms']} SMs, programs an SM {', '.join(f'{n} x{c}' for n, c in cnt.items())}; "
+                      f"an SM's last K loop done {fmt(b['last_loop'])}; first to last within an SM (median) "
+                      f"{b['within']:.2f}; the last, by programs an SM: "
+                      + ", ".join(f"{n}: {t:.2f}" for n, t in b["last_by_programs"].items()))
     firsts = [launches[0].get("wait", {}).get("min") for launches in layers]
     periods = [b - a for a, b in zip(firsts, firsts[1:]) if a is not None and b is not None]
     if periods:

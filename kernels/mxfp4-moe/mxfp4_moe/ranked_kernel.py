@@ -179,7 +179,7 @@ def _prefetch_share(base, nbytes: gl.constexpr, i, items):
 
 
 # int64 words of a program's row in a trace buffer (kernel.TRACE): 0-7 the timer's stamps, 8-15 facts (the
-# split, ...), 16-23 the cycle counter at the same stamps (gluon_kernel._stamp)
+# split, ...; 15 the SM + 1), 16-23 the cycle counter at the same stamps (gluon_kernel._stamp)
 TRACE_SLOTS = gl.constexpr(32)
 
 
@@ -193,7 +193,8 @@ def trace_buffer(programs: int, device) -> torch.Tensor:
 @gluon.jit
 def _trace_open(tr_ptr, g, TRACE: gl.constexpr):
     """TRACE: program g's row of the trace buffer, zeroed (then a barrier, so that no stamp can land before
-    its zero), and the start stamp; else ``tr_ptr`` as it is."""
+    its zero), the start stamp, and the SM it runs on plus 1 (``%smid``) at slot 15 (fourteenth round: whether
+    a GEMM's slow programs share SMs); else ``tr_ptr`` as it is."""
     if TRACE:
         tr = tr_ptr + g * TRACE_SLOTS
         zl: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
@@ -201,6 +202,8 @@ def _trace_open(tr_ptr, g, TRACE: gl.constexpr):
         gl.store(tr + zo, gl.zeros([TRACE_SLOTS], gl.int64, layout=zl))
         _cta_barrier()
         _stamp(tr, 0, TRACE)
+        sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=True, pack=1)
+        gl.store(tr + 15, sm.to(gl.int64) + 1)
     else:
         tr = tr_ptr
     return tr

@@ -47,6 +47,7 @@ def test_traced_kernels(cfg, names):
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(61)
     ex_t = ex.to_tiled_layout()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for tokens in (1, 3, 8):
         K.TRACE = []
         try:
@@ -69,7 +70,10 @@ def test_traced_kernels(cfg, names):
             for row in buf.tolist():  # every program: the stamps it took, in its order (no garbage: zeroed rows)
                 took = [row[s] for s in ORDER[name] if row[s] != 0]
                 assert took == sorted(took) and all(t > 0 for t in took), f"{name}: {row}"
-                assert all(v in (0, 1) for v in (row[9],)) and all(v == 0 for v in row[11:16]), row
+                assert all(v in (0, 1) for v in (row[9],)) and all(v == 0 for v in row[11:15]), row
+                # slot 15: the program's SM + 1 where ranked_kernel._trace_open opened the row (the norm-combine's
+                # rows are kernel.py's own: 0)
+                assert (row[15] == 0) if name == "combine" else (1 <= row[15] <= sms), (name, row[15], sms)
         if "down" in rows:  # the down GEMM's wait ends after the gate/up GEMM's last program
             first_past_wait = int(rows["down"][rows["down"][:, 8] > 0][:, 2].min())
             assert first_past_wait + SLACK_NS >= int(rows["gate_up"][:, 6].max())
