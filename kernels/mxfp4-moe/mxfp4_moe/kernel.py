@@ -850,7 +850,8 @@ MMA_CONFIG = {
 # ranked_stages N >= 2: weight tiles through a cp.async ring of N slots in shared memory, 0 register loads;
 # ranked_maxnreg_gate_up: a register cap for the ranked gate/up GEMM; ranked_wave_cost c > 0: the K split
 # that minimizes waves x (tiles per item + c), ranked_per_sm being the resident programs; ranked_stages_down:
-# the down GEMM's ring (default ranked_stages); ranked_few: overrides of these where at most 8 experts can be
+# the down GEMM's ring (default ranked_stages); ranked_per_sm_down: the down GEMM's budget for its split (default
+# ranked_per_sm; fourteenth round: measured, unset); ranked_few: overrides of these where at most 8 experts can be
 # routed to the card (min(pairs, local experts) <= 8: batch 1 of top-8; on: the 3-slot ring there, 16
 # programs an SM, no cap; above that 20 programs an SM and the gate/up GEMM capped at 96 registers, so that
 # 20 of its one-warp programs stay resident as the down GEMM's do); ranked_fixup_unroll: the gate/up split's
@@ -902,8 +903,9 @@ CONFIG_KEYS = frozenset({
     "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
     "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
     "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_few", "ranked_fixup_unroll",
-    "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_prefetch_down_mb",
-    "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table", "separate_gate_up", "silu_launch",
+    "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_per_sm_down",
+    "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
+    "separate_gate_up", "silu_launch",
     "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
 
 
@@ -1146,6 +1148,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              prefetch_down_mb=config.get("ranked_prefetch_down_mb", 0),
                                              act_launch=config.get("ranked_act_launch", False),
                                              combine_early=config.get("combine_early", False),
+                                             per_sm_down=config.get("ranked_per_sm_down"),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

@@ -455,10 +455,11 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
                     trace: list | None = None, act_launch: bool | str = False,
-                    combine_early: bool = False) -> torch.Tensor:
+                    combine_early: bool = False, per_sm_down: int | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
-    with budget per_sm x sms programs and min_iters K tiles per part). stages: 0 loads the weight tiles into
+    with budget per_sm x sms programs and min_iters K tiles per part; per_sm_down, if given, the down GEMM's
+    budget instead: its parts are added by atomics, no fix-up, fourteenth round). stages: 0 loads the weight tiles into
     registers one at a time; 2..8 streams them through a cp.async ring of that many slots in shared memory
     (``stages_smem`` bytes a program; sm_80+); stages_down, if given, the down GEMM's (else ``stages``). maxnreg_gate_up: a register cap for the gate/up GEMM alone
     (maxnreg caps both). fixup_unroll: the gate/up split's last part loads that many parts at once (1, 2, 4
@@ -495,13 +496,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     grid_n1, grid_n2 = 2 * I // bn1, L // bn2
     max1, max2 = max_split(L // bk1, min_iters), max_split(I // bk2, min_iters)
     budget = per_sm * sms
+    budget2 = (per_sm_down or per_sm) * sms
     bound = min(P, ex.num_local)
     if fixup_unroll not in (1, 2, 4, 8):
         raise ValueError(f"ranked_fixup_unroll must be 1, 2, 4 or 8, got {fixup_unroll!r}")
     if not isinstance(wave_cost, int) or wave_cost < 0:
         raise ValueError(f"ranked_wave_cost must be a non-negative integer (K tiles; 0: off), got {wave_cost!r}")
     g1 = grid_size(bound, grid_n1, max1, budget, L // bk1, wave_cost)
-    g2 = grid_size(bound, grid_n2, max2, budget, I // bk2, wave_cost)
+    g2 = grid_size(bound, grid_n2, max2, budget2, I // bk2, wave_cost)
     block_m = 8
     p_p2 = _pow2(MAX_TOKENS * topk, lo=32)
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
@@ -553,7 +555,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
             WAVE_COST=wave_cost, BLOCK_N=bn1, COLS=cols, UNROLL=min(max1, 8), GDC=gdc, num_warps=1,
             launch_pdl=pdl and gdc)
     k_dn = _ranked_gemm_kernel[(g2,)](
-        a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget, 0, 0,
+        a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
         W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
