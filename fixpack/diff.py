@@ -224,8 +224,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
     if start is None:
-        start = next((i for i, ln in enumerate(lines[:-1])
-                      if ln.startswith("--- ") and lines[i + 1].startswith("+++ ")), None)
+        start = _plain_start(lines)
     refuse_crlf(lines[:start] if start is not None else lines, 1, source)
     refuse_not_utf8_message(lines[:start] if start is not None else lines, 1, source)
     named: list[tuple[int, str, str]] = []
@@ -242,6 +241,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
     renamed = False
     sides: set[str] = set()  # '---' / '+++' seen since the section's start or the last hunk header
+    seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path)
+    flags: set[str] = set()  # a git section's 'new file mode' / 'deleted file mode' lines: "new", "deleted"
+    in_git = lines[start].startswith("diff --git ")  # else a plain diff: each file '---' then '+++'
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
@@ -280,10 +282,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             m = _HUNK_HEADER.match(ln)
             if not m:
                 raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
-            if sides == {"---"}:  # git apply: "git diff header lacks filename information"
-                raise bad(source, n, "the hunk header follows a '---' line with no '+++' line (the file's "
-                                      "post-image path is missing)", "restore the '+++' line, or regenerate the "
-                                                                      "patch with git diff / format-patch")
+            if in_git and not hunks_in_file or not in_git and sides == {"---"}:
+                _names_given(source, seen, flags if in_git else {"plain"})
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
@@ -293,9 +293,12 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             continue  # read and checked line by line when the section is parsed (_with_data)
         if ln.startswith("diff --git "):
             binary_data = False
+            if not hunks_in_file:
+                _names_given(source, seen, flags)
             git_paths = git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed, sides = n, 0, False, "", False, set()
+            seen, flags = {}, set()
             continue
         if not file_line:
             file_line = n
@@ -303,19 +306,26 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if ln[:3] in sides:  # unidiff would keep the last one; git apply refuses it
                 raise bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
                            "keep one '---' and one '+++' line per file, or regenerate the patch")
-            if ln.startswith("+") and "---" not in sides:  # git apply: "lacks filename information"
+            if ln.startswith("-") and "+++" in sides and in_git:  # unidiff (as GNU patch) reads '---' first
+                raise bad(source, n, f"a '---' line after the file's '+++' line: {_shown(ln)}",
+                           "put the '---' line before the '+++' line, or regenerate the patch")
+            if ln.startswith("+") and "---" not in sides and not in_git:
                 raise bad(source, n, f"a '+++' line with no '---' line before it: {_shown(ln)}",
                            "restore the file's '---' line, or regenerate the patch with git diff / format-patch")
+            if ln.startswith("-") and not in_git:  # a plain diff's next file starts here
+                seen = {}
             sides.add(ln[:3])
-            has_plus = has_plus or ln.startswith("+")
             path = ln[4:].split("\t")[0]
+            seen[ln[:3]] = (n, path)
+            has_plus = has_plus or ln.startswith("+")
             if path != "/dev/null":
                 clean_path(path, source, n)
                 path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
                 agrees(git_paths, ln[0] == "+", path, source, n)
             if ln.startswith("-"):
                 minus = path
-            elif not renamed and "/dev/null" not in (minus, path) and PREFIX.sub("", minus) != PREFIX.sub("", path):
+            elif "---" in sides and not renamed and "/dev/null" not in (minus, path) and \
+                    PREFIX.sub("", minus) != PREFIX.sub("", path):
                 # a name change without git's rename headers is a typo far more often than a rename, and
                 # taking it for one would delete the upstream file: refuse it (git apply does too)
                 raise bad(source, n, f"'+++ {path}' names another file than '--- {minus}' and no 'rename from/to' "
@@ -328,6 +338,12 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             named.append((n, f"{first} {second}", clean_path(raw, source, n, prefixed=False) or ""))
             continue
         if ln.startswith(_FILE_HEADER):
+            if sides == {"---"} and not in_git:
+                raise bad(source, n, f"{_shown(ln)} between a file's '---' and '+++' lines, in a diff without "
+                                      f"'diff --git' lines (git apply: a patch fragment without header)",
+                           "regenerate the patch with git diff / format-patch")
+            if ln.startswith(("new file mode ", "deleted file mode ")):
+                flags.add(ln.split(" ", 1)[0])
             binary_data = ln == "GIT binary patch"
             continue
         if ln.startswith("\\"):
@@ -340,8 +356,43 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     if old > 0 or new > 0:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
+    if in_git and not hunks_in_file:
+        _names_given(source, seen, flags)
     _no_hunks(source, file_line, hunks_in_file, has_plus)
     return named
+
+
+def _plain_start(lines: list[str]) -> int | None:
+    """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
+    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header; None without one."""
+    for i, ln in enumerate(lines):
+        if ln.startswith(("--- ", "+++ ")):
+            j = i
+            while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
+                j += 1
+            if j < len(lines) and _HUNK_HEADER.match(lines[j]):
+                return i
+    return None
+
+
+def _names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) -> None:
+    """git apply's rule for the names of a file section (``seen``: its ``---`` / ``+++`` lines, as (line, path);
+    ``flags``: "new" / "deleted" for its ``new file mode`` / ``deleted file mode`` lines, "plain" for a diff
+    without ``diff --git`` lines, which needs both lines): one name without the other is "git diff header lacks
+    filename information", unless the section creates the file (no pre-image name is needed) or deletes it (no
+    post-image name); ``/dev/null`` names none, and neither name is fine in a ``diff --git`` section (that line
+    names the file). Raises PatchParseError at the lone line."""
+    old, new = seen.get("---", (0, "/dev/null")), seen.get("+++", (0, "/dev/null"))
+    if old[1] == "/dev/null" and new[1] == "/dev/null" and "plain" not in flags:
+        return
+    if new[1] == "/dev/null" and "deleted" not in flags and "+++" not in seen:
+        raise bad(source, old[0], f"a '---' line with no '+++' line after it (the file's post-image name is missing): "
+                                  f"{_shown('--- ' + old[1])}", "restore the file's '+++' line, or regenerate the "
+                                                                "patch with git diff / format-patch")
+    if old[1] == "/dev/null" and "new" not in flags and "---" not in seen:
+        raise bad(source, new[0], f"a '+++' line with no '---' line before it (the file's pre-image name is missing): "
+                                  f"{_shown('+++ ' + new[1])}", "restore the file's '---' line, or regenerate the "
+                                                                "patch with git diff / format-patch")
 
 
 def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:
