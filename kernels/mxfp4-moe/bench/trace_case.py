@@ -16,7 +16,9 @@ from the first program start of the graph's first layer; medians over the progra
 - ``wait``: past the wait on the previous kernel (programmatic dependent launch); ``loop``: the K loop done;
   ``stored``: the item's output written (the split's fix-up included, for the programs that did it);
 - ``closed``: past the closing wait (every program waits for its predecessor before it ends); ``end``: the last
-  program's end.
+  program's end;
+- ``by SM`` (the ranked and fused GEMMs, whose rows hold each program's SM: fourteenth round): programs an SM, each
+  SM's last K loop end (min / median / max), first to last within an SM (median), the last by programs an SM.
 
 Per layer: ``period``, the time between this layer's first program past its wait and the next layer's (a
 decode step's per-layer time). The stamps cost a few instructions and stores a program: the figures are the
