@@ -15,8 +15,18 @@ import re
 from typing import TYPE_CHECKING
 
 from .binpatch import BinaryDataError, BinaryPatch, Budget, PackBudget, parse_binary
-from .diffpaths import PREFIX, REGENERATE, agrees, bad, check_renames, clean_path, git_line_paths
-from .diffsyntax import refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
+from .diffpaths import (
+    PREFIX,
+    REGENERATE,
+    agrees,
+    bad,
+    check_renames,
+    clean_path,
+    git_line_paths,
+    names_given,
+    plain_start,
+)
+from .diffsyntax import HUNK_HEADER, refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
 from .errors import PatchParseError, Problem
 from .structs import dataclass, replace
 
@@ -203,7 +213,6 @@ def _with_data(fp: FilePatch, text: str, source: str, budget: Budget) -> FilePat
     return fp
 
 
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _FILE_HEADER = ("diff --git ", "index ", "old mode ", "new mode ", "deleted file mode ", "new file mode ",
                 "similarity index ", "dissimilarity index ", "rename from ", "rename to ", "copy from ",
                 "copy to ", "Binary files ", "GIT binary patch")
@@ -224,7 +233,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
     if start is None:
-        start = _plain_start(lines)
+        start = plain_start(lines)
     refuse_crlf(lines[:start] if start is not None else lines, 1, source)
     refuse_not_utf8_message(lines[:start] if start is not None else lines, 1, source)
     named: list[tuple[int, str, str]] = []
@@ -244,6 +253,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path)
     flags: set[str] = set()  # a git section's 'new file mode' / 'deleted file mode' lines: "new", "deleted"
     in_git = lines[start].startswith("diff --git ")  # else a plain diff: each file '---' then '+++'
+    if in_git and (early := plain_start(lines[:start])) is not None:  # git apply skips it; unidiff reads it
+        raise bad(source, early + 1, f"a file section before the first 'diff --git' line, without one of its own: "
+                                     f"{_shown(lines[early])}")
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
@@ -279,11 +291,11 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         last = ""
         refuse_crlf([ln], n, source)
         if ln.startswith("@@"):
-            m = _HUNK_HEADER.match(ln)
+            m = HUNK_HEADER.match(ln)
             if not m:
                 raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
             if in_git and not hunks_in_file or not in_git and sides == {"---"}:
-                _names_given(source, seen, flags if in_git else {"plain"})
+                names_given(source, seen, flags if in_git else {"plain"})
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
@@ -294,7 +306,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         if ln.startswith("diff --git "):
             binary_data = False
             if not hunks_in_file:
-                _names_given(source, seen, flags)
+                names_given(source, seen, flags)
             git_paths = git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, has_plus)
             file_line, hunks_in_file, has_plus, minus, renamed, sides = n, 0, False, "", False, set()
@@ -303,6 +315,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         if not file_line:
             file_line = n
         if ln.startswith(("--- ", "+++ ")):
+            if in_git and hunks_in_file:  # git apply: a patch fragment without header
+                raise bad(source, n, f"{_shown(ln)} after the file's hunks, outside any hunk (a hunk line past its @@ "
+                                      f"counts, or a lost 'diff --git' line)")
             if ln[:3] in sides:  # unidiff would keep the last one; git apply refuses it
                 raise bad(source, n, f"a second '{ln[:3]}' line for one file: {_shown(ln)}",
                            "keep one '---' and one '+++' line per file, or regenerate the patch")
@@ -357,42 +372,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
     if in_git and not hunks_in_file:
-        _names_given(source, seen, flags)
+        names_given(source, seen, flags)
     _no_hunks(source, file_line, hunks_in_file, has_plus)
     return named
-
-
-def _plain_start(lines: list[str]) -> int | None:
-    """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
-    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header; None without one."""
-    for i, ln in enumerate(lines):
-        if ln.startswith(("--- ", "+++ ")):
-            j = i
-            while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
-                j += 1
-            if j < len(lines) and _HUNK_HEADER.match(lines[j]):
-                return i
-    return None
-
-
-def _names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) -> None:
-    """git apply's rule for the names of a file section (``seen``: its ``---`` / ``+++`` lines, as (line, path);
-    ``flags``: "new" / "deleted" for its ``new file mode`` / ``deleted file mode`` lines, "plain" for a diff
-    without ``diff --git`` lines, which needs both lines): one name without the other is "git diff header lacks
-    filename information", unless the section creates the file (no pre-image name is needed) or deletes it (no
-    post-image name); ``/dev/null`` names none, and neither name is fine in a ``diff --git`` section (that line
-    names the file). Raises PatchParseError at the lone line."""
-    old, new = seen.get("---", (0, "/dev/null")), seen.get("+++", (0, "/dev/null"))
-    if old[1] == "/dev/null" and new[1] == "/dev/null" and "plain" not in flags:
-        return
-    if new[1] == "/dev/null" and "deleted" not in flags and "+++" not in seen:
-        raise bad(source, old[0], f"a '---' line with no '+++' line after it (the file's post-image name is missing): "
-                                  f"{_shown('--- ' + old[1])}", "restore the file's '+++' line, or regenerate the "
-                                                                "patch with git diff / format-patch")
-    if old[1] == "/dev/null" and "new" not in flags and "---" not in seen:
-        raise bad(source, new[0], f"a '+++' line with no '---' line before it (the file's pre-image name is missing): "
-                                  f"{_shown('+++ ' + new[1])}", "restore the file's '---' line, or regenerate the "
-                                                                "patch with git diff / format-patch")
 
 
 def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:

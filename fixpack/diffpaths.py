@@ -14,7 +14,7 @@ from bisect import bisect_right
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from .diffsyntax import QuoteError, unquote
+from .diffsyntax import HUNK_HEADER, QuoteError, unquote
 from .errors import PatchParseError, Problem
 from .safepath import path_problem
 
@@ -119,3 +119,41 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
             raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but "
                                             f"no 'rename from' and 'rename to' lines say it is a rename",
                       "fix the path, or regenerate the patch with git diff -M so the rename is declared")
+
+
+def plain_start(lines: list[str]) -> int | None:
+    """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
+    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header; None without one."""
+    for i, ln in enumerate(lines):
+        if ln.startswith(("--- ", "+++ ")):
+            j = i
+            while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
+                j += 1
+            if j < len(lines) and HUNK_HEADER.match(lines[j]):
+                return i
+    return None
+
+
+def names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) -> None:
+    """git apply's rule for a file section's names (``seen``: its ``---`` / ``+++`` lines as (line, path); ``flags``:
+    "new" / "deleted" for its ``new file mode`` / ``deleted file mode`` lines, "plain" for a diff without
+    ``diff --git`` lines, whose every file needs both lines). In a ``diff --git`` section ``/dev/null`` stands on the
+    ``---`` line exactly where the file is new and on the ``+++`` line exactly where it is deleted (else git reads
+    a file named dev/null, or refuses "expected /dev/null"); one name line without the other is "git diff header
+    lacks filename information" unless the file is new (no pre-image name needed) or deleted (no post-image name);
+    neither is fine (the ``diff --git`` line names the file). PatchParseError at the line at fault."""
+    old, new = seen.get("---"), seen.get("+++")
+    if "plain" not in flags:
+        for got, side, kind in ((old, "---", "new"), (new, "+++", "deleted")):
+            if got and (got[1] == "/dev/null") != (kind in flags):
+                raise bad(source, got[0], f"a {kind} file's '{side}' line names a file, not /dev/null: "
+                                          f"{f'{side} {got[1]}'[:60]!r}" if kind in flags else
+                          f"'{side} /dev/null' in a section with no '{kind} file mode' line (git reads a file named "
+                          f"dev/null)")
+        old, new = (None if x and x[1] == "/dev/null" else x for x in (old, new))  # /dev/null names none
+    if old and not new and "deleted" not in flags:
+        raise bad(source, old[0], f"a '---' line with no '+++' line after it (the file's post-image name is missing): "
+                                  f"{f'--- {old[1]}'[:60]!r}", f"restore the file's '+++' line, or {REGENERATE}")
+    if new and not old and "new" not in flags:
+        raise bad(source, new[0], f"a '+++' line with no '---' line before it (the file's pre-image name is missing): "
+                                  f"{f'+++ {new[1]}'[:60]!r}", f"restore the file's '---' line, or {REGENERATE}")

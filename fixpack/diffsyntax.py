@@ -22,6 +22,7 @@ from .errors import PatchParseError, Problem
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 # the header lines that name a path, and where the path starts
+HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")  # a hunk header
 _PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
 
 

@@ -128,6 +128,20 @@ def test_a_file_section_with_one_of_its_two_path_lines_is_refused_as_git_apply_r
                                "a '---' line with no '+++' line after it"),
         "plain, index inside": ("--- a/x.py\nindex 1..2\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n a\n-b\n+c\n", 2,
                                 "'index 1..2' between a file's '---' and '+++' lines"),
+        # a second reviewer: /dev/null where no mode line says new / deleted (git reads a file named dev/null), a
+        # '+++' line past a hunk's counts (its added line lost), a plain section above the first 'diff --git'
+        "git, '--- /dev/null' not new": ("diff --git a/t.txt b/t.txt\nindex 0000000..3333333\n--- /dev/null\n"
+                                         "@@ -0,0 +1 @@\n+n\n", 3, "'--- /dev/null' in a section with no 'new file "
+                                                                  "mode' line"),
+        "git, '+++ /dev/null' not deleted": ("diff --git a/g.py b/g.py\nindex 1..0\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n",
+                                             3, "'+++ /dev/null' in a section with no 'deleted file mode' line"),
+        "git, new file named on '---'": ("diff --git a/n.py b/n.py\nnew file mode 100644\nindex 0..1\n--- a/n.py\n"
+                                         "+++ b/n.py\n@@ -0,0 +1 @@\n+x\n", 4, "a new file's '---' line names a file"),
+        "git, '+++' past a hunk": (head + "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,1 @@\n a\n-- old\n"
+                                   "+++ b/pkg/mod.py\n@@ -3 +3 @@\n-b\n+B\n", 8, "'+++ b/pkg/mod.py' after the "
+                                                                                 "file's hunks, outside any hunk"),
+        "plain above git": ("--- a/f3.txt\n+++ b/f3.txt\n@@ -1 +1 @@\n-x\n+y\n" + head + hunk, 1,
+                            "a file section before the first 'diff --git' line"),
     }
     for what, (text, line, says) in refused.items():
         with pytest.raises(PatchParseError) as exc:
