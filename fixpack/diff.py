@@ -253,9 +253,13 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path)
     flags: set[str] = set()  # a git section's 'new file mode' / 'deleted file mode' lines: "new", "deleted"
     in_git = lines[start].startswith("diff --git ")  # else a plain diff: each file '---' then '+++'
-    if in_git and (early := plain_start(lines[:start])) is not None:  # git apply skips it; unidiff reads it
-        raise bad(source, early + 1, f"a file section before the first 'diff --git' line, without one of its own: "
-                                     f"{_shown(lines[early])}")
+    # a plain section above the first 'diff --git' (or a diff quoted in the message): unidiff reads it, and the walk
+    # below checks git sections only, so a lost @@ line there would drop its hunk unseen: refused
+    if in_git and (early := plain_start(lines[:start], pair=True)) is not None:
+        raise bad(source, early + 1, f"a file section above the first 'diff --git' line, without one of its own (a "
+                                     f"diff mixing plain and git sections, or one quoted in the message): "
+                                     f"{_shown(lines[early])}", "write every file's section with its 'diff --git' "
+                                                                "line (git diff / format-patch)")
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):

@@ -121,10 +121,13 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
                       "fix the path, or regenerate the patch with git diff -M so the rename is declared")
 
 
-def plain_start(lines: list[str]) -> int | None:
+def plain_start(lines: list[str], pair: bool = False) -> int | None:
     """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
-    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header; None without one."""
+    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header (``pair``: or a ``---`` line
+    right above a ``+++`` line, whatever follows); None without one."""
     for i, ln in enumerate(lines):
+        if pair and ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            return i
         if ln.startswith(("--- ", "+++ ")):
             j = i
             while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
@@ -148,8 +151,8 @@ def names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) 
             if got and (got[1] == "/dev/null") != (kind in flags):
                 raise bad(source, got[0], f"a {kind} file's '{side}' line names a file, not /dev/null: "
                                           f"{f'{side} {got[1]}'[:60]!r}" if kind in flags else
-                          f"'{side} /dev/null' in a section with no '{kind} file mode' line (git reads a file named "
-                          f"dev/null)")
+                          f"'{side} /dev/null' in a section with no '{kind} file mode' line (/dev/null stands there "
+                          f"for a {kind} file only)")
         old, new = (None if x and x[1] == "/dev/null" else x for x in (old, new))  # /dev/null names none
     if old and not new and "deleted" not in flags:
         raise bad(source, old[0], f"a '---' line with no '+++' line after it (the file's post-image name is missing): "

@@ -141,7 +141,9 @@ def test_a_file_section_with_one_of_its_two_path_lines_is_refused_as_git_apply_r
                                    "+++ b/pkg/mod.py\n@@ -3 +3 @@\n-b\n+B\n", 8, "'+++ b/pkg/mod.py' after the "
                                                                                  "file's hunks, outside any hunk"),
         "plain above git": ("--- a/f3.txt\n+++ b/f3.txt\n@@ -1 +1 @@\n-x\n+y\n" + head + hunk, 1,
-                            "a file section before the first 'diff --git' line"),
+                            "a file section above the first 'diff --git' line"),
+        "plain above git, its @@ lost": ("--- a/f3.txt\n+++ b/f3.txt\n x\n-y\n+z\n" + head + hunk, 1,
+                                         "a file section above the first 'diff --git' line"),
     }
     for what, (text, line, says) in refused.items():
         with pytest.raises(PatchParseError) as exc:
