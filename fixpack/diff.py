@@ -246,13 +246,12 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
     binary_data = False  # inside a 'GIT binary patch' section's data
-    has_plus = False  # the current file section has a +++ line
-    minus = ""  # the current section's --- path, and whether git's rename/copy headers name a new path
-    renamed = False
+    renamed = False  # git's rename/copy headers name a new path
     sides: set[str] = set()  # '---' / '+++' seen since the section's start or the last hunk header
-    seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path)
-    flags: set[str] = set()  # a git section's 'new file mode' / 'deleted file mode' lines: "new", "deleted"
+    seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path as git spells it)
     in_git = lines[start].startswith("diff --git ")  # else a plain diff: each file '---' then '+++'
+    # names_given's flags: a git section's 'new file mode' / 'deleted file mode' lines ("new", "deleted"), or "plain"
+    flags: set[str] = set() if in_git else {"plain"}
     # a plain section above the first 'diff --git' (or a diff quoted in the message): unidiff reads it, and the walk
     # below checks git sections only, so a lost @@ line there would drop its hunk unseen: refused
     if in_git and (early := plain_start(lines[:start], pair=True)) is not None:
@@ -299,7 +298,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if not m:
                 raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
             if in_git and not hunks_in_file or not in_git and sides == {"---"}:
-                names_given(source, seen, flags if in_git else {"plain"})
+                names_given(source, seen, flags)
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
             hunk_line, hunks_in_file = n, hunks_in_file + 1
@@ -312,9 +311,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if not hunks_in_file:
                 names_given(source, seen, flags)
             git_paths = git_line_paths(ln, source, n)
-            _no_hunks(source, file_line, hunks_in_file, has_plus)
-            file_line, hunks_in_file, has_plus, minus, renamed, sides = n, 0, False, "", False, set()
-            seen, flags = {}, set()
+            _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
+            file_line, hunks_in_file, renamed, sides, seen, flags = n, 0, False, set(), {}, set()
             continue
         if not file_line:
             file_line = n
@@ -335,15 +333,13 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 seen = {}
             sides.add(ln[:3])
             path = ln[4:].split("\t")[0]
-            seen[ln[:3]] = (n, path)
-            has_plus = has_plus or ln.startswith("+")
             if path != "/dev/null":
                 clean_path(path, source, n)
                 path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
                 agrees(git_paths, ln[0] == "+", path, source, n)
-            if ln.startswith("-"):
-                minus = path
-            elif "---" in sides and not renamed and "/dev/null" not in (minus, path) and \
+            seen[ln[:3]] = (n, path)
+            minus = seen["---"][1] if "---" in sides else ""
+            if ln.startswith("+") and minus and not renamed and "/dev/null" not in (minus, path) and \
                     PREFIX.sub("", minus) != PREFIX.sub("", path):
                 # a name change without git's rename headers is a typo far more often than a rename, and
                 # taking it for one would delete the upstream file: refuse it (git apply does too)
@@ -377,7 +373,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                                        f"and {max(new, 0)} post-image lines missing at the end of the file")
     if in_git and not hunks_in_file:
         names_given(source, seen, flags)
-    _no_hunks(source, file_line, hunks_in_file, has_plus)
+    _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
     return named
 
 

@@ -148,11 +148,12 @@ def names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) 
     old, new = seen.get("---"), seen.get("+++")
     if "plain" not in flags:
         for got, side, kind in ((old, "---", "new"), (new, "+++", "deleted")):
-            if got and (got[1] == "/dev/null") != (kind in flags):
+            if got and kind in flags and got[1] != "/dev/null":
                 raise bad(source, got[0], f"a {kind} file's '{side}' line names a file, not /dev/null: "
-                                          f"{f'{side} {got[1]}'[:60]!r}" if kind in flags else
-                          f"'{side} /dev/null' in a section with no '{kind} file mode' line (/dev/null stands there "
-                          f"for a {kind} file only)")
+                                          f"{f'{side} {got[1]}'[:60]!r}")
+            if got and kind not in flags and got[1] == "/dev/null":
+                raise bad(source, got[0], f"'{side} /dev/null' in a section with no '{kind} file mode' line "
+                                          f"(/dev/null stands there for a {kind} file only)")
         old, new = (None if x and x[1] == "/dev/null" else x for x in (old, new))  # /dev/null names none
     if old and not new and "deleted" not in flags:
         raise bad(source, old[0], f"a '---' line with no '+++' line after it (the file's post-image name is missing): "

@@ -58,7 +58,7 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     PatchParseError (exit 2) naming the file's line where a mail's header or description (before its diff) holds
     bytes that are not UTF-8 and the mail declares no other charset. A UTF-8 byte order mark before the first mail
     (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word."""
-    text = decode(data).removeprefix("\ufeff")
+    text = decode(data).removeprefix(_BOM.decode())
     starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
     out = []
     for a, b in zip(starts, [*starts[1:], len(text)]):

@@ -28,6 +28,7 @@ the waits); prints the timer's resolution (the smallest step between two stamps)
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -69,12 +70,14 @@ def summarize(name: str, buf: torch.Tensor, t0: int) -> dict:
         if r[15] > 0 and r[3] > 0:
             by_sm.setdefault(r[15] - 1, []).append((r[3] - t0) / 1e3)
     if by_sm:
-        last = [max(v) for v in by_sm.values()]
-        out["by_sm"] = {"sms": len(by_sm), "programs": sorted(len(v) for v in by_sm.values()),
-                        "last_loop": {"min": min(last), "med": statistics.median(last), "max": max(last)},
-                        "within": statistics.median(max(v) - min(v) for v in by_sm.values()),
-                        "last_by_programs": {n: statistics.median(max(v) for v in by_sm.values() if len(v) == n)
-                                             for n in sorted({len(v) for v in by_sm.values()})}}
+        last = {sm: max(v) for sm, v in by_sm.items()}
+        counts = {sm: len(v) for sm, v in by_sm.items()}
+        out["by_sm"] = {"sms": len(by_sm), "programs": sorted(counts.values()),
+                        "last_loop": {"min": min(last.values()), "med": statistics.median(last.values()),
+                                      "max": max(last.values())},
+                        "within": statistics.median(last[sm] - min(v) for sm, v in by_sm.items()),
+                        "last_by_programs": {n: statistics.median(t for sm, t in last.items() if counts[sm] == n)
+                                             for n in sorted(set(counts.values()))}}
     fix = [(r[4] - r[3]) / 1e3 for r in working if r[9] == 1 and r[4] > 0 and r[3] > 0]
     if fix:
         out["fixup_store_med"] = statistics.median(fix)
@@ -156,9 +159,7 @@ def print_layers(label: str, layers: list[list[dict]]) -> None:
                 print(f"      {k:8} {fmt(s[k])}")
             print("      cycles (median): " + ", ".join(f"{k} {c:.0f}" for k, c in s["cycles"].items()))
             if "by_sm" in s:
-                b, cnt = s["by_sm"], {}
-                for n in b["programs"]:
-                    cnt[n] = cnt.get(n, 0) + 1
+                b, cnt = s["by_sm"], collections.Counter(s["by_sm"]["programs"])
                 print(f"      by SM: {b['sms']} SMs, programs an SM {', '.join(f'{n} x{c}' for n, c in cnt.items())}; "
                       f"an SM's last K loop done {fmt(b['last_loop'])}; first to last within an SM (median) "
                       f"{b['within']:.2f}; the last, by programs an SM: "
