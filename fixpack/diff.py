@@ -297,6 +297,10 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             m = HUNK_HEADER.match(ln)
             if not m:
                 raise bad(source, n, f"malformed hunk header {ln[:60]!r} (expected '@@ -a,b +c,d @@')")
+            if in_git and not hunks_in_file and n - 1 == file_line:  # git apply: patch fragment without header
+                raise bad(source, n, "a hunk right under the 'diff --git' line, with no '---' / '+++' lines (git "
+                                     "apply and git am refuse it)",
+                          f"restore the file's '---' and '+++' lines, or {REGENERATE}")
             if in_git and not hunks_in_file or not in_git and sides == {"---"}:
                 names_given(source, seen, flags)
             old = int(m.group(2)) if m.group(2) is not None else 1

@@ -142,6 +142,9 @@ def test_a_file_section_with_one_of_its_two_path_lines_is_refused_as_git_apply_r
                                                                                  "file's hunks, outside any hunk"),
         "plain above git": ("--- a/f3.txt\n+++ b/f3.txt\n@@ -1 +1 @@\n-x\n+y\n" + head + hunk, 1,
                             "a file section above the first 'diff --git' line"),
+        # a fresh user: both lines lost, the hunk right under 'diff --git' (check and apply took it; git am refused
+        # the export); with an 'index' line between, git takes it too, and so does this parser (below)
+        "git, both lines lost": (head.split("\n")[0] + "\n" + hunk, 2, "a hunk right under the 'diff --git' line"),
         "plain above git, its @@ lost": ("--- a/f3.txt\n+++ b/f3.txt\n x\n-y\n+z\n" + head + hunk, 1,
                                          "a file section above the first 'diff --git' line"),
     }
