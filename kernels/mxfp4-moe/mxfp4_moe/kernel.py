@@ -886,6 +886,9 @@ MMA_CONFIG = {
 # programs, slower where halving them leaves the SMs idle; README)
 # Thirteenth round (README): combine_early (on) has the norm-combine read its router and norm weights before its wait
 # on the down GEMM, not queued behind the next layer's weights that programmatic dependent launch streams meanwhile
+# Fifteenth round (README): ranked_claim_down N > 0 (off) has N programs an SM take the down GEMM's items at run time
+# from a counter (ranked_kernel._claimed_down; ranked_claim_items M: the list split for M items an SM;
+# ranked_claim_shards: counters a shard) where the list holds two items a program; measured +24% at local batch 1
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -902,7 +905,9 @@ CONFIG_KEYS = frozenset({
     "fused_early", "fused_few", "fused_group_spin", "fused_max_bound", "fused_maxnreg", "fused_per_sm", "fused_pf_rest",
     "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
     "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
-    "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_few", "ranked_fixup_unroll",
+    "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_claim_down", "ranked_claim_items",
+    "ranked_claim_shards", "ranked_few",
+    "ranked_fixup_unroll",
     "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_per_sm_down",
     "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
     "separate_gate_up", "silu_launch",
@@ -1149,6 +1154,9 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              act_launch=config.get("ranked_act_launch", False),
                                              combine_early=config.get("combine_early", False),
                                              per_sm_down=config.get("ranked_per_sm_down"),
+                                             claim_down=config.get("ranked_claim_down", 0),
+                                             claim_items=config.get("ranked_claim_items", 64),
+                                             claim_shards=config.get("ranked_claim_shards", 1),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _silu_mul_bf16,
                            _stamp, _store_act, _tokens, layouts)
-from .kernel import _MMA_UNSCALE, _pow2, norm_combine
+from .kernel import _MMA_UNSCALE, _pow2, norm_combine, stream_key
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 # cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
@@ -360,7 +360,210 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     _stamp(tr, 4, TRACE)
 
 
-@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel"])
+@gluon.jit
+def _item_of(item, n_own, owner, rank, offs, ids, GRID_N: gl.constexpr):
+    """Item ``item`` of the ranked list (owner rank fastest, then row block, then K part): its expert's global id,
+    row block and K part (for an item past the list's end: values of no use, the caller masks them)."""
+    sel = (owner > 0) & (rank == item % n_own)
+    e = gl.sum(gl.where(sel, ids, 0), axis=0)
+    return e, (item // n_own) % GRID_N, item // (n_own * GRID_N)
+
+
+# lane 0 of the warp adds 1 to the int32 at $1 and gets the old value (the other lanes 0): the warp goes on until
+# the value is read (_lane0_bcast), where a scalar atomic would stop it for the round trip
+_CLAIM_ASM = gl.constexpr(
+    "{ .reg .u32 ln; .reg .pred pp; mov.u32 ln, %laneid; setp.eq.u32 pp, ln, 0; mov.u32 $0, 0; "
+    "@pp atom.global.relaxed.gpu.add.u32 $0, [$1], 1; }")
+
+
+@gluon.jit
+def _claim_lane0(ptr):
+    """Lane 0's claim of the counter at ``ptr`` (see _CLAIM_ASM)."""
+    return gl.inline_asm_elementwise(_CLAIM_ASM, "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _lane0_bcast(v):
+    """Lane 0's ``v`` in every lane (shfl.sync)."""
+    return gl.inline_asm_elementwise("shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", "=r,r", [v], dtype=gl.int32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
+def _tokens_of(ids, offs, e, T, TOPK: gl.constexpr, BLOCK_M: gl.constexpr, P_P2: gl.constexpr,
+               layout: gl.constexpr):
+    """_tokens from the slots' ids already in registers (_rank_owners' ``ids`` and ``offs``, P_P2 slots): for
+    tokens 0..BLOCK_M-1, routed to e, and the pair row t*TOPK + slot (t*TOPK where not), no memory read."""
+    l2: gl.constexpr = gl.BlockedLayout([1, P_P2 // 32], [1, 32], [1, 1], [1, 0])
+    sl: gl.constexpr = gl.SliceLayout(0, l2)
+    idc = gl.convert_layout(ids, sl)
+    oc = gl.convert_layout(offs, sl)
+    m = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, l2))
+    hit = (idc[None, :] == e) & (oc[None, :] // TOPK == m[:, None]) & (oc[None, :] < T * TOPK)
+    rows = gl.max(gl.where(hit, oc[None, :], -1), axis=1)
+    has = rows >= 0
+    rows = gl.where(has, rows, m * TOPK)
+    return gl.convert_layout(has, layout), gl.convert_layout(rows, layout)
+
+
+@gluon.jit
+def _claimed_down(first, n_items, G, claim_ptr, n_own, owner, rank, offs, ids, split, expert_base, a_ptr, ids_ptr,
+                  w_ptr, s_ptr, y_ptr, T, stride_am, stride_we, stride_se, stride_ym,
+                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr,
+                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
+                  tr, TRACE: gl.constexpr, P_P2: gl.constexpr, SHARDS: gl.constexpr = 1):
+    """The down GEMM's items handed out at run time (fifteenth round, ``claim_down``): the items and the G programs
+    fall into SHARDS shards (item and program indices modulo SHARDS; G a multiple of it), each with its counter at
+    ``claim_ptr`` + shard, so that fewer programs add to one address; this program takes item ``first``, then each
+    next one of its shard from the shard's counter (item shard + SHARDS x (value + G / SHARDS)), until one is past
+    ``n_items``; every item's part is added (relaxed atomics) into y [pairs, L] fp32 as
+    _ranked_tile's down GEMM does. One cp.async ring of STAGES slots runs through the program's items: the tiles of
+    the next item are requested while the last of the current one are decoded, and the next item is claimed
+    (after the wait on the previous kernel) when its first tile is requested, its result needed one item later.
+    Needs STAGES - 1 <= the item's K tiles ((K / BLOCK_K) / split), so that the request cursor is never more than
+    one item ahead of the decode; the caller checks it."""
+    J: gl.constexpr = BLOCK_K // 32
+    JH: gl.constexpr = J // 4
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
+    b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
+    TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
+    TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
+    QH: gl.constexpr = (BLOCK_N // 8) * JH
+    KT: gl.constexpr = K // BLOCK_K
+    iters = KT // split
+    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    w3: gl.constexpr = gl.SliceLayout(3, W4)
+    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
+    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
+    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
+    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
+    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+        + offs_c[None, :, None]
+    w_off = piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
+    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
+    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    s_off = (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+    X3: gl.constexpr = gl.SliceLayout(3, X4)
+    xs: gl.constexpr = gl.SliceLayout(3, X3)
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
+    x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
+    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
+    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+    pl_n: gl.constexpr = gl.SliceLayout(1, mma)
+    pl_m: gl.constexpr = gl.SliceLayout(0, mma)
+    r_n = gl.arange(0, BLOCK_N, layout=pl_n)
+    wsm = gl.allocate_shared_memory(gl.int32, [STAGES, BLOCK_N, 4, JH, 4],
+                                    gl.SwizzledSharedLayout(1, 1, 1, order=[3, 1, 0, 2]))
+    ssm = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 4, QH], gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+    # the request cursor: item_i, its next tile t_i, its weights' bases; its tokens (rows_i, has_i) for the decode
+    item_i = first
+    e_i, n_i, k_i = _item_of(item_i, n_own, owner, rank, offs, ids, GRID_N)
+    tile0 = (n_i * KT + k_i * iters).to(gl.int64)
+    wb_i = w_ptr + (e_i - expert_base).to(gl.int64) * stride_we + tile0 * TILE_WORDS
+    sb_i = s_ptr + (e_i - expert_base).to(gl.int64) * stride_se + tile0 * TILE_SCALES
+    for s0 in gl.static_range(STAGES - 1):  # before the wait on the previous kernel (weights never change)
+        _ring_issue(wsm, ssm, wb_i + w_off, sb_i + s_off, s0, gl.where(item_i < n_items, iters, 0), STAGES,
+                    TILE_WORDS, TILE_SCALES, W4, S3)
+    t_i = item_i * 0 + (STAGES - 1)
+    has_i, rows_i = _tokens_of(ids, offs, e_i, T, TOPK, BLOCK_M, P_P2, xl_m)
+    _gdc_wait(GDC)  # activations come from the previous kernel, the counter was zeroed before it ended
+    _stamp(tr, 2, TRACE)
+    shard = first % SHARDS
+    c_ptr = claim_ptr + shard
+    # the claims run two items ahead: next_i (its value in every lane) and pend (lane 0's, not yet read)
+    next_i = (_lane0_bcast(_claim_lane0(c_ptr)) + G // SHARDS) * SHARDS + shard
+    pend = n_items + next_i * 0
+    if next_i < n_items:
+        pend = _claim_lane0(c_ptr)
+    # the decode cursor: item_c (the request cursor's item or the one before), its tile t_c
+    item_c = item_i
+    t_c = item_i * 0
+    n_c = n_i
+    has_c = has_i
+    rows_c = rows_i
+    xb_c = a_ptr + (k_i * iters * (BLOCK_K // 2)).to(gl.int64)
+    f = item_i * 0
+    acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+    while item_c < n_items:
+        _cta_barrier()  # every lane has read the slot refilled now (flat tile f - 1's)
+        if t_i == iters:  # the request cursor moves to the claimed item and claims the one after it
+            item_i = next_i
+            next_i = (_lane0_bcast(pend) + G // SHARDS) * SHARDS + shard  # claimed an item ago: landed
+            if next_i < n_items:  # no claim past the first one past the end: n_items claims in all
+                pend = _claim_lane0(c_ptr)
+            e_i, n_i, k_i = _item_of(item_i, n_own, owner, rank, offs, ids, GRID_N)
+            tile0 = (n_i * KT + k_i * iters).to(gl.int64)
+            wb_i = w_ptr + (e_i - expert_base).to(gl.int64) * stride_we + tile0 * TILE_WORDS
+            sb_i = s_ptr + (e_i - expert_base).to(gl.int64) * stride_se + tile0 * TILE_SCALES
+            has_i, rows_i = _tokens_of(ids, offs, e_i, T, TOPK, BLOCK_M, P_P2, xl_m)
+            t_i = t_i * 0
+        slot_i = (f + STAGES - 1) % STAGES
+        ok_w = (gl.full(w_off.shape, 0, gl.int32, layout=W4) + item_i) < n_items
+        ok_s = (gl.full(s_off.shape, 0, gl.int32, layout=S3) + item_i) < n_items
+        _cp_async(wsm.index(slot_i), wb_i + w_off + t_i * TILE_WORDS, mask=ok_w)
+        _cp_async(ssm.index(slot_i), sb_i + s_off + t_i * TILE_SCALES, mask=ok_s)
+        _async_copy.commit_group()
+        t_i += 1
+        x_ptrs = xb_c + rows_c[None, None, None, :] * stride_am + x_off[:, :, :, None] + t_c * (BLOCK_K // 2)
+        x_mask = has_c[None, None, None, :] & (x_off[:, :, :, None] >= 0)
+        xp = gl.load(x_ptrs, mask=x_mask, other=0)
+        _async_copy.wait_group(STAGES - 1)  # this lane's copies of flat tile f have landed
+        _cta_barrier()  # and every other lane's
+        wq = wsm.index(f % STAGES).load(W4)
+        ws = ssm.index(f % STAGES).load(S3)
+        acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+        t_c += 1
+        f += 1
+        if t_c == iters:  # the item's part into y; the decode moves to the request cursor's item
+            o_rows = gl.convert_layout(rows_c, pl_m)
+            o_has = gl.convert_layout(has_c.to(gl.int32), pl_m) > 0
+            o_n = n_c * BLOCK_N + r_n
+            gl.atomic_add(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], acc * _MMA_UNSCALE,
+                          mask=o_has[None, :] & (o_n[:, None] >= 0), sem="relaxed", scope="gpu")
+            acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+            item_c = item_i
+            n_c = n_i
+            has_c = has_i
+            rows_c = rows_i
+            xb_c = a_ptr + (k_i * iters * (BLOCK_K // 2)).to(gl.int64)
+            t_c = t_c * 0
+    _async_copy.wait_group(0)  # no copy left in flight as the program's shared memory is given back
+    _stamp(tr, 3, TRACE)
+
+
+@gluon.jit
+def _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                 h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
+                 K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
+                 W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
+                 FIX_UNROLL: gl.constexpr, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES: gl.constexpr,
+                 PF_SBYTES: gl.constexpr, PF_MAX_OWN: gl.constexpr, tr, TRACE: gl.constexpr, ACT_LAUNCH: gl.constexpr):
+    """Item g of the ranked list (g < its length): its owning slot and expert, the down weights' L2 prefetch
+    (PF_MAX_OWN), then _ranked_tile."""
+    if TRACE:
+        gl.store(tr + 8, split)
+    r = g % n_own
+    sel = (owner > 0) & (rank == r)
+    p = gl.sum(gl.where(sel, offs, 0), axis=0)
+    e = gl.sum(gl.where(sel, ids, 0), axis=0)
+    if PF_MAX_OWN > 0:
+        if n_own <= PF_MAX_OWN:  # the weights never change: before the wait on the previous kernel
+            lo = (e - expert_base).to(gl.int64)
+            _prefetch_share(pf_w_ptr + lo * pf_stride_w, PF_WBYTES, g // n_own, GRID_N * split)
+            _prefetch_share(pf_s_ptr + lo * pf_stride_s, PF_SBYTES, g // n_own, GRID_N * split)
+    _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
+                 y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
+                 stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
+                 STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH)
+
+
+@gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "claim_G",
+                              "claim_budget"])
 def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_ptr, z2_ptr,
                         T, expert_base, n_local, budget, z1_numel, z2_numel,
                         stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
@@ -371,7 +574,10 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         GDC: gl.constexpr, STAGES: gl.constexpr = 0, WAVE_COST: gl.constexpr = 0,
                         FIX_UNROLL: gl.constexpr = 1, pf_w_ptr=None, pf_s_ptr=None, pf_stride_w=0, pf_stride_s=0,
                         PF_WBYTES: gl.constexpr = 0, PF_SBYTES: gl.constexpr = 0, PF_MAX_OWN: gl.constexpr = 0,
-                        tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False):
+                        tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
+                        claim_ptr=None, claim_G=0, claim_budget=0, LOG_MAX_C: gl.constexpr = 0,
+                        CLAIM: gl.constexpr = False, CLAIM_RESET: gl.constexpr = False, CLAIM_MIN: gl.constexpr = 2,
+                        SHARDS: gl.constexpr = 1):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -379,7 +585,12 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     PF_SBYTES of scales) to be brought into L2 (cp.async.bulk.prefetch), so the down GEMM reads L2.
     TRACE: program g's row of tr_ptr [programs, TRACE_SLOTS] int64 gets the timer at its start (0), once it
     has ranked the slots (1), in _ranked_tile (2-4), after the closing wait (5) and at its end (6), and its
-    item's split (8)."""
+    item's split (8).
+    CLAIM (the down GEMM; fifteenth round, ``claim_down``): the split is also sized for ``claim_budget`` items
+    (_run_split, LOG_MAX_C); where that list holds CLAIM_MIN x claim_G items or more, programs 0..claim_G-1 take
+    them at run time (_claimed_down, the counter at ``claim_ptr``) and the others end; else item g as above.
+    CLAIM_RESET (the gate/up GEMM): programs 0..SHARDS-1 zero the down GEMM's counters at ``claim_ptr`` after their
+    wait (the previous call's down GEMM has ended by then; this call's starts claiming after this kernel ends)."""
     g = gl.program_id(0)
     tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
@@ -387,24 +598,33 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     split = _run_split(n_own, GRID_N, LOG_MAX, budget, K // BLOCK_K, WAVE_COST)
     per_k = n_own * GRID_N
     _stamp(tr, 1, TRACE)
-    if g < per_k * split:
-        if TRACE:
-            gl.store(tr + 8, split)
-        r = g % n_own
-        sel = (owner > 0) & (rank == r)
-        p = gl.sum(gl.where(sel, offs, 0), axis=0)
-        e = gl.sum(gl.where(sel, ids, 0), axis=0)
-        if PF_MAX_OWN > 0:
-            if n_own <= PF_MAX_OWN:  # the weights never change: before the wait on the previous kernel
-                lo = (e - expert_base).to(gl.int64)
-                _prefetch_share(pf_w_ptr + lo * pf_stride_w, PF_WBYTES, g // n_own, GRID_N * split)
-                _prefetch_share(pf_s_ptr + lo * pf_stride_s, PF_SBYTES, g // n_own, GRID_N * split)
-        _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
-                     y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
-                     stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                     STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH)
+    if CLAIM:
+        split_c = _run_split(n_own, GRID_N, LOG_MAX_C, claim_budget, K // BLOCK_K, 0)
+        if n_own * GRID_N * split_c >= CLAIM_MIN * claim_G:
+            if g < claim_G:
+                if TRACE:
+                    gl.store(tr + 8, split_c)
+                _claimed_down(g, n_own * GRID_N * split_c, claim_G, claim_ptr, n_own, owner, rank, offs, ids, split_c,
+                              expert_base, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, T, stride_am, stride_we, stride_se,
+                              stride_ym, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, W5, X4, S3, GDC,
+                              STAGES, tr, TRACE, P_P2, SHARDS)
+        elif g < per_k * split:
+            _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_ptr, ids_ptr, w_ptr, s_ptr,
+                         y_ptr, h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
+                         K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC, STAGES,
+                         FIX_UNROLL, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES, PF_SBYTES, PF_MAX_OWN,
+                         tr, TRACE, ACT_LAUNCH)
+    elif g < per_k * split:
+        _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_ptr, ids_ptr, w_ptr, s_ptr,
+                     y_ptr, h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
+                     K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC, STAGES,
+                     FIX_UNROLL, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES, PF_SBYTES, PF_MAX_OWN,
+                     tr, TRACE, ACT_LAUNCH)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     _stamp(tr, 5, TRACE)
+    if CLAIM_RESET:
+        if g < SHARDS:
+            gl.store(claim_ptr + g, 0)
     if GATE_UP:
         zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
         zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -450,12 +670,25 @@ def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget,
         gl.store(act_ptr + row.to(gl.int64) * stride_am + j, _silu_mul_bf16(gs, us))
 
 
+_CLAIMS: dict = {}
+
+
+def _claim_counter(device: torch.device) -> torch.Tensor:
+    """The down GEMM's item counters (``claim_down``: one a shard, at most 64), int32, per device and stream
+    (kernel.stream_key), zero when made: each call's gate/up GEMM zeroes them for that call's down GEMM."""
+    key = stream_key(device)
+    if key not in _CLAIMS:
+        _CLAIMS[key] = torch.zeros(64, dtype=torch.int32, device=device)
+    return _CLAIMS[key]
+
+
 def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int = 24, min_iters: int = 2,
                     pdl: bool = True, maxnreg: int | None = None, partials: bool = False, stages: int = 0,
                     maxnreg_gate_up: int | None = None, wave_cost: int = 0, stages_down: int | None = None,
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
                     trace: list | None = None, act_launch: bool | str = False,
-                    combine_early: bool = False, per_sm_down: int | None = None) -> torch.Tensor:
+                    combine_early: bool = False, per_sm_down: int | None = None, claim_down: int = 0,
+                    claim_items: int = 64, claim_shards: int = 1) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part; per_sm_down, if given, the down GEMM's
@@ -475,7 +708,11 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     counter in the gate/up GEMM; one launch more); "auto": only where the gate/up GEMM splits K for any number
     of experts routed here (min(pairs, local experts) of them included: ep2tp4 batch 1), so that no call pays the
     launch for a split it did not make. ValueError for any other value. combine_early: kernel.norm_combine's
-    ``early`` (thirteenth round)."""
+    ``early`` (thirteenth round). claim_down N > 0 (fifteenth round; needs a down ring, stages_down >= 2): where
+    the down GEMM's list, split for claim_items x sms items with parts of at least stages_down - 1 K tiles, holds
+    two items or more for each of N x sms programs, those programs take its items at run time from a counter
+    (ranked_kernel._claimed_down), so that an SM the memory serves faster takes more of them; else the list as
+    without it. ValueError for a negative claim_down or a claim_items below 1."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -504,6 +741,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         raise ValueError(f"ranked_wave_cost must be a non-negative integer (K tiles; 0: off), got {wave_cost!r}")
     g1 = grid_size(bound, grid_n1, max1, budget, L // bk1, wave_cost)
     g2 = grid_size(bound, grid_n2, max2, budget2, I // bk2, wave_cost)
+    if not isinstance(claim_down, int) or claim_down < 0 or not isinstance(claim_items, int) or claim_items < 1:
+        raise ValueError(f"ranked_claim_down must be a non-negative integer (programs an SM; 0: off) and "
+                         f"ranked_claim_items a positive one (items an SM), got {claim_down!r} and {claim_items!r}")
+    claim = {}
+    if claim_shards not in (1, 2, 4, 8, 16, 32, 64):
+        raise ValueError(f"ranked_claim_shards must be a power of two of 1..64, got {claim_shards!r}")
+    if claim_down and stages_down >= 2:
+        max_c = max_split(I // bk2, max(stages_down - 1, 1))
+        programs = claim_down * sms // claim_shards * claim_shards
+        claim = {"claim_ptr": _claim_counter(x.device), "claim_G": programs, "claim_budget": claim_items * sms,
+                 "LOG_MAX_C": max_c.bit_length() - 1, "SHARDS": claim_shards}
+        g2 = max(g2, programs)
     block_m = 8
     p_p2 = _pow2(MAX_TOKENS * topk, lo=32)
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
@@ -543,7 +792,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
         K=L, BLOCK_N=bn1, BLOCK_K=bk1, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, GATE_UP=True,
         W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1,
-        **({"ACT_LAUNCH": True} if act_launch else {}))
+        **({"ACT_LAUNCH": True} if act_launch else {}),
+        **({"claim_ptr": claim["claim_ptr"], "CLAIM_RESET": True, "SHARDS": claim_shards} if claim else {}))
     k_act = None
     if act_launch:
         cols = 128
@@ -558,7 +808,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
         K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2)
+        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
+        **(claim | {"CLAIM": True} if claim else {}))
     if not partials:
         norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace)
     if last_launch is not None:
@@ -566,5 +817,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
                             "max_splits": (max1, max2), "launches": (2 if partials else 3) + act_launch,
                             "act": k_act,
-                            "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0)})
+                            "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0),
+                            "claim_programs": claim.get("claim_G", 0)})
     return out

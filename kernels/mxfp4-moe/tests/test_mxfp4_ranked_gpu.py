@@ -253,3 +253,80 @@ def test_norm_combine_early():
         assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, tokens
         assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 49100 + tokens, "cuda", "gluon", conf),
                   f"combine_early batch {tokens}")
+
+
+@pytest.mark.parametrize("cfg", [{"ranked_stages": 2, "ranked_min_iters": 1, "ranked_claim_down": 1, "ranked_claim_items": 512},
+                                 {"ranked_stages": 3, "ranked_claim_down": 1, "ranked_claim_items": 512},
+                                 {"ranked_stages": 3, "ranked_claim_down": 1, "ranked_claim_items": 512,
+                                  "ranked_claim_shards": 8},
+                                 {"ranked_stages": 3, "ranked_claim_down": 2, "ranked_claim_items": 2}])
+def test_ranked_claim_down(cfg):
+    """``ranked_claim_down`` (fifteenth round: the down GEMM's items taken at run time from a counter): batches
+    1..8 of 4-of-12 routing on a card with experts 6..11 against the reference, three calls in a row, with rings
+    of 2 slots (parts of one K tile) and 3 (two), and a budget too small for the claimed list ever to be taken.
+    After each call the counter holds exactly the items the down GEMM's list has where the device took it (every
+    item after the first of each program claimed once, and one claim more a program past the end: n_items in
+    all), and 0 where it ran the list without claims (the call's gate/up GEMM zeroed it); TP partials; the
+    fix-up counters back to 0."""
+    from mxfp4_moe import ranked_kernel
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(48, size=1024)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    (_bn1, _bk1), (bn2, bk2) = ex_t.tiles
+    grid_n2, k_tiles = ex_t.latent_size // bn2, ex_t.expert_size // bk2
+    max_c = ranked_kernel.max_split(k_tiles, max(cfg["ranked_stages"] - 1, 1))
+    shards = cfg.get("ranked_claim_shards", 1)
+    programs = cfg["ranked_claim_down"] * sms // shards * shards
+    taken = 0
+    for rep in range(3):
+        for tokens in range(1, 9):
+            seed = 48000 + tokens + 100 * rep
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, seed, "cuda", "gluon", conf),
+                      f"claim {cfg} batch {tokens} call {rep}")
+            assert LAST_LAUNCH["claim_programs"] == programs
+            assert LAST_LAUNCH["grids"]["down"][0] >= programs
+            ids, _w = make_routing("random", tokens, 12, 4, torch.Generator().manual_seed(seed), range(6, 12))
+            n_own = len({int(i) for i in ids.flatten() if 6 <= int(i) < 12})
+            items = n_own * grid_n2 * ranked_kernel.run_split(n_own, grid_n2, max_c, cfg["ranked_claim_items"] * sms)
+            want = items if items >= 2 * programs else 0
+            taken += want > 0
+            got = int(ranked_kernel._claim_counter(torch.device("cuda", torch.cuda.current_device())).sum())
+            assert got == want, (cfg, tokens, n_own, items, got)
+    assert taken > 0 if cfg["ranked_claim_items"] > 2 else taken == 0, taken
+    for tokens in (1, 4, 8):
+        res = check_tp_case(ex, tokens, 12, 4, 4, 48800 + tokens, "cuda", "gluon", conf)
+        assert_ok(res, f"claim tp batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+    assert _counters_zero()
+
+
+def test_ranked_claim_down_muse_local():
+    """The shape the claims are for: muse, 32 local experts, batch 1 of top-8 all routed here, the shipped
+    configuration with ranked_few's ``ranked_claim_down`` 8 (on the H200: the down GEMM's 8 x 128 row blocks x
+    split 8 = 8,192 items taken by 8 programs an SM); against the reference, and the counter after the call."""
+    from mxfp4_moe import ranked_kernel
+    from mxfp4_moe.kernel import GLUON_CONFIG, LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    v = load_variant("muse")
+    ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=0,
+                                 generator=torch.Generator(device="cuda").manual_seed(49), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    cfg = dict(GLUON_CONFIG)
+    cfg["ranked_few"] = {**cfg["ranked_few"], "ranked_claim_down": 8}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    (_bn1, _bk1), (bn2, bk2) = ex_t.tiles
+    grid_n2 = v.latent_size // bn2
+    max_c = ranked_kernel.max_split(v.expert_size // bk2, 2)  # parts of 2 K tiles or more: the 3-slot ring
+    items = 8 * grid_n2 * ranked_kernel.run_split(8, grid_n2, max_c, GLUON_CONFIG.get("ranked_claim_items", 64) * sms)
+    assert items >= 2 * 8 * sms  # the claims are taken
+    for rep in range(2):
+        assert_ok(check_case(ex, ex_t, 1, "random", v.local_experts, v.top_k, 49000 + rep, "cuda", "gluon", cfg),
+                  f"muse local batch 1 call {rep}")
+        assert LAST_LAUNCH["claim_programs"] == 8 * sms
+        got = int(ranked_kernel._claim_counter(torch.device("cuda", torch.cuda.current_device())).sum())
+        assert got == items, (got, items)
