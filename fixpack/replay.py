@@ -75,7 +75,8 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
     if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse,
                           ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
-                           "post-images, sha256 as in the lock); recorded again"])
+                           "post-images, sha256 as in the lock); apply records it again, status and a dry run "
+                           "only report it"])
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])

@@ -336,9 +336,15 @@ def test_lost_manifest_is_recognised_as_ours(setup):
     original = snapshot(target)
     assert engine.apply(b.request(target)).ok
     (target / ".fixpack" / "demo.manifest.json").unlink()
+    before = snapshot(target)
+    st = engine.status(b.request(target))  # reports it and writes nothing (it said "recorded again")
+    assert states(st)["first"] == states(st)["second"] == "applied" and snapshot(target) == before
+    assert "apply records it again, status and a dry run only report it" in st.fix("first").messages[0]
+    assert not (target / ".fixpack" / "demo.manifest.json").exists()
     r = engine.apply(b.request(target))
     assert r.ok and states(r) == {"first": "applied", "second": "applied"}
     assert "manifest entry was lost" in r.fix("first").messages[0]
+    assert (target / ".fixpack" / "demo.manifest.json").exists()
     assert engine.revert(b.request(target)).ok and snapshot(target) == original
 
 
