@@ -31,6 +31,7 @@ from .rebase_state import (
     check_state,
     check_work_marker,
     default_work,
+    planned_shas,
     read_json,
     state_advice,
     work_root,
@@ -55,8 +56,7 @@ class RebaseRequest:
     release, on which each carried fix's proof runs (``proof_site``: the folder its package lies in,
     default its purelib); ``allow_unproven``: let ``--continue`` write a pack whose fixes no proof ran on;
     ``replace``: the new profile may exist already (it, its lock and its variants are then replaced);
-    ``allow_older``: the new release may be older than the old profile's pin.
-    """
+    ``allow_older``: the new release may be older than the old profile's pin."""
 
     pack_root: Path
     profile: str = ""
@@ -232,7 +232,7 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         changes = _planned_changes(session, pack, old, outcomes)
         _backup(session, [*changes, lock])
         at = session.state_path
-        session.state["phase"] = "writing"
+        session.state |= {"phase": "writing", "planned": planned_shas(pack.root, changes)}  # --abort's check
         session.save()
         for path, data in changes.items():
             at = path
@@ -266,8 +266,9 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if not done[1] and not held:  # every file put back, no signal meanwhile: the bug as it is
             raise
         raise _rolled_back(session, phase, exc, at, (*done, held)) from exc
-    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
-    session.state["phase"] = "written"
+    at_lock = {rel(pack.root, lock): written_sha(lock)}  # the lock's bytes, told once written
+    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | set(at_lock))
+    session.state |= {"phase": "written", "planned": session.state["planned"] | at_lock}
     session.save()
     return written
 
@@ -440,11 +441,10 @@ def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path],
 def _backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> BadInputError:
     big = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
     named = ", ".join(f"{k} ({n} bytes)" for k, n in big[:5]) + (f", and {len(big) - 5} more" if len(big) > 5 else "")
-    cap = MAX_STATE_BYTES >> 20
     return BadInputError(f"{state_path}: the rebase keeps there the bytes of each pack file it replaces (for --abort "
-                         f"and --undo): {named}; that is about {total} bytes, more than the {cap} MiB a rebase's "
-                         f"state may have (its reader refuses a larger one); move those files out of the pack, or "
-                         f"rebase to another --name; nothing was written for it")
+                         f"and --undo): {named}; that is about {total} bytes, more than the {MAX_STATE_BYTES >> 20} "
+                         f"MiB a rebase's state may have (its reader refuses a larger one); move those files out of "
+                         f"the pack, or rebase to another --name; nothing was written for it")
 
 
 def restore(session: Session) -> list[str]:

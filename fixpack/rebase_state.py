@@ -233,6 +233,14 @@ def backup_bytes(path: Path) -> bytes:
                             f"was written to the pack") from exc
 
 
+def planned_shas(pack_root: Path, changes: dict[Path, bytes | None]) -> dict[str, str | None]:
+    """What a rebase is about to write, for ``--abort``'s check (state key ``planned``): each pack file's sha256 by
+    its path relative to the pack, None where it removes the file; the lock's is added once it is written."""
+    root = pack_root.resolve()
+    return {p.resolve().relative_to(root).as_posix(): (hashlib.sha256(d).hexdigest() if d is not None else None)
+            for p, d in changes.items()}
+
+
 def written_sha(path: Path) -> str | None:
     """The sha256 of a pack file the rebase wrote, read in blocks, never through a link nor from a FIFO (None: no
     regular file there)."""
@@ -367,6 +375,11 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
             raise DamagedStateError(path, f"proof.clean.{fix_id} is not a proof run this tool records (digest, rc, "
                                           f"summary, output)", advice)
     check_pack_paths(path, "backups", state["backups"], pack_root, state["to"], advice)
+    planned = _want(path, state, "planned", dict, advice, required=False) or {}
+    check_pack_paths(path, "planned", dict.fromkeys(planned), pack_root, state["to"], advice)
+    for key, sha in planned.items():
+        if sha is not None and not is_sha256(sha):
+            raise DamagedStateError(path, f"planned[{key!r}] is {sha!r}, not a sha256 or null", advice)
 
 
 def _conflict_record(rec: Any, work: Path) -> bool:

@@ -82,6 +82,31 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
     return restored
 
 
+def _refuse_changed(session: Session, again: str) -> None:
+    """Before ``--abort`` puts anything back: refused (bad input, nothing written) where a pack file it would overwrite
+    or remove holds neither its bytes from before the rebase nor what the rebase wrote there (state key ``planned``:
+    their sha256, None for a file it removes; before this key a rebase's writes are not told, and none is held
+    against them): changed since, by hand, which --abort would lose. The lock's bytes are told only once written: a
+    lock not yet told is taken as the rebase's."""
+    state, root = session.state, session.pack_root
+    planned: dict[str, str | None] = state.get("planned", {})
+    lock = f"profiles/{session.new_name}.lock"
+    changed = []
+    for rel, backup in sorted(state["backups"].items()):
+        if _put_back(root / rel, backup) or (rel == lock and rel not in planned) or "planned" not in state:
+            continue
+        want = planned.get(rel, "")
+        if (want is None and not os.path.lexists(root / rel)) or (want and written_sha(root / rel) == want):
+            continue
+        changed.append(rel)
+    if changed:
+        raise BadInputError(f"{', '.join(changed)} changed since the rebase to {session.new_name} wrote "
+                            f"{'them' if len(changed) > 1 else 'it'} (neither the bytes from before the rebase nor "
+                            f"the rebase's): --abort would overwrite that; copy the changes elsewhere, or put the "
+                            f"file(s) back with git (cd {quote(str(root))} && git checkout -- fixes profiles), then "
+                            f"run `{again}` again; nothing was written")
+
+
 def _said_if_held(held: list[int], step: str, name: str, restored: list[str], kept: str = "") -> None:
     """After ``--undo`` / ``--abort`` (``step``) put back the pack files with signals held: a Ctrl-C or SIGTERM that
     came meanwhile (``held``) is said now, with what was put back (SIGTERM: exit 143)."""
@@ -122,6 +147,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     session = load_session(req, targets=False)  # never the pack: a cut put-back may have left it invalid
     check_created(session.state_path, session.state["backups"], session.pack_root)
     again = way_on(session, "abort")
+    _refuse_changed(session, again)
     held: list[int] = []
     with signals(held, deferred=True):  # to its end, as --undo's: a Ctrl-C or SIGTERM now waits, and is said after
         try:

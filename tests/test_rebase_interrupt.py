@@ -243,3 +243,31 @@ def test_abort_after_a_continue_killed_inside_a_write_leaves_no_temp_file_nor_th
     assert cli(b, "--abort", "--work", str(work)).returncode == 0
     after = {k: v for k, v in world(b.pack).items() if k.startswith(("fixes", "profiles"))}
     assert after == before, sorted(set(after) ^ set(before))
+
+
+def test_abort_refuses_to_overwrite_a_pack_file_changed_after_a_killed_start(pack):  # noqa: F811
+    """Found by a fresh user: a start SIGKILLed while it wrote the pack, a file it had written then edited by hand,
+    and `--abort` put the bytes from before the rebase back over the edit. The state now records what the rebase
+    is about to write (sha256, state key 'planned'): `--abort` refuses (exit 2, the file named, nothing written)
+    where a file holds neither those bytes nor its bytes from before, and goes on once the edit is taken away."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})  # no conflict: it writes
+    before = world(b.pack)
+    p = cli(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", sig="SIGKILL")
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
+    (state_path,) = (b.pack / ".rebase").glob("*/state.json")
+    state = json.loads(state_path.read_text())
+    assert state["phase"] == "writing" and state["planned"], state
+    written = [r for r, sha in state["planned"].items() if sha and rebase_state.written_sha(b.pack / r) == sha]
+    assert written, state["planned"]  # the first write landed, the second was cut
+    edited = b.pack / written[0]
+    ours = edited.read_bytes()
+    edited.write_bytes(ours + b"# an edit by hand\n")
+    kept = world(b.pack)
+    refused = cli(b, "--abort")
+    assert refused.returncode == 2, (refused.returncode, refused.stderr)
+    assert f"{written[0]} changed since the rebase to" in refused.stderr and "nothing was written" in refused.stderr
+    assert world(b.pack) == kept  # every byte, the state and the edit included
+    edited.write_bytes(ours)  # the edit copied elsewhere, the file as the rebase left it
+    assert cli(b, "--abort").returncode == 0
+    assert world(b.pack) == before

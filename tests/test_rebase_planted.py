@@ -189,3 +189,20 @@ def test_a_fifo_state_is_named_as_a_fifo(planted):  # noqa: F811
         assert code == 3 and "state.json is damaged: a FIFO (named pipe), not a regular file" in said, (args, out)
         assert "symbolic link?" not in said and fifo_world(b.base) == before
 
+
+
+def test_a_state_whose_planned_writes_are_not_pack_files_or_sha256_is_refused(planted):  # noqa: F811
+    """The state's 'planned' (what the rebase is about to write, --abort's check against edits by hand) is held as
+    its other keys are: a path out of the rebase's pack files, or a value neither a sha256 nor null, is damaged
+    state (exit 3, the key named), nothing written."""
+    b, _outside = planted
+    work = b.pack / ".rebase/x1"
+    work.mkdir()
+    for planned, said in (({"../outside/x": None}, "planned"), ({"profiles/x1.toml": "abc"},
+                                                                  "planned['profiles/x1.toml'] is 'abc', not a sha256")):
+        (work / "state.json").write_text(json.dumps(state(b, planned=planned)))
+        before = world(b.base)
+        code, out = run(b, "--abort", "--name", "x1")
+        assert code == 3 and f"the state in {work / 'state.json'} is damaged" in " ".join(out.split()) and \
+            said in " ".join(out.split()), (planned, out)
+        assert world(b.base) == before
