@@ -45,6 +45,8 @@ from .transaction import check_writable, write_transaction
 from .tree import Tree, decode, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
+    from collections.abc import Callable
+
     from .evaluate import Evaluation
 
 
@@ -461,10 +463,11 @@ def _refuse_changed_copy(ft: FoundTarget, profile: str) -> None:
                             f"written: give --root a clean copy (`{fetch}` prints one)")
 
 
-def write_lock(req: Request) -> Path:
-    """Write ``profiles/<profile>.lock`` from the clean release copies the request points at."""
+def write_lock(req: Request, before: Callable[[bytes], None] | None = None) -> Path:
+    """Write ``profiles/<profile>.lock`` from the clean release copies the request points at; ``before``, if given,
+    is called with the lock's bytes just before they are written (a rebase records them: rebase_putback)."""
     lock, profile = fingerprint_chain(req)
-    return lockfile.write(profile, lock)
+    return lockfile.write(profile, lock, before=before)
 
 
 def check_lock_fresh(req: Request) -> list[str]:

@@ -491,11 +491,13 @@ def unchanged(profile: Profile, lock: Lock) -> bool:
         return False
 
 
-def write(profile: Profile, lock: Lock, previous: list[tuple[Lock, str]] | None = None) -> Path:
+def write(profile: Profile, lock: Lock, previous: list[tuple[Lock, str]] | None = None,
+          before: Callable[[bytes], None] | None = None) -> Path:
     """Write ``lock`` to the profile's lock path, whole or not at all; a lock on disk that holds it already is
     left alone (:func:`unchanged`). Raises BadInputError (nothing written) when a component's source changed
     under a version a previous lock records (``previous``: :func:`previous_locks`' first, when the caller has
-    them already; else looked up), or a folder is where the lock goes."""
+    them already; else looked up), or a folder is where the lock goes. ``before``: called with the bytes just before
+    they are written."""
     refuse_a_folder(profile.lock_path)
     if unchanged(profile, lock):
         return profile.lock_path
@@ -503,5 +505,8 @@ def write(profile: Profile, lock: Lock, previous: list[tuple[Lock, str]] | None 
     if reused:
         raise BadInputError(f"{'; '.join(reused)}: its source changed; bump its version (its pyproject.toml and "
                             f"the profile {profile.path}) and lock again; nothing was written")
-    atomic_write(profile.lock_path, dumps(lock.to_json()), 0o644)  # whole or not at all, never half a lock
+    data = dumps(lock.to_json())
+    if before is not None:
+        before(data)
+    atomic_write(profile.lock_path, data, 0o644)  # whole or not at all, never half a lock
     return profile.lock_path

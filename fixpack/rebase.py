@@ -51,13 +51,13 @@ from .rebase_chain import old_steps as chain_steps
 from .rebase_evidence import old_counts, twins
 from .rebase_io import cannot
 from .rebase_proof import Prover, prove_carried, start_prover
+from .rebase_putback import check_backups_fit
 from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
 from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
     RebaseRequest,
     Session,
     backup_candidates,
-    check_backups_fit,
     check_clean,
     continue_flags,
     find_work,

@@ -8,7 +8,6 @@ Nothing here decides how a fix is carried (that is :mod:`fixpack.rebase`).
 from __future__ import annotations
 
 import base64
-import json
 import os
 import stat
 from pathlib import Path
@@ -24,6 +23,7 @@ from .model import Pack, Profile
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .rebase_io import NotPutBack, cannot, errno_text
+from .rebase_putback import backups_too_large, check_backups_fit, lock_written, planned, refuse_changed
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .rebase_state import (
     WORK_DIR,
@@ -31,7 +31,6 @@ from .rebase_state import (
     check_state,
     check_work_marker,
     default_work,
-    planned_shas,
     read_json,
     state_advice,
     work_root,
@@ -228,11 +227,12 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
     phase: str = session.state["phase"]
     changes: dict[Path, bytes | None] = {}
     at: Path | None = None  # the pack file being written (named when it cannot be)
+    refuse_changed(session.state, pack.root, session.new_name, "continue", way_on(session, "continue"))
     try:  # from the plan on (a state this run saved as 'writing' is put back to ``phase``)
         changes = _planned_changes(session, pack, old, outcomes)
         _backup(session, [*changes, lock])
         at = session.state_path
-        session.state |= {"phase": "writing", "planned": planned_shas(pack.root, changes)}  # --abort's check
+        session.state |= {"phase": "writing", "planned": planned(session.state, pack.root, changes)}
         session.save()
         for path, data in changes.items():
             at = path
@@ -246,7 +246,8 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         engine.write_lock(engine.Request(
             pack_root=pack.root, profile=session.new_name,
             roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
-            upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)))
+            upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)),
+            lock_written(session, lock))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as :class:`fixpack.interrupts.Term`
         raise _rolled_back(session, phase, exc) from None
     except OSError as exc:  # a pack file (or the state) it cannot write: put back as for Ctrl-C, said with its errno
@@ -266,9 +267,8 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if not done[1] and not held:  # every file put back, no signal meanwhile: the bug as it is
             raise
         raise _rolled_back(session, phase, exc, at, (*done, held)) from exc
-    at_lock = {rel(pack.root, lock): written_sha(lock)}  # the lock's bytes, told once written
-    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | set(at_lock))
-    session.state |= {"phase": "written", "planned": session.state["planned"] | at_lock}
+    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
+    session.state["phase"] = "written"
     session.save()
     return written
 
@@ -336,6 +336,7 @@ def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, 
         if not left:
             try:
                 session.state["phase"] = "merging" if phase == "merging" else "conflicts"
+                session.state.pop("planned", None)  # nothing left written: nothing to hold the files against
                 session.save()
             except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
                 pass
@@ -395,7 +396,7 @@ def _backup(session: Session, paths: list[Path]) -> None:
     size = len(dumps(session.state))
     if size > MAX_STATE_BYTES:
         sizes = {k: len(v) * 3 // 4 for k, v in backups.items() if isinstance(v, str)}
-        raise _backups_too_large(session.state_path, size, sizes)
+        raise backups_too_large(session.state_path, size, sizes)
 
 
 def backup_candidates(pack: Pack, old: Profile, new_name: str) -> list[Path]:
@@ -408,43 +409,6 @@ def backup_candidates(pack: Pack, old: Profile, new_name: str) -> list[Path]:
         if folder is not None and folder.is_dir() and not folder.is_symlink():
             paths += sorted(p for p in folder.iterdir() if p.is_file())
     return paths
-
-
-def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:
-    """Refuse, before anything is read or written, a rebase whose ``state.json`` would pass ``MAX_STATE_BYTES`` once
-    it holds the bytes (base64: 4/3 of them) of each of ``paths`` there now, which ``--abort`` and ``--undo`` put
-    back: a state larger than that is one its own reader refuses (damaged state, exit 3), so the rebase could be
-    neither continued nor aborted. Told by the files' sizes, none read. Why refuse and not raise the cap for that
-    file: the cap is what keeps a planted state from being read whole, and backups of any size would need none;
-    the backed-up files are pack files (a variant's patches, a profile, a lock), which are KBs, so the limit is
-    met only by a pack file far larger than any other, as a pack text file past its 4 MiB cap is: bad input
-    (exit 2, the README's row for a pack file too large), named with its size, to move away or to rebase to
-    another ``--name``."""
-    backups = state.get("backups", {})
-    sizes: dict[str, int] = {}
-    for path in paths:
-        key = rel(pack_root, path)
-        if key in backups or key in sizes:
-            continue
-        try:
-            st = os.stat(path)
-        except OSError:  # not there: backed up as None
-            continue
-        if stat.S_ISREG(st.st_mode):
-            sizes[key] = st.st_size
-    # each entry: "key": "<base64>", on a line of its own (records.dumps: indent 2, nested once)
-    total = len(dumps(state)) + sum(4 * -(-n // 3) + len(json.dumps(k)) + 12 for k, n in sizes.items())
-    if total > MAX_STATE_BYTES:
-        raise _backups_too_large(state_path, total, sizes)
-
-
-def _backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> BadInputError:
-    big = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
-    named = ", ".join(f"{k} ({n} bytes)" for k, n in big[:5]) + (f", and {len(big) - 5} more" if len(big) > 5 else "")
-    return BadInputError(f"{state_path}: the rebase keeps there the bytes of each pack file it replaces (for --abort "
-                         f"and --undo): {named}; that is about {total} bytes, more than the {MAX_STATE_BYTES >> 20} "
-                         f"MiB a rebase's state may have (its reader refuses a larger one); move those files out of "
-                         f"the pack, or rebase to another --name; nothing was written for it")
 
 
 def restore(session: Session) -> list[str]:

@@ -63,6 +63,7 @@ from .safepath import (
 WORK_DIR = ".rebase"
 MARKER = ".fixpack-rebase"  # in a --work folder: the start made it ("made") or was given it empty ("given")
 PHASES = ("merging", "conflicts", "writing", "written")
+MAX_PLANNED = 16  # sha256 a pack file's entry of 'planned' keeps (rebase_putback): contents the runs wrote there
 STATE_SCHEMA = 1  # state.json's "schema": another is refused (a later fixpack's, or edited)
 
 
@@ -233,14 +234,6 @@ def backup_bytes(path: Path) -> bytes:
                             f"was written to the pack") from exc
 
 
-def planned_shas(pack_root: Path, changes: dict[Path, bytes | None]) -> dict[str, str | None]:
-    """What a rebase is about to write, for ``--abort``'s check (state key ``planned``): each pack file's sha256 by
-    its path relative to the pack, None where it removes the file; the lock's is added once it is written."""
-    root = pack_root.resolve()
-    return {p.resolve().relative_to(root).as_posix(): (hashlib.sha256(d).hexdigest() if d is not None else None)
-            for p, d in changes.items()}
-
-
 def written_sha(path: Path) -> str | None:
     """The sha256 of a pack file the rebase wrote, read in blocks, never through a link nor from a FIFO (None: no
     regular file there)."""
@@ -375,11 +368,13 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
             raise DamagedStateError(path, f"proof.clean.{fix_id} is not a proof run this tool records (digest, rc, "
                                           f"summary, output)", advice)
     check_pack_paths(path, "backups", state["backups"], pack_root, state["to"], advice)
-    planned = _want(path, state, "planned", dict, advice, required=False) or {}
+    planned = _want(path, state, "planned", dict, advice, required=False) or {}  # rebase_putback
     check_pack_paths(path, "planned", dict.fromkeys(planned), pack_root, state["to"], advice)
-    for key, sha in planned.items():
-        if sha is not None and not is_sha256(sha):
-            raise DamagedStateError(path, f"planned[{key!r}] is {sha!r}, not a sha256 or null", advice)
+    for key, shas in planned.items():
+        if not isinstance(shas, list) or not 0 < len(shas) <= MAX_PLANNED or \
+                not all(sha is None or is_sha256(sha) for sha in shas):
+            raise DamagedStateError(path, f"planned[{key!r}] is not a list of 1 to {MAX_PLANNED} sha256 or null "
+                                          f"({str(shas)[:80]})", advice)
 
 
 def _conflict_record(rec: Any, work: Path) -> bool:
@@ -464,8 +459,11 @@ def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: P
     for rel, data in entries.items():
         problem = path_problem(rel) or _not_written_by_rebase(rel, to)
         if problem is None:
-            link = link_on_the_way(pack_root, rel)
-            problem = f"{link} is a symbolic link" if link else None
+            try:
+                link = link_on_the_way(pack_root, rel)
+            except OSError as exc:  # a name too long, say: no pack file of this rebase
+                link, problem = None, f"cannot be looked at: {exc.strerror}"
+            problem = problem or (f"{link} is a symbolic link" if link else None)
         if problem is None and data is not None:
             try:
                 base64.b64decode(data, validate=True) if isinstance(data, str) else None

@@ -11,8 +11,6 @@ for the ``--undo`` that finishes it."""
 
 from __future__ import annotations
 
-import base64
-import os
 import signal
 from pathlib import Path
 from shlex import quote
@@ -20,6 +18,7 @@ from shlex import quote
 from .errors import BadInputError, EnvironmentProblem, FixpackError, stopped_by
 from .interrupts import signals
 from .rebase_io import NotPutBack, cannot
+from .rebase_putback import holds_before, refuse_changed
 from .rebase_registry import refuse_elsewhere, unregister
 from .rebase_session import RebaseRequest, Session, load_session, report_paths, restore, way_on
 from .rebase_state import (
@@ -34,7 +33,6 @@ from .rebase_state import (
     work_root,
     written_sha,
 )
-from .safepath import holds_bytes
 
 
 def undo(pack_root: Path, name: str = "") -> list[str]:
@@ -53,7 +51,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
     check_undo(record, data, pack_root)
     backups = data["backups"]
     changed = [w for w, sha in data["written"].items()
-               if written_sha(pack_root / w) != sha and not _put_back(pack_root / w, backups.get(w, ""))]
+               if written_sha(pack_root / w) != sha and not holds_before(pack_root / w, backups.get(w, ""))]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
                             f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
@@ -82,31 +80,6 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
     return restored
 
 
-def _refuse_changed(session: Session, again: str) -> None:
-    """Before ``--abort`` puts anything back: refused (bad input, nothing written) where a pack file it would overwrite
-    or remove holds neither its bytes from before the rebase nor what the rebase wrote there (state key ``planned``:
-    their sha256, None for a file it removes; before this key a rebase's writes are not told, and none is held
-    against them): changed since, by hand, which --abort would lose. The lock's bytes are told only once written: a
-    lock not yet told is taken as the rebase's."""
-    state, root = session.state, session.pack_root
-    planned: dict[str, str | None] = state.get("planned", {})
-    lock = f"profiles/{session.new_name}.lock"
-    changed = []
-    for rel, backup in sorted(state["backups"].items()):
-        if _put_back(root / rel, backup) or (rel == lock and rel not in planned) or "planned" not in state:
-            continue
-        want = planned.get(rel, "")
-        if (want is None and not os.path.lexists(root / rel)) or (want and written_sha(root / rel) == want):
-            continue
-        changed.append(rel)
-    if changed:
-        raise BadInputError(f"{', '.join(changed)} changed since the rebase to {session.new_name} wrote "
-                            f"{'them' if len(changed) > 1 else 'it'} (neither the bytes from before the rebase nor "
-                            f"the rebase's): --abort would overwrite that; copy the changes elsewhere, or put the "
-                            f"file(s) back with git (cd {quote(str(root))} && git checkout -- fixes profiles), then "
-                            f"run `{again}` again; nothing was written")
-
-
 def _said_if_held(held: list[int], step: str, name: str, restored: list[str], kept: str = "") -> None:
     """After ``--undo`` / ``--abort`` (``step``) put back the pack files with signals held: a Ctrl-C or SIGTERM that
     came meanwhile (``held``) is said now, with what was put back (SIGTERM: exit 143)."""
@@ -129,14 +102,6 @@ def _held(held: list[int], step: str, rest: str) -> FixpackError:
     return kind(f"{how} while rebase --{step} put the pack files back; it waited until that was done{rest}")
 
 
-def _put_back(path: Path, backup: str | None) -> bool:
-    """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, or None: not there), as
-    an earlier ``--undo`` left it; a file the record holds no backup of (``""``) never is."""
-    if backup is None:
-        return not os.path.lexists(path)
-    return bool(backup) and holds_bytes(path, base64.b64decode(backup))
-
-
 def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     """``--abort``: restore every pack file the rebase wrote (or remove it), drop the work folder. Returns the
     paths restored or removed, relative to the pack, and its report files, kept (the record of why it stopped). A
@@ -147,7 +112,7 @@ def abort(req: RebaseRequest) -> tuple[list[str], list[Path]]:
     session = load_session(req, targets=False)  # never the pack: a cut put-back may have left it invalid
     check_created(session.state_path, session.state["backups"], session.pack_root)
     again = way_on(session, "abort")
-    _refuse_changed(session, again)
+    refuse_changed(session.state, session.pack_root, session.new_name, "abort", again)
     held: list[int] = []
     with signals(held, deferred=True):  # to its end, as --undo's: a Ctrl-C or SIGTERM now waits, and is said after
         try:

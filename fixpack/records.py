@@ -393,7 +393,7 @@ def short(text: str, most: int = 40) -> str:
 
 def is_sha256(value: Any) -> bool:
     """A sha256 as this tool writes one: 64 lower-case hex digits."""
-    return isinstance(value, str) and bool(_SHA.match(value))
+    return isinstance(value, str) and bool(_SHA.fullmatch(value))
 
 
 def sha_or_none(value: Any) -> bool:

@@ -8,6 +8,7 @@ the write, and a report that stops on conflicts names the pack files an earlier 
 folder loses its state.json first when it is dropped. Also: `--continue --work DIR --name OTHER` is refused (exit
 2), never finished under the work folder's name."""
 
+import base64
 import json
 import os
 import signal
@@ -248,8 +249,11 @@ def test_abort_after_a_continue_killed_inside_a_write_leaves_no_temp_file_nor_th
 def test_abort_refuses_to_overwrite_a_pack_file_changed_after_a_killed_start(pack):  # noqa: F811
     """Found by a fresh user: a start SIGKILLed while it wrote the pack, a file it had written then edited by hand,
     and `--abort` put the bytes from before the rebase back over the edit. The state now records what the rebase
-    is about to write (sha256, state key 'planned'): `--abort` refuses (exit 2, the file named, nothing written)
-    where a file holds neither those bytes nor its bytes from before, and goes on once the edit is taken away."""
+    is about to write (sha256, state key 'planned'; the lock's just before it is written): `--abort` refuses (exit
+    2, the file named with what to do, nothing written) where a file holds neither those bytes nor its bytes from
+    before, and so does a `--continue` that would write over it (it overwrote the edit, a second reviewer found);
+    a lock made by hand where the rebase had not written one yet is refused too (it was taken as the rebase's).
+    Once the edits are taken away `--abort` puts the pack back as it was."""
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})  # no conflict: it writes
     before = world(b.pack)
@@ -258,16 +262,53 @@ def test_abort_refuses_to_overwrite_a_pack_file_changed_after_a_killed_start(pac
     (state_path,) = (b.pack / ".rebase").glob("*/state.json")
     state = json.loads(state_path.read_text())
     assert state["phase"] == "writing" and state["planned"], state
-    written = [r for r, sha in state["planned"].items() if sha and rebase_state.written_sha(b.pack / r) == sha]
+    written = [r for r, shas in state["planned"].items() if rebase_state.written_sha(b.pack / r) in shas]
     assert written, state["planned"]  # the first write landed, the second was cut
-    edited = b.pack / written[0]
+    edited, lock = b.pack / written[0], b.pack / f"profiles/{state['to']}.lock"
+    assert not lock.exists()
     ours = edited.read_bytes()
     edited.write_bytes(ours + b"# an edit by hand\n")
+    lock.write_text("a lock made by hand\n")
     kept = world(b.pack)
-    refused = cli(b, "--abort")
-    assert refused.returncode == 2, (refused.returncode, refused.stderr)
-    assert f"{written[0]} changed since the rebase to" in refused.stderr and "nothing was written" in refused.stderr
-    assert world(b.pack) == kept  # every byte, the state and the edit included
+    for step in (("--abort",), ("--continue", "--allow-unproven")):
+        refused = cli(b, *step)
+        assert refused.returncode == 2, (step, refused.returncode, refused.stderr)
+        said = " ".join(refused.stderr.split())
+        assert "2 pack file(s) changed by hand since the rebase to" in said and "nothing was written" in said, said
+        assert f"{written[0]}: move it away (the rebase made it" in said, said  # a new variant's file
+        assert f"profiles/{state['to']}.lock: move it away (the rebase made it" in said, said
+        assert world(b.pack) == kept  # every byte, the state and the edits included
     edited.write_bytes(ours)  # the edit copied elsewhere, the file as the rebase left it
+    lock.unlink()
     assert cli(b, "--abort").returncode == 0
     assert world(b.pack) == before
+
+
+def test_a_file_holding_what_an_earlier_cut_write_put_there_is_the_rebases(tmp_path):
+    """A second reviewer's case: a `--continue` cut while it wrote, then another that plans other bytes for the same
+    file and is cut before it writes it: the file holds the first run's bytes, which are the rebase's too ('planned'
+    keeps each run's, at most rebase_state.MAX_PLANNED), so neither `--abort` nor `--continue` refuses it."""
+    from fixpack.rebase_putback import planned, refuse_changed
+    f = tmp_path / "fixes/first/v2/0001-change.patch"
+    f.parent.mkdir(parents=True)
+    state = {"backups": {"fixes/first/v2/0001-change.patch": None}}
+    state["planned"] = planned(state, tmp_path, {f: b"first run\n"})
+    f.write_bytes(b"first run\n")
+    state["planned"] = planned(state, tmp_path, {f: b"second run\n"})
+    assert len(state["planned"]["fixes/first/v2/0001-change.patch"]) == 2
+    refuse_changed(state, tmp_path, "v2", "abort", "fixpack rebase --abort")  # no refusal
+    f.write_bytes(b"by hand\n")
+    with pytest.raises(rebase.BadInputError, match="1 pack file") as made:
+        refuse_changed(state, tmp_path, "v2", "abort", "fixpack rebase --abort")
+    assert "fixes/first/v2/0001-change.patch: move it away (the rebase made it" in str(made.value)
+    profile = tmp_path / "profiles/v2.toml"  # a file there before the rebase: its bytes are in the backups
+    profile.parent.mkdir()
+    profile.write_bytes(b"edited\n")
+    state["backups"]["profiles/v2.toml"] = base64.b64encode(b"before\n").decode()
+    f.write_bytes(b"first run\n")
+    with pytest.raises(rebase.BadInputError, match="1 pack file") as there:
+        refuse_changed(state, tmp_path, "v2", "continue", "fixpack rebase --continue")
+    assert "profiles/v2.toml: copy your changes elsewhere, then put it back (git checkout -- profiles/v2.toml)" in \
+        str(there.value) and "which --continue would overwrite" in str(there.value)
+    profile.write_bytes(b"before\n")
+    refuse_changed(state, tmp_path, "v2", "continue", "fixpack rebase --continue")

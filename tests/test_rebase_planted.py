@@ -193,14 +193,21 @@ def test_a_fifo_state_is_named_as_a_fifo(planted):  # noqa: F811
 
 def test_a_state_whose_planned_writes_are_not_pack_files_or_sha256_is_refused(planted):  # noqa: F811
     """The state's 'planned' (what the rebase is about to write, --abort's check against edits by hand) is held as
-    its other keys are: a path out of the rebase's pack files, or a value neither a sha256 nor null, is damaged
-    state (exit 3, the key named), nothing written."""
+    its other keys are: a path out of the rebase's pack files, or a value not a list of 1 to 16 sha256 or null, is
+    damaged state (exit 3, the key named), nothing written; so is a name too long to look at (it was exit 1, an
+    internal error: an OSError from os.lstat, for 'backups' too)."""
     b, _outside = planted
     work = b.pack / ".rebase/x1"
     work.mkdir()
-    for planned, said in (({"../outside/x": None}, "planned"), ({"profiles/x1.toml": "abc"},
-                                                                  "planned['profiles/x1.toml'] is 'abc', not a sha256")):
+    sha = "0" * 64
+    for planned, said in (({"../outside/x": [None]}, "planned"),
+                          ({"profiles/x1.toml": ["abc"]}, "planned['profiles/x1.toml'] is not a list of 1 to 16"),
+                          ({"profiles/x1.toml": sha}, "is not a list"), ({"profiles/x1.toml": []}, "is not a list"),
+                          ({"profiles/x1.toml": [sha + "\n"]}, "is not a list"),  # a sha256 is 64 digits, no newline
+                          ({"profiles/x1.toml": [sha] * 17}, "is not a list"),
+                          ({"fixes/first/x1/" + "a" * 300: [None]}, "cannot be looked at: File name too long")):
         (work / "state.json").write_text(json.dumps(state(b, planned=planned)))
+        (b.pack / "fixes/first/x1").mkdir(parents=True, exist_ok=True)  # the long name is looked for in it
         before = world(b.base)
         code, out = run(b, "--abort", "--name", "x1")
         assert code == 3 and f"the state in {work / 'state.json'} is damaged" in " ".join(out.split()) and \

@@ -131,8 +131,8 @@ def lock_refused(monkeypatch, error) -> None:
 
     real = engine.write_lock
 
-    def refused(req):
-        real(req)
+    def refused(req, before=None):
+        real(req, before)
         raise error
     monkeypatch.setattr(engine, "write_lock", refused)
 

@@ -1,0 +1,130 @@
+"""Holding a rebase's pack files against edits by hand before ``--abort`` puts them back
+(:func:`fixpack.rebase_session.restore`) or a ``--continue`` writes them again: the state's ``planned`` key records,
+before each write, the sha256 of what the rebase is about to put in each pack file (:func:`planned`; the lock's as
+it is about to be written, :func:`lock_written`), kept across ``--continue`` runs (a file may hold what an earlier,
+cut run wrote), and both refuse where a file holds neither its bytes from before the rebase nor any of those
+(:func:`refuse_changed`): changed by hand since, which the put-back or the write would lose."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from shlex import quote
+from typing import TYPE_CHECKING, Any
+
+from .documents import MAX_STATE_BYTES
+from .errors import BadInputError
+from .rebase_state import MAX_PLANNED, written_sha
+from .records import dumps
+from .safepath import holds_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .rebase_session import Session
+
+
+
+
+def holds_before(path: Path, backup: str | None) -> bool:
+    """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, or None: not there); a
+    file the state holds no backup of (``""``) never is."""
+    if backup is None:
+        return not os.path.lexists(path)
+    return bool(backup) and holds_bytes(path, base64.b64decode(backup))
+
+
+def planned(state: dict[str, Any], pack_root: Path, changes: dict[Path, bytes | None]) -> dict[str, list[str | None]]:
+    """The state's ``planned`` with what a write is about to put in each pack file of ``changes`` added: by its path
+    relative to the pack, the sha256 of each content a run of this rebase wrote or is about to write there (None:
+    it removes the file), at most MAX_PLANNED (the oldest go first)."""
+    root = pack_root.resolve()
+    out: dict[str, list[str | None]] = {k: list(v) for k, v in state.get("planned", {}).items()}
+    for p, data in changes.items():
+        sha = hashlib.sha256(data).hexdigest() if data is not None else None
+        _add(out, p.resolve().relative_to(root).as_posix(), sha)
+    return out
+
+
+def lock_written(session: Session, lock: Path) -> Callable[[bytes], None]:
+    """The hook :func:`fixpack.engine.write_lock` calls with the lock's bytes just before it writes them: their
+    sha256 added to ``planned`` and the state saved, so that the lock too is held against edits by hand."""
+    def record(data: bytes) -> None:
+        done = {k: list(v) for k, v in session.state.get("planned", {}).items()}
+        _add(done, lock.resolve().relative_to(session.pack_root.resolve()).as_posix(), hashlib.sha256(data).hexdigest())
+        session.state["planned"] = done
+        session.save()
+    return record
+
+
+def _add(out: dict[str, list[str | None]], rel: str, sha: str | None) -> None:
+    shas = [s for s in out.get(rel, []) if s != sha] + [sha]
+    out[rel] = shas[-MAX_PLANNED:]
+
+
+def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str, again: str) -> None:
+    """Before ``--abort`` puts the pack files back or ``--continue`` writes them again (``step``; ``again``: its
+    command): BadInputError (exit 2, nothing written) naming each pack file the state backs up that holds neither its
+    bytes from before the rebase nor any content the rebase wrote there (``planned``), with what to do with it. A
+    state without ``planned`` (nothing written yet, a write put back whole, or a state from before this key) holds
+    nothing against the files."""
+    if "planned" not in state:
+        return
+    changed: list[tuple[str, bool]] = []
+    for rel, backup in sorted(state["backups"].items()):
+        path = pack_root / rel
+        if holds_before(path, backup):
+            continue
+        shas = state["planned"].get(rel, [])
+        if (None in shas and not os.path.lexists(path)) or written_sha(path) in {s for s in shas if s}:
+            continue
+        changed.append((rel, backup is None))
+    if changed:
+        ways = "; ".join(f"{rel}: move it away (the rebase made it: mv {quote(rel)} ELSEWHERE)" if made else
+                         f"{rel}: copy your changes elsewhere, then put it back (git checkout -- {quote(rel)})"
+                         for rel, made in changed)
+        raise BadInputError(f"{len(changed)} pack file(s) changed by hand since the rebase to {name} wrote them (they "
+                            f"hold neither their bytes from before the rebase nor the rebase's), which --{step} would "
+                            f"overwrite: {ways}; then run `{again}` again (cd {quote(str(pack_root))} first for the "
+                            f"paths); nothing was written")
+
+
+def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:
+    """Refuse, before anything is read or written, a rebase whose ``state.json`` would pass ``MAX_STATE_BYTES`` once
+    it holds the bytes (base64: 4/3 of them) of each of ``paths`` there now, which ``--abort`` and ``--undo`` put
+    back: a state larger than that is one its own reader refuses (damaged state, exit 3), so the rebase could be
+    neither continued nor aborted. Told by the files' sizes, none read. Why refuse and not raise the cap for that
+    file: the cap is what keeps a planted state from being read whole, and backups of any size would need none;
+    the backed-up files are pack files (a variant's patches, a profile, a lock), which are KBs, so the limit is
+    met only by a pack file far larger than any other, as a pack text file past its 4 MiB cap is: bad input
+    (exit 2, the README's row for a pack file too large), named with its size, to move away or to rebase to
+    another ``--name``."""
+    backups = state.get("backups", {})
+    sizes: dict[str, int] = {}
+    for path in paths:
+        key = path.resolve().relative_to(pack_root.resolve()).as_posix()
+        if key in backups or key in sizes:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:  # not there: backed up as None
+            continue
+        if stat.S_ISREG(st.st_mode):
+            sizes[key] = st.st_size
+    # each entry: "key": "<base64>", on a line of its own (records.dumps: indent 2, nested once)
+    total = len(dumps(state)) + sum(4 * -(-n // 3) + len(json.dumps(k)) + 12 for k, n in sizes.items())
+    if total > MAX_STATE_BYTES:
+        raise backups_too_large(state_path, total, sizes)
+
+
+def backups_too_large(state_path: Path, total: int, sizes: dict[str, int]) -> BadInputError:
+    big = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = ", ".join(f"{k} ({n} bytes)" for k, n in big[:5]) + (f", and {len(big) - 5} more" if len(big) > 5 else "")
+    return BadInputError(f"{state_path}: the rebase keeps there the bytes of each pack file it replaces (for --abort "
+                         f"and --undo): {named}; that is about {total} bytes, more than the {MAX_STATE_BYTES >> 20} "
+                         f"MiB a rebase's state may have (its reader refuses a larger one); move those files out of "
+                         f"the pack, or rebase to another --name; nothing was written for it")
