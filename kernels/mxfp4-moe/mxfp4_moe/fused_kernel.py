@@ -34,8 +34,9 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp, _tokens, layouts
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
-from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _cp_async, _cta_barrier, _rank_owners, _ranked_tile,
-                            _run_split, _trace_open, fits, max_split, run_split, stages_smem, trace_buffer)
+from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _act_lanes, _cp_async, _cta_barrier, _rank_owners,
+                            _ranked_tile, _run_split, _tile_lanes, _trace_open, fits, max_split, run_split,
+                            stages_smem, trace_buffer)
 
 SPIN_LIMIT = 1 << 24
 TILE_RESERVE = 1024  # shared memory the driver reserves per block (sm_80+)
@@ -112,27 +113,10 @@ def _down_ptrs(local, pid_n, k0, w_ptr, s_ptr, stride_we, stride_se, K: gl.const
                BLOCK_K: gl.constexpr, W5: gl.constexpr, S3: gl.constexpr):
     """The word and scale pointers of tile (row block pid_n, K offset k0) of local expert ``local`` (the
     lane order of ranked_kernel._ranked_tile)."""
-    J: gl.constexpr = BLOCK_K // 32
-    JH: gl.constexpr = J // 4
-    TILE_WORDS: gl.constexpr = BLOCK_N * BLOCK_K // 8
-    TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
-    QH: gl.constexpr = (BLOCK_N // 8) * JH
-    W4: gl.constexpr = gl.SliceLayout(4, W5)
-    w3: gl.constexpr = gl.SliceLayout(3, W4)
-    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
-    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
-    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
-    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
     tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
-    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
-    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
-        + offs_c[None, :, None]
-    w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
-    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
-    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
-    s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+    w_off, s_off = _tile_lanes(BLOCK_N, BLOCK_K, W5, S3)
+    w_ptrs = w_ptr + local.to(gl.int64) * stride_we + tile0 * (BLOCK_N * BLOCK_K // 8) + w_off
+    s_ptrs = s_ptr + local.to(gl.int64) * stride_se + tile0 * (BLOCK_N * BLOCK_K // 32) + s_off
     return w_ptrs, s_ptrs
 
 
@@ -233,15 +217,10 @@ def _fused_kernel(x_ptr, ids_ptr, w1_ptr, s1_ptr, act_ptr, a32_ptr, h_ptr, cnt_p
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
-    X3: gl.constexpr = gl.SliceLayout(3, X4B)
-    xs: gl.constexpr = gl.SliceLayout(3, X3)
-    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, X4B))))
     pl_n: gl.constexpr = gl.SliceLayout(1, mma)
     pl_m: gl.constexpr = gl.SliceLayout(0, mma)
-    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
-    x_j = gl.arange(0, J2, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
-    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
-    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+    x_off = _act_lanes(BK2, X4B)
     # the down items g, g + G, ...: the first one's first DOWN_TILES K tiles from shared memory, the rest (more
     # experts routed here than the grid holds in shared memory) from global memory
     for d in range(g, per_k2 * split2, G):

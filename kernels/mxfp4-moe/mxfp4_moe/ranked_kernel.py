@@ -229,6 +229,43 @@ def _ring_issue(wsm, ssm, w_ptrs, s_ptrs, i, iters, STAGES: gl.constexpr, TILE_W
 
 
 @gluon.jit
+def _tile_lanes(BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, W5: gl.constexpr, S3: gl.constexpr):
+    """Each lane's offsets inside one K tile of the tiled layout (format.to_tiled_layout: the tile's BLOCK_N x
+    BLOCK_K / 8 int32 words, its 16-byte pieces ordered (q, h, g, c) for row r = 8q + g; then its BLOCK_N x
+    BLOCK_K / 32 E8M0 scale bytes, ordered (g, c, q, h)): ``w_off`` [BLOCK_N, 4 (c), J/4 (h), 4 (word jl)] int32
+    words in W5's slice over its last dim, and ``s_off`` [8 (g), 4 (c), BLOCK_N/8 * J/4] bytes in S3 (the lane
+    orders of gluon_kernel.layouts); add them to a tile's first word and first scale byte."""
+    JH: gl.constexpr = BLOCK_K // 128
+    QH: gl.constexpr = (BLOCK_N // 8) * JH
+    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    w3: gl.constexpr = gl.SliceLayout(3, W4)
+    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
+    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
+    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
+    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
+    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+        + offs_c[None, :, None]
+    w_off = piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
+    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
+    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    s_off = (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+    return w_off, s_off
+
+
+@gluon.jit
+def _act_lanes(BLOCK_K: gl.constexpr, X4: gl.constexpr):
+    """Each lane's int32 offsets of one K tile's activation words in a token's row: [4 (c), J (j), 4 (pair p)] in
+    X4's slice over its last two dims; pair p of logical word (c, j) is BF16 pair 64 (j // 4) + 16c + 4p + j % 4
+    of the row (format's pair transpose inside each scale block). Add a row's first word of the tile."""
+    xs: gl.constexpr = gl.SliceLayout(3, gl.SliceLayout(3, X4))
+    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
+    x_j = gl.arange(0, BLOCK_K // 32, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
+    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
+    return x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+
+
+@gluon.jit
 def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, p, T,
                  stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
@@ -258,23 +295,11 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     k0 = pid_k * (iters * BLOCK_K)
     W4: gl.constexpr = gl.SliceLayout(4, W5)
     w3: gl.constexpr = gl.SliceLayout(3, W4)
-    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
-    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
-    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
-    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
     tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
-    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
-    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
-        + offs_c[None, :, None]
-    w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
-    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
-    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
-    s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
-    X3: gl.constexpr = gl.SliceLayout(3, X4)
-    xs: gl.constexpr = gl.SliceLayout(3, X3)
-    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
+    w_off, s_off = _tile_lanes(BLOCK_N, BLOCK_K, W5, S3)
+    w_ptrs = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS + w_off
+    s_ptrs = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES + s_off
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, X4))))
     if STAGES > 1:
         # the ring: slot order [row, c, h, word] with h slowest, so a warp's 16-byte pieces (8 lanes: 4 c x 2
         # rows) are 128 contiguous bytes of shared memory, for the copies and the loads alike
@@ -293,10 +318,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
         a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
     else:
         a_rows = rows
-    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
-    x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
-    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
-    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+    x_off = _act_lanes(BLOCK_K, X4)
     x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
     x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
     acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
@@ -435,24 +457,9 @@ def _claimed_down(first, n_items, G, claim_ptr, n_own, owner, rank, offs, ids, s
     iters = KT // split
     W4: gl.constexpr = gl.SliceLayout(4, W5)
     w3: gl.constexpr = gl.SliceLayout(3, W4)
-    offs_r = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
-    offs_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
-    offs_h = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
-    offs_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
-    piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
-        + offs_c[None, :, None]
-    w_off = piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
-    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    s_e = gl.arange(0, QH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
-    s_off = (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
-    X3: gl.constexpr = gl.SliceLayout(3, X4)
-    xs: gl.constexpr = gl.SliceLayout(3, X3)
-    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))
-    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
-    x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
-    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
-    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+    w_off, s_off = _tile_lanes(BLOCK_N, BLOCK_K, W5, S3)
+    xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, X4))))
+    x_off = _act_lanes(BLOCK_K, X4)
     pl_n: gl.constexpr = gl.SliceLayout(1, mma)
     pl_m: gl.constexpr = gl.SliceLayout(0, mma)
     r_n = gl.arange(0, BLOCK_N, layout=pl_n)

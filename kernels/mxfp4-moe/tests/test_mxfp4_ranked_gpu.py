@@ -36,6 +36,17 @@ def _counters_zero() -> bool:
     return all(int(bufs[-1].count_nonzero()) == 0 for bufs in gluon_kernel._COUNTERS.values())
 
 
+def _tp_ok(ex, batches, seed0: int, conf: dict, label: str) -> None:
+    """TP partials (4-of-12 routing, TP 4) of ``ex`` at each batch against the reference (check_tp_case, seed
+    seed0 + batch): the partial sums and their combine (rel < 1e-2), then the fix-up counters back to 0."""
+    from _kernel_cases import assert_ok, check_tp_case
+    for tokens in batches:
+        res = check_tp_case(ex, tokens, 12, 4, 4, seed0 + tokens, "cuda", "gluon", conf)
+        assert_ok(res, f"{label} tp batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+    assert _counters_zero()
+
+
 @pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 1},
                                  {"ranked_per_sm": 512, "ranked_min_iters": 1, "ranked_act_launch": False},
                                  {"ranked_stages": 3}, {"ranked_stages": 2, "ranked_per_sm": 1},
@@ -114,14 +125,9 @@ def test_ranked_pdl_and_id_types(pdl, ids_dtype, stages):
 def test_ranked_tp_partials(cfg):
     """TP 4 slices in partials mode (zero rows for other cards' pairs), their sum against the unsplit
     experts and combine_partials against the whole block, batches 1..8."""
-    from _kernel_cases import assert_ok, check_tp_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(44)
-    for tokens in (1, 2, 4, 8):
-        res = check_tp_case(ex, tokens, 12, 4, 4, 44000 + tokens, "cuda", "gluon", {**RANKED, **cfg})
-        assert_ok(res, f"ranked tp batch {tokens}")
-        assert res["combine_rel"] < 1e-2, res
-    assert _counters_zero()
+    _tp_ok(ex, (1, 2, 4, 8), 44000, {**RANKED, **cfg}, "ranked")
 
 
 @pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 2, "ranked_stages_down": 0, "ranked_maxnreg_gate_up": 96,
@@ -199,7 +205,7 @@ def test_ranked_act_launch(cfg):
     on the same inputs (the same sums in the same order: only the down GEMM's atomics may differ, rel < 1e-5);
     the act launch ran where the gate/up GEMM may split (a launch more; with one program an SM the device
     picks split 1 where several experts are routed here, and the act launch writes nothing); TP partials."""
-    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    from _kernel_cases import assert_ok, check_case, make_routing
     from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(47)
@@ -222,11 +228,7 @@ def test_ranked_act_launch(cfg):
             mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
             outs.append(out)
         assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
-    for tokens in (1, 4, 8):
-        res = check_tp_case(ex, tokens, 12, 4, 4, 47800 + tokens, "cuda", "gluon", conf)
-        assert_ok(res, f"act launch tp batch {tokens}")
-        assert res["combine_rel"] < 1e-2, res
-    assert _counters_zero()
+    _tp_ok(ex, (1, 4, 8), 47800, conf, "act launch")
 
 
 def test_norm_combine_early():
@@ -270,7 +272,7 @@ def test_ranked_claim_down(cfg):
     fix-up counters back to 0."""
     from mxfp4_moe import ranked_kernel
     from mxfp4_moe.kernel import LAST_LAUNCH
-    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    from _kernel_cases import assert_ok, check_case, make_routing
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(48, size=1024)
     ex_t = ex.to_tiled_layout()
@@ -297,11 +299,7 @@ def test_ranked_claim_down(cfg):
             got = int(ranked_kernel._claim_counter(torch.device("cuda", torch.cuda.current_device())).sum())
             assert got == want, (cfg, tokens, n_own, items, got)
     assert taken > 0 if cfg["ranked_claim_items"] > 2 else taken == 0, taken
-    for tokens in (1, 4, 8):
-        res = check_tp_case(ex, tokens, 12, 4, 4, 48800 + tokens, "cuda", "gluon", conf)
-        assert_ok(res, f"claim tp batch {tokens}")
-        assert res["combine_rel"] < 1e-2, res
-    assert _counters_zero()
+    _tp_ok(ex, (1, 4, 8), 48800, conf, "claim")
 
 
 def test_ranked_claim_down_muse_local():
