@@ -3,7 +3,9 @@
 before each write, the sha256 of what the rebase is about to put in each pack file (:func:`planned`; the lock's as
 it is about to be written, :func:`lock_written`), kept across ``--continue`` runs (a file may hold what an earlier,
 cut run wrote), and both refuse where a file holds neither its bytes from before the rebase nor any of those
-(:func:`refuse_changed`): changed by hand since, which the put-back or the write would lose."""
+(:func:`changed_by_hand`, :func:`refuse_changed`): changed by hand since, which the put-back or the write would
+lose; the way past is to move it away (a file that is gone loses nothing). The put-back after a Ctrl-C keeps such
+a file (:func:`fixpack.rebase_session.restore`'s ``keep``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .documents import MAX_STATE_BYTES
 from .errors import BadInputError
-from .rebase_state import MAX_PLANNED, written_sha
+from .rebase_state import MAX_PLANNED, pack_rel, written_sha
 from .records import dumps
 from .safepath import holds_bytes
 
@@ -31,22 +33,20 @@ if TYPE_CHECKING:
 
 
 def holds_before(path: Path, backup: str | None) -> bool:
-    """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, or None: not there); a
-    file the state holds no backup of (``""``) never is."""
+    """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, ``""`` for an empty
+    file; or None: not there)."""
     if backup is None:
         return not os.path.lexists(path)
-    return bool(backup) and holds_bytes(path, base64.b64decode(backup))
+    return holds_bytes(path, base64.b64decode(backup))
 
 
 def planned(state: dict[str, Any], pack_root: Path, changes: dict[Path, bytes | None]) -> dict[str, list[str | None]]:
     """The state's ``planned`` with what a write is about to put in each pack file of ``changes`` added: by its path
     relative to the pack, the sha256 of each content a run of this rebase wrote or is about to write there (None:
     it removes the file), at most MAX_PLANNED (the oldest go first)."""
-    root = pack_root.resolve()
     out: dict[str, list[str | None]] = {k: list(v) for k, v in state.get("planned", {}).items()}
     for p, data in changes.items():
-        sha = hashlib.sha256(data).hexdigest() if data is not None else None
-        _add(out, p.resolve().relative_to(root).as_posix(), sha)
+        _add(out, pack_rel(pack_root, p), hashlib.sha256(data).hexdigest() if data is not None else None)
     return out
 
 
@@ -55,7 +55,7 @@ def lock_written(session: Session, lock: Path) -> Callable[[bytes], None]:
     sha256 added to ``planned`` and the state saved, so that the lock too is held against edits by hand."""
     def record(data: bytes) -> None:
         done = {k: list(v) for k, v in session.state.get("planned", {}).items()}
-        _add(done, lock.resolve().relative_to(session.pack_root.resolve()).as_posix(), hashlib.sha256(data).hexdigest())
+        _add(done, pack_rel(session.pack_root, lock), hashlib.sha256(data).hexdigest())
         session.state["planned"] = done
         session.save()
     return record
@@ -66,31 +66,39 @@ def _add(out: dict[str, list[str | None]], rel: str, sha: str | None) -> None:
     out[rel] = shas[-MAX_PLANNED:]
 
 
-def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str, again: str) -> None:
-    """Before ``--abort`` puts the pack files back or ``--continue`` writes them again (``step``; ``again``: its
-    command): BadInputError (exit 2, nothing written) naming each pack file the state backs up that holds neither its
-    bytes from before the rebase nor any content the rebase wrote there (``planned``), with what to do with it. A
-    state without ``planned`` (nothing written yet, a write put back whole, or a state from before this key) holds
-    nothing against the files."""
+def changed_by_hand(state: dict[str, Any], pack_root: Path) -> list[tuple[str, bool]]:
+    """The pack files the state backs up (relative to the pack; True where the rebase made it: none there before)
+    that hold neither their bytes from before the rebase nor any content the rebase wrote there (``planned``), and
+    would be lost if written over: changed by hand since (a link in place of one too). One that is gone loses
+    nothing. None while the state has no ``planned`` (nothing written yet, a write put back whole, or a state from
+    before this key)."""
     if "planned" not in state:
-        return
+        return []
     changed: list[tuple[str, bool]] = []
     for rel, backup in sorted(state["backups"].items()):
         path = pack_root / rel
-        if holds_before(path, backup):
+        if not os.path.lexists(path) or holds_before(path, backup):
             continue
-        shas = state["planned"].get(rel, [])
-        if (None in shas and not os.path.lexists(path)) or written_sha(path) in {s for s in shas if s}:
-            continue
-        changed.append((rel, backup is None))
+        if written_sha(path) not in {s for s in state["planned"].get(rel, []) if s}:
+            changed.append((rel, backup is None))
+    return changed
+
+
+def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str, again: str) -> None:
+    """Before ``--abort`` puts the pack files back or ``--continue`` writes them again (``step``; ``again``: its
+    command): BadInputError (exit 2, nothing written) naming each of :func:`changed_by_hand`'s files, with what to
+    do: move it away (``--abort`` then puts back its bytes from before, or leaves it gone where the rebase made it;
+    ``--continue`` writes it)."""
+    changed = changed_by_hand(state, pack_root)
     if changed:
-        ways = "; ".join(f"{rel}: move it away (the rebase made it: mv {quote(rel)} ELSEWHERE)" if made else
-                         f"{rel}: copy your changes elsewhere, then put it back (git checkout -- {quote(rel)})"
+        ways = "; ".join(f"{rel} ({'not there before the rebase' if made else 'there before the rebase'})"
                          for rel, made in changed)
-        raise BadInputError(f"{len(changed)} pack file(s) changed by hand since the rebase to {name} wrote them (they "
-                            f"hold neither their bytes from before the rebase nor the rebase's), which --{step} would "
-                            f"overwrite: {ways}; then run `{again}` again (cd {quote(str(pack_root))} first for the "
-                            f"paths); nothing was written")
+        raise BadInputError(f"{len(changed)} pack file(s) changed by hand since the rebase to {name} began writing "
+                            f"(they hold neither their bytes from before the rebase nor any the rebase wrote there), "
+                            f"which --{step} would overwrite: {ways}; move each away to keep your changes (cd "
+                            f"{quote(str(pack_root))} && mv FILE ELSEWHERE: --abort puts back a file's bytes from "
+                            f"before the rebase, --continue writes the rebase's), then run `{again}` again; nothing "
+                            f"was written")
 
 
 def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:
@@ -106,13 +114,17 @@ def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path],
     backups = state.get("backups", {})
     sizes: dict[str, int] = {}
     for path in paths:
-        key = path.resolve().relative_to(pack_root.resolve()).as_posix()
+        key = pack_rel(pack_root, path)
         if key in backups or key in sizes:
             continue
         try:
-            st = os.stat(path)
+            st = os.lstat(path)
         except OSError:  # not there: backed up as None
             continue
+        if stat.S_ISLNK(st.st_mode):
+            raise BadInputError(f"{path} is a symbolic link (to {os.readlink(path)}): the rebase writes {key} there "
+                                f"and never through a link; remove the link (rm {quote(str(path))}: never what it "
+                                f"points at), then run it again; nothing was written")
         if stat.S_ISREG(st.st_mode):
             sizes[key] = st.st_size
     # each entry: "key": "<base64>", on a line of its own (records.dumps: indent 2, nested once)

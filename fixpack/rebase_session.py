@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from .model import Pack, Profile
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .rebase_io import NotPutBack, cannot, errno_text
-from .rebase_putback import backups_too_large, check_backups_fit, lock_written, planned, refuse_changed
+from .rebase_putback import backups_too_large, changed_by_hand, check_backups_fit, lock_written, planned, refuse_changed
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .rebase_state import (
     WORK_DIR,
@@ -31,6 +32,7 @@ from .rebase_state import (
     check_state,
     check_work_marker,
     default_work,
+    pack_rel,
     read_json,
     state_advice,
     work_root,
@@ -203,6 +205,9 @@ def load_session(req: RebaseRequest, *, targets: bool = True) -> Session:
         raise BadInputError(f"--name {req.name} does not name the rebase in --work {req.work}, which is to "
                             f"{state['to']}: give --name {state['to']}, or leave --name out; nothing was done")
     pack_root = req.pack_root.resolve()
+    if targets:  # --continue: a pack file changed by hand is said as that, before the pack is read
+        refuse_changed(state, pack_root, state["to"], "continue", resume_command(
+            "continue", pack_root, state["to"], work if req.work is not None else None, *continue_flags(state)))
     pairs: dict[str, TargetPair] = {}
     for spec in load_profile(load_pack(pack_root), state["from"]).targets if targets else ():
         t = state["targets"].get(spec.name, {})
@@ -267,7 +272,8 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if not done[1] and not held:  # every file put back, no signal meanwhile: the bug as it is
             raise
         raise _rolled_back(session, phase, exc, at, (*done, held)) from exc
-    written = sorted({rel(pack.root, p) for p, d in changes.items() if d is not None} | {rel(pack.root, lock)})
+    written = sorted({pack_rel(pack.root, p) for p, d in changes.items() if d is not None}
+                     | {pack_rel(pack.root, lock)})
     session.state["phase"] = "written"
     session.save()
     return written
@@ -290,7 +296,7 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         failed, left, held = done
     term = terminated(exc, held)
     kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
-    where = rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
+    where = pack_rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
     if isinstance(exc, OSError):
         how, fix_it = cannot(exc, where), "free space or make it writable, then "
     elif isinstance(exc, FixpackError):
@@ -305,8 +311,11 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         if isinstance(exc, KeyboardInterrupt) else " (a Ctrl-C or SIGTERM meanwhile waited until it was done)"
     again = way_on(session, "continue")
     if left:
-        named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left)
+        edited = {r for r, _made in changed_by_hand(session.state, session.pack_root)}
+        named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else
+                          f"{k}: changed by hand meanwhile, kept as it is" if k in edited else k for k in left)
         why = f": {errno_text(failed[''])}" if "" in failed else ""
+        fix_it = f"move each file changed by hand away to keep your changes, {fix_it or 'then '}" if edited else fix_it
         return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
                     f"({named}){why}{waited}: {fix_it or 'make them writable, then '}finish the rebase "
                     f"with `{again}`, or put them back with "
@@ -327,7 +336,7 @@ def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, 
     failed: dict[str, OSError] = {}
     with signals(held, deferred=True):
         try:
-            restore(session)
+            restore(session, keep={r for r, _made in changed_by_hand(session.state, session.pack_root)})
         except NotPutBack as nb:  # told by the caller: the files left written (the state keeps the backups)
             failed = nb.failed
         except OSError as e:
@@ -377,7 +386,7 @@ def _planned_changes(session: Session, pack: Pack, old: Profile,
         for name, data in new.items():
             changes[folder / name] = data
         changes[folder / "variant.toml"] = render_variant(o.new_version, old.name, session.new_name).encode()
-        o.variant = rel(pack.root, folder)
+        o.variant = pack_rel(pack.root, folder)
     text = render_profile(old, session.new_name, session.pairs, outcomes)
     changes[pack.root / "profiles" / f"{session.new_name}.toml"] = text.encode()
     return changes
@@ -390,7 +399,7 @@ def _backup(session: Session, paths: list[Path]) -> None:
     check_backups_fit(session.state, session.pack_root, paths, session.state_path)
     backups = session.state["backups"]
     for path in paths:
-        key = rel(session.pack_root, path)
+        key = pack_rel(session.pack_root, path)
         if key not in backups:
             backups[key] = base64.b64encode(backup_bytes(path)).decode() if path.is_file() else None
     size = len(dumps(session.state))
@@ -411,14 +420,17 @@ def backup_candidates(pack: Pack, old: Profile, new_name: str) -> list[Path]:
     return paths
 
 
-def restore(session: Session) -> list[str]:
+def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
     """Every pack file the backups record put back as it was before the rebase (or removed: it was not there), each
     tried: those it put back (relative to the pack); :class:`NotPutBack` (an OSError) naming each it could not, with
     its error, once every other one is put back. The temp file a write killed half way left beside one
-    (``.NAME.fixpack-tmp``, :func:`~fixpack.fsio.temp_path`) goes too, and so does a variant folder then empty."""
+    (``.NAME.fixpack-tmp``, :func:`~fixpack.fsio.temp_path`) goes too, and so does a variant folder then empty.
+    Those in ``keep`` (changed by hand meanwhile) are left as they are."""
     out: list[str] = []
     failed: dict[str, OSError] = {}
     for rel, data in sorted(session.state.get("backups", {}).items()):
+        if rel in keep:
+            continue
         path = session.pack_root / rel
         try:
             tmp = temp_path(path)
@@ -445,16 +457,13 @@ def restore(session: Session) -> list[str]:
 def keep_undo(session: Session, written: list[str]) -> Path:
     """Before a finished rebase drops its work folder: what ``--undo`` needs, in ``<pack>/.rebase/`` where --undo
     looks, whatever ``--work`` was (``.rebase/`` is not part of the pack): the bytes each pack file had before,
-    and the sha256 of what the rebase wrote."""
-    now = {w: sha for w in written if (sha := written_sha(session.pack_root / w)) is not None}
+    and the sha256 of what the rebase wrote (``planned``'s last: a file edited since is held against it)."""
+    last = {k: v[-1] for k, v in session.state.get("planned", {}).items()}
+    now = {w: sha for w in written if (sha := last.get(w) or written_sha(session.pack_root / w)) is not None}
     path = work_root(session.pack_root) / f"{session.new_name}.undo.json"
     path.parent.mkdir(exist_ok=True)
     atomic_write(path, dumps({"to": session.new_name, "backups": session.state.get("backups", {}), "written": now}))
     return path
-
-
-def rel(root: Path, path: Path) -> str:
-    return path.resolve().relative_to(root.resolve()).as_posix()
 
 
 def report_paths(session: Session) -> tuple[Path, Path]:

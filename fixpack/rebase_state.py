@@ -2,8 +2,9 @@
 are: ``.rebase`` and each ``.rebase/<name>`` must be real folders (never a symbolic link, which ``--abort`` would
 remove through), ``state.json`` and ``<name>.undo.json`` must read as what this tool writes, and every pack file
 they name must be one a rebase to that profile writes: ``profiles/<name>.toml`` and ``.lock``, or
-``fixes/<fix>/<name>/<file>``, reached through no symbolic link. Anything else is refused (exit 3) before a file
-is written, naming the file, the key, and what to do.
+``fixes/<fix>/<name>/<file>``. Anything else is refused (exit 3) before a file is written, naming the file, the
+key, and what to do. A symbolic link on the way to one of those files (or in its place) is the pack's, not the
+state's: refused too, before anything is read or written through it, as bad input (exit 2) naming the link.
 
 A ``--work`` folder is the user's place, not this tool's, wherever it lies (``<pack>/.rebase`` too: what counts
 is whether ``--work`` was given, never where the path resolves): the start refuses one that already holds files
@@ -219,7 +220,9 @@ def check_created(path: Path, backups: dict[str, Any], pack_root: Path) -> None:
                    f"overwrite it")
         raise DamagedStateError(path, f"backups[{rel!r}] {why}: the rebase did not write that record",
                                 f"keep {rel}: if no rebase is in progress, remove the state by hand "
-                                f"(rm {quote(str(path))}), else give the --work folder it was started with")
+                                f"(rm {quote(str(path))}), else give the --work folder it was started with; if the "
+                                f"rebase was started with --allow-dirty over uncommitted changes to {rel}, move "
+                                f"{rel} away and --abort puts those changes back")
 
 
 def backup_bytes(path: Path) -> bytes:
@@ -232,6 +235,17 @@ def backup_bytes(path: Path) -> bytes:
         raise BadInputError(f"{path}: a pack file the rebase would replace is now {what}, not the file it sized: "
                             f"put the pack file itself there (or move it away), then run the rebase again; nothing "
                             f"was written to the pack") from exc
+
+
+def pack_rel(pack_root: Path, path: Path) -> str:
+    """``path`` relative to the pack, as the state's keys are: told from the names alone (a path made from the pack
+    root, resolved or as given) and never by following a link, which may lie where a pack file goes (the rebase
+    refuses it: :func:`check_pack_paths`). ValueError: not in the pack."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(os.path.abspath(pack_root)).as_posix()
+    except ValueError:
+        return absolute.relative_to(pack_root.resolve()).as_posix()
 
 
 def written_sha(path: Path) -> str | None:
@@ -368,7 +382,10 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
             raise DamagedStateError(path, f"proof.clean.{fix_id} is not a proof run this tool records (digest, rc, "
                                           f"summary, output)", advice)
     check_pack_paths(path, "backups", state["backups"], pack_root, state["to"], advice)
-    planned = _want(path, state, "planned", dict, advice, required=False) or {}  # rebase_putback
+    planned = _want(path, state, "planned", dict, advice, required=False)  # rebase_putback
+    if planned == {}:  # never written empty: a write plans its profile at least
+        raise DamagedStateError(path, "key 'planned' is empty (a write records the profile at least)", advice)
+    planned = planned or {}
     check_pack_paths(path, "planned", dict.fromkeys(planned), pack_root, state["to"], advice)
     for key, shas in planned.items():
         if not isinstance(shas, list) or not 0 < len(shas) <= MAX_PLANNED or \
@@ -454,8 +471,9 @@ def check_undo_takes_back(path: Path, data: dict[str, Any], pack_root: Path) -> 
 
 
 def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: Path, to: str, advice: str) -> None:
-    """Every key of ``entries`` a pack file a rebase to ``to`` writes, reached through no symbolic link; every
-    value None (no file before) or its bytes in base64."""
+    """Every key of ``entries`` a pack file a rebase to ``to`` writes, reached through no symbolic link (one there
+    is the pack's, put there since: BadInputError naming it, exit 2); every value None (no file before) or its
+    bytes in base64. Else DamagedStateError naming the key."""
     for rel, data in entries.items():
         problem = path_problem(rel) or _not_written_by_rebase(rel, to)
         if problem is None:
@@ -463,7 +481,13 @@ def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: P
                 link = link_on_the_way(pack_root, rel)
             except OSError as exc:  # a name too long, say: no pack file of this rebase
                 link, problem = None, f"cannot be looked at: {exc.strerror}"
-            problem = problem or (f"{link} is a symbolic link" if link else None)
+            if link:
+                at = pack_root / link
+                raise BadInputError(f"{at} is a symbolic link (to {os.readlink(at)}) where the rebase to {to} puts "
+                                    f"{rel} (named in {path}): the rebase never reads or writes a pack file through "
+                                    f"a link; remove the link (rm {quote(str(at))}: never what it points at), put "
+                                    f"back there what it stands for if you need it, and run it again; nothing was "
+                                    f"written")
         if problem is None and data is not None:
             try:
                 base64.b64decode(data, validate=True) if isinstance(data, str) else None

@@ -51,7 +51,7 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
     check_undo(record, data, pack_root)
     backups = data["backups"]
     changed = [w for w, sha in data["written"].items()
-               if written_sha(pack_root / w) != sha and not holds_before(pack_root / w, backups.get(w, ""))]
+               if written_sha(pack_root / w) != sha and not (w in backups and holds_before(pack_root / w, backups[w]))]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
                             f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "

@@ -175,7 +175,7 @@ def test_a_write_that_cannot_be_put_back_says_so_and_keeps_the_way_back(pack, mo
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
     before = pack_files(b)
 
-    def read_only(session):
+    def read_only(session, keep=()):
         raise OSError(30, "Read-only file system")
     ctrl_c_at_second_write(monkeypatch)
     monkeypatch.setattr(rebase_session, "restore", read_only)
@@ -275,13 +275,14 @@ def test_abort_refuses_to_overwrite_a_pack_file_changed_after_a_killed_start(pac
         assert refused.returncode == 2, (step, refused.returncode, refused.stderr)
         said = " ".join(refused.stderr.split())
         assert "2 pack file(s) changed by hand since the rebase to" in said and "nothing was written" in said, said
-        assert f"{written[0]}: move it away (the rebase made it" in said, said  # a new variant's file
-        assert f"profiles/{state['to']}.lock: move it away (the rebase made it" in said, said
+        assert f"{written[0]} (not there before the rebase)" in said, said  # a new variant's file
+        assert f"profiles/{state['to']}.lock (not there before the rebase)" in said and "move each away" in said
         assert world(b.pack) == kept  # every byte, the state and the edits included
-    edited.write_bytes(ours)  # the edit copied elsewhere, the file as the rebase left it
-    lock.unlink()
+    edited.write_bytes(ours)  # the edit taken away: the file as the rebase left it, and the lock moved away
+    elsewhere = b.base / "mine.lock"
+    lock.rename(elsewhere)
     assert cli(b, "--abort").returncode == 0
-    assert world(b.pack) == before
+    assert world(b.pack) == before and elsewhere.read_text() == "a lock made by hand\n"
 
 
 def test_a_file_holding_what_an_earlier_cut_write_put_there_is_the_rebases(tmp_path):
@@ -300,7 +301,7 @@ def test_a_file_holding_what_an_earlier_cut_write_put_there_is_the_rebases(tmp_p
     f.write_bytes(b"by hand\n")
     with pytest.raises(rebase.BadInputError, match="1 pack file") as made:
         refuse_changed(state, tmp_path, "v2", "abort", "fixpack rebase --abort")
-    assert "fixes/first/v2/0001-change.patch: move it away (the rebase made it" in str(made.value)
+    assert "fixes/first/v2/0001-change.patch (not there before the rebase)" in str(made.value)
     profile = tmp_path / "profiles/v2.toml"  # a file there before the rebase: its bytes are in the backups
     profile.parent.mkdir()
     profile.write_bytes(b"edited\n")
@@ -308,7 +309,7 @@ def test_a_file_holding_what_an_earlier_cut_write_put_there_is_the_rebases(tmp_p
     f.write_bytes(b"first run\n")
     with pytest.raises(rebase.BadInputError, match="1 pack file") as there:
         refuse_changed(state, tmp_path, "v2", "continue", "fixpack rebase --continue")
-    assert "profiles/v2.toml: copy your changes elsewhere, then put it back (git checkout -- profiles/v2.toml)" in \
-        str(there.value) and "which --continue would overwrite" in str(there.value)
+    assert "profiles/v2.toml (there before the rebase); move each away to keep your changes" in str(there.value) \
+        and "which --continue would overwrite" in str(there.value)
     profile.write_bytes(b"before\n")
     refuse_changed(state, tmp_path, "v2", "continue", "fixpack rebase --continue")

@@ -195,7 +195,8 @@ def test_a_state_whose_planned_writes_are_not_pack_files_or_sha256_is_refused(pl
     """The state's 'planned' (what the rebase is about to write, --abort's check against edits by hand) is held as
     its other keys are: a path out of the rebase's pack files, or a value not a list of 1 to 16 sha256 or null, is
     damaged state (exit 3, the key named), nothing written; so is a name too long to look at (it was exit 1, an
-    internal error: an OSError from os.lstat, for 'backups' too)."""
+    internal error: an OSError from os.lstat, for 'backups' too), and an empty 'planned' (it listed every file as
+    changed by hand, a fresh user found)."""
     b, _outside = planted
     work = b.pack / ".rebase/x1"
     work.mkdir()
@@ -205,7 +206,8 @@ def test_a_state_whose_planned_writes_are_not_pack_files_or_sha256_is_refused(pl
                           ({"profiles/x1.toml": sha}, "is not a list"), ({"profiles/x1.toml": []}, "is not a list"),
                           ({"profiles/x1.toml": [sha + "\n"]}, "is not a list"),  # a sha256 is 64 digits, no newline
                           ({"profiles/x1.toml": [sha] * 17}, "is not a list"),
-                          ({"fixes/first/x1/" + "a" * 300: [None]}, "cannot be looked at: File name too long")):
+                          ({"fixes/first/x1/" + "a" * 300: [None]}, "cannot be looked at: File name too long"),
+                          ({}, "key 'planned' is empty")):  # a write plans the profile at least
         (work / "state.json").write_text(json.dumps(state(b, planned=planned)))
         (b.pack / "fixes/first/x1").mkdir(parents=True, exist_ok=True)  # the long name is looked for in it
         before = world(b.base)

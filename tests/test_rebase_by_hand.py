@@ -1,0 +1,181 @@
+"""A rebase's pack files changed by hand while it is in progress (a third fresh user's findings on the put-back's
+check, rebase_putback): a file that was empty before the rebase locked --abort, --continue and --undo out for good
+(its backup, "", was read as "no backup"); following the refusal's advice (git checkout) did not get a file past it;
+a symbolic link where the rebase writes was exit 1 (a traceback) at --continue or exit 3 ("the state is damaged")
+after a killed write; a file edited while --continue wrote, then Ctrl-C, was put back over the edit, and the undo
+record took an edit made before it was saved as the rebase's own bytes. Now: a file that is gone loses nothing (the
+way past a refusal is to move the file away), an empty backup is an empty file, a link is the pack's (exit 2,
+named, nothing written), a put-back after a Ctrl-C keeps a file changed by hand and names it, and the undo record
+holds the sha256 of what the rebase wrote."""
+
+import base64
+import hashlib
+import json
+import os
+import signal
+
+import pytest
+from test_rebase import (  # noqa: F401
+    BASE,
+    MOD,
+    OTHER,
+    OTHER_BASE,
+    conflicting,
+    new_release,
+    pack,
+    pack_files,
+    req,
+)
+from test_rebase_interrupt import cli, resolved  # noqa: F401
+from test_rebase_trust import world
+
+from fixpack import rebase, rebase_session, rebase_undo
+from fixpack.errors import BadInputError, EnvironmentProblem
+from fixpack.rebase_putback import changed_by_hand, planned, refuse_changed
+from fixpack.rebase_session import Session, keep_undo
+
+REL = "fixes/first/v2/0001-change.patch"
+
+
+def test_an_empty_file_from_before_and_a_file_moved_away_are_no_edits(tmp_path):
+    f = tmp_path / REL
+    f.parent.mkdir(parents=True)
+    lock = tmp_path / "profiles/v2.lock"
+    lock.parent.mkdir()
+    lock.write_bytes(b"")  # empty before the rebase: its backup is ""
+    state = {"backups": {REL: None, "profiles/v2.lock": ""}}
+    state["planned"] = planned(state, tmp_path, {f: b"the rebase's\n", lock: b"a lock\n"})
+    assert changed_by_hand(state, tmp_path) == []  # nothing written yet: both as before
+    f.write_bytes(b"by hand\n")
+    lock.write_bytes(b"by hand\n")
+    assert changed_by_hand(state, tmp_path) == [(REL, True), ("profiles/v2.lock", False)]
+    f.unlink()  # moved away, as the refusal says: nothing of the user's is lost any more
+    lock.write_bytes(b"")  # its bytes from before
+    assert changed_by_hand(state, tmp_path) == []
+    os.symlink(tmp_path / "elsewhere", f)  # a link in its place is no file of the rebase's
+    with pytest.raises(BadInputError, match=rf"1 pack file.*{REL} \(not there before the rebase\); move each away"):
+        refuse_changed(state, tmp_path, "v2", "abort", "fixpack rebase --abort")
+
+
+def test_a_ctrl_c_after_an_edit_by_hand_keeps_the_edit(pack, monkeypatch):  # noqa: F811
+    """A file the write had put there, edited by hand before the write was cut by a Ctrl-C: the put-back keeps it
+    (named, exit 5) and puts back every other file; --abort then refuses it until it is moved away, and puts the
+    pack back as it was."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = world(b.pack)
+    real, calls = rebase_session._write, []
+
+    def edit_then_ctrl_c(path, data):
+        calls.append(path)
+        if len(calls) == 2:
+            calls[0].write_bytes(calls[0].read_bytes() + b"# an edit by hand\n")
+            raise KeyboardInterrupt
+        real(path, data)
+    monkeypatch.setattr(rebase_session, "_write", edit_then_ctrl_c)
+    with pytest.raises(EnvironmentProblem) as err:
+        rebase.start(req(b, old, new))
+    monkeypatch.undo()
+    edited = calls[0]
+    key = edited.relative_to(b.pack).as_posix()
+    said = " ".join(str(err.value).split())
+    assert f"1 pack file(s) it wrote could not be put back ({key}: changed by hand meanwhile, kept as it is)" in said
+    assert "move each file changed by hand away to keep your changes" in said and "rebase --abort" in said, said
+    assert edited.read_bytes().endswith(b"# an edit by hand\n")
+    now = world(b.pack)
+    differ = {k for k in {*now, *before} if now.get(k) != before.get(k) and not k.startswith(".rebase")}
+    assert key in differ and all(key.startswith(k) for k in differ), differ  # the file, the folder made for it
+    abort = cli(b, "--abort")
+    assert abort.returncode == 2 and f"{key} (not there before the rebase)" in abort.stderr, abort.stderr
+    mine = b.base / "mine.patch"
+    edited.rename(mine)
+    assert cli(b, "--abort").returncode == 0
+    assert world(b.pack) == before and mine.read_bytes().endswith(b"# an edit by hand\n")
+
+
+def _killed_start(b, old):
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    p = cli(b, "--profile", "p1", "--root", f"demo={new}", "--old-root", f"demo={old}", sig="SIGKILL")
+    assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
+    (state_path,) = (b.pack / ".rebase").glob("*/state.json")
+    state = json.loads(state_path.read_text())
+    first = next(r for r, shas in state["planned"].items()
+                 if (b.pack / r).is_file() and hashlib.sha256((b.pack / r).read_bytes()).hexdigest() in shas)
+    return state, first
+
+
+def test_a_link_in_place_of_a_written_file_is_the_packs_not_a_damaged_state(pack):  # noqa: F811
+    """After a killed write, a file it wrote replaced by a link to a copy of it outside the pack: --abort and
+    --continue refuse it as the pack's (exit 2, the link named, nothing written; it was exit 3, "the state is
+    damaged", with advice that threw the resolved rebase away); the link removed, --abort puts the pack back."""
+    b, old = pack
+    before = world(b.pack)
+    state, first = _killed_start(b, old)
+    outside = b.base / "copy"
+    outside.write_bytes((b.pack / first).read_bytes())
+    (b.pack / first).unlink()
+    (b.pack / first).symlink_to(outside)
+    kept = world(b.base)
+    for step in (("--abort",), ("--continue", "--allow-unproven")):
+        p = cli(b, *step)
+        said = " ".join(p.stderr.split())
+        assert p.returncode == 2 and f"{b.pack / first} is a symbolic link (to {outside})" in said, (step, said)
+        assert "nothing was written" in said and "damaged" not in said, said
+        assert world(b.base) == kept
+    (b.pack / first).unlink()
+    assert cli(b, "--abort").returncode == 0
+    assert world(b.pack) == before
+
+
+def test_an_edit_that_breaks_a_patch_is_said_as_an_edit_not_as_an_invalid_pack(pack):  # noqa: F811
+    b, old = pack
+    _state, first = _killed_start(b, old)
+    (b.pack / first).write_text("not a patch any more\n")
+    p = cli(b, "--continue", "--allow-unproven")
+    said = " ".join(p.stderr.split())
+    assert p.returncode == 2 and f"{first} (not there before the rebase)" in said and "invalid" not in said, said
+
+
+@pytest.mark.parametrize("target", ["outside", "missing", "loop"])
+def test_a_link_where_the_lock_goes_is_refused_at_continue(resolved, target):  # noqa: F811
+    """A symbolic link at profiles/<name>.lock before --continue (to a file outside the pack, to nothing, to
+    itself): exit 2 naming it, nothing written (it was exit 1: a ValueError or RuntimeError from resolving it)."""
+    b, work, before = resolved
+    lock = b.pack / "profiles/v2.0-mine.lock"
+    outside = b.base / "outside.lock"
+    outside.write_text("mine\n")
+    lock.symlink_to({"outside": outside, "missing": b.base / "nothing", "loop": lock}[target])
+    kept = world(b.base)
+    p = cli(b, "--continue", "--work", str(work), "--allow-unproven")
+    said = " ".join(p.stderr.split())
+    assert p.returncode == 2 and f"{lock} is a symbolic link" in said and "nothing was written" in said, said
+    assert world(b.base) == kept
+
+
+def test_the_undo_record_holds_what_the_rebase_wrote_not_an_edit_made_since(tmp_path):
+    f = tmp_path / REL
+    f.parent.mkdir(parents=True)
+    state = {"backups": {REL: None}}
+    state["planned"] = planned(state, tmp_path, {f: b"the rebase's\n"})
+    f.write_bytes(b"the rebase's\n# an edit by hand before the record was saved\n")
+    session = Session(tmp_path, "p1", "v2", "", {}, tmp_path / ".rebase/v2", tmp_path, state)
+    record = keep_undo(session, [REL])
+    assert json.loads(record.read_text())["written"] == {REL: hashlib.sha256(b"the rebase's\n").hexdigest()}
+    with pytest.raises(BadInputError, match=f"these files changed since the rebase to v2 wrote them: {REL}"):
+        rebase_undo.undo(tmp_path, "v2")
+    assert f.read_bytes().endswith(b"before the record was saved\n")
+
+
+def test_undo_takes_an_empty_file_from_before_as_put_back(tmp_path):
+    """An --undo cut short can leave a file that was empty before the rebase empty again: that counts as put back
+    (it was refused as changed, for good)."""
+    lock = tmp_path / "profiles/v2.lock"
+    lock.parent.mkdir(parents=True)
+    (tmp_path / ".rebase").mkdir()
+    lock.write_bytes(b"")
+    (tmp_path / ".rebase/v2.undo.json").write_text(json.dumps({
+        "to": "v2", "backups": {"profiles/v2.lock": base64.b64encode(b"").decode(), "profiles/v2.toml": None},
+        "written": {"profiles/v2.lock": hashlib.sha256(b"a lock\n").hexdigest(),
+                    "profiles/v2.toml": hashlib.sha256(b"a profile\n").hexdigest()}}))
+    assert rebase_undo.undo(tmp_path, "v2") == []
+    assert lock.read_bytes() == b"" and not (tmp_path / ".rebase/v2.undo.json").exists()
