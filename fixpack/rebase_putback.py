@@ -10,6 +10,7 @@ a file (:func:`fixpack.rebase_session.restore`'s ``keep``)."""
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from .documents import MAX_STATE_BYTES
 from .errors import BadInputError
 from .rebase_state import MAX_PLANNED, pack_rel, written_sha
 from .records import dumps
-from .safepath import holds_bytes
+from .safepath import holds_bytes, link_on_the_way
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -52,10 +53,20 @@ def planned(state: dict[str, Any], pack_root: Path, changes: dict[Path, bytes | 
 
 def lock_written(session: Session, lock: Path) -> Callable[[bytes], None]:
     """The hook :func:`fixpack.engine.write_lock` calls with the lock's bytes just before it writes them: their
-    sha256 added to ``planned`` and the state saved, so that the lock too is held against edits by hand."""
+    sha256 added to ``planned`` and the state saved, so that the lock too is held against edits by hand. A lock made
+    or changed by hand since the rebase began writing (BadInputError), or a symbolic link on its way (OSError,
+    ELOOP), stops the write there: the caller puts the pack back, keeping that file."""
     def record(data: bytes) -> None:
+        key = pack_rel(session.pack_root, lock)
+        link = link_on_the_way(session.pack_root, key)
+        if link:
+            raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)", str(lock))
+        if os.path.lexists(lock) and not holds_before(lock, session.state["backups"].get(key)) and \
+                written_sha(lock) not in {s for s in session.state.get("planned", {}).get(key, []) if s}:
+            raise BadInputError(f"{lock} was made or changed by hand while the rebase wrote the pack (it holds "
+                                f"neither its bytes from before the rebase nor a lock the rebase wrote)")
         done = {k: list(v) for k, v in session.state.get("planned", {}).items()}
-        _add(done, pack_rel(session.pack_root, lock), hashlib.sha256(data).hexdigest())
+        _add(done, key, hashlib.sha256(data).hexdigest())
         session.state["planned"] = done
         session.save()
     return record
@@ -93,12 +104,15 @@ def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str,
     if changed:
         ways = "; ".join(f"{rel} ({'not there before the rebase' if made else 'there before the rebase'})"
                          for rel, made in changed)
+        patch = " (a patch moved away leaves a variant.toml naming it, which --continue cannot read: then run " \
+            "rebase --abort instead and start the rebase again)" \
+            if step == "continue" and any(rel.endswith(".patch") for rel, _made in changed) else ""
         raise BadInputError(f"{len(changed)} pack file(s) changed by hand since the rebase to {name} began writing "
                             f"(they hold neither their bytes from before the rebase nor any the rebase wrote there), "
                             f"which --{step} would overwrite: {ways}; move each away to keep your changes (cd "
                             f"{quote(str(pack_root))} && mv FILE ELSEWHERE: --abort puts back a file's bytes from "
-                            f"before the rebase, --continue writes the rebase's), then run `{again}` again; nothing "
-                            f"was written")
+                            f"before the rebase, --continue writes the rebase's), then run `{again}` again{patch}; "
+                            f"nothing was written")
 
 
 def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:

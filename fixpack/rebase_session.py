@@ -8,6 +8,7 @@ Nothing here decides how a fix is carried (that is :mod:`fixpack.rebase`).
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -40,7 +41,7 @@ from .rebase_state import (
 )
 from .records import dumps
 from .render import Command, render_markdown, render_profile, render_variant
-from .safepath import holds_bytes
+from .safepath import holds_bytes, link_on_the_way
 from .structs import dataclass, field
 from .targets import FoundTarget, read_facts
 
@@ -241,6 +242,7 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         session.save()
         for path, data in changes.items():
             at = path
+            no_link_on_the_way(pack.root, pack_rel(pack.root, path))  # (one may have been put there meanwhile)
             _write(path, data)
         for o in outcomes:
             folder = at = pack.fixes[o.id].folder / session.new_name
@@ -311,13 +313,17 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         if isinstance(exc, KeyboardInterrupt) else " (a Ctrl-C or SIGTERM meanwhile waited until it was done)"
     again = way_on(session, "continue")
     if left:
-        edited = {r for r, _made in changed_by_hand(session.state, session.pack_root)}
-        named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else
-                          f"{k}: changed by hand meanwhile, kept as it is" if k in edited else k for k in left)
+        edited = {r for r, _made in changed_by_hand(session.state, session.pack_root)} - set(failed)
+        named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left if k not in edited)
         why = f": {errno_text(failed[''])}" if "" in failed else ""
-        fix_it = f"move each file changed by hand away to keep your changes, {fix_it or 'then '}" if edited else fix_it
-        return kind(f"{how} while writing the pack; {len(left)} pack file(s) it wrote could not be put back "
-                    f"({named}){why}{waited}: {fix_it or 'make them writable, then '}finish the rebase "
+        said = [f"{len(left) - len(edited)} pack file(s) it wrote could not be put back ({named}){why}"] \
+            if len(left) > len(edited) else []
+        if edited:
+            said.append(f"{len(edited)} changed by hand meanwhile {'is' if len(edited) == 1 else 'are'} kept as it "
+                        f"is ({', '.join(sorted(edited))})")
+            fix_it = f"move each file changed by hand away to keep your changes, {fix_it or 'then '}"
+        return kind(f"{how} while writing the pack; {'; '.join(said)}{waited}: "
+                    f"{fix_it or 'make them writable, then '}finish the rebase "
                     f"with `{again}`, or put them back with "
                     f"`{way_on(session, 'abort')}`", problems)
     if phase == "merging" and session.starting:
@@ -362,6 +368,15 @@ def written_so_far(session: Session) -> list[str]:
         if not held:
             out.append(key)
     return out
+
+
+def no_link_on_the_way(pack_root: Path, rel: str) -> None:
+    """OSError (ELOOP) where a symbolic link lies on the way to the pack file ``rel`` (or in its place): one put
+    there while the rebase writes or puts back is never written through."""
+    link = link_on_the_way(pack_root, rel)
+    if link:
+        raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)",
+                      str(pack_root / rel))
 
 
 def _write(path: Path, data: bytes | None) -> None:
@@ -425,7 +440,8 @@ def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
     tried: those it put back (relative to the pack); :class:`NotPutBack` (an OSError) naming each it could not, with
     its error, once every other one is put back. The temp file a write killed half way left beside one
     (``.NAME.fixpack-tmp``, :func:`~fixpack.fsio.temp_path`) goes too, and so does a variant folder then empty.
-    Those in ``keep`` (changed by hand meanwhile) are left as they are."""
+    Those in ``keep`` (changed by hand meanwhile) are left as they are, and one with a symbolic link on its way is
+    not written through it (an error, ELOOP, naming the link)."""
     out: list[str] = []
     failed: dict[str, OSError] = {}
     for rel, data in sorted(session.state.get("backups", {}).items()):
@@ -433,6 +449,7 @@ def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
             continue
         path = session.pack_root / rel
         try:
+            no_link_on_the_way(session.pack_root, rel)
             tmp = temp_path(path)
             if os.path.lexists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):  # (never a link or a folder)
                 remove_file(tmp)

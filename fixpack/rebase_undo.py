@@ -11,6 +11,7 @@ for the ``--undo`` that finishes it."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from shlex import quote
@@ -50,12 +51,13 @@ def undo(pack_root: Path, name: str = "") -> list[str]:
     data = read_json(record, f"remove it by hand (rm {quote(str(record))})")
     check_undo(record, data, pack_root)
     backups = data["backups"]
-    changed = [w for w, sha in data["written"].items()
-               if written_sha(pack_root / w) != sha and not (w in backups and holds_before(pack_root / w, backups[w]))]
+    changed = [w for w, sha in data["written"].items() if os.path.lexists(pack_root / w) and  # gone: nothing lost
+               written_sha(pack_root / w) != sha and not (w in backups and holds_before(pack_root / w, backups[w]))]
     if changed:
         raise BadInputError(f"these files changed since the rebase to {data['to']} wrote them: {', '.join(changed)}; "
-                            f"commit or restore them, or undo with git (cd {quote(str(pack_root))} && git checkout -- "
-                            f"fixes profiles && git clean -fd fixes profiles)")
+                            f"move each away to keep your changes (cd {quote(str(pack_root))} && mv FILE "
+                            f"ELSEWHERE), then run --undo again: it puts back each file's bytes from before the "
+                            f"rebase; nothing was written")
     check_undo_takes_back(record, data, pack_root)  # never 'undone' while leaving what the rebase wrote
     session = Session(pack_root, "", data["to"], "", {}, record.parent / data["to"], pack_root, {"backups": backups})
     held: list[int] = []

@@ -79,7 +79,7 @@ def test_a_ctrl_c_after_an_edit_by_hand_keeps_the_edit(pack, monkeypatch):  # no
     edited = calls[0]
     key = edited.relative_to(b.pack).as_posix()
     said = " ".join(str(err.value).split())
-    assert f"1 pack file(s) it wrote could not be put back ({key}: changed by hand meanwhile, kept as it is)" in said
+    assert f"1 changed by hand meanwhile is kept as it is ({key})" in said and "could not be put back" not in said
     assert "move each file changed by hand away to keep your changes" in said and "rebase --abort" in said, said
     assert edited.read_bytes().endswith(b"# an edit by hand\n")
     now = world(b.pack)
@@ -134,6 +134,7 @@ def test_an_edit_that_breaks_a_patch_is_said_as_an_edit_not_as_an_invalid_pack(p
     p = cli(b, "--continue", "--allow-unproven")
     said = " ".join(p.stderr.split())
     assert p.returncode == 2 and f"{first} (not there before the rebase)" in said and "invalid" not in said, said
+    assert "a patch moved away leaves a variant.toml naming it" in said, said  # so: --abort, not --continue
 
 
 @pytest.mark.parametrize("target", ["outside", "missing", "loop"])
@@ -153,17 +154,86 @@ def test_a_link_where_the_lock_goes_is_refused_at_continue(resolved, target):  #
 
 
 def test_the_undo_record_holds_what_the_rebase_wrote_not_an_edit_made_since(tmp_path):
-    f = tmp_path / REL
+    """And --undo's way past a file changed since is the same as --abort's: move it away (it was git checkout,
+    which after an --allow-dirty start loses the uncommitted bytes, and moving away did not help)."""
+    f, toml = tmp_path / REL, tmp_path / "profiles/v2.toml"
     f.parent.mkdir(parents=True)
-    state = {"backups": {REL: None}}
-    state["planned"] = planned(state, tmp_path, {f: b"the rebase's\n"})
+    toml.parent.mkdir()
+    state = {"backups": {REL: None, "profiles/v2.toml": base64.b64encode(b"before\n").decode()}}
+    state["planned"] = planned(state, tmp_path, {f: b"the rebase's\n", toml: b"the rebase's profile\n"})
     f.write_bytes(b"the rebase's\n# an edit by hand before the record was saved\n")
+    toml.write_bytes(b"the rebase's profile\n# edited\n")
     session = Session(tmp_path, "p1", "v2", "", {}, tmp_path / ".rebase/v2", tmp_path, state)
-    record = keep_undo(session, [REL])
-    assert json.loads(record.read_text())["written"] == {REL: hashlib.sha256(b"the rebase's\n").hexdigest()}
-    with pytest.raises(BadInputError, match=f"these files changed since the rebase to v2 wrote them: {REL}"):
+    record = keep_undo(session, [REL, "profiles/v2.toml"])
+    assert json.loads(record.read_text())["written"] == {
+        REL: hashlib.sha256(b"the rebase's\n").hexdigest(),
+        "profiles/v2.toml": hashlib.sha256(b"the rebase's profile\n").hexdigest()}
+    with pytest.raises(BadInputError, match=f"changed since the rebase to v2 wrote them: {REL}, profiles/v2.toml; "
+                                            "move each away to keep your changes"):
         rebase_undo.undo(tmp_path, "v2")
-    assert f.read_bytes().endswith(b"before the record was saved\n")
+    assert f.read_bytes().endswith(b"before the record was saved\n") and toml.read_bytes().endswith(b"# edited\n")
+    f.rename(tmp_path / "mine.patch")
+    toml.rename(tmp_path / "mine.toml")
+    assert rebase_undo.undo(tmp_path, "v2") == ["profiles/v2.toml"]
+    assert toml.read_bytes() == b"before\n" and not f.exists() and not record.exists()
+    assert (tmp_path / "mine.toml").read_bytes().endswith(b"# edited\n")
+
+
+def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, monkeypatch):  # noqa: F811
+    """A fresh user's case: a variant folder the write had begun replaced by a link (to a folder outside the pack, or
+    to another variant), then the write went on and a Ctrl-C's put-back removed files through the link (a committed
+    patch of another profile among them) and said nothing was written. Now each write and each put-back looks for a
+    link on the way first: the next write stops there (exit 5, ELOOP, the link named), the put-back writes nothing
+    through it, and --abort names it (exit 2) until it is removed."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = world(b.pack)
+    real, calls = rebase_session._write, []
+    moved = b.base / "moved"
+
+    def swap_after_first(path, data):
+        calls.append(path)
+        real(path, data)
+        if len(calls) == 1:  # the folder it writes in becomes a link to a folder outside, holding what it held
+            path.parent.rename(moved)
+            path.parent.symlink_to(moved)
+    monkeypatch.setattr(rebase_session, "_write", swap_after_first)
+    with pytest.raises(EnvironmentProblem) as err:
+        rebase.start(req(b, old, new))
+    monkeypatch.undo()
+    said = " ".join(str(err.value).split())
+    folder = calls[0].parent.relative_to(b.pack).as_posix()
+    assert f"{folder} is a symbolic link (never written through: remove it) (ELOOP)" in said, said
+    assert sorted(p.name for p in moved.iterdir()) == [calls[0].name] and len(calls) == 1  # nothing more through it
+    assert calls[0].is_symlink() is False and (b.pack / folder).is_symlink()
+    p = cli(b, "--abort")
+    assert p.returncode == 2 and f"{b.pack / folder} is a symbolic link" in " ".join(p.stderr.split()), p.stderr
+    (b.pack / folder).unlink()
+    assert cli(b, "--abort").returncode == 0
+    assert world(b.pack) == before and sorted(p.name for p in moved.iterdir()) == [calls[0].name]
+
+
+def test_a_lock_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch):  # noqa: F811
+    """A lock made by hand after the variants were written and before the lock was: it was overwritten, exit 0. Now
+    the lock's write stops there (exit 2), the pack is put back but for that lock, kept and named."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    real, calls = rebase_session._write, []
+
+    def lock_by_hand(path, data):
+        calls.append(path)
+        real(path, data)
+        if path.parent.name == "profiles":  # the new profile, written last before its lock
+            path.with_suffix(".lock").write_text("a lock made by hand\n")
+    monkeypatch.setattr(rebase_session, "_write", lock_by_hand)
+    with pytest.raises(BadInputError) as err:
+        rebase.start(req(b, old, new))
+    monkeypatch.undo()
+    said = " ".join(str(err.value).split())
+    lock = calls[-1].with_suffix(".lock")
+    assert "was made or changed by hand while the rebase wrote the pack" in said, said
+    assert f"1 changed by hand meanwhile is kept as it is (profiles/{lock.name})" in said, said
+    assert lock.read_text() == "a lock made by hand\n"
 
 
 def test_undo_takes_an_empty_file_from_before_as_put_back(tmp_path):
