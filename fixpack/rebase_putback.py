@@ -57,14 +57,8 @@ def lock_written(session: Session, lock: Path) -> Callable[[bytes], None]:
     or changed by hand since the rebase began writing (BadInputError), or a symbolic link on its way (OSError,
     ELOOP), stops the write there: the caller puts the pack back, keeping that file."""
     def record(data: bytes) -> None:
+        refuse_made_meanwhile(session.state, session.pack_root, lock)
         key = pack_rel(session.pack_root, lock)
-        link = link_on_the_way(session.pack_root, key)
-        if link:
-            raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)", str(lock))
-        if os.path.lexists(lock) and not holds_before(lock, session.state["backups"].get(key)) and \
-                written_sha(lock) not in {s for s in session.state.get("planned", {}).get(key, []) if s}:
-            raise BadInputError(f"{lock} was made or changed by hand while the rebase wrote the pack (it holds "
-                                f"neither its bytes from before the rebase nor a lock the rebase wrote)")
         done = {k: list(v) for k, v in session.state.get("planned", {}).items()}
         _add(done, key, hashlib.sha256(data).hexdigest())
         session.state["planned"] = done
@@ -77,18 +71,48 @@ def _add(out: dict[str, list[str | None]], rel: str, sha: str | None) -> None:
     out[rel] = shas[-MAX_PLANNED:]
 
 
+def refuse_made_meanwhile(state: dict[str, Any], pack_root: Path, path: Path) -> None:
+    """Just before the rebase writes the pack file ``path``: an OSError (ELOOP) where a symbolic link lies on its way
+    (one put there meanwhile is never written through), a BadInputError where a file there holds neither its bytes
+    from before the rebase nor any the rebase wrote (made or changed by hand while the rebase wrote the pack): the
+    write stops there and the caller puts the pack back, keeping that file."""
+    key = pack_rel(pack_root, path)
+    no_link_on_the_way(pack_root, key)
+    if os.path.lexists(path) and not holds_before(path, state["backups"].get(key)) and \
+            written_sha(path) not in {s for s in state.get("planned", {}).get(key, []) if s}:
+        raise BadInputError(f"{path} was made or changed by hand while the rebase wrote the pack (it holds neither "
+                            f"its bytes from before the rebase nor any the rebase wrote)")
+
+
+def no_link_on_the_way(pack_root: Path, rel: str) -> None:
+    """OSError (ELOOP) where a symbolic link lies on the way to the pack file ``rel`` (or in its place): one put
+    there while the rebase writes or puts back is never written through."""
+    link = link_on_the_way(pack_root, rel)
+    if link:
+        raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)",
+                      str(pack_root / rel))
+
+
+def _linked(pack_root: Path, rel: str) -> bool:
+    try:
+        return link_on_the_way(pack_root, rel) is not None
+    except OSError:
+        return True
+
+
 def changed_by_hand(state: dict[str, Any], pack_root: Path) -> list[tuple[str, bool]]:
     """The pack files the state backs up (relative to the pack; True where the rebase made it: none there before)
     that hold neither their bytes from before the rebase nor any content the rebase wrote there (``planned``), and
     would be lost if written over: changed by hand since (a link in place of one too). One that is gone loses
-    nothing. None while the state has no ``planned`` (nothing written yet, a write put back whole, or a state from
+    nothing; one with a symbolic link on its way is not looked at through it (the link is named where it is
+    refused). None while the state has no ``planned`` (nothing written yet, a write put back whole, or a state from
     before this key)."""
     if "planned" not in state:
         return []
     changed: list[tuple[str, bool]] = []
     for rel, backup in sorted(state["backups"].items()):
         path = pack_root / rel
-        if not os.path.lexists(path) or holds_before(path, backup):
+        if _linked(pack_root, rel) or not os.path.lexists(path) or holds_before(path, backup):
             continue
         if written_sha(path) not in {s for s in state["planned"].get(rel, []) if s}:
             changed.append((rel, backup is None))
@@ -102,17 +126,17 @@ def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str,
     ``--continue`` writes it)."""
     changed = changed_by_hand(state, pack_root)
     if changed:
-        ways = "; ".join(f"{rel} ({'not there before the rebase' if made else 'there before the rebase'})"
-                         for rel, made in changed)
-        patch = " (a patch moved away leaves a variant.toml naming it, which --continue cannot read: then run " \
-            "rebase --abort instead and start the rebase again)" \
-            if step == "continue" and any(rel.endswith(".patch") for rel, _made in changed) else ""
+        def way(rel: str, made: bool) -> str:
+            parts = rel.split("/")
+            folder = "/".join(parts[:3]) if step == "continue" and parts[0] == "fixes" else ""
+            return f"{rel} ({'not there before the rebase' if made else 'there before the rebase'}" + \
+                (f"; move its variant folder {folder} away: its variant.toml names its patches)" if folder else ")")
         raise BadInputError(f"{len(changed)} pack file(s) changed by hand since the rebase to {name} began writing "
                             f"(they hold neither their bytes from before the rebase nor any the rebase wrote there), "
-                            f"which --{step} would overwrite: {ways}; move each away to keep your changes (cd "
-                            f"{quote(str(pack_root))} && mv FILE ELSEWHERE: --abort puts back a file's bytes from "
-                            f"before the rebase, --continue writes the rebase's), then run `{again}` again{patch}; "
-                            f"nothing was written")
+                            f"which --{step} would overwrite: {'; '.join(way(*c) for c in changed)}; move each away "
+                            f"to keep your changes (cd {quote(str(pack_root))} && mv FILE ELSEWHERE: --abort puts "
+                            f"back a file's bytes from before the rebase, --continue writes the rebase's), then run "
+                            f"`{again}` again; nothing was written")
 
 
 def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path], state_path: Path) -> None:

@@ -25,7 +25,16 @@ from .model import Pack, Profile
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .rebase_io import NotPutBack, cannot, errno_text
-from .rebase_putback import backups_too_large, changed_by_hand, check_backups_fit, lock_written, planned, refuse_changed
+from .rebase_putback import (
+    backups_too_large,
+    changed_by_hand,
+    check_backups_fit,
+    lock_written,
+    no_link_on_the_way,
+    planned,
+    refuse_changed,
+    refuse_made_meanwhile,
+)
 from .rebase_result import FixOutcome, RebaseResult, TargetPair
 from .rebase_state import (
     WORK_DIR,
@@ -242,7 +251,7 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         session.save()
         for path, data in changes.items():
             at = path
-            no_link_on_the_way(pack.root, pack_rel(pack.root, path))  # (one may have been put there meanwhile)
+            refuse_made_meanwhile(session.state, pack.root, path)  # a link, a file by hand: put there meanwhile
             _write(path, data)
         for o in outcomes:
             folder = at = pack.fixes[o.id].folder / session.new_name
@@ -300,7 +309,8 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
     where = pack_rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
     if isinstance(exc, OSError):
-        how, fix_it = cannot(exc, where), "free space or make it writable, then "
+        how, fix_it = cannot(exc, where), "remove the link, then " if exc.errno == errno.ELOOP else \
+            "free space or make it writable, then "
     elif isinstance(exc, FixpackError):
         how, fix_it, kind = f"{exc.args[0] if exc.args else exc}; at {where}", "fix that, then ", \
             kind if term else of_code(exc.exit_code)
@@ -319,8 +329,9 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         said = [f"{len(left) - len(edited)} pack file(s) it wrote could not be put back ({named}){why}"] \
             if len(left) > len(edited) else []
         if edited:
-            said.append(f"{len(edited)} changed by hand meanwhile {'is' if len(edited) == 1 else 'are'} kept as it "
-                        f"is ({', '.join(sorted(edited))})")
+            said.append(f"{len(edited)} changed by hand meanwhile " + ("is kept as it is" if len(edited) == 1 else
+                                                                        "are kept as they are")
+                        + f" ({', '.join(sorted(edited))})")
             fix_it = f"move each file changed by hand away to keep your changes, {fix_it or 'then '}"
         return kind(f"{how} while writing the pack; {'; '.join(said)}{waited}: "
                     f"{fix_it or 'make them writable, then '}finish the rebase "
@@ -364,19 +375,13 @@ def written_so_far(session: Session) -> list[str]:
     out = []
     for key, data in sorted(session.state.get("backups", {}).items()):
         path = session.pack_root / key
+        if link_on_the_way(session.pack_root, key):  # one put there meanwhile: named, never looked through
+            out.append(key)
+            continue
         held = not path.is_file() if data is None else holds_bytes(path, base64.b64decode(data))
         if not held:
             out.append(key)
     return out
-
-
-def no_link_on_the_way(pack_root: Path, rel: str) -> None:
-    """OSError (ELOOP) where a symbolic link lies on the way to the pack file ``rel`` (or in its place): one put
-    there while the rebase writes or puts back is never written through."""
-    link = link_on_the_way(pack_root, rel)
-    if link:
-        raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)",
-                      str(pack_root / rel))
 
 
 def _write(path: Path, data: bytes | None) -> None:

@@ -29,7 +29,7 @@ from test_rebase import (  # noqa: F401
 from test_rebase_interrupt import cli, resolved  # noqa: F401
 from test_rebase_trust import world
 
-from fixpack import rebase, rebase_session, rebase_undo
+from fixpack import rebase, rebase_session, rebase_state, rebase_undo
 from fixpack.errors import BadInputError, EnvironmentProblem
 from fixpack.rebase_putback import changed_by_hand, planned, refuse_changed
 from fixpack.rebase_session import Session, keep_undo
@@ -52,9 +52,14 @@ def test_an_empty_file_from_before_and_a_file_moved_away_are_no_edits(tmp_path):
     f.unlink()  # moved away, as the refusal says: nothing of the user's is lost any more
     lock.write_bytes(b"")  # its bytes from before
     assert changed_by_hand(state, tmp_path) == []
-    os.symlink(tmp_path / "elsewhere", f)  # a link in its place is no file of the rebase's
+    f.write_bytes(b"by hand\n")
     with pytest.raises(BadInputError, match=rf"1 pack file.*{REL} \(not there before the rebase\); move each away"):
         refuse_changed(state, tmp_path, "v2", "abort", "fixpack rebase --abort")
+    f.unlink()
+    os.symlink(tmp_path / "elsewhere", f)  # a link in its place is never looked through: refused as the pack's
+    assert changed_by_hand(state, tmp_path) == []
+    with pytest.raises(BadInputError, match=f"{f} is a symbolic link"):
+        rebase_state.check_pack_paths(tmp_path / "state.json", "backups", state["backups"], tmp_path, "v2", "")
 
 
 def test_a_ctrl_c_after_an_edit_by_hand_keeps_the_edit(pack, monkeypatch):  # noqa: F811
@@ -133,8 +138,13 @@ def test_an_edit_that_breaks_a_patch_is_said_as_an_edit_not_as_an_invalid_pack(p
     (b.pack / first).write_text("not a patch any more\n")
     p = cli(b, "--continue", "--allow-unproven")
     said = " ".join(p.stderr.split())
-    assert p.returncode == 2 and f"{first} (not there before the rebase)" in said and "invalid" not in said, said
-    assert "a patch moved away leaves a variant.toml naming it" in said, said  # so: --abort, not --continue
+    assert p.returncode == 2 and f"{first} (not there before the rebase" in said and "invalid" not in said, said
+    folder = "/".join(first.split("/")[:3])
+    assert f"move its variant folder {folder} away: its variant.toml names its patches" in said, said
+    (b.pack / folder).rename(b.base / "mine")  # as told: the edit kept, and --continue writes the variant again
+    done = cli(b, "--continue", "--allow-unproven")
+    assert done.returncode == 0, done.stderr
+    assert (b.base / "mine" / first.split("/")[-1]).read_text() == "not a patch any more\n"
 
 
 @pytest.mark.parametrize("target", ["outside", "missing", "loop"])
@@ -179,12 +189,15 @@ def test_the_undo_record_holds_what_the_rebase_wrote_not_an_edit_made_since(tmp_
     assert (tmp_path / "mine.toml").read_bytes().endswith(b"# edited\n")
 
 
-def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, monkeypatch):  # noqa: F811
+@pytest.mark.parametrize("to", ["outside", "nowhere"])
+def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, monkeypatch, to):  # noqa: F811
     """A fresh user's case: a variant folder the write had begun replaced by a link (to a folder outside the pack, or
     to another variant), then the write went on and a Ctrl-C's put-back removed files through the link (a committed
     patch of another profile among them) and said nothing was written. Now each write and each put-back looks for a
     link on the way first: the next write stops there (exit 5, ELOOP, the link named), the put-back writes nothing
-    through it, and --abort names it (exit 2) until it is removed."""
+    through it, nothing is said as changed by hand through it (a second fresh user: the advice to move such a file
+    would have moved a file outside the pack), a dangling link is named too (it was "every pack file put back"), and
+    --abort names it (exit 2) until it is removed."""
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
     before = world(b.pack)
@@ -196,7 +209,7 @@ def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, mo
         real(path, data)
         if len(calls) == 1:  # the folder it writes in becomes a link to a folder outside, holding what it held
             path.parent.rename(moved)
-            path.parent.symlink_to(moved)
+            path.parent.symlink_to(moved if to == "outside" else b.base / "nowhere")
     monkeypatch.setattr(rebase_session, "_write", swap_after_first)
     with pytest.raises(EnvironmentProblem) as err:
         rebase.start(req(b, old, new))
@@ -204,8 +217,9 @@ def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, mo
     said = " ".join(str(err.value).split())
     folder = calls[0].parent.relative_to(b.pack).as_posix()
     assert f"{folder} is a symbolic link (never written through: remove it) (ELOOP)" in said, said
+    assert "remove the link, then" in said and "changed by hand" not in said and "every pack file" not in said, said
     assert sorted(p.name for p in moved.iterdir()) == [calls[0].name] and len(calls) == 1  # nothing more through it
-    assert calls[0].is_symlink() is False and (b.pack / folder).is_symlink()
+    assert (b.pack / folder).is_symlink()
     p = cli(b, "--abort")
     assert p.returncode == 2 and f"{b.pack / folder} is a symbolic link" in " ".join(p.stderr.split()), p.stderr
     (b.pack / folder).unlink()
@@ -213,39 +227,33 @@ def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, mo
     assert world(b.pack) == before and sorted(p.name for p in moved.iterdir()) == [calls[0].name]
 
 
-def test_a_lock_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch):  # noqa: F811
-    """A lock made by hand after the variants were written and before the lock was: it was overwritten, exit 0. Now
-    the lock's write stops there (exit 2), the pack is put back but for that lock, kept and named."""
+@pytest.mark.parametrize("made", ["lock", "profile"])
+def test_a_file_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch, made):  # noqa: F811
+    """A lock made by hand after the variants were written and before the lock was: it was overwritten, exit 0 (and
+    so was a profile made by hand just before the rebase wrote it, a second fresh user found). Now the write stops
+    at such a file (exit 2), the pack is put back but for it, kept and named."""
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    before = world(b.pack)
     real, calls = rebase_session._write, []
 
-    def lock_by_hand(path, data):
+    def by_hand(path, data):
         calls.append(path)
         real(path, data)
-        if path.parent.name == "profiles":  # the new profile, written last before its lock
-            path.with_suffix(".lock").write_text("a lock made by hand\n")
-    monkeypatch.setattr(rebase_session, "_write", lock_by_hand)
+        profile = b.pack / "profiles" / f"{calls[0].parent.name}.toml"  # (the variants' folder: the new name)
+        if made == "lock" and path == profile:  # the new profile, written last before its lock
+            path.with_suffix(".lock").write_text("mine\n")
+        if made == "profile" and len(calls) == 1:
+            profile.write_text("mine\n")
+    monkeypatch.setattr(rebase_session, "_write", by_hand)
     with pytest.raises(BadInputError) as err:
         rebase.start(req(b, old, new))
     monkeypatch.undo()
     said = " ".join(str(err.value).split())
-    lock = calls[-1].with_suffix(".lock")
-    assert "was made or changed by hand while the rebase wrote the pack" in said, said
-    assert f"1 changed by hand meanwhile is kept as it is (profiles/{lock.name})" in said, said
-    assert lock.read_text() == "a lock made by hand\n"
-
-
-def test_undo_takes_an_empty_file_from_before_as_put_back(tmp_path):
-    """An --undo cut short can leave a file that was empty before the rebase empty again: that counts as put back
-    (it was refused as changed, for good)."""
-    lock = tmp_path / "profiles/v2.lock"
-    lock.parent.mkdir(parents=True)
-    (tmp_path / ".rebase").mkdir()
-    lock.write_bytes(b"")
-    (tmp_path / ".rebase/v2.undo.json").write_text(json.dumps({
-        "to": "v2", "backups": {"profiles/v2.lock": base64.b64encode(b"").decode(), "profiles/v2.toml": None},
-        "written": {"profiles/v2.lock": hashlib.sha256(b"a lock\n").hexdigest(),
-                    "profiles/v2.toml": hashlib.sha256(b"a profile\n").hexdigest()}}))
-    assert rebase_undo.undo(tmp_path, "v2") == []
-    assert lock.read_bytes() == b"" and not (tmp_path / ".rebase/v2.undo.json").exists()
+    mine = b.pack / "profiles" / f"{calls[0].parent.name}.{'lock' if made == 'lock' else 'toml'}"
+    assert f"{mine} was made or changed by hand while the rebase wrote the pack" in said, said
+    assert f"1 changed by hand meanwhile is kept as it is (profiles/{mine.name})" in said, said
+    assert mine.read_text() == "mine\n"
+    now = world(b.pack)
+    assert {k for k in {*now, *before} if now.get(k) != before.get(k) and not k.startswith(".rebase")} == \
+        {f"profiles/{mine.name}"}

@@ -275,7 +275,7 @@ def test_abort_refuses_to_overwrite_a_pack_file_changed_after_a_killed_start(pac
         assert refused.returncode == 2, (step, refused.returncode, refused.stderr)
         said = " ".join(refused.stderr.split())
         assert "2 pack file(s) changed by hand since the rebase to" in said and "nothing was written" in said, said
-        assert f"{written[0]} (not there before the rebase)" in said, said  # a new variant's file
+        assert f"{written[0]} (not there before the rebase" in said, said  # a new variant's file
         assert f"profiles/{state['to']}.lock (not there before the rebase)" in said and "move each away" in said
         assert world(b.pack) == kept  # every byte, the state and the edits included
     edited.write_bytes(ours)  # the edit taken away: the file as the rebase left it, and the lock moved away
