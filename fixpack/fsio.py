@@ -9,6 +9,7 @@ environment the engine reads, so that a crash can be injected into a real, separ
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -203,6 +204,59 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
         raise
     if sync_dir:
         fsync_dir(path.parent)
+
+
+def write_under(root: Path, rel: str, data: bytes | None) -> None:
+    """Write ``data`` to ``root/rel`` as :func:`atomic_write` does (a temp file beside it, fsync, rename; the folder
+    fsynced), or remove it (``data`` None; nothing there: nothing done), with every folder from ``root`` on opened
+    from the one before without following a symbolic link (``O_NOFOLLOW``): a link put in place of one, even between
+    a caller's look and this write, is an OSError (ELOOP), never written or removed through. Missing folders are
+    made (0o755). The file keeps its mode (0o644 when new); ``rel``: "/"-separated, canonical."""
+    *folders, name = rel.split("/")
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    try:
+        for part in folders:
+            try:
+                inner = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if data is None:
+                    return
+                os.mkdir(part, 0o755, dir_fd=fd)
+                inner = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        if data is None:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return
+        else:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
+            except FileNotFoundError:
+                mode = 0o644
+            tmp = f".{name}{TMP_SUFFIX}"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=fd)
+            io_point(root / rel)
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+            try:
+                try:
+                    write_all(out, data, root / rel)
+                    fsync_fd(out, root / rel)
+                    os.fchmod(out, mode)
+                finally:
+                    os.close(out)
+                os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=fd)
+                raise
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .documents import MAX_STATE_BYTES
 from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, InternalError, of_code, stopped_by
-from .fsio import atomic_write, remove_file, temp_path
+from .fsio import atomic_write, remove_file, temp_path, write_under
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
@@ -252,7 +252,7 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         for path, data in changes.items():
             at = path
             refuse_made_meanwhile(session.state, pack.root, path)  # a link, a file by hand: put there meanwhile
-            _write(path, data)
+            _write(path, data, pack.root)
         for o in outcomes:
             folder = at = pack.fixes[o.id].folder / session.new_name
             if folder.is_dir() and not any(folder.iterdir()):
@@ -384,12 +384,9 @@ def written_so_far(session: Session) -> list[str]:
     return out
 
 
-def _write(path: Path, data: bytes | None) -> None:
-    """One pack file (a seam for the interruption tests)."""
-    if data is None:
-        remove_file(path)
-    else:
-        atomic_write(path, data)
+def _write(path: Path, data: bytes | None, root: Path) -> None:
+    """One pack file (a seam for the interruption tests), never through a symbolic link (fsio.write_under)."""
+    write_under(root, pack_rel(root, path), data)
 
 
 def _planned_changes(session: Session, pack: Pack, old: Profile,

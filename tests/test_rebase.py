@@ -276,11 +276,11 @@ def ctrl_c_at_second_write(monkeypatch) -> list:
     written); returns the list of the paths it was asked to write."""
     real, calls = rebase_session._write, []
 
-    def dies_on_second_write(path, data):
+    def dies_on_second_write(path, data, *rest):
         calls.append(path)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        real(path, data)
+        real(path, data, *rest)
     monkeypatch.setattr(rebase_session, "_write", dies_on_second_write)
     return calls
 
@@ -308,11 +308,11 @@ def test_interrupted_write_resumes_to_the_same_result(pack, monkeypatch, tmp_pat
                                       old_roots={"demo": old}))
     pristine, (real, calls) = pack_files(b), (rebase_session._write, [])
 
-    def dies_on_third_write(path, data):
+    def dies_on_third_write(path, data, *rest):
         calls.append(path)
         if len(calls) == 3:
             raise Killed
-        real(path, data)
+        real(path, data, *rest)
     monkeypatch.setattr(rebase_session, "_write", dies_on_third_write)
     with pytest.raises(Killed):
         rebase.start(req(b, old, new))

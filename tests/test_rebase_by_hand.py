@@ -71,12 +71,12 @@ def test_a_ctrl_c_after_an_edit_by_hand_keeps_the_edit(pack, monkeypatch):  # no
     before = world(b.pack)
     real, calls = rebase_session._write, []
 
-    def edit_then_ctrl_c(path, data):
+    def edit_then_ctrl_c(path, data, *rest):
         calls.append(path)
         if len(calls) == 2:
             calls[0].write_bytes(calls[0].read_bytes() + b"# an edit by hand\n")
             raise KeyboardInterrupt
-        real(path, data)
+        real(path, data, *rest)
     monkeypatch.setattr(rebase_session, "_write", edit_then_ctrl_c)
     with pytest.raises(EnvironmentProblem) as err:
         rebase.start(req(b, old, new))
@@ -204,9 +204,9 @@ def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, mo
     real, calls = rebase_session._write, []
     moved = b.base / "moved"
 
-    def swap_after_first(path, data):
+    def swap_after_first(path, data, *rest):
         calls.append(path)
-        real(path, data)
+        real(path, data, *rest)
         if len(calls) == 1:  # the folder it writes in becomes a link to a folder outside, holding what it held
             path.parent.rename(moved)
             path.parent.symlink_to(moved if to == "outside" else b.base / "nowhere")
@@ -237,9 +237,9 @@ def test_a_file_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch, 
     before = world(b.pack)
     real, calls = rebase_session._write, []
 
-    def by_hand(path, data):
+    def by_hand(path, data, *rest):
         calls.append(path)
-        real(path, data)
+        real(path, data, *rest)
         profile = b.pack / "profiles" / f"{calls[0].parent.name}.toml"  # (the variants' folder: the new name)
         if made == "lock" and path == profile:  # the new profile, written last before its lock
             path.with_suffix(".lock").write_text("mine\n")
@@ -257,3 +257,31 @@ def test_a_file_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch, 
     now = world(b.pack)
     assert {k for k in {*now, *before} if now.get(k) != before.get(k) and not k.startswith(".rebase")} == \
         {f"profiles/{mine.name}"}
+
+
+def test_a_link_put_in_between_the_look_and_the_write_is_not_written_through(pack, monkeypatch):  # noqa: F811
+    """A second fresh user's race: the variant folder replaced by a link to another folder right after the write's
+    look for links and before the write. The write opens each folder without following a link (fsio.write_under):
+    an OSError (ELOOP), the pack put back, the other folder as it was."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    real, looked = rebase_session.refuse_made_meanwhile, []
+    other = b.base / "other"
+
+    def look_then_swap(state, root, path):
+        real(state, root, path)
+        looked.append(path)
+        if len(looked) == 2 and path.parent == looked[0].parent:  # the variant's second file: its folder swapped
+            path.parent.rename(other)
+            path.parent.symlink_to(other)
+    monkeypatch.setattr(rebase_session, "refuse_made_meanwhile", look_then_swap)
+    held = None
+    with pytest.raises(EnvironmentProblem) as err:
+        try:
+            rebase.start(req(b, old, new))
+        finally:
+            held = world(other)
+    monkeypatch.undo()
+    said = " ".join(str(err.value).split())
+    assert "(ELOOP)" in said, said
+    assert sorted(held) == [looked[0].name], held  # only what was written before the swap: nothing through the link

@@ -42,11 +42,11 @@ DIES_WRITING = """
 import os, runpy, signal, sys
 from fixpack import rebase_session
 real, calls = rebase_session._write, []
-def dies(path, data):
+def dies(path, data, *rest):
     calls.append(path)
     if len(calls) == 2:
         os.kill(os.getpid(), getattr(signal, os.environ["FIXPACK_TEST_SIGNAL"]))
-    real(path, data)
+    real(path, data, *rest)
 rebase_session._write = dies
 sys.argv = ["fixpack", *sys.argv[1:]]
 runpy.run_module("fixpack.cli", run_name="__main__", alter_sys=True)

@@ -53,25 +53,27 @@ def fails_at(monkeypatch, n: int, err: tuple[int, str]) -> list:
     """rebase_session._write raises ``err`` (an OSError) at its ``n``th pack file; returns the paths asked for."""
     real, calls = rebase_session._write, []
 
-    def write(path, data):
+    def write(path, data, *rest):
         calls.append(path)
         if len(calls) == n:
             raise OSError(*err, str(path))
-        real(path, data)
+        real(path, data, *rest)
     monkeypatch.setattr(rebase_session, "_write", write)
     return calls
 
 
 def cannot_put_back(monkeypatch, names: tuple[str, ...], err: tuple[int, str] = DENIED, after: list | None = None,
                     n: int = 0) -> None:
-    """The put-back (rebase_session.remove_file / atomic_write) fails on the pack files named ``names`` (once
-    ``after``, the paths a :func:`fails_at` write was asked for, holds ``n``: the write has failed)."""
-    for attr in ("remove_file", "atomic_write"):
+    """The put-back (rebase_session.remove_file / atomic_write) and the write (write_under: root, rel) fail on the
+    pack files named ``names`` (once ``after``, the paths a :func:`fails_at` write was asked for, holds ``n``: the
+    write has failed)."""
+    for attr in ("remove_file", "atomic_write", "write_under"):
         real = getattr(rebase_session, attr)
 
-        def hooked(path, *args, _real=real, **kw):
-            if path.as_posix().endswith(names) and "fixes" in path.parts and (after is None or len(after) >= n):
-                raise OSError(*err, str(path))
+        def hooked(path, *args, _real=real, _under=attr == "write_under", **kw):
+            target = path / args[0] if _under else path
+            if target.as_posix().endswith(names) and "fixes" in target.parts and (after is None or len(after) >= n):
+                raise OSError(*err, str(target))
             return _real(path, *args, **kw)
         monkeypatch.setattr(rebase_session, attr, hooked)
 
@@ -168,11 +170,11 @@ def test_a_bug_inside_the_pack_write_puts_back_what_it_wrote_and_is_said_as_a_bu
     if n:  # at its second pack file
         real, calls = rebase_session._write, []
 
-        def write(path, data):
+        def write(path, data, *rest):
             calls.append(path)
             if len(calls) == n:
                 raise RuntimeError("a bug in the write")
-            real(path, data)
+            real(path, data, *rest)
         monkeypatch.setattr(rebase_session, "_write", write)
     else:  # once the lock is written, at its end
         lock_refused(monkeypatch, RuntimeError("a bug in the write"))
@@ -195,11 +197,11 @@ def test_a_bug_inside_the_pack_write_whose_put_back_fails_or_is_signalled_says_s
     before = pack_files(b)
     real, calls = rebase_session._write, []
 
-    def write(path, data):
+    def write(path, data, *rest):
         calls.append(path)
         if len(calls) == 3:
             raise RuntimeError("a bug in the write")
-        real(path, data)
+        real(path, data, *rest)
     monkeypatch.setattr(rebase_session, "_write", write)
     real_remove, removes = rebase_session.remove_file, []
 
