@@ -385,12 +385,15 @@ def test_undo_hashes_what_the_rebase_wrote_never_from_a_fifo(pack, monkeypatch):
 def test_a_rebase_s_backups_are_held_against_the_files_read_capped_never_waited_on(tmp_path, monkeypatch):
     """What a cut-short write left (written_so_far) and --abort's put back (restore) read each pack file whole,
     through a link: a FIFO there hung them. Each is held against its backup, read no further than it: a FIFO or a
-    link is not what was there (put back as a file; what the link led to untouched); a file to back up that is a
-    link or past the state's cap is exit 2 naming it."""
+    link is not what was there (a FIFO put back as a file; a link named, ELOOP, left as it is, what it leads to
+    untouched: a link in the pack is the user's to remove); a file to back up that is a link or past the state's cap
+    is exit 2 naming it."""
     import base64
+    import errno
     from types import SimpleNamespace
 
     from fixpack import rebase_state
+    from fixpack.rebase_io import NotPutBack
     from fixpack.rebase_session import restore, written_so_far
 
     root = tmp_path / "pack"
@@ -406,9 +409,12 @@ def test_a_rebase_s_backups_are_held_against_the_files_read_capped_never_waited_
         "profiles/v2.toml": base64.b64encode(b"old profile\n").decode()}})
     with no_hang():
         assert written_so_far(session) == ["fixes/a/v2/0001-x.patch", "profiles/v2.toml"]
-        assert restore(session) == ["fixes/a/v2/0001-x.patch", "profiles/v2.toml"]
-    assert (variant / "0001-x.patch").read_bytes() == b"old patch\n" and not (root / "profiles/v2.toml").is_symlink()
-    assert outside.read_bytes() == b"old profile\n" and written_so_far(session) == []
+        with pytest.raises(NotPutBack) as nb:
+            restore(session)
+    assert nb.value.restored == ["fixes/a/v2/0001-x.patch"] and list(nb.value.failed) == ["profiles/v2.toml"]
+    assert nb.value.failed["profiles/v2.toml"].errno == errno.ELOOP  # the link named, never replaced nor followed
+    assert (variant / "0001-x.patch").read_bytes() == b"old patch\n" and (root / "profiles/v2.toml").is_symlink()
+    assert outside.read_bytes() == b"old profile\n" and written_so_far(session) == ["profiles/v2.toml"]
     (root / "profiles/v2.toml").unlink()
     (root / "profiles/v2.toml").symlink_to(outside)
     with pytest.raises(FixpackError) as exc:
