@@ -206,24 +206,31 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
         fsync_dir(path.parent)
 
 
-def write_under(root: Path, rel: str, data: bytes | None) -> None:
+def write_under(root: Path, rel: str, data: bytes | None, new: bool = False) -> None:
     """Write ``data`` to ``root/rel`` as :func:`atomic_write` does (a temp file beside it, fsync, rename; the folder
     fsynced), or remove it (``data`` None; nothing there: nothing done), with every folder from ``root`` on opened
     from the one before without following a symbolic link (``O_NOFOLLOW``): a link put in place of one, even between
-    a caller's look and this write, is an OSError (ELOOP), never written or removed through. Missing folders are
-    made (0o755). The file keeps its mode (0o644 when new); ``rel``: "/"-separated, canonical."""
+    a caller's look and this write, is an OSError (ELOOP, naming it), never written or removed through. Missing
+    folders are made (0o755). The file keeps its mode (0o644 when new); ``new``: the file must not be there (a hard
+    link of the temp file, not a rename: FileExistsError where one appeared). ``rel``: "/"-separated, canonical."""
     *folders, name = rel.split("/")
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     fd = os.open(root, flags)
     try:
-        for part in folders:
+        for i, part in enumerate(folders):
             try:
-                inner = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+                inner = _open_folder(fd, part, flags, data is not None)
             except FileNotFoundError:
-                if data is None:
-                    return
-                os.mkdir(part, 0o755, dir_fd=fd)
-                inner = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+                return  # nothing to remove
+            except OSError as exc:  # (Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW)
+                try:
+                    link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                except OSError:
+                    link = False
+                if link:
+                    raise OSError(errno.ELOOP, f"{'/'.join(folders[: i + 1])} is a symbolic link (never written "
+                                               f"through: remove it)", str(root / rel)) from exc
+                raise
             os.close(fd)
             fd = inner
         if data is None:
@@ -249,7 +256,11 @@ def write_under(root: Path, rel: str, data: bytes | None) -> None:
                     os.fchmod(out, mode)
                 finally:
                     os.close(out)
-                os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                if new:  # never over a file that appeared since the caller looked
+                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                    os.unlink(tmp, dir_fd=fd)
+                else:
+                    os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=fd)
@@ -257,6 +268,18 @@ def write_under(root: Path, rel: str, data: bytes | None) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _open_folder(fd: int, part: str, flags: int, make: bool) -> int:
+    """The folder ``part`` in the folder ``fd``, opened without following a link; made first where missing and
+    ``make`` (else FileNotFoundError)."""
+    try:
+        return os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+    except FileNotFoundError:
+        if not make:
+            raise
+        os.mkdir(part, 0o755, dir_fd=fd)
+        return os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
 
 
 def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:

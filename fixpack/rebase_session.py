@@ -251,8 +251,9 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         session.save()
         for path, data in changes.items():
             at = path
+            new = not os.path.lexists(path)
             refuse_made_meanwhile(session.state, pack.root, path)  # a link, a file by hand: put there meanwhile
-            _write(path, data, pack.root)
+            _write(path, data, pack.root, new)
         for o in outcomes:
             folder = at = pack.fixes[o.id].folder / session.new_name
             if folder.is_dir() and not any(folder.iterdir()):
@@ -328,6 +329,8 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         why = f": {errno_text(failed[''])}" if "" in failed else ""
         said = [f"{len(left) - len(edited)} pack file(s) it wrote could not be put back ({named}){why}"] \
             if len(left) > len(edited) else []
+        if any(e.errno == errno.ELOOP for e in failed.values()) and not fix_it.startswith("remove the link"):
+            fix_it = f"remove the link, {fix_it or 'then '}"
         if edited:
             said.append(f"{len(edited)} changed by hand meanwhile " + ("is kept as it is" if len(edited) == 1 else
                                                                         "are kept as they are")
@@ -384,9 +387,13 @@ def written_so_far(session: Session) -> list[str]:
     return out
 
 
-def _write(path: Path, data: bytes | None, root: Path) -> None:
-    """One pack file (a seam for the interruption tests), never through a symbolic link (fsio.write_under)."""
-    write_under(root, pack_rel(root, path), data)
+def _write(path: Path, data: bytes | None, root: Path, new: bool = False) -> None:
+    """One pack file (a seam for the interruption tests), never through a symbolic link (fsio.write_under), nor
+    over a file made by hand since the write looked and found none there (``new``; BadInputError)."""
+    try:
+        write_under(root, pack_rel(root, path), data, new=new)
+    except FileExistsError:
+        raise BadInputError(f"{path} was made by hand while the rebase wrote the pack") from None
 
 
 def _planned_changes(session: Session, pack: Pack, old: Profile,

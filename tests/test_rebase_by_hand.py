@@ -189,8 +189,8 @@ def test_the_undo_record_holds_what_the_rebase_wrote_not_an_edit_made_since(tmp_
     assert (tmp_path / "mine.toml").read_bytes().endswith(b"# edited\n")
 
 
-@pytest.mark.parametrize("to", ["outside", "nowhere"])
-def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, monkeypatch, to):  # noqa: F811
+@pytest.mark.parametrize("to, ctrl_c", [("outside", False), ("nowhere", False), ("outside", True)])
+def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, monkeypatch, to, ctrl_c):  # noqa: F811
     """A fresh user's case: a variant folder the write had begun replaced by a link (to a folder outside the pack, or
     to another variant), then the write went on and a Ctrl-C's put-back removed files through the link (a committed
     patch of another profile among them) and said nothing was written. Now each write and each put-back looks for a
@@ -210,6 +210,8 @@ def test_a_link_put_in_while_the_rebase_writes_is_never_written_through(pack, mo
         if len(calls) == 1:  # the folder it writes in becomes a link to a folder outside, holding what it held
             path.parent.rename(moved)
             path.parent.symlink_to(moved if to == "outside" else b.base / "nowhere")
+            if ctrl_c:
+                raise KeyboardInterrupt
     monkeypatch.setattr(rebase_session, "_write", swap_after_first)
     with pytest.raises(EnvironmentProblem) as err:
         rebase.start(req(b, old, new))
@@ -283,5 +285,32 @@ def test_a_link_put_in_between_the_look_and_the_write_is_not_written_through(pac
             held = world(other)
     monkeypatch.undo()
     said = " ".join(str(err.value).split())
-    assert "(ELOOP)" in said, said
+    folder = looked[0].parent.relative_to(b.pack).as_posix()
+    assert f"cannot write {folder}/{looked[1].name}: {folder} is a symbolic link (never written through: remove " \
+           f"it) (ELOOP)" in said and "remove the link, then" in said, said  # (Linux's open says ENOTDIR there)
     assert sorted(held) == [looked[0].name], held  # only what was written before the swap: nothing through the link
+
+
+def test_a_file_made_by_hand_between_the_look_and_the_write_is_not_written_over(pack, monkeypatch):  # noqa: F811
+    """The new profile made by hand right after the write's look for it and before the write: the write makes a file
+    that must not be there with a hard link of its temp file, not a rename (EEXIST: refused, exit 2); the pack put
+    back but for that file, kept and named (a third fresh user: it was overwritten, exit 0)."""
+    b, old = pack
+    new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
+    real = rebase_session.refuse_made_meanwhile
+    made = []
+
+    def look_then_make(state, root, path):
+        real(state, root, path)
+        if path.parent.name == "profiles" and path.suffix == ".toml":
+            path.write_text("mine\n")
+            made.append(path)
+    monkeypatch.setattr(rebase_session, "refuse_made_meanwhile", look_then_make)
+    with pytest.raises(BadInputError) as err:
+        rebase.start(req(b, old, new))
+    monkeypatch.undo()
+    said = " ".join(str(err.value).split())
+    (mine,) = made
+    assert f"{mine} was made by hand while the rebase wrote the pack" in said, said
+    assert f"1 changed by hand meanwhile is kept as it is (profiles/{mine.name})" in said, said
+    assert mine.read_text() == "mine\n"
