@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from .rebase_session import Session
 
 
-
-
 def holds_before(path: Path, backup: str | None) -> bool:
     """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, ``""`` for an empty
     file; or None: not there)."""
@@ -78,8 +76,7 @@ def refuse_made_meanwhile(state: dict[str, Any], pack_root: Path, path: Path) ->
     write stops there and the caller puts the pack back, keeping that file."""
     key = pack_rel(pack_root, path)
     no_link_on_the_way(pack_root, key)
-    if os.path.lexists(path) and not holds_before(path, state["backups"].get(key)) and \
-            written_sha(path) not in {s for s in state.get("planned", {}).get(key, []) if s}:
+    if not _unchanged(state, path, key):
         raise BadInputError(f"{path} was made or changed by hand while the rebase wrote the pack (it holds neither "
                             f"its bytes from before the rebase nor any the rebase wrote)")
 
@@ -91,6 +88,13 @@ def no_link_on_the_way(pack_root: Path, rel: str) -> None:
     if link:
         raise OSError(errno.ELOOP, f"{link} is a symbolic link (never written through: remove it)",
                       str(pack_root / rel))
+
+
+def _unchanged(state: dict[str, Any], path: Path, key: str) -> bool:
+    """Whether the pack file ``path`` (``key`` in the state) is gone, holds its bytes from before the rebase, or holds
+    a content a run of the rebase wrote there (``planned``): nothing of the user's there to lose."""
+    return not os.path.lexists(path) or holds_before(path, state["backups"].get(key)) or \
+        written_sha(path) in {s for s in state.get("planned", {}).get(key, []) if s}
 
 
 def _linked(pack_root: Path, rel: str) -> bool:
@@ -109,14 +113,8 @@ def changed_by_hand(state: dict[str, Any], pack_root: Path) -> list[tuple[str, b
     before this key)."""
     if "planned" not in state:
         return []
-    changed: list[tuple[str, bool]] = []
-    for rel, backup in sorted(state["backups"].items()):
-        path = pack_root / rel
-        if _linked(pack_root, rel) or not os.path.lexists(path) or holds_before(path, backup):
-            continue
-        if written_sha(path) not in {s for s in state["planned"].get(rel, []) if s}:
-            changed.append((rel, backup is None))
-    return changed
+    return [(rel, backup is None) for rel, backup in sorted(state["backups"].items())
+            if not _linked(pack_root, rel) and not _unchanged(state, pack_root / rel, rel)]
 
 
 def refuse_changed(state: dict[str, Any], pack_root: Path, name: str, step: str, again: str) -> None:

@@ -235,14 +235,14 @@ def load_session(req: RebaseRequest, *, targets: bool = True) -> Session:
 def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOutcome]) -> list[str]:
     """Variants, the new profile, then its lock; the original bytes go to the state file first. Cut by Ctrl-C or
     SIGTERM, by a file it cannot write (an OSError: a read-only or full pack folder), or by another error of this
-    tool (the lock's), every file written so far is put back (:func:`_rolled_back`)."""
+    tool (the lock's), every file written so far is put back (:func:`_rolled_back`); one changed by hand is refused at
+    its write (and by load_session for --continue)."""
     from . import engine
 
     lock = pack.root / "profiles" / f"{session.new_name}.lock"
     phase: str = session.state["phase"]
     changes: dict[Path, bytes | None] = {}
     at: Path | None = None  # the pack file being written (named when it cannot be)
-    refuse_changed(session.state, pack.root, session.new_name, "continue", way_on(session, "continue"))
     try:  # from the plan on (a state this run saved as 'writing' is put back to ``phase``)
         changes = _planned_changes(session, pack, old, outcomes)
         _backup(session, [*changes, lock])
@@ -284,15 +284,14 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
         if not done[1] and not held:  # every file put back, no signal meanwhile: the bug as it is
             raise
         raise _rolled_back(session, phase, exc, at, (*done, held)) from exc
-    written = sorted({pack_rel(pack.root, p) for p, d in changes.items() if d is not None}
-                     | {pack_rel(pack.root, lock)})
+    written = sorted({pack_rel(pack.root, p) for p in [*(p for p, d in changes.items() if d is not None), lock]})
     session.state["phase"] = "written"
     session.save()
     return written
 
 
 def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | None = None,
-                 done: tuple[dict[str, OSError], list[str], list[int]] | None = None) -> FixpackError:
+                 done: tuple[dict[str, OSError], list[str], set[str], list[int]] | None = None) -> FixpackError:
     """Ctrl-C or SIGTERM (``exc``), or a file it could not write (``exc`` an OSError, ``at`` the file it was at), or
     another error (``exc`` a FixpackError) while :func:`write_pack` wrote: every pack file put back as it was before
     the rebase (its backups), each tried, the state as before the write (the work repositories, resolutions and all,
@@ -300,12 +299,13 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
     put-back runs to its end: a second Ctrl-C or SIGTERM meanwhile is held until it is done (said; SIGTERM makes it
     exit 143). A start that had no conflict (``phase`` merging) then leaves no trace (:func:`fixpack.rebase.start`).
     A write cut short harder (SIGKILL) is finished by ``--continue``, or put back by ``--abort``. A bug (``exc`` any
-    other exception; ``done``: its put-back's errors, files left, signals held) is an InternalError (exit 1, or 143)."""
+    other exception; ``done``: :func:`_put_back`'s result and the signals held) is an InternalError (exit 1, or
+    143)."""
     if done is None:
         held: list[int] = []
-        failed, left = _put_back(session, phase, held)
+        failed, left, kept = _put_back(session, phase, held)
     else:
-        failed, left, held = done
+        failed, left, kept, held = done
     term = terminated(exc, held)
     kind, problems = stopped_by(term)[1], exc.problems if isinstance(exc, FixpackError) else []
     where = pack_rel(session.pack_root, at) if at is not None and at.is_relative_to(session.pack_root) else at
@@ -324,7 +324,7 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
         if isinstance(exc, KeyboardInterrupt) else " (a Ctrl-C or SIGTERM meanwhile waited until it was done)"
     again = way_on(session, "continue")
     if left:
-        edited = {r for r, _made in changed_by_hand(session.state, session.pack_root)} - set(failed)
+        edited = kept & set(left)
         named = ", ".join(f"{k}: {errno_text(failed[k])}" if k in failed else k for k in left if k not in edited)
         why = f": {errno_text(failed[''])}" if "" in failed else ""
         said = [f"{len(left) - len(edited)} pack file(s) it wrote could not be put back ({named}){why}"] \
@@ -348,15 +348,16 @@ def _rolled_back(session: Session, phase: str, exc: BaseException, at: Path | No
                 f"it again (`{again}`)", problems)
 
 
-def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, OSError], list[str]]:
-    """:func:`write_pack` cut short: every pack file put back from its backup (each tried) with Ctrl-C and SIGTERM
-    held meanwhile (into ``held``), and, once none is left written, the state as before the write (``phase``
-    merging, else conflicts). Returns the put-back's errors (relative path, or "" for one of the whole) and the
-    pack files left written."""
+def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, OSError], list[str], set[str]]:
+    """:func:`write_pack` cut short: every pack file put back from its backup (each tried) but those changed by hand
+    meanwhile, with Ctrl-C and SIGTERM held meanwhile (into ``held``), and, once none is left written, the state as
+    before the write (``phase`` merging, else conflicts). Returns the put-back's errors (relative path, or "" for
+    one of the whole), the pack files left written, and those of them kept as changed by hand."""
     failed: dict[str, OSError] = {}
+    kept = {r for r, _made in changed_by_hand(session.state, session.pack_root)}
     with signals(held, deferred=True):
         try:
-            restore(session, keep={r for r, _made in changed_by_hand(session.state, session.pack_root)})
+            restore(session, keep=kept)
         except NotPutBack as nb:  # told by the caller: the files left written (the state keeps the backups)
             failed = nb.failed
         except OSError as e:
@@ -369,7 +370,7 @@ def _put_back(session: Session, phase: str, held: list[int]) -> tuple[dict[str, 
                 session.save()
             except OSError:  # the state stays 'writing' with every file put back: --continue or --abort goes on
                 pass
-    return failed, left
+    return failed, left, kept
 
 
 def written_so_far(session: Session) -> list[str]:
