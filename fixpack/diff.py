@@ -243,6 +243,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     hunk_line = 0
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     hunks_in_file = 0
+    shift = next_old = 0  # the file's earlier hunks: post-image minus pre-image lines, the pre-image line after them
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
     binary_data = False  # inside a 'GIT binary patch' section's data
@@ -305,6 +306,16 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 names_given(source, seen, flags)
             old = int(m.group(2)) if m.group(2) is not None else 1
             new = int(m.group(4)) if m.group(4) is not None else 1
+            # where each side starts (a start with count 0 names the line before): placed by its pre-image, the
+            # hunk is put back by its post-image start, so the two must agree with the file's hunks before it
+            first_old, first_new = int(m.group(1)) + (old == 0), int(m.group(3)) + (new == 0)
+            if first_old < next_old or first_new != first_old + shift:
+                why = (f"it starts inside or before the file's previous hunk (pre-image line {first_old})"
+                       if first_old < next_old else f"its post-image start {first_new} is not its pre-image start "
+                       f"{first_old} plus the line changes of the file's hunks before it ({shift:+d})")
+                raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: {why}",
+                          f"fix the @@ line's numbers, or {REGENERATE}")
+            shift, next_old = shift + new - old, first_old + old
             hunk_line, hunks_in_file = n, hunks_in_file + 1
             sides = set()
             continue
@@ -317,6 +328,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             git_paths = git_line_paths(ln, source, n)
             _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
             file_line, hunks_in_file, renamed, sides, seen, flags = n, 0, False, set(), {}, set()
+            shift = next_old = 0
             continue
         if not file_line:
             file_line = n
@@ -334,7 +346,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 raise bad(source, n, f"a '+++' line with no '---' line before it: {_shown(ln)}",
                            "restore the file's '---' line, or regenerate the patch with git diff / format-patch")
             if ln.startswith("-") and not in_git:  # a plain diff's next file starts here
-                seen = {}
+                seen, shift, next_old = {}, 0, 0
             sides.add(ln[:3])
             path = ln[4:].split("\t")[0]
             if path != "/dev/null":

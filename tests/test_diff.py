@@ -80,6 +80,30 @@ def test_wrong_hunk_counts_are_refused_with_line(tmp_path):
         parse_patch(broken.encode(), "p.patch")
 
 
+def test_a_hunk_header_whose_sides_do_not_add_up_is_refused_at_its_line(tmp_path):
+    """Found by a fresh user: a hunk placed by its pre-image start is put back (re-apply's check, revert) by its
+    post-image start; a wrong '+' start passed check, lock and apply, then re-apply said 'tampered' and revert could
+    not undo it. The '+' start must be the '-' start plus the file's earlier hunks' line changes (a start with count
+    0 names the line before), and hunks come in order. git diff's own output, insertions and deletions, is taken."""
+    before = "".join(f"{i}\n" for i in range(1, 41))
+    after = before.replace("3\n", "3\nnew a\nnew b\n", 1).replace("20\n", "").replace("35\n", "35\nlast\n")
+    diff = make_diff({"a.py": before}, {"a.py": after}, tmp_path)
+    headers = re.findall(r"^@@ .* @@", diff, flags=re.M)
+    assert len(headers) == 3, headers
+    parse_patch(diff.encode(), "p.patch")  # as git wrote it
+    line = diff.split("\n").index(headers[1]) + 1
+    m = re.match(r"@@ -(\d+),(\d+) \+(\d+),(\d+) @@", headers[1])
+    assert m
+    off_by_one = diff.replace(headers[1], f"@@ -{m[1]},{m[2]} +{int(m[3]) + 1},{m[4]} @@")
+    with pytest.raises(PatchParseError, match=rf"p.patch:{line}: hunk header .* does not add up: its post-image start "
+                                              rf"{int(m[3]) + 1} is not its pre-image start {m[1]} plus the line "
+                                              rf"changes of the file's hunks before it \(\+2\)"):
+        parse_patch(off_by_one.encode(), "p.patch")
+    swapped = diff.replace(headers[1], "@@ -1,2 +3,2 @@")
+    with pytest.raises(PatchParseError, match=rf"p.patch:{line}: .* starts inside or before the file's previous hunk"):
+        parse_patch(swapped.encode(), "p.patch")
+
+
 def test_non_utf8_bytes_in_an_added_line_are_refused():
     data = (b"diff --git a/p/m.py b/p/m.py\n--- a/p/m.py\n+++ b/p/m.py\n@@ -1,2 +1,2 @@\n line 1\n-line 2\n"
             b"+caf\xe9\n")
