@@ -309,8 +309,14 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             # where each side starts (a start with count 0 names the line before): placed by its pre-image, the
             # hunk is put back by its post-image start, so the two must agree with the file's hunks before it
             first_old, first_new = int(m.group(1)) + (old == 0), int(m.group(3)) + (new == 0)
+            if first_old < 1 or first_new < 1:  # a side of lines starts at line 1 at the earliest; 0 is for none
+                raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: a side of "
+                                     f"{old if first_old < 1 else new} lines cannot start at line 0 (lines count from "
+                                     f"1; only a side of no lines starts at 0)",
+                          f"fix the @@ line's numbers, or {REGENERATE}")
             if first_old < next_old or first_new != first_old + shift:
-                why = (f"it starts inside or before the file's previous hunk (pre-image line {first_old})"
+                why = (f"it starts at pre-image line {first_old}, inside or before the file's previous hunk (line "
+                       f"{hunk_line}: pre-image lines up to {next_old - 1}; one of the two headers is wrong)"
                        if first_old < next_old else f"its post-image start {first_new} is not its pre-image start "
                        f"{first_old} plus the line changes of the file's hunks before it ({shift:+d})")
                 raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: {why}",

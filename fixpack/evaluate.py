@@ -112,19 +112,32 @@ class HunkNote:
                               "differs": [{"line": n, "expected": e, "found": f} for n, e, f in c.differs]}
         return out
 
+    def header_wrong(self) -> bool:
+        """A missing hunk whose closest near-miss is its whole pre-image: it is in the file, but where the hunk
+        may not be placed (a pinned pre-image file places a hunk at its stated line only; an anchored hunk at
+        the file's start or end), so the @@ line's numbers are what is wrong, not the file."""
+        c = self.closest
+        return self.placement == Placement.MISSING.value and c is not None and c.total > 0 and c.matching == c.total
+
     def message(self) -> str:
         where = f"{self.path}: hunk #{self.hunk}"
         if self.placement == Placement.AMBIGUOUS.value:
             lines = f" at lines {list(self.candidates)}" if self.candidates else ""
             return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
                     f"this tree (fixpack refresh) or rebase it onto this release")
+        c = self.closest
+        if c is not None and self.header_wrong():
+            return (f"{where} missing at its stated line {self.expected}: its pre-image is whole at lines "
+                    f"{c.line}-{c.line + c.total - 1} ({c.line - self.expected:+d} lines), "
+                    f"{self.reason.removeprefix('not at its stated line, ') or 'where it may not be placed'}: the "
+                    f"hunk's @@ line names the wrong line; fix its numbers, or regenerate the patch with git diff / "
+                    f"format-patch")
         text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
                 if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
                                       f"{self.expected})")
         if self.reason:
             text += f"; {self.reason}"
-        if self.closest is not None:
-            c = self.closest
+        if c is not None:
             text += (f"; closest: lines {c.line}-{c.line + c.total - 1}, {c.matching} of {c.total} lines match"
                      + "".join(_differs(n, e, f) for n, e, f in c.differs))
         return text

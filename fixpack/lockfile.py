@@ -442,10 +442,15 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         found = file_hashes(tree, fix.touched_paths())
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
-        raise ConflictError(f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: "
-                            f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}. Rebase it "
-                            f"before locking (or, if that copy is not the clean release, give one: `fixpack fetch` "
-                            f"prints it)")
+        said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
+               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}"
+        if ev.refused and all(n.header_wrong() for n in ev.refused):
+            raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
+                                f"the release, at the lines said)")
+        header = (" If the patch was written against this very release, its @@ lines' numbers are wrong instead: fix "
+                  "them." if ev.state is State.DRIFTED else "")
+        raise ConflictError(f"{said}. Rebase it before locking (or, if that copy is not the clean release, give one: "
+                            f"`fixpack fetch` prints it).{header}")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)

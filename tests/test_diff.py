@@ -100,8 +100,20 @@ def test_a_hunk_header_whose_sides_do_not_add_up_is_refused_at_its_line(tmp_path
                                               rf"changes of the file's hunks before it \(\+2\)"):
         parse_patch(off_by_one.encode(), "p.patch")
     swapped = diff.replace(headers[1], "@@ -1,2 +3,2 @@")
-    with pytest.raises(PatchParseError, match=rf"p.patch:{line}: .* starts inside or before the file's previous hunk"):
+    first = diff.split("\n").index(headers[0]) + 1
+    with pytest.raises(PatchParseError, match=rf"p.patch:{line}: .* starts at pre-image line 1, inside or before the "
+                                              rf"file's previous hunk \(line {first}: "):
         parse_patch(swapped.encode(), "p.patch")
+    # a side of lines starting at line 0 (only an empty side may): refused at its line, either side
+    m0 = re.match(r"@@ -(\d+),(\d+) \+(\d+),(\d+) @@", headers[0])
+    assert m0 and int(m0[2]) > 0
+    for zero in (f"@@ -0,{m0[2]} +0,{m0[4]} @@", f"@@ -{m0[1]},{m0[2]} +0,{m0[4]} @@"):
+        with pytest.raises(PatchParseError, match=rf"p.patch:{first}: hunk header .* does not add up: a side of \d+ "
+                                                  rf"lines cannot start at line 0"):
+            parse_patch(diff.replace(headers[0], zero).encode(), "p.patch")
+    created = make_diff({}, {"n.py": "x\n"}, tmp_path / "new")
+    assert "@@ -0,0 +1 @@" in created
+    parse_patch(created.encode(), "n.patch")  # an empty pre-image side starts at 0, as git writes it
 
 
 def test_non_utf8_bytes_in_an_added_line_are_refused():

@@ -404,3 +404,49 @@ def test_the_way_out_removes_the_folders_the_old_patch_created_with_a_file(build
     r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0 and snapshot(image) == original, r.stdout + r.stderr
     assert folders(image) == dirs and not (image / ".fixpack").exists()
+
+
+
+def _shift_header(patch: Path, by: int) -> tuple[int, int]:
+    """Move the patch's one hunk header by ``by`` lines (both sides); returns its pre-image start and count."""
+    text = patch.read_text()
+    h = re.search(r"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", text, flags=re.M)
+    assert h and h[1] == h[3], text
+    start = int(h[1])
+    patch.write_text(text.replace(h[0], f"@@ -{start + by},{h[2]} +{start + by},{h[4]} @@"))
+    return start, int(h[2])
+
+
+def test_a_hunk_whose_header_names_the_wrong_line_is_said_as_such_by_lock(builder):
+    """Found by a fresh user: a hunk header off by many lines (its pre-image whole elsewhere in the release
+    file, where `lock` places a hunk at its stated line only) was said as "missing: its pre-image is not in lines
+    1-20 ...; closest: lines 7-13, 7 of 7 lines match" with the advice to rebase. Now the lock says the @@ line
+    names the wrong line, where the pre-image is, and to fix the numbers (exit 4, nothing written). A hunk
+    anchored to the file's start (less context above than below) is placed there whatever its header says: drifted,
+    and the advice names both causes (another release: rebase; this one: the numbers)."""
+    b = builder
+    base = numbered(20)
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 10\n", "ten\n")})
+    b.add_fix("two", {MOD: base}, {MOD: base.replace("line 2\n", "two\n")})
+    _proof(b, "one")
+    _proof(b, "two")
+    b.profile(["one"], ["two"])
+    b.lock(clean)
+    start, count = _shift_header(b.pack / "fixes/one/0001-change.patch", 5)
+    before = snapshot(b.base)
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 4, r.stderr
+    assert (f"{MOD}: hunk #1 missing at its stated line {start + 5}: its pre-image is whole at lines "
+            f"{start}-{start + count - 1} (-5 lines), in a file that is the pre-image it was written against: the "
+            f"hunk's @@ line names the wrong line; fix its numbers") in r.stderr, r.stderr
+    assert "Fix those @@ lines' numbers before locking" in r.stderr and "Rebase it" not in r.stderr, r.stderr
+    assert snapshot(b.base) == before
+    _shift_header(b.pack / "fixes/one/0001-change.patch", -5)
+    _shift_header(b.pack / "fixes/two/0001-change.patch", 8)
+    before = snapshot(b.base)
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    assert r.returncode == 4 and "hunk #1 applies at line 1 (offset -8 lines). Rebase it before locking" in r.stderr
+    assert r.stderr.rstrip().endswith("If the patch was written against this very release, its @@ lines' numbers "
+                                      "are wrong instead: fix them."), r.stderr
+    assert snapshot(b.base) == before
