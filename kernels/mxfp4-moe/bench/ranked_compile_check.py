@@ -31,7 +31,7 @@ _INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "strid
 
 def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
                    bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False, act: bool = False,
-                   claim: bool = False):
+                   claim: bool = False, l2_ahead: int = 0):
     fn = rk._ranked_gemm_kernel
     ptrs = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8",
             "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
@@ -41,7 +41,7 @@ def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int,
               "BLOCK_K": bk, "GRID_N": 2 * size // bn if gate_up else latent // bn, "LOG_MAX": 3, "GATE_UP": gate_up,
               "W5": lay["w5"], "X4": lay["x4"], "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": arch >= 90,
               "STAGES": stages, "WAVE_COST": 0, "FIX_UNROLL": 1, "PF_WBYTES": 0, "PF_SBYTES": 0, "PF_MAX_OWN": 0,
-              "TRACE": trace, "ACT_LAUNCH": act} | ({} if trace else {"tr_ptr": None})
+              "TRACE": trace, "ACT_LAUNCH": act, "L2_AHEAD": l2_ahead} | ({} if trace else {"tr_ptr": None})
     # claim_down (fifteenth round): the down GEMM's run-time items, the gate/up GEMM's zeroing of their counter
     consts |= {"CLAIM_MIN": 2, "SHARDS": 8} | ({"LOG_MAX_C": 3, "CLAIM": not gate_up, "CLAIM_RESET": gate_up} if claim
                                   else {"claim_ptr": None, "LOG_MAX_C": 0, "CLAIM": False, "CLAIM_RESET": False})
@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--prefetch", type=int, default=0, help="PF_MAX_OWN: the gate/up GEMM's L2 prefetch of the down weights")
     ap.add_argument("--claim", action="store_true", help="the down GEMM with its items taken at run time "
                     "(claim_down), the gate/up GEMM zeroing their counter (fifteenth round)")
+    ap.add_argument("--l2-ahead", type=int, default=0, help="L2_AHEAD: K tiles of an item past the ring's brought "
+                    "into L2 before the wait (l2_ahead, seventeenth round)")
     ap.add_argument("--loops", action="store_true", help="also each loop's SASS instructions by opcode (gemm_sass_check's "
                     "count; the K loop is the one with HMMA: one iteration a BLOCK_N x BLOCK_K tile)")
     args = ap.parse_args()
@@ -93,7 +95,8 @@ def main() -> int:
             label = f"{'gate_up' if gate_up else 'down':7} stages {stages} maxnreg {args.maxnreg}"
             try:
                 ck = compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size, prefetch=args.prefetch,
-                                    trace=args.trace, act=args.act and gate_up, claim=args.claim)
+                                    trace=args.trace, act=args.act and gate_up, claim=args.claim,
+                                    l2_ahead=args.l2_ahead)
                 print(f"{label}: {resource_usage(ck)}")
                 if args.loops:
                     print(f"{'':7} {report(ck)}")

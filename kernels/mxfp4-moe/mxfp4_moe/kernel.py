@@ -889,6 +889,9 @@ MMA_CONFIG = {
 # Fifteenth round (README): ranked_claim_down N > 0 (off) has N programs an SM take the down GEMM's items at run time
 # from a counter (ranked_kernel._claimed_down; ranked_claim_items M: the list split for M items an SM;
 # ranked_claim_shards: counters a shard) where the list holds two items a program; measured +24% at local batch 1
+# Seventeenth round (README): ranked_l2_ahead N > 0 (off; ranked_l2_ahead_down the down GEMM's) has each ranked
+# program ask, before its wait, for its item's next N K tiles past its ring's to be brought into L2; measured +4 to
+# +44% (within 1% at ep2tp4 batch 1 only)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -906,7 +909,7 @@ CONFIG_KEYS = frozenset({
     "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
     "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
     "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_claim_down", "ranked_claim_items",
-    "ranked_claim_shards", "ranked_few",
+    "ranked_claim_shards", "ranked_few", "ranked_l2_ahead", "ranked_l2_ahead_down",
     "ranked_fixup_unroll",
     "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_per_sm_down",
     "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
@@ -1157,6 +1160,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              claim_down=config.get("ranked_claim_down", 0),
                                              claim_items=config.get("ranked_claim_items", 64),
                                              claim_shards=config.get("ranked_claim_shards", 1),
+                                             l2_ahead=config.get("ranked_l2_ahead", 0),
+                                             l2_ahead_down=config.get("ranked_l2_ahead_down"),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

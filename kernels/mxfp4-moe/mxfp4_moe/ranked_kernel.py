@@ -168,14 +168,19 @@ _PREFETCH_L2_ASM = gl.constexpr(
 
 
 @gluon.jit
+def _prefetch_l2(addr, nbytes):
+    """Bulk L2 prefetch of ``nbytes`` (a multiple of 16) at ``addr`` (16-byte aligned), asked by one lane."""
+    gl.inline_asm_elementwise(_PREFETCH_L2_ASM, "=r,l,r", [addr, nbytes], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _prefetch_share(base, nbytes: gl.constexpr, i, items):
     """Bulk L2 prefetch of share i of ``items`` of the ``nbytes`` bytes at ``base`` (a uint8 pointer)."""
     chunk = ((nbytes + items - 1) // items + 15) // 16 * 16
     start = i * chunk
     size = gl.minimum(chunk, gl.maximum(nbytes - start, 0))
     if size > 0:
-        gl.inline_asm_elementwise(_PREFETCH_L2_ASM, "=r,l,r", [base + start, size], dtype=gl.int32,
-                                  is_pure=False, pack=1)
+        _prefetch_l2(base + start, size)
 
 
 # int64 words of a program's row in a trace buffer (kernel.TRACE): 0-7 the timer's stamps, 8-15 facts (the
@@ -271,7 +276,8 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  K: gl.constexpr, TOPK: gl.constexpr, TOPK_P2: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
-                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False):
+                 FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
+                 L2_AHEAD: gl.constexpr = 0):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -282,7 +288,11 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     tile ahead of none. TRACE: the timer at ``tr`` + 2 (after the wait), 3 (the K loop done), 4 (stored; the
     split's fix-up also sets ``tr`` + 9 to 1). ACT_LAUNCH (eleventh round, ``act_launch``): with split > 1 the
     gate/up part is stored and nothing more (no fence, no counter, no fix-up): _ranked_act_kernel, launched
-    between the two GEMMs, adds the parts and stores act."""
+    between the two GEMMs, adds the parts and stores act. L2_AHEAD N > 0 (seventeenth round, ``l2_ahead``): before
+    the wait, the item's next N K tiles past those the ring (or the first register load) asks for are brought into
+    L2 (two bulk prefetches, one lane: the tiles' words and their scales are contiguous in the tiled layout), so
+    that a program which starts while the previous kernel still runs puts the memory system to work on more of
+    its item than its ring holds."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -313,6 +323,13 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
         # the first tile's weights before the wait on the previous kernel (weights are never written)
         wq = gl.load(w_ptrs)
         ws = gl.load(s_ptrs)
+    if L2_AHEAD > 0:
+        first: gl.constexpr = STAGES - 1 if STAGES > 1 else 1
+        n_pf = gl.minimum(iters - first, L2_AHEAD)
+        if n_pf > 0:
+            t_pf = tile0 + first
+            _prefetch_l2(w_ptr + local.to(gl.int64) * stride_we + t_pf * TILE_WORDS, n_pf * (TILE_WORDS * 4))
+            _prefetch_l2(s_ptr + local.to(gl.int64) * stride_se + t_pf * TILE_SCALES, n_pf * TILE_SCALES)
     has, rows = _tokens(ids_ptr, e, T, TOPK, TOPK_P2, BLOCK_M, xl_m)
     if GATE_UP:
         a_rows = gl.arange(0, BLOCK_M, layout=xl_m)
@@ -549,7 +566,8 @@ def _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
                  FIX_UNROLL: gl.constexpr, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES: gl.constexpr,
-                 PF_SBYTES: gl.constexpr, PF_MAX_OWN: gl.constexpr, tr, TRACE: gl.constexpr, ACT_LAUNCH: gl.constexpr):
+                 PF_SBYTES: gl.constexpr, PF_MAX_OWN: gl.constexpr, tr, TRACE: gl.constexpr, ACT_LAUNCH: gl.constexpr,
+                 L2_AHEAD: gl.constexpr = 0):
     """Item g of the ranked list (g < its length): its owning slot and expert, the down weights' L2 prefetch
     (PF_MAX_OWN), then _ranked_tile."""
     if TRACE:
@@ -566,7 +584,7 @@ def _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_
     _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                  y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                  stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                 STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH)
+                 STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH, L2_AHEAD)
 
 
 @gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "claim_G",
@@ -584,7 +602,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
                         claim_ptr=None, claim_G=0, claim_budget=0, LOG_MAX_C: gl.constexpr = 0,
                         CLAIM: gl.constexpr = False, CLAIM_RESET: gl.constexpr = False, CLAIM_MIN: gl.constexpr = 2,
-                        SHARDS: gl.constexpr = 1):
+                        SHARDS: gl.constexpr = 1, L2_AHEAD: gl.constexpr = 0):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -620,13 +638,13 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                          y_ptr, h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                          K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC, STAGES,
                          FIX_UNROLL, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES, PF_SBYTES, PF_MAX_OWN,
-                         tr, TRACE, ACT_LAUNCH)
+                         tr, TRACE, ACT_LAUNCH, L2_AHEAD)
     elif g < per_k * split:
         _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_ptr, ids_ptr, w_ptr, s_ptr,
                      y_ptr, h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                      K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC, STAGES,
                      FIX_UNROLL, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES, PF_SBYTES, PF_MAX_OWN,
-                     tr, TRACE, ACT_LAUNCH)
+                     tr, TRACE, ACT_LAUNCH, L2_AHEAD)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     _stamp(tr, 5, TRACE)
     if CLAIM_RESET:
@@ -695,7 +713,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     fixup_unroll: int = 1, prefetch_down_mb: float = 0, last_launch: dict | None = None,
                     trace: list | None = None, act_launch: bool | str = False,
                     combine_early: bool = False, per_sm_down: int | None = None, claim_down: int = 0,
-                    claim_items: int = 64, claim_shards: int = 1) -> torch.Tensor:
+                    claim_items: int = 64, claim_shards: int = 1, l2_ahead: int = 0,
+                    l2_ahead_down: int | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part; per_sm_down, if given, the down GEMM's
@@ -719,7 +738,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     the down GEMM's list, split for claim_items x sms items with parts of at least stages_down - 1 K tiles, holds
     two items or more for each of N x sms programs, those programs take its items at run time from a counter
     (ranked_kernel._claimed_down), so that an SM the memory serves faster takes more of them; else the list as
-    without it. ValueError for a negative claim_down or a claim_items below 1."""
+    without it. ValueError for a negative claim_down or a claim_items below 1. l2_ahead N > 0 (seventeenth round;
+    sm_90+, weights whose experts start on 16-byte boundaries): each gate/up program, before its wait, asks for the
+    next N K tiles of its item past its ring's to be brought into L2 (_ranked_tile's L2_AHEAD; a hint, results
+    unchanged); l2_ahead_down the down GEMM's (default l2_ahead). ValueError for a negative or non-integer one."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -752,6 +774,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         raise ValueError(f"ranked_claim_down must be a non-negative integer (programs an SM; 0: off) and "
                          f"ranked_claim_items a positive one (items an SM), got {claim_down!r} and {claim_items!r}")
     claim = {}
+    l2_ahead_down = l2_ahead if l2_ahead_down is None else l2_ahead_down
+    for name, n in (("ranked_l2_ahead", l2_ahead), ("ranked_l2_ahead_down", l2_ahead_down)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"{name} must be a non-negative integer (K tiles brought into L2 ahead; 0: off), got {n!r}")
     if claim_shards not in (1, 2, 4, 8, 16, 32, 64):
         raise ValueError(f"ranked_claim_shards must be a power of two of 1..64, got {claim_shards!r}")
     if claim_down and stages_down >= 2:
@@ -768,6 +794,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
              "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll} | ({"maxnreg": maxnreg} if maxnreg else {}))
     opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
     opts2 = opts | {"STAGES": stages_down}
+    if gdc:  # the bulk prefetch needs sm_90 and 16-byte aligned experts (a tile's bytes are multiples of 16)
+        for o, n, w, sc in ((opts1, l2_ahead, ex.w13, ex.w13_scale), (opts2, l2_ahead_down, ex.w2, ex.w2_scale)):
+            if n and all(t.data_ptr() % 16 == 0 and t.stride(0) * t.element_size() % 16 == 0 for t in (w, sc)):
+                o["L2_AHEAD"] = n
     act_launch = act_launch_taken(act_launch, bound, grid_n1, max1, budget, L // bk1, wave_cost)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
     y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
@@ -825,5 +855,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                             "max_splits": (max1, max2), "launches": (2 if partials else 3) + act_launch,
                             "act": k_act,
                             "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0),
-                            "claim_programs": claim.get("claim_G", 0)})
+                            "claim_programs": claim.get("claim_G", 0),
+                            "l2_ahead": (opts1.get("L2_AHEAD", 0), opts2.get("L2_AHEAD", 0))})
     return out

@@ -196,6 +196,45 @@ def test_ranked_prefetch_down(cfg):
     assert_ok(res, "prefetch tp partials")
 
 
+@pytest.mark.parametrize("cfg", [{"ranked_l2_ahead": 4}, {"ranked_l2_ahead": 64, "ranked_stages": 3},
+                                 {"ranked_l2_ahead": 2, "ranked_l2_ahead_down": 64, "ranked_stages": 2,
+                                  "ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_l2_ahead": 0, "ranked_l2_ahead_down": 3, "ranked_stages": 3}])
+def test_ranked_l2_ahead(cfg):
+    """``ranked_l2_ahead`` / ``ranked_l2_ahead_down`` (seventeenth round: an item's next K tiles past its ring's
+    brought into L2 before the wait; a hint, the results must not change): batches 1..8 of 4-of-12 routing
+    against the reference, twice in a row, register loads and rings of 2 and 3 slots, more tiles than an item has
+    left (64) and the largest splits (one K tile a part: nothing left to ask for); the values the launch compiled
+    in; the TP partials; the same output bits as without it at batch 1 and 8 (the same sums in the same order,
+    only the down GEMM's atomics may differ); a negative value refused."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(53)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg}
+    want = (cfg["ranked_l2_ahead"], cfg.get("ranked_l2_ahead_down", cfg["ranked_l2_ahead"]))
+    for rep in range(2):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 53000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"l2 ahead {cfg} batch {tokens} call {rep}")
+            assert LAST_LAUNCH["l2_ahead"] == want, (LAST_LAUNCH["l2_ahead"], want)
+    assert_ok(check_tp_case(ex, 4, 12, 4, 2, 53600, "cuda", "gluon", conf), "l2 ahead tp partials")
+    assert _counters_zero()
+    g = torch.Generator().manual_seed(53700)
+    for tokens in (1, 8):
+        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
+        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
+        outs = []
+        for c in (conf, {k: v for k, v in conf.items() if not k.startswith("ranked_l2_ahead")}):
+            out = torch.empty(tokens, 1024, device="cuda")
+            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
+            outs.append(out)
+        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    with pytest.raises(ValueError, match="ranked_l2_ahead_down must be a non-negative integer"):
+        check_case(ex, ex_t, 1, "random", 12, 4, 53900, "cuda", "gluon", {**conf, "ranked_l2_ahead_down": -1})
+
+
 @pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_stages": 3, "ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_per_sm": 1}])
