@@ -26,7 +26,15 @@ from .diffpaths import (
     names_given,
     plain_start,
 )
-from .diffsyntax import HUNK_HEADER, refuse_crlf, refuse_not_utf8_message, split_lines, unquote, unquoted_paths
+from .diffsyntax import (
+    HUNK_HEADER,
+    hunk_numbers,
+    refuse_crlf,
+    refuse_not_utf8_message,
+    split_lines,
+    unquote,
+    unquoted_paths,
+)
 from .errors import PatchParseError, Problem
 from .structs import dataclass, replace
 
@@ -304,21 +312,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                           f"restore the file's '---' and '+++' lines, or {REGENERATE}")
             if in_git and not hunks_in_file or not in_git and sides == {"---"}:
                 names_given(source, seen, flags)
-            old = int(m.group(2)) if m.group(2) is not None else 1
-            new = int(m.group(4)) if m.group(4) is not None else 1
-            # where each side starts (a start with count 0 names the line before): placed by its pre-image, the
-            # hunk is put back by its post-image start, so the two must agree with the file's hunks before it
-            first_old, first_new = int(m.group(1)) + (old == 0), int(m.group(3)) + (new == 0)
-            if first_old < 1 or first_new < 1:  # a side of lines starts at line 1 at the earliest; 0 is for none
-                raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: a side of "
-                                     f"{old if first_old < 1 else new} lines cannot start at line 0 (lines count from "
-                                     f"1; only a side of no lines starts at 0)",
-                          f"fix the @@ line's numbers, or {REGENERATE}")
-            if first_old < next_old or first_new != first_old + shift:
-                why = (f"it starts at pre-image line {first_old}, inside or before the file's previous hunk (line "
-                       f"{hunk_line}: pre-image lines up to {next_old - 1}; one of the two headers is wrong)"
-                       if first_old < next_old else f"its post-image start {first_new} is not its pre-image start "
-                       f"{first_old} plus the line changes of the file's hunks before it ({shift:+d})")
+            old, new, first_old, why = hunk_numbers(m, next_old, shift, hunk_line)
+            if why:
                 raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: {why}",
                           f"fix the @@ line's numbers, or {REGENERATE}")
             shift, next_old = shift + new - old, first_old + old

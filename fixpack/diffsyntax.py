@@ -30,6 +30,29 @@ class QuoteError(ValueError):
     """A quoted path whose escapes git would not write (``\\x``, an octal past 377, a lone backslash)."""
 
 
+def hunk_numbers(m: re.Match[str], next_old: int, shift: int, prev_line: int) -> tuple[int, int, int, str]:
+    """A matched HUNK_HEADER's pre- and post-image line counts, its first pre-image line, and why its numbers do
+    not add up ('' when they do). A side's start with count 0 names the line before it. A hunk is placed by its
+    pre-image start and put back by its post-image start, so the latter must be the former plus ``shift``, the
+    file's earlier hunks' line changes; it must start at or past ``next_old`` (the line after the file's previous
+    hunk, the one at patch line ``prev_line``)."""
+    old = int(m.group(2)) if m.group(2) is not None else 1
+    new = int(m.group(4)) if m.group(4) is not None else 1
+    first_old, first_new = int(m.group(1)) + (old == 0), int(m.group(3)) + (new == 0)
+    if first_old < 1 or first_new < 1:
+        why = (f"a side of {old if first_old < 1 else new} lines cannot start at line 0 (lines count from 1; only a "
+               f"side of no lines starts at 0)")
+    elif first_old < next_old:
+        why = (f"it starts at pre-image line {first_old}, inside or before the file's previous hunk (line {prev_line}: "
+               f"pre-image lines up to {next_old - 1}; one of the two headers is wrong)")
+    elif first_new != first_old + shift:
+        why = (f"its post-image start {first_new} is not its pre-image start {first_old} plus the line changes of "
+               f"the file's hunks before it ({shift:+d})")
+    else:
+        why = ""
+    return old, new, first_old, why
+
+
 def unquote(raw: str) -> str:
     """A path as git's C-quoted form ``"..."`` spells it (``raw`` unquoted: returned as is). Octal escapes
     are bytes, read as UTF-8 (bytes that are not UTF-8 are kept as surrogates, as the tree reads them)."""
