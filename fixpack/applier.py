@@ -152,6 +152,9 @@ def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
             found.append(p)
 
 
+PINNED_REASON = "not at its stated line, in a file that is the pre-image it was written against"
+
+
 def _anchor(h: Hunk) -> str:
     if h.leading_context < h.trailing_context:
         return "start"
@@ -169,17 +172,18 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
     """
     pre, _post, start = sides(h, reverse)
     expected = _expected_index(start, len(pre)) + delta
+    if evidence.pinned:  # the file it was written against: its stated line, whatever its context's shape
+        if _matches_at(lines, pre, expected):
+            return _placed(index, expected, expected, delta)
+        return _missing(index, lines, pre, expected, PINNED_REASON)
     anchor = _anchor(h)
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
         ok = _matches_at(lines, pre, pos)
-        return _placed(index, pos, expected, delta) if ok else _missing(index, lines, pre, expected,
-                                                                        f"anchored to the {anchor} of the file")
-    if evidence.pinned:
-        if _matches_at(lines, pre, expected):
-            return _placed(index, expected, expected, delta)
-        return _missing(index, lines, pre, expected, "not at its stated line, in a file that is the "
-                                                            "pre-image it was written against")
+        return _placed(index, pos, expected, delta) if ok else _missing(
+            index, lines, pre, expected, f"anchored to the {anchor} of the file (it has {h.leading_context} context "
+                                         f"lines above its change and {h.trailing_context} below, as diff writes a "
+                                         f"hunk there)")
     if not pre and lines:
         return HunkResult(index, Placement.AMBIGUOUS, expected=expected + 1,
                           reason="it has no context line to locate it by, and the file is not the pinned pre-image")

@@ -387,7 +387,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if old > 0 or new > 0:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
-                                       f"and {max(new, 0)} post-image lines missing at the end of the file")
+                                       f"and {max(new, 0)} post-image lines missing at the end of the patch")
     if in_git and not hunks_in_file:
         names_given(source, seen, flags)
     _no_hunks(source, file_line, hunks_in_file, "+++" in seen)

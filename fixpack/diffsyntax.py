@@ -43,8 +43,8 @@ def hunk_numbers(m: re.Match[str], next_old: int, shift: int, prev_line: int) ->
         why = (f"a side of {old if first_old < 1 else new} lines cannot start at line 0 (lines count from 1; only a "
                f"side of no lines starts at 0)")
     elif first_old < next_old:
-        why = (f"it starts at pre-image line {first_old}, inside or before the file's previous hunk (line {prev_line}: "
-               f"pre-image lines up to {next_old - 1}; one of the two headers is wrong)")
+        why = (f"it starts at pre-image line {first_old}, inside or before the file's previous hunk (the one at patch "
+               f"line {prev_line}: pre-image lines up to {next_old - 1}; one of the two headers is wrong)")
     elif first_new != first_old + shift:
         why = (f"its post-image start {first_new} is not its pre-image start {first_old} plus the line changes of "
                f"the file's hunks before it ({shift:+d})")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .applier import (
+    PINNED_REASON,
     Closest,
     HunkEvidence,
     HunkResult,
@@ -113,9 +114,11 @@ class HunkNote:
         return out
 
     def header_wrong(self) -> bool:
-        """A missing hunk whose closest near-miss is its whole pre-image: it is in the file, but where the hunk
-        may not be placed (a pinned pre-image file places a hunk at its stated line only; an anchored hunk at
-        the file's start or end), so the @@ line's numbers are what is wrong, not the file."""
+        """A missing hunk of a file that is the pre-image it was written against (placed at its stated line only)
+        whose whole pre-image is at other lines there: the @@ line's numbers are what is wrong, not the file."""
+        return self.reason == PINNED_REASON and self._whole()
+
+    def _whole(self) -> bool:
         c = self.closest
         return self.placement == Placement.MISSING.value and c is not None and c.total > 0 and c.matching == c.total
 
@@ -129,9 +132,13 @@ class HunkNote:
         if c is not None and self.header_wrong():
             return (f"{where} missing at its stated line {self.expected}: its pre-image is whole at lines "
                     f"{c.line}-{c.line + c.total - 1} ({c.line - self.expected:+d} lines), "
-                    f"{self.reason.removeprefix('not at its stated line, ') or 'where it may not be placed'}: the "
-                    f"hunk's @@ line names the wrong line; fix its numbers, or regenerate the patch with git diff / "
-                    f"format-patch")
+                    f"{PINNED_REASON.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
+                    f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
+        if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere
+            at = "its stated line" if c.line == self.expected else f"lines {c.line}-{c.line + c.total - 1}"
+            return (f"{where} missing: its pre-image is at {at}, but the hunk is {self.reason}, so it is placed "
+                    f"there only; if that is not where it belongs, give it as many context lines above its change "
+                    f"as below (regenerate the patch with git diff / format-patch)")
         text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
                 if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
                                       f"{self.expected})")

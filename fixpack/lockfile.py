@@ -417,8 +417,8 @@ def bump_note(fix: Fix, profile: Profile, entry: LockFix) -> str:
     another change under the version the fix has (``lock`` refuses to record that), else ""."""
     if entry.version != fix.version or fix.recorded_as(entry.patch_sha256):
         return ""
-    return (f" (its patch, under the same version {fix.version}: bump version in {version_at(fix, profile)} "
-            f"before locking)")
+    return (f" (its patch changed under the same version {fix.version}: if the change is meant, bump version in "
+            f"{version_at(fix, profile)} before locking; if not, put the patch back as it was locked)")
 
 
 def version_at(fix: Fix, profile: Profile) -> str:
@@ -446,11 +446,9 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
                f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}"
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
-                                f"the release, at the lines said)")
-        header = (" If the patch was written against this very release, its @@ lines' numbers are wrong instead: fix "
-                  "them." if ev.state is State.DRIFTED else "")
+                                f"the file, at the lines said)")
         raise ConflictError(f"{said}. Rebase it before locking (or, if that copy is not the clean release, give one: "
-                            f"`fixpack fetch` prints it).{header}")
+                            f"`fixpack fetch` prints it)")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)

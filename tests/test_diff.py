@@ -102,7 +102,7 @@ def test_a_hunk_header_whose_sides_do_not_add_up_is_refused_at_its_line(tmp_path
     swapped = diff.replace(headers[1], "@@ -1,2 +3,2 @@")
     first = diff.split("\n").index(headers[0]) + 1
     with pytest.raises(PatchParseError, match=rf"p.patch:{line}: .* starts at pre-image line 1, inside or before the "
-                                              rf"file's previous hunk \(line {first}: "):
+                                              rf"file's previous hunk \(the one at patch line {first}: "):
         parse_patch(swapped.encode(), "p.patch")
     # a side of lines starting at line 0 (only an empty side may): refused at its line, either side
     m0 = re.match(r"@@ -(\d+),(\d+) \+(\d+),(\d+) @@", headers[0])

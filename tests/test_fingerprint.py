@@ -260,8 +260,9 @@ def test_a_stale_lock_is_named_with_the_line_of_each_stale_entry(setup):
     for run in (engine.apply, engine.status):
         with pytest.raises(StaleLockError) as exc:
             run(b.request(image))
-        assert (f"{lock} is stale: one: patch or version changed since the lock was generated (its patch, under "
-                f"the same version 1: bump version in {b.pack / 'fixes/one/fix.toml'}:2 before locking) (at "
+        assert (f"{lock} is stale: one: patch or version changed since the lock was generated (its patch changed "
+                f"under the same version 1: if the change is meant, bump version in {b.pack / 'fixes/one/fix.toml'}:2 before "
+                f"locking; if not, put the patch back as it was locked) (at "
                 f"{lock}:{line}); regenerate it") in str(exc.value), str(exc.value)
     _edit(b.pack / "fixes/one/0001-change.patch", "+FIVE\n", "+five\n")
     good = lock.read_text()

@@ -154,14 +154,14 @@ def test_lock_check_on_a_changed_context_line_is_a_stale_lock_as_check_and_apply
     for args in (["check"], ["apply", "-p", "p1", "--root", f"demo={image}"]):
         r = fixpack(*args, "--pack", str(b.pack))
         assert r.returncode == 2 and ("the lock is stale: one: " in r.stdout or " is stale: one: " in r.stderr), r
-        assert "(its patch, under the same version 1: bump version in " in r.stdout + r.stderr, r
+        assert "(its patch changed under the same version 1: if the change is meant, bump version in " in r.stdout + r.stderr, r
     r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
     assert r.returncode == 2, r.stderr
     lock = b.pack / "profiles/p1.lock"
     line = lock.read_text().splitlines().index('      "id": "one",') + 1
     toml = b.pack / "fixes/one/fix.toml"
-    bump = f"one: patch or version changed since the lock was generated (its patch, under the same version 1: bump " \
-           f"version in {toml}:2 before locking)"
+    bump = f"one: patch or version changed since the lock was generated (its patch changed under the same version 1: if the " \
+           f"change is meant, bump version in {toml}:2 before locking; if not, put the patch back as it was locked)"
     assert f"{lock} is stale: {bump} (at {lock}:{line})" in r.stderr, r.stderr
     assert "and a lock made now stops on the copy as the pack is (fix one is conflict on the release copy" in r.stderr
     assert f"hunk #1 is {patch}:" in r.stderr and "make the fix apply there first, then regenerate it" in r.stderr
@@ -254,7 +254,8 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
         r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
         assert r.returncode == 2, r.stderr
         assert "records one v1 on target demo, applied with another patch than this pack's v1 (the same version: " \
-               f"its patch differs from the one applied under that version; bump the version in {toml}:2)" in r.stderr, \
+               f"its patch differs from the one applied under that version; if the pack's change is meant, bump the version in " \
+               f"{toml}:2; if not, put the pack's patch back as it was)" in r.stderr, \
             r.stderr
         assert "Revert with the pack that applied it, then apply with this one; or, without that pack, put every " \
                "file the manifest lists back to the clean release: " in r.stderr, r.stderr
@@ -421,17 +422,13 @@ def test_a_hunk_whose_header_names_the_wrong_line_is_said_as_such_by_lock(builde
     """Found by a fresh user: a hunk header off by many lines (its pre-image whole elsewhere in the release
     file, where `lock` places a hunk at its stated line only) was said as "missing: its pre-image is not in lines
     1-20 ...; closest: lines 7-13, 7 of 7 lines match" with the advice to rebase. Now the lock says the @@ line
-    names the wrong line, where the pre-image is, and to fix the numbers (exit 4, nothing written). A hunk
-    anchored to the file's start (less context above than below) is placed there whatever its header says: drifted,
-    and the advice names both causes (another release: rebase; this one: the numbers)."""
+    names the wrong line, where the pre-image is, and to fix the numbers (exit 4, nothing written)."""
     b = builder
     base = numbered(20)
     clean = b.tree("clean", {MOD: base})
     b.add_fix("one", {MOD: base}, {MOD: base.replace("line 10\n", "ten\n")})
-    b.add_fix("two", {MOD: base}, {MOD: base.replace("line 2\n", "two\n")})
     _proof(b, "one")
-    _proof(b, "two")
-    b.profile(["one"], ["two"])
+    b.profile(["one"])
     b.lock(clean)
     start, count = _shift_header(b.pack / "fixes/one/0001-change.patch", 5)
     before = snapshot(b.base)
@@ -442,11 +439,44 @@ def test_a_hunk_whose_header_names_the_wrong_line_is_said_as_such_by_lock(builde
             f"hunk's @@ line names the wrong line; fix its numbers") in r.stderr, r.stderr
     assert "Fix those @@ lines' numbers before locking" in r.stderr and "Rebase it" not in r.stderr, r.stderr
     assert snapshot(b.base) == before
-    _shift_header(b.pack / "fixes/one/0001-change.patch", -5)
-    _shift_header(b.pack / "fixes/two/0001-change.patch", 8)
+
+
+def test_a_hunk_with_uneven_context_goes_at_its_stated_line_in_the_release_file(builder):
+    """Found by a fresh user: a hunk with less context above its change than below is tied to the file's start
+    (more above: to its end), as diff writes such hunks. In the file the lock says is the pre-image, that tie
+    won over the hunk's stated line: a wrong start on such a hunk was placed at line 1 anyway, its offset carried
+    into the next hunk, and the lock blamed that one, whose header was right; an uneven hunk in the middle at its
+    right line was "missing ... (+0 lines) ... fix its numbers". Now that file takes every hunk at its stated line
+    (README "The placement rule"); the tie holds where a file is searched, and says so."""
+    b = builder
+    base = numbered(20)
+    after = "top\n" + base.replace("line 15\n", "fifteen\n")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: after})
+    _proof(b, "one")
+    b.profile(["one"])
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    assert "@@ -1,3 +1,4 @@\n+top\n" in text and "@@ -12,7 +13,7 @@" in text, text
+    patch.write_text(text.replace("@@ -1,3 +1,4 @@\n", "@@ -4,3 +4,4 @@\n"))  # a wrong start on the tied hunk
     before = snapshot(b.base)
     r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
-    assert r.returncode == 4 and "hunk #1 applies at line 1 (offset -8 lines). Rebase it before locking" in r.stderr
-    assert r.stderr.rstrip().endswith("If the patch was written against this very release, its @@ lines' numbers "
-                                      "are wrong instead: fix them."), r.stderr
+    assert r.returncode == 4 and f"{MOD}: hunk #1 missing at its stated line 4: its pre-image is whole at lines 1-3 " \
+                                 "(-3 lines)" in r.stderr and "hunk #2" not in r.stderr, r.stderr
     assert snapshot(b.base) == before
+    # an uneven hunk in the middle, at its right line (one context line below its change taken off by hand)
+    patch.write_text(text.replace("@@ -12,7 +13,7 @@", "@@ -12,6 +13,6 @@").replace(" line 18\n", ""))
+    b.lock(clean)
+    image = b.tree("image", {MOD: base})
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    assert (image / MOD).read_text() == after
+    drifted = b.tree("drifted", {MOD: "added\n" + base})  # searched: the tie to the file's end holds
+    before = snapshot(drifted)
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={drifted}")
+    assert r.returncode == 4, r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    assert f"{MOD}: hunk #2 missing: its pre-image is at lines 13-18, but the hunk is anchored to the end of the " \
+           "file (it has 3 context lines above its change and 2 below, as diff writes a hunk there), so it is placed " \
+           "there only; if that is not where it belongs, give it as many context lines above its change as below" \
+           in said, said
+    assert snapshot(drifted) == before

@@ -83,7 +83,7 @@ def test_lock_check_names_the_stale_entry_at_its_line_and_the_version_to_bump_fi
     line = next(n for n, ln in enumerate(lockfile.read_text().splitlines(), 1) if ln.strip() == '"id": "one",')
     assert r.returncode == 2, said
     assert f"is stale (differs for: one); {lockfile}:{line}: one: patch or version changed since the lock was " \
-           f"generated (its patch, under the same version 1: bump version in {toml}:2 before locking); " \
+           f"generated (its patch changed under the same version 1: if the change is meant, bump version in {toml}:2 before locking; if not, put the patch back as it was locked); " \
            "regenerate it" in said, said
     cmd = printed(r)
     before = snapshot(b.pack)
@@ -106,8 +106,8 @@ def test_lock_check_of_two_targets_says_the_bump_for_the_fix_of_either(builder):
         said = " ".join(r.stderr.split())
         assert r.returncode == 2 and "is stale (differs for: two); " in said, said
         assert re.search(rf"{re.escape(str(lockfile))}:\d+: two: patch or version changed since the lock was generated "
-                         rf"\(its patch, under the same version {version}: bump version in {re.escape(str(toml))}:2 "
-                         r"before locking\); regenerate it", said), said
+                         rf"\(its patch changed under the same version {version}: if the change is meant, bump version in {re.escape(str(toml))}:2 "
+                         r"before locking; if not, put the patch back as it was locked\); regenerate it", said), said
         _set_version(builder, "two", version, version + 1)
         run_printed(builder, printed(r))
         assert lock(builder, "--check", *scope).returncode == 0

@@ -103,8 +103,9 @@ def test_a_lock_that_does_not_match_the_pack_or_the_release(setup):
     patch.write_text(patch.read_text().replace("+LINE 3\n", "+LINE three\n"))
     line = (b.pack / "profiles/p1.lock").read_text().splitlines().index('      "id": "one",') + 1
     assert findings(b) == [f"profiles/p1.lock:{line}: the lock is stale: one: patch or version changed since the lock "
-                           f"was generated (its patch, under the same version 1: bump version in "
-                           f"{b.pack / 'fixes/one/fix.toml'}:2 before locking) "
+                           f"was generated (its patch changed under the same version 1: if the change is meant, bump version in "
+                           f"{b.pack / 'fixes/one/fix.toml'}:2 before locking; if not, put the patch back as it was "
+                           f"locked) "
                            f"(regenerate it from clean release copies: {program()} lock --profile p1 "
                            f"--pack {b.pack} (it fetches them; --root NAME=PATH gives one))"]
     b.lock(clean)
