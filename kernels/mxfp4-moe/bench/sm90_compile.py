@@ -18,8 +18,8 @@ def compile_gluon(fn, ptrs: dict[str, str], ints: tuple[str, ...], consts: dict[
     type (16-byte aligned, as are the four strides that need it), ``ints`` the int32 ones, ``consts`` the
     constexprs (``div16_extra``: more int arguments to mark 16-divisible); ``maxnreg`` caps the registers (None: the compiler's choice)."""
     sig = {n: ptrs.get(n) or ("i32" if n in ints else "constexpr") for n in fn.arg_names}
-    div16 = [n for n in fn.arg_names if n in ptrs or n in ("stride_am", "stride_we", "stride_se", "stride_ym")
-             or n in div16_extra]
+    div16 = [n for n in fn.arg_names if n not in consts and (n in ptrs or n in ("stride_am", "stride_we", "stride_se",
+                                                                               "stride_ym") or n in div16_extra)]
     src = GluonASTSource(fn=fn, signature=sig,
                          constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
                          attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
