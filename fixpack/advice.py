@@ -454,8 +454,8 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
         from .lockfile import version_at  # only for this message
 
         same = (f" (the same version: its patch differs from the one applied under that version; if the pack's "
-                f"change is meant, bump the version in {version_at(fix, ctx.profile)}; if not, put the pack's patch "
-                f"back as it was)")
+                f"change is not meant, put the pack's patch back as it was and run again; if it is, bump the version "
+                f"in {version_at(fix, ctx.profile)} too, and take the image back as follows)")
     how, then, _stale = _every_file_back(ctx, ft, manifest)
     return (f"the manifest at {manifest_path(ft.root, ft.spec.name)} records {fix.id} v{entry.version} on target "
             f"{ft.spec.name}, applied with another patch than this pack's v{fix.version}{same}, so this pack cannot "

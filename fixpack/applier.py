@@ -12,7 +12,8 @@ The placement rule (the same for apply, status, dry runs, the lock, refresh and 
   stated line (plus the running offset of the hunks and fixes placed before it in the same file) is
   reported as an offset.
 - A hunk with less leading (trailing) context than trailing (leading) context is anchored to the start
-  (end) of the file, as GNU patch does; a hunk without any pre-image line is placed only when pinned.
+  (end) of the file, as GNU patch does, when searched: placed there, or else only at its stated line (plus the
+  running offset) where its pre-image occurs once; a hunk without any pre-image line is placed only when pinned.
 
 Nothing here touches the disk.
 """
@@ -179,11 +180,15 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
     anchor = _anchor(h)
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
-        ok = _matches_at(lines, pre, pos)
-        return _placed(index, pos, expected, delta) if ok else _missing(
-            index, lines, pre, expected, f"anchored to the {anchor} of the file (it has {h.leading_context} context "
-                                         f"lines above its change and {h.trailing_context} below, as diff writes a "
-                                         f"hunk there)")
+        if _matches_at(lines, pre, pos):
+            return _placed(index, pos, expected, delta)
+        found = occurrences(lines, pre)
+        if found == [expected] and (evidence.count is None or evidence.count <= 1):
+            return _placed(index, expected, expected, delta)  # alone at its stated line: where a pinned file has it
+        twins = f"; its pre-image occurs {len(found)} times in the file" if len(found) > 1 else ""
+        return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file (it has "
+                                                     f"{h.leading_context} context lines above its change and "
+                                                     f"{h.trailing_context} below, as diff writes a hunk there){twins}")
     if not pre and lines:
         return HunkResult(index, Placement.AMBIGUOUS, expected=expected + 1,
                           reason="it has no context line to locate it by, and the file is not the pinned pre-image")

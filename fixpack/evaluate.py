@@ -134,11 +134,12 @@ class HunkNote:
                     f"{c.line}-{c.line + c.total - 1} ({c.line - self.expected:+d} lines), "
                     f"{PINNED_REASON.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
-        if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere
-            at = "its stated line" if c.line == self.expected else f"lines {c.line}-{c.line + c.total - 1}"
-            return (f"{where} missing: its pre-image is at {at}, but the hunk is {self.reason}, so it is placed "
-                    f"there only; if that is not where it belongs, give it as many context lines above its change "
-                    f"as below (regenerate the patch with git diff / format-patch)")
+        if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
+            at = f"line {c.line}" if c.total == 1 else f"lines {c.line}-{c.line + c.total - 1}"
+            return (f"{where} missing: the hunk is {self.reason}, and its pre-image is not there but at {at} (stated: "
+                    f"line {self.expected}); such a hunk goes elsewhere only at its stated line, where its pre-image "
+                    f"occurs once. If the file's start or end is not where it belongs, give it as many context lines "
+                    f"above its change as below (regenerate the patch with git diff / format-patch); else rebase it")
         text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
                 if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
                                       f"{self.expected})")

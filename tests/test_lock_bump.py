@@ -91,5 +91,5 @@ def test_status_on_the_old_patch_of_the_same_version_says_what_is_true_and_where
     said = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 2 and "now refuses" not in said, said
     assert "applied with another patch than this pack's v1 (the same version: its patch differs from the one " \
-           f"applied under that version; if the pack's change is meant, bump the version in {toml}:2; if not, put " \
-           f"the pack's patch back as it was)" in said, said
+           f"applied under that version; if the pack's change is not meant, put the pack's patch back as it " \
+           f"was and run again; if it is, bump the version in {toml}:2 too, and take the image back as follows)" in said, said

@@ -254,8 +254,9 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
         r = fixpack(command, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
         assert r.returncode == 2, r.stderr
         assert "records one v1 on target demo, applied with another patch than this pack's v1 (the same version: " \
-               f"its patch differs from the one applied under that version; if the pack's change is meant, bump the version in " \
-               f"{toml}:2; if not, put the pack's patch back as it was)" in r.stderr, \
+               f"its patch differs from the one applied under that version; if the pack's change is not meant, put the pack's " \
+               f"patch back as it was and run again; if it is, bump the version in {toml}:2 too, and take the image " \
+               "back as follows)" in r.stderr, \
             r.stderr
         assert "Revert with the pack that applied it, then apply with this one; or, without that pack, put every " \
                "file the manifest lists back to the clean release: " in r.stderr, r.stderr
@@ -470,13 +471,22 @@ def test_a_hunk_with_uneven_context_goes_at_its_stated_line_in_the_release_file(
     image = b.tree("image", {MOD: base})
     assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
     assert (image / MOD).read_text() == after
+    # revert without the lock searches the file: the uneven hunk's post-image, alone at its stated line, is taken
+    # there (a fresh user: such an image applied by the lock could not be reverted without it)
+    lock = b.pack / "profiles/p1.lock"
+    kept = lock.read_bytes()
+    lock.unlink()
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and (image / MOD).read_text() == base, r.stdout + r.stderr
+    lock.write_bytes(kept)
     drifted = b.tree("drifted", {MOD: "added\n" + base})  # searched: the tie to the file's end holds
     before = snapshot(drifted)
     r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={drifted}")
     assert r.returncode == 4, r.stderr
     said = " ".join((r.stdout + r.stderr).split())
-    assert f"{MOD}: hunk #2 missing: its pre-image is at lines 13-18, but the hunk is anchored to the end of the " \
-           "file (it has 3 context lines above its change and 2 below, as diff writes a hunk there), so it is placed " \
-           "there only; if that is not where it belongs, give it as many context lines above its change as below" \
-           in said, said
+    assert f"{MOD}: hunk #2 missing: the hunk is anchored to the end of the file (it has 3 context lines above its " \
+           "change and 2 below, as diff writes a hunk there), and its pre-image is not there but at lines 13-18 " \
+           "(stated: line 12); such a hunk goes elsewhere only at its stated line, where its pre-image occurs once. " \
+           "If the file's start or end is not where it belongs, give it as many context lines above its change as " \
+           "below" in said, said
     assert snapshot(drifted) == before
