@@ -176,12 +176,12 @@ def test_lock_check_on_a_changed_context_line_is_a_stale_lock_as_check_and_apply
     assert fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}").returncode == 0
 
 
-def one_fix(b: PackBuilder) -> Path:
-    """Fix "one" (``line 3`` -> ``three`` in MOD, 20 numbered lines) with a proof in profile p1, locked on the
-    clean tree ``b.base / "clean"``; a fresh image of the release's bytes."""
+def one_fix(b: PackBuilder, change: tuple[str, str] = ("line 3\n", "three\n")) -> Path:
+    """Fix "one" (``line 3`` -> ``three`` in MOD, 20 numbered lines; or ``change``) with a proof in profile p1,
+    locked on the clean tree ``b.base / "clean"``; a fresh image of the release's bytes."""
     base = numbered(20)
     clean = b.tree("clean", {MOD: base})
-    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace(*change)})
     _proof(b, "one")
     b.profile(["one"])
     b.lock(clean)
@@ -425,12 +425,8 @@ def test_a_hunk_whose_header_names_the_wrong_line_is_said_as_such_by_lock(builde
     1-20 ...; closest: lines 7-13, 7 of 7 lines match" with the advice to rebase. Now the lock says the @@ line
     names the wrong line, where the pre-image is, and to fix the numbers (exit 4, nothing written)."""
     b = builder
-    base = numbered(20)
-    clean = b.tree("clean", {MOD: base})
-    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 10\n", "ten\n")})
-    _proof(b, "one")
-    b.profile(["one"])
-    b.lock(clean)
+    one_fix(b, ("line 10\n", "ten\n"))
+    clean = b.base / "clean"
     start, count = _shift_header(b.pack / "fixes/one/0001-change.patch", 5)
     before = snapshot(b.base)
     r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
