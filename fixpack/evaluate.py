@@ -130,25 +130,30 @@ class HunkNote:
                     f"this tree (fixpack refresh) or rebase it onto this release")
         c = self.closest
         if c is not None and self.header_wrong():
-            return (f"{where} missing at its stated line {self.expected}: its pre-image is whole at lines "
-                    f"{c.line}-{c.line + c.total - 1} ({c.line - self.expected:+d} lines), "
+            return (f"{where} missing at its stated line {self.expected}: its pre-image is whole at "
+                    f"{_span(c, single=False)} ({c.line - self.expected:+d} lines), "
                     f"{PINNED_REASON.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
         if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
-            at = f"line {c.line}" if c.total == 1 else f"lines {c.line}-{c.line + c.total - 1}"
-            return (f"{where} missing: the hunk is {self.reason}, and its pre-image is not there but at {at} (stated: "
-                    f"line {self.expected}); such a hunk goes elsewhere only at its stated line, where its pre-image "
-                    f"occurs once. If the file's start or end is not where it belongs, give it as many context lines "
-                    f"above its change as below (regenerate the patch with git diff / format-patch); else rebase it")
+            return (f"{where} missing: the hunk is {self.reason}, and its pre-image is not there but at {_span(c)} "
+                    f"(stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, where its "
+                    f"pre-image occurs once. If the file's start or end is not where it belongs, give it as many "
+                    f"context lines above its change as below (regenerate the patch with git diff / format-patch); "
+                    f"else rebase it")
         text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
                 if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
                                       f"{self.expected})")
         if self.reason:
             text += f"; {self.reason}"
         if c is not None:
-            text += (f"; closest: lines {c.line}-{c.line + c.total - 1}, {c.matching} of {c.total} lines match"
+            text += (f"; closest: {_span(c, single=False)}, {c.matching} of {c.total} lines match"
                      + "".join(_differs(n, e, f) for n, e, f in c.differs))
         return text
+
+
+def _span(c: Closest, single: bool = True) -> str:
+    """The lines a near-miss covers: "lines A-B" ("line A" for one, where ``single``)."""
+    return f"line {c.line}" if single and c.total == 1 else f"lines {c.line}-{c.line + c.total - 1}"
 
 
 def _differs(n: int, expected: str, found: str) -> str:

@@ -200,21 +200,22 @@ def chunk_table(ex, local_ids) -> torch.Tensor:
     return torch.tensor(addrs, dtype=torch.int64, device="cuda")
 
 
-def read_floor_us(copies, local_ids, sms: int) -> tuple[float, dict]:
-    """The read floor: per layer, a graph of len(copies) load-and-sum kernels over the same bytes of each
-    copy, the best of a few grid sizes and warp counts."""
-    tables = [chunk_table(c, local_ids) for c in copies]
+def floor_times(tables, sms: int):
+    """(µs a table, {"per_sm", "warps"}) of the read floor's kernel at each grid size and warp count: one graph of
+    a load-and-sum launch per chunk table (``chunk_table``'s absolute addresses of CHUNK_BYTES chunks)."""
     out = torch.empty(64 * sms, dtype=torch.int32, device="cuda")
-    best = (float("inf"), {})
     for per_sm in (2, 4, 8, 16):
         for warps in (4, 8):
             def fn(per_sm=per_sm, warps=warps):
                 for t in tables:
                     _read_kernel[(per_sm * sms,)](t, t.numel(), out, CHUNK=CHUNK_BYTES // 4, num_warps=warps)
-            us = graph_time_us(fn, rep_ms=100) / len(tables)
-            if us < best[0]:
-                best = (us, {"per_sm": per_sm, "warps": warps})
-    return best
+            yield graph_time_us(fn, rep_ms=100) / len(tables), {"per_sm": per_sm, "warps": warps}
+
+
+def read_floor_us(copies, local_ids, sms: int) -> tuple[float, dict]:
+    """The read floor: per layer, a graph of len(copies) load-and-sum kernels over the same bytes of each
+    copy, the best of a few grid sizes and warp counts."""
+    return min(floor_times([chunk_table(c, local_ids) for c in copies], sms), key=lambda r: r[0])
 
 
 def empty_kernel_us() -> float:

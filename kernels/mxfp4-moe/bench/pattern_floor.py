@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mxfp4_moe import CHUNK_BYTES, _read_kernel, graph_time_us  # noqa: E402
+from bench_mxfp4_moe import CHUNK_BYTES, floor_times, graph_time_us  # noqa: E402
 
 TILE_INTS = 1024  # a 32 x 256 MXFP4 tile's weight words: 4 KB
 
@@ -79,13 +79,8 @@ def main() -> int:
                      graph_time_us(fn, rep_ms=100) / len(copies))
     tables = [torch.arange(c.data_ptr(), c.data_ptr() + nbytes, CHUNK_BYTES, dtype=torch.int64, device="cuda")
               for c in copies]
-    for per_sm in (2, 4, 8, 16):
-        for warps in (4, 8):
-            def fl(per_sm=per_sm, warps=warps):
-                for t in tables:
-                    _read_kernel[(per_sm * dev.multi_processor_count,)](t, t.numel(), out, CHUNK=CHUNK_BYTES // 4,
-                                                                         num_warps=warps)
-            show(f"floor per_sm {per_sm} warps {warps}", graph_time_us(fl, rep_ms=100) / len(tables))
+    for us, cfg in floor_times(tables, dev.multi_processor_count):
+        show(f"floor per_sm {cfg['per_sm']} warps {cfg['warps']}", us)
     return 0
 
 
