@@ -223,6 +223,24 @@ def empty_kernel_us() -> float:
     return graph_time_us(lambda: _empty_kernel[(1,)](x), rep_ms=100)
 
 
+def driver_resident(ck) -> str:
+    """Programs of compiled kernel ``ck`` the CUDA driver lets reside on one SM at once
+    (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` with its warps and dynamic shared memory: registers, shared
+    memory with the static part and the per-program reserve, the block limit), or "?" where the driver cannot be
+    asked (no libcuda, a Triton without ``function`` handles)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        n = ctypes.c_int()
+        rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(n), ctypes.c_void_p(ck.function), ctypes.c_int(32 * ck.metadata.num_warps),
+            ctypes.c_size_t(ck.metadata.shared))
+    except (OSError, AttributeError):
+        return "?"
+    return str(n.value) if rc == 0 else f"? (CUresult {rc})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", default="muse")
@@ -373,7 +391,7 @@ def main() -> int:
                             meta = getattr(ck, "metadata", None)
                             print(f"compiled {name} {kname} batch {batch}: regs {getattr(ck, 'n_regs', '?')}, "
                                   f"spills {getattr(ck, 'n_spills', '?')}, shared {getattr(meta, 'shared', '?')}, "
-                                  f"warps {getattr(meta, 'num_warps', '?')}")
+                                  f"warps {getattr(meta, 'num_warps', '?')}, resident an SM {driver_resident(ck)}")
                     if name == "kernel" and "splits" in LAST_LAUNCH:
                         point["splits"] = LAST_LAUNCH["splits"]
                     point[f"{name}_rel_err"] = ((out - ref).norm() / ref.norm()).item()
