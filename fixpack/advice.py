@@ -480,6 +480,19 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
 
 
 
+def strict_drift(ctx: Context, ft: FoundTarget, files: list[str]) -> str:
+    """A drifted fix under ``--strict`` (an image mismatch): the files that make it drifted (``files``: its hunks
+    moved in them, or they are not the lock's pre-image) and the two ways on, each a command: put them back to the
+    release (:func:`restore_how`) where they were changed after it, or run without ``--strict``, which places the
+    fix at the offsets reported."""
+    what = f"{files[0]} differs" if len(files) == 1 else f"{', '.join(files)} differ"
+    return (f"--strict: a drifted fix is an image mismatch: {what} from the release the lock pins where the fix "
+            f"goes. If {'it was' if len(files) == 1 else 'they were'} changed after the release, put "
+            f"{'it' if len(files) == 1 else 'them'} back: {restore_how(ctx, ft, files)}; then run "
+            f"{ctx.report.command} again. If the image is meant to differ there, run without --strict, which places "
+            f"the fix as reported above: {ctx.unstrict}")
+
+
 def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
     """Why a recorded fix is tampered (status, apply and revert alike): each changed file, then each hunk ``rev``
     (the fix reversed on the tree) no longer reverses. A file the fix deletes, made again, is said as such."""
@@ -493,5 +506,5 @@ def tampered_said(why: list[str]) -> str:
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note", "restore_how",
-           "RunWrites", "run_writes", "stale_entry",
+           "RunWrites", "run_writes", "stale_entry", "strict_drift",
            "tampered_said", "tampered_why"]

@@ -22,6 +22,7 @@ from .advice import (
     pending_note,
     run_writes,
     stale_entry,
+    strict_drift,
     tampered_said,
     tampered_why,
 )
@@ -111,7 +112,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
-            fr.messages.append("--strict: a drifted fix is an image mismatch")
+            fr.messages.append(strict_drift(ctx, ft, ev.drifted))
             plan.reached = False
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:

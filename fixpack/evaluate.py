@@ -213,6 +213,7 @@ class Evaluation:
     forward: Pass
     reverse: Pass
     messages: list[str]
+    drifted: list[str] = field(default_factory=list)  # DRIFTED: the files its hunks moved in or that differ
 
     @property
     def offsets(self) -> list[HunkNote]:
@@ -372,8 +373,8 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
                                                      "not there"] + rev.explain())
     side = _lock_side(ev, now)
     if fwd.ok and (not rev.present or side == "pre"):
-        drift = _drift(ev, now, fwd)
-        return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift)
+        drift, files = _drift(ev, now, fwd)
+        return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)
     if rev.ok and (not fwd.present or side == "post"):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
                                                        "manifest"])
@@ -408,14 +409,18 @@ def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:
     return ""
 
 
-def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> list[str]:
+def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> tuple[list[str], list[str]]:
+    """What makes a fix that applies drifted: each hunk placed at an offset, each touched file whose hash is not
+    the lock's pre-image (the messages), and those files (sorted; the ``drifted`` of an Evaluation)."""
     msgs = [f"{h.path}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
+    files = {h.path for h in fwd.hunks if h.offset}
     for path, want in ev.pre:
         h = now.get(path)
         if h != want:
             msgs.append(f"{path}: pre-image sha256 {str(h)[:12]} differs from the lock's {str(want)[:12]}")
-    return msgs
+            files.add(path)
+    return msgs, sorted(files)
 
 
 def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:

@@ -65,6 +65,7 @@ class Context:
     progress: Progress = QUIET
     relock: Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
     skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
+    unstrict: str = ""  # under --strict: the run's command without it (a drifted fix's way on, advice.strict_drift)
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -101,7 +102,19 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
-                   relock=redo, skipped=partial(locate_skipped, profile, req))
+                   relock=redo, skipped=partial(locate_skipped, profile, req),
+                   unstrict=_unstrict(req, command, profile.name) if req.strict else "")
+
+
+def _unstrict(req: Request, command: str, profile: str) -> str:
+    """The run's command as a message suggests it, without ``--strict``: the program as it runs here, the profile,
+    the pack, targets, roots and copies, ``--all-opt-in`` and the opt-in names."""
+    from .progname import command as render
+    from .progname import pack_words, run_words
+
+    return render(command, "--profile", profile, *pack_words(req.pack_root),
+                  *run_words(req.only_targets, req.roots, req.env_root), *["--all-opt-in"] * req.all_opt_in,
+                  *req.opt_ins)
 
 
 def locate_skipped(profile: Profile, req: Request) -> dict[str, FoundTarget]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange
-from .safepath import link_on_the_way, not_a_file, path_problem
+from .safepath import STATE_DIR, link_on_the_way, not_a_file, path_problem
 
 _ABSENT = object()
 
@@ -54,9 +54,7 @@ class Tree:
             real = (self.root / link).resolve()
             if real != self._real_root and self._real_root not in real.parents:
                 raise MismatchError(_outside_link(self.root, link, real, path))
-            raise MismatchError(f"{self.root / link} is a symbolic link (to {os.readlink(self.root / link)}), on the "
-                                f"way to {path}; fixpack reads and writes regular files in real folders only (writing "
-                                f"would replace the link). Replace the link with what it points to")
+            raise MismatchError(_inside_link(self.root, link, real, path))
         what = not_a_file(dest)  # read nothing first: a FIFO would block the read
         if what is not None:
             raise MismatchError(f"{dest} is not a regular file ({what}); a fix changes files only. Fix the image")
@@ -138,14 +136,40 @@ def file_hashes(tree: Tree, paths: list[str] | tuple[str, ...]) -> dict[str, str
     return out
 
 
+def _copy_in_place(root: Path, link: str, real: Path, path: str) -> str:
+    """The command that replaces the link ``root/link`` with a real file (``link`` is ``path``) or folder
+    holding what it points to (``real``)."""
+    from shlex import quote  # for these messages only
+
+    src, dst = quote(str(real)), quote(str(root / link))
+    return f"cp --remove-destination {src} {dst}" if link == path else f"rm {dst} && cp -a {src} {dst}"
+
+
+def _inside_link(root: Path, link: str, real: Path, path: str) -> str:
+    """Why ``path`` is refused when ``root/link`` is a symbolic link to a place inside the target: which link,
+    where it points, and the command that replaces it with a copy of that (writing through it would change the
+    place it points to as well, and writing the file would replace the link). A link into the target's state
+    folder (planted: no release has one) is to be removed, not copied."""
+    from shlex import quote  # for this message only
+
+    head = (f"{root / link} is a symbolic link (to {os.readlink(root / link)}), on the way to {path}; fixpack "
+            f"reads and writes regular files in real folders only (writing would replace the link). ")
+    state = root.resolve() / STATE_DIR
+    if not real.exists():
+        return head + (f"It points to nothing ({real} does not exist): remove it (rm {quote(str(root / link))}) and "
+                       f"put the release's {'file' if link == path else 'folder'} in its place, then run again")
+    if real == state or state in real.parents:
+        return head + (f"It leads into the target's state folder {STATE_DIR}/, which no release has: remove it "
+                       f"(rm {quote(str(root / link))}), then run again")
+    return head + (f"Replace the link with a real {'file' if link == path else 'folder'} holding what it points "
+                   f"to ({_copy_in_place(root, link, real, path)}), then run again")
+
+
 def _outside_link(root: Path, link: str, real: Path, path: str) -> str:
     """Why ``path`` is refused when ``root/link`` (a folder on its way, or the file itself) is a symbolic
     link that leads out of the target: which link, where it points, and what to do."""
-    from shlex import quote  # for this message only
-
     what = "the file" if link == path else f"a folder on the way to {path}"
-    src, dst = quote(str(real)), quote(str(root / link))
-    cmd = f"cp --remove-destination {src} {dst}" if link == path else f"rm {dst} && cp -a {src} {dst}"
+    cmd = _copy_in_place(root, link, real, path)
     return (f"{root / link} ({what}) is a symbolic link to {os.readlink(root / link)}, which resolves to {real}, "
             f"outside the target root {root}; fixpack neither reads nor writes through a link out of the "
             f"target. Replace the link with a real {'file' if link == path else 'folder'} holding what "

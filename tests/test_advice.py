@@ -103,6 +103,32 @@ def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
     assert engine.apply(b.request(root)).ok
 
 
+def test_a_drifted_fix_under_strict_says_both_ways_on_and_both_work(checkout, tmp_path):
+    """--strict refuses a drifted fix (a line added below its hunk: not the lock's pre-image; exit 3, nothing written);
+    the message names the file, the command that puts it back (after which --strict passes) and the run's own command
+    without --strict (which applies it), each run as written."""
+    b, root = checkout
+    drifted = (root / MOD).read_text().replace("line 20\n", "line 20\n# a local line\n")
+    (root / MOD).write_text(drifted)
+    before = snapshot(root)
+    for run in (engine.status, engine.apply):
+        r = run(b.request(root, strict=True))
+        assert r.exit_code == 3 and r.fix("one").state == "drifted" and snapshot(root) == before
+        said = [m for m in r.fix("one").messages if m.startswith("--strict: ")]
+        restore = f"git -C {root} checkout -- {MOD}"
+        assert said and said[0].startswith(f"--strict: a drifted fix is an image mismatch: {MOD} differs from the "
+                                           f"release the lock pins where the fix goes. If it was changed after the "
+                                           f"release, put it back: {restore}; then run {r.command} again. "), said
+        unstrict = said[0].split("places the fix as reported above: ", 1)[1]
+        assert f" {r.command} --profile p1 --pack {b.pack} --root demo={root}" in unstrict and "--strict" not in unstrict
+    done = subprocess.run(["bash", "-c", unstrict], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (root / MOD).read_text() == drifted.replace("line 3\n", "three\n")
+    assert engine.revert(b.request(root)).ok and (root / MOD).read_text() == drifted
+    _run_as_written(restore, tmp_path)
+    assert engine.apply(b.request(root, strict=True)).ok
+
+
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
     base = numbered(10)
     clean = builder.tree("clean", {MOD: base})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,10 @@ def test_a_patch_path_through_a_link_into_the_state_folder_is_refused(builder):
     code, message = outcome(lambda: engine.apply(builder.request(target)))
     assert code == 3 and "is a symbolic link" in message
     assert _everything(target, target) == before and not list((target / ".fixpack").iterdir())
+    # the message's way out: remove the link (a copy of the state folder is no way out), then apply goes in
+    assert "leads into the target's state folder .fixpack/" in message, message
+    subprocess.run(message.split("remove it (", 1)[1].split("), then run again", 1)[0], shell=True, check=True)
+    assert engine.apply(builder.request(target)).ok and (target / "demo_pkg/st/new.json").is_file()
 
 
 def test_a_linked_file_inside_the_target_is_refused_not_replaced(world):
@@ -250,6 +255,16 @@ def test_a_linked_file_inside_the_target_is_refused_not_replaced(world):
     code, message = outcome(lambda: engine.apply(b.request(target)))
     assert code == 3 and "demo_pkg/mod.py is a symbolic link" in message
     assert _everything(target, outside) == before and (target / MOD).is_symlink()
+    # the message's command replaces the link with a copy of its file; then apply goes in, the copy only
+    cmd = message.split("holding what it points to (", 1)[1].split("), then run again", 1)[0]
+    subprocess.run(cmd, shell=True, check=True)
+    assert not (target / MOD).is_symlink() and (target / MOD).read_bytes() == real.read_bytes()
+    assert engine.apply(b.request(target)).ok and (target / MOD).read_bytes() != real.read_bytes()
+    # a link that points to nothing: remove it and put the release's file there
+    (target / MOD).unlink()
+    (target / MOD).symlink_to("gone.py")
+    code, message = outcome(lambda: engine.revert(b.request(target)))
+    assert code == 3 and "points to nothing" in message and f"rm {target / MOD}" in message, message
 
 
 def test_one_edited_file_does_not_make_fixes_on_other_files_tampered(builder):
