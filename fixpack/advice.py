@@ -2,11 +2,11 @@
 same words by apply, status and revert), and the next step for a fix that is ``tampered`` or in
 ``conflict`` (``partial``) on a found target.
 
-The steps name commands that exist and run as written: ``git -C ROOT checkout -- FILE ...`` for a git
-checkout, ``cp --parents`` of those files from the clean release copy that ``fixpack fetch`` prints for any
-other tree, a site-packages install included. They lead back to a
-state the engine handles: files that are the clean release under a stale manifest (replaced by apply,
-removed by revert), or a file that is the release's again, where the fix applies.
+The steps name commands that exist and run as written: ``git -C ROOT checkout HEAD -- FILE ...`` for a git
+checkout (HEAD: a staged edit is put back too; the target's HEAD is its pin), ``cp --parents`` of those files
+from the clean release copy that ``fixpack fetch`` prints for any other tree, a site-packages install included.
+They lead back to a state the engine handles: files that are the clean release under a stale manifest (replaced
+by apply, removed by revert), or a file that is the release's again, where the fix applies.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
     check = " ".join(shlex.quote(p) for p in maybe or [])
     either = " ".join(shlex.quote(p) for p in settle or [])
     if any(e.startswith("git HEAD of ") for e in ft.evidence):
-        steps = [f"git -C {root} checkout -- {files}"] if paths else []
+        steps = [f"git -C {root} checkout HEAD -- {files}"] if paths else []
         steps += [f'(cd {root} && for p in {check}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
-                  f'git checkout -- "$p"; {left})'] if maybe else []
+                  f'git checkout HEAD -- "$p"; {left})'] if maybe else []
         steps += [f'(cd {root} && for p in {either}; do if git cat-file -e HEAD:./"$p" 2>/dev/null; then '
-                  f'git checkout -- "$p"; else rm -f -- "$p"; fi; done)'] if settle else []
+                  f'git checkout HEAD -- "$p"; else rm -f -- "$p"; fi; done)'] if settle else []
         steps += _emptied(ft, [*(removed or []), *(settle or [])], 'git cat-file -e HEAD:./"$d" 2>/dev/null')
         return " && ".join(steps)
     from .progname import command
@@ -480,19 +480,6 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
 
 
 
-def strict_drift(ctx: Context, ft: FoundTarget, files: list[str]) -> str:
-    """A drifted fix under ``--strict`` (an image mismatch): the files that make it drifted (``files``: its hunks
-    moved in them, or they are not the lock's pre-image) and the two ways on, each a command: put them back to the
-    release (:func:`restore_how`) where they were changed after it, or run without ``--strict``, which places the
-    fix at the offsets reported."""
-    what = f"{files[0]} differs" if len(files) == 1 else f"{', '.join(files)} differ"
-    return (f"--strict: a drifted fix is an image mismatch: {what} from the release the lock pins where the fix "
-            f"goes. If {'it was' if len(files) == 1 else 'they were'} changed after the release, put "
-            f"{'it' if len(files) == 1 else 'them'} back: {restore_how(ctx, ft, files)}; then run "
-            f"{ctx.report.command} again. If the image is meant to differ there, run without --strict, which places "
-            f"the fix as reported above: {ctx.unstrict}")
-
-
 def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
     """Why a recorded fix is tampered (status, apply and revert alike): each changed file, then each hunk ``rev``
     (the fix reversed on the tree) no longer reverses. A file the fix deletes, made again, is said as such."""
@@ -506,5 +493,5 @@ def tampered_said(why: list[str]) -> str:
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note", "restore_how",
-           "RunWrites", "run_writes", "stale_entry", "strict_drift",
+           "RunWrites", "run_writes", "stale_entry",
            "tampered_said", "tampered_why"]

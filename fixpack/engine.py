@@ -22,7 +22,6 @@ from .advice import (
     pending_note,
     run_writes,
     stale_entry,
-    strict_drift,
     tampered_said,
     tampered_why,
 )
@@ -40,6 +39,7 @@ from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files
+from .strict import strict_drift
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
 from .transaction import check_writable, write_transaction
@@ -112,7 +112,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         fr = _fix_report(fix, ev, fix.id in wanted, dry)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
-            fr.messages.append(strict_drift(ctx, ft, ev.drifted))
+            fr.messages.append(strict_drift(ctx, ft, fix, ev.drifted, recorded))
             plan.reached = False
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:

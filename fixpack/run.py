@@ -65,7 +65,8 @@ class Context:
     progress: Progress = QUIET
     relock: Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
     skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
-    unstrict: str = ""  # under --strict: the run's command without it (a drifted fix's way on, advice.strict_drift)
+    # the run's own command as a message suggests it: rerun(word, strict, more opt-ins) (strict.strict_drift)
+    rerun: Callable[[str, bool, tuple[str, ...]], str] | None = None
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -102,19 +103,27 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
-                   relock=redo, skipped=partial(locate_skipped, profile, req),
-                   unstrict=_unstrict(req, command, profile.name) if req.strict else "")
+                   relock=redo, skipped=partial(locate_skipped, profile, req), rerun=partial(_rerun, req, profile.name))
 
 
-def _unstrict(req: Request, command: str, profile: str) -> str:
-    """The run's command as a message suggests it, without ``--strict``: the program as it runs here, the profile,
-    the pack, targets, roots and copies, ``--all-opt-in`` and the opt-in names."""
-    from .progname import command as render
-    from .progname import pack_words, run_words
+def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str, ...] = ()) -> str:
+    """Command ``word`` (apply, status, revert) as a message suggests it after this run: the program as it runs
+    here, the profile, the pack (absolute: the command runs from any folder), targets, roots and copies, a
+    ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
+    and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
+    nothing either). Output options (``--json``, ``--reject``, ``--sbom``) are not repeated."""
+    from os.path import abspath
 
-    return render(command, "--profile", profile, *pack_words(req.pack_root),
-                  *run_words(req.only_targets, req.roots, req.env_root), *["--all-opt-in"] * req.all_opt_in,
-                  *req.opt_ins)
+    from .progname import command, run_words
+
+    words = [word, "--profile", profile, "--pack", abspath(req.pack_root),
+             *run_words(req.only_targets, req.roots, req.env_root)]
+    words += ["--lock-wait", f"{req.lock_wait:g}"] if req.lock_wait != DEFAULT_WAIT else []
+    if word != "revert":
+        words += ["--strict"] * strict + ["--all-opt-in"] * req.all_opt_in + ["--dry-run"] * (req.dry_run and
+                                                                                            word == "apply")
+        words += list(dict.fromkeys([*req.opt_ins, *more]))
+    return command(*words)
 
 
 def locate_skipped(profile: Profile, req: Request) -> dict[str, FoundTarget]:

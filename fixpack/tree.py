@@ -51,10 +51,7 @@ class Tree:
             raise BadInputError(f"{path!r} is not a canonical path inside the target {self.root}: {problem}")
         link = link_on_the_way(self.root, path)
         if link is not None:
-            real = (self.root / link).resolve()
-            if real != self._real_root and self._real_root not in real.parents:
-                raise MismatchError(_outside_link(self.root, link, real, path))
-            raise MismatchError(_inside_link(self.root, link, real, path))
+            raise MismatchError(link_refused(self.root, self._real_root, link, path))
         what = not_a_file(dest)  # read nothing first: a FIFO would block the read
         if what is not None:
             raise MismatchError(f"{dest} is not a regular file ({what}); a fix changes files only. Fix the image")
@@ -136,41 +133,40 @@ def file_hashes(tree: Tree, paths: list[str] | tuple[str, ...]) -> dict[str, str
     return out
 
 
-def _copy_in_place(root: Path, link: str, real: Path, path: str) -> str:
-    """The command that replaces the link ``root/link`` with a real file (``link`` is ``path``) or folder
-    holding what it points to (``real``)."""
-    from shlex import quote  # for these messages only
-
-    src, dst = quote(str(real)), quote(str(root / link))
-    return f"cp --remove-destination {src} {dst}" if link == path else f"rm {dst} && cp -a {src} {dst}"
-
-
-def _inside_link(root: Path, link: str, real: Path, path: str) -> str:
-    """Why ``path`` is refused when ``root/link`` is a symbolic link to a place inside the target: which link,
-    where it points, and the command that replaces it with a copy of that (writing through it would change the
-    place it points to as well, and writing the file would replace the link). A link into the target's state
-    folder (planted: no release has one) is to be removed, not copied."""
+def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
+    """Why ``path`` is refused when ``root/link`` (the file itself, or a folder on its way) is a symbolic link:
+    which link, where it points, and the way on, a command: replace it with a real file or folder holding what it
+    points to (``cp``), or remove it where a copy cannot stand for it (a link to nothing, a loop, into the target's
+    state folder, a folder that holds the link, a folder where the file is patched). A link out of the target may
+    also be left as it is by pointing ``--root`` at a copy without it. Never raises."""
     from shlex import quote  # for this message only
 
-    head = (f"{root / link} is a symbolic link (to {os.readlink(root / link)}), on the way to {path}; fixpack "
-            f"reads and writes regular files in real folders only (writing would replace the link). ")
-    state = root.resolve() / STATE_DIR
-    if not real.exists():
-        return head + (f"It points to nothing ({real} does not exist): remove it (rm {quote(str(root / link))}) and "
-                       f"put the release's {'file' if link == path else 'folder'} in its place, then run again")
+    file = link == path
+    dst = root / link
+    try:
+        real: Path | None = dst.resolve(strict=True)
+    except (OSError, RuntimeError):  # a link to nothing, or a loop (RuntimeError before Python 3.13)
+        real = None
+    inside = real is not None and (real == real_root or real_root in real.parents)
+    where = f"{', outside the target root ' + str(root) if real is not None and not inside else ''}"
+    head = (f"{dst} ({'the file' if file else f'a folder on the way to {path}'}) is a symbolic link to "
+            f"{os.readlink(dst)}{f', which resolves to {real}' if real is not None and real != dst else ''}{where}; "
+            f"fixpack reads and writes regular files in real folders only (writing would replace the link, and "
+            f"writing through it would change what it points to). ")
+    state = real_root / STATE_DIR
+    rm = f"rm {quote(str(dst))}"
+    after = ("then run again (where the release has what it stood for, that run names the command that puts it "
+             "back)")
+    if real is None:
+        return head + f"It points to nothing, or loops: remove it ({rm}), {after}"
     if real == state or state in real.parents:
         return head + (f"It leads into the target's state folder {STATE_DIR}/, which no release has: remove it "
-                       f"(rm {quote(str(root / link))}), then run again")
-    return head + (f"Replace the link with a real {'file' if link == path else 'folder'} holding what it points "
-                   f"to ({_copy_in_place(root, link, real, path)}), then run again")
-
-
-def _outside_link(root: Path, link: str, real: Path, path: str) -> str:
-    """Why ``path`` is refused when ``root/link`` (a folder on its way, or the file itself) is a symbolic
-    link that leads out of the target: which link, where it points, and what to do."""
-    what = "the file" if link == path else f"a folder on the way to {path}"
-    cmd = _copy_in_place(root, link, real, path)
-    return (f"{root / link} ({what}) is a symbolic link to {os.readlink(root / link)}, which resolves to {real}, "
-            f"outside the target root {root}; fixpack neither reads nor writes through a link out of the "
-            f"target. Replace the link with a real {'file' if link == path else 'folder'} holding what "
-            f"it points to ({cmd}), or point --root at a copy without it")
+                       f"({rm}), {after}")
+    if real in dst.parent.resolve().parents or real == dst.parent.resolve():
+        return head + f"It points to a folder that holds it (a loop): remove it ({rm}), {after}"
+    if file and not real.is_file():
+        return head + f"It points to a folder, where a fix patches a file: remove it ({rm}), {after}"
+    cmd = (f"cp --remove-destination {quote(str(real))} {quote(str(dst))}" if file else
+           f"rm {quote(str(dst))} && cp -a {quote(str(real))} {quote(str(dst))}")
+    return head + (f"Replace the link with a real {'file' if file else 'folder'} holding what it points to ({cmd}), "
+                   f"then run again" + ("" if inside else ", or point --root at a copy without it"))

@@ -46,7 +46,7 @@ def test_a_tampered_fix_says_how_to_get_back_and_the_way_works(checkout, tmp_pat
     clean = snapshot(root)
     assert engine.apply(b.request(root)).ok
     (root / MOD).write_text((root / MOD).read_text().replace("line 7\n", "seven, by hand\n"))
-    restore = f"git -C {root} checkout -- demo_pkg/b.py {MOD}"
+    restore = f"git -C {root} checkout HEAD -- demo_pkg/b.py {MOD}"
     for run, again in ((engine.status, "apply again: it then replaces the stale manifest"),
                        (engine.apply, "apply again: it then replaces the stale manifest"),
                        (engine.revert, "revert again: it then removes the stale manifest")):
@@ -95,7 +95,7 @@ def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
     r = engine.apply(b.request(root))
     assert r.exit_code == 4 and r.fix("one").state == "conflict" and "next: " not in " ".join(r.fix("two").messages)
     said = _next(r, "one")
-    restore = f"git -C {root} checkout -- {MOD}"
+    restore = f"git -C {root} checkout HEAD -- {MOD}"
     assert said.startswith(f"next: {MOD} differs from the release where the fix goes; if it was changed after the "
                            f"release, put it back: {restore}; then run apply again"), said
     assert "apply --reject DIR" in said
@@ -103,30 +103,99 @@ def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
     assert engine.apply(b.request(root)).ok
 
 
+def _strict_said(report, fix_id: str) -> str:
+    said = [m for m in report.fix(fix_id).messages if m.startswith("--strict: ")]
+    assert len(said) == 1, report.fix(fix_id).messages
+    return said[0]
+
+
 def test_a_drifted_fix_under_strict_says_both_ways_on_and_both_work(checkout, tmp_path):
-    """--strict refuses a drifted fix (a line added below its hunk: not the lock's pre-image; exit 3, nothing written);
-    the message names the file, the command that puts it back (after which --strict passes) and the run's own command
-    without --strict (which applies it), each run as written."""
+    """--strict refuses a drifted fix (a line added below its hunk, staged in git: not the lock's pre-image; exit
+    3, nothing written); the message names the file, the command that puts it back (from HEAD: the staged edit
+    too; after it the same --strict run passes) and the run's own command without --strict (a dry run's stays a
+    dry run; status's reports instead of applying), each run as written."""
     b, root = checkout
     drifted = (root / MOD).read_text().replace("line 20\n", "line 20\n# a local line\n")
     (root / MOD).write_text(drifted)
+    git(root, "add", MOD)
     before = snapshot(root)
-    for run in (engine.status, engine.apply):
-        r = run(b.request(root, strict=True))
+    restore = f"git -C {root} checkout HEAD -- {MOD}"
+    unstricts = {}
+    for run, dry in ((engine.status, True), (engine.apply, True), (engine.apply, False)):
+        r = run(b.request(root, strict=True, dry_run=dry))
         assert r.exit_code == 3 and r.fix("one").state == "drifted" and snapshot(root) == before
-        said = [m for m in r.fix("one").messages if m.startswith("--strict: ")]
-        restore = f"git -C {root} checkout -- {MOD}"
-        assert said and said[0].startswith(f"--strict: a drifted fix is an image mismatch: {MOD} differs from the "
-                                           f"release the lock pins where the fix goes. If it was changed after the "
-                                           f"release, put it back: {restore}; then run {r.command} again. "), said
-        unstrict = said[0].split("places the fix as reported above: ", 1)[1]
-        assert f" {r.command} --profile p1 --pack {b.pack} --root demo={root}" in unstrict and "--strict" not in unstrict
-    done = subprocess.run(["bash", "-c", unstrict], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr + done.stdout
-    assert (root / MOD).read_text() == drifted.replace("line 3\n", "three\n")
+        said = _strict_said(r, "one")
+        again = said.split("; then run ", 1)[1].split(". If the image is meant", 1)[0]
+        assert said.startswith(f"--strict: a drifted fix is an image mismatch: {MOD} differs from the release the "
+                               f"lock pins. If it was changed after the release, put it back: {restore}; then run "), said
+        assert f" {r.command} --profile p1 --pack {b.pack} --root demo={root} --strict" in again
+        assert again.endswith(" --dry-run") == (r.command == "apply" and dry), again
+        takes = "applies it as reported above" if r.command == "apply" else "reports it as drifted, not a mismatch"
+        unstrict = said.split(f"run without --strict, which {takes}: ", 1)[1]
+        assert unstrict == again.replace(" --strict", ""), (unstrict, again)
+        unstricts[r.command, dry] = unstrict
+    done = subprocess.run(["bash", "-c", unstricts["apply", True]], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and snapshot(root) == before, done.stderr + done.stdout  # a dry run's: a dry run
+    done = subprocess.run(["bash", "-c", unstricts["apply", False]], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and (root / MOD).read_text() == drifted.replace("line 3\n", "three\n"), done.stderr
     assert engine.revert(b.request(root)).ok and (root / MOD).read_text() == drifted
     _run_as_written(restore, tmp_path)
     assert engine.apply(b.request(root, strict=True)).ok
+
+
+def test_strict_drift_under_applied_fixes_says_revert_first(builder, tmp_path):
+    """An image applied as drifted (a local line), then run with --strict and an opt-in on the same file: putting
+    the file back would take the applied fix's change out too (a tampered image), so the message says to revert
+    first, with the command; its steps, run as written in order, end in a --strict run that passes."""
+    base = numbered(30)
+    root = builder.tree("clean", {MOD: base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    one = base.replace("line 3\n", "three\n")
+    builder.add_fix("one", {MOD: base}, {MOD: one})
+    builder.add_fix("four", {MOD: one}, {MOD: one.replace("line 26\n", "twenty-six\n")}, opt_in=True)
+    builder.profile(["one"], ["four"])
+    builder.lock(root)
+    (root / MOD).write_text(base.replace("line 20\n", "line 20\n# a local line\n"))
+    assert engine.apply(builder.request(root)).ok  # drifted, applied
+    r = engine.apply(builder.request(root, strict=True, opt_ins=("four",)))
+    assert r.exit_code == 3 and r.fix("one").state == "applied" and r.fix("four").state == "drifted"
+    said = _strict_said(r, "four")
+    revert = said.split("revert first (", 1)[1].split(": the put-back would take out applied one too)", 1)[0]
+    restore = said.split("put it back: ", 1)[1].split("; then run ", 1)[0]
+    again = said.split("; then run ", 1)[1].split(". If the image is meant", 1)[0]
+    assert restore == f"git -C {root} checkout HEAD -- {MOD}" and again.endswith(" --strict four"), said
+    for step in (revert, restore, again):
+        _run_as_written(step, tmp_path)
+    assert (root / MOD).read_text() == one.replace("line 26\n", "twenty-six\n")
+
+
+def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(builder, tmp_path):
+    """Opt-in five was locked on top of opt-in three (the same file): named alone, it drifts on the clean release.
+    The message says so and names three, with the command that adds it (which passes --strict); it offers no
+    put-back of a file that is the release's."""
+    base = numbered(30)
+    c = "demo_pkg/c.py"
+    root = builder.tree("clean", {MOD: base, c: base})
+    three = base.replace("line 4\n", "four\n")
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("three", {c: base}, {c: three}, opt_in=True)
+    builder.add_fix("five", {c: three}, {c: three.replace("line 25\n", "twenty-five\n")}, opt_in=True)
+    builder.profile(["one"], ["three", "five"])
+    builder.lock(root)
+    before = snapshot(root)
+    r = engine.status(builder.request(root, strict=True, opt_ins=("five",)))
+    assert r.exit_code == 3 and r.fix("five").state == "drifted" and snapshot(root) == before
+    said = _strict_said(r, "five")
+    assert said.startswith(f"--strict: a drifted fix is an image mismatch: the lock placed five on top of opt-in three "
+                           f"(before it in the pack, on {c}), which this run does not apply"), said
+    assert "put it back" not in said
+    name = said.split("Name it too: ", 1)[1].split("; or, if the image is meant without it", 1)[0]
+    assert name.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five three"), name
+    _run_as_written(name, tmp_path)
+    assert engine.apply(builder.request(root, strict=True, opt_ins=("three", "five"))).ok
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
@@ -159,7 +228,7 @@ def test_a_missing_file_names_and_puts_back_only_that_file(builder, tmp_path):
     (root / MOD).write_text(base + "a local change the fix does not mind\n")
     r = engine.apply(b_req := builder.request(root))
     assert r.exit_code == 4 and r.fix("one").state == "conflict"
-    restore = f"git -C {root} checkout -- {other}"
+    restore = f"git -C {root} checkout HEAD -- {other}"
     assert _next(r, "one").startswith(f"next: {other} is missing or differs from the release where the fix goes; "
                                       f"if it was changed after the release, put it back: {restore}; then run apply")
     _run_as_written(restore, tmp_path)

@@ -253,7 +253,7 @@ def test_a_linked_file_inside_the_target_is_refused_not_replaced(world):
     (target / MOD).symlink_to("real.py")
     before = _everything(target, outside)
     code, message = outcome(lambda: engine.apply(b.request(target)))
-    assert code == 3 and "demo_pkg/mod.py is a symbolic link" in message
+    assert code == 3 and "demo_pkg/mod.py (the file) is a symbolic link" in message
     assert _everything(target, outside) == before and (target / MOD).is_symlink()
     # the message's command replaces the link with a copy of its file; then apply goes in, the copy only
     cmd = message.split("holding what it points to (", 1)[1].split("), then run again", 1)[0]
@@ -265,6 +265,31 @@ def test_a_linked_file_inside_the_target_is_refused_not_replaced(world):
     (target / MOD).symlink_to("gone.py")
     code, message = outcome(lambda: engine.revert(b.request(target)))
     assert code == 3 and "points to nothing" in message and f"rm {target / MOD}" in message, message
+
+
+@pytest.mark.parametrize("case", ["loop", "to nothing outside", "to its folder", "to a folder"])
+def test_a_link_no_copy_can_stand_for_is_to_be_removed(world, case):
+    """A link in place of a patched file that loops, points to nothing outside the target, to the folder that
+    holds it, or to a folder: exit 3 (a loop was an internal error, exit 1), nothing written, and the way on is
+    to remove it (a copy command would fail); after the named rm, the next run names the file missing with the
+    command that puts it back, and that command, run as written, leads to a revert that passes."""
+    b, target, outside = world
+    assert engine.revert(b.request(target)).ok
+    (target / "demo_pkg" / "sub").mkdir()
+    (target / MOD).unlink()
+    (target / MOD).symlink_to({"loop": "mod.py", "to nothing outside": str(outside / "gone.py"),
+                               "to its folder": ".", "to a folder": "sub"}[case])
+    before = _everything(target, outside)
+    for run in (engine.apply, engine.status, engine.revert):
+        code, message = outcome(lambda: run(b.request(target)))
+        assert code == 3 and f"{target / MOD} (the file) is a symbolic link to" in message, (case, message)
+        assert _everything(target, outside) == before
+    want = {"loop": "It points to nothing, or loops", "to nothing outside": "It points to nothing, or loops",
+            "to its folder": "It points to a folder that holds it", "to a folder": "It points to a folder, where"}
+    assert want[case] in message and "cp " not in message, message
+    subprocess.run(message.split("remove it (", 1)[1].split("), then run again", 1)[0], shell=True, check=True)
+    r = engine.apply(b.request(target))
+    assert r.exit_code == 4 and "is missing or differs from the release" in " ".join(r.fix("one").messages)
 
 
 def test_one_edited_file_does_not_make_fixes_on_other_files_tampered(builder):
