@@ -47,11 +47,10 @@ def note_stale(ctx: Context, ft: FoundTarget) -> None:
 
 def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:
     """A fix a stale manifest records, for revert: not in the files (they are the clean release), not reverted."""
-    fix = ctx.pack.fixes.get(entry.id)
     if entry.state is not Recorded.APPLIED:
-        return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.UPSTREAMED,
+        return FixReport(entry.id, entry.version, ft.spec.name, entry.id in ctx.profile.opt_in, True, State.UPSTREAMED,
                          messages=["upstreamed: not ours to revert"])
-    return FixReport(entry.id, entry.version, ft.spec.name, bool(fix and fix.opt_in), True, State.ABSENT,
+    return FixReport(entry.id, entry.version, ft.spec.name, entry.id in ctx.profile.opt_in, True, State.ABSENT,
                      messages=["not in the files (they are the clean release): nothing to revert"])
 
 

@@ -109,7 +109,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         tree.adopt(base)
     for fix in chain:
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
-        fr = _fix_report(fix, ev, fix.id in wanted, dry)
+        fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
             fr.messages.append(strict_drift(ctx, ft, fix, ev.drifted, recorded))
@@ -145,8 +145,9 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
         return None
     for fix in chain:
         kept = [] if fix.id in wanted else ["not selected in this run; kept (revert removes it)"]
-        ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.opt_in, fix.id in wanted,
-                                          State.APPLIED, Action.NONE, [], ["already applied", *kept], []))
+        ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.id in ctx.profile.opt_in,
+                                          fix.id in wanted, State.APPLIED, Action.NONE, [], ["already applied", *kept],
+                                          []))
     reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
                                                     ctx.lock, ctx.relock)
     ctx.report.fixes += reports
@@ -181,14 +182,16 @@ def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
         any(clean[p] != h for p, h in files.items())
 
 
-def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool) -> FixReport:
+def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool) -> FixReport:
+    """``fix``'s line of the report; ``opt_in``: the profile lists it under opt_in (what the run selects by; a fix
+    whose fix.toml says default may be an opt-in of a profile)."""
     action = Action.NONE
     if ev.state in (State.ABSENT, State.DRIFTED):
         action = Action.WOULD_APPLY if dry else Action.APPLIED
     messages = list(ev.messages)
     if not selected and ev.state is State.APPLIED:
         messages.append("not selected in this run; kept (revert removes it)")
-    return FixReport(fix.id, fix.version, fix.target, fix.opt_in, selected, ev.state, action,
+    return FixReport(fix.id, fix.version, fix.target, opt_in, selected, ev.state, action,
                      [h.as_dict() for h in ev.offsets], messages, [h.refusal() for h in ev.refused])
 
 
@@ -274,7 +277,7 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
     for fix in extra:
         ev = replay(fix, tree, ctx.lock, False, *tampered)
         if ev.state is State.APPLIED:
-            ctx.report.fixes.append(_fix_report(fix, ev, False, dry))
+            ctx.report.fixes.append(_fix_report(fix, ev, False, dry, fix.id in ctx.profile.opt_in))
             plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
 
 

@@ -78,6 +78,24 @@ def test_opt_in_added_later(setup):
     assert r.fix("extra").state == "applied" and not r.fix("extra").selected
 
 
+def test_a_default_fix_a_profile_offers_as_opt_in_is_reported_as_its_opt_in(builder):
+    """A fix whose fix.toml says default, listed under opt_in by the profile: the run selects it only when named,
+    and reports it as the profile has it (an opt-in), not as "a default fix" named on the command line."""
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("plain", {"demo_pkg/x.py": None}, {"demo_pkg/x.py": "x = 1\n"})
+    builder.profile(["one"], ["plain"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base})
+    r = engine.apply(builder.request(target))
+    assert r.ok and [f.id for f in r.fixes] == ["one"] and not (target / "demo_pkg/x.py").exists()
+    r = engine.apply(builder.request(target, opt_ins=("plain",)))
+    assert r.ok and r.fix("plain").opt_in and r.fix("plain").action == "applied", r.fix("plain")
+    assert not any("a default" in m for m in r.fix("plain").messages), r.fix("plain").messages
+    assert r.as_dict()["fixes"][1]["opt_in"] is True and not r.fix("one").opt_in
+
+
 def test_upstreamed(setup):
     b, _, target = setup
     # upstream took the change, in a file that otherwise moved on too (not our bytes)
