@@ -424,7 +424,7 @@ def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
                                      (ctx.report.command == "revert" and fr.state is State.CONFLICT)):
             fr.messages.append(_back_to_release(ctx, ft, manifest))
         elif fr.state in (State.CONFLICT, State.PARTIAL):
-            fr.messages.append(_changed_file(ctx, ft, fr))
+            fr.messages.append(_changed_file(ctx, ft, fr, manifest.applied_ids() if manifest else set()))
 
 
 def _back_to_release(ctx: Context, ft: FoundTarget, manifest: Manifest) -> str:
@@ -463,20 +463,44 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
             f"{how}; then run {ctx.report.command} again ({then})")
 
 
-def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport) -> str:
+def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> list[str]:
+    """The opt-in fixes the lock placed ``fix`` on top of that this run does not apply: before it in the series, on
+    its target, touching one of ``files`` (by the lock's file list), neither selected nor recorded as applied."""
+    before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
+    return [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
+            and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
+
+
+def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[str]) -> str:
     """A fix that does not apply on a pinned release: a file it touches was changed after the release, or is
-    not there. Names, and puts back, only the files that refused it (a missing file refuses without a hunk);
-    every file the fix touches only when none can be told."""
+    not there, or the lock placed it on top of opt-ins this run does not apply (:func:`opt_ins_behind`: name them
+    too), or a file it creates is there already. Names, and puts back, only the files that refused it (a missing
+    file refuses without a hunk); every file the fix touches only when none can be told."""
+    assert ctx.rerun is not None
     fix = ctx.pack.fixes[fr.id]
+    made = sorted(fp.new_path for fp in fix.file_patches() if fp.old_path is None and fp.new_path
+                  and (ft.root / fp.new_path).exists())
+    if made:
+        import shlex  # only for this message
+
+        moves = " && ".join(f"mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(str(ft.root / p) + '.orig')}"
+                            for p in made)
+        return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
+                f"aside ({moves}), then run {ctx.report.command} again")
     # a file the patch changes that is not there refuses the fix without a hunk to show for it
     gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
     files = sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
+    behind = opt_ins_behind(ctx, fix, files, recorded)
+    if behind:
+        it = "it" if len(behind) == 1 else "them"
+        return (f"next: the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
+                f"{', '.join(files)}), which this run does not apply; name {it} too: "
+                f"{ctx.rerun(ctx.report.command, ctx.report.strict, tuple(behind))}")
     what = f"{', '.join(files)} differs from the release" if not gone else \
         f"{', '.join(files)} is missing or differs from the release"
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
             f"{restore_how(ctx, ft, files)}; then run apply again (apply --reject DIR writes the refused hunks as "
             f".rej files to compare)")
-
 
 
 def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
@@ -491,6 +515,5 @@ def tampered_said(why: list[str]) -> str:
     return "the manifest records it as applied, but " + "; ".join(why)
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note", "restore_how",
-           "RunWrites", "run_writes", "stale_entry",
-           "tampered_said", "tampered_why"]
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "opt_ins_behind", "pending_note",
+           "restore_how", "RunWrites", "run_writes", "stale_entry", "tampered_said", "tampered_why"]

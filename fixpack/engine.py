@@ -112,7 +112,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
-            fr.messages.append(strict_drift(ctx, ft, fix, ev.drifted, recorded))
+            fr.messages.append(strict_drift(ctx, ft, fix, ev.drifted, recorded, set(broken)))
             plan.reached = False
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:

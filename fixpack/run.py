@@ -66,7 +66,7 @@ class Context:
     relock: Redo | None = None  # the lock command with the run's words, rendered when a lock error is raised
     skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
     # the run's own command as a message suggests it: rerun(word, strict, more opt-ins) (strict.strict_drift)
-    rerun: Callable[[str, bool, tuple[str, ...]], str] | None = None
+    rerun: Callable[..., str] | None = None
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -106,12 +106,13 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
                    relock=redo, skipped=partial(locate_skipped, profile, req), rerun=partial(_rerun, req, profile.name))
 
 
-def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str, ...] = ()) -> str:
+def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str, ...] = (),
+           dry: bool | None = None) -> str:
     """Command ``word`` (apply, status, revert) as a message suggests it after this run: the program as it runs
     here, the profile, the pack (absolute: the command runs from any folder), targets, roots and copies, a
     ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
     and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
-    nothing either). Output options (``--json``, ``--reject``, ``--sbom``) are not repeated."""
+    nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated."""
     from os.path import abspath
 
     from .progname import command, run_words
@@ -120,8 +121,8 @@ def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str,
              *run_words(req.only_targets, req.roots, req.env_root)]
     words += ["--lock-wait", f"{req.lock_wait:g}"] if req.lock_wait != DEFAULT_WAIT else []
     if word != "revert":
-        words += ["--strict"] * strict + ["--all-opt-in"] * req.all_opt_in + ["--dry-run"] * (req.dry_run and
-                                                                                            word == "apply")
+        dry = req.dry_run if dry is None else dry
+        words += ["--strict"] * strict + ["--all-opt-in"] * req.all_opt_in + ["--dry-run"] * (dry and word == "apply")
         words += list(dict.fromkeys([*req.opt_ins, *more]))
     return command(*words)
 
@@ -194,6 +195,8 @@ def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
     listed = {fr.id for fr in ctx.report.fixes}
     comps = {c.id: c for c in ctx.profile.components}
     why = {t.name: "; ".join(t.notes[:1]) or t.status.value for t in ctx.report.targets}
+    # a target found but not at the profile's pin: its own line says why; giving it again would not help
+    given = {t.name for t in ctx.report.targets if t.status is TargetStatus.MISMATCH}
     for name in dict.fromkeys(names):
         item = ctx.pack.fixes.get(name) or comps.get(name)
         if item is None or name in listed or item.target in ctx.found:
@@ -203,8 +206,9 @@ def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
         ctx.report.fixes.append(FixReport(
             name, item.version, t, comps[name].opt_in if kind == "component" else name in ctx.profile.opt_in, False,
             State.SKIPPED, kind=kind,
-            messages=[f"named on the command line, but its target {t} is not in this run ({why.get(t, 'not found')}): "
-                      f"give --target {t} (and --root {t}=PATH where it is not installed here) to include it"]))
+            messages=[f"named on the command line, but its target {t} is not in this run ({why.get(t, 'not found')})"
+                      + ("" if t in given else f": give --target {t} (and --root {t}=PATH where it is not installed "
+                                               f"here) to include it")]))
 
 
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .advice import restore_how
+from .advice import opt_ins_behind, restore_how
 from .run import Context
 from .targets import FoundTarget
 
@@ -13,37 +13,45 @@ if TYPE_CHECKING:
     from .model import Fix
 
 
-def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], recorded: set[str]) -> str:
+def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], recorded: set[str],
+                 tampered: set[str]) -> str:
     """A drifted fix under ``--strict`` (an image mismatch): the files that make it drifted (``files``: its hunks
     moved in them, or they are not the lock's pre-image) and the ways on, each a command. Where opt-in fixes the
-    lock placed it on top of (before it in the series, touching those files) are not in this run, the drift is
-    theirs: name them too. Else the files were changed after the release: put them back (:func:`restore_how`),
-    after a revert where fixes the manifest records as applied (``recorded``) touch them, since the put-back would
-    take their change out too; or run without ``--strict``, which takes the drift."""
+    lock placed it on top of are not in this run (:func:`opt_ins_behind`), the drift is theirs: name them too.
+    Where a fix the manifest records on those files is ``tampered``, its own message leads (a revert is refused
+    until then). Else the files were changed after the release: put them back (:func:`restore_how`), after a revert
+    where fixes the manifest records as applied (``recorded``) touch them, since the put-back would take their
+    change out too, then apply again; or run without ``--strict``, which takes the drift."""
     assert ctx.rerun is not None
     word = ctx.report.command
     one = len(files) == 1
     what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
-    on_them = set(files)
-    lock_paths = {fid: set(e.pre()) if (e := ctx.lock.fix(fid)) else set() for fid in ctx.pack.series}
-    before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
-    behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
-              and ctx.pack.fixes[f].target == fix.target and lock_paths[f] & on_them]
+    head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, ())}"
+    behind = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
         it = "it" if len(behind) == 1 else "them"
-        return (f"--strict: a drifted fix is an image mismatch: the lock placed {fix.id} on top of opt-in "
-                f"{', '.join(behind)} (before it in the pack, on {', '.join(files)}), which this run does not apply, "
-                f"so {what} from the lock's pre-image. Name {it} too: {ctx.rerun(word, True, tuple(behind))}; or, if "
-                f"the image is meant without {it}, {without}")
-    applied = [f for f in ctx.pack.series if f in recorded and lock_paths.get(f, set()) & on_them]
-    revert = (f"revert first ({ctx.rerun('revert', False, ())}: the put-back would take out applied "
-              f"{', '.join(applied)} too), then " if applied else "")
-    return (f"--strict: a drifted fix is an image mismatch: {what} from the release the lock pins. If "
-            f"{'it was' if one else 'they were'} changed after the release, {revert}put {'it' if one else 'them'} "
-            f"back: {restore_how(ctx, ft, files)}; then run {ctx.rerun(word, True, ())}. If the image is meant to "
-            f"differ there, {without}")
+        return (f"{head}the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
+                f"{', '.join(files)}), which this run does not apply, so {what} from the lock's pre-image. Name {it} "
+                f"too: {ctx.rerun(word, True, tuple(behind))}; or, if the image is meant without {it}, {without}")
+    on_them = set(files)
+    applied = [f for f in ctx.pack.series if f in recorded and set((e := ctx.lock.fix(f)) and e.pre() or ()) & on_them]
+    broken = [f for f in applied if f in tampered]
+    if broken:
+        return (f"{head}{what} from the release the lock pins, and applied {', '.join(broken)} on "
+                f"{'it' if one else 'them'} is tampered: follow {'its' if len(broken) == 1 else 'their'} message "
+                f"first (a revert is refused until then), then run {ctx.rerun(word, True, ())}")
+    if applied:
+        return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after "
+                f"the release: revert first ({ctx.rerun('revert', False, ())}: it takes out every applied fix of "
+                f"target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
+                f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
+                f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, (), False)}. If the "
+                f"image is meant to differ there, {without}")
+    return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
+            f"release, put {'it' if one else 'them'} back: {restore_how(ctx, ft, files)}; then run "
+            f"{ctx.rerun(word, True, ())}. If the image is meant to differ there, {without}")
 
 
 __all__ = ["strict_drift"]

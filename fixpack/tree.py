@@ -165,7 +165,10 @@ def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
     if real in dst.parent.resolve().parents or real == dst.parent.resolve():
         return head + f"It points to a folder that holds it (a loop): remove it ({rm}), {after}"
     if file and not real.is_file():
-        return head + f"It points to a folder, where a fix patches a file: remove it ({rm}), {after}"
+        kind = "a folder" if real.is_dir() else "no regular file"
+        return head + f"It points to {kind}, where a fix patches a file: remove it ({rm}), {after}"
+    if not file and not real.is_dir():
+        return head + f"It points to no folder, where a folder is on the way: remove it ({rm}), {after}"
     cmd = (f"cp --remove-destination {quote(str(real))} {quote(str(dst))}" if file else
            f"rm {quote(str(dst))} && cp -a {quote(str(real))} {quote(str(dst))}")
     return head + (f"Replace the link with a real {'file' if file else 'folder'} holding what it points to ({cmd}), "

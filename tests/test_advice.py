@@ -163,12 +163,30 @@ def test_strict_drift_under_applied_fixes_says_revert_first(builder, tmp_path):
     r = engine.apply(builder.request(root, strict=True, opt_ins=("four",)))
     assert r.exit_code == 3 and r.fix("one").state == "applied" and r.fix("four").state == "drifted"
     said = _strict_said(r, "four")
-    revert = said.split("revert first (", 1)[1].split(": the put-back would take out applied one too)", 1)[0]
-    restore = said.split("put it back: ", 1)[1].split("; then run ", 1)[0]
-    again = said.split("; then run ", 1)[1].split(". If the image is meant", 1)[0]
-    assert restore == f"git -C {root} checkout HEAD -- {MOD}" and again.endswith(" --strict four"), said
+    revert = said.split("revert first (", 1)[1].split(": it takes out every applied fix of target demo; the put-back "
+                                                       "would take one out of it anyway)", 1)[0]
+    restore = said.split("put it back (", 1)[1].split("), then apply again: ", 1)[0]
+    again = said.split("then apply again: ", 1)[1].split(". If the image is meant", 1)[0]
+    assert restore == f"git -C {root} checkout HEAD -- {MOD}" and again.endswith(" apply --profile p1 --pack "
+                                                                                 f"{builder.pack} --root demo={root} "
+                                                                                 "--strict four"), said
     for step in (revert, restore, again):
         _run_as_written(step, tmp_path)
+    assert (root / MOD).read_text() == one.replace("line 26\n", "twenty-six\n")
+    # edited after one was applied: one is tampered, a revert is refused; the message defers to one's, which
+    # leads back, after which its --strict command passes
+    assert engine.revert(builder.request(root)).ok
+    assert engine.apply(builder.request(root)).ok
+    (root / MOD).write_text((root / MOD).read_text().replace("line 20\n", "line 20\n# a local line\n"))
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(root, strict=True, opt_ins=("four",)))
+        assert r.exit_code == 3 and r.fix("one").state == "tampered" and r.fix("four").state == "drifted"
+        said = _strict_said(r, "four")
+        assert "and applied one on it is tampered: follow its message first (a revert is refused until then)" in said
+        assert "revert first" not in said and "checkout" not in said, said
+    way = _next(r, "one").split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
+    _run_as_written(way, tmp_path)
+    _run_as_written(said.split("then run ", 1)[1], tmp_path)
     assert (root / MOD).read_text() == one.replace("line 26\n", "twenty-six\n")
 
 
@@ -182,8 +200,11 @@ def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(bu
     three = base.replace("line 4\n", "four\n")
     builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
     builder.add_fix("three", {c: base}, {c: three}, opt_in=True)
-    builder.add_fix("five", {c: three}, {c: three.replace("line 25\n", "twenty-five\n")}, opt_in=True)
-    builder.profile(["one"], ["three", "five"])
+    five = three.replace("line 25\n", "twenty-five\n")
+    builder.add_fix("five", {c: three}, {c: five}, opt_in=True)
+    builder.add_fix("six", {c: five}, {c: five.replace("line 26\n", "twenty-six\n")}, opt_in=True)
+    builder.add_fix("seven", {"demo_pkg/new.py": None}, {"demo_pkg/new.py": "NEW = 7\n"}, opt_in=True)
+    builder.profile(["one"], ["three", "five", "six", "seven"])
     builder.lock(root)
     before = snapshot(root)
     r = engine.status(builder.request(root, strict=True, opt_ins=("five",)))
@@ -196,6 +217,25 @@ def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(bu
     assert name.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five three"), name
     _run_as_written(name, tmp_path)
     assert engine.apply(builder.request(root, strict=True, opt_ins=("three", "five"))).ok
+    assert engine.revert(builder.request(root)).ok and snapshot(root) == before
+    # six's context holds five's change: a conflict on the release without five (and three); said the same way
+    r = engine.apply(builder.request(root, opt_ins=("six",)))
+    assert r.exit_code == 4 and r.fix("six").state == "conflict" and snapshot(root) == before
+    said = _next(r, "six")
+    assert said.startswith(f"next: the lock placed six on top of opt-in three, five (before it in the pack, on {c}), "
+                           f"which this run does not apply; name them too: "), said
+    _run_as_written(said.split("name them too: ", 1)[1], tmp_path)
+    assert engine.status(builder.request(root, strict=True, opt_ins=("three", "five", "six"))).ok
+    # a file a fix creates, there already (the release lacks it): move it aside, not a put-back that cannot run
+    (root / "demo_pkg/new.py").write_text("mine\n")
+    r = engine.apply(builder.request(root, opt_ins=("seven",)))
+    assert r.exit_code == 4 and r.fix("seven").state == "conflict"
+    said = _next(r, "seven")
+    assert said.startswith("next: demo_pkg/new.py is there, though the release lacks it and the fix creates it: move "
+                           "it aside ("), said
+    _run_as_written(said.split("move it aside (", 1)[1].split("), then run apply again", 1)[0], tmp_path)
+    assert (root / "demo_pkg/new.py.orig").read_text() == "mine\n"
+    assert engine.apply(builder.request(root, opt_ins=("seven",))).ok
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):

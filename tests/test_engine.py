@@ -177,6 +177,12 @@ def test_pin_mismatch_stops_before_writing(setup):
     assert r.exit_code == 3 and r.targets[0].status == "mismatch"
     assert "1111111111" in r.targets[0].message and "abcdef12" in r.targets[0].message
     assert snapshot(target) == before
+    # a fix named for it: skipped, the target's own line says why; no hint to give --target, which it was
+    r = engine.apply(b.request(target, opt_ins=("extra",), only_targets=("demo",)))
+    assert r.exit_code == 3 and snapshot(target) == before
+    (said,) = r.fix("extra").messages
+    assert said.startswith("named on the command line, but its target demo is not in this run (") and \
+        "--target" not in said, said
 
 
 def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):

@@ -279,10 +279,11 @@ def test_a_link_no_copy_can_stand_for_is_to_be_removed(world, case):
     (target / MOD).unlink()
     (target / MOD).symlink_to({"loop": "mod.py", "to nothing outside": str(outside / "gone.py"),
                                "to its folder": ".", "to a folder": "sub"}[case])
+    link = f"{target / MOD} (the file)"
     before = _everything(target, outside)
     for run in (engine.apply, engine.status, engine.revert):
         code, message = outcome(lambda: run(b.request(target)))
-        assert code == 3 and f"{target / MOD} (the file) is a symbolic link to" in message, (case, message)
+        assert code == 3 and link in message and ") is a symbolic link to" in message, (case, message)
         assert _everything(target, outside) == before
     want = {"loop": "It points to nothing, or loops", "to nothing outside": "It points to nothing, or loops",
             "to its folder": "It points to a folder that holds it", "to a folder": "It points to a folder, where"}
@@ -290,6 +291,22 @@ def test_a_link_no_copy_can_stand_for_is_to_be_removed(world, case):
     subprocess.run(message.split("remove it (", 1)[1].split("), then run again", 1)[0], shell=True, check=True)
     r = engine.apply(b.request(target))
     assert r.exit_code == 4 and "is missing or differs from the release" in " ".join(r.fix("one").messages)
+
+
+def test_a_folder_link_to_a_file_or_a_device_is_to_be_removed(tmp_path):
+    """A folder on the way that is a link to a regular file (a copy would make a file of the folder), and a patched
+    file that is a link to a device: no copy command, remove it."""
+    from fixpack.tree import link_refused
+
+    root = tmp_path / "t"
+    (root / "pkg").mkdir(parents=True)
+    (tmp_path / "f.txt").write_text("x\n")
+    (root / "pkg" / "sub dir").symlink_to(tmp_path / "f.txt")
+    said = link_refused(root, root.resolve(), "pkg/sub dir", "pkg/sub dir/d.py")
+    assert "It points to no folder, where a folder is on the way: remove it (rm " in said and "cp " not in said, said
+    (root / "pkg" / "m.py").symlink_to("/dev/null")
+    said = link_refused(root, root.resolve(), "pkg/m.py", "pkg/m.py")
+    assert "It points to no regular file, where a fix patches a file: remove it" in said and "cp " not in said, said
 
 
 def test_one_edited_file_does_not_make_fixes_on_other_files_tampered(builder):
