@@ -463,12 +463,15 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
             f"{how}; then run {ctx.report.command} again ({then})")
 
 
-def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> list[str]:
-    """The opt-in fixes the lock placed ``fix`` on top of that this run does not apply: before it in the series, on
-    its target, touching one of ``files`` (by the lock's file list), neither selected nor recorded as applied."""
+def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> tuple[list[str], str]:
+    """The opt-in fixes the lock placed ``fix`` on top of that this run does not apply (before it in the series, on
+    its target, touching one of ``files`` by the lock's file list, neither selected nor recorded as applied), and
+    that said ("" where there are none)."""
     before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
-    return [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
-            and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
+    behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
+              and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
+    return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
+                    f"{', '.join(files)}), which this run does not apply" if behind else "")
 
 
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[str]) -> str:
@@ -490,11 +493,9 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     # a file the patch changes that is not there refuses the fix without a hunk to show for it
     gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
     files = sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
-    behind = opt_ins_behind(ctx, fix, files, recorded)
+    behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
-        it = "it" if len(behind) == 1 else "them"
-        return (f"next: the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
-                f"{', '.join(files)}), which this run does not apply; name {it} too: "
+        return (f"next: {said}; name {'it' if len(behind) == 1 else 'them'} too: "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, tuple(behind))}")
     what = f"{', '.join(files)} differs from the release" if not gone else \
         f"{', '.join(files)} is missing or differs from the release"

@@ -29,12 +29,11 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, ())}"
-    behind = opt_ins_behind(ctx, fix, files, recorded)
+    behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
         it = "it" if len(behind) == 1 else "them"
-        return (f"{head}the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
-                f"{', '.join(files)}), which this run does not apply, so {what} from the lock's pre-image. Name {it} "
-                f"too: {ctx.rerun(word, True, tuple(behind))}; or, if the image is meant without {it}, {without}")
+        return (f"{head}{said}, so {what} from the lock's pre-image. Name {it} too: "
+                f"{ctx.rerun(word, True, tuple(behind))}; or, if the image is meant without {it}, {without}")
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and set((e := ctx.lock.fix(f)) and e.pre() or ()) & on_them]
     broken = [f for f in applied if f in tampered]
