@@ -20,7 +20,7 @@ from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
-from .run import Context
+from .run import Context, opt_ins_behind
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
@@ -463,17 +463,6 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
             f"{how}; then run {ctx.report.command} again ({then})")
 
 
-def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> tuple[list[str], str]:
-    """The opt-in fixes the lock placed ``fix`` on top of that this run does not apply (before it in the series, on
-    its target, touching one of ``files`` by the lock's file list, neither selected nor recorded as applied), and
-    that said ("" where there are none)."""
-    before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
-    behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
-              and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
-    return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
-                    f"{', '.join(files)}), which this run does not apply" if behind else "")
-
-
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[str]) -> str:
     """A fix that does not apply on a pinned release: a file it touches was changed after the release, or is
     not there, or the lock placed it on top of opt-ins this run does not apply (:func:`opt_ins_behind`: name them
@@ -486,10 +475,15 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     if made:
         import shlex  # only for this message
 
-        moves = " && ".join(f"mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(str(ft.root / p) + '.orig')}"
-                            for p in made)
+        def aside(p: str) -> str:  # a name not in use (an older backup is never overwritten, nor one made since)
+            n, dest = 0, f"{ft.root / p}.orig"
+            while Path(dest).exists() or Path(dest).is_symlink():
+                n, dest = n + 1, f"{ft.root / p}.orig{n + 1}"
+            return f"[ ! -e {shlex.quote(dest)} ] && mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(dest)}"
+
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
-                f"aside ({moves}), then run {ctx.report.command} again")
+                f"aside ({' && '.join(aside(p) for p in made)}), then run "
+                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ())}")
     # a file the patch changes that is not there refuses the fix without a hunk to show for it
     gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
     files = sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
@@ -516,5 +510,5 @@ def tampered_said(why: list[str]) -> str:
     return "the manifest records it as applied, but " + "; ".join(why)
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "opt_ins_behind", "pending_note",
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",
            "restore_how", "RunWrites", "run_writes", "stale_entry", "tampered_said", "tampered_why"]

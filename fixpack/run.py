@@ -183,6 +183,17 @@ def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
                            f"{command(*words)}")
 
 
+def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> tuple[list[str], str]:
+    """The opt-in fixes the lock placed ``fix`` on top of that this run does not apply (before it in the series, on
+    its target, touching one of ``files`` by the lock's file list, neither selected nor recorded as applied), and
+    that said ("" where there are none)."""
+    before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
+    behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
+              and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
+    return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
+                    f"{', '.join(files)}), which this run does not apply" if behind else "")
+
+
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
     """A default fix (or component) named on the command line as if it were an opt-in is selected anyway:
     say so on its line, once, rather than take the name silently. A fix or component named on the command line

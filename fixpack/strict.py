@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .advice import opt_ins_behind, restore_how
-from .run import Context
+from .advice import restore_how
+from .run import Context, opt_ins_behind
 from .targets import FoundTarget
 
 if TYPE_CHECKING:

@@ -233,9 +233,13 @@ def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(bu
     said = _next(r, "seven")
     assert said.startswith("next: demo_pkg/new.py is there, though the release lacks it and the fix creates it: move "
                            "it aside ("), said
-    _run_as_written(said.split("move it aside (", 1)[1].split("), then run apply again", 1)[0], tmp_path)
-    assert (root / "demo_pkg/new.py.orig").read_text() == "mine\n"
-    assert engine.apply(builder.request(root, opt_ins=("seven",))).ok
+    (root / "demo_pkg/new.py.orig").write_text("an older backup\n")  # never overwritten
+    said = _next(engine.apply(builder.request(root, opt_ins=("seven",))), "seven")
+    _run_as_written(said.split("move it aside (", 1)[1].split("), then run ", 1)[0], tmp_path)
+    assert (root / "demo_pkg/new.py.orig1").read_text() == "mine\n"
+    assert (root / "demo_pkg/new.py.orig").read_text() == "an older backup\n"
+    _run_as_written(said.split("), then run ", 1)[1], tmp_path)
+    assert (root / "demo_pkg/new.py").read_text() == "NEW = 7\n"
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
