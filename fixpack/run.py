@@ -113,17 +113,26 @@ def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str,
     ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
     and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
     nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated."""
+    dry = req.dry_run if dry is None else dry
+    return _suggested(req, profile, word, strict, list(dict.fromkeys([*req.opt_ins, *more])),
+                      ("--lock-wait", f"{req.lock_wait:g}") if req.lock_wait != DEFAULT_WAIT else (),
+                      ("--dry-run",) * (dry and word == "apply"))
+
+
+def _suggested(req: Request, profile: str, word: str, strict: bool, names: list[str],
+               given: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> str:
+    """The words of command ``word`` a message suggests, rendered: the program as it runs here, the profile, the
+    pack (absolute: the command runs from any folder), the run's targets, roots and copies, then ``given``; for
+    apply and status also ``--strict`` (``strict``), ``--all-opt-in`` as the run had it, ``flags`` and ``names``
+    (revert takes none of them)."""
     from os.path import abspath
 
     from .progname import command, run_words
 
     words = [word, "--profile", profile, "--pack", abspath(req.pack_root),
-             *run_words(req.only_targets, req.roots, req.env_root)]
-    words += ["--lock-wait", f"{req.lock_wait:g}"] if req.lock_wait != DEFAULT_WAIT else []
+             *run_words(req.only_targets, req.roots, req.env_root), *given]
     if word != "revert":
-        dry = req.dry_run if dry is None else dry
-        words += ["--strict"] * strict + ["--all-opt-in"] * req.all_opt_in + ["--dry-run"] * (dry and word == "apply")
-        words += list(dict.fromkeys([*req.opt_ins, *more]))
+        words += ["--strict"] * strict + ["--all-opt-in"] * req.all_opt_in + [*flags, *names]
     return command(*words)
 
 
@@ -170,17 +179,14 @@ def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
     word = next((n for n in names if n in ("apply", "status", "revert") and n not in pack.fixes), None)
     if word is None:
         return
-    from os.path import abspath  # the paths as given, absolute: the command runs from any folder
-
-    from .progname import command, run_words
-
-    words = [word, "--profile", req.profile, "--pack", abspath(req.pack_root)]
-    words += run_words(req.only_targets, req.roots, req.env_root)
-    if word != "revert":
-        words += ["--strict"] * req.strict + ["--all-opt-in"] * req.all_opt_in
-        words += [n for n in req.opt_ins if n != word]
     raise UnknownNameError(f"unknown fix {word!r}: names after the options are opt-in fixes. For {word!r}, run: "
-                           f"{command(*words)}")
+                           f"{_suggested(req, req.profile, word, req.strict, [n for n in req.opt_ins if n != word])}")
+
+
+def locked_paths(ctx: Context, fix_id: str) -> set[str]:
+    """The files the lock records for fix ``fix_id`` (none where the lock lacks it)."""
+    entry = ctx.lock.fix(fix_id)
+    return set(entry.pre()) if entry else set()
 
 
 def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str]) -> tuple[list[str], str]:
@@ -189,7 +195,7 @@ def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str])
     that said ("" where there are none)."""
     before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
     behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
-              and ctx.pack.fixes[f].target == fix.target and set((e := ctx.lock.fix(f)) and e.pre() or ()) & set(files)]
+              and ctx.pack.fixes[f].target == fix.target and locked_paths(ctx, f) & set(files)]
     return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
                     f"{', '.join(files)}), which this run does not apply" if behind else "")
 

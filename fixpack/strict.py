@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .advice import restore_how
-from .run import Context, opt_ins_behind
+from .run import Context, locked_paths, opt_ins_behind
 from .targets import FoundTarget
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
         return (f"{head}{said}, so {what} from the lock's pre-image. Name {it} too: "
                 f"{ctx.rerun(word, True, tuple(behind))}; or, if the image is meant without {it}, {without}")
     on_them = set(files)
-    applied = [f for f in ctx.pack.series if f in recorded and set((e := ctx.lock.fix(f)) and e.pre() or ()) & on_them]
+    applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]
     if broken:
         return (f"{head}{what} from the release the lock pins, and applied {', '.join(broken)} on "

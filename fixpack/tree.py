@@ -148,9 +148,10 @@ def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
     except (OSError, RuntimeError):  # a link to nothing, or a loop (RuntimeError before Python 3.13)
         real = None
     inside = real is not None and (real == real_root or real_root in real.parents)
-    where = f"{', outside the target root ' + str(root) if real is not None and not inside else ''}"
+    outside = "" if inside else f", outside the target root {root}"
+    where = "" if real is None else f", which resolves to {real}{outside}"
     head = (f"{dst} ({'the file' if file else f'a folder on the way to {path}'}) is a symbolic link to "
-            f"{os.readlink(dst)}{f', which resolves to {real}' if real is not None and real != dst else ''}{where}; "
+            f"{os.readlink(dst)}{where}; "
             f"fixpack reads and writes regular files in real folders only (writing would replace the link, and "
             f"writing through it would change what it points to). ")
     state = real_root / STATE_DIR
@@ -162,7 +163,8 @@ def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
     if real == state or state in real.parents:
         return head + (f"It leads into the target's state folder {STATE_DIR}/, which no release has: remove it "
                        f"({rm}), {after}")
-    if real in dst.parent.resolve().parents or real == dst.parent.resolve():
+    holder = dst.parent.resolve()
+    if real == holder or real in holder.parents:
         return head + f"It points to a folder that holds it (a loop): remove it ({rm}), {after}"
     if file and not real.is_file():
         kind = "a folder" if real.is_dir() else "no regular file"
