@@ -173,6 +173,15 @@ class Lock:
         fixes = data.get("fixes") if isinstance(data, dict) else None
         if not isinstance(fixes, list):
             raise bad("not a fixpack lock (a JSON object with a list of fixes)")
+        for key, ok in (("schema", type(data.get("schema")) is int and data["schema"] == LOCK_SCHEMA),
+                        ("profile", isinstance(data.get("profile"), str))):
+            if not ok:  # outside the seal (its fingerprints): checked here, at the key's line
+                line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
+                             if ln.strip().startswith(f'"{key}": ')), None)
+                said = "missing" if key not in data else short(json.dumps(data[key]))
+                what = schema_said(said, "lock ", LOCK_SCHEMA) if key == "schema" else \
+                    f'its "profile" is {said}, not the name of a profile'
+                raise bad(what, line, said_at=line is not None)
         wrong = next((n for n, f in enumerate(fixes) if not _lock_fix_ok(f)), None)
         if wrong is not None or data.get("digest") != lock_digest(data):
             from .lock_seal import entry_wrong, unsealed  # only for a lock edited by hand
@@ -191,7 +200,7 @@ class Lock:
                 and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
                 and _dist_info_ok(c.get("dist_info", "")) for c in comps):
             raise bad("its components are not a list of id, version, files and dist_info")
-        return cls(str(data.get("profile", profile)), targets, tuple(_lock_fix(f) for f in fixes),
+        return cls(data["profile"], targets, tuple(_lock_fix(f) for f in fixes),
                    str(data.get("generated_by", "")),
                    tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items())), c.get("dist_info", ""))
                          for c in comps))
@@ -365,8 +374,7 @@ class Manifest:
         data = load_json(raw, path)
         schema = data.get("schema", MANIFEST_SCHEMA) if isinstance(data, dict) else MANIFEST_SCHEMA
         if type(schema) is not int or schema != MANIFEST_SCHEMA:  # (a manifest of another version of fixpack)
-            said = f"its schema is {short(json.dumps(schema))}; this fixpack ({__version__}) reads schema"
-            raise DamagedStateError(path, f"{said} {MANIFEST_SCHEMA} only",
+            raise DamagedStateError(path, schema_said(short(json.dumps(schema)), "", MANIFEST_SCHEMA),
                                     "revert with the fixpack that wrote it, or remove it and restore the image")
         named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
         problem = _manifest_problem(data, named)
@@ -384,6 +392,11 @@ class Manifest:
 
 def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def schema_said(value: str, kind: str, wanted: int) -> str:
+    """A document of another schema (``value``, as written; ``kind`` "lock " or ""): what this fixpack reads."""
+    return f"its schema is {value}; this fixpack ({__version__}) reads {kind}schema {wanted} only"
 
 
 def short(text: str, most: int = 40) -> str:

@@ -51,11 +51,14 @@ def commit_matches(found: str, pinned: str) -> bool:
 
 def resolve_root(spec: TargetSpec, path: Path) -> Path:
     """The root for ``--root NAME=PATH``: PATH itself, or its parent when PATH is the package folder."""
-    path = path.expanduser().resolve()
+    given = path.expanduser()
+    path = given.resolve()
     if not path.is_dir():
         what = "not a folder" if path.exists() else "no such folder"
-        raise BadInputError(f"--root {spec.name}={path}: {what} (give a source tree, a git checkout "
-                            f"or a site-packages folder that holds {spec.package}/)")
+        if given.is_symlink():  # the message names what the user gave, and where the link leads
+            what = f"a symbolic link to {path}, {what if path.exists() else 'which does not exist'}"
+        raise BadInputError(f"--root {spec.name}={given if given.is_symlink() else path}: {what} (give a source "
+                            f"tree, a git checkout or a site-packages folder that holds {spec.package}/)")
     if (path / spec.package).is_dir():
         return path
     if path.name == spec.package and (path / "__init__.py").is_file():

@@ -108,3 +108,34 @@ def test_an_entry_that_is_not_as_lock_writes_one_is_named_at_its_line(two):
     assert r.returncode == 2 and snapshot(b.base) == before, said
     assert f"{lock}:{start}: entry 2 of its \"fixes\" (id \"two\") is not one `fixpack lock` writes (an id, an " \
            f"integer version, " in said and " lock --profile p1 " in said, said
+
+
+@pytest.mark.parametrize("edit", ["schema removed", "schema 999", "schema a string", "profile removed",
+                                  "profile a number"])
+def test_the_keys_outside_the_seal_are_checked_at_their_line(two, edit):
+    """The seal covers the fingerprints, not "schema" and "profile" (a fresh user removed both, set the schema to
+    999: apply, status, lock --check and check went on). A lock of another schema, or without a profile's name, is
+    refused at the key's line (where it is there), exit 2, nothing written, with the
+    command that regenerates it."""
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    key = edit.split()[0]
+    if edit.endswith("removed"):
+        del data[key]
+    else:
+        data[key] = {"schema 999": 999, "schema a string": "1", "profile a number": 7}[edit]
+    lock.write_text(json.dumps(data, indent=2) + "\n")
+    before = snapshot(b.base)
+    for args in (["status"], ["apply"], ["lock", "--check"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
+        if key == "schema":
+            want = 'its schema is ' + ("missing" if "removed" in edit else json.dumps(data["schema"]))
+            assert want + "; this fixpack (" in said and ") reads lock schema 1 only; regenerate it" in said, said
+        else:
+            assert "its \"profile\" is " + ("missing" if "removed" in edit else "7") in said, said
+        if "removed" not in edit:
+            at = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip().startswith(f'"{key}"'))
+            assert f"{lock}:{at}: " in said, said

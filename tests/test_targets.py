@@ -117,3 +117,20 @@ def test_head_commit_read_from_git_files(tmp_path):
     git(repo, "checkout", "-q", "--detach")
     assert head_commit(repo) == want
     assert head_commit(tmp_path) is None
+
+
+def test_a_root_that_is_a_link_to_nothing_is_said_as_the_link(tmp_path):
+    """--root NAME=LINK, a link to nothing: the message named where it led (a path the user did not type, a fresh
+    user's finding); it names the link given and where it leads. A link to a real folder is taken (resolved)."""
+    link = tmp_path / "dangle"
+    link.symlink_to(tmp_path / "nope")
+    with pytest.raises(BadInputError) as exc:
+        resolve_root(GAUDI, link)
+    assert str(exc.value).startswith(f"--root {GAUDI.name}={link}: a symbolic link to {tmp_path / 'nope'}, which does "
+                                     f"not exist (give a source tree"), str(exc.value)
+    with pytest.raises(BadInputError, match=r"=.*/nope: no such folder"):
+        resolve_root(GAUDI, tmp_path / "nope")
+    (tmp_path / "real" / "vllm_gaudi").mkdir(parents=True)
+    good = tmp_path / "good"
+    good.symlink_to(tmp_path / "real")
+    assert resolve_root(GAUDI, good) == (tmp_path / "real").resolve()
