@@ -29,6 +29,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser as a package
     import tomli as tomllib  # type: ignore[no-redef]
 
+from . import __version__
 from .errors import BadInputError, Collector, DamagedStateError
 from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
 
@@ -256,3 +257,13 @@ def utf8_text(raw: bytes, path: Path, errors: Collector) -> str | None:
         errors.add(f"bytes that are not UTF-8 at byte offset {exc.start}", path, raw.count(b"\n", 0, exc.start) + 1,
                    "save the file as UTF-8")
         return None
+
+
+def short(text: str, most: int = 40) -> str:
+    """``text`` cut to ``most`` characters for a message (a planted value may be any length)."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
+
+
+def schema_said(value: str, kind: str, wanted: int) -> str:
+    """A document of another schema (``value``, as written; ``kind`` "lock " or ""): what this fixpack reads."""
+    return f"its schema is {value}; this fixpack ({__version__}) reads {kind}schema {wanted} only"

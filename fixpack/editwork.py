@@ -21,7 +21,7 @@ from pathlib import Path
 from shlex import quote
 
 from .diff import AUTHOR
-from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped
+from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped, short
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
@@ -33,7 +33,7 @@ from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
-from .records import is_sha256, short
+from .records import is_sha256
 from .runlock import pack_lock
 from .safepath import STATE_DIR, is_version, name_problem
 from .structs import dataclass, field, fields

@@ -14,13 +14,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped, text_for_lines
+from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped, short, text_for_lines
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
-from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files, short
+from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .safepath import not_a_file, not_a_pack_file, read_regular
 from .state import read_manifest
 from .states import State

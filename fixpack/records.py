@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .documents import load_json, loads_json
+from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
 from .safepath import ID_MAX, ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
@@ -392,16 +392,6 @@ class Manifest:
 
 def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def schema_said(value: str, kind: str, wanted: int) -> str:
-    """A document of another schema (``value``, as written; ``kind`` "lock " or ""): what this fixpack reads."""
-    return f"its schema is {value}; this fixpack ({__version__}) reads {kind}schema {wanted} only"
-
-
-def short(text: str, most: int = 40) -> str:
-    """``text`` cut to ``most`` characters for a message (a planted value may be any length)."""
-    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
 
 
 def is_sha256(value: Any) -> bool:
