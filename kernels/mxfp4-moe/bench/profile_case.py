@@ -2,7 +2,8 @@
 """Run one expert-kernel call shape repeatedly, for a profiler (Nsight Compute) to attach to.
 
     ncu --clock-control none --set full -k regex:_down_kernel -s 4 -c 2 \\
-        python3 bench/profile_case.py [--batch 1] [--routing local] [--decode gluon] [--config JSON] [--calls 3]
+        python3 bench/profile_case.py [--batch 1] [--routing local] [--decode gluon] [--config JSON] [--over JSON]
+                                    [--calls 3]
 
 Builds the muse variant's local experts (random weights in the checkpoint layout, re-laid out once for the
 decode), routes `--batch` tokens (`local`: top-k among the card's experts; `epX` / `epXtpY`, e.g. ep8,
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from mxfp4_moe import reference as R  # noqa: E402
-from mxfp4_moe.kernel import DECODE_LAYOUT, mxfp4_moe_experts  # noqa: E402
+from mxfp4_moe.kernel import DECODE_LAYOUT, default_config, mxfp4_moe_experts  # noqa: E402
 from mxfp4_moe.variants import load_variant, split_routing  # noqa: E402
 
 
@@ -34,6 +35,8 @@ def main() -> int:
     ap.add_argument("--routing", default="local", help="local, epX or epXtpY (e.g. ep8, ep2tp4)")
     ap.add_argument("--decode", default="gluon")
     ap.add_argument("--config", help="launch configuration as JSON (kernel.DEFAULT_CONFIG's form)")
+    ap.add_argument("--over", help="JSON overrides on the decode's default configuration (kernel.default_config), "
+                    "e.g. '{\"ranked_carveout\": 100}'; with --config, on that one")
     ap.add_argument("--calls", type=int, default=3)
     args = ap.parse_args()
     v = load_variant(args.variant)
@@ -52,6 +55,8 @@ def main() -> int:
     ids, w = ids.cuda(), w.cuda()
     x = torch.randn(args.batch, v.latent_size, generator=gc).to(torch.bfloat16).cuda()
     conf = json.loads(args.config) if args.config else None
+    if args.over:
+        conf = {**(conf or default_config(args.decode)), **json.loads(args.over)}
     out = mxfp4_moe_experts(x, ids, w, ex_k, decode=args.decode, config=conf, partials=partials)
     ref = (R.moe_expert_partials_reference if partials else R.moe_experts_reference)(x, ids, w, ex)
     print(f"rel err {((out - ref).norm() / ref.norm()).item():.2e}")

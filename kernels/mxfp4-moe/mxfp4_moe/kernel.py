@@ -547,7 +547,8 @@ def _nc_stamp(tr, slot: tl.constexpr, TRACE: tl.constexpr):
 def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n_local,
                          stride_ym, stride_yk, stride_g, stride_om, eps,
                          L: tl.constexpr, TOPK: tl.constexpr, PARTS: tl.constexpr, BLOCK_L: tl.constexpr,
-                         GDC: tl.constexpr, EARLY: tl.constexpr = False, tr_ptr=None, TRACE: tl.constexpr = False):
+                         GDC: tl.constexpr, EARLY: tl.constexpr = False, tr_ptr=None, TRACE: tl.constexpr = False,
+                         CARVE: tl.constexpr = -1):
     """Program (token t, slot j): when the slot's expert is on this card, adds w * rmsnorm(y) * g[e] into
     out[t] (zeroed), y = the sum of the PARTS partial rows of pair t*TOPK+j (parts stride_yk apart). One
     program per pair: no chain of dependent row reductions in one program. GDC as in _silu_mul_kernel.
@@ -557,7 +558,8 @@ def _norm_combine_kernel(y_ptr, ids_ptr, wts_ptr, g_ptr, out_ptr, expert_base, n
     TRACE (kernel.TRACE; thirteenth round): program (t, j)'s row of
     tr_ptr [T * TOPK, 32] (zeroed here first) gets the timer at its start (0), once its id is read (1), past the wait
     (2), once its row's sum of squares is done (3), its adds issued (4, 5) and at its end (6); slot 8 is 1 where the
-    slot's expert is here."""
+    slot's expert is here. CARVE: the shared memory carveout asked for this compiled kernel (set_carveout; a
+    constexpr so that each value compiles a kernel of its own), unused in the code."""
     if GDC:
         gdc_launch_dependents()
     t = tl.program_id(0)
@@ -799,12 +801,14 @@ def silu_mul(h: torch.Tensor, act: torch.Tensor, *, gdc: bool = False, pdl: bool
 
 
 def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
-                 gdc: bool = False, pdl: bool = False, early: bool = False, trace: list | None = None) -> None:
+                 gdc: bool = False, pdl: bool = False, early: bool = False, trace: list | None = None,
+                 carveout: int | None = None):
     """out [T, L] (zeroed) += this card's share: each local pair's RMS-normed output y [pairs, L] (or the
     sum of y's parts [parts, pairs, L]) times its expert's norm weight and its router weight. early (config
     ``combine_early``, thirteenth round): the router and norm weights read before the wait on the previous kernel.
     trace (a list; kernel.TRACE; with gdc): compiled with timer stamps, ("combine", buffer) appended
-    (bench/trace_case.py)."""
+    (bench/trace_case.py). carveout: set_carveout's percent for this kernel (None: the driver's choice). Returns
+    the launched compiled kernel."""
     T, topk = ids.shape
     L = out.shape[1]
     parts, stride_yk = (y.shape[0], y.stride(0)) if y.dim() == 3 else (1, 0)
@@ -814,9 +818,43 @@ def norm_combine(y: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out:
     if trace is not None and gdc:
         tr = {"tr_ptr": torch.empty(T * topk, 32, dtype=torch.int64, device=out.device), "TRACE": True}
         trace.append(("combine", tr["tr_ptr"]))
-    _norm_combine_kernel[(T, topk)](
+    k = _norm_combine_kernel[(T, topk)](
         y, ids, wts, g, out, ex.expert_base, ex.num_local, y.stride(-2), stride_yk, g.stride(0), out.stride(0), eps,
-        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, EARLY=early, num_warps=8 if L >= 2048 else 4, **tr, **opts)
+        L=L, TOPK=topk, PARTS=parts, BLOCK_L=_pow2(L), GDC=gdc, EARLY=early, num_warps=8 if L >= 2048 else 4, **tr, **opts,
+        **({"CARVE": carveout} if carveout is not None else {}))
+    set_carveout(k, carveout)
+    return k
+
+
+# CUfunction_attribute CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (cuda.h)
+_CU_CARVEOUT = 9
+_CARVED: set = set()
+
+
+def check_carveout(percent) -> None:
+    """Raises ValueError unless percent is None or an integer 0..100 (config ``ranked_carveout``)."""
+    if percent is not None and (not isinstance(percent, int) or isinstance(percent, bool) or not 0 <= percent <= 100):
+        raise ValueError(f"ranked_carveout must be an integer percent 0..100 of the SM's L1 / shared memory given to "
+                         f"shared memory, or null (the driver's choice), got {percent!r}")
+
+
+def set_carveout(compiled, percent: int | None) -> None:
+    """Ask the CUDA driver to give ``percent`` % of each SM's unified L1 / shared memory to shared memory whenever the
+    compiled Triton kernel ``compiled`` (what a launch returns; its ``function`` a CUfunction) runs
+    (``cuFuncSetAttribute(..., CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent)``; a preference: the
+    driver takes more where the kernel needs more). Nineteenth round (README): two kernels whose carveouts differ
+    cannot share an SM, so a kernel launched early by programmatic dependent launch waits for the previous one's
+    programs to leave. None, the CPU interpreter or a handle-less Triton: nothing asked. Raises RuntimeError with the
+    driver's code where it refuses."""
+    fn = getattr(compiled, "function", None)
+    if percent is None or not fn or (fn, percent) in _CARVED:
+        return
+    import ctypes
+    rc = ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(ctypes.c_void_p(fn), ctypes.c_int(_CU_CARVEOUT),
+                                                        ctypes.c_int(percent))
+    if rc != 0:
+        raise RuntimeError(f"cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT, {percent}) failed: CUresult {rc}")
+    _CARVED.add((fn, percent))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -892,6 +930,9 @@ MMA_CONFIG = {
 # Seventeenth round (README): ranked_l2_ahead N > 0 (off; ranked_l2_ahead_down the down GEMM's) has each ranked
 # program ask, before its wait, for its item's next N K tiles past its ring's to be brought into L2; measured +4 to
 # +44% (within 1% at ep2tp4 batch 1 only)
+# Nineteenth round (README): ranked_carveout P (null: the driver's choice) asks for P % of each SM's L1 / shared memory
+# as shared memory for every kernel of a ranked call (kernel.set_carveout); one value for the call's kernels measured
+# no faster than the driver's own choice, which differs kernel by kernel (batch 4: 64, 32 and 16 KB)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -909,7 +950,7 @@ CONFIG_KEYS = frozenset({
     "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
     "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
     "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_claim_down", "ranked_claim_items",
-    "ranked_claim_shards", "ranked_few", "ranked_l2_ahead", "ranked_l2_ahead_down",
+    "ranked_carveout", "ranked_claim_shards", "ranked_few", "ranked_l2_ahead", "ranked_l2_ahead_down",
     "ranked_fixup_unroll",
     "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_per_sm", "ranked_per_sm_down",
     "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
@@ -1162,6 +1203,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                              claim_shards=config.get("ranked_claim_shards", 1),
                                              l2_ahead=config.get("ranked_l2_ahead", 0),
                                              l2_ahead_down=config.get("ranked_l2_ahead_down"),
+                                             carveout=config.get("ranked_carveout"),
                                              partials=partials, last_launch=LAST_LAUNCH, trace=TRACE)
     if decode == DECODE_MODES["gluon"]:  # int32 or int64 ids as they are (no conversion launch)
         from . import gluon_kernel

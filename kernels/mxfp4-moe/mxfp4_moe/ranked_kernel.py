@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _silu_mul_bf16,
                            _stamp, _store_act, _tokens, layouts)
-from .kernel import _MMA_UNSCALE, _pow2, norm_combine, stream_key
+from .kernel import _MMA_UNSCALE, _pow2, check_carveout, norm_combine, set_carveout, stream_key
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 # cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
@@ -602,7 +602,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
                         claim_ptr=None, claim_G=0, claim_budget=0, LOG_MAX_C: gl.constexpr = 0,
                         CLAIM: gl.constexpr = False, CLAIM_RESET: gl.constexpr = False, CLAIM_MIN: gl.constexpr = 2,
-                        SHARDS: gl.constexpr = 1, L2_AHEAD: gl.constexpr = 0):
+                        SHARDS: gl.constexpr = 1, L2_AHEAD: gl.constexpr = 0, CARVE: gl.constexpr = -1):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -615,7 +615,8 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     (_run_split, LOG_MAX_C); where that list holds CLAIM_MIN x claim_G items or more, programs 0..claim_G-1 take
     them at run time (_claimed_down, the counter at ``claim_ptr``) and the others end; else item g as above.
     CLAIM_RESET (the gate/up GEMM): programs 0..SHARDS-1 zero the down GEMM's counters at ``claim_ptr`` after their
-    wait (the previous call's down GEMM has ended by then; this call's starts claiming after this kernel ends)."""
+    wait (the previous call's down GEMM has ended by then; this call's starts claiming after this kernel ends).
+    CARVE: the shared memory carveout asked for this compiled kernel (kernel.set_carveout), unused in the code."""
     g = gl.program_id(0)
     tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
@@ -663,7 +664,8 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
 def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget, stride_hm, stride_hk, stride_am,
                        I: gl.constexpr, TOPK: gl.constexpr, P_P2: gl.constexpr, GRID_N: gl.constexpr,
                        LOG_MAX: gl.constexpr, K_TILES: gl.constexpr, WAVE_COST: gl.constexpr,
-                       BLOCK_N: gl.constexpr, COLS: gl.constexpr, UNROLL: gl.constexpr, GDC: gl.constexpr):
+                       BLOCK_N: gl.constexpr, COLS: gl.constexpr, UNROLL: gl.constexpr, GDC: gl.constexpr,
+                       CARVE: gl.constexpr = -1):
     """``act_launch`` (eleventh round), between the two GEMMs: program g takes pair row g // (I / COLS) and act
     columns COLS x (g % (I / COLS)) onward; where the row's expert is on this card and the gate/up GEMM split K
     (the split it sized on the device: _run_split of the same n_own, GRID_N and budget, computed here again
@@ -714,7 +716,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     trace: list | None = None, act_launch: bool | str = False,
                     combine_early: bool = False, per_sm_down: int | None = None, claim_down: int = 0,
                     claim_items: int = 64, claim_shards: int = 1, l2_ahead: int = 0,
-                    l2_ahead_down: int | None = None) -> torch.Tensor:
+                    l2_ahead_down: int | None = None, carveout: int | None = None) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part; per_sm_down, if given, the down GEMM's
@@ -741,7 +743,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     without it. ValueError for a negative claim_down or a claim_items below 1. l2_ahead N > 0 (seventeenth round;
     sm_90+, weights whose experts start on 16-byte boundaries): each gate/up program, before its wait, asks for the
     next N K tiles of its item past its ring's to be brought into L2 (_ranked_tile's L2_AHEAD; a hint, results
-    unchanged); l2_ahead_down the down GEMM's (default l2_ahead). ValueError for a negative or non-integer one."""
+    unchanged); l2_ahead_down the down GEMM's (default l2_ahead). ValueError for a negative or non-integer one.
+    carveout (nineteenth round): kernel.set_carveout's percent for every launch of the call (both GEMMs, the act
+    launch, the norm-combine); None: the driver's choice. ValueError outside 0..100."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -754,6 +758,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         raise ValueError(f"out has shape {tuple(out.shape)}, expected {(P, L) if partials else (T, L)} (contiguous)")
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
         raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
+    check_carveout(carveout)
     stages_down = stages if stages_down is None else stages_down
     for name, st in (("ranked_stages", stages), ("ranked_stages_down", stages_down)):
         if not isinstance(st, int) or not (st == 0 or 2 <= st <= 8):
@@ -787,11 +792,13 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                  "LOG_MAX_C": max_c.bit_length() - 1, "SHARDS": claim_shards}
         g2 = max(g2, programs)
     block_m = 8
+    carve = {"CARVE": carveout} if carveout is not None else {}
     p_p2 = _pow2(MAX_TOKENS * topk, lo=32)
     lay1, lay2 = layouts(bn1, bk1, block_m), layouts(bn2, bk2, block_m)
     gdc = torch.cuda.get_device_capability(x.device)[0] >= 9
     opts = ({"launch_pdl": pdl and gdc, "GDC": gdc, "num_warps": 1, "TOPK": topk, "TOPK_P2": _pow2(topk),
-             "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll} | ({"maxnreg": maxnreg} if maxnreg else {}))
+             "P_P2": p_p2, "BLOCK_M": block_m, "STAGES": stages, "WAVE_COST": wave_cost, "FIX_UNROLL": fixup_unroll}
+            | ({"maxnreg": maxnreg} if maxnreg else {}) | carve)
     opts1 = opts | ({"maxnreg": maxnreg_gate_up} if maxnreg_gate_up else {})
     opts2 = opts | {"STAGES": stages_down}
     if gdc:  # the bulk prefetch needs sm_90 and 16-byte aligned experts (a tile's bytes are multiples of 16)
@@ -831,7 +838,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, **opts1, **pf, **tr1,
         **({"ACT_LAUNCH": True} if act_launch else {}),
         **({"claim_ptr": claim["claim_ptr"], "CLAIM_RESET": True, "SHARDS": claim_shards} if claim else {}))
-    k_act = None
+    k_act = k_nc = None
     if act_launch:
         cols = 128
         while cols > 32 and I % cols:
@@ -840,7 +847,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
             ids, h, act, T, ex.expert_base, ex.num_local, budget, h.stride(1), h.stride(0), act.stride(0),
             I=I, TOPK=topk, P_P2=p_p2, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, K_TILES=L // bk1,
             WAVE_COST=wave_cost, BLOCK_N=bn1, COLS=cols, UNROLL=min(max1, 8), GDC=gdc, num_warps=1,
-            launch_pdl=pdl and gdc)
+            launch_pdl=pdl and gdc, **carve)
     k_dn = _ranked_gemm_kernel[(g2,)](
         a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
@@ -848,12 +855,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
         **(claim | {"CLAIM": True} if claim else {}))
     if not partials:
-        norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace)
+        k_nc = norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace,
+                            carveout=carveout)
+    for k in (k_gu, k_act, k_dn):
+        set_carveout(k, carveout)
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
                             "max_splits": (max1, max2), "launches": (2 if partials else 3) + act_launch,
-                            "act": k_act,
+                            "act": k_act, "combine": k_nc,
                             "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0),
                             "claim_programs": claim.get("claim_G", 0),
                             "l2_ahead": (opts1.get("L2_AHEAD", 0), opts2.get("L2_AHEAD", 0))})

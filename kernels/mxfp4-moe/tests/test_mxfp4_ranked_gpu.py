@@ -235,6 +235,58 @@ def test_ranked_l2_ahead(cfg):
         check_case(ex, ex_t, 1, "random", 12, 4, 53900, "cuda", "gluon", {**conf, "ranked_l2_ahead_down": -1})
 
 
+def _carveout_of(compiled) -> int:
+    """The PREFERRED_SHARED_MEMORY_CARVEOUT attribute of a compiled kernel's CUfunction, read back from the driver."""
+    import ctypes
+    n = ctypes.c_int(-7)
+    rc = ctypes.CDLL("libcuda.so.1").cuFuncGetAttribute(ctypes.byref(n), ctypes.c_int(9),
+                                                        ctypes.c_void_p(compiled.function))
+    assert rc == 0, rc
+    return n.value
+
+
+@pytest.mark.parametrize("cfg", [{"ranked_carveout": 100}, {"ranked_carveout": 0, "ranked_stages": 3},
+                                 {"ranked_carveout": 50, "ranked_per_sm": 512, "ranked_min_iters": 1,
+                                  "ranked_act_launch": True}])
+def test_ranked_carveout(cfg):
+    """``ranked_carveout`` (nineteenth round: the shared memory carveout asked for every kernel of the call; a
+    preference, the results must not change): batches 1..8 of 4-of-12 routing against the reference, twice in a
+    row, register loads and a ring, split K with the act launch; the driver holds the percent for the gate/up and
+    down GEMMs, the act launch where it ran and the norm-combine; the TP partials; the same output as without it;
+    a value outside 0..100, a bool or a float refused."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
+    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(57)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg}
+    pct = cfg["ranked_carveout"]
+    for rep in range(2):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 57000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"carveout {cfg} batch {tokens} call {rep}")
+            kernels = [LAST_LAUNCH[k] for k in ("gate_up", "down", "act", "combine") if LAST_LAUNCH[k]]
+            assert len(kernels) == 3 + (LAST_LAUNCH["act"] is not None), LAST_LAUNCH
+            assert [_carveout_of(k) for k in kernels] == [pct] * len(kernels), (cfg, tokens)
+    if cfg.get("ranked_act_launch"):
+        assert LAST_LAUNCH["act"] is not None
+    assert_ok(check_tp_case(ex, 4, 12, 4, 2, 57600, "cuda", "gluon", conf), "carveout tp partials")
+    assert _counters_zero()
+    g = torch.Generator().manual_seed(57700)
+    for tokens in (1, 8):
+        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
+        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
+        outs = []
+        for c in (conf, {k: v for k, v in conf.items() if k != "ranked_carveout"}):
+            out = torch.empty(tokens, 1024, device="cuda")
+            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
+            outs.append(out)
+        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    for bad in (101, -1, True, 1.5):
+        with pytest.raises(ValueError, match="ranked_carveout must be an integer percent 0..100"):
+            check_case(ex, ex_t, 1, "random", 12, 4, 57900, "cuda", "gluon", {**conf, "ranked_carveout": bad})
+
+
 @pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_stages": 3, "ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_per_sm": 1}])
