@@ -160,7 +160,7 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
                                 f"give the --work folder the rebase was started with (one started without --work: "
                                 f"leave --work out, give --name NAME); if none is in progress, remove its "
                                 f"state.json by hand (rm {quote(str(work / 'state.json'))}) and put fixes/ and "
-                                f"profiles/ back with git (cd {quote(str(pack_root))} && git checkout -- fixes "
+                                f"profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes "
                                 f"profiles)")
 
 
@@ -331,8 +331,8 @@ def _want(path: Path, data: dict[str, Any], key: str, kind: type | tuple[type, .
 
 def state_advice(work: Path, pack_root: Path) -> str:
     return (f"if no rebase is in progress, remove its work folder by hand (rm -r {quote(str(work))}) and put fixes/ "
-            f"and profiles/ back with git (cd {quote(str(pack_root))} && git checkout -- fixes profiles && git clean "
-            f"-fd fixes profiles)")
+            f"and profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes profiles && git "
+            f"clean -fd fixes profiles)")
 
 
 def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, default: bool) -> None:
@@ -409,7 +409,7 @@ def _conflict_record(rec: Any, work: Path) -> bool:
 def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     """``<name>.undo.json`` as a finished rebase to ``<name>`` writes it."""
     advice = (f"remove it by hand (rm {quote(str(path))}) and put fixes/ and profiles/ back with git (cd "
-              f"{quote(str(pack_root))} && git checkout -- fixes profiles && git clean -fd fixes profiles)")
+              f"{quote(str(pack_root))} && git checkout HEAD -- fixes profiles && git clean -fd fixes profiles)")
     name = path.name.removesuffix(".undo.json")
     to = _want(path, data, "to", str, advice)
     if name_problem(to):
@@ -464,7 +464,7 @@ def check_undo_takes_back(path: Path, data: dict[str, Any], pack_root: Path) -> 
                                       f"rebase to {to} wrote them (the record holds no bytes from before the "
                                       f"rebase for them, or the rebase's own, which git HEAD does not hold: it was "
                                       f"written over, as by a second rebase to {to})",
-                                f"put fixes/ and profiles/ back with git (cd {pack} && git checkout -- fixes "
+                                f"put fixes/ and profiles/ back with git (cd {pack} && git checkout HEAD -- fixes "
                                 f"profiles && git clean -fd fixes profiles), then remove the record (rm "
                                 f"{quote(str(path))}); if those files were in the pack as they are before the "
                                 f"rebase, only remove the record")

@@ -224,8 +224,8 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     files = f" (it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     if pack:
-        step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout -- fixes profiles "
-                 f"(this drops uncommitted changes there too)")
+        step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout HEAD -- fixes "
+                 f"profiles (this drops uncommitted changes there too, staged ones included)")
     elif restore:
         step1 = f"1. {what}: {restore}"
     else:

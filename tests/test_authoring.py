@@ -528,3 +528,31 @@ def test_import_of_a_mail_whose_description_holds_a_byte_that_is_not_utf_8_names
                       .replace(b"m@tters", b"m\xe9tters"))
     import_mails(builder.pack, latin, "x", "p1", roots={"demo": clean})
     assert "Why it métters." in next((builder.pack / "fixes/x").glob("*.patch")).read_text()
+
+
+def test_a_damaged_pack_journal_s_steps_put_the_pack_back_a_staged_edit_too(pack3):
+    """A refresh killed while writing, its journal then damaged: refused (exit 3) with steps that, run as printed,
+    put fixes/ and profiles/ back to the commit, an edit staged there too (the step said `git checkout -- fixes
+    profiles`, which puts back the index's copy, so the staged edit stayed), and remove the journal; then the
+    refresh runs."""
+    from test_rebase import commit_pack, pack_files
+    builder, clean = pack3
+    commit_pack(builder)
+    committed = pack_files(builder)
+    killed_refresh(builder, clean)
+    staged = builder.pack / "fixes/a/fix.toml"
+    staged.write_text(staged.read_text() + "# staged\n")
+    git(builder.pack, "add", "fixes/a/fix.toml")
+    (builder.pack / ".fixpack/journal.json").write_text("{")
+    args = [sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "In this order: 1. put the pack's files back from git: " in said, r.stderr
+    one = said.split("from git: ", 1)[1].split(" (this drops", 1)[0]
+    two = said.split("; 2. ", 1)[1].split(": ", 1)[1].split("; 3. ", 1)[0]
+    for step in (one, two):
+        done = subprocess.run(step, shell=True, capture_output=True, text=True, cwd=builder.base)
+        assert done.returncode == 0, (step, done.stderr)
+    assert pack_files(builder) == committed and not (builder.pack / ".fixpack").exists()
+    again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr

@@ -366,7 +366,8 @@ def test_the_hand_steps_for_a_damaged_state_run_as_printed_in_a_folder_with_a_sp
     """A damaged state.json is refused with the steps that undo a rebase by hand: `rm -r WORK` and
     `cd PACK && git checkout ...`, their paths unquoted: a pack in `my packs/` had `rm -r` remove `my` beside it
     (and fail), and `cd` fail. The paths are quoted for the shell: run as printed, they remove the work folder
-    and nothing else, and put the pack back."""
+    and nothing else, and put the pack back, an edit staged there too (`git checkout -- fixes profiles` put back
+    the index's copy: the hint now checks out from HEAD)."""
     import re
 
     from conftest import PackBuilder
@@ -390,6 +391,9 @@ def test_the_hand_steps_for_a_damaged_state_run_as_printed_in_a_folder_with_a_sp
     del data["phase"]
     (work / "state.json").write_text(json.dumps(data))
     pack_before = {k: v for k, v in world(b.pack).items() if not k.startswith(".rebase")}
+    series = b.pack / "fixes/series"  # a staged edit: `git checkout -- fixes profiles` (the hint before) kept it
+    series.write_text(series.read_text() + "# staged\n")
+    subprocess.run(["git", "-C", str(b.pack), "add", "fixes/series"], check=True, capture_output=True)
     r = _cli("rebase", "--abort", "--pack", str(b.pack))
     assert r.returncode == 3 and "key 'phase' is missing" in r.stderr, r.stderr
     said = " ".join(r.stderr.split())
