@@ -20,7 +20,7 @@ from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
-from .run import Context, opt_ins_behind
+from .run import Context, created_there, name_too, opt_ins_behind, refusing_files
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
@@ -470,8 +470,7 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     file refuses without a hunk); every file the fix touches only when none can be told."""
     assert ctx.rerun is not None
     fix = ctx.pack.fixes[fr.id]
-    made = sorted(fp.new_path for fp in fix.file_patches() if fp.old_path is None and fp.new_path
-                  and (ft.root / fp.new_path).exists())
+    made = created_there(ft, fix)
     if made:
         import shlex  # only for this message
 
@@ -484,18 +483,16 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, ())}")
-    # a file the patch changes that is not there refuses the fix without a hunk to show for it
-    gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
-    files = sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
+    gone, files = refusing_files(ft, fix, fr)
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
-        return (f"next: {said}; name {'it' if len(behind) == 1 else 'them'} too: "
-                f"{ctx.rerun(ctx.report.command, ctx.report.strict, tuple(behind))}")
+        return f"next: {said}; {name_too(ctx, behind)}"
     what = f"{', '.join(files)} differs from the release" if not gone else \
         f"{', '.join(files)} is missing or differs from the release"
+    again = ctx.rerun("apply", ctx.report.strict, ctx.behind, False) if ctx.behind else "apply again"
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, files)}; then run apply again (apply --reject DIR writes the refused hunks as "
-            f".rej files to compare)")
+            f"{restore_how(ctx, ft, files)}; then run {again} (apply --reject DIR writes the refused hunks as .rej "
+            f"files to compare)")
 
 
 def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:

@@ -39,7 +39,7 @@ from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files
-from .strict import strict_drift
+from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
 from .transaction import check_writable, write_transaction
@@ -112,7 +112,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
-            fr.messages.append(strict_drift(ctx, ft, fix, ev.drifted, recorded, set(broken)))
+            ctx.drift.append((fr, ft, fix, ev.drifted, recorded, set(broken)))  # said once every target is seen
             plan.reached = False
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:
@@ -230,7 +230,7 @@ def apply(req: Request) -> Report:
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         _note_journals(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
-        add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
+        next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -263,7 +263,7 @@ def status(req: Request) -> Report:
     _note_journals(ctx, plans)
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)
-    add_next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
+    next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
     return ctx.report.close()
 
 

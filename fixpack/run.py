@@ -67,6 +67,12 @@ class Context:
     skipped: Callable[[], dict[str, FoundTarget]] | None = None  # the --target-skipped targets, located on demand
     # the run's own command as a message suggests it: rerun(word, strict, more opt-ins) (strict.strict_drift)
     rerun: Callable[..., str] | None = None
+    # drifted fixes under --strict, their message written once the run's every target is evaluated (strict.next_steps):
+    # (report, target, fix, the files that drift it, the fixes the manifest records, the tampered ones)
+    drift: list[tuple[FixReport, FoundTarget, Fix, list[str], set[str], set[str]]] = field(default_factory=list)
+    # the opt-ins that the run's failing fixes were locked on top of and it does not apply, all targets (series
+    # order; strict.next_steps): every "name them too" and "run again" command of those fixes names them all
+    behind: tuple[str, ...] = ()
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -198,6 +204,31 @@ def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str])
               and ctx.pack.fixes[f].target == fix.target and locked_paths(ctx, f) & set(files)]
     return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
                     f"{', '.join(files)}), which this run does not apply" if behind else "")
+
+
+def created_there(ft: FoundTarget, fix: Fix) -> list[str]:
+    """The files ``fix`` creates that are on ``ft`` already (the release lacks them)."""
+    return sorted(fp.new_path for fp in fix.file_patches() if fp.old_path is None and fp.new_path
+                  and (ft.root / fp.new_path).exists())
+
+
+def refusing_files(ft: FoundTarget, fix: Fix, fr: FixReport) -> tuple[list[str], list[str]]:
+    """The files of ``fix`` on ``ft`` that are missing (a file the patch changes that is not there refuses the fix
+    without a hunk to show for it), and every file that refused it (``fr.refused``'s and those; every file the fix
+    touches where none can be told)."""
+    gone = sorted({fp.old_path for fp in fix.file_patches() if fp.old_path and not (ft.root / fp.old_path).is_file()})
+    return gone, sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
+
+
+def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None) -> str:
+    """"name them too: COMMAND": the run's command (``word``, default the run's own) with ``behind`` (the opt-ins
+    one fix was locked on top of) and every other opt-in the run's failing fixes need (``ctx.behind``) added."""
+    assert ctx.rerun is not None
+    others = [f for f in ctx.behind if f not in behind]
+    also = f" (with {', '.join(others)}, which another fix's line names)" if others else ""
+    strict = ctx.report.strict if strict is None else strict
+    return (f"name {'it' if len(behind) == 1 else 'them'} too{also}: "
+            f"{ctx.rerun(word or ctx.report.command, strict, (*behind, *others))}")
 
 
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:

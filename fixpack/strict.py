@@ -1,16 +1,41 @@
-"""What a drifted fix says under ``--strict`` (an image mismatch there): the files that drift it and the ways on,
-each a command (:func:`strict_drift`)."""
+"""The next steps of a run's failing fixes (:func:`next_steps`): what a drifted fix says under ``--strict`` (an image
+mismatch there: the files that drift it and the ways on, each a command, :func:`strict_drift`), and the opt-ins that
+every failing fix of the run was locked on top of, named together in each command."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .advice import restore_how
-from .run import Context, locked_paths, opt_ins_behind
+from .advice import add_next_steps, restore_how
+from .run import Context, created_there, locked_paths, name_too, opt_ins_behind, refusing_files
+from .states import State
 from .targets import FoundTarget
 
 if TYPE_CHECKING:
     from .model import Fix
+    from .records import Manifest
+
+
+def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
+    """Once every target of an apply or status is evaluated: the opt-ins the run's failing fixes (in conflict or
+    partial, or drifted under ``--strict``, ``ctx.drift``) were locked on top of and the run does not apply, all
+    targets together (``ctx.behind``, so that each command names them all and the run after it goes through), then
+    each drifted fix's message (:func:`strict_drift`) and the other fixes' next steps
+    (:func:`fixpack.advice.add_next_steps`; ``manifests`` as there)."""
+    behind: list[str] = []
+    for fr in ctx.report.fixes:
+        ft = ctx.found.get(fr.target)
+        fix = ctx.pack.fixes.get(fr.id)  # as add_next_steps takes the fix: in conflict, no file it creates there
+        if fr.kind == "fix" and ft and fix and fr.state in (State.CONFLICT, State.PARTIAL) and \
+                not created_there(ft, fix):
+            m = manifests.get(fr.target)
+            behind += opt_ins_behind(ctx, fix, refusing_files(ft, fix, fr)[1], m.applied_ids() if m else set())[0]
+    for _fr, _ft, fix, files, recorded, _tampered in ctx.drift:
+        behind += opt_ins_behind(ctx, fix, files, recorded)[0]
+    ctx.behind = tuple(f for f in ctx.pack.series if f in behind)
+    for fr, ft, fix, files, recorded, tampered in ctx.drift:
+        fr.messages.append(strict_drift(ctx, ft, fix, files, recorded, tampered))
+    add_next_steps(ctx, manifests)
 
 
 def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], recorded: set[str],
@@ -31,26 +56,27 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, ())}"
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
-        it = "it" if len(behind) == 1 else "them"
-        return (f"{head}{said}, so {what} from the lock's pre-image. Name {it} too: "
-                f"{ctx.rerun(word, True, tuple(behind))}; or, if the image is meant without {it}, {without}")
+        too = name_too(ctx, behind, word, True)
+        return (f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; or, if the image is "
+                f"meant without {'it' if len(behind) == 1 else 'them'}, {without}")
+    again = ctx.behind  # other fixes' opt-ins: the run after the put-back names them
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]
     if broken:
         return (f"{head}{what} from the release the lock pins, and applied {', '.join(broken)} on "
                 f"{'it' if one else 'them'} is tampered: follow {'its' if len(broken) == 1 else 'their'} message "
-                f"first (a revert is refused until then), then run {ctx.rerun(word, True, ())}")
+                f"first (a revert is refused until then), then run {ctx.rerun(word, True, again)}")
     if applied:
         return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after "
                 f"the release: revert first ({ctx.rerun('revert', False, ())}: it takes out every applied fix of "
                 f"target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
                 f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
-                f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, (), False)}. If the "
+                f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, again, False)}. If the "
                 f"image is meant to differ there, {without}")
     return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
             f"release, put {'it' if one else 'them'} back: {restore_how(ctx, ft, files)}; then run "
-            f"{ctx.rerun(word, True, ())}. If the image is meant to differ there, {without}")
+            f"{ctx.rerun(word, True, again)}. If the image is meant to differ there, {without}")
 
 
-__all__ = ["strict_drift"]
+__all__ = ["next_steps", "strict_drift"]

@@ -242,6 +242,55 @@ def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(bu
     assert (root / "demo_pkg/new.py").read_text() == "NEW = 7\n"
 
 
+def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(builder, tmp_path):
+    """Five was locked on top of opt-in three (c.py), eleven on top of opt-in ten (d.py); named without those, each
+    line named only its own: the command five's line gave failed again on eleven, and eleven's on five. Each command
+    now names both, says why the other is there, and runs: five drifted under --strict with eleven in conflict,
+    and the put-back command of a file changed by hand names them too."""
+    base = numbered(30)
+    c, d = "demo_pkg/c.py", "demo_pkg/d.py"
+    root = builder.tree("clean", {MOD: base, c: base, d: base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    three, ten = base.replace("line 4\n", "four\n"), base.replace("line 10\n", "ten\n")
+    builder.add_fix("three", {c: base}, {c: three}, opt_in=True)
+    builder.add_fix("five", {c: three}, {c: three.replace("line 25\n", "twenty-five\n")}, opt_in=True)
+    builder.add_fix("ten", {d: base}, {d: ten}, opt_in=True)
+    builder.add_fix("eleven", {d: ten}, {d: ten.replace("line 11\n", "eleven\n")}, opt_in=True)
+    builder.profile(["one"], ["three", "five", "ten", "eleven"])
+    builder.lock(root)
+    before = snapshot(root)
+    r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
+    assert r.exit_code == 3 and r.fix("five").state == "drifted" and r.fix("eleven").state == "conflict"
+    tail = f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven three ten"
+    said = _strict_said(r, "five")
+    assert "Name it too (with ten, which another fix's line names): " in said, said
+    name = said.split("another fix's line names): ", 1)[1].split("; or, if the image is meant without it", 1)[0]
+    assert name.endswith(tail), name
+    said = _next(r, "eleven")
+    assert said.startswith(f"next: the lock placed eleven on top of opt-in ten (before it in the pack, on {d}), which "
+                           f"this run does not apply; name it too (with three, which another fix's line names): "), said
+    assert said.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven ten "
+                         f"three"), said
+    for command in (name, said.split("line names): ", 1)[1]):
+        _run_as_written(command, tmp_path)  # exit 0: the run it suggests goes through
+    assert snapshot(root) == before
+    # a hand edit where one goes: its put-back's "then run" names the other fixes' opt-ins as well
+    (root / MOD).write_text(base.replace("line 3\n", "line 3, by hand\n"))
+    r = engine.apply(builder.request(root, opt_ins=("eleven",)))
+    assert r.exit_code == 4 and r.fix("one").state == "conflict" and r.fix("eleven").state == "conflict"
+    said = _next(r, "one")
+    assert "; then run " in said and " apply --profile p1 " in said.split("; then run ", 1)[1], said
+    again = said.split("; then run ", 1)[1].split(" (apply --reject DIR", 1)[0]
+    assert again.endswith(f" --root demo={root} eleven ten"), again
+    _run_as_written(said.split("put it back: ", 1)[1].split("; then run ", 1)[0], tmp_path)
+    _run_as_written(again, tmp_path)
+    assert (root / d).read_text() == ten.replace("line 11\n", "eleven\n")
+
+
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
     base = numbered(10)
     clean = builder.tree("clean", {MOD: base})
