@@ -482,14 +482,14 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
 
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
-                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ())}")
+                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)}")
     gone, files = refusing_files(ft, fix, fr)
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
         return f"next: {said}; {name_too(ctx, behind)}"
     what = f"{', '.join(files)} differs from the release" if not gone else \
         f"{', '.join(files)} is missing or differs from the release"
-    again = ctx.rerun("apply", ctx.report.strict, ctx.behind, False) if ctx.behind else "apply again"
+    again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind) if ctx.behind else "apply again"
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
             f"{restore_how(ctx, ft, files)}; then run {again} (apply --reject DIR writes the refused hunks as .rej "
             f"files to compare)")

@@ -25,7 +25,7 @@ from .errors import BadInputError, ConflictError
 from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
-from .packupdate import Outcome, update
+from .packupdate import Outcome, recover_pack, update
 from .patchfiles import patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
@@ -57,7 +57,8 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     if find(pack_root, fix_id) is None:
         return None
     with pack_lock(pack_root, progress):
-        return _refresh(pack_root, fix_id, progress)
+        recover_pack(pack_root)  # a refresh killed while writing: rolled back before the pack is read (a new fix's
+        return _refresh(pack_root, fix_id, progress)  # series line written without its fix.toml reads as an error)
 
 
 def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | None:

@@ -161,7 +161,7 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
                                 f"leave --work out, give --name NAME); if none is in progress, remove its "
                                 f"state.json by hand (rm {quote(str(work / 'state.json'))}) and put fixes/ and "
                                 f"profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes "
-                                f"profiles)")
+                                f"profiles && git clean -fd fixes profiles)")
 
 
 def made_repos(state: dict[str, Any]) -> set[str]:

@@ -109,18 +109,24 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
-                   relock=redo, skipped=partial(locate_skipped, profile, req), rerun=partial(_rerun, req, profile.name))
+                   relock=redo, skipped=partial(locate_skipped, profile, req),
+                   rerun=partial(_rerun, req, profile.name, pack))
 
 
-def _rerun(req: Request, profile: str, word: str, strict: bool, more: tuple[str, ...] = (),
+def _rerun(req: Request, profile: str, pack: Pack, word: str, strict: bool, more: tuple[str, ...] = (),
            dry: bool | None = None) -> str:
     """Command ``word`` (apply, status, revert) as a message suggests it after this run: the program as it runs
     here, the profile, the pack (absolute: the command runs from any folder), targets, roots and copies, a
     ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
     and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
-    nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated."""
+    nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated. The
+    fixes ``more`` names bring the fixes they require (``requires`` in ``pack``, all the way down): a selection
+    without them is refused."""
     dry = req.dry_run if dry is None else dry
-    return _suggested(req, profile, word, strict, list(dict.fromkeys([*req.opt_ins, *more])),
+    names = list(dict.fromkeys([*req.opt_ins, *more]))
+    for name in names:  # grows as it goes: the requires of the requires
+        names += [r for r in (pack.fixes[name].requires if name in pack.fixes else ()) if r not in names]
+    return _suggested(req, profile, word, strict, names,
                       ("--lock-wait", f"{req.lock_wait:g}") if req.lock_wait != DEFAULT_WAIT else (),
                       ("--dry-run",) * (dry and word == "apply"))
 

@@ -224,8 +224,9 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     files = f" (it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     if pack:
-        step1 = (f"1. put the pack's files back from git: git -C {shlex.quote(str(root))} checkout HEAD -- fixes "
-                 f"profiles (this drops uncommitted changes there too, staged ones included)")
+        at = f"git -C {shlex.quote(str(root))}"
+        step1 = (f"1. put the pack's files back from git: {at} checkout HEAD -- fixes profiles && {at} clean -fd "
+                 f"fixes profiles (this drops uncommitted changes there too, staged ones and new files included)")
     elif restore:
         step1 = f"1. {what}: {restore}"
     else:

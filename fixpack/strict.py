@@ -53,13 +53,17 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
-    without = f"run without --strict, which {takes}: {ctx.rerun(word, False, ())}"
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
+    others = tuple(f for f in ctx.behind if f not in behind)  # what the run's other failing fixes need
+    without = f"run without --strict, which {takes}: {ctx.rerun(word, False, others)}"
     if behind:
         too = name_too(ctx, behind, word, True)
         return (f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; or, if the image is "
                 f"meant without {'it' if len(behind) == 1 else 'them'}, {without}")
     again = ctx.behind  # other fixes' opt-ins: the run after the put-back names them
+    # a revert takes out every applied fix of the target: the apply after it names the opt-ins it took out
+    put = tuple(f for f in ctx.pack.series if f in again or (f in recorded and f in ctx.profile.opt_in and
+                                                               ctx.pack.fixes[f].target == fix.target))
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]
@@ -72,7 +76,7 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                 f"the release: revert first ({ctx.rerun('revert', False, ())}: it takes out every applied fix of "
                 f"target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
                 f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
-                f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, again, False)}. If the "
+                f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, put, False)}. If the "
                 f"image is meant to differ there, {without}")
     return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
             f"release, put {'it' if one else 'them'} back: {restore_how(ctx, ft, files)}; then run "

@@ -243,13 +243,15 @@ def test_strict_drift_of_an_opt_in_locked_on_an_opt_in_not_named_says_name_it(bu
 
 
 def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(builder, tmp_path):
-    """Five was locked on top of opt-in three (c.py), eleven on top of opt-in ten (d.py); named without those, each
-    line named only its own: the command five's line gave failed again on eleven, and eleven's on five. Each command
-    now names both, says why the other is there, and runs: five drifted under --strict with eleven in conflict,
-    and the put-back command of a file changed by hand names them too."""
+    """Five was locked on top of opt-in three (c.py), eleven on top of opt-in ten (d.py, which requires opt-in
+    nine); named without those, each line named only its own: the command five's line gave failed again on eleven,
+    and eleven's on five. Each command now names all of them (ten's requires too), says why the other is there,
+    and runs: five drifted under --strict with eleven in conflict, the way on without --strict, the put-back of a
+    file changed by hand (in a dry run and a status: the command keeps them), a file moved aside, and a revert
+    first, whose apply after names the opt-in it took out."""
     base = numbered(30)
-    c, d = "demo_pkg/c.py", "demo_pkg/d.py"
-    root = builder.tree("clean", {MOD: base, c: base, d: base})
+    c, d, e = "demo_pkg/c.py", "demo_pkg/d.py", "demo_pkg/e.py"
+    root = builder.tree("clean", {MOD: base, c: base, d: base, e: base})
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "release")
@@ -258,37 +260,69 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
     three, ten = base.replace("line 4\n", "four\n"), base.replace("line 10\n", "ten\n")
     builder.add_fix("three", {c: base}, {c: three}, opt_in=True)
     builder.add_fix("five", {c: three}, {c: three.replace("line 25\n", "twenty-five\n")}, opt_in=True)
-    builder.add_fix("ten", {d: base}, {d: ten}, opt_in=True)
+    builder.add_fix("nine", {e: base}, {e: base.replace("line 9\n", "nine\n")}, opt_in=True)
+    builder.add_fix("ten", {d: base}, {d: ten}, opt_in=True, requires=["nine"])
     builder.add_fix("eleven", {d: ten}, {d: ten.replace("line 11\n", "eleven\n")}, opt_in=True)
-    builder.profile(["one"], ["three", "five", "ten", "eleven"])
+    builder.add_fix("seven", {"demo_pkg/new.py": None}, {"demo_pkg/new.py": "NEW = 7\n"}, opt_in=True)
+    builder.profile(["one"], ["three", "five", "nine", "ten", "eleven", "seven"])
     builder.lock(root)
     before = snapshot(root)
     r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
     assert r.exit_code == 3 and r.fix("five").state == "drifted" and r.fix("eleven").state == "conflict"
-    tail = f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven three ten"
     said = _strict_said(r, "five")
     assert "Name it too (with ten, which another fix's line names): " in said, said
     name = said.split("another fix's line names): ", 1)[1].split("; or, if the image is meant without it", 1)[0]
-    assert name.endswith(tail), name
+    assert name.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven three "
+                         f"ten nine"), name
+    without = said.split("run without --strict, which reports it as drifted, not a mismatch: ", 1)[1]
+    assert without.endswith(f" --root demo={root} five eleven ten nine"), without  # eleven's opt-ins still
     said = _next(r, "eleven")
     assert said.startswith(f"next: the lock placed eleven on top of opt-in ten (before it in the pack, on {d}), which "
                            f"this run does not apply; name it too (with three, which another fix's line names): "), said
-    assert said.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven ten "
-                         f"three"), said
-    for command in (name, said.split("line names): ", 1)[1]):
+    assert said.endswith(" --strict five eleven ten three nine"), said
+    for command in (name, without, said.split("line names): ", 1)[1]):
         _run_as_written(command, tmp_path)  # exit 0: the run it suggests goes through
     assert snapshot(root) == before
-    # a hand edit where one goes: its put-back's "then run" names the other fixes' opt-ins as well
+    # a hand edit where one goes: its put-back's "then run" names the other fixes' opt-ins as well, and is the
+    # run's own command (a dry run's keeps --dry-run, a status's is a status)
     (root / MOD).write_text(base.replace("line 3\n", "line 3, by hand\n"))
-    r = engine.apply(builder.request(root, opt_ins=("eleven",)))
-    assert r.exit_code == 4 and r.fix("one").state == "conflict" and r.fix("eleven").state == "conflict"
-    said = _next(r, "one")
-    assert "; then run " in said and " apply --profile p1 " in said.split("; then run ", 1)[1], said
-    again = said.split("; then run ", 1)[1].split(" (apply --reject DIR", 1)[0]
-    assert again.endswith(f" --root demo={root} eleven ten"), again
+    for run, kw, word in ((engine.apply, {"dry_run": True}, "apply"), (engine.status, {}, "status"),
+                          (engine.apply, {}, "apply")):
+        r = run(builder.request(root, opt_ins=("eleven",), **kw))
+        assert r.exit_code == 4 and r.fix("one").state == "conflict" and r.fix("eleven").state == "conflict"
+        said = _next(r, "one")
+        again = said.split("; then run ", 1)[1].split(" (apply --reject DIR", 1)[0]
+        assert again.endswith(f" {word} --profile p1 --pack {builder.pack} --root demo={root}"
+                              f"{' --dry-run' if kw else ''} eleven ten nine"), again
     _run_as_written(said.split("put it back: ", 1)[1].split("; then run ", 1)[0], tmp_path)
     _run_as_written(again, tmp_path)
     assert (root / d).read_text() == ten.replace("line 11\n", "eleven\n")
+    assert engine.revert(builder.request(root)).ok and snapshot(root) == before
+    # a file a fix creates, there already: the run after the move names the other fix's opt-ins too
+    (root / "demo_pkg/new.py").write_text("mine\n")
+    r = engine.apply(builder.request(root, opt_ins=("seven", "eleven")))
+    assert r.exit_code == 4 and r.fix("seven").state == "conflict"
+    said = _next(r, "seven")
+    assert said.endswith(f" --root demo={root} seven eleven ten nine"), said
+    _run_as_written(said.split("move it aside (", 1)[1].split("), then run ", 1)[0], tmp_path)
+    _run_as_written(said.split("), then run ", 1)[1], tmp_path)
+    assert (root / "demo_pkg/new.py").read_text() == "NEW = 7\n"
+    assert engine.revert(builder.request(root)).ok and not (root / "demo_pkg/new.py").exists()
+    assert (root / "demo_pkg/new.py.orig").read_text() == "mine\n"
+    (root / "demo_pkg/new.py.orig").unlink()
+    assert snapshot(root) == before
+    # c.py changed by hand, then three applied on it: --strict says revert first; the apply after names three again
+    (root / c).write_text(base.replace("line 20\n", "line 20, by hand\n"))
+    assert engine.apply(builder.request(root, opt_ins=("three",))).ok
+    r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
+    said = _strict_said(r, "five")
+    steps = [said.split("revert first (", 1)[1].split(": it takes out", 1)[0],
+             said.split(" back (", 1)[1].split("), then apply again: ", 1)[0],
+             said.split("), then apply again: ", 1)[1].split(". If the image", 1)[0]]
+    assert steps[2].endswith(f" --root demo={root} --strict five eleven three ten nine"), steps[2]
+    for step in steps:
+        _run_as_written(step, tmp_path)
+    assert (root / c).read_text() == three.replace("line 25\n", "twenty-five\n")
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):

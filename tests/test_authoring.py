@@ -533,8 +533,8 @@ def test_import_of_a_mail_whose_description_holds_a_byte_that_is_not_utf_8_names
 def test_a_damaged_pack_journal_s_steps_put_the_pack_back_a_staged_edit_too(pack3):
     """A refresh killed while writing, its journal then damaged: refused (exit 3) with steps that, run as printed,
     put fixes/ and profiles/ back to the commit, an edit staged there too (the step said `git checkout -- fixes
-    profiles`, which puts back the index's copy, so the staged edit stayed), and remove the journal; then the
-    refresh runs."""
+    profiles`, which puts back the index's copy, so the staged edit stayed) and a file the killed run made (it has
+    `git clean` now), and remove the journal; then the refresh runs."""
     from test_rebase import commit_pack, pack_files
     builder, clean = pack3
     commit_pack(builder)
@@ -543,6 +543,7 @@ def test_a_damaged_pack_journal_s_steps_put_the_pack_back_a_staged_edit_too(pack
     staged = builder.pack / "fixes/a/fix.toml"
     staged.write_text(staged.read_text() + "# staged\n")
     git(builder.pack, "add", "fixes/a/fix.toml")
+    (builder.pack / "fixes/b/0002-half.patch").write_text("a file the killed run made\n")  # untracked: git clean
     (builder.pack / ".fixpack/journal.json").write_text("{")
     args = [sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)]
     r = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
@@ -556,3 +557,23 @@ def test_a_damaged_pack_journal_s_steps_put_the_pack_back_a_staged_edit_too(pack
     assert pack_files(builder) == committed and not (builder.pack / ".fixpack").exists()
     again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.parametrize("fault_at", range(1, 7))
+def test_a_refresh_of_a_new_fix_killed_while_writing_is_rolled_back_by_the_next(pack3, fault_at):
+    """A new fix's refresh killed at each write: the next refresh read the pack before rolling the journal back,
+    and a series line written without the fix's fix.toml (or its folder without it) was refused as a pack error,
+    with no word of the journal. The next refresh now rolls back first, then writes it all."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "n", new=True, target="demo", after="a", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 20\n", "twenty\n"))
+    git(work, "commit", "-qam", "Change line 20\n\nBecause it was wrong.")
+    args = [sys.executable, "-m", "fixpack.cli", "refresh", "n", "--pack", str(builder.pack)]
+    env = {**os.environ, "FIXPACK_FAULT_AT": str(fault_at), "PYTHONPATH": str(REPO)}
+    killed = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env)
+    if killed.returncode != 137:
+        pytest.skip(f"fewer than {fault_at} write points (exit {killed.returncode})")
+    again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    assert load_pack(builder.pack).series == ("a", "n", "b", "c") and not (builder.pack / ".fixpack").exists()
+    engine.check_lock_fresh(builder.request(clean))

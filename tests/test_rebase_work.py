@@ -446,3 +446,32 @@ def test_continue_or_abort_by_name_of_a_rebase_started_with_work_names_its_work(
     done = subprocess.run(printed, shell=True, capture_output=True, text=True)
     assert done.returncode == 0, (printed, done.stdout, done.stderr)
     assert not (work / "state.json").exists()
+
+
+def test_a_work_folder_without_its_marker_gives_steps_that_put_the_pack_back(conflicting):  # noqa: F811
+    """--work W whose marker is gone: refused (exit 3) with the steps that drop the rebase by hand: `rm` of its
+    state.json and `git checkout HEAD -- fixes profiles && git clean -fd fixes profiles` (it had neither HEAD, so an
+    edit staged in the pack stayed, nor `git clean`, so a file the rebase wrote stayed and the next rebase was refused
+    as uncommitted changes). Run as printed, they put the pack back to its commit."""
+    import re
+
+    from test_rebase import pack_files
+    b, old, new = conflicting
+    committed = pack_files(b)
+    work = b.base / "wk"
+    assert rebase.start(req(b, old, new, work=work)).status == "conflicts"
+    (work / ".fixpack-rebase").unlink()
+    (b.pack / "fixes/first/v2.0.patch").write_text("a file the rebase wrote\n")
+    series = b.pack / "fixes/series"
+    series.write_text(series.read_text() + "# staged\n")
+    git(b.pack, "add", "fixes/series")
+    code, out = run(b, "--abort", "--work", str(work))
+    said = " ".join(out.split())
+    assert code == 3 and "is no work folder a rebase made" in said, out
+    steps = [re.search(r"\((rm \S*state\.json)\)", said), re.search(r"back with git \((cd .*? fixes profiles)\)", said)]
+    assert all(steps), said
+    assert steps[1].group(1).endswith("git checkout HEAD -- fixes profiles && git clean -fd fixes profiles"), said
+    for step in steps:
+        done = subprocess.run(step.group(1), shell=True, capture_output=True, text=True)
+        assert done.returncode == 0, (step.group(1), done.stderr)
+    assert pack_files(b) == committed and not (work / "state.json").exists()
