@@ -21,7 +21,7 @@ from .records import Lock, Manifest
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
 from .states import State, TargetStatus
-from .structs import dataclass, field
+from .structs import dataclass, field, replace
 from .targets import FoundTarget, check_pin, locate
 
 NO_LOCK = Lock("", {}, ())
@@ -114,15 +114,16 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
 
 
 def _rerun(req: Request, profile: str, pack: Pack, word: str, strict: bool, more: tuple[str, ...] = (),
-           dry: bool | None = None) -> str:
+           dry: bool | None = None, only: str = "") -> str:
     """Command ``word`` (apply, status, revert) as a message suggests it after this run: the program as it runs
     here, the profile, the pack (absolute: the command runs from any folder), targets, roots and copies, a
     ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
     and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
     nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated. The
     fixes ``more`` names bring the fixes they require (``requires`` in ``pack``, all the way down): a selection
-    without them is refused."""
+    without them is refused. ``only``: that target alone (``--target``), not the run's."""
     dry = req.dry_run if dry is None else dry
+    req = replace(req, only_targets=(only,)) if only else req
     names = list(dict.fromkeys([*req.opt_ins, *more]))
     for name in names:  # grows as it goes: the requires of the requires
         names += [r for r in (pack.fixes[name].requires if name in pack.fixes else ()) if r not in names]

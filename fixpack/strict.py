@@ -73,8 +73,8 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                 f"first (a revert is refused until then), then run {ctx.rerun(word, True, again)}")
     if applied:
         return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after "
-                f"the release: revert first ({ctx.rerun('revert', False, ())}: it takes out every applied fix of "
-                f"target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
+                f"the release: revert first ({ctx.rerun('revert', False, (), only=ft.spec.name)}: it takes out every "
+                f"applied fix of target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
                 f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
                 f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, put, False)}. If the "
                 f"image is meant to differ there, {without}")

@@ -167,6 +167,7 @@ def test_strict_drift_under_applied_fixes_says_revert_first(builder, tmp_path):
                                                        "would take one out of it anyway)", 1)[0]
     restore = said.split("put it back (", 1)[1].split("), then apply again: ", 1)[0]
     again = said.split("then apply again: ", 1)[1].split(". If the image is meant", 1)[0]
+    assert " revert " in revert and " --target demo" in revert, revert  # that target's fixes alone
     assert restore == f"git -C {root} checkout HEAD -- {MOD}" and again.endswith(" apply --profile p1 --pack "
                                                                                  f"{builder.pack} --root demo={root} "
                                                                                  "--strict four"), said
