@@ -480,16 +480,18 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
                 n, dest = n + 1, f"{ft.root / p}.orig{n + 1}"
             return f"[ ! -e {shlex.quote(dest)} ] && mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(dest)}"
 
+        own = ctx.behind_of.get(fix.id, [])
+        too = f" (it names {', '.join(own)} too: the lock placed {fix.id} on top of {'it' if len(own) < 2 else 'them'})"
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
-                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)}")
+                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)}{too if own else ''}")
     gone, files = refusing_files(ft, fix, fr)
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:
-        return f"next: {said}; {name_too(ctx, behind)}"
+        return f"next: {said}; {name_too(ctx, behind, own=ctx.behind_of.get(fix.id, behind))}"
     what = f"{', '.join(files)} differs from the release" if not gone else \
         f"{', '.join(files)} is missing or differs from the release"
-    again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind) if ctx.behind else "apply again"
+    again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
             f"{restore_how(ctx, ft, files)}; then run {again} (apply --reject DIR writes the refused hunks as .rej "
             f"files to compare)")

@@ -112,7 +112,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         if ev.state is State.DRIFTED and ctx.report.strict:
-            ctx.drift.append((fr, ft, fix, ev.drifted, recorded, set(broken)))  # said once every target is seen
+            comps = {c.id for c in recorded_components.components} if recorded_components else set()
+            ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen
             plan.reached = False
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:

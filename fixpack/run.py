@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, FixpackError, MismatchError, UnknownNameError
+from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
@@ -20,6 +20,7 @@ from .progress import QUIET, Progress
 from .records import Lock, Manifest
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
+from .state import journal_path, leftover_journal
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
 from .targets import FoundTarget, check_pin, locate
@@ -71,8 +72,10 @@ class Context:
     # (report, target, fix, the files that drift it, the fixes the manifest records, the tampered ones)
     drift: list[tuple[FixReport, FoundTarget, Fix, list[str], set[str], set[str]]] = field(default_factory=list)
     # the opt-ins that the run's failing fixes were locked on top of and it does not apply, all targets (series
-    # order; strict.next_steps): every "name them too" and "run again" command of those fixes names them all
+    # order; strict.next_steps): every "name them too" and "run again" command of those fixes names them all;
+    # behind_of: each failing fix's own (with the opt-ins those were locked on top of, all the way down)
     behind: tuple[str, ...] = ()
+    behind_of: dict[str, list[str]] = field(default_factory=dict)
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -80,7 +83,9 @@ class Context:
 def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     """The run's pack, profile, selection, lock and targets. Only the selected fixes' patches are parsed
     (revert's and status's: none here; they parse what they read), so a malformed patch of a fix the run
-    does not touch is no obstacle to it."""
+    does not touch is no obstacle to it. A pack a killed refresh or import left half written (its journal) is
+    damaged state: rolled back first by ``edit --abort`` or the next refresh or import."""
+    _half_written(req.pack_root)
     pack = load_pack(req.pack_root, profile=req.profile)
     profile = load_profile(pack, req.profile, check_paths=False)
     pack = pack.for_profile(profile.name)
@@ -110,24 +115,42 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
                    relock=redo, skipped=partial(locate_skipped, profile, req),
-                   rerun=partial(_rerun, req, profile.name, pack))
+                   rerun=partial(_rerun, req, profile, pack))
 
 
-def _rerun(req: Request, profile: str, pack: Pack, word: str, strict: bool, more: tuple[str, ...] = (),
+def _half_written(pack_root: Path) -> None:
+    if leftover_journal(pack_root):  # a pack has a journal only after a killed update
+        from .progname import command, pack_words
+
+        raise DamagedStateError(journal_path(pack_root), "a refresh or import was killed while writing the pack: "
+                                                         "it is half written",
+                                f"roll it back: {command('edit', '--abort', *pack_words(pack_root))} (or the next "
+                                f"refresh or import does); then run this command again")
+
+
+def requires_closure(pack: Pack, profile: Profile, names: list[str]) -> list[str]:
+    """``names`` and the opt-in fixes they require (``requires``, all the way down; a default fix is selected
+    anyway and is not named)."""
+    out = list(names)
+    for name in out:  # grows as it goes: the requires of the requires
+        out += [r for r in (pack.fixes[name].requires if name in pack.fixes else ())
+                if r not in out and r in profile.opt_in]
+    return out
+
+
+def _rerun(req: Request, profile: Profile, pack: Pack, word: str, strict: bool, more: tuple[str, ...] = (),
            dry: bool | None = None, only: str = "") -> str:
     """Command ``word`` (apply, status, revert) as a message suggests it after this run: the program as it runs
     here, the profile, the pack (absolute: the command runs from any folder), targets, roots and copies, a
     ``--lock-wait`` given; for apply and status also ``--strict`` (``strict``), ``--all-opt-in``, the opt-in names
     and ``more``; for apply ``--dry-run`` where this run was one (a command copied from a dry run's message writes
     nothing either), or as ``dry`` says. Output options (``--json``, ``--reject``, ``--sbom``) are not repeated. The
-    fixes ``more`` names bring the fixes they require (``requires`` in ``pack``, all the way down): a selection
-    without them is refused. ``only``: that target alone (``--target``), not the run's."""
+    fixes ``more`` names bring the opt-ins they require (:func:`requires_closure`): a selection without them is
+    refused. ``only``: that target alone (``--target``), not the run's."""
     dry = req.dry_run if dry is None else dry
     req = replace(req, only_targets=(only,)) if only else req
-    names = list(dict.fromkeys([*req.opt_ins, *more]))
-    for name in names:  # grows as it goes: the requires of the requires
-        names += [r for r in (pack.fixes[name].requires if name in pack.fixes else ()) if r not in names]
-    return _suggested(req, profile, word, strict, names,
+    names = requires_closure(pack, profile, list(dict.fromkeys([*req.opt_ins, *more])))
+    return _suggested(req, profile.name, word, strict, names,
                       ("--lock-wait", f"{req.lock_wait:g}") if req.lock_wait != DEFAULT_WAIT else (),
                       ("--dry-run",) * (dry and word == "apply"))
 
@@ -227,15 +250,20 @@ def refusing_files(ft: FoundTarget, fix: Fix, fr: FixReport) -> tuple[list[str],
     return gone, sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
 
 
-def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None) -> str:
+def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None,
+             own: list[str] | None = None) -> str:
     """"name them too: COMMAND": the run's command (``word``, default the run's own) with ``behind`` (the opt-ins
-    one fix was locked on top of) and every other opt-in the run's failing fixes need (``ctx.behind``) added."""
+    one fix was locked on top of), ``own`` (those and the opt-ins they were locked on top of in turn; default
+    ``behind``) and every other opt-in the run's failing fixes need (``ctx.behind``) added, each said."""
     assert ctx.rerun is not None
-    others = [f for f in ctx.behind if f not in behind]
-    also = f" (with {', '.join(others)}, which another fix's line names)" if others else ""
+    own = own or behind
+    deeper = [f for f in own if f not in behind]
+    others = [f for f in ctx.behind if f not in own]
+    also = (f" (with {', '.join(deeper)}, which the lock placed {', '.join(behind)} on top of)" if deeper else "") + \
+        (f" (with {', '.join(others)}, which another fix's line names)" if others else "")
     strict = ctx.report.strict if strict is None else strict
     return (f"name {'it' if len(behind) == 1 else 'them'} too{also}: "
-            f"{ctx.rerun(word or ctx.report.command, strict, (*behind, *others))}")
+            f"{ctx.rerun(word or ctx.report.command, strict, (*own, *others))}")
 
 
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:

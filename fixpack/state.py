@@ -223,7 +223,10 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     named = list(journal_named(raw))
     files = f" (it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
-    if pack:
+    if pack and not exists(root / ".git"):
+        step1 = (f"1. put fixes/ and profiles/ back from the copy of the pack you keep ({root} is no git checkout, "
+                 f"so this run cannot name a command for it)")
+    elif pack:
         at = f"git -C {shlex.quote(str(root))}"
         step1 = (f"1. put the pack's files back from git: {at} checkout HEAD -- fixes profiles && {at} clean -fd "
                  f"fixes profiles (this drops uncommitted changes there too, staged ones and new files included)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .advice import add_next_steps, restore_how
-from .run import Context, created_there, locked_paths, name_too, opt_ins_behind, refusing_files
+from .run import Context, locked_paths, name_too, opt_ins_behind, refusing_files
 from .states import State
 from .targets import FoundTarget
 
@@ -17,22 +17,25 @@ if TYPE_CHECKING:
 
 
 def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
-    """Once every target of an apply or status is evaluated: the opt-ins the run's failing fixes (in conflict or
-    partial, or drifted under ``--strict``, ``ctx.drift``) were locked on top of and the run does not apply, all
-    targets together (``ctx.behind``, so that each command names them all and the run after it goes through), then
-    each drifted fix's message (:func:`strict_drift`) and the other fixes' next steps
-    (:func:`fixpack.advice.add_next_steps`; ``manifests`` as there)."""
-    behind: list[str] = []
+    """Once every target of an apply or status is evaluated: the opt-ins each failing fix (in conflict or partial,
+    or drifted under ``--strict``, ``ctx.drift``) was locked on top of and the run does not apply, with those they
+    were locked on top of in turn (``ctx.behind_of``), and all of them together (``ctx.behind``: each command names
+    them all, so the run after it goes through); then each drifted fix's message (:func:`strict_drift`) and the
+    other fixes' next steps (:func:`fixpack.advice.add_next_steps`; ``manifests`` as there)."""
+    failing = []
     for fr in ctx.report.fixes:
-        ft = ctx.found.get(fr.target)
-        fix = ctx.pack.fixes.get(fr.id)  # as add_next_steps takes the fix: in conflict, no file it creates there
-        if fr.kind == "fix" and ft and fix and fr.state in (State.CONFLICT, State.PARTIAL) and \
-                not created_there(ft, fix):
+        ft, fix = ctx.found.get(fr.target), ctx.pack.fixes.get(fr.id)
+        if fr.kind == "fix" and ft and fix and fr.state in (State.CONFLICT, State.PARTIAL):
             m = manifests.get(fr.target)
-            behind += opt_ins_behind(ctx, fix, refusing_files(ft, fix, fr)[1], m.applied_ids() if m else set())[0]
-    for _fr, _ft, fix, files, recorded, _tampered in ctx.drift:
-        behind += opt_ins_behind(ctx, fix, files, recorded)[0]
-    ctx.behind = tuple(f for f in ctx.pack.series if f in behind)
+            failing.append((fix, refusing_files(ft, fix, fr)[1], m.applied_ids() if m else set()))
+    failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered in ctx.drift]
+    for fix, files, recorded in failing:
+        behind = opt_ins_behind(ctx, fix, files, recorded)[0]
+        for b in behind:  # an opt-in named is itself placed on top of others: those too, at once
+            behind += [f for f in opt_ins_behind(ctx, ctx.pack.fixes[b], sorted(locked_paths(ctx, b)), recorded)[0]
+                       if f not in behind]
+        ctx.behind_of[fix.id] = [f for f in ctx.pack.series if f in behind]
+    ctx.behind = tuple(f for f in ctx.pack.series if any(f in b for b in ctx.behind_of.values()))
     for fr, ft, fix, files, recorded, tampered in ctx.drift:
         fr.messages.append(strict_drift(ctx, ft, fix, files, recorded, tampered))
     add_next_steps(ctx, manifests)
@@ -54,16 +57,24 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
-    others = tuple(f for f in ctx.behind if f not in behind)  # what the run's other failing fixes need
+    own = ctx.behind_of.get(fix.id, behind)
+    need = {g: b for g, b in ctx.behind_of.items() if g != fix.id}  # what the run's other failing fixes need
+    others = tuple(f for f in ctx.behind if f not in own or any(f in b for b in need.values()))
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, others)}"
     if behind:
-        too = name_too(ctx, behind, word, True)
-        return (f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; or, if the image is "
-                f"meant without {'it' if len(behind) == 1 else 'them'}, {without}")
+        too = name_too(ctx, behind, word, True, own)
+        held = [g for g, b in need.items() if set(b) & set(own)]  # the image cannot be without them while these are
+        alt = (f"{', '.join(f for f in own if any(f in need[g] for g in held))} {'is' if len(held) == 1 else 'are'} "
+               f"needed by {', '.join(held)} too, so the image cannot be without {'it' if len(own) == 1 else 'them'} "
+               f"while {'it is' if len(held) == 1 else 'they are'} named" if held else
+               f"or, if the image is meant without {'it' if len(own) == 1 else 'them'}, {without}")
+        return f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; {alt}"
     again = ctx.behind  # other fixes' opt-ins: the run after the put-back names them
-    # a revert takes out every applied fix of the target: the apply after it names the opt-ins it took out
+    # a revert takes out every applied fix and component of the target: the apply after it names the opt-ins
+    # it took out (``recorded`` holds the components the manifest records too)
     put = tuple(f for f in ctx.pack.series if f in again or (f in recorded and f in ctx.profile.opt_in and
                                                                ctx.pack.fixes[f].target == fix.target))
+    put += tuple(c.id for c in ctx.profile.components if c.opt_in and c.id in recorded and c.target == fix.target)
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]

@@ -577,3 +577,38 @@ def test_a_refresh_of_a_new_fix_killed_while_writing_is_rolled_back_by_the_next(
     assert again.returncode == 0, again.stderr
     assert load_pack(builder.pack).series == ("a", "n", "b", "c") and not (builder.pack / ".fixpack").exists()
     engine.check_lock_fresh(builder.request(clean))
+
+
+def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3):
+    """A refresh killed while writing the pack: status, apply and lock read the half-written pack and failed with
+    a pack error (a fix missing from the series, a stale lock whose `lock` command then wrote into it) without a
+    word of the journal. Each is refused now (exit 3, nothing written) naming the journal and the command that rolls
+    it back; run as printed, it does, and status works."""
+    builder, clean = pack3
+    killed_refresh(builder, clean)
+    half = pack_bytes(builder.pack)
+    tree = snapshot(clean)
+    for words in (["status"], ["apply"], ["apply", "--dry-run"], ["lock"], ["revert"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack), "-p", "p1",
+                            "--root", f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 3 and "a refresh or import was killed while writing the pack: it is half written" \
+            in said and f"{builder.pack / '.fixpack/journal.json'}" in said, (words, r.stderr)
+        assert pack_bytes(builder.pack) == half and snapshot(clean) == tree
+    way = said.split("roll it back: ", 1)[1].split(" (or the next refresh", 1)[0]
+    done = subprocess.run(way, shell=True, capture_output=True, text=True, cwd=builder.base)
+    assert done.returncode == 0, (way, done.stderr)
+    assert not (builder.pack / ".fixpack").exists() and engine.status(builder.request(clean)).ok
+
+
+def test_a_damaged_journal_of_a_pack_without_git_names_no_git_command(pack3):
+    """A pack that is no git checkout (a copy): step 1 was `git -C PACK checkout ...`, which fails there; it says
+    to put fixes/ and profiles/ back from the copy the user keeps."""
+    builder, clean = pack3
+    killed_refresh(builder, clean)
+    (builder.pack / ".fixpack/journal.json").write_text("{")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "1. put fixes/ and profiles/ back from the copy of the pack you keep" in said, said
+    assert "git -C" not in said, said

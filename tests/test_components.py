@@ -507,3 +507,31 @@ def test_each_committed_component_says_the_version_it_builds_as():
                 if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__version__" for t in node.targets):
                     said[init] = ast.literal_eval(node.value)
         assert said and set(said.values()) == {built}, (path, said, built)
+
+
+def test_the_apply_after_a_strict_revert_names_the_opt_in_component_it_took_out(builder, plugin_wheel):
+    """A drifted opt-in under --strict whose file an applied fix touches: revert first, put back, apply again. The
+    revert takes out the opt-in component too, and the apply after it did not name it (it was dropped without a
+    word): it does now, and the three steps, run as printed (the put-back by hand: a demo release has no copy to
+    fetch), leave the component installed."""
+    b = builder
+    _pack, site = setup_pack(b, plugin_wheel)
+    b.add_fix("four", {"demo_pkg/a.py": "x = 2\n"}, {"demo_pkg/a.py": "x = 2\ny = 4\n"}, opt_in=True)
+    prof = b.pack / "profiles" / "p1.toml"
+    prof.write_text(prof.read_text().replace('opt_in = []', 'opt_in = ["four"]'))
+    b.lock(b.base / "clean")
+    (site / "demo_pkg/a.py").write_text("# by hand\nx = 1\n")
+    assert engine.apply(b.request(site, opt_ins=("tiny-plug",))).ok  # one drifted, applied; the component
+    r = engine.status(b.request(site, strict=True, opt_ins=("four",)))
+    said = " ".join(m for m in r.fix("four").messages if m.startswith("--strict: "))
+    assert "revert first (" in said, r.as_dict()
+    revert = said.split("revert first (", 1)[1].split(": it takes out", 1)[0]
+    again = said.split("), then apply again: ", 1)[1].split(". If the image", 1)[0]
+    assert again.endswith(" --strict four tiny-plug"), again
+    for step in (revert, "PUT BACK", again):
+        if step == "PUT BACK":
+            (site / "demo_pkg/a.py").write_text("x = 1\n")
+            continue
+        done = subprocess.run(step, shell=True, capture_output=True, text=True)
+        assert done.returncode == 0, (step, done.stdout, done.stderr)
+    assert (site / "demo_pkg/a.py").read_text() == "x = 2\ny = 4\n" and (site / "tiny_plug/sub/kern.py").is_file()
