@@ -20,7 +20,7 @@ from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
-from .run import Context, created_there, name_too, opt_ins_behind, refusing_files
+from .run import Context, created_there, name_too, named_too, opt_ins_behind, refusing_files
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
@@ -481,10 +481,11 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
             return f"[ ! -e {shlex.quote(dest)} ] && mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(dest)}"
 
         own = ctx.behind_of.get(fix.id, [])
-        too = f" (it names {', '.join(own)} too: the lock placed {fix.id} on top of {'it' if len(own) < 2 else 'them'})"
+        names, also = named_too(ctx, own)
+        too = f" (it names {', '.join(own)} too, which the lock placed {fix.id} on top of{also})" if own else also
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
-                f"{ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)}{too if own else ''}")
+                f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")
     gone, files = refusing_files(ft, fix, fr)
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     if behind:

@@ -71,10 +71,11 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
             state = editwork.start(root, profile, fix_id, cache=cache, roots=parse_roots(roots),
                                    progress=CliProgress())
     if abort:
+        said = f"removed {gone}" if gone else "rolled back the pack update a killed run left (no edit in progress)"
         if as_json:
-            emit_json(envelope("edit", profile, removed=str(gone)))
+            emit_json(envelope("edit", profile, removed=str(gone) if gone else None, rolled_back=gone is None))
         else:
-            click.echo(f"removed {gone}")
+            click.echo(said)
         return
     _started(as_json, "edit", profile, state, root)
 

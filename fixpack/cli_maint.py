@@ -217,10 +217,12 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
     """Write every patch of the pack deterministically (headers from fix.toml, no churn)."""
     from .loader import load_pack
     from .pack_tools import rewrite_patches, stale_patches
+    from .run import refuse_half_written
 
     with outcome(as_json, "format"):
         root = pack_root or default_pack_root()
         with pack_lock(root) if not check else nullcontext():  # one writer of the pack at a time
+            refuse_half_written(root)
             pack = load_pack(root)
             paths = stale_patches(pack) if check else rewrite_patches(pack)
     failed = check and bool(paths)

@@ -36,6 +36,7 @@ from .progress import QUIET, Progress
 from .records import is_sha256
 from .runlock import pack_lock
 from .safepath import STATE_DIR, is_version, name_problem
+from .state import leftover_journal
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -395,17 +396,21 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
         commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
 
 
-def abort(pack_root: Path, fix_id: str = "") -> Path:
+def abort(pack_root: Path, fix_id: str = "") -> Path | None:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
-    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would.
+    A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would;
+    with no fix named and no edit in progress, that is all (None; else "no edit in progress", exit 2).
     A folder ``.edit/<fix>`` that is not the work tree ``edit`` made (its state beside it, a git repository)
     is refused (DamagedStateError, exit 3), never removed."""
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root):
+        rolled = leftover_journal(pack_root)
         recover_pack(pack_root)
     folder = work_folder(pack_root)
     if not fix_id:
         found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+        if not found and rolled:
+            return None
         if len(found) != 1:
             raise BadInputError("no edit in progress" if not found else
                                 f"several edits in progress ({', '.join(found)}): name the fix to drop")

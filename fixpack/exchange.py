@@ -31,7 +31,7 @@ from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
 from .outputs import check_folder, write_failed
-from .packupdate import lay, update
+from .packupdate import lay, recover_pack, update
 from .patchfiles import patch_again
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
 from .patchtext import header_fields
@@ -39,6 +39,7 @@ from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
 from .records import is_sha256
+from .run import refuse_half_written
 from .runlock import pack_lock
 from .safepath import TooLargeError, not_a_file, read_regular
 from .states import State
@@ -105,6 +106,7 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     data = _mail_bytes(file)
     found = mails(data, str(file))
     with pack_lock(pack_root, progress):
+        recover_pack(pack_root)  # a killed import or refresh: rolled back before the pack is read (a new fix's line)
         return _import(pack_root, file, data, found, fix_id, profile, target, after, opt_in, roots, progress)
 
 
@@ -276,7 +278,9 @@ def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, t
     ``git format-patch`` files (``NNNN-<fix>-<patch>``, the pack's bytes) and a ``series`` file listing
     them: the same bytes on every run, and a record (:data:`RECORD`) of each file's sha256. Raises
     BadInputError for an unknown opt-in, a missing ``requires``, a selected ``conflicts``, or ``out``
-    holding a file the record of an earlier export does not list with its bytes."""
+    holding a file the record of an earlier export does not list with its bytes; DamagedStateError for a pack a
+    killed update left half written."""
+    refuse_half_written(pack_root)
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)

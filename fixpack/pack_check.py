@@ -87,11 +87,10 @@ def _killed_write(root: Path) -> list[Finding]:
 
     if not leftover_journal(root):
         return []
-    from .progname import command, pack_words  # only when a message names it
+    from .run import half_written_way  # only when a message names it
 
-    return [Finding(STATE_DIR, None, "a refresh or import was killed while writing the pack: it is half written",
-                    f"`{command('edit', '--abort', *pack_words(root))}` (or the next refresh or import) rolls it "
-                    f"back; then refresh again")]
+    return [Finding(STATE_DIR, None, "a refresh, import or lock was killed while writing the pack, which may be "
+                                     "half written", half_written_way(root))]
 
 
 def _rel(root: Path, path: Path | None) -> str:

@@ -85,7 +85,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     (revert's and status's: none here; they parse what they read), so a malformed patch of a fix the run
     does not touch is no obstacle to it. A pack a killed refresh or import left half written (its journal) is
     damaged state: rolled back first by ``edit --abort`` or the next refresh or import."""
-    _half_written(req.pack_root)
+    refuse_half_written(req.pack_root)
     pack = load_pack(req.pack_root, profile=req.profile)
     profile = load_profile(pack, req.profile, check_paths=False)
     pack = pack.for_profile(profile.name)
@@ -118,14 +118,27 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
                    rerun=partial(_rerun, req, profile, pack))
 
 
-def _half_written(pack_root: Path) -> None:
+def refuse_half_written(pack_root: Path) -> None:
+    """A pack a killed refresh, import or lock left (its journal in ``<pack>/.fixpack/``) may be half written:
+    DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`)."""
     if leftover_journal(pack_root):  # a pack has a journal only after a killed update
-        from .progname import command, pack_words
+        raise DamagedStateError(journal_path(pack_root).parent, "a refresh, import or lock was killed while writing "
+                                                                "the pack, which may be half written",
+                                half_written_way(pack_root) + "; then run this command again")
 
-        raise DamagedStateError(journal_path(pack_root), "a refresh or import was killed while writing the pack: "
-                                                         "it is half written",
-                                f"roll it back: {command('edit', '--abort', *pack_words(pack_root))} (or the next "
-                                f"refresh or import does); then run this command again")
+
+def half_written_way(pack_root: Path) -> str:
+    """How to roll back a killed pack update: the refresh of an edit in progress again (it rolls the write back,
+    then writes it all; ``edit --abort`` would also drop the edit's work tree), else ``edit --abort`` (it rolls
+    back; with no edit in progress, that is all it does)."""
+    from .progname import command, pack_words
+
+    edits = sorted(p.stem for p in (pack_root / ".edit").glob("*.json")) if (pack_root / ".edit").is_dir() else []
+    if edits:
+        return (f"run the killed refresh again, which rolls its write back first and then writes it all "
+                f"({' or '.join(command('refresh', e, *pack_words(pack_root)) for e in edits)}; a killed import or "
+                f"lock: run it again); edit --abort would also drop the edit's work tree")
+    return f"roll it back: {command('edit', '--abort', *pack_words(pack_root))}"
 
 
 def requires_closure(pack: Pack, profile: Profile, names: list[str]) -> list[str]:
@@ -250,20 +263,28 @@ def refusing_files(ft: FoundTarget, fix: Fix, fr: FixReport) -> tuple[list[str],
     return gone, sorted({str(r["file"]) for r in fr.refused} | set(gone)) or list(fix.touched_paths())
 
 
-def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None,
-             own: list[str] | None = None) -> str:
-    """"name them too: COMMAND": the run's command (``word``, default the run's own) with ``behind`` (the opt-ins
-    one fix was locked on top of), ``own`` (those and the opt-ins they were locked on top of in turn; default
-    ``behind``) and every other opt-in the run's failing fixes need (``ctx.behind``) added, each said."""
-    assert ctx.rerun is not None
+def named_too(ctx: Context, behind: list[str], own: list[str] | None = None) -> tuple[tuple[str, ...], str]:
+    """The opt-ins a command names for one failing fix, and why, said: ``behind`` (those the lock placed it on top
+    of), ``own`` (with those they were locked on top of or require in turn; default ``behind``) and the other
+    failing fixes' (``ctx.behind``)."""
     own = own or behind
     deeper = [f for f in own if f not in behind]
     others = [f for f in ctx.behind if f not in own]
-    also = (f" (with {', '.join(deeper)}, which the lock placed {', '.join(behind)} on top of)" if deeper else "") + \
-        (f" (with {', '.join(others)}, which another fix's line names)" if others else "")
+    turn = "that one needs" if len(behind) == 1 else "those need"
+    parts = ([f"{', '.join(deeper)}, which {turn} in turn"] * bool(deeper)
+             + [f"{', '.join(others)}, which another fix's line names"] * bool(others))
+    return (*own, *others), f" (with {', and '.join(parts)})" if parts else ""
+
+
+def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None,
+             own: list[str] | None = None) -> str:
+    """"name them too: COMMAND": the run's command (``word``, default the run's own) with the opt-ins of
+    :func:`named_too` added, each said."""
+    assert ctx.rerun is not None
+    names, also = named_too(ctx, behind, own)
     strict = ctx.report.strict if strict is None else strict
-    return (f"name {'it' if len(behind) == 1 else 'them'} too{also}: "
-            f"{ctx.rerun(word or ctx.report.command, strict, (*own, *others))}")
+    command = ctx.rerun(word or ctx.report.command, strict, names)
+    return f"name {'it' if len(behind) == 1 else 'them'} too{also}: {command}"
 
 
 def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:

@@ -31,9 +31,10 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
     failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered in ctx.drift]
     for fix, files, recorded in failing:
         behind = opt_ins_behind(ctx, fix, files, recorded)[0]
-        for b in behind:  # an opt-in named is itself placed on top of others: those too, at once
-            behind += [f for f in opt_ins_behind(ctx, ctx.pack.fixes[b], sorted(locked_paths(ctx, b)), recorded)[0]
-                       if f not in behind]
+        for b in behind:  # an opt-in named is itself placed on top of others, or requires some: those too, at once
+            more = opt_ins_behind(ctx, ctx.pack.fixes[b], sorted(locked_paths(ctx, b)), recorded)[0]
+            more += [r for r in ctx.pack.fixes[b].requires if r in ctx.profile.opt_in and r not in ctx.selected]
+            behind += [f for f in more if f not in behind]
         ctx.behind_of[fix.id] = [f for f in ctx.pack.series if f in behind]
     ctx.behind = tuple(f for f in ctx.pack.series if any(f in b for b in ctx.behind_of.values()))
     for fr, ft, fix, files, recorded, tampered in ctx.drift:
@@ -58,15 +59,17 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     own = ctx.behind_of.get(fix.id, behind)
-    need = {g: b for g, b in ctx.behind_of.items() if g != fix.id}  # what the run's other failing fixes need
-    others = tuple(f for f in ctx.behind if f not in own or any(f in b for b in need.values()))
+    drifting = {f.id for _fr, _ft, f, _files, _rec, _t in ctx.drift}  # without --strict they apply as drifted
+    need = {g: b for g, b in ctx.behind_of.items() if g != fix.id and g not in drifting}  # the fixes that conflict
+    others = tuple(f for f in ctx.pack.series if any(f in b for b in need.values()))
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, others)}"
     if behind:
         too = name_too(ctx, behind, word, True, own)
-        held = [g for g, b in need.items() if set(b) & set(own)]  # the image cannot be without them while these are
-        alt = (f"{', '.join(f for f in own if any(f in need[g] for g in held))} {'is' if len(held) == 1 else 'are'} "
-               f"needed by {', '.join(held)} too, so the image cannot be without {'it' if len(own) == 1 else 'them'} "
-               f"while {'it is' if len(held) == 1 else 'they are'} named" if held else
+        held = [g for g, b in need.items() if set(b) & set(own)]  # they do not apply without what this one needs
+        shared = [f for f in own if any(f in need[g] for g in held)]
+        one, it = len(held) == 1, "it" if len(shared) == 1 else "them"
+        alt = (f"{', '.join(held)} {'does' if one else 'do'} not apply without {', '.join(shared)} either, so the "
+               f"image cannot leave {it} out while {'it is' if one else 'they are'} named" if held else
                f"or, if the image is meant without {'it' if len(own) == 1 else 'them'}, {without}")
         return f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; {alt}"
     again = ctx.behind  # other fixes' opt-ins: the run after the put-back names them

@@ -278,16 +278,17 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
     r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
     assert r.exit_code == 3 and r.fix("five").state == "drifted" and r.fix("eleven").state == "conflict"
     said = _strict_said(r, "five")
-    assert "Name it too (with ten, which another fix's line names): " in said, said
+    assert "Name it too (with nine, ten, which another fix's line names): " in said, said
     name = said.split("another fix's line names): ", 1)[1].split("; or, if the image is meant without it", 1)[0]
     assert name.endswith(f" status --profile p1 --pack {builder.pack} --root demo={root} --strict five eleven three "
-                         f"ten nine"), name
+                         f"nine ten"), name
     without = said.split("run without --strict, which reports it as drifted, not a mismatch: ", 1)[1]
-    assert without.endswith(f" --root demo={root} five eleven ten nine"), without  # eleven's opt-ins still
+    assert without.endswith(f" --root demo={root} five eleven nine ten"), without  # eleven's opt-ins still
     said = _next(r, "eleven")
     assert said.startswith(f"next: the lock placed eleven on top of opt-in ten (before it in the pack, on {d}), which "
-                           f"this run does not apply; name it too (with three, which another fix's line names): "), said
-    assert said.endswith(" --strict five eleven ten three nine"), said
+                           f"this run does not apply; name it too (with nine, which that one needs in turn, and "
+                           f"three, which another fix's line names): "), said
+    assert said.endswith(" --strict five eleven nine ten three"), said
     for command in (name, without, said.split("line names): ", 1)[1]):
         _run_as_written(command, tmp_path)  # exit 0: the run it suggests goes through
     assert snapshot(root) == before
@@ -301,7 +302,7 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
         said = _next(r, "one")
         again = said.split("; then run ", 1)[1].split(" (apply --reject DIR", 1)[0]
         assert again.endswith(f" {word} --profile p1 --pack {builder.pack} --root demo={root}"
-                              f"{' --dry-run' if kw else ''} eleven ten nine"), again
+                              f"{' --dry-run' if kw else ''} eleven nine ten"), again
     _run_as_written(said.split("put it back: ", 1)[1].split("; then run ", 1)[0], tmp_path)
     _run_as_written(again, tmp_path)
     assert (root / d).read_text() == ten.replace("line 11\n", "eleven\n")
@@ -311,9 +312,10 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
     r = engine.apply(builder.request(root, opt_ins=("seven", "eleven")))
     assert r.exit_code == 4 and r.fix("seven").state == "conflict"
     said = _next(r, "seven")
-    assert said.endswith(f" --root demo={root} seven eleven ten nine"), said
+    assert said.endswith(f" --root demo={root} seven eleven nine ten (with nine, ten, which another fix's line "
+                         f"names)"), said
     _run_as_written(said.split("move it aside (", 1)[1].split("), then run ", 1)[0], tmp_path)
-    _run_as_written(said.split("), then run ", 1)[1], tmp_path)
+    _run_as_written(said.split("), then run ", 1)[1].split(" (with nine", 1)[0], tmp_path)
     assert (root / "demo_pkg/new.py").read_text() == "NEW = 7\n"
     assert engine.revert(builder.request(root)).ok and not (root / "demo_pkg/new.py").exists()
     assert (root / "demo_pkg/new.py.orig").read_text() == "mine\n"
@@ -327,7 +329,7 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
     steps = [said.split("revert first (", 1)[1].split(": it takes out", 1)[0],
              said.split(" back (", 1)[1].split("), then apply again: ", 1)[0],
              said.split("), then apply again: ", 1)[1].split(". If the image", 1)[0]]
-    assert steps[2].endswith(f" --root demo={root} --strict five eleven three ten nine"), steps[2]
+    assert steps[2].endswith(f" --root demo={root} --strict five eleven three nine ten"), steps[2]
     for step in steps:
         _run_as_written(step, tmp_path)
     assert (root / c).read_text() == three.replace("line 25\n", "twenty-five\n")
@@ -335,7 +337,7 @@ def test_fixes_missing_different_opt_ins_each_give_a_command_naming_them_all(bui
 
 def test_an_opt_in_two_failing_fixes_need_a_chain_of_them_a_file_there_and_requires(builder, tmp_path):
     """Five and eleven both locked on top of opt-in three: five's line offered "run without --strict" naming
-    eleven alone, which failed on eleven (it needs three too); now it says three is needed by eleven too. Nine on
+    eleven alone, which failed on eleven (it needs three too); now it says eleven needs three too. Nine on
     eight on seven (on other files): the command names both at once (it named eight, then the run after asked for
     seven). Twelve creates a file that is there and was locked on top of three (five and eleven too): the run after
     the move names them (it did not: one more failing run). Three requires default fix one: not named (a default is selected anyway)."""
@@ -360,26 +362,62 @@ def test_an_opt_in_two_failing_fixes_need_a_chain_of_them_a_file_there_and_requi
     r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
     assert r.exit_code == 3 and r.fix("five").state == "drifted" and r.fix("eleven").state == "conflict"
     said = _strict_said(r, "five")
-    assert said.endswith("; three is needed by eleven too, so the image cannot be without it while it is named"), said
+    assert said.endswith("; eleven does not apply without three either, so the image cannot leave it out while it is "
+                         "named"), said
     assert "run without --strict" not in said and " one" not in said.split("Name it too: ", 1)[1], said
-    _run_as_written(said.split("Name it too: ", 1)[1].split("; three is needed", 1)[0], tmp_path)
+    _run_as_written(said.split("Name it too: ", 1)[1].split("; eleven does not", 1)[0], tmp_path)
     r = engine.apply(builder.request(root, opt_ins=("nine",), dry_run=True))
     said = _next(r, "nine")
     assert said.startswith(f"next: the lock placed nine on top of opt-in eight (before it in the pack, on {f}), which "
-                           f"this run does not apply; name it too (with seven, which the lock placed eight on top "
-                           f"of): "), said
+                           f"this run does not apply; name it too (with seven, which that one needs in turn): "), said
     assert said.endswith(f" --root demo={root} --dry-run nine seven eight"), said
-    _run_as_written(said.split("on top of): ", 1)[1], tmp_path)
+    _run_as_written(said.split("needs in turn): ", 1)[1], tmp_path)
     (root / "demo_pkg/new.py").write_text("mine\n")
     said = _next(engine.apply(builder.request(root, opt_ins=("twelve",))), "twelve")
-    assert said.endswith(f" --root demo={root} twelve three five eleven (it names three, five, eleven too: the lock "
-                         f"placed twelve on top of them)"), said  # on c.py, whichever its hunk needs
+    assert said.endswith(f" --root demo={root} twelve three five eleven (it names three, five, eleven too, which the "
+                         f"lock placed twelve on top of)"), said  # on c.py, whichever its hunk needs
     _run_as_written(said.split("move it aside (", 1)[1].split("), then run ", 1)[0], tmp_path)
     _run_as_written(said.split("), then run ", 1)[1].split(" (it names", 1)[0], tmp_path)
     assert (root / "demo_pkg/new.py").read_text() == "NEW = 12\n"
     assert engine.revert(builder.request(root)).ok
     (root / "demo_pkg/new.py.orig").unlink()
     assert snapshot(root) == before
+
+
+def test_requires_of_a_named_opt_in_bring_theirs_and_two_drifts_may_go_without_strict(builder, tmp_path):
+    """x was locked on top of w, which requires v, which was locked on top of u: the command named x w v, and the run
+    after it failed on v (one more run); it names u too now. Five and six both drift without three under --strict
+    (neither conflicts): the way on without --strict is offered (it was withheld as if six could not go without
+    three) and runs."""
+    base = numbered(30)
+    c, e, f = "demo_pkg/c.py", "demo_pkg/e.py", "demo_pkg/f.py"
+    root = builder.tree("clean", {MOD: base, c: base, e: base, f: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    three = base.replace("line 10\n", "ten\n")
+    builder.add_fix("three", {c: base}, {c: three}, opt_in=True)
+    builder.add_fix("five", {c: three}, {c: three.replace("line 25\n", "twenty-five\n")}, opt_in=True)
+    builder.add_fix("six", {c: three}, {c: three.replace("line 20\n", "twenty\n")}, opt_in=True)
+    u = base.replace("line 5\n", "five\n")
+    builder.add_fix("u", {e: base}, {e: u}, opt_in=True)
+    builder.add_fix("v", {e: u}, {e: u.replace("line 6\n", "six\n")}, opt_in=True)
+    w = base.replace("line 15\n", "fifteen\n")
+    builder.add_fix("w", {f: base}, {f: w}, opt_in=True, requires=["v"])
+    builder.add_fix("x", {f: w}, {f: w.replace("line 16\n", "sixteen\n")}, opt_in=True)
+    builder.profile(["one"], ["three", "five", "six", "u", "v", "w", "x"])
+    builder.lock(root)
+    said = _next(engine.apply(builder.request(root, opt_ins=("x",), dry_run=True)), "x")
+    assert said.startswith(f"next: the lock placed x on top of opt-in w (before it in the pack, on {f}), which this run "
+                           f"does not apply; name it too (with u, v, which that one needs in turn): "), said
+    assert said.endswith(f" --root demo={root} --dry-run x u v w"), said
+    _run_as_written(said.split("in turn): ", 1)[1], tmp_path)
+    r = engine.status(builder.request(root, strict=True, opt_ins=("five", "six")))
+    assert r.exit_code == 3 and r.fix("five").state == r.fix("six").state == "drifted"
+    for fid in ("five", "six"):
+        said = _strict_said(r, fid)
+        without = said.split("; or, if the image is meant without it, run without --strict, which reports it as "
+                             "drifted, not a mismatch: ", 1)[1]
+        assert without.endswith(f" --root demo={root} five six"), without
+        _run_as_written(without, tmp_path)
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):

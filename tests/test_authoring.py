@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -579,26 +580,45 @@ def test_a_refresh_of_a_new_fix_killed_while_writing_is_rolled_back_by_the_next(
     engine.check_lock_fresh(builder.request(clean))
 
 
-def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3):
-    """A refresh killed while writing the pack: status, apply and lock read the half-written pack and failed with
-    a pack error (a fix missing from the series, a stale lock whose `lock` command then wrote into it) without a
-    word of the journal. Each is refused now (exit 3, nothing written) naming the journal and the command that rolls
-    it back; run as printed, it does, and status works."""
+@pytest.mark.parametrize("edit", ["in progress", "dropped by hand"])
+def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3, edit):
+    """A refresh killed while writing the pack: status, apply, revert, lock, format and export read the half-written
+    pack and failed with a pack error (a fix missing from the series, a stale lock whose `lock` command then wrote
+    into it), or exported it, without a word of the journal. Each is refused now (exit 3, nothing written) with the
+    way back: with the edit in progress, its refresh again (`edit --abort`, said before, also dropped the edit's
+    work tree); with none, `edit --abort`, which rolls back and exits 0 (it said "no edit in progress", exit 2,
+    having rolled back). Run as printed, it leads back, and status works."""
     builder, clean = pack3
+    before = pack_bytes(builder.pack)
     killed_refresh(builder, clean)
+    if edit == "dropped by hand":
+        shutil.rmtree(builder.pack / ".edit")
     half = pack_bytes(builder.pack)
     tree = snapshot(clean)
-    for words in (["status"], ["apply"], ["apply", "--dry-run"], ["lock"], ["revert"]):
-        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack), "-p", "p1",
-                            "--root", f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
+    roots = ["-p", "p1", "--root", f"demo={clean}"]
+    for words in (["status", *roots], ["apply", *roots], ["apply", "--dry-run", *roots], ["lock", *roots],
+                  ["revert", *roots], ["format"], ["format", "--check"], ["export", "-p", "p1", "--out",
+                                                                          str(builder.base / "out")]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
         said = " ".join(r.stderr.split())
-        assert r.returncode == 3 and "a refresh or import was killed while writing the pack: it is half written" \
-            in said and f"{builder.pack / '.fixpack/journal.json'}" in said, (words, r.stderr)
-        assert pack_bytes(builder.pack) == half and snapshot(clean) == tree
-    way = said.split("roll it back: ", 1)[1].split(" (or the next refresh", 1)[0]
+        assert r.returncode == 3 and f"the state in {builder.pack / '.fixpack'} is damaged: a refresh, import or " \
+            "lock was killed while writing the pack, which may be half written" in said, (words, r.stderr)
+        assert pack_bytes(builder.pack) == half and snapshot(clean) == tree and not (builder.base / "out").exists()
+    if edit == "in progress":
+        assert "edit --abort would also drop the edit's work tree" in said, said
+        way = said.split("which rolls its write back first and then writes it all (", 1)[1].split("; a killed", 1)[0]
+        assert way.endswith(f" refresh b --pack {builder.pack}"), way
+    else:
+        way = said.split("roll it back: ", 1)[1].split("; then run this command again", 1)[0]
     done = subprocess.run(way, shell=True, capture_output=True, text=True, cwd=builder.base)
-    assert done.returncode == 0, (way, done.stderr)
+    assert done.returncode == 0, (way, done.stdout, done.stderr)
     assert not (builder.pack / ".fixpack").exists() and engine.status(builder.request(clean)).ok
+    if edit == "dropped by hand":
+        assert "rolled back the pack update a killed run left (no edit in progress)" in done.stdout
+        assert pack_bytes(builder.pack) == before
+    else:
+        assert "+# a clearer comment" in (builder.pack / "fixes/b/0001-change.patch").read_text()
 
 
 def test_a_damaged_journal_of_a_pack_without_git_names_no_git_command(pack3):
