@@ -196,6 +196,24 @@ def test_ranked_prefetch_down(cfg):
     assert_ok(res, "prefetch tp partials")
 
 
+def _same_without(ex_t, conf: dict, drop, tokens: tuple[int, ...], seed: int, label) -> None:
+    """The output with ``conf`` and with ``conf`` less the keys ``drop`` picks, at each batch of ``tokens`` (4-of-12
+    routing, experts 6..11): the same sums in the same order, so only the down GEMM's atomics may differ (rel <
+    1e-5)."""
+    from _kernel_cases import make_routing
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    g = torch.Generator().manual_seed(seed)
+    for t in tokens:
+        ids, w = make_routing("random", t, 12, 4, g, range(6, 12))
+        x = (torch.randn(t, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
+        outs = []
+        for c in (conf, {k: v for k, v in conf.items() if not drop(k)}):
+            out = torch.empty(t, 1024, device="cuda")
+            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
+            outs.append(out)
+        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (label, t)
+
+
 @pytest.mark.parametrize("cfg", [{"ranked_l2_ahead": 4}, {"ranked_l2_ahead": 64, "ranked_stages": 3},
                                  {"ranked_l2_ahead": 2, "ranked_l2_ahead_down": 64, "ranked_stages": 2,
                                   "ranked_per_sm": 512, "ranked_min_iters": 1},
@@ -207,8 +225,8 @@ def test_ranked_l2_ahead(cfg):
     left (64) and the largest splits (one K tile a part: nothing left to ask for); the values the launch compiled
     in; the TP partials; the same output bits as without it at batch 1 and 8 (the same sums in the same order,
     only the down GEMM's atomics may differ); a negative value refused."""
-    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
-    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(53)
     ex_t = ex.to_tiled_layout()
@@ -221,16 +239,7 @@ def test_ranked_l2_ahead(cfg):
             assert LAST_LAUNCH["l2_ahead"] == want, (LAST_LAUNCH["l2_ahead"], want)
     assert_ok(check_tp_case(ex, 4, 12, 4, 2, 53600, "cuda", "gluon", conf), "l2 ahead tp partials")
     assert _counters_zero()
-    g = torch.Generator().manual_seed(53700)
-    for tokens in (1, 8):
-        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
-        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
-        outs = []
-        for c in (conf, {k: v for k, v in conf.items() if not k.startswith("ranked_l2_ahead")}):
-            out = torch.empty(tokens, 1024, device="cuda")
-            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
-            outs.append(out)
-        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    _same_without(ex_t, conf, lambda k: k.startswith("ranked_l2_ahead"), (1, 8), 53700, cfg)
     with pytest.raises(ValueError, match="ranked_l2_ahead_down must be a non-negative integer"):
         check_case(ex, ex_t, 1, "random", 12, 4, 53900, "cuda", "gluon", {**conf, "ranked_l2_ahead_down": -1})
 
@@ -254,8 +263,8 @@ def test_ranked_carveout(cfg):
     row, register loads and a ring, split K with the act launch; the driver holds the percent for the gate/up and
     down GEMMs, the act launch where it ran and the norm-combine; the TP partials; the same output as without it;
     a value outside 0..100, a bool or a float refused."""
-    from _kernel_cases import assert_ok, check_case, check_tp_case, make_routing
-    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(57)
     ex_t = ex.to_tiled_layout()
@@ -272,16 +281,7 @@ def test_ranked_carveout(cfg):
         assert LAST_LAUNCH["act"] is not None
     assert_ok(check_tp_case(ex, 4, 12, 4, 2, 57600, "cuda", "gluon", conf), "carveout tp partials")
     assert _counters_zero()
-    g = torch.Generator().manual_seed(57700)
-    for tokens in (1, 8):
-        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
-        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
-        outs = []
-        for c in (conf, {k: v for k, v in conf.items() if k != "ranked_carveout"}):
-            out = torch.empty(tokens, 1024, device="cuda")
-            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
-            outs.append(out)
-        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    _same_without(ex_t, conf, lambda k: k == "ranked_carveout", (1, 8), 57700, cfg)
     for bad in (101, -1, True, 1.5):
         with pytest.raises(ValueError, match="ranked_carveout must be an integer percent 0..100"):
             check_case(ex, ex_t, 1, "random", 12, 4, 57900, "cuda", "gluon", {**conf, "ranked_carveout": bad})
@@ -296,8 +296,8 @@ def test_ranked_act_launch(cfg):
     on the same inputs (the same sums in the same order: only the down GEMM's atomics may differ, rel < 1e-5);
     the act launch ran where the gate/up GEMM may split (a launch more; with one program an SM the device
     picks split 1 where several experts are routed here, and the act launch writes nothing); TP partials."""
-    from _kernel_cases import assert_ok, check_case, make_routing
-    from mxfp4_moe.kernel import LAST_LAUNCH, mxfp4_moe_experts
+    from _kernel_cases import assert_ok, check_case
+    from mxfp4_moe.kernel import LAST_LAUNCH
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(47)
     ex_t = ex.to_tiled_layout()
@@ -309,16 +309,7 @@ def test_ranked_act_launch(cfg):
             split = LAST_LAUNCH["max_splits"][0] > 1
             assert (LAST_LAUNCH["act"] is not None) == split, (cfg, tokens, LAST_LAUNCH["max_splits"])
             assert LAST_LAUNCH["launches"] == 3 + split
-    g = torch.Generator().manual_seed(47700)
-    for tokens in (1, 3, 8):
-        ids, w = make_routing("random", tokens, 12, 4, g, range(6, 12))
-        x = (torch.randn(tokens, 1024, generator=g) * 2).to(torch.bfloat16).cuda()
-        outs = []
-        for c in (conf, {k: v for k, v in conf.items() if k != "ranked_act_launch"}):
-            out = torch.empty(tokens, 1024, device="cuda")
-            mxfp4_moe_experts(x, ids.cuda(), w.cuda(), ex_t, decode="gluon", config=c, out=out)
-            outs.append(out)
-        assert ((outs[0] - outs[1]).norm() / outs[1].norm()).item() < 1e-5, (cfg, tokens)
+    _same_without(ex_t, conf, lambda k: k == "ranked_act_launch", (1, 3, 8), 47700, cfg)
     _tp_ok(ex, (1, 4, 8), 47800, conf, "act launch")
 
 
