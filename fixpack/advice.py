@@ -20,7 +20,7 @@ from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
-from .run import Context, created_there, name_too, named_too, opt_ins_behind, refusing_files
+from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
@@ -487,7 +487,7 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")
     gone, files = refusing_files(ft, fix, fr)
-    behind, said = opt_ins_behind(ctx, fix, files, recorded)
+    behind, said = opt_ins_behind(ctx, fix, behind_files(ctx, ft, fix, fr), recorded)
     if behind:
         return f"next: {said}; {name_too(ctx, behind, own=ctx.behind_of.get(fix.id, behind))}"
     what = f"{', '.join(files)} differs from the release" if not gone else \

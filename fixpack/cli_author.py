@@ -64,6 +64,9 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
     with outcome(as_json, "edit", profile):
         root = pack_root or default_pack_root()
         if abort:
+            from .state import leftover_journal
+
+            rolled = leftover_journal(root)  # abort rolls it back first
             gone = editwork.abort(root, fix_id)
         else:
             if not fix_id or not profile:
@@ -71,7 +74,8 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
             state = editwork.start(root, profile, fix_id, cache=cache, roots=parse_roots(roots),
                                    progress=CliProgress())
     if abort:
-        said = f"removed {gone}" if gone else "rolled back the pack update a killed run left (no edit in progress)"
+        said = (f"removed {gone}" + (" (the pack update a killed run left was rolled back first)" if rolled else "")
+                if gone else "rolled back the pack update a killed run left (no edit in progress)")
         if as_json:
             emit_json(envelope("edit", profile, removed=str(gone) if gone else None, rolled_back=gone is None))
         else:

@@ -261,6 +261,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
     from .loader import close_names, load_pack
     from .pack_tools import refresh
     from .patchfiles import patch_again
+    from .run import refuse_half_written
     from .safepath import holds_bytes
 
     done: list[str] = []
@@ -273,6 +274,7 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
                 print_refreshed(work, as_json, "refresh")
                 return
         parsed = parse_roots(roots)
+        refuse_half_written(root)  # regenerated on a half-written chain, it would be undone by the rollback
         fixes = load_pack(root).fixes
         for fid in fix_ids:
             if fid not in fixes:

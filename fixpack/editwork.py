@@ -406,18 +406,19 @@ def abort(pack_root: Path, fix_id: str = "") -> Path | None:
     with pack_lock(pack_root):
         rolled = leftover_journal(pack_root)
         recover_pack(pack_root)
+    undone = " (the pack update a killed run left was rolled back first)" if rolled else ""
     folder = work_folder(pack_root)
     if not fix_id:
         found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
         if not found and rolled:
             return None
         if len(found) != 1:
-            raise BadInputError("no edit in progress" if not found else
-                                f"several edits in progress ({', '.join(found)}): name the fix to drop")
+            raise BadInputError(("no edit in progress" if not found else
+                                 f"several edits in progress ({', '.join(found)}): name the fix to drop") + undone)
         fix_id = found[0]
     work = folder / _checked_id(fix_id)
     if not state_path(pack_root, fix_id).is_file() and not work.exists():
-        raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
+        raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder}){undone}")
     if work.is_symlink():
         work.unlink()  # the link, never what it points at
     elif work.is_dir():

@@ -56,10 +56,12 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     compare each lock with one generated now on the release copies it gives."""
     root = root.resolve()
     killed = _killed_write(root)
+    if killed:  # what else is found follows from the half write (a stale lock, a fix in no profile): not said
+        return killed, []
     try:
         pack = load_pack(root)
     except PackError as exc:
-        return killed + [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
+        return [_finding(root, p) for p in exc.problems or [Problem(str(exc))]], []
     profiles: list[Profile] = []
     said: dict[Finding, list[str]] = {}  # a profile's finding -> the profiles that gave it
     for name in sorted(pack.profiles):
@@ -72,7 +74,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     findings = [f if f.file.startswith("profiles/") else replace(f, message=f"{f.message}; profile{'s' * (len(n) > 1)} "
                                                                             f"{', '.join(n)}") for f, n in said.items()]
     listed = [_listed(pack.profiles[n]) for n in {n for names in said.values() for n in names}]
-    findings += killed + _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack)
+    findings += _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack)
     findings += _order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
@@ -87,10 +89,15 @@ def _killed_write(root: Path) -> list[Finding]:
 
     if not leftover_journal(root):
         return []
+    from .errors import DamagedJournalError
     from .run import half_written_way  # only when a message names it
 
-    return [Finding(STATE_DIR, None, "a refresh, import or lock was killed while writing the pack, which may be "
-                                     "half written", half_written_way(root))]
+    try:
+        way = half_written_way(root)
+    except DamagedJournalError as exc:  # planted or torn: its steps, by hand
+        return [Finding(STATE_DIR, None, str(exc).removesuffix(" (nothing was written)"), "")]
+    return [Finding(STATE_DIR, None, "a refresh or import was killed while writing the pack, which may be half "
+                                     "written", way)]
 
 
 def _rel(root: Path, path: Path | None) -> str:

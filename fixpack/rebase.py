@@ -82,6 +82,7 @@ from .rebase_targets import target_pairs, version_le
 from .rebase_undo import abort, undo
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
+from .run import refuse_half_written
 from .states import State
 from .structs import replace
 from .tree import Tree
@@ -92,6 +93,7 @@ def start(req: RebaseRequest) -> RebaseResult:
     bad input (a ``--python`` that is no interpreter, before anything is written), MismatchError when an
     old release copy is not the old profile's pin; on Ctrl-C EnvironmentProblem, on SIGTERM Terminated (exit 143),
     saying what was written and what to do (:func:`_signalled`)."""
+    refuse_half_written(req.pack_root)  # a killed refresh or import: before anything is carried
     if req.python:
         check_interpreter(req.python)
     pack = load_pack(req.pack_root)
@@ -153,6 +155,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
     """
     if req.work is None:  # a rebase started with --work is found by it alone: say so when it is the one
         refuse_elsewhere(req.pack_root.resolve(), req.name, "continue")
+    refuse_half_written(req.pack_root)
     session = load_session(req)
     refuse_appeared(session, req.replace, req.work)
     refuse_unsaid_python(session, req.python, req.work)  # never the state's interpreter on its word

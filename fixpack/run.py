@@ -20,7 +20,7 @@ from .progress import QUIET, Progress
 from .records import Lock, Manifest
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
-from .state import journal_path, leftover_journal
+from .state import PACK_WRITES, journal_path, leftover_journal, load_journal
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
 from .targets import FoundTarget, check_pin, locate
@@ -119,26 +119,38 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
 
 
 def refuse_half_written(pack_root: Path) -> None:
-    """A pack a killed refresh, import or lock left (its journal in ``<pack>/.fixpack/``) may be half written:
-    DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`)."""
+    """A pack a killed refresh or import left (its journal in ``<pack>/.fixpack/``) may be half written:
+    DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`); a damaged or
+    planted journal's own DamagedJournalError, whose steps put the pack back by hand."""
     if leftover_journal(pack_root):  # a pack has a journal only after a killed update
-        raise DamagedStateError(journal_path(pack_root).parent, "a refresh, import or lock was killed while writing "
-                                                                "the pack, which may be half written",
+        raise DamagedStateError(journal_path(pack_root).parent, "a refresh or import was killed while writing the "
+                                                                "pack, which may be half written",
                                 half_written_way(pack_root) + "; then run this command again")
 
 
 def half_written_way(pack_root: Path) -> str:
-    """How to roll back a killed pack update: the refresh of an edit in progress again (it rolls the write back,
-    then writes it all; ``edit --abort`` would also drop the edit's work tree), else ``edit --abort`` (it rolls
-    back; with no edit in progress, that is all it does)."""
+    """How to roll back a killed pack update (raises the journal's DamagedJournalError where it is damaged): the
+    killed refresh again where the journal names the fix of an edit in progress (it rolls the write back, then
+    writes it all; ``edit --abort`` would also drop the edit's work tree), ``edit --abort`` where no edit is in
+    progress (it only rolls back then), else the killed command again (a refresh or an import)."""
     from .progname import command, pack_words
 
-    edits = sorted(p.stem for p in (pack_root / ".edit").glob("*.json")) if (pack_root / ".edit").is_dir() else []
-    if edits:
-        return (f"run the killed refresh again, which rolls its write back first and then writes it all "
-                f"({' or '.join(command('refresh', e, *pack_words(pack_root)) for e in edits)}; a killed import or "
-                f"lock: run it again); edit --abort would also drop the edit's work tree")
-    return f"roll it back: {command('edit', '--abort', *pack_words(pack_root))}"
+    journal = load_journal(pack_root, PACK_WRITES)
+    wrote = sorted({e.path.split("/")[1] for e in (journal.entries if journal else ()) if e.path.count("/") >= 2
+                    and e.path.startswith("fixes/")})
+    folder = pack_root / ".edit"
+    edits = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    theirs = [e for e in edits if e in wrote]
+    if theirs:
+        return (f"run the killed refresh again, which rolls its write back first and then writes it all: "
+                f"{' or '.join(command('refresh', e, *pack_words(pack_root)) for e in theirs)} (edit --abort would "
+                f"also drop the edit's work tree)")
+    if not edits:
+        return f"roll it back: {command('edit', '--abort', *pack_words(pack_root))}"
+    it = f" (it was writing fixes/{', fixes/'.join(wrote)})" if wrote else ""
+    return (f"run the killed refresh or import again{it}: it rolls the write back first, then writes it all; the "
+            f"edits in progress ({', '.join(edits)}) are not what it wrote, and edit --abort would drop "
+            f"{'its work tree' if len(edits) == 1 else 'one of their work trees'}")
 
 
 def requires_closure(pack: Pack, profile: Profile, names: list[str]) -> list[str]:
@@ -274,6 +286,13 @@ def named_too(ctx: Context, behind: list[str], own: list[str] | None = None) -> 
     parts = ([f"{', '.join(deeper)}, which {turn} in turn"] * bool(deeper)
              + [f"{', '.join(others)}, which another fix's line names"] * bool(others))
     return (*own, *others), f" (with {', and '.join(parts)})" if parts else ""
+
+
+def behind_files(ctx: Context, ft: FoundTarget, fix: Fix, fr: FixReport) -> list[str]:
+    """The files on which a failing fix's missing opt-ins are looked for: those that refused it
+    (:func:`refusing_files`); under ``--strict`` every file the lock records for it too (a drift is a mismatch)."""
+    files = refusing_files(ft, fix, fr)[1]
+    return sorted(set(files) | locked_paths(ctx, fix.id)) if ctx.report.strict else files
 
 
 def name_too(ctx: Context, behind: list[str], word: str = "", strict: bool | None = None,

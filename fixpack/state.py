@@ -178,6 +178,24 @@ class Writes(Protocol):
     def creates(self, path: str) -> bool: ...  # whether it could have created ``path`` (absent before the run)
 
 
+class _PackWrites:
+    """What a pack update (refresh, import) writes: files under ``fixes/`` and ``profiles/``, made or replaced. A
+    pack journal naming any other file of the pack's folder (``.git/``, the tool's own code) is damaged state: a
+    rollback would write it (a planted journal made ``.git/hooks/pre-commit``)."""
+
+    said = ("no file a refresh or import writes in the pack (under fixes/ or profiles/): not a journal a pack update "
+            "left")
+
+    def __call__(self, path: str) -> bool:
+        return path.startswith(("fixes/", "profiles/"))
+
+    def creates(self, path: str) -> bool:
+        return self(path)
+
+
+PACK_WRITES = _PackWrites()
+
+
 def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
     """The journal an interrupted run left, checked entry by entry; None when there is none. ``writes``: the
     paths a run of this profile could have written (:func:`fixpack.advice.run_writes`): an entry for any other
@@ -225,7 +243,8 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     if pack and not exists(root / ".git"):
         step1 = (f"1. put fixes/ and profiles/ back from the copy of the pack you keep ({root} is no git checkout, "
-                 f"so this run cannot name a command for it)")
+                 f"so this run cannot name a command for it; {backups_dir(root)} holds the files the killed run "
+                 f"replaced, as they were, numbered as the journal's entries: copy them out first if you need them)")
     elif pack:
         at = f"git -C {shlex.quote(str(root))}"
         step1 = (f"1. put the pack's files back from git: {at} checkout HEAD -- fixes profiles && {at} clean -fd "
@@ -306,8 +325,9 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
     if (root / e["path"]).is_dir() and not (root / e["path"]).is_symlink():
         raise bad(f"{e['path']} is a folder")
     if writes is not None and not writes(e["path"]):
-        raise bad(f"{e['path']} is no file this profile writes on the target (a fix's, a component's or the "
-                  f"manifest): not a journal this profile's run left")
+        raise bad(f"{e['path']} is " + getattr(writes, "said", "no file this profile writes on the target (a fix's, "
+                                                            "a component's or the manifest): not a journal this "
+                                                            "profile's run left"))
     if writes is not None and e.get("existed") is False and not writes.creates(e["path"]):
         raise bad(f"it says {e['path']} did not exist before the run, but no run of this profile creates it (the "
                   f"release has it and no fix adds or removes it): a rollback would delete it")

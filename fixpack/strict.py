@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .advice import add_next_steps, restore_how
-from .run import Context, locked_paths, name_too, opt_ins_behind, refusing_files
+from .run import Context, behind_files, locked_paths, name_too, opt_ins_behind
 from .states import State
 from .targets import FoundTarget
 
@@ -27,7 +27,7 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
         ft, fix = ctx.found.get(fr.target), ctx.pack.fixes.get(fr.id)
         if fr.kind == "fix" and ft and fix and fr.state in (State.CONFLICT, State.PARTIAL):
             m = manifests.get(fr.target)
-            failing.append((fix, refusing_files(ft, fix, fr)[1], m.applied_ids() if m else set()))
+            failing.append((fix, behind_files(ctx, ft, fix, fr), m.applied_ids() if m else set()))
     failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered in ctx.drift]
     for fix, files, recorded in failing:
         behind = opt_ins_behind(ctx, fix, files, recorded)[0]
@@ -67,9 +67,9 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
         too = name_too(ctx, behind, word, True, own)
         held = [g for g, b in need.items() if set(b) & set(own)]  # they do not apply without what this one needs
         shared = [f for f in own if any(f in need[g] for g in held)]
-        one, it = len(held) == 1, "it" if len(shared) == 1 else "them"
-        alt = (f"{', '.join(held)} {'does' if one else 'do'} not apply without {', '.join(shared)} either, so the "
-               f"image cannot leave {it} out while {'it is' if one else 'they are'} named" if held else
+        one, them, they = len(held) == 1, ", ".join(shared), ", ".join(held)
+        alt = (f"{they} {'does' if one else 'do'} not apply without {them} either: the image cannot leave {them} out "
+               f"while {they} {'is' if one else 'are'} named" if held else
                f"or, if the image is meant without {'it' if len(own) == 1 else 'them'}, {without}")
         return f"{head}{said}, so {what} from the lock's pre-image. {too[0].upper()}{too[1:]}; {alt}"
     again = ctx.behind  # other fixes' opt-ins: the run after the put-back names them

@@ -362,8 +362,8 @@ def test_an_opt_in_two_failing_fixes_need_a_chain_of_them_a_file_there_and_requi
     r = engine.status(builder.request(root, strict=True, opt_ins=("five", "eleven")))
     assert r.exit_code == 3 and r.fix("five").state == "drifted" and r.fix("eleven").state == "conflict"
     said = _strict_said(r, "five")
-    assert said.endswith("; eleven does not apply without three either, so the image cannot leave it out while it is "
-                         "named"), said
+    assert said.endswith("; eleven does not apply without three either: the image cannot leave three out while "
+                         "eleven is named"), said
     assert "run without --strict" not in said and " one" not in said.split("Name it too: ", 1)[1], said
     _run_as_written(said.split("Name it too: ", 1)[1].split("; eleven does not", 1)[0], tmp_path)
     r = engine.apply(builder.request(root, opt_ins=("nine",), dry_run=True))
@@ -418,6 +418,29 @@ def test_requires_of_a_named_opt_in_bring_theirs_and_two_drifts_may_go_without_s
                              "drifted, not a mismatch: ", 1)[1]
         assert without.endswith(f" --root demo={root} five six"), without
         _run_as_written(without, tmp_path)
+
+
+def test_under_strict_a_conflict_names_the_opt_ins_of_its_other_files_too(builder, tmp_path):
+    """x was locked on top of w (c.py: x conflicts without it) and of v (d.py: x only drifts without it). Under
+    --strict the conflict named w alone; the run after it was refused for the drift on d.py, naming v (one more
+    run). Both are named at once now."""
+    base = numbered(30)
+    c, d = "demo_pkg/c.py", "demo_pkg/d.py"
+    root = builder.tree("clean", {MOD: base, c: base, d: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    w, v = base.replace("line 10\n", "ten\n"), base.replace("line 4\n", "four\n")
+    builder.add_fix("w", {c: base}, {c: w}, opt_in=True)
+    builder.add_fix("v", {d: base}, {d: v}, opt_in=True)
+    builder.add_fix("x", {c: w, d: v}, {c: w.replace("line 11\n", "eleven\n"), d: v.replace("line 25\n", "25\n")},
+                    opt_in=True)
+    builder.profile(["one"], ["w", "v", "x"])
+    builder.lock(root)
+    r = engine.status(builder.request(root, strict=True, opt_ins=("x",)))
+    assert r.exit_code == 4 and r.fix("x").state == "conflict"
+    said = _next(r, "x")
+    assert said.startswith(f"next: the lock placed x on top of opt-in w, v (before it in the pack, on {c}, {d}), "), said
+    assert said.endswith(f" --root demo={root} --strict x w v"), said
+    _run_as_written(said.split("name them too: ", 1)[1], tmp_path)
 
 
 def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):

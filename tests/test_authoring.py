@@ -582,8 +582,8 @@ def test_a_refresh_of_a_new_fix_killed_while_writing_is_rolled_back_by_the_next(
 
 @pytest.mark.parametrize("edit", ["in progress", "dropped by hand"])
 def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3, edit):
-    """A refresh killed while writing the pack: status, apply, revert, lock, format and export read the half-written
-    pack and failed with a pack error (a fix missing from the series, a stale lock whose `lock` command then wrote
+    """A refresh killed while writing the pack: status, apply, revert, lock, format, export and refresh on a release
+    copy read the half-written pack and failed with a pack error (a fix missing from the series, a stale lock whose `lock` command then wrote
     into it), or exported it, without a word of the journal. Each is refused now (exit 3, nothing written) with the
     way back: with the edit in progress, its refresh again (`edit --abort`, said before, also dropped the edit's
     work tree); with none, `edit --abort`, which rolls back and exits 0 (it said "no edit in progress", exit 2,
@@ -598,16 +598,17 @@ def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3, edi
     roots = ["-p", "p1", "--root", f"demo={clean}"]
     for words in (["status", *roots], ["apply", *roots], ["apply", "--dry-run", *roots], ["lock", *roots],
                   ["revert", *roots], ["format"], ["format", "--check"], ["export", "-p", "p1", "--out",
-                                                                          str(builder.base / "out")]):
+                                                                          str(builder.base / "out")],
+                  ["refresh", "c", *roots]):  # the quilt-like refresh on a clean copy: on the half-written chain
         r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack)],
                            capture_output=True, text=True, cwd=REPO)
         said = " ".join(r.stderr.split())
-        assert r.returncode == 3 and f"the state in {builder.pack / '.fixpack'} is damaged: a refresh, import or " \
-            "lock was killed while writing the pack, which may be half written" in said, (words, r.stderr)
+        assert r.returncode == 3 and f"the state in {builder.pack / '.fixpack'} is damaged: a refresh or import " \
+            "was killed while writing the pack, which may be half written" in said, (words, r.stderr)
         assert pack_bytes(builder.pack) == half and snapshot(clean) == tree and not (builder.base / "out").exists()
-    if edit == "in progress":
-        assert "edit --abort would also drop the edit's work tree" in said, said
-        way = said.split("which rolls its write back first and then writes it all (", 1)[1].split("; a killed", 1)[0]
+    if edit == "in progress":  # the journal names fixes/b/: b's refresh
+        assert "(edit --abort would also drop the edit's work tree)" in said, said
+        way = said.split("which rolls its write back first and then writes it all: ", 1)[1].split(" (edit --abort", 1)[0]
         assert way.endswith(f" refresh b --pack {builder.pack}"), way
     else:
         way = said.split("roll it back: ", 1)[1].split("; then run this command again", 1)[0]
@@ -632,3 +633,65 @@ def test_a_damaged_journal_of_a_pack_without_git_names_no_git_command(pack3):
     said = " ".join(r.stderr.split())
     assert r.returncode == 3 and "1. put fixes/ and profiles/ back from the copy of the pack you keep" in said, said
     assert "git -C" not in said, said
+
+
+def test_a_planted_pack_journal_writes_nothing_outside_fixes_and_profiles(pack3):
+    """A pack journal is untrusted: one naming .git/hooks/pre-commit (a backup with mode 755 beside it) was rolled
+    back by the next refresh, import or edit --abort, which wrote the hook git then ran. It is damaged state now
+    (exit 3), refused by every command that reads or rolls back a pack, and nothing is written."""
+    import hashlib
+    builder, clean = pack3
+    from test_rebase import commit_pack
+    commit_pack(builder)
+    state = builder.pack / ".fixpack"
+    (state / "journal").mkdir(parents=True)
+    hook = b"#!/bin/sh\ntouch pwned\n"
+    (state / "journal/0").write_bytes(hook)
+    os.chmod(state / "journal/0", 0o755)
+    entry = {"path": ".git/hooks/pre-commit", "existed": True, "backup": 0, "mode": 0o755,
+             "sha256": hashlib.sha256(hook).hexdigest()}
+    (state / "journal.json").write_text(json.dumps({"dirs": [], "entries": [entry]}))
+    before = snapshot(builder.pack)
+    for words in (["edit", "--abort"], ["refresh", "b"], ["status", "-p", "p1", "--root", f"demo={clean}"],
+                  ["check"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        out = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode in (2, 3) and ".git/hooks/pre-commit is no file a refresh or import writes in the pack" \
+            in out, (words, out)
+        assert snapshot(builder.pack) == before and not (builder.pack / ".git/hooks/pre-commit").exists()
+
+
+def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp_path):
+    """An import killed while writing, with an edit of b open: the way back said to run `refresh b` (its edit's
+    commits, not ready, went into the pack). It now says an import or refresh was killed, what it was writing, and
+    that the edit in progress is not it; the same import again rolls back and finishes."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("line 40\n", "forty, not ready\n"))
+    git(work, "commit", "-qam", "WIP not ready")
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace("line 50\n",
+                                                                                                       "fifty\n")
+    mail = tmp_path / "in.patch"
+    mail.write_text(mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n")))
+    args = [sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "imp", "-p", "p1", "--root",
+            f"demo={clean}", "--pack", str(builder.pack)]
+    for fault in range(2, 9):
+        killed = subprocess.run(args, capture_output=True, text=True, cwd=REPO,
+                                env={**os.environ, "FIXPACK_FAULT_AT": str(fault), "PYTHONPATH": str(REPO)})
+        if killed.returncode == 137 and (builder.pack / ".fixpack/journal.json").is_file():
+            break
+        subprocess.run([sys.executable, "-m", "fixpack.cli", "edit", "--abort", "imp", "--pack", str(builder.pack)],
+                       capture_output=True, cwd=REPO)
+    else:
+        pytest.fail("no write point of import left a journal")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "p1", "--root", f"demo={clean}",
+                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "run the killed refresh or import again (it was writing fixes/imp)" in said, said
+    assert "the edits in progress (b) are not what it wrote" in said and "refresh b" not in said, said
+    again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    assert "forty, not ready" not in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert load_pack(builder.pack).fixes["imp"] and not (builder.pack / ".fixpack").exists()
