@@ -480,9 +480,10 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
                 n, dest = n + 1, f"{ft.root / p}.orig{n + 1}"
             return f"[ ! -e {shlex.quote(dest)} ] && mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(dest)}"
 
-        own = ctx.behind_of.get(fix.id, [])
-        names, also = named_too(ctx, own)
-        too = f" (it names {', '.join(own)} too, which the lock placed {fix.id} on top of{also})" if own else also
+        direct = opt_ins_behind(ctx, fix, behind_files(ctx, ft, fix, fr), recorded)[0]
+        names, also = named_too(ctx, direct, ctx.behind_of.get(fix.id, direct))
+        too = (f" (it names {', '.join(direct)} too, which the lock placed {fix.id} on top of"
+               f"{'; ' + also[2:-1] if also else ''})" if direct else also)
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")

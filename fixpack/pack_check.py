@@ -84,10 +84,11 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
 def _killed_write(root: Path) -> list[Finding]:
     """A refresh or import killed while writing the pack leaves its journal in ``<pack>/.fixpack/`` and the
     pack half written: say that first (the other findings, a stale lock, follow from it)."""
+    from .fsio import exists
     from .safepath import STATE_DIR
-    from .state import leftover_journal
+    from .state import journal_path
 
-    if not leftover_journal(root):
+    if not exists(journal_path(root)):  # leftovers alone (killed before or after writing): the pack is whole
         return []
     from .errors import DamagedJournalError
     from .run import half_written_way  # only when a message names it

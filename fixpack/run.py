@@ -11,16 +11,18 @@ from pathlib import Path
 
 from . import lockfile
 from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError
+from .fsio import exists
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
+from .pack_journal import load_pack_journal
 from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
 from .records import Lock, Manifest
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
-from .state import PACK_WRITES, journal_path, leftover_journal, load_journal
+from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
 from .targets import FoundTarget, check_pin, locate
@@ -119,25 +121,28 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
 
 
 def refuse_half_written(pack_root: Path) -> None:
-    """A pack a killed refresh or import left (its journal in ``<pack>/.fixpack/``) may be half written:
-    DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`); a damaged or
-    planted journal's own DamagedJournalError, whose steps put the pack back by hand."""
-    if leftover_journal(pack_root):  # a pack has a journal only after a killed update
+    """A pack a killed refresh or import left while writing (its journal ``<pack>/.fixpack/journal.json``) may be
+    half written: DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`);
+    a damaged or planted journal's own DamagedJournalError, whose steps put the pack back by hand. Only leftovers
+    (a run killed before its journal was written, or once it was done) leave the pack whole: no refusal."""
+    if exists(journal_path(pack_root)):
         raise DamagedStateError(journal_path(pack_root).parent, "a refresh or import was killed while writing the "
                                                                 "pack, which may be half written",
                                 half_written_way(pack_root) + "; then run this command again")
 
 
 def half_written_way(pack_root: Path) -> str:
-    """How to roll back a killed pack update (raises the journal's DamagedJournalError where it is damaged): the
-    killed refresh again where the journal names the fix of an edit in progress (it rolls the write back, then
-    writes it all; ``edit --abort`` would also drop the edit's work tree), ``edit --abort`` where no edit is in
-    progress (it only rolls back then), else the killed command again (a refresh or an import)."""
+    """How to roll back a killed pack update (raises the journal's DamagedJournalError where it is damaged). The
+    fixes whose ``fix.toml`` the journal names are what the killed refresh or import wrote (a later fix it moved
+    has its patches only): the refresh again of an edit in progress among them (it rolls the write back, then
+    writes it all; ``edit --abort`` would also drop the edit's work tree); with no edit in progress ``edit
+    --abort`` (it only rolls back then); else the killed command again, said with what it wrote."""
     from .progname import command, pack_words
 
-    journal = load_journal(pack_root, PACK_WRITES)
-    wrote = sorted({e.path.split("/")[1] for e in (journal.entries if journal else ()) if e.path.count("/") >= 2
-                    and e.path.startswith("fixes/")})
+    journal = load_pack_journal(pack_root)
+    entries = [e.path.split("/") for e in (journal.entries if journal else ())]
+    wrote = sorted({p[1] for p in entries if p[0] == "fixes" and len(p) > 2 and p[-1] == "fix.toml"})
+    touched = sorted({p[1] for p in entries if p[0] == "fixes" and len(p) > 2})
     folder = pack_root / ".edit"
     edits = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
     theirs = [e for e in edits if e in wrote]
@@ -147,10 +152,14 @@ def half_written_way(pack_root: Path) -> str:
                 f"also drop the edit's work tree)")
     if not edits:
         return f"roll it back: {command('edit', '--abort', *pack_words(pack_root))}"
-    it = f" (it was writing fixes/{', fixes/'.join(wrote)})" if wrote else ""
-    return (f"run the killed refresh or import again{it}: it rolls the write back first, then writes it all; the "
-            f"edits in progress ({', '.join(edits)}) are not what it wrote, and edit --abort would drop "
-            f"{'its work tree' if len(edits) == 1 else 'one of their work trees'}")
+    if wrote:
+        return (f"run the killed import of {', '.join(wrote)} again: it rolls the write back first, then writes it "
+                f"all; the edits in progress ({', '.join(edits)}) are not what it wrote, and edit --abort would drop "
+                f"{'its work tree' if len(edits) == 1 else 'one of their work trees'}")
+    it = f" (it wrote fixes/{', fixes/'.join(touched)})" if touched else ""
+    return (f"run the refresh or import that was killed again{it}: it rolls the write back first, then writes it "
+            f"all; edit --abort would drop {'an edit' if len(edits) > 1 else 'the edit'}'s work tree "
+            f"({', '.join(edits)} in progress)")
 
 
 def requires_closure(pack: Pack, profile: Profile, names: list[str]) -> list[str]:
@@ -257,8 +266,9 @@ def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str])
     before = ctx.pack.series[:ctx.pack.series.index(fix.id)]
     behind = [f for f in before if f in ctx.profile.opt_in and f not in ctx.selected and f not in recorded
               and ctx.pack.fixes[f].target == fix.target and locked_paths(ctx, f) & set(files)]
+    on = sorted({f for b in behind for f in locked_paths(ctx, b)} & set(files))  # where those are, of files
     return behind, (f"the lock placed {fix.id} on top of opt-in {', '.join(behind)} (before it in the pack, on "
-                    f"{', '.join(files)}), which this run does not apply" if behind else "")
+                    f"{', '.join(on)}), which this run does not apply" if behind else "")
 
 
 def created_there(ft: FoundTarget, fix: Fix) -> list[str]:

@@ -33,7 +33,6 @@ from typing import Any, Protocol
 from .documents import MAX_STATE_BYTES, load_json, loads_json
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
-    TMP_SUFFIX,
     atomic_write,
     chown_to,
     drop_pycache_quietly,
@@ -178,24 +177,6 @@ class Writes(Protocol):
     def creates(self, path: str) -> bool: ...  # whether it could have created ``path`` (absent before the run)
 
 
-class _PackWrites:
-    """What a pack update (refresh, import) writes: files under ``fixes/`` and ``profiles/``, made or replaced. A
-    pack journal naming any other file of the pack's folder (``.git/``, the tool's own code) is damaged state: a
-    rollback would write it (a planted journal made ``.git/hooks/pre-commit``)."""
-
-    said = ("no file a refresh or import writes in the pack (under fixes/ or profiles/): not a journal a pack update "
-            "left")
-
-    def __call__(self, path: str) -> bool:
-        return path.startswith(("fixes/", "profiles/"))
-
-    def creates(self, path: str) -> bool:
-        return self(path)
-
-
-PACK_WRITES = _PackWrites()
-
-
 def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
     """The journal an interrupted run left, checked entry by entry; None when there is none. ``writes``: the
     paths a run of this profile could have written (:func:`fixpack.advice.run_writes`): an entry for any other
@@ -279,11 +260,12 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     made = [d for d in dirs if not any(e.path.startswith(d + "/") for e in entries if not e.existed)]
     if made:  # a run lists only folders it creates for a new file: a rollback removes nothing else
         raise DamagedStateError(jpath, f"'dirs' names {made[0]}, which holds no file the journal says is new")
-    removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries)
+    removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries, getattr(writes, "folder_bits", 0))
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {})
 
 
-def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...]) -> dict[str, Kept]:
+def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],
+                  folder_bits: int = 0) -> dict[str, Kept]:
     """The folders a run may have emptied, with their mode and owner before it: each a canonical folder of the
     target above a file the journal has a backup of, reached without a link (a rollback makes it again)."""
     if not isinstance(value, dict):
@@ -292,6 +274,8 @@ def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEnt
         problem = _journal_path_problem(root, d) or (f"{d}: {kept_problem(k, True)}" if kept_problem(k, True) else None)
         if not problem and not any(e.path.startswith(d + "/") for e in entries if e.existed):
             problem = f"{d} holds no file the journal has a backup of"
+        if not problem and is_int(k.get("mode")) and k["mode"] & folder_bits:
+            problem = f"{d}: mode {k['mode']:o} is open to all or set-id, as no pack folder is"
         if problem:
             raise DamagedStateError(jpath, f"'removed_dirs': {problem}")
     return kept_map(value)
@@ -332,6 +316,9 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
         raise bad(f"it says {e['path']} did not exist before the run, but no run of this profile creates it (the "
                   f"release has it and no fix adds or removes it): a rollback would delete it")
     mode, owner, sha = e.get("mode"), e.get("owner"), e.get("sha256")
+    never = int(getattr(writes, "file_bits", 0))  # a pack file: never executable, nor set-id
+    if isinstance(mode, int) and mode & never:
+        raise bad(f"mode {mode:o} of {e['path']} has bits ({never:o}) a pack file never has")
     if not isinstance(e["existed"], bool) or not is_int(e["backup"]) or e["backup"] != i:
         raise bad("'existed' must be true or false and 'backup' the entry's own index")
     if not (mode is None or is_int(mode) and 0 <= mode <= 0o7777) or (e["existed"] and mode is None):
@@ -405,8 +392,8 @@ def journal_originals(root: Path, writes: Writes | None) -> dict[str, bytes | No
 def leftover_journal(root: Path) -> bool:
     """A journal, or backups a run killed after removing its journal left behind."""
     folder = state_dir(root)
-    return any(exists(folder / n) for n in (JOURNAL, BACKUPS, JOURNAL + TMP_SUFFIX)) or \
-        exists(temp_path(folder / JOURNAL))
+    return any(exists(folder / n) for n in (JOURNAL, BACKUPS)) or exists(temp_path(folder / JOURNAL))
+
 
 
 def recover(root: Path, writes: Writes | None = None) -> list[str]:

@@ -403,13 +403,21 @@ def test_requires_of_a_named_opt_in_bring_theirs_and_two_drifts_may_go_without_s
     w = base.replace("line 15\n", "fifteen\n")
     builder.add_fix("w", {f: base}, {f: w}, opt_in=True, requires=["v"])
     builder.add_fix("x", {f: w}, {f: w.replace("line 16\n", "sixteen\n")}, opt_in=True)
-    builder.profile(["one"], ["three", "five", "six", "u", "v", "w", "x"])
+    xw = w.replace("line 16\n", "sixteen\n")
+    builder.add_fix("t", {f: xw, "demo_pkg/new.py": None}, {f: xw.replace("line 12\n", "twelve\n"),
+                                                            "demo_pkg/new.py": "T = 1\n"}, opt_in=True)
+    builder.profile(["one"], ["three", "five", "six", "u", "v", "w", "x", "t"])
     builder.lock(root)
     said = _next(engine.apply(builder.request(root, opt_ins=("x",), dry_run=True)), "x")
     assert said.startswith(f"next: the lock placed x on top of opt-in w (before it in the pack, on {f}), which this run "
                            f"does not apply; name it too (with u, v, which that one needs in turn): "), said
     assert said.endswith(f" --root demo={root} --dry-run x u v w"), said
     _run_as_written(said.split("in turn): ", 1)[1], tmp_path)
+    (root / "demo_pkg/new.py").write_text("mine\n")  # t creates it: the move, then t with what it was placed on
+    said = _next(engine.apply(builder.request(root, opt_ins=("t",), dry_run=True)), "t")
+    assert said.endswith(" --dry-run t u v w x (it names w, x too, which the lock placed t on top of; with u, v, which "
+                         "those need in turn)"), said
+    (root / "demo_pkg/new.py").unlink()
     r = engine.status(builder.request(root, strict=True, opt_ins=("five", "six")))
     assert r.exit_code == 3 and r.fix("five").state == r.fix("six").state == "drifted"
     for fid in ("five", "six"):
@@ -423,16 +431,17 @@ def test_requires_of_a_named_opt_in_bring_theirs_and_two_drifts_may_go_without_s
 def test_under_strict_a_conflict_names_the_opt_ins_of_its_other_files_too(builder, tmp_path):
     """x was locked on top of w (c.py: x conflicts without it) and of v (d.py: x only drifts without it). Under
     --strict the conflict named w alone; the run after it was refused for the drift on d.py, naming v (one more
-    run). Both are named at once now."""
+    run). Both are named at once now, and only the files they are on (x's g.py has none)."""
     base = numbered(30)
-    c, d = "demo_pkg/c.py", "demo_pkg/d.py"
-    root = builder.tree("clean", {MOD: base, c: base, d: base})
+    c, d, g = "demo_pkg/c.py", "demo_pkg/d.py", "demo_pkg/g.py"
+    root = builder.tree("clean", {MOD: base, c: base, d: base, g: base})
     builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
     w, v = base.replace("line 10\n", "ten\n"), base.replace("line 4\n", "four\n")
     builder.add_fix("w", {c: base}, {c: w}, opt_in=True)
     builder.add_fix("v", {d: base}, {d: v}, opt_in=True)
-    builder.add_fix("x", {c: w, d: v}, {c: w.replace("line 11\n", "eleven\n"), d: v.replace("line 25\n", "25\n")},
-                    opt_in=True)
+    builder.add_fix("x", {c: w, d: v, g: base}, {c: w.replace("line 11\n", "eleven\n"),
+                                                d: v.replace("line 25\n", "25\n"), g: base.replace("line 9\n", "9\n")},
+                    opt_in=True)  # g.py: no opt-in there, not said
     builder.profile(["one"], ["w", "v", "x"])
     builder.lock(root)
     r = engine.status(builder.request(root, strict=True, opt_ins=("x",)))

@@ -635,37 +635,85 @@ def test_a_damaged_journal_of_a_pack_without_git_names_no_git_command(pack3):
     assert "git -C" not in said, said
 
 
-def test_a_planted_pack_journal_writes_nothing_outside_fixes_and_profiles(pack3):
+PLANTED_PACK = {  # what a planted pack journal asked a rollback to do, and what it is refused as
+    "a git hook": ({"path": ".git/hooks/pre-commit", "mode": 0o755}, None,
+                   ".git/hooks/pre-commit is no file a refresh or import writes in the pack"),
+    "the in-image script": ({"path": "fixes/apply_all.py", "mode": 0o644}, None,
+                            "fixes/apply_all.py is no file a refresh or import writes in the pack"),
+    "a proof": ({"path": "fixes/b/test_b.py", "mode": 0o644}, None,
+                "fixes/b/test_b.py is no file a refresh or import writes in the pack"),
+    "an executable patch": ({"path": "fixes/b/0001-change.patch", "mode": 0o755}, None,
+                            "mode 755 of fixes/b/0001-change.patch has bits (7111) a pack file never has"),
+    "a set-id patch": ({"path": "fixes/b/0001-change.patch", "mode": 0o6644}, None, "has bits (7111)"),
+    "the series deleted": ({"path": "fixes/series", "existed": False, "mode": None, "sha256": None}, None,
+                           "it says fixes/series did not exist before the run"),
+    "a folder opened to all": ({"path": "fixes/b/0001-change.patch", "mode": 0o644},
+                               {"fixes/b": {"mode": 0o777, "owner": None}},
+                               "'removed_dirs': fixes/b: mode 777 is open to all or set-id, as no pack folder is"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_PACK))
+def test_a_planted_pack_journal_writes_nothing_a_pack_update_would_not(pack3, case):
     """A pack journal is untrusted: one naming .git/hooks/pre-commit (a backup with mode 755 beside it) was rolled
-    back by the next refresh, import or edit --abort, which wrote the hook git then ran. It is damaged state now
-    (exit 3), refused by every command that reads or rolls back a pack, and nothing is written."""
+    back by the next refresh, import or edit --abort, which wrote the hook git then ran; then fixes/apply_all.py (the
+    script an image runs), a proof, a mode with execute or set-id bits, a deleted series, a folder opened to all.
+    Each is damaged state now (exit 3; check exit 2), refused by every command that reads or rolls back a pack, and
+    nothing is written, .git included."""
     import hashlib
     builder, clean = pack3
     from test_rebase import commit_pack
     commit_pack(builder)
+    entry, removed, says = PLANTED_PACK[case]
     state = builder.pack / ".fixpack"
     (state / "journal").mkdir(parents=True)
-    hook = b"#!/bin/sh\ntouch pwned\n"
-    (state / "journal/0").write_bytes(hook)
-    os.chmod(state / "journal/0", 0o755)
-    entry = {"path": ".git/hooks/pre-commit", "existed": True, "backup": 0, "mode": 0o755,
-             "sha256": hashlib.sha256(hook).hexdigest()}
-    (state / "journal.json").write_text(json.dumps({"dirs": [], "entries": [entry]}))
+    payload = b"#!/bin/sh\ntouch pwned\n"
+    if entry.get("existed", True):
+        (state / "journal/0").write_bytes(payload)
+        os.chmod(state / "journal/0", entry["mode"] & 0o777)
+    entry = {"existed": True, "backup": 0, "sha256": hashlib.sha256(payload).hexdigest(), **entry}
+    (state / "journal.json").write_text(json.dumps({"dirs": [], "entries": [entry],
+                                                    **({"removed_dirs": removed} if removed else {})}))
     before = snapshot(builder.pack)
     for words in (["edit", "--abort"], ["refresh", "b"], ["status", "-p", "p1", "--root", f"demo={clean}"],
                   ["check"]):
         r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack)],
                            capture_output=True, text=True, cwd=REPO)
         out = " ".join((r.stdout + r.stderr).split())
-        assert r.returncode in (2, 3) and ".git/hooks/pre-commit is no file a refresh or import writes in the pack" \
-            in out, (words, out)
+        assert r.returncode in (2, 3) and says in out, (words, out)
         assert snapshot(builder.pack) == before and not (builder.pack / ".git/hooks/pre-commit").exists()
 
 
+def test_leftovers_alone_refuse_nothing_and_an_unreadable_journal_gives_steps(pack3):
+    """Backups or a half-written journal temp file with no journal.json: a run killed before its journal was
+    written or once it was done, the pack whole; read as a half-written pack, every command was refused with a way
+    back that could not be true. Now nothing refuses, and the next refresh clears them. A journal.json that is a
+    folder was "damaged: it is not a regular file; remove it or restore the image" (removing it alone leaves the
+    pack half written; a pack is no image): it gives the numbered steps now."""
+    builder, clean = pack3
+    from test_rebase import commit_pack
+    commit_pack(builder)
+    state = builder.pack / ".fixpack"
+    (state / "journal").mkdir(parents=True)
+    (state / "journal/0").write_text("a backup\n")
+    (state / ".journal.json.fixpack-tmp").write_text("{")
+    assert engine.status(builder.request(clean)).ok
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert ".fixpack" not in r.stdout and "killed" not in r.stdout, r.stdout  # (the fixes' missing proofs only)
+    (state / "journal.json").mkdir()
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "p1", "--root", f"demo={clean}",
+                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "In this order: 1. put the pack's files back from git: " in said, said
+    assert "restore the image" not in said, said
+
+
 def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp_path):
-    """An import killed while writing, with an edit of b open: the way back said to run `refresh b` (its edit's
-    commits, not ready, went into the pack). It now says an import or refresh was killed, what it was writing, and
-    that the edit in progress is not it; the same import again rolls back and finishes."""
+    """An import (after a: b and c move, their patches rewritten) killed while writing, with an edit of b open: the
+    way back said to run `refresh b` (its edit's commits, not ready, went into the pack, the import dropped). It now
+    names the import of imp (the fix whose fix.toml the journal holds) and says the edit in progress is not it; the
+    same import again rolls back and finishes."""
     builder, clean = pack3
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / MOD).write_text((work / MOD).read_text().replace("line 40\n", "forty, not ready\n"))
@@ -676,7 +724,7 @@ def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp
     mail = tmp_path / "in.patch"
     mail.write_text(mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n")))
     args = [sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "imp", "-p", "p1", "--root",
-            f"demo={clean}", "--pack", str(builder.pack)]
+            f"demo={clean}", "--pack", str(builder.pack), "--after", "a"]  # b and c move: their patches are written
     for fault in range(2, 9):
         killed = subprocess.run(args, capture_output=True, text=True, cwd=REPO,
                                 env={**os.environ, "FIXPACK_FAULT_AT": str(fault), "PYTHONPATH": str(REPO)})
@@ -689,9 +737,44 @@ def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "p1", "--root", f"demo={clean}",
                         "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
     said = " ".join(r.stderr.split())
-    assert r.returncode == 3 and "run the killed refresh or import again (it was writing fixes/imp)" in said, said
+    assert r.returncode == 3 and "run the killed import of imp again: it rolls the write back first" in said, said
     assert "the edits in progress (b) are not what it wrote" in said and "refresh b" not in said, said
     again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert again.returncode == 0, again.stderr
     assert "forty, not ready" not in (builder.pack / "fixes/b/0001-change.patch").read_text()
     assert load_pack(builder.pack).fixes["imp"] and not (builder.pack / ".fixpack").exists()
+
+
+def test_a_killed_refresh_that_moved_a_later_fix_names_only_its_own_edit(pack3):
+    """Edits of b and c open; b's refresh adds a line, so c's patch is rewritten at its new lines. Killed while
+    writing, the way back named `refresh b or refresh c` (every fix with a file in the journal): the second wrote c's
+    unfinished work into the pack. It names b's refresh alone now (the fix whose fix.toml the journal holds), which
+    finishes it."""
+    builder, clean = pack3
+    b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    (c / MOD).write_text((c / MOD).read_text().replace("line 55\n", "fifty-five, not ready\n"))
+    git(c, "commit", "-qam", "c WIP")
+    (b / MOD).write_text((b / MOD).read_text().replace("line 20\n", "line 20\n# one more line\n"))
+    git(b, "commit", "-qa", "--amend", "--no-edit")
+    args = [sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)]
+    for fault in range(2, 12):
+        killed = subprocess.run(args, capture_output=True, text=True, cwd=REPO,
+                                env={**os.environ, "FIXPACK_FAULT_AT": str(fault), "PYTHONPATH": str(REPO)})
+        journal = builder.pack / ".fixpack/journal.json"
+        if killed.returncode == 137 and journal.is_file() and "fixes/c/" in journal.read_text():
+            break
+        subprocess.run(args, capture_output=True, cwd=REPO)  # rolls back (or finishes): try the next point
+        git(b, "commit", "-qa", "--amend", "--no-edit", "--allow-empty")
+    else:
+        pytest.fail("no write point of the refresh left a journal naming c's patch")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "p1", "--root", f"demo={clean}",
+                        "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and f"writes it all: {program()} refresh b --pack {builder.pack} (edit --abort" in said, \
+        said
+    assert "refresh c" not in said, said
+    done = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "not ready" not in (builder.pack / "fixes/c/0001-change.patch").read_text()
+    assert "+# one more line" in (builder.pack / "fixes/b/0001-change.patch").read_text()

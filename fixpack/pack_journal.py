@@ -1,0 +1,50 @@
+"""A pack's journal (``<pack>/.fixpack/``, what a killed refresh or import leaves): untrusted input, read with the
+files a pack update writes (:data:`PACK_WRITES`) and, when it cannot be read at all, its steps by hand
+(:func:`load_pack_journal`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import DamagedJournalError, DamagedStateError
+from .state import Journal, load_journal, restore_first
+
+
+class _PackWrites:
+    """What a pack update (refresh, import) writes: ``fixes/series``, a fix's patches (``.patch``, ``.diff``),
+    ``fix.toml`` and ``variant.toml`` under ``fixes/``, and ``profiles/NAME.toml`` / ``.lock``, with no execute, set-id
+    or sticky bit. A pack journal naming any other file (``.git/``, a proof or the tool's own code, which a run or
+    git would execute), such a mode, or a folder mode open to all or set-id is damaged state: a planted one's
+    rollback wrote ``.git/hooks/pre-commit``, then ``fixes/apply_all.py``."""
+
+    said = ("no file a refresh or import writes in the pack (fixes/series, a fix's patches, fix.toml or variant.toml, "
+            "a profile or its lock): not a journal a pack update left")
+    file_bits = 0o7111  # not in a pack file's mode
+    folder_bits = 0o7002  # not in a pack folder's
+
+    def __call__(self, path: str) -> bool:
+        top, _, rest = path.partition("/")
+        name = rest.rpartition("/")[2]
+        if top == "profiles":
+            return "/" not in rest and name.endswith((".toml", ".lock"))
+        return top == "fixes" and (rest == "series" or "/" in rest and (name.endswith((".patch", ".diff")) or
+                                                                         name in ("fix.toml", "variant.toml")))
+
+    def creates(self, path: str) -> bool:  # a new fix's files, a renumbered patch, a lock not made before
+        return self(path) and path != "fixes/series" and not (path.startswith("profiles/") and path.endswith(".toml"))
+
+
+PACK_WRITES = _PackWrites()
+
+
+def load_pack_journal(pack_root: Path) -> Journal | None:
+    """The journal a killed pack update left (:func:`load_journal` with :data:`PACK_WRITES`; None: none, or only the
+    leftovers of a run killed before its journal was written or after it was done, with the pack whole). One that
+    cannot be read at all (not a regular file, too large, its backups not a folder) raises DamagedJournalError too,
+    with the steps that put the pack back by hand (it said "remove it or restore the image")."""
+    try:
+        return load_journal(pack_root, PACK_WRITES)
+    except DamagedJournalError:
+        raise
+    except DamagedStateError as exc:
+        raise DamagedJournalError(exc.path, exc.what, restore_first(pack_root, b""), pack_root, b"") from None
