@@ -75,7 +75,8 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
                                    progress=CliProgress())
     if abort:
         said = (f"removed {gone}" + (" (the pack update a killed run left was rolled back first)" if rolled else "")
-                if gone else "rolled back the pack update a killed run left (no edit in progress)")
+                if gone else "rolled back the pack update a killed run left (no edit"
+                             f"{' of ' + fix_id if fix_id else ''} in progress)")
         if as_json:
             emit_json(envelope("edit", profile, removed=str(gone) if gone else None, rolled_back=gone is None))
         else:

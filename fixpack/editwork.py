@@ -399,7 +399,8 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
 def abort(pack_root: Path, fix_id: str = "") -> Path | None:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
     A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would;
-    with no fix named and no edit in progress, that is all (None; else "no edit in progress", exit 2).
+    with no fix named and no edit in progress, or ``fix_id``'s gone, that is all (None; else "no edit in progress",
+    exit 2).
     A folder ``.edit/<fix>`` that is not the work tree ``edit`` made (its state beside it, a git repository)
     is refused (DamagedStateError, exit 3), never removed."""
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
@@ -418,7 +419,9 @@ def abort(pack_root: Path, fix_id: str = "") -> Path | None:
         fix_id = found[0]
     work = folder / _checked_id(fix_id)
     if not state_path(pack_root, fix_id).is_file() and not work.exists():
-        raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder}){undone}")
+        if rolled:  # a killed import or refresh of it, its edit gone: rolling back was all
+            return None
+        raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
     if work.is_symlink():
         work.unlink()  # the link, never what it points at
     elif work.is_dir():

@@ -117,6 +117,10 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     view = pack.for_profile(prof.name)
     target = target or _only_target(view, prof)
     target, after = check_new(view, prof, fix_id, target, after, opt_in)
+    if (pack_root / ".edit" / f"{fix_id}.json").exists():  # its refresh would replace the import, or the way back
+        raise BadInputError(f"an edit of {fix_id} is in progress (.edit/{fix_id}, from `fixpack new`): refresh it, "
+                            f"or drop it (`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`), or "
+                            f"import as another name; nothing was written")
     parsed = [(read_mail(text), split(text)[1], line) for line, text in found]
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
@@ -144,7 +148,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}
     changes.update(metadata(pack_root, pack, fix, state, names, True))
-    outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress)
+    outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
 
 

@@ -4,23 +4,26 @@ files a pack update writes (:data:`PACK_WRITES`) and, when it cannot be read at 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from .errors import DamagedJournalError, DamagedStateError
-from .state import Journal, load_journal, restore_first
+from .fsio import exists
+from .state import Journal, journal_path, load_journal, restore_first
 
 
 class _PackWrites:
     """What a pack update (refresh, import) writes: ``fixes/series``, a fix's patches (``.patch``, ``.diff``),
     ``fix.toml`` and ``variant.toml`` under ``fixes/``, and ``profiles/NAME.toml`` / ``.lock``, with no execute, set-id
     or sticky bit. A pack journal naming any other file (``.git/``, a proof or the tool's own code, which a run or
-    git would execute), such a mode, or a folder mode open to all or set-id is damaged state: a planted one's
-    rollback wrote ``.git/hooks/pre-commit``, then ``fixes/apply_all.py``."""
+    git would execute), such a mode, or a folder to make again with a mode and owner (a pack update empties none)
+    is damaged state: a planted one's rollback wrote ``.git/hooks/pre-commit``, then ``fixes/apply_all.py``, then
+    gave ``profiles/`` to another user."""
 
     said = ("no file a refresh or import writes in the pack (fixes/series, a fix's patches, fix.toml or variant.toml, "
             "a profile or its lock): not a journal a pack update left")
     file_bits = 0o7111  # not in a pack file's mode
-    folder_bits = 0o7002  # not in a pack folder's
+    folder_bits = 0o7777  # a pack update empties no folder: a journal's removed_dirs is damaged
 
     def __call__(self, path: str) -> bool:
         top, _, rest = path.partition("/")
@@ -47,4 +50,7 @@ def load_pack_journal(pack_root: Path) -> Journal | None:
     except DamagedJournalError:
         raise
     except DamagedStateError as exc:
+        if not exists(journal_path(pack_root)):  # leftovers alone: the pack is whole, the leftover goes
+            raise DamagedStateError(exc.path, exc.what, f"there is no journal, so the pack is whole: remove it (rm "
+                                                        f"-rf -- {shlex.quote(str(exc.path))})") from None
         raise DamagedJournalError(exc.path, exc.what, restore_first(pack_root, b""), pack_root, b"") from None

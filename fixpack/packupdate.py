@@ -73,9 +73,10 @@ def recover_pack(pack_root: Path) -> None:
 
 
 def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profiles: dict[str, dict[str, Path]],
-           progress: Progress = QUIET) -> Outcome:
+           progress: Progress = QUIET, by: str = "refresh") -> Outcome:
     """Write ``changes`` (pack-relative path -> bytes, None to remove) into the pack at ``pack_root``, with
-    the lock of each of ``profiles`` regenerated on its release copies (profile -> target name -> clean copy).
+    the lock of each of ``profiles`` regenerated on its release copies (profile -> target name -> clean copy);
+    ``by``: the command writing (refresh, import), recorded in the journal with ``fix_id``.
 
     A later fix that still applies on top of ``fix_id``, only at an offset (``moved``), gets its patch files
     regenerated at its new lines (its change and its message unchanged; reported). Raises ConflictError
@@ -102,7 +103,8 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
                 changes[rel] = lock
                 out.locks.append(rel)
     if changes:
-        write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())])
+        write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())],
+                          by={"command": by, "fix": fix_id})  # the way back after a kill names them
         forget_state(pack_root)
     out.written = sorted(changes)
     return out

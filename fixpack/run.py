@@ -140,11 +140,21 @@ def half_written_way(pack_root: Path) -> str:
     from .progname import command, pack_words
 
     journal = load_pack_journal(pack_root)
+    folder = pack_root / ".edit"
+    edits = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    if journal is not None and journal.by:  # what the killed command recorded
+        word, fix = journal.by
+        if word == "refresh" and fix in edits:
+            return (f"run the killed refresh again, which rolls its write back first and then writes it all: "
+                    f"{command('refresh', fix, *pack_words(pack_root))} (edit --abort would also drop the edit's work "
+                    f"tree)")
+        if fix not in edits:
+            return (f"roll back the killed {word} of {fix}: {command('edit', '--abort', fix, *pack_words(pack_root))} "
+                    f"(no edit of {fix} is open: it only rolls back); then {word} it again")
+        return f"run the killed import of {fix} again: it rolls the write back first, then writes it all"
     entries = [e.path.split("/") for e in (journal.entries if journal else ())]
     wrote = sorted({p[1] for p in entries if p[0] == "fixes" and len(p) > 2 and p[-1] == "fix.toml"})
     touched = sorted({p[1] for p in entries if p[0] == "fixes" and len(p) > 2})
-    folder = pack_root / ".edit"
-    edits = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
     theirs = [e for e in edits if e in wrote]
     if theirs:
         return (f"run the killed refresh again, which rolls its write back first and then writes it all: "

@@ -49,7 +49,7 @@ from .fsio import (
 )
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, link_on_the_way, path_problem, read_regular
+from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -156,6 +156,7 @@ class Journal:
     entries: tuple[JournalEntry, ...]
     dirs: tuple[str, ...]  # folders the run created, removed again on rollback when empty
     removed_dirs: Mapping[str, Kept] = field(default_factory=dict)  # folders it may empty: mode and owner before
+    by: tuple[str, str] | None = None  # a pack update's command (refresh, import) and fix, as it wrote them
 
 
 JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256"}
@@ -247,7 +248,7 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
 def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -> Journal:
     data = load_json(raw, jpath)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or \
-            set(data) - {"entries", "dirs", "removed_dirs"}:
+            set(data) - {"entries", "dirs", "removed_dirs", "by"}:
         raise DamagedStateError(jpath, "not a fixpack journal (a JSON object with a list of entries)")
     entries = tuple(_journal_entry(root, jpath, i, e, writes) for i, e in enumerate(data["entries"]))
     paths = [e.path for e in entries]
@@ -261,7 +262,13 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     if made:  # a run lists only folders it creates for a new file: a rollback removes nothing else
         raise DamagedStateError(jpath, f"'dirs' names {made[0]}, which holds no file the journal says is new")
     removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries, getattr(writes, "folder_bits", 0))
-    return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {})
+    by = data.get("by")
+    if by is not None and not (isinstance(by, dict) and set(by) == {"command", "fix"} and
+                               by["command"] in ("refresh", "import") and isinstance(by["fix"], str) and
+                               not name_problem(by["fix"])):
+        raise DamagedStateError(jpath, "'by' is not a pack update's command (refresh or import) and fix")
+    return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
+                   (by["command"], by["fix"]) if by else None)
 
 
 def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],
@@ -274,8 +281,8 @@ def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEnt
         problem = _journal_path_problem(root, d) or (f"{d}: {kept_problem(k, True)}" if kept_problem(k, True) else None)
         if not problem and not any(e.path.startswith(d + "/") for e in entries if e.existed):
             problem = f"{d} holds no file the journal has a backup of"
-        if not problem and is_int(k.get("mode")) and k["mode"] & folder_bits:
-            problem = f"{d}: mode {k['mode']:o} is open to all or set-id, as no pack folder is"
+        if not problem and folder_bits:  # a pack update never empties a folder: nothing to make again
+            problem = f"{d}: a refresh or import empties no folder of the pack"
         if problem:
             raise DamagedStateError(jpath, f"'removed_dirs': {problem}")
     return kept_map(value)

@@ -104,11 +104,13 @@ def _advice(exc: OSError) -> str:
     return _ADVICE.get(exc.errno or 0, "remove the cause")
 
 
-def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None) -> str:
+def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None,
+                      by: Mapping[str, str] | None = None) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
     and a failed write is rolled back before this returns (EnvironmentProblem, exit 5). Returns "" or, when this
     run's backups could not be removed once it was complete, a note saying so (the next run removes them).
     ``folders``: the mode and owner to give a folder this run makes (one a removal had emptied: a manifest's).
+    ``by``: what wrote (a pack update: its command and fix), kept in the journal for the way back after a kill.
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
@@ -120,7 +122,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
     try:
-        return _journalled(root, changes, folder, phase, folders or {})
+        return _journalled(root, changes, folder, phase, folders or {}, by)
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
         if phase[0] == "prepare":
             _abandon(root)
@@ -134,7 +136,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
 
 
 def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],
-                folders: Mapping[str, Kept]) -> str:
+                folders: Mapping[str, Kept], by: Mapping[str, str] | None = None) -> str:
     """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
     where = folder
@@ -148,7 +150,8 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         fault_point()
         where = journal
         atomic_write(journal, dumps({"entries": entries, "dirs": dirs} | ({"removed_dirs": emptied} if emptied
-                                                                           else {})), 0o644)
+                                                                           else {}) | ({"by": dict(by)} if by else {})),
+                     0o644)
     except OSError as exc:
         _abandon(root)
         raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the target was "

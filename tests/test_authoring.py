@@ -610,13 +610,13 @@ def test_commands_on_a_half_written_pack_say_so_and_the_way_back_runs(pack3, edi
         assert "(edit --abort would also drop the edit's work tree)" in said, said
         way = said.split("which rolls its write back first and then writes it all: ", 1)[1].split(" (edit --abort", 1)[0]
         assert way.endswith(f" refresh b --pack {builder.pack}"), way
-    else:
-        way = said.split("roll it back: ", 1)[1].split("; then run this command again", 1)[0]
+    else:  # the journal says a refresh of b; its edit is gone: edit --abort b only rolls back
+        way = said.split("roll back the killed refresh of b: ", 1)[1].split(" (no edit of b is open", 1)[0]
     done = subprocess.run(way, shell=True, capture_output=True, text=True, cwd=builder.base)
     assert done.returncode == 0, (way, done.stdout, done.stderr)
     assert not (builder.pack / ".fixpack").exists() and engine.status(builder.request(clean)).ok
     if edit == "dropped by hand":
-        assert "rolled back the pack update a killed run left (no edit in progress)" in done.stdout
+        assert "rolled back the pack update a killed run left (no edit of b in progress)" in done.stdout
         assert pack_bytes(builder.pack) == before
     else:
         assert "+# a clearer comment" in (builder.pack / "fixes/b/0001-change.patch").read_text()
@@ -649,7 +649,10 @@ PLANTED_PACK = {  # what a planted pack journal asked a rollback to do, and what
                            "it says fixes/series did not exist before the run"),
     "a folder opened to all": ({"path": "fixes/b/0001-change.patch", "mode": 0o644},
                                {"fixes/b": {"mode": 0o777, "owner": None}},
-                               "'removed_dirs': fixes/b: mode 777 is open to all or set-id, as no pack folder is"),
+                               "'removed_dirs': fixes/b: a refresh or import empties no folder of the pack"),
+    "a folder given to another user": ({"path": "profiles/p1.lock", "mode": 0o644},
+                                       {"profiles": {"mode": 0o755, "owner": [4242, 4242]}},
+                                       "'removed_dirs': profiles: a refresh or import empties no folder of the pack"),
 }
 
 
@@ -711,9 +714,9 @@ def test_leftovers_alone_refuse_nothing_and_an_unreadable_journal_gives_steps(pa
 
 def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp_path):
     """An import (after a: b and c move, their patches rewritten) killed while writing, with an edit of b open: the
-    way back said to run `refresh b` (its edit's commits, not ready, went into the pack, the import dropped). It now
-    names the import of imp (the fix whose fix.toml the journal holds) and says the edit in progress is not it; the
-    same import again rolls back and finishes."""
+    way back said to run `refresh b` (its edit's commits, not ready, went into the pack, the import dropped). The
+    journal now records what wrote (import of imp): the way back is `edit --abort imp`, which only rolls back (no
+    edit of imp is open; b's stays), then the same import again finishes."""
     builder, clean = pack3
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work / MOD).write_text((work / MOD).read_text().replace("line 40\n", "forty, not ready\n"))
@@ -737,8 +740,11 @@ def test_a_killed_import_beside_an_edit_names_no_refresh_of_that_edit(pack3, tmp
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "p1", "--root", f"demo={clean}",
                         "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO)
     said = " ".join(r.stderr.split())
-    assert r.returncode == 3 and "run the killed import of imp again: it rolls the write back first" in said, said
-    assert "the edits in progress (b) are not what it wrote" in said and "refresh b" not in said, said
+    assert r.returncode == 3 and "roll back the killed import of imp: " in said and "refresh b" not in said, said
+    way = said.split("roll back the killed import of imp: ", 1)[1].split(" (no edit of imp is open", 1)[0]
+    done = subprocess.run(way, shell=True, capture_output=True, text=True)
+    assert done.returncode == 0 and not (builder.pack / ".fixpack").exists(), (way, done.stderr)
+    assert (builder.pack / ".edit/b.json").is_file()  # the edit in progress kept
     again = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
     assert again.returncode == 0, again.stderr
     assert "forty, not ready" not in (builder.pack / "fixes/b/0001-change.patch").read_text()
@@ -778,3 +784,32 @@ def test_a_killed_refresh_that_moved_a_later_fix_names_only_its_own_edit(pack3):
     assert done.returncode == 0, done.stderr
     assert "not ready" not in (builder.pack / "fixes/c/0001-change.patch").read_text()
     assert "+# one more line" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+
+
+def test_import_refuses_the_name_of_an_open_edit_and_leftover_backups_name_their_removal(pack3, tmp_path):
+    """An import as the name of a `new` edit in progress was taken (and, killed, its way back named that edit's
+    refresh, which wrote the edit's work in its place): refused now, exit 2, nothing written. A backups folder that
+    is a link, with no journal: edit --abort said to put the pack back from git (it was whole); it says to remove
+    the leftover, and that runs."""
+    builder, clean = pack3
+    start(builder.pack, "p1", "x", new=True, target="demo", after="a", roots={"demo": clean})
+    mail = tmp_path / "in.patch"
+    base = numbered(60).replace("line 10\n", "ten\n")
+    mail.write_text(mail_patch(tmp_path, base, base.replace("line 12\n", "twelve\n")))
+    before = pack_bytes(builder.pack)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "import", str(mail), "--as", "x", "-p", "p1", "--root",
+                        f"demo={clean}", "--pack", str(builder.pack), "--after", "a"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "an edit of x is in progress (.edit/x, from `fixpack new`)" in r.stderr, r.stderr
+    assert pack_bytes(builder.pack) == before
+    (builder.pack / ".fixpack").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (builder.pack / ".fixpack/journal").symlink_to(tmp_path / "elsewhere")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "edit", "--abort", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "there is no journal, so the pack is whole: remove it (rm -rf -- " in said, said
+    assert "git" not in said, said
+    subprocess.run(said.split("remove it (", 1)[1].split(")", 1)[0], shell=True, check=True)
+    assert (tmp_path / "elsewhere").is_dir() and (builder.pack / ".edit/x.json").is_file()
+    assert engine.status(builder.request(clean)).ok
