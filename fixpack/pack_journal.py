@@ -46,7 +46,7 @@ def load_pack_journal(pack_root: Path) -> Journal | None:
     cannot be read at all (not a regular file, too large, its backups not a folder) raises DamagedJournalError too,
     with the steps that put the pack back by hand (it said "remove it or restore the image")."""
     try:
-        return load_journal(pack_root, PACK_WRITES)
+        journal = load_journal(pack_root, PACK_WRITES)
     except DamagedJournalError:
         raise
     except DamagedStateError as exc:
@@ -54,3 +54,11 @@ def load_pack_journal(pack_root: Path) -> Journal | None:
             raise DamagedStateError(exc.path, exc.what, f"there is no journal, so the pack is whole: remove it (rm "
                                                         f"-rf -- {shlex.quote(str(exc.path))})") from None
         raise DamagedJournalError(exc.path, exc.what, restore_first(pack_root, b""), pack_root, b"") from None
+    if journal is not None and journal.by:  # what wrote: its own files are there (an import's new fix.toml)
+        word, fix = journal.by
+        own = {e.path: e.existed for e in journal.entries if e.path.startswith(f"fixes/{fix}/")}
+        if not own or word == "import" and own.get(f"fixes/{fix}/fix.toml") is not False:
+            held = f"no file of {fix}" if not own else f"no new fixes/{fix}/fix.toml"
+            what = f"it says the {word} of {fix} wrote it, but it holds {held}"
+            raise DamagedJournalError(journal.path, what, restore_first(pack_root, b""), pack_root, b"")
+    return journal

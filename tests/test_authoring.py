@@ -813,3 +813,25 @@ def test_import_refuses_the_name_of_an_open_edit_and_leftover_backups_name_their
     subprocess.run(said.split("remove it (", 1)[1].split(")", 1)[0], shell=True, check=True)
     assert (tmp_path / "elsewhere").is_dir() and (builder.pack / ".edit/x.json").is_file()
     assert engine.status(builder.request(clean)).ok
+
+
+@pytest.mark.parametrize("by", [{"command": "refresh", "fix": "zzz"}, {"command": "import", "fix": "zzz"},
+                                {"command": "import", "fix": "b"}, {"command": "refresh", "fix": "a"}])
+def test_a_journal_s_by_naming_what_it_holds_no_file_of_is_damaged(pack3, by):
+    """The journal's record of what wrote it is untrusted too: one naming a fix of which it holds no file (or an
+    import whose fix.toml it does not create) was taken as a real kill, and its way back (edit --abort zzz) rolled the
+    pack back with a "then refresh it again" that could not be done. Damaged state now: exit 3, nothing written."""
+    builder, clean = pack3
+    killed_refresh(builder, clean)  # b's refresh, killed: its journal holds fixes/b/...
+    path = builder.pack / ".fixpack/journal.json"
+    data = json.loads(path.read_text())
+    assert data["by"] == {"command": "refresh", "fix": "b"}, data
+    path.write_text(json.dumps({**data, "by": by}))
+    before = pack_bytes(builder.pack)
+    for words in (["status", "-p", "p1", "--root", f"demo={clean}"], ["edit", "--abort", by["fix"]], ["refresh", "b"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 3 and f"it says the {by['command']} of {by['fix']} wrote it, but it holds" in said, \
+            (words, said)
+        assert pack_bytes(builder.pack) == before
