@@ -193,6 +193,11 @@ class RunWrites:
     exist before the run, so that a rollback removes it). Worked out on the first call only (most runs find no
     journal)."""
 
+    said = ("no file this profile writes on the target (a fix's, a component's or the manifest): not a journal this "
+            "profile's run left")
+    file_bits = 0  # any mode a file of the target has
+    empties_folders = True  # a revert removing a file a fix added may empty its folder
+
     def __init__(self, ctx: Context, root: Path) -> None:
         self._ctx, self._root = ctx, root
         self._known: list[set[str]] = []
@@ -470,6 +475,8 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     file refuses without a hunk); every file the fix touches only when none can be told."""
     assert ctx.rerun is not None
     fix = ctx.pack.fixes[fr.id]
+    gone, files = refusing_files(ft, fix, fr)
+    behind, said = opt_ins_behind(ctx, fix, behind_files(ctx, fix, files), recorded)
     made = created_there(ft, fix)
     if made:
         import shlex  # only for this message
@@ -480,15 +487,12 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
                 n, dest = n + 1, f"{ft.root / p}.orig{n + 1}"
             return f"[ ! -e {shlex.quote(dest)} ] && mv -- {shlex.quote(str(ft.root / p))} {shlex.quote(dest)}"
 
-        direct = opt_ins_behind(ctx, fix, behind_files(ctx, ft, fix, fr), recorded)[0]
-        names, also = named_too(ctx, direct, ctx.behind_of.get(fix.id, direct))
-        too = (f" (it names {', '.join(direct)} too, which the lock placed {fix.id} on top of"
-               f"{'; ' + also[2:-1] if also else ''})" if direct else also)
+        names, also = named_too(ctx, behind, ctx.behind_of.get(fix.id, behind))
+        too = (f" (it names {', '.join(behind)} too, which the lock placed {fix.id} on top of"
+               f"{'; ' + also[2:-1] if also else ''})" if behind else also)
         return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
                 f"aside ({' && '.join(aside(p) for p in made)}), then run "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")
-    gone, files = refusing_files(ft, fix, fr)
-    behind, said = opt_ins_behind(ctx, fix, behind_files(ctx, ft, fix, fr), recorded)
     if behind:
         return f"next: {said}; {name_too(ctx, behind, own=ctx.behind_of.get(fix.id, behind))}"
     what = f"{', '.join(files)} differs from the release" if not gone else \

@@ -23,7 +23,7 @@ class _PackWrites:
     said = ("no file a refresh or import writes in the pack (fixes/series, a fix's patches, fix.toml or variant.toml, "
             "a profile or its lock): not a journal a pack update left")
     file_bits = 0o7111  # not in a pack file's mode
-    folder_bits = 0o7777  # a pack update empties no folder: a journal's removed_dirs is damaged
+    empties_folders = False  # a pack update empties no folder: a journal's removed_dirs is damaged
 
     def __call__(self, path: str) -> bool:
         top, _, rest = path.partition("/")

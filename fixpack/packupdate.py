@@ -25,10 +25,10 @@ from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
 from .lock_hints import remove_hint
 from .model import Fix, Pack
-from .pack_journal import PACK_WRITES, load_pack_journal
+from .pack_journal import load_pack_journal
 from .progress import QUIET, Progress
 from .safepath import holds_bytes, not_a_file
-from .state import leftover_journal, recover
+from .state import leftover_journal, roll_back
 from .structs import dataclass, field, replace
 from .transaction import write_transaction
 from .tree import Tree
@@ -67,8 +67,8 @@ class Outcome:
 def recover_pack(pack_root: Path) -> None:
     """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``)."""
     if leftover_journal(pack_root):
-        load_pack_journal(pack_root)  # a damaged or planted one: its steps, nothing written
-        recover(pack_root, PACK_WRITES)  # the files a pack update writes only: a planted journal writes nothing else
+        # the files a pack update writes only (a planted journal writes nothing else); a damaged one: its steps
+        roll_back(pack_root, load_pack_journal(pack_root))
         forget_state(pack_root)
 
 

@@ -159,9 +159,14 @@ def check_work_marker(pack_root: Path, work: Path, given: bool) -> None:
                                         f"rebase made, so nothing in it is removed or used",
                                 f"give the --work folder the rebase was started with (one started without --work: "
                                 f"leave --work out, give --name NAME); if none is in progress, remove its "
-                                f"state.json by hand (rm {quote(str(work / 'state.json'))}) and put fixes/ and "
-                                f"profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes "
-                                f"profiles && git clean -fd fixes profiles)")
+                                f"state.json by hand (rm {quote(str(work / 'state.json'))}) and "
+                                f"{git_put_back(pack_root)}")
+
+
+def git_put_back(pack_root: Path) -> str:
+    """The words that put the pack's fixes/ and profiles/ back to git HEAD, staged edits and new files included."""
+    return (f"put fixes/ and profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes "
+            f"profiles && git clean -fd fixes profiles)")
 
 
 def made_repos(state: dict[str, Any]) -> set[str]:
@@ -330,9 +335,8 @@ def _want(path: Path, data: dict[str, Any], key: str, kind: type | tuple[type, .
 
 
 def state_advice(work: Path, pack_root: Path) -> str:
-    return (f"if no rebase is in progress, remove its work folder by hand (rm -r {quote(str(work))}) and put fixes/ "
-            f"and profiles/ back with git (cd {quote(str(pack_root))} && git checkout HEAD -- fixes profiles && git "
-            f"clean -fd fixes profiles)")
+    return (f"if no rebase is in progress, remove its work folder by hand (rm -r {quote(str(work))}) and "
+            f"{git_put_back(pack_root)}")
 
 
 def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, default: bool) -> None:
@@ -408,8 +412,7 @@ def _conflict_record(rec: Any, work: Path) -> bool:
 
 def check_undo(path: Path, data: dict[str, Any], pack_root: Path) -> None:
     """``<name>.undo.json`` as a finished rebase to ``<name>`` writes it."""
-    advice = (f"remove it by hand (rm {quote(str(path))}) and put fixes/ and profiles/ back with git (cd "
-              f"{quote(str(pack_root))} && git checkout HEAD -- fixes profiles && git clean -fd fixes profiles)")
+    advice = f"remove it by hand (rm {quote(str(path))}) and {git_put_back(pack_root)}"
     name = path.name.removesuffix(".undo.json")
     to = _want(path, data, "to", str, advice)
     if name_problem(to):
@@ -459,13 +462,12 @@ def check_undo_takes_back(path: Path, data: dict[str, Any], pack_root: Path) -> 
             if hashlib.sha256(before).hexdigest() == sha and _at_head(pack_root, rel) != before:
                 left.append(rel)
     if left:
-        to, pack = data["to"], quote(str(pack_root))
+        to = data["to"]
         raise DamagedStateError(path, f"it does not match the pack: --undo would leave {', '.join(left)} as the "
                                       f"rebase to {to} wrote them (the record holds no bytes from before the "
                                       f"rebase for them, or the rebase's own, which git HEAD does not hold: it was "
                                       f"written over, as by a second rebase to {to})",
-                                f"put fixes/ and profiles/ back with git (cd {pack} && git checkout HEAD -- fixes "
-                                f"profiles && git clean -fd fixes profiles), then remove the record (rm "
+                                f"{git_put_back(pack_root)}, then remove the record (rm "
                                 f"{quote(str(path))}); if those files were in the pack as they are before the "
                                 f"rebase, only remove the record")
 

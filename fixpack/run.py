@@ -308,10 +308,9 @@ def named_too(ctx: Context, behind: list[str], own: list[str] | None = None) -> 
     return (*own, *others), f" (with {', and '.join(parts)})" if parts else ""
 
 
-def behind_files(ctx: Context, ft: FoundTarget, fix: Fix, fr: FixReport) -> list[str]:
-    """The files on which a failing fix's missing opt-ins are looked for: those that refused it
+def behind_files(ctx: Context, fix: Fix, files: list[str]) -> list[str]:
+    """The files on which a failing fix's missing opt-ins are looked for: ``files``, those that refused it
     (:func:`refusing_files`); under ``--strict`` every file the lock records for it too (a drift is a mismatch)."""
-    files = refusing_files(ft, fix, fr)[1]
     return sorted(set(files) | locked_paths(ctx, fix.id)) if ctx.report.strict else files
 
 

@@ -171,7 +171,12 @@ def backups_dir(root: Path) -> Path:
 
 
 class Writes(Protocol):
-    """What the run that may have left a journal could have written (:class:`fixpack.advice.RunWrites`)."""
+    """What the run that may have left a journal could have written (:class:`fixpack.advice.RunWrites`,
+    :data:`fixpack.pack_journal.PACK_WRITES`)."""
+
+    said: str  # what an entry for another file is said to be: "no file ..."
+    file_bits: int  # mode bits no file it writes has
+    empties_folders: bool  # whether a removal may empty a folder (the journal's removed_dirs)
 
     def __call__(self, path: str) -> bool: ...  # whether it could have written ``path``
 
@@ -261,7 +266,8 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     made = [d for d in dirs if not any(e.path.startswith(d + "/") for e in entries if not e.existed)]
     if made:  # a run lists only folders it creates for a new file: a rollback removes nothing else
         raise DamagedStateError(jpath, f"'dirs' names {made[0]}, which holds no file the journal says is new")
-    removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries, getattr(writes, "folder_bits", 0))
+    removed = _removed_dirs(root, jpath, data.get("removed_dirs", {}), entries,
+                            writes is None or writes.empties_folders)
     by = data.get("by")
     if by is not None and not (isinstance(by, dict) and set(by) == {"command", "fix"} and
                                by["command"] in ("refresh", "import") and isinstance(by["fix"], str) and
@@ -272,7 +278,7 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
 
 
 def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],
-                  folder_bits: int = 0) -> dict[str, Kept]:
+                  empties: bool = True) -> dict[str, Kept]:
     """The folders a run may have emptied, with their mode and owner before it: each a canonical folder of the
     target above a file the journal has a backup of, reached without a link (a rollback makes it again)."""
     if not isinstance(value, dict):
@@ -281,7 +287,7 @@ def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEnt
         problem = _journal_path_problem(root, d) or (f"{d}: {kept_problem(k, True)}" if kept_problem(k, True) else None)
         if not problem and not any(e.path.startswith(d + "/") for e in entries if e.existed):
             problem = f"{d} holds no file the journal has a backup of"
-        if not problem and folder_bits:  # a pack update never empties a folder: nothing to make again
+        if not problem and not empties:  # a pack update never empties a folder: nothing to make again
             problem = f"{d}: a refresh or import empties no folder of the pack"
         if problem:
             raise DamagedStateError(jpath, f"'removed_dirs': {problem}")
@@ -316,14 +322,12 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
     if (root / e["path"]).is_dir() and not (root / e["path"]).is_symlink():
         raise bad(f"{e['path']} is a folder")
     if writes is not None and not writes(e["path"]):
-        raise bad(f"{e['path']} is " + getattr(writes, "said", "no file this profile writes on the target (a fix's, "
-                                                            "a component's or the manifest): not a journal this "
-                                                            "profile's run left"))
+        raise bad(f"{e['path']} is {writes.said}")
     if writes is not None and e.get("existed") is False and not writes.creates(e["path"]):
         raise bad(f"it says {e['path']} did not exist before the run, but no run of this profile creates it (the "
                   f"release has it and no fix adds or removes it): a rollback would delete it")
     mode, owner, sha = e.get("mode"), e.get("owner"), e.get("sha256")
-    never = int(getattr(writes, "file_bits", 0))  # a pack file: never executable, nor set-id
+    never = writes.file_bits if writes is not None else 0  # a pack file: never executable, nor set-id
     if isinstance(mode, int) and mode & never:
         raise bad(f"mode {mode:o} of {e['path']} has bits ({never:o}) a pack file never has")
     if not isinstance(e["existed"], bool) or not is_int(e["backup"]) or e["backup"] != i:
@@ -402,7 +406,6 @@ def leftover_journal(root: Path) -> bool:
     return any(exists(folder / n) for n in (JOURNAL, BACKUPS)) or exists(temp_path(folder / JOURNAL))
 
 
-
 def recover(root: Path, writes: Writes | None = None) -> list[str]:
     """Roll back what an interrupted run left (a journal). Returns the paths restored; idempotent.
     ``writes``: the paths this profile's run could have written (:func:`load_journal`).
@@ -411,7 +414,11 @@ def recover(root: Path, writes: Writes | None = None) -> list[str]:
     rename (no new space needed on a full disk); a rollback killed half way leaves the journal, and
     the entries already put back are recognised by their sha256.
     """
-    journal = load_journal(root, writes)
+    return roll_back(root, load_journal(root, writes))
+
+
+def roll_back(root: Path, journal: Journal | None) -> list[str]:
+    """:func:`recover` with the journal already loaded (None: there is none, only leftovers to discard)."""
     if journal is None:
         discard_leftovers(root)
         return []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .advice import add_next_steps, restore_how
-from .run import Context, behind_files, locked_paths, name_too, opt_ins_behind
+from .run import Context, behind_files, locked_paths, name_too, opt_ins_behind, refusing_files
 from .states import State
 from .targets import FoundTarget
 
@@ -27,7 +27,8 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
         ft, fix = ctx.found.get(fr.target), ctx.pack.fixes.get(fr.id)
         if fr.kind == "fix" and ft and fix and fr.state in (State.CONFLICT, State.PARTIAL):
             m = manifests.get(fr.target)
-            failing.append((fix, behind_files(ctx, ft, fix, fr), m.applied_ids() if m else set()))
+            files = behind_files(ctx, fix, refusing_files(ft, fix, fr)[1])
+            failing.append((fix, files, m.applied_ids() if m else set()))
     failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered in ctx.drift]
     for fix, files, recorded in failing:
         behind = opt_ins_behind(ctx, fix, files, recorded)[0]
