@@ -418,7 +418,8 @@ def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> tuple[list
     for path, want in ev.pre:
         h = now.get(path)
         if h != want:
-            msgs.append(f"{path}: pre-image sha256 {str(h)[:12]} differs from the lock's {str(want)[:12]}")
+            n = max(12, next((i for i, (a, b) in enumerate(zip(str(h), str(want))) if a != b), 0) + 1)  # told apart
+            msgs.append(f"{path}: pre-image sha256 {str(h)[:n]} differs from the lock's {str(want)[:n]}")
             files.add(path)
     return msgs, sorted(files)
 

@@ -379,7 +379,7 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
     if not isinstance(value, dict) or not value:
         errors.add("[targets] must name at least one target", path, key_line(text, "targets"))
         return ()
-    out = []
+    out: list[TargetSpec] = []
     for tname, t in value.items():
         table = f"targets.{tname}"
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", tname):
@@ -399,6 +399,11 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
         package = str(t.get("package", ""))
         for key, problem in target_problems(t):
             errors.add(f"[{table}] {key} = {t[key]!r}: {problem}", path, key_line(text, key, table))
+        same = next((o.name for o in out if package and o.package == package), None)
+        if same:  # two chains over one package's files: each would overwrite the other's changes
+            errors.add(f"[{table}] package = {package!r}: target {same} names it too; one target per package (their "
+                       f"fixes would be applied as two chains over the same files, each undoing the other's)", path,
+                       key_line(text, "package", table), "name one target, and give its fixes that target")
         out.append(TargetSpec(
             name=tname, package=package, distribution=str(t.get("distribution", package)),
             pin=Pin(str(t.get("version", "")), commit, str(t.get("branch", ""))),
@@ -406,7 +411,6 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
             version_module=str(t.get("version_module", "")),
         ))
     return tuple(out)
-
 
 
 def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, check_paths: bool = True) -> None:

@@ -134,3 +134,55 @@ def test_a_root_that_is_a_link_to_nothing_is_said_as_the_link(tmp_path):
     good = tmp_path / "good"
     good.symlink_to(tmp_path / "real")
     assert resolve_root(GAUDI, good) == (tmp_path / "real").resolve()
+
+
+def test_two_targets_of_one_package_are_refused_at_their_line(builder):
+    """Two targets naming one package (demo and demo2, the same image as their roots): lock and apply took them,
+    and apply ran two chains over the same files, the second undoing the first's (exit 0, fixes lost, tampered at
+    the next run). The profile is refused now, exit 2, at the second target's package line; nothing written."""
+    import subprocess
+    import sys
+
+    from conftest import REPO, numbered, snapshot
+
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    builder.add_fix("one", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 3\n", "three\n")})
+    path = builder.profile(["one"], extra_targets='[targets.demo2]\npackage = "demo_pkg"\ncommit = "1234567"\n')
+    before = snapshot(clean)
+    for words in (["lock", "--root", f"demo={clean}", "--root", f"demo2={clean}"],
+                  ["apply", "--root", f"demo={clean}", "--root", f"demo2={clean}"]):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *words, "--profile", "p1", "--pack", str(builder.pack)],
+                           capture_output=True, text=True, cwd=REPO)
+        line = path.read_text().splitlines().index('package = "demo_pkg"', 5) + 1
+        assert r.returncode == 2 and f"p1.toml:{line}: [targets.demo2] package = 'demo_pkg': target demo names it " \
+            f"too; one target per package" in r.stderr, r.stderr
+        assert snapshot(clean) == before and not (builder.pack / "profiles/p1.lock").exists()
+
+
+def test_a_pre_image_hash_off_by_its_last_digit_is_said_far_enough_to_differ(builder):
+    """A lock resealed with one pre-image sha256 changed in its last hex digit: the drift line cut both hashes to 12
+    characters and showed them equal ("13ea4359832b differs from the lock's 13ea4359832b"). Each is said up to the
+    first character that differs."""
+    import json
+
+    from conftest import numbered
+
+    from fixpack import engine
+    from fixpack.records import lock_digest
+
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    builder.add_fix("one", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    path = builder.pack / "profiles/p1.lock"
+    data = json.loads(path.read_text())
+    entry = data["fixes"][0]["files"][0]
+    real = entry["pre"]
+    entry["pre"] = real[:-1] + ("0" if real[-1] != "0" else "1")
+    data["digest"] = lock_digest(data)
+    path.write_text(json.dumps(data, indent=2))
+    r = engine.apply(builder.request(clean, dry_run=True))
+    said = " ".join(r.fix("one").messages)
+    assert f"pre-image sha256 {real} differs from the lock's {entry['pre']}" in said, said
