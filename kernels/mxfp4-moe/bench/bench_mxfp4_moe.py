@@ -224,21 +224,11 @@ def empty_kernel_us() -> float:
 
 
 def driver_resident(ck) -> str:
-    """Programs of compiled kernel ``ck`` the CUDA driver lets reside on one SM at once
-    (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` with its warps and dynamic shared memory: registers, shared
-    memory with the static part and the per-program reserve, the block limit), or "?" where the driver cannot be
-    asked (no libcuda, a Triton without ``function`` handles)."""
-    import ctypes
-
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        n = ctypes.c_int()
-        rc = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            ctypes.byref(n), ctypes.c_void_p(ck.function), ctypes.c_int(32 * ck.metadata.num_warps),
-            ctypes.c_size_t(ck.metadata.shared))
-    except (OSError, AttributeError):
-        return "?"
-    return str(n.value) if rc == 0 else f"? (CUresult {rc})"
+    """kernel.driver_resident of compiled kernel ``ck`` as printed: the programs an SM, or "?" where the driver
+    cannot be asked."""
+    from mxfp4_moe.kernel import driver_resident as resident
+    n = resident(ck)
+    return "?" if n is None else str(n)
 
 
 def main() -> int:

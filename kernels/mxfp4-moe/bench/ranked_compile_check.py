@@ -26,12 +26,13 @@ from mxfp4_moe import ranked_kernel as rk  # noqa: E402
 from mxfp4_moe.gluon_kernel import layouts  # noqa: E402
 
 _INTS = ("T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "stride_am", "stride_we", "stride_se",
-         "stride_ym", "stride_hm", "stride_hk", "pf_stride_w", "pf_stride_s", "claim_G", "claim_budget")
+         "stride_ym", "stride_hm", "stride_hk", "pf_stride_w", "pf_stride_s", "claim_G", "claim_budget", "stride_g",
+         "stride_om")
 
 
 def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int, size: int, bn: int = 32,
                    bk: int = 256, arch: int = 90, prefetch: int = 0, trace: bool = False, act: bool = False,
-                   claim: bool = False, l2_ahead: int = 0):
+                   claim: bool = False, l2_ahead: int = 0, norm: bool = False):
     fn = rk._ranked_gemm_kernel
     ptrs = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8",
             "y_ptr": "*bf16" if gate_up else "*fp32", "h_ptr": "*fp32", "cnt_ptr": "*i32", "z1_ptr": "*fp32",
@@ -45,6 +46,11 @@ def compile_ranked(gate_up: bool, stages: int, maxnreg: int | None, latent: int,
     # claim_down (fifteenth round): the down GEMM's run-time items, the gate/up GEMM's zeroing of their counter
     consts |= {"CLAIM_MIN": 2, "SHARDS": 8} | ({"LOG_MAX_C": 3, "CLAIM": not gate_up, "CLAIM_RESET": gate_up} if claim
                                   else {"claim_ptr": None, "LOG_MAX_C": 0, "CLAIM": False, "CLAIM_RESET": False})
+    if norm and not gate_up:  # the norm-combine in the down GEMM (twentieth round)
+        ptrs |= {"ncnt_ptr": "*i32", "nrm_ptr": "*fp32", "wts_ptr": "*fp32", "g_ptr": "*fp32", "o_ptr": "*fp32"}
+        consts |= {"NORM": True, "L_OUT": latent, "P_MAX": 64, "eps": 1e-6}  # eps a constant here (a float argument)
+    else:
+        consts |= {"ncnt_ptr": None, "nrm_ptr": None, "wts_ptr": None, "g_ptr": None, "o_ptr": None, "eps": 0.0}
     if prefetch and gate_up:  # the down weights' L2 prefetch (seventh round): a size's constexprs
         consts |= {"PF_WBYTES": latent * size // 2, "PF_SBYTES": latent * size // 32, "PF_MAX_OWN": prefetch}
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, arch)
@@ -85,6 +91,8 @@ def main() -> int:
                     "(claim_down), the gate/up GEMM zeroing their counter (fifteenth round)")
     ap.add_argument("--l2-ahead", type=int, default=0, help="L2_AHEAD: K tiles of an item past the ring's brought "
                     "into L2 before the wait (l2_ahead, seventeenth round)")
+    ap.add_argument("--norm", action="store_true", help="the down GEMM with the norm-combine of its row blocks "
+                    "(norm_down, twentieth round)")
     ap.add_argument("--loops", action="store_true", help="also each loop's SASS instructions by opcode (gemm_sass_check's "
                     "count; the K loop is the one with HMMA: one iteration a BLOCK_N x BLOCK_K tile)")
     args = ap.parse_args()
@@ -96,7 +104,7 @@ def main() -> int:
             try:
                 ck = compile_ranked(gate_up, stages, args.maxnreg, args.latent, args.size, prefetch=args.prefetch,
                                     trace=args.trace, act=args.act and gate_up, claim=args.claim,
-                                    l2_ahead=args.l2_ahead)
+                                    l2_ahead=args.l2_ahead, norm=args.norm)
                 print(f"{label}: {resource_usage(ck)}")
                 if args.loops:
                     print(f"{'':7} {report(ck)}")

@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _stamp, _tokens, layouts
 from .kernel import _MMA_UNSCALE, _pow2, norm_combine
-from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _act_lanes, _cp_async, _cta_barrier, _rank_owners,
+from .ranked_kernel import (_PREFETCH_L2_ASM, MAX_TOKENS, _act_lanes, _poll, _cp_async, _cta_barrier, _rank_owners,
                             _ranked_tile, _run_split, _tile_lanes, _trace_open, fits, max_split, run_split,
                             stages_smem, trace_buffer)
 
@@ -43,20 +43,7 @@ TILE_RESERVE = 1024  # shared memory the driver reserves per block (sm_80+)
 SMEM_PER_SM = 228 * 1024  # the H100/H200 carveout's most (227 KB a block)
 
 
-_POLL_ASM = gl.constexpr("ld.acquire.gpu.global.b32 $0, [$1];")
-_POLL_SLEEP_ASM = gl.constexpr("nanosleep.u32 64; ld.acquire.gpu.global.b32 $0, [$1];")
 GEN_BASE = gl.constexpr(128 + 32 * 1024)  # the groups' generation words (barrier_state)
-
-
-@gluon.jit
-def _poll(ptr, SLEEP: gl.constexpr = False):
-    """The word at ``ptr`` read at GPU scope with acquire semantics (a load, not from L1; SLEEP: after a short
-    nanosleep, so that the spinning programs leave the L2 slice to the arrivals)."""
-    if SLEEP:
-        v = gl.inline_asm_elementwise(_POLL_SLEEP_ASM, "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
-    else:
-        v = gl.inline_asm_elementwise(_POLL_ASM, "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
-    return v
 
 
 @gluon.jit

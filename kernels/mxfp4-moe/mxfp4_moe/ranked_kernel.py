@@ -37,7 +37,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as _asyn
 
 from .gluon_kernel import (_counters, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _silu_mul_bf16,
                            _stamp, _store_act, _tokens, layouts)
-from .kernel import _MMA_UNSCALE, _pow2, check_carveout, norm_combine, set_carveout, stream_key
+from .kernel import _MMA_UNSCALE, _pow2, check_carveout, driver_resident, norm_combine, set_carveout, stream_key
 
 MAX_TOKENS = 8  # the ranked list covers the token class of 1..8 tokens (at most 64 pairs: top-1..8)
 # cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load
@@ -183,6 +183,76 @@ def _prefetch_share(base, nbytes: gl.constexpr, i, items):
         _prefetch_l2(base + start, size)
 
 
+_POLL_ASM = gl.constexpr("ld.acquire.gpu.global.b32 $0, [$1];")
+_POLL_SLEEP_ASM = gl.constexpr("nanosleep.u32 64; ld.acquire.gpu.global.b32 $0, [$1];")
+SPIN_POLLS = gl.constexpr(1 << 24)  # a spin gives up after about this many polls and sets its error word
+
+
+@gluon.jit
+def _poll(ptr, SLEEP: gl.constexpr = False):
+    """The word at ``ptr`` read at GPU scope with acquire semantics (a load, not from L1; SLEEP: after a short
+    nanosleep, so that the spinning programs leave the L2 slice to the arrivals)."""
+    if SLEEP:
+        v = gl.inline_asm_elementwise(_POLL_SLEEP_ASM, "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        v = gl.inline_asm_elementwise(_POLL_ASM, "=r,l", [ptr], dtype=gl.int32, is_pure=False, pack=1)
+    return v
+
+
+@gluon.jit
+def _spin_to(ptr, target, err_ptr):
+    """Wait until the word at ``ptr`` reaches ``target`` (SPIN_POLLS polls at most; then the error word at
+    ``err_ptr`` is set to 1 and the program goes on: wrong results, not a hung GPU)."""
+    n = 0
+    cur = _poll(ptr)
+    while (cur < target) & (n < SPIN_POLLS):
+        cur = _poll(ptr, True)
+        n += 1
+    if cur < target:
+        gl.atomic_xchg(err_ptr, 1, sem="relaxed", scope="gpu")
+
+
+@gluon.jit
+def _norm_down(acc, y_ptrs, y_mask, o_rows, o_has, o_n, local, p, pid_n, split, ncnt_ptr, nrm_ptr, wts_ptr, g_ptr,
+               o_ptr, stride_g, stride_om, eps, GRID_N: gl.constexpr, TOPK: gl.constexpr, L_OUT: gl.constexpr,
+               P_MAX: gl.constexpr):
+    """``norm_down`` (twentieth round): the down item's K part ``acc`` [BLOCK_N, BLOCK_M] (output columns o_n, pair
+    rows o_rows of local expert ``local``, owned by slot p) ends in the norm-combine instead of a launch after the
+    GEMM. With split > 1 the part is added (relaxed atomics) into the zeroed pre-norm rows at ``y_ptrs`` and counted
+    on the row block's counter ncnt_ptr[1 + p x GRID_N + pid_n] (acq_rel; its last part reads the sums back past
+    L1 and puts the counter back to 0); with split 1 the part is the row block's output. The row block's last part
+    adds each row's sum of squares over its columns into nrm_ptr[row] (fp32, zeroed by the gate/up GEMM), arrives
+    at the expert's word (int32, nrm_ptr + P_MAX + p, zeroed with it), waits until all GRID_N row blocks of the
+    expert arrived (every down program of the grid resident: the host checks), then adds
+    wt x g[e, c] x y[row, c] / sqrt(sum / L_OUT + eps) into out[row // TOPK, c] (zeroed by the gate/up GEMM), as
+    kernel._norm_combine_kernel does for the whole row. ncnt_ptr[0]: the error word a spin that gave up sets."""
+    yv = acc
+    last = split < 2
+    if split > 1:
+        gl.atomic_add(y_ptrs, acc, mask=y_mask, sem="relaxed", scope="gpu")
+        _fence_gpu()
+        c_ptr = ncnt_ptr + 1 + p * GRID_N + pid_n
+        done = gl.atomic_add(c_ptr, 1, sem="acq_rel", scope="gpu")
+        last = done == split - 1
+        if last:
+            _fence_gpu()
+            yv = gl.load(y_ptrs, mask=y_mask, other=0.0, cache_modifier=".cg")
+            gl.atomic_xchg(c_ptr, 0, sem="relaxed", scope="gpu")
+    if last:
+        gl.atomic_add(nrm_ptr + o_rows, gl.sum(yv * yv, axis=0), mask=o_has, sem="relaxed", scope="gpu")
+        _fence_gpu()
+        nd_ptr = (nrm_ptr + P_MAX).to(gl.pointer_type(gl.int32), bitcast=True) + p
+        if gl.atomic_add(nd_ptr, 1, sem="acq_rel", scope="gpu") < GRID_N - 1:
+            _spin_to(nd_ptr, GRID_N, ncnt_ptr)
+        _fence_gpu()
+        tot = gl.load(nrm_ptr + o_rows, mask=o_has, other=1.0, cache_modifier=".cg")
+        wt = gl.load(wts_ptr + o_rows, mask=o_has, other=0.0).to(gl.float32)
+        gw = gl.load(g_ptr + local.to(gl.int64) * stride_g + o_n).to(gl.float32)
+        scale = wt / gl.sqrt(tot / L_OUT + eps)
+        gl.atomic_add(o_ptr + (o_rows // TOPK)[None, :] * stride_om + o_n[:, None],
+                      yv * scale[None, :] * gw[:, None], mask=y_mask, sem="relaxed", scope="gpu")
+
+
 # int64 words of a program's row in a trace buffer (kernel.TRACE): 0-7 the timer's stamps, 8-15 facts (the
 # split, ...; 15 the SM + 1), 16-23 the cycle counter at the same stamps (gluon_kernel._stamp)
 TRACE_SLOTS = gl.constexpr(32)
@@ -277,7 +347,7 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
                  BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, GRID_N: gl.constexpr, GATE_UP: gl.constexpr,
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
                  FIX_UNROLL: gl.constexpr, tr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
-                 L2_AHEAD: gl.constexpr = 0):
+                 L2_AHEAD: gl.constexpr = 0, nrm=None, NORM: gl.constexpr = False):
     """One item: row block pid_n of local expert ``local`` (global id e, owned by slot p), K part pid_k of
     ``split`` (run time). Loads, decode and mma as gluon_kernel._gemm_tile (tiled layout, lane order there).
     GATE_UP: silu(gate) * up to y = act [pairs, I] BF16, or with split > 1 the fp32 part to h_ptr + pid_k *
@@ -292,7 +362,9 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     the wait, the item's next N K tiles past those the ring (or the first register load) asks for are brought into
     L2 (two bulk prefetches, one lane: the tiles' words and their scales are contiguous in the tiled layout), so
     that a program which starts while the previous kernel still runs puts the memory system to work on more of
-    its item than its ring holds."""
+    its item than its ring holds. NORM (twentieth round, ``norm_down``; the down GEMM): the part ends in _norm_down,
+    ``nrm`` its pointers and numbers (ncnt_ptr, nrm_ptr, wts_ptr, g_ptr, o_ptr, stride_g, stride_om, eps, L_OUT,
+    P_MAX)."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
@@ -394,8 +466,13 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
             _store_act(acc, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
     else:
         o_n = pid_n * BLOCK_N + r
-        gl.atomic_add(y_ptr + o_rows[None, :] * stride_ym + o_n[:, None], acc,
-                      mask=o_has[None, :] & (o_n[:, None] >= 0), sem="relaxed", scope="gpu")
+        y_ptrs = y_ptr + o_rows[None, :] * stride_ym + o_n[:, None]
+        y_mask = o_has[None, :] & (o_n[:, None] >= 0)
+        if NORM:
+            _norm_down(acc, y_ptrs, y_mask, o_rows, o_has, o_n, local, p, pid_n, split, nrm[0], nrm[1], nrm[2],
+                       nrm[3], nrm[4], nrm[5], nrm[6], nrm[7], GRID_N, TOPK, nrm[8], nrm[9])
+        else:
+            gl.atomic_add(y_ptrs, acc, mask=y_mask, sem="relaxed", scope="gpu")
     _stamp(tr, 4, TRACE)
 
 
@@ -567,7 +644,7 @@ def _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_
                  W5: gl.constexpr, X4: gl.constexpr, S3: gl.constexpr, GDC: gl.constexpr, STAGES: gl.constexpr,
                  FIX_UNROLL: gl.constexpr, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES: gl.constexpr,
                  PF_SBYTES: gl.constexpr, PF_MAX_OWN: gl.constexpr, tr, TRACE: gl.constexpr, ACT_LAUNCH: gl.constexpr,
-                 L2_AHEAD: gl.constexpr = 0):
+                 L2_AHEAD: gl.constexpr = 0, nrm=None, NORM: gl.constexpr = False):
     """Item g of the ranked list (g < its length): its owning slot and expert, the down weights' L2 prefetch
     (PF_MAX_OWN), then _ranked_tile."""
     if TRACE:
@@ -584,7 +661,7 @@ def _ranked_item(g, n_own, owner, rank, offs, ids, split, per_k, expert_base, a_
     _ranked_tile(e - expert_base, e, (g // n_own) % GRID_N, g // per_k, split, a_ptr, ids_ptr, w_ptr, s_ptr,
                  y_ptr, h_ptr, cnt_ptr, p, T, stride_am, stride_we, stride_se, stride_ym, stride_hm,
                  stride_hk, K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC,
-                 STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH, L2_AHEAD)
+                 STAGES, FIX_UNROLL, tr, TRACE, ACT_LAUNCH, L2_AHEAD, nrm, NORM)
 
 
 @gluon.jit(do_not_specialize=["T", "expert_base", "n_local", "budget", "z1_numel", "z2_numel", "claim_G",
@@ -602,7 +679,9 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                         tr_ptr=None, TRACE: gl.constexpr = False, ACT_LAUNCH: gl.constexpr = False,
                         claim_ptr=None, claim_G=0, claim_budget=0, LOG_MAX_C: gl.constexpr = 0,
                         CLAIM: gl.constexpr = False, CLAIM_RESET: gl.constexpr = False, CLAIM_MIN: gl.constexpr = 2,
-                        SHARDS: gl.constexpr = 1, L2_AHEAD: gl.constexpr = 0, CARVE: gl.constexpr = -1):
+                        SHARDS: gl.constexpr = 1, L2_AHEAD: gl.constexpr = 0, CARVE: gl.constexpr = -1,
+                        ncnt_ptr=None, nrm_ptr=None, wts_ptr=None, g_ptr=None, o_ptr=None, stride_g=0, stride_om=0,
+                        eps=0.0, NORM: gl.constexpr = False, L_OUT: gl.constexpr = 1, P_MAX: gl.constexpr = 1):
     """Program g: item g of the ranked list (owner rank fastest, then row block, then K part), if any; see
     _ranked_tile. GATE_UP programs also zero ZERO_BLOCK elements g of z1 [z1_numel] and z2 [z2_numel].
     PF_MAX_OWN > 0 (GATE_UP; seventh round): where at most that many experts are routed here, each item first
@@ -616,8 +695,11 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
     them at run time (_claimed_down, the counter at ``claim_ptr``) and the others end; else item g as above.
     CLAIM_RESET (the gate/up GEMM): programs 0..SHARDS-1 zero the down GEMM's counters at ``claim_ptr`` after their
     wait (the previous call's down GEMM has ended by then; this call's starts claiming after this kernel ends).
-    CARVE: the shared memory carveout asked for this compiled kernel (kernel.set_carveout), unused in the code."""
+    CARVE: the shared memory carveout asked for this compiled kernel (kernel.set_carveout), unused in the code.
+    NORM (the down GEMM; twentieth round, ``norm_down``): each row block's last part does the norm-combine of its
+    columns (_norm_down, with ncnt_ptr .. P_MAX) and no launch follows."""
     g = gl.program_id(0)
+    nrm = (ncnt_ptr, nrm_ptr, wts_ptr, g_ptr, o_ptr, stride_g, stride_om, eps, L_OUT, P_MAX)
     tr = _trace_open(tr_ptr, g, TRACE)
     _gdc_launch_dependents(GDC)
     owner, rank, offs, ids, n_own = _rank_owners(ids_ptr, T, expert_base, n_local, TOPK, P_P2)
@@ -645,7 +727,7 @@ def _ranked_gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, h_ptr, cnt_ptr, z1_
                      y_ptr, h_ptr, cnt_ptr, T, stride_am, stride_we, stride_se, stride_ym, stride_hm, stride_hk,
                      K, TOPK, TOPK_P2, BLOCK_M, BLOCK_N, BLOCK_K, GRID_N, GATE_UP, W5, X4, S3, GDC, STAGES,
                      FIX_UNROLL, pf_w_ptr, pf_s_ptr, pf_stride_w, pf_stride_s, PF_WBYTES, PF_SBYTES, PF_MAX_OWN,
-                     tr, TRACE, ACT_LAUNCH, L2_AHEAD)
+                     tr, TRACE, ACT_LAUNCH, L2_AHEAD, nrm, NORM)
     _gdc_wait(GDC)  # every program: this kernel completes after its predecessor
     _stamp(tr, 5, TRACE)
     if CLAIM_RESET:
@@ -698,6 +780,36 @@ def _ranked_act_kernel(ids_ptr, h_ptr, act_ptr, T, expert_base, n_local, budget,
 
 
 _CLAIMS: dict = {}
+_NORM_COUNTERS: dict = {}
+_RESIDENT: dict = {}
+
+
+def _norm_counters(device: torch.device, n: int) -> torch.Tensor:
+    """``norm_down``'s words, int32 zeros per device and stream (kernel.stream_key): [0] the error word a spin that
+    gave up sets (_spin_to; stays 0), [1 + slot x row blocks + row block] the down parts' counters, which the
+    kernel puts back to 0. A larger need allocates a larger buffer; earlier ones stay alive (graphs hold them)."""
+    bufs = _NORM_COUNTERS.setdefault(stream_key(device), [])
+    if not bufs or bufs[-1].numel() < n:
+        bufs.append(torch.zeros(max(n, 4096), dtype=torch.int32, device=device))
+    return bufs[-1]
+
+
+def norm_errors() -> int:
+    """The spins of ``norm_down`` that gave up, over every device and stream (0 unless a grid was not resident)."""
+    return sum(int(b[0].item()) for bufs in _NORM_COUNTERS.values() for b in bufs)
+
+
+def _all_resident(args: tuple, kw: dict, programs: int, sms: int) -> bool:
+    """Whether ``programs`` programs of _ranked_gemm_kernel compiled for ``kw`` can all be resident at once on
+    ``sms`` SMs (kernel.driver_resident, asked once per compiled kernel; False where the driver cannot say)."""
+    key = (repr(sorted((k, repr(v)) for k, v in kw.items() if not isinstance(v, torch.Tensor))),
+           repr([a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args]),
+           repr([v.dtype for v in kw.values() if isinstance(v, torch.Tensor)]), args[0].device.index)
+    if key not in _RESIDENT:
+        ck = _ranked_gemm_kernel.warmup(*args, grid=(1,), **kw)
+        ck._init_handles()
+        _RESIDENT[key] = driver_resident(ck) or 0
+    return _RESIDENT[key] * sms >= programs
 
 
 def _claim_counter(device: torch.device) -> torch.Tensor:
@@ -716,7 +828,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                     trace: list | None = None, act_launch: bool | str = False,
                     combine_early: bool = False, per_sm_down: int | None = None, claim_down: int = 0,
                     claim_items: int = 64, claim_shards: int = 1, l2_ahead: int = 0,
-                    l2_ahead_down: int | None = None, carveout: int | None = None) -> torch.Tensor:
+                    l2_ahead_down: int | None = None, carveout: int | None = None,
+                    norm_down: bool = False) -> torch.Tensor:
     """gluon_kernel.experts_forward's contract for 1..8 tokens (same arguments and output), over the ranked
     list: both GEMMs size their K splits on the device for the experts routed to this card (``run_split``
     with budget per_sm x sms programs and min_iters K tiles per part; per_sm_down, if given, the down GEMM's
@@ -745,7 +858,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     next N K tiles of its item past its ring's to be brought into L2 (_ranked_tile's L2_AHEAD; a hint, results
     unchanged); l2_ahead_down the down GEMM's (default l2_ahead). ValueError for a negative or non-integer one.
     carveout (nineteenth round): kernel.set_carveout's percent for every launch of the call (both GEMMs, the act
-    launch, the norm-combine); None: the driver's choice. ValueError outside 0..100."""
+    launch, the norm-combine); None: the driver's choice. ValueError outside 0..100. norm_down (twentieth round; not
+    partials): the down GEMM's row blocks do the norm-combine (_norm_down) and no launch follows, where every program
+    of its grid can be resident at once (the driver's occupancy of the compiled kernel, kernel.driver_resident: its
+    row blocks wait for each other); elsewhere the norm-combine launch as without it. ValueError for a non-bool."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -759,6 +875,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     if x.dtype != torch.bfloat16 or not x.is_contiguous() or not ids.is_contiguous():
         raise ValueError("x must be contiguous BF16 and ids contiguous (kernel.mxfp4_moe_experts converts them)")
     check_carveout(carveout)
+    if not isinstance(norm_down, bool):
+        raise ValueError(f"ranked_norm_down must be true or false, got {norm_down!r}")
     stages_down = stages if stages_down is None else stages_down
     for name, st in (("ranked_stages", stages), ("ranked_stages_down", stages_down)):
         if not isinstance(st, int) or not (st == 0 or 2 <= st <= 8):
@@ -807,12 +925,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
                 o["L2_AHEAD"] = n
     act_launch = act_launch_taken(act_launch, bound, grid_n1, max1, budget, L // bk1, wave_cost)
     act = torch.empty(P, I, dtype=torch.bfloat16, device=x.device)
-    y = out if partials else torch.empty(P, L, dtype=torch.float32, device=x.device)
+    # not partials: the pre-norm rows [P, L], then (norm_down) each pair row's sum of squares and each owning
+    # slot's arrivals (_norm_down), all zeroed by the gate/up GEMM
+    ybuf = None if partials else torch.empty(P * L + 2 * P, dtype=torch.float32, device=x.device)
+    y = out if partials else ybuf[:P * L].view(P, L)
     # the gate/up parts (fp32; without a split never touched, y stands in: an fp32 pointer all the same)
     h = torch.empty(max1, P, 2 * I, dtype=torch.float32, device=x.device) if max1 > 1 else y
     cnt = _counters(x.device, 4 + P * grid_n1)[4:]
-    z2 = y if not partials else out
-    z2_numel = 0 if partials else y.numel()
+    z2 = ybuf if not partials else out
+    z2_numel = 0 if partials else ybuf.numel()
     zero_block = _pow2(-(-max(out.numel(), z2_numel) // g1), lo=128)
     x32, a32 = x.view(torch.int32), act.view(torch.int32)
     w1, w2 = ex.w13.view(torch.int32), ex.w2.view(torch.int32)
@@ -848,13 +969,24 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
             I=I, TOPK=topk, P_P2=p_p2, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, K_TILES=L // bk1,
             WAVE_COST=wave_cost, BLOCK_N=bn1, COLS=cols, UNROLL=min(max1, 8), GDC=gdc, num_warps=1,
             launch_pdl=pdl and gdc, **carve)
-    k_dn = _ranked_gemm_kernel[(g2,)](
-        a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
-        a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0,
-        K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-        W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
-        **(claim | {"CLAIM": True} if claim else {}))
-    if not partials:
+    dn_args = (a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
+               a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0)
+    dn_kw = dict(K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
+                 W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
+                 **(claim | {"CLAIM": True} if claim else {}))
+    norm = norm_down and not partials
+    if norm:
+        wts_c = wts.contiguous()
+        dn_kw |= {"ncnt_ptr": _norm_counters(x.device, 1 + P * grid_n2), "nrm_ptr": ybuf[P * L:],
+                  "wts_ptr": wts_c, "g_ptr": ex.norm_weight, "o_ptr": out, "stride_g": ex.norm_weight.stride(0),
+                  "stride_om": out.stride(0), "eps": float(eps), "NORM": True, "L_OUT": L, "P_MAX": P}
+        norm = _all_resident(dn_args, dn_kw, g2, sms)
+        if not norm:
+            for k in ("ncnt_ptr", "nrm_ptr", "wts_ptr", "g_ptr", "o_ptr", "stride_g", "stride_om", "eps", "NORM",
+                      "L_OUT", "P_MAX"):
+                dn_kw.pop(k)
+    k_dn = _ranked_gemm_kernel[(g2,)](*dn_args, **dn_kw)
+    if not partials and not norm:
         k_nc = norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace,
                             carveout=carveout)
     for k in (k_gu, k_act, k_dn):
@@ -862,7 +994,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     if last_launch is not None:
         last_launch.clear()
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
-                            "max_splits": (max1, max2), "launches": (2 if partials else 3) + act_launch,
+                            "max_splits": (max1, max2),
+                            "launches": (2 if partials or norm else 3) + act_launch, "norm_down": norm,
                             "act": k_act, "combine": k_nc,
                             "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0),
                             "claim_programs": claim.get("claim_G", 0),

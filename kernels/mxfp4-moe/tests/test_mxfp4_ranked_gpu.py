@@ -287,6 +287,46 @@ def test_ranked_carveout(cfg):
             check_case(ex, ex_t, 1, "random", 12, 4, 57900, "cuda", "gluon", {**conf, "ranked_carveout": bad})
 
 
+@pytest.mark.parametrize("cfg", [{}, {"ranked_stages": 3}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
+                                 {"ranked_stages": 3, "ranked_per_sm": 16, "ranked_min_iters": 1,
+                                  "ranked_maxnreg": 96},
+                                 {"ranked_per_sm": 1}, {"pdl": False}])
+def test_ranked_norm_down(cfg):
+    """``ranked_norm_down`` (twentieth round: the norm-combine done by the down GEMM's row blocks, no launch after
+    it): batches 1..8 of 4-of-12 routing against the reference, three calls in a row into poisoned buffers, register
+    loads and a ring, the largest splits (the parts' counters, the last part reading the sums back) and split 1
+    (one program an SM), PDL off; where the grid can all be resident it is taken (two launches, no norm-combine),
+    else the norm-combine launch as without it; the same output as without it (rel < 1e-5: only atomics' order may
+    differ); every counter back to 0 and no spin gave up; TP partials (not taken there); a non-bool refused."""
+    from _kernel_cases import assert_ok, check_case
+    from mxfp4_moe import ranked_kernel
+    from mxfp4_moe.kernel import LAST_LAUNCH, driver_resident
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = _experts(61)
+    ex_t = ex.to_tiled_layout()
+    conf = {**RANKED, **cfg, "ranked_norm_down": True}
+    taken = set()
+    for rep in range(3):
+        for tokens in range(1, 9):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 61000 + tokens + 100 * rep, "cuda", "gluon",
+                                 conf), f"norm down {cfg} batch {tokens} call {rep}")
+            grid = LAST_LAUNCH["grids"]["down"][0]
+            fits = driver_resident(LAST_LAUNCH["down"]) * torch.cuda.get_device_properties(0).multi_processor_count
+            assert LAST_LAUNCH["norm_down"] == (grid <= fits), (cfg, tokens, grid, fits)
+            assert LAST_LAUNCH["launches"] == (2 if LAST_LAUNCH["norm_down"] else 3) + (LAST_LAUNCH["act"] is not None)
+            assert (LAST_LAUNCH["combine"] is None) == LAST_LAUNCH["norm_down"]
+            taken.add(LAST_LAUNCH["norm_down"])
+    assert True in taken, cfg
+    torch.cuda.synchronize()
+    assert _counters_zero() and ranked_kernel.norm_errors() == 0
+    assert all(int(b[1:].count_nonzero()) == 0 for bufs in ranked_kernel._NORM_COUNTERS.values() for b in bufs)
+    _same_without(ex_t, conf, lambda k: k == "ranked_norm_down", (1, 3, 8), 61700, cfg)
+    _tp_ok(ex, (1, 4, 8), 61800, conf, "norm down")
+    assert not LAST_LAUNCH["norm_down"]
+    with pytest.raises(ValueError, match="ranked_norm_down must be true or false"):
+        check_case(ex, ex_t, 1, "random", 12, 4, 61900, "cuda", "gluon", {**conf, "ranked_norm_down": 1})
+
+
 @pytest.mark.parametrize("cfg", [{}, {"ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_stages": 3, "ranked_per_sm": 512, "ranked_min_iters": 1},
                                  {"ranked_per_sm": 1}])
@@ -382,6 +422,31 @@ def test_ranked_claim_down(cfg):
             assert got == want, (cfg, tokens, n_own, items, got)
     assert taken > 0 if cfg["ranked_claim_items"] > 2 else taken == 0, taken
     _tp_ok(ex, (1, 4, 8), 48800, conf, "claim")
+
+
+def test_ranked_norm_down_muse():
+    """``ranked_norm_down`` at the shapes it is for: muse, the shipped configuration with it on, 32 local experts of
+    4096 at batch 1 of top-8 all routed here (local) and among 256 (EP8), batch 4 of EP8, each twice; against the
+    reference; taken at batch 1 (16 ring programs an SM, all resident: two launches), no spin gave up."""
+    from mxfp4_moe import ranked_kernel
+    from mxfp4_moe.kernel import GLUON_CONFIG, LAST_LAUNCH
+    from _kernel_cases import assert_ok, check_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    v = load_variant("muse")
+    # the card holds experts 0..31: routing among 32 puts every pair here (local), among 256 a share (EP8)
+    ex = R.random_expert_weights(v.local_experts, v.latent_size, v.expert_size, expert_base=0,
+                                 generator=torch.Generator(device="cuda").manual_seed(62), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    cfg = {**GLUON_CONFIG, "ranked_norm_down": True}
+    for experts, tokens in ((v.local_experts, 1), (v.experts, 1), (v.experts, 4)):
+        for rep in range(2):
+            res = check_case(ex, ex_t, tokens, "random", experts, v.top_k, 62000 + 10 * tokens + rep + experts,
+                             "cuda", "gluon", cfg)
+            assert_ok(res, f"muse norm down experts {experts} batch {tokens} call {rep}")
+            if tokens == 1:
+                assert LAST_LAUNCH["norm_down"] and LAST_LAUNCH["launches"] == 2, LAST_LAUNCH
+    torch.cuda.synchronize()
+    assert ranked_kernel.norm_errors() == 0
 
 
 def test_ranked_claim_down_muse_local():
