@@ -57,8 +57,10 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     if find(pack_root, fix_id) is None:
         return None
     with pack_lock(pack_root, progress):
-        recover_pack(pack_root)  # a refresh killed while writing: rolled back before the pack is read (a new fix's
-        return _refresh(pack_root, fix_id, progress)  # series line written without its fix.toml reads as an error)
+        # a refresh killed while writing: rolled back before the pack is read (a new fix's series line written
+        # without its fix.toml reads as an error)
+        recover_pack(pack_root, progress)
+        return _refresh(pack_root, fix_id, progress)
 
 
 def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | None:

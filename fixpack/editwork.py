@@ -225,7 +225,7 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root, progress):  # from reading the pack to saving the edit: no refresh writes between
-        recover_pack(pack_root)  # a refresh killed while writing is rolled back before the pack is read
+        recover_pack(pack_root, progress)  # a refresh killed while writing is rolled back before the pack is read
         return _start(pack_root, profile, fix_id, new, target, after, opt_in, cache, roots or {}, progress)
 
 

@@ -106,7 +106,7 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     data = _mail_bytes(file)
     found = mails(data, str(file))
     with pack_lock(pack_root, progress):
-        recover_pack(pack_root)  # a killed import or refresh: rolled back before the pack is read (a new fix's line)
+        recover_pack(pack_root, progress)  # a killed import or refresh: rolled back before the pack is read
         return _import(pack_root, file, data, found, fix_id, profile, target, after, opt_in, roots, progress)
 
 

@@ -64,12 +64,22 @@ class Outcome:
         return bool(self.written)
 
 
-def recover_pack(pack_root: Path) -> None:
-    """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``)."""
-    if leftover_journal(pack_root):
-        # the files a pack update writes only (a planted journal writes nothing else); a damaged one: its steps
-        roll_back(pack_root, load_pack_journal(pack_root))
-        forget_state(pack_root)
+def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
+    """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``), saying so on
+    ``progress`` (the command, the fix and how many files were put back). Returns whether there was one to roll back
+    (leftovers alone: discarded, False)."""
+    if not leftover_journal(pack_root):
+        return False
+    # the files a pack update writes only (a planted journal writes nothing else); a damaged one: its steps
+    journal = load_pack_journal(pack_root)
+    put_back = roll_back(pack_root, journal)
+    forget_state(pack_root)
+    if journal is None:
+        return False
+    what = f"the {journal.by[0]} of {journal.by[1]}" if journal.by else "a pack update"
+    progress.note(f"rolled back {what} a killed run left half written ({len(put_back)} file(s) of the pack put back) "
+                  f"before reading the pack")
+    return True
 
 
 def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profiles: dict[str, dict[str, Path]],
@@ -83,7 +93,7 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     (exit 4) naming every later fix that no longer applies, and a moved one whose patch files another
     profile reads too; nothing is written then, nor on any other error.
     """
-    recover_pack(pack_root)
+    recover_pack(pack_root, progress)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
     out = Outcome()
     with tempfile.TemporaryDirectory(prefix="fixpack-stage-") as tmp, _in_pack(Path(tmp) / "pack", pack_root):

@@ -86,16 +86,30 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
         return (f"{head}{what} from the release the lock pins, and applied {', '.join(broken)} on "
                 f"{'it' if one else 'them'} is tampered: follow {'its' if len(broken) == 1 else 'their'} message "
                 f"first (a revert is refused until then), then run {ctx.rerun(word, True, again)}")
+    wrong = _wrong_lock(ctx, ft, one)
     if applied:
         return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after "
                 f"the release: revert first ({ctx.rerun('revert', False, (), only=ft.spec.name)}: it takes out every "
                 f"applied fix of target {ft.spec.name}; the put-back would take {', '.join(applied)} out of "
                 f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
                 f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, put, False)}. If the "
-                f"image is meant to differ there, {without}")
+                f"image is meant to differ there, {without}. {wrong}")
     return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
             f"release, put {'it' if one else 'them'} back: {restore_how(ctx, ft, files)}; then run "
-            f"{ctx.rerun(word, True, again)}. If the image is meant to differ there, {without}")
+            f"{ctx.rerun(word, True, again)}. If the image is meant to differ there, {without}. {wrong}")
+
+
+def _wrong_lock(ctx: Context, ft: FoundTarget, one: bool) -> str:
+    """The way out where the put-back changes nothing: the files are the release's, and the lock is not (made from
+    another release, or edited): ``lock --check`` of the target against a clean copy names its entries that differ.
+    (The put-back alone, run again, said the same thing again.)"""
+    from .progname import command
+
+    check = command("lock", "--check", "--profile", ctx.profile.name, "--pack", str(ctx.profile.path.parent.parent),
+                    "--target", ft.spec.name)
+    return (f"If {'it is' if one else 'they are'} the release's already (put back, the same message again), the lock "
+            f"is not this release's: {check} compares it with a clean copy of the release (fetched; --root "
+            f"{ft.spec.name}=PATH gives one) and names the entries that differ.")
 
 
 __all__ = ["next_steps", "strict_drift"]

@@ -469,6 +469,23 @@ def test_an_edit_rolls_back_a_refresh_killed_while_writing_before_it_reads_the_p
     assert "# a clearer comment" not in (work / MOD).read_text()  # fix b laid as the pack has it, not half written
 
 
+@pytest.mark.parametrize("command", ["edit", "refresh"])
+def test_the_command_that_rolls_a_killed_refresh_back_says_so(pack3, command):
+    """Found by a fresh user: edit and new rolled a half-written pack back without a word (so did refresh and
+    import), and the user saw their pack change under a command that was to read it. The command says what it
+    rolled back (the refresh of b, the files put back) on stderr, and does its own work after."""
+    builder, clean = pack3
+    killed_refresh(builder, clean)
+    args = [sys.executable, "-m", "fixpack.cli", *(["edit", "c", "--profile", "p1", "--root", f"demo={clean}"]
+                                                   if command == "edit" else ["refresh", "b"]), "--pack",
+            str(builder.pack)]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "rolled back" in line]
+    assert len(said) == 1 and "the refresh of b a killed run left half written" in said[0], r.stderr
+    assert "file(s) of the pack put back" in said[0] and not (builder.pack / ".fixpack").exists()
+
+
 def test_edit_s_suggested_commands_are_this_program_s_with_the_pack_in_use(pack3, tmp_path):
     """Found by a fresh user: `edit` said "then: fixpack refresh FIX" and a second edit "(fixpack refresh FIX)
     or drop it (fixpack edit --abort FIX)", a `fixpack` that is not on PATH in the README's set-up; and
