@@ -471,7 +471,7 @@ def test_an_edit_rolls_back_a_refresh_killed_while_writing_before_it_reads_the_p
 
 @pytest.mark.parametrize("command", ["edit", "refresh"])
 def test_the_command_that_rolls_a_killed_refresh_back_says_so(pack3, command):
-    """Found by a fresh user: edit and new rolled a half-written pack back without a word (so did refresh and
+    """Noticed in a review: edit and new rolled a half-written pack back without a word (so did refresh and
     import), and the user saw their pack change under a command that was to read it. The command says what it
     rolled back (the refresh of b, the files put back) on stderr, and does its own work after."""
     builder, clean = pack3
