@@ -954,7 +954,7 @@ MMA_CONFIG = {
 # as shared memory for every kernel of a ranked call (kernel.set_carveout); one value for the call's kernels measured
 # no faster than the driver's own choice, which differs kernel by kernel (batch 4: 64, 32 and 16 KB)
 # Twentieth round (README): ranked_norm_down (off) has the down GEMM's row blocks do the norm-combine, each its own
-# columns after its expert's row blocks meet (no launch after the GEMM); measured +7 to +10% at batch 1
+# columns after its expert's row blocks meet (no launch after the GEMM); measured slower, +7 to +10% at batch 1
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,

@@ -795,13 +795,14 @@ def _norm_counters(device: torch.device, n: int) -> torch.Tensor:
 
 
 def norm_errors() -> int:
-    """The spins of ``norm_down`` that gave up, over every device and stream (0 unless a grid was not resident)."""
+    """How many of ``norm_down``'s buffers (one a device and stream) have their error word set: a spin there gave
+    up (0 unless a down grid was not all resident)."""
     return sum(int(b[0].item()) for bufs in _NORM_COUNTERS.values() for b in bufs)
 
 
-def _all_resident(args: tuple, kw: dict, programs: int, sms: int) -> bool:
-    """Whether ``programs`` programs of _ranked_gemm_kernel compiled for ``kw`` can all be resident at once on
-    ``sms`` SMs (kernel.driver_resident, asked once per compiled kernel; False where the driver cannot say)."""
+def _resident(args: tuple, kw: dict) -> int:
+    """Programs of _ranked_gemm_kernel compiled for ``args`` and ``kw`` the driver lets reside on one SM
+    (kernel.driver_resident, asked once per compiled kernel; 0 where the driver cannot say)."""
     key = (repr(sorted((k, repr(v)) for k, v in kw.items() if not isinstance(v, torch.Tensor))),
            repr([a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args]),
            repr([v.dtype for v in kw.values() if isinstance(v, torch.Tensor)]), args[0].device.index)
@@ -809,7 +810,7 @@ def _all_resident(args: tuple, kw: dict, programs: int, sms: int) -> bool:
         ck = _ranked_gemm_kernel.warmup(*args, grid=(1,), **kw)
         ck._init_handles()
         _RESIDENT[key] = driver_resident(ck) or 0
-    return _RESIDENT[key] * sms >= programs
+    return _RESIDENT[key]
 
 
 def _claim_counter(device: torch.device) -> torch.Tensor:
@@ -861,7 +862,8 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     launch, the norm-combine); None: the driver's choice. ValueError outside 0..100. norm_down (twentieth round; not
     partials): the down GEMM's row blocks do the norm-combine (_norm_down) and no launch follows, where every program
     of its grid can be resident at once (the driver's occupancy of the compiled kernel, kernel.driver_resident: its
-    row blocks wait for each other); elsewhere the norm-combine launch as without it. ValueError for a non-bool."""
+    row blocks wait for each other; not with claim_down's claims or a carveout); elsewhere the norm-combine launch as
+    without it. ValueError for a non-bool."""
     T, L = x.shape
     topk = ids.shape[1]
     I = ex.expert_size
@@ -952,6 +954,27 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         tr1 = {"tr_ptr": trace_buffer(g1, x.device), "TRACE": True}
         tr2 = {"tr_ptr": trace_buffer(g2, x.device), "TRACE": True}
         trace += [("gate_up", tr1["tr_ptr"]), ("down", tr2["tr_ptr"])]
+    dn_args = (a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
+               a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0)
+    dn_kw = dict(K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
+                 W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
+                 **(claim | {"CLAIM": True} if claim else {}))
+    # norm_down: not with the down GEMM's claimed items (_claimed_down has no norm-combine) nor with a carveout
+    # (the driver's occupancy is asked at its own choice); its buffers made here, before the first launch (a fill
+    # between two launches would cut their programmatic dependent launch, in a graph too)
+    norm = norm_down and not partials and not claim and carveout is None
+    norm_resident = 0
+    if norm:
+        wts_c = wts.contiguous()
+        dn_kw |= {"ncnt_ptr": _norm_counters(x.device, 1 + P * grid_n2), "nrm_ptr": ybuf[P * L:],
+                  "wts_ptr": wts_c, "g_ptr": ex.norm_weight, "o_ptr": out, "stride_g": ex.norm_weight.stride(0),
+                  "stride_om": out.stride(0), "eps": float(eps), "NORM": True, "L_OUT": L, "P_MAX": P}
+        norm_resident = _resident(dn_args, dn_kw)
+        norm = norm_resident * sms >= g2
+        if not norm:
+            for k in ("ncnt_ptr", "nrm_ptr", "wts_ptr", "g_ptr", "o_ptr", "stride_g", "stride_om", "eps", "NORM",
+                      "L_OUT", "P_MAX"):
+                dn_kw.pop(k)
     k_gu = _ranked_gemm_kernel[(g1,)](
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
@@ -969,22 +992,6 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
             I=I, TOPK=topk, P_P2=p_p2, GRID_N=grid_n1, LOG_MAX=max1.bit_length() - 1, K_TILES=L // bk1,
             WAVE_COST=wave_cost, BLOCK_N=bn1, COLS=cols, UNROLL=min(max1, 8), GDC=gdc, num_warps=1,
             launch_pdl=pdl and gdc, **carve)
-    dn_args = (a32, ids, w2, ex.w2_scale, y, y, cnt, y, y, T, ex.expert_base, ex.num_local, budget2, 0, 0,
-               a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), y.stride(0), 0, 0)
-    dn_kw = dict(K=I, BLOCK_N=bn2, BLOCK_K=bk2, GRID_N=grid_n2, LOG_MAX=max2.bit_length() - 1, GATE_UP=False,
-                 W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, **opts2, **tr2,
-                 **(claim | {"CLAIM": True} if claim else {}))
-    norm = norm_down and not partials
-    if norm:
-        wts_c = wts.contiguous()
-        dn_kw |= {"ncnt_ptr": _norm_counters(x.device, 1 + P * grid_n2), "nrm_ptr": ybuf[P * L:],
-                  "wts_ptr": wts_c, "g_ptr": ex.norm_weight, "o_ptr": out, "stride_g": ex.norm_weight.stride(0),
-                  "stride_om": out.stride(0), "eps": float(eps), "NORM": True, "L_OUT": L, "P_MAX": P}
-        norm = _all_resident(dn_args, dn_kw, g2, sms)
-        if not norm:
-            for k in ("ncnt_ptr", "nrm_ptr", "wts_ptr", "g_ptr", "o_ptr", "stride_g", "stride_om", "eps", "NORM",
-                      "L_OUT", "P_MAX"):
-                dn_kw.pop(k)
     k_dn = _ranked_gemm_kernel[(g2,)](*dn_args, **dn_kw)
     if not partials and not norm:
         k_nc = norm_combine(y, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl and gdc, early=combine_early, trace=trace,
@@ -996,6 +1003,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
         last_launch.update({"gate_up": k_gu, "down": k_dn, "grids": {"gate_up": (g1,), "down": (g2,)},
                             "max_splits": (max1, max2),
                             "launches": (2 if partials or norm else 3) + act_launch, "norm_down": norm,
+                            "norm_resident": norm_resident,
                             "act": k_act, "combine": k_nc,
                             "stages": (stages, stages_down), "prefetch_max_own": pf.get("PF_MAX_OWN", 0),
                             "claim_programs": claim.get("claim_G", 0),

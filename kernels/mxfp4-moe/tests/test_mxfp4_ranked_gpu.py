@@ -305,14 +305,16 @@ def test_ranked_norm_down(cfg):
     ex = _experts(61)
     ex_t = ex.to_tiled_layout()
     conf = {**RANKED, **cfg, "ranked_norm_down": True}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     taken = set()
     for rep in range(3):
         for tokens in range(1, 9):
             assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 61000 + tokens + 100 * rep, "cuda", "gluon",
                                  conf), f"norm down {cfg} batch {tokens} call {rep}")
-            grid = LAST_LAUNCH["grids"]["down"][0]
-            fits = driver_resident(LAST_LAUNCH["down"]) * torch.cuda.get_device_properties(0).multi_processor_count
-            assert LAST_LAUNCH["norm_down"] == (grid <= fits), (cfg, tokens, grid, fits)
+            grid, per_sm = LAST_LAUNCH["grids"]["down"][0], LAST_LAUNCH["norm_resident"]
+            assert LAST_LAUNCH["norm_down"] == (grid <= per_sm * sms), (cfg, tokens, grid, per_sm)
+            if LAST_LAUNCH["norm_down"]:  # the figure the decision took is the launched (norm) kernel's
+                assert driver_resident(LAST_LAUNCH["down"]) == per_sm > 0
             assert LAST_LAUNCH["launches"] == (2 if LAST_LAUNCH["norm_down"] else 3) + (LAST_LAUNCH["act"] is not None)
             assert (LAST_LAUNCH["combine"] is None) == LAST_LAUNCH["norm_down"]
             taken.add(LAST_LAUNCH["norm_down"])
@@ -323,6 +325,11 @@ def test_ranked_norm_down(cfg):
     _same_without(ex_t, conf, lambda k: k == "ranked_norm_down", (1, 3, 8), 61700, cfg)
     _tp_ok(ex, (1, 4, 8), 61800, conf, "norm down")
     assert not LAST_LAUNCH["norm_down"]
+    # not with the down GEMM's claimed items (they have no norm-combine: the output was all zeros) nor a carveout
+    # (the occupancy asked is at the driver's choice): the norm-combine launch, the reference's output
+    for more in ({"ranked_claim_down": 1, "ranked_claim_items": 512, "ranked_stages": 3}, {"ranked_carveout": 28}):
+        assert_ok(check_case(ex, ex_t, 2, "random", 12, 4, 61950, "cuda", "gluon", {**conf, **more}), f"with {more}")
+        assert not LAST_LAUNCH["norm_down"] and LAST_LAUNCH["combine"] is not None, more
     with pytest.raises(ValueError, match="ranked_norm_down must be true or false"):
         check_case(ex, ex_t, 1, "random", 12, 4, 61900, "cuda", "gluon", {**conf, "ranked_norm_down": 1})
 
