@@ -67,7 +67,7 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
             from .state import leftover_journal
 
             rolled = leftover_journal(root)  # abort rolls it back first
-            gone = editwork.abort(root, fix_id)
+            gone = editwork.abort(root, fix_id, CliProgress())  # a rollback is said on stderr
         else:
             if not fix_id or not profile:
                 raise BadInputError("usage: fixpack edit FIX --profile P (or fixpack edit --abort [FIX])")
@@ -77,8 +77,11 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
         said = (f"removed {gone}" + (" (the pack update a killed run left was rolled back first)" if rolled else "")
                 if gone else "rolled back the pack update a killed run left (no edit"
                              f"{' of ' + fix_id if fix_id else ''} in progress)")
-        if as_json:
-            emit_json(envelope("edit", profile, removed=str(gone) if gone else None, rolled_back=gone is None))
+        if as_json:  # removed: the work tree removed, if any; rolled_back: whether a killed pack update was
+            doc = envelope("edit", profile, rolled_back=bool(rolled))
+            if gone:
+                doc["removed"] = str(gone)
+            emit_json(doc)
         else:
             click.echo(said)
         return

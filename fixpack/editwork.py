@@ -396,7 +396,7 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
         commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
 
 
-def abort(pack_root: Path, fix_id: str = "") -> Path | None:
+def abort(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) -> Path | None:
     """Remove an edit's work tree and its state (``fix_id`` may be left out when one edit is in progress).
     A refresh killed while writing the pack is rolled back first (its journal), as the next refresh would;
     with no fix named and no edit in progress, or ``fix_id``'s gone, that is all (None; else "no edit in progress",
@@ -406,7 +406,7 @@ def abort(pack_root: Path, fix_id: str = "") -> Path | None:
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root):
         rolled = leftover_journal(pack_root)
-        recover_pack(pack_root)
+        recover_pack(pack_root, progress)
     undone = " (the pack update a killed run left was rolled back first)" if rolled else ""
     folder = work_folder(pack_root)
     if not fix_id:

@@ -63,14 +63,14 @@ def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | Non
     :func:`relock_command` for the profile's pack alone, ``pack`` when it is loaded)."""
     given = redo() if redo is not None else relock_command(profile, pack=pack)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
-    return f"regenerate it from clean release copies: {given}{fetched}{_where_lock_runs()}"
+    return f"regenerate it from clean release copies: {given}{fetched}{where_lock_runs()}"
 
 
 # setup.cfg's maintainer extra that lock uses: import name -> distribution
 MAINTAINER_MODULES = {"git": "GitPython", "pypi_simple": "pypi-simple", "tomlkit": "tomlkit", "packaging": "packaging"}
 
 
-def _where_lock_runs() -> str:
+def where_lock_runs() -> str:
     """Where ``lock`` can run, when the running Python lacks the maintainer's libraries (an image's lean install:
     the command as rendered would stop there for want of them). Looked up only when a lock error is raised."""
     from importlib.util import find_spec

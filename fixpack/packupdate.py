@@ -66,8 +66,8 @@ class Outcome:
 
 def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
     """Roll back a pack update that was killed half way (its journal is in ``<pack>/.fixpack/``), saying so on
-    ``progress`` (the command, the fix and how many files were put back). Returns whether there was one to roll back
-    (leftovers alone: discarded, False)."""
+    ``progress`` (the command, the fix and how many files its journal names: those it was to write, some maybe not
+    yet touched). Returns whether there was one to roll back (leftovers alone: discarded, False)."""
     if not leftover_journal(pack_root):
         return False
     # the files a pack update writes only (a planted journal writes nothing else); a damaged one: its steps
@@ -77,8 +77,8 @@ def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
     if journal is None:
         return False
     what = f"the {journal.by[0]} of {journal.by[1]}" if journal.by else "a pack update"
-    progress.note(f"rolled back {what} a killed run left half written ({len(put_back)} file(s) of the pack put back) "
-                  f"before reading the pack")
+    progress.note(f"rolled back {what} a killed run left half written (the {len(put_back)} file(s) its journal names "
+                  f"are as they were before it) before reading the pack")
     return True
 
 

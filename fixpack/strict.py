@@ -103,13 +103,14 @@ def _wrong_lock(ctx: Context, ft: FoundTarget, one: bool) -> str:
     """The way out where the put-back changes nothing: the files are the release's, and the lock is not (made from
     another release, or edited): ``lock --check`` of the target against a clean copy names its entries that differ.
     (The put-back alone, run again, said the same thing again.)"""
+    from .lock_hints import where_lock_runs
     from .progname import command
 
     check = command("lock", "--check", "--profile", ctx.profile.name, "--pack", str(ctx.profile.path.parent.parent),
                     "--target", ft.spec.name)
     return (f"If {'it is' if one else 'they are'} the release's already (put back, the same message again), the lock "
             f"is not this release's: {check} compares it with a clean copy of the release (fetched; --root "
-            f"{ft.spec.name}=PATH gives one) and names the entries that differ.")
+            f"{ft.spec.name}=PATH gives one) and names the entries that differ{where_lock_runs()}.")
 
 
 __all__ = ["next_steps", "strict_drift"]

@@ -1,11 +1,13 @@
 """A tampered or conflicting fix says what to do next, with a command that runs as written and leads back to a
 state the engine handles (a stale manifest, or a file the fix applies to)."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, numbered, snapshot
+from conftest import REPO, git, numbered, snapshot
 
 from fixpack import engine
 from fixpack.advice import restore_how
@@ -172,6 +174,17 @@ def test_strict_drift_from_a_lock_of_another_release_names_lock_check(builder, t
         _run_as_written(said.split("put it back: ", 1)[1].split("; then run ", 1)[0], tmp_path)
     check = said.split("the lock is not this release's: ", 1)[1].split(" compares it with a clean copy", 1)[0]
     assert " lock --check --profile p1 --pack " in check and check.endswith(" --target demo"), said
+    assert said.endswith("names the entries that differ."), said  # this Python has the maintainer's libraries
+    # an image's lean Python (no GitPython, pypi-simple, tomlkit, packaging) cannot run lock: the message says where
+    # it runs, as the stale lock's does (a fresh user ran it through fixes/apply_all.py's lean venv: exit 5)
+    blocked = "import sys, runpy\nfor m in ('git', 'pypi_simple', 'tomlkit', 'packaging'): sys.modules[m] = None\n" \
+              "sys.argv = ['fixpack'] + sys.argv[1:]\nrunpy.run_module('fixpack.cli', run_name='__main__')"
+    lean = subprocess.run([sys.executable, "-c", blocked, "apply", "--strict", "--pack", str(builder.pack), "-p", "p1",
+                           "--root", f"demo={root}"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    words = " ".join((lean.stdout + lean.stderr).split())  # the report's messages: on stdout
+    assert lean.returncode == 3 and "names the entries that differ; lock is a maintainer's command and this Python" \
+        in words and "then bring the new lock here." in words, words
     done = subprocess.run(["bash", "-c", f"{check} --root demo={root}"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert done.returncode == 2 and "is stale (differs for: one)" in done.stderr, done.stderr

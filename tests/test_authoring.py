@@ -483,7 +483,29 @@ def test_the_command_that_rolls_a_killed_refresh_back_says_so(pack3, command):
     assert r.returncode == 0, r.stderr
     said = [line for line in r.stderr.splitlines() if "rolled back" in line]
     assert len(said) == 1 and "the refresh of b a killed run left half written" in said[0], r.stderr
-    assert "file(s) of the pack put back" in said[0] and not (builder.pack / ".fixpack").exists()
+    assert "file(s) its journal names are as they were before it" in said[0] and not (builder.pack / ".fixpack").exists()
+
+
+@pytest.mark.parametrize("edit", ["in progress", "dropped by hand"])
+def test_edit_abort_says_its_rollback_and_its_json_follows_the_schema(pack3, edit):
+    """A fresh user: `edit --abort b --json` after a killed refresh said "rolled_back": false (it had rolled back,
+    and removed the edit), and with no edit open "removed": null, which schemas/edit.schema.json refuses; nor did it
+    say the rollback on stderr as edit, new, refresh and import do. Now: rolled_back true in both, removed only where
+    a work tree was removed, the document valid, the rollback said once on stderr."""
+    import jsonschema
+
+    builder, clean = pack3
+    killed_refresh(builder, clean)
+    if edit == "dropped by hand":
+        shutil.rmtree(builder.pack / ".edit")
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "edit", "--abort", "b", "--pack", str(builder.pack),
+                        "--json"], capture_output=True, text=True, cwd=REPO)
+    doc = json.loads(r.stdout)
+    jsonschema.Draft202012Validator(json.loads((REPO / "schemas/edit.schema.json").read_text())).validate(doc)
+    assert r.returncode == 0 and doc["ok"] and doc["rolled_back"] is True, doc
+    assert ("removed" in doc) == (edit == "in progress") and not (builder.pack / ".fixpack").exists(), doc
+    said = [line for line in r.stderr.splitlines() if "rolled back" in line]
+    assert len(said) == 1 and "rolled back the refresh of b a killed run left half written" in said[0], r.stderr
 
 
 def test_edit_s_suggested_commands_are_this_program_s_with_the_pack_in_use(pack3, tmp_path):
