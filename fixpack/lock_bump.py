@@ -93,10 +93,28 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
             if fix is not None and fix.version == new.version:
                 what += bump_note(fix, profile, old)
         else:
-            what = f"{fid}: other fingerprints on the release copy than the lock records"
+            what = f"{fid}: other fingerprints on the release copy than the lock records{_files_differ(new, old)}"
         path, line = stale_at(profile, have, ("fix", fid))
         out.append(f"{path}:{line}: {what}" if line else f"{path}: {what}")
     return out
+
+
+def _files_differ(new: LockFix, old: LockFix) -> str:
+    """Which of a fix's files the two entries fingerprint otherwise (``lock --check``: a fix of three files said only
+    that some differed): each path with the side (pre-image, post-image) whose sha256 differs, or its hunks'."""
+    a, b = {f.path: f for f in new.files}, {f.path: f for f in old.files}
+    said = []
+    for path in sorted(set(a) | set(b)):
+        n, o = a.get(path), b.get(path)
+        if n is None or o is None:
+            said.append(f"{path} ({'the lock' if n is None else 'the release copy'} alone has it)")
+            continue
+        sides = [w for w, x, y in (("pre-image", n.pre, o.pre), ("post-image", n.post, o.post)) if x != y]
+        if not sides and [h for h in new.hunks if h.file == path] != [h for h in old.hunks if h.file == path]:
+            sides = ["hunks"]
+        if sides:
+            said.append(f"{path}: its {' and '.join(sides)}")
+    return f": {'; '.join(said)}" if said else ""
 
 
 def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,

@@ -188,6 +188,9 @@ def test_strict_drift_from_a_lock_of_another_release_names_lock_check(builder, t
     done = subprocess.run(["bash", "-c", f"{check} --root demo={root}"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert done.returncode == 2 and "is stale (differs for: one)" in done.stderr, done.stderr
+    # which file and which side (a fix of three files said only that some fingerprint differed)
+    assert (f"one: other fingerprints on the release copy than the lock records: {MOD}: its pre-image and "
+            f"post-image;") in " ".join(done.stderr.split()), done.stderr
     redo = done.stderr.split("regenerate it from clean release copies: ", 1)[1].splitlines()[0]
     _run_as_written(redo, tmp_path)
     assert engine.apply(builder.request(root, strict=True)).ok

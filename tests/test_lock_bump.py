@@ -93,3 +93,23 @@ def test_status_on_the_old_patch_of_the_same_version_says_what_is_true_and_where
     assert "applied with another patch than this pack's v1 (the same version: its patch differs from the one " \
            f"applied under that version; if the pack's change is not meant, put the pack's patch back as it " \
            f"was and run again; if it is, bump the version in {toml}:2 too, and take the image back as follows)" in said, said
+
+
+def test_lock_check_names_the_files_whose_fingerprints_differ():
+    """``lock --check`` said only "other fingerprints on the release copy than the lock records" of a fix (of three
+    files, a fresh user could not tell which): each file whose pre-image or post-image differs is named with the
+    side, one whose hunks alone differ says so, and one only one entry has says which (the end-to-end message:
+    tests/test_advice.py, the lock of another release)."""
+    from fixpack.lock_bump import _files_differ
+    from fixpack.records import LockFile, LockFix, LockHunk
+
+    def fix(files, hunks=()):
+        return LockFix("f", 1, "demo", "p" * 64, tuple(LockFile(*x) for x in files), tuple(hunks))
+
+    have = fix([("a.py", "1", "2"), ("b.py", "3", "4"), ("c.py", "5", "6"), ("d.py", "7", "8")],
+               [LockHunk("c.py", 0, "x", "y")])
+    fresh = fix([("a.py", "1", "2"), ("b.py", "3", "9"), ("c.py", "5", "6"), ("e.py", None, "0")],
+                [LockHunk("c.py", 0, "x", "z")])
+    assert _files_differ(fresh, have) == (": b.py: its post-image; c.py: its hunks; d.py (the lock alone has it); "
+                                          "e.py (the release copy alone has it)")
+    assert _files_differ(have, have) == ""
