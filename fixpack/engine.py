@@ -115,6 +115,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             comps = {c.id for c in recorded_components.components} if recorded_components else set()
             ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen
             plan.reached = False
+            if base is not None:  # nothing is written; the later fixes are judged on top of it, as without --strict
+                tree.adopt(ev.forward.tree)
         elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:
                 tree.adopt(ev.forward.tree)

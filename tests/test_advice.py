@@ -196,6 +196,35 @@ def test_strict_drift_from_a_lock_of_another_release_names_lock_check(builder, t
     assert engine.apply(builder.request(root, strict=True)).ok
 
 
+def test_strict_judges_a_later_fix_on_top_of_a_refused_one_on_the_same_file(builder):
+    """A fresh user: under --strict, a fix refused as drifted (here: its lock entry's pre-image hash edited, the lock
+    resealed) left the later fixes on the same file judged on the file without it, so each said its pre-image
+    differs from the lock's, whose pre-image holds the refused fix's change: a drift of its own that is not there.
+    The later fix is judged on top of it, as without --strict: it would apply exactly; only the first is named."""
+    import json
+
+    from fixpack.records import lock_digest
+
+    base = numbered(40)
+    one = base.replace("line 3\n", "three\n")
+    root = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: one})
+    builder.add_fix("two", {MOD: one}, {MOD: one.replace("line 30\n", "thirty\n")})
+    builder.profile(["one", "two"], [])
+    builder.lock(root)
+    lock = builder.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    entry = next(f for f in data["fixes"] if f["id"] == "one")
+    entry["files"][0]["pre"] = "0" * 64
+    data["digest"] = lock_digest(data)
+    lock.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(root, strict=True))
+        assert r.exit_code == 3 and r.fix("one").state == "drifted", r.fix("one")
+        assert r.fix("two").state == "absent", r.fix("two")
+        assert not [m for m in r.fix("two").messages if m.startswith("--strict: ")], r.fix("two")
+
+
 def test_strict_drift_under_applied_fixes_says_revert_first(builder, tmp_path):
     """An image applied as drifted (a local line), then run with --strict and an opt-in on the same file: putting
     the file back would take the applied fix's change out too (a tampered image), so the message says to revert
