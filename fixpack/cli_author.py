@@ -63,11 +63,8 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
 
     with outcome(as_json, "edit", profile):
         root = pack_root or default_pack_root()
-        if abort:
-            from .state import leftover_journal
-
-            rolled = leftover_journal(root)  # abort rolls it back first
-            gone = editwork.abort(root, fix_id, CliProgress())  # a rollback is said on stderr
+        if abort:  # a killed pack update is rolled back first, and said on stderr
+            gone, rolled = editwork.abort_edit(root, fix_id, CliProgress())
         else:
             if not fix_id or not profile:
                 raise BadInputError("usage: fixpack edit FIX --profile P (or fixpack edit --abort [FIX])")

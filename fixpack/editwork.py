@@ -36,7 +36,6 @@ from .progress import QUIET, Progress
 from .records import is_sha256
 from .runlock import pack_lock
 from .safepath import STATE_DIR, is_version, name_problem
-from .state import leftover_journal
 from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
@@ -403,10 +402,19 @@ def abort(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) -> Path
     exit 2).
     A folder ``.edit/<fix>`` that is not the work tree ``edit`` made (its state beside it, a git repository)
     is refused (DamagedStateError, exit 3), never removed."""
+    return abort_edit(pack_root, fix_id, progress)[0]
+
+
+def abort_edit(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) -> tuple[Path | None, bool]:
+    """:func:`abort`, and whether a killed pack update was rolled back first (backups alone, with no journal, are
+    discarded: the pack was whole, nothing is rolled back)."""
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     with pack_lock(pack_root):
-        rolled = leftover_journal(pack_root)
-        recover_pack(pack_root, progress)
+        rolled = recover_pack(pack_root, progress)
+    return _drop_edit(pack_root, fix_id, rolled), rolled
+
+
+def _drop_edit(pack_root: Path, fix_id: str, rolled: bool) -> Path | None:
     undone = " (the pack update a killed run left was rolled back first)" if rolled else ""
     folder = work_folder(pack_root)
     if not fix_id:

@@ -110,8 +110,8 @@ def _files_differ(new: LockFix, old: LockFix) -> str:
             said.append(f"{path} ({'the lock' if n is None else 'the release copy'} alone has it)")
             continue
         sides = [w for w, x, y in (("pre-image", n.pre, o.pre), ("post-image", n.post, o.post)) if x != y]
-        if not sides and [h for h in new.hunks if h.file == path] != [h for h in old.hunks if h.file == path]:
-            sides = ["hunks"]
+        if [h for h in new.hunks if h.file == path] != [h for h in old.hunks if h.file == path]:
+            sides.append("hunks")
         if sides:
             said.append(f"{path}: its {' and '.join(sides)}")
     return f": {'; '.join(said)}" if said else ""

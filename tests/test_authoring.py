@@ -508,6 +508,39 @@ def test_edit_abort_says_its_rollback_and_its_json_follows_the_schema(pack3, edi
     assert len(said) == 1 and "rolled back the refresh of b a killed run left half written" in said[0], r.stderr
 
 
+def test_edit_abort_after_a_refresh_killed_outside_its_writes_says_no_rollback(pack3):
+    """A second fresh user: a refresh killed before its journal was written (FIXPACK_FAULT_AT=1: its backups alone
+    are left, the pack whole) made `edit --abort b --json` say "rolled_back": true and "the pack update a killed run
+    left was rolled back first", with nothing rolled back; and backups alone with no edit open exited 0 saying it
+    rolled back. Now: rolled_back false, no such words, and with no edit open "no edit in progress" (exit 2)."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    def files():  # the pack's files, its .fixpack/ leftovers aside
+        return {k: v for k, v in pack_bytes(builder.pack).items() if not k.startswith(".fixpack/")}
+
+    before = files()
+    cli = [sys.executable, "-m", "fixpack.cli"]
+    env = {**os.environ, "FIXPACK_FAULT_AT": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([*cli, "refresh", "b", "--pack", str(builder.pack)], capture_output=True, text=True, cwd=REPO,
+                       env=env)
+    assert r.returncode == 137 and not (builder.pack / ".fixpack/journal.json").exists(), r.stderr
+    assert (builder.pack / ".fixpack").exists() and files() == before  # leftovers, the pack whole
+    r = subprocess.run([*cli, "edit", "--abort", "b", "--pack", str(builder.pack), "--json"], capture_output=True,
+                       text=True, cwd=REPO)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["rolled_back"] is False and doc["removed"].endswith(".edit/b"), doc
+    assert "rolled back" not in r.stderr and files() == before, r.stderr
+    assert not (builder.pack / ".fixpack").exists()  # the leftovers discarded
+    (builder.pack / ".fixpack/journal").mkdir(parents=True)  # backups alone, no edit open
+    (builder.pack / ".fixpack/journal/0").write_text("a backup\n")
+    r = subprocess.run([*cli, "edit", "--abort", "--pack", str(builder.pack)], capture_output=True, text=True,
+                       cwd=REPO)
+    assert r.returncode == 2 and "no edit in progress" in r.stderr and "rolled back" not in r.stdout + r.stderr, \
+        r.stdout + r.stderr
+
+
 def test_edit_s_suggested_commands_are_this_program_s_with_the_pack_in_use(pack3, tmp_path):
     """Found by a fresh user: `edit` said "then: fixpack refresh FIX" and a second edit "(fixpack refresh FIX)
     or drop it (fixpack edit --abort FIX)", a `fixpack` that is not on PATH in the README's set-up; and

@@ -113,3 +113,7 @@ def test_lock_check_names_the_files_whose_fingerprints_differ():
     assert _files_differ(fresh, have) == (": b.py: its post-image; c.py: its hunks; d.py (the lock alone has it); "
                                           "e.py (the release copy alone has it)")
     assert _files_differ(have, have) == ""
+    # a side and the hunks of one file both differ: both said (the hunks were said only when no side differed)
+    both = fix([("a.py", "1", "2"), ("b.py", "3", "4"), ("c.py", "0", "6"), ("d.py", "7", "8")],
+               [LockHunk("c.py", 0, "x", "z")])
+    assert _files_differ(both, have) == ": c.py: its pre-image and hunks"
