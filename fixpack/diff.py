@@ -288,6 +288,12 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                     raise bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
+            elif kind != "\\" and n >= 2 and lines[n - 2] == "-- " and _GIT_VERSION.match(ln):
+                raise bad(source, n - 1, f"the hunk that starts at line {hunk_line} ends early: its @@ counts claim "
+                                          f"more lines than it has, so git's signature ('-- ' here, its version line "
+                                          f"after) was read as a removed line, {max(old, 0)} pre-image and "
+                                          f"{max(new, 0)} post-image lines still to go",
+                          f"fix the @@ line's numbers, or {REGENERATE}")
             elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
                 raise bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
                                       f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
@@ -384,6 +390,10 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
+        if n >= 2 and lines[n - 2] == "-- " and _GIT_VERSION.match(ln):  # the signature was taken by the hunk
+            raise bad(source, n - 1, f"the hunk that starts at line {hunk_line} claims one line more than it has: "
+                                      f"git's signature ('-- ' here, its version line after) was read as its last, "
+                                      f"removed, line", f"fix the @@ line's numbers, or {REGENERATE}")
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if old > 0 or new > 0:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
@@ -392,6 +402,10 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         names_given(source, seen, flags)
     _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
     return named
+
+
+# the version line of git format-patch's signature ("-- " then, e.g., "2.43.0" or "2.39.2.windows.1")
+_GIT_VERSION = re.compile(r"\d+\.\d+(\.\w+)*$")
 
 
 def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:

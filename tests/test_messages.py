@@ -134,6 +134,30 @@ def test_bytes_that_are_not_text_are_named_not_dumped(setup, where):
     assert any("8 bytes of binary data, not text" in p for p in found) and not any("\\x" in p for p in found), found
 
 
+@pytest.mark.parametrize("header, where", [("@@ -1,9 +1,9 @@", "one more context line"),
+                                           ("@@ -1,9 +1,8 @@", "one more removed line")])
+def test_a_hunk_that_claims_the_signature_is_named_at_its_signature(setup, header, where):
+    """A last hunk claiming one line more than it has, with git format-patch's signature after it: the '-- ' was
+    read as a removed line and the error named the version line after it ('has no prefix', or 'unexpected line
+    outside a hunk'), a line no one wrote. Now: the signature's line, the hunk's, and what happened."""
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    lines = patch.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("@@"))
+    lines[at] = header + "\n"  # the hunk: lines 1-8 of the file, line 5 changed (9 lines under its header)
+    lines[at + 1:] = [f" line {i}\n" if i != 5 else "-line 5\n+five\n" for i in range(1, 9)]
+    patch.write_text("".join(lines) + "-- \n2.43.0\n\n")
+    hunk, sig = at + 1, at + 11  # 1-based: the @@ line, and the '-- ' line after the hunk's 9
+    before = snapshot(target)
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
+    found = [str(p) for p in exc.value.problems]
+    said = [p for p in found if f":{sig}: the hunk that starts at line {hunk} " in p]
+    assert said and "git's signature ('-- ' here, its version line after) was read as" in said[0], (where, found)
+    assert "fix the @@ line's numbers" in said[0], found
+
+
 def test_a_line_without_prefix_in_a_hunk(setup):
     b, target = setup
     found = _problems(b, target, " line 6\n", "line 6\n")
