@@ -161,8 +161,26 @@ def read_toml(path: Path, errors: Collector, root: Path | None = None) -> tuple[
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
-        errors.add(f"malformed TOML: {exc}", path, int(m.group(1)) if m else end, "fix the syntax")
+        line = int(m.group(1)) if m else end
+        errors.add(_toml_said(exc, text, line), path, line, "fix the syntax")
         return None
+
+
+def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> str:
+    """tomllib's words for a document it refuses, with the one it says least plainly put in ours: "Cannot overwrite a
+    value" is a key given twice (or a table key a dotted key already made), named from its line."""
+    said = f"malformed TOML: {exc}"
+    if not str(exc).startswith("Cannot overwrite a value") or line is None:
+        return said
+    lines = text.splitlines()
+    key = lines[line - 1].split("=", 1)[0].strip() if 0 < line <= len(lines) and "=" in lines[line - 1] else ""
+    if not key:
+        return said
+    top = max((n for n, ln in enumerate(lines[:line - 1]) if ln.lstrip().startswith("[")), default=-1) + 1
+    where = next((n for n, ln in enumerate(lines[top:line - 1], top + 1)  # in the same table only
+                  if "=" in ln and ln.split("=", 1)[0].strip() == key), None)
+    before = f" (line {where} has it already)" if where else ""
+    return f"malformed TOML: the key {key} is given twice{before}: {exc}"
 
 
 def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None,

@@ -276,3 +276,18 @@ def test_good_upstream_values_load(pack):
     toml.write_text(toml.read_text() + '[upstream]\nstatus = "accepted"\nfixed_in = "v0.31.0rc1"\n'
                                        'last_update = "2026-02-28"\nlink = "https://github.com/vllm-project/vllm/pull/1"\n')
     assert load_pack(pack.pack).fixes["a"].upstream.fixed_in == "v0.31.0rc1"
+
+
+def test_a_key_given_twice_is_named(pack):
+    """tomllib says "Cannot overwrite a value (at line 4, column 12)" of a key given twice; the message names the key
+    and the line that has it already (in its own table: the same key in another table is no clash)."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    text = toml.read_text()
+    first = next(n for n, ln in enumerate(text.splitlines(), 1) if ln.startswith("version ="))
+    toml.write_text(text + "version = 2\n")
+    again = len(toml.read_text().splitlines())
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    said = [p for p in problems(exc) if f"{toml}:{again}:" in p]
+    assert said and f"malformed TOML: the key version is given twice (line {first} has it already): Cannot " \
+        "overwrite a value" in said[0], problems(exc)
