@@ -250,6 +250,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     old = new = 0
     hunk_line = 0
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
+    # a '-- ' line read as a removed line of the current hunk, maybe git format-patch's signature: (its line, the
+    # pre-image and post-image lines the hunk still had to go before it)
+    sig: tuple[int, int, int] | None = None
     hunks_in_file = 0
     shift = next_old = 0  # the file's earlier hunks: post-image minus pre-image lines, the pre-image line after them
     file_line = 0  # the line of the current file section's first header line (0: none yet)
@@ -281,6 +284,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if kind in (" ", ""):
                 old, new = old - 1, new - 1
             elif kind == "-":
+                sig = (n, old, new) if ln == "-- " else sig
                 old -= 1
             elif kind == "+":
                 new -= 1
@@ -288,12 +292,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                     raise bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
-            elif kind != "\\" and n >= 2 and lines[n - 2] == "-- " and _GIT_VERSION.match(ln):
-                raise bad(source, n - 1, f"the hunk that starts at line {hunk_line} ends early: its @@ counts claim "
-                                          f"more lines than it has, so git's signature ('-- ' here, its version line "
-                                          f"after) was read as a removed line, {max(old, 0)} pre-image and "
-                                          f"{max(new, 0)} post-image lines still to go",
-                          f"fix the @@ line's numbers, or {REGENERATE}")
+            elif kind != "\\" and sig is not None and sig[0] == n - 1:  # the line after a '-- ' breaks the hunk
+                raise _signature_taken(source, sig, hunk_line)
             elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
                 raise bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
                                       f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
@@ -303,6 +303,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                       f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
                                       f"line was lost)")
+            if (old < 0 or new < 0) and sig is not None:  # past its pre-image by a '-- ': short, not long
+                raise _signature_taken(source, sig, hunk_line)
             if old < 0 or new < 0:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
@@ -324,7 +326,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                           f"fix the @@ line's numbers, or {REGENERATE}")
             shift, next_old = shift + new - old, first_old + old
             hunk_line, hunks_in_file = n, hunks_in_file + 1
-            sides = set()
+            sides, sig = set(), None
             continue
         if binary_data and not ln.startswith("diff --git "):
             continue  # read and checked line by line when the section is parsed (_with_data)
@@ -390,11 +392,11 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
-        if n >= 2 and lines[n - 2] == "-- " and _GIT_VERSION.match(ln):  # the signature was taken by the hunk
-            raise bad(source, n - 1, f"the hunk that starts at line {hunk_line} claims one line more than it has: "
-                                      f"git's signature ('-- ' here, its version line after) was read as its last, "
-                                      f"removed, line", f"fix the @@ line's numbers, or {REGENERATE}")
+        if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken
+            raise _signature_taken(source, sig, hunk_line)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
+    if (old > 0 or new > 0) and sig is not None:
+        raise _signature_taken(source, sig, hunk_line)
     if old > 0 or new > 0:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the patch")
@@ -404,8 +406,19 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     return named
 
 
-# the version line of git format-patch's signature ("-- " then, e.g., "2.43.0" or "2.39.2.windows.1")
-_GIT_VERSION = re.compile(r"\d+\.\d+(\.\w+)*$")
+def _signature_taken(source: str, sig: tuple[int, int, int], hunk_line: int) -> PatchParseError:
+    """The hunk at ``hunk_line`` read a ``-- `` line (``sig``: its line, the pre-image and post-image lines the hunk
+    still had to go before it) as a removed line, and what follows does not fit: most likely git format-patch's
+    signature (``-- `` above its version line) taken by a hunk whose @@ counts claim more lines than it has. Where
+    that line completed the hunk, it may as well be the hunk's own last line (it removes ``- ``) with the signature's
+    ``-- `` line lost after it: both are said, the error at the ``-- `` line."""
+    at, old, new = sig
+    either = (f"; or, if line {at} is the hunk's own last line (it removes '- '), the signature's own '-- ' line is "
+              f"missing after it" if (old, new) == (1, 0) else "")
+    return bad(source, at, f"the hunk that starts at line {hunk_line} ends early: line {at}, '-- ' (git's signature "
+                           f"above its version line), was read as one of its removed lines, with {old} pre-image and "
+                           f"{new} post-image lines still to go before it{either}",
+               f"fix the @@ line's numbers, or {REGENERATE}")
 
 
 def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:

@@ -162,25 +162,34 @@ def read_toml(path: Path, errors: Collector, root: Path | None = None) -> tuple[
         m = re.search(r"line (\d+)", str(exc))
         end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
         line = int(m.group(1)) if m else end
-        errors.add(_toml_said(exc, text, line), path, line, "fix the syntax")
+        what, hint = _toml_said(exc, text, line)
+        errors.add(what, path, line, hint)
         return None
 
 
-def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> str:
-    """tomllib's words for a document it refuses, with the one it says least plainly put in ours: "Cannot overwrite a
-    value" is a key given twice (or a table key a dotted key already made), named from its line."""
-    said = f"malformed TOML: {exc}"
+def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tuple[str, str]:
+    """tomllib's words for a document it refuses, and what to do; "Cannot overwrite a value" of a bare key given twice
+    put in ours: the key and its earlier line, where removing that line is what lets the document be read to here (a
+    key of another table, a line inside a string, a dotted key, a quoted one: tomllib's words as they are)."""
+    said = (f"malformed TOML: {exc}", "fix the syntax")
     if not str(exc).startswith("Cannot overwrite a value") or line is None:
         return said
     lines = text.splitlines()
-    key = lines[line - 1].split("=", 1)[0].strip() if 0 < line <= len(lines) and "=" in lines[line - 1] else ""
-    if not key:
+    m = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", lines[line - 1]) if 0 < line <= len(lines) else None
+    if m is None:
         return said
-    top = max((n for n, ln in enumerate(lines[:line - 1]) if ln.lstrip().startswith("[")), default=-1) + 1
-    where = next((n for n, ln in enumerate(lines[top:line - 1], top + 1)  # in the same table only
-                  if "=" in ln and ln.split("=", 1)[0].strip() == key), None)
-    before = f" (line {where} has it already)" if where else ""
-    return f"malformed TOML: the key {key} is given twice{before}: {exc}"
+    key = m.group(1)
+    for before in range(line - 1, 0, -1):
+        b = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", lines[before - 1])
+        if b is None or b.group(1) != key:
+            continue
+        try:
+            loads_toml("\n".join(lines[:before - 1] + lines[before:line]))
+        except tomllib.TOMLDecodeError:
+            continue  # not the clash (another table's key, a line inside a string)
+        return (f"malformed TOML: the key {key} is given twice (line {before} has it already): {exc}",
+                f"keep one of lines {before} and {line}")
+    return said
 
 
 def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None,

@@ -291,3 +291,32 @@ def test_a_key_given_twice_is_named(pack):
     said = [p for p in problems(exc) if f"{toml}:{again}:" in p]
     assert said and f"malformed TOML: the key version is given twice (line {first} has it already): Cannot " \
         "overwrite a value" in said[0], problems(exc)
+
+
+@pytest.mark.parametrize("lines, at, key, before", [
+    (['[t1]', 'x = 1', '[t2]', 'x = 1', 'x = 2'], 5, "x", 4),  # in its own table, not the other's
+    (['a.b = 1', 'a = 2'], 2, None, None),  # a dotted key's table: not "given twice"
+    (['a = 2', 'a.b = 1'], 2, None, None),
+    (['version = 1', '"version" = 2'], 2, None, None),  # quoted: tomllib's words
+    (['w = """', 'x = 1', '"""', 'x = 1', 'x = 2'], 5, "x", 4),  # line 2 is inside a string
+    (['w = """', '[t]', '"""', 'x = 1', 'x = 2'], 5, "x", 4),  # a '[' inside a string is no table
+])
+def test_a_key_given_twice_is_named_only_where_it_is_so(tmp_path, lines, at, key, before):
+    """A second fresh user: the first naming of a key given twice guessed from the text: a dotted key, a quoted key,
+    a line inside a string and a '[' inside a string gave a wrong key or a wrong line. A line is named only where
+    removing it lets the document be read; else tomllib's words, as they are."""
+    from fixpack.documents import read_toml
+    from fixpack.errors import Collector
+
+    path = tmp_path / "x.toml"
+    path.write_text("\n".join(lines) + "\n")
+    errors = Collector()
+    assert read_toml(path, errors) is None
+    (problem,) = errors.problems
+    assert problem.line == at, problem
+    if key is None:
+        assert "given twice" not in problem.message and "Cannot overwrite a value" in problem.message, problem
+    else:
+        assert problem.message.startswith(f"malformed TOML: the key {key} is given twice (line {before} has it "
+                                          f"already): "), problem
+        assert problem.hint == f"keep one of lines {before} and {at}", problem

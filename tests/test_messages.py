@@ -134,28 +134,58 @@ def test_bytes_that_are_not_text_are_named_not_dumped(setup, where):
     assert any("8 bytes of binary data, not text" in p for p in found) and not any("\\x" in p for p in found), found
 
 
-@pytest.mark.parametrize("header, where", [("@@ -1,9 +1,9 @@", "one more context line"),
-                                           ("@@ -1,9 +1,8 @@", "one more removed line")])
-def test_a_hunk_that_claims_the_signature_is_named_at_its_signature(setup, header, where):
-    """A last hunk claiming one line more than it has, with git format-patch's signature after it: the '-- ' was
-    read as a removed line and the error named the version line after it ('has no prefix', or 'unexpected line
-    outside a hunk'), a line no one wrote. Now: the signature's line, the hunk's, and what happened."""
+@pytest.mark.parametrize("header, after, togo", [
+    ("@@ -1,9 +1,9 @@", "2.43.0\n\n", (1, 1)),  # one more context line claimed
+    ("@@ -1,9 +1,8 @@", "2.43.0\n\n", (1, 0)),  # one more removed line: the '-- ' completes the hunk
+    ("@@ -1,8 +1,9 @@", "2.43.0\n\n", (0, 1)),  # one more added line: it said "longer than its @@ header"
+    ("@@ -1,10 +1,10 @@", "2.43.0\n\n", (2, 2)),  # two more context lines
+    ("@@ -1,9 +1,9 @@", "2.39.3 (Apple Git-146)\n\n", (1, 1)),  # not a plain version line
+    ("@@ -1,9 +1,9 @@", "\n", (1, 1)),  # no version line: a blank one (it said "longer")
+    ("@@ -1,9 +1,9 @@", "", (1, 1)),  # the '-- ' last in the file
+])
+def test_a_hunk_that_claims_the_signature_is_named_at_its_signature(setup, header, after, togo):
+    """A last hunk claiming more lines than it has, with git format-patch's signature after it: the '-- ' was read as
+    a removed line and the error named the line after it ('has no prefix', 'unexpected line outside a hunk') or said
+    the hunk was longer than its header. Now (two fresh users): at the '-- ' line, the hunk's line, the lines it still
+    had to go before the '-- ' (not after it), and, where the '-- ' completed the hunk, the other reading too (the
+    hunk's own last line removes '- ' and the signature's '-- ' line is lost)."""
     b, target = setup
     patch = b.pack / "fixes/one/0001-change.patch"
     lines = patch.read_text().splitlines(keepends=True)
     at = next(i for i, ln in enumerate(lines) if ln.startswith("@@"))
     lines[at] = header + "\n"  # the hunk: lines 1-8 of the file, line 5 changed (9 lines under its header)
     lines[at + 1:] = [f" line {i}\n" if i != 5 else "-line 5\n+five\n" for i in range(1, 9)]
-    patch.write_text("".join(lines) + "-- \n2.43.0\n\n")
+    patch.write_text("".join(lines) + "-- \n" + after)
     hunk, sig = at + 1, at + 11  # 1-based: the @@ line, and the '-- ' line after the hunk's 9
     before = snapshot(target)
     with pytest.raises(PackError) as exc:
         engine.apply(b.request(target))
     assert snapshot(target) == before
     found = [str(p) for p in exc.value.problems]
-    said = [p for p in found if f":{sig}: the hunk that starts at line {hunk} " in p]
-    assert said and "git's signature ('-- ' here, its version line after) was read as" in said[0], (where, found)
-    assert "fix the @@ line's numbers" in said[0], found
+    said = [p for p in found if f":{sig}: the hunk that starts at line {hunk} ends early: line {sig}, '-- ' (git's "
+            f"signature above its version line), was read as one of its removed lines, with {togo[0]} pre-image and "
+            f"{togo[1]} post-image lines still to go before it" in p]
+    assert said and "fix the @@ line's numbers" in said[0], found
+    assert ("the signature's own '-- ' line is missing after it" in said[0]) == (togo == (1, 0)), said[0]
+
+
+def test_a_hunk_whose_last_line_removes_a_dash_space_still_applies(builder):
+    """A hunk whose last line removes '- ' (the patch line '-- '), its counts right, then git's signature: no
+    signature reading of it (a fresh user checked the change above did not break it)."""
+    b = builder
+    base = numbered(19) + "- \n"  # its last line: a dash and a space
+    clean = b.tree("clean2", {MOD: base})
+    one = base.replace("line 5\n", "five\n")
+    b.add_fix("one", {MOD: base}, {MOD: one})
+    b.add_fix("two", {MOD: one}, {MOD: one[:-len("- \n")]})  # removes it: the hunk's last line is '-- '
+    text = (b.pack / "fixes/two/0001-change.patch").read_text()
+    assert text.endswith("\n-- \n"), text
+    (b.pack / "fixes/two/0001-change.patch").write_text(text + "-- \n2.43.0\n\n")
+    b.profile(["one", "two"])
+    b.lock(clean)
+    image = b.tree("image", {MOD: base})
+    assert engine.apply(b.request(image)).ok
+    assert "- \n" not in (image / MOD).read_text()
 
 
 def test_a_line_without_prefix_in_a_hunk(setup):
