@@ -20,11 +20,14 @@ from .diffpaths import (
     REGENERATE,
     agrees,
     bad,
+    check_no_newline,
     check_renames,
     clean_path,
     git_line_paths,
     names_given,
+    no_hunks,
     plain_start,
+    signature_taken,
 )
 from .diffsyntax import (
     HUNK_HEADER,
@@ -275,7 +278,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
         if ln.startswith("\\") and (old > 0 or new > 0 or last):
-            _check_no_newline(source, n, last, old, new, hunk_line)
+            check_no_newline(source, n, last, old, new, hunk_line)
             last = ""
             continue
         if old > 0 or new > 0:
@@ -293,7 +296,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
             elif kind != "\\" and sig is not None and sig[0] == n - 1:  # the line after a '-- ' breaks the hunk
-                raise _signature_taken(source, sig, hunk_line)
+                raise signature_taken(source, sig, hunk_line)
             elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
                 raise bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
                                       f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "
@@ -303,8 +306,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                       f"and {max(new, 0)} post-image lines missing (its @@ counts are wrong, or a "
                                       f"line was lost)")
-            if (old < 0 or new < 0) and sig is not None:  # past its pre-image by a '-- ': short, not long
-                raise _signature_taken(source, sig, hunk_line)
+            if (old < 0 or new < 0) and sig is not None and sig[0] >= n - 1:  # past it by a '-- ' (or the line
+                raise signature_taken(source, sig, hunk_line)  # after it): short, not long
             if old < 0 or new < 0:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             continue
@@ -335,7 +338,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if not hunks_in_file:
                 names_given(source, seen, flags)
             git_paths = git_line_paths(ln, source, n)
-            _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
+            no_hunks(source, file_line, hunks_in_file, "+++" in seen)
             file_line, hunks_in_file, renamed, sides, seen, flags = n, 0, False, set(), {}, set()
             shift = next_old = 0
             continue
@@ -393,43 +396,17 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
         if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken
-            raise _signature_taken(source, sig, hunk_line)
+            raise signature_taken(source, sig, hunk_line)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
-    if (old > 0 or new > 0) and sig is not None:
-        raise _signature_taken(source, sig, hunk_line)
+    if (old > 0 or new > 0) and sig is not None and all(x == "" for x in lines[sig[0]:]):  # its last line a '-- '
+        raise signature_taken(source, sig, hunk_line)
     if old > 0 or new > 0:
         raise bad(source, len(lines), f"the hunk that starts at line {hunk_line} ends early: {max(old, 0)} pre-image "
                                        f"and {max(new, 0)} post-image lines missing at the end of the patch")
     if in_git and not hunks_in_file:
         names_given(source, seen, flags)
-    _no_hunks(source, file_line, hunks_in_file, "+++" in seen)
+    no_hunks(source, file_line, hunks_in_file, "+++" in seen)
     return named
-
-
-def _signature_taken(source: str, sig: tuple[int, int, int], hunk_line: int) -> PatchParseError:
-    """The hunk at ``hunk_line`` read a ``-- `` line (``sig``: its line, the pre-image and post-image lines the hunk
-    still had to go before it) as a removed line, and what follows does not fit: most likely git format-patch's
-    signature (``-- `` above its version line) taken by a hunk whose @@ counts claim more lines than it has. Where
-    that line completed the hunk, it may as well be the hunk's own last line (it removes ``- ``) with the signature's
-    ``-- `` line lost after it: both are said, the error at the ``-- `` line."""
-    at, old, new = sig
-    either = (f"; or, if line {at} is the hunk's own last line (it removes '- '), the signature's own '-- ' line is "
-              f"missing after it" if (old, new) == (1, 0) else "")
-    return bad(source, at, f"the hunk that starts at line {hunk_line} ends early: line {at}, '-- ' (git's signature "
-                           f"above its version line), was read as one of its removed lines, with {old} pre-image and "
-                           f"{new} post-image lines still to go before it{either}",
-               f"fix the @@ line's numbers, or {REGENERATE}")
-
-
-def _check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:
-    """``\\ No newline at end of file`` belongs right after the last line of a side of the hunk: after
-    a removed line that ends the pre-image, an added line that ends the post-image, or a context line
-    that ends both. Anywhere else git's own checks differ from what the line means, and the applier
-    would strip a newline from the middle of a file."""
-    ends = {"-": old == 0, "+": new == 0, " ": old == 0 and new == 0}.get(last, False)
-    if not ends:
-        raise bad(source, n, f"a '\\ No newline at end of file' marker in the middle of the hunk that starts at "
-                              f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
 
 
 def _shown(line: str) -> str:
@@ -438,12 +415,6 @@ def _shown(line: str) -> str:
     if _NOT_UTF8.search(line) or re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line):
         return f"{len(line.encode('utf-8', 'surrogateescape'))} bytes of binary data, not text"
     return repr(line[:60])
-
-
-def _no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
-    """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
-    if file_line and has_plus and not hunks:
-        raise bad(source, file_line, "a file section with ---/+++ lines but no hunk")
 
 
 def _refuse_binary(data: bytes, source: str) -> None:

@@ -161,3 +161,39 @@ def names_given(source: str, seen: dict[str, tuple[int, str]], flags: set[str]) 
     if new and not old and "new" not in flags:
         raise bad(source, new[0], f"a '+++' line with no '---' line before it (the file's pre-image name is missing): "
                                   f"{f'+++ {new[1]}'[:60]!r}", f"restore the file's '---' line, or {REGENERATE}")
+
+
+def signature_taken(source: str, sig: tuple[int, int, int], hunk_line: int) -> PatchParseError:
+    """The hunk at ``hunk_line`` read a ``-- `` line as its last removed line (``sig``: that line, the pre-image and
+    post-image lines the hunk still had to go before it), and what follows does not fit: most likely git
+    format-patch's signature (``-- ``, then its version line) taken by a hunk whose @@ counts claim more lines than it
+    has. Where that line completed the hunk, it may as well be the hunk's own last line (it removes ``- ``) with the
+    signature's ``-- `` line lost after it: both readings are said. The error is at the ``-- `` line."""
+    at, old, new = sig
+    if (old, new) == (1, 0):
+        return bad(source, at, f"line {at}, '-- ', ends the hunk that starts at line {hunk_line}, and what follows is "
+                               f"no diff: either the @@ counts claim one removed line more than the hunk has and git "
+                               f"format-patch's signature line was read as that line, or the hunk's own last line "
+                               f"removes '- ' and the signature's '-- ' line is missing after it",
+                   f"fix the @@ line's numbers or put the signature's '-- ' line back, or {REGENERATE}")
+    return bad(source, at, f"the hunk that starts at line {hunk_line} ends early: line {at}, '-- ' (git format-patch's "
+                           f"signature line, most likely), was read as one of its removed lines, with {old} pre-image "
+                           f"and {new} post-image lines still to go before it",
+               f"fix the @@ line's numbers, or {REGENERATE}")
+
+
+def check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_line: int) -> None:
+    """``\\ No newline at end of file`` belongs right after the last line of a side of the hunk: after
+    a removed line that ends the pre-image, an added line that ends the post-image, or a context line
+    that ends both. Anywhere else git's own checks differ from what the line means, and the applier
+    would strip a newline from the middle of a file."""
+    ends = {"-": old == 0, "+": new == 0, " ": old == 0 and new == 0}.get(last, False)
+    if not ends:
+        raise bad(source, n, f"a '\\ No newline at end of file' marker in the middle of the hunk that starts at "
+                              f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
+
+
+def no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
+    """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
+    if file_line and has_plus and not hunks:
+        raise bad(source, file_line, "a file section with ---/+++ lines but no hunk")

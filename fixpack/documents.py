@@ -162,34 +162,47 @@ def read_toml(path: Path, errors: Collector, root: Path | None = None) -> tuple[
         m = re.search(r"line (\d+)", str(exc))
         end = len(text.splitlines()) or 1 if "end of document" in str(exc) else None  # (tomllib names no line)
         line = int(m.group(1)) if m else end
-        what, hint = _toml_said(exc, text, line)
+        what, hint, line = _toml_said(exc, text, line)
         errors.add(what, path, line, hint)
         return None
 
 
-def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tuple[str, str]:
-    """tomllib's words for a document it refuses, and what to do; "Cannot overwrite a value" of a bare key given twice
-    put in ours: the key and its earlier line, where removing that line is what lets the document be read to here (a
-    key of another table, a line inside a string, a dotted key, a quoted one: tomllib's words as they are)."""
-    said = (f"malformed TOML: {exc}", "fix the syntax")
-    if not str(exc).startswith("Cannot overwrite a value") or line is None:
-        return said
-    lines = text.splitlines()
-    m = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", lines[line - 1]) if 0 < line <= len(lines) else None
-    if m is None:
+_BARE_KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+
+
+def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tuple[str, str, int | None]:
+    """tomllib's words for a document it refuses, what to do, and the line; "Cannot overwrite a value" of a bare key
+    given twice put in ours: the key, its two lines (tomllib names where the second value ends), where giving either
+    of them another name lets the document be read to there (a key of another table, a line inside a string, a dotted
+    or quoted key: tomllib's words as they are). Lines are counted on newlines alone, as tomllib counts them."""
+    said = (f"malformed TOML: {exc}", "fix the syntax", line)
+    if not str(exc).startswith("Cannot overwrite a value") or line is None or len(text) > 65536:
+        return said  # (a pack's TOML is a few KB: each candidate line costs a parse)
+    lines = text.split("\n")
+
+    def reads_without(k: int) -> bool:  # the document to ``line``, the key of line k given a name of its own
+        m = _BARE_KEY.match(lines[k - 1])
+        probe = lines[:line]
+        if m is None:
+            return False
+        probe[k - 1] = lines[k - 1][:m.start(1)] + "fixpack-probe-" + lines[k - 1][m.start(1):]
+        try:
+            loads_toml("\n".join(probe))
+        except tomllib.TOMLDecodeError:
+            return False
+        return True
+
+    second = next((k for k in range(min(line, len(lines)), 0, -1) if reads_without(k)), None)
+    m = _BARE_KEY.match(lines[second - 1]) if second else None
+    if second is None or m is None:
         return said
     key = m.group(1)
-    for before in range(line - 1, 0, -1):
-        b = re.match(r"\s*([A-Za-z0-9_-]+)\s*=", lines[before - 1])
-        if b is None or b.group(1) != key:
-            continue
-        try:
-            loads_toml("\n".join(lines[:before - 1] + lines[before:line]))
-        except tomllib.TOMLDecodeError:
-            continue  # not the clash (another table's key, a line inside a string)
-        return (f"malformed TOML: the key {key} is given twice (line {before} has it already): {exc}",
-                f"keep one of lines {before} and {line}")
-    return said
+    first = next((k for k in range(second - 1, 0, -1) if (b := _BARE_KEY.match(lines[k - 1])) and b.group(1) == key
+                  and reads_without(k)), None)
+    if first is None:
+        return said
+    return (f"malformed TOML: the key {key} is given twice (line {first} has it already): {exc}",
+            f"keep one of lines {first} and {second}", second)
 
 
 def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None,

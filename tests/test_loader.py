@@ -320,3 +320,24 @@ def test_a_key_given_twice_is_named_only_where_it_is_so(tmp_path, lines, at, key
         assert problem.message.startswith(f"malformed TOML: the key {key} is given twice (line {before} has it "
                                           f"already): "), problem
         assert problem.hint == f"keep one of lines {before} and {at}", problem
+
+
+@pytest.mark.parametrize("lines, at, key, before", [
+    (['why = """one', 'two"""', 'x = 1', 'why = "again"'], 4, "why", 1),  # the first value spans lines
+    (['why = "one"', 'x = 1', 'why = """again', 'and more"""'], 3, "why", 1),  # the second: said at its key's line
+    (['w = "a\u2028b"', 'x = 1', 'x = 2'], 3, "x", 2),  # U+2028 in a string: no line break to tomllib
+])
+def test_a_key_given_twice_with_values_of_several_lines(tmp_path, lines, at, key, before):
+    """A third fresh user: a key given twice whose first value spans lines (why, description: the keys most likely
+    pasted twice) was said in tomllib's words, and where the second spans lines, at its value's last line; a U+2028
+    in a string shifted the lines named (str.splitlines breaks there, tomllib does not)."""
+    from fixpack.documents import read_toml
+    from fixpack.errors import Collector
+
+    path = tmp_path / "x.toml"
+    path.write_text("\n".join(lines) + "\n")
+    errors = Collector()
+    assert read_toml(path, errors) is None
+    (problem,) = errors.problems
+    assert problem.line == at and problem.message.startswith(
+        f"malformed TOML: the key {key} is given twice (line {before} has it already): "), problem

@@ -162,11 +162,40 @@ def test_a_hunk_that_claims_the_signature_is_named_at_its_signature(setup, heade
         engine.apply(b.request(target))
     assert snapshot(target) == before
     found = [str(p) for p in exc.value.problems]
-    said = [p for p in found if f":{sig}: the hunk that starts at line {hunk} ends early: line {sig}, '-- ' (git's "
-            f"signature above its version line), was read as one of its removed lines, with {togo[0]} pre-image and "
-            f"{togo[1]} post-image lines still to go before it" in p]
-    assert said and "fix the @@ line's numbers" in said[0], found
-    assert ("the signature's own '-- ' line is missing after it" in said[0]) == (togo == (1, 0)), said[0]
+    if togo == (1, 0):  # the '-- ' completed the hunk: both readings
+        said = [p for p in found if f":{sig}: line {sig}, '-- ', ends the hunk that starts at line {hunk}, and what "
+                f"follows is no diff: either the @@ counts claim one removed line more than the hunk has and git "
+                f"format-patch's signature line was read as that line, or the hunk's own last line removes '- ' and "
+                f"the signature's '-- ' line is missing after it" in p]
+        assert said and "fix the @@ line's numbers or put the signature's '-- ' line back" in said[0], found
+    else:
+        said = [p for p in found if f":{sig}: the hunk that starts at line {hunk} ends early: line {sig}, '-- ' (git "
+                f"format-patch's signature line, most likely), was read as one of its removed lines, with {togo[0]} "
+                f"pre-image and {togo[1]} post-image lines still to go before it" in p]
+        assert said and "fix the @@ line's numbers" in said[0], found
+
+
+@pytest.mark.parametrize("header, said", [
+    ("@@ -1,8 +1,9 @@", "is longer than its @@ header says"),  # 9 pre-image and 9 post-image lines
+    ("@@ -1,10 +1,10 @@", "ends early: 1 pre-image and 1 post-image lines missing at the end of the patch"),
+])
+def test_a_dash_dash_space_inside_a_hunk_is_not_taken_for_the_signature(setup, header, said):
+    """A third fresh user: a removed '- ' line (the patch line '-- ') in the middle of a hunk whose counts are wrong
+    was named as git's signature, at its line, with counts taken there. Only a '-- ' that is the hunk's last line read
+    is; here the old words, at the line where the counts fail."""
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    lines = patch.read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("@@"))
+    lines[at] = header + "\n"
+    lines[at + 1:] = [" line 1\n", "-- \n", " line 2\n", " line 3\n", " line 4\n", "-line 5\n", "+five\n",
+                      " line 6\n", " line 7\n", " line 8\n", "+eight and a half\n"]
+    patch.write_text("".join(lines))
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    found = [str(p) for p in exc.value.problems]
+    assert not any("signature" in p for p in found), found
+    assert any(f"the hunk that starts at line {at + 1} {said}" in p for p in found), found
 
 
 def test_a_hunk_whose_last_line_removes_a_dash_space_still_applies(builder):
