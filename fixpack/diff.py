@@ -295,8 +295,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                     raise bad(source, n, "an added line holds bytes that are not UTF-8 (the target's files are "
                                           "UTF-8 text; Python would refuse the source)",
                                "write the line as UTF-8 and regenerate the patch")
-            elif kind != "\\" and sig is not None and sig[0] == n - 1:  # the line after a '-- ' breaks the hunk
-                raise signature_taken(source, sig, hunk_line)
+            elif kind != "\\" and sig is not None and sig[0] == n - 1 and not ln.startswith(("diff --git ", "@@")):
+                raise signature_taken(source, sig, hunk_line)  # the line after a '-- ' breaks the hunk: no diff line
             elif kind != "\\" and not ln.startswith(("diff --git ", "@@", "-- ", *_FILE_HEADER)):
                 raise bad(source, n, f"line {n} has no ' ', '+' or '-' prefix (inside the hunk that starts at line "
                                       f"{hunk_line}, {max(old, 0)} pre-image and {max(new, 0)} post-image lines "

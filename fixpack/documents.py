@@ -168,16 +168,17 @@ def read_toml(path: Path, errors: Collector, root: Path | None = None) -> tuple[
 
 
 _BARE_KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+_PROBES = 16  # the lines with a bare key tried for each of a clash's two, nearest first
 
 
 def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tuple[str, str, int | None]:
     """tomllib's words for a document it refuses, what to do, and the line; "Cannot overwrite a value" of a bare key
-    given twice put in ours: the key, its two lines (tomllib names where the second value ends), where giving either
+    given again put in ours: the key, its two lines (tomllib names where the second value ends), where giving either
     of them another name lets the document be read to there (a key of another table, a line inside a string, a dotted
     or quoted key: tomllib's words as they are). Lines are counted on newlines alone, as tomllib counts them."""
     said = (f"malformed TOML: {exc}", "fix the syntax", line)
-    if not str(exc).startswith("Cannot overwrite a value") or line is None or len(text) > 65536:
-        return said  # (a pack's TOML is a few KB: each candidate line costs a parse)
+    if not str(exc).startswith("Cannot overwrite a value") or line is None or len(text.encode()) > 65536:
+        return said  # (a pack's TOML is a few KB: each candidate line costs a parse, PROBES of them at most)
     lines = text.split("\n")
 
     def reads_without(k: int) -> bool:  # the document to ``line``, the key of line k given a name of its own
@@ -192,16 +193,17 @@ def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tup
             return False
         return True
 
-    second = next((k for k in range(min(line, len(lines)), 0, -1) if reads_without(k)), None)
+    keyed = [k for k in range(min(line, len(lines)), 0, -1) if _BARE_KEY.match(lines[k - 1])]
+    second = next((k for k in keyed[:_PROBES] if reads_without(k)), None)  # the nearest keys above tomllib's line
     m = _BARE_KEY.match(lines[second - 1]) if second else None
     if second is None or m is None:
         return said
     key = m.group(1)
-    first = next((k for k in range(second - 1, 0, -1) if (b := _BARE_KEY.match(lines[k - 1])) and b.group(1) == key
-                  and reads_without(k)), None)
+    same = [k for k in keyed if k < second and (b := _BARE_KEY.match(lines[k - 1])) and b.group(1) == key]
+    first = next((k for k in same[:_PROBES] if reads_without(k)), None)
     if first is None:
         return said
-    return (f"malformed TOML: the key {key} is given twice (line {first} has it already): {exc}",
+    return (f"malformed TOML: the key {key} is given again (line {first} has it already): {exc}",
             f"keep one of lines {first} and {second}", second)
 
 

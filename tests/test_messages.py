@@ -198,6 +198,26 @@ def test_a_dash_dash_space_inside_a_hunk_is_not_taken_for_the_signature(setup, h
     assert any(f"the hunk that starts at line {at + 1} {said}" in p for p in found), found
 
 
+def test_a_dash_dash_space_before_the_next_file_is_not_taken_for_the_signature(setup):
+    """A fifth fresh user: a first file's hunk whose last line removes '- ' (the patch line '-- '), its counts one line
+    short, right before the second file's 'diff --git' line, was said to have taken git's signature; a signature is
+    never followed by a diff: the old words, at the 'diff --git' line."""
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("@@"))
+    lines[at] = "@@ -1,9 +1,8 @@\n"
+    lines[at + 1:] = [f" line {i}\n" if i != 5 else "-line 5\n+five\n" for i in range(1, 8)] + ["-- \n"]
+    second = "diff --git a/demo_pkg/other.py b/demo_pkg/other.py\n"
+    patch.write_text("".join(lines) + second + "--- a/demo_pkg/other.py\n+++ b/demo_pkg/other.py\n@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(PackError) as exc:
+        engine.apply(b.request(target))
+    found = [str(p) for p in exc.value.problems]
+    assert not any("signature" in p for p in found), found
+    assert any(f":{at + 11}: the hunk that starts at line {at + 1} ends early" in p for p in found), found  # diff --git
+
+
 def test_a_hunk_whose_last_line_removes_a_dash_space_still_applies(builder):
     """A hunk whose last line removes '- ' (the patch line '-- '), its counts right, then git's signature: no
     signature reading of it (a fresh user checked the change above did not break it)."""
