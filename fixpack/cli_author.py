@@ -71,7 +71,7 @@ def edit_cmd(fix_id: str, profile: str, abort: bool, roots: tuple[str, ...], cac
             state = editwork.start(root, profile, fix_id, cache=cache, roots=parse_roots(roots),
                                    progress=CliProgress())
     if abort:
-        said = (f"removed {gone}" + (" (the pack update a killed run left was rolled back first)" if rolled else "")
+        said = (f"removed {gone}" + (editwork.ROLLED_FIRST if rolled else "")
                 if gone else "rolled back the pack update a killed run left (no edit"
                              f"{' of ' + fix_id if fix_id else ''} in progress)")
         if as_json:  # removed: the work tree removed, if any; rolled_back: whether a killed pack update was

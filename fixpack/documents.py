@@ -180,12 +180,10 @@ def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tup
     if not str(exc).startswith("Cannot overwrite a value") or line is None or len(text.encode()) > 65536:
         return said  # (a pack's TOML is a few KB: each candidate line costs a parse, PROBES of them at most)
     lines = text.split("\n")
+    keyed = [(k, m) for k in range(min(line, len(lines)), 0, -1) if (m := _BARE_KEY.match(lines[k - 1]))]
 
-    def reads_without(k: int) -> bool:  # the document to ``line``, the key of line k given a name of its own
-        m = _BARE_KEY.match(lines[k - 1])
+    def reads_without(k: int, m: re.Match[str]) -> bool:  # the document to ``line``, line k's key named otherwise
         probe = lines[:line]
-        if m is None:
-            return False
         probe[k - 1] = lines[k - 1][:m.start(1)] + "fixpack-probe-" + lines[k - 1][m.start(1):]
         try:
             loads_toml("\n".join(probe))
@@ -193,18 +191,16 @@ def _toml_said(exc: tomllib.TOMLDecodeError, text: str, line: int | None) -> tup
             return False
         return True
 
-    keyed = [k for k in range(min(line, len(lines)), 0, -1) if _BARE_KEY.match(lines[k - 1])]
-    second = next((k for k in keyed[:_PROBES] if reads_without(k)), None)  # the nearest keys above tomllib's line
-    m = _BARE_KEY.match(lines[second - 1]) if second else None
-    if second is None or m is None:
+    second = next(((k, m) for k, m in keyed[:_PROBES] if reads_without(k, m)), None)  # nearest above tomllib's line
+    if second is None:
         return said
-    key = m.group(1)
-    same = [k for k in keyed if k < second and (b := _BARE_KEY.match(lines[k - 1])) and b.group(1) == key]
-    first = next((k for k in same[:_PROBES] if reads_without(k)), None)
+    at, key = second[0], second[1].group(1)
+    same = [(k, b) for k, b in keyed if k < at and b.group(1) == key]
+    first = next((k for k, b in same[:_PROBES] if reads_without(k, b)), None)
     if first is None:
         return said
     return (f"malformed TOML: the key {key} is given again (line {first} has it already): {exc}",
-            f"keep one of lines {first} and {second}", second)
+            f"keep one of lines {first} and {at}", at)
 
 
 def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str, str] | None = None,

@@ -27,6 +27,7 @@ from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
+from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay_patch, recover_pack
 from .patchfiles import patch_again
 from .patchtext import change_lines, header_fields, patch_mail
@@ -40,7 +41,6 @@ from .structs import dataclass, field, fields
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
-WORK_DIR = ".edit"
 UPSTREAM_TAG = "fixpack-upstream"
 BASE_TAG = "fixpack-base"
 
@@ -96,6 +96,9 @@ def base_digests(pack: Pack, state: EditState) -> dict[str, str]:
 
 def state_path(pack_root: Path, fix_id: str) -> Path:
     return work_folder(pack_root) / f"{_checked_id(fix_id)}.json"
+
+
+ROLLED_FIRST = " (the pack update a killed run left was rolled back first)"
 
 
 def work_folder(pack_root: Path) -> Path:
@@ -415,10 +418,10 @@ def abort_edit(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) ->
 
 
 def _drop_edit(pack_root: Path, fix_id: str, rolled: bool) -> Path | None:
-    undone = " (the pack update a killed run left was rolled back first)" if rolled else ""
+    undone = ROLLED_FIRST if rolled else ""
     folder = work_folder(pack_root)
     if not fix_id:
-        found = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+        found = open_edits(folder)
         if not found and rolled:
             return None
         if len(found) != 1:

@@ -111,16 +111,16 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
         fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
-        if ev.state is State.DRIFTED and ctx.report.strict:
+        refused = ev.state is State.DRIFTED and ctx.report.strict
+        if refused:
             comps = {c.id for c in recorded_components.components} if recorded_components else set()
             ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen
             plan.reached = False
-            if base is not None:  # nothing is written; the later fixes are judged on top of it, as without --strict
+        if ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
+            if base is not None:  # a refused one too: nothing is written, the later fixes are judged on top of it
                 tree.adopt(ev.forward.tree)
-        elif ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
-            if base is not None:
-                tree.adopt(ev.forward.tree)
-            plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
+            if not refused:
+                plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
         elif ev.state is State.UPSTREAMED:
             plan.entries.append(_manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:

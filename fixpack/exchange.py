@@ -31,6 +31,7 @@ from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
 from .outputs import check_folder, write_failed
+from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recover_pack, update
 from .patchfiles import patch_again
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
@@ -117,7 +118,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     view = pack.for_profile(prof.name)
     target = target or _only_target(view, prof)
     target, after = check_new(view, prof, fix_id, target, after, opt_in)
-    if (pack_root / ".edit" / f"{fix_id}.json").exists():  # its refresh would replace the import, or the way back
+    if fix_id in open_edits(pack_root / WORK_DIR):  # its refresh would replace the import, or the way back
         raise BadInputError(f"an edit of {fix_id} is in progress (.edit/{fix_id}, from `fixpack new`): refresh it, "
                             f"or drop it (`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`), or "
                             f"import as another name; nothing was written")

@@ -84,11 +84,10 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
 def _killed_write(root: Path) -> list[Finding]:
     """A refresh or import killed while writing the pack leaves its journal in ``<pack>/.fixpack/`` and the
     pack half written: say that first (the other findings, a stale lock, follow from it)."""
-    from .fsio import exists
+    from .pack_journal import killed_mid_write
     from .safepath import STATE_DIR
-    from .state import journal_path
 
-    if not exists(journal_path(root)):  # leftovers alone (killed before or after writing): the pack is whole
+    if not killed_mid_write(root):
         return []
     from .errors import DamagedJournalError
     from .run import half_written_way  # only when a message names it

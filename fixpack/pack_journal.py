@@ -40,6 +40,21 @@ class _PackWrites:
 PACK_WRITES = _PackWrites()
 
 
+WORK_DIR = ".edit"  # <pack>/.edit: the work trees of edits in progress, each one's state <fix>.json beside it
+
+
+def open_edits(folder: Path) -> list[str]:
+    """The fixes with an edit in progress in ``folder`` (``<pack>/.edit``: each one's state ``<fix>.json``), sorted:
+    what a killed pack update's way back may name."""
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def killed_mid_write(pack_root: Path) -> bool:
+    """Whether a refresh or import was killed while writing the pack (its journal is there): the pack may be half
+    written. Leftovers alone (a run killed before its journal was written, or once it was done) leave it whole."""
+    return exists(journal_path(pack_root))
+
+
 def load_pack_journal(pack_root: Path) -> Journal | None:
     """The journal a killed pack update left (:func:`load_journal` with :data:`PACK_WRITES`; None: none, or only the
     leftovers of a run killed before its journal was written or after it was done, with the pack whole). One that

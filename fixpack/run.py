@@ -11,11 +11,10 @@ from pathlib import Path
 
 from . import lockfile
 from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError
-from .fsio import exists
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
-from .pack_journal import load_pack_journal
+from .pack_journal import WORK_DIR, killed_mid_write, load_pack_journal, open_edits
 from .patchfiles import parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
@@ -125,7 +124,7 @@ def refuse_half_written(pack_root: Path) -> None:
     half written: DamagedStateError (exit 3) with the way back that keeps an edit's work (:func:`half_written_way`);
     a damaged or planted journal's own DamagedJournalError, whose steps put the pack back by hand. Only leftovers
     (a run killed before its journal was written, or once it was done) leave the pack whole: no refusal."""
-    if exists(journal_path(pack_root)):
+    if killed_mid_write(pack_root):
         raise DamagedStateError(journal_path(pack_root).parent, "a refresh or import was killed while writing the "
                                                                 "pack, which may be half written",
                                 half_written_way(pack_root) + "; then run this command again")
@@ -140,8 +139,7 @@ def half_written_way(pack_root: Path) -> str:
     from .progname import command, pack_words
 
     journal = load_pack_journal(pack_root)
-    folder = pack_root / ".edit"
-    edits = sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+    edits = open_edits(pack_root / WORK_DIR)
     if journal is not None and journal.by:  # what the killed command recorded
         word, fix = journal.by
         if word == "refresh" and fix in edits:

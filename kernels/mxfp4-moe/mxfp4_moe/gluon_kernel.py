@@ -688,12 +688,12 @@ def supported(device: torch.device, latent: int, expert_size: int) -> tuple[bool
 _COUNTERS: dict = {}
 
 
-def _counters(device: torch.device, n: int) -> torch.Tensor:
+def _counters(device: torch.device, n: int, registry: dict | None = None) -> torch.Tensor:
     """int32 zeros for the split-K fix-up's tile counters (the kernels put them back to 0), kept per device
-    and stream (``stream_key``); a larger need allocates a larger buffer, and earlier ones stay alive
-    (captured graphs may hold them)."""
+    and stream (``stream_key``) in ``registry`` (default: these counters'; ranked_kernel's norm_down keeps its
+    own); a larger need allocates a larger buffer, and earlier ones stay alive (captured graphs may hold them)."""
     key = stream_key(device)
-    bufs = _COUNTERS.setdefault(key, [])
+    bufs = (_COUNTERS if registry is None else registry).setdefault(key, [])
     if not bufs or bufs[-1].numel() < n:
         bufs.append(torch.zeros(max(n, 4096), dtype=torch.int32, device=device))
     return bufs[-1]

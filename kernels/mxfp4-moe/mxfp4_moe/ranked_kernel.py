@@ -787,11 +787,8 @@ _RESIDENT: dict = {}
 def _norm_counters(device: torch.device, n: int) -> torch.Tensor:
     """``norm_down``'s words, int32 zeros per device and stream (kernel.stream_key): [0] the error word a spin that
     gave up sets (_spin_to; stays 0), [1 + slot x row blocks + row block] the down parts' counters, which the
-    kernel puts back to 0. A larger need allocates a larger buffer; earlier ones stay alive (graphs hold them)."""
-    bufs = _NORM_COUNTERS.setdefault(stream_key(device), [])
-    if not bufs or bufs[-1].numel() < n:
-        bufs.append(torch.zeros(max(n, 4096), dtype=torch.int32, device=device))
-    return bufs[-1]
+    kernel puts back to 0 (gluon_kernel._counters, in a registry of their own)."""
+    return _counters(device, n, _NORM_COUNTERS)
 
 
 def norm_errors() -> int:
@@ -965,16 +962,14 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, per_sm: int =
     norm = norm_down and not partials and not claim and carveout is None
     norm_resident = 0
     if norm:
-        wts_c = wts.contiguous()
-        dn_kw |= {"ncnt_ptr": _norm_counters(x.device, 1 + P * grid_n2), "nrm_ptr": ybuf[P * L:],
-                  "wts_ptr": wts_c, "g_ptr": ex.norm_weight, "o_ptr": out, "stride_g": ex.norm_weight.stride(0),
-                  "stride_om": out.stride(0), "eps": float(eps), "NORM": True, "L_OUT": L, "P_MAX": P}
-        norm_resident = _resident(dn_args, dn_kw)
+        norm_kw = {"ncnt_ptr": _norm_counters(x.device, 1 + P * grid_n2), "nrm_ptr": ybuf[P * L:],
+                   "wts_ptr": wts.contiguous(), "g_ptr": ex.norm_weight, "o_ptr": out,
+                   "stride_g": ex.norm_weight.stride(0), "stride_om": out.stride(0), "eps": float(eps), "NORM": True,
+                   "L_OUT": L, "P_MAX": P}
+        norm_resident = _resident(dn_args, dn_kw | norm_kw)
         norm = norm_resident * sms >= g2
-        if not norm:
-            for k in ("ncnt_ptr", "nrm_ptr", "wts_ptr", "g_ptr", "o_ptr", "stride_g", "stride_om", "eps", "NORM",
-                      "L_OUT", "P_MAX"):
-                dn_kw.pop(k)
+        if norm:
+            dn_kw |= norm_kw
     k_gu = _ranked_gemm_kernel[(g1,)](
         x32, ids, w1, ex.w13_scale, act, h, cnt, out, z2, T, ex.expert_base, ex.num_local, budget, out.numel(),
         z2_numel, x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), act.stride(0), *h_strides,
