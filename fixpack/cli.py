@@ -23,8 +23,9 @@ if __name__ == "__main__":  # `python -m fixpack.cli ...`: Ctrl-C while it impor
 
         fast_main()  # apply|status|revert with plain options: no click needed (exits when it ran the command)
         from fixpack.cli import main as click_main  # the module proper (this one stops here)
+        from fixpack.progname import program
 
-        click_main()
+        click_main(prog_name=program())  # its usage lines and "Try ... --help" as they run here, not `python -m`
 
     guarded(_main, sys.argv[1:])
 
@@ -210,6 +211,17 @@ def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
     _run(call, as_json, "revert", profile, dry_run)
 
 
+def _apply_all_words(argv: list[str] | None) -> str:
+    """How the running ``apply_all.py`` is called again, for click's usage and "Try ... --help" lines: this
+    interpreter and the script's path (``apply_all.py`` alone ran nothing); ``apply_all.py`` when called in-process."""
+    import os
+    import shlex
+
+    if argv is not None or not sys.argv[0].endswith("apply_all.py"):
+        return "apply_all.py"
+    return f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(sys.argv[0]))}"
+
+
 def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None) -> None:
     """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command.
 
@@ -222,7 +234,7 @@ def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None)
     defaults = {"pack_root": str(pack_root)} if pack_root is not None else None
     fast_main(args, defaults, "apply")  # a plain command line runs without click (and exits)
     try:
-        apply_cmd.main(args=args, prog_name="apply_all.py", standalone_mode=True, default_map=defaults)
+        apply_cmd.main(args=args, prog_name=_apply_all_words(argv), standalone_mode=True, default_map=defaults)
     except SystemExit as exc:
         raise SystemExit(exc.code if isinstance(exc.code, int) else 2) from None
 

@@ -182,11 +182,12 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
     header = _parse_header(text)
     try:
         patchset = PatchSet(split_lines(text))
-    except UnidiffParseError as exc:
-        raise PatchParseError(
-            f"{source}: malformed patch: {exc}",
-            [Problem(str(exc), hint="regenerate the patch with git diff / format-patch")],
-        ) from exc
+    except UnidiffParseError as exc:  # unidiff names the line it stopped at by its text: its number, found here
+        said = str(exc).strip()
+        quoted = said.partition(": ")[2]
+        at = next((n for n, ln in enumerate(text.split("\n"), 1) if quoted and ln == quoted), None)
+        raise PatchParseError(f"{source}:{at}: malformed patch: {said}" if at else f"{source}: malformed patch: {said}",
+                              [Problem(f"malformed patch: {said}", None, at, REGENERATE)]) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
     budget = Budget(pack)  # all the patch's binary blocks together (and the pack's)

@@ -250,7 +250,7 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
         tree = Tree(ft.root)
         _refuse_changed_copy(profile, chain, name, ft, tree)
         post_only = partial(_post_only, profile, ft=ft, tree=tree, upstreamed=upstreamed)
-        fixes += [_fix_entry(fix, tree, ft, post_only) for fix in chain if fix.target == name]
+        fixes += [_fix_entry(fix, tree, ft, post_only, profile) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
@@ -431,7 +431,7 @@ def version_at(fix: Fix, profile: Profile) -> str:
     return _at(toml, key_line(text_for_lines(toml), "version"))
 
 
-def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None]) -> LockFix:
+def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None], profile: Profile) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose
     post-image is there and not its pre-image goes to ``post_only`` first (it raises when that is refused)."""
     from .evaluate import TRUSTED, decide, run_pass  # the applier loads when a lock is made, not when read
@@ -447,8 +447,12 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")
+        from .progname import command, pack_words  # only for this message
+
+        fetch = command("fetch", "--profile", profile.name, "--target", ft.spec.name,
+                        *pack_words(profile.path.parent.parent))
         raise ConflictError(f"{said}. Rebase it before locking (or, if that copy is not the clean release, give one: "
-                            f"`fixpack fetch` prints it)")
+                            f"{fetch} prints it)")
     pre = file_hashes(tree, fix.touched_paths())
     counted = run_pass(fix, tree, reverse=False, evidence=TRUSTED, count=True)
     tree.adopt(counted.tree)

@@ -221,3 +221,27 @@ def test_the_tool_s_own_error_after_an_interrupt_is_not_taken_for_one():
 
     assert not by_interrupt(raised(terminated)) and not by_interrupt(raised(suppressed))
     assert by_interrupt(raised(wrapped)) and by_interrupt(raised(in_context))
+
+
+@pytest.mark.parametrize("how", ["module", "apply_all"])
+def test_a_usage_error_s_try_line_runs_as_printed(tmp_path, how):
+    """A fresh user: under `python -m fixpack.cli` a bad option printed click's "Try 'python -m fixpack.cli apply
+    --help'", which fails outside the checkout (no module fixpack), and apply_all.py's "Try 'apply_all.py --help'" is
+    no command either. The Try line is now the program as it runs here; run as printed, from another folder, it
+    prints the help (exit 0)."""
+    import re
+    import shlex
+
+    if how == "module":
+        cmd = [sys.executable, "-m", "fixpack.cli", "apply", "--bogus"]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+    else:
+        cmd, env = [sys.executable, str(REPO / "apply_all.py"), "--bogus"], dict(os.environ)
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "No such option '--bogus'" in r.stderr, r.stderr
+    tried = re.search(r"Try '(.+)' for help", r.stderr)
+    assert tried, r.stderr
+    again = subprocess.run(["bash", "-c", tried.group(1)], capture_output=True, text=True, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert again.returncode == 0 and "Usage: " in again.stdout and "--profile" in again.stdout, \
+        (shlex.quote(tried.group(1)), again.stdout + again.stderr)

@@ -237,6 +237,19 @@ def test_a_hunk_whose_last_line_removes_a_dash_space_still_applies(builder):
     assert "- \n" not in (image / MOD).read_text()
 
 
+def test_what_unidiff_refuses_is_named_at_its_line(setup):
+    """A fresh user: a '+++' line without its 'b/' prefix passed the structure walk and unidiff's own words came out
+    without a line ("PATCH: Target without source: +++ ...", its newline splitting the message in two); the README
+    promises file and line. Now at the line unidiff names, on one line, exit 2."""
+    b, target = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    lines = patch.read_text().splitlines()
+    at = next(n for n, ln in enumerate(lines, 1) if ln.startswith("+++ "))
+    found = _problems(b, target, "+++ b/demo_pkg/mod.py", "+++ demo_pkg/mod.py")
+    said = [p for p in found if f"0001-change.patch:{at}: malformed patch: " in p]
+    assert said and "\n" not in said[0] and "+++ demo_pkg/mod.py" in said[0], found
+
+
 def test_a_line_without_prefix_in_a_hunk(setup):
     b, target = setup
     found = _problems(b, target, " line 6\n", "line 6\n")
