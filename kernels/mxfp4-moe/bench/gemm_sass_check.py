@@ -33,21 +33,22 @@ _INTS = ("T", "expert_base", "n_local", "out_numel", "stride_am", "stride_we", "
 
 def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int, maxnreg: int | None,
                  bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False,
-                 items: bool = False, sub_k: int = 0, narrow: bool = False, rows: int = 1, narrow_sub_k: int = 0, table: bool = False):
+                 items: bool = False, sub_k: int = 0, narrow: bool = False, rows: int = 1, narrow_sub_k: int = 0, table: bool = False,
+                 warps: int = 1):
     fn = gk._gemm_kernel
-    lay = gk.layouts(bn, sub_k or bk, block_m)
-    lay8 = gk.layouts(bn, narrow_sub_k or bk, 8)
+    lay = gk.layouts(bn * warps, sub_k or bk, block_m, warps)
+    lay8 = gk.layouts(bn * warps, narrow_sub_k or bk, 8, warps)
     ptrs = _PTRS | {"y_ptr": "*bf16" if gate_up else "*fp32"}
     consts = {"K": latent if gate_up else size, "TOPK": 8, "TOPK_P2": 8, "P_P2": 256, "BLOCK_M": block_m,
               "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": 1, "GATE_UP": gate_up, "W5": lay["w5"], "X4": lay["x4"],
               "S3": lay["s3"], "ZERO_BLOCK": 128, "GDC": True, "I_SIZE": size, "PEEL": chunk == 0 if peel is None else peel, "FIXUP": False,
               "CHUNK": chunk, "ZERO_PAIRS": False,
-              "GRID_N": 2 * size // bn if gate_up else latent // bn, "PERSIST": False, "DYNAMIC": False, "PLAN": plan,
+              "GRID_N": (2 * size // bn if gate_up else latent // bn) // warps, "PERSIST": False, "DYNAMIC": False, "PLAN": plan,
               "DYN_SPLIT": dyn and not gate_up, "LOG_MAX": 3 if dyn and not gate_up else 0,
               "ATOMIC_OUT": dyn and not gate_up, "PLAN_ITEMS": 2 if items else 1, "SUB_K": sub_k,
               "NARROW": narrow, "ROWS": rows,
-              "NARROW_SUB_K": narrow_sub_k, "TOK_TABLE": table} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
-    return compile_gluon(fn, ptrs, _INTS, consts, maxnreg)
+              "NARROW_SUB_K": narrow_sub_k, "TOK_TABLE": table, "WARPS": warps} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
+    return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, num_warps=warps)
 
 
 def report(compiled) -> str:
@@ -82,6 +83,8 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1, help="row blocks a program (ROWS, twelfth round)")
     ap.add_argument("--narrow-sub-k", type=int, default=0, help="with --narrow: the 8-token tiles' SUB_K")
     ap.add_argument("--table", action="store_true", help="with --plan: the run table (TOK_TABLE, twelfth round)")
+    ap.add_argument("--warps", type=int, default=1, help="with --plan --table: warps a program, one row block each "
+                    "(WARPS, twenty-first round)")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
@@ -90,9 +93,10 @@ def main() -> int:
         ck = compile_gemm(gate_up, args.block_m, args.chunk, args.latent, args.size, args.maxnreg,
                           plan=args.plan, peel=peel, dyn=args.dyn, items=args.items, bk=args.bk, sub_k=args.sub_k,
                           narrow=args.narrow,
-                          rows=args.rows, narrow_sub_k=args.narrow_sub_k, table=args.table)
+                          rows=args.rows, narrow_sub_k=args.narrow_sub_k, table=args.table,
+                          warps=args.warps)
         print(f"{'gate_up' if gate_up else 'down':7} block_m {args.block_m} chunk {args.chunk} maxnreg "
-              f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel}: {report(ck)}")
+              f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel} warps {args.warps}: {report(ck)}")
     return 0
 
 

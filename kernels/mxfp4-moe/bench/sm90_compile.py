@@ -13,8 +13,8 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 
 def compile_gluon(fn, ptrs: dict[str, str], ints: tuple[str, ...], consts: dict[str, object],
-                  maxnreg: int | None, arch: int = 90, div16_extra: tuple[str, ...] = ()):
-    """``fn`` (a gluon.jit kernel) compiled for sm_``arch`` with one warp: ``ptrs`` names each pointer argument's
+                  maxnreg: int | None, arch: int = 90, div16_extra: tuple[str, ...] = (), num_warps: int = 1):
+    """``fn`` (a gluon.jit kernel) compiled for sm_``arch`` with ``num_warps`` warps (default one): ``ptrs`` names each pointer argument's
     type (16-byte aligned, as are the four strides that need it), ``ints`` the int32 ones, ``consts`` the
     constexprs (``div16_extra``: more int arguments to mark 16-divisible); ``maxnreg`` caps the registers (None: the compiler's choice)."""
     sig = {n: ptrs.get(n) or ("i32" if n in ints else "constexpr") for n in fn.arg_names}
@@ -23,7 +23,7 @@ def compile_gluon(fn, ptrs: dict[str, str], ints: tuple[str, ...], consts: dict[
     src = GluonASTSource(fn=fn, signature=sig,
                          constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
                          attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16})
-    opts = {"num_warps": 1} | ({"maxnreg": maxnreg} if maxnreg else {})
+    opts = {"num_warps": num_warps} | ({"maxnreg": maxnreg} if maxnreg else {})
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=opts)
 
 

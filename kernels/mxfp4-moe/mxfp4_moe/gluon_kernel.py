@@ -64,8 +64,9 @@ _PAIR_ASM = gl.constexpr("mov.b32 $0, $1;")
 _TABLE_AT = gl.constexpr(PLAN_TABLE)  # the run table in the plan buffer (kernel.plan_runs' table)
 
 
-def _linear(reg, lane, shape):
-    return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=[], block_bases=[], shape=shape)
+def _linear(reg, lane, shape, warp=()):
+    return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=lane, warp_bases=list(warp), block_bases=[],
+                                      shape=shape)
 
 
 def _pow2_bits(n):
@@ -77,35 +78,45 @@ def _pow2_bits(n):
 
 
 @functools.lru_cache(maxsize=None)
-def layouts(block_n: int, block_k: int, block_m: int) -> dict:
-    """The load layouts (one warp) whose decoded / reshaped tensors are the mma operand layouts.
+def layouts(block_n: int, block_k: int, block_m: int, warps: int = 1) -> dict:
+    """The load layouts whose decoded / reshaped tensors are the mma operand layouts, for a program of ``warps``
+    warps (1, 2, 4, 8) that share one token tile: the mma's warps split the BLOCK_N rows in 16-row groups, warp w
+    taking rows 16w.. of every 16 x warps (the layout of mma.sync's A operand for warps_per_cta [warps, 1]), and each
+    warp loads the whole token tile (the activations' layout is the same in every warp: its warp bases are 0).
 
     w5: [BLOCK_N, 4 (c), J/4 (h), 4 (jl), 4 (element slot)]: the words are its slice over the last dim
     (lane group c's 16-byte pieces h, row bytes 64h + 16c, 4 words jl each; the element slot is the decode's
     pack); x4: [4 (c), J (j), 4 (pair), 2 (element), BLOCK_M]: BF16 pairs are its slice over the element
     dim; s3: [8 (g), 4 (c), BLOCK_N/8 * J/4]: a lane's scale bytes. J = BLOCK_K // 32, a multiple of 4.
-    Raises ValueError for a BLOCK_K that is not a multiple of 128.
+    Raises ValueError for a BLOCK_K that is not a multiple of 128, or a BLOCK_N below 32 x warps.
     """
     J = block_k // 32
     if J % 4 or J < 4:
         raise ValueError("BLOCK_K must be a multiple of 128")
-    # weights: A operand rows g (lanes 2..4), g+8, then 16.. (registers); c = lanes 0..1
+    if warps not in (1, 2, 4, 8) or block_n < 32 * warps:
+        raise ValueError(f"warps must be 1, 2, 4 or 8 with BLOCK_N >= 32 x warps, got {warps} and {block_n}")
+    # the row bits: g in lanes 2..4 (1, 2, 4), then a register (8), the warps (16 .. 8 x warps), then registers
+    warp_rows = [16 * w for w in _pow2_bits(warps)]
+    rest_rows = [r for r in _pow2_bits(block_n)[4:] if r not in warp_rows]
+    # weights: A operand rows g (lanes 2..4), g+8, then 16.. (registers and warps); c = lanes 0..1
     w_reg = ([[0, 0, 0, 0, 1], [0, 0, 0, 0, 2], [0, 0, 0, 1, 0], [0, 0, 0, 2, 0]]
              + [[0, 0, h, 0, 0] for h in _pow2_bits(J // 4)] + [[8, 0, 0, 0, 0]]
-             + [[r, 0, 0, 0, 0] for r in _pow2_bits(block_n)[4:]])
+             + [[r, 0, 0, 0, 0] for r in rest_rows])
     w_lane = [[0, 1, 0, 0, 0], [0, 2, 0, 0, 0], [1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [4, 0, 0, 0, 0]]
-    w5 = _linear(w_reg, w_lane, [block_n, 4, J // 4, 4, 4])
+    w5 = _linear(w_reg, w_lane, [block_n, 4, J // 4, 4, 4], [[r, 0, 0, 0, 0] for r in warp_rows])
     # activations: B operand: k in registers (element, pair, j), c in lanes 0..1, tokens in lanes 2..4, then regs
     # (the word jl of a piece fastest after the element: the pairs (jl 0..3, pair p) are one 16-byte vector in
     # memory, format's pair transpose, and mma.sync takes pair p of words jl, jl + 1: adjacent registers)
     x_reg = ([[0, 0, 0, 1, 0], [0, 1, 0, 0, 0], [0, 2, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 2, 0, 0]]
              + [[0, j, 0, 0, 0] for j in _pow2_bits(J)[2:]] + [[0, 0, 0, 0, n] for n in _pow2_bits(block_m)[3:]])
     x_lane = [[1, 0, 0, 0, 0], [2, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 2], [0, 0, 0, 0, 4]]
-    x4 = _linear(x_reg, x_lane, [4, J, 4, 2, block_m])
-    # scales [8 (g), 4 (c), Q*JH]: lane (g, c)'s E8M0 bytes of rows 8q + g, pieces h (contiguous in memory)
-    qh = (block_n // 8) * (J // 4)
-    s3 = _linear([[0, 0, b] for b in _pow2_bits(qh)], [[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
-                 [8, 4, qh])
+    x4 = _linear(x_reg, x_lane, [4, J, 4, 2, block_m], [[0, 0, 0, 0, 0] for _ in _pow2_bits(warps)])
+    # scales [8 (g), 4 (c), Q*JH]: lane (g, c)'s E8M0 bytes of rows 8q + g, pieces h (contiguous in memory); the
+    # warps' rows 16 .. are q's bits 1 ..
+    qh, jh = (block_n // 8) * (J // 4), J // 4
+    s_warp = [[0, 0, jh * r // 8] for r in warp_rows]
+    s3 = _linear([[0, 0, b] for b in _pow2_bits(qh) if [0, 0, b] not in s_warp],
+                 [[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]], [8, 4, qh], s_warp)
     return {"w5": w5, "x4": x4, "s3": s3}
 
 
@@ -277,10 +288,11 @@ def _scales(ws, BLOCK_N: gl.constexpr, JH: gl.constexpr, layout: gl.constexpr):
 def _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
               BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr, GATE_UP: gl.constexpr,
               FIXUP: gl.constexpr, ATOMIC_OUT: gl.constexpr, I_SIZE: gl.constexpr, GRID_N: gl.constexpr,
-              mma: gl.constexpr):
+              mma: gl.constexpr, WARPS: gl.constexpr = 1):
     """A GEMM item's sums acc [BLOCK_N, BLOCK_M] (mma layout) of tile row block pid_n, K part pid_k, out: see
     _gemm_tile (GATE_UP: silu(gate) * up to act, or the K part with the fix-up; down: the K part, stored or
-    added)."""
+    added). WARPS > 1: BLOCK_N is WARPS row blocks of 32 in _gemm_tile's row order (a gate row r and its up row
+    r + BLOCK_N / 2 in one lane still, and act column pid_n x BLOCK_N / 2 + r); not with FIXUP."""
     acc = acc * _MMA_UNSCALE
     if GATE_UP and SPLIT_K > 1:
         # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
@@ -314,6 +326,9 @@ def _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, 
         ol_n2: gl.constexpr = gl.SliceLayout(1, mma)
         ol_m2: gl.constexpr = gl.SliceLayout(0, mma)
         o_n2 = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=ol_n2)
+        if WARPS > 1:  # logical row r -> row r % 16 + 16 (r // (16 WARPS)) of row block (r // 16) % WARPS
+            o_r2 = gl.arange(0, BLOCK_N, layout=ol_n2)
+            o_n2 = pid_n * BLOCK_N + (o_r2 // 16) % WARPS * (BLOCK_N // WARPS) + o_r2 % 16 + 16 * (o_r2 // (16 * WARPS))
         o_rows2 = gl.convert_layout(rows, ol_m2)
         o_has2 = gl.convert_layout(has.to(gl.int32), ol_m2) > 0
         o_mask = o_has2[None, :] & (o_n2[:, None] >= 0)
@@ -349,7 +364,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
                ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr, ROUTED: gl.constexpr = False, e_in=0,
                chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1, SUB_K: gl.constexpr = 0,
-               ROWS: gl.constexpr = 1, TOK_TABLE: gl.constexpr = False, tab_ptr=None):
+               ROWS: gl.constexpr = 1, TOK_TABLE: gl.constexpr = False, tab_ptr=None, WARPS: gl.constexpr = 1):
     """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     ROUTED (the run list, seventh round): slot pid_p owns run chunk_in of expert e_in (local to this card),
@@ -373,13 +388,20 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
     ROWS 2 (twelfth round; not with PEEL or FIXUP): the item is row blocks pid_n and pid_n + 1, multiplied in one K
     loop with the same activation registers, so that the run's activations are loaded once for both. TOK_TABLE
     (twelfth round, ROUTED): the run's tokens are the BLOCK_M pair rows at tab_ptr (the plan's run table: -1 past its
-    tokens) instead of being ranked here from the routing ids."""
+    tokens) instead of being ranked here from the routing ids.
+
+    WARPS > 1 (twenty-first round; BLOCK_N 32, not with ROWS 2, FIXUP or PEEL): the item is WARPS row blocks,
+    pid_n x WARPS and on, one warp each, multiplied against one token tile that every warp loads (the same
+    addresses at about the same time: the L1 serves the run's activations once for the program, not once a row
+    block); W5 / X4 / S3 are layouts(BLOCK_N x WARPS, ..., WARPS). The program's logical row r is row
+    r % 16 + 16 (r // (16 WARPS)) of row block pid_n x WARPS + (r // 16) % WARPS, the rows mma.sync's warps take."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     KC: gl.constexpr = SUB_K if SUB_K > 0 else BLOCK_K
     JHC: gl.constexpr = KC // 128
     NSUB: gl.constexpr = BLOCK_K // KC
-    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
+    BN: gl.constexpr = BLOCK_N * WARPS  # the program's rows (WARPS row blocks)
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
     if ROUTED:
@@ -409,14 +431,19 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         wl_c: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(2, w3))
         wl_h: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, w3))
         wl_j: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4)))
-        offs_r = gl.arange(0, BLOCK_N, layout=wl_n)
+        offs_r = gl.arange(0, BN, layout=wl_n)
         offs_c = gl.arange(0, 4, layout=wl_c)
         offs_h = gl.arange(0, JHC, layout=wl_h)
         offs_j = gl.arange(0, 4, layout=wl_j)
-        tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
+        tile0 = (pid_n * WARPS * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
         w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
-        piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
-            + offs_c[None, :, None]
+        if WARPS > 1:  # logical row r: row rr of row block (r // 16) % WARPS past the first (see the docstring)
+            rr = offs_r % 16 + 16 * (offs_r // (16 * WARPS))
+            piece = (((rr[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + rr[:, None, None] % 8) * 4 \
+                + offs_c[None, :, None] + ((offs_r // 16) % WARPS * ((K // BLOCK_K) * TILE_WORDS // 4))[:, None, None]
+        else:
+            piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
+                + offs_c[None, :, None]
         w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
         # scales [8, 4, Q*JH]: lane (g, c)'s bytes, contiguous; the tile's scale block is (g, c, q, h)
         QH: gl.constexpr = (BLOCK_N // 8) * JH
@@ -426,9 +453,13 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         sl_e: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, S3))
         s_g = gl.arange(0, 8, layout=sl_g)
         s_c = gl.arange(0, 4, layout=sl_c)
-        s_e = gl.arange(0, (BLOCK_N // 8) * JHC, layout=sl_e)
+        s_e = gl.arange(0, (BN // 8) * JHC, layout=sl_e)
         s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
-        if NSUB > 1:
+        if WARPS > 1:  # logical row group q: group q % 2 + 2 (q // (2 WARPS)) of row block (q // 2) % WARPS
+            s_q = s_e // JHC
+            s_e = (s_q % 2 + 2 * (s_q // (2 * WARPS))) * JH + s_e % JHC \
+                + (s_q // 2) % WARPS * ((K // BLOCK_K) * TILE_SCALES)
+        elif NSUB > 1:
             s_e = (s_e // JHC) * JH + s_e % JHC  # sub-tile 0's bytes: pieces h < JHC of every row group q
         s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
@@ -462,7 +493,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         x_ptrs = a_ptr + k0 // 2 + a_rows[None, None, None, :] * stride_am + x_off[:, :, :, None]
         x_mask = has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
 
-        acc = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+        acc = gl.zeros([BN, BLOCK_M], gl.float32, layout=mma)
         if ROWS == 2:  # the next row block's tiles: K // BLOCK_K tiles further on
             acc2 = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
             ROW_WORDS: gl.constexpr = (K // BLOCK_K) * TILE_WORDS
@@ -474,7 +505,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
             ws = gl.load(s_ptrs)
             _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
             xp = gl.load(x_ptrs, mask=x_mask, other=0)
-            acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+            acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BLOCK_K, BLOCK_M, a_l, b_l)
             it0 = 1
             w_ptrs += TILE_WORDS
             s_ptrs += TILE_SCALES
@@ -492,7 +523,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                     wq2 = gl.load(w_ptrs + ROW_WORDS)
                     ws2 = gl.load(s_ptrs + ROW_SCALES)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
-                acc = _mx_mma(wq, _scales(ws, BLOCK_N, JHC, w3), xp, acc, BLOCK_N, KC, BLOCK_M, a_l, b_l)
+                acc = _mx_mma(wq, _scales(ws, BN, JHC, w3), xp, acc, BN, KC, BLOCK_M, a_l, b_l)
                 if ROWS == 2:
                     acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JHC, w3), xp, acc2, BLOCK_N, KC, BLOCK_M, a_l, b_l)
                 last = (_it % NSUB == NSUB - 1).to(gl.int32)
@@ -507,14 +538,14 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                     wq2 = gl.load(w_ptrs + ROW_WORDS)
                     ws2 = gl.load(s_ptrs + ROW_SCALES)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
-                acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+                acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BLOCK_K, BLOCK_M, a_l, b_l)
                 if ROWS == 2:
                     acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JH, w3), xp, acc2, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
                 w_ptrs += TILE_WORDS
                 s_ptrs += TILE_SCALES
                 x_ptrs += BLOCK_K // 2
         _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
-                  BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
+                  BN, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma, WARPS)
         if ROWS == 2:
             _tile_out(acc2, pid_n + 1, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act,
                       cnt_ptr, BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
@@ -557,7 +588,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  LOG_MAX: gl.constexpr = 0, budget=0, PLAN_ITEMS: gl.constexpr = 1, plan_stride=0,
                  SUB_K: gl.constexpr = 0, NARROW: gl.constexpr = False, W5N: gl.constexpr = None,
                  X4N: gl.constexpr = None, S3N: gl.constexpr = None,
-                 ROWS: gl.constexpr = 1, NARROW_SUB_K: gl.constexpr = 0, TOK_TABLE: gl.constexpr = False):
+                 ROWS: gl.constexpr = 1, NARROW_SUB_K: gl.constexpr = 0, TOK_TABLE: gl.constexpr = False,
+                 WARPS: gl.constexpr = 1):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -582,7 +614,8 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     runs of CHUNK 16, not DYN_SPLIT): a run of at most 8 tokens (its expert's tokens counted from the ids) is
     computed with 8-token tiles (the run of 8 at twice the run index: the same tokens; W5N / X4N / S3N are
     layouts(BLOCK_N, BLOCK_K, 8), no SUB_K), the others with BLOCK_M 16, so an expert of up to 16 tokens has its
-    weights decoded once, and one of up to 8 pays no 16-token mma or activation loads."""
+    weights decoded once, and one of up to 8 pays no 16-token mma or activation loads. WARPS (twenty-first round,
+    PLAN without DYN_SPLIT): programs of WARPS warps, each item WARPS row blocks of its run (_gemm_tile's WARPS)."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -628,7 +661,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
         if NARROW and not TOK_TABLE:  # the routing ids before the wait (as _route reads them): counted once the run is known
-            l1: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+            l1: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
             offs_ids = gl.arange(0, P_P2, layout=l1)
             ids_all = gl.load(ids_ptr + offs_ids, mask=offs_ids < T * TOPK, other=-1)
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
@@ -651,7 +684,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                                stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
                                GATE_UP, W5, X4, S3, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
                                stride_act, CHUNK, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12, (word >> 9) & 7,
-                               False, 1, SUB_K, ROWS, TOK_TABLE, tab)
+                               False, 1, SUB_K, ROWS, TOK_TABLE, tab, WARPS)
                 elif NARROW:
                     _gemm_tile(word & 511, (g % GRID_N) * ROWS, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
                                y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
@@ -659,9 +692,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                                GATE_UP, W5N, X4N, S3N, ZERO_BLOCK, GDC, I_SIZE, PEEL, FIXUP, act_ptr, cnt_ptr,
                                stride_act, 8, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12,
                                ((word >> 9) & 7) * (CHUNK // 8), False, 1, NARROW_SUB_K, ROWS, TOK_TABLE,
-                               tab)
+                               tab, WARPS)
         if GATE_UP:
-            zl: gl.constexpr = gl.BlockedLayout([4], [32], [1], [0])
+            zl: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
             gl.store(out_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < out_numel)
             gl.store(z2_ptr + zo, gl.zeros([ZERO_BLOCK], gl.float32, layout=zl), mask=zo < z2_numel)
@@ -753,7 +786,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     sum_parts_launch: bool = False, down_atomic: bool = True, persistent: int = 0,
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0, narrow: bool = False,
-                    rows: int = 1, run_table: bool = False, combine_early: bool = False,
+                    rows: int = 1, run_table: bool = False, combine_early: bool = False, warps: int = 1,
                     last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
@@ -797,10 +830,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     tiles of narrow then multiply sub_k of K at a time too. run_table (twelfth round; with plan and plan_lanes, not
     plan_split_per_sm): the plan launch also writes each run's pair rows (kernel.plan_runs' table), which the GEMM
     programs load instead of ranking their run's tokens from the routing ids. combine_early: kernel.norm_combine's
-    ``early`` (thirteenth round)."""
+    ``early`` (thirteenth round). warps 2, 4 or 8 (twenty-first round; with plan and run_table, not
+    plan_split_per_sm or rows 2, 32-row tiles): each GEMM whose K parts need no fix-up runs programs of that many
+    warps, a row block each, against one token tile of their run (_gemm_tile's WARPS: the run's activations come
+    through L2 once for the program, not once a row block); ValueError for another value."""
     T, L = x.shape
     if rows not in (1, 2):
         raise ValueError(f"rows must be 1 or 2, got {rows!r}")
+    if type(warps) is not int or warps not in (1, 2, 4, 8):
+        raise ValueError(f"warps must be 1, 2, 4 or 8, got {warps!r}")
     topk = ids.shape[1]
     I = ex.expert_size
     P = T * topk
@@ -883,8 +921,15 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     # two row blocks a program (rows 2): not where the gate/up K parts meet in a fix-up
     rows1 = 2 if rows_on and (split1 == 1 or silu_launch) and grid_n1 % 2 == 0 else 1
     nsk = sub_k if rows_on else 0  # the 8-token tiles' sub_k where two row blocks share a K loop
+    # warps a program (twenty-first round): the run list with its table, one row block a warp, no fix-up
+    w_on = warps > 1 and plan and not dyn and not rows_on and bool(plan_kw.get("TOK_TABLE"))
+    nw1 = warps if w_on and bn1 == 32 and grid_n1 % warps == 0 and (split1 == 1 or silu_launch) else 1
+    down_fixup = partials and not sum_parts_launch and not down_adds and split > 1  # the down GEMM's FIXUP below
+    nw2 = warps if w_on and bn2 == 32 and grid_n2 % warps == 0 and not down_fixup else 1
+    if nw1 > 1 or nw2 > 1:
+        lay1, lay2 = layouts(bn1 * nw1, sub_k or bk1, block_m, nw1), layouts(bn2 * nw2, sub_k or bk2, block_m, nw2)
     if plan and narrow and chunk == 16 and not dyn:
-        ln1, ln2 = layouts(bn1, nsk or bk1, 8), layouts(bn2, nsk or bk2, 8)
+        ln1, ln2 = layouts(bn1 * nw1, nsk or bk1, 8, nw1), layouts(bn2 * nw2, nsk or bk2, 8, nw2)
         plan_kw |= {"NARROW": True, "NARROW_SUB_K": nsk}
         narrow_kw = ({"W5N": ln1["w5"], "X4N": ln1["x4"], "S3N": ln1["s3"]},
                      {"W5N": ln2["w5"], "X4N": ln2["x4"], "S3N": ln2["s3"]})
@@ -911,7 +956,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     else:
         plan_kw_gu = {"z2_ptr": out, "z2_numel": 0} if plan else {}
         if plan:
-            zero_block = _pow2(-(-out.numel() // (runs * (grid_n1 // rows1) * split1)), lo=128)
+            zero_block = _pow2(-(-out.numel() // (runs * (grid_n1 // (rows1 * nw1)) * split1)), lo=128 * nw1)
     # the two launches' item counters (persistent), then the gate/up's tile counters, then the down's
     cnt = _counters(x.device, 4 + P * (grid_n1 + grid_n2))
     sched1, sched2, cnt = cnt[0:2], cnt[2:4], cnt[4:]
@@ -925,12 +970,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
             fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
     launched, grids = {}, {}
-    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1 // rows1, split1), (
+    launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1 // (rows1 * nw1), split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
-        GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=1,
-        ROWS=rows1, **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
+        GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=nw1,
+        ROWS=rows1, **({"WARPS": nw1} if nw1 > 1 else {}), **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     opts_down = opts
@@ -956,11 +1001,12 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         y_stride = (y.stride(1), y.stride(0))
     rows2 = 2 if rows_on and "FIXUP" not in down and grid_n2 % 2 == 0 else 1
     launched["down"], grids["down"] = _launch(_gemm_kernel, (dyn_items, 1, 1) if dyn else (
-        runs if plan else P, grid_n2 // rows2, split), (
+        runs if plan else P, grid_n2 // (rows2 * nw2), split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
         a32.stride(0), w2.stride(0), ex.w2_scale.stride(0), *y_stride), dict(
         K=I, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn2, BLOCK_K=bk2, SPLIT_K=split,
-        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=1, ROWS=rows2,
+        GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=nw2, ROWS=rows2,
+        **({"WARPS": nw2} if nw2 > 1 else {}),
         **opts_down, **down,
         **plan_kw, **narrow_kw[1]), sms, persistent, sched2, plan)
     if dyn:
@@ -981,6 +1027,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["sub_k"] = sub_k
         last_launch["narrow"] = narrow
         last_launch["rows"] = (rows1, rows2)
+        last_launch["warps"] = (nw1, nw2)
         last_launch["run_table"] = bool(plan_kw.get("TOK_TABLE"))
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
     return out

@@ -955,6 +955,9 @@ MMA_CONFIG = {
 # no faster than the driver's own choice, which differs kernel by kernel (batch 4: 64, 32 and 16 KB)
 # Twentieth round (README): ranked_norm_down (off) has the down GEMM's row blocks do the norm-combine, each its own
 # columns after its expert's row blocks meet (no launch after the GEMM); measured slower, +7 to +10% at batch 1
+# Twenty-first round (README): gluon_warps N (2, 4, 8; absent 1) runs the run list's GEMMs (batches 9-32, with the run
+# table) as programs of N warps, a row block a warp against one token tile; measured no faster at batch 32 (eight
+# warps: -1.5 to -7.1% at batch 16, up to +29% elsewhere), left out of the defaults
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -969,7 +972,7 @@ RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can
 CONFIG_KEYS = frozenset({
     "combine_early", "compact_m", "ctas_per_sm", "down", "down_atomic", "fused_bar_group", "fused_down_tiles",
     "fused_early", "fused_few", "fused_group_spin", "fused_max_bound", "fused_maxnreg", "fused_per_sm", "fused_pf_rest",
-    "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
+    "fused_stages", "gate_up", "gate_up_per_sm", "gluon_rows", "gluon_warps", "large_batch", "maxnreg", "maxnreg_down", "min_iters",
     "narrow_runs", "narrow_sub_k", "pdl", "peel_tokens", "persistent", "plan_items", "plan_lanes", "plan_runs",
     "plan_split_per_sm", "programs_per_sm", "ranked", "ranked_act_launch", "ranked_claim_down", "ranked_claim_items",
     "ranked_carveout", "ranked_claim_shards", "ranked_few", "ranked_l2_ahead", "ranked_l2_ahead_down",
@@ -1029,6 +1032,15 @@ def fused_few_taken(config: dict, pairs: int, n_local: int) -> bool:
     fused persistent launch (fused_kernel): config ``fused_few`` on and min(pairs, n_local), the most experts
     that can be routed here, at most ``fused_max_bound``."""
     return bool(config.get("fused_few")) and min(pairs, n_local) <= config.get("fused_max_bound", 8)
+
+
+def gluon_warps_of(config: dict) -> int:
+    """The run list's warps a program (config ``gluon_warps``, twenty-first round: 1, 2, 4 or 8; absent 1), checked
+    for every chunk the gluon kernels take, as ``gluon_rows``. ValueError naming the key otherwise."""
+    warps = config.get("gluon_warps", 1)
+    if type(warps) is not int or warps not in (1, 2, 4, 8):
+        raise ValueError(f"gluon_warps must be 1, 2, 4 or 8 (warps a program of the run list), got {warps!r}")
+    return warps
 
 
 def gluon_rows_of(config: dict) -> int:
@@ -1186,6 +1198,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
     wts = wts.to(torch.float32).contiguous()
     if decode == DECODE_MODES["gluon"]:
         gluon_rows_of(config)  # refused here, whichever gluon path the chunk takes
+        gluon_warps_of(config)
     ranked = decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8
     if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel
@@ -1250,7 +1263,7 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             plan_items=config.get("plan_items", 1),
                                             sub_k=config.get("sub_k", 0),
                                             narrow=bool(config["narrow_runs"]),
-                                            rows=gluon_rows_of(config),
+                                            rows=gluon_rows_of(config), warps=gluon_warps_of(config),
                                             run_table=config.get("run_table", False),
                                             combine_early=config.get("combine_early", False),
                                             last_launch=LAST_LAUNCH)

@@ -241,6 +241,17 @@ def test_gluon_rows_refused_by_its_key():
             K.gluon_rows_of({"gluon_rows": bad})
 
 
+def test_gluon_warps_refused_by_its_key():
+    """kernel.gluon_warps_of (config gluon_warps, twenty-first round): 1, 2, 4 or 8, absent 1; any other value refused
+    naming the config key; gluon_kernel.experts_forward refuses another ``warps`` before it launches anything."""
+    from mxfp4_moe import kernel as K
+    assert K.gluon_warps_of({}) == 1 and K.gluon_warps_of({"gluon_warps": 4}) == 4
+    assert K.gluon_warps_of(K.GLUON_CONFIG) in (1, 2, 4, 8)
+    for bad in (3, 0, 16, True, "4", None, 4.0):
+        with pytest.raises(ValueError, match="gluon_warps must be 1, 2, 4 or 8"):
+            K.gluon_warps_of({"gluon_warps": bad})
+
+
 def test_config_keys_are_those_the_kernels_read_and_the_benchmarks_refuse_others(tmp_path):
     """kernel.CONFIG_KEYS holds every key the package's source reads from a configuration (config.get("k"),
     config["k"], and the split_<GEMM> overrides), and nothing else; kernel.unknown_config_keys names the others with

@@ -532,6 +532,50 @@ def test_gluon_rows(cfg):
         assert res["combine_rel"] < 1e-2, res
 
 
+@pytest.mark.parametrize("warps", [2, 4, 8])
+@pytest.mark.parametrize("cfg", [{}, {"narrow_runs": False}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2},
+                                 {"split_gate_up": 2, "silu_launch": True}, {"maxnreg": 128}, {"plan_items": 2},
+                                 {"plan_lanes": False}, {"run_table": False}, {"gluon_rows": 2},
+                                 {"plan_split_per_sm": 8}])
+def test_gluon_warps(cfg, warps):
+    """gluon_warps (twenty-first round): on the run list with its table, programs of 2, 4 or 8 warps, a row block a
+    warp against one token tile, except a GEMM whose K parts meet in a fix-up (the gate/up split without
+    silu_launch; the TP partials' down split without the atomics) and where the table, two row blocks a program or the
+    device-sized down split are on: one warp there. Batches 9..32 (runs of 8 and 16 tokens, both kinds in one call),
+    all tokens on the same experts, top-1, three calls in a row, the K splits, PDL off, a cap of 128, two runs a
+    program, the TP partials with and without the down atomics; the warps and grids checked."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(36), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    cfg = {"maxnreg": 96, "plan_runs": True, "narrow_runs": True, "narrow_sub_k": 128, "run_table": True,
+           **cfg, "gluon_warps": warps}
+    off = not cfg["run_table"] or cfg.get("gluon_rows") == 2 or cfg.get("plan_split_per_sm")
+    for rep in range(3):
+        for tokens in (9, 12, 16, 17, 25, 32):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 36000 + tokens + 100 * rep, "cuda", "gluon",
+                                 cfg), f"warps {cfg} batch {tokens} call {rep}")
+            launch = K.LAST_LAUNCH
+            w1 = 1 if off or (launch["splits"][0] > 1 and not cfg.get("silu_launch")) else warps
+            w2 = 1 if off else warps
+            assert launch["plan"] and launch["warps"] == (w1, w2), launch
+            gu, dn = launch["grids"]["gate_up"][0], launch["grids"]["down"][0]
+            if not cfg.get("plan_split_per_sm"):
+                r1, r2 = launch["rows"]
+                assert gu % (2 * 1024 // bn1 // w1 // r1 * launch["splits"][0]) == 0, launch
+                assert dn % (1024 // bn2 // w2 // r2 * launch["splits"][1]) == 0, launch
+                assert launch["gate_up"].metadata.num_warps == w1 and launch["down"].metadata.num_warps == w2
+    assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 36500, "cuda", "gluon", cfg), "one expert")
+    assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 36600, "cuda", "gluon", cfg), "top-1")
+    for down_atomic in (True, False):
+        res = check_tp_case(ex, 32, 12, 4, 2, 36700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
+        assert_ok(res, f"warps partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res
+
+
 @pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
                                  {"down_atomic": False}, {"items_3": True}])
 def test_gluon_run_list_items(cfg):
