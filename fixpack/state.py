@@ -49,7 +49,7 @@ from .fsio import (
 )
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
+from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular, sha256_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -339,9 +339,29 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
         raise bad("'owner' is not [uid, gid]")
     if not sha_or_none(sha) or (e["existed"] and sha is None):
         raise bad("'sha256' is not a sha256 (a run records one for every file that existed)")
+    if not e["existed"]:
+        _check_created(root, e["path"], sha, bad)
     original, restored = _original(root, e["path"], i, e["existed"], sha, bad)
     _check_mode_owner(root, e["path"], i, mode, tuple(owner) if owner else None, bad)
     return JournalEntry(e["path"], e["existed"], i, mode, tuple(owner) if owner else None, sha, original, restored)
+
+
+def _check_created(root: Path, path: str, sha: str | None, bad: Any) -> None:
+    """An entry for a file the run created (``existed: false``) is removed by a rollback: absent (killed before its
+    rename) or holding what the run wrote, its sha256 (a run records one); without one (the run deleted a file that
+    was not there) only a module's stale bytecode (a planted one deleted a pack's fix.toml, an image's manifest)."""
+    try:
+        now = sha256_regular(root / path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise bad(f"{path} cannot be read ({exc.strerror}): a rollback would delete it") from None
+    if sha is None and not (path.endswith(".pyc") and "/__pycache__/" in f"/{path}"):
+        raise bad(f"it says the run created {path} but records no sha256 of what it wrote (a run records one), and "
+                  f"{path} is there: a rollback would delete a file the run may not have written")
+    if sha is not None and now != sha:
+        raise bad(f"it says the run created {path} with sha256 {sha[:12]}..., but {path} holds other bytes now "
+                  f"(sha256 {now[:12]}...): a rollback would delete a file the run did not write")
 
 
 def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tuple[int, int] | None,

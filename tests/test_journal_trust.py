@@ -99,6 +99,10 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     "a folder it did not make": ({"path": MOD, "existed": True, "mode": 0o644}, None, ["demo_pkg/emptyx"]),
     "a release file said to be new": ({"path": MOD, "existed": False}, None, ()),  # its rollback deleted MOD
     "no sha256 of a file that existed": ({"path": MOD, "existed": True, "mode": 0o644, "sha256": None}, None, ()),
+    # an applied image's manifest said to be new (a first apply's journal shape): its rollback deleted the manifest
+    "the manifest said to be new": ({"path": ".fixpack/demo.manifest.json", "existed": False}, None, ()),
+    "the manifest said to be new, other bytes": ({"path": ".fixpack/demo.manifest.json", "existed": False,
+                                                  "sha256": hashlib.sha256(b"{}").hexdigest()}, None, ()),
 }
 
 
@@ -288,7 +292,9 @@ def test_a_refusal_after_a_rollback_does_not_say_nothing_was_written(builder, tm
     rollback had removed the manifest: it now says nothing else was, and that the rollback came first."""
     target = _pack(builder, tmp_path, "plain copy")
     assert _cli(builder, target, "apply").returncode == 0
-    _plant(target, {"path": ".fixpack/demo.manifest.json", "existed": False})
+    manifest = (target / ".fixpack/demo.manifest.json").read_bytes()  # as a first apply's journal records it
+    _plant(target, {"path": ".fixpack/demo.manifest.json", "existed": False,
+                    "sha256": hashlib.sha256(manifest).hexdigest()})
     said = _cli(builder, target, "revert")
     message = " ".join(said.stderr.split())
     assert said.returncode == 3 and "no manifest records them" in message, said.stderr
