@@ -88,12 +88,12 @@ def layouts(block_n: int, block_k: int, block_m: int, warps: int = 1) -> dict:
     (lane group c's 16-byte pieces h, row bytes 64h + 16c, 4 words jl each; the element slot is the decode's
     pack); x4: [4 (c), J (j), 4 (pair), 2 (element), BLOCK_M]: BF16 pairs are its slice over the element
     dim; s3: [8 (g), 4 (c), BLOCK_N/8 * J/4]: a lane's scale bytes. J = BLOCK_K // 32, a multiple of 4.
-    Raises ValueError for a BLOCK_K that is not a multiple of 128, or a BLOCK_N below 32 x warps.
+    Raises ValueError for a BLOCK_K that is not a multiple of 128, or several warps with a BLOCK_N below 32 x warps.
     """
     J = block_k // 32
     if J % 4 or J < 4:
         raise ValueError("BLOCK_K must be a multiple of 128")
-    if warps not in (1, 2, 4, 8) or block_n < 32 * warps:
+    if warps not in (1, 2, 4, 8) or warps > 1 and block_n < 32 * warps:
         raise ValueError(f"warps must be 1, 2, 4 or 8 with BLOCK_N >= 32 x warps, got {warps} and {block_n}")
     # the row bits: g in lanes 2..4 (1, 2, 4), then a register (8), the warps (16 .. 8 x warps), then registers
     warp_rows = [16 * w for w in _pow2_bits(warps)]

@@ -250,6 +250,15 @@ def test_gluon_warps_refused_by_its_key():
     for bad in (3, 0, 16, True, "4", None, 4.0):
         with pytest.raises(ValueError, match="gluon_warps must be 1, 2, 4 or 8"):
             K.gluon_warps_of({"gluon_warps": bad})
+    gk = pytest.importorskip("mxfp4_moe.gluon_kernel", reason="Triton without Gluon")
+    with pytest.raises(ValueError, match="warps must be 1, 2, 4 or 8, got 3"):
+        gk.experts_forward(torch.zeros(1, 128, dtype=torch.bfloat16), torch.zeros(1, 1, dtype=torch.int32),
+                           torch.ones(1, 1), None, torch.zeros(1, 128), 1e-6, sms=1, warps=3)
+    # the layouts: one warp takes 16-row tiles too; several warps 32 rows each at least
+    assert gk.layouts(16, 256, 8) and gk.layouts(128, 256, 16, 4) and gk.layouts(32, 128, 8, 1)
+    for block_n, warps in ((64, 4), (16, 2), (256, 3)):
+        with pytest.raises(ValueError, match="warps must be 1, 2, 4 or 8 with BLOCK_N >= 32 x warps"):
+            gk.layouts(block_n, 256, 8, warps)
 
 
 def test_config_keys_are_those_the_kernels_read_and_the_benchmarks_refuse_others(tmp_path):
