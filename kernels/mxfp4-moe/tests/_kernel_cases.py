@@ -109,3 +109,12 @@ def check_tp_case(ex_ref: R.ExpertWeights, tokens: int, experts: int, top_k: int
         block = R.moe_experts_reference(x.to(rd), ids.to(rd), w.to(rd), ex_ref).cpu()
         res["combine_rel"] = ((comb - block).norm() / block.norm()).item() if block.norm() > 0 else 0.0
     return res
+
+
+def assert_partials_both_ways(ex_ref: R.ExpertWeights, config: dict, seed: int, label: str) -> None:
+    """check_tp_case at batch 32 (12 experts, top-4, TP 2, gluon) with the down GEMM's atomics on and off, each
+    asserted (assert_ok, and combine_partials within 1e-2): the run list's partials cases."""
+    for down_atomic in (True, False):
+        res = check_tp_case(ex_ref, 32, 12, 4, 2, seed, "cuda", "gluon", {**config, "down_atomic": down_atomic})
+        assert_ok(res, f"{label} partials down_atomic {down_atomic}")
+        assert res["combine_rel"] < 1e-2, res

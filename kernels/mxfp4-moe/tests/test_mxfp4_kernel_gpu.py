@@ -408,7 +408,7 @@ def test_gluon_run_list(cfg):
     the list itself against the routing, and the grids."""
     from mxfp4_moe import kernel as K
     from mxfp4_moe import ranked_kernel as RK
-    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from _kernel_cases import assert_ok, assert_partials_both_ways, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(33), device="cuda")
@@ -438,10 +438,7 @@ def test_gluon_run_list(cfg):
     torch.cuda.synchronize()  # four experts of 32 tokens each (one-expert: every token on the same top-k)
     assert int(K._PLANS[K.stream_key(torch.device("cuda", torch.cuda.current_device()))][0]) == 4 * (32 // chunk)
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 33600, "cuda", "gluon", cfg), "top-1")
-    for down_atomic in (True, False):
-        res = check_tp_case(ex, 32, 12, 4, 2, 33700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
-        assert_ok(res, f"run list partials down_atomic {down_atomic}")
-        assert res["combine_rel"] < 1e-2, res
+    assert_partials_both_ways(ex, cfg, 33700, "run list")
     # the list of a routing, against the routing
     g = torch.Generator().manual_seed(33800)
     ids = torch.stack([torch.randperm(12, generator=g)[:4] for _ in range(32)]).to("cuda")
@@ -462,7 +459,7 @@ def test_gluon_narrow_runs(cfg):
     splits, the register cap raised to 112 (no spills) and none with no sub_k, PDL off; the TP partials; the grids (kernel.plan_bound runs
     of 16), and the list: one run per 16 of an expert's tokens."""
     from mxfp4_moe import kernel as K
-    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from _kernel_cases import assert_ok, assert_partials_both_ways, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(34), device="cuda")
@@ -481,10 +478,7 @@ def test_gluon_narrow_runs(cfg):
     torch.cuda.synchronize()  # four experts of 32 tokens each: two runs of 16 each
     assert int(K._PLANS[K.stream_key(torch.device("cuda", torch.cuda.current_device()))][0]) == 8
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 34600, "cuda", "gluon", cfg), "top-1")
-    for down_atomic in (True, False):
-        res = check_tp_case(ex, 32, 12, 4, 2, 34700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
-        assert_ok(res, f"narrow runs partials down_atomic {down_atomic}")
-        assert res["combine_rel"] < 1e-2, res
+    assert_partials_both_ways(ex, cfg, 34700, "narrow runs")
     # below narrow_runs tokens: runs of 8 as before
     assert_ok(check_case(ex, ex_t, 32, "random", 12, 4, 34800, "cuda", "gluon", {**cfg, "narrow_runs": 33}), "off")
     assert not K.LAST_LAUNCH["narrow"]
@@ -506,7 +500,7 @@ def test_gluon_rows(cfg):
     of 128, two runs a program; the TP partials with and without the down atomics; the grids checked. With
     run_table (twelfth round) on, with one and two row blocks a program: the tokens from the plan's run table."""
     from mxfp4_moe import kernel as K
-    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from _kernel_cases import assert_ok, assert_partials_both_ways, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(35), device="cuda")
@@ -526,10 +520,7 @@ def test_gluon_rows(cfg):
             assert dn % (1024 // bn2 // cfg["gluon_rows"] * launch["splits"][1]) == 0, launch
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 35500, "cuda", "gluon", cfg), "one expert")
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 35600, "cuda", "gluon", cfg), "top-1")
-    for down_atomic in (True, False):
-        res = check_tp_case(ex, 32, 12, 4, 2, 35700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
-        assert_ok(res, f"rows partials down_atomic {down_atomic}")
-        assert res["combine_rel"] < 1e-2, res
+    assert_partials_both_ways(ex, cfg, 35700, "rows")
 
 
 @pytest.mark.parametrize("warps", [2, 4, 8])
@@ -545,7 +536,7 @@ def test_gluon_warps(cfg, warps):
     all tokens on the same experts, top-1, three calls in a row, the K splits, PDL off, a cap of 128, two runs a
     program, the TP partials with and without the down atomics; the warps and grids checked."""
     from mxfp4_moe import kernel as K
-    from _kernel_cases import assert_ok, check_case, check_tp_case
+    from _kernel_cases import assert_ok, assert_partials_both_ways, check_case
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(36), device="cuda")
@@ -570,10 +561,7 @@ def test_gluon_warps(cfg, warps):
                 assert launch["gate_up"].metadata.num_warps == w1 and launch["down"].metadata.num_warps == w2
     assert_ok(check_case(ex, ex_t, 32, "one-expert", 12, 4, 36500, "cuda", "gluon", cfg), "one expert")
     assert_ok(check_case(ex, ex_t, 30, "top1-one-expert", 12, 1, 36600, "cuda", "gluon", cfg), "top-1")
-    for down_atomic in (True, False):
-        res = check_tp_case(ex, 32, 12, 4, 2, 36700, "cuda", "gluon", {**cfg, "down_atomic": down_atomic})
-        assert_ok(res, f"warps partials down_atomic {down_atomic}")
-        assert res["combine_rel"] < 1e-2, res
+    assert_partials_both_ways(ex, cfg, 36700, "warps")
 
 
 @pytest.mark.parametrize("cfg", [{}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2}, {"plan_lanes": False},
