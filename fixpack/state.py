@@ -347,21 +347,20 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
 
 
 def _check_created(root: Path, path: str, sha: str | None, bad: Any) -> None:
-    """An entry for a file the run created (``existed: false``) is removed by a rollback: absent (killed before its
-    rename) or holding what the run wrote, its sha256 (a run records one); without one (the run deleted a file that
-    was not there) only a module's stale bytecode (a planted one deleted a pack's fix.toml, an image's manifest)."""
+    """A file the run created (``existed: false``) is removed by a rollback. With the sha256 of what the run wrote (a
+    run records one): only while absent (killed before its rename) or holding those bytes (changed since: not the
+    run's). Without one (an older fixpack's journal; a deletion of a file that was not there): as before."""
+    if sha is None:
+        return
     try:
         now = sha256_regular(root / path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder on its way was
         return
     except OSError as exc:
         raise bad(f"{path} cannot be read ({exc.strerror}): a rollback would delete it") from None
-    if sha is None and not (path.endswith(".pyc") and "/__pycache__/" in f"/{path}"):
-        raise bad(f"it says the run created {path} but records no sha256 of what it wrote (a run records one), and "
-                  f"{path} is there: a rollback would delete a file the run may not have written")
-    if sha is not None and now != sha:
+    if now != sha:
         raise bad(f"it says the run created {path} with sha256 {sha[:12]}..., but {path} holds other bytes now "
-                  f"(sha256 {now[:12]}...): a rollback would delete a file the run did not write")
+                  f"(sha256 {now[:12]}...): a rollback would delete a file changed since the run")
 
 
 def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tuple[int, int] | None,
@@ -451,10 +450,11 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     fsync_dir(journal.path.parent)
     discard_leftovers(root)
     for d in sorted(journal.dirs, key=lambda d: -d.count("/")):
-        try:
-            (root / d).rmdir()
-        except OSError:  # not empty (something else lives there now) or gone: leave it
-            pass
+        for folder in (root / d / "__pycache__", root / d):  # the bytecode folder of a module imported since
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (something else lives there now) or gone: leave it
+                pass
     return [e.path for e in journal.entries]
 
 

@@ -99,8 +99,8 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     "a folder it did not make": ({"path": MOD, "existed": True, "mode": 0o644}, None, ["demo_pkg/emptyx"]),
     "a release file said to be new": ({"path": MOD, "existed": False}, None, ()),  # its rollback deleted MOD
     "no sha256 of a file that existed": ({"path": MOD, "existed": True, "mode": 0o644, "sha256": None}, None, ()),
-    # an applied image's manifest said to be new (a first apply's journal shape): its rollback deleted the manifest
-    "the manifest said to be new": ({"path": ".fixpack/demo.manifest.json", "existed": False}, None, ()),
+    # an applied image's manifest said to be new (a first apply's journal shape), with the sha256 of other bytes than
+    # it holds (a journal left from another run): its rollback deleted the manifest
     "the manifest said to be new, other bytes": ({"path": ".fixpack/demo.manifest.json", "existed": False,
                                                   "sha256": hashlib.sha256(b"{}").hexdigest()}, None, ()),
 }
@@ -300,3 +300,68 @@ def test_a_refusal_after_a_rollback_does_not_say_nothing_was_written(builder, tm
     assert said.returncode == 3 and "no manifest records them" in message, said.stderr
     assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
     assert "nothing was written" not in message
+
+
+NEW = "demo_pkg/sub/new.py"  # a module the fix adds, in a folder the run makes
+
+
+def _adds_pack(builder, tmp_path):
+    release, source = builder.git_release({MOD: numbered(30)})
+    builder.add_fix("adds", {NEW: None}, {NEW: "X = 1\n"})
+    builder.profile(["adds"], extra_targets=source)
+    builder.lock(release)
+    target = tmp_path / "image"
+    shutil.copytree(release, target, ignore=shutil.ignore_patterns(".git"))
+    (target / "demo_pkg/_version.py").write_text(f"__version__ = '1.0'\n__commit_id__ = 'g{builder.commit}'\n")
+    return target
+
+
+def _dirs(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir())
+
+
+def test_a_killed_run_s_new_folder_goes_whole_and_an_older_journal_is_still_rolled_back(builder, tmp_path):
+    """An apply killed at every point once it made demo_pkg/sub/new.py, the new module imported before the next run
+    (its __pycache__ made): revert left the folders the run made, empty but for __pycache__ (the target was not the
+    one before). And a killed run's journal from an older fixpack, which recorded no sha256 for a file the run
+    created, was refused as damaged when the sha256 check came: it is rolled back as before."""
+    target = _adds_pack(builder, tmp_path)
+    clean, dirs = snapshot(target), _dirs(target)
+    journal, made = target / ".fixpack/journal.json", 0
+    for older in (False, True):
+        for n in range(1, 40):
+            killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(builder.pack), "-p",
+                                     "p1", "--root", f"demo={target}"], capture_output=True,
+                                    env={**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": str(n)})
+            if killed.returncode != 137:  # the run got to its end
+                assert killed.returncode == 0 and (target / NEW).is_file(), killed.stderr
+            elif (target / NEW).exists():
+                (target / "demo_pkg/sub/__pycache__").mkdir()
+                (target / "demo_pkg/sub/__pycache__/new.cpython-311.pyc").write_bytes(b"bytecode of the import\n")
+            if killed.returncode == 137 and (target / NEW).exists() and journal.exists():  # killed half way
+                made += 1
+                doc = json.loads(journal.read_text())
+                created = [e for e in doc["entries"] if not e["existed"]]
+                assert created and all(e["sha256"] for e in created), doc  # this fixpack records them
+                if older:
+                    journal.write_text(json.dumps({**doc, "entries": [{**e, "sha256": None} if not e["existed"]
+                                                                      else e for e in doc["entries"]]}))
+            said = _cli(builder, target, "revert")
+            assert said.returncode == 0, (n, said.stderr)
+            assert snapshot(target) == clean and _dirs(target) == dirs, (older, n, _dirs(target))
+            if killed.returncode != 137:
+                break
+    assert made >= 2
+
+
+def test_a_created_file_whose_folder_is_a_file_now_counts_as_absent(builder, tmp_path):
+    """A journal's created file demo_pkg/sub/new.py where demo_pkg/sub is a regular file now: the file cannot be
+    there, so its rollback has nothing to remove; it said "cannot be read (Not a directory): a rollback would delete
+    it", exit 3."""
+    target = _adds_pack(builder, tmp_path)
+    (target / "demo_pkg/sub").write_text("a file, not a folder\n")
+    _plant(target, {"path": NEW, "existed": False, "sha256": hashlib.sha256(b"X = 1\n").hexdigest()})
+    said = _cli(builder, target, "status")
+    assert "cannot be read" not in said.stderr and "damaged" not in said.stderr, said.stderr
+    assert (target / "demo_pkg/sub").read_text() == "a file, not a folder\n"
+
