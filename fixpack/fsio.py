@@ -358,10 +358,13 @@ def drop_pycache(path: Path) -> None:
 
 def drop_pycache_quietly(path: Path) -> None:
     """During a rollback the original bytes are what matters; a .pyc that stays is checked against the
-    source's mtime and size by Python anyway."""
+    source's mtime and size by Python anyway. A ``__pycache__`` this leaves empty goes too (an import since the
+    killed run made it): the folders around it can go then, as a run's own deletions would leave them."""
     try:
-        drop_pycache(path)
-    except OSError:
+        if pycache_files(path):
+            drop_pycache(path)
+            (path.parent / "__pycache__").rmdir()
+    except OSError:  # not empty (other modules' bytecode), or gone: leave it
         pass
 
 

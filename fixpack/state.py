@@ -47,9 +47,10 @@ from .fsio import (
     temp_path,
     unlink,
 )
+from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular, sha256_regular
+from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -340,52 +341,12 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
     if not sha_or_none(sha) or (e["existed"] and sha is None):
         raise bad("'sha256' is not a sha256 (a run records one for every file that existed)")
     if not e["existed"]:
-        _check_created(root, e["path"], sha, bad)
+        check_created(root, e["path"], sha, bad)
     original, restored = _original(root, e["path"], i, e["existed"], sha, bad)
-    _check_mode_owner(root, e["path"], i, mode, tuple(owner) if owner else None, bad)
+    if e["existed"] and not restored:
+        check_way_back(root, e["path"], bad)
+    check_mode_owner(root, e["path"], backups_dir(root) / str(i), mode, tuple(owner) if owner else None, bad)
     return JournalEntry(e["path"], e["existed"], i, mode, tuple(owner) if owner else None, sha, original, restored)
-
-
-def _check_created(root: Path, path: str, sha: str | None, bad: Any) -> None:
-    """A file the run created (``existed: false``) is removed by a rollback. With the sha256 of what the run wrote (a
-    run records one): only while absent (killed before its rename) or holding those bytes (changed since: not the
-    run's). Without one (an older fixpack's journal; a deletion of a file that was not there): as before."""
-    if sha is None:
-        return
-    try:
-        now = sha256_regular(root / path)
-    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder on its way was
-        return
-    except OSError as exc:
-        raise bad(f"{path} cannot be read ({exc.strerror}): a rollback would delete it") from None
-    if now != sha:
-        raise bad(f"it says the run created {path} with sha256 {sha[:12]}..., but {path} holds other bytes now "
-                  f"(sha256 {now[:12]}...): a rollback would delete a file changed since the run")
-
-
-def _check_mode_owner(root: Path, path: str, i: int, mode: int | None, owner: tuple[int, int] | None,
-                      bad: Any) -> None:
-    """A rollback gives a file back its mode and owner; from an untrusted journal only what cannot raise
-    anyone's rights. The file a run replaced keeps its mode and owner (the run writes by rename, with both
-    kept) and its backup is a hard link to the original: each still has them. So: no setuid, setgid, sticky,
-    execute or group / other write bit that neither the file nor its backup has now (a rollback never widens
-    who may write or run it, nor as whom; a set-id file a fix modifies keeps its bits through a rollback); an
-    owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to another
-    user. Anything else was not written by fixpack: damaged state."""
-    have = 0
-    owners = {(os.getuid(), os.getgid())}
-    for where in (root / path, backups_dir(root) / str(i)):
-        try:
-            st = os.lstat(where)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        have |= stat.S_IMODE(st.st_mode)
-        owners.add((st.st_uid, st.st_gid))
-    if mode is not None and mode & 0o7133 & ~have:
-        raise bad(f"'mode' {oct(mode)} sets bits {path} and its backup do not have (setuid, setgid, sticky, execute, "
-                  f"or group / other write)")
-    if owner is not None and owner not in owners:
-        raise bad(f"'owner' {list(owner)} is neither {path}'s owner nor its backup's")
 
 
 def _original(root: Path, path: str, i: int, existed: bool, sha: str | None,
@@ -446,15 +407,14 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
         if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
             set_mode_owner(root / d, k.mode, k.owner)
+    for d in sorted(journal.dirs, key=lambda d: -d.count("/")):  # before the journal goes: a rollback killed
+        try:  # after it would leave them
+            (root / d).rmdir()
+        except OSError:  # not empty (something else lives there now) or gone: leave it
+            pass
     unlink(journal.path)
     fsync_dir(journal.path.parent)
     discard_leftovers(root)
-    for d in sorted(journal.dirs, key=lambda d: -d.count("/")):
-        for folder in (root / d / "__pycache__", root / d):  # the bytecode folder of a module imported since
-            try:
-                folder.rmdir()
-            except OSError:  # not empty (something else lives there now) or gone: leave it
-                pass
     return [e.path for e in journal.entries]
 
 

@@ -320,38 +320,99 @@ def _dirs(root):
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir())
 
 
-def test_a_killed_run_s_new_folder_goes_whole_and_an_older_journal_is_still_rolled_back(builder, tmp_path):
-    """An apply killed at every point once it made demo_pkg/sub/new.py, the new module imported before the next run
-    (its __pycache__ made): revert left the folders the run made, empty but for __pycache__ (the target was not the
-    one before). And a killed run's journal from an older fixpack, which recorded no sha256 for a file the run
-    created, was refused as damaged when the sha256 check came: it is rolled back as before."""
+def _run(builder, target, command, fault=None):
+    env = {**os.environ, "PYTHONPATH": str(REPO)} | ({"FIXPACK_FAULT_AT": str(fault)} if fault else {})
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", command, "--pack", str(builder.pack), "-p", "p1",
+                           "--root", f"demo={target}"], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_killed_run_s_new_folder_goes_whole_and_an_older_journal_is_still_rolled_back(builder, tmp_path, command):
+    """An apply (or a revert) killed at every point, the new module demo_pkg/sub/new.py imported before the next run
+    (its __pycache__ made), then revert: the folders the apply made stayed, empty but for __pycache__ (the target was
+    not the one before). And a killed run's journal from an older fixpack, which recorded no sha256 for a file the
+    run created, was refused as damaged when the sha256 check came: it is rolled back as before."""
     target = _adds_pack(builder, tmp_path)
     clean, dirs = snapshot(target), _dirs(target)
-    journal, made = target / ".fixpack/journal.json", 0
+    journal, halfway = target / ".fixpack/journal.json", 0
     for older in (False, True):
         for n in range(1, 40):
-            killed = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(builder.pack), "-p",
-                                     "p1", "--root", f"demo={target}"], capture_output=True,
-                                    env={**os.environ, "PYTHONPATH": str(REPO), "FIXPACK_FAULT_AT": str(n)})
-            if killed.returncode != 137:  # the run got to its end
-                assert killed.returncode == 0 and (target / NEW).is_file(), killed.stderr
-            elif (target / NEW).exists():
-                (target / "demo_pkg/sub/__pycache__").mkdir()
+            if command == "revert":
+                assert _run(builder, target, "apply").returncode == 0
+            killed = _run(builder, target, command, n)
+            if (target / NEW).exists():  # the user's import before the next run
+                (target / "demo_pkg/sub/__pycache__").mkdir(exist_ok=True)
                 (target / "demo_pkg/sub/__pycache__/new.cpython-311.pyc").write_bytes(b"bytecode of the import\n")
-            if killed.returncode == 137 and (target / NEW).exists() and journal.exists():  # killed half way
-                made += 1
+            if killed.returncode == 137 and journal.exists():  # killed half way
+                halfway += 1
                 doc = json.loads(journal.read_text())
                 created = [e for e in doc["entries"] if not e["existed"]]
-                assert created and all(e["sha256"] for e in created), doc  # this fixpack records them
-                if older:
+                assert all(e["sha256"] for e in created), doc  # this fixpack records them
+                if older and created:
                     journal.write_text(json.dumps({**doc, "entries": [{**e, "sha256": None} if not e["existed"]
                                                                       else e for e in doc["entries"]]}))
-            said = _cli(builder, target, "revert")
+            said = _run(builder, target, "revert")
             assert said.returncode == 0, (n, said.stderr)
             assert snapshot(target) == clean and _dirs(target) == dirs, (older, n, _dirs(target))
             if killed.returncode != 137:
+                assert killed.returncode == 0, killed.stderr
                 break
-    assert made >= 2
+    assert halfway >= 4
+
+
+def test_a_rollback_killed_as_it_removes_the_journal_has_removed_the_run_s_folders(builder, tmp_path, monkeypatch):
+    """The rollback removed the journal, then the folders the run made: one killed between them left those folders
+    for good (the next run had no journal to say so). They go first now."""
+    from fixpack import state
+    target = _adds_pack(builder, tmp_path)
+    clean, dirs = snapshot(target), _dirs(target)
+    journal = target / ".fixpack/journal.json"
+    for n in range(1, 40):
+        if _run(builder, target, "apply", n).returncode == 137 and journal.exists() and (target / NEW).exists():
+            break
+        assert _run(builder, target, "revert").returncode == 0
+    else:
+        pytest.fail("no kill point left the journal and the new file")
+
+    class Killed(BaseException):
+        pass
+
+    def dies(path):
+        if path == journal:
+            raise Killed
+        os.unlink(path)
+
+    monkeypatch.setattr(state, "unlink", dies)
+    with pytest.raises(Killed):
+        state.recover(target)
+    monkeypatch.undo()
+    assert journal.exists() and not (target / "demo_pkg/sub").exists()
+    assert _run(builder, target, "revert").returncode == 0
+    assert snapshot(target) == clean and _dirs(target) == dirs
+
+
+def test_a_file_where_a_folder_of_a_file_to_put_back_was_is_damaged_state_not_an_internal_error(builder, tmp_path):
+    """A revert killed once its journal was written (it deletes demo_pkg/sub/new.py), then demo_pkg/sub made a file:
+    the next run put some files back, then stopped with an internal error (exit 1) on that folder, at every run
+    after. It is damaged state now, named, before anything is written."""
+    target = _adds_pack(builder, tmp_path)
+    journal = target / ".fixpack/journal.json"
+    for n in range(1, 40):
+        assert _run(builder, target, "apply").returncode == 0
+        if _run(builder, target, "revert", n).returncode == 137 and journal.exists():
+            break
+        assert _run(builder, target, "revert").returncode == 0
+    else:
+        pytest.fail("no kill point left the journal")
+    shutil.rmtree(target / "demo_pkg/sub")
+    (target / "demo_pkg/sub").write_text("a file now\n")
+    before = snapshot(target)
+    for command in ("revert", "apply", "status"):
+        said = _run(builder, target, command)
+        message = " ".join(said.stderr.split())
+        assert said.returncode == 3, (command, said.stderr)
+        assert "demo_pkg/sub is not a folder, but demo_pkg/sub/new.py goes in it" in message, message
+        assert snapshot(target) == before
 
 
 def test_a_created_file_whose_folder_is_a_file_now_counts_as_absent(builder, tmp_path):

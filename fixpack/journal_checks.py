@@ -1,0 +1,74 @@
+"""The checks of one journal entry that are not about its shape (:mod:`fixpack.state` reads the journal and calls
+them): what a rollback would remove, put back, or give a mode and owner. A journal is untrusted input; each check
+raises the DamagedStateError ``bad(what)`` builds (its entry named), before the rollback touches anything."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import DamagedStateError
+from .safepath import sha256_regular
+
+Bad = Callable[[str], DamagedStateError]
+
+
+def check_created(root: Path, path: str, sha: str | None, bad: Bad) -> None:
+    """A file the run created (``existed: false``) is removed by a rollback. With the sha256 of what the run wrote (a
+    run records one): only while absent (killed before its rename) or holding those bytes (changed since: not the
+    run's). Without one (an older fixpack's journal; a deletion of a file that was not there): as before."""
+    if sha is None:
+        return
+    try:
+        now = sha256_regular(root / path)
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder on its way was
+        return
+    except OSError as exc:
+        raise bad(f"{path} cannot be read ({exc.strerror}): a rollback would delete it") from None
+    if now != sha:
+        raise bad(f"it says the run created {path} with sha256 {sha[:12]}..., but {path} holds other bytes now "
+                  f"(sha256 {now[:12]}...): a rollback would delete a file changed since the run (copy it away "
+                  f"first to keep those bytes: the steps below put the files as they were before the run)")
+
+
+def check_way_back(root: Path, path: str, bad: Bad) -> None:
+    """A file the run replaced or removed is put back at ``path``: every folder on the way must be a folder, or
+    absent (made again). A file there (put since the run) stopped the rollback half way with an internal error."""
+    where = root
+    for part in path.split("/")[:-1]:
+        where = where / part
+        try:
+            st = os.lstat(where)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            at = where.relative_to(root).as_posix()
+            raise bad(f"{at} is not a folder, but {path} goes in it: a rollback cannot put {path} back (move {at} "
+                      f"away, then run again)")
+
+
+def check_mode_owner(root: Path, path: str, backup: Path, mode: int | None, owner: tuple[int, int] | None,
+                     bad: Bad) -> None:
+    """A rollback gives a file back its mode and owner; from an untrusted journal only what cannot raise
+    anyone's rights. The file a run replaced keeps its mode and owner (the run writes by rename, with both
+    kept) and its backup is a hard link to the original: each still has them. So: no setuid, setgid, sticky,
+    execute or group / other write bit that neither the file nor its backup has now (a rollback never widens
+    who may write or run it, nor as whom; a set-id file a fix modifies keeps its bits through a rollback); an
+    owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to another
+    user. Anything else was not written by fixpack: damaged state."""
+    have = 0
+    owners = {(os.getuid(), os.getgid())}
+    for where in (root / path, backup):
+        try:
+            st = os.lstat(where)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        have |= stat.S_IMODE(st.st_mode)
+        owners.add((st.st_uid, st.st_gid))
+    if mode is not None and mode & 0o7133 & ~have:
+        raise bad(f"'mode' {oct(mode)} sets bits {path} and its backup do not have (setuid, setgid, sticky, execute, "
+                  f"or group / other write)")
+    if owner is not None and owner not in owners:
+        raise bad(f"'owner' {list(owner)} is neither {path}'s owner nor its backup's")
