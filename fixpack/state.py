@@ -424,8 +424,13 @@ def _restore(root: Path, e: JournalEntry) -> None:
         unlink(temp_path(dest))
     if not e.existed:
         remove_file(dest)
-    elif not e.restored:
+    elif e.restored:  # put back by a rollback killed since, which dropped its bytecode: a .pyc there now it put back
+        return
+    else:
         backup = backups_dir(root) / str(e.index)
+        if _same_inode(backup, dest):  # the run never replaced it (a rename onto its own link would leave the
+            unlink(backup)  # backup, and a rollback run again dropped the bytecode an earlier entry put back)
+            return
         if _linked_elsewhere(backup, dest):  # its inode is another file's too: copy the bytes, touch no inode
             atomic_write(dest, e.original or b"", e.mode, e.owner)
             unlink(backup)
@@ -446,6 +451,14 @@ def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
         if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
             raise
         atomic_write(dest, e.original or b"", e.mode, e.owner)
+
+
+def _same_inode(backup: Path, dest: Path) -> bool:
+    try:
+        a, b = os.lstat(backup), os.lstat(dest)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _linked_elsewhere(backup: Path, dest: Path) -> bool:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -389,6 +390,49 @@ def test_a_rollback_killed_as_it_removes_the_journal_has_removed_the_run_s_folde
     assert journal.exists() and not (target / "demo_pkg/sub").exists()
     assert _run(builder, target, "revert").returncode == 0
     assert snapshot(target) == clean and _dirs(target) == dirs
+
+
+def test_a_rollback_run_again_keeps_the_bytecode_it_put_back(builder, tmp_path, monkeypatch):
+    """demo_pkg/__pycache__ (mode 750) held only the patched module's .pyc (mode 600) before a killed apply; its
+    rollback put mod.py back, dropped the stale .pyc, then put the .pyc back from its backup, and was killed before
+    its journal went. The next run found both entries put back, dropped the .pyc again for mod.py, and nothing put it
+    back: the .pyc and its folder were gone. An entry a killed rollback put back is left as it is now."""
+    from fixpack import state
+    target = _pack(builder, tmp_path, "plain copy")
+    cache = target / "demo_pkg/__pycache__"
+    cache.mkdir()
+    (cache / "mod.cpython-311.pyc").write_bytes(b"bytecode of the release's mod.py\n")
+    (cache / "mod.cpython-311.pyc").chmod(0o600)
+    cache.chmod(0o750)
+    clean = snapshot(target)
+    journal = target / ".fixpack/journal.json"
+
+    class Killed(BaseException):
+        pass
+
+    def dies(path):
+        if path == journal:
+            raise Killed
+        os.unlink(path)
+
+    kept = tmp_path / "kept"
+    shutil.copytree(target, kept)
+    tried = 0
+    for n in range(1, 40):  # every kill point of the apply whose journal names the .pyc: mod.py replaced or not yet
+        shutil.rmtree(target)
+        shutil.copytree(kept, target)
+        killed = _run(builder, target, "apply", n)
+        if killed.returncode != 137:
+            break
+        if journal.exists() and ".pyc" in journal.read_text():
+            tried += 1
+            with monkeypatch.context() as m:
+                m.setattr(state, "unlink", dies)
+                with pytest.raises(Killed):
+                    state.recover(target)
+            assert _run(builder, target, "revert").returncode == 0  # the rollback run again, nothing to revert
+            assert snapshot(target) == clean and stat.S_IMODE(cache.stat().st_mode) == 0o750, n
+    assert tried >= 2
 
 
 def test_a_file_where_a_folder_of_a_file_to_put_back_was_is_damaged_state_not_an_internal_error(builder, tmp_path):
