@@ -361,10 +361,29 @@ def test_a_killed_run_s_new_folder_goes_whole_and_an_older_journal_is_still_roll
     assert halfway >= 4
 
 
+class _Killed(BaseException):
+    pass
+
+
+def _rollback_killed_at_the_journal(target, monkeypatch):
+    """The rollback of ``target``'s journal, in this process, killed as it removes the journal (every entry done)."""
+    from fixpack import state
+    journal = state.journal_path(target)
+
+    def dies(path):
+        if path == journal:
+            raise _Killed
+        os.unlink(path)
+
+    with monkeypatch.context() as m:
+        m.setattr(state, "unlink", dies)
+        with pytest.raises(_Killed):
+            state.recover(target)
+
+
 def test_a_rollback_killed_as_it_removes_the_journal_has_removed_the_run_s_folders(builder, tmp_path, monkeypatch):
     """The rollback removed the journal, then the folders the run made: one killed between them left those folders
     for good (the next run had no journal to say so). They go first now."""
-    from fixpack import state
     target = _adds_pack(builder, tmp_path)
     clean, dirs = snapshot(target), _dirs(target)
     journal = target / ".fixpack/journal.json"
@@ -374,19 +393,7 @@ def test_a_rollback_killed_as_it_removes_the_journal_has_removed_the_run_s_folde
         assert _run(builder, target, "revert").returncode == 0
     else:
         pytest.fail("no kill point left the journal and the new file")
-
-    class Killed(BaseException):
-        pass
-
-    def dies(path):
-        if path == journal:
-            raise Killed
-        os.unlink(path)
-
-    monkeypatch.setattr(state, "unlink", dies)
-    with pytest.raises(Killed):
-        state.recover(target)
-    monkeypatch.undo()
+    _rollback_killed_at_the_journal(target, monkeypatch)
     assert journal.exists() and not (target / "demo_pkg/sub").exists()
     assert _run(builder, target, "revert").returncode == 0
     assert snapshot(target) == clean and _dirs(target) == dirs
@@ -397,7 +404,6 @@ def test_a_rollback_run_again_keeps_the_bytecode_it_put_back(builder, tmp_path, 
     rollback put mod.py back, dropped the stale .pyc, then put the .pyc back from its backup, and was killed before
     its journal went. The next run found both entries put back, dropped the .pyc again for mod.py, and nothing put it
     back: the .pyc and its folder were gone. An entry a killed rollback put back is left as it is now."""
-    from fixpack import state
     target = _pack(builder, tmp_path, "plain copy")
     cache = target / "demo_pkg/__pycache__"
     cache.mkdir()
@@ -406,15 +412,6 @@ def test_a_rollback_run_again_keeps_the_bytecode_it_put_back(builder, tmp_path, 
     cache.chmod(0o750)
     clean = snapshot(target)
     journal = target / ".fixpack/journal.json"
-
-    class Killed(BaseException):
-        pass
-
-    def dies(path):
-        if path == journal:
-            raise Killed
-        os.unlink(path)
-
     kept = tmp_path / "kept"
     shutil.copytree(target, kept)
     tried = 0
@@ -426,10 +423,7 @@ def test_a_rollback_run_again_keeps_the_bytecode_it_put_back(builder, tmp_path, 
             break
         if journal.exists() and ".pyc" in journal.read_text():
             tried += 1
-            with monkeypatch.context() as m:
-                m.setattr(state, "unlink", dies)
-                with pytest.raises(Killed):
-                    state.recover(target)
+            _rollback_killed_at_the_journal(target, monkeypatch)
             assert _run(builder, target, "revert").returncode == 0  # the rollback run again, nothing to revert
             assert snapshot(target) == clean and stat.S_IMODE(cache.stat().st_mode) == 0o750, n
     assert tried >= 2
