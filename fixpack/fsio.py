@@ -349,11 +349,13 @@ def pycache_files(path: Path) -> list[Path]:
     return sorted(cache.glob(f"{path.stem}.*.pyc"))
 
 
-def drop_pycache(path: Path) -> None:
-    """Remove ``__pycache__/<stem>.*.pyc`` next to a patched module, so no stale bytecode runs."""
-    for pyc in pycache_files(path):
+def drop_pycache(path: Path) -> bool:
+    """Remove ``__pycache__/<stem>.*.pyc`` next to a patched module (no stale bytecode runs); whether there was any."""
+    found = pycache_files(path)
+    for pyc in found:
         if exists(pyc):
             unlink(pyc)
+    return bool(found)
 
 
 def drop_pycache_quietly(path: Path) -> None:
@@ -361,8 +363,7 @@ def drop_pycache_quietly(path: Path) -> None:
     source's mtime and size by Python anyway. A ``__pycache__`` this leaves empty goes too (an import since the
     killed run made it): the folders around it can go then, as a run's own deletions would leave them."""
     try:
-        if pycache_files(path):
-            drop_pycache(path)
+        if drop_pycache(path):
             (path.parent / "__pycache__").rmdir()
     except OSError:  # not empty (other modules' bytecode), or gone: leave it
         pass

@@ -428,10 +428,13 @@ def _restore(root: Path, e: JournalEntry) -> None:
         return
     else:
         backup = backups_dir(root) / str(e.index)
-        if _same_inode(backup, dest):  # the run never replaced it (a rename onto its own link would leave the
-            unlink(backup)  # backup, and a rollback run again dropped the bytecode an earlier entry put back)
+        kept = os.lstat(backup)
+        if _inode(dest) == (kept.st_dev, kept.st_ino):  # the run never replaced it (a rename onto its own link would
+            unlink(backup)  # leave the backup, and a rollback run again dropped the bytecode an earlier entry put back)
             return
-        if _linked_elsewhere(backup, dest):  # its inode is another file's too: copy the bytes, touch no inode
+        if kept.st_nlink > 1:  # its inode has a name besides the backup, not dest's: a hard link from outside the
+            # state folder, put there by hand, or the original's own link from outside the target: write the bytes to
+            # dest as a new file instead of giving that inode a mode, an owner and a name in the target
             atomic_write(dest, e.original or b"", e.mode, e.owner)
             unlink(backup)
         else:
@@ -453,26 +456,12 @@ def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
         atomic_write(dest, e.original or b"", e.mode, e.owner)
 
 
-def _same_inode(backup: Path, dest: Path) -> bool:
+def _inode(path: Path) -> tuple[int, int] | None:
     try:
-        a, b = os.lstat(backup), os.lstat(dest)
+        st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _linked_elsewhere(backup: Path, dest: Path) -> bool:
-    """Whether the backup's inode has another name than the backup and ``dest`` (a hard link from outside the
-    state folder, put there by hand, or the original's own link from outside the target): a rollback then writes
-    the bytes to ``dest`` as a new file instead of giving that inode a mode, an owner and a name in the target."""
-    st = os.lstat(backup)
-    if st.st_nlink <= 1:
-        return False
-    try:
-        there = os.lstat(dest)
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    return (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino) or st.st_nlink > 2
+        return None
+    return st.st_dev, st.st_ino
 
 
 def discard_leftovers(root: Path) -> None:

@@ -246,7 +246,7 @@ def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]
             entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
                          sha256=hashlib.sha256(data).hexdigest())
             link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
-        elif c.data is not None:  # what it writes: a rollback removes only those bytes (state._check_created)
+        elif c.data is not None:  # what it writes: a rollback removes only those bytes (journal_checks.check_created)
             dirs |= _missing_dirs(root, dest.parent)
             entry["sha256"] = hashlib.sha256(c.data).hexdigest()
         entries.append(entry)
