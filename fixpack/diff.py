@@ -456,6 +456,9 @@ def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     old = None if pf.is_added_file else clean_path(pf.source_file, source, line)
     new = None if pf.is_removed_file else clean_path(pf.target_file, source, line)
     hunks = tuple(_convert_hunk(h) for h in pf)
+    if old == new and not hunks and not pf.is_binary_file and pf.source_mode == pf.target_mode:  # a bare diff --git
+        raise bad(source, line or 0, f"the file section for {new} changes nothing (no hunk, mode, rename or binary "
+                                     f"data): a lock would record the file unchanged", f"remove it, or {REGENERATE}")
     return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
 
 

@@ -59,6 +59,19 @@ def test_a_no_newline_marker_inside_a_hunk_is_refused():
         parse_patch(text, "x.patch")
 
 
+@pytest.mark.parametrize("after", ["", "index 1234567..89abcde 100644\n"])
+def test_a_file_section_that_changes_nothing_is_refused_at_its_line(after):
+    """A section that is its ``diff --git`` line alone (a patch cut after it), or with an index line and nothing more:
+    it loaded, a lock recorded the file with pre == post, and apply said "ambiguous ... a twin block?" of a file that
+    was exactly the lock's image. git never writes one; it is refused where it is, as a section with ---/+++ lines
+    and no hunk is."""
+    text = "diff --git a/pkg/mod.py b/pkg/mod.py\n" + after
+    with pytest.raises(PatchParseError, match=r"x.patch:1: the file section for pkg/mod.py changes nothing"):
+        parse_patch(text.encode(), "x.patch")
+    mode_only = "diff --git a/pkg/mod.py b/pkg/mod.py\nold mode 100644\nnew mode 100755\n"
+    assert parse_patch(mode_only.encode(), "x.patch").files[0].new_mode == "100755"  # a mode change carries one
+
+
 def test_a_no_newline_marker_after_each_side_is_accepted():
     text = (b"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n line 1\n-line 2\n"
             b"\\ No newline at end of file\n+two\n\\ No newline at end of file\n")
