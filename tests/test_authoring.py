@@ -82,7 +82,7 @@ def pack_bytes(root: Path) -> dict:
 def test_a_format_patch_mail_keeps_author_date_subject_and_trailers(tmp_path, builder):
     text = mail_patch(tmp_path, numbered(5), numbered(5).replace("line 2\n", "two\n"))
     assert "=?UTF-8?q?" in text and "\n " in text.split("\n\n")[0]  # git encoded the author and folded the subject
-    builder.add_fix("m", {}, {}, diff="diff --git a/x b/x\n")
+    builder.add_fix("m", {}, {}, diff="diff --git a/x b/x\nold mode 100644\nnew mode 100755\n")  # a placeholder section
     fix = load_pack(builder.pack).fixes["m"]
     once = normalize_text(fix, text)
     mail = read_mail(once)
