@@ -53,12 +53,14 @@ PINNED = HunkEvidence(pinned=True)
 @dataclass(frozen=True)
 class Closest:
     """The best near-miss for a missing hunk: where it starts (1-based), how many of its lines match
-    there, and up to three differing lines as (line, expected, found)."""
+    there, and up to three differing lines as (line, expected, found); ``line_ends``: every line matches
+    there but for its line end (LF, CRLF or none), and some line differs in it."""
 
     line: int
     matching: int
     total: int
     differs: tuple[tuple[int, str, str], ...]
+    line_ends: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,20 +232,25 @@ def _shown(expected: str, found: str) -> tuple[str, str]:
 
 
 def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | None:
-    """The position where most of ``pre``'s lines match, line for line (ties: the
-    one nearest ``expected``); None when no line matches anywhere."""
+    """The position where most of ``pre``'s lines match, line for line, their line ends (LF, CRLF, none)
+    set aside, then most match whole (ties: the one nearest ``expected``); None when no line matches
+    anywhere. A patch whose hunk lines end in CRLF against a file whose lines end in LF (or the other way)
+    matches nowhere whole; so it is still shown where it would go, each line said to differ in its end."""
     n = len(pre)
     if not n or not lines:
         return None
-    wanted = set(pre)
-    starts = {i - k for i, ln in enumerate(lines) if ln in wanted for k, p in enumerate(pre) if p == ln}
-    best: tuple[int, int] | None = None  # (matching, -distance)
+    bare = [ln.rstrip("\r\n") for ln in lines]
+    want = [p.rstrip("\r\n") for p in pre]
+    wanted = set(want)
+    starts = {i - k for i, ln in enumerate(bare) if ln in wanted for k, p in enumerate(want) if p == ln}
+    best: tuple[int, int, int] | None = None  # (matching bare, matching whole, -distance)
     best_pos = 0
     for s in starts:
         if s < -n or s > len(lines):
             continue
-        m = sum(1 for k, p in enumerate(pre) if 0 <= s + k < len(lines) and lines[s + k] == p)
-        key = (m, -abs(s - expected))
+        inside = [k for k in range(n) if 0 <= s + k < len(lines)]
+        key = (sum(1 for k in inside if bare[s + k] == want[k]), sum(1 for k in inside if lines[s + k] == pre[k]),
+               -abs(s - expected))
         if best is None or key > best:
             best, best_pos = key, s
     if best is None:
@@ -251,7 +258,7 @@ def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | 
     diffs = tuple((best_pos + k + 1, *(_shown(p, lines[best_pos + k]) if 0 <= best_pos + k < len(lines)
                    else (p.rstrip("\n"), "(end of file)"))) for k, p in enumerate(pre)
                   if not (0 <= best_pos + k < len(lines) and lines[best_pos + k] == p))
-    return Closest(best_pos + 1, best[0], n, diffs[:3])
+    return Closest(best_pos + 1, best[1], n, diffs[:3], line_ends=best[0] == n and best[1] < n)
 
 
 def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,

@@ -110,7 +110,8 @@ class HunkNote:
         if self.closest is not None:
             c = self.closest
             out["closest"] = {"line": c.line, "matching": c.matching, "lines": c.total,
-                              "differs": [{"line": n, "expected": e, "found": f} for n, e, f in c.differs]}
+                              "differs": [{"line": n, "expected": e, "found": f} for n, e, f in c.differs],
+                              "line_ends": c.line_ends}
         return out
 
     def header_wrong(self) -> bool:
@@ -148,6 +149,9 @@ class HunkNote:
         if c is not None:
             text += (f"; closest: {_span(c, single=False)}, {c.matching} of {c.total} lines match"
                      + "".join(_differs(n, e, f) for n, e, f in c.differs))
+            if c.line_ends:
+                text += ("; every line is there but for its line end: write the hunk's lines with the file's line "
+                         "ends (regenerate the patch from this file with git diff, which keeps a CR)")
         return text
 
 

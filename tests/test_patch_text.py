@@ -10,7 +10,7 @@ from conftest import git, numbered, snapshot
 from fixpack import engine
 from fixpack.diff import change_sha256, diff_body, parse_patch
 from fixpack.diffsyntax import unquote
-from fixpack.errors import PatchParseError
+from fixpack.errors import ConflictError, PatchParseError
 from fixpack.exchange import import_mails
 from fixpack.loader import load_pack
 from fixpack.pack_tools import stale_patches
@@ -207,3 +207,29 @@ def test_a_binary_section_keeps_its_index_line_s_mode(tmp_path):
     assert "\nindex " in body and body.count(" 100644\n") == 1
     fp = parse_patch(body.encode()).files[0]
     assert fp.data is not None and (fp.old_mode, fp.new_mode) == ("100644", "100644") and diff_body(body) == body
+
+
+def test_hunk_lines_in_crlf_against_a_file_in_lf_are_said_to_differ_in_their_line_ends(builder):
+    """found by a fresh user: a patch whose hunk lines alone were converted to CRLF (the file's are LF) matched
+    nowhere whole, so the missing hunk had no near-miss and its cause was never named: not by lock, not by
+    apply on a tree whose file is in LF."""
+    mod = "demo_pkg/mod.py"
+    base = numbered(20)
+    folder = builder.add_fix("one", {mod: base}, {mod: base.replace("line 3\n", "three\n")})
+    patch = folder / "0001-change.patch"
+    head, at, hunk = patch.read_text().partition("@@ ")
+    line, nl, rest = hunk.partition("\n")
+    patch.write_bytes((head + at + line + nl + rest.replace("\n", "\r\n")).encode())
+    builder.profile(["one"])
+    cause = ("closest: lines 1-6, 0 of 6 lines match; line 1: 'line 1' as expected, but the patch's line ends in "
+             "CRLF and the file's in LF")
+    with pytest.raises(ConflictError) as exc:
+        builder.lock(builder.tree("clean", {mod: base}))
+    assert cause in str(exc.value) and "every line is there but for its line end" in str(exc.value)
+    builder.lock(builder.tree("clean-crlf", {mod: base.replace("\n", "\r\n")}))  # what the hunk was written for
+    image = builder.tree("image", {mod: base})
+    before = snapshot(image)
+    report = engine.apply(builder.request(image))
+    said = "\n".join(m for f in report.fixes for m in f.messages)
+    assert report.exit_code == 4 and snapshot(image) == before, said
+    assert "hunk #1 missing" in said and cause in said and "every line is there but for its line end" in said
