@@ -131,14 +131,13 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
         commit = head
         evidence.append(f"git HEAD of {root}: {head}")
     mod = root / spec.version_path
-    if mod.is_file():
-        v, c = _version_module(mod)
-        if v:
-            version = v
-            evidence.append(f"{mod}: __version__ = {v!r}")
-        if c and not commit:
-            commit = c
-            evidence.append(f"{mod}: __commit_id__ = {c!r}")
+    v, c, problem = _version_module(mod)
+    if v:
+        version = v
+        evidence.append(f"{mod}: __version__ = {v!r}")
+    if c and not commit:
+        commit = c
+        evidence.append(f"{mod}: __commit_id__ = {c!r}")
     meta_v, meta_c, where = _dist_metadata(spec, root)
     if meta_v and not version:
         version = meta_v
@@ -146,17 +145,29 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if meta_c and not commit:
         commit = meta_c
         evidence.append(f"{where}: commit {meta_c}")
+    if problem and (not (version and commit) or not problem.startswith(("no such file", "assigns no"))):
+        evidence.append(f"{mod}: {problem}")  # why the version module said nothing, where that counts
     return version, commit, tuple(evidence)
 
 
-def _version_module(path: Path) -> tuple[str, str]:
+def _version_module(path: Path) -> tuple[str, str, str]:
     """``__version__`` and ``__commit_id__`` of a version module (setuptools-scm writes vLLM's), read from
-    its syntax tree, never by running it. ``compile`` with ``ast.PyCF_ONLY_AST`` (1024) gives the tree
-    without importing :mod:`ast` (8 ms of a 60 ms status run); nodes are told apart by class name."""
+    its syntax tree, never by running it, and why it says nothing where it does not ("" else): no such file,
+    it cannot be read, not UTF-8, not Python, or neither name in it. ``compile`` with ``ast.PyCF_ONLY_AST``
+    (1024) gives the tree without importing :mod:`ast` (8 ms of a 60 ms status run); nodes are told apart by
+    class name."""
     try:
         tree = compile(path.read_text("utf-8"), str(path), "exec", _ONLY_AST, dont_inherit=True)
-    except (SyntaxError, ValueError, UnicodeDecodeError, OSError):
-        return "", ""
+    except FileNotFoundError:
+        return "", "", ("no such file (the pinned version and commit are read from it: if the release has it, "
+                        "reinstall the package)")
+    except UnicodeDecodeError as e:
+        return "", "", f"not UTF-8 (byte {e.start}): it cannot say the version or commit; reinstall the package"
+    except SyntaxError as e:
+        return "", "", f"not Python (line {e.lineno}: {e.msg}): it cannot say the version or commit; reinstall " \
+                       f"the package"
+    except (ValueError, OSError) as e:
+        return "", "", f"cannot be read ({getattr(e, 'strerror', None) or e})"
     values: dict[str, str] = {}
     for node in tree.body:
         if type(node).__name__ != "Assign" or type(node.value).__name__ != "Constant":
@@ -167,7 +178,9 @@ def _version_module(path: Path) -> tuple[str, str]:
                     values[t.id] = node.value.value
     # vLLM writes "__version__ = version = '0.30.0'": a chained assignment is one Assign with two targets
     version = values.get("__version__", values.get("version", ""))
-    return version, values.get("__commit_id__", values.get("commit_id", ""))
+    commit = values.get("__commit_id__", values.get("commit_id", ""))
+    missing = [n for n, v in (("__version__", version), ("__commit_id__", commit)) if not v]
+    return version, commit, f"assigns no {' or '.join(missing)} (a string)" if missing else ""
 
 
 def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:

@@ -185,6 +185,28 @@ def test_pin_mismatch_stops_before_writing(setup):
         "--target" not in said, said
 
 
+@pytest.mark.parametrize("damage", ["missing", "latin-1", "not python", "no commit"])
+def test_a_version_module_that_says_nothing_is_named_in_the_mismatch(setup, damage):
+    """found by a fresh user: a missing or undecodable version module showed as "commit (unknown) != pinned"
+    without naming the file the commit is read from."""
+    b, _, target = setup
+    mod = target / "demo_pkg/_version.py"
+    kept = mod.read_text()
+    if damage == "missing":
+        mod.unlink()
+    else:
+        mod.write_bytes({"latin-1": kept.encode() + b"# caf\xe9\n", "not python": kept.encode() + b"x = (\n",
+                         "no commit": b"__version__ = '1.0'\n"}[damage])
+    before = snapshot(target)
+    r = engine.apply(b.request(target))
+    said = r.targets[0].message
+    assert r.exit_code == 3 and r.targets[0].status == "mismatch" and snapshot(target) == before
+    assert "commit (unknown) != pinned" in said and f"{mod}: " in said, said
+    why = {"missing": "no such file", "latin-1": "not UTF-8 (byte ", "not python": "not Python (line ",
+           "no commit": "assigns no __commit_id__"}[damage]
+    assert f"{mod}: {why}" in said, said
+
+
 def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):
     """The mismatch's next step names this pack's profile for the release found (version and commit), not
     one pinned to another commit of it; a profile that does not read, a FIFO and a link are passed over."""
