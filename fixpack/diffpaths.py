@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .diffsyntax import HUNK_HEADER, QuoteError, unquote
 from .errors import PatchParseError, Problem
-from .safepath import path_problem
+from .safepath import STATE_DIR, path_problem
 
 if TYPE_CHECKING:
     from .diff import FilePatch
@@ -54,6 +54,11 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
             f"{source}:{line}: absolute path {path!r} in a patch",
             [Problem(f"{what} {path!r} escapes the target root", None, line,
                      "paths must be relative to the target root")])
+    if path.split("/")[0] == STATE_DIR:
+        raise PatchParseError(f"{source}:{line}: path {path!r} lies in {problem}",
+                              [Problem(f"path {path!r} lies in {problem}", None, line,
+                                       f"a fix changes the target's own files only: the tool keeps {STATE_DIR}/ "
+                                       f"itself (drop this file's section from the patch)")])
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
                           [Problem(f"path {path!r} is not canonical: {problem}", None, line,
                                    "write the path as git does: relative, '/' between segments, no '.' or '//'")])
