@@ -27,6 +27,7 @@ from .lock_hints import remove_hint
 from .model import Fix, Pack
 from .pack_journal import load_pack_journal
 from .progress import QUIET, Progress
+from .rebase_io import errno_text
 from .safepath import holds_bytes, not_a_file
 from .state import leftover_journal, roll_back
 from .structs import dataclass, field, replace
@@ -96,6 +97,28 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     recover_pack(pack_root, progress)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
     out = Outcome()
+    try:
+        _staged(pack_root, changes, fix_id, profiles, progress, out)
+    except OSError as exc:  # the staging copy's I/O (a full $TMPDIR), or a file read for it: the pack is not written
+        where, tmp = str(exc.filename or tempfile.gettempdir()), tempfile.gettempdir()
+        staging = where == tmp or where.startswith(tmp.rstrip("/") + "/")
+        raise EnvironmentProblem(
+            f"{where}: {errno_text(exc)} while {'staging' if staging else 'preparing'} the {by}"
+            f"{' in a temporary folder' if staging else ''}; nothing in the pack was written. "
+            + ("Free space there, or set TMPDIR to a folder with room, and run again" if staging else
+               "Remove the cause and run again")) from exc
+    if changes:
+        write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())],
+                          by={"command": by, "fix": fix_id})  # the way back after a kill names them
+        forget_state(pack_root)
+    out.written = sorted(changes)
+    return out
+
+
+def _staged(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profiles: dict[str, dict[str, Path]],
+            progress: Progress, out: Outcome) -> None:
+    """:func:`update`'s work on a staging copy: ``changes`` gets the later fixes' moved patches and the new locks,
+    ``out`` the later fixes and the locks."""
     with tempfile.TemporaryDirectory(prefix="fixpack-stage-") as tmp, _in_pack(Path(tmp) / "pack", pack_root):
         stage = _stage(pack_root, Path(tmp) / "pack", changes)
         for name, roots in profiles.items():
@@ -112,12 +135,6 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
             if _differs(pack_root / rel, lock):
                 changes[rel] = lock
                 out.locks.append(rel)
-    if changes:
-        write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())],
-                          by={"command": by, "fix": fix_id})  # the way back after a kill names them
-        forget_state(pack_root)
-    out.written = sorted(changes)
-    return out
 
 
 @contextmanager

@@ -121,18 +121,19 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
+    noun = "pack" if by else "target"  # a pack update says what it writes by
     try:
         return _journalled(root, changes, folder, phase, folders or {}, by)
     except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
         if phase[0] == "prepare":
             _abandon(root)
             raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing in "
-                                     f"the target was changed. Run again") from None
+                                     f"the {noun} was changed. Run again") from None
         if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
-            _roll_back_interrupted(root)
+            _roll_back(root, None, root, noun)
         _drop_backups(folder / BACKUPS)
         raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: the "
-                                 f"target holds this run's result (fixpack status shows it)") from None
+                                 f"{noun} holds this run's result (fixpack status shows it)") from None
 
 
 def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],
@@ -154,8 +155,9 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
                      0o644)
     except OSError as exc:
         _abandon(root)
-        raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the target was "
-                                 f"changed. {_advice(exc).capitalize()} and run again") from exc
+        raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the "
+                                 f"{'pack' if by else 'target'} was changed. {_advice(exc).capitalize()} and run "
+                                 f"again") from exc
     phase[0] = "write"
     where = journal
     try:
@@ -181,7 +183,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         unlink(journal)
         phase[0] = "done"
     except OSError as exc:
-        _roll_back(root, exc, where)
+        _roll_back(root, exc, where, "pack" if by else "target")
     try:
         fsync_dir(folder)
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
@@ -289,22 +291,21 @@ def _abandon(root: Path) -> None:
         pass
 
 
-def _roll_back_interrupted(root: Path) -> None:
-    """Ctrl-C (SIGINT) while writing: put every file back from the journal now, then say it was interrupted
-    (no errno: an interrupt is no failed write, and "let the run finish" is not what to do after one)."""
-    _roll_back(root, None, root)
+_NEXT_RUN = {"target": "run fixpack again (apply or revert): it rolls the target back",
+             "pack": "run the refresh or import again (fixpack status names the way back): it rolls the pack back"}
 
 
-def _roll_back(root: Path, exc: OSError | None, where: Path) -> None:
-    """A write failed part-way (``exc``; None: Ctrl-C): put every file back from the journal now, then report it."""
+def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str) -> None:
+    """A write failed part-way (``exc``; None: Ctrl-C, no errno: an interrupt is no failed write): put every file
+    back from the journal now, then report it. ``noun``: what ``root`` is (a target, a pack)."""
     what = f"{_io_message(exc, where)} while writing" if exc else f"{root}: interrupted (Ctrl-C, SIGINT) while writing"
     try:
         recover(root)
     except (OSError, FixpackError) as again:
         raise EnvironmentProblem(
             f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal {journal_path(root)} is "
-            f"left: {_advice(exc) + ', then ' if exc else ''}run fixpack again (apply or revert): it rolls the "
-            f"target back to its bytes before this run first") from exc
+            f"left: {_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
+            f"first") from exc
     after = f". {_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
-    raise EnvironmentProblem(f"{what}; the run was rolled back: the target holds its bytes from before the "
+    raise EnvironmentProblem(f"{what}; the run was rolled back: the {noun} holds its bytes from before the "
                              f"run{after}") from exc
