@@ -294,6 +294,8 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
                                    key_line(text, "version", f"components.{comp.id}"), problem))
                 continue
             check_component_files(profile, comp, locked, package_files(layout.hashes()), None, layout.dist_info)
+        except EnvironmentProblem:  # its build could not be made here (a full $TMPDIR): no finding of the pack
+            raise
         except FixpackError as exc:
             out.append(Finding(_rel(pack.root, profile.lock_path),
                                lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'), str(exc)))

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError
+from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError, temp_work_failed
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
@@ -27,7 +27,6 @@ from .lock_hints import remove_hint
 from .model import Fix, Pack
 from .pack_journal import load_pack_journal
 from .progress import QUIET, Progress
-from .rebase_io import errno_text
 from .safepath import holds_bytes, not_a_file
 from .state import leftover_journal, roll_back
 from .structs import dataclass, field, replace
@@ -100,13 +99,7 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     try:
         _staged(pack_root, changes, fix_id, profiles, progress, out)
     except OSError as exc:  # the staging copy's I/O (a full $TMPDIR), or a file read for it: the pack is not written
-        where, tmp = str(exc.filename or tempfile.gettempdir()), tempfile.gettempdir()
-        staging = where == tmp or where.startswith(tmp.rstrip("/") + "/")
-        raise EnvironmentProblem(
-            f"{where}: {errno_text(exc)} while {'staging' if staging else 'preparing'} the {by}"
-            f"{' in a temporary folder' if staging else ''}; nothing in the pack was written. "
-            + ("Free space there, or set TMPDIR to a folder with room, and run again" if staging else
-               "Remove the cause and run again")) from exc
+        raise temp_work_failed(exc, f"staging the {by}", "the pack") from exc
     if changes:
         write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())],
                           by={"command": by, "fix": fix_id})  # the way back after a kill names them

@@ -37,7 +37,7 @@ from .structs import dataclass, field
 if TYPE_CHECKING:
     from installer.scripts import ScriptSection
 
-from .errors import BadInputError, EnvironmentProblem
+from .errors import BadInputError, EnvironmentProblem, temp_work_failed
 from .model import Component
 
 INSTALLER_NAME = b"fixpack\n"
@@ -82,15 +82,18 @@ def component_layout(comp: Component, root: Path) -> Layout:
     if comp.path.suffix == ".whl":
         return wheel_layout(comp.path, root)
     key = (str(comp.path.resolve()), source_digest(comp.path))
-    with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
-        if key in _BUILT:  # built before in this process, from the same bytes
-            name, data = _BUILT[key]
-            wheel = Path(tmp) / name
-            wheel.write_bytes(data)
-        else:
-            wheel = build_wheel(comp.path, Path(tmp))
-            _BUILT[key] = (wheel.name, wheel.read_bytes())
-        return wheel_layout(wheel, root)
+    try:
+        with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
+            if key in _BUILT:  # built before in this process, from the same bytes
+                name, data = _BUILT[key]
+                wheel = Path(tmp) / name
+                wheel.write_bytes(data)
+            else:
+                wheel = build_wheel(comp.path, Path(tmp))
+                _BUILT[key] = (wheel.name, wheel.read_bytes())
+            return wheel_layout(wheel, root)
+    except OSError as exc:  # the build's copy or wheel in $TMPDIR (full), or a source file that cannot be read
+        raise temp_work_failed(exc, f"building the wheel of {comp.path}", "the pack or a target") from exc
 
 
 def source_digest(src: Path) -> str:
@@ -129,12 +132,16 @@ def build_wheel(src: Path, work: Path) -> Path:
     if proc.returncode != 0 or len(wheels) != 1:
         said = (proc.stderr or proc.stdout).strip()
         tail = "\n".join(said.splitlines()[-12:])  # whole lines: a cut by characters began mid-word
-        need = ("setuptools older than 70.1 builds wheels only with the wheel package: install wheel, or "
-                "setuptools>=70.1, into the running Python" if "invalid command 'bdist_wheel'" in said else
-                "the running Python needs pip, setuptools (70.1 or newer, or with the wheel package) and installer")
+        need = (f"free space in the temporary folder {work.parent} (or set TMPDIR to a folder with room)"
+                if "No space left on device" in said or "Disk quota exceeded" in said else
+                f"setuptools older than 70.1 builds wheels only with the wheel package: install wheel, or "
+                f"setuptools>=70.1, into the running Python ({sys.executable})"
+                if "invalid command 'bdist_wheel'" in said else
+                f"the running Python needs pip, setuptools (70.1 or newer, or with the wheel package) and installer "
+                f"({sys.executable})")
         raise EnvironmentProblem(
             f"building the wheel of {src} failed ({' '.join(cmd[:7])} ... exit {proc.returncode}):\n{tail}\n"
-            f"{need} ({sys.executable}); nothing was written")
+            f"{need}; nothing was written")
     return wheels[0]
 
 

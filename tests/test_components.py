@@ -298,6 +298,48 @@ def test_a_failed_wheel_build_says_its_last_lines_whole_and_what_the_python_need
     assert want in said and sys.executable in said and said.endswith("nothing was written")
 
 
+@pytest.mark.parametrize("where", ["copy", "pip"])
+def test_a_wheel_build_in_a_full_tmpdir_is_exit_5_naming_it_in_check_and_apply(builder, monkeypatch, tmp_path, where):
+    """found by filling $TMPDIR: the build's copy of the source raised shutil.Error there (check, lock --check and
+    apply: an internal error, exit 1), and pip's own ENOSPC was said to need pip and setuptools. Now exit 5 naming
+    the file and the errno and saying to free space or set TMPDIR; check raises it rather than calling it a finding
+    of the pack; nothing is written."""
+    import tempfile
+
+    from fixpack import wheels
+    from fixpack.errors import EnvironmentProblem
+    from fixpack.pack_check import check_pack
+
+    _pack, site = setup_pack(builder, None)
+    wheels._BUILT.clear()
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    if where == "copy":
+        def copytree(src, dst, **kw):  # type: ignore[no-untyped-def]
+            raise shutil.Error([(f"{src}/tiny_plug/__init__.py", f"{dst}/tiny_plug/__init__.py",
+                                 f"[Errno 28] No space left on device: '{src}/tiny_plug/__init__.py' -> "
+                                 f"'{dst}/tiny_plug/__init__.py'")])
+        monkeypatch.setattr(wheels.shutil, "copytree", copytree)
+        said_where = f"{tmp}/fixpack-wheel-"
+    else:
+        (builder.pack / "plug" / "setup.py").write_text(
+            "raise OSError(28, 'No space left on device', '/tmp/pip-build/x.o')\n")
+        said_where = "free space in the temporary folder " + str(tmp)
+    before = snapshot(site), snapshot(builder.pack)
+    with pytest.raises(EnvironmentProblem) as got:
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    said = str(got.value)
+    assert got.value.exit_code == 5 and said_where in said, said
+    assert "No space left on device" in said and "TMPDIR" in said and "setuptools (70.1" not in said, said
+    if where == "copy":
+        assert "No space left on device (ENOSPC) while building the wheel of" in said, said
+    with pytest.raises(EnvironmentProblem):
+        check_pack(builder.pack)
+    assert (snapshot(site), snapshot(builder.pack)) == before
+    assert list(tmp.iterdir()) == []
+
+
 def _cli(args: list[str], fault_at: int | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("FIXPACK_FAULT_AT", None)
