@@ -33,7 +33,11 @@ def run(repo: Path, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
     except git.GitCommandNotFound as exc:  # pragma: no cover - git missing from PATH
         raise GitError(f"git is not installed: {exc}") from exc
     if status not in ok_codes:
-        raise GitError(f"`git {' '.join(args)}` in {repo} exited {status}:\n{(err or out).strip()}")
+        said = (err or out).strip()
+        full = "No space left on device" in said or "Disk quota exceeded" in said
+        raise GitError(f"`git {' '.join(args)}` in {repo} exited {status}:\n{said}"
+                       + (f"\nFree space on the file system of {repo} (set TMPDIR to a folder with room where it is a "
+                          f"temporary one) and run again" if full else ""))
     return str(out)
 
 

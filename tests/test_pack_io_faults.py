@@ -70,3 +70,25 @@ def test_an_import_failing_at_every_io_call_writes_nothing_and_says_so_for_the_p
         assert _all(builder.pack) == before, f"I/O call {n} ({name}): the pack changed: {said}"
         assert not list((tmp_path / "tmp").iterdir()), f"I/O call {n}: the staging copy was left"
     assert staged == {True, False}  # faults in the staging copy and in the pack were both met
+
+
+def test_a_git_run_out_of_space_says_to_free_it_or_move_tmpdir(tmp_path, monkeypatch):
+    """An import's or refresh's scratch repository lives under $TMPDIR: git's own ENOSPC is exit 5 with what to do."""
+    import git
+
+    from fixpack.errors import GitError
+    from fixpack.gitutil import run
+
+    said = "fatal: cannot copy 'hooks/x.sample' to '/t/repo/.git/hooks/x.sample': No space left on device"
+    monkeypatch.setattr(git.Git, "execute", lambda self, *a, **kw: (128, "", said))
+    try:
+        run(tmp_path, "init", "--quiet")
+    except GitError as exc:
+        assert exc.exit_code == 5 and said in str(exc) and "set TMPDIR to a folder with room" in str(exc), str(exc)
+    else:
+        raise AssertionError("no GitError")
+    monkeypatch.setattr(git.Git, "execute", lambda self, *a, **kw: (1, "", "error: something else"))
+    try:
+        run(tmp_path, "init", "--quiet")
+    except GitError as exc:
+        assert "TMPDIR" not in str(exc)
