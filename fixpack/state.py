@@ -303,7 +303,8 @@ def _journal_path_problem(root: Path, path: str) -> str | None:
         return f"{path!r} is {problem}"
     link = link_on_the_way(root, path)
     if link:
-        return f"{path} goes through the symbolic link {link}"
+        return (f"{path} is a symbolic link (a rollback writes the file, never through a link)" if link == path else
+                f"{path} goes through the symbolic link {link}")
     try:
         st = os.lstat(root / path)
     except (FileNotFoundError, NotADirectoryError):

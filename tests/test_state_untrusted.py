@@ -75,6 +75,11 @@ def _plant(case: str, target: Path, outside: Path) -> None:
         (target / "demo_pkg" / "out").symlink_to(outside)
         _journal(target, {"entries": [{"path": "demo_pkg/out/victim.txt", "existed": True, "backup": 0, "mode": 420}]},
                  {"0": b"planted\n"})
+    elif case == "path is a link":
+        (target / "demo_pkg" / "c.py").unlink()
+        (target / "demo_pkg" / "c.py").symlink_to(outside / "victim.txt")
+        _journal(target, {"entries": [{"path": "demo_pkg/c.py", "existed": True, "backup": 0, "mode": 420}]},
+                 {"0": b"planted\n"})
     elif case == "absolute backup key":
         _journal(target, {"entries": [{"path": MOD, "existed": True, "backup": victim, "mode": 420}]}, {})
     elif case == "backup of another index":
@@ -125,7 +130,7 @@ def _plant(case: str, target: Path, outside: Path) -> None:
         raise AssertionError(case)
 
 
-CASES = ["absolute path", "../ path", "path through a link", "absolute backup key", "backup of another index",
+CASES = ["absolute path", "../ path", "path through a link", "path is a link", "absolute backup key", "backup of another index",
          "backup is a link", "backup does not match its sha256", "missing backup", "garbage journal",
          "truncated journal", "keyless journal", "entry-less journal", "journal.json is a link",
          "journal.json is a folder", ".fixpack/journal is a file", "manifest is a folder", "manifest is a link",
@@ -147,6 +152,14 @@ def test_planted_state_is_refused_by_every_command(world, case):
         assert code == 3, f"{case}: {name} exited {code}: {message}"
         assert "damaged" in message or "symbolic link" in message, f"{case}: {name}: {message}"
         assert _everything(target, outside) == before, f"{case}: {name} changed files"
+
+
+def test_a_journal_path_that_is_itself_a_link_is_said_to_be_one(world):
+    """found by a fresh user: it was said to go "through the symbolic link demo_pkg/c.py", the path itself."""
+    b, target, outside = world
+    _plant("path is a link", target, outside)
+    code, message = outcome(lambda: engine.apply(b.request(target)))
+    assert code == 3 and "demo_pkg/c.py is a symbolic link" in message and "through the symbolic link" not in message
 
 
 def test_damaged_state_through_the_cli_is_exit_3_not_1(world):
