@@ -11,6 +11,7 @@ by apply, removed by revert), or a file that is the release's again, where the f
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
+from .safepath import link_on_the_way
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
@@ -101,17 +103,16 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
 
 def _emptied(ft: FoundTarget, removed: list[str], release_has_it: str) -> list[str]:
     """The steps, run last, that leave no trace of the files in ``removed`` (relative to ``ft``'s root) that are
-    gone then: the bytecode of each such module (``__pycache__/<module>.*.pyc``), then, deepest first, each
-    folder above them below the root (never the root itself or above it) that holds nothing else now, once it is
-    empty and if the release lacks it (``release_has_it``: a shell test of ``$d``, run where the release is), as
-    a revert removes the folders a fix created. A folder that is not empty then, or that the release has, stays;
-    one that holds anything else now is not named."""
-    import os
+    gone then: the bytecode of each such module (``__pycache__/<module>.*.pyc``), then, deepest first, each folder
+    above them below the root (never the root itself or above it) that holds nothing else now, once it is empty and
+    if the release lacks it (``release_has_it``: a shell test of ``$d``, run where the release is), as a revert
+    removes the folders a fix created. One not empty then, that the release has, or holding anything else stays."""
     import shlex
 
     files = [p for p in removed if p and not p.startswith("/") and ".." not in p.split("/")]
     modules = [Path(p) for p in files if p.endswith(".py")]
-    pycs = {m: list((ft.root / m.parent / "__pycache__").glob(f"{m.stem}.*.pyc")) for m in modules}
+    cache = {m: (m.parent / "__pycache__").as_posix() for m in modules}  # its bytecode, never through a link:
+    pycs = {m: [] if link_on_the_way(ft.root, c) else [*ft.root.glob(f"{c}/{m.stem}.*.pyc")] for m, c in cache.items()}
     steps = [f"{{ [ -e {shlex.quote(str(ft.root / m))} ] || rm -f -- "
              f"{shlex.quote(str(ft.root / m.parent / '__pycache__' / m.stem))}.*.pyc; }}" for m in modules if pycs[m]]
     above = {Path(p).parents[i].as_posix() for p in files for i in range(len(Path(p).parts) - 1)}

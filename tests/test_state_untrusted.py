@@ -361,11 +361,13 @@ def _steps(message: str) -> tuple[str, str]:
     return one.split(": ", 1)[1], two.split(": ", 1)[1].split(" (a manifest stays", 1)[0]
 
 
-@pytest.mark.parametrize("kind", ["git checkout", "plain copy"])
+@pytest.mark.parametrize("kind", ["git checkout", "plain copy", "pycache link"])
 def test_a_damaged_journals_printed_steps_run_through_bash_and_leave_the_release(builder, tmp_path, kind):
     """Every step of the message is a command; run as printed, then `revert`, the target is the release byte
     for byte with no .fixpack/ left (revert's 'nothing to do' removes an empty one). The plain copy had a fix
-    applied before the killed run: its manifest stays, stale, and revert removes it."""
+    applied before the killed run: its manifest stays, stale, and revert removes it. A ``__pycache__`` that is a
+    symbolic link (found by a fresh user: the steps removed a created module's bytecode through it, outside the
+    target) is not gone through."""
     import shutil
     import subprocess
     import sys
@@ -381,24 +383,33 @@ def test_a_damaged_journals_printed_steps_run_through_bash_and_leave_the_release
     builder.profile(["one"], ["two"], extra_targets=source)
     builder.lock(release)
     target = release if kind == "git checkout" else tmp_path / "image"
-    if kind == "plain copy":
+    if kind != "git checkout":
         shutil.copytree(release, target, ignore=shutil.ignore_patterns(".git"))
         (target / "demo_pkg/_version.py").write_text(f"__version__ = '1.0'\n__commit_id__ = 'g{builder.commit}'\n")
     clean = snapshot(target)
     cli = [sys.executable, "-m", "fixpack.cli"]
     args = ["--pack", str(builder.pack), "-p", "p1", "--root", f"demo={target}"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    if kind == "plain copy":
+    if kind != "git checkout":
         subprocess.run([*cli, "apply", *args], env=env, check=True, capture_output=True)
     killed = subprocess.run([*cli, "apply", *args, "two"], env={**env, "FIXPACK_FAULT_AT": "3"}, capture_output=True)
     assert killed.returncode == 137 and (target / ".fixpack/journal.json").exists()
     (target / ".fixpack/journal/0").write_bytes(b"not what it held\n")
+    outside = tmp_path / "outside"
+    if kind == "pycache link":
+        outside.mkdir()
+        (outside / "new.cpython-311.pyc").write_bytes(b"not the target's\n")
+        shutil.rmtree(target / "demo_pkg/__pycache__", ignore_errors=True)
+        (target / "demo_pkg/__pycache__").symlink_to(outside)
     said = subprocess.run([*cli, "revert", *args], env=env, capture_output=True, text=True)
     assert said.returncode == 3 and ": entry 0: the backup of " in said.stderr, said.stderr
     one, two = _steps(" ".join(said.stderr.split()))
     assert ("git -C" in one) == (kind == "git checkout") and f"rm -f -- {target}/demo_pkg/new.py" in one, one
     for step in (one, two):
         subprocess.run(["bash", "-c", step], cwd=tmp_path, env=env, check=True, capture_output=True)
+    if kind == "pycache link":
+        assert (outside / "new.cpython-311.pyc").read_bytes() == b"not the target's\n" and "__pycache__" not in one
+        (target / "demo_pkg/__pycache__").unlink()
     again = subprocess.run([*cli, "revert", *args], env=env, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert snapshot(target) == clean and not (target / ".fixpack").exists()
