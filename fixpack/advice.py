@@ -22,13 +22,12 @@ from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
-from .safepath import link_on_the_way
+from .safepath import file_on_the_way, link_on_the_way
 from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
 if TYPE_CHECKING:
-    from .evaluate import Pass
     from .model import Fix
 
 _STALE_NEXT = {("apply", False): "this run replaces it",
@@ -342,8 +341,8 @@ def to_release(ctx: Context, ft: FoundTarget, paths: list[str], has: Mapping[str
     command runs (:func:`recorded_has`)."""
     import shlex
 
-    removed = [p for p in paths if has.get(p) is False]
-    gone = [shlex.quote(str(ft.root / p)) for p in removed]
+    removed = [p for p in paths if has.get(p) is False]  # a file where a folder on the way was goes itself:
+    gone = list(dict.fromkeys(shlex.quote(str(ft.root / (file_on_the_way(ft.root, p) or p))) for p in removed))
     either = [p for p in paths if p not in has and p in settle]
     back = [p for p in paths if has.get(p, True) and p not in either]
     maybe = [p for p in paths if p in has and has[p] is None]
@@ -504,17 +503,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
             f"files to compare)")
 
 
-def tampered_why(files: list[str], rev: Pass, fix: Fix) -> list[str]:
-    """Why a recorded fix is tampered (status, apply and revert alike): each changed file, then each hunk ``rev``
-    (the fix reversed on the tree) no longer reverses. A file the fix deletes, made again, is said as such."""
-    deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
-    return [f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)" if p in deletes else
-            f"{p}: differs from the manifest's sha256 (changed since it was applied)" for p in files] + rev.explain()
-
-
-def tampered_said(why: list[str]) -> str:
-    return "the manifest records it as applied, but " + "; ".join(why)
-
-
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",
-           "restore_how", "RunWrites", "run_writes", "stale_entry", "tampered_said", "tampered_why"]
+           "restore_how", "RunWrites", "run_writes", "stale_entry"]

@@ -22,8 +22,6 @@ from .advice import (
     pending_note,
     run_writes,
     stale_entry,
-    tampered_said,
-    tampered_why,
 )
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
@@ -32,7 +30,7 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import replay, tampered_files, unwind
+from .replay import replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -399,7 +397,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
         if bad:
             fr.state = State.TAMPERED
-            fr.messages.append(tampered_said(tampered_why(bad, rev, fix)))
+            fr.messages.append(tampered_said(tampered_why(bad, rev, fix, tree.root)))
             continue
         if not rev.ok:
             fr.state = State.AMBIGUOUS if rev.present else State.CONFLICT

@@ -14,16 +14,18 @@ evaluation (applier, diff adapter) loads when a fix is placed, not when this mod
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .advice import tampered_said, tampered_why
 from .model import Fix
 from .records import Lock, Manifest
+from .safepath import file_on_the_way
 from .states import State
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
-    from .evaluate import Evaluation
+    from .evaluate import Evaluation, Pass
 
 
 def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
@@ -48,7 +50,7 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
         if hit or not rev.ok:
-            broken[fix.id] = tampered_why(hit, rev, fix)
+            broken[fix.id] = tampered_why(hit, rev, fix, tree.root)
             for p in fix.touched_paths():
                 blocked.setdefault(p, fix.id)
             continue
@@ -102,3 +104,25 @@ def tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:
     recorded = dict(manifest.files) if manifest else {}
     now = file_hashes(tree, list(recorded))
     return {p for p, h in recorded.items() if now[p] != h}
+
+
+def tampered_why(files: list[str], rev: Pass, fix: Fix, root: Path) -> list[str]:
+    """Why a recorded fix is tampered (status, apply and revert alike): each changed file of ``root``, then each hunk
+    ``rev`` (the fix reversed on the tree) no longer reverses. A file the fix deletes, made again, is said as such;
+    one gone is said gone (a file where a folder on its way was: named), and not said again to be missing."""
+    deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
+    said, gone = [], set()
+    for p in files:
+        if p in deletes:
+            said.append(f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)")
+        elif not os.path.lexists(root / p):
+            way = file_on_the_way(root, p)
+            gone.add(p)
+            said.append(f"{p}: gone ({way} is no folder now)" if way else f"{p}: gone (removed since it was applied)")
+        else:
+            said.append(f"{p}: differs from the manifest's sha256 (changed since it was applied)")
+    return said + [m for m in rev.explain() if not any(m.startswith(f"{p}: no such file") for p in gone)]
+
+
+def tampered_said(why: list[str]) -> str:
+    return "the manifest records it as applied, but " + "; ".join(why)

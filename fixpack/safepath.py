@@ -90,6 +90,21 @@ def link_on_the_way(root: Path, rel: str) -> str | None:
     return None
 
 
+def file_on_the_way(root: Path, rel: str) -> str | None:
+    """The first folder on the way to ``root/rel`` (rel canonical) that is something else now (a file, a link), as a
+    relative path: ``rel`` cannot be there, and removing ``rel`` means removing that; None when every folder on the
+    way is a real one or missing."""
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        try:
+            st = os.lstat(root.joinpath(*parts[:i]))
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return "/".join(parts[:i])
+    return None
+
+
 def folder_link(root: Path, path: Path) -> str | None:
     """The first folder on the way from ``root`` to ``path`` (a file inside it: a pack's own file, read or
     written) that is a symbolic link, as a relative path ("fixes/x"); None when every folder on the way is a

@@ -91,6 +91,41 @@ def test_a_tampered_fix_that_created_a_file_gets_a_step_that_removes_it(builder,
         assert engine.revert(b_req).ok and snapshot(root) == clean
 
 
+@pytest.mark.parametrize("made", ["a file", "nothing"])
+def test_a_created_file_whose_folder_became_a_file_or_went_is_said_gone_and_the_step_leads_out(builder, tmp_path, made):
+    """found by a fresh user: a fix's created file whose folder was replaced by a file was said both to differ from
+    the manifest's sha256 and to be "no such file", and the step's `rm -f -- .../new/c.py` failed (Not a
+    directory), stopping the steps after it. Now it is said gone (the file in its folder's place named), the step
+    removes that file, and apply then goes through."""
+    base = numbered(30)
+    root = builder.tree("clean", {MOD: base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    new = "demo_pkg/new/c.py"
+    builder.add_fix("one", {MOD: base, new: None}, {MOD: base.replace("line 3\n", "three\n"), new: "C = 1\n"})
+    builder.profile(["one"])
+    builder.lock(root)
+    clean = snapshot(root)
+    assert engine.apply(b_req := builder.request(root)).ok
+    (root / new).unlink()
+    (root / "demo_pkg/new").rmdir()
+    if made == "a file":
+        (root / "demo_pkg/new").write_text("in the folder's place\n")
+    for run in (engine.status, engine.apply, engine.revert):
+        r = run(b_req)
+        said = " ".join(r.fix("one").messages)
+        assert r.exit_code == 3 and r.fix("one").state == "tampered", said
+        gone = "demo_pkg/new is no folder now" if made == "a file" else "removed since it was applied"
+        assert f"{new}: gone ({gone})" in said and "sha256" not in said and "no such file" not in said, said
+    step = _next(r, "one").split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
+    _run_as_written(step, tmp_path)
+    assert not (root / "demo_pkg/new").exists() and (root / MOD).read_text() == base
+    assert engine.apply(b_req).ok and (root / new).read_text() == "C = 1\n"
+    assert engine.revert(b_req).ok and snapshot(root) == clean
+
+
 def test_a_conflict_names_the_file_and_how_to_put_it_back(checkout, tmp_path):
     b, root = checkout
     (root / MOD).write_text((root / MOD).read_text().replace("line 2\n", "line two, by hand\n"))
