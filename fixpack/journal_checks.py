@@ -10,43 +10,40 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import DamagedStateError
-from .safepath import sha256_regular
+from .safepath import file_on_the_way, sha256_regular
 
 Bad = Callable[[str], DamagedStateError]
 
 
-def check_created(root: Path, path: str, sha: str | None, bad: Bad) -> None:
+def check_created(root: Path, path: str, sha: str | None, size: int | None, bad: Bad) -> None:
     """A file the run created (``existed: false``) is removed by a rollback. With the sha256 of what the run wrote (a
-    run records one): only while absent (killed before its rename) or holding those bytes (changed since: not the
-    run's). Without one (an older fixpack's journal; a deletion of a file that was not there): as before."""
+    run records one, and its size in bytes): only while absent (killed before its rename) or holding those bytes
+    (changed since: not the run's); a file of another size is not read (a huge one planted there is not hashed
+    under the run lock). Without a sha256 (an older fixpack's journal; a deletion of a file that was not there): as
+    before."""
     if sha is None:
         return
     try:
-        now = sha256_regular(root / path)
+        now_size = os.lstat(root / path).st_size
+        now = "" if size is not None and now_size != size else sha256_regular(root / path)
     except (FileNotFoundError, NotADirectoryError):  # nothing there, or a file where a folder on its way was
         return
     except OSError as exc:
         raise bad(f"{path} cannot be read ({exc.strerror}): a rollback would delete it") from None
     if now != sha:
+        held = f"sha256 {now[:12]}..." if now else f"{now_size} bytes, not {size}"
         raise bad(f"it says the run created {path} with sha256 {sha[:12]}..., but {path} holds other bytes now "
-                  f"(sha256 {now[:12]}...): a rollback would delete a file changed since the run (copy it away "
-                  f"first to keep those bytes: the steps below put the files as they were before the run)")
+                  f"({held}): a rollback would delete a file changed since the run (copy it away first to keep "
+                  f"those bytes: the steps below put the files as they were before the run)")
 
 
 def check_way_back(root: Path, path: str, bad: Bad) -> None:
     """A file the run replaced or removed is put back at ``path``: every folder on the way must be a folder, or
     absent (made again). A file there (put since the run) stopped the rollback half way with an internal error."""
-    where = root
-    for part in path.split("/")[:-1]:
-        where = where / part
-        try:
-            st = os.lstat(where)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(st.st_mode):
-            at = where.relative_to(root).as_posix()
-            raise bad(f"{at} is not a folder, but {path} goes in it: a rollback cannot put {path} back (move {at} "
-                      f"away, then run again)")
+    at = file_on_the_way(root, path)
+    if at is not None:
+        raise bad(f"{at} is not a folder, but {path} goes in it: a rollback cannot put {path} back (move {at} "
+                  f"away, then run again)")
 
 
 def check_mode_owner(root: Path, path: str, backup: Path, mode: int | None, owner: tuple[int, int] | None,

@@ -160,7 +160,7 @@ class Journal:
     by: tuple[str, str] | None = None  # a pack update's command (refresh, import) and fix, as it wrote them
 
 
-JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256"}
+JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256", "size"}
 
 
 def journal_path(root: Path) -> Path:
@@ -341,8 +341,10 @@ def _journal_entry(root: Path, jpath: Path, i: int, e: Any, writes: Writes | Non
         raise bad("'owner' is not [uid, gid]")
     if not sha_or_none(sha) or (e["existed"] and sha is None):
         raise bad("'sha256' is not a sha256 (a run records one for every file that existed)")
+    if not (e.get("size") is None or is_int(e["size"]) and e["size"] >= 0):
+        raise bad("'size' is not a number of bytes")
     if not e["existed"]:
-        check_created(root, e["path"], sha, bad)
+        check_created(root, e["path"], sha, e.get("size"), bad)
     original, restored = _original(root, e["path"], i, e["existed"], sha, bad)
     if e["existed"] and not restored:
         check_way_back(root, e["path"], bad)

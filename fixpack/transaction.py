@@ -250,7 +250,7 @@ def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]
             link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
         elif c.data is not None:  # what it writes: a rollback removes only those bytes (journal_checks.check_created)
             dirs |= _missing_dirs(root, dest.parent)
-            entry["sha256"] = hashlib.sha256(c.data).hexdigest()
+            entry.update(sha256=hashlib.sha256(c.data).hexdigest(), size=len(c.data))
         entries.append(entry)
     fsync_dir(backups)  # one folder sync for every backup, before the journal that names them
     return entries, sorted(dirs)

@@ -104,7 +104,27 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     # it holds (a journal left from another run): its rollback deleted the manifest
     "the manifest said to be new, other bytes": ({"path": ".fixpack/demo.manifest.json", "existed": False,
                                                   "sha256": hashlib.sha256(b"{}").hexdigest()}, None, ()),
+    "the manifest said to be new, another size": ({"path": ".fixpack/demo.manifest.json", "existed": False,
+                                                   "sha256": hashlib.sha256(b"{}").hexdigest(), "size": 2}, None, ()),
+    "a size that is no number of bytes": ({"path": MOD, "existed": True, "mode": 0o644, "size": -1}, None, ()),
 }
+
+
+def test_a_created_file_of_another_size_than_the_journal_records_is_not_read(tmp_path, monkeypatch):
+    """The size a run records for a file it creates is compared first: a file of another size (a huge one planted
+    where the journal names a created file) is damaged state without being hashed under the run lock."""
+    from fixpack import journal_checks
+    from fixpack.errors import DamagedStateError
+
+    (tmp_path / "big.bin").write_bytes(b"x" * 4096)
+    sha = hashlib.sha256(b"x" * 10).hexdigest()
+    monkeypatch.setattr(journal_checks, "sha256_regular", lambda *a, **kw: pytest.fail("the file was hashed"))
+    with pytest.raises(DamagedStateError) as exc:
+        journal_checks.check_created(tmp_path, "big.bin", sha, 10, lambda what: DamagedStateError(tmp_path, what))
+    assert "holds other bytes now (4096 bytes, not 10)" in str(exc.value)
+    monkeypatch.undo()
+    (tmp_path / "big.bin").write_bytes(b"x" * 10)
+    journal_checks.check_created(tmp_path, "big.bin", sha, 10, lambda what: DamagedStateError(tmp_path, what))
 
 
 @pytest.mark.parametrize("case", sorted(PLANTED))
