@@ -61,10 +61,10 @@ def test_a_tampered_fix_says_how_to_get_back_and_the_way_works(checkout, tmp_pat
     assert engine.revert(b.request(root)).ok and snapshot(root) == clean
 
 
-@pytest.mark.parametrize("as_git", [True, False])
-def test_a_tampered_fix_that_created_a_file_gets_a_step_that_removes_it(builder, tmp_path, as_git):
-    """The manifest lists a file a fix created, which the release lacks: the step removes it (a copy or a git
-    checkout of it would fail and stop the step), and the fixes apply afresh after it."""
+def _one_creates(builder, new: str, text: str, as_git: bool = True):  # type: ignore[no-untyped-def]
+    """Fix "one" changes ``line 3`` of MOD (30 numbered lines) and creates ``new`` with ``text``, locked on the release
+    (a git checkout pinned at its HEAD where ``as_git``), which it is applied to: (the release, its bytes before,
+    the request)."""
     base = numbered(30)
     root = builder.tree("clean", {MOD: base})
     if as_git:
@@ -72,12 +72,21 @@ def test_a_tampered_fix_that_created_a_file_gets_a_step_that_removes_it(builder,
         git(root, "add", "-A")
         git(root, "commit", "-qm", "release")
         builder.commit = git(root, "rev-parse", "HEAD").strip()
-    new = "demo_pkg/new.py"
-    builder.add_fix("one", {MOD: base, new: None}, {MOD: base.replace("line 3\n", "three\n"), new: "NEW = 1\n"})
+    builder.add_fix("one", {MOD: base, new: None}, {MOD: base.replace("line 3\n", "three\n"), new: text})
     builder.profile(["one"])
     builder.lock(root)
     clean = snapshot(root)
-    assert engine.apply(b_req := builder.request(root)).ok
+    req = builder.request(root)
+    assert engine.apply(req).ok
+    return root, clean, req
+
+
+@pytest.mark.parametrize("as_git", [True, False])
+def test_a_tampered_fix_that_created_a_file_gets_a_step_that_removes_it(builder, tmp_path, as_git):
+    """The manifest lists a file a fix created, which the release lacks: the step removes it (a copy or a git
+    checkout of it would fail and stop the step), and the fixes apply afresh after it."""
+    new, base = "demo_pkg/new.py", numbered(30)
+    root, clean, b_req = _one_creates(builder, new, "NEW = 1\n", as_git)
     (root / MOD).write_text((root / MOD).read_text().replace("line 7\n", "seven, by hand\n"))
     r = engine.status(b_req)
     assert r.fix("one").state == "tampered"
@@ -97,18 +106,8 @@ def test_a_created_file_whose_folder_became_a_file_or_went_is_said_gone_and_the_
     the manifest's sha256 and to be "no such file", and the step's `rm -f -- .../new/c.py` failed (Not a
     directory), stopping the steps after it. Now it is said gone (the file in its folder's place named), the step
     removes that file, and apply then goes through."""
-    base = numbered(30)
-    root = builder.tree("clean", {MOD: base})
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "release")
-    builder.commit = git(root, "rev-parse", "HEAD").strip()
-    new = "demo_pkg/new/c.py"
-    builder.add_fix("one", {MOD: base, new: None}, {MOD: base.replace("line 3\n", "three\n"), new: "C = 1\n"})
-    builder.profile(["one"])
-    builder.lock(root)
-    clean = snapshot(root)
-    assert engine.apply(b_req := builder.request(root)).ok
+    new, base = "demo_pkg/new/c.py", numbered(30)
+    root, clean, b_req = _one_creates(builder, new, "C = 1\n")
     (root / new).unlink()
     (root / "demo_pkg/new").rmdir()
     if made == "a file":
