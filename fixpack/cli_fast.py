@@ -97,7 +97,10 @@ def _complete(command: str, given: dict[str, Any], opt_ins: list[str],
             value = bool(value)
         elif kind == "dir" and value is not None:
             value = Path(value)
-            if str(value) in ("", ".") or value.is_file() or (value.exists() and not os.access(value, os.R_OK)):
+            try:
+                if str(value) in ("", ".") or value.is_file() or (value.exists() and not os.access(value, os.R_OK)):
+                    return None
+            except OSError:  # a name too long, a loop of links: click's path check says it
                 return None
         out[param] = value
     roots = split_roots(out["roots"])

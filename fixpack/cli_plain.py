@@ -43,15 +43,43 @@ def exit_code(outcome: BaseException | HasExitCode | None) -> int:
         return EXIT_BAD_INPUT
     if isinstance(outcome, ModuleNotFoundError):
         return EXIT_ENVIRONMENT
+    if _path_failure(outcome):
+        return EXIT_BAD_INPUT if _path_failure(outcome) == "path" else EXIT_ENVIRONMENT
     if isinstance(outcome, BaseException):
         return EXIT_INTERNAL
     return outcome.exit_code
+
+
+# a path's own failure (a name too long, a loop of links, a file where a folder is): the path given is at fault
+_PATH_ERRNOS = {errno.ENAMETOOLONG: "a name too long: give a shorter path",
+                errno.ELOOP: "a loop of symbolic links: fix the path or the links",
+                errno.ENOTDIR: "a file where a folder is on that path: fix the path"}
+_ENV_ERRNOS = {errno.EACCES: "run as a user who may read and write it, or fix its permissions",
+               errno.EPERM: "run as a user who may read and write it, or fix its permissions (or an immutable flag)",
+               errno.ENOENT: "it went away while the run read it: run again",
+               errno.EIO: "check the disk"}
+
+
+def _path_failure(exc: object) -> str:
+    """"path" for an OSError of the path itself (or pathlib's symlink loop), "environment" for one of permissions,
+    a file gone or a failing disk that no engine error caught on its way out (said with the file and what to do,
+    never as a bug), else ""."""
+    if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from "):
+        return "path"
+    if not isinstance(exc, OSError) or type(exc).__module__ != "builtins" or not exc.filename:
+        return ""
+    return "path" if exc.errno in _PATH_ERRNOS else "environment" if exc.errno in _ENV_ERRNOS else ""
 
 
 def failure_text(exc: BaseException) -> str:
     """What a failed command says: the error's message, what to install, or a bug to report."""
     if isinstance(exc, ModuleNotFoundError):
         return missing_package(exc.name or str(exc))
+    if isinstance(exc, RuntimeError) and _path_failure(exc):
+        return f"{str(exc).removeprefix('Symlink loop from ')}: {_PATH_ERRNOS[errno.ELOOP]}"
+    if isinstance(exc, OSError) and _path_failure(exc):
+        said = {**_PATH_ERRNOS, **_ENV_ERRNOS}[exc.errno or 0]
+        return f"{exc.filename}: {exc.strerror} ({errno.errorcode.get(exc.errno or 0, '?')}): {said}"
     if isinstance(exc, InternalError):  # a bug, said with what the run did about it
         return f"internal error: {exc} (please report it)"
     return f"internal error: {exc!r} (please report it)" if exit_code(exc) == EXIT_INTERNAL else str(exc)

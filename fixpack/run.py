@@ -357,10 +357,13 @@ def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarg
         return TargetReport(spec.name, TargetStatus.SKIPPED, pin=pin, notes=["not selected (--target)"]), None
     ft = locate(spec, req.roots.get(spec.name), req.env_root)
     if ft is None:
-        copies = f"no {req.env_root / spec.name}, " if req.env_root else ""
-        msg = (f"not found: no --root {spec.name}=PATH, {copies}and {spec.distribution} is not installed in "
-               f"{sys.executable}. Point --root at it" + ("" if req.only_targets else ", or restrict the run "
-                                                              "with --target"))
+        msg = (f"not found: no --root {spec.name}=PATH, and the folder of copies (--copies or $GAUDI_FIXES_ROOT) has "
+               f"no {req.env_root / spec.name} (a run given one takes no target installed here: give --root "
+               f"{spec.name}=PATH, or no folder of copies to use the one installed in {sys.executable})"
+               if req.env_root else
+               f"not found: no --root {spec.name}=PATH, and {spec.distribution} is not installed in "
+               f"{sys.executable}. Point --root at it") + ("" if req.only_targets else ", or restrict the run "
+                                                                                    "with --target")
         return TargetReport(spec.name, TargetStatus.MISSING, pin=pin, notes=[msg]), None
     tr = TargetReport(spec.name, TargetStatus.FOUND, str(ft.root), ft.how, ft.version, ft.commit, pin,
                       list(ft.evidence))

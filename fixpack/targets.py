@@ -200,10 +200,14 @@ def _dist_metadata(spec: TargetSpec, root: Path) -> tuple[str, str, str]:
 
 
 def locate(spec: TargetSpec, root_arg: Path | None, env_root: Path | None) -> FoundTarget | None:
-    """Find the target: ``--root`` first, then ``$GAUDI_FIXES_ROOT/<name>``, then the installed package."""
+    """Find the target: ``--root`` first, then ``<--copies or $GAUDI_FIXES_ROOT>/<name>``, then the installed package;
+    None when not found. A run given a folder of copies takes each target from there or not at all: a typo in it
+    fell back to the running Python's install, which apply then patched."""
     if root_arg is not None:
         root, how = resolve_root(spec, root_arg), "--root"
-    elif env_root is not None and (env_root / spec.name).is_dir():
+    elif env_root is not None:
+        if not (env_root / spec.name).is_dir():
+            return None
         root, how = resolve_root(spec, env_root / spec.name), "GAUDI_FIXES_ROOT"
     else:
         found = installed_root(spec)

@@ -1,0 +1,79 @@
+"""Paths a careless user gives (found by a fresh user): a name too long, a loop of symbolic links, a file where a
+folder is on the way, a folder of copies with a typo. Each is said with the path and what to do, exit 2 (the path
+given) or 3 (a target not there), never an internal error, and nothing is written; a folder of copies never falls
+back to the running Python's install."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, one_fix_pack, snapshot
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+@pytest.mark.parametrize("json", [False, True])
+@pytest.mark.parametrize("where", ["--root", "--pack", "--copies", "--reject", "--sbom"])
+@pytest.mark.parametrize("bad", ["too long", "a loop of links", "through a file"])
+def test_a_path_that_cannot_be_one_is_bad_input_naming_it(builder, tmp_path, where, bad, json):
+    image = one_fix_pack(builder)
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    (tmp_path / "afile").write_text("x\n")
+    path = {"too long": str(tmp_path / ("a" * 300)), "a loop of links": str(tmp_path / "l1" / "x"),
+            "through a file": str(tmp_path / "afile" / "x")}[bad]
+    args = {"--root": ["--root", f"demo={path}"], "--pack": ["--pack", path, "--root", f"demo={image}"],
+            "--copies": ["--copies", path], "--reject": ["--reject", path, "--root", f"demo={image}"],
+            "--sbom": ["--sbom", path, "--root", f"demo={image}"]}[where]
+    if where != "--pack":
+        args += ["--pack", str(builder.pack)]
+    before = snapshot(image), snapshot(builder.pack)
+    r = _cli("apply", "-p", "p1", *args, *(["--json"] if json else []))
+    said = r.stdout + r.stderr
+    assert r.returncode in (2, 3) and "internal error" not in said and "Traceback" not in said, said
+    if r.returncode == 2:
+        why = {"too long": "a name too long", "a loop of links": "a loop of symbolic links",
+               "through a file": "file where a folder is"}[bad]
+        assert any(w in said for w in (why, "does not exist", "not a folder", "no such folder")), said
+    assert (snapshot(image), snapshot(builder.pack)) == before
+
+
+def test_a_folder_of_copies_without_the_target_never_falls_back_to_the_install(builder, tmp_path):
+    """--copies (or $GAUDI_FIXES_ROOT) with a typo: the target is missing (exit 3), not the running Python's
+    install (which apply then patched)."""
+    one_fix_pack(builder)
+    for env, args in (({}, ["--copies", str(tmp_path / "typo")]), ({"GAUDI_FIXES_ROOT": str(tmp_path / "typo")}, [])):
+        r = _cli("apply", "--dry-run", "-p", "p1", "--pack", str(builder.pack), *args, env=env)
+        said = " ".join(r.stdout.split())
+        assert r.returncode == 3 and "target demo: missing" in said, r.stdout + r.stderr
+        assert f"has no {tmp_path / 'typo' / 'demo'}" in said and "installed" in said, said
+    copies = tmp_path / "copies"
+    copies.mkdir()
+    os.symlink(builder.base / "image", copies / "demo")  # the folder of copies, with the target in it
+    r = _cli("status", "-p", "p1", "--pack", str(builder.pack), "--copies", str(copies))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_an_os_error_no_engine_error_caught_is_said_with_its_file_and_what_to_do_not_as_a_bug():
+    """An unreadable file or folder (a target file, .fixpack/, the pack's fixes/, as another user) raised a bare
+    PermissionError: exit 1, "internal error". Now exit 5 with the file, the errno and what to do; a path's own
+    failure (too long, a loop, a file on the way) exit 2; any other error is still a bug."""
+    import errno
+
+    from fixpack.cli_plain import exit_code, failure_text
+
+    denied = PermissionError(errno.EACCES, "Permission denied", "/img/vllm/x.py")
+    assert exit_code(denied) == 5
+    assert failure_text(denied) == ("/img/vllm/x.py: Permission denied (EACCES): run as a user who may read and write "
+                                    "it, or fix its permissions")
+    assert exit_code(OSError(errno.ENAMETOOLONG, "File name too long", "/a" * 200)) == 2
+    assert exit_code(RuntimeError("Symlink loop from '/tmp/l1'")) == 2
+    assert failure_text(RuntimeError("Symlink loop from '/tmp/l1'")).startswith("'/tmp/l1': a loop of symbolic links")
+    assert exit_code(OSError(errno.EACCES, "Permission denied")) == 1  # no file named: nothing to say what to do with
+    assert exit_code(ValueError("x")) == 1 and exit_code(RuntimeError("other")) == 1
