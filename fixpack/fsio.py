@@ -346,7 +346,15 @@ def pycache_files(path: Path) -> list[Path]:
     cache = path.parent / "__pycache__"
     if path.suffix != ".py" or cache.is_symlink() or not cache.is_dir():
         return []
-    return sorted(cache.glob(f"{path.stem}.*.pyc"))
+    return sorted(p for p in cache.glob(f"{path.stem}.*.pyc") if _regular(p))  # bytecode only: a folder or link of
+    # that name is no bytecode a run removes (a folder made the rollback fail on its own journal's entry)
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def drop_pycache(path: Path) -> bool:

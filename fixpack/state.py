@@ -432,9 +432,9 @@ def _restore(root: Path, e: JournalEntry) -> None:
     else:
         backup = backups_dir(root) / str(e.index)
         kept = os.lstat(backup)
-        if _inode(dest) == (kept.st_dev, kept.st_ino):  # the run never replaced it (a rename onto its own link would
-            unlink(backup)  # leave the backup, and a rollback run again dropped the bytecode an earlier entry put back)
-            return
+        if _inode(dest) == (kept.st_dev, kept.st_ino) or _holds(dest, e):  # the run never replaced it (a rename onto
+            unlink(backup)  # its own link leaves the backup; a copy of an immutable file cannot go over it), and a
+            return  # rollback run again dropped the bytecode an earlier entry put back
         if kept.st_nlink > 1:  # its inode has a name besides the backup, not dest's: a hard link from outside the
             # state folder, put there by hand, or the original's own link from outside the target: write the bytes to
             # dest as a new file instead of giving that inode a mode, an owner and a name in the target
@@ -457,6 +457,18 @@ def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
         if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
             raise
         atomic_write(dest, e.original or b"", e.mode, e.owner)
+
+
+def _holds(dest: Path, e: JournalEntry) -> bool:
+    """Whether ``dest`` is a regular file with exactly the entry's bytes, mode and owner (a write that failed on it
+    left it as it was)."""
+    try:
+        st = os.lstat(dest)
+        same = stat.S_ISREG(st.st_mode) and st.st_size == len(e.original or b"") and \
+            stat.S_IMODE(st.st_mode) == e.mode and (e.owner is None or (st.st_uid, st.st_gid) == e.owner)
+        return same and dest.read_bytes() == e.original
+    except OSError:
+        return False
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

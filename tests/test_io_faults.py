@@ -307,3 +307,44 @@ def test_ctrl_c_outside_a_write_in_apply_does_not_claim_a_rollback(setup, monkey
     err = " ".join(capsys.readouterr().err.split())
     assert code == 5 and "interrupted (Ctrl-C, SIGINT)" in err and "no write was under way" in err, err
     assert "was rolled back" not in err
+
+
+def test_a_folder_named_like_a_module_s_bytecode_is_left_alone(setup):
+    """found by a fresh user: a folder named mod.cpython-311.pyc in __pycache__ was taken for stale bytecode; its
+    removal failed (EISDIR), the rollback refused its own journal's entry for it, and the image was left half
+    written, the journal said damaged at every run after. Only regular files are bytecode a run removes."""
+    b, target = setup
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc").unlink()
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc").mkdir()
+    (target / "demo_pkg/__pycache__/mod.cpython-311.pyc/x").write_text("x\n")
+    before = _all(target)
+    assert engine.apply(b.request(target)).ok
+    assert (target / "demo_pkg/__pycache__/mod.cpython-311.pyc/x").read_text() == "x\n"
+    assert engine.revert(b.request(target)).ok and _all(target) == before
+
+
+def test_stale_bytecode_that_cannot_be_removed_is_rolled_back_whole(setup, monkeypatch):
+    """found by a fresh user: an immutable stale .pyc (chattr +i) failed its removal (EPERM), and the rollback failed
+    too, renaming its backup copy over it: the journal was left. A file that still holds its bytes, mode and owner is
+    left as it is by a rollback. The immutable flag is played by refusing every write to that .pyc."""
+    from fixpack import state, transaction
+
+    b, target = setup
+    pyc = target / "demo_pkg/__pycache__/mod.cpython-311.pyc"
+    before = _all(target)
+
+    def refuse(real):  # type: ignore[no-untyped-def]
+        def call(*args, **kw):  # type: ignore[no-untyped-def]
+            if str(pyc) in map(str, args):
+                raise PermissionError(errno.EPERM, "Operation not permitted", str(pyc))
+            return real(*args, **kw)
+        return call
+
+    monkeypatch.setattr(transaction, "remove_file", refuse(transaction.remove_file))
+    monkeypatch.setattr(state, "replace_file", refuse(state.replace_file))
+    monkeypatch.setattr(fsio, "unlink", refuse(fsio.unlink))  # a rollback drops a put-back module's bytecode
+    monkeypatch.setattr(os, "link", refuse(os.link))  # an immutable file cannot be linked: its backup is a copy
+    with pytest.raises(EnvironmentProblem) as exc:
+        engine.apply(b.request(target))
+    assert "the run was rolled back" in str(exc.value) and str(pyc) in str(exc.value), str(exc.value)
+    assert _all(target) == before and not (target / ".fixpack/journal.json").exists()
