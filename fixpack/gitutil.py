@@ -47,18 +47,24 @@ def head_commit(path: Path) -> str | None:
     Read from the files git keeps (``.git/HEAD``, the ref it names, ``packed-refs``; a ``.git`` file
     of a linked work tree points at its git folder), as git itself resolves a symbolic HEAD.
     """
-    gitdir = _git_dir(path)
-    if gitdir is None:
+    try:  # each of git's files read as a regular file, without blocking, no further than a cap: a FIFO at .git/HEAD
+        gitdir = _git_dir(path)  # hung the run
+        if gitdir is None:
+            return None
+        head = _text(gitdir / "HEAD").strip()
+        if _SHA.fullmatch(head):
+            return head
+        if not head.startswith("ref: "):
+            return None
+        return _resolve_ref(gitdir, head[5:].strip())
+    except (OSError, ValueError):  # unreadable, not a regular file, too large, not UTF-8: no commit said here
         return None
-    try:
-        head = (gitdir / "HEAD").read_text("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if _SHA.fullmatch(head):
-        return head
-    if not head.startswith("ref: "):
-        return None
-    return _resolve_ref(gitdir, head[5:].strip())
+
+
+def _text(path: Path, limit: int = 4096) -> str:
+    from .safepath import read_regular
+
+    return read_regular(path, limit).decode("utf-8")
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -69,7 +75,7 @@ def _git_dir(path: Path) -> Path | None:
     if dot.is_dir():
         return dot
     if dot.is_file():
-        text = dot.read_text("utf-8", "replace").strip()
+        text = _text(dot).strip()
         if text.startswith("gitdir: "):
             target = Path(text[8:].strip())
             return target if target.is_absolute() else (path / target).resolve()
@@ -79,15 +85,15 @@ def _git_dir(path: Path) -> Path | None:
 def _resolve_ref(gitdir: Path, ref: str) -> str | None:
     common = gitdir
     if (gitdir / "commondir").is_file():  # a linked work tree keeps its refs in the main git folder
-        common = (gitdir / (gitdir / "commondir").read_text("utf-8").strip()).resolve()
+        common = (gitdir / _text(gitdir / "commondir").strip()).resolve()
     for folder in (gitdir, common):
         loose = folder / ref
         if loose.is_file():
-            value = loose.read_text("utf-8", "replace").strip()
+            value = _text(loose).strip()
             return value if _SHA.fullmatch(value) else None
     packed = common / "packed-refs"
     if packed.is_file():
-        for line in packed.read_text("utf-8", "replace").splitlines():
+        for line in _text(packed, 256 << 20).splitlines():
             sha, _sp, name = line.partition(" ")
             if name == ref and _SHA.fullmatch(sha):
                 return sha

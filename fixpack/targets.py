@@ -156,8 +156,11 @@ def _version_module(path: Path) -> tuple[str, str, str]:
     it cannot be read, not UTF-8, not Python, or neither name in it. ``compile`` with ``ast.PyCF_ONLY_AST``
     (1024) gives the tree without importing :mod:`ast` (8 ms of a 60 ms status run); nodes are told apart by
     class name."""
-    try:
-        tree = compile(path.read_text("utf-8"), str(path), "exec", _ONLY_AST, dont_inherit=True)
+    try:  # a regular file, read without blocking and no further than 1 MiB: a FIFO there hung the run, a device
+        text = read_capped(path, 1 << 20).decode("utf-8")  # (/dev/zero) was read until memory ran out
+        tree = compile(text, str(path), "exec", _ONLY_AST, dont_inherit=True)
+    except TooLargeError as e:
+        return "", "", f"{e.size} bytes, more than a version module's 1 MiB: it is not read; reinstall the package"
     except FileNotFoundError:
         return "", "", ("no such file (the pinned version and commit are read from it: if the release has it, "
                         "reinstall the package)")
@@ -166,8 +169,8 @@ def _version_module(path: Path) -> tuple[str, str, str]:
     except SyntaxError as e:
         return "", "", f"not Python (line {e.lineno}: {e.msg}): it cannot say the version or commit; reinstall " \
                        f"the package"
-    except (ValueError, OSError) as e:
-        return "", "", f"cannot be read ({getattr(e, 'strerror', None) or e})"
+    except (ValueError, OSError) as e:  # unreadable, or no regular file (a FIFO, a device, a folder: EINVAL)
+        return "", "", f"cannot be read ({getattr(e, 'strerror', None) or e}); reinstall the package"
     values: dict[str, str] = {}
     for node in tree.body:
         if type(node).__name__ != "Assign" or type(node.value).__name__ != "Constant":

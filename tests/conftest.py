@@ -3,6 +3,7 @@ and no access to the home folder."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -230,3 +231,25 @@ def reads_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(Path, "read_text", spy_text)
     monkeypatch.setattr(Path, "read_bytes", spy_bytes)
     return asked
+
+
+class StillRunning(BaseException):
+    """Raised by :func:`within`: a BaseException, so that no ``except OSError`` (TimeoutError is one) takes it."""
+
+
+@contextlib.contextmanager
+def within(seconds: int):  # type: ignore[no-untyped-def]
+    """Fail (StillRunning) a block that blocks or runs longer than ``seconds``, rather than hang the suite: a read
+    of a FIFO waits for a writer."""
+    import signal
+
+    def late(_signum, _frame):  # type: ignore[no-untyped-def]
+        raise StillRunning(f"still running after {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, late)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)

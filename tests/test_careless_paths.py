@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, one_fix_pack, snapshot
+from conftest import REPO, one_fix_pack, snapshot, within
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -77,3 +77,20 @@ def test_an_os_error_no_engine_error_caught_is_said_with_its_file_and_what_to_do
     assert failure_text(RuntimeError("Symlink loop from '/tmp/l1'")).startswith("'/tmp/l1': a loop of symbolic links")
     assert exit_code(OSError(errno.EACCES, "Permission denied")) == 1  # no file named: nothing to say what to do with
     assert exit_code(ValueError("x")) == 1 and exit_code(RuntimeError("other")) == 1
+
+
+@pytest.mark.parametrize("head", ["a FIFO", "too large"])
+def test_a_git_head_that_is_no_small_regular_file_says_no_commit_without_hanging(tmp_path, head):
+    """found by a fresh user: a FIFO at .git/HEAD of a --root hung every run in reading it."""
+    from fixpack.gitutil import head_commit
+
+    (tmp_path / ".git").mkdir()
+    if head == "a FIFO":
+        os.mkfifo(tmp_path / ".git/HEAD")
+    else:
+        (tmp_path / ".git/HEAD").write_text("ref: refs/heads/" + "x" * 10000 + "\n")
+    with within(30):
+        assert head_commit(tmp_path) is None
+    (tmp_path / ".git/HEAD").unlink()
+    (tmp_path / ".git/HEAD").write_text("a" * 40 + "\n")
+    assert head_commit(tmp_path) == "a" * 40
