@@ -44,7 +44,7 @@ from .patchfiles import patch_again
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
-from .safepath import TooLargeError, not_a_file, read_regular, sha256_regular
+from .safepath import TooLargeError, not_a_file, path_problem, read_regular, sha256_regular
 from .state import leftover_journal, manifest_path, read_manifest
 from .states import TargetStatus
 from .structs import dataclass, field
@@ -321,12 +321,16 @@ def verify(req: Request, path: Path, doc: Any) -> VerifyResult:
     want = facts_of(doc)
     ctx, states = read_image(req)
     have = facts_of(json.loads(render(build_bom(ctx, states))))
+    roots = {st.found.spec.name: st.found.root for st in states}
     diffs = []
     for key in sorted(set(want) | set(have)):
         a, b = want.get(key), have.get(key)
         if a == b:
             continue
-        if b is None or b == "missing":
+        if b is None and key.startswith("file ") and _there(roots, key[5:]):  # the file is there, unpatched
+            diffs.append(f"{key}: in the SBOM ({a[:12] if a else a}...), not a patched file of the image (no fix "
+                         f"applied there records it)")
+        elif b is None or b == "missing":
             diffs.append(f"{key}: in the SBOM ({a}), missing in the image")
         elif a is None:
             diffs.append(f"{key}: in the image ({b}), not in the SBOM")
@@ -335,3 +339,9 @@ def verify(req: Request, path: Path, doc: Any) -> VerifyResult:
         else:
             diffs.append(f"{key}: {a} in the SBOM, {b} in the image")
     return VerifyResult(path, diffs, len(want))
+
+
+def _there(roots: dict[str, Path], named: str) -> bool:
+    """Whether the file an SBOM names (``TARGET:PATH``) is in that target's root now."""
+    target, _, path = named.partition(":")
+    return target in roots and path_problem(path) is None and os.path.lexists(roots[target] / path)

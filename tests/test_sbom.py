@@ -100,6 +100,9 @@ def test_verify_names_a_missing_fix_and_another_version(builder, plugin_wheel, t
     r = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
     assert r.returncode == 3 and "fix one: in the SBOM (applied v1), missing in the image" in r.stdout
     assert "component tiny-plug" in r.stdout
+    # found by a fresh user: the reverted fix's file, there unpatched, was said "missing in the image"
+    (line,) = [ln for ln in r.stdout.splitlines() if "file demo:demo_pkg/a.py: " in ln]
+    assert "not a patched file of the image" in line and "missing" not in line, line
     doc = json.loads(out.read_text())
     doc["components"][0]["version"] = "1.1"
     out.write_text(json.dumps(doc))
