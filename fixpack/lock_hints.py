@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import FixpackError
-from .model import Pack, Profile
+from .model import Fix, Pack, Profile
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
@@ -89,3 +89,18 @@ def remove_hint(path: Path, what: str) -> str:
     import shlex
 
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
+
+
+def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: Fix) -> str:
+    """"" or why a fix that does not apply on a release copy may have been written on top of fixes the profile leaves
+    out: those earlier in the series that change one of its files and are not in ``chain`` (a profile that drops one
+    moved the lines the patch's numbers assume; the lock said only to fix the @@ lines, or to rebase)."""
+    mine, chained = set(fix.touched_paths()), {f.id for f in chain}
+    earlier = pack.series[:pack.series.index(fix.id)] if fix.id in pack.series else ()
+    behind = [i for i in earlier if i not in chained and i in pack.fixes and pack.fixes[i].target == fix.target
+              and mine & set(pack.fixes[i].touched_paths())]
+    if not behind:
+        return ""
+    return (f"; it may have been written on top of {', '.join(behind)} (earlier in the series, changing its files), "
+            f"which profile {profile.name} leaves out: add {'it' if len(behind) == 1 else 'them'} to the profile, or "
+            f"list {'it' if len(behind) == 1 else 'them'} in {fix.id}'s requires")

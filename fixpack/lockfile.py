@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped, short, text_for_lines
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
-from .lock_hints import Redo, regenerate_hint, relock_command, remove_hint
+from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
@@ -241,8 +241,7 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
 
     Raises MismatchError when a copy holds a manifest (it is not clean) or a fix's post-image without its
     pre-image that nothing declares upstreamed (:func:`_post_only`), ConflictError when a fix does not apply at
-    its stated lines there (rebase it first).
-    """
+    its stated lines there (rebase it first, or add the fixes it was written on top of)."""
     fixes: list[LockFix] = []
     for name, ft in found.items():
         if read_manifest(ft.root, name) is not None:
@@ -250,7 +249,8 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
         tree = Tree(ft.root)
         _refuse_changed_copy(profile, chain, name, ft, tree)
         post_only = partial(_post_only, profile, ft=ft, tree=tree, upstreamed=upstreamed)
-        fixes += [_fix_entry(fix, tree, ft, post_only, profile) for fix in chain if fix.target == name]
+        behind = partial(left_out_before, pack, profile, chain)
+        fixes += [_fix_entry(fix, tree, ft, post_only, profile, behind) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
@@ -431,9 +431,10 @@ def version_at(fix: Fix, profile: Profile) -> str:
     return _at(toml, key_line(text_for_lines(toml), "version"))
 
 
-def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None], profile: Profile) -> LockFix:
-    """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose
-    post-image is there and not its pre-image goes to ``post_only`` first (it raises when that is refused)."""
+def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None], profile: Profile,
+               behind: Callable[[Fix], str]) -> LockFix:
+    """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose post-
+    image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind``: lock_hints."""
     from .evaluate import TRUSTED, decide, run_pass  # the applier loads when a lock is made, not when read
     ev = decide(fix, tree, TRUSTED, False)
     if ev.state is State.UPSTREAMED:
@@ -443,7 +444,7 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
         said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
-               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}"
+               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{behind(fix)}"
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")

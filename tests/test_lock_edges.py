@@ -486,3 +486,25 @@ def test_a_hunk_with_uneven_context_goes_at_its_stated_line_in_the_release_file(
            "If the file's start or end is not where it belongs, give it as many context lines above its change as " \
            "below" in said, said
     assert snapshot(drifted) == before
+
+
+def test_a_fix_written_on_top_of_one_its_profile_leaves_out_names_it_when_lock_refuses(builder):
+    """found by a fresh user: a profile that drops a fix another was written on top of was told to fix the other's
+    @@ lines; the lock's refusal now names the fix left out and the two ways out."""
+    from fixpack.errors import ConflictError
+
+    mod = "demo_pkg/mod.py"
+    base = numbered(40)
+    a = "import x\nimport y\nimport z\n" + base
+    b = a.replace("line 20\n", "twenty\n")
+    clean = builder.tree("clean", {mod: base})
+    builder.add_fix("a", {mod: base}, {mod: a})
+    builder.add_fix("b", {mod: a}, {mod: b})
+    builder.profile(["b"])
+    with pytest.raises(ConflictError) as exc:
+        builder.lock(clean)
+    said = str(exc.value)
+    assert "it may have been written on top of a (earlier in the series, changing its files), which profile p1 " \
+           "leaves out: add it to the profile, or list it in b's requires" in said, said
+    builder.profile(["a", "b"])
+    builder.lock(clean)  # with it, the lock is made
