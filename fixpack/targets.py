@@ -138,6 +138,9 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if c and not commit:
         commit = c
         evidence.append(f"{mod}: __commit_id__ = {c!r}")
+    elif c and not commit_matches(c, commit):  # a folder that is a git repository of its own: both are said
+        evidence.append(f"{mod}: __commit_id__ = {c!r}, not git HEAD's (the root is a git repository of its own: "
+                        f"its HEAD is taken, as a checkout's version module may be stale)")
     meta_v, meta_c, where = _dist_metadata(spec, root)
     if meta_v and not version:
         version = meta_v

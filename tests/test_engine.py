@@ -211,6 +211,21 @@ def test_a_version_module_that_says_nothing_is_named_in_the_mismatch(setup, dama
     assert f"{mod}: {why}" in said, said
 
 
+def test_a_root_that_is_a_git_repository_of_its_own_says_both_commits(setup):
+    """found by a fresh user: a site-packages folder made a git repository showed its HEAD's commit only, the
+    version module's (the pinned one) no longer in the evidence."""
+    from conftest import git
+
+    b, _, target = setup
+    git(target, "init", "-q")
+    git(target, "add", "-A")
+    git(target, "commit", "-qm", "site-packages")
+    r = engine.status(b.request(target))
+    said = r.targets[0].message
+    assert r.exit_code == 3 and "git HEAD of " in said, said
+    assert "_version.py: __commit_id__ = " in said and "not git HEAD's (the root is a git repository" in said, said
+
+
 def test_pin_mismatch_names_the_profile_that_pins_the_release_found(setup):
     """The mismatch's next step names this pack's profile for the release found (version and commit), not
     one pinned to another commit of it; a profile that does not read, a FIFO and a link are passed over."""
