@@ -397,8 +397,11 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
     if manifest.profile and manifest.profile != ctx.profile.name:
         from .errors import MismatchError
 
+        t = path.name.removesuffix(".manifest.json")  # its target: another of the profile's may be in this one's state
+        others = " ".join(f"--target {s.name}" for s in ctx.profile.targets if s.name != t)
         raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
-                            f"use --profile {manifest.profile} (revert with it first to apply {ctx.profile.name})")
+                            f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
+                            f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
     for entry in manifest.fixes:
         fix = ctx.pack.fixes.get(entry.id)
         if fix is None or not fix.recorded_as(entry.patch_sha256):

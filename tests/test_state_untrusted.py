@@ -465,7 +465,7 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
     "another schema": ({"schema": 99}, "its schema is 99; this fixpack (", ") reads schema 1 only; revert with the "
                        "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
     "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
-                        "p1's; use --profile v0.31.0 (revert with it first to apply p1)", ""),
+                        "p1's; use --profile v0.31.0 --target demo (revert with it first to apply p1)", ""),
     "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: profile 'pppp", "... (5000 "
                                 "characters)' is no profile name: 5000 characters, more than the 100 a name may have"),
     "a fix id too long": ({"id": "a" * 5000}, "not a valid fixpack manifest: fix entry 1: fix id 'aaaa", "... (5000 "
@@ -489,3 +489,22 @@ def test_a_manifest_of_another_schema_profile_or_with_a_long_id_is_refused(world
         code, message = outcome(lambda: run(b, target))
         assert code == 3 and said in message and then in message and len(message) < 400, (name, code, message)
         assert _everything(target, outside) == before, f"{name} changed files"
+
+
+def test_a_target_in_another_profile_s_state_is_left_out_with_target(builder):
+    """found by a fresh user: one root's vllm in one profile's state, vllm-gaudi in another's: every run of both
+    targets was refused, each profile's pointing at the other's, and no message named the way out: --target."""
+    import json as _json
+
+    from test_journal_trust import _two_targets_on_one_root
+
+    image = _two_targets_on_one_root(builder)
+    req = engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image, "other": image})
+    assert engine.apply(req).ok
+    path = image / ".fixpack/other.manifest.json"
+    path.write_text(_json.dumps({**_json.loads(path.read_text()), "profile": "p2"}))
+    code, message = outcome(lambda: engine.status(req))
+    assert code == 3 and "use --profile p2 --target other (revert with it first to apply p1), or leave other out " \
+                         "of this run: --target demo" in message, message
+    only = engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image}, only_targets=("demo",))
+    assert engine.status(only).exit_code == 0 and engine.revert(only).ok
