@@ -126,11 +126,12 @@ def test_a_command_name_among_the_fixes_says_the_command_that_runs_it(setup, tmp
     b, _clean = setup
     target = b.tree("image", {MOD: numbered(20)})
     p = subprocess.run([sys.executable, str(REPO / "apply_all.py"), "--pack", str(b.pack), "-p", "p1", "--target",
-                        "demo", "--root", f"demo={target.name}", "status"], capture_output=True, text=True,
-                       cwd=target.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
+                        "demo", "--root", f"demo={target.name}", "--lock-wait", "3", "status"], capture_output=True,
+                       text=True, cwd=target.parent, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert p.returncode == 2 and "names after the options are opt-in fixes" in p.stderr, p.stderr
     hint = p.stderr.partition("For 'status', run: ")[2].strip()
     assert f"--target demo --root demo={target}" in hint and "..." not in hint, hint
+    assert "--lock-wait 3" in hint, hint  # found by a fresh user: it was dropped
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     r = subprocess.run(["bash", "-c", hint], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0 and "demo" in r.stdout, r.stdout + r.stderr
