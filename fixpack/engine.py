@@ -30,7 +30,7 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import replay, tampered_files, tampered_said, tampered_why, unwind
+from .replay import replay, tampered_files, tampered_said, tampered_why, unrecorded, unwind
 from .report import ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -409,19 +409,14 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
 
 
 def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
-    """A target with no manifest whose files are this pack's post-images (a lost manifest): revert has
-    no record to undo, so it says how to get one rather than report 'nothing to do' over a patched tree."""
-    held = []
-    for fix in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in):
-        entry = ctx.lock.fix(fix.id)
-        if fix.target != ft.spec.name or entry is None or entry.pre() == entry.post():
-            continue
-        if file_hashes(tree, list(entry.post())) == entry.post():  # the lock's paths: no patch is parsed
-            held.append(fix.id)
+    """A target with no manifest that holds fixes of this pack (a lost manifest): revert has no record to undo, so
+    it says how to get one rather than report 'nothing to do' over a patched tree."""
+    fixes = [f for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in) if f.target == ft.spec.name]
+    held = unrecorded(fixes, tree, ctx.lock, lambda ids: parse_fixes(ctx.pack, ctx.profile, ids))
     if held:
-        raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (this pack's post-images, "
-                            f"sha256 as in the lock) but no manifest records them: run `apply` with the same fixes "
-                            f"to record them again, then `revert`; {ctx.report.nothing_written()}")
+        raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (their post-images are "
+                            f"there) but no manifest records them: run `apply` with the same fixes to record them "
+                            f"again, then `revert`; {ctx.report.nothing_written()}")
 
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------

@@ -25,6 +25,8 @@ from .states import State
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
+    from collections.abc import Callable
+
     from .evaluate import Evaluation, Pass
 
 
@@ -79,6 +81,12 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
                           ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
                            "post-images, sha256 as in the lock); apply records it again, status and a dry run "
                            "only report it"])
+    if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):
+        return Evaluation(State.APPLIED, ev.forward, ev.reverse, [
+            "applied, though not as this profile's chain leaves it, and not recorded: its post-image is in files that "
+            "are not this profile's post-images (another profile's run, or an edit by hand, with its manifest lost). "
+            "The pinned release does not hold it (the lock found its pre-image there), so it is not upstream's: apply "
+            "records it as applied, and revert then takes it out; status and a dry run only report it"])
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
@@ -97,6 +105,41 @@ def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:
                 posts.setdefault(f.path, set()).add(f.post)
     now = file_hashes(tree, fix.touched_paths())
     return bool(now) and all(p in posts and h in posts[p] for p, h in now.items())
+
+
+def _not_upstreams(fix: Fix, lock: Lock) -> bool:
+    """The lock (made on the pinned release, which the run's target is at) records the fix as changing its files
+    there: the release held its pre-image, not its post-image (an entry whose files are unchanged, pre == post,
+    is a fix the lock took as upstreamed)."""
+    entry = lock.fix(fix.id)
+    return entry is not None and any(f.pre != f.post for f in entry.files)
+
+
+def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock, parse: Callable[[list[str]], object]) -> list[str]:
+    """The ids of ``fixes`` (of one target, series order) whose post-image ``tree`` holds though no manifest records
+    it (a lost manifest): a fix whose files hash to the lock's post-images, and one whose files are neither those
+    nor the release's (the lock's first pre-images) and whose patch reverses there while it does not apply (another
+    profile's chain, or a hand edit, changed the files too). ``parse`` loads the patches of the ids given; only the
+    second kind is parsed, so a target at the release or at this chain's post-images costs hashes only. A fix the
+    lock has no entry for, or records as upstreamed (pre == post), is not counted."""
+    from .evaluate import FixEvidence, decide
+
+    release = lock.release_files()
+    held, unsure = [], []
+    for fix in fixes:
+        entry = lock.fix(fix.id)
+        if entry is None or entry.pre() == entry.post():
+            continue
+        now = file_hashes(tree, list(entry.post()))  # the lock's paths: no patch is parsed
+        if now == entry.post():
+            held.append(fix.id)
+        elif any(h != release.get(p) for p, h in now.items()):
+            unsure.append(fix)
+    if unsure:
+        parse([f.id for f in unsure])
+        held += [f.id for f in unsure
+                 if decide(f, tree, FixEvidence.from_lock(lock.fix(f.id)), False).state is State.UPSTREAMED]
+    return [f.id for f in fixes if f.id in held]
 
 
 def tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:

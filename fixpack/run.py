@@ -258,9 +258,9 @@ def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
     if word is None:
         return
     wait = ("--lock-wait", f"{req.lock_wait:g}") if req.lock_wait != DEFAULT_WAIT else ()  # as _rerun gives it
-    names = [n for n in req.opt_ins if n != word]
+    others = [n for n in req.opt_ins if n != word]
     raise UnknownNameError(f"unknown fix {word!r}: names after the options are opt-in fixes. For {word!r}, run: "
-                           f"{_suggested(req, req.profile, word, req.strict, names, wait)}")
+                           f"{_suggested(req, req.profile, word, req.strict, others, wait)}")
 
 
 def locked_paths(ctx: Context, fix_id: str) -> set[str]:

@@ -96,16 +96,19 @@ def test_a_default_fix_a_profile_offers_as_opt_in_is_reported_as_its_opt_in(buil
     assert r.as_dict()["fixes"][1]["opt_in"] is True and not r.fix("one").opt_in
 
 
-def test_upstreamed(setup):
+def test_the_change_put_in_at_the_pin_by_hand_is_applied_not_upstream_s(setup):
+    """The target is at the pin, whose release the lock found first's pre-image in: first's change there (by hand, in
+    a file that was edited elsewhere too: not our bytes) is no upstream change. It was said upstreamed and revert
+    left it; now it is recorded as applied and revert takes it out (and leaves the other edit)."""
     b, _, target = setup
-    # upstream took the change, in a file that otherwise moved on too (not our bytes)
     (target / MOD).write_text((target / MOD).read_text().replace("line 5\n", "five\n").replace("line 38\n", "up 38\n"))
     r = engine.apply(b.request(target))
-    assert r.ok and r.fix("first").state == "upstreamed"
-    # the file moved on upstream, so the next fix's pre-image differs from the lock's: drifted, still applied
+    assert r.ok and r.fix("first").state == "applied" and "not upstream's" in r.fix("first").messages[0]
+    # the file was edited, so the next fix's pre-image differs from the lock's: drifted, still applied
     assert r.fix("second").state == "drifted" and "differs from the lock" in r.fix("second").messages[0]
-    engine.revert(b.request(target))
-    assert "five\n" in (target / MOD).read_text()  # upstream's change is not ours to revert
+    assert engine.revert(b.request(target)).ok
+    text = (target / MOD).read_text()
+    assert "line 5\n" in text and "five\n" not in text and "up 38\n" in text
 
 
 def test_drifted_applies_with_offset_and_strict_refuses(setup):
@@ -432,6 +435,31 @@ def test_a_lost_manifest_with_an_opt_in_applied_is_recorded_whole(setup):
     r = engine.apply(b.request(target))
     assert r.ok and "extra" not in {f.id for f in r.fixes}
     assert engine.status(b.request(target)).fix("extra").state.value == "skipped"
+
+
+def test_a_lost_manifest_of_another_profile_s_chain_is_not_upstream_s(setup):
+    """An image applied with profile p1 (first, second), its manifest lost, run with profile p2 (second only): the
+    file holds second's post-image with first's change too, so it is none of p2's lock's post-images; the pinned
+    release does not hold it (p2's lock found its pre-image there), so it is no upstream change. It was said
+    upstreamed, recorded so, and revert left it ('not ours to revert'); revert before a record said nothing to do."""
+    b, clean, target = setup
+    b.profile(["second"], name="p2")
+    b.lock(clean, name="p2")
+    assert engine.apply(b.request(target)).ok
+    shutil.rmtree(target / ".fixpack")
+    before = snapshot(target)
+    with pytest.raises(MismatchError, match=r"holds second \(their post-images are there\) but no manifest records"):
+        engine.revert(b.request(target, name="p2"))
+    st = engine.status(b.request(target, name="p2"))
+    assert st.fix("second").state.value == "applied" and snapshot(target) == before
+    assert "not upstream's: apply records it as applied, and revert then takes it out" in st.fix("second").messages[0]
+    assert engine.apply(b.request(target, name="p2")).ok
+    m = json.loads((target / ".fixpack" / "demo.manifest.json").read_text())
+    assert [(f["id"], f["state"]) for f in m["fixes"]] == [("second", "applied")]
+    r = engine.revert(b.request(target, name="p2"))
+    assert r.ok and r.fix("second").action.value == "reverted"
+    text = (target / MOD).read_text()
+    assert "line 30\n" in text and "five\n" in text and (target / "demo_pkg/old.py").exists()  # first's is p1's
 
 
 def test_reinstalled_target_with_stale_manifest(setup, tmp_path):
