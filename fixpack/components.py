@@ -13,8 +13,9 @@ from pathlib import Path
 
 from .errors import BadInputError, DamagedStateError, MismatchError
 from .lock_hints import Redo
-from .lockfile import built_version_problem, check_component_files, pip_normal
+from .lockfile import check_component_files
 from .model import Component, Profile
+from .profile_components import built_version_problem, pip_normal
 from .records import Lock, Manifest, ManifestComponent, package_files
 from .report import FixReport
 from .states import Action, State

@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from . import __version__
-from .errors import BadInputError, Collector, DamagedStateError
+from .errors import BadInputError, Collector, DamagedStateError, unreadable
 from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
@@ -210,6 +210,7 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
     file is read from the pack's own folder, as a patch file is: a link could lead to any file of the machine);
     ``root``: the pack's, whose folders on the way to ``path`` must be no links either (:func:`link_refused`);
     ``missing``: the problem and hint for no file at all (else a missing file is a read that fails)."""
+    check_reachable(path)
     if root is not None and link_refused(root, path, errors):
         return None
     what = not_a_pack_file(path)
@@ -227,8 +228,26 @@ def read_pack_file(path: Path, errors: Collector, kind: str, missing: tuple[str,
             errors.add(exc.said(f"a pack's {kind}"), path, None,
                        f"a pack's {kind} is a few KB: put the pack's own there")
         except OSError as exc:
+            raise_unreadable(path, exc)
             errors.add(f"cannot read: {exc.strerror}", path)
     return None
+
+
+def check_reachable(path: Path, whose: str = "the pack") -> None:
+    """Raises :func:`fixpack.errors.unreadable`'s error (exit 5) when ``path`` cannot be looked at for permissions
+    (a folder on its way not searchable by this user) or the disk: a check that swallows that (``os.path.lexists``,
+    ``Path.is_file``) would call the file missing, and the advice would be to create it."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        raise_unreadable(path, exc, whose)
+
+
+def raise_unreadable(path: Path, exc: OSError, whose: str = "the pack") -> None:
+    """Raises :func:`fixpack.errors.unreadable`'s error for ``exc`` when it is one (permissions, the disk)."""
+    err = unreadable(path, exc, whose)
+    if err is not None:
+        raise err from None
 
 
 def link_refused(root: Path, path: Path, errors: Collector) -> bool:

@@ -147,6 +147,24 @@ class BusyError(EnvironmentProblem):
     """Another run holds the target's lock."""
 
 
+def unreadable(path: Path | str, exc: OSError, whose: str = "the pack", after: str = "nothing was written"
+               ) -> EnvironmentProblem | None:
+    """The error for a read of ``path`` that failed for no fault of its bytes: permissions (EACCES, EPERM: the file,
+    or a folder on its way, is not readable by this user) or the disk (EIO): exit 5 naming the file, the errno and
+    what to do, then ``after`` (what the run wrote). None for another errno (the caller says what that is). ``whose``:
+    what the file belongs to, in the advice ("the pack")."""
+    import errno
+
+    perms = f"run as a user who may read {whose}, or fix the permissions of it and of the folders on its way"
+    todo = {errno.EACCES: perms, errno.EPERM: perms,
+            errno.EIO: f"the disk failed to read it: check the disk (dmesg), or put {whose} there again from its "
+                       f"source"}.get(exc.errno or 0)
+    if todo is None:
+        return None
+    return EnvironmentProblem(f"{path}: cannot be read: {exc.strerror} ({errno.errorcode[exc.errno or 0]}); {todo}; "
+                              f"{after}")
+
+
 def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:
     """The error for an I/O failure while ``doing`` work in a temporary folder (a staging copy, a wheel build), where
     ``unchanged`` ("the pack") is not written yet: the file and the errno, and what to do: free space in $TMPDIR (or

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .binpatch import PackBudget
-from .documents import link_refused, read_pack_file, read_toml, utf8_text
+from .documents import check_reachable, link_refused, raise_unreadable, read_pack_file, read_toml, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
@@ -77,7 +77,7 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         seen[line] = n
         order.append(line)
     # one stat each; a fix.toml that is no regular file is one too (its load says what it is)
-    folders = {f.name for f in (root / "fixes").iterdir() if os.path.lexists(f / "fix.toml")}
+    folders = {f.name for f in (root / "fixes").iterdir() if _there(f / "fix.toml")}
     for fix_id in order:
         if fix_id not in folders:
             errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
@@ -208,7 +208,7 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     fixes: dict[str, Fix] = {}
     budget = PackBudget()
     for fix_id in series:
-        if os.path.lexists(root / "fixes" / fix_id / "fix.toml"):
+        if _there(root / "fixes" / fix_id / "fix.toml"):
             fix = load_fix(root / "fixes" / fix_id, errors, profile, budget)
             if fix:
                 fixes[fix_id] = fix
@@ -216,8 +216,29 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     if (root / "profiles").is_symlink():  # (each profile's load refuses it too)
         link_refused(root, root / "profiles" / "*.toml", errors)
     errors.raise_if_any(f"the pack at {root} is invalid")
-    profiles = {p.stem: p for p in sorted((root / "profiles").glob("*.toml"))} if (root / "profiles").is_dir() else {}
-    return Pack(root, series, fixes, profiles)
+    return Pack(root, series, fixes, _profiles(root / "profiles"))
+
+
+def _there(path: Path) -> bool:
+    """Whether something is at ``path`` (a link too); a folder on its way this user may not search is exit 5 naming
+    it (:func:`~fixpack.documents.check_reachable`), not nothing there (the advice was to create the fix)."""
+    if os.path.lexists(path):
+        return True
+    check_reachable(path)
+    return False
+
+
+def _profiles(folder: Path) -> dict[str, Path]:
+    """The pack's profiles by name (``profiles/<name>.toml``); none when there is no such folder. One this user
+    may not read is exit 5 naming it: a glob there finds nothing, and every profile was said unknown."""
+    if not folder.is_dir():
+        return {}
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as exc:
+        raise_unreadable(folder, exc)
+        raise
+    return {n[:-len(".toml")]: folder / n for n in names if n.endswith(".toml")}
 
 
 def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: Path, errors: Collector) -> None:

@@ -14,12 +14,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, read_capped, short, text_for_lines
+from .documents import (
+    MAX_PACK_TEXT_BYTES,
+    TooLargeError,
+    check_reachable,
+    raise_unreadable,
+    read_capped,
+    short,
+    text_for_lines,
+)
 from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
 from .fsio import atomic_write
 from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
+from .profile_components import built_version_problem
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .safepath import not_a_file, not_a_pack_file, read_regular
 from .state import read_manifest
@@ -36,6 +45,7 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
     renders the command to regenerate it (:func:`~fixpack.lock_hints.relock_command`; by default for the
     profile's pack alone)."""
     path = profile.lock_path
+    check_reachable(path)  # (a profiles/ folder this user may not search is no missing lock)
     what = not_a_pack_file(path)
     if what is not None:  # a FIFO would block the read; a link could lead to any file
         raise StaleLockError(f"{path}: is {what}, not a lock file; {remove_hint(path, what)}, then "
@@ -48,6 +58,7 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
         what, hint = exc.said("a pack's lock file") + " (a lock is a few KB)", regenerate_hint(profile, redo)
         raise StaleLockError(f"{path}: {what}; {hint}", None, what, hint) from None
     except OSError as exc:
+        raise_unreadable(path, exc)
         raise StaleLockError(f"{path}: cannot be read ({exc.strerror}); {regenerate_hint(profile, redo)}") from None
     try:
         lock = Lock.from_json(raw, path, profile.name, lambda: regenerate_hint(profile, redo))
@@ -371,23 +382,6 @@ def _component_entry(comp: Component, root: Path) -> LockComponent:
     if problem:
         raise BadInputError(problem)
     return LockComponent(comp.id, comp.version, tuple(sorted(package_files(layout.hashes()).items())), layout.dist_info)
-
-
-def pip_normal(name: str) -> str:
-    """A distribution name or version as pip compares them: runs of ``-``, ``_`` and ``.`` alike, any case."""
-    import re
-
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-def built_version_problem(comp: Component, built: str, profile_path: Path | None = None) -> str | None:
-    """Why a component's wheel (built as version ``built``) is not the version its profile (at
-    ``profile_path``, when the message should name it) names, or None."""
-    if pip_normal(built) == pip_normal(comp.version):
-        return None
-    named = f"the profile {profile_path}" if profile_path is not None else "the profile"
-    return (f"component {comp.id} at {comp.path} builds as version {built}, {named} names {comp.version}: "
-            f"bump one of them")
 
 
 def _differ(locked: tuple[tuple[str, str], ...], files: dict[str, str]) -> str:

@@ -276,7 +276,8 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
     does) and its package files compared with the lock's: a changed source without a new lock is named at
     the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
-    from .lockfile import built_version_problem, check_component_files, lock_line
+    from .lockfile import check_component_files, lock_line
+    from .profile_components import built_version_problem
     from .records import package_files
     from .wheels import component_layout
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PATCH_BYTES, TooLargeError
+from .documents import MAX_PATCH_BYTES, TooLargeError, raise_unreadable
 from .errors import BadInputError, Collector, PackError, PatchParseError
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
 from .safepath import link_on_the_way, not_a_file, not_a_file_here, path_problem, read_regular
@@ -154,6 +154,7 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
                    "put a new large binary file in the fix's folder as its [binary] source")
         return None
     except OSError as exc:
+        raise_unreadable(path, exc)
         errors.add(f"patch {name!r} in {folder} cannot be read: {exc.strerror}", where.path, where.patches_line)
         return None
 

@@ -153,3 +153,18 @@ def select_components(profile: Profile, named: tuple[str, ...], fixes: tuple[str
 
 
 __all__ = ["COMPONENT_KEYS", "load_components", "select_components", "split_names"]
+
+
+def pip_normal(name: str) -> str:
+    """A distribution name or version as pip compares them: runs of ``-``, ``_`` and ``.`` alike, any case."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def built_version_problem(comp: Component, built: str, profile_path: Path | None = None) -> str | None:
+    """Why a component's wheel (built as version ``built``) is not the version its profile (at
+    ``profile_path``, when the message should name it) names, or None."""
+    if pip_normal(built) == pip_normal(comp.version):
+        return None
+    named = f"the profile {profile_path}" if profile_path is not None else "the profile"
+    return (f"component {comp.id} at {comp.path} builds as version {built}, {named} names {comp.version}: "
+            f"bump one of them")
