@@ -54,7 +54,9 @@ class Tree:
             raise MismatchError(link_refused(self.root, self._real_root, link, path))
         what = not_a_file(dest)  # read nothing first: a FIFO would block the read
         if what is not None:
-            raise MismatchError(f"{dest} is not a regular file ({what}); a fix changes files only. Fix the image")
+            raise MismatchError(f"{dest} is {what}, not a regular file: the run reads and writes this path as a "
+                                f"file (of a fix or a component of the profile). Move it away, or put the release's "
+                                f"file back there, then run again")
         self._checked.add(path)
         return dest
 

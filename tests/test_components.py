@@ -577,3 +577,21 @@ def test_the_apply_after_a_strict_revert_names_the_opt_in_component_it_took_out(
         done = subprocess.run(step, shell=True, capture_output=True, text=True)
         assert done.returncode == 0, (step, done.stdout, done.stderr)
     assert (site / "demo_pkg/a.py").read_text() == "x = 2\ny = 4\n" and (site / "tiny_plug/sub/kern.py").is_file()
+
+
+@pytest.mark.parametrize("where", ["tiny_plug/sub/kern.py", "demo_pkg/a.py"])
+def test_a_folder_where_a_fix_or_a_component_writes_a_file_is_said_so(builder, plugin_wheel, where):
+    """A folder where a component installs a file (or a fix changes one): exit 3 naming it and what to do, nothing
+    written; it was said 'a fix changes files only. Fix the image', of a component's file too (found by a fresh
+    user)."""
+    _pack, site = setup_pack(builder, plugin_wheel)
+    if (site / where).exists():
+        (site / where).unlink()
+    (site / where).mkdir(parents=True)
+    before = snapshot(site)
+    with pytest.raises(MismatchError) as exc:
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert str(exc.value) == (f"{site / where} is a folder, not a regular file: the run reads and writes this path as "
+                              f"a file (of a fix or a component of the profile). Move it away, or put the release's "
+                              f"file back there, then run again")
+    assert snapshot(site) == before and (site / where).is_dir()
