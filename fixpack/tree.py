@@ -12,9 +12,10 @@ import os
 import stat
 from pathlib import Path
 
+from .binpatch import MAX_BINARY_BYTES
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange
-from .safepath import STATE_DIR, link_on_the_way, not_a_file, path_problem
+from .safepath import STATE_DIR, TooLargeError, link_on_the_way, not_a_file, path_problem, read_regular
 
 _ABSENT = object()
 
@@ -25,6 +26,22 @@ def decode(data: bytes) -> str:
 
 def encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+MAX_IMAGE_FILE_BYTES = MAX_BINARY_BYTES  # the largest file of a target a run reads: a fix's new binary file's cap
+
+
+def _on_disk(dest: Path) -> bytes | None:
+    """The bytes of the target's file ``dest`` (None: no regular file there), read without blocking and no further
+    than ``MAX_IMAGE_FILE_BYTES``: a larger one (a core dump, a planted file) is MismatchError (exit 3) naming it,
+    its size told, never read whole into memory."""
+    if not dest.is_file():
+        return None
+    try:
+        return read_regular(dest, MAX_IMAGE_FILE_BYTES)
+    except TooLargeError as exc:
+        raise MismatchError(f"{dest}: {exc.said('a file of the target that a fix or component reads')} (no source "
+                            f"file of a release is): put the release's file back there, then run again") from None
 
 
 class Tree:
@@ -63,8 +80,8 @@ class Tree:
     def read(self, path: str) -> str | None:
         if path in self._text:
             return self._text[path]
-        dest = self._disk(path)
-        return decode(dest.read_bytes()) if dest.is_file() else None
+        data = _on_disk(self._disk(path))
+        return decode(data) if data is not None else None
 
     def mode(self, path: str) -> int | None:
         if path in self._mode:
@@ -115,7 +132,8 @@ class Tree:
         out = []
         for path in sorted(set(self._text) | set(self._mode)):
             dest = self.root / path
-            on_disk = decode(dest.read_bytes()) if dest.is_file() else None
+            data = _on_disk(dest)
+            on_disk = decode(data) if data is not None else None
             text = self._text.get(path, on_disk)
             disk_mode = stat.S_IMODE(dest.stat().st_mode) if dest.is_file() else None
             mode = self._mode.get(path, disk_mode)

@@ -94,3 +94,22 @@ def test_a_git_head_that_is_no_small_regular_file_says_no_commit_without_hanging
     (tmp_path / ".git/HEAD").unlink()
     (tmp_path / ".git/HEAD").write_text("a" * 40 + "\n")
     assert head_commit(tmp_path) == "a" * 40
+
+
+@pytest.mark.parametrize("command", ["status", "apply"])
+def test_a_huge_file_where_a_fix_reads_one_is_refused_unread(builder, command):
+    """A file of 300 MiB (sparse here) at a path a fix changes, a core dump or a planted file: exit 3 naming it and
+    its size, never read whole into memory (every run read it whole, then decoded it: twice its size held), nothing
+    written."""
+    image = one_fix_pack(builder)
+    mod = image / "demo_pkg/mod.py"
+    with open(mod, "r+b") as f:
+        f.truncate(300 << 20)
+    before = mod.stat().st_mtime_ns
+    with within(20):
+        r = _cli(command, "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}", "--color", "never")
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 3, said
+    assert f"{mod}: {300 << 20} bytes, more than the 256 MiB a file of the target that a fix or component reads may " \
+           f"have (no source file of a release is): put the release's file back there, then run again" in said, said
+    assert not (image / ".fixpack").exists() and (mod.stat().st_size, mod.stat().st_mtime_ns) == (300 << 20, before)
