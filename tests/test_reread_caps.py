@@ -10,15 +10,13 @@ FIFO)."""
 from __future__ import annotations
 
 import os
-import signal
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, one_fix_pack, reads_of
+from conftest import git, one_fix_pack, reads_of, within
 from test_authoring import MOD, pack3  # noqa: F401 (fixture)
 from test_rebase import BASE, OTHER, OTHER_BASE, new_release, pack, req  # noqa: F401 (fixtures)
 
@@ -26,24 +24,6 @@ from fixpack import documents, patchfiles
 from fixpack.errors import FixpackError
 
 KINDS = ["fifo", "link", "big", "other-bytes", "gone"]
-
-
-class Hung(BaseException):
-    """A call waited too long (not an OSError, which a reader's handler would take for an unreadable file)."""
-
-
-@contextmanager
-def no_hang(seconds: int = 30) -> Iterator[None]:
-    """Fail (:class:`Hung`) a call that waits longer than ``seconds``: a read of a FIFO without a writer."""
-    def on_alarm(*_: object) -> None:
-        raise Hung(f"hung for {seconds} s (a FIFO read?)")
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def disk(root: Path) -> dict[str, Any]:
@@ -107,7 +87,7 @@ def refused(call: Callable[[], object], path: Path, seen: dict[str, Any],
             during: str = "since the pack was loaded", aside: str = "") -> str:
     """``call`` fails at once with exit 2, naming ``path``, and nothing under the pack's parent folder changed
     since the plant (but what lies under ``aside``); the message."""
-    with no_hang(), pytest.raises(FixpackError) as exc:
+    with within(30), pytest.raises(FixpackError) as exc:
         call()
     said = str(exc.value)
     assert exc.value.exit_code == 2, said
@@ -240,7 +220,7 @@ def test_refresh_rewrites_a_fix_toml_only_as_the_load_reads_it(pack3, monkeypatc
         return loaded
     asked: list[list[int]] = []
     monkeypatch.setattr(editrefresh, "load_pack", load_then_plant)
-    with no_hang(), pytest.raises(FixpackError) as exc:
+    with within(30), pytest.raises(FixpackError) as exc:
         editrefresh.refresh_from_work(builder.pack, "b")
     said = str(exc.value)
     assert exc.value.exit_code == 2 and f"{toml}: changed since the pack was loaded" in said, said
@@ -266,7 +246,7 @@ def test_a_line_for_a_message_is_read_capped_never_from_a_fifo(tmp_path, monkeyp
         f.truncate(documents.MAX_PACK_TEXT_BYTES + 1)
     fine.write_text('name = "p1"\n')
     asked = reads_of(large, monkeypatch)
-    with no_hang():
+    with within(30):
         assert documents.text_for_lines(fifo) == "" and documents.text_for_lines(large) == ""
     assert asked == [] and documents.text_for_lines(fine) == 'name = "p1"\n'
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
@@ -290,7 +270,7 @@ def test_the_loader_names_a_fix_toml_changed_under_it_without_waiting(builder, m
             os.mkfifo(toml)
         return got
     monkeypatch.setattr(loader, "read_toml", read_then_fifo)
-    with no_hang(), pytest.raises(FixpackError) as exc:
+    with within(30), pytest.raises(FixpackError) as exc:
         loader.load_pack(builder.pack)
     assert exc.value.exit_code == 2 and f"{toml}: requires unknown fix 'nope'" in str(exc.value), str(exc.value)
     assert stat.S_ISFIFO(os.lstat(toml).st_mode)
@@ -318,7 +298,7 @@ def test_files_are_hashed_in_blocks_never_from_a_fifo_nor_through_a_link(tmp_pat
     want = hashlib.sha256(bytes(5 << 20)).hexdigest()
     before = disk(tmp_path)
     asked = reads_of(large, monkeypatch)
-    with no_hang():
+    with within(30):
         assert sbom_mod._sha(large) == release.file_sha256(large) == want
         assert sbom_mod._sha(pkg / "fifo.py") == sbom_mod._sha(pkg / "link.py") == "not a regular file"
         assert sbom_mod._sha(pkg / "gone.py") == "missing"
@@ -343,7 +323,7 @@ def test_a_proof_file_that_is_a_fifo_is_named_never_waited_on(builder):
     digest = tests_digest(fix)
     os.mkfifo(fix.folder / "test_two.py")
     before = disk(builder.pack)
-    with no_hang(), pytest.raises(FixpackError) as exc:
+    with within(30), pytest.raises(FixpackError) as exc:
         tests_digest(fix)
     said = str(exc.value)
     assert exc.value.exit_code == 2 and str(fix.folder / "test_two.py") in said and "FIFO" in said, said
@@ -375,7 +355,7 @@ def test_undo_hashes_what_the_rebase_wrote_never_from_a_fifo(pack, monkeypatch):
     os.mkfifo(written)
     before = disk(b.base)
     swapped_after_the_check(written, monkeypatch)
-    with no_hang(), pytest.raises(FixpackError) as exc:
+    with within(30), pytest.raises(FixpackError) as exc:
         rebase.undo(b.pack)
     said = str(exc.value)
     assert exc.value.exit_code == 2 and "changed since the rebase" in said and "profiles/v2.0.toml" in said, said
@@ -407,7 +387,7 @@ def test_a_rebase_s_backups_are_held_against_the_files_read_capped_never_waited_
     session = SimpleNamespace(pack_root=root, new_name="v2", state={"backups": {
         "fixes/a/v2/0001-x.patch": base64.b64encode(b"old patch\n").decode(),
         "profiles/v2.toml": base64.b64encode(b"old profile\n").decode()}})
-    with no_hang():
+    with within(30):
         assert written_so_far(session) == ["fixes/a/v2/0001-x.patch", "profiles/v2.toml"]
         with pytest.raises(NotPutBack) as nb:
             restore(session)
@@ -440,7 +420,7 @@ def test_a_pack_file_is_compared_with_what_a_change_writes_no_further_than_it(tm
     with large.open("wb") as f:
         f.truncate(5 << 20)
     asked = reads_of(large, monkeypatch)
-    with no_hang():
+    with within(30):
         assert not _differs(same, b"new\n") and _differs(fifo, b"new\n") and _differs(link, b"new\n")
         assert _differs(large, b"new\n") and asked == []
 
@@ -458,7 +438,7 @@ def test_fix_completion_never_waits_on_a_fifo_series(tmp_path, monkeypatch):
     series.unlink()
     os.mkfifo(series)
     swapped_after_the_check(series, monkeypatch)
-    with no_hang():
+    with within(30):
         assert cli_common.complete_fixes(None, None, "") == []  # type: ignore[arg-type]
 
 
@@ -473,7 +453,7 @@ def test_refresh_on_a_chain_takes_only_the_patch_bytes_the_load_read(builder, mo
     one_fix_pack(builder)
     path = builder.pack / "fixes/one/0001-change.patch"
     seen = plant_after_load(path, kind, monkeypatch)
-    with no_hang():
+    with within(30):
         res = CliRunner().invoke(refresh_cmd, ["--profile", "p1", "--root", f"demo={builder.base / 'clean'}",
                                                "--pack", str(builder.pack), "one"])
     assert res.exit_code == 2, res.output

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO, numbered, snapshot
+from conftest import REPO, one_fix_pack, snapshot
 
 from fixpack.cli import main
 
@@ -30,15 +30,6 @@ CASES = {  # what is made unreadable -> the path the message names
     "fixes/one/0001-change.patch": "fixes/one/0001-change.patch",
     "profiles": "profiles",
 }
-
-
-def _pack(builder):  # type: ignore[no-untyped-def]
-    base = numbered(20)
-    clean = builder.tree("clean", {MOD: base})
-    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
-    builder.profile(["one"])
-    builder.lock(clean)
-    return builder.tree("image", {MOD: base})
 
 
 def _deny(monkeypatch: pytest.MonkeyPatch, denied: Path) -> None:
@@ -71,7 +62,7 @@ def _said(res) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("command", ["status", "apply"])
 @pytest.mark.parametrize("what", sorted(CASES))
 def test_an_unreadable_pack_file_is_exit_5_naming_it(builder, monkeypatch, what, command):
-    image = _pack(builder)
+    image = one_fix_pack(builder)
     before = snapshot(image), snapshot(builder.pack)
     _deny(monkeypatch, builder.pack / what)
     res = CliRunner().invoke(main, [command, "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}",
@@ -89,7 +80,7 @@ def test_an_unreadable_pack_file_is_exit_5_naming_it(builder, monkeypatch, what,
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of any mode (the simulated case above runs)")
 @pytest.mark.parametrize("what", sorted(CASES))
 def test_an_unreadable_pack_file_with_its_real_mode(builder, what):
-    image = _pack(builder)
+    image = one_fix_pack(builder)
     target = builder.pack / what
     target.chmod(0)
     try:
