@@ -148,7 +148,7 @@ class BusyError(EnvironmentProblem):
 
 
 def unreadable(path: Path | str, exc: OSError, whose: str = "the pack", after: str = "nothing was written"
-               ) -> EnvironmentProblem | None:
+               ) -> UnreadableError | None:
     """The error for a read of ``path`` that failed for no fault of its bytes: permissions (EACCES, EPERM: the file,
     or a folder on its way, is not readable by this user) or the disk (EIO): exit 5 naming the file, the errno and
     what to do, then ``after`` (what the run wrote). None for another errno (the caller says what that is). ``whose``:
@@ -161,8 +161,17 @@ def unreadable(path: Path | str, exc: OSError, whose: str = "the pack", after: s
                        f"source"}.get(exc.errno or 0)
     if todo is None:
         return None
-    return EnvironmentProblem(f"{path}: cannot be read: {exc.strerror} ({errno.errorcode[exc.errno or 0]}); {todo}; "
-                              f"{after}")
+    return UnreadableError(f"{path}: cannot be read: {exc.strerror} ({errno.errorcode[exc.errno or 0]}); {todo}",
+                           after)
+
+
+class UnreadableError(EnvironmentProblem):
+    """A file this user may not read (:func:`unreadable`); ``said``: the message without what the run wrote, for a
+    run that goes on without the file (revert without its lock)."""
+
+    def __init__(self, said: str, after: str = "") -> None:
+        super().__init__(f"{said}; {after}" if after else said)
+        self.said = said
 
 
 def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:

@@ -77,7 +77,7 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         seen[line] = n
         order.append(line)
     # one stat each; a fix.toml that is no regular file is one too (its load says what it is)
-    folders = {f.name for f in (root / "fixes").iterdir() if _there(f / "fix.toml")}
+    folders = {f.name for f in _listing(root / "fixes") if _there(f / "fix.toml")}
     for fix_id in order:
         if fix_id not in folders:
             errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
@@ -140,8 +140,8 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
     patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)
-                                 for sub in sorted(folder.iterdir())
-                                 if sub.name == (profile or sub.name) and os.path.lexists(sub / "variant.toml"))
+                                 for sub in _listing(folder)
+                                 if sub.name == (profile or sub.name) and _there(sub / "variant.toml"))
                      if v)
     if len(errors.problems) > before:
         return None
@@ -201,6 +201,7 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     """
     root = root.resolve()
     errors = Collector()
+    check_reachable(root / "fixes")
     if not (root / "fixes").is_dir():
         errors.add("no fixes/ folder", root, None, "point --pack at the fix pack's root")
         errors.raise_if_any(f"cannot load the pack at {root}")
@@ -231,14 +232,18 @@ def _there(path: Path) -> bool:
 def _profiles(folder: Path) -> dict[str, Path]:
     """The pack's profiles by name (``profiles/<name>.toml``); none when there is no such folder. One this user
     may not read is exit 5 naming it: a glob there finds nothing, and every profile was said unknown."""
-    if not folder.is_dir():
-        return {}
+    return {p.stem: p for p in _listing(folder) if p.suffix == ".toml"} if folder.is_dir() else {}
+
+
+def _listing(folder: Path) -> list[Path]:
+    """The entries of the pack's ``folder``, sorted. One this user may not list (mode 000, or 111: searchable, not
+    readable) is exit 5 naming it (:func:`fixpack.errors.unreadable`): a glob or a skipped listing there finds
+    nothing, and a fix's variant folder was taken for none (its base patch exported, its fix left out of an SBOM)."""
     try:
-        names = sorted(os.listdir(folder))
+        return sorted(folder / n for n in os.listdir(folder))
     except OSError as exc:
         raise_unreadable(folder, exc)
         raise
-    return {n[:-len(".toml")]: folder / n for n in names if n.endswith(".toml")}
 
 
 def _check_relations(series: tuple[str, ...], fixes: dict[str, Fix], fixes_dir: Path, errors: Collector) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .documents import check_reachable
 from .errors import Collector, UnknownNameError
 from .model import Component, Pack, Profile
 
@@ -107,6 +108,7 @@ def _component(pack: Pack, cid: str, table: dict[str, Any], targets: set[str], a
                    at.line(cid, "path" if not isinstance(src, str) or not src else "version"))
         return None
     folder = (pack.root / src).resolve()
+    check_reachable(folder / "pyproject.toml")  # (a folder this user may not search is exit 5, not "no pyproject")
     if pack.root.resolve() not in folder.parents or not (
             (folder / "pyproject.toml").is_file() or (folder.suffix == ".whl" and folder.is_file())):
         errors.add(f"{where}: path {src!r} is not a folder with a pyproject.toml or a .whl inside the pack", path,

@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError
+from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError, UnreadableError
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
@@ -243,8 +243,9 @@ def soft_lock(ctx: Context, req: Request) -> Lock:
         lock = lockfile.read_lock(ctx.profile, ctx.relock)
         lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, ctx.relock)
     except FixpackError as exc:
+        said = exc.said if isinstance(exc, UnreadableError) else str(exc)  # (not its "nothing was written")
         for name in ctx.found:
-            ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {exc}")
+            ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {said}")
         return NO_LOCK
     return lock
 

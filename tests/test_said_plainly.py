@@ -24,7 +24,9 @@ def test_fetch_labels_the_version_and_commit_it_found(builder):
     said = [ln for ln in done.stderr.splitlines() if not ln.startswith("fixpack: ")]
     root = done.stdout.strip().split("=", 1)[1]
     assert said == [f"  demo release copy: version 1.0, commit {builder.commit} (read from: git HEAD of {root}: "
-                    f"{builder.commit}; {root}/demo_pkg/_version.py: __version__ = '1.0')"], said
+                    f"{builder.commit}; {root}/demo_pkg/_version.py: __version__ = '1.0'; {root}/demo_pkg/_version.py: "
+                    f"__commit_id__ = 'gabcdef1234', not git HEAD's (the root is a git repository of its own: its HEAD "
+                    f"is taken, as a checkout's version module may be stale))"], said
 
 def test_a_created_file_with_lines_added_says_so(builder):
     builder.add_fix("one", {"demo_pkg/new.py": None}, {"demo_pkg/new.py": "a = 1\nb = 2\n"})

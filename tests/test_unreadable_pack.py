@@ -21,7 +21,7 @@ from conftest import REPO, one_fix_pack, snapshot
 from fixpack.cli import main
 
 MOD = "demo_pkg/mod.py"
-CASES = {  # what is made unreadable -> the path the message names
+CASES = {  # what is made unreadable (mode 000; 111: searchable, not listable) -> the path the message names
     "fixes/series": "fixes/series",
     "profiles/p1.toml": "profiles/p1.toml",
     "profiles/p1.lock": "profiles/p1.lock",
@@ -29,19 +29,24 @@ CASES = {  # what is made unreadable -> the path the message names
     "fixes/one": "fixes/one/fix.toml",
     "fixes/one/0001-change.patch": "fixes/one/0001-change.patch",
     "profiles": "profiles",
+    "fixes/one/p1": "fixes/one/p1/variant.toml",  # the fix's variant for p1: it was taken for none, exit 0
+    "fixes/one:111": "fixes/one",
+    "fixes:111": "fixes",
+    "profiles:111": "profiles",
 }
 
 
-def _deny(monkeypatch: pytest.MonkeyPatch, denied: Path) -> None:
+def _deny(monkeypatch: pytest.MonkeyPatch, denied: Path, mode: str = "000") -> None:
     """What mode 000 on ``denied`` does to a user who does not own it: a path inside it cannot be looked at, its
-    listing and its own open fail (EACCES); the lstat or stat of ``denied`` itself still works."""
+    listing and its own open fail (EACCES); the lstat or stat of ``denied`` itself still works. Mode 111 (search,
+    no read) refuses only the folder's listing."""
     def refused(p: object, itself: bool) -> bool:
         try:
             path = Path(os.fsdecode(p))  # type: ignore[arg-type]
         except TypeError:  # a file descriptor
             return False
         path = path if path.is_absolute() else Path.cwd() / path
-        return denied in path.parents or (itself and path == denied)
+        return (mode == "000" and denied in path.parents) or (itself and path == denied)
 
     def wrap(name: str, itself: bool):  # type: ignore[no-untyped-def]
         real = getattr(os, name)
@@ -51,7 +56,8 @@ def _deny(monkeypatch: pytest.MonkeyPatch, denied: Path) -> None:
                 raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fsdecode(p))
             return real(p, *a, **kw)
         monkeypatch.setattr(os, name, call)
-    for name, itself in (("lstat", False), ("stat", False), ("open", True), ("listdir", True), ("scandir", True)):
+    for name, itself in (("lstat", False), ("stat", False), ("open", mode == "000"), ("listdir", True),
+                         ("scandir", True)):
         wrap(name, itself)
 
 
@@ -63,8 +69,10 @@ def _said(res) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("what", sorted(CASES))
 def test_an_unreadable_pack_file_is_exit_5_naming_it(builder, monkeypatch, what, command):
     image = one_fix_pack(builder)
+    (builder.pack / "fixes/one/p1").mkdir()
     before = snapshot(image), snapshot(builder.pack)
-    _deny(monkeypatch, builder.pack / what)
+    path, _, mode = what.partition(":")
+    _deny(monkeypatch, builder.pack / path, mode or "000")
     res = CliRunner().invoke(main, [command, "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}",
                                     "--color", "never"])
     monkeypatch.undo()
@@ -81,8 +89,10 @@ def test_an_unreadable_pack_file_is_exit_5_naming_it(builder, monkeypatch, what,
 @pytest.mark.parametrize("what", sorted(CASES))
 def test_an_unreadable_pack_file_with_its_real_mode(builder, what):
     image = one_fix_pack(builder)
-    target = builder.pack / what
-    target.chmod(0)
+    (builder.pack / "fixes/one/p1").mkdir()
+    path, _, mode = what.partition(":")
+    target = builder.pack / path
+    target.chmod(int(mode or "0", 8))
     try:
         r = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "-p", "p1", "--pack", str(builder.pack),
                             "--root", f"demo={image}", "--color", "never"], capture_output=True, text=True,
@@ -94,3 +104,11 @@ def test_an_unreadable_pack_file_with_its_real_mode(builder, what):
         said
     assert "three" not in (image / MOD).read_text() and not (image / ".fixpack").exists()
     shutil.rmtree(builder.pack)
+
+
+def test_the_same_pack_readable_runs(builder):
+    """The cases above on a pack this user may read: the run goes through (the empty variant folder is none)."""
+    image = one_fix_pack(builder)
+    (builder.pack / "fixes/one/p1").mkdir()
+    res = CliRunner().invoke(main, ["apply", "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}"])
+    assert res.exit_code == 0 and "three" in (image / MOD).read_text(), _said(res)
