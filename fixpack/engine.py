@@ -27,10 +27,11 @@ from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
 from .lock_hints import relock_command
+from .lost import refuse_unrecorded
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import replay, tampered_files, tampered_said, tampered_why, unrecorded, unwind
+from .replay import replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -346,13 +347,15 @@ def revert(req: Request) -> Report:
             tree, manifest, _pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
             manifests[ft.spec.name] = manifest
             if manifest is None:
-                _refuse_unrecorded(ctx, ft, tree)
+                refuse_unrecorded(ctx, ft, tree)
                 continue
             if _is_clean_release(tree, manifest, ctx.lock):  # as apply and status see it: nothing of ours is there
                 note_stale(ctx, ft)
                 ctx.report.fixes += [stale_entry(ctx, ft, e) for e in manifest.fixes]
             else:
                 _plan_revert(ctx, ft, tree, manifest, req.dry_run)
+                if ctx.report.ok:  # the recorded fixes are reverted on ``tree``: is any other left in?
+                    refuse_unrecorded(ctx, ft, tree, {e.id for e in manifest.fixes})
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree, manifest))
         add_next_steps(ctx, manifests)
@@ -406,17 +409,6 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             continue
         tree.adopt(rev.tree)
         fr.action = Action.WOULD_REVERT if dry else Action.REVERTED
-
-
-def _refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree) -> None:
-    """A target with no manifest that holds fixes of this pack (a lost manifest): revert has no record to undo, so
-    it says how to get one rather than report 'nothing to do' over a patched tree."""
-    fixes = [f for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in) if f.target == ft.spec.name]
-    held = unrecorded(fixes, tree, ctx.lock, lambda ids: parse_fixes(ctx.pack, ctx.profile, ids))
-    if held:
-        raise MismatchError(f"target {ft.spec.name} at {ft.root} holds {', '.join(held)} (their post-images are "
-                            f"there) but no manifest records them: run `apply` with the same fixes to record them "
-                            f"again, then `revert`; {ctx.report.nothing_written()}")
 
 
 # --- the lock: fingerprints along the chain -------------------------------------------------------

@@ -236,9 +236,8 @@ def _profiles(folder: Path) -> dict[str, Path]:
 
 
 def _listing(folder: Path) -> list[Path]:
-    """The entries of the pack's ``folder``, sorted. One this user may not list (mode 000, or 111: searchable, not
-    readable) is exit 5 naming it (:func:`fixpack.errors.unreadable`): a glob or a skipped listing there finds
-    nothing, and a fix's variant folder was taken for none (its base patch exported, its fix left out of an SBOM)."""
+    """The entries of the pack's ``folder``, sorted; one this user may not list (mode 000, or 111) is exit 5 naming
+    it (:func:`fixpack.errors.unreadable`), never a listing of nothing (a fix's variants were taken for none)."""
     try:
         return sorted(folder / n for n in os.listdir(folder))
     except OSError as exc:

@@ -25,8 +25,6 @@ from .states import State
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
-    from collections.abc import Callable
-
     from .evaluate import Evaluation, Pass
 
 
@@ -78,8 +76,9 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
     ev = decide(fix, tree, evidence, False)
     if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse,
-                          ["applied by an earlier run whose manifest entry was lost (the files are this pack's "
-                           "post-images, sha256 as in the lock); apply records it again, status and a dry run "
+                          ["applied by an earlier run whose manifest entry was lost (its files, with the fixes "
+                           "before it in place, are this pack's post-images, sha256 as in the lock); apply records "
+                           "it again, status and a dry run "
                            "only report it"])
     if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse, [
@@ -113,33 +112,6 @@ def _not_upstreams(fix: Fix, lock: Lock) -> bool:
     is a fix the lock took as upstreamed)."""
     entry = lock.fix(fix.id)
     return entry is not None and any(f.pre != f.post for f in entry.files)
-
-
-def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock, parse: Callable[[list[str]], object]) -> list[str]:
-    """The ids of ``fixes`` (of one target, series order) whose post-image ``tree`` holds though no manifest records
-    it (a lost manifest): a fix whose files hash to the lock's post-images, and one whose files are neither those
-    nor the release's (the lock's first pre-images) and whose patch reverses there while it does not apply (another
-    profile's chain, or a hand edit, changed the files too). ``parse`` loads the patches of the ids given; only the
-    second kind is parsed, so a target at the release or at this chain's post-images costs hashes only. A fix the
-    lock has no entry for, or records as upstreamed (pre == post), is not counted."""
-    from .evaluate import FixEvidence, decide
-
-    release = lock.release_files()
-    held, unsure = [], []
-    for fix in fixes:
-        entry = lock.fix(fix.id)
-        if entry is None or entry.pre() == entry.post():
-            continue
-        now = file_hashes(tree, list(entry.post()))  # the lock's paths: no patch is parsed
-        if now == entry.post():
-            held.append(fix.id)
-        elif any(h != release.get(p) for p, h in now.items()):
-            unsure.append(fix)
-    if unsure:
-        parse([f.id for f in unsure])
-        held += [f.id for f in unsure
-                 if decide(f, tree, FixEvidence.from_lock(lock.fix(f.id)), False).state is State.UPSTREAMED]
-    return [f.id for f in fixes if f.id in held]
 
 
 def tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:
