@@ -23,7 +23,7 @@ from .documents import (
     short,
     text_for_lines,
 )
-from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError
+from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError, UnreadableError
 from .fsio import atomic_write
 from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
@@ -98,6 +98,8 @@ def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]
     found: list[tuple[Lock, str]] = []
     try:
         found.append((read_lock(profile), str(profile.lock_path)))
+    except UnreadableError:  # one this user may not read is not replaced unseen (its owner's file; exit 5)
+        raise
     except FixpackError:
         pass
     from .gitutil import head_file  # only when a lock is written

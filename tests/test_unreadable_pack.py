@@ -112,3 +112,17 @@ def test_the_same_pack_readable_runs(builder):
     (builder.pack / "fixes/one/p1").mkdir()
     res = CliRunner().invoke(main, ["apply", "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}"])
     assert res.exit_code == 0 and "three" in (image / MOD).read_text(), _said(res)
+
+
+def test_lock_does_not_replace_a_lock_it_may_not_read(builder, monkeypatch):
+    """`lock` with the lock on disk unreadable wrote a new one over it (exit 0; its owner's file, root's 000, became
+    the user's 644; found by a fresh user): exit 5 naming it, nothing written."""
+    one_fix_pack(builder)
+    before = snapshot(builder.pack)
+    _deny(monkeypatch, builder.pack / "profiles/p1.lock")
+    res = CliRunner().invoke(main, ["lock", "-p", "p1", "--pack", str(builder.pack), "--root",
+                                    f"demo={builder.base / 'clean'}", "--color", "never"])
+    monkeypatch.undo()
+    assert res.exit_code == 5, _said(res)
+    assert f"{builder.pack / 'profiles/p1.lock'}: cannot be read: Permission denied (EACCES)" in _said(res)
+    assert snapshot(builder.pack) == before
