@@ -354,8 +354,8 @@ def revert(req: Request) -> Report:
                 ctx.report.fixes += [stale_entry(ctx, ft, e) for e in manifest.fixes]
             else:
                 _plan_revert(ctx, ft, tree, manifest, req.dry_run)
-                if ctx.report.ok:  # the recorded fixes are reverted on ``tree``: is any other left in?
-                    refuse_unrecorded(ctx, ft, tree, {e.id for e in manifest.fixes})
+            if ctx.report.ok:  # the recorded fixes are reverted on ``tree``: is any other left in?
+                refuse_unrecorded(ctx, ft, tree, manifest)
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree, manifest))
         add_next_steps(ctx, manifests)

@@ -310,7 +310,7 @@ def _post_only(profile: Profile, fix: Fix, ft: FoundTarget, tree: Tree, upstream
     its ``fixed_in`` is this release or older, or the lock on disk for this pin records it as found (pre = post,
     these bytes). Otherwise the copy is a patched tree (its ``.fixpack`` removed), which would be locked as if
     upstream held every fix, or a release that took the fix, which a rebase reports as upstreamed."""
-    if fix.id in upstreamed or _fixed_by(fix.upstream.fixed_in, ft.version):
+    if fix.id in upstreamed or fixed_by(fix.upstream.fixed_in, ft.version):
         return
     now = file_hashes(tree, fix.touched_paths())
     try:
@@ -361,7 +361,7 @@ def _profile_before(profile: Profile, target: str, version: str) -> str | None:
     return max(older)[1] if older else None
 
 
-def _fixed_by(fixed_in: str, version: str) -> bool:
+def fixed_by(fixed_in: str, version: str) -> bool:
     """``fixed_in`` (a fix.toml's: the first release that makes it unnecessary) is ``version`` or older."""
     if not fixed_in or not version:
         return False

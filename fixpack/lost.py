@@ -1,6 +1,7 @@
-"""A target's fixes that no manifest records, though their changes are in its files (a lost manifest, or one
-that lost an entry): revert has no record to undo them, so it refuses and says how to get one, rather than
-report "nothing to do" over a patched tree, or revert the recorded fixes and leave the others in.
+"""A target's fixes that no manifest records, though their changes are in its files (a lost manifest, one that
+lost an entry, or one whose entry says upstreamed where the lock says the release lacks the fix): revert has no
+record to undo them, so it refuses and says how to get one, rather than report "nothing to do" over a patched
+tree, or revert the recorded fixes and leave the others in.
 
 :func:`unrecorded` finds them by the lock's hashes first (a target at the release, or at this chain's
 post-images, costs hashes only) and places the patches of the others; :func:`refuse_unrecorded` is revert's
@@ -12,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .advice import restore_how
-from .errors import MismatchError
+from .advice import recorded_has, to_release
+from .errors import MismatchError, PackError
+from .lockfile import fixed_by
 from .model import Fix
 from .patchfiles import parse_fixes
-from .records import Lock
+from .records import Lock, Manifest
 from .states import State
 from .tree import Tree, file_hashes
 
@@ -26,57 +28,101 @@ if TYPE_CHECKING:
 
 
 def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
-               parse: Callable[[list[str]], object]) -> tuple[list[str], dict[str, list[str]]]:
-    """Of ``fixes`` (of one target, series order, none of them recorded): the ids whose post-image ``tree`` holds,
-    and per fix only some of whose hunks are there, its files. A fix whose files hash to the lock's post-images is
-    held; one whose files are neither those nor the release's (the lock's first pre-images) is placed both ways
-    (:func:`fixpack.evaluate.decide`): held when its patch reverses there and does not apply (another profile's
-    chain, or a hand edit, changed the files too), partial when its hunks are some one way, some the other.
-    ``parse`` loads the patches of the ids given (only those placed). A fix the lock has no entry for, or records
-    as upstreamed (pre == post), is not counted."""
+               parse: Callable[[list[str]], list[str]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Of ``fixes`` (of one target, series order, none of them recorded as applied): the ids whose post-image
+    ``tree`` holds, and per fix only some of whose hunks are there (the others neither applicable nor there, or
+    applicable), its files. A fix whose files hash to the lock's post-images is held; one whose files are neither
+    those nor the release's (the lock's first pre-images), or that the lock does not know (no usable lock), is
+    placed both ways (:func:`fixpack.evaluate.decide`): held when its patch reverses there and does not apply
+    (another profile's chain, or a hand edit, changed the files too), partial when a hunk's post-image is there and
+    its pre-image is not while others are not in. ``parse`` loads the patches of the ids given and returns those it
+    could (only those are placed). A fix the lock records as upstreamed (pre == post) is not counted."""
     from .evaluate import FixEvidence, decide
 
     release = lock.release_files()
     held, unsure = [], []
     for fix in fixes:
         entry = lock.fix(fix.id)
-        if entry is None or entry.pre() == entry.post():
+        if entry is not None and entry.pre() == entry.post():
             continue
-        now = file_hashes(tree, list(entry.post()))  # the lock's paths: no patch is parsed
-        if now == entry.post():
+        now = file_hashes(tree, list(entry.post())) if entry is not None else {}  # the lock's paths: no parse
+        if entry is not None and now == entry.post():
             held.append(fix.id)
-        elif any(h != release.get(p) for p, h in now.items()):
+        elif entry is None or any(h != release.get(p) for p, h in now.items()):
             unsure.append(fix)
     partial: dict[str, list[str]] = {}
-    if unsure:
-        parse([f.id for f in unsure])
-    for fix in unsure:
-        state = decide(fix, tree, FixEvidence.from_lock(lock.fix(fix.id)), False).state
-        if state is State.UPSTREAMED:
+    parsed = set(parse([f.id for f in unsure])) if unsure else set()
+    for fix in (f for f in unsure if f.id in parsed):
+        ev = decide(fix, tree, FixEvidence.from_lock(lock.fix(fix.id)), False)
+        if ev.state is State.UPSTREAMED:
             held.append(fix.id)
-        elif state is State.PARTIAL:
+        elif ev.state is State.PARTIAL or (ev.state is State.CONFLICT and _some_in(fix, tree)):
             partial[fix.id] = sorted(fix.touched_paths())
     return [f.id for f in fixes if f.id in held], partial
 
 
-def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, recorded: set[str] | None = None) -> None:
-    """Revert's refusal (MismatchError, exit 3) when ``tree`` (the target with its recorded fixes reverted;
-    ``recorded``: their ids, None when there is no manifest) holds fixes of the profile that are not recorded:
-    those whose post-image is there are to be recorded again by ``apply``; those only partly there, put back to the
-    release (the command, :func:`fixpack.advice.restore_how`)."""
+def _some_in(fix: Fix, tree: Tree) -> bool:
+    """A hunk of ``fix`` whose post-image is in its file while its pre-image is not, and that adds a line: a
+    hand-edited line of a fix that is in otherwise leaves it in conflict, its other hunks in the files (a hunk that
+    only removes lines leaves its context, which the release has too). Each hunk is placed on its own."""
+    from .applier import probe
+
+    for fp in fix.file_patches():
+        text = tree.read(fp.new_path) if fp.new_path and not fp.binary else None
+        if text is None or not fp.hunks:
+            continue
+        fwd, rev = probe(text, fp.hunks), probe(text, fp.hunks, reverse=True)
+        if any(r.found and not f.present and len(h.new_lines) > h.leading_context + h.trailing_context
+               for f, r, h in zip(fwd, rev, fp.hunks)):
+            return True
+    return False
+
+
+def partial_parse(ctx: Context) -> Callable[[list[str]], list[str]]:
+    """Parse the patches of the fixes named, each on its own; returns those that parse. A malformed patch of a fix
+    the record does not hold (a stale lock says its patch changed) is no reason to stop a revert: that fix is not
+    looked for."""
+    def parse(ids: list[str]) -> list[str]:
+        ok = []
+        for fid in ids:
+            try:
+                parse_fixes(ctx.pack, ctx.profile, [fid])
+            except PackError:
+                continue
+            ok.append(fid)
+        return ok
+    return parse
+
+
+def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest | None = None) -> None:
+    """Revert's refusal (MismatchError, exit 3) when ``tree`` (the target with ``manifest``'s applied fixes reverted;
+    None: it has no manifest) holds fixes of the profile that are not recorded as applied: those whose post-image is
+    there are to be recorded by ``apply`` (the command), those only partly there put back to the release with every
+    file the manifest lists (the command; a revert then finds the release). Without a usable lock every unrecorded
+    fix is placed, but for one whose ``fixed_in`` says the target's release holds it."""
+    recorded = manifest.applied_ids() if manifest else set()
     fixes = [f for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in)
-             if f.target == ft.spec.name and f.id not in (recorded or set())]
-    held, partial = unrecorded(fixes, tree, ctx.lock, lambda ids: parse_fixes(ctx.pack, ctx.profile, ids))
+             if f.target == ft.spec.name and f.id not in recorded
+             and (ctx.lock.fixes or not fixed_by(f.upstream.fixed_in, ft.version))]
+    held, partial = unrecorded(fixes, tree, ctx.lock, partial_parse(ctx))
     if not held and not partial:
         return
-    which = "no manifest records" if recorded is None else "its manifest does not record"
-    said = []
+    which = "no manifest records" if manifest is None else "its manifest does not record"
+    applied = "" if manifest is None else " as applied"
+    revert = ctx.rerun("revert", False, dry=False) if ctx.rerun else "revert"
+    said, how = [], ""
     if held:
-        said.append(f"holds {', '.join(held)} (their post-images are there) but {which} them: run `apply` with the "
-                    f"same fixes to record them again, then `revert`")
+        them = "them" if len(held) > 1 else "it"
+        opt = tuple(f for f in held if f in ctx.profile.opt_in)  # named, so that apply takes them in
+        apply = ctx.rerun("apply", False, opt, False) if ctx.rerun else "apply"
+        said.append(f"holds {', '.join(held)} ({'their post-images are' if len(held) > 1 else 'its post-image is'} "
+                    f"there) but {which} {them}{applied}: record {them} with: {apply}; then revert with: {revert}")
     if partial:
-        files = sorted({p for ps in partial.values() for p in ps})
-        said.append(f"holds some of the hunks of {', '.join(partial)}, which {which}: `status` names them; put "
-                    f"{'its' if len(partial) == 1 else 'their'} files back to the release "
-                    f"({restore_how(ctx, ft, files)}), then `revert`")
-    raise MismatchError(f"target {ft.spec.name} at {ft.root} {'; it also '.join(said)}; {ctx.report.nothing_written()}")
+        files = sorted({p for ps in partial.values() for p in ps} | set(manifest.files if manifest else ()))
+        has, settle, _unknown = recorded_has(ctx, ft, files)
+        how = to_release(ctx, ft, files, has, settle)
+        what = "its files" if manifest is None else "its files and every file the manifest lists"
+        said.append(f"holds some of the hunks of {', '.join(partial)}, which {which}{applied} (`status` names "
+                    f"them): put {what} back to the release with the command at the end, then revert with: {revert}")
+    raise MismatchError(f"target {ft.spec.name} at {ft.root} {'; it also '.join(said)}; {ctx.report.nothing_written()}"
+                        + (f". The command that puts the files back: {how}" if how else ""))

@@ -1,0 +1,148 @@
+"""Revert over fixes of the profile that the image's record does not hold as applied, though their changes are in
+the files (found by fresh users): no manifest, a manifest that lost an entry, one whose every listed file is back at
+the release, one whose entry says upstreamed where the lock says the release lacks the fix, no usable lock, a fix
+only partly there or with one line edited by hand. Each revert said OK (or nothing to do) and left that fix's code
+in. Now exit 3, nothing written, naming the fixes; the commands it prints, run as written, end at the release."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from conftest import numbered, snapshot
+from test_engine import MOD, setup  # noqa: F401 (fixture)
+
+from fixpack import engine
+from fixpack.errors import MismatchError
+
+
+def _refusal(b, target, **kw) -> str:  # type: ignore[no-untyped-def]
+    before = snapshot(target)
+    with pytest.raises(MismatchError) as exc:
+        engine.revert(b.request(target, **kw))
+    assert snapshot(target) == before  # nothing written, .fixpack/ included
+    return str(exc.value)
+
+
+def _run_each(said: str, marks: tuple[str, ...]) -> None:
+    """Run the commands ``said`` prints after each of ``marks`` (up to the next '; '), in order, as written."""
+    for mark in marks:
+        command = said.split(mark, 1)[1].split("; ", 1)[0]
+        done = subprocess.run(command, shell=True, capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+
+
+def _drop(target, *ids: str, state: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """Take the entries ``ids`` out of the manifest (or, with ``state``, set theirs to it)."""
+    mpath = target / ".fixpack" / "demo.manifest.json"
+    m = json.loads(mpath.read_text())
+    if state:
+        for f in m["fixes"]:
+            if f["id"] in ids:
+                f["state"] = state
+    else:
+        m["fixes"] = [f for f in m["fixes"] if f["id"] not in ids]
+        kept = {p for f in m["fixes"] for p in f["files"]}
+        m["files"] = {p: h for p, h in m["files"].items() if p in kept}
+        m["removed_files"] = {p: k for p, k in m.get("removed_files", {}).items() if p in kept}
+    mpath.write_text(json.dumps(m))
+
+
+HELD = ("record it with: ", "then revert with: ")
+
+
+@pytest.mark.parametrize("how", ["entry lost", "upstreamed entry"])
+def test_a_manifest_without_a_fix_that_is_in(setup, how):  # noqa: F811
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    _drop(target, "first", state="upstreamed" if how == "upstreamed entry" else None)
+    for dry in (True, False):
+        said = _refusal(b, target, dry_run=dry)
+        assert " holds first (its post-image is there) but its manifest does not record it as applied: record it " \
+               "with: " in said and said.endswith("; nothing was written"), said
+    _run_each(said, HELD)
+    assert snapshot(target) == original
+
+
+def test_a_stale_manifest_whose_files_are_the_release_while_others_hold_fixes(setup):  # noqa: F811
+    """Every file the manifest lists is back at the release (it is stale), but fixes it no longer lists are in other
+    files: revert removed the stale manifest and said OK."""
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target, opt_ins=("extra",))).ok
+    _drop(target, "first", "second")
+    (target / "demo_pkg/x.py").unlink()  # extra's file, back to the release (which lacks it)
+    said = _refusal(b, target)
+    assert " holds first, second (their post-images are there) but its manifest does not record them as applied" \
+           in said, said
+    _run_each(said, ("record them with: ", "then revert with: "))
+    assert snapshot(target) == original
+
+
+def test_no_usable_lock_still_finds_the_fixes_by_their_patches(setup):  # noqa: F811
+    """Without the lock (missing, or stale) the hashes say nothing: every fix is placed by its patch."""
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    (target / ".fixpack" / "demo.manifest.json").unlink()
+    lock = b.pack / "profiles" / "p1.lock"
+    saved = lock.read_bytes()
+    lock.unlink()
+    said = _refusal(b, target)
+    assert " holds first, second (their post-images are there) but no manifest records them" in said, said
+    lock.write_bytes(saved)  # apply needs the lock
+    _run_each(said, ("record them with: ", "then revert with: "))
+    assert snapshot(target) == original
+
+
+@pytest.mark.parametrize("kind", ["partial", "a line edited"])
+def test_a_fix_partly_there_is_named_with_the_command_that_puts_its_files_back(builder, kind):
+    """One hunk of two in the file (status: partial), or both with a line of one edited by hand (status: conflict);
+    the target is a checkout at the pin, so the way back is git's."""
+    base = numbered(40)
+    target, source = builder.git_release({MOD: base})
+    post = base.replace("line 5\n", "five\nfive and a half\n").replace("line 30\n", "thirty\nthirty-one\n")
+    builder.add_fix("two", {MOD: base}, {MOD: post})
+    builder.profile(["two"], extra_targets=source)
+    builder.lock(target)
+    there = base.replace("line 5\n", "five\nfive and a half\n") if kind == "partial" else \
+        post.replace("thirty-one\n", "thirty-one (tuned by hand)\n")
+    (target / MOD).write_text(there)
+    assert engine.status(builder.request(target)).fix("two").state.value == \
+        ("partial" if kind == "partial" else "conflict")
+    said = _refusal(builder, target)
+    assert " holds some of the hunks of two, which no manifest records (`status` names them): put its files back " \
+           "to the release with the command at the end, then revert with: " in said, said
+    command = said.split(". The command that puts the files back: ", 1)[1]
+    assert command == f"git -C {target} checkout HEAD -- {MOD}", command
+    subprocess.run(command, shell=True, check=True)
+    assert (target / MOD).read_text() == base and engine.revert(builder.request(target)).ok
+
+
+def test_a_partial_fix_beside_a_recorded_one_goes_back_with_every_file_the_manifest_lists(builder):
+    """Fix a (files A and B) lost its entry and is only partly there; fix b (files B and C) is recorded. The command
+    put back a's files only: B went to the release under b, which the next revert called tampered (found by a fresh
+    user). It puts back every file the manifest lists too: one revert after it ends at the release."""
+    files = {f"demo_pkg/{n}.py": numbered(20) for n in "abc"}
+    target, source = builder.git_release(files)
+    a, b_, c = (f"demo_pkg/{n}.py" for n in "abc")
+    after_a = {a: files[a].replace("line 3\n", "three\nmore\n"), b_: files[b_].replace("line 3\n", "three\nmore\n")}
+    builder.add_fix("fa", {a: files[a], b_: files[b_]}, after_a)
+    builder.add_fix("fb", {b_: after_a[b_], c: files[c]}, {b_: after_a[b_].replace("line 15\n", "fifteen\n"),
+                                                          c: files[c].replace("line 15\n", "fifteen\n")})
+    builder.profile(["fa", "fb"], extra_targets=source)
+    builder.lock(target)
+    assert engine.apply(builder.request(target)).ok
+    _drop(target, "fa")
+    subprocess.run(["git", "-C", str(target), "checkout", "HEAD", "--", a], check=True)  # a's first file back
+    said = _refusal(builder, target)
+    assert " holds some of the hunks of fa, which its manifest does not record as applied (`status` names them): " \
+           "put its files and every file the manifest lists back to the release" in said, said
+    command = said.split(". The command that puts the files back: ", 1)[1]
+    assert command == f"git -C {target} checkout HEAD -- {a} {b_} {c}", command
+    subprocess.run(command, shell=True, check=True)
+    r = engine.revert(builder.request(target))
+    assert r.ok and not (target / ".fixpack").exists()
+    assert all((target / p).read_text() == t for p, t in files.items())
