@@ -369,8 +369,10 @@ def revert(req: Request) -> Report:
             mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
             changes.append(FileChange(mpath, None))
             check_writable(ft.root, changes)
-            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))
-            forget_state(ft.root)
+            try:
+                ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))
+            finally:  # (a Ctrl-C once the writes were complete too: the manifest is gone, its folder goes)
+                forget_state(ft.root)
     return ctx.report.close()
 
 

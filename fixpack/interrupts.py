@@ -44,6 +44,31 @@ def signals(got: list[int], deferred: bool = False) -> Iterator[None]:
             signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
+@contextmanager
+def interrupt_once() -> Iterator[None]:
+    """In the block, the first SIGINT raises KeyboardInterrupt where the run is, as Ctrl-C does; every later one
+    is ignored, so that what the first set going (a write put back from its journal, the backups removed) runs to
+    its end: a second Ctrl-C cut a rollback, leaving the target half written and its journal, under a message
+    that said no write was under way. A process that ignores SIGINT (a background job) keeps ignoring it; only the
+    main thread can set handlers: elsewhere the block handles nothing."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    fired: list[int] = []
+
+    def once(signum: int, frame: FrameType | None) -> None:
+        if not fired:
+            fired.append(signum)
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGINT, once)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if old is None else old)
+
+
 def terminated(exc: BaseException, got: list[int]) -> bool:
     """Whether the run was stopped by SIGTERM: ``exc`` is a :class:`Term`, or ``got`` (a :func:`signals` list)
     holds SIGTERM."""

@@ -32,6 +32,7 @@ from .fsio import (
     unlink,
     unlink_quietly,
 )
+from .interrupts import interrupt_once
 from .kept import emptied_folders, kept_of
 from .records import Kept, dumps
 from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path, recover
@@ -122,18 +123,19 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
     noun = "pack" if by else "target"  # a pack update says what it writes by
-    try:
-        return _journalled(root, changes, folder, phase, folders or {}, by)
-    except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
-        if phase[0] == "prepare":
-            _abandon(root)
-            raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing in "
-                                     f"the {noun} was changed. Run again") from None
-        if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
-            _roll_back(root, None, root, noun)
-        _drop_backups(folder / BACKUPS)
-        raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: the "
-                                 f"{noun} holds this run's result (fixpack status shows it)") from None
+    with interrupt_once():  # a second Ctrl-C does not cut the rollback the first one set going
+        try:
+            return _journalled(root, changes, folder, phase, folders or {}, by)
+        except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
+            if phase[0] == "prepare":
+                _abandon(root)
+                raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing "
+                                         f"in the {noun} was changed. Run again") from None
+            if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
+                _roll_back(root, None, root, noun)
+            _drop_backups(folder / BACKUPS)
+            raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: "
+                                     f"the {noun} holds this run's result (fixpack status shows it)") from None
 
 
 def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],

@@ -225,6 +225,73 @@ def test_ctrl_c_at_every_write_point_leaves_the_target_before_or_done(setup, mon
     assert outcomes == {True, False}
 
 
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_ctrl_c_again_while_the_write_is_put_back_does_not_cut_it(setup, monkeypatch, command):
+    """Ctrl-C at a write point, then again at the rollback's start, at each of its I/O calls and at its end (a
+    fresh user pressed it three times: the second cut the rollback, leaving the target half written with its
+    journal, exit 5 saying no write was under way). Real signals, at every write point: the run is put back whole
+    (or was complete), exit 5, no journal left."""
+    import shutil
+    import signal
+
+    from fixpack import transaction
+
+    builder, target = setup
+    if command == "revert":
+        assert engine.apply(builder.request(target)).ok
+    run = getattr(engine, command)
+    before = _all(target)
+    probe = target.parent / "probe"
+    shutil.copytree(target, probe)
+    calls, rolling = {"n": 0, "at": 0}, {"on": False}
+
+    def point() -> None:
+        calls["n"] += 1
+        if calls["n"] == calls["at"]:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    real_recover, real_io = transaction.recover, fsio.io_point
+
+    def recover(root):  # type: ignore[no-untyped-def]
+        rolling["on"] = True
+        os.kill(os.getpid(), signal.SIGINT)
+        try:
+            return real_recover(root)
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+            rolling["on"] = False
+
+    def io(path):  # type: ignore[no-untyped-def]
+        if rolling["on"]:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_io(path)
+
+    monkeypatch.setattr(transaction, "fault_point", point)
+    monkeypatch.setattr(transaction, "recover", recover)
+    monkeypatch.setattr(fsio, "io_point", io)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a shell's foreground run has it
+    try:
+        assert run(builder.request(probe)).ok
+        points, done = calls["n"], _all(probe)
+        assert points >= 4
+        for at in range(1, points + 1):
+            calls.update(n=0, at=at)
+            try:
+                run(builder.request(target))
+                pytest.fail(f"no interrupt said at write point {at}")
+            except EnvironmentProblem as exc:
+                said = str(exc)
+            except KeyboardInterrupt:  # (one that escapes would end the test session)
+                pytest.fail(f"a Ctrl-C cut the rollback of the interrupt at write point {at}")
+            assert "interrupted (Ctrl-C, SIGINT)" in said, said
+            complete = "writes were complete" in said
+            assert _all(target) == (done if complete else before), (at, said)
+            assert not (target / ".fixpack/journal.json").exists() and not (target / ".fixpack/journal").exists()
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back after the write
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def test_ctrl_c_outside_a_write_is_exit_5_not_a_traceback(setup, monkeypatch, capsys):
     from fixpack import cli_fast
 
