@@ -392,7 +392,10 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
         side_pass = fwd if fwd.present else rev
         return Evaluation(State.AMBIGUOUS, fwd, rev, side_pass.explain())
     partial = _partial(fix, tree, ev)
-    if partial:
+    if partial:  # the hunks it cannot apply are those already in: said so in their JSON too, not "missing" alone
+        for note in fwd.hunks:
+            if note.placement == "missing":
+                note.reason = "its post-image is in the file: this part of the fix is in already"
         return Evaluation(State.PARTIAL, fwd, rev, partial)
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
 

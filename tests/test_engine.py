@@ -146,6 +146,10 @@ def test_partial_is_refused_with_hunks(builder):
     msg = r.fix("two").messages[0]
     assert "present: demo_pkg/mod.py hunk #1" in msg and "not present: demo_pkg/mod.py hunk #2" in msg
     assert snapshot(target) == before
+    # the JSON's refused hunks are those it cannot apply: the one in already, said so (it read as a missing hunk)
+    refused = r.as_dict()["fixes"][0]["refused"]
+    assert [(h["hunk"], h["placement"], h["reason"]) for h in refused] == \
+        [(1, "missing", "its post-image is in the file: this part of the fix is in already")], refused
 
 
 def test_tampered(setup):
