@@ -112,6 +112,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         ctx.report.fixes.append(fr)
         refused = ev.state is State.DRIFTED and ctx.report.strict
         if refused:
+            fr.action = Action.NONE  # refused: it would not be applied (the others' would-apply holds once it is)
             comps = {c.id for c in recorded_components.components} if recorded_components else set()
             ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen
             plan.reached = False

@@ -117,6 +117,9 @@ def test_drifted_applies_with_offset_and_strict_refuses(setup):
     before = snapshot(target)
     strict = engine.apply(b.request(target, strict=True))
     assert strict.exit_code == 3 and snapshot(target) == before
+    # a refused fix does not say it would apply (it did): both touch the edited file, both drifted
+    assert [(f.id, f.state.value, f.action.value) for f in strict.fixes] == [("first", "drifted", "none"),
+                                                                             ("second", "drifted", "none")]
     r = engine.apply(b.request(target))
     assert r.ok and r.fix("first").state == "drifted"
     assert r.fix("first").offsets[0]["offset"] == 1
