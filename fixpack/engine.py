@@ -321,6 +321,9 @@ def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
         return  # nothing to write, or the rollback alone brought the target where this run wanted it
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
     changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan, changes).to_json()), 0o644))
+    if len(changes) == 1:  # the manifest alone: the run wrote, though every fix says "already applied"
+        ctx.report.target(ft.spec.name).note(f"no file of the target changed; its manifest {changes[0].path} was "
+                                             f"written again, to record what is there")
     check_writable(ft.root, changes)
     ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))  # "" or: backups are left
 

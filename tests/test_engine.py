@@ -420,6 +420,8 @@ def test_lost_manifest_is_recognised_as_ours(setup):
     assert r.ok and states(r) == {"first": "applied", "second": "applied"}
     assert "manifest entry was lost" in r.fix("first").messages[0]
     assert (target / ".fixpack" / "demo.manifest.json").exists()
+    assert r.targets[0].notes == ["no file of the target changed; its manifest .fixpack/demo.manifest.json was "
+                                  "written again, to record what is there"]  # (every fix said already applied)
     assert engine.revert(b.request(target)).ok and snapshot(target) == original
 
 
