@@ -257,8 +257,9 @@ def refresh_cmd(profile: str, roots: tuple[str, ...], pack_root: Path | None, as
     and lock follow, later fixes are checked on top. Without one: regenerate the patch against its chain on a
     clean release copy (like quilt refresh)."""
     from .cli_author import print_refreshed
+    from .closenames import close_names
     from .editrefresh import refresh_from_work
-    from .loader import close_names, load_pack
+    from .loader import load_pack
     from .pack_tools import refresh
     from .patchfiles import patch_again
     from .run import refuse_half_written

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .binpatch import PackBudget
+from .closenames import NO_CLOSE, close_matches, close_names
 from .documents import check_reachable, link_refused, raise_unreadable, read_pack_file, read_toml, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError
@@ -49,7 +50,7 @@ def key_line(text: str, key: str, table: str = "") -> int | None:
 def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
                   errors: Collector, table: str = "") -> None:
     for key in sorted(set(data) - allowed):
-        close = _close_matches(key, sorted(allowed), 1)
+        close = close_matches(key, sorted(allowed), 1)
         hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
         where = f"[{table}] " if table else ""
         errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)
@@ -288,23 +289,6 @@ def _requires_cycle(fid: str, req: str, fixes: dict[str, Fix]) -> list[str] | No
                 seen.add(nxt)
                 paths.append(chain + [nxt])
     return None
-
-
-def _close_matches(name: str, names: list[str], n: int, cutoff: float = 0.6) -> list[str]:
-    import difflib  # for error messages only
-
-    return difflib.get_close_matches(name, names, n, cutoff)
-
-
-NO_CLOSE = "no close match"
-
-
-def close_names(name: str, names: tuple[str, ...] | list[str]) -> str:
-    """"close matches: a, b" (up to three of ``names`` near ``name``), or "no close match": for a name not found."""
-    # a name the given one begins (``v0.30`` of ``v0.30.0``) first: difflib scores every profile alike there
-    prefixed = sorted(n for n in names if n.startswith(name))
-    close = (prefixed + [n for n in _close_matches(name, list(names), 3, 0.5) if n not in prefixed])[:3]
-    return f"close matches: {', '.join(close)}" if close else NO_CLOSE
 
 
 SHOWN_NAMES = 6  # the names an unknown-name message lists before "and N more"

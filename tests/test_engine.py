@@ -289,6 +289,9 @@ def test_a_profile_name_cut_short_suggests_the_profile_it_begins_first():
     pack = load_pack(REPO)
     with pytest.raises(UnknownNameError, match=r"close matches: v0\.30\.0[,;) ]"):
         load_profile(pack, "v0.30")
+    # a digit short (v0.3.0): as near every v0.3x.0 profile; all are named, none cut from a tie (v0.30.0 was)
+    with pytest.raises(UnknownNameError, match=r"close matches: v0\.30\.0, v0\.31\.0, v0\.32\.0, v0\.33\.0;"):
+        load_profile(pack, "v0.3.0")
 
 
 def test_stale_lock(setup):
