@@ -47,13 +47,16 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
         folder = dest.parent
         while not folder.exists():
             folder = folder.parent
-        if not os.access(folder, os.W_OK) or (dest.exists() and not os.access(dest, os.W_OK)):
+        if not os.access(folder, os.W_OK):  # the folder is what keeps the file from being written: named
+            problems.append(f"{folder}/ (a folder the run writes in)")
+        elif dest.exists() and not os.access(dest, os.W_OK):
             problems.append(str(dest))
         elif pycache_files(dest) and not os.access(dest.parent / "__pycache__", os.W_OK):
             problems.append(str(dest.parent / "__pycache__"))  # its stale bytecode could not be removed
     if not os.access(root, os.W_OK):
         problems.insert(0, str(root))
     if problems:
+        problems = list(dict.fromkeys(problems))  # a folder once, for all of its files
         raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "
                                  f"system): {', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}; nothing "
                                  f"was changed. Run where it may be written, or apply to a writable copy")
