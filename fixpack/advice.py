@@ -179,10 +179,10 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
 
 
 def pending_note(root: Path) -> str:
-    """What status and dry runs say of a state folder a run left: a journal (the next apply rolls it back), or
+    """What status and dry runs say of a state folder a run left: a journal (the next apply or revert rolls it back), or
     only the backups of a run that was complete but could not remove them (the next run removes them)."""
     if exists(journal_path(root)) or exists(temp_path(journal_path(root))):
-        return "an interrupted run left a journal; the next apply rolls it back first"
+        return "an interrupted run left a journal; the next apply or revert rolls it back first"
     return f"a complete run left its backups in {root / '.fixpack' / 'journal'}; the next run removes them"
 
 

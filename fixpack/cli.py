@@ -193,7 +193,8 @@ def status_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
     _run(call, as_json, "status", profile, dry_run=True)
 
 
-@main.command("revert", short_help="Unapply every fix, in reverse order.", epilog="""\b
+@main.command("revert", short_help="Unapply every fix, in reverse order.", context_settings={"allow_extra_args": True},
+              epilog="""\b
 Example:
   fixpack revert --profile v0.30.0 --target vllm --root vllm=/tmp/vllm-0.30.0 --dry-run""")
 @common
@@ -201,6 +202,10 @@ Example:
 def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
                copies_root: Path | None, lock_wait: float, as_json: bool, dry_run: bool) -> None:
     """Unapply every fix this tool applied, in reverse order; refuses if files changed since."""
+    names = click.get_current_context().args
+    if names:  # (click said only "Got unexpected extra argument")
+        raise click.UsageError(f"revert takes no fix names ({' '.join(names)}): it takes out every fix the image's "
+                               f"manifest records. To drop one opt-in fix, revert, then apply without it")
 
     def call() -> Any:
         from . import engine

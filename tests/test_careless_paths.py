@@ -113,3 +113,11 @@ def test_a_huge_file_where_a_fix_reads_one_is_refused_unread(builder, command):
     assert f"{mod}: {300 << 20} bytes, more than the 256 MiB a file of the target that a fix or component reads may " \
            f"have (no source file of a release is): put the release's file back there, then run again" in said, said
     assert not (image / ".fixpack").exists() and (mod.stat().st_size, mod.stat().st_mtime_ns) == (300 << 20, before)
+
+
+def test_revert_with_fix_names_says_revert_takes_none(builder):
+    """`revert ... FIX`: click said only "Got unexpected extra argument" (found by a fresh user)."""
+    image = one_fix_pack(builder)
+    r = _cli("revert", "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}", "one")
+    assert r.returncode == 2 and "revert takes no fix names (one): it takes out every fix the image's manifest " \
+                                 "records. To drop one opt-in fix, revert, then apply without it" in r.stderr, r.stderr

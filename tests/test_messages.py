@@ -290,7 +290,7 @@ def test_the_journal_notice_is_not_glued_to_the_root(setup):
     st = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", *args], env=env, capture_output=True, text=True)
     lines = st.stdout.splitlines()
     assert f"target demo: found 1.0 @ gabcdef1234 at {target}" in lines, lines
-    assert "  - an interrupted run left a journal; the next apply rolls it back first" in lines, lines
+    assert "  - an interrupted run left a journal; the next apply or revert rolls it back first" in lines, lines
 
 
 def test_lock_wait_on_the_command_line_is_not_blamed_on_the_variable(setup):
