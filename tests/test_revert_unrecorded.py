@@ -49,6 +49,13 @@ def _drop(target, *ids: str, state: str | None = None) -> None:  # type: ignore[
     mpath.write_text(json.dumps(m))
 
 
+def _put_back(said: str, target, paths: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Run the command ``said`` ends with, which puts ``paths`` of the checkout ``target`` back (git's way)."""
+    command = said.split(". The command that puts the files back: ", 1)[1]
+    assert command == f"git -C {target} checkout HEAD -- {' '.join(paths)}", command
+    subprocess.run(command, shell=True, check=True)
+
+
 HELD = ("record it with: ", "then revert with: ")
 
 
@@ -115,9 +122,7 @@ def test_a_fix_partly_there_is_named_with_the_command_that_puts_its_files_back(b
     said = _refusal(builder, target)
     assert " holds some of the hunks of two, which no manifest records (`status` names them): put its files back " \
            "to the release with the command at the end, then revert with: " in said, said
-    command = said.split(". The command that puts the files back: ", 1)[1]
-    assert command == f"git -C {target} checkout HEAD -- {MOD}", command
-    subprocess.run(command, shell=True, check=True)
+    _put_back(said, target, [MOD])
     assert (target / MOD).read_text() == base and engine.revert(builder.request(target)).ok
 
 
@@ -140,9 +145,7 @@ def test_a_partial_fix_beside_a_recorded_one_goes_back_with_every_file_the_manif
     said = _refusal(builder, target)
     assert " holds some of the hunks of fa, which its manifest does not record as applied (`status` names them): " \
            "put its files and every file the manifest lists back to the release" in said, said
-    command = said.split(". The command that puts the files back: ", 1)[1]
-    assert command == f"git -C {target} checkout HEAD -- {a} {b_} {c}", command
-    subprocess.run(command, shell=True, check=True)
+    _put_back(said, target, [a, b_, c])
     r = engine.revert(builder.request(target))
     assert r.ok and not (target / ".fixpack").exists()
     assert all((target / p).read_text() == t for p, t in files.items())
