@@ -110,19 +110,30 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
     which = "no manifest records" if manifest is None else "its manifest does not record"
     applied = "" if manifest is None else " as applied"
     revert = ctx.rerun("revert", False, dry=False) if ctx.rerun else "revert"
-    said, how = [], ""
-    if held:
-        them = "them" if len(held) > 1 else "it"
-        opt = tuple(f for f in held if f in ctx.profile.opt_in)  # named, so that apply takes them in
-        apply = ctx.rerun("apply", False, opt, False) if ctx.rerun else "apply"
-        said.append(f"holds {', '.join(held)} ({'their post-images are' if len(held) > 1 else 'its post-image is'} "
-                    f"there) but {which} {them}{applied}: record {them} with: {apply}; then revert with: {revert}")
-    if partial:
+    steps, how = [], ""
+    if partial:  # first: its files back (an apply would refuse a fix only partly there: exit 4)
         files = sorted({p for ps in partial.values() for p in ps} | set(manifest.files if manifest else ()))
         has, settle, _unknown = recorded_has(ctx, ft, files)
         how = to_release(ctx, ft, files, has, settle)
         what = "its files" if manifest is None else "its files and every file the manifest lists"
-        said.append(f"holds some of the hunks of {', '.join(partial)}, which {which}{applied} (`status` names "
-                    f"them): put {what} back to the release with the command at the end, then revert with: {revert}")
-    raise MismatchError(f"target {ft.spec.name} at {ft.root} {'; it also '.join(said)}; {ctx.report.nothing_written()}"
+        steps.append(f"put {what} back to the release with the command at the end")
+    if held:
+        if not ctx.lock.fixes:  # (revert went on without a lock: apply needs one)
+            from .lock_hints import regenerate_hint
+
+            steps.append(regenerate_hint(ctx.profile, ctx.relock, ctx.pack).replace("regenerate it", "regenerate "
+                                                                                         "the lock", 1))
+        them = "them" if len(held) > 1 else "it"
+        opt = tuple(f for f in held if f in ctx.profile.opt_in)  # named, so that apply takes them in
+        steps.append(f"record {them} with: {ctx.rerun('apply', False, opt, False) if ctx.rerun else 'apply'}")
+    steps.append(f"revert with: {revert}")
+    said = []
+    if held:
+        said.append(f"holds {', '.join(held)} ({'their post-images are' if len(held) > 1 else 'its post-image is'} "
+                    f"there) but {which} {'them' if len(held) > 1 else 'it'}{applied}")
+    if partial:
+        said.append(f"holds part of {', '.join(partial)} (some of its hunks, or its lines edited by hand: `status` "
+                    f"names them), which {which}{applied}")
+    raise MismatchError(f"target {ft.spec.name} at {ft.root} {'; it also '.join(said)}. To revert: "
+                        f"{'; then '.join(steps)}; {ctx.report.nothing_written()}"
                         + (f". The command that puts the files back: {how}" if how else ""))

@@ -53,8 +53,8 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
             problems.append(str(dest))
         elif pycache_files(dest) and not os.access(dest.parent / "__pycache__", os.W_OK):
             problems.append(str(dest.parent / "__pycache__"))  # its stale bytecode could not be removed
-    if not os.access(root, os.W_OK):
-        problems.insert(0, str(root))
+    if not os.access(root, os.W_OK):  # (its state folder is made or written there)
+        problems.insert(0, f"{root}/ (a folder the run writes in)")
     if problems:
         problems = list(dict.fromkeys(problems))  # a folder once, for all of its files
         raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "

@@ -460,7 +460,7 @@ def test_a_lost_manifest_of_another_profile_s_chain_is_not_upstream_s(setup):
     assert engine.apply(b.request(target)).ok
     shutil.rmtree(target / ".fixpack")
     before = snapshot(target)
-    with pytest.raises(MismatchError, match=r"holds second \(its post-image is there\) but no manifest records it: "):
+    with pytest.raises(MismatchError, match=r"holds second \(its post-image is there\) but no manifest records it\. To revert: "):
         engine.revert(b.request(target, name="p2"))
     st = engine.status(b.request(target, name="p2"))
     assert st.fix("second").state.value == "applied" and snapshot(target) == before
@@ -595,7 +595,7 @@ def test_revert_after_a_lost_manifest_says_how_instead_of_nothing_to_do(setup):
     assert engine.apply(b.request(target)).ok
     (target / ".fixpack" / "demo.manifest.json").unlink()
     patched = snapshot(target)
-    with pytest.raises(MismatchError, match="no manifest records them: record them with: "):
+    with pytest.raises(MismatchError, match="no manifest records them. To revert: record them with: "):
         engine.revert(b.request(target))
     assert snapshot(target) == patched
     assert engine.apply(b.request(target)).ok  # records them again

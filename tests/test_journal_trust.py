@@ -318,7 +318,7 @@ def test_a_refusal_after_a_rollback_does_not_say_nothing_was_written(builder, tm
                     "sha256": hashlib.sha256(manifest).hexdigest()})
     said = _cli(builder, target, "revert")
     message = " ".join(said.stderr.split())
-    assert said.returncode == 3 and "no manifest records it: record it with: " in message, said.stderr
+    assert said.returncode == 3 and "no manifest records it. To revert: record it with: " in message, said.stderr
     assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
     assert "nothing was written" not in message
 

@@ -67,8 +67,8 @@ def test_a_manifest_without_a_fix_that_is_in(setup, how):  # noqa: F811
     _drop(target, "first", state="upstreamed" if how == "upstreamed entry" else None)
     for dry in (True, False):
         said = _refusal(b, target, dry_run=dry)
-        assert " holds first (its post-image is there) but its manifest does not record it as applied: record it " \
-               "with: " in said and said.endswith("; nothing was written"), said
+        assert " holds first (its post-image is there) but its manifest does not record it as applied. To revert: " \
+               "record it with: " in said and said.endswith("; nothing was written"), said
     _run_each(said, HELD)
     assert snapshot(target) == original
 
@@ -98,8 +98,9 @@ def test_no_usable_lock_still_finds_the_fixes_by_their_patches(setup):  # noqa: 
     saved = lock.read_bytes()
     lock.unlink()
     said = _refusal(b, target)
-    assert " holds first, second (their post-images are there) but no manifest records them" in said, said
-    lock.write_bytes(saved)  # apply needs the lock
+    assert " holds first, second (their post-images are there) but no manifest records them. To revert: regenerate " \
+           "the lock from clean release copies: " in said and "; then record them with: " in said, said
+    lock.write_bytes(saved)  # (the lock command needs the release copy, which this pack's profile cannot fetch)
     _run_each(said, ("record them with: ", "then revert with: "))
     assert snapshot(target) == original
 
@@ -120,8 +121,9 @@ def test_a_fix_partly_there_is_named_with_the_command_that_puts_its_files_back(b
     assert engine.status(builder.request(target)).fix("two").state.value == \
         ("partial" if kind == "partial" else "conflict")
     said = _refusal(builder, target)
-    assert " holds some of the hunks of two, which no manifest records (`status` names them): put its files back " \
-           "to the release with the command at the end, then revert with: " in said, said
+    assert " holds part of two (some of its hunks, or its lines edited by hand: `status` names them), which no " \
+           "manifest records. To revert: put its files back to the release with the command at the end; then " \
+           "revert with: " in said, said
     _put_back(said, target, [MOD])
     assert (target / MOD).read_text() == base and engine.revert(builder.request(target)).ok
 
@@ -143,9 +145,30 @@ def test_a_partial_fix_beside_a_recorded_one_goes_back_with_every_file_the_manif
     _drop(target, "fa")
     subprocess.run(["git", "-C", str(target), "checkout", "HEAD", "--", a], check=True)  # a's first file back
     said = _refusal(builder, target)
-    assert " holds some of the hunks of fa, which its manifest does not record as applied (`status` names them): " \
-           "put its files and every file the manifest lists back to the release" in said, said
+    assert " holds part of fa (some of its hunks, or its lines edited by hand: `status` names them), which its " \
+           "manifest does not record as applied. To revert: put its files and every file the manifest lists back " \
+           "to the release" in said, said
     _put_back(said, target, [a, b_, c])
     r = engine.revert(builder.request(target))
     assert r.ok and not (target / ".fixpack").exists()
     assert all((target / p).read_text() == t for p, t in files.items())
+
+
+def test_a_partial_fix_beside_fixes_that_are_in_puts_its_files_back_first(builder):
+    """Fix one is in whole, fix two only in part, no manifest: the apply that records one refuses while two is
+    partly there (exit 4), so the put-back comes first (the message named it last; found by a fresh user). The
+    steps, run in the order said, end at the release."""
+    base = numbered(40)
+    target, source = builder.git_release({MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {"demo_pkg/b.py": base}, {"demo_pkg/b.py": base.replace("line 9\n", "nine\n")})
+    post = base.replace("line 5\n", "five\nfive and a half\n").replace("line 30\n", "thirty\nthirty-one\n")
+    builder.add_fix("two", {MOD: base}, {MOD: post})
+    builder.profile(["one", "two"], extra_targets=source)
+    builder.lock(target)
+    (target / "demo_pkg/b.py").write_text(base.replace("line 9\n", "nine\n"))
+    (target / MOD).write_text(base.replace("line 5\n", "five\nfive and a half\n"))
+    said = _refusal(builder, target)
+    assert "To revert: put its files back to the release with the command at the end; then record it with: " in said
+    _put_back(said, target, [MOD])
+    _run_each(said, ("record it with: ", "then revert with: "))
+    assert (target / MOD).read_text() == base and (target / "demo_pkg/b.py").read_text() == base

@@ -56,12 +56,14 @@ def test_read_only_target_as_root(setup, monkeypatch):
     assert {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")} == before
 
 
-def test_a_read_only_folder_is_named_not_the_files_in_it(setup, monkeypatch):
+@pytest.mark.parametrize("where", ["demo_pkg", ""])
+def test_a_read_only_folder_is_named_not_the_files_in_it(setup, monkeypatch, where):
     """A folder the run writes in that it may not write (its files writable): the folder is what keeps them from
-    being written, so it is named, once (each file in it was named instead; found by a fresh user)."""
+    being written, so it is named, once (each file in it was named instead, the target's root twice; found by a
+    fresh user)."""
     b, target = setup
     before = snapshot(target)
-    real, folder = os.access, target / "demo_pkg"
+    real, folder = os.access, target / where if where else target
     monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if (m == os.W_OK and os.fspath(p) == str(folder))
                         else real(p, m, *a, **k))
     with pytest.raises(EnvironmentProblem) as exc:
