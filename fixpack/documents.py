@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from . import __version__
-from .errors import BadInputError, Collector, DamagedStateError, unreadable
+from .errors import BadInputError, Collector, DamagedStateError, raise_unreadable
 from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
@@ -241,13 +241,6 @@ def check_reachable(path: Path, whose: str = "the pack") -> None:
         os.lstat(path)
     except OSError as exc:
         raise_unreadable(path, exc, whose)
-
-
-def raise_unreadable(path: Path, exc: OSError, whose: str = "the pack") -> None:
-    """Raises :func:`fixpack.errors.unreadable`'s error for ``exc`` when it is one (permissions, the disk)."""
-    err = unreadable(path, exc, whose)
-    if err is not None:
-        raise err from None
 
 
 def link_refused(root: Path, path: Path, errors: Collector) -> bool:

@@ -27,7 +27,6 @@ from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
 from .lock_hints import relock_command
-from .lost import refuse_unrecorded
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
@@ -335,6 +334,8 @@ def revert(req: Request) -> Report:
 
     Refuses (exit 3, nothing written) when a file changed since it was applied.
     """
+    from .lost import refuse_unrecorded  # (revert's only: status and apply do without it)
+
     ctx = prepare(req, "revert", need_lock=False)
     ctx.lock = soft_lock(ctx, req)
     with ExitStack() as locks:

@@ -165,6 +165,13 @@ def unreadable(path: Path | str, exc: OSError, whose: str = "the pack", after: s
                            after)
 
 
+def raise_unreadable(path: Path | str, exc: OSError, whose: str = "the pack") -> None:
+    """Raises :func:`unreadable`'s error for ``exc`` when it is one (permissions, the disk); else returns."""
+    err = unreadable(path, exc, whose)
+    if err is not None:
+        raise err from None
+
+
 class UnreadableError(EnvironmentProblem):
     """A file this user may not read (:func:`unreadable`); ``said``: the message without what the run wrote, for a
     run that goes on without the file (revert without its lock)."""
@@ -172,6 +179,11 @@ class UnreadableError(EnvironmentProblem):
     def __init__(self, said: str, after: str = "") -> None:
         super().__init__(f"{said}; {after}" if after else said)
         self.said = said
+
+
+def says_disk_full(text: str) -> bool:
+    """Whether a tool's output (git, pip) says a write found no room: ENOSPC or EDQUOT, in the C library's words."""
+    return "No space left on device" in text or "Disk quota exceeded" in text
 
 
 def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:

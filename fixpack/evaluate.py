@@ -431,6 +431,16 @@ def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> tuple[list
     return msgs, sorted(files)
 
 
+def both_ways(fp: FilePatch, text: str, ev: FixEvidence = NO_EVIDENCE,
+              flat: int = 0) -> list[tuple[HunkResult, HunkResult]]:
+    """Each hunk of ``fp`` placed on its own in ``text`` (nothing pinned; ``ev``'s counts from its ``flat``-th hunk):
+    (forward, reversed) per hunk: whether its pre-image, and its post-image, is there."""
+    n = len(fp.hunks)
+    fwd = probe(text, fp.hunks, evidence=tuple(ev.hunk(flat + i, False, False) for i in range(n)))
+    rev = probe(text, fp.hunks, reverse=True, evidence=tuple(ev.hunk(flat + i, True, False) for i in range(n)))
+    return list(zip(fwd, rev))
+
+
 def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
     """When each hunk is either present (post-image) or applicable (pre-image), but not all one way."""
     present, missing = [], []
@@ -439,11 +449,9 @@ def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
         text = tree.read(fp.path if fp.kind != "rename" else (fp.old_path or "")) if not fp.binary else None
         if text is None or not fp.hunks:
             return []
-        fwd = probe(text, fp.hunks, evidence=tuple(ev.hunk(flat + i, False, False) for i in range(len(fp.hunks))))
-        rev = probe(text, fp.hunks, reverse=True,
-                    evidence=tuple(ev.hunk(flat + i, True, False) for i in range(len(fp.hunks))))
+        both = both_ways(fp, text, ev, flat)
         flat += len(fp.hunks)
-        for f, r in zip(fwd, rev):
+        for f, r in both:
             label = f"{fp.path} hunk #{f.index + 1} (line {fp.hunks[f.index].old_start})"
             if r.found and not f.present:
                 present.append(label)

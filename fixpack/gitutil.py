@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import GitError
+from .errors import GitError, says_disk_full
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "fixpack", "GIT_AUTHOR_EMAIL": "fixpack@invalid",
@@ -34,7 +34,7 @@ def run(repo: Path, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
         raise GitError(f"git is not installed: {exc}") from exc
     if status not in ok_codes:
         said = (err or out).strip()
-        full = "No space left on device" in said or "Disk quota exceeded" in said
+        full = says_disk_full(said)
         raise GitError(f"`git {' '.join(args)}` in {repo} exited {status}:\n{said}"
                        + (f"\nFree space on the file system of {repo} (set TMPDIR to a folder with room where it is a "
                           f"temporary one) and run again" if full else ""))

@@ -11,9 +11,9 @@ from typing import Any
 
 from .binpatch import PackBudget
 from .closenames import NO_CLOSE, close_matches, close_names
-from .documents import check_reachable, link_refused, raise_unreadable, read_pack_file, read_toml, utf8_text
+from .documents import check_reachable, link_refused, read_pack_file, read_toml, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
-from .errors import Collector, UnknownNameError
+from .errors import Collector, UnknownNameError, raise_unreadable
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
 from .patchfiles import Binary, Where, check_binary, check_package_paths, load_patch
 from .profile_components import load_components

@@ -14,16 +14,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import (
-    MAX_PACK_TEXT_BYTES,
-    TooLargeError,
-    check_reachable,
+from .documents import MAX_PACK_TEXT_BYTES, TooLargeError, check_reachable, read_capped, short, text_for_lines
+from .errors import (
+    BadInputError,
+    ConflictError,
+    FixpackError,
+    MismatchError,
+    StaleLockError,
+    UnreadableError,
     raise_unreadable,
-    read_capped,
-    short,
-    text_for_lines,
 )
-from .errors import BadInputError, ConflictError, FixpackError, MismatchError, StaleLockError, UnreadableError
 from .fsio import atomic_write
 from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .advice import recorded_has, to_release
 from .errors import MismatchError, PackError
+from .lock_hints import regenerate_hint
 from .lockfile import fixed_by
 from .model import Fix
 from .patchfiles import parse_fixes
@@ -43,12 +44,15 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     held, unsure = [], []
     for fix in fixes:
         entry = lock.fix(fix.id)
-        if entry is not None and entry.pre() == entry.post():
+        if entry is None:  # no usable lock: its patch says
+            unsure.append(fix)
             continue
-        now = file_hashes(tree, list(entry.post())) if entry is not None else {}  # the lock's paths: no parse
-        if entry is not None and now == entry.post():
+        if entry.upstreamed():
+            continue
+        now = file_hashes(tree, list(entry.post()))  # the lock's paths: no patch is parsed
+        if now == entry.post():
             held.append(fix.id)
-        elif entry is None or any(h != release.get(p) for p, h in now.items()):
+        elif any(h != release.get(p) for p, h in now.items()):
             unsure.append(fix)
     partial: dict[str, list[str]] = {}
     parsed = set(parse([f.id for f in unsure])) if unsure else set()
@@ -65,15 +69,14 @@ def _some_in(fix: Fix, tree: Tree) -> bool:
     """A hunk of ``fix`` whose post-image is in its file while its pre-image is not, and that adds a line: a
     hand-edited line of a fix that is in otherwise leaves it in conflict, its other hunks in the files (a hunk that
     only removes lines leaves its context, which the release has too). Each hunk is placed on its own."""
-    from .applier import probe
+    from .evaluate import both_ways
 
     for fp in fix.file_patches():
         text = tree.read(fp.new_path) if fp.new_path and not fp.binary else None
         if text is None or not fp.hunks:
             continue
-        fwd, rev = probe(text, fp.hunks), probe(text, fp.hunks, reverse=True)
         if any(r.found and not f.present and len(h.new_lines) > h.leading_context + h.trailing_context
-               for f, r, h in zip(fwd, rev, fp.hunks)):
+               for (f, r), h in zip(both_ways(fp, text), fp.hunks)):
             return True
     return False
 
@@ -119,8 +122,6 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
         steps.append(f"put {what} back to the release with the command at the end")
     if held:
         if not ctx.lock.fixes:  # (revert went on without a lock: apply needs one)
-            from .lock_hints import regenerate_hint
-
             steps.append(regenerate_hint(ctx.profile, ctx.relock, ctx.pack).replace("regenerate it", "regenerate "
                                                                                          "the lock", 1))
         them = "them" if len(held) > 1 else "it"

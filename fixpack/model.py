@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .binpatch import MAX_BINARY_BYTES
-from .errors import Collector, unreadable
+from .errors import Collector, raise_unreadable
 from .safepath import TooLargeError, not_a_file, read_regular
 from .structs import dataclass, field, replace
 
@@ -63,9 +63,8 @@ def source_bytes(fix: Fix, src: str) -> bytes:
     try:
         return read_regular(path, MAX_BINARY_BYTES, follow=False)
     except (OSError, TooLargeError) as exc:
-        err = unreadable(path, exc) if isinstance(exc, OSError) else None
-        if err is not None:  # permissions or the disk: exit 5, not a problem of the pack
-            raise err from None
+        if isinstance(exc, OSError):  # permissions or the disk: exit 5, not a problem of the pack
+            raise_unreadable(path, exc)
         errors, named = Collector(), ", ".join(repr(t) for t, s in fix.binary if s == src)
         errors.add(f"[binary] {named}: the fix's source file {src!r} ({path}) {source_file_problem(path, exc)}",
                    fix.folder / "fix.toml", None, SOURCE_HINT)

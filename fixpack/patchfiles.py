@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PATCH_BYTES, TooLargeError, raise_unreadable
-from .errors import BadInputError, Collector, PackError, PatchParseError
+from .documents import MAX_PATCH_BYTES, TooLargeError
+from .errors import BadInputError, Collector, PackError, PatchParseError, raise_unreadable
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
 from .safepath import link_on_the_way, not_a_file, not_a_file_here, path_problem, read_regular
 

@@ -84,6 +84,9 @@ class LockFix:
     def post(self) -> dict[str, str | None]:
         return {f.path: f.post for f in self.files}
 
+    def upstreamed(self) -> bool:  # the release held its post-image: no file's sha256 changed by it
+        return all(f.pre == f.post for f in self.files)
+
 
 @dataclass(frozen=True)
 class LockComponent:

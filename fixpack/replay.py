@@ -111,7 +111,7 @@ def _not_upstreams(fix: Fix, lock: Lock) -> bool:
     there: the release held its pre-image, not its post-image (an entry whose files are unchanged, pre == post,
     is a fix the lock took as upstreamed)."""
     entry = lock.fix(fix.id)
-    return entry is not None and any(f.pre != f.post for f in entry.files)
+    return entry is not None and not entry.upstreamed()
 
 
 def tampered_files(tree: Tree, manifest: Manifest | None) -> set[str]:

@@ -50,7 +50,7 @@ from .fsio import (
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
+from .safepath import TooLargeError, holds_bytes, link_on_the_way, name_problem, path_problem, read_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -464,11 +464,10 @@ def _holds(dest: Path, e: JournalEntry) -> bool:
     left it as it was)."""
     try:
         st = os.lstat(dest)
-        same = stat.S_ISREG(st.st_mode) and st.st_size == len(e.original or b"") and \
-            stat.S_IMODE(st.st_mode) == e.mode and (e.owner is None or (st.st_uid, st.st_gid) == e.owner)
-        return same and dest.read_bytes() == e.original
     except OSError:
         return False
+    return stat.S_IMODE(st.st_mode) == e.mode and (e.owner is None or (st.st_uid, st.st_gid) == e.owner) and \
+        holds_bytes(dest, e.original or b"")
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

@@ -26,7 +26,7 @@ def locked_files(lock: Lock, manifest: Manifest, target: str, chain: set[str]) -
         return None
     for fid in chain:
         entry, fix = recorded[fid], by_id[fid]
-        if entry.state is not Recorded.APPLIED or entry.patch_sha256 != fix.patch_sha256 or fix.pre() == fix.post():
+        if entry.state is not Recorded.APPLIED or entry.patch_sha256 != fix.patch_sha256 or fix.upstreamed():
             return None
     expected: dict[str, str | None] = {}
     clean: dict[str, str | None] = {}

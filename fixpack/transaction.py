@@ -32,7 +32,6 @@ from .fsio import (
     unlink,
     unlink_quietly,
 )
-from .interrupts import interrupt_once
 from .kept import emptied_folders, kept_of
 from .records import Kept, dumps
 from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path, recover
@@ -125,7 +124,9 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
-    noun = "pack" if by else "target"  # a pack update says what it writes by
+    from .interrupts import interrupt_once  # (a run that writes: status never does)
+
+    noun = _noun(by)
     with interrupt_once():  # a second Ctrl-C does not cut the rollback the first one set going
         try:
             return _journalled(root, changes, folder, phase, folders or {}, by)
@@ -161,7 +162,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
     except OSError as exc:
         _abandon(root)
         raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the "
-                                 f"{'pack' if by else 'target'} was changed. {_advice(exc).capitalize()} and run "
+                                 f"{_noun(by)} was changed. {_advice(exc).capitalize()} and run "
                                  f"again") from exc
     phase[0] = "write"
     where = journal
@@ -188,7 +189,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         unlink(journal)
         phase[0] = "done"
     except OSError as exc:
-        _roll_back(root, exc, where, "pack" if by else "target")
+        _roll_back(root, exc, where, _noun(by))
     try:
         fsync_dir(folder)
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
@@ -294,6 +295,11 @@ def _abandon(root: Path) -> None:
         discard_leftovers(root)
     except (OSError, FixpackError):  # still failing (read-only now): the next run removes them
         pass
+
+
+def _noun(by: Mapping[str, str] | None) -> str:
+    """What a transaction writes: a pack (an update says what it writes by) or a target."""
+    return "pack" if by else "target"
 
 
 _NEXT_RUN = {"target": "run fixpack again (apply or revert): it rolls the target back",

@@ -37,7 +37,7 @@ from .structs import dataclass, field
 if TYPE_CHECKING:
     from installer.scripts import ScriptSection
 
-from .errors import BadInputError, EnvironmentProblem, temp_work_failed
+from .errors import BadInputError, EnvironmentProblem, says_disk_full, temp_work_failed
 from .model import Component
 
 INSTALLER_NAME = b"fixpack\n"
@@ -133,7 +133,7 @@ def build_wheel(src: Path, work: Path) -> Path:
         said = (proc.stderr or proc.stdout).strip()
         tail = "\n".join(said.splitlines()[-12:])  # whole lines: a cut by characters began mid-word
         need = (f"free space in the temporary folder {work.parent} (or set TMPDIR to a folder with room)"
-                if "No space left on device" in said or "Disk quota exceeded" in said else
+                if says_disk_full(said) else
                 f"setuptools older than 70.1 builds wheels only with the wheel package: install wheel, or "
                 f"setuptools>=70.1, into the running Python ({sys.executable})"
                 if "invalid command 'bdist_wheel'" in said else
