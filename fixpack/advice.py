@@ -490,8 +490,9 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
         names, also = named_too(ctx, behind, ctx.behind_of.get(fix.id, behind))
         too = (f" (it names {', '.join(behind)} too, which the lock placed {fix.id} on top of"
                f"{'; ' + also[2:-1] if also else ''})" if behind else also)
-        return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it: move it "
-                f"aside ({' && '.join(aside(p) for p in made)}), then run "
+        inside = "" if set(made) <= {fp.new_path for fp in fix.file_patches()} else " (or a file in it)"
+        return (f"next: {', '.join(made)} is there, though the release lacks it and the fix creates it{inside}: "
+                f"move it aside ({' && '.join(aside(p) for p in made)}), then run "
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")
     if behind:
         return f"next: {said}; {name_too(ctx, behind, own=ctx.behind_of.get(fix.id, behind))}"

@@ -32,6 +32,7 @@ from .diffpaths import (
 from .diffsyntax import (
     HUNK_HEADER,
     hunk_numbers,
+    refuse_cr_only,
     refuse_crlf,
     refuse_not_utf8_message,
     split_lines,
@@ -164,13 +165,12 @@ def _without_heading(text: str) -> str:
 def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = None) -> ParsedPatch:
     """Parse a patch file's bytes.
 
-    Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF line endings, a
+    Raises PatchParseError naming ``source`` and the line for a patch file converted to CRLF (or CR) line ends, a
     malformed diff, an absolute path or one that climbs out of the target with ``..``, a section whose
     ``diff --git``, ``---``/``+++`` and ``rename from``/``rename to`` lines name different files, or a copy
     (:func:`~fixpack.diffpaths.check_renames`). A file whose last line lacks its newline is read with it, as GNU
     patch reads it and as ``fixpack format`` writes it back (one reading for the applier, the lock and format).
-    ``pack``: the binary bytes of the pack's patches parsed so far (its load's), which this one's count against.
-    """
+    ``pack``: the binary bytes of the pack's patches parsed so far (its load's), which this one's count against."""
     from unidiff.errors import UnidiffParseError
     from unidiff.patch import PatchSet
 
@@ -237,11 +237,11 @@ _NOT_UTF8 = re.compile("[\udc80-\udcff]")  # bytes that decoding with surrogatee
 def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     """Walk the diff part line by line, as ``git apply`` does, before unidiff reads it.
 
-    unidiff skips what it does not recognise; a lost ``@@`` line or a hunk whose header counts are
-    wrong would then drop lines silently. Here every line must be a file header line, a hunk header
-    with both ``@@``, or one of the lines its counts announce. Returns git's rename and copy lines, each as
-    (line, ``"rename from"``/``"rename to"``/``"copy from"``/``"copy to"``, path), for :func:`check_renames`.
-    """
+    unidiff skips what it does not recognise; a lost ``@@`` line or a hunk whose header counts are wrong would
+    then drop lines silently. Here every line must be a file header line, a hunk header with both ``@@``, or one of
+    the lines its counts announce. Returns git's rename and copy lines, each as (line, ``"rename from"``/``"rename
+    to"``/``"copy from"``/``"copy to"``, path), for :func:`check_renames`."""
+    refuse_cr_only(text, source)
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
     if start is None:
@@ -456,9 +456,11 @@ def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     old = None if pf.is_added_file else clean_path(pf.source_file, source, line)
     new = None if pf.is_removed_file else clean_path(pf.target_file, source, line)
     hunks = tuple(_convert_hunk(h) for h in pf)
-    if old == new and not hunks and not pf.is_binary_file and pf.source_mode == pf.target_mode:  # a bare diff --git
-        raise bad(source, line or 0, f"the file section for {new} changes nothing (no hunk, mode, rename or binary "
-                                     f"data): a lock would record the file unchanged", f"remove it, or {REGENERATE}")
+    if old == new and all(h.old_lines == h.new_lines for h in hunks) and not pf.is_binary_file and \
+            pf.source_mode == pf.target_mode:  # a bare diff --git, or hunks of context alone (no + or - line)
+        raise bad(source, line or 0, f"the file section for {new} changes nothing (no hunk with a + or - line, no "
+                                     f"mode, rename or binary data): a lock would record the file unchanged",
+                  f"remove it, or {REGENERATE}")
     return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
 
 

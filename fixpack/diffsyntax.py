@@ -115,6 +115,15 @@ def split_lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
+def refuse_cr_only(text: str, source: str) -> None:
+    """Raise PatchParseError for a patch file whose lines end in CR alone (classic Mac): no LF at all, so it reads as
+    one line; :func:`refuse_crlf`'s "CRLF" and its dos2unix would not say that, nor convert it."""
+    if "\r" in text.rstrip("\r\n") and "\n" not in text.rstrip("\n"):  # (parse_patch ends the last line in LF)
+        what = "CR line endings in the patch file itself (classic Mac: it holds no LF at all): the file was converted"
+        raise PatchParseError(f"{source}:1: {what}", [Problem(what, None, 1, "convert the patch file to LF line "
+                                                              "endings (tr '\\r' '\\n', or mac2unix) and re-run")])
+
+
 def refuse_crlf(lines: list[str], first: int, source: str) -> None:
     """Raise PatchParseError for the first of the patch file's own ``lines`` (numbered from ``first``; not a
     changed file's lines) that ends in CRLF: the patch file was converted as a whole."""

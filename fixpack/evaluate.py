@@ -28,6 +28,7 @@ from .binpatch import BinaryApplyError
 from .diff import FilePatch
 from .model import Fix, source_bytes
 from .records import LockFix
+from .safepath import file_on_the_way, not_a_file
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -276,6 +277,10 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         if dst is not None and work.read(dst) is not None:
             return _fail(out, f"{dst}: exists, though fix {fix.id} deletes it (reverting it would bring the file "
                               f"back)" if reverse else f"{dst}: exists already (the patch creates it)")
+        way = file_on_the_way(work.root, dst) if dst is not None else None  # (its write failed: ENOTDIR, exit 5)
+        if way is not None:
+            return _fail(out, f"{dst}: {way} is {not_a_file(work.root / way) or 'a file'}, not a folder, but the "
+                              f"{'revert' if reverse else 'patch'} makes {dst} in it")
         current = ""
     elif current is None:
         return _fail(out, f"{src}: no such file")

@@ -135,6 +135,9 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     declared = Binary(folder, dict(binary), where, budget)  # the fix's and every variant's
     check_binary(declared, errors)
     names = _str_list(data.get("patches", []), "patches", path, text, errors)
+    if data.get("patches") == []:  # a fix that changes nothing (apply called the release "ambiguous")
+        errors.add("'patches' lists no patch: a fix changes the target through its patches", path,
+                   key_line(text, "patches"), "list its patch files, or drop the fix")
     for twice in sorted({n for n in names if names.count(n) > 1}):  # it would be applied twice, the 2nd a conflict
         errors.add(f"patch {twice!r} is listed twice in 'patches'", path, key_line(text, "patches"),
                    "list each patch once")

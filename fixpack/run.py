@@ -10,7 +10,15 @@ from functools import partial
 from pathlib import Path
 
 from . import lockfile
-from .errors import BadInputError, DamagedStateError, FixpackError, MismatchError, UnknownNameError, UnreadableError
+from .errors import (
+    BadInputError,
+    DamagedStateError,
+    FixpackError,
+    MismatchError,
+    PackError,
+    UnknownNameError,
+    UnreadableError,
+)
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
 from .model import Fix, Pack, Profile, TargetSpec
@@ -21,6 +29,7 @@ from .progress import QUIET, Progress
 from .records import Lock, Manifest
 from .report import FixReport, Report, TargetReport
 from .runlock import DEFAULT_WAIT
+from .safepath import file_on_the_way
 from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
@@ -95,9 +104,9 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     selected = select(pack, profile, fix_names, req.all_opt_in)
     components = select_components(profile, comp_names, selected)
     names = {t.name for t in profile.targets}
-    for name in list(req.roots) + list(req.only_targets):
+    for name, given in [(n, f"--root {n}=...") for n in req.roots] + [(n, f"--target {n}") for n in req.only_targets]:
         if name not in names:
-            raise BadInputError(f"unknown target {name!r} for profile {profile.name!r} "
+            raise BadInputError(f"{given}: unknown target {name!r} for profile {profile.name!r} "
                                 f"(its targets: {', '.join(sorted(names))})")
     if command not in ("revert", "status"):  # status parses what it evaluates (none when the lock vouches)
         parse_fixes(pack, profile, selected)
@@ -244,6 +253,7 @@ def soft_lock(ctx: Context, req: Request) -> Lock:
         lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, ctx.relock)
     except FixpackError as exc:
         said = exc.said if isinstance(exc, UnreadableError) else str(exc)  # (not its "nothing was written")
+        said = f"the pack could not be checked against it: {said}" if isinstance(exc, PackError) else said
         for name in ctx.found:
             ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {said}")
         return NO_LOCK
@@ -283,9 +293,14 @@ def opt_ins_behind(ctx: Context, fix: Fix, files: list[str], recorded: set[str])
 
 
 def created_there(ft: FoundTarget, fix: Fix) -> list[str]:
-    """The files ``fix`` creates that are on ``ft`` already (the release lacks them)."""
-    return sorted(fp.new_path for fp in fix.file_patches() if fp.old_path is None and fp.new_path
-                  and (ft.root / fp.new_path).exists())
+    """The files ``fix`` creates that are on ``ft`` already, or the file where a folder one goes in is (the release
+    lacks them)."""
+    there = set()
+    for p in (fp.new_path for fp in fix.file_patches() if fp.old_path is None and fp.new_path):
+        way = p if (ft.root / p).exists() else file_on_the_way(ft.root, p)
+        if way:
+            there.add(way)
+    return sorted(there)
 
 
 def refusing_files(ft: FoundTarget, fix: Fix, fr: FixReport) -> tuple[list[str], list[str]]:

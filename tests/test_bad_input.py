@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import numbered, snapshot
+from conftest import numbered, one_fix_pack, snapshot
 
 from fixpack import engine
 from fixpack.diff import parse_patch
@@ -170,3 +170,37 @@ def test_a_damaged_profile_lock_is_bad_input(pack, damage):
         lock.write_text(json.dumps(data))
     with pytest.raises(BadInputError):
         engine.apply(b.request(clean))
+
+
+def test_a_file_section_of_context_lines_alone_changes_nothing():
+    """Its one hunk has no + or - line (found by a fresh user): check and lock passed, then every apply on the clean
+    release said 'ambiguous ... the file is not the lock's pre- or post-image'. A context-only hunk beside one that
+    changes lines stays accepted."""
+    head = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n"
+    with pytest.raises(PatchParseError, match=r"x.patch:1: the file section for m.py changes nothing \(no hunk with "
+                                              r"a \+ or - line"):
+        parse_patch((head + "@@ -1,3 +1,3 @@\n a\n b\n c\n").encode(), "x.patch")
+    both = head + "@@ -1,3 +1,3 @@\n a\n b\n c\n@@ -10,3 +10,3 @@\n j\n-k\n+K\n l\n"
+    assert len(parse_patch(both.encode(), "x.patch").files[0].hunks) == 2
+
+
+def test_a_patch_with_cr_line_ends_alone_is_said_so():
+    """Classic-Mac line ends (CR, no LF at all): it was said to have CRLF line endings, with dos2unix to convert,
+    which leaves lone CRs as they are (found by a fresh user)."""
+    text = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n".replace("\n", "\r")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(text.encode(), "x.patch")
+    said = str(exc.value) + " ".join(p.hint for p in exc.value.problems)
+    assert "x.patch:1: CR line endings in the patch file itself (classic Mac: it holds no LF at all)" in said, said
+    assert "tr '\\r' '\\n', or mac2unix" in said and "CRLF" not in said, said
+
+
+def test_a_fix_that_lists_no_patch_is_refused_at_its_patches_line(builder):
+    """``patches = []`` (found by a fresh user): it locked, then apply called the clean release 'ambiguous'."""
+    one_fix_pack(builder)
+    toml = builder.pack / "fixes/one/fix.toml"
+    toml.write_text(toml.read_text().replace('patches = ["0001-change.patch"]', "patches = []"))
+    with pytest.raises(PackError) as exc:
+        load_pack(builder.pack)
+    assert any(p.path == toml and p.line is not None and "'patches' lists no patch" in p.message
+               for p in exc.value.problems), str(exc.value)

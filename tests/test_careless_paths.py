@@ -121,3 +121,13 @@ def test_revert_with_fix_names_says_revert_takes_none(builder):
     r = _cli("revert", "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={image}", "one")
     assert r.returncode == 2 and "revert takes no fix names (one): it takes out every fix the image's manifest " \
                                  "records. To drop one opt-in fix, revert, then apply without it" in r.stderr, r.stderr
+
+
+def test_an_unknown_target_says_which_option_named_it(builder):
+    """`--root vlm=...` (a typo) was said as "unknown target 'vlm'", as if --target had named it (found by a fresh
+    user)."""
+    image = one_fix_pack(builder)
+    for args, said in ((["--root", f"dmeo={image}"], "--root dmeo=...: unknown target 'dmeo'"),
+                       (["--target", "dmeo"], "--target dmeo: unknown target 'dmeo'")):
+        r = _cli("status", "-p", "p1", "--pack", str(builder.pack), *args)
+        assert r.returncode == 2 and said in r.stderr, r.stderr

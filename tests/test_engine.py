@@ -614,6 +614,9 @@ def test_revert_needs_only_the_patches_it_reverts(setup):
     r = engine.revert(b.request(target))
     assert r.ok and [f.action for f in r.fixes] == ["reverted", "reverted"]
     assert snapshot(target) == original
+    # the lock is not what is wrong: the pack could not be checked against it (found by a fresh user)
+    assert any(n.startswith("revert went on without the lock (it places every hunk by search): the pack could not "
+                            "be checked against it: ") for n in r.targets[0].notes), r.targets[0].notes
     with pytest.raises(PackError) as exc:
         engine.apply(b.request(target, opt_ins=("extra",), dry_run=True))
     assert f"{patch}:" in str(exc.value) and "malformed hunk header" in str(exc.value)

@@ -242,3 +242,41 @@ def test_refresh_never_writes_through_a_fix_folder_that_is_a_symbolic_link(pack3
         refresh_from_work(builder.pack, "b")
     assert exc.value.exit_code == 2 and f"{link}: is a symbolic link to {outside}" in str(exc.value), str(exc.value)
     assert (snapshot(builder.pack), snapshot(outside)) == before
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_a_file_where_the_folder_of_a_new_file_goes_is_a_conflict_before_any_write(builder, kind):
+    """A fix creates demo_pkg/newdir/x.py; the image has a file (or a FIFO) named demo_pkg/newdir. The dry run said
+    it would apply and the real apply failed writing (ENOTDIR, exit 5, rolled back; found by a fresh user). Now both
+    are exit 4 naming it, nothing written, and the next step, run as written, lets apply through. On the release
+    copy, lock refuses such a patch (a file the release ships where its new file's folder goes) the same way."""
+    from conftest import snapshot
+
+    from fixpack.errors import ConflictError
+
+    clean = builder.tree("clean", {"demo_pkg/a.py": "x = 1\n"})
+    builder.add_fix("mk", {"demo_pkg/newdir/x.py": None}, {"demo_pkg/newdir/x.py": "x = 1\n"})
+    builder.profile(["mk"])
+    builder.lock(clean)
+    image = builder.tree("image", {"demo_pkg/a.py": "x = 1\n"})
+    way = image / "demo_pkg" / "newdir"
+    way.write_text("junk\n") if kind == "file" else os.mkfifo(way)
+    before = snapshot(image)
+    for dry in (True, False):
+        r = engine.apply(builder.request(image, dry_run=dry))
+        fr = r.fix("mk")
+        assert r.exit_code == 4 and fr.state.value == "conflict", fr.messages
+        what = "a file" if kind == "file" else "a FIFO (named pipe)"
+        assert fr.messages[0] == (f"demo_pkg/newdir/x.py: demo_pkg/newdir is {what}, not a folder, but the patch "
+                                  f"makes demo_pkg/newdir/x.py in it"), fr.messages
+        assert snapshot(image) == before and not (image / ".fixpack").exists()
+    step = fr.messages[-1]
+    assert step.startswith("next: demo_pkg/newdir is there, though the release lacks it and the fix creates it"), step
+    subprocess.run(step.split("move it aside (", 1)[1].split("), then run ", 1)[0], shell=True, check=True)
+    assert engine.apply(builder.request(image)).ok and (image / "demo_pkg/newdir/x.py").read_text() == "x = 1\n"
+    # the release ships demo_pkg/a.py; a patch making demo_pkg/a.py/y.py in it does not lock
+    builder.add_fix("under", {"demo_pkg/a.py/y.py": None}, {"demo_pkg/a.py/y.py": "y = 1\n"})
+    builder.profile(["mk", "under"])
+    with pytest.raises(ConflictError, match=r"demo_pkg/a\.py is a file, not a folder, but the patch makes "
+                                            r"demo_pkg/a\.py/y\.py in it"):
+        builder.lock(clean)
