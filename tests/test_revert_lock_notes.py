@@ -43,7 +43,8 @@ def test_every_target_says_revert_went_on_without_the_lock_in_the_errors_own_lin
                           text=True)
     assert said.returncode == 0 and snapshot(image["demo"]) == before, said.stdout + said.stderr
     lines = said.stdout.splitlines()
-    head = "  - revert went on without the lock (it places every hunk by search): the pack at "
+    head = ("  - revert went on without the lock (it places every hunk by search): the pack could not be "
+            "checked against it: the pack at ")
     for name in ("demo", "other"):
         at = next(i for i, ln in enumerate(lines) if ln.startswith(f"target {name}: found"))
         assert lines[at + 1].startswith(head) and lines[at + 1].endswith(" is invalid: 1 problem"), lines
