@@ -19,9 +19,9 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .documents import pack_text
+from .documents import MAX_PACK_TEXT_BYTES, pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
-from .errors import BadInputError, ConflictError
+from .errors import BadInputError, ConflictError, FixpackError
 from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
@@ -30,6 +30,7 @@ from .patchfiles import patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
+from .records import Lock
 from .runlock import pack_lock
 from .structs import dataclass, field
 from .tree import decode
@@ -102,7 +103,9 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None
-    version = _version(state, [v for v in changes.values() if v is not None])
+    written = [v for v in changes.values() if v is not None]
+    state.version, state.change = _since_edit(pack_root, view, state, change_digest(written))  # counted from there
+    version = _version(state, written)
     changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
@@ -112,17 +115,11 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     except ConflictError as exc:
         moved = _base_changed(pack, state)
         if moved:
-            from .progname import command, pack_words  # only when a message names it
-
             exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
-                        f"({', '.join(moved)}): its commits are on the old ones. Keep them (git format-patch "
-                        f"{BASE_TAG}), `{command('edit', '--abort', fix_id, *pack_words(pack_root))}`, edit it "
-                        f"again and apply them there "
-                        f"(git am -3), then refresh",)
+                        f"({', '.join(moved)}): its commits are on the old ones. {_carry(pack_root, state)}",)
         raise
-    if state.new:
-        state.new = False
-        state.save(pack_root)
+    state.new, state.wrote_version, state.wrote_change = False, version, change_digest(written)
+    state.save(pack_root)  # (killed before this: the next refresh finds its own change in the pack, and takes it)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
 
 
@@ -180,11 +177,70 @@ def _base_changed(pack: Pack, state: EditState) -> list[str]:
 
 
 def _version(state: EditState, patches: list[bytes]) -> int:
-    """The fix's version after the refresh: the edit's starting version, plus one when the change itself
-    (its removed and added lines) differs from the one the edit started with; 1 for a new fix."""
+    """The fix's version after the refresh: the edit's starting version (or its last refresh's, once committed:
+    :func:`_since_edit`), plus one when the change itself (its removed and added lines) differs from the one
+    there; 1 for a new fix not yet committed."""
     if state.new or not state.version:
         return 1
     return state.version + (change_digest(patches) != state.change)
+
+
+def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> tuple[int, str]:
+    """The (version, change digest) a refresh counts from: the fix as the edit started from it (or from a refresh
+    of it since committed), or as this edit's last refresh wrote it once the lock committed in git HEAD records
+    that (a version committed names that change for good: a later change is the next version). Raises
+    ConflictError (exit 4, nothing written) when the fix in the pack is neither: a change came into the pack
+    under the edit (another maintainer's, a pull), which the refresh would write over and whose version it
+    would give to another change. ``change``: the change this refresh writes (a pack that holds it already
+    loses nothing: a refresh killed before it saved the edit's state wrote it)."""
+    start = (state.version, state.change)
+    fix = view.fixes.get(state.fix)
+    if fix is None:
+        return start
+    now = (fix.version, change_digest([patch_again(pf, then=AGAIN) for pf in fix.patches]))
+    wrote = (state.wrote_version, state.wrote_change)
+    if state.wrote_change and now == wrote:
+        return wrote if _committed(view, state.profile, fix) else start
+    if not state.new and now == start or now[1] == change:
+        return start
+    was = f"version {state.version}" if not state.new else "not in the pack when `fixpack new` made it"
+    if state.wrote_change:
+        was += f"; version {state.wrote_version} as its last refresh wrote it"
+    raise ConflictError(f"fix {state.fix} changed in the pack since the edit began: {state.work} is on the fix as it "
+                        f"was ({was}); the pack holds version {fix.version} with another change (a maintainer's "
+                        f"refresh or a pull), which this refresh would write over; nothing was written. "
+                        f"{_carry(pack_root, state)}")
+
+
+def _carry(pack_root: Path, state: EditState) -> str:
+    """The steps that carry an edit's commits onto the fix as the pack holds it now, each a command."""
+    from .progname import command, pack_words  # only when a message names it
+
+    words = pack_words(pack_root)
+    saved = shlex.quote(str(pack_root / ".edit" / f"{state.fix}.commits"))
+    work = shlex.quote(state.work)
+    again = (command("edit", state.fix, "--profile", state.profile, *words) if state.fix in load_pack(pack_root).fixes
+             else command("new", state.fix, "--profile", state.profile, "--target", state.target, *words))
+    return (f"Keep your commits: `git -C {work} format-patch -o {saved} {BASE_TAG}`; drop the edit: "
+            f"`{command('edit', '--abort', state.fix, *words)}`; start it again: `{again}`; apply them on the "
+            f"pack's fix: `git -C {work} am -3 {saved}/*.patch` (a conflict: resolve it, `git -C {work} add FILE`, "
+            f"`git -C {work} am --continue`); fold each into the commit of the patch it changes: `git -C {work} "
+            f"rebase -i {BASE_TAG}` (fixup); then `{command('refresh', state.fix, *words)}` and `rm -r {saved}`")
+
+
+def _committed(view: Pack, profile: str, fix: Fix) -> bool:
+    """The lock committed in git HEAD of the pack records ``fix`` at its version and change."""
+    from .gitutil import head_file  # only when an edit's earlier refresh is in the pack
+
+    prof = load_profile(view, profile)
+    text = head_file(prof.lock_path, MAX_PACK_TEXT_BYTES)
+    if text is None:
+        return False
+    try:
+        entry = Lock.from_json(text.encode("utf-8"), prof.lock_path, prof.name, lambda: "").fix(fix.id)
+    except FixpackError:  # (not this profile's lock as this fixpack reads one: nothing committed to count from)
+        return False
+    return entry is not None and entry.version == fix.version and fix.recorded_as(entry.patch_sha256)
 
 
 def _new_fix(pack_root: Path, state: EditState, first: Commit) -> Fix:

@@ -51,7 +51,9 @@ class EditState:
     the fix it follows in the series (``""``: first) and whether it is opt-in; the fix's version when the
     edit started and the sha256 of its change then (:func:`change_digest`), so that a refresh bumps the
     version once when the change itself changed; ``base``: the fixes before it then, each with the sha256
-    of its patches (:func:`base_digests`), so that a refresh can say when they changed under the edit."""
+    of its patches (:func:`base_digests`), so that a refresh can say when they changed under the edit;
+    ``wrote_version`` and ``wrote_change``: what this edit's last refresh wrote (0 and "" before one), so that a
+    refresh can tell its own earlier write from a change that came into the pack under the edit."""
 
     fix: str
     profile: str
@@ -64,6 +66,8 @@ class EditState:
     version: int = 0
     change: str = ""
     base: dict[str, str] = field(default_factory=dict)
+    wrote_version: int = 0
+    wrote_change: str = ""
 
     def save(self, pack_root: Path) -> None:
         state = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -174,10 +178,11 @@ def _value_problem(profile: str, after: str, base: dict[str, str]) -> str:
 
 
 _STATE_KEYS: dict[str, type] = {"fix": str, "profile": str, "target": str, "new": bool, "after": str, "opt_in": bool,
-                                "release": str, "work": str, "version": int, "change": str, "base": dict}
+                                "release": str, "work": str, "version": int, "change": str, "base": dict,
+                                "wrote_version": int, "wrote_change": str}
 _KIND_WORDS = {str: "a string", bool: "true or false", int: "a fix version (0 for a new fix)",
                dict: "an object of fix -> sha256"}
-_STATE_LATER = {"version", "change", "base"}  # (an edit started by an earlier fixpack has no version, change, base)
+_STATE_LATER = {"version", "change", "base", "wrote_version", "wrote_change"}  # (keys an earlier fixpack did not write)
 
 
 def _read_state(path: Path, advice: str) -> EditState:
@@ -204,6 +209,9 @@ def _read_state(path: Path, advice: str) -> EditState:
     if unknown:
         raise DamagedStateError(path, f"key {unknown[0]!r} is not one an edit state has", advice)
     problem = _value_problem(data["profile"], data["after"], data.get("base", {}))
+    for key in ("change", "wrote_change"):  # a refresh counts its version from them
+        if data.get(key) and not is_sha256(data[key]) and not problem:
+            problem = f"key {key!r} is {_said(data[key])}, not the sha256 of a change"
     if problem:
         raise DamagedStateError(path, problem, advice)
     return EditState(**data)

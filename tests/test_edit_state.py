@@ -38,6 +38,12 @@ CASES = {
                                                                          "profile name"),
     "version 0 for a fix in the pack": (lambda b: _state(b, version=0, change="a" * 64),
                                         "key 'version' is 0 (a new fix's), but the edit started from fix one"),
+    "a change that is no sha256": (lambda b: _state(b, change="xyz"), "key 'change' is \"xyz\", not the sha256 of a "
+                                                                     "change"),
+    "a refresh's change that is no sha256": (lambda b: _state(b, wrote_version=2, wrote_change="0" * 63),
+                                             "key 'wrote_change' is \"000"),
+    "a refresh's version that is a string": (lambda b: _state(b, wrote_version="2"), "key 'wrote_version' is \"2\", "
+                                                                                      "not a fix version"),
     "an after that is a path": (lambda b: _state(b, after="../z"), "key 'after' is \"../z\", not a fix id"),
     "a base keyed by a path": (lambda b: _state(b, base={"../a": "0" * 64}), "key 'base' has {\"../a\": \"000"),
     "a base digest not sha256": (lambda b: _state(b, base={"a": "xyz"}), "key 'base' has {\"a\": \"xyz\"}, not"),

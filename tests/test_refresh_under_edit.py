@@ -1,0 +1,124 @@
+"""A refresh from an edit's work tree writes over nothing that came into the pack since the edit began, and a
+version it gives names one change: found by a fresh maintainer, whose refresh from an older work tree wiped out
+another maintainer's committed change to the same fix and gave that change's version to its own (a lock that
+`fixpack lock` then refused against git HEAD's)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, git, snapshot
+from test_authoring import MOD, pack3  # noqa: F401 (a fixture)
+
+from fixpack.editrefresh import refresh_from_work
+from fixpack.editwork import start
+from fixpack.errors import ConflictError
+from fixpack.loader import load_pack, load_profile
+from fixpack.lockfile import read_lock
+from fixpack.patchtext import normalize_text
+
+
+def _commit_pack(pack: Path, message: str) -> None:
+    git(pack, "add", "-A", "fixes", "profiles")
+    git(pack, "commit", "-qm", message)
+
+
+def _amend(work: Path, old: str, new: str) -> None:
+    text = (work / MOD).read_text()
+    assert old in text
+    (work / MOD).write_text(text.replace(old, new, 1))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+
+
+def _version(pack: Path, fix: str = "b") -> int:
+    return int(re.search(r"^version = (\d+)$", (pack / f"fixes/{fix}/fix.toml").read_text(), re.M).group(1))
+
+
+@pytest.fixture
+def in_git(pack3):  # noqa: F811
+    builder, clean = pack3
+    git(builder.pack, "init", "-q")
+    _commit_pack(builder.pack, "the pack")
+    return builder, clean
+
+
+def _another_maintainer_changes_b(builder, clean) -> None:
+    """Fix b's comment reworded by someone else, version 2, locked and committed (a pull brings the same)."""
+    patch = builder.pack / "fixes/b/0001-change.patch"
+    patch.write_text(patch.read_text().replace("+# a comment\n", "+# B's comment\n"))
+    toml = builder.pack / "fixes/b/fix.toml"
+    toml.write_text(toml.read_text().replace("version = 1\n", "version = 2\n"))
+    fix = load_pack(builder.pack).fixes["b"]
+    patch.write_text(normalize_text(fix, patch.read_text()))
+    builder.lock(clean)
+    _commit_pack(builder.pack, "b v2")
+
+
+def test_a_change_that_came_in_under_the_edit_is_refused_and_its_steps_carry_the_commits_over(in_git):
+    builder, clean = in_git
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    _another_maintainer_changes_b(builder, clean)
+    _amend(work, "line 40\n", "forty\n")  # this maintainer's change, on the fix as it was
+    before = snapshot(builder.base)
+    with pytest.raises(ConflictError) as caught:
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert snapshot(builder.base) == before  # nothing written: the pack, the edit's state, the work tree
+    assert said.startswith(f"fix b changed in the pack since the edit began: {work} is on the fix as it was "
+                           f"(version 1); the pack holds version 2 with another change")
+    assert "nothing was written" in said
+    steps = re.findall(r"`([^`]*)`", said.partition("Keep your commits")[2])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GIT_EDITOR": "true",
+           "GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'", "FIXPACK_CACHE": str(builder.base / "cache")}
+    for step in steps:
+        if "--abort" in step and "am" in step.split():
+            continue
+        if step.startswith("git ") and " add FILE" in step:  # the conflict, resolved: the pack's comment kept
+            text = (work / MOD).read_text()
+            (work / MOD).write_text(re.sub(r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n", r"\1", text,
+                                           flags=re.S))
+            step = step.replace("FILE", MOD)
+        if " edit b --profile p1" in step:
+            step += f" --root demo={shlex.quote(str(clean))}"
+        r = subprocess.run(step, shell=True, cwd=builder.base, env=env, capture_output=True, text=True)
+        assert r.returncode == 0 or " am -3 " in step, (step, r.stdout, r.stderr)
+    patch = (builder.pack / "fixes/b/0001-change.patch").read_text()
+    assert "+# B's comment\n" in patch and "+forty\n" in patch and "+# a comment\n" not in patch
+    assert _version(builder.pack) == 3 and not (builder.pack / ".edit/b.commits").exists()
+    (builder.pack / "profiles/p1.lock").unlink()
+    builder.lock(clean)  # the versions as `lock` would have them against git HEAD's lock: no refusal
+    assert read_lock(load_profile(load_pack(builder.pack), "p1")).fix("b").version == 3
+
+
+def test_a_version_counts_from_the_last_refresh_committed(in_git):
+    builder, clean = in_git
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    seen = []
+    for old, new, commit in [("line 40\n", "forty\n", False), ("forty\n", "FORTY\n", True),
+                             ("FORTY\n", "Forty\n", False), ("Forty\n", "4O\n", False), ("4O\n", "FORTY\n", False)]:
+        _amend(work, old, new)
+        refresh_from_work(builder.pack, "b")  # never refused: the pack holds this edit's own last write
+        seen.append(_version(builder.pack))
+        if commit:
+            _commit_pack(builder.pack, new)
+    # v2 while uncommitted; committed, the next change is v3 (its own, uncommitted, stays v3); back to the
+    # change committed as v2: v2 again
+    assert seen == [2, 2, 3, 3, 2]
+    (builder.pack / "profiles/p1.lock").unlink()
+    builder.lock(clean)  # no "records version 2 with change ..." against git HEAD's lock
+
+
+def test_a_refresh_killed_before_it_saved_the_edit_s_state_is_taken_by_the_next(in_git):
+    builder, clean = in_git
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    state = builder.pack / ".edit/b.json"
+    _amend(work, "line 40\n", "forty\n")
+    kept = state.read_bytes()
+    refresh_from_work(builder.pack, "b")
+    state.write_bytes(kept)  # as a refresh killed after its pack write, before it saved the state
+    assert refresh_from_work(builder.pack, "b") is not None and _version(builder.pack) == 2
