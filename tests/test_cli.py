@@ -265,3 +265,28 @@ def test_ctrl_c_on_the_click_path_is_exit_5_in_one_line(setup, tmp_path, command
                                    for a in CLICK_PATH[command]], "--pack", str(b.pack)]
     hit = _sweep(args, tmp_path, (0, 2), lambda: True)  # check: 2, the builder's fixes have no proofs
     assert {"click", "fixpack.cli_common", "fixpack.cli_render"} <= set(hit), hit
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_removed_working_folder_is_exit_5_before_anything_runs(setup, entry, tmp_path, as_json):
+    """Found by a fresh user: run from a folder removed under the shell, every command but those given --pack was
+    an internal error (exit 1: FileNotFoundError from Path.cwd()); lock and check said pip was missing."""
+    b, target = setup
+    before = snapshot(b.base)
+    args = [*ENTRIES[entry], "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", *(["--json"] * as_json)]
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, subprocess, sys; os.chdir(sys.argv[1]); os.rmdir(sys.argv[1]); "
+            "sys.exit(subprocess.call(sys.argv[2:]))")
+    r = subprocess.run([sys.executable, "-c", code, str(gone), sys.executable, *args], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    said = ("the working folder cannot be found (No such file or directory: removed while the shell was in it, or "
+            "one this user may not read): cd to a folder that exists and run it again; nothing was written")
+    assert r.returncode == 5 and "Traceback" not in r.stderr, r.stderr
+    if as_json:
+        doc = json.loads(r.stdout)
+        assert doc["exit_code"] == 5 and doc["error"] == said and not doc["ok"], doc
+    else:
+        assert r.stderr == f"fixpack: error: {said}\n" and r.stdout == ""
+    assert snapshot(b.base) == before
