@@ -26,7 +26,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .safepath import ID_MAX, ID_RE, VERSION_RULE, is_version, name_problem, path_problem
+from .safepath import ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -468,9 +468,9 @@ def _manifest_problem(data: Any, target: str | None) -> str | None:
                                if k in data and not isinstance(data[k], str)), None)
     if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
         return problem or f"key 'target' is {short(json.dumps(data['target']))}, not {target!r} (the file's name)"
-    name = data["profile"]  # (a profile name is a file name too: at most 100 characters)
-    long = f"{len(name)} characters, more than the {ID_MAX} a name may have" if len(name) > ID_MAX else None
-    return f"profile {short(name)!r} is no profile name: {long}" if long else None
+    name = data["profile"]  # (said in messages and in the commands they suggest: a name, never text of any kind)
+    bad = name_problem(name)
+    return f"key 'profile' is {short(json.dumps(name))}, no profile name ({bad})" if bad else None
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:

@@ -466,8 +466,16 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
                        "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
     "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
                         "p1's; use --profile v0.31.0 --target demo (revert with it first to apply p1)", ""),
-    "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: profile 'pppp", "... (5000 "
-                                "characters)' is no profile name: 5000 characters, more than the 100 a name may have"),
+    "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: key 'profile' is \"pppp",
+                                "... (5002 characters), no profile name (5000 characters, more than the 100 a name "
+                                "may have)"),
+    # found by a fresh user: the profile a planted manifest names went unquoted into a suggested command ("use
+    # --profile a b;touch /tmp/PWNED"), a newline printed a fake line of its own, a NUL went to stderr, and ""
+    # was taken as the profile of the run (status 0, revert reverted)
+    **{f"a profile {what}": ({"profile": name}, f"not a valid fixpack manifest: key 'profile' is {json.dumps(name)}, "
+                             "no profile name (names are lower-case letters", "")
+       for what, name in (("with shell words", "a b;touch /tmp/PWNED"), ("with a newline", "p1\nnext: rm -rf / #"),
+                          ("with a NUL", "p1\u0000"), ("that is empty", ""), ("that is a space", " "))},
     "a fix id too long": ({"id": "a" * 5000}, "not a valid fixpack manifest: fix entry 1: fix id 'aaaa", "... (5000 "
                           "characters)' is no fix id: 5000 characters, more than the 100 a name may have"),
 }
