@@ -484,3 +484,19 @@ def test_a_created_file_whose_folder_is_a_file_now_counts_as_absent(builder, tmp
     assert "cannot be read" not in said.stderr and "damaged" not in said.stderr, said.stderr
     assert (target / "demo_pkg/sub").read_text() == "a file, not a folder\n"
 
+
+
+def test_a_refusal_after_an_empty_journal_was_removed_does_not_say_nothing_was_written(builder, tmp_path):
+    """Found by a fresh user: a journal with no entry (a killed run's, emptied by hand) and its backups were removed
+    by revert's rollback, which then refused over the unrecorded fixes and said "nothing was written"."""
+    target = _pack(builder, tmp_path, "plain copy")
+    assert _cli(builder, target, "apply").returncode == 0
+    (target / ".fixpack/demo.manifest.json").unlink()
+    (target / ".fixpack/journal").mkdir()
+    (target / ".fixpack/journal/0").write_bytes(b"a backup no entry names\n")
+    (target / ".fixpack/journal.json").write_text(json.dumps({"dirs": [], "entries": []}))
+    said = _cli(builder, target, "revert")
+    message = " ".join(said.stderr.split())
+    assert said.returncode == 3 and not (target / ".fixpack").exists(), said.stderr
+    assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
+    assert "nothing was written" not in message
