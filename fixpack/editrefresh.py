@@ -21,7 +21,7 @@ import tomlkit
 from .diff import parse_patch
 from .documents import MAX_PACK_TEXT_BYTES, pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
-from .errors import BadInputError, ConflictError, FixpackError
+from .errors import BadInputError, ConflictError, FixpackError, of_code
 from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
@@ -109,7 +109,15 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
-        roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""), progress)
+        try:
+            roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""),
+                                         progress)
+        except FixpackError as exc:  # (said as what it is: this profile's release copy is another's need)
+            raise of_code(exc.exit_code)(
+                f"profile {other} reads {fix_id}'s patch files too ({_rel(pack_root, folder)}), so this refresh "
+                f"regenerates its lock, on its clean release copies, which could not be had: {exc}; nothing was "
+                f"written (fetch them where the index can be reached: `{_fetch_words(pack_root, other)}`, then "
+                f"refresh again here: the cache holds them)") from exc
     try:
         outcome = update(pack_root, changes, fix_id, roots, progress)
     except ConflictError as exc:
@@ -386,6 +394,12 @@ def release_roots(pack: Pack, state: EditState, progress: Progress) -> dict[str,
         root = Path(state.release) if state.release and name == state.target else None
         out[name] = clean_copy(prof, name, root, progress=progress).root
     return out
+
+
+def _fetch_words(pack_root: Path, profile: str) -> str:
+    from .progname import command, pack_words  # only when a message names it
+
+    return command("fetch", "--profile", profile, *pack_words(pack_root))
 
 
 def _rel(root: Path, path: Path) -> str:

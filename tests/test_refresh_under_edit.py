@@ -17,7 +17,7 @@ from test_authoring import MOD, pack3  # noqa: F401 (a fixture)
 
 from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
-from fixpack.errors import ConflictError
+from fixpack.errors import BadInputError, ConflictError
 from fixpack.loader import load_pack, load_profile
 from fixpack.lockfile import read_lock
 from fixpack.patchtext import normalize_text
@@ -122,3 +122,20 @@ def test_a_refresh_killed_before_it_saved_the_edit_s_state_is_taken_by_the_next(
     refresh_from_work(builder.pack, "b")
     state.write_bytes(kept)  # as a refresh killed after its pack write, before it saved the state
     assert refresh_from_work(builder.pack, "b") is not None and _version(builder.pack) == 2
+
+
+def test_another_profile_s_release_copy_that_cannot_be_had_is_said_as_that_profile_s(pack3):  # noqa: F811
+    """Found by a fresh maintainer: a refresh whose fix another profile reads too (its lock regenerated as well)
+    said only that profile's fetch error ("vllm 0.30.1: no sdist on the index"), no profile, no way on."""
+    builder, clean = pack3
+    builder.profile(["a", "b", "c"], name="p2")  # the same patch files; its release copy: none to fetch from
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    _amend(work, "line 40\n", "forty\n")
+    before = snapshot(builder.base)
+    with pytest.raises(BadInputError) as caught:
+        refresh_from_work(builder.pack, "b")
+    said = str(caught.value)
+    assert said.startswith("profile p2 reads b's patch files too (fixes/b), so this refresh regenerates its lock, on "
+                           "its clean release copies, which could not be had: target demo has no "), said
+    assert "nothing was written (fetch them where the index can be reached: `" in said and " fetch --profile p2 " in said
+    assert snapshot(builder.base) == before
