@@ -6,6 +6,7 @@ is plain lines; ``--json`` prints the JSON report (schemas/rebase.schema.json)."
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -149,7 +150,7 @@ def _rebase(profile: str, to_version: str, roots: tuple[str, ...], old_roots: tu
             pack_root=(pack_root or default_pack_root()).resolve(), profile=profile, to_version=to_version,
             roots=parse_roots(roots), old_roots=parse_roots(old_roots, "--old-root"), cache=cache, name=name,
             work=work, report_dir=report_dir, allow_dirty=allow_dirty, only_targets=tuple(only_targets),
-            python=python or "",
+            python=os.path.abspath(python) if python else "",  # (printed in --continue commands run from anywhere)
             allow_unproven=allow_unproven, replace=replace, allow_older=allow_older,
             progress=CliProgress(as_json), ended=ended)
         with pack_lock(req.pack_root, req.progress):  # one writer of the pack at a time, from reading to writing

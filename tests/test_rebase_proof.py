@@ -2,11 +2,13 @@
 broken when its proof fails there whatever its text did, and upstreamed when the proof passes without
 it. The stand-in here is this interpreter with the new release copy first on its path."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import git, numbered, snapshot
+from conftest import REPO, git, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files
 
 from fixpack import rebase
@@ -159,3 +161,24 @@ def test_an_interpreter_gone_before_continue_is_bad_input(builder, tmp_path):
     assert (b.pack / ".rebase/v2.0/state.json").read_bytes() == state
     with pytest.raises(BadInputError, match="tools/image-venv.sh"):  # and inside a proof run, never exit 1
         run_proof(str(python), b.pack / "fixes/value", b.pack, {})
+
+
+def test_a_relative_python_is_printed_absolute_in_the_continue_command(builder, tmp_path):
+    """Found by a fresh maintainer: the --continue a stopped rebase prints gave `--python` as it was typed
+    (`.venv-vllm-0.31.0/bin/python`), beside absolute paths for the pack: it ran only from the same folder."""
+    import shutil
+    import sysconfig
+
+    b = builder
+    old = make_pack(b)
+    new = new_release(b, {MOD: BASE + "VALUE = VALUE * 10\n"})  # the proof fails with the fix: a stop
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "image")],
+                   check=True)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(tmp_path / "image")}))
+    shutil.copytree(new / "demo_pkg", site / "demo_pkg")  # the stand-in image of the new release
+    cli = subprocess.run([sys.executable, "-m", "fixpack.cli", "rebase", "--profile", "p1", "--root", f"demo={new}",
+                          "--old-root", f"demo={old}", "--python", "image/bin/python", "--pack", str(b.pack)],
+                         capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    said = cli.stdout + cli.stderr
+    assert cli.returncode == 4, said
+    assert f"--continue --python {tmp_path / 'image/bin/python'}" in said and " --python image/" not in said, said
