@@ -53,7 +53,7 @@ from .rebase_io import cannot
 from .rebase_proof import Prover, prove_carried, start_prover
 from .rebase_putback import check_backups_fit
 from .rebase_registry import entry_path, refuse_elsewhere, register, unregister
-from .rebase_result import OUTCOMES, FixOutcome, RebaseResult, TargetPair
+from .rebase_result import ONE_COPY, OUTCOMES, FixOutcome, RebaseResult, TargetPair
 from .rebase_session import (
     RebaseRequest,
     Session,
@@ -473,7 +473,7 @@ def _ambiguous(session: Session, ch: Chain, fix: Fix, moved: Fix, o: FixOutcome,
     git(repo, "branch", "-f", "git-merge", "HEAD")
     git(repo, "reset", "-q", "--hard", "upstream")
     o.evidence += twins
-    o.evidence.append("git's 3-way merge put the change on one copy (branch git-merge); branch rebased is left at "
+    o.evidence.append(f"{ONE_COPY} (branch git-merge); branch rebased is left at "
                       "upstream: apply the fix there by hand (`git cherry-pick base..fix`, then move the change to "
                       f"the copy it belongs to and `git commit --amend`), then `{continue_words(session.state)}`")
     return _conflict(session, ch, fix, moved, o, repo, [], inputs)

@@ -61,6 +61,11 @@ class TargetPair:
                 "note": self.note}
 
 
+# the start of the evidence of a fix whose change a clean 3-way merge put on one of several matching copies:
+# branch rebased is left at upstream for the maintainer to place it (fixpack.rebase._ambiguous)
+ONE_COPY = "git's 3-way merge put the change on one copy"
+
+
 @dataclass
 class FixOutcome:
     """One row of the report."""

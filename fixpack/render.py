@@ -16,7 +16,7 @@ import tomlkit
 
 from .documents import pack_text
 from .model import Profile, TargetSpec
-from .rebase_result import FixOutcome, RebaseResult, TargetPair
+from .rebase_result import ONE_COPY, FixOutcome, RebaseResult, TargetPair
 from .targets import FoundTarget, normalize_commit
 
 Command = Callable[..., str]
@@ -129,6 +129,10 @@ def next_steps(result: RebaseResult, command: Command = plain_command) -> list[s
         if o.outcome == "broken":
             steps.append(f"repair {o.id}: its proof fails on the new release (see its evidence); `cd {repo}`, "
                          f"fix the change on branch rebased and commit")
+        elif o.repo and any(e.startswith(ONE_COPY) for e in o.evidence):  # nothing conflicted: a change to place
+            steps.append(f"place {o.id} by hand: `cd {repo}`, `git cherry-pick base..fix` (branch rebased is left at "
+                         f"upstream: the change's context matches more than one copy), move the change to the copy "
+                         f"it belongs to, `git commit --amend`")
         elif o.repo:
             steps.append(f"resolve {o.id}: `cd {repo}`, `git status`, edit the conflicted files (the base "
                          f"version is shown between ||||||| and =======), `git add` them")

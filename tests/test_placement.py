@@ -138,6 +138,13 @@ def test_rebase_onto_a_release_with_a_twin_stops_as_a_conflict(builder):
     assert "ambiguous context" in evidence and "[12, 28]" in evidence
     assert pack_files(b) == before
     assert not (b.pack / "profiles" / "v2.0.toml").exists()
+    # nothing is conflicted in git there (found by a fresh maintainer: the next step said "edit the conflicted
+    # files ... `git add` them"): the step says to place the change, as the evidence does
+    from fixpack.render import next_steps
+
+    first = next_steps(r)[0]
+    assert first.startswith("place one by hand: `cd ") and "`git cherry-pick base..fix`" in first, first
+    assert "conflicted" not in first
 
 
 def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
