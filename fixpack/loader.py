@@ -173,6 +173,9 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     if not is_version(version):
         errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))
         return None
+    if "rebased_from" in data and name_problem(data["rebased_from"]):  # (a retired profile's name is one too)
+        errors.add(f"'rebased_from' must be the name of the profile it was rebased from: "
+                   f"{name_problem(data['rebased_from'])}", path, key_line(text, "rebased_from"))
     where = Where(path, lambda key, table: key_line(text, key, table))
     patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None

@@ -447,3 +447,17 @@ def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_named_at_its_lin
                         f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and f"0001-change.patch:{line}: 'rename to demo_pkg/evil.py'" in r.stdout + r.stderr, r
     assert {p: p.read_bytes() for p in clean.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("value", ['"../elsewhere"', "5", '""'])
+def test_a_variant_s_rebased_from_that_is_no_profile_name_is_named_at_its_line(setup, value):
+    """Found by a fresh maintainer: variant.toml's rebased_from (the profile a rebase made the variant from) was
+    taken whatever it held. It is a profile's name (one the pack may have retired since: not looked up)."""
+    b, _ = setup
+    fix = b.pack / "fixes/two"
+    (fix / "p1").mkdir()
+    (fix / "p1/variant.toml").write_text(f"version = 2\nrebased_from = {value}\n")
+    (fix / "p1/0001-change.patch").write_bytes((fix / "0001-change.patch").read_bytes())
+    said = [f for f in findings(b) if "rebased_from" in f]
+    assert len(said) == 1 and said[0].startswith("fixes/two/p1/variant.toml:2: 'rebased_from' must be the name of "
+                                                 "the profile it was rebased from: "), findings(b)
