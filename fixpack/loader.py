@@ -65,7 +65,11 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         return ()
     seen: dict[str, int] = {}
     order: list[str] = []
-    for n, raw in enumerate(text.splitlines(), 1):
+    if "\r" in text:  # (commands that write the series write LF: a CRLF one would end up mixed)
+        errors.add("a CR (a CRLF or CR line end): the series' lines end with LF alone", path,
+                   text[:text.index("\r")].count("\n") + 1, f"convert it: sed -i 's/\\r$//' {path} (CRLF), or "
+                                                             f"tr '\\r' '\\n' (CR alone)")
+    for n, raw in enumerate(text.split("\n"), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

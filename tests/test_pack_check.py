@@ -461,3 +461,14 @@ def test_a_variant_s_rebased_from_that_is_no_profile_name_is_named_at_its_line(s
     said = [f for f in findings(b) if "rebased_from" in f]
     assert len(said) == 1 and said[0].startswith("fixes/two/p1/variant.toml:2: 'rebased_from' must be the name of "
                                                  "the profile it was rebased from: "), findings(b)
+
+
+def test_a_series_with_crlf_line_ends_is_named_once_at_its_first_line(setup):
+    """Found by a fresh maintainer: a CRLF fixes/series passed check, then import added an LF line among the CRLF
+    ones. The commands that write the series write LF; a patch with CRLF is refused already."""
+    b, _ = setup
+    series = b.pack / "fixes/series"
+    series.write_bytes(series.read_bytes().replace(b"\n", b"\r\n"))
+    said = [f for f in findings(b) if "CR" in f]
+    assert said == [f"fixes/series:1: a CR (a CRLF or CR line end): the series' lines end with LF alone (convert it: "
+                    f"sed -i 's/\\r$//' {series} (CRLF), or tr '\\r' '\\n' (CR alone))"], findings(b)
