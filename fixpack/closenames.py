@@ -4,6 +4,7 @@ match"): a misspelt fix, profile, key or command. Scored by :mod:`difflib` (load
 from __future__ import annotations
 
 NO_CLOSE = "no close match"
+EMPTY = "an empty name"  # every name begins with "": none is near it
 SHOWN = 6  # the most names one message suggests
 
 
@@ -22,6 +23,8 @@ def close_names(name: str, names: tuple[str, ...] | list[str]) -> str:
     """"close matches: a, b" (three of ``names`` near ``name``, or more as near as the third), or "no close
     match": for a name not found. A name the given one begins (``v0.30`` of ``v0.30.0``) comes first: difflib
     scores every profile alike there."""
+    if not name.strip():
+        return EMPTY
     prefixed = sorted(n for n in names if n.startswith(name))
     close = list(dict.fromkeys(prefixed[:3] + close_matches(name, list(names), 3, 0.5)))[:SHOWN]
     return f"close matches: {', '.join(close)}" if close else NO_CLOSE

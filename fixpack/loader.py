@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .binpatch import PackBudget
-from .closenames import NO_CLOSE, close_matches, close_names
+from .closenames import EMPTY, NO_CLOSE, close_matches, close_names
 from .documents import check_reachable, link_refused, read_pack_file, read_toml, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError, raise_unreadable
@@ -498,7 +498,7 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
     for name in opt_ins:
         if name not in pack.fixes:
             close = close_names(name, [*pack.series, *(c.id for c in profile.components)])
-            listed = _profile_fixes(profile) if close == NO_CLOSE else ""
+            listed = _profile_fixes(profile) if close in (NO_CLOSE, EMPTY) else ""
             raise UnknownNameError(f"unknown fix {name!r} ({close}{listed})")
         if name not in profile.default and name not in profile.opt_in:
             errors.add(f"fix {name!r} is not allowed by profile {profile.name!r}", profile.path, None,

@@ -64,6 +64,10 @@ def test_an_unknown_fix_without_a_close_match_lists_the_profiles_fixes(builder):
     assert r.returncode == 2 and "fix-g (opt-in), fix-h (opt-in), fix-a" in r.stderr and "and 2 more" in r.stderr
     r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "fix-q")
     assert r.returncode == 2 and "(close matches: fix-" in r.stderr and "(opt-in)" not in r.stderr, r.stderr
+    # an empty name (found by a fresh user: every name begins with "", so it was "close" to the first three)
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", "")
+    assert r.returncode == 2 and "unknown fix '' (an empty name; the fixes of profile p1 (" in r.stderr, r.stderr
+    assert "close matches" not in r.stderr
 
 
 def test_an_unknown_fix_without_a_close_match_lists_the_profiles_components_too(builder):
