@@ -154,7 +154,8 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             from .rejects import write_rejects
 
             written = write_rejects(report, reject_dir)
-            click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}", err=True)
+            click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}" if written else
+                       f"fixpack: no hunk was refused: no reject file (nothing written under {reject_dir})", err=True)
         if sbom_out is not None and report.ok and not dry_run:
             from .errors import EnvironmentProblem
             from .sbom import sbom

@@ -177,3 +177,17 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
     (trap / MOD).parent.symlink_to(image / Path(MOD).parent)
     code, out = cli(b, image, "apply", "--reject", str(trap))
     assert code == 2 and "is a symbolic link" in out and snapshot(image) == before
+
+
+def test_reject_on_a_run_that_refuses_no_hunk_says_so_and_writes_nothing_there(builder, tmp_path):
+    """Found by a fresh user: `apply --reject DIR` that refused nothing said "0 reject file(s) under DIR"."""
+    b = builder
+    base = numbered(10) + BLOCK + numbered(10, "tail")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
+    b.profile(["one"])
+    b.lock(clean)
+    image = b.tree("image", {MOD: base})
+    code, out = cli(b, image, "apply", "--reject", str(tmp_path / "rej"))
+    assert code == 0 and f"no hunk was refused: no reject file (nothing written under {tmp_path / 'rej'})" in out
+    assert "0 reject file" not in out and not (tmp_path / "rej").exists()
