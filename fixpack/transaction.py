@@ -83,11 +83,13 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
     block = st.f_frsize or st.f_bsize or 4096
     free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * block
     need = space_needed(root, changes, block)
-    inodes_short = st.f_files > 0 and (st.f_ffree if os.geteuid() == 0 else st.f_favail) < 2 * len(changes) + 4
+    inodes = st.f_ffree if os.geteuid() == 0 else st.f_favail
+    inodes_short = st.f_files > 0 and inodes < 2 * len(changes) + 4
     if need > free or inodes_short:
-        what = f"{need // 1024} KiB" if need > free else f"{2 * len(changes) + 4} inodes"
-        raise EnvironmentProblem(f"{root}: not enough space on its file system for this run (needs up to {what}, "
-                                 f"{free // 1024} KiB free); nothing was changed. Free space and run again")
+        what = (f"{need // 1024} KiB, {free // 1024} KiB free" if need > free else
+                f"{2 * len(changes) + 4} inodes (files), {inodes} free")
+        raise EnvironmentProblem(f"{root}: not enough space on its file system for this run (needs up to {what}); "
+                                 f"nothing was changed. Free space and run again")
 
 
 # --- the transaction ------------------------------------------------------------------------------

@@ -153,6 +153,15 @@ def test_free_space_is_checked_before_anything_is_written(setup, monkeypatch):
         engine.apply(b.request(target))
     assert _all(target) == before
 
+    class NoInodes:  # space enough, but no file left to make (found by a fresh user: the free inodes went unsaid)
+        def __getattr__(self, name: str) -> int:
+            return 3 if name in ("f_ffree", "f_favail") else getattr(real, name)
+
+    monkeypatch.setattr(os, "statvfs", lambda p: NoInodes())
+    with pytest.raises(EnvironmentProblem, match=r"\(needs up to \d+ inodes \(files\), 3 free\); nothing was changed"):
+        engine.apply(b.request(target))
+    assert _all(target) == before
+
 
 def test_an_unwritable_pycache_is_refused_before_writing(setup, monkeypatch):
     """A root-owned __pycache__ for a non-root user: refused up front, not half way through."""
