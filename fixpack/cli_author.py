@@ -121,8 +121,10 @@ def print_refreshed(done: Any, as_json: bool, command: str) -> None:
         refreshed = [p for p in out.written if p in done.patches]
         emit_json(envelope(command, done.profile, fix=done.fix, patches=done.patches, written=out.written,
                            locks=out.locks, changed=out.changed, refreshed=refreshed,
-                           later=[f.as_dict() for f in out.later]))
+                           later=[f.as_dict() for f in out.later], warnings=out.warnings))
         return
+    for warning in out.warnings:
+        click.echo(f"fixpack: warning: {warning}", err=True)
     if not out.changed:
         click.echo(f"{done.fix}: nothing changed (its patches, fix.toml and the lock are as the commits give them)")
     for path in out.written:

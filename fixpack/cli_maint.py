@@ -61,6 +61,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
     from .lock_bump import check_fresh, refuse_unbumped
+    from .lock_hints import twin_warnings
     from .lock_scope import relock, scoped
 
     progress = CliProgress()
@@ -78,6 +79,9 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
                               else engine.fingerprint_chain(req))
             reworded: list[str] = []
+            twins = twin_warnings(lock)
+            for warning in twins if not check else ():  # (lock --check compares; check says nothing of style)
+                click.echo(f"fixpack: warning: {warning}", err=True)
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
@@ -91,6 +95,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,
+                           warnings=[] if check else twins,
                            targets={k: dict(v) for k, v in lock.targets.items()},
                            fixes=[{"id": f.id, "version": f.version, "target": f.target, "files": len(f.files),
                                    "hunks": len(f.hunks)} for f in lock.fixes]))

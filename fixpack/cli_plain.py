@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -15,7 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, BadInputError, FixpackError, InternalError
+from .errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    BadInputError,
+    EnvironmentProblem,
+    FixpackError,
+    InternalError,
+)
 from .progress import Progress
 from .report import Report
 from .states import Action, State
@@ -66,15 +75,33 @@ def _path_failure(exc: object) -> str:
     never as a bug), else ""."""
     if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from "):
         return "path"
+    if isinstance(exc, FileNotFoundError) and not exc.filename and cwd_gone():
+        return "cwd"
     if not isinstance(exc, OSError) or type(exc).__module__ != "builtins" or not exc.filename:
         return ""
     return "path" if exc.errno in _PATH_ERRNOS else "environment" if exc.errno in _ENV_ERRNOS else ""
+
+
+def cwd_gone() -> bool:
+    """The working folder cannot be found (removed while the shell was in it): what a relative path means, and the
+    pack the working folder would name, cannot be told (a command given absolute paths runs on)."""
+    try:
+        os.getcwd()
+        return False
+    except OSError:
+        return True
+
+
+CWD_GONE = ("the working folder cannot be found (removed while the shell was in it?): give absolute paths and "
+            "--pack DIR (or $FIXPACK_PACK), or cd to a folder that exists, and run it again")
 
 
 def failure_text(exc: BaseException) -> str:
     """What a failed command says: the error's message, what to install, or a bug to report."""
     if isinstance(exc, ModuleNotFoundError):
         return missing_package(exc.name or str(exc))
+    if _path_failure(exc) == "cwd":
+        return CWD_GONE
     if isinstance(exc, RuntimeError) and _path_failure(exc):
         return f"{str(exc).removeprefix('Symlink loop from ')}: {_PATH_ERRNOS[errno.ELOOP]}"
     if isinstance(exc, OSError) and _path_failure(exc):
@@ -137,6 +164,8 @@ def default_pack_root() -> Path:
     """The working folder if it is a pack (:func:`is_pack`; or is inside a fix's work tree,
     ``<pack>/.edit/<fix>/``: its pack), else the checkout this package lies in; an installed copy of the tool
     (``pip install .``, not editable) has no pack beside it: say so."""
+    if cwd_gone():  # no working folder to look in: nor a pack beside this checkout to take in its place unsaid
+        raise EnvironmentProblem(f"no fix pack given: {CWD_GONE}")
     here = Path.cwd()
     edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
     for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import NoReturn
 
-    from .errors import FixpackError
-
 
 def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> NoReturn:
     """Run ``body`` (it imports and runs the command, and exits with its code) and exit with that code;
@@ -31,7 +29,6 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
     code: str | int | None = 0
     try:
         try:
-            _refuse_no_cwd(argv, command)
             body()
         except SystemExit as exc:
             code = exc.code
@@ -55,44 +52,20 @@ def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
     ended = getattr(sys.modules.get("fixpack.cli_plain"), "ENDED", None)
     if ended:
         sys.exit(ended[0])
-    from .errors import interrupted
-
-    _refuse(argv, command, lambda said: interrupted(said or "run"))
-
-
-def _refuse_no_cwd(argv: list[str], command: str) -> None:
-    """Exit 5 when the working folder cannot be found (removed under the shell, or one this user may not read):
-    Python looks for modules there and a relative path means nothing, so a command failed later as an internal
-    error (exit 1) or, in the maintainer's commands, as if pip were missing."""
-    import os  # (loaded by Python's own start-up: no cost)
-
-    try:
-        os.getcwd()
-    except OSError as exc:
-        from .errors import EnvironmentProblem
-
-        why = exc.strerror or str(exc)
-        _refuse(argv, command, lambda _said: EnvironmentProblem(
-            f"the working folder cannot be found ({why}: removed while the shell was in it, or one this user may not "
-            f"read): cd to a folder that exists and run it again; nothing was written"))
-
-
-def _refuse(argv: list[str], command: str, make: Callable[[str], FixpackError]) -> NoReturn:
-    """Exit with ``make(command)``'s code, saying it on stderr (or as the error document with ``--json``)."""
     words = [a for i, a in enumerate(argv) if not a.startswith("-") and argv[i - 1:i] != ["--color"]]
     command = command or (words[0] if words else "")
     from .cli_plain import argv_profile, deliver, emit_json, error_document, write_line
+    from .errors import interrupted
 
-    exc = make(command)
-    code = exc.exit_code
+    exc = interrupted(command or "run")
     if "--json" in argv:
-        doc = error_document(command, argv_profile(argv), str(exc), code, "--dry-run" in argv)
-        sys.exit(deliver(lambda: emit_json(doc, write_line), code))
+        doc = error_document(command, argv_profile(argv), str(exc), exc.exit_code, "--dry-run" in argv)
+        sys.exit(deliver(lambda: emit_json(doc, write_line), exc.exit_code))
     try:
         write_line(f"fixpack: error: {exc}", err=True)
     except OSError:  # stderr gone too: the code is all that is left to say it
         pass
-    sys.exit(code)
+    sys.exit(exc.exit_code)
 
 
 def _ignore_sigint() -> None:

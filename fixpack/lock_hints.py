@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import FixpackError
 from .model import Fix, Pack, Profile
+from .records import Lock
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
@@ -104,3 +105,22 @@ def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: F
     return (f"; it may have been written on top of {', '.join(behind)} (earlier in the series, changing its files), "
             f"which profile {profile.name} leaves out: add {'it' if len(behind) == 1 else 'them'} to the profile, or "
             f"list {'it' if len(behind) == 1 else 'them'} in {fix.id}'s requires")
+
+
+def twin_warnings(lock: Lock) -> list[str]:
+    """One line per hunk of ``lock`` whose pre-image (or post-image) occurs more than once in the file it was locked
+    on (:attr:`~fixpack.records.LockHunk.pre_count`: the release with the fixes before it): at the lock's
+    pre-image a hunk is placed at its stated line, but in a file that differs from it (a drifted image, the next
+    release) it is searched whole and refused as ambiguous (exit 4), as revert and status refuse a post-image
+    twin. The fix still applies where the lock's pre-image is: a warning for the maintainer, not a failure."""
+    out = []
+    for fix in lock.fixes:
+        for h in fix.hunks:
+            sides = [f"its {side}-image occurs {count} times" for side, count in (("pre", h.pre_count),
+                                                                                  ("post", h.post_count))
+                     if count is not None and count > 1]
+            if sides:
+                out.append(f"fix {fix.id}: {h.file} hunk #{h.hunk}: {' and '.join(sides)} in the file it is locked "
+                           f"on: on an image whose file differs from the lock's (a drift) it is refused as "
+                           f"ambiguous; give the hunk more context lines, so that it occurs once")
+    return out

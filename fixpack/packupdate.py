@@ -58,6 +58,7 @@ class Outcome:
     written: list[str] = field(default_factory=list)
     locks: list[str] = field(default_factory=list)
     later: list[LaterFix] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the new locks' hunks that occur twice (lock_hints)
 
     @property
     def changed(self) -> bool:
@@ -124,6 +125,7 @@ def _staged(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, prof
             changes.update({k: v for k, v in moved.items() if _differs(pack_root / k, v)})
             out.later += later
             lock = _lock(stage, name, roots, progress)
+            out.warnings += [w for w in _twins(stage, name, lock) if w not in out.warnings]
             rel = f"profiles/{name}.lock"
             if _differs(pack_root / rel, lock):
                 changes[rel] = lock
@@ -228,6 +230,14 @@ def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Pa
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
     return stage
+
+
+def _twins(stage: Path, profile: str, lock: bytes) -> list[str]:
+    from .lock_hints import twin_warnings
+    from .records import Lock
+
+    parsed = Lock.from_json(lock, stage / "profiles" / f"{profile}.lock", profile, lambda: "")
+    return [f"profile {profile}: {w}" for w in twin_warnings(parsed)]
 
 
 def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress) -> bytes:

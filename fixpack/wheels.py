@@ -125,7 +125,8 @@ def build_wheel(src: Path, work: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
            "--disable-pip-version-check", "-q", "-w", str(out), str(copy)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600,
+                              cwd=work)  # (pip reads its working folder: the caller's may be gone)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"cannot build the wheel of {src}: {exc}; nothing was written") from exc
     wheels = sorted(out.glob("*.whl")) if out.is_dir() else []

@@ -191,3 +191,31 @@ def test_reject_on_a_run_that_refuses_no_hunk_says_so_and_writes_nothing_there(b
     code, out = cli(b, image, "apply", "--reject", str(tmp_path / "rej"))
     assert code == 0 and f"no hunk was refused: no reject file (nothing written under {tmp_path / 'rej'})" in out
     assert "0 reject file" not in out and not (tmp_path / "rej").exists()
+
+
+def test_lock_warns_of_a_hunk_whose_pre_image_occurs_twice_in_the_file_it_is_locked_on(builder, tmp_path):
+    """Found by a fresh maintainer: a refresh that made a later fix's context occur twice said that fix 'exact' and
+    locked it, silently: every drifted image would then refuse it as ambiguous. lock and refresh warn (the lock is
+    written: at the lock's pre-image the hunk is placed at its stated line)."""
+    b = builder
+    base = numbered(10) + BLOCK + numbered(5, "gap") + BLOCK + numbered(10, "tail")
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20", 1)})
+    b.profile(["one"])
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b.pack),
+                        "--root", f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and (b.pack / "profiles/p1.lock").is_file(), r.stderr
+    assert (f"fixpack: warning: fix one: {MOD} hunk #1: its pre-image occurs 2 times in the file it is locked on: on "
+            f"an image whose file differs from the lock's (a drift) it is refused as ambiguous; give the hunk more "
+            f"context lines, so that it occurs once") in r.stderr, r.stderr
+    j = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b.pack),
+                        "--root", f"demo={clean}", "--json"], capture_output=True, text=True, cwd=REPO)
+    assert len(json.loads(j.stdout)["warnings"]) == 1
+    unique = tmp_path / "unique"  # one block only: no warning
+    b2 = type(b)(unique)
+    clean2 = b2.tree("clean", {MOD: numbered(10) + BLOCK})
+    b2.add_fix("one", {MOD: numbered(10) + BLOCK}, {MOD: (numbered(10) + BLOCK).replace("b = a * 2", "b = a * 20")})
+    b2.profile(["one"])
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b2.pack),
+                        "--root", f"demo={clean2}"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr

@@ -139,3 +139,20 @@ def test_another_profile_s_release_copy_that_cannot_be_had_is_said_as_that_profi
                            "its clean release copies, which could not be had: target demo has no "), said
     assert "nothing was written (fetch them where the index can be reached: `" in said and " fetch --profile p2 " in said
     assert snapshot(builder.base) == before
+
+
+def test_a_refresh_that_makes_a_later_fix_s_context_occur_twice_warns(pack3):  # noqa: F811
+    """Found by a fresh maintainer: the later fix was said 'exact' and locked, silently ambiguous on any drift."""
+    from fixpack.cli_author import print_refreshed
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "a", roots={"demo": clean}).work)
+    text = (work / MOD).read_text()
+    (work / MOD).write_text(text + "".join(f"line {n}\n" for n in range(26, 35)))  # a copy of b's pre-image
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "a")
+    assert done is not None and [f.state for f in done.outcome.later] == ["exact", "exact"]
+    assert done.outcome.warnings == [f"profile p1: fix b: {MOD} hunk #1: its pre-image occurs 2 times in the file it "
+                                     f"is locked on: on an image whose file differs from the lock's (a drift) it is "
+                                     f"refused as ambiguous; give the hunk more context lines, so that it occurs once"]
+    print_refreshed(done, False, "refresh")  # (said on stderr: the CLI's words)
