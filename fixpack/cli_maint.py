@@ -4,6 +4,7 @@ when one of them is named, so that an image's ``apply`` never imports what they 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,13 @@ def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: 
     return roots
 
 
+def _fixes_of(root: Path, prof: Any) -> tuple[Mapping[str, Any], Path]:
+    """The pack's fixes for ``prof`` (a warning names their patch files), and the pack's folder."""
+    from .loader import load_pack
+
+    return load_pack(root).for_profile(prof.name).fixes, root.resolve()
+
+
 @click.command("lock", short_help="Generate or --check a profile's lock.", epilog="""\b
 Examples:
   fixpack lock --profile v0.30.0 --target vllm --check      # CI: fetch the release copy, compare
@@ -79,7 +87,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
                               else engine.fingerprint_chain(req))
             reworded: list[str] = []
-            twins = twin_warnings(lock)
+            twins = twin_warnings(lock, *_fixes_of(root, prof)) if twin_warnings(lock) else []
             for warning in twins if not check else ():  # (lock --check compares; check says nothing of style)
                 click.echo(f"fixpack: warning: {warning}", err=True)
             same = not check and lockfile.unchanged(prof, lock)

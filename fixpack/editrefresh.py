@@ -20,8 +20,9 @@ import tomlkit
 
 from .diff import parse_patch
 from .documents import MAX_PACK_TEXT_BYTES, pack_text
-from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find
+from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find, state_path
 from .errors import BadInputError, ConflictError, FixpackError, of_code
+from .fsio import atomic_write
 from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
@@ -118,16 +119,22 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
                 f"regenerates its lock, on its clean release copies, which could not be had: {exc}; nothing was "
                 f"written (fetch them where the index can be reached: `{_fetch_words(pack_root, other)}`, then "
                 f"refresh again here: the cache holds them)") from exc
+    kept = state_path(pack_root, fix_id).read_bytes()  # (find() read it, capped, a moment ago)
+    new = state.new
+    # the state first: killed between the two writes, the next refresh finds what this one meant to write (and a
+    # pack update a kill left half done is rolled back before then); any failure puts the state back as it was
+    state.new, state.wrote_version, state.wrote_change = False, version, change_digest(written)
+    state.save(pack_root)
     try:
         outcome = update(pack_root, changes, fix_id, roots, progress)
-    except ConflictError as exc:
-        moved = _base_changed(pack, state)
+    except BaseException as exc:
+        atomic_write(state_path(pack_root, fix_id), kept)
+        state.new = new
+        moved = _base_changed(pack, state) if isinstance(exc, ConflictError) else []
         if moved:
             exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
                         f"({', '.join(moved)}): its commits are on the old ones. {_carry(pack_root, state)}",)
         raise
-    state.new, state.wrote_version, state.wrote_change = False, version, change_digest(written)
-    state.save(pack_root)  # (killed before this: the next refresh finds its own change in the pack, and takes it)
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
 
 
@@ -209,7 +216,9 @@ def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> t
     wrote = (state.wrote_version, state.wrote_change)
     if state.wrote_change and now == wrote:
         return wrote if _committed(view, state.profile, fix) else start
-    if not state.new and now == start or now[1] == change:
+    if now[1] == change:  # the pack holds this very change (a pull, or this edit's refresh killed before it
+        return now        # saved the state): its version stands, never one below it
+    if not state.new and now == start:
         return start
     was = f"version {state.version}" if not state.new else "not in the pack when `fixpack new` made it"
     if state.wrote_change:
@@ -222,14 +231,14 @@ def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> t
 
 def _carry(pack_root: Path, state: EditState) -> str:
     """The steps that carry an edit's commits onto the fix as the pack holds it now, each a command."""
-    from .progname import command, pack_words  # only when a message names it
+    from .progname import command  # only when a message names it
 
-    words = pack_words(pack_root)
-    saved = shlex.quote(str(pack_root / ".edit" / f"{state.fix}.commits"))
+    words = ["--pack", str(pack_root)]  # (the steps remove the work tree a shell may be in: no default pack then)
+    saved = shlex.quote(str(pack_root / ".edit" / f".{state.fix}.commits"))  # (no fix id starts with '.')
     work = shlex.quote(state.work)
     again = (command("edit", state.fix, "--profile", state.profile, *words) if state.fix in load_pack(pack_root).fixes
              else command("new", state.fix, "--profile", state.profile, "--target", state.target, *words))
-    return (f"Keep your commits: `git -C {work} format-patch -o {saved} {BASE_TAG}`; drop the edit: "
+    return (f"Keep your commits: `rm -rf {saved} && git -C {work} format-patch -o {saved} {BASE_TAG}`; drop the edit: "
             f"`{command('edit', '--abort', state.fix, *words)}`; start it again: `{again}`; apply them on the "
             f"pack's fix: `git -C {work} am -3 {saved}/*.patch` (a conflict: resolve it, `git -C {work} add FILE`, "
             f"`git -C {work} am --continue`); fold each into the commit of the patch it changes: `git -C {work} "

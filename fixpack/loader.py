@@ -66,9 +66,11 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
     seen: dict[str, int] = {}
     order: list[str] = []
     if "\r" in text:  # (commands that write the series write LF: a CRLF one would end up mixed)
-        errors.add("a CR (a CRLF or CR line end): the series' lines end with LF alone", path,
-                   text[:text.index("\r")].count("\n") + 1, f"convert it: sed -i 's/\\r$//' {path} (CRLF), or "
-                                                             f"tr '\\r' '\\n' (CR alone)")
+        crlf = text.count("\r") == text.count("\r\n")
+        errors.add(f"a CR{' (CRLF line ends)' if crlf else ''}: the series' lines end with LF alone, and hold no CR",
+                   path, text[:text.index("\r")].count("\n") + 1,
+                   f"convert it: sed -i 's/\\r$//' {path}" if crlf else "remove each CR (a line of its own where it "
+                                                                        "ends one)")
     for n, raw in enumerate(text.split("\n"), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -177,9 +179,10 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     if not is_version(version):
         errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))
         return None
-    if "rebased_from" in data and name_problem(data["rebased_from"]):  # (a retired profile's name is one too)
+    was = data.get("rebased_from", "")
+    if "rebased_from" in data and (name_problem(was) or was == sub.name):  # (a retired profile's name is one too)
         errors.add(f"'rebased_from' must be the name of the profile it was rebased from: "
-                   f"{name_problem(data['rebased_from'])}", path, key_line(text, "rebased_from"))
+                   f"{name_problem(was) or 'not its own'}", path, key_line(text, "rebased_from"))
     where = Where(path, lambda key, table: key_line(text, key, table))
     patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None

@@ -11,7 +11,7 @@ Reading and checking the lock is :mod:`fixpack.lockfile`'s.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import FixpackError
@@ -107,20 +107,29 @@ def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: F
             f"list {'it' if len(behind) == 1 else 'them'} in {fix.id}'s requires")
 
 
-def twin_warnings(lock: Lock) -> list[str]:
+def twin_warnings(lock: Lock, fixes: Mapping[str, Fix] | None = None, root: Path | None = None) -> list[str]:
     """One line per hunk of ``lock`` whose pre-image (or post-image) occurs more than once in the file it was locked
     on (:attr:`~fixpack.records.LockHunk.pre_count`: the release with the fixes before it): at the lock's
     pre-image a hunk is placed at its stated line, but in a file that differs from it (a drifted image, the next
     release) it is searched whole and refused as ambiguous (exit 4), as revert and status refuse a post-image
-    twin. The fix still applies where the lock's pre-image is: a warning for the maintainer, not a failure."""
+    twin. The fix still applies where the lock's pre-image is: a warning for the maintainer, not a failure.
+    ``fixes`` (the pack's, for the lock's profile): each hunk is named at its ``@@`` line in its patch file too
+    (relative to ``root``), as a fix of two patches on one file has a hunk #1 in each."""
     out = []
     for fix in lock.fixes:
-        for h in fix.hunks:
+        pf = fixes.get(fix.id) if fixes is not None else None
+        at = [(p.path, h.diff_line) for p in pf.patches for fp in p.files for h in fp.hunks] if pf else []
+        for n, h in enumerate(fix.hunks):
             sides = [f"its {side}-image occurs {count} times" for side, count in (("pre", h.pre_count),
                                                                                   ("post", h.post_count))
                      if count is not None and count > 1]
-            if sides:
-                out.append(f"fix {fix.id}: {h.file} hunk #{h.hunk}: {' and '.join(sides)} in the file it is locked "
-                           f"on: on an image whose file differs from the lock's (a drift) it is refused as "
-                           f"ambiguous; give the hunk more context lines, so that it occurs once")
+            if not sides:
+                continue
+            where = ""
+            if n < len(at) and len(at) == len(fix.hunks):
+                path, line = at[n]
+                where = f" ({path.relative_to(root) if root and path.is_relative_to(root) else path}:{line})"
+            out.append(f"fix {fix.id}: {h.file} hunk #{h.hunk}{where}: {' and '.join(sides)} in the file it is "
+                       f"locked on: on an image whose file differs from the lock's (a drift) it is refused as "
+                       f"ambiguous; give the hunk more context lines, so that it occurs once")
     return out

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -125,7 +125,7 @@ def _staged(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, prof
             changes.update({k: v for k, v in moved.items() if _differs(pack_root / k, v)})
             out.later += later
             lock = _lock(stage, name, roots, progress)
-            out.warnings += [w for w in _twins(stage, name, lock) if w not in out.warnings]
+            out.warnings += [w for w in _twins(stage, name, lock, pack.fixes) if w not in out.warnings]
             rel = f"profiles/{name}.lock"
             if _differs(pack_root / rel, lock):
                 changes[rel] = lock
@@ -232,12 +232,12 @@ def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Pa
     return stage
 
 
-def _twins(stage: Path, profile: str, lock: bytes) -> list[str]:
+def _twins(stage: Path, profile: str, lock: bytes, fixes: Mapping[str, Fix]) -> list[str]:
     from .lock_hints import twin_warnings
     from .records import Lock
 
     parsed = Lock.from_json(lock, stage / "profiles" / f"{profile}.lock", profile, lambda: "")
-    return [f"profile {profile}: {w}" for w in twin_warnings(parsed)]
+    return [f"profile {profile}: {w}" for w in twin_warnings(parsed, fixes, stage)]
 
 
 def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress) -> bytes:

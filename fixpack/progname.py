@@ -69,12 +69,12 @@ def pack_words(pack_root: Path) -> list[str]:
     would use without it (``$FIXPACK_PACK`` when set, else
     :func:`fixpack.cli_plain.default_pack_root`): so that it acts on the pack in use, not the checkout's."""
     from .cli_plain import default_pack_root  # only when a message names a command
-    from .errors import BadInputError
+    from .errors import FixpackError
 
     given = os.environ.get("FIXPACK_PACK")
     try:
         default = Path(given) if given else default_pack_root()
-    except BadInputError:  # no pack found by itself: the command needs --pack
+    except FixpackError:  # no pack found by itself (none there, or no working folder): the command needs --pack
         default = None
     if default is not None and _same(default, pack_root):
         return []

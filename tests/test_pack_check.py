@@ -449,7 +449,7 @@ def test_a_rename_line_that_disagrees_with_the_diff_git_line_is_named_at_its_lin
     assert {p: p.read_bytes() for p in clean.rglob("*") if p.is_file()} == before
 
 
-@pytest.mark.parametrize("value", ['"../elsewhere"', "5", '""'])
+@pytest.mark.parametrize("value", ['"../elsewhere"', "5", '""', '"p1"'])
 def test_a_variant_s_rebased_from_that_is_no_profile_name_is_named_at_its_line(setup, value):
     """Found by a fresh maintainer: variant.toml's rebased_from (the profile a rebase made the variant from) was
     taken whatever it held. It is a profile's name (one the pack may have retired since: not looked up)."""
@@ -470,5 +470,10 @@ def test_a_series_with_crlf_line_ends_is_named_once_at_its_first_line(setup):
     series = b.pack / "fixes/series"
     series.write_bytes(series.read_bytes().replace(b"\n", b"\r\n"))
     said = [f for f in findings(b) if "CR" in f]
-    assert said == [f"fixes/series:1: a CR (a CRLF or CR line end): the series' lines end with LF alone (convert it: "
-                    f"sed -i 's/\\r$//' {series} (CRLF), or tr '\\r' '\\n' (CR alone))"], findings(b)
+    assert said == [f"fixes/series:1: a CR (CRLF line ends): the series' lines end with LF alone, and hold no CR "
+                    f"(convert it: sed -i 's/\\r$//' {series})"], findings(b)
+    text = series.read_bytes().replace(b"\r\n", b"\n")  # a CR inside a line (found by a fresh maintainer: the
+    series.write_bytes(text.replace(b"\n", b" # a\rcomment\n", 1))  # advice made a fix id of what followed it)
+    said = [f for f in findings(b) if "CR" in f]
+    assert said == ["fixes/series:1: a CR: the series' lines end with LF alone, and hold no CR (remove each CR (a line "
+                    "of its own where it ends one))"], findings(b)

@@ -38,11 +38,7 @@ def cli(b, root, *args):
 
 def test_twin_inserted_above_is_refused_not_placed_at_its_line(builder):
     b = builder
-    base = numbered(10) + BLOCK + numbered(10, "tail")
-    clean = b.tree("clean", {MOD: base})
-    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
-    b.profile(["one"])
-    b.lock(clean)
+    _one_block_fix(b)
     # upstream (or another install step) inserted a twin of the block above: line 11 now holds the twin
     drifted = numbered(10) + BLOCK + "# a twin\n" + BLOCK + numbered(10, "tail")
     image = b.tree("image", {MOD: drifted})
@@ -66,11 +62,7 @@ def test_twin_inserted_above_is_refused_not_placed_at_its_line(builder):
 
 def test_a_unique_block_on_a_drifted_file_still_applies_with_its_offset(builder):
     b = builder
-    base = numbered(10) + BLOCK + numbered(10, "tail")
-    clean = b.tree("clean", {MOD: base})
-    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
-    b.profile(["one"])
-    b.lock(clean)
+    base = _one_block_fix(b)
     image = b.tree("image", {MOD: "# three\n# new\n# lines\n" + base})
     r = engine.apply(b.request(image))
     assert r.ok and states(r) == {"one": "drifted"}
@@ -147,13 +139,19 @@ def test_rebase_onto_a_release_with_a_twin_stops_as_a_conflict(builder):
     assert "conflicted" not in first
 
 
-def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
-    b = builder
+def _one_block_fix(b) -> str:
+    """Fix "one" (``b = a * 2`` -> ``* 20`` in BLOCK, between numbered lines) locked on a clean tree; the base text."""
     base = numbered(10) + BLOCK + numbered(10, "tail")
     clean = b.tree("clean", {MOD: base})
     b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
     b.profile(["one"])
     b.lock(clean)
+    return base
+
+
+def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
+    b = builder
+    base = _one_block_fix(b)
     image = b.tree("image", {MOD: base.replace("    a = x + 1\n", "    a = x + 2\n")})
     before = snapshot(image)
     r = engine.apply(b.request(image))
@@ -182,11 +180,7 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
 def test_reject_on_a_run_that_refuses_no_hunk_says_so_and_writes_nothing_there(builder, tmp_path):
     """Found by a fresh user: `apply --reject DIR` that refused nothing said "0 reject file(s) under DIR"."""
     b = builder
-    base = numbered(10) + BLOCK + numbered(10, "tail")
-    clean = b.tree("clean", {MOD: base})
-    b.add_fix("one", {MOD: base}, {MOD: base.replace("b = a * 2", "b = a * 20")})
-    b.profile(["one"])
-    b.lock(clean)
+    base = _one_block_fix(b)
     image = b.tree("image", {MOD: base})
     code, out = cli(b, image, "apply", "--reject", str(tmp_path / "rej"))
     assert code == 0 and f"no hunk was refused: no reject file (nothing written under {tmp_path / 'rej'})" in out
@@ -205,7 +199,10 @@ def test_lock_warns_of_a_hunk_whose_pre_image_occurs_twice_in_the_file_it_is_loc
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b.pack),
                         "--root", f"demo={clean}"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and (b.pack / "profiles/p1.lock").is_file(), r.stderr
-    assert (f"fixpack: warning: fix one: {MOD} hunk #1: its pre-image occurs 2 times in the file it is locked on: on "
+    line = (b.pack / "fixes/one/0001-change.patch").read_text().splitlines().index(next(
+        ln for ln in (b.pack / "fixes/one/0001-change.patch").read_text().splitlines() if ln.startswith("@@"))) + 1
+    assert (f"fixpack: warning: fix one: {MOD} hunk #1 (fixes/one/0001-change.patch:{line}): its pre-image occurs 2 "
+            f"times in the file it is locked on: on "
             f"an image whose file differs from the lock's (a drift) it is refused as ambiguous; give the hunk more "
             f"context lines, so that it occurs once") in r.stderr, r.stderr
     j = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b.pack),

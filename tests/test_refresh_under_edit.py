@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,12 @@ def test_a_change_that_came_in_under_the_edit_is_refused_and_its_steps_carry_the
     steps = re.findall(r"`([^`]*)`", said.partition("Keep your commits")[2])
     env = {**os.environ, "PYTHONPATH": str(REPO), "GIT_EDITOR": "true",
            "GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'", "FIXPACK_CACHE": str(builder.base / "cache")}
-    for step in steps:
+    first = []  # the first three steps from a shell in the work tree, as `refresh` is run there: the second removes
+    for step in steps[:3]:  # it (found by a fresh maintainer: the third then found no pack, exit 5)
+        first.append(step + (f" --root demo={shlex.quote(str(clean))}" if " edit b --profile p1" in step else ""))
+    r = subprocess.run(" && ".join(first), shell=True, cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, (first, r.stdout, r.stderr)
+    for step in steps[3:]:
         if "--abort" in step and "am" in step.split():
             continue
         if step.startswith("git ") and " add FILE" in step:  # the conflict, resolved: the pack's comment kept
@@ -89,7 +95,7 @@ def test_a_change_that_came_in_under_the_edit_is_refused_and_its_steps_carry_the
         assert r.returncode == 0 or " am -3 " in step, (step, r.stdout, r.stderr)
     patch = (builder.pack / "fixes/b/0001-change.patch").read_text()
     assert "+# B's comment\n" in patch and "+forty\n" in patch and "+# a comment\n" not in patch
-    assert _version(builder.pack) == 3 and not (builder.pack / ".edit/b.commits").exists()
+    assert _version(builder.pack) == 3 and not (builder.pack / ".edit/.b.commits").exists()
     (builder.pack / "profiles/p1.lock").unlink()
     builder.lock(clean)  # the versions as `lock` would have them against git HEAD's lock: no refusal
     assert read_lock(load_profile(load_pack(builder.pack), "p1")).fix("b").version == 3
@@ -152,7 +158,44 @@ def test_a_refresh_that_makes_a_later_fix_s_context_occur_twice_warns(pack3):  #
     git(work, "commit", "-qa", "--amend", "--no-edit")
     done = refresh_from_work(builder.pack, "a")
     assert done is not None and [f.state for f in done.outcome.later] == ["exact", "exact"]
-    assert done.outcome.warnings == [f"profile p1: fix b: {MOD} hunk #1: its pre-image occurs 2 times in the file it "
+    assert done.outcome.warnings == [f"profile p1: fix b: {MOD} hunk #1 (fixes/b/0001-change.patch:20): its "
+                                     f"pre-image occurs 2 times in the file it "
                                      f"is locked on: on an image whose file differs from the lock's (a drift) it is "
                                      f"refused as ambiguous; give the hunk more context lines, so that it occurs once"]
     print_refreshed(done, False, "refresh")  # (said on stderr: the CLI's words)
+
+
+@pytest.mark.parametrize("fault_at", range(1, 9))
+def test_a_refresh_killed_at_any_write_is_not_taken_for_another_s_change(in_git, fault_at):
+    """Found by a fresh maintainer: killed after its pack write, before it saved the edit's state, a refresh left the
+    pack holding its own change, which the next refresh (the work tree amended since) refused as another's."""
+    builder, clean = in_git
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    _amend(work, "line 40\n", "forty\n")
+    env = {**os.environ, "FIXPACK_FAULT_AT": str(fault_at), "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode in (0, 137), r.stderr
+    _amend(work, "forty\n", "FORTY\n")
+    assert refresh_from_work(builder.pack, "b") is not None and _version(builder.pack) == 2
+    assert "+FORTY\n" in (builder.pack / "fixes/b/0001-change.patch").read_text()
+    (builder.pack / "profiles/p1.lock").unlink()
+    builder.lock(clean)
+
+
+def test_a_pull_of_the_change_the_work_tree_holds_keeps_its_committed_version(in_git):
+    """Found by a fresh maintainer: the pack holding, at v3, the very change the work tree gives (pulled after the
+    edit began at v1) was refreshed as v2, a version committed for another change."""
+    builder, clean = in_git
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    state = builder.pack / ".edit/b.json"
+    begun = state.read_bytes()  # the edit as it began, at v1
+    for old, new in (("line 40\n", "forty\n"), ("forty\n", "FORTY\n")):  # v2, then v3, each committed
+        _amend(work, old, new)
+        refresh_from_work(builder.pack, "b")
+        _commit_pack(builder.pack, new)
+    assert _version(builder.pack) == 3
+    state.write_bytes(begun)  # as another maintainer's edit begun at v1, whose work tree holds the change pulled
+    assert refresh_from_work(builder.pack, "b") is not None and _version(builder.pack) == 3
+    (builder.pack / "profiles/p1.lock").unlink()
+    builder.lock(clean)
