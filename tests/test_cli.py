@@ -312,3 +312,16 @@ def test_check_builds_the_components_wheels_from_a_removed_working_folder(tmp_pa
     Python needed pip when the caller's folder was gone."""
     r = _in_a_removed_folder(tmp_path, "-m", "fixpack.cli", "check", "--pack", str(REPO))
     assert r.returncode == 0 and "pack is clean" in r.stdout, r.stderr
+
+
+def test_edit_and_new_given_the_pack_run_from_a_removed_working_folder(setup, tmp_path):
+    """Found by a fresh maintainer: the commands they print after making the work tree asked for the default pack,
+    which a removed working folder cannot name: exit 1 with a traceback, the work tree made."""
+    b, _target = setup
+    clean = b.base / "clean"
+    for args in (["edit", "one"], ["new", "two", "--target", "demo"]):
+        r = _in_a_removed_folder(tmp_path, "-m", "fixpack.cli", *args, "--profile", "p1", "--pack", str(b.pack),
+                                 "--root", f"demo={clean}")
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        assert f"--pack {b.pack}" in r.stdout + r.stderr, r.stdout + r.stderr  # its refresh names the pack
+        shutil.rmtree(tmp_path / "gone", ignore_errors=True)
