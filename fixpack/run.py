@@ -417,6 +417,10 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
 
         t = path.name.removesuffix(".manifest.json")  # its target: another of the profile's may be in this one's state
         others = " ".join(f"--target {s.name}" for s in ctx.profile.targets if s.name != t)
+        if manifest.profile not in ctx.pack.profiles:  # (another pack's, or one since removed: no --profile to give)
+            raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, which this pack "
+                                f"({ctx.pack.root}) does not have: revert it with the pack that has that profile, or "
+                                f"restore the image" + (f"; or leave {t} out of this run: {others}" if others else ""))
         raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
                             f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
                             f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))

@@ -466,6 +466,10 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
                        "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
     "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
                         "p1's; use --profile v0.31.0 --target demo (revert with it first to apply p1)", ""),
+    # found by a fresh maintainer: a profile the pack lacks was suggested as --profile
+    "a profile this pack lacks": ({"profile": "v9.9.9"}, "demo.manifest.json: the image is in profile v9.9.9's state, "
+                                  "which this pack (", ") does not have: revert it with the pack that has that "
+                                  "profile, or restore the image"),
     "a profile name too long": ({"profile": "p" * 5000}, "not a valid fixpack manifest: key 'profile' is \"pppp",
                                 "... (5002 characters), no profile name (5000 characters, more than the 100 a name "
                                 "may have)"),
@@ -485,6 +489,8 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
 def test_a_manifest_of_another_schema_profile_or_with_a_long_id_is_refused(world, case):
     b, target, outside = world
     change, said, then = MANIFEST[case]
+    if change.get("profile") == "v0.31.0":  # another profile of this pack
+        b.profile(["one", "two"], name="v0.31.0")
     path = target / ".fixpack/demo.manifest.json"
     m = json.loads(path.read_text())
     if "id" in change:
@@ -509,6 +515,7 @@ def test_a_target_in_another_profile_s_state_is_left_out_with_target(builder):
     image = _two_targets_on_one_root(builder)
     req = engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image, "other": image})
     assert engine.apply(req).ok
+    builder.profile(["one"], name="p2")  # another profile of the pack
     path = image / ".fixpack/other.manifest.json"
     path.write_text(_json.dumps({**_json.loads(path.read_text()), "profile": "p2"}))
     code, message = outcome(lambda: engine.status(req))
