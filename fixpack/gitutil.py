@@ -23,13 +23,20 @@ IDENTITY = {
 
 
 def run(repo: Path, *args: str, ok_codes: tuple[int, ...] = (0,)) -> str:
-    """Run ``git args...`` in ``repo`` and return stdout. Raises GitError on another exit code."""
+    """Run ``git args...`` in ``repo`` and return stdout. Raises GitError on another exit code, and when ``repo``
+    is no folder (git says it cannot change to it).
+
+    git is told the folder with ``-C``, never by GitPython's working folder: GitPython expands ``$VAR`` and ``~`` in
+    that path and, when what it gets is no folder, runs git in the process's own working folder instead (a pack at
+    ``/tmp/p$HOME`` had its edit's ``git init``, ``add --all`` and commit made in the repository the user stood in).
+    GitPython runs in ``/``, which always exists, so a removed working folder does not stop it either."""
     import git
 
-    g = git.Git(str(repo))
+    g = git.Git(os.sep)
     try:
-        status, out, err = g.execute(["git", *args], env={**os.environ, **IDENTITY}, with_extended_output=True,
-                                     with_exceptions=False, strip_newline_in_stdout=False)
+        status, out, err = g.execute(["git", "-C", os.path.abspath(repo), *args], env={**os.environ, **IDENTITY},
+                                     with_extended_output=True, with_exceptions=False,
+                                     strip_newline_in_stdout=False)
     except git.GitCommandNotFound as exc:  # pragma: no cover - git missing from PATH
         raise GitError(f"git is not installed: {exc}") from exc
     if status not in ok_codes:
@@ -115,25 +122,16 @@ def head_file(path: Path, limit: int) -> str | None:
 
 def clone_at(url: str, dest: Path, commit: str, ref: str = "") -> str:
     """Clone ``url`` into ``dest`` and check out ``commit`` (detached). Returns the full commit id."""
-    import git
-
-    try:
-        repo = git.Repo.clone_from(url, str(dest), env={**os.environ, **IDENTITY}, no_checkout=True)
-    except git.GitCommandError as exc:
-        raise GitError(f"`git clone {url}` exited {exc.status}:\n{_plain_stderr(exc.stderr)}\nCheck the URL and "
-                       f"the network, or give the target's release copy with --root NAME=PATH") from exc
+    dest = Path(os.path.abspath(dest))
+    try:  # (through run: GitPython's clone_from expands $VAR and ~ in the folder it clones into)
+        run(dest.parent, "clone", "--quiet", "--no-checkout", "--", url, str(dest))
+    except GitError as exc:
+        raise GitError(f"{exc}\nCheck the URL and the network, or give the target's release copy with --root "
+                       f"NAME=PATH") from exc
     if ref:
         run(dest, "fetch", "--quiet", "origin", ref)
     run(dest, "checkout", "--quiet", "--detach", commit)
-    return str(repo.head.commit.hexsha)
-
-
-def _plain_stderr(text: str) -> str:
-    """GitPython's ``stderr: 'fatal: ...'`` as git printed it."""
-    text = text.strip()
-    if text.startswith("stderr: '") and text.endswith("'"):
-        text = text[len("stderr: '"):-1]
-    return text.strip()
+    return run(dest, "rev-parse", "HEAD").strip()
 
 
 def init_repo(path: Path) -> None:
