@@ -51,11 +51,11 @@ def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: 
     return roots
 
 
-def _fixes_of(root: Path, prof: Any) -> tuple[Mapping[str, Any], Path]:
-    """The pack's fixes for ``prof`` (a warning names their patch files), and the pack's folder."""
+def _fixes_of(root: Path, prof: Any) -> Mapping[str, Any]:
+    """The pack's fixes for ``prof`` (a warning names their patch files)."""
     from .loader import load_pack
 
-    return load_pack(root).for_profile(prof.name).fixes, root.resolve()
+    return load_pack(root).for_profile(prof.name).fixes
 
 
 @click.command("lock", short_help="Generate or --check a profile's lock.", epilog="""\b
@@ -87,8 +87,8 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
                               else engine.fingerprint_chain(req))
             reworded: list[str] = []
-            twins = twin_warnings(lock, *_fixes_of(root, prof)) if twin_warnings(lock) else []
-            for warning in twins if not check else ():  # (lock --check compares; check says nothing of style)
+            twins = [] if check else twin_warnings(lock, lambda: _fixes_of(root, prof), root.resolve())
+            for warning in twins:  # (lock --check compares; check says nothing of style)
                 click.echo(f"fixpack: warning: {warning}", err=True)
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
@@ -103,7 +103,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,
-                           warnings=[] if check else twins,
+                           warnings=twins,
                            targets={k: dict(v) for k, v in lock.targets.items()},
                            fixes=[{"id": f.id, "version": f.version, "target": f.target, "files": len(f.files),
                                    "hunks": len(f.hunks)} for f in lock.fixes]))

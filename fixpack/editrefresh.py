@@ -19,7 +19,7 @@ from pathlib import Path
 import tomlkit
 
 from .diff import parse_patch
-from .documents import MAX_PACK_TEXT_BYTES, pack_text
+from .documents import pack_text
 from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find, state_path
 from .errors import BadInputError, ConflictError, FixpackError, of_code
 from .fsio import atomic_write
@@ -31,7 +31,6 @@ from .patchfiles import patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
-from .records import Lock
 from .runlock import pack_lock
 from .structs import dataclass, field
 from .tree import decode
@@ -104,9 +103,9 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None
-    written = [v for v in changes.values() if v is not None]
-    state.version, state.change = _since_edit(pack_root, view, state, change_digest(written))  # counted from there
-    version = _version(state, written)
+    change = change_digest([v for v in changes.values() if v is not None])  # the change this refresh writes
+    state.version, state.change = _since_edit(pack_root, view, state, change)  # counted from there on
+    version = _version(state, change)
     changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
     roots = {state.profile: release_roots(pack, state, progress)}
     for other in _sharing(pack, fix_id, state.profile, folder):
@@ -114,16 +113,19 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
             roots[other] = release_roots(pack, EditState(fix_id, other, fix.target, False, "", False, "", ""),
                                          progress)
         except FixpackError as exc:  # (said as what it is: this profile's release copy is another's need)
+            from .progname import command, pack_words  # only when a message names it
+
+            words = pack_words(pack_root)
             raise of_code(exc.exit_code)(
                 f"profile {other} reads {fix_id}'s patch files too ({_rel(pack_root, folder)}), so this refresh "
                 f"regenerates its lock, on its clean release copies, which could not be had: {exc}; nothing was "
-                f"written (fetch them where the index can be reached: `{_fetch_words(pack_root, other)}`, then "
-                f"refresh again here: the cache holds them)") from exc
+                f"written (fetch them where the index can be reached: `{command('fetch', '--profile', other, *words)}`"
+                f", then refresh again here: the cache holds them)") from exc
     kept = state_path(pack_root, fix_id).read_bytes()  # (find() read it, capped, a moment ago)
     new = state.new
     # the state first: killed between the two writes, the next refresh finds what this one meant to write (and a
     # pack update a kill left half done is rolled back before then); any failure puts the state back as it was
-    state.new, state.wrote_version, state.wrote_change = False, version, change_digest(written)
+    state.new, state.wrote_version, state.wrote_change = False, version, change
     state.save(pack_root)
     try:
         outcome = update(pack_root, changes, fix_id, roots, progress)
@@ -132,8 +134,9 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
         state.new = new
         moved = _base_changed(pack, state) if isinstance(exc, ConflictError) else []
         if moved:
+            steps = _carry(pack_root, state, fix_id in pack.fixes)
             exc.args = (f"{exc}\nThe fixes before {fix_id} changed since `fixpack edit` made {work} "
-                        f"({', '.join(moved)}): its commits are on the old ones. {_carry(pack_root, state)}",)
+                        f"({', '.join(moved)}): its commits are on the old ones. {steps}",)
         raise
     return Refreshed(fix_id, state.profile, [_rel(pack_root, folder / n) for n in names], outcome)
 
@@ -191,13 +194,13 @@ def _base_changed(pack: Pack, state: EditState) -> list[str]:
     return sorted(fid for fid in set(now) | set(state.base) if now.get(fid) != state.base.get(fid))
 
 
-def _version(state: EditState, patches: list[bytes]) -> int:
+def _version(state: EditState, change: str) -> int:
     """The fix's version after the refresh: the edit's starting version (or its last refresh's, once committed:
     :func:`_since_edit`), plus one when the change itself (its removed and added lines) differs from the one
     there; 1 for a new fix not yet committed."""
     if state.new or not state.version:
         return 1
-    return state.version + (change_digest(patches) != state.change)
+    return state.version + (change != state.change)
 
 
 def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> tuple[int, str]:
@@ -226,17 +229,18 @@ def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> t
     raise ConflictError(f"fix {state.fix} changed in the pack since the edit began: {state.work} is on the fix as it "
                         f"was ({was}); the pack holds version {fix.version} with another change (a maintainer's "
                         f"refresh or a pull), which this refresh would write over; nothing was written. "
-                        f"{_carry(pack_root, state)}")
+                        f"{_carry(pack_root, state, True)}")
 
 
-def _carry(pack_root: Path, state: EditState) -> str:
-    """The steps that carry an edit's commits onto the fix as the pack holds it now, each a command."""
+def _carry(pack_root: Path, state: EditState, in_pack: bool) -> str:
+    """The steps that carry an edit's commits onto the fix as the pack holds it now (``in_pack``: the pack has the
+    fix, which the edit is started on again; else a new one), each a command."""
     from .progname import command  # only when a message names it
 
     words = ["--pack", str(pack_root)]  # (the steps remove the work tree a shell may be in: no default pack then)
     saved = shlex.quote(str(pack_root / ".edit" / f".{state.fix}.commits"))  # (no fix id starts with '.')
     work = shlex.quote(state.work)
-    again = (command("edit", state.fix, "--profile", state.profile, *words) if state.fix in load_pack(pack_root).fixes
+    again = (command("edit", state.fix, "--profile", state.profile, *words) if in_pack
              else command("new", state.fix, "--profile", state.profile, "--target", state.target, *words))
     return (f"Keep your commits: `rm -rf {saved} && git -C {work} format-patch -o {saved} {BASE_TAG}`; drop the edit: "
             f"`{command('edit', '--abort', state.fix, *words)}`; start it again: `{again}`; apply them on the "
@@ -247,16 +251,10 @@ def _carry(pack_root: Path, state: EditState) -> str:
 
 def _committed(view: Pack, profile: str, fix: Fix) -> bool:
     """The lock committed in git HEAD of the pack records ``fix`` at its version and change."""
-    from .gitutil import head_file  # only when an edit's earlier refresh is in the pack
+    from .lock_head import committed_lock  # only when an edit's earlier refresh is in the pack
 
-    prof = load_profile(view, profile)
-    text = head_file(prof.lock_path, MAX_PACK_TEXT_BYTES)
-    if text is None:
-        return False
-    try:
-        entry = Lock.from_json(text.encode("utf-8"), prof.lock_path, prof.name, lambda: "").fix(fix.id)
-    except FixpackError:  # (not this profile's lock as this fixpack reads one: nothing committed to count from)
-        return False
+    head = committed_lock(load_profile(view, profile))[0]
+    entry = head.fix(fix.id) if head is not None else None
     return entry is not None and entry.version == fix.version and fix.recorded_as(entry.patch_sha256)
 
 
@@ -403,12 +401,6 @@ def release_roots(pack: Pack, state: EditState, progress: Progress) -> dict[str,
         root = Path(state.release) if state.release and name == state.target else None
         out[name] = clean_copy(prof, name, root, progress=progress).root
     return out
-
-
-def _fetch_words(pack_root: Path, profile: str) -> str:
-    from .progname import command, pack_words  # only when a message names it
-
-    return command("fetch", "--profile", profile, *pack_words(pack_root))
 
 
 def _rel(root: Path, path: Path) -> str:

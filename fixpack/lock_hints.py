@@ -107,17 +107,21 @@ def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: F
             f"list {'it' if len(behind) == 1 else 'them'} in {fix.id}'s requires")
 
 
-def twin_warnings(lock: Lock, fixes: Mapping[str, Fix] | None = None, root: Path | None = None) -> list[str]:
+def twin_warnings(lock: Lock, fixes: Callable[[], Mapping[str, Fix]] | None = None,
+                  root: Path | None = None) -> list[str]:
     """One line per hunk of ``lock`` whose pre-image (or post-image) occurs more than once in the file it was locked
     on (:attr:`~fixpack.records.LockHunk.pre_count`: the release with the fixes before it): at the lock's
     pre-image a hunk is placed at its stated line, but in a file that differs from it (a drifted image, the next
     release) it is searched whole and refused as ambiguous (exit 4), as revert and status refuse a post-image
     twin. The fix still applies where the lock's pre-image is: a warning for the maintainer, not a failure.
-    ``fixes`` (the pack's, for the lock's profile): each hunk is named at its ``@@`` line in its patch file too
-    (relative to ``root``), as a fix of two patches on one file has a hunk #1 in each."""
+    ``fixes`` (the pack's, for the lock's profile; called only when a hunk occurs twice): each such hunk is named
+    at its ``@@`` line in its patch file too (relative to ``root``), as a fix of two patches on one file has a hunk
+    #1 in each."""
     out = []
+    twice = any((h.pre_count or 0) > 1 or (h.post_count or 0) > 1 for f in lock.fixes for h in f.hunks)
+    pack = fixes() if twice and fixes is not None else {}
     for fix in lock.fixes:
-        pf = fixes.get(fix.id) if fixes is not None else None
+        pf = pack.get(fix.id)
         at = [(p.path, h.diff_line) for p in pf.patches for fp in p.files for h in fp.hunks] if pf else []
         for n, h in enumerate(fix.hunks):
             sides = [f"its {side}-image occurs {count} times" for side, count in (("pre", h.pre_count),

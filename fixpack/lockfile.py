@@ -25,6 +25,7 @@ from .errors import (
     raise_unreadable,
 )
 from .fsio import atomic_write
+from .lock_head import committed_lock
 from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
 from .model import Component, Fix, Pack, Profile
@@ -102,12 +103,9 @@ def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]
         raise
     except FixpackError:
         pass
-    from .gitutil import head_file  # only when a lock is written
-
-    text = head_file(profile.lock_path, MAX_PACK_TEXT_BYTES)
-    if text is None:
+    head, raw, why = committed_lock(profile)
+    if not raw:
         return found, []
-    raw = text.encode("utf-8")
     if found:
         try:
             if read_capped(profile.lock_path) == raw:
@@ -115,12 +113,7 @@ def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]
         except (OSError, ValueError):
             pass
     where = f"{profile.lock_path} as committed in git HEAD"
-    try:
-        head = Lock.from_json(raw, profile.lock_path, profile.name, lambda: "")
-        why = "" if head.profile == profile.name else f"it is the lock of profile {head.profile}, not {profile.name}"
-    except FixpackError as exc:
-        why = (exc.what if isinstance(exc, StaleLockError) else str(exc)).rstrip("; ")
-    if not why:
+    if head is not None:
         return [*found, (head, where)], []
     return found, [f"{where} could not be compared with ({why}): a fix whose patch changed under a version it "
                    f"records there is not refused for it"]

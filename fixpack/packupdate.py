@@ -15,18 +15,20 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError, temp_work_failed
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
-from .lock_hints import remove_hint
+from .lock_hints import remove_hint, twin_warnings
 from .model import Fix, Pack
 from .pack_journal import load_pack_journal
 from .progress import QUIET, Progress
+from .records import Lock
 from .safepath import holds_bytes, not_a_file
 from .state import leftover_journal, roll_back
 from .structs import dataclass, field, replace
@@ -124,8 +126,9 @@ def _staged(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, prof
             _write_stage(stage, moved)
             changes.update({k: v for k, v in moved.items() if _differs(pack_root / k, v)})
             out.later += later
-            lock = _lock(stage, name, roots, progress)
-            out.warnings += [w for w in _twins(stage, name, lock, pack.fixes) if w not in out.warnings]
+            lock, made = _lock(stage, name, roots, progress)
+            said = [f"profile {name}: {w}" for w in twin_warnings(made, partial(dict, pack.fixes), stage)]
+            out.warnings += [w for w in said if w not in out.warnings]
             rel = f"profiles/{name}.lock"
             if _differs(pack_root / rel, lock):
                 changes[rel] = lock
@@ -232,21 +235,15 @@ def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Pa
     return stage
 
 
-def _twins(stage: Path, profile: str, lock: bytes, fixes: Mapping[str, Fix]) -> list[str]:
-    from .lock_hints import twin_warnings
-    from .records import Lock
-
-    parsed = Lock.from_json(lock, stage / "profiles" / f"{profile}.lock", profile, lambda: "")
-    return [f"profile {profile}: {w}" for w in twin_warnings(parsed, fixes, stage)]
-
-
-def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress) -> bytes:
-    from . import engine
+def _lock(stage: Path, profile: str, roots: dict[str, Path], progress: Progress) -> tuple[bytes, Lock]:
+    """The lock of ``profile`` made on the stage (written there), as its bytes and as the record they hold."""
+    from . import engine, lockfile
 
     with progress.step(f"fingerprinting the chain of profile {profile}"):
-        path = engine.write_lock(engine.Request(pack_root=stage, profile=profile, roots=dict(roots),
-                                                only_targets=tuple(roots)))
-    return path.read_bytes()
+        lock, prof = engine.fingerprint_chain(engine.Request(pack_root=stage, profile=profile, roots=dict(roots),
+                                                             only_targets=tuple(roots)))
+        path = lockfile.write(prof, lock)
+    return path.read_bytes(), lock
 
 
 def check_later(pack: Pack, profile: str, fix_id: str,

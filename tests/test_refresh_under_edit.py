@@ -147,7 +147,7 @@ def test_another_profile_s_release_copy_that_cannot_be_had_is_said_as_that_profi
     assert snapshot(builder.base) == before
 
 
-def test_a_refresh_that_makes_a_later_fix_s_context_occur_twice_warns(pack3):  # noqa: F811
+def test_a_refresh_that_makes_a_later_fix_s_context_occur_twice_warns(pack3, capsys):  # noqa: F811
     """Found by a fresh maintainer: the later fix was said 'exact' and locked, silently ambiguous on any drift."""
     from fixpack.cli_author import print_refreshed
 
@@ -162,7 +162,8 @@ def test_a_refresh_that_makes_a_later_fix_s_context_occur_twice_warns(pack3):  #
                                      f"pre-image occurs 2 times in the file it "
                                      f"is locked on: on an image whose file differs from the lock's (a drift) it is "
                                      f"refused as ambiguous; give the hunk more context lines, so that it occurs once"]
-    print_refreshed(done, False, "refresh")  # (said on stderr: the CLI's words)
+    print_refreshed(done, False, "refresh")  # the CLI's words, on stderr
+    assert capsys.readouterr().err == f"fixpack: warning: {done.outcome.warnings[0]}\n"
 
 
 @pytest.mark.parametrize("fault_at", range(1, 9))
