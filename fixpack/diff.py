@@ -31,7 +31,9 @@ from .diffpaths import (
 )
 from .diffsyntax import (
     HUNK_HEADER,
+    as_git_markers,
     hunk_numbers,
+    refuse_bad_modes,
     refuse_cr_only,
     refuse_crlf,
     refuse_not_utf8_message,
@@ -175,13 +177,12 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
     from unidiff.patch import PatchSet
 
     _refuse_binary(data, source)
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
+    data += b"\n" if data and not data.endswith(b"\n") else b""  # (the last line read with its newline)
     text = data.decode("utf-8", "surrogateescape")
     named = _check_structure(text, source)
     header = _parse_header(text)
     try:
-        patchset = PatchSet(split_lines(text))
+        patchset = PatchSet(split_lines(as_git_markers(text)))
     except UnidiffParseError as exc:  # unidiff names the line it stopped at by its text: its number, found here
         said = str(exc).strip()
         quoted = said.partition(": ")[2]
@@ -244,15 +245,14 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     refuse_cr_only(text, source)
     lines = text.split("\n")
     start = next((i for i, ln in enumerate(lines) if ln.startswith("diff --git ")), None)
+    start = plain_start(lines) if start is None else start
+    for refuse in (refuse_crlf, refuse_not_utf8_message):  # (the mail part: the patch file's own lines)
+        refuse(lines[:start] if start is not None else lines, 1, source)
     if start is None:
-        start = plain_start(lines)
-    refuse_crlf(lines[:start] if start is not None else lines, 1, source)
-    refuse_not_utf8_message(lines[:start] if start is not None else lines, 1, source)
+        return []
+    refuse_bad_modes(lines[start:], start + 1, source)
     named: list[tuple[int, str, str]] = []
-    if start is None:
-        return named
-    old = new = 0
-    hunk_line = 0
+    old = new = hunk_line = 0
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     # a '-- ' line read as a removed line of the current hunk, maybe git format-patch's signature: (its line, the
     # pre-image and post-image lines the hunk still had to go before it)

@@ -14,7 +14,7 @@ from bisect import bisect_right
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from .diffsyntax import HUNK_HEADER, QuoteError, unquote
+from .diffsyntax import QuoteError, unquote
 from .errors import PatchParseError, Problem
 from .safepath import STATE_DIR, path_problem
 
@@ -128,7 +128,7 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
 
 def plain_start(lines: list[str], pair: bool = False) -> int | None:
     """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
-    line from which only ``---`` / ``+++`` / ``index`` lines lead to a hunk header (``pair``: or a ``---`` line
+    line from which only ``---`` / ``+++`` / ``index`` lines lead to an ``@@`` line (``pair``: or a ``---`` line
     right above a ``+++`` line, whatever follows); None without one."""
     for i, ln in enumerate(lines):
         if pair and ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
@@ -137,7 +137,7 @@ def plain_start(lines: list[str], pair: bool = False) -> int | None:
             j = i
             while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
                 j += 1
-            if j < len(lines) and HUNK_HEADER.match(lines[j]):
+            if j < len(lines) and lines[j].startswith("@@"):  # (a malformed header too: the structure check names it)
                 return i
     return None
 

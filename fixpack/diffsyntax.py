@@ -22,7 +22,7 @@ from .errors import PatchParseError, Problem
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 # the header lines that name a path, and where the path starts
-HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")  # a hunk header
+HUNK_HEADER = re.compile(r"^@@ -([0-9]+)(?:,([0-9]+))? \+([0-9]+)(?:,([0-9]+))? @@")  # ASCII digits, as git
 _PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
 
 
@@ -109,6 +109,17 @@ def _plain(m: re.Match[str]) -> str:
     return m.group(0) if needs_quotes(path) else path
 
 
+_MARKER = re.compile(r"^\\.*$", re.M)
+
+
+def as_git_markers(text: str) -> str:
+    """``text`` with every line that starts with a backslash as git reads it: a "\\ No newline at end of file"
+    marker, whatever its words (GNU diff writes them in the user's language; the structure check has placed each
+    one after a hunk line). unidiff knows the English words only, and dropped the others: such a patch applied as
+    if its file ended in a newline, where ``git am`` and ``git apply`` take the marker."""
+    return _MARKER.sub(lambda _m: "\\ No newline at end of file", text)
+
+
 def split_lines(text: str) -> list[str]:
     """``text``'s lines split on ``\\n`` only, each keeping its end (a CR stays in its line's content)."""
     parts = text.split("\n")
@@ -122,6 +133,24 @@ def refuse_cr_only(text: str, source: str) -> None:
         what = "CR line endings in the patch file itself (classic Mac: it holds no LF at all): the file was converted"
         raise PatchParseError(f"{source}:1: {what}", [Problem(what, None, 1, "convert the patch file to LF line "
                                                               "endings (tr '\\r' '\\n', or mac2unix) and re-run")])
+
+
+_MODE_LINE = re.compile(r"^(old mode|new mode|new file mode|deleted file mode) (.*)$")
+# the modes git writes for a file: 120000 (a symbolic link) is refused where a fix is loaded (patchfiles.symlink_change)
+GIT_FILE_MODES = frozenset({"100644", "100755", "120000"})
+
+
+def refuse_bad_modes(lines: list[str], first: int, source: str) -> None:
+    """Raise PatchParseError at the first of the diff's ``lines`` (numbered from ``first``) that gives a mode git
+    writes for no file: a gitlink (160000), 777, a set-id bit or a digit that is not octal would be written as read
+    (or fail as an internal error)."""
+    for n, ln in enumerate(lines, first):
+        m = _MODE_LINE.match(ln)
+        if m and m.group(2) not in GIT_FILE_MODES:
+            what = (f"{m.group(1)} {m.group(2)!r}: no mode git writes for a file (100644, or 100755 for an executable "
+                    f"one)")
+            raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "regenerate the patch with git "
+                                                                                   "diff / format-patch")])
 
 
 def refuse_crlf(lines: list[str], first: int, source: str) -> None:

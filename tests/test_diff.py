@@ -272,3 +272,33 @@ def test_a_copy_and_an_undeclared_rename_are_refused():
         parse_patch(undeclared.encode(), "x.patch")
     with pytest.raises(PatchParseError, match=r"^x.patch:1: 'diff --git' names two files"):  # one of the two
         parse_patch(RENAME.replace("rename from pkg/mod.py\n", "").encode(), "x.patch")
+
+
+@pytest.mark.parametrize("lines", [["old mode 100644", "new mode 100799"], ["old mode 100644", "new mode 160000"],
+                                   ["old mode 100644", "new mode 777"], ["old mode 100644", "new mode 104755"],
+                                   ["old mode 100644", "new mode １００７５５"]])
+def test_a_mode_git_writes_for_no_file_is_refused_at_its_line(lines):
+    """Found by a fresh user: a non-octal digit was an internal error (exit 1) at lock and import, and 160000, 777
+    or a set-id mode was applied as read (the file left mode 000, or world-writable)."""
+    data = ("diff --git a/x b/x\n" + "\n".join(lines) + "\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n").encode()
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "p.patch")
+    assert str(exc.value).startswith(f"p.patch:3: new mode {lines[1][9:]!r}: no mode git writes for a file"), exc.value
+    ok = b"diff --git a/x b/x\nold mode 100644\nnew mode 100755\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    assert parse_patch(ok, "p.patch").files[0].new_mode == "100755"
+
+
+def test_hunk_numbers_are_ascii_digits_as_git_reads_them():
+    """Found by a fresh user: fullwidth digits (Python's \\d and int() take them) were read as line numbers; git calls
+    such a patch corrupt."""
+    with pytest.raises(PatchParseError):
+        parse_patch("--- a/x\n+++ b/x\n@@ -１ +1 @@\n-a\n+b\n".encode(), "p.patch")
+
+
+def test_a_no_newline_marker_in_another_language_is_taken_as_git_takes_it():
+    """Found by a fresh user: GNU diff writes the marker in the user's language; unidiff knew the English words
+    only and dropped the line, so the fix applied as if the file ended in a newline (git apply takes any '\\ ')."""
+    english = b"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n\\ No newline at end of file\n"
+    german = english.replace(b"No newline at end of file", b"Kein Zeilenumbruch am Dateiende.")
+    ours, theirs = parse_patch(english, "p.patch").files[0].hunks[0], parse_patch(german, "p.patch").files[0].hunks[0]
+    assert theirs.new_lines == ours.new_lines == ("b",)
