@@ -36,7 +36,7 @@ from .run import Context, Request, check_deleted_then_touched, check_fix_files, 
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
-from .status_fast import locked_files
+from .status_fast import locked_files, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
@@ -124,8 +124,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.entries.append(_manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
             plan.reached = False
-    if manifest is None:
-        _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
+    _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
                                                             build, dry, ctx.lock, ctx.relock)
@@ -142,7 +141,10 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
     if not recorded <= set(ctx.pack.fixes):
         return None
     chain = ctx.pack.ordered(tuple(f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == ft.spec.name))
-    expected = locked_files(ctx.lock, manifest, ft.spec.name, {f.id for f in chain})
+    ids = {f.id for f in chain}
+    expected = locked_files(ctx.lock, manifest, ft.spec.name, ids)
+    others = [f for f in ctx.profile.opt_in if f not in ids and ctx.pack.fixes[f].target == ft.spec.name]
+    expected = None if expected is None else with_release_files(ctx.lock, ft.spec.name, expected, others)
     if expected is None or file_hashes(tree, list(expected)) != expected:
         return None
     for fix in chain:
@@ -268,12 +270,19 @@ def status(req: Request) -> Report:
 
 def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str, ...], plan: TargetPlan,
                    tampered: tuple[dict[str, list[str]], dict[str, str]], dry: bool) -> None:
-    """With no manifest (a first run, or a lost one), an opt-in this run does not select may be in the files,
-    applied by a run whose record is gone: found (our post-images, as for a selected fix), it is reported and
-    recorded, so that revert removes it; before, revert left its code and said the image was the release."""
-    extra = [f for f in ctx.pack.ordered(ctx.profile.opt_in) if f.target == ft.spec.name and f.id not in wanted]
-    parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra])
-    for fix in extra:
+    """An opt-in this run does not select and no manifest entry lists may be in the files, applied by a run whose
+    record is gone (no manifest, or an entry lost) or by hand: found (our post-images, as for a selected fix), it is
+    reported and recorded, so that revert removes it. Before, with no manifest revert left its code and said the
+    image was the release; with a manifest, status listed it as not selected and revert refused. Looked for by the
+    lock's hashes first (:func:`fixpack.lost.unrecorded`: an opt-in whose files are not ours costs hashes only)."""
+    from .lost import partial_parse, unrecorded
+
+    listed = {f.id for f in ctx.report.fixes}
+    extra = [f for f in ctx.pack.ordered(ctx.profile.opt_in)
+             if f.target == ft.spec.name and f.id not in wanted and f.id not in listed]
+    held = set(unrecorded(extra, tree, ctx.lock, partial_parse(ctx))[0]) if extra else set()
+    parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra if f.id in held])
+    for fix in (f for f in extra if f.id in held):
         ev = replay(fix, tree, ctx.lock, False, *tampered)
         if ev.state is State.APPLIED:
             ctx.report.fixes.append(_fix_report(fix, ev, False, dry, fix.id in ctx.profile.opt_in))

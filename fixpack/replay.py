@@ -76,10 +76,9 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
     ev = decide(fix, tree, evidence, False)
     if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse,
-                          ["applied by an earlier run whose manifest entry was lost (its files, with the fixes "
-                           "before it in place, are this pack's post-images, sha256 as in the lock); apply records "
-                           "it again, status and a dry run "
-                           "only report it"])
+                          ["applied by an earlier run whose manifest entry was lost, or by hand (its files, with "
+                           "the fixes before it in place, are this pack's post-images, sha256 as in the lock); apply "
+                           "records it again, status and a dry run only report it"])
     if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):
         return Evaluation(State.APPLIED, ev.forward, ev.reverse, [
             "applied, though not as this profile's chain leaves it, and not recorded: its post-image is in files that "

@@ -49,3 +49,18 @@ def _is_clean(expected: Hashes, clean: Hashes) -> bool:
     """The chain leaves every file as the release had it (a later fix undoing an earlier one): the full
     evaluation then takes the manifest for a stale one."""
     return all(clean.get(p) == h for p, h in expected.items())
+
+
+def with_release_files(lock: Lock, target: str, expected: dict[str, str | None],
+                       others: list[str]) -> dict[str, str | None] | None:
+    """``expected`` (:func:`locked_files`) with the release's sha256 of each file that a fix of ``others`` (opt-ins
+    of ``target`` outside the chain) touches and the chain does not: an opt-in applied by hand, or whose manifest
+    entry was lost, then differs, and the full evaluation finds it. None when the lock does not know one of them."""
+    release = lock.release_files(target)
+    for fid in others:
+        entry = lock.fix(fid)
+        if entry is None:
+            return None
+        for path in entry.post():
+            expected.setdefault(path, release.get(path))
+    return expected

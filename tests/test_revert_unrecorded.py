@@ -172,3 +172,60 @@ def test_a_partial_fix_beside_fixes_that_are_in_puts_its_files_back_first(builde
     _put_back(said, target, [MOD])
     _run_each(said, ("record it with: ", "then revert with: "))
     assert (target / MOD).read_text() == base and (target / "demo_pkg/b.py").read_text() == base
+
+
+@pytest.mark.parametrize("how", ["entry lost", "applied by hand"])
+def test_an_unselected_opt_in_in_the_files_that_the_manifest_lacks(setup, how):  # noqa: F811
+    """A manifest that records the defaults, and an opt-in's post-image in the files (its entry lost, or its change
+    made by hand): status listed it as "not selected", apply said nothing of it, and revert refused. Now status says
+    it is applied and apply records it (as with no manifest), so that revert removes it."""
+    b, _, target = setup
+    original = snapshot(target)
+    if how == "entry lost":
+        assert engine.apply(b.request(target, opt_ins=("extra",))).ok
+        _drop(target, "extra")
+    else:
+        assert engine.apply(b.request(target)).ok
+        (target / "demo_pkg/x.py").write_text("x = 1\n")
+    before = snapshot(target)
+    st = engine.status(b.request(target))
+    assert st.ok and st.fix("extra").state == "applied" and not st.fix("extra").selected, st.fix("extra")
+    assert "apply records it again" in st.fix("extra").messages[0] and snapshot(target) == before
+    r = engine.apply(b.request(target))
+    assert r.ok and r.fix("extra").state == "applied" and r.fix("extra").action == "none"
+    m = json.loads((target / ".fixpack" / "demo.manifest.json").read_text())
+    assert [f["id"] for f in m["fixes"]] == ["first", "second", "extra"]
+    assert engine.status(b.request(target)).fix("extra").messages[0] == "already applied"
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original
+
+
+@pytest.mark.parametrize("how", ["entry lost", "applied by hand"])
+def test_an_unselected_opt_in_between_recorded_fixes_that_the_manifest_lacks(builder, how):  # noqa: F811
+    """The same for an opt-in that shares its file with the recorded fixes around it (placed, not hashed). Made by
+    hand there, the recorded fixes' file changed since they were applied: tampered, as before, and the opt-in named."""
+    base = numbered(40)
+    clean = builder.tree("clean", {MOD: base})
+    a = base.replace("line 3\n", "three\n")
+    builder.add_fix("a", {MOD: base}, {MOD: a})
+    m = a.replace("line 20\n", "twenty\n")
+    builder.add_fix("mid", {MOD: a}, {MOD: m}, opt_in=True)
+    builder.add_fix("z", {MOD: m}, {MOD: m.replace("line 37\n", "thirty-seven\n")})
+    builder.profile(["a", "z"], ["mid"])
+    builder.lock(clean)
+    original = snapshot(clean)
+    if how == "entry lost":
+        assert engine.apply(builder.request(clean, opt_ins=("mid",))).ok
+        _drop(clean, "mid")
+    else:
+        assert engine.apply(builder.request(clean)).ok
+        (clean / MOD).write_text((clean / MOD).read_text().replace("line 20\n", "twenty\n"))
+    before = snapshot(clean)
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(clean))
+        assert r.fix("mid").state == "applied" and "or by hand" in r.fix("mid").messages[0], r.fixes
+        if how == "applied by hand":
+            assert r.exit_code == 3 and r.fix("a").state == r.fix("z").state == "tampered"
+            assert snapshot(clean) == before
+            return
+        assert r.ok, r.fixes
+    assert engine.revert(builder.request(clean)).ok and snapshot(clean) == original
