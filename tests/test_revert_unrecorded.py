@@ -200,7 +200,7 @@ def test_an_unselected_opt_in_in_the_files_that_the_manifest_lacks(setup, how): 
 
 
 @pytest.mark.parametrize("how", ["entry lost", "applied by hand"])
-def test_an_unselected_opt_in_between_recorded_fixes_that_the_manifest_lacks(builder, how):  # noqa: F811
+def test_an_unselected_opt_in_between_recorded_fixes_that_the_manifest_lacks(builder, how):
     """The same for an opt-in that shares its file with the recorded fixes around it (placed, not hashed). Made by
     hand there, the recorded fixes' file changed since they were applied: tampered, as before, and the opt-in named."""
     base = numbered(40)
