@@ -96,7 +96,8 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
     Raises PatchParseError at the header's line when they disagree (git would write the rename line's file,
     the engine the ``diff --git`` line's), for a copy (``copy from/to``: the engine has no copies, and would
     read one as a rename, deleting the copied file), for a rename line outside a ``diff --git`` section, and
-    at the section's line for a rename without its two lines."""
+    at the section's line for a rename without its two lines, and at the second section that names a file one
+    before it names (git apply would apply the two in turn; the engine places a file's hunks once)."""
     starts = [fp.diff_line for fp in files]
     found: dict[int, set[str]] = {}
     for n, word, path in named:
@@ -119,6 +120,15 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
                       f"make the two lines name the same file, the one the rename is {to}, or regenerate the patch "
                       f"with git diff -M / format-patch")
         found.setdefault(i, set()).add(word)
+    seen: dict[str, int] = {}
+    for fp in files:
+        for path in {fp.old_path, fp.new_path} - {None}:
+            if path in seen:
+                raise bad(source, fp.diff_line, f"a second section for {path!r} (the first at line {seen[path]}): "
+                                                f"git diff writes one section a file, and fixpack changes a file once "
+                                                f"a patch", "make the two one section: regenerate the patch with git "
+                                                              "diff (or git format-patch) from a tree it is applied to")
+            seen[str(path)] = fp.diff_line
     for i, fp in enumerate(files):
         if fp.kind == "rename" and found.get(i) != {"rename from", "rename to"}:
             raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but "

@@ -302,3 +302,19 @@ def test_a_no_newline_marker_in_another_language_is_taken_as_git_takes_it():
     german = english.replace(b"No newline at end of file", b"Kein Zeilenumbruch am Dateiende.")
     ours, theirs = parse_patch(english, "p.patch").files[0].hunks[0], parse_patch(german, "p.patch").files[0].hunks[0]
     assert theirs.new_lines == ours.new_lines == ("b",)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_second_section_for_a_file_is_refused_at_its_line(plain):
+    """Found by a fresh user: two sections for one file (git apply applies them in turn) reached the applier, which
+    places a file's hunks once, and failed as a conflict (exit 4) on a tree the patch fits; now the patch is bad input
+    (exit 2) at the second section's line."""
+    one = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n" if plain else "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    other = one.replace("-1 +1", "-3 +3").replace("-a\n+b", "-c\n+d")
+    with pytest.raises(PatchParseError, match=r"^p\.patch:(6|7): a second section for 'x' \(the first at line (1|2)\)"):
+        parse_patch((one + other).encode(), "p.patch")
+    renamed = "diff --git a/y b/x\nsimilarity index 90%\nrename from y\nrename to x\n"
+    with pytest.raises(PatchParseError, match=r"^p\.patch:7: a second section for 'x'"):
+        parse_patch((one if not plain else one.replace("--- a/x", "diff --git a/x b/x\n--- a/x", 1)).encode()
+                    + renamed.encode(), "p.patch")
+    assert len(parse_patch((one + other.replace("x", "z")).encode(), "p.patch").files) == 2
