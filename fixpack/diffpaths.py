@@ -122,13 +122,13 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
         found.setdefault(i, set()).add(word)
     seen: dict[str, int] = {}
     for fp in files:
-        for path in {fp.old_path, fp.new_path} - {None}:
+        for path in {p for p in (fp.old_path, fp.new_path) if p is not None}:
             if path in seen:
                 raise bad(source, fp.diff_line, f"a second section for {path!r} (the first at line {seen[path]}): "
                                                 f"git diff writes one section a file, and fixpack changes a file once "
                                                 f"a patch", "make the two one section: regenerate the patch with git "
                                                               "diff (or git format-patch) from a tree it is applied to")
-            seen[str(path)] = fp.diff_line
+            seen[path] = fp.diff_line
     for i, fp in enumerate(files):
         if fp.kind == "rename" and found.get(i) != {"rename from", "rename to"}:
             raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but "
