@@ -39,7 +39,9 @@ def hunk_numbers(m: re.Match[str], next_old: int, shift: int, prev_line: int) ->
     old = int(m.group(2)) if m.group(2) is not None else 1
     new = int(m.group(4)) if m.group(4) is not None else 1
     first_old, first_new = int(m.group(1)) + (old == 0), int(m.group(3)) + (new == 0)
-    if first_old < 1 or first_new < 1:
+    if old == new == 0:
+        why = "a hunk of no lines, neither pre-image nor post-image (git diff writes none; it changes nothing)"
+    elif first_old < 1 or first_new < 1:
         why = (f"a side of {old if first_old < 1 else new} lines cannot start at line 0 (lines count from 1; only a "
                f"side of no lines starts at 0)")
     elif first_old < next_old:

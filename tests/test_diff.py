@@ -318,3 +318,14 @@ def test_a_second_section_for_a_file_is_refused_at_its_line(plain):
         parse_patch((one if not plain else one.replace("--- a/x", "diff --git a/x b/x\n--- a/x", 1)).encode()
                     + renamed.encode(), "p.patch")
     assert len(parse_patch((one + other.replace("x", "z")).encode(), "p.patch").files) == 2
+
+
+@pytest.mark.parametrize("header", ["@@ -0,0 +0,0 @@", "@@ -1,0 +1,0 @@"])
+def test_a_hunk_of_no_lines_is_refused_at_its_header(header):
+    """Found by a fresh user: the error named the line after it (unidiff's "Hunk diff line expected"), or, alone in its
+    section, 'the file section for None' (unidiff took a hunk of no post-image lines for a deleted file)."""
+    for rest in ("", "@@ -3 +3 @@\n-c\n+d\n"):
+        data = f"diff --git a/x b/x\n--- a/x\n+++ b/x\n{header}\n{rest}".encode()
+        with pytest.raises(PatchParseError, match=r"^p\.patch:4: hunk header '@@ -[01],0 \+[01],0 @@' does not add up: "
+                                                  r"a hunk of no lines"):
+            parse_patch(data, "p.patch")
