@@ -458,7 +458,7 @@ def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     hunks = tuple(_convert_hunk(h) for h in pf)
     if old == new and all(h.old_lines == h.new_lines for h in hunks) and not pf.is_binary_file and \
             pf.source_mode == pf.target_mode:  # a bare diff --git, or hunks of context alone (no + or - line)
-        raise bad(source, line or 0, f"the file section for {new or old} changes nothing (no hunk with a + or - line, no "
+        raise bad(source, line or 0, f"the file section for {new} changes nothing (no hunk with a + or - line, no "
                                      f"mode, rename or binary data): a lock would record the file unchanged",
                   f"remove it, or {REGENERATE}")
     return FilePatch(old, new, hunks, pf.source_mode, pf.target_mode, bool(pf.is_binary_file), line or 0)
