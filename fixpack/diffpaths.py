@@ -59,9 +59,10 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
                               [Problem(f"path {path!r} lies in {problem}", None, line,
                                        f"a fix changes the target's own files only: the tool keeps {STATE_DIR}/ "
                                        f"itself (drop this file's section from the patch)")])
+    hint = "name the file without it" if problem.startswith("a control") else \
+        "write the path as git does: relative, '/' between segments, no '.' or '//'"
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
-                          [Problem(f"path {path!r} is not canonical: {problem}", None, line,
-                                   "write the path as git does: relative, '/' between segments, no '.' or '//'")])
+                          [Problem(f"path {path!r} is not canonical: {problem}", None, line, hint)])
 
 
 def git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:

@@ -2,8 +2,9 @@
 
 One definition for every path that names a file of a target: a patch's ``---``/``+++`` lines, a
 ``[binary]`` entry, the manifest's and the journal's records. A canonical path is relative, uses
-``/`` only, has no empty, ``.`` or ``..`` segment, no trailing ``/``, no backslash, and does not enter
-the tool's own state folder. Two spellings of one file would otherwise be two keys in the manifest
+``/`` only, has no empty, ``.`` or ``..`` segment, no trailing ``/``, no backslash, no control or
+formatting character (a tab, a newline, a right-to-left override: the path would show as another), and does
+not enter the tool's own state folder. Two spellings of one file would otherwise be two keys in the manifest
 (a fix silently dropped), and ``..`` or an absolute path would reach outside the target.
 """
 
@@ -13,6 +14,7 @@ import hashlib
 import os
 import re
 import stat
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -51,6 +53,10 @@ def path_problem(path: str) -> str | None:
         return "a backslash (paths use '/' only)"
     if "\x00" in path:
         return "a NUL byte"
+    hidden = next((c for c in path if unicodedata.category(c) in ("Cc", "Cf")), None)
+    if hidden is not None:
+        return (f"a control or formatting character, U+{ord(hidden):04X} {unicodedata.name(hidden, '')}".rstrip() +
+                " (the path shows as another, or not at all, where it is printed)")
     if path.startswith("/"):
         return "an absolute path (paths are relative to the target root)"
     if path.endswith("/"):
