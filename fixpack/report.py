@@ -30,6 +30,7 @@ from .structs import dataclass, field
 
 SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
+LEFTOVERS_REMOVED = "removed the backups a complete run left"  # ... in its state folder (no journal names them)
 
 
 @dataclass
@@ -129,6 +130,8 @@ class Report:
         journal back (that rollback is written before the run plans)."""
         if any(n.startswith(ROLLED_BACK) for t in self.targets for n in t.notes):
             return "nothing else was written (an interrupted run's journal was rolled back first)"
+        if any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
+            return "nothing else was written (a complete run's backups were removed first)"
         return "nothing was written"
 
     def close(self) -> Report:

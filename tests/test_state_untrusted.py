@@ -523,3 +523,27 @@ def test_a_target_in_another_profile_s_state_is_left_out_with_target(builder):
                          "of this run: --target demo" in message, message
     only = engine.Request(pack_root=builder.pack, profile="p1", roots={"demo": image}, only_targets=("demo",))
     assert engine.status(only).exit_code == 0 and engine.revert(only).ok
+
+
+@pytest.mark.parametrize("run", ["apply", "revert"])
+def test_backups_alone_are_removed_and_said_so(world, run):
+    """Backups with no journal (a complete run killed before it removed them, or a planted folder) are removed, as the
+    README says; the note said 'rolled back an interrupted run (0 files restored)', though nothing was rolled back."""
+    b, target, outside = world
+    (target / ".fixpack" / "journal").mkdir()
+    (target / ".fixpack" / "journal" / "0").write_text("stale\n")
+    keep = snapshot(outside)
+    st = engine.status(b.request(target))
+    assert st.targets[0].notes[0] == f"a complete run left its backups in {target / '.fixpack' / 'journal'}; the " \
+                                     f"next run removes them", st.targets[0].notes
+    r = getattr(engine, run)(b.request(target))
+    assert r.ok and r.targets[0].notes[0] == f"removed the backups a complete run left in " \
+                                             f"{target / '.fixpack' / 'journal'} (no journal names them)", r.targets
+    assert not (target / ".fixpack" / "journal").exists() and snapshot(outside) == keep
+    (target / ".fixpack").mkdir(exist_ok=True)
+    (target / ".fixpack" / "journal").mkdir()
+    (target / MOD).write_text("edited by hand\n")  # a refused run says what it wrote first
+    r = engine.apply(b.request(target)) if run == "apply" else None
+    if r is not None:
+        assert r.exit_code == 3 and r.error.startswith("nothing else was written (a complete run's backups were "
+                                                       "removed first)"), r.error
