@@ -547,3 +547,25 @@ def test_backups_alone_are_removed_and_said_so(world, run):
     if r is not None:
         assert r.exit_code == 3 and r.error.startswith("nothing else was written (a complete run's backups were "
                                                        "removed first)"), r.error
+
+
+def test_a_patched_file_hard_linked_from_outside_is_never_written_through(builder, tmp_path):
+    """A file of the target that is a hard link to a file elsewhere (an installer's cache: uv links packages into a
+    venv from its cache by default): apply gives the target its own file and revert puts the release's bytes back in
+    it; the other name keeps the release's bytes throughout (writing through the link would patch every venv that
+    shares it). The link is not made again by revert: the target's file stays its own (same bytes, mode)."""
+    base = numbered(30)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: base})
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.link(target / MOD, cache / "mod.py")
+    original, kept = snapshot(target), snapshot(cache)
+    assert engine.apply(builder.request(target)).ok
+    assert "three\n" in (target / MOD).read_text() and snapshot(cache) == kept
+    assert os.stat(target / MOD).st_ino != os.stat(cache / "mod.py").st_ino
+    assert engine.revert(builder.request(target)).ok
+    assert snapshot(target) == original and snapshot(cache) == kept
