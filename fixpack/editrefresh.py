@@ -20,9 +20,20 @@ import tomlkit
 
 from .diff import parse_patch
 from .documents import pack_text
-from .editwork import BASE_TAG, EditState, base_digests, change_digest, check_state, clean_copy, find, state_path
+from .editwork import (
+    BASE_TAG,
+    FIX_TAG,
+    EditState,
+    base_digests,
+    change_digest,
+    check_state,
+    clean_copy,
+    find,
+    state_path,
+)
 from .errors import BadInputError, ConflictError, FixpackError, of_code
 from .fsio import atomic_write
+from .gitutil import run
 from .gitwork import Commit, commits_since, diff_paths, uncommitted
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
@@ -232,9 +243,16 @@ def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> t
                         f"{_carry(pack_root, state, True)}")
 
 
+CARRY_TAG = "fixpack-carry"  # the edit's change as one commit on FIX_TAG, carried onto the fix as the pack has it
+
+
 def _carry(pack_root: Path, state: EditState, in_pack: bool) -> str:
     """The steps that carry an edit's commits onto the fix as the pack holds it now (``in_pack``: the pack has the
-    fix, which the edit is started on again; else a new one), each a command."""
+    fix, which the edit is started on again; else a new one), each a command. A fix the pack has gets the edit's
+    change as one 3-way merge (git cherry-pick of the work tree's HEAD against the fix as the edit began, its
+    :data:`FIX_TAG`, from a bare clone kept beside the work tree): its commits replayed by ``git am -3`` conflicted
+    on every line the pack's fix changed too, the fix's own commits among them, and the new work tree lacks the old
+    blobs a 3-way ``am`` needs. A new fix's commits are carried one by one (``format-patch``, ``am``)."""
     from .progname import command  # only when a message names it
 
     words = ["--pack", str(pack_root)]  # (the steps remove the work tree a shell may be in: no default pack then)
@@ -242,6 +260,16 @@ def _carry(pack_root: Path, state: EditState, in_pack: bool) -> str:
     work = shlex.quote(state.work)
     again = (command("edit", state.fix, "--profile", state.profile, *words) if in_pack
              else command("new", state.fix, "--profile", state.profile, "--target", state.target, *words))
+    if in_pack and run(Path(state.work), "tag", "--list", FIX_TAG).strip():  # (an edit made before the tag: below)
+        saved = shlex.quote(str(pack_root / ".edit" / f".{state.fix}.carry.git"))
+        return (f"Keep your change (the work tree against the fix as the edit began, one commit): `git -C {work} tag "
+                f"-f {CARRY_TAG} $(git -C {work} commit-tree 'HEAD^{{tree}}' -p {FIX_TAG} -m '{state.fix}: the "
+                f"edit') && rm -rf {saved} && git clone -q --bare {work} {saved}`; drop the edit: "
+                f"`{command('edit', '--abort', state.fix, *words)}`; start it again: `{again}`; merge your change "
+                f"onto the pack's fix (3-way): `git -C {work} fetch -q {saved} tag {CARRY_TAG} && git -C {work} "
+                f"cherry-pick {CARRY_TAG}` (a conflict: resolve it, `git -C {work} add FILE`, `git -C {work} "
+                f"cherry-pick --continue`); fold it into the commit of the patch it changes: `git -C {work} rebase -i "
+                f"{BASE_TAG}` (fixup); then `{command('refresh', state.fix, *words)}` and `rm -rf {saved}`")
     return (f"Keep your commits: `rm -rf {saved} && git -C {work} format-patch -o {saved} {BASE_TAG}`; drop the edit: "
             f"`{command('edit', '--abort', state.fix, *words)}`; start it again: `{again}`; apply them on the "
             f"pack's fix: `git -C {work} am -3 {saved}/*.patch` (a conflict: resolve it, `git -C {work} add FILE`, "

@@ -43,6 +43,7 @@ from .tree import Tree, decode, encode
 
 UPSTREAM_TAG = "fixpack-upstream"
 BASE_TAG = "fixpack-base"
+FIX_TAG = "fixpack-fix"  # the fix as the edit began: the last of its commits (the base, for a new fix)
 
 
 @dataclass
@@ -387,6 +388,7 @@ def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: F
     tag(work, BASE_TAG)
     if fix is not None:
         _commit_fix(work, fix, tree)
+    tag(work, FIX_TAG)
 
 
 def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:

@@ -60,6 +60,23 @@ def _another_maintainer_changes_b(builder, clean) -> None:
     _commit_pack(builder.pack, "b v2")
 
 
+def _run_steps(said: str, work: Path, builder, clean: Path, fix: str = "b") -> None:  # type: ignore[no-untyped-def]
+    """Run the steps a refusal ``said`` gives, each as written: the first three from a shell in the work tree, as
+    `refresh` is run there (the second removes it: found by a fresh maintainer, the third then found no pack, exit 5);
+    the cherry-pick must merge cleanly (3-way: the pack's change and this edit's are on other lines)."""
+    steps = re.findall(r"`([^`]*)`", said.partition("Keep your change")[2])
+    assert "cherry-pick" in steps[3] and "rebase -i" in steps[6], steps
+    env = {**os.environ, "PYTHONPATH": str(REPO), "GIT_EDITOR": "true",
+           "GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'", "FIXPACK_CACHE": str(builder.base / "cache")}
+    root = f" --root demo={shlex.quote(str(clean))}"
+    first = [step + (root if f" edit {fix} --profile p1" in step else "") for step in steps[:3]]
+    r = subprocess.run(" && ".join(first), shell=True, cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, (first, r.stdout, r.stderr)
+    for step in (steps[3], *steps[6:]):  # (4-6: what to do on a conflict)
+        r = subprocess.run(step, shell=True, cwd=builder.base, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, (step, r.stdout, r.stderr)
+
+
 def test_a_change_that_came_in_under_the_edit_is_refused_and_its_steps_carry_the_commits_over(in_git):
     builder, clean = in_git
     work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
@@ -73,29 +90,10 @@ def test_a_change_that_came_in_under_the_edit_is_refused_and_its_steps_carry_the
     assert said.startswith(f"fix b changed in the pack since the edit began: {work} is on the fix as it was "
                            f"(version 1); the pack holds version 2 with another change")
     assert "nothing was written" in said
-    steps = re.findall(r"`([^`]*)`", said.partition("Keep your commits")[2])
-    env = {**os.environ, "PYTHONPATH": str(REPO), "GIT_EDITOR": "true",
-           "GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'", "FIXPACK_CACHE": str(builder.base / "cache")}
-    first = []  # the first three steps from a shell in the work tree, as `refresh` is run there: the second removes
-    for step in steps[:3]:  # it (found by a fresh maintainer: the third then found no pack, exit 5)
-        first.append(step + (f" --root demo={shlex.quote(str(clean))}" if " edit b --profile p1" in step else ""))
-    r = subprocess.run(" && ".join(first), shell=True, cwd=work, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, (first, r.stdout, r.stderr)
-    for step in steps[3:]:
-        if "--abort" in step and "am" in step.split():
-            continue
-        if step.startswith("git ") and " add FILE" in step:  # the conflict, resolved: the pack's comment kept
-            text = (work / MOD).read_text()
-            (work / MOD).write_text(re.sub(r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n", r"\1", text,
-                                           flags=re.S))
-            step = step.replace("FILE", MOD)
-        if " edit b --profile p1" in step:
-            step += f" --root demo={shlex.quote(str(clean))}"
-        r = subprocess.run(step, shell=True, cwd=builder.base, env=env, capture_output=True, text=True)
-        assert r.returncode == 0 or " am -3 " in step, (step, r.stdout, r.stderr)
+    _run_steps(said, work, builder, clean)
     patch = (builder.pack / "fixes/b/0001-change.patch").read_text()
     assert "+# B's comment\n" in patch and "+forty\n" in patch and "+# a comment\n" not in patch
-    assert _version(builder.pack) == 3 and not (builder.pack / ".edit/.b.commits").exists()
+    assert _version(builder.pack) == 3 and not (builder.pack / ".edit/.b.carry.git").exists()
     (builder.pack / "profiles/p1.lock").unlink()
     builder.lock(clean)  # the versions as `lock` would have them against git HEAD's lock: no refusal
     assert read_lock(load_profile(load_pack(builder.pack), "p1")).fix("b").version == 3
@@ -200,3 +198,21 @@ def test_a_pull_of_the_change_the_work_tree_holds_keeps_its_committed_version(in
     assert refresh_from_work(builder.pack, "b") is not None and _version(builder.pack) == 3
     (builder.pack / "profiles/p1.lock").unlink()
     builder.lock(clean)
+
+
+def test_a_refresh_on_fixes_that_changed_under_it_carries_its_change_by_the_steps(pack3):  # noqa: F811
+    """Two edits at once: b refreshed with a line more moves c, whose work tree still has the old b; the refusal's
+    steps carry c's change (one line of its own patch) onto c as the pack has it, on the new b."""
+    builder, clean = pack3
+    work_c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
+    work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work_b, "commit", "-qa", "--amend", "--no-edit")
+    assert refresh_from_work(builder.pack, "b") is not None
+    (work_c / MOD).write_text((work_c / MOD).read_text().replace("fifty\n", "FIFTY\n"))
+    git(work_c, "commit", "-qa", "--amend", "--no-edit")
+    with pytest.raises(ConflictError) as caught:
+        refresh_from_work(builder.pack, "c")
+    _run_steps(str(caught.value), work_c, builder, clean, "c")
+    patch = "".join(p.read_text() for p in sorted((builder.pack / "fixes/c").glob("*.patch")))
+    assert "+FIFTY\n" in patch and "+fifty\n" not in patch and not (builder.pack / ".edit/.c.carry.git").exists()
