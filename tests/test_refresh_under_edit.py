@@ -60,16 +60,19 @@ def _another_maintainer_changes_b(builder, clean) -> None:
     _commit_pack(builder.pack, "b v2")
 
 
-def _run_steps(said: str, work: Path, builder, clean: Path, fix: str = "b") -> None:  # type: ignore[no-untyped-def]
+def _run_steps(said: str, work: Path, builder, clean: Path, fix: str = "b",  # type: ignore[no-untyped-def]
+               new: bool = False) -> None:
     """Run the steps a refusal ``said`` gives, each as written: the first three from a shell in the work tree, as
     `refresh` is run there (the second removes it: found by a fresh maintainer, the third then found no pack, exit 5);
-    the cherry-pick must merge cleanly (3-way: the pack's change and this edit's are on other lines)."""
-    steps = re.findall(r"`([^`]*)`", said.partition("Keep your change")[2])
-    assert "cherry-pick" in steps[3] and "rebase -i" in steps[6], steps
+    the cherry-pick (``new``: git am, one commit a patch) must merge cleanly (the pack's change and this edit's are on
+    other lines)."""
+    steps = re.findall(r"`([^`]*)`", said.partition("Keep your commits" if new else "Keep your change")[2])
+    assert (" am -3 " if new else "cherry-pick") in steps[3] and "rebase -i" in steps[6], steps
     env = {**os.environ, "PYTHONPATH": str(REPO), "GIT_EDITOR": "true",
            "GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'", "FIXPACK_CACHE": str(builder.base / "cache")}
     root = f" --root demo={shlex.quote(str(clean))}"
-    first = [step + (root if f" edit {fix} --profile p1" in step else "") for step in steps[:3]]
+    first = [step + (root if f" edit {fix} --profile p1" in step or f" new {fix} --profile p1" in step else "")
+             for step in steps[:3]]
     r = subprocess.run(" && ".join(first), shell=True, cwd=work, env=env, capture_output=True, text=True)
     assert r.returncode == 0, (first, r.stdout, r.stderr)
     for step in (steps[3], *steps[6:]):  # (4-6: what to do on a conflict)
@@ -216,3 +219,20 @@ def test_a_refresh_on_fixes_that_changed_under_it_carries_its_change_by_the_step
     _run_steps(str(caught.value), work_c, builder, clean, "c")
     patch = "".join(p.read_text() for p in sorted((builder.pack / "fixes/c").glob("*.patch")))
     assert "+FIFTY\n" in patch and "+fifty\n" not in patch and not (builder.pack / ".edit/.c.carry.git").exists()
+
+
+def test_a_new_fix_whose_base_changed_under_it_carries_its_commits_by_the_steps(pack3):  # noqa: F811
+    """The same for a fix `new` made (none in the pack to merge onto): its commits carried one by one."""
+    builder, clean = pack3
+    work_d = Path(start(builder.pack, "p1", "d", new=True, target="demo", roots={"demo": clean}).work)
+    work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
+    git(work_b, "commit", "-qa", "--amend", "--no-edit")
+    assert refresh_from_work(builder.pack, "b") is not None
+    (work_d / MOD).write_text((work_d / MOD).read_text().replace("line 55\n", "fifty-five\n"))
+    git(work_d, "commit", "-qam", "D: fifty-five")
+    with pytest.raises(ConflictError) as caught:
+        refresh_from_work(builder.pack, "d")
+    _run_steps(str(caught.value), work_d, builder, clean, "d", new=True)
+    patch = "".join(p.read_text() for p in sorted((builder.pack / "fixes/d").glob("*.patch")))
+    assert "+fifty-five\n" in patch and "# on two lines" not in patch and not (builder.pack / ".edit/.d.commits").exists()
