@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from .diff import Hunk
+from .patchmodel import Hunk
 from .structs import dataclass
 
 

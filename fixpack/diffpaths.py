@@ -19,7 +19,7 @@ from .errors import PatchParseError, Problem
 from .safepath import STATE_DIR, path_problem
 
 if TYPE_CHECKING:
-    from .diff import FilePatch
+    from .patchmodel import FilePatch
 
 PREFIX = re.compile(r"^[ab]/")  # git's side prefixes, dropped from a path
 REGENERATE = "regenerate the patch with git diff / format-patch"

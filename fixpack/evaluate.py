@@ -25,8 +25,8 @@ from .applier import (
     split_lines,
 )
 from .binpatch import BinaryApplyError
-from .diff import FilePatch
 from .model import Fix, source_bytes
+from .patchmodel import FilePatch
 from .records import LockFix
 from .safepath import file_on_the_way, not_a_file
 from .states import State

@@ -19,7 +19,7 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from .binpatch import new_file_patch
-from .diff import parse_patch, sha256_bytes
+from .diff import parse_patch
 from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
@@ -35,6 +35,7 @@ from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recover_pack, update
 from .patchfiles import patch_again
 from .patchmail import MBOX_FROM, Mail, read_mail, render, split
+from .patchmodel import sha256_bytes
 from .patchtext import header_fields
 from .progname import command as _command
 from .progname import pack_words

@@ -15,7 +15,7 @@ from .safepath import TooLargeError, not_a_file, read_regular
 from .structs import dataclass, field, replace
 
 if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
-    from .diff import FilePatch
+    from .patchmodel import FilePatch
 
 BINARY_IN_PATCH = "patch"  # [binary] "path" = "patch": the data is in the patch (git diff --binary)
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "denied", "inappropriate")
@@ -115,16 +115,16 @@ class PatchFile:
 
     @cached_property
     def change_sha256(self) -> str:
-        """The sha256 of the change itself (:func:`fixpack.diff.change_sha256`): the mail header left out."""
-        from .diff import change_sha256
+        """The sha256 of the change itself (:func:`fixpack.patchmodel.change_sha256`): the mail header left out."""
+        from .patchmodel import change_sha256
 
         return change_sha256(self.files)
 
     @cached_property
     def headed_change_sha256(self) -> str:
         """:attr:`change_sha256` with each hunk's section heading hashed too, as manifests recorded it
-        before headings were left out (:func:`fixpack.diff.change_sha256`)."""
-        from .diff import change_sha256
+        before headings were left out (:func:`fixpack.patchmodel.change_sha256`)."""
+        from .patchmodel import change_sha256
 
         return change_sha256(self.files, section_headings=True)
 
@@ -173,7 +173,7 @@ class Fix:
         mode and with a ``[binary]`` file's bytes, not with a patch's mail header, a hunk's section heading
         or ``fix.toml``'s metadata (summary, why, upstream status). Parses the patches, unless
         :meth:`vouch_change` gave it first."""
-        from .diff import sha256_text
+        from .patchmodel import sha256_text
 
         return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
 
@@ -215,7 +215,7 @@ class Fix:
 
     def _headed_sha256(self) -> str:
         """:attr:`patch_sha256` as it was computed with the hunks' section headings."""
-        from .diff import sha256_text
+        from .patchmodel import sha256_text
 
         return sha256_text("\n".join([*(p.headed_change_sha256 for p in self.patches), *self.binary_sources]))
 

@@ -18,7 +18,7 @@ from .safepath import link_on_the_way, not_a_file, not_a_file_here, path_problem
 
 if TYPE_CHECKING:
     from .binpatch import PackBudget
-    from .diff import FilePatch
+    from .patchmodel import FilePatch
 
 
 class Where:

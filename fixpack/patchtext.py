@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 
-from .diff import diff_body, parse_patch, sha256_bytes
+from .diff import diff_body, parse_patch
 from .model import Fix, PatchFile
 from .patchfiles import patch_again
 from .patchmail import Mail, read_mail, render
+from .patchmodel import sha256_bytes
 from .structs import replace
 from .tree import decode
 

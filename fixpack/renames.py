@@ -8,9 +8,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .diff import FilePatch
 from .gitwork import Snap
 from .model import Fix
+from .patchmodel import FilePatch
 from .structs import replace
 from .tree import Tree
 

@@ -331,10 +331,11 @@ def test_a_hunk_of_no_lines_is_refused_at_its_header(header):
             parse_patch(data, "p.patch")
 
 
-@pytest.mark.parametrize("name", ["evil\u202eyp.py", '"a\\tb.py"', "zw\u200bsp.py", "rl\u2067m.py"])
+@pytest.mark.parametrize("name", ["evil\u202eyp.py", '"a\\tb.py"', '"e\\033[2Jx.py"', "zw\u200bsp.py", "rl\u2067m.py"])
 def test_a_path_with_a_control_or_formatting_character_is_refused(name):
     """Found by a fresh user: a new file named with a right-to-left override (or a zero-width space) was taken; its
-    name shows as another in every report, lock and SBOM that prints it (the Trojan Source trick, on a path)."""
+    name shows as another in every report, lock and SBOM that prints it (the Trojan Source trick, on a path); an escape
+    (git quotes it as \\033) would drive the terminal a report is printed on."""
     a, b = (f'"{p}/{name[1:]}' if name.startswith('"') else f"{p}/{name}" for p in "ab")
     data = f"diff --git {a} {b}\nnew file mode 100644\n--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n".encode()
     with pytest.raises(PatchParseError, match=r"^p\.patch:1: path .* is not canonical: a control or formatting "

@@ -169,7 +169,8 @@ def before_and_after_differ_only_in_the_bytes_hash(before: dict, after: dict) ->
 def test_a_manifest_recorded_with_the_section_headings_is_still_recognised(setup):
     """Manifests written while the change fingerprint hashed each hunk's section heading: an image applied
     then is still status'd and reverted with the same pack."""
-    from fixpack.diff import change_sha256, parse_patch, sha256_text
+    from fixpack.diff import parse_patch
+    from fixpack.patchmodel import change_sha256, sha256_text
 
     b, clean, target = setup
     patch = b.pack / "fixes/one/0001-change.patch"

@@ -8,12 +8,13 @@ import pytest
 from conftest import git, numbered, snapshot
 
 from fixpack import engine
-from fixpack.diff import change_sha256, diff_body, parse_patch
+from fixpack.diff import diff_body, parse_patch
 from fixpack.diffsyntax import unquote
 from fixpack.errors import ConflictError, PatchParseError
 from fixpack.exchange import import_mails
 from fixpack.loader import load_pack
 from fixpack.pack_tools import stale_patches
+from fixpack.patchmodel import change_sha256
 
 DIFF = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
 
@@ -63,8 +64,11 @@ def test_git_s_quoted_paths_are_read_and_written_unquoted():
         '"b/p/my dir/\\303\\274 file.py"', "b/p/my dir/ü file.py")
     assert [fp.path for fp in parse_patch(quoted.encode()).files] == ["p/my dir/ü file.py"]
     assert diff_body(quoted) == plain and diff_body(plain) == plain  # one spelling in the pack
-    tab = quoted.replace("\\303\\274", "\\t")  # git quotes a tab however it is set: kept quoted
-    assert diff_body(tab) == tab and parse_patch(tab.encode()).files[0].path == "p/my dir/\t file.py"
+    dq = quoted.replace("\\303\\274", '\\"')  # git quotes a '"' however it is set: kept quoted
+    assert diff_body(dq) == dq and parse_patch(dq.encode()).files[0].path == 'p/my dir/" file.py'
+    tab = quoted.replace("\\303\\274", "\\t")  # a control character: refused (it would print as another path)
+    with pytest.raises(PatchParseError, match=r"^p\.patch:1: path 'p/my dir/\\t file\.py' is not canonical: a control"):
+        parse_patch(tab.encode(), "p.patch")
     with pytest.raises(PatchParseError) as exc:
         parse_patch(quoted.replace("\\303", "\\x").encode(), "p.patch")
     assert "p.patch:1" in str(exc.value)
