@@ -55,8 +55,17 @@ def fault_point() -> None:
     if not limit:
         return
     _fault_counter += 1
-    if _fault_counter == int(limit):
+    if _fault_counter == _hook_number(FAULT_ENV, limit, "N kills the run at its N-th write point"):
         os._exit(137)
+
+
+def _hook_number(env: str, value: str, what: str) -> int:
+    """A test hook's count (``$env`` = ``value``); BadInputError (exit 2) for one that is not a number."""
+    if not value.isascii() or not value.isdigit():
+        from .errors import BadInputError
+
+        raise BadInputError(f"${env}={value!r}: a test hook ({what}) takes a number; unset it ({env}= or unset {env})")
+    return int(value)
 
 
 def io_point(path: Path | str) -> None:
@@ -69,9 +78,15 @@ def io_point(path: Path | str) -> None:
         return
     _io_counter += 1
     at, _, name = spec.partition(":")
-    sticky = name.endswith("+")
-    if _io_counter == int(at) or (sticky and _io_counter > int(at)):
-        code = getattr(errno, name.rstrip("+") or "EIO")
+    what = "N:ERRNO fails the N-th I/O call with ERRNO (a name such as ENOSPC), N:ERRNO+ every one from it"
+    n = _hook_number(IO_FAULT_ENV, at, what)
+    word = name.removesuffix("+") or "EIO"
+    code = getattr(errno, word, None) if word.startswith("E") else None
+    if not isinstance(code, int):
+        from .errors import BadInputError
+
+        raise BadInputError(f"${IO_FAULT_ENV}={spec!r}: {word!r} is no errno name; a test hook ({what}): unset it")
+    if _io_counter == n or (name.endswith("+") and _io_counter > n):
         raise OSError(code, os.strerror(code), str(path))
 
 

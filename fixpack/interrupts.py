@@ -46,13 +46,14 @@ def signals(got: list[int], deferred: bool = False) -> Iterator[None]:
 
 @contextmanager
 def interrupt_once() -> Iterator[None]:
-    """In the block, the first SIGINT raises KeyboardInterrupt where the run is, as Ctrl-C does; every later one
-    is ignored, so that what the first set going (a write put back from its journal, the backups removed) runs to
-    its end: a second Ctrl-C cut a rollback, leaving the target half written and its journal, under a message
-    that said no write was under way. A process that ignores SIGINT (a background job) keeps ignoring it; only the
-    main thread can set handlers: elsewhere the block handles nothing."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    """In the block, the first SIGINT raises KeyboardInterrupt where the run is, as Ctrl-C does, and the first
+    SIGTERM :class:`Term` (a KeyboardInterrupt: a CI timeout or ``docker stop`` unwinds the write as Ctrl-C does,
+    where it ended the process half way through it); every later one of either is ignored, so that what the first
+    set going (a write put back from its journal, the backups removed) runs to its end: a second Ctrl-C cut a
+    rollback, leaving the target half written and its journal, under a message that said no write was under way.
+    A signal the process ignores (SIGINT in a background job) stays ignored; only the main thread can set
+    handlers: elsewhere the block handles nothing."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
     fired: list[int] = []
@@ -60,13 +61,15 @@ def interrupt_once() -> Iterator[None]:
     def once(signum: int, frame: FrameType | None) -> None:
         if not fired:
             fired.append(signum)
-            raise KeyboardInterrupt
+            raise Term() if signum == signal.SIGTERM else KeyboardInterrupt
 
-    old = signal.signal(signal.SIGINT, once)
+    old = {s: signal.signal(s, once) for s in (signal.SIGINT, signal.SIGTERM)
+           if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_DFL if old is None else old)
+        for s, handler in old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 def terminated(exc: BaseException, got: list[int]) -> bool:

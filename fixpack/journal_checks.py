@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import DamagedStateError
+from .fsio import temp_path
 from .safepath import file_on_the_way, sha256_regular
 
 Bad = Callable[[str], DamagedStateError]
@@ -44,6 +45,18 @@ def check_way_back(root: Path, path: str, bad: Bad) -> None:
     if at is not None:
         raise bad(f"{at} is not a folder, but {path} goes in it: a rollback cannot put {path} back (move {at} "
                   f"away, then run again)")
+    tmp = temp_path(root / path)
+    if at is None and stat.S_ISDIR(_lmode(tmp)):  # a rollback removes a killed write's temp file there first
+        raise bad(f"{tmp} is a folder where {path}'s temp file goes, which a rollback removes: a rollback cannot put "
+                  f"{path} back (move the folder away, then run again)")
+
+
+def _lmode(path: Path) -> int:
+    """``path``'s st_mode, not following a link (0: nothing there)."""
+    try:
+        return os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
 
 
 def check_mode_owner(root: Path, path: str, backup: Path, mode: int | None, owner: tuple[int, int] | None,
@@ -54,7 +67,8 @@ def check_mode_owner(root: Path, path: str, backup: Path, mode: int | None, owne
     execute or group / other write bit that neither the file nor its backup has now (a rollback never widens
     who may write or run it, nor as whom; a set-id file a fix modifies keeps its bits through a rollback); an
     owner that is the file's or its backup's now, or the running user's (a no-op): never a chown to another
-    user. Anything else was not written by fixpack: damaged state."""
+    user; and, where the backup is there, the backup's permission bits (a planted mode 0 left a file unreadable).
+    Anything else was not written by fixpack: damaged state."""
     have = 0
     owners = {(os.getuid(), os.getgid())}
     for where in (root / path, backup):
@@ -67,5 +81,10 @@ def check_mode_owner(root: Path, path: str, backup: Path, mode: int | None, owne
     if mode is not None and mode & 0o7133 & ~have:
         raise bad(f"'mode' {oct(mode)} sets bits {path} and its backup do not have (setuid, setgid, sticky, execute, "
                   f"or group / other write)")
+    kept = _lmode(backup)
+    if mode is not None and stat.S_ISREG(kept) and (mode ^ kept) & 0o777:
+        raise bad(f"'mode' {oct(mode)} is not its backup's ({oct(stat.S_IMODE(kept))}), which keeps the original's "
+                  f"permission bits (a hard link to it, or a copy given them): a rollback would give {path} modes it "
+                  f"never had")
     if owner is not None and owner not in owners:
         raise bad(f"'owner' {list(owner)} is neither {path}'s owner nor its backup's")

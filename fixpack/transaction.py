@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import EnvironmentProblem, FixpackError
+from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated
 from .fsio import (
     FileChange,
     atomic_write,
@@ -29,6 +29,7 @@ from .fsio import (
     remove_file,
     set_mode_owner,
     state_dir,
+    temp_path,
     unlink,
     unlink_quietly,
 )
@@ -59,6 +60,22 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
         raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "
                                  f"system): {', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}; nothing "
                                  f"was changed. Run where it may be written, or apply to a writable copy")
+
+
+def _check_temp_paths(root: Path, changes: list[FileChange]) -> None:
+    """MismatchError (exit 3), before anything is written, for a folder where a file's temp file goes (each file is
+    written beside itself, ``.NAME.fixpack-tmp``, then renamed over it): the write failed there, and so did the
+    rollback, which removes a killed write's temp file first (a journal left, every later run exit 1)."""
+    for c in changes:
+        tmp = temp_path(root / c.path)
+        try:
+            folder = stat.S_ISDIR(os.lstat(tmp).st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if folder:
+            raise MismatchError(f"{tmp} is a folder where fixpack writes {c.path}'s temp file (each file is written "
+                                f"beside itself, then renamed over it); nothing was written. Move the folder away "
+                                f"(nothing of fixpack's is in it), then run again")
 
 
 def space_needed(root: Path, changes: list[FileChange], block: int) -> int:
@@ -122,26 +139,30 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
     # run leaves the .pyc files as they were too
     changes = changes + _stale_bytecode(root, changes)
+    _check_temp_paths(root, changes)
     check_free_space(root, changes)
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)
-    from .interrupts import interrupt_once  # (a run that writes: status never does)
+    from .interrupts import Term, interrupt_once  # (a run that writes: status never does)
 
     noun = _noun(by)
-    with interrupt_once():  # a second Ctrl-C does not cut the rollback the first one set going
+    with interrupt_once():  # a second Ctrl-C (or SIGTERM) does not cut the rollback the first one set going
         try:
             return _journalled(root, changes, folder, phase, folders or {}, by)
-        except KeyboardInterrupt:  # Ctrl-C (SIGINT): wherever it lands, the target is left as before, or as done
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: wherever it lands, the target is left as before, or
+            term = isinstance(exc, Term)  # as done
+            how, kind = ("terminated (SIGTERM)", Terminated) if term else ("interrupted (Ctrl-C, SIGINT)",
+                                                                           EnvironmentProblem)
             if phase[0] == "prepare":
                 _abandon(root)
-                raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) while preparing the journal; nothing "
-                                         f"in the {noun} was changed. Run again") from None
+                raise kind(f"{root}: {how} while preparing the journal; nothing in the {noun} was changed. Run "
+                           f"again") from None
             if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
-                _roll_back(root, None, root, noun)
+                _roll_back(root, None, root, noun, how, kind)
             _drop_backups(folder / BACKUPS)
-            raise EnvironmentProblem(f"{root}: interrupted (Ctrl-C, SIGINT) after this run's writes were complete: "
-                                     f"the {noun} holds this run's result (fixpack status shows it)") from None
+            raise kind(f"{root}: {how} after this run's writes were complete: the {noun} holds this run's result "
+                       f"(fixpack status shows it)") from None
 
 
 def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],
@@ -166,6 +187,9 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the "
                                  f"{_noun(by)} was changed. {_advice(exc).capitalize()} and run "
                                  f"again") from exc
+    except Exception:  # not an I/O error (a bug, a bad test hook): nothing was touched yet, and nothing is left
+        _abandon(root)
+        raise
     phase[0] = "write"
     where = journal
     try:
@@ -192,6 +216,12 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         phase[0] = "done"
     except OSError as exc:
         _roll_back(root, exc, where, _noun(by))
+    except Exception:  # not an I/O error (a bug, a bad test hook): the files back all the same, then it goes up
+        try:
+            recover(root)
+        except (OSError, FixpackError):  # the journal stays: the next run rolls back
+            pass
+        raise
     try:
         fsync_dir(folder)
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
@@ -308,17 +338,19 @@ _NEXT_RUN = {"target": "run fixpack again (apply or revert): it rolls the target
              "pack": "run the refresh or import again (fixpack status names the way back): it rolls the pack back"}
 
 
-def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str) -> None:
-    """A write failed part-way (``exc``; None: Ctrl-C, no errno: an interrupt is no failed write): put every file
-    back from the journal now, then report it. ``noun``: what ``root`` is (a target, a pack)."""
-    what = f"{_io_message(exc, where)} while writing" if exc else f"{root}: interrupted (Ctrl-C, SIGINT) while writing"
+def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str, how: str = "",
+               kind: type[FixpackError] = EnvironmentProblem) -> None:
+    """A write failed part-way (``exc``; None: a signal, ``how`` it came, no errno: an interrupt is no failed write):
+    put every file back from the journal now, then report it (``kind``: Terminated for SIGTERM, exit 143). ``noun``:
+    what ``root`` is (a target, a pack)."""
+    what = f"{_io_message(exc, where)} while writing" if exc else f"{root}: {how} while writing"
     try:
         recover(root)
     except (OSError, FixpackError) as again:
-        raise EnvironmentProblem(
+        raise kind(
             f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal {journal_path(root)} is "
             f"left: {_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
             f"first") from exc
     after = f". {_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
-    raise EnvironmentProblem(f"{what}; the run was rolled back: the {noun} holds its bytes from before the "
+    raise kind(f"{what}; the run was rolled back: the {noun} holds its bytes from before the "
                              f"run{after}") from exc

@@ -234,14 +234,22 @@ def test_ctrl_c_at_every_write_point_leaves_the_target_before_or_done(setup, mon
     assert outcomes == {True, False}
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("command", ["apply", "revert"])
-def test_ctrl_c_again_while_the_write_is_put_back_does_not_cut_it(setup, monkeypatch, command):
+def test_ctrl_c_again_while_the_write_is_put_back_does_not_cut_it(setup, monkeypatch, command, sig):
     """Ctrl-C at a write point, then again at the rollback's start, at each of its I/O calls and at its end (a
     fresh user pressed it three times: the second cut the rollback, leaving the target half written with its
     journal, exit 5 saying no write was under way). Real signals, at every write point: the run is put back whole
-    (or was complete), exit 5, no journal left."""
+    (or was complete), exit 5, no journal left. SIGTERM (a CI timeout, docker stop) the same, exit 143: it ended the
+    process where it stood, the target half written with its journal until the next run (a fresh user's finding)."""
     import shutil
     import signal
+
+    from fixpack.errors import Terminated
+
+    signum = getattr(signal, sig)
+    kind, said_as = (EnvironmentProblem, "interrupted (Ctrl-C, SIGINT)") if sig == "SIGINT" else \
+        (Terminated, "terminated (SIGTERM)")
 
     from fixpack import transaction
 
@@ -257,22 +265,22 @@ def test_ctrl_c_again_while_the_write_is_put_back_does_not_cut_it(setup, monkeyp
     def point() -> None:
         calls["n"] += 1
         if calls["n"] == calls["at"]:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
 
     real_recover, real_io = transaction.recover, fsio.io_point
 
     def recover(root):  # type: ignore[no-untyped-def]
         rolling["on"] = True
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signum)
         try:
             return real_recover(root)
         finally:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
             rolling["on"] = False
 
     def io(path):  # type: ignore[no-untyped-def]
         if rolling["on"]:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
         return real_io(path)
 
     monkeypatch.setattr(transaction, "fault_point", point)
@@ -288,15 +296,17 @@ def test_ctrl_c_again_while_the_write_is_put_back_does_not_cut_it(setup, monkeyp
             try:
                 run(builder.request(target))
                 pytest.fail(f"no interrupt said at write point {at}")
-            except EnvironmentProblem as exc:
+            except kind as exc:
                 said = str(exc)
+                assert exc.exit_code == (5 if sig == "SIGINT" else 143)
             except KeyboardInterrupt:  # (one that escapes would end the test session)
                 pytest.fail(f"a Ctrl-C cut the rollback of the interrupt at write point {at}")
-            assert "interrupted (Ctrl-C, SIGINT)" in said, said
+            assert said_as in said, said
             complete = "writes were complete" in said
             assert _all(target) == (done if complete else before), (at, said)
             assert not (target / ".fixpack/journal.json").exists() and not (target / ".fixpack/journal").exists()
             assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back after the write
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGINT, old)
 
@@ -424,3 +434,40 @@ def test_stale_bytecode_that_cannot_be_removed_is_rolled_back_whole(setup, monke
         engine.apply(b.request(target))
     assert "the run was rolled back" in str(exc.value) and str(pyc) in str(exc.value), str(exc.value)
     assert _all(target) == before and not (target / ".fixpack/journal.json").exists()
+
+
+@pytest.mark.parametrize("env", [("FIXPACK_FAULT_AT", "abc"), ("FIXPACK_IO_FAULT", "abc"),
+                                 ("FIXPACK_IO_FAULT", "1:NOPE"), ("FIXPACK_IO_FAULT", "40:NOPE")])
+def test_a_test_hook_with_a_bad_value_is_exit_2_and_nothing_written(setup, monkeypatch, env):
+    """Found by a fresh user: each was an internal error (exit 1), and 40:NOPE, raised past the first writes, left two
+    files patched and the journal (an error that is not an OSError was not rolled back in the run)."""
+    from fixpack.errors import BadInputError
+
+    builder, target = setup
+    before = _all(target)
+    monkeypatch.setenv(*env)
+    fsio.reset_fault_counters()
+    with pytest.raises(BadInputError, match=rf"^\${env[0]}=.*a test hook .*unset it"):
+        engine.apply(builder.request(target))
+    assert _all(target) == before and not (target / ".fixpack").exists()
+
+
+@pytest.mark.parametrize("at", [1, 3, 5])
+def test_an_error_that_is_no_oserror_mid_write_is_rolled_back_in_the_run(setup, monkeypatch, at):
+    """A bug (any exception but an OSError) at a write point: the run puts the files back before the error goes up,
+    as for a failed write; it left them half written with the journal until the next run."""
+    from fixpack import transaction
+
+    builder, target = setup
+    before = _all(target)
+    calls = {"n": 0}
+
+    def point() -> None:
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise ValueError("a bug")
+
+    monkeypatch.setattr(transaction, "fault_point", point)
+    with pytest.raises(ValueError, match="a bug"):
+        engine.apply(builder.request(target))
+    assert _all(target) == before and not (target / ".fixpack").exists()

@@ -107,6 +107,8 @@ PLANTED = {  # what a well-formed planted journal asked a rollback to do
     "the manifest said to be new, another size": ({"path": ".fixpack/demo.manifest.json", "existed": False,
                                                    "sha256": hashlib.sha256(b"{}").hexdigest(), "size": 2}, None, ()),
     "a size that is no number of bytes": ({"path": MOD, "existed": True, "mode": 0o644, "size": -1}, None, ()),
+    # fewer bits than the file had (its backup keeps them): a rollback left it unreadable (a fresh user's finding)
+    "mode 0": ({"path": MOD, "existed": True, "mode": 0o000}, None, ()),
 }
 
 
@@ -299,8 +301,8 @@ def test_a_backup_hard_linked_from_outside_is_never_given_a_mode_or_a_name_in_th
     secret.chmod(0o600)
     (target / ".fixpack/journal").mkdir(parents=True)
     os.link(secret, target / ".fixpack/journal/0")
-    entry = {"path": MOD, "existed": True, "mode": 0o644, "sha256": hashlib.sha256(b"SECRET\n").hexdigest()}
-    _plant(target, entry)
+    entry = {"path": MOD, "existed": True, "mode": 0o600, "sha256": hashlib.sha256(b"SECRET\n").hexdigest()}
+    _plant(target, entry)  # (its backup's mode: another is refused, the rollback gives a file no mode it never had)
     assert _cli(builder, target, "revert").returncode in (0, 3)
     st = os.stat(secret)
     assert (st.st_mode & 0o777, st.st_nlink, secret.read_bytes()) == (0o600, 1, b"SECRET\n")
@@ -500,3 +502,41 @@ def test_a_refusal_after_an_empty_journal_was_removed_does_not_say_nothing_was_w
     assert said.returncode == 3 and not (target / ".fixpack").exists(), said.stderr
     assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
     assert "nothing was written" not in message
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_folder_at_a_temp_file_s_path_is_refused_before_anything_is_written(builder, tmp_path, command):
+    """A folder where a file's temp file goes (.NAME.fixpack-tmp): the write failed there (exit 5), the rollback too
+    (it removes a killed write's temp file first: EISDIR), and every later apply and revert was an internal error
+    (exit 1) over the journal it left (a fresh user's finding). Now the run is refused before it writes (exit 3),
+    and a journal left by a killed run with such a folder is damaged state, named, before the rollback touches
+    anything; once the folder is moved away, the runs go on."""
+    target = _pack(builder, tmp_path, "plain copy")
+    if command == "revert":
+        assert _run(builder, target, "apply").returncode == 0
+    folder = target / "demo_pkg/.mod.py.fixpack-tmp"
+    folder.mkdir()
+    (folder / "kept").write_text("mine\n")
+    before = snapshot(target)
+    said = _run(builder, target, command)
+    assert said.returncode == 3 and f"{folder} is a folder where fixpack writes" in " ".join(said.stderr.split()), \
+        said.stderr
+    assert snapshot(target) == before
+    shutil.rmtree(folder)
+    journal = target / ".fixpack/journal.json"
+    for n in range(1, 40):  # a run killed once its journal is written, then the folder made
+        if _run(builder, target, command, n).returncode == 137 and journal.exists():
+            break
+        assert _run(builder, target, "revert" if command == "apply" else "apply").returncode == 0
+    else:
+        pytest.fail("no kill point left the journal")
+    folder.parent.mkdir(exist_ok=True)
+    folder.mkdir()
+    before = snapshot(target)
+    for again in ("revert", "apply", "status"):
+        said = _run(builder, target, again)
+        message = " ".join(said.stderr.split())
+        assert said.returncode == 3 and f"{folder} is a folder where " in message, (again, message)
+        assert snapshot(target) == before
+    folder.rmdir()
+    assert _run(builder, target, "revert").returncode == 0 and not journal.exists()
