@@ -3,8 +3,9 @@ same words by apply, status and revert), and the next step for a fix that is ``t
 ``conflict`` (``partial``) on a found target.
 
 The steps name commands that exist and run as written: ``git -C ROOT checkout HEAD -- FILE ...`` for a git
-checkout (HEAD: a staged edit is put back too; the target's HEAD is its pin), ``cp --parents`` of those files
-from the clean release copy that ``fixpack fetch`` prints for any other tree, a site-packages install included.
+checkout (HEAD: a staged edit is put back too; the target's HEAD is its pin), ``cp --remove-destination
+--parents`` of those files (a link or FIFO there is taken away, never written through) from the clean release
+copy that ``fixpack fetch`` prints for any other tree, a site-packages install included.
 They lead back to a state the engine handles: files that are the clean release under a stale manifest (replaced
 by apply, removed by revert), or a file that is the release's again, where the fix applies.
 """
@@ -90,9 +91,10 @@ def restore_how(ctx: Context, ft: FoundTarget, paths: list[str], maybe: list[str
 
     fetch = command("fetch", "--profile", ctx.profile.name, "--pack", str(ctx.pack.root), "--target", ft.spec.name)
     pick = shlex.quote(f"s/^{ft.spec.name}=//p")
-    steps = [f"cp --parents {files} {root}"] if paths else []
-    steps += [f'for p in {check}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; {left}'] if maybe else []
-    steps += [f'for p in {either}; do if [ -e "$p" ]; then cp --parents -- "$p" {root}; else rm -f -- {root}/"$p"; '
+    cp = "cp --remove-destination --parents"  # a link or FIFO at a file is taken away, never written through
+    steps = [f"{cp} {files} {root}"] if paths else []
+    steps += [f'for p in {check}; do if [ -e "$p" ]; then {cp} -- "$p" {root}; {left}'] if maybe else []
+    steps += [f'for p in {either}; do if [ -e "$p" ]; then {cp} -- "$p" {root}; else rm -f -- {root}/"$p"; '
               f'fi; done'] if settle else []
     steps += _emptied(ft, [*(removed or []), *(settle or [])], '[ -e "$d" ] || [ -L "$d" ]')
     if not steps:

@@ -571,7 +571,7 @@ def test_restore_commands_for_a_site_packages_folder_and_a_plain_tree(builder):
     (site / "demo_pkg-1.0.dist-info").mkdir()
     for root in (site, clean):  # a site-packages install too: a reinstall from an index would replace the image's build
         want = (f"(src=$({program()} fetch --profile p1 --pack {builder.pack} --target demo | sed -n 's/^demo=//p') "
-                f"&& [ -n \"$src\" ] && cd \"$src\" && cp --parents {MOD} {root})")
+                f"&& [ -n \"$src\" ] && cd \"$src\" && cp --remove-destination --parents {MOD} {root})")
         ctx = prepare(builder.request(root), "status")
         assert restore_how(ctx, ctx.found["demo"], [MOD]) == want
 

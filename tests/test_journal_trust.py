@@ -540,3 +540,29 @@ def test_a_folder_at_a_temp_file_s_path_is_refused_before_anything_is_written(bu
         assert snapshot(target) == before
     folder.rmdir()
     assert _run(builder, target, "revert").returncode == 0 and not journal.exists()
+
+
+@pytest.mark.parametrize("what", ["a link out of the target", "a FIFO"])
+def test_damaged_journal_steps_never_write_through_a_link_nor_wait_on_a_fifo(builder, tmp_path, what):
+    """Found by a fresh user: a damaged journal's steps (`cp --parents` from the release copy) wrote the release's
+    bytes through a link at a fixed file to the file it points to, outside the target (and left the link), or waited
+    forever on a FIFO there. `cp --remove-destination` now takes the link or FIFO away and writes a file."""
+    target = _pack(builder, tmp_path, "plain copy")
+    clean = snapshot(target)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("VICTIM\n")
+    (target / MOD).unlink()
+    if what == "a FIFO":
+        os.mkfifo(target / MOD)
+    else:
+        (target / MOD).symlink_to(victim)
+    (target / ".fixpack").mkdir()
+    entry = {"backup": None, "existed": False, "mode": None, "owner": None, "path": "demo_pkg/__init__.py",
+             "sha256": None}
+    (target / ".fixpack/journal.json").write_text(json.dumps({"dirs": [], "entries": [entry]}))
+    said = _cli(builder, target, "revert")
+    assert said.returncode == 3, said.stderr
+    for step in _steps(" ".join(said.stderr.split())):
+        subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True, capture_output=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert victim.read_text() == "VICTIM\n" and snapshot(target) == clean and not (target / MOD).is_symlink()

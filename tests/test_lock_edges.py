@@ -267,7 +267,7 @@ def test_an_image_with_the_old_patch_of_the_same_version_is_given_a_way_out(buil
         assert f"; then run {command} again (the manifest is then stale" in r.stderr, r.stderr
         way = r.stderr.split("back to the clean release: ", 1)[1].split("; then run ", 1)[0]
         assert snapshot(image) == applied
-    assert "cp --parents demo_pkg/mod.py" in way and " fetch --profile p1 " in way, way
+    assert "cp --remove-destination --parents demo_pkg/mod.py" in way and " fetch --profile p1 " in way, way
     done = subprocess.run(way, shell=True, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (image / MOD).read_text() == numbered(20)

@@ -213,7 +213,7 @@ def test_a_damaged_backup_says_to_restore_the_target_before_removing_the_journal
     steps = [f"{target} may be half-written (it names demo_pkg/b.py, {MOD})", "removing the journal alone leaves it so",
              f"1. put the files the fixes touch back to the clean release: (src=$({program()} fetch --profile p1 "
              f"--pack {builder.pack} --target demo | sed -n 's/^demo=//p') && [ -n \"$src\" ] && cd \"$src\" && "
-             f"cp --parents demo_pkg/b.py {MOD} {target})",
+             f"cp --remove-destination --parents demo_pkg/b.py {MOD} {target})",
              f"2. remove the journal and its backups: rm -rf -- {journal} {backups} && rmdir "
              f"--ignore-fail-on-non-empty {state}", "3. run the command again"]
     at = [message.find(s) for s in steps]
