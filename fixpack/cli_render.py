@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -43,9 +43,22 @@ def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     forced = color_mode() == "always"
-    out = Console(stderr=stderr, force_terminal=forced or None, no_color=False if forced else None)
+    out = Console(stderr=stderr, force_terminal=forced or None, no_color=False if forced else None,
+                  width=_width(sys.stderr if stderr else sys.stdout))
     out.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]  # rich's own exits 1: the caller decides
     return out
+
+
+def _width(stream: TextIO) -> int | None:
+    """The width rich is to draw at when ``$COLUMNS`` says 0 or less (rich then wrote nothing at all, exit code and
+    all, a fresh user found): the terminal's, else 80; None (rich's own choice) otherwise."""
+    cols = os.environ.get("COLUMNS", "").strip()
+    if not cols.lstrip("-").isascii() or not cols.lstrip("-").isdigit() or int(cols) > 0:
+        return None
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):  # not a terminal, or no file descriptor (a test's capture)
+        return 80
 
 
 def _broken_pipe() -> None:

@@ -77,6 +77,17 @@ def test_narrow_terminal_prints_the_error_in_full_below_the_tables(mismatch):
     assert len(message) > 80, message  # one line, not folded into a 13-character cell
 
 
+@pytest.mark.parametrize("columns", ["0", "-3"])
+def test_a_columns_of_zero_or_less_still_prints_the_report(mismatch, columns):
+    """Found by a fresh user: with $COLUMNS=0 rich drew at width 0 and nothing came out, the error's line, next step
+    and FAILED line included (exit 3 and no word why). It draws at the terminal's width then, else at 80."""
+    b, image = mismatch
+    r = run("--color", "always", "apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}",
+            env={"COLUMNS": columns})
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)
+    assert r.returncode == 3 and "1.1" in plain and "FAILED (exit 3)" in plain, (r.stdout, r.stderr)
+
+
 def test_color_never_and_no_color_give_plain_lines(mismatch):
     b, image = mismatch
     args = ["apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}"]
