@@ -420,7 +420,7 @@ def _every_file_back(ctx: Context, ft: FoundTarget, manifest: Manifest) -> tuple
 
 
 def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
-    """One next step on each fix that is tampered, in conflict or partial (``manifests``: what each target's
+    """One next step on each fix that is tampered, in conflict, partial or ambiguous (``manifests``: what each target's
     manifest records, None when it has none). Components keep their own words."""
     for fr in ctx.report.fixes:
         ft = ctx.found.get(fr.target)
@@ -430,7 +430,8 @@ def add_next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
         if manifest is not None and (fr.state is State.TAMPERED or
                                      (ctx.report.command == "revert" and fr.state is State.CONFLICT)):
             fr.messages.append(_back_to_release(ctx, ft, manifest))
-        elif fr.state in (State.CONFLICT, State.PARTIAL):
+        elif fr.state in (State.CONFLICT, State.PARTIAL, State.AMBIGUOUS):  # (ambiguous on a pinned release: a block
+            # copied there since, as the lock placed every hunk once on the release)
             fr.messages.append(_changed_file(ctx, ft, fr, manifest.applied_ids() if manifest else set()))
 
 

@@ -60,22 +60,23 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
         ev = decide(fix, tree, FixEvidence.from_lock(lock.fix(fix.id)), False)
         if ev.state is State.UPSTREAMED:
             held.append(fix.id)
-        elif ev.state is State.PARTIAL or (ev.state is State.CONFLICT and _some_in(fix, tree)):
-            partial[fix.id] = sorted(fix.touched_paths())
+        elif ev.state is State.PARTIAL or (ev.state in (State.CONFLICT, State.AMBIGUOUS) and _some_in(fix, tree)):
+            partial[fix.id] = sorted(fix.touched_paths())  # (ambiguous: its block copied, by hand, or the context)
     return [f.id for f in fixes if f.id in held], partial
 
 
 def _some_in(fix: Fix, tree: Tree) -> bool:
-    """A hunk of ``fix`` whose post-image is in its file while its pre-image is not, and that adds a line: a
-    hand-edited line of a fix that is in otherwise leaves it in conflict, its other hunks in the files (a hunk that
-    only removes lines leaves its context, which the release has too). Each hunk is placed on its own."""
+    """A hunk of ``fix`` whose post-image is in its file (once, or more: a block copied by hand) while its pre-image
+    cannot be placed, and that adds a line: a hand-edited line of a fix that is in otherwise leaves it in conflict, its
+    other hunks in the files, and a copied block leaves it ambiguous (a hunk that only removes lines leaves its
+    context, which the release has too). Each hunk is placed on its own."""
     from .evaluate import both_ways
 
     for fp in fix.file_patches():
         text = tree.read(fp.new_path) if fp.new_path and not fp.binary else None
         if text is None or not fp.hunks:
             continue
-        if any(r.found and not f.present and len(h.new_lines) > h.leading_context + h.trailing_context
+        if any(r.present and not f.found and len(h.new_lines) > h.leading_context + h.trailing_context
                for (f, r), h in zip(both_ways(fp, text), fp.hunks)):
             return True
     return False

@@ -229,3 +229,44 @@ def test_an_unselected_opt_in_between_recorded_fixes_that_the_manifest_lacks(bui
             return
         assert r.ok, r.fixes
     assert engine.revert(builder.request(clean)).ok and snapshot(clean) == original
+
+
+def test_no_manifest_and_a_fix_whose_post_image_occurs_twice_is_named_with_its_way_back(builder):
+    """Found by a fresh user: with the manifest gone and the patched block copied by hand (it occurs twice: the fix
+    is ambiguous), revert named only the other fixes and said to record them with apply, which then failed on the
+    ambiguous one (exit 4). It is named as partly there: its files go back to the release first."""
+    base = numbered(40)
+    target, source = builder.git_release({MOD: base, "demo_pkg/b.py": base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    builder.add_fix("two", {"demo_pkg/b.py": base}, {"demo_pkg/b.py": base.replace("line 9\n", "nine\n")})
+    builder.profile(["one", "two"], extra_targets=source)
+    builder.lock(target)
+    assert engine.apply(builder.request(target)).ok
+    (target / ".fixpack" / "demo.manifest.json").unlink()
+    (target / ".fixpack").rmdir()
+    text = (target / MOD).read_text()
+    (target / MOD).write_text(text + "".join(text.splitlines(True)[:9]))  # the block around "five", twice
+    assert engine.status(builder.request(target)).fix("one").state.value == "ambiguous"
+    said = _refusal(builder, target)
+    assert " holds two (its post-image is there) but no manifest records it; it also holds part of one " in said, said
+    _put_back(said, target, [MOD])
+    _run_each(said, HELD)
+    assert (target / MOD).read_text() == base and (target / "demo_pkg/b.py").read_text() == base
+
+
+def test_an_ambiguous_fix_on_an_image_gets_the_step_that_puts_its_file_back(builder):
+    """Found by a fresh user: an ambiguous fix (its block copied by hand in the image) had only a maintainer's advice
+    (refresh, rebase); conflict and partial got the command that puts the file back to the release. It has it too."""
+    base = numbered(40)
+    target, source = builder.git_release({MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n")})
+    builder.profile(["one"], extra_targets=source)
+    builder.lock(target)
+    (target / MOD).write_text(base + "".join(base.splitlines(True)[:9]))  # the fix's block, twice
+    r = engine.apply(builder.request(target))
+    assert r.exit_code == 4 and r.fix("one").state.value == "ambiguous"
+    step = r.fix("one").messages[-1]
+    assert step.startswith(f"next: {MOD} differs from the release where the fix goes; if it was changed after the "
+                           f"release, put it back: git -C {target} checkout HEAD -- {MOD}; then run "), step
+    subprocess.run(step.split("put it back: ", 1)[1].split("; then run ", 1)[0], shell=True, check=True)
+    assert engine.apply(builder.request(target)).ok
