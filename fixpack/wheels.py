@@ -37,7 +37,7 @@ from .structs import dataclass, field
 if TYPE_CHECKING:
     from installer.scripts import ScriptSection
 
-from .errors import BadInputError, EnvironmentProblem, says_disk_full, temp_work_failed
+from .errors import BadInputError, EnvironmentProblem, Terminated, says_disk_full, temp_work_failed
 from .model import Component
 
 INSTALLER_NAME = b"fixpack\n"
@@ -81,9 +81,12 @@ def component_layout(comp: Component, root: Path) -> Layout:
     carry the same component); any change to the files the build copies builds again."""
     if comp.path.suffix == ".whl":
         return wheel_layout(comp.path, root)
+    from .interrupts import Term, signals
+
     key = (str(comp.path.resolve()), source_digest(comp.path))
     try:
-        with tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
+        # SIGTERM unwinds the build as Ctrl-C does: no folder is left in $TMPDIR
+        with signals([]), tempfile.TemporaryDirectory(prefix="fixpack-wheel-") as tmp:
             if key in _BUILT:  # built before in this process, from the same bytes
                 name, data = _BUILT[key]
                 wheel = Path(tmp) / name
@@ -94,6 +97,9 @@ def component_layout(comp: Component, root: Path) -> Layout:
             return wheel_layout(wheel, root)
     except OSError as exc:  # the build's copy or wheel in $TMPDIR (full), or a source file that cannot be read
         raise temp_work_failed(exc, f"building the wheel of {comp.path}", "the pack or a target") from exc
+    except Term:  # (a CI timeout): pip was stopped and the build's folder removed; nothing was written yet
+        raise Terminated(f"terminated (SIGTERM) while building the wheel of {comp.path}; its temporary folder was "
+                         f"removed and nothing was written") from None
 
 
 def source_digest(src: Path) -> str:
@@ -124,9 +130,10 @@ def build_wheel(src: Path, work: Path) -> Path:
     out = work / "dist"
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
            "--disable-pip-version-check", "-q", "-w", str(out), str(copy)]
+    (work / "tmp").mkdir()  # pip's own temporary folders, inside ours: gone with it however the build ends
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600,
-                              cwd=work)  # (pip reads its working folder: the caller's may be gone)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600, cwd=work,
+                              env={**os.environ, "TMPDIR": str(work / "tmp")})  # (cwd: the caller's may be gone)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"cannot build the wheel of {src}: {exc}; nothing was written") from exc
     wheels = sorted(out.glob("*.whl")) if out.is_dir() else []

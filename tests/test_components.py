@@ -595,3 +595,34 @@ def test_a_folder_where_a_fix_or_a_component_writes_a_file_is_said_so(builder, p
                               f"a file (of a fix or a component of the profile). Move it away, or put the release's "
                               f"file back there, then run again")
     assert snapshot(site) == before and (site / where).is_dir()
+
+
+def test_sigterm_while_a_wheel_builds_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """Found by a fresh user: SIGTERM (a CI timeout) during the build ended the process there, leaving
+    $TMPDIR/fixpack-wheel-* and pip's own temporary folders. It unwinds as Ctrl-C does: pip is stopped, the folder
+    goes (pip's temporary folders are inside it: pip runs with TMPDIR there), exit 143 with nothing written."""
+    import signal
+    import tempfile
+    import time
+
+    from fixpack import wheels
+    from fixpack.errors import Terminated
+    from fixpack.model import Component
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    seen: dict[str, str] = {}
+
+    def run(cmd, **kw):  # type: ignore[no-untyped-def]
+        seen.update(kw["env"])
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # (the signal lands here)
+        pytest.fail("SIGTERM did not stop the build")
+
+    monkeypatch.setattr(wheels.subprocess, "run", run)
+    comp = Component("tiny-plug", make_plugin(tmp_path / "plug"), "0.3.0", "demo")
+    with pytest.raises(Terminated, match=r"terminated \(SIGTERM\) while building the wheel of .*nothing was written"):
+        wheels.component_layout(comp, tmp_path / "site")
+    assert seen["TMPDIR"].startswith(str(temp / "fixpack-wheel-")) and list(temp.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
