@@ -213,12 +213,30 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[
             os.close(fd)
         chown_to(tmp, owner)  # before the mode: a chown clears set-id bits
         os.chmod(tmp, mode if mode is not None else 0o644)
+        _keep_xattrs(path, tmp)
         replace_file(tmp, path)
     except BaseException:
         unlink_quietly(tmp)
         raise
     if sync_dir:
         fsync_dir(path.parent)
+
+
+def _keep_xattrs(path: Path, tmp: Path) -> None:
+    """Give ``tmp`` the extended attributes of the file it replaces (an ACL, an SELinux label, ``user.*``), each where
+    the file system and the user's rights allow (one that cannot be set is left out, as before: a rename gives the
+    new file none); never ``security.capability``, which the kernel drops from a file written to."""
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except (OSError, AttributeError):  # none there, no such file (a new one), or no xattrs on this system
+        return
+    for name in names:
+        if name == "security.capability":
+            continue
+        try:
+            os.setxattr(tmp, name, os.getxattr(path, name, follow_symlinks=False), follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def write_under(root: Path, rel: str, data: bytes | None, new: bool = False) -> None:

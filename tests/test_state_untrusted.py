@@ -569,3 +569,17 @@ def test_a_patched_file_hard_linked_from_outside_is_never_written_through(builde
     assert os.stat(target / MOD).st_ino != os.stat(cache / "mod.py").st_ino
     assert engine.revert(builder.request(target)).ok
     assert snapshot(target) == original and snapshot(cache) == kept
+
+
+def test_apply_and_revert_keep_a_patched_file_s_extended_attributes(world):
+    """Found by a fresh user: a user.* attribute (and so an ACL or an SELinux label) was dropped by apply, the file
+    being written beside itself and renamed over it, and not given back by revert."""
+    b, target, _ = world
+    assert engine.revert(b.request(target)).ok
+    try:
+        os.setxattr(target / MOD, "user.origin", b"image-build-42")
+    except OSError as exc:  # pragma: no cover - a file system without user xattrs
+        pytest.skip(f"no user xattrs here: {exc}")
+    assert engine.apply(b.request(target)).ok
+    assert "three\n" in (target / MOD).read_text() and os.getxattr(target / MOD, "user.origin") == b"image-build-42"
+    assert engine.revert(b.request(target)).ok and os.getxattr(target / MOD, "user.origin") == b"image-build-42"
