@@ -28,8 +28,6 @@ from .safepath import holds_bytes, link_on_the_way
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .rebase_session import Session
-
 
 def holds_before(path: Path, backup: str | None) -> bool:
     """Whether ``path`` is as it was before the rebase (``backup``: its bytes then, base64, ``""`` for an empty
@@ -49,18 +47,19 @@ def planned(state: dict[str, Any], pack_root: Path, changes: dict[Path, bytes | 
     return out
 
 
-def lock_written(session: Session, lock: Path) -> Callable[[bytes], None]:
+def lock_written(state: dict[str, Any], pack_root: Path, save: Callable[[], None],
+                 lock: Path) -> Callable[[bytes], None]:
     """The hook :func:`fixpack.engine.write_lock` calls with the lock's bytes just before it writes them: their
-    sha256 added to ``planned`` and the state saved, so that the lock too is held against edits by hand. A lock made
-    or changed by hand since the rebase began writing (BadInputError), or a symbolic link on its way (OSError,
-    ELOOP), stops the write there: the caller puts the pack back, keeping that file."""
+    sha256 added to the rebase's ``state``'s ``planned`` and the state saved (``save``), so that the lock too is held
+    against edits by hand. A lock made or changed by hand since the rebase began writing (BadInputError), or a
+    symbolic link on its way (OSError, ELOOP), stops the write there: the caller puts the pack back, keeping that
+    file."""
     def record(data: bytes) -> None:
-        refuse_made_meanwhile(session.state, session.pack_root, lock)
-        key = pack_rel(session.pack_root, lock)
-        done = {k: list(v) for k, v in session.state.get("planned", {}).items()}
-        _add(done, key, hashlib.sha256(data).hexdigest())
-        session.state["planned"] = done
-        session.save()
+        refuse_made_meanwhile(state, pack_root, lock)
+        done = {k: list(v) for k, v in state.get("planned", {}).items()}
+        _add(done, pack_rel(pack_root, lock), hashlib.sha256(data).hexdigest())
+        state["planned"] = done
+        save()
     return record
 
 

@@ -264,7 +264,7 @@ def write_pack(session: Session, pack: Pack, old: Profile, outcomes: list[FixOut
             pack_root=pack.root, profile=session.new_name,
             roots={n: p.new.root for n, p in session.pairs.items() if p.new}, only_targets=rebased,
             upstreamed=tuple(o.id for o in outcomes if o.outcome == "upstreamed" and o.keep)),
-            lock_written(session, lock))
+            lock_written(session.state, session.pack_root, session.save, lock))
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as :class:`fixpack.interrupts.Term`
         raise _rolled_back(session, phase, exc) from None
     except OSError as exc:  # a pack file (or the state) it cannot write: put back as for Ctrl-C, said with its errno
