@@ -443,7 +443,7 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
         if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH) and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
     for name in sorted(with_fixes & ctx.found.keys()):
-        _refuse_changed_copy(ctx.found[name], ctx.profile.name)
+        refuse_changed_copy(ctx.found[name], ctx.profile.name)
     lock = lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed)
     if keep and req.only_targets:
         from . import lock_scope  # only for a lock of some of the targets
@@ -453,11 +453,13 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
     return lock, ctx.profile
 
 
-def _refuse_changed_copy(ft: FoundTarget, profile: str) -> None:
+def refuse_changed_copy(ft: FoundTarget, profile: str, doing: str = "fingerprint target",
+                        made: str = "a lock is made") -> None:
     """A release copy that carries fetch's marker (``release.MARKER``) but is no longer the tree fetch unpacked
     (``release.changed_since_unpack``: an edit, a file added or removed, fixes applied there) is MismatchError
     naming the copy and what changed: a lock made from it would record that edit as the release, and ``lock
-    --check`` would call a good lock stale. A copy without the marker (the user's own) is taken as given."""
+    --check`` would call a good lock stale (a patch refreshed on it would carry the edit's offsets). A copy without
+    the marker (the user's own) is taken as given. ``doing`` and ``made``: the command's words."""
     from .release import MARKER, changed_since_unpack  # only for a lock
 
     if not (ft.root / MARKER).is_file():
@@ -467,8 +469,8 @@ def _refuse_changed_copy(ft: FoundTarget, profile: str) -> None:
         from .progname import command
 
         fetch = command("fetch", "--profile", profile, "--target", ft.spec.name)
-        raise MismatchError(f"cannot fingerprint target {ft.spec.name}: {ft.root} is no longer the release copy "
-                            f"fetch unpacked ({why}); a lock is made from clean release copies, so nothing was "
+        raise MismatchError(f"cannot {doing} {ft.spec.name}: {ft.root} is no longer the release copy "
+                            f"fetch unpacked ({why}); {made} from clean release copies, so nothing was "
                             f"written: give --root a clean copy (`{fetch}` prints one)")
 
 

@@ -52,7 +52,9 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     ``quilt refresh``: the fixes before it in the series are applied in memory, then this fix (exact
     or with an offset), and the patch is rewritten from the result. Returns the patch path.
 
-    Raises ConflictError when the fix does not apply to its chain.
+    Raises ConflictError when the fix does not apply to its chain, MismatchError when ``root`` is not the profile's
+    pinned release (another release, fixes applied there, a copy fetch unpacked that was changed since): the patch
+    would be rewritten at that tree's lines (it was, exit 0, from 0.31.0's copy for profile v0.30.0).
     """
     import tempfile
 
@@ -70,6 +72,11 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     fix = pack.fixes.get(fix_id)
     if fix is None or len(fix.patches) != 1:
         raise BadInputError(f"{fix_id}: refresh needs a fix of the pack with exactly one patch")
+    from .editwork import clean_copy
+    from .engine import refuse_changed_copy
+
+    found = clean_copy(profile, fix.target, root)  # the pin's release (MismatchError), no fix applied there
+    refuse_changed_copy(found, profile.name, "refresh on target", "a patch is refreshed")
     tree = Tree(root)
     for other in pack.ordered(profile.default + profile.opt_in):
         if other.target != fix.target:

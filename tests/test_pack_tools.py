@@ -33,3 +33,38 @@ def test_refresh_turns_drift_into_exact_and_is_idempotent(builder):
     refresh(builder.pack, "p1", "second", clean)
     assert path.read_bytes() == once
     assert stale_patches(load_pack(builder.pack)) == [path.parent.parent / "first" / "0001-change.patch"]
+
+
+def test_refresh_on_a_copy_that_is_not_the_pinned_release_is_refused(builder, tmp_path):
+    """Found by a fresh maintainer: refresh --profile P --root checked neither the pin nor that the copy was clean,
+    and rewrote the patch at another release's lines (0.31.0's copy for profile v0.30.0), exit 0, as lock refuses."""
+    import shutil
+
+    import pytest
+
+    from fixpack.errors import MismatchError
+    from fixpack.release import MARKER, SDIST_KEY, TREE_KEY, tree_digest
+
+    base = numbered(60)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 40\n", "forty\n")})
+    builder.profile(["one"])
+    path = load_pack(builder.pack).fixes["one"].patches[0].path
+    before = path.read_bytes()
+    other = tmp_path / "other"
+    shutil.copytree(clean, other)
+    (other / "demo_pkg/_version.py").write_text("__version__ = '1.1'\n")
+    with pytest.raises(MismatchError, match="does not match the profile's pin"):
+        refresh(builder.pack, "p1", "one", other)
+    applied = tmp_path / "applied"
+    shutil.copytree(clean, applied)
+    (applied / ".fixpack").mkdir()
+    with pytest.raises(MismatchError, match="is not a clean release copy: fixpack has applied fixes there"):
+        refresh(builder.pack, "p1", "one", applied)
+    edited = tmp_path / "edited"
+    shutil.copytree(clean, edited)
+    (edited / MARKER).write_text(f"sdist.tar.gz\n{SDIST_KEY}{'0' * 64}\n{TREE_KEY}{tree_digest(edited)}\n")  # fetch's
+    (edited / MOD).write_text("# an edit\n" + base)
+    with pytest.raises(MismatchError, match="is no longer the release copy fetch unpacked"):
+        refresh(builder.pack, "p1", "one", edited)
+    assert path.read_bytes() == before
