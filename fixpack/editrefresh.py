@@ -34,7 +34,7 @@ from .editwork import (
 from .errors import BadInputError, ConflictError, FixpackError, of_code
 from .fsio import atomic_write
 from .gitutil import run
-from .gitwork import Commit, commits_since, diff_paths, uncommitted
+from .gitwork import Commit, commits_since, diff_paths, uncommitted, under_way
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, recover_pack, update
@@ -82,6 +82,10 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     pack = load_pack(pack_root)
     check_state(pack_root, pack, state)  # before git reads the work tree (git status rewrites its index)
     work = Path(state.work)
+    stopped = under_way(work)
+    if stopped:  # HEAD holds the commits done so far: the rest would be dropped from the fix, unsaid
+        raise BadInputError(f"{work}: {stopped[0]} is under way there (stopped half way): finish it ({stopped[1]}), "
+                            f"then refresh; nothing was written")
     dirty = uncommitted(work)
     if dirty:
         listed = ", ".join(line[3:] for line in dirty[:5]) + (" ..." if len(dirty) > 5 else "")

@@ -229,6 +229,22 @@ def uncommitted(repo: Path) -> list[str]:
     return [line for line in git(repo, "status", "--porcelain", "--untracked-files=all").splitlines() if line]
 
 
+_UNDER_WAY = (("rebase-merge", "a rebase", "git rebase --continue (or --abort)"),
+              ("rebase-apply", "a rebase or git am", "git rebase --continue or git am --continue (or --abort)"),
+              ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue (or --abort)"),
+              ("REVERT_HEAD", "a revert", "git revert --continue (or --abort)"),
+              ("MERGE_HEAD", "a merge", "git commit (or git merge --abort)"),
+              ("BISECT_LOG", "a bisect", "git bisect reset"))
+
+
+def under_way(repo: Path) -> tuple[str, str] | None:
+    """A git operation stopped half way in ``repo`` (a ``rebase -i`` at an ``edit`` step, an ``am`` or cherry-pick
+    at a conflict, ...): (what, how to finish it); None when there is none. Its commits not replayed yet are in no
+    branch: HEAD holds only those done."""
+    gitdir = Path(git(repo, "rev-parse", "--absolute-git-dir").strip())
+    return next(((what, how) for name, what, how in _UNDER_WAY if (gitdir / name).exists()), None)
+
+
 def commits_since(repo: Path, base: str) -> list[Commit]:
     """The commits ``base..HEAD``, oldest first, each with its diff to its parent (a binary file's with its
     data, ``GIT binary patch``, as a declared binary path needs). Raises BadInputError

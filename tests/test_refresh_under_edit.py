@@ -236,3 +236,32 @@ def test_a_new_fix_whose_base_changed_under_it_carries_its_commits_by_the_steps(
     _run_steps(str(caught.value), work_d, builder, clean, "d", new=True)
     patch = "".join(p.read_text() for p in sorted((builder.pack / "fixes/d").glob("*.patch")))
     assert "+fifty-five\n" in patch and "# on two lines" not in patch and not (builder.pack / ".edit/.d.commits").exists()
+
+
+@pytest.mark.parametrize("stop", ["rebase -i at an edit step", "a cherry-pick at a conflict"])
+def test_a_refresh_while_a_git_operation_is_stopped_half_way_is_refused(pack3, stop):  # noqa: F811
+    """Found by a fresh maintainer: `git rebase -i fixpack-base` stopped at an `edit` step (as the README suggests
+    for splitting commits), then refresh: it wrote the commits HEAD held (one of two), exit 0, and a later `edit
+    --abort` deleted the only copy of the other. It is refused (exit 2), nothing written, with how to finish."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    text = (work / MOD).read_text()
+    (work / MOD).write_text(text.replace("line 40\n", "forty\n"))
+    git(work, "commit", "-qam", "second")
+    if stop.startswith("rebase"):
+        env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i 1s/^pick/edit/"}
+        subprocess.run(["git", "-C", str(work), "rebase", "-i", "fixpack-base"], env=env, check=True,
+                       capture_output=True)
+        how = "git rebase --continue"
+    else:
+        git(work, "branch", "side")
+        git(work, "reset", "-q", "--hard", "HEAD~1")
+        (work / MOD).write_text(text.replace("line 40\n", "FORTY\n"))
+        git(work, "commit", "-qam", "other")
+        subprocess.run(["git", "-C", str(work), "cherry-pick", "side"], capture_output=True)  # conflicts
+        subprocess.run(["git", "-C", str(work), "checkout", "HEAD", "--", MOD], check=True)  # (clean, still stopped)
+        how = "git cherry-pick --continue"
+    before = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=rf"under way there \(stopped half way\): finish it \({how}"):
+        refresh_from_work(builder.pack, "b")
+    assert snapshot(builder.pack) == before
