@@ -34,7 +34,7 @@ from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recover_pack, update
 from .patchfiles import patch_again
-from .patchmail import MBOX_FROM, Mail, read_mail, render, split
+from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
 from .patchmodel import sha256_bytes
 from .patchtext import header_fields
 from .progname import command as _command
@@ -60,14 +60,16 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     """The mails of a ``git format-patch`` file or mbox, each with the line it starts at (1-based). Raises
     PatchParseError (exit 2) naming the file's line where a mail's header or description (before its diff) holds
     bytes that are not UTF-8 and the mail declares no other charset. A UTF-8 byte order mark before the first mail
-    (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word."""
+    (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word. A mail
+    whose body is quoted-printable or base64 is decoded, as git am reads it (:func:`fixpack.patchmail.decoded`)."""
     text = decode(data).removeprefix(_BOM.decode())
     starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
     out = []
     for a, b in zip(starts, [*starts[1:], len(text)]):
         chunk = text[a:b]
         if chunk.strip():
-            out.append((text.count("\n", 0, a) + 1, chunk if chunk.endswith("\n") else chunk + "\n"))
+            line = text.count("\n", 0, a) + 1
+            out.append((line, decoded(chunk if chunk.endswith("\n") else chunk + "\n", f"{source}:{line}")))
     if not out or not any(split(m)[1] for _line, m in out):
         raise BadInputError(f"{source}: no patch mail in it (expected `git format-patch` output or an mbox of "
                             f"them, each with a From: header and a diff)")
@@ -123,7 +125,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         raise BadInputError(f"an edit of {fix_id} is in progress (.edit/{fix_id}, from `fixpack new`): refresh it, "
                             f"or drop it (`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`), or "
                             f"import as another name; nothing was written")
-    parsed = [(read_mail(text), split(text)[1], line) for line, text in found]
+    parsed = [(read_mail(text, f"{file}:{line}"), split(text)[1], line) for line, text in found]
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,

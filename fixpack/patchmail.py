@@ -17,12 +17,14 @@ deterministic form of it:
 
 from __future__ import annotations
 
+import base64
 import email.policy
 import re
 from email.headerregistry import Address
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
+from .errors import BadInputError
 from .structs import dataclass
 
 # the fields written from fix.toml: whatever a patch or a commit message says for them is replaced
@@ -78,9 +80,10 @@ def split(text: str) -> tuple[str, str]:
     return text[:idx], text[idx:]
 
 
-def read_mail(text: str) -> Mail:
+def read_mail(text: str, where: str = "the patch") -> Mail:
     """The message of a patch file (its text, decoded with ``surrogateescape``). A file without a mail
-    header (a plain diff) gives an empty :class:`Mail`."""
+    header (a plain diff) gives an empty :class:`Mail`. BadInputError naming ``where`` (a file, or file:line) for a
+    charset Python does not know, or a ``From:`` whose encoded words hold a line break."""
     head, _diff = split(text)
     lines = head.split("\n")
     if lines and _FROM_LINE.match(lines[0]):
@@ -90,10 +93,52 @@ def read_mail(text: str) -> Mail:
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     msg = BytesParser(policy=_READ).parsebytes(raw)
     payload = msg.get_payload(decode=True)
-    body = payload.decode(msg.get_content_charset() or "utf-8", "replace") if isinstance(payload, bytes) else ""
+    charset = _charset(msg, where)
+    body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
     description, trailers = message_parts(_cut_diffstat(body))
-    return Mail(_author(msg), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
+    return Mail(_author(msg, where), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
                 description, trailers)
+
+
+def decoded(text: str, where: str) -> str:
+    """A mail whose body is ``quoted-printable`` or ``base64`` (its ``Content-Transfer-Encoding``), as ``git am``
+    reads it: the body decoded (with its charset), the header saying ``8bit``; any other mail as it is. Its diff
+    was read as written (``=3D`` for ``=``, or no diff found at all). BadInputError naming ``where`` for a charset
+    Python does not know, or a body that is not what its encoding says."""
+    head, sep, body = text.partition("\n\n")
+    lines = head.split("\n")
+    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
+    if not sep or not re.match(r"^[A-Za-z-]+:", lines[start] if len(lines) > start else ""):
+        return text
+    msg = BytesParser(policy=_READ).parsebytes("\n".join(lines[start:]).encode("utf-8", "surrogateescape") + b"\n\n")
+    cte = str(msg.get("Content-Transfer-Encoding", "")).strip().lower()
+    if cte not in ("quoted-printable", "base64"):
+        return text
+    import binascii
+    import quopri
+
+    raw = body.encode("utf-8", "surrogateescape")
+    try:
+        data = quopri.decodestring(raw) if cte == "quoted-printable" else base64.b64decode(raw, validate=False)
+    except (binascii.Error, ValueError) as exc:
+        raise BadInputError(f"{where}: its body is not {cte} as its Content-Transfer-Encoding says ({exc}); "
+                            f"export the mail again") from None
+    out = data.decode(_charset(msg, where), "surrogateescape")
+    head = re.sub(r"(?im)^Content-Transfer-Encoding:[^\n]*$", "Content-Transfer-Encoding: 8bit", head)
+    return head + "\n\n" + out.replace("\r\n", "\n")
+
+
+def _charset(msg: email.message.Message, where: str) -> str:
+    """The mail's ``Content-Type`` charset (UTF-8 when none), one Python knows (BadInputError naming ``where``)."""
+    import codecs
+
+    charset = msg.get_content_charset() or "utf-8"
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        raise BadInputError(f"{where}: its Content-Type names charset {charset!r}, which Python does not know: "
+                            f"write it as UTF-8 (charset=UTF-8), or export the mail again") from None
+    return charset
 
 
 def parse_message(message: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -136,11 +181,16 @@ def _cut_diffstat(body: str) -> str:
     return "\n".join(lines[:lines.index("---")]) if "---" in lines else body
 
 
-def _author(msg: email.message.Message) -> str:
+def _author(msg: email.message.Message, where: str = "the patch") -> str:
     """``From:`` as git's ``Name <address>``: the display name unquoted and unescaped (``"Doe, John"`` is
-    ``Doe, John``; a name in quotes with ``\\"`` in it has its quotes back), a comment kept in the name."""
-    text = _header(msg, "From")
-    value = msg.get("From")
+    ``Doe, John``; a name in quotes with ``\\"`` in it has its quotes back), a comment kept in the name.
+    BadInputError naming ``where`` for one whose encoded words hold a line break (``=0A``: a header of its own)."""
+    try:
+        text = _header(msg, "From")
+        value = msg.get("From")
+    except ValueError as exc:  # the email package: "address parts cannot contain CR or LF"
+        raise BadInputError(f"{where}: its From: header holds a line break in an encoded word (=0A or =0D): {exc}; "
+                            f"write the author as Name <address> on one line") from None
     addresses: tuple[Address, ...] = tuple(getattr(value, "addresses", ()))
     if len(addresses) != 1 or not addresses[0].addr_spec or "(" in text.rpartition("<")[2]:
         return text

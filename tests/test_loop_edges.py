@@ -602,3 +602,53 @@ def test_edit_abort_removes_only_the_work_tree_edit_made(pack3, held):  # noqa: 
     start(builder.pack, "p1", "b", roots={"demo": clean})  # the work tree edit makes is still dropped
     assert abort(builder.pack, "b") == builder.pack / ".edit/b" and not (builder.pack / ".edit/b").exists()
     assert (notes / "todo.txt").is_file()
+
+
+def _chain_end() -> str:
+    return numbered(60).replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+
+
+@pytest.mark.parametrize("encoding", ["quoted-printable", "base64"])
+def test_a_mail_whose_body_is_encoded_is_imported_as_git_am_reads_it(pack3, tmp_path, encoding):  # noqa: F811
+    """Found by a fresh maintainer: a quoted-printable mail's diff line `+# one =3D two` was imported as written
+    (git am applies `# one = two`), and a base64 mail was refused as "no patch mail in it"."""
+    import base64
+    import quopri
+
+    builder, clean = pack3
+    before = _chain_end()
+    plain = mail_patch(tmp_path, before, before.replace("line 55\n", "# one = two\n"))
+    head, _sep, body = plain.partition("\n\n")
+    coded = quopri.encodestring(body.encode()).decode() if encoding == "quoted-printable" else \
+        base64.encodebytes(body.encode()).decode()
+    head = "\n".join(ln for ln in head.split("\n") if not ln.startswith(("MIME-Version:", "Content-")))
+    mail = tmp_path / "in.patch"
+    mail.write_text(f"{head}\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+                    f"Content-Transfer-Encoding: {encoding}\n\n{coded}")
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    patch = next((builder.pack / "fixes/imp").glob("*.patch")).read_text()
+    assert "+# one = two\n" in patch and "=3D" not in patch, patch
+
+
+@pytest.mark.parametrize("change", ["From: =?utf-8?q?Evil=0ADate:_x?= <e@x.org>",
+                                    "Content-Type: text/plain; charset=x-nonexistent"])
+def test_a_mail_header_python_cannot_take_is_exit_2_at_the_mail(pack3, tmp_path, change):  # noqa: F811
+    """Found by a fresh maintainer: an encoded line break in From: and an unknown charset were internal errors
+    (exit 1: ValueError, LookupError)."""
+    builder, clean = pack3
+    before = _chain_end()
+    plain = mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n"))
+    lines = plain.split("\n")
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("From:" if change.startswith("From") else "Subject:"))
+    if change.startswith("From"):
+        lines[at] = change
+    else:
+        lines.insert(at, change)
+    mail = tmp_path / "in.patch"
+    mail.write_text("\n".join(lines))
+    snap = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"in\.patch:1: its (From: header holds a line break|Content-Type names "
+                                            r"charset 'x-nonexistent')"):
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert snapshot(builder.pack) == snap
