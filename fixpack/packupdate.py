@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError, temp_work_failed
+from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError, Terminated, temp_work_failed
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
@@ -99,10 +99,16 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     recover_pack(pack_root, progress)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
     out = Outcome()
+    from .interrupts import Term, signals
+
     try:
-        _staged(pack_root, changes, fix_id, profiles, progress, out)
+        with signals([]):  # SIGTERM unwinds the staging as Ctrl-C does: its copy of the pack goes
+            _staged(pack_root, changes, fix_id, profiles, progress, out)
     except OSError as exc:  # the staging copy's I/O (a full $TMPDIR), or a file read for it: the pack is not written
         raise temp_work_failed(exc, f"staging the {by}", "the pack") from exc
+    except Term:  # (a CI timeout): nothing of the pack was written yet
+        raise Terminated(f"terminated (SIGTERM) while staging the {by} of {fix_id}; its staging copy was removed and "
+                         f"nothing in the pack was written") from None
     if changes:
         write_transaction(pack_root, [FileChange(k, v) for k, v in sorted(changes.items())],
                           by={"command": by, "fix": fix_id})  # the way back after a kill names them

@@ -265,3 +265,34 @@ def test_a_refresh_while_a_git_operation_is_stopped_half_way_is_refused(pack3, s
     with pytest.raises(BadInputError, match=rf"under way there \(stopped half way\): finish it \({how}"):
         refresh_from_work(builder.pack, "b")
     assert snapshot(builder.pack) == before
+
+
+def test_sigterm_during_a_refresh_leaves_no_staging_copy(pack3, tmp_path, monkeypatch):  # noqa: F811
+    """Found by a fresh maintainer: SIGTERM (a CI timeout) during a refresh ended it with no message, exit 143, and
+    left $TMPDIR/fixpack-stage-* (a whole copy of the pack). It unwinds as Ctrl-C does: the copy goes, the edit's state
+    is as before, nothing in the pack is written, exit 143 with what happened."""
+    import signal
+    import tempfile
+    import time
+
+    from fixpack import packupdate
+    from fixpack.errors import Terminated
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    _amend(work, "line 40\n", "forty\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+
+    def stopped(*args, **kw):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+        pytest.fail("SIGTERM did not stop the refresh")
+
+    monkeypatch.setattr(packupdate, "check_later", stopped)
+    before = snapshot(builder.base)
+    with pytest.raises(Terminated, match=r"terminated \(SIGTERM\) while staging the refresh of b; its staging copy"):
+        refresh_from_work(builder.pack, "b")
+    assert list(temp.iterdir()) == [] and snapshot(builder.base) == before
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
