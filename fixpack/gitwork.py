@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import BadInputError, GitError
@@ -131,8 +132,10 @@ def merge(repo: Path, old_steps: list[Snap], upstream: Snap, names: list[str], f
     return Merge(commit_bodies(repo, names, fix_id), [])
 
 
-def finish_resolution(repo: Path, n_patches: int) -> str:
-    """Commit the maintainer's resolution and let the cherry-pick go on; '' when it is done."""
+def finish_resolution(repo: Path, n_patches: int, release_has: Callable[[str], bool] = lambda p: False) -> str:
+    """Commit the maintainer's resolution and let the cherry-pick go on; '' when it is done. ``release_has``: whether
+    the new release holds a path (one the resolution adds that it has: the work repository holds only the files the
+    fix touches, so the patch would create a file that is there)."""
     stuck = unmerged(repo)
     if stuck:
         return f"unmerged paths: {', '.join(stuck)} (edit them, then `git add` them)"
@@ -153,6 +156,14 @@ def finish_resolution(repo: Path, n_patches: int) -> str:
     if int(git(repo, "rev-list", "--count", "upstream..HEAD").strip()) < n_patches:
         return ("branch 'rebased' lacks some of the fix's commits (was the cherry-pick aborted?): run "
                 "`git cherry-pick base..fix` there again, or `git reset --hard upstream` and re-apply them")
+    added = [p for p in git(repo, "diff", "--name-only", "--diff-filter=A", "upstream", "HEAD").splitlines()
+             if p and release_has(p)]
+    if added:
+        return (f"the resolution adds {', '.join(added)}, which the new release has: this repository holds only "
+                f"the files the fix touched, so its patch would create a file that is there. Leave "
+                f"{'it' if len(added) == 1 else 'them'} out (`git rm`, then `git commit --amend`), finish the rebase, "
+                f"then "
+                f"change {'it' if len(added) == 1 else 'them'} with `fixpack edit`")
     return ""
 
 

@@ -490,7 +490,7 @@ def _resume_conflict(session: Session, ch: Chain, fix: Fix, moved: Fix, old_step
         o.evidence.append("its inputs changed since the conflict was recorded (or the work repository is "
                           "gone): merged again")
         return _carry_merge(session, ch, fix, moved, old_steps, o)
-    problem = finish_resolution(repo, len(rec["patches"]))
+    problem = finish_resolution(repo, len(rec["patches"]), lambda p: ch.new_tree.read(p) is not None)
     if problem:
         o.outcome, o.repo = "conflict", str(repo)
         o.evidence.append(f"not resolved yet in {repo}: {problem}")

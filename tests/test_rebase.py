@@ -193,6 +193,27 @@ def test_conflict_left_unresolved_with_markers_is_refused(conflicting):
     assert r.status == "conflicts" and "conflict markers" in " ".join(r.fixes[0].evidence)
 
 
+def test_a_resolution_that_adds_a_file_the_release_has_is_refused_with_the_way_on(conflicting):
+    """Found by a fresh maintainer: the resolution also adapted another file of the release, copied into the work
+    repository (which holds only the files the fix touched): --continue was an internal error (exit 1: "the
+    regenerated patch does not apply exactly ... exists already (the patch creates it); this is a bug")."""
+    b, old, new = conflicting
+    rebase.start(req(b, old, new))
+    repo = b.pack / ".rebase/v2.0/first"
+    (repo / MOD).write_text(BASE.replace("line 5\n", "five (upstream wording kept)\n"))
+    (repo / OTHER).parent.mkdir(parents=True, exist_ok=True)
+    (repo / OTHER).write_text("# adapted\n" + OTHER_BASE)
+    git(repo, "add", "-A")
+    r = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
+    said = " ".join(r.fixes[0].evidence)
+    assert r.status == "conflicts" and f"the resolution adds {OTHER}, which the new release has" in said, said
+    assert "(`git rm`, then `git commit --amend`), finish the rebase, then change it with `fixpack edit`" in said
+    git(repo, "rm", "-q", OTHER)
+    git(repo, "commit", "-q", "--amend", "--no-edit")
+    done = rebase.resume(rebase.RebaseRequest(pack_root=b.pack, allow_unproven=True))
+    assert done.status == "done", done.markdown
+
+
 def test_abort_after_conflict_removes_the_work_folder(conflicting):
     b, old, new = conflicting
     before = pack_files(b)
