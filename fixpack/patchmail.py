@@ -251,11 +251,15 @@ _RFC822_SPECIALS = set('()<>@,;:\\".[]')
 def _quoted(author: str) -> str:
     """``Name <address>`` as git format-patch writes it: an ASCII name holding an RFC 822 special
     (``Doe, John``, ``J. Smith``, ``O'Brien (ACME)``) in quotes, ``"`` and ``\\`` escaped; a name that is
-    not ASCII is encoded instead (:func:`_fold`)."""
+    not ASCII is encoded instead: one encoded word when it holds a special (``Renée (ACME)``: encoded by the
+    email package, its ``(ACME)`` was written as a comment, which a read drops), else by :func:`_fold`."""
     name, sep, rest = author.rpartition(" <")
-    if not sep or not name.isascii() or not _RFC822_SPECIALS & set(name) or \
-            (name.startswith('"') and name.endswith('"')):
+    if not sep or not _RFC822_SPECIALS & set(name) or (name.startswith('"') and name.endswith('"')):
         return author
+    if not name.isascii():  # one encoded word for the whole name, as git writes it: ( and ) in it are no comment
+        word = "".join(chr(b) if chr(b).isalnum() and b < 128 or chr(b) in "!*+-/" else f"={b:02X}"
+                       for b in name.encode("utf-8", "surrogateescape"))
+        return f"=?UTF-8?q?{word}?= <{rest}"
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '" <' + rest
 
 

@@ -652,3 +652,24 @@ def test_a_mail_header_python_cannot_take_is_exit_2_at_the_mail(pack3, tmp_path,
                                             r"charset 'x-nonexistent')"):
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert snapshot(builder.pack) == snap
+
+
+@pytest.mark.parametrize("author", ["Renée (ACME) <n@example.org>", "Doe, Jöhn <d@example.org>"])
+def test_a_non_ascii_author_with_a_special_keeps_every_word(pack3, tmp_path, author):  # noqa: F811
+    """Found by a fresh maintainer: git writes `Renée (ACME)` as one encoded word; import wrote
+    `=?utf-8?q?Ren=C3=A9e?= (ACME)` (the email package took (ACME) for a comment), `format --check` then called the
+    patch stale, and `format` dropped "(ACME)" from the author. The name is one encoded word now, as git writes it."""
+    from fixpack.loader import load_pack
+    from fixpack.pack_tools import stale_patches
+    from fixpack.patchmail import read_mail
+
+    builder, clean = pack3
+    before = _chain_end()
+    mail = tmp_path / "in.patch"
+    mail.write_text(mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n"), author=author))
+    git_from = next(ln for ln in mail.read_text().split("\n") if ln.startswith("From:"))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    patch = next((builder.pack / "fixes/imp").glob("*.patch"))
+    assert next(ln for ln in patch.read_text().split("\n") if ln.startswith("From:")) == git_from
+    assert read_mail(patch.read_text()).author == author
+    assert stale_patches(load_pack(builder.pack)) == []
