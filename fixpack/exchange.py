@@ -397,9 +397,10 @@ def _held(path: Path, new: bytes | None) -> tuple[bytes | None, str | None]:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None, None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # (a folder: fdopen would raise EISDIR, said as "cannot write 3")
+        os.close(fd)
+        return None, None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, None
         h, data = hashlib.sha256(), bytearray()
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)

@@ -77,6 +77,18 @@ def test_export_does_not_delete_patches_it_did_not_write(pack3, tmp_path):  # no
     assert sorted(p.name for p in out.iterdir()) == ["0001-my-own-work.patch", "my-fix.patch", "series"]
 
 
+def test_export_into_a_folder_with_a_subfolder_names_it(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh maintainer: a subfolder of --out (.git) was opened as a file: exit 5, "cannot write 3: Is a
+    directory (EISDIR)". It is a file no export wrote, named (exit 2), nothing written."""
+    builder, _clean = pack3
+    out = tmp_path / "o"
+    (out / ".git").mkdir(parents=True)
+    with pytest.raises(BadInputError, match=r"holds files no earlier export wrote, or that changed since one did "
+                                            r"\(\.git\)"):
+        export(builder.pack, "p1", (), out)
+    assert [p.name for p in out.iterdir()] == [".git"]
+
+
 def test_export_does_not_delete_a_quilt_or_format_patch_folder_s_numbered_patches(pack3, tmp_path):  # noqa: F811
     """Found by a fresh user: a folder whose ``series`` lists ``0001-keep.patch`` (quilt, or git format-patch
     output with a series) passed for an earlier export's, and export removed the user's patch (exit 0). Only
