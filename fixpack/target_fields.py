@@ -12,7 +12,8 @@ from .safepath import path_problem
 
 
 def target_problems(table: dict[str, Any]) -> list[tuple[str, str]]:
-    """(key, what is wrong) for a target table's ``commit``, ``package`` and ``version_module``."""
+    """(key, what is wrong) for a target table's ``commit``, ``package``, ``version_module``, and a PyPI ``source``
+    without a ``version`` (fetch asked the index for an sdist of no version: "no sdist on the index")."""
     out = []
     commit = table.get("commit")
     if isinstance(commit, str) and commit and not re.fullmatch(r"[0-9a-f]{7,40}", commit):
@@ -20,6 +21,11 @@ def target_problems(table: dict[str, Any]) -> list[tuple[str, str]]:
     package = table.get("package")
     if isinstance(package, str) and package and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
         out.append(("package", "not an import package's name (a folder under the root, e.g. vllm)"))
+    source = table.get("source")
+    if isinstance(source, dict) and source.get("pypi") and not (isinstance(table.get("version"), str) and
+                                                               table.get("version")):
+        out.append(("source", "a PyPI source needs the target's 'version' (the release whose sdist fetch, lock and "
+                              "edit take): add version = \"X.Y.Z\""))
     module = table.get("version_module", "")
     if not isinstance(module, str):
         out.append(("version_module", "not a string: a path under the target's root, e.g. vllm/_version.py"))

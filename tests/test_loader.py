@@ -223,6 +223,18 @@ def test_a_version_module_outside_the_root_is_refused_at_its_line(pack, module):
                for p in problems(exc)), problems(exc)
 
 
+def test_a_pypi_source_without_a_version_is_refused_at_its_line(pack):
+    """Found by a fresh maintainer: check said the pack was clean; lock and edit then asked the index for an sdist of
+    no version and said "no sdist on the index (is the version right?)", with no file or line."""
+    prof = pack.profile(["a", "b"], extra_targets='source = { pypi = "demo" }')
+    prof.write_text(prof.read_text().replace(f'version = "{pack.version}"\n', ""))
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    line = prof.read_text().splitlines().index('source = { pypi = "demo" }') + 1
+    assert any(f"{prof}:{line}:" in p and "a PyPI source needs the target's 'version'" in p for p in problems(exc)), \
+        problems(exc)
+
+
 @pytest.mark.parametrize("package", ["../img0/vllm", "vllm/sub", "/abs", "a-b"])
 def test_a_package_that_is_no_import_name_is_refused_at_its_line(pack, package):
     """Found by a fresh user: ``package = "../img0/vllm"`` was not checked itself; every patch got an error."""
