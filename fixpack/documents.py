@@ -317,3 +317,32 @@ def short(text: str, most: int = 40) -> str:
 def schema_said(value: str, kind: str, wanted: int) -> str:
     """A document of another schema (``value``, as written; ``kind`` "lock " or ""): what this fixpack reads."""
     return f"its schema is {value}; this fixpack ({__version__}) reads {kind}schema {wanted} only"
+
+
+def key_line(text: str, key: str, table: str = "") -> int | None:
+    """The 1-based line where ``key`` is set (or ``[table.key]`` opens) in a TOML text, if found."""
+    in_table = table == ""
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("["):
+            name = s.strip("[]").strip()
+            if name in (f"{table}.{key}" if table else key, key) and name.endswith(key):
+                return n
+            in_table = table == "" or name == table or name.startswith(table + ".")
+            continue
+        if in_table and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+            return n
+    return None
+
+
+def unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
+                 errors: Collector, table: str = "") -> None:
+    """Each key of ``data`` (a TOML table of ``path``, ``table`` its name) not in ``allowed``, added to ``errors`` at
+    its line with the closest allowed key."""
+    from .closenames import close_matches
+
+    for key in sorted(set(data) - allowed):
+        close = close_matches(key, sorted(allowed), 1)
+        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
+        where = f"[{table}] " if table else ""
+        errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)

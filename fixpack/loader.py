@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .binpatch import PackBudget
-from .closenames import EMPTY, NO_CLOSE, close_matches, close_names
-from .documents import check_reachable, link_refused, read_pack_file, read_toml, utf8_text
+from .closenames import EMPTY, NO_CLOSE, close_names
+from .documents import check_reachable, key_line, link_refused, read_pack_file, read_toml, unknown_keys, utf8_text
 from .documents import text_for_lines as _text  # a file read again for a problem's line
 from .errors import Collector, UnknownNameError, raise_unreadable
 from .model import UPSTREAM_STATUSES, Fix, Pack, Pin, Profile, Source, TargetSpec, Upstream, Variant
@@ -29,31 +29,6 @@ PROFILE_KEYS = {"name", "description", "targets", "fixes", "proof", "components"
 TARGET_KEYS = {"package", "distribution", "version", "commit", "branch", "version_module", "source"}
 SOURCE_KEYS = {"pypi", "git", "ref"}
 PROFILE_FIX_KEYS = {"default", "opt_in"}
-
-
-def key_line(text: str, key: str, table: str = "") -> int | None:
-    """The 1-based line where ``key`` is set (or ``[table.key]`` opens) in a TOML text, if found."""
-    in_table = table == ""
-    for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if s.startswith("["):
-            name = s.strip("[]").strip()
-            if name in (f"{table}.{key}" if table else key, key) and name.endswith(key):
-                return n
-            in_table = table == "" or name == table or name.startswith(table + ".")
-            continue
-        if in_table and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
-            return n
-    return None
-
-
-def _unknown_keys(data: dict[str, Any], allowed: set[str], path: Path, text: str,
-                  errors: Collector, table: str = "") -> None:
-    for key in sorted(set(data) - allowed):
-        close = close_matches(key, sorted(allowed), 1)
-        hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(sorted(allowed))}"
-        where = f"[{table}] " if table else ""
-        errors.add(f"unknown key {where}{key!r}", path, key_line(text, key, table), hint)
 
 
 def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
@@ -120,7 +95,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
         return None
     data, text = loaded
     before = len(errors.problems)
-    _unknown_keys(data, FIX_KEYS, path, text, errors)
+    unknown_keys(data, FIX_KEYS, path, text, errors)
     for key in ("id", "version", "summary", "why", "target", "patches"):
         if key not in data:
             errors.add(f"missing required key {key!r}", path, None, "see the fix.toml schema in the README")
@@ -151,7 +126,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
     variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)
                                  for sub in _listing(folder)
-                                 if sub.name == (profile or sub.name) and _there(sub / "variant.toml"))
+                                 if sub.name == (profile or sub.name) and _variant_there(sub, errors))
                      if v)
     if len(errors.problems) > before:
         return None
@@ -165,6 +140,19 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
     )
 
 
+def _variant_there(sub: Path, errors: Collector) -> bool:
+    """Whether ``sub`` (an entry of a fix's folder) is a variant: it holds a ``variant.toml``. A folder named as one
+    of the pack's profiles without one is a problem (emptied by hand, or half removed: that profile read the fix's
+    own patches, and check then advised a version bump over a stale lock)."""
+    if _there(sub / "variant.toml"):
+        return True
+    if sub.is_dir() and not sub.is_symlink() and (sub.parent.parent.parent / "profiles" / f"{sub.name}.toml").is_file():
+        errors.add(f"folder {sub.name}/ is named as profile {sub.name}'s variant of {sub.parent.name} but holds no "
+                   f"variant.toml: that profile would read the fix's own patches", sub, None,
+                   "put the variant back (its variant.toml and patches), or remove the folder")
+    return False
+
+
 def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_version: Any,
                   errors: Collector, lazy: Path | None = None) -> Variant | None:
     """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml); its
@@ -174,7 +162,7 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     if loaded is None:
         return None
     data, text = loaded
-    _unknown_keys(data, {"version", "rebased_from"}, path, text, errors)
+    unknown_keys(data, {"version", "rebased_from"}, path, text, errors)
     version = data.get("version", base_version)
     if not is_version(version):
         errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))
@@ -192,7 +180,7 @@ def _load_upstream(value: Any, path: Path, text: str, errors: Collector) -> Upst
     if not isinstance(value, dict):
         errors.add("[upstream] must be a table", path, key_line(text, "upstream"))
         return Upstream()
-    _unknown_keys(value, UPSTREAM_KEYS, path, text, errors, "upstream")
+    unknown_keys(value, UPSTREAM_KEYS, path, text, errors, "upstream")
     for key in sorted(UPSTREAM_KEYS & set(value)):
         if not isinstance(value[key], str):
             errors.add(f"[upstream] {key!r} must be a string", path, key_line(text, key, "upstream"))
@@ -339,13 +327,13 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     errors.raise_if_any(f"profile {name!r} is invalid")
     assert loaded is not None
     data, text = loaded
-    _unknown_keys(data, PROFILE_KEYS, path, text, errors)
+    unknown_keys(data, PROFILE_KEYS, path, text, errors)
     targets = _load_targets(data.get("targets", {}), path, text, errors)
     fixes = data.get("fixes", {})
     if not isinstance(fixes, dict):
         errors.add("[fixes] must be a table", path, key_line(text, "fixes"))
         fixes = {}
-    _unknown_keys(fixes, PROFILE_FIX_KEYS, path, text, errors, "fixes")
+    unknown_keys(fixes, PROFILE_FIX_KEYS, path, text, errors, "fixes")
     default = _str_list(fixes.get("default", []), "default", path, text, errors)
     opt_in = _str_list(fixes.get("opt_in", []), "opt_in", path, text, errors)
     if str(data.get("name", name)) != name:
@@ -355,7 +343,7 @@ def load_profile(pack: Pack, name: str, check_paths: bool = True) -> Profile:
     if not isinstance(proof, dict):
         errors.add("[proof] must be a table", path, key_line(text, "proof"))
         proof = {}
-    _unknown_keys(proof, {"env"}, path, text, errors, "proof")
+    unknown_keys(proof, {"env"}, path, text, errors, "proof")
     proof_env = _str_table(proof.get("env", {}), "env", path, text, errors)
     components = load_components(pack, data.get("components", {}), {t.name for t in targets},
                                  set(default) | set(opt_in), path, errors,
@@ -411,9 +399,9 @@ def _load_targets(value: Any, path: Path, text: str, errors: Collector) -> tuple
         if not isinstance(t, dict):
             errors.add(f"[{table}] must be a table", path, key_line(text, tname))
             continue
-        _unknown_keys(t, TARGET_KEYS, path, text, errors, table)
+        unknown_keys(t, TARGET_KEYS, path, text, errors, table)
         src = t.get("source", {})
-        _unknown_keys(src if isinstance(src, dict) else {}, SOURCE_KEYS, path, text, errors, table + ".source")
+        unknown_keys(src if isinstance(src, dict) else {}, SOURCE_KEYS, path, text, errors, table + ".source")
         for key in ("package", "commit"):
             if not isinstance(t.get(key), str) or not t.get(key):
                 errors.add(f"[{table}] needs a {key!r}", path, key_line(text, tname))

@@ -144,7 +144,7 @@ def stale_at(profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[Path, 
     fix, the component's table, the pin's key that changed (its target's table when the key is not there)."""
     import json
 
-    from .loader import key_line  # only when a lock is stale
+    from .documents import key_line  # only when a lock is stale
 
     kind, name = key
     held = lock.fix(name) if kind == "fix" else lock.component(name) if kind == "component" else None
@@ -413,7 +413,7 @@ def bump_note(fix: Fix, profile: Profile, entry: LockFix) -> str:
 def version_at(fix: Fix, profile: Profile) -> str:
     """Where ``fix``'s version for ``profile`` is set, ``FILE:LINE``: its variant's ``variant.toml`` when it has
     one for the profile, else its ``fix.toml``."""
-    from .loader import key_line  # only when a message names it
+    from .documents import key_line  # only when a message names it
 
     variant = fix.folder / profile.name / "variant.toml"
     toml = variant if variant.is_file() else fix.folder / "fix.toml"

@@ -21,9 +21,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from .documents import read_toml, text_for_lines
+from .documents import key_line, read_toml, text_for_lines
 from .errors import Collector, EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
-from .loader import key_line, load_pack, load_profile
+from .loader import load_pack, load_profile
 from .model import Pack, Profile
 from .records import Lock
 from .safepath import not_a_pack_file

@@ -381,3 +381,19 @@ def test_a_key_given_three_times_and_a_clash_in_a_large_toml(tmp_path, monkeypat
     errors = Collector()
     assert read_toml(path, errors) is None
     assert "Cannot overwrite a value" in errors.problems[0].message and len(parses) <= 1 + 2 * 16, len(parses)
+
+
+def test_a_folder_named_as_a_profile_without_its_variant_toml_is_refused(pack):
+    """Found by a fresh maintainer: a variant folder emptied by hand (fixes/<id>/<profile>/ with no variant.toml) was
+    taken for no variant: that profile read the fix's own patches, and check then advised a version bump."""
+    pack.profile(["a", "b"])
+    (pack.pack / "profiles" / "p2.toml").write_text((pack.pack / "profiles" / "p1.toml").read_text()
+                                                    .replace('name = "p1"', 'name = "p2"'))
+    (pack.pack / "fixes" / "a" / "p2").mkdir()
+    (pack.pack / "fixes" / "a" / "notes").mkdir()  # (a folder of the fix's own, named as no profile: fine)
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any("fixes/a/p2: folder p2/ is named as profile p2's variant of a but holds no variant.toml" in p
+               for p in problems(exc)), problems(exc)
+    (pack.pack / "fixes" / "a" / "p2").rmdir()
+    load_pack(pack.pack)
