@@ -16,7 +16,7 @@ from .lock_hints import Redo
 from .lockfile import check_component_files
 from .model import Component, Profile
 from .profile_components import built_version_problem, pip_normal
-from .records import Lock, Manifest, ManifestComponent, package_files
+from .records import Lock, LockComponent, Manifest, ManifestComponent, package_files
 from .report import FixReport
 from .states import Action, State
 from .targets import FoundTarget
@@ -77,20 +77,42 @@ def check_records(profile: Profile, lock: Lock, manifest: Manifest, path: Path) 
     """A manifest's component records claim only what a component can have installed: never a file in a
     target's package folder, and, where the lock knows the component at the recorded version, only its
     package files and its own ``.dist-info`` (the record says what revert removes: an entry added by hand
-    must not make it delete vLLM's files). Raises DamagedStateError naming ``path`` (exit 3)."""
+    must not make it delete vLLM's files); a component of the profile (or the lock), whose ``.dist-info`` is its own
+    (a record naming vLLM's made revert delete vLLM's metadata), and, at a version the lock does not know, files
+    in its own folders only (a made-up component's ``numpy/`` was removed). Raises DamagedStateError naming ``path``
+    (exit 3)."""
     packages = tuple(t.package + "/" for t in profile.targets)
     for rec in manifest.components:
         locked = lock.component(rec.id)
-        known = {p for p, _h in locked.files} if locked is not None and locked.version == rec.version else None
-        for p in sorted(rec.files):
-            if p.startswith(packages):
-                what = f"component {rec.id} records {p}, inside a target's package folder ({p.split('/')[0]}/)"
-            elif known is not None and p not in known and p.split("/", 1)[0] != rec.dist_info:
-                what = (f"component {rec.id} {rec.version} records {p}, which the lock does not list for that "
-                        f"version (nor is it in {rec.dist_info})")
-            else:
-                continue
+        at = locked if locked is not None and locked.version == rec.version else None
+        name = pip_normal(rec.id)  # the wheel's name for its .dist-info and (these components') import package
+        own = at.dist_info if at is not None and at.dist_info else f"{name}-{rec.version}.dist-info"
+        tops = {p.split("/", 1)[0] for p, _h in locked.files} if locked is not None else {name}
+        if locked is None and rec.id not in {c.id for c in profile.components}:
+            what = f"component {rec.id} is no component of profile {profile.name} (what revert would remove)"
+        elif rec.dist_info.lower() != own.lower():
+            what = f"component {rec.id} {rec.version} records the .dist-info {rec.dist_info}, not its own {own}"
+        else:
+            what = next((_stray(rec, p, packages, at, tops) for p in sorted(rec.files)
+                         if _stray(rec, p, packages, at, tops)), "")
+        if what:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {what} (an entry added by hand?)")
+
+
+def _stray(rec: ManifestComponent, p: str, packages: tuple[str, ...], at: LockComponent | None, tops: set[str]) -> str:
+    """Why ``rec`` cannot have installed ``p`` ("" when it can): a target's package folder; a file the lock does not
+    list for that version, outside its .dist-info; or, with no lock entry at that version, one outside the folders
+    its files are in (the lock's for any version, else its own import package)."""
+    top = p.split("/", 1)[0]
+    if p.startswith(packages):
+        return f"component {rec.id} records {p}, inside a target's package folder ({top}/)"
+    if top == rec.dist_info:
+        return ""
+    if at is not None and p not in {q for q, _h in at.files}:
+        return f"component {rec.id} {rec.version} records {p}, which the lock does not list for that version"
+    if at is None and top not in tops:
+        return f"component {rec.id} {rec.version} records {p}, outside its own folders ({', '.join(sorted(tops))})"
+    return ""
 
 
 def all_gone(rec: ManifestComponent, changed: dict[str, str | None]) -> bool:

@@ -626,3 +626,38 @@ def test_sigterm_while_a_wheel_builds_leaves_no_temporary_folder(tmp_path, monke
         wheels.component_layout(comp, tmp_path / "site")
     assert seen["TMPDIR"].startswith(str(temp / "fixpack-wheel-")) and list(temp.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("how", ["a made-up component", "another distribution's .dist-info as its own"])
+def test_a_component_record_that_is_not_this_profile_s_component_is_damaged_state(builder, plugin_wheel, how):
+    """Found by a fresh user: a made-up component (`evil-lib`, its files another package's, sha256 right) was
+    reverted, deleting that package (exit 0); a real component's record given vLLM's .dist-info as its own made
+    revert delete vLLM's metadata. Both are damaged state (exit 3) to status, apply and revert; nothing goes."""
+    import hashlib
+
+    _pack, site = setup_pack(builder, plugin_wheel)
+    (site / "other_pkg").mkdir()
+    (site / "other_pkg" / "__init__.py").write_text("OTHER = 1\n")
+    assert (site / "demo_pkg-1.0.dist-info" / "METADATA").is_file()  # (the target's own, as vLLM's)
+    assert engine.apply(builder.request(site, opt_ins=("tiny-plug",))).ok
+    mpath = site / ".fixpack" / "demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    sha = {p: hashlib.sha256((site / p).read_bytes()).hexdigest()
+           for p in ("other_pkg/__init__.py", "demo_pkg-1.0.dist-info/METADATA")}
+    if how == "a made-up component":
+        data["components"].append({"id": "evil-lib", "version": "6.6.6", "dist_info": "evil_lib-6.6.6.dist-info",
+                                   "files": {"other_pkg/__init__.py": sha["other_pkg/__init__.py"]}})
+        why = "component evil-lib is no component of profile p1"
+    else:
+        comp = data["components"][0]
+        comp["files"] = {p: h for p, h in comp["files"].items() if ".dist-info/" not in p}
+        comp["dist_info"] = "demo_pkg-1.0.dist-info"
+        comp["files"]["demo_pkg-1.0.dist-info/METADATA"] = sha["demo_pkg-1.0.dist-info/METADATA"]
+        why = "records the .dist-info demo_pkg-1.0.dist-info, not its own tiny_plug-0.3.0.dist-info"
+    mpath.write_text(json.dumps(data))
+    before = snapshot(site)
+    for run in (engine.status, engine.apply, engine.revert):
+        with pytest.raises(MismatchError, match="damaged") as exc:
+            run(builder.request(site, opt_ins=("tiny-plug",)) if run is not engine.revert else builder.request(site))
+        assert why in str(exc.value), str(exc.value)
+        assert snapshot(site) == before
