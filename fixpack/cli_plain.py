@@ -126,9 +126,18 @@ def missing_package(name: str) -> str:
             why = ("the folder it was run from was removed while it ran (Python looks for fixpack's modules there): "
                    "run it again from a folder that exists")
         return f"fixpack's own module {name!r} cannot be imported from {Path(__file__).parent}: {why}"
-    return (f"the Python package {name!r} is not installed in {sys.executable}: apply, status and revert need "
-            f"`pip install unidiff click` (and tomli on Python 3.10); the maintainer's commands need "
-            f"`pip install -e '.[maintainer]'` from the pack's checkout; nothing was written")
+    top = name.split(".")[0]
+    need = _NEEDS.get(top, "the maintainer's commands need `pip install -e '.[maintainer]'` from the pack's checkout")
+    return f"the Python package {name!r} is not installed in {sys.executable}: {need}; nothing was written"
+
+
+_IMAGE = "apply, status and revert need `pip install unidiff click installer` (and tomli on Python 3.10)"
+_SBOM = ("apply --sbom, sbom and verify need `pip install 'cyclonedx-python-lib[json-validation]'` (setup.cfg's "
+         "sbom extra)")
+_NEEDS = {"unidiff": _IMAGE, "click": _IMAGE, "tomli": _IMAGE,  # the package each import name comes from
+          "installer": _IMAGE.replace("need", "need, to install a component,", 1),
+          "cyclonedx": _SBOM, "packageurl": _SBOM, "jsonschema": _SBOM, "referencing": _SBOM,
+          "lxml": _SBOM, "license_expression": _SBOM, "sortedcontainers": _SBOM, "py_serializable": _SBOM}
 
 
 def envelope(command: str, profile: str = "", code: int = 0, error: str = "", **body: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem
@@ -96,3 +97,34 @@ def check_outputs(req: Request, reject_dir: Path | None, sbom_out: Path | None) 
         refuse_inside(sbom_out, "--sbom", roots, "write it outside the target (the SBOM describes the image, "
                                                  "it is not a file of it); nothing was written")
         check_file(sbom_out, "--sbom")
+        sbom_ready()
+
+
+def sbom_ready() -> None:
+    """Before anything is written: the SBOM's libraries are there (EnvironmentProblem, exit 5: an apply --sbom
+    without them patched the image, then said "nothing was written") and ``$SOURCE_DATE_EPOCH`` can be read."""
+    import importlib.util
+    import sys
+
+    missing = [m for m in ("cyclonedx", "packageurl") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise EnvironmentProblem(f"the Python package {missing[0]!r} is not installed in {sys.executable}: apply "
+                                 f"--sbom, sbom and verify need `pip install 'cyclonedx-python-lib[json-validation]'` "
+                                 f"(setup.cfg's sbom extra); nothing was written")
+    source_date_epoch()
+
+
+def source_date_epoch() -> datetime | None:
+    """``$SOURCE_DATE_EPOCH`` (reproducible builds: seconds since 1970, UTC) as the SBOM's timestamp; None when unset
+    or empty. BadInputError (exit 2) for one that is not ASCII digits or lies past year 9999 (it was an internal
+    error, exit 1, after the apply had written)."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not raw:
+        return None
+    try:
+        if not (raw.isascii() and raw.isdigit()):
+            raise ValueError(raw)
+        return datetime.fromtimestamp(int(raw), tz=timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        raise BadInputError(f"$SOURCE_DATE_EPOCH={raw[:40]!r}: not a time the SBOM can carry (whole seconds since "
+                            f"1970-01-01 UTC, up to year 9999); unset it or give one; nothing was written") from None

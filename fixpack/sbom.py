@@ -37,17 +37,17 @@ from packageurl import PackageURL
 
 from . import __version__
 from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
-from .errors import BadInputError, MismatchError
+from .errors import BadInputError, MismatchError, of_code
 from .model import Fix
-from .outputs import check_file, refuse_inside, write_failed
+from .outputs import check_file, refuse_inside, source_date_epoch, write_failed
 from .patchfiles import patch_again
 from .records import Manifest, Recorded
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
 from .safepath import TooLargeError, not_a_file, path_problem, read_regular, sha256_regular
 from .state import leftover_journal, manifest_path, read_manifest
-from .states import TargetStatus
-from .structs import dataclass, field
+from .states import State, TargetStatus
+from .structs import dataclass, field, replace
 from .targets import FoundTarget, normalize_commit
 
 P = "fixpack:"
@@ -93,6 +93,32 @@ def _sha(path: Path) -> str:
         return "missing"
     except OSError:
         return "missing" if not os.path.lexists(path) else "not a regular file"
+
+
+def image_state(req: Request) -> tuple[set[tuple[str, str]], tuple[int, str] | None]:
+    """What ``status`` finds applied on the image the request points at, as (kind, id) pairs, and, when status would
+    not exit 0 (a tampered file, a missing target, a manifest whose fixes are not in the files: a planted one), its
+    exit code and error. The SBOM tells only what status vouches for: a manifest alone made it list an unpatched
+    image's patches, and a component pip had uninstalled."""
+    from .engine import status
+
+    rep = status(req)  # (an error it raises, a pack or lock it cannot read, goes up as it is)
+    held = {(f.kind, f.id) for f in rep.fixes if f.state is State.APPLIED}
+    said = rep.error.removeprefix("nothing was written; ")  # (status writes nothing: its words for a refused run)
+    return held, ((rep.exit_code, said) if rep.exit_code else None)
+
+
+def told(states: list[TargetState], held: set[tuple[str, str]]) -> list[TargetState]:
+    """``states`` with only the fixes and components status finds applied (``held``: :func:`image_state`) kept of
+    their manifests' records: what status does not find applied is not told."""
+    out = []
+    for st in states:
+        m = st.manifest
+        if m is not None:
+            m = replace(m, fixes=tuple(e for e in m.fixes if e.state is not Recorded.APPLIED or ("fix", e.id) in held),
+                        components=tuple(c for c in m.components if ("component", c.id) in held))
+        out.append(replace(st, manifest=m))
+    return out
 
 
 def read_image(req: Request) -> tuple[Context, list[TargetState]]:
@@ -202,9 +228,9 @@ def render(bom: Bom) -> str:
     (:func:`_stamp`), or from SOURCE_DATE_EPOCH when set: the same image gives the same document."""
     facts = facts_of(json.loads(JsonV1Dot6(bom).output_as_string()))
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "fixpack:" + json.dumps(sorted(facts.items())))
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch and epoch.isdigit():
-        bom.metadata.timestamp = datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+    epoch = source_date_epoch()
+    if epoch is not None:
+        bom.metadata.timestamp = epoch
     return JsonV1Dot6(bom).output_as_string(indent=2) + "\n"
 
 
@@ -238,7 +264,13 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     before the image is read (:mod:`fixpack.outputs`); a write that fails is EnvironmentProblem (exit 5)."""
     if out is not None:
         check_file(out, option)
+    source_date_epoch()  # (read before the image, so that a bad one is said first)
     ctx, states = read_image(req)
+    held, wrong = image_state(req)
+    if wrong:
+        raise of_code(wrong[0])(f"the image is not in a state its SBOM can tell truly: {wrong[1]}; `fixpack status` "
+                                f"with the same options names what is wrong; nothing was written")
+    states = told(states, held)
     if out is not None:
         refuse_inside(out, option, [(st.found.spec.name, st.found.root) for st in states], INSIDE)
     text = render(build_bom(ctx, states))
@@ -259,14 +291,14 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
 
 
 def _same_facts(out: Path, text: str) -> bool:
-    """Whether the file at ``out`` is an SBOM of the same facts as ``text`` (its serial number, derived from them):
-    read only when it is a regular file, never through a symbolic link (one put there since check_file looked:
-    the write replaces the link, never reads or writes where it points), and no further than ``MAX_SBOM_BYTES``
-    (a file larger is not compared, only replaced)."""
+    """Whether the file at ``out`` holds ``text`` byte for byte (the same image gives the same document): read only
+    when it is a regular file, never through a symbolic link (one put there since check_file looked: the write
+    replaces the link, never reads or writes where it points), and no further than ``MAX_SBOM_BYTES``. A file with
+    the same serial number but other contents (a hand edit, another tool's document) is written over: it kept them,
+    and said "unchanged"."""
     try:
-        doc = loads_json(read_regular(out, MAX_SBOM_BYTES, follow=False).decode("utf-8"))
-        return bool(doc.get("serialNumber") == json.loads(text)["serialNumber"])
-    except (OSError, ValueError, AttributeError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
+        return read_regular(out, MAX_SBOM_BYTES, follow=False) == text.encode("utf-8")
+    except (OSError, ValueError):  # (TooLargeError is a ValueError)
         return False
 
 
@@ -320,9 +352,12 @@ def verify(req: Request, path: Path, doc: Any) -> VerifyResult:
     file changed or missing, another version or commit of a target."""
     want = facts_of(doc)
     ctx, states = read_image(req)
+    held, wrong = image_state(req)
+    states = states if wrong else told(states, held)  # (wrong: the facts compared one by one too, as they are)
     have = facts_of(json.loads(render(build_bom(ctx, states))))
     roots = {st.found.spec.name: st.found.root for st in states}
-    diffs = []
+    diffs = [f"the image is not in the state its manifest records (status exit {wrong[0]}): {wrong[1]}"] if wrong \
+        else []
     for key in sorted(set(want) | set(have)):
         a, b = want.get(key), have.get(key)
         if a == b:

@@ -78,7 +78,8 @@ def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_pat
     patched.write_bytes(patched.read_bytes().replace(b"2", b"3"))
     bad = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
     assert bad.returncode == 3, bad.stdout + bad.stderr
-    assert "file demo:demo_pkg/a.py: changed" in bad.stdout and "1 difference" in bad.stdout
+    assert "file demo:demo_pkg/a.py: changed" in bad.stdout and "2 difference" in bad.stdout
+    assert "the image is not in the state its manifest records (status exit 3): one: tampered" in bad.stdout
     patched.write_text("x = 2\n")
     (site / "tiny_plug/sub/kern.py").unlink()
     gone = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}", "--json")
@@ -88,7 +89,8 @@ def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_pat
     from conftest import REPO
     jsonschema.Draft202012Validator(json.loads((REPO / "schemas/verify.schema.json").read_text())).validate(doc)
     assert doc["ok"] is False and doc["exit_code"] == 3
-    (diff,) = doc["differences"]
+    said, diff = doc["differences"]  # status first: the component is tampered (a file of it gone)
+    assert said.startswith("the image is not in the state its manifest records (status exit 3): "), said
     assert diff.startswith("file demo:tiny_plug/sub/kern.py: in the SBOM (") and diff.endswith("missing in the image")
 
 
@@ -147,3 +149,77 @@ def test_sbom_with_another_profile_is_refused(builder, plugin_wheel, tmp_path): 
         r = cli("sbom", "--pack", str(pack), "-p", name, "--root", f"demo={site}", "--out", str(out))
         assert r.returncode == 3 and said in r.stderr and not out.exists(), (name, r.stderr)
     assert "--profile p1" in r.stderr and snapshot(site) == before
+
+
+def test_an_sbom_tells_only_what_status_finds_applied(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """Found by a fresh user: the SBOM was built from the manifest alone. A planted manifest on an unpatched image
+    (its hashes those of the release's files) gave an SBOM listing every patch, which verify then agreed with; a
+    component pip had uninstalled (status: absent) was still listed. sbom now refuses an image status does not pass
+    (exit 3, nothing written), verify names it as a difference, and what status finds absent is not told."""
+    import hashlib
+
+    pack, site = applied_image(builder, plugin_wheel)
+    good = tmp_path / "good.json"
+    assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(good)).returncode == 0
+    mpath = site / ".fixpack/demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    patched = site / "demo_pkg/a.py"
+    patched.write_text("x = 1\n")  # the release's bytes back, by hand, and the manifest made to agree
+    sha = hashlib.sha256(patched.read_bytes()).hexdigest()
+    data["files"]["demo_pkg/a.py"] = sha
+    for f in data["fixes"]:
+        if "demo_pkg/a.py" in f["files"]:
+            f["files"]["demo_pkg/a.py"] = sha
+    mpath.write_text(json.dumps(data))
+    out = tmp_path / "lie.json"
+    r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
+    assert r.returncode == 3 and "the image is not in a state its SBOM can tell truly: " in r.stderr, r.stderr
+    assert not out.exists()
+    v = cli("verify", "--sbom", str(good), "--pack", str(pack), "--root", f"demo={site}")
+    assert v.returncode == 3 and "the image is not in the state its manifest records (status exit 3)" in v.stdout
+
+
+def test_a_component_pip_uninstalled_is_not_told(builder, plugin_wheel, tmp_path):  # noqa: F811
+    import shutil
+
+    pack, site = applied_image(builder, plugin_wheel)
+    for p in list(site.glob("tiny_plug*")):
+        shutil.rmtree(p)
+    st = engine.status(builder.request(site))
+    assert st.ok and st.fix("tiny-plug").state == "absent", st.fixes
+    doc = json.loads(sbom(Request(pack_root=pack, profile="p1", roots={"demo": site}), None).text)
+    assert [c["name"] for c in doc["components"]] == ["demo_pkg"], doc["components"]
+
+
+def test_an_out_file_with_the_serial_number_but_other_contents_is_written_over(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """Found by a fresh user: a file holding only the right serialNumber (not even CycloneDX) was left as it was,
+    and the run said "SBOM unchanged"."""
+    pack, site = applied_image(builder, plugin_wheel)
+    out = tmp_path / "image.cdx.json"
+    assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out)).returncode == 0
+    real = out.read_text()
+    out.write_text(json.dumps({"serialNumber": json.loads(real)["serialNumber"], "lie": True}))
+    r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
+    assert r.returncode == 0 and "written to" in r.stderr and out.read_text() == real, r.stderr
+
+
+def test_apply_sbom_checks_its_library_and_source_date_epoch_before_writing(builder, plugin_wheel, tmp_path,  # noqa: F811
+                                                                            monkeypatch):
+    """Found by a fresh user: without cyclonedx-python-lib, apply --sbom patched the image and then said "nothing
+    was written" (exit 5); a SOURCE_DATE_EPOCH past year 9999 (or '²') was an internal error after the apply."""
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from fixpack import cli as cli_mod
+
+    pack, site = setup_pack(builder, plugin_wheel)
+    before = snapshot(site)
+    args = ["apply", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--sbom", str(tmp_path / "s.json")]
+    for epoch in ("99999999999999999", "²", "1e9"):
+        r = CliRunner().invoke(cli_mod.main, args, env={"SOURCE_DATE_EPOCH": epoch})
+        assert r.exit_code == 2 and "$SOURCE_DATE_EPOCH=" in r.output and snapshot(site) == before, r.output
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cyclonedx" else real(name, *a))
+    r = CliRunner().invoke(cli_mod.main, args)
+    assert r.exit_code == 5 and "apply --sbom, sbom and verify need" in r.output and snapshot(site) == before, r.output
