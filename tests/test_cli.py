@@ -1,6 +1,7 @@
 """Thin CLI checks: exit codes, JSON keys, plain output, the apply_all.py entries."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,34 @@ def test_apply_all_entries(setup, entry):
     assert "one v1: absent, applied" in r.stdout and "opt v1 (opt-in): absent, applied" in r.stdout
     r2 = run(*args, entry=(str(REPO / entry[0]),))
     assert r2.returncode == 0 and "OK: 2 already applied" in r2.stdout
+
+
+@pytest.mark.parametrize("entry", ["apply_all.py", "fixes/apply_all.py"])
+def test_apply_all_on_an_older_python_or_away_from_its_checkout_says_so(setup, tmp_path, entry):
+    """Found by a fresh user: Python 3.8 gave a TypeError traceback, 3.6, 3.7 and 2.7 a SyntaxError (exit 1), and a copy
+    of apply_all.py outside the checkout a ModuleNotFoundError traceback. Each is exit 5 with what to do, the
+    version check in syntax every Python reads (checked here as far as ast can: /root's python2.7 gave exit 5)."""
+    import shutil
+
+    b, target = setup
+    before = snapshot(target)
+    old = ("import runpy, sys; sys.version_info = (3, 8, 18, 'final', 0); "
+           f"runpy.run_path({str(REPO / entry)!r}, run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", old, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 5 and "fixpack needs Python 3.10 or newer" in r.stderr and "Python 3.8" in r.stderr, r.stderr
+    copy = tmp_path / "elsewhere" / "apply_all.py"
+    copy.parent.mkdir()
+    shutil.copy(REPO / entry, copy)
+    r = subprocess.run([sys.executable, str(copy), "-p", "p1", "--root", f"demo={target}"], capture_output=True,
+                       text=True, cwd=tmp_path)
+    assert r.returncode == 5 and "holds no fixpack/ (the engine)" in r.stderr and "Traceback" not in r.stderr
+    assert snapshot(target) == before
+    import ast  # (no annotation, no "raise ... from": Python 2 reads neither; f-strings and the rest ast checks)
+
+    src = (REPO / entry).read_text()
+    ast.parse(src, feature_version=(3, 4))
+    assert " -> " not in src and "from None" not in src and not re.search(r"def \w+\([^)]*:", src)
 
 
 def test_json_document(setup):
