@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -37,7 +38,7 @@ from packageurl import PackageURL
 
 from . import __version__
 from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
-from .errors import BadInputError, MismatchError, of_code
+from .errors import BadInputError, EnvironmentProblem, MismatchError, of_code
 from .model import Fix
 from .outputs import check_file, refuse_inside, source_date_epoch, write_failed
 from .patchfiles import patch_again
@@ -304,9 +305,17 @@ def _same_facts(out: Path, text: str) -> bool:
 
 def load_sbom(path: Path) -> Any:
     """An SBOM file, checked against the CycloneDX 1.6 schema. Raises BadInputError (exit 2)."""
+    from cyclonedx.exception import MissingOptionalDependencyException
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
+    try:
+        validator = JsonStrictValidator(SchemaVersion.V1_6)
+        validator.validate_str("{}")  # (the schema check's own libraries load here: jsonschema, referencing)
+    except MissingOptionalDependencyException as exc:  # cyclonedx-python-lib without its extra: exit 1 before
+        raise EnvironmentProblem(f"verify validates the SBOM against the CycloneDX schema, which needs "
+                                 f"`pip install 'cyclonedx-python-lib[json-validation]'` in {sys.executable} ({exc}); "
+                                 f"nothing was checked") from None
     what = not_a_file(path)  # read nothing first: a FIFO would block the read for ever
     if what is not None:
         raise BadInputError(f"the SBOM {path} is {what}, not a regular file; give the SBOM file itself")
@@ -319,7 +328,7 @@ def load_sbom(path: Path) -> Any:
         raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
     try:
         doc = loads_json(text)
-        errors = list(JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True) or ())
+        errors = list(validator.validate_str(text, all_errors=True) or ())
     except ValueError as exc:  # not JSON at all
         raise BadInputError(f"{path} is not a CycloneDX 1.6 JSON document: {exc}") from exc
     except RecursionError:  # JSON, nested deeper than the schema's (recursive) check can follow

@@ -223,3 +223,25 @@ def test_apply_sbom_checks_its_library_and_source_date_epoch_before_writing(buil
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cyclonedx" else real(name, *a))
     r = CliRunner().invoke(cli_mod.main, args)
     assert r.exit_code == 5 and "apply --sbom, sbom and verify need" in r.output and snapshot(site) == before, r.output
+
+
+def test_verify_without_the_schema_check_s_libraries_says_what_to_install(builder, plugin_wheel, tmp_path,  # noqa: F811
+                                                                          monkeypatch):
+    """Found by a fresh user: cyclonedx-python-lib without its json-validation extra made verify an internal
+    error (exit 1, MissingOptionalDependencyException)."""
+    from click.testing import CliRunner
+    from cyclonedx.exception import MissingOptionalDependencyException
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    from fixpack import cli as cli_mod
+
+    pack, site = applied_image(builder, plugin_wheel)
+    out = tmp_path / "image.cdx.json"
+    assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out)).returncode == 0
+
+    def missing(self, *a, **kw):  # type: ignore[no-untyped-def]
+        raise MissingOptionalDependencyException("No module named 'jsonschema'")
+
+    monkeypatch.setattr(JsonStrictValidator, "validate_str", missing)
+    r = CliRunner().invoke(cli_mod.main, ["verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}"])
+    assert r.exit_code == 5 and "cyclonedx-python-lib[json-validation]" in r.output, r.output
