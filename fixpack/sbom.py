@@ -284,9 +284,11 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     try:
         atomic_write(out, text.encode("utf-8"), 0o644)
     except OSError as exc:
-        done = ("the apply itself is done (the image is in the profile's state): write the SBOM with `fixpack "
-                "sbom --out FILE` and the same options once FILE can be written" if option == "--sbom" else
-                "nothing was written; free space or make it writable, or give another --out")
+        from .progname import command
+
+        done = (f"the apply itself is done (the image is in the profile's state): write the SBOM with "
+                f"`{command('sbom', '--out', str(out))}` and the same options once it can be written"
+                if option == "--sbom" else "nothing was written; free space or make it writable, or give another --out")
         raise write_failed(exc, out, option, done) from exc
     return SbomResult(out, text, True)
 

@@ -98,6 +98,8 @@ def test_an_sbom_write_that_fails_is_exit_5_with_the_report(image, capsys, tmp_p
     assert code == 5, err
     assert "one v1: absent, applied" in out and f"FAILED (exit 5): --sbom {out_file}" in out, out
     assert "ENOSPC" in out and "the apply itself is done" in out
+    assert f" sbom --out {out_file}` and the same options" in " ".join(out.split())  # the program as it runs here
+    assert "`fixpack sbom --out FILE`" not in out  # (not on PATH in a lean image: found by a fresh user)
     assert "three" in (target / MOD).read_text()
     code, out, err = run(capsys, b, target, "sbom", "--out", str(out_file))
     assert code == 5 and f"--out {out_file}" in err and "ENOSPC" in err and "internal error" not in err, err
