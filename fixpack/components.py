@@ -181,7 +181,8 @@ def _check_free(profile: Profile, comp: Component, ft: FoundTarget, tree: Tree, 
     if inside:
         raise BadInputError(f"component {comp.id} would write {inside[0]}, inside a target's package folder")
     others = [p.name for p in ft.root.glob("*.dist-info") if pip_normal(p.name.partition("-")[0]) == pip_normal(name)]
-    there = sorted(p for p in paths if tree.read(p) is not None)
+    eggs = [p.name for p in ft.root.glob("*.egg-info") if pip_normal(p.name.partition("-")[0]) == pip_normal(name)]
+    there = sorted(p for p in paths if tree.read(p) is not None) or eggs  # (setup.py install's metadata: an egg's)
     if others or there:
         what = others[0] if others else there[0]
         from .wheels import INSTALLER_NAME, installed_by

@@ -209,6 +209,13 @@ def test_source_tree_is_refused_and_preinstalled_copy_too(builder, plugin_wheel)
     assert snapshot(site) == before
     (site / "demo_pkg-1.0.dist-info").mkdir()
     (site / "demo_pkg-1.0.dist-info/METADATA").write_text("Name: demo_pkg\n")
+    (site / "tiny_plug-0.2.0-py3.11.egg-info").mkdir()  # setup.py install's metadata (a fresh user found it missed)
+    (site / "tiny_plug-0.2.0-py3.11.egg-info/PKG-INFO").write_text("Name: tiny-plug\n")
+    before = snapshot(site)
+    with pytest.raises(MismatchError, match="tiny_plug-0.2.0-py3.11.egg-info is there already"):
+        engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
+    assert snapshot(site) == before
+    shutil.rmtree(site / "tiny_plug-0.2.0-py3.11.egg-info")
     (site / "tiny_plug-0.2.0.dist-info").mkdir()
     (site / "tiny_plug-0.2.0.dist-info/METADATA").write_text("Name: tiny-plug\n")
     before = snapshot(site)
