@@ -166,6 +166,9 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
                 report.failure, report.error = exc.exit_code, str(exc)
                 return report
             click.echo(f"fixpack: SBOM {'written to' if done.written else 'unchanged in'} {sbom_out}", err=True)
+        elif sbom_out is not None:  # (it said nothing of the SBOM it did not write)
+            why = "a dry run applies nothing" if dry_run else "the apply did not succeed"
+            click.echo(f"fixpack: no SBOM written to {sbom_out}: {why}", err=True)
         return report
 
     _run(call, as_json, "apply", profile, dry_run)

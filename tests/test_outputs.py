@@ -145,3 +145,11 @@ def test_an_sbom_file_that_is_no_regular_file_is_refused_and_kept(image, capsys,
     assert _node(path) == node and snapshot(target) == before
     if kind == "link":
         assert (tmp_path / "real.json").read_text() == "{}\n"
+
+
+def test_a_dry_run_with_sbom_says_it_wrote_none(image, capsys, tmp_path):
+    """Found by a fresh user: apply --dry-run --sbom FILE wrote no SBOM and said nothing of it."""
+    b, target = image
+    out_file = tmp_path / "s.json"
+    code, _out, err = run(capsys, b, target, "apply", "--dry-run", "--sbom", str(out_file))
+    assert code == 0 and f"no SBOM written to {out_file}: a dry run applies nothing" in err and not out_file.exists()
