@@ -208,6 +208,12 @@ def build_bom(ctx: Context, states: list[TargetState]) -> Bom:
             bom.components.add(comp)
             bom.register_dependency(comp, [target])
             bom.register_dependency(image, [comp])
+    made = {c.bom_ref.value: c for c in bom.components}
+    for spec in ctx.profile.components:  # a component that requires another depends on it (mxfp4-moe on the port)
+        if f"component:{spec.id}" in made:
+            needs = [made[f"component:{r}"] for r in spec.requires if f"component:{r}" in made]
+            if needs:
+                bom.register_dependency(made[f"component:{spec.id}"], needs)
     return bom
 
 

@@ -245,3 +245,25 @@ def test_verify_without_the_schema_check_s_libraries_says_what_to_install(builde
     monkeypatch.setattr(JsonStrictValidator, "validate_str", missing)
     r = CliRunner().invoke(cli_mod.main, ["verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}"])
     assert r.exit_code == 5 and "cyclonedx-python-lib[json-validation]" in r.output, r.output
+
+
+def test_a_component_that_requires_another_depends_on_it_in_the_sbom(tmp_path):
+    """Found by a fresh user: mxfp4-moe depended only on vLLM in the SBOM, not on muse-spark-open, which it
+    requires."""
+    from types import SimpleNamespace
+
+    from fixpack.model import Component
+    from fixpack.records import Manifest, ManifestComponent
+    from fixpack.sbom import TargetState, build_bom, render
+    from fixpack.targets import FoundTarget
+
+    comps = (Component("port", tmp_path, "1.0", "demo"), Component("kern", tmp_path, "2.0", "demo", ("port",)))
+    spec = SimpleNamespace(name="demo", distribution="demo-pkg", package="demo_pkg")
+    ft = FoundTarget(spec, tmp_path, "1.0", "abcdef12", (), "--root")  # type: ignore[arg-type]
+    manifest = Manifest("p1", "demo", {"version": "1.0", "commit": "abcdef12"}, {"version": "1.0", "commit": "x"}, (),
+                        {}, components=(ManifestComponent("port", "1.0", "port-1.0.dist-info", {}),
+                                        ManifestComponent("kern", "2.0", "kern-2.0.dist-info", {})))
+    ctx = SimpleNamespace(profile=SimpleNamespace(name="p1", components=comps), pack=SimpleNamespace(fixes={}))
+    doc = json.loads(render(build_bom(ctx, [TargetState(ft, manifest)])))  # type: ignore[arg-type]
+    deps = {d["ref"]: set(d.get("dependsOn", [])) for d in doc["dependencies"]}
+    assert deps["component:kern"] == {"target:demo", "component:port"} and deps["component:port"] == {"target:demo"}
