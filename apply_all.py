@@ -21,9 +21,15 @@ PACK = HERE
 sys.path.insert(0, PACK)
 
 
-def missing(exc):  # the image lacks what apply needs: say what to install
-    sys.stderr.write("apply_all.py: the Python package %r is not installed in %s: pip install unidiff click installer "
-                     "(and tomli on Python 3.10); nothing was written\n" % (exc.name, sys.executable))
+def missing(exc):  # the image lacks what apply needs: say what to install (the error document with --json)
+    said = ("the Python package %r is not installed in %s: pip install unidiff click installer (and tomli on Python "
+            "3.10); nothing was written" % (exc.name, sys.executable))
+    if "--json" in sys.argv[1:]:
+        from fixpack.cli_plain import argv_profile, emit_json, error_document
+
+        emit_json(error_document("apply", argv_profile(sys.argv[1:]), said, 5, "--dry-run" in sys.argv), print)
+    else:
+        sys.stderr.write("apply_all.py: %s\n" % said)
     sys.exit(5)
 
 

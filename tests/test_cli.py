@@ -147,6 +147,11 @@ def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(set
                         f"demo={target}", "--dry-run"], capture_output=True, text=True,
                        env={**__import__("os").environ, "PYTHONPATH": str(shim)})
     assert p.returncode == 5 and "pip install unidiff click" in p.stderr and "Traceback" not in p.stderr
+    j = subprocess.run([sys.executable, str(REPO / "apply_all.py"), "--pack", str(b.pack), "-p", "p1", "--root",
+                        f"demo={target}", "--dry-run", "--json"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(shim)})
+    doc = json.loads(j.stdout)  # (--json: the error document, not a plain line: a fresh user's finding)
+    assert j.returncode == 5 and doc["exit_code"] == 5 and "pip install unidiff click" in doc["error"], j.stdout
 
 
 def test_a_module_of_fixpack_itself_that_cannot_be_imported_is_not_said_as_a_package_to_install(tmp_path):
