@@ -147,9 +147,13 @@ def test_missing_profile_duplicate_root_and_missing_package_are_said_plainly(set
                         f"demo={target}", "--dry-run"], capture_output=True, text=True,
                        env={**__import__("os").environ, "PYTHONPATH": str(shim)})
     assert p.returncode == 5 and "pip install unidiff click" in p.stderr and "Traceback" not in p.stderr
+    (shim / "click").mkdir()
+    (shim / "click" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'click'\", name='click')\n")
+    (shim / "unidiff" / "__init__.py").unlink()
+    (shim / "unidiff").rmdir()
     j = subprocess.run([sys.executable, str(REPO / "apply_all.py"), "--pack", str(b.pack), "-p", "p1", "--root",
-                        f"demo={target}", "--dry-run", "--json"], capture_output=True, text=True,
-                       env={**__import__("os").environ, "PYTHONPATH": str(shim)})
+                        f"demo={target}", "--dry-run", "--json", "--lock-wait", "x"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(shim)})  # (not a plain line: click parses)
     doc = json.loads(j.stdout)  # (--json: the error document, not a plain line: a fresh user's finding)
     assert j.returncode == 5 and doc["exit_code"] == 5 and "pip install unidiff click" in doc["error"], j.stdout
 
