@@ -250,7 +250,9 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
             carrier = _carrier(view, one, root, laid)
             raise BadInputError(f"patch {i + 1} of {fix.id} ({pf.path.name}): "
                                 + (f"fix {carrier!r} already makes this change on the chain of profile {prof.name}"
-                                   if carrier else f"the release of profile {prof.name} already holds this change")
+                                   if carrier else f"the release of profile {prof.name} already holds this change"
+                                   if carrier == "" else "an earlier patch of this import already makes this change "
+                                                         "(the same mail twice in the file?)")
                                 + "; there is nothing to import (a mail imported twice?); nothing was written")
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
             raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of "
@@ -268,9 +270,10 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
     return bodies
 
 
-def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str:
+def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str | None:
     """The first fix of ``laid`` (in order) after which ``one``'s post-image is there; "" when the release
-    itself holds it."""
+    itself holds it; None when neither does (an earlier patch of the import made it: it blamed the chain's last
+    fix)."""
     tree = Tree(root)
     if decide(one, tree, None, False).state is State.UPSTREAMED:
         return ""
@@ -278,7 +281,7 @@ def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str:
         tree.adopt(lay(view.fixes[fid], tree).tree)
         if decide(one, tree, None, False).state is State.UPSTREAMED:
             return fid
-    return laid[-1] if laid else ""
+    return None
 
 
 def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, target: str = "") -> list[Path]:

@@ -685,3 +685,18 @@ def test_a_non_ascii_author_with_a_special_keeps_every_word(pack3, tmp_path, aut
     assert next(ln for ln in patch.read_text().split("\n") if ln.startswith("From:")) == git_from
     assert read_mail(patch.read_text()).author == author
     assert stale_patches(load_pack(builder.pack)) == []
+
+
+def test_an_mbox_with_the_same_mail_twice_blames_the_import_itself(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh maintainer: the second copy was said to be "already made by fix 'c'" (the chain's last fix,
+    a guess); it is the import's own earlier patch."""
+    builder, clean = pack3
+    before = _chain_end()
+    one = mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n"))
+    mbox = tmp_path / "twice.mbox"
+    mbox.write_text(one + one)
+    snap = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=r"patch 2 of imp .*: an earlier patch of this import already makes this "
+                                            r"change \(the same mail twice in the file\?\)"):
+        import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert snapshot(builder.pack) == snap
