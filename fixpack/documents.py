@@ -58,10 +58,30 @@ class TooDeepTomlError(tomllib.TOMLDecodeError):
         ValueError.__init__(self, msg)  # (TOMLDecodeError's own signature differs between versions)
 
 
+class _Twice(ValueError):
+    """A key an object of the document holds twice (its first argument)."""
+
+
+def _one_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        keys = [k for k, _v in pairs]
+        raise _Twice(next(k for k in keys if keys.count(k) > 1))
+    return out
+
+
 def loads_json(text: str | bytes) -> Any:
-    """``json.loads``, with a document nested too deeply a :class:`json.JSONDecodeError` (a ValueError)."""
+    """``json.loads``, with a document nested too deeply, or an object holding a key twice (json.loads kept the last
+    one without a word: a lock or manifest edited by hand said one thing to its reader and another to a person), a
+    :class:`json.JSONDecodeError` (a ValueError)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_one_each)
+    except _Twice as exc:
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        quoted = json.dumps(exc.args[0])
+        at = [m.start() for m in re.finditer(re.escape(quoted) + r"\s*:", doc)]
+        raise json.JSONDecodeError(f"the key {quoted} appears twice in one object (a reader keeps only one of them)",
+                                   doc, at[1] if len(at) > 1 else 0) from None
     except RecursionError:
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(TOO_DEEP, doc, too_deep_at(doc, toml=False)) from None

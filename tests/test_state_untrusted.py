@@ -583,3 +583,24 @@ def test_apply_and_revert_keep_a_patched_file_s_extended_attributes(world):
     assert engine.apply(b.request(target)).ok
     assert "three\n" in (target / MOD).read_text() and os.getxattr(target / MOD, "user.origin") == b"image-build-42"
     assert engine.revert(b.request(target)).ok and os.getxattr(target / MOD, "user.origin") == b"image-build-42"
+
+
+def test_a_manifest_or_lock_holding_a_key_twice_is_refused(world):
+    """Found by a fresh maintainer: JSON with a key twice in one object was read as its last value without a word
+    (a hand edit that says one thing to fixpack and another to a person). A manifest is damaged state (exit 3), a
+    lock bad input (exit 2), each naming the line."""
+    from fixpack.errors import BadInputError, DamagedStateError
+
+    b, target, outside = world
+    mpath = target / ".fixpack" / "demo.manifest.json"
+    text = mpath.read_text()
+    mpath.write_text(text.replace('"profile": "p1"', '"profile": "p1", "profile": "p1"', 1))
+    before, keep = snapshot(target), snapshot(outside)
+    with pytest.raises(DamagedStateError, match=r'the key "profile" appears twice in one object'):
+        engine.revert(b.request(target))
+    assert snapshot(target) == before and snapshot(outside) == keep
+    mpath.write_text(text)
+    lock = b.pack / "profiles" / "p1.lock"
+    lock.write_text(lock.read_text().replace('"profile": "p1"', '"profile": "p1",\n  "profile": "p1"', 1))
+    with pytest.raises(BadInputError, match=r'p1\.lock.*the key "profile" appears twice'):
+        engine.status(b.request(target))
