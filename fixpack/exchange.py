@@ -89,7 +89,8 @@ def upstream_from(found: list[Mail]) -> Upstream:
     last = ""
     if dates:
         try:
-            last = parsedate_to_datetime(dates[-1]).date().isoformat()
+            when = parsedate_to_datetime(dates[-1])
+            last = when.date().isoformat() if str(when.year) in dates[-1] else ""  # ("0000" was read as 2000)
         except (TypeError, ValueError):
             last = ""
     return Upstream("submitted" if pull else "pending", link.group(0) if link else "", "", "",

@@ -237,3 +237,13 @@ def test_hunk_lines_in_crlf_against_a_file_in_lf_are_said_to_differ_in_their_lin
     said = "\n".join(m for f in report.fixes for m in f.messages)
     assert report.exit_code == 4 and snapshot(image) == before, said
     assert "hunk #1 missing" in said and cause in said and "every line is there but for its line end" in said
+
+
+@pytest.mark.parametrize(("date", "last"), [("Mon, 2 Jan 2023 10:00:00 +0100", "2023-01-02"),
+                                            ("Mon, 2 Jan 0000 10:00:00 +0000", ""), ("no date at all", "")])
+def test_an_imported_mail_s_date_gives_last_update_only_when_it_is_one(date, last):
+    """Found by a fresh maintainer: `Date: ... 0000` became last_update = "2000-12-05" (a two-digit year's reading)."""
+    from fixpack.exchange import upstream_from
+    from fixpack.patchmail import Mail
+
+    assert upstream_from([Mail("A <a@example.org>", date, "S", "d", ())]).last_update == last
