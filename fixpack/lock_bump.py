@@ -129,6 +129,9 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
     diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
+    order = [f.id for f in fresh.fixes if f.id in b] != [f.id for f in have.fixes if f.id in a]
+    if order and not diff:  # the series reordered: lock writes the entries in the new order (release_files reads it)
+        diff = ["the order of the fixes (fixes/series changed)"]
     if diff or dict(fresh.targets) != dict(have.targets):
         said = "".join(f"; {s}" for s in stale_said(profile, fresh, have, [d for d in diff if d in a or d in b]))
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}){said}; "

@@ -477,3 +477,21 @@ def test_a_series_with_crlf_line_ends_is_named_once_at_its_first_line(setup):
     said = [f for f in findings(b) if "CR" in f]
     assert said == ["fixes/series:1: a CR: the series' lines end with LF alone, and hold no CR (remove each CR (a line "
                     "of its own where it ends one))"], findings(b)
+
+
+def test_a_lock_whose_fixes_are_in_another_order_than_the_series_is_stale(setup):
+    """Found by a fresh maintainer: after two fixes swapped in fixes/series, lock --check said "fresh" while lock
+    rewrote the file (its entries in the series' order, which release_files reads)."""
+    from fixpack import lockfile
+    from fixpack.errors import StaleLockError
+    from fixpack.loader import load_pack, load_profile
+    from fixpack.lock_bump import check_fresh
+    from fixpack.structs import replace
+
+    b, _ = setup
+    profile = load_profile(load_pack(b.pack), "p1")
+    have = lockfile.read_lock(profile)
+    assert len(have.fixes) > 1
+    check_fresh(profile, have)
+    with pytest.raises(StaleLockError, match=r"is stale \(differs for: the order of the fixes \(fixes/series changed\)"):
+        check_fresh(profile, replace(have, fixes=tuple(reversed(have.fixes))))
