@@ -24,7 +24,7 @@ from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, ConflictError, PatchParseError
+from .errors import BadInputError, Collector, ConflictError, PatchParseError
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
@@ -33,7 +33,7 @@ from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, sou
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recover_pack, update
-from .patchfiles import patch_again
+from .patchfiles import check_package_paths, patch_again
 from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
 from .patchmodel import sha256_bytes
 from .patchtext import header_fields
@@ -145,6 +145,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
     _refuse_binary(fix, file, [line for _m, _b, line in parsed])
+    _refuse_outside(file, found, parsed, prof.target(target).package, prof.target(target).version_module)
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
@@ -190,6 +191,23 @@ def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
                     f"fix has no fix.toml yet: import the mail without that file's section, then "
                     f"`{_command('edit', fix.id, *pack_words(fix.folder.parent.parent))} --profile P`, declare it in "
                     f"fixes/{fix.id}/fix.toml, commit the file and refresh")
+
+
+def _refuse_outside(file: Path, found: list[tuple[int, str]], parsed: list[tuple[Mail, str, int]], package: str,
+                    version_path: str) -> None:
+    """A mail that changes a file outside the target's package folder, or its version module, is refused at that
+    file's section in ``file`` (its line there): the pack's load of the staged fix named the patch file it would
+    have become, which is not there (a fresh maintainer's finding)."""
+    for (line, text), (_m, body, _l) in zip(found, parsed):
+        errors = Collector()
+        one = PatchFile(file, "", parse_patch(encode(body), str(file)).files)
+        check_package_paths(Fix("import", 1, "", "", "", (), (), False, Upstream(), (one,), file.parent), package,
+                            errors, version_path)
+        if errors.problems:
+            p = errors.problems[0]
+            at = line + text[:len(text) - len(body)].count("\n") + (p.line or 1) - 1
+            raise BadInputError(f"{file}:{at}: the mail at line {line}{p.message.removeprefix(file.name)}; take that "
+                                f"file's section out of the mail ({p.hint}); nothing was written")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:

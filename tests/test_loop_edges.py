@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -698,5 +699,22 @@ def test_an_mbox_with_the_same_mail_twice_blames_the_import_itself(pack3, tmp_pa
     snap = snapshot(builder.pack)
     with pytest.raises(BadInputError, match=r"patch 2 of imp .*: an earlier patch of this import already makes this "
                                             r"change \(the same mail twice in the file\?\)"):
+        import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
+    assert snapshot(builder.pack) == snap
+
+
+@pytest.mark.parametrize("path", ["top.txt", "other_pkg/x.py"])
+def test_a_mail_changing_a_file_outside_the_package_is_refused_at_its_line_in_the_mail(pack3, tmp_path, path):  # noqa: F811
+    """Found by a fresh maintainer: the error named the patch file the mail would have become
+    (fixes/imp/0001-....patch:11), which is not there; it names the mail file and the section's line in it."""
+    builder, clean = pack3
+    before = _chain_end()
+    mail = mail_patch(tmp_path, before, before.replace("line 55\n", "fifty-five\n"))
+    mail = mail.replace("demo_pkg/mod.py", path)
+    mbox = tmp_path / "m.patch"
+    mbox.write_text(mail)
+    at = mail.split("\n").index(f"diff --git a/{path} b/{path}") + 1
+    snap = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(mbox))}:{at}: the mail at line 1 changes '{path}'"):
         import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
     assert snapshot(builder.pack) == snap
