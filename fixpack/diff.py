@@ -379,10 +379,15 @@ def _convert_hunk(h: UHunk) -> Hunk:
 
 
 def diff_body(text: str) -> str:
-    """The part of a patch file from the first ``diff --git`` line on (version signature dropped)."""
+    """The part of a patch file from the first ``diff --git`` line on (version signature dropped); a plain ``diff -u``
+    (no ``diff --git`` line, as a mail git am takes may hold) in git's form (:func:`_as_git`)."""
     idx = text.find("diff --git ")
     if idx < 0:
-        return ""
+        lines = text.split("\n")
+        at = plain_start(lines)
+        if at is None:
+            return ""
+        text, idx = _as_git(lines[at:]), 0
     body = text[idx:]
     # git format-patch ends with "-- \n<version>\n"; it churns between git versions
     body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", body)
@@ -393,6 +398,28 @@ def diff_body(text: str) -> str:
                    re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
     body = unquoted_paths(body)  # git's quoted paths in the pack's one spelling (diffsyntax)
     return body if body.endswith("\n") else body + "\n"
+
+
+def _as_git(lines: list[str]) -> str:
+    """A plain unified diff (``--- a/X<tab>time`` / ``+++ b/X<tab>time`` per file) in the form ``git diff`` writes:
+    a ``diff --git`` line before each file, the times dropped, ``new file mode`` / ``deleted file mode`` where one
+    side is ``/dev/null`` (git am takes the plain form the same way)."""
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if ln.startswith("--- ") and nxt.startswith("+++ ") and (i + 2 >= len(lines) or lines[i + 2].startswith("@@")):
+            old, new = ln[4:].split("\t")[0], nxt[4:].split("\t")[0]
+            a = old if old != "/dev/null" else "a/" + new.split("/", 1)[-1]
+            b = new if new != "/dev/null" else "b/" + old.split("/", 1)[-1]
+            out.append(f"diff --git {a} {b}")
+            out += ["new file mode 100644"] if old == "/dev/null" else ["deleted file mode 100644"] \
+                if new == "/dev/null" else []
+            out.append(f"--- {old}")
+        elif ln.startswith("+++ ") and out and out[-1].startswith("--- "):
+            out.append(f"+++ {ln[4:].split(chr(9))[0]}")
+        else:
+            out.append(ln)
+    return "\n".join(out)
 
 
 def format_patch(subject: str, description: str, fields: list[tuple[str, str]], body: str) -> str:

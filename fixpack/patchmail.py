@@ -24,6 +24,7 @@ from email.headerregistry import Address
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
+from .diffpaths import plain_start
 from .errors import BadInputError
 from .structs import dataclass
 
@@ -71,12 +72,17 @@ class Mail:
 
 
 def split(text: str) -> tuple[str, str]:
-    """The mail part of a patch file's text and its diff part (from the first ``diff --git`` on)."""
+    """The mail part of a patch file's text and its diff part (from the first ``diff --git`` on; in a mail without
+    one, a plain ``diff -u`` as git am takes it: from its first ``---`` line that leads to an ``@@`` line)."""
     idx = text.find("diff --git ")
     while idx > 0 and text[idx - 1] != "\n":
         idx = text.find("\ndiff --git ", idx) + 1 or -1
     if idx < 0:
-        return text, ""
+        lines = text.split("\n")
+        at = plain_start(lines)
+        if at is None:
+            return text, ""
+        idx = sum(len(ln) + 1 for ln in lines[:at])
     return text[:idx], text[idx:]
 
 
