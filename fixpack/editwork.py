@@ -245,8 +245,12 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     pack = load_pack(pack_root)
     prof = load_profile(pack, profile)
     view = pack.for_profile(prof.name)
-    if find(pack_root, fix_id) is not None or (work_folder(pack_root) / fix_id).exists():
-        raise BadInputError(f"an edit of {fix_id} is in progress in {pack_root / WORK_DIR / fix_id}: refresh it "
+    work = work_folder(pack_root) / fix_id
+    if find(pack_root, fix_id) is None and os.path.lexists(work):  # no state beside it: not a work tree edit made
+        raise BadInputError(f"{work} is there, but no edit made it (no {work.parent / (fix_id + '.json')} beside it): "
+                            f"move it out of {work.parent}, then run edit again; nothing was written")
+    if find(pack_root, fix_id) is not None:
+        raise BadInputError(f"an edit of {fix_id} is in progress in {work}: refresh it "
                             f"(`{_command('refresh', fix_id, *pack_words(pack_root))}`) or drop it "
                             f"(`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`)")
     if new:

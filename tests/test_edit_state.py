@@ -12,6 +12,10 @@ import sys
 
 import pytest
 from conftest import REPO, one_fix_pack, snapshot
+from test_authoring import pack3  # noqa: F401 (a fixture)
+
+from fixpack.editwork import start
+from fixpack.errors import BadInputError
 
 
 def _state(builder, **over):
@@ -98,3 +102,17 @@ def test_an_edit_state_too_large_is_damaged_state_unread(builder):
     assert r.returncode == 3, r.stderr
     assert f"the state in {path} is damaged: {MAX_STATE_BYTES + 1} bytes, more than any state" in r.stderr, r.stderr
     assert "edit --abort one --pack" in r.stderr and os.path.getsize(path) == MAX_STATE_BYTES + 1
+
+
+def test_edit_over_a_stray_folder_says_what_it_is(pack3):  # noqa: F811
+    """Found by a fresh maintainer: `edit b` over a stray .edit/b (no state beside it) said "an edit of b is in
+    progress", with refresh and --abort (which refuses it, exit 3) as the ways on."""
+    builder, clean = pack3
+    (builder.pack / ".edit" / "b").mkdir(parents=True)
+    with pytest.raises(BadInputError, match=r"\.edit/b is there, but no edit made it \(no .*\.edit/b\.json beside it\): "
+                                            r"move it out of"):
+        start(builder.pack, "p1", "b", roots={"demo": clean})
+    work = start(builder.pack, "p1", "c", roots={"demo": clean}).work
+    with pytest.raises(BadInputError, match=r"an edit of c is in progress in "):
+        start(builder.pack, "p1", "c", roots={"demo": clean})
+    assert os.path.isdir(work)
