@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import email.policy
 import re
-from email.headerregistry import Address
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
@@ -102,7 +101,7 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     charset = _charset(msg, where)
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
     description, trailers = message_parts(_cut_diffstat(body))
-    return Mail(_author(msg, where), _raw_date(lines), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
+    return Mail(_author(lines, where), _raw_field(lines, "date"), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
                 description, trailers)
 
 
@@ -187,23 +186,53 @@ def _cut_diffstat(body: str) -> str:
     return "\n".join(lines[:lines.index("---")]) if "---" in lines else body
 
 
-def _author(msg: email.message.Message, where: str = "the patch") -> str:
-    """``From:`` as git's ``Name <address>``: the display name unquoted and unescaped (``"Doe, John"`` is
-    ``Doe, John``; a name in quotes with ``\\"`` in it has its quotes back), a comment kept in the name.
-    BadInputError naming ``where`` for one whose encoded words hold a line break (``=0A``: a header of its own)."""
+def _author(lines: list[str], where: str = "the patch") -> str:
+    """``From:`` as git's ``Name <address>``, read from the header as written (``lines``; encoded words decoded):
+    the display name unquoted and unescaped (``"Doe, John"`` is ``Doe, John``), a comment kept in the name
+    (``O'Brien (ACME)``; the email package's parse dropped it, and a raw UTF-8 name became ``unknown-8bit``). A bare
+    address stays as written. BadInputError naming ``where`` for a line break in an encoded word (``=0A``: a header
+    of its own), a charset Python does not know, or a header that is neither (the address was lost: ``a (x <r@x>``
+    became ``a``)."""
+    from email.errors import HeaderParseError
+    from email.header import decode_header, make_header
+
+    raw = _raw_field(lines, "from")
+    if not raw:
+        return ""
     try:
-        text = _header(msg, "From")
-        value = msg.get("From")
-    except ValueError as exc:  # the email package: "address parts cannot contain CR or LF"
-        raise BadInputError(f"{where}: its From: header holds a line break in an encoded word (=0A or =0D): {exc}; "
-                            f"write the author as Name <address> on one line") from None
-    addresses: tuple[Address, ...] = tuple(getattr(value, "addresses", ()))
-    if len(addresses) != 1 or not addresses[0].addr_spec or "(" in text.rpartition("<")[2]:
+        text = str(make_header(decode_header(raw))).strip()
+    except (HeaderParseError, LookupError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{where}: its From: header {raw[:80]!r} cannot be decoded ({exc}); write the author as "
+                            f"Name <address>") from None
+    if re.search(r"[\r\n]", text):
+        raise BadInputError(f"{where}: its From: header holds a line break in an encoded word (=0A or =0D); write "
+                            f"the author as Name <address> on one line")
+    if re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", text):
         return text
-    name = addresses[0].display_name
-    if "(" in text.rpartition("<")[0] and "(" not in name:  # a comment the parser took out: git keeps it
-        return text
-    return f"{name} <{addresses[0].addr_spec}>" if name else text
+    name, sep, rest = text.rpartition("<")
+    if not sep or not re.fullmatch(r"[^\s<>@\"()]+@[^\s<>@\"()]+>", rest) or name.count("(") != name.count(")"):
+        raise BadInputError(f"{where}: its From: header {text[:80]!r} is not Name <address> (as git format-patch "
+                            f"writes it): its address would be lost; write it so")
+    name = name.strip()
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        name = re.sub(r"\\(.)", r"\1", name[1:-1])
+    return f"{name} <{rest[:-1]}>" if name else f"<{rest[:-1]}>"
+
+
+def _raw_field(lines: list[str], field: str) -> str:
+    """The header ``field`` (lower case) as written, its folded lines joined (the email package would re-render
+    it: "2 Jan" as "02 Jan", a comment dropped)."""
+    for i, line in enumerate(lines):
+        if line == "":
+            return ""
+        if line.lower().startswith(field + ":"):
+            value = line[len(field) + 1:]
+            for cont in lines[i + 1:]:
+                if cont[:1] not in (" ", "\t"):
+                    break
+                value += " " + cont.strip()
+            return " ".join(value.split())
+    return ""
 
 
 def _header(msg: email.message.Message, name: str) -> str:
@@ -214,21 +243,6 @@ def _header(msg: email.message.Message, name: str) -> str:
     if re.search("[\udc80-\udcff]", text):  # raw 8-bit bytes in a header: UTF-8 as git writes it
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return " ".join(text.split()) if name == "Subject" else text.strip()
-
-
-def _raw_date(lines: list[str]) -> str:
-    """``Date:`` as written (unfolded): the email package would re-render it ("2 Jan" as "02 Jan")."""
-    for i, line in enumerate(lines):
-        if line == "":
-            return ""
-        if line.lower().startswith("date:"):
-            value = line[5:]
-            for cont in lines[i + 1:]:
-                if cont[:1] not in (" ", "\t"):
-                    break
-                value += " " + cont.strip()
-            return " ".join(value.split())
-    return ""
 
 
 def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:

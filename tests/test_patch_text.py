@@ -247,3 +247,31 @@ def test_an_imported_mail_s_date_gives_last_update_only_when_it_is_one(date, las
     from fixpack.patchmail import Mail
 
     assert upstream_from([Mail("A <a@example.org>", date, "S", "d", ())]).last_update == last
+
+
+@pytest.mark.parametrize(("written", "author"), [
+    ("O'Brien (ACME) <o@example.org>", "O'Brien (ACME) <o@example.org>"),  # a comment: the parse dropped it
+    ("Renée (ACME) <r@example.org>", "Renée (ACME) <r@example.org>"),  # raw UTF-8: it became unknown-8bit
+    ("a\\b <r@example.org>", "a\\b <r@example.org>"),  # the address was lost
+    ('"Doe, John" <d@example.org>', "Doe, John <d@example.org>"),
+    ("=?UTF-8?q?Ren=C3=A9e=20=28ACME=29?= <n@example.org>", "Renée (ACME) <n@example.org>"),
+    ("plain@example.org", "plain@example.org"),
+])
+def test_a_hand_written_from_keeps_every_word_and_its_address(written, author):
+    """Found by a fresh maintainer: From: headers a person wrote by hand lost their comment, their address, or came
+    back as =?unknown-8bit?...; the author is read from the header as written, and reads back the same."""
+    from fixpack.patchmail import read_mail, render
+
+    body = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    mail = read_mail(f"From: {written}\nSubject: [PATCH] s\n\nwhy\n---\n{body}")
+    assert mail.author == author
+    assert read_mail(render(mail, [], body)).author == author
+
+
+@pytest.mark.parametrize("written", ["a (x <r@example.org>", "No Address", "Two <a@x.org> <b@x.org"])
+def test_a_from_that_is_no_name_and_address_is_refused(written):
+    from fixpack.errors import BadInputError
+    from fixpack.patchmail import read_mail
+
+    with pytest.raises(BadInputError, match=r"its From: header .* is not Name <address>"):
+        read_mail(f"From: {written}\nSubject: [PATCH] s\n\nwhy\n---\ndiff --git a/x b/x\n", "m.patch")
