@@ -105,6 +105,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     folder = _patch_folder(pack, fix, state)
     names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
     changes: dict[str, bytes | None] = {}
+    spec = load_profile(pack, state.profile).target(state.target)
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
         was = decode(patch_again(old, then="run the refresh again; nothing was written")) if old else ""
@@ -115,6 +116,13 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
                 raise BadInputError(f"{work} commit {c.sha[:12]}:{fp.diff_line}: symlink change to {fp.path!r} is not "
                                     f"supported: ship the link target as a regular file (amend the commit); nothing "
                                     f"was written")
+            out = [q for q in fp.paths() if not q.startswith(spec.package + "/") or q == spec.version_module]
+            if out:  # (the load named the pack's patch file at a line of the text not yet written)
+                what = (f"outside the target's package folder {spec.package}/" if out[0] != spec.version_module else
+                        "the version module the pin is checked against")
+                raise BadInputError(f"{work} commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes {out[0]!r}, "
+                                    f"{what}: take that file out of the commit (`git rebase -i {BASE_TAG}`, mark it "
+                                    f"edit, restore or remove the file, amend); nothing was written")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None

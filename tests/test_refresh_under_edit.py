@@ -296,3 +296,20 @@ def test_sigterm_during_a_refresh_leaves_no_staging_copy(pack3, tmp_path, monkey
         refresh_from_work(builder.pack, "b")
     assert list(temp.iterdir()) == [] and snapshot(builder.base) == before
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize("path", ["top.txt", "other_pkg/x.py"])
+def test_a_commit_changing_a_file_outside_the_package_is_named_at_the_commit(pack3, path):  # noqa: F811
+    """Found by a fresh maintainer: the refusal named the pack's current patch file at a line of the text the refresh
+    had not written (line 15 of 0001-change.patch); it names the commit and the file."""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    (work / path).parent.mkdir(parents=True, exist_ok=True)
+    (work / path).write_text("x\n")
+    git(work, "add", path)
+    git(work, "commit", "-qm", "Stray file")
+    before = snapshot(builder.pack)
+    with pytest.raises(BadInputError, match=rf"commit [0-9a-f]{{12}} \('Stray file'\) changes '{path}', outside the "
+                                            rf"target's package folder demo_pkg/: take that file out of the commit"):
+        refresh_from_work(builder.pack, "b")
+    assert snapshot(builder.pack) == before
