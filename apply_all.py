@@ -27,7 +27,8 @@ def missing(exc):  # the image lacks what apply needs: say what to install (the 
     if "--json" in sys.argv[1:]:
         from fixpack.cli_plain import argv_profile, emit_json, error_document
 
-        emit_json(error_document("apply", argv_profile(sys.argv[1:]), said, 5, "--dry-run" in sys.argv), print)
+        doc = error_document("apply", argv_profile(sys.argv[1:]), said, 5, "--dry-run" in sys.argv)
+        emit_json(doc, lambda text: sys.stdout.write(text + "\n"))  # (not print: Python 2 reads it as a statement)
     else:
         sys.stderr.write("apply_all.py: %s\n" % said)
     sys.exit(5)

@@ -1,59 +1,15 @@
 #!/usr/bin/env python3
-"""Apply the fix pack to this image (the path the recipes document): same as ../apply_all.py."""
-# ruff: noqa: UP031, UP036  (the version check and what it runs read as every Python reads them: % formats)
+"""Apply the fix pack to this image (the path the recipes document): runs ../apply_all.py, the one entry."""
+# ruff: noqa: UP031  (read as every Python reads it: ../apply_all.py says which Python it needs)
 import os
+import runpy
 import sys
 
-# before anything else, in syntax every Python reads: an older one said SyntaxError or a TypeError traceback (exit 1)
-if sys.version_info < (3, 10):
-    sys.stderr.write("apply_all.py: fixpack needs Python 3.10 or newer; %s is Python %d.%d: run it with the image's "
-                     "Python 3.10+ (python3.10 apply_all.py ...); nothing was written\n"
-                     % (sys.executable, sys.version_info[0], sys.version_info[1]))
-    sys.exit(5)
-
-# os.path, not pathlib: less to import before the Ctrl-C guard (fixpack.entry) is in place
-HERE = os.path.dirname(os.path.realpath(__file__))
-PACK = os.path.dirname(HERE)
-sys.path.insert(0, PACK)
-
-
-def missing(exc):  # the image lacks what apply needs: say what to install (the error document with --json)
-    said = ("the Python package %r is not installed in %s: pip install unidiff click installer (and tomli on Python "
-            "3.10); nothing was written" % (exc.name, sys.executable))
-    if "--json" in sys.argv[1:]:
-        from fixpack.cli_plain import argv_profile, emit_json, error_document
-
-        emit_json(error_document("apply", argv_profile(sys.argv[1:]), said, 5, "--dry-run" in sys.argv), print)
-    else:
-        sys.stderr.write("apply_all.py: %s\n" % said)
-    sys.exit(5)
-
-
-def run():
-    from pathlib import Path
-
-    try:
-        from fixpack.cli_fast import main as fast_main
-    except ModuleNotFoundError as exc:
-        missing(exc)
-    fast_main(sys.argv[1:], {"pack_root": PACK}, "apply")  # exits when it ran the command
-    try:
-        from fixpack.cli import apply_all_main
-    except ModuleNotFoundError as exc:
-        missing(exc)
-    apply_all_main(pack_root=Path(PACK))
-
-
+TOP = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "apply_all.py")
 if __name__ == "__main__":
-    if not os.path.isfile(os.path.join(PACK, "fixpack", "entry.py")):  # a copy away from its checkout
-        sys.stderr.write("apply_all.py: %s holds no fixpack/ (the engine): this script runs from the fix pack's "
-                         "checkout; run the checkout's own apply_all.py (a symbolic link to it works); nothing was "
-                         "written\n" % PACK)
+    if not os.path.isfile(TOP):  # a copy away from its checkout
+        sys.stderr.write("apply_all.py: %s is not there: this script runs from the fix pack's checkout; run the "
+                         "checkout's own fixes/apply_all.py (a symbolic link to it works); nothing was written\n" % TOP)
         sys.exit(5)
-    try:  # Ctrl-C while the tool imports: exit 5 with one line, no traceback (fixpack.entry)
-        from fixpack.entry import guarded
-    except KeyboardInterrupt:
-        from fixpack.entry import refuse_interrupt
-
-        refuse_interrupt(sys.argv[1:], "apply")
-    guarded(run, sys.argv[1:], "apply")
+    sys.argv[0] = TOP
+    runpy.run_path(TOP, run_name="__main__")
