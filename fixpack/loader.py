@@ -142,11 +142,13 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
 
 def _variant_there(sub: Path, errors: Collector) -> bool:
     """Whether ``sub`` (an entry of a fix's folder) is a variant: it holds a ``variant.toml``. A folder named as one
-    of the pack's profiles without one is a problem (emptied by hand, or half removed: that profile read the fix's
-    own patches, and check then advised a version bump over a stale lock)."""
+    of the pack's profiles that holds files but no ``variant.toml`` is a problem (half removed, or its variant.toml
+    deleted: that profile read the fix's own patches, and check then advised a version bump over a stale lock); an
+    empty one is none."""
     if _there(sub / "variant.toml"):
         return True
-    if sub.is_dir() and not sub.is_symlink() and (sub.parent.parent.parent / "profiles" / f"{sub.name}.toml").is_file():
+    if os.path.isdir(sub) and not sub.is_symlink() and _listing(sub) and \
+            os.path.isfile(sub.parent.parent.parent / "profiles" / f"{sub.name}.toml"):  # (an empty one is none)
         errors.add(f"folder {sub.name}/ is named as profile {sub.name}'s variant of {sub.parent.name} but holds no "
                    f"variant.toml: that profile would read the fix's own patches", sub, None,
                    "put the variant back (its variant.toml and patches), or remove the folder")

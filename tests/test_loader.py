@@ -384,16 +384,18 @@ def test_a_key_given_three_times_and_a_clash_in_a_large_toml(tmp_path, monkeypat
 
 
 def test_a_folder_named_as_a_profile_without_its_variant_toml_is_refused(pack):
-    """Found by a fresh maintainer: a variant folder emptied by hand (fixes/<id>/<profile>/ with no variant.toml) was
-    taken for no variant: that profile read the fix's own patches, and check then advised a version bump."""
+    """Found by a fresh maintainer: a variant folder whose variant.toml was removed (fixes/<id>/<profile>/ with its
+    patches) was taken for no variant: that profile read the fix's own patches, and check then advised a version
+    bump. An empty folder is still none (tests/test_unreadable_pack.py)."""
     pack.profile(["a", "b"])
     (pack.pack / "profiles" / "p2.toml").write_text((pack.pack / "profiles" / "p1.toml").read_text()
                                                     .replace('name = "p1"', 'name = "p2"'))
     (pack.pack / "fixes" / "a" / "p2").mkdir()
+    load_pack(pack.pack)  # (an empty folder is no variant)
+    (pack.pack / "fixes" / "a" / "p2" / "0001-change.patch").write_text("a variant's patch, its variant.toml gone\n")
     (pack.pack / "fixes" / "a" / "notes").mkdir()  # (a folder of the fix's own, named as no profile: fine)
+    (pack.pack / "fixes" / "a" / "notes" / "x.txt").write_text("x\n")
     with pytest.raises(PackError) as exc:
         load_pack(pack.pack)
     assert any("fixes/a/p2: folder p2/ is named as profile p2's variant of a but holds no variant.toml" in p
                for p in problems(exc)), problems(exc)
-    (pack.pack / "fixes" / "a" / "p2").rmdir()
-    load_pack(pack.pack)
