@@ -244,6 +244,8 @@ _UNDER_WAY = (("rebase-merge", "a rebase", "git rebase --continue (or --abort)")
               ("rebase-apply", "a rebase or git am", "git rebase --continue or git am --continue (or --abort)"),
               ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --continue (or --abort)"),
               ("REVERT_HEAD", "a revert", "git revert --continue (or --abort)"),
+              ("sequencer", "a cherry-pick or revert of several commits",  # (its head committed, the rest to come)
+               "git cherry-pick --continue or git revert --continue (or --quit)"),
               ("MERGE_HEAD", "a merge", "git commit (or git merge --abort)"),
               ("BISECT_LOG", "a bisect", "git bisect reset"))
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .fsio import atomic_write
-from .model import Fix, Pack, PatchFile
+from .model import Fix, Pack, PatchFile, Profile
 from .patchfiles import patch_again
 from .patchtext import normalized
 from .progname import command
+from .tree import Tree
 
 
 def stale_patches(pack: Pack) -> list[Path]:
@@ -47,6 +48,26 @@ def rewrite_patches(pack: Pack) -> list[Path]:
     return list(changed)
 
 
+def _refuse_not_release(profile: Profile, target: str, tree: Tree, root: Path) -> None:
+    """MismatchError when a file the profile's fixes touch is not the release's on ``root`` (the lock's first
+    pre-image; no usable lock: not checked): a copy with a fix patched in by hand, its markers removed, had the patch
+    refreshed at that tree's lines (exit 0), where lock refuses the same copy."""
+    from .errors import FixpackError, MismatchError
+    from .lockfile import read_lock
+    from .tree import file_hashes
+
+    try:
+        release = read_lock(profile).release_files(target)
+    except FixpackError:
+        return
+    differ = sorted(p for p, h in file_hashes(tree, list(release)).items() if h != release[p])
+    if differ:
+        raise MismatchError(f"--root {target}={root} is not the clean release: {', '.join(differ[:3])}"
+                            f"{' ...' if len(differ) > 3 else ''} differ from the release the lock records (a fix "
+                            f"applied there, or an edit); a patch is refreshed on the clean release copy, so nothing "
+                            f"was written: give --root the copy `fixpack fetch` prints")
+
+
 def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path:
     """Regenerate one fix's (single) patch against the profile's chain on a clean release copy, like
     ``quilt refresh``: the fixes before it in the series are applied in memory, then this fix (exact
@@ -64,7 +85,6 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     from .loader import load_pack, load_profile
     from .patchtext import write_patches
     from .states import State
-    from .tree import Tree
 
     pack = load_pack(pack_root)
     profile = load_profile(pack, profile_name)
@@ -78,6 +98,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     found = clean_copy(profile, fix.target, root)  # the pin's release (MismatchError), no fix applied there
     refuse_changed_copy(found, profile.name, "refresh on target", "a patch is refreshed")
     tree = Tree(root)
+    _refuse_not_release(profile, fix.target, tree, root)
     for other in pack.ordered(profile.default + profile.opt_in):
         if other.target != fix.target:
             continue

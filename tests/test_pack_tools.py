@@ -67,4 +67,9 @@ def test_refresh_on_a_copy_that_is_not_the_pinned_release_is_refused(builder, tm
     (edited / MOD).write_text("# an edit\n" + base)
     with pytest.raises(MismatchError, match="is no longer the release copy fetch unpacked"):
         refresh(builder.pack, "p1", "one", edited)
+    builder.lock(clean)  # a copy without fetch's marker, a fix (or an edit) in it: the lock's release says so
+    (edited / MARKER).unlink()
+    with pytest.raises(MismatchError, match=rf"--root demo={edited} is not the clean release: {MOD} differ"):
+        refresh(builder.pack, "p1", "one", edited)
     assert path.read_bytes() == before
+    assert refresh(builder.pack, "p1", "one", clean) == path  # (the clean copy still refreshes)

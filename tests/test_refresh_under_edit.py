@@ -238,7 +238,8 @@ def test_a_new_fix_whose_base_changed_under_it_carries_its_commits_by_the_steps(
     assert "+fifty-five\n" in patch and "# on two lines" not in patch and not (builder.pack / ".edit/.d.commits").exists()
 
 
-@pytest.mark.parametrize("stop", ["rebase -i at an edit step", "a cherry-pick at a conflict"])
+@pytest.mark.parametrize("stop", ["rebase -i at an edit step", "a cherry-pick at a conflict",
+                                  "a cherry-pick of two commits, the first committed by hand"])
 def test_a_refresh_while_a_git_operation_is_stopped_half_way_is_refused(pack3, stop):  # noqa: F811
     """Found by a fresh maintainer: `git rebase -i fixpack-base` stopped at an `edit` step (as the README suggests
     for splitting commits), then refresh: it wrote the commits HEAD held (one of two), exit 0, and a later `edit
@@ -259,8 +260,22 @@ def test_a_refresh_while_a_git_operation_is_stopped_half_way_is_refused(pack3, s
         (work / MOD).write_text(text.replace("line 40\n", "FORTY\n"))
         git(work, "commit", "-qam", "other")
         subprocess.run(["git", "-C", str(work), "cherry-pick", "side"], capture_output=True)  # conflicts
-        subprocess.run(["git", "-C", str(work), "checkout", "HEAD", "--", MOD], check=True)  # (clean, still stopped)
-        how = "git cherry-pick --continue"
+        if stop.startswith("a cherry-pick of two"):  # (found by a fresh user: .git/sequencer alone tells it)
+            git(work, "cherry-pick", "--abort")
+            (work / "demo_pkg" / "other.py").write_text("x = 1\n")
+            git(work, "checkout", "-q", "side")
+            git(work, "add", "-A")
+            git(work, "commit", "-qm", "third")
+            git(work, "checkout", "-q", "-")
+            subprocess.run(["git", "-C", str(work), "cherry-pick", "side~1", "side"], capture_output=True)
+            (work / MOD).write_text(text.replace("line 40\n", "Forty\n"))
+            git(work, "add", "-A")
+            git(work, "commit", "-qm", "resolved")  # (not --continue: the sequence is still under way)
+            assert (work / ".git" / "sequencer").is_dir() and not (work / ".git" / "CHERRY_PICK_HEAD").exists()
+            how = "git cherry-pick --continue or git revert --continue"
+        else:
+            subprocess.run(["git", "-C", str(work), "checkout", "HEAD", "--", MOD], check=True)  # (clean, stopped)
+            how = "git cherry-pick --continue"
     before = snapshot(builder.pack)
     with pytest.raises(BadInputError, match=rf"under way there \(stopped half way\): finish it \({how}"):
         refresh_from_work(builder.pack, "b")
