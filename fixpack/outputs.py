@@ -103,14 +103,15 @@ def check_outputs(req: Request, reject_dir: Path | None, sbom_out: Path | None) 
 def sbom_ready() -> None:
     """Before anything is written: the SBOM's libraries are there (EnvironmentProblem, exit 5: an apply --sbom
     without them patched the image, then said "nothing was written") and ``$SOURCE_DATE_EPOCH`` can be read."""
-    import importlib.util
+    import importlib
     import sys
 
-    missing = [m for m in ("cyclonedx", "packageurl") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise EnvironmentProblem(f"the Python package {missing[0]!r} is not installed in {sys.executable}: apply "
+    try:  # the SBOM's module, with all it imports (cyclonedx-python-lib's own needs too: typing_extensions, ...)
+        importlib.import_module("fixpack.sbom")
+    except ModuleNotFoundError as exc:
+        raise EnvironmentProblem(f"the Python package {exc.name!r} is not installed in {sys.executable}: apply "
                                  f"--sbom, sbom and verify need `pip install 'cyclonedx-python-lib[json-validation]'` "
-                                 f"(setup.cfg's sbom extra); nothing was written")
+                                 f"(setup.cfg's sbom extra, with what it needs); nothing was written") from None
     source_date_epoch()
 
 
