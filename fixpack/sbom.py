@@ -97,7 +97,8 @@ def _sha(path: Path) -> str:
 
 
 def image_state(req: Request) -> tuple[set[tuple[str, str]], tuple[int, str] | None]:
-    """What ``status`` finds applied on the image the request points at, as (kind, id) pairs, and, when status would
+    """What ``status`` finds applied on the image the request points at, as (kind, id) pairs (("upstreamed", id) for a
+    fix it finds upstream's), and, when status would
     not exit 0 (a tampered file, a missing target, a manifest whose fixes are not in the files: a planted one), its
     exit code and error. The SBOM tells only what status vouches for: a manifest alone made it list an unpatched
     image's patches, and a component pip had uninstalled."""
@@ -105,6 +106,7 @@ def image_state(req: Request) -> tuple[set[tuple[str, str]], tuple[int, str] | N
 
     rep = status(req)  # (an error it raises, a pack or lock it cannot read, goes up as it is)
     held = {(f.kind, f.id) for f in rep.fixes if f.state is State.APPLIED}
+    held |= {("upstreamed", f.id) for f in rep.fixes if f.state is State.UPSTREAMED}  # (a record of it told too)
     said = rep.error.removeprefix("nothing was written; ")  # (status writes nothing: its words for a refused run)
     return held, ((rep.exit_code, said) if rep.exit_code else None)
 
@@ -116,7 +118,8 @@ def told(states: list[TargetState], held: set[tuple[str, str]]) -> list[TargetSt
     for st in states:
         m = st.manifest
         if m is not None:
-            m = replace(m, fixes=tuple(e for e in m.fixes if e.state is not Recorded.APPLIED or ("fix", e.id) in held),
+            m = replace(m, fixes=tuple(e for e in m.fixes if ("fix" if e.state is Recorded.APPLIED else "upstreamed",
+                                                               e.id) in held),
                         components=tuple(c for c in m.components if ("component", c.id) in held))
         out.append(replace(st, manifest=m))
     return out

@@ -268,3 +268,22 @@ def test_a_component_that_requires_another_depends_on_it_in_the_sbom(tmp_path):
     doc = json.loads(render(build_bom(ctx, [TargetState(ft, manifest)])))  # type: ignore[arg-type]
     deps = {d["ref"]: set(d.get("dependsOn", [])) for d in doc["dependencies"]}
     assert deps["component:kern"] == {"target:demo", "component:port"} and deps["component:port"] == {"target:demo"}
+
+
+def test_a_planted_upstreamed_record_is_not_told(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """Found by a fresh user: a manifest planted on a clean image with every fix recorded "upstreamed" (files {}): status
+    said each fix absent (would apply), but the SBOM listed "upstreamed v1" for each, and verify agreed."""
+    pack, site = applied_image(builder, plugin_wheel)
+    mpath = site / ".fixpack/demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    assert engine.revert(builder.request(site)).ok
+    for f in data["fixes"]:
+        f["state"], f["files"] = "upstreamed", {}
+    data["files"], data["components"] = {}, []
+    mpath.parent.mkdir(exist_ok=True)
+    mpath.write_text(json.dumps(data))
+    st = engine.status(builder.request(site))
+    assert st.ok and {f.state.value for f in st.fixes if f.kind == "fix"} == {"absent"}, st.fixes
+    doc = json.loads(sbom(Request(pack_root=pack, profile="p1", roots={"demo": site}), None).text)
+    props = [p["name"] for c in doc["components"] for p in c.get("properties", [])]
+    assert not [p for p in props if p.startswith("fixpack:fix:")], props
