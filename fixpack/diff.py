@@ -286,6 +286,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             break
         if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken
             raise signature_taken(source, sig, hunk_line)
+        if not in_git and ln.startswith(("diff ", "Only in ")) and not (old or new):  # diff -ruN's own lines between
+            continue  # its files (git apply skips them too)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if (old > 0 or new > 0) and sig is not None and all(x == "" for x in lines[sig[0]:]):  # its last line a '-- '
         raise signature_taken(source, sig, hunk_line)
@@ -407,8 +409,13 @@ def _as_git(lines: list[str]) -> str:
     out: list[str] = []
     for i, ln in enumerate(lines):
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if ln.startswith(("diff ", "Only in ")):  # diff -ruN's command line before each file, and its notes
+            continue
         if ln.startswith("--- ") and nxt.startswith("+++ ") and (i + 2 >= len(lines) or lines[i + 2].startswith("@@")):
             old, new = ln[4:].split("\t")[0], nxt[4:].split("\t")[0]
+            at = lines[i + 2] if i + 2 < len(lines) else ""  # diff -N writes a missing side as an empty file
+            old, new = ("/dev/null" if at.startswith("@@ -0,0 ") else old,
+                        "/dev/null" if re.match(r"@@ -\S+ \+0,0 @@", at) else new)
             a = old if old != "/dev/null" else "a/" + new.split("/", 1)[-1]
             b = new if new != "/dev/null" else "b/" + old.split("/", 1)[-1]
             out.append(f"diff --git {a} {b}")

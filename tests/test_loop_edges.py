@@ -722,7 +722,8 @@ def test_a_mail_changing_a_file_outside_the_package_is_refused_at_its_line_in_th
 
 def test_a_mail_with_a_plain_diff_is_imported_as_git_am_takes_it(pack3, tmp_path):  # noqa: F811
     """Found by a fresh maintainer: a mail (From:, Subject:, a message) whose diff is a plain `diff -u` (no
-    `diff --git` line) was refused as "no patch mail in it"; git am applies it."""
+    `diff --git` line) was refused as "no patch mail in it"; git am applies it. `diff -ruN`'s own lines between
+    files are skipped, and a file it writes against an empty one (-N) is a new file, as git am takes it."""
     builder, clean = pack3
     before = _chain_end()
     after = before.replace("line 55\n", "fifty-five\n")
@@ -730,10 +731,14 @@ def test_a_mail_with_a_plain_diff_is_imported_as_git_am_takes_it(pack3, tmp_path
     for folder, text in ((a, before), (b, after)):
         (folder / "demo_pkg").mkdir(parents=True)
         (folder / MOD).write_text(text)
-    diff = subprocess.run(["diff", "-u", f"a/{MOD}", f"b/{MOD}"], cwd=tmp_path, capture_output=True, text=True).stdout
+    (b / "demo_pkg" / "brand_new.py").write_text("NEW = 1\n")  # (diff -N writes it against an empty file)
+    diff = subprocess.run(["diff", "-ruN", "a", "b"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert diff.startswith("diff -ruN ") and "1970-01-01" in diff, diff
     mail = tmp_path / "plain.patch"
     mail.write_text("From: A Maintainer <a@example.org>\nDate: Mon, 2 Jan 2023 10:00:00 +0100\n"
                     f"Subject: [PATCH] Name line 55\n\nWhy it matters.\n---\n{diff}")
     import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     patch = next((builder.pack / "fixes/imp").glob("*.patch")).read_text()
     assert "+fifty-five\n" in patch and "Subject: [PATCH] Name line 55" in patch and "Why it matters." in patch
+    assert "diff --git a/demo_pkg/brand_new.py b/demo_pkg/brand_new.py\nnew file mode 100644\n--- /dev/null\n" \
+           "+++ b/demo_pkg/brand_new.py\n" in patch and "diff -ruN" not in patch and "1970" not in patch, patch
