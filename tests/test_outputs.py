@@ -153,3 +153,15 @@ def test_a_dry_run_with_sbom_says_it_wrote_none(image, capsys, tmp_path):
     out_file = tmp_path / "s.json"
     code, _out, err = run(capsys, b, target, "apply", "--dry-run", "--sbom", str(out_file))
     assert code == 0 and f"no SBOM written to {out_file}: a dry run applies nothing" in err and not out_file.exists()
+
+
+def test_a_folder_at_the_sbom_s_temp_path_is_refused_before_the_apply(image, capsys, tmp_path):
+    """Found by a fresh user: apply --sbom FILE with a folder at .FILE.fixpack-tmp patched the image, then failed
+    (EISDIR, exit 5); it is refused first (exit 2), as a target file's temp path is."""
+    b, target = image
+    out_file = tmp_path / "s.json"
+    (tmp_path / ".s.json.fixpack-tmp").mkdir()
+    before = snapshot(target)
+    code, _out, err = run(capsys, b, target, "apply", "--sbom", str(out_file))
+    assert code == 2 and ".s.json.fixpack-tmp is a folder where the file is written" in err and \
+        snapshot(target) == before, err
