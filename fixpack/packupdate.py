@@ -32,7 +32,7 @@ from .records import Lock
 from .safepath import holds_bytes, not_a_file
 from .state import leftover_journal, roll_back
 from .structs import dataclass, field, replace
-from .transaction import write_transaction
+from .transaction import check_temp_paths, write_transaction
 from .tree import Tree
 
 STAGE_SKIPPED = {".git", ".edit", ".rebase", ".fixpack", "reports", "build", "dist", "tests", "tools"}
@@ -98,6 +98,8 @@ def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profi
     """
     recover_pack(pack_root, progress)
     changes = {k: v for k, v in changes.items() if _differs(pack_root / k, v)}
+    maybe = [*changes, *(f"profiles/{name}.lock" for name in profiles)]  # (a lock is known once staged)
+    check_temp_paths(pack_root, [FileChange(k, b"") for k in maybe])  # the pack's own, not the staging copy's
     out = Outcome()
     from .interrupts import Term, signals
 

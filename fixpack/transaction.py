@@ -62,7 +62,7 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
                                  f"was changed. Run where it may be written, or apply to a writable copy")
 
 
-def _check_temp_paths(root: Path, changes: list[FileChange]) -> None:
+def check_temp_paths(root: Path, changes: list[FileChange]) -> None:
     """MismatchError (exit 3), before anything is written, for a folder where a file's temp file goes (each file is
     written beside itself, ``.NAME.fixpack-tmp``, then renamed over it): the write failed there, and so did the
     rollback, which removes a killed write's temp file first (a journal left, every later run exit 1)."""
@@ -139,7 +139,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
     # run leaves the .pyc files as they were too
     changes = changes + _stale_bytecode(root, changes)
-    _check_temp_paths(root, changes)
+    check_temp_paths(root, changes)
     check_free_space(root, changes)
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed

@@ -328,3 +328,19 @@ def test_a_commit_changing_a_file_outside_the_package_is_named_at_the_commit(pac
                                             rf"target's package folder demo_pkg/: take that file out of the commit"):
         refresh_from_work(builder.pack, "b")
     assert snapshot(builder.pack) == before
+
+
+def test_a_folder_at_a_pack_file_s_temp_path_is_named_in_the_pack(pack3):  # noqa: F811
+    """Found by a fresh user: a folder at profiles/.p1.lock.fixpack-tmp made refresh fail in its staging copy (exit 5,
+    naming a temporary folder already gone, "free space there"); it is refused at the pack's own path (exit 3)."""
+    from fixpack.errors import MismatchError
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    _amend(work, "line 40\n", "forty\n")
+    folder = builder.pack / "profiles" / ".p1.lock.fixpack-tmp"
+    folder.mkdir()
+    before = snapshot(builder.pack)
+    with pytest.raises(MismatchError, match=rf"{re.escape(str(folder))} is a folder where fixpack writes"):
+        refresh_from_work(builder.pack, "b")
+    assert snapshot(builder.pack) == before
