@@ -53,7 +53,9 @@ def path_problem(path: str) -> str | None:
         return "a backslash (paths use '/' only)"
     if "\x00" in path:
         return "a NUL byte"
-    hidden = next((c for c in path if unicodedata.category(c) in ("Cc", "Cf")), None)
+    hidden = next((c for c in path if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs")), None)
+    if hidden is not None and unicodedata.category(hidden) == "Cs":  # (a byte read with surrogateescape)
+        return "a byte that is not UTF-8 (a file of a Python package is named in UTF-8)"
     if hidden is not None:
         return (f"a control or formatting character, U+{ord(hidden):04X} {unicodedata.name(hidden, '')}".rstrip() +
                 " (the path shows as another, or not at all, where it is printed)")

@@ -331,16 +331,26 @@ def test_a_hunk_of_no_lines_is_refused_at_its_header(header):
             parse_patch(data, "p.patch")
 
 
-@pytest.mark.parametrize("name", ["evil\u202eyp.py", '"a\\tb.py"', '"e\\033[2Jx.py"', "zw\u200bsp.py", "rl\u2067m.py"])
+@pytest.mark.parametrize("name", ["evil\u202eyp.py", '"a\\tb.py"', '"e\\033[2Jx.py"', "zw\u200bsp.py", "rl\u2067m.py",
+                                  "ls\u2028x.py", "ps\u2029x.py"])
 def test_a_path_with_a_control_or_formatting_character_is_refused(name):
     """Found by a fresh user: a new file named with a right-to-left override (or a zero-width space) was taken; its
     name shows as another in every report, lock and SBOM that prints it (the Trojan Source trick, on a path); an escape
     (git quotes it as \\033) would drive the terminal a report is printed on."""
     a, b = (f'"{p}/{name[1:]}' if name.startswith('"') else f"{p}/{name}" for p in "ab")
     data = f"diff --git {a} {b}\nnew file mode 100644\n--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n".encode()
-    with pytest.raises(PatchParseError, match=r"^p\.patch:1: path .* is not canonical: a control or formatting "
-                                              r"character, U\+[0-9A-F]{4}") as exc:
+    with pytest.raises(PatchParseError, match=r"^p\.patch:[14]: path .* is not canonical: a control or formatting "
+                                              r"character, U\+[0-9A-F]{4}") as exc:  # (4: a separator is white space)
         parse_patch(data, "p.patch")
     assert exc.value.problems[0].hint == "name the file without it"
     fine = data.decode().replace(name.strip('"'), "ok_\u00e9.py").replace('"', "").encode()
     assert parse_patch(fine, "p.patch").files[0].new_path == "ok_\u00e9.py"
+
+
+def test_a_path_with_a_byte_that_is_not_utf8_is_refused():
+    """Found by a fresh user: a git-quoted path with an octal escape that is not UTF-8 (\\377) was applied, making a
+    file whose name is not UTF-8."""
+    data = b'diff --git "a/ev\\377il.py" "b/ev\\377il.py"\nnew file mode 100644\n--- /dev/null\n+++ "b/ev\\377il.py"\n' \
+           b"@@ -0,0 +1 @@\n+x\n"
+    with pytest.raises(PatchParseError, match=r"^p\.patch:1: path .* is not canonical: a byte that is not UTF-8"):
+        parse_patch(data, "p.patch")
