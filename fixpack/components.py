@@ -90,6 +90,8 @@ def check_records(profile: Profile, lock: Lock, manifest: Manifest, path: Path) 
         tops = {p.split("/", 1)[0] for p, _h in locked.files} if locked is not None else {name}
         if locked is None and rec.id not in {c.id for c in profile.components}:
             what = f"component {rec.id} is no component of profile {profile.name} (what revert would remove)"
+        elif not rec.files:  # (an install records its files and .dist-info: revert said reverted and left them)
+            what = f"component {rec.id} {rec.version} records no file"
         elif rec.dist_info.lower() != own.lower():
             what = f"component {rec.id} {rec.version} records the .dist-info {rec.dist_info}, not its own {own}"
         else:

@@ -238,7 +238,10 @@ def render(bom: Bom) -> str:
     (:func:`_stamp`), or from SOURCE_DATE_EPOCH when set: the same image gives the same document."""
     facts = facts_of(json.loads(JsonV1Dot6(bom).output_as_string()))
     bom.serial_number = uuid.uuid5(uuid.NAMESPACE_URL, "fixpack:" + json.dumps(sorted(facts.items())))
-    epoch = source_date_epoch()
+    try:
+        epoch = source_date_epoch()  # (checked before by sbom; verify compares no time)
+    except BadInputError:
+        epoch = None
     if epoch is not None:
         bom.metadata.timestamp = epoch
     return JsonV1Dot6(bom).output_as_string(indent=2) + "\n"
@@ -278,8 +281,10 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     ctx, states = read_image(req)
     held, wrong = image_state(req)
     if wrong:
-        raise of_code(wrong[0])(f"the image is not in a state its SBOM can tell truly: {wrong[1]}; `fixpack status` "
-                                f"with the same options names what is wrong; nothing was written")
+        from .progname import program
+
+        raise of_code(wrong[0])(f"the image is not in a state its SBOM can tell truly: {wrong[1]}; `{program()} "
+                                f"status` with the same options names what is wrong; nothing was written")
     states = told(states, held)
     if out is not None:
         refuse_inside(out, option, [(st.found.spec.name, st.found.root) for st in states], INSIDE)

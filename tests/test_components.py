@@ -409,6 +409,8 @@ def test_revert_removes_the_bytecode_of_an_imported_component(builder, plugin_wh
      "recorded twice"),
     ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "x.dist-info", "files": {"t/x.py": None}}, "no sha256"),
     ({"id": "tiny-plug", "version": "0.3.0"}, "not an object with id"),
+    # found by a fresh user: revert said "reverted", removed .fixpack and left the package installed
+    ({"id": "tiny-plug", "version": "0.3.0", "dist_info": "tiny_plug-0.3.0.dist-info", "files": {}}, "records no file"),
 ])
 def test_a_planted_component_record_is_damaged_state(builder, plugin_wheel, entry, why):
     from fixpack.errors import DamagedStateError
