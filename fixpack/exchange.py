@@ -149,7 +149,14 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
-    bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed])
+    try:
+        bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed])
+    except (BadInputError, ConflictError) as exc:  # "patch N of FIX": the mail it comes from, in the file given
+        n = re.match(r"patch (\d+) of ", str(exc))
+        if n is None:
+            raise
+        exc.args = (f"{file}:{parsed[int(n.group(1)) - 1][2]}: the mail there: {exc}",)
+        raise
     texts = [render(m, header_fields(fix), body) for (m, _b, _l), body in zip(parsed, bodies)]
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}

@@ -697,8 +697,10 @@ def test_an_mbox_with_the_same_mail_twice_blames_the_import_itself(pack3, tmp_pa
     mbox = tmp_path / "twice.mbox"
     mbox.write_text(one + one)
     snap = snapshot(builder.pack)
-    with pytest.raises(BadInputError, match=r"patch 2 of imp .*: an earlier patch of this import already makes this "
-                                            r"change \(the same mail twice in the file\?\)"):
+    second = one.count("\n") + 1
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(mbox))}:{second}: the mail there: patch 2 of imp .*: an "
+                                            r"earlier patch of this import already makes this change \(the same mail "
+                                            r"twice in the file\?\)"):
         import_mails(builder.pack, mbox, "imp", "p1", roots={"demo": clean})
     assert snapshot(builder.pack) == snap
 
