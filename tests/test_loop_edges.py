@@ -491,9 +491,9 @@ def test_edit_that_cannot_write_its_work_tree_is_exit_5_and_leaves_none(pack3, m
     assert not (builder.pack / ".edit/b").exists() and not (builder.pack / ".edit/b.json").exists()
 
 
-def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa: F811
-    # two edits at once: b refreshed with a line more moves c; c's work tree still has the old b
-    builder, clean = pack3
+def b_moved_under_c(builder, clean) -> Path:  # type: ignore[no-untyped-def]
+    """Two edits at once: b refreshed with a line more moves c, whose work tree (returned, its change to c's line
+    amended in) still has the old b."""
     work_c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
     work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
     (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
@@ -501,6 +501,12 @@ def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa:
     assert refresh_from_work(builder.pack, "b") is not None
     (work_c / MOD).write_text((work_c / MOD).read_text().replace("fifty\n", "FIFTY\n"))
     git(work_c, "commit", "-qa", "--amend", "--no-edit")
+    return work_c
+
+
+def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa: F811
+    builder, clean = pack3
+    b_moved_under_c(builder, clean)
     before = pack_bytes(builder.pack)
     with pytest.raises(ConflictError, match=r"(?s)does not apply.*The fixes before c changed since `fixpack edit` "
                                             r"made .*\(b\): its commits are on the old ones"):

@@ -206,14 +206,10 @@ def test_a_pull_of_the_change_the_work_tree_holds_keeps_its_committed_version(in
 def test_a_refresh_on_fixes_that_changed_under_it_carries_its_change_by_the_steps(pack3):  # noqa: F811
     """Two edits at once: b refreshed with a line more moves c, whose work tree still has the old b; the refusal's
     steps carry c's change (one line of its own patch) onto c as the pack has it, on the new b."""
+    from test_loop_edges import b_moved_under_c
+
     builder, clean = pack3
-    work_c = Path(start(builder.pack, "p1", "c", roots={"demo": clean}).work)
-    work_b = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
-    (work_b / MOD).write_text((work_b / MOD).read_text().replace("# a comment\n", "# a comment\n# on two lines\n"))
-    git(work_b, "commit", "-qa", "--amend", "--no-edit")
-    assert refresh_from_work(builder.pack, "b") is not None
-    (work_c / MOD).write_text((work_c / MOD).read_text().replace("fifty\n", "FIFTY\n"))
-    git(work_c, "commit", "-qa", "--amend", "--no-edit")
+    work_c = b_moved_under_c(builder, clean)
     with pytest.raises(ConflictError) as caught:
         refresh_from_work(builder.pack, "c")
     _run_steps(str(caught.value), work_c, builder, clean, "c")
