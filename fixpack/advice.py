@@ -24,7 +24,7 @@ from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
 from .safepath import file_on_the_way, link_on_the_way
-from .state import journal_named, journal_path, manifest_path, read_manifest, restore_first
+from .state import journal_named, journal_there, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -183,7 +183,7 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
 def pending_note(root: Path) -> str:
     """What status and dry runs say of a state folder a run left: a journal (the next apply or revert rolls it back), or
     only the backups of a run that was complete but could not remove them (the next run removes them)."""
-    if exists(journal_path(root)) or exists(temp_path(journal_path(root))):
+    if journal_there(root):
         return "an interrupted run left a journal; the next apply or revert rolls it back first"
     return f"a complete run left its backups in {root / '.fixpack' / 'journal'}; the next run removes them"
 

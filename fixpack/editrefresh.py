@@ -38,7 +38,7 @@ from .gitwork import Commit, commits_since, diff_paths, uncommitted, under_way
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
 from .packupdate import Outcome, recover_pack, update
-from .patchfiles import patch_again, symlink_change
+from .patchfiles import outside_package, patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
@@ -116,11 +116,10 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
                 raise BadInputError(f"{work} commit {c.sha[:12]}:{fp.diff_line}: symlink change to {fp.path!r} is not "
                                     f"supported: ship the link target as a regular file (amend the commit); nothing "
                                     f"was written")
-            out = [q for q in fp.paths() if not q.startswith(spec.package + "/") or q == spec.version_module]
+            out = [(q, why) for q in fp.paths() if (why := outside_package(q, spec.package, spec.version_module))]
             if out:  # (the load named the pack's patch file at a line of the text not yet written)
-                what = (f"outside the target's package folder {spec.package}/" if out[0] != spec.version_module else
-                        "the version module the pin is checked against")
-                raise BadInputError(f"{work} commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes {out[0]!r}, "
+                q, what = out[0]
+                raise BadInputError(f"{work} commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes {q!r}, "
                                     f"{what}: take that file out of the commit (`git rebase -i {BASE_TAG}`, mark it "
                                     f"edit, restore or remove the file, amend); nothing was written")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")

@@ -34,7 +34,7 @@ from .replay import replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
-from .state import journal_originals, leftover_journal, manifest_path, read_manifest, recover
+from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest, recover
 from .states import Action, State, TargetStatus
 from .status_fast import locked_files, with_release_files
 from .strict import next_steps
@@ -247,10 +247,10 @@ def _recover_interrupted(ctx: Context) -> None:
     caller holds the targets' locks."""
     for ft in ctx.found.values():
         if leftover_journal(ft.root):
-            said = pending_note(ft.root)
+            journal = journal_there(ft.root)  # (else backups alone: a complete run's)
             n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (none restored: its journal was removed all the same)
             ctx.report.target(ft.spec.name).note(f"{ROLLED_BACK} ({n} file{'' if n == 1 else 's'} restored)"
-                                                 if said.startswith("an interrupted") else
+                                                 if journal else
                                                  f"{LEFTOVERS_REMOVED} in {ft.root / '.fixpack' / 'journal'} (no "
                                                  f"journal names them)")
 

@@ -24,7 +24,7 @@ from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editwork import EditState, check_new
-from .errors import BadInputError, Collector, ConflictError, PatchParseError
+from .errors import BadInputError, ConflictError, PatchParseError
 from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
@@ -33,7 +33,7 @@ from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, sou
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recover_pack, update
-from .patchfiles import check_package_paths, patch_again
+from .patchfiles import outside_package, patch_again
 from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
 from .patchmodel import sha256_bytes
 from .patchtext import header_fields
@@ -149,14 +149,8 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
-    try:
-        bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed])
-    except (BadInputError, ConflictError) as exc:  # "patch N of FIX": the mail it comes from, in the file given
-        n = re.match(r"patch (\d+) of ", str(exc))
-        if n is None:
-            raise
-        exc.args = (f"{file}:{parsed[int(n.group(1)) - 1][2]}: the mail there: {exc}",)
-        raise
+    bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed],
+                       [f"{file}:{line}: the mail there: " for _m, _b, line in parsed])
     texts = [render(m, header_fields(fix), body) for (m, _b, _l), body in zip(parsed, bodies)]
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}
@@ -206,15 +200,14 @@ def _refuse_outside(file: Path, found: list[tuple[int, str]], parsed: list[tuple
     file's section in ``file`` (its line there): the pack's load of the staged fix named the patch file it would
     have become, which is not there (a fresh maintainer's finding)."""
     for (line, text), (_m, body, _l) in zip(found, parsed):
-        errors = Collector()
-        one = PatchFile(file, "", parse_patch(encode(body), str(file)).files)
-        check_package_paths(Fix("import", 1, "", "", "", (), (), False, Upstream(), (one,), file.parent), package,
-                            errors, version_path)
-        if errors.problems:
-            p = errors.problems[0]
-            at = line + text[:len(text) - len(body)].count("\n") + (p.line or 1) - 1
-            raise BadInputError(f"{file}:{at}: the mail at line {line}{p.message.removeprefix(file.name)}; take that "
-                                f"file's section out of the mail ({p.hint}); nothing was written")
+        for fp in parse_patch(encode(body), str(file)).files:
+            out = [(p, why) for p in fp.paths() if (why := outside_package(p, package, version_path))]
+            if out:
+                p, why = out[0]
+                at = line + text[:len(text) - len(body)].count("\n") + fp.diff_line - 1
+                raise BadInputError(f"{file}:{at}: the mail at line {line} changes {p!r}, {why}; take that file's "
+                                    f"section out of the mail (a fix changes files under {package}/ only, never the "
+                                    f"version module); nothing was written")
 
 
 def _only_target(view: Pack, prof: Profile) -> str:
@@ -258,9 +251,11 @@ def _patch_file(path: Path, text: str, source: str) -> PatchFile:
     return PatchFile(path, sha256_bytes(data), parsed.files)
 
 
-def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given: list[str]) -> list[str]:
+def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given: list[str],
+              where: list[str]) -> list[str]:
     """Each patch's diff laid on the chain before the fix: as written when it applies at its lines, else
-    regenerated where it applies (an offset). Raises ConflictError when a patch does not apply."""
+    regenerated where it applies (an offset). Raises ConflictError when a patch does not apply, each refusal starting
+    with ``where`` of its patch (the mail it comes from, in the file given)."""
     tree = Tree(root)
     cut = view.series.index(after) if after else -1
     laid: list[str] = []
@@ -274,15 +269,15 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
         ev = decide(one, tree, None, False)
         if ev.state is State.UPSTREAMED:
             carrier = _carrier(view, one, root, laid)
-            raise BadInputError(f"patch {i + 1} of {fix.id} ({pf.path.name}): "
+            raise BadInputError(f"{where[i]}patch {i + 1} of {fix.id} ({pf.path.name}): "
                                 + (f"fix {carrier!r} already makes this change on the chain of profile {prof.name}"
                                    if carrier else f"the release of profile {prof.name} already holds this change"
                                    if carrier == "" else "an earlier patch of this import already makes this change "
                                                          "(the same mail twice in the file?)")
                                 + "; there is nothing to import (a mail imported twice?); nothing was written")
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
-            raise ConflictError(f"patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the chain of "
-                                f"profile {prof.name}: {'; '.join(ev.messages)}; nothing was written")
+            raise ConflictError(f"{where[i]}patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the "
+                                f"chain of profile {prof.name}: {'; '.join(ev.messages)}; nothing was written")
         tree_after = ev.forward.tree
         if ev.state is State.ABSENT and not ev.offsets:
             bodies.append(given[i])

@@ -135,6 +135,16 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}{TMP_SUFFIX}")
 
 
+def temp_folder(path: Path) -> Path | None:
+    """``path``'s temp path (:func:`temp_path`) when a folder is there (not a link to one), else None: the write
+    beside ``path`` fails there, and so would a rollback, which removes a killed write's temp file first."""
+    tmp = temp_path(path)
+    try:
+        return tmp if stat.S_ISDIR(os.lstat(tmp).st_mode) else None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def exists(path: Path) -> bool:
     return os.path.lexists(path)
 

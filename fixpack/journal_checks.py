@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import DamagedStateError
-from .fsio import temp_path
+from .fsio import temp_folder
 from .safepath import file_on_the_way, sha256_regular
 
 Bad = Callable[[str], DamagedStateError]
@@ -45,8 +45,8 @@ def check_way_back(root: Path, path: str, bad: Bad) -> None:
     if at is not None:
         raise bad(f"{at} is not a folder, but {path} goes in it: a rollback cannot put {path} back (move {at} "
                   f"away, then run again)")
-    tmp = temp_path(root / path)
-    if at is None and stat.S_ISDIR(_lmode(tmp)):  # a rollback removes a killed write's temp file there first
+    tmp = temp_folder(root / path) if at is None else None
+    if tmp is not None:  # a rollback removes a killed write's temp file there first
         raise bad(f"{tmp} is a folder where {path}'s temp file goes, which a rollback removes: a rollback cannot put "
                   f"{path} back (move the folder away, then run again)")
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem
-from .fsio import temp_path
+from .fsio import temp_folder
 from .run import Request, find_target, prepare
 
 
@@ -52,8 +52,8 @@ def check_file(out: Path, option: str) -> None:
                             f"path; nothing was written")
     if out.is_dir():
         raise BadInputError(f"{option} {out}: a folder; give a file name")
-    tmp = temp_path(out)  # where the file is written, then renamed
-    if tmp.is_dir() and not tmp.is_symlink():
+    tmp = temp_folder(out)  # where the file is written, then renamed
+    if tmp is not None:
         raise BadInputError(f"{option} {out}: {tmp} is a folder where the file is written before it is renamed "
                             f"into place; move it away (nothing of fixpack's is in it); nothing was written")
     _check_folder(out.parent if str(out.parent) else Path("."), option, out)

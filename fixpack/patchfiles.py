@@ -243,6 +243,14 @@ def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] |
     errors.raise_if_any(f"the pack at {pack.root} is invalid")
 
 
+def outside_package(path: str, package: str, version_path: str = "") -> str:
+    """Why a fix may not change ``path`` ("" when it may): it lies outside the target's package folder ``package``,
+    or it is ``version_path``, the module the found version is read from (:func:`check_package_paths`)."""
+    if not path.startswith(package + "/"):
+        return f"outside the target's package folder {package}/"
+    return "the version module the pin is checked against" if path == version_path else ""
+
+
 def check_package_paths(fix: Fix, package: str, errors: Collector, version_path: str = "") -> None:
     """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
     be a site-packages folder, where another path would change another distribution, or the tool's own
@@ -251,15 +259,15 @@ def check_package_paths(fix: Fix, package: str, errors: Collector, version_path:
     for patch in fix.patches:
         for fp in patch.files:
             for p in fp.paths():
-                if not p.startswith(package + "/"):
-                    errors.add(f"{patch.path.name} changes {p!r}, outside the target's package folder {package}/",
-                               patch.path, fp.diff_line, f"patch files under {package}/ only")
-                elif p == version_path:
-                    errors.add(f"{patch.path.name} changes {p!r}, the version module the pin is checked against: "
-                               f"once applied, the image would no longer show the pinned version, and apply, "
-                               f"status and revert would refuse it", patch.path, fp.diff_line,
-                               "leave the version module as the release has it (the manifest in .fixpack/ "
-                               "records what the image carries)")
+                why = outside_package(p, package, version_path)
+                if why and p != version_path:
+                    errors.add(f"{patch.path.name} changes {p!r}, {why}", patch.path, fp.diff_line,
+                               f"patch files under {package}/ only")
+                elif why:
+                    errors.add(f"{patch.path.name} changes {p!r}, {why}: once applied, the image would no longer show "
+                               f"the pinned version, and apply, status and revert would refuse it", patch.path,
+                               fp.diff_line, "leave the version module as the release has it (the manifest in "
+                                             ".fixpack/ records what the image carries)")
     for target_path, _src in fix.binary:
         if not target_path.startswith(package + "/"):
             errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",

@@ -291,7 +291,7 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     text = render(build_bom(ctx, states))
     if out is None:
         return SbomResult(None, text, False)
-    if _same_facts(out, text):
+    if _same_bytes(out, text):
         return SbomResult(out, text, False)
     from .fsio import atomic_write
 
@@ -307,7 +307,7 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
     return SbomResult(out, text, True)
 
 
-def _same_facts(out: Path, text: str) -> bool:
+def _same_bytes(out: Path, text: str) -> bool:
     """Whether the file at ``out`` holds ``text`` byte for byte (the same image gives the same document): read only
     when it is a regular file, never through a symbolic link (one put there since check_file looked: the write
     replaces the link, never reads or writes where it points), and no further than ``MAX_SBOM_BYTES``. A file with

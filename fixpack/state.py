@@ -385,8 +385,14 @@ def journal_originals(root: Path, writes: Writes | None) -> dict[str, bytes | No
 
 def leftover_journal(root: Path) -> bool:
     """A journal, or backups a run killed after removing its journal left behind."""
-    folder = state_dir(root)
-    return any(exists(folder / n) for n in (JOURNAL, BACKUPS)) or exists(temp_path(folder / JOURNAL))
+    return journal_there(root) or exists(state_dir(root) / BACKUPS)
+
+
+def journal_there(root: Path) -> bool:
+    """A journal (or its half-written temp file): an interrupted run to roll back; backups alone are a complete
+    run's leftovers."""
+    path = state_dir(root) / JOURNAL
+    return exists(path) or exists(temp_path(path))
 
 
 def recover(root: Path, writes: Writes | None = None) -> list[str]:

@@ -56,11 +56,11 @@ def with_release_files(lock: Lock, target: str, expected: dict[str, str | None],
     """``expected`` (:func:`locked_files`) with the release's sha256 of each file that a fix of ``others`` (opt-ins
     of ``target`` outside the chain) touches and the chain does not: an opt-in applied by hand, or whose manifest
     entry was lost, then differs, and the full evaluation finds it. None when the lock does not know one of them."""
-    release = lock.release_files(target)
+    release, out = lock.release_files(target), dict(expected)
     for fid in others:
         entry = lock.fix(fid)
         if entry is None:
             return None
         for path in entry.post():
-            expected.setdefault(path, release.get(path))
-    return expected
+            out.setdefault(path, release.get(path))
+    return out

@@ -29,7 +29,7 @@ from .fsio import (
     remove_file,
     set_mode_owner,
     state_dir,
-    temp_path,
+    temp_folder,
     unlink,
     unlink_quietly,
 )
@@ -67,12 +67,8 @@ def check_temp_paths(root: Path, changes: list[FileChange]) -> None:
     written beside itself, ``.NAME.fixpack-tmp``, then renamed over it): the write failed there, and so did the
     rollback, which removes a killed write's temp file first (a journal left, every later run exit 1)."""
     for c in changes:
-        tmp = temp_path(root / c.path)
-        try:
-            folder = stat.S_ISDIR(os.lstat(tmp).st_mode)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if folder:
+        tmp = temp_folder(root / c.path)
+        if tmp is not None:
             raise MismatchError(f"{tmp} is a folder where fixpack writes {c.path}'s temp file (each file is written "
                                 f"beside itself, then renamed over it); nothing was written. Move the folder away "
                                 f"(nothing of fixpack's is in it), then run again")
