@@ -34,7 +34,8 @@ def entry_wrong(text: str, fixes: list[Any], path: Path, n: int) -> tuple[str, i
     fid = fixes[n].get("id") if isinstance(fixes[n], dict) else None
     named = f" (id {json.dumps(fid)[:80]})" if isinstance(fid, str) else ""
     return (f"entry {n + 1} of its \"fixes\"{named} is not one `fixpack lock` writes (an id, an integer version, "
-            f"a patch_sha256, its files' path, pre and post, its hunks' file and number)", line, line is not None)
+            f"a patch_sha256, its files' path (relative, inside the target), pre and post, its hunks' file and "
+            f"number)", line, line is not None)
 
 
 def unsealed(text: str, fixes: list[dict[str, Any]], path: Path) -> tuple[str, int | None, bool]:

@@ -26,7 +26,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .safepath import ID_RE, VERSION_RULE, is_version, name_problem, path_problem
+from .safepath import ID_RE, VERSION_RULE, is_canonical, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -240,14 +240,15 @@ def _lock_fix_json(f: LockFix) -> dict[str, Any]:
 def _lock_fix_ok(f: Any) -> bool:
     """The shape read from a lock entry (a digest only proves the entry was not edited after sealing,
     not that a sealed lock is well formed)."""
-    def files_ok(files: Any) -> bool:
+    def files_ok(files: Any) -> bool:  # (a path the load of a patch would refuse: one a resealed lock names)
         return isinstance(files, list) and all(
-            isinstance(x, dict) and isinstance(x.get("path"), str)
+            isinstance(x, dict) and isinstance(x.get("path"), str) and is_canonical(x["path"])
             and all(x.get(k) is None or isinstance(x.get(k), str) for k in ("pre", "post")) for x in files)
 
     def hunks_ok(hunks: Any) -> bool:
         return isinstance(hunks, list) and all(
-            isinstance(h, dict) and isinstance(h.get("file"), str) and is_int(h.get("hunk"))
+            isinstance(h, dict) and isinstance(h.get("file"), str) and is_canonical(h["file"])
+            and is_int(h.get("hunk"))
             and all(h.get(k) is None or is_int(h.get(k)) for k in ("pre_count", "post_count")) for h in hunks)
     return (isinstance(f, dict) and isinstance(f.get("id"), str) and is_int(f.get("version"))
             and isinstance(f.get("patch_sha256"), str) and files_ok(f.get("files", []))

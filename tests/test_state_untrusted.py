@@ -604,3 +604,27 @@ def test_a_manifest_or_lock_holding_a_key_twice_is_refused(world):
     lock.write_text(lock.read_text().replace('"profile": "p1"', '"profile": "p1",\n  "profile": "p1"', 1))
     with pytest.raises(BadInputError, match=r'p1\.lock.*the key "profile" appears twice'):
         engine.status(b.request(target))
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/hostname", "demo_pkg/../x.py"])
+def test_a_resealed_lock_naming_a_path_outside_the_target_is_refused(world, path):
+    """Found by a fresh user: a lock edited to name ../../etc/passwd and sealed again (its digest is a plain sha256
+    anyone can recompute) was taken: apply patched the image, saying the file's pre-image "None" differed, and
+    revert then blamed the manifest. A lock's paths are checked as a patch's are: exit 2 naming the lock's entry."""
+    import json as _json
+
+    from fixpack.errors import StaleLockError
+    from fixpack.records import lock_digest
+
+    b, target, _outside = world
+    assert engine.revert(b.request(target)).ok
+    lock = b.pack / "profiles" / "p1.lock"
+    data = _json.loads(lock.read_text())
+    data["fixes"][0]["files"][0]["path"] = path
+    data["digest"] = lock_digest(data)
+    lock.write_text(_json.dumps(data, indent=2, sort_keys=True) + "\n")
+    before = snapshot(target)
+    with pytest.raises(StaleLockError, match=r"entry 1 of its \"fixes\" .*is not one `fixpack lock` writes .*its files' "
+                                             r"path \(relative, inside the target\)"):
+        engine.apply(b.request(target))
+    assert snapshot(target) == before
