@@ -144,7 +144,8 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
                    "put the patch file itself there")
         return None
     if not path.exists():
-        errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line)
+        errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line,
+                   "put the patch file back (git checkout), or take it out of 'patches'")
         return None
     try:
         return read_regular(path, MAX_PATCH_BYTES)

@@ -399,3 +399,15 @@ def test_a_folder_named_as_a_profile_without_its_variant_toml_is_refused(pack):
         load_pack(pack.pack)
     assert any("fixes/a/p2: folder p2/ is named as profile p2's variant of a but holds no variant.toml" in p
                for p in problems(exc)), problems(exc)
+
+
+def test_a_patch_listed_but_gone_says_what_to_do(pack):
+    """Found by a fresh user: the message named the missing patch and its fix.toml line, but no way on."""
+    pack.profile(["a", "b"])
+    patch = next((pack.pack / "fixes" / "a").glob("*.patch"))
+    patch.unlink()
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any(f"patch {patch.name!r} does not exist in" in p and
+               "put the patch file back (git checkout), or take it out of 'patches'" in p for p in problems(exc)), \
+        problems(exc)
