@@ -242,13 +242,12 @@ def _lock_fix_ok(f: Any) -> bool:
     not that a sealed lock is well formed)."""
     def files_ok(files: Any) -> bool:  # (a path the load of a patch would refuse: one a resealed lock names)
         return isinstance(files, list) and all(
-            isinstance(x, dict) and isinstance(x.get("path"), str) and is_canonical(x["path"])
+            isinstance(x, dict) and is_canonical(x.get("path", ""))  # (a str: path_problem says another is no path)
             and all(x.get(k) is None or isinstance(x.get(k), str) for k in ("pre", "post")) for x in files)
 
     def hunks_ok(hunks: Any) -> bool:
         return isinstance(hunks, list) and all(
-            isinstance(h, dict) and isinstance(h.get("file"), str) and is_canonical(h["file"])
-            and is_int(h.get("hunk"))
+            isinstance(h, dict) and is_canonical(h.get("file", "")) and is_int(h.get("hunk"))
             and all(h.get(k) is None or is_int(h.get(k)) for k in ("pre_count", "post_count")) for h in hunks)
     return (isinstance(f, dict) and isinstance(f.get("id"), str) and is_int(f.get("version"))
             and isinstance(f.get("patch_sha256"), str) and files_ok(f.get("files", []))
