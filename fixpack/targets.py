@@ -44,9 +44,11 @@ def normalize_commit(commit: str) -> str:
 
 
 def commit_matches(found: str, pinned: str) -> bool:
-    """True when both are 7+ hex digits and one is a prefix of the other."""
+    """True when both are 7 to 40 hex digits and ``found`` begins with all of ``pinned``: a commit found shorter
+    than the pin (``gced6857`` for ``ced6857a``) does not say it is the pinned one, and one with more than hex digits
+    (``ced6857a-dirty``) is no commit id."""
     a, b = normalize_commit(found), normalize_commit(pinned)
-    return len(a) >= 7 and len(b) >= 7 and (a.startswith(b) or b.startswith(a))
+    return all(re.fullmatch(r"[0-9a-f]{7,40}", c) for c in (a, b)) and a.startswith(b)
 
 
 def resolve_root(spec: TargetSpec, path: Path) -> Path:
@@ -138,7 +140,7 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if c and not commit:
         commit = c
         evidence.append(f"{mod}: __commit_id__ = {c!r}")
-    elif c and not commit_matches(c, commit):  # a folder that is a git repository of its own: both are said
+    elif c and not commit_matches(commit, c):  # a folder that is a git repository of its own: both are said
         evidence.append(f"{mod}: __commit_id__ = {c!r}, not git HEAD's (the root is a git repository of its own: "
                         f"its HEAD is taken, as a checkout's version module may be stale)")
     meta_v, meta_c, where = _dist_metadata(spec, root)

@@ -186,3 +186,28 @@ def test_a_pre_image_hash_off_by_its_last_digit_is_said_far_enough_to_differ(bui
     r = engine.apply(builder.request(clean, dry_run=True))
     said = " ".join(r.fix("one").messages)
     assert f"pre-image sha256 {real} differs from the lock's {entry['pre']}" in said, said
+
+
+@pytest.mark.parametrize("found", ["gced6857", "ced6857", "ced6857a-dirty", "gced6857a.d20240101"])
+def test_a_commit_shorter_than_the_pin_or_not_hex_does_not_match_it(found):
+    """Found by a fresh user: a 7-digit ``__commit_id__`` ("gced6857") passed the 8-digit pin "ced6857a" (a prefix
+    either way was taken). The commit found must hold the whole pin (7 to 40 hex digits, setuptools-scm's "g"
+    aside); one it only begins, or one that is not hex, is not the pinned commit."""
+    assert not commit_matches(found, "ced6857a")
+    assert commit_matches("gced6857a", "ced6857a") and commit_matches("CED6857A" + "0" * 32, "ced6857a")
+
+
+def test_a_version_module_commit_shorter_than_the_pin_is_a_pin_mismatch(builder):
+    """The same through apply: a ``_version.py`` naming 7 of the pin's 8 digits is refused as off its pin (exit 3),
+    with both commits, and nothing is written."""
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    builder.add_fix("one", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])  # (pins commit "abcdef12", the builder's first 8 digits)
+    builder.lock(clean)
+    image = builder.tree("image", {"demo_pkg/mod.py": base})
+    (image / "demo_pkg/_version.py").write_text("__version__ = version = '1.0'\n__commit_id__ = commit_id = 'gabcdef1'\n")
+    before = snapshot(image)
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 3 and "commit gabcdef1 != pinned abcdef12" in r.target("demo").message, r.as_dict()
+    assert snapshot(image) == before
