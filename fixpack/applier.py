@@ -156,6 +156,12 @@ def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
 
 
 PINNED_REASON = "not at its stated line, in a file that is the pre-image it was written against"
+PINNED_POST_REASON = "not at its stated line, in a file that is the post-image it leaves"  # (reversed)
+
+
+def image(reverse: bool) -> str:
+    """What a pass looks for, in a message: a hunk's pre-image, or, reversed (is the fix in? revert), its post-image."""
+    return "post-image" if reverse else "pre-image"
 
 
 def _anchor(h: Hunk) -> str:
@@ -178,7 +184,7 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
     if evidence.pinned:  # the file it was written against: its stated line, whatever its context's shape
         if _matches_at(lines, pre, expected):
             return _placed(index, expected, expected, delta)
-        return _missing(index, lines, pre, expected, PINNED_REASON)
+        return _missing(index, lines, pre, expected, PINNED_POST_REASON if reverse else PINNED_REASON)
     anchor = _anchor(h)
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
@@ -187,28 +193,29 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         found = occurrences(lines, pre)
         if found == [expected] and (evidence.count is None or evidence.count <= 1):
             return _placed(index, expected, expected, delta)  # alone at its stated line: where a pinned file has it
-        twins = f"; its pre-image occurs {len(found)} times in the file" if len(found) > 1 else ""
+        twins = f"; its {image(reverse)} occurs {len(found)} times in the file" if len(found) > 1 else ""
         return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file (it has "
                                                      f"{h.leading_context} context lines above its change and "
                                                      f"{h.trailing_context} below, as diff writes a hunk there){twins}")
     if not pre and lines:
         return HunkResult(index, Placement.AMBIGUOUS, expected=expected + 1,
-                          reason="it has no context line to locate it by, and the file is not the pinned pre-image")
+                          reason=f"it has no context line to locate it by, and the file is not the pinned "
+                                 f"{image(reverse)}")
     found = occurrences(lines, pre)
-    return _searched(index, lines, pre, found, expected, delta, evidence)
+    return _searched(index, lines, pre, found, expected, delta, evidence, image(reverse))
 
 
 def _searched(index: int, lines: list[str], pre: tuple[str, ...], found: list[int], expected: int, delta: int,
-              evidence: HunkEvidence) -> HunkResult:
+              evidence: HunkEvidence, side: str) -> HunkResult:
     cands = tuple(p + 1 for p in found)
     if not found:
         return _missing(index, lines, pre, expected, "")
     if len(found) > 1:
         return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1,
-                          reason=f"its pre-image occurs {len(found)} times in the file")
+                          reason=f"its {side} occurs {len(found)} times in the file")
     if evidence.count is not None and evidence.count > 1:
         return HunkResult(index, Placement.AMBIGUOUS, candidates=cands, expected=expected + 1,
-                          reason=f"the pinned pre-image held {evidence.count} copies of its context and this file "
+                          reason=f"the pinned {side} held {evidence.count} copies of its context and this file "
                                  f"holds one: which copy remains cannot be told")
     return _placed(index, found[0], expected, delta)
 

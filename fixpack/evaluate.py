@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .applier import (
+    PINNED_POST_REASON,
     PINNED_REASON,
     Closest,
     HunkEvidence,
@@ -19,6 +20,7 @@ from .applier import (
     Placement,
     apply_text,
     closest,
+    image,
     occurrences,
     probe,
     sides,
@@ -98,6 +100,7 @@ class HunkNote:
     closest: Closest | None = None
     text: str = ""
     pre: tuple[str, ...] = ()  # the lines it looked for (for the near-miss, worked out when reported)
+    side: str = "pre-image"  # what those lines are: reversed (is the fix in? revert), the post-image
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
@@ -116,9 +119,10 @@ class HunkNote:
         return out
 
     def header_wrong(self) -> bool:
-        """A missing hunk of a file that is the pre-image it was written against (placed at its stated line only)
-        whose whole pre-image is at other lines there: the @@ line's numbers are what is wrong, not the file."""
-        return self.reason == PINNED_REASON and self._whole()
+        """A missing hunk of a file that is the pre-image it was written against (reversed: the post-image it leaves;
+        placed at its stated line only) whose whole pre-image (post-image) is at other lines there: the @@ line's
+        numbers are what is wrong, not the file."""
+        return self.reason in (PINNED_REASON, PINNED_POST_REASON) and self._whole()
 
     def _whole(self) -> bool:
         c = self.closest
@@ -132,19 +136,19 @@ class HunkNote:
                     f"this tree (fixpack refresh) or rebase it onto this release")
         c = self.closest
         if c is not None and self.header_wrong():
-            return (f"{where} missing at its stated line {self.expected}: its pre-image is whole at "
+            return (f"{where} missing at its stated line {self.expected}: its {self.side} is whole at "
                     f"{_span(c, single=False)} ({c.line - self.expected:+d} lines), "
-                    f"{PINNED_REASON.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
+                    f"{self.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
         if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
-            return (f"{where} missing: the hunk is {self.reason}, and its pre-image is not there but at {_span(c)} "
-                    f"(stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, where its "
-                    f"pre-image occurs once. If the file's start or end is not where it belongs, give it as many "
-                    f"context lines above its change as below (regenerate the patch with git diff / format-patch); "
-                    f"else rebase it")
-        text = (f"{where} missing: its pre-image is not in lines 1-{self.searched} (expected at line {self.expected})"
-                if self.searched else f"{where} missing: the file is empty (its pre-image was expected at line "
-                                      f"{self.expected})")
+            return (f"{where} missing: the hunk is {self.reason}, and its {self.side} is not there but at "
+                    f"{_span(c)} (stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, "
+                    f"where its {self.side} occurs once. If the file's start or end is not where it belongs, give it "
+                    f"as many context lines above its change as below (regenerate the patch with git diff / "
+                    f"format-patch); else rebase it")
+        text = (f"{where} missing: its {self.side} is not in lines 1-{self.searched} (expected at line "
+                f"{self.expected})" if self.searched else
+                f"{where} missing: the file is empty (its {self.side} was expected at line {self.expected})")
         if self.reason:
             text += f"; {self.reason}"
         if c is not None:
@@ -240,7 +244,7 @@ def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
            hunks: tuple[Any, ...], reverse: bool) -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
                      r.expected, searched, r.reason, None, hunks[r.index].text,
-                     sides(hunks[r.index], reverse)[0]) for r in results]
+                     sides(hunks[r.index], reverse)[0], image(reverse)) for r in results]
 
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVIDENCE,

@@ -313,3 +313,26 @@ def test_prove_with_a_python_that_lacks_the_target_says_so_not_a_root(setup):
         prove(b.pack, "p1", sys.executable)
     said = str(err.value)
     assert said.startswith(f"--python {sys.executable}: this Python has no demo_pkg installed") and "--root" not in said
+
+
+def test_a_hunk_looked_for_reversed_names_its_lines_the_post_image(setup):
+    """Found by a fresh user: a hunk looked for reversed (is the fix in? status and revert of a recorded fix, whose
+    file was edited since) was said missing as "its pre-image is not in lines ...", its closest near-miss showing
+    the post-image's lines as expected; a post-image twice in a file was "its pre-image occurs 2 times". Each says
+    post-image now; a hunk looked for forward still says pre-image."""
+    b, target = setup
+    post = numbered(20).replace("line 5\n", "five\n")
+    assert engine.apply(b.request(target)).ok
+    (target / MOD).write_text(post.replace("five\n", "FIVE\n"))
+    for run in (engine.status, engine.revert):
+        said = " ".join(run(b.request(target)).fix("one").messages)
+        assert (f"{MOD}: hunk #1 missing: its post-image is not in lines 1-20 (expected at line 2); closest: lines "
+                f"2-8, 6 of 7 lines match; line 5: expected 'five', found 'FIVE'") in said and "pre-image" not in said, \
+            said
+    twice = b.tree("twice", {MOD: post + "".join(post.splitlines(True)[1:8])})
+    said = " ".join(engine.status(b.request(twice)).fix("one").messages)
+    assert f"{MOD}: hunk #1 is ambiguous: its post-image occurs 2 times in the file at lines [2, 21]" in said, said
+    (target / MOD).write_text(numbered(20).replace("line 6\n", "LINE 6\n"))
+    (target / ".fixpack" / "demo.manifest.json").unlink()
+    said = " ".join(engine.status(b.request(target)).fix("one").messages)
+    assert f"{MOD}: hunk #1 missing: its pre-image is not in lines 1-20 (expected at line 2)" in said, said
