@@ -30,7 +30,7 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import replay, tampered_files, tampered_said, tampered_why, unwind
+from .replay import post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -117,7 +117,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.reached = False
         if ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:  # a refused one too: nothing is written, the later fixes are judged on top of it
-                tree.adopt(ev.forward.tree)
+                tree.adopt(post_checked(ctx, fix, tree, ev))
             if not refused:
                 plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
         elif ev.state is State.UPSTREAMED:

@@ -5,7 +5,9 @@ is guessed:
 - the chain: each file's pre-image in a fix's entry is the post-image of the fix before it that touches that
   file (of its target), as ``lock`` records them; two that differ are named, both lines (either was edited);
 - the pack (:func:`against_pack`): an entry's ``version`` or ``patch_sha256`` that is not what the pack says of
-  that fix is named at its line, with where the pack says it (the pack may have changed since, too).
+  that fix is named at its line, with where the pack says it (the pack may have changed since, too);
+- the patches (:func:`post_edited`): a post-image that is not what the fix's patch makes of the pre-image the lock
+  records for it, met as apply and status lay the fix (a lock edited and sealed again: the seal is a plain sha256).
 
 A lock laid out otherwise than ``lock`` writes it (one key a line) is named without lines.
 """
@@ -107,14 +109,45 @@ def _fix_spans(lines: list[str], count: int) -> list[tuple[int, int]]:
 def _at(path: Path, lines: list[str], spans: list[tuple[int, int]], n: int, file: str | None, key: str) -> str:
     """``path:LINE`` of ``key`` in the ``n``-th fix entry (in its files' entry of ``file`` when given), else
     ``path`` alone (the lock's layout is not ``lock``'s)."""
+    line = _line(lines, spans, n, file, key)
+    return f"{path}:{line}" if line else str(path)
+
+
+def _line(lines: list[str], spans: list[tuple[int, int]], n: int, file: str | None, key: str) -> int | None:
+    """The 1-based line of ``key`` in the ``n``-th fix entry (in its files' entry of ``file`` when given); None when
+    the lock's layout is not ``lock``'s."""
     if not spans:
-        return str(path)
+        return None
     first, last = spans[n]
     if file is not None:  # (a file's entry: "path", "post", "pre", in this order)
         first = next((m for m in range(first, last) if lines[m].strip().rstrip(",") == f'"path": {json.dumps(file)}'),
                      last)
-    return next((f"{path}:{m + 1}" for m in range(first, last) if lines[m].strip().startswith(f'"{key}": ')),
-                str(path))
+    return next((m + 1 for m in range(first, last) if lines[m].strip().startswith(f'"{key}": ')), None)
+
+
+def post_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: str | None, made: str | None,
+                hint: str) -> StaleLockError:
+    """The error for the lock at ``path`` (``entries`` fix entries) whose ``n``-th entry, fix ``fix_id``'s, records
+    ``want`` as the post-image of ``file`` where the fix's patch makes ``made`` (None: no file) of the pre-image the
+    entry records: at the line of that ``"post"`` (none when the lock on disk is laid out otherwise), with ``hint``
+    (how to regenerate it)."""
+    from .documents import text_for_lines  # only for a lock edited so
+
+    lines = text_for_lines(path).splitlines()
+    line = _line(lines, _fix_spans(lines, entries), n, file, "post")
+    what = (f"fix {fix_id}'s post-image of {file} is {_told(want, made)}, but its patch makes {_told(made, want)} of "
+            f"the pre-image the lock records for it: the lock was edited by hand and sealed again (its \"digest\" is "
+            f"a plain sha256 anyone can recompute), so nothing was written")
+    return StaleLockError(f"{path}{f':{line}' if line else ''}: {what}; {hint}", line, what, hint)
+
+
+def _told(digest: str | None, other: str | None) -> str:
+    """A file's sha256 as a message says it beside ``other``: up to the first character that differs, 12 at least
+    ("no file" for None)."""
+    if digest is None:
+        return "no file"
+    differ = next((i for i, (a, b) in enumerate(zip(digest, other or "")) if a != b), 0)
+    return f"sha256 {digest[:max(12, differ + 1)]}"
 
 
 def seal_broken(exc: StaleLockError, raw: bytes, path: Path, profile: Profile,

@@ -26,6 +26,7 @@ from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
     from .evaluate import Evaluation, Pass
+    from .run import Context
 
 
 def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
@@ -91,6 +92,30 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
                           ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev
+
+
+def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
+    """``ev``'s forward tree (``fix`` laid on ``before``), once each file it makes from the pre-image the lock records
+    for it is the post-image the lock records too, as it is where the lock is what ``lock`` wrote: a post-image sha256
+    edited and sealed again (the seal is a plain sha256 anyone can recompute) is StaleLockError (exit 2) at its line,
+    before anything is written (:func:`fixpack.lock_seal.post_edited`). Held so: a fix this run lays (absent or
+    drifted), not one a manifest records (its files are there already: status vouches for them by the lock's last
+    post-images alone). A file that is not the lock's pre-image (a drifted image, an opt-in not selected before it)
+    makes other bytes by right: it is not held to the lock's."""
+    entry = ctx.lock.fix(fix.id)
+    if entry is None or ev.state not in (State.ABSENT, State.DRIFTED):
+        return ev.forward.tree
+    paths = [f.path for f in entry.files]
+    pre, post = file_hashes(before, paths), file_hashes(ev.forward.tree, paths)
+    for f in entry.files:
+        if pre[f.path] == f.pre and post[f.path] != f.post:
+            from .lock_hints import regenerate_hint  # only for a lock edited so
+            from .lock_seal import post_edited
+
+            n = next(i for i, e in enumerate(ctx.lock.fixes) if e.id == fix.id)  # (the entry lock.fix gives)
+            raise post_edited(ctx.profile.lock_path, len(ctx.lock.fixes), n, fix.id, f.path, f.post, post[f.path],
+                              regenerate_hint(ctx.profile, ctx.relock, ctx.pack))
+    return ev.forward.tree
 
 
 def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:

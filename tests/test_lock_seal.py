@@ -139,3 +139,45 @@ def test_the_keys_outside_the_seal_are_checked_at_their_line(two, edit):
         if "removed" not in edit:
             at = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip().startswith(f'"{key}"'))
             assert f"{lock}:{at}: " in said, said
+
+
+def _reseal(lock, edits: list[tuple[int, str]]) -> None:
+    """Set the ``post`` (n >= 0: of fix n's first file) or ``pre`` (-n - 1: of fix n's) hashes given, in the lock's own
+    text (its layout kept), and seal it again: its digest is a plain sha256 anyone can recompute."""
+    from fixpack.records import lock_digest
+
+    text = lock.read_text()
+    data = json.loads(text)
+    for n, new in edits:
+        key, entry = ("post", data["fixes"][n]["files"][0]) if n >= 0 else ("pre", data["fixes"][-n - 1]["files"][0])
+        head, _, tail = text.partition(f'"id": "{data["fixes"][max(n, -n - 1)]["id"]}"')
+        before, _, after = head.rpartition(f'"{key}": "{entry[key]}"')  # (its files come before its id)
+        text = f'{before}"{key}": "{new}"{after}"id": "{data["fixes"][max(n, -n - 1)]["id"]}"{tail}'
+        entry[key] = new
+    lock.write_text(text.replace(data["digest"], lock_digest(data)))
+
+
+@pytest.mark.parametrize("case", ["the last fix's post-image", "a post-image and the next pre-image alike"])
+def test_a_post_image_hash_edited_and_sealed_again_is_refused_before_anything_is_written(two, case):
+    """Found by a fresh user: a lock whose post-image sha256 for a file was edited and sealed again was taken, and
+    apply wrote the file its patch makes, which is not that post-image (exit 0). Each file a fix makes from the
+    pre-image the lock records is now held to the post-image the lock records: exit 2 naming the lock's line and
+    the fix, with the command that regenerates the lock, for status, a dry run and apply alike; nothing written."""
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    n, fid = (1, "two") if case.startswith("the last") else (0, "one")
+    real = data["fixes"][n]["files"][0]["post"]
+    _reseal(lock, [(n, "0" * 64)] if n else [(0, "0" * 64), (-2, "0" * 64)])
+    lines = lock.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines, 1) if ln.strip().rstrip(",") == f'"post": "{"0" * 64}"')
+    assert (n == 1) == (at > next(i for i, ln in enumerate(lines, 1) if '"id": "one"' in ln)), at
+    before = snapshot(b.base)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
+        assert (f"{lock}:{at}: fix {fid}'s post-image of {MOD} is sha256 {'0' * 12}, but its patch makes sha256 "
+                f"{real[:12]} of the pre-image the lock records for it: the lock was edited by hand and sealed again "
+                f"(its \"digest\" is a plain sha256 anyone can recompute), so nothing was written; regenerate it from "
+                f"clean release copies: {program()} lock --profile p1 --pack {b.pack}") in said, (args, said)
