@@ -5,7 +5,8 @@ tree, or revert the recorded fixes and leave the others in.
 
 :func:`unrecorded` finds them by the lock's hashes first (a target at the release, or at this chain's
 post-images, costs hashes only) and places the patches of the others; :func:`refuse_unrecorded` is revert's
-refusal (exit 3, nothing written).
+refusal (exit 3, nothing written). The other way round, :func:`not_upstream` holds an "upstreamed" record to the
+files as status does: one whose fix is absent (a planted manifest) is not taken at its word.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .lock_hints import regenerate_hint
 from .lockfile import fixed_by
 from .model import Fix
 from .patchfiles import parse_fixes
-from .records import Lock, Manifest
+from .records import Lock, Manifest, Recorded
 from .states import State
 from .tree import Tree, file_hashes
 
@@ -103,7 +104,10 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
     None: it has no manifest) holds fixes of the profile that are not recorded as applied: those whose post-image is
     there are to be recorded by ``apply`` (the command), those only partly there put back to the release with every
     file the manifest lists (the command; a revert then finds the release). Without a usable lock every unrecorded
-    fix is placed, but for one whose ``fixed_in`` says the target's release holds it."""
+    fix is placed, but for one whose ``fixed_in`` says the target's release holds it. ``manifest``'s upstreamed
+    records are held to ``tree`` first (:func:`not_upstream`)."""
+    if manifest is not None:
+        not_upstream(ctx, ft, tree, manifest)
     recorded = manifest.applied_ids() if manifest else set()
     fixes = [f for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in)
              if f.target == ft.spec.name and f.id not in recorded
@@ -139,3 +143,25 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
     raise MismatchError(f"target {ft.spec.name} at {ft.root} {'; it also '.join(said)}. To revert: "
                         f"{'; then '.join(steps)}; {ctx.report.nothing_written()}"
                         + (f". The command that puts the files back: {how}" if how else ""))
+
+
+def not_upstream(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest) -> None:
+    """Revert's reports of the fixes ``manifest`` records as upstreamed, held to ``tree`` (the target with the recorded
+    fixes reverted) as status holds them (a manifest is untrusted state): one whose pre-image is there and not its
+    post-image, which status calls absent (drifted: moved), is reported absent with the record it contradicts (a
+    manifest planted on a clean image said every fix upstreamed, and revert said so). Each is placed by its patch,
+    with the lock's evidence where revert has a lock; one whose patch does not parse, or that the files bear out or
+    cannot settle (neither side whole: status names its hunks), is left as recorded."""
+    from .evaluate import FixEvidence, decide
+
+    said = {e.id for e in manifest.fixes if e.state is Recorded.UPSTREAMED}
+    reports = [fr for fr in ctx.report.fixes if fr.kind == "fix" and fr.target == ft.spec.name and fr.id in said
+               and fr.state is State.UPSTREAMED]
+    parsed = set(partial_parse(ctx)([fr.id for fr in reports])) if reports else set()
+    for fr in (fr for fr in reports if fr.id in parsed):
+        ev = decide(ctx.pack.fixes[fr.id], tree, FixEvidence.from_lock(ctx.lock.fix(fr.id)), False)
+        if ev.state in (State.ABSENT, State.DRIFTED):
+            fr.state = State.ABSENT
+            fr.messages = ["the manifest records it as upstreamed, but its pre-image is in the files, not its "
+                           "post-image (status says absent): it is not upstream's, and not in, so there is nothing "
+                           "of it to revert"]

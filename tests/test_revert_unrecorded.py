@@ -270,3 +270,57 @@ def test_an_ambiguous_fix_on_an_image_gets_the_step_that_puts_its_file_back(buil
                            f"release, put it back: git -C {target} checkout HEAD -- {MOD}; then run "), step
     subprocess.run(step.split("put it back: ", 1)[1].split("; then run ", 1)[0], shell=True, check=True)
     assert engine.apply(builder.request(target)).ok
+
+
+@pytest.mark.parametrize("lock", ["the lock", "no usable lock"])
+def test_a_manifest_planted_with_every_fix_upstreamed_is_held_to_the_files(setup, lock):  # noqa: F811
+    """Found by a fresh user: a manifest planted on a clean image with every fix recorded "upstreamed" (files {}):
+    status said each fix absent, but revert took the record at its word ("upstreamed: not ours to revert", OK: 2
+    upstreamed). Revert holds an upstreamed record to the files as status does: a fix whose pre-image is there, not
+    its post-image, is absent, said so with the record it contradicts (exit 0: nothing of it is there to revert, and
+    the manifest goes, as a stale one does); with no usable lock its patch says it."""
+    b, _, target = setup
+    original = snapshot(target)
+    assert engine.apply(b.request(target)).ok
+    mpath = target / ".fixpack" / "demo.manifest.json"
+    data = json.loads(mpath.read_text())
+    assert engine.revert(b.request(target)).ok and snapshot(target) == original
+    for f in data["fixes"]:
+        f["state"], f["files"] = "upstreamed", {}
+    data["files"], data["removed_files"] = {}, {}
+    mpath.parent.mkdir()
+    mpath.write_text(json.dumps(data))
+    if lock == "the lock":
+        st = engine.status(b.request(target))
+        assert st.ok and {f.id: f.state.value for f in st.fixes if f.id != "extra"} == {"first": "absent",
+                                                                                        "second": "absent"}
+    else:
+        (b.pack / "profiles" / "p1.lock").unlink()
+    planted = snapshot(target)
+    for dry in (True, False):
+        r = engine.revert(b.request(target, dry_run=dry))
+        assert r.ok and {f.id: f.state.value for f in r.fixes} == {"first": "absent", "second": "absent"}, r.as_dict()
+        assert all(f.messages == ["the manifest records it as upstreamed, but its pre-image is in the files, not its "
+                                  "post-image (status says absent): it is not upstream's, and not in, so there is "
+                                  "nothing of it to revert"] for f in r.fixes), r.as_dict()
+        assert snapshot(target) == (planted if dry else original)
+
+
+def test_an_upstreamed_record_the_files_bear_out_stays_upstreamed(builder):
+    """The other side of the check above: a release that holds fix first (fixed_in its version: the lock records it
+    upstreamed), fix second applied over it; revert reverts second and leaves first, said upstreamed."""
+    base = numbered(40)
+    held = base.replace("line 5\n", "five\n")
+    clean = builder.tree("clean", {MOD: held})
+    builder.add_fix("first", {MOD: base}, {MOD: held}, upstream={"status": "accepted", "fixed_in": "1.0"})
+    builder.add_fix("second", {MOD: held}, {MOD: held.replace("line 30\n", "thirty\n")})
+    builder.profile(["first", "second"])
+    builder.lock(clean)
+    target = builder.tree("image", {MOD: held})
+    original = snapshot(target)
+    r = engine.apply(builder.request(target))
+    assert r.ok and {f.id: f.state.value for f in r.fixes} == {"first": "upstreamed", "second": "absent"}
+    r = engine.revert(builder.request(target))
+    assert r.ok and {f.id: (f.state.value, f.action.value) for f in r.fixes} == {
+        "first": ("upstreamed", "none"), "second": ("applied", "reverted")}, r.as_dict()
+    assert r.fix("first").messages == ["upstreamed: not ours to revert"] and snapshot(target) == original
