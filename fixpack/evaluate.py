@@ -4,7 +4,8 @@ partial or tampered.
 A fix is tried both ways on the same tree: forward (are its pre-images there, so that it would
 apply?) and reverse (are its post-images there, so that it is in?). The lock's file-level hashes
 and the manifest settle the cases where both are true (a hunk that only adds lines keeps its
-pre-image visible after it is applied).
+pre-image visible after it is applied); where they cannot, a pre-image found only inside the fix's
+own post-image is no second place for it (:func:`_echo`).
 """
 
 from __future__ import annotations
@@ -372,8 +373,9 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     """Work out the fix's state on ``tree`` (which holds the fixes before it in the chain).
 
     Both sides are tried. Where both are there (an add-only hunk keeps its pre-image visible once
-    applied; a twin may hold either side), only the lock's file hashes decide; a drifted file that
-    holds both is ``ambiguous``, never applied a second time.
+    applied; a twin may hold either side), the lock's file hashes decide; on a drifted file the fix is in
+    when its pre-image is there only inside its own post-image (:func:`_echo`), else ``ambiguous``, never
+    applied a second time.
     """
     ev = evidence or NO_EVIDENCE
     now = ev.digests(fix, tree)  # hashed once for both passes and the lock's side
@@ -388,7 +390,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     if fwd.ok and (not rev.present or side == "pre"):
         drift, files = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)
-    if rev.ok and (not fwd.present or side == "post"):
+    if rev.ok and (not fwd.present or side == "post" or (side == "" and fwd.ok and _echo(fix, fwd, rev, ev))):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
                                                        "manifest"])
     if fwd.present and rev.present:
@@ -407,6 +409,20 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
                 note.reason = "its post-image is in the file: this part of the fix is in already"
         return Evaluation(State.PARTIAL, fwd, rev, partial)
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
+
+
+def _echo(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
+    """Each hunk the forward pass placed lies inside its own post-image, where the reversed pass placed that: a hunk
+    that only adds lines after its context (at a file's end, or anchored so at its stated line) finds the context
+    again once it is applied, at the same place. That is no second place for the fix: its pre-image is there only as
+    part of its post-image, which is in. Not so where the post-image outlives its own reversal (the added lines are
+    in the file twice, one after the other): which copy is the fix's cannot be told."""
+    placed = {n.flat: n for n in rev.hunks if n.line is not None}
+    for n in fwd.hunks:
+        r = placed.get(n.flat)
+        if n.line is None or r is None or r.line is None or not r.line <= n.line <= r.line + len(r.pre) - len(n.pre):
+            return False
+    return bool(fwd.hunks) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
 
 
 def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:

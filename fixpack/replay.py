@@ -76,22 +76,31 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
         return Evaluation(State.APPLIED, ev.forward, ev.reverse, [f"recorded as applied ({why})"])
     ev = decide(fix, tree, evidence, False)
     if not recorded and ev.state is State.UPSTREAMED and _ours(fix, tree, lock):
-        return Evaluation(State.APPLIED, ev.forward, ev.reverse,
-                          ["applied by an earlier run whose manifest entry was lost, or by hand (its files, with "
-                           "the fixes before it in place, are this pack's post-images, sha256 as in the lock); apply "
-                           "records it again, status and a dry run only report it"])
+        return _found(ev, tree, "applied by an earlier run whose manifest entry was lost, or by hand (its files, with "
+                                "the fixes before it in place, are this pack's post-images, sha256 as in the lock); "
+                                "apply records it again, status and a dry run only report it")
     if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):
-        return Evaluation(State.APPLIED, ev.forward, ev.reverse, [
+        return _found(ev, tree, (
             "applied, though not as this profile's chain leaves it, and not recorded: its post-image is in files that "
             "are not this profile's post-images (another profile's run, or an edit by hand, with its manifest lost). "
             "The pinned release does not hold it (the lock found its pre-image there), so it is not upstream's: apply "
-            "records it as applied, and revert then takes it out; status and a dry run only report it"])
+            "records it as applied, and revert then takes it out; status and a dry run only report it"))
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
                           ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev
+
+
+def _found(ev: Evaluation, tree: Tree, said: str) -> Evaluation:
+    """An unrecorded fix whose post-image ``tree`` holds (``ev`` says upstreamed): applied, its run's record lost,
+    and laid nowhere again. Its forward pass is left out (the chain goes on from ``tree`` as it is): a hunk that only
+    adds lines after its context finds that context again once applied (at the file's end, or at its stated line),
+    so the forward pass may succeed a second time, and its tree holds the added lines twice."""
+    from .evaluate import Evaluation, Pass
+
+    return Evaluation(State.APPLIED, Pass(True, tree.fork()), ev.reverse, [said])
 
 
 def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
