@@ -5,7 +5,7 @@ A fix is tried both ways on the same tree: forward (are its pre-images there, so
 apply?) and reverse (are its post-images there, so that it is in?). The lock's file-level hashes
 and the manifest settle the cases where both are true (a hunk that only adds lines keeps its
 pre-image visible after it is applied); where they cannot, a pre-image found only inside the fix's
-own post-image is no second place for it (:func:`_echo`).
+own post-image is no second place for it (:func:`pre_inside_post`).
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
 
     Both sides are tried. Where both are there (an add-only hunk keeps its pre-image visible once
     applied; a twin may hold either side), the lock's file hashes decide; on a drifted file the fix is in
-    when its pre-image is there only inside its own post-image (:func:`_echo`), else ``ambiguous``, never
+    when its pre-image is there only inside its own post-image (:func:`pre_inside_post`), else ``ambiguous``, never
     applied a second time.
     """
     ev = evidence or NO_EVIDENCE
@@ -390,7 +390,8 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     if fwd.ok and (not rev.present or side == "pre"):
         drift, files = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)
-    if rev.ok and (not fwd.present or side == "post" or (side == "" and fwd.ok and _echo(fix, fwd, rev, ev))):
+    if rev.ok and (not fwd.present or side == "post"
+                   or (side == "" and fwd.ok and pre_inside_post(fix, fwd, rev, ev))):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
                                                        "manifest"])
     if fwd.present and rev.present:
@@ -411,7 +412,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
 
 
-def _echo(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
+def pre_inside_post(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
     """Each hunk the forward pass placed lies inside its own post-image, where the reversed pass placed that: a hunk
     that only adds lines after its context (at a file's end, or anchored so at its stated line) finds the context
     again once it is applied, at the same place. That is no second place for the fix: its pre-image is there only as

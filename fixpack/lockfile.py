@@ -424,9 +424,12 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
                behind: Callable[[Fix], str]) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose post-
     image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind``: lock_hints."""
-    from .evaluate import TRUSTED, decide, run_pass  # the applier loads when a lock is made, not when read
+    from .evaluate import TRUSTED, decide, pre_inside_post, run_pass  # the applier loads when a lock is made
     ev = decide(fix, tree, TRUSTED, False)
-    if ev.state is State.UPSTREAMED:
+    # a hunk that only adds lines after its context finds that context again once applied (pre_inside_post): a copy
+    # with it applied (its .fixpack removed) was locked with that file as the pre-image, and apply laid it twice
+    if ev.state is State.UPSTREAMED or (ev.state is State.ABSENT and ev.reverse.ok
+                                        and pre_inside_post(fix, ev.forward, ev.reverse, TRUSTED)):
         post_only(fix)
         # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
         found = file_hashes(tree, fix.touched_paths())

@@ -165,3 +165,27 @@ def test_an_appended_line_with_a_second_place_for_it_stays_ambiguous(builder, ed
         assert r.exit_code == EXIT_CONFLICT and states(r) == {"one": ("ambiguous", "none")}
         assert any("both its pre-image and its post-image are in the file" in m for m in r.fix("one").messages)
         assert snapshot(image) == files and not (image / ".fixpack").exists()
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_copy_with_the_lines_added_already_is_not_locked_as_the_release(builder, shape):
+    """lock on a copy that holds such a fix already (a tree it was applied to, its .fixpack removed; no lock on disk to
+    compare with) took the file as the release's pre-image: the fix locked as absent, and apply on that image laid it a
+    second time (exit 0). It is refused as any copy holding a fix's post-image is (exit 3, nothing written), and
+    locked as found where the fix is declared upstreamed."""
+    after, diff = SHAPES[shape]
+    builder.add_fix("one", {MOD: BASE}, {MOD: after}, diff=diff)
+    builder.profile(["one"])
+    patched = builder.tree("patched", {MOD: after})
+    before = snapshot(builder.pack)
+    with pytest.raises(MismatchError, match="holds fix one's post-image") as exc:
+        builder.lock(patched)
+    assert exc.value.exit_code == 3 and str(exc.value).endswith("nothing was written"), str(exc.value)
+    assert snapshot(builder.pack) == before
+    engine.write_lock(builder.request(patched, upstreamed=("one",)))  # a release that took it: as found
+    (entry,) = json.loads((builder.pack / "profiles/p1.lock").read_text())["fixes"]
+    assert all(f["pre"] == f["post"] for f in entry["files"]), entry
+    clean = builder.tree("clean", {MOD: BASE})
+    builder.lock(clean)  # the clean copy locks, and the fix is laid once
+    assert engine.apply(builder.request(clean)).exit_code == 0
+    assert (clean / MOD).read_text() == after
