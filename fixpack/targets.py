@@ -133,7 +133,7 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
         commit = head
         evidence.append(f"git HEAD of {root}: {head}")
     mod = root / spec.version_path
-    v, c, problem = _version_module(mod)
+    v, c, problem = (_shown(x) for x in _version_module(mod))
     if v:
         version = v
         evidence.append(f"{mod}: __version__ = {v!r}")
@@ -144,6 +144,7 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
         evidence.append(f"{mod}: __commit_id__ = {c!r}, not git HEAD's (the root is a git repository of its own: "
                         f"its HEAD is taken, as a checkout's version module may be stale)")
     meta_v, meta_c, where = _dist_metadata(spec, root)
+    meta_v, meta_c = _shown(meta_v), _shown(meta_c)
     if meta_v and not version:
         version = meta_v
         evidence.append(f"{where}: Version: {meta_v}")
@@ -153,6 +154,14 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if problem and (not (version and commit) or not problem.startswith(("no such file", "assigns no"))):
         evidence.append(f"{mod}: {problem}")  # why the version module said nothing, where that counts
     return version, commit, tuple(evidence)
+
+
+def _shown(value: str) -> str:
+    """A version or commit as read from the target's files, safe to print and to compare: printable ASCII with no
+    whitespace as it is, else its ``repr`` (no version or commit an installer writes; a control character from a
+    planted version module reached the terminal raw, and " gced6857af " matched the pin once stripped)."""
+    ok = value.isascii() and value.isprintable() and not any(ch.isspace() for ch in value)
+    return value if ok or not value else repr(value)
 
 
 def _version_module(path: Path) -> tuple[str, str, str]:

@@ -2,9 +2,11 @@
 version and commit from git HEAD, the version module and the distribution metadata."""
 
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import git, numbered, snapshot
+from conftest import REPO, git, numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import BadInputError
@@ -210,4 +212,27 @@ def test_a_version_module_commit_shorter_than_the_pin_is_a_pin_mismatch(builder)
     before = snapshot(image)
     r = engine.apply(builder.request(image))
     assert r.exit_code == 3 and "commit gabcdef1 != pinned abcdef12" in r.target("demo").message, r.as_dict()
+    assert snapshot(image) == before
+
+
+@pytest.mark.parametrize("commit", ["\x1b]0;pwned\x07gabcdef1234", " gabcdef1234 ", "gabcdef1234\n", "\tabcdef1234",
+                                    "gabcdef1234\u00a0"])
+def test_a_version_module_commit_with_control_characters_or_whitespace_is_a_pin_mismatch(builder, commit):
+    """A ``__commit_id__`` with a control character or whitespace in it is no commit an installer writes: it was
+    stripped and matched the pin (exit 0), and an escape sequence in it reached the terminal raw. Now it is the pin
+    mismatch (exit 3), said with its ``repr``, nothing written, and no control character printed."""
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    builder.add_fix("one", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    image = builder.tree("image", {"demo_pkg/mod.py": base})
+    (image / "demo_pkg/_version.py").write_text(f"__version__ = version = '1.0'\n__commit_id__ = {commit!r}\n")
+    before = snapshot(image)
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "apply", "--profile", "p1", "--pack", str(builder.pack),
+                        "--root", f"demo={image}"], capture_output=True, text=True, cwd=REPO)
+    out = r.stdout + r.stderr
+    assert r.returncode == 3, out
+    assert f"commit {commit!r} != pinned abcdef12" in out, out
+    assert not any(ch in out for ch in "\x1b\x07\t\u00a0"), out
     assert snapshot(image) == before
