@@ -21,7 +21,7 @@ from .lockfile import fixed_by
 from .model import Fix
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, Recorded
-from .states import State
+from .states import CONFLICT_STATES, State
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:
@@ -106,21 +106,22 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
     file the manifest lists (the command; a revert then finds the release). Without a usable lock every unrecorded
     fix is placed, but for one whose ``fixed_in`` says the target's release holds it. ``manifest``'s upstreamed
     records are held to ``tree`` first (:func:`not_upstream`)."""
-    if manifest is not None:
-        not_upstream(ctx, ft, tree, manifest)
+    unsettled = not_upstream(ctx, ft, tree, manifest) if manifest is not None else {}
     recorded = manifest.applied_ids() if manifest else set()
     fixes = [f for f in ctx.pack.ordered(ctx.profile.default + ctx.profile.opt_in)
              if f.target == ft.spec.name and f.id not in recorded
              and (ctx.lock.fixes or not fixed_by(f.upstream.fixed_in, ft.version))]
     held, partial = unrecorded(fixes, tree, ctx.lock, partial_parse(ctx))
-    if not held and not partial:
+    partial = {k: v for k, v in partial.items() if k not in unsettled}  # (named with the record they contradict)
+    if not held and not partial and not unsettled:
         return
     which = "no manifest records" if manifest is None else "its manifest does not record"
     applied = "" if manifest is None else " as applied"
     revert = ctx.rerun("revert", False, dry=False) if ctx.rerun else "revert"
     steps, how = [], ""
-    if partial:  # first: its files back (an apply would refuse a fix only partly there: exit 4)
-        files = sorted({p for ps in partial.values() for p in ps} | set(manifest.files if manifest else ()))
+    if partial or unsettled:  # first: its files back (an apply would refuse a fix only partly there: exit 4)
+        files = sorted({p for ps in partial.values() for p in ps} | set(manifest.files if manifest else ())
+                       | {p for fid in unsettled for p in ctx.pack.fixes[fid].touched_paths()})
         has, settle, _unknown = recorded_has(ctx, ft, files)
         how = to_release(ctx, ft, files, has, settle)
         what = "its files" if manifest is None else "its files and every file the manifest lists"
@@ -134,6 +135,13 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
         steps.append(f"record {them} with: {ctx.rerun('apply', False, opt, False) if ctx.rerun else 'apply'}")
     steps.append(f"revert with: {revert}")
     said = []
+    if unsettled:
+        many = len(unsettled) > 1
+        said.append(f"has a manifest that records {', '.join(f'{i} v{ctx.pack.fixes[i].version}' for i in unsettled)} "
+                    f"as upstreamed, but {'their post-images are' if many else 'its post-image is'} not in the files, "
+                    f"which do not show {'them' if many else 'it'} absent either (status says "
+                    f"{', '.join(sorted(set(unsettled.values())))}): the record is not borne out, and what of "
+                    f"{'them' if many else 'it'} is in cannot be told")
     if held:
         said.append(f"holds {', '.join(held)} ({'their post-images are' if len(held) > 1 else 'its post-image is'} "
                     f"there) but {which} {'them' if len(held) > 1 else 'it'}{applied}")
@@ -145,23 +153,29 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
                         + (f". The command that puts the files back: {how}" if how else ""))
 
 
-def not_upstream(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest) -> None:
+def not_upstream(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest) -> dict[str, str]:
     """Revert's reports of the fixes ``manifest`` records as upstreamed, held to ``tree`` (the target with the recorded
     fixes reverted) as status holds them (a manifest is untrusted state): one whose pre-image is there and not its
     post-image, which status calls absent (drifted: moved), is reported absent with the record it contradicts (a
     manifest planted on a clean image said every fix upstreamed, and revert said so). Each is placed by its patch,
-    with the lock's evidence where revert has a lock; one whose patch does not parse, or that the files bear out or
-    cannot settle (neither side whole: status names its hunks), is left as recorded."""
+    with the lock's evidence where revert has a lock; one whose patch does not parse, or that the files bear out (or
+    whose post-image is there: :func:`unrecorded` names it), is left as recorded. Returns those the files cannot
+    settle (neither side whole, or its file missing: status says conflict, partial or ambiguous), with status's word:
+    revert refuses them rather than vouch for a record the files do not bear out."""
     from .evaluate import FixEvidence, decide
 
     said = {e.id for e in manifest.fixes if e.state is Recorded.UPSTREAMED}
     reports = [fr for fr in ctx.report.fixes if fr.kind == "fix" and fr.target == ft.spec.name and fr.id in said
                and fr.state is State.UPSTREAMED]
     parsed = set(partial_parse(ctx)([fr.id for fr in reports])) if reports else set()
+    unsettled: dict[str, str] = {}
     for fr in (fr for fr in reports if fr.id in parsed):
         ev = decide(ctx.pack.fixes[fr.id], tree, FixEvidence.from_lock(ctx.lock.fix(fr.id)), False)
-        if ev.state in (State.ABSENT, State.DRIFTED):
+        if ev.state in CONFLICT_STATES:
+            unsettled[fr.id] = ev.state.value
+        elif ev.state in (State.ABSENT, State.DRIFTED):
             fr.state = State.ABSENT
             fr.messages = ["the manifest records it as upstreamed, but its pre-image is in the files, not its "
                            "post-image (status says absent): it is not upstream's, and not in, so there is nothing "
                            "of it to revert"]
+    return unsettled
