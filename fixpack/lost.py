@@ -20,6 +20,7 @@ from .lock_hints import regenerate_hint
 from .lockfile import fixed_by
 from .model import Fix
 from .patchfiles import parse_fixes
+from .patchmodel import Hunk
 from .records import Lock, Manifest, Recorded
 from .states import CONFLICT_STATES, State
 from .tree import Tree, file_hashes
@@ -67,18 +68,41 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
 
 
 def _some_in(fix: Fix, tree: Tree) -> bool:
-    """A hunk of ``fix`` whose post-image is in its file (once, or more: a block copied by hand) while its pre-image
-    cannot be placed, and that adds a line: a hand-edited line of a fix that is in otherwise leaves it in conflict, its
-    other hunks in the files, and a copied block leaves it ambiguous (a hunk that only removes lines leaves its
-    context, which the release has too). Each hunk is placed on its own."""
+    """A hunk of ``fix`` whose pre-image cannot be placed while its post-image is in its file (once, or more: a block
+    copied by hand; a copied block leaves the fix ambiguous), or most of it is (:func:`_mostly_there`: a line the fix
+    added, edited by hand, leaves it in conflict). Only lines a hunk adds count: its context, which the release has
+    too, does not (a hunk that only removes lines leaves nothing to find). Each hunk is placed on its own."""
     from .evaluate import both_ways
 
     for fp in fix.file_patches():
         text = tree.read(fp.new_path) if fp.new_path and not fp.binary else None
         if text is None or not fp.hunks:
             continue
-        if any(r.present and not f.found and len(h.new_lines) > h.leading_context + h.trailing_context
+        lines = [ln.rstrip("\r\n") for ln in text.splitlines()]
+        if any(not f.found and ((r.present and len(h.new_lines) > h.leading_context + h.trailing_context)
+                                or _mostly_there(h, lines))
                for (f, r), h in zip(both_ways(fp, text), fp.hunks)):
+            return True
+    return False
+
+
+def _mostly_there(h: Hunk, lines: list[str]) -> bool:
+    """Whether ``lines`` (a file's) hold ``h``'s post-image with more than half of the lines it adds (not blank, not
+    lines of its pre-image) at their places in it, and more than half of all its lines: the hunk is in, a line of it
+    edited by hand. An added line the file has elsewhere, or its context alone, is not the hunk."""
+    new = [ln.rstrip("\r\n") for ln in h.new_lines]
+    old = {ln.rstrip("\r\n") for ln in h.old_lines}
+    added = [i for i in range(h.leading_context, len(new) - h.trailing_context) if new[i].strip() and new[i] not in old]
+    if not added:
+        return False
+    where: dict[str, list[int]] = {}
+    for n, ln in enumerate(lines):
+        where.setdefault(ln, []).append(n)
+    for start in sorted({n - i for i in added for n in where.get(new[i], ())}):
+        if start < 0 or start + len(new) > len(lines):
+            continue
+        got = sum(lines[start + i] == new[i] for i in added)
+        if 2 * got > len(added) and 2 * sum(lines[start + i] == ln for i, ln in enumerate(new)) > len(new):
             return True
     return False
 

@@ -9,6 +9,7 @@ release."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -76,3 +77,29 @@ def test_an_upstreamed_record_the_files_do_not_bear_out_is_refused(builder, how)
         assert "To revert: put its files and every file the manifest lists back to the release with the command at " \
                "the end; then revert with: " in said and "; nothing was written" in said, said
     _put_back_and_revert(builder, target, said)
+
+
+@pytest.mark.parametrize("others", ["in", "back at the release"])
+def test_no_manifest_and_a_fix_with_an_added_line_edited_is_named(builder, others):
+    target = _pack(builder)
+    assert engine.apply(builder.request(target)).ok
+    (target / MOD).write_text(ONE.replace("# keep the cache warm\n", "# keep the cache warm (by hand)\n"))
+    shutil.rmtree(target / ".fixpack")
+    if others == "back at the release":
+        (target / OTHER).write_text(BASE)
+    said = _refusal(builder, target)
+    assert "holds part of one (some of its hunks, or its lines edited by hand: `status` names them), which no " \
+           "manifest records" in said, said
+    assert (" holds two (its post-image is there)" in said) == (others == "in"), said
+    if others == "back at the release":
+        _put_back_and_revert(builder, target, said)
+
+
+def test_a_fix_absent_with_a_line_of_its_context_edited_is_not_named(builder):
+    """The other side: on the release with a context line of a fix edited (status: conflict), nothing of the fix is in;
+    context lines, and lines the release has elsewhere, are not its post-image. Revert says nothing to do."""
+    target = _pack(builder)
+    (target / MOD).write_text(BASE.replace("line 6\n", "line 6 (tuned by hand)\n") + "cache = {}\n")
+    assert engine.status(builder.request(target)).fix("one").state.value == "conflict"
+    r = engine.revert(builder.request(target))
+    assert r.ok, r.as_dict()
