@@ -63,6 +63,23 @@ MODES = {"read": 0, "store": 1, "partials": 2, "partials-nozero": 2, "norm": 3, 
 
 
 @triton.jit
+def _norm_last(y_ptr, cnt_ptr, out_ptr, norm_ptr, p, slices_per_pair, L: tl.constexpr):
+    """After this program's atomics into pair ``p``'s fp32 row (y_ptr + p * L): count it (acq_rel, after a CTA
+    barrier); the pair's last slice writes the row RMS-normalized in BF16 (times ``norm_ptr``) and sets the row and
+    the counter back to zero."""
+    rows_l = tl.arange(0, L)
+    tl.debug_barrier()
+    done = tl.atomic_add(cnt_ptr + p, 1, sem="acq_rel")
+    if done == slices_per_pair - 1:
+        row = tl.load(y_ptr + p * L + rows_l, cache_modifier=".cg")
+        rms = tl.sqrt(tl.sum(row * row, axis=0) / L + 1e-6)
+        w = tl.load(norm_ptr + rows_l)
+        tl.store(out_ptr + p * L + rows_l, (row / rms * w).to(tl.bfloat16))
+        tl.store(y_ptr + p * L + rows_l, tl.zeros([L], tl.float32))
+        tl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed")
+
+
+@triton.jit
 def _slice_kernel(w_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_per_pair,
                   S: tl.constexpr, KW: tl.constexpr, L: tl.constexpr, BK: tl.constexpr, MODE: tl.constexpr,
                   GDC: tl.constexpr, STAGES: tl.constexpr):
@@ -104,15 +121,7 @@ def _slice_kernel(w_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_per_pair,
     else:
         tl.atomic_add(y_ptr + p * L + rows_l, part, sem="relaxed")
         if MODE == 3:
-            tl.debug_barrier()
-            done = tl.atomic_add(cnt_ptr + p, 1, sem="acq_rel")
-            if done == slices_per_pair - 1:
-                row = tl.load(y_ptr + p * L + rows_l, cache_modifier=".cg")
-                rms = tl.sqrt(tl.sum(row * row, axis=0) / L + 1e-6)
-                w = tl.load(norm_ptr + rows_l)
-                tl.store(out_ptr + p * L + rows_l, (row / rms * w).to(tl.bfloat16))
-                tl.store(y_ptr + p * L + rows_l, tl.zeros([L], tl.float32))
-                tl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed")
+            _norm_last(y_ptr, cnt_ptr, out_ptr, norm_ptr, p, slices_per_pair, L)
 
 
 @triton.jit
@@ -179,16 +188,7 @@ def _slice_dot_kernel(w_ptr, x_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_pe
         col = tl.sum(tl.where(m[None, :] == 0, accd, 0.0), axis=1) * _MMA_UNSCALE
         tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
     if NORM:
-        rows_l = tl.arange(0, L)
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + p, 1, sem="acq_rel")
-        if done == slices_per_pair - 1:
-            row = tl.load(y_ptr + p * L + rows_l, cache_modifier=".cg")
-            rms = tl.sqrt(tl.sum(row * row, axis=0) / L + 1e-6)
-            w = tl.load(norm_ptr + rows_l)
-            tl.store(out_ptr + p * L + rows_l, (row / rms * w).to(tl.bfloat16))
-            tl.store(y_ptr + p * L + rows_l, tl.zeros([L], tl.float32))
-            tl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed")
+        _norm_last(y_ptr, cnt_ptr, out_ptr, norm_ptr, p, slices_per_pair, L)
 
 
 def dot_expected(buf: torch.Tensor, x0: torch.Tensor, pairs: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
