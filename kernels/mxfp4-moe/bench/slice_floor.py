@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The data flow of an expert split by intermediate slice, without its arithmetic (issue #18, twenty-second round).
 
-    python3 bench/slice_floor.py [--points ep8b1,ep2tp4b1,local b1,...] [--slices 16,32,64] [--warps 8,16]
+    python3 bench/slice_floor.py [--points ep8b1,ep2tp4b1,localb1,...] [--slices 16,32,64] [--warps 8,16]
+    python3 bench/slice_floor.py --compile-only   # no GPU: each kernel's registers and stack for sm_90
 
 Today a layer is a chain of grid-wide waits: the gate/up GEMM (its K parts added by a fix-up or a launch), the
 down GEMM, the norm-combine; each costs 2-4 µs of an EP batch-1 layer of 12-27 µs (README, rounds 10-20). A slice
@@ -272,6 +273,40 @@ def check(copy, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slic
     return text
 
 
+def compile_only(args) -> None:
+    """Each kernel of the modes asked for, compiled for sm_90 without a GPU (the Triton installed here): registers,
+    stack, shared memory a program (cuobjdump --dump-resource-usage)."""
+    import re
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from sm90_compile import cuobjdump
+
+    print(f"compiled for sm_90 by Triton {triton.__version__} (the H200 runs 3.6: figures may differ there)")
+    for s in (int(v) for v in args.slices.split(",")):
+        for warps in (int(v) for v in args.warps.split(",")):
+            for mode in dict.fromkeys(m.replace("-nozero", "") for m in args.modes.split(",")):
+                dot = mode.startswith("dot")
+                if dot and s < 32:
+                    continue
+                fn = _slice_dot_kernel if dot else _slice_kernel
+                m = MODES[mode]
+                ptrs = {"w_ptr": "*u8" if dot else "*i32", "x_ptr": "*bf16", "y_ptr": "*fp32", "cnt_ptr": "*i32",
+                        "out_ptr": "*bf16" if m == 3 else "*fp32", "norm_ptr": "*fp32"}
+                consts = (dict(S=s, K=K, L=K, BKE=args.bke, RB=args.rb, NORM=m == 3, GDC=True, STAGES=args.stages,
+                               DECODE=4, PREFETCH=args.prefetch, F32=False) if dot else
+                          dict(S=s, KW=KW, L=K, BK=args.bk, MODE=m, GDC=True, STAGES=args.stages))
+                sig = {n: ptrs.get(n) or ("i32" if n == "slices_per_pair" else "constexpr") for n in fn.arg_names}
+                src = ASTSource(fn=fn, signature=sig,
+                                constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
+                                attrs={(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in ptrs
+                                       if n in fn.arg_names})
+                ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+                use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))
+                print(f"  {mode:16} S {s:3} warps {warps:2}: {use}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", default="ep8b1,ep2tp4b1,localb1,ep8b4,ep2tp4b4")
@@ -284,7 +319,12 @@ def main() -> int:
     ap.add_argument("--prefetch", action="store_true", help="the dot modes ask the down block into L2 first")
     ap.add_argument("--stages", type=int, default=3)
     ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--compile-only", action="store_true", help="no GPU: each kernel's registers, stack and shared "
+                    "memory, compiled for sm_90")
     args = ap.parse_args()
+    if args.compile_only:
+        compile_only(args)
+        return 0
     dev = torch.cuda.get_device_properties(0)
     sms = dev.multi_processor_count
     print(f"device: {dev.name}, {sms} SMs, torch {torch.__version__}, triton {triton.__version__}")
