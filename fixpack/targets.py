@@ -133,7 +133,8 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
         commit = head
         evidence.append(f"git HEAD of {root}: {head}")
     mod = root / spec.version_path
-    v, c, problem = (_shown(x) for x in _version_module(mod))
+    v, c, problem = _version_module(mod)
+    v, c = _shown(v), _shown(c)
     if v:
         version = v
         evidence.append(f"{mod}: __version__ = {v!r}")
