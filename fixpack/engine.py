@@ -30,7 +30,7 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
+from .replay import as_laid, post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -189,9 +189,8 @@ def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
 def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool) -> FixReport:
     """``fix``'s line of the report; ``opt_in``: the profile lists it under opt_in (what the run selects by; a fix
     whose fix.toml says default may be an opt-in of a profile)."""
-    action = Action.NONE
-    if ev.state in (State.ABSENT, State.DRIFTED):
-        action = Action.WOULD_APPLY if dry else Action.APPLIED
+    laid = ev.state in (State.ABSENT, State.DRIFTED)
+    action = (Action.WOULD_APPLY if dry else Action.APPLIED) if laid else Action.NONE
     messages = list(ev.messages)
     if not selected and ev.state is State.APPLIED:
         messages.append("not selected in this run; kept (revert removes it)")
@@ -326,6 +325,7 @@ def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
 def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
     """Write one target's plan (the caller holds its lock): its files, then its manifest, journalled."""
     changes, folders = as_recorded(ft.root, plan.tree.changes(), plan.manifest)  # what a fix removed: as it was
+    plan.entries = as_laid(plan.entries, ctx.pack, plan.manifest, plan.tree, ctx.lock)  # a found fix: as laid
     if not changes and not _manifest_changed(ctx, ft, plan):
         return  # nothing to write, or the rollback alone brought the target where this run wanted it
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()

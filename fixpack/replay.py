@@ -18,10 +18,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .model import Fix
-from .records import Lock, Manifest
+from .model import Fix, Pack
+from .records import Lock, Manifest, ManifestFix, Recorded
 from .safepath import file_on_the_way
 from .states import State
+from .structs import replace
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
@@ -101,6 +102,42 @@ def _found(ev: Evaluation, tree: Tree, said: str) -> Evaluation:
     from .evaluate import Evaluation, Pass
 
     return Evaluation(State.APPLIED, Pass(True, tree.fork()), ev.reverse, [said])
+
+
+def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, tree: Tree,
+            lock: Lock) -> list[ManifestFix]:
+    """The manifest entries apply worked out on ``tree`` (the files its chain ends as), as apply from the release
+    records them: in series order (a found opt-in's entry came after the chain's), each file's sha256 as the chain
+    left it after the entry's fix. A fix found applied with no record in ``manifest`` (:func:`_found`) is laid
+    nowhere: its change is in the files all along, so the entry of a fix before it on one of its files took that
+    file's bytes with the later change in them (with a lost manifest, every fix of a file took its last bytes), and
+    the next apply wrote the manifest again. Those entries are worked out again on a copy of ``tree``, the fixes
+    after them taken out last first (those on the files concerned only: the others commute with them); where one
+    does not reverse, the entries stay as they were."""
+    from .evaluate import FixEvidence, run_pass
+
+    where, recorded = {fid: i for i, fid in enumerate(pack.series)}, manifest.applied_ids() if manifest else set()
+    out = sorted(entries, key=lambda e: where.get(e.id, len(where)))
+    found = [i for i, e in enumerate(out) if e.state is Recorded.APPLIED and e.id not in recorded]
+    stale = [i for i, e in enumerate(out) if any(j > i and set(out[j].files) & set(e.files) for j in found)]
+    if not stale:
+        return out
+    paths, grew = set().union(*(out[i].files for i in stale)), True
+    while grew:  # with the files of each fix after the first of them that changes one of those files
+        more = set().union(*(e.files for e in out[stale[0] + 1:] if paths & set(e.files))) - paths
+        paths, grew = paths | more, bool(more)
+    back = tree.fork()
+    for i in range(len(out) - 1, stale[0] - 1, -1):
+        e = out[i]
+        if not paths & set(e.files):
+            continue
+        out[i] = replace(e, files=file_hashes(back, list(e.files)))
+        if e.state is Recorded.APPLIED and i > stale[0]:
+            rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)))
+            if not rev.ok:
+                return sorted(entries, key=lambda e: where.get(e.id, len(where)))
+            back.adopt(rev.tree)
+    return out
 
 
 def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
