@@ -13,7 +13,8 @@ The placement rule (the same for apply, status, dry runs, the lock, refresh and 
   reported as an offset.
 - A hunk with less leading (trailing) context than trailing (leading) context is anchored to the start
   (end) of the file, as GNU patch does, when searched: placed there, or else only at its stated line (plus the
-  running offset) where its pre-image occurs once; a hunk without any pre-image line is placed only when pinned.
+  running offset) where its pre-image occurs once; reversed, where its post-image occurs once and holds lines it
+  adds (they are the fix's, wherever the file ends now). A hunk without any pre-image line is placed only when pinned.
 
 Nothing here touches the disk.
 """
@@ -191,8 +192,12 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         if _matches_at(lines, pre, pos):
             return _placed(index, pos, expected, delta)
         found = occurrences(lines, pre)
-        if found == [expected] and (evidence.count is None or evidence.count <= 1):
-            return _placed(index, expected, expected, delta)  # alone at its stated line: where a pinned file has it
+        if len(found) == 1 and (evidence.count is None or evidence.count <= 1) and (
+                found[0] == expected or reverse and len(pre) > h.leading_context + h.trailing_context):
+            # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
+            # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
+            # them, a later fix of the chain added lines after them), and taking them out guesses nothing
+            return _placed(index, found[0], expected, delta)
         twins = f"; its {image(reverse)} occurs {len(found)} times in the file" if len(found) > 1 else ""
         return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file (it has "
                                                      f"{h.leading_context} context lines above its change and "
