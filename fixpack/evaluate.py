@@ -129,10 +129,17 @@ class HunkNote:
         c = self.closest
         return self.placement == Placement.MISSING.value and c is not None and c.total > 0 and c.matching == c.total
 
-    def message(self) -> str:
+    def message(self, edited: bool = False) -> str:
+        """What became of the hunk; ``edited``: the file is a fix's, changed since it was applied (tampered), so an
+        ambiguous post-image is the image's doing, not the pack's (advice for the file, not a refresh)."""
         where = f"{self.path}: hunk #{self.hunk}"
         if self.placement == Placement.AMBIGUOUS.value:
             lines = f" at lines {list(self.candidates)}" if self.candidates else ""
+            if edited and self.side == "post-image":
+                return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess: which copy is the "
+                        f"fix's cannot be told, and the file was changed since the fix was applied (a block copied or "
+                        f"removed by hand?). Check the file by hand and undo that change, or put it back to the "
+                        f"release and run again")
             return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
                     f"this tree (fixpack refresh) or rebase it onto this release")
         c = self.closest
@@ -196,9 +203,9 @@ class Pass:
     counts: dict[int, tuple[int, int]] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # the text of each file whose hunks were refused
 
-    def explain(self) -> list[str]:
+    def explain(self, edited: bool = False) -> list[str]:
         """The refused hunks' messages, each missing one with its closest near-miss (worked out now, only
-        for a pass that is reported)."""
+        for a pass that is reported); ``edited`` as :meth:`HunkNote.message` takes it."""
         texts = iter(self.failed)
         by_file: dict[str, list[str]] = {}
         out = list(self.messages)
@@ -209,7 +216,7 @@ class Pass:
                 by_file[note.path] = split_lines(next(texts, ""))
             if note.placement == "missing" and note.closest is None and note.pre:
                 note.closest = closest(by_file[note.path], note.pre, note.expected - 1)
-            out.append(note.message())
+            out.append(note.message(edited))
         return out
 
     @property
@@ -385,7 +392,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
         if rev.ok:
             return Evaluation(State.APPLIED, fwd, rev, ["already applied"])
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
-                                                     "not there"] + rev.explain())
+                                                     "not there"] + rev.explain(edited=True))
     side = _lock_side(ev, now)
     if fwd.ok and (not rev.present or side == "pre"):
         drift, files = _drift(ev, now, fwd)

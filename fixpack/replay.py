@@ -206,7 +206,7 @@ def tampered_why(files: list[str], rev: Pass, fix: Fix, root: Path) -> list[str]
             said.append(f"{p}: gone ({way} is no folder now)" if way else f"{p}: gone (removed since it was applied)")
         else:
             said.append(f"{p}: differs from the manifest's sha256 (changed since it was applied)")
-    return said + [m for m in rev.explain() if not any(m.startswith(f"{p}: no such file") for p in gone)]
+    return said + [m for m in rev.explain(edited=True) if not any(m.startswith(f"{p}: no such file") for p in gone)]
 
 
 def tampered_said(why: list[str]) -> str:
