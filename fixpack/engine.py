@@ -30,7 +30,7 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import as_laid, post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
+from .replay import as_laid, popped, post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -85,10 +85,9 @@ class TargetPlan:
 def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry: bool) -> TargetPlan:
     """Every fix of the target's chain, in series order, with its state; the tree ends as the chain.
 
-    Fixes the manifest records are first unwound from the files, last one first (a later fix may
-    edit an earlier one's context), which verifies each of them; the chain is then replayed from the
-    unwound tree with the newly selected fixes in their places.
-    """
+    Fixes the manifest records (and those it lost that the files hold at the lock's states: :func:`popped`) are first
+    unwound from the files, last one first (a later fix may edit an earlier one's context), which verifies each of
+    them; the chain is then replayed from the unwound tree with the newly selected fixes in their places."""
     tree, manifest, pending = _load_state(ctx, ft)
     if ctx.report.command == "status" and manifest is not None and not pending:
         held = _status_held(ctx, ft, tree, manifest, wanted)
@@ -98,15 +97,16 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         note_stale(ctx, ft)
         manifest = None
-    chain = _chain(ctx, ft, manifest, wanted)
-    recorded = manifest.applied_ids() if manifest else set()
+    lost, _ = popped(ctx.lock, ft.spec.name, tree, manifest)  # no entry records them, though the files hold them
+    chain = _chain(ctx, ft, manifest, wanted + lost)
+    recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
     base, broken, unchecked = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
-        ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked)
+        ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost)
         fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         refused = ev.state is State.DRIFTED and ctx.report.strict

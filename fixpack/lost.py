@@ -39,13 +39,20 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     placed both ways (:func:`fixpack.evaluate.decide`): held when its patch reverses there and does not apply
     (another profile's chain, or a hand edit, changed the files too), partial when a hunk's post-image is there and
     its pre-image is not while others are not in. ``parse`` loads the patches of the ids given and returns those it
-    could (only those are placed). A fix the lock records as upstreamed (pre == post) is not counted."""
+    could (only those are placed). A fix the lock records as upstreamed (pre == post) is not counted. Files at the
+    lock's states along their chain (a later fix changed an earlier one's context: :func:`fixpack.replay.popped`) are
+    settled by their hashes: the fixes they hold are held, the others not in."""
     from .evaluate import FixEvidence, decide
+    from .replay import popped
 
     release = lock.release_files()
     held, unsure = [], []
+    found, settled = popped(lock, fixes[0].target, tree, None) if fixes else ((), set())
     for fix in fixes:
         entry = lock.fix(fix.id)
+        if fix.id in found or (entry is not None and set(entry.post()) <= settled):  # the lock's states: popped
+            held += [fix.id] if fix.id in found else []
+            continue
         if entry is None:  # no usable lock: its patch says
             unsure.append(fix)
             continue

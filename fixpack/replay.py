@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .model import Fix, Pack
-from .records import Lock, Manifest, ManifestFix, Recorded
+from .records import Lock, LockFix, Manifest, ManifestFix, Recorded
 from .safepath import file_on_the_way
 from .states import State
 from .structs import replace
@@ -60,10 +60,63 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
     return (None if broken else base), broken, unchecked
 
 
+def popped(lock: Lock, target: str, tree: Tree, manifest: Manifest | None) -> tuple[tuple[str, ...], set[str]]:
+    """The fixes of ``target`` that ``manifest`` (None: none) does not record as applied though ``tree`` holds them at
+    the lock's states, and the files of their chains. A later fix may change a line of an earlier one's context, so
+    that the earlier one's post-image is in the files as a whole no longer, nor its pre-image: the chain replayed
+    forward on the files as they are called it a conflict, though its files were the chain's own bytes. So the chain
+    is taken off its files as quilt pops a series, last first, by the lock's sha256 alone (no patch is placed): a fix
+    whose files are its post-images is in (they become its pre-images), one whose files are not is not, and every
+    file must end as the release's. Fixes linked by a file they share are one chain; the others are left out (for
+    the full evaluation, which says what is wrong): a chain whose files are not the lock's states (drifted, edited by
+    hand), or where one is at a state its chain has twice (a fix undoing another: which are in cannot be told), or
+    whose sha256 is not the one the manifest records (an edit in a recorded fix's file is tampered, whatever it
+    made), or that a fix the manifest records as applied is not in. Series order."""
+    fixes = [f for f in lock.fixes if f.target == target and not f.upstreamed()]
+    release, states = lock.release_files(target), dict[str, list[str | None]]()
+    for f in fixes:
+        for p, h in f.post().items():
+            states.setdefault(p, [release[p]]).append(h)
+    now, recorded = file_hashes(tree, sorted(states)), manifest.applied_ids() if manifest else set()
+    kept = dict(manifest.files) if manifest else {}  # a file changed since the manifest was written: tampered
+    found: set[str] = set()
+    files: set[str] = set()
+    for chain in _linked(fixes):  # (no two share a file: each is taken off on its own)
+        paths = {p for f in chain for p in f.post()}
+        if any(states[p].count(now[p]) != 1 or now[p] != kept.get(p, now[p]) for p in paths):
+            continue
+        there: list[str] = []
+        for f in reversed(chain):  # each file's state is once in its chain: the fixes up to it are in, not the others
+            hit = [now[p] == h for p, h in f.post().items()]
+            if all(hit):
+                there.append(f.id)
+                now.update(f.pre())
+            elif any(hit):  # in on one of its files, not on another
+                break
+        else:
+            ids = {f.id for f in chain}
+            if all(now[p] == release[p] for p in paths) and ids & recorded <= set(there) and set(there) - recorded:
+                found |= set(there) - recorded
+                files |= paths
+    return tuple(f.id for f in fixes if f.id in found), files
+
+
+def _linked(fixes: list[LockFix]) -> list[list[LockFix]]:
+    """``fixes`` in groups, each the fixes that share a file with another of them, in series order."""
+    groups: list[tuple[set[str], list[int]]] = []
+    for i, f in enumerate(fixes):
+        paths = set(f.post())
+        joined = [g for g in groups if g[0] & paths]
+        groups = [g for g in groups if not g[0] & paths] + [
+            (paths.union(*(g[0] for g in joined)), sorted([i, *(j for g in joined for j in g[1])]))]
+    return [[fixes[i] for i in g[1]] for g in groups]
+
+
 def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
-           unchecked: dict[str, str]) -> Evaluation:
+           unchecked: dict[str, str], lost: bool = False) -> Evaluation:
     """``fix``'s state on ``tree`` (the unwound files with the chain's earlier fixes replayed): ``recorded``, whether
-    the manifest records it as applied; ``broken`` and ``unchecked`` as :func:`unwind` returns them."""
+    the manifest records it as applied (or ``lost``: no entry does, though the files hold it, :func:`popped`);
+    ``broken`` and ``unchecked`` as :func:`unwind` returns them."""
     from .evaluate import Evaluation, FixEvidence, decide, run_pass
 
     evidence = FixEvidence.from_lock(lock.fix(fix.id))
@@ -88,10 +141,15 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
             "records it as applied, and revert then takes it out; status and a dry run only report it"))
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):
-            return Evaluation(State.APPLIED, ev.forward, ev.reverse, ["already applied"])
+            return Evaluation(State.APPLIED, ev.forward, ev.reverse, [LOST_CHAIN if lost else "already applied"])
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
                           ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev
+
+
+LOST_CHAIN = ("applied by an earlier run whose manifest entry was lost, or by hand (its files, taken off last fix "
+              "first, are the lock's states along the chain down to the release's, sha256 as in the lock); apply "
+              "records it again, status and a dry run only report it")
 
 
 def _found(ev: Evaluation, tree: Tree, said: str) -> Evaluation:
