@@ -60,7 +60,8 @@ KW = K // 8  # int32 words of a gate/up row (8 E2M1 codes a word)
 POINTS = {  # name: (routed experts at one token each, intermediate size of an expert on this card)
     "ep8b1": (1, 4096), "ep2tp4b1": (4, 1024), "localb1": (8, 4096), "ep8b4": (2, 4096), "ep2tp4b4": (19, 1024),
 }
-MODES = {"read": 0, "store": 1, "partials": 2, "partials-nozero": 2, "norm": 3, "dot-partials": 2, "dot-norm": 3}
+MODES = {"read": 0, "store": 1, "partials": 2, "partials-nozero": 2, "norm": 3, "dot-partials": 2, "dot-norm": 3,
+         "fma-partials": 2, "fma-norm": 3}
 
 
 @triton.jit
@@ -138,13 +139,15 @@ def _wdot(x, wq, ws, acc, N: tl.constexpr, BK: tl.constexpr, DECODE: tl.constexp
 def _slice_dot_kernel(w_ptr, x_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_per_pair,
                       S: tl.constexpr, K: tl.constexpr, L: tl.constexpr, BKE: tl.constexpr, RB: tl.constexpr,
                       NORM: tl.constexpr, GDC: tl.constexpr, STAGES: tl.constexpr, DECODE: tl.constexpr,
-                      PREFETCH: tl.constexpr, F32: tl.constexpr):
+                      PREFETCH: tl.constexpr, F32: tl.constexpr, FMA: tl.constexpr = False):
     """The same program with the arithmetic: the bytes (``w_ptr`` uint8) are mma-layout E2M1 codes and E8M0
     scales (kernel._decode_mma, DECODE 4 PTX / 5 portable); gate and up rows [S, K] against the token (row 0 of
     ``x_ptr`` [16, K] bf16, rows 1-15 zero) by tl.dot on 16-row tiles, act = silu(gate) * up in BF16, then the
     down block [L, S] against act, RB rows a step, each step's column added by atomics into the pair's fp32
     row; NORM as MODE 3 above. PREFETCH: the down block's 128-byte lines asked into L2 before the wait. F32:
-    the products in fp32 (Triton's CPU interpreter, whose BF16 tl.dot is not exact)."""
+    the products in fp32 (Triton's CPU interpreter, whose BF16 tl.dot is not exact). FMA: no tl.dot; each decoded
+    weight times the token's value in fp32 on the CUDA cores, the sums reduced once after the K loop (more arithmetic
+    a weight than the gluon kernels' mma path: a bound from above on what the decode costs in this shape)."""
     pid = tl.program_id(0)
     p = pid // slices_per_pair
     GU: tl.constexpr = 2 * S * (K // 2)
@@ -166,28 +169,48 @@ def _slice_dot_kernel(w_ptr, x_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_pe
     ks = tl.arange(0, BKE // 32)
     kx = tl.arange(0, BKE)
     m = tl.arange(0, 16)
-    acc_g = tl.zeros([S, 16], tl.float32)
-    acc_u = tl.zeros([S, 16], tl.float32)
-    for k in tl.range(0, K, BKE, num_stages=STAGES):
-        x = tl.load(x_ptr + m[:, None] * K + k + kx[None, :])
-        wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
-        wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
-        sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
-        su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
-        acc_g = _wdot(x, wg, sg, acc_g, S, BKE, DECODE, F32)
-        acc_u = _wdot(x, wu, su, acc_u, S, BKE, DECODE, F32)
-    g = acc_g * _MMA_UNSCALE
-    u = acc_u * _MMA_UNSCALE
-    act = tl.trans(g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16)  # [16, S]: row 0 the token's
     rr = tl.arange(0, RB)
     kd = tl.arange(0, S // 2)
     kds = tl.arange(0, S // 32)
-    for r0 in tl.range(0, L, RB, num_stages=STAGES):
-        dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
-        dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
-        accd = _wdot(act, dq, dsc, tl.zeros([RB, 16], tl.float32), RB, S, DECODE, F32)
-        col = tl.sum(tl.where(m[None, :] == 0, accd, 0.0), axis=1) * _MMA_UNSCALE
-        tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
+    if FMA:
+        fg = tl.zeros([S, BKE], tl.float32)
+        fu = tl.zeros([S, BKE], tl.float32)
+        for k in tl.range(0, K, BKE, num_stages=STAGES):
+            x0 = tl.load(x_ptr + k + kx).to(tl.float32)[None, :]
+            wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
+            wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
+            sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
+            su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
+            fg += _decode_mma(wg, sg, S, BKE, DECODE == 4).to(tl.float32) * x0
+            fu += _decode_mma(wu, su, S, BKE, DECODE == 4).to(tl.float32) * x0
+        g1 = tl.sum(fg, axis=1) * _MMA_UNSCALE
+        u1 = tl.sum(fu, axis=1) * _MMA_UNSCALE
+        act1 = (g1 / (1.0 + tl.exp(-g1)) * u1).to(tl.bfloat16).to(tl.float32)[None, :]  # [1, S]
+        for r0 in tl.range(0, L, RB, num_stages=STAGES):
+            dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
+            dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
+            col = tl.sum(_decode_mma(dq, dsc, RB, S, DECODE == 4).to(tl.float32) * act1, axis=1) * _MMA_UNSCALE
+            tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
+    else:
+        acc_g = tl.zeros([S, 16], tl.float32)
+        acc_u = tl.zeros([S, 16], tl.float32)
+        for k in tl.range(0, K, BKE, num_stages=STAGES):
+            x = tl.load(x_ptr + m[:, None] * K + k + kx[None, :])
+            wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
+            wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
+            sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
+            su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
+            acc_g = _wdot(x, wg, sg, acc_g, S, BKE, DECODE, F32)
+            acc_u = _wdot(x, wu, su, acc_u, S, BKE, DECODE, F32)
+        g = acc_g * _MMA_UNSCALE
+        u = acc_u * _MMA_UNSCALE
+        act = tl.trans(g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16)  # [16, S]: row 0 the token's
+        for r0 in tl.range(0, L, RB, num_stages=STAGES):
+            dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
+            dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
+            accd = _wdot(act, dq, dsc, tl.zeros([RB, 16], tl.float32), RB, S, DECODE, F32)
+            col = tl.sum(tl.where(m[None, :] == 0, accd, 0.0), axis=1) * _MMA_UNSCALE
+            tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
     if NORM:
         _norm_last(y_ptr, cnt_ptr, out_ptr, norm_ptr, p, slices_per_pair, L)
 
@@ -241,11 +264,11 @@ def launch(c, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slices
     """One layer's launch of ``mode`` on copy ``c`` (int32 words)."""
     m = MODES[mode]
     extra = {"launch_pdl": True} if pdl else {}
-    if mode.startswith("dot"):
+    if mode.startswith(("dot", "fma")):
         _slice_dot_kernel[(grid,)](c.view(torch.uint8), x, y, cnt, outb, norm_w, slices, S=s, K=K, L=K, BKE=args.bke,
                                    RB=args.rb, NORM=m == 3, GDC=pdl, STAGES=args.stages, DECODE=decode,
                                    PREFETCH=args.prefetch, F32=os.environ.get("TRITON_INTERPRET") == "1",
-                                   num_warps=warps, **extra)
+                                   FMA=mode.startswith("fma"), num_warps=warps, **extra)
     else:
         _slice_kernel[(grid,)](c, y, cnt, outb if m == 3 else out, norm_w, slices, S=s, KW=KW, L=K, BK=args.bk,
                                MODE=m, GDC=pdl, STAGES=args.stages, num_warps=warps, **extra)
@@ -254,10 +277,10 @@ def launch(c, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slices
 def check(copy, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slices: int, warps: int, experts: int,
           args, decode: int = 4) -> str:
     """One launch of ``mode`` on ``copy`` against PyTorch ("" for the modes without a check)."""
-    if mode not in ("partials", "norm", "dot-partials", "dot-norm"):
+    if mode not in ("partials", "norm", "dot-partials", "dot-norm", "fma-partials", "fma-norm"):
         return ""
     m = MODES[mode]
-    if mode.startswith("dot"):
+    if mode.startswith(("dot", "fma")):
         rows, normed = dot_expected(copy, x[0].float(), experts, s)
     else:
         rows, normed = expected(copy, experts, s)
@@ -287,7 +310,7 @@ def compile_only(args) -> None:
     for s in (int(v) for v in args.slices.split(",")):
         for warps in (int(v) for v in args.warps.split(",")):
             for mode in dict.fromkeys(m.replace("-nozero", "") for m in args.modes.split(",")):
-                dot = mode.startswith("dot")
+                dot = mode.startswith(("dot", "fma"))
                 if dot and s < 32:
                     continue
                 fn = _slice_dot_kernel if dot else _slice_kernel
@@ -295,7 +318,7 @@ def compile_only(args) -> None:
                 ptrs = {"w_ptr": "*u8" if dot else "*i32", "x_ptr": "*bf16", "y_ptr": "*fp32", "cnt_ptr": "*i32",
                         "out_ptr": "*bf16" if m == 3 else "*fp32", "norm_ptr": "*fp32"}
                 consts = (dict(S=s, K=K, L=K, BKE=args.bke, RB=args.rb, NORM=m == 3, GDC=True, STAGES=args.stages,
-                               DECODE=4, PREFETCH=args.prefetch, F32=False) if dot else
+                               DECODE=4, PREFETCH=args.prefetch, F32=False, FMA=mode.startswith("fma")) if dot else
                           dict(S=s, KW=KW, L=K, BK=args.bk, MODE=m, GDC=True, STAGES=args.stages))
                 sig = {n: ptrs.get(n) or ("i32" if n == "slices_per_pair" else "constexpr") for n in fn.arg_names}
                 src = ASTSource(fn=fn, signature=sig,
@@ -357,7 +380,7 @@ def main() -> int:
             outb = torch.empty(experts * K, dtype=torch.bfloat16, device="cuda")
             for warps in (int(v) for v in args.warps.split(",")):
                 for mode in args.modes.split(","):
-                    if mode.startswith("dot") and s < 32:
+                    if mode.startswith(("dot", "fma")) and s < 32:
                         continue
                     for pdl in (True, False) if mode.endswith("norm") else (True,):
                         def fn(mode=mode, pdl=pdl, warps=warps):
