@@ -133,15 +133,14 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
         commit = head
         evidence.append(f"git HEAD of {root}: {head}")
     mod = root / spec.version_path
-    v, c, problem = _version_module(mod)
-    v, c = _shown(v), _shown(c)
+    v, c, problem = _version_module(mod)  # (said by repr: escaped as it is, not quoted twice as _shown's)
     if v:
-        version = v
+        version = _shown(v)
         evidence.append(f"{mod}: __version__ = {v!r}")
     if c and not commit:
-        commit = c
+        commit = _shown(c)
         evidence.append(f"{mod}: __commit_id__ = {c!r}")
-    elif c and not commit_matches(commit, c):  # a folder that is a git repository of its own: both are said
+    elif c and not commit_matches(commit, _shown(c)):  # a folder that is a git repository of its own: both said
         evidence.append(f"{mod}: __commit_id__ = {c!r}, not git HEAD's (the root is a git repository of its own: "
                         f"its HEAD is taken, as a checkout's version module may be stale)")
     meta_v, meta_c, where = _dist_metadata(spec, root)

@@ -234,5 +234,6 @@ def test_a_version_module_commit_with_control_characters_or_whitespace_is_a_pin_
     out = r.stdout + r.stderr
     assert r.returncode == 3, out
     assert f"commit {commit!r} != pinned abcdef12" in out, out
+    assert f"__commit_id__ = {commit!r}" in out and repr(repr(commit)) not in out, out  # the evidence: quoted once
     assert not any(ch in out for ch in "\x1b\x07\t\u00a0"), out
     assert snapshot(image) == before
