@@ -77,7 +77,8 @@ def popped(lock: Lock, target: str, tree: Tree, manifest: Manifest | None) -> tu
     for f in fixes:
         for p, h in f.post().items():
             states.setdefault(p, [release[p]]).append(h)
-    now, recorded = file_hashes(tree, sorted(states)), manifest.applied_ids() if manifest else set()
+    # (read in series order: a link or an unreadable file is named where the chain first meets it, as apply does)
+    now, recorded = file_hashes(tree, list(states)), manifest.applied_ids() if manifest else set()
     kept = dict(manifest.files) if manifest else {}  # a file changed since the manifest was written: tampered
     found: set[str] = set()
     files: set[str] = set()
