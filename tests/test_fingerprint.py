@@ -327,6 +327,31 @@ def test_lock_refuses_a_patched_copy_without_a_lock_for_its_pin(setup, lock_on_d
             "it) reports the fix as upstreamed") in str(exc.value), str(exc.value)
 
 
+def test_a_copy_holding_a_fix_moved_by_a_line_above_is_refused_as_patched(builder):
+    """A copy that holds a fix's post-image a line lower than its patch says (a tree it was applied to, a line added
+    above since, its .fixpack removed): lock places a hunk on a release copy at its stated lines only, so it said the
+    fix was a conflict there (exit 4, "rebase it"); it is a copy holding the post-image, not the pre-image, refused as
+    one (exit 3, both readings named, nothing written), and locked as found where the fix is declared upstreamed."""
+    base = numbered(30)
+    after = base.replace("line 10\n", "ten\n")
+    builder.add_fix("one", {MOD: base}, {MOD: after})
+    builder.profile(["one"])
+    moved = builder.tree("moved", {MOD: "# a line added above\n" + after})
+    before = snapshot(builder.pack)
+    with pytest.raises(Exception, match="holds fix one's post-image, not its pre-image") as exc:
+        builder.lock(moved)
+    assert exc.value.exit_code == 3 and str(exc.value).endswith("nothing was written"), str(exc.value)
+    assert snapshot(builder.pack) == before
+    engine.write_lock(builder.request(moved, upstreamed=("one",)))
+    (entry,) = lockfile.read_lock(load_profile(load_pack(builder.pack), "p1")).fixes
+    assert all(f.pre == f.post for f in entry.files)
+    conflict = builder.tree("conflict", {MOD: base.replace("line 10\n", "line X\n")})  # neither side: a conflict
+    (builder.pack / "profiles/p1.lock").unlink()
+    with pytest.raises(ConflictError) as exc:
+        builder.lock(conflict)
+    assert exc.value.exit_code == 4
+
+
 def test_a_fix_declared_upstreamed_is_locked_as_found(builder):
     """A release that took the fix, with fixed_in at or below it (or a rebase that found it so), is locked as
     found (pre = post), as a rebase keeps such a fix listed; without either it is refused."""
