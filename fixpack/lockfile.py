@@ -426,12 +426,12 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
     image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind``: lock_hints."""
     from .evaluate import NO_EVIDENCE, TRUSTED, decide, pre_inside_post, run_pass  # loaded when a lock is made
     ev = decide(fix, tree, TRUSTED, False)
-    # a hunk that only adds lines after its context finds that context again once applied (pre_inside_post): a copy
-    # with it applied (its .fixpack removed) was locked with that file as the pre-image, and apply laid it twice; a
-    # copy with it applied and a line added above (placed at its stated lines only, as the release's) was a conflict
-    if ev.state is State.UPSTREAMED or (ev.state is State.ABSENT and ev.reverse.ok and pre_inside_post(
-            fix, ev.forward, ev.reverse, TRUSTED)) or (ev.state is State.CONFLICT and not ev.forward.present
-                                                       and run_pass(fix, tree, reverse=True, evidence=NO_EVIDENCE).ok):
+    held = ev.state is State.UPSTREAMED
+    if ev.state is State.ABSENT and ev.reverse.ok:  # a hunk that only adds lines after its context finds it again
+        held = pre_inside_post(fix, ev.forward, ev.reverse, TRUSTED)  # once applied: it was locked as the pre-image
+    elif ev.state is State.CONFLICT and not ev.forward.present:  # placed at its stated lines only, as the release's:
+        held = run_pass(fix, tree, reverse=True, evidence=NO_EVIDENCE).ok  # a line added above it is no conflict
+    if held:
         post_only(fix)
         # the release holds it already (a rebase keeps it listed, proposed for dropping): as found
         found = file_hashes(tree, fix.touched_paths())

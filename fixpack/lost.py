@@ -50,8 +50,10 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     found, settled = popped(lock, fixes[0].target, tree, None) if fixes else ((), set())
     for fix in fixes:
         entry = lock.fix(fix.id)
-        if fix.id in found or (entry is not None and set(entry.post()) <= settled):  # the lock's states: popped
-            held += [fix.id] if fix.id in found else []
+        if fix.id in found:  # its files at the lock's states along their chain (popped): held
+            held.append(fix.id)
+            continue
+        if entry is not None and set(entry.post()) <= settled:  # (those files settled so: not in)
             continue
         if entry is None:  # no usable lock: its patch says
             unsure.append(fix)
@@ -79,13 +81,14 @@ def _some_in(fix: Fix, tree: Tree) -> bool:
     copied by hand; a copied block leaves the fix ambiguous), or most of it is (:func:`_mostly_there`: a line the fix
     added, edited by hand, leaves it in conflict). Only lines a hunk adds count: its context, which the release has
     too, does not (a hunk that only removes lines leaves nothing to find). Each hunk is placed on its own."""
+    from .applier import split_lines
     from .evaluate import both_ways
 
     for fp in fix.file_patches():
         text = tree.read(fp.new_path) if fp.new_path and not fp.binary else None
         if text is None or not fp.hunks:
             continue
-        lines = [ln.rstrip("\r\n") for ln in text.splitlines()]
+        lines = split_lines(text)  # (as the applier splits a file and compares its lines: line ends kept)
         if any(not f.found and ((r.present and len(h.new_lines) > h.leading_context + h.trailing_context)
                                 or _mostly_there(h, lines))
                for (f, r), h in zip(both_ways(fp, text), fp.hunks)):
@@ -97,8 +100,7 @@ def _mostly_there(h: Hunk, lines: list[str]) -> bool:
     """Whether ``lines`` (a file's) hold ``h``'s post-image with more than half of the lines it adds (not blank, not
     lines of its pre-image) at their places in it, and more than half of all its lines: the hunk is in, a line of it
     edited by hand. An added line the file has elsewhere, or its context alone, is not the hunk."""
-    new = [ln.rstrip("\r\n") for ln in h.new_lines]
-    old = {ln.rstrip("\r\n") for ln in h.old_lines}
+    new, old = h.new_lines, set(h.old_lines)
     added = [i for i in range(h.leading_context, len(new) - h.trailing_context) if new[i].strip() and new[i] not in old]
     if not added:
         return False

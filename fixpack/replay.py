@@ -176,7 +176,8 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
     from .evaluate import FixEvidence, run_pass
 
     where, recorded = {fid: i for i, fid in enumerate(pack.series)}, manifest.applied_ids() if manifest else set()
-    out = sorted(entries, key=lambda e: where.get(e.id, len(where)))
+    ordered = sorted(entries, key=lambda e: where.get(e.id, len(where)))
+    out = list(ordered)
     found = [i for i, e in enumerate(out) if e.state is Recorded.APPLIED and e.id not in recorded]
     stale = [i for i, e in enumerate(out) if any(j > i and set(out[j].files) & set(e.files) for j in found)]
     if not stale:
@@ -194,7 +195,7 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
         if e.state is Recorded.APPLIED and i > stale[0]:
             rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)))
             if not rev.ok:
-                return sorted(entries, key=lambda e: where.get(e.id, len(where)))
+                return ordered
             back.adopt(rev.tree)
     return out
 
