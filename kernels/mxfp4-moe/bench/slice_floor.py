@@ -172,45 +172,40 @@ def _slice_dot_kernel(w_ptr, x_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, slices_pe
     rr = tl.arange(0, RB)
     kd = tl.arange(0, S // 2)
     kds = tl.arange(0, S // 32)
-    if FMA:
-        fg = tl.zeros([S, BKE], tl.float32)
-        fu = tl.zeros([S, BKE], tl.float32)
-        for k in tl.range(0, K, BKE, num_stages=STAGES):
-            x0 = tl.load(x_ptr + k + kx).to(tl.float32)[None, :]
-            wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
-            wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
-            sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
-            su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
-            fg += _decode_mma(wg, sg, S, BKE, DECODE == 4).to(tl.float32) * x0
-            fu += _decode_mma(wu, su, S, BKE, DECODE == 4).to(tl.float32) * x0
-        g1 = tl.sum(fg, axis=1) * _MMA_UNSCALE
-        u1 = tl.sum(fu, axis=1) * _MMA_UNSCALE
-        act1 = (g1 / (1.0 + tl.exp(-g1)) * u1).to(tl.bfloat16).to(tl.float32)[None, :]  # [1, S]
-        for r0 in tl.range(0, L, RB, num_stages=STAGES):
-            dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
-            dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
-            col = tl.sum(_decode_mma(dq, dsc, RB, S, DECODE == 4).to(tl.float32) * act1, axis=1) * _MMA_UNSCALE
-            tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
-    else:
-        acc_g = tl.zeros([S, 16], tl.float32)
-        acc_u = tl.zeros([S, 16], tl.float32)
-        for k in tl.range(0, K, BKE, num_stages=STAGES):
+    acc_g = tl.zeros([S, BKE if FMA else 16], tl.float32)  # FMA: products summed over K after the loop
+    acc_u = tl.zeros([S, BKE if FMA else 16], tl.float32)
+    for k in tl.range(0, K, BKE, num_stages=STAGES):
+        if FMA:  # (the token first, as measured)
+            x = tl.load(x_ptr + k + kx).to(tl.float32)[None, :]
+        else:
             x = tl.load(x_ptr + m[:, None] * K + k + kx[None, :])
-            wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
-            wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
-            sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
-            su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
+        wg = tl.load(base + rows[:, None] * (K // 2) + k // 2 + kb[None, :])
+        wu = tl.load(base + (S + rows[:, None]) * (K // 2) + k // 2 + kb[None, :])
+        sg = tl.load(base + GU + rows[:, None] * (K // 32) + k // 32 + ks[None, :])
+        su = tl.load(base + GU + (S + rows[:, None]) * (K // 32) + k // 32 + ks[None, :])
+        if FMA:
+            acc_g += _decode_mma(wg, sg, S, BKE, DECODE == 4).to(tl.float32) * x
+            acc_u += _decode_mma(wu, su, S, BKE, DECODE == 4).to(tl.float32) * x
+        else:
             acc_g = _wdot(x, wg, sg, acc_g, S, BKE, DECODE, F32)
             acc_u = _wdot(x, wu, su, acc_u, S, BKE, DECODE, F32)
+    if FMA:
+        g = tl.sum(acc_g, axis=1) * _MMA_UNSCALE
+        u = tl.sum(acc_u, axis=1) * _MMA_UNSCALE
+        act = (g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16).to(tl.float32)[None, :]  # [1, S]
+    else:
         g = acc_g * _MMA_UNSCALE
         u = acc_u * _MMA_UNSCALE
         act = tl.trans(g / (1.0 + tl.exp(-g)) * u).to(tl.bfloat16)  # [16, S]: row 0 the token's
-        for r0 in tl.range(0, L, RB, num_stages=STAGES):
-            dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
-            dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
+    for r0 in tl.range(0, L, RB, num_stages=STAGES):
+        dq = tl.load(d0 + (r0 + rr)[:, None] * (S // 2) + kd[None, :])
+        dsc = tl.load(d0 + DW + (r0 + rr)[:, None] * (S // 32) + kds[None, :])
+        if FMA:
+            col = tl.sum(_decode_mma(dq, dsc, RB, S, DECODE == 4).to(tl.float32) * act, axis=1) * _MMA_UNSCALE
+        else:
             accd = _wdot(act, dq, dsc, tl.zeros([RB, 16], tl.float32), RB, S, DECODE, F32)
             col = tl.sum(tl.where(m[None, :] == 0, accd, 0.0), axis=1) * _MMA_UNSCALE
-            tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
+        tl.atomic_add(y_ptr + p * L + r0 + rr, col, sem="relaxed")
     if NORM:
         _norm_last(y_ptr, cnt_ptr, out_ptr, norm_ptr, p, slices_per_pair, L)
 
@@ -259,19 +254,28 @@ def expected(buf: torch.Tensor, pairs: int, s: int) -> tuple[torch.Tensor, torch
     return rows.float(), normed.float()
 
 
+def kernel_of(mode: str, s: int, pdl: bool, args, decode: int = 4) -> tuple[object, dict]:
+    """(the kernel, its constexprs) that ``mode`` runs at slice width ``s``: one place for a launch and for
+    ``--compile-only``."""
+    m = MODES[mode]
+    if mode.startswith(("dot", "fma")):
+        return _slice_dot_kernel, dict(S=s, K=K, L=K, BKE=args.bke, RB=args.rb, NORM=m == 3, GDC=pdl,
+                                       STAGES=args.stages, DECODE=decode, PREFETCH=args.prefetch,
+                                       F32=os.environ.get("TRITON_INTERPRET") == "1", FMA=mode.startswith("fma"))
+    return _slice_kernel, dict(S=s, KW=KW, L=K, BK=args.bk, MODE=m, GDC=pdl, STAGES=args.stages)
+
+
 def launch(c, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slices: int, warps: int, pdl: bool,
            args, decode: int = 4) -> None:
     """One layer's launch of ``mode`` on copy ``c`` (int32 words)."""
-    m = MODES[mode]
+    fn, consts = kernel_of(mode, s, pdl, args, decode)
     extra = {"launch_pdl": True} if pdl else {}
-    if mode.startswith(("dot", "fma")):
-        _slice_dot_kernel[(grid,)](c.view(torch.uint8), x, y, cnt, outb, norm_w, slices, S=s, K=K, L=K, BKE=args.bke,
-                                   RB=args.rb, NORM=m == 3, GDC=pdl, STAGES=args.stages, DECODE=decode,
-                                   PREFETCH=args.prefetch, F32=os.environ.get("TRITON_INTERPRET") == "1",
-                                   FMA=mode.startswith("fma"), num_warps=warps, **extra)
+    if fn is _slice_dot_kernel:
+        _slice_dot_kernel[(grid,)](c.view(torch.uint8), x, y, cnt, outb, norm_w, slices, **consts, num_warps=warps,
+                                   **extra)
     else:
-        _slice_kernel[(grid,)](c, y, cnt, outb if m == 3 else out, norm_w, slices, S=s, KW=KW, L=K, BK=args.bk,
-                               MODE=m, GDC=pdl, STAGES=args.stages, num_warps=warps, **extra)
+        _slice_kernel[(grid,)](c, y, cnt, outb if MODES[mode] == 3 else out, norm_w, slices, **consts,
+                               num_warps=warps, **extra)
 
 
 def check(copy, x, y, cnt, out, outb, norm_w, mode: str, s: int, grid: int, slices: int, warps: int, experts: int,
@@ -310,16 +314,11 @@ def compile_only(args) -> None:
     for s in (int(v) for v in args.slices.split(",")):
         for warps in (int(v) for v in args.warps.split(",")):
             for mode in dict.fromkeys(m.replace("-nozero", "") for m in args.modes.split(",")):
-                dot = mode.startswith(("dot", "fma"))
-                if dot and s < 32:
+                if mode.startswith(("dot", "fma")) and s < 32:
                     continue
-                fn = _slice_dot_kernel if dot else _slice_kernel
-                m = MODES[mode]
-                ptrs = {"w_ptr": "*u8" if dot else "*i32", "x_ptr": "*bf16", "y_ptr": "*fp32", "cnt_ptr": "*i32",
-                        "out_ptr": "*bf16" if m == 3 else "*fp32", "norm_ptr": "*fp32"}
-                consts = (dict(S=s, K=K, L=K, BKE=args.bke, RB=args.rb, NORM=m == 3, GDC=True, STAGES=args.stages,
-                               DECODE=4, PREFETCH=args.prefetch, F32=False, FMA=mode.startswith("fma")) if dot else
-                          dict(S=s, KW=KW, L=K, BK=args.bk, MODE=m, GDC=True, STAGES=args.stages))
+                fn, consts = kernel_of(mode, s, True, args)
+                ptrs = {"w_ptr": "*u8" if fn is _slice_dot_kernel else "*i32", "x_ptr": "*bf16", "y_ptr": "*fp32",
+                        "cnt_ptr": "*i32", "out_ptr": "*bf16" if MODES[mode] == 3 else "*fp32", "norm_ptr": "*fp32"}
                 sig = {n: ptrs.get(n) or ("i32" if n == "slices_per_pair" else "constexpr") for n in fn.arg_names}
                 src = ASTSource(fn=fn, signature=sig,
                                 constexprs={(fn.arg_names.index(k),): v for k, v in consts.items()},
