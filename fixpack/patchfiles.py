@@ -148,7 +148,7 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
                    "put the patch file back (git checkout), or take it out of 'patches'")
         return None
     try:
-        return read_regular(path, MAX_PATCH_BYTES)
+        data = read_regular(path, MAX_PATCH_BYTES)
     except TooLargeError as exc:
         errors.add(f"patch {name!r} in {folder}: {exc.said('a patch file')}", where.path, where.patches_line,
                    "a fix's patch is KBs, a few MB with binary data: split the change into several patches, or "
@@ -158,6 +158,11 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
         raise_unreadable(path, exc)
         errors.add(f"patch {name!r} in {folder} cannot be read: {exc.strerror}", where.path, where.patches_line)
         return None
+    if data.startswith(b"\xef\xbb\xbf"):  # as fix.toml and the series (documents.utf8_text): git reads no such
+        errors.add("a UTF-8 byte order mark (BOM) opens the patch", path, 1,  # patch; it was taken, and format
+                   "remove it: save the file as UTF-8 without a BOM")  # --check alone called it stale
+        return None
+    return data
 
 
 def patch_again(pf: PatchFile, during: str = "since the pack was loaded", then: str = "run the command again") -> bytes:

@@ -58,6 +58,8 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     not match the pin, EnvironmentProblem when it cannot be fetched.
     """
     version = version or spec.pin.version
+    if version:  # (a git pin may name none: its ref says)
+        _check_version(version)
     if not (spec.source.pypi or spec.source.git or url):
         raise BadInputError(f"target {spec.name} has no [targets.{spec.name}.source] (pypi or git) to fetch from")
     folder = cache_root(cache)
@@ -72,6 +74,21 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
                   how_long="a fetch waits for another one filling the same cache that long"):
         drop_dead_unpacks(folder, progress)
         return _fetch_locked(spec, folder, version, url, check, progress, timeout)
+
+
+def _check_version(version: str) -> None:
+    """BadInputError (exit 2) for a ``version`` that is no release version (PEP 440, ``packaging``): it names the
+    cache folder the copy is unpacked to (``<target>-<version>``), where ``../../x`` climbed out of the cache, and it
+    was looked up on the index first."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if version != version.strip():  # (Version strips it; the folder name would not)
+            raise InvalidVersion(version)
+        Version(version)
+    except InvalidVersion:
+        raise BadInputError(f"version {version!r}: not a release version (PEP 440, e.g. 0.31.0); nothing was "
+                            f"fetched") from None
 
 
 def drop_dead_unpacks(cache: Path, progress: Progress = QUIET) -> None:

@@ -411,3 +411,17 @@ def test_a_patch_listed_but_gone_says_what_to_do(pack):
     assert any(f"patch {patch.name!r} does not exist in" in p and
                "put the patch file back (git checkout), or take it out of 'patches'" in p for p in problems(exc)), \
         problems(exc)
+
+
+@pytest.mark.parametrize("head", [b"From 0 Mon Sep 17 00:00:00 2001\n", b""])
+def test_a_byte_order_mark_opening_a_patch_is_named_as_one(pack, head):
+    """Found by a fresh user: a patch file opened by a BOM was taken (apply exit 0, check "pack is clean") where
+    fix.toml and the series refuse one; a patch with no mail header blamed its line 2. Refused at line 1, as those."""
+    pack.profile(["a", "b"])
+    patch = next((pack.pack / "fixes" / "a").glob("*.patch"))
+    body = patch.read_bytes()
+    patch.write_bytes(b"\xef\xbb\xbf" + (body if head else body[body.index(b"diff --git"):]))
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert f"{patch}:1: a UTF-8 byte order mark (BOM) opens the patch (remove it: save the file as UTF-8 without a " \
+           f"BOM)" in problems(exc), problems(exc)

@@ -8,7 +8,7 @@ from conftest import git
 from test_targets import gaudi_tree
 
 from fixpack import release
-from fixpack.errors import MismatchError
+from fixpack.errors import BadInputError, MismatchError
 from fixpack.model import Pin, Source, TargetSpec
 
 
@@ -113,3 +113,15 @@ def test_two_fetches_into_one_cache_take_turns(tmp_path, monkeypatch):
     assert seen == [1] and len(clones) == 1, "the second fetch cloned beside the first"
     assert [f.commit for f in found] == [second, second]
     assert (found[0].root / "vllm_gaudi/extra.py").is_file()
+
+
+@pytest.mark.parametrize("version", ["../../x", "0.30.0/../..", "0.30.0 ", "banana"])
+def test_a_version_that_is_no_release_version_is_refused_before_anything(tmp_path, version):
+    """Found by a fresh user: fetch --version '../../x' looked the version up on the index ("no sdist") and left the
+    cache folder it made; the version names the folder a copy is unpacked to (<target>-<version>). Refused first,
+    exit 2, nothing made."""
+    spec = TargetSpec("vllm", "vllm", "vllm", Pin("0.30.0", "ced6857a"), Source(pypi="vllm"))
+    cache = tmp_path / "cache"
+    with pytest.raises(BadInputError, match="not a release version") as exc:
+        release.fetch(spec, cache=cache, version=version)
+    assert exc.value.exit_code == 2 and not cache.exists()
