@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The slice kernel (mxfp4_moe/slice_kernel.py) against the read floor (issue #18, twenty-third round).
+
+    python3 bench/slice_gluon.py [--points ep8b1,ep2tp4b1,ep8b4,...] [--slices 32,64] [--warps 4,8] [--bk 128]
+    python3 bench/slice_gluon.py --compile-only   # no GPU: registers, stack, shared memory for sm_90
+
+Each point routes one token to each of its experts (the batch-1 points, and the bytes of batch 4's experts as
+bench/slice_floor.py takes them), with random mma-layout weights (E8M0 scales 118..127) put into the slice layout
+by ``slice_kernel.to_slice_layout``. Every configuration is first checked against PyTorch
+(``slice_kernel.reference``: the `mma` decode's values, act in BF16; then the RMS norm): the relative error, and
+for ``norm`` that the counters and rows are back to zero. Then timed as the benchmark's steady column: one graph
+of 4 layers on 4 distinct copies, L2 flushed before each replay, per layer; against the benchmark's read floor
+over the same bytes in the same run. ``norm`` serves EP8 and local (unsplit experts); ``partials`` the EP2 x TP4
+points (the rows zeroed by the layer before, so not here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mxfp4_moe import slice_kernel as sk  # noqa: E402
+
+K = L = 4096
+POINTS = {"ep8b1": (1, 4096), "ep2tp4b1": (4, 1024), "localb1": (8, 4096), "ep8b4": (2, 4096), "ep2tp4b4": (19, 1024)}
+
+
+def experts(e: int, i: int, gen: torch.Generator, device: str):
+    """Random mma-layout experts: w13 [e, 2i, K/2], s13 [e, 2i, K/32], w2 [e, L, i/2], s2 [e, L, i/32]."""
+    def q(*shape):
+        return torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen).to(device)
+
+    def sc(*shape):
+        return torch.randint(118, 128, shape, dtype=torch.uint8, generator=gen).to(device)
+    return q(e, 2 * i, K // 2), sc(e, 2 * i, K // 32), q(e, L, i // 2), sc(e, L, i // 32)
+
+
+def compile_only(args) -> None:
+    import re
+
+    import triton
+
+    from sm90_compile import compile_gluon, cuobjdump
+    from mxfp4_moe.gluon_kernel import layouts
+
+    print(f"compiled for sm_90 by Triton {triton.__version__} (the H200 runs 3.6)")
+    ptrs = {"x_ptr": "*i32", "wq_ptr": "*i32", "wb_ptr": "*u8", "run_ptr": "*i32", "y_ptr": "*fp32",
+            "cnt_ptr": "*i32", "out_ptr": "*bf16", "norm_ptr": "*fp32", "scr_ptr": "*fp32", "act_ptr": "*bf16"}
+    for s in (int(v) for v in args.slices.split(",")):
+        for w in (int(v) for v in args.warps.split(",")):
+            for bk in (int(v) for v in args.bk.split(",")):
+                for dr in (int(v) for v in args.dr.split(",")):
+                    gu, gd = layouts(2 * s * w, bk, 8, w), layouts(sk.DOWN_TILE * w * dr, 128, 8, w)
+                    consts = dict(S=s, K=K, L=L, I_SIZE=4096, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=True,
+                                  GDC=True, EPS=1e-6, PREFETCH=True, GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"],
+                                  DS3=gd["s3"])
+                    ck = compile_gluon(sk._slice_kernel, ptrs, (), consts, None, num_warps=w)
+                    use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))
+                    print(f"  S {s:3} warps {w} BK {bk} DR {dr}: {use}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", default="ep8b1,ep2tp4b1,ep8b4,ep2tp4b4,localb1")
+    ap.add_argument("--slices", default="32,64")
+    ap.add_argument("--warps", default="4,8")
+    ap.add_argument("--bk", default="128")
+    ap.add_argument("--dr", default="1")
+    ap.add_argument("--prefetch", default="0", help="0, 1 or 0,1: the down block asked into L2 first")
+    ap.add_argument("--modes", default="auto", help="norm, partials, or auto (partials at ep2tp4, else norm)")
+    ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--no-pdl", action="store_true")
+    ap.add_argument("--compile-only", action="store_true")
+    args = ap.parse_args()
+    if args.compile_only:
+        compile_only(args)
+        return 0
+    import triton
+
+    from bench_mxfp4_moe import CHUNK_BYTES, floor_times, graph_time_us
+    dev = torch.cuda.get_device_properties(0)
+    sms = dev.multi_processor_count
+    print(f"device: {dev.name}, {sms} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    gen = torch.Generator().manual_seed(7)
+    for name in args.points.split(","):
+        ne, isize = POINTS[name]
+        raw = [experts(ne, isize, gen, "cuda") for _ in range(args.copies)]
+        x = torch.randn(ne, K, generator=gen).to(torch.bfloat16).cuda()
+        norm_w = (1 + 0.1 * torch.randn(L, generator=gen)).cuda()
+        runs_l = [(e, [e]) for e in range(ne)]
+        want, want_act = sk.reference(*raw[0], x, runs_l)
+        want, want_act = want[:, 0], want_act[:, 0]  # [ne, L], [ne, I]
+        want_n = want / torch.sqrt((want * want).mean(-1, keepdim=True) + 1e-6) * norm_w
+        runs = torch.tensor([[e, e, e] for e in range(ne)], dtype=torch.int32, device="cuda")
+        modes = args.modes.split(",") if args.modes != "auto" else ["partials" if "tp4" in name else "norm"]
+        nbytes = None
+        print(f"\n{name}: {ne} expert(s) of intermediate {isize}, one token each")
+        for s in (int(v) for v in args.slices.split(",")):
+            if isize % s:
+                continue
+            for bk in (int(v) for v in args.bk.split(",")):
+                bufs = [sk.to_slice_layout(*r, s, bk) for r in raw]
+                if nbytes is None:
+                    nbytes = bufs[0].numel()
+                    tables = [torch.arange(b.data_ptr(), b.data_ptr() + nbytes, CHUNK_BYTES, dtype=torch.int64,
+                                           device="cuda") for b in bufs]
+                    floor_us, cfg = min(floor_times(tables, sms), key=lambda r: r[0])
+                    print(f"  {nbytes / 1e6:.1f} MB a layer; read floor {floor_us:.2f} us ({cfg['per_sm']} programs an "
+                          f"SM x {cfg['warps']} warps), 85% of it {floor_us / .85:.2f} us")
+                    print(f"  {'mode':9} {'S':>3} {'BK':>4} {'warps':>5} {'DR':>2} {'pf':>2} {'pdl':>3} {'programs':>8} "
+                          f"{'us':>8} {'% floor':>7}  check")
+                grid = ne * (isize // s)
+                for w in (int(v) for v in args.warps.split(",")):
+                    for dr, pf in ((d, f) for d in (int(v) for v in args.dr.split(","))
+                                   for f in (int(v) for v in args.prefetch.split(","))):
+                        y = torch.zeros(ne, L, dtype=torch.float32, device="cuda")
+                        cnt = torch.zeros(ne, dtype=torch.int32, device="cuda")
+                        out = torch.zeros(ne, L, dtype=torch.bfloat16, device="cuda")
+                        scr = torch.empty(grid, w * 2 * s, dtype=torch.float32, device="cuda")
+                        act = torch.empty(grid, s, dtype=torch.bfloat16, device="cuda")
+                        for mode in modes:
+                            for pdl in ((False,) if args.no_pdl else (True, False) if mode == "norm" else (True,)):
+                                kw = dict(s=s, i_size=isize, bk=bk, warps=w, dr=dr, norm=mode == "norm", pdl=pdl,
+                                          prefetch=bool(pf))
+                                head = (f"  {mode:9} {s:3} {bk:4} {w:5} {dr:2} {pf:2} {'on' if pdl else 'off':>3} "
+                                        f"{grid:8}")
+                                try:
+                                    y.zero_()
+                                    sk.launch(x, bufs[0], runs, y, cnt, out, norm_w, scr, act, **kw)
+                                    torch.cuda.synchronize()
+                                    got, ref = (out.float(), want_n) if mode == "norm" else (y.clone(), want)
+                                    err = ((got - ref).abs().max() / ref.abs().max()).item()
+                                    got_act = act.float().view(ne, isize)  # the scratch: (run, slice) rows of S
+                                    err_a = ((got_act - want_act).abs().max() / want_act.abs().max()).item()
+                                    text = f"rel err {err:.1e} (act {err_a:.1e})" + ("" if err < 2e-2 else " WRONG")
+                                    if mode == "norm" and (int(cnt.abs().sum()) or float(y.abs().sum())):
+                                        text += " (counter or row not back to zero: WRONG)"
+
+                                    def fn(kw=kw):
+                                        for b in bufs:
+                                            sk.launch(x, b, runs, y, cnt, out, norm_w, scr, act, **kw)
+                                    us = graph_time_us(fn, rep_ms=100) / len(bufs)
+                                except Exception as exc:  # a configuration that does not compile or fit: say so
+                                    print(f"{head} {type(exc).__name__}: {str(exc)[:300]}")
+                                    continue
+                                print(f"{head} {us:8.2f} {100 * floor_us / us:6.1f}%  {text}")
+        del raw, bufs
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""An expert split by intermediate slice, both GEMMs in one Gluon program (issue #18, twenty-third round).
+
+One program a (run, slice): a run is an expert and up to MT of its tokens (the bench: one token, the batch-1
+points); a slice is S of the expert's I intermediate columns. The program
+
+1. multiplies the slice's 2S gate/up rows (the whole K) by the run's tokens: its W warps split K, warp w taking
+   K range w; the warps' partial sums meet in a per-program scratch row after a CTA barrier;
+2. makes act = silu(gate) x up in BF16 for the slice's S columns;
+3. multiplies the slice's S down columns (every one of the L output rows) by act, and adds the partial sums into
+   the run's fp32 output rows by atomics;
+4. NORM (unsplit experts, EP8 and local): counts itself on the run's counter; the run's last slice to finish
+   normalizes the rows (RMS, times the norm weight), stores them in BF16, and puts the rows and the counter back
+   to zero. Else (the TP partials) the rows keep the sums: the layer before must have zeroed them.
+
+No grid-wide wait inside a layer: the chain gate/up -> fix-up -> down -> norm-combine of ``gluon_kernel`` (each
+link 2-4 µs at EP batch 1, README rounds 10-22) is one launch.
+
+Both GEMMs are gluon_kernel's register-direct `mma` decode and mma.sync, with one trick each to fit this shape:
+
+- gate/up: the mma's warps split its rows (warps_per_cta [W, 1]); warp w's rows are the slice's 2S rows read
+  from K range w, and the token tile's column n holds the token n % MT read from K range n // MT (every warp loads
+  the whole tile). Column w * MT + m of warp w's rows is the sum over its K range; the other columns are thrown
+  away. So W x MT <= BLOCK_M (the mma's N); the mma does no more work than with one column.
+- down: K is the slice's S columns, less than the 128 a lane group set of the register-direct layout takes (4
+  lane groups x 32 elements). The down block is laid out as A' [L S / 128, 128]: row r' holds the S-element rows
+  128 / S x r' .. of the slice (a plain reshape), and B' [128, BLOCK_M] is block-diagonal: column sub x MT + m
+  holds act of token m in the rows of A' row piece ``sub``, zeros elsewhere. C' [r', sub x MT + m] is output row
+  (128 / S) r' + sub of token m.
+
+The load-time layout (``to_slice_layout``): one block a (expert, slice), [gate/up words 2S x K/2 | their scales
+2S x K/32 | down words L x S/2 | their scales L x S/32] (6528 S bytes at K = L = 4096), gate/up in
+format.to_tiled_layout's tiles [2S, BK] (gate rows then up rows), down as A' in tiles [32, 128].
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+from . import format as fmt
+from .gluon_kernel import (_DECODE_ASM, _DECODE_CONSTRAINTS, _PAIR_ASM, _fence_gpu, _gdc_launch_dependents,
+                           _gdc_wait, _scales, _silu_mul_bf16, layouts)
+from .kernel import _MMA_FACTOR_BIAS, _MMA_UNSCALE
+
+DOWN_TILE = 32  # A' rows a down tile (each 128 elements: 64 bytes and 4 scale bytes)
+_DT = gl.constexpr(DOWN_TILE)
+
+
+def block_bytes(s: int, k: int, l: int) -> int:
+    """Bytes of one (expert, slice) block: gate/up words and scales, down words and scales."""
+    return 2 * s * (k // 2) + 2 * s * (k // 32) + l * (s // 2) + l * (s // 32)
+
+
+def check_shape(s: int, k: int, l: int, i: int, bk: int) -> None:
+    """Raises ValueError unless slices of ``s`` columns tile this expert (S 32, 64 or 128 dividing I; BK a multiple
+    of 128 dividing K; L S / 128 a multiple of the down tile)."""
+    if s not in (32, 64, 128) or i % s:
+        raise ValueError(f"slice width {s} must be 32, 64 or 128 and divide the intermediate size {i}")
+    if bk % 128 or k % bk:
+        raise ValueError(f"BK {bk} must be a multiple of 128 dividing K {k}")
+    if (l * s // 128) % DOWN_TILE:
+        raise ValueError(f"{l} output rows x {s} / 128 is not a multiple of {DOWN_TILE}")
+
+
+def to_slice_layout(w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: torch.Tensor, s: int,
+                    bk: int) -> torch.Tensor:
+    """mma-layout experts (format.to_mma_layout) -> uint8 [E, I / s, block_bytes]: one block a (expert, slice).
+
+    w13 uint8 [E, 2I, K / 2] (gate rows, then up rows), s13 [E, 2I, K / 32], w2 [E, L, I / 2], s2 [E, L, I / 32].
+    A load-time transform (any device). Raises ValueError for shapes that do not split (``check_shape``)."""
+    e, i2, kh = w13.shape
+    i, k, l = i2 // 2, kh * 2, w2.shape[1]
+    check_shape(s, k, l, i, bk)
+    if s13.shape != (e, i2, k // 32) or w2.shape != (e, l, i // 2) or s2.shape != (e, l, i // 32):
+        raise ValueError(f"shapes do not match: w13 {tuple(w13.shape)}, s13 {tuple(s13.shape)}, w2 "
+                         f"{tuple(w2.shape)}, s2 {tuple(s2.shape)}")
+    n = i // s
+    # gate/up: tiles [2S, BK], gate rows then up rows of each slice; slice j's tiles are one range
+    gq, gs = fmt.to_tiled_layout(w13, s13, 2 * s, bk, gate_up=True)
+    gq = gq.reshape(e, n, 2 * s * kh)
+    gs = gs.reshape(e, n, 2 * s * (k // 32))
+    # down: slice j's columns [L, S] as A' [L S / 128, 128], tiles [32, 128]
+    dq = w2.reshape(e, l, n, s // 2).permute(0, 2, 1, 3).reshape(e * n, l * s // 128, 64)
+    ds = s2.reshape(e, l, n, s // 32).permute(0, 2, 1, 3).reshape(e * n, l * s // 128, 4)
+    dq, ds = fmt.to_tiled_layout(dq.contiguous(), ds.contiguous(), DOWN_TILE, 128)
+    return torch.cat([gq, gs, dq.reshape(e, n, -1), ds.reshape(e, n, -1)], dim=2).contiguous()
+
+
+def reference(w13, s13, w2, s2, x: torch.Tensor, runs: list[tuple[int, list[int]]]) -> tuple[torch.Tensor,
+                                                                                              torch.Tensor]:
+    """(out fp32 [len(runs), MT, L], act fp32 [len(runs), MT, I]): each run's tokens through its expert as the kernel
+    computes it (the `mma` decode's values, fp64 sums, act rounded to BF16), before any norm. runs: (expert, token
+    rows of x)."""
+    out, acts = [], []
+    for e, toks in runs:
+        a = fmt.dequantize_mxfp4_mma(w13[e], s13[e]).double()
+        d = fmt.dequantize_mxfp4_mma(w2[e], s2[e]).double()
+        h = a @ x[toks].double().T  # [2I, tokens]
+        i = h.shape[0] // 2
+        act = (torch.nn.functional.silu(h[:i]) * h[i:]).to(torch.bfloat16).double()
+        out.append((d @ act).T.float())
+        acts.append(act.T.float())
+    return torch.stack(out), torch.stack(acts)
+
+
+@gluon.jit
+def _mma_bf16(wq, ws, xb, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
+              a_l: gl.constexpr, b_l: gl.constexpr):
+    """gluon_kernel._mx_mma with the B operand given as BF16 values xb [4, J, 4, 2, BLOCK_M] (X4's layout) instead
+    of int32 pairs."""
+    J: gl.constexpr = BLOCK_K // 32
+    JH: gl.constexpr = J // 4
+    f = ws.to(gl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
+    f = gl.expand_dims(gl.expand_dims(f, 3), 4)
+    w = gl.expand_dims(wq, 4)
+    w = gl.broadcast(w, gl.full([BLOCK_N, 4, JH, 4, 4], 0, gl.int32, layout=w.type.layout))[0]
+    f = gl.broadcast(f, w)[0]
+    lo, hi = gl.inline_asm_elementwise(_DECODE_ASM, _DECODE_CONSTRAINTS, [w, f],
+                                       dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
+    w6 = gl.permute(gl.join(lo, hi), [0, 2, 3, 1, 5, 4])
+    wa = gl.convert_layout(gl.reshape(w6, [BLOCK_N, BLOCK_K]), a_l)
+    x = gl.permute(xb, [1, 0, 2, 3, 4])
+    return mma_v2(wa, gl.convert_layout(gl.reshape(x, [BLOCK_K, BLOCK_M]), b_l), acc)
+
+
+@gluon.jit
+def _mma_pairs(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
+               a_l: gl.constexpr, b_l: gl.constexpr):
+    """_mma_bf16 with the B operand as int32 BF16 pairs [4, J, 4, BLOCK_M] (X4 sliced over its element dim)."""
+    J: gl.constexpr = BLOCK_K // 32
+    x = gl.expand_dims(xp, 3)
+    x = gl.broadcast(x, gl.full([4, J, 4, 2, BLOCK_M], 0, gl.int32, layout=x.type.layout))[0]
+    x = gl.inline_asm_elementwise(_PAIR_ASM, "=r,r,r", [x], dtype=gl.bfloat16, is_pure=True, pack=2)
+    return _mma_bf16(wq, ws, x, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+
+
+@gluon.jit
+def _prefetch_l2(ptrs):
+    """Ask each address's 128-byte line into L2 (no registers are written)."""
+    gl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def _row_map(r, W: gl.constexpr):
+    """Logical row r of a program of W warps (layouts(..., W)) -> (warp, its row rr: r % 16 + 16 (r // 16W))."""
+    return (r // 16) % W, r % 16 + 16 * (r // (16 * W))
+
+
+@gluon.jit
+def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr, act_ptr,
+                  S: gl.constexpr, K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr,
+                  W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
+                  GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
+                  DX4: gl.constexpr, DS3: gl.constexpr):
+    """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
+    wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
+    the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
+    [runs] (zero before and after); out_ptr BF16 [rows, L]; norm_ptr fp32 [L]; scr_ptr fp32 [grid, W 2S MT],
+    act_ptr BF16 [grid, MT S]: the program's scratch. GW5 .. GS3 / DW5 .. DS3: the layouts of gate/up (layouts(2S W, BK, BLOCK_M,
+    W)) and of down (layouts(32 W DR, 128, BLOCK_M, W)): their w5, x4 and s3."""
+    SLICES: gl.constexpr = I_SIZE // S
+    BLOCK: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32) + L * (S // 2) + L * (S // 32)
+    pid = gl.program_id(0)
+    p = pid // SLICES
+    e = gl.load(run_ptr + p * (1 + 2 * MT))
+    blk = (e * SLICES + pid % SLICES).to(gl.int64) * BLOCK
+    _gdc_launch_dependents(GDC)
+    if PREFETCH:  # the down block's 128-byte lines asked into L2 now: its loads after gate/up then hit L2
+        pl: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+        d0 = wb_ptr + blk + 2 * S * (K // 2) + 2 * S * (K // 32)
+        _prefetch_l2(d0 + gl.arange(0, L * (S // 2) // 128, layout=pl) * 128)  # words
+        _prefetch_l2(d0 + L * (S // 2) + gl.arange(0, L * (S // 32) // 128, layout=pl) * 128)  # scales
+
+    # ---- gate/up: rows R of the program: warp w, slice row rr (gate rows 0..S-1, up rows S..2S-1), K range w
+    BN: gl.constexpr = 2 * S * W
+    J: gl.constexpr = BK // 32
+    JH: gl.constexpr = J // 4
+    ITERS: gl.constexpr = K // (BK * W)
+    TILE_W: gl.constexpr = 2 * S * BK // 8  # int32 words a gate/up tile
+    TILE_S: gl.constexpr = 2 * S * BK // 32  # scale bytes a gate/up tile
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
+    a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
+    b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
+    W5: gl.constexpr = GW5
+    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    w3: gl.constexpr = gl.SliceLayout(3, W4)
+    r_ = gl.arange(0, BN, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
+    c_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
+    h_ = gl.arange(0, JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, w3)))
+    j_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
+    wr, rr = _row_map(r_, W)
+    piece = (((rr[:, None, None] // 8) * JH + h_[None, None, :]) * 8 + rr[:, None, None] % 8) * 4 \
+        + c_[None, :, None] + (wr * (ITERS * TILE_W // 4))[:, None, None]
+    w_ptrs = wq_ptr + blk // 4 + piece[:, :, :, None] * 4 + j_[None, None, None, :]
+    S3: gl.constexpr = GS3
+    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
+    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
+    s_e = gl.arange(0, (BN // 8) * JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    s_q = s_e // JH
+    s_w = (s_q // 2) % W
+    s_qt = s_q % 2 + 2 * (s_q // (2 * W))
+    s_off = s_qt * JH + s_e % JH + s_w * (ITERS * TILE_S)
+    s_ptrs = wb_ptr + blk + 2 * S * (K // 2) + (s_g[:, None, None] * 4 + s_c[None, :, None]) * ((2 * S // 8) * JH) \
+        + s_off[None, None, :]
+    wq = gl.load(w_ptrs)  # the first tile before the wait: weights are never written
+    ws = gl.load(s_ptrs)
+
+    # the token tile: column n is token n % MT of the run, read from K range n // MT
+    X4: gl.constexpr = GX4
+    X3: gl.constexpr = gl.SliceLayout(3, X4)
+    xs: gl.constexpr = gl.SliceLayout(3, X3)
+    x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
+    x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
+    x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
+    x_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3))))
+    x_tok = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + x_n % MT)
+    x_has = (x_n < W * MT) & (x_tok >= 0)
+    x_col = gl.maximum(x_tok, 0) * (K // 2) + (x_n // MT) * (ITERS * BK // 2)
+    x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
+    x_ptrs = x_ptr + x_col[None, None, None, :] + x_off[:, :, :, None]
+    x_mask = x_has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
+    _gdc_wait(GDC)  # the tokens come from the layer before; every write below follows it too
+
+    acc = gl.zeros([BN, BLOCK_M], gl.float32, layout=mma)
+    for it in range(ITERS - 1):
+        wq_n = gl.load(w_ptrs + (it + 1) * TILE_W)
+        ws_n = gl.load(s_ptrs + (it + 1) * TILE_S)
+        xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
+        acc = _mma_pairs(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+        wq = wq_n
+        ws = ws_n
+    xp = gl.load(x_ptrs + (ITERS - 1) * (BK // 2), mask=x_mask, other=0)
+    acc = _mma_pairs(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+
+    # the warps' K ranges meet: warp w's column w MT + m to scratch [W, 2S, MT], then act [MT, S] to scratch
+    o_r = gl.arange(0, BN, layout=gl.SliceLayout(1, mma))
+    o_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, mma))
+    ow, orr = _row_map(o_r, W)
+    scr = scr_ptr + pid.to(gl.int64) * (W * 2 * S * MT)
+    diag = (o_n[None, :] // MT) == ow[:, None]
+    gl.store(scr + (ow[:, None] * (2 * S) + orr[:, None]) * MT + o_n[None, :] % MT, acc * _MMA_UNSCALE, mask=diag)
+    gl.thread_barrier()
+    al: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [W, 1], [1, 0])
+    a_a = gl.arange(0, S, layout=gl.SliceLayout(1, al))
+    a_m = gl.arange(0, MT, layout=gl.SliceLayout(0, al))
+    g = gl.zeros([S, MT], gl.float32, layout=al)
+    u = gl.zeros([S, MT], gl.float32, layout=al)
+    for w in gl.static_range(W):
+        g += gl.load(scr + (w * (2 * S) + a_a[:, None]) * MT + a_m[None, :])
+        u += gl.load(scr + (w * (2 * S) + S + a_a[:, None]) * MT + a_m[None, :])
+    act = act_ptr + pid.to(gl.int64) * (MT * S)
+    gl.store(act + a_m[None, :] * S + a_a[:, None], _silu_mul_bf16(g, u))
+    gl.thread_barrier()
+
+    # ---- down: B' [128, BLOCK_M] block-diagonal (module docstring), in X4's layout of the down GEMM
+    SB: gl.constexpr = S // 32  # scale blocks a slice row
+    RPR: gl.constexpr = 128 // S  # slice rows an A' row
+    D5: gl.constexpr = DW5
+    b_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+    b_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+    b_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+    b_e = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, DX4)))))
+    b_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3,
+                                                                                                            DX4)))))
+    a_idx = (32 * (b_c % SB))[:, None, None, None] + (2 * b_j)[None, :, None, None] \
+        + (8 * b_p)[None, None, :, None] + b_e[None, None, None, :]  # [4, 4, 4, 2]
+    b_c2 = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, DX4)))))
+    b_m = b_n[None, :] - (b_c2 // SB)[:, None] * MT  # [4 (c), BLOCK_M]: the token of column n in row piece c
+    b_ok = (b_m >= 0) & (b_m < MT)
+    b_off = gl.expand_dims(a_idx, 4) + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.maximum(b_m, 0) * S, 1), 2), 3)
+    b_msk = gl.expand_dims(gl.expand_dims(gl.expand_dims(b_ok, 1), 2), 3) & (b_off >= 0)
+    xb = gl.load(act + b_off, mask=b_msk, other=0.0)
+
+    BND: gl.constexpr = _DT * W * DR  # A' rows a step
+    STEPS: gl.constexpr = (L * S // 128) // BND
+    DTILE_W: gl.constexpr = _DT * 16  # int32 words a down tile (32 rows x 64 bytes)
+    DTILE_S: gl.constexpr = _DT * 4
+    DW0: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32)
+    DS0: gl.constexpr = DW0 + L * (S // 2)
+    D4: gl.constexpr = gl.SliceLayout(4, D5)
+    d3: gl.constexpr = gl.SliceLayout(3, D4)
+    dr_ = gl.arange(0, BND, layout=gl.SliceLayout(1, gl.SliceLayout(2, d3)))
+    dc_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, d3)))
+    dh_ = gl.arange(0, 1, layout=gl.SliceLayout(0, gl.SliceLayout(1, d3)))
+    dj_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, D4))))
+    dw, drr = _row_map(dr_, W)
+    dt = drr % _DT  # row of its tile; the tile: dw DR + drr // 32 of the step
+    dpiece = (((dt[:, None, None] // 8) + dh_[None, None, :]) * 8 + dt[:, None, None] % 8) * 4 \
+        + dc_[None, :, None] + ((dw * DR + drr // _DT) * (DTILE_W // 4))[:, None, None]
+    d_ptrs = wq_ptr + (blk + DW0) // 4 + dpiece[:, :, :, None] * 4 + dj_[None, None, None, :]  # [BND, 4, 1, 4]
+    ds_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, DS3)))
+    ds_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, DS3)))
+    ds_q = gl.arange(0, BND // 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, DS3)))
+    ds_w = (ds_q // 2) % W
+    ds_qq = ds_q % 2 + 2 * (ds_q // (2 * W))  # row group of the warp's rows
+    ds_off = (ds_w * DR + ds_qq // (_DT // 8)) * DTILE_S + ds_qq % (_DT // 8)
+    ds_ptrs = wb_ptr + blk + DS0 + (ds_g[:, None, None] * 4 + ds_c[None, :, None]) * (_DT // 8) \
+        + ds_off[None, None, :]
+    dmma: gl.constexpr = mma
+    e_r = gl.arange(0, BND, layout=gl.SliceLayout(1, dmma))
+    e_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, dmma))
+    ew, err = _row_map(e_r, W)
+    e_arow = (ew * DR + err // _DT) * _DT + err % _DT  # A' row within the step
+    e_sub = e_n // MT
+    e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
+    e_ok = (e_sub < RPR) & (e_out >= 0)
+    y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
+    y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
+    dq = gl.load(d_ptrs)
+    dsc = gl.load(ds_ptrs)
+    for st in range(STEPS):
+        nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
+        dq_n = gl.load(d_ptrs + nxt * (BND * 16))
+        dsc_n = gl.load(ds_ptrs + nxt * (BND * 4))
+        accd = _mma_bf16(dq, _scales(dsc, BND, 1, d3), xb, gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma),
+                         BND, 128, BLOCK_M, a_l, b_l)
+        gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed", scope="gpu")
+        dq = dq_n
+        dsc = dsc_n
+
+    if NORM:
+        _fence_gpu()
+        gl.thread_barrier()
+        done = gl.atomic_add(cnt_ptr + p, 1, sem="acq_rel", scope="gpu")
+        if done == SLICES - 1:
+            _fence_gpu()
+            nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
+            cols = gl.arange(0, L, layout=nl)
+            nw = gl.load(norm_ptr + cols)
+            for m in gl.static_range(MT):
+                orow = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + m)
+                if orow >= 0:
+                    yr = y_ptr + orow.to(gl.int64) * L + cols
+                    v = gl.load(yr, cache_modifier=".cg")
+                    rms = gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
+                    gl.store(out_ptr + orow.to(gl.int64) * L + cols, (v / rms * nw).to(gl.bfloat16))
+                    gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
+            gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+
+
+def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
+           mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
+           prefetch: bool = False):
+    """One layer: grid runs x I / s. x BF16 [T, K]; buf the slice layout (uint8 [E, I / s, block]); runs int32
+    [R, 1 + 2 mt]; y fp32 [rows, L]; cnt int32 [R]; out BF16 [rows, L]; norm_w fp32 [L]; scr fp32 [grid, warps 2s
+    mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM."""
+    k, l = x.shape[1], y.shape[1]
+    if warps * mt > block_m:
+        raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
+    if (k // bk) % warps:
+        raise ValueError(f"K {k} / BK {bk} does not split over {warps} warps")
+    if (l * s // 128) % (DOWN_TILE * warps * dr):
+        raise ValueError("the down rows do not split into steps")
+    grid = runs.shape[0] * (i_size // s)
+    gu = layouts(2 * s * warps, bk, block_m, warps)
+    gd = layouts(DOWN_TILE * warps * dr, 128, block_m, warps)
+    lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
+    extra = {"launch_pdl": True} if pdl else {}
+    _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
+                           S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
+                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, num_warps=warps, **extra)

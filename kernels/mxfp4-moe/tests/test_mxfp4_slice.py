@@ -1,0 +1,133 @@
+"""The slice kernel (issue #18, twenty-third round): its load-time layout on the CPU; on the GPU, the kernel against
+PyTorch (act and output, the norm, the counters and rows back to zero, runs of one and two tokens, a missing token,
+PDL on and off, three calls in a row). The GPU tests are skipped without a GPU and Triton (CPU CI)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _helpers import has_module  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from mxfp4_moe import format as F  # noqa: E402
+
+needs_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and has_module("triton")),
+                               reason="needs an NVIDIA GPU and Triton")
+
+
+def _experts(e: int, i: int, k: int, l: int, seed: int, device: str = "cpu"):
+    g = torch.Generator().manual_seed(seed)
+
+    def q(*shape):
+        return torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).to(device)
+
+    def sc(*shape):
+        return torch.randint(118, 128, shape, dtype=torch.uint8, generator=g).to(device)
+    return q(e, 2 * i, k // 2), sc(e, 2 * i, k // 32), q(e, l, i // 2), sc(e, l, i // 32)
+
+
+def _sk():
+    pytest.importorskip("triton")
+    from mxfp4_moe import slice_kernel
+    return slice_kernel
+
+
+@pytest.mark.parametrize("s,bk", [(32, 128), (64, 256), (128, 128)])
+def test_slice_layout_holds_each_slice_in_its_block(s, bk):
+    sk = _sk()
+    e, i, k, l = 2, 256, 512, 256
+    w13, s13, w2, s2 = _experts(e, i, k, l, seed=s)
+    buf = sk.to_slice_layout(w13, s13, w2, s2, s, bk)
+    n = i // s
+    assert buf.shape == (e, n, sk.block_bytes(s, k, l)) and buf.dtype == torch.uint8
+    gu, gus, dw = 2 * s * (k // 2), 2 * s * (k // 32), l * (s // 2)
+    # gate/up: the slices' sections, one after the other, are format's tiled w13 with tiles [2S, BK]
+    gq = buf[:, :, :gu].reshape(e, 2 * i, k // 2)
+    gs = buf[:, :, gu:gu + gus].reshape(e, 2 * i, k // 32)
+    back_q, back_s = F.from_tiled_layout(gq, gs, 2 * s, bk, gate_up=True)
+    assert torch.equal(back_q, w13) and torch.equal(back_s, s13)
+    # down: slice j's columns as A' [L S / 128, 128] in tiles [32, 128]
+    dq = buf[:, :, gu + gus:gu + gus + dw].reshape(e * n, l * s // 128, 64)
+    ds = buf[:, :, gu + gus + dw:].reshape(e * n, l * s // 128, 4)
+    dq, ds = F.from_tiled_layout(dq, ds, sk.DOWN_TILE, 128)
+    assert torch.equal(dq.reshape(e, n, l, s // 2).permute(0, 2, 1, 3).reshape(e, l, i // 2), w2)
+    assert torch.equal(ds.reshape(e, n, l, s // 32).permute(0, 2, 1, 3).reshape(e, l, i // 32), s2)
+    # slice j's gate rows are w13's rows j S .., its up rows I + j S ..
+    j = n - 1
+    blk_q, _ = F.from_tiled_layout(buf[0, j, :gu].reshape(2 * s, k // 2), buf[0, j, gu:gu + gus].reshape(2 * s, -1),
+                                   2 * s, bk, gate_up=True)
+    assert torch.equal(blk_q[:s], w13[0, j * s:(j + 1) * s]) and torch.equal(blk_q[s:], w13[0, i + j * s:i + (j + 1) * s])
+
+
+@pytest.mark.parametrize("s,i,bk,why", [(16, 256, 128, "slice width"), (32, 48, 128, "slice width"),
+                                         (32, 256, 96, "BK"), (128, 256, 1024, "BK")])
+def test_slice_layout_refuses_shapes_that_do_not_split(s, i, bk, why):
+    sk = _sk()
+    w = _experts(1, 256, 512, 256, seed=1)
+    with pytest.raises(ValueError, match=why):
+        sk.check_shape(s, 512, 256, i, bk) if i != 256 else sk.to_slice_layout(*w, s, bk)
+
+
+def test_reference_matches_a_plain_dequantized_expert():
+    sk = _sk()
+    w13, s13, w2, s2 = _experts(1, 64, 256, 128, seed=3)
+    x = torch.randn(3, 256).to(torch.bfloat16)
+    out, act = sk.reference(w13, s13, w2, s2, x, [(0, [2, 0])])
+    a = F.dequantize_mxfp4_mma(w13[0], s13[0]).double() @ x[[2, 0]].double().T
+    want_act = (torch.nn.functional.silu(a[:64]) * a[64:]).to(torch.bfloat16).double()
+    want = F.dequantize_mxfp4_mma(w2[0], s2[0]).double() @ want_act
+    assert torch.allclose(act[0], want_act.T.float()) and torch.allclose(out[0], want.T.float(), rtol=1e-5)
+
+
+def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed):
+    w = _experts(ne, i, k, l, seed, "cuda")
+    buf = sk.to_slice_layout(*w, s, bk)
+    t = 1 + max(tok for _, toks in runs_l for tok in toks)
+    x = torch.randn(t, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16).cuda()
+    rows = [[tok if tok >= 0 else -1 for tok in toks] + [-1] * (mt - len(toks)) for _, toks in runs_l]
+    outs = [[r * mt + m if tok >= 0 else -1 for m, tok in enumerate(row)] for r, row in enumerate(rows)]
+    runs = torch.tensor([[e] + row + o for (e, _), row, o in zip(runs_l, rows, outs)], dtype=torch.int32,
+                        device="cuda")
+    n_rows = len(runs_l) * mt
+    y = torch.zeros(n_rows, l, dtype=torch.float32, device="cuda")
+    cnt = torch.zeros(len(runs_l), dtype=torch.int32, device="cuda")
+    out = torch.zeros(n_rows, l, dtype=torch.bfloat16, device="cuda")
+    norm_w = (1 + 0.1 * torch.randn(l, generator=torch.Generator().manual_seed(seed + 1))).cuda()
+    grid = len(runs_l) * (i // s)
+    scr = torch.empty(grid, warps * 2 * s * mt, dtype=torch.float32, device="cuda")
+    act = torch.empty(grid, mt * s, dtype=torch.bfloat16, device="cuda")
+    want, want_act = sk.reference(*w, x, [(e, [tok for tok in toks if tok >= 0]) for e, toks in runs_l])
+    for _ in range(calls):
+        if not norm:
+            y.zero_()
+        sk.launch(x, buf, runs, y, cnt, out, norm_w, scr, act, s=s, i_size=i, bk=bk, warps=warps, mt=mt, norm=norm,
+                  pdl=pdl)
+        torch.cuda.synchronize()
+        for r, (_, toks) in enumerate(runs_l):
+            live = [m for m, tok in enumerate(rows[r]) if tok >= 0]
+            ref = want[r, :len(live)]
+            got_act = act.view(len(runs_l), i // s, mt, s)[r].permute(1, 0, 2).reshape(mt, i)[live].float()
+            assert torch.allclose(got_act, want_act[r, :len(live)], rtol=2e-2, atol=2e-2 * want_act[r].abs().max())
+            if norm:
+                ref = ref / torch.sqrt((ref * ref).mean(-1, keepdim=True) + 1e-6) * norm_w
+                got = out[[outs[r][m] for m in live]].float()
+            else:
+                got = y[[outs[r][m] for m in live]]
+            assert ((got - ref).abs().max() / ref.abs().max()).item() < 1e-2, (r, live)
+        if norm:
+            assert int(cnt.abs().sum()) == 0 and float(y.abs().sum()) == 0.0
+
+
+@needs_gpu
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("pdl", [True, False])
+@pytest.mark.parametrize("s,bk,warps", [(32, 128, 4), (64, 128, 4), (32, 256, 2), (128, 128, 4)])
+def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps):
+    sk = _sk()
+    # one token a run, then two tokens a run (one of them missing in the last run)
+    _run(sk, [(0, [0]), (2, [1]), (1, [2])], 1, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 3, seed=5)
+    _run(sk, [(0, [0, 3]), (1, [2, 1]), (2, [4])], 2, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 2, seed=6)
