@@ -74,8 +74,9 @@ def main() -> int:
     ap.add_argument("--dr", default="1")
     ap.add_argument("--prefetch", default="0", help="0, 1 or 0,1: the down block asked into L2 first")
     ap.add_argument("--modes", default="auto", help="norm, partials, or auto (partials at ep2tp4, else norm)")
+    ap.add_argument("--maxnreg", default="0", help="register caps a thread to try (0: the compiler's choice)")
+    ap.add_argument("--pdl", default="auto", help="on, off, or auto (both for norm, on for partials)")
     ap.add_argument("--copies", type=int, default=4)
-    ap.add_argument("--no-pdl", action="store_true")
     ap.add_argument("--compile-only", action="store_true")
     args = ap.parse_args()
     if args.compile_only:
@@ -113,23 +114,26 @@ def main() -> int:
                     floor_us, cfg = min(floor_times(tables, sms), key=lambda r: r[0])
                     print(f"  {nbytes / 1e6:.1f} MB a layer; read floor {floor_us:.2f} us ({cfg['per_sm']} programs an "
                           f"SM x {cfg['warps']} warps), 85% of it {floor_us / .85:.2f} us")
-                    print(f"  {'mode':9} {'S':>3} {'BK':>4} {'warps':>5} {'DR':>2} {'pf':>2} {'pdl':>3} {'programs':>8} "
+                    print(f"  {'mode':9} {'S':>3} {'BK':>4} {'warps':>5} {'DR':>2} {'pf':>2} {'nreg':>4} {'pdl':>3} {'programs':>8} "
                           f"{'us':>8} {'% floor':>7}  check")
                 grid = ne * (isize // s)
                 for w in (int(v) for v in args.warps.split(",")):
-                    for dr, pf in ((d, f) for d in (int(v) for v in args.dr.split(","))
-                                   for f in (int(v) for v in args.prefetch.split(","))):
+                    for dr, pf, mx in ((d, f, m) for d in (int(v) for v in args.dr.split(","))
+                                       for f in (int(v) for v in args.prefetch.split(","))
+                                       for m in (int(v) for v in args.maxnreg.split(","))):
                         y = torch.zeros(ne, L, dtype=torch.float32, device="cuda")
                         cnt = torch.zeros(ne, dtype=torch.int32, device="cuda")
                         out = torch.zeros(ne, L, dtype=torch.bfloat16, device="cuda")
                         scr = torch.empty(grid, w * 2 * s, dtype=torch.float32, device="cuda")
                         act = torch.empty(grid, s, dtype=torch.bfloat16, device="cuda")
                         for mode in modes:
-                            for pdl in ((False,) if args.no_pdl else (True, False) if mode == "norm" else (True,)):
+                            pdls = {"on": (True,), "off": (False,)}.get(args.pdl, (True, False) if mode == "norm"
+                                                                         else (True,))
+                            for pdl in pdls:
                                 kw = dict(s=s, i_size=isize, bk=bk, warps=w, dr=dr, norm=mode == "norm", pdl=pdl,
-                                          prefetch=bool(pf))
-                                head = (f"  {mode:9} {s:3} {bk:4} {w:5} {dr:2} {pf:2} {'on' if pdl else 'off':>3} "
-                                        f"{grid:8}")
+                                          prefetch=bool(pf), maxnreg=mx or None)
+                                head = (f"  {mode:9} {s:3} {bk:4} {w:5} {dr:2} {pf:2} {mx or '-':>4} "
+                                        f"{'on' if pdl else 'off':>3} {grid:8}")
                                 try:
                                     y.zero_()
                                     sk.launch(x, bufs[0], runs, y, cnt, out, norm_w, scr, act, **kw)
@@ -142,7 +146,7 @@ def main() -> int:
                                     if mode == "norm" and (int(cnt.abs().sum()) or float(y.abs().sum())):
                                         text += " (counter or row not back to zero: WRONG)"
 
-                                    def fn(kw=kw):
+                                    def fn(kw=kw, bufs=bufs):
                                         for b in bufs:
                                             sk.launch(x, b, runs, y, cnt, out, norm_w, scr, act, **kw)
                                     us = graph_time_us(fn, rep_ms=100) / len(bufs)

@@ -91,8 +91,8 @@ def to_slice_layout(w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: 
 def reference(w13, s13, w2, s2, x: torch.Tensor, runs: list[tuple[int, list[int]]]) -> tuple[torch.Tensor,
                                                                                               torch.Tensor]:
     """(out fp32 [len(runs), MT, L], act fp32 [len(runs), MT, I]): each run's tokens through its expert as the kernel
-    computes it (the `mma` decode's values, fp64 sums, act rounded to BF16), before any norm. runs: (expert, token
-    rows of x)."""
+    computes it (the `mma` decode's values, fp64 sums, act rounded to BF16), before any norm; MT the most tokens
+    of a run (the others padded with zero rows). runs: (expert, token rows of x)."""
     out, acts = [], []
     for e, toks in runs:
         a = fmt.dequantize_mxfp4_mma(w13[e], s13[e]).double()
@@ -102,7 +102,9 @@ def reference(w13, s13, w2, s2, x: torch.Tensor, runs: list[tuple[int, list[int]
         act = (torch.nn.functional.silu(h[:i]) * h[i:]).to(torch.bfloat16).double()
         out.append((d @ act).T.float())
         acts.append(act.T.float())
-    return torch.stack(out), torch.stack(acts)
+    mt = max(o.shape[0] for o in out)  # runs of fewer tokens padded with zero rows
+    pad = [torch.nn.functional.pad(t, (0, 0, 0, mt - t.shape[0])) for t in out + acts]
+    return torch.stack(pad[:len(out)]), torch.stack(pad[len(out):])
 
 
 @gluon.jit
@@ -343,10 +345,11 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
 
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
            mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
-           prefetch: bool = False):
+           prefetch: bool = False, maxnreg: int | None = None):
     """One layer: grid runs x I / s. x BF16 [T, K]; buf the slice layout (uint8 [E, I / s, block]); runs int32
     [R, 1 + 2 mt]; y fp32 [rows, L]; cnt int32 [R]; out BF16 [rows, L]; norm_w fp32 [L]; scr fp32 [grid, warps 2s
-    mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM."""
+    mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM. maxnreg: a cap on the registers a thread
+    (None: the compiler's choice)."""
     k, l = x.shape[1], y.shape[1]
     if warps * mt > block_m:
         raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
@@ -358,7 +361,7 @@ def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, 
     gu = layouts(2 * s * warps, bk, block_m, warps)
     gd = layouts(DOWN_TILE * warps * dr, 128, block_m, warps)
     lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
-    extra = {"launch_pdl": True} if pdl else {}
+    extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
                            S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
                            NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, num_warps=warps, **extra)
