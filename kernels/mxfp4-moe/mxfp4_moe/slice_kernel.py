@@ -151,25 +151,21 @@ def _row_map(r, W: gl.constexpr):
     return (r // 16) % W, r % 16 + 16 * (r // (16 * W))
 
 
-@gluon.jit
-def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr, act_ptr,
-                  S: gl.constexpr, K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr,
-                  W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
-                  GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
-                  DX4: gl.constexpr, DS3: gl.constexpr):
-    """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
-    wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
-    the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
-    [runs] (zero before and after); out_ptr BF16 [rows, L]; norm_ptr fp32 [L]; scr_ptr fp32 [grid, W 2S MT],
-    act_ptr BF16 [grid, MT S]: the program's scratch. GW5 .. GS3 / DW5 .. DS3: the layouts of gate/up (layouts(2S W, BK, BLOCK_M,
-    W)) and of down (layouts(32 W DR, 128, BLOCK_M, W)): their w5, x4 and s3."""
+def _slice_item_fn(item, p, e, pos, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
+                   act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
+                   K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr, W: gl.constexpr,
+                   MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr, GDC: gl.constexpr,
+                   EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr,
+                   GS3: gl.constexpr, DW5: gl.constexpr, DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr,
+                   TOPK: gl.constexpr, P_P2: gl.constexpr):
+    """Work item ``item`` of _slice_kernel: slice item % (I / S) of run p (ROUTED: pair ``pos``) of local expert e,
+    program ``pid``'s scratch. A call, not inlined: inlined in the kernel's loop, the compiler keeps the address
+    tensors of the first item live across it."""
     SLICES: gl.constexpr = I_SIZE // S
     BLOCK: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32) + L * (S // 2) + L * (S // 32)
-    pid = gl.program_id(0)
-    p = pid // SLICES
-    e = gl.load(run_ptr + p * (1 + 2 * MT))
-    blk = (e * SLICES + pid % SLICES).to(gl.int64) * BLOCK
-    _gdc_launch_dependents(GDC)
+    nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
+    cols = gl.arange(0, L, layout=nl)
+    blk = (e * SLICES + item % SLICES).to(gl.int64) * BLOCK
     if PREFETCH:  # the down block's 128-byte lines asked into L2 now: its loads after gate/up then hit L2
         pl: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
         d0 = wb_ptr + blk + 2 * S * (K // 2) + 2 * S * (K // 32)
@@ -218,7 +214,11 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
     x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
     x_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3))))
-    x_tok = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + x_n % MT)
+    if ROUTED:
+        x_tok = gl.zeros([BLOCK_M], gl.int32, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))) \
+            + pos // TOPK
+    else:
+        x_tok = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + x_n % MT)
     x_has = (x_n < W * MT) & (x_tok >= 0)
     x_col = gl.maximum(x_tok, 0) * (K // 2) + (x_n // MT) * (ITERS * BK // 2)
     x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
@@ -307,7 +307,10 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     ew, err = _row_map(e_r, W)
     e_arow = (ew * DR + err // _DT) * _DT + err % _DT  # A' row within the step
     e_sub = e_n // MT
-    e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
+    if ROUTED:
+        e_out = gl.zeros([BLOCK_M], gl.int32, layout=gl.SliceLayout(0, dmma)) + pos
+    else:
+        e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
     e_ok = (e_sub < RPR) & (e_out >= 0)
     y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
     y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
@@ -323,24 +326,130 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
         dq = dq_n
         dsc = dsc_n
 
-    if NORM:
+    if NORM or ROUTED:
         _fence_gpu()
         gl.thread_barrier()
         done = gl.atomic_add(cnt_ptr + p, 1, sem="acq_rel", scope="gpu")
         if done == SLICES - 1:
             _fence_gpu()
+            if ROUTED:
+                yr = y_ptr + pos.to(gl.int64) * L + cols
+                v = gl.load(yr, cache_modifier=".cg")
+                gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
+                gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+                if NORM:
+                    tok = pos // TOPK
+                    wt = gl.load(wts_ptr + pos)
+                    nw = gl.load(norm_ptr + e.to(gl.int64) * stride_g + cols).to(gl.float32)
+                    rs = wt / gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
+                    gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
+                    # the token's last local pair stores its row
+                    tl_: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+                    tj = gl.arange(0, P_P2, layout=tl_)
+                    lt = gl.load(ids_ptr + tok * TOPK + tj, mask=tj < TOPK, other=-1) - expert_base
+                    n_tok = gl.sum(((tj < TOPK) & (lt >= 0) & (lt < n_local)).to(gl.int32), axis=0)
+                    _fence_gpu()
+                    gl.thread_barrier()
+                    done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
+                    if done_t == n_tok - 1:
+                        _fence_gpu()
+                        ur = u_ptr + tok.to(gl.int64) * L + cols
+                        gl.store(out_ptr + tok.to(gl.int64) * L + cols, gl.load(ur, cache_modifier=".cg"))
+                        gl.store(ur, gl.zeros([L], gl.float32, layout=nl))
+                        gl.atomic_xchg(cnt_ptr + P_P2 + tok, 0, sem="relaxed", scope="gpu")
+                else:
+                    gl.store(out_ptr + pos.to(gl.int64) * L + cols, v)
+            else:
+                nw = gl.load(norm_ptr + cols)
+                for m in gl.static_range(MT):
+                    orow = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + m)
+                    if orow >= 0:
+                        yr = y_ptr + orow.to(gl.int64) * L + cols
+                        v = gl.load(yr, cache_modifier=".cg")
+                        rms = gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
+                        gl.store(out_ptr + orow.to(gl.int64) * L + cols, (v / rms * nw).to(gl.bfloat16))
+                        gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
+                gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+
+
+_slice_item = gluon.jit(noinline=True)(_slice_item_fn)
+
+
+@gluon.jit
+def _local_pairs(ids_ptr, k, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: gl.constexpr, W: gl.constexpr):
+    """(this card's pairs in ids_ptr [T, TOPK] (global ids; local expert = id - expert_base in [0, n_local)), the
+    position of the k-th of them and its local expert; 0, 0 for a k past them)."""
+    rl: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [W, 1], [1, 0])
+    P = T * TOPK
+    pi = gl.arange(0, P_P2, layout=gl.SliceLayout(1, rl))
+    pj = gl.arange(0, P_P2, layout=gl.SliceLayout(0, rl))
+    li = gl.load(ids_ptr + pi, mask=pi < P, other=-1) - expert_base
+    loc_i = (pi < P) & (li >= 0) & (li < n_local)
+    lj = gl.load(ids_ptr + pj, mask=pj < P, other=-1) - expert_base
+    loc_j = (pj < P) & (lj >= 0) & (lj < n_local)
+    rank = gl.sum(((pj[None, :] < pi[:, None]) & loc_j[None, :]).to(gl.int32), axis=1)  # local pairs before
+    sel = loc_i & (rank == k)
+    return (gl.sum(loc_i.to(gl.int32), axis=0), gl.sum(gl.where(sel, pi, 0), axis=0),
+            gl.sum(gl.where(sel, li, 0), axis=0))
+
+
+@gluon.jit
+def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr, act_ptr,
+                  ids_ptr, wts_ptr, u_ptr, T, expert_base, n_local, stride_g,
+                  S: gl.constexpr, K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr,
+                  W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
+                  GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
+                  DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr = False, TOPK: gl.constexpr = 1,
+                  P_P2: gl.constexpr = 1):
+    """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
+    wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
+    the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
+    [runs] (zero before and after); out_ptr BF16 [rows, L]; norm_ptr fp32 [L]; scr_ptr fp32 [grid, W 2S MT],
+    act_ptr BF16 [grid, MT S]: the program's scratch. GW5 .. GS3 / DW5 .. DS3: the layouts of gate/up (layouts(2S W, BK, BLOCK_M,
+    W)) and of down (layouts(32 W DR, 128, BLOCK_M, W)): their w5, x4 and s3.
+
+    The programs walk the work items (run, slice) item = pid, pid + G, ... (G the grid). ROUTED (MT 1; experts_forward):
+    the runs are this card's pairs of ids_ptr [T, TOPK] (global expert ids; expert_base, n_local), found here: item
+    k x SLICES + s is slice s of the k-th local pair. Pair pos adds into y_ptr's row pos (zero before and after), its
+    last slice (counter pos) then either stores that row to out_ptr's row pos (fp32 [T TOPK, L]: partials) or with
+    NORM adds wts[pos] / rms x row x norm_ptr[e] (fp32 [n_local, L], rows stride_g apart) into u_ptr's row of the
+    token (zero before and after), whose last local pair (counter P_P2 + token) stores it to out_ptr's row (fp32
+    [T, L]); after its items, program pid stores zeros to out row pid where no pair adds (no local expert there).
+    The grid must then have at least T x TOPK programs."""
+    SLICES: gl.constexpr = I_SIZE // S
+    pid = gl.program_id(0)
+    G = gl.num_programs(0)
+    _gdc_launch_dependents(GDC)
+    if ROUTED:
+        total = _local_pairs(ids_ptr, -1, T, expert_base, n_local, TOPK, P_P2, W)[0] * SLICES
+    else:
+        total = G
+    for item in range(pid, total, G):
+        if ROUTED:  # the routing read again an item: nothing of it stays live across the loop's calls
+            _n, pos, e = _local_pairs(ids_ptr, item // SLICES, T, expert_base, n_local, TOPK, P_P2, W)
+            p = pos
+        else:
+            p = item // SLICES
+            e = gl.load(run_ptr + p * (1 + 2 * MT))
+            pos = p
+        _slice_item(item, p, e, pos, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
+                    act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
+                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2)
+
+    if ROUTED:  # rows no pair adds into: zeros (program pid's row; the grid has a program a pair)
+        _gdc_wait(GDC)
+        rl: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+        pi = gl.arange(0, P_P2, layout=rl)
+        li = gl.load(ids_ptr + pi, mask=pi < T * TOPK, other=-1) - expert_base
+        loc = (pi < T * TOPK) & (li >= 0) & (li < n_local)
+        if NORM:
+            none_here = (pid < T) & (gl.sum((loc & (pi // TOPK == pid)).to(gl.int32), axis=0) == 0)
+        else:
+            none_here = (pid < T * TOPK) & (gl.sum((loc & (pi == pid)).to(gl.int32), axis=0) == 0)
+        if none_here:
             nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
             cols = gl.arange(0, L, layout=nl)
-            nw = gl.load(norm_ptr + cols)
-            for m in gl.static_range(MT):
-                orow = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + m)
-                if orow >= 0:
-                    yr = y_ptr + orow.to(gl.int64) * L + cols
-                    v = gl.load(yr, cache_modifier=".cg")
-                    rms = gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
-                    gl.store(out_ptr + orow.to(gl.int64) * L + cols, (v / rms * nw).to(gl.bfloat16))
-                    gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
-            gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+            gl.store(out_ptr + pid.to(gl.int64) * L + cols, gl.zeros([L], gl.float32, layout=nl))
 
 
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
@@ -363,5 +472,88 @@ def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, 
     lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
-                           S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
+                           runs, norm_w, y, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
                            NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, num_warps=warps, **extra)
+
+
+SLICE_DEFAULTS = {"slice_width": 32, "slice_bk": 256, "slice_warps": 8, "slice_dr": 4, "slice_maxnreg": 128,
+                  "slice_per_sm": 2, "slice_max_pairs": 32}
+_WORKSPACE: dict = {}
+
+
+def slices_of(ex, s: int, bk: int) -> torch.Tensor:
+    """``ex``'s experts in the slice layout (``to_slice_layout``), made at the first call and kept on ``ex`` (a
+    second copy of the weights: the price of this path while the other kernels read the tiled layout)."""
+    cache = ex.__dict__.setdefault("_slice_layouts", {})
+    if (s, bk) not in cache:
+        m = ex.to_mma_layout()
+        cache[(s, bk)] = to_slice_layout(m.w13, m.w13_scale, m.w2, m.w2_scale, s, bk)
+    return cache[(s, bk)]
+
+
+def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int) -> dict:
+    """The path's buffers, per device and stream (kernel.stream_key): the pairs' and tokens' fp32 rows and their
+    counters (zero before and after every launch: the kernel puts them back), and the programs' scratch. A larger
+    need allocates larger ones; earlier ones stay alive (captured graphs may hold them)."""
+    from .kernel import stream_key
+
+    key = (stream_key(device), l, w, s)
+    have = _WORKSPACE.setdefault(key, [])
+    if not have or have[-1]["p2"] < p2 or have[-1]["grid"] < grid:
+        p2, grid = max(p2, have[-1]["p2"] if have else 0), max(grid, have[-1]["grid"] if have else 0)
+        have.append({"p2": p2, "grid": grid,
+                     "y": torch.zeros(p2, l, dtype=torch.float32, device=device),
+                     "u": torch.zeros(p2, l, dtype=torch.float32, device=device),
+                     "cnt": torch.zeros(2 * p2, dtype=torch.int32, device=device),
+                     "scr": torch.empty(grid, w * 2 * s, dtype=torch.float32, device=device),
+                     "act": torch.empty(grid, s, dtype=torch.bfloat16, device=device)})
+    return have[-1]
+
+
+def slice_taken(config: dict, pairs: int) -> bool:
+    """Whether a chunk of ``pairs`` (token, slot) pairs runs this path: config ``slice_few`` on and at most
+    ``slice_max_pairs`` pairs (64 at most: the routing is read into one program's registers)."""
+    return bool(config.get("slice_few")) and pairs <= min(config.get("slice_max_pairs", 32), 64)
+
+
+def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
+                    sms: int, config: dict, partials: bool = False, last_launch: dict | None = None) -> torch.Tensor:
+    """kernel.mxfp4_moe_experts's chunk on this path (config ``slice_few``), one launch: out fp32 [T, L] (this card's
+    share of every token: the sum of w x rmsnorm(y) x g[e] over its local pairs, zero where none) or with partials
+    [T k, L] (each pair's output before its norm, zero where its expert is elsewhere). x BF16 [T, L]; ids [T, k]
+    global expert ids, distinct within a token; wts fp32 [T, k]; ex an ExpertWeights (any layout; its slice layout
+    made at the first call, ``slices_of``). Config keys (SLICE_DEFAULTS): slice_width S, slice_bk, slice_warps,
+    slice_dr, slice_maxnreg (None: the compiler's choice), slice_per_sm (programs an SM). Raises ValueError for
+    shapes the configuration does not split."""
+    cfg = {k: config.get(k, v) for k, v in SLICE_DEFAULTS.items()}
+    s, bk, w, dr = cfg["slice_width"], cfg["slice_bk"], cfg["slice_warps"], cfg["slice_dr"]
+    t, topk = ids.shape
+    l, i = ex.latent_size, ex.expert_size
+    check_shape(s, l, l, i, bk)
+    if w not in (1, 2, 4, 8) or (l // bk) % w:
+        raise ValueError(f"slice_warps {w!r}: 1, 2, 4 or 8, splitting latent {l} / slice_bk {bk}")
+    if (l * s // 128) % (DOWN_TILE * w * dr) or l % (32 * w):
+        raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
+                         f"{DOWN_TILE} x {w} warps x {dr}")
+    p = t * topk
+    p2 = max(2, 1 << (p - 1).bit_length())
+    grid = max(sms * cfg["slice_per_sm"], p)
+    ws = _workspace(x.device, p2, l, grid, w, s)
+    buf = slices_of(ex, s, bk)
+    ids32 = ids.to(torch.int32).contiguous()
+    gu = layouts(2 * s * w, bk, 8, w)
+    gd = layouts(DOWN_TILE * w * dr, 128, 8, w)
+    lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
+    pdl = config.get("pdl", True)
+    extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": cfg["slice_maxnreg"]} if cfg["slice_maxnreg"] else {})
+    g = ex.norm_weight
+    k = _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, ids32, ws["y"], ws["cnt"], out, g,
+                               ws["scr"], ws["act"], ids32, wts, ws["u"], t, ex.expert_base, ex.num_local, g.stride(0),
+                               S=s, K=l, L=l, I_SIZE=i, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=not partials,
+                               GDC=pdl, EPS=eps, PREFETCH=False, **lay, ROUTED=True, TOPK=topk, P_P2=p2, num_warps=w,
+                               **extra)
+    if last_launch is not None:
+        last_launch.clear()
+        last_launch["slice"] = k
+    return out
+
