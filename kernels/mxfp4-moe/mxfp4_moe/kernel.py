@@ -980,7 +980,8 @@ CONFIG_KEYS = frozenset({
     "ranked_maxnreg", "ranked_maxnreg_gate_up", "ranked_min_iters", "ranked_norm_down", "ranked_per_sm",
     "ranked_per_sm_down",
     "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
-    "separate_gate_up", "silu_launch",
+    "separate_gate_up", "silu_launch", "slice_bk", "slice_dr", "slice_few", "slice_max_pairs", "slice_maxnreg",
+    "slice_per_sm", "slice_warps", "slice_width",
     "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
 
 
@@ -1199,6 +1200,10 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
     if decode == DECODE_MODES["gluon"]:
         gluon_rows_of(config)  # refused here, whichever gluon path the chunk takes
         gluon_warps_of(config)
+        from . import slice_kernel
+        if slice_kernel.slice_taken(config, T * topk):  # twenty-third round: both GEMMs in one launch by slice
+            return slice_kernel.experts_forward(x, ids, wts, ex, out, eps, sms=_num_sms(x.device), config=config,
+                                                partials=partials, last_launch=LAST_LAUNCH)
     ranked = decode == DECODE_MODES["gluon"] and config.get("ranked") and T <= 8 and topk <= 8
     if ranked:  # the device-ranked work list (ranked_kernel), where its shapes fit
         from . import ranked_kernel

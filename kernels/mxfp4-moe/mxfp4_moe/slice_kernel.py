@@ -151,17 +151,25 @@ def _row_map(r, W: gl.constexpr):
     return (r // 16) % W, r % 16 + 16 * (r // (16 * W))
 
 
-def _slice_item_fn(item, p, e, pos, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
+def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
                    act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
                    K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr, W: gl.constexpr,
                    MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr, GDC: gl.constexpr,
                    EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr,
                    GS3: gl.constexpr, DW5: gl.constexpr, DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr,
                    TOPK: gl.constexpr, P_P2: gl.constexpr):
-    """Work item ``item`` of _slice_kernel: slice item % (I / S) of run p (ROUTED: pair ``pos``) of local expert e,
-    program ``pid``'s scratch. A call, not inlined: inlined in the kernel's loop, the compiler keeps the address
-    tensors of the first item live across it."""
+    """Work item ``item`` of _slice_kernel: slice item % (I / S) of run item // (I / S) (ROUTED: of the pair that is
+    the card's local pair of that rank), program ``pid``'s scratch. A call, not inlined: inlined in the kernel's loop,
+    the compiler keeps the address tensors of the first item live across it (and the routing's, another 45
+    registers)."""
     SLICES: gl.constexpr = I_SIZE // S
+    if ROUTED:
+        _n, pos, e = _local_pairs(ids_ptr, item // SLICES, T, expert_base, n_local, TOPK, P_P2, W)
+        p = pos
+    else:
+        p = item // SLICES
+        e = gl.load(run_ptr + p * (1 + 2 * MT))
+        pos = p
     BLOCK: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32) + L * (S // 2) + L * (S // 32)
     nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
     cols = gl.arange(0, L, layout=nl)
@@ -425,14 +433,7 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     else:
         total = G
     for item in range(pid, total, G):
-        if ROUTED:  # the routing read again an item: nothing of it stays live across the loop's calls
-            _n, pos, e = _local_pairs(ids_ptr, item // SLICES, T, expert_base, n_local, TOPK, P_P2, W)
-            p = pos
-        else:
-            p = item // SLICES
-            e = gl.load(run_ptr + p * (1 + 2 * MT))
-            pos = p
-        _slice_item(item, p, e, pos, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
+        _slice_item(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
                     act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
                     BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2)
 
@@ -476,8 +477,6 @@ def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, 
                            NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, num_warps=warps, **extra)
 
 
-SLICE_DEFAULTS = {"slice_width": 32, "slice_bk": 256, "slice_warps": 8, "slice_dr": 4, "slice_maxnreg": 128,
-                  "slice_per_sm": 2, "slice_max_pairs": 32}
 _WORKSPACE: dict = {}
 
 
@@ -522,11 +521,12 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     share of every token: the sum of w x rmsnorm(y) x g[e] over its local pairs, zero where none) or with partials
     [T k, L] (each pair's output before its norm, zero where its expert is elsewhere). x BF16 [T, L]; ids [T, k]
     global expert ids, distinct within a token; wts fp32 [T, k]; ex an ExpertWeights (any layout; its slice layout
-    made at the first call, ``slices_of``). Config keys (SLICE_DEFAULTS): slice_width S, slice_bk, slice_warps,
-    slice_dr, slice_maxnreg (None: the compiler's choice), slice_per_sm (programs an SM). Raises ValueError for
-    shapes the configuration does not split."""
-    cfg = {k: config.get(k, v) for k, v in SLICE_DEFAULTS.items()}
-    s, bk, w, dr = cfg["slice_width"], cfg["slice_bk"], cfg["slice_warps"], cfg["slice_dr"]
+    made at the first call, ``slices_of``). Config keys: slice_width S (32), slice_bk (256), slice_warps (8),
+    slice_dr (4), slice_maxnreg (128; None: the compiler's choice), slice_per_sm (programs an SM, 2). Raises
+    ValueError for shapes the configuration does not split."""
+    s, bk = config.get("slice_width", 32), config.get("slice_bk", 256)
+    w, dr = config.get("slice_warps", 8), config.get("slice_dr", 4)
+    maxnreg, per_sm = config.get("slice_maxnreg", 128), config.get("slice_per_sm", 2)
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
     check_shape(s, l, l, i, bk)
@@ -537,7 +537,7 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
                          f"{DOWN_TILE} x {w} warps x {dr}")
     p = t * topk
     p2 = max(2, 1 << (p - 1).bit_length())
-    grid = max(sms * cfg["slice_per_sm"], p)
+    grid = max(sms * per_sm, p)
     ws = _workspace(x.device, p2, l, grid, w, s)
     buf = slices_of(ex, s, bk)
     ids32 = ids.to(torch.int32).contiguous()
@@ -545,7 +545,7 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     gd = layouts(DOWN_TILE * w * dr, 128, 8, w)
     lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
     pdl = config.get("pdl", True)
-    extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": cfg["slice_maxnreg"]} if cfg["slice_maxnreg"] else {})
+    extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     g = ex.norm_weight
     k = _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, ids32, ws["y"], ws["cnt"], out, g,
                                ws["scr"], ws["act"], ids32, wts, ws["u"], t, ex.expert_base, ex.num_local, g.stride(0),

@@ -131,3 +131,103 @@ def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps):
     # one token a run, then two tokens a run (one of them missing in the last run)
     _run(sk, [(0, [0]), (2, [1]), (1, [2])], 1, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 3, seed=5)
     _run(sk, [(0, [0, 3]), (1, [2, 1]), (2, [4])], 2, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 2, seed=6)
+
+
+# --- the routed path: kernel.mxfp4_moe_experts with config slice_few ---------------------------------------------
+
+SLICE_CONFIGS = [{"slice_few": True, "slice_warps": 4, "slice_dr": 2},
+                 {"slice_few": True, "slice_bk": 128, "slice_warps": 8, "slice_dr": 1},
+                 {"slice_few": True, "slice_width": 64, "slice_warps": 4, "slice_dr": 4, "slice_maxnreg": None,
+                  "slice_per_sm": 1},
+                 {"slice_few": True, "slice_warps": 4, "slice_dr": 2, "pdl": False}]
+
+
+def _workspace_zero() -> bool:
+    from mxfp4_moe import slice_kernel
+    torch.cuda.synchronize()
+    return all(int(ws[n].count_nonzero()) == 0 for bufs in slice_kernel._WORKSPACE.values() for ws in bufs
+               for n in ("y", "u", "cnt"))
+
+
+@needs_gpu
+@pytest.mark.parametrize("cfg", SLICE_CONFIGS)
+def test_routed_slice_path_batches_1_to_4(cfg):
+    """Batches 1..4 of 4-of-12 routing on a card with experts 6..11 (some pairs elsewhere, some tokens with no local
+    expert), every token to the same experts, top-1; three calls in a row into poisoned buffers; then the TP split
+    (partials, 2 slices) and combine_partials; the kernel ran (LAST_LAUNCH) and its rows and counters are back to
+    zero."""
+    from _kernel_cases import assert_ok, check_case, check_tp_case
+
+    from mxfp4_moe import reference as R
+    from mxfp4_moe.kernel import LAST_LAUNCH
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 512, expert_base=6, generator=torch.Generator(device="cuda").manual_seed(61),
+                                 device="cuda")
+    ex_t = ex.to_tiled_layout()
+    for rep in range(3):
+        for tokens in range(1, 5):
+            assert_ok(check_case(ex, ex_t, tokens, "random", 12, 4, 61000 + tokens + 100 * rep, "cuda", "gluon", cfg),
+                      f"slice {cfg} batch {tokens} call {rep}")
+            assert "slice" in LAST_LAUNCH, "the slice kernel did not run"
+    for tokens in (1, 4):
+        assert_ok(check_case(ex, ex_t, tokens, "one-expert", 12, 4, 61500 + tokens, "cuda", "gluon", cfg), "one")
+        assert_ok(check_case(ex, ex_t, tokens, "top1-one-expert", 12, 1, 61600 + tokens, "cuda", "gluon", cfg), "top1")
+    for tokens in (1, 3):
+        res = check_tp_case(ex, tokens, 12, 4, 2, 61700 + tokens, "cuda", "gluon", cfg)
+        assert_ok(res, f"slice {cfg} partials batch {tokens}")
+        assert res["combine_rel"] < 1e-2, res
+    assert _workspace_zero()
+
+
+@needs_gpu
+def test_routed_slice_path_no_local_expert_and_a_graph():
+    """Every pair elsewhere: all-zero rows over a poisoned buffer in both modes; then four calls in one CUDA graph,
+    replayed three times, each replay the reference's, the rows and counters back to zero."""
+    from mxfp4_moe import reference as R
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    torch.backends.cuda.matmul.allow_tf32 = False
+    cfg = SLICE_CONFIGS[0]
+    ex = R.random_expert_weights(6, 1024, 512, expert_base=6, generator=torch.Generator(device="cuda").manual_seed(62),
+                                 device="cuda")
+    ex_t = ex.to_tiled_layout()
+    for tokens in (1, 4):
+        ids = torch.tensor([[0, 1, 2, 3]] * tokens, device="cuda")
+        w = torch.full((tokens, 4), 0.25, device="cuda")
+        x = torch.randn(tokens, 1024, device="cuda").to(torch.bfloat16)
+        for partials in (False, True):
+            out = torch.full((tokens * 4 if partials else tokens, 1024), float("nan"), device="cuda")
+            mxfp4_moe_experts(x, ids, w, ex_t, config=cfg, out=out, partials=partials)
+            assert bool((out == 0).all()), (tokens, partials)
+    g = torch.Generator().manual_seed(62)
+    ids, w = R.route(torch.randn(2, 12, generator=g), 4)
+    x = torch.randn(2, 1024, generator=g).to(torch.bfloat16).cuda()
+    ids, w = ids.cuda(), w.cuda()
+    ref = R.moe_experts_reference(x, ids, w, ex)
+    outs = [torch.full((2, 1024), float("nan"), device="cuda") for _ in range(4)]
+    mxfp4_moe_experts(x, ids, w, ex_t, config=cfg, out=outs[0])  # the slice layout made outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for o in outs:
+            mxfp4_moe_experts(x, ids, w, ex_t, config=cfg, out=o)
+    for _ in range(3):
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for o in outs:
+            assert ((o - ref).norm() / ref.norm()).item() < 1e-2
+    assert _workspace_zero()
+
+
+@needs_gpu
+def test_routed_slice_path_refuses_shapes_it_does_not_split():
+    from mxfp4_moe import reference as R
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ex_t = R.random_expert_weights(2, 1024, 512, generator=torch.Generator(device="cuda").manual_seed(63),
+                                   device="cuda").to_tiled_layout()
+    x = torch.randn(1, 1024, device="cuda").to(torch.bfloat16)
+    ids, w = torch.tensor([[0, 1]], device="cuda"), torch.full((1, 2), 0.5, device="cuda")
+    for bad, says in (({"slice_warps": 8}, "slice_warps"), ({"slice_warps": 4, "slice_dr": 4}, "slice_dr"),
+                      ({"slice_width": 48}, "slice width")):
+        with pytest.raises(ValueError, match=says):
+            mxfp4_moe_experts(x, ids, w, ex_t, config={"slice_few": True, **bad})
