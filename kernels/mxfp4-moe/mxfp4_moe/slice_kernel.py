@@ -350,21 +350,23 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
                     wt = gl.load(wts_ptr + pos)
                     nw = gl.load(norm_ptr + e.to(gl.int64) * stride_g + cols).to(gl.float32)
                     rs = wt / gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
-                    gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
-                    # the token's last local pair stores its row
                     tl_: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
                     tj = gl.arange(0, P_P2, layout=tl_)
                     lt = gl.load(ids_ptr + tok * TOPK + tj, mask=tj < TOPK, other=-1) - expert_base
                     n_tok = gl.sum(((tj < TOPK) & (lt >= 0) & (lt < n_local)).to(gl.int32), axis=0)
-                    _fence_gpu()
-                    gl.thread_barrier()
-                    done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
-                    if done_t == n_tok - 1:
+                    if n_tok == 1:  # the token's only local pair: its row is the token's
+                        gl.store(out_ptr + tok.to(gl.int64) * L + cols, rs * v * nw)
+                    else:  # the pairs add into the token's row; its last local pair stores it
+                        gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
                         _fence_gpu()
-                        ur = u_ptr + tok.to(gl.int64) * L + cols
-                        gl.store(out_ptr + tok.to(gl.int64) * L + cols, gl.load(ur, cache_modifier=".cg"))
-                        gl.store(ur, gl.zeros([L], gl.float32, layout=nl))
-                        gl.atomic_xchg(cnt_ptr + P_P2 + tok, 0, sem="relaxed", scope="gpu")
+                        gl.thread_barrier()
+                        done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
+                        if done_t == n_tok - 1:
+                            _fence_gpu()
+                            ur = u_ptr + tok.to(gl.int64) * L + cols
+                            gl.store(out_ptr + tok.to(gl.int64) * L + cols, gl.load(ur, cache_modifier=".cg"))
+                            gl.store(ur, gl.zeros([L], gl.float32, layout=nl))
+                            gl.atomic_xchg(cnt_ptr + P_P2 + tok, 0, sem="relaxed", scope="gpu")
                 else:
                     gl.store(out_ptr + pos.to(gl.int64) * L + cols, v)
             else:
@@ -422,7 +424,7 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     last slice (counter pos) then either stores that row to out_ptr's row pos (fp32 [T TOPK, L]: partials) or with
     NORM adds wts[pos] / rms x row x norm_ptr[e] (fp32 [n_local, L], rows stride_g apart) into u_ptr's row of the
     token (zero before and after), whose last local pair (counter P_P2 + token) stores it to out_ptr's row (fp32
-    [T, L]); after its items, program pid stores zeros to out row pid where no pair adds (no local expert there).
+    [T, L]; a token's only local pair stores its own row there); after its items, program pid stores zeros to out row pid where no pair adds (no local expert there).
     The grid must then have at least T x TOPK programs."""
     SLICES: gl.constexpr = I_SIZE // S
     pid = gl.program_id(0)
