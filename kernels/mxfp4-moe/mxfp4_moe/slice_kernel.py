@@ -30,6 +30,12 @@ Both GEMMs are gluon_kernel's register-direct `mma` decode and mma.sync, with on
 The load-time layout (``to_slice_layout``): one block a (expert, slice), [gate/up words 2S x K/2 | their scales
 2S x K/32 | down words L x S/2 | their scales L x S/32] (6528 S bytes at K = L = 4096), gate/up in
 format.to_tiled_layout's tiles [2S, BK] (gate rows then up rows), down as A' in tiles [32, 128].
+
+Two forms of the one kernel: ``launch`` (bench/slice_gluon.py: runs from a table, a program an item, BF16 normalized
+rows) and ``experts_forward`` (kernel.mxfp4_moe_experts with config ``slice_few``, off by default: this card's pairs
+found from the ids in the kernel, a persistent grid walking the items, the fp32 outputs of the other paths, rows and
+counters kept zero in a workspace). Measured on an H100: correct, and slower than the default kernels at every point
+of the benchmark (README, twenty-third round).
 """
 
 from __future__ import annotations
