@@ -50,6 +50,9 @@ from .gluon_kernel import (_DECODE_ASM, _DECODE_CONSTRAINTS, _PAIR_ASM, _fence_g
                            _gdc_wait, _scales, _silu_mul_bf16, layouts)
 from .kernel import _MMA_FACTOR_BIAS, _MMA_UNSCALE
 
+# a barrier of the program's threads (bar.sync; it orders the CTA's memory accesses): Triton 3.6 gl.thread_barrier,
+# 3.9 gl.barrier (as ranked_kernel)
+_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 DOWN_TILE = 32  # A' rows a down tile (each 128 elements: 64 bytes and 4 scale bytes)
 _DT = gl.constexpr(DOWN_TILE)
 
@@ -258,7 +261,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     scr = scr_ptr + pid.to(gl.int64) * (W * 2 * S * MT)
     diag = (o_n[None, :] // MT) == ow[:, None]
     gl.store(scr + (ow[:, None] * (2 * S) + orr[:, None]) * MT + o_n[None, :] % MT, acc * _MMA_UNSCALE, mask=diag)
-    gl.thread_barrier()
+    _cta_barrier()
     al: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [W, 1], [1, 0])
     a_a = gl.arange(0, S, layout=gl.SliceLayout(1, al))
     a_m = gl.arange(0, MT, layout=gl.SliceLayout(0, al))
@@ -269,7 +272,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
         u += gl.load(scr + (w * (2 * S) + S + a_a[:, None]) * MT + a_m[None, :])
     act = act_ptr + pid.to(gl.int64) * (MT * S)
     gl.store(act + a_m[None, :] * S + a_a[:, None], _silu_mul_bf16(g, u))
-    gl.thread_barrier()
+    _cta_barrier()
 
     # ---- down: B' [128, BLOCK_M] block-diagonal (module docstring), in X4's layout of the down GEMM
     SB: gl.constexpr = S // 32  # scale blocks a slice row
@@ -342,7 +345,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
 
     if NORM or ROUTED:
         _fence_gpu()
-        gl.thread_barrier()
+        _cta_barrier()
         done = gl.atomic_add(cnt_ptr + p, 1, sem="acq_rel", scope="gpu")
         if done == SLICES - 1:
             _fence_gpu()
@@ -365,7 +368,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
                     else:  # the pairs add into the token's row; its last local pair stores it
                         gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
                         _fence_gpu()
-                        gl.thread_barrier()
+                        _cta_barrier()
                         done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
                         if done_t == n_tok - 1:
                             _fence_gpu()
