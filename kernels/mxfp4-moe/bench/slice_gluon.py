@@ -2,7 +2,8 @@
 """The slice kernel (mxfp4_moe/slice_kernel.py) against the read floor (issue #18, twenty-third round).
 
     python3 bench/slice_gluon.py [--points ep8b1,ep2tp4b1,ep8b4,...] [--slices 32,64] [--warps 4,8] [--bk 128]
-    python3 bench/slice_gluon.py --compile-only   # no GPU: registers, stack, shared memory for sm_90
+    python3 bench/slice_gluon.py --compile-only [--routed] [--slices 32 --warps 8 --bk 256 --dr 4 --maxnreg 0,128]
+                                  # no GPU: registers, stack, shared memory for sm_90
 
 Each point routes one token to each of its experts (the batch-1 points, and the bytes of batch 4's experts as
 bench/slice_floor.py takes them), with random mma-layout weights (E8M0 scales 118..127) put into the slice layout
@@ -42,6 +43,9 @@ def experts(e: int, i: int, gen: torch.Generator, device: str):
 
 
 def compile_only(args) -> None:
+    """Each configuration asked for compiled for sm_90 without a GPU (the Triton first on the path): registers, stack
+    and shared memory a program (cuobjdump), in the bench's form (a run table) or, with --routed, the form
+    mxfp4_moe_experts runs (top-8 routing read in the kernel); norm and partials each."""
     import re
 
     import triton
@@ -49,20 +53,36 @@ def compile_only(args) -> None:
     from sm90_compile import compile_gluon, cuobjdump
     from mxfp4_moe.gluon_kernel import layouts
 
-    print(f"compiled for sm_90 by Triton {triton.__version__} (the H200 runs 3.6)")
+    print(f"compiled for sm_90 by Triton {triton.__version__} (the GPU runs of issue #18 used 3.6)")
     ptrs = {"x_ptr": "*i32", "wq_ptr": "*i32", "wb_ptr": "*u8", "run_ptr": "*i32", "y_ptr": "*fp32",
-            "cnt_ptr": "*i32", "out_ptr": "*bf16", "norm_ptr": "*fp32", "scr_ptr": "*fp32", "act_ptr": "*bf16"}
-    for s in (int(v) for v in args.slices.split(",")):
-        for w in (int(v) for v in args.warps.split(",")):
-            for bk in (int(v) for v in args.bk.split(",")):
-                for dr in (int(v) for v in args.dr.split(",")):
-                    gu, gd = layouts(2 * s * w, bk, 8, w), layouts(sk.DOWN_TILE * w * dr, 128, 8, w)
-                    consts = dict(S=s, K=K, L=L, I_SIZE=4096, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=True,
-                                  GDC=True, EPS=1e-6, PREFETCH=True, GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"],
-                                  DS3=gd["s3"])
-                    ck = compile_gluon(sk._slice_kernel, ptrs, (), consts, None, num_warps=w)
-                    use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))
-                    print(f"  S {s:3} warps {w} BK {bk} DR {dr}: {use}")
+            "cnt_ptr": "*i32", "out_ptr": "*fp32" if args.routed else "*bf16", "norm_ptr": "*fp32",
+            "scr_ptr": "*fp32", "act_ptr": "*bf16", "ids_ptr": "*i32", "wts_ptr": "*fp32", "u_ptr": "*fp32"}
+    for s, w, bk, dr, pf, mx in _configs(args):
+        try:
+            sk.check_shape(s, K, L, 4096, bk)
+            if (K // bk) % w or (L * s // 128) % (sk.DOWN_TILE * w * dr):
+                raise ValueError(f"{w} warps and DR {dr} do not split K {K} / BK {bk} and the down block")
+        except ValueError as exc:
+            print(f"  S {s} warps {w} BK {bk} DR {dr}: {exc}")
+            continue
+        gu, gd = layouts(2 * s * w, bk, 8, w), layouts(sk.DOWN_TILE * w * dr, 128, 8, w)
+        for norm in (True, False):
+            consts = dict(S=s, K=K, L=L, I_SIZE=4096, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=norm, GDC=True,
+                          EPS=1e-6, PREFETCH=bool(pf), GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"],
+                          DX4=gd["x4"], DS3=gd["s3"], ROUTED=args.routed, TOPK=8, P_P2=32)
+            ck = compile_gluon(sk._slice_kernel, ptrs, ("T", "expert_base", "n_local", "stride_g"), consts, mx or None,
+                               num_warps=w)
+            use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))
+            print(f"  {'routed' if args.routed else 'bench'} {'norm' if norm else 'partials':8} S {s:3} warps {w} "
+                  f"BK {bk} DR {dr} prefetch {pf} cap {mx or '-'}: {use}")
+
+
+def _configs(args):
+    """(S, warps, BK, DR, prefetch, register cap) of the command line's lists."""
+    def ints(text):
+        return [int(v) for v in text.split(",")]
+    return [(s, w, bk, dr, pf, mx) for s in ints(args.slices) for w in ints(args.warps) for bk in ints(args.bk)
+            for dr in ints(args.dr) for pf in ints(args.prefetch) for mx in ints(args.maxnreg)]
 
 
 def main() -> int:
@@ -77,7 +97,8 @@ def main() -> int:
     ap.add_argument("--maxnreg", default="0", help="register caps a thread to try (0: the compiler's choice)")
     ap.add_argument("--pdl", default="auto", help="on, off, or auto (both for norm, on for partials)")
     ap.add_argument("--copies", type=int, default=4)
-    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--compile-only", action="store_true", help="no GPU: each configuration's registers for sm_90")
+    ap.add_argument("--routed", action="store_true", help="--compile-only: the form mxfp4_moe_experts runs")
     args = ap.parse_args()
     if args.compile_only:
         compile_only(args)

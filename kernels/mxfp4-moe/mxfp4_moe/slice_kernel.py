@@ -63,8 +63,12 @@ def block_bytes(s: int, k: int, l: int) -> int:
 
 
 def check_shape(s: int, k: int, l: int, i: int, bk: int) -> None:
-    """Raises ValueError unless slices of ``s`` columns tile this expert (S 32, 64 or 128 dividing I; BK a multiple
-    of 128 dividing K; L S / 128 a multiple of the down tile)."""
+    """Raises ValueError unless slices of ``s`` columns tile this expert: every size a positive integer, S 32, 64 or
+    128 dividing the intermediate size I, BK a multiple of 128 dividing the latent K, L S / 128 a multiple of the down
+    tile (L the output rows, the latent again)."""
+    for name, v in (("slice width", s), ("K", k), ("L", l), ("intermediate size", i), ("BK", bk)):
+        if type(v) is not int or v <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
     if s not in (32, 64, 128) or i % s:
         raise ValueError(f"slice width {s} must be 32, 64 or 128 and divide the intermediate size {i}")
     if bk % 128 or k % bk:
@@ -78,13 +82,20 @@ def to_slice_layout(w13: torch.Tensor, s13: torch.Tensor, w2: torch.Tensor, s2: 
     """mma-layout experts (format.to_mma_layout) -> uint8 [E, I / s, block_bytes]: one block a (expert, slice).
 
     w13 uint8 [E, 2I, K / 2] (gate rows, then up rows), s13 [E, 2I, K / 32], w2 [E, L, I / 2], s2 [E, L, I / 32].
-    A load-time transform (any device). Raises ValueError for shapes that do not split (``check_shape``)."""
+    A load-time transform (any device). Raw tensors carry no layout: weights in another layout give another buffer
+    without a word (``slices_of`` takes an ExpertWeights in any layout). Raises TypeError for what is not uint8
+    tensors of 3 dimensions, ValueError for shapes that do not match each other or do not split (``check_shape``)."""
+    for name, v in (("w13", w13), ("s13", s13), ("w2", w2), ("s2", s2)):
+        if not isinstance(v, torch.Tensor) or v.dtype != torch.uint8 or v.dim() != 3:
+            raise TypeError(f"{name} must be a uint8 tensor [experts, rows, bytes], got "
+                            f"{getattr(v, 'dtype', type(v).__name__)} {tuple(getattr(v, 'shape', ()))}")
     e, i2, kh = w13.shape
     i, k, l = i2 // 2, kh * 2, w2.shape[1]
-    check_shape(s, k, l, i, bk)
-    if s13.shape != (e, i2, k // 32) or w2.shape != (e, l, i // 2) or s2.shape != (e, l, i // 32):
+    if i2 % 2 or s13.shape != (e, i2, k // 32) or w2.shape != (e, l, i // 2) or s2.shape != (e, l, i // 32):
         raise ValueError(f"shapes do not match: w13 {tuple(w13.shape)}, s13 {tuple(s13.shape)}, w2 "
-                         f"{tuple(w2.shape)}, s2 {tuple(s2.shape)}")
+                         f"{tuple(w2.shape)}, s2 {tuple(s2.shape)} (want [E, 2I, K/2], [E, 2I, K/32], [E, L, I/2], "
+                         "[E, L, I/32])")
+    check_shape(s, k, l, i, bk)
     n = i // s
     # gate/up: tiles [2S, BK], gate rows then up rows of each slice; slice j's tiles are one range
     gq, gs = fmt.to_tiled_layout(w13, s13, 2 * s, bk, gate_up=True)
@@ -101,7 +112,10 @@ def reference(w13, s13, w2, s2, x: torch.Tensor, runs: list[tuple[int, list[int]
                                                                                               torch.Tensor]:
     """(out fp32 [len(runs), MT, L], act fp32 [len(runs), MT, I]): each run's tokens through its expert as the kernel
     computes it (the `mma` decode's values, fp64 sums, act rounded to BF16), before any norm; MT the most tokens
-    of a run (the others padded with zero rows). runs: (expert, token rows of x)."""
+    of a run (the others padded with zero rows). runs: (expert, token rows of x). Raises ValueError for no runs, or
+    a negative expert or token (the kernel's -1 means none; here it would index from the end)."""
+    if not runs or any(e < 0 or not toks or min(toks) < 0 for e, toks in runs):
+        raise ValueError(f"runs must be (expert >= 0, [token >= 0, ...]) pairs, at least one, got {runs!r}")
     out, acts = [], []
     for e, toks in runs:
         a = fmt.dequantize_mxfp4_mma(w13[e], s13[e]).double()
@@ -520,10 +534,35 @@ def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int)
     return have[-1]
 
 
+def slice_config(config: dict) -> dict:
+    """This path's configuration keys, checked, with their defaults: slice_few (false), slice_max_pairs (32, at most
+    64: the routing is read into one program's registers), slice_width (32), slice_bk (256), slice_warps (8),
+    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2). Raises ValueError naming the key
+    (a string "false" would otherwise switch the path on)."""
+    c = {"few": config.get("slice_few", False), "max_pairs": config.get("slice_max_pairs", 32),
+         "s": config.get("slice_width", 32), "bk": config.get("slice_bk", 256), "w": config.get("slice_warps", 8),
+         "dr": config.get("slice_dr", 4), "maxnreg": config.get("slice_maxnreg", 128),
+         "per_sm": config.get("slice_per_sm", 2)}
+    if type(c["few"]) is not bool:
+        raise ValueError(f"slice_few must be true or false, got {c['few']!r}")
+    checks = (("slice_max_pairs", c["max_pairs"], lambda v: 1 <= v <= 64, "1 to 64"),
+              ("slice_width", c["s"], lambda v: v in (32, 64, 128), "32, 64 or 128"),
+              ("slice_bk", c["bk"], lambda v: v > 0 and v % 128 == 0, "a positive multiple of 128"),
+              ("slice_warps", c["w"], lambda v: v in (1, 2, 4, 8), "1, 2, 4 or 8"),
+              ("slice_dr", c["dr"], lambda v: v >= 1, "a positive integer"),
+              ("slice_per_sm", c["per_sm"], lambda v: v >= 1, "a positive integer"))
+    for key, v, ok, want in checks + ((("slice_maxnreg", c["maxnreg"], lambda v: 24 <= v <= 255, "24 to 255 or null"),)
+                                      if c["maxnreg"] is not None else ()):
+        if type(v) is not int or not ok(v):
+            raise ValueError(f"{key} must be {want}, got {v!r}")
+    return c
+
+
 def slice_taken(config: dict, pairs: int) -> bool:
     """Whether a chunk of ``pairs`` (token, slot) pairs runs this path: config ``slice_few`` on and at most
-    ``slice_max_pairs`` pairs (64 at most: the routing is read into one program's registers)."""
-    return bool(config.get("slice_few")) and pairs <= min(config.get("slice_max_pairs", 32), 64)
+    ``slice_max_pairs`` pairs. Checks the keys (``slice_config``) wherever the gluon decode runs, on or off."""
+    c = slice_config(config)
+    return c["few"] and pairs <= c["max_pairs"]
 
 
 def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, out: torch.Tensor, eps: float, *,
@@ -535,14 +574,13 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     made at the first call, ``slices_of``). Config keys: slice_width S (32), slice_bk (256), slice_warps (8),
     slice_dr (4), slice_maxnreg (128; None: the compiler's choice), slice_per_sm (programs an SM, 2). Raises
     ValueError for shapes the configuration does not split."""
-    s, bk = config.get("slice_width", 32), config.get("slice_bk", 256)
-    w, dr = config.get("slice_warps", 8), config.get("slice_dr", 4)
-    maxnreg, per_sm = config.get("slice_maxnreg", 128), config.get("slice_per_sm", 2)
+    c = slice_config(config)
+    s, bk, w, dr, maxnreg, per_sm = c["s"], c["bk"], c["w"], c["dr"], c["maxnreg"], c["per_sm"]
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
     check_shape(s, l, l, i, bk)
-    if w not in (1, 2, 4, 8) or (l // bk) % w:
-        raise ValueError(f"slice_warps {w!r}: 1, 2, 4 or 8, splitting latent {l} / slice_bk {bk}")
+    if (l // bk) % w:
+        raise ValueError(f"slice_warps {w!r} must split latent {l} / slice_bk {bk}")
     if (l * s // 128) % (DOWN_TILE * w * dr) or l % (32 * w):
         raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
                          f"{DOWN_TILE} x {w} warps x {dr}")

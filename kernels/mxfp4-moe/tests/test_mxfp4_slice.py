@@ -72,6 +72,40 @@ def test_slice_layout_refuses_shapes_that_do_not_split(s, i, bk, why):
         sk.check_shape(s, 512, 256, i, bk) if i != 256 else sk.to_slice_layout(*w, s, bk)
 
 
+def test_careless_inputs_get_clear_errors():
+    """Found by a fresh user: a zero BK divided by zero, non-positive sizes passed, swapped weight and scale tensors
+    blamed BK, 2-D weights failed to unpack, a string "false" switched the path on and a null cap compared None,
+    and the reference took token -1 (the kernel's 'none') as the last token."""
+    sk = _sk()
+    from mxfp4_moe import kernel as K
+    for args, says in (((32, 512, 256, 256, 0), "BK must be a positive"), ((32, 0, 256, 256, 128), "K must be"),
+                       ((32, 512, 256, -32, 128), "intermediate size must"), ((True, 512, 256, 256, 128), "slice width")):
+        with pytest.raises(ValueError, match=says):
+            sk.check_shape(*args)
+    w13, s13, w2, s2 = _experts(1, 256, 512, 256, seed=2)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        sk.to_slice_layout(s13, w13, w2, s2, 32, 128)
+    with pytest.raises(TypeError, match="w13 must be a uint8 tensor"):
+        sk.to_slice_layout(w13[0], s13, w2, s2, 32, 128)
+    with pytest.raises(TypeError, match="s2 must be a uint8 tensor"):
+        sk.to_slice_layout(w13, s13, w2, s2.float(), 32, 128)
+    for bad, says in (({"slice_few": "false"}, "slice_few must be true or false"),
+                      ({"slice_max_pairs": None}, "slice_max_pairs must be 1 to 64"),
+                      ({"slice_max_pairs": 65}, "slice_max_pairs must be 1 to 64"),
+                      ({"slice_width": 16}, "slice_width must be"), ({"slice_bk": 0}, "slice_bk must be"),
+                      ({"slice_warps": 3}, "slice_warps must be"), ({"slice_dr": 0}, "slice_dr must be"),
+                      ({"slice_maxnreg": "128"}, "slice_maxnreg must be"), ({"slice_per_sm": 0}, "slice_per_sm")):
+        with pytest.raises(ValueError, match=says):
+            sk.slice_taken(bad, 8)
+    assert not sk.slice_taken({}, 8) and sk.slice_taken({"slice_few": True}, 32)
+    assert not sk.slice_taken({"slice_few": True}, 33) and sk.slice_taken({"slice_few": True, "slice_maxnreg": None}, 1)
+    assert K.unknown_config_keys({"slice_few": True, "slice_widht": 32})[0].startswith("'slice_widht' (did you mean")
+    x = torch.randn(2, 512).to(torch.bfloat16)
+    for runs in ([], [(0, [0, -1])], [(-1, [0])], [(0, [])]):
+        with pytest.raises(ValueError, match="runs must be"):
+            sk.reference(w13, s13, w2, s2, x, runs)
+
+
 def test_reference_matches_a_plain_dequantized_expert():
     sk = _sk()
     w13, s13, w2, s2 = _experts(1, 64, 256, 128, seed=3)
@@ -228,6 +262,6 @@ def test_routed_slice_path_refuses_shapes_it_does_not_split():
     x = torch.randn(1, 1024, device="cuda").to(torch.bfloat16)
     ids, w = torch.tensor([[0, 1]], device="cuda"), torch.full((1, 2), 0.5, device="cuda")
     for bad, says in (({"slice_warps": 8}, "slice_warps"), ({"slice_warps": 4, "slice_dr": 4}, "slice_dr"),
-                      ({"slice_width": 48}, "slice width")):
+                      ({"slice_width": 48}, "slice.width")):
         with pytest.raises(ValueError, match=says):
             mxfp4_moe_experts(x, ids, w, ex_t, config={"slice_few": True, **bad})
