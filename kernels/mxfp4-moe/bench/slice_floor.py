@@ -329,6 +329,13 @@ def compile_only(args) -> None:
                 print(f"  {mode:16} S {s:3} warps {warps:2}: {use}")
 
 
+def describe_device() -> int:
+    """Print the GPU, its SMs and the torch and Triton versions; return the SMs."""
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    return dev.multi_processor_count
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", default="ep8b1,ep2tp4b1,localb1,ep8b4,ep2tp4b4")
@@ -347,9 +354,7 @@ def main() -> int:
     if args.compile_only:
         compile_only(args)
         return 0
-    dev = torch.cuda.get_device_properties(0)
-    sms = dev.multi_processor_count
-    print(f"device: {dev.name}, {sms} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    sms = describe_device()
     norm_w = torch.ones(K, dtype=torch.float32, device="cuda")
     x = torch.zeros(16, K, dtype=torch.bfloat16, device="cuda")
     x[0] = torch.randn(K, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)

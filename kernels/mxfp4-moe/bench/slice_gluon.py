@@ -103,12 +103,9 @@ def main() -> int:
     if args.compile_only:
         compile_only(args)
         return 0
-    import triton
-
     from bench_mxfp4_moe import CHUNK_BYTES, floor_times, graph_time_us
-    dev = torch.cuda.get_device_properties(0)
-    sms = dev.multi_processor_count
-    print(f"device: {dev.name}, {sms} SMs, torch {torch.__version__}, triton {triton.__version__}")
+    from slice_floor import describe_device
+    sms = describe_device()
     gen = torch.Generator().manual_seed(7)
     for name in args.points.split(","):
         ne, isize = POINTS[name]

@@ -252,10 +252,9 @@ def _tokens_compact(ids_ptr, e, T, chunk, TOPK: gl.constexpr, TOPK_P2: gl.conste
 
 
 @gluon.jit
-def _mx_mma(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
-            a_l: gl.constexpr, b_l: gl.constexpr):
-    """acc [BLOCK_N, BLOCK_M] += decode(wq, ws) @ x: wq int32 words [BLOCK_N, 4, J/4, 4] (slice of W5),
-    ws E8M0 [BLOCK_N, 4, J/4], xp BF16 pairs as int32 [4, J, 4, BLOCK_M] (slice of X4)."""
+def _decode_a(wq, ws, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, a_l: gl.constexpr):
+    """The mma's A operand [BLOCK_N, BLOCK_K] BF16 in ``a_l``, decoded from wq int32 words [BLOCK_N, 4, J/4, 4]
+    (slice of W5) and ws E8M0 [BLOCK_N, 4, J/4]: logical k = 32(4h + jl) + 8c + 4half + b."""
     J: gl.constexpr = BLOCK_K // 32
     JH: gl.constexpr = J // 4
     f = ws.to(gl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
@@ -268,7 +267,16 @@ def _mx_mma(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK
     # lo/hi [BLOCK_N, 4, JH, 4, 4]: elements b / 4+b of word (h, jl)
     w6 = gl.join(lo, hi)  # [n, c, h, jl, b, half]
     w6 = gl.permute(w6, [0, 2, 3, 1, 5, 4])  # [n, h, jl, c, half, b]: k = 32(4h + jl) + 8c + 4half + b
-    wa = gl.convert_layout(gl.reshape(w6, [BLOCK_N, BLOCK_K]), a_l)
+    return gl.convert_layout(gl.reshape(w6, [BLOCK_N, BLOCK_K]), a_l)
+
+
+@gluon.jit
+def _mx_mma(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
+            a_l: gl.constexpr, b_l: gl.constexpr):
+    """acc [BLOCK_N, BLOCK_M] += decode(wq, ws) @ x: wq int32 words [BLOCK_N, 4, J/4, 4] (slice of W5),
+    ws E8M0 [BLOCK_N, 4, J/4], xp BF16 pairs as int32 [4, J, 4, BLOCK_M] (slice of X4)."""
+    J: gl.constexpr = BLOCK_K // 32
+    wa = _decode_a(wq, ws, BLOCK_N, BLOCK_K, a_l)
     x = gl.expand_dims(xp, 3)
     x = gl.broadcast(x, gl.full([4, J, 4, 2, BLOCK_M], 0, gl.int32, layout=x.type.layout))[0]
     x = gl.inline_asm_elementwise(_PAIR_ASM, "=r,r,r", [x], dtype=gl.bfloat16, is_pure=True, pack=2)

@@ -46,9 +46,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
 from . import format as fmt
-from .gluon_kernel import (_DECODE_ASM, _DECODE_CONSTRAINTS, _PAIR_ASM, _fence_gpu, _gdc_launch_dependents,
-                           _gdc_wait, _scales, _silu_mul_bf16, layouts)
-from .kernel import _MMA_FACTOR_BIAS, _MMA_UNSCALE
+from .gluon_kernel import (_decode_a, _fence_gpu, _gdc_launch_dependents, _gdc_wait, _mx_mma, _scales, _silu_mul_bf16,
+                           layouts)
+from .kernel import _MMA_UNSCALE
 
 # a barrier of the program's threads (bar.sync; it orders the CTA's memory accesses): Triton 3.6 gl.thread_barrier,
 # 3.9 gl.barrier (as ranked_kernel)
@@ -135,30 +135,8 @@ def _mma_bf16(wq, ws, xb, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLO
               a_l: gl.constexpr, b_l: gl.constexpr):
     """gluon_kernel._mx_mma with the B operand given as BF16 values xb [4, J, 4, 2, BLOCK_M] (X4's layout) instead
     of int32 pairs."""
-    J: gl.constexpr = BLOCK_K // 32
-    JH: gl.constexpr = J // 4
-    f = ws.to(gl.int32) * 0x00800080 + _MMA_FACTOR_BIAS
-    f = gl.expand_dims(gl.expand_dims(f, 3), 4)
-    w = gl.expand_dims(wq, 4)
-    w = gl.broadcast(w, gl.full([BLOCK_N, 4, JH, 4, 4], 0, gl.int32, layout=w.type.layout))[0]
-    f = gl.broadcast(f, w)[0]
-    lo, hi = gl.inline_asm_elementwise(_DECODE_ASM, _DECODE_CONSTRAINTS, [w, f],
-                                       dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4)
-    w6 = gl.permute(gl.join(lo, hi), [0, 2, 3, 1, 5, 4])
-    wa = gl.convert_layout(gl.reshape(w6, [BLOCK_N, BLOCK_K]), a_l)
-    x = gl.permute(xb, [1, 0, 2, 3, 4])
-    return mma_v2(wa, gl.convert_layout(gl.reshape(x, [BLOCK_K, BLOCK_M]), b_l), acc)
-
-
-@gluon.jit
-def _mma_pairs(wq, ws, xp, acc, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr, BLOCK_M: gl.constexpr,
-               a_l: gl.constexpr, b_l: gl.constexpr):
-    """_mma_bf16 with the B operand as int32 BF16 pairs [4, J, 4, BLOCK_M] (X4 sliced over its element dim)."""
-    J: gl.constexpr = BLOCK_K // 32
-    x = gl.expand_dims(xp, 3)
-    x = gl.broadcast(x, gl.full([4, J, 4, 2, BLOCK_M], 0, gl.int32, layout=x.type.layout))[0]
-    x = gl.inline_asm_elementwise(_PAIR_ASM, "=r,r,r", [x], dtype=gl.bfloat16, is_pure=True, pack=2)
-    return _mma_bf16(wq, ws, x, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
+    x = gl.reshape(gl.permute(xb, [1, 0, 2, 3, 4]), [BLOCK_K, BLOCK_M])
+    return mma_v2(_decode_a(wq, ws, BLOCK_N, BLOCK_K, a_l), gl.convert_layout(x, b_l), acc)
 
 
 @gluon.jit
@@ -262,11 +240,11 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
         wq_n = gl.load(w_ptrs + (it + 1) * TILE_W)
         ws_n = gl.load(s_ptrs + (it + 1) * TILE_S)
         xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
-        acc = _mma_pairs(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+        acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
         wq = wq_n
         ws = ws_n
     xp = gl.load(x_ptrs + (ITERS - 1) * (BK // 2), mask=x_mask, other=0)
-    acc = _mma_pairs(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+    acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
 
     # the warps' K ranges meet: warp w's column w MT + m to scratch [W, 2S, MT], then act [MT, S] to scratch
     o_r = gl.arange(0, BN, layout=gl.SliceLayout(1, mma))

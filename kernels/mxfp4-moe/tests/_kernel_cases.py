@@ -118,3 +118,32 @@ def assert_partials_both_ways(ex_ref: R.ExpertWeights, config: dict, seed: int, 
         res = check_tp_case(ex_ref, 32, 12, 4, 2, seed, "cuda", "gluon", {**config, "down_atomic": down_atomic})
         assert_ok(res, f"{label} partials down_atomic {down_atomic}")
         assert res["combine_rel"] < 1e-2, res
+
+
+def assert_graph_replays(ex: R.ExpertWeights, ex_t: R.ExpertWeights, experts: int, config: dict, seed: int) -> None:
+    """Four calls of 2 tokens, top-4 of ``experts``, back to back in one CUDA graph (PDL between them, where the
+    configuration has it), replayed three times into poisoned buffers: each replay's outputs are the reference's.
+    Each call runs once before the capture (compiles, and anything made at a first call)."""
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+
+    g = torch.Generator().manual_seed(seed)
+    ids, w = R.route(torch.randn(2, experts, generator=g), 4)
+    x = torch.randn(2, ex.latent_size, generator=g).to(torch.bfloat16).cuda()
+    ids, w = ids.cuda(), w.cuda()
+    ref = R.moe_experts_reference(x, ids, w, ex)
+    outs = [torch.full((2, ex.latent_size), float("nan"), device="cuda") for _ in range(4)]
+    for o in outs:
+        mxfp4_moe_experts(x, ids, w, ex_t, config=config, out=o)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for o in outs:
+            mxfp4_moe_experts(x, ids, w, ex_t, config=config, out=o)
+    for _ in range(3):
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for o in outs:
+            assert ((o - ref).norm() / ref.norm()).item() < 1e-2
+

@@ -111,30 +111,10 @@ def test_fused_pdl_and_id_types(pdl, ids_dtype):
 def test_fused_in_a_graph():
     """Four calls back to back in one CUDA graph (PDL between them), replayed three times: each replay's output
     is the reference's and the barrier's words are back to their state."""
-    from mxfp4_moe.kernel import mxfp4_moe_experts
+    from _kernel_cases import assert_graph_replays
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = _experts(54, base=0)
-    ex_t = ex.to_tiled_layout()
-    g = torch.Generator().manual_seed(54)
-    ids, w = R.route(torch.randn(2, 6, generator=g), 4)
-    x = torch.randn(2, 1024, generator=g).to(torch.bfloat16).cuda()
-    ids, w = ids.cuda(), w.cuda()
-    ref = R.moe_experts_reference(x, ids, w, ex)
-    outs = [torch.full((2, 1024), float("nan"), device="cuda") for _ in range(4)]
-    for o in outs:  # compile outside the capture
-        mxfp4_moe_experts(x, ids, w, ex_t, config=FUSED, out=o)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for o in outs:
-            mxfp4_moe_experts(x, ids, w, ex_t, config=FUSED, out=o)
-    for _ in range(3):
-        for o in outs:
-            o.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        for o in outs:
-            assert ((o - ref).norm() / ref.norm()).item() < 1e-2
+    assert_graph_replays(ex, ex.to_tiled_layout(), 6, FUSED, 54)
     assert _state_ok()
 
 
