@@ -30,12 +30,23 @@ from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
 from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
-from .replay import as_laid, popped, post_checked, replay, tampered_files, tampered_said, tampered_why, unwind
+from .replay import (
+    as_laid,
+    fix_report,
+    manifest_entry,
+    popped,
+    post_checked,
+    replay,
+    tampered_files,
+    tampered_said,
+    tampered_why,
+    unwind,
+)
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest, recover
-from .states import Action, State, TargetStatus
+from .states import CONFLICT_STATES, Action, State, TargetStatus
 from .status_fast import locked_files, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
@@ -46,7 +57,6 @@ from .tree import Tree, decode, file_hashes
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
     from collections.abc import Callable
 
-    from .evaluate import Evaluation
 
 
 def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -107,7 +117,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         tree.adopt(base)
     for fix in chain:
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost)
-        fr = _fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
+        fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         refused = ev.state is State.DRIFTED and ctx.report.strict
         if refused:
@@ -119,9 +129,9 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             if base is not None:  # a refused one too: nothing is written, the later fixes are judged on top of it
                 tree.adopt(post_checked(ctx, fix, tree, ev))
             if not refused:
-                plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
+                plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED))
         elif ev.state is State.UPSTREAMED:
-            plan.entries.append(_manifest_entry(fix, tree, Recorded.UPSTREAMED))
+            plan.entries.append(manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
             plan.reached = False
     _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
@@ -184,22 +194,6 @@ def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
         return False
     return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
         any(clean[p] != h for p, h in files.items())
-
-
-def _fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool) -> FixReport:
-    """``fix``'s line of the report; ``opt_in``: the profile lists it under opt_in (what the run selects by; a fix
-    whose fix.toml says default may be an opt-in of a profile)."""
-    laid = ev.state in (State.ABSENT, State.DRIFTED)
-    action = (Action.WOULD_APPLY if dry else Action.APPLIED) if laid else Action.NONE
-    messages = list(ev.messages)
-    if not selected and ev.state is State.APPLIED:
-        messages.append("not selected in this run; kept (revert removes it)")
-    return FixReport(fix.id, fix.version, fix.target, opt_in, selected, ev.state, action,
-                     [h.as_dict() for h in ev.offsets], messages, [h.refusal() for h in ev.refused])
-
-
-def _manifest_entry(fix: Fix, tree: Tree, state: Recorded) -> ManifestFix:
-    return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()))
 
 
 def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan, changes: list[FileChange] | None = None) -> Manifest:
@@ -273,23 +267,29 @@ def status(req: Request) -> Report:
 
 def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str, ...], plan: TargetPlan,
                    tampered: tuple[dict[str, list[str]], dict[str, str]], dry: bool) -> None:
-    """An opt-in this run does not select and no manifest entry lists may be in the files, applied by a run whose
-    record is gone (no manifest, or an entry lost) or by hand: found (our post-images, as for a selected fix), it is
-    reported and recorded, so that revert removes it. Before, with no manifest revert left its code and said the
-    image was the release; with a manifest, status listed it as not selected and revert refused. Looked for by the
-    lock's hashes first (:func:`fixpack.lost.unrecorded`: an opt-in whose files are not ours costs hashes only)."""
-    from .lost import partial_parse, unrecorded
+    """An opt-in this run does not select and no manifest entry lists may be in the files (a run whose record is gone,
+    or a hand edit): found whole (our post-images), it is reported and recorded, so that revert removes it; found in
+    part, it is reported in its state (partial: exit 4, nothing written), as revert names it, not as skipped. Looked
+    for by the lock's hashes first (:func:`fixpack.lost.unrecorded`: an opt-in whose files are not ours costs hashes
+    only)."""
+    from .lost import partial_parse, partly_said, unrecorded
 
     listed = {f.id for f in ctx.report.fixes}
     extra = [f for f in ctx.pack.ordered(ctx.profile.opt_in)
              if f.target == ft.spec.name and f.id not in wanted and f.id not in listed]
-    held = set(unrecorded(extra, tree, ctx.lock, partial_parse(ctx))[0]) if extra else set()
-    parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra if f.id in held])
-    for fix in (f for f in extra if f.id in held):
+    held, part = unrecorded(extra, tree, ctx.lock, partial_parse(ctx)) if extra else ([], {})
+    parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra if f.id in held or f.id in part])
+    for fix in (f for f in extra if f.id in held or f.id in part):
         ev = replay(fix, tree, ctx.lock, False, *tampered)
-        if ev.state is State.APPLIED:
-            ctx.report.fixes.append(_fix_report(fix, ev, False, dry, fix.id in ctx.profile.opt_in))
-            plan.entries.append(_manifest_entry(fix, tree, Recorded.APPLIED))
+        fr = fix_report(fix, ev, False, dry, True)
+        if ev.state is State.APPLIED and fix.id in held:
+            plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED))
+        elif fix.id in part and ev.state in CONFLICT_STATES:
+            fr.action, plan.reached = Action.NONE, False
+            fr.messages.insert(0, partly_said(part[fix.id]))
+        else:
+            continue
+        ctx.report.fixes.append(fr)
 
 
 def _list_unselected(ctx: Context) -> None:

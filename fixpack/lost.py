@@ -76,6 +76,12 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     return [f.id for f in fixes if f.id in held], partial
 
 
+def partly_said(paths: list[str]) -> str:
+    """The first message of an opt-in that a run does not select and that is partly in ``paths`` (status, apply)."""
+    return (f"opt-in, not selected in this run, but part of it is in {', '.join(paths)} (a run cut short, or a hand "
+            "edit): put its files back to the release (`revert` prints the command), or name it to see each hunk")
+
+
 def _some_in(fix: Fix, tree: Tree) -> bool:
     """A hunk of ``fix`` whose pre-image cannot be placed while its post-image is in its file (once, or more: a block
     copied by hand; a copied block leaves the fix ambiguous), or most of it is (:func:`_mostly_there`: a line the fix

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from .model import Fix, Pack
 from .records import Lock, LockFix, Manifest, ManifestFix, Recorded
+from .report import FixReport
 from .safepath import file_on_the_way
-from .states import State
+from .states import Action, State
 from .structs import replace
 from .tree import Tree, file_hashes
 
@@ -271,3 +272,20 @@ def tampered_why(files: list[str], rev: Pass, fix: Fix, root: Path) -> list[str]
 
 def tampered_said(why: list[str]) -> str:
     return "the manifest records it as applied, but " + "; ".join(why)
+
+
+def fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool) -> FixReport:
+    """``fix``'s line of the report; ``opt_in``: the profile lists it under opt_in (what the run selects by; a fix
+    whose fix.toml says default may be an opt-in of a profile)."""
+    laid = ev.state in (State.ABSENT, State.DRIFTED)
+    action = (Action.WOULD_APPLY if dry else Action.APPLIED) if laid else Action.NONE
+    messages = list(ev.messages)
+    if not selected and ev.state is State.APPLIED:
+        messages.append("not selected in this run; kept (revert removes it)")
+    return FixReport(fix.id, fix.version, fix.target, opt_in, selected, ev.state, action,
+                     [h.as_dict() for h in ev.offsets], messages, [h.refusal() for h in ev.refused])
+
+
+def manifest_entry(fix: Fix, tree: Tree, state: Recorded) -> ManifestFix:
+    """``fix``'s manifest entry in ``state``, with its files' hashes in ``tree``."""
+    return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()))

@@ -324,3 +324,38 @@ def test_an_upstreamed_record_the_files_bear_out_stays_upstreamed(builder):
     assert r.ok and {f.id: (f.state.value, f.action.value) for f in r.fixes} == {
         "first": ("upstreamed", "none"), "second": ("applied", "reverted")}, r.as_dict()
     assert r.fix("first").messages == ["upstreamed: not ours to revert"] and snapshot(target) == original
+
+
+@pytest.mark.parametrize("manifest", ["kept", "lost"])
+def test_an_unselected_opt_in_partly_in_the_files_is_named_partial_not_skipped(builder, manifest):
+    """Carried from a fresh user: an opt-in the run does not select, one of its two hunks in its file (a run cut
+    short, or a hand edit), and status and apply listed it as skipped, exit 0, though revert's refusal says that
+    `status` names it. Now status and apply call it partial (exit 4, nothing written), not selected; revert names it
+    and its put-back command, run as written, ends at the release."""
+    base = numbered(40)
+    other = "demo_pkg/b.py"
+    target, _ = builder.git_release({MOD: base, other: base})
+    builder.add_fix("a", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {other: base},
+                    {other: base.replace("line 10\n", "ten\n").replace("line 35\n", "thirty-five\n")}, opt_in=True)
+    builder.profile(["a"], ["two"])
+    builder.lock(target)
+    assert engine.apply(builder.request(target)).ok
+    if manifest == "lost":
+        subprocess.run(["rm", "-r", str(target / ".fixpack")], check=True)
+    (target / other).write_text(base.replace("line 10\n", "ten\n"))  # one hunk of two
+    before = snapshot(target)
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(target))
+        assert r.exit_code == 4 and r.fix("two").state == "partial" and not r.fix("two").selected, r.fixes
+        assert r.fix("a").state == "applied" and snapshot(target) == before
+        assert r.fix("two").messages[0].startswith("opt-in, not selected in this run, but part of it is in "
+                                                   f"{other}"), r.fix("two").messages
+    said = _refusal(builder, target)
+    assert "holds part of two" in said, said
+    _put_back(said, target, [other] if manifest == "lost" else sorted([MOD, other]))
+    if manifest == "lost":  # a's post-image is still there: recorded, then reverted
+        _run_each(said, HELD)
+    else:  # every file the manifest lists went back: the revert finds the release
+        _run_each(said, ("then revert with: ",))
+    assert (target / other).read_text() == base and (target / MOD).read_text() == base
