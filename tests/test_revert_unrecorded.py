@@ -359,3 +359,28 @@ def test_an_unselected_opt_in_partly_in_the_files_is_named_partial_not_skipped(b
     else:  # every file the manifest lists went back: the revert finds the release
         _run_each(said, ("then revert with: ",))
     assert (target / other).read_text() == base and (target / MOD).read_text() == base
+
+
+def test_a_partial_opt_in_sharing_a_file_with_a_found_fix_puts_back_that_fix_files_too(builder):
+    """Found by a fresh user on the real release: no manifest, a default fix over two files, and an opt-in partly in
+    one of them. Revert's steps put back the opt-in's file only, so the default fix was left in its other file and
+    the steps' apply stopped on it (partial, exit 4). The put-back now takes every file of a fix found whole that
+    shares a file with what goes back; the steps, run as written, end at the release."""
+    base = numbered(40)
+    other = "demo_pkg/b.py"
+    target, _ = builder.git_release({MOD: base, other: base})
+    builder.add_fix("d", {MOD: base, other: base},
+                    {MOD: base.replace("line 3\n", "three\n"), other: base.replace("line 20\n", "twenty\n")})
+    after_d = base.replace("line 20\n", "twenty\n")
+    builder.add_fix("two", {other: after_d},
+                    {other: after_d.replace("line 5\n", "five\n").replace("line 35\n", "thirty-five\n")}, opt_in=True)
+    builder.profile(["d"], ["two"])
+    builder.lock(target)
+    assert engine.apply(builder.request(target)).ok
+    subprocess.run(["rm", "-r", str(target / ".fixpack")], check=True)
+    (target / other).write_text(after_d.replace("line 5\n", "five\n"))  # one hunk of two
+    said = _refusal(builder, target)
+    assert "holds part of two" in said and "holds d" in said, said
+    _put_back(said, target, sorted([MOD, other]))
+    _run_each(said, HELD)
+    assert (target / other).read_text() == base and (target / MOD).read_text() == base
