@@ -499,12 +499,16 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
                 f"{ctx.rerun(ctx.report.command, ctx.report.strict, names)}{too}")
     if behind:
         return f"next: {said}; {name_too(ctx, behind, own=ctx.behind_of.get(fix.id, behind))}"
-    what = f"{', '.join(files)} differs from the release" if not gone else \
-        f"{', '.join(files)} is missing or differs from the release"
+    one = len(files) == 1
+    what = f"{', '.join(files)} {'differs' if one else 'differ'} from the release" if not gone else \
+        f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
+    from .lost import _with_sharers  # a fix found whole, no manifest listing it, in one of them: its files too
+    whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fr.target and f.id not in recorded
+             and f.id != fr.id and f.state is State.APPLIED]
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, files)}; then run {again} (apply --reject DIR writes the refused hunks as .rej "
-            f"files to compare)")
+            f"{restore_how(ctx, ft, _with_sharers(ctx, whole, set(files)))}; then run {again} (apply --reject DIR "
+            "writes the refused hunks as .rej files to compare)")
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",

@@ -384,3 +384,32 @@ def test_a_partial_opt_in_sharing_a_file_with_a_found_fix_puts_back_that_fix_fil
     _put_back(said, target, sorted([MOD, other]))
     _run_each(said, HELD)
     assert (target / other).read_text() == base and (target / MOD).read_text() == base
+
+
+def test_status_next_step_for_a_partial_opt_in_takes_the_files_of_a_fix_sharing_them(builder):
+    """Seen by two fresh users on the real release: status's next step for an opt-in partly in a file that a lost
+    default fix (found whole) also changes put back that file alone, so the next status found the default fix
+    partial (exit 4) and it took a second round. The step now puts back that fix's other files too: the status after
+    it is clean, and the fix's files differ is said in the plural."""
+    base = numbered(40)
+    other = "demo_pkg/b.py"
+    target, _ = builder.git_release({MOD: base, other: base})
+    builder.add_fix("d", {MOD: base, other: base},
+                    {MOD: base.replace("line 3\n", "three\n"), other: base.replace("line 20\n", "twenty\n")})
+    after_d = base.replace("line 20\n", "twenty\n")
+    builder.add_fix("two", {other: after_d},
+                    {other: after_d.replace("line 5\n", "five\n").replace("line 35\n", "thirty-five\n")}, opt_in=True)
+    builder.profile(["d"], ["two"])
+    builder.lock(target)
+    assert engine.apply(builder.request(target)).ok
+    subprocess.run(["rm", "-r", str(target / ".fixpack")], check=True)
+    (target / other).write_text(after_d.replace("line 5\n", "five\n"))  # one hunk of two
+    st = engine.status(builder.request(target))
+    assert st.exit_code == 4 and st.fix("two").state == "partial" and st.fix("d").state == "applied", st.fixes
+    step = st.fix("two").messages[-1]
+    assert step.startswith(f"next: {other} differs from the release where the fix goes"), step
+    command = step.split("put it back: ", 1)[1].split("; then run ", 1)[0]
+    assert command == f"git -C {target} checkout HEAD -- {other} {MOD}", command
+    subprocess.run(command, shell=True, check=True)
+    again = engine.status(builder.request(target))
+    assert again.exit_code == 0 and again.fix("d").state == "absent", again.fixes
