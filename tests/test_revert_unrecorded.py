@@ -361,11 +361,9 @@ def test_an_unselected_opt_in_partly_in_the_files_is_named_partial_not_skipped(b
     assert (target / other).read_text() == base and (target / MOD).read_text() == base
 
 
-def test_a_partial_opt_in_sharing_a_file_with_a_found_fix_puts_back_that_fix_files_too(builder):
-    """Found by a fresh user on the real release: no manifest, a default fix over two files, and an opt-in partly in
-    one of them. Revert's steps put back the opt-in's file only, so the default fix was left in its other file and
-    the steps' apply stopped on it (partial, exit 4). The put-back now takes every file of a fix found whole that
-    shares a file with what goes back; the steps, run as written, end at the release."""
+def _sharing_partial(builder):  # type: ignore[no-untyped-def]
+    """A release checkout with the default fix d over two files and the opt-in two over one of them, d applied and
+    its manifest lost, one hunk of two's laid by hand: (target, the files' release text, two's file)."""
     base = numbered(40)
     other = "demo_pkg/b.py"
     target, _ = builder.git_release({MOD: base, other: base})
@@ -379,6 +377,15 @@ def test_a_partial_opt_in_sharing_a_file_with_a_found_fix_puts_back_that_fix_fil
     assert engine.apply(builder.request(target)).ok
     subprocess.run(["rm", "-r", str(target / ".fixpack")], check=True)
     (target / other).write_text(after_d.replace("line 5\n", "five\n"))  # one hunk of two
+    return target, base, other
+
+
+def test_a_partial_opt_in_sharing_a_file_with_a_found_fix_puts_back_that_fix_files_too(builder):
+    """Found by a fresh user on the real release: no manifest, a default fix over two files, and an opt-in partly in
+    one of them. Revert's steps put back the opt-in's file only, so the default fix was left in its other file and
+    the steps' apply stopped on it (partial, exit 4). The put-back now takes every file of a fix found whole that
+    shares a file with what goes back; the steps, run as written, end at the release."""
+    target, base, other = _sharing_partial(builder)
     said = _refusal(builder, target)
     assert "holds part of two" in said and "holds d" in said, said
     _put_back(said, target, sorted([MOD, other]))
@@ -391,19 +398,7 @@ def test_status_next_step_for_a_partial_opt_in_takes_the_files_of_a_fix_sharing_
     default fix (found whole) also changes put back that file alone, so the next status found the default fix
     partial (exit 4) and it took a second round. The step now puts back that fix's other files too: the status after
     it is clean, and the fix's files differ is said in the plural."""
-    base = numbered(40)
-    other = "demo_pkg/b.py"
-    target, _ = builder.git_release({MOD: base, other: base})
-    builder.add_fix("d", {MOD: base, other: base},
-                    {MOD: base.replace("line 3\n", "three\n"), other: base.replace("line 20\n", "twenty\n")})
-    after_d = base.replace("line 20\n", "twenty\n")
-    builder.add_fix("two", {other: after_d},
-                    {other: after_d.replace("line 5\n", "five\n").replace("line 35\n", "thirty-five\n")}, opt_in=True)
-    builder.profile(["d"], ["two"])
-    builder.lock(target)
-    assert engine.apply(builder.request(target)).ok
-    subprocess.run(["rm", "-r", str(target / ".fixpack")], check=True)
-    (target / other).write_text(after_d.replace("line 5\n", "five\n"))  # one hunk of two
+    target, base, other = _sharing_partial(builder)
     st = engine.status(builder.request(target))
     assert st.exit_code == 4 and st.fix("two").state == "partial" and st.fix("d").state == "applied", st.fixes
     step = st.fix("two").messages[-1]
