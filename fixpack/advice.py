@@ -503,11 +503,10 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     what = f"{', '.join(files)} {'differs' if one else 'differ'} from the release" if not gone else \
         f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
-    from .lost import _with_sharers  # a fix found whole, no manifest listing it, in one of them: its files too
     whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fr.target and f.id not in recorded
-             and f.id != fr.id and f.state is State.APPLIED]
+             and f.id != fr.id and f.state is State.APPLIED]  # found whole, no manifest listing it: its files too
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, _with_sharers(ctx, whole, set(files)))}; then run {again} (apply --reject DIR "
+            f"{restore_how(ctx, ft, ctx.pack.with_sharers(whole, set(files)))}; then run {again} (apply --reject DIR "
             "writes the refused hunks as .rej files to compare)")
 
 

@@ -76,19 +76,6 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     return [f.id for f in fixes if f.id in held], partial
 
 
-def _with_sharers(ctx: Context, held: list[str], files: set[str]) -> list[str]:
-    """``files`` and every file of a fix found whole (``held``) that changes one of them, until none is added: put
-    back without them, such a fix is left in its other files only, and the apply that records it stops on it."""
-    grown = True
-    while grown:
-        grown = False
-        for fid in held:
-            paths = set(ctx.pack.fixes[fid].touched_paths())
-            if paths & files and not paths <= files:
-                files, grown = files | paths, True
-    return sorted(files)
-
-
 def partly_said(paths: list[str]) -> str:
     """The first message of an opt-in that a run does not select and that is partly in ``paths`` (status, apply)."""
     return (f"opt-in, not selected in this run, but part of it is in {', '.join(paths)} (a run cut short, or a hand "
@@ -173,7 +160,8 @@ def refuse_unrecorded(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manif
     steps, how = [], ""
     if partial or unsettled:  # first: its files back (an apply would refuse a fix only partly there: exit 4)
         back = {p for ps in partial.values() for p in ps} | set(manifest.files if manifest else ())
-        files = _with_sharers(ctx, held, back | {p for fid in unsettled for p in ctx.pack.fixes[fid].touched_paths()})
+        back |= {p for fid in unsettled for p in ctx.pack.fixes[fid].touched_paths()}
+        files = ctx.pack.with_sharers(held, back)  # a fix found whole in one of them: its files too
         has, settle, _unknown = recorded_has(ctx, ft, files)
         how = to_release(ctx, ft, files, has, settle)
         what = "its files" if manifest is None else "its files and every file the manifest lists"

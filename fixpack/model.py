@@ -323,3 +323,17 @@ class Pack:
         """The fixes named in ``ids``, in the series' order."""
         wanted = set(ids)
         return tuple(self.fixes[i] for i in self.series if i in wanted)
+
+    def with_sharers(self, ids: list[str], files: set[str]) -> list[str]:
+        """``files`` (paths) and every file of a fix in ``ids`` that changes one of them, until none is added, sorted:
+        what goes back to the release with ``files`` so that none of those fixes is left in part of its files (its
+        hunks in some, its files' release text in others: partial)."""
+        grown = True
+        while grown:
+            grown = False
+            for fid in ids:
+                paths = set(self.fixes[fid].touched_paths())
+                if paths & files and not paths <= files:
+                    files, grown = files | paths, True
+        return sorted(files)
+
