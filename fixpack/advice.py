@@ -504,7 +504,7 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
         f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
     whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fr.target and f.id not in recorded
-             and f.id != fr.id and f.state is State.APPLIED]  # found whole, no manifest listing it: its files too
+             and f.state is State.APPLIED]  # found whole, no manifest listing it: its files too
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
             f"{restore_how(ctx, ft, ctx.pack.with_sharers(whole, set(files)))}; then run {again} (apply --reject DIR "
             "writes the refused hunks as .rej files to compare)")

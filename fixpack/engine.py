@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch i
     from collections.abc import Callable
 
 
-
 def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
     target = ft.spec.name
     recorded = manifest.applied_ids() if manifest else set()
@@ -284,8 +283,8 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
         fr = fix_report(fix, ev, False, dry, True)
         if ev.state is State.APPLIED and fix.id in held:
             plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED))
-        elif fix.id in part and ev.state in CONFLICT_STATES:
-            fr.action, plan.reached = Action.NONE, False
+        elif fix.id in part and ev.state in CONFLICT_STATES:  # (its action none: fix_report's for these states)
+            plan.reached = False
             fr.messages.insert(0, partly_said(part[fix.id]))
         else:
             continue

@@ -336,4 +336,3 @@ class Pack:
                 if paths & files and not paths <= files:
                     files, grown = files | paths, True
         return sorted(files)
-

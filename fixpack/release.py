@@ -83,12 +83,13 @@ def _check_version(version: str) -> None:
     from packaging.version import InvalidVersion, Version
 
     try:
-        if version != version.strip():  # (Version strips it; the folder name would not)
-            raise InvalidVersion(version)
         Version(version)
+        valid = version == version.strip()  # (Version strips it; the cache folder's name would not)
     except InvalidVersion:
+        valid = False
+    if not valid:
         raise BadInputError(f"version {version!r}: not a release version (PEP 440, e.g. 0.31.0); nothing was "
-                            f"fetched") from None
+                            f"fetched")
 
 
 def drop_dead_unpacks(cache: Path, progress: Progress = QUIET) -> None:

@@ -51,7 +51,6 @@ def compile_only(args) -> None:
     import triton
 
     from sm90_compile import compile_gluon, cuobjdump
-    from mxfp4_moe.gluon_kernel import layouts
 
     print(f"compiled for sm_90 by Triton {triton.__version__} (the GPU runs of issue #18 used 3.6)")
     ptrs = {"x_ptr": "*i32", "wq_ptr": "*i32", "wb_ptr": "*u8", "run_ptr": "*i32", "y_ptr": "*fp32",
@@ -59,17 +58,13 @@ def compile_only(args) -> None:
             "scr_ptr": "*fp32", "act_ptr": "*bf16", "ids_ptr": "*i32", "wts_ptr": "*fp32", "u_ptr": "*fp32"}
     for s, w, bk, dr, pf, mx in _configs(args):
         try:
-            sk.check_shape(s, K, L, 4096, bk)
-            if (K // bk) % w or (L * s // 128) % (sk.DOWN_TILE * w * dr):
-                raise ValueError(f"{w} warps and DR {dr} do not split K {K} / BK {bk} and the down block")
+            lay = sk.kernel_layouts(s, K, L, 4096, bk, w, dr)
         except ValueError as exc:
             print(f"  S {s} warps {w} BK {bk} DR {dr}: {exc}")
             continue
-        gu, gd = layouts(2 * s * w, bk, 8, w), layouts(sk.DOWN_TILE * w * dr, 128, 8, w)
         for norm in (True, False):
             consts = dict(S=s, K=K, L=L, I_SIZE=4096, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=norm, GDC=True,
-                          EPS=1e-6, PREFETCH=bool(pf), GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"],
-                          DX4=gd["x4"], DS3=gd["s3"], ROUTED=args.routed, TOPK=8, P_P2=32)
+                          EPS=1e-6, PREFETCH=bool(pf), **lay, ROUTED=args.routed, TOPK=8, P_P2=32)
             ck = compile_gluon(sk._slice_kernel, ptrs, ("T", "expert_base", "n_local", "stride_g"), consts, mx or None,
                                num_warps=w)
             use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))

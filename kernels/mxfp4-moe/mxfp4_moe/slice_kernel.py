@@ -191,8 +191,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
     a_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=8)
     b_l: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=8)
-    W5: gl.constexpr = GW5
-    W4: gl.constexpr = gl.SliceLayout(4, W5)
+    W4: gl.constexpr = gl.SliceLayout(4, GW5)
     w3: gl.constexpr = gl.SliceLayout(3, W4)
     r_ = gl.arange(0, BN, layout=gl.SliceLayout(1, gl.SliceLayout(2, w3)))
     c_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, w3)))
@@ -202,10 +201,9 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     piece = (((rr[:, None, None] // 8) * JH + h_[None, None, :]) * 8 + rr[:, None, None] % 8) * 4 \
         + c_[None, :, None] + (wr * (ITERS * TILE_W // 4))[:, None, None]
     w_ptrs = wq_ptr + blk // 4 + piece[:, :, :, None] * 4 + j_[None, None, None, :]
-    S3: gl.constexpr = GS3
-    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, S3)))
-    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, S3)))
-    s_e = gl.arange(0, (BN // 8) * JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, S3)))
+    s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, GS3)))
+    s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, GS3)))
+    s_e = gl.arange(0, (BN // 8) * JH, layout=gl.SliceLayout(0, gl.SliceLayout(1, GS3)))
     s_q = s_e // JH
     s_w = (s_q // 2) % W
     s_qt = s_q % 2 + 2 * (s_q // (2 * W))
@@ -216,16 +214,14 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     ws = gl.load(s_ptrs)
 
     # the token tile: column n is token n % MT of the run, read from K range n // MT
-    X4: gl.constexpr = GX4
-    X3: gl.constexpr = gl.SliceLayout(3, X4)
+    X3: gl.constexpr = gl.SliceLayout(3, GX4)
     xs: gl.constexpr = gl.SliceLayout(3, X3)
     x_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, xs)))
     x_j = gl.arange(0, J, layout=gl.SliceLayout(0, gl.SliceLayout(2, xs)))
     x_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, xs)))
     x_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3))))
     if ROUTED:
-        x_tok = gl.zeros([BLOCK_M], gl.int32, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, X3)))) \
-            + pos // TOPK
+        x_tok = gl.zeros_like(x_n) + pos // TOPK
     else:
         x_tok = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + x_n % MT)
     x_has = (x_n < W * MT) & (x_tok >= 0)
@@ -269,7 +265,6 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     # ---- down: B' [128, BLOCK_M] block-diagonal (module docstring), in X4's layout of the down GEMM
     SB: gl.constexpr = S // 32  # scale blocks a slice row
     RPR: gl.constexpr = 128 // S  # slice rows an A' row
-    D5: gl.constexpr = DW5
     b_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
     b_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
     b_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
@@ -291,7 +286,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     DTILE_S: gl.constexpr = _DT * 4
     DW0: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32)
     DS0: gl.constexpr = DW0 + L * (S // 2)
-    D4: gl.constexpr = gl.SliceLayout(4, D5)
+    D4: gl.constexpr = gl.SliceLayout(4, DW5)
     d3: gl.constexpr = gl.SliceLayout(3, D4)
     dr_ = gl.arange(0, BND, layout=gl.SliceLayout(1, gl.SliceLayout(2, d3)))
     dc_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, d3)))
@@ -317,7 +312,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     e_arow = (ew * DR + err // _DT) * _DT + err % _DT  # A' row within the step
     e_sub = e_n // MT
     if ROUTED:
-        e_out = gl.zeros([BLOCK_M], gl.int32, layout=gl.SliceLayout(0, dmma)) + pos
+        e_out = gl.zeros_like(e_n) + pos
     else:
         e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
     e_ok = (e_sub < RPR) & (e_out >= 0)
@@ -456,6 +451,22 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
             gl.store(out_ptr + pid.to(gl.int64) * L + cols, gl.zeros([L], gl.float32, layout=nl))
 
 
+def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int, block_m: int = 8) -> dict:
+    """The layout constexprs of ``_slice_kernel`` (GW5 .. DS3: gluon_kernel.layouts of its gate/up rows, 2S a warp,
+    and of its down steps, DR tiles of 32 A' rows a warp), once the shape splits: ``check_shape``, K / BK tiles over
+    the warps (slice_warps), the down block's L S / 128 rows of A' into steps of 32 x warps x DR (slice_dr), L over
+    the warps' threads. Raises ValueError naming the configuration key otherwise."""
+    check_shape(s, k, l, i, bk)
+    if (k // bk) % warps:
+        raise ValueError(f"slice_warps {warps!r} must split latent {k} / slice_bk {bk}")
+    if (l * s // 128) % (DOWN_TILE * warps * dr) or l % (32 * warps):
+        raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
+                         f"{DOWN_TILE} x {warps} warps x {dr}")
+    gu = layouts(2 * s * warps, bk, block_m, warps)
+    gd = layouts(DOWN_TILE * warps * dr, 128, block_m, warps)
+    return dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
+
+
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
            mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
            prefetch: bool = False, maxnreg: int | None = None):
@@ -466,14 +477,8 @@ def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, 
     k, l = x.shape[1], y.shape[1]
     if warps * mt > block_m:
         raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
-    if (k // bk) % warps:
-        raise ValueError(f"K {k} / BK {bk} does not split over {warps} warps")
-    if (l * s // 128) % (DOWN_TILE * warps * dr):
-        raise ValueError("the down rows do not split into steps")
+    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m)
     grid = runs.shape[0] * (i_size // s)
-    gu = layouts(2 * s * warps, bk, block_m, warps)
-    gd = layouts(DOWN_TILE * warps * dr, 128, block_m, warps)
-    lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
                            runs, norm_w, y, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
@@ -528,10 +533,10 @@ def slice_config(config: dict) -> dict:
               ("slice_bk", c["bk"], lambda v: v > 0 and v % 128 == 0, "a positive multiple of 128"),
               ("slice_warps", c["w"], lambda v: v in (1, 2, 4, 8), "1, 2, 4 or 8"),
               ("slice_dr", c["dr"], lambda v: v >= 1, "a positive integer"),
-              ("slice_per_sm", c["per_sm"], lambda v: v >= 1, "a positive integer"))
-    for key, v, ok, want in checks + ((("slice_maxnreg", c["maxnreg"], lambda v: 24 <= v <= 255, "24 to 255 or null"),)
-                                      if c["maxnreg"] is not None else ()):
-        if type(v) is not int or not ok(v):
+              ("slice_per_sm", c["per_sm"], lambda v: v >= 1, "a positive integer"),
+              ("slice_maxnreg", c["maxnreg"], lambda v: 24 <= v <= 255, "24 to 255 or null"))
+    for key, v, ok, want in checks:
+        if not (type(v) is int and ok(v)) and not (key == "slice_maxnreg" and v is None):
             raise ValueError(f"{key} must be {want}, got {v!r}")
     return c
 
@@ -556,21 +561,13 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     s, bk, w, dr, maxnreg, per_sm = c["s"], c["bk"], c["w"], c["dr"], c["maxnreg"], c["per_sm"]
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
-    check_shape(s, l, l, i, bk)
-    if (l // bk) % w:
-        raise ValueError(f"slice_warps {w!r} must split latent {l} / slice_bk {bk}")
-    if (l * s // 128) % (DOWN_TILE * w * dr) or l % (32 * w):
-        raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
-                         f"{DOWN_TILE} x {w} warps x {dr}")
+    lay = kernel_layouts(s, l, l, i, bk, w, dr)
     p = t * topk
     p2 = max(2, 1 << (p - 1).bit_length())
     grid = max(sms * per_sm, p)
     ws = _workspace(x.device, p2, l, grid, w, s)
     buf = slices_of(ex, s, bk)
     ids32 = ids.to(torch.int32).contiguous()
-    gu = layouts(2 * s * w, bk, 8, w)
-    gd = layouts(DOWN_TILE * w * dr, 128, 8, w)
-    lay = dict(GW5=gu["w5"], GX4=gu["x4"], GS3=gu["s3"], DW5=gd["w5"], DX4=gd["x4"], DS3=gd["s3"])
     pdl = config.get("pdl", True)
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     g = ex.norm_weight

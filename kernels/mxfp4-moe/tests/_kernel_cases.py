@@ -146,4 +146,3 @@ def assert_graph_replays(ex: R.ExpertWeights, ex_t: R.ExpertWeights, experts: in
         torch.cuda.synchronize()
         for o in outs:
             assert ((o - ref).norm() / ref.norm()).item() < 1e-2
-

@@ -72,6 +72,18 @@ def test_slice_layout_refuses_shapes_that_do_not_split(s, i, bk, why):
         sk.check_shape(s, 512, 256, i, bk) if i != 256 else sk.to_slice_layout(*w, s, bk)
 
 
+def test_kernel_layouts_refuse_warps_and_steps_that_do_not_split():
+    """The one check of a launch's shape (the bench's launch, experts_forward, --compile-only): the slice_* key named."""
+    sk = _sk()
+    lay = sk.kernel_layouts(32, 1024, 1024, 512, 256, 4, 2)
+    assert sorted(lay) == ["DS3", "DW5", "DX4", "GS3", "GW5", "GX4"]
+    for args, says in (((32, 1024, 1024, 512, 256, 8, 1), "slice_warps 8 must split latent 1024"),
+                       ((32, 1024, 1024, 512, 256, 4, 4), "slice_dr 4: the down block's 256 rows"),
+                       ((48, 1024, 1024, 512, 256, 4, 1), "slice width 48")):
+        with pytest.raises(ValueError, match=says):
+            sk.kernel_layouts(*args)
+
+
 def test_careless_inputs_get_clear_errors():
     """Found by a fresh user: a zero BK divided by zero, non-positive sizes passed, swapped weight and scale tensors
     blamed BK, 2-D weights failed to unpack, a string "false" switched the path on and a null cap compared None,
@@ -122,7 +134,7 @@ def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed):
     buf = sk.to_slice_layout(*w, s, bk)
     t = 1 + max(tok for _, toks in runs_l for tok in toks)
     x = torch.randn(t, k, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16).cuda()
-    rows = [[tok if tok >= 0 else -1 for tok in toks] + [-1] * (mt - len(toks)) for _, toks in runs_l]
+    rows = [toks + [-1] * (mt - len(toks)) for _, toks in runs_l]  # -1: no token there
     outs = [[r * mt + m if tok >= 0 else -1 for m, tok in enumerate(row)] for r, row in enumerate(rows)]
     runs = torch.tensor([[e] + row + o for (e, _), row, o in zip(runs_l, rows, outs)], dtype=torch.int32,
                         device="cuda")
