@@ -3,8 +3,9 @@
 stops before it touches the image.
 
 Each check names the option as the user gave it. An output inside a target is bad input (exit 2: it would
-be a file of the image it describes); a missing parent folder is bad input too (it is named, never made:
-a typo should not grow a tree of folders); a folder that exists but cannot be written is the environment
+be a file of the image it describes), and so is one inside the pack the run reads (its lock, series, patches); a
+missing parent folder is bad input too (it is named, never made: a typo should not grow a tree of folders); a folder
+that exists but cannot be written is the environment
 (exit 5), as is a write that still fails later (:func:`write_failed`).
 """
 
@@ -20,20 +21,26 @@ from .fsio import temp_folder
 from .run import Request, find_target, prepare
 
 
-def target_roots(req: Request) -> list[tuple[str, Path]]:
-    """The (name, root) of every target the request locates (the skipped ones are not looked for)."""
+def target_roots(req: Request) -> tuple[list[tuple[str, Path]], Path]:
+    """The (name, root) of every target the request locates (the skipped ones are not looked for), and the pack's
+    root."""
     ctx = prepare(req, "status", need_lock=False)  # loads the pack and the profile; parses no patch
     found = [find_target(spec, req)[1] for spec in ctx.profile.targets]
-    return [(ft.spec.name, ft.root) for ft in found if ft is not None]
+    return [(ft.spec.name, ft.root) for ft in found if ft is not None], ctx.pack.root
 
 
-def refuse_inside(out: Path, option: str, roots: list[tuple[str, Path]], why: str) -> None:
-    """BadInputError when ``out`` is, or lies inside, one of the targets' roots."""
+IN_PACK = ("the pack's files (its lock, series, patches) are what a run reads: give a path outside the pack; nothing "
+           "was written")
+
+
+def refuse_inside(out: Path, option: str, roots: list[tuple[str, Path]], why: str, pack: Path | None = None) -> None:
+    """BadInputError when ``out`` is, or lies inside, one of the targets' roots, or the ``pack`` the run reads (an
+    SBOM written over its lock or series, rejects among its patches: found by a fresh user, exit 0)."""
     where = out.expanduser().resolve()
-    for name, root in roots:
-        root = root.resolve()
+    inside = [(f"the target {name}", root.resolve(), why) for name, root in roots]
+    for what, root, said in inside + ([("the pack", pack.resolve(), IN_PACK)] if pack is not None else []):
         if where == root or root in where.parents:
-            raise BadInputError(f"{option} {out}: inside the target {name} at {root}; {why}")
+            raise BadInputError(f"{option} {out}: inside {what} at {root}; {said}")
 
 
 def check_file(out: Path, option: str) -> None:
@@ -93,14 +100,15 @@ def write_failed(exc: OSError, path: Path, option: str, done: str) -> Environmen
 def check_outputs(req: Request, reject_dir: Path | None, sbom_out: Path | None) -> None:
     """``apply``'s ``--reject DIR`` and ``--sbom FILE``, before anything is written: outside every target,
     their folders there and writable."""
-    roots = target_roots(req)
+    roots, pack = target_roots(req)
     if reject_dir is not None:
         refuse_inside(reject_dir, "--reject", roots,
-                      "give a folder outside the target (rejects never go next to its files); nothing was written")
+                      "give a folder outside the target (rejects never go next to its files); nothing was written",
+                      pack)
         check_folder(reject_dir, "--reject")
     if sbom_out is not None:
         refuse_inside(sbom_out, "--sbom", roots, "write it outside the target (the SBOM describes the image, "
-                                                 "it is not a file of it); nothing was written")
+                                                 "it is not a file of it); nothing was written", pack)
         check_file(sbom_out, "--sbom")
         sbom_ready()
 

@@ -287,7 +287,7 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
                                 f"status` with the same options names what is wrong; nothing was written")
     states = told(states, held)
     if out is not None:
-        refuse_inside(out, option, [(st.found.spec.name, st.found.root) for st in states], INSIDE)
+        refuse_inside(out, option, [(st.found.spec.name, st.found.root) for st in states], INSIDE, ctx.pack.root)
     text = render(build_bom(ctx, states))
     if out is None:
         return SbomResult(None, text, False)

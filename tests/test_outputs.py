@@ -165,3 +165,27 @@ def test_a_folder_at_the_sbom_s_temp_path_is_refused_before_the_apply(image, cap
     code, _out, err = run(capsys, b, target, "apply", "--sbom", str(out_file))
     assert code == 2 and ".s.json.fixpack-tmp is a folder where the file is written" in err and \
         snapshot(target) == before, err
+
+
+@pytest.mark.parametrize("option,inside", [("--sbom", "profiles/p1.lock"), ("--sbom", "fixes/series"),
+                                           ("--reject", "fixes")])
+def test_an_output_inside_the_pack_is_refused_before_the_apply(image, capsys, option, inside):
+    """Found by a fresh user: `apply --sbom PACK/profiles/v0.30.0.lock` wrote the SBOM over the lock (exit 0), and
+    over fixes/series the next run stopped on the pack (exit 2); `--reject PACK/fixes` wrote .rej files among the
+    patches. The pack the run reads is refused as a place for its outputs, as a target is: exit 2, nothing written,
+    in the pack or the target."""
+    b, target = image
+    before, pack_before = snapshot(target), snapshot(b.pack)
+    code, _out, err = run(capsys, b, target, "apply", option, str(b.pack / inside))
+    assert code == 2 and f"{option} " in err and "inside the pack" in err, err
+    assert snapshot(target) == before and snapshot(b.pack) == pack_before
+
+
+def test_sbom_out_inside_the_pack_is_refused(image, capsys):
+    """The same for `sbom --out` (the one place that checks where both commands write)."""
+    b, target = image
+    assert run(capsys, b, target, "apply")[0] == 0
+    before, pack_before = snapshot(target), snapshot(b.pack)
+    code, _out, err = run(capsys, b, target, "sbom", "--out", str(b.pack / "fixes" / "series"))
+    assert code == 2 and "--out " in err and "inside the pack" in err, err
+    assert snapshot(target) == before and snapshot(b.pack) == pack_before
