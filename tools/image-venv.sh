@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Make a virtual environment that stands in for an image: vLLM VERSION on the torch that VERSION pins.
-# Usage: tools/image-venv.sh VERSION DIR
+# Usage: tools/image-venv.sh VERSION DIR [OTHER_VENV ...]
+#
+# pip keeps no cache of what it downloads here (--no-cache-dir: the 0.33.0 stand-in alone would leave
+# several GB of wheels behind). Each OTHER_VENV (tools/test.sh names .venv) shares its files with DIR:
+# a file of DIR's site-packages with the same content, mode and owner as one of
+# OTHER_VENV's becomes a hard link to it (util-linux's hardlink; torch 2.13.0, triton and most of vLLM's
+# requirements are the same files in the 0.30.0-0.32.0 stand-ins). The vllm package itself is never
+# linked: a proof patches it in place. Without util-linux's hardlink, nothing is shared.
 #
 # The torch pin is read from the release's own metadata (its `Requires-Dist: torch==X`, the same line
 # as in the sdist's PKG-INFO), fetched by pip without downloading the wheel (PEP 658 metadata):
@@ -11,9 +18,7 @@
 # TORCH=X overrides the pin (for a version whose metadata cannot be read).
 set -euo pipefail
 version=$1 dir=$2
-if "$dir/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')" >/dev/null 2>&1; then
-  exit 0
-fi
+shift 2
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 torch_pin() {  # the X of vLLM $version's "torch==X" requirement
   local report
@@ -31,18 +36,36 @@ print(pins[0])
 PY
   rm -f "$report"
 }
-torch=${TORCH:-$(torch_pin)}
-echo "image-venv: vLLM $version on torch $torch into $dir (a few minutes, 5.5 GB or more)"
-"${PYTHON:-python3}" -m venv "$dir"
-pip=("$dir/bin/python" -m pip install -q --disable-pip-version-check)
-quiet "${pip[@]}" "torch==$torch"
-quiet "${pip[@]}" "vllm==$version" pytest
-# What the proofs import. vLLM 0.30.0-0.32.0 pull in CUDA builds of torchvision, torchaudio and
-# torchcodec that fail to load beside the CPU torch 2.13.0 (and break these imports); dropping the three
-# fixes that (nothing the proofs run needs them). On 0.33.0 (CUDA torch 2.14.0) they load: kept.
-mods="vllm, vllm.v1.sample.ops.topk_topp_sampler, vllm.v1.core.sched.scheduler"
-mods="$mods, vllm.v1.executor.multiproc_executor, vllm.tokenizers.detokenizer_utils, vllm.v1.engine.logprobs"
-if ! "$dir/bin/python" -c "import $mods" >/dev/null 2>&1; then
-  "$dir/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
-  "$dir/bin/python" -c "import $mods" || { echo "image-venv: vLLM does not import in $dir" >&2; exit 1; }
+install() {
+  torch=${TORCH:-$(torch_pin)}
+  echo "image-venv: vLLM $version on torch $torch into $dir (a few minutes, 5.5 GB or more)"
+  "${PYTHON:-python3}" -m venv "$dir"
+  pip=("$dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir)
+  quiet "${pip[@]}" "torch==$torch"
+  quiet "${pip[@]}" "vllm==$version" pytest
+  # What the proofs import. vLLM 0.30.0-0.32.0 pull in CUDA builds of torchvision, torchaudio and
+  # torchcodec that fail to load beside the CPU torch 2.13.0 (and break these imports); dropping the three
+  # fixes that (nothing the proofs run needs them). On 0.33.0 (CUDA torch 2.14.0) they load: kept.
+  mods="vllm, vllm.v1.sample.ops.topk_topp_sampler, vllm.v1.core.sched.scheduler"
+  mods="$mods, vllm.v1.executor.multiproc_executor, vllm.tokenizers.detokenizer_utils, vllm.v1.engine.logprobs"
+  if ! "$dir/bin/python" -c "import $mods" >/dev/null 2>&1; then
+    "$dir/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+    "$dir/bin/python" -c "import $mods" || { echo "image-venv: vLLM does not import in $dir" >&2; exit 1; }
+  fi
+}
+# a DIR that has vLLM VERSION already is kept as it is (its files are still shared below)
+if ! "$dir/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')" >/dev/null 2>&1; then
+  install
+fi
+share=()
+for other in "$@"; do
+  [ -d "$other" ] && share+=("$other"/lib/python3*/site-packages)
+done
+if [ ${#share[@]} -gt 0 ]; then
+  if hardlink --version 2>/dev/null | grep -q util-linux; then
+    saved=$(hardlink -t -x '/site-packages/vllm/' "${share[@]}" "$dir"/lib/python3*/site-packages | sed -n 's/^Saved: *//p')
+    echo "image-venv: $dir shares its files that are the same as in $* (hard links): ${saved:-nothing} saved"
+  else
+    echo "image-venv: no util-linux hardlink on this machine: $dir shares no files with $*"
+  fi
 fi

@@ -18,8 +18,9 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   echo "setup: installing torch 2.13.0 (CPU) and vllm 0.30.0 into .venv (a few minutes, about 5.5 GB)"
-  quiet "${pip[@]}" torch==2.13.0
-  quiet "${pip[@]}" vllm==0.30.0
+  # no pip cache of these downloads (--no-cache-dir: GBs of wheels left behind that nothing reads again)
+  quiet "${pip[@]}" --no-cache-dir torch==2.13.0
+  quiet "${pip[@]}" --no-cache-dir vllm==0.30.0
   # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi

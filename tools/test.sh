@@ -9,10 +9,12 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/lint.sh
 images="v0.30.0=$PWD/.venv/bin/python"
+made=(.venv)  # each stand-in shares the files it has in common with these (hard links, tools/image-venv.sh)
 # profile name and pinned vLLM version of every committed profile but v0.30.0 (whose image is .venv)
 while read -r name version; do
   [ "$name" = v0.30.0 ] && continue
-  bash tools/image-venv.sh "$version" ".venv-vllm-$version"
+  bash tools/image-venv.sh "$version" ".venv-vllm-$version" "${made[@]}"
+  made+=(".venv-vllm-$version")
   images="$images $name=$PWD/.venv-vllm-$version/bin/python"
 done < <(.venv/bin/python - <<'PY'
 import pathlib, tomllib
