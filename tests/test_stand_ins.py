@@ -3,8 +3,8 @@
 tools/image-venv.sh VERSION .venv-vllm-VERSION .venv [earlier stand-ins] makes each non-empty file of
 the stand-in's site-packages that is byte-for-byte the same as .venv's file at the same path (same mode
 too) a hard link to it, so the four environments take about 16 GB, not 27; the vllm package is never
-linked, since a proof patches it in place. Skipped without $FIXPACK_IMAGE_PYTHONS naming tools/test.sh's own stand-ins, or
-without util-linux's hardlink (image-venv.sh then shares nothing and says so).
+linked, since a proof patches it in place. Skipped without $FIXPACK_IMAGE_PYTHONS naming tools/test.sh's
+own stand-ins, or without util-linux's hardlink (image-venv.sh then shares nothing and says so).
 """
 
 from __future__ import annotations
