@@ -142,8 +142,11 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
             "The pinned release does not hold it (the lock found its pre-image there), so it is not upstream's: apply "
             "records it as applied, and revert then takes it out; status and a dry run only report it"))
     if recorded:
-        if ev.state in (State.ABSENT, State.DRIFTED):
-            return Evaluation(State.APPLIED, ev.forward, ev.reverse, [LOST_CHAIN if lost else "already applied"])
+        if ev.state in (State.ABSENT, State.DRIFTED):  # a drifted one was laid on files not the lock's: said so
+            said = [LOST_CHAIN if lost else "already applied"]
+            if ev.state is State.DRIFTED:
+                said.append("laid on a drifted file, not as the lock has it: " + "; ".join(ev.messages))
+            return Evaluation(State.APPLIED, ev.forward, ev.reverse, said, ev.drifted)
         return Evaluation(State.TAMPERED, ev.forward, ev.reverse,
                           ["the manifest records it as applied, but it does not replay: " + "; ".join(ev.messages)])
     return ev

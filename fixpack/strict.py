@@ -58,6 +58,8 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
+    if fix.id in recorded:  # applied already, laid on the drifted file by a run without --strict
+        takes = "keeps it as it is" if word == "apply" else "reports it as applied, not a mismatch"
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     own = ctx.behind_of.get(fix.id, behind)
     drifting = {f.id for _fr, _ft, f, _files, _rec, _t in ctx.drift}  # without --strict they apply as drifted

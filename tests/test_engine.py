@@ -126,6 +126,34 @@ def test_drifted_applies_with_offset_and_strict_refuses(setup):
     assert any("offset +1" in m for m in r.fix("first").messages)
 
 
+def test_a_fix_laid_on_a_drifted_file_stays_drifted_under_strict_once_applied(setup):
+    """Applied without --strict on a drifted file, a fix is in, but not as the lock has it: status --strict said
+    "already applied" and exit 0, so a CI check of the image passed what apply --strict had refused. Now status and
+    apply under --strict report it drifted (an image mismatch, exit 3, nothing written) with the way back; without
+    --strict it is applied and says where it was laid. The way back, followed, makes status --strict pass."""
+    b, clean, target = setup
+    (target / MOD).write_text("# local header\n" + (target / MOD).read_text())
+    assert engine.apply(b.request(target)).ok
+    before = snapshot(target)
+    for run in (engine.status, engine.apply):
+        strict = run(b.request(target, strict=True))
+        assert strict.exit_code == 3 and snapshot(target) == before, strict.error
+        assert [(f.id, f.state.value, f.action.value) for f in strict.fixes[:2]] == [("first", "drifted", "none"),
+                                                                                     ("second", "drifted", "none")]
+        said = " ".join(strict.fix("first").messages)
+        assert "already applied laid on a drifted file" in said and "offset +1" in said
+        assert "revert first" in said and "without --strict, which " + (
+            "keeps it as it is" if run is engine.apply else "reports it as applied, not a mismatch") in said
+    for run in (engine.status, engine.apply):
+        r = run(b.request(target))
+        assert r.exit_code == 0 and r.fix("first").state.value == "applied" and snapshot(target) == before
+        assert "laid on a drifted file" in r.fix("first").messages[1]
+    assert engine.revert(b.request(target)).ok
+    shutil.copyfile(clean / MOD, target / MOD)  # the put-back the message names
+    assert engine.apply(b.request(target, strict=True)).ok
+    assert engine.status(b.request(target, strict=True)).exit_code == 0
+
+
 def test_conflict_changes_nothing(setup):
     b, _, target = setup
     (target / MOD).write_text((target / MOD).read_text().replace("line 4\n", "LINE FOUR\n"))
