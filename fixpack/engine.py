@@ -118,10 +118,9 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost)
         fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
-        # drifted under --strict: a fix this run would lay, or one applied on a drifted file (ev.drifted, the replay's)
         refused = ctx.report.strict and (ev.state is State.DRIFTED or (ev.state is State.APPLIED and bool(ev.drifted)))
-        if refused:
-            fr.state = State.DRIFTED  # an image mismatch under --strict (Report.mismatches)
+        if refused:  # one to lay or one laid on a drifted file (the replay's ev.drifted): a mismatch under --strict
+            fr.state = State.DRIFTED
             fr.action = Action.NONE  # refused: it would not be applied (the others' would-apply holds once it is)
             comps = {c.id for c in recorded_components.components} if recorded_components else set()
             ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
 from .lock_hints import Redo, regenerate_hint
-from .lockfile import bump_note, lock_line, previous_locks, read_lock, stale_at, version_at
+from .lock_where import lock_line, stale_at
+from .lockfile import bump_note, order_changes, previous_locks, read_lock, version_at
 from .model import Fix, Profile
 from .records import Lock, LockFix
 
@@ -129,11 +130,12 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
     diff = sorted(fid for fid in set(a) | set(b) if a.get(fid) != b.get(fid))
     diff += sorted({f"component {c.id}" for c in set(fresh.components) ^ set(have.components)})  # each id once
-    order = [f.id for f in fresh.fixes if f.id in b] != [f.id for f in have.fixes if f.id in a]
-    if order and not diff:  # the series reordered: lock writes the entries in the new order (release_files reads it)
-        diff = ["the order of the fixes (fixes/series changed)"]
+    # the series reordered: lock writes the entries in the new order (release_files reads it)
+    order = order_changes([f.id for f in fresh.fixes if f.id in b], have)
+    diff = ["the order of the fixes (fixes/series changed)"] * bool(order) + diff
     if diff or dict(fresh.targets) != dict(have.targets):
-        said = "".join(f"; {s}" for s in stale_said(profile, fresh, have, [d for d in diff if d in a or d in b]))
+        said = "".join(f"; {s}" for s in [what for _, what in order]
+                       + stale_said(profile, fresh, have, [d for d in diff if d in a or d in b]))
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}){said}; "
                              f"{regenerate_hint(profile, redo)}")
     return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from .errors import BadInputError, FixpackError
 from .lock_hints import Redo, lock_targets, regenerate_hint, relock_command
-from .lockfile import read_lock, stale_at, stale_entries
+from .lock_where import stale_at
+from .lockfile import read_lock, stale_entries
 from .model import Pack, Profile
 from .records import Lock
 
@@ -28,7 +29,7 @@ def entry_target(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str])
     """The target of a stale entry (``key`` as :func:`fixpack.lockfile.stale_entries` gives it): a fix's (the
     pack's, else the lock's entry's), a component's (the profile's), a pin's; "" when none can be told."""
     kind, name = key
-    if kind == "fix":
+    if kind in ("fix", "order"):
         held = lock.fix(name)
         return pack.fixes[name].target if name in pack.fixes else held.target if held is not None else ""
     if kind == "component":

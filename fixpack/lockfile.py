@@ -28,6 +28,7 @@ from .fsio import atomic_write
 from .lock_head import committed_lock
 from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
 from .lock_seal import seal_broken
+from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
 from .profile_components import built_version_problem
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
@@ -85,7 +86,8 @@ def unused_lock_said(pack: Pack, profile: Profile) -> str:
         if not path.is_file() and not path.is_symlink():
             return f"there is no lock at {path}: revert went on without one"
         return f"the lock at {path} does not read ({exc.what}): revert went on without it"
-    names = sorted({f"{kind} {name}" for (kind, name), _ in stale_entries(pack, profile, lock)})
+    names = sorted({f"{kind} {name}" if kind != "order" else "the series order"
+                    for (kind, name), _ in stale_entries(pack, profile, lock)})
     return (f"the lock at {path} is stale (it no longer matches the pack: {', '.join(names)}): revert went on "
             f"without it") if names else ""
 
@@ -138,43 +140,6 @@ def _at(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def stale_at(profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[Path, int | None]:
-    """Where a stale entry of the lock (``key``, as :func:`stale_entries` gives it) is named: its ``"id"`` line in
-    the lock, else (the lock lacks it, or a pin changed) the profile's line for it: where the profile lists the
-    fix, the component's table, the pin's key that changed (its target's table when the key is not there)."""
-    import json
-
-    from .documents import key_line  # only when a lock is stale
-
-    kind, name = key
-    held = lock.fix(name) if kind == "fix" else lock.component(name) if kind == "component" else None
-    if held is not None:
-        section = '"fixes"' if kind == "fix" else '"components"'
-        return profile.lock_path, lock_line(profile.lock_path, section, f'"id": {json.dumps(name)}')
-    text = text_for_lines(profile.path)
-    if kind == "fix":
-        line = next((n for n, ln in enumerate(text.splitlines(), 1) if json.dumps(name) in ln), None)
-    elif kind == "component":
-        line = key_line(text, name, "components")
-    else:
-        target, pin_key = name.rsplit(".", 1)
-        line = key_line(text, pin_key, f"targets.{target}") or key_line(text, target, "targets")
-    return profile.path, line
-
-
-def lock_line(lock: Path, section: str, want: str) -> int | None:
-    """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
-    lock (its JSON is written one key a line); None when the lock cannot be read or has no such line."""
-    try:
-        lines = read_capped(lock).decode("utf-8").splitlines()
-    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
-        return None
-    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
-    if start is None:
-        return None
-    return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(want)), None)
-
-
 def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
@@ -202,7 +167,27 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
         elif locked.version != comp.version:
             stale.append((("component", comp.id), f"component {comp.id}: version {comp.version} in the profile, "
                                                   f"{locked.version} in the lock"))
-    return stale + _pin_changes(profile, lock)
+    ours = [f.id for f in pack.ordered(tuple(f for f in listed if f in recorded))]
+    return stale + order_changes(ours, lock) + _pin_changes(profile, lock)
+
+
+def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], str]]:
+    """A reordered series: a fix of ``ours`` (fix ids the lock has, in fixes/series' order now) put before one that
+    ``lock``, made from the series as it was, has first (key ``("order", id)``); a pair that shares a file first,
+    since each patch is written on the fixes above it, and the later one's must be made again (``edit`` lays a
+    patch at its stated lines only)."""
+    at = {f: n for n, f in enumerate(f.id for f in lock.fixes)}
+    flipped = [(a, b) for i, a in enumerate(ours) for b in ours[i + 1:] if at[a] > at[b]]
+    files = {f.id: {x.path for x in f.files} for f in lock.fixes}
+    shared = [(a, b, sorted(files[a] & files[b])) for a, b in flipped if files[a] & files[b]]
+    if not flipped:
+        return []
+    a, b, paths = shared[0] if shared else (*flipped[0], [])
+    what = f"{a}: fixes/series now puts it before {b}, the lock after it (made from the series as it was)"
+    return [(("order", a), f"{what}; they share {', '.join(paths)} and each patch is written on the fixes above it: "
+                           f"{b}'s was written without {a}, so a lock made on the new order stops on it. Put the order "
+                           f"back, or make {b}'s patch again on {a} first"
+             if paths else f"{what}; they share no file, so a new lock is all the new order needs")]
 
 
 def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],

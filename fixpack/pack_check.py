@@ -249,8 +249,8 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
 
 
 def _stale_at(pack: Pack, profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[str, int | None]:
-    """Where a stale entry of the lock is named (:func:`fixpack.lockfile.stale_at`), relative to the pack."""
-    from .lockfile import stale_at
+    """Where a stale entry of the lock is named (:func:`fixpack.lock_where.stale_at`), relative to the pack."""
+    from .lock_where import stale_at
 
     path, line = stale_at(profile, lock, key)
     return _rel(pack.root, path), line

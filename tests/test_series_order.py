@@ -1,0 +1,92 @@
+"""A reordered fixes/series is a stale lock, said as such everywhere (a fresh user's finding).
+
+Before, `apply` and `status` went on with the lock of the old order: two fixes that share a file were reported
+drifted ("differs from the lock's pre-image", and under --strict the advice to put the release's file back, which
+changes nothing), and `lock --check` blamed the later patch's @@ numbers; a swap of fixes that share no file passed
+`apply`, `status` and `check`, and only `lock --check` said the order. Now each command refuses the run with the
+lock's staleness (exit 2, nothing written): the pair, the file they share and the fix's line in fixes/series, or,
+for fixes that share no file, that a new lock is all the order needs (and, run as printed, it makes one)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from conftest import numbered, snapshot
+from test_lock_edges import fixpack
+
+MOD, OTHER = "demo_pkg/mod.py", "demo_pkg/other.py"
+BASE = numbered(30)
+
+
+@pytest.fixture
+def pack(builder):
+    """``a`` and ``b`` change MOD (``b``'s patch written on ``a``), ``c`` changes OTHER; locked in series order."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE, OTHER: BASE})
+    a_done = BASE.replace("line 3\n", "three\n")
+    b.add_fix("a", {MOD: BASE}, {MOD: a_done})
+    b.add_fix("b", {MOD: a_done}, {MOD: a_done.replace("line 20\n", "twenty\n")})
+    b.add_fix("c", {OTHER: BASE}, {OTHER: BASE.replace("line 9\n", "nine\n")})
+    b.profile(["a", "b", "c"])
+    b.lock(clean)
+    return b, b.tree("image", {MOD: BASE, OTHER: BASE})
+
+
+def refusals(b, image):
+    """What apply, status (each with and without --strict) and check say, each run's exit code 2."""
+    said = []
+    for args in (["apply", "-p", "p1", "--root", f"demo={image}"], ["status", "-p", "p1", "--root", f"demo={image}"],
+                 ["apply", "--strict", "-p", "p1", "--root", f"demo={image}"], ["check"]):
+        r = fixpack(*args, "--pack", str(b.pack))
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        said.append(" ".join((r.stdout + r.stderr).split()))
+    return said
+
+
+def test_fixes_that_share_a_file_swapped_are_a_stale_lock_naming_the_pair_and_the_file(pack):
+    b, image = pack
+    b.series = ["b", "a", "c"]
+    b.write_series()
+    before, pack_before = snapshot(image), snapshot(b.pack)
+    for said in refusals(b, image):
+        assert ("b: fixes/series now puts it before a, the lock after it (made from the series as it was); they "
+                f"share {MOD} and each patch is written on the fixes above it: a's was written without b") in said
+        assert f"{b.pack / 'fixes/series'}:1" in said or "fixes/series:1" in said, said
+        assert "differs from the lock's pre-image" not in said and "@@" not in said
+    assert snapshot(image) == before and snapshot(b.pack) == pack_before
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
+    assert r.returncode == 2 and "b: fixes/series now puts it before a" in r.stderr, r.stderr
+
+
+def test_fixes_that_share_no_file_swapped_need_only_a_new_lock_which_the_printed_command_makes(pack):
+    b, image = pack
+    b.series = ["a", "c", "b"]
+    b.write_series()
+    for said in refusals(b, image):
+        assert "c: fixes/series now puts it before b, the lock after it (made from the series as it was); they " \
+               "share no file, so a new lock is all the new order needs" in said, said
+    r = fixpack("apply", "-p", "p1", "--root", f"demo={image}", "--pack", str(b.pack))
+    (redo,) = re.findall(r"regenerate it from clean release copies: (.*?) \(it fetches them", " ".join(r.stderr.split()))
+    redo = redo.replace(f"--pack {b.pack}", f"--pack {b.pack} --root demo={b.base / 'clean'}")
+    done = subprocess.run(redo, shell=True, capture_output=True, text=True, cwd=b.base)
+    assert done.returncode == 0, (redo, done.stderr)
+    r = fixpack("apply", "--strict", "-p", "p1", "--root", f"demo={image}", "--pack", str(b.pack))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_series_order_unchanged_with_fixes_the_profile_leaves_out_is_no_stale_lock(builder):
+    """A fix of the series the profile does not list, moved: not the profile's order, no staleness."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE, OTHER: BASE})
+    b.add_fix("a", {MOD: BASE}, {MOD: BASE.replace("line 3\n", "three\n")})
+    b.add_fix("x", {OTHER: BASE}, {OTHER: BASE.replace("line 9\n", "nine\n")})
+    b.add_fix("c", {OTHER: BASE}, {OTHER: BASE.replace("line 12\n", "twelve\n")})
+    b.profile(["a", "c"])
+    b.lock(clean)
+    b.series = ["x", "a", "c"]
+    b.write_series()
+    r = fixpack("apply", "--strict", "-p", "p1", "--root", f"demo={b.tree('image', {MOD: BASE, OTHER: BASE})}",
+                "--pack", str(b.pack))
+    assert r.returncode == 0, r.stdout + r.stderr
