@@ -470,13 +470,20 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
 
 
 
-def _check_conflicts(pack: Pack, selected: list[str], errors: Collector, path: Path | None) -> None:
+def _check_conflicts(pack: Pack, profile: Profile, selected: list[str], errors: Collector, all_opt_in: bool) -> None:
+    """Two selected fixes one of which declares a conflict with the other: named at that fix.toml's conflicts line,
+    with the selection that leaves the opt-in one out (two defaults in conflict are the profile's error)."""
     chosen = set(selected)
     pairs = {tuple(sorted((fid, other))) for fid in selected for other in pack.fixes[fid].conflicts
              if other in chosen and other != fid}
     for a, b in sorted(pairs):
-        errors.add(f"fixes {a!r} and {b!r} are both selected but declare a conflict", path, None,
-                   "select only one of them")
+        declares, other = (a, b) if b in pack.fixes[a].conflicts else (b, a)
+        toml = pack.fixes[declares].folder / "fix.toml"
+        opt = [f for f in (a, b) if f not in profile.default]
+        out, named = " or ".join(opt), "both" if len(opt) == 2 else opt[0]
+        errors.add(f"fixes {a!r} and {b!r} are both selected, but {declares!r} declares a conflict with {other!r}",
+                   toml, key_line(_text(toml), "conflicts"), f"leave {out} out of the run" if not all_opt_in else
+                   f"--all-opt-in selects {named}: name the opt-in fixes to apply instead, leaving {out} out")
 
 
 def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
@@ -502,6 +509,6 @@ def select(pack: Pack, profile: Profile, opt_ins: tuple[str, ...] | list[str],
         for req in pack.fixes[fid].requires:
             if req not in chosen:
                 errors.add(f"fix {fid!r} requires {req!r}", profile.path, None, f"name {req!r} on the command line too")
-    _check_conflicts(pack, chosen, errors, profile.path)
+    _check_conflicts(pack, profile, chosen, errors, all_opt_in)
     errors.raise_if_any("cannot select the fixes")
     return tuple(f.id for f in pack.ordered(tuple(chosen)))

@@ -71,8 +71,25 @@ def test_conflicting_selection(pack):
     pack.profile(["a"], ["b"])
     p = load_pack(pack.pack)
     prof = load_profile(p, "p1")
-    with pytest.raises(PackError, match="'a' and 'b' are both selected but declare a conflict"):
+    with pytest.raises(PackError) as exc:
         select(p, prof, ["b"])
+    line = toml.read_text().splitlines().index('conflicts = ["a"]') + 1
+    # said where the conflict is declared (it named the profile, with no line), and what to leave out: the opt-in
+    assert problems(exc) == [f"{toml}:{line}: fixes 'a' and 'b' are both selected, but 'b' declares a conflict with "
+                             f"'a' (leave b out of the run)"], problems(exc)
+
+
+def test_conflicting_opt_ins_under_all_opt_in_are_said_as_such(pack):
+    """--all-opt-in selects both opt-ins that conflict: "leave one out of the run" cannot be done by that flag."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text(toml.read_text() + 'conflicts = ["b"]\n')
+    pack.profile([], ["a", "b"])
+    p = load_pack(pack.pack)
+    with pytest.raises(PackError) as exc:
+        select(p, load_profile(p, "p1"), [], all_opt_in=True)
+    assert problems(exc)[0].endswith("(--all-opt-in selects both: name the opt-in fixes to apply instead, leaving a or b "
+                                     "out)"), problems(exc)
+    assert problems(exc)[0].startswith(f"{toml}:"), problems(exc)
 
 
 def test_malformed_toml_has_line(pack):
