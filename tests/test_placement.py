@@ -164,6 +164,8 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
     assert "closest: lines 12-18, 6 of 7 lines match" in message and "expected '    a = x + 1'" in message
     code, out = cli(b, image, "apply", "--reject", str(tmp_path / "rej"))
     assert code == 4 and snapshot(image) == before
+    # the .rej files it names are written: "nothing was written" is the target's (a fresh user's finding)
+    assert f"FAILED (exit 4): nothing was written in the target (1 reject file(s) under {tmp_path / 'rej'}); " in out
     rej = (tmp_path / "rej" / f"{MOD}.rej").read_text()
     assert rej.startswith(f"diff a/{MOD} b/{MOD}\t(rejected hunks)\n@@ -12,7 +12,7 @@")
     assert "-    b = a * 2\n+    b = a * 20\n" in rej
