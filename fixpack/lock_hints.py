@@ -92,11 +92,26 @@ def remove_hint(path: Path, what: str) -> str:
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
-def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: Fix) -> str:
+def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], was: list[str], fix: Fix) -> str:
     """"" or why a fix that does not apply on a release copy may have been written on top of fixes the profile leaves
     out: those earlier in the series that change one of its files and are not in ``chain`` (a profile that drops one
-    moved the lines the patch's numbers assume; the lock said only to fix the @@ lines, or to rebase)."""
+    moved the lines the patch's numbers assume; the lock said only to fix the @@ lines, or to rebase); or without
+    fixes that change one of its files and that fixes/series now puts before it, where the lock on disk (its fixes'
+    order ``was``) has them after it (a reordered series)."""
     mine, chained = set(fix.touched_paths()), {f.id for f in chain}
+    now = [f.id for f in chain]
+    flipped = [i for i in now if fix.id in now and fix.id in was and i in was and i != fix.id
+               and (now.index(i) < now.index(fix.id)) != (was.index(i) < was.index(fix.id))
+               and mine & set(pack.fixes[i].touched_paths())]
+    if flipped:
+        up = [i for i in flipped if now.index(i) < now.index(fix.id)]  # now before it: written without them
+        down = [i for i in flipped if i not in up]  # now after it: written on them
+        said = [f"puts {', '.join(up)} before it, which the lock on disk has after it (the patch was written without "
+                f"{'it' if len(up) == 1 else 'them'})"] * bool(up) + \
+               [f"puts {', '.join(down)} after it, which the lock on disk has before it (the patch was written on "
+                f"{'it' if len(down) == 1 else 'them'})"] * bool(down)
+        return (f"; fixes/series was reordered since the lock: it now {', and '.join(said)}. Put the order back, or "
+                f"make {fix.id}'s patch again on the fixes now before it")
     earlier = pack.series[:pack.series.index(fix.id)] if fix.id in pack.series else ()
     behind = [i for i in earlier if i not in chained and i in pack.fixes and pack.fixes[i].target == fix.target
               and mine & set(pack.fixes[i].touched_paths())]

@@ -240,7 +240,7 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
         tree = Tree(ft.root)
         _refuse_changed_copy(profile, chain, name, ft, tree)
         post_only = partial(_post_only, profile, ft=ft, tree=tree, upstreamed=upstreamed)
-        behind = partial(left_out_before, pack, profile, chain)
+        behind = partial(left_out_before, pack, profile, chain, _locked_order(profile))
         fixes += [_fix_entry(fix, tree, ft, post_only, profile, behind) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
@@ -248,6 +248,14 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     order = {f.id: i for i, f in enumerate(chain)}
     comps = tuple(_component_entry(c, found[c.target].root) for c in profile.components if c.target in found)
     return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])), components=comps)
+
+
+def _locked_order(profile: Profile) -> list[str]:
+    """The fixes' order in the profile's lock on disk ([] when there is none, or it does not read)."""
+    try:
+        return [f.id for f in read_lock(profile).fixes]
+    except FixpackError:
+        return []
 
 
 def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree) -> None:
@@ -422,8 +430,11 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         found = file_hashes(tree, fix.touched_paths())
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
+        why = behind(fix)
         said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
-               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{behind(fix)}"
+               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{why}"
+        if why.startswith("; fixes/series was reordered"):  # reordered: not the @@ numbers alone
+            raise ConflictError(f"{said}; nothing was written")
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")

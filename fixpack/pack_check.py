@@ -262,7 +262,7 @@ def _no_dist_info(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     journal's steps cannot name the folder to remove. Named at the component's ``"id"`` line in the lock, with
     the ``fixpack lock`` command that renews it (offline: the entry alone says it)."""
     from .lock_hints import regenerate_hint
-    from .lockfile import lock_line
+    from .lock_where import lock_line
 
     listed = {comp.id for comp in profile.components}
     return [Finding(_rel(pack.root, profile.lock_path),
@@ -276,7 +276,8 @@ def _components(pack: Pack, profile: Profile, lock: Lock) -> list[Finding]:
     """Each component the lock records, its wheel built now (offline: ``pip wheel --no-index``, as apply
     does) and its package files compared with the lock's: a changed source without a new lock is named at
     the component's ``"id"`` line in the lock (what apply, ``lock --check`` and ``check --fresh`` refuse)."""
-    from .lockfile import check_component_files, lock_line
+    from .lock_where import lock_line
+    from .lockfile import check_component_files
     from .profile_components import built_version_problem
     from .records import package_files
     from .wheels import component_layout

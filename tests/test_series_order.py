@@ -90,3 +90,26 @@ def test_the_series_order_unchanged_with_fixes_the_profile_leaves_out_is_no_stal
     r = fixpack("apply", "--strict", "-p", "p1", "--root", f"demo={b.tree('image', {MOD: BASE, OTHER: BASE})}",
                 "--pack", str(b.pack))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_only_the_numbers(builder):
+    """`lock` after a swap whose later patch no longer applies at its stated lines: it said only "the hunk's @@ line
+    names the wrong line ... Fix those @@ lines' numbers". It names the fix now put before it (the lock on disk has
+    it after), and writes nothing (exit 4)."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE})
+    grown = BASE.replace("line 3\n", "line 3\nnew a\nnew b\n")
+    b.add_fix("a", {MOD: BASE}, {MOD: grown})
+    b.add_fix("b", {MOD: grown}, {MOD: grown.replace("line 20\n", "twenty\n")})  # written 2 lines down, on a
+    b.profile(["a", "b"])
+    b.lock(clean)
+    b.series = ["b", "a"]
+    b.write_series()
+    before = snapshot(b.pack)
+    r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 4, said
+    assert ("fixes/series was reordered since the lock: it now puts a after it, which the lock on disk has before it "
+            "(the patch was written on it). Put the order back, or make b's patch again on the fixes now before it; "
+            "nothing was written") in said, said
+    assert "Fix those @@ lines' numbers" not in said and snapshot(b.pack) == before
