@@ -8,16 +8,42 @@ line without loading click (fixpack.cli_fast), anything else through click.
 import os
 import sys
 
-# before anything else, in syntax every Python reads: an older one said SyntaxError or a TypeError traceback (exit 1)
-if sys.version_info < (3, 10):
-    sys.stderr.write("apply_all.py: fixpack needs Python 3.10 or newer; %s is Python %d.%d: run it with the image's "
-                     "Python 3.10+ (python3.10 apply_all.py ...); nothing was written\n"
-                     % (sys.executable, sys.version_info[0], sys.version_info[1]))
-    sys.exit(5)
-
 # os.path, not pathlib: less to import before the Ctrl-C guard (fixpack.entry) is in place
 HERE = os.path.dirname(os.path.realpath(__file__))
 PACK = HERE
+
+
+def refuse(said):  # exit 5 before fixpack can be imported: a line on stderr, or --json's failure document
+    args = sys.argv[1:]
+    if "--json" not in args:
+        sys.stderr.write("apply_all.py: %s\n" % said)
+        sys.exit(5)
+    import json
+    import re
+
+    version = ""  # fixpack's, read (not imported): "" away from the checkout
+    if os.path.isfile(os.path.join(PACK, "fixpack", "__init__.py")):
+        with open(os.path.join(PACK, "fixpack", "__init__.py")) as init:
+            found = re.search(r'^__version__ = "([^"]+)"', init.read(), re.M)
+        version = found.group(1) if found else ""
+    profile = ""  # as fixpack.cli_plain.argv_profile reads it, and the document its error_document writes
+    for i, arg in enumerate(args):
+        if arg in ("--profile", "-p") and i + 1 < len(args) and not profile:
+            profile = args[i + 1]
+        elif arg.startswith("--profile=") and not profile:
+            profile = arg.partition("=")[2]
+    doc = {"command": "apply", "dry_run": "--dry-run" in args, "error": said, "exit_code": 5, "fixes": [],
+           "ok": False, "profile": profile, "schema": 1, "targets": [], "tool_version": version}
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    sys.exit(5)
+
+
+# before anything else, in syntax every Python reads: an older one said SyntaxError or a TypeError traceback (exit 1)
+if sys.version_info < (3, 10):
+    refuse("fixpack needs Python 3.10 or newer; %s is Python %d.%d: run it with the image's Python 3.10+ "
+           "(python3.10 apply_all.py ...); nothing was written"
+           % (sys.executable, sys.version_info[0], sys.version_info[1]))
+
 sys.path.insert(0, PACK)
 
 
@@ -51,10 +77,8 @@ def run():
 
 if __name__ == "__main__":
     if not os.path.isfile(os.path.join(PACK, "fixpack", "entry.py")):  # a copy away from its checkout
-        sys.stderr.write("apply_all.py: %s holds no fixpack/ (the engine): this script runs from the fix pack's "
-                         "checkout; run the checkout's own apply_all.py (a symbolic link to it works); nothing was "
-                         "written\n" % PACK)
-        sys.exit(5)
+        refuse("%s holds no fixpack/ (the engine): this script runs from the fix pack's checkout; run the "
+               "checkout's own apply_all.py (a symbolic link to it works); nothing was written" % PACK)
     try:  # Ctrl-C while the tool imports: exit 5 with one line, no traceback (fixpack.entry)
         from fixpack.entry import guarded
     except KeyboardInterrupt:

@@ -71,6 +71,32 @@ def test_apply_all_on_an_older_python_or_away_from_its_checkout_says_so(setup, t
     assert not re.search(r"[(,]\s*print\s*\)", src)  # (print as a value: Python 2's statement)
 
 
+def test_apply_all_json_on_an_older_python_or_away_from_its_checkout_is_the_failure_document(setup, tmp_path):
+    """`apply_all.py --json` refused an old Python, or a copy away from its checkout, with a line on stderr and nothing
+    on stdout: a caller parsing the document got no JSON. It is the document fixpack's own error_document writes
+    (fixpack cannot be imported there: the script builds it), exit 5."""
+    import shutil
+
+    from fixpack import __version__
+    from fixpack.cli_plain import error_document
+
+    b, target = setup
+    old = ("import runpy, sys; sys.version_info = (3, 8, 18, 'final', 0); "
+           f"runpy.run_path({str(REPO / 'apply_all.py')!r}, run_name='__main__')")
+    args = ["--json", "--pack", str(b.pack), "--profile=p1", "--dry-run", "--root", f"demo={target}"]
+    r = subprocess.run([sys.executable, "-c", old, *args], capture_output=True, text=True)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 5 and "fixpack needs Python 3.10 or newer" in doc["error"] and not r.stderr, r
+    assert doc == error_document("apply", "p1", doc["error"], 5, True) and doc["tool_version"] == __version__
+    copy = tmp_path / "elsewhere" / "apply_all.py"
+    copy.parent.mkdir()
+    shutil.copy(REPO / "apply_all.py", copy)
+    r = subprocess.run([sys.executable, str(copy), "-p", "p1", "--json"], capture_output=True, text=True, cwd=tmp_path)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 5 and "this script runs from the fix pack's checkout" in doc["error"], r
+    assert doc == {**error_document("apply", "p1", doc["error"], 5), "tool_version": ""}
+
+
 def test_json_document(setup):
     b, target = setup
     r = run("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={target}", "--dry-run", "--json")
