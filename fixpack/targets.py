@@ -241,10 +241,15 @@ def check_pin(found: FoundTarget) -> None:
     problems = []
     if pin.version and found.version != pin.version:
         problems.append(f"version {found.version or '(unknown)'} != pinned {pin.version}")
+    short = normalize_commit(found.commit)
+    way = "Use the image the profile pins, or a profile for this release."
     if pin.commit and not commit_matches(found.commit, pin.commit):
         problems.append(f"commit {found.commit or '(unknown)'} != pinned {pin.commit}")
+        if commit_matches(pin.commit, short):  # the pin goes on past the digits the tree names: never checkable
+            problems[-1] += f" (its first {len(short)} digits are the pin's: the tree names no more of its commit)"
+            way = (f"A pin longer than the digits the release names cannot be checked: pin those {len(short)} "
+                   f"(commit = \"{short}\" in the profile's [targets.{found.spec.name}]).")
     if problems:
         raise MismatchError(
             f"target {found.spec.name} at {found.root} does not match the profile's pin: {'; '.join(problems)} "
-            f"(evidence: {'; '.join(found.evidence) or 'none found'}). Use the image the profile pins, "
-            f"or a profile for this release.")
+            f"(evidence: {'; '.join(found.evidence) or 'none found'}). {way}")

@@ -9,9 +9,9 @@ import pytest
 from conftest import REPO, git, numbered, snapshot
 
 from fixpack import engine
-from fixpack.errors import BadInputError
+from fixpack.errors import BadInputError, MismatchError
 from fixpack.model import Pin, Source, TargetSpec
-from fixpack.targets import commit_matches, locate, read_facts, resolve_root
+from fixpack.targets import FoundTarget, check_pin, commit_matches, locate, read_facts, resolve_root
 
 GAUDI = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", "058f107"), Source())
 
@@ -67,6 +67,21 @@ def test_commit_forms():
     assert commit_matches("gced6857af", "ced6857a")
     assert not commit_matches("gced6857af", "ced6858a")
     assert not commit_matches("", "ced6857a")
+
+
+def test_a_pin_longer_than_the_commit_the_tree_names_is_said_so_with_the_pin_to_write(tmp_path):
+    """vLLM's _version.py names 9 digits of its commit: a profile pinning the full 40 never matched, and the message
+    said to use the image the profile pins (it was that image). It says the pin cannot be checked past 9 digits, and
+    the pin to write; a commit that differs within its digits is the plain mismatch it was."""
+    full = "ced6857af" + "0123456789abcdef0123456789abcde"
+    for pin, said in ((full, 'pin those 9 (commit = "ced6857af" in the profile\'s [targets.vllm-gaudi]).'),
+                      ("ced6858a", "Use the image the profile pins, or a profile for this release.")):
+        spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", pin), Source())
+        with pytest.raises(MismatchError) as exc:
+            check_pin(FoundTarget(spec, tmp_path, "0.30.0", "gced6857af", ("_version.py",), "--root"))
+        assert str(exc.value).endswith(said) and f"commit gced6857af != pinned {pin}" in str(exc.value), exc.value
+        assert ("its first 9 digits are the pin's" in str(exc.value)) is (pin == full)
+    check_pin(FoundTarget(GAUDI, tmp_path, "0.30.0", "g058f1072a", (), "--root"))  # the pin's 7, found 9: matches
 
 
 def test_two_targets_one_profile(builder, tmp_path):
