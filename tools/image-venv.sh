@@ -63,8 +63,12 @@ for other in "$@"; do
 done
 if [ ${#share[@]} -gt 0 ]; then
   if hardlink --version 2>/dev/null | grep -q util-linux; then
-    saved=$(hardlink -t -x '/site-packages/vllm/' "${share[@]}" "$dir"/lib/python3*/site-packages | sed -n 's/^Saved: *//p')
-    echo "image-venv: $dir shares its files that are the same as in $* (hard links): ${saved:-nothing} saved"
+    # a failure here costs disk, not the stand-in: said, and the script goes on
+    if saved=$(hardlink -t -x '/site-packages/vllm/' "${share[@]}" "$dir"/lib/python3*/site-packages | sed -n 's/^Saved: *//p'); then
+      echo "image-venv: $dir shares its files that are the same as in $* (hard links): ${saved:-nothing} saved"
+    else
+      echo "image-venv: hardlink failed: $dir shares none or some of its files with $* (it works all the same)" >&2
+    fi
   else
     echo "image-venv: no util-linux hardlink on this machine: $dir shares no files with $*"
   fi
