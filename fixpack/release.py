@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .documents import MAX_PACK_TEXT_BYTES
-from .errors import BadInputError, EnvironmentProblem, MismatchError
+from .errors import BadInputError, EnvironmentProblem
 from .gitutil import clone_at
 from .model import TargetSpec
 from .progress import QUIET, DownloadTracker, Progress
@@ -55,7 +55,8 @@ def fetch(spec: TargetSpec, cache: Path | None = None, version: str = "", url: s
     ``version`` overrides the pin's version (used to fetch a newer release for a rebase; the pin
     is then not checked). ``url`` overrides the git source. ``progress`` hears about the download,
     which is given up after ``timeout`` seconds without data. Raises MismatchError when the copy does
-    not match the pin, EnvironmentProblem when it cannot be fetched.
+    not match the pin (the copy is kept: it is the release, the pin is wrong), EnvironmentProblem when it cannot be
+    fetched.
     """
     version = version or spec.pin.version
     if version:  # (a git pin may name none: its ref says)
@@ -115,12 +116,8 @@ def _fetch_locked(spec: TargetSpec, cache: Path, version: str, url: str, check: 
         root = _fetch_git(url or spec.source.git, spec, cache, progress)
     v, c, evidence = read_facts(spec, root)
     found = FoundTarget(spec, root, v, c, evidence, "release copy")
-    if check and version == spec.pin.version:
-        try:
-            check_pin(found)
-        except MismatchError:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
+    if check and version == spec.pin.version:  # the copy is the release's, kept: the pin is what is wrong (it was
+        check_pin(found)  # removed, under the readers of a shared cache, and unpacked again by the next fetch)
     return found
 
 

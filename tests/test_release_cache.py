@@ -241,3 +241,22 @@ def test_a_copy_marked_with_a_stat_digest_is_checked_again_from_the_cached_tarba
     assert f"{release.TREE_KEY}{release.tree_digest(root)}" in marker.read_text()
     # and an older fixpack sharing the cache still finds the digest it checks (it would unpack again each time)
     assert f"{release.STAT_KEY}{release.stat_digest(root)}" in marker.read_text()
+
+
+def test_a_pin_the_copy_does_not_match_leaves_the_cached_copy_where_it_is(tmp_path, monkeypatch):
+    """`fetch` of a profile whose commit pin the release does not carry removed the cached copy (under the readers of
+    a shared cache: a test run beside it lost vllm-0.30.0 to a profile with a mistyped pin) and the next fetch
+    unpacked it again. The copy is the release's: the pin is what is wrong. It is refused, and kept byte for byte."""
+    from conftest import snapshot
+
+    from fixpack.errors import MismatchError
+
+    root = tmp_path / "demo-1.0"
+    (root / "demo").mkdir(parents=True)
+    (root / "demo/_version.py").write_text("__version__ = '1.0'\n__commit_id__ = 'gced6857af'\n")
+    monkeypatch.setattr(release, "_fetch_sdist", lambda *args, **kw: root)
+    before = snapshot(tmp_path)
+    spec = TargetSpec("demo", "demo", "demo", Pin("1.0", "ced6858a"), Source(pypi="demo"))
+    with pytest.raises(MismatchError, match="commit gced6857af != pinned ced6858a"):
+        release.fetch(spec, tmp_path)
+    assert snapshot(tmp_path) == before
