@@ -135,12 +135,13 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
         return _found(ev, tree, "applied by an earlier run whose manifest entry was lost, or by hand (its files, with "
                                 "the fixes before it in place, are this pack's post-images, sha256 as in the lock); "
                                 "apply records it again, status and a dry run only report it")
-    if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):
+    if not recorded and ev.state is State.UPSTREAMED and _not_upstreams(fix, lock):  # drifted: not the lock's files
         return _found(ev, tree, (
             "applied, though not as this profile's chain leaves it, and not recorded: its post-image is in files that "
             "are not this profile's post-images (another profile's run, or an edit by hand, with its manifest lost). "
             "The pinned release does not hold it (the lock found its pre-image there), so it is not upstream's: apply "
-            "records it as applied, and revert then takes it out; status and a dry run only report it"))
+            "records it as applied, and revert then takes it out; status and a dry run only report it"),
+            _off_lock(fix, tree, lock))
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):  # a drifted one was laid on files not the lock's: said so
             said = [LOST_CHAIN if lost else "already applied"]
@@ -157,14 +158,25 @@ LOST_CHAIN = ("applied by an earlier run whose manifest entry was lost, or by ha
               "records it again, status and a dry run only report it")
 
 
-def _found(ev: Evaluation, tree: Tree, said: str) -> Evaluation:
+def _off_lock(fix: Fix, tree: Tree, lock: Lock) -> list[str]:
+    """``fix``'s files whose sha256 on ``tree`` is none the lock records for them (the release's, or a fix's post-
+    image along the chain): what makes a fix found applied there drifted under ``--strict``."""
+    states: dict[str, set[str | None]] = {}
+    for f in lock.fixes:
+        for path, h in [*f.pre().items(), *f.post().items()]:
+            states.setdefault(path, set()).add(h)
+    now = file_hashes(tree, fix.touched_paths())
+    return sorted(p for p, h in now.items() if h not in states.get(p, set()))
+
+
+def _found(ev: Evaluation, tree: Tree, said: str, drifted: list[str] | None = None) -> Evaluation:
     """An unrecorded fix whose post-image ``tree`` holds (``ev`` says upstreamed): applied, its run's record lost,
     and laid nowhere again. Its forward pass is left out (the chain goes on from ``tree`` as it is): a hunk that only
     adds lines after its context finds that context again once applied (at the file's end, or at its stated line),
     so the forward pass may succeed a second time, and its tree holds the added lines twice."""
     from .evaluate import Evaluation, Pass
 
-    return Evaluation(State.APPLIED, Pass(True, tree.fork()), ev.reverse, [said])
+    return Evaluation(State.APPLIED, Pass(True, tree.fork()), ev.reverse, [said], drifted or [])
 
 
 def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, tree: Tree,

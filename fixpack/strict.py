@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .advice import add_next_steps, restore_how
+from .advice import add_next_steps, recorded_has, restore_how, to_release
 from .run import Context, behind_files, locked_paths, name_too, opt_ins_behind, refusing_files
 from .states import State
 from .targets import FoundTarget
@@ -38,28 +38,31 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
             behind += [f for f in more if f not in behind]
         ctx.behind_of[fix.id] = [f for f in ctx.pack.series if f in behind]
     ctx.behind = tuple(f for f in ctx.pack.series if any(f in b for b in ctx.behind_of.values()))
-    for fr, ft, fix, files, recorded, tampered in ctx.drift:
-        fr.messages.append(strict_drift(ctx, ft, fix, files, recorded, tampered))
+    for fr, ft, fix, files, recorded, tampered in ctx.drift:  # in already: its first message says it is applied
+        laid = fix.id in recorded or fr.messages[0].startswith(("applied", "already applied"))
+        fr.messages.append(strict_drift(ctx, ft, fix, files, recorded, tampered, laid))
     add_next_steps(ctx, manifests)
 
 
 def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], recorded: set[str],
-                 tampered: set[str]) -> str:
+                 tampered: set[str], laid: bool = False) -> str:
     """A drifted fix under ``--strict`` (an image mismatch): the files that make it drifted (``files``: its hunks
     moved in them, or they are not the lock's pre-image) and the ways on, each a command. Where opt-in fixes the
     lock placed it on top of are not in this run (:func:`opt_ins_behind`), the drift is theirs: name them too.
     Where a fix the manifest records on those files is ``tampered``, its own message leads (a revert is refused
     until then). Else the files were changed after the release: put them back (:func:`restore_how`), after a revert
     where fixes the manifest records as applied (``recorded``) touch them, since the put-back would take their
-    change out too, then apply again; or run without ``--strict``, which takes the drift."""
+    change out too, then apply again; or run without ``--strict``, which takes the drift. ``laid``: the fix is in
+    already (recorded, or found with its record lost), laid on the drifted files by a run without ``--strict``."""
     assert ctx.rerun is not None
     word = ctx.report.command
     one = len(files) == 1
     what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
-    if fix.id in recorded:  # applied already, laid on the drifted file by a run without --strict
-        takes = "keeps it as it is" if word == "apply" else "reports it as applied, not a mismatch"
+    if laid:  # applied already (recorded, or found with its record lost), laid on the drifted file without --strict
+        takes = (("keeps it as it is" if fix.id in recorded else "records it as applied") if word == "apply" else
+                 "reports it as applied, not a mismatch")
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     own = ctx.behind_of.get(fix.id, behind)
     drifting = {f.id for _fr, _ft, f, _files, _rec, _t in ctx.drift}  # without --strict they apply as drifted
@@ -96,8 +99,16 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                 f"{'it' if one else 'them'} anyway), put {'it' if one else 'them'} back "
                 f"({restore_how(ctx, ft, files)}), then apply again: {ctx.rerun('apply', True, put, False)}. If the "
                 f"image is meant to differ there, {without}. {wrong}")
+    how = restore_how(ctx, ft, files)
+    if laid:  # found whole with no record: every file of the fixes so found that share them goes back, as revert's
+        whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fix.target and f.id not in recorded
+                 and (f.state is State.APPLIED or f.id in drifting)]
+        back = ctx.pack.with_sharers(whole, set(files))
+        has, settle, _unknown = recorded_has(ctx, ft, back)
+        how = to_release(ctx, ft, back, has, settle)
+        one, what = len(back) == 1, f"{', '.join(back)} {'differs' if len(back) == 1 else 'differ'}"
     return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
-            f"release, put {'it' if one else 'them'} back: {restore_how(ctx, ft, files)}; then run "
+            f"release, put {'it' if one else 'them'} back: {how}; then run "
             f"{ctx.rerun(word, True, again)}. If the image is meant to differ there, {without}. {wrong}")
 
 

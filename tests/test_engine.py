@@ -154,6 +154,35 @@ def test_a_fix_laid_on_a_drifted_file_stays_drifted_under_strict_once_applied(se
     assert engine.status(b.request(target, strict=True)).exit_code == 0
 
 
+def test_a_fix_laid_on_a_drifted_file_with_its_manifest_lost_is_drifted_under_strict_still(setup):
+    """The same image with its state folder removed: status --strict said the fixes applied ("not as this profile's
+    chain leaves it, and not recorded"), exit 0, and apply --strict wrote the manifest (a fresh user's finding).
+    Under --strict they are drifted (exit 3, nothing written), the way on the put-back of the file and apply; without
+    it, applied, and apply records them."""
+    b, clean, target = setup
+    (target / MOD).write_text("# local header\n" + (target / MOD).read_text())
+    assert engine.apply(b.request(target)).ok
+    shutil.rmtree(target / ".fixpack")
+    before = snapshot(target)
+    for run in (engine.status, engine.apply):
+        strict = run(b.request(target, strict=True))
+        assert strict.exit_code == 3 and snapshot(target) == before, strict.error
+        assert [(f.id, f.state.value) for f in strict.fixes[:2]] == [("first", "drifted"), ("second", "drifted")]
+        said = " ".join(strict.fix("first").messages)
+        assert "applied, though not as this profile's chain leaves it" in said, said
+        # every file of the fixes so found that share the file: second's too (its created new.py removed)
+        assert f"demo_pkg/mod.py, demo_pkg/new.py, demo_pkg/old.py differ from the release the lock pins. If they " \
+               f"were changed after the release, put them back: rm -f -- {target / 'demo_pkg/new.py'} && " in said, said
+        assert "revert first" not in said  # (revert refuses a fix found with no record: it is not the way)
+        assert ("records it as applied" if run is engine.apply else "reports it as applied, not a mismatch") in said
+    assert engine.status(b.request(target)).exit_code == 0 and snapshot(target) == before
+    (target / "demo_pkg/new.py").unlink()  # the put-back the message names
+    for path in (MOD, "demo_pkg/old.py"):
+        shutil.copyfile(clean / path, target / path)
+    assert engine.apply(b.request(target, strict=True)).ok
+    assert engine.status(b.request(target, strict=True)).exit_code == 0
+
+
 def test_conflict_changes_nothing(setup):
     b, _, target = setup
     (target / MOD).write_text((target / MOD).read_text().replace("line 4\n", "LINE FOUR\n"))
