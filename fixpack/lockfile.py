@@ -174,8 +174,8 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
 def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], str]]:
     """A reordered series: a fix of ``ours`` (fix ids the lock has, in fixes/series' order now) put before one that
     ``lock``, made from the series as it was, has first (key ``("order", id)``); a pair that shares a file first,
-    since each patch is written on the fixes above it, and the later one's must be made again (``edit`` lays a
-    patch at its stated lines only)."""
+    since each patch is written on the fixes above it: a new lock may stop on either (``edit`` lays a patch at its
+    stated lines only), or on neither (lines the other fix does not move)."""
     at = {f: n for n, f in enumerate(f.id for f in lock.fixes)}
     flipped = [(a, b) for i, a in enumerate(ours) for b in ours[i + 1:] if at[a] > at[b]]
     files = {f.id: {x.path for x in f.files} for f in lock.fixes}
@@ -184,9 +184,9 @@ def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], st
         return []
     a, b, paths = shared[0] if shared else (*flipped[0], [])
     what = f"{a}: fixes/series now puts it before {b}, the lock after it (made from the series as it was)"
-    return [(("order", a), f"{what}; they share {', '.join(paths)} and each patch is written on the fixes above it: "
-                           f"{b}'s was written without {a}, so a lock made on the new order stops on it. Put the order "
-                           f"back, or make {b}'s patch again on {a} first"
+    return [(("order", a), f"{what}; they share {', '.join(paths)}, and each patch is written on the fixes above it: "
+                           f"where the new lock stops on a patch of them, put the order back, or make that patch again "
+                           f"on the fixes the new order puts before it"
              if paths else f"{what}; they share no file, so a new lock is all the new order needs")]
 
 

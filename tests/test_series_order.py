@@ -52,7 +52,8 @@ def test_fixes_that_share_a_file_swapped_are_a_stale_lock_naming_the_pair_and_th
     before, pack_before = snapshot(image), snapshot(b.pack)
     for said in refusals(b, image):
         assert ("b: fixes/series now puts it before a, the lock after it (made from the series as it was); they "
-                f"share {MOD} and each patch is written on the fixes above it: a's was written without b") in said
+                f"share {MOD}, and each patch is written on the fixes above it: where the new lock stops on a patch of "
+                f"them, put the order back, or make that patch again on the fixes the new order puts before it") in said
         assert f"{b.pack / 'fixes/series'}:1" in said or "fixes/series:1" in said, said
         assert "differs from the lock's pre-image" not in said and "@@" not in said
     assert snapshot(image) == before and snapshot(b.pack) == pack_before
