@@ -4,8 +4,8 @@
 #
 # pip keeps no cache of what it downloads here (--no-cache-dir: the 0.33.0 stand-in alone would leave
 # several GB of wheels behind). Each OTHER_VENV (tools/test.sh names .venv) shares its files with DIR:
-# a file of DIR's site-packages with the same content, mode and owner as one of
-# OTHER_VENV's becomes a hard link to it (util-linux's hardlink; torch 2.13.0, triton and most of vLLM's
+# a file of DIR's site-packages with the same name, content, mode and owner as one of
+# OTHER_VENV's becomes a hard link to it, OTHER_VENV's own file kept (util-linux's hardlink; torch 2.13.0, triton and most of vLLM's
 # requirements are the same files in the 0.30.0-0.32.0 stand-ins). The vllm package itself is never
 # linked: a proof patches it in place. Without util-linux's hardlink, nothing is shared.
 #
@@ -17,13 +17,17 @@
 #                                   the nvidia-* CUDA libraries it requires (a larger venv, see README).
 # TORCH=X overrides the pin (for a version whose metadata cannot be read).
 set -euo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: tools/image-venv.sh VERSION DIR [OTHER_VENV ...]  (e.g. tools/image-venv.sh 0.31.0 .venv-vllm-0.31.0 .venv)" >&2
+  exit 2
+fi
 version=$1 dir=$2
 shift 2
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
 torch_pin() {  # the X of vLLM $version's "torch==X" requirement
   local report
   report=$(mktemp)
-  quiet "${PYTHON:-python3}" -m pip install -q --disable-pip-version-check --dry-run --no-deps \
+  quiet "${PYTHON:-python3}" -m pip install -q --disable-pip-version-check --no-cache-dir --dry-run --no-deps \
     --ignore-installed --report "$report" "vllm==$version" >/dev/null
   "${PYTHON:-python3}" - "$report" <<'PY'
 import json, re, sys
@@ -57,19 +61,29 @@ install() {
 if ! "$dir/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')" >/dev/null 2>&1; then
   install
 fi
-share=()
-for other in "$@"; do
-  [ -d "$other" ] && share+=("$other"/lib/python3*/site-packages)
+share=() named=()
+for other in "$@"; do  # (a glob that matches nothing stays as it is: no such folder)
+  site=("$other"/lib/python3*/site-packages)
+  if [ ! -d "${site[0]}" ]; then
+    echo "image-venv: $other holds no lib/python3*/site-packages (no virtual environment): $dir shares nothing with it" >&2
+  elif [ "$(stat -c %d "${site[0]}")" != "$(stat -c %d "$dir")" ]; then
+    echo "image-venv: $other is on another file system than $dir: no hard link can join them" >&2
+  else
+    share+=("${site[0]}") named+=("$other")
+  fi
 done
 if [ ${#share[@]} -gt 0 ]; then
   if hardlink --version 2>/dev/null | grep -q util-linux; then
+    # -O: of equal files the oldest stays (OTHER_VENV's, made first: its files and their bytecode are left as they
+    # were; DIR's bytecode of a linked module is compiled again on its first import); -f: same names only;
     # a failure here costs disk, not the stand-in: said, and the script goes on
-    if saved=$(hardlink -t -x '/site-packages/vllm/' "${share[@]}" "$dir"/lib/python3*/site-packages | sed -n 's/^Saved: *//p'); then
-      echo "image-venv: $dir shares its files that are the same as in $* (hard links): ${saved:-nothing} saved"
+    if saved=$(hardlink -t -O -f -x '/site-packages/vllm/' "${share[@]}" "$dir"/lib/python3*/site-packages \
+        | sed -n 's/^Saved: *//p'); then
+      echo "image-venv: $dir shares its files that are the same as in ${named[*]} (hard links): ${saved:-nothing} saved"
     else
-      echo "image-venv: hardlink failed: $dir shares none or some of its files with $* (it works all the same)" >&2
+      echo "image-venv: hardlink failed: $dir shares none or some of its files with ${named[*]} (it works all the same)" >&2
     fi
   else
-    echo "image-venv: no util-linux hardlink on this machine: $dir shares no files with $*"
+    echo "image-venv: no util-linux hardlink on this machine: $dir shares no files with ${named[*]}"
   fi
 fi
