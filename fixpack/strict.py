@@ -84,6 +84,11 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     put = tuple(f for f in ctx.pack.series if f in again or (f in recorded and f in ctx.profile.opt_in and
                                                                ctx.pack.fixes[f].target == fix.target))
     put += tuple(c.id for c in ctx.profile.components if c.opt_in and c.id in recorded and c.target == fix.target)
+    # the files of every fix of the target drifted so (none behind an opt-in): one put-back for all, then one run
+    files = sorted({p for _fr, t, f, fs, rec, _t in ctx.drift if t.spec.name == ft.spec.name
+                    and not opt_ins_behind(ctx, f, fs, rec)[0] for p in fs} | set(files))
+    one = len(files) == 1
+    what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]

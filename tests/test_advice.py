@@ -186,6 +186,34 @@ def test_a_drifted_fix_under_strict_says_both_ways_on_and_both_work(checkout, tm
     assert engine.apply(b.request(root, strict=True)).ok
 
 
+def test_two_drifted_fixes_under_strict_name_one_put_back_of_both_files_which_then_passes(builder, tmp_path):
+    """Two fixes, each drifted in its own file: each message put back its own file only, so the run it named after
+    that put-back was refused for the other (two rounds; a fresh user's finding). Each names both files in one
+    put-back; run as written (git checkout from HEAD), the --strict apply then passes."""
+    base, other = numbered(30), "demo_pkg/other.py"
+    root = builder.tree("clean", {MOD: base, other: base})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "release")
+    builder.commit = git(root, "rev-parse", "HEAD").strip()
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {other: base}, {other: base.replace("line 5\n", "five\n")})
+    builder.profile(["one", "two"])
+    builder.lock(root)
+    for path in (MOD, other):
+        (root / path).write_text(base.replace("line 20\n", "line 20\n# a local line\n"))
+    before = snapshot(root)
+    r = engine.apply(builder.request(root, strict=True))
+    assert r.exit_code == 3 and snapshot(root) == before
+    restore = f"git -C {root} checkout HEAD -- {MOD} {other}"
+    for fid in ("one", "two"):
+        said = _strict_said(r, fid)
+        assert f"{MOD}, {other} differ from the release the lock pins. If they were changed after the release, put " \
+               f"them back: {restore}; then run " in said, said
+    _run_as_written(restore, tmp_path)
+    assert engine.apply(builder.request(root, strict=True)).ok
+
+
 def test_strict_drift_from_a_lock_of_another_release_names_lock_check(builder, tmp_path):
     """Found by a fresh user: a lock made from another release's file (a line below the hunk differs) made every
     --strict run say the file differs and to put it back from the release; put back, it said the same again. The
@@ -277,7 +305,8 @@ def test_strict_drift_under_applied_fixes_says_revert_first(builder, tmp_path):
     (root / MOD).write_text(base.replace("line 20\n", "line 20\n# a local line\n"))
     assert engine.apply(builder.request(root)).ok  # drifted, applied
     r = engine.apply(builder.request(root, strict=True, opt_ins=("four",)))
-    assert r.exit_code == 3 and r.fix("one").state == "applied" and r.fix("four").state == "drifted"
+    # one, laid on the drifted file by the run without --strict, is drifted under --strict too (it said applied)
+    assert r.exit_code == 3 and r.fix("one").state == "drifted" and r.fix("four").state == "drifted"
     said = _strict_said(r, "four")
     revert = said.split("revert first (", 1)[1].split(": it takes out every applied fix of target demo; the put-back "
                                                        "would take one out of it anyway)", 1)[0]
