@@ -44,6 +44,9 @@ def cache_root(cache: Path | None = None) -> Path:
     return Path(base) / "fixpack"
 
 
+# what to do without the index: only a command that reads release copies takes one (fetch itself downloads)
+OFFLINE = ("or give the command a clean release copy you have, where it takes one (lock and edit: --root NAME=PATH; "
+           "lock also $GAUDI_FIXES_ROOT, a folder of them): fetch itself only downloads")
 TIMEOUT = 60.0  # seconds without a byte from the index before a download is given up
 CACHE_WAIT = 1800.0  # seconds a fetch waits for another one filling the same cache (a 42 MB download and unpack)
 
@@ -142,8 +145,8 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
         try:
             page = client.get_project_page(project, timeout=timeout)
         except Exception as exc:  # network or index errors: say what failed and what to do
-            raise EnvironmentProblem(f"cannot read the index page of {project!r}: {exc}. Check the network, or "
-                                     f"point $GAUDI_FIXES_ROOT at a folder of release copies") from exc
+            raise EnvironmentProblem(f"cannot read the index page of {project!r}: {exc}. Check the network; "
+                                     f"{OFFLINE}") from exc
         sdists = [p for p in page.packages if p.version == version and p.package_type == "sdist"]
         if not sdists:
             raise BadInputError(f"{project} {version}: no sdist on the index (is the version right?)")
@@ -166,8 +169,7 @@ def _fetch_sdist(project: str, version: str, name: str, cache: Path, progress: P
                 client.download_package(pkg, path=part, verify=True, progress=tracker, timeout=timeout)
             except OSError as exc:  # requests' timeouts and connection errors are OSErrors
                 raise EnvironmentProblem(f"downloading {pkg.url}: {exc} (no data for {timeout:g} s, or the "
-                                         f"network is down). Run again, or point $GAUDI_FIXES_ROOT at a folder "
-                                         f"of release copies") from exc
+                                         f"network is down). Run again; {OFFLINE}") from exc
             part.rename(tarball)
     progress.note(f"unpacking {tarball.name}")
     _unpack(tarball, pkg.digests["sha256"].lower(), dest=dest)
@@ -221,8 +223,7 @@ def _unpack(tarball: Path, sha256: str, dest: Path) -> None:
         except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
             why = " ".join(str(exc).split())  # tarfile names each method it tried, a line each
             raise EnvironmentProblem(f"{tarball}: cannot unpack it ({why}), though its sha256 is the index's; remove "
-                                     f"it and run again, or point $GAUDI_FIXES_ROOT at a folder of release "
-                                     f"copies") from exc
+                                     f"it and run again; {OFFLINE}") from exc
         tops = list(tmp.iterdir())
         if len(tops) != 1 or not tops[0].is_dir():
             raise EnvironmentProblem(f"{tarball}: expected one top folder in the sdist, found {len(tops)}")

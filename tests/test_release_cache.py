@@ -260,3 +260,16 @@ def test_a_pin_the_copy_does_not_match_leaves_the_cached_copy_where_it_is(tmp_pa
     with pytest.raises(MismatchError, match="commit gced6857af != pinned ced6858a"):
         release.fetch(spec, tmp_path)
     assert snapshot(tmp_path) == before
+
+
+def test_an_index_out_of_reach_is_said_with_what_takes_a_release_copy_instead(tmp_path):
+    """fetch without the index said to point $GAUDI_FIXES_ROOT at release copies, which fetch does not read (the same
+    error again: a fresh user's finding). It says which commands take a copy you have, and that fetch only downloads."""
+    pytest.importorskip("pypi_simple")
+    with pytest.raises(EnvironmentProblem) as exc:
+        release._fetch_sdist("demo", "1.0", "demo", tmp_path, timeout=2, index="http://127.0.0.1:9/simple/")
+    said = str(exc.value)
+    assert said.startswith("cannot read the index page of 'demo': ") and "point $GAUDI_FIXES_ROOT" not in said
+    assert said.endswith("Check the network; or give the command a clean release copy you have, where it takes one "
+                         "(lock and edit: --root NAME=PATH; lock also $GAUDI_FIXES_ROOT, a folder of them): fetch "
+                         "itself only downloads"), said
