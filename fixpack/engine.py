@@ -171,14 +171,14 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
 def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
     """The target's files and manifest as the next writing run will start from them: when a killed
     run left a journal, its originals are laid over the disk in memory (nothing is written here)."""
-    tree = Tree(ft.root)
-    manifest = read_manifest(ft.root, ft.spec.name)
-    pending = leftover_journal(ft.root)
+    tree, pending = Tree(ft.root), leftover_journal(ft.root)
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-    for path, data in journal_originals(ft.root, run_writes(ctx, ft.root)).items():
-        if path == mpath:
-            manifest = Manifest.from_json(data, ft.root / mpath) if data is not None else None
-        elif not path.startswith(mpath.rpartition("/")[0] + "/"):  # not another target's manifest (a shared root)
+    originals = journal_originals(ft.root, run_writes(ctx, ft.root))  # the disk's manifest only if the rollback keeps it
+    kept = originals.get(mpath)
+    manifest = read_manifest(ft.root, ft.spec.name) if mpath not in originals else \
+        Manifest.from_json(kept, ft.root / mpath) if kept is not None else None
+    for path, data in originals.items():
+        if path != mpath and not path.startswith(mpath.rpartition("/")[0] + "/"):  # (another target's manifest)
             tree.write(path, decode(data) if data is not None else None)
     if manifest is not None:
         check_fix_files(ctx, manifest, ft.root / mpath)

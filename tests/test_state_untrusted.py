@@ -628,3 +628,23 @@ def test_a_resealed_lock_naming_a_path_outside_the_target_is_refused(world, path
                                              r"path \(relative, inside the target\)"):
         engine.apply(b.request(target))
     assert snapshot(target) == before
+
+
+def test_a_journal_that_removes_a_damaged_manifest_is_said_by_status_as_apply_finds_it(world):
+    """A journal naming the manifest as made by the killed run (existed: false; its bytes "{}", the journal's sha256):
+    apply and revert rolled it back (the manifest removed) and went on, exit 0, while status and a dry run read the
+    manifest on disk first and said it damaged (exit 3), though they show the state the rollback gives (a fresh
+    user's finding). They read the manifest the rollback leaves: none here, so the fixes are found applied."""
+    import hashlib
+
+    b, target, _outside = world
+    manifest = target / ".fixpack" / "demo.manifest.json"
+    manifest.write_text("{}")
+    _journal(target, {"entries": [{"path": ".fixpack/demo.manifest.json", "existed": False, "backup": 0,
+                                   "sha256": hashlib.sha256(b"{}").hexdigest(), "size": 2}]})
+    before = snapshot(target)
+    for run in ("status", "apply --dry-run"):
+        code, said = outcome(lambda: COMMANDS[run](b, target))
+        assert code == 0 and snapshot(target) == before, (run, said)
+    assert outcome(lambda: COMMANDS["apply"](b, target))[0] == 0
+    assert json.loads(manifest.read_text())["fixes"]  # the rollback removed "{}", the apply recorded the fixes
