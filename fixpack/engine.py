@@ -173,7 +173,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
     run left a journal, its originals are laid over the disk in memory (nothing is written here)."""
     tree, pending = Tree(ft.root), leftover_journal(ft.root)
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-    originals = journal_originals(ft.root, run_writes(ctx, ft.root))  # the disk's manifest only if the rollback keeps it
+    originals = journal_originals(ft.root, run_writes(ctx, ft.root))  # the manifest as the rollback leaves it
     kept = originals.get(mpath)
     manifest = read_manifest(ft.root, ft.spec.name) if mpath not in originals else \
         Manifest.from_json(kept, ft.root / mpath) if kept is not None else None
