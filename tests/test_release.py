@@ -42,7 +42,9 @@ def test_git_clone_wrong_pin_is_refused(tmp_path):
     spec = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("9.9.9", first[:7]), Source(git=str(bare)))
     with pytest.raises(MismatchError, match="version"):
         release.fetch(spec, tmp_path / "cache")
-    assert not list((tmp_path / "cache").glob("vllm-gaudi-*"))
+    # the clone is the pinned commit's, named by it: kept (the pin's version is what is wrong), as a release copy is
+    (kept,) = (tmp_path / "cache").glob("vllm-gaudi-*")
+    assert kept.name == f"vllm-gaudi-{first[:7]}" and git(kept, "rev-parse", "HEAD").strip() == first
 
 
 def test_a_file_where_the_clone_goes_is_refused(tmp_path):

@@ -24,12 +24,17 @@ fi
 version=$1 dir=$2
 shift 2
 quiet() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-torch_pin() {  # the X of vLLM $version's "torch==X" requirement
-  local report
+torch_pin() {  # the X of vLLM $version's "torch==X" requirement; exit 2 when it cannot be read
+  local report rc=0
   report=$(mktemp)
-  quiet "${PYTHON:-python3}" -m pip install -q --disable-pip-version-check --no-cache-dir --dry-run --no-deps \
-    --ignore-installed --report "$report" "vllm==$version" >/dev/null
-  "${PYTHON:-python3}" - "$report" <<'PY'
+  if ! quiet "${PYTHON:-python3}" -m pip install -q --disable-pip-version-check --no-cache-dir --dry-run --no-deps \
+      --ignore-installed --report "$report" "vllm==$version" >/dev/null; then
+    rm -f "$report"
+    echo "image-venv: pip could not resolve vllm==$version on the index (above): check the version and the network," \
+      "or set TORCH=X; nothing was made" >&2
+    return 2
+  fi
+  "${PYTHON:-python3}" - "$report" <<'PY' || rc=$?
 import json, re, sys
 meta = json.load(open(sys.argv[1]))["install"][0]["metadata"]
 pins = [m.group(1) for r in meta.get("requires_dist", [])
@@ -39,9 +44,11 @@ if not pins:
 print(pins[0])
 PY
   rm -f "$report"
+  return $rc
 }
 install() {
-  torch=${TORCH:-$(torch_pin)}
+  torch=${TORCH:-}
+  [ -n "$torch" ] || torch=$(torch_pin) || exit 2
   echo "image-venv: vLLM $version on torch $torch into $dir (a few minutes, 5.5 GB or more)"
   "${PYTHON:-python3}" -m venv "$dir"
   pip=("$dir/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir)
