@@ -35,7 +35,7 @@ from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, pa
 from .safepath import not_a_file, not_a_pack_file, read_regular
 from .state import read_manifest
 from .states import State
-from .targets import FoundTarget, commit_matches
+from .targets import FoundTarget, commit_matches, normalize_commit
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:  # the evaluation loads when a lock is made, not when it is read
@@ -216,12 +216,15 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], st
         if not locked:
             continue
         version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
+        back = "; if the pin is a mistake (a new lock stops on a release that does not carry it), put it back to "
         if spec.pin.version and version and version != spec.pin.version:
             out.append((("target", f"{spec.name}.version"),
-                        f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"))
+                        f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"
+                        f"{back}version = \"{version}\""))
         elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
             out.append((("target", f"{spec.name}.commit"),
-                        f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"))
+                        f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"
+                        f"{back}commit = \"{normalize_commit(commit)}\""))
     return out
 
 
