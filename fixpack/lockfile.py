@@ -434,10 +434,14 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
         why = behind(fix)
+        if why.startswith("; fixes/series was reordered"):  # the file is not what the patch was written on: placed
+            loose = run_pass(fix, tree, reverse=False, evidence=NO_EVIDENCE)  # by search, not said a wrong @@ line
+            where = "; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)"
+                              for h in loose.hunks if h.offset) if loose.ok else "; ".join(loose.explain())
+            raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the release copy {ft.root} with "
+                                f"the fixes the series now puts before it: {where}{why}; nothing was written")
         said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
                f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{why}"
-        if why.startswith("; fixes/series was reordered"):  # reordered: not the @@ numbers alone
-            raise ConflictError(f"{said}; nothing was written")
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")

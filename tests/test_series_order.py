@@ -113,4 +113,7 @@ def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_o
     assert ("fixes/series was reordered since the lock: it now puts a after it, which the lock on disk has before it "
             "(the patch was written on it). Put the order back, or make b's patch again on the fixes now before it; "
             "nothing was written") in said, said
-    assert "Fix those @@ lines' numbers" not in said and snapshot(b.pack) == before
+    assert "Fix those @@ lines' numbers" not in said and "names the wrong line" not in said
+    assert "fix b does not apply at its stated lines on the release copy " in said and "hunk #1 is at line 17 (-2 " \
+        "lines)" in said, said  # where the hunk is now (found by search), not a "wrong @@ line"
+    assert snapshot(b.pack) == before
