@@ -28,10 +28,12 @@ def refuse(said):  # exit 5 before fixpack can be imported: a line on stderr, or
         version = found.group(1) if found else ""
     profile = ""  # as fixpack.cli_plain.argv_profile reads it, and the document its error_document writes
     for i, arg in enumerate(args):
-        if arg in ("--profile", "-p") and i + 1 < len(args) and not profile:
+        if arg in ("--profile", "-p") and i + 1 < len(args):
             profile = args[i + 1]
-        elif arg.startswith("--profile=") and not profile:
+            break
+        if arg.startswith("--profile="):
             profile = arg.partition("=")[2]
+            break
     doc = {"command": "apply", "dry_run": "--dry-run" in args, "error": said, "exit_code": 5, "fixes": [],
            "ok": False, "profile": profile, "schema": 1, "targets": [], "tool_version": version}
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -471,6 +471,13 @@ def other_patch(ctx: Context, ft: FoundTarget, manifest: Manifest, entry: Manife
             f"{how}; then run {ctx.report.command} again ({then})")
 
 
+def found_whole(ctx: Context, target: str, recorded: set[str]) -> list[str]:
+    """``target``'s fixes found whole with no record (not in ``recorded``): applied, or laid on drifted files."""
+    laid = {f.id for _fr, _ft, f, *_rest, in_already in ctx.drift if in_already}
+    return [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == target and f.id not in recorded
+            and (f.state is State.APPLIED or f.id in laid)]
+
+
 def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[str]) -> str:
     """A fix that does not apply on a pinned release: a file it touches was changed after the release, or is
     not there, or the lock placed it on top of opt-ins this run does not apply (:func:`opt_ins_behind`: name them
@@ -503,11 +510,10 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
     what = f"{', '.join(files)} {'differs' if one else 'differ'} from the release" if not gone else \
         f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
-    whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fr.target and f.id not in recorded
-             and f.state is State.APPLIED]  # found whole, no manifest listing it: its files too
+    back = ctx.pack.with_sharers(found_whole(ctx, fr.target, recorded), set(files))  # a fix found whole: all of it
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, ctx.pack.with_sharers(whole, set(files)))}; then run {again} (apply --reject DIR "
-            "writes the refused hunks as .rej files to compare)")
+            f"{restore_how(ctx, ft, back)}; then run {again} (apply --reject DIR writes the refused hunks as .rej "
+            "files to compare)")
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",

@@ -154,10 +154,9 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             from .rejects import write_rejects
 
             written = write_rejects(report, reject_dir)
-            said = report.nothing_written()  # of the target: the .rej files are written all the same
-            if written and report.error.startswith(said):
-                report.error = f"{said} in the target ({len(written)} reject file(s) under {reject_dir})" + \
-                    report.error[len(said):]
+            if written:  # the refusal says them: nothing was written in the target
+                report.elsewhere = f"{len(written)} reject file(s) under {reject_dir}"
+                report.close()
             click.echo(f"fixpack: {len(written)} reject file(s) under {reject_dir}" if written else
                        f"fixpack: no hunk was refused: no reject file (nothing written under {reject_dir})", err=True)
         if sbom_out is not None and report.ok and not dry_run:

@@ -123,7 +123,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             fr.state = State.DRIFTED
             fr.action = Action.NONE  # refused: it would not be applied (the others' would-apply holds once it is)
             comps = {c.id for c in recorded_components.components} if recorded_components else set()
-            ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken)))  # said once all are seen
+            ctx.drift.append((fr, ft, fix, ev.drifted, recorded | comps, set(broken), ev.state is State.APPLIED))
             plan.reached = False
         if ev.state in (State.ABSENT, State.DRIFTED, State.APPLIED):
             if base is not None:  # a refused one too: nothing is written, the later fixes are judged on top of it

@@ -92,26 +92,38 @@ def remove_hint(path: Path, what: str) -> str:
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
 
 
-def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], was: list[str], fix: Fix) -> str:
+def flipped(now: list[str], was: list[str]) -> list[tuple[str, str]]:
+    """The pairs (a, b) of the ids in both orders that ``now`` has a before b and ``was`` has b before a (a reordered
+    series against the lock made from it as it was), in ``now``'s order."""
+    at = {f: n for n, f in enumerate(was)}
+    both = [f for f in now if f in at]
+    return [(a, b) for i, a in enumerate(both) for b in both[i + 1:] if at[a] > at[b]]
+
+
+def reordered_around(pack: Pack, chain: tuple[Fix, ...], was: list[str], fix: Fix) -> str:
+    """"" or why a fix that does not apply on a release copy was written on another order: fixes that change one of
+    its files and that fixes/series (``chain``'s order) now puts before it where the lock on disk (its fixes' order
+    ``was``) has them after it, or after it where the lock has them before (a reordered series)."""
+    mine = set(fix.touched_paths())
+    pairs = [(a, b) for a, b in flipped([f.id for f in chain], was)
+             if fix.id in (a, b) and mine & set(pack.fixes[b if a == fix.id else a].touched_paths())]
+    up = [a for a, b in pairs if b == fix.id]  # now before it: written without them
+    down = [b for a, b in pairs if a == fix.id]  # now after it: written on them
+    if not pairs:
+        return ""
+    said = [f"puts {', '.join(up)} before it, which the lock on disk has after it (the patch was written without "
+            f"{'it' if len(up) == 1 else 'them'})"] * bool(up) + \
+           [f"puts {', '.join(down)} after it, which the lock on disk has before it (the patch was written on "
+            f"{'it' if len(down) == 1 else 'them'})"] * bool(down)
+    return (f"; fixes/series was reordered since the lock: it now {', and '.join(said)}. Put the order back, or "
+            f"make {fix.id}'s patch again on the fixes now before it")
+
+
+def left_out_before(pack: Pack, profile: Profile, chain: tuple[Fix, ...], fix: Fix) -> str:
     """"" or why a fix that does not apply on a release copy may have been written on top of fixes the profile leaves
     out: those earlier in the series that change one of its files and are not in ``chain`` (a profile that drops one
-    moved the lines the patch's numbers assume; the lock said only to fix the @@ lines, or to rebase); or without
-    fixes that change one of its files and that fixes/series now puts before it, where the lock on disk (its fixes'
-    order ``was``) has them after it (a reordered series)."""
+    moved the lines the patch's numbers assume; the lock said only to fix the @@ lines, or to rebase)."""
     mine, chained = set(fix.touched_paths()), {f.id for f in chain}
-    now = [f.id for f in chain]
-    flipped = [i for i in now if fix.id in now and fix.id in was and i in was and i != fix.id
-               and (now.index(i) < now.index(fix.id)) != (was.index(i) < was.index(fix.id))
-               and mine & set(pack.fixes[i].touched_paths())]
-    if flipped:
-        up = [i for i in flipped if now.index(i) < now.index(fix.id)]  # now before it: written without them
-        down = [i for i in flipped if i not in up]  # now after it: written on them
-        said = [f"puts {', '.join(up)} before it, which the lock on disk has after it (the patch was written without "
-                f"{'it' if len(up) == 1 else 'them'})"] * bool(up) + \
-               [f"puts {', '.join(down)} after it, which the lock on disk has before it (the patch was written on "
-                f"{'it' if len(down) == 1 else 'them'})"] * bool(down)
-        return (f"; fixes/series was reordered since the lock: it now {', and '.join(said)}. Put the order back, or "
-                f"make {fix.id}'s patch again on the fixes now before it")
     earlier = pack.series[:pack.series.index(fix.id)] if fix.id in pack.series else ()
     behind = [i for i in earlier if i not in chained and i in pack.fixes and pack.fixes[i].target == fix.target
               and mine & set(pack.fixes[i].touched_paths())]

@@ -26,7 +26,7 @@ from .errors import (
 )
 from .fsio import atomic_write
 from .lock_head import committed_lock
-from .lock_hints import Redo, left_out_before, regenerate_hint, relock_command, remove_hint
+from .lock_hints import Redo, flipped, left_out_before, regenerate_hint, relock_command, remove_hint, reordered_around
 from .lock_seal import seal_broken
 from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
@@ -176,13 +176,12 @@ def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], st
     ``lock``, made from the series as it was, has first (key ``("order", id)``); a pair that shares a file first,
     since each patch is written on the fixes above it: a new lock may stop on either (``edit`` lays a patch at its
     stated lines only), or on neither (lines the other fix does not move)."""
-    at = {f: n for n, f in enumerate(f.id for f in lock.fixes)}
-    flipped = [(a, b) for i, a in enumerate(ours) for b in ours[i + 1:] if at[a] > at[b]]
-    files = {f.id: {x.path for x in f.files} for f in lock.fixes}
-    shared = [(a, b, sorted(files[a] & files[b])) for a, b in flipped if files[a] & files[b]]
-    if not flipped:
+    pairs = flipped(ours, [f.id for f in lock.fixes])
+    if not pairs:
         return []
-    a, b, paths = shared[0] if shared else (*flipped[0], [])
+    files = {f.id: {x.path for x in f.files} for f in lock.fixes}
+    shared = [(a, b, sorted(files[a] & files[b])) for a, b in pairs if files[a] & files[b]]
+    a, b, paths = shared[0] if shared else (*pairs[0], [])
     what = f"{a}: fixes/series now puts it before {b}, the lock after it (made from the series as it was)"
     return [(("order", a), f"{what}; they share {', '.join(paths)}, and each patch is written on the fixes above it: "
                            f"where the new lock stops on a patch of them, put the order back, or make that patch again "
@@ -237,14 +236,19 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     pre-image that nothing declares upstreamed (:func:`_post_only`), ConflictError when a fix does not apply at
     its stated lines there (rebase it first, or add the fixes it was written on top of)."""
     fixes: list[LockFix] = []
+    try:  # the lock on disk, read once: what a copy's files and the series' order are compared with
+        have: Lock | None = read_lock(profile)
+    except FixpackError:
+        have = None
+    behind = partial(left_out_before, pack, profile, chain)
+    moved = partial(reordered_around, pack, chain, [f.id for f in have.fixes] if have is not None else [])
     for name, ft in found.items():
         if read_manifest(ft.root, name) is not None:
             raise MismatchError(f"{ft.root} holds a fixpack manifest: fingerprints come from a clean release copy")
         tree = Tree(ft.root)
-        _refuse_changed_copy(profile, chain, name, ft, tree)
+        _refuse_changed_copy(profile, chain, name, ft, tree, have)
         post_only = partial(_post_only, profile, ft=ft, tree=tree, upstreamed=upstreamed)
-        behind = partial(left_out_before, pack, profile, chain, _locked_order(profile))
-        fixes += [_fix_entry(fix, tree, ft, post_only, profile, behind) for fix in chain if fix.target == name]
+        fixes += [_fix_entry(fix, tree, ft, post_only, profile, behind, moved) for fix in chain if fix.target == name]
     with_fixes = {f.target for f in chain}
     targets = {name: {"version": ft.version, "commit": ft.commit} for name, ft in sorted(found.items())
                if name in with_fixes}
@@ -253,24 +257,13 @@ def fingerprint(pack: Pack, profile: Profile, chain: tuple[Fix, ...], found: dic
     return Lock(profile.name, targets, tuple(sorted(fixes, key=lambda f: order[f.id])), components=comps)
 
 
-def _locked_order(profile: Profile) -> list[str]:
-    """The fixes' order in the profile's lock on disk ([] when there is none, or it does not read)."""
-    try:
-        return [f.id for f in read_lock(profile).fixes]
-    except FixpackError:
-        return []
-
-
-def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree) -> None:
+def _refuse_changed_copy(profile: Profile, chain: tuple[Fix, ...], name: str, ft: FoundTarget, tree: Tree,
+                         have: Lock | None) -> None:
     """Raise MismatchError (nothing written) when a file the chain touches on the copy ``ft`` is not the
-    release's bytes that the profile's lock on disk records for the same pin but a fix's post-image it
+    release's bytes that the profile's lock on disk (``have``) records for the same pin but a fix's post-image it
     records: a patched tree (its manifest removed) would otherwise be fingerprinted as if every fix were
-    upstreamed. No readable lock, or one made for another pin: nothing to compare with."""
-    try:
-        have = read_lock(profile)
-    except FixpackError:
-        return
-    if dict(have.targets.get(name) or {}) != {"version": ft.version, "commit": ft.commit}:
+    upstreamed. No readable lock (None), or one made for another pin: nothing to compare with."""
+    if have is None or dict(have.targets.get(name) or {}) != {"version": ft.version, "commit": ft.commit}:
         return
     release = have.release_files(name)
     posts = {(f.id, lf.path): lf.post for f in have.fixes if f.target == name for lf in f.files if lf.pre != lf.post}
@@ -417,9 +410,10 @@ def version_at(fix: Fix, profile: Profile) -> str:
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None], profile: Profile,
-               behind: Callable[[Fix], str]) -> LockFix:
+               behind: Callable[[Fix], str], moved: Callable[[Fix], str]) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release copy with the fixes before it), adopting it. A fix whose post-
-    image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind``: lock_hints."""
+    image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind`` and ``moved``:
+    why one that does not apply may not (:mod:`fixpack.lock_hints`: fixes the profile leaves out, a reorder)."""
     from .evaluate import NO_EVIDENCE, TRUSTED, decide, pre_inside_post, run_pass  # loaded when a lock is made
     ev = decide(fix, tree, TRUSTED, False)
     held = ev.state is State.UPSTREAMED
@@ -433,15 +427,15 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         found = file_hashes(tree, fix.touched_paths())
         return _entry(fix, found, found, {})
     if ev.state is not State.ABSENT:
-        why = behind(fix)
-        if why.startswith("; fixes/series was reordered"):  # the file is not what the patch was written on: placed
-            loose = run_pass(fix, tree, reverse=False, evidence=NO_EVIDENCE)  # by search, not said a wrong @@ line
+        reorder = moved(fix)
+        if reorder:  # the file is not what the patch was written on: placed by search, not said a wrong @@ line
+            loose = run_pass(fix, tree, reverse=False, evidence=NO_EVIDENCE)
             where = "; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)"
                               for h in loose.hunks if h.offset) if loose.ok else "; ".join(loose.explain())
             raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the release copy {ft.root} with "
-                                f"the fixes the series now puts before it: {where}{why}; nothing was written")
+                                f"the fixes the series now puts before it: {where}{reorder}; nothing was written")
         said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
-               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{why}"
+               f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{behind(fix)}"
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")

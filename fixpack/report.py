@@ -95,6 +95,7 @@ class Report:
     fixes: list[FixReport] = field(default_factory=list)
     error: str = ""
     failure: int | None = None
+    elsewhere: str = ""  # what a refused run wrote outside the targets (apply --reject's .rej files), said with it
 
     @property
     def exit_code(self) -> int:
@@ -127,12 +128,15 @@ class Report:
 
     def nothing_written(self) -> str:
         """What a refused run says it wrote: nothing, or nothing else once it has rolled an interrupted run's
-        journal back (that rollback is written before the run plans)."""
+        journal back (that rollback is written before the run plans); nothing in the target where it wrote
+        ``elsewhere``."""
         if any(n.startswith(ROLLED_BACK) for t in self.targets for n in t.notes):
-            return "nothing else was written (an interrupted run's journal was rolled back first)"
-        if any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
-            return "nothing else was written (a complete run's backups were removed first)"
-        return "nothing was written"
+            said = "nothing else was written (an interrupted run's journal was rolled back first)"
+        elif any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
+            said = "nothing else was written (a complete run's backups were removed first)"
+        else:
+            said = "nothing was written"
+        return f"{said} in the target ({self.elsewhere})" if self.elsewhere else said
 
     def close(self) -> Report:
         """Say what kept the run from its state, and turn what it did into what it would have done

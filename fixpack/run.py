@@ -79,8 +79,9 @@ class Context:
     # the run's own command as a message suggests it: rerun(word, strict, more opt-ins) (strict.strict_drift)
     rerun: Callable[..., str] | None = None
     # drifted fixes under --strict, their message written once the run's every target is evaluated (strict.next_steps):
-    # (report, target, fix, the files that drift it, the fixes the manifest records, the tampered ones)
-    drift: list[tuple[FixReport, FoundTarget, Fix, list[str], set[str], set[str]]] = field(default_factory=list)
+    # (report, target, fix, the files that drift it, the fixes the manifest records, the tampered ones, whether it is
+    # in already: laid on the drifted files by a run without --strict)
+    drift: list[tuple[FixReport, FoundTarget, Fix, list[str], set[str], set[str], bool]] = field(default_factory=list)
     # the opt-ins that the run's failing fixes were locked on top of and it does not apply, all targets (series
     # order; strict.next_steps): every "name them too" and "run again" command of those fixes names them all;
     # behind_of: each failing fix's own (with the opt-ins those were locked on top of, all the way down)

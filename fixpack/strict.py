@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .advice import add_next_steps, recorded_has, restore_how, to_release
+from .advice import add_next_steps, found_whole, recorded_has, restore_how, to_release
 from .run import Context, behind_files, locked_paths, name_too, opt_ins_behind, refusing_files
 from .states import State
 from .targets import FoundTarget
@@ -29,7 +29,7 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
             m = manifests.get(fr.target)
             files = behind_files(ctx, fix, refusing_files(ft, fix, fr)[1])
             failing.append((fix, files, m.applied_ids() if m else set()))
-    failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered in ctx.drift]
+    failing += [(fix, files, recorded) for _fr, _ft, fix, files, recorded, _tampered, _laid in ctx.drift]
     for fix, files, recorded in failing:
         behind = opt_ins_behind(ctx, fix, files, recorded)[0]
         for b in behind:  # an opt-in named is itself placed on top of others, or requires some: those too, at once
@@ -38,8 +38,7 @@ def next_steps(ctx: Context, manifests: dict[str, Manifest | None]) -> None:
             behind += [f for f in more if f not in behind]
         ctx.behind_of[fix.id] = [f for f in ctx.pack.series if f in behind]
     ctx.behind = tuple(f for f in ctx.pack.series if any(f in b for b in ctx.behind_of.values()))
-    for fr, ft, fix, files, recorded, tampered in ctx.drift:  # in already: its first message says it is applied
-        laid = fix.id in recorded or fr.messages[0].startswith(("applied", "already applied"))
+    for fr, ft, fix, files, recorded, tampered, laid in ctx.drift:
         fr.messages.append(strict_drift(ctx, ft, fix, files, recorded, tampered, laid))
     add_next_steps(ctx, manifests)
 
@@ -56,8 +55,7 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
     already (recorded, or found with its record lost), laid on the drifted files by a run without ``--strict``."""
     assert ctx.rerun is not None
     word = ctx.report.command
-    one = len(files) == 1
-    what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
+    one, what = _differ(files)
     head = "--strict: a drifted fix is an image mismatch: "
     takes = "applies it as reported above" if word == "apply" else "reports it as drifted, not a mismatch"
     if laid:  # applied already (recorded, or found with its record lost), laid on the drifted file without --strict
@@ -65,7 +63,7 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                  "reports it as applied, not a mismatch")
     behind, said = opt_ins_behind(ctx, fix, files, recorded)
     own = ctx.behind_of.get(fix.id, behind)
-    drifting = {f.id for _fr, _ft, f, _files, _rec, _t in ctx.drift}  # without --strict they apply as drifted
+    drifting = {f.id for _fr, _ft, f, *_rest in ctx.drift}  # without --strict they apply as drifted
     need = {g: b for g, b in ctx.behind_of.items() if g != fix.id and g not in drifting}  # the fixes that conflict
     others = tuple(f for f in ctx.pack.series if any(f in b for b in need.values()))
     without = f"run without --strict, which {takes}: {ctx.rerun(word, False, others)}"
@@ -85,10 +83,9 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                                                                ctx.pack.fixes[f].target == fix.target))
     put += tuple(c.id for c in ctx.profile.components if c.opt_in and c.id in recorded and c.target == fix.target)
     # the files of every fix of the target drifted so (none behind an opt-in): one put-back for all, then one run
-    files = sorted({p for _fr, t, f, fs, rec, _t in ctx.drift if t.spec.name == ft.spec.name
+    files = sorted({p for _fr, t, f, fs, rec, *_rest in ctx.drift if t.spec.name == ft.spec.name
                     and not opt_ins_behind(ctx, f, fs, rec)[0] for p in fs} | set(files))
-    one = len(files) == 1
-    what = f"{files[0]} differs" if one else f"{', '.join(files)} differ"
+    one, what = _differ(files)
     on_them = set(files)
     applied = [f for f in ctx.pack.series if f in recorded and locked_paths(ctx, f) & on_them]
     broken = [f for f in applied if f in tampered]
@@ -106,15 +103,18 @@ def strict_drift(ctx: Context, ft: FoundTarget, fix: Fix, files: list[str], reco
                 f"image is meant to differ there, {without}. {wrong}")
     how = restore_how(ctx, ft, files)
     if laid:  # found whole with no record: every file of the fixes so found that share them goes back, as revert's
-        whole = [f.id for f in ctx.report.fixes if f.kind == "fix" and f.target == fix.target and f.id not in recorded
-                 and (f.state is State.APPLIED or f.id in drifting)]
-        back = ctx.pack.with_sharers(whole, set(files))
+        back = ctx.pack.with_sharers(found_whole(ctx, fix.target, recorded), set(files))
         has, settle, _unknown = recorded_has(ctx, ft, back)
         how = to_release(ctx, ft, back, has, settle)
-        one, what = len(back) == 1, f"{', '.join(back)} {'differs' if len(back) == 1 else 'differ'}"
+        one, what = _differ(back)
     return (f"{head}{what} from the release the lock pins. If {'it was' if one else 'they were'} changed after the "
             f"release, put {'it' if one else 'them'} back: {how}; then run "
             f"{ctx.rerun(word, True, again)}. If the image is meant to differ there, {without}. {wrong}")
+
+
+def _differ(files: list[str]) -> tuple[bool, str]:
+    """Whether ``files`` is one file, and "X differs" or "X, Y differ"."""
+    return len(files) == 1, f"{', '.join(files)} {'differs' if len(files) == 1 else 'differ'}"
 
 
 def _wrong_lock(ctx: Context, ft: FoundTarget, one: bool) -> str:

@@ -4,10 +4,10 @@
 #
 # pip keeps no cache of what it downloads here (--no-cache-dir: the 0.33.0 stand-in alone would leave
 # several GB of wheels behind). Each OTHER_VENV (tools/test.sh names .venv) shares its files with DIR:
-# a file of DIR's site-packages with the same name, content, mode and owner as one of
-# OTHER_VENV's becomes a hard link to it, OTHER_VENV's own file kept (util-linux's hardlink; torch 2.13.0, triton and most of vLLM's
-# requirements are the same files in the 0.30.0-0.32.0 stand-ins). The vllm package itself is never
-# linked: a proof patches it in place. Without util-linux's hardlink, nothing is shared.
+# a file of DIR's site-packages with the same name, content, mode and owner as one of OTHER_VENV's
+# becomes a hard link to it, OTHER_VENV's own file kept (util-linux's hardlink; torch 2.13.0, triton and
+# most of vLLM's requirements are the same files in the 0.30.0-0.32.0 stand-ins). The vllm package
+# itself is never linked: a proof patches it in place. Without util-linux's hardlink, nothing is shared.
 #
 # The torch pin is read from the release's own metadata (its `Requires-Dist: torch==X`, the same line
 # as in the sdist's PKG-INFO), fetched by pip without downloading the wheel (PEP 658 metadata):
@@ -46,7 +46,7 @@ PY
   rm -f "$report"
   return $rc
 }
-install() {
+make_venv() {
   torch=${TORCH:-}
   [ -n "$torch" ] || torch=$(torch_pin) || exit 2
   echo "image-venv: vLLM $version on torch $torch into $dir (a few minutes, 5.5 GB or more)"
@@ -66,7 +66,7 @@ install() {
 }
 # a DIR that has vLLM VERSION already is kept as it is (its files are still shared below)
 if ! "$dir/bin/python" -c "import vllm, sys; sys.exit(vllm.__version__ != '$version')" >/dev/null 2>&1; then
-  install
+  make_venv
 fi
 share=() named=()
 for other in "$@"; do  # (a glob that matches nothing stays as it is: no such folder)
