@@ -140,11 +140,12 @@ def _at(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], str]]:
+def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
-    that changed); [] when it matches the pack. A fix whose patch bytes are
-    the ones the lock fingerprinted is vouched for on the way (its patches are not parsed)."""
+    that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
+    vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
+    fingerprint was edited and sealed again is then held to the patches)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -154,7 +155,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock) -> list[tuple[tuple[
         if entry is None:
             stale.append((("fix", fid), f"{fid}: not in the lock"))
             continue
-        if entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
+        if vouch and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
             stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"

@@ -233,7 +233,7 @@ def _lock(pack: Pack, profile: Profile, fresh: Copies | None) -> list[Finding]:
         lock = lockfile.read_lock(profile)
     except StaleLockError as exc:  # a lock that does not load: where it says (a hand edit: its digest's line)
         return [Finding(where, exc.line, exc.what, exc.hint)]
-    stale = lockfile.stale_entries(pack.for_profile(profile.name), profile, lock)
+    stale = lockfile.stale_entries(pack.for_profile(profile.name), profile, lock, vouch=False)  # (parsed here)
     if stale:
         return [Finding(*_stale_at(pack, profile, lock, key), f"the lock is stale: {what}", redo)
                 for key, what in stale]

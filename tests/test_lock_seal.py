@@ -181,3 +181,26 @@ def test_a_post_image_hash_edited_and_sealed_again_is_refused_before_anything_is
                 f"{real[:12]} of the pre-image the lock records for it: the lock was edited by hand and sealed again "
                 f"(its \"digest\" is a plain sha256 anyone can recompute), so nothing was written; regenerate it from "
                 f"clean release copies: {program()} lock --profile p1 --pack {b.pack}") in said, (args, said)
+
+
+def test_check_holds_a_change_fingerprint_edited_and_sealed_again_to_the_patches(two):
+    """Found by a fresh user: a lock whose patch_sha256 was edited and sealed again (the seal is a plain sha256) passed
+    `check` ("pack is clean"): the lock's patch_bytes_sha256 still named the patch files' bytes, so their change
+    fingerprint was taken from the lock unparsed. `check` parses them (it is no image's hot path): the entry is stale
+    at its line in the lock, exit 2, nothing written."""
+    from fixpack.records import lock_digest
+
+    b, _image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    real = data["fixes"][0]["patch_sha256"]
+    forged = "0" * 64
+    lock.write_text(lock.read_text().replace(real, forged).replace(data["digest"], lock_digest(
+        {**data, "fixes": [{**data["fixes"][0], "patch_sha256": forged}, *data["fixes"][1:]]})))
+    before = snapshot(b.pack)
+    r = fixpack("check", "--pack", str(b.pack))
+    line = next(i for i, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip() == '"id": "one",')
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"profiles/p1.lock:{line}: the lock is stale: one: patch or version changed since the lock was " \
+           f"generated" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert snapshot(b.pack) == before
