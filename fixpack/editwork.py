@@ -408,7 +408,7 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(encode(text))
             dest.chmod(tree.mode(path) or 0o644)
-        mail = patch_mail(fix, decode(patch_again(pf, *AGAIN)))
+        mail = patch_mail(fix, decode(patch_again(pf, *AGAIN)), str(pf.path))
         commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
 
 

@@ -4,7 +4,8 @@ and line before CI or an image build trips on it.
 - every fix of ``fixes/series`` is listed by some profile, or marked ``retired = "why"`` in its
   ``fix.toml`` (a fix in no profile is otherwise never applied, without a word); a retired fix is in
   no profile;
-- every fix a profile lists is in the series, every ``fix.toml`` validates and every patch parses
+- every fix a profile lists is in the series, every ``fix.toml`` validates and every patch parses (its mail header
+  too, as ``format`` reads it)
   (the loader's own checks, each problem with its file and line);
 - every fix that is not retired has a proof, ``fixes/<id>/test_*.py``;
 - a profile lists its fixes in series order (a run applies them in series order whatever the profile says, so
@@ -74,7 +75,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     findings = [f if f.file.startswith("profiles/") else replace(f, message=f"{f.message}; profile{'s' * (len(n) > 1)} "
                                                                             f"{', '.join(n)}") for f, n in said.items()]
     listed = [_listed(pack.profiles[n]) for n in {n for names in said.values() for n in names}]
-    findings += _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack)
+    findings += _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack) + _mails(pack)
     findings += _order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
@@ -171,6 +172,25 @@ def _orphan_locks(pack: Pack) -> list[Finding]:
     return [Finding(_rel(pack.root, lock), None, f"a lock with no profile: there is no profiles/{lock.stem}.toml",
                     f"remove it (rm -- {shlex.quote(str(lock))}), or put back the profile it was made for")
             for lock in locks if lock.stem not in pack.profiles]
+
+
+def _mails(pack: Pack) -> list[Finding]:
+    """Each patch's mail header as ``format``, ``edit`` and ``refresh`` read it (its author, its encoded words): one
+    they refuse (a From: whose encoded word holds a line break, an unknown charset) is named at its patch file."""
+    from .errors import BadInputError
+    from .patchfiles import patch_again
+    from .patchtext import patch_mail
+    from .tree import decode
+
+    out = []
+    for fix in (pack.fixes[f] for f in pack.series):
+        for pf in fix.patches:
+            rel = _rel(pack.root, pf.path)
+            try:
+                patch_mail(fix, decode(patch_again(pf)), rel)
+            except BadInputError as exc:
+                out.append(Finding(rel, None, str(exc).removeprefix(f"{rel}: ")))
+    return out
 
 
 def _proofs(pack: Pack) -> list[Finding]:

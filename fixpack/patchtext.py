@@ -46,9 +46,9 @@ def header_fields(fix: Fix) -> list[tuple[str, str]]:
     return [(k, v) for k, v in fields if v]
 
 
-def patch_mail(fix: Fix, text: str) -> Mail:
-    """A patch's message, its subject defaulting to the fix's summary."""
-    mail = read_mail(text)
+def patch_mail(fix: Fix, text: str, where: str = "the patch") -> Mail:
+    """A patch's message, its subject defaulting to the fix's summary; ``where``: the patch file, for its errors."""
+    mail = read_mail(text, where)
     return mail if mail.subject else replace(mail, subject=fix.summary)
 
 
@@ -61,7 +61,7 @@ def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:
 
 def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
     parse_patch(text.encode("utf-8", "surrogateescape"), source)  # refuses a malformed patch, naming the line
-    return render(patch_mail(fix, text), header_fields(fix), diff_body(text))
+    return render(patch_mail(fix, text, source), header_fields(fix), diff_body(text))
 
 
 def patch_bytes(fix: Fix) -> dict[str, bytes]:
@@ -74,7 +74,7 @@ def write_patches(fix: Fix, bodies: list[str]) -> dict[str, bytes]:
     trailers), fields from fix.toml, the new diff ``body``."""
     out = {}
     for pf, body in zip(fix.patches, bodies):
-        text = render(patch_mail(fix, decode(patch_again(pf))), header_fields(fix), body)
+        text = render(patch_mail(fix, decode(patch_again(pf)), str(pf.path)), header_fields(fix), body)
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

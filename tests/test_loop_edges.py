@@ -750,3 +750,27 @@ def test_a_mail_with_a_plain_diff_is_imported_as_git_am_takes_it(pack3, tmp_path
     assert "+fifty-five\n" in patch and "Subject: [PATCH] Name line 55" in patch and "Why it matters." in patch
     assert "diff --git a/demo_pkg/brand_new.py b/demo_pkg/brand_new.py\nnew file mode 100644\n--- /dev/null\n" \
            "+++ b/demo_pkg/brand_new.py\n" in patch and "diff -ruN" not in patch and "1970" not in patch, patch
+
+
+def test_a_from_header_format_refuses_is_named_at_its_patch_by_format_and_check(builder):
+    """Found by a fresh user: a patch whose From: holds an encoded line break (=0A) made `format` say "the patch: its
+    From: header ..." (no file named) while `check` said the pack was clean. `format` names the patch file, and
+    `check` finds it there too (it reads each patch's mail header as format does); nothing is written."""
+    from fixpack.pack_check import check_pack
+
+    clean = builder.tree("clean", {MOD: numbered(10)})
+    builder.add_fix("one", {MOD: numbered(10)}, {MOD: numbered(10).replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    builder.lock(clean)
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    assert text.startswith("From ") and "\nFrom: " in text, text[:200]
+    patch.write_text(re.sub(r"\nFrom: [^\n]*", "\nFrom: =?utf-8?q?a=0Ab?= <x@y>", text, count=1))
+    before = snapshot(builder.pack)
+    said = "its From: header holds a line break in an encoded word (=0A or =0D)"
+    found = [f for f in check_pack(builder.pack)[0] if not f.message.startswith("fix one has no proof")]
+    assert [(f.file, f.message.startswith(said)) for f in found] == [("fixes/one/0001-change.patch", True)], found
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "format", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and f"{patch}: {said}" in r.stderr, r.stderr
+    assert snapshot(builder.pack) == before
