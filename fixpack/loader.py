@@ -40,6 +40,7 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         return ()
     seen: dict[str, int] = {}
     order: list[str] = []
+    bad: set[str] = set()  # lines said as bad ids: their folders are not "missing from the series" too
     if "\r" in text:  # (commands that write the series write LF: a CRLF one would end up mixed)
         crlf = text.count("\r") == text.count("\r\n")
         errors.add(f"a CR{' (CRLF line ends)' if crlf else ''}: the series' lines end with LF alone, and hold no CR",
@@ -52,6 +53,7 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
             continue
         if name_problem(line):
             errors.add(f"bad fix id {line!r}", path, n, name_problem(line) or "")
+            bad.add(line)
             continue
         if line in seen:
             errors.add(f"fix {line!r} listed twice (first at line {seen[line]})", path, n, "keep one line")
@@ -64,7 +66,7 @@ def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
         if fix_id not in folders:
             errors.add(f"fix {fix_id!r} has no fixes/{fix_id}/fix.toml", path, seen[fix_id],
                        "create the fix or remove the line")
-    for name in sorted(folders - set(seen)):
+    for name in sorted(folders - set(seen) - bad):
         errors.add(f"fix {name!r} is missing from the series", path, None,
                    "add its id to fixes/series at its place in the order")
     return tuple(order)

@@ -442,3 +442,20 @@ def test_a_byte_order_mark_opening_a_patch_is_named_as_one(pack, head):
         load_pack(pack.pack)
     assert f"{patch}:1: a UTF-8 byte order mark (BOM) opens the patch (remove it: save the file as UTF-8 without a " \
            f"BOM)" in problems(exc), problems(exc)
+
+
+def test_a_bad_fix_id_in_the_series_is_not_also_said_missing_from_it(pack):
+    """Found by a fresh user: a fix renamed to an id the pack refuses ('séeded', in its folder, fix.toml and the
+    series) was named a bad id at its series line, then "missing from the series (add its id ...)", with no line,
+    though the line is there. It is said once, at its line."""
+    old = pack.pack / "fixes/b"
+    new = old.with_name("bé")
+    old.rename(new)
+    (new / "fix.toml").write_text((new / "fix.toml").read_text().replace('id = "b"', 'id = "bé"'))
+    series = pack.pack / "fixes/series"
+    series.write_text(series.read_text().replace("b\n", "bé\n"))
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    said = problems(exc)
+    assert any(p.startswith(f"{series}:2: bad fix id 'bé'") for p in said), said
+    assert not [p for p in said if "missing from the series" in p], said
