@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from .diffsyntax import QuoteError, unquote
 from .errors import PatchParseError, Problem
-from .safepath import STATE_DIR, path_problem
+from .safepath import STATE_DIR, climbs_out, path_problem
 
 if TYPE_CHECKING:
     from .patchmodel import FilePatch
@@ -47,7 +46,7 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
     problem = path_problem(path)
     if problem is None:
         return path
-    if path.startswith("/") or ".." in PurePosixPath(path).parts:
+    if path.startswith("/") or climbs_out(path.split("/")):
         what = "absolute path" if path.startswith("/") else "path"
         raise PatchParseError(
             f"{source}:{line}: {what} {path!r} climbs out of the target" if what == "path" else
@@ -60,7 +59,7 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
                                        f"a fix changes the target's own files only: the tool keeps {STATE_DIR}/ "
                                        f"itself (drop this file's section from the patch)")])
     hint = "name the file without it" if problem.startswith("a control") else \
-        "write the path as git does: relative, '/' between segments, no '.' or '//'"
+        "write the path as git does: relative, '/' between segments, no '.', '..' or '//'"
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",
                           [Problem(f"path {path!r} is not canonical: {problem}", None, line, hint)])
 

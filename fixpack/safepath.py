@@ -69,10 +69,21 @@ def path_problem(path: str) -> str | None:
     if "." in parts:
         return "a '.' segment"
     if ".." in parts:
-        return "a '..' segment (climbs out of the target)"
+        return "a '..' segment" + (" (climbs out of the target)" if climbs_out(parts) else "")
     if parts[0] == STATE_DIR:
         return f"the tool's own state folder {STATE_DIR}/"
     return None
+
+
+def climbs_out(parts: list[str] | tuple[str, ...]) -> bool:
+    """Whether a '..' of the path ``parts`` leads above where the path starts (``pkg/../../x``; ``pkg/../pkg/x``
+    stays inside: not canonical, but no escape)."""
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        if depth < 0:
+            return True
+    return False
 
 
 def is_canonical(path: str) -> bool:

@@ -36,6 +36,17 @@ def test_escaping_paths_are_refused(path, word):
     assert word in str(exc.value)
 
 
+def test_a_dotdot_that_stays_inside_is_not_canonical_not_an_escape():
+    """Found by a fresh user: ``vllm/v1/../v1/x.py`` was said to escape the target root; it stays inside, and is
+    refused as a path git would not write (exit 2 all the same), with how git writes it."""
+    data = b"--- a/vllm/v1/../v1/x.py\n+++ b/vllm/v1/../v1/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "p.patch")
+    said = str(exc.value)
+    assert "path 'vllm/v1/../v1/x.py' is not canonical: a '..' segment" in said and "climbs out" not in said, said
+    assert "escapes" not in " ".join(str(p) for p in exc.value.problems)
+
+
 def test_malformed_hunk_is_refused():
     data = b"--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-a\n+b\n"
     with pytest.raises(PatchParseError) as exc:
