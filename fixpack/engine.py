@@ -42,7 +42,7 @@ from .replay import (
     tampered_why,
     unwind,
 )
-from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report
+from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report, restored
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest, recover
@@ -241,8 +241,8 @@ def _recover_interrupted(ctx: Context) -> None:
     for ft in ctx.found.values():
         if leftover_journal(ft.root):
             journal = journal_there(ft.root)  # (else backups alone: a complete run's)
-            n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (none restored: its journal was removed all the same)
-            ctx.report.target(ft.spec.name).note(f"{ROLLED_BACK} ({n} file{'' if n == 1 else 's'} restored)"
+            n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (its journal is removed even when none needed it)
+            ctx.report.target(ft.spec.name).note(f"{ROLLED_BACK} ({restored(n)})"
                                                  if journal else
                                                  f"{LEFTOVERS_REMOVED} in {ft.root / '.fixpack' / 'journal'} (no "
                                                  f"journal names them)")

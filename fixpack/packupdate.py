@@ -75,12 +75,12 @@ def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
         return False
     # the files a pack update writes only (a planted journal writes nothing else); a damaged one: its steps
     journal = load_pack_journal(pack_root)
-    put_back = roll_back(pack_root, journal)
+    roll_back(pack_root, journal)
     forget_state(pack_root)
     if journal is None:
         return False
     what = f"the {journal.by[0]} of {journal.by[1]}" if journal.by else "a pack update"
-    progress.note(f"rolled back {what} a killed run left half written (the {len(put_back)} file(s) its journal names "
+    progress.note(f"rolled back {what} a killed run left half written (the {len(journal.entries)} file(s) its journal names "
                   f"are as they were before it) before reading the pack")
     return True
 

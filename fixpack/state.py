@@ -396,7 +396,8 @@ def journal_there(root: Path) -> bool:
 
 
 def recover(root: Path, writes: Writes | None = None) -> list[str]:
-    """Roll back what an interrupted run left (a journal). Returns the paths restored; idempotent.
+    """Roll back what an interrupted run left (a journal). Returns the paths it changed (put back or removed): not
+    those its journal names that the run had not touched yet, nor those a killed rollback put back; idempotent.
     ``writes``: the paths this profile's run could have written (:func:`load_journal`).
 
     The whole journal is checked before the first file is touched. Backups are moved back with a
@@ -411,8 +412,7 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     if journal is None:
         discard_leftovers(root)
         return []
-    for e in journal.entries:
-        _restore(root, e)
+    changed = [e.path for e in journal.entries if _restore(root, e)]
     for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
         if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
             set_mode_owner(root / d, k.mode, k.owner)
@@ -424,23 +424,26 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     unlink(journal.path)
     fsync_dir(journal.path.parent)
     discard_leftovers(root)
-    return [e.path for e in journal.entries]
+    return changed
 
 
-def _restore(root: Path, e: JournalEntry) -> None:
+def _restore(root: Path, e: JournalEntry) -> bool:
+    """Put the entry's file back as it was before the run; whether that changed the file."""
     dest = root / e.path
     if exists(temp_path(dest)):
         unlink(temp_path(dest))
     if not e.existed:
+        changed = exists(dest)
         remove_file(dest)
     elif e.restored:  # put back by a rollback killed since, which dropped its bytecode: a .pyc there now it put back
-        return
+        return False
     else:
         backup = backups_dir(root) / str(e.index)
         kept = os.lstat(backup)
         if _inode(dest) == (kept.st_dev, kept.st_ino) or _holds(dest, e):  # the run never replaced it (a rename onto
             unlink(backup)  # its own link leaves the backup; a copy of an immutable file cannot go over it), and a
-            return  # rollback run again dropped the bytecode an earlier entry put back
+            return False  # rollback run again dropped the bytecode an earlier entry put back
+        changed = True
         if kept.st_nlink > 1:  # its inode has a name besides the backup, not dest's: a hard link from outside the
             # state folder, put there by hand, or the original's own link from outside the target: write the bytes to
             # dest as a new file instead of giving that inode a mode, an owner and a name in the target
@@ -449,6 +452,7 @@ def _restore(root: Path, e: JournalEntry) -> None:
         else:
             _move_back(backup, dest, e)
     drop_pycache_quietly(dest)
+    return changed
 
 
 def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
