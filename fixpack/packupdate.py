@@ -80,8 +80,9 @@ def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
     if journal is None:
         return False
     what = f"the {journal.by[0]} of {journal.by[1]}" if journal.by else "a pack update"
-    progress.note(f"rolled back {what} a killed run left half written (the {len(journal.entries)} file(s) its journal names "
-                  f"are as they were before it) before reading the pack")
+    n = len(journal.entries)
+    progress.note(f"rolled back {what} a killed run left half written (the {n} file(s) its journal names are as "
+                  f"they were before it) before reading the pack")
     return True
 
 
