@@ -30,6 +30,7 @@ from .fsio import (
     set_mode_owner,
     state_dir,
     temp_folder,
+    temp_path,
     unlink,
     unlink_quietly,
 )
@@ -62,16 +63,24 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
                                  f"was changed. Run where it may be written, or apply to a writable copy")
 
 
-def check_temp_paths(root: Path, changes: list[FileChange]) -> None:
+def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = False) -> None:
     """MismatchError (exit 3), before anything is written, for a folder where a file's temp file goes (each file is
     written beside itself, ``.NAME.fixpack-tmp``, then renamed over it): the write failed there, and so did the
-    rollback, which removes a killed write's temp file first (a journal left, every later run exit 1)."""
+    rollback, which removes a killed write's temp file first (a journal left, every later run exit 1). With
+    ``anything`` (a target: only a journalled run writes there, and the rollback before this removed what a killed
+    one left), a file or link there is refused too: it is someone else's, and the write would have removed it."""
     for c in changes:
         tmp = temp_folder(root / c.path)
         if tmp is not None:
             raise MismatchError(f"{tmp} is a folder where fixpack writes {c.path}'s temp file (each file is written "
                                 f"beside itself, then renamed over it); nothing was written. Move the folder away "
                                 f"(nothing of fixpack's is in it), then run again")
+        tmp = temp_path(root / c.path)
+        if anything and exists(tmp):
+            raise MismatchError(f"{tmp} is where fixpack writes {c.path}'s temp file (each file is written beside "
+                                f"itself, then renamed over it), and something is there that no run of fixpack left "
+                                f"(a killed run's is removed by the rollback before this); nothing was written. Move "
+                                f"it away, then run again")
 
 
 def space_needed(root: Path, changes: list[FileChange], block: int) -> int:
@@ -135,7 +144,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
     # run leaves the .pyc files as they were too
     changes = changes + _stale_bytecode(root, changes)
-    check_temp_paths(root, changes)
+    check_temp_paths(root, changes, anything=by is None)  # (a pack's: a killed lock or rebase may leave its own)
     check_free_space(root, changes)
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed

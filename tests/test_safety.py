@@ -161,14 +161,33 @@ def test_interrupted_run_is_rolled_back_by_revert_and_status_says_so(setup):
     assert snapshot(target) == original
 
 
-def test_planted_temp_file_link_is_not_followed(setup, tmp_path):
+@pytest.mark.parametrize("planted", ["link", "file"])
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_something_at_a_temp_file_s_path_is_refused_and_kept(setup, tmp_path, planted, command):
+    """A link or a file at the path of a file's temp file (.NAME.fixpack-tmp) in the target. A link was never
+    followed, but it and a user's file there were removed by the write (a fresh user's finding: their file was gone
+    after apply, or revert). No run of fixpack leaves one there outside a journal (the rollback removes it first),
+    so it is someone else's: refused, exit 3, every byte kept (the victim too); once it is moved away, the run goes
+    on."""
     b, target = setup
+    if command == "revert":
+        assert engine.apply(b.request(target)).ok
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
-    (target / "demo_pkg" / ".mod.py.fixpack-tmp").symlink_to(victim)
-    assert engine.apply(b.request(target)).ok
-    assert victim.read_text() == "keep me\n"
-    assert not (target / MOD).is_symlink() and "three" in (target / MOD).read_text()
+    tmp = target / "demo_pkg" / ".mod.py.fixpack-tmp"
+    if planted == "link":
+        tmp.symlink_to(victim)
+    else:
+        tmp.write_text("my notes\n")
+    before = snapshot(target)
+    with pytest.raises(MismatchError) as exc:
+        getattr(engine, command)(b.request(target))
+    assert f"{tmp} is where fixpack writes demo_pkg/mod.py's temp file" in str(exc.value) and \
+        "nothing was written. Move it away" in str(exc.value), str(exc.value)
+    assert snapshot(target) == before and victim.read_text() == "keep me\n"
+    tmp.rename(tmp_path / "moved")
+    assert getattr(engine, command)(b.request(target)).ok
+    assert not (target / MOD).is_symlink() and ("three" in (target / MOD).read_text()) == (command == "apply")
 
 
 def test_state_folder_link_is_refused(setup, tmp_path):
