@@ -154,6 +154,7 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             from .rejects import write_rejects
 
             written = write_rejects(report, reject_dir)
+            report.rejects = [str(p) for p in written]
             if written:  # the refusal says them: nothing was written in the target
                 report.elsewhere = f"{len(written)} reject file(s) under {reject_dir}"
                 report.close()

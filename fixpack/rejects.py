@@ -20,7 +20,8 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
 
     Raises BadInputError when ``folder`` lies inside a target's root (rejects never go next to the
     target's files) or a folder on the way to a ``.rej`` file under it is a symbolic link (it could lead
-    into the target), EnvironmentProblem when it cannot be written.
+    into the target), EnvironmentProblem when a file cannot be written (the message says the target was left
+    as it was and names the files written before it).
     """
     folder = folder.expanduser().resolve()
     for t in report.targets:
@@ -44,7 +45,10 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
                                                                          for h in hunks if h)
         try:
             atomic_write(dest, body.encode("utf-8", "surrogateescape"), 0o644)
-        except OSError as exc:
-            raise EnvironmentProblem(f"cannot write {dest}: {exc.strerror}; choose a writable --reject folder") from exc
+        except OSError as exc:  # (a refused hunk means a refused run: the target was left as it was)
+            before = f"; the {len(written)} written before it stay: {', '.join(map(str, written))}" if written else ""
+            raise EnvironmentProblem(f"cannot write {dest}: {exc.strerror}; the run was refused ("
+                                     f"{report.nothing_written()}){before}. Choose a writable --reject folder and run "
+                                     f"again") from exc
         written.append(dest)
     return written

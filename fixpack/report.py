@@ -101,6 +101,7 @@ class Report:
     error: str = ""
     failure: int | None = None
     elsewhere: str = ""  # what a refused run wrote outside the targets (apply --reject's .rej files), said with it
+    rejects: list[str] | None = None  # apply --reject: the .rej files written (None: no --reject given)
 
     @property
     def exit_code(self) -> int:
@@ -158,4 +159,4 @@ class Report:
             "schema": SCHEMA, "tool_version": __version__, "command": self.command, "profile": self.profile,
             "dry_run": self.dry_run, "ok": self.ok, "exit_code": self.exit_code, "error": self.error,
             "targets": [t.as_dict() for t in self.targets], "fixes": [f.as_dict() for f in self.fixes],
-        }
+        } | ({} if self.rejects is None else {"rejects": list(self.rejects)})

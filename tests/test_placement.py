@@ -179,6 +179,28 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
     assert code == 2 and "is a symbolic link" in out and snapshot(image) == before
 
 
+def test_reject_files_are_listed_in_the_json_and_a_failed_one_says_the_target_was_left(builder, tmp_path):
+    """Found by a fresh user: `apply --reject DIR --json` did not list the .rej files it wrote, and a .rej that
+    could not be written (exit 5) did not say the target was left as it was (the run was refused)."""
+    b = builder
+    base = _one_block_fix(b)
+    image = b.tree("image", {MOD: base.replace("    a = x + 1\n", "    a = x + 2\n")})
+    before = snapshot(image)
+    code, out = cli(b, image, "apply", "--json", "--reject", str(tmp_path / "rej"))
+    doc = json.loads(out[:out.rindex("}") + 1])
+    assert code == 4 and doc["rejects"] == [str(tmp_path / "rej" / f"{MOD}.rej")], out
+    assert (tmp_path / "rej" / f"{MOD}.rej").is_file() and snapshot(image) == before
+    code, out = cli(b, image, "apply", "--json")
+    assert code == 4 and "rejects" not in json.loads(out), out  # (no --reject: no key)
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / Path(MOD).parent).write_text("a file where the .rej file's folder goes\n")
+    code, out = cli(b, image, "apply", "--reject", str(tmp_path / "ro"))
+    said = " ".join(out.split())
+    assert code == 5 and f"cannot write {tmp_path / 'ro' / MOD}.rej: Not a directory; the run was refused " \
+                         "(nothing was written)" in said and "Choose a writable --reject folder" in said, out
+    assert snapshot(image) == before
+
+
 def test_reject_on_a_run_that_refuses_no_hunk_says_so_and_writes_nothing_there(builder, tmp_path):
     """Found by a fresh user: `apply --reject DIR` that refused nothing said "0 reject file(s) under DIR"."""
     b = builder
