@@ -144,7 +144,7 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
         from . import engine
 
         req = _request(profile, roots, only_targets, pack_root, copies_root, lock_wait, opt_ins=opt_ins,
-                       dry_run=dry_run, strict=strict, all_opt_in=all_opt_in)
+                       dry_run=dry_run, strict=strict, all_opt_in=all_opt_in, rejects=reject_dir)
         if reject_dir is not None or sbom_out is not None:  # before anything is written
             from .outputs import check_outputs
 

@@ -60,6 +60,7 @@ class Request:
     lock_wait: float = DEFAULT_WAIT
     progress: Progress = QUIET
     upstreamed: tuple[str, ...] = ()  # lock: fixes a rebase found the release holds (kept listed, as found)
+    rejects: Path | None = None  # apply --reject DIR: where the refused hunks are written (the advice names it)
 
 
 @dataclass
@@ -87,6 +88,7 @@ class Context:
     # behind_of: each failing fix's own (with the opt-ins those were locked on top of, all the way down)
     behind: tuple[str, ...] = ()
     behind_of: dict[str, list[str]] = field(default_factory=dict)
+    rejects: Path | None = None  # Request.rejects
 
 
 # --- preparing a run --------------------------------------------------------------------------
@@ -126,7 +128,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
             found[spec.name] = ft
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
                    relock=redo, skipped=partial(locate_skipped, profile, req),
-                   rerun=partial(_rerun, req, profile, pack))
+                   rerun=partial(_rerun, req, profile, pack), rejects=req.rejects)
 
 
 def refuse_half_written(pack_root: Path) -> None:

@@ -190,6 +190,9 @@ def test_reject_files_are_listed_in_the_json_and_a_failed_one_says_the_target_wa
     doc = json.loads(out[:out.rindex("}") + 1])
     assert code == 4 and doc["rejects"] == [str(tmp_path / "rej" / f"{MOD}.rej")], out
     assert (tmp_path / "rej" / f"{MOD}.rej").is_file() and snapshot(image) == before
+    next_step = " ".join(" ".join(doc["fixes"][0]["messages"]).split())  # (it said: apply --reject DIR writes ...)
+    assert f"(the .rej files under {tmp_path / 'rej'} hold the refused hunks to compare)" in next_step and \
+        "apply --reject DIR" not in next_step, next_step
     code, out = cli(b, image, "apply", "--json")
     assert code == 4 and "rejects" not in json.loads(out), out  # (no --reject: no key)
     (tmp_path / "ro").mkdir()
