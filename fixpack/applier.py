@@ -227,7 +227,7 @@ def _searched(index: int, lines: list[str], pre: tuple[str, ...], found: list[in
 
 def _placed(index: int, pos: int, expected: int, delta: int) -> HunkResult:
     offset = pos - expected + delta  # from the stated line: the running offset plus this hunk's own
-    kind = Placement.EXACT if pos == expected else Placement.OFFSET
+    kind = Placement.EXACT if offset == 0 else Placement.OFFSET  # as GNU patch says it: a running offset is one
     return HunkResult(index, kind, pos + 1, offset, expected=expected + 1)
 
 

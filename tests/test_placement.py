@@ -70,6 +70,25 @@ def test_a_unique_block_on_a_drifted_file_still_applies_with_its_offset(builder)
     assert (image / MOD).read_text() == "# three\n# new\n# lines\n" + base.replace("b = a * 2", "b = a * 20")
 
 
+def test_every_hunk_moved_by_a_drift_above_says_offset(builder):
+    """Found by a fresh user: of a two-hunk fix on a file with three lines inserted above it, the second hunk (found
+    where the first one's offset led) was said `placement: exact` with `offset: 3`. GNU patch says each such hunk
+    succeeded at its line with an offset; so does the report: both `offset`, 3 lines."""
+    b = builder
+    base = numbered(40)
+    clean = b.tree("clean", {MOD: base})
+    b.add_fix("one", {MOD: base}, {MOD: base.replace("line 5\n", "five\n").replace("line 30\n", "thirty\n")})
+    b.profile(["one"])
+    b.lock(clean)
+    image = b.tree("image", {MOD: "# three\n# new\n# lines\n" + base})
+    r = engine.apply(b.request(image))
+    assert r.ok and states(r) == {"one": "drifted"}
+    assert [(h["hunk"], h["placement"], h["offset"]) for h in r.fix("one").offsets] == [(1, "offset", 3),
+                                                                                        (2, "offset", 3)], r.as_dict()
+    r = engine.status(b.request(image))
+    assert r.ok and states(r) == {"one": "applied"}, r.as_dict()
+
+
 def test_add_only_fix_already_in_a_file_with_a_twin_is_not_added_twice(builder):
     b = builder
     base = numbered(5) + BLOCK + numbered(5, "mid") + BLOCK + numbered(5, "tail")
