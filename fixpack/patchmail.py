@@ -101,6 +101,7 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     charset = _charset(msg, where)
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
     description, trailers = message_parts(_cut_diffstat(body))
+    _known_charsets(lines, "subject", where)  # (From: is decoded whole by _author, which says its own)
     return Mail(_author(lines, where), _raw_field(lines, "date"), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
                 description, trailers)
 
@@ -233,6 +234,26 @@ def _raw_field(lines: list[str], field: str) -> str:
                 value += " " + cont.strip()
             return " ".join(value.split())
     return ""
+
+
+def _known_charsets(lines: list[str], field: str, where: str) -> None:
+    """BadInputError naming ``where`` when an encoded word of header ``field`` names a charset Python does not know
+    (the email package would keep its bytes as they are, and they would be read as UTF-8: a guess)."""
+    import codecs
+    from email.errors import HeaderParseError
+    from email.header import decode_header
+
+    raw = _raw_field(lines, field)
+    try:
+        charsets = {cs for _part, cs in decode_header(raw) if cs and cs != "unknown-8bit"} if raw else set()
+    except HeaderParseError:  # (not an encoded word after all: read as it is written)
+        return
+    for cs in sorted(charsets):
+        try:
+            codecs.lookup(cs)
+        except LookupError:
+            raise BadInputError(f"{where}: its {field.capitalize()}: header names charset {cs!r}, which Python does "
+                                f"not know: write it as UTF-8 (=?UTF-8?q?...?=), or export the mail again") from None
 
 
 def _header(msg: email.message.Message, name: str) -> str:
