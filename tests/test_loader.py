@@ -39,6 +39,18 @@ def test_unknown_key_names_file_and_line(pack):
     assert any(f"{toml}:{line}: unknown key 'opt_inn'" in p and "did you mean 'opt_in'" in p for p in problems(exc))
 
 
+@pytest.mark.parametrize("written", ["bogus.x = 1", "'bogus' . x = 1", "[bogus.x]\ny = 1"])
+def test_a_dotted_unknown_key_is_named_at_its_line(pack, written):
+    """Found by a fresh user: `bogus.x = 1` in fix.toml was said to be an unknown key with no line."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    toml.write_text("# first\n" + written + "\n" + toml.read_text() if not written.startswith("[") else
+                    toml.read_text() + written + "\n")
+    line = 2 if not written.startswith("[") else len(toml.read_text().splitlines()) - 1
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert any(f"{toml}:{line}: unknown key 'bogus'" in p for p in problems(exc)), problems(exc)
+
+
 def test_series_missing_and_duplicate(pack):
     (pack.pack / "fixes/series").write_text("a\na\n")
     with pytest.raises(PackError) as exc:
