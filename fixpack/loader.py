@@ -126,7 +126,7 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
                    "list each patch once")
     lazy = folder.parent.parent if profile is not None else None  # the pack's root: patches parsed when used
     patches = tuple(p for p in (load_patch(folder, n, declared, where, errors, lazy) for n in names) if p)
-    variants = tuple(v for v in (_load_variant(sub, names, declared, version, errors, lazy)
+    variants = tuple(v for v in (_load_variant(sub, names, declared, where, version, errors, lazy)
                                  for sub in _listing(folder)
                                  if sub.name == (profile or sub.name) and _variant_there(sub, errors))
                      if v)
@@ -157,10 +157,12 @@ def _variant_there(sub: Path, errors: Collector) -> bool:
     return False
 
 
-def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_version: Any,
+def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, listed: Where, base_version: Any,
                   errors: Collector, lazy: Path | None = None) -> Variant | None:
     """``fixes/<id>/<profile>/``: the fix rebased for profile <profile> (patches + variant.toml); its
-    ``[binary]`` sources are the fix's (``binary``: fix.toml's table, resolved in ``fixes/<id>/``)."""
+    ``[binary]`` sources are the fix's (``binary``: fix.toml's table, resolved in ``fixes/<id>/``), and so are the
+    names of its patches: a problem with one is named at fix.toml's ``patches`` line (``listed``), a name that is
+    not a plain file name once, by the fix."""
     path = sub / "variant.toml"
     loaded = read_toml(path, errors, sub.parent.parent.parent)
     if loaded is None:
@@ -175,8 +177,8 @@ def _load_variant(sub: Path, names: tuple[str, ...], binary: Binary, base_versio
     if "rebased_from" in data and (name_problem(was) or was == sub.name):  # (a retired profile's name is one too)
         errors.add(f"'rebased_from' must be the name of the profile it was rebased from: "
                    f"{name_problem(was) or 'not its own'}", path, key_line(text, "rebased_from"))
-    where = Where(path, lambda key, table: key_line(text, key, table))
-    patches = tuple(p for p in (load_patch(sub, n, binary, where, errors, lazy) for n in names) if p)
+    patches = tuple(p for p in (load_patch(sub, n, binary, listed, errors, lazy) for n in names
+                                if Path(n).name == n) if p)
     return Variant(sub.name, version, patches) if len(patches) == len(names) else None
 
 

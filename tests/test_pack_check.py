@@ -463,6 +463,29 @@ def test_a_variant_s_rebased_from_that_is_no_profile_name_is_named_at_its_line(s
                                                  "the profile it was rebased from: "), findings(b)
 
 
+@pytest.mark.parametrize("name", ["0001-nope.patch", "../x.patch"])
+def test_a_bad_patches_entry_is_named_at_fix_toml_for_each_variant_too(setup, name):
+    """Found by a fresh user: a `patches` entry of fix.toml naming a missing file, or no plain file name, was also
+    named at each variant's variant.toml, with no line: a variant has no `patches` key, it takes fix.toml's. A
+    missing file is named at fix.toml's line, once per folder that lacks it; a name that is no file name, once."""
+    b, _ = setup
+    fix = b.pack / "fixes/two"
+    (fix / "p1").mkdir()
+    (fix / "p1/variant.toml").write_text("version = 2\nrebased_from = \"p0\"\n")
+    (fix / "p1/0001-change.patch").write_bytes((fix / "0001-change.patch").read_bytes())
+    toml = fix / "fix.toml"
+    toml.write_text(toml.read_text().replace('"0001-change.patch"', f'"{name}"'))
+    line = next(n for n, t in enumerate(toml.read_text().splitlines(), 1) if t.startswith("patches"))
+    said = [f for f in findings(b) if name in f]
+    if name.startswith(".."):
+        assert len(said) == 1 and said[0].startswith(f"fixes/two/fix.toml:{line}: patch '../x.patch' is not a plain "
+                                                     f"file name"), findings(b)
+    else:
+        assert [f.split(" (", 1)[0] for f in said] == [
+            f"fixes/two/fix.toml:{line}: patch '{name}' does not exist in {fix}",
+            f"fixes/two/fix.toml:{line}: patch '{name}' does not exist in {fix / 'p1'}"], findings(b)
+
+
 def test_a_series_with_crlf_line_ends_is_named_once_at_its_first_line(setup):
     """Found by a fresh maintainer: a CRLF fixes/series passed check, then import added an LF line among the CRLF
     ones. The commands that write the series write LF; a patch with CRLF is refused already."""
