@@ -28,7 +28,7 @@ from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .pack_journal import WORK_DIR, open_edits
-from .packupdate import lay_patch, recover_pack
+from .packupdate import lay_found, lay_patch, recover_pack
 from .patchfiles import patch_again
 from .patchtext import change_lines, header_fields, patch_mail
 from .progname import command as _command
@@ -269,8 +269,8 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     state.base = base_digests(pack, state)
     try:
         with progress.step(f"making the work tree {work}"):
-            _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy", before,
-                   None if new else view.fixes[fix_id])
+            moved = _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy",
+                           before, None if new else view.fixes[fix_id])
         state.save(pack_root)
     except BadInputError:  # a patch file changed since the load (patch_again): the work tree is not kept
         shutil.rmtree(work, ignore_errors=True)
@@ -284,6 +284,10 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+    if moved:
+        progress.note(f"{fix_id} does not apply at its stated lines on the fixes before it (fixes/series was "
+                      f"reordered, or one of them changed): laid where its context is found once, at an offset "
+                      f"({', '.join(moved)}); refresh writes its patches at these lines")
     return state
 
 
@@ -380,7 +384,9 @@ def _before_new(view: Pack, prof: Profile, target: str, after: str) -> list[Fix]
     return [f for f in _chain(view, prof, target) if view.series.index(f.id) <= cut]
 
 
-def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: Fix | None) -> None:
+def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: Fix | None) -> list[str]:
+    """The work tree: the release, the fixes ``before`` at their stated lines, ``fix`` where it is found (its
+    patches' offsets, :func:`fixpack.packupdate.lay_found`, returned)."""
     work.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(release_root, work, symlinks=True,
                     ignore=shutil.ignore_patterns(".git", ".fixpack", ".fixpack-complete"))
@@ -390,15 +396,22 @@ def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: F
     for other in before:
         _commit_fix(work, other, tree)
     tag(work, BASE_TAG)
-    if fix is not None:
-        _commit_fix(work, fix, tree)
+    moved = _commit_fix(work, fix, tree, found=True) if fix is not None else []
     tag(work, FIX_TAG)
+    return moved
 
 
-def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
-    """One commit per patch of ``fix``, each laid at its stated lines on ``tree`` (which follows)."""
+def _commit_fix(work: Path, fix: Fix, tree: Tree, found: bool = False) -> list[str]:
+    """One commit per patch of ``fix``, each laid at its stated lines on ``tree`` (which follows), or with ``found``
+    where it is found (the offsets returned, each "PATCH: PATH hunk #N +K")."""
+    moved: list[str] = []
     for i, pf in enumerate(fix.patches):
-        tree.adopt(lay_patch(fix, i, tree).tree)
+        if found:
+            done, offsets = lay_found(fix, i, tree)
+            tree.adopt(done.tree)
+            moved += [f"{pf.path.name}: {o}" for o in offsets]
+        else:
+            tree.adopt(lay_patch(fix, i, tree).tree)
         paths = list(dict.fromkeys(p for fp in pf.files for p in fp.paths()))
         for path in paths:
             text, dest = tree.read(path), work / path
@@ -410,6 +423,7 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree) -> None:
             dest.chmod(tree.mode(path) or 0o644)
         mail = patch_mail(fix, decode(patch_again(pf, *AGAIN)), str(pf.path))
         commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
+    return moved
 
 
 def abort(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) -> Path | None:

@@ -285,14 +285,35 @@ def lay(fix: Fix, tree: Tree) -> Pass:
     Raises ConflictError, with the refused hunks, when it does not apply so."""
     done = run_pass(fix, tree, reverse=False, evidence=TRUSTED)
     if not done.ok:
-        raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the clean release copy with the "
-                            f"fixes before it: {'; '.join(done.explain())}. Rebase or refresh it first")
+        raise _not_laid(fix, done, "Rebase or refresh it first")
     return done
+
+
+def _not_laid(fix: Fix, done: Pass, then: str) -> ConflictError:
+    return ConflictError(f"fix {fix.id} does not apply at its stated lines on the clean release copy with the fixes "
+                         f"before it: {'; '.join(done.explain())}. {then}")
 
 
 def lay_patch(fix: Fix, index: int, tree: Tree) -> Pass:
     """Patch ``index`` of ``fix`` alone, at its stated lines (see :func:`lay`)."""
     return lay(replace(fix, patches=(fix.patches[index],)), tree)
+
+
+def lay_found(fix: Fix, index: int, tree: Tree) -> tuple[Pass, list[str]]:
+    """Patch ``index`` of ``fix`` alone: at its stated lines, else where the placement rule finds every hunk (its
+    pre-image once in the file, exact context, no fuzz; as ``quilt push`` with an offset), with the offsets it was laid
+    at, each "PATH hunk #N +K" ([] at its stated lines). Raises ConflictError, with the stated lines' refusal and the
+    search's, when neither places it: its change is then made again by hand, on the fixes before it."""
+    one = replace(fix, patches=(fix.patches[index],))
+    done = run_pass(one, tree, reverse=False, evidence=TRUSTED)
+    if done.ok:
+        return done, []
+    ev = decide(one, tree, None, False)
+    if ev.forward.ok and ev.state.value in ("absent", "drifted"):
+        return ev.forward, [f"{h.path} hunk #{h.hunk} {h.offset:+d}" for h in ev.offsets]
+    found = "; ".join(ev.messages)[:400] or ev.state.value
+    raise _not_laid(fix, done, f"Nor is it found elsewhere ({found}): make its change again by hand on the fixes "
+                               f"before it, or put fixes/series back as the patch was written")
 
 
 def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:

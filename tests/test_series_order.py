@@ -117,3 +117,58 @@ def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_o
     assert "fix b does not apply at its stated lines on the release copy " in said and "hunk #1 is at line 17 (-2 " \
         "lines)" in said, said  # where the hunk is now (found by search), not a "wrong @@ line"
     assert snapshot(b.pack) == before
+
+
+def test_edit_lays_a_reordered_patch_where_it_is_found_and_refresh_remakes_the_pair(builder):
+    """Found by a fresh user: after a reorder of two fixes that share a file, `edit b` refused (b does not apply at
+    its stated lines on the fixes now before it), so the patch the lock asked to make again was made by hand. `edit`
+    now lays the edited fix where the placement rule finds it (its pre-image once, exact context: quilt's push with
+    an offset) and says so; `refresh` writes it at those lines, and a, now after it, is checked on top (regenerated had it moved).
+    The new lock then checks, and the pair applies to the release."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE})
+    grown = BASE.replace("line 3\n", "line 3\nnew a\nnew b\n")
+    b.add_fix("a", {MOD: BASE}, {MOD: grown})
+    b.add_fix("b", {MOD: grown}, {MOD: grown.replace("line 20\n", "twenty\n")})  # written 2 lines down, on a
+    b.profile(["a", "b"])
+    b.lock(clean)
+    b.series = ["b", "a"]
+    b.write_series()
+    subprocess.run(["git", "init", "-q", str(b.pack)], check=True)  # (the work tree's folder is ignored by git)
+    where = ["--pack", str(b.pack), "--root", f"demo={clean}"]
+    r = fixpack("edit", "b", "-p", "p1", *where)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 0, said
+    assert ("b does not apply at its stated lines on the fixes before it (fixes/series was reordered, or one of them "
+            "changed): laid where its context is found once, at an offset (0001-change.patch: demo_pkg/mod.py hunk "
+            "#1 -2); refresh writes its patches at these lines") in said, said
+    assert (b.pack / ".edit/b" / MOD).read_text() == BASE.replace("line 20\n", "twenty\n")
+    r = fixpack("refresh", "b", "--pack", str(b.pack))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "later fixes on top: a exact" in r.stdout, r.stdout + r.stderr  # (a's line 3 is above b's change)
+    r = fixpack("lock", "--check", "-p", "p1", *where)
+    assert r.returncode == 0, r.stdout + r.stderr
+    image = b.tree("image", {MOD: BASE})
+    r = fixpack("apply", "-p", "p1", "--pack", str(b.pack), "--root", f"demo={image}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (image / MOD).read_text() == grown.replace("line 20\n", "twenty\n")
+
+
+def test_edit_of_a_reordered_patch_not_found_anywhere_says_to_make_it_again_by_hand(builder):
+    """A patch whose context holds the lines of the fix now after it is found nowhere on the fixes before it: edit
+    refuses (exit 4), with nothing kept, and says how to go on."""
+    b = builder
+    clean = b.tree("clean", {MOD: BASE})
+    a_done = BASE.replace("line 19\n", "nineteen\n")
+    b.add_fix("a", {MOD: BASE}, {MOD: a_done})
+    b.add_fix("b", {MOD: a_done}, {MOD: a_done.replace("line 20\n", "twenty\n")})  # its context holds a's line
+    b.profile(["a", "b"])
+    b.lock(clean)
+    b.series = ["b", "a"]
+    b.write_series()
+    before = snapshot(b.pack)
+    r = fixpack("edit", "b", "-p", "p1", "--pack", str(b.pack), "--root", f"demo={clean}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 4 and "Nor is it found elsewhere" in said and "make its change again by hand on the " \
+        "fixes before it, or put fixes/series back as the patch was written" in said, said
+    assert snapshot(b.pack) == before
