@@ -99,7 +99,13 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 found = lockfile.previous_locks(prof)  # the lock on disk and HEAD's, read once for both checks
                 for warning in refuse_unbumped(prof, lock, found):  # a fix's patch changed under its version
                     click.echo(f"fixpack: warning: {warning}", err=True)  # a lock in HEAD not compared with
-                lockfile.write(prof, lock, found[0])
+                try:
+                    lockfile.write(prof, lock, found[0])
+                except OSError as exc:  # (a full disk: the temp file is gone, the lock as it was)
+                    from .errors import write_failed
+                    from .records import dumps
+
+                    raise write_failed(exc, prof.lock_path, dumps(lock.to_json())) from exc
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,

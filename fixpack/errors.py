@@ -186,6 +186,40 @@ def says_disk_full(text: str) -> bool:
     return "No space left on device" in text or "Disk quota exceeded" in text
 
 
+def io_said(exc: OSError, where: Path | str) -> str:
+    """``where`` and the errno of a failed I/O, in the C library's words and by name: "PATH: No space left on device
+    (ENOSPC)"."""
+    import errno
+    import os
+
+    name = errno.errorcode.get(exc.errno or 0, "?")
+    return f"{where}: {os.strerror(exc.errno) if exc.errno else exc} ({name})"
+
+
+def io_advice(exc: OSError) -> str:
+    """What to do about a failed write, by its errno ("free space on its file system"; else "remove the cause")."""
+    import errno
+
+    return {errno.ENOSPC: "free space on its file system", errno.EDQUOT: "free space or raise the quota",
+            errno.EROFS: "remount it read-write", errno.EACCES: "run as a user who may write it",
+            errno.EPERM: "run as a user who may write it (or clear an immutable flag)",
+            errno.EIO: "check the disk"}.get(exc.errno or 0, "remove the cause")
+
+
+def write_failed(exc: OSError, path: Path, data: bytes, kept: str = "") -> EnvironmentProblem:
+    """The error (exit 5) for a file of the pack (a lock, a patch) whose write of ``data`` through a temp file failed:
+    the file as it was before, or, when only the sync of its folder after the rename failed, holding ``data`` (a crash
+    may lose it yet); ``kept``: what else the command wrote before it, or did not; and what to do."""
+    from .safepath import holds_bytes
+
+    if holds_bytes(path, data):
+        return EnvironmentProblem(f"cannot sync the folder of {path} after it was written ({io_said(exc, path.parent)})"
+                                  f"; the file holds its new bytes, which a crash may still lose{kept}. "
+                                  f"{io_advice(exc).capitalize()} and run again")
+    return EnvironmentProblem(f"cannot write {io_said(exc, path)}; the file is as it was{kept}. "
+                              f"{io_advice(exc).capitalize()} and run again")
+
+
 def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:
     """The error for an I/O failure while ``doing`` work in a temporary folder (a staging copy, a wheel build), where
     ``unchanged`` ("the pack") is not written yet: the file and the errno, and what to do: free space in $TMPDIR (or

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import write_failed
 from .fsio import atomic_write
 from .model import Fix, Pack, PatchFile, Profile
 from .patchfiles import patch_again
@@ -41,11 +42,19 @@ def _all_patches(fix: Fix) -> list[PatchFile]:
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:
-    """Rewrite every stale patch in place; returns the files rewritten."""
+    """Rewrite every stale patch in place, each whole or not at all; returns the files rewritten. EnvironmentProblem
+    (exit 5) for a write that fails (a full disk), naming the file and those rewritten before it."""
     changed = _stale(pack)
+    done: list[Path] = []
     for path, data in changed.items():
-        atomic_write(path, data, 0o644)
-    return list(changed)
+        try:
+            atomic_write(path, data, 0o644)
+        except OSError as exc:
+            kept = f"; {len(done)} rewritten before it: {', '.join(map(str, done))}" if done else \
+                "; no patch was rewritten"
+            raise write_failed(exc, path, data, kept) from exc
+        done.append(path)
+    return done
 
 
 def _refuse_not_release(profile: Profile, target: str, tree: Tree, root: Path) -> None:
@@ -111,7 +120,11 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
             with tempfile.TemporaryDirectory(prefix="fixpack-refresh-") as tmp:
                 body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)],
                                   [path.name])[0]
-            atomic_write(path, write_patches(fix, [body])[path.name], 0o644)
+            data = write_patches(fix, [body])[path.name]
+            try:
+                atomic_write(path, data, 0o644)
+            except OSError as exc:
+                raise write_failed(exc, path, data) from exc
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

@@ -38,7 +38,7 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
         if link is not None and link != f"{path}.rej":  # a link as the .rej itself is replaced, not followed
             raise BadInputError(f"--reject {folder}: {folder / link} is a symbolic link; rejects are never written "
                                 f"through one (it may lead into the target). Remove it or give another folder")
-    written = []
+    written: list[Path] = []
     for path, hunks in sorted(by_file.items()):
         dest = folder / f"{path}.rej"
         body = f"diff a/{path} b/{path}\t(rejected hunks)\n" + "".join(h if h.endswith("\n") else h + "\n"

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated
+from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
 from .fsio import (
     FileChange,
     atomic_write,
@@ -116,21 +116,6 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
 
 # --- the transaction ------------------------------------------------------------------------------
 
-_ADVICE = {errno.ENOSPC: "free space on its file system", errno.EDQUOT: "free space or raise the quota",
-           errno.EROFS: "remount it read-write", errno.EACCES: "run as a user who may write it",
-           errno.EPERM: "run as a user who may write it (or clear an immutable flag)",
-           errno.EIO: "check the disk"}
-
-
-def _io_message(exc: OSError, where: Path) -> str:
-    name = errno.errorcode.get(exc.errno or 0, "?")
-    return f"{where}: {os.strerror(exc.errno) if exc.errno else exc} ({name})"
-
-
-def _advice(exc: OSError) -> str:
-    return _ADVICE.get(exc.errno or 0, "remove the cause")
-
-
 def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None,
                       by: Mapping[str, str] | None = None) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
@@ -189,8 +174,8 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
                      0o644)
     except OSError as exc:
         _abandon(root)
-        raise EnvironmentProblem(f"{_io_message(exc, where)} while preparing the journal; nothing in the "
-                                 f"{_noun(by)} was changed. {_advice(exc).capitalize()} and run "
+        raise EnvironmentProblem(f"{io_said(exc, where)} while preparing the journal; nothing in the "
+                                 f"{_noun(by)} was changed. {io_advice(exc).capitalize()} and run "
                                  f"again") from exc
     except Exception:  # not an I/O error (a bug, a bad test hook): nothing was touched yet, and nothing is left
         _abandon(root)
@@ -348,14 +333,14 @@ def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str, how: str
     """A write failed part-way (``exc``; None: a signal, ``how`` it came, no errno: an interrupt is no failed write):
     put every file back from the journal now, then report it (``kind``: Terminated for SIGTERM, exit 143). ``noun``:
     what ``root`` is (a target, a pack)."""
-    what = f"{_io_message(exc, where)} while writing" if exc else f"{root}: {how} while writing"
+    what = f"{io_said(exc, where)} while writing" if exc else f"{root}: {how} while writing"
     try:
         recover(root)
     except (OSError, FixpackError) as again:
         raise kind(
             f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal {journal_path(root)} is "
-            f"left: {_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
+            f"left: {io_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
             f"first") from exc
-    after = f". {_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
+    after = f". {io_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
     raise kind(f"{what}; the run was rolled back: the {noun} holds its bytes from before the "
                              f"run{after}") from exc

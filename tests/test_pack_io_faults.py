@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from conftest import numbered, snapshot
+from conftest import REPO, numbered, snapshot
 from test_authoring import MOD, mail_patch, pack3  # noqa: F401
 
 from fixpack import fsio
@@ -92,3 +95,54 @@ def test_a_git_run_out_of_space_says_to_free_it_or_move_tmpdir(tmp_path, monkeyp
         run(tmp_path, "init", "--quiet")
     except GitError as exc:
         assert "TMPDIR" not in str(exc)
+
+
+def _cli(args: list[str], fault: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)} | ({fsio.IO_FAULT_ENV: fault} if fault else {})
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=Path(os.environ["HOME"]).parent)
+
+
+def test_lock_and_format_on_a_full_disk_are_exit_5_naming_the_file(builder):
+    """Found by a fresh user: `lock` and `format` on a full disk were internal errors (exit 1, a bare OSError from
+    the write of the lock or a patch). Now exit 5 naming the file and the errno, the file as it was, and what to
+    do: at every I/O call of the write."""
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.add_fix("two", {MOD: base}, {MOD: base.replace("line 15\n", "fifteen\n")})
+    builder.profile(["one", "two"])
+    builder.lock(clean)
+    lock = builder.pack / "profiles/p1.lock"
+    lock.unlink()
+    for n in range(1, 20):
+        r = _cli(["lock", "-p", "p1", "--pack", str(builder.pack), "--root", f"demo={clean}"], f"{n}:ENOSPC")
+        if r.returncode == 0:
+            break
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 5 and not list(lock.parent.glob(".*fixpack-tmp")), (n, said)
+        if lock.exists():  # the rename was done: the folder's sync failed
+            assert f"cannot sync the folder of {lock} after it was written ({lock.parent}: No space left on device " \
+                   "(ENOSPC)); the file holds its new bytes, which a crash may still lose. Free space" in said, said
+            lock.unlink()
+        else:
+            assert f"cannot write {lock}: No space left on device (ENOSPC); the file is as it was. Free space on " \
+                   "its file system and run again" in said, (n, said)
+    assert lock.is_file() and n > 1, n
+    patches = sorted((builder.pack / "fixes").glob("*/*.patch"))
+    for p in patches:  # stale: a header line format drops
+        p.write_text(re.sub(r"\n(diff --git [^\n]*\n)", r"\n\1index 1234567..89abcde 100644\n", p.read_text(), count=1))
+    stale = {p: p.read_bytes() for p in patches}
+    for n in range(1, 20):
+        r = _cli(["format", "--pack", str(builder.pack)], f"{n}:ENOSPC")
+        if r.returncode == 0:
+            break
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 5 and "No space left on device (ENOSPC)" in said, (n, said)
+        done = [p for p in patches if p.read_bytes() != stale[p]]
+        synced = "cannot sync the folder of" in said  # (the last one written, its folder not synced)
+        assert ("no patch was rewritten" in said) == (len(done) == synced) and all(str(p) in said for p in done), \
+            (n, said)
+        for p in patches:
+            p.write_bytes(stale[p])
+    assert all(p.read_bytes() != stale[p] for p in patches), n
