@@ -27,6 +27,7 @@ from .editwork import (
     base_digests,
     change_digest,
     check_state,
+    check_work_tree,
     clean_copy,
     find,
     state_path,
@@ -82,6 +83,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     pack = load_pack(pack_root)
     check_state(pack_root, pack, state)  # before git reads the work tree (git status rewrites its index)
     work = Path(state.work)
+    check_work_tree(pack_root, fix_id, work)  # (git in a folder without a repository reads the pack's own)
     stopped = under_way(work)
     if stopped:  # HEAD holds the commits done so far: the rest would be dropped from the fix, unsaid
         raise BadInputError(f"{work}: {stopped[0]} is under way there (stopped half way): finish it ({stopped[1]}), "

@@ -250,6 +250,7 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
         raise BadInputError(f"{work} is there, but no edit made it (no {work.parent / (fix_id + '.json')} beside it): "
                             f"move it out of {work.parent}, then run edit again; nothing was written")
     if find(pack_root, fix_id) is not None:
+        check_work_tree(pack_root, fix_id, work)  # (gone: "refresh it" would fail)
         raise BadInputError(f"an edit of {fix_id} is in progress in {work}: refresh it "
                             f"(`{_command('refresh', fix_id, *pack_words(pack_root))}`) or drop it "
                             f"(`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`)")
@@ -482,3 +483,21 @@ def _check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
         raise DamagedStateError(work, f"not a work tree `edit` made ({missing}), so it is not removed",
                                 f"move it out of {work.parent} (or remove it by hand: rm -r {quote(str(work))}) and "
                                 f"run again")
+
+
+def check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
+    """The work tree of an edit in progress (its state is there) is the one ``edit`` made: a folder, not a link, with
+    a git repository in it. Else DamagedStateError (exit 3) before git runs there: git in a folder without one would
+    read the repository above it, the pack's own. The way out is ``edit --abort FIX`` (a folder that is not the work
+    tree moved out first: abort never removes it)."""
+    drop = _command("edit", "--abort", fix_id, *pack_words(pack_root))
+    if not os.path.lexists(work):
+        raise DamagedStateError(work, f"the work tree of the edit of {fix_id} is gone (its state "
+                                      f"{state_path(pack_root, fix_id)} is there)",
+                                f"drop the edit with `{drop}` and start it again")
+    what = ("a symbolic link" if work.is_symlink() else "not a folder" if not work.is_dir() else
+            "no git repository in it (.git)" if (work / ".git").is_symlink() or not (work / ".git").is_dir() else "")
+    if what:
+        raise DamagedStateError(work, f"not the work tree `edit` made for {fix_id} ({what}), so git is not run there",
+                                f"move it out of {work.parent} (it is kept: nothing of it is removed), then drop the "
+                                f"edit with `{drop}` and start it again")

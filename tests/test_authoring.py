@@ -910,3 +910,41 @@ def test_a_journal_s_by_naming_what_it_holds_no_file_of_is_damaged(pack3, by):
         assert r.returncode == 3 and f"it says the {by['command']} of {by['fix']} wrote it, but it holds" in said, \
             (words, said)
         assert pack_bytes(builder.pack) == before
+
+
+@pytest.mark.parametrize("made", ["gone", "empty folder", "link"])
+def test_a_work_tree_that_is_not_edit_s_is_refused_before_git_runs_there(pack3, tmp_path, made):
+    """Found by a fresh user: with `.edit/b/` replaced by an empty folder, refresh ran git there, which read the
+    repository above it, the pack's own: "has uncommitted edits (fixes/series, ...)" named the pack's files, and with
+    a fixpack-base tag there it read the pack's last commit as the fix. With the work tree gone, refresh printed
+    git's own words (exit 5) and edit said "refresh it". Each is damaged state now (exit 3), before git runs, naming
+    the way out; nothing is written, and a folder there is kept."""
+    from fixpack.editwork import abort
+    from fixpack.errors import DamagedStateError
+
+    builder, clean = pack3
+    git(builder.pack, "init", "-q")
+    git(builder.pack, "add", "-A")
+    git(builder.pack, "commit", "-qm", "the pack")
+    state = start(builder.pack, "p1", "b", roots={"demo": clean})
+    work = Path(state.work)
+    shutil.rmtree(work)
+    if made == "empty folder":
+        work.mkdir()
+    elif made == "link":
+        (tmp_path / "elsewhere").mkdir()
+        work.symlink_to(tmp_path / "elsewhere")
+    before = snapshot(builder.pack)
+    for run in (lambda: refresh_from_work(builder.pack, "b"), lambda: start(builder.pack, "p1", "b",
+                                                                            roots={"demo": clean})):
+        with pytest.raises(DamagedStateError) as exc:
+            run()
+        said = str(exc.value)
+        assert exc.value.exit_code == 3 and f"the state in {work} is damaged" in said, said
+        assert ("is gone" in said) == (made == "gone") and "edit --abort b" in said, said
+        assert ("move it out of" in said) == (made != "gone"), said
+        assert snapshot(builder.pack) == before
+    if made != "gone":
+        (work.unlink() if made == "link" else work.rmdir())  # moved out, as it says
+    abort(builder.pack, "b")
+    assert not (builder.pack / ".edit").exists()
