@@ -245,7 +245,8 @@ def format_cmd(check: bool, pack_root: Path | None, as_json: bool) -> None:
             pack = load_pack(root)
             paths = stale_patches(pack) if check else rewrite_patches(pack)
     failed = check and bool(paths)
-    error = f"patches not in their deterministic form; run `{command('format')}` and commit" if failed else ""
+    error = f"patches not in their deterministic form; run `{command('format', *pack_words(root))}` and commit" \
+        if failed else ""
     if as_json:
         emit_json(envelope("format", "", EXIT_BAD_INPUT if failed else 0, error, check=check,
                            patches=[str(p) for p in paths]))

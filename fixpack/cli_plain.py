@@ -171,13 +171,14 @@ def argv_profile(argv: list[str]) -> str:
 
 def default_pack_root() -> Path:
     """The working folder if it is a pack (:func:`is_pack`; or is inside a fix's work tree,
-    ``<pack>/.edit/<fix>/``: its pack), else the checkout this package lies in; an installed copy of the tool
+    ``<pack>/.edit/<fix>/``: its pack; or inside a pack, ``<pack>/fixes/x``: the nearest folder above that is one, as
+    git finds its repository), else the checkout this package lies in; an installed copy of the tool
     (``pip install .``, not editable) has no pack beside it: say so."""
     if cwd_gone():  # no working folder to look in: nor a pack beside this checkout to take in its place unsaid
         raise EnvironmentProblem(f"no fix pack given: {CWD_GONE}")
     here = Path.cwd()
     edit = next((p.parent for p in (here, *here.parents) if p.name == ".edit"), None)
-    for root in (here, *([edit] if edit else []), Path(__file__).resolve().parent.parent):
+    for root in (here, *([edit] if edit else []), *here.parents, Path(__file__).resolve().parent.parent):
         if is_pack(root):
             return root
     raise BadInputError(f"no fix pack found: neither the working folder ({Path.cwd()}) nor "

@@ -105,7 +105,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     from .engine import refuse_changed_copy
 
     found = clean_copy(profile, fix.target, root)  # the pin's release (MismatchError), no fix applied there
-    refuse_changed_copy(found, profile.name, "refresh on target", "a patch is refreshed")
+    refuse_changed_copy(found, profile.name, pack.root, "refresh on target", "a patch is refreshed")
     tree = Tree(root)
     _refuse_not_release(profile, fix.target, tree, root)
     for other in pack.ordered(profile.default + profile.opt_in):

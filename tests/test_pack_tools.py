@@ -1,6 +1,11 @@
 """Maintainer helpers: refresh (regenerate a patch against its chain) and deterministic patches."""
 
-from conftest import numbered
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, numbered
 
 from fixpack import engine
 from fixpack.evaluate import State, decide
@@ -65,11 +70,38 @@ def test_refresh_on_a_copy_that_is_not_the_pinned_release_is_refused(builder, tm
     shutil.copytree(clean, edited)
     (edited / MARKER).write_text(f"sdist.tar.gz\n{SDIST_KEY}{'0' * 64}\n{TREE_KEY}{tree_digest(edited)}\n")  # fetch's
     (edited / MOD).write_text("# an edit\n" + base)
-    with pytest.raises(MismatchError, match="is no longer the release copy fetch unpacked"):
+    with pytest.raises(MismatchError, match="is no longer the release copy fetch unpacked") as exc:
         refresh(builder.pack, "p1", "one", edited)
+    # the fetch it names is of this pack, not the one the command finds by itself (a fresh user's finding)
+    assert f"fetch --profile p1 --target demo --pack {builder.pack}`" in str(exc.value), str(exc.value)
     builder.lock(clean)  # a copy without fetch's marker, a fix (or an edit) in it: the lock's release says so
     (edited / MARKER).unlink()
     with pytest.raises(MismatchError, match=rf"--root demo={edited} is not the clean release: {MOD} differ"):
         refresh(builder.pack, "p1", "one", edited)
     assert path.read_bytes() == before
     assert refresh(builder.pack, "p1", "one", clean) == path  # (the clean copy still refreshes)
+
+
+def test_format_check_names_the_pack_it_checked_and_finds_it_from_a_folder_inside(builder, tmp_path):
+    """Found by a fresh user: `format --check --pack P` said "run `fixpack format`", which run elsewhere formats
+    another pack (the checkout's); and `format --check` run in P/fixes checked the checkout's pack, not P. The
+    command it names carries --pack P, and a folder inside a pack finds that pack, as git finds its repository."""
+    base = numbered(10)
+    builder.tree("clean", {MOD: base})
+    builder.add_fix("one", {MOD: base}, {MOD: base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text()
+    at = text.index("\n--- a/")
+    patch.write_text(text[:at] + "\nindex 1234567..89abcde 100644" + text[at:])  # churn format drops
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FIXPACK_PACK", None)
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "fixpack.cli", "format", "--check", *args], capture_output=True,
+                              text=True, env=env, cwd=cwd)
+
+    r = run("--pack", str(builder.pack), cwd=tmp_path)
+    assert r.returncode == 2 and f"format --pack {builder.pack}` and commit" in r.stdout + r.stderr, r
+    r = run(cwd=builder.pack / "fixes" / "one")
+    assert r.returncode == 2 and str(patch) in r.stdout, r  # this pack's patch, found from inside it
