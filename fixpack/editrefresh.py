@@ -118,6 +118,8 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
                 raise BadInputError(f"{work} commit {c.sha[:12]}:{fp.diff_line}: symlink change to {fp.path!r} is not "
                                     f"supported: ship the link target as a regular file (amend the commit); nothing "
                                     f"was written")
+            if fp.binary and fp.path not in dict(fix.binary):  # (the load named a patch file not written yet)
+                raise BadInputError(_undeclared_binary(work, c, fp.path, fix.id in pack.fixes))
             out = [(q, why) for q in fp.paths() if (why := outside_package(q, spec.package, spec.version_module))]
             if out:  # (the load named the pack's patch file at a line of the text not yet written)
                 q, what = out[0]
@@ -183,6 +185,18 @@ def _refuse_nul(work: Path, c: Commit) -> None:
         f"{shlex.quote(str(work / '.git/info/attributes'))}), declare it in fix.toml ([binary] "
         f"{json.dumps(name, ensure_ascii=False)} = \"patch\") and refresh again; a NUL byte put there by mistake: take "
         f"it out and amend the commit (git commit -a --amend). Nothing was written")
+
+
+def _undeclared_binary(work: Path, c: Commit, path: str, in_pack: bool) -> str:
+    """The refusal of commit ``c``'s binary change to ``path`` that fix.toml does not declare: what to declare, where;
+    a new fix (not ``in_pack``) has no fix.toml until its first refresh writes one."""
+    line = f'[binary] {json.dumps(path, ensure_ascii=False)} = "patch"'
+    how = (f"declare it in fix.toml ({line}) and refresh again" if in_pack else
+           f"a new fix has no fix.toml until its first refresh: take the file out of the commit (git rebase -i "
+           f"{BASE_TAG}, mark it edit, git rm --cached it, amend), refresh, declare it in the fix.toml that refresh "
+           f"writes ({line}), then commit it again and refresh")
+    return (f"{work} commit {c.sha[:12]} ({c.message.splitlines()[0]!r}): binary change to {path!r} is not declared "
+            f"(binary files are changed only where fix.toml says so): {how}. Nothing was written")
 
 
 def _binary_attribute(path: str) -> str:

@@ -948,3 +948,26 @@ def test_a_work_tree_that_is_not_edit_s_is_refused_before_git_runs_there(pack3, 
         (work.unlink() if made == "link" else work.rmdir())  # moved out, as it says
     abort(builder.pack, "b")
     assert not (builder.pack / ".edit").exists()
+
+
+@pytest.mark.parametrize("fix", ["b", "n"])
+def test_a_binary_file_committed_undeclared_is_named_at_the_commit(pack3, fix):
+    """Found by a fresh user: a work tree commit that adds a binary file was refused at the patch file refresh had not
+    written (fixes/n/0001-binary.patch:10), saying to declare it in a fix.toml a new fix does not have yet. It is
+    named at the commit now, with the way on: the [binary] line, and for a new fix the order that gets there."""
+    builder, clean = pack3
+    extra = {"new": True, "target": "demo", "after": "a"} if fix == "n" else {}
+    work = Path(start(builder.pack, "p1", fix, roots={"demo": clean}, **extra).work)
+    (work / "demo_pkg/blob.bin").write_bytes(b"a\0b\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "add a binary file")
+    sha = git(work, "rev-parse", "HEAD").strip()[:12]
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        refresh_from_work(builder.pack, fix)
+    said = str(exc.value)
+    assert said.startswith(f"{work} commit {sha} ('add a binary file'): binary change to 'demo_pkg/blob.bin' is not "
+                           "declared"), said
+    assert '[binary] "demo_pkg/blob.bin" = "patch"' in said and ".patch:" not in said, said
+    assert ("a new fix has no fix.toml until its first refresh" in said) == (fix == "n"), said
+    assert pack_bytes(builder.pack) == before
