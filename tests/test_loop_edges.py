@@ -153,11 +153,11 @@ def test_a_binary_file_committed_in_the_work_tree_becomes_a_git_binary_patch(pac
     amended(work)
     toml = builder.pack / "fixes/b/fix.toml"
     before = pack_bytes(builder.pack)
-    with pytest.raises(BadInputError) as caught:  # undeclared: refused, naming the pack's files
+    with pytest.raises(BadInputError) as caught:  # undeclared: refused, naming the commit (not a staging copy)
         refresh_from_work(builder.pack, "b")
     said = str(caught.value)
-    assert "fixpack-stage" not in said and f"{builder.pack}/fixes/b/0001-change.patch" in said
-    assert 'declare it in fix.toml: [binary] "demo_pkg/blob.bin" = "patch"' in said
+    assert "fixpack-stage" not in said and f"{work} commit " in said
+    assert 'declare it in fix.toml ([binary] "demo_pkg/blob.bin" = "patch")' in said
     assert pack_bytes(builder.pack) == before
     toml.write_text(toml.read_text() + '[binary]\n"demo_pkg/blob.bin" = "patch"\n')
     done = refresh_from_work(builder.pack, "b")
