@@ -12,7 +12,6 @@ What the edit was started with is kept beside it in ``<pack>/.edit/<fix>.json``.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -22,7 +21,7 @@ from shlex import quote
 
 from .diff import AUTHOR
 from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped, short
-from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError
+from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError, failure_of
 from .fsio import atomic_write
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
@@ -111,7 +110,8 @@ def work_folder(pack_root: Path) -> Path:
     folder = pack_root / WORK_DIR
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise BadInputError(f"{folder} is not a folder of this pack (a symbolic link, or a file): work trees are "
-                            f"made and removed under it; remove it (rm {quote(str(folder))}) and start the edit again")
+                            f"made and removed under it; remove it (rm {quote(str(folder))}: a link alone goes, "
+                            f"never what it points at), then run again")
     return folder
 
 
@@ -276,12 +276,11 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
     except BadInputError:  # a patch file changed since the load (patch_again): the work tree is not kept
         shutil.rmtree(work, ignore_errors=True)
         raise
-    except OSError as exc:
+    except OSError as exc:  # (copytree's shutil.Error too: its first failure)
         shutil.rmtree(work, ignore_errors=True)
-        name = errno.errorcode.get(exc.errno or 0, "")
-        raise EnvironmentProblem(f"cannot make the work tree {work}: {exc.filename or work}: {exc.strerror}"
-                                 f"{f' ({name})' if name else ''}; nothing was kept (free space, or make "
-                                 f"{work.parent} writable, and run again)") from exc
+        where, why = failure_of(exc)
+        raise EnvironmentProblem(f"cannot make the work tree {work}: {where or work}: {why}; nothing was kept (free "
+                                 f"space, or make {work.parent} writable, and run again)") from exc
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -220,20 +220,29 @@ def write_failed(exc: OSError, path: Path, data: bytes, kept: str = "") -> Envir
                               f"{io_advice(exc).capitalize()} and run again")
 
 
-def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:
-    """The error for an I/O failure while ``doing`` work in a temporary folder (a staging copy, a wheel build), where
-    ``unchanged`` ("the pack") is not written yet: the file and the errno, and what to do: free space in $TMPDIR (or
-    point it elsewhere) when the file lies there, else remove the cause. A ``shutil.Error`` (an OSError holding
-    copytree's (source, destination, why) list) names its first failure."""
+def failure_of(exc: OSError) -> tuple[str, str]:
+    """The file and the reason of a failed I/O, the reason in the C library's words and by name ("No space left on
+    device (ENOSPC)"); a ``shutil.Error`` (an OSError holding copytree's (source, destination, why) list, with no
+    errno of its own) gives its first failure."""
     import errno
     import re
-    import tempfile
 
     where, why = str(exc.filename or ""), f"{exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, '?')})"
     if exc.args and isinstance(exc.args[0], list) and exc.args[0] and len(exc.args[0][0]) == 3:
         _src, where, why = (str(x) for x in exc.args[0][0])  # shutil.Error: copytree's first failure
         said = re.match(r"\[Errno (\d+)\] (.*?)(?:: '|$)", why)  # "[Errno 28] No space left on device: 'a' -> 'b'"
         why = f"{said[2]} ({errno.errorcode.get(int(said[1]), '?')})" if said else why
+    return where, why
+
+
+def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:
+    """The error for an I/O failure while ``doing`` work in a temporary folder (a staging copy, a wheel build), where
+    ``unchanged`` ("the pack") is not written yet: the file and the errno, and what to do: free space in $TMPDIR (or
+    point it elsewhere) when the file lies there, else remove the cause. A ``shutil.Error`` (an OSError holding
+    copytree's (source, destination, why) list) names its first failure."""
+    import tempfile
+
+    where, why = failure_of(exc)
     tmp = tempfile.gettempdir().rstrip("/")
     inside = where == tmp or where.startswith(tmp + "/")
     todo = (f"Free space there, or set TMPDIR to a folder with room ({tmp} now), and run again" if inside else

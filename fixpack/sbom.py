@@ -340,8 +340,17 @@ def load_sbom(path: Path) -> Any:
     except TooLargeError as exc:  # told by its size, never read
         raise BadInputError(f"the SBOM {path}: {exc.said('an SBOM')}; give the SBOM `fixpack sbom` wrote "
                             f"of the image") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"cannot read the SBOM {path}: {exc}") from exc
+    except FileNotFoundError:
+        raise BadInputError(f"the SBOM {path} does not exist; give the file `fixpack sbom --out` (or `apply "
+                            f"--sbom`) wrote") from None
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"the SBOM {path} is not UTF-8 text ({exc.reason} at byte {exc.start}), so no CycloneDX "
+                            f"JSON document; give the file `fixpack sbom` wrote") from None
+    except OSError as exc:  # (a file this user may not read: the environment's, exit 5)
+        from .errors import io_said
+
+        raise EnvironmentProblem(f"cannot read the SBOM {io_said(exc, path)}; run as a user who may read it") \
+            from exc
     try:
         doc = loads_json(text)
         errors = list(validator.validate_str(text, all_errors=True) or ())

@@ -971,3 +971,28 @@ def test_a_binary_file_committed_undeclared_is_named_at_the_commit(pack3, fix):
     assert '[binary] "demo_pkg/blob.bin" = "patch"' in said and ".patch:" not in said, said
     assert ("a new fix has no fix.toml until its first refresh" in said) == (fix == "n"), said
     assert pack_bytes(builder.pack) == before
+
+
+def test_edit_on_a_full_disk_names_the_file_and_the_errno(pack3, monkeypatch):
+    """Found by a fresh user: `edit` whose copy of the release ran out of space said "...: None" (copytree's error,
+    a shutil.Error, has no strerror). It names copytree's first failure, its reason and errno; nothing is kept."""
+    import shutil as sh
+
+    from fixpack.errors import EnvironmentProblem
+
+    builder, clean = pack3
+    work = builder.pack / ".edit/b"
+
+    def full(src, dst, **kw):  # type: ignore[no-untyped-def]
+        Path(dst).mkdir(parents=True)
+        raise sh.Error([(str(clean / MOD), str(Path(dst) / MOD),
+                         f"[Errno 28] No space left on device: '{clean / MOD}' -> '{Path(dst) / MOD}'")])
+
+    monkeypatch.setattr(sh, "copytree", full)
+    before = pack_bytes(builder.pack)
+    with pytest.raises(EnvironmentProblem) as exc:
+        start(builder.pack, "p1", "b", roots={"demo": clean})
+    said = str(exc.value)
+    assert f"cannot make the work tree {work}: {work / MOD}: No space left on device (ENOSPC); nothing was kept" \
+        in said and "None" not in said, said
+    assert not work.exists() and pack_bytes(builder.pack) == before

@@ -88,3 +88,17 @@ def test_a_fifo_for_the_sbom_is_refused_unread(tmp_path):
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert r.stderr == f"fixpack: error: the SBOM {fifo} is a FIFO (named pipe), not a regular file; " \
         "give the SBOM file itself\n", r.stderr
+
+
+@pytest.mark.parametrize("case", ["missing", "not utf-8"])
+def test_an_sbom_that_is_not_there_or_not_text_is_said_in_words(tmp_path, case):
+    """Found by a fresh user: `verify --sbom MISSING` said Python's "[Errno 2] No such file or directory: '...'"."""
+    path = tmp_path / "sbom.json"
+    if case == "not utf-8":
+        path.write_bytes(b'{"bomFormat": "\xff"}')
+    r = cli("verify", "--sbom", str(path), "-p", "v0.30.0", "--target", "vllm", "--root", f"vllm={tmp_path}")
+    assert r.returncode == 2 and "[Errno" not in r.stderr, r.stderr
+    assert r.stderr.startswith(f"fixpack: error: the SBOM {path} does not exist; give the file `fixpack sbom --out`"
+                               if case == "missing" else
+                               f"fixpack: error: the SBOM {path} is not UTF-8 text (invalid start byte at byte 15)"), \
+        r.stderr
