@@ -110,7 +110,11 @@ def decoded(text: str, where: str) -> str:
     """A mail whose body is ``quoted-printable`` or ``base64`` (its ``Content-Transfer-Encoding``), as ``git am``
     reads it: the body decoded (with its charset), the header saying ``8bit``; any other mail as it is. Its diff
     was read as written (``=3D`` for ``=``, or no diff found at all). BadInputError naming ``where`` for a charset
-    Python does not know, or a body that is not what its encoding says."""
+    Python does not know, or a body that is not what its encoding says. A multipart mail (``git format-patch
+    --attach`` or ``--inline``) is read as one: :func:`_flattened`."""
+    flat = _flattened(text, where)
+    if flat is not None:
+        return flat
     head, sep, body = text.partition("\n\n")
     lines = head.split("\n")
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
@@ -132,6 +136,42 @@ def decoded(text: str, where: str) -> str:
     out = data.decode(_charset(msg, where), "surrogateescape")
     head = re.sub(r"(?im)^Content-Transfer-Encoding:[^\n]*$", "Content-Transfer-Encoding: 8bit", head)
     return head + "\n\n" + out.replace("\r\n", "\n")
+
+
+_MIME_HEADER = re.compile(r"(?im)^(MIME-Version|Content-Type|Content-Transfer-Encoding|Content-Disposition):[^\n]*"
+                          r"(\n[ \t][^\n]*)*\n?")
+
+
+def _flattened(text: str, where: str) -> str | None:
+    """A multipart mail (``git format-patch --attach`` or ``--inline``: the message in one text part, the patch in
+    another) as the one-part mail ``git am`` reads from it: its header without the MIME lines, declared UTF-8 8bit,
+    then the first text part that holds no diff (the message, its ``---`` and diffstat kept), then every text part
+    that holds one, in order, each decoded by its own transfer encoding and charset. None for a mail that is not
+    multipart. BadInputError naming ``where`` for a part whose charset Python does not know."""
+    head, sep, _body = text.partition("\n\n")
+    lines = head.split("\n")
+    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
+    if not sep or not re.search(r"(?im)^Content-Type:\s*multipart/", head):
+        return None
+    msg = BytesParser(policy=_READ).parsebytes(text.split("\n", start)[-1].encode("utf-8", "surrogateescape"))
+    if not msg.is_multipart():
+        return None
+    message, diffs = None, []
+    for part in msg.walk():
+        if part.is_multipart() or part.get_content_maintype() != "text":
+            continue
+        payload = part.get_payload(decode=True)
+        content = payload.decode(_charset(part, where), "surrogateescape") if isinstance(payload, bytes) else ""
+        content = content.replace("\r\n", "\n")
+        if split(content)[1]:
+            diffs.append(content if content.endswith("\n") else content + "\n")
+        elif message is None:
+            message = content
+    if not diffs:
+        return None  # (no patch in it: said as such by the caller)
+    top = _MIME_HEADER.sub("", "\n".join(lines) + "\n").rstrip("\n")
+    mime = "MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit"
+    return f"{top}\n{mime}\n\n{(message or '').strip(chr(10))}\n\n{''.join(diffs)}"
 
 
 def _charset(msg: email.message.Message, where: str) -> str:

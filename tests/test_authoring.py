@@ -33,8 +33,9 @@ SUBJECT = ("Guard the decoder against token ids past the vocabulary, which used 
 
 def mail_patch(tmp: Path, before: str, after: str, subject: str = SUBJECT, author: str = AUTHOR,
                body: str = "Why it matters, in ä few words.\n\nSigned-off-by: Jürgen <jm@example.org>\n"
-                           "Link: https://github.com/vllm-project/vllm/pull/12345\n") -> str:
-    """A real `git format-patch` mail (encoded, folded subject; non-ASCII author; index lines; signature)."""
+                           "Link: https://github.com/vllm-project/vllm/pull/12345\n", options: tuple[str, ...] = ()) -> str:
+    """A real `git format-patch` mail (encoded, folded subject; non-ASCII author; index lines; signature);
+    ``options``: format-patch's more (``--attach``: a multipart mail)."""
     repo = tmp / f"mail-{len(list(tmp.glob('mail-*')))}"
     (repo / "demo_pkg").mkdir(parents=True)
     (repo / MOD).write_text(before)
@@ -46,7 +47,7 @@ def mail_patch(tmp: Path, before: str, after: str, subject: str = SUBJECT, autho
     env = {**os.environ, "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": addr.strip("<>"),
            "GIT_AUTHOR_DATE": "Mon, 2 Jan 2023 10:00:00 +0100"}
     subprocess.run(["git", "commit", "-qam", f"{subject}\n\n{body}"], cwd=repo, check=True, env=env)
-    return git(repo, "format-patch", "-1", "--stdout")
+    return git(repo, "format-patch", "-1", "--stdout", *options)
 
 
 @pytest.fixture
@@ -207,6 +208,29 @@ def test_import_of_a_format_patch_round_trips_through_format(pack3):
     toml = (builder.pack / "fixes/imp/fix.toml").read_text()
     assert 'status = "submitted"' in toml and 'last_update = "2023-01-02"' in toml
     engine.check_lock_fresh(builder.request(clean))
+
+
+@pytest.mark.parametrize("how", ["--attach", "--inline"])
+def test_import_of_a_multipart_mail_is_the_import_of_its_one_part_form(pack3, tmp_path, how):
+    """A carried gap: `git format-patch --attach` (or `--inline`) writes a multipart mail, the patch a part of its own
+    after the message's, which git am reads. Import read its diff up to the closing MIME boundary and lost the
+    message. It is read as git am reads it: the pack it writes is byte for byte the plain mail's."""
+    import shutil
+
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace("line 50\n",
+                                                                                                       "fifty\n")
+    after = before.replace("line 55\n", "fifty-five\n")
+    plain, parts = tmp_path / "plain.patch", tmp_path / "parts.patch"
+    plain.write_text(mail_patch(tmp_path, before, after))
+    parts.write_text(mail_patch(tmp_path, before, after, options=(how,)))
+    assert "multipart/mixed" in parts.read_text() and "text/x-patch" in parts.read_text()
+    other = tmp_path / "other"
+    shutil.copytree(builder.pack, other)
+    import_mails(builder.pack, plain, "imp", "p1", roots={"demo": clean})
+    import_mails(other, parts, "imp", "p1", roots={"demo": clean})
+    assert snapshot(other) == snapshot(builder.pack)
 
 
 def test_export_is_byte_stable_and_git_am_gives_apply_s_bytes(pack3, tmp_path):
