@@ -624,3 +624,22 @@ def test_a_report_folder_that_is_missing_or_unwritable_is_named_not_a_crash(pack
     with pytest.raises(EnvironmentProblem, match=r"--report .*ENOSPC.*pack files are written, but the rebase to v2.0 "
                                                  r"is not finished.*rebase --continue"):
         rebase.start(req(b, old, new, report_dir=tmp_path / "reports"))
+
+
+def test_an_append_at_the_file_s_end_upstream_is_upstreamed_not_ambiguous(builder):
+    """A carried gap: a fix that only appends after its context (a line at a file's end) finds its pre-image again
+    inside its own post-image, which is no second place for it (evaluate.pre_inside_post): decided for apply and
+    lock, and by the same rule for a rebase, untested there. The new release ends with the fix's line: upstreamed
+    (proposed for dropping), never ambiguous; one that does not is carried exactly."""
+    b = builder
+    old = b.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
+    b.add_fix("tail", {MOD: BASE}, {MOD: BASE + "NEW = 1\n"})
+    b.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
+    b.profile(["tail", "second"])
+    b.lock(old)
+    commit_pack(b)
+    new = new_release(b, {MOD: BASE + "NEW = 1\n", OTHER: OTHER_BASE})
+    r = rebase.start(req(b, old, new))
+    assert r.status == "done" and outcomes(r) == {"tail": "upstreamed", "second": "exact"}, r.as_dict()
+    applied, image = apply_new(b, new)
+    assert applied.ok and applied.fix("tail").state == "upstreamed" and (image / MOD).read_text().count("NEW") == 1
