@@ -93,11 +93,9 @@ def test_the_series_order_unchanged_with_fixes_the_profile_leaves_out_is_no_stal
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_only_the_numbers(builder):
-    """`lock` after a swap whose later patch no longer applies at its stated lines: it said only "the hunk's @@ line
-    names the wrong line ... Fix those @@ lines' numbers". It names the fix now put before it (the lock on disk has
-    it after), and writes nothing (exit 4)."""
-    b = builder
+def _swapped(b):
+    """``a`` adds two lines at line 3, ``b`` (written on ``a``) changes line 20; locked, then the series swapped.
+    The clean tree and ``a``'s post-image."""
     clean = b.tree("clean", {MOD: BASE})
     grown = BASE.replace("line 3\n", "line 3\nnew a\nnew b\n")
     b.add_fix("a", {MOD: BASE}, {MOD: grown})
@@ -106,6 +104,15 @@ def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_o
     b.lock(clean)
     b.series = ["b", "a"]
     b.write_series()
+    return clean, grown
+
+
+def test_lock_on_a_reorder_that_moves_a_patch_off_its_lines_says_the_order_not_only_the_numbers(builder):
+    """`lock` after a swap whose later patch no longer applies at its stated lines: it said only "the hunk's @@ line
+    names the wrong line ... Fix those @@ lines' numbers". It names the fix now put before it (the lock on disk has
+    it after), and writes nothing (exit 4)."""
+    b = builder
+    clean, grown = _swapped(b)
     before = snapshot(b.pack)
     r = fixpack("lock", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
     said = " ".join(r.stderr.split())
@@ -123,17 +130,10 @@ def test_edit_lays_a_reordered_patch_where_it_is_found_and_refresh_remakes_the_p
     """Found by a fresh user: after a reorder of two fixes that share a file, `edit b` refused (b does not apply at
     its stated lines on the fixes now before it), so the patch the lock asked to make again was made by hand. `edit`
     now lays the edited fix where the placement rule finds it (its pre-image once, exact context: quilt's push with
-    an offset) and says so; `refresh` writes it at those lines, and a, now after it, is checked on top (regenerated had it moved).
-    The new lock then checks, and the pair applies to the release."""
+    an offset) and says so; `refresh` writes it at those lines, and a, now after it, is checked on top (regenerated
+    had it moved). The new lock then checks, and the pair applies to the release."""
     b = builder
-    clean = b.tree("clean", {MOD: BASE})
-    grown = BASE.replace("line 3\n", "line 3\nnew a\nnew b\n")
-    b.add_fix("a", {MOD: BASE}, {MOD: grown})
-    b.add_fix("b", {MOD: grown}, {MOD: grown.replace("line 20\n", "twenty\n")})  # written 2 lines down, on a
-    b.profile(["a", "b"])
-    b.lock(clean)
-    b.series = ["b", "a"]
-    b.write_series()
+    clean, grown = _swapped(b)
     subprocess.run(["git", "init", "-q", str(b.pack)], check=True)  # (the work tree's folder is ignored by git)
     where = ["--pack", str(b.pack), "--root", f"demo={clean}"]
     r = fixpack("edit", "b", "-p", "p1", *where)
