@@ -14,15 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import (
-    add_next_steps,
-    journal_steps,
-    note_stale,
-    other_patch,
-    pending_note,
-    run_writes,
-    stale_entry,
-)
+from .advice import add_next_steps, journal_steps, note_stale, other_patch, pending_note, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
@@ -34,6 +26,7 @@ from .replay import (
     as_laid,
     fix_report,
     manifest_entry,
+    placed_off,
     popped,
     post_checked,
     replay,
@@ -94,9 +87,10 @@ class TargetPlan:
 def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry: bool) -> TargetPlan:
     """Every fix of the target's chain, in series order, with its state; the tree ends as the chain.
 
-    Fixes the manifest records (and those it lost that the files hold at the lock's states: :func:`popped`) are first
-    unwound from the files, last one first (a later fix may edit an earlier one's context), which verifies each of
-    them; the chain is then replayed from the unwound tree with the newly selected fixes in their places."""
+    Fixes the manifest records (and those it lost that the files hold at the lock's states, :func:`popped`, or on
+    drifted files, :func:`placed_off`) are first unwound from the files, last one first (a later fix may edit an
+    earlier one's context), which verifies each of them; the chain is then replayed from the unwound tree with the
+    newly selected fixes in their places."""
     tree, manifest, pending = _load_state(ctx, ft)
     if ctx.report.command == "status" and manifest is not None and not pending:
         held = _status_held(ctx, ft, tree, manifest, wanted)
@@ -106,9 +100,11 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
         note_stale(ctx, ft)
         manifest = None
-    lost, _ = popped(ctx.lock, ft.spec.name, tree, manifest)  # no entry records them, though the files hold them
+    lost, settled = popped(ctx.lock, ft.spec.name, tree, manifest)  # no entry records them, though the files hold them
     chain = _chain(ctx, ft, manifest, wanted + lost)
-    recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
+    had = manifest.applied_ids() if manifest else set()
+    lost += placed_off(chain, tree, ctx.lock, had, lost, settled) if chain else ()  # ... on drifted files
+    recorded = had | set(lost)
     applied = [f for f in chain if f.id in recorded]
     base, broken, unchecked = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], True, pending)

@@ -15,16 +15,19 @@ evaluation (applier, diff adapter) loads when a fix is placed, not when this mod
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .model import Fix, Pack
-from .records import Lock, LockFix, Manifest, ManifestFix, Recorded
+from .records import Lock, Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .safepath import file_on_the_way
 from .states import Action, State
 from .structs import replace
 from .tree import Tree, file_hashes
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
     from .evaluate import Evaluation, Pass
@@ -83,7 +86,7 @@ def popped(lock: Lock, target: str, tree: Tree, manifest: Manifest | None) -> tu
     kept = dict(manifest.files) if manifest else {}  # a file changed since the manifest was written: tampered
     found: set[str] = set()
     files: set[str] = set()
-    for chain in _linked(fixes):  # (no two share a file: each is taken off on its own)
+    for chain in _linked(fixes, lambda f: f.post()):  # (no two share a file: each is taken off on its own)
         paths = {p for f in chain for p in f.post()}
         if any(states[p].count(now[p]) != 1 or now[p] != kept.get(p, now[p]) for p in paths):
             continue
@@ -103,15 +106,66 @@ def popped(lock: Lock, target: str, tree: Tree, manifest: Manifest | None) -> tu
     return tuple(f.id for f in fixes if f.id in found), files
 
 
-def _linked(fixes: list[LockFix]) -> list[list[LockFix]]:
-    """``fixes`` in groups, each the fixes that share a file with another of them, in series order."""
+def _linked(fixes: Sequence[T], files: Callable[[T], Iterable[str]]) -> list[list[T]]:
+    """``fixes`` in groups, each the fixes that share a file (``files`` gives a fix's) with another of them, in series
+    order."""
     groups: list[tuple[set[str], list[int]]] = []
     for i, f in enumerate(fixes):
-        paths = set(f.post())
+        paths = set(files(f))
         joined = [g for g in groups if g[0] & paths]
         groups = [g for g in groups if not g[0] & paths] + [
             (paths.union(*(g[0] for g in joined)), sorted([i, *(j for g in joined for j in g[1])]))]
     return [[fixes[i] for i in g[1]] for g in groups]
+
+
+def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, recorded: set[str], found: tuple[str, ...],
+               settled: set[str]) -> tuple[str, ...]:
+    """The fixes of ``chain`` (one target's, series order: the run's and those the manifest records) that no entry of
+    the manifest records (``recorded``), nor :func:`popped` found (``found``, ``settled``: the files it decided by the
+    lock's sha256), though ``tree`` holds them on drifted files: taken off as :func:`popped` takes them, last first,
+    but by placement (the lock's evidence; no fuzz): a recorded fix where its patch reverses, one with no record where
+    its post-image is there and its pre-image is not (:func:`fixpack.evaluate.decide` says so: both there is
+    ambiguous, and stops it) and the release held its pre-image. The case: a later fix that changes an earlier one's
+    added line, on a file drifted since (an edit above it), with the manifest lost: the files are none of the lock's
+    states, and the earlier fix's post-image is whole no longer, nor its pre-image. Fixes linked by a file they share
+    are one group; a group counts only when laying the fixes taken off again, forward, first first, on what the
+    taking off left gives ``tree``'s bytes (each pre-image found once there too), and every fix of it the manifest
+    records is among them, and one of them at least is not found on ``tree`` as it is (else :func:`replay` finds
+    each). Series order."""
+    from .evaluate import FixEvidence, decide, run_pass
+
+    todo = [f for f in chain if f.id not in recorded and f.id not in found and not set(f.touched_paths()) <= settled]
+    release = lock.release_files(chain[0].target) if todo else {}
+    out: set[str] = set()
+    for group in _linked(chain, lambda f: f.touched_paths()):
+        paths = sorted({p for f in group for p in f.touched_paths()})
+        if not any(f in todo for f in group) or file_hashes(tree, paths) == {p: release.get(p) for p in paths}:
+            continue  # (nothing to find, or every file the release's: nothing is in)
+        back, there = tree.fork(), []
+        for f in reversed(group):
+            evidence, rev = FixEvidence.from_lock(lock.fix(f.id)), None
+            if f.id in recorded:
+                rev = run_pass(f, back, reverse=True, evidence=evidence)
+            else:
+                ev = decide(f, back, evidence, False)
+                rev = ev.reverse if ev.state is State.UPSTREAMED and _not_upstreams(f, lock) else None
+            if rev is not None and rev.ok:
+                there.append(f)
+                back.adopt(rev.tree)
+        if not there or not {f.id for f in group} & recorded <= {f.id for f in there}:
+            continue
+        for f in reversed(there):  # laid again, first first: the same bytes, or the taking off was no unwinding
+            fwd = run_pass(f, back, reverse=False, evidence=FixEvidence.from_lock(lock.fix(f.id)))
+            if not fwd.ok:
+                break
+            back.adopt(fwd.tree)
+        else:
+            new = [f for f in there if f in todo]
+            if file_hashes(back, paths) == file_hashes(tree, paths) and not all(  # (each found on its own: replay's)
+                    decide(f, tree, FixEvidence.from_lock(lock.fix(f.id)), False).state is State.UPSTREAMED
+                    for f in new):
+                out |= {f.id for f in new}
+    return tuple(f.id for f in chain if f.id in out)
 
 
 def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
@@ -144,7 +198,7 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
             _off_lock(fix, tree, lock))
     if recorded:
         if ev.state in (State.ABSENT, State.DRIFTED):  # a drifted one was laid on files not the lock's: said so
-            said = [LOST_CHAIN if lost else "already applied"]
+            said = [(LOST_DRIFTED if ev.state is State.DRIFTED else LOST_CHAIN) if lost else "already applied"]
             if ev.state is State.DRIFTED:
                 said.append("laid on a drifted file, not as the lock has it: " + "; ".join(ev.messages))
             return Evaluation(State.APPLIED, ev.forward, ev.reverse, said, ev.drifted)
@@ -156,6 +210,11 @@ def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, l
 LOST_CHAIN = ("applied by an earlier run whose manifest entry was lost, or by hand (its files, taken off last fix "
               "first, are the lock's states along the chain down to the release's, sha256 as in the lock); apply "
               "records it again, status and a dry run only report it")
+
+
+LOST_DRIFTED = ("applied by an earlier run whose manifest entry was lost, or by hand, on files drifted since (taken "
+                "off last fix first by placement, each post-image found once, the files lay the same fixes again byte "
+                "for byte); apply records it again, status and a dry run only report it")
 
 
 def _off_lock(fix: Fix, tree: Tree, lock: Lock) -> list[str]:

@@ -13,7 +13,6 @@ from conftest import numbered, snapshot
 
 from fixpack import engine
 from fixpack.errors import MismatchError
-from fixpack.states import State
 
 MOD, OTHER = "demo_pkg/mod.py", "demo_pkg/other.py"
 MANIFEST = ".fixpack/demo.manifest.json"
@@ -109,26 +108,26 @@ def test_revert_without_the_manifest_says_to_record_the_chain_then_revert(builde
     assert engine.revert(builder.request(image)).ok and snapshot(image) == original
 
 
-def test_a_drifted_file_of_the_chain_is_refused_and_nothing_is_laid_twice(builder):
+def test_a_drifted_file_of_the_chain_is_found_by_placement_and_nothing_is_laid_twice(builder):
     """A line of mod.py away from every hunk changed by hand after the apply, the manifest lost: the file is no state
-    the lock knows, so the chain is not taken for ours as a whole: two is a conflict (exit 4), status and apply alike,
-    nothing written; revert refuses (exit 3) and its steps (the file back to the release, apply, revert) give the
-    release back. (A guard: this held before the fix too, and must still.)"""
+    the lock knows, so the lock's sha256 cannot take the chain off. Two (row 9, its context holding three's row 6)
+    was a conflict (exit 4), and revert's steps put the release's file back, the edit lost. The chain is taken off
+    by placement now (replay.placed_off): status says applied (exit 0), --strict refuses it as drifted (exit 3),
+    apply records it (the manifest alone written, nothing laid twice), revert gives the release back with the edit
+    kept."""
     image, original, _ = applied_then_lost(builder)
     (image / MOD).write_text((image / MOD).read_text().replace("row 18\n", "edited 18\n"))
     drifted = snapshot(image)
-    for run in (engine.status, engine.apply, engine.apply):
-        r = run(builder.request(image))
-        assert r.exit_code == 4 and r.fix("two").state is State.CONFLICT and snapshot(image) == drifted, r.fixes
-    with pytest.raises(MismatchError) as exc:
-        engine.revert(builder.request(image))
-    said = str(exc.value)
-    steps = said.index("put its files back to the release"), said.index("then record"), said.index("then revert with")
-    assert "part of two" in said and list(steps) == sorted(steps), said
-    assert snapshot(image) == drifted
-    (image / MOD).write_bytes(original[MOD][0])  # the step's command: the file as the release has it
-    assert engine.apply(builder.request(image)).exit_code == 0
-    assert engine.revert(builder.request(image)).ok and snapshot(image) == original
+    r = engine.status(builder.request(image))
+    assert r.exit_code == 0 and states(r) == dict.fromkeys(CHAIN, "applied"), r.fixes
+    assert engine.apply(builder.request(image, strict=True)).exit_code == 3 and snapshot(image) == drifted
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and states(r) == dict.fromkeys(CHAIN, "applied"), r.fixes
+    assert {k: v for k, v in snapshot(image).items() if k != MANIFEST} == drifted
+    assert engine.apply(builder.request(image)).exit_code == 0  # recorded: nothing to do
+    assert engine.revert(builder.request(image)).ok
+    assert snapshot(image) == {MOD: (original[MOD][0].replace(b"row 18\n", b"edited 18\n"), original[MOD][1]),
+                               **{k: v for k, v in original.items() if k != MOD}}
 
 
 def test_a_drifted_file_of_another_chain_leaves_the_overlapping_one_found(builder):
