@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from .editwork import (
     check_work_tree,
     clean_copy,
     find,
+    migrated,
     state_path,
 )
 from .errors import BadInputError, ConflictError, FixpackError, of_code
@@ -103,6 +105,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
     view = pack.for_profile(state.profile)
+    migrated(state, view.fixes.get(fix_id))  # (an edit begun by an older fixpack: its digests in today's form)
     fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
     names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
@@ -130,7 +133,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     for pf in fix.patches[len(commits):]:
         changes[_rel(pack_root, pf.path)] = None
     change = change_digest([v for v in changes.values() if v is not None])  # the change this refresh writes
-    state.version, state.change = _since_edit(pack_root, view, state, change)  # counted from there on
+    state.version, state.change = _since_edit(pack_root, view, state, change, lambda: _base_changed(pack, state))
     version = _version(state, change)
     changes.update(metadata(pack_root, pack, fix, state, names, folder == fix.folder, version))
     roots = {state.profile: release_roots(pack, state, progress)}
@@ -241,14 +244,16 @@ def _version(state: EditState, change: str) -> int:
     return state.version + (change != state.change)
 
 
-def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> tuple[int, str]:
+def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str,
+                base_changed: Callable[[], list[str]]) -> tuple[int, str]:
     """The (version, change digest) a refresh counts from: the fix as the edit started from it (or from a refresh
     of it since committed), or as this edit's last refresh wrote it once the lock committed in git HEAD records
     that (a version committed names that change for good: a later change is the next version). Raises
     ConflictError (exit 4, nothing written) when the fix in the pack is neither: a change came into the pack
     under the edit (another maintainer's, a pull), which the refresh would write over and whose version it
     would give to another change. ``change``: the change this refresh writes (a pack that holds it already
-    loses nothing: a refresh killed before it saved the edit's state wrote it)."""
+    loses nothing: a refresh killed before it saved the edit's state wrote it). ``base_changed``: the fixes before it
+    that changed since the edit began (a refresh of one regenerates the fixes after it that moved, this one too)."""
     start = (state.version, state.change)
     fix = view.fixes.get(state.fix)
     if fix is None:
@@ -264,6 +269,13 @@ def _since_edit(pack_root: Path, view: Pack, state: EditState, change: str) -> t
     was = f"version {state.version}" if not state.new else "not in the pack when `fixpack new` made it"
     if state.wrote_change:
         was += f"; version {state.wrote_version} as its last refresh wrote it"
+    moved = base_changed()
+    if moved:  # (their refresh regenerated this one where it moved, with the next version)
+        raise ConflictError(f"fix {state.fix} changed in the pack since the edit began ({was}; the pack holds version "
+                            f"{fix.version}): the fixes before {state.fix} changed since `fixpack edit` made "
+                            f"{state.work} ({', '.join(moved)}): its commits are on the old ones, and a refresh of "
+                            f"those moves the fixes after them; nothing was written. "
+                            f"{_carry(pack_root, state, True)}")
     raise ConflictError(f"fix {state.fix} changed in the pack since the edit began: {state.work} is on the fix as it "
                         f"was ({was}); the pack holds version {fix.version} with another change (a maintainer's "
                         f"refresh or a pull), which this refresh would write over; nothing was written. "

@@ -15,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from shlex import quote
 
-from .diff import AUTHOR
+from .diff import AUTHOR, diff_body
 from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped, short
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem, MismatchError, failure_of
 from .fsio import atomic_write
@@ -78,9 +79,33 @@ AGAIN = ("since the pack was loaded", "run the edit again; nothing was kept")  #
 
 
 def change_digest(patches: list[bytes]) -> str:
-    """sha256 of the change itself: every patch's removed and added lines, without context or line numbers."""
+    """sha256 of the change as the lock fingerprints it (:attr:`fixpack.model.Fix.patch_sha256`): every patch's diff
+    lines, hunk ranges, file names and modes, not its mail header, index lines or hunks' section headings. A refresh
+    that changes it bumps the fix's version, as ``lock`` and a manifest require (a patch regenerated at other lines is
+    another patch to an image: :func:`fixpack.lock_bump.refuse_unbumped`)."""
+    lines = [re.sub(r"^(@@ [^@]* @@).*", r"\1", line) for data in patches
+             for line in ["patch", *diff_body(decode(data)).split("\n")]]
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def legacy_digest(patches: list[bytes]) -> str:
+    """:func:`change_digest` as fixpack wrote it until December 2026 (removed and added lines only): what an edit begun
+    then holds in its state, read as the pack's change it began from (:func:`migrated`)."""
     lines = [line for data in patches for line in ["patch", *change_lines(data)]]
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def migrated(state: EditState, fix: Fix | None) -> None:
+    """``state``'s digests of ``fix`` (the pack's) in :func:`change_digest`'s form, where they are its
+    :func:`legacy_digest` (an edit begun by an older fixpack): else a refresh took the pack's fix for a change that
+    came in under the edit."""
+    if fix is None or not (state.change or state.wrote_change):
+        return
+    data = [patch_again(pf, *AGAIN) for pf in fix.patches]
+    old, new = legacy_digest(data), change_digest(data)
+    if old != new:
+        state.change = new if state.change == old else state.change
+        state.wrote_change = new if state.wrote_change == old else state.wrote_change
 
 
 def base_digests(pack: Pack, state: EditState) -> dict[str, str]:

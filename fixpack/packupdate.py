@@ -329,8 +329,26 @@ def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
     files, after, offsets = regenerated
     tree.adopt(after)
     moved.update({pf.path: files[pf.path.name] for pf in fix.patches})
+    toml, data, version = _bumped(fix)
+    moved[toml] = data
     return LaterFix(fix.id, "moved", f"applies only at an offset ({offsets}): its patches were regenerated at their "
-                                     f"new lines, the change unchanged")
+                                     f"new lines, its changed lines as they were, and its version bumped to {version} "
+                                     f"(a manifest records a fix by version and change: an image holding the patch "
+                                     f"at its old lines is told from one with the new)")
+
+
+def _bumped(fix: Fix) -> tuple[Path, bytes, int]:
+    """The toml that gives ``fix``'s version in the profile whose chain it is laid on (its variant's, where its patches
+    are a variant's: ``variant.toml`` gets the key when it had none), with the version one up."""
+    import tomlkit
+
+    from .documents import pack_text
+
+    folder = fix.patches[0].path.parent
+    toml = folder / ("fix.toml" if folder == fix.folder else "variant.toml")
+    doc = tomlkit.parse(pack_text(toml, "run the refresh again; nothing was written"))
+    doc["version"] = fix.version + 1
+    return toml, tomlkit.dumps(doc).encode(), fix.version + 1
 
 
 def _regenerate(fix: Fix, tree: Tree) -> tuple[dict[str, bytes], Tree, str] | None:

@@ -170,7 +170,9 @@ def test_a_later_fix_that_only_moved_is_regenerated_at_its_new_lines(pack3):
     assert changed == [("@@ -48,7 +48,7 @@ line 46", "@@ -49,7 +49,7 @@ line 46")]  # the same change, a line lower
     engine.check_lock_fresh(builder.request(clean))
     assert engine.apply(builder.request(clean, dry_run=True, strict=True)).ok
-    assert "version = 1\n" in (builder.pack / "fixes/c/fix.toml").read_text()  # moved, not changed: no bump
+    # moved: another patch to an image, so the next version (a manifest records a fix by version and change; lock
+    # refused the old version with the new patch once the old was committed: a fresh user's finding)
+    assert "version = 2\n" in (builder.pack / "fixes/c/fix.toml").read_text()
 
 
 def test_new_fix_lands_in_series_profile_fix_toml_and_lock(pack3):
@@ -1020,3 +1022,27 @@ def test_edit_on_a_full_disk_names_the_file_and_the_errno(pack3, monkeypatch):
     assert f"cannot make the work tree {work}: {work / MOD}: No space left on device (ENOSPC); nothing was kept" \
         in said and "None" not in said, said
     assert not work.exists() and pack_bytes(builder.pack) == before
+
+
+def test_an_edit_begun_by_an_older_fixpack_refreshes_as_it_would_have(pack3):
+    """The edit state's change digest is now the lock's notion of a change (ranges and context too); an edit begun
+    before holds the old digest (removed and added lines only). Its refresh reads that as the pack's fix it began
+    from: a change made in the work tree is bumped once, never refused as "changed in the pack since the edit
+    began"."""
+    import json
+
+    from fixpack.editwork import legacy_digest, state_path
+    from fixpack.patchfiles import patch_again
+
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work)
+    path = state_path(builder.pack, "b")
+    doc = json.loads(path.read_text())
+    fix = load_pack(builder.pack).fixes["b"]
+    doc["change"] = legacy_digest([patch_again(pf, then="x") for pf in fix.patches])
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+    assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()

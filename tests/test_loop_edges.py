@@ -508,7 +508,7 @@ def test_a_refresh_on_fixes_that_changed_under_the_edit_says_so(pack3):  # noqa:
     builder, clean = pack3
     b_moved_under_c(builder, clean)
     before = pack_bytes(builder.pack)
-    with pytest.raises(ConflictError, match=r"(?s)does not apply.*The fixes before c changed since `fixpack edit` "
+    with pytest.raises(ConflictError, match=r"(?s)the fixes before c changed since `fixpack edit` "
                                             r"made .*\(b\): its commits are on the old ones"):
         refresh_from_work(builder.pack, "c")
     assert pack_bytes(builder.pack) == before

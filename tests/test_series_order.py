@@ -13,7 +13,7 @@ import re
 import subprocess
 
 import pytest
-from conftest import numbered, snapshot
+from conftest import git, numbered, snapshot
 from test_lock_edges import fixpack
 
 MOD, OTHER = "demo_pkg/mod.py", "demo_pkg/other.py"
@@ -135,6 +135,8 @@ def test_edit_lays_a_reordered_patch_where_it_is_found_and_refresh_remakes_the_p
     b = builder
     clean, grown = _swapped(b)
     subprocess.run(["git", "init", "-q", str(b.pack)], check=True)  # (the work tree's folder is ignored by git)
+    git(b.pack, "add", "-A")
+    git(b.pack, "commit", "-qm", "the pack, reordered")  # HEAD's lock: b at version 1, its patch as written on a
     where = ["--pack", str(b.pack), "--root", f"demo={clean}"]
     r = fixpack("edit", "b", "-p", "p1", *where)
     said = " ".join(r.stderr.split())
@@ -147,6 +149,12 @@ def test_edit_lays_a_reordered_patch_where_it_is_found_and_refresh_remakes_the_p
     assert r.returncode == 0, r.stdout + r.stderr
     assert "later fixes on top: a exact" in r.stdout, r.stdout + r.stderr  # (a's line 3 is above b's change)
     r = fixpack("lock", "--check", "-p", "p1", *where)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # its patch at other lines is another patch to an image: the next version, so that lock (which compares with
+    # HEAD's) takes it (a fresh user's finding: version 1 kept, and a new lock refused it, exit 2)
+    assert "version = 2\n" in (b.pack / "fixes/b/fix.toml").read_text()
+    (b.pack / "profiles/p1.lock").unlink()
+    r = fixpack("lock", "-p", "p1", *where)
     assert r.returncode == 0, r.stdout + r.stderr
     image = b.tree("image", {MOD: BASE})
     r = fixpack("apply", "-p", "p1", "--pack", str(b.pack), "--root", f"demo={image}")
