@@ -509,6 +509,17 @@ def _check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
                                 f"run again")
 
 
+def _not_its_repository(work: Path) -> str:
+    """"" when git, run in ``work``, takes ``work/.git`` for its repository; else why not (a ``.git`` folder that is
+    no repository: git then looks in the folders above, and finds the pack's)."""
+    from .gitutil import run
+
+    said = run(work, "rev-parse", "--absolute-git-dir", ok_codes=(0, 128)).strip()
+    if said and os.path.isdir(said) and os.path.samefile(said, work / ".git"):
+        return ""
+    return f"its .git is no repository: git there reads {said}" if said else "its .git is no repository"
+
+
 def check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
     """The work tree of an edit in progress (its state is there) is the one ``edit`` made: a folder, not a link, with
     a git repository in it. Else DamagedStateError (exit 3) before git runs there: git in a folder without one would
@@ -520,7 +531,8 @@ def check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:
                                       f"{state_path(pack_root, fix_id)} is there)",
                                 f"drop the edit with `{drop}` and start it again")
     what = ("a symbolic link" if work.is_symlink() else "not a folder" if not work.is_dir() else
-            "no git repository in it (.git)" if (work / ".git").is_symlink() or not (work / ".git").is_dir() else "")
+            "no git repository in it (.git)" if (work / ".git").is_symlink() or not (work / ".git").is_dir() else
+            _not_its_repository(work))
     if what:
         raise DamagedStateError(work, f"not the work tree `edit` made for {fix_id} ({what}), so git is not run there",
                                 f"move it out of {work.parent} (it is kept: nothing of it is removed), then drop the "
