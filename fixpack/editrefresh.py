@@ -21,7 +21,7 @@ import tomlkit
 
 from .diff import parse_patch
 from .documents import pack_text
-from .editwork import (
+from .editstate import (
     BASE_TAG,
     FIX_TAG,
     EditState,
@@ -29,11 +29,11 @@ from .editwork import (
     change_digest,
     check_state,
     check_work_tree,
-    clean_copy,
     find,
     migrated,
     state_path,
 )
+from .editwork import clean_copy
 from .errors import BadInputError, ConflictError, FixpackError, of_code
 from .fsio import atomic_write
 from .gitutil import run
@@ -105,7 +105,8 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
             raise BadInputError(f"{work}: commit {c.sha[:12]} ({c.message.splitlines()[0]!r}) changes nothing; "
                                 f"drop it (git rebase -i {BASE_TAG})")
     view = pack.for_profile(state.profile)
-    migrated(state, view.fixes.get(fix_id))  # (an edit begun by an older fixpack: its digests in today's form)
+    had = view.fixes.get(fix_id)  # an edit begun by an older fixpack: its digests in today's form
+    migrated(state, (lambda: [patch_again(pf, then=REFRESH_AGAIN) for pf in had.patches]) if had else None)
     fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
     names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
@@ -113,7 +114,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     spec = load_profile(pack, state.profile).target(state.target)
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
-        was = decode(patch_again(old, then="run the refresh again; nothing was written")) if old else ""
+        was = decode(patch_again(old, then=REFRESH_AGAIN)) if old else ""
         text = render(_mail(fix, c, was), header_fields(fix), c.diff)
         parsed = parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
         for fp in parsed.files:  # named at the commit, as the load would name it only in the patch not yet written
@@ -384,6 +385,7 @@ def _same_ident(old: Mail, c: Commit) -> bool:
 
 
 AGAIN = "run the command again; nothing was written"  # a pack file changed since the load
+REFRESH_AGAIN = "run the refresh again; nothing was written"  # a patch file changed since the load
 
 
 def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,

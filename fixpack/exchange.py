@@ -23,7 +23,8 @@ from .diff import parse_patch
 from .diffsyntax import refuse_not_utf8_message
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
-from .editwork import EditState, check_new
+from .editstate import EditState
+from .editwork import check_new
 from .errors import BadInputError, ConflictError, PatchParseError
 from .evaluate import decide
 from .fsio import atomic_write, remove_file

@@ -311,9 +311,12 @@ def lay_found(fix: Fix, index: int, tree: Tree) -> tuple[Pass, list[str]]:
     ev = decide(one, tree, None, False)
     if ev.forward.ok and ev.state.value in ("absent", "drifted"):
         return ev.forward, [f"{h.path} hunk #{h.hunk} {h.offset:+d}" for h in ev.offsets]
-    found = "; ".join(ev.messages)[:400] or ev.state.value
-    raise _not_laid(fix, done, f"Nor is it found elsewhere ({found}): make its change again by hand on the fixes "
-                               f"before it, or put fixes/series back as the patch was written")
+    from .evaluate import NO_EVIDENCE  # (the search's words alone: the file is not what the patch was written on)
+
+    found = "; ".join(run_pass(one, tree, reverse=False, evidence=NO_EVIDENCE).explain())[:600] or ev.state.value
+    raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the clean release copy with the fixes "
+                        f"before it, nor is it found elsewhere by search ({found}; {ev.state.value}): make its change "
+                        f"again by hand on the fixes before it, or put fixes/series back as the patch was written")
 
 
 def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:

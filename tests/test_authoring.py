@@ -1033,7 +1033,7 @@ def test_an_edit_begun_by_an_older_fixpack_refreshes_as_it_would_have(pack3):
     began"."""
     import json
 
-    from fixpack.editwork import legacy_digest, state_path
+    from fixpack.editstate import legacy_digest, state_path
     from fixpack.patchfiles import patch_again
 
     builder, clean = pack3

@@ -76,7 +76,7 @@ def test_a_damaged_edit_state_is_damaged_state(builder, case):
 
 
 def test_an_edit_state_as_edit_writes_it_is_read(builder):
-    from fixpack.editwork import find
+    from fixpack.editstate import find
 
     one_fix_pack(builder)
     path = builder.pack / ".edit/one.json"

@@ -22,14 +22,19 @@ A = BASE.replace("line 10\n", "line 10\nX = 1\n")  # a adds a line
 B = A.replace("X = 1\n", "X = 2\n")  # b changes it
 
 
-@pytest.fixture
-def image(builder):
-    b = builder
+def pair(b):
+    """``a`` and ``b`` (written on ``a``, changing its added line) locked on the release."""
     clean = b.tree("clean", {MOD: BASE})
     b.add_fix("a", {MOD: BASE}, {MOD: A})
     b.add_fix("b", {MOD: A}, {MOD: B})
     b.profile(["a", "b"])
     b.lock(clean)
+
+
+@pytest.fixture
+def image(builder):
+    b = builder
+    pair(b)
     image = b.tree("image", {MOD: BASE})
     assert engine.apply(b.request(image)).ok
     return b, image
@@ -72,11 +77,7 @@ def test_a_chain_that_does_not_lay_again_where_it_was_taken_off_is_no_finding(bu
     recorded (the unwinding of a chain found would call b tampered: "the manifest records it as applied"). Nothing
     is written."""
     b = builder
-    clean = b.tree("clean", {MOD: BASE})
-    b.add_fix("a", {MOD: BASE}, {MOD: A})
-    b.add_fix("b", {MOD: A}, {MOD: B})
-    b.profile(["a", "b"])
-    b.lock(clean)
+    pair(b)
     twin = "".join(A.splitlines(keepends=True)[7:14])  # lines 8-10, X = 1, lines 11-13
     image = b.tree("image", {MOD: "# drift\n" + B + twin})
     before = snapshot(image)

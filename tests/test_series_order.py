@@ -177,6 +177,30 @@ def test_edit_of_a_reordered_patch_not_found_anywhere_says_to_make_it_again_by_h
     before = snapshot(b.pack)
     r = fixpack("edit", "b", "-p", "p1", "--pack", str(b.pack), "--root", f"demo={clean}")
     said = " ".join(r.stderr.split())
-    assert r.returncode == 4 and "Nor is it found elsewhere" in said and "make its change again by hand on the " \
-        "fixes before it, or put fixes/series back as the patch was written" in said, said
+    assert r.returncode == 4 and "nor is it found elsewhere by search" in said and "make its change again by hand " \
+        "on the fixes before it, or put fixes/series back as the patch was written" in said, said
+    assert "names the wrong line" not in said and "fixpack refresh" not in said, said
+    assert not (b.pack / ".edit").exists()
     assert snapshot(b.pack) == before
+
+
+def test_edit_of_a_fix_after_a_reordered_one_names_that_one_to_edit_first(builder):
+    """Found by a fresh user: with b now before a (the series swapped), `edit a` said b's "@@ line names the wrong
+    line; fix its numbers ... Rebase or refresh it first": the file is not what b's patch was written on. It names
+    b, where its hunk is now, the reorder, and the way on: edit b first (laid where it is found), then a. Nothing is
+    kept; followed, it works."""
+    b = builder
+    clean, _ = _swapped(b)
+    subprocess.run(["git", "init", "-q", str(b.pack)], check=True)
+    where = ["--pack", str(b.pack), "--root", f"demo={clean}"]
+    before = snapshot(b.pack)
+    r = fixpack("edit", "a", "-p", "p1", *where)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 4 and snapshot(b.pack) == before, said
+    assert "fix b, before a in the profile's chain, does not apply at its stated lines" in said and \
+        "hunk #1 is at line 17 (-2 lines)" in said and "fixes/series was reordered since the lock" in said, said
+    assert "names the wrong line" not in said and "Rebase or refresh it first" not in said, said
+    assert "Edit it first (`" in said and "edit b --profile p1" in said and "nothing was kept" in said, said
+    assert not (b.pack / ".edit").exists()  # (a refused edit left an empty .edit/: a fresh user's finding)
+    r = fixpack("edit", "b", "-p", "p1", *where)
+    assert r.returncode == 0, r.stderr
