@@ -169,8 +169,8 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
     every = {*clean, *(p for _there, files, _dist in comps for p in files), *mine}
     every |= {manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()}
     import shlex
-
-    tmps = sorted(shlex.quote(str(temp_path(ft.root / p))) for p in every if p and exists(temp_path(ft.root / p)))
+    tmps = sorted(shlex.quote(str(t)) for p in every if p and exists(t := temp_path(ft.root / p))
+                  and (t.is_symlink() or not t.is_dir()))  # (a folder there is the journal's refusal: moved away)
     steps = [f"rm -f -- {' '.join(tmps)}"] if tmps else []
     steps += [to_release(ctx, ft, sorted(clean), clean)] if clean else []
     steps += [_remove_components(ft, comps)] if comps else []

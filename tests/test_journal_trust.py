@@ -537,6 +537,8 @@ def test_a_folder_at_a_temp_file_s_path_is_refused_before_anything_is_written(bu
         said = _run(builder, target, again)
         message = " ".join(said.stderr.split())
         assert said.returncode == 3 and f"{folder} is a folder where " in message, (again, message)
+        steps = message.split("In this order: ", 1)[-1] if "In this order: " in message else ""
+        assert str(folder) not in steps, steps  # (its rm -f failed on the folder, and stopped the steps after it)
         assert snapshot(target) == before
     folder.rmdir()
     assert _run(builder, target, "revert").returncode == 0 and not journal.exists()
