@@ -412,7 +412,8 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     if journal is None:
         discard_leftovers(root)
         return []
-    changed = [e.path for e in journal.entries if _restore(root, e)]
+    mine = _in_progress(root, journal.entries)  # (a killed write leaves its temp file beside that one alone)
+    changed = [e.path for e in journal.entries if _restore(root, e, e is mine)]
     for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
         if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
             set_mode_owner(root / d, k.mode, k.owner)
@@ -427,11 +428,27 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     return changed
 
 
-def _restore(root: Path, e: JournalEntry) -> bool:
-    """Put the entry's file back as it was before the run; whether that changed the file."""
+def _in_progress(root: Path, entries: tuple[JournalEntry, ...]) -> JournalEntry | None:
+    """The entry a killed run was writing: the first, in the journal's order (the run's), whose file it had not
+    replaced yet (holding its bytes as they were, or, made by the run, not there). Only a temp file beside it
+    (``.NAME.fixpack-tmp``: a write is a temp file renamed over its file) can be that run's."""
+    for e in entries:
+        dest = root / e.path
+        if e.restored:
+            continue
+        if (not e.existed and not exists(dest)) or (e.existed and _holds(dest, e)):
+            return e
+    return None
+
+
+def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
+    """Put the entry's file back as it was before the run; whether that changed the file. ``writing``: the entry the
+    killed run was writing, whose temp file, a regular file, is the run's and goes (a link, a FIFO or a file beside
+    any other entry is someone's: kept, and the next write beside it refuses it)."""
     dest = root / e.path
-    if exists(temp_path(dest)):
-        unlink(temp_path(dest))
+    tmp = temp_path(dest)
+    if writing and exists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):
+        unlink(tmp)
     if not e.existed:
         changed = exists(dest)
         remove_file(dest)

@@ -568,3 +568,28 @@ def test_damaged_journal_steps_never_write_through_a_link_nor_wait_on_a_fifo(bui
         subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True, capture_output=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert victim.read_text() == "VICTIM\n" and snapshot(target) == clean and not (target / MOD).is_symlink()
+
+
+def test_a_rollback_removes_only_the_killed_write_s_own_temp_file(builder, tmp_path):
+    """Found by a fresh user: the rollback of a killed run removed whatever was at the temp path of every file its
+    journal names (`.NAME.fixpack-tmp`), a user's file or FIFO put there since included. A killed run can have left
+    a temp file beside one file only, the one it was writing (the first its journal names that it had not replaced),
+    and only a regular file: anything else, or anything beside another file, is someone's. It is kept, and the write
+    after the rollback refuses it (exit 3); moved away, the run goes on."""
+    target = _pack(builder, tmp_path, "plain copy")
+    journal = target / ".fixpack/journal.json"
+    assert _run(builder, target, "apply", 2).returncode == 137 and journal.exists()  # the journal, no file replaced
+    paths = [e["path"] for e in json.loads(journal.read_text())["entries"]]
+    assert paths[0] == MOD, paths
+    ours = target / "demo_pkg/.mod.py.fixpack-tmp"
+    ours.write_text("half a write\n")  # the one the killed run was writing: its temp file
+    fifo = target / "demo_pkg/.__init__.py.fixpack-tmp"  # (no file of the run's: kept as it is, never opened)
+    os.mkfifo(fifo)
+    mine = target / ".fixpack/.demo.manifest.json.fixpack-tmp"  # beside the manifest, which the run did not reach
+    mine.write_text("MINE\n")
+    said = _run(builder, target, "apply")
+    message = " ".join(said.stderr.split())
+    assert said.returncode == 3 and f"{mine} is where fixpack writes" in message, message
+    assert not ours.exists() and mine.read_text() == "MINE\n" and fifo.is_fifo() and not journal.exists()
+    mine.unlink()
+    assert _run(builder, target, "apply").returncode == 0
