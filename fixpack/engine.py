@@ -44,7 +44,7 @@ from .status_fast import locked_files, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
-from .transaction import check_writable, write_transaction
+from .transaction import check_writable, temp_paths_free, write_transaction
 from .tree import Tree, decode, file_hashes
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
@@ -102,9 +102,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         manifest = None
     lost, settled = popped(ctx.lock, ft.spec.name, tree, manifest)  # no entry records them, though the files hold them
     chain = _chain(ctx, ft, manifest, wanted + lost)
-    had = manifest.applied_ids() if manifest else set()
-    lost += placed_off(chain, tree, ctx.lock, had, lost, settled) if chain else ()  # ... on drifted files
-    recorded = had | set(lost)
+    lost += placed_off(chain, tree, ctx.lock, manifest, lost, settled)  # ... on drifted files
+    recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
     base, broken, unchecked = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], True, pending)
@@ -224,6 +223,8 @@ def apply(req: Request) -> Report:
         _note_journals(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
         next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
+        if req.dry_run:  # (what the run refuses before it writes, as it would)
+            temp_paths_free(ctx.report.ok, ((ft.root, plans[n].tree.changes()) for n, ft in ctx.found.items()))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -258,6 +259,7 @@ def status(req: Request) -> Report:
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)
     next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
+    temp_paths_free(ctx.report.ok, ((ft.root, plans[n].tree.changes()) for n, ft in ctx.found.items()))  # as apply
     return ctx.report.close()
 
 
@@ -370,6 +372,8 @@ def revert(req: Request) -> Report:
             ctx.report.fixes += components.revert(ctx.profile, manifest, tree, req.dry_run)
             work.append((ft, tree, manifest))
         add_next_steps(ctx, manifests)
+        if req.dry_run:
+            temp_paths_free(ctx.report.ok, ((ft.root, tree.changes()) for ft, tree, _manifest in work))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for ft in ctx.found.values():

@@ -118,10 +118,10 @@ def _linked(fixes: Sequence[T], files: Callable[[T], Iterable[str]]) -> list[lis
     return [[fixes[i] for i in g[1]] for g in groups]
 
 
-def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, recorded: set[str], found: tuple[str, ...],
+def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifest | None, found: tuple[str, ...],
                settled: set[str]) -> tuple[str, ...]:
     """The fixes of ``chain`` (one target's, series order: the run's and those the manifest records) that no entry of
-    the manifest records (``recorded``), nor :func:`popped` found (``found``, ``settled``: the files it decided by the
+    ``manifest`` records (None: none), nor :func:`popped` found (``found``, ``settled``: the files it decided by the
     lock's sha256), though ``tree`` holds them on drifted files: taken off as :func:`popped` takes them, last first,
     but by placement (the lock's evidence; no fuzz): a recorded fix where its patch reverses, one with no record where
     its post-image is there and its pre-image is not (:func:`fixpack.evaluate.decide` says so: both there is
@@ -134,6 +134,7 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, recorded: set[str
     each). Series order."""
     from .evaluate import FixEvidence, decide, run_pass
 
+    recorded = manifest.applied_ids() if manifest else set()
     todo = [f for f in chain if f.id not in recorded and f.id not in found and not set(f.touched_paths()) <= settled]
     release = lock.release_files(chain[0].target) if todo else {}
     out: set[str] = set()

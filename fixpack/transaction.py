@@ -12,7 +12,7 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,18 @@ def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = Fal
                                 f"itself, then renamed over it), and something is there that no run of fixpack left "
                                 f"(a killed run's is removed by the rollback before this); nothing was written. Move "
                                 f"it away, then run again")
+
+
+def temp_paths_free(ok: bool, targets: Iterable[tuple[Path, list[FileChange]]]) -> None:
+    """For a dry run: each target (root, the changes a run would write) refused as :func:`write_transaction` refuses
+    it before it writes, for something at a file's temp path (:func:`check_temp_paths`, bytecode a run removes
+    included), so that status and a dry run say what the run will. A target with a killed run's journal is left out:
+    the run rolls that back first, its temp files with it. ``ok``: whether the run got that far (else nothing)."""
+    from .state import leftover_journal
+
+    for root, changes in targets if ok else ():
+        if changes and not leftover_journal(root):
+            check_temp_paths(root, changes + _stale_bytecode(root, changes), anything=True)
 
 
 def space_needed(root: Path, changes: list[FileChange], block: int) -> int:

@@ -161,7 +161,7 @@ def test_interrupted_run_is_rolled_back_by_revert_and_status_says_so(setup):
     assert snapshot(target) == original
 
 
-@pytest.mark.parametrize("planted", ["link", "file"])
+@pytest.mark.parametrize("planted", ["link", "file", "fifo"])
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_something_at_a_temp_file_s_path_is_refused_and_kept(setup, tmp_path, planted, command):
     """A link or a file at the path of a file's temp file (.NAME.fixpack-tmp) in the target. A link was never
@@ -177,13 +177,18 @@ def test_something_at_a_temp_file_s_path_is_refused_and_kept(setup, tmp_path, pl
     tmp = target / "demo_pkg" / ".mod.py.fixpack-tmp"
     if planted == "link":
         tmp.symlink_to(victim)
+    elif planted == "fifo":
+        os.mkfifo(tmp)
     else:
         tmp.write_text("my notes\n")
     before = snapshot(target)
-    with pytest.raises(MismatchError) as exc:
-        getattr(engine, command)(b.request(target))
-    assert f"{tmp} is where fixpack writes demo_pkg/mod.py's temp file" in str(exc.value) and \
-        "nothing was written. Move it away" in str(exc.value), str(exc.value)
+    dry = [lambda: getattr(engine, command)(b.request(target, dry_run=True))] + \
+        [lambda: engine.status(b.request(target))] * (command == "apply")
+    for run in [*dry, lambda: getattr(engine, command)(b.request(target))]:  # a dry run says what the run will
+        with pytest.raises(MismatchError) as exc:
+            run()
+        assert f"{tmp} is where fixpack writes demo_pkg/mod.py's temp file" in str(exc.value) and \
+            "nothing was written. Move it away" in str(exc.value), str(exc.value)
     assert snapshot(target) == before and victim.read_text() == "keep me\n"
     tmp.rename(tmp_path / "moved")
     assert getattr(engine, command)(b.request(target)).ok
