@@ -151,9 +151,14 @@ def apply_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...
             check_outputs(req, reject_dir, sbom_out)
         report = engine.apply(req)
         if reject_dir is not None:
-            from .rejects import write_rejects
+            from .rejects import RejectsNotWritten, write_rejects
 
-            written = write_rejects(report, reject_dir)
+            try:
+                written = write_rejects(report, reject_dir)
+            except RejectsNotWritten as exc:  # the run's report, with the .rej files written before it
+                report.rejects = [str(p) for p in exc.written]
+                report.failure, report.error = exc.exit_code, str(exc)
+                return report
             report.rejects = [str(p) for p in written]
             if written:  # the refusal says them: nothing was written in the target
                 report.elsewhere = f"{len(written)} reject file(s) under {reject_dir}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import BadInputError, EnvironmentProblem
+from .errors import BadInputError, EnvironmentProblem, io_advice, io_said
 from .fsio import atomic_write
 from .report import Report
 from .safepath import link_on_the_way
@@ -20,8 +20,8 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
 
     Raises BadInputError when ``folder`` lies inside a target's root (rejects never go next to the
     target's files) or a folder on the way to a ``.rej`` file under it is a symbolic link (it could lead
-    into the target), EnvironmentProblem when a file cannot be written (the message says the target was left
-    as it was and names the files written before it).
+    into the target), :class:`RejectsNotWritten` (exit 5) when a file cannot be written (the message says the
+    target was left as it was and names the files written before it, which stay).
     """
     folder = folder.expanduser().resolve()
     for t in report.targets:
@@ -46,9 +46,18 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
         try:
             atomic_write(dest, body.encode("utf-8", "surrogateescape"), 0o644)
         except OSError as exc:  # (a refused hunk means a refused run: the target was left as it was)
-            before = f"; the {len(written)} written before it stay: {', '.join(map(str, written))}" if written else ""
-            raise EnvironmentProblem(f"cannot write {dest}: {exc.strerror}; the run was refused ("
-                                     f"{report.nothing_written()}){before}. Choose a writable --reject folder and run "
-                                     f"again") from exc
+            report.elsewhere = (f"{len(written)} reject file(s) under {folder}: {', '.join(map(str, written))}"
+                                if written else f"no reject file under {folder}")
+            raise RejectsNotWritten(f"cannot write {io_said(exc, dest)}; the run was refused, and "
+                                    f"{report.nothing_written()}. {io_advice(exc).capitalize()}, or give another "
+                                    f"--reject folder, and run again", written) from exc
         written.append(dest)
     return written
+
+
+class RejectsNotWritten(EnvironmentProblem):
+    """A ``.rej`` file that could not be written (exit 5); ``written``: those written before it, which stay."""
+
+    def __init__(self, message: str, written: list[Path]) -> None:
+        super().__init__(message)
+        self.written = written

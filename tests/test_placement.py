@@ -218,8 +218,12 @@ def test_reject_files_are_listed_in_the_json_and_a_failed_one_says_the_target_wa
     (tmp_path / "ro" / Path(MOD).parent).write_text("a file where the .rej file's folder goes\n")
     code, out = cli(b, image, "apply", "--reject", str(tmp_path / "ro"))
     said = " ".join(out.split())
-    assert code == 5 and f"cannot write {tmp_path / 'ro' / MOD}.rej: Not a directory; the run was refused " \
-                         "(nothing was written)" in said and "Choose a writable --reject folder" in said, out
+    assert code == 5 and f"cannot write {tmp_path / 'ro' / MOD}.rej: Not a directory (ENOTDIR); the run was " \
+                         f"refused, and nothing was written in the target (no reject file under {tmp_path / 'ro'})" \
+                         in said and "or give another --reject folder, and run again" in said, out
+    code, out = cli(b, image, "apply", "--json", "--reject", str(tmp_path / "ro"))
+    doc = json.loads(out[:out.rindex("}") + 1])
+    assert code == 5 and doc["exit_code"] == 5 and doc["rejects"] == [] and doc["fixes"][0]["state"] == "conflict"
     assert snapshot(image) == before
 
 
