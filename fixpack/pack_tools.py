@@ -51,7 +51,7 @@ def rewrite_patches(pack: Pack) -> list[Path]:
             atomic_write(path, data, 0o644)
         except OSError as exc:
             kept = f"; {len(done)} rewritten before it: {', '.join(map(str, done))}" if done else \
-                "; no patch was rewritten"
+                "; no other patch was rewritten"
             raise write_failed(exc, path, data, kept) from exc
         done.append(path)
     return done
