@@ -32,7 +32,7 @@ CACHE_OPTION = click.option("--cache", type=click.Path(file_okay=False, path_typ
 def _started(as_json: bool, command: str, profile: str, state: Any, pack_root: Path) -> None:
     if as_json:
         emit_json(envelope(command, profile, fix=state.fix, work=state.work, target=state.target,
-                           after=state.after, new=state.new))
+                           after=state.after, new=state.new, laid=state.laid))
         return
     click.echo(f"work tree: {state.work}")
     click.echo(f"  the clean {state.target} release (tag fixpack-upstream), the fixes before {state.fix} (tag "

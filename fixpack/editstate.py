@@ -58,9 +58,10 @@ class EditState:
     base: dict[str, str] = field(default_factory=dict)
     wrote_version: int = 0
     wrote_change: str = ""
+    laid: list[str] = field(default_factory=list)  # (not saved) where edit laid the fix off its stated lines
 
     def save(self, pack_root: Path) -> None:
-        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "laid"}
         atomic_write(state_path(pack_root, self.fix), json.dumps(state, indent=2).encode() + b"\n")
 
 

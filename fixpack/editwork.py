@@ -124,6 +124,7 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
             raise EnvironmentProblem(f"cannot make the work tree {work}: {where or work}: {why}; nothing was kept "
                                      f"(free space, or make {work.parent} writable, and run again)") from exc
         raise
+    state.laid = moved
     if moved:
         progress.note(f"{fix_id} does not apply at its stated lines on the fixes before it (fixes/series was "
                       f"reordered, or one of them changed): laid where its context is found once, at an offset "

@@ -9,6 +9,7 @@ for fixes that share no file, that a new lock is all the order needs (and, run a
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -138,9 +139,10 @@ def test_edit_lays_a_reordered_patch_where_it_is_found_and_refresh_remakes_the_p
     git(b.pack, "add", "-A")
     git(b.pack, "commit", "-qm", "the pack, reordered")  # HEAD's lock: b at version 1, its patch as written on a
     where = ["--pack", str(b.pack), "--root", f"demo={clean}"]
-    r = fixpack("edit", "b", "-p", "p1", *where)
+    r = fixpack("edit", "b", "-p", "p1", "--json", *where)
     said = " ".join(r.stderr.split())
     assert r.returncode == 0, said
+    assert json.loads(r.stdout)["laid"] == ["0001-change.patch: demo_pkg/mod.py hunk #1 -2"], r.stdout  # (--json too)
     assert ("b does not apply at its stated lines on the fixes before it (fixes/series was reordered, or one of them "
             "changed): laid where its context is found once, at an offset (0001-change.patch: demo_pkg/mod.py hunk "
             "#1 -2); refresh writes its patches at these lines") in said, said
