@@ -295,7 +295,8 @@ def abort(pack_root: Path, fix_id: str = "", progress: Progress = QUIET) -> Path
     with no fix named and no edit in progress, or ``fix_id``'s gone, that is all (None; else "no edit in progress",
     exit 2).
     A folder ``.edit/<fix>`` that is not the work tree ``edit`` made (its state beside it, a git repository)
-    is refused (DamagedStateError, exit 3), never removed."""
+    is refused (DamagedStateError, exit 3), never removed. Returns what was removed: the work tree, or its state
+    file where the work tree was gone already."""
     return abort_edit(pack_root, fix_id, progress)[0]
 
 
@@ -324,6 +325,7 @@ def _drop_edit(pack_root: Path, fix_id: str, rolled: bool) -> Path | None:
         if rolled:  # a killed import or refresh of it, its edit gone: rolling back was all
             return None
         raise BadInputError(f"no edit of {fix_id} in progress (nothing under {folder})")
+    there = os.path.lexists(work)
     if work.is_symlink():
         work.unlink()  # the link, never what it points at
     elif work.is_dir():
@@ -332,4 +334,4 @@ def _drop_edit(pack_root: Path, fix_id: str, rolled: bool) -> Path | None:
     state_path(pack_root, fix_id).unlink(missing_ok=True)
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
-    return work
+    return work if there else state_path(pack_root, fix_id)  # (the work tree gone already: its state alone)

@@ -77,10 +77,12 @@ def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = Fal
                                 f"(nothing of fixpack's is in it), then run again")
         tmp = temp_path(root / c.path)
         if anything and exists(tmp):
-            raise MismatchError(f"{tmp} is where fixpack writes {c.path}'s temp file (each file is written beside "
-                                f"itself, then renamed over it), and something is there that no run of fixpack left "
-                                f"(a killed run's is removed by the rollback before this); nothing was written. Move "
-                                f"it away, then run again")
+            how = ("a file is written beside itself, then renamed over it" if c.data is not None else
+                   "this run removes it, and a rollback of a killed run looks for a write's temp file there")
+            raise MismatchError(f"{tmp} is where fixpack {'writes' if c.data is not None else 'looks for'} {c.path}'s "
+                                f"temp file ({how}), and something is there that no run of fixpack left (a killed "
+                                f"run's is removed by the rollback before this); nothing was written. Move it away, "
+                                f"then run again")
 
 
 def temp_paths_free(ok: bool, targets: Iterable[tuple[Path, list[FileChange]]]) -> None:

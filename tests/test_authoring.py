@@ -974,7 +974,7 @@ def test_a_work_tree_that_is_not_edit_s_is_refused_before_git_runs_there(pack3, 
         assert snapshot(builder.pack) == before
     if made != "gone":
         (work.unlink() if made == "link" else shutil.rmtree(work))  # moved out, as it says
-    abort(builder.pack, "b")
+    assert abort(builder.pack, "b") == builder.pack / ".edit/b.json"  # (said "removed .edit/b", not there)
     assert not (builder.pack / ".edit").exists()
 
 
