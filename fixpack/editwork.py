@@ -135,12 +135,14 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
 def clean_copy(prof: Profile, target: str, root: Path | None, cache: Path | None = None,
                progress: Progress = QUIET) -> FoundTarget:
     """The clean release copy of ``target``: ``root`` when given (its version and commit checked against
-    the pin: MismatchError), else fetched (:func:`fixpack.release.fetch`, cached)."""
+    the pin: MismatchError; made absolute: an edit keeps it for its refresh, which runs from any folder), else
+    fetched (:func:`fixpack.release.fetch`, cached)."""
     from . import release
 
     spec = prof.target(target)
     if root is None:
         return release.fetch(spec, cache, progress=progress)
+    root = Path(os.path.abspath(root))
     if (root / STATE_DIR).exists():
         pack = pack_words(prof.path.parent.parent)
         raise MismatchError(f"--root {target}={root} is not a clean release copy: fixpack has applied fixes there "

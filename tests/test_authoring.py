@@ -1048,3 +1048,22 @@ def test_an_edit_begun_by_an_older_fixpack_refreshes_as_it_would_have(pack3):
     done = refresh_from_work(builder.pack, "b")
     assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
     assert "version = 2\n" in (builder.pack / "fixes/b/fix.toml").read_text()
+
+
+def test_an_edit_given_a_relative_root_refreshes_from_any_folder(pack3, monkeypatch):
+    """Found by a fresh user: `edit --root demo=../../clean` kept the path as typed, so its refresh, run from any
+    other folder (the work tree itself too), said the release did not match the pin. The edit keeps it absolute."""
+    import json
+    import os
+
+    from fixpack.editstate import state_path
+
+    builder, clean = pack3
+    monkeypatch.chdir(builder.pack)
+    work = Path(start(builder.pack, "p1", "b", roots={"demo": Path(os.path.relpath(clean, builder.pack))}).work)
+    assert json.loads(state_path(builder.pack, "b").read_text())["release"] == str(clean)
+    (work / MOD).write_text((work / MOD).read_text().replace("# a comment\n", "# a clearer comment\n"))
+    git(work, "commit", "-qa", "--amend", "--no-edit")
+    monkeypatch.chdir(work)
+    done = refresh_from_work(builder.pack, "b")
+    assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
