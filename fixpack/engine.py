@@ -36,9 +36,10 @@ from .replay import (
     unwind,
 )
 from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report, restored
+from .rollback import recover
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
-from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest, recover
+from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
 from .status_fast import locked_files, with_release_files
 from .strict import next_steps
@@ -224,7 +225,7 @@ def apply(req: Request) -> Report:
         note_named_defaults(ctx, req.opt_ins)
         next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
         if req.dry_run:  # (what the run refuses before it writes, as it would)
-            temp_paths_free(ctx.report.ok, ((ft.root, plans[n].tree.changes()) for n, ft in ctx.found.items()))
+            temp_paths_free(ctx.report.ok, ((ft, plans[n].tree.changes()) for n, ft in ctx.found.items()))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for name, ft in ctx.found.items():
@@ -249,8 +250,7 @@ def status(req: Request) -> Report:
     """What ``apply`` with the same request would do, without writing: the same selection (defaults,
     ``req.opt_ins``, ``req.all_opt_in``), the same states, actions and exit code. The profile's other
     opt-in fixes and components of the found targets are listed after it as ``skipped`` (not selected)."""
-    req = replace(req, dry_run=True)  # the caller's request is left as it was
-    ctx = prepare(req, "status")
+    ctx = prepare(replace(req, dry_run=True), "status")  # (the caller's request is left as it was)
     plans = {}
     for name, ft in ctx.found.items():
         with journal_steps(ctx), run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
@@ -259,7 +259,7 @@ def status(req: Request) -> Report:
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)
     next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
-    temp_paths_free(ctx.report.ok, ((ft.root, plans[n].tree.changes()) for n, ft in ctx.found.items()))  # as apply
+    temp_paths_free(ctx.report.ok, ((ft, plans[n].tree.changes()) for n, ft in ctx.found.items()))  # as apply
     return ctx.report.close()
 
 
@@ -373,7 +373,7 @@ def revert(req: Request) -> Report:
             work.append((ft, tree, manifest))
         add_next_steps(ctx, manifests)
         if req.dry_run:
-            temp_paths_free(ctx.report.ok, ((ft.root, tree.changes()) for ft, tree, _manifest in work))
+            temp_paths_free(ctx.report.ok, ((ft, tree.changes()) for ft, tree, _manifest in work), None)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
         for ft in ctx.found.values():

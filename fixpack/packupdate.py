@@ -29,8 +29,9 @@ from .model import Fix, Pack
 from .pack_journal import load_pack_journal
 from .progress import QUIET, Progress
 from .records import Lock
+from .rollback import roll_back
 from .safepath import holds_bytes, not_a_file
-from .state import leftover_journal, roll_back
+from .state import leftover_journal
 from .structs import dataclass, field, replace
 from .transaction import check_temp_paths, write_transaction
 from .tree import Tree

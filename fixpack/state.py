@@ -33,16 +33,8 @@ from typing import Any, Protocol
 from .documents import MAX_STATE_BYTES, load_json, loads_json
 from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
 from .fsio import (
-    atomic_write,
-    chown_to,
-    drop_pycache_quietly,
     exists,
     forget_state,
-    fsync_dir,
-    make_parents,
-    remove_file,
-    replace_file,
-    set_mode_owner,
     state_dir,
     temp_path,
     unlink,
@@ -50,7 +42,7 @@ from .fsio import (
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, holds_bytes, link_on_the_way, name_problem, path_problem, read_regular
+from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
 from .structs import dataclass, field, replace
 
 JOURNAL = "journal.json"
@@ -393,116 +385,6 @@ def journal_there(root: Path) -> bool:
     run's leftovers."""
     path = state_dir(root) / JOURNAL
     return exists(path) or exists(temp_path(path))
-
-
-def recover(root: Path, writes: Writes | None = None) -> list[str]:
-    """Roll back what an interrupted run left (a journal). Returns the paths it changed (put back or removed): not
-    those its journal names that the run had not touched yet, nor those a killed rollback put back; idempotent.
-    ``writes``: the paths this profile's run could have written (:func:`load_journal`).
-
-    The whole journal is checked before the first file is touched. Backups are moved back with a
-    rename (no new space needed on a full disk); a rollback killed half way leaves the journal, and
-    the entries already put back are recognised by their sha256.
-    """
-    return roll_back(root, load_journal(root, writes))
-
-
-def roll_back(root: Path, journal: Journal | None) -> list[str]:
-    """:func:`recover` with the journal already loaded (None: there is none, only leftovers to discard)."""
-    if journal is None:
-        discard_leftovers(root)
-        return []
-    mine = _in_progress(root, journal.entries)  # (a killed write leaves its temp file beside that one alone)
-    changed = [e.path for e in journal.entries if _restore(root, e, e is mine)]
-    for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
-        if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
-            set_mode_owner(root / d, k.mode, k.owner)
-    for d in sorted(journal.dirs, key=lambda d: -d.count("/")):  # before the journal goes: a rollback killed
-        try:  # after it would leave them
-            (root / d).rmdir()
-        except OSError:  # not empty (something else lives there now) or gone: leave it
-            pass
-    unlink(journal.path)
-    fsync_dir(journal.path.parent)
-    discard_leftovers(root)
-    return changed
-
-
-def _in_progress(root: Path, entries: tuple[JournalEntry, ...]) -> JournalEntry | None:
-    """The entry a killed run was writing: the first, in the journal's order (the run's), whose file it had not
-    replaced yet (holding its bytes as they were, or, made by the run, not there). Only a temp file beside it
-    (``.NAME.fixpack-tmp``: a write is a temp file renamed over its file) can be that run's."""
-    for e in entries:
-        dest = root / e.path
-        if e.restored:
-            continue
-        if (not e.existed and not exists(dest)) or (e.existed and _holds(dest, e)):
-            return e
-    return None
-
-
-def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
-    """Put the entry's file back as it was before the run; whether that changed the file. ``writing``: the entry the
-    killed run was writing, whose temp file, a regular file, is the run's and goes (a link, a FIFO or a file beside
-    any other entry is someone's: kept, and the next write beside it refuses it)."""
-    dest = root / e.path
-    tmp = temp_path(dest)
-    if writing and exists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):
-        unlink(tmp)
-    if not e.existed:
-        changed = exists(dest)
-        remove_file(dest)
-    elif e.restored:  # put back by a rollback killed since, which dropped its bytecode: a .pyc there now it put back
-        return False
-    else:
-        backup = backups_dir(root) / str(e.index)
-        kept = os.lstat(backup)
-        if _inode(dest) == (kept.st_dev, kept.st_ino) or _holds(dest, e):  # the run never replaced it (a rename onto
-            unlink(backup)  # its own link leaves the backup; a copy of an immutable file cannot go over it), and a
-            return False  # rollback run again dropped the bytecode an earlier entry put back
-        changed = True
-        if kept.st_nlink > 1:  # its inode has a name besides the backup, not dest's: a hard link from outside the
-            # state folder, put there by hand, or the original's own link from outside the target: write the bytes to
-            # dest as a new file instead of giving that inode a mode, an owner and a name in the target
-            atomic_write(dest, e.original or b"", e.mode, e.owner)
-            unlink(backup)
-        else:
-            _move_back(backup, dest, e)
-    drop_pycache_quietly(dest)
-    return changed
-
-
-def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
-    """Give ``backup`` the entry's mode and owner and rename it to ``dest`` (a copy across a mount point)."""
-    chown_to(backup, e.owner)  # before the mode: a chown clears set-id bits
-    os.chmod(backup, e.mode if e.mode is not None else 0o644)
-    try:
-        make_parents(dest.parent)
-        replace_file(backup, dest)
-        fsync_dir(dest.parent)
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
-            raise
-        atomic_write(dest, e.original or b"", e.mode, e.owner)
-
-
-def _holds(dest: Path, e: JournalEntry) -> bool:
-    """Whether ``dest`` is a regular file with exactly the entry's bytes, mode and owner (a write that failed on it
-    left it as it was)."""
-    try:
-        st = os.lstat(dest)
-    except OSError:
-        return False
-    return stat.S_IMODE(st.st_mode) == e.mode and (e.owner is None or (st.st_uid, st.st_gid) == e.owner) and \
-        holds_bytes(dest, e.original or b"")
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    return st.st_dev, st.st_ino
 
 
 def discard_leftovers(root: Path) -> None:

@@ -14,7 +14,7 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
 from .fsio import (
@@ -36,7 +36,11 @@ from .fsio import (
 )
 from .kept import emptied_folders, kept_of
 from .records import Kept, dumps
-from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path, recover
+from .rollback import recover
+from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path
+
+if TYPE_CHECKING:
+    from .targets import FoundTarget
 
 # --- checks before writing ------------------------------------------------------------------------
 
@@ -85,16 +89,22 @@ def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = Fal
                                 f"then run again")
 
 
-def temp_paths_free(ok: bool, targets: Iterable[tuple[Path, list[FileChange]]]) -> None:
-    """For a dry run: each target (root, the changes a run would write) refused as :func:`write_transaction` refuses
-    it before it writes, for something at a file's temp path (:func:`check_temp_paths`, bytecode a run removes
-    included), so that status and a dry run say what the run will. A target with a killed run's journal is left out:
-    the run rolls that back first, its temp files with it. ``ok``: whether the run got that far (else nothing)."""
-    from .state import leftover_journal
+def temp_paths_free(ok: bool, targets: Iterable[tuple[FoundTarget, list[FileChange]]],
+                    manifest: bytes | None = b"") -> None:
+    """For a dry run: each target (with the changes a run would write) refused as :func:`write_transaction` refuses
+    it before it writes, for something at a file's temp path (:func:`check_temp_paths`: its manifest, written
+    (``manifest`` b"") or removed (None), and bytecode a run removes included), so that status and a dry run say what
+    the run will. A killed run's own temp file (:func:`fixpack.state.killed_write_temp`) is left out: the run rolls
+    that back first. ``ok``: whether the run got that far (else nothing is checked)."""
+    from .rollback import killed_write_temp
+    from .state import manifest_path
 
-    for root, changes in targets if ok else ():
-        if changes and not leftover_journal(root):
-            check_temp_paths(root, changes + _stale_bytecode(root, changes), anything=True)
+    for ft, changes in targets if ok else ():
+        if changes:
+            mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
+            every = [*changes, FileChange(mpath, manifest), *_stale_bytecode(ft.root, changes)]
+            mine = killed_write_temp(ft.root)
+            check_temp_paths(ft.root, [c for c in every if temp_path(ft.root / c.path) != mine], anything=True)
 
 
 def space_needed(root: Path, changes: list[FileChange], block: int) -> int:

@@ -17,7 +17,7 @@ from conftest import REPO, snapshot
 from fixpack import engine
 from fixpack.errors import MismatchError
 from fixpack.records import Manifest
-from fixpack.state import recover
+from fixpack.rollback import recover
 
 PLUGIN_TOML = """[build-system]
 requires = ["setuptools>=64"]

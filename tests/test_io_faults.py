@@ -413,7 +413,7 @@ def test_stale_bytecode_that_cannot_be_removed_is_rolled_back_whole(setup, monke
     """found by a fresh user: an immutable stale .pyc (chattr +i) failed its removal (EPERM), and the rollback failed
     too, renaming its backup copy over it: the journal was left. A file that still holds its bytes, mode and owner is
     left as it is by a rollback. The immutable flag is played by refusing every write to that .pyc."""
-    from fixpack import state, transaction
+    from fixpack import rollback, transaction
 
     b, target = setup
     pyc = target / "demo_pkg/__pycache__/mod.cpython-311.pyc"
@@ -427,7 +427,7 @@ def test_stale_bytecode_that_cannot_be_removed_is_rolled_back_whole(setup, monke
         return call
 
     monkeypatch.setattr(transaction, "remove_file", refuse(transaction.remove_file))
-    monkeypatch.setattr(state, "replace_file", refuse(state.replace_file))
+    monkeypatch.setattr(rollback, "replace_file", refuse(rollback.replace_file))
     monkeypatch.setattr(fsio, "unlink", refuse(fsio.unlink))  # a rollback drops a put-back module's bytecode
     monkeypatch.setattr(os, "link", refuse(os.link))  # an immutable file cannot be linked: its backup is a copy
     with pytest.raises(EnvironmentProblem) as exc:

@@ -389,7 +389,7 @@ class _Killed(BaseException):
 
 def _rollback_killed_at_the_journal(target, monkeypatch):
     """The rollback of ``target``'s journal, in this process, killed as it removes the journal (every entry done)."""
-    from fixpack import state
+    from fixpack import rollback, state
     journal = state.journal_path(target)
 
     def dies(path):
@@ -398,9 +398,9 @@ def _rollback_killed_at_the_journal(target, monkeypatch):
         os.unlink(path)
 
     with monkeypatch.context() as m:
-        m.setattr(state, "unlink", dies)
+        m.setattr(rollback, "unlink", dies)
         with pytest.raises(_Killed):
-            state.recover(target)
+            rollback.recover(target)
 
 
 def test_a_rollback_killed_as_it_removes_the_journal_has_removed_the_run_s_folders(builder, tmp_path, monkeypatch):
@@ -587,6 +587,15 @@ def test_a_rollback_removes_only_the_killed_write_s_own_temp_file(builder, tmp_p
     os.mkfifo(fifo)
     mine = target / ".fixpack/.demo.manifest.json.fixpack-tmp"  # beside the manifest, which the run did not reach
     mine.write_text("MINE\n")
+    before = snapshot(target)
+    for dry in (["status"], ["apply", "--dry-run"]):  # they say it too, the killed run's own file left to its rollback
+        said = subprocess.run([sys.executable, "-m", "fixpack.cli", *dry, "--pack", str(builder.pack), "-p", "p1",
+                               "--root", f"demo={target}"], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        message = " ".join(said.stderr.split())
+        assert said.returncode == 3 and f"{mine} is where fixpack writes" in message and str(ours) not in message, \
+            (dry, message)
+        assert snapshot(target) == before and fifo.is_fifo()
     said = _run(builder, target, "apply")
     message = " ".join(said.stderr.split())
     assert said.returncode == 3 and f"{mine} is where fixpack writes" in message, message
