@@ -253,14 +253,17 @@ def check_edit_folder(pack_root: Path, fix_id: str, work: Path) -> None:
 
 
 def _not_its_repository(work: Path) -> str:
-    """"" when git, run in ``work``, takes ``work/.git`` for its repository; else why not (a ``.git`` folder that is
-    no repository: git then looks in the folders above, and finds the pack's)."""
+    """"" when git, run in ``work``, takes ``work/.git`` for its repository and finds ``edit``'s tags there; else why
+    not (a ``.git`` folder that is no repository: git then looks in the folders above, and finds the pack's; a
+    repository made by hand, ``git init``, has no tags)."""
     from .gitutil import run
 
     said = run(work, "rev-parse", "--absolute-git-dir", ok_codes=(0, 128)).strip()
-    if said and os.path.isdir(said) and os.path.samefile(said, work / ".git"):
-        return ""
-    return f"its .git is no repository: git there reads {said}" if said else "its .git is no repository"
+    if not (said and os.path.isdir(said) and os.path.samefile(said, work / ".git")):
+        return f"its .git is no repository: git there reads {said}" if said else "its .git is no repository"
+    tags = run(work, "tag", "--list", UPSTREAM_TAG, BASE_TAG).split()
+    missing = [t for t in (UPSTREAM_TAG, BASE_TAG) if t not in tags]
+    return f"its repository has no tag {' nor '.join(missing)}, which edit makes" if missing else ""
 
 
 def check_work_tree(pack_root: Path, fix_id: str, work: Path) -> None:

@@ -938,7 +938,7 @@ def test_a_journal_s_by_naming_what_it_holds_no_file_of_is_damaged(pack3, by):
         assert pack_bytes(builder.pack) == before
 
 
-@pytest.mark.parametrize("made", ["gone", "empty folder", "link", "empty .git"])
+@pytest.mark.parametrize("made", ["gone", "empty folder", "link", "empty .git", "git init"])
 def test_a_work_tree_that_is_not_edit_s_is_refused_before_git_runs_there(pack3, tmp_path, made):
     """Found by a fresh user: with `.edit/b/` replaced by an empty folder, refresh ran git there, which read the
     repository above it, the pack's own: "has uncommitted edits (fixes/series, ...)" named the pack's files, and with
@@ -959,6 +959,9 @@ def test_a_work_tree_that_is_not_edit_s_is_refused_before_git_runs_there(pack3, 
         work.mkdir()
     elif made == "empty .git":  # (git skips a .git that is no repository, and finds the pack's above: a 2nd finding)
         (work / ".git").mkdir(parents=True)
+    elif made == "git init":  # (a repository, but not edit's: no fixpack-base, and `git rebase` on it fails)
+        work.mkdir()
+        git(work, "init", "-q")
     elif made == "link":
         (tmp_path / "elsewhere").mkdir()
         work.symlink_to(tmp_path / "elsewhere")
