@@ -80,7 +80,9 @@ def _refuse_not_release(profile: Profile, target: str, tree: Tree, root: Path) -
 def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path:
     """Regenerate one fix's (single) patch against the profile's chain on a clean release copy, like
     ``quilt refresh``: the fixes before it in the series are applied in memory, then this fix (exact
-    or with an offset), and the patch is rewritten from the result. Returns the patch path.
+    or with an offset), and the patch is rewritten from the result, its version (fix.toml's, or its variant's) one up
+    when the patch's diff changed (as the lock fingerprints it: :func:`fixpack.editstate.change_digest`). Returns the
+    patch path.
 
     Raises ConflictError when the fix does not apply to its chain, MismatchError when ``root`` is not the profile's
     pinned release (another release, fixes applied there, a copy fetch unpacked that was changed since): the patch
@@ -121,10 +123,17 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
                 body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)],
                                   [path.name])[0]
             data = write_patches(fix, [body])[path.name]
-            try:
-                atomic_write(path, data, 0o644)
-            except OSError as exc:
-                raise write_failed(exc, path, data) from exc
+            from .editstate import change_digest
+            from .packupdate import bumped
+            from .patchfiles import patch_again
+
+            was = patch_again(fix.patches[0], then="run the refresh again; nothing was written")
+            toml = bumped(fix) if change_digest([was]) != change_digest([data]) else None  # another patch: next version
+            for dest, new in [(path, data), *([toml[:2]] if toml else [])]:
+                try:
+                    atomic_write(dest, new, 0o644)
+                except OSError as exc:
+                    raise write_failed(exc, dest, new) from exc
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

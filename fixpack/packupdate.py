@@ -333,7 +333,7 @@ def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
     files, after, offsets = regenerated
     tree.adopt(after)
     moved.update({pf.path: files[pf.path.name] for pf in fix.patches})
-    toml, data, version = _bumped(fix)
+    toml, data, version = bumped(fix)
     moved[toml] = data
     return LaterFix(fix.id, "moved", f"applies only at an offset ({offsets}): its patches were regenerated at their "
                                      f"new lines, its changed lines as they were, and its version bumped to {version} "
@@ -341,7 +341,7 @@ def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
                                      f"at its old lines is told from one with the new)")
 
 
-def _bumped(fix: Fix) -> tuple[Path, bytes, int]:
+def bumped(fix: Fix) -> tuple[Path, bytes, int]:
     """The toml that gives ``fix``'s version in the profile whose chain it is laid on (its variant's, where its patches
     are a variant's: ``variant.toml`` gets the key when it had none), with the version one up."""
     import tomlkit

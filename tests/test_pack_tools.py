@@ -32,11 +32,15 @@ def test_refresh_turns_drift_into_exact_and_is_idempotent(builder):
     path = refresh(builder.pack, "p1", "second", clean)
     once = path.read_bytes()
     assert "@@ -40,7 +40,7 @@" in once.decode() or "@@ -40," in once.decode()
+    # another patch to an image (its ranges moved): the next version, as a refresh from a work tree gives it (it was
+    # left at 1, and lock then refused the pack: a fresh user's finding); the same patch again is no new version
+    toml = builder.pack / "fixes/second/fix.toml"
+    assert "version = 2\n" in toml.read_text()
     builder.lock(clean)
     r = engine.apply(builder.request(clean, dry_run=True, strict=True))
     assert r.ok and r.fix("second").state == "absent"
     refresh(builder.pack, "p1", "second", clean)
-    assert path.read_bytes() == once
+    assert path.read_bytes() == once and "version = 2\n" in toml.read_text()
     assert stale_patches(load_pack(builder.pack)) == [path.parent.parent / "first" / "0001-change.patch"]
 
 
