@@ -241,7 +241,8 @@ def _author(lines: list[str], where: str = "the patch") -> str:
     if not raw:
         return ""
     try:
-        text = str(make_header(decode_header(raw))).strip()
+        parts = [(b, cs.split("*", 1)[0] if cs else cs) for b, cs in decode_header(raw)]  # (RFC 2231's UTF-8*en)
+        text = str(make_header(parts)).strip()
     except (HeaderParseError, LookupError, UnicodeDecodeError) as exc:
         raise BadInputError(f"{where}: its From: header {raw[:80]!r} cannot be decoded ({exc}); write the author as "
                             f"Name <address>") from None
@@ -285,7 +286,8 @@ def _known_charsets(lines: list[str], field: str, where: str) -> None:
 
     raw = _raw_field(lines, field)
     try:
-        charsets = {cs for _part, cs in decode_header(raw) if cs and cs != "unknown-8bit"} if raw else set()
+        charsets = {cs.split("*", 1)[0] for _part, cs in decode_header(raw) if cs and cs != "unknown-8bit"} if raw \
+            else set()  # (an RFC 2231 language tag, UTF-8*en, is no part of the charset)
     except HeaderParseError:  # (not an encoded word after all: read as it is written)
         return
     for cs in sorted(charsets):

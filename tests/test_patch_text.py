@@ -275,3 +275,14 @@ def test_a_from_that_is_no_name_and_address_is_refused(written):
 
     with pytest.raises(BadInputError, match=r"its From: header .* is not Name <address>"):
         read_mail(f"From: {written}\nSubject: [PATCH] s\n\nwhy\n---\ndiff --git a/x b/x\n", "m.patch")
+
+
+def test_an_rfc_2231_language_tag_in_an_encoded_word_is_read_as_its_charset():
+    """Found by a fresh user: `=?UTF-8*en?q?...?=` (a charset with an RFC 2231 language tag) was refused as an
+    unknown charset 'utf-8*en' (exit 2). The tag is no part of the charset: read as UTF-8, in From: and Subject:."""
+    from fixpack.patchmail import read_mail
+
+    text = ("From: =?UTF-8*en?q?J=C3=B6rg?= <j@x.org>\nSubject: [PATCH] =?UTF-8*en?q?f=C3=BCx?= it\n\n"
+            "body\n---\ndiff --git a/x b/x\n")
+    mail = read_mail(text, "in.patch")
+    assert mail.author == "Jörg <j@x.org>" and mail.subject == "füx it", mail
