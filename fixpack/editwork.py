@@ -110,7 +110,8 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
         with progress.step(f"making the work tree {work}"):
             moved = _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy",
                            before, None if new else view.fixes[fix_id],
-                           partial(_before_refused, pack, prof, pack_root, before))
+                           partial(_before_refused, pack, prof, pack_root, before,
+                                   found if roots.get(target) else None))
         state.save(pack_root)
     except BaseException as exc:  # a patch file changed since the load (patch_again), a refusal, an I/O error, a
         shutil.rmtree(work, ignore_errors=True)  # Ctrl-C: the work tree is not kept
@@ -238,13 +239,13 @@ def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: F
     return moved
 
 
-def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix], other: Fix, tree: Tree,
-                    fix: Fix | None) -> ConflictError:
+def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix], given: FoundTarget | None,
+                    other: Fix, tree: Tree, fix: Fix | None) -> ConflictError:
     """The refusal of an edit because ``other``, one of the fixes ``before`` the edited ``fix`` (None: a new one) in
     ``prof``'s chain, does not apply at its stated lines on ``tree``: where its hunks are now (found by search), why
     (fixes/series reordered since the lock on disk: :func:`fixpack.lock_hints.reordered_around`), and the way on:
-    edit ``other`` first (it is laid where it is found, and refresh writes it there). Not "the @@ line names the
-    wrong line": the file is not what the patch was written on."""
+    edit ``other`` first (it is laid where it is found, and refresh writes it there; on the ``--root`` copy
+    ``given``, when one was). Not "the @@ line names the wrong line": the file is not what the patch was written on."""
     from .errors import FixpackError
     from .evaluate import NO_EVIDENCE, run_pass
     from .lock_hints import reordered_around
@@ -259,7 +260,8 @@ def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix
     where = ("; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)" for h in loose.hunks
                        if h.offset) if loose.ok else "; ".join(loose.explain()))
     why = reordered_around(pack, tuple(before) + ((fix,) if fix else ()), was, other) if was else ""
-    edit = _command("edit", other.id, "--profile", prof.name, *pack_words(pack_root))
+    root = ("--root", f"{given.spec.name}={given.root}") if given is not None else ()
+    edit = _command("edit", other.id, "--profile", prof.name, *root, *pack_words(pack_root))
     return ConflictError(f"fix {other.id}, before {fix.id if fix else 'the new fix'} in the profile's chain, does not "
                          f"apply at its stated lines on the clean release copy with the fixes before it: {where}"
                          f"{why}. Edit it first (`{edit}` lays it where it is found, and its refresh writes it there), "
