@@ -202,7 +202,8 @@ def test_edit_of_a_fix_after_a_reordered_one_names_that_one_to_edit_first(builde
     assert "fix b, before a in the profile's chain, does not apply at its stated lines" in said and \
         "hunk #1 is at line 17 (-2 lines)" in said and "fixes/series was reordered since the lock" in said, said
     assert "names the wrong line" not in said and "Rebase or refresh it first" not in said, said
-    assert "Edit it first (`" in said and "edit b --profile p1" in said and "nothing was kept" in said, said
+    assert "Edit it first (`" in said and f"edit b --profile p1 --root demo={clean}" in said and \
+        "nothing was kept" in said, said  # (with the --root given: a fresh user's finding)
     assert not (b.pack / ".edit").exists()  # (a refused edit left an empty .edit/: a fresh user's finding)
     r = fixpack("edit", "b", "-p", "p1", *where)
     assert r.returncode == 0, r.stderr
