@@ -40,7 +40,7 @@ from .gitutil import run
 from .gitwork import Commit, commits_since, diff_paths, uncommitted, under_way
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
-from .packupdate import Outcome, recover_pack, update
+from .packupdate import REFRESH_AGAIN, Outcome, recover_pack, update
 from .patchfiles import outside_package, patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
@@ -107,7 +107,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     view = pack.for_profile(state.profile)
     had = view.fixes.get(fix_id)  # an edit begun by an older fixpack: its digests in today's form
     migrated(state, (lambda: [patch_again(pf, then=REFRESH_AGAIN) for pf in had.patches]) if had else None)
-    fix = view.fixes.get(fix_id) or _new_fix(pack_root, state, commits[0])
+    fix = had or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
     names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
     changes: dict[str, bytes | None] = {}
@@ -385,7 +385,6 @@ def _same_ident(old: Mail, c: Commit) -> bool:
 
 
 AGAIN = "run the command again; nothing was written"  # a pack file changed since the load
-REFRESH_AGAIN = "run the refresh again; nothing was written"  # a patch file changed since the load
 
 
 def metadata(pack_root: Path, pack: Pack, fix: Fix, state: EditState, names: list[str], own: bool,

@@ -247,8 +247,7 @@ def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix
     edit ``other`` first (it is laid where it is found, and refresh writes it there; on the ``--root`` copy
     ``given``, when one was). Not "the @@ line names the wrong line": the file is not what the patch was written on."""
     from .errors import FixpackError
-    from .evaluate import NO_EVIDENCE, run_pass
-    from .lock_hints import reordered_around
+    from .lock_hints import found_at, reordered_around
     from .lockfile import read_lock
 
     was: list[str] = []
@@ -256,9 +255,7 @@ def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix
         was = [f.id for f in read_lock(prof).fixes]
     except FixpackError:  # (no usable lock on disk: no order to compare with)
         pass
-    loose = run_pass(other, tree, reverse=False, evidence=NO_EVIDENCE)
-    where = ("; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)" for h in loose.hunks
-                       if h.offset) if loose.ok else "; ".join(loose.explain()))
+    where = found_at(other, tree)
     why = reordered_around(pack, tuple(before) + ((fix,) if fix else ()), was, other) if was else ""
     root = ("--root", f"{given.spec.name}={given.root}") if given is not None else ()
     edit = _command("edit", other.id, "--profile", prof.name, *root, *pack_words(pack_root))

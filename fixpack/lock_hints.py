@@ -13,10 +13,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import FixpackError
 from .model import Fix, Pack, Profile
 from .records import Lock
+
+if TYPE_CHECKING:
+    from .tree import Tree
 
 
 def relock_command(profile: Profile, targets: tuple[str, ...] = (), roots: dict[str, Path] | None = None,
@@ -90,6 +94,16 @@ def remove_hint(path: Path, what: str) -> str:
     import shlex
 
     return f"remove it ({'rm -r' if what == 'a folder' else 'rm'} -- {shlex.quote(str(path))})"
+
+
+def found_at(fix: Fix, tree: Tree) -> str:
+    """Where ``fix``'s hunks are on ``tree`` (a file its patch was not written on), found by search: "PATH: hunk #N is
+    at line L (+K lines)" for each one off its stated line, or why the search places it nowhere."""
+    from .evaluate import NO_EVIDENCE, run_pass  # (only for this message)
+
+    loose = run_pass(fix, tree, reverse=False, evidence=NO_EVIDENCE)
+    return ("; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)" for h in loose.hunks
+                      if h.offset) if loose.ok else "; ".join(loose.explain()))
 
 
 def flipped(now: list[str], was: list[str]) -> list[tuple[str, str]]:

@@ -26,7 +26,16 @@ from .errors import (
 )
 from .fsio import atomic_write
 from .lock_head import committed_lock
-from .lock_hints import Redo, flipped, left_out_before, regenerate_hint, relock_command, remove_hint, reordered_around
+from .lock_hints import (
+    Redo,
+    flipped,
+    found_at,
+    left_out_before,
+    regenerate_hint,
+    relock_command,
+    remove_hint,
+    reordered_around,
+)
 from .lock_seal import seal_broken
 from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
@@ -430,11 +439,9 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
     if ev.state is not State.ABSENT:
         reorder = moved(fix)
         if reorder:  # the file is not what the patch was written on: placed by search, not said a wrong @@ line
-            loose = run_pass(fix, tree, reverse=False, evidence=NO_EVIDENCE)
-            where = "; ".join(f"{h.path}: hunk #{h.hunk} is at line {h.line} ({h.offset:+d} lines)"
-                              for h in loose.hunks if h.offset) if loose.ok else "; ".join(loose.explain())
             raise ConflictError(f"fix {fix.id} does not apply at its stated lines on the release copy {ft.root} with "
-                                f"the fixes the series now puts before it: {where}{reorder}; nothing was written")
+                                f"the fixes the series now puts before it: {found_at(fix, tree)}{reorder}; nothing was "
+                                f"written")
         said = f"fix {fix.id} is {ev.state.value} on the release copy {ft.root}: " \
                f"{'; '.join(ev.messages) or 'see status'}{_in_the_patch(fix, ev.refused)}{behind(fix)}"
         if ev.refused and all(n.header_wrong() for n in ev.refused):

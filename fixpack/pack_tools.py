@@ -47,14 +47,19 @@ def rewrite_patches(pack: Pack) -> list[Path]:
     changed = _stale(pack)
     done: list[Path] = []
     for path, data in changed.items():
-        try:
-            atomic_write(path, data, 0o644)
-        except OSError as exc:
-            kept = f"; {len(done)} rewritten before it: {', '.join(map(str, done))}" if done else \
-                "; no other patch was rewritten"
-            raise write_failed(exc, path, data, kept) from exc
+        _write(path, data, f"; {len(done)} rewritten before it: {', '.join(map(str, done))}" if done else
+               "; no other patch was rewritten")
         done.append(path)
     return done
+
+
+def _write(path: Path, data: bytes, kept: str = "") -> None:
+    """``data`` written to the pack file ``path``, whole or not at all; a failed write is :func:`write_failed`'s error
+    (exit 5), saying ``kept`` (what else the command wrote before it)."""
+    try:
+        atomic_write(path, data, 0o644)
+    except OSError as exc:
+        raise write_failed(exc, path, data, kept) from exc
 
 
 def _refuse_not_release(profile: Profile, target: str, tree: Tree, root: Path) -> None:
@@ -124,16 +129,13 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
                                   [path.name])[0]
             data = write_patches(fix, [body])[path.name]
             from .editstate import change_digest
-            from .packupdate import bumped
-            from .patchfiles import patch_again
+            from .packupdate import REFRESH_AGAIN, bumped
 
-            was = patch_again(fix.patches[0], then="run the refresh again; nothing was written")
+            was = patch_again(fix.patches[0], then=REFRESH_AGAIN)
             toml = bumped(fix) if change_digest([was]) != change_digest([data]) else None  # another patch: next version
-            for dest, new in [(path, data), *([toml[:2]] if toml else [])]:
-                try:
-                    atomic_write(dest, new, 0o644)
-                except OSError as exc:
-                    raise write_failed(exc, dest, new) from exc
+            _write(path, data)
+            if toml is not None:
+                _write(toml[0], toml[1])
             return path
         if ev.state in (State.ABSENT, State.DRIFTED):
             tree.adopt(ev.forward.tree)

@@ -36,6 +36,7 @@ from .structs import dataclass, field, replace
 from .transaction import check_temp_paths, write_transaction
 from .tree import Tree
 
+REFRESH_AGAIN = "run the refresh again; nothing was written"  # a patch file or toml changed since the load
 STAGE_SKIPPED = {".git", ".edit", ".rebase", ".fixpack", "reports", "build", "dist", "tests", "tools"}
 STAGE_IGNORED = ("__pycache__", "*.egg-info", ".*_cache", ".hypothesis", ".venv*")
 
@@ -350,7 +351,7 @@ def bumped(fix: Fix) -> tuple[Path, bytes, int]:
 
     folder = fix.patches[0].path.parent
     toml = folder / ("fix.toml" if folder == fix.folder else "variant.toml")
-    doc = tomlkit.parse(pack_text(toml, "run the refresh again; nothing was written"))
+    doc = tomlkit.parse(pack_text(toml, REFRESH_AGAIN))
     doc["version"] = fix.version + 1
     return toml, tomlkit.dumps(doc).encode(), fix.version + 1
 

@@ -235,14 +235,13 @@ def _author(lines: list[str], where: str = "the patch") -> str:
     of its own), a charset Python does not know, or a header that is neither (the address was lost: ``a (x <r@x>``
     became ``a``)."""
     from email.errors import HeaderParseError
-    from email.header import decode_header, make_header
+    from email.header import make_header
 
     raw = _raw_field(lines, "from")
     if not raw:
         return ""
     try:
-        parts = [(b, cs.split("*", 1)[0] if cs else cs) for b, cs in decode_header(raw)]  # (RFC 2231's UTF-8*en)
-        text = str(make_header(parts)).strip()
+        text = str(make_header(_encoded_words(raw))).strip()
     except (HeaderParseError, LookupError, UnicodeDecodeError) as exc:
         raise BadInputError(f"{where}: its From: header {raw[:80]!r} cannot be decoded ({exc}); write the author as "
                             f"Name <address>") from None
@@ -282,12 +281,10 @@ def _known_charsets(lines: list[str], field: str, where: str) -> None:
     (the email package would keep its bytes as they are, and they would be read as UTF-8: a guess)."""
     import codecs
     from email.errors import HeaderParseError
-    from email.header import decode_header
 
     raw = _raw_field(lines, field)
     try:
-        charsets = {cs.split("*", 1)[0] for _part, cs in decode_header(raw) if cs and cs != "unknown-8bit"} if raw \
-            else set()  # (an RFC 2231 language tag, UTF-8*en, is no part of the charset)
+        charsets = {cs for _part, cs in _encoded_words(raw) if cs and cs != "unknown-8bit"} if raw else set()
     except HeaderParseError:  # (not an encoded word after all: read as it is written)
         return
     for cs in sorted(charsets):
@@ -296,6 +293,14 @@ def _known_charsets(lines: list[str], field: str, where: str) -> None:
         except LookupError:
             raise BadInputError(f"{where}: its {field.capitalize()}: header names charset {cs!r}, which Python does "
                                 f"not know: write it as UTF-8 (=?UTF-8?q?...?=), or export the mail again") from None
+
+
+def _encoded_words(raw: str) -> list[tuple[bytes | str, str | None]]:
+    """A header's parts as :func:`email.header.decode_header` gives them (bytes and charset), each charset without an
+    RFC 2231 language tag (``UTF-8*en`` is UTF-8). Raises HeaderParseError as it does."""
+    from email.header import decode_header
+
+    return [(b, cs.split("*", 1)[0] if cs else cs) for b, cs in decode_header(raw)]
 
 
 def _header(msg: email.message.Message, name: str) -> str:

@@ -140,15 +140,16 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
     out: set[str] = set()
     for group in _linked(chain, lambda f: f.touched_paths()):
         paths = sorted({p for f in group for p in f.touched_paths()})
-        if not any(f in todo for f in group) or file_hashes(tree, paths) == {p: release.get(p) for p in paths}:
+        now = file_hashes(tree, paths)
+        if not any(f in todo for f in group) or now == {p: release.get(p) for p in paths}:
             continue  # (nothing to find, or every file the release's: nothing is in)
+        evidence = {f.id: FixEvidence.from_lock(lock.fix(f.id)) for f in group}
         back, there = tree.fork(), []
         for f in reversed(group):
-            evidence, rev = FixEvidence.from_lock(lock.fix(f.id)), None
             if f.id in recorded:
-                rev = run_pass(f, back, reverse=True, evidence=evidence)
+                rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id])
             else:
-                ev = decide(f, back, evidence, False)
+                ev = decide(f, back, evidence[f.id], False)
                 rev = ev.reverse if ev.state is State.UPSTREAMED and _not_upstreams(f, lock) else None
             if rev is not None and rev.ok:
                 there.append(f)
@@ -156,15 +157,14 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
         if not there or not {f.id for f in group} & recorded <= {f.id for f in there}:
             continue
         for f in reversed(there):  # laid again, first first: the same bytes, or the taking off was no unwinding
-            fwd = run_pass(f, back, reverse=False, evidence=FixEvidence.from_lock(lock.fix(f.id)))
+            fwd = run_pass(f, back, reverse=False, evidence=evidence[f.id])
             if not fwd.ok:
                 break
             back.adopt(fwd.tree)
         else:
             new = [f for f in there if f in todo]
-            if file_hashes(back, paths) == file_hashes(tree, paths) and not all(  # (each found on its own: replay's)
-                    decide(f, tree, FixEvidence.from_lock(lock.fix(f.id)), False).state is State.UPSTREAMED
-                    for f in new):
+            if file_hashes(back, paths) == now and not all(  # (each found on its own: replay's)
+                    decide(f, tree, evidence[f.id], False).state is State.UPSTREAMED for f in new):
                 out |= {f.id for f in new}
     return tuple(f.id for f in chain if f.id in out)
 

@@ -30,12 +30,12 @@ from .structs import dataclass, field
 
 SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
+LEFTOVERS_REMOVED = "removed the backups a complete run left"  # ... in its state folder (no journal names them)
 
 
 def restored(n: int) -> str:
     """The words for ``n`` files a rollback changed, as a rollback's note says them."""
     return f"{n} file{'' if n == 1 else 's'} restored" if n else "no file needed restoring"
-LEFTOVERS_REMOVED = "removed the backups a complete run left"  # ... in its state folder (no journal names them)
 
 
 @dataclass
