@@ -57,7 +57,7 @@ def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tup
     recorded = manifest.applied_ids() if manifest else set()
     unknown = recorded - set(ctx.pack.fixes)
     if unknown:
-        raise BadInputError(f"the manifest of target {target} records fixes this pack does not have: "
+        raise BadInputError(f"the manifest {manifest_path(ft.root, target)} records fixes this pack does not have: "
                             f"{', '.join(sorted(unknown))}. Use the pack that applied them (revert with it)")
     for entry in manifest.fixes if manifest else ():
         fix = ctx.pack.fixes.get(entry.id)

@@ -276,6 +276,21 @@ def test_a_package_that_is_no_import_name_is_refused_at_its_line(pack, package):
                for p in problems(exc)), problems(exc)
 
 
+@pytest.mark.parametrize("version", [" 1.0", "1.0\\u202e", "1.0 rc1"])
+def test_a_pinned_version_with_a_space_or_a_control_character_is_refused_at_its_line(pack, version):
+    """Found by a fresh user: ``version = " 0.30.0"`` (or with a right-to-left override) was not checked: every run
+    said the target did not match the pin ("0.30.0 != pinned  0.30.0", the space unseen, the override printed raw),
+    naming no file. It is refused at its line of the profile, as a bad commit is, the value escaped."""
+    prof = pack.profile(["a", "b"])
+    text = prof.read_text()
+    assert f'version = "{pack.version}"' in text
+    prof.write_text(text.replace(f'version = "{pack.version}"', f'version = "{version}"', 1))
+    with pytest.raises(PackError) as exc:
+        load_profile(load_pack(pack.pack), "p1")
+    said = [p for p in problems(exc) if "is not a release version" in p]
+    assert len(said) == 1 and f"{prof}:" in said[0] and "\u202e" not in said[0], problems(exc)
+
+
 def test_a_default_fix_requiring_a_later_opt_in_gets_advice_that_keeps_the_order(pack):
     """Found by a fresh user: the hint was "move 'b' above 'a'", which puts an opt-in before a default fix
     (refused in turn)."""

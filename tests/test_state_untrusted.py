@@ -648,3 +648,19 @@ def test_a_journal_that_removes_a_damaged_manifest_is_said_by_status_as_apply_fi
         assert code == 0 and snapshot(target) == before, (run, said)
     assert outcome(lambda: COMMANDS["apply"](b, target))[0] == 0
     assert json.loads(manifest.read_text())["fixes"]  # the rollback removed "{}", the apply recorded the fixes
+
+
+@pytest.mark.parametrize("run", ["status", "apply", "revert"])
+def test_a_manifest_recording_a_fix_the_pack_lacks_is_named_by_every_command(world, run):
+    """Found by a fresh user: with a fix entry the pack does not have, status said "the manifest of target demo ..."
+    (no file), while revert named the manifest. Each command names the manifest file (exit 2, nothing written)."""
+    b, target, _outside = world
+    path = target / ".fixpack/demo.manifest.json"
+    doc = json.loads(path.read_text())
+    doc["fixes"].append({**doc["fixes"][0], "id": "ghost"})
+    path.write_text(json.dumps(doc))
+    before = snapshot(target)
+    with pytest.raises(FixpackError) as exc:
+        getattr(engine, run)(b.request(target))
+    assert exc.value.exit_code == 2 and str(path) in str(exc.value) and "ghost" in str(exc.value), str(exc.value)
+    assert snapshot(target) == before
