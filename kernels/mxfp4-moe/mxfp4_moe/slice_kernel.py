@@ -152,13 +152,45 @@ def _row_map(r, W: gl.constexpr):
     return (r // 16) % W, r % 16 + 16 * (r // (16 * W))
 
 
+@gluon.jit
+def _down_ptrs(wq_ptr, wb_ptr, blk, S: gl.constexpr, K: gl.constexpr, L: gl.constexpr, W: gl.constexpr,
+               DR: gl.constexpr, DW5: gl.constexpr, DS3: gl.constexpr):
+    """(words [BND, 4, 1, 4], scales) addresses of the first down step of the block at byte ``blk`` (its A' rows in
+    tiles of 32; a later step st is BND 16 words and BND 4 scale bytes further)."""
+    BND: gl.constexpr = _DT * W * DR
+    DTILE_W: gl.constexpr = _DT * 16  # int32 words a down tile (32 rows x 64 bytes)
+    DTILE_S: gl.constexpr = _DT * 4
+    DW0: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32)
+    DS0: gl.constexpr = DW0 + L * (S // 2)
+    D4: gl.constexpr = gl.SliceLayout(4, DW5)
+    d3: gl.constexpr = gl.SliceLayout(3, D4)
+    dr_ = gl.arange(0, BND, layout=gl.SliceLayout(1, gl.SliceLayout(2, d3)))
+    dc_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, d3)))
+    dh_ = gl.arange(0, 1, layout=gl.SliceLayout(0, gl.SliceLayout(1, d3)))
+    dj_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, D4))))
+    dw, drr = _row_map(dr_, W)
+    dt = drr % _DT  # row of its tile; the tile: dw DR + drr // 32 of the step
+    dpiece = (((dt[:, None, None] // 8) + dh_[None, None, :]) * 8 + dt[:, None, None] % 8) * 4 \
+        + dc_[None, :, None] + ((dw * DR + drr // _DT) * (DTILE_W // 4))[:, None, None]
+    d_ptrs = wq_ptr + (blk + DW0) // 4 + dpiece[:, :, :, None] * 4 + dj_[None, None, None, :]  # [BND, 4, 1, 4]
+    ds_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, DS3)))
+    ds_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, DS3)))
+    ds_q = gl.arange(0, BND // 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, DS3)))
+    ds_w = (ds_q // 2) % W
+    ds_qq = ds_q % 2 + 2 * (ds_q // (2 * W))  # row group of the warp's rows
+    ds_off = (ds_w * DR + ds_qq // (_DT // 8)) * DTILE_S + ds_qq % (_DT // 8)
+    ds_ptrs = wb_ptr + blk + DS0 + (ds_g[:, None, None] * 4 + ds_c[None, :, None]) * (_DT // 8) \
+        + ds_off[None, None, :]
+    return d_ptrs, ds_ptrs
+
+
 def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
                    act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
                    K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr, W: gl.constexpr,
                    MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr, GDC: gl.constexpr,
                    EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr,
                    GS3: gl.constexpr, DW5: gl.constexpr, DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr,
-                   TOPK: gl.constexpr, P_P2: gl.constexpr):
+                   TOPK: gl.constexpr, P_P2: gl.constexpr, EARLY: gl.constexpr):
     """Work item ``item`` of _slice_kernel: slice item % (I / S) of run item // (I / S) (ROUTED: of the pair that is
     the card's local pair of that rank), program ``pid``'s scratch. A call, not inlined: inlined in the kernel's loop,
     the compiler keeps the address tensors of the first item live across it (and the routing's, another 45
@@ -232,10 +264,20 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     _gdc_wait(GDC)  # the tokens come from the layer before; every write below follows it too
 
     acc = gl.zeros([BN, BLOCK_M], gl.float32, layout=mma)
-    for it in range(ITERS - 1):
+    for it in range(ITERS - 1 - EARLY):
         wq_n = gl.load(w_ptrs + (it + 1) * TILE_W)
         ws_n = gl.load(s_ptrs + (it + 1) * TILE_S)
         xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
+        acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+        wq = wq_n
+        ws = ws_n
+    if EARLY:  # the last gate/up tile, then the down block's first step, asked before the tile before is multiplied
+        wq_n = gl.load(w_ptrs + (ITERS - 1) * TILE_W)
+        ws_n = gl.load(s_ptrs + (ITERS - 1) * TILE_S)
+        d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
+        dq = gl.load(d_ptrs)
+        dsc = gl.load(ds_ptrs)
+        xp = gl.load(x_ptrs + (ITERS - 2) * (BK // 2), mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
         wq = wq_n
         ws = ws_n
@@ -282,29 +324,10 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
 
     BND: gl.constexpr = _DT * W * DR  # A' rows a step
     STEPS: gl.constexpr = (L * S // 128) // BND
-    DTILE_W: gl.constexpr = _DT * 16  # int32 words a down tile (32 rows x 64 bytes)
-    DTILE_S: gl.constexpr = _DT * 4
-    DW0: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32)
-    DS0: gl.constexpr = DW0 + L * (S // 2)
     D4: gl.constexpr = gl.SliceLayout(4, DW5)
     d3: gl.constexpr = gl.SliceLayout(3, D4)
-    dr_ = gl.arange(0, BND, layout=gl.SliceLayout(1, gl.SliceLayout(2, d3)))
-    dc_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, d3)))
-    dh_ = gl.arange(0, 1, layout=gl.SliceLayout(0, gl.SliceLayout(1, d3)))
-    dj_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, D4))))
-    dw, drr = _row_map(dr_, W)
-    dt = drr % _DT  # row of its tile; the tile: dw DR + drr // 32 of the step
-    dpiece = (((dt[:, None, None] // 8) + dh_[None, None, :]) * 8 + dt[:, None, None] % 8) * 4 \
-        + dc_[None, :, None] + ((dw * DR + drr // _DT) * (DTILE_W // 4))[:, None, None]
-    d_ptrs = wq_ptr + (blk + DW0) // 4 + dpiece[:, :, :, None] * 4 + dj_[None, None, None, :]  # [BND, 4, 1, 4]
-    ds_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, DS3)))
-    ds_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, DS3)))
-    ds_q = gl.arange(0, BND // 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, DS3)))
-    ds_w = (ds_q // 2) % W
-    ds_qq = ds_q % 2 + 2 * (ds_q // (2 * W))  # row group of the warp's rows
-    ds_off = (ds_w * DR + ds_qq // (_DT // 8)) * DTILE_S + ds_qq % (_DT // 8)
-    ds_ptrs = wb_ptr + blk + DS0 + (ds_g[:, None, None] * 4 + ds_c[None, :, None]) * (_DT // 8) \
-        + ds_off[None, None, :]
+    if not EARLY:  # else loaded with the last gate/up tile
+        d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
     dmma: gl.constexpr = mma
     e_r = gl.arange(0, BND, layout=gl.SliceLayout(1, dmma))
     e_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, dmma))
@@ -318,8 +341,9 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     e_ok = (e_sub < RPR) & (e_out >= 0)
     y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
     y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
-    dq = gl.load(d_ptrs)
-    dsc = gl.load(ds_ptrs)
+    if not EARLY:
+        dq = gl.load(d_ptrs)
+        dsc = gl.load(ds_ptrs)
     for st in range(STEPS):
         nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
         dq_n = gl.load(d_ptrs + nxt * (BND * 16))
@@ -406,7 +430,7 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
                   W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
                   GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
                   DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr = False, TOPK: gl.constexpr = 1,
-                  P_P2: gl.constexpr = 1):
+                  P_P2: gl.constexpr = 1, EARLY: gl.constexpr = 0):
     """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
     wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
     the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
@@ -433,7 +457,7 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     for item in range(pid, total, G):
         _slice_item(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
                     act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
-                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2)
+                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2, EARLY)
 
     if ROUTED:  # rows no pair adds into: zeros (program pid's row; the grid has a program a pair)
         _gdc_wait(GDC)
@@ -451,14 +475,19 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
             gl.store(out_ptr + pid.to(gl.int64) * L + cols, gl.zeros([L], gl.float32, layout=nl))
 
 
-def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int, block_m: int = 8) -> dict:
+def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int, block_m: int = 8,
+                   early: bool = False) -> dict:
     """The layout constexprs of ``_slice_kernel`` (GW5 .. DS3: gluon_kernel.layouts of its gate/up rows, 2S a warp,
     and of its down steps, DR tiles of 32 A' rows a warp), once the shape splits: ``check_shape``, K / BK tiles over
     the warps (slice_warps), the down block's L S / 128 rows of A' into steps of 32 x warps x DR (slice_dr), L over
-    the warps' threads. Raises ValueError naming the configuration key otherwise."""
+    the warps' threads; ``early`` (slice_down_early) needs two K tiles a warp at least. Raises ValueError naming the
+    configuration key otherwise."""
     check_shape(s, k, l, i, bk)
     if (k // bk) % warps:
         raise ValueError(f"slice_warps {warps!r} must split latent {k} / slice_bk {bk}")
+    if early and k // bk // warps < 2:
+        raise ValueError(f"slice_down_early needs two K tiles a warp: latent {k} / slice_bk {bk} / slice_warps "
+                         f"{warps} is {k // bk // warps}")
     if (l * s // 128) % (DOWN_TILE * warps * dr) or l % (32 * warps):
         raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
                          f"{DOWN_TILE} x {warps} warps x {dr}")
@@ -469,20 +498,22 @@ def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int,
 
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
            mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
-           prefetch: bool = False, maxnreg: int | None = None):
+           prefetch: bool = False, maxnreg: int | None = None, early: bool = False):
     """One layer: grid runs x I / s. x BF16 [T, K]; buf the slice layout (uint8 [E, I / s, block]); runs int32
     [R, 1 + 2 mt]; y fp32 [rows, L]; cnt int32 [R]; out BF16 [rows, L]; norm_w fp32 [L]; scr fp32 [grid, warps 2s
     mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM. maxnreg: a cap on the registers a thread
-    (None: the compiler's choice)."""
+    (None: the compiler's choice). early: the down block's first step loaded into registers with the last gate/up
+    tile, before the gate/up products (slice_down_early)."""
     k, l = x.shape[1], y.shape[1]
     if warps * mt > block_m:
         raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
-    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m)
+    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m, early)
     grid = runs.shape[0] * (i_size // s)
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
                            runs, norm_w, y, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
-                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, num_warps=warps, **extra)
+                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, EARLY=int(early), num_warps=warps,
+                           **extra)
 
 
 _WORKSPACE: dict = {}
@@ -520,14 +551,16 @@ def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int)
 def slice_config(config: dict) -> dict:
     """This path's configuration keys, checked, with their defaults: slice_few (false), slice_max_pairs (32, at most
     64: the routing is read into one program's registers), slice_width (32), slice_bk (256), slice_warps (8),
-    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2). Raises ValueError naming the key
+    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2), slice_down_early (false). Raises
+    ValueError naming the key
     (a string "false" would otherwise switch the path on)."""
     c = {"few": config.get("slice_few", False), "max_pairs": config.get("slice_max_pairs", 32),
          "s": config.get("slice_width", 32), "bk": config.get("slice_bk", 256), "w": config.get("slice_warps", 8),
          "dr": config.get("slice_dr", 4), "maxnreg": config.get("slice_maxnreg", 128),
-         "per_sm": config.get("slice_per_sm", 2)}
-    if type(c["few"]) is not bool:
-        raise ValueError(f"slice_few must be true or false, got {c['few']!r}")
+         "per_sm": config.get("slice_per_sm", 2), "early": config.get("slice_down_early", False)}
+    for key, v in (("slice_few", c["few"]), ("slice_down_early", c["early"])):
+        if type(v) is not bool:
+            raise ValueError(f"{key} must be true or false, got {v!r}")
     checks = (("slice_max_pairs", c["max_pairs"], lambda v: 1 <= v <= 64, "1 to 64"),
               ("slice_width", c["s"], lambda v: v in (32, 64, 128), "32, 64 or 128"),
               ("slice_bk", c["bk"], lambda v: v > 0 and v % 128 == 0, "a positive multiple of 128"),
@@ -561,20 +594,21 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     s, bk, w, dr, maxnreg, per_sm = c["s"], c["bk"], c["w"], c["dr"], c["maxnreg"], c["per_sm"]
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
-    lay = kernel_layouts(s, l, l, i, bk, w, dr)
+    lay = kernel_layouts(s, l, l, i, bk, w, dr, early=c["early"])
     p = t * topk
     p2 = max(2, 1 << (p - 1).bit_length())
     grid = max(sms * per_sm, p)
     ws = _workspace(x.device, p2, l, grid, w, s)
     buf = slices_of(ex, s, bk)
-    ids32 = ids.to(torch.int32).contiguous()
+    ids_c = ids.contiguous()  # int32 or int64 as routed: a cast would be a launch of its own between the layers
     pdl = config.get("pdl", True)
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     g = ex.norm_weight
-    k = _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, ids32, ws["y"], ws["cnt"], out, g,
-                               ws["scr"], ws["act"], ids32, wts, ws["u"], t, ex.expert_base, ex.num_local, g.stride(0),
+    k = _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, ids_c, ws["y"], ws["cnt"], out, g,
+                               ws["scr"], ws["act"], ids_c, wts, ws["u"], t, ex.expert_base, ex.num_local, g.stride(0),
                                S=s, K=l, L=l, I_SIZE=i, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=not partials,
-                               GDC=pdl, EPS=eps, PREFETCH=False, **lay, ROUTED=True, TOPK=topk, P_P2=p2, num_warps=w,
+                               GDC=pdl, EPS=eps, PREFETCH=False, **lay, ROUTED=True, TOPK=topk, P_P2=p2, EARLY=int(c["early"]),
+                               num_warps=w,
                                **extra)
     if last_launch is not None:
         last_launch.clear()

@@ -106,7 +106,8 @@ def test_careless_inputs_get_clear_errors():
                       ({"slice_max_pairs": 65}, "slice_max_pairs must be 1 to 64"),
                       ({"slice_width": 16}, "slice_width must be"), ({"slice_bk": 0}, "slice_bk must be"),
                       ({"slice_warps": 3}, "slice_warps must be"), ({"slice_dr": 0}, "slice_dr must be"),
-                      ({"slice_maxnreg": "128"}, "slice_maxnreg must be"), ({"slice_per_sm": 0}, "slice_per_sm")):
+                      ({"slice_maxnreg": "128"}, "slice_maxnreg must be"), ({"slice_per_sm": 0}, "slice_per_sm"),
+                      ({"slice_down_early": 1}, "slice_down_early must be true or false")):
         with pytest.raises(ValueError, match=says):
             sk.slice_taken(bad, 8)
     assert not sk.slice_taken({}, 8) and sk.slice_taken({"slice_few": True}, 32)
@@ -129,7 +130,7 @@ def test_reference_matches_a_plain_dequantized_expert():
     assert torch.allclose(act[0], want_act.T.float()) and torch.allclose(out[0], want.T.float(), rtol=1e-5)
 
 
-def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed):
+def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed, early=False):
     w = _experts(ne, i, k, l, seed, "cuda")
     buf = sk.to_slice_layout(*w, s, bk)
     t = 1 + max(tok for _, toks in runs_l for tok in toks)
@@ -151,7 +152,7 @@ def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed):
         if not norm:
             y.zero_()
         sk.launch(x, buf, runs, y, cnt, out, norm_w, scr, act, s=s, i_size=i, bk=bk, warps=warps, mt=mt, norm=norm,
-                  pdl=pdl)
+                  pdl=pdl, early=early)
         torch.cuda.synchronize()
         for r, (_, toks) in enumerate(runs_l):
             live = [m for m, tok in enumerate(rows[r]) if tok >= 0]
@@ -172,11 +173,14 @@ def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed):
 @pytest.mark.parametrize("norm", [True, False])
 @pytest.mark.parametrize("pdl", [True, False])
 @pytest.mark.parametrize("s,bk,warps", [(32, 128, 4), (64, 128, 4), (32, 256, 2), (128, 128, 4)])
-def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps):
+@pytest.mark.parametrize("early", [False, True])
+def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps, early):
     sk = _sk()
-    # one token a run, then two tokens a run (one of them missing in the last run)
-    _run(sk, [(0, [0]), (2, [1]), (1, [2])], 1, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 3, seed=5)
-    _run(sk, [(0, [0, 3]), (1, [2, 1]), (2, [4])], 2, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 2, seed=6)
+    # one token a run, then two tokens a run (one of them missing in the last run); early: the down block loaded with
+    # the last gate/up tile (K 1024 / BK / warps = 2 tiles a warp here)
+    _run(sk, [(0, [0]), (2, [1]), (1, [2])], 1, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 3, seed=5, early=early)
+    _run(sk, [(0, [0, 3]), (1, [2, 1]), (2, [4])], 2, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 2, seed=6,
+         early=early)
 
 
 # --- the routed path: kernel.mxfp4_moe_experts with config slice_few ---------------------------------------------
@@ -185,7 +189,9 @@ SLICE_CONFIGS = [{"slice_few": True, "slice_warps": 4, "slice_dr": 2},
                  {"slice_few": True, "slice_bk": 128, "slice_warps": 8, "slice_dr": 1},
                  {"slice_few": True, "slice_width": 64, "slice_warps": 4, "slice_dr": 4, "slice_maxnreg": None,
                   "slice_per_sm": 1},
-                 {"slice_few": True, "slice_warps": 4, "slice_dr": 2, "pdl": False}]
+                 {"slice_few": True, "slice_warps": 4, "slice_dr": 2, "pdl": False},
+                 {"slice_few": True, "slice_bk": 128, "slice_warps": 4, "slice_dr": 2, "slice_down_early": True,
+                  "slice_maxnreg": None, "slice_per_sm": 1}]
 
 
 def _workspace_zero() -> bool:
@@ -251,6 +257,25 @@ def test_routed_slice_path_no_local_expert_and_a_graph():
 
 
 @needs_gpu
+@pytest.mark.parametrize("partials", [False, True])
+def test_routed_slice_path_reads_int32_and_int64_ids(partials):
+    """The kernel reads the routing in the dtype it comes in (no cast: a launch of its own between the layers): the
+    same bytes out for int64 ids (torch.topk's) and their int32 copy (vLLM's), batches 1 and 3."""
+    from mxfp4_moe import reference as R
+    from mxfp4_moe.kernel import mxfp4_moe_experts
+    ex_t = R.random_expert_weights(6, 1024, 512, expert_base=6, generator=torch.Generator(device="cuda").manual_seed(64),
+                                   device="cuda").to_tiled_layout()
+    g = torch.Generator().manual_seed(64)
+    for tokens in (1, 3):
+        ids, w = R.route(torch.randn(tokens, 12, generator=g), 4)
+        x = torch.randn(tokens, 1024, generator=g).to(torch.bfloat16).cuda()
+        got = [mxfp4_moe_experts(x, ids.cuda().to(dt), w.cuda(), ex_t, config=SLICE_CONFIGS[0], partials=partials)
+               for dt in (torch.int64, torch.int32)]
+        assert ids.dtype == torch.int64 and torch.equal(got[0], got[1]), tokens
+    assert _workspace_zero()
+
+
+@needs_gpu
 def test_routed_slice_path_refuses_shapes_it_does_not_split():
     from mxfp4_moe import reference as R
     from mxfp4_moe.kernel import mxfp4_moe_experts
@@ -259,6 +284,6 @@ def test_routed_slice_path_refuses_shapes_it_does_not_split():
     x = torch.randn(1, 1024, device="cuda").to(torch.bfloat16)
     ids, w = torch.tensor([[0, 1]], device="cuda"), torch.full((1, 2), 0.5, device="cuda")
     for bad, says in (({"slice_warps": 8}, "slice_warps"), ({"slice_warps": 4, "slice_dr": 4}, "slice_dr"),
-                      ({"slice_width": 48}, "slice.width")):
+                      ({"slice_width": 48}, "slice.width"), ({"slice_warps": 4, "slice_down_early": True}, "two K tiles")):
         with pytest.raises(ValueError, match=says):
             mxfp4_moe_experts(x, ids, w, ex_t, config={"slice_few": True, **bad})
