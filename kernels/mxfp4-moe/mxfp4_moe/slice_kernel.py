@@ -185,39 +185,48 @@ def _down_ptrs(wq_ptr, wb_ptr, blk, S: gl.constexpr, K: gl.constexpr, L: gl.cons
 
 
 def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
-                   act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
+                   act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
                    K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr, W: gl.constexpr,
                    MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr, GDC: gl.constexpr,
                    EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr,
                    GS3: gl.constexpr, DW5: gl.constexpr, DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr,
-                   TOPK: gl.constexpr, P_P2: gl.constexpr, EARLY: gl.constexpr):
-    """Work item ``item`` of _slice_kernel: slice item % (I / S) of run item // (I / S) (ROUTED: of the pair that is
-    the card's local pair of that rank), program ``pid``'s scratch. A call, not inlined: inlined in the kernel's loop,
+                   TOPK: gl.constexpr, P_P2: gl.constexpr, EARLY: gl.constexpr,
+                   KS: gl.constexpr):
+    """Work item ``item`` of _slice_kernel: K part item % KS of slice q % (I / S) of run q // (I / S), q = item // KS
+    (ROUTED: of the pair that is the card's local pair of that rank), program ``pid``'s scratch. With KS > 1 the
+    slice's KS parts add their gate/up sums into gacc_ptr's row q (fp32 [2S MT], zero before and after) and count on
+    gcnt_ptr[q]; the last part takes the sums, puts the row and counter back to zero, and runs the rest of the item
+    (act, down, the pair's counter); the others end there, having asked their share of the down block into L2 when
+    PREFETCH. A call, not inlined: inlined in the kernel's loop,
     the compiler keeps the address tensors of the first item live across it (and the routing's, another 45
     registers)."""
     SLICES: gl.constexpr = I_SIZE // S
+    q = item // KS
+    kp = item % KS
     if ROUTED:
-        _n, pos, e = _local_pairs(ids_ptr, item // SLICES, T, expert_base, n_local, TOPK, P_P2, W)
+        _n, pos, e = _local_pairs(ids_ptr, q // SLICES, T, expert_base, n_local, TOPK, P_P2, W)
         p = pos
     else:
-        p = item // SLICES
+        p = q // SLICES
         e = gl.load(run_ptr + p * (1 + 2 * MT))
         pos = p
     BLOCK: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32) + L * (S // 2) + L * (S // 32)
     nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
     cols = gl.arange(0, L, layout=nl)
-    blk = (e * SLICES + item % SLICES).to(gl.int64) * BLOCK
-    if PREFETCH:  # the down block's 128-byte lines asked into L2 now: its loads after gate/up then hit L2
+    blk = (e * SLICES + q % SLICES).to(gl.int64) * BLOCK
+    if PREFETCH:  # the down block's 128-byte lines (K part kp's share) asked into L2 now: its loads then hit L2
         pl: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
         d0 = wb_ptr + blk + 2 * S * (K // 2) + 2 * S * (K // 32)
-        _prefetch_l2(d0 + gl.arange(0, L * (S // 2) // 128, layout=pl) * 128)  # words
+        LN: gl.constexpr = L * (S // 2) // 128 // KS
+        _prefetch_l2(d0 + (kp * LN + gl.arange(0, LN, layout=pl)) * 128)  # words
         _prefetch_l2(d0 + L * (S // 2) + gl.arange(0, L * (S // 32) // 128, layout=pl) * 128)  # scales
 
     # ---- gate/up: rows R of the program: warp w, slice row rr (gate rows 0..S-1, up rows S..2S-1), K range w
     BN: gl.constexpr = 2 * S * W
     J: gl.constexpr = BK // 32
     JH: gl.constexpr = J // 4
-    ITERS: gl.constexpr = K // (BK * W)
+    ITERS: gl.constexpr = K // (BK * W * KS)
+    kw = kp * W  # the first of this part's K ranges
     TILE_W: gl.constexpr = 2 * S * BK // 8  # int32 words a gate/up tile
     TILE_S: gl.constexpr = 2 * S * BK // 32  # scale bytes a gate/up tile
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1], instr_shape=[16, 8])
@@ -231,7 +240,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     j_ = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, W4))))
     wr, rr = _row_map(r_, W)
     piece = (((rr[:, None, None] // 8) * JH + h_[None, None, :]) * 8 + rr[:, None, None] % 8) * 4 \
-        + c_[None, :, None] + (wr * (ITERS * TILE_W // 4))[:, None, None]
+        + c_[None, :, None] + ((kw + wr) * (ITERS * TILE_W // 4))[:, None, None]
     w_ptrs = wq_ptr + blk // 4 + piece[:, :, :, None] * 4 + j_[None, None, None, :]
     s_g = gl.arange(0, 8, layout=gl.SliceLayout(1, gl.SliceLayout(2, GS3)))
     s_c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, GS3)))
@@ -239,7 +248,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     s_q = s_e // JH
     s_w = (s_q // 2) % W
     s_qt = s_q % 2 + 2 * (s_q // (2 * W))
-    s_off = s_qt * JH + s_e % JH + s_w * (ITERS * TILE_S)
+    s_off = s_qt * JH + s_e % JH + (kw + s_w) * (ITERS * TILE_S)
     s_ptrs = wb_ptr + blk + 2 * S * (K // 2) + (s_g[:, None, None] * 4 + s_c[None, :, None]) * ((2 * S // 8) * JH) \
         + s_off[None, None, :]
     wq = gl.load(w_ptrs)  # the first tile before the wait: weights are never written
@@ -257,7 +266,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     else:
         x_tok = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + x_n % MT)
     x_has = (x_n < W * MT) & (x_tok >= 0)
-    x_col = gl.maximum(x_tok, 0) * (K // 2) + (x_n // MT) * (ITERS * BK // 2)
+    x_col = gl.maximum(x_tok, 0) * (K // 2) + (kw + x_n // MT) * (ITERS * BK // 2)
     x_off = x_c[:, None, None] * 16 + ((x_j // 4) * 64 + x_j % 4)[None, :, None] + x_p[None, None, :] * 4
     x_ptrs = x_ptr + x_col[None, None, None, :] + x_off[:, :, :, None]
     x_mask = x_has[None, None, None, :] & (x_off[:, :, :, None] >= 0)
@@ -300,106 +309,123 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     for w in gl.static_range(W):
         g += gl.load(scr + (w * (2 * S) + a_a[:, None]) * MT + a_m[None, :])
         u += gl.load(scr + (w * (2 * S) + S + a_a[:, None]) * MT + a_m[None, :])
-    act = act_ptr + pid.to(gl.int64) * (MT * S)
-    gl.store(act + a_m[None, :] * S + a_a[:, None], _silu_mul_bf16(g, u))
-    _cta_barrier()
-
-    # ---- down: B' [128, BLOCK_M] block-diagonal (module docstring), in X4's layout of the down GEMM
-    SB: gl.constexpr = S // 32  # scale blocks a slice row
-    RPR: gl.constexpr = 128 // S  # slice rows an A' row
-    b_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
-    b_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
-    b_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
-    b_e = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, DX4)))))
-    b_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3,
-                                                                                                            DX4)))))
-    a_idx = (32 * (b_c % SB))[:, None, None, None] + (2 * b_j)[None, :, None, None] \
-        + (8 * b_p)[None, None, :, None] + b_e[None, None, None, :]  # [4, 4, 4, 2]
-    b_c2 = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, DX4)))))
-    b_m = b_n[None, :] - (b_c2 // SB)[:, None] * MT  # [4 (c), BLOCK_M]: the token of column n in row piece c
-    b_ok = (b_m >= 0) & (b_m < MT)
-    b_off = gl.expand_dims(a_idx, 4) + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.maximum(b_m, 0) * S, 1), 2), 3)
-    b_msk = gl.expand_dims(gl.expand_dims(gl.expand_dims(b_ok, 1), 2), 3) & (b_off >= 0)
-    xb = gl.load(act + b_off, mask=b_msk, other=0.0)
-
-    BND: gl.constexpr = _DT * W * DR  # A' rows a step
-    STEPS: gl.constexpr = (L * S // 128) // BND
-    D4: gl.constexpr = gl.SliceLayout(4, DW5)
-    d3: gl.constexpr = gl.SliceLayout(3, D4)
-    if not EARLY:  # else loaded with the last gate/up tile
-        d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
-    dmma: gl.constexpr = mma
-    e_r = gl.arange(0, BND, layout=gl.SliceLayout(1, dmma))
-    e_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, dmma))
-    ew, err = _row_map(e_r, W)
-    e_arow = (ew * DR + err // _DT) * _DT + err % _DT  # A' row within the step
-    e_sub = e_n // MT
-    if ROUTED:
-        e_out = gl.zeros_like(e_n) + pos
-    else:
-        e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
-    e_ok = (e_sub < RPR) & (e_out >= 0)
-    y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
-    y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
-    if not EARLY:
-        dq = gl.load(d_ptrs)
-        dsc = gl.load(ds_ptrs)
-    for st in range(STEPS):
-        nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
-        dq_n = gl.load(d_ptrs + nxt * (BND * 16))
-        dsc_n = gl.load(ds_ptrs + nxt * (BND * 4))
-        accd = _mma_bf16(dq, _scales(dsc, BND, 1, d3), xb, gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma),
-                         BND, 128, BLOCK_M, a_l, b_l)
-        gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed", scope="gpu")
-        dq = dq_n
-        dsc = dsc_n
-
-    if NORM or ROUTED:
+    live = pid >= 0
+    if KS > 1:  # the parts' sums meet in gacc row q; the last part to count goes on with them
+        gq = gacc_ptr + q.to(gl.int64) * (2 * S * MT) + a_a[:, None] * MT + a_m[None, :]
+        gl.atomic_add(gq, g, sem="relaxed", scope="gpu")
+        gl.atomic_add(gq + S * MT, u, sem="relaxed", scope="gpu")
         _fence_gpu()
         _cta_barrier()
-        done = gl.atomic_add(cnt_ptr + p, 1, sem="acq_rel", scope="gpu")
-        if done == SLICES - 1:
+        live = gl.atomic_add(gcnt_ptr + q, 1, sem="acq_rel", scope="gpu") == KS - 1
+        if live:
             _fence_gpu()
-            if ROUTED:
-                yr = y_ptr + pos.to(gl.int64) * L + cols
-                v = gl.load(yr, cache_modifier=".cg")
-                gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
-                gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
-                if NORM:
-                    tok = pos // TOPK
-                    wt = gl.load(wts_ptr + pos)
-                    nw = gl.load(norm_ptr + e.to(gl.int64) * stride_g + cols).to(gl.float32)
-                    rs = wt / gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
-                    tl_: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
-                    tj = gl.arange(0, P_P2, layout=tl_)
-                    lt = gl.load(ids_ptr + tok * TOPK + tj, mask=tj < TOPK, other=-1) - expert_base
-                    n_tok = gl.sum(((tj < TOPK) & (lt >= 0) & (lt < n_local)).to(gl.int32), axis=0)
-                    if n_tok == 1:  # the token's only local pair: its row is the token's
-                        gl.store(out_ptr + tok.to(gl.int64) * L + cols, rs * v * nw)
-                    else:  # the pairs add into the token's row; its last local pair stores it
-                        gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
-                        _fence_gpu()
-                        _cta_barrier()
-                        done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
-                        if done_t == n_tok - 1:
+            g = gl.load(gq, cache_modifier=".cg")
+            u = gl.load(gq + S * MT, cache_modifier=".cg")
+            _cta_barrier()  # every thread has its sums before the row is zeroed
+            gl.store(gq, gl.zeros([S, MT], gl.float32, layout=al))
+            gl.store(gq + S * MT, gl.zeros([S, MT], gl.float32, layout=al))
+            gl.atomic_xchg(gcnt_ptr + q, 0, sem="relaxed", scope="gpu")
+    if live:
+        act = act_ptr + pid.to(gl.int64) * (MT * S)
+        gl.store(act + a_m[None, :] * S + a_a[:, None], _silu_mul_bf16(g, u))
+        _cta_barrier()
+
+        # ---- down: B' [128, BLOCK_M] block-diagonal (module docstring), in X4's layout of the down GEMM
+        SB: gl.constexpr = S // 32  # scale blocks a slice row
+        RPR: gl.constexpr = 128 // S  # slice rows an A' row
+        b_c = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+        b_j = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+        b_p = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, gl.SliceLayout(4, DX4)))))
+        b_e = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(4, DX4)))))
+        b_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3,
+                                                                                                                DX4)))))
+        a_idx = (32 * (b_c % SB))[:, None, None, None] + (2 * b_j)[None, :, None, None] \
+            + (8 * b_p)[None, None, :, None] + b_e[None, None, None, :]  # [4, 4, 4, 2]
+        b_c2 = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, DX4)))))
+        b_m = b_n[None, :] - (b_c2 // SB)[:, None] * MT  # [4 (c), BLOCK_M]: the token of column n in row piece c
+        b_ok = (b_m >= 0) & (b_m < MT)
+        b_off = gl.expand_dims(a_idx, 4) + gl.expand_dims(gl.expand_dims(gl.expand_dims(gl.maximum(b_m, 0) * S, 1), 2), 3)
+        b_msk = gl.expand_dims(gl.expand_dims(gl.expand_dims(b_ok, 1), 2), 3) & (b_off >= 0)
+        xb = gl.load(act + b_off, mask=b_msk, other=0.0)
+
+        BND: gl.constexpr = _DT * W * DR  # A' rows a step
+        STEPS: gl.constexpr = (L * S // 128) // BND
+        D4: gl.constexpr = gl.SliceLayout(4, DW5)
+        d3: gl.constexpr = gl.SliceLayout(3, D4)
+        if not EARLY:  # else loaded with the last gate/up tile
+            d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
+        dmma: gl.constexpr = mma
+        e_r = gl.arange(0, BND, layout=gl.SliceLayout(1, dmma))
+        e_n = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, dmma))
+        ew, err = _row_map(e_r, W)
+        e_arow = (ew * DR + err // _DT) * _DT + err % _DT  # A' row within the step
+        e_sub = e_n // MT
+        if ROUTED:
+            e_out = gl.zeros_like(e_n) + pos
+        else:
+            e_out = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + e_n % MT)
+        e_ok = (e_sub < RPR) & (e_out >= 0)
+        y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
+        y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
+        if not EARLY:
+            dq = gl.load(d_ptrs)
+            dsc = gl.load(ds_ptrs)
+        for st in range(STEPS):
+            nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
+            dq_n = gl.load(d_ptrs + nxt * (BND * 16))
+            dsc_n = gl.load(ds_ptrs + nxt * (BND * 4))
+            accd = _mma_bf16(dq, _scales(dsc, BND, 1, d3), xb, gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma),
+                             BND, 128, BLOCK_M, a_l, b_l)
+            gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed", scope="gpu")
+            dq = dq_n
+            dsc = dsc_n
+
+        if NORM or ROUTED:
+            _fence_gpu()
+            _cta_barrier()
+            done = gl.atomic_add(cnt_ptr + p, 1, sem="acq_rel", scope="gpu")
+            if done == SLICES - 1:
+                _fence_gpu()
+                if ROUTED:
+                    yr = y_ptr + pos.to(gl.int64) * L + cols
+                    v = gl.load(yr, cache_modifier=".cg")
+                    gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
+                    gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+                    if NORM:
+                        tok = pos // TOPK
+                        wt = gl.load(wts_ptr + pos)
+                        nw = gl.load(norm_ptr + e.to(gl.int64) * stride_g + cols).to(gl.float32)
+                        rs = wt / gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
+                        tl_: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+                        tj = gl.arange(0, P_P2, layout=tl_)
+                        lt = gl.load(ids_ptr + tok * TOPK + tj, mask=tj < TOPK, other=-1) - expert_base
+                        n_tok = gl.sum(((tj < TOPK) & (lt >= 0) & (lt < n_local)).to(gl.int32), axis=0)
+                        if n_tok == 1:  # the token's only local pair: its row is the token's
+                            gl.store(out_ptr + tok.to(gl.int64) * L + cols, rs * v * nw)
+                        else:  # the pairs add into the token's row; its last local pair stores it
+                            gl.atomic_add(u_ptr + tok.to(gl.int64) * L + cols, rs * v * nw, sem="relaxed", scope="gpu")
                             _fence_gpu()
-                            ur = u_ptr + tok.to(gl.int64) * L + cols
-                            gl.store(out_ptr + tok.to(gl.int64) * L + cols, gl.load(ur, cache_modifier=".cg"))
-                            gl.store(ur, gl.zeros([L], gl.float32, layout=nl))
-                            gl.atomic_xchg(cnt_ptr + P_P2 + tok, 0, sem="relaxed", scope="gpu")
+                            _cta_barrier()
+                            done_t = gl.atomic_add(cnt_ptr + P_P2 + tok, 1, sem="acq_rel", scope="gpu")
+                            if done_t == n_tok - 1:
+                                _fence_gpu()
+                                ur = u_ptr + tok.to(gl.int64) * L + cols
+                                gl.store(out_ptr + tok.to(gl.int64) * L + cols, gl.load(ur, cache_modifier=".cg"))
+                                gl.store(ur, gl.zeros([L], gl.float32, layout=nl))
+                                gl.atomic_xchg(cnt_ptr + P_P2 + tok, 0, sem="relaxed", scope="gpu")
+                    else:
+                        gl.store(out_ptr + pos.to(gl.int64) * L + cols, v)
                 else:
-                    gl.store(out_ptr + pos.to(gl.int64) * L + cols, v)
-            else:
-                nw = gl.load(norm_ptr + cols)
-                for m in gl.static_range(MT):
-                    orow = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + m)
-                    if orow >= 0:
-                        yr = y_ptr + orow.to(gl.int64) * L + cols
-                        v = gl.load(yr, cache_modifier=".cg")
-                        rms = gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
-                        gl.store(out_ptr + orow.to(gl.int64) * L + cols, (v / rms * nw).to(gl.bfloat16))
-                        gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
-                gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
+                    nw = gl.load(norm_ptr + cols)
+                    for m in gl.static_range(MT):
+                        orow = gl.load(run_ptr + p * (1 + 2 * MT) + 1 + MT + m)
+                        if orow >= 0:
+                            yr = y_ptr + orow.to(gl.int64) * L + cols
+                            v = gl.load(yr, cache_modifier=".cg")
+                            rms = gl.sqrt(gl.sum(v * v, axis=0) / L + EPS)
+                            gl.store(out_ptr + orow.to(gl.int64) * L + cols, (v / rms * nw).to(gl.bfloat16))
+                            gl.store(yr, gl.zeros([L], gl.float32, layout=nl))
+                    gl.atomic_xchg(cnt_ptr + p, 0, sem="relaxed", scope="gpu")
 
 
 _slice_item = gluon.jit(noinline=True)(_slice_item_fn)
@@ -425,22 +451,23 @@ def _local_pairs(ids_ptr, k, T, expert_base, n_local, TOPK: gl.constexpr, P_P2: 
 
 @gluon.jit
 def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr, act_ptr,
-                  ids_ptr, wts_ptr, u_ptr, T, expert_base, n_local, stride_g,
+                  ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, T, expert_base, n_local, stride_g,
                   S: gl.constexpr, K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr,
                   W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
                   GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
                   DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr = False, TOPK: gl.constexpr = 1,
-                  P_P2: gl.constexpr = 1, EARLY: gl.constexpr = 0):
+                  P_P2: gl.constexpr = 1, EARLY: gl.constexpr = 0, KS: gl.constexpr = 1):
     """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
     wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
     the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
     [runs] (zero before and after); out_ptr BF16 [rows, L]; norm_ptr fp32 [L]; scr_ptr fp32 [grid, W 2S MT],
-    act_ptr BF16 [grid, MT S]: the program's scratch. GW5 .. GS3 / DW5 .. DS3: the layouts of gate/up (layouts(2S W, BK, BLOCK_M,
+    act_ptr BF16 [grid, MT S]: the program's scratch; gacc_ptr fp32 [runs I / S, 2S MT] and gcnt_ptr int32 [runs I / S]
+    (zero before and after) with KS > 1, where each (run, slice) is KS items, a K part each (_slice_item_fn). GW5 .. GS3 / DW5 .. DS3: the layouts of gate/up (layouts(2S W, BK, BLOCK_M,
     W)) and of down (layouts(32 W DR, 128, BLOCK_M, W)): their w5, x4 and s3.
 
-    The programs walk the work items (run, slice) item = pid, pid + G, ... (G the grid). ROUTED (MT 1; experts_forward):
+    The programs walk the work items (run, slice, K part) item = pid, pid + G, ... (G the grid). ROUTED (MT 1; experts_forward):
     the runs are this card's pairs of ids_ptr [T, TOPK] (global expert ids; expert_base, n_local), found here: item
-    k x SLICES + s is slice s of the k-th local pair. Pair pos adds into y_ptr's row pos (zero before and after), its
+    (k x SLICES + s) KS + kp is K part kp of slice s of the k-th local pair. Pair pos adds into y_ptr's row pos (zero before and after), its
     last slice (counter pos) then either stores that row to out_ptr's row pos (fp32 [T TOPK, L]: partials) or with
     NORM adds wts[pos] / rms x row x norm_ptr[e] (fp32 [n_local, L], rows stride_g apart) into u_ptr's row of the
     token (zero before and after), whose last local pair (counter P_P2 + token) stores it to out_ptr's row (fp32
@@ -451,13 +478,13 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
     G = gl.num_programs(0)
     _gdc_launch_dependents(GDC)
     if ROUTED:
-        total = _local_pairs(ids_ptr, -1, T, expert_base, n_local, TOPK, P_P2, W)[0] * SLICES
+        total = _local_pairs(ids_ptr, -1, T, expert_base, n_local, TOPK, P_P2, W)[0] * (SLICES * KS)
     else:
         total = G
     for item in range(pid, total, G):
         _slice_item(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
-                    act_ptr, ids_ptr, wts_ptr, u_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
-                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2, EARLY)
+                    act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
+                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2, EARLY, KS)
 
     if ROUTED:  # rows no pair adds into: zeros (program pid's row; the grid has a program a pair)
         _gdc_wait(GDC)
@@ -476,18 +503,22 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
 
 
 def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int, block_m: int = 8,
-                   early: bool = False) -> dict:
+                   early: bool = False, ks: int = 1) -> dict:
     """The layout constexprs of ``_slice_kernel`` (GW5 .. DS3: gluon_kernel.layouts of its gate/up rows, 2S a warp,
     and of its down steps, DR tiles of 32 A' rows a warp), once the shape splits: ``check_shape``, K / BK tiles over
     the warps (slice_warps), the down block's L S / 128 rows of A' into steps of 32 x warps x DR (slice_dr), L over
-    the warps' threads; ``early`` (slice_down_early) needs two K tiles a warp at least. Raises ValueError naming the
+    the warps' threads; ``ks`` K parts (slice_ksplit) split the warps' tiles again and the down block's 128-byte
+    lines; ``early`` (slice_down_early) needs two K tiles a warp at least and one K part. Raises ValueError naming the
     configuration key otherwise."""
     check_shape(s, k, l, i, bk)
-    if (k // bk) % warps:
-        raise ValueError(f"slice_warps {warps!r} must split latent {k} / slice_bk {bk}")
-    if early and k // bk // warps < 2:
-        raise ValueError(f"slice_down_early needs two K tiles a warp: latent {k} / slice_bk {bk} / slice_warps "
-                         f"{warps} is {k // bk // warps}")
+    if (k // bk) % (warps * ks):
+        by = f" x slice_ksplit {ks!r}" if ks != 1 else ""
+        raise ValueError(f"slice_warps {warps!r}{by} must split latent {k} / slice_bk {bk}")
+    if (l * s // 256) % ks:
+        raise ValueError(f"slice_ksplit {ks!r} must split the down block's {l * s // 256} lines of 128 bytes")
+    if early and (ks > 1 or k // bk // warps < 2):
+        raise ValueError(f"slice_down_early needs one K part (slice_ksplit {ks!r}) and two K tiles a warp: latent "
+                         f"{k} / slice_bk {bk} / slice_warps {warps} is {k // bk // warps}")
     if (l * s // 128) % (DOWN_TILE * warps * dr) or l % (32 * warps):
         raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
                          f"{DOWN_TILE} x {warps} warps x {dr}")
@@ -498,21 +529,25 @@ def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int,
 
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
            mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
-           prefetch: bool = False, maxnreg: int | None = None, early: bool = False):
+           prefetch: bool = False, maxnreg: int | None = None, early: bool = False, ks: int = 1, gacc=None,
+           gcnt=None):
     """One layer: grid runs x I / s. x BF16 [T, K]; buf the slice layout (uint8 [E, I / s, block]); runs int32
     [R, 1 + 2 mt]; y fp32 [rows, L]; cnt int32 [R]; out BF16 [rows, L]; norm_w fp32 [L]; scr fp32 [grid, warps 2s
     mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM. maxnreg: a cap on the registers a thread
     (None: the compiler's choice). early: the down block's first step loaded into registers with the last gate/up
-    tile, before the gate/up products (slice_down_early)."""
+    tile, before the gate/up products (slice_down_early). ks: K parts an item (slice_ksplit; grid runs x I / s x ks),
+    with gacc fp32 [R I / s, 2 s mt] and gcnt int32 [R I / s], zero before and after."""
     k, l = x.shape[1], y.shape[1]
     if warps * mt > block_m:
         raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
-    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m, early)
-    grid = runs.shape[0] * (i_size // s)
+    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m, early, ks)
+    grid = runs.shape[0] * (i_size // s) * ks
+    if ks > 1 and (gacc is None or gcnt is None):
+        raise ValueError("ks > 1 needs the zeroed gacc and gcnt buffers")
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
-                           runs, norm_w, y, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
-                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, EARLY=int(early), num_warps=warps,
+                           runs, norm_w, y, y if gacc is None else gacc, cnt if gcnt is None else gcnt, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
+                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, EARLY=int(early), KS=ks, num_warps=warps,
                            **extra)
 
 
@@ -529,17 +564,21 @@ def slices_of(ex, s: int, bk: int) -> torch.Tensor:
     return cache[(s, bk)]
 
 
-def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int) -> dict:
+def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int, i: int) -> dict:
     """The path's buffers, per device and stream (kernel.stream_key): the pairs' and tokens' fp32 rows and their
-    counters (zero before and after every launch: the kernel puts them back), and the programs' scratch. A larger
-    need allocates larger ones; earlier ones stay alive (captured graphs may hold them)."""
+    counters, the K parts' gate/up rows (2i a pair) and their counters (all zero before and after every launch: the
+    kernel puts them back), and the programs' scratch. A larger need allocates larger ones; earlier ones stay alive
+    (captured graphs may hold them)."""
     from .kernel import stream_key
 
     key = (stream_key(device), l, w, s)
     have = _WORKSPACE.setdefault(key, [])
-    if not have or have[-1]["p2"] < p2 or have[-1]["grid"] < grid:
+    if not have or have[-1]["p2"] < p2 or have[-1]["grid"] < grid or have[-1]["i"] < i:
         p2, grid = max(p2, have[-1]["p2"] if have else 0), max(grid, have[-1]["grid"] if have else 0)
-        have.append({"p2": p2, "grid": grid,
+        i = max(i, have[-1]["i"] if have else 0)
+        have.append({"p2": p2, "grid": grid, "i": i,
+                     "gacc": torch.zeros(p2 * 2 * i, dtype=torch.float32, device=device),
+                     "gcnt": torch.zeros(p2 * (i // s), dtype=torch.int32, device=device),
                      "y": torch.zeros(p2, l, dtype=torch.float32, device=device),
                      "u": torch.zeros(p2, l, dtype=torch.float32, device=device),
                      "cnt": torch.zeros(2 * p2, dtype=torch.int32, device=device),
@@ -551,14 +590,15 @@ def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int)
 def slice_config(config: dict) -> dict:
     """This path's configuration keys, checked, with their defaults: slice_few (false), slice_max_pairs (32, at most
     64: the routing is read into one program's registers), slice_width (32), slice_bk (256), slice_warps (8),
-    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2), slice_down_early (false). Raises
+    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2), slice_down_early (false), slice_ksplit (1), slice_prefetch (false). Raises
     ValueError naming the key
     (a string "false" would otherwise switch the path on)."""
     c = {"few": config.get("slice_few", False), "max_pairs": config.get("slice_max_pairs", 32),
          "s": config.get("slice_width", 32), "bk": config.get("slice_bk", 256), "w": config.get("slice_warps", 8),
          "dr": config.get("slice_dr", 4), "maxnreg": config.get("slice_maxnreg", 128),
-         "per_sm": config.get("slice_per_sm", 2), "early": config.get("slice_down_early", False)}
-    for key, v in (("slice_few", c["few"]), ("slice_down_early", c["early"])):
+         "per_sm": config.get("slice_per_sm", 2), "early": config.get("slice_down_early", False),
+         "ks": config.get("slice_ksplit", 1), "prefetch": config.get("slice_prefetch", False)}
+    for key, v in (("slice_few", c["few"]), ("slice_down_early", c["early"]), ("slice_prefetch", c["prefetch"])):
         if type(v) is not bool:
             raise ValueError(f"{key} must be true or false, got {v!r}")
     checks = (("slice_max_pairs", c["max_pairs"], lambda v: 1 <= v <= 64, "1 to 64"),
@@ -567,6 +607,7 @@ def slice_config(config: dict) -> dict:
               ("slice_warps", c["w"], lambda v: v in (1, 2, 4, 8), "1, 2, 4 or 8"),
               ("slice_dr", c["dr"], lambda v: v >= 1, "a positive integer"),
               ("slice_per_sm", c["per_sm"], lambda v: v >= 1, "a positive integer"),
+              ("slice_ksplit", c["ks"], lambda v: v in (1, 2, 4), "1, 2 or 4"),
               ("slice_maxnreg", c["maxnreg"], lambda v: 24 <= v <= 255, "24 to 255 or null"))
     for key, v, ok, want in checks:
         if not (type(v) is int and ok(v)) and not (key == "slice_maxnreg" and v is None):
@@ -588,27 +629,29 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     [T k, L] (each pair's output before its norm, zero where its expert is elsewhere). x BF16 [T, L]; ids [T, k]
     global expert ids, distinct within a token; wts fp32 [T, k]; ex an ExpertWeights (any layout; its slice layout
     made at the first call, ``slices_of``). Config keys: slice_width S (32), slice_bk (256), slice_warps (8),
-    slice_dr (4), slice_maxnreg (128; None: the compiler's choice), slice_per_sm (programs an SM, 2). Raises
+    slice_dr (4), slice_maxnreg (128; None: the compiler's choice), slice_per_sm (programs an SM, 2),
+    slice_down_early (false), slice_ksplit (K parts a slice, 1), slice_prefetch (each K part's share of the down
+    block asked into L2 first; false). Raises
     ValueError for shapes the configuration does not split."""
     c = slice_config(config)
     s, bk, w, dr, maxnreg, per_sm = c["s"], c["bk"], c["w"], c["dr"], c["maxnreg"], c["per_sm"]
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
-    lay = kernel_layouts(s, l, l, i, bk, w, dr, early=c["early"])
+    lay = kernel_layouts(s, l, l, i, bk, w, dr, early=c["early"], ks=c["ks"])
     p = t * topk
     p2 = max(2, 1 << (p - 1).bit_length())
     grid = max(sms * per_sm, p)
-    ws = _workspace(x.device, p2, l, grid, w, s)
+    ws = _workspace(x.device, p2, l, grid, w, s, i)
     buf = slices_of(ex, s, bk)
     ids_c = ids.contiguous()  # int32 or int64 as routed: a cast would be a launch of its own between the layers
     pdl = config.get("pdl", True)
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     g = ex.norm_weight
     k = _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, ids_c, ws["y"], ws["cnt"], out, g,
-                               ws["scr"], ws["act"], ids_c, wts, ws["u"], t, ex.expert_base, ex.num_local, g.stride(0),
+                               ws["scr"], ws["act"], ids_c, wts, ws["u"], ws["gacc"], ws["gcnt"], t, ex.expert_base, ex.num_local, g.stride(0),
                                S=s, K=l, L=l, I_SIZE=i, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=not partials,
-                               GDC=pdl, EPS=eps, PREFETCH=False, **lay, ROUTED=True, TOPK=topk, P_P2=p2, EARLY=int(c["early"]),
-                               num_warps=w,
+                               GDC=pdl, EPS=eps, PREFETCH=c["prefetch"], **lay, ROUTED=True, TOPK=topk, P_P2=p2, EARLY=int(c["early"]),
+                               KS=c["ks"], num_warps=w,
                                **extra)
     if last_launch is not None:
         last_launch.clear()
