@@ -59,16 +59,18 @@ def compile_only(args) -> None:
             "wts_ptr": "*fp32", "u_ptr": "*fp32", "gacc_ptr": "*fp32", "gcnt_ptr": "*i32"}
     for s, w, bk, dr, pf, mx, ea, ks in _configs(args):
         try:
-            lay = sk.kernel_layouts(s, K, L, 4096, bk, w, dr, early=bool(ea), ks=ks)
+            lay = sk.kernel_layouts(s, K, L, 4096, bk, w, dr, early=bool(ea) and ea != 2, ks=ks, stream=ea == 2)
         except ValueError as exc:
             print(f"  S {s} warps {w} BK {bk} DR {dr}: {exc}")
             continue
         for norm in (True, False):
             consts = dict(S=s, K=K, L=L, I_SIZE=4096, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=norm, GDC=True,
-                          EPS=1e-6, PREFETCH=bool(pf), **lay, ROUTED=args.routed, TOPK=8, P_P2=32, EARLY=ea, KS=ks)
+                          EPS=1e-6, PREFETCH=bool(pf), **lay, ROUTED=args.routed, TOPK=8, P_P2=32, EARLY=int(ea == 1), KS=ks,
+                          STREAM=int(ea == 2))
             ck = compile_gluon(sk._slice_kernel, ptrs, ("T", "expert_base", "n_local", "stride_g"), consts, mx or None,
                                num_warps=w)
             use = " ".join(re.findall(r"(?:REG|STACK|SHARED):\d+", cuobjdump(ck, "--dump-resource-usage")))
+            use += f" dynamic shared {ck.metadata.shared}"
             print(f"  {'routed' if args.routed else 'bench'} {'norm' if norm else 'partials':8} S {s:3} warps {w} "
                   f"BK {bk} DR {dr} prefetch {pf} cap {mx or '-'} early {ea} K parts {ks}: {use}")
 
@@ -91,7 +93,8 @@ def main() -> int:
     ap.add_argument("--dr", default="1")
     ap.add_argument("--prefetch", default="0", help="0, 1 or 0,1: the down block asked into L2 first")
     ap.add_argument("--modes", default="auto", help="norm, partials, or auto (partials at ep2tp4, else norm)")
-    ap.add_argument("--early", default="0", help="0, 1 or 0,1: the down block loaded with the last gate/up tile")
+    ap.add_argument("--early", default="0", help="0, 1, 2 or a list: 1 the down block loaded with the last gate/up "
+                    "tile (slice_down_early), 2 an item's words through shared memory (slice_stream)")
     ap.add_argument("--ks", default="1", help="K parts a slice (1, 2, 4; a list): slice_ksplit")
     ap.add_argument("--maxnreg", default="0", help="register caps a thread to try (0: the compiler's choice)")
     ap.add_argument("--pdl", default="auto", help="on, off, or auto (both for norm, on for partials)")
@@ -152,10 +155,10 @@ def main() -> int:
                                                                          else (True,))
                             for pdl in pdls:
                                 kw = dict(s=s, i_size=isize, bk=bk, warps=w, dr=dr, norm=mode == "norm", pdl=pdl,
-                                          prefetch=bool(pf), maxnreg=mx or None, early=bool(ea), ks=ks, gacc=gacc,
-                                          gcnt=gcnt)
+                                          prefetch=bool(pf), maxnreg=mx or None, early=ea == 1, ks=ks, gacc=gacc,
+                                          gcnt=gcnt, stream=ea == 2)
                                 head = (f"  {mode:9} {s:3} {bk:4} {w:5} {dr:2}{'k' + str(ks) if ks > 1 else '  '} {pf:2}"
-                                        f"{'e' if ea else ' '}{mx or '-':>4} "
+                                        f"{' es'[ea]}{mx or '-':>4} "
                                         f"{'on' if pdl else 'off':>3} {grid:8}")
                                 try:
                                     y.zero_()

@@ -981,7 +981,8 @@ CONFIG_KEYS = frozenset({
     "ranked_per_sm_down",
     "ranked_prefetch_down_mb", "ranked_stages", "ranked_stages_down", "ranked_wave_cost", "run_table",
     "separate_gate_up", "silu_launch", "slice_bk", "slice_dr", "slice_few", "slice_max_pairs", "slice_maxnreg",
-    "slice_down_early", "slice_ksplit", "slice_per_sm", "slice_prefetch", "slice_warps", "slice_width",
+    "slice_down_early", "slice_ksplit", "slice_per_sm", "slice_prefetch", "slice_stream", "slice_warps",
+    "slice_width",
     "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
 from . import format as fmt
@@ -53,6 +54,8 @@ from .kernel import _MMA_UNSCALE
 # a barrier of the program's threads (bar.sync; it orders the CTA's memory accesses): Triton 3.6 gl.thread_barrier,
 # 3.9 gl.barrier (as ranked_kernel)
 _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+# cp.async (global to shared, sm_80+): Triton 3.6 names it async_copy_global_to_shared, 3.7+ async_load (as ranked_kernel)
+_cp_async = getattr(_async_copy, "async_load", None) or _async_copy.async_copy_global_to_shared
 DOWN_TILE = 32  # A' rows a down tile (each 128 elements: 64 bytes and 4 scale bytes)
 _DT = gl.constexpr(DOWN_TILE)
 
@@ -184,20 +187,23 @@ def _down_ptrs(wq_ptr, wb_ptr, blk, S: gl.constexpr, K: gl.constexpr, L: gl.cons
     return d_ptrs, ds_ptrs
 
 
-def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
+def _slice_item_fn(item, T, pid, gsm, dsm, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
                    act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base, n_local, stride_g, S: gl.constexpr,
                    K: gl.constexpr, L: gl.constexpr, I_SIZE: gl.constexpr, BK: gl.constexpr, W: gl.constexpr,
                    MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr, GDC: gl.constexpr,
                    EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr,
                    GS3: gl.constexpr, DW5: gl.constexpr, DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr,
                    TOPK: gl.constexpr, P_P2: gl.constexpr, EARLY: gl.constexpr,
-                   KS: gl.constexpr):
+                   KS: gl.constexpr, STREAM: gl.constexpr):
     """Work item ``item`` of _slice_kernel: K part item % KS of slice q % (I / S) of run q // (I / S), q = item // KS
     (ROUTED: of the pair that is the card's local pair of that rank), program ``pid``'s scratch. With KS > 1 the
     slice's KS parts add their gate/up sums into gacc_ptr's row q (fp32 [2S MT], zero before and after) and count on
     gcnt_ptr[q]; the last part takes the sums, puts the row and counter back to zero, and runs the rest of the item
     (act, down, the pair's counter); the others end there, having asked their share of the down block into L2 when
-    PREFETCH. A call, not inlined: inlined in the kernel's loop,
+    PREFETCH. STREAM: gsm / dsm the program's shared memory for the item's gate/up tiles [ITERS, 2S W, 4, BK / 128,
+    4] and down words [STEPS, 32 W DR, 4, 1, 4] (int32), all copied in by cp.async at the item's start in the order
+    they are used, each GEMM step waiting only for its own group (the loads are not left to the compiler's schedule,
+    which puts a register load next to its use). A call, not inlined: inlined in the kernel's loop,
     the compiler keeps the address tensors of the first item live across it (and the routing's, another 45
     registers)."""
     SLICES: gl.constexpr = I_SIZE // S
@@ -211,6 +217,8 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
         e = gl.load(run_ptr + p * (1 + 2 * MT))
         pos = p
     BLOCK: gl.constexpr = 2 * S * (K // 2) + 2 * S * (K // 32) + L * (S // 2) + L * (S // 32)
+    BND: gl.constexpr = _DT * W * DR  # A' rows a down step
+    STEPS: gl.constexpr = (L * S // 128) // BND
     nl: gl.constexpr = gl.BlockedLayout([L // (32 * W)], [32], [W], [0])
     cols = gl.arange(0, L, layout=nl)
     blk = (e * SLICES + q % SLICES).to(gl.int64) * BLOCK
@@ -251,7 +259,17 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     s_off = s_qt * JH + s_e % JH + (kw + s_w) * (ITERS * TILE_S)
     s_ptrs = wb_ptr + blk + 2 * S * (K // 2) + (s_g[:, None, None] * 4 + s_c[None, :, None]) * ((2 * S // 8) * JH) \
         + s_off[None, None, :]
-    wq = gl.load(w_ptrs)  # the first tile before the wait: weights are never written
+    if STREAM:  # every gate/up tile, then the down words, into shared memory now (before the wait: weights are
+        _cta_barrier()  # never written), once every lane has read the program's previous item from there
+        for t in gl.static_range(ITERS):
+            _cp_async(gsm.index(t), w_ptrs + t * TILE_W)
+            _async_copy.commit_group()
+        d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
+        for st in gl.static_range(STEPS):
+            _cp_async(dsm.index(st), d_ptrs + st * (BND * 16))
+        _async_copy.commit_group()
+    else:
+        wq = gl.load(w_ptrs)  # the first tile before the wait: weights are never written
     ws = gl.load(s_ptrs)
 
     # the token tile: column n is token n % MT of the run, read from K range n // MT
@@ -273,25 +291,34 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
     _gdc_wait(GDC)  # the tokens come from the layer before; every write below follows it too
 
     acc = gl.zeros([BN, BLOCK_M], gl.float32, layout=mma)
-    for it in range(ITERS - 1 - EARLY):
-        wq_n = gl.load(w_ptrs + (it + 1) * TILE_W)
-        ws_n = gl.load(s_ptrs + (it + 1) * TILE_S)
-        xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
+    if STREAM:
+        for it in gl.static_range(ITERS):
+            _async_copy.wait_group(ITERS - it)  # the groups after tile it: the later tiles' and the down block's
+            _cta_barrier()  # every lane's copies of tile it have landed
+            if it > 0:
+                ws = gl.load(s_ptrs + it * TILE_S)
+            xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
+            acc = _mx_mma(gsm.index(it).load(W4), _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+    else:
+        for it in range(ITERS - 1 - EARLY):
+            wq_n = gl.load(w_ptrs + (it + 1) * TILE_W)
+            ws_n = gl.load(s_ptrs + (it + 1) * TILE_S)
+            xp = gl.load(x_ptrs + it * (BK // 2), mask=x_mask, other=0)
+            acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+            wq = wq_n
+            ws = ws_n
+        if EARLY:  # the last gate/up tile, then the down block's first step, asked before the tile before is multiplied
+            wq_n = gl.load(w_ptrs + (ITERS - 1) * TILE_W)
+            ws_n = gl.load(s_ptrs + (ITERS - 1) * TILE_S)
+            d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
+            dq = gl.load(d_ptrs)
+            dsc = gl.load(ds_ptrs)
+            xp = gl.load(x_ptrs + (ITERS - 2) * (BK // 2), mask=x_mask, other=0)
+            acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
+            wq = wq_n
+            ws = ws_n
+        xp = gl.load(x_ptrs + (ITERS - 1) * (BK // 2), mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
-        wq = wq_n
-        ws = ws_n
-    if EARLY:  # the last gate/up tile, then the down block's first step, asked before the tile before is multiplied
-        wq_n = gl.load(w_ptrs + (ITERS - 1) * TILE_W)
-        ws_n = gl.load(s_ptrs + (ITERS - 1) * TILE_S)
-        d_ptrs, ds_ptrs = _down_ptrs(wq_ptr, wb_ptr, blk, S, K, L, W, DR, DW5, DS3)
-        dq = gl.load(d_ptrs)
-        dsc = gl.load(ds_ptrs)
-        xp = gl.load(x_ptrs + (ITERS - 2) * (BK // 2), mask=x_mask, other=0)
-        acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
-        wq = wq_n
-        ws = ws_n
-    xp = gl.load(x_ptrs + (ITERS - 1) * (BK // 2), mask=x_mask, other=0)
-    acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BK, BLOCK_M, a_l, b_l)
 
     # the warps' K ranges meet: warp w's column w MT + m to scratch [W, 2S, MT], then act [MT, S] to scratch
     o_r = gl.arange(0, BN, layout=gl.SliceLayout(1, mma))
@@ -348,8 +375,6 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
         b_msk = gl.expand_dims(gl.expand_dims(gl.expand_dims(b_ok, 1), 2), 3) & (b_off >= 0)
         xb = gl.load(act + b_off, mask=b_msk, other=0.0)
 
-        BND: gl.constexpr = _DT * W * DR  # A' rows a step
-        STEPS: gl.constexpr = (L * S // 128) // BND
         D4: gl.constexpr = gl.SliceLayout(4, DW5)
         d3: gl.constexpr = gl.SliceLayout(3, D4)
         if not EARLY:  # else loaded with the last gate/up tile
@@ -367,18 +392,29 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
         e_ok = (e_sub < RPR) & (e_out >= 0)
         y_ptrs = y_ptr + (gl.maximum(e_out, 0).to(gl.int64) * L)[None, :] + (e_arow[:, None] * RPR + e_sub[None, :])
         y_mask = e_ok[None, :] & (e_arow[:, None] >= 0)
-        if not EARLY:
-            dq = gl.load(d_ptrs)
-            dsc = gl.load(ds_ptrs)
-        for st in range(STEPS):
-            nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
-            dq_n = gl.load(d_ptrs + nxt * (BND * 16))
-            dsc_n = gl.load(ds_ptrs + nxt * (BND * 4))
-            accd = _mma_bf16(dq, _scales(dsc, BND, 1, d3), xb, gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma),
-                             BND, 128, BLOCK_M, a_l, b_l)
-            gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed", scope="gpu")
-            dq = dq_n
-            dsc = dsc_n
+        if STREAM:
+            _async_copy.wait_group(0)
+            _cta_barrier()  # every lane's copies of the down words have landed
+            for st in gl.static_range(STEPS):
+                dsc = gl.load(ds_ptrs + st * (BND * 4))
+                accd = _mma_bf16(dsm.index(st).load(D4), _scales(dsc, BND, 1, d3), xb,
+                                 gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma), BND, 128, BLOCK_M, a_l, b_l)
+                gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed",
+                              scope="gpu")
+        else:
+            if not EARLY:
+                dq = gl.load(d_ptrs)
+                dsc = gl.load(ds_ptrs)
+            for st in range(STEPS):
+                nxt = gl.minimum(st + 1, STEPS - 1)  # the last step loads its own tile again (an L1 hit)
+                dq_n = gl.load(d_ptrs + nxt * (BND * 16))
+                dsc_n = gl.load(ds_ptrs + nxt * (BND * 4))
+                accd = _mma_bf16(dq, _scales(dsc, BND, 1, d3), xb, gl.zeros([BND, BLOCK_M], gl.float32, layout=dmma),
+                                 BND, 128, BLOCK_M, a_l, b_l)
+                gl.atomic_add(y_ptrs + st * (BND * RPR), accd * _MMA_UNSCALE, mask=y_mask, sem="relaxed",
+                              scope="gpu")
+                dq = dq_n
+                dsc = dsc_n
 
         if NORM or ROUTED:
             _fence_gpu()
@@ -429,6 +465,7 @@ def _slice_item_fn(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr,
 
 
 _slice_item = gluon.jit(noinline=True)(_slice_item_fn)
+_slice_item_inline = gluon.jit(_slice_item_fn)  # STREAM: shared memory descriptors are passed to inlined calls
 
 
 @gluon.jit
@@ -456,7 +493,7 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
                   W: gl.constexpr, MT: gl.constexpr, BLOCK_M: gl.constexpr, DR: gl.constexpr, NORM: gl.constexpr,
                   GDC: gl.constexpr, EPS: gl.constexpr, PREFETCH: gl.constexpr, GW5: gl.constexpr, GX4: gl.constexpr, GS3: gl.constexpr, DW5: gl.constexpr,
                   DX4: gl.constexpr, DS3: gl.constexpr, ROUTED: gl.constexpr = False, TOPK: gl.constexpr = 1,
-                  P_P2: gl.constexpr = 1, EARLY: gl.constexpr = 0, KS: gl.constexpr = 1):
+                  P_P2: gl.constexpr = 1, EARLY: gl.constexpr = 0, KS: gl.constexpr = 1, STREAM: gl.constexpr = 0):
     """Program (run p, slice s) of the grid runs x I / S (module docstring). x_ptr int32 view of x [T, K] BF16;
     wq_ptr / wb_ptr int32 / uint8 views of the slice layout [E, I / S, block]; run_ptr int32 [runs, 1 + 2 MT]:
     the local expert, MT token rows of x, MT output rows of y / out (-1: none); y_ptr fp32 [rows, L]; cnt_ptr int32
@@ -481,10 +518,23 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
         total = _local_pairs(ids_ptr, -1, T, expert_base, n_local, TOPK, P_P2, W)[0] * (SLICES * KS)
     else:
         total = G
-    for item in range(pid, total, G):
-        _slice_item(item, T, pid, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr, scr_ptr,
-                    act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base, n_local, stride_g, S, K, L, I_SIZE, BK, W, MT,
-                    BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2, EARLY, KS)
+    if STREAM:  # the item's tiles (_slice_item_fn), allocated once for the program's items
+        ITERS: gl.constexpr = K // (BK * W)
+        BND: gl.constexpr = _DT * W * DR
+        sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[3, 1, 0, 2])  # ranked_kernel's ring slot order
+        gsm = gl.allocate_shared_memory(gl.int32, [ITERS, 2 * S * W, 4, BK // 128, 4], sl)
+        dsm = gl.allocate_shared_memory(gl.int32, [(L * S // 128) // BND, BND, 4, 1, 4], sl)
+        for item in range(pid, total, G):
+            _slice_item_inline(item, T, pid, gsm, dsm, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr,
+                               norm_ptr, scr_ptr, act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base,
+                               n_local, stride_g, S, K, L, I_SIZE, BK, W, MT, BLOCK_M, DR, NORM, GDC, EPS, PREFETCH,
+                               GW5, GX4, GS3, DW5, DX4, DS3, ROUTED, TOPK, P_P2, EARLY, KS, STREAM)
+    else:
+        for item in range(pid, total, G):
+            _slice_item(item, T, pid, None, None, x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_ptr,
+                        scr_ptr, act_ptr, ids_ptr, wts_ptr, u_ptr, gacc_ptr, gcnt_ptr, expert_base, n_local, stride_g, S,
+                        K, L, I_SIZE, BK, W, MT, BLOCK_M, DR, NORM, GDC, EPS, PREFETCH, GW5, GX4, GS3, DW5, DX4, DS3,
+                        ROUTED, TOPK, P_P2, EARLY, KS, STREAM)
 
     if ROUTED:  # rows no pair adds into: zeros (program pid's row; the grid has a program a pair)
         _gdc_wait(GDC)
@@ -502,13 +552,23 @@ def _slice_kernel(x_ptr, wq_ptr, wb_ptr, run_ptr, y_ptr, cnt_ptr, out_ptr, norm_
             gl.store(out_ptr + pid.to(gl.int64) * L + cols, gl.zeros([L], gl.float32, layout=nl))
 
 
+STREAM_MAX = 200 * 1024  # shared memory a program may take for slice_stream (sm_90 allows 227 KB a block)
+
+
+def stream_bytes(s: int, k: int, l: int) -> int:
+    """Shared memory of a slice_stream program: the slice's gate/up words (2S x K / 2 bytes) and down words (L x S /
+    2 bytes); the scales stay in registers."""
+    return 2 * s * (k // 2) + l * (s // 2)
+
+
 def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int, block_m: int = 8,
-                   early: bool = False, ks: int = 1) -> dict:
+                   early: bool = False, ks: int = 1, stream: bool = False) -> dict:
     """The layout constexprs of ``_slice_kernel`` (GW5 .. DS3: gluon_kernel.layouts of its gate/up rows, 2S a warp,
     and of its down steps, DR tiles of 32 A' rows a warp), once the shape splits: ``check_shape``, K / BK tiles over
     the warps (slice_warps), the down block's L S / 128 rows of A' into steps of 32 x warps x DR (slice_dr), L over
     the warps' threads; ``ks`` K parts (slice_ksplit) split the warps' tiles again and the down block's 128-byte
-    lines; ``early`` (slice_down_early) needs two K tiles a warp at least and one K part. Raises ValueError naming the
+    lines; ``early`` (slice_down_early) needs two K tiles a warp at least and one K part; ``stream`` (slice_stream)
+    one K part, not early, and its shared memory (``stream_bytes``) within 200 KB. Raises ValueError naming the
     configuration key otherwise."""
     check_shape(s, k, l, i, bk)
     if (k // bk) % (warps * ks):
@@ -519,6 +579,9 @@ def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int,
     if early and (ks > 1 or k // bk // warps < 2):
         raise ValueError(f"slice_down_early needs one K part (slice_ksplit {ks!r}) and two K tiles a warp: latent "
                          f"{k} / slice_bk {bk} / slice_warps {warps} is {k // bk // warps}")
+    if stream and (ks > 1 or early or stream_bytes(s, k, l) > STREAM_MAX):
+        raise ValueError(f"slice_stream needs one K part (slice_ksplit {ks!r}), slice_down_early off ({early!r}) and "
+                         f"{stream_bytes(s, k, l)} bytes of shared memory within {STREAM_MAX} (a narrower slice_width)")
     if (l * s // 128) % (DOWN_TILE * warps * dr) or l % (32 * warps):
         raise ValueError(f"slice_dr {dr!r}: the down block's {l * s // 128} rows of 128 do not split into steps of "
                          f"{DOWN_TILE} x {warps} warps x {dr}")
@@ -530,24 +593,25 @@ def kernel_layouts(s: int, k: int, l: int, i: int, bk: int, warps: int, dr: int,
 def launch(x, buf, runs, y, cnt, out, norm_w, scr, act, *, s: int, i_size: int, bk: int = 128, warps: int = 8,
            mt: int = 1, block_m: int = 8, dr: int = 1, norm: bool = True, pdl: bool = True, eps: float = 1e-6,
            prefetch: bool = False, maxnreg: int | None = None, early: bool = False, ks: int = 1, gacc=None,
-           gcnt=None):
+           gcnt=None, stream: bool = False):
     """One layer: grid runs x I / s. x BF16 [T, K]; buf the slice layout (uint8 [E, I / s, block]); runs int32
     [R, 1 + 2 mt]; y fp32 [rows, L]; cnt int32 [R]; out BF16 [rows, L]; norm_w fp32 [L]; scr fp32 [grid, warps 2s
     mt]; act BF16 [grid, mt s]. prefetch: the down block asked into L2 before the gate/up GEMM. maxnreg: a cap on the registers a thread
     (None: the compiler's choice). early: the down block's first step loaded into registers with the last gate/up
     tile, before the gate/up products (slice_down_early). ks: K parts an item (slice_ksplit; grid runs x I / s x ks),
-    with gacc fp32 [R I / s, 2 s mt] and gcnt int32 [R I / s], zero before and after."""
+    with gacc fp32 [R I / s, 2 s mt] and gcnt int32 [R I / s], zero before and after. stream: an item's words
+    copied into shared memory at its start (slice_stream)."""
     k, l = x.shape[1], y.shape[1]
     if warps * mt > block_m:
         raise ValueError(f"{warps} warps x {mt} tokens exceed BLOCK_M {block_m}")
-    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m, early, ks)
+    lay = kernel_layouts(s, k, l, i_size, bk, warps, dr, block_m, early, ks, stream)
     grid = runs.shape[0] * (i_size // s) * ks
     if ks > 1 and (gacc is None or gcnt is None):
         raise ValueError("ks > 1 needs the zeroed gacc and gcnt buffers")
     extra = ({"launch_pdl": True} if pdl else {}) | ({"maxnreg": maxnreg} if maxnreg else {})
     _slice_kernel[(grid,)](x.view(torch.int32), buf.view(torch.int32), buf, runs, y, cnt, out, norm_w, scr, act,
                            runs, norm_w, y, y if gacc is None else gacc, cnt if gcnt is None else gcnt, 0, 0, 0, 0, S=s, K=k, L=l, I_SIZE=i_size, BK=bk, W=warps, MT=mt, BLOCK_M=block_m, DR=dr,
-                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, EARLY=int(early), KS=ks, num_warps=warps,
+                           NORM=norm, GDC=pdl, EPS=eps, PREFETCH=prefetch, **lay, EARLY=int(early), KS=ks, STREAM=int(stream), num_warps=warps,
                            **extra)
 
 
@@ -590,15 +654,17 @@ def _workspace(device: torch.device, p2: int, l: int, grid: int, w: int, s: int,
 def slice_config(config: dict) -> dict:
     """This path's configuration keys, checked, with their defaults: slice_few (false), slice_max_pairs (32, at most
     64: the routing is read into one program's registers), slice_width (32), slice_bk (256), slice_warps (8),
-    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2), slice_down_early (false), slice_ksplit (1), slice_prefetch (false). Raises
+    slice_dr (4), slice_maxnreg (128; null: the compiler's choice), slice_per_sm (2), slice_down_early (false), slice_ksplit (1), slice_prefetch (false), slice_stream (false). Raises
     ValueError naming the key
     (a string "false" would otherwise switch the path on)."""
     c = {"few": config.get("slice_few", False), "max_pairs": config.get("slice_max_pairs", 32),
          "s": config.get("slice_width", 32), "bk": config.get("slice_bk", 256), "w": config.get("slice_warps", 8),
          "dr": config.get("slice_dr", 4), "maxnreg": config.get("slice_maxnreg", 128),
          "per_sm": config.get("slice_per_sm", 2), "early": config.get("slice_down_early", False),
-         "ks": config.get("slice_ksplit", 1), "prefetch": config.get("slice_prefetch", False)}
-    for key, v in (("slice_few", c["few"]), ("slice_down_early", c["early"]), ("slice_prefetch", c["prefetch"])):
+         "ks": config.get("slice_ksplit", 1), "prefetch": config.get("slice_prefetch", False),
+         "stream": config.get("slice_stream", False)}
+    for key, v in (("slice_few", c["few"]), ("slice_down_early", c["early"]), ("slice_prefetch", c["prefetch"]),
+                   ("slice_stream", c["stream"])):
         if type(v) is not bool:
             raise ValueError(f"{key} must be true or false, got {v!r}")
     checks = (("slice_max_pairs", c["max_pairs"], lambda v: 1 <= v <= 64, "1 to 64"),
@@ -631,13 +697,13 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
     made at the first call, ``slices_of``). Config keys: slice_width S (32), slice_bk (256), slice_warps (8),
     slice_dr (4), slice_maxnreg (128; None: the compiler's choice), slice_per_sm (programs an SM, 2),
     slice_down_early (false), slice_ksplit (K parts a slice, 1), slice_prefetch (each K part's share of the down
-    block asked into L2 first; false). Raises
+    block asked into L2 first; false), slice_stream (an item's words through shared memory; false). Raises
     ValueError for shapes the configuration does not split."""
     c = slice_config(config)
     s, bk, w, dr, maxnreg, per_sm = c["s"], c["bk"], c["w"], c["dr"], c["maxnreg"], c["per_sm"]
     t, topk = ids.shape
     l, i = ex.latent_size, ex.expert_size
-    lay = kernel_layouts(s, l, l, i, bk, w, dr, early=c["early"], ks=c["ks"])
+    lay = kernel_layouts(s, l, l, i, bk, w, dr, early=c["early"], ks=c["ks"], stream=c["stream"])
     p = t * topk
     p2 = max(2, 1 << (p - 1).bit_length())
     grid = max(sms * per_sm, p)
@@ -651,7 +717,7 @@ def experts_forward(x: torch.Tensor, ids: torch.Tensor, wts: torch.Tensor, ex, o
                                ws["scr"], ws["act"], ids_c, wts, ws["u"], ws["gacc"], ws["gcnt"], t, ex.expert_base, ex.num_local, g.stride(0),
                                S=s, K=l, L=l, I_SIZE=i, BK=bk, W=w, MT=1, BLOCK_M=8, DR=dr, NORM=not partials,
                                GDC=pdl, EPS=eps, PREFETCH=c["prefetch"], **lay, ROUTED=True, TOPK=topk, P_P2=p2, EARLY=int(c["early"]),
-                               KS=c["ks"], num_warps=w,
+                               KS=c["ks"], STREAM=int(c["stream"]), num_warps=w,
                                **extra)
     if last_launch is not None:
         last_launch.clear()

@@ -82,6 +82,16 @@ def test_kernel_layouts_refuse_warps_and_steps_that_do_not_split():
                        ((48, 1024, 1024, 512, 256, 4, 1), "slice width 48")):
         with pytest.raises(ValueError, match=says):
             sk.kernel_layouts(*args)
+    # the K parts split the warps' tiles; early wants two tiles a warp; stream one K part and its shared memory
+    for kw, says in ((dict(ks=4), "slice_warps 4 x slice_ksplit 4 must split latent 1024"),
+                     (dict(early=True), "slice_down_early needs one K part"),
+                     (dict(stream=True, ks=2, bk=128), "slice_stream needs one K part"),
+                     (dict(stream=True, early=True), "slice_down_early|slice_stream")):
+        with pytest.raises(ValueError, match=says):
+            sk.kernel_layouts(32, 1024, 1024, 512, kw.pop("bk", 256), 4, 2, **kw)
+    assert sk.stream_bytes(32, 4096, 4096) == 196608 and sk.kernel_layouts(32, 4096, 4096, 4096, 256, 8, 4, stream=True)
+    with pytest.raises(ValueError, match="393216 bytes of shared memory within 204800"):
+        sk.kernel_layouts(64, 4096, 4096, 4096, 256, 8, 2, stream=True)
 
 
 def test_careless_inputs_get_clear_errors():
@@ -109,7 +119,8 @@ def test_careless_inputs_get_clear_errors():
                       ({"slice_maxnreg": "128"}, "slice_maxnreg must be"), ({"slice_per_sm": 0}, "slice_per_sm"),
                       ({"slice_down_early": 1}, "slice_down_early must be true or false"),
                       ({"slice_ksplit": 3}, "slice_ksplit must be 1, 2 or 4"),
-                      ({"slice_prefetch": "yes"}, "slice_prefetch must be true or false")):
+                      ({"slice_prefetch": "yes"}, "slice_prefetch must be true or false"),
+                      ({"slice_stream": None}, "slice_stream must be true or false")):
         with pytest.raises(ValueError, match=says):
             sk.slice_taken(bad, 8)
     assert not sk.slice_taken({}, 8) and sk.slice_taken({"slice_few": True}, 32)
@@ -132,7 +143,7 @@ def test_reference_matches_a_plain_dequantized_expert():
     assert torch.allclose(act[0], want_act.T.float()) and torch.allclose(out[0], want.T.float(), rtol=1e-5)
 
 
-def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed, early=False, ks=1):
+def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed, early=False, ks=1, stream=False):
     w = _experts(ne, i, k, l, seed, "cuda")
     buf = sk.to_slice_layout(*w, s, bk)
     t = 1 + max(tok for _, toks in runs_l for tok in toks)
@@ -156,7 +167,7 @@ def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed, earl
         if not norm:
             y.zero_()
         sk.launch(x, buf, runs, y, cnt, out, norm_w, scr, act, s=s, i_size=i, bk=bk, warps=warps, mt=mt, norm=norm,
-                  pdl=pdl, early=early, ks=ks, gacc=gacc, gcnt=gcnt)
+                  pdl=pdl, early=early, ks=ks, gacc=gacc, gcnt=gcnt, stream=stream)
         assert int(gcnt.abs().sum()) == 0 and float(gacc.abs().sum()) == 0.0, "K parts' rows back to zero"
         torch.cuda.synchronize()
         for r, (_, toks) in enumerate(runs_l):
@@ -181,15 +192,16 @@ def _run(sk, runs_l, mt, ne, i, k, l, s, bk, warps, norm, pdl, calls, seed, earl
 @pytest.mark.parametrize("norm", [True, False])
 @pytest.mark.parametrize("pdl", [True, False])
 @pytest.mark.parametrize("s,bk,warps", [(32, 128, 4), (64, 128, 4), (32, 256, 2), (128, 128, 4)])
-@pytest.mark.parametrize("early,ks", [(False, 1), (True, 1), (False, 2)])
-def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps, early, ks):
+@pytest.mark.parametrize("early,ks,stream", [(False, 1, False), (True, 1, False), (False, 2, False), (False, 1, True)])
+def test_slice_kernel_against_pytorch(norm, pdl, s, bk, warps, early, ks, stream):
     sk = _sk()
     # one token a run, then two tokens a run (one of them missing in the last run); early: the down block loaded with
-    # the last gate/up tile (K 1024 / BK / warps = 2 tiles a warp here); ks: two K parts a slice
+    # the last gate/up tile (K 1024 / BK / warps = 2 tiles a warp here); ks: two K parts a slice; stream: an item's
+    # words through shared memory (three runs of one or two slices a program: the tiles reused item after item)
     _run(sk, [(0, [0]), (2, [1]), (1, [2])], 1, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 3, seed=5, early=early,
-         ks=ks)
+         ks=ks, stream=stream)
     _run(sk, [(0, [0, 3]), (1, [2, 1]), (2, [4])], 2, 3, 256, 1024, 512, s, bk, warps, norm, pdl, 2, seed=6,
-         early=early, ks=ks)
+         early=early, ks=ks, stream=stream)
 
 
 # --- the routed path: kernel.mxfp4_moe_experts with config slice_few ---------------------------------------------
@@ -203,7 +215,11 @@ SLICE_CONFIGS = [{"slice_few": True, "slice_warps": 4, "slice_dr": 2},
                   "slice_maxnreg": None, "slice_per_sm": 1},
                  {"slice_few": True, "slice_bk": 128, "slice_warps": 4, "slice_dr": 2, "slice_ksplit": 2},
                  {"slice_few": True, "slice_bk": 128, "slice_warps": 2, "slice_dr": 4, "slice_ksplit": 4,
-                  "slice_prefetch": True}]
+                  "slice_prefetch": True},
+                 {"slice_few": True, "slice_bk": 128, "slice_warps": 4, "slice_dr": 2, "slice_stream": True,
+                  "slice_maxnreg": None, "slice_per_sm": 1},
+                 {"slice_few": True, "slice_bk": 128, "slice_warps": 4, "slice_dr": 2, "slice_stream": True,
+                  "slice_per_sm": 1}]
 
 
 def _workspace_zero() -> bool:
