@@ -48,6 +48,7 @@ from .progname import pack_words
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .safepath import STATE_DIR
+from .structs import replace
 from .targets import FoundTarget, check_pin, read_facts
 from .tree import Tree, decode, encode
 
@@ -184,7 +185,7 @@ def check_new(view: Pack, prof: Profile, fix_id: str, target: str, after: str, o
     if not after:
         in_order = [f.id for f in view.ordered(listed if opt_in else prof.default)]
         after = in_order[-1] if in_order else ""
-    _check_place(view, prof, after, opt_in)
+    _check_place(view, prof, fix_id, after, opt_in)
     return target, after
 
 
@@ -196,21 +197,24 @@ def _refuse_reserved(view: Pack, fix_id: str) -> None:
         raise BadInputError(f"{fix_id!r} cannot name a fix: fixes/{fix_id} is {what}, not a fix; pick another id")
 
 
-def _check_place(view: Pack, prof: Profile, after: str, opt_in: bool) -> None:
-    """Opt-in fixes come after every default fix in the series: a default fix written on top of an opt-in
-    would drift (or not apply) on every image without that opt-in."""
-    cut = view.series.index(after) if after else -1
-    at = {fid: view.series.index(fid) for fid in prof.default + prof.opt_in if fid in view.series}
+def _check_place(view: Pack, prof: Profile, fix_id: str, after: str, opt_in: bool) -> None:
+    """Opt-in fixes come after every default fix in the series (:meth:`Profile.opt_ins_before_defaults`, which
+    ``check`` reads too): the new fix placed after ``after`` must not break that."""
+    cut = view.series.index(after) + 1 if after else 0
+    series = (*view.series[:cut], fix_id, *view.series[cut:])
+    placed = replace(prof, opt_in=prof.opt_in + (fix_id,)) if opt_in else \
+        replace(prof, default=prof.default + (fix_id,))
+    pairs = placed.opt_ins_before_defaults(series)
     if opt_in:
-        later = [fid for fid in prof.default if at.get(fid, -1) > cut]
+        later = [d for o, d in pairs if o == fix_id]
         if later:
-            last = max(prof.default, key=lambda f: at.get(f, -1))
+            last = max(prof.default, key=lambda f: series.index(f) if f in series else -1)
             raise BadInputError(f"--after {after or '(first)'}: an opt-in fix after {after or 'nothing'} would come "
                                 f"before default fix {later[0]} in fixes/series, whose patches would then be written "
                                 f"on top of it; opt-in fixes follow the default ones: give --after {last} or later "
                                 f"(or leave --after out)")
     else:
-        earlier = [fid for fid in prof.opt_in if at.get(fid, len(view.series)) <= cut]
+        earlier = [o for o, d in pairs if d == fix_id]
         if earlier:
             raise BadInputError(f"--after {after}: a default fix after {after} would come after opt-in fix "
                                 f"{earlier[0]} in fixes/series and be written on top of it; place it before the "

@@ -305,6 +305,15 @@ class Profile:
     def lock_path(self) -> Path:
         return self.path.with_suffix(".lock")
 
+    def opt_ins_before_defaults(self, series: tuple[str, ...]) -> list[tuple[str, str]]:
+        """Each ``(opt-in id, default id)`` of this profile that ``series`` (fix ids in the pack's order) puts the
+        opt-in first, by the opt-in's place then the default's; an id ``series`` lacks is left out. Opt-in fixes
+        follow the default ones: a default fix written on top of an opt-in drifts (or does not apply) on every
+        image without that opt-in."""
+        at = {fid: n for n, fid in enumerate(series)}
+        opt, dflt = (sorted((f for f in ids if f in at), key=at.__getitem__) for ids in (self.opt_in, self.default))
+        return [(o, d) for o in opt for d in dflt if at[o] < at[d]]
+
 
 @dataclass(frozen=True)
 class Pack:

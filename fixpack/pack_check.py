@@ -10,6 +10,9 @@ and line before CI or an image build trips on it.
 - every fix that is not retired has a proof, ``fixes/<id>/test_*.py``;
 - a profile lists its fixes in series order (a run applies them in series order whatever the profile says, so
   another order there reads as a choice that has no effect);
+- in each profile, no opt-in fix comes before a default fix in ``fixes/series`` when both change a file: the
+  default fix's patch is then written on the opt-in's post-image, and every image without that opt-in drifts
+  (``apply --strict`` refuses it);
 - every profile's lock matches the pack: the changes, versions, components and pins it was made for
   (what every apply checks; no release copy needed), each component's package files too (its wheel built
   offline, once a run); with ``fresh``, it is also regenerated from the
@@ -76,7 +79,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
                                                                             f"{', '.join(n)}") for f, n in said.items()]
     listed = [_listed(pack.profiles[n]) for n in {n for names in said.values() for n in names}]
     findings += _orphans(pack, profiles, listed) + _orphan_locks(pack) + _proofs(pack) + _strays(pack) + _mails(pack)
-    findings += _order(pack, profiles)
+    findings += _order(pack, profiles) + _opt_in_order(pack, profiles)
     for profile in profiles:  # a component carried by several profiles is built once (wheels.component_layout)
         findings += _lock(pack, profile, fresh)
     return sorted(findings, key=lambda f: (f.file, f.line or 0)), [p.name for p in profiles]
@@ -160,6 +163,38 @@ def _order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
                                    f"list them in series order: {key} = {json.dumps(ordered)}, or move them in "
                                    f"fixes/series if the order matters"))
     return out
+
+
+def _opt_in_order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
+    """An opt-in fix the series puts before a default fix of the same profile and target (the rule ``new`` keeps:
+    :meth:`Profile.opt_ins_before_defaults`) when both change a file: named at the opt-in's entry in the profile,
+    with both fixes' lines in fixes/series and the files they share."""
+    out = []
+    for p in profiles:
+        view, text = pack.for_profile(p.name), text_for_lines(p.path)
+        for o, d in p.opt_ins_before_defaults(pack.series):
+            first, then = view.fixes[o], view.fixes[d]
+            shared = [f for f in then.touched_paths() if f in first.touched_paths()] if first.target == then.target \
+                else []
+            if not shared:
+                continue
+            out.append(Finding(_rel(pack.root, p.path), _entry_line(text, "opt_in", o),
+                               f"opt-in fix {o} (fixes/series:{_series_line(pack, o)}) comes before default fix {d} "
+                               f"(fixes/series:{_series_line(pack, d)}) and both change {', '.join(shared)}: {d}'s "
+                               f"patches are written and locked on top of {o}'s, so every image of profile {p.name} "
+                               f"applied without {o} finds {d} drifted (apply --strict refuses it: image mismatch)",
+                               f"move {o} after {d} in fixes/series (opt-in fixes follow the default ones), or make "
+                               f"{o} a default fix of profile {p.name}, or rebase {d} onto the release without {o}"))
+    return out
+
+
+def _entry_line(text: str, key: str, fid: str) -> int | None:
+    """The line of ``fid``'s entry in a profile's ``[fixes] key`` list (the key's line when it cannot be told)."""
+    start = key_line(text, key, "fixes")
+    if start is None:
+        return None
+    lines = text.splitlines()[start - 1:]
+    return next((n for n, ln in enumerate(lines, start) if json.dumps(fid) in ln or f"'{fid}'" in ln), start)
 
 
 def _orphan_locks(pack: Pack) -> list[Finding]:
