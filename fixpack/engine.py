@@ -35,7 +35,7 @@ from .replay import (
     tampered_why,
     unwind,
 )
-from .report import LEFTOVERS_REMOVED, ROLLED_BACK, FixReport, Report, restored
+from .report import FixReport, Report
 from .rollback import recover
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
@@ -213,6 +213,7 @@ def apply(req: Request) -> Report:
     """
     ctx = prepare(req, "apply")
     with ExitStack() as locks:
+        locks.enter_context(ctx.report.said_truly())  # a refusal after the rollback below says what it wrote
         locks.enter_context(journal_steps(ctx))  # a damaged journal's steps name this target's commands
         # a writing run holds every target's lock exclusively from its first look to its last write (one
         # per root folder, in a fixed order), so it evaluates once and nobody changes what it planned
@@ -240,10 +241,7 @@ def _recover_interrupted(ctx: Context) -> None:
         if leftover_journal(ft.root):
             journal = journal_there(ft.root)  # (else backups alone: a complete run's)
             n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (its journal is removed even when none needed it)
-            ctx.report.target(ft.spec.name).note(f"{ROLLED_BACK} ({restored(n)})"
-                                                 if journal else
-                                                 f"{LEFTOVERS_REMOVED} in {ft.root / '.fixpack' / 'journal'} (no "
-                                                 f"journal names them)")
+            ctx.report.recovered(ft.spec.name, str(ft.root), n if journal else None)
 
 
 def status(req: Request) -> Report:
@@ -347,6 +345,7 @@ def revert(req: Request) -> Report:
     ctx = prepare(req, "revert", need_lock=False)
     ctx.lock = soft_lock(ctx, req)
     with ExitStack() as locks:
+        locks.enter_context(ctx.report.said_truly())
         locks.enter_context(journal_steps(ctx))
         # one lock per root folder (two targets may share a site-packages), taken in a fixed order;
         # planning and writing happen under it, so no other run changes what was planned

@@ -21,16 +21,30 @@ The exit code is the report's own (:attr:`Report.exit_code`), worked out from it
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import __version__
-from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK
+from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK, FixpackError
 from .states import CONFLICT_STATES, MISMATCH_STATES, Action, State, TargetStatus
 from .structs import dataclass, field
 
 SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
 LEFTOVERS_REMOVED = "removed the backups a complete run left"  # ... in its state folder (no journal names them)
+# a refusal's claim that its run wrote nothing (the words of the checks before a write, of damaged state, of a file
+# that cannot be read), which a run that rolled an interrupted run back first makes true (:meth:`Report.said_truly`)
+_NOTHING = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
+
+
+def rejects_held(folder: object | None) -> str:
+    """A refused fix's next step: where its hunks are, ``folder`` the ``apply --reject`` folder (a .rej file that could
+    not be written: :func:`fixpack.rejects.write_rejects` says so instead); without one, how to have them."""
+    if folder is None:
+        return "apply --reject DIR writes .rej files of the refused hunks to compare"
+    return f"the .rej files under {folder} hold the refused hunks to compare"
 
 
 def restored(n: int) -> str:
@@ -102,6 +116,7 @@ class Report:
     failure: int | None = None
     elsewhere: str = ""  # what a refused run wrote outside the targets (apply --reject's .rej files), said with it
     rejects: list[str] | None = None  # apply --reject: the .rej files written (None: no --reject given)
+    rolled_back: dict[str, int] = field(default_factory=dict)  # target root -> the files its rollback put back
 
     @property
     def exit_code(self) -> int:
@@ -132,17 +147,49 @@ class Report:
     def target(self, name: str) -> TargetReport:
         return next(t for t in self.targets if t.name == name)
 
+    def recovered(self, name: str, root: str, n: int | None) -> None:
+        """Note on target ``name`` (at ``root``) that this run rolled an interrupted run's journal back, ``n`` files
+        changed (put back or removed: :func:`fixpack.rollback.recover`), or, ``n`` None, that it removed the backups
+        a complete run left (no journal names them)."""
+        if n is None:
+            self.target(name).note(f"{LEFTOVERS_REMOVED} in {root}/.fixpack/journal (no journal names them)")
+            return
+        self.rolled_back[root] = n
+        self.target(name).note(f"{ROLLED_BACK} ({restored(n)})")
+
+    def written_first(self) -> str:
+        """What this run wrote before it planned, "" when nothing: the rollback of an interrupted run (the files it
+        put back, as its note counts them), or a complete run's backups removed."""
+        if self.rolled_back:
+            where = " and ".join(f"in {root} ({restored(n)})" for root, n in self.rolled_back.items())
+            return f"an interrupted run was rolled back first {where}"
+        if any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
+            return "a complete run's backups were removed first"
+        return ""
+
     def nothing_written(self) -> str:
         """What a refused run says it wrote: nothing, or nothing else once it has rolled an interrupted run's
-        journal back (that rollback is written before the run plans); nothing in the target where it wrote
-        ``elsewhere``."""
-        if any(n.startswith(ROLLED_BACK) for t in self.targets for n in t.notes):
-            said = "nothing else was written (an interrupted run's journal was rolled back first)"
-        elif any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
-            said = "nothing else was written (a complete run's backups were removed first)"
-        else:
-            said = "nothing was written"
+        journal back (that rollback is written before the run plans; :meth:`written_first`); nothing in the target
+        where it wrote ``elsewhere``."""
+        first = self.written_first()
+        said = f"{first}, and nothing else was written" if first else "nothing was written"
         return f"{said} in the target ({self.elsewhere})" if self.elsewhere else said
+
+    @contextmanager
+    def said_truly(self) -> Iterator[None]:
+        """Around a writing run, from its rollback of an interrupted run on: an error raised after that rollback
+        (the checks before the write: a file at a temp path, a read-only target, no space; a journal that cannot be
+        prepared; damaged state or an unreadable file on a later target) says what the rollback wrote. Its claim
+        that nothing was written (or changed) becomes :meth:`nothing_written`'s words; one that claims nothing gets
+        them added. The error keeps its class (its exit code) and its fields."""
+        try:
+            yield
+        except FixpackError as exc:
+            first = self.written_first()
+            if first and exc.args and isinstance(exc.args[0], str) and first not in exc.args[0]:
+                said, n = _NOTHING.subn(f"{first}, and nothing else was written", exc.args[0], count=1)
+                exc.args = (said if n else f"{said} ({first})", *exc.args[1:])
+            raise
 
     def close(self) -> Report:
         """Say what kept the run from its state, and turn what it did into what it would have done

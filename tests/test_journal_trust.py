@@ -321,7 +321,8 @@ def test_a_refusal_after_a_rollback_does_not_say_nothing_was_written(builder, tm
     said = _cli(builder, target, "revert")
     message = " ".join(said.stderr.split())
     assert said.returncode == 3 and "no manifest records it. To revert: record it with: " in message, said.stderr
-    assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
+    assert f"an interrupted run was rolled back first in {target} (1 file restored), and nothing else was written" \
+        in message, message
     assert "nothing was written" not in message
 
 
@@ -500,7 +501,8 @@ def test_a_refusal_after_an_empty_journal_was_removed_does_not_say_nothing_was_w
     said = _cli(builder, target, "revert")
     message = " ".join(said.stderr.split())
     assert said.returncode == 3 and not (target / ".fixpack").exists(), said.stderr
-    assert "nothing else was written (an interrupted run's journal was rolled back first)" in message, message
+    assert f"an interrupted run was rolled back first in {target} (no file needed restoring), and nothing else was " \
+           f"written" in message, message
     assert "nothing was written" not in message
 
 

@@ -545,8 +545,8 @@ def test_backups_alone_are_removed_and_said_so(world, run):
     (target / MOD).write_text("edited by hand\n")  # a refused run says what it wrote first
     r = engine.apply(b.request(target)) if run == "apply" else None
     if r is not None:
-        assert r.exit_code == 3 and r.error.startswith("nothing else was written (a complete run's backups were "
-                                                       "removed first)"), r.error
+        assert r.exit_code == 3 and r.error.startswith("a complete run's backups were removed first, and "
+                                                       "nothing else was written; "), r.error
 
 
 def test_a_patched_file_hard_linked_from_outside_is_never_written_through(builder, tmp_path):
