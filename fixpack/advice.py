@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .errors import DamagedJournalError, DamagedStateError, FixpackError
 from .fsio import exists, temp_path
 from .records import Manifest, ManifestFix, Recorded
-from .report import FixReport
+from .report import FixReport, rejects_held
 from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
 from .safepath import file_on_the_way, link_on_the_way
 from .state import journal_named, journal_there, manifest_path, read_manifest, restore_first
@@ -511,9 +511,9 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
         f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
     back = ctx.pack.with_sharers(found_whole(ctx, fr.target, recorded), set(files))  # a fix found whole: all of it
-    rej = f"the .rej files under {ctx.rejects} hold" if ctx.rejects else "apply --reject DIR writes .rej files of"
+    rej = rejects_held(ctx.rejects)  # (without --reject: how to have them)
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, back)}; then run {again} ({rej} the refused hunks to compare)")
+            f"{restore_how(ctx, ft, back)}; then run {again} ({rej})")
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem, io_advice, io_said
 from .fsio import atomic_write
-from .report import Report
+from .report import Report, rejects_held
 from .safepath import link_on_the_way
 
 
@@ -21,9 +21,10 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
     Raises BadInputError when ``folder`` lies inside a target's root (rejects never go next to the
     target's files) or a folder on the way to a ``.rej`` file under it is a symbolic link (it could lead
     into the target), :class:`RejectsNotWritten` (exit 5) when a file cannot be written (the message says the
-    target was left as it was and names the files written before it, which stay).
+    target was left as it was and names the files written before it, which stay; each fix whose next step said its
+    .rej files hold its hunks says which of them were written and which one failed: :func:`_retold`).
     """
-    folder = folder.expanduser().resolve()
+    given, folder = folder, folder.expanduser().resolve()
     for t in report.targets:
         root = Path(t.root).resolve() if t.root else None
         if root is not None and (folder == root or root in folder.parents):
@@ -48,11 +49,41 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
         except OSError as exc:  # (a refused hunk means a refused run: the target was left as it was)
             report.elsewhere = (f"{len(written)} reject file(s) under {folder}: {', '.join(map(str, written))}"
                                 if written else f"no reject file under {folder}")
+            _retold(report, rejects_held(given), folder, written, dest, exc)
             raise RejectsNotWritten(f"cannot write {io_said(exc, dest)}; the run was refused, and "
-                                    f"{report.nothing_written()}. {io_advice(exc).capitalize()}, or give another "
+                                    f"{report.nothing_written()}. {_todo(exc, dest).capitalize()}, or give another "
                                     f"--reject folder, and run again", written) from exc
         written.append(dest)
     return written
+
+
+def _todo(exc: OSError, dest: Path) -> str:
+    """What to do about a .rej file that could not be written: a folder in its place (not a link to one) moved away,
+    else what its errno asks (free space, permissions, ...)."""
+    return "move the folder there away" if dest.is_dir() and not dest.is_symlink() else io_advice(exc)
+
+
+def _retold(report: Report, held: str, folder: Path, written: list[Path], failed: Path, exc: OSError) -> None:
+    """Once ``failed`` could not be written (``exc``): a fix's next step that says its .rej files hold its refused hunks
+    (``held``, in the words :func:`fixpack.report.rejects_held` gave it) says instead, when any of them is not
+    written, which were (``written``), which failed and why, which the run never reached, and what to do."""
+    done = set(written)
+    for fix in report.fixes:
+        mine = [folder / f"{f}.rej" for f in sorted({str(h["file"]) for h in fix.refused})]
+        if all(p in done for p in mine):
+            continue
+        ok, rest = [p for p in mine if p in done], [p for p in mine if p not in done and p != failed]
+        said = [f"of its .rej files under {folder}, {_listed(ok)} {'was' if len(ok) == 1 else 'were'} written"
+                if ok else f"no .rej file of its hunks was written under {folder}"]
+        said += [f"cannot write {io_said(exc, failed)}"] if failed in mine else []
+        said += [f"{_listed(rest)} {'was' if len(rest) == 1 else 'were'} not written (the run stopped at "
+                 f"{failed})"] if rest else []
+        said.append(f"{_todo(exc, failed)}, or give another --reject folder, and run again to have them")
+        fix.messages = [m.replace(held, "; ".join(said)) for m in fix.messages]
+
+
+def _listed(paths: list[Path]) -> str:
+    return ", ".join(map(str, paths))
 
 
 class RejectsNotWritten(EnvironmentProblem):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, numbered, snapshot
 from test_rebase import commit_pack, new_release, outcomes, pack_files, req
 
@@ -266,3 +267,54 @@ def test_lock_warns_of_a_hunk_whose_pre_image_occurs_twice_in_the_file_it_is_loc
     r = subprocess.run([sys.executable, "-m", "fixpack.cli", "lock", "--profile", "p1", "--pack", str(b2.pack),
                         "--root", f"demo={clean2}"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
+def _two_file_fix(b):
+    """Fix "one" changing line 3 of demo_pkg/a.py and of demo_pkg/b.py; an image where line 4 of both differs (each
+    hunk refused: two .rej files)."""
+    base = numbered(20)
+    files = ("demo_pkg/a.py", "demo_pkg/b.py")
+    clean = b.tree("clean", dict.fromkeys(files, base))
+    b.add_fix("one", dict.fromkeys(files, base), dict.fromkeys(files, base.replace("line 3\n", "three\n")))
+    b.profile(["one"])
+    b.lock(clean)
+    return b.tree("image", dict.fromkeys(files, base.replace("line 4\n", "LINE 4\n")))
+
+
+@pytest.mark.parametrize("blocked", ["demo_pkg/b.py", "demo_pkg/a.py"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_rej_file_that_cannot_be_written_is_named_in_the_fix_s_next_step(builder, tmp_path, blocked, as_json):
+    """Found by a fresh user: `apply --reject DIR` whose second .rej file could not be written (a folder in its place)
+    said, in the fix's next step, that "the .rej files under DIR hold the refused hunks". The step now names the .rej
+    files written, the one that failed with its errno, those never reached, and what to do (exit 5 still); the .rej
+    written stays, with the refused hunk, and the target is as it was."""
+    b = builder
+    image = _two_file_fix(b)
+    before = snapshot(image)
+    rej = tmp_path / "rej"
+    (rej / f"{blocked}.rej").mkdir(parents=True)
+    a_rej, b_rej = rej / "demo_pkg/a.py.rej", rej / "demo_pkg/b.py.rej"
+    code, out = cli(b, image, "apply", "--reject", str(rej), *(["--json"] * as_json))
+    if as_json:
+        doc = json.loads(out[:out.rindex("}") + 1])
+        step, error = " ".join(doc["fixes"][0]["messages"][-1].split()), doc["error"]
+        assert doc["exit_code"] == 5 and doc["rejects"] == ([str(a_rej)] if blocked.endswith("b.py") else []), doc
+    else:
+        said = " ".join(out.split())
+        step, error = said.split("; next: ", 1)[1].split(" FAILED (exit 5): ", 1)
+    assert code == 5 and step.startswith("next: " if as_json else "demo_pkg/a.py, demo_pkg/b.py differ"), step
+    todo = "move the folder there away, or give another --reject folder, and run again to have them)"
+    if blocked.endswith("b.py"):
+        assert step.endswith(f"(of its .rej files under {rej}, {a_rej} was written; cannot write {b_rej}: Is a "
+                             f"directory (EISDIR); {todo}"), step
+        assert a_rej.read_text().startswith("diff a/demo_pkg/a.py b/demo_pkg/a.py\t(rejected hunks)\n@@ -1,6 +1,6 @@")
+    else:
+        assert step.endswith(f"(no .rej file of its hunks was written under {rej}; cannot write {a_rej}: Is a "
+                             f"directory (EISDIR); {b_rej} was not written (the run stopped at {a_rej}); {todo}"), step
+        assert not b_rej.exists()
+    assert "hold the refused hunks" not in step and (rej / f"{blocked}.rej").is_dir(), step
+    assert not list((rej / f"{blocked}.rej").iterdir()) and not list(rej.rglob("*fixpack-tmp"))
+    assert error.startswith(f"cannot write {rej / blocked}.rej: Is a directory (EISDIR); the run was refused, and "
+                            f"nothing was written in the target ("), error
+    assert error.endswith("Move the folder there away, or give another --reject folder, and run again"), error
+    assert snapshot(image) == before
