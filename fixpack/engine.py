@@ -21,7 +21,7 @@ from .kept import as_recorded, records_after
 from .lock_hints import relock_command
 from .model import Fix, Profile
 from .patchfiles import parse_fixes
-from .records import Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
+from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .replay import (
     as_laid,
     fix_report,
@@ -45,11 +45,12 @@ from .status_fast import locked_files, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
-from .transaction import check_writable, temp_paths_free, write_transaction
+from .transaction import temp_paths_free
 from .tree import Tree, decode, file_hashes
+from .writeall import write_all
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 
 def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tuple[str, ...]) -> tuple[Fix, ...]:
@@ -229,9 +230,10 @@ def apply(req: Request) -> Report:
             temp_paths_free(ctx.report.ok, ((ft, plans[n].tree.changes()) for n, ft in ctx.found.items()))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
-        for name, ft in ctx.found.items():
-            _write_target(ctx, ft, plans[name])
+        writes = [(ft, *_target_changes(ctx, ft, plans[name])) for name, ft in ctx.found.items()]
+        write_all(ctx, [w for w in writes if w[1]])
     return ctx.report.close()
+
 
 
 def _recover_interrupted(ctx: Context) -> None:
@@ -318,19 +320,20 @@ def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
     return not new.same_state(plan.manifest) and bool(plan.entries or plan.components or plan.manifest)
 
 
-def _write_target(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> None:
-    """Write one target's plan (the caller holds its lock): its files, then its manifest, journalled."""
+def _target_changes(ctx: Context, ft: FoundTarget,
+                    plan: TargetPlan) -> tuple[list[FileChange], Mapping[str, Kept]]:
+    """What writing one target's plan changes (the caller holds its lock): its files, then its manifest; none when
+    nothing is to be written, or the rollback alone brought the target where this run wanted it."""
     changes, folders = as_recorded(ft.root, plan.tree.changes(), plan.manifest)  # what a fix removed: as it was
     plan.entries = as_laid(plan.entries, ctx.pack, plan.manifest, plan.tree, ctx.lock)  # a found fix: as laid
     if not changes and not _manifest_changed(ctx, ft, plan):
-        return  # nothing to write, or the rollback alone brought the target where this run wanted it
+        return [], folders
     mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
     changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan, changes).to_json()), 0o644))
     if len(changes) == 1:  # the manifest alone: the run wrote, though every fix says "already applied"
         ctx.report.target(ft.spec.name).note(f"no file of the target changed; its manifest {changes[0].path} was "
                                              f"written again, to record what is there")
-    check_writable(ft.root, changes)
-    ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))  # "" or: backups are left
+    return changes, folders
 
 
 # --- revert -------------------------------------------------------------------------------------
@@ -375,18 +378,16 @@ def revert(req: Request) -> Report:
             temp_paths_free(ctx.report.ok, ((ft, tree.changes()) for ft, tree, _manifest in work), None)
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
+        writes = []
+        for ft, tree, manifest in work:
+            changes, folders = as_recorded(ft.root, tree.changes(), manifest)  # what a fix removed: as it was
+            writes.append((ft, [*changes, FileChange(manifest_path(ft.root, ft.spec.name).relative_to(ft.root)
+                                                      .as_posix(), None)], folders))
         for ft in ctx.found.values():
             if manifests[ft.spec.name] is None:  # nothing to revert: an empty .fixpack/ (left by hand) goes too
                 forget_state(ft.root)
-        for ft, tree, manifest in work:
-            changes, folders = as_recorded(ft.root, tree.changes(), manifest)  # what a fix removed: as it was
-            mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-            changes.append(FileChange(mpath, None))
-            check_writable(ft.root, changes)
-            try:
-                ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))
-            finally:  # (a Ctrl-C once the writes were complete too: the manifest is gone, its folder goes)
-                forget_state(ft.root)
+        # (a Ctrl-C once a target's writes were complete too: its manifest is gone, its folder goes)
+        write_all(ctx, writes, after=forget_state)
     return ctx.report.close()
 
 

@@ -117,6 +117,7 @@ class Report:
     elsewhere: str = ""  # what a refused run wrote outside the targets (apply --reject's .rej files), said with it
     rejects: list[str] | None = None  # apply --reject: the .rej files written (None: no --reject given)
     rolled_back: dict[str, int] = field(default_factory=dict)  # target root -> the files its rollback put back
+    written: dict[str, str] = field(default_factory=dict)  # target name -> root, each target this run wrote, in order
 
     @property
     def exit_code(self) -> int:
@@ -157,15 +158,25 @@ class Report:
         self.rolled_back[root] = n
         self.target(name).note(f"{ROLLED_BACK} ({restored(n)})")
 
+    def wrote(self, name: str, root: str) -> None:
+        """Target ``name`` (at ``root``) was written by this run, its transaction complete."""
+        self.written[name] = root
+
     def written_first(self) -> str:
-        """What this run wrote before it planned, "" when nothing: the rollback of an interrupted run (the files it
-        put back, as its note counts them), or a complete run's backups removed."""
+        """What this run wrote before a refusal or a failed write, "" when nothing: the rollback of an interrupted run
+        (the files it put back, as its note counts them), or a complete run's backups removed; and the targets whose
+        writes were complete (:meth:`wrote`)."""
+        said = []
         if self.rolled_back:
             where = " and ".join(f"in {root} ({restored(n)})" for root, n in self.rolled_back.items())
-            return f"an interrupted run was rolled back first {where}"
-        if any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
-            return "a complete run's backups were removed first"
-        return ""
+            said.append(f"an interrupted run was rolled back first {where}")
+        elif any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
+            said.append("a complete run's backups were removed first")
+        if self.written:
+            one = len(self.written) == 1
+            said.append(f"target{'' if one else 's'} {', '.join(f'{n} ({r})' for n, r in self.written.items())} "
+                        f"{'was' if one else 'were'} written and recorded")
+        return "; ".join(said)
 
     def nothing_written(self) -> str:
         """What a refused run says it wrote: nothing, or nothing else once it has rolled an interrupted run's

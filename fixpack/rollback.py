@@ -11,7 +11,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import FixpackError
+from .errors import EnvironmentProblem, FixpackError, io_advice, io_said
 from .fsio import (
     atomic_write,
     chown_to,
@@ -42,22 +42,29 @@ def recover(root: Path, writes: Writes | None = None) -> list[str]:
 
 
 def roll_back(root: Path, journal: Journal | None) -> list[str]:
-    """:func:`recover` with the journal already loaded (None: there is none, only leftovers to discard)."""
+    """:func:`recover` with the journal already loaded (None: there is none, only leftovers to discard). Raises
+    EnvironmentProblem (exit 5) when a file cannot be put back (a read-only file system, a full disk): the journal is
+    kept, and the next run rolls back again (the files put back so far are recognised by their sha256)."""
     if journal is None:
         discard_leftovers(root)
         return []
-    mine = _in_progress(root, journal.entries)  # (a killed write leaves its temp file beside that one alone)
-    changed = [e.path for e in journal.entries if _restore(root, e, e is mine)]
-    for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
-        if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
-            set_mode_owner(root / d, k.mode, k.owner)
-    for d in sorted(journal.dirs, key=lambda d: -d.count("/")):  # before the journal goes: a rollback killed
-        try:  # after it would leave them
-            (root / d).rmdir()
-        except OSError:  # not empty (something else lives there now) or gone: leave it
-            pass
-    unlink(journal.path)
-    fsync_dir(journal.path.parent)
+    try:
+        mine = _in_progress(root, journal.entries)  # (a killed write leaves its temp file beside that one alone)
+        changed = [e.path for e in journal.entries if _restore(root, e, e is mine)]
+        for d, k in sorted(journal.removed_dirs.items(), key=lambda dk: -dk[0].count("/")):
+            if exists(root / d):  # made again by a file put back in it: the mode and owner it had before the run
+                set_mode_owner(root / d, k.mode, k.owner)
+        for d in sorted(journal.dirs, key=lambda d: -d.count("/")):  # before the journal goes: a rollback killed
+            try:  # after it would leave them
+                (root / d).rmdir()
+            except OSError:  # not empty (something else lives there now) or gone: leave it
+                pass
+        unlink(journal.path)
+        fsync_dir(journal.path.parent)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot roll back the interrupted run that {journal.path} records: "
+                                 f"{io_said(exc, exc.filename or root)}; the journal is kept, and the next run rolls "
+                                 f"it back. {io_advice(exc).capitalize()} and run again") from exc
     discard_leftovers(root)
     return changed
 

@@ -67,6 +67,16 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
                                  f"was changed. Run where it may be written, or apply to a writable copy")
 
 
+def check_before_write(root: Path, changes: list[FileChange]) -> None:
+    """What :func:`write_transaction` refuses before it writes (a read-only file or folder, something at a file's temp
+    path, too little space), raised for a run of several targets before it writes the first of them (a refusal over
+    the second leaves the first as it was). ``changes`` not empty."""
+    check_writable(root, changes)
+    every = changes + _stale_bytecode(root, changes)
+    check_temp_paths(root, every, anything=True)
+    check_free_space(root, every)
+
+
 def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = False) -> None:
     """MismatchError (exit 3), before anything is written, for a folder where a file's temp file goes (each file is
     written beside itself, ``.NAME.fixpack-tmp``, then renamed over it): the write failed there, and so did the

@@ -1,0 +1,96 @@
+"""A run over two targets checks both before it writes either (all or nothing across targets): a refusal over the
+second (something at a temp path of its files) leaves the first as it was too, for apply and revert; a write of the
+second that fails names the first as written; and a rollback that cannot put a file back (a read-only file system)
+is exit 5 with the journal kept, not an internal error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, git, numbered, one_fix_pack, snapshot
+
+from fixpack import engine, writeall
+from fixpack.errors import EnvironmentProblem, MismatchError
+
+RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
+
+
+def _two_targets(builder, tmp_path):
+    """Profile p1: fix core on target demo (written first) and fix plugin on target vllm-gaudi; the request, both
+    roots (the images: copies of the releases)."""
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    gaudi = tmp_path / "gclean"
+    (gaudi / RUNNER).parent.mkdir(parents=True)
+    (gaudi / "vllm_gaudi/__init__.py").write_text("")
+    (gaudi / RUNNER).write_text("".join(f"runner {n}\n" for n in range(1, 21)))
+    git(gaudi, "init", "-q")
+    git(gaudi, "add", "-A")
+    git(gaudi, "commit", "-qm", "x")
+    head = git(gaudi, "rev-parse", "HEAD").strip()
+    builder.add_fix("core", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 4\n", "four\n")})
+    rtext = (gaudi / RUNNER).read_text()
+    builder.target = "vllm-gaudi"
+    builder.add_fix("plugin", {RUNNER: rtext}, {RUNNER: rtext.replace("runner 7\n", "seven\n")})
+    builder.target = "demo"
+    builder.profile(["core", "plugin"], extra_targets=(f'[targets.vllm-gaudi]\npackage = "vllm_gaudi"\n'
+                                                        f'distribution = "vllm-gaudi"\ncommit = "{head[:7]}"\n'))
+    req = builder.request(clean)
+    req.roots["vllm-gaudi"] = gaudi
+    engine.write_lock(req)
+    return req, clean, gaudi
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_refusal_over_the_second_target_leaves_the_first_as_it_was(builder, tmp_path, command):
+    req, demo, gaudi = _two_targets(builder, tmp_path)
+    if command == "revert":
+        assert engine.apply(req).ok and "four" in (demo / "demo_pkg/mod.py").read_text()
+    tmp = gaudi / RUNNER.replace("hpu_model_runner.py", ".hpu_model_runner.py.fixpack-tmp")
+    tmp.write_text("MINE\n")  # the user's own file where the second target's write puts its temp file
+    before = snapshot(demo), snapshot(gaudi)
+    with pytest.raises(MismatchError) as exc:
+        getattr(engine, command)(req)
+    assert ".hpu_model_runner.py.fixpack-tmp" in str(exc.value) and "nothing was" in str(exc.value)
+    assert (snapshot(demo), snapshot(gaudi)) == before  # the first target too: every byte, its manifest included
+    tmp.unlink()
+    assert getattr(engine, command)(req).ok  # the cause gone, the run does both
+    assert ("four" in (demo / "demo_pkg/mod.py").read_text()) == (command == "apply")
+
+
+def test_a_failed_write_of_the_second_target_names_the_first_as_written(builder, tmp_path, monkeypatch):
+    req, demo, gaudi = _two_targets(builder, tmp_path)
+    real = writeall.write_transaction
+
+    def second_fails(root, changes, folders=None, by=None):
+        if root == gaudi:
+            raise EnvironmentProblem(f"{root}: No space left on device (ENOSPC) while preparing the journal; nothing "
+                                     f"in the target was changed. Free space on its file system and run again")
+        return real(root, changes, folders, by)
+    monkeypatch.setattr(writeall, "write_transaction", second_fails)
+    with pytest.raises(EnvironmentProblem) as exc:
+        engine.apply(req)
+    assert f"target demo ({demo}) was written and recorded, and nothing else was written" in str(exc.value)
+    assert "four" in (demo / "demo_pkg/mod.py").read_text() and (demo / ".fixpack/demo.manifest.json").is_file()
+
+
+def test_a_rollback_that_cannot_put_a_file_back_is_exit_5_and_keeps_the_journal(builder, tmp_path):
+    """A killed apply, then a run on a file system that refuses every write (EROFS from the first I/O call on): it
+    was an internal error (exit 1); now exit 5, the journal and the half-written target as they were."""
+    b, target = builder, one_fix_pack(builder)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    words = [sys.executable, "-m", "fixpack.cli", "apply", "--pack", str(b.pack), "-p", "p1", "--root",
+             f"demo={target}"]
+    assert subprocess.run(words, env=env | {"FIXPACK_FAULT_AT": "3"}, capture_output=True,
+                          timeout=60).returncode == 137
+    before = snapshot(target)
+    r = subprocess.run(words, env=env | {"FIXPACK_IO_FAULT": "1:EROFS+"}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 5, r.stderr
+    assert "cannot roll back the interrupted run that" in r.stderr and "Read-only file system (EROFS)" in r.stderr
+    assert "the journal is kept, and the next run rolls it back. Remount it read-write and run again" in r.stderr
+    assert snapshot(target) == before
+    r = subprocess.run(words, env=env, capture_output=True, text=True, timeout=60)  # writable again: rolls back, applies
+    assert r.returncode == 0 and "rolled back an interrupted run" in r.stdout + r.stderr, r.stderr
