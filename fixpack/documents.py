@@ -340,19 +340,22 @@ def schema_said(value: str, kind: str, wanted: int) -> str:
 
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
-    """The 1-based line where ``key`` is set (or ``[table.key]`` opens; or, dotted, ``key.x = 1`` or ``[key.x]``) in a
-    TOML text, if found."""
+    """The 1-based line where ``key`` is set (or ``[table.key]`` opens; or, dotted, ``key.x = 1`` or ``[key.x]``; or
+    at the top, ``table.key = ...``) in a TOML text, if found; a comment after a table's header is passed over."""
     in_table = table == ""
     for n, line in enumerate(text.splitlines(), 1):
         s = line.strip()
-        if s.startswith("["):
-            name = s.strip("[]").strip()
+        if s.startswith("[") and not s.startswith("[["):
+            name = s.split("]", 1)[0].strip("[ \t")
             full = f"{table}.{key}" if table else key
             if name in (full, key) and name.endswith(key) or name.startswith(full + "."):  # [key.sub] too
                 return n
             in_table = table == "" or name == table or name.startswith(table + ".")
             continue
         if in_table and re.match(rf"^\s*([\"']?){re.escape(key)}\1\s*[=.]", line):  # a dotted key (key.x = 1) too
+            return n
+        if table and re.match(rf"^\s*{re.escape(table)}\s*\.\s*{re.escape(key)}\s*=", line) and \
+                not any(ln.strip().startswith("[") for ln in text.splitlines()[:n - 1]):  # top level: table.key =
             return n
     return None
 

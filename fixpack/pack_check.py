@@ -189,12 +189,31 @@ def _opt_in_order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
 
 
 def _entry_line(text: str, key: str, fid: str) -> int | None:
-    """The line of ``fid``'s entry in a profile's ``[fixes] key`` list (the key's line when it cannot be told)."""
+    """The line of ``fid``'s entry in a profile's ``[fixes] key`` list, comments passed over, up to the list's end
+    (the key's line when it cannot be told)."""
     start = key_line(text, key, "fixes")
     if start is None:
         return None
-    lines = text.splitlines()[start - 1:]
-    return next((n for n, ln in enumerate(lines, start) if json.dumps(fid) in ln or f"'{fid}'" in ln), start)
+    for n, line in enumerate(text.splitlines()[start - 1:], start):
+        code = _uncommented(line)
+        if json.dumps(fid) in code or f"'{fid}'" in code:
+            return n
+        if "]" in (code.split("=", 1)[-1] if n == start else code):  # the list ends here
+            break
+    return start
+
+
+def _uncommented(line: str) -> str:
+    """A TOML line without its comment (a ``#`` outside a quoted string)."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote and (quote == "'" or line[i - 1] != "\\") else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#":
+            return line[:i]
+    return line
 
 
 def _orphan_locks(pack: Pack) -> list[Finding]:

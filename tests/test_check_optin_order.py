@@ -105,3 +105,16 @@ def test_the_committed_pack_with_an_opt_in_moved_before_a_default_fix(tmp_path):
             f"seeded-sampling (fixes/series:{at['seeded-sampling']}) and both change "
             f"vllm/v1/sample/ops/topk_topp_sampler.py: "), f
         assert f.hint.startswith("move topk-subset-sampler after seeded-sampling in fixes/series"), f
+
+
+@pytest.mark.parametrize("style, line", [
+    ('[fixes]  # the fixes\ndefault = ["d"]\nopt_in = [  # keep "o" last\n  "o",\n]\n', 4),
+    ('[fixes]\ndefault = ["d"]\nopt_in = ["x", "o"]\n# note: "o" goes first\n', 3),
+    ('fixes.default = ["d"]\nfixes.opt_in = [\n  # "o" here\n  \'o\',\n]\n', 4),
+])
+def test_the_finding_is_at_the_entry_line_whatever_the_toml_layout(style, line):
+    """Found by a fresh user: a comment naming the opt-in was taken for its entry, a line after the list too, and a
+    comment after [fixes] or a top-level fixes.opt_in gave no line at all."""
+    from fixpack.pack_check import _entry_line  # (the unit under test)
+
+    assert _entry_line(style, "opt_in", "o") == line
