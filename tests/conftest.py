@@ -184,6 +184,42 @@ def one_fix_pack(builder: PackBuilder, mod: str = "demo_pkg/mod.py") -> Path:
     return builder.tree("image", {mod: base})
 
 
+GAUDI_RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
+
+
+def gaudi_tree(root: Path) -> Path:
+    """A small tree shaped like the vllm-gaudi plugin (a second target)."""
+    (root / "vllm_gaudi/v1/worker").mkdir(parents=True)
+    (root / "vllm_gaudi/__init__.py").write_text("def register():\n    return None\n")
+    (root / GAUDI_RUNNER).write_text(numbered(50, "runner"))
+    (root / "pyproject.toml").write_text('[project]\nname = "vllm-gaudi"\n')
+    return root
+
+
+def two_target_pack(builder: PackBuilder, tmp_path: Path) -> tuple[engine.Request, Path, Path]:
+    """Profile p1 with fix core on target demo (``line 4`` -> ``four``; written first) and fix plugin on target
+    vllm-gaudi (``runner 7`` -> ``seven`` in a git checkout shaped like the plugin), locked; returns the request
+    and both roots (the demo release's tree and the plugin's checkout, where the run writes)."""
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    gclean = gaudi_tree(tmp_path / "gclean")
+    git(gclean, "init", "-q")
+    git(gclean, "add", "-A")
+    git(gclean, "commit", "-qm", "x")
+    head = git(gclean, "rev-parse", "HEAD").strip()
+    builder.add_fix("core", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 4\n", "four\n")})
+    rtext = (gclean / GAUDI_RUNNER).read_text()
+    builder.target = "vllm-gaudi"
+    builder.add_fix("plugin", {GAUDI_RUNNER: rtext}, {GAUDI_RUNNER: rtext.replace("runner 7\n", "seven\n")})
+    builder.target = "demo"
+    builder.profile(["core", "plugin"], extra_targets=(f'[targets.vllm-gaudi]\npackage = "vllm_gaudi"\n'
+                                                        f'distribution = "vllm-gaudi"\ncommit = "{head[:7]}"\n'))
+    req = builder.request(clean)
+    req.roots["vllm-gaudi"] = gclean
+    engine.write_lock(req)
+    return req, clean, gclean
+
+
 @pytest.fixture
 def builder(tmp_path: Path) -> PackBuilder:
     return PackBuilder(tmp_path)

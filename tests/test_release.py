@@ -5,7 +5,7 @@ import os
 
 import pytest
 from conftest import git
-from test_targets import gaudi_tree
+from conftest import gaudi_tree
 
 from fixpack import release
 from fixpack.errors import BadInputError, MismatchError

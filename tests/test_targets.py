@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, git, numbered, snapshot
+from conftest import GAUDI_RUNNER, REPO, gaudi_tree, git, numbered, snapshot, two_target_pack
 
 from fixpack import engine
 from fixpack.errors import BadInputError, MismatchError
@@ -15,14 +15,6 @@ from fixpack.targets import FoundTarget, check_pin, commit_matches, locate, read
 
 GAUDI = TargetSpec("vllm-gaudi", "vllm_gaudi", "vllm-gaudi", Pin("", "058f107"), Source())
 
-
-def gaudi_tree(root):
-    """A small tree shaped like the vllm-gaudi plugin (a second target)."""
-    (root / "vllm_gaudi/v1/worker").mkdir(parents=True)
-    (root / "vllm_gaudi/__init__.py").write_text("def register():\n    return None\n")
-    (root / "vllm_gaudi/v1/worker/hpu_model_runner.py").write_text(numbered(50, "runner"))
-    (root / "pyproject.toml").write_text('[project]\nname = "vllm-gaudi"\n')
-    return root
 
 
 def test_git_checkout_commit(tmp_path):
@@ -86,24 +78,8 @@ def test_a_pin_longer_than_the_commit_the_tree_names_is_said_so_with_the_pin_to_
 
 def test_two_targets_one_profile(builder, tmp_path):
     """A profile with vLLM-shaped and vllm-gaudi-shaped targets; each fix applies to its own root."""
-    base = numbered(20)
-    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
-    gclean = gaudi_tree(tmp_path / "gclean")
-    git(gclean, "init", "-q")
-    git(gclean, "add", "-A")
-    git(gclean, "commit", "-qm", "x")
-    head = git(gclean, "rev-parse", "HEAD").strip()
-    builder.add_fix("core", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 4\n", "four\n")})
-    runner = "vllm_gaudi/v1/worker/hpu_model_runner.py"
-    rtext = (gclean / runner).read_text()
-    builder.target = "vllm-gaudi"
-    builder.add_fix("plugin", {runner: rtext}, {runner: rtext.replace("runner 7\n", "seven\n")})
-    builder.target = "demo"
-    builder.profile(["core", "plugin"], extra_targets=(f'[targets.vllm-gaudi]\npackage = "vllm_gaudi"\n'
-                                                        f'distribution = "vllm-gaudi"\ncommit = "{head[:7]}"\n'))
-    req = builder.request(clean)
-    req.roots["vllm-gaudi"] = gclean
-    engine.write_lock(req)
+    req, _clean, gclean = two_target_pack(builder, tmp_path)
+    runner = GAUDI_RUNNER
     before_g = snapshot(gclean)
     r = engine.apply(req)
     assert r.ok and {f.id: f.target for f in r.fixes} == {"core": "demo", "plugin": "vllm-gaudi"}

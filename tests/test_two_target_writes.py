@@ -10,43 +10,17 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, git, numbered, one_fix_pack, snapshot
+from conftest import GAUDI_RUNNER, REPO, one_fix_pack, snapshot, two_target_pack
 
 from fixpack import engine, writeall
 from fixpack.errors import EnvironmentProblem, MismatchError
 
-RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
-
-
-def _two_targets(builder, tmp_path):
-    """Profile p1: fix core on target demo (written first) and fix plugin on target vllm-gaudi; the request, both
-    roots (the images: copies of the releases)."""
-    base = numbered(20)
-    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
-    gaudi = tmp_path / "gclean"
-    (gaudi / RUNNER).parent.mkdir(parents=True)
-    (gaudi / "vllm_gaudi/__init__.py").write_text("")
-    (gaudi / RUNNER).write_text("".join(f"runner {n}\n" for n in range(1, 21)))
-    git(gaudi, "init", "-q")
-    git(gaudi, "add", "-A")
-    git(gaudi, "commit", "-qm", "x")
-    head = git(gaudi, "rev-parse", "HEAD").strip()
-    builder.add_fix("core", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 4\n", "four\n")})
-    rtext = (gaudi / RUNNER).read_text()
-    builder.target = "vllm-gaudi"
-    builder.add_fix("plugin", {RUNNER: rtext}, {RUNNER: rtext.replace("runner 7\n", "seven\n")})
-    builder.target = "demo"
-    builder.profile(["core", "plugin"], extra_targets=(f'[targets.vllm-gaudi]\npackage = "vllm_gaudi"\n'
-                                                        f'distribution = "vllm-gaudi"\ncommit = "{head[:7]}"\n'))
-    req = builder.request(clean)
-    req.roots["vllm-gaudi"] = gaudi
-    engine.write_lock(req)
-    return req, clean, gaudi
+RUNNER = GAUDI_RUNNER
 
 
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_a_refusal_over_the_second_target_leaves_the_first_as_it_was(builder, tmp_path, command):
-    req, demo, gaudi = _two_targets(builder, tmp_path)
+    req, demo, gaudi = two_target_pack(builder, tmp_path)
     if command == "revert":
         assert engine.apply(req).ok and "four" in (demo / "demo_pkg/mod.py").read_text()
     tmp = gaudi / RUNNER.replace("hpu_model_runner.py", ".hpu_model_runner.py.fixpack-tmp")
@@ -62,7 +36,7 @@ def test_a_refusal_over_the_second_target_leaves_the_first_as_it_was(builder, tm
 
 
 def test_a_failed_write_of_the_second_target_names_the_first_as_written(builder, tmp_path, monkeypatch):
-    req, demo, gaudi = _two_targets(builder, tmp_path)
+    req, demo, gaudi = two_target_pack(builder, tmp_path)
     real = writeall.write_transaction
 
     def second_fails(root, changes, folders=None, by=None):
