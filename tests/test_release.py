@@ -4,8 +4,7 @@ vLLM sdist from PyPI (network, cached; marked `release`)."""
 import os
 
 import pytest
-from conftest import git
-from conftest import gaudi_tree
+from conftest import gaudi_tree, git
 
 from fixpack import release
 from fixpack.errors import BadInputError, MismatchError
