@@ -511,9 +511,9 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
         f"{', '.join(files)} {'is' if one else 'are'} missing or {'differs' if one else 'differ'} from the release"
     again = ctx.rerun(ctx.report.command, ctx.report.strict, ctx.behind)
     back = ctx.pack.with_sharers(found_whole(ctx, fr.target, recorded), set(files))  # a fix found whole: all of it
-    rej = rejects_held(ctx.rejects)  # (without --reject: how to have them)
+    rej = f" ({rejects_held(ctx.rejects)})" if fr.refused else ""  # (without --reject: how to have them)
     return (f"next: {what} where the fix goes; if it was changed after the release, put it back: "
-            f"{restore_how(ctx, ft, back)}; then run {again} ({rej})")
+            f"{restore_how(ctx, ft, back)}; then run {again}{rej}")
 
 
 __all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",

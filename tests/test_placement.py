@@ -199,6 +199,21 @@ def test_missing_hunk_diagnostics_and_reject_files(builder, tmp_path):
     assert code == 2 and "is a symbolic link" in out and snapshot(image) == before
 
 
+def test_a_conflict_with_no_refused_hunk_does_not_point_at_rej_files(builder, tmp_path):
+    """Found by a fresh user: a fix whose file is missing refuses no hunk (no .rej is written, and the run says so),
+    yet its next step said the .rej files under DIR hold its refused hunks (or, without --reject, how to have them)."""
+    b = builder
+    _one_block_fix(b)
+    image = b.tree("image", {"demo_pkg/__init__.py": ""})  # the fix's file is missing
+    before = snapshot(image)
+    for more in (["--reject", str(tmp_path / "rej")], []):
+        code, out = cli(b, image, "apply", "--json", *more)
+        doc = json.loads(out[:out.rindex("}") + 1])
+        step = " ".join(" ".join(doc["fixes"][0]["messages"]).split())
+        assert code == 4 and "is missing" in step and ".rej" not in step and "--reject" not in step, step
+    assert snapshot(image) == before and not (tmp_path / "rej").exists()
+
+
 def test_reject_files_are_listed_in_the_json_and_a_failed_one_says_the_target_was_left(builder, tmp_path):
     """Found by a fresh user: `apply --reject DIR --json` did not list the .rej files it wrote, and a .rej that
     could not be written (exit 5) did not say the target was left as it was (the run was refused)."""
