@@ -41,7 +41,7 @@ from .run import Context, Request, check_deleted_then_touched, check_fix_files, 
 from .runlock import run_lock
 from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
-from .status_fast import locked_files, with_release_files
+from .status_fast import is_clean_release, locked_files, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
@@ -99,7 +99,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         if held is not None:
             return held
     recorded_components = manifest  # a reinstalled target leaves the components' files where they are
-    if manifest is not None and _is_clean_release(tree, manifest, ctx.lock):
+    if manifest is not None and is_clean_release(tree, manifest, ctx.lock):
         note_stale(ctx, ft)
         manifest = None
     lost, settled = popped(ctx.lock, ft.spec.name, tree, manifest)  # no entry records them, though the files hold them
@@ -181,16 +181,6 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
         check_fix_files(ctx, manifest, ft.root / mpath)
         components.check_records(ctx.profile, ctx.lock, manifest, ft.root / mpath)
     return tree, manifest, pending
-
-
-def _is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
-    """Every file the manifest lists is byte for byte the clean release's (the lock's first pre-image)."""
-    clean = lock.release_files()
-    files = manifest.files
-    if not files or any(p not in clean for p in files):
-        return False
-    return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
-        any(clean[p] != h for p, h in files.items())
 
 
 def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan, changes: list[FileChange] | None = None) -> Manifest:
@@ -310,9 +300,15 @@ def _list_unselected(ctx: Context) -> None:
 
 
 def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:
-    for t in ctx.report.targets:
-        if t.name in plans and plans[t.name].pending_journal:
-            t.note(pending_note(Path(t.root)), first=True)
+    for name, plan in plans.items():
+        _note_journal(ctx, name, plan.pending_journal)
+
+
+def _note_journal(ctx: Context, name: str, pending: bool) -> None:
+    """A dry run's (status's) first note on target ``name``: what a run would roll back or remove first."""
+    if pending:
+        t = ctx.report.target(name)
+        t.note(pending_note(Path(t.root)), first=True)
 
 
 def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
@@ -359,12 +355,13 @@ def revert(req: Request) -> Report:
         work: list[tuple[FoundTarget, Tree, Manifest]] = []
         manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
-            tree, manifest, _pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
+            tree, manifest, pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
+            _note_journal(ctx, ft.spec.name, pending)
             manifests[ft.spec.name] = manifest
             if manifest is None:
                 refuse_unrecorded(ctx, ft, tree)
                 continue
-            if _is_clean_release(tree, manifest, ctx.lock):  # as apply and status see it: nothing of ours is there
+            if is_clean_release(tree, manifest, ctx.lock):  # as apply and status see it: nothing of ours is there
                 note_stale(ctx, ft)
                 ctx.report.fixes += [stale_entry(ctx, ft, e) for e in manifest.fixes]
             else:

@@ -12,6 +12,7 @@ full evaluation, which says what is wrong.
 from __future__ import annotations
 
 from .records import Hashes, Lock, Manifest, Recorded
+from .tree import Tree, file_hashes
 
 
 def locked_files(lock: Lock, manifest: Manifest, target: str, chain: set[str]) -> dict[str, str | None] | None:
@@ -64,3 +65,14 @@ def with_release_files(lock: Lock, target: str, expected: dict[str, str | None],
         for path in entry.post():
             out.setdefault(path, release.get(path))
     return out
+
+
+def is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
+    """Every file the manifest lists is byte for byte the clean release's (the lock's first pre-image): the fixes it
+    records are not there (the image was put back to the release by hand)."""
+    clean = lock.release_files()
+    files = manifest.files
+    if not files or any(p not in clean for p in files):
+        return False
+    return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
+        any(clean[p] != h for p, h in files.items())

@@ -137,3 +137,15 @@ def test_an_error_that_claims_nothing_gets_the_rollback_added_and_keeps_its_clas
     assert str(exc.value) == ("the state in /t/.fixpack/x.json is damaged: not JSON; remove it or restore the image (an "
                               "interrupted run was rolled back first in /t (2 files restored), and nothing else was "
                               "written)") and exc.value.what == "not JSON", str(exc.value)
+
+
+def test_a_revert_dry_run_after_a_killed_apply_says_the_journal(builder, tmp_path):
+    """Found by a fresh user: status and apply --dry-run named the journal a killed apply left, revert --dry-run said
+    "nothing to do" (and the real revert then rolled the journal back, changing the file)."""
+    target = one_fix_pack(builder)
+    _killed(builder, target, "apply", 3)
+    before = snapshot(target)
+    r = _cli(builder, target, "revert", "--dry-run")
+    said = " ".join(r.stdout.split())
+    assert "an interrupted run left a journal; the next apply or revert rolls it back first" in said, r.stdout
+    assert snapshot(target) == before
