@@ -288,7 +288,9 @@ def test_routed_slice_path_no_local_expert_and_a_graph():
 @pytest.mark.parametrize("partials", [False, True])
 def test_routed_slice_path_reads_int32_and_int64_ids(partials):
     """The kernel reads the routing in the dtype it comes in (no cast: a launch of its own between the layers): the
-    same bytes out for int64 ids (torch.topk's) and their int32 copy (vLLM's), batches 1 and 3."""
+    same result for int64 ids (torch.topk's) and their int32 copy (vLLM's), batches 1 and 3, within the order the
+    slices' atomics add in (not bytewise: two calls with the same ids differ in the last bits; the H100's run of the
+    bytewise form, bench/results/2026-12-06-round24-slice-tests-h100.txt)."""
     from mxfp4_moe import reference as R
     from mxfp4_moe.kernel import mxfp4_moe_experts
     ex_t = R.random_expert_weights(6, 1024, 512, expert_base=6, generator=torch.Generator(device="cuda").manual_seed(64),
@@ -299,7 +301,8 @@ def test_routed_slice_path_reads_int32_and_int64_ids(partials):
         x = torch.randn(tokens, 1024, generator=g).to(torch.bfloat16).cuda()
         got = [mxfp4_moe_experts(x, ids.cuda().to(dt), w.cuda(), ex_t, config=SLICE_CONFIGS[0], partials=partials)
                for dt in (torch.int64, torch.int32)]
-        assert ids.dtype == torch.int64 and torch.equal(got[0], got[1]), tokens
+        assert ids.dtype == torch.int64 and got[0].abs().max() > 0, tokens
+        assert ((got[0] - got[1]).abs().max() / got[0].abs().max()).item() < 1e-5, tokens
     assert _workspace_zero()
 
 
