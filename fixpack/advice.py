@@ -181,11 +181,11 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
 
 
 def pending_note(root: Path) -> str:
-    """What status and dry runs say of a state folder a run left: a journal (the next apply or revert rolls it back), or
-    only the backups of a run that was complete but could not remove them (the next run removes them)."""
+    """What status and dry runs say a run left: a journal (the next run rolls it back), or backups alone (removed)."""
     if journal_there(root):
         return "an interrupted run left a journal; the next apply or revert rolls it back first"
-    return f"a complete run left its backups in {root / '.fixpack' / 'journal'}; the next run removes them"
+    return (f"a run left backups in {root / '.fixpack' / 'journal'} that no journal names (it was complete, or killed "
+            f"before it wrote its journal: no file of the target is half-written); the next run removes them")
 
 
 class RunWrites:

@@ -341,22 +341,28 @@ def schema_said(value: str, kind: str, wanted: int) -> str:
 
 def key_line(text: str, key: str, table: str = "") -> int | None:
     """The 1-based line where ``key`` is set (or ``[table.key]`` opens; or, dotted, ``key.x = 1`` or ``[key.x]``; or
-    at the top, ``table.key = ...``) in a TOML text, if found; a comment after a table's header is passed over."""
-    in_table = table == ""
+    at the top, ``table.key = ...`` or an inline ``table = { ... }``: its line) in a TOML text, if found. Quoted names
+    are read as bare ones, a comment after a table's header is passed over, and so are the lines of a multi-line
+    string (a ``[table]`` or ``key =`` written inside one is text)."""
+    in_table, top, inside = table == "", True, ""
     for n, line in enumerate(text.splitlines(), 1):
+        if inside:  # (the line that closes it is text up to the delimiter: a key after it is rare enough)
+            inside = "" if inside in line else inside
+            continue
         s = line.strip()
         if s.startswith("[") and not s.startswith("[["):
-            name = s.split("]", 1)[0].strip("[ \t")
+            name = ".".join(p.strip().strip("\"'") for p in s.split("]", 1)[0].strip("[ \t").split("."))
             full = f"{table}.{key}" if table else key
             if name in (full, key) and name.endswith(key) or name.startswith(full + "."):  # [key.sub] too
                 return n
-            in_table = table == "" or name == table or name.startswith(table + ".")
+            in_table, top = table == "" or name == table or name.startswith(table + "."), False
             continue
         if in_table and re.match(rf"^\s*([\"']?){re.escape(key)}\1\s*[=.]", line):  # a dotted key (key.x = 1) too
             return n
-        if table and re.match(rf"^\s*{re.escape(table)}\s*\.\s*{re.escape(key)}\s*=", line) and \
-                not any(ln.strip().startswith("[") for ln in text.splitlines()[:n - 1]):  # top level: table.key =
+        at_top = rf"^\s*([\"']?){re.escape(table)}\1\s*(\.\s*([\"']?){re.escape(key)}\3\s*=|=\s*\{{)"
+        if table and top and re.match(at_top, line):  # table.key = ..., or table = { ... }
             return n
+        inside = next((d for d in ('"""', "'''") if line.count(d) % 2), "")
     return None
 
 

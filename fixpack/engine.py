@@ -380,11 +380,11 @@ def revert(req: Request) -> Report:
             changes, folders = as_recorded(ft.root, tree.changes(), manifest)  # what a fix removed: as it was
             writes.append((ft, [*changes, FileChange(manifest_path(ft.root, ft.spec.name).relative_to(ft.root)
                                                       .as_posix(), None)], folders))
+        # (a Ctrl-C once a target's writes were complete too: its manifest is gone, its folder goes)
+        write_all(ctx, writes, after=forget_state)
         for ft in ctx.found.values():
             if manifests[ft.spec.name] is None:  # nothing to revert: an empty .fixpack/ (left by hand) goes too
                 forget_state(ft.root)
-        # (a Ctrl-C once a target's writes were complete too: its manifest is gone, its folder goes)
-        write_all(ctx, writes, after=forget_state)
     return ctx.report.close()
 
 

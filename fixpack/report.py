@@ -33,7 +33,7 @@ from .structs import dataclass, field
 
 SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
-LEFTOVERS_REMOVED = "removed the backups a complete run left"  # ... in its state folder (no journal names them)
+LEFTOVERS_REMOVED = "removed the backups a run left"  # ... in its state folder (no journal names them)
 # a refusal's claim that its run wrote nothing (the words of the checks before a write, of damaged state, of a file
 # that cannot be read), which a run that rolled an interrupted run back first makes true (:meth:`Report.said_truly`)
 _NOTHING = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
@@ -153,7 +153,8 @@ class Report:
         changed (put back or removed: :func:`fixpack.rollback.recover`), or, ``n`` None, that it removed the backups
         a complete run left (no journal names them)."""
         if n is None:
-            self.target(name).note(f"{LEFTOVERS_REMOVED} in {root}/.fixpack/journal (no journal names them)")
+            self.target(name).note(f"{LEFTOVERS_REMOVED} in {root}/.fixpack/journal (no journal names them: that run "
+                                   f"was complete, or killed before it wrote its journal)")
             return
         self.rolled_back[root] = n
         self.target(name).note(f"{ROLLED_BACK} ({restored(n)})")
@@ -164,14 +165,14 @@ class Report:
 
     def written_first(self) -> str:
         """What this run wrote before a refusal or a failed write, "" when nothing: the rollback of an interrupted run
-        (the files it put back, as its note counts them), or a complete run's backups removed; and the targets whose
+        (the files it put back, as its note counts them), or backups no journal names removed; and the targets whose
         writes were complete (:meth:`wrote`)."""
         said = []
         if self.rolled_back:
             where = " and ".join(f"in {root} ({restored(n)})" for root, n in self.rolled_back.items())
             said.append(f"an interrupted run was rolled back first {where}")
         elif any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
-            said.append("a complete run's backups were removed first")
+            said.append("backups a run left (no journal names them) were removed first")
         if self.written:
             one = len(self.written) == 1
             said.append(f"target{'' if one else 's'} {', '.join(f'{n} ({r})' for n, r in self.written.items())} "

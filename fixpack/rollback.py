@@ -46,7 +46,7 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
     EnvironmentProblem (exit 5) when a file cannot be put back (a read-only file system, a full disk): the journal is
     kept, and the next run rolls back again (the files put back so far are recognised by their sha256)."""
     if journal is None:
-        discard_leftovers(root)
+        _discard(root)
         return []
     try:
         mine = _in_progress(root, journal.entries)  # (a killed write leaves its temp file beside that one alone)
@@ -65,8 +65,19 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
         raise EnvironmentProblem(f"cannot roll back the interrupted run that {journal.path} records: "
                                  f"{io_said(exc, exc.filename or root)}; the journal is kept, and the next run rolls "
                                  f"it back. {io_advice(exc).capitalize()} and run again") from exc
-    discard_leftovers(root)
+    _discard(root)
     return changed
+
+
+def _discard(root: Path) -> None:
+    """:func:`discard_leftovers`, its failed I/O (a read-only file system) EnvironmentProblem (exit 5)."""
+    try:
+        discard_leftovers(root)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot remove the backups a run left in {backups_dir(root)}: "
+                                 f"{io_said(exc, exc.filename or root)}; they are kept (no journal names them: no file "
+                                 f"of the target is half-written), and the next run removes them. "
+                                 f"{io_advice(exc).capitalize()} and run again") from exc
 
 
 def killed_write_temp(root: Path) -> Path | None:

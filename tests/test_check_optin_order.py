@@ -118,3 +118,19 @@ def test_the_finding_is_at_the_entry_line_whatever_the_toml_layout(style, line):
     from fixpack.pack_check import _entry_line  # (the unit under test)
 
     assert _entry_line(style, "opt_in", "o") == line
+
+
+@pytest.mark.parametrize("style, line", [
+    ('["fixes"]\ndefault = ["d"]\nopt_in = ["o", "x"]\n', 3),
+    ('"fixes".default = ["d"]\n"fixes".opt_in = ["o", "x"]\n', 2),
+    ('fixes = { default = ["d"], opt_in = ["o", "x"] }\n', 1),
+    ('description = """\n[fixes]\nopt_in = ["o"]\n"""\n[targets.demo]\npackage = "p"\n[fixes]\ndefault = ["d"]\n'
+     'opt_in = ["o"]\n', 9),
+    ('description = """\n[not a table\n"""\nfixes.default = ["d"]\nfixes.opt_in = ["o"]\n', 5),
+])
+def test_the_finding_line_in_quoted_inline_and_multi_line_string_layouts(style, line):
+    """Found by a second fresh user: a quoted [\"fixes\"] header, a quoted dotted key and an inline table gave no line,
+    and a [fixes] written inside a multi-line description was taken for the table."""
+    from fixpack.pack_check import _entry_line  # (the unit under test)
+
+    assert _entry_line(style, "opt_in", "o") == line

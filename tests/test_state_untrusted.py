@@ -534,19 +534,21 @@ def test_backups_alone_are_removed_and_said_so(world, run):
     (target / ".fixpack" / "journal" / "0").write_text("stale\n")
     keep = snapshot(outside)
     st = engine.status(b.request(target))
-    assert st.targets[0].notes[0] == f"a complete run left its backups in {target / '.fixpack' / 'journal'}; the " \
-                                     f"next run removes them", st.targets[0].notes
+    assert st.targets[0].notes[0] == f"a run left backups in {target / '.fixpack' / 'journal'} that no journal " \
+                                     f"names (it was complete, or killed before it wrote its journal: no file of " \
+                                     f"the target is half-written); the next run removes them", st.targets[0].notes
     r = getattr(engine, run)(b.request(target))
-    assert r.ok and r.targets[0].notes[0] == f"removed the backups a complete run left in " \
-                                             f"{target / '.fixpack' / 'journal'} (no journal names them)", r.targets
+    assert r.ok and r.targets[0].notes[0] == f"removed the backups a run left in {target / '.fixpack' / 'journal'} " \
+                                             f"(no journal names them: that run was complete, or killed before it " \
+                                             f"wrote its journal)", r.targets
     assert not (target / ".fixpack" / "journal").exists() and snapshot(outside) == keep
     (target / ".fixpack").mkdir(exist_ok=True)
     (target / ".fixpack" / "journal").mkdir()
     (target / MOD).write_text("edited by hand\n")  # a refused run says what it wrote first
     r = engine.apply(b.request(target)) if run == "apply" else None
     if r is not None:
-        assert r.exit_code == 3 and r.error.startswith("a complete run's backups were removed first, and "
-                                                       "nothing else was written; "), r.error
+        assert r.exit_code == 3 and r.error.startswith("backups a run left (no journal names them) were removed "
+                                                       "first, and nothing else was written; "), r.error
 
 
 def test_a_patched_file_hard_linked_from_outside_is_never_written_through(builder, tmp_path):

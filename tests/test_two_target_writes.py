@@ -68,3 +68,38 @@ def test_a_rollback_that_cannot_put_a_file_back_is_exit_5_and_keeps_the_journal(
     assert snapshot(target) == before
     r = subprocess.run(words, env=env, capture_output=True, text=True, timeout=60)  # writable again: rolls back, applies
     assert r.returncode == 0 and "rolled back an interrupted run" in r.stdout + r.stderr, r.stderr
+
+
+def test_backups_that_cannot_be_removed_are_exit_5_not_an_internal_error(builder, monkeypatch):
+    """Found by a fresh user: backups no journal names (a run killed before it wrote its journal) on a read-only file
+    system made the next run an internal error (exit 1): their removal's OSError went up uncaught."""
+    import errno
+    import shutil
+
+    target = one_fix_pack(builder)
+    (target / ".fixpack/journal").mkdir(parents=True)
+    (target / ".fixpack/journal/0").write_text("a backup\n")
+    before = snapshot(target)
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+    monkeypatch.setattr(shutil, "rmtree", read_only)
+    for command in ("apply", "revert"):
+        with pytest.raises(EnvironmentProblem) as exc:
+            getattr(engine, command)(builder.request(target))
+        assert f"cannot remove the backups a run left in {target / '.fixpack/journal'}" in str(exc.value)
+        assert "Read-only file system (EROFS); they are kept" in str(exc.value) and snapshot(target) == before
+
+
+def test_a_refused_revert_leaves_the_first_targets_empty_state_folder(builder, tmp_path):
+    """Found by a fresh user: a revert refused over the second target had already removed the first target's empty
+    .fixpack/ (a target with no manifest: its folder goes once the run writes)."""
+    req, demo, gaudi = two_target_pack(builder, tmp_path)
+    assert engine.apply(req).ok
+    (demo / ".fixpack/demo.manifest.json").unlink()
+    (demo / "demo_pkg/mod.py").write_text((demo / "demo_pkg/mod.py").read_text().replace("four\n", "line 4\n"))
+    (gaudi / RUNNER.replace("hpu_model_runner.py", ".hpu_model_runner.py.fixpack-tmp")).write_text("MINE\n")
+    before = snapshot(demo), snapshot(gaudi)
+    with pytest.raises(MismatchError):
+        engine.revert(req)
+    assert (demo / ".fixpack").is_dir() and (snapshot(demo), snapshot(gaudi)) == before
