@@ -225,13 +225,12 @@ def apply(req: Request) -> Report:
     return ctx.report.close()
 
 
-
 def _recover_interrupted(ctx: Context) -> None:
     """Roll back what a killed run left, before looking at the files (the tree may be torn). The
     caller holds the targets' locks."""
     for ft in ctx.found.values():
         if leftover_journal(ft.root):
-            journal = journal_there(ft.root)  # (else backups alone: a complete run's)
+            journal = journal_there(ft.root)  # (else backups alone, which no journal names)
             n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (its journal is removed even when none needed it)
             ctx.report.recovered(ft.spec.name, str(ft.root), n if journal else None)
 

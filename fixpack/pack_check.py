@@ -174,8 +174,8 @@ def _opt_in_order(pack: Pack, profiles: list[Profile]) -> list[Finding]:
         view, text = pack.for_profile(p.name), text_for_lines(p.path)
         for o, d in p.opt_ins_before_defaults(pack.series):
             first, then = view.fixes[o], view.fixes[d]
-            shared = [f for f in then.touched_paths() if f in first.touched_paths()] if first.target == then.target \
-                else []
+            mine = set(first.touched_paths()) if first.target == then.target else set()
+            shared = [f for f in then.touched_paths() if f in mine]
             if not shared:
                 continue
             out.append(Finding(_rel(pack.root, p.path), _entry_line(text, "opt_in", o),

@@ -151,7 +151,7 @@ class Report:
     def recovered(self, name: str, root: str, n: int | None) -> None:
         """Note on target ``name`` (at ``root``) that this run rolled an interrupted run's journal back, ``n`` files
         changed (put back or removed: :func:`fixpack.rollback.recover`), or, ``n`` None, that it removed the backups
-        a complete run left (no journal names them)."""
+        a run left that no journal names (that run was complete, or killed before it wrote its journal)."""
         if n is None:
             self.target(name).note(f"{LEFTOVERS_REMOVED} in {root}/.fixpack/journal (no journal names them: that run "
                                    f"was complete, or killed before it wrote its journal)")

@@ -67,14 +67,22 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
                                  f"was changed. Run where it may be written, or apply to a writable copy")
 
 
-def check_before_write(root: Path, changes: list[FileChange]) -> None:
+def check_before_write(root: Path, changes: list[FileChange]) -> list[FileChange]:
     """What :func:`write_transaction` refuses before it writes (a read-only file or folder, something at a file's temp
     path, too little space), raised for a run of several targets before it writes the first of them (a refusal over
-    the second leaves the first as it was). ``changes`` not empty."""
+    the second leaves the first as it was). ``changes`` not empty. Returns them with the stale bytecode the
+    transaction removes: ``write_transaction(..., checked=True)`` takes that list (and checks only the space again)."""
     check_writable(root, changes)
-    every = changes + _stale_bytecode(root, changes)
-    check_temp_paths(root, every, anything=True)
-    check_free_space(root, every)
+    return _checked(root, changes, anything=True)
+
+
+def _checked(root: Path, changes: list[FileChange], anything: bool) -> list[FileChange]:
+    """``changes`` and the stale bytecode of the modules they change (removed in the transaction, with a backup: a
+    rolled-back run leaves the .pyc files as they were too), refused for a temp path taken or too little space."""
+    changes = changes + _stale_bytecode(root, changes)
+    check_temp_paths(root, changes, anything=anything)
+    check_free_space(root, changes)
+    return changes
 
 
 def check_temp_paths(root: Path, changes: list[FileChange], anything: bool = False) -> None:
@@ -151,20 +159,20 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
 # --- the transaction ------------------------------------------------------------------------------
 
 def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None,
-                      by: Mapping[str, str] | None = None) -> str:
+                      by: Mapping[str, str] | None = None, checked: bool = False) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
     and a failed write is rolled back before this returns (EnvironmentProblem, exit 5). Returns "" or, when this
     run's backups could not be removed once it was complete, a note saying so (the next run removes them).
     ``folders``: the mode and owner to give a folder this run makes (one a removal had emptied: a manifest's).
     ``by``: what wrote (a pack update: its command and fix), kept in the journal for the way back after a kill.
+    ``checked``: ``changes`` is what :func:`check_before_write` returned (only the free space is checked again).
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
-    # stale bytecode of changed modules is removed inside the transaction, with a backup: a rolled-back
-    # run leaves the .pyc files as they were too
-    changes = changes + _stale_bytecode(root, changes)
-    check_temp_paths(root, changes, anything=by is None)  # (a pack's: a killed lock or rebase may leave its own)
-    check_free_space(root, changes)
+    if not checked:  # (a pack's temp paths: a killed lock or rebase may leave its own)
+        changes = _checked(root, changes, anything=by is None)
+    else:  # space again: an earlier target of the run on the same file system may have taken some
+        check_free_space(root, changes)
     folder = state_dir(root)
     discard_leftovers(root)  # backups of an earlier killed run whose journal was already removed
     phase = ["prepare"]  # prepare (no journal yet), write (the journal rolls back), done (it is gone)

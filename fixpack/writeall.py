@@ -24,11 +24,10 @@ def write_all(ctx: Context, writes: list[tuple[FoundTarget, list[FileChange], Ma
     """Write each target's changes (none empty), journalled, once every target passed the checks before a write;
     ``after`` each target's write, failed or not (revert: its state folder goes). The caller holds every target's
     lock. Raises what :func:`check_before_write` and :func:`write_transaction` raise (exit 3 or 5)."""
-    for ft, changes, _folders in writes:
-        check_before_write(ft.root, changes)
-    for ft, changes, folders in writes:
+    checked = [(ft, check_before_write(ft.root, changes), folders) for ft, changes, folders in writes]
+    for ft, changes, folders in checked:  # (the transaction checks only the space again)
         try:
-            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders))
+            ctx.report.target(ft.spec.name).note(write_transaction(ft.root, changes, folders, checked=True))
         finally:
             if after is not None:
                 after(ft.root)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import GAUDI_RUNNER, REPO, one_fix_pack, snapshot, two_target_pack
 
-from fixpack import engine, writeall
+from fixpack import engine, fsio
 from fixpack.errors import EnvironmentProblem, MismatchError
 
 RUNNER = GAUDI_RUNNER
@@ -36,15 +37,18 @@ def test_a_refusal_over_the_second_target_leaves_the_first_as_it_was(builder, tm
 
 
 def test_a_failed_write_of_the_second_target_names_the_first_as_written(builder, tmp_path, monkeypatch):
-    req, demo, gaudi = two_target_pack(builder, tmp_path)
-    real = writeall.write_transaction
+    """The real transaction of the second target fails (its journal cannot be written: ENOSPC) once the first target's
+    is complete: the error names the first as written."""
+    import errno
 
-    def second_fails(root, changes, folders=None, by=None):
-        if root == gaudi:
-            raise EnvironmentProblem(f"{root}: No space left on device (ENOSPC) while preparing the journal; nothing "
-                                     f"in the target was changed. Free space on its file system and run again")
-        return real(root, changes, folders, by)
-    monkeypatch.setattr(writeall, "write_transaction", second_fails)
+    req, demo, gaudi = two_target_pack(builder, tmp_path)
+    real = fsio.replace_file
+
+    def full_disk_for_the_second_journal(src, dst):
+        if Path(dst) == gaudi / ".fixpack/journal.json":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(src, dst)
+    monkeypatch.setattr(fsio, "replace_file", full_disk_for_the_second_journal)
     with pytest.raises(EnvironmentProblem) as exc:
         engine.apply(req)
     assert f"target demo ({demo}) was written and recorded, and nothing else was written" in str(exc.value)
