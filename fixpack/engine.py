@@ -220,6 +220,9 @@ def apply(req: Request) -> Report:
             temp_paths_free(ctx.report.ok, ((ft, plans[n].tree.changes()) for n, ft in ctx.found.items()))
         if not ctx.report.ok or req.dry_run:
             return ctx.report.close()
+        # a fix recorded now has been placed (its patches parsed): held to them, not to a lock that vouched for it
+        laid = {f.id for f in ctx.report.fixes if f.action is Action.APPLIED}
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, keep=lambda k: k[1] in laid, vouch=False)
         writes = [(ft, *_target_changes(ctx, ft, plans[name])) for name, ft in ctx.found.items()]
         write_all(ctx, [w for w in writes if w[1]])
     return ctx.report.close()

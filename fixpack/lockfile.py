@@ -130,14 +130,15 @@ def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]
                    f"records there is not refused for it"]
 
 
-def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None,
-                       blocked: str = "", keep: Callable[[tuple[str, str]], bool] | None = None) -> None:
+def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None, blocked: str = "",
+                       keep: Callable[[tuple[str, str]], bool] | None = None, vouch: bool = True) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`). ``blocked``: why a lock made now on the copies at hand would stop
     (``lock --check`` met a conflict there), said before the command that regenerates it. ``keep``: which
-    stale entries count (``lock --check --target``: the named targets', :func:`fixpack.lock_scope.named`)."""
-    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})" for key, what in stale_entries(pack, profile, lock)
-             if keep is None or keep(key)]
+    stale entries count (``lock --check --target``: the named targets', :func:`fixpack.lock_scope.named`); ``vouch``
+    False: each fix's change worked out from its patches (:func:`stale_entries`)."""
+    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})"
+             for key, what in stale_entries(pack, profile, lock, vouch) if keep is None or keep(key)]
     if stale:
         first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
                  f"first, then ") if blocked else ""
@@ -154,7 +155,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
     vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
-    fingerprint was edited and sealed again is then held to the patches)."""
+    fingerprint was edited and sealed again is then held to the patches, even one vouched for before)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -166,7 +167,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
             continue
         if vouch and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
-        if entry.patch_sha256 != fix.patch_sha256 or entry.version != fix.version:
+        if entry.patch_sha256 != (fix.patch_sha256 if vouch else fix.parsed_change()) or entry.version != fix.version:
             stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
                                         f"{bump_note(fix, profile, entry)}"))
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]

@@ -173,9 +173,7 @@ class Fix:
         mode and with a ``[binary]`` file's bytes, not with a patch's mail header, a hunk's section heading
         or ``fix.toml``'s metadata (summary, why, upstream status). Parses the patches, unless
         :meth:`vouch_change` gave it first."""
-        from .patchmodel import sha256_text
-
-        return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
+        return self.parsed_change()
 
     @cached_property
     def bytes_sha256(self) -> str:
@@ -206,6 +204,12 @@ class Fix:
         """Take ``change`` as :attr:`patch_sha256` without parsing: the lock saw these very bytes
         (:attr:`bytes_sha256`) and fingerprinted their change as ``change`` (same bytes, same change)."""
         self.__dict__["patch_sha256"] = change
+
+    def parsed_change(self) -> str:
+        """:attr:`patch_sha256` worked out from the patches (parsing them), whatever :meth:`vouch_change` gave."""
+        from .patchmodel import sha256_text
+
+        return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
 
     def recorded_as(self, sha: str) -> bool:
         """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or one an older

@@ -204,3 +204,27 @@ def test_check_holds_a_change_fingerprint_edited_and_sealed_again_to_the_patches
     assert f"profiles/p1.lock:{line}: the lock is stale: one: patch or version changed since the lock was " \
            f"generated" in r.stdout + r.stderr, r.stdout + r.stderr
     assert snapshot(b.pack) == before
+
+
+def test_apply_holds_the_fixes_it_lays_to_their_patches_not_to_a_resealed_fingerprint(two):
+    """Found by a fresh user: a lock whose patch_sha256 was edited and sealed again passed status and apply (exit 0):
+    apply patched the image and wrote the forged fingerprint into its manifest, and the real pack's status and revert
+    then refused the image ('applied with another patch'). The fixes a writing run lays are parsed anyway: they are
+    held to their patches before anything is written (exit 2, the lock's line); status, which lays nothing, still
+    takes the lock's word."""
+    from fixpack.records import lock_digest
+
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    real, forged = data["fixes"][0]["patch_sha256"], "0" * 64
+    lock.write_text(lock.read_text().replace(real, forged).replace(data["digest"], lock_digest(
+        {**data, "fixes": [{**data["fixes"][0], "patch_sha256": forged}, *data["fixes"][1:]]})))
+    line = next(i for i, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip() == '"id": "one",')
+    before = snapshot(b.base)
+    for more in ([], ["--strict"]):
+        r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", *more)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, said
+        assert f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line})" \
+            in said, said
