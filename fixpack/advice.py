@@ -24,7 +24,7 @@ from .records import Manifest, ManifestFix, Recorded
 from .report import FixReport, rejects_held
 from .run import Context, behind_files, created_there, name_too, named_too, opt_ins_behind, refusing_files
 from .safepath import file_on_the_way, link_on_the_way
-from .state import journal_named, journal_there, manifest_path, read_manifest, restore_first
+from .state import journal_named, manifest_path, read_manifest, restore_first
 from .states import State
 from .targets import FoundTarget
 
@@ -178,14 +178,6 @@ def journal_restore(ctx: Context, ft: FoundTarget, raw: bytes) -> tuple[str, str
         return None
     words = "put the files the fixes touch back to the clean release"
     return (words + (" and remove what is there of the components" if comps else ""), " && ".join(steps))
-
-
-def pending_note(root: Path) -> str:
-    """What status and dry runs say a run left: a journal (the next run rolls it back), or backups alone (removed)."""
-    if journal_there(root):
-        return "an interrupted run left a journal; the next apply or revert rolls it back first"
-    return (f"a run left backups in {root / '.fixpack' / 'journal'} that no journal names (it was complete, or killed "
-            f"before it wrote its journal: no file of the target is half-written); the next run removes them")
 
 
 class RunWrites:
@@ -516,5 +508,5 @@ def _changed_file(ctx: Context, ft: FoundTarget, fr: FixReport, recorded: set[st
             f"{restore_how(ctx, ft, back)}; then run {again}{rej}")
 
 
-__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale", "pending_note",
+__all__ = ["add_next_steps", "journal_restore", "journal_steps", "note_stale",
            "restore_how", "RunWrites", "run_writes", "stale_entry"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import components, lockfile
-from .advice import add_next_steps, journal_steps, note_stale, other_patch, pending_note, run_writes, stale_entry
+from .advice import add_next_steps, journal_steps, note_stale, other_patch, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
@@ -36,10 +36,10 @@ from .replay import (
     unwind,
 )
 from .report import FixReport, Report
-from .rollback import recover
+from .rollback import pending_note
 from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
-from .state import journal_originals, journal_there, leftover_journal, manifest_path, read_manifest
+from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
 from .status_fast import is_clean_release, locked_files, with_release_files
 from .strict import next_steps
@@ -47,7 +47,7 @@ from .structs import dataclass, field, replace
 from .targets import FoundTarget
 from .transaction import temp_paths_free
 from .tree import Tree, decode, file_hashes
-from .writeall import write_all
+from .writeall import recover_interrupted, write_all
 
 if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch is placed: status may need none
     from collections.abc import Callable, Mapping
@@ -211,7 +211,7 @@ def apply(req: Request) -> Report:
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
             locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run:
-            _recover_interrupted(ctx)
+            recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         _note_journals(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
@@ -226,16 +226,6 @@ def apply(req: Request) -> Report:
         writes = [(ft, *_target_changes(ctx, ft, plans[name])) for name, ft in ctx.found.items()]
         write_all(ctx, [w for w in writes if w[1]])
     return ctx.report.close()
-
-
-def _recover_interrupted(ctx: Context) -> None:
-    """Roll back what a killed run left, before looking at the files (the tree may be torn). The
-    caller holds the targets' locks."""
-    for ft in ctx.found.values():
-        if leftover_journal(ft.root):
-            journal = journal_there(ft.root)  # (else backups alone, which no journal names)
-            n = len(recover(ft.root, run_writes(ctx, ft.root)))  # (its journal is removed even when none needed it)
-            ctx.report.recovered(ft.spec.name, str(ft.root), n if journal else None)
 
 
 def status(req: Request) -> Report:
@@ -353,7 +343,7 @@ def revert(req: Request) -> Report:
         for root in sorted({ft.root.resolve() for ft in ctx.found.values()}):
             locks.enter_context(run_lock(root, shared=req.dry_run, wait=ctx.lock_wait, progress=ctx.progress))
         if not req.dry_run and ctx.report.ok:
-            _recover_interrupted(ctx)
+            recover_interrupted(ctx)
         work: list[tuple[FoundTarget, Tree, Manifest]] = []
         manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():

@@ -34,6 +34,7 @@ from .structs import dataclass, field
 SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
 LEFTOVERS_REMOVED = "removed the backups a run left"  # ... in its state folder (no journal names them)
+FINISHED = "removed the journal of a run over several targets"  # ... that was complete (no file changed)
 # a refusal's claim that its run wrote nothing (the words of the checks before a write, of damaged state, of a file
 # that cannot be read), which a run that rolled an interrupted run back first makes true (:meth:`Report.said_truly`)
 _NOTHING = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
@@ -159,6 +160,12 @@ class Report:
         self.rolled_back[root] = n
         self.target(name).note(f"{ROLLED_BACK} ({restored(n)})")
 
+    def finished(self, name: str, root: str) -> None:
+        """Note on target ``name`` (at ``root``) that this run removed the journal of a run over several targets that
+        was complete (killed after its commit, :func:`fixpack.rollback.settle`): no file changed."""
+        self.target(name).note(f"{FINISHED} that was killed once its writes were complete, in {root}/.fixpack (no "
+                               f"file changed: the target holds that run's result)")
+
     def wrote(self, name: str, root: str) -> None:
         """Target ``name`` (at ``root``) was written by this run, its transaction complete."""
         self.written[name] = root
@@ -173,6 +180,8 @@ class Report:
             said.append(f"an interrupted run was rolled back first {where}")
         elif any(n.startswith(LEFTOVERS_REMOVED) for t in self.targets for n in t.notes):
             said.append("backups a run left (no journal names them) were removed first")
+        if any(n.startswith(FINISHED) for t in self.targets for n in t.notes):
+            said.append("the journals of a complete run over several targets were removed first (no file changed)")
         if self.written:
             one = len(self.written) == 1
             said.append(f"target{'' if one else 's'} {', '.join(f'{n} ({r})' for n, r in self.written.items())} "

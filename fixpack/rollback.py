@@ -1,7 +1,8 @@
 """Rolling back what a killed or failed run left in a target or a pack: each file its journal names put back as
 it was (a file's backup moved back with a rename: no new space needed on a full disk; a file the run made
 removed), and the temp file of the write the run was doing removed, that one alone (:func:`killed_write_temp`).
-The journal itself is read and checked by :mod:`fixpack.state` before a file is touched.
+The journal itself is read and checked by :mod:`fixpack.state` before a file is touched. The journal of a run over
+several targets that was complete (:class:`fixpack.state.Group`) is removed instead, no file touched (:func:`settle`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ from .fsio import (
     unlink,
 )
 from .safepath import holds_bytes
-from .state import Journal, JournalEntry, Writes, backups_dir, discard_leftovers, journal_there, load_journal
+from .state import (
+    Journal,
+    JournalEntry,
+    Writes,
+    backups_dir,
+    discard_leftovers,
+    group_at,
+    group_done,
+    group_pending,
+    journal_there,
+    load_journal,
+)
 
 
 def recover(root: Path, writes: Writes | None = None) -> list[str]:
@@ -39,6 +51,49 @@ def recover(root: Path, writes: Writes | None = None) -> list[str]:
     the entries already put back are recognised by their sha256.
     """
     return roll_back(root, load_journal(root, writes))
+
+
+def settle(root: Path, writes: Writes | None) -> list[str] | None:
+    """What a writing run does first with a journal a killed run left in ``root``: :func:`recover` (the paths it
+    changed), or, for the journal of a run over several targets that was complete (:attr:`Journal.done`), remove it
+    and its backups, no file touched (None). The first target's journal of such a run, which says it was complete,
+    goes only once no other target holds that run's journal (that one's next run would roll it back, half of a
+    complete run): EnvironmentProblem (exit 5) while one does, nothing written; the caller settles the others
+    first."""
+    journal = load_journal(root, writes)
+    if journal is None or journal.group is None or not journal.done:
+        return roll_back(root, journal)
+    pending = group_pending(journal.group) if journal.group.index == 0 else []
+    if pending:
+        one = len(pending) == 1
+        raise EnvironmentProblem(
+            f"{journal.path} says that the run over several targets that left it was complete, and "
+            f"{', '.join(pending)} still hold{'s' if one else ''} that run's journal: removed first, this one would "
+            f"leave {'that target' if one else 'those targets'} to be rolled back by the next run there, half of the "
+            f"run undone. Nothing was written. Run apply or revert over every target of that run together (a --root "
+            f"for each of {', '.join(journal.group.roots)}): it removes every journal, the files as they are")
+    try:
+        unlink(journal.path)
+        fsync_dir(journal.path.parent)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot remove {journal.path}, the journal of a complete run over several targets: "
+                                 f"{io_said(exc, exc.filename or root)}; it is kept, and the next run removes it. "
+                                 f"{io_advice(exc).capitalize()} and run again") from exc
+    _discard(root)
+    return None
+
+
+def pending_note(root: Path) -> str:
+    """What status and dry runs say a run left: a journal (the next run rolls it back, or removes that of a complete
+    run over several targets), or backups alone (removed)."""
+    if journal_there(root):
+        group = group_at(root)
+        if group is not None and group_done(group):
+            return ("a run over several targets was killed once its writes were complete: its journal is left, and "
+                    "the next apply or revert removes it (the target holds that run's result)")
+        return "an interrupted run left a journal; the next apply or revert rolls it back first"
+    return (f"a run left backups in {root / '.fixpack' / 'journal'} that no journal names (it was complete, or killed "
+            f"before it wrote its journal: no file of the target is half-written); the next run removes them")
 
 
 def roll_back(root: Path, journal: Journal | None) -> list[str]:
@@ -82,14 +137,15 @@ def _discard(root: Path) -> None:
 
 def killed_write_temp(root: Path) -> Path | None:
     """The temp file a killed run's journal in ``root`` says is that run's own (:func:`_in_progress`), which its
-    rollback removes; None without a journal, or with one that cannot be read (the run says why)."""
+    rollback removes; None without a journal, with one that cannot be read (the run says why), or with a complete
+    run's (:attr:`Journal.done`: no write of it was under way)."""
     if not journal_there(root):
         return None
     try:
         journal = load_journal(root)
     except FixpackError:
         return None
-    e = _in_progress(root, journal.entries) if journal is not None else None
+    e = _in_progress(root, journal.entries) if journal is not None and not journal.done else None
     return temp_path(root / e.path) if e is not None else None
 
 

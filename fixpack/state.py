@@ -6,7 +6,8 @@ Everything the engine keeps lives in ``<root>/.fixpack/``:
   (:class:`fixpack.records.Manifest`);
 - ``journal.json`` and ``journal/``: written before the first file is touched and removed after the
   manifest; a run that dies in between leaves them, and the next run rolls the target back to the
-  bytes it had before (then plans again from there).
+  bytes it had before (then plans again from there). A run over several targets keeps every target's until all
+  are written, and the first target's says when that run was complete (:class:`Group`).
 
 State on disk is untrusted input (an image layer can carry a ``.fixpack/``): the manifest and the
 journal are checked against one schema each, every path they name must be canonical, inside the
@@ -48,9 +49,7 @@ from .structs import dataclass, field, replace
 JOURNAL = "journal.json"
 BACKUPS = "journal"
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")
-
-
-
+_GROUP_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _read_state_file(path: Path) -> bytes | None:
@@ -150,6 +149,26 @@ class Journal:
     dirs: tuple[str, ...]  # folders the run created, removed again on rollback when empty
     removed_dirs: Mapping[str, Kept] = field(default_factory=dict)  # folders it may empty: mode and owner before
     by: tuple[str, str] | None = None  # a pack update's command (refresh, import) and fix, as it wrote them
+    group: Group | None = None  # the run over several targets it is one of
+    done: bool = False  # that run was complete (its first target's journal says so): not rolled back, removed
+
+
+@dataclass(frozen=True)
+class Group:
+    """A run over several targets (roots), all or nothing: each target's journal names the run (``id``, 32 hex
+    digits), the absolute roots in the order written (``roots``) and its own place among them (``index``). Every
+    journal is kept until all the targets were written; then the first target's journal is rewritten with
+    ``committed`` true (the run's one point of no return), and the journals go, the first one last. A journal of an
+    uncommitted run is rolled back, whichever target it is on; one of a committed run is removed (the target holds
+    that run's result)."""
+
+    id: str
+    roots: tuple[str, ...]
+    index: int
+    committed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "roots": list(self.roots), "index": self.index, "committed": self.committed}
 
 
 JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256", "size"}
@@ -246,7 +265,7 @@ def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = 
 def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -> Journal:
     data = load_json(raw, jpath)
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list) or \
-            set(data) - {"entries", "dirs", "removed_dirs", "by"}:
+            set(data) - {"entries", "dirs", "removed_dirs", "by", "group"}:
         raise DamagedStateError(jpath, "not a fixpack journal (a JSON object with a list of entries)")
     entries = tuple(_journal_entry(root, jpath, i, e, writes) for i, e in enumerate(data["entries"]))
     paths = [e.path for e in entries]
@@ -266,8 +285,58 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
                                by["command"] in ("refresh", "import") and isinstance(by["fix"], str) and
                                not name_problem(by["fix"])):
         raise DamagedStateError(jpath, "'by' is not a pack update's command (refresh or import) and fix")
+    group = _group(jpath, data["group"]) if "group" in data and by is None else None
+    if "group" in data and group is None:
+        raise DamagedStateError(jpath, "a pack update's journal names a run over several targets ('group')")
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
-                   (by["command"], by["fix"]) if by else None)
+                   (by["command"], by["fix"]) if by else None, group, group is not None and group_done(group))
+
+
+def _group(jpath: Path, value: Any) -> Group:
+    """The journal's ``group`` (:class:`Group`), checked: only its first target's journal says ``committed``."""
+    ok = isinstance(value, dict) and set(value) == {"id", "roots", "index", "committed"} and \
+        isinstance(value["id"], str) and _GROUP_ID.match(value["id"]) is not None and \
+        isinstance(value["roots"], list) and len(value["roots"]) >= 2 and \
+        all(isinstance(r, str) and r.startswith("/") and "\0" not in r and os.path.normpath(r) == r
+            for r in value["roots"]) and len(set(value["roots"])) == len(value["roots"]) and \
+        is_int(value["index"]) and 0 <= value["index"] < len(value["roots"]) and \
+        isinstance(value["committed"], bool) and not (value["committed"] and value["index"] != 0)
+    if not ok:
+        raise DamagedStateError(jpath, "'group' is not a run over several targets (an id of 32 hex digits, two or "
+                                       "more absolute roots, this target's index, and 'committed' on the first only)")
+    return Group(value["id"], tuple(value["roots"]), value["index"], value["committed"])
+
+
+def group_done(group: Group) -> bool:
+    """Whether the run over several targets that ``group`` names was complete: its first target's journal (this one,
+    or the one at ``group.roots[0]``) says ``committed``. A first journal that is gone, another run's, or not
+    readable as a journal means that run was not: no first journal is removed while another holds the run's
+    (:func:`group_pending`). Raises EnvironmentProblem (exit 5) for one this user may not read."""
+    if group.index == 0:
+        return group.committed
+    there = group_at(Path(group.roots[0]))
+    return there is not None and there.id == group.id and there.committed
+
+
+def group_at(root: Path) -> Group | None:
+    """The :class:`Group` of the journal in ``root`` (another target's: only read, never through a link as its last
+    part, at most ``MAX_STATE_BYTES``), None when there is none, or none that reads as one (damaged: that target's
+    own run says so). Raises EnvironmentProblem for a journal this user may not read."""
+    path = root / ".fixpack" / JOURNAL
+    try:
+        raw = _read_state_file(path)
+        data = None if raw is None else loads_json(raw)
+        return _group(path, data["group"]) if isinstance(data, dict) and "group" in data else None
+    except (DamagedStateError, ValueError, TypeError, FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:  # (a folder on the way this user may not search)
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read every target "
+                                 f"of the run") from exc
+
+
+def group_pending(group: Group) -> list[str]:
+    """The roots of ``group`` (the first's aside) whose journal is still this run's."""
+    return [r for r in group.roots[1:] if (g := group_at(Path(r))) is not None and g.id == group.id]
 
 
 def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],
@@ -366,13 +435,14 @@ def _original(root: Path, path: str, i: int, existed: bool, sha: str | None,
 
 
 def journal_originals(root: Path, writes: Writes | None) -> dict[str, bytes | None]:
-    """What an interrupted run's journal will restore: path -> original bytes (None: did not exist).
+    """What an interrupted run's journal will restore: path -> original bytes (None: did not exist); nothing for the
+    journal of a complete run over several targets (:attr:`Journal.done`: removed, not rolled back).
 
     Read only; lets status and dry runs show the state the next apply starts from. ``writes``: as for
     :func:`load_journal`.
     """
     journal = load_journal(root, writes)
-    return {} if journal is None else {e.path: e.original for e in journal.entries}
+    return {} if journal is None or journal.done else {e.path: e.original for e in journal.entries}
 
 
 def leftover_journal(root: Path) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .documents import loads_json
 from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
 from .fsio import (
     FileChange,
@@ -40,6 +41,7 @@ from .rollback import recover
 from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path
 
 if TYPE_CHECKING:
+    from .state import Group
     from .targets import FoundTarget
 
 # --- checks before writing ------------------------------------------------------------------------
@@ -159,13 +161,17 @@ def check_free_space(root: Path, changes: list[FileChange]) -> None:
 # --- the transaction ------------------------------------------------------------------------------
 
 def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[str, Kept] | None = None,
-                      by: Mapping[str, str] | None = None, checked: bool = False) -> str:
+                      by: Mapping[str, str] | None = None, checked: bool = False, group: Group | None = None) -> str:
     """Write every change, journalled, so that a crash at any point can be rolled back by :func:`recover`,
     and a failed write is rolled back before this returns (EnvironmentProblem, exit 5). Returns "" or, when this
     run's backups could not be removed once it was complete, a note saying so (the next run removes them).
     ``folders``: the mode and owner to give a folder this run makes (one a removal had emptied: a manifest's).
     ``by``: what wrote (a pack update: its command and fix), kept in the journal for the way back after a kill.
     ``checked``: ``changes`` is what :func:`check_before_write` returned (only the free space is checked again).
+    ``group``: this target's place in a run over several (:class:`fixpack.state.Group`, in its journal): once every
+    file is written the transaction stops there, its journal and backups kept (returns ""), for
+    :mod:`fixpack.writeall` to commit the run (:func:`commit_group`) and remove them (:func:`finish_group`), or to
+    roll it back (:func:`fixpack.rollback.recover`) should a later target fail.
 
     The caller holds :func:`run_lock`. The manifest is one of the changes (written last).
     """
@@ -181,7 +187,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     noun = _noun(by)
     with interrupt_once():  # a second Ctrl-C (or SIGTERM) does not cut the rollback the first one set going
         try:
-            return _journalled(root, changes, folder, phase, folders or {}, by)
+            return _journalled(root, changes, folder, phase, folders or {}, by, group)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: wherever it lands, the target is left as before, or
             term = isinstance(exc, Term)  # as done
             how, kind = ("terminated (SIGTERM)", Terminated) if term else ("interrupted (Ctrl-C, SIGINT)",
@@ -198,7 +204,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
 
 
 def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list[str],
-                folders: Mapping[str, Kept], by: Mapping[str, str] | None = None) -> str:
+                folders: Mapping[str, Kept], by: Mapping[str, str] | None = None, group: Group | None = None) -> str:
     """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
     where = folder
@@ -212,8 +218,8 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         fault_point()
         where = journal
         atomic_write(journal, dumps({"entries": entries, "dirs": dirs} | ({"removed_dirs": emptied} if emptied
-                                                                           else {}) | ({"by": dict(by)} if by else {})),
-                     0o644)
+                                                                           else {}) | ({"by": dict(by)} if by else {})
+                                    | ({"group": group.to_json()} if group else {})), 0o644)
     except OSError as exc:
         _abandon(root)
         raise EnvironmentProblem(f"{io_said(exc, where)} while preparing the journal; nothing in the "
@@ -243,6 +249,8 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         for parent in sorted(written):  # once per folder, before the journal goes: until then a crash rolls back
             where = parent
             fsync_dir(parent)
+        if group is not None:  # kept until every target of the run is written: writeall commits the run
+            return ""
         where = journal
         unlink(journal)
         phase[0] = "done"
@@ -259,6 +267,35 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
+    return _drop_backups(folder / BACKUPS)
+
+
+def commit_group(root: Path) -> bool:
+    """The point of no return of a run over several targets: the journal of its first target (``root``), which
+    this process wrote, rewritten atomically with ``committed`` true (:class:`fixpack.state.Group`). Raises OSError
+    when it was not (its temp file gone: the run is still to be rolled back); returns False when it was, but its
+    folder could not be synced (a crash may lose it: the run's journals are then kept, as they are consistent
+    either way)."""
+    path = journal_path(root)
+    data = loads_json(path.read_bytes())
+    data["group"]["committed"] = True
+    atomic_write(path, dumps(data), 0o644, sync_dir=False)
+    try:
+        fsync_dir(path.parent)
+    except OSError:
+        return False
+    return True
+
+
+def finish_group(root: Path) -> str:
+    """A committed run's journal in ``root`` removed, then its backups (:func:`_drop_backups`); returns "" or a note
+    naming what was left (the next run removes it). Raises OSError when the journal itself cannot be removed."""
+    folder = state_dir(root)
+    unlink(folder / JOURNAL)
+    try:
+        fsync_dir(folder)
+    except OSError:  # the journal is gone in memory; lost in a crash, the next run sees the run complete all the same
+        pass
     return _drop_backups(folder / BACKUPS)
 
 

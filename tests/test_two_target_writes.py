@@ -1,7 +1,8 @@
 """A run over two targets checks both before it writes either (all or nothing across targets): a refusal over the
 second (something at a temp path of its files) leaves the first as it was too, for apply and revert; a write of the
-second that fails names the first as written; and a rollback that cannot put a file back (a read-only file system)
-is exit 5 with the journal kept, not an internal error."""
+second that fails puts the first back too (tests/test_two_target_atomic.py fails every I/O call and write point);
+and a rollback that cannot put a file back (a read-only file system) is exit 5 with the journal kept, not an
+internal error."""
 
 from __future__ import annotations
 
@@ -36,23 +37,35 @@ def test_a_refusal_over_the_second_target_leaves_the_first_as_it_was(builder, tm
     assert ("four" in (demo / "demo_pkg/mod.py").read_text()) == (command == "apply")
 
 
-def test_a_failed_write_of_the_second_target_names_the_first_as_written(builder, tmp_path, monkeypatch):
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_failed_write_of_the_second_target_rolls_the_first_back_too(builder, tmp_path, monkeypatch, command):
     """The real transaction of the second target fails (its journal cannot be written: ENOSPC) once the first target's
-    is complete: the error names the first as written."""
+    is written: the first is put back too, its files and its manifest (its state folder as it was), and the error
+    says nothing was written. It named the first as written and recorded, and left it so."""
     import errno
 
     req, demo, gaudi = two_target_pack(builder, tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    if command == "revert":
+        assert engine.apply(req).ok
     real = fsio.replace_file
 
     def full_disk_for_the_second_journal(src, dst):
         if Path(dst) == gaudi / ".fixpack/journal.json":
             raise OSError(errno.ENOSPC, "No space left on device", str(dst))
         return real(src, dst)
+    before = snapshot(demo), snapshot(gaudi), outside.read_bytes(), (demo / ".fixpack").exists()
     monkeypatch.setattr(fsio, "replace_file", full_disk_for_the_second_journal)
     with pytest.raises(EnvironmentProblem) as exc:
-        engine.apply(req)
-    assert f"target demo ({demo}) was written and recorded, and nothing else was written" in str(exc.value)
-    assert "four" in (demo / "demo_pkg/mod.py").read_text() and (demo / ".fixpack/demo.manifest.json").is_file()
+        getattr(engine, command)(req)
+    assert f"{gaudi}/.fixpack/journal.json: No space left on device (ENOSPC) while preparing the journal; nothing in " \
+           f"the target was changed. Free space on its file system and run again. Target demo ({demo}), written " \
+           f"before it in this run, was rolled back too: nothing was written" == str(exc.value)
+    assert (snapshot(demo), snapshot(gaudi), outside.read_bytes(), (demo / ".fixpack").exists()) == before
+    monkeypatch.setattr(fsio, "replace_file", real)
+    assert getattr(engine, command)(req).ok and ("four" in (demo / "demo_pkg/mod.py").read_text()) == \
+        (command == "apply") and ("seven" in (gaudi / RUNNER).read_text()) == (command == "apply")
 
 
 def test_a_rollback_that_cannot_put_a_file_back_is_exit_5_and_keeps_the_journal(builder, tmp_path):

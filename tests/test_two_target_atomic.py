@@ -1,0 +1,265 @@
+"""A run over two targets (two roots: vLLM and the vllm-gaudi plugin) writes both or neither. A write of the second
+that fails part-way (the engine's own I/O fault hook, $FIXPACK_IO_FAULT, failing the real transaction at each of its
+I/O calls in turn) puts the first back too, files and state folder, and says nothing was written; a put-back that
+fails itself is exit 5, the journal kept, and the next run puts both back. A run killed (SIGKILL, $FIXPACK_FAULT_AT)
+at any write point leaves journals that the next status, revert and apply treat as one run: both targets rolled
+back, or both kept as written (once the run committed). Every byte of both targets, and of a file beside them, is
+compared."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import GAUDI_RUNNER, REPO, snapshot, two_target_pack
+
+from fixpack import engine, fsio
+from fixpack.errors import EnvironmentProblem, FixpackError
+from fixpack.states import Action, State
+
+ERRNOS = ("ENOSPC", "EIO", "EROFS", "EACCES")
+JOURNAL = ".fixpack/journal.json"
+
+
+def _all(*roots: Path) -> list[tuple[dict, list[str]]]:
+    """Every file of each root with its bytes and mode, and every folder (a rolled-back run leaves none it made)."""
+    return [(snapshot(r), sorted(str(p.relative_to(r)) for p in r.rglob("*") if p.is_dir() and ".git" not in p.parts))
+            for r in roots]
+
+
+@pytest.fixture
+def two(builder, tmp_path):
+    """Both targets clean, a file of the user's beside them; returns the request, the roots, that file, and the
+    snapshots of the three clean and applied."""
+    req, demo, gaudi = two_target_pack(builder, tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the user's own file\n")
+    clean = _all(demo, gaudi, tmp_path / "pack") + [outside.read_bytes()]
+    assert engine.apply(req).ok
+    applied = _all(demo, gaudi, tmp_path / "pack") + [outside.read_bytes()]
+    assert engine.revert(req).ok and _now(demo, gaudi, outside) == clean
+    return req, demo, gaudi, outside, clean, applied
+
+
+def _now(demo: Path, gaudi: Path, outside: Path) -> list:
+    return _all(demo, gaudi, outside.parent / "pack") + [outside.read_bytes()]
+
+
+def _faulted(monkeypatch, spec: str, run):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(fsio.IO_FAULT_ENV, spec)
+    fsio.reset_fault_counters()
+    try:
+        return run(), None
+    except FixpackError as exc:
+        return None, exc
+    finally:
+        monkeypatch.delenv(fsio.IO_FAULT_ENV)
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_write_failing_at_any_io_call_leaves_both_targets_as_they_were(two, monkeypatch, command):
+    """Each I/O call of the run fails in turn (ENOSPC, EIO, EROFS, EACCES). A failure before the run committed leaves
+    both targets, their manifests and state folders, as they were (exit 5, "nothing was written"), and one in the
+    second target's write names the first as rolled back; a failure after it (removing the backups) leaves both
+    written. Before this, a failure in the second target's write left the first written and recorded."""
+    req, demo, gaudi, outside, clean, applied = two
+    start, end = (clean, applied) if command == "apply" else (applied, clean)
+    if command == "revert":
+        assert engine.apply(req).ok
+    report, exc = _faulted(monkeypatch, "1000000:EIO", lambda: getattr(engine, command)(req))
+    assert exc is None and report.ok
+    points = fsio.io_calls()
+    assert (engine.revert if command == "apply" else engine.apply)(req).ok and _now(demo, gaudi, outside) == start
+    failed = named = 0
+    for n in range(1, points + 1):
+        name = ERRNOS[n % len(ERRNOS)]
+        report, exc = _faulted(monkeypatch, f"{n}:{name}", lambda: getattr(engine, command)(req))
+        if exc is None:  # a call of the run once committed (a journal's or the backups' removal): both written
+            assert report.ok
+            notes = " ".join(n for t in report.targets for n in t.notes)
+            if (demo / JOURNAL).exists() or (gaudi / JOURNAL).exists():  # the next run removes them, noted
+                assert "this run is complete, but its journal" in notes and "the files as they are" in notes, notes
+            st = engine.status(req)
+            done = (State.APPLIED, Action.NONE) if command == "apply" else (State.ABSENT, Action.WOULD_APPLY)
+            assert st.ok and all((f.state, f.action) == done for f in st.fixes), (n, st.as_dict())
+        else:
+            failed += 1
+            assert isinstance(exc, EnvironmentProblem), (n, exc)
+            assert any(w in str(exc) for w in ("nothing was written", "nothing in the target was changed",
+                                               "the run was rolled back: the target holds its bytes from before")), n
+            assert _now(demo, gaudi, outside) == start, (n, name, str(exc))  # both, every byte, every folder
+            if str(gaudi) in str(exc).split(";")[0]:  # the second target's write failed: the first was put back
+                named += 1
+                assert f"Target demo ({demo}), written before it in this run, was rolled back too: nothing was " \
+                       f"written" in str(exc), (n, exc)
+            continue
+        assert (engine.revert if command == "apply" else engine.apply)(req).ok
+        assert _now(demo, gaudi, outside) == start, n
+    assert failed > 10 and named > 3, (failed, named)
+    assert getattr(engine, command)(req).ok and _now(demo, gaudi, outside) == end  # and the run, unfaulted, does both
+
+
+def test_a_failed_put_back_of_the_first_target_is_exit_5_and_the_next_run_puts_both_back(two, monkeypatch):
+    """Every I/O call from the N-th on fails (a file system gone read-only), for each N: the run is exit 5 or ends
+    complete. Where the first target could not be put back, the error says so, that its journal is kept and what the
+    next run does; status already shows neither fix applied, and the next revert puts both targets back."""
+    req, demo, gaudi, outside, clean, applied = two
+    _faulted(monkeypatch, "1000000:EIO", lambda: engine.apply(req))
+    points = fsio.io_calls()
+    assert engine.revert(req).ok and _now(demo, gaudi, outside) == clean
+    kept = 0
+    for n in range(1, points + 1):
+        report, exc = _faulted(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(req))
+        states = {f.id: (f.state, f.action) for f in engine.status(req).fixes}
+        assert states["core"] == states["plugin"], (n, states, exc)  # both applied, or both still to apply
+        if exc is not None:
+            assert exc.exit_code == 5 and isinstance(exc, EnvironmentProblem), (n, exc)
+            assert states["core"] == (State.ABSENT, Action.WOULD_APPLY), (n, states)
+            if "Putting back target demo" in str(exc):
+                kept += 1
+                when = "in this run" if "while committing the run" in str(exc) else "before it in this run"
+                assert f"Putting back target demo ({demo}), written {when}, failed ({demo}/" in str(exc), (n, exc)
+                assert f"its journal {demo / JOURNAL} is kept, and the next apply or revert rolls it back first" \
+                    in str(exc) and (demo / JOURNAL).is_file()
+        r = engine.revert(req)
+        assert r.ok, (n, r.as_dict())
+        assert _now(demo, gaudi, outside) == clean, (n, exc)
+    assert kept > 3
+
+
+def _cli(builder, demo: Path, gaudi: Path, command: str, fault_at: int | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)} | ({"FIXPACK_FAULT_AT": str(fault_at)} if fault_at else {})
+    env.pop(fsio.IO_FAULT_ENV, None)
+    return subprocess.run([sys.executable, "-m", "fixpack.cli", command, "--pack", str(builder.pack), "-p", "p1",
+                           "--root", f"demo={demo}", "--root", f"vllm-gaudi={gaudi}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_run_killed_at_any_write_point_leaves_both_targets_or_neither(builder, two, command):
+    """SIGKILL at each write point of a two-target run in turn (the first target written, the second not yet, or
+    committed with its journals still there): status shows both fixes in one state, the next revert reverts both
+    or neither, and the targets end as they were before; for apply the kills met both the half-written window
+    (its first target's journal kept, uncommitted: rolled back) and the committed one (removed, the files kept).
+    Before this, a kill between the two left the first target written and recorded, and the second not."""
+    req, demo, gaudi, outside, clean, applied = two
+    start = clean if command == "apply" else applied
+    seen = set()
+    for at in range(1, 100):
+        if command == "revert":
+            assert engine.apply(req).ok
+        assert _now(demo, gaudi, outside) == start
+        run = _cli(builder, demo, gaudi, command, at)
+        if run.returncode == 0:
+            break
+        assert run.returncode == 137, run.stderr
+        first_written = ("four" in (demo / "demo_pkg/mod.py").read_text()) == (command == "apply")
+        second_written = ("seven" in (gaudi / GAUDI_RUNNER).read_text()) == (command == "apply")
+        journals = [(r / JOURNAL).is_file() for r in (demo, gaudi)]
+        if first_written and not second_written:
+            seen.add("half")
+        if (demo / JOURNAL).is_file() and json.loads((demo / JOURNAL).read_text()).get("group", {}).get("committed"):
+            seen.add("committed")
+        st = engine.status(req)
+        states = {f.id: (f.state, f.action) for f in st.fixes}
+        assert states["core"] == states["plugin"], (at, states, journals)
+        r = engine.revert(req)
+        assert r.ok, (at, r.as_dict())
+        actions = {f.id: f.action for f in r.fixes}  # (none listed when the rollback left nothing to revert)
+        assert actions.get("core") == actions.get("plugin"), (at, actions)
+        assert _now(demo, gaudi, outside) == clean, at
+        assert not any((root / ".fixpack").exists() for root in (demo, gaudi)), at
+    else:
+        raise AssertionError("the run never ran to its end")
+    assert run.returncode == 0 and _now(demo, gaudi, outside) == (applied if command == "apply" else clean)
+    assert seen == {"half", "committed"}, seen
+
+
+def _killed_after_the_commit(builder, req, demo: Path, gaudi: Path) -> None:
+    """An apply killed right after its commit: both targets written, both journals there, the first's committed."""
+    for at in range(1, 100):
+        assert engine.revert(req).ok
+        assert _cli(builder, demo, gaudi, "apply", at).returncode == 137
+        first = demo / JOURNAL
+        if first.is_file() and json.loads(first.read_text())["group"]["committed"] and (gaudi / JOURNAL).is_file():
+            return
+    raise AssertionError("no write point is right after the commit")
+
+
+def test_a_committed_runs_first_journal_goes_last_and_never_alone(builder, two):
+    """Killed once committed, both journals still there: a run over the first target alone would remove its
+    journal (the run's commit) and leave the second's to be rolled back, half of the run undone; it is refused,
+    exit 5, naming the second root, nothing written. Over the second alone, or over both, the journals are removed
+    and the files kept; status says so beforehand."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    written = _now(demo, gaudi, outside)
+    st = engine.status(req)
+    assert all(f.state is State.APPLIED and f.action is Action.NONE for f in st.fixes), st.as_dict()
+    assert "killed once its writes were complete" in " ".join(st.targets[0].notes)
+    only = {"demo": {"only_targets": ("demo",)}, "vllm-gaudi": {"only_targets": ("vllm-gaudi",)}}
+    for command in (engine.apply, engine.revert):
+        with pytest.raises(EnvironmentProblem) as exc:
+            command(engine.Request(pack_root=req.pack_root, profile="p1", roots=req.roots, **only["demo"]))
+        assert f"and {gaudi} still holds that run's journal" in str(exc.value) and "Nothing was written" in \
+            str(exc.value) and f"a --root for each of {demo}, {gaudi}" in str(exc.value)
+        assert _now(demo, gaudi, outside) == written
+    r = engine.apply(engine.Request(pack_root=req.pack_root, profile="p1", roots=req.roots, **only["vllm-gaudi"]))
+    assert r.ok and not (gaudi / JOURNAL).exists() and (demo / JOURNAL).exists(), r.as_dict()
+    assert "removed the journal of a run over several targets" in " ".join(r.targets[-1].notes)
+    r = engine.apply(engine.Request(pack_root=req.pack_root, profile="p1", roots=req.roots, **only["demo"]))
+    assert r.ok and not (demo / ".fixpack/journal").exists() and _now(demo, gaudi, outside) == applied, r.as_dict()
+    _killed_after_the_commit(builder, req, demo, gaudi)  # both at once: the second's first, then the first's
+    r = engine.apply(req)
+    assert r.ok and _now(demo, gaudi, outside) == applied, r.as_dict()
+    assert all("removed the journal of a run over several targets" in " ".join(t.notes) for t in r.targets)
+
+
+@pytest.mark.parametrize("change", [{"index": 1, "committed": True}, {"id": "not hex"}, {"roots": ["relative", "/x"]},
+                                    {"extra": 1}])
+def test_a_damaged_group_in_a_journal_is_damaged_state(builder, two, change):
+    """The journal's record of its run over several targets is untrusted input like the rest: only the first
+    target's journal may say committed; an id of 32 hex digits, absolute roots. Exit 3, nothing written."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    data = json.loads((gaudi / JOURNAL).read_text())
+    data["group"].update(change)
+    (gaudi / JOURNAL).write_text(json.dumps(data))
+    before = _now(demo, gaudi, outside)
+    with pytest.raises(FixpackError, match="'group' is not a run over several targets") as exc:
+        engine.apply(req)
+    assert exc.value.exit_code == 3 and _now(demo, gaudi, outside) == before
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_ctrl_c_or_sigterm_once_the_first_target_is_written_rolls_it_back(two, monkeypatch, signal_name):
+    """A Ctrl-C (or SIGTERM, raised as Ctrl-C is: fixpack.interrupts) that lands as the first target's real
+    transaction returns, before the second is begun: the first is put back, exit 5 (143 for SIGTERM), nothing
+    written. Before this, the first stayed written and recorded, and the interrupt went up as a traceback."""
+    from fixpack import writeall
+    from fixpack.interrupts import Term
+
+    req, demo, gaudi, outside, clean, applied = two
+    real = writeall.write_transaction
+
+    def signal_once_the_first_is_written(root, *args, **kwargs):  # type: ignore[no-untyped-def]
+        note = real(root, *args, **kwargs)
+        if root == demo:
+            raise Term() if signal_name == "SIGTERM" else KeyboardInterrupt
+        return note
+    monkeypatch.setattr(writeall, "write_transaction", signal_once_the_first_is_written)
+    try:
+        engine.apply(req)
+        got: BaseException | None = None
+    except BaseException as exc:  # (a KeyboardInterrupt that went up would end pytest itself)
+        got = exc
+    assert _now(demo, gaudi, outside) == clean
+    assert isinstance(got, FixpackError), repr(got)
+    how = "terminated (SIGTERM)" if signal_name == "SIGTERM" else "interrupted (Ctrl-C, SIGINT)"
+    assert str(got) == (f"{how} while writing the run's targets. Target demo ({demo}), written in this run, was "
+                        f"rolled back: nothing was written")
+    assert got.exit_code == (143 if signal_name == "SIGTERM" else 5)
