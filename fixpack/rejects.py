@@ -12,7 +12,7 @@ from pathlib import Path
 from .errors import BadInputError, EnvironmentProblem, io_advice, io_said
 from .fsio import atomic_write
 from .report import Report, rejects_held
-from .safepath import link_on_the_way
+from .safepath import file_on_the_way, link_on_the_way
 
 
 def write_rejects(report: Report, folder: Path) -> list[Path]:
@@ -50,17 +50,24 @@ def write_rejects(report: Report, folder: Path) -> list[Path]:
             report.elsewhere = (f"{len(written)} reject file(s) under {folder}: {', '.join(map(str, written))}"
                                 if written else f"no reject file under {folder}")
             _retold(report, rejects_held(given), folder, written, dest, exc)
+            todo = _todo(exc, folder, dest)
             raise RejectsNotWritten(f"cannot write {io_said(exc, dest)}; the run was refused, and "
-                                    f"{report.nothing_written()}. {_todo(exc, dest).capitalize()}, or give another "
+                                    f"{report.nothing_written()}. {todo[:1].upper()}{todo[1:]}, or give another "
                                     f"--reject folder, and run again", written) from exc
         written.append(dest)
     return written
 
 
-def _todo(exc: OSError, dest: Path) -> str:
-    """What to do about a .rej file that could not be written: a folder in its place (not a link to one) moved away,
-    else what its errno asks (free space, permissions, ...)."""
-    return "move the folder there away" if dest.is_dir() and not dest.is_symlink() else io_advice(exc)
+def _todo(exc: OSError, folder: Path, dest: Path) -> str:
+    """What to do about a .rej file ``dest`` (under ``folder``) that could not be written: a folder in its place (not a
+    link to one) moved away, or a file where a folder on its way under ``folder`` must be made (named: "remove the
+    cause" did not say which), else what its errno asks (free space, permissions, ...)."""
+    if dest.is_dir() and not dest.is_symlink():
+        return "move the folder there away"
+    way = file_on_the_way(folder, dest.relative_to(folder).as_posix())
+    if way is not None:
+        return f"move {folder / way} away (a file where a folder on the way to the .rej file must be made)"
+    return io_advice(exc)
 
 
 def _retold(report: Report, held: str, folder: Path, written: list[Path], failed: Path, exc: OSError) -> None:
@@ -78,7 +85,7 @@ def _retold(report: Report, held: str, folder: Path, written: list[Path], failed
         said += [f"cannot write {io_said(exc, failed)}"] if failed in mine else []
         said += [f"{_listed(rest)} {'was' if len(rest) == 1 else 'were'} not written (the run stopped at "
                  f"{failed})"] if rest else []
-        said.append(f"{_todo(exc, failed)}, or give another --reject folder, and run again to have them")
+        said.append(f"{_todo(exc, folder, failed)}, or give another --reject folder, and run again to have them")
         fix.messages = [m.replace(held, "; ".join(said)) for m in fix.messages]
 
 

@@ -243,6 +243,33 @@ def test_reject_files_are_listed_in_the_json_and_a_failed_one_says_the_target_wa
     assert snapshot(image) == before
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_file_where_a_rej_folder_must_be_made_is_named_with_what_to_do(builder, tmp_path, as_json):
+    """Found by a user: `apply --reject DIR` with a plain file at DIR/demo_pkg, where the folder of the .rej file must
+    be made, said "Remove the cause" (ENOTDIR's advice), not which file. The error and the fix's next step name the
+    file in the way and say to move it away (exit 5 still, as a folder where the .rej goes is); the path is said as
+    given, not lowered by a capitalized first word."""
+    b = builder
+    base = _one_block_fix(b)
+    image = b.tree("image", {MOD: base.replace("    a = x + 1\n", "    a = x + 2\n")})
+    before = snapshot(image)
+    rej = tmp_path / "Rej"
+    rej.mkdir()
+    (rej / Path(MOD).parent).write_text("a file where the .rej file's folder goes\n")
+    code, out = cli(b, image, "apply", "--reject", str(rej), *(["--json"] * as_json))
+    doc = json.loads(out[:out.rindex("}") + 1]) if as_json else None
+    error = doc["error"] if doc else " ".join(out.split()).split(" FAILED (exit 5): ", 1)[1]
+    step = " ".join(doc["fixes"][0]["messages"][-1].split()) if doc else " ".join(out.split())
+    todo = f"move {rej / Path(MOD).parent} away (a file where a folder on the way to the .rej file must be made)"
+    assert code == 5 and error.startswith(f"cannot write {rej / MOD}.rej: Not a directory (ENOTDIR); the run was "
+                                          f"refused, and nothing was written in the target"), error
+    assert error.endswith(f". M{todo[1:]}, or give another --reject folder, and run again"), error
+    assert f"{todo}, or give another --reject folder, and run again to have them" in step, step
+    assert "remove the cause" not in (error + step).lower(), error
+    assert (rej / Path(MOD).parent).read_text() == "a file where the .rej file's folder goes\n"
+    assert snapshot(image) == before
+
+
 def test_reject_on_a_run_that_refuses_no_hunk_says_so_and_writes_nothing_there(builder, tmp_path):
     """Found by a fresh user: `apply --reject DIR` that refused nothing said "0 reject file(s) under DIR"."""
     b = builder
