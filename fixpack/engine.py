@@ -500,8 +500,8 @@ def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> 
         roots = req.roots if shown is None else shown
         redo = partial(lock_scope.relock, profile, req.only_targets, roots, req.env_root, pack)
         lock = lockfile.read_lock(profile, redo)  # (--target: the named targets' entries alone)
-        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc),
-                                    keep=lock_scope.named(pack, profile, lock, req.only_targets))
+        lockfile.check_lock_matches(pack, profile, lock, redo, blocked=str(exc),  # (the patches are parsed here)
+                                    keep=lock_scope.named(pack, profile, lock, req.only_targets), vouch=False)
         raise
 
 

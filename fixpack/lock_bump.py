@@ -9,9 +9,10 @@ import json
 from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
-from .lock_hints import Redo, regenerate_hint
+from .lock_hints import Redo, order_changes, regenerate_hint
+from .lock_seal import hunks_edited, told
 from .lock_where import lock_line, stale_at
-from .lockfile import bump_note, order_changes, previous_locks, read_lock, version_at
+from .lockfile import bump_note, previous_locks, read_lock, version_at
 from .model import Fix, Profile
 from .records import Lock, LockFix
 
@@ -93,6 +94,8 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
             fix = fixes.get(fid)
             if fix is not None and fix.version == new.version:
                 what += bump_note(fix, profile, old)
+        elif edited := hunks_edited(profile.lock_path, old, [(h.file, h.hunk, h.pre, h.post) for h in new.hunks]):
+            what = f"{fid}: {'; '.join(edited)}"  # (the patch's own: not the release copy's)
         else:
             what = f"{fid}: other fingerprints on the release copy than the lock records{_files_differ(new, old)}"
         path, line = stale_at(profile, have, ("fix", fid))
@@ -111,8 +114,13 @@ def _files_differ(new: LockFix, old: LockFix) -> str:
             said.append(f"{path} ({'the lock' if n is None else 'the release copy'} alone has it)")
             continue
         sides = [w for w, x, y in (("pre-image", n.pre, o.pre), ("post-image", n.post, o.post)) if x != y]
-        if [h for h in new.hunks if h.file == path] != [h for h in old.hunks if h.file == path]:
-            sides.append("hunks")
+        hunks = [h for h in new.hunks if h.file == path] != [h for h in old.hunks if h.file == path]
+        # a patch laid at its stated lines makes its post-image of one pre-image only (a deletion tells none)
+        if sides == ["pre-image"] and not hunks and n.post is not None:
+            sides = [f"pre-image (the copy's file, of which the fix makes the post-image the lock records, is "
+                     f"{told(n.pre, o.pre)}, the lock's {told(o.pre, n.pre)}: the lock was edited by hand and sealed "
+                     f"again)"]
+        sides += ["hunks"] * hunks
         if sides:
             said.append(f"{path}: its {' and '.join(sides)}")
     return f": {'; '.join(said)}" if said else ""

@@ -114,6 +114,24 @@ def flipped(now: list[str], was: list[str]) -> list[tuple[str, str]]:
     return [(a, b) for i, a in enumerate(both) for b in both[i + 1:] if at[a] > at[b]]
 
 
+def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], str]]:
+    """A reordered series: a fix of ``ours`` (fix ids the lock has, in fixes/series' order now) put before one that
+    ``lock``, made from the series as it was, has first (key ``("order", id)``); a pair that shares a file first,
+    since each patch is written on the fixes above it: a new lock may stop on either (``edit`` lays a patch at its
+    stated lines only), or on neither (lines the other fix does not move)."""
+    pairs = flipped(ours, [f.id for f in lock.fixes])
+    if not pairs:
+        return []
+    files = {f.id: {x.path for x in f.files} for f in lock.fixes}
+    shared = [(a, b, sorted(files[a] & files[b])) for a, b in pairs if files[a] & files[b]]
+    a, b, paths = shared[0] if shared else (*pairs[0], [])
+    what = f"{a}: fixes/series now puts it before {b}, the lock after it (made from the series as it was)"
+    return [(("order", a), f"{what}; they share {', '.join(paths)}, and each patch is written on the fixes above it: "
+                           f"where the new lock stops on a patch of them, put the order back, or make that patch again "
+                           f"on the fixes the new order puts before it"
+             if paths else f"{what}; they share no file, so a new lock is all the new order needs")]
+
+
 def reordered_around(pack: Pack, chain: tuple[Fix, ...], was: list[str], fix: Fix) -> str:
     """"" or why a fix that does not apply on a release copy was written on another order: fixes that change one of
     its files and that fixes/series (``chain``'s order) now puts before it where the lock on disk (its fixes' order

@@ -3,11 +3,14 @@ wrote it. Where, the seal cannot say (it is one sha256 over the whole); what can
 is guessed:
 
 - the chain: each file's pre-image in a fix's entry is the post-image of the fix before it that touches that
-  file (of its target), as ``lock`` records them; two that differ are named, both lines (either was edited);
+  file (of its target), as ``lock`` records them; two that differ are named, both lines (either was edited), in a
+  lock sealed again too where the patches are held to it (:func:`chain_broken`);
 - the pack (:func:`against_pack`): an entry's ``version`` or ``patch_sha256`` that is not what the pack says of
   that fix is named at its line, with where the pack says it (the pack may have changed since, too);
 - the patches (:func:`post_edited`): a post-image that is not what the fix's patch makes of the pre-image the lock
-  records for it, met as apply and status lay the fix (a lock edited and sealed again: the seal is a plain sha256).
+  records for it, or a pre-image of which the patch makes the post-image the lock records though the file is not
+  that pre-image, met as apply and status lay the fix (a lock edited and sealed again: the seal is a plain sha256);
+  a hunk's recorded sides (:func:`hunks_edited`) that are not the patch's, where the patch is parsed anyway.
 
 A lock laid out otherwise than ``lock`` writes it (one key a line) is named without lines.
 """
@@ -24,6 +27,7 @@ from .errors import FixpackError, StaleLockError
 
 if TYPE_CHECKING:
     from .model import Fix, Profile
+    from .records import Lock, LockFix
 
 SEAL_SAID = "its content does not match its seal"
 
@@ -87,9 +91,9 @@ def against_pack(text: str, path: Path, profile: Profile, version_at: Callable[[
     return out
 
 
-def _fix_spans(lines: list[str], count: int) -> list[tuple[int, int]]:
+def _fix_spans(lines: list[str], count: int | None) -> list[tuple[int, int]]:
     """Each entry of the lock's ``"fixes"`` list as lines (0-based, first and last), as ``lock`` writes it (indent
-    2: ``    {`` to ``    }``); [] when the lock is laid out otherwise or holds another count of them."""
+    2: ``    {`` to ``    }``); [] when the lock is laid out otherwise or holds another count of them (None: any)."""
     start = next((n for n, ln in enumerate(lines) if ln == '  "fixes": ['), None)
     spans: list[tuple[int, int]] = []
     if start is None:
@@ -103,7 +107,7 @@ def _fix_spans(lines: list[str], count: int) -> list[tuple[int, int]]:
             first = None
         elif lines[n].startswith("  ]"):
             break
-    return spans if len(spans) == count else []
+    return spans if count is None or len(spans) == count else []
 
 
 def _at(path: Path, lines: list[str], spans: list[tuple[int, int]], n: int, file: str | None, key: str) -> str:
@@ -135,13 +139,111 @@ def post_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: 
 
     lines = text_for_lines(path).splitlines()
     line = _line(lines, _fix_spans(lines, entries), n, file, "post")
-    what = (f"fix {fix_id}'s post-image of {file} is {_told(want, made)}, but its patch makes {_told(made, want)} of "
+    what = (f"fix {fix_id}'s post-image of {file} is {told(want, made)}, but its patch makes {told(made, want)} of "
             f"the pre-image the lock records for it: the lock was edited by hand and sealed again (its \"digest\" is "
             f"a plain sha256 anyone can recompute), so nothing was written")
     return StaleLockError(f"{path}{f':{line}' if line else ''}: {what}; {hint}", line, what, hint)
 
 
-def _told(digest: str | None, other: str | None) -> str:
+def pre_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: str | None, found: str | None,
+               hint: str) -> StaleLockError:
+    """The error for the lock at ``path`` (``entries`` fix entries) whose ``n``-th entry, fix ``fix_id``'s, records
+    ``want`` as the pre-image of ``file`` where the file is ``found`` (None: no file) and the fix's patch makes of it
+    the post-image the entry records: laid at its stated lines, a patch makes that post-image of one pre-image only,
+    so the lock's is wrong (the file is no drift). At the line of that ``"pre"``, with ``hint``."""
+    from .documents import text_for_lines  # only for a lock edited so
+
+    lines = text_for_lines(path).splitlines()
+    line = _line(lines, _fix_spans(lines, entries), n, file, "pre")
+    what = (f"fix {fix_id}'s pre-image of {file} is {told(want, found)}, but the file is {told(found, want)}, of "
+            f"which its patch makes the very post-image the lock records: the lock was edited by hand and sealed again "
+            f"(its \"digest\" is a plain sha256 anyone can recompute), so nothing was written")
+    return StaleLockError(f"{path}{f':{line}' if line else ''}: {what}; {hint}", line, what, hint)
+
+
+def chain_broken(path: Path, lock: Lock) -> list[tuple[str, str]]:
+    """Each fix entry of ``lock`` (at ``path``, sealed) whose pre-image of a file is not the post-image the entry before
+    it that touches that file (of its target) records, as ``(fix id, what)``, both lines said: a lock has them equal
+    (:func:`unsealed` says so of a lock whose seal is broken; one sealed again is told here, where the patches are
+    held to it), so one of the two was edited."""
+    last: dict[tuple[str, str], tuple[int, str, str | None]] = {}
+    broken: list[tuple[int, int, str, str, str]] = []  # (entry before, entry, the one before's id, the id, file)
+    for n, fix in enumerate(lock.fixes):
+        for f in fix.files:
+            key = (fix.target, f.path)
+            if key in last and last[key][2] != f.pre:
+                broken.append((last[key][0], n, last[key][1], fix.id, f.path))
+            last[key] = (n, fix.id, f.post)
+    if not broken:
+        return []
+    from .documents import text_for_lines  # only for a lock edited so
+
+    lines = text_for_lines(path).splitlines()
+    line = partial(_line, lines, _fix_spans(lines, len(lock.fixes)))
+    out = []
+    for m, n, was, fid, file in broken:
+        pre, post = line(n, file, "pre"), line(m, file, "post")
+        out.append((fid, f"its pre-image of {file}{f' (line {pre} of the lock)' if pre else ''} and fix {was}'s "
+                         f"post-image of it{f' (line {post})' if post else ''} differ, where a lock has them equal: "
+                         f"one of the two was edited by hand and the lock sealed again"))
+    return out
+
+
+Sides = tuple[str, int, str, str]  # a hunk as a lock records it: its file, its number there, its pre- and post-image
+
+
+def patch_hunks(fix: Fix) -> list[Sides]:
+    """Each hunk of ``fix``'s patches (parsed), in order, as a lock records it (:class:`~fixpack.records.LockHunk`)."""
+    return [(fp.path, i + 1, h.sha_pre(), h.sha_post()) for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
+
+
+def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
+    """What of the hunks a fix entry of the lock at ``path`` records (``entry``, the first of its id) is not what its
+    fix's patch gives (``made``: :func:`patch_hunks`, or a lock made now): a hunk's file, number or
+    sha256 of a side, each said at its line in the lock (none when it is laid out otherwise). A fix whose change
+    fingerprint is the lock's has these hunks: another one there was edited by hand and sealed again. [] when
+    they match."""
+    have: list[Sides] = [(h.file, h.hunk, h.pre, h.post) for h in entry.hunks]
+    if have == made:
+        return []
+    from .documents import text_for_lines  # only for a lock edited so
+
+    lines = text_for_lines(path).splitlines()
+    mark = f'      "id": {json.dumps(entry.id)},'  # (its first entry's span: lock.fix gives the first)
+    span = next(((a, b) for a, b in _fix_spans(lines, None) if mark in lines[a:b]), None)
+    edited = "the lock was edited by hand and sealed again"
+    if len(have) != len(made):
+        return [f"it records {len(have)} hunk(s) where its patch has {len(made)}: {edited}"]
+    out = []
+    keys = ("file", "hunk", "pre", "post")
+    for k, (ours, theirs) in enumerate(zip(have, made)):
+        i = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+        if i is None:
+            continue
+        line = _hunk_line(lines, span, k, keys[i])
+        a, b = ours[i], theirs[i]
+        said = (f"its {keys[i]}-image as {told(str(a), str(b))} where its patch gives {told(str(b), str(a))}"
+                if i > 1 else f"{keys[i]} {a} where its patch gives {b}")
+        at = f" (line {line} of the lock)" if line else ""
+        out.append(f"its hunk #{theirs[1]} of {theirs[0]}{at} records {said}: {edited}")
+    return out
+
+
+def _hunk_line(lines: list[str], span: tuple[int, int] | None, k: int, key: str) -> int | None:
+    """The 1-based line of ``key`` in the ``k``-th hunk entry of a fix entry (``span``: its lines); None when the lock's
+    layout is not ``lock``'s."""
+    if span is None:
+        return None
+    first, last = span
+    starts = [m for m in range(first, last) if lines[m] == "        {"]  # (its files' entries and its hunks')
+    at = next((m for m in range(first, last) if lines[m] == '      "hunks": ['), None)
+    mine = [m for m in starts if at is not None and m > at]
+    if k >= len(mine):
+        return None
+    return next((m + 1 for m in range(mine[k], last) if lines[m].strip().startswith(f'"{key}": ')), None)
+
+
+def told(digest: str | None, other: str | None) -> str:
     """A file's sha256 as a message says it beside ``other``: up to the first character that differs, 12 at least
     ("no file" for None)."""
     if digest is None:

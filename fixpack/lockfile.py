@@ -28,15 +28,15 @@ from .fsio import atomic_write
 from .lock_head import committed_lock
 from .lock_hints import (
     Redo,
-    flipped,
     found_at,
     left_out_before,
+    order_changes,
     regenerate_hint,
     relock_command,
     remove_hint,
     reordered_around,
 )
-from .lock_seal import seal_broken
+from .lock_seal import chain_broken, hunks_edited, patch_hunks, seal_broken
 from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
 from .profile_components import built_version_problem
@@ -155,7 +155,9 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
     vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
-    fingerprint was edited and sealed again is then held to the patches, even one vouched for before)."""
+    fingerprint was edited and sealed again is then held to the patches, even one vouched for before, and so are
+    its hunks' sides and its files' chain: :func:`~fixpack.lock_seal.hunks_edited`,
+    :func:`~fixpack.lock_seal.chain_broken`)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -170,7 +172,11 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
         if entry.patch_sha256 != (fix.patch_sha256 if vouch else fix.parsed_change()) or entry.version != fix.version:
             stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
                                         f"{bump_note(fix, profile, entry)}"))
+        elif not vouch:  # its change as the lock records it: its hunks' sides are the patch's too, unless edited
+            stale += [(("fix", fid), f"{fid}: {what}") for what in hunks_edited(profile.lock_path, entry,
+                                                                                patch_hunks(fix))]
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
+    stale += [] if vouch else [(("fix", fid), f"{fid}: {what}") for fid, what in chain_broken(profile.lock_path, lock)]
     for comp in profile.components:
         locked = lock.component(comp.id)
         if locked is None:
@@ -180,24 +186,6 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
                                                   f"{locked.version} in the lock"))
     ours = [f.id for f in pack.ordered(tuple(f for f in listed if f in recorded))]
     return stale + order_changes(ours, lock) + _pin_changes(profile, lock)
-
-
-def order_changes(ours: list[str], lock: Lock) -> list[tuple[tuple[str, str], str]]:
-    """A reordered series: a fix of ``ours`` (fix ids the lock has, in fixes/series' order now) put before one that
-    ``lock``, made from the series as it was, has first (key ``("order", id)``); a pair that shares a file first,
-    since each patch is written on the fixes above it: a new lock may stop on either (``edit`` lays a patch at its
-    stated lines only), or on neither (lines the other fix does not move)."""
-    pairs = flipped(ours, [f.id for f in lock.fixes])
-    if not pairs:
-        return []
-    files = {f.id: {x.path for x in f.files} for f in lock.fixes}
-    shared = [(a, b, sorted(files[a] & files[b])) for a, b in pairs if files[a] & files[b]]
-    a, b, paths = shared[0] if shared else (*pairs[0], [])
-    what = f"{a}: fixes/series now puts it before {b}, the lock after it (made from the series as it was)"
-    return [(("order", a), f"{what}; they share {', '.join(paths)}, and each patch is written on the fixes above it: "
-                           f"where the new lock stops on a patch of them, put the order back, or make that patch again "
-                           f"on the fixes the new order puts before it"
-             if paths else f"{what}; they share no file, so a new lock is all the new order needs")]
 
 
 def check_component_files(profile: Profile, comp: Component, locked: LockComponent, files: dict[str, str],
@@ -473,9 +461,7 @@ def _entry(fix: Fix, pre: dict[str, str | None], post: dict[str, str | None],
            counts: dict[int, tuple[int, int]]) -> LockFix:
     """``counts`` (per hunk, in order) are its pre-image's occurrences in the file before it and its
     post-image's after it: the evidence that lets a drifted file refuse a twin."""
-    flat = [(fp, i, h) for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
-    hunks = tuple(LockHunk(fp.path, i + 1, h.sha_pre(), h.sha_post(), *(counts.get(n) or (None, None)))
-                  for n, (fp, i, h) in enumerate(flat))
+    hunks = tuple(LockHunk(*sides, *(counts.get(n) or (None, None))) for n, sides in enumerate(patch_hunks(fix)))
     files = tuple(LockFile(p, pre[p], post[p]) for p in fix.touched_paths())
     return LockFix(fix.id, fix.version, fix.target, fix.patch_sha256, files, hunks, fix.bytes_sha256)
 

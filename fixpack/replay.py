@@ -283,20 +283,26 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     before anything is written (:func:`fixpack.lock_seal.post_edited`). Held so: a fix this run lays (absent or
     drifted), not one a manifest records (its files are there already: status vouches for them by the lock's last
     post-images alone). A file that is not the lock's pre-image (a drifted image, an opt-in not selected before it)
-    makes other bytes by right: it is not held to the lock's."""
+    makes other bytes by right: it is not held to the lock's, unless it makes the very post-image the lock records (a
+    patch makes that of one pre-image only): then the lock's pre-image sha256 was edited and sealed again, and the
+    clean release was about to be called drifted (:func:`fixpack.lock_seal.pre_edited`)."""
     entry = ctx.lock.fix(fix.id)
     if entry is None or ev.state not in (State.ABSENT, State.DRIFTED):
         return ev.forward.tree
     paths = [f.path for f in entry.files]
     pre, post = file_hashes(before, paths), file_hashes(ev.forward.tree, paths)
     for f in entry.files:
-        if pre[f.path] == f.pre and post[f.path] != f.post:
+        wrong_post = pre[f.path] == f.pre and post[f.path] != f.post
+        if wrong_post or f.post is not None and pre[f.path] != f.pre and post[f.path] == f.post:  # (a deletion: no pre)
             from .lock_hints import regenerate_hint  # only for a lock edited so
-            from .lock_seal import post_edited
+            from .lock_seal import post_edited, pre_edited
 
             n = next(i for i, e in enumerate(ctx.lock.fixes) if e.id == fix.id)  # (the entry lock.fix gives)
-            raise post_edited(ctx.profile.lock_path, len(ctx.lock.fixes), n, fix.id, f.path, f.post, post[f.path],
-                              regenerate_hint(ctx.profile, ctx.relock, ctx.pack))
+            at, hint = (ctx.profile.lock_path, len(ctx.lock.fixes), n, fix.id, f.path), \
+                regenerate_hint(ctx.profile, ctx.relock, ctx.pack)
+            if wrong_post:
+                raise post_edited(*at, f.post, post[f.path], hint)
+            raise pre_edited(*at, f.pre, pre[f.path], hint)
     return ev.forward.tree
 
 

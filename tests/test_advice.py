@@ -259,27 +259,19 @@ def test_strict_drift_from_a_lock_of_another_release_names_lock_check(builder, t
 
 
 def test_strict_judges_a_later_fix_on_top_of_a_refused_one_on_the_same_file(builder):
-    """A fresh user: under --strict, a fix refused as drifted (here: its lock entry's pre-image hash edited, the lock
-    resealed) left the later fixes on the same file judged on the file without it, so each said its pre-image
-    differs from the lock's, whose pre-image holds the refused fix's change: a drift of its own that is not there.
-    The later fix is judged on top of it, as without --strict: it would apply exactly; only the first is named."""
-    import json
-
-    from fixpack.records import lock_digest
-
+    """A fresh user: under --strict, a fix refused as drifted (here: another file of its own drifted; the user had
+    its lock entry's pre-image hash edited and the lock resealed, which is now named as such, tests/test_lock_seal.py)
+    left the later fixes on the same file judged on the file without it, so each said its pre-image differs from
+    the lock's, whose pre-image holds the refused fix's change: a drift of its own that is not there. The later fix
+    is judged on top of it, as without --strict: it would apply exactly; only the first is named."""
+    other = "demo_pkg/other.py"
     base = numbered(40)
     one = base.replace("line 3\n", "three\n")
-    root = builder.tree("clean", {MOD: base})
-    builder.add_fix("one", {MOD: base}, {MOD: one})
+    builder.add_fix("one", {MOD: base, other: base}, {MOD: one, other: base.replace("line 5\n", "five\n")})
     builder.add_fix("two", {MOD: one}, {MOD: one.replace("line 30\n", "thirty\n")})
     builder.profile(["one", "two"], [])
-    builder.lock(root)
-    lock = builder.pack / "profiles/p1.lock"
-    data = json.loads(lock.read_text())
-    entry = next(f for f in data["fixes"] if f["id"] == "one")
-    entry["files"][0]["pre"] = "0" * 64
-    data["digest"] = lock_digest(data)
-    lock.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    builder.lock(builder.tree("clean", {MOD: base, other: base}))
+    root = builder.tree("image", {MOD: base, other: base.replace("line 35\n", "LINE 35\n")})
     for run in (engine.status, engine.apply):
         r = run(builder.request(root, strict=True))
         assert r.exit_code == 3 and r.fix("one").state == "drifted", r.fix("one")

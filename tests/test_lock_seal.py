@@ -228,3 +228,81 @@ def test_apply_holds_the_fixes_it_lays_to_their_patches_not_to_a_resealed_finger
         assert r.returncode == 2 and snapshot(b.base) == before, said
         assert f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line})" \
             in said, said
+
+
+@pytest.mark.parametrize("side", ["pre", "post"])
+def test_a_hunk_hash_edited_and_sealed_again_is_named_wherever_the_patches_are_parsed(two, side):
+    """Found by a user: a lock whose hunk "pre" sha256 was edited and sealed again was never noticed (nothing but the
+    lock reads it). A hunk's sides are the patch's own: where the patches are parsed anyway (apply's writing path for
+    the fixes it lays, `check`, `lock --check`), each hunk the lock records is held to them, exit 2 at the lock's line,
+    naming the fix, the hunk and the line of the edited hash, with the command that regenerates the lock; nothing
+    written. As for a resealed patch_sha256, status, which lays nothing, still takes the lock's word."""
+    from fixpack.records import lock_digest
+
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    real = data["fixes"][1]["hunks"][0][side]
+    data["fixes"][1]["hunks"][0][side] = "0" * 64
+    lock.write_text(lock.read_text().replace(real, "0" * 64).replace(data["digest"], lock_digest(data)))
+    lines = lock.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines, 1) if ln.strip().rstrip(",") == f'"{side}": "{"0" * 64}"')
+    fid = next(i for i, ln in enumerate(lines, 1) if ln.strip() == '"id": "two",')
+    what = (f"two: its hunk #1 of {MOD} (line {at} of the lock) records its {side}-image as sha256 {'0' * 12} where "
+            f"its patch gives sha256 {real[:12]}: the lock was edited by hand and sealed again")
+    redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
+    before = snapshot(b.base)
+    r = fixpack("check", "--pack", str(b.pack))
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 2 and f"profiles/p1.lock:{fid}: the lock is stale: {what} ({redo}" in said, said
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and f"{lock} is stale: {what} (at {lock}:{fid}); {redo}" in said, said
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and f"{lock}:{fid}: {what}; {redo}" in said and "release copy" not in said, said
+    assert snapshot(b.base) == before
+    assert fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_file_pre_image_hash_edited_and_sealed_again_is_named_not_taken_for_a_drift(two, n):
+    """Found by a user: a lock whose "pre" sha256 of a file was edited and sealed again made the clean release show
+    `drifted` (its file is not the lock's pre-image), and apply went on. Laid at its stated lines, a patch makes the
+    post-image the lock records of one pre-image only: a file of which it makes that post-image is the pre-image, and
+    the lock's is wrong. Status, a dry run and apply say so at the lock's "pre" line (exit 2, nothing written);
+    `lock --check` names the lock's pre-image as edited, not the release copy; `check`, which has no copy, tells a
+    later fix's pre-image that is not the post-image the fix before it leaves (the first fix's is the release's)."""
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    real = json.loads(lock.read_text())["fixes"][n]["files"][0]["pre"]
+    _reseal(lock, [(-n - 1, "0" * 64)])
+    lines = lock.read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines, 1) if ln.strip().rstrip(",") == f'"pre": "{"0" * 64}"')
+    fid = ("one", "two")[n]
+    redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
+    before = snapshot(b.base)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
+        assert (f"{lock}:{at}: fix {fid}'s pre-image of {MOD} is sha256 {'0' * 12}, but the file is sha256 "
+                f"{real[:12]}, of which its patch makes the very post-image the lock records: the lock was edited by "
+                f"hand and sealed again (its \"digest\" is a plain sha256 anyone can recompute), so nothing was "
+                f"written; {redo}") in said, (args, said)
+        assert "drifted" not in said, said
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and (f"{MOD}: its pre-image (the copy's file, of which the fix makes the post-image the "
+                                  f"lock records, is sha256 {real[:12]}, the lock's sha256 {'0' * 12}: the lock was "
+                                  f"edited by hand and sealed again)") in said, said
+    r = fixpack("check", "--pack", str(b.pack))
+    said = " ".join((r.stdout + r.stderr).split())
+    if n:  # fix one's post-image of the file: the hash the lock had as fix two's pre-image
+        post = next(i for i, ln in enumerate(lines, 1) if ln.strip().rstrip(",") == f'"post": "{real}"')
+        assert r.returncode == 2 and (f"the lock is stale: two: its pre-image of {MOD} (line {at} of the lock) and "
+                                      f"fix one's post-image of it (line {post}) differ, where a lock has them equal: "
+                                      f"one of the two was edited by hand and the lock sealed again") in said, said
+    else:
+        assert "the lock is stale" not in said, said
+    assert snapshot(b.base) == before
