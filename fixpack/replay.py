@@ -282,27 +282,30 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     edited and sealed again (the seal is a plain sha256 anyone can recompute) is StaleLockError (exit 2) at its line,
     before anything is written (:func:`fixpack.lock_seal.post_edited`). Held so: a fix this run lays (absent or
     drifted), not one a manifest records (its files are there already: status vouches for them by the lock's last
-    post-images alone). A file that is not the lock's pre-image (a drifted image, an opt-in not selected before it)
-    makes other bytes by right: it is not held to the lock's, unless it makes the very post-image the lock records (a
-    patch makes that of one pre-image only): then the lock's pre-image sha256 was edited and sealed again, and the
-    clean release was about to be called drifted (:func:`fixpack.lock_seal.pre_edited`)."""
+    post-images alone). A file made of one that is not the lock's pre-image (a drifted image, an opt-in not selected
+    before it; a renamed file is made of its old path's) makes other bytes by right: it is not held to the lock's,
+    unless it is the very post-image the lock records (a patch makes that of one pre-image only): then the lock's
+    pre-image sha256 was edited and sealed again, and the clean release was about to be called drifted
+    (:func:`fixpack.lock_seal.pre_edited`)."""
     entry = ctx.lock.fix(fix.id)
     if entry is None or ev.state not in (State.ABSENT, State.DRIFTED):
         return ev.forward.tree
-    paths = [f.path for f in entry.files]
+    paths, locked = [f.path for f in entry.files], entry.pre()
     pre, post = file_hashes(before, paths), file_hashes(ev.forward.tree, paths)
+    came = {fp.new_path: fp.old_path for fp in fix.file_patches() if fp.old_path and fp.new_path}  # (a rename's)
     for f in entry.files:
-        wrong_post = pre[f.path] == f.pre and post[f.path] != f.post
-        if wrong_post or f.post is not None and pre[f.path] != f.pre and post[f.path] == f.post:  # (a deletion: no pre)
-            from .lock_hints import regenerate_hint  # only for a lock edited so
+        src = came.get(f.path, f.path)  # the file its bytes are made of
+        wrong_post = pre.get(src) == locked.get(src) and post[f.path] != f.post
+        if wrong_post or f.post is not None and pre.get(src) != locked.get(src) and post[f.path] == f.post:
+            from .lock_hints import regenerate_hint  # only for a lock edited so (a deletion tells no pre-image)
             from .lock_seal import post_edited, pre_edited
 
             n = next(i for i, e in enumerate(ctx.lock.fixes) if e.id == fix.id)  # (the entry lock.fix gives)
-            at, hint = (ctx.profile.lock_path, len(ctx.lock.fixes), n, fix.id, f.path), \
+            at, hint = (ctx.profile.lock_path, len(ctx.lock.fixes), n, fix.id), \
                 regenerate_hint(ctx.profile, ctx.relock, ctx.pack)
             if wrong_post:
-                raise post_edited(*at, f.post, post[f.path], hint)
-            raise pre_edited(*at, f.pre, pre[f.path], hint)
+                raise post_edited(*at, f.path, f.post, post[f.path], hint)
+            raise pre_edited(*at, src, locked.get(src), pre.get(src), hint)
     return ev.forward.tree
 
 

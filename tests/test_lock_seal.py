@@ -306,3 +306,33 @@ def test_a_file_pre_image_hash_edited_and_sealed_again_is_named_not_taken_for_a_
     else:
         assert "the lock is stale" not in said, said
     assert snapshot(b.base) == before
+
+
+def test_a_renamed_file_is_held_to_the_lock_by_the_pre_image_of_its_old_path(builder):
+    """Found while fixing the above: a fix that renames and changes a file, laid on a drifted image (a line of the old
+    file changed elsewhere), was refused as a lock edited by hand and sealed again: the new path, with no pre-image
+    either way, was held to the lock's post-image, which it cannot be when the file it is made of drifted. A renamed
+    file is held by its old path's pre-image: the drifted image is patched (drifted, exit 0); on the clean release a
+    resealed "pre" of the old path is named at its line (exit 2, nothing written)."""
+    b = builder
+    old, new = "demo_pkg/a.py", "demo_pkg/b.py"
+    diff = (f"diff --git a/{old} b/{new}\nsimilarity index 90%\nrename from {old}\nrename to {new}\n--- a/{old}\n"
+            f"+++ b/{new}\n@@ -2,3 +2,3 @@\n line 2\n-line 3\n+three\n line 4\n")
+    b.add_fix("one", {}, {}, diff=diff)
+    b.profile(["one"])
+    clean = b.tree("clean", {old: BASE})
+    b.lock(clean)
+    image = b.tree("image", {old: BASE.replace("line 15\n", "LINE 15\n")})
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and "one v1: drifted, applied" in r.stdout, r.stdout + r.stderr
+    assert (image / new).read_text() == BASE.replace("line 3\n", "three\n").replace("line 15\n", "LINE 15\n")
+    lock = b.pack / "profiles/p1.lock"
+    real = json.loads(lock.read_text())["fixes"][0]["files"][0]["pre"]  # (its files in path order: the old path's)
+    _reseal(lock, [(-1, "0" * 64)])
+    at = next(i for i, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip().rstrip(",") ==
+              f'"pre": "{"0" * 64}"')
+    before = snapshot(clean)
+    r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={clean}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and snapshot(clean) == before, said
+    assert f"{lock}:{at}: fix one's pre-image of {old} is sha256 {'0' * 12}, but the file is sha256 {real[:12]}" in said
