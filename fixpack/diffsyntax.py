@@ -8,7 +8,8 @@ writes and what ``refresh`` gets from git with ``core.quotePath=false``) quotes 
 quote even then, so a path is spelled one way in the pack however the patch was made.
 
 A line of a changed file may end in CR (a target file with CRLF line ends): the CR is part of the
-line's content, as in git. A patch file whose own lines (its mail header, ``diff --git``, ``---``,
+line's content, as in git; one added line in CR LF among the file's lines in LF is refused
+(:func:`refuse_stray_crlf`). A patch file whose own lines (its mail header, ``diff --git``, ``---``,
 ``+++``, ``@@``) end in CRLF was converted as a whole, by an editor or ``core.autocrlf``: it is refused
 (:func:`refuse_crlf`).
 """
@@ -166,6 +167,27 @@ def refuse_crlf(lines: list[str], first: int, source: str) -> None:
                     f"CR; the patch's own lines may not")
             raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "convert the patch file back "
                                                                     "to LF line endings (dos2unix) and re-run")])
+
+
+def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str) -> None:
+    """Raise PatchParseError at the first line a file section of the patch adds (``lines``: each hunk line of the
+    section as (kind, text with its end, line in the patch file)) that ends in CR LF, where the section's other lines
+    end in LF alone and none of its context or removed lines (the target file's own, as the patch shows them) ends in
+    CR LF: one line pasted from a CRLF file, or saved by an editor set to CRLF, would write a CR into ``path``. A change
+    to a CRLF file (its context and removed lines end in CR LF), or a file whose lines all end in CR LF, is taken as it
+    is: a CR is a line's content there."""
+    if any(kind in (" ", "-") and text.endswith("\r\n") for kind, text, _n in lines):
+        return
+    lf = sum(1 for _kind, text, _n in lines if text.endswith("\n") and not text.endswith("\r\n"))
+    stray = next((n for kind, text, n in lines if kind == "+" and text.endswith("\r\n")), None)
+    if stray is None or not lf:
+        return
+    own = any(kind in (" ", "-") for kind, _text, _n in lines)  # the file's own lines, as the patch shows them
+    what = (f"the line ends in CR LF, while the patch's other lines of {path} end in LF ({lf} of them"
+            f"{', its context and removed lines among them' if own else ''}): its CR would be written into {path}")
+    hint = (f"remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?); if "
+            f"{path} itself has CRLF line ends, regenerate the patch from it with git diff, which keeps them")
+    raise PatchParseError(f"{source}:{stray}: {what}", [Problem(what, None, stray, hint)])
 
 
 _CHARSET = re.compile(r"^content-type:.*\bcharset=\"?([\w.:-]+)", re.IGNORECASE | re.MULTILINE)

@@ -286,3 +286,35 @@ def test_an_rfc_2231_language_tag_in_an_encoded_word_is_read_as_its_charset():
             "body\n---\ndiff --git a/x b/x\n")
     mail = read_mail(text, "in.patch")
     assert mail.author == "Jörg <j@x.org>" and mail.subject == "füx it", mail
+
+
+def test_one_added_line_in_crlf_in_a_patch_in_lf_is_refused_at_its_line(builder):
+    """Found by a user: one added line that ends in CR LF, in a patch whose other lines end in LF (a line pasted from a
+    CRLF file), was taken, and apply wrote the CR into the target. It is refused where the patch is parsed: exit 2 at
+    the patch file's line, saying the line ends in CR LF while the others end in LF, and what to do; nothing written.
+    A change to a CRLF file (its context and removed lines end in CR LF, test_crlf_lines_of_a_changed_file_are_content
+    and the import of one above) and a new file whose lines all end in CR LF are taken as before."""
+    stray = DIFF.replace("+c\n", "+c\r\n")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(stray.encode(), "p.patch")
+    said, problem = str(exc.value), exc.value.problems[0]
+    assert said.startswith("p.patch:7: the line ends in CR LF, while the patch's other lines of x.py end in LF (2 of "
+                           "them, its context and removed lines among them): its CR would be written into x.py"), said
+    assert problem.line == 7 and problem.hint.startswith("remove the CR from the line's end"), problem
+    new = "diff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n@@ -0,0 +1,2 @@\n+a\r\n+b\r\n"
+    assert parse_patch(new.encode()).files[0].hunks[0].new_lines == ("a\r\n", "b\r\n")
+    with pytest.raises(PatchParseError, match=r"^p\.patch:6: the line ends in CR LF, while the patch's other lines of "
+                                              r"n\.py end in LF \(1 of them\): its CR"):
+        parse_patch(new.replace("+b\r\n", "+b\n").encode(), "p.patch")
+    mod = "demo_pkg/mod.py"
+    base = numbered(20)
+    folder = builder.add_fix("one", {mod: base}, {mod: base.replace("line 3\n", "three\n")})
+    patch = folder / "0001-change.patch"
+    patch.write_bytes(patch.read_bytes().replace(b"+three\n", b"+three\r\n"))
+    line = patch.read_bytes().split(b"\n").index(b"+three\r") + 1
+    builder.profile(["one"])
+    image = builder.tree("image", {mod: base})
+    before = snapshot(image)
+    r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2 and snapshot(image) == before, r.stderr
+    assert f"{patch}:{line}: the line ends in CR LF, while the patch's other lines of {mod} end in LF" in r.stderr
