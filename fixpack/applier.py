@@ -291,7 +291,7 @@ def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
         results.append(res)
         if res.found:
             running = res.offset
-    results = _refuse_overlaps(results, hunks, reverse)
+    results = _refuse_cut_lines(_refuse_overlaps(results, hunks, reverse), hunks, reverse, len(lines))
     if not all(r.found for r in results):
         return TextResult(None, tuple(results), delta, len(lines))
     out: list[str] = []
@@ -319,6 +319,27 @@ def _refuse_overlaps(results: list[HunkResult], hunks: tuple[Hunk, ...], reverse
                                  reason=f"its only place overlaps hunk #{clash + 1}'s lines")
             else:
                 taken.append((first, end, res.index))
+        out.append(res)
+    return out
+
+
+MARKER_SAID = "its '\\ No newline at end of file' marker is misplaced"
+
+
+def _refuse_cut_lines(results: list[HunkResult], hunks: tuple[Hunk, ...], reverse: bool,
+                      total: int) -> list[HunkResult]:
+    """A placed hunk whose lines put in their place end without a newline (a ``\\ No newline at end of file`` marker
+    after its last line) where the file goes on past them would join that line to the next: refused (a marker that
+    follows no file's last line; the lines looked for end so only at the file's end, and are found nowhere else)."""
+    out = []
+    for res, h in zip(results, hunks):
+        look, put, _ = sides(h, reverse)
+        end = (res.line or 1) - 1 + len(look)
+        if res.found and put and not put[-1].endswith("\n") and end < total:
+            at = f"after line {end}" if not look else f"at line{f's {res.line}-' if len(look) > 1 else ' '}{end}"
+            res = HunkResult(res.index, Placement.MISSING, expected=res.expected,
+                             reason=f"{MARKER_SAID}: the {image(not reverse)} it puts {at} ends without a newline, and "
+                                    f"the file goes on past it (to line {total})")
         out.append(res)
     return out
 

@@ -28,6 +28,7 @@ from .applier import (
     split_lines,
 )
 from .binpatch import BinaryApplyError
+from .hunk_said import differs, misplaced_marker, span
 from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
@@ -102,6 +103,8 @@ class HunkNote:
     text: str = ""
     pre: tuple[str, ...] = ()  # the lines it looked for (for the near-miss, worked out when reported)
     side: str = "pre-image"  # what those lines are: reversed (is the fix in? revert), the post-image
+    patch: str = ""  # the patch file that holds the hunk, and the line of its @@ header there (0: not known)
+    at: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
@@ -145,12 +148,16 @@ class HunkNote:
         c = self.closest
         if c is not None and self.header_wrong():
             return (f"{where} missing at its stated line {self.expected}: its {self.side} is whole at "
-                    f"{_span(c, single=False)} ({c.line - self.expected:+d} lines), "
+                    f"{span(c, single=False)} ({c.line - self.expected:+d} lines), "
                     f"{self.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
+        misplaced = misplaced_marker(self)
+        if misplaced:
+            return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "
+                    f"remove it, or regenerate the patch with git diff / format-patch")
         if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
             return (f"{where} missing: the hunk is {self.reason}, and its {self.side} is not there but at "
-                    f"{_span(c)} (stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, "
+                    f"{span(c)} (stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, "
                     f"where its {self.side} occurs once. If the file's start or end is not where it belongs, give it "
                     f"as many context lines above its change as below (regenerate the patch with git diff / "
                     f"format-patch); else rebase it")
@@ -160,30 +167,12 @@ class HunkNote:
         if self.reason:
             text += f"; {self.reason}"
         if c is not None:
-            text += (f"; closest: {_span(c, single=False)}, {c.matching} of {c.total} lines match"
-                     + "".join(_differs(n, e, f) for n, e, f in c.differs))
+            text += (f"; closest: {span(c, single=False)}, {c.matching} of {c.total} lines match"
+                     + "".join(differs(n, e, f) for n, e, f in c.differs))
             if c.line_ends:
                 text += ("; every line is there but for its line end: write the hunk's lines with the file's line "
                          "ends (regenerate the patch from this file with git diff, which keeps a CR)")
         return text
-
-
-def _span(c: Closest, single: bool = True) -> str:
-    """The lines a near-miss covers: "lines A-B" ("line A" for one, where ``single``)."""
-    return f"line {c.line}" if single and c.total == 1 else f"lines {c.line}-{c.line + c.total - 1}"
-
-
-def _differs(n: int, expected: str, found: str) -> str:
-    """One differing line of a closest near-miss; two that differ only in their line end (a newline, a CR)
-    say so (``expected '', found ''`` said nothing)."""
-    if expected == found or expected.rstrip("\r\n") != found.rstrip("\r\n"):
-        return f"; line {n}: expected {expected!r}, found {found!r}"
-    return (f"; line {n}: {expected.rstrip(chr(13) + chr(10))!r} as expected, but the patch's line ends in "
-            f"{_line_end(expected)} and the file's in {_line_end(found)}")
-
-
-def _line_end(line: str) -> str:
-    return "CRLF" if line.endswith("\r\n") else "LF" if line.endswith("\n") else "no newline (the file's end)"
 
 
 @dataclass
@@ -249,10 +238,11 @@ def _mode(value: str | None) -> int | None:
 
 
 def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
-           hunks: tuple[Any, ...], reverse: bool) -> list[HunkNote]:
+           hunks: tuple[Any, ...], reverse: bool, patch: str = "") -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
                      r.expected, searched, r.reason, None, hunks[r.index].text,
-                     sides(hunks[r.index], reverse)[0], image(reverse)) for r in results]
+                     sides(hunks[r.index], reverse)[0], image(reverse), patch, hunks[r.index].diff_line)
+            for r in results]
 
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVIDENCE,
@@ -267,9 +257,9 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVI
     fps = list(fix.file_patches())
     starts = [sum(len(f.hunks) for f in fps[:j]) for j in range(len(fps))]
     pinned = evidence.pinned(evidence.digests(fix, tree) if now is None else now, reverse)
-    order = list(zip(fps, starts))
-    for fp, flat in reversed(order) if reverse else order:
-        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count))
+    order = list(zip(fps, starts, [str(p.path) for p in fix.patches for _fp in p.files]))
+    for fp, flat, patch in reversed(order) if reverse else order:
+        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch))
     return result
 
 
@@ -279,6 +269,7 @@ class _FileCtx:
     pinned: dict[str, bool]
     evidence: FixEvidence
     count: bool
+    patch: str = ""  # the patch file that holds the file patch (for messages)
 
 
 def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
@@ -310,7 +301,7 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
         delta = 0 if pinned or reverse else work.delta(src or "")
         res = apply_text(current, fp.hunks, reverse, ev, delta)
-        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse)
+        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
         if ctx.count:
             _count(fp, current, res.text, reverse, ctx.flat, out)
         if res.text is None:

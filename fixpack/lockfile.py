@@ -414,6 +414,7 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
     image is there, not its pre-image, goes to ``post_only`` first (raising if refused); ``behind`` and ``moved``:
     why one that does not apply may not (:mod:`fixpack.lock_hints`: fixes the profile leaves out, a reorder)."""
     from .evaluate import NO_EVIDENCE, TRUSTED, decide, pre_inside_post, run_pass  # loaded when a lock is made
+    from .hunk_said import misplaced_marker
     ev = decide(fix, tree, TRUSTED, False)
     held = ev.state is State.UPSTREAMED
     if ev.state is State.ABSENT and ev.reverse.ok:  # a hunk that only adds lines after its context finds it again
@@ -436,6 +437,9 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
         if ev.refused and all(n.header_wrong() for n in ev.refused):
             raise ConflictError(f"{said}. Fix those @@ lines' numbers before locking (each hunk's pre-image is in "
                                 f"the file, at the lines said)")
+        if ev.refused and all(misplaced_marker(n) for n in ev.refused):
+            raise ConflictError(f"{said}. Move or remove the misplaced marker before locking: the patch is wrong "
+                                f"there, not the release copy")
         from .progname import command, pack_words  # only for this message
 
         fetch = command("fetch", "--profile", profile.name, "--target", ft.spec.name,

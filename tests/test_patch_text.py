@@ -318,3 +318,45 @@ def test_one_added_line_in_crlf_in_a_patch_in_lf_is_refused_at_its_line(builder)
     r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 2 and snapshot(image) == before, r.stderr
     assert f"{patch}:{line}: the line ends in CR LF, while the patch's other lines of {mod} end in LF" in r.stderr
+
+
+NO_NL = "\\ No newline at end of file\n"
+MARKED = {  # a hunk of demo_pkg/mod.py (20 lines) whose '\ No newline at end of file' marker follows no last line
+    "context": "@@ -1,6 +1,6 @@\n line 1\n line 2\n-line 3\n+three\n line 4\n line 5\n line 6\n" + NO_NL,
+    "removed": "@@ -3 +3 @@\n-line 3\n" + NO_NL + "+three\n",
+    "added": "@@ -3 +3 @@\n-line 3\n+three\n" + NO_NL,
+}
+
+
+@pytest.mark.parametrize("case", sorted(MARKED))
+def test_a_misplaced_no_newline_marker_is_named_at_its_line(builder, case):
+    """Found by a user: a '\\ No newline at end of file' marker after a hunk's last line, where that line is not the
+    file's last, got a hint about CR line ends at `lock` ("write the hunk's lines with the file's line ends ... which
+    keeps a CR"). It is said to be misplaced, at its line in the patch: it must follow the last line of the file's pre-
+    or post-image. After an added line alone (a hunk with no context below it) it was worse: lock took it and apply
+    joined that line to the next ("threeline 4"); the hunk is refused so too."""
+    mod = "demo_pkg/mod.py"
+    body = f"diff --git a/{mod} b/{mod}\n--- a/{mod}\n+++ b/{mod}\n" + MARKED[case]
+    folder = builder.add_fix("one", {}, {}, diff=body)
+    builder.profile(["one"])
+    clean = builder.tree("clean", {mod: numbered(20)})
+    patch = folder / "0001-change.patch"
+    marker = patch.read_text().splitlines().index("\\ No newline at end of file") + 1
+    r = _cli("lock", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={clean}")
+    said = " ".join(r.stderr.split())
+    side = "post-image it puts at line 3" if case == "added" else "pre-image it looks for"
+    end = 6 if case == "context" else 3
+    assert r.returncode == 4 and not (builder.pack / "profiles/p1.lock").exists(), said
+    assert (f"{mod}: hunk #1 missing: its '\\ No newline at end of file' marker is misplaced ({patch}:{marker}): the "
+            f"{side} ends without a newline{'' if case == 'added' else f' at line {end}'}, and the file goes on past "
+            f"it (to line 20); it must follow the last line of the file's pre- or post-image: remove it, or regenerate "
+            f"the patch with git diff / format-patch") in said, said
+    assert said.endswith("Move or remove the misplaced marker before locking: the patch is wrong there, not the "
+                         "release copy"), said
+    assert "CR" not in said and "line end" not in said, said
+    if case == "added":  # the applier itself: no text where a line would be joined to the next
+        from fixpack.applier import apply_text
+
+        done = apply_text(numbered(20), parse_patch(body.encode()).files[0].hunks)
+        assert done.text is None and done.hunks[0].reason.startswith("its '\\ No newline at end of file' marker is "
+                                                                     "misplaced"), done
