@@ -174,13 +174,15 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
     section as (kind, text with its end, line in the patch file)) that ends in CR LF, where the section's other lines
     end in LF alone and none of its context or removed lines (the target file's own, as the patch shows them) ends in
     CR LF: one line pasted from a CRLF file, or saved by an editor set to CRLF, would write a CR into ``path``. A change
-    to a CRLF file (its context and removed lines end in CR LF), or a file whose lines all end in CR LF, is taken as it
-    is: a CR is a line's content there."""
+    to a CRLF file (its context and removed lines end in CR LF), a file whose lines all end in CR LF, or a section
+    that turns LF lines into CR LF ones (every line it adds in CR LF, no context line) is taken as it is: a CR is a
+    line's content there."""
     if any(kind in (" ", "-") and text.endswith("\r\n") for kind, text, _n in lines):
         return
     lf = sum(1 for _kind, text, _n in lines if text.endswith("\n") and not text.endswith("\r\n"))
     stray = next((n for kind, text, n in lines if kind == "+" and text.endswith("\r\n")), None)
-    if stray is None or not lf:
+    mixed = any(kind == " " or (kind == "+" and not text.endswith("\r\n")) for kind, text, _n in lines)
+    if stray is None or not lf or not mixed:
         return
     own = any(kind in (" ", "-") for kind, _text, _n in lines)  # the file's own lines, as the patch shows them
     what = (f"the line ends in CR LF, while the patch's other lines of {path} end in LF ({lf} of them"

@@ -293,7 +293,8 @@ def test_one_added_line_in_crlf_in_a_patch_in_lf_is_refused_at_its_line(builder)
     CRLF file), was taken, and apply wrote the CR into the target. It is refused where the patch is parsed: exit 2 at
     the patch file's line, saying the line ends in CR LF while the others end in LF, and what to do; nothing written.
     A change to a CRLF file (its context and removed lines end in CR LF, test_crlf_lines_of_a_changed_file_are_content
-    and the import of one above) and a new file whose lines all end in CR LF are taken as before."""
+    and the import of one above), a new file whose lines all end in CR LF and a file turned from LF to CR LF are taken as
+    before."""
     stray = DIFF.replace("+c\n", "+c\r\n")
     with pytest.raises(PatchParseError) as exc:
         parse_patch(stray.encode(), "p.patch")
@@ -306,6 +307,11 @@ def test_one_added_line_in_crlf_in_a_patch_in_lf_is_refused_at_its_line(builder)
     with pytest.raises(PatchParseError, match=r"^p\.patch:6: the line ends in CR LF, while the patch's other lines of "
                                               r"n\.py end in LF \(1 of them\): its CR"):
         parse_patch(new.replace("+b\r\n", "+b\n").encode(), "p.patch")
+    # a file turned from LF to CR LF (every line it adds in CR LF, no context line) is a change of line ends: taken
+    turn = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1,2 +1,2 @@\n-a\n-b\n+a\r\n+b\r\n"
+    assert parse_patch(turn.encode()).files[0].hunks[0].new_lines == ("a\r\n", "b\r\n")
+    with pytest.raises(PatchParseError, match=r"^p\.patch:7: the line ends in CR LF"):  # half of it turned: refused
+        parse_patch(turn.replace("+b\r\n", "+b\n").encode(), "p.patch")
     mod = "demo_pkg/mod.py"
     base = numbered(20)
     folder = builder.add_fix("one", {mod: base}, {mod: base.replace("line 3\n", "three\n")})
