@@ -284,7 +284,8 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     drifted), not one a manifest records (its files are there already: status vouches for them by the lock's last
     post-images alone). A file made of one that is not the lock's pre-image (a drifted image, an opt-in not selected
     before it; a renamed file is made of its old path's) makes other bytes by right: it is not held to the lock's,
-    unless it is the very post-image the lock records (a patch makes that of one pre-image only): then the lock's
+    unless it is the very post-image the lock records, every hunk at its stated lines (a patch laid there makes that
+    of one pre-image only): then the lock's
     pre-image sha256 was edited and sealed again, and the clean release was about to be called drifted
     (:func:`fixpack.lock_seal.pre_edited`)."""
     entry = ctx.lock.fix(fix.id)
@@ -296,7 +297,8 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     for f in entry.files:
         src = came.get(f.path, f.path)  # the file its bytes are made of
         wrong_post = pre.get(src) == locked.get(src) and post[f.path] != f.post
-        if wrong_post or f.post is not None and pre.get(src) != locked.get(src) and post[f.path] == f.post:
+        stated = not any(h.offset for h in ev.forward.hunks if h.path in (f.path, src))  # (moved: another window)
+        if wrong_post or stated and f.post is not None and pre.get(src) != locked.get(src) and post[f.path] == f.post:
             from .lock_hints import regenerate_hint  # only for a lock edited so (a deletion tells no pre-image)
             from .lock_seal import post_edited, pre_edited
 
