@@ -40,7 +40,7 @@ from .gitutil import run
 from .gitwork import Commit, commits_since, diff_paths, uncommitted, under_way
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
-from .packupdate import REFRESH_AGAIN, Outcome, recover_pack, update
+from .packupdate import REFRESH_AGAIN, Outcome, recovered_first, update
 from .patchfiles import outside_package, patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
@@ -71,10 +71,9 @@ def refresh_from_work(pack_root: Path, fix_id: str, progress: Progress = QUIET) 
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     if find(pack_root, fix_id) is None:
         return None
-    with pack_lock(pack_root, progress):
-        # a refresh killed while writing: rolled back before the pack is read (a new fix's series line written
-        # without its fix.toml reads as an error)
-        recover_pack(pack_root, progress)
+    # a refresh killed while writing: rolled back before the pack is read (a new fix's series line written without
+    # its fix.toml reads as an error)
+    with pack_lock(pack_root, progress), recovered_first(pack_root, progress):
         return _refresh(pack_root, fix_id, progress)
 
 

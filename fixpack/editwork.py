@@ -40,7 +40,7 @@ from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
 from .pack_journal import WORK_DIR, open_edits
-from .packupdate import lay_found, lay_patch, recover_pack
+from .packupdate import lay_found, lay_patch, recover_pack, recovered_first
 from .patchfiles import patch_again
 from .patchtext import header_fields, patch_mail
 from .progname import command as _command
@@ -73,8 +73,8 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     BusyError (exit 5) when another command holds the pack's lock past its wait.
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
-    with pack_lock(pack_root, progress):  # from reading the pack to saving the edit: no refresh writes between
-        recover_pack(pack_root, progress)  # a refresh killed while writing is rolled back before the pack is read
+    # from reading the pack to saving the edit: no refresh writes between; a killed one is rolled back first
+    with pack_lock(pack_root, progress), recovered_first(pack_root, progress):
         return _start(pack_root, profile, fix_id, new, target, after, opt_in, cache, roots or {}, progress)
 
 

@@ -20,6 +20,7 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .structs import dataclass, field
@@ -31,6 +32,8 @@ EXIT_MISMATCH = 3
 EXIT_CONFLICT = 4
 EXIT_ENVIRONMENT = 5
 EXIT_TERMINATED = 143  # 128 + SIGTERM (15), the shell's code for a process ended by SIGTERM
+# a refusal's claim that it wrote nothing (a run that rolled an interrupted one back first says so instead)
+NOTHING_SAID = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from .loader import load_pack, load_profile
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
-from .packupdate import lay, recover_pack, update
+from .packupdate import lay, recovered_first, update
 from .patchfiles import outside_package, patch_again
 from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
 from .patchmodel import sha256_bytes
@@ -111,8 +111,8 @@ def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target:
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
     data = _mail_bytes(file)
     found = mails(data, str(file))
-    with pack_lock(pack_root, progress):
-        recover_pack(pack_root, progress)  # a killed import or refresh: rolled back before the pack is read
+    # a killed import or refresh: rolled back before the pack is read
+    with pack_lock(pack_root, progress), recovered_first(pack_root, progress):
         return _import(pack_root, file, data, found, fix_id, profile, target, after, opt_in, roots, progress)
 
 

@@ -20,7 +20,15 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
-from .errors import BadInputError, ConflictError, EnvironmentProblem, FixpackError, Terminated, temp_work_failed
+from .errors import (
+    NOTHING_SAID,
+    BadInputError,
+    ConflictError,
+    EnvironmentProblem,
+    FixpackError,
+    Terminated,
+    temp_work_failed,
+)
 from .evaluate import TRUSTED, Pass, decide, run_pass
 from .fsio import FileChange, forget_state
 from .loader import load_pack, load_profile
@@ -86,6 +94,25 @@ def recover_pack(pack_root: Path, progress: Progress = QUIET) -> bool:
     progress.note(f"rolled back {what} a killed run left half written (the {n} file(s) its journal names are as "
                   f"they were before it) before reading the pack")
     return True
+
+
+ROLLED_BACK_FIRST = "a killed pack update was rolled back first (said above)"
+
+
+@contextmanager
+def recovered_first(pack_root: Path, progress: Progress = QUIET) -> Iterator[bool]:
+    """:func:`recover_pack`, then the body (the rest of a pack update), yielding whether a killed update was rolled
+    back. A refusal after that rollback says it: its "nothing was written" becomes "a killed pack update was rolled
+    back first (said above), and nothing else was written"; one that claims nothing gets the rollback added. The error
+    keeps its class (its exit code)."""
+    rolled = recover_pack(pack_root, progress)
+    try:
+        yield rolled
+    except FixpackError as exc:
+        if rolled and exc.args and isinstance(exc.args[0], str) and ROLLED_BACK_FIRST not in exc.args[0]:
+            said, n = NOTHING_SAID.subn(f"{ROLLED_BACK_FIRST}, and nothing else was written", exc.args[0], count=1)
+            exc.args = (said if n else f"{said} ({ROLLED_BACK_FIRST})", *exc.args[1:])
+        raise
 
 
 def update(pack_root: Path, changes: dict[str, bytes | None], fix_id: str, profiles: dict[str, dict[str, Path]],

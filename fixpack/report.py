@@ -21,13 +21,12 @@ The exit code is the report's own (:attr:`Report.exit_code`), worked out from it
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from . import __version__
-from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK, FixpackError
+from .errors import EXIT_CONFLICT, EXIT_MISMATCH, EXIT_OK, NOTHING_SAID, FixpackError
 from .states import CONFLICT_STATES, MISMATCH_STATES, Action, State, TargetStatus
 from .structs import dataclass, field
 
@@ -37,7 +36,6 @@ LEFTOVERS_REMOVED = "removed the backups a run left"  # ... in its state folder 
 FINISHED = "removed the journal of a run over several targets"  # ... that was complete (no file changed)
 # a refusal's claim that its run wrote nothing (the words of the checks before a write, of damaged state, of a file
 # that cannot be read), which a run that rolled an interrupted run back first makes true (:meth:`Report.said_truly`)
-_NOTHING = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
 
 
 def rejects_held(folder: object | None) -> str:
@@ -208,7 +206,7 @@ class Report:
         except FixpackError as exc:
             first = self.written_first()
             if first and exc.args and isinstance(exc.args[0], str) and first not in exc.args[0]:
-                said, n = _NOTHING.subn(f"{first}, and nothing else was written", exc.args[0], count=1)
+                said, n = NOTHING_SAID.subn(f"{first}, and nothing else was written", exc.args[0], count=1)
                 exc.args = (said if n else f"{said} ({first})", *exc.args[1:])
             raise
 

@@ -1070,3 +1070,31 @@ def test_an_edit_given_a_relative_root_refreshes_from_any_folder(pack3, monkeypa
     monkeypatch.chdir(work)
     done = refresh_from_work(builder.pack, "b")
     assert done is not None and "fixes/b/0001-change.patch" in done.outcome.written
+
+
+def test_a_refusal_after_a_killed_refresh_was_rolled_back_says_so(pack3):
+    """Carried from a fresh user: a pack update (refresh, edit, import) that rolled a killed one back and was then
+    refused said nothing of that rollback ("nothing was written", or no word at all) though it had put the pack's
+    files back. Now the refusal says it: exit 2 as before, its "nothing was written" made "a killed pack update was
+    rolled back first (said above), and nothing else was written", or the rollback added where it claims nothing."""
+    builder, clean = pack3
+    killed_refresh(builder, clean)
+    work = builder.pack / ".edit" / "b"
+    (work / MOD).write_text((work / MOD).read_text() + "# not committed\n")  # refresh refuses uncommitted edits
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "refresh", "b", "--pack", str(builder.pack)],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "uncommitted edits" in r.stderr, r.stderr
+    assert "(a killed pack update was rolled back first (said above))" in r.stderr, r.stderr
+    assert not (builder.pack / ".fixpack").exists()
+
+
+def test_recovered_first_rewords_a_refusal_only_after_a_rollback(tmp_path, monkeypatch):
+    """A claim of nothing written becomes the rollback's words after one, and stays as it is without one."""
+    from fixpack import packupdate
+
+    for rolled, said in ((True, "x; a killed pack update was rolled back first (said above), and nothing else was "
+                                "written"), (False, "x; nothing was written")):
+        monkeypatch.setattr(packupdate, "recover_pack", lambda root, progress, r=rolled: r)
+        with pytest.raises(BadInputError) as exc, packupdate.recovered_first(tmp_path):
+            raise BadInputError("x; nothing was written")
+        assert str(exc.value) == said and exc.value.exit_code == 2
