@@ -135,14 +135,8 @@ def post_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: 
     ``want`` as the post-image of ``file`` where the fix's patch makes ``made`` (None: no file) of the pre-image the
     entry records: at the line of that ``"post"`` (none when the lock on disk is laid out otherwise), with ``hint``
     (how to regenerate it)."""
-    from .documents import text_for_lines  # only for a lock edited so
-
-    lines = text_for_lines(path).splitlines()
-    line = _line(lines, _fix_spans(lines, entries), n, file, "post")
-    what = (f"fix {fix_id}'s post-image of {file} is {told(want, made)}, but its patch makes {told(made, want)} of "
-            f"the pre-image the lock records for it: the lock was edited by hand and sealed again (its \"digest\" is "
-            f"a plain sha256 anyone can recompute), so nothing was written")
-    return StaleLockError(f"{path}{f':{line}' if line else ''}: {what}; {hint}", line, what, hint)
+    return _edited(path, entries, n, file, "post", f"fix {fix_id}'s post-image of {file} is {told(want, made)}, but "
+                   f"its patch makes {told(made, want)} of the pre-image the lock records for it", hint)
 
 
 def pre_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: str | None, found: str | None,
@@ -151,13 +145,20 @@ def pre_edited(path: Path, entries: int, n: int, fix_id: str, file: str, want: s
     ``want`` as the pre-image of ``file`` where the file is ``found`` (None: no file) and the fix's patch makes of it
     the post-image the entry records: laid at its stated lines, a patch makes that post-image of one pre-image only,
     so the lock's is wrong (the file is no drift). At the line of that ``"pre"``, with ``hint``."""
+    return _edited(path, entries, n, file, "pre", f"fix {fix_id}'s pre-image of {file} is {told(want, found)}, but "
+                   f"the file is {told(found, want)}, of which its patch makes the very post-image the lock records",
+                   hint)
+
+
+def _edited(path: Path, entries: int, n: int, file: str, side: str, said: str, hint: str) -> StaleLockError:
+    """StaleLockError at the line of the ``n``-th entry's ``side`` ("pre" or "post") of ``file`` in the lock at
+    ``path``: ``said``, then that the lock was edited by hand and sealed again."""
     from .documents import text_for_lines  # only for a lock edited so
 
     lines = text_for_lines(path).splitlines()
-    line = _line(lines, _fix_spans(lines, entries), n, file, "pre")
-    what = (f"fix {fix_id}'s pre-image of {file} is {told(want, found)}, but the file is {told(found, want)}, of "
-            f"which its patch makes the very post-image the lock records: the lock was edited by hand and sealed again "
-            f"(its \"digest\" is a plain sha256 anyone can recompute), so nothing was written")
+    line = _line(lines, _fix_spans(lines, entries), n, file, side)
+    what = (f"{said}: the lock was edited by hand and sealed again (its \"digest\" is a plain sha256 anyone can "
+            f"recompute), so nothing was written")
     return StaleLockError(f"{path}{f':{line}' if line else ''}: {what}; {hint}", line, what, hint)
 
 
