@@ -15,7 +15,7 @@ it, journals that the next run removes, the files as they are (:func:`recover_in
 
 from __future__ import annotations
 
-import secrets
+import os
 import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -81,7 +81,7 @@ def write_all(ctx: Context, writes: list[tuple[FoundTarget, list[FileChange], Ma
 
 def _write_group(ctx: Context, roots: list[_Root], after: Callable[[Path], None] | None) -> None:
     """Every root's transaction, journals kept, then the commit and the journals removed (the first root's last)."""
-    group = Group(secrets.token_hex(16), tuple(str(r.root.resolve()) for r in roots), 0)
+    group = Group(os.urandom(16).hex(), tuple(str(r.root.resolve()) for r in roots), 0)
     written, got = 0, list[int]()
     try:
         with interrupt_once():
