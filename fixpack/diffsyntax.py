@@ -176,15 +176,19 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
     CR LF: one line pasted from a CRLF file, or saved by an editor set to CRLF, would write a CR into ``path``. A change
     to a CRLF file (its context and removed lines end in CR LF), a file whose lines all end in CR LF, or a section
     that turns LF lines into CR LF ones (every line it adds in CR LF, no context line) is taken as it is: a CR is a
-    line's content there."""
-    if any(kind in (" ", "-") and text.endswith("\r\n") for kind, text, _n in lines):
+    line's content there. A line a '\\ No newline at end of file' marker follows has no end (its text ends in LF as
+    the patch holds it), and the marker is no line of the file: neither ends in LF here."""
+    ends = [(kind, ("" if k + 1 < len(lines) and lines[k + 1][0] == "\\" else
+                    "\r\n" if text.endswith("\r\n") else "\n"), n)
+            for k, (kind, text, n) in enumerate(lines) if kind != "\\"]
+    if any(kind in (" ", "-") and end == "\r\n" for kind, end, _n in ends):
         return
-    lf = sum(1 for _kind, text, _n in lines if text.endswith("\n") and not text.endswith("\r\n"))
-    stray = next((n for kind, text, n in lines if kind == "+" and text.endswith("\r\n")), None)
-    mixed = any(kind == " " or (kind == "+" and not text.endswith("\r\n")) for kind, text, _n in lines)
+    lf = sum(1 for _kind, end, _n in ends if end == "\n")
+    stray = next((n for kind, end, n in ends if kind == "+" and end == "\r\n"), None)
+    mixed = any((kind == " " and end) or (kind == "+" and end == "\n") for kind, end, _n in ends)
     if stray is None or not lf or not mixed:
         return
-    own = any(kind in (" ", "-") for kind, _text, _n in lines)  # the file's own lines, as the patch shows them
+    own = any(kind in (" ", "-") for kind, _end, _n in ends)  # the file's own lines, as the patch shows them
     what = (f"the line ends in CR LF, while the patch's other lines of {path} end in LF ({lf} of them"
             f"{', its context and removed lines among them' if own else ''}): its CR would be written into {path}")
     hint = (f"remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?); if "

@@ -366,3 +366,22 @@ def test_a_misplaced_no_newline_marker_is_named_at_its_line(builder, case):
         done = apply_text(numbered(20), parse_patch(body.encode()).files[0].hunks)
         assert done.text is None and done.hunks[0].reason.startswith("its '\\ No newline at end of file' marker is "
                                                                      "misplaced"), done
+
+
+def test_a_crlf_file_without_a_final_newline_is_no_stray_crlf_line():
+    """Found by a fresh user: git's own diff of a new file whose lines end in CR LF but its last (no newline at its end:
+    a Windows-made file often has none), and of a file turned from LF to CR LF whose last line has no newline (it stays,
+    a context line), were refused as a stray CR LF line (exit 2, "the patch's other lines ... end in LF"): that last
+    line, and the '\\ No newline at end of file' marker after it, were counted as lines that end in LF. A line with no
+    end is neither: both are taken, and a stray CR LF line beside such a last line is still refused."""
+    new = ("diff --git a/n.bat b/n.bat\nnew file mode 100644\n--- /dev/null\n+++ b/n.bat\n@@ -0,0 +1,3 @@\n"
+           "+a\r\n+b\r\n+c\n\\ No newline at end of file\n")
+    assert parse_patch(new.encode()).files[0].hunks[0].new_lines[:2] == ("a\r\n", "b\r\n")
+    turn = ("diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1,3 +1,3 @@\n-a\n-b\n+a\r\n+b\r\n c\n"
+            "\\ No newline at end of file\n")
+    assert parse_patch(turn.encode()).files[0].hunks[0].new_lines[:2] == ("a\r\n", "b\r\n")
+    with pytest.raises(PatchParseError, match=r"^p\.patch:6: the line ends in CR LF, while the patch's other lines of "
+                                              r"t\.py end in LF \(1 of them, its context and removed lines among "
+                                              r"them\)"):
+        parse_patch((b"diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1,2 +1,3 @@\n a\n+x\r\n b\n"
+                     b"\\ No newline at end of file\n"), "p.patch")
