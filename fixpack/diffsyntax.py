@@ -175,9 +175,9 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
     end in LF alone and none of its context or removed lines (the target file's own, as the patch shows them) ends in
     CR LF: one line pasted from a CRLF file, or saved by an editor set to CRLF, would write a CR into ``path``. A change
     to a CRLF file (its context and removed lines end in CR LF), a file whose lines all end in CR LF, or a section
-    that turns LF lines into CR LF ones (every line it adds in CR LF, no context line) is taken as it is: a CR is a
-    line's content there. A line a '\\ No newline at end of file' marker follows has no end (its text ends in LF as
-    the patch holds it), and the marker is no line of the file: neither ends in LF here."""
+    that turns LF lines into CR LF ones (every line it removes added again in CR LF, no context line) is taken as it
+    is: a CR is a line's content there. A line a '\\ No newline at end of file' marker follows has no end (its text
+    ends in LF as the patch holds it), and the marker is no line of the file: neither ends in LF here."""
     ends = [(kind, ("" if k + 1 < len(lines) and lines[k + 1][0] == "\\" else
                     "\r\n" if text.endswith("\r\n") else "\n"), n)
             for k, (kind, text, n) in enumerate(lines) if kind != "\\"]
@@ -186,6 +186,9 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
     lf = sum(1 for _kind, end, _n in ends if end == "\n")
     stray = next((n for kind, end, n in ends if kind == "+" and end == "\r\n"), None)
     mixed = any((kind == " " and end) or (kind == "+" and end == "\n") for kind, end, _n in ends)
+    body = [(kind, text.removesuffix("\n").removesuffix("\r")) for kind, text, _n in lines if kind in ("+", "-")]
+    old, new = ([t for k, t in body if k == kind] for kind in ("-", "+"))
+    mixed = mixed or bool(old) and old != new  # a change of line ends alone: every line it removes, added in CR LF
     if stray is None or not lf or not mixed:
         return
     own = any(kind in (" ", "-") for kind, _end, _n in ends)  # the file's own lines, as the patch shows them

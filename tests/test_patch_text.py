@@ -312,6 +312,11 @@ def test_one_added_line_in_crlf_in_a_patch_in_lf_is_refused_at_its_line(builder)
     assert parse_patch(turn.encode()).files[0].hunks[0].new_lines == ("a\r\n", "b\r\n")
     with pytest.raises(PatchParseError, match=r"^p\.patch:7: the line ends in CR LF"):  # half of it turned: refused
         parse_patch(turn.replace("+b\r\n", "+b\n").encode(), "p.patch")
+    # a fresh user: git diff -U0 of a changed line (no context line) whose new text ends in CR LF passed as a turn
+    u0 = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -2 +2 @@\n-y\n+Y\r\n"
+    with pytest.raises(PatchParseError, match=r"^p\.patch:6: the line ends in CR LF, while the patch's other lines of "
+                                              r"t\.py end in LF \(1 of them, its context and removed lines"):
+        parse_patch(u0.encode(), "p.patch")
     mod = "demo_pkg/mod.py"
     base = numbered(20)
     folder = builder.add_fix("one", {mod: base}, {mod: base.replace("line 3\n", "three\n")})
