@@ -288,6 +288,10 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     group = _group(jpath, data["group"]) if "group" in data and by is None else None
     if "group" in data and group is None:
         raise DamagedStateError(jpath, "a pack update's journal names a run over several targets ('group')")
+    if group is not None and group.roots[group.index] != os.path.realpath(root):
+        raise DamagedStateError(jpath, f"'group' names {group.roots[group.index]} as this target, not "
+                                       f"{os.path.realpath(root)} (a journal put there by hand, or a tree copied or "
+                                       f"moved while a run's journal was in it)")
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
                    (by["command"], by["fix"]) if by else None, group, group is not None and group_done(group))
 
@@ -326,7 +330,8 @@ def group_at(root: Path) -> Group | None:
     try:
         raw = _read_state_file(path)
         data = None if raw is None else loads_json(raw)
-        return _group(path, data["group"]) if isinstance(data, dict) and "group" in data else None
+        group = _group(path, data["group"]) if isinstance(data, dict) and "group" in data else None
+        return group if group is None or group.roots[group.index] == os.path.realpath(root) else None
     except (DamagedStateError, ValueError, TypeError, FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:  # (a folder on the way this user may not search)

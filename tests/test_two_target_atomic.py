@@ -235,6 +235,21 @@ def test_a_damaged_group_in_a_journal_is_damaged_state(builder, two, change):
     assert exc.value.exit_code == 3 and _now(demo, gaudi, outside) == before
 
 
+def test_a_journal_whose_group_names_another_root_as_its_own_is_damaged_state(builder, two, tmp_path):
+    """A fresh user: a journal whose 'group' named other roots (planted, or a tree copied or moved while it held a
+    run's journal), index 0 and committed, was obeyed: the next run removed it as that of a complete run, with no
+    rollback. Its own place in the group must be this root: exit 3, nothing written."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    data = json.loads((demo / JOURNAL).read_text())
+    data["group"]["roots"] = [str(tmp_path / "x"), str(tmp_path / "y")]
+    (demo / JOURNAL).write_text(json.dumps(data))
+    before = _now(demo, gaudi, outside)
+    with pytest.raises(FixpackError, match=f"'group' names {tmp_path / 'x'} as this target, not {demo}") as exc:
+        engine.apply(req)
+    assert exc.value.exit_code == 3 and _now(demo, gaudi, outside) == before
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_a_ctrl_c_or_sigterm_once_the_first_target_is_written_rolls_it_back(two, monkeypatch, signal_name):
     """A Ctrl-C (or SIGTERM, raised as Ctrl-C is: fixpack.interrupts) that lands as the first target's real
