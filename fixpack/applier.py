@@ -55,13 +55,15 @@ PINNED = HunkEvidence(pinned=True)
 class Closest:
     """The best near-miss for a missing hunk: where it starts (1-based), how many of its lines match
     there, and up to three differing lines as (line, expected, found); ``line_ends``: every line matches
-    there but for its line end (LF, CRLF or none), and some line differs in it."""
+    there but for its line end (LF, CRLF or none), and some line differs in it; ``cr``: a CR is what differs in one
+    (else only a last line's newline does)."""
 
     line: int
     matching: int
     total: int
     differs: tuple[tuple[int, str, str], ...]
     line_ends: bool = False
+    cr: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,9 @@ def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | 
     diffs = tuple((best_pos + k + 1, *(_shown(p, lines[best_pos + k]) if 0 <= best_pos + k < len(lines)
                    else (p.rstrip("\n"), "(end of file)"))) for k, p in enumerate(pre)
                   if not (0 <= best_pos + k < len(lines) and lines[best_pos + k] == p))
-    return Closest(best_pos + 1, best[1], n, diffs[:3], line_ends=best[0] == n and best[1] < n)
+    cr = any(0 <= best_pos + k < len(lines) and lines[best_pos + k].endswith("\r\n") != p.endswith("\r\n")
+             for k, p in enumerate(pre))
+    return Closest(best_pos + 1, best[1], n, diffs[:3], line_ends=best[0] == n and best[1] < n, cr=cr)
 
 
 def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,

@@ -170,8 +170,11 @@ class HunkNote:
             text += (f"; closest: {span(c, single=False)}, {c.matching} of {c.total} lines match"
                      + "".join(differs(n, e, f) for n, e, f in c.differs))
             if c.line_ends:
-                text += ("; every line is there but for its line end: write the hunk's lines with the file's line "
-                         "ends (regenerate the patch from this file with git diff, which keeps a CR)")
+                text += ("; every line is there but for its line end: " + (
+                    "write the hunk's lines with the file's line ends (regenerate the patch from this file with git "
+                    "diff, which keeps a CR)" if c.cr else "a last line with a newline in one and none in the other "
+                    "(regenerate the patch from this file with git diff, which marks a last line with none '\\ No "
+                    "newline at end of file')"))
         return text
 
 

@@ -239,6 +239,20 @@ def test_hunk_lines_in_crlf_against_a_file_in_lf_are_said_to_differ_in_their_lin
     assert "hunk #1 missing" in said and cause in said and "every line is there but for its line end" in said
 
 
+def test_a_hunk_that_differs_only_in_a_last_newline_is_not_told_of_a_cr():
+    """A fresh user: a missing hunk whose lines differ from the file's only in a last line's newline was told to
+    regenerate with git diff "which keeps a CR", though no CR was in it. The near-miss now says what differs."""
+    from fixpack.applier import closest
+    from fixpack.evaluate import HunkNote
+
+    for lines, pre, told in ((["a\n", "b"], ("a\n", "b\n"), "a last line with a newline in one and none in the other"),
+                             (["a\r\n", "b\r\n"], ("a\n", "b\n"), "which keeps a CR")):
+        c = closest(lines, pre, 0)
+        assert c is not None and c.line_ends, c
+        said = HunkNote("x.py", 1, "missing", None, 0, searched=2, expected=1, closest=c).message()
+        assert told in said and ("CR" in said) == (told == "which keeps a CR"), said
+
+
 @pytest.mark.parametrize(("date", "last"), [("Mon, 2 Jan 2023 10:00:00 +0100", "2023-01-02"),
                                             ("Mon, 2 Jan 0000 10:00:00 +0000", ""), ("no date at all", "")])
 def test_an_imported_mail_s_date_gives_last_update_only_when_it_is_one(date, last):
