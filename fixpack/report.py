@@ -161,8 +161,8 @@ class Report:
     def finished(self, name: str, root: str) -> None:
         """Note on target ``name`` (at ``root``) that this run removed the journal of a run over several targets that
         was complete (killed after its commit, :func:`fixpack.rollback.settle`): no file changed."""
-        self.target(name).note(f"{FINISHED} that was killed once its writes were complete, in {root}/.fixpack (no "
-                               f"file changed: the target holds that run's result)")
+        self.target(name).note(f"{FINISHED} whose writes were complete (it was killed, or could not remove it), in "
+                               f"{root}/.fixpack (no file changed: the target holds that run's result)")
 
     def wrote(self, name: str, root: str) -> None:
         """Target ``name`` (at ``root``) was written by this run, its transaction complete."""

@@ -89,8 +89,9 @@ def pending_note(root: Path) -> str:
     if journal_there(root):
         group = group_at(root)
         if group is not None and group_done(group):
-            return ("a run over several targets was killed once its writes were complete: its journal is left, and "
-                    "the next apply or revert removes it (the target holds that run's result)")
+            return ("a run over several targets left its journal once its writes were complete (it was killed, or "
+                    "could not remove it): the next apply or revert over every target of that run removes it (the "
+                    "target holds that run's result)")
         return "an interrupted run left a journal; the next apply or revert rolls it back first"
     return (f"a run left backups in {root / '.fixpack' / 'journal'} that no journal names (it was complete, or killed "
             f"before it wrote its journal: no file of the target is half-written); the next run removes them")

@@ -161,6 +161,7 @@ def _undo(ctx: Context, group: Group, roots: list[_Root], written: int, exc: Bas
     said = (exc.args[0] if isinstance(exc, FixpackError) else
             f"{io_said(exc, journal_path(roots[0].root))} while committing the run" if isinstance(exc, OSError) else
             f"{how} while writing the run's targets")
+    said, step = _last_step(said)  # what to do goes last, after what was put back
     when = "before it in this run" if isinstance(exc, FixpackError) else "in this run"  # (a commit failed, a Ctrl-C)
     if back:
         whole = failed is None or not journal_there(failed.root)  # (a failed root's own rollback that failed keeps it)
@@ -174,12 +175,20 @@ def _undo(ctx: Context, group: Group, roots: list[_Root], written: int, exc: Bas
         said += (f". Putting back {r.who()}, written {when}, failed ({why}): its journal {journal_path(r.root)} is "
                  f"kept, and the next apply or revert rolls it back first (a journal of this run is rolled back "
                  f"wherever a run meets it: no target keeps this run's writes)")
+    said += step
     if kept:
         raise (Terminated if isinstance(exc, (Term, Terminated)) else EnvironmentProblem)(said) from exc
     if isinstance(exc, FixpackError):  # its class (exit code) and fields kept, its words with the roots put back
         exc.args = (said, *exc.args[1:])
         raise exc
     raise kind(said) from (exc if isinstance(exc, OSError) else None)
+
+
+def _last_step(said: str) -> tuple[str, str]:
+    """``said`` without its last sentence where that says to run again (". Free space ... and run again"), and that
+    sentence ("" where there is none)."""
+    head, dot, last = said.rpartition(". ")
+    return (head, f"{dot}{last}") if dot and last.lower().endswith("run again") else (said, "")
 
 
 def recover_interrupted(ctx: Context) -> None:

@@ -200,7 +200,8 @@ def test_a_committed_runs_first_journal_goes_last_and_never_alone(builder, two):
     written = _now(demo, gaudi, outside)
     st = engine.status(req)
     assert all(f.state is State.APPLIED and f.action is Action.NONE for f in st.fixes), st.as_dict()
-    assert "killed once its writes were complete" in " ".join(st.targets[0].notes)
+    assert "left its journal once its writes were complete (it was killed, or could not remove it): the next apply " \
+        "or revert over every target of that run removes it" in " ".join(st.targets[0].notes)
     only = {"demo": {"only_targets": ("demo",)}, "vllm-gaudi": {"only_targets": ("vllm-gaudi",)}}
     for command in (engine.apply, engine.revert):
         with pytest.raises(EnvironmentProblem) as exc:

@@ -60,8 +60,8 @@ def test_a_failed_write_of_the_second_target_rolls_the_first_back_too(builder, t
     with pytest.raises(EnvironmentProblem) as exc:
         getattr(engine, command)(req)
     assert f"{gaudi}/.fixpack/journal.json: No space left on device (ENOSPC) while preparing the journal; nothing in " \
-           f"the target was changed. Free space on its file system and run again. Target demo ({demo}), written " \
-           f"before it in this run, was rolled back too: nothing was written" == str(exc.value)
+           f"the target was changed. Target demo ({demo}), written before it in this run, was rolled back too: " \
+           f"nothing was written. Free space on its file system and run again" == str(exc.value)
     assert (snapshot(demo), snapshot(gaudi), outside.read_bytes(), (demo / ".fixpack").exists()) == before
     monkeypatch.setattr(fsio, "replace_file", real)
     assert getattr(engine, command)(req).ok and ("four" in (demo / "demo_pkg/mod.py").read_text()) == \
