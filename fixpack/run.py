@@ -33,7 +33,7 @@ from .safepath import file_on_the_way
 from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
-from .targets import FoundTarget, check_pin, locate
+from .targets import FoundTarget, check_pin, locate, refuse_one_folder_twice
 
 NO_LOCK = Lock("", {}, ())
 
@@ -126,6 +126,7 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
         report.targets.append(treport)
         if ft is not None and treport.status is TargetStatus.FOUND:
             found[spec.name] = ft
+    refuse_one_folder_twice(list(found.values()))
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
                    relock=redo, skipped=partial(locate_skipped, profile, req),
                    rerun=partial(_rerun, req, profile, pack), rejects=req.rejects)

@@ -253,3 +253,21 @@ def check_pin(found: FoundTarget) -> None:
         raise MismatchError(
             f"target {found.spec.name} at {found.root} does not match the profile's pin: {'; '.join(problems)} "
             f"(evidence: {'; '.join(found.evidence) or 'none found'}). {way}")
+
+
+def refuse_one_folder_twice(found: list[FoundTarget]) -> None:
+    """BadInputError (exit 2) for two targets whose roots are one folder under two paths (a bind mount of the other,
+    or a link on the way that ``resolve`` does not see): their run locks, journals and manifests would be one and the
+    same while the run took them for two (it waited on its own lock). Roots that resolve to one path are one root
+    (the run writes them together)."""
+    seen: dict[tuple[int, int], FoundTarget] = {}
+    for ft in found:
+        try:
+            st = ft.root.stat()
+        except OSError:  # (gone since it was found: its own run says so)
+            continue
+        first = seen.setdefault((st.st_dev, st.st_ino), ft)
+        if first is not ft and first.root.resolve() != ft.root.resolve():
+            raise BadInputError(f"targets {first.spec.name} ({first.root}) and {ft.spec.name} ({ft.root}) are one "
+                                f"folder under two paths (a bind mount of the other?): give both the same path (e.g. "
+                                f"--root {first.spec.name}={first.root} --root {ft.spec.name}={first.root})")

@@ -604,3 +604,26 @@ def test_a_rollback_removes_only_the_killed_write_s_own_temp_file(builder, tmp_p
     assert not ours.exists() and mine.read_text() == "MINE\n" and fifo.is_fifo() and not journal.exists()
     mine.unlink()
     assert _run(builder, target, "apply").returncode == 0
+
+
+def test_one_folder_under_two_paths_is_refused_as_such(builder, tmp_path):
+    """A fresh user: --root demo=S --root other=S2, S2 a bind mount of S, made apply and revert wait on their own lock
+    and say that another run held it (exit 5, never to succeed), while status said would-apply. The two roots are one
+    folder: exit 2 before anything is read or written, naming both and what to give instead."""
+    image = _two_targets_on_one_root(builder)
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    if subprocess.run(["mount", "--bind", str(image), str(twin)], capture_output=True).returncode != 0:
+        pytest.skip("no bind mount here (needs root and mount rights)")
+    try:
+        before = snapshot(image)
+        for command in ("status", "apply", "revert"):
+            r = subprocess.run([sys.executable, "-m", "fixpack.cli", command, "--pack", str(builder.pack), "-p", "p1",
+                                "--root", f"demo={image}", "--root", f"other={twin}"], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+            said = " ".join(r.stderr.split())
+            assert r.returncode == 2 and snapshot(image) == before, (command, said)
+            assert f"targets demo ({image}) and other ({twin}) are one folder under two paths" in said, said
+            assert f"--root demo={image} --root other={image}" in said, said
+    finally:
+        subprocess.run(["umount", str(twin)], check=True)
