@@ -120,10 +120,20 @@ def _files_differ(new: LockFix, old: LockFix) -> str:
             sides = [f"pre-image (the copy's file, of which the fix makes the post-image the lock records, is "
                      f"{told(n.pre, o.pre)}, the lock's {told(o.pre, n.pre)}: the lock was edited by hand and sealed "
                      f"again)"]
+        if hunks and not sides and _counts_alone(new, old, path):  # (the copy's file is the lock's pre-image)
+            sides, hunks = ["hunks' counts of their sides in the pre- and post-image (the copy's file is the lock's "
+                            "pre-image, of which these counts are what lock writes: the lock was edited by hand and "
+                            "sealed again)"], False
         sides += ["hunks"] * hunks
         if sides:
             said.append(f"{path}: its {' and '.join(sides)}")
     return f": {'; '.join(said)}" if said else ""
+
+
+def _counts_alone(new: LockFix, old: LockFix, path: str) -> bool:
+    """Whether ``path``'s hunks in the two entries differ in their sides' counts alone (their sha256 the same)."""
+    a, b = ([(h.hunk, h.pre, h.post) for h in e.hunks if h.file == path] for e in (new, old))
+    return a == b
 
 
 def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,

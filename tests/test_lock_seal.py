@@ -336,3 +336,24 @@ def test_a_renamed_file_is_held_to_the_lock_by_the_pre_image_of_its_old_path(bui
     said = " ".join(r.stderr.split())
     assert r.returncode == 2 and snapshot(clean) == before, said
     assert f"{lock}:{at}: fix one's pre-image of {old} is sha256 {'0' * 12}, but the file is sha256 {real[:12]}" in said
+
+
+def test_lock_check_names_a_hunk_count_edited_and_sealed_again(two):
+    """A fresh user: a lock whose hunk "pre_count" was edited and sealed again is seen by `lock --check` only (the
+    count is the release's: an image that is not it cannot tell it), which blamed the release copy ("other fingerprints
+    on the release copy ... its hunks"). With the hashes the same and the copy's file the lock's pre-image, the counts
+    are what lock writes: it says the lock was edited by hand and sealed again."""
+    from fixpack.records import lock_digest
+
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    text = lock.read_text()
+    data = json.loads(text)
+    data["fixes"][0]["hunks"][0]["pre_count"] = 2
+    edited = text.replace('"pre_count": 1', '"pre_count": 2', 1)
+    lock.write_text(edited.replace(data["digest"], lock_digest(data)))
+    r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and f"{MOD}: its hunks' counts of their sides in the pre- and post-image (the copy's " \
+        f"file is the lock's pre-image, of which these counts are what lock writes: the lock was edited by hand and " \
+        f"sealed again)" in said, said
