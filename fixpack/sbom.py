@@ -43,6 +43,7 @@ from .model import Fix
 from .outputs import check_file, refuse_inside, source_date_epoch, write_failed
 from .patchfiles import patch_again
 from .records import Manifest, Recorded
+from .rollback import pending_note
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
 from .safepath import TooLargeError, not_a_file, path_problem, read_regular, sha256_regular
@@ -137,8 +138,8 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
             raise MismatchError(" ".join(tr.notes))
         with run_lock(ft.root, shared=True, wait=req.lock_wait):
             if leftover_journal(ft.root):
-                raise MismatchError(f"an interrupted run left a journal in {ft.root / '.fixpack'}: the image is "
-                                    f"between two states; run apply (or revert) first")
+                raise MismatchError(f"{ft.root / '.fixpack'}: {pending_note(ft.root)}; the document waits for it: "
+                                    f"run apply (or revert) first")
             manifest = read_manifest(ft.root, spec.name)
             if manifest is not None and manifest.profile != ctx.profile.name:
                 raise MismatchError(f"{manifest_path(ft.root, spec.name)}: the image was patched with profile "

@@ -287,3 +287,21 @@ def test_a_planted_upstreamed_record_is_not_told(builder, plugin_wheel, tmp_path
     doc = json.loads(sbom(Request(pack_root=pack, profile="p1", roots={"demo": site}), None).text)
     props = [p["name"] for c in doc["components"] for p in c.get("properties", [])]
     assert not [p for p in props if p.startswith("fixpack:fix:")], props
+
+
+def test_sbom_of_an_image_a_killed_run_left_says_what_the_run_left(builder, plugin_wheel, tmp_path):  # noqa: F811
+    """The sbom of an image with a run's journal or backups in it is refused (exit 3, nothing written) with the words
+    status gives of what the run left: it called every leftover an interrupted run's journal, backups no journal names
+    (no file half-written) too."""
+    pack, site = applied_image(builder, plugin_wheel)
+    for left, said in (("journal.json", "an interrupted run left a journal; the next apply or revert rolls it back"),
+                       ("journal/0", "that no journal names (it was complete, or killed before it wrote its journal")):
+        (site / ".fixpack" / left).parent.mkdir(parents=True, exist_ok=True)
+        (site / ".fixpack" / left).write_text('{"entries": []}' if left == "journal.json" else "x")
+        before = snapshot(site)
+        out = tmp_path / "image.cdx.json"
+        r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
+        said_plain = " ".join(r.stderr.split())
+        assert r.returncode == 3 and said in said_plain and "run apply (or revert) first" in said_plain, r.stderr
+        assert not out.exists() and snapshot(site) == before
+        (site / ".fixpack" / left).unlink()
