@@ -43,10 +43,14 @@ def test_readme_block_runs_as_written(index, tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": CACHE_HOME, "COLUMNS": "100"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("FIXPACK_PACK", None)
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=REPO, env=env, capture_output=True, text=True,
-                       timeout=600)
+    # a block ends where it began, with no FIXPACK_PACK of its own, so that the next runs as written in the same shell
+    # (a fresh user: the maintainers' block left the shell in its scratch pack, which the next block then patched)
+    ends = 'printf "\\nREADME-BLOCK-END %s|%s\\n" "$PWD" "${FIXPACK_PACK-}"'
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{body}\n{ends}"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, f"README block {index} failed (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert "Traceback" not in r.stderr
+    assert f"README-BLOCK-END {REPO}|" == r.stdout.rstrip().splitlines()[-1], r.stdout[-500:]
 
 
 def test_tools_rebase_runs_from_a_python_without_the_libraries(tmp_path):
