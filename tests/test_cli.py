@@ -91,10 +91,19 @@ def test_apply_all_json_on_an_older_python_or_away_from_its_checkout_is_the_fail
     copy = tmp_path / "elsewhere" / "apply_all.py"
     copy.parent.mkdir()
     shutil.copy(REPO / "apply_all.py", copy)
-    r = subprocess.run([sys.executable, str(copy), "-p", "p1", "--json"], capture_output=True, text=True, cwd=tmp_path)
-    doc = json.loads(r.stdout)
-    assert r.returncode == 5 and "this script runs from the fix pack's checkout" in doc["error"], r
-    assert doc == {**error_document("apply", "p1", doc["error"], 5), "tool_version": ""}
+    inner = tmp_path / "other" / "fixes" / "apply_all.py"  # the recipes' entry, copied away with its folder
+    inner.parent.mkdir(parents=True)
+    shutil.copy(REPO / "fixes" / "apply_all.py", inner)
+    for script in (copy, inner):  # (a fresh user: the inner one's --json printed no document)
+        for words in (["-p", "p1"], ["--profile=p1", "--dry-run"]):
+            r = subprocess.run([sys.executable, str(script), *words, "--json"], capture_output=True, text=True,
+                               cwd=tmp_path)
+            doc = json.loads(r.stdout)
+            assert r.returncode == 5 and "this script runs from the fix pack's checkout" in doc["error"], r
+            assert doc == {**error_document("apply", "p1", doc["error"], 5, "--dry-run" in words),
+                           "tool_version": ""}, (script, words)
+        r = subprocess.run([sys.executable, str(script), "-p", "p1"], capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 5 and not r.stdout and "this script runs from the fix pack's checkout" in r.stderr
 
 
 def test_json_document(setup):
