@@ -66,7 +66,7 @@ def check_writable(root: Path, changes: list[FileChange]) -> None:
         problems = list(dict.fromkeys(problems))  # a folder once, for all of its files
         raise EnvironmentProblem(f"the target is not writable (permissions, an immutable file or a read-only file "
                                  f"system): {', '.join(problems[:5])}{' ...' if len(problems) > 5 else ''}; nothing "
-                                 f"was changed. Run where it may be written, or apply to a writable copy")
+                                 f"was changed. Run as a user who may write it, or on a writable copy of the image")
 
 
 def check_before_write(root: Path, changes: list[FileChange]) -> list[FileChange]:
