@@ -359,6 +359,7 @@ def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
     why = {t.name: "; ".join(t.notes[:1]) or t.status.value for t in ctx.report.targets}
     # a target found but not at the profile's pin: its own line says why; giving it again would not help
     given = {t.name for t in ctx.report.targets if t.status is TargetStatus.MISMATCH}
+    looked = {t.name for t in ctx.report.targets if t.status is TargetStatus.MISSING}  # selected, but not found
     for name in dict.fromkeys(names):
         item = ctx.pack.fixes.get(name) or comps.get(name)
         if item is None or name in listed or item.target in ctx.found:
@@ -369,8 +370,9 @@ def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
             name, item.version, t, comps[name].opt_in if kind == "component" else name in ctx.profile.opt_in, False,
             State.SKIPPED, kind=kind,
             messages=[f"named on the command line, but its target {t} is not in this run ({why.get(t, 'not found')})"
-                      + ("" if t in given else f": give --target {t} (and --root {t}=PATH where it is not installed "
-                                               f"here) to include it")]))
+                      + ("" if t in given else f": give --root {t}=PATH (where it is) to include it" if t in looked
+                         else f": give --target {t} (and --root {t}=PATH where it is not installed here) to include "
+                              f"it")]))
 
 
 def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarget | None]:

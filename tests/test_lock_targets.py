@@ -175,3 +175,9 @@ def test_a_named_fix_whose_target_the_run_leaves_out_is_said_skipped(builder, co
     assert r.returncode == 0, r.stderr
     if command == "status":
         assert snapshot(image) == before
+        # given with --target but found nowhere: --root is what includes it (a fresh user: it said --target again)
+        r = fixpack(command, "--pack", str(builder.pack), "-p", "p1", "--target", "demo", "--target", "other",
+                    "--root", f"demo={image}", "--json", "two")
+        (two,) = [f for f in json.loads(r.stdout)["fixes"] if f["id"] == "two"]
+        assert "give --root other=PATH (where it is) to include it" in two["messages"][0], two
+        assert "--target other" not in two["messages"][0], two
