@@ -34,7 +34,9 @@ PROFILE_FIX_KEYS = {"default", "opt_in"}
 def load_series(root: Path, errors: Collector) -> tuple[str, ...]:
     path = root / "fixes" / "series"
     data = read_pack_file(path, errors, "series file",
-                          ("no series file", "list the pack's fix ids in order, one a line"), root)
+                          ("no series file", f"list the pack's fix ids in order, one a line; or, if {root} is no fix "
+                                             f"pack (a project's own fixes/ and profiles/ folders), give --pack DIR or "
+                                             f"set $FIXPACK_PACK"), root)
     text = utf8_text(data, path, errors) if data is not None else None
     if text is None:  # said once: no "missing from the series" for every fix of an unreadable series
         return ()

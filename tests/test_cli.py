@@ -1,6 +1,7 @@
 """Thin CLI checks: exit codes, JSON keys, plain output, the apply_all.py entries."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -400,3 +401,16 @@ def test_edit_and_new_given_the_pack_run_from_a_removed_working_folder(setup, tm
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
         assert f"--pack {b.pack}" in r.stdout + r.stderr, r.stdout + r.stderr  # its refresh names the pack
         shutil.rmtree(tmp_path / "gone", ignore_errors=True)
+
+
+def test_a_folder_with_fixes_and_profiles_of_its_own_is_told_of_pack(tmp_path):
+    """A fresh user: run from a project with fixes/ and profiles/ folders of its own (common names), fixpack takes it
+    for a pack without a series (exit 2, "no series file: list the pack's fix ids"), and said nothing of --pack DIR or
+    $FIXPACK_PACK, the way to name the real pack."""
+    (tmp_path / "fixes").mkdir()
+    (tmp_path / "profiles").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "FIXPACK_PACK"}
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "status", "-p", "v0.30.0"], capture_output=True, text=True,
+                       cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)})
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "no series file" in said and "give --pack DIR or set $FIXPACK_PACK" in said, said
