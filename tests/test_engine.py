@@ -349,6 +349,13 @@ def test_a_profile_name_cut_short_suggests_the_profile_it_begins_first():
     # a digit short (v0.3.0): as near every v0.3x.0 profile; all are named, none cut from a tie (v0.30.0 was)
     with pytest.raises(UnknownNameError, match=r"close matches: v0\.30\.0, v0\.31\.0, v0\.32\.0, v0\.33\.0;"):
         load_profile(pack, "v0.3.0")
+    # a fresh user: another case, or the profile's file as a path, was "no close match" (or every profile alike)
+    for given in ("V0.30.0", "profiles/v0.30.0.toml", "../profiles/v0.30.0"):
+        with pytest.raises(UnknownNameError, match=r"close matches: v0\.30\.0[,;) ]"):
+            load_profile(pack, given)
+    from fixpack.closenames import close_names
+
+    assert close_names("TOPK-SUBSET-SAMPLER", list(pack.series)).startswith("close matches: topk-subset-sampler")
 
 
 def test_stale_lock(setup):
