@@ -35,6 +35,8 @@ if [ $# -gt 0 ]; then
     die "$scratch is a link to nothing ($(readlink -- "$scratch")): give a new or empty folder"
   fi
   if [ -e "$scratch" ] && { [ ! -d "$scratch" ] || [ -n "$(ls -A -- "$scratch")" ]; }; then
+    [ -d "$scratch" ] && [ "$(ls -A -- "$scratch")" = vllm-0.30.0 ] \
+      && die "$scratch is being used by another run, or holds the copy a run left (its vllm-0.30.0 alone is there): give another folder"
     die "$scratch is not an empty folder: give a new or empty one (or none: a fresh one is made)"
   fi
   if [ ! -e "$scratch" ]; then
