@@ -33,7 +33,7 @@ EXIT_CONFLICT = 4
 EXIT_ENVIRONMENT = 5
 EXIT_TERMINATED = 143  # 128 + SIGTERM (15), the shell's code for a process ended by SIGTERM
 # a refusal's claim that it wrote nothing (a run that rolled an interrupted one back first says so instead)
-NOTHING_SAID = re.compile(r"nothing (?:in the target )?was (?:written|changed)")
+NOTHING_SAID = re.compile(r"nothing (?:in the (?:target|pack) )?was (?:written|changed)")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from cyclonedx.output.json import JsonV1Dot6
 from packageurl import PackageURL
 
 from . import __version__
+from .advice import run_writes
 from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
 from .errors import BadInputError, EnvironmentProblem, MismatchError, of_code
 from .model import Fix
@@ -47,7 +48,7 @@ from .rollback import pending_note
 from .run import Context, Request, check_fix_files, find_target, prepare
 from .runlock import run_lock
 from .safepath import TooLargeError, not_a_file, path_problem, read_regular, sha256_regular
-from .state import leftover_journal, manifest_path, read_manifest
+from .state import leftover_journal, load_journal, manifest_path, read_manifest
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
 from .targets import FoundTarget, normalize_commit
@@ -138,6 +139,7 @@ def read_image(req: Request) -> tuple[Context, list[TargetState]]:
             raise MismatchError(" ".join(tr.notes))
         with run_lock(ft.root, shared=True, wait=req.lock_wait):
             if leftover_journal(ft.root):
+                load_journal(ft.root, run_writes(ctx, ft.root))  # a damaged or planted one: its own words (exit 3)
                 raise MismatchError(f"{ft.root / '.fixpack'}: {pending_note(ft.root)}; the document waits for it: "
                                     f"run apply (or revert) first")
             manifest = read_manifest(ft.root, spec.name)

@@ -288,10 +288,11 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     group = _group(jpath, data["group"]) if "group" in data and by is None else None
     if "group" in data and group is None:
         raise DamagedStateError(jpath, "a pack update's journal names a run over several targets ('group')")
-    if group is not None and group.roots[group.index] != os.path.realpath(root):
+    if group is not None and not _is_root(group.roots[group.index], root):
         raise DamagedStateError(jpath, f"'group' names {group.roots[group.index]} as this target, not "
                                        f"{os.path.realpath(root)} (a journal put there by hand, or a tree copied or "
-                                       f"moved while a run's journal was in it)")
+                                       f"moved while a run's journal was in it: moved, put it back there, or give "
+                                       f"that path as its --root, and run again; the journal is then read as written)")
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
                    (by["command"], by["fix"]) if by else None, group, group is not None and group_done(group))
 
@@ -309,6 +310,15 @@ def _group(jpath: Path, value: Any) -> Group:
         raise DamagedStateError(jpath, "'group' is not a run over several targets (an id of 32 hex digits, two or "
                                        "more absolute roots, this target's index, and 'committed' on the first only)")
     return Group(value["id"], tuple(value["roots"]), value["index"], value["committed"])
+
+
+def _is_root(named: str, root: Path) -> bool:
+    """Whether the root a journal's group names as its own (``named``) is ``root``: the same path resolved, or the
+    same folder under another path (a bind mount of it)."""
+    try:
+        return named == os.path.realpath(root) or os.path.samefile(named, root)
+    except OSError:  # (not there: another folder)
+        return False
 
 
 def group_done(group: Group) -> bool:
@@ -331,7 +341,7 @@ def group_at(root: Path) -> Group | None:
         raw = _read_state_file(path)
         data = None if raw is None else loads_json(raw)
         group = _group(path, data["group"]) if isinstance(data, dict) and "group" in data else None
-        return group if group is None or group.roots[group.index] == os.path.realpath(root) else None
+        return group if group is None or _is_root(group.roots[group.index], root) else None
     except (DamagedStateError, ValueError, TypeError, FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:  # (a folder on the way this user may not search)

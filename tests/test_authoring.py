@@ -1095,6 +1095,7 @@ def test_recovered_first_rewords_a_refusal_only_after_a_rollback(tmp_path, monke
     for rolled, said in ((True, "x; a killed pack update was rolled back first (said above), and nothing else was "
                                 "written"), (False, "x; nothing was written")):
         monkeypatch.setattr(packupdate, "recover_pack", lambda root, progress, r=rolled: r)
-        with pytest.raises(BadInputError) as exc, packupdate.recovered_first(tmp_path):
-            raise BadInputError("x; nothing was written")
-        assert str(exc.value) == said and exc.value.exit_code == 2
+        for claim in ("nothing was written", "nothing in the pack was written"):  # (the staging's words: a fresh user)
+            with pytest.raises(BadInputError) as exc, packupdate.recovered_first(tmp_path):
+                raise BadInputError(f"x; {claim}")
+            assert str(exc.value) == (said if rolled else f"x; {claim}") and exc.value.exit_code == 2

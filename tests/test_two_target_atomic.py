@@ -249,6 +249,30 @@ def test_a_journal_whose_group_names_another_root_as_its_own_is_damaged_state(bu
     with pytest.raises(FixpackError, match=f"'group' names {tmp_path / 'x'} as this target, not {demo}") as exc:
         engine.apply(req)
     assert exc.value.exit_code == 3 and _now(demo, gaudi, outside) == before
+    out = tmp_path / "image.cdx.json"  # sbom said the next apply rolls it back, which that apply refuses
+    r = subprocess.run([sys.executable, "-m", "fixpack.cli", "sbom", "--pack", str(req.pack_root), "-p", "p1",
+                        "--root", f"demo={demo}", "--root", f"vllm-gaudi={gaudi}", "--out", str(out)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 3 and f"'group' names {tmp_path / 'x'} as this target" in " ".join(r.stderr.split()), \
+        r.stderr
+    assert not out.exists() and _now(demo, gaudi, outside) == before
+
+
+def test_a_journal_read_through_a_bind_mount_of_its_root_is_its_own(builder, two, tmp_path):
+    """A fresh user: a run killed with --root demo=BIND (a bind mount of the tree), then run again with the tree's own
+    path, was refused as a tree copied or moved. The group's root is this folder under another path: it is its own."""
+    req, demo, gaudi, outside, clean, applied = two
+    bind = tmp_path / "bind"
+    bind.mkdir()
+    if subprocess.run(["mount", "--bind", str(demo), str(bind)], capture_output=True).returncode != 0:
+        pytest.skip("no bind mount here (needs root and mount rights)")
+    try:
+        via = engine.Request(pack_root=req.pack_root, profile="p1", roots={**req.roots, "demo": bind})
+        _killed_after_the_commit(builder, via, bind, gaudi)
+        r = engine.apply(req)  # the tree's own path now
+        assert r.ok and _now(demo, gaudi, outside) == applied, r.as_dict()
+    finally:
+        subprocess.run(["umount", str(bind)], check=True)
 
 
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
