@@ -104,3 +104,32 @@ def test_tools_rebase_without_its_libraries_or_a_venv_is_an_environment_error(tm
     r = subprocess.run([bare, "-I", str(tmp_path / "tools/rebase.py"), "--help"], capture_output=True, text=True,
                        cwd=tmp_path)
     assert r.returncode == 5 and "bash tools/setup.sh --light" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not (REPO / ".venv" / "bin" / "fixpack").exists(), reason="no .venv (bash tools/setup.sh --light)")
+def test_a_run_block_that_fails_part_way_stops_there(tmp_path):
+    """A fresh user: the maintainers' block pasted into a shell without `set -e`, its fetch failing (no network, no
+    cache), went on past the failed `fixpack edit` and `cd` into the user's checkout, where `git commit -qa --amend`
+    took the user's uncommitted edit into HEAD and `git reset --hard HEAD~1` dropped it. Each run block stops at its
+    first failing line: run with plain bash, in a clone with an uncommitted edit, the clone is as it was."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    (clone / ".venv").symlink_to(REPO / ".venv")
+    (clone / "LICENSE").write_text((clone / "LICENSE").read_text() + "an edit of the user's own\n")
+
+    def state() -> list[str]:
+        return [subprocess.run(["git", *args], cwd=clone, capture_output=True, text=True).stdout
+                for args in (["rev-parse", "HEAD"], ["status", "--porcelain"], ["diff"], ["config", "--local", "-l"])]
+
+    before = state()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "empty-cache"),
+           "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "PIP_NO_INDEX": "1"}
+    for name in ("VIRTUAL_ENV", "FIXPACK_PACK", "FIXPACK_TEST_CACHE"):
+        env.pop(name, None)
+    failed = False
+    for mark, body in blocks():
+        if mark == "run":
+            r = subprocess.run(["bash", "-c", body], cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+            assert state() == before, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+            failed = failed or r.returncode != 0
+    assert failed  # (the fetch failed: the case this is about was met)
