@@ -11,7 +11,9 @@ the files written into the pack, through the journalled transaction of :func:`fi
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -239,6 +241,9 @@ def _stage_ignore(src: str, names: list[str]) -> set[str]:
     return skipped
 
 
+_NO_ROOM = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT}|{errno.EFBIG}|{errno.EROFS})\]")  # the copy's side
+
+
 def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Path:
     """A copy of the pack (its fixes, profiles and the components' folders: a few hundred KB; no caches,
     virtual environments or work folders; links copied as links) with ``changes`` made. Raises BadInputError
@@ -257,9 +262,13 @@ def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Pa
                 _stage_ignore(str(pack_root), [entry.name])
     except shutil.Error as exc:  # each file copytree could not copy: (source, destination, reason)
         src, _dst, why = exc.args[0][0]
+        if _NO_ROOM.search(str(why)):  # the stage's file system, not the pack's file: $TMPDIR's room is what to mend
+            raise temp_work_failed(exc, "copying the pack to check the new lock", "the pack") from None
         raise EnvironmentProblem(f"{src}: cannot be copied to check the new lock ({why}); nothing was written: "
                                  f"make it readable or remove it, then run it again") from None
     except OSError as exc:
+        if _NO_ROOM.search(f"[Errno {exc.errno}]"):
+            raise temp_work_failed(exc, "copying the pack to check the new lock", "the pack") from None
         raise EnvironmentProblem(f"{exc.filename or pack_root}: cannot be copied to check the new lock "
                                  f"({exc.strerror or exc}); nothing was written: make it readable or remove it, "
                                  f"then run it again") from None

@@ -146,3 +146,37 @@ def test_lock_and_format_on_a_full_disk_are_exit_5_naming_the_file(builder):
         for p in patches:
             p.write_bytes(stale[p])
     assert all(p.read_bytes() != stale[p] for p in patches), n
+
+
+def test_a_full_tmpdir_while_copying_the_pack_is_said_of_tmpdir_not_of_a_pack_file(pack3, tmp_path,  # noqa: F811
+                                                                                    monkeypatch):
+    """A fresh user: with $TMPDIR on a small tmpfs an import's staging copy of the pack failed (ENOSPC), and the error
+    blamed a file of the pack ("fixes/c/fix.toml: cannot be copied ... make it readable or remove it"). The copy's
+    file system is what is full: exit 5, the errno, and to free space there or set TMPDIR; the pack as it was."""
+    builder, clean = pack3
+    base = numbered(60)
+    before_c = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    mail = tmp_path / "in.patch"
+    mail.write_text(mail_patch(tmp_path, before_c, before_c.replace("line 55\n", "fifty-five\n")))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr("tempfile.tempdir", None)  # $TMPDIR read again
+    real = shutil.copy2
+
+    def full(src, dst, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(dst).startswith(str(tmp_path / "tmp")) and str(src).endswith("fix.toml"):
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(src, dst, *args, **kwargs)
+    tree = shutil.copytree
+    monkeypatch.setattr(shutil, "copytree", lambda *a, **kw: tree(*a, **kw) if len(a) > 4 else  # (its recursion)
+                        tree(*a, **{"copy_function": full, **kw}))
+    before = _all(builder.pack)
+    try:
+        import_mails(builder.pack, mail, "imp", "p1", target="demo", roots={"demo": clean}, after="a")
+        raise AssertionError("the import went through")
+    except EnvironmentProblem as exc:
+        said = str(exc)
+    assert "No space left on device (ENOSPC)" in said and "set TMPDIR to a folder with room" in said, said
+    assert "make it readable" not in said and "nothing in the pack was written" in said, said
+    assert _all(builder.pack) == before
