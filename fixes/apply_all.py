@@ -17,8 +17,8 @@ if __name__ == "__main__":
 
         words, profile = sys.argv[1:], ""  # read as fixpack.cli_plain.argv_profile reads it
         for at, word in enumerate(words):
-            if word in ("--profile", "-p", "--profile=") or word.startswith("--profile="):
-                profile = word.partition("=")[2] or (words[at + 1] if at + 1 < len(words) else "")
+            if word in ("--profile", "-p") or word.startswith("--profile="):
+                profile = word.partition("=")[2] if "=" in word else words[at + 1] if at + 1 < len(words) else ""
                 break
         sys.stdout.write(json.dumps({"command": "apply", "dry_run": "--dry-run" in words, "error": said, "exit_code": 5,
                                      "fixes": [], "ok": False, "profile": profile, "schema": 1, "targets": [],

@@ -79,7 +79,7 @@ def test_apply_all_json_on_an_older_python_or_away_from_its_checkout_is_the_fail
     import shutil
 
     from fixpack import __version__
-    from fixpack.cli_plain import error_document
+    from fixpack.cli_plain import argv_profile, error_document
 
     b, target = setup
     old = ("import runpy, sys; sys.version_info = (3, 8, 18, 'final', 0); "
@@ -96,12 +96,12 @@ def test_apply_all_json_on_an_older_python_or_away_from_its_checkout_is_the_fail
     inner.parent.mkdir(parents=True)
     shutil.copy(REPO / "fixes" / "apply_all.py", inner)
     for script in (copy, inner):  # (a fresh user: the inner one's --json printed no document)
-        for words in (["-p", "p1"], ["--profile=p1", "--dry-run"]):
+        for words in (["-p", "p1"], ["--profile=p1", "--dry-run"], ["--profile=", "--dry-run"]):
             r = subprocess.run([sys.executable, str(script), *words, "--json"], capture_output=True, text=True,
                                cwd=tmp_path)
             doc = json.loads(r.stdout)
             assert r.returncode == 5 and "this script runs from the fix pack's checkout" in doc["error"], r
-            assert doc == {**error_document("apply", "p1", doc["error"], 5, "--dry-run" in words),
+            assert doc == {**error_document("apply", argv_profile(words), doc["error"], 5, "--dry-run" in words),
                            "tool_version": ""}, (script, words)
         r = subprocess.run([sys.executable, str(script), "-p", "p1"], capture_output=True, text=True, cwd=tmp_path)
         assert r.returncode == 5 and not r.stdout and "this script runs from the fix pack's checkout" in r.stderr
