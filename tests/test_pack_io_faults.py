@@ -25,9 +25,8 @@ def _all(root: Path) -> tuple[dict, list[str]]:
     return snapshot(root), sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir())
 
 
-def test_an_import_failing_at_every_io_call_writes_nothing_and_says_so_for_the_pack(pack3, tmp_path,  # noqa: F811
-                                                                                    monkeypatch):
-    builder, clean = pack3
+def _mail_and_tmpdir(tmp_path: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    """A mail of fix c's next change (line 55) to import, and $TMPDIR at ``tmp_path/tmp`` (read again)."""
     base = numbered(60)
     before_c = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
         "line 50\n", "fifty\n")
@@ -36,6 +35,13 @@ def test_an_import_failing_at_every_io_call_writes_nothing_and_says_so_for_the_p
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr("tempfile.tempdir", None)  # $TMPDIR read again
+    return mail
+
+
+def test_an_import_failing_at_every_io_call_writes_nothing_and_says_so_for_the_pack(pack3, tmp_path,  # noqa: F811
+                                                                                    monkeypatch):
+    builder, clean = pack3
+    mail = _mail_and_tmpdir(tmp_path, monkeypatch)
 
     def run():  # type: ignore[no-untyped-def]
         return import_mails(builder.pack, mail, "imp", "p1", target="demo", roots={"demo": clean}, after="a")
@@ -154,14 +160,7 @@ def test_a_full_tmpdir_while_copying_the_pack_is_said_of_tmpdir_not_of_a_pack_fi
     blamed a file of the pack ("fixes/c/fix.toml: cannot be copied ... make it readable or remove it"). The copy's
     file system is what is full: exit 5, the errno, and to free space there or set TMPDIR; the pack as it was."""
     builder, clean = pack3
-    base = numbered(60)
-    before_c = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
-        "line 50\n", "fifty\n")
-    mail = tmp_path / "in.patch"
-    mail.write_text(mail_patch(tmp_path, before_c, before_c.replace("line 55\n", "fifty-five\n")))
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr("tempfile.tempdir", None)  # $TMPDIR read again
+    mail = _mail_and_tmpdir(tmp_path, monkeypatch)
     real = shutil.copy2
 
     def full(src, dst, *args, **kwargs):  # type: ignore[no-untyped-def]
