@@ -289,3 +289,19 @@ def within(seconds: int):  # type: ignore[no-untyped-def]
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, before)
+
+
+def with_fault(monkeypatch: pytest.MonkeyPatch, spec: str, run):  # type: ignore[no-untyped-def]
+    """``run()`` with the engine's I/O fault hook set to ``spec`` ($FIXPACK_IO_FAULT, counted from 0): (its result,
+    None), or (None, the FixpackError it raised)."""
+    from fixpack import fsio
+    from fixpack.errors import FixpackError
+
+    monkeypatch.setenv(fsio.IO_FAULT_ENV, spec)
+    fsio.reset_fault_counters()
+    try:
+        return run(), None
+    except FixpackError as exc:
+        return None, exc
+    finally:
+        monkeypatch.delenv(fsio.IO_FAULT_ENV)

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import numbered, snapshot
+from conftest import numbered, snapshot, with_fault
 
 from fixpack import engine, fsio
-from fixpack.errors import EnvironmentProblem, FixpackError
+from fixpack.errors import EnvironmentProblem
 
 MOD = "demo_pkg/mod.py"
 ERRNOS = ("ENOSPC", "EROFS", "EACCES", "EIO")
@@ -35,19 +35,8 @@ def setup(builder):
     return builder, target
 
 
-def _with_fault(monkeypatch: pytest.MonkeyPatch, spec: str, run):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv(fsio.IO_FAULT_ENV, spec)
-    fsio.reset_fault_counters()
-    try:
-        return run(), None
-    except FixpackError as exc:
-        return None, exc
-    finally:
-        monkeypatch.delenv(fsio.IO_FAULT_ENV)
-
-
 def _io_points(monkeypatch: pytest.MonkeyPatch, run) -> int:  # type: ignore[no-untyped-def]
-    report, exc = _with_fault(monkeypatch, "1000000:EIO", run)
+    report, exc = with_fault(monkeypatch, "1000000:EIO", run)
     assert exc is None and report.ok
     return fsio.io_calls()
 
@@ -78,7 +67,7 @@ def test_a_failing_write_at_every_io_call_is_rolled_back(setup, monkeypatch, com
     assert points >= 20
     for n in range(1, points + 1):
         name = ERRNOS[n % len(ERRNOS)]
-        report, exc = _with_fault(monkeypatch, f"{n}:{name}", run)
+        report, exc = with_fault(monkeypatch, f"{n}:{name}", run)
         if n == points and exc is None:  # the folder's fsync after the commit: the run is done, not undone
             assert report.ok
             break
@@ -126,7 +115,7 @@ def test_a_rollback_that_cannot_finish_leaves_the_journal_for_the_next_run(setup
     journal_writes = 0
     for n in range(1, points + 1):
         # from call n on, every I/O call fails (a file system remounted read-only mid-run)
-        report, exc = _with_fault(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(b.request(target)))
+        report, exc = with_fault(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(b.request(target)))
         if n == points and exc is None:  # only the fsync after the commit failed
             break
         assert isinstance(exc, EnvironmentProblem) and exc.exit_code == 5

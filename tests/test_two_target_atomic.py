@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GAUDI_RUNNER, REPO, snapshot, two_target_pack
+from conftest import GAUDI_RUNNER, REPO, snapshot, two_target_pack, with_fault
 
 from fixpack import engine, fsio
 from fixpack.errors import EnvironmentProblem, FixpackError
@@ -49,17 +49,6 @@ def _now(demo: Path, gaudi: Path, outside: Path) -> list:
     return _all(demo, gaudi, outside.parent / "pack") + [outside.read_bytes()]
 
 
-def _faulted(monkeypatch, spec: str, run):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv(fsio.IO_FAULT_ENV, spec)
-    fsio.reset_fault_counters()
-    try:
-        return run(), None
-    except FixpackError as exc:
-        return None, exc
-    finally:
-        monkeypatch.delenv(fsio.IO_FAULT_ENV)
-
-
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_a_write_failing_at_any_io_call_leaves_both_targets_as_they_were(two, monkeypatch, command):
     """Each I/O call of the run fails in turn (ENOSPC, EIO, EROFS, EACCES). A failure before the run committed leaves
@@ -70,14 +59,14 @@ def test_a_write_failing_at_any_io_call_leaves_both_targets_as_they_were(two, mo
     start, end = (clean, applied) if command == "apply" else (applied, clean)
     if command == "revert":
         assert engine.apply(req).ok
-    report, exc = _faulted(monkeypatch, "1000000:EIO", lambda: getattr(engine, command)(req))
+    report, exc = with_fault(monkeypatch, "1000000:EIO", lambda: getattr(engine, command)(req))
     assert exc is None and report.ok
     points = fsio.io_calls()
     assert (engine.revert if command == "apply" else engine.apply)(req).ok and _now(demo, gaudi, outside) == start
     failed = named = 0
     for n in range(1, points + 1):
         name = ERRNOS[n % len(ERRNOS)]
-        report, exc = _faulted(monkeypatch, f"{n}:{name}", lambda: getattr(engine, command)(req))
+        report, exc = with_fault(monkeypatch, f"{n}:{name}", lambda: getattr(engine, command)(req))
         if exc is None:  # a call of the run once committed (a journal's or the backups' removal): both written
             assert report.ok
             notes = " ".join(n for t in report.targets for n in t.notes)
@@ -108,12 +97,12 @@ def test_a_failed_put_back_of_the_first_target_is_exit_5_and_the_next_run_puts_b
     complete. Where the first target could not be put back, the error says so, that its journal is kept and what the
     next run does; status already shows neither fix applied, and the next revert puts both targets back."""
     req, demo, gaudi, outside, clean, applied = two
-    _faulted(monkeypatch, "1000000:EIO", lambda: engine.apply(req))
+    with_fault(monkeypatch, "1000000:EIO", lambda: engine.apply(req))
     points = fsio.io_calls()
     assert engine.revert(req).ok and _now(demo, gaudi, outside) == clean
     kept = 0
     for n in range(1, points + 1):
-        report, exc = _faulted(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(req))
+        report, exc = with_fault(monkeypatch, f"{n}:EROFS+", lambda: engine.apply(req))
         states = {f.id: (f.state, f.action) for f in engine.status(req).fixes}
         assert states["core"] == states["plugin"], (n, states, exc)  # both applied, or both still to apply
         if exc is not None:
