@@ -185,10 +185,9 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
         return
     lf = sum(1 for _kind, end, _n in ends if end == "\n")
     stray = next((n for kind, end, n in ends if kind == "+" and end == "\r\n"), None)
-    mixed = any((kind == " " and end) or (kind == "+" and end == "\n") for kind, end, _n in ends)
-    body = [(kind, text.removesuffix("\n").removesuffix("\r")) for kind, text, _n in lines if kind in ("+", "-")]
-    old, new = ([t for k, t in body if k == kind] for kind in ("-", "+"))
-    mixed = mixed or bool(old) and old != new  # a change of line ends alone: every line it removes, added in CR LF
+    old, new = ([text.removesuffix("\n").removesuffix("\r") for k, text, _n in lines if k == kind] for kind in "-+")
+    mixed = any((kind == " " and end) or (kind == "+" and end == "\n") for kind, end, _n in ends) or \
+        bool(old) and old != new  # a change of line ends alone: every line it removes, added again in CR LF
     if stray is None or not lf or not mixed:
         return
     own = any(kind in (" ", "-") for kind, _end, _n in ends)  # the file's own lines, as the patch shows them

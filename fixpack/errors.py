@@ -228,14 +228,30 @@ def failure_of(exc: OSError) -> tuple[str, str]:
     device (ENOSPC)"); a ``shutil.Error`` (an OSError holding copytree's (source, destination, why) list, with no
     errno of its own) gives its first failure."""
     import errno
-    import re
 
     where, why = str(exc.filename or ""), f"{exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, '?')})"
-    if exc.args and isinstance(exc.args[0], list) and exc.args[0] and len(exc.args[0][0]) == 3:
+    if _copy_failures(exc):
         _src, where, why = (str(x) for x in exc.args[0][0])  # shutil.Error: copytree's first failure
-        said = re.match(r"\[Errno (\d+)\] (.*?)(?:: '|$)", why)  # "[Errno 28] No space left on device: 'a' -> 'b'"
+        said = _ERRNO_SAID.match(why)  # "[Errno 28] No space left on device: 'a' -> 'b'"
         why = f"{said[2]} ({errno.errorcode.get(int(said[1]), '?')})" if said else why
     return where, why
+
+
+_ERRNO_SAID = re.compile(r"\[Errno (\d+)\] (.*?)(?:: '|$)")  # how an OSError's text starts
+
+
+def _copy_failures(exc: OSError) -> bool:
+    """Whether ``exc`` is a ``shutil.Error``: copytree's list of (source, destination, why) for each file it could not
+    copy, with no errno of its own."""
+    return bool(exc.args and isinstance(exc.args[0], list) and exc.args[0] and len(exc.args[0][0]) == 3)
+
+
+def errno_of(exc: OSError) -> int | None:
+    """The errno of a failed I/O; of a ``shutil.Error``, its first failure's (read from its text)."""
+    if not _copy_failures(exc):
+        return exc.errno
+    said = _ERRNO_SAID.match(str(exc.args[0][0][2]))
+    return int(said[1]) if said else None
 
 
 def temp_work_failed(exc: OSError, doing: str, unchanged: str) -> EnvironmentProblem:

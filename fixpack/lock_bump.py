@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
 from .lock_hints import Redo, order_changes, regenerate_hint
-from .lock_seal import hunks_edited, told
+from .lock_seal import hunks_edited, sides_of, told
 from .lock_where import lock_line, stale_at
 from .lockfile import bump_note, previous_locks, read_lock, version_at
 from .model import Fix, Profile
@@ -94,7 +94,7 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
             fix = fixes.get(fid)
             if fix is not None and fix.version == new.version:
                 what += bump_note(fix, profile, old)
-        elif edited := hunks_edited(profile.lock_path, old, [(h.file, h.hunk, h.pre, h.post) for h in new.hunks]):
+        elif edited := hunks_edited(profile.lock_path, old, sides_of(new)):
             what = f"{fid}: {'; '.join(edited)}"  # (the patch's own: not the release copy's)
         else:
             what = f"{fid}: other fingerprints on the release copy than the lock records{_files_differ(new, old)}"

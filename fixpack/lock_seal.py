@@ -198,13 +198,18 @@ def patch_hunks(fix: Fix) -> list[Sides]:
     return [(fp.path, i + 1, h.sha_pre(), h.sha_post()) for fp in fix.file_patches() for i, h in enumerate(fp.hunks)]
 
 
+def sides_of(entry: LockFix) -> list[Sides]:
+    """The hunks a lock's fix entry records, as :func:`patch_hunks` gives a patch's."""
+    return [(h.file, h.hunk, h.pre, h.post) for h in entry.hunks]
+
+
 def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
     """What of the hunks a fix entry of the lock at ``path`` records (``entry``, the first of its id) is not what its
     fix's patch gives (``made``: :func:`patch_hunks`, or a lock made now): a hunk's file, number or
     sha256 of a side, each said at its line in the lock (none when it is laid out otherwise). A fix whose change
     fingerprint is the lock's has these hunks: another one there was edited by hand and sealed again. [] when
     they match."""
-    have: list[Sides] = [(h.file, h.hunk, h.pre, h.post) for h in entry.hunks]
+    have = sides_of(entry)
     if have == made:
         return []
     from .documents import text_for_lines  # only for a lock edited so

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -29,6 +28,7 @@ from .errors import (
     EnvironmentProblem,
     FixpackError,
     Terminated,
+    errno_of,
     temp_work_failed,
 )
 from .evaluate import TRUSTED, Pass, decide, run_pass
@@ -241,7 +241,7 @@ def _stage_ignore(src: str, names: list[str]) -> set[str]:
     return skipped
 
 
-_NO_ROOM = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT}|{errno.EFBIG}|{errno.EROFS})\]")  # the copy's side
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}  # a copy's side, not the file copied
 
 
 def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Path:
@@ -260,18 +260,13 @@ def _stage(pack_root: Path, stage: Path, changes: dict[str, bytes | None]) -> Pa
                 shutil.copy2(entry, stage / entry.name)
             else:
                 _stage_ignore(str(pack_root), [entry.name])
-    except shutil.Error as exc:  # each file copytree could not copy: (source, destination, reason)
-        src, _dst, why = exc.args[0][0]
-        if _NO_ROOM.search(str(why)):  # the stage's file system, not the pack's file: $TMPDIR's room is what to mend
+    except OSError as exc:  # shutil.Error too: each file copytree could not copy, as (source, destination, why)
+        if errno_of(exc) in _NO_ROOM:  # the stage's file system, not the pack's file: $TMPDIR's room is what to mend
             raise temp_work_failed(exc, "copying the pack to check the new lock", "the pack") from None
+        src, why = (exc.args[0][0][0], exc.args[0][0][2]) if isinstance(exc, shutil.Error) else \
+            (exc.filename or pack_root, exc.strerror or exc)
         raise EnvironmentProblem(f"{src}: cannot be copied to check the new lock ({why}); nothing was written: "
                                  f"make it readable or remove it, then run it again") from None
-    except OSError as exc:
-        if _NO_ROOM.search(f"[Errno {exc.errno}]"):
-            raise temp_work_failed(exc, "copying the pack to check the new lock", "the pack") from None
-        raise EnvironmentProblem(f"{exc.filename or pack_root}: cannot be copied to check the new lock "
-                                 f"({exc.strerror or exc}); nothing was written: make it readable or remove it, "
-                                 f"then run it again") from None
     for rel, data in changes.items():
         dest = stage / rel
         if data is None:

@@ -285,9 +285,8 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     post-images alone). A file made of one that is not the lock's pre-image (a drifted image, an opt-in not selected
     before it; a renamed file is made of its old path's) makes other bytes by right: it is not held to the lock's,
     unless it is the very post-image the lock records, every hunk at its stated lines (a patch laid there makes that
-    of one pre-image only): then the lock's
-    pre-image sha256 was edited and sealed again, and the clean release was about to be called drifted
-    (:func:`fixpack.lock_seal.pre_edited`)."""
+    of one pre-image only): then the lock's pre-image sha256 was edited and sealed again, and the clean release was
+    about to be called drifted (:func:`fixpack.lock_seal.pre_edited`)."""
     entry = ctx.lock.fix(fix.id)
     if entry is None or ev.state not in (State.ABSENT, State.DRIFTED):
         return ev.forward.tree

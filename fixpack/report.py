@@ -34,8 +34,6 @@ SCHEMA = 1
 ROLLED_BACK = "rolled back an interrupted run"  # the start of a target's note after a rollback
 LEFTOVERS_REMOVED = "removed the backups a run left"  # ... in its state folder (no journal names them)
 FINISHED = "removed the journal of a run over several targets"  # ... that was complete (no file changed)
-# a refusal's claim that its run wrote nothing (the words of the checks before a write, of damaged state, of a file
-# that cannot be read), which a run that rolled an interrupted run back first makes true (:meth:`Report.said_truly`)
 
 
 def rejects_held(folder: object | None) -> str:

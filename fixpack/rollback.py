@@ -76,9 +76,8 @@ def settle(root: Path, writes: Writes | None) -> list[str] | None:
         unlink(journal.path)
         fsync_dir(journal.path.parent)
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot remove {journal.path}, the journal of a complete run over several targets: "
-                                 f"{io_said(exc, exc.filename or root)}; it is kept, and the next run removes it. "
-                                 f"{io_advice(exc).capitalize()} and run again") from exc
+        raise _kept(exc, root, f"cannot remove {journal.path}, the journal of a complete run over several targets",
+                    "it is kept, and the next run removes it") from exc
     _discard(root)
     return None
 
@@ -118,9 +117,8 @@ def roll_back(root: Path, journal: Journal | None) -> list[str]:
         unlink(journal.path)
         fsync_dir(journal.path.parent)
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot roll back the interrupted run that {journal.path} records: "
-                                 f"{io_said(exc, exc.filename or root)}; the journal is kept, and the next run rolls "
-                                 f"it back. {io_advice(exc).capitalize()} and run again") from exc
+        raise _kept(exc, root, f"cannot roll back the interrupted run that {journal.path} records",
+                    "the journal is kept, and the next run rolls it back") from exc
     _discard(root)
     return changed
 
@@ -130,10 +128,16 @@ def _discard(root: Path) -> None:
     try:
         discard_leftovers(root)
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot remove the backups a run left in {backups_dir(root)}: "
-                                 f"{io_said(exc, exc.filename or root)}; they are kept (no journal names them: no file "
-                                 f"of the target is half-written), and the next run removes them. "
-                                 f"{io_advice(exc).capitalize()} and run again") from exc
+        raise _kept(exc, root, f"cannot remove the backups a run left in {backups_dir(root)}",
+                    "they are kept (no journal names them: no file of the target is half-written), and the next run "
+                    "removes them") from exc
+
+
+def _kept(exc: OSError, root: Path, cannot: str, kept: str) -> EnvironmentProblem:
+    """A rollback's failed I/O (exit 5): what it ``cannot`` do, the file and errno, what is ``kept`` for the next run,
+    and what to do about the errno."""
+    return EnvironmentProblem(f"{cannot}: {io_said(exc, exc.filename or root)}; {kept}. "
+                              f"{io_advice(exc).capitalize()} and run again")
 
 
 def killed_write_temp(root: Path) -> Path | None:

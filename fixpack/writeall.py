@@ -27,7 +27,7 @@ from .fsio import fault_point
 from .interrupts import Term, interrupt_once, signals
 from .rollback import recover, settle
 from .state import Group, group_at, journal_path, journal_there, leftover_journal
-from .structs import dataclass, field
+from .structs import dataclass, field, replace
 from .transaction import check_before_write, commit_group, finish_group, write_transaction
 
 if TYPE_CHECKING:
@@ -87,8 +87,7 @@ def _write_group(ctx: Context, roots: list[_Root], after: Callable[[Path], None]
         with interrupt_once():
             try:
                 for i, one in enumerate(roots):
-                    write_transaction(one.root, one.changes, one.folders, checked=True,
-                                      group=Group(group.id, group.roots, i))
+                    write_transaction(one.root, one.changes, one.folders, checked=True, group=replace(group, index=i))
                     written = i + 1
                     fault_point()
             except BaseException as exc:  # (a Ctrl-C between two roots too): every root written so far put back
