@@ -279,17 +279,18 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
     src, dst = (fp.new_path, fp.old_path) if reverse else (fp.old_path, fp.new_path)
     src_mode, dst_mode = (fp.new_mode, fp.old_mode) if reverse else (fp.old_mode, fp.new_mode)
     current = work.read(src) if src else None
+    at = f"; its file section is at {ctx.patch}:{fp.diff_line}" if ctx.patch and fp.diff_line else ""
     if src is None:
         if dst is not None and work.read(dst) is not None:
             return _fail(out, f"{dst}: exists, though fix {fix.id} deletes it (reverting it would bring the file "
-                              f"back)" if reverse else f"{dst}: exists already (the patch creates it)")
+                              f"back)" if reverse else f"{dst}: exists already (the patch creates it{at})")
         way = file_on_the_way(work.root, dst) if dst is not None else None  # (its write failed: ENOTDIR, exit 5)
         if way is not None:
             return _fail(out, f"{dst}: {way} is {not_a_file(work.root / way) or 'a file'}, not a folder, but the "
                               f"{'revert' if reverse else 'patch'} makes {dst} in it")
         current = ""
     elif current is None:
-        return _fail(out, f"{src}: no such file")
+        return _fail(out, f"{src}: no such file{f' ({at[2:]})' if at else ''}")
     if src and dst and src != dst and work.read(dst) is not None:
         return _fail(out, f"{dst}: exists, though fix {fix.id} renames it to {src} (reverting it would rename "
                           f"{src} back over it)" if reverse else

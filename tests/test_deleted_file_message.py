@@ -27,3 +27,23 @@ def test_a_remade_file_that_the_fix_deletes_is_said_so(builder):
     text = "\n".join(said)
     assert "the patch creates it" not in text, text
     assert f"{GONE}: exists, though fix drop deletes it" in text, text
+
+
+def test_a_file_the_patch_creates_already_there_names_the_patchs_file_section(builder):
+    """A fresh user: a fix that creates a file the image already holds (or whose patch says `@@ -0,0` of one) was
+    refused with "exists already (the patch creates it)" and no place in the patch, where other refused hunks name
+    their patch file and line. It names the file section's line in the patch."""
+    new = "demo_pkg/made.py"
+    clean = builder.tree("clean", {"demo_pkg/mod.py": numbered(5)})
+    folder = builder.add_fix("make", {new: None}, {new: "x = 1\n"})
+    builder.profile(["make"])
+    builder.lock(clean)
+    image = builder.tree("image", {"demo_pkg/mod.py": numbered(5), new: "y = 2\n"})
+    before = snapshot(image)
+    patch = next(folder.glob("*.patch"))
+    line = patch.read_text().splitlines().index(f"diff --git a/{new} b/{new}") + 1
+    report = engine.apply(builder.request(image))
+    text = " ".join(m for f in report.fixes for m in f.messages)
+    assert report.exit_code == 4 and snapshot(image) == before, text
+    assert f"{new}: exists already (the patch creates it; its file section is at {patch}:" in text, text
+    assert f"{patch}:{line})" in text, (line, text)
