@@ -452,7 +452,10 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         else:
             piece = (((offs_r[:, None, None] // 8) * JH + offs_h[None, None, :]) * 8 + offs_r[:, None, None] % 8) * 4 \
                 + offs_c[None, :, None]
-        w_ptrs = w_base + piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
+        # the loops below carry the tile's offsets as scalars and add them to one lane tensor a load: the compiler
+        # then keeps one address a lane and its pieces as immediate offsets (a tensor of pointers carried through
+        # the loop is four 64-bit registers a lane for w and four for its scales; at 96 registers that spilled)
+        w_lane = piece[:, :, :, None] * 4 + offs_j[None, None, None, :]
         # scales [8, 4, Q*JH]: lane (g, c)'s bytes, contiguous; the tile's scale block is (g, c, q, h)
         QH: gl.constexpr = (BLOCK_N // 8) * JH
         TILE_SCALES: gl.constexpr = BLOCK_N * BLOCK_K // 32
@@ -469,7 +472,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                 + (s_q // 2) % WARPS * ((K // BLOCK_K) * TILE_SCALES)
         elif NSUB > 1:
             s_e = (s_e // JHC) * JH + s_e % JHC  # sub-tile 0's bytes: pieces h < JHC of every row group q
-        s_ptrs = s_base + (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
+        s_lane = (s_g[:, None, None] * 4 + s_c[None, :, None]) * QH + s_e[None, None, :]
 
         # activation pairs [4, J, 4, BLOCK_M]: lane group c, word j = 4h + jl of its run, pair p, token; pair p
         # of logical word (c, j) is the weights' word 16h + 4c + jl's pair p: BF16 pair 64h + 16c + 4p + jl
@@ -509,14 +512,12 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         # PEEL: the first tile's weights are requested before waiting on the previous kernel (weights are never
         # written), so their latency overlaps its tail
         if PEEL:
-            wq = gl.load(w_ptrs)
-            ws = gl.load(s_ptrs)
+            wq = gl.load(w_base + w_lane)
+            ws = gl.load(s_base + s_lane)
             _gdc_wait(GDC)  # the activations come from the previous kernel; every write below follows it too
             xp = gl.load(x_ptrs, mask=x_mask, other=0)
             acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BLOCK_K, BLOCK_M, a_l, b_l)
             it0 = 1
-            w_ptrs += TILE_WORDS
-            s_ptrs += TILE_SCALES
             x_ptrs += BLOCK_K // 2
         else:
             _gdc_wait(GDC)
@@ -524,33 +525,37 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
         if NSUB > 1:
             # sub-tiles of KC: the next one in the tile (pieces JHC further on), or the next tile's first
             SUB_WORDS: gl.constexpr = JHC * 128
+            wo = it0 * TILE_WORDS
+            so = it0 * TILE_SCALES
             for _it in range(it0 * NSUB, ITERS * NSUB):
-                wq = gl.load(w_ptrs)
-                ws = gl.load(s_ptrs)
+                wq = gl.load((w_base + wo) + w_lane)
+                ws = gl.load((s_base + so) + s_lane)
                 if ROWS == 2:
-                    wq2 = gl.load(w_ptrs + ROW_WORDS)
-                    ws2 = gl.load(s_ptrs + ROW_SCALES)
+                    wq2 = gl.load((w_base + (wo + ROW_WORDS)) + w_lane)
+                    ws2 = gl.load((s_base + (so + ROW_SCALES)) + s_lane)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
                 acc = _mx_mma(wq, _scales(ws, BN, JHC, w3), xp, acc, BN, KC, BLOCK_M, a_l, b_l)
                 if ROWS == 2:
                     acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JHC, w3), xp, acc2, BLOCK_N, KC, BLOCK_M, a_l, b_l)
                 last = (_it % NSUB == NSUB - 1).to(gl.int32)
-                w_ptrs += SUB_WORDS + last * (TILE_WORDS - NSUB * SUB_WORDS)
-                s_ptrs += JHC + last * (TILE_SCALES - NSUB * JHC)
+                wo += SUB_WORDS + last * (TILE_WORDS - NSUB * SUB_WORDS)
+                so += JHC + last * (TILE_SCALES - NSUB * JHC)
                 x_ptrs += KC // 2
         else:
+            wo = it0 * TILE_WORDS
+            so = it0 * TILE_SCALES
             for _it in range(it0, ITERS):
-                wq = gl.load(w_ptrs)
-                ws = gl.load(s_ptrs)
+                wq = gl.load((w_base + wo) + w_lane)
+                ws = gl.load((s_base + so) + s_lane)
                 if ROWS == 2:
-                    wq2 = gl.load(w_ptrs + ROW_WORDS)
-                    ws2 = gl.load(s_ptrs + ROW_SCALES)
+                    wq2 = gl.load((w_base + (wo + ROW_WORDS)) + w_lane)
+                    ws2 = gl.load((s_base + (so + ROW_SCALES)) + s_lane)
                 xp = gl.load(x_ptrs, mask=x_mask, other=0)
                 acc = _mx_mma(wq, _scales(ws, BN, JH, w3), xp, acc, BN, BLOCK_K, BLOCK_M, a_l, b_l)
                 if ROWS == 2:
                     acc2 = _mx_mma(wq2, _scales(ws2, BLOCK_N, JH, w3), xp, acc2, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
-                w_ptrs += TILE_WORDS
-                s_ptrs += TILE_SCALES
+                wo += TILE_WORDS
+                so += TILE_SCALES
                 x_ptrs += BLOCK_K // 2
         _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
                   BN, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma, WARPS)

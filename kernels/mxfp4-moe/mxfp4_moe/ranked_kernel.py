@@ -379,8 +379,13 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
     w3: gl.constexpr = gl.SliceLayout(3, W4)
     tile0 = (pid_n * (K // BLOCK_K) + k0 // BLOCK_K).to(gl.int64)
     w_off, s_off = _tile_lanes(BLOCK_N, BLOCK_K, W5, S3)
-    w_ptrs = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS + w_off
-    s_ptrs = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES + s_off
+    # one scalar base a tensor; the loop without a ring adds its tile's offset to it, so the compiler keeps one
+    # address a lane and the pieces as immediate offsets (gluon_kernel._gemm_tile_fn: a tensor of pointers
+    # carried through the loop spilled at 96 registers)
+    w_base = w_ptr + local.to(gl.int64) * stride_we + tile0 * TILE_WORDS
+    s_base = s_ptr + local.to(gl.int64) * stride_se + tile0 * TILE_SCALES
+    w_ptrs = w_base + w_off
+    s_ptrs = s_base + s_off
     xl_m: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, X4))))
     if STAGES > 1:
         # the ring: slot order [row, c, h, word] with h slowest, so a warp's 16-byte pieces (8 lanes: 4 c x 2
@@ -427,11 +432,9 @@ def _ranked_tile(local, e, pid_n, pid_k, split, a_ptr, ids_ptr, w_ptr, s_ptr, y_
         xp = gl.load(x_ptrs, mask=x_mask, other=0)
         acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
         for _it in range(1, iters):
-            w_ptrs += TILE_WORDS
-            s_ptrs += TILE_SCALES
             x_ptrs += BLOCK_K // 2
-            wq = gl.load(w_ptrs)
-            ws = gl.load(s_ptrs)
+            wq = gl.load((w_base + _it * TILE_WORDS) + w_off)
+            ws = gl.load((s_base + _it * TILE_SCALES) + s_off)
             xp = gl.load(x_ptrs, mask=x_mask, other=0)
             acc = _mx_mma(wq, _scales(ws, BLOCK_N, JH, w3), xp, acc, BLOCK_N, BLOCK_K, BLOCK_M, a_l, b_l)
     acc = acc * _MMA_UNSCALE
