@@ -17,9 +17,11 @@ bytes)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
     import tomli as tomllib  # type: ignore[no-redef]
 
 from . import __version__
-from .errors import BadInputError, Collector, DamagedStateError, raise_unreadable
+from .errors import BadInputError, Collector, DamagedStateError, EnvironmentProblem, raise_unreadable
 from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
@@ -68,6 +70,31 @@ def _one_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         keys = [k for k, _v in pairs]
         raise _Twice(next(k for k in keys if keys.count(k) > 1))
     return out
+
+
+def read_state_file(path: Path) -> bytes | None:
+    """The bytes of a state file, None when it does not exist; never through a link (``O_NOFOLLOW``: a link put
+    there since the lstat is refused too), and no further than ``MAX_STATE_BYTES``: told by its size, and at most
+    that many bytes and one read should it grow after the size was told (:func:`fixpack.safepath.read_regular`)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise DamagedStateError(path, f"it is a symbolic link (to {os.readlink(path)}); state is never read "
+                                      f"through a link")
+    if not stat.S_ISREG(st.st_mode):
+        raise DamagedStateError(path, "it is not a regular file")
+    try:
+        return read_regular(path, MAX_STATE_BYTES, follow=False)
+    except TooLargeError as exc:
+        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link or a FIFO put there since the lstat
+            raise DamagedStateError(path, "it is a symbolic link or not a regular file; state is never read "
+                                          "through a link") from None
+        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read the "
+                                 f"target") from exc
 
 
 def loads_json(text: str | bytes) -> Any:

@@ -26,6 +26,7 @@ from .fsio import (
     temp_path,
     unlink,
 )
+from .groups import group_at, group_done, group_pending
 from .safepath import holds_bytes
 from .state import (
     Journal,
@@ -33,9 +34,6 @@ from .state import (
     Writes,
     backups_dir,
     discard_leftovers,
-    group_at,
-    group_done,
-    group_pending,
     journal_there,
     load_journal,
 )

@@ -7,7 +7,7 @@ Everything the engine keeps lives in ``<root>/.fixpack/``:
 - ``journal.json`` and ``journal/``: written before the first file is touched and removed after the
   manifest; a run that dies in between leaves them, and the next run rolls the target back to the
   bytes it had before (then plans again from there). A run over several targets keeps every target's until all
-  are written, and the first target's says when that run was complete (:class:`Group`).
+  are written, and the first target's says when that run was complete (:class:`fixpack.groups.Group`).
 
 State on disk is untrusted input (an image layer can carry a ``.fixpack/``): the manifest and the
 journal are checked against one schema each, every path they name must be canonical, inside the
@@ -21,7 +21,6 @@ The transaction that writes the journal and the files is :mod:`fixpack.transacti
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -31,8 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .documents import MAX_STATE_BYTES, load_json, loads_json
-from .errors import DamagedJournalError, DamagedStateError, EnvironmentProblem
+from .documents import MAX_STATE_BYTES, load_json, loads_json, read_state_file
+from .errors import DamagedJournalError, DamagedStateError
 from .fsio import (
     exists,
     forget_state,
@@ -40,41 +39,23 @@ from .fsio import (
     temp_path,
     unlink,
 )
+from .groups import (
+    BACKUPS,
+    JOURNAL,
+    Group,
+    first_said,
+    group_steps,
+    is_root,
+    parse_group,
+    removal,
+)
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import TooLargeError, link_on_the_way, name_problem, path_problem, read_regular
+from .safepath import link_on_the_way, name_problem, path_problem, read_regular
 from .structs import dataclass, field, replace
 
-JOURNAL = "journal.json"
-BACKUPS = "journal"
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")
-_GROUP_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def _read_state_file(path: Path) -> bytes | None:
-    """The bytes of a state file, None when it does not exist; never through a link (``O_NOFOLLOW``: a link put
-    there since the lstat is refused too), and no further than ``MAX_STATE_BYTES``: told by its size, and at most
-    that many bytes and one read should it grow after the size was told (:func:`fixpack.safepath.read_regular`)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        raise DamagedStateError(path, f"it is a symbolic link (to {os.readlink(path)}); state is never read "
-                                      f"through a link")
-    if not stat.S_ISREG(st.st_mode):
-        raise DamagedStateError(path, "it is not a regular file")
-    try:
-        return read_regular(path, MAX_STATE_BYTES, follow=False)
-    except TooLargeError as exc:
-        raise DamagedStateError(path, f"{exc.size} bytes, more than any state this tool writes") from None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EINVAL):  # a link or a FIFO put there since the lstat
-            raise DamagedStateError(path, "it is a symbolic link or not a regular file; state is never read "
-                                          "through a link") from None
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read the "
-                                 f"target") from exc
 
 
 # --- manifest -----------------------------------------------------------------------------------
@@ -86,7 +67,7 @@ def manifest_path(root: Path, target: str) -> Path:
 def read_manifest(root: Path, target: str) -> Manifest | None:
     """The target's manifest, checked against its schema; None when there is none."""
     path = manifest_path(root, target)
-    raw = _read_state_file(path)
+    raw = read_state_file(path)
     return None if raw is None else trusted(Manifest.from_json(raw, path), path)
 
 
@@ -153,24 +134,6 @@ class Journal:
     done: bool = False  # that run was complete (its first target's journal says so): not rolled back, removed
 
 
-@dataclass(frozen=True)
-class Group:
-    """A run over several targets (roots), all or nothing: each target's journal names the run (``id``, 32 hex
-    digits), the absolute roots in the order written (``roots``) and its own place among them (``index``). Every
-    journal is kept until all the targets were written; then the first target's journal is rewritten with
-    ``committed`` true (the run's one point of no return), and the journals go, the first one last. A journal of an
-    uncommitted run is rolled back, whichever target it is on; one of a committed run is removed (the target holds
-    that run's result)."""
-
-    id: str
-    roots: tuple[str, ...]
-    index: int
-    committed: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "roots": list(self.roots), "index": self.index, "committed": self.committed}
-
-
 JOURNAL_KEYS = {"path", "existed", "backup", "mode", "owner", "sha256", "size"}
 
 
@@ -200,7 +163,7 @@ def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
     paths a run of this profile could have written (:func:`fixpack.advice.run_writes`): an entry for any other
     path is damaged state; None only for a journal this process wrote itself (a failed write's rollback)."""
     jpath = journal_path(root)
-    raw = _read_state_file(jpath)
+    raw = read_state_file(jpath)
     if raw is None:
         _check_backups_folder(root)
         return None
@@ -231,35 +194,36 @@ def journal_named(raw: bytes) -> dict[str, bool]:
 
 def restore_first(root: Path, raw: bytes, what: str = "", restore: str | None = None) -> str:
     """What to do about a damaged journal, in order, each step a command: the run that left it was killed while
-    writing, so the files it names may hold part of that run; they are put back before the journal goes.
-    ``raw``: the journal's bytes (:func:`journal_named`); ``what`` and ``restore``: the words of the first step
-    and the command that puts the target's files back to its clean release (None: the run cannot tell, the
-    step says how to find it)."""
+    writing, so the files it names may hold part of that run; they are put back before the journal goes. A
+    journal that says it is one of a run over several targets that was complete, or one whose run cannot be told
+    complete or not, is worded so (:func:`fixpack.groups.group_steps`). ``raw``: the journal's bytes
+    (:func:`journal_named`); ``what`` and ``restore``: the words of the first step and the command that puts the
+    target's files back to its clean release (None: the run cannot tell, the step says how to find it)."""
     import shlex  # only on this error's path
 
     named = list(journal_named(raw))
     files = f" (it names {', '.join(named[:5])}{' ...' if len(named) > 5 else ''})" if named else ""
     pack = (root / "fixes" / "series").is_file()  # a pack update's journal (refresh, import, rebase)
     if pack and not exists(root / ".git"):
-        step1 = (f"1. put fixes/ and profiles/ back from the copy of the pack you keep ({root} is no git checkout, "
+        step1 = (f"put fixes/ and profiles/ back from the copy of the pack you keep ({root} is no git checkout, "
                  f"so this run cannot name a command for it; {backups_dir(root)} holds the files the killed run "
                  f"replaced, as they were, numbered as the journal's entries: copy them out first if you need them)")
     elif pack:
         at = f"git -C {shlex.quote(str(root))}"
-        step1 = (f"1. put the pack's files back from git: {at} checkout HEAD -- fixes profiles && {at} clean -fd "
+        step1 = (f"put the pack's files back from git: {at} checkout HEAD -- fixes profiles && {at} clean -fd "
                  f"fixes profiles (this drops uncommitted changes there too, staged ones and new files included)")
     elif restore:
-        step1 = f"1. {what}: {restore}"
+        step1 = f"{what}: {restore}"
     else:
-        step1 = (f"1. put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
+        step1 = (f"put the target back to its clean release: copy a clean release copy over {root} (fixpack fetch "
                  f"prints where it is), or reinstall the build the image was made with, at the same version")
     keep = "" if pack else " (a manifest stays: the next run sees it is stale and replaces it)"
-    tmp = [temp_path(journal_path(root))] if exists(temp_path(journal_path(root))) else []  # a journal half-written
-    gone = " ".join(shlex.quote(str(p)) for p in (journal_path(root), backups_dir(root), *tmp))
+    by_group = None if pack else group_steps(root, raw, step1, files)
+    if by_group is not None:
+        return by_group + keep
     return (f"an unfinished run's journal is there (a run killed while writing, or a file put there by hand), so "
-            f"{root} may be half-written{files}, and removing the journal alone "
-            f"leaves it so. In this order: {step1}; 2. remove the journal and its backups: rm -rf -- {gone} && "
-            f"rmdir --ignore-fail-on-non-empty {shlex.quote(str(state_dir(root)))}{keep}; 3. run the command again")
+            f"{root} may be half-written{files}, and removing the journal alone leaves it so. In this order: "
+            f"1. {step1}; 2. remove the journal and its backups: {removal(root)}{keep}; 3. run the command again")
 
 
 def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -> Journal:
@@ -285,73 +249,20 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
                                by["command"] in ("refresh", "import") and isinstance(by["fix"], str) and
                                not name_problem(by["fix"])):
         raise DamagedStateError(jpath, "'by' is not a pack update's command (refresh or import) and fix")
-    group = _group(jpath, data["group"]) if "group" in data and by is None else None
+    group = parse_group(jpath, data["group"]) if "group" in data and by is None else None
     if "group" in data and group is None:
         raise DamagedStateError(jpath, "a pack update's journal names a run over several targets ('group')")
-    if group is not None and not _is_root(group.roots[group.index], root):
+    if group is not None and not is_root(group.roots[group.index], root):
         raise DamagedStateError(jpath, f"'group' names {group.roots[group.index]} as this target, not "
                                        f"{os.path.realpath(root)} (a journal put there by hand, or a tree copied or "
                                        f"moved while a run's journal was in it: moved, put it back there, or give "
                                        f"that path as its --root, and run again; the journal is then read as written)")
+    said: bool | str = group is not None and group.committed  # (a later target's: its first target's journal says)
+    if group is not None and group.index and isinstance(said := first_said(group), str):
+        raise DamagedStateError(jpath, "whether the run over several targets that left it was complete cannot be "
+                                       "told")  # (its steps say why): neither rolled back nor removed
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
-                   (by["command"], by["fix"]) if by else None, group, group is not None and group_done(group))
-
-
-def _group(jpath: Path, value: Any) -> Group:
-    """The journal's ``group`` (:class:`Group`), checked: only its first target's journal says ``committed``."""
-    ok = isinstance(value, dict) and set(value) == {"id", "roots", "index", "committed"} and \
-        isinstance(value["id"], str) and _GROUP_ID.match(value["id"]) is not None and \
-        isinstance(value["roots"], list) and len(value["roots"]) >= 2 and \
-        all(isinstance(r, str) and r.startswith("/") and "\0" not in r and os.path.normpath(r) == r
-            for r in value["roots"]) and len(set(value["roots"])) == len(value["roots"]) and \
-        is_int(value["index"]) and 0 <= value["index"] < len(value["roots"]) and \
-        isinstance(value["committed"], bool) and not (value["committed"] and value["index"] != 0)
-    if not ok:
-        raise DamagedStateError(jpath, "'group' is not a run over several targets (an id of 32 hex digits, two or "
-                                       "more absolute roots, this target's index, and 'committed' on the first only)")
-    return Group(value["id"], tuple(value["roots"]), value["index"], value["committed"])
-
-
-def _is_root(named: str, root: Path) -> bool:
-    """Whether the root a journal's group names as its own (``named``) is ``root``: the same path resolved, or the
-    same folder under another path (a bind mount of it)."""
-    try:
-        return named == os.path.realpath(root) or os.path.samefile(named, root)
-    except OSError:  # (not there: another folder)
-        return False
-
-
-def group_done(group: Group) -> bool:
-    """Whether the run over several targets that ``group`` names was complete: its first target's journal (this one,
-    or the one at ``group.roots[0]``) says ``committed``. A first journal that is gone, another run's, or not
-    readable as a journal means that run was not: no first journal is removed while another holds the run's
-    (:func:`group_pending`). Raises EnvironmentProblem (exit 5) for one this user may not read."""
-    if group.index == 0:
-        return group.committed
-    there = group_at(Path(group.roots[0]))
-    return there is not None and there.id == group.id and there.committed
-
-
-def group_at(root: Path) -> Group | None:
-    """The :class:`Group` of the journal in ``root`` (another target's: only read, never through a link as its last
-    part, at most ``MAX_STATE_BYTES``), None when there is none, or none that reads as one (damaged: that target's
-    own run says so). Raises EnvironmentProblem for a journal this user may not read."""
-    path = root / ".fixpack" / JOURNAL
-    try:
-        raw = _read_state_file(path)
-        data = None if raw is None else loads_json(raw)
-        group = _group(path, data["group"]) if isinstance(data, dict) and "group" in data else None
-        return group if group is None or _is_root(group.roots[group.index], root) else None
-    except (DamagedStateError, ValueError, TypeError, FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:  # (a folder on the way this user may not search)
-        raise EnvironmentProblem(f"{path}: cannot read ({exc.strerror}); run as a user who may read every target "
-                                 f"of the run") from exc
-
-
-def group_pending(group: Group) -> list[str]:
-    """The roots of ``group`` (the first's aside) whose journal is still this run's."""
-    return [r for r in group.roots[1:] if (g := group_at(Path(r))) is not None and g.id == group.id]
+                   (by["command"], by["fix"]) if by else None, group, said is True)
 
 
 def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],
@@ -437,10 +348,10 @@ def _original(root: Path, path: str, i: int, existed: bool, sha: str | None,
     folder = backups_dir(root)
     if not exists(folder) or folder.is_symlink() or not folder.is_dir():
         raise bad(f"its backups folder {folder} is missing or not a folder")
-    raw = _read_state_file(folder / str(i))
+    raw = read_state_file(folder / str(i))
     if raw is None:
         # an interrupted rollback moved the backup back already: the file must hold exactly those bytes
-        now = _read_state_file(root / path) if sha else None
+        now = read_state_file(root / path) if sha else None
         if sha and now is not None and hashlib.sha256(now).hexdigest() == sha:
             return now, True
         raise bad(f"the backup of {path} ({folder / str(i)}) is missing")

@@ -35,13 +35,14 @@ from .fsio import (
     unlink,
     unlink_quietly,
 )
+from .groups import BACKUPS, JOURNAL
 from .kept import emptied_folders, kept_of
 from .records import Kept, dumps
 from .rollback import recover
-from .state import BACKUPS, JOURNAL, backups_dir, discard_leftovers, journal_path
+from .state import backups_dir, discard_leftovers, journal_path
 
 if TYPE_CHECKING:
-    from .state import Group
+    from .groups import Group
     from .targets import FoundTarget
 
 # --- checks before writing ------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
     ``folders``: the mode and owner to give a folder this run makes (one a removal had emptied: a manifest's).
     ``by``: what wrote (a pack update: its command and fix), kept in the journal for the way back after a kill.
     ``checked``: ``changes`` is what :func:`check_before_write` returned (only the free space is checked again).
-    ``group``: this target's place in a run over several (:class:`fixpack.state.Group`, in its journal): once every
+    ``group``: this target's place in a run over several (:class:`fixpack.groups.Group`, in its journal): once every
     file is written the transaction stops there, its journal and backups kept (returns ""), for
     :mod:`fixpack.writeall` to commit the run (:func:`commit_group`) and remove them (:func:`finish_group`), or to
     roll it back (:func:`fixpack.rollback.recover`) should a later target fail.
@@ -272,7 +273,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
 
 def commit_group(root: Path) -> bool:
     """The point of no return of a run over several targets: the journal of its first target (``root``), which
-    this process wrote, rewritten atomically with ``committed`` true (:class:`fixpack.state.Group`). Raises OSError
+    this process wrote, rewritten atomically with ``committed`` true (:class:`fixpack.groups.Group`). Raises OSError
     when it was not (its temp file gone: the run is still to be rolled back); returns False when it was, but its
     folder could not be synced (a crash may lose it: the run's journals are then kept, as they are consistent
     either way)."""

@@ -3,14 +3,16 @@ each root's transaction (:func:`fixpack.transaction.write_transaction`; targets 
 site-packages holds vLLM and vllm-gaudi, are one transaction). A refusal over a later target (a read-only file,
 something at a temp path, too little space) leaves every target as it was.
 
-A run over several roots is one group (:class:`fixpack.state.Group`): each root's journal and backups are kept
+A run over several roots is one group (:class:`fixpack.groups.Group`): each root's journal and backups are kept
 until every root is written; then the first root's journal is marked committed (the point of no return) and the
 journals go, the first one last. A write that fails part-way on a later root, or a Ctrl-C or SIGTERM before the
 commit, rolls that root back (its transaction) and then every root written before it, the last first: each is as
 it was before the run, files and state folder (manifest) alike, and the error says nothing was written. A root
 that cannot be put back keeps its journal (exit 5, named with what the next run does). A run killed (SIGKILL)
 before the commit leaves uncommitted journals, which the next run rolls back wherever it meets them; killed after
-it, journals that the next run removes, the files as they are (:func:`recover_interrupted`).
+it, journals that the next run removes, the files as they are (:func:`recover_interrupted`). Another root's journal
+whose first root is not there, or holds a journal that does not read, is refused: that run may have been either
+(:mod:`fixpack.groups`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from typing import TYPE_CHECKING, NoReturn
 from .advice import run_writes
 from .errors import EnvironmentProblem, FixpackError, Terminated, io_said
 from .fsio import fault_point
+from .groups import Group, group_at
 from .interrupts import Term, interrupt_once, signals
 from .rollback import recover, settle
-from .state import Group, group_at, journal_path, journal_there, leftover_journal
+from .state import journal_path, journal_there, leftover_journal, load_journal
 from .structs import dataclass, field, replace
 from .transaction import check_before_write, commit_group, finish_group, write_transaction
 
@@ -194,11 +197,15 @@ def recover_interrupted(ctx: Context) -> None:
     """Roll back what a killed run left (:func:`fixpack.rollback.settle`), before looking at the files (the tree
     may be torn), or remove the journals of a run over several targets that was complete, the first target's last;
     each target noted (:meth:`fixpack.report.Report.recovered`, :meth:`fixpack.report.Report.finished`). The
-    caller holds the targets' locks. Raises what :func:`fixpack.rollback.settle` raises."""
+    caller holds the targets' locks. Raises what :func:`fixpack.rollback.settle` raises, and what
+    :func:`fixpack.state.load_journal` raises for any of them before the first is rolled back or removed."""
     def first_of_a_group(ft: FoundTarget) -> bool:
         g = group_at(ft.root) if journal_there(ft.root) else None
         return g is not None and g.index == 0
 
+    for ft in ctx.found.values():  # every journal checked before any is obeyed: a refusal leaves every target as it was
+        if journal_there(ft.root):
+            load_journal(ft.root, run_writes(ctx, ft.root))
     for ft in sorted(ctx.found.values(), key=first_of_a_group):  # (a stable sort: else in the run's order)
         if leftover_journal(ft.root):
             journal = journal_there(ft.root)  # (else backups alone, which no journal names)

@@ -276,7 +276,7 @@ def test_a_state_file_that_grows_after_its_size_is_told_is_read_no_further(tmp_p
     path.parent.mkdir(parents=True)
     path.write_bytes(b"{}")
     limit = 1000
-    monkeypatch.setattr(state, "MAX_STATE_BYTES", limit)
+    monkeypatch.setattr(documents, "MAX_STATE_BYTES", limit)  # (its reader: documents.read_state_file)
     fstat, grown = os.fstat, []
 
     def grow_after_fstat(fd):  # the file grows once its size has been told by the open file, before the read

@@ -292,3 +292,151 @@ def test_a_ctrl_c_or_sigterm_once_the_first_target_is_written_rolls_it_back(two,
     assert str(got) == (f"{how} while writing the run's targets. Target demo ({demo}), written in this run, was "
                         f"rolled back: nothing was written")
     assert got.exit_code == (143 if signal_name == "SIGTERM" else 5)
+
+
+def _only(req, name: str, **roots: Path) -> engine.Request:
+    return engine.Request(pack_root=req.pack_root, profile="p1", roots={**req.roots, **roots}, only_targets=(name,))
+
+
+def _step(said: str, start: str) -> str:
+    """The command of a refusal's step that begins with ``start`` (up to the ';' that ends that step)."""
+    return said[said.index(start) + len(start):].split("; ", 1)[0]
+
+
+@pytest.mark.parametrize("how", ["moved", "removed", "damaged"])
+def test_a_committed_run_whose_first_journal_cannot_be_read_is_neither_undone_nor_removed(builder, two, tmp_path,
+                                                                                            how):
+    """Killed once committed, both journals there; then the first tree is moved away, removed, or its journal
+    damaged. A run over the second target read its journal, found no first journal to say the run was complete,
+    and rolled the second back: half of a complete run undone. Whether that run was complete cannot be told, so
+    apply, revert and status over the second refuse (exit 3, nothing written), naming both roots and the steps;
+    the first tree put back, a run over both removes the journals, the files as they are; with no tree to put back,
+    the step for a run known complete leaves the second as written."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    moved = tmp_path / "moved"
+    demo.rename(moved)
+    if how == "removed":
+        moved = tmp_path / "gone"  # (nothing there: only the second target and the file beside it are compared)
+    elif how == "damaged":
+        moved.rename(demo)
+        (demo / JOURNAL).write_text("{not json")
+        moved = demo
+    before = _now(moved, gaudi, outside) if how != "removed" else _all(gaudi) + [outside.read_bytes()]
+
+    def now() -> list:
+        return _now(moved, gaudi, outside) if how != "removed" else _all(gaudi) + [outside.read_bytes()]
+    for command in (engine.apply, engine.revert, engine.status):
+        with pytest.raises(FixpackError) as exc:
+            command(_only(req, "vllm-gaudi"))
+        said = " ".join(str(exc.value).split())
+        assert exc.value.exit_code == 3 and now() == before, said
+        assert f"the state in {gaudi / JOURNAL} is damaged: whether the run over several targets that left it was " \
+               f"complete cannot be told" in said, said
+        assert f"target 2 of a run over several targets ({demo}, {gaudi})" in said and f"{demo / JOURNAL}" in said
+        assert "(nothing was written)" in said and "unfinished run's journal" not in said, said
+        assert f"a --root for each of {demo}, {gaudi}" in said, said
+    if how == "moved":  # put back where it was, a run over both: the journals removed, the files as they are
+        moved.rename(demo)
+        r = engine.apply(req)
+        assert r.ok and _now(demo, gaudi, outside) == applied, r.as_dict()
+    elif how == "removed":  # the user knows the run was complete: the step's command, then a run over the second
+        subprocess.run(["bash", "-c", _step(said, "remove this journal, the files as they are: ")], check=True)
+        r = engine.apply(_only(req, "vllm-gaudi"))
+        assert r.ok and _all(gaudi) == applied[1:2] and not (gaudi / ".fixpack/journal").exists(), r.as_dict()
+
+
+def test_a_run_never_committed_is_rolled_back_target_by_target(builder, two):
+    """Killed before the commit, both journals there: a run over the first target alone rolls it back (its journal
+    goes); a run over the second then finds the first tree there with no journal of that run, which can only be
+    one that was not complete (a committed first journal goes only after every other), and rolls it back too.
+    (So it was before: this keeps it so.)"""
+    req, demo, gaudi, outside, clean, applied = two
+    for at in range(1, 100):
+        assert engine.revert(req).ok
+        assert _cli(builder, demo, gaudi, "apply", at).returncode == 137
+        first = demo / JOURNAL
+        if (gaudi / JOURNAL).is_file() and not json.loads(first.read_text())["group"]["committed"]:
+            break
+    else:
+        raise AssertionError("no write point with both journals uncommitted")
+    assert engine.revert(_only(req, "demo")).ok and not (demo / ".fixpack").exists()
+    assert (gaudi / JOURNAL).is_file()
+    r = engine.revert(_only(req, "vllm-gaudi"))
+    assert r.ok and _now(demo, gaudi, outside) == clean, r.as_dict()
+
+
+def test_a_first_journal_this_user_may_not_read_is_exit_5_saying_what_to_do(builder, two, monkeypatch):
+    """Killed once committed; the first target's journal cannot be read (EACCES): the second's run cannot tell
+    whether to roll back or remove its journal. Exit 5 (the environment: a permission, as for any file this user
+    may not read), naming the file, the errno, both roots, that nothing was written and what to do; before this it
+    said only "cannot read (Permission denied); run as a user who may read every target of the run"."""
+    import errno
+
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    before = _now(demo, gaudi, outside)
+    real_open, denied = os.open, str(demo / JOURNAL)
+
+    def no_read(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path) == denied:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(os, "open", no_read)
+    for command in (engine.apply, engine.revert):
+        with pytest.raises(EnvironmentProblem) as exc:
+            command(_only(req, "vllm-gaudi"))
+        said = str(exc.value)
+        assert exc.value.exit_code == 5 and _now(demo, gaudi, outside) == before, said
+        assert said.startswith(f"{demo / JOURNAL}: cannot be read: Permission denied (EACCES). It is the first "
+                               f"target of the run over several targets ({demo}, {gaudi}) whose journal is in "
+                               f"{gaudi / JOURNAL}"), said
+        assert "Nothing was written. Run as a user who may read" in said and said.endswith("and run again"), said
+    monkeypatch.undo()
+    r = engine.apply(req)
+    assert r.ok and _now(demo, gaudi, outside) == applied, r.as_dict()
+
+
+def test_a_moved_committed_first_journals_steps_say_its_run_was_complete(builder, two, tmp_path):
+    """Killed once committed, then the first tree moved and given by its new path: the journal is refused as a
+    moved tree's (exit 3). Its steps said "an unfinished run's journal ... may be half-written" and to put the
+    target back to its clean release, though its record says the run was complete. Now they say so, and their
+    by-hand command (the other target's journal first) leaves both targets as written."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    moved = tmp_path / "moved"
+    demo.rename(moved)
+    before = _now(moved, gaudi, outside)
+    with pytest.raises(FixpackError) as exc:
+        engine.apply(_only(req, "demo", demo=moved))
+    said = " ".join(str(exc.value).split())
+    assert exc.value.exit_code == 3 and _now(moved, gaudi, outside) == before, said
+    assert f"'group' names {demo} as this target, not {moved}" in said, said
+    assert "unfinished run's journal" not in said and "half-written" not in said, said
+    assert f"its record says it is one of a run over several targets ({demo}, {gaudi}) that was complete " \
+           f"(committed: {demo / JOURNAL} says so), so {moved} holds that run's result" in said, said
+    by_hand = _step(said, "remove them by hand, the other targets first: ")
+    assert by_hand.index(str(gaudi)) < by_hand.index(str(moved)), by_hand
+    subprocess.run(["bash", "-c", by_hand], check=True)
+    r = engine.apply(engine.Request(pack_root=req.pack_root, profile="p1", roots={**req.roots, "demo": moved}))
+    assert r.ok and _now(moved, gaudi, outside) == applied, r.as_dict()
+    assert not (moved / ".fixpack/journal.json").exists() and not (gaudi / ".fixpack/journal.json").exists()
+
+
+def test_a_damaged_committed_first_journal_is_refused_before_any_other_is_touched(builder, two):
+    """Killed once committed; the first target's journal then damaged (an entry's sha256 no longer its backup's),
+    its record still saying committed. A run over both removed the second's journal (its run complete, said the
+    first's record), then refused the first's: a refusal that wrote. Every journal is now checked before any is
+    obeyed (exit 3, every byte of both as it was), and the steps say what the record says: that run complete."""
+    req, demo, gaudi, outside, clean, applied = two
+    _killed_after_the_commit(builder, req, demo, gaudi)
+    data = json.loads((demo / JOURNAL).read_text())
+    data["entries"][0]["sha256"] = "0" * 64
+    (demo / JOURNAL).write_text(json.dumps(data))
+    before = _now(demo, gaudi, outside)
+    with pytest.raises(FixpackError) as exc:
+        engine.apply(req)
+    said = " ".join(str(exc.value).split())
+    assert exc.value.exit_code == 3 and _now(demo, gaudi, outside) == before, said
+    assert "does not match its sha256" in said and "unfinished run's journal" not in said, said
+    assert f"that was complete (committed: {demo / JOURNAL} says so), so {demo} holds that run's result" in said
