@@ -50,3 +50,15 @@ def lock_line(lock: Path, section: str, want: str) -> int | None:
     if start is None:
         return None
     return next((n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(want)), None)
+
+
+def target_key_line(lock: Path, target: str, key: str) -> int | None:
+    """The line of ``key`` in the lock's entry for ``target`` (``"targets"`` -> ``"vllm": {`` -> ``"commit"``);
+    None when the lock cannot be read or is not laid out as ``lock`` writes it."""
+    import json
+
+    entry = lock_line(lock, '"targets"', f"{json.dumps(target)}: {{")
+    if entry is None:
+        return None
+    lines = text_for_lines(lock).splitlines()
+    return next((n for n, ln in enumerate(lines[entry:], entry + 1) if ln.strip().startswith(f'"{key}"')), None)

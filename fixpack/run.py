@@ -21,6 +21,7 @@ from .errors import (
 )
 from .loader import load_pack, load_profile, profiles_pinning, select
 from .lock_hints import Redo, relock_command
+from .lock_where import target_key_line
 from .model import Fix, Pack, Profile, TargetSpec
 from .pack_journal import WORK_DIR, killed_mid_write, load_pack_journal, open_edits
 from .patchfiles import parse_fixes
@@ -33,7 +34,7 @@ from .safepath import file_on_the_way
 from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
-from .targets import FoundTarget, check_pin, locate, refuse_one_folder_twice
+from .targets import FoundTarget, check_pin, commits_agree, locate, refuse_one_folder_twice
 
 NO_LOCK = Lock("", {}, ())
 
@@ -124,8 +125,14 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     for spec in profile.targets:
         treport, ft = find_target(spec, req)
         report.targets.append(treport)
-        if ft is not None and treport.status is TargetStatus.FOUND:
+        if ft is None or treport.status is not TargetStatus.FOUND:
+            continue
+        try:  # (the pin is a prefix; the lock has the release's commit as far as the copy named it)
+            check_locked_commit(profile, lock, ft)
             found[spec.name] = ft
+        except MismatchError as exc:
+            treport.status = TargetStatus.MISMATCH
+            treport.note(str(exc))
     refuse_one_folder_twice(list(found.values()))
     return Context(pack, profile, selected, lock, found, report, req.lock_wait, components, progress=req.progress,
                    relock=redo, skipped=partial(locate_skipped, profile, req),
@@ -397,6 +404,23 @@ def find_target(spec: TargetSpec, req: Request) -> tuple[TargetReport, FoundTarg
         tr.status = TargetStatus.MISMATCH
         tr.note(str(exc) + _pinned_elsewhere(req, ft))
     return tr, ft
+
+
+def check_locked_commit(profile: Profile, lock: Lock, ft: FoundTarget) -> None:
+    """Raise MismatchError (exit 3) when the image's commit is not the one the lock was made on, compared in full
+    as far as both name it (:func:`~fixpack.targets.commits_agree`): the profile's pin is a prefix (``ced6857a``),
+    so an image whose commit differs past it (``gced6857ae`` for the lock's ``gced6857af``) passed its check."""
+    locked = str((lock.targets.get(ft.spec.name) or {}).get("commit", ""))
+    if not locked or not ft.commit or commits_agree(ft.commit, locked):
+        return
+    line = target_key_line(profile.lock_path, ft.spec.name, "commit")
+    at = f"{profile.lock_path}:{line}" if line else str(profile.lock_path)
+    raise MismatchError(
+        f"target {ft.spec.name} at {ft.root}: commit {ft.commit} is not the one the lock was made on: "
+        f"{at} records {locked} (evidence: {'; '.join(ft.evidence) or 'none found'}); both begin with "
+        f"the profile's pin {ft.spec.pin.commit}, the digits after it differ (another commit of the same prefix). "
+        f"Use the image the profile pins (commit {locked}), or a profile for this commit (its "
+        f"full commit as the pin in [targets.{ft.spec.name}], and a lock made on its clean copy)")
 
 
 def _pinned_elsewhere(req: Request, ft: FoundTarget) -> str:

@@ -51,6 +51,15 @@ def commit_matches(found: str, pinned: str) -> bool:
     return all(re.fullmatch(r"[0-9a-f]{7,40}", c) for c in (a, b)) and a.startswith(b)
 
 
+def commits_agree(found: str, locked: str) -> bool:
+    """True when both are commit ids (as :func:`commit_matches` reads them) and agree as far as the shorter goes:
+    the lock's commit is compared in full with the image's (``gced6857ae`` is not the ``gced6857af`` the lock was
+    made on, though both begin with pin ``ced6857a``), while a release that names fewer digits than the lock (a
+    setuptools-scm ``_version.py`` against a lock made on a git checkout's 40) says no more than it can."""
+    a, b = normalize_commit(found), normalize_commit(locked)
+    return commit_matches(a, b) or commit_matches(b, a)
+
+
 def resolve_root(spec: TargetSpec, path: Path) -> Path:
     """The root for ``--root NAME=PATH``: PATH itself, or its parent when PATH is the package folder."""
     given = path.expanduser()

@@ -216,3 +216,48 @@ def test_a_version_module_commit_with_control_characters_or_whitespace_is_a_pin_
     assert f"__commit_id__ = {commit!r}" in out and repr(repr(commit)) not in out, out  # the evidence: quoted once
     assert not any(ch in out for ch in "\x1b\x07\t\u00a0"), out
     assert snapshot(image) == before
+
+
+def _image_with_commit(builder, commit: str):
+    base = numbered(20)
+    clean = builder.tree("clean", {"demo_pkg/mod.py": base})
+    builder.add_fix("one", {"demo_pkg/mod.py": base}, {"demo_pkg/mod.py": base.replace("line 3\n", "three\n")})
+    builder.profile(["one"])  # (pins commit "abcdef12"; the lock records the clean copy's "gabcdef1234")
+    builder.lock(clean)
+    image = builder.tree("image", {"demo_pkg/mod.py": base})
+    (image / "demo_pkg/_version.py").write_text(f"__version__ = version = '1.0'\n__commit_id__ = {commit!r}\n")
+    return image
+
+
+@pytest.mark.parametrize("command", ["apply", "dry run", "status"])
+def test_a_commit_that_differs_from_the_locks_past_the_pin_is_a_mismatch(builder, command):
+    """Found in a closing note: a ``__commit_id__`` that differs from the lock's only past the pin's 8 digits
+    (``gabcdef1299`` for the lock's ``gabcdef1234``, pin ``abcdef12``) was taken, though the lock records the full
+    commit of the release. Apply, its dry run and status now compare the lock's commit in full: exit 3, naming both
+    commits and the lock's line, nothing written."""
+    image = _image_with_commit(builder, "gabcdef1299")
+    before = snapshot(image)
+    run = {"apply": engine.apply, "dry run": engine.apply, "status": engine.status}[command]
+    r = run(builder.request(image, dry_run=command == "dry run"))
+    said = r.target("demo").message
+    lock = builder.pack / "profiles/p1.lock"
+    line = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if '"commit": "gabcdef1234"' in ln)
+    assert r.exit_code == 3 and r.target("demo").status == "mismatch", r.as_dict()
+    assert f"commit gabcdef1299 is not the one the lock was made on: {lock}:{line} records gabcdef1234" in said, said
+    assert snapshot(image) == before
+
+
+@pytest.mark.parametrize("commit", ["gabcdef1234", "abcdef1234" + "5" * 30, "gabcdef12"])
+def test_a_commit_that_agrees_with_the_locks_as_far_as_both_name_it_is_taken(builder, commit):
+    """The full compare goes as far as both name the commit: a git checkout's 40 digits that begin with the lock's,
+    and a version module naming only the pin's digits (which the pin check takes), are the release."""
+    image = _image_with_commit(builder, commit)
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0, r.as_dict()
+
+
+def test_commits_agree_as_far_as_the_shorter_goes():
+    from fixpack.targets import commits_agree
+
+    assert commits_agree("gced6857af", "ced6857af" + "0" * 31) and commits_agree("ced6857af" + "0" * 31, "gced6857af")
+    assert not commits_agree("gced6857ae", "gced6857af") and not commits_agree("gced6857af", "ced6857a-dirty")
