@@ -32,7 +32,7 @@ from .hunk_said import differs, misplaced_marker, span
 from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
-from .safepath import file_on_the_way, not_a_file
+from .safepath import file_on_the_way, not_a_file, shown_path
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -135,7 +135,7 @@ class HunkNote:
     def message(self, edited: bool = False) -> str:
         """What became of the hunk; ``edited``: the file is a fix's, changed since it was applied (tampered), so an
         ambiguous post-image is the image's doing, not the pack's (advice for the file, not a refresh)."""
-        where = f"{self.path}: hunk #{self.hunk}"
+        where = f"{shown_path(self.path)}: hunk #{self.hunk}"
         if self.placement == Placement.AMBIGUOUS.value:
             lines = f" at lines {list(self.candidates)}" if self.candidates else ""
             if edited and self.side == "post-image":
@@ -280,21 +280,22 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
     src_mode, dst_mode = (fp.new_mode, fp.old_mode) if reverse else (fp.old_mode, fp.new_mode)
     current = work.read(src) if src else None
     at = f"; its file section is at {ctx.patch}:{fp.diff_line}" if ctx.patch and fp.diff_line else ""
+    s_src, s_dst = shown_path(src), shown_path(dst)  # (a name that ends in a space is quoted)
     if src is None:
         if dst is not None and work.read(dst) is not None:
-            return _fail(out, f"{dst}: exists, though fix {fix.id} deletes it (reverting it would bring the file "
-                              f"back)" if reverse else f"{dst}: exists already (the patch creates it{at})")
+            return _fail(out, f"{s_dst}: exists, though fix {fix.id} deletes it (reverting it would bring the file "
+                              f"back)" if reverse else f"{s_dst}: exists already (the patch creates it{at})")
         way = file_on_the_way(work.root, dst) if dst is not None else None  # (its write failed: ENOTDIR, exit 5)
         if way is not None:
-            return _fail(out, f"{dst}: {way} is {not_a_file(work.root / way) or 'a file'}, not a folder, but the "
-                              f"{'revert' if reverse else 'patch'} makes {dst} in it")
+            return _fail(out, f"{s_dst}: {way} is {not_a_file(work.root / way) or 'a file'}, not a folder, but the "
+                              f"{'revert' if reverse else 'patch'} makes {s_dst} in it")
         current = ""
     elif current is None:
-        return _fail(out, f"{src}: no such file{f' ({at[2:]})' if at else ''}")
+        return _fail(out, f"{s_src}: no such file{f' ({at[2:]})' if at else ''}")
     if src and dst and src != dst and work.read(dst) is not None:
-        return _fail(out, f"{dst}: exists, though fix {fix.id} renames it to {src} (reverting it would rename "
-                          f"{src} back over it)" if reverse else
-                     f"{dst}: exists already (the patch renames {src} to it)")
+        return _fail(out, f"{s_dst}: exists, though fix {fix.id} renames it to {s_src} (reverting it would rename "
+                          f"{s_src} back over it)" if reverse else
+                     f"{s_dst}: exists already (the patch renames {s_src} to it)")
     if fp.binary:
         text = _binary(fix, fp, current, reverse, out)
         if text is None:
@@ -319,12 +320,12 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
     if src_mode and dst_mode and src_mode != dst_mode and src is not None:
         have = work.mode(src)
         if have is not None and have != _mode(src_mode):
-            return _fail(out, f"{src}: mode {oct(have)} is not the patch's {src_mode[-3:]}")
+            return _fail(out, f"{s_src}: mode {oct(have)} is not the patch's {src_mode[-3:]}")
     if dst is None:
         if text != "" and reverse:  # undoing a created file: its lines came off, others stay
-            return _fail(out, f"{src}: holds more than the file the patch creates (lines added since it was applied)")
+            return _fail(out, f"{s_src}: holds more than the file the patch creates (lines added since it was applied)")
         if text != "":
-            return _fail(out, f"{src}: does not match the content the patch deletes")
+            return _fail(out, f"{s_src}: does not match the content the patch deletes")
         work.write(src or "", None)
         return None
     mode = _mode(dst_mode) if dst_mode and dst_mode != src_mode else None
@@ -348,18 +349,18 @@ def _count(fp: FilePatch, before: str, after: str | None, reverse: bool, flat: i
 def _binary(fix: Fix, fp: FilePatch, current: str, reverse: bool, out: Pass) -> str | None:
     blob = dict(fix.binary).get(fp.path)
     if blob is None:  # the loader refuses this; kept for a hand-built Fix
-        _fail(out, f"{fp.path}: binary change is not declared")
+        _fail(out, f"{shown_path(fp.path)}: binary change is not declared")
         return None
     if fp.data is not None:  # a git binary patch: its blob ids say which side the bytes are
         try:
             return decode(fp.data.apply(encode(current), reverse))
         except BinaryApplyError as exc:
-            _fail(out, f"{fp.path}: {exc}")
+            _fail(out, f"{shown_path(fp.path)}: {exc}")
             return None
     post = decode(source_bytes(fix, blob))
     if reverse:
         if current != post:
-            _fail(out, f"{fp.path}: binary content differs from {blob}")
+            _fail(out, f"{shown_path(fp.path)}: binary content differs from {blob}")
             return None
         return ""  # declared binary changes are new files only (the loader checks): the pre-image is empty
     return post
@@ -447,14 +448,14 @@ def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:
 def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> tuple[list[str], list[str]]:
     """What makes a fix that applies drifted: each hunk placed at an offset, each touched file whose hash is not
     the lock's pre-image (the messages), and those files (sorted; the ``drifted`` of an Evaluation)."""
-    msgs = [f"{h.path}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
+    msgs = [f"{shown_path(h.path)}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
     files = {h.path for h in fwd.hunks if h.offset}
     for path, want in ev.pre:
         h = now.get(path)
         if h != want:
             n = max(12, next((i for i, (a, b) in enumerate(zip(str(h), str(want))) if a != b), 0) + 1)  # told apart
-            msgs.append(f"{path}: pre-image sha256 {str(h)[:n]} differs from the lock's {str(want)[:n]}")
+            msgs.append(f"{shown_path(path)}: pre-image sha256 {str(h)[:n]} differs from the lock's {str(want)[:n]}")
             files.add(path)
     return msgs, sorted(files)
 
@@ -480,7 +481,7 @@ def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
         both = both_ways(fp, text, ev, flat)
         flat += len(fp.hunks)
         for f, r in both:
-            label = f"{fp.path} hunk #{f.index + 1} (line {fp.hunks[f.index].old_start})"
+            label = f"{shown_path(fp.path)} hunk #{f.index + 1} (line {fp.hunks[f.index].old_start})"
             if r.found and not f.present:
                 present.append(label)
             elif f.found and not r.present:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .model import Fix, Pack
 from .records import Lock, Manifest, ManifestFix, Recorded
 from .report import FixReport
-from .safepath import file_on_the_way
+from .safepath import file_on_the_way, shown_path
 from .states import Action, State
 from .structs import replace
 from .tree import Tree, file_hashes
@@ -344,15 +344,17 @@ def tampered_why(files: list[str], rev: Pass, fix: Fix, root: Path) -> list[str]
     deletes = {fp.old_path for fp in fix.file_patches() if fp.new_path is None}
     said, gone = [], set()
     for p in files:
+        shown = shown_path(p)  # (a name that ends in a space is quoted)
         if p in deletes:
-            said.append(f"{p}: exists, though fix {fix.id} deletes it (made again since it was applied)")
+            said.append(f"{shown}: exists, though fix {fix.id} deletes it (made again since it was applied)")
         elif not os.path.lexists(root / p):
             way = file_on_the_way(root, p)
-            gone.add(p)
-            said.append(f"{p}: gone ({way} is no folder now)" if way else f"{p}: gone (removed since it was applied)")
+            gone.add(shown)
+            said.append(f"{shown}: gone ({way} is no folder now)" if way else
+                        f"{shown}: gone (removed since it was applied)")
         else:
-            said.append(f"{p}: differs from the manifest's sha256 (changed since it was applied)")
-    return said + [m for m in rev.explain(edited=True) if not any(m.startswith(f"{p}: no such file") for p in gone)]
+            said.append(f"{shown}: differs from the manifest's sha256 (changed since it was applied)")
+    return said + [m for m in rev.explain(edited=True) if not any(m.startswith(f"{g}: no such file") for g in gone)]
 
 
 def tampered_said(why: list[str]) -> str:

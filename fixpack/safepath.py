@@ -250,3 +250,12 @@ def sha256_regular(path: Path, follow: bool = False) -> str:
     h = hashlib.sha256()
     hash_regular(path, h, follow)
     return h.hexdigest()
+
+
+def shown_path(path: str | None) -> str:
+    """``path`` as a message shows it: as it is, or in double quotes where it begins or ends in whitespace. git makes
+    such a name (``diff --git a/x.py  b/x.py `` with a TAB after it on the ``---``/``+++`` lines), and a message that
+    printed it raw read as another file ("x.py : no such file"). Control characters never get here (refused at
+    parse, :func:`path_problem`); a double quote inside a quoted name is escaped."""
+    p = path or ""
+    return f'"{p.replace(chr(34), chr(92) + chr(34))}"' if p != p.strip() else p

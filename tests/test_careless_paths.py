@@ -131,3 +131,29 @@ def test_an_unknown_target_says_which_option_named_it(builder):
                        (["--target", "dmeo"], "--target dmeo: unknown target 'dmeo'")):
         r = _cli("status", "-p", "p1", "--pack", str(builder.pack), *args)
         assert r.returncode == 2 and said in r.stderr, r.stderr
+
+
+def test_a_path_that_ends_in_a_space_is_taken_as_git_makes_it_and_quoted_in_messages(builder):
+    """Found in a closing note: a patch path that ends in a space printed as another file ("mod.py : no such
+    file"). git makes such a name (``diff --git a/x  b/x `` and a TAB after it on the ``---``/``+++`` lines), so it is
+    taken, and a message quotes it: ``"demo_pkg/sp ": no such file``."""
+    from conftest import numbered
+
+    from fixpack import engine
+
+    base = numbered(10)
+    name = "demo_pkg/sp "
+    clean = builder.tree("clean", {name: base})
+    folder = builder.add_fix("one", {name: base}, {name: base.replace("line 3\n", "three\n")})
+    assert "\n--- a/demo_pkg/sp \t\n" in (folder / "0001-change.patch").read_text()  # (what git diff writes)
+    builder.profile(["one"])
+    builder.lock(clean)
+    image = builder.tree("image", {name: base})
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and "three\n" in (image / name).read_text(), r.as_dict()
+    gone = builder.tree("gone", {})
+    before = snapshot(gone)
+    r = engine.apply(builder.request(gone))
+    said = r.fix("one").messages
+    assert r.exit_code != 0 and any(m.startswith('"demo_pkg/sp ": no such file') for m in said), said
+    assert snapshot(gone) == before
