@@ -25,7 +25,9 @@ from .diffpaths import (
     git_line_paths,
     names_given,
     no_hunks,
+    past_the_hunk,
     plain_start,
+    second_marker,
     signature_taken,
 )
 from .diffsyntax import (
@@ -142,6 +144,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     refuse_bad_modes(lines[start:], start + 1, source)
     named: list[tuple[int, str, str]] = []
     old = new = hunk_line = 0
+    header: tuple[str, int, int] = ("", 0, 0)  # the current hunk's @@ line, its pre-image and post-image counts
+    ended = marker = 0  # the line where the last hunk's counts ran out, and the last '\\ No newline' marker's
     last = ""  # the kind of the previous hunk line (" ", "-", "+"); "" after anything else
     # a '-- ' line read as a removed line of the current hunk, maybe git format-patch's signature: (its line, the
     # pre-image and post-image lines the hunk still had to go before it)
@@ -167,9 +171,11 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     if lines and lines[-1] == "":
         lines = lines[:-1]  # the split's artifact after the final newline, not a line
     for n, ln in enumerate(lines[start:], start + 1):
+        if ln.startswith("\\") and marker == n - 1 and marker:
+            raise second_marker(source, n, hunk_line)
         if ln.startswith("\\") and (old > 0 or new > 0 or last):
             check_no_newline(source, n, last, old, new, hunk_line)
-            last = ""
+            last, marker, ended = "", n, n if ended == n - 1 else ended
             continue
         if old > 0 or new > 0:
             kind = ln[:1]
@@ -200,6 +206,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 raise signature_taken(source, sig, hunk_line)  # after it): short, not long
             if old < 0 or new < 0:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
+            ended = n if old == 0 and new == 0 else ended
             continue
         last = ""
         refuse_crlf([ln], n, source)
@@ -218,7 +225,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 raise bad(source, n, f"hunk header {ln[:60]!r} does not add up: {why}",
                           f"fix the @@ line's numbers, or {REGENERATE}")
             shift, next_old = shift + new - old, first_old + old
-            hunk_line, hunks_in_file = n, hunks_in_file + 1
+            hunk_line, hunks_in_file, header = n, hunks_in_file + 1, (ln, old, new)
             sides, sig = set(), None
             continue
         if binary_data and not ln.startswith("diff --git "):
@@ -289,6 +296,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             raise signature_taken(source, sig, hunk_line)
         if not in_git and ln.startswith(("diff ", "Only in ")) and not (old or new):  # diff -ruN's own lines between
             continue  # its files (git apply skips them too)
+        if ended == n - 1 and ln[:1] in (" ", "-", "+"):
+            raise past_the_hunk(source, n, lines[n - 1:], hunk_line, header)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if (old > 0 or new > 0) and sig is not None and all(x == "" for x in lines[sig[0]:]):  # its last line a '-- '
         raise signature_taken(source, sig, hunk_line)

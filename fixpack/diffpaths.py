@@ -208,6 +208,30 @@ def check_no_newline(source: str, n: int, last: str, old: int, new: int, hunk_li
                               f"line {hunk_line} (it may only follow the last line of the pre-image or post-image)")
 
 
+def second_marker(source: str, n: int, hunk_line: int) -> PatchParseError:
+    """A '\\ No newline at end of file' marker right after another: it was said to be one in the middle of the hunk
+    (or outside one), though what is wrong is that it is there twice."""
+    return bad(source, n, f"a second '\\ No newline at end of file' marker (line {n - 1} has one already) in the hunk "
+                          f"that starts at line {hunk_line}: a side of a hunk ends once, so one marker follows it",
+               f"remove the second marker, or {REGENERATE}")
+
+
+def past_the_hunk(source: str, n: int, rest: list[str], hunk_line: int,
+                  header: tuple[str, int, int]) -> PatchParseError:
+    """A hunk line (' ', '-', '+') right after the hunk whose counts ran out at the line before ``n``: said as a
+    hunk with more lines than its header states (its @@ line and counts, how many such lines follow), not as a line
+    outside a hunk; when more than one follows, the other reading too (a hunk's @@ line lost before line ``n``)."""
+    more = next((i for i, ln in enumerate(rest) if ln[:1] not in (" ", "-", "+", "\\") or ln == "-- "
+                 or ln.startswith(("--- ", "+++ "))), len(rest))
+    lines = "1 more line follows it" if more == 1 else f"{more} more lines follow it (lines {n}-{n + more - 1})"
+    text, old, new = header
+    return bad(source, n, f"the hunk that starts at line {hunk_line} has more lines than its header {text!r} states "
+                          f"({old} pre-image and {new} post-image lines): {lines}"
+                          + ("" if more == 1 else f", or the @@ line of a hunk that starts at line {n} was lost"),
+               "fix the @@ line's numbers" + ("" if more == 1 else " or restore the lost @@ line") +
+               f", or {REGENERATE}")
+
+
 def no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
     if file_line and has_plus and not hunks:

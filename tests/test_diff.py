@@ -81,7 +81,9 @@ def test_lost_hunk_line_is_refused(tmp_path):
     broken = "".join(lines[:second] + lines[second + 1:])  # the second hunk's header is gone
     with pytest.raises(PatchParseError) as exc:
         parse_patch(broken.encode(), "p.patch")
-    assert f"p.patch:{second + 1}: unexpected line outside a hunk" in str(exc.value)
+    said = str(exc.value)  # (the lines of the lost header's hunk run on past the first hunk: both readings said)
+    assert f"p.patch:{second + 1}: the hunk that starts at line " in said and "has more lines than its header" in said
+    assert f"or the @@ line of a hunk that starts at line {second + 1} was lost" in said, said
 
 
 def test_wrong_hunk_counts_are_refused_with_line(tmp_path):
@@ -365,3 +367,31 @@ def test_a_path_with_a_byte_that_is_not_utf8_is_refused():
            b"@@ -0,0 +1 @@\n+x\n"
     with pytest.raises(PatchParseError, match=r"^p\.patch:1: path .* is not canonical: a byte that is not UTF-8"):
         parse_patch(data, "p.patch")
+
+
+@pytest.mark.parametrize("extra", [" 4\n", "+four\n", "-4\n"])
+def test_a_hunk_one_line_longer_than_its_count_says_so_with_its_header(extra):
+    """Found in a closing note: a hunk whose @@ counts are one line too low was refused as "unexpected line outside
+    a hunk". Now: at the line past it, the hunk has more lines than its header states, with the @@ line, its counts
+    and how many lines follow (the last hunk of the file, and one before another hunk alike)."""
+    head = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n 1\n-2\n+two\n"
+    for after in ("", "@@ -9 +9 @@\n-9\n+nine\n"):
+        with pytest.raises(PatchParseError) as exc:
+            parse_patch((head + extra + after).encode(), "p.patch")
+        said = str(exc.value)
+        assert said.startswith("p.patch:8: the hunk that starts at line 4 has more lines than its header "
+                               "'@@ -1,2 +1,2 @@' states (2 pre-image and 2 post-image lines): 1 more line follows it "
+                               "(fix the @@ line's numbers"), said
+        assert "outside a hunk" not in said and "was lost" not in said, said
+
+
+@pytest.mark.parametrize("body", ["-a\n\\ No newline at end of file\n\\ No newline at end of file\n+b\n",
+                                  "-a\n+b\n\\ No newline at end of file\n\\ No newline at end of file\n"])
+def test_a_second_no_newline_marker_is_said_to_be_a_second_one(body):
+    """Found in a closing note: a second '\\ No newline at end of file' marker right after one was said to be a
+    marker "in the middle of the hunk" (or "outside a hunk"); it is said to be a second marker, at its line."""
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(("--- a/x\n+++ b/x\n@@ -1 +1 @@\n" + body).encode(), "p.patch")
+    said = str(exc.value)
+    assert "a second '\\ No newline at end of file' marker (line " in said, said
+    assert "middle of the hunk" not in said and "outside a hunk" not in said, said
