@@ -354,3 +354,17 @@ def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
     lines = split_lines(text)
     return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH)
                  for i, h in enumerate(hunks))
+
+
+def stray_cr_added(text: str, hunks: tuple[Hunk, ...]) -> tuple[int, int] | None:
+    """(patch line, LF lines of ``text``) of the first line a hunk with no context or removed line adds (git diff
+    -U0 of added lines: the patch cannot show the file's line ends, so parse took it) that ends in CR LF, where
+    ``text``, the file it goes into, ends its lines in LF and none in CR LF; None otherwise. A CRLF file, a file with
+    both ends, and a new (empty) file take such a line as content."""
+    found = next(((h.diff_line + 1 + k) for h in hunks if not h.old_lines  # (its body: the added lines)
+                  for k, ln in enumerate(h.new_lines) if ln.endswith("\r\n")), None)
+    if found is None:  # (the file is read for its line ends only where such a line is)
+        return None
+    lines = split_lines(text)
+    lf = sum(1 for ln in lines if ln.endswith("\n") and not ln.endswith("\r\n"))
+    return (found, lf) if lf and not any(ln.endswith("\r\n") for ln in lines) else None

@@ -10,6 +10,7 @@ own post-image is no second place for it (:func:`pre_inside_post`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .applier import (
@@ -26,8 +27,10 @@ from .applier import (
     probe,
     sides,
     split_lines,
+    stray_cr_added,
 )
 from .binpatch import BinaryApplyError
+from .errors import PatchParseError, Problem
 from .hunk_said import differs, misplaced_marker, span
 from .model import Fix, source_bytes
 from .patchmodel import FilePatch
@@ -305,6 +308,8 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         pinned = src is None or ctx.pinned.get(src, False)
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
         delta = 0 if pinned or reverse else work.delta(src or "")
+        if not reverse:
+            _refuse_stray_cr(current, fp, ctx.patch)
         res = apply_text(current, fp.hunks, reverse, ev, delta)
         out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
         if ctx.count:
@@ -335,6 +340,23 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         work.write(src, None)
     work.write(dst, text, mode, owner)
     return None
+
+
+def _refuse_stray_cr(current: str, fp: FilePatch, patch: str) -> None:
+    """PatchParseError (exit 2, before anything is written) for a CR LF line an add-only hunk (git diff -U0) would
+    put into a file whose lines end in LF (:func:`~fixpack.applier.stray_cr_added`): parse cannot see the file's line
+    ends in such a hunk, the file here shows them."""
+    found = stray_cr_added(current, fp.hunks)
+    if found is None:
+        return
+    line, lf = found
+    path = shown_path(fp.path)
+    what = (f"the line ends in CR LF, but {path}, where its hunk (no context or removed line, as git diff -U0 writes "
+            f"it) adds it, ends its lines in LF ({lf} of them, none in CR LF): its CR would be written into {path}")
+    hint = ("remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?), or "
+            "regenerate the patch with git diff, whose context lines show the file's line ends")
+    where = f"{patch}:{line}" if patch else f"patch line {line}"
+    raise PatchParseError(f"{where}: {what}", [Problem(what, Path(patch) if patch else None, line, hint)])
 
 
 def _count(fp: FilePatch, before: str, after: str | None, reverse: bool, flat: int, out: Pass) -> None:

@@ -404,3 +404,31 @@ def test_a_crlf_file_without_a_final_newline_is_no_stray_crlf_line():
                                               r"them\)"):
         parse_patch((b"diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1,2 +1,3 @@\n a\n+x\r\n b\n"
                      b"\\ No newline at end of file\n"), "p.patch")
+
+
+def test_an_added_crlf_line_of_a_hunk_without_context_is_refused_where_the_file_ends_its_lines_in_lf(builder):
+    """Found in a closing note: a git diff -U0 hunk that only adds lines cannot show the file's line ends, so a CR LF
+    line it adds passed parse (refuse_stray_crlf) and apply wrote its CR into an LF file. The applier now reads the
+    file's own line ends: into an LF file such a line is refused (exit 2, at the patch's line, nothing written), by
+    `lock` and by apply alike; a CRLF file takes it (its lines end so)."""
+    mod = "demo_pkg/mod.py"
+    body = f"diff --git a/{mod} b/{mod}\n--- a/{mod}\n+++ b/{mod}\n@@ -3,0 +4 @@\n+inserted\r\n"
+    folder = builder.add_fix("one", {}, {}, diff=body)
+    builder.profile(["one"])
+    patch = folder / "0001-change.patch"
+    line = patch.read_bytes().split(b"\n").index(b"+inserted\r") + 1
+    lf, crlf = numbered(10), numbered(10).replace("\n", "\r\n")
+    said = (f"{patch}:{line}: the line ends in CR LF, but {mod}, where its hunk (no context or removed line, as git "
+            f"diff -U0 writes it) adds it, ends its lines in LF (10 of them, none in CR LF): its CR would be written "
+            f"into {mod}")
+    r = _cli("lock", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={builder.tree('clean-lf', {mod: lf})}")
+    assert r.returncode == 2 and said in " ".join(r.stderr.split()), r.stderr
+    assert not (builder.pack / "profiles/p1.lock").exists()
+    builder.lock(builder.tree("clean", {mod: crlf}))  # a release whose file ends its lines in CR LF: taken
+    image = builder.tree("image", {mod: lf})
+    before = snapshot(image)
+    r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 2 and said in " ".join(r.stderr.split()) and snapshot(image) == before, r.stderr
+    image = builder.tree("image-crlf", {mod: crlf})
+    r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
+    assert r.returncode == 0 and (image / mod).read_bytes().split(b"\r\n")[3] == b"inserted", r.stderr
