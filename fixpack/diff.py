@@ -356,7 +356,7 @@ def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     old = None if pf.is_added_file else clean_path(pf.source_file, source, line)
     new = None if pf.is_removed_file else clean_path(pf.target_file, source, line)
     hunk_lines = [(ln.line_type, ln.value, ln.diff_line_no or 0) for h in pf for ln in h]
-    refuse_stray_crlf(hunk_lines, new or old or "", source)  # (a CR pasted into one added line)
+    refuse_stray_crlf(hunk_lines, new or old or "", source, bool(pf.is_added_file))  # (a CR pasted into one line)
     hunks = tuple(_convert_hunk(h) for h in pf)
     if old == new and all(h.old_lines == h.new_lines for h in hunks) and not pf.is_binary_file and \
             pf.source_mode == pf.target_mode:  # a bare diff --git, or hunks of context alone (no + or - line)

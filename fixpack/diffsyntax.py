@@ -169,7 +169,7 @@ def refuse_crlf(lines: list[str], first: int, source: str) -> None:
                                                                     "to LF line endings (dos2unix) and re-run")])
 
 
-def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str) -> None:
+def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str, new_file: bool = False) -> None:
     """Raise PatchParseError at the first line a file section of the patch adds (``lines``: each hunk line of the
     section as (kind, text with its end, line in the patch file)) that ends in CR LF, where the section's other lines
     end in LF alone and none of its context or removed lines (the target file's own, as the patch shows them) ends in
@@ -177,7 +177,9 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
     to a CRLF file (its context and removed lines end in CR LF), a file whose lines all end in CR LF, or a section
     that turns LF lines into CR LF ones (every line it removes added again in CR LF, no context line) is taken as it
     is: a CR is a line's content there. A line a '\\ No newline at end of file' marker follows has no end (its text
-    ends in LF as the patch holds it), and the marker is no line of the file: neither ends in LF here."""
+    ends in LF as the patch holds it), and the marker is no line of the file: neither ends in LF here. A file the patch
+    creates (``new_file``) with both ends is refused too (a pasted line as much as in a changed file), but git diff
+    writes such a file as it is, so the hint is to give the file one kind of line end, not to regenerate the patch."""
     ends = [(kind, ("" if k + 1 < len(lines) and lines[k + 1][0] == "\\" else
                     "\r\n" if text.endswith("\r\n") else "\n"), n)
             for k, (kind, text, n) in enumerate(lines) if kind != "\\"]
@@ -195,6 +197,10 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str)
             f"{', its context and removed lines among them' if own else ''}): its CR would be written into {path}")
     hint = (f"remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?); if "
             f"{path} itself has CRLF line ends, regenerate the patch from it with git diff, which keeps them")
+    if new_file:  # (git diff writes a new file's lines as they are: regenerating it gives the same patch)
+        hint = (f"the patch creates {path} with lines that end in CR LF and lines that end in LF: give the file one "
+                f"kind of line end (remove the CR from this line, a line pasted from a CRLF file?, or convert the "
+                f"file with unix2dos / dos2unix), then regenerate the patch")
     raise PatchParseError(f"{source}:{stray}: {what}", [Problem(what, None, stray, hint)])
 
 

@@ -432,3 +432,19 @@ def test_an_added_crlf_line_of_a_hunk_without_context_is_refused_where_the_file_
     image = builder.tree("image-crlf", {mod: crlf})
     r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0 and (image / mod).read_bytes().split(b"\r\n")[3] == b"inserted", r.stderr
+
+
+def test_a_new_file_with_mixed_line_ends_is_refused_with_a_hint_that_is_true():
+    """Found in a closing note: git diff's own patch of a new file whose lines end in CR LF and LF (``a\\r\\nb\\nc\\r\\n``)
+    is refused as a stray CR LF line (kept: one pasted line as much as in a changed file), and the hint said to
+    regenerate the patch with git diff, which writes the same lines again. The hint now says to give the file one kind
+    of line end, then regenerate the patch."""
+    body = ("diff --git a/n.py b/n.py\nnew file mode 100644\nindex 0000000..1fa89d4\n--- /dev/null\n+++ b/n.py\n"
+            "@@ -0,0 +1,3 @@\n+a\r\n+b\n+c\r\n")  # (git diff --cached of it, byte for byte)
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(body.encode(), "p.patch")
+    (problem,) = exc.value.problems
+    assert str(exc.value).startswith("p.patch:"), str(exc.value)
+    assert problem.hint.startswith("the patch creates n.py with lines that end in CR LF and lines that end in LF: "
+                                   "give the file one kind of line end"), problem.hint
+    assert "which keeps them" not in str(exc.value), str(exc.value)
