@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import EnvironmentProblem, FixpackError, io_advice, io_said
+from .errors import EnvironmentProblem, FixpackError, MismatchError, io_advice, io_said
 from .fsio import (
     atomic_write,
     chown_to,
@@ -56,15 +56,15 @@ def settle(root: Path, writes: Writes | None) -> list[str] | None:
     changed), or, for the journal of a run over several targets that was complete (:attr:`Journal.done`), remove it
     and its backups, no file touched (None). The first target's journal of such a run, which says it was complete,
     goes only once no other target holds that run's journal (that one's next run would roll it back, half of a
-    complete run): EnvironmentProblem (exit 5) while one does, nothing written; the caller settles the others
-    first."""
+    complete run): MismatchError (exit 3: the state of the targets, which a run over all of them settles) while one
+    does, nothing written; the caller settles the others first."""
     journal = load_journal(root, writes)
     if journal is None or journal.group is None or not journal.done:
         return roll_back(root, journal)
     pending = group_pending(journal.group) if journal.group.index == 0 else []
     if pending:
         one = len(pending) == 1
-        raise EnvironmentProblem(
+        raise MismatchError(
             f"{journal.path} says that the run over several targets that left it was complete, and "
             f"{', '.join(pending)} still hold{'s' if one else ''} that run's journal: removed first, this one would "
             f"leave {'that target' if one else 'those targets'} to be rolled back by the next run there, half of the "

@@ -18,7 +18,7 @@ import pytest
 from conftest import GAUDI_RUNNER, REPO, snapshot, two_target_pack, with_fault
 
 from fixpack import engine, fsio
-from fixpack.errors import EnvironmentProblem, FixpackError
+from fixpack.errors import EnvironmentProblem, FixpackError, MismatchError
 from fixpack.states import Action, State
 
 ERRNOS = ("ENOSPC", "EIO", "EROFS", "EACCES")
@@ -182,7 +182,7 @@ def _killed_after_the_commit(builder, req, demo: Path, gaudi: Path) -> None:
 def test_a_committed_runs_first_journal_goes_last_and_never_alone(builder, two):
     """Killed once committed, both journals still there: a run over the first target alone would remove its
     journal (the run's commit) and leave the second's to be rolled back, half of the run undone; it is refused,
-    exit 5, naming the second root, nothing written. Over the second alone, or over both, the journals are removed
+    exit 3 (the targets' state, not I/O), naming the second root, nothing written. Over the second alone, or over both, the journals are removed
     and the files kept; status says so beforehand."""
     req, demo, gaudi, outside, clean, applied = two
     _killed_after_the_commit(builder, req, demo, gaudi)
@@ -193,9 +193,9 @@ def test_a_committed_runs_first_journal_goes_last_and_never_alone(builder, two):
         "or revert over every target of that run removes it" in " ".join(st.targets[0].notes)
     only = {"demo": {"only_targets": ("demo",)}, "vllm-gaudi": {"only_targets": ("vllm-gaudi",)}}
     for command in (engine.apply, engine.revert):
-        with pytest.raises(EnvironmentProblem) as exc:
+        with pytest.raises(MismatchError) as exc:
             command(engine.Request(pack_root=req.pack_root, profile="p1", roots=req.roots, **only["demo"]))
-        assert f"and {gaudi} still holds that run's journal" in str(exc.value) and "Nothing was written" in \
+        assert exc.value.exit_code == 3 and f"and {gaudi} still holds that run's journal" in str(exc.value) and "Nothing was written" in \
             str(exc.value) and f"a --root for each of {demo}, {gaudi}" in str(exc.value)
         assert _now(demo, gaudi, outside) == written
     r = engine.apply(engine.Request(pack_root=req.pack_root, profile="p1", roots=req.roots, **only["vllm-gaudi"]))
