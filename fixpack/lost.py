@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .advice import recorded_has, to_release
-from .errors import MismatchError, PackError
+from .errors import MismatchError, PackError, PatchParseError
 from .lock_hints import regenerate_hint
 from .lockfile import fixed_by
 from .model import Fix
@@ -26,6 +26,7 @@ from .states import CONFLICT_STATES, State
 from .tree import Tree, file_hashes
 
 if TYPE_CHECKING:
+    from .evaluate import Evaluation, FixEvidence
     from .run import Context
     from .targets import FoundTarget
 
@@ -42,7 +43,7 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     could (only those are placed). A fix the lock records as upstreamed (pre == post) is not counted. Files at the
     lock's states along their chain (a later fix changed an earlier one's context: :func:`fixpack.replay.popped`) are
     settled by their hashes: the fixes they hold are held, the others not in."""
-    from .evaluate import FixEvidence, decide
+    from .evaluate import FixEvidence
     from .replay import popped
 
     release = lock.release_files()
@@ -68,12 +69,26 @@ def unrecorded(fixes: list[Fix], tree: Tree, lock: Lock,
     partial: dict[str, list[str]] = {}
     parsed = set(parse([f.id for f in unsure])) if unsure else set()
     for fix in (f for f in unsure if f.id in parsed):
-        ev = decide(fix, tree, FixEvidence.from_lock(lock.fix(fix.id)), False)
+        ev = _placed(fix, tree, FixEvidence.from_lock(lock.fix(fix.id)))
+        if ev is None:
+            continue
         if ev.state is State.UPSTREAMED:
             held.append(fix.id)
         elif ev.state is State.PARTIAL or (ev.state in (State.CONFLICT, State.AMBIGUOUS) and _some_in(fix, tree)):
             partial[fix.id] = sorted(fix.touched_paths())  # (ambiguous: its block copied, by hand, or the context)
     return [f.id for f in fixes if f.id in held], partial
+
+
+def _placed(fix: Fix, tree: Tree, evidence: FixEvidence) -> Evaluation | None:
+    """:func:`fixpack.evaluate.decide` of ``fix`` on ``tree`` (forward), or None where its patch cannot be laid on
+    that tree as it is written (a CR LF line that a hunk without context adds to a file whose lines end in LF: the
+    refusal apply gives it): as :func:`partial_parse`'s, no reason to stop a revert, which writes nothing of it."""
+    from .evaluate import decide
+
+    try:
+        return decide(fix, tree, evidence, False)
+    except PatchParseError:
+        return None
 
 
 def partly_said(paths: list[str]) -> str:
@@ -202,7 +217,7 @@ def not_upstream(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest) 
     whose post-image is there: :func:`unrecorded` names it), is left as recorded. Returns those the files cannot
     settle (neither side whole, or its file missing: status says conflict, partial or ambiguous), with status's word:
     revert refuses them rather than vouch for a record the files do not bear out."""
-    from .evaluate import FixEvidence, decide
+    from .evaluate import FixEvidence
 
     said = {e.id for e in manifest.fixes if e.state is Recorded.UPSTREAMED}
     reports = [fr for fr in ctx.report.fixes if fr.kind == "fix" and fr.target == ft.spec.name and fr.id in said
@@ -210,7 +225,9 @@ def not_upstream(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest) 
     parsed = set(partial_parse(ctx)([fr.id for fr in reports])) if reports else set()
     unsettled: dict[str, str] = {}
     for fr in (fr for fr in reports if fr.id in parsed):
-        ev = decide(ctx.pack.fixes[fr.id], tree, FixEvidence.from_lock(ctx.lock.fix(fr.id)), False)
+        ev = _placed(ctx.pack.fixes[fr.id], tree, FixEvidence.from_lock(ctx.lock.fix(fr.id)))
+        if ev is None:
+            continue
         if ev.state in CONFLICT_STATES:
             unsettled[fr.id] = ev.state.value
         elif ev.state in (State.ABSENT, State.DRIFTED):

@@ -432,6 +432,14 @@ def test_an_added_crlf_line_of_a_hunk_without_context_is_refused_where_the_file_
     image = builder.tree("image-crlf", {mod: crlf})
     r = _cli("apply", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
     assert r.returncode == 0 and (image / mod).read_bytes().split(b"\r\n")[3] == b"inserted", r.stderr
+    # revert writes nothing of a fix it does not record: on the LF image, which the fix cannot go into, it found that
+    # refusal while looking for unrecorded fixes and exited 2 (a fresh user); it is what a patch that does not parse
+    # is there: not looked for
+    for image in (builder.tree("image-lf-revert", {mod: lf}), builder.tree("image-lf-revert-dry", {mod: lf})):
+        before = snapshot(image)
+        dry = ("--dry-run",) if image.name.endswith("dry") else ()
+        r = _cli("revert", *dry, "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
+        assert r.returncode == 0 and "nothing to do" in r.stdout and snapshot(image) == before, (r.stdout, r.stderr)
 
 
 def test_a_new_file_with_mixed_line_ends_is_refused_with_a_hint_that_is_true():
