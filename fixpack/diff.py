@@ -296,7 +296,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             raise signature_taken(source, sig, hunk_line)
         if not in_git and ln.startswith(("diff ", "Only in ")) and not (old or new):  # diff -ruN's own lines between
             continue  # its files (git apply skips them too)
-        if ended == n - 1 and ln[:1] in (" ", "-", "+"):
+        if ended == n - 1 and (ln[:1] in (" ", "-", "+") or ln == ""):  # ('': a context line's space stripped)
             raise past_the_hunk(source, n, lines[n - 1:], hunk_line, header)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if (old > 0 or new > 0) and sig is not None and all(x == "" for x in lines[sig[0]:]):  # its last line a '-- '

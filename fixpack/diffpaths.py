@@ -218,12 +218,17 @@ def second_marker(source: str, n: int, hunk_line: int) -> PatchParseError:
 
 def past_the_hunk(source: str, n: int, rest: list[str], hunk_line: int,
                   header: tuple[str, int, int]) -> PatchParseError:
-    """A hunk line (' ', '-', '+') right after the hunk whose counts ran out at the line before ``n``: said as a
-    hunk with more lines than its header states (its @@ line and counts, how many such lines follow), not as a line
-    outside a hunk; when more than one follows, the other reading too (a hunk's @@ line lost before line ``n``)."""
-    more = next((i for i, ln in enumerate(rest) if ln[:1] not in (" ", "-", "+", "\\") or ln == "-- "
-                 or ln.startswith(("--- ", "+++ "))), len(rest))
-    lines = "1 more line follows it" if more == 1 else f"{more} more lines follow it (lines {n}-{n + more - 1})"
+    """A hunk line (' ', '-', '+', or a blank line: a context line whose space an editor stripped) right after the
+    hunk whose counts ran out at the line before ``n``: said as a hunk with more lines than its header states (its @@
+    line and counts, how many such lines follow, a '\\ No newline' marker not counted), not as a line outside a hunk;
+    when more than one follows, the other reading too (a hunk's @@ line lost before line ``n``)."""
+    end = next((i for i, ln in enumerate(rest) if (ln[:1] not in (" ", "-", "+", "\\") and ln != "") or ln == "-- "
+                or ln.startswith(("--- ", "+++ "))), len(rest))
+    while end == len(rest) and end > 1 and rest[end - 1] == "":  # (blank lines that end the patch: an editor's)
+        end -= 1
+        rest = rest[:end]
+    more = sum(1 for ln in rest[:end] if not ln.startswith("\\"))  # (a marker belongs to the line before it)
+    lines = "1 more line follows it" if more == 1 else f"{more} more lines follow it (lines {n}-{n + end - 1})"
     text, old, new = header
     return bad(source, n, f"the hunk that starts at line {hunk_line} has more lines than its header {text!r} states "
                           f"({old} pre-image and {new} post-image lines): {lines}"

@@ -385,6 +385,26 @@ def test_a_hunk_one_line_longer_than_its_count_says_so_with_its_header(extra):
         assert "outside a hunk" not in said and "was lost" not in said, said
 
 
+@pytest.mark.parametrize("extra", ["+x\n\\ No newline at end of file\n", "\n", "\n@@ -9 +9 @@\n-9\n+nine\n",
+                                   "\ndiff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-x\n+y\n",
+                                   " 4\n\n\n"])
+def test_the_lines_past_a_hunks_count_are_its_hunk_lines_a_marker_not_counted_a_blank_one_counted(extra):
+    """A fresh user: one line past the count followed by a '\\ No newline' marker was said as "2 more lines follow it
+    ... or the @@ line ... was lost" (the marker belongs to the line before it); a blank line past the count (a context
+    line whose space an editor stripped) before another hunk or file was "unexpected line outside a hunk: ''". Both
+    are one more line than the header states; blank lines that end the patch are not the hunk's."""
+    head = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n 1\n-2\n+two\n"
+    if extra == "\n":  # a blank line that ends the patch: an editor's, taken as before
+        assert parse_patch((head + extra).encode(), "p.patch")
+        return
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch((head + extra).encode(), "p.patch")
+    said = str(exc.value)
+    assert said.startswith("p.patch:8: the hunk that starts at line 4 has more lines than its header "
+                           "'@@ -1,2 +1,2 @@' states (2 pre-image and 2 post-image lines): 1 more line follows it "
+                           "(fix the @@ line's numbers"), said
+
+
 @pytest.mark.parametrize("body", ["-a\n\\ No newline at end of file\n\\ No newline at end of file\n+b\n",
                                   "-a\n+b\n\\ No newline at end of file\n\\ No newline at end of file\n"])
 def test_a_second_no_newline_marker_is_said_to_be_a_second_one(body):
