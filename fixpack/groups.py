@@ -195,6 +195,10 @@ def group_steps(root: Path, raw: bytes, restore: str, files: str) -> str | None:
     if said is False:
         return None
     roots, first = ", ".join(group.roots), Path(group.roots[0]) / ".fixpack" / JOURNAL
+    # (a first journal that is there but does not read: removed too where the run is known complete, else the next
+    # run over every target meets it as an unfinished run's and advises putting that target back, half of the run)
+    there = [removal(first.parent.parent)] if group.index and os.path.lexists(first) else []
+    these = "this journal and the first target's" if there else "this journal"
     together = (f"put every tree of that run where the record says it was and run apply or revert over all its "
                 f"targets together (a --root for each of {roots})")
     if said is True:
@@ -213,5 +217,6 @@ def group_steps(root: Path, raw: bytes, restore: str, files: str) -> str | None:
             f"not ({root} may then be half-written{files}); that cannot be told: {said}. So nothing was rolled back "
             f"or removed. Either {together}: it reads the first journal, and rolls that run back or removes its "
             f"journals as that says; or, if you know that run was complete (it ended, or was killed once its writes "
-            f"were complete), remove this journal, the files as they are: {removal(root)}; or, if you know it was "
+            f"were complete), remove {these}, the "
+            f"files as they are: {' && '.join([removal(root), *there])}; or, if you know it was "
             f"not, {restore}, then remove the journal as just said; then run the command again")

@@ -344,6 +344,14 @@ def test_a_committed_run_whose_first_journal_cannot_be_read_is_neither_undone_no
         subprocess.run(["bash", "-c", _step(said, "remove this journal, the files as they are: ")], check=True)
         r = engine.apply(_only(req, "vllm-gaudi"))
         assert r.ok and _all(gaudi) == applied[1:2] and not (gaudi / ".fixpack/journal").exists(), r.as_dict()
+    else:  # a fresh user: the step for a run known complete left the first's damaged journal, which a run over both
+        # then called an unfinished run's and advised putting that target back: half of the run undone. It removes
+        # both journals now, the first's last, and a run over both finds the files as they are
+        assert "remove this journal and the first target's, the files as they are: " in said, said
+        subprocess.run(["bash", "-c", _step(said, "remove this journal and the first target's, the files as they "
+                                                  "are: ")], check=True)
+        r = engine.apply(req)
+        assert r.ok and _now(demo, gaudi, outside) == applied, r.as_dict()
 
 
 def test_a_run_never_committed_is_rolled_back_target_by_target(builder, two):
