@@ -26,15 +26,16 @@ from sm90_compile import compile_gluon, cuobjdump  # noqa: E402
 from mxfp4_moe import gluon_kernel as gk  # noqa: E402
 
 _PTRS = {"a_ptr": "*i32", "ids_ptr": "*i64", "w_ptr": "*i32", "s_ptr": "*u8", "out_ptr": "*fp32", "act_ptr": "*fp32",
-         "cnt_ptr": "*i32", "sched_ptr": "*i32", "plan_ptr": "*i32", "z2_ptr": "*fp32"}
+         "cnt_ptr": "*i32", "sched_ptr": "*i32", "plan_ptr": "*i32", "z2_ptr": "*fp32",
+         "tail_ptr": "*fp32", "tcnt_ptr": "*i32"}
 _INTS = ("T", "expert_base", "n_local", "out_numel", "stride_am", "stride_we", "stride_se", "stride_ym", "stride_yk",
-         "stride_act", "n_items", "z2_numel", "budget", "plan_stride")
+         "stride_act", "n_items", "z2_numel", "budget", "plan_stride", "slots")
 
 
 def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int, maxnreg: int | None,
                  bn: int = 32, bk: int = 256, plan: bool = False, peel: bool | None = None, dyn: bool = False,
                  items: bool = False, sub_k: int = 0, narrow: bool = False, rows: int = 1, narrow_sub_k: int = 0, table: bool = False,
-                 warps: int = 1):
+                 warps: int = 1, tail: int = 0):
     fn = gk._gemm_kernel
     lay = gk.layouts(bn * warps, sub_k or bk, block_m, warps)
     lay8 = gk.layouts(bn * warps, narrow_sub_k or bk, 8, warps)
@@ -47,7 +48,8 @@ def compile_gemm(gate_up: bool, block_m: int, chunk: int, latent: int, size: int
               "DYN_SPLIT": dyn and not gate_up, "LOG_MAX": 3 if dyn and not gate_up else 0,
               "ATOMIC_OUT": dyn and not gate_up, "PLAN_ITEMS": 2 if items else 1, "SUB_K": sub_k,
               "NARROW": narrow, "ROWS": rows,
-              "NARROW_SUB_K": narrow_sub_k, "TOK_TABLE": table, "WARPS": warps} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
+              "NARROW_SUB_K": narrow_sub_k, "TOK_TABLE": table, "WARPS": warps,
+              "TAIL_KS": tail if plan else 0} | ({"W5N": lay8["w5"], "X4N": lay8["x4"], "S3N": lay8["s3"]} if narrow else {})
     return compile_gluon(fn, ptrs, _INTS, consts, maxnreg, num_warps=warps)
 
 
@@ -85,6 +87,8 @@ def main() -> int:
     ap.add_argument("--table", action="store_true", help="with --plan: the run table (TOK_TABLE, twelfth round)")
     ap.add_argument("--warps", type=int, default=1, help="with --plan --table: warps a program, one row block each "
                     "(WARPS, twenty-first round)")
+    ap.add_argument("--tail", type=int, default=0, help="with --plan: TAIL_KS, the last wave's items in that many "
+                    "K parts (twenty-sixth round)")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
     print(f"triton {triton.__version__}")
@@ -94,7 +98,7 @@ def main() -> int:
                           plan=args.plan, peel=peel, dyn=args.dyn, items=args.items, bk=args.bk, sub_k=args.sub_k,
                           narrow=args.narrow,
                           rows=args.rows, narrow_sub_k=args.narrow_sub_k, table=args.table,
-                          warps=args.warps)
+                          warps=args.warps, tail=args.tail)
         print(f"{'gate_up' if gate_up else 'down':7} block_m {args.block_m} chunk {args.chunk} maxnreg "
               f"{args.maxnreg} plan {args.plan} dyn {args.dyn} peel {peel} warps {args.warps}: {report(ck)}")
     return 0

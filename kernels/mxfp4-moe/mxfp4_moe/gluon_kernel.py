@@ -296,13 +296,41 @@ def _scales(ws, BLOCK_N: gl.constexpr, JH: gl.constexpr, layout: gl.constexpr):
 def _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
               BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr, GATE_UP: gl.constexpr,
               FIXUP: gl.constexpr, ATOMIC_OUT: gl.constexpr, I_SIZE: gl.constexpr, GRID_N: gl.constexpr,
-              mma: gl.constexpr, WARPS: gl.constexpr = 1):
+              mma: gl.constexpr, WARPS: gl.constexpr = 1, TAIL_KS: gl.constexpr = 0, tail_ptr=None, tcnt_ptr=None,
+              tail_i=0):
     """A GEMM item's sums acc [BLOCK_N, BLOCK_M] (mma layout) of tile row block pid_n, K part pid_k, out: see
     _gemm_tile (GATE_UP: silu(gate) * up to act, or the K part with the fix-up; down: the K part, stored or
     added). WARPS > 1: BLOCK_N is WARPS row blocks of 32 in _gemm_tile's row order (a gate row r and its up row
-    r + BLOCK_N / 2 in one lane still, and act column pid_n x BLOCK_N / 2 + r); not with FIXUP."""
+    r + BLOCK_N / 2 in one lane still, and act column pid_n x BLOCK_N / 2 + r); not with FIXUP.
+    TAIL_KS > 0 (twenty-sixth round; SPLIT_K 1, no FIXUP, no ATOMIC_OUT, WARPS 1): acc is K part pid_k of TAIL_KS of
+    the last wave's item tail_i; the part's sums go to tail_ptr ([tail_i, part, BLOCK_N, 16] fp32, BLOCK_M <= 16),
+    the last part to arrive (a counter a tail item in tcnt_ptr, put back to 0) adds them and stores the item as a
+    whole one."""
     acc = acc * _MMA_UNSCALE
-    if GATE_UP and SPLIT_K > 1:
+    if TAIL_KS > 0:
+        tl_n: gl.constexpr = gl.SliceLayout(1, mma)
+        tl_m: gl.constexpr = gl.SliceLayout(0, mma)
+        TILE: gl.constexpr = BLOCK_N * 16  # (a part's room: 16 tokens, so 8- and 16-token items share one layout)
+        t_off = gl.arange(0, BLOCK_N, layout=tl_n)[:, None] * BLOCK_M + gl.arange(0, BLOCK_M, layout=tl_m)[None, :]
+        t_ptrs = tail_ptr + tail_i.to(gl.int64) * (TAIL_KS * TILE) + t_off
+        gl.store(t_ptrs + pid_k * TILE, acc)
+        _fence_gpu()
+        t_cnt = tcnt_ptr + tail_i
+        if gl.atomic_add(t_cnt, 1, sem="acq_rel", scope="gpu") == TAIL_KS - 1:
+            _fence_gpu()
+            tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
+            for s in gl.static_range(TAIL_KS):
+                tot += gl.load(t_ptrs + s * TILE, cache_modifier=".cg")
+            gl.atomic_xchg(t_cnt, 0, sem="relaxed", scope="gpu")
+            if GATE_UP:
+                _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
+            else:
+                t_n = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=tl_n)
+                t_rows = gl.convert_layout(rows, tl_m)
+                t_has = gl.convert_layout(has.to(gl.int32), tl_m) > 0
+                gl.store(y_ptr + t_rows[None, :] * stride_ym + t_n[:, None], tot,
+                         mask=t_has[None, :] & (t_n[:, None] >= 0))
+    elif GATE_UP and SPLIT_K > 1:
         # partial sums of tile row r to y + pid_k * stride_yk ([SPLIT_K, pairs, 2I] in w13's row order: gate
         # rows first); kernel.silu_mul adds the parts and applies silu(gate) * up
         pl_n: gl.constexpr = gl.SliceLayout(1, mma)
@@ -372,7 +400,8 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                FIXUP: gl.constexpr, act_ptr, cnt_ptr, stride_act, CHUNK: gl.constexpr, ZERO_PAIRS: gl.constexpr,
                ATOMIC_OUT: gl.constexpr, GRID_N: gl.constexpr, ROUTED: gl.constexpr = False, e_in=0,
                chunk_in=0, DYN_SPLIT: gl.constexpr = False, split_rt=1, SUB_K: gl.constexpr = 0,
-               ROWS: gl.constexpr = 1, TOK_TABLE: gl.constexpr = False, tab_ptr=None, WARPS: gl.constexpr = 1):
+               ROWS: gl.constexpr = 1, TOK_TABLE: gl.constexpr = False, tab_ptr=None, WARPS: gl.constexpr = 1,
+               TAIL_KS: gl.constexpr = 0, tail_ptr=None, tcnt_ptr=None, tail_i=0):
     """One work item: tile row block pid_n of the expert of slot pid_p, K range pid_k of SPLIT_K.
 
     ROUTED (the run list, seventh round): slot pid_p owns run chunk_in of expert e_in (local to this card),
@@ -558,7 +587,8 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                 so += TILE_SCALES
                 x_ptrs += BLOCK_K // 2
         _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
-                  BN, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma, WARPS)
+                  BN, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma, WARPS, TAIL_KS, tail_ptr,
+                  tcnt_ptr, tail_i)
         if ROWS == 2:
             _tile_out(acc2, pid_n + 1, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act,
                       cnt_ptr, BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
@@ -602,7 +632,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                  SUB_K: gl.constexpr = 0, NARROW: gl.constexpr = False, W5N: gl.constexpr = None,
                  X4N: gl.constexpr = None, S3N: gl.constexpr = None,
                  ROWS: gl.constexpr = 1, NARROW_SUB_K: gl.constexpr = 0, TOK_TABLE: gl.constexpr = False,
-                 WARPS: gl.constexpr = 1):
+                 WARPS: gl.constexpr = 1, TAIL_KS: gl.constexpr = 0, slots=0, tail_ptr=None, tcnt_ptr=None):
     """The GEMM's work items (slot, row block, K part) = (P, GRID_N, SPLIT_K), slot fastest; see _gemm_tile.
 
     Without PERSIST the grid is that item space (one item per program). With PERSIST the grid is flat and
@@ -628,7 +658,12 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     computed with 8-token tiles (the run of 8 at twice the run index: the same tokens; W5N / X4N / S3N are
     layouts(BLOCK_N, BLOCK_K, 8), no SUB_K), the others with BLOCK_M 16, so an expert of up to 16 tokens has its
     weights decoded once, and one of up to 8 pays no 16-token mma or activation loads. WARPS (twenty-first round,
-    PLAN without DYN_SPLIT): programs of WARPS warps, each item WARPS row blocks of its run (_gemm_tile's WARPS)."""
+    PLAN without DYN_SPLIT): programs of WARPS warps, each item WARPS row blocks of its run (_gemm_tile's WARPS).
+    TAIL_KS > 0 (twenty-sixth round, PLAN without DYN_SPLIT, PLAN_ITEMS 1, SPLIT_K 1, ROWS 1, WARPS 1): the last wave's
+    items split along K. Of the n_runs x GRID_N items, the t = items % ``slots`` (the programs resident at once) past
+    the last full wave are, where there are more items than slots and t x TAIL_KS fit in one wave (and in the grid),
+    taken as TAIL_KS K parts each by programs items - t .. items - t + TAIL_KS t - 1 (_tile_out's TAIL_KS: the last
+    part adds the parts and stores the item), so the last wave's programs run a 1 / TAIL_KS of an item each."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -679,9 +714,17 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             ids_all = gl.load(ids_ptr + offs_ids, mask=offs_ids < T * TOPK, other=-1)
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
         n_runs = gl.load(plan_ptr)
+        whole = n_runs * GRID_N  # the items taken whole (TAIL_KS: all but the last wave's, where it splits them)
+        if TAIL_KS > 0:
+            t = whole % slots
+            if (whole > slots) & (t > 0) & (t * TAIL_KS <= slots) & (gl.num_programs(0) >= whole + (TAIL_KS - 1) * t):
+                whole = whole - t
         for i in gl.static_range(PLAN_ITEMS):  # runs r, r + plan_stride, ... (eighth round; 1 before)
             ri = r + i * plan_stride
-            if ri < n_runs:
+            go = ri < n_runs
+            if TAIL_KS > 0:
+                go = go & (g < whole)
+            if go:
                 word = gl.load(plan_ptr + 1 + ri)
                 tab = plan_ptr + _TABLE_AT + ri * CHUNK
                 wide = True
@@ -706,6 +749,35 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                                stride_act, 8, ZERO_PAIRS, ATOMIC_OUT, GRID_N, True, word >> 12,
                                ((word >> 9) & 7) * (CHUNK // 8), False, 1, NARROW_SUB_K, ROWS, TOK_TABLE,
                                tab, WARPS)
+        if TAIL_KS > 0:
+            q = g - whole
+            if (q >= 0) & (q < TAIL_KS * (n_runs * GRID_N - whole)):
+                ti = q // TAIL_KS
+                item = whole + ti
+                rt = item // GRID_N
+                word_t = gl.load(plan_ptr + 1 + rt)
+                tab_t = plan_ptr + _TABLE_AT + rt * CHUNK
+                wide_t = True
+                if NARROW:
+                    if TOK_TABLE:
+                        if gl.load(tab_t + 8) < 0:
+                            wide_t = False
+                    elif gl.sum((ids_all == (word_t >> 12)).to(gl.int32), axis=0) - ((word_t >> 9) & 7) * CHUNK <= 8:
+                        wide_t = False
+                if wide_t:
+                    _gemm_tile(word_t & 511, item % GRID_N, q % TAIL_KS, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                               out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
+                               K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, 1, GATE_UP, W5, X4, S3, ZERO_BLOCK,
+                               GDC, I_SIZE, PEEL, False, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS, False,
+                               GRID_N, True, word_t >> 12, (word_t >> 9) & 7, True, TAIL_KS, SUB_K, 1, TOK_TABLE,
+                               tab_t, 1, TAIL_KS, tail_ptr, tcnt_ptr, ti)
+                elif NARROW:
+                    _gemm_tile(word_t & 511, item % GRID_N, q % TAIL_KS, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                               out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
+                               K, TOPK, TOPK_P2, P_P2, 8, BLOCK_N, BLOCK_K, 1, GATE_UP, W5N, X4N, S3N, ZERO_BLOCK,
+                               GDC, I_SIZE, PEEL, False, act_ptr, cnt_ptr, stride_act, 8, ZERO_PAIRS, False,
+                               GRID_N, True, word_t >> 12, ((word_t >> 9) & 7) * (CHUNK // 8), True, TAIL_KS,
+                               NARROW_SUB_K, 1, TOK_TABLE, tab_t, 1, TAIL_KS, tail_ptr, tcnt_ptr, ti)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
             zo = g * ZERO_BLOCK + gl.arange(0, ZERO_BLOCK, layout=zl)
@@ -746,6 +818,7 @@ def _counters(device: torch.device, n: int, registry: dict | None = None) -> tor
 
 
 _RESIDENT: dict = {}
+_TAIL_COUNTERS: dict = {}  # the last wave's K parts' counters (TAIL_KS), a GEMM's slots each
 
 
 def resident_per_sm(n_regs: int, max_blocks: int = 32) -> int:
@@ -800,7 +873,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
                     plan: bool = False, plan_split_per_sm: int = 0, maxnreg_down: int | None = -1,
                     plan_lanes: bool = False, plan_items: int = 1, sub_k: int = 0, narrow: bool = False,
                     rows: int = 1, run_table: bool = False, combine_early: bool = False, warps: int = 1,
-                    last_launch: dict | None = None) -> torch.Tensor:
+                    tail_ks: int = 0, tail_slots: int = 0, last_launch: dict | None = None) -> torch.Tensor:
     """The expert part for one chunk of <= 32 tokens with ExpertWeights ``ex`` in the tiled layout:
     three launches (gate/up with silu, down with split-K partials, norm-combine), no memsets (the gate/up
     kernel zeroes ``out``). Each token's ids must be distinct (as top-k gives): a token routed twice to one
@@ -846,10 +919,16 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     ``early`` (thirteenth round). warps 2, 4 or 8 (twenty-first round; with plan and run_table, not
     plan_split_per_sm or rows 2, 32-row tiles): each GEMM whose K parts need no fix-up runs programs of that many
     warps, a row block each, against one token tile of their run (_gemm_tile's WARPS: the run's activations come
-    through L2 once for the program, not once a row block); ValueError for another value."""
+    through L2 once for the program, not once a row block); ValueError for another value. tail_ks 2 or 4
+    (twenty-sixth round; with plan and a register cap, not plan_split_per_sm, plan_items, rows 2 or warps): each GEMM
+    whose items are whole (no K split) splits the last wave's items along K on the device (_gemm_kernel's TAIL_KS),
+    where the routed runs' items pass a multiple of the programs resident at the cap (``tail_slots`` > 0: that many
+    instead, for the tests); ValueError for another value."""
     T, L = x.shape
     if rows not in (1, 2):
         raise ValueError(f"rows must be 1 or 2, got {rows!r}")
+    if type(tail_ks) is not int or tail_ks not in (0, 2, 4):
+        raise ValueError(f"tail_ks must be 0 (off), 2 or 4 (K parts of the last wave's items), got {tail_ks!r}")
     if type(warps) is not int or warps not in (1, 2, 4, 8):
         raise ValueError(f"warps must be 1, 2, 4 or 8, got {warps!r}")
     topk = ids.shape[1]
@@ -982,13 +1061,23 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         if not silu_launch:
             fixup = {"FIXUP": True, "act_ptr": act, "cnt_ptr": cnt,
                      "stride_act": act.stride(0)}
+    # the last wave's items split along K (twenty-sixth round): where each GEMM's items are whole ones
+    tail = bool(tail_ks and plan and not dyn and items == 1 and maxnreg and block_m <= 16)
+    slots = (tail_slots or sms * resident_per_sm(maxnreg)) if tail else 0
+    tail_kw = [{}, {}]
+    if tail:
+        tcnt = _counters(x.device, 2 * slots, _TAIL_COUNTERS)
+        tbuf = torch.empty(2, slots * max(bn1, bn2) * 16, dtype=torch.float32, device=x.device)
+        if split1 == 1 and rows1 == 1 and nw1 == 1:
+            tail_kw[0] = {"TAIL_KS": tail_ks, "slots": slots, "tail_ptr": tbuf[0], "tcnt_ptr": tcnt[:slots]}
     launched, grids = {}, {}
     launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1 // (rows1 * nw1), split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
         x32.stride(0), w1.stride(0), ex.w13_scale.stride(0), *h_stride), dict(
         K=L, TOPK=topk, TOPK_P2=topk_p2, P_P2=p_p2, BLOCK_M=block_m, BLOCK_N=bn1, BLOCK_K=bk1, SPLIT_K=split1,
         GATE_UP=True, W5=lay1["w5"], X4=lay1["x4"], S3=lay1["s3"], ZERO_BLOCK=zero_block, I_SIZE=I, num_warps=nw1,
-        ROWS=rows1, **({"WARPS": nw1} if nw1 > 1 else {}), **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0]), sms, persistent, sched1, plan)
+        ROWS=rows1, **({"WARPS": nw1} if nw1 > 1 else {}), **opts, **fixup, **plan_kw, **plan_kw_gu, **narrow_kw[0],
+        **tail_kw[0]), sms, persistent, sched1, plan)
     if split1 > 1 and silu_launch:
         silu_mul(h, act, gdc=gdc, pdl=pdl)
     opts_down = opts
@@ -1013,6 +1102,9 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         y = torch.empty(split, P, L, dtype=torch.float32, device=x.device)
         y_stride = (y.stride(1), y.stride(0))
     rows2 = 2 if rows_on and "FIXUP" not in down and grid_n2 % 2 == 0 else 1
+    if tail and split == 1 and rows2 == 1 and nw2 == 1 and not ({"FIXUP", "ATOMIC_OUT"} & set(down)) \
+            and maxnreg_down == -1:
+        tail_kw[1] = {"TAIL_KS": tail_ks, "slots": slots, "tail_ptr": tbuf[1], "tcnt_ptr": tcnt[slots:]}
     launched["down"], grids["down"] = _launch(_gemm_kernel, (dyn_items, 1, 1) if dyn else (
         runs if plan else P, grid_n2 // (rows2 * nw2), split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,
@@ -1021,7 +1113,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         GATE_UP=False, W5=lay2["w5"], X4=lay2["x4"], S3=lay2["s3"], ZERO_BLOCK=128, num_warps=nw2, ROWS=rows2,
         **({"WARPS": nw2} if nw2 > 1 else {}),
         **opts_down, **down,
-        **plan_kw, **narrow_kw[1]), sms, persistent, sched2, plan)
+        **plan_kw, **narrow_kw[1], **tail_kw[1]), sms, persistent, sched2, plan)
     if dyn:
         if not partials:
             norm_combine(y2, ids, wts, ex, out, eps, gdc=gdc, pdl=pdl, early=combine_early)
@@ -1043,4 +1135,5 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         last_launch["warps"] = (nw1, nw2)
         last_launch["run_table"] = bool(plan_kw.get("TOK_TABLE"))
         last_launch["down_split"] = f"device, up to {max2}" if dyn else split
+        last_launch["tail_ks"] = (tail_kw[0].get("TAIL_KS", 0), tail_kw[1].get("TAIL_KS", 0))
     return out

@@ -958,6 +958,8 @@ MMA_CONFIG = {
 # Twenty-first round (README): gluon_warps N (2, 4, 8; absent 1) runs the run list's GEMMs (batches 9-32, with the run
 # table) as programs of N warps, a row block a warp against one token tile; measured no faster at batch 32 (eight
 # warps: -1.5 to -7.1% at batch 16, up to +29% elsewhere), left out of the defaults
+# Twenty-sixth round (README): tail_ks 2 or 4 (4, on) splits the run list's last wave of items along K on the device
+# (gluon_kernel._gemm_kernel's TAIL_KS), where the routed runs' items pass a multiple of the resident programs
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,
@@ -965,7 +967,7 @@ GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm":
                                "ranked_maxnreg": 96, "ranked_min_iters": 1}, "plan_runs": True, "plan_lanes": True, "plan_items": 1,
                 "fused_few": False, "fused_max_bound": 8, "fused_per_sm": 16, "fused_stages": 2, "fused_down_tiles": 1,
                 "fused_maxnreg": 96, "narrow_runs": 17, "narrow_sub_k": 128, "ranked_act_launch": "auto",
-                "run_table": True, "gluon_rows": 1, "combine_early": True}
+                "run_table": True, "gluon_rows": 1, "combine_early": True, "tail_ks": 4}
 RANKED_FEW_EXPERTS = 8  # ranked_few applies where at most this many experts can be routed to the card
 # every key a launch configuration may hold: what the kernels read (GLUON_CONFIG's, the tl.dot paths', the options
 # off by default); tests/test_mxfp4_glue.py checks it against the package's source
@@ -983,7 +985,8 @@ CONFIG_KEYS = frozenset({
     "separate_gate_up", "silu_launch", "slice_bk", "slice_dr", "slice_few", "slice_max_pairs", "slice_maxnreg",
     "slice_down_early", "slice_ksplit", "slice_per_sm", "slice_prefetch", "slice_stream", "slice_warps",
     "slice_width",
-    "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch"})
+    "split_down", "split_gate_up", "stream_k", "sub_k", "sum_parts_launch", "tail_ks",
+    "tail_slots"})
 
 
 def config_from_json(text: str, what: str, *, labelled: bool = False) -> dict:
@@ -1272,6 +1275,8 @@ def _experts_chunk(x, ids, wts, ex, out, topk, eps, decode, config, partials=Fal
                                             rows=gluon_rows_of(config), warps=gluon_warps_of(config),
                                             run_table=config.get("run_table", False),
                                             combine_early=config.get("combine_early", False),
+                                            tail_ks=config.get("tail_ks", 0),
+                                            tail_slots=config.get("tail_slots", 0),
                                             last_launch=LAST_LAUNCH)
     ids = ids.to(torch.int32).contiguous()
     P = T * topk

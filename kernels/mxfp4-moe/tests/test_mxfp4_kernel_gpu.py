@@ -523,6 +523,39 @@ def test_gluon_rows(cfg):
     assert_partials_both_ways(ex, cfg, 35700, "rows")
 
 
+@pytest.mark.parametrize("ks", [2, 4])
+@pytest.mark.parametrize("cfg", [{}, {"narrow_runs": False}, {"pdl": False}, {"run_table": False}])
+def test_tail_split(cfg, ks):
+    """tail_ks (twenty-sixth round): the run list's last wave of items split along K on the device. With
+    ``tail_slots`` set just below each GEMM's item count (the runs the routing makes, counted here), the last 3 to 5
+    items of the gate/up GEMM, then of the down GEMM, run as ks K parts whose last adds them; batches 17..32 (runs of
+    8 and 16 tokens, both kinds in one call: their parts share the scratch), three calls in a row (the counters back
+    to 0), the TP partials; a count that does not pass a multiple of the slots takes every item whole."""
+    from mxfp4_moe import kernel as K
+    from _kernel_cases import assert_ok, assert_partials_both_ways, check_case, make_routing
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
+                                 generator=torch.Generator(device="cuda").manual_seed(37), device="cuda")
+    ex_t = ex.to_tiled_layout()
+    (bn1, _), (bn2, _) = ex_t.tiles
+    base = {"maxnreg": 96, "plan_runs": True, "narrow_runs": True, "narrow_sub_k": 128, "run_table": True, **cfg,
+            "tail_ks": ks, "split_gate_up": 1, "split_down": 1}  # (items split along K already take no tail split)
+    for rep in range(3):
+        for tokens in (17, 25, 32):
+            seed = 37000 + tokens + 100 * rep
+            ids, _ = make_routing("random", tokens, 12, 4, torch.Generator().manual_seed(seed), range(6, 12))
+            counts = torch.bincount(ids.flatten(), minlength=12)[6:]
+            runs = int(sum(-(-int(c) // 16) for c in counts))
+            for items, t in ((runs * 2 * 1024 // bn1, 3), (runs * 1024 // bn2, 5), (runs * 1024 // bn2, 0)):
+                slots = items - t if t else items + 7  # t items past a wave, or fewer items than a wave
+                res = check_case(ex, ex_t, tokens, "random", 12, 4, seed, "cuda", "gluon", {**base, "tail_slots": slots})
+                assert_ok(res, f"tail {cfg} ks {ks} batch {tokens} call {rep} slots {slots}")
+                assert K.LAST_LAUNCH["tail_ks"] == (ks, ks), K.LAST_LAUNCH
+    assert_partials_both_ways(ex, {**base, "tail_slots": 40}, 37700, "tail")
+    with pytest.raises(ValueError, match="tail_ks must be 0"):
+        check_case(ex, ex_t, 32, "random", 12, 4, 37800, "cuda", "gluon", {**base, "tail_ks": 3})
+
+
 @pytest.mark.parametrize("warps", [2, 4, 8])
 @pytest.mark.parametrize("cfg", [{}, {"narrow_runs": False}, {"pdl": False}, {"split_down": 2}, {"split_gate_up": 2},
                                  {"split_gate_up": 2, "silu_launch": True}, {"maxnreg": 128}, {"plan_items": 2},
