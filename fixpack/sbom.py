@@ -393,7 +393,7 @@ def verify(req: Request, path: Path, doc: Any) -> VerifyResult:
     states = states if wrong else told(states, held)  # (wrong: the facts compared one by one too, as they are)
     have = facts_of(json.loads(render(build_bom(ctx, states))))
     roots = {st.found.spec.name: st.found.root for st in states}
-    diffs = [f"the image is not in the state its manifest records (status exit {wrong[0]}): {wrong[1]}"] if wrong \
+    diffs = [f"status does not vouch for the image as it is (status exit {wrong[0]}): {wrong[1]}"] if wrong \
         else []
     for key in sorted(set(want) | set(have)):
         a, b = want.get(key), have.get(key)

@@ -79,7 +79,7 @@ def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_pat
     bad = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}")
     assert bad.returncode == 3, bad.stdout + bad.stderr
     assert "file demo:demo_pkg/a.py: changed" in bad.stdout and "2 difference" in bad.stdout
-    assert "the image is not in the state its manifest records (status exit 3): one: tampered" in bad.stdout
+    assert "status does not vouch for the image as it is (status exit 3): one: tampered" in bad.stdout
     patched.write_text("x = 2\n")
     (site / "tiny_plug/sub/kern.py").unlink()
     gone = cli("verify", "--sbom", str(out), "--pack", str(pack), "--root", f"demo={site}", "--json")
@@ -90,7 +90,7 @@ def test_verify_passes_then_names_each_difference(builder, plugin_wheel, tmp_pat
     jsonschema.Draft202012Validator(json.loads((REPO / "schemas/verify.schema.json").read_text())).validate(doc)
     assert doc["ok"] is False and doc["exit_code"] == 3
     said, diff = doc["differences"]  # status first: the component is tampered (a file of it gone)
-    assert said.startswith("the image is not in the state its manifest records (status exit 3): "), said
+    assert said.startswith("status does not vouch for the image as it is (status exit 3): "), said
     assert diff.startswith("file demo:tiny_plug/sub/kern.py: in the SBOM (") and diff.endswith("missing in the image")
 
 
@@ -176,7 +176,7 @@ def test_an_sbom_tells_only_what_status_finds_applied(builder, plugin_wheel, tmp
     assert r.returncode == 3 and "the image is not in a state its SBOM can tell truly: " in r.stderr, r.stderr
     assert not out.exists()
     v = cli("verify", "--sbom", str(good), "--pack", str(pack), "--root", f"demo={site}")
-    assert v.returncode == 3 and "the image is not in the state its manifest records (status exit 3)" in v.stdout
+    assert v.returncode == 3 and "status does not vouch for the image as it is (status exit 3)" in v.stdout
 
 
 def test_a_component_pip_uninstalled_is_not_told(builder, plugin_wheel, tmp_path):  # noqa: F811
