@@ -160,6 +160,9 @@ def read_facts(spec: TargetSpec, root: Path) -> tuple[str, str, tuple[str, ...]]
     if meta_c and not commit:
         commit = meta_c
         evidence.append(f"{where}: commit {meta_c}")
+    elif meta_c and not commits_agree(commit, meta_c):  # (pip's record of another commit: said, the first taken)
+        evidence.append(f"{where}: direct_url.json commit {meta_c}, not {commit} (the version module's or git HEAD's "
+                        f"is taken: the installed files are what it describes)")
     if problem and (not (version and commit) or not problem.startswith(("no such file", "assigns no"))):
         evidence.append(f"{mod}: {problem}")  # why the version module said nothing, where that counts
     return version, commit, tuple(evidence)

@@ -40,6 +40,27 @@ def test_site_packages_with_direct_url(tmp_path):
     assert resolve_root(GAUDI, sp / "vllm_gaudi") == sp.resolve()
 
 
+def test_a_direct_url_commit_that_differs_from_the_checkouts_is_said_in_the_evidence(tmp_path):
+    """A fresh user: pip's direct_url.json naming another commit than the one taken (git HEAD, or the version
+    module's) was dropped without a word; the evidence now says so, and the commit taken is still the tree's."""
+    sp = tmp_path / "site-packages"
+    root = gaudi_tree(sp)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "x")
+    head = git(root, "rev-parse", "HEAD").strip()
+    info = sp / "vllm_gaudi-0.30.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: vllm-gaudi\nVersion: 0.30.0\n")
+    other = ("0" if head[0] != "0" else "1") * 40
+    (info / "direct_url.json").write_text(json.dumps({"url": "https://example.invalid/vllm-gaudi.git",
+                                                      "vcs_info": {"vcs": "git", "commit_id": other}}))
+    v, c, ev = read_facts(GAUDI, sp)
+    assert c == head and any(f"direct_url.json commit {other}, not {head}" in e for e in ev), ev
+    (info / "direct_url.json").write_text(json.dumps({"vcs_info": {"vcs": "git", "commit_id": head}}))
+    assert not any("direct_url.json commit" in e for e in read_facts(GAUDI, sp)[2])
+
+
 def test_root_without_package_is_bad_input(tmp_path):
     with pytest.raises(BadInputError, match="holds no vllm_gaudi/"):
         resolve_root(GAUDI, tmp_path)
