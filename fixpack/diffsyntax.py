@@ -177,23 +177,25 @@ def refuse_stray_crlf(lines: list[tuple[str, str, int]], path: str, source: str,
     to a CRLF file (its context and removed lines end in CR LF), a file whose lines all end in CR LF, or a section
     that turns LF lines into CR LF ones (every line it removes added again in CR LF, no context line) is taken as it
     is: a CR is a line's content there. A line a '\\ No newline at end of file' marker follows has no end (its text
-    ends in LF as the patch holds it), and the marker is no line of the file: neither ends in LF here. A file the patch
+    ends in LF as the patch holds it; a CR before that LF is the file's last byte: a lone CR, stray as a CR LF is),
+    and the marker is no line of the file: neither ends in LF here. A file the patch
     creates (``new_file``) with both ends is refused too (a pasted line as much as in a changed file), but git diff
     writes such a file as it is, so the hint is to give the file one kind of line end, not to regenerate the patch."""
-    ends = [(kind, ("" if k + 1 < len(lines) and lines[k + 1][0] == "\\" else
+    ends = [(kind, (("\r" if text.endswith("\r\n") else "") if k + 1 < len(lines) and lines[k + 1][0] == "\\" else
                     "\r\n" if text.endswith("\r\n") else "\n"), n)
             for k, (kind, text, n) in enumerate(lines) if kind != "\\"]
-    if any(kind in (" ", "-") and end == "\r\n" for kind, end, _n in ends):
+    if any(kind in (" ", "-") and end in ("\r\n", "\r") for kind, end, _n in ends):
         return
     lf = sum(1 for _kind, end, _n in ends if end == "\n")
-    stray = next((n for kind, end, n in ends if kind == "+" and end == "\r\n"), None)
+    stray, cr = next(((n, end) for kind, end, n in ends if kind == "+" and end in ("\r\n", "\r")), (None, ""))
     old, new = ([text.removesuffix("\n").removesuffix("\r") for k, text, _n in lines if k == kind] for kind in "-+")
     mixed = any((kind == " " and end) or (kind == "+" and end == "\n") for kind, end, _n in ends) or \
         bool(old) and old != new  # a change of line ends alone: every line it removes, added again in CR LF
     if stray is None or not lf or not mixed:
         return
     own = any(kind in (" ", "-") for kind, _end, _n in ends)  # the file's own lines, as the patch shows them
-    what = (f"the line ends in CR LF, while the patch's other lines of {path} end in LF ({lf} of them"
+    said = "in CR LF" if cr == "\r\n" else "in a CR, the file's last byte (a '\\ No newline' marker follows it)"
+    what = (f"the line ends {said}, while the patch's other lines of {path} end in LF ({lf} of them"
             f"{', its context and removed lines among them' if own else ''}): its CR would be written into {path}")
     hint = (f"remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?); if "
             f"{path} itself has CRLF line ends, regenerate the patch from it with git diff, which keeps them")

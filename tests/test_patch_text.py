@@ -387,6 +387,20 @@ def test_a_misplaced_no_newline_marker_is_named_at_its_line(builder, case):
                                                                      "misplaced"), done
 
 
+def test_a_last_line_that_ends_in_a_lone_cr_is_a_stray_cr_in_an_lf_file():
+    """A fresh user: an added last line with no newline whose last byte is a CR ('+x\\r', then the '\\ No newline'
+    marker) went into an LF file: no CR LF line to refuse. Its CR is as stray as a CR LF line's: refused at its line,
+    said as a lone CR; in a file whose own last line ended so, or a CRLF file, taken as it is."""
+    head = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n"
+    with pytest.raises(PatchParseError, match=r"^p\.patch:7: the line ends in a CR, the file's last byte \(a '\\ No "
+                                              r"newline' marker follows it\), while the patch's other lines of a\.py "
+                                              r"end in LF \(2 of them"):
+        parse_patch((head + " a\n-b\n+x\r\n\\ No newline at end of file\n").encode(), "p.patch")
+    for body in (" a\n-b\r\n\\ No newline at end of file\n+x\r\n\\ No newline at end of file\n",
+                 " a\r\n-b\r\n+x\r\n\\ No newline at end of file\n"):
+        assert parse_patch((head + body).encode(), "p.patch").files[0].hunks[0].new_lines[-1] == "x\r"
+
+
 def test_a_crlf_file_without_a_final_newline_is_no_stray_crlf_line():
     """Found by a fresh user: git's own diff of a new file whose lines end in CR LF but its last (no newline at its end:
     a Windows-made file often has none), and of a file turned from LF to CR LF whose last line has no newline (it stays,
