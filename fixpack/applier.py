@@ -356,15 +356,16 @@ def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
                  for i, h in enumerate(hunks))
 
 
-def stray_cr_added(text: str, hunks: tuple[Hunk, ...]) -> tuple[int, int] | None:
-    """(patch line, LF lines of ``text``) of the first line a hunk with no context or removed line adds (git diff
-    -U0 of added lines: the patch cannot show the file's line ends, so parse took it) that ends in CR LF, where
-    ``text``, the file it goes into, ends its lines in LF and none in CR LF; None otherwise. A CRLF file, a file with
-    both ends, and a new (empty) file take such a line as content."""
-    found = next(((h.diff_line + 1 + k) for h in hunks if not h.old_lines  # (its body: the added lines)
-                  for k, ln in enumerate(h.new_lines) if ln.endswith("\r\n")), None)
+def stray_cr_added(text: str, hunks: tuple[Hunk, ...]) -> tuple[int, int, str] | None:
+    """(patch line, LF lines of ``text``, its end: "CR LF" or "CR") of the first line a hunk with no context or
+    removed line adds (git diff -U0 of added lines: the patch cannot show the file's line ends, so parse took it)
+    that ends in CR LF (or in a lone CR: a last line with no newline), where ``text``, the file it goes into, ends
+    its lines in LF and none in CR LF; None otherwise. A CRLF file, a file with both ends, and a new (empty) file take
+    such a line as content."""
+    found = next(((h.diff_line + 1 + k, "CR LF" if ln.endswith("\n") else "CR") for h in hunks if not h.old_lines
+                  for k, ln in enumerate(h.new_lines) if ln.endswith(("\r\n", "\r"))), None)  # (its body: added lines)
     if found is None:  # (the file is read for its line ends only where such a line is)
         return None
     lines = split_lines(text)
     lf = sum(1 for ln in lines if ln.endswith("\n") and not ln.endswith("\r\n"))
-    return (found, lf) if lf and not any(ln.endswith("\r\n") for ln in lines) else None
+    return (found[0], lf, found[1]) if lf and not any(ln.endswith("\r\n") for ln in lines) else None

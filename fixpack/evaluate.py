@@ -349,9 +349,10 @@ def _refuse_stray_cr(current: str, fp: FilePatch, patch: str) -> None:
     found = stray_cr_added(current, fp.hunks)
     if found is None:
         return
-    line, lf = found
+    line, lf, end = found
     path = shown_path(fp.path)
-    what = (f"the line ends in CR LF, but {path}, where its hunk (no context or removed line, as git diff -U0 writes "
+    ends = "in CR LF" if end == "CR LF" else "in a CR, the file's last byte"
+    what = (f"the line ends {ends}, but {path}, where its hunk (no context or removed line, as git diff -U0 writes "
             f"it) adds it, ends its lines in LF ({lf} of them, none in CR LF): its CR would be written into {path}")
     hint = ("remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?), or "
             "regenerate the patch with git diff, whose context lines show the file's line ends")

@@ -456,6 +456,24 @@ def test_an_added_crlf_line_of_a_hunk_without_context_is_refused_where_the_file_
         assert r.returncode == 0 and "nothing to do" in r.stdout and snapshot(image) == before, (r.stdout, r.stderr)
 
 
+def test_a_last_line_with_a_lone_cr_from_a_hunk_without_context_is_refused_in_an_lf_file(builder):
+    """The -U0 case of a last line that ends in a lone CR (no newline after it): parse cannot see the file's line
+    ends, the applier can; exit 2 at its line, said as a CR that is the file's last byte, nothing written."""
+    mod = "demo_pkg/mod.py"
+    body = (f"diff --git a/{mod} b/{mod}\n--- a/{mod}\n+++ b/{mod}\n@@ -10,0 +11 @@\n+inserted\r\n"
+            "\\ No newline at end of file\n")
+    folder = builder.add_fix("one", {}, {}, diff=body)
+    builder.profile(["one"])
+    patch = folder / "0001-change.patch"
+    line = patch.read_bytes().split(b"\n").index(b"+inserted\r") + 1
+    image = builder.tree("clean-lf", {mod: numbered(10)})
+    before = snapshot(image)
+    r = _cli("lock", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and f"{patch}:{line}: the line ends in a CR, the file's last byte, but {mod}" in said, said
+    assert snapshot(image) == before and not (builder.pack / "profiles/p1.lock").exists()
+
+
 def test_a_new_file_with_mixed_line_ends_is_refused_with_a_hint_that_is_true():
     """Found in a closing note: git diff's own patch of a new file whose lines end in CR LF and LF (``a\\r\\nb\\nc\\r\\n``)
     is refused as a stray CR LF line (kept: one pasted line as much as in a changed file), and the hint said to
