@@ -715,7 +715,10 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         _gdc_wait(GDC)  # the plan (and, for the down GEMM, the activations) come from earlier kernels
         n_runs = gl.load(plan_ptr)
         whole = n_runs * GRID_N  # the items taken whole (TAIL_KS: all but the last wave's, where it splits them)
-        if TAIL_KS > 0:
+        if TAIL_KS > 0:  # (the host takes it only so)
+            gl.static_assert((K // BLOCK_K) % TAIL_KS == 0, "TAIL_KS must divide the K tiles")
+            gl.static_assert(SPLIT_K == 1 and PLAN_ITEMS == 1 and ROWS == 1 and WARPS == 1 and BLOCK_M <= 16,
+                             "TAIL_KS needs whole items of one row block, one warp, at most 16 tokens")
             t = whole % slots
             if (whole > slots) & (t > 0) & (t * TAIL_KS <= slots) & (gl.num_programs(0) >= whole + (TAIL_KS - 1) * t):
                 whole = whole - t
@@ -921,14 +924,16 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     warps, a row block each, against one token tile of their run (_gemm_tile's WARPS: the run's activations come
     through L2 once for the program, not once a row block); ValueError for another value. tail_ks 2 or 4
     (twenty-sixth round; with plan and a register cap, not plan_split_per_sm, plan_items, rows 2 or warps): each GEMM
-    whose items are whole (no K split) splits the last wave's items along K on the device (_gemm_kernel's TAIL_KS),
-    where the routed runs' items pass a multiple of the programs resident at the cap (``tail_slots`` > 0: that many
-    instead, for the tests); ValueError for another value."""
+    whose items are whole (no K split) and whose K tiles tail_ks divides splits the last wave's items along K on the
+    device (_gemm_kernel's TAIL_KS), where the routed runs' items pass a multiple of the programs resident at the cap
+    (``tail_slots`` > 0: that many instead, for the tests); ValueError for another value."""
     T, L = x.shape
     if rows not in (1, 2):
         raise ValueError(f"rows must be 1 or 2, got {rows!r}")
     if type(tail_ks) is not int or tail_ks not in (0, 2, 4):
         raise ValueError(f"tail_ks must be 0 (off), 2 or 4 (K parts of the last wave's items), got {tail_ks!r}")
+    if type(tail_slots) is not int or tail_slots < 0:
+        raise ValueError(f"tail_slots must be a non-negative int (0: the resident programs), got {tail_slots!r}")
     if type(warps) is not int or warps not in (1, 2, 4, 8):
         raise ValueError(f"warps must be 1, 2, 4 or 8, got {warps!r}")
     topk = ids.shape[1]
@@ -1064,12 +1069,18 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     # the last wave's items split along K (twenty-sixth round): where each GEMM's items are whole ones
     tail = bool(tail_ks and plan and not dyn and items == 1 and maxnreg and block_m <= 16)
     slots = (tail_slots or sms * resident_per_sm(maxnreg)) if tail else 0
-    tail_kw = [{}, {}]
-    if tail:
+    tail_kw: list[dict] = [{}, {}]
+
+    def tail_of(i: int, k_tiles: int, bn: int) -> dict:
+        """TAIL_KS's arguments for GEMM i (0 gate/up, 1 down): its scratch and counters (a part a K slice: the
+        parts must divide its K tiles, else a part would leave some out)."""
+        if k_tiles % tail_ks:
+            return {}
         tcnt = _counters(x.device, 2 * slots, _TAIL_COUNTERS)
-        tbuf = torch.empty(2, slots * max(bn1, bn2) * 16, dtype=torch.float32, device=x.device)
-        if split1 == 1 and rows1 == 1 and nw1 == 1:
-            tail_kw[0] = {"TAIL_KS": tail_ks, "slots": slots, "tail_ptr": tbuf[0], "tcnt_ptr": tcnt[:slots]}
+        return {"TAIL_KS": tail_ks, "slots": slots, "tcnt_ptr": tcnt[i * slots:(i + 1) * slots],
+                "tail_ptr": torch.empty(slots * bn * 16, dtype=torch.float32, device=x.device)}
+    if tail and split1 == 1 and rows1 == 1 and nw1 == 1:
+        tail_kw[0] = tail_of(0, k1, bn1)
     launched, grids = {}, {}
     launched["gate_up"], grids["gate_up"] = _launch(_gemm_kernel, (runs if plan else P, grid_n1 // (rows1 * nw1), split1), (
         x32, ids, w1, ex.w13_scale, h, out, T, ex.expert_base, ex.num_local, out_numel,
@@ -1104,7 +1115,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     rows2 = 2 if rows_on and "FIXUP" not in down and grid_n2 % 2 == 0 else 1
     if tail and split == 1 and rows2 == 1 and nw2 == 1 and not ({"FIXUP", "ATOMIC_OUT"} & set(down)) \
             and maxnreg_down == -1:
-        tail_kw[1] = {"TAIL_KS": tail_ks, "slots": slots, "tail_ptr": tbuf[1], "tcnt_ptr": tcnt[slots:]}
+        tail_kw[1] = tail_of(1, k_iters, bn2)
     launched["down"], grids["down"] = _launch(_gemm_kernel, (dyn_items, 1, 1) if dyn else (
         runs if plan else P, grid_n2 // (rows2 * nw2), split), (
         a32, ids, w2, ex.w2_scale, y, out, T, ex.expert_base, ex.num_local, 0,

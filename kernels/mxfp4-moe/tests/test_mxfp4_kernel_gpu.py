@@ -523,37 +523,69 @@ def test_gluon_rows(cfg):
     assert_partials_both_ways(ex, cfg, 35700, "rows")
 
 
+def _tail_split(items: int, slots: int, ks: int, grid: int) -> int:
+    """The tail items a run-list GEMM splits into ks K parts (gluon_kernel._gemm_kernel's TAIL_KS rule): those past
+    the last full wave of ``slots``, where there are more items than slots, they fit one wave as parts, and the grid
+    holds the extra programs; 0 where every item is taken whole."""
+    t = items % slots
+    return t if items > slots and t and t * ks <= slots and grid >= items + (ks - 1) * t else 0
+
+
 @pytest.mark.parametrize("ks", [2, 4])
 @pytest.mark.parametrize("cfg", [{}, {"narrow_runs": False}, {"pdl": False}, {"run_table": False}])
 def test_tail_split(cfg, ks):
-    """tail_ks (twenty-sixth round): the run list's last wave of items split along K on the device. With
-    ``tail_slots`` set just below each GEMM's item count (the runs the routing makes, counted here), the last 3 to 5
-    items of the gate/up GEMM, then of the down GEMM, run as ks K parts whose last adds them; batches 17..32 (runs of
-    8 and 16 tokens, both kinds in one call: their parts share the scratch), three calls in a row (the counters back
-    to 0), the TP partials; a count that does not pass a multiple of the slots takes every item whole."""
+    """tail_ks (twenty-sixth round): the run list's last wave of items split along K on the device. ``tail_slots``
+    is set so that a GEMM's items pass a multiple of it by 3 items, or by a run's row blocks and 3 more (a tail of
+    two runs or more: 8- and 16-token items in one tail where the plan's last runs differ), first for the gate/up
+    GEMM, then for the down GEMM; the split the kernel takes is worked out here by its rule (and asserted taken
+    where the grid allows), and the result checked against the reference. Batches 17..32 (runs of 8 and 16 tokens;
+    runs of 8 with narrow runs off), three calls in a row (the counters back to 0), PDL off, the run table off; a
+    count under one wave takes every item whole; the TP partials with both GEMMs split (tail_slots 187 at seed
+    37700: 192 items each), where 4 parts do not divide the TP slice's 2 down K tiles and the host leaves that GEMM
+    whole; the grids and the host's choice per GEMM checked."""
     from mxfp4_moe import kernel as K
     from _kernel_cases import assert_ok, assert_partials_both_ways, check_case, make_routing
     torch.backends.cuda.matmul.allow_tf32 = False
     ex = R.random_expert_weights(6, 1024, 1024, expert_base=6,
                                  generator=torch.Generator(device="cuda").manual_seed(37), device="cuda")
     ex_t = ex.to_tiled_layout()
-    (bn1, _), (bn2, _) = ex_t.tiles
+    (bn1, bk1), (bn2, bk2) = ex_t.tiles
+    assert (1024 // bk1) % ks == 0 and (1024 // bk2) % ks == 0  # (both GEMMs' K tiles: the host takes the tail)
     base = {"maxnreg": 96, "plan_runs": True, "narrow_runs": True, "narrow_sub_k": 128, "run_table": True, **cfg,
             "tail_ks": ks, "split_gate_up": 1, "split_down": 1}  # (items split along K already take no tail split)
+    chunk = 16 if base["narrow_runs"] else 8
+    grid_n = (2 * 1024 // bn1, 1024 // bn2)
+    taken = 0
     for rep in range(3):
         for tokens in (17, 25, 32):
             seed = 37000 + tokens + 100 * rep
             ids, _ = make_routing("random", tokens, 12, 4, torch.Generator().manual_seed(seed), range(6, 12))
             counts = torch.bincount(ids.flatten(), minlength=12)[6:]
-            runs = int(sum(-(-int(c) // 16) for c in counts))
-            for items, t in ((runs * 2 * 1024 // bn1, 3), (runs * 1024 // bn2, 5), (runs * 1024 // bn2, 0)):
-                slots = items - t if t else items + 7  # t items past a wave, or fewer items than a wave
-                res = check_case(ex, ex_t, tokens, "random", 12, 4, seed, "cuda", "gluon", {**base, "tail_slots": slots})
+            runs = int(sum(-(-int(c) // chunk) for c in counts))
+            items = (runs * grid_n[0], runs * grid_n[1])
+            for g, t in ((0, 3), (0, grid_n[0] + 3), (1, 3), (1, grid_n[1] + 3), (0, None)):
+                slots = items[g] - t if t is not None else items[0] + 7  # (None: fewer items than a wave)
+                if slots < 1:
+                    continue
+                res = check_case(ex, ex_t, tokens, "random", 12, 4, seed, "cuda", "gluon",
+                                 {**base, "tail_slots": slots})
                 assert_ok(res, f"tail {cfg} ks {ks} batch {tokens} call {rep} slots {slots}")
-                assert K.LAST_LAUNCH["tail_ks"] == (ks, ks), K.LAST_LAUNCH
-    assert_partials_both_ways(ex, {**base, "tail_slots": 40}, 37700, "tail")
+                launch = K.LAST_LAUNCH
+                assert launch["tail_ks"] == (ks, ks), launch
+                grids = (launch["grids"]["gate_up"][0], launch["grids"]["down"][0])
+                split = [_tail_split(items[i], slots, ks, grids[i]) for i in (0, 1)]
+                if t is None:
+                    assert split == [0, 0], (split, items, slots)
+                elif t * ks <= slots and grids[g] >= items[g] + (ks - 1) * t:
+                    assert split[g] == t, (split, items, slots, grids)
+                taken += sum(1 for x in split if x)
+    assert taken >= 20, taken  # (the tails this test means to run were run)
+    assert_partials_both_ways(ex, {**base, "tail_slots": 187}, 37700, "tail")
+    assert K.LAST_LAUNCH["tail_ks"] == (ks, 2 if ks == 2 else 0), K.LAST_LAUNCH  # (the TP slice: 2 down K tiles)
     with pytest.raises(ValueError, match="tail_ks must be 0"):
         check_case(ex, ex_t, 32, "random", 12, 4, 37800, "cuda", "gluon", {**base, "tail_ks": 3})
+    with pytest.raises(ValueError, match="tail_slots must be a non-negative int"):
+        check_case(ex, ex_t, 32, "random", 12, 4, 37800, "cuda", "gluon", {**base, "tail_slots": -1})
 
 
 @pytest.mark.parametrize("warps", [2, 4, 8])
