@@ -10,6 +10,7 @@ trailing version signature, so that regenerating an unchanged patch shows no dif
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING
 
@@ -372,6 +373,8 @@ def _convert_hunk(h: UHunk) -> Hunk:
     kinds: list[str] = []
     for ln in h:
         kind = ln.line_type
+        if kind == "":  # (blank lines past the hunk's counts, at the end of the patch: an editor's, not the hunk's)
+            continue
         if kind == "\\":
             # the line before has no newline at the end of the file
             if kinds and kinds[-1] in ("-", " ") and old:
@@ -388,8 +391,12 @@ def _convert_hunk(h: UHunk) -> Hunk:
     lead = next((i for i, k in enumerate(kinds) if k != " "), len(kinds))
     trail = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
     header_line = ((h[0].diff_line_no or 1) - 1) if len(h) else 0
+    text = str(h)
+    blanks = sum(1 for _ in itertools.takewhile(lambda ln: ln.line_type == "", reversed(h)))
+    if blanks:  # (the fingerprint is the change's: an editor's blank lines at the end of the file change nothing)
+        text = text[:len(text) - sum(len(str(ln)) for ln in h[len(h) - blanks:])]
     return Hunk(h.source_start, h.source_length, h.target_start, h.target_length,
-                tuple(old), tuple(new), lead, trail, header_line, str(h))
+                tuple(old), tuple(new), lead, trail, header_line, text)
 
 
 def diff_body(text: str) -> str:

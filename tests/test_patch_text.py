@@ -125,10 +125,12 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "fixpack.cli", *args], capture_output=True, text=True, cwd=REPO)
 
 
-@pytest.mark.parametrize("edit", ["index", "no-final-newline"])
+@pytest.mark.parametrize("edit", ["index", "no-final-newline", "blank-lines-at-end"])
 def test_check_lock_format_and_check_agree(builder, edit):
     """found by a fresh user: with git's index line check said the lock was stale, lock rewrote it, format
-    dropped the line, and check said stale again (with the last newline cut: lock exit 4)."""
+    dropped the line, and check said stale again (with the last newline cut: lock exit 4). Another: blank lines an
+    editor left at the end of the patch were taken into its last hunk's text, so the fix's fingerprint changed and
+    status and check called the lock stale (lock exit 4: 'bump the version'); they are no part of the change."""
     from conftest import one_fix_pack
 
     one_fix_pack(builder)
@@ -141,16 +143,32 @@ def test_check_lock_format_and_check_agree(builder, edit):
     assert _cli("check", "--pack", pack).returncode == 0
     text = original.decode()
     head = text.index("\n", text.index("diff --git ")) + 1
-    patch.write_text(text[:head] + "index aeb82de..abcdef1 100644\n" + text[head:] if edit == "index" else text[:-1])
+    patch.write_text(text[:head] + "index aeb82de..abcdef1 100644\n" + text[head:] if edit == "index" else
+                     text + "\n\n" if edit == "blank-lines-at-end" else text[:-1])
     r = _cli("check", "--pack", pack)
     assert r.returncode == 0, r.stdout + r.stderr  # the same change: the lock is fresh
     r = _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}")
     assert r.returncode == 0, r.stderr
+    if edit == "blank-lines-at-end":  # (no churn: format leaves an editor's blank lines; the lock, resealed, fresh)
+        assert _cli("format", "--check", "--pack", pack).returncode == 0
+        assert _cli("check", "--pack", pack).returncode == 0
+        return
     assert _cli("format", "--check", "--pack", pack).returncode == 2  # churn for format to drop
     assert _cli("format", "--pack", pack).returncode == 0 and patch.read_bytes() == original
     assert _cli("check", "--pack", pack).returncode == 0 and _cli("format", "--check", "--pack", pack).returncode == 0
     assert _cli("lock", "--pack", pack, "--profile", "p1", "--root", f"demo={clean}").returncode == 0
     assert (builder.pack / "profiles/p1.lock").read_bytes() == lock
+
+
+def test_blank_lines_that_end_the_patch_are_no_part_of_its_last_hunk():
+    """An editor's blank lines at the end of a patch: the same fingerprint and the same hunk (its trailing context
+    counted as before: the blank lines had made it 0, so fuzz could not drop that context)."""
+    body = DIFF.replace("+c\n", "+c\n d\n").replace("@@ -1,2 +1,2 @@", "@@ -1,3 +1,3 @@")
+    plain = parse_patch(body.encode())
+    for extra in ("\n", "\n\n\n"):
+        blank = parse_patch((body + extra).encode())
+        assert change_sha256(blank.files) == change_sha256(plain.files)
+        assert blank.files[0].hunks == plain.files[0].hunks and plain.files[0].hunks[0].trailing_context == 1
 
 
 def test_a_change_of_line_ends_is_a_change():
