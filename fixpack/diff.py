@@ -297,7 +297,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             raise signature_taken(source, sig, hunk_line)
         if not in_git and ln.startswith(("diff ", "Only in ")) and not (old or new):  # diff -ruN's own lines between
             continue  # its files (git apply skips them too)
-        if ended == n - 1 and (ln[:1] in (" ", "-", "+") or ln == ""):  # ('': a context line's space stripped)
+        if ended == n - 1 and (ln[:1] in (" ", "-", "+") or (ln == "" and _diff_follows(lines, n))):
             raise past_the_hunk(source, n, lines[n - 1:], hunk_line, header)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
     if (old > 0 or new > 0) and sig is not None and all(x == "" for x in lines[sig[0]:]):  # its last line a '-- '
@@ -309,6 +309,15 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         names_given(source, seen, flags)
     no_hunks(source, file_line, hunks_in_file, "+++" in seen)
     return named
+
+
+def _diff_follows(lines: list[str], n: int) -> bool:
+    """Whether the diff goes on after the blank line ``n`` (1-based) that follows a hunk's last counted line: its next
+    line that is not blank is a hunk line, a marker, an @@ line or a file's header. Then the blank line is a context
+    line whose space an editor stripped (one line more than the header states); text after the diff (a note, a
+    signature) is not."""
+    nxt = next((x for x in lines[n:] if x != ""), None)
+    return nxt is not None and nxt != "-- " and (nxt[:1] in (" ", "-", "+", "\\", "@") or nxt.startswith("diff "))
 
 
 def _shown(line: str) -> str:

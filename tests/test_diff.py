@@ -405,6 +405,19 @@ def test_the_lines_past_a_hunks_count_are_its_hunk_lines_a_marker_not_counted_a_
                            "(fix the @@ line's numbers"), said
 
 
+@pytest.mark.parametrize("extra", ["\nsome note\n", "\n-- \n2.43.0\n"])
+def test_a_blank_line_then_text_after_a_hunk_is_text_after_the_diff(extra):
+    """A fresh user: a blank line after a complete hunk followed by prose (or a signature) was said as a hunk with
+    more lines than its header states, with the hint to fix the @@ line's numbers, which would make it worse. Only
+    where the diff goes on after it is the blank line a context line; before text it is text after the diff."""
+    head = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n 1\n-2\n+two\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch((head + extra).encode(), "p.patch")
+    said = str(exc.value)
+    assert said.startswith("p.patch:8: unexpected line outside a hunk: '' (a lost @@ line, or text after the diff)")
+    assert "more lines than its header" not in said, said
+
+
 @pytest.mark.parametrize("body", ["-a\n\\ No newline at end of file\n\\ No newline at end of file\n+b\n",
                                   "-a\n+b\n\\ No newline at end of file\n\\ No newline at end of file\n"])
 def test_a_second_no_newline_marker_is_said_to_be_a_second_one(body):
