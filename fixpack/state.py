@@ -255,7 +255,7 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
     if group is not None and not is_root(group.roots[group.index], root):
         raise DamagedStateError(jpath, f"'group' names {group.roots[group.index]} as this target, not "
                                        f"{os.path.realpath(root)} (a journal put there by hand, or a tree copied or "
-                                       f"moved while a run's journal was in it: moved, put it back there, or give "
+                                       f"moved while a run's journal was in it: moved, put it back there and give "
                                        f"that path as its --root, and run again; the journal is then read as written)")
     said: bool | str = group is not None and group.committed  # (a later target's: its first target's journal says)
     if group is not None and group.index and isinstance(said := first_said(group), str):
