@@ -10,7 +10,6 @@ trailing version signature, so that regenerating an unchanged patch shows no dif
 
 from __future__ import annotations
 
-import itertools
 import re
 from typing import TYPE_CHECKING
 
@@ -400,10 +399,9 @@ def _convert_hunk(h: UHunk) -> Hunk:
     lead = next((i for i, k in enumerate(kinds) if k != " "), len(kinds))
     trail = next((i for i, k in enumerate(reversed(kinds)) if k != " "), len(kinds))
     header_line = ((h[0].diff_line_no or 1) - 1) if len(h) else 0
+    # (the fingerprint is the change's: an editor's blank lines, which unidiff keeps at the hunk's end, change nothing)
     text = str(h)
-    blanks = sum(1 for _ in itertools.takewhile(lambda ln: ln.line_type == "", reversed(h)))
-    if blanks:  # (the fingerprint is the change's: an editor's blank lines at the end of the file change nothing)
-        text = text[:len(text) - sum(len(str(ln)) for ln in h[len(h) - blanks:])]
+    text = text[:len(text) - sum(len(str(ln)) for ln in h if ln.line_type == "")]
     return Hunk(h.source_start, h.source_length, h.target_start, h.target_length,
                 tuple(old), tuple(new), lead, trail, header_line, text)
 

@@ -51,14 +51,15 @@ def recover(root: Path, writes: Writes | None = None) -> list[str]:
     return roll_back(root, load_journal(root, writes))
 
 
-def settle(root: Path, writes: Writes | None) -> list[str] | None:
+def settle(root: Path, writes: Writes | None, journal: Journal | None = None) -> list[str] | None:
     """What a writing run does first with a journal a killed run left in ``root``: :func:`recover` (the paths it
     changed), or, for the journal of a run over several targets that was complete (:attr:`Journal.done`), remove it
     and its backups, no file touched (None). The first target's journal of such a run, which says it was complete,
     goes only once no other target holds that run's journal (that one's next run would roll it back, half of a
     complete run): MismatchError (exit 3: the state of the targets, which a run over all of them settles) while one
-    does, nothing written; the caller settles the others first."""
-    journal = load_journal(root, writes)
+    does, nothing written; the caller settles the others first. ``journal``: the one in ``root`` as the caller loaded
+    it (:func:`fixpack.state.load_journal`: its entries and backups read and checked once); None: loaded here."""
+    journal = journal or load_journal(root, writes)
     if journal is None or journal.group is None or not journal.done:
         return roll_back(root, journal)
     pending = group_pending(journal.group) if journal.group.index == 0 else []

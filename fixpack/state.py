@@ -43,7 +43,7 @@ from .groups import (
     BACKUPS,
     JOURNAL,
     Group,
-    first_said,
+    group_done,
     group_steps,
     is_root,
     parse_group,
@@ -257,12 +257,12 @@ def _parse_journal(root: Path, jpath: Path, raw: bytes, writes: Writes | None) -
                                        f"{os.path.realpath(root)} (a journal put there by hand, or a tree copied or "
                                        f"moved while a run's journal was in it: moved, put it back there and give "
                                        f"that path as its --root, and run again; the journal is then read as written)")
-    said: bool | str = group is not None and group.committed  # (a later target's: its first target's journal says)
-    if group is not None and group.index and isinstance(said := first_said(group), str):
+    done = group is not None and group_done(group)  # (a later target's: its first target's journal says)
+    if done is None:
         raise DamagedStateError(jpath, "whether the run over several targets that left it was complete cannot be "
                                        "told")  # (its steps say why): neither rolled back nor removed
     return Journal(jpath, entries, tuple(dirs), removed if owned_by_us(jpath) else {},
-                   (by["command"], by["fix"]) if by else None, group, said is True)
+                   (by["command"], by["fix"]) if by else None, group, done)
 
 
 def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEntry, ...],

@@ -199,17 +199,18 @@ def recover_interrupted(ctx: Context) -> None:
     each target noted (:meth:`fixpack.report.Report.recovered`, :meth:`fixpack.report.Report.finished`). The
     caller holds the targets' locks. Raises what :func:`fixpack.rollback.settle` raises, and what
     :func:`fixpack.state.load_journal` raises for any of them before the first is rolled back or removed."""
-    def first_of_a_group(ft: FoundTarget) -> bool:
-        g = group_at(ft.root) if journal_there(ft.root) else None
-        return g is not None and g.index == 0
+    # every journal loaded and checked before any is obeyed: a refusal leaves every target as it was
+    loaded = {ft.root: load_journal(ft.root, run_writes(ctx, ft.root)) for ft in ctx.found.values()
+              if journal_there(ft.root)}
 
-    for ft in ctx.found.values():  # every journal checked before any is obeyed: a refusal leaves every target as it was
-        if journal_there(ft.root):
-            load_journal(ft.root, run_writes(ctx, ft.root))
+    def first_of_a_group(ft: FoundTarget) -> bool:
+        journal = loaded.get(ft.root)
+        return journal is not None and journal.group is not None and journal.group.index == 0
+
     for ft in sorted(ctx.found.values(), key=first_of_a_group):  # (a stable sort: else in the run's order)
         if leftover_journal(ft.root):
             journal = journal_there(ft.root)  # (else backups alone, which no journal names)
-            changed = settle(ft.root, run_writes(ctx, ft.root))  # (its journal is removed even when none needed it)
+            changed = settle(ft.root, run_writes(ctx, ft.root), loaded.get(ft.root))  # (removed even when not needed)
             if changed is None:
                 ctx.report.finished(ft.spec.name, str(ft.root))
             else:

@@ -611,6 +611,21 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
 
 
 
+@gluon.jit
+def _run_wide(word, tab, ids_all, CHUNK: gl.constexpr, NARROW: gl.constexpr, TOK_TABLE: gl.constexpr):
+    """Whether the run of plan word ``word`` takes the wide (CHUNK-token) tiles: always without NARROW; with it, where
+    the run has more than 8 tokens: its run table's position 8 (``tab``) holds a pair (TOK_TABLE), or its expert's
+    count in the routing ids (``ids_all``) past the earlier runs is over 8."""
+    wide = True
+    if NARROW:
+        if TOK_TABLE:
+            if gl.load(tab + 8) < 0:
+                wide = False
+        elif gl.sum((ids_all == (word >> 12)).to(gl.int32), axis=0) - ((word >> 9) & 7) * CHUNK <= 8:
+            wide = False
+    return wide
+
+
 # inlined into the one-item-a-program grid; a call in the persistent loop (inlined there, the compiler keeps
 # the first item's address tensors live across the loop: 106-127 registers against 80-84, Triton 3.9, sm_90)
 _gemm_tile = gluon.jit(_gemm_tile_fn)
@@ -708,6 +723,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
         # uniform registers: with the run count in the divisions the K loop took 128 registers, not 98)
         g = gl.program_id(0)
         r = g // (GRID_N * SPLIT_K)
+        ids_all = None
         if NARROW and not TOK_TABLE:  # the routing ids before the wait (as _route reads them): counted once the run is known
             l1: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
             offs_ids = gl.arange(0, P_P2, layout=l1)
@@ -730,14 +746,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             if go:
                 word = gl.load(plan_ptr + 1 + ri)
                 tab = plan_ptr + _TABLE_AT + ri * CHUNK
-                wide = True
-                if NARROW:  # this run's tokens: its expert's count past the earlier runs (at most CHUNK)
-                    if TOK_TABLE:  # the table's position 8 holds a pair: more than 8 tokens
-                        if gl.load(tab + 8) < 0:
-                            wide = False
-                    elif gl.sum((ids_all == (word >> 12)).to(gl.int32), axis=0) - ((word >> 9) & 7) * CHUNK <= 8:
-                        wide = False
-                if wide:
+                if _run_wide(word, tab, ids_all, CHUNK, NARROW, TOK_TABLE):
                     _gemm_tile(word & 511, (g % GRID_N) * ROWS, (g // GRID_N) % SPLIT_K, a_ptr, ids_ptr, w_ptr, s_ptr,
                                y_ptr, out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se,
                                stride_ym, stride_yk, K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K,
@@ -760,14 +769,7 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                 rt = item // GRID_N
                 word_t = gl.load(plan_ptr + 1 + rt)
                 tab_t = plan_ptr + _TABLE_AT + rt * CHUNK
-                wide_t = True
-                if NARROW:
-                    if TOK_TABLE:
-                        if gl.load(tab_t + 8) < 0:
-                            wide_t = False
-                    elif gl.sum((ids_all == (word_t >> 12)).to(gl.int32), axis=0) - ((word_t >> 9) & 7) * CHUNK <= 8:
-                        wide_t = False
-                if wide_t:
+                if _run_wide(word_t, tab_t, ids_all, CHUNK, NARROW, TOK_TABLE):
                     _gemm_tile(word_t & 511, item % GRID_N, q % TAIL_KS, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
                                out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
                                K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, 1, GATE_UP, W5, X4, S3, ZERO_BLOCK,

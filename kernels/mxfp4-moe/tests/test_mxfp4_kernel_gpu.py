@@ -537,8 +537,10 @@ def test_tail_split(cfg, ks):
     """tail_ks (twenty-sixth round): the run list's last wave of items split along K on the device. ``tail_slots``
     is set so that a GEMM's items pass a multiple of it by 3 items, or by a run's row blocks and 3 more (a tail of
     two runs or more: 8- and 16-token items in one tail where the plan's last runs differ), first for the gate/up
-    GEMM, then for the down GEMM; the split the kernel takes is worked out here by its rule (and asserted taken
-    where the grid allows), and the result checked against the reference. Batches 17..32 (runs of 8 and 16 tokens;
+    GEMM, then for the down GEMM. The split the kernel takes cannot be seen from here: the test works out by the
+    kernel's rule (_tail_split) that its numbers reach it, and asserts that, so that numbers which would not reach
+    the split fail rather than test the whole items again; what the kernel computes is checked against the
+    reference. Batches 17..32 (runs of 8 and 16 tokens;
     runs of 8 with narrow runs off), three calls in a row (the counters back to 0), PDL off, the run table off; a
     count under one wave takes every item whole; the TP partials with both GEMMs split (tail_slots 187 at seed
     37700: 192 items each), where 4 parts do not divide the TP slice's 2 down K tiles and the host leaves that GEMM
