@@ -49,7 +49,7 @@ from .structs import replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
     from unidiff.patch import Hunk as UHunk
-    from unidiff.patch import PatchedFile
+    from unidiff.patch import PatchedFile, PatchSet
 
 FIXED_FROM_LINE = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
 AUTHOR = "vLLM Gaudi fix pack <fixpack@invalid>"
@@ -82,11 +82,23 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
                               [Problem(f"malformed patch: {said}", None, at, REGENERATE)]) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:
         raise PatchParseError(f"{source}: malformed patch: no file section could be read")
+    _all_sections_read(text, patchset, source)
     budget = Budget(pack)  # all the patch's binary blocks together (and the pack's)
     files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source, budget)) for pf in patchset)
     check_renames(files, named, source)
     budget.done()
     return ParsedPatch(header, files)
+
+
+def _all_sections_read(text: str, patchset: PatchSet, source: str) -> None:
+    """PatchParseError at the first 'diff --git' line whose file section unidiff did not read: it drops a section
+    whose header it does not recognise without a word (a lone path, no path), so the change it carried (a mode, a
+    rename) would be missed while the rest of the patch applied."""
+    read = {str(pf.patch_info[0]).rstrip("\n") for pf in patchset if pf.patch_info}
+    at = next((n for n, ln in enumerate(text.split("\n"), 1) if ln.startswith("diff --git ") and ln not in read), None)
+    if at is not None:
+        what = "malformed patch: a file section whose 'diff --git' line names no two files (a/X b/X) could not be read"
+        raise PatchParseError(f"{source}:{at}: {what}", [Problem(what, None, at, REGENERATE)])
 
 
 def _canonical_modes(fp: FilePatch) -> FilePatch:
@@ -231,6 +243,10 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
         if binary_data and not ln.startswith("diff --git "):
             continue  # read and checked line by line when the section is parsed (_with_data)
         if ln.startswith("diff --git "):
+            if "\t" in ln:  # (git quotes a name that holds one; git apply and unidiff would read another split)
+                raise bad(source, n, f"a TAB in the 'diff --git' line {_shown(ln)}: git writes a name that holds one "
+                                     f"quoted (\"a/x\\ty\"), so which files the line names cannot be told",
+                          f"quote the name as git does, or {REGENERATE}")
             binary_data = False
             if not hunks_in_file:
                 names_given(source, seen, flags)
@@ -360,12 +376,24 @@ def _parse_header(text: str) -> PatchHeader:
     return PatchHeader(subject, "\n".join(body).strip(), tuple(fields))
 
 
+def _created_deleted(pf: PatchedFile) -> tuple[bool, bool]:
+    """Whether the file section creates its file, and whether it deletes it. In git's form only its own words say
+    so: '/dev/null' on the ---/+++ lines, or 'new file mode' / 'deleted file mode' (unidiff reads those as
+    '/dev/null' too); a hunk '@@ -0,0' fills an empty file there, and '+0,0 @@' empties one. unidiff also takes such a
+    lone hunk for a created or deleted file, which is right for a plain 'diff -N' (it writes a missing side as an
+    empty file) and is kept there: a git diff that emptied a file was applied as its deletion."""
+    if any(str(info).startswith("diff --git ") for info in pf.patch_info or ()):
+        return pf.source_file == "/dev/null", pf.target_file == "/dev/null"
+    return bool(pf.is_added_file), bool(pf.is_removed_file)
+
+
 def _convert_file(pf: PatchedFile, source: str) -> FilePatch:
     line = pf.diff_line_no
-    old = None if pf.is_added_file else clean_path(pf.source_file, source, line)
-    new = None if pf.is_removed_file else clean_path(pf.target_file, source, line)
+    created, deleted = _created_deleted(pf)
+    old = None if created else clean_path(pf.source_file, source, line)
+    new = None if deleted else clean_path(pf.target_file, source, line)
     hunk_lines = [(ln.line_type, ln.value, ln.diff_line_no or 0) for h in pf for ln in h]
-    refuse_stray_crlf(hunk_lines, new or old or "", source, bool(pf.is_added_file))  # (a CR pasted into one line)
+    refuse_stray_crlf(hunk_lines, new or old or "", source, created)  # (a CR pasted into one line)
     hunks = tuple(_convert_hunk(h) for h in pf)
     if old == new and all(h.old_lines == h.new_lines for h in hunks) and not pf.is_binary_file and \
             pf.source_mode == pf.target_mode:  # a bare diff --git, or hunks of context alone (no + or - line)

@@ -428,3 +428,24 @@ def test_a_second_no_newline_marker_is_said_to_be_a_second_one(body):
     said = str(exc.value)
     assert "a second '\\ No newline at end of file' marker (line " in said, said
     assert "middle of the hunk" not in said and "outside a hunk" not in said, said
+
+
+@pytest.mark.parametrize("header", ["diff --git a/x.py\tb/x.py", "diff --git a/../../x\tq b/../../x\tq",
+                                    "diff --git a/x.py", "diff --git "])
+def test_a_file_section_unidiff_cannot_read_is_refused_not_dropped(header):
+    """A fresh user: a mode-only section whose 'diff --git' line split its names with a TAB (git quotes a name that
+    holds one) was dropped by unidiff without a word: check said the pack was clean, and apply wrote the rest while
+    the mode change (which git apply makes) never came; an escaping path there went unseen. So was a section whose
+    line names one file or none. Refused at that line (exit 2)."""
+    base = "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(PatchParseError, match=r"^p\.patch:7: ") as exc:
+        parse_patch((base + header + "\nold mode 100644\nnew mode 100755\n").encode(), "p.patch")
+    assert exc.value.exit_code == 2
+
+
+def test_a_name_with_spaces_in_the_diff_git_line_is_still_read():
+    """The guard above reads every section git writes: a name with spaces (unquoted by git) and a quoted one."""
+    base = "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n"
+    for header in ("diff --git a/my file.py b/my file.py", 'diff --git "a/\\303\\274.py" "b/\\303\\274.py"'):
+        files = parse_patch((base + header + "\nold mode 100644\nnew mode 100755\n").encode(), "p.patch").files
+        assert len(files) == 2 and files[1].new_mode == "100755", files

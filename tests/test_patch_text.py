@@ -492,6 +492,28 @@ def test_a_last_line_with_a_lone_cr_from_a_hunk_without_context_is_refused_in_an
     assert snapshot(image) == before and not (builder.pack / "profiles/p1.lock").exists()
 
 
+def test_a_git_diff_that_empties_a_file_or_fills_an_empty_one_changes_it_in_place(builder):
+    """A fresh user: git diff of a file emptied ('@@ -1,2 +0,0 @@' between '--- a/X' and '+++ b/X') was read as
+    the file's deletion (unidiff takes a lone hunk to or from nothing for one), and apply removed it (an empty
+    package __init__.py gone: a namespace package); of an empty file filled ('@@ -0,0 +1 @@') as its creation, which
+    lock refused ('exists already'). git apply and GNU patch change both in place, and so does fixpack now; in git's
+    form only /dev/null or a new/deleted file mode says a file comes or goes. Revert puts both back."""
+    two, empty = "demo_pkg/two.py", "demo_pkg/empty_init.py"
+    body = (f"diff --git a/{two} b/{two}\nindex 208f01a..e69de29 100644\n--- a/{two}\n+++ b/{two}\n"
+            f"@@ -1,2 +0,0 @@\n-a\n-b\n"
+            f"diff --git a/{empty} b/{empty}\nindex e69de29..7898192 100644\n--- a/{empty}\n+++ b/{empty}\n"
+            f"@@ -0,0 +1 @@\n+a\n")
+    builder.add_fix("one", {}, {}, diff=body)
+    builder.profile(["one"])
+    files = {two: "a\nb\n", empty: ""}
+    builder.lock(builder.tree("clean", files))
+    image = builder.tree("image", files)
+    before = snapshot(image)
+    assert engine.apply(builder.request(image)).ok
+    assert (image / two).read_bytes() == b"" and (image / empty).read_bytes() == b"a\n"
+    assert engine.revert(builder.request(image)).ok and snapshot(image) == before
+
+
 def test_a_new_file_with_mixed_line_ends_is_refused_with_a_hint_that_is_true():
     """Found in a closing note: git diff's own patch of a new file whose lines end in CR LF and LF (``a\\r\\nb\\nc\\r\\n``)
     is refused as a stray CR LF line (kept: one pasted line as much as in a changed file), and the hint said to
