@@ -297,30 +297,31 @@ def _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, 
               BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SPLIT_K: gl.constexpr, GATE_UP: gl.constexpr,
               FIXUP: gl.constexpr, ATOMIC_OUT: gl.constexpr, I_SIZE: gl.constexpr, GRID_N: gl.constexpr,
               mma: gl.constexpr, WARPS: gl.constexpr = 1, TAIL_KS: gl.constexpr = 0, tail_ptr=None, tcnt_ptr=None,
-              tail_i=0):
+              tail_i=0, tail_parts=0):
     """A GEMM item's sums acc [BLOCK_N, BLOCK_M] (mma layout) of tile row block pid_n, K part pid_k, out: see
     _gemm_tile (GATE_UP: silu(gate) * up to act, or the K part with the fix-up; down: the K part, stored or
     added). WARPS > 1: BLOCK_N is WARPS row blocks of 32 in _gemm_tile's row order (a gate row r and its up row
     r + BLOCK_N / 2 in one lane still, and act column pid_n x BLOCK_N / 2 + r); not with FIXUP.
-    TAIL_KS > 0 (twenty-sixth round; SPLIT_K 1, no FIXUP, no ATOMIC_OUT, WARPS 1): acc is K part pid_k of TAIL_KS of
-    the last wave's item tail_i; the part's sums go to tail_ptr ([tail_i, part, BLOCK_N, 16] fp32, BLOCK_M <= 16),
-    the last part to arrive (a counter a tail item in tcnt_ptr, put back to 0) adds them and stores the item as a
-    whole one."""
+    TAIL_KS > 0 (twenty-sixth round; SPLIT_K 1, no FIXUP, no ATOMIC_OUT, WARPS 1): acc is K part pid_k of tail_parts
+    (run time, 2 .. TAIL_KS) of the last wave's item tail_i; the part's sums go to tail_ptr ([tail_i, part, BLOCK_N,
+    16] fp32, BLOCK_M <= 16, tail_parts parts an item), the last part to arrive (a counter a tail item in tcnt_ptr,
+    put back to 0) adds them and stores the item as a whole one."""
     acc = acc * _MMA_UNSCALE
     if TAIL_KS > 0:
         tl_n: gl.constexpr = gl.SliceLayout(1, mma)
         tl_m: gl.constexpr = gl.SliceLayout(0, mma)
         TILE: gl.constexpr = BLOCK_N * 16  # (a part's room: 16 tokens, so 8- and 16-token items share one layout)
         t_off = gl.arange(0, BLOCK_N, layout=tl_n)[:, None] * BLOCK_M + gl.arange(0, BLOCK_M, layout=tl_m)[None, :]
-        t_ptrs = tail_ptr + tail_i.to(gl.int64) * (TAIL_KS * TILE) + t_off
+        t_ptrs = tail_ptr + (tail_i * tail_parts).to(gl.int64) * TILE + t_off
         gl.store(t_ptrs + pid_k * TILE, acc)
         _fence_gpu()
         t_cnt = tcnt_ptr + tail_i
-        if gl.atomic_add(t_cnt, 1, sem="acq_rel", scope="gpu") == TAIL_KS - 1:
+        if gl.atomic_add(t_cnt, 1, sem="acq_rel", scope="gpu") == tail_parts - 1:
             _fence_gpu()
-            tot = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, layout=mma)
-            for s in gl.static_range(TAIL_KS):
-                tot += gl.load(t_ptrs + s * TILE, cache_modifier=".cg")
+            tot = gl.load(t_ptrs, cache_modifier=".cg")
+            for s in gl.static_range(1, TAIL_KS):
+                if s < tail_parts:
+                    tot += gl.load(t_ptrs + s * TILE, cache_modifier=".cg")
             gl.atomic_xchg(t_cnt, 0, sem="relaxed", scope="gpu")
             if GATE_UP:
                 _store_act(tot, y_ptr, stride_ym, rows, has, pid_n, BLOCK_N, BLOCK_M)
@@ -588,7 +589,7 @@ def _gemm_tile_fn(pid_p, pid_n, pid_k, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_
                 x_ptrs += BLOCK_K // 2
         _tile_out(acc, pid_n, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act, cnt_ptr,
                   BN, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma, WARPS, TAIL_KS, tail_ptr,
-                  tcnt_ptr, tail_i)
+                  tcnt_ptr, tail_i, split_rt)
         if ROWS == 2:
             _tile_out(acc2, pid_n + 1, pid_p, pid_k, rows, has, y_ptr, stride_ym, stride_yk, act_ptr, stride_act,
                       cnt_ptr, BLOCK_N, BLOCK_M, SPLIT_K, GATE_UP, FIXUP, ATOMIC_OUT, I_SIZE, GRID_N, mma)
@@ -678,7 +679,9 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
     items split along K. Of the n_runs x GRID_N items, the t = items % ``slots`` (the programs resident at once) past
     the last full wave are, where there are more items than slots and t x TAIL_KS fit in one wave (and in the grid),
     taken as TAIL_KS K parts each by programs items - t .. items - t + TAIL_KS t - 1 (_tile_out's TAIL_KS: the last
-    part adds the parts and stores the item), so the last wave's programs run a 1 / TAIL_KS of an item each."""
+    part adds the parts and stores the item), so the last wave's programs run a 1 / TAIL_KS of an item each; where
+    t x TAIL_KS do not fit but t is at most 2/5 of the slots, in the gate/up GEMM, as 2 parts each (twenty-seventh
+    round)."""
     _gdc_launch_dependents(GDC)
     if PERSIST:
         P = T * TOPK
@@ -736,8 +739,17 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
             gl.static_assert(SPLIT_K == 1 and PLAN_ITEMS == 1 and ROWS == 1 and WARPS == 1 and BLOCK_M <= 16,
                              "TAIL_KS needs whole items of one row block, one warp, at most 16 tokens")
             t = whole % slots
-            if (whole > slots) & (t > 0) & (t * TAIL_KS <= slots) & (gl.num_programs(0) >= whole + (TAIL_KS - 1) * t):
+            # the parts: TAIL_KS where t x TAIL_KS fit one wave (and the grid), else, in the gate/up GEMM, 2 where t
+            # is at most 2/5 of a wave (twenty-seventh round: gate/up tails of 19-36% of a wave gained 4-5% in 2
+            # parts; the TP down GEMM's, 4 K tiles an item, lost 1.6-3% at 38% and 45%)
+            n_prog = gl.num_programs(0)
+            TWO: gl.constexpr = 2 if GATE_UP else 0
+            parts = gl.where((t * TAIL_KS <= slots) & (n_prog >= whole + (TAIL_KS - 1) * t), TAIL_KS,
+                             gl.where((t * 5 <= slots * TWO) & (n_prog >= whole + t), 2, 0))
+            if (whole > slots) & (t > 0) & (parts > 0):
                 whole = whole - t
+            else:
+                parts = parts * 0 + 1
         for i in gl.static_range(PLAN_ITEMS):  # runs r, r + plan_stride, ... (eighth round; 1 before)
             ri = r + i * plan_stride
             go = ri < n_runs
@@ -763,25 +775,25 @@ def _gemm_kernel(a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr, out_ptr, T, expert_base, n
                                tab, WARPS)
         if TAIL_KS > 0:
             q = g - whole
-            if (q >= 0) & (q < TAIL_KS * (n_runs * GRID_N - whole)):
-                ti = q // TAIL_KS
+            if (q >= 0) & (q < parts * (n_runs * GRID_N - whole)):
+                ti = q // parts
                 item = whole + ti
                 rt = item // GRID_N
                 word_t = gl.load(plan_ptr + 1 + rt)
                 tab_t = plan_ptr + _TABLE_AT + rt * CHUNK
                 if _run_wide(word_t, tab_t, ids_all, CHUNK, NARROW, TOK_TABLE):
-                    _gemm_tile(word_t & 511, item % GRID_N, q % TAIL_KS, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                    _gemm_tile(word_t & 511, item % GRID_N, q % parts, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
                                out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
                                K, TOPK, TOPK_P2, P_P2, BLOCK_M, BLOCK_N, BLOCK_K, 1, GATE_UP, W5, X4, S3, ZERO_BLOCK,
                                GDC, I_SIZE, PEEL, False, act_ptr, cnt_ptr, stride_act, CHUNK, ZERO_PAIRS, False,
-                               GRID_N, True, word_t >> 12, (word_t >> 9) & 7, True, TAIL_KS, SUB_K, 1, TOK_TABLE,
+                               GRID_N, True, word_t >> 12, (word_t >> 9) & 7, True, parts, SUB_K, 1, TOK_TABLE,
                                tab_t, 1, TAIL_KS, tail_ptr, tcnt_ptr, ti)
                 elif NARROW:
-                    _gemm_tile(word_t & 511, item % GRID_N, q % TAIL_KS, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
+                    _gemm_tile(word_t & 511, item % GRID_N, q % parts, a_ptr, ids_ptr, w_ptr, s_ptr, y_ptr,
                                out_ptr, T, expert_base, n_local, out_numel, stride_am, stride_we, stride_se, stride_ym, stride_yk,
                                K, TOPK, TOPK_P2, P_P2, 8, BLOCK_N, BLOCK_K, 1, GATE_UP, W5N, X4N, S3N, ZERO_BLOCK,
                                GDC, I_SIZE, PEEL, False, act_ptr, cnt_ptr, stride_act, 8, ZERO_PAIRS, False,
-                               GRID_N, True, word_t >> 12, ((word_t >> 9) & 7) * (CHUNK // 8), True, TAIL_KS,
+                               GRID_N, True, word_t >> 12, ((word_t >> 9) & 7) * (CHUNK // 8), True, parts,
                                NARROW_SUB_K, 1, TOK_TABLE, tab_t, 1, TAIL_KS, tail_ptr, tcnt_ptr, ti)
         if GATE_UP:
             zl: gl.constexpr = gl.BlockedLayout([4], [32], [WARPS], [0])
@@ -928,7 +940,10 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
     (twenty-sixth round; with plan and a register cap, not plan_split_per_sm, plan_items, rows 2 or warps): each GEMM
     whose items are whole (no K split) and whose K tiles tail_ks divides splits the last wave's items along K on the
     device (_gemm_kernel's TAIL_KS), where the routed runs' items pass a multiple of the programs resident at the cap
-    (``tail_slots`` > 0: that many instead, for the tests); ValueError for another value."""
+    (``tail_slots`` > 0: that many instead, for the tests); ValueError for another value. tail_ks is the most K parts
+    an item (twenty-seventh round): 4 where the tail's items x 4 fit one wave, else, in the gate/up GEMM, 2 where
+    they are at most 2/5 of a wave (the device counts them); a GEMM whose K tiles 4 does not divide takes 2, one that 2 does not divide
+    none."""
     T, L = x.shape
     if rows not in (1, 2):
         raise ValueError(f"rows must be 1 or 2, got {rows!r}")
@@ -1075,11 +1090,13 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
 
     def tail_of(i: int, k_tiles: int, bn: int) -> dict:
         """TAIL_KS's arguments for GEMM i (0 gate/up, 1 down): its scratch and counters (a part a K slice: the
-        parts must divide its K tiles, else a part would leave some out)."""
-        if k_tiles % tail_ks:
+        parts must divide its K tiles, else a part would leave some out; 2 where tail_ks 4 do not, none where 2 do
+        not)."""
+        ks = next((k for k in (tail_ks, 2) if k_tiles % k == 0), 0)
+        if not ks:
             return {}
         tcnt = _counters(x.device, 2 * slots, _TAIL_COUNTERS)
-        return {"TAIL_KS": tail_ks, "slots": slots, "tcnt_ptr": tcnt[i * slots:(i + 1) * slots],
+        return {"TAIL_KS": ks, "slots": slots, "tcnt_ptr": tcnt[i * slots:(i + 1) * slots],
                 "tail_ptr": torch.empty(slots * bn * 16, dtype=torch.float32, device=x.device)}
     if tail and split1 == 1 and rows1 == 1 and nw1 == 1:
         tail_kw[0] = tail_of(0, k1, bn1)

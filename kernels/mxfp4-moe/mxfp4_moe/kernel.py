@@ -960,6 +960,7 @@ MMA_CONFIG = {
 # warps: -1.5 to -7.1% at batch 16, up to +29% elsewhere), left out of the defaults
 # Twenty-sixth round (README): tail_ks 2 or 4 (4, on) splits the run list's last wave of items along K on the device
 # (gluon_kernel._gemm_kernel's TAIL_KS), where the routed runs' items pass a multiple of the resident programs
+# (twenty-seventh round: at most tail_ks parts, 2 where 4 would not fit one wave and the tail is 2/5 of one or less)
 GLUON_CONFIG = {"ctas_per_sm": 32, "pdl": True, "maxnreg": 96, "gate_up_per_sm": 32, "persistent": 0, "ranked": True,
                 "ranked_per_sm": 20, "ranked_min_iters": 2, "ranked_stages": 0, "ranked_stages_down": None,
                 "ranked_maxnreg": None, "ranked_maxnreg_gate_up": 96, "ranked_wave_cost": 0, "ranked_fixup_unroll": 1,

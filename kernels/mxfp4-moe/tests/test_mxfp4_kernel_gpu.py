@@ -523,12 +523,18 @@ def test_gluon_rows(cfg):
     assert_partials_both_ways(ex, cfg, 35700, "rows")
 
 
-def _tail_split(items: int, slots: int, ks: int, grid: int) -> int:
-    """The tail items a run-list GEMM splits into ks K parts (gluon_kernel._gemm_kernel's TAIL_KS rule): those past
-    the last full wave of ``slots``, where there are more items than slots, they fit one wave as parts, and the grid
-    holds the extra programs; 0 where every item is taken whole."""
+def _tail_split(items: int, slots: int, ks: int, grid: int, gate_up: bool) -> tuple[int, int]:
+    """The tail items a run-list GEMM splits along K and into how many parts (gluon_kernel._gemm_kernel's TAIL_KS
+    rule): those past the last full wave of ``slots``, where there are more items than slots, in ks parts where they
+    fit one wave as parts and the grid holds the extra programs, else (the gate/up GEMM) in 2 where they are at
+    most 2/5 of the slots; (0, 0) where every item is taken whole."""
     t = items % slots
-    return t if items > slots and t and t * ks <= slots and grid >= items + (ks - 1) * t else 0
+    if not (items > slots and t):
+        return 0, 0
+    for parts, room in ((ks, t * ks), (2, t * 5 / 2 if gate_up else slots + 1)):
+        if room <= slots and grid >= items + (parts - 1) * t:
+            return t, parts
+    return 0, 0
 
 
 @pytest.mark.parametrize("ks", [2, 4])
@@ -536,15 +542,17 @@ def _tail_split(items: int, slots: int, ks: int, grid: int) -> int:
 def test_tail_split(cfg, ks):
     """tail_ks (twenty-sixth round): the run list's last wave of items split along K on the device. ``tail_slots``
     is set so that a GEMM's items pass a multiple of it by 3 items, or by a run's row blocks and 3 more (a tail of
-    two runs or more: 8- and 16-token items in one tail where the plan's last runs differ), first for the gate/up
-    GEMM, then for the down GEMM. The split the kernel takes cannot be seen from here: the test works out by the
+    two runs or more: 8- and 16-token items in one tail where the plan's last runs differ), or by a quarter of them
+    (twenty-seventh round: too many for 4 parts a tail item in one wave, so 2 in the gate/up GEMM, none in the
+    down GEMM), first for the gate/up GEMM, then for
+    the down GEMM. The split the kernel takes cannot be seen from here: the test works out by the
     kernel's rule (_tail_split) that its numbers reach it, and asserts that, so that numbers which would not reach
     the split fail rather than test the whole items again; what the kernel computes is checked against the
     reference. Batches 17..32 (runs of 8 and 16 tokens;
     runs of 8 with narrow runs off), three calls in a row (the counters back to 0), PDL off, the run table off; a
     count under one wave takes every item whole; the TP partials with both GEMMs split (tail_slots 187 at seed
-    37700: 192 items each), where 4 parts do not divide the TP slice's 2 down K tiles and the host leaves that GEMM
-    whole; the grids and the host's choice per GEMM checked."""
+    37700: 192 items each), where 4 parts do not divide the TP slice's 2 down K tiles and the host gives that GEMM
+    2 parts at most; the grids and the host's choice per GEMM checked."""
     from mxfp4_moe import kernel as K
     from _kernel_cases import assert_ok, assert_partials_both_ways, check_case, make_routing
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -557,7 +565,7 @@ def test_tail_split(cfg, ks):
             "tail_ks": ks, "split_gate_up": 1, "split_down": 1}  # (items split along K already take no tail split)
     chunk = 16 if base["narrow_runs"] else 8
     grid_n = (2 * 1024 // bn1, 1024 // bn2)
-    taken = 0
+    taken, halved = 0, 0
     for rep in range(3):
         for tokens in (17, 25, 32):
             seed = 37000 + tokens + 100 * rep
@@ -565,9 +573,11 @@ def test_tail_split(cfg, ks):
             counts = torch.bincount(ids.flatten(), minlength=12)[6:]
             runs = int(sum(-(-int(c) // chunk) for c in counts))
             items = (runs * grid_n[0], runs * grid_n[1])
-            for g, t in ((0, 3), (0, grid_n[0] + 3), (1, 3), (1, grid_n[1] + 3), (0, None)):
+            cases = [(0, 3), (0, grid_n[0] + 3), (1, 3), (1, grid_n[1] + 3), (0, None)]
+            cases += [(g, items[g] // 4) for g in (0, 1)]  # (t x 4 > slots >= t x 5 / 2: two parts)
+            for g, t in cases:
                 slots = items[g] - t if t is not None else items[0] + 7  # (None: fewer items than a wave)
-                if slots < 1:
+                if slots < 1 or t == 0:
                     continue
                 res = check_case(ex, ex_t, tokens, "random", 12, 4, seed, "cuda", "gluon",
                                  {**base, "tail_slots": slots})
@@ -575,15 +585,20 @@ def test_tail_split(cfg, ks):
                 launch = K.LAST_LAUNCH
                 assert launch["tail_ks"] == (ks, ks), launch
                 grids = (launch["grids"]["gate_up"][0], launch["grids"]["down"][0])
-                split = [_tail_split(items[i], slots, ks, grids[i]) for i in (0, 1)]
+                split = [_tail_split(items[i], slots, ks, grids[i], i == 0) for i in (0, 1)]
                 if t is None:
-                    assert split == [0, 0], (split, items, slots)
-                elif t * ks <= slots and grids[g] >= items[g] + (ks - 1) * t:
-                    assert split[g] == t, (split, items, slots, grids)
-                taken += sum(1 for x in split if x)
+                    assert split == [(0, 0), (0, 0)], (split, items, slots)
+                elif ks == 4 and t * 4 > slots:  # (the quarter cases: 2 parts in the gate/up GEMM, none in the down)
+                    want = (t, 2) if g == 0 and grids[g] >= items[g] + t else (0, 0)
+                    assert split[g] == want, (split, items, slots, grids)
+                elif grids[g] >= items[g] + (ks - 1) * t:
+                    assert split[g] == (t, ks), (split, items, slots, grids)
+                taken += sum(1 for x in split if x[0])
+                halved += sum(1 for x in split if x[1] == 2 and ks == 4)
+    assert halved >= 3 or ks == 2, halved  # (tails of two parts where four would not fit were run)
     assert taken >= 20, taken  # (the tails this test means to run were run)
     assert_partials_both_ways(ex, {**base, "tail_slots": 187}, 37700, "tail")
-    assert K.LAST_LAUNCH["tail_ks"] == (ks, 2 if ks == 2 else 0), K.LAST_LAUNCH  # (the TP slice: 2 down K tiles)
+    assert K.LAST_LAUNCH["tail_ks"] == (ks, 2), K.LAST_LAUNCH  # (the TP slice's 2 down K tiles: 2 parts at most)
     with pytest.raises(ValueError, match="tail_ks must be 0"):
         check_case(ex, ex_t, 32, "random", 12, 4, 37800, "cuda", "gluon", {**base, "tail_ks": 3})
     with pytest.raises(ValueError, match="tail_slots must be a non-negative int"):
