@@ -215,8 +215,7 @@ def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
     from .documents import text_for_lines  # only for a lock edited so
 
     lines = text_for_lines(path).splitlines()
-    mark = f'      "id": {json.dumps(entry.id)},'  # (its first entry's span: lock.fix gives the first)
-    span = next(((a, b) for a, b in _fix_spans(lines, None) if mark in lines[a:b]), None)
+    span = _span(lines, entry.id)
     edited = "the lock was edited by hand and sealed again"
     if len(have) != len(made):
         return [f"it records {len(have)} hunk(s) where its patch has {len(made)}: {edited}"]
@@ -232,6 +231,83 @@ def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
                 if i > 1 else f"{keys[i]} {a} where its patch gives {b}")
         at = f" (line {line} of the lock)" if line else ""
         out.append(f"its hunk #{theirs[1]} of {theirs[0]}{at} records {said}: {edited}")
+    return out
+
+
+def record_edited(path: Path, entry: LockFix, fix: Fix, parsed: bool) -> list[str]:
+    """What of the lock's record of ``fix`` (``entry``, its first entry in the lock at ``path``) is not what the pack
+    gives, as ``lock --check`` would find it, as far as that needs no release copy: its target (``fix.toml``'s, no
+    parse needed), and, where its patches are parsed (``parsed``: a run parses them anyway), the files they touch and
+    their hunks (:func:`hunks_edited`), each at its line in the lock. A record whose change fingerprint is the pack's
+    has these: another one there was edited by hand and the lock sealed again (its seal is a plain sha256). []
+    when they match."""
+    out = []
+    if entry.target != fix.target:
+        from .documents import key_line, text_for_lines  # only for a lock that differs so
+
+        toml = fix.folder / "fix.toml"
+        line = key_line(text_for_lines(toml), "target")
+        out.append(f"its target{_said_at(path, entry.id, 'target')} is {json.dumps(entry.target)}, where "
+                   f"{toml}{f':{line}' if line else ''} says {json.dumps(fix.target)}: the lock was edited by hand and "
+                   f"sealed again, or the fix's target changed since the lock was made")
+    if not parsed:
+        return out
+    have, made = [f.path for f in entry.files], list(fix.touched_paths())
+    if have != made:
+        order = " (the same files, in another order)" if sorted(have) == sorted(made) else ""
+        out.append(f"it records {_paths(have)}{_said_at(path, entry.id, 'files')} where its patch touches "
+                   f"{_paths(made).split(' ', 1)[-1]}{order}: the lock was edited by hand and sealed again")
+    return out + hunks_edited(path, entry, patch_hunks(fix))
+
+
+def _paths(paths: list[str]) -> str:
+    """``file X`` or ``files X, Y`` (five at most), or ``no file``."""
+    if not paths:
+        return "no file"
+    return f"file{'s' * (len(paths) > 1)} {', '.join(paths[:5])}{f' and {len(paths) - 5} more' * (len(paths) > 5)}"
+
+
+def _said_at(path: Path, fix_id: str, key: str) -> str:
+    """`` (line N of the lock)``: the line of ``key`` in the first entry of ``fix_id`` in the lock at ``path``; ""
+    when the lock is laid out otherwise than ``lock`` writes it."""
+    from .documents import text_for_lines  # only for a lock that differs
+
+    lines = text_for_lines(path).splitlines()
+    span = _span(lines, fix_id)
+    line = _line(lines, [span], 0, None, key) if span is not None else None
+    return f" (line {line} of the lock)" if line else ""
+
+
+def _span(lines: list[str], fix_id: str) -> tuple[int, int] | None:
+    """The lines of the first fix entry of ``fix_id`` in a lock (``lines``; :func:`_fix_spans`; lock.fix gives the
+    first); None when the lock is laid out otherwise than ``lock`` writes it."""
+    mark = f'      "id": {json.dumps(fix_id)},'
+    return next(((a, b) for a, b in _fix_spans(lines, None) if mark in lines[a:b]), None)
+
+
+def counts_edited(path: Path, entry: LockFix, counted: dict[int, tuple[int, int]]) -> list[str]:
+    """Each hunk whose counts the lock at ``path`` records (``entry``: its ``pre_count`` and ``post_count``, how often
+    its sides occur in the file it was locked on) are not ``counted``, the counts on that very file (every file the
+    fix reads is the lock's pre-image: what ``lock`` counts is there), at its line in the lock. A lock records
+    what lock counts: one that differs was edited by hand and sealed again. [] when they match (or are not recorded:
+    a lock made before counts were kept)."""
+    out: list[str] = []
+    lines: list[str] | None = None
+    for k, h in enumerate(entry.hunks):
+        now = counted.get(k)
+        if h.pre_count is None or now is None or (h.pre_count, h.post_count) == now:
+            continue
+        if lines is None:
+            from .documents import text_for_lines  # only for a lock edited so
+
+            lines = text_for_lines(path).splitlines()
+        key, ours, theirs = ("pre_count", h.pre_count, now[0]) if h.pre_count != now[0] else \
+            ("post_count", h.post_count, now[1])
+        line = _hunk_line(lines, _span(lines, entry.id), k, key)
+        side = "pre-image in the file" if key == "pre_count" else "post-image in the file it makes"
+        out.append(f"its hunk #{h.hunk} of {h.file}{f' (line {line} of the lock)' if line else ''} records {key} "
+                   f"{ours} where its {side} occurs {theirs} time(s), and that file is byte for byte the one it was "
+                   f"locked on: the lock was edited by hand and sealed again")
     return out
 
 

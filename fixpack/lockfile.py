@@ -36,7 +36,7 @@ from .lock_hints import (
     remove_hint,
     reordered_around,
 )
-from .lock_seal import chain_broken, hunks_edited, patch_hunks, seal_broken
+from .lock_seal import chain_broken, patch_hunks, record_edited, seal_broken
 from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
 from .profile_components import built_version_problem
@@ -156,8 +156,9 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
     vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
     fingerprint was edited and sealed again is then held to the patches, even one vouched for before, and so are
-    its hunks' sides and its files' chain: :func:`~fixpack.lock_seal.hunks_edited`,
-    :func:`~fixpack.lock_seal.chain_broken`)."""
+    its files' chain: :func:`~fixpack.lock_seal.chain_broken`) or its patches are parsed already (a run's): then its
+    record's files and hunks are held to them too, and its target to its fix.toml's always
+    (:func:`~fixpack.lock_seal.record_edited`)."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -167,14 +168,14 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
         if entry is None:
             stale.append((("fix", fid), f"{fid}: not in the lock"))
             continue
-        if vouch and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
+        held = not vouch or fix.parsed()  # (parsed anyway: held to its patches, not to the lock's word)
+        if not held and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
-        if entry.patch_sha256 != (fix.patch_sha256 if vouch else fix.parsed_change()) or entry.version != fix.version:
+        if entry.patch_sha256 != (fix.parsed_change() if held else fix.patch_sha256) or entry.version != fix.version:
             stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
                                         f"{bump_note(fix, profile, entry)}"))
-        elif not vouch:  # its change as the lock records it: its hunks' sides are the patch's too, unless edited
-            stale += [(("fix", fid), f"{fid}: {what}") for what in hunks_edited(profile.lock_path, entry,
-                                                                                patch_hunks(fix))]
+        else:  # its change as the lock records it: its target, files and hunks are the pack's too, unless edited
+            stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix, held)]
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     stale += [] if vouch else [(("fix", fid), f"{fid}: {what}") for fid, what in chain_broken(profile.lock_path, lock)]
     for comp in profile.components:
@@ -391,8 +392,10 @@ def _reused_versions(profile: Profile, lock: Lock, previous: list[tuple[Lock, st
 
 def bump_note(fix: Fix, profile: Profile, entry: LockFix) -> str:
     """Said of a lock entry that differs from ``fix``: where the version is to be bumped when the entry records
-    another change under the version the fix has (``lock`` refuses to record that), else ""."""
-    if entry.version != fix.version or fix.recorded_as(entry.patch_sha256):
+    another change under the version the fix has (``lock`` refuses to record that), else "" (also for patch files
+    that are the very bytes the entry records: those did not change, the entry's change fingerprint was edited)."""
+    if entry.version != fix.version or fix.recorded_as(entry.patch_sha256) or entry.patch_bytes_sha256 == \
+            fix.bytes_sha256:
         return ""
     return (f" (its patch changed under the same version {fix.version}: if the change is meant, bump version in "
             f"{version_at(fix, profile)} before locking; if not, put the patch back as it was locked)")

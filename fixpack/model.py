@@ -211,6 +211,11 @@ class Fix:
 
         return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
 
+    def parsed(self) -> bool:
+        """Whether its patches are parsed already (a run's selected fixes, each one it placed): its change and its
+        files, worked out from them, cost no parse."""
+        return all(p.parsed is not None or "files" in p.__dict__ for p in self.patches)
+
     def recorded_as(self, sha: str) -> bool:
         """A manifest's ``patch_sha256`` names this fix's change: its change fingerprint, or one an older
         manifest recorded: the sha256 over its patches' bytes (before fingerprints left the mail header

@@ -290,6 +290,12 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     entry = ctx.lock.fix(fix.id)
     if entry is None or ev.state not in (State.ABSENT, State.DRIFTED):
         return ev.forward.tree
+    from .lock_seal import record_edited
+
+    if record_edited(ctx.profile.lock_path, entry, fix, True):  # its record first (a status parses it only here)
+        from .lockfile import check_lock_matches
+
+        check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (said as apply says it, before it lays any)
     paths, locked = [f.path for f in entry.files], entry.pre()
     pre, post = file_hashes(before, paths), file_hashes(ev.forward.tree, paths)
     came = {fp.new_path: fp.old_path for fp in fix.file_patches() if fp.old_path and fp.new_path}  # (a rename's)
@@ -307,7 +313,36 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
             if wrong_post:
                 raise post_edited(*at, f.path, f.post, post[f.path], hint)
             raise pre_edited(*at, src, locked.get(src), pre.get(src), hint)
+    _counts_checked(ctx, fix, before, pre)
     return ev.forward.tree
+
+
+def _counts_checked(ctx: Context, fix: Fix, before: Tree, pre: dict[str, str | None]) -> None:
+    """Where every file ``fix`` reads is byte for byte on ``before`` the pre-image the lock records for it (``pre``:
+    the sha256 there of the files the lock records), each hunk's occurrences there are what ``lock`` counted, and the
+    lock records them: a ``pre_count`` or ``post_count`` that differs was edited by hand and sealed again,
+    StaleLockError (exit 2) at its line, before anything is written. Elsewhere (a drifted file, an opt-in before it
+    left out) the counts cannot be told there, and are the lock's word. Its hunks are the lock's already
+    (:func:`post_checked` held its record to its patch first)."""
+    entry = ctx.lock.fix(fix.id)
+    if entry is None or all(h.pre_count is None for h in entry.hunks):
+        return
+    locked, reads = entry.pre(), [fp.old_path for fp in fix.file_patches() if fp.old_path]
+    if any(p not in locked or p not in pre or pre[p] != locked[p] for p in reads):
+        return
+    from .evaluate import TRUSTED, run_pass
+    from .lock_seal import counts_edited
+
+    counted = run_pass(fix, before, reverse=False, evidence=TRUSTED, count=True)
+    edited = counts_edited(ctx.profile.lock_path, entry, counted.counts) if counted.ok else []
+    if edited:
+        from .errors import StaleLockError
+        from .lock_hints import regenerate_hint
+        from .lock_where import stale_at
+
+        path, line = stale_at(ctx.profile, ctx.lock, ("fix", fix.id))
+        hint = regenerate_hint(ctx.profile, ctx.relock, ctx.pack)
+        raise StaleLockError(f"{path} is stale: {fix.id}: {'; '.join(edited)} (at {path}:{line}); {hint}")
 
 
 def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:

@@ -462,6 +462,8 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
         touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
                    else set(fix.touched_paths()))
         stray = sorted(set(entry.files) - touched)
+        if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
+            lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (parsed now: held to its patch)
         if stray:
             from .errors import DamagedStateError
             from .state import manifest_line

@@ -210,8 +210,8 @@ def test_apply_holds_the_fixes_it_lays_to_their_patches_not_to_a_resealed_finger
     """Found by a fresh user: a lock whose patch_sha256 was edited and sealed again passed status and apply (exit 0):
     apply patched the image and wrote the forged fingerprint into its manifest, and the real pack's status and revert
     then refused the image ('applied with another patch'). The fixes a writing run lays are parsed anyway: they are
-    held to their patches before anything is written (exit 2, the lock's line); status, which lays nothing, still
-    takes the lock's word."""
+    held to their patches before anything is written (exit 2, the lock's line); so are those a status or a dry run
+    parsed (a status the lock vouches for on an applied image parses none, and takes the lock's word)."""
     from fixpack.records import lock_digest
 
     b, image = two
@@ -236,7 +236,8 @@ def test_a_hunk_hash_edited_and_sealed_again_is_named_wherever_the_patches_are_p
     lock reads it). A hunk's sides are the patch's own: where the patches are parsed anyway (apply's writing path for
     the fixes it lays, `check`, `lock --check`), each hunk the lock records is held to them, exit 2 at the lock's line,
     naming the fix, the hunk and the line of the edited hash, with the command that regenerates the lock; nothing
-    written. As for a resealed patch_sha256, status, which lays nothing, still takes the lock's word."""
+    written. Status and a dry run too, since they parsed the fixes they placed (a status the lock vouches for on an
+    applied image parses none, and takes the lock's word)."""
     from fixpack.records import lock_digest
 
     b, image = two
@@ -261,8 +262,11 @@ def test_a_hunk_hash_edited_and_sealed_again_is_named_wherever_the_patches_are_p
     r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
     said = " ".join(r.stderr.split())
     assert r.returncode == 2 and f"{lock}:{fid}: {what}; {redo}" in said and "release copy" not in said, said
+    for args in (["status"], ["apply", "--dry-run"]):  # (the clean image: each fix placed, its patches parsed)
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and f"{lock} is stale: {what} (at {lock}:{fid}); {redo}" in said, (args, said)
     assert snapshot(b.base) == before
-    assert fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
 
 
 @pytest.mark.parametrize("n", [0, 1])

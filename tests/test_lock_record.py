@@ -1,0 +1,105 @@
+"""A fresh user's report: a lock edited and sealed again (its seal is a plain sha256 over its content) where a fix's
+``files`` list was emptied, its ``target`` changed or a hunk's ``pre_count`` changed passed `check`, `status` and
+`apply` (exit 0); `lock --check` alone caught it. A fix's record in the lock is held to what the pack's patch gives,
+as `lock --check` holds it, as far as that needs no release copy: its target (fix.toml's) everywhere, the files its
+patch touches and its hunks wherever the patches are parsed anyway (`check`; a run's selected fixes, and each one a
+status places), and a hunk's counts where the file it reads is byte for byte the one it was locked on (the counts
+are that file's). Refused with exit 2 (a stale lock) at the lock's lines, naming the fix, with the command that
+regenerates the lock; nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import snapshot
+from test_lock_bump import MOD, fixpack
+from test_lock_seal import two  # noqa: F401 (a fixture)
+
+from fixpack.progname import program
+from fixpack.records import dumps, lock_digest
+
+EDITS = {
+    "files emptied": lambda f: f.update(files=[]),
+    "a file added": lambda f: f["files"].append({"path": "demo_pkg/other.py", "pre": None, "post": "1" * 64}),
+    "target changed": lambda f: f.update(target="other"),
+    "pre_count changed": lambda f: f["hunks"][0].update(pre_count=2),
+}
+
+
+def _reseal(lock, edit) -> None:
+    """Fix one's entry edited, the lock sealed again (its digest recomputed) and written as `lock` writes one."""
+    data = json.loads(lock.read_text())
+    edit(data["fixes"][0])
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+
+
+def _line(lock, key: str, nth: int = 1) -> int:
+    """The 1-based line of the ``nth`` line that starts with ``key`` in fix one's entry (the first of "fixes")."""
+    lines = lock.read_text().splitlines()
+    start = lines.index('  "fixes": [')
+    found = [n for n, ln in enumerate(lines[start:], start + 1) if ln.strip().startswith(f'"{key}": ')]
+    return found[nth - 1]
+
+
+def _said(b, lock, case: str) -> str:
+    toml = b.pack / "fixes/one/fix.toml"
+    edited = "the lock was edited by hand and sealed again"
+    return {"files emptied": f"it records no file (line {_line(lock, 'files')} of the lock) where its patch touches "
+                             f"{MOD}: {edited}",
+            "a file added": f"it records files {MOD}, demo_pkg/other.py (line {_line(lock, 'files')} of the lock) "
+                            f"where its patch touches {MOD}: {edited}",
+            "target changed": f"its target (line {_line(lock, 'target')} of the lock) is \"other\", where {toml}:5 "
+                              f"says \"demo\": {edited}, or the fix's target changed since the lock was made",
+            "pre_count changed": f"its hunk #1 of {MOD} (line {_line(lock, 'pre_count')} of the lock) records "
+                                 f"pre_count 2 where its pre-image in the file occurs 1 time(s), and that file is byte "
+                                 f"for byte the one it was locked on: {edited}"}[case]
+
+
+@pytest.mark.parametrize("case", list(EDITS))
+def test_a_fix_record_edited_and_sealed_again_is_refused_before_anything_is_written(two, case):  # noqa: F811
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    _reseal(lock, EDITS[case])
+    what = f"one: {_said(b, lock, case)}"
+    at = f"{lock}:{_line(lock, 'id')}"
+    redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
+    before = snapshot(b.base)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
+        assert f"{lock} is stale: {what} (at {at}); {redo}" in said, (args, said)
+    r = fixpack("check", "--pack", str(b.pack))
+    said = " ".join((r.stdout + r.stderr).split())
+    if case == "pre_count changed":  # a count is its file's: `check` has no release copy (lock --check has)
+        assert "the lock is stale" not in said, said
+    else:
+        assert r.returncode == 2 and f"profiles/p1.lock:{at.rsplit(':', 1)[1]}: the lock is stale: {what} ({redo}" \
+            in said, said
+    assert snapshot(b.base) == before
+
+
+@pytest.mark.parametrize("case", ["files emptied", "target changed"])
+def test_status_of_an_applied_image_holds_the_record_to_the_patches_it_parses(two, case):  # noqa: F811
+    """On an image the fixes were applied to, the lock's record no longer vouches for its files (the files list) or
+    is no target's (the target): status evaluates the fixes, parsing them, and refuses the record all the same."""
+    b, image = two
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    lock = b.pack / "profiles/p1.lock"
+    _reseal(lock, EDITS[case])
+    before = snapshot(b.base)
+    r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and snapshot(b.base) == before, said
+    assert f"{lock} is stale: one: {_said(b, lock, case)} (at {lock}:{_line(lock, 'id')})" in said, said
+
+
+def test_the_lock_as_lock_writes_it_is_taken(two):  # noqa: F811
+    """Sealed again without an edit: nothing is said, the fixes apply."""
+    b, image = two
+    _reseal(b.pack / "profiles/p1.lock", lambda f: None)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        assert r.returncode == 0, (args, r.stderr)
