@@ -230,7 +230,9 @@ def _orphan_locks(pack: Pack) -> list[Finding]:
 
 def _mails(pack: Pack) -> list[Finding]:
     """Each patch's mail header as ``format``, ``edit`` and ``refresh`` read it (its author, its encoded words): one
-    they refuse (a From: whose encoded word holds a line break, an unknown charset) is named at its patch file."""
+    they refuse (a From: whose encoded word holds a line break, an unknown charset) is named at its patch file; and
+    its ``Fix-Id:`` trailer, where it has one, names the fix it is listed under (:func:`_fix_id`). A variant's
+    patches too."""
     from .errors import BadInputError
     from .patchfiles import patch_again
     from .patchtext import patch_mail
@@ -238,12 +240,37 @@ def _mails(pack: Pack) -> list[Finding]:
 
     out = []
     for fix in (pack.fixes[f] for f in pack.series):
-        for pf in fix.patches:
+        for pf in [*fix.patches, *(p for v in fix.variants for p in v.patches)]:
             rel = _rel(pack.root, pf.path)
+            text = decode(patch_again(pf))
             try:
-                patch_mail(fix, decode(patch_again(pf)), rel)
+                mail = patch_mail(fix, text, rel)
             except BadInputError as exc:
                 out.append(Finding(rel, None, str(exc).removeprefix(f"{rel}: ")))
+                continue
+            out += _fix_id(pack, fix.id, rel, text, [v for k, v in mail.trailers if k.lower() == "fix-id"])
+    return out
+
+
+def _fix_id(pack: Pack, fid: str, rel: str, text: str, said: list[str]) -> list[Finding]:
+    """A patch (``rel``, its ``text``) of fix ``fid`` whose ``Fix-Id:`` trailers (``said``) name another fix: two
+    fixes' patches swapped (then relocked with their versions bumped, the lock and every run take them), or a patch
+    copied from another fix. Named at the trailer's line, with both ids. A patch without the trailer is left alone
+    (``format`` writes it from fix.toml)."""
+    from .patchmail import split
+    from .progname import command, pack_words
+
+    lines = split(text)[0].split("\n")
+    out = []
+    for other in dict.fromkeys(v for v in said if v != fid):
+        line = max((n for n, ln in enumerate(lines, 1) if ln.partition(":")[0].strip().lower() == "fix-id"
+                    and ln.partition(":")[2].strip() == other), default=None)
+        theirs = f" (the id of fix {other}, fixes/{other}/)" if other in pack.fixes else ""
+        fmt = command("format", *pack_words(pack.root))
+        out.append(Finding(rel, line, f"its Fix-Id trailer says {other!r}{theirs}, but the patch is listed under fix "
+                                      f"{fid!r} (fixes/{fid}/fix.toml's patches)",
+                           f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if "
+                           f"this patch is {fid}'s (a fix renamed), `{fmt}` writes its Fix-Id from fix.toml"))
     return out
 
 

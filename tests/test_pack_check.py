@@ -518,3 +518,37 @@ def test_a_lock_whose_fixes_are_in_another_order_than_the_series_is_stale(setup)
     check_fresh(profile, have)
     with pytest.raises(StaleLockError, match=r"is stale \(differs for: the order of the fixes \(fixes/series changed\)"):
         check_fresh(profile, replace(have, fixes=tuple(reversed(have.fixes))))
+
+
+def test_a_patch_whose_fix_id_trailer_names_another_fix_is_named_at_the_trailer(setup):
+    """A fresh user: the patches of two fixes swapped (the files exchanged), both versions bumped and the lock made
+    again: `check` said the pack was clean, though each patch's Fix-Id trailer named the other fix. Each is named at
+    its trailer's line with both ids, exit 2. A patch without the trailer is left alone, as before."""
+    b, clean = setup
+    assert findings(b) == []  # (no Fix-Id trailer in either patch)
+    patches = {fid: b.pack / f"fixes/{fid}/0001-change.patch" for fid in ("one", "two")}
+    texts = {fid: p.read_text().replace(f"\n\n{fid}\n\n---\n", f"\n\n{fid}\n\nFix-Id: {fid}\n---\n")
+             for fid, p in patches.items()}
+    assert all("Fix-Id" in t for t in texts.values())
+    for fid, other in (("one", "two"), ("two", "one")):
+        patches[fid].write_text(texts[other])
+        toml = b.pack / f"fixes/{fid}/fix.toml"
+        toml.write_text(toml.read_text().replace("version = 1", "version = 2"))
+    b.lock(clean)
+    from test_lock_bump import fixpack
+
+    r = fixpack("check", "--pack", str(b.pack))
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    for fid, other in (("one", "two"), ("two", "one")):
+        line = patches[fid].read_text().splitlines().index(f"Fix-Id: {other}") + 1
+        assert (f"fixes/{fid}/0001-change.patch:{line}: its Fix-Id trailer says '{other}' (the id of fix {other}, "
+                f"fixes/{other}/), but the patch is listed under fix '{fid}' (fixes/{fid}/fix.toml's patches) (were "
+                f"two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch is "
+                f"{fid}'s (a fix renamed), `{program()} format --pack {b.pack}` writes its Fix-Id from fix.toml)") \
+            in said, said
+    assert "2 finding(s)" in said, said
+    for fid in ("one", "two"):  # put back: clean again
+        patches[fid].write_text(texts[fid])
+    b.lock(clean)
+    assert findings(b) == []
