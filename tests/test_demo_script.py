@@ -14,13 +14,17 @@ import pytest
 from conftest import REPO
 
 STUB_PYTHON = r"""#!/usr/bin/env bash
-# stand-in for .venv/bin/python: fetch prints the release copy, apply_all.py succeeds, pip is slow
+# stand-in for .venv/bin/python: fetch prints the release copy, apply_all.py succeeds (its Nth run fails with exit
+# N + 2 when $STUB_APPLY_FAILS lists N), pip is slow
 here=$(cd "$(dirname "$0")/../.." && pwd)
 case "$*" in
   *"fixpack.cli fetch"*) [ -n "${STUB_FETCH_FAILS:-}" ] && { echo "fetch failed" >&2; exit 4; }
                          echo "vllm=$here/release" ;;
   *"-m pip install"*) echo "start $$" >>"$here/pip.log"; sleep 1.5; echo "end $$" >>"$here/pip.log" ;;
   *--version*) echo "Python 3.x" ;;
+  *apply_all.py*) n=$(( $(cat "$here/apply.count" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$here/apply.count"
+                  echo "apply run $n"
+                  case " ${STUB_APPLY_FAILS:-} " in *" $n "*) echo "apply run $n refused" >&2; exit $((n + 2)) ;; esac ;;
   *) : ;;
 esac
 """
@@ -145,3 +149,20 @@ def test_the_printed_clean_up_command_is_quoted_and_comes_first(tmp_path):
         command = first.split("remove it when done: ", 1)[1].rstrip(")")
         subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
         assert not folder.exists()
+
+
+@pytest.mark.parametrize("fails", ["1", "2", "1 2"])
+def test_a_demo_whose_run_fails_exits_non_zero_with_both_runs_output(tmp_path, fails):
+    """A fresh user: the demo exited with its second run's code only, so a refused first run (which writes nothing;
+    the second then refuses the same, or, had it been a later step, might pass) could end in exit 0. Both runs still
+    go, their output kept; the demo exits with the first failing run's code and says which failed."""
+    repo = _checkout(tmp_path)
+    r = _demo(repo, "scratch", cwd=tmp_path, env={"STUB_APPLY_FAILS": fails})
+    first = 3 if "1" in fails.split() else 0
+    second = 4 if "2" in fails.split() else 0
+    assert r.returncode == (first or second), (r.returncode, r.stdout, r.stderr)
+    assert "apply run 1\n== second run: the same command\napply run 2\n" in r.stdout, r.stdout
+    assert f"tools/demo.sh: failed: first run exit {first}, second run exit {second} (see their output above)" \
+        in r.stderr, r.stderr
+    r = _demo(repo, "again", cwd=tmp_path)  # (the counter goes on: runs 3 and 4 pass)
+    assert r.returncode == 0 and "failed" not in r.stderr, r.stderr

@@ -68,9 +68,17 @@ release=$(.venv/bin/python -m fixpack.cli fetch --profile v0.30.0 --target vllm 
 cp -a -- "$release/." "$scratch/vllm-0.30.0/"
 copied=1
 echo "== first run: apply profile v0.30.0 (+ topk-subset-sampler, vllm-long-prefill-share) to $scratch/vllm-0.30.0"
-set +e
+# both runs go on whatever the first gives (its output, then the second's), and the demo exits with the first
+# failing run's code: a refused first run is not hidden behind the second's
+first=0
 .venv/bin/python apply_all.py --profile v0.30.0 --target vllm --root "vllm=$scratch/vllm-0.30.0" \
-  topk-subset-sampler vllm-long-prefill-share
+  topk-subset-sampler vllm-long-prefill-share || first=$?
 echo "== second run: the same command"
+second=0
 .venv/bin/python apply_all.py --profile v0.30.0 --target vllm --root "vllm=$scratch/vllm-0.30.0" \
-  topk-subset-sampler vllm-long-prefill-share
+  topk-subset-sampler vllm-long-prefill-share || second=$?
+if [ "$first" != 0 ] || [ "$second" != 0 ]; then
+  echo "tools/demo.sh: failed: first run exit $first, second run exit $second (see their output above)" >&2
+  [ "$first" != 0 ] && exit "$first"
+  exit "$second"
+fi
