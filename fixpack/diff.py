@@ -33,6 +33,7 @@ from .diffpaths import (
 from .diffsyntax import (
     HUNK_HEADER,
     as_git_markers,
+    binary_then_text,
     hunk_numbers,
     refuse_bad_modes,
     refuse_cr_only,
@@ -42,6 +43,7 @@ from .diffsyntax import (
     split_lines,
     unquote,
     unquoted_paths,
+    wide_text,
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
@@ -167,6 +169,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
     file_line = 0  # the line of the current file section's first header line (0: none yet)
     git_paths: tuple[str, str] | None = None  # the current section's 'diff --git' paths, prefixes dropped
     binary_data = False  # inside a 'GIT binary patch' section's data
+    binary_said: tuple[int, str] = (0, "")  # the git section's 'Binary files ... differ' line (its line, its text)
     renamed = False  # git's rename/copy headers name a new path
     sides: set[str] = set()  # '---' / '+++' seen since the section's start or the last hunk header
     seen: dict[str, tuple[int, str]] = {}  # the section's '---' / '+++' lines: (line, path as git spells it)
@@ -253,11 +256,13 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             git_paths = git_line_paths(ln, source, n)
             no_hunks(source, file_line, hunks_in_file, "+++" in seen)
             file_line, hunks_in_file, renamed, sides, seen, flags = n, 0, False, set(), {}, set()
-            shift = next_old = 0
+            shift, next_old, binary_said = 0, 0, (0, "")
             continue
         if not file_line:
             file_line = n
         if ln.startswith(("--- ", "+++ ")):
+            if in_git and binary_said[0]:  # (unidiff: two sections of one file, "a second section" said of it)
+                raise binary_then_text(source, *binary_said, n)
             if in_git and hunks_in_file:  # git apply: a patch fragment without header
                 raise bad(source, n, f"{_shown(ln)} after the file's hunks, outside any hunk (a hunk line past its @@ "
                                       f"counts, or a lost 'diff --git' line)")
@@ -301,6 +306,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if ln.startswith(("new file mode ", "deleted file mode ")):
                 flags.add(ln.split(" ", 1)[0])
             binary_data = ln == "GIT binary patch"
+            binary_said = (n, ln) if ln.startswith("Binary files ") else binary_said
             continue
         if ln.startswith("\\"):
             raise bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
@@ -344,8 +350,14 @@ def _shown(line: str) -> str:
 
 
 def _refuse_binary(data: bytes, source: str) -> None:
-    """A file with a NUL byte is no patch (git writes even binary changes as text: ``git diff --binary``)."""
+    """A file with a NUL byte is no patch (git writes even binary changes as text: ``git diff --binary``); one in
+    UTF-16 or UTF-32 is named so (:func:`~fixpack.diffsyntax.wide_text`)."""
     idx = data.find(b"\0")
+    wide = wide_text(data) if idx >= 0 or data.startswith((b"\xff\xfe", b"\xfe\xff")) else None
+    if wide is not None:
+        message = f"a patch saved as {wide[0]}, not UTF-8: a patch is UTF-8 text, as git format-patch writes it"
+        hint = f"convert it to UTF-8 (iconv -f {wide[1]} -t UTF-8 FILE > NEW), or {REGENERATE}"
+        raise PatchParseError(f"{source}:1: {message}", [Problem(message, None, 1, hint)])
     if idx >= 0:
         line = data.count(b"\n", 0, idx) + 1
         message = (f"a binary file, not a patch (a NUL byte at byte offset {idx}); a patch is the text "

@@ -225,3 +225,41 @@ def refuse_not_utf8_message(lines: list[str], first: int, source: str) -> None:
                     f"not UTF-8 (byte {byte} of the line)")
             raise PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "write the message as UTF-8 (git "
                                                                     "format-patch writes it so) and re-run")])
+
+
+def binary_then_text(source: str, at: int, line: str, n: int) -> PatchParseError:
+    """The error for a git file section whose ``Binary files ... differ`` line (``line``, at patch line ``at``) is
+    followed by a text diff of the file (its ``---`` or ``+++`` at line ``n``): git writes a section one way or the
+    other. unidiff reads the two as two sections of one file."""
+    what = (f"{line[:120]!r} says the file's change is binary and not in the patch (git diff without --binary), but "
+            f"a text diff of the file follows it at line {n}: git writes a file's section one way or the other, never "
+            f"both")
+    hint = ("a text change: take the 'Binary files' line out, or regenerate the patch with git diff; a binary one: "
+            "regenerate it with git diff --binary (its data in the patch) and declare the file under [binary] in "
+            "fix.toml (a 'Binary files ... differ' section is applied only to make a new file from a [binary] file of "
+            "the fix's folder)")
+    return PatchParseError(f"{source}:{at}: {what}", [Problem(what, None, at, hint)])
+
+
+# a patch saved in UTF-16 or UTF-32 (a PowerShell '>' redirect, an editor's "Unicode"): its byte-order mark, its
+# encoding and byte order, longest mark first (UTF-32 LE's begins with UTF-16 LE's)
+_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-32", "big"),
+          (b"\xff\xfe", "UTF-16", "little"), (b"\xfe\xff", "UTF-16", "big"))
+
+
+def wide_text(data: bytes) -> tuple[str, str] | None:
+    """What a patch file that holds NUL bytes is when it is text in UTF-16 or UTF-32 rather than UTF-8: (words for a
+    message, the encoding ``iconv -f`` takes), by its byte-order mark or, without one, by a NUL byte in every other
+    byte of its start (ASCII text in UTF-16) and none between them; None for anything else (a binary file)."""
+    for mark, name, end in _MARKS:
+        if data.startswith(mark):  # (iconv reads the mark: its order, the mark itself left out)
+            return f"{name} text ({end}-endian, its byte-order mark {mark.hex(' ').upper()} first)", name
+    head = data[:4096]
+    if len(head) < 4:
+        return None
+    even, odd = head[0::2], head[1::2]
+    for nul, text, end in ((odd, even, "little"), (even, odd, "big")):
+        if nul.count(0) >= 0.9 * len(nul) and text.count(0) <= 0.05 * len(text):
+            return (f"UTF-16 text ({end}-endian, no byte-order mark: a NUL byte every other byte)",
+                    f"UTF-16{end[0].upper()}E")
+    return None

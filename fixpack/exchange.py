@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .binpatch import new_file_patch
 from .diff import parse_patch
-from .diffsyntax import refuse_not_utf8_message
+from .diffsyntax import refuse_not_utf8_message, wide_text
 from .documents import MAX_PACK_TEXT_BYTES, MAX_PATCH_BYTES
 from .editrefresh import Refreshed, metadata, release_roots
 from .editstate import EditState
@@ -63,6 +63,11 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     bytes that are not UTF-8 and the mail declares no other charset. A UTF-8 byte order mark before the first mail
     (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word. A mail
     whose body is quoted-printable or base64 is decoded, as git am reads it (:func:`fixpack.patchmail.decoded`)."""
+    wide = wide_text(data) if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in data[:4096] else None
+    if wide is not None:  # (read as UTF-8 it holds no mail: said as what it is)
+        raise BadInputError(f"{source}: a mail file saved as {wide[0]}, not UTF-8 as git format-patch writes it: "
+                            f"convert it to UTF-8 (iconv -f {wide[1]} -t UTF-8 FILE > NEW) and import that; nothing "
+                            f"was written")
     text = decode(data).removeprefix(_BOM.decode())
     starts = [m.start() for m in _MAIL_START.finditer(text)] or [0]
     out = []

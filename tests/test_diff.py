@@ -449,3 +449,52 @@ def test_a_name_with_spaces_in_the_diff_git_line_is_still_read():
     for header in ("diff --git a/my file.py b/my file.py", 'diff --git "a/\\303\\274.py" "b/\\303\\274.py"'):
         files = parse_patch((base + header + "\nold mode 100644\nnew mode 100755\n").encode(), "p.patch").files
         assert len(files) == 2 and files[1].new_mode == "100755", files
+
+
+def test_a_binary_files_line_before_a_text_diff_of_the_file_is_said_as_what_it_is():
+    """A fresh user: a git section whose 'Binary files ... differ' line (git diff without --binary) is followed by the
+    file's '---'/'+++' and a hunk was refused as "a second section for" the file (unidiff reads two sections there).
+    It is refused at the 'Binary files' line, saying what that line is, that a text diff follows, and what to do."""
+    text = ("diff --git a/x b/x\nindex 1111111..2222222 100644\nBinary files a/x and b/x differ\n--- a/x\n+++ b/x\n"
+            "@@ -1 +1 @@\n-a\n+b\n")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(text.encode(), "p.patch")
+    said = str(exc.value)
+    assert said.startswith("p.patch:3: 'Binary files a/x and b/x differ' says the file's change is binary and not in "
+                           "the patch (git diff without --binary), but a text diff of the file follows it at line 4: "
+                           "git writes a file's section one way or the other, never both"), said
+    assert "second section" not in said, said
+    assert "regenerate it with git diff --binary" in exc.value.problems[0].hint
+    alone = "diff --git a/x.bin b/x.bin\nnew file mode 100644\nindex 0000000..1111111\nBinary files /dev/null and " \
+            "b/x.bin differ\n"  # (a new binary file's section as git writes it: read as before)
+    assert parse_patch((alone + text.replace("Binary files a/x and b/x differ\n", "")).encode(), "p.patch").files
+
+
+@pytest.mark.parametrize("encoding,said", [
+    ("utf-16", "UTF-16 text (little-endian, its byte-order mark FF FE first)"),
+    ("utf-16-be-bom", "UTF-16 text (big-endian, its byte-order mark FE FF first)"),
+    ("utf-16-le", "UTF-16 text (little-endian, no byte-order mark: a NUL byte every other byte)"),
+    ("utf-16-be", "UTF-16 text (big-endian, no byte-order mark: a NUL byte every other byte)"),
+    ("utf-32", "UTF-32 text (little-endian, its byte-order mark FF FE 00 00 first)"),
+])
+def test_a_patch_saved_as_utf16_is_named_so(encoding, said):
+    """A fresh user: a patch saved in UTF-16 (a PowerShell redirect writes it) was refused as "a binary file (a NUL
+    byte at byte offset 1)": it is named as the encoding it is in, with the iconv command that converts it."""
+    text = "From: t <t@invalid>\nSubject: [PATCH] x\n\n---\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    data = b"\xfe\xff" + text.encode("utf-16-be") if encoding == "utf-16-be-bom" else text.encode(encoding)
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(data, "p.patch")
+    assert str(exc.value).startswith(f"p.patch:1: a patch saved as {said}, not UTF-8: a patch is UTF-8 text, as git "
+                                     f"format-patch writes it"), str(exc.value)
+    iconv = {"utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE", "utf-32": "UTF-32"}.get(encoding, "UTF-16")
+    assert f"iconv -f {iconv} -t UTF-8 FILE > NEW" in exc.value.problems[0].hint
+    from fixpack.errors import BadInputError
+    from fixpack.exchange import mails
+
+    with pytest.raises(BadInputError) as wide:  # (import: it said "no patch mail in it")
+        mails(data, "m.patch")
+    assert str(wide.value) == (f"m.patch: a mail file saved as {said}, not UTF-8 as git format-patch writes it: convert "
+                               f"it to UTF-8 (iconv -f {iconv} -t UTF-8 FILE > NEW) and import that; nothing was "
+                               f"written"), str(wide.value)
+    with pytest.raises(PatchParseError, match=r"a binary file, not a patch \(a NUL byte at byte offset 4\)"):
+        parse_patch(b"\x89PNG\x00\x00\x00\rIHDR\x00\x10\x00\x10\x08\x06\x00\x00\x00", "p.patch")  # (no text: as before)
