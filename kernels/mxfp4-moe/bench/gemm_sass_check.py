@@ -91,6 +91,15 @@ def main() -> int:
                     "K parts (twenty-sixth round)")
     ap.add_argument("--peel", type=int, default=None, help="1/0: force PEEL (default: on without compaction)")
     args = ap.parse_args()
+    if args.tail:  # (the combinations the host launches with TAIL_KS: gluon_kernel.experts_forward's tail)
+        if args.tail not in (2, 4):
+            ap.error(f"--tail must be 2 or 4 (K parts), got {args.tail}")
+        bad = [name for name, on in (("without --plan", not args.plan), ("with --dyn", args.dyn), ("with --items", args.items),
+                                     ("with --rows 2", args.rows != 1), ("with --warps > 1", args.warps != 1),
+                                     ("with --block-m 32", args.block_m > 16)) if on]
+        if bad:
+            ap.error(f"--tail is not launched {' or '.join(bad)} (whole items of one row block, one warp, at most "
+                     f"16 tokens, on the run list)")
     print(f"triton {triton.__version__}")
     for gate_up in (True, False):
         peel = None if args.peel is None else bool(args.peel)
