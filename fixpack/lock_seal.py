@@ -26,22 +26,62 @@ from typing import TYPE_CHECKING, Any
 from .errors import FixpackError, StaleLockError
 
 if TYPE_CHECKING:
+    from .lock_shape import Where
     from .model import Fix, Profile
     from .records import Lock, LockFix
 
 SEAL_SAID = "its content does not match its seal"
 
 
-def entry_wrong(text: str, fixes: list[Any], path: Path, n: int) -> tuple[str, int | None, bool]:
+def entry_wrong(text: str, fixes: list[Any], path: Path, n: int, what: str, where: Where) -> tuple[str, int | None,
+                                                                                                   bool]:
     """What to say of a lock at ``path`` (``text``) whose ``n``-th entry of its ``fixes`` is not as ``lock`` writes
-    one, the line it starts at (None when the lock is laid out otherwise), and whether the line is said."""
-    spans = _fix_spans(text.splitlines(), len(fixes))
-    line = spans[n][0] + 1 if spans else None
+    one (``what``, at ``where``: :func:`fixpack.lock_shape.entry_problem`), the line of that key or entry (the entry's
+    first line when the key is not there; None when the lock is laid out otherwise), and whether the line is said."""
+    lines = text.splitlines()
+    spans = _fix_spans(lines, len(fixes))
+    line = _where_line(lines, spans[n], where) if spans else None
     fid = fixes[n].get("id") if isinstance(fixes[n], dict) else None
     named = f" (id {json.dumps(fid)[:80]})" if isinstance(fid, str) else ""
-    return (f"entry {n + 1} of its \"fixes\"{named} is not one `fixpack lock` writes (an id, an integer version, "
-            f"a patch_sha256, its files' path (relative, inside the target), pre and post, its hunks' file and "
-            f"number)", line, line is not None)
+    return f"entry {n + 1} of its \"fixes\"{named} is not one `fixpack lock` writes: {what}", line, line is not None
+
+
+def _where_line(lines: list[str], span: tuple[int, int], where: Where) -> int:
+    """The 1-based line of ``where`` in a fix entry (``span``, as ``lock`` lays it out): its key's line, else the first
+    line of the file or hunk entry it names, else the fix entry's first line."""
+    kind, k, key = where
+    first, last = span
+    if kind != "fix":
+        item = _item_span(lines, span, kind, k)
+        if item is None:
+            return first + 1
+        first, last = item
+    if key is None:
+        return first + 1
+    mark = " " * (6 if kind == "fix" else 10) + f"{json.dumps(key)}: "
+    return next((m + 1 for m in range(first, last + 1) if lines[m].startswith(mark)), first + 1)
+
+
+def _item_span(lines: list[str], span: tuple[int, int] | None, kind: str, k: int) -> tuple[int, int] | None:
+    """The lines (0-based, first and last) of the ``k``-th entry of a fix entry's ``kind`` list ("files" or "hunks";
+    ``span``: the fix entry's lines), as ``lock`` lays it out; None when it is laid out otherwise."""
+    if span is None:
+        return None
+    first, last = span
+    at = next((m for m in range(first, last) if lines[m] == f'      "{kind}": ['), None)
+    if at is None:
+        return None
+    starts, end = [], last
+    for m in range(at + 1, last):
+        if lines[m].startswith("      ]"):
+            end = m
+            break
+        if lines[m] == "        {":
+            starts.append(m)
+    if k >= len(starts):
+        return None
+    ends = [*starts[k + 1:], end]
+    return starts[k], ends[0] - 1
 
 
 def unsealed(text: str, fixes: list[dict[str, Any]], path: Path) -> tuple[str, int | None, bool]:
@@ -312,17 +352,12 @@ def counts_edited(path: Path, entry: LockFix, counted: dict[int, tuple[int, int]
 
 
 def _hunk_line(lines: list[str], span: tuple[int, int] | None, k: int, key: str) -> int | None:
-    """The 1-based line of ``key`` in the ``k``-th hunk entry of a fix entry (``span``: its lines); None when the lock's
-    layout is not ``lock``'s."""
-    if span is None:
+    """The 1-based line of ``key`` in the ``k``-th hunk entry of a fix entry (``span``: its lines), looked for in that
+    entry alone; None when the lock's layout is not ``lock``'s or the entry has no such key."""
+    item = _item_span(lines, span, "hunks", k)
+    if item is None:
         return None
-    first, last = span
-    starts = [m for m in range(first, last) if lines[m] == "        {"]  # (its files' entries and its hunks')
-    at = next((m for m in range(first, last) if lines[m] == '      "hunks": ['), None)
-    mine = [m for m in starts if at is not None and m > at]
-    if k >= len(mine):
-        return None
-    return next((m + 1 for m in range(mine[k], last) if lines[m].strip().startswith(f'"{key}": ')), None)
+    return next((m + 1 for m in range(item[0], item[1] + 1) if lines[m].strip().startswith(f'"{key}": ')), None)
 
 
 def told(digest: str | None, other: str | None) -> str:

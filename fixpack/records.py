@@ -19,14 +19,18 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .safepath import ID_RE, VERSION_RULE, is_canonical, is_version, name_problem, path_problem
+from .lock_shape import fixes_problem
+from .lock_shape import is_int as is_int  # (re-exported: the records' value checks)
+from .lock_shape import is_sha256 as is_sha256
+from .lock_shape import sha_or_none as sha_or_none
+from .safepath import ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -185,11 +189,12 @@ class Lock:
                 what = schema_said(said, "lock ", LOCK_SCHEMA) if key == "schema" else \
                     f'its "profile" is {said}, not the name of a profile'
                 raise bad(what, line, said_at=line is not None)
-        wrong = next((n for n, f in enumerate(fixes) if not _lock_fix_ok(f)), None)
+        wrong = fixes_problem(fixes)
         if wrong is not None or data.get("digest") != lock_digest(data):
             from .lock_seal import entry_wrong, unsealed  # only for a lock edited by hand
 
-            raise bad(*(unsealed if wrong is None else partial(entry_wrong, n=wrong))(raw.decode("utf-8"), fixes, path))
+            raise bad(*(unsealed(raw.decode("utf-8"), fixes, path) if wrong is None else
+                        entry_wrong(raw.decode("utf-8"), fixes, path, *wrong)))
         twice = sorted(i for i, n in Counter(f["id"] for f in fixes).items() if n > 1)
         if twice:  # one entry per fix: a second would be read by one check and not by another
             ids = [n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
@@ -237,29 +242,12 @@ def _lock_fix_json(f: LockFix) -> dict[str, Any]:
     return out
 
 
-def _lock_fix_ok(f: Any) -> bool:
-    """The shape read from a lock entry (a digest only proves the entry was not edited after sealing,
-    not that a sealed lock is well formed)."""
-    def files_ok(files: Any) -> bool:  # (a path the load of a patch would refuse: one a resealed lock names)
-        return isinstance(files, list) and all(
-            isinstance(x, dict) and is_canonical(x.get("path", ""))  # (a str: path_problem says another is no path)
-            and all(x.get(k) is None or isinstance(x.get(k), str) for k in ("pre", "post")) for x in files)
-
-    def hunks_ok(hunks: Any) -> bool:
-        return isinstance(hunks, list) and all(
-            isinstance(h, dict) and is_canonical(h.get("file", "")) and is_int(h.get("hunk"))
-            and all(h.get(k) is None or is_int(h.get(k)) for k in ("pre_count", "post_count")) for h in hunks)
-    return (isinstance(f, dict) and isinstance(f.get("id"), str) and is_int(f.get("version"))
-            and isinstance(f.get("patch_sha256"), str) and files_ok(f.get("files", []))
-            and hunks_ok(f.get("hunks", [])) and sha_or_none(f.get("patch_bytes_sha256")))
-
-
 def _lock_fix(f: dict[str, Any]) -> LockFix:
-    files = tuple(LockFile(x["path"], x.get("pre"), x.get("post")) for x in f.get("files", []))
-    hunks = tuple(LockHunk(h["file"], h["hunk"], str(h.get("pre", "")), str(h.get("post", "")),
-                           h.get("pre_count"), h.get("post_count")) for h in f.get("hunks", []))
-    return LockFix(f["id"], f["version"], str(f.get("target", "")), f["patch_sha256"], files, hunks,
-                   f.get("patch_bytes_sha256") or "")
+    """A fix entry :func:`~fixpack.lock_shape.entry_problem` found as ``lock`` writes one, as a record."""
+    files = tuple(LockFile(x["path"], x["pre"], x["post"]) for x in f["files"])
+    hunks = tuple(LockHunk(h["file"], h["hunk"], h["pre"], h["post"], h.get("pre_count"), h.get("post_count"))
+                  for h in f["hunks"])
+    return LockFix(f["id"], f["version"], f["target"], f["patch_sha256"], files, hunks, f.get("patch_bytes_sha256", ""))
 
 
 # --- the manifest -------------------------------------------------------------------------------------
@@ -395,20 +383,6 @@ class Manifest:
 
 def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def is_sha256(value: Any) -> bool:
-    """A sha256 as this tool writes one: 64 lower-case hex digits."""
-    return isinstance(value, str) and bool(_SHA.fullmatch(value))
-
-
-def sha_or_none(value: Any) -> bool:
-    return value is None or is_sha256(value)
-
-
-def is_int(value: Any) -> bool:
-    """An int that is not a bool (JSON true is not a number here)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _files_problem(files: Any, what: str) -> str | None:

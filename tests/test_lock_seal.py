@@ -97,17 +97,16 @@ def test_an_edit_nothing_can_place_says_so_and_names_no_line(two):
 
 def test_an_entry_that_is_not_as_lock_writes_one_is_named_at_its_line(two):
     """An entry of "fixes" whose version is no integer (a per-entry check, before the seal) was "not a fixpack
-    lock", no line: it is named at the line its entry starts, with its id."""
+    lock", no line: it is named at the line of the key, with its id and what is wrong there."""
     b, image = two
     lock = b.pack / "profiles/p1.lock"
-    lines, at = _edit_version(b, '"1"')
-    start = max(n for n in range(at) if lines[n] == "    {") + 1
+    _lines, at = _edit_version(b, '"1"')
     before = snapshot(b.base)
     r = fixpack("status", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     said = " ".join(r.stderr.split())
     assert r.returncode == 2 and snapshot(b.base) == before, said
-    assert f"{lock}:{start}: entry 2 of its \"fixes\" (id \"two\") is not one `fixpack lock` writes (an id, an " \
-           f"integer version, " in said and " lock --profile p1 " in said, said
+    assert f"{lock}:{at}: entry 2 of its \"fixes\" (id \"two\") is not one `fixpack lock` writes: its \"version\" is " \
+           f"\"1\", not an integer from 1 to " in said and " lock --profile p1 " in said, said
 
 
 @pytest.mark.parametrize("edit", ["schema removed", "schema 999", "schema a string", "profile removed",

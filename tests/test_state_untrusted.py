@@ -626,8 +626,8 @@ def test_a_resealed_lock_naming_a_path_outside_the_target_is_refused(world, path
     data["digest"] = lock_digest(data)
     lock.write_text(_json.dumps(data, indent=2, sort_keys=True) + "\n")
     before = snapshot(target)
-    with pytest.raises(StaleLockError, match=r"entry 1 of its \"fixes\" .*is not one `fixpack lock` writes .*its files' "
-                                             r"path \(relative, inside the target\)"):
+    with pytest.raises(StaleLockError, match=r"entry 1 of its \"fixes\" .*is not one `fixpack lock` writes: its file "
+                                             r"entry 1 .*: its \"path\" is .*, not a path relative, inside the target"):
         engine.apply(b.request(target))
     assert snapshot(target) == before
 

@@ -1,0 +1,167 @@
+"""The shape of a lock's fix entries, as ``fixpack lock`` writes them, checked as the lock is read (its seal is a plain
+sha256 over its content: it proves an entry was not edited after it was sealed, not that a lock sealed again is well
+formed).
+
+A fix entry has exactly ``id``, ``version``, ``target``, ``patch_sha256``, ``files`` and ``hunks``, and
+``patch_bytes_sha256`` (absent in a lock from before it was kept); a file entry exactly ``path``, ``pre`` and
+``post``; a hunk entry exactly ``file``, ``hunk``, ``pre`` and ``post``, with ``pre_count`` and ``post_count`` both or
+neither. Each value of its type (a key of another type, or one ``lock`` never writes, would be read as something else
+or not read at all), a file named once in its fix's entry. ``lock`` counts every hunk of a fix it lays (none of
+one the release holds already: its files' pre-image is their post-image), so in a lock that counts hunks on a target,
+a hunk without counts of a fix that changes files there was edited too (:func:`counts_missing`; a lock of one target
+keeps the other targets' entries, which an older ``lock`` may have written without counts).
+
+What is wrong is said with where (:data:`Where`), for :func:`fixpack.lock_seal.entry_wrong` to find its line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .documents import short
+from .safepath import VERSION_RULE, is_version, path_problem
+
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+# where in a fix entry: ("fix", 0, key), or the ``n``-th entry of its "files" or "hunks" list (0-based) and a key in
+# it (None: the entry itself)
+Where = tuple[str, int, "str | None"]
+
+
+def is_sha256(value: Any) -> bool:
+    """A sha256 as this tool writes one: 64 lower-case hex digits."""
+    return isinstance(value, str) and bool(_SHA.fullmatch(value))
+
+
+def sha_or_none(value: Any) -> bool:
+    return value is None or is_sha256(value)
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (JSON true is not a number here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _sha_or_none(value: Any) -> str | None:
+    return None if sha_or_none(value) else "a sha256 (64 lower-case hex digits) or null"
+
+
+def _sha(value: Any) -> str | None:
+    return None if is_sha256(value) else "a sha256 (64 lower-case hex digits)"
+
+
+def _path(value: Any) -> str | None:
+    problem = path_problem(value) if isinstance(value, str) else "not a string"
+    return f"a path relative, inside the target ({problem})" if problem else None
+
+
+def _count(value: Any) -> str | None:
+    return None if is_int(value) and value >= 0 else "an integer of 0 or more"
+
+
+_FIX = {"id": lambda v: None if isinstance(v, str) else "a string",
+        "version": lambda v: None if is_version(v) else VERSION_RULE,
+        "target": lambda v: None if isinstance(v, str) else "a string",
+        "patch_sha256": _sha, "files": lambda v: None if isinstance(v, list) else "a list",
+        "hunks": lambda v: None if isinstance(v, list) else "a list", "patch_bytes_sha256": _sha}
+_FILE = {"path": _path, "pre": _sha_or_none, "post": _sha_or_none}
+_HUNK = {"file": _path, "hunk": lambda v: None if is_int(v) and v >= 1 else "an integer of 1 or more",
+         "pre": _sha, "post": _sha, "pre_count": _count, "post_count": _count}
+_OPTIONAL = {"patch_bytes_sha256", "pre_count", "post_count"}
+
+
+def fixes_problem(fixes: list[Any]) -> tuple[int, str, Where] | None:
+    """The first entry of a lock's ``fixes`` that is not as ``lock`` writes one (its index), what and where
+    (:func:`entry_problem`, then :func:`counts_missing`); None when every one is."""
+    for n, entry in enumerate(fixes):
+        wrong = entry_problem(entry)
+        if wrong is not None:
+            return n, *wrong
+    return counts_missing(fixes)
+
+
+def entry_problem(entry: Any) -> tuple[str, Where] | None:
+    """What of a lock's fix entry is not as ``lock`` writes one, and where; None when it is."""
+    if not isinstance(entry, dict):
+        return "it is not a JSON object", ("fix", 0, None)
+    wrong = _keys(entry, _FIX, "")
+    if wrong:
+        return wrong[0], ("fix", 0, wrong[1])
+    for kind, rules in (("files", _FILE), ("hunks", _HUNK)):
+        for n, item in enumerate(entry[kind]):
+            said = _item(kind, n, item)
+            wrong = _keys(item, rules, said) if isinstance(item, dict) else (f"{said} is not a JSON object", None)
+            if wrong:
+                return wrong[0], (kind, n, wrong[1])
+    return _hunk_counts(entry) or _twice(entry)
+
+
+def _item(kind: str, n: int, item: Any) -> str:
+    """How a message names the ``n``-th entry of a fix's ``kind`` list."""
+    if kind == "files":
+        path = item.get("path") if isinstance(item, dict) else None
+        return f"its file entry {n + 1}{f' ({short(path)})' if isinstance(path, str) else ''}"
+    file, number = (item.get("file"), item.get("hunk")) if isinstance(item, dict) else (None, None)
+    return (f"its hunk #{number} of {short(file)}" if isinstance(file, str) and is_int(number) else
+            f"its hunk entry {n + 1}")
+
+
+def _keys(item: dict[str, Any], rules: dict[str, Any], said: str) -> tuple[str, str | None] | None:
+    """The first key of ``item`` that ``lock`` does not write, is missing, or holds a value of another kind than
+    ``rules`` allows, said of ``said`` (what names the entry; "" the fix entry itself), with that key (None: the
+    entry)."""
+    it, its = (said, f"{said}: its") if said else ("it", "its")
+    extra = next((k for k in item if k not in rules), None)
+    if extra is not None:
+        return f"{it} has a key {short(json.dumps(extra))}, which `fixpack lock` never writes", extra
+    missing = next((k for k in rules if k not in item and k not in _OPTIONAL), None)
+    if missing is not None:
+        return f"{it} has no {json.dumps(missing)}", None
+    for key, rule in rules.items():
+        why = rule(item[key]) if key in item else None
+        if why:
+            return f"{its} {json.dumps(key)} is {short(json.dumps(item[key]))}, not {why}", key
+    return None
+
+
+def _hunk_counts(entry: dict[str, Any]) -> tuple[str, Where] | None:
+    """A hunk with one count and not the other, or without counts where its fix's other hunks have them."""
+    counted = ["pre_count" in h or "post_count" in h for h in entry["hunks"]]
+    for n, h in enumerate(entry["hunks"]):
+        if ("pre_count" in h) != ("post_count" in h):
+            one, other = ("pre_count", "post_count") if "pre_count" in h else ("post_count", "pre_count")
+            return (f"{_item('hunks', n, h)} records {one} but no {other}: `fixpack lock` writes both or neither",
+                    ("hunks", n, None))
+        if any(counted) and not counted[n]:
+            return (f"{_item('hunks', n, h)} records no pre_count and post_count where its fix's other hunks record "
+                    f"them: `fixpack lock` counts every hunk of a fix it lays, or none", ("hunks", n, None))
+    return None
+
+
+def _twice(entry: dict[str, Any]) -> tuple[str, Where] | None:
+    """A file named a second time in its fix's entry (``lock`` names each file a fix touches once; a hunk's file and
+    number may come twice: two patches of a fix may change one file, their hunks numbered in each)."""
+    seen: dict[str, int] = {}
+    for n, item in enumerate(entry["files"]):
+        if item["path"] in seen:
+            return (f"{_item('files', n, item)} is a second entry of {short(item['path'])} (its file entry "
+                    f"{seen[item['path']] + 1} is the first): `fixpack lock` records each file of a fix once",
+                    ("files", n, None))
+        seen[item["path"]] = n
+    return None
+
+
+def counts_missing(fixes: list[dict[str, Any]]) -> tuple[int, str, Where] | None:
+    """The first entry (its index, what, where) of a well-formed lock's ``fixes`` whose hunks record no counts though
+    it changes files of a target where other entries' hunks record them (``lock`` counts each hunk of a fix it lays;
+    a fix the release holds, its files' pre-image their post-image, it does not count); None when there is none."""
+    counting = {f["target"] for f in fixes if any("pre_count" in h for h in f["hunks"])}
+    for n, f in enumerate(fixes):
+        lays = any(x["pre"] != x["post"] for x in f["files"])
+        if f["target"] in counting and lays and f["hunks"] and "pre_count" not in f["hunks"][0]:
+            return (n, f"{_item('hunks', 0, f['hunks'][0])} records no pre_count and post_count, where the lock "
+                       f"records them for the hunks of target {f['target']}'s other fixes: `fixpack lock` counts every "
+                       f"hunk of a fix it lays there", ("hunks", 0, None))
+    return None
