@@ -213,7 +213,7 @@ def apply(req: Request) -> Report:
         if not req.dry_run:
             recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
-        lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: held to it)
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: its change)
         _note_journals(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
         next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
@@ -238,7 +238,7 @@ def status(req: Request) -> Report:
     for name, ft in ctx.found.items():
         with journal_steps(ctx), run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
-    lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: held to it)
+    lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: its change)
     _note_journals(ctx, plans)
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)

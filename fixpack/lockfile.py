@@ -9,7 +9,7 @@ how often each occurs in its file (:mod:`fixpack.records`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,14 +131,16 @@ def previous_locks(profile: Profile) -> tuple[list[tuple[Lock, str]], list[str]]
 
 
 def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | None = None, blocked: str = "",
-                       keep: Callable[[tuple[str, str]], bool] | None = None, vouch: bool = True) -> None:
+                       keep: Callable[[tuple[str, str]], bool] | None = None, vouch: bool = True,
+                       hold: Collection[str] = ()) -> None:
     """Raise StaleLockError when a fix's version or patch bytes differ from what the lock recorded
     (``redo``: as for :func:`read_lock`). ``blocked``: why a lock made now on the copies at hand would stop
     (``lock --check`` met a conflict there), said before the command that regenerates it. ``keep``: which
     stale entries count (``lock --check --target``: the named targets', :func:`fixpack.lock_scope.named`); ``vouch``
-    False: each fix's change worked out from its patches (:func:`stale_entries`)."""
+    False: each fix's change worked out from its patches, ``hold``: the fixes whose record is held to them
+    (:func:`stale_entries`)."""
     stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})"
-             for key, what in stale_entries(pack, profile, lock, vouch) if keep is None or keep(key)]
+             for key, what in stale_entries(pack, profile, lock, vouch, hold) if keep is None or keep(key)]
     if stale:
         first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
                  f"first, then ") if blocked else ""
@@ -150,15 +152,18 @@ def _at(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line else str(path)
 
 
-def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) -> list[tuple[tuple[str, str], str]]:
+def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True,
+                  hold: Collection[str] = ()) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
     vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
     fingerprint was edited and sealed again is then held to the patches, even one vouched for before, and so are
-    its files' chain: :func:`~fixpack.lock_seal.chain_broken`) or its patches are parsed already (a run's): then its
-    record's files and hunks are held to them too, and its target to its fix.toml's always
-    (:func:`~fixpack.lock_seal.record_edited`)."""
+    its files' chain, :func:`~fixpack.lock_seal.chain_broken`, and every fix's record of files and hunks) or its
+    patches are parsed already (a run's: its change is then theirs). A fix's target is held to its fix.toml's always;
+    its record's files and hunks (:func:`~fixpack.lock_seal.record_edited`) in ``check`` and for the fixes ``hold``
+    names (parsed): those a run lays, or whose record it met where it is used (a manifest's files). A fix a run
+    does not lay again (applied already) is taken on the lock's word there, in status, a dry run and apply alike."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -175,7 +180,8 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True) 
             stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
                                         f"{bump_note(fix, profile, entry)}"))
         else:  # its change as the lock records it: its target, files and hunks are the pack's too, unless edited
-            stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix, held)]
+            stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix,
+                                                                                 not vouch or fid in hold)]
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
     stale += [] if vouch else [(("fix", fid), f"{fid}: {what}") for fid, what in chain_broken(profile.lock_path, lock)]
     for comp in profile.components:

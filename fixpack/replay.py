@@ -295,7 +295,7 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
     if record_edited(ctx.profile.lock_path, entry, fix, True):  # its record first (a status parses it only here)
         from .lockfile import check_lock_matches
 
-        check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (said as apply says it, before it lays any)
+        check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (said as a stale lock is)
     paths, locked = [f.path for f in entry.files], entry.pre()
     pre, post = file_hashes(before, paths), file_hashes(ev.forward.tree, paths)
     came = {fp.new_path: fp.old_path for fp in fix.file_patches() if fp.old_path and fp.new_path}  # (a rename's)

@@ -463,7 +463,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
                    else set(fix.touched_paths()))
         stray = sorted(set(entry.files) - touched)
         if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
-            lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (parsed now: held to its patch)
+            lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)
         if stray:
             from .errors import DamagedStateError
             from .state import manifest_line

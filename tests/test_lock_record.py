@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import snapshot
+from conftest import numbered, snapshot
 from test_lock_bump import MOD, fixpack
 from test_lock_seal import two  # noqa: F401 (a fixture)
+from test_lock_shape import OTHER, hunk_line, key_line, pack  # noqa: F401 (a fixture)
 
 from fixpack.progname import program
 from fixpack.records import dumps, lock_digest
@@ -103,3 +104,50 @@ def test_the_lock_as_lock_writes_it_is_taken(two):  # noqa: F811
     for args in (["status"], ["apply", "--dry-run"], ["apply"]):
         r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
         assert r.returncode == 0, (args, r.stderr)
+
+
+def test_status_dry_run_and_apply_agree_on_a_fix_whose_hunk_record_was_edited(pack):  # noqa: F811
+    """A fresh user: applied with the honest lock, then fix one's first hunk's pre-image sha256 edited and sealed
+    again: status said "already applied" (exit 0: on an applied image it takes the lock's word) where a dry run and
+    apply refused it (exit 2: they held every selected fix's record to its patch). The record is held to the patch
+    for a fix a run lays (absent, drifted), by all three; one applied already and not laid again is taken on the
+    lock's word by all three."""
+    b, _clean, image = pack
+    lock = b.pack / "profiles/p1.lock"
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    data = json.loads(lock.read_text())
+    data["fixes"][0]["hunks"][0]["pre"] = "0" * 64
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    fresh = b.tree("fresh", {MOD: numbered(20), OTHER: numbered(20)})
+    before = snapshot(b.base)
+    at = key_line(lock, 0, "pre", hunk_line(lock, 0, 0))
+    refused = f"{lock} is stale: one: its hunk #1 of {MOD} (line {at} of the lock) records its pre-image as sha256 {'0' * 12}"
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 0 and "one v1: applied, none - already applied" in said, (args, said)
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={fresh}")  # one it lays: held
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and refused in said, (args, said)
+    assert snapshot(b.base) == before
+
+
+def test_apply_holds_a_laid_fix_record_again_before_it_writes(pack, monkeypatch):  # noqa: F811
+    """The check apply makes before it writes (every fix it lays, held to its parsed patches) stands on its own: with
+    the one made as each fix is laid (replay.post_checked) taken out, an edited hunk record is still refused there,
+    nothing written."""
+    from fixpack import engine, lock_seal
+    from fixpack.errors import StaleLockError
+
+    b, _clean, image = pack
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    data["fixes"][0]["hunks"][0]["pre"] = "0" * 64
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    monkeypatch.setattr(lock_seal, "record_edited", lambda *args: [])  # (post_checked's: lockfile keeps its own)
+    before = snapshot(image)
+    with pytest.raises(StaleLockError, match=r"one: its hunk #1 of demo_pkg/mod.py .* records its pre-image as "):
+        engine.apply(b.request(image))
+    assert snapshot(image) == before
