@@ -263,12 +263,36 @@ def soft_lock(ctx: Context, req: Request) -> Lock:
         lock = lockfile.read_lock(ctx.profile, ctx.relock)
         lockfile.check_lock_matches(ctx.pack, ctx.profile, lock, ctx.relock)
     except FixpackError as exc:
-        said = exc.said if isinstance(exc, UnreadableError) else str(exc)  # (not its "nothing was written")
-        said = f"the pack could not be checked against it: {said}" if isinstance(exc, PackError) else said
-        for name in ctx.found:
-            ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {said}")
-        return NO_LOCK
+        return _without_lock(ctx, exc)
     return lock
+
+
+def _without_lock(ctx: Context, exc: FixpackError) -> Lock:
+    """NO_LOCK, said on every found target: revert goes on without the lock, for ``exc``."""
+    said = exc.said if isinstance(exc, UnreadableError) else str(exc)  # (not its "nothing was written")
+    said = f"the pack could not be checked against it: {said}" if isinstance(exc, PackError) else said
+    for name in ctx.found:
+        ctx.report.target(name).note(f"revert went on without the lock (it places every hunk by search): {said}")
+    return NO_LOCK
+
+
+def hold_soft_lock(ctx: Context, manifest: Manifest) -> None:
+    """Revert's: the lock's record of each fix ``manifest`` records (one of this pack's, with its patch) held to its
+    patches, parsed here (revert parses them anyway), before revert uses it (the files it says are the fix's, its
+    evidence): a record that is not the patch's (a lock edited and sealed again) is a stale lock, and revert goes on
+    without it (``ctx.lock`` NO_LOCK, said as :func:`soft_lock` says it), from the manifest and its backups. A patch
+    that does not parse is left to the revert to say."""
+    if ctx.lock is NO_LOCK:
+        return
+    ids = [e.id for e in manifest.fixes if e.id in ctx.pack.fixes and ctx.pack.fixes[e.id].recorded_as(e.patch_sha256)]
+    try:
+        parse_fixes(ctx.pack, ctx.profile, ids)
+    except PackError:
+        return
+    try:
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold=ids)
+    except FixpackError as exc:
+        ctx.lock = _without_lock(ctx, exc)
 
 
 def _command_as_fix(req: Request, pack: Pack, names: tuple[str, ...]) -> None:
@@ -440,8 +464,9 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
     file its patch does not touch: each run writes an entry's files from its patch, so a file added there by
     hand would be taken for the fix's (revert would leave it, status would hash it). The fix's paths are
     the lock's when the lock fingerprinted this very change (no patch is parsed), else its patch's. A fix
-    this pack lacks, or recorded with another patch, is left to the checks that say so. A manifest another
-    profile wrote is MismatchError (exit 3): the image is in that profile's state, which this one does not know."""
+    this pack lacks, or recorded with another patch, is left to the checks that say so (revert's lock, first held to
+    the patches: :func:`hold_soft_lock`). A manifest another profile wrote is MismatchError (exit 3): the image is in
+    that profile's state, which this one does not know."""
     if manifest.profile and manifest.profile != ctx.profile.name:
         from .errors import MismatchError
 
@@ -454,6 +479,8 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
         raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
                             f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
                             f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
+    if ctx.report.command == "revert":  # (the lock's record of the fixes it reverts: held first, else not used)
+        hold_soft_lock(ctx, manifest)
     for entry in manifest.fixes:
         fix = ctx.pack.fixes.get(entry.id)
         if fix is None or not fix.recorded_as(entry.patch_sha256):

@@ -106,6 +106,39 @@ def test_the_lock_as_lock_writes_it_is_taken(two):  # noqa: F811
         assert r.returncode == 0, (args, r.stderr)
 
 
+REVERT_EDITS = {
+    "files emptied": lambda f: f[0].update(files=[]),
+    "a path renamed": lambda f: f[0]["files"][0].update(path="demo_pkg/renamed.py"),
+    "one of two files dropped": lambda f: f[0]["files"].pop(1),
+    "a hunk's pre-image": lambda f: f[0]["hunks"][0].update(pre="0" * 64),
+}
+
+
+@pytest.mark.parametrize("case", list(REVERT_EDITS))
+def test_revert_goes_on_without_a_lock_whose_record_was_edited(pack, case):  # noqa: F811
+    """A fresh user: the fixes applied with the honest lock, then a fix's record edited and sealed again (its files
+    emptied, a path renamed, one of its two files dropped): revert was refused, exit 2 "the lock is stale ...
+    regenerate it", nothing reverted (before the record was held to the patch, exit 3 "manifest damaged"). A missing,
+    stale or hand-edited lock must not keep an image from its release: revert holds the record of each fix the
+    manifest records to its patch (parsed anyway) and, where it is not the patch's, goes on without the lock, from
+    the manifest and its backups, and says so; the image is the release byte for byte."""
+    b, _clean, image = pack
+    release = snapshot(image)
+    lock = b.pack / "profiles/p1.lock"
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    assert snapshot(image) != release
+    data = json.loads(lock.read_text())
+    REVERT_EDITS[case](data["fixes"])
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, said
+    assert f"revert went on without the lock (it places every hunk by search): {lock} is stale: one: " in said, said
+    assert "one v1: applied, reverted" in said and "two v1: applied, reverted" in said, said
+    assert snapshot(image) == release
+
+
 def test_status_dry_run_and_apply_agree_on_a_fix_whose_hunk_record_was_edited(pack):  # noqa: F811
     """A fresh user: applied with the honest lock, then fix one's first hunk's pre-image sha256 edited and sealed
     again: status said "already applied" (exit 0: on an applied image it takes the lock's word) where a dry run and
