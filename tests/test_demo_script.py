@@ -152,17 +152,57 @@ def test_the_printed_clean_up_command_is_quoted_and_comes_first(tmp_path):
 
 
 @pytest.mark.parametrize("fails", ["1", "2", "1 2"])
-def test_a_demo_whose_run_fails_exits_non_zero_with_both_runs_output(tmp_path, fails):
-    """A fresh user: the demo exited with its second run's code only, so a refused first run (which writes nothing;
-    the second then refuses the same, or, had it been a later step, might pass) could end in exit 0. Both runs still
-    go, their output kept; the demo exits with the first failing run's code and says which failed."""
+def test_a_demo_whose_run_fails_exits_with_its_code_and_runs_no_second_after_a_failed_first(tmp_path, fails):
+    """A fresh user: the demo exited with its second run's code only, so a refused first run could end in exit 0;
+    and then it ran the second after a failed first (after a Ctrl-C too: the next test). A failed first run stops
+    the demo with its code, saying so, the second not started; a failed second run stops it with its own."""
     repo = _checkout(tmp_path)
     r = _demo(repo, "scratch", cwd=tmp_path, env={"STUB_APPLY_FAILS": fails})
-    first = 3 if "1" in fails.split() else 0
-    second = 4 if "2" in fails.split() else 0
-    assert r.returncode == (first or second), (r.returncode, r.stdout, r.stderr)
-    assert "apply run 1\n== second run: the same command\napply run 2\n" in r.stdout, r.stdout
-    assert f"tools/demo.sh: failed: first run exit {first}, second run exit {second} (see their output above)" \
-        in r.stderr, r.stderr
-    r = _demo(repo, "again", cwd=tmp_path)  # (the counter goes on: runs 3 and 4 pass)
+    if "1" in fails.split():
+        assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+        assert "apply run 1\n" in r.stdout and "second run" not in r.stdout and "apply run 2" not in r.stdout, r.stdout
+        assert "tools/demo.sh: the first run failed (exit 3; see its output above); the second run was not started" \
+            in r.stderr, r.stderr
+    else:
+        assert r.returncode == 4, (r.returncode, r.stdout, r.stderr)
+        assert "apply run 1\n== second run: the same command\napply run 2\n" in r.stdout, r.stdout
+        assert "tools/demo.sh: the second run failed (exit 4; see its output above)" in r.stderr, r.stderr
+    r = _demo(repo, "again", cwd=tmp_path)  # (the counter goes on: the next two runs pass)
     assert r.returncode == 0 and "failed" not in r.stderr, r.stderr
+
+
+def test_a_demo_interrupted_in_its_first_run_stops_with_exit_5(tmp_path):
+    """A fresh user pressed Ctrl-C in the first apply run: fixpack exits 5 when interrupted, bash went on (a child
+    that handles SIGINT does not stop the script), and the second run started. The demo now stops there with exit 5,
+    saying the first run failed and the second was not started. Ctrl-C as a terminal sends it: SIGINT to the
+    demo's whole process group while the first run waits."""
+    import signal
+    import time
+
+    repo = _checkout(tmp_path)
+    stub = repo / ".venv" / "bin" / "python"
+    stub.write_text(stub.read_text().replace(
+        '  *apply_all.py*)',
+        '  *apply_all.py*) [ -n "${STUB_APPLY_WAITS:-}" ] && [ ! -e "$here/apply.count" ] && {\n'
+        '                    trap \'echo "apply interrupted"; exit 5\' INT; touch "$here/waiting"; sleep 30; }\n'
+        '                 ;;&\n  *apply_all.py*)'))
+    p = subprocess.Popen(["bash", str(repo / "tools" / "demo.sh"), "scratch"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "STUB_APPLY_WAITS": "1"},
+                         start_new_session=True)
+    try:
+        for _ in range(300):
+            if (repo / "waiting").exists() or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (repo / "waiting").exists(), p.communicate(timeout=5)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 5, (p.returncode, out, err)
+    assert "apply interrupted" in out and "second run" not in out, out
+    assert not (repo / "apply.count").exists()  # (the stand-in counts a run that got past its wait: none did)
+    assert "tools/demo.sh: the first run failed (exit 5: interrupted, or an environment problem; see its output " \
+           "above); the second run was not started" in err, err

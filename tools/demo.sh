@@ -67,18 +67,19 @@ release=$(.venv/bin/python -m fixpack.cli fetch --profile v0.30.0 --target vllm 
 [ -n "$release" ] && [ -d "$release" ] || die "fetch named no release copy (got '$release'): see its output above"
 cp -a -- "$release/." "$scratch/vllm-0.30.0/"
 copied=1
+# the second run only after the first succeeded: a run that fails for any reason (refused, or interrupted: fixpack
+# exits 5 on Ctrl-C, and bash goes on after a child that handled the signal) stops the demo with its code
+apply_run() {  # $1: which run (its words in the failure's line)
+  local code=0
+  .venv/bin/python apply_all.py --profile v0.30.0 --target vllm --root "vllm=$scratch/vllm-0.30.0" \
+    topk-subset-sampler vllm-long-prefill-share || code=$?
+  [ "$code" = 0 ] && return 0
+  local why=""
+  [ "$code" = 5 ] && why=": interrupted, or an environment problem"
+  echo "tools/demo.sh: the $1 run failed (exit $code$why; see its output above)$2" >&2
+  exit "$code"
+}
 echo "== first run: apply profile v0.30.0 (+ topk-subset-sampler, vllm-long-prefill-share) to $scratch/vllm-0.30.0"
-# both runs go on whatever the first gives (its output, then the second's), and the demo exits with the first
-# failing run's code: a refused first run is not hidden behind the second's
-first=0
-.venv/bin/python apply_all.py --profile v0.30.0 --target vllm --root "vllm=$scratch/vllm-0.30.0" \
-  topk-subset-sampler vllm-long-prefill-share || first=$?
+apply_run first "; the second run was not started"
 echo "== second run: the same command"
-second=0
-.venv/bin/python apply_all.py --profile v0.30.0 --target vllm --root "vllm=$scratch/vllm-0.30.0" \
-  topk-subset-sampler vllm-long-prefill-share || second=$?
-if [ "$first" != 0 ] || [ "$second" != 0 ]; then
-  echo "tools/demo.sh: failed: first run exit $first, second run exit $second (see their output above)" >&2
-  [ "$first" != 0 ] && exit "$first"
-  exit "$second"
-fi
+apply_run second ""
