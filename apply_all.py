@@ -11,6 +11,8 @@ import sys
 # os.path, not pathlib: less to import before the Ctrl-C guard (fixpack.entry) is in place
 HERE = os.path.dirname(os.path.realpath(__file__))
 PACK = HERE
+# the script that was run, as its usage lines name it: fixes/apply_all.py runs this one with RUN_AS its own path
+SCRIPT = globals().get("RUN_AS") or os.path.abspath(sys.argv[0])
 
 
 def refuse(said):  # exit 5 before fixpack can be imported: a line on stderr, or --json's failure document
@@ -74,7 +76,7 @@ def run():
         from fixpack.cli import apply_all_main
     except ModuleNotFoundError as exc:
         missing(exc)
-    apply_all_main(pack_root=Path(PACK))
+    apply_all_main(pack_root=Path(PACK), script=SCRIPT)
 
 
 if __name__ == "__main__":

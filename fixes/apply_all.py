@@ -24,5 +24,5 @@ if __name__ == "__main__":
                                      "fixes": [], "ok": False, "profile": profile, "schema": 1, "targets": [],
                                      "tool_version": ""}, indent=2, sort_keys=True) + "\n")
         sys.exit(5)
-    sys.argv[0] = TOP
-    runpy.run_path(TOP, run_name="__main__")
+    # runpy makes sys.argv[0] ../apply_all.py; its usage and "Try ... --help" lines name this script, the one run
+    runpy.run_path(TOP, init_globals={"RUN_AS": os.path.abspath(sys.argv[0])}, run_name="__main__")

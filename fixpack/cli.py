@@ -229,22 +229,28 @@ def revert_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ..
     _run(call, as_json, "revert", profile, dry_run)
 
 
-def _apply_all_words(argv: list[str] | None) -> str:
+def _apply_all_words(argv: list[str] | None, script: str | None) -> str:
     """How the running ``apply_all.py`` is called again, for click's usage and "Try ... --help" lines: this
-    interpreter and the script's path (``apply_all.py`` alone ran nothing); ``apply_all.py`` when called in-process."""
+    interpreter and the path of the script that was run (``script``: ``fixes/apply_all.py`` when that one ran the
+    checkout's; ``apply_all.py`` alone ran nothing); ``apply_all.py`` when called in-process."""
     import os
     import shlex
 
-    if argv is not None or not sys.argv[0].endswith("apply_all.py"):
+    if argv is not None:
         return "apply_all.py"
-    return f"{shlex.quote(sys.executable)} {shlex.quote(os.path.abspath(sys.argv[0]))}"
+    if script is None:
+        if not sys.argv[0].endswith("apply_all.py"):
+            return "apply_all.py"
+        script = os.path.abspath(sys.argv[0])
+    return f"{shlex.quote(sys.executable)} {shlex.quote(script)}"
 
 
-def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None) -> None:
+def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None, script: str | None = None) -> None:
     """``python3 apply_all.py --profile v0.30.0 [OPT-IN FIX ...]``: the ``apply`` command.
 
     ``pack_root`` is the checkout the entry script lives in: the pack that goes with this engine,
-    whatever the working folder ($FIXPACK_PACK or --pack still choose another).
+    whatever the working folder ($FIXPACK_PACK or --pack still choose another). ``script``: the path of the entry
+    script that was run (its usage lines name it).
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
@@ -252,7 +258,7 @@ def apply_all_main(argv: list[str] | None = None, pack_root: Path | None = None)
     defaults = {"pack_root": str(pack_root)} if pack_root is not None else None
     fast_main(args, defaults, "apply")  # a plain command line runs without click (and exits)
     try:
-        apply_cmd.main(args=args, prog_name=_apply_all_words(argv), standalone_mode=True, default_map=defaults)
+        apply_cmd.main(args=args, prog_name=_apply_all_words(argv, script), standalone_mode=True, default_map=defaults)
     except SystemExit as exc:
         raise SystemExit(exc.code if isinstance(exc.code, int) else 2) from None
 

@@ -224,24 +224,34 @@ def test_the_tool_s_own_error_after_an_interrupt_is_not_taken_for_one():
     assert by_interrupt(raised(wrapped)) and by_interrupt(raised(in_context))
 
 
-@pytest.mark.parametrize("how", ["module", "apply_all"])
+@pytest.mark.parametrize("how", ["module", "apply_all", "fixes/apply_all", "a link to fixes/apply_all"])
 def test_a_usage_error_s_try_line_runs_as_printed(tmp_path, how):
     """A fresh user: under `python -m fixpack.cli` a bad option printed click's "Try 'python -m fixpack.cli apply
     --help'", which fails outside the checkout (no module fixpack), and apply_all.py's "Try 'apply_all.py --help'" is
     no command either. The Try line is now the program as it runs here; run as printed, from another folder, it
-    prints the help (exit 0)."""
+    prints the help (exit 0). And (another fresh user) `fixes/apply_all.py --help` named the checkout's top-level
+    apply_all.py, not the script that was run: each entry names itself, a link by its own path."""
     import re
     import shlex
 
+    script = None
     if how == "module":
         cmd = [sys.executable, "-m", "fixpack.cli", "apply", "--bogus"]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
     else:
-        cmd, env = [sys.executable, str(REPO / "apply_all.py"), "--bogus"], dict(os.environ)
+        script = REPO / f"{how}.py"
+        if how.startswith("a link"):
+            script = tmp_path / "apply-fixes"
+            script.symlink_to(REPO / "fixes/apply_all.py")
+        cmd, env = [sys.executable, str(script), "--bogus"], dict(os.environ)
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 2 and "No such option '--bogus'" in r.stderr, r.stderr
     tried = re.search(r"Try '(.+)' for help", r.stderr)
     assert tried, r.stderr
+    if script is not None:
+        assert tried.group(1) == f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --help", r.stderr
+        h = subprocess.run([*cmd[:2], "--help"], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert h.returncode == 0 and h.stdout.startswith(f"Usage: {shlex.quote(sys.executable)} {script} "), h.stdout
     again = subprocess.run(["bash", "-c", tried.group(1)], capture_output=True, text=True, cwd=tmp_path,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert again.returncode == 0 and "Usage: " in again.stdout and "--profile" in again.stdout, \
