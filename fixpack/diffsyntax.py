@@ -249,17 +249,25 @@ _MARKS = ((b"\xff\xfe\x00\x00", "UTF-32", "little"), (b"\x00\x00\xfe\xff", "UTF-
 
 def wide_text(data: bytes) -> tuple[str, str] | None:
     """What a patch file that holds NUL bytes is when it is text in UTF-16 or UTF-32 rather than UTF-8: (words for a
-    message, the encoding ``iconv -f`` takes), by its byte-order mark or, without one, by a NUL byte in every other
-    byte of its start (ASCII text in UTF-16) and none between them; None for anything else (a binary file)."""
+    message, the encoding ``iconv -f`` takes), by its byte-order mark or, without one, by where the NUL bytes of its
+    start fall (ASCII text in UTF-32: three in every four bytes, the fourth never one; in UTF-16: every other byte,
+    none between them); None for anything else (a binary file)."""
     for mark, name, end in _MARKS:
         if data.startswith(mark):  # (iconv reads the mark: its order, the mark itself left out)
             return f"{name} text ({end}-endian, its byte-order mark {mark.hex(' ').upper()} first)", name
     head = data[:4096]
     if len(head) < 4:
         return None
-    even, odd = head[0::2], head[1::2]
-    for nul, text, end in ((odd, even, "little"), (even, odd, "big")):
-        if nul.count(0) >= 0.9 * len(nul) and text.count(0) <= 0.05 * len(text):
-            return (f"UTF-16 text ({end}-endian, no byte-order mark: a NUL byte every other byte)",
-                    f"UTF-16{end[0].upper()}E")
+    head = head[:len(head) - len(head) % 4]
+    for width, words in ((4, "three NUL bytes in every four"), (2, "a NUL byte every other byte")):
+        lanes = [head[i::width] for i in range(width)]
+        for text_at, end in ((0, "little"), (width - 1, "big")):
+            if all(_mostly_nul(lane) for i, lane in enumerate(lanes) if i != text_at) \
+                    and lanes[text_at].count(0) <= 0.05 * len(lanes[text_at]):
+                return (f"UTF-{8 * width} text ({end}-endian, no byte-order mark: {words})",
+                        f"UTF-{8 * width}{end[0].upper()}E")
     return None
+
+
+def _mostly_nul(lane: bytes) -> bool:
+    return lane.count(0) >= 0.9 * len(lane)

@@ -476,17 +476,23 @@ def test_a_binary_files_line_before_a_text_diff_of_the_file_is_said_as_what_it_i
     ("utf-16-le", "UTF-16 text (little-endian, no byte-order mark: a NUL byte every other byte)"),
     ("utf-16-be", "UTF-16 text (big-endian, no byte-order mark: a NUL byte every other byte)"),
     ("utf-32", "UTF-32 text (little-endian, its byte-order mark FF FE 00 00 first)"),
+    ("utf-32-be-bom", "UTF-32 text (big-endian, its byte-order mark 00 00 FE FF first)"),
+    ("utf-32-le", "UTF-32 text (little-endian, no byte-order mark: three NUL bytes in every four)"),
+    ("utf-32-be", "UTF-32 text (big-endian, no byte-order mark: three NUL bytes in every four)"),
 ])
 def test_a_patch_saved_as_utf16_is_named_so(encoding, said):
     """A fresh user: a patch saved in UTF-16 (a PowerShell redirect writes it) was refused as "a binary file (a NUL
-    byte at byte offset 1)": it is named as the encoding it is in, with the iconv command that converts it."""
+    byte at byte offset 1)": it is named as the encoding it is in, with the iconv command that converts it. So is
+    UTF-32 without a byte-order mark (another fresh user: "a binary file", and import's "no patch mail in it")."""
     text = "From: t <t@invalid>\nSubject: [PATCH] x\n\n---\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
-    data = b"\xfe\xff" + text.encode("utf-16-be") if encoding == "utf-16-be-bom" else text.encode(encoding)
+    data = text.encode(encoding.removesuffix("-bom"))
+    data = data if not encoding.endswith("-be-bom") else (b"\xfe\xff", b"\0\0\xfe\xff")["32" in encoding] + data
     with pytest.raises(PatchParseError) as exc:
         parse_patch(data, "p.patch")
     assert str(exc.value).startswith(f"p.patch:1: a patch saved as {said}, not UTF-8: a patch is UTF-8 text, as git "
                                      f"format-patch writes it"), str(exc.value)
-    iconv = {"utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE", "utf-32": "UTF-32"}.get(encoding, "UTF-16")
+    iconv = {"utf-16-le": "UTF-16LE", "utf-16-be": "UTF-16BE", "utf-32": "UTF-32", "utf-32-be-bom": "UTF-32",
+             "utf-32-le": "UTF-32LE", "utf-32-be": "UTF-32BE"}.get(encoding, "UTF-16")
     assert f"iconv -f {iconv} -t UTF-8 FILE > NEW" in exc.value.problems[0].hint
     from fixpack.errors import BadInputError
     from fixpack.exchange import mails
