@@ -19,6 +19,8 @@ from .diffpaths import (
     REGENERATE,
     agrees,
     bad,
+    binary_above,
+    check_binary_line,
     check_no_newline,
     check_renames,
     clean_path,
@@ -284,6 +286,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
                 agrees(git_paths, ln[0] == "+", path, source, n)
             seen[ln[:3]] = (n, path)
+            if not in_git and (said := binary_above(lines, n, path)):  # (a plain diff's own line for the file)
+                raise binary_then_text(source, *said, n, plain=True)
             minus = seen["---"][1] if "---" in sides else ""
             if ln.startswith("+") and minus and not renamed and "/dev/null" not in (minus, path) and \
                     PREFIX.sub("", minus) != PREFIX.sub("", path):
@@ -306,7 +310,9 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if ln.startswith(("new file mode ", "deleted file mode ")):
                 flags.add(ln.split(" ", 1)[0])
             binary_data = ln == "GIT binary patch"
-            binary_said = (n, ln) if ln.startswith("Binary files ") else binary_said
+            if ln.startswith("Binary files "):  # (after a text diff of its file: unidiff says "a second section")
+                check_binary_line(source, n, ln, git_paths if in_git else None, in_git, seen)
+                binary_said = (n, ln)
             continue
         if ln.startswith("\\"):
             raise bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
-from .diffsyntax import QuoteError, unquote
+from .diffsyntax import QuoteError, binary_after_text, unquote
 from .errors import PatchParseError, Problem
 from .safepath import STATE_DIR, climbs_out, path_problem
 
@@ -85,6 +85,54 @@ def agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str
         raise bad(source, n, f"'{side} {path}' names another file than its 'diff --git' line ({want!r}); the "
                              f"two lines disagree", "make both name the same file, or regenerate the patch "
                                                     "with git diff / format-patch")
+
+
+def binary_pairs(line: str) -> list[tuple[str, str]]:
+    """The two names a ``Binary files A and B differ`` line may give, for each way to split it at `` and `` (a name
+    may hold the words): quoted names unquoted, git's ``a/``/``b/`` dropped, ``/dev/null`` kept."""
+    middle = line.removeprefix("Binary files ").removesuffix(" differ")
+    out = []
+    for m in re.finditer(" and ", middle):
+        try:
+            a, b = (unquote(x) for x in (middle[:m.start()], middle[m.end():]))
+        except QuoteError:
+            continue
+        out.append((PREFIX.sub("", a) if a != "/dev/null" else a, PREFIX.sub("", b) if b != "/dev/null" else b))
+    return out
+
+
+def binary_names(line: str, path: str) -> bool:
+    """A ``Binary files A and B differ`` line names the file ``path`` (``a/``/``b/`` dropped)."""
+    return any(PREFIX.sub("", path) in pair for pair in binary_pairs(line)) and path != "/dev/null"
+
+
+def binary_above(lines: list[str], n: int, path: str) -> tuple[int, str] | None:
+    """In a plain diff, a ``Binary files`` line that names ``path`` (its line and text) among the lines diff -r writes
+    between files (``diff ...``, ``Only in ...``, ``Binary files ...``) right above the file header at line ``n`` (a
+    ``---`` line, or the ``+++`` line below one)."""
+    i = n - 2 if not (lines[n - 1].startswith("+++ ") and n > 1 and lines[n - 2].startswith("--- ")) else n - 3
+    while i >= 0 and lines[i].startswith(("Binary files ", "diff ", "Only in ")):
+        if lines[i].startswith("Binary files ") and binary_names(lines[i], path):
+            return i + 1, lines[i]
+        i -= 1
+    return None
+
+
+def check_binary_line(source: str, n: int, line: str, git_paths: tuple[str, str] | None, in_git: bool,
+                      seen: dict[str, tuple[int, str]]) -> None:
+    """A ``Binary files A and B differ`` line (at ``n``) names its section's file, as its ``diff --git`` line
+    (``git_paths``; None where they cannot be told) names it, and comes after no text diff of that file: in a git
+    section (``in_git``), none at all (``seen``: the section's ``---``/``+++`` lines, their line and path); in a plain
+    diff, none of the file it names (the next file, another one, may be binary: diff -r writes the line for it)."""
+    pairs = binary_pairs(line)
+    if git_paths is not None and pairs and not any(a in ("/dev/null", git_paths[0]) and b in ("/dev/null", git_paths[1])
+                                                   for a, b in pairs):
+        want = git_paths[0] if git_paths[0] == git_paths[1] else f"{git_paths[0]} -> {git_paths[1]}"
+        raise bad(source, n, f"{line[:120]!r} names another file than its section's 'diff --git' line ({want!r}); the "
+                             f"two lines disagree", "make both name the same file, or regenerate the patch with git "
+                                                    "diff / format-patch")
+    if seen and (in_git or any(binary_names(line, path) for _n, path in seen.values())):
+        raise binary_after_text(source, n, line, min(at for at, _path in seen.values()))
 
 
 def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]], source: str) -> None:

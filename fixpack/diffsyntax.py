@@ -227,18 +227,31 @@ def refuse_not_utf8_message(lines: list[str], first: int, source: str) -> None:
                                                                     "format-patch writes it so) and re-run")])
 
 
-def binary_then_text(source: str, at: int, line: str, n: int) -> PatchParseError:
-    """The error for a git file section whose ``Binary files ... differ`` line (``line``, at patch line ``at``) is
-    followed by a text diff of the file (its ``---`` or ``+++`` at line ``n``): git writes a section one way or the
-    other. unidiff reads the two as two sections of one file."""
-    what = (f"{line[:120]!r} says the file's change is binary and not in the patch (git diff without --binary), but "
-            f"a text diff of the file follows it at line {n}: git writes a file's section one way or the other, never "
-            f"both")
-    hint = ("a text change: take the 'Binary files' line out, or regenerate the patch with git diff; a binary one: "
-            "regenerate it with git diff --binary (its data in the patch) and declare the file under [binary] in "
-            "fix.toml (a 'Binary files ... differ' section is applied only to make a new file from a [binary] file of "
-            "the fix's folder)")
-    return PatchParseError(f"{source}:{at}: {what}", [Problem(what, None, at, hint)])
+_BINARY_HINT = ("a text change: take the 'Binary files' line out, or regenerate the patch with git diff; a binary one: "
+                "regenerate it with git diff --binary (its data in the patch) and declare the file under [binary] in "
+                "fix.toml (a 'Binary files ... differ' section is applied only to make a new file from a [binary] file "
+                "of the fix's folder)")
+
+
+def binary_then_text(source: str, at: int, line: str, n: int, plain: bool = False) -> PatchParseError:
+    """The error for a ``Binary files ... differ`` line (``line``, at patch line ``at``) followed by a text diff of the
+    file it names (its ``---`` or ``+++`` at line ``n``): in a git file section (git writes a section one way or the
+    other), or in a plain diff (``plain``: diff -r writes the line for a binary file, and no text diff of it). unidiff
+    reads the two as two sections of one file."""
+    said, way = (("diff -r writes it for a binary file", "a diff writes a file's change") if plain else
+                 ("git diff without --binary", "git writes a file's section"))
+    what = (f"{line[:120]!r} says the file's change is binary and not in the patch ({said}), but a text diff of the "
+            f"file follows it at line {n}: {way} one way or the other, never both")
+    return PatchParseError(f"{source}:{at}: {what}", [Problem(what, None, at, _BINARY_HINT)])
+
+
+def binary_after_text(source: str, at: int, line: str, text_at: int) -> PatchParseError:
+    """The error for a ``Binary files ... differ`` line (``line``, at patch line ``at``) after a text diff of the file
+    it names (in its section: the text diff's ``---`` at line ``text_at``). unidiff reads the two as two sections of
+    one file."""
+    what = (f"{line[:120]!r} says the file's change is binary and not in the patch, but the file's text diff is above "
+            f"it (from line {text_at}): a diff writes a file's change one way or the other, never both")
+    return PatchParseError(f"{source}:{at}: {what}", [Problem(what, None, at, _BINARY_HINT)])
 
 
 # a patch saved in UTF-16 or UTF-32 (a PowerShell '>' redirect, an editor's "Unicode"): its byte-order mark, its

@@ -470,6 +470,58 @@ def test_a_binary_files_line_before_a_text_diff_of_the_file_is_said_as_what_it_i
     assert parse_patch((alone + text.replace("Binary files a/x and b/x differ\n", "")).encode(), "p.patch").files
 
 
+@pytest.mark.parametrize("case", ["git, after the hunks", "git, after the hunks, a section follows", "plain, before",
+                                  "plain, after", "git, another file, a text diff follows", "git, another file"])
+def test_a_binary_files_line_elsewhere_is_said_as_what_it_is(case):
+    """A fresh user, after the line before a text diff was worded: a 'Binary files' line after a git section's hunks
+    was still "a second section for 'x' (the first at line 1)"; in a plain diff before the file's text diff, "a second
+    section" at the text diff; and one naming another file than its 'diff --git' line was said to be followed by "a
+    text diff of the file". Each is said as what it is, at the 'Binary files' line."""
+    hunk = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    text, at, said = {
+        "git, after the hunks": ("diff --git a/x b/x\n" + hunk + "Binary files a/x and b/x differ\n", 7,
+                                 "'Binary files a/x and b/x differ' says the file's change is binary and not in the "
+                                 "patch, but the file's text diff is above it (from line 2): a diff writes a file's "
+                                 "change one way or the other, never both"),
+        "git, after the hunks, a section follows": (
+            "diff --git a/x b/x\n" + hunk + "Binary files a/x and b/x differ\ndiff --git a/y b/y\n" +
+            hunk.replace("x", "y"), 7, "but the file's text diff is above it (from line 2)"),
+        "plain, before": ("Binary files a/x and b/x differ\n" + hunk, 1,
+                          "'Binary files a/x and b/x differ' says the file's change is binary and not in the patch "
+                          "(diff -r writes it for a binary file), but a text diff of the file follows it at line 2: a "
+                          "diff writes a file's change one way or the other, never both"),
+        "plain, after": (hunk + "Binary files a/x and b/x differ\n", 6,
+                         "but the file's text diff is above it (from line 1)"),
+        "git, another file, a text diff follows": (
+            "diff --git a/x b/x\nindex 1111111..2222222 100644\nBinary files a/y and b/y differ\n" + hunk, 3,
+            "'Binary files a/y and b/y differ' names another file than its section's 'diff --git' line ('x'); the "
+            "two lines disagree"),
+        "git, another file": ("diff --git a/x b/x\nindex 1111111..2222222 100644\nBinary files a/y and b/y differ\n", 3,
+                              "names another file than its section's 'diff --git' line ('x')"),
+    }[case]
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(text.encode(), "p.patch")
+    got = str(exc.value)
+    assert got.startswith(f"p.patch:{at}: ") and said in got, got
+    assert "second section" not in got, got
+    assert "a text diff of the file follows" not in got or case == "plain, before", got
+    assert exc.value.problems[0].line == at
+
+
+def test_binary_files_lines_diff_r_and_git_write_are_read_as_before():
+    """What diff -r and git write: a binary file's own line in a plain diff beside another file's text diff (either
+    order), and a git section's line naming its file across a rename or from /dev/null."""
+    hunk = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+    for text in ("Binary files a/y and b/y differ\n" + hunk, hunk + "Binary files a/y and b/y differ\n",
+                 "diff -ru a/y b/y\nBinary files a/y and b/y differ\ndiff -ru a/x b/x\n" + hunk):
+        assert sorted(f.path for f in parse_patch(text.encode(), "p.patch").files) == ["x", "y"], text
+    renamed = ("diff --git a/old.bin b/new.bin\nsimilarity index 90%\nrename from old.bin\nrename to new.bin\n"
+               "index 1111111..2222222 100644\nBinary files a/old.bin and b/new.bin differ\n")
+    created = "diff --git a/n.bin b/n.bin\nnew file mode 100644\nindex 0000000..1111111\nBinary files /dev/null and " \
+              "b/n.bin differ\n"
+    assert [f.path for f in parse_patch((renamed + created).encode(), "p.patch").files] == ["new.bin", "n.bin"]
+
+
 @pytest.mark.parametrize("encoding,said", [
     ("utf-16", "UTF-16 text (little-endian, its byte-order mark FF FE first)"),
     ("utf-16-be-bom", "UTF-16 text (big-endian, its byte-order mark FE FF first)"),
