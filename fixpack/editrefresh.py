@@ -46,7 +46,7 @@ from .patchmail import Mail, parse_message, render
 from .patchtext import header_fields, patch_mail
 from .progress import QUIET, Progress
 from .runlock import pack_lock
-from .structs import dataclass, field
+from .structs import dataclass, field, replace
 from .tree import decode
 
 
@@ -326,7 +326,8 @@ def _committed(view: Pack, profile: str, fix: Fix) -> bool:
 
 
 def _new_fix(pack_root: Path, state: EditState, first: Commit) -> Fix:
-    subject, description, _trailers = parse_message(first.message)
+    said = parse_message(first.message)
+    subject, description = said.subject, said.description
     return Fix(state.fix, 1, subject, description or subject, state.target, (), (), state.opt_in, Upstream(), (),
                pack_root / "fixes" / state.fix)
 
@@ -353,7 +354,7 @@ def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Varian
                             f"tree has {len(commits)} commit(s) on {BASE_TAG}: squash or split them to {len(old)}")
     names = old[:len(commits)]
     for i, c in enumerate(commits[len(old):], len(old) + 1):
-        slug = re.sub(r"[^a-z0-9]+", "-", parse_message(c.message)[0].lower()).strip("-")[:52].strip("-")
+        slug = re.sub(r"[^a-z0-9]+", "-", parse_message(c.message).subject.lower()).strip("-")[:52].strip("-")
         name = f"{i:04d}-{slug or 'change'}.patch"
         while name in names:
             name = name.removesuffix(".patch") + "-1.patch"
@@ -362,13 +363,12 @@ def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Varian
 
 
 def _mail(fix: Fix, c: Commit, old_text: str) -> Mail:
-    subject, description, trailers = parse_message(c.message)
     author, date = c.author, c.date
     if old_text:
         old = patch_mail(fix, old_text)
         if _same_ident(old, c):
             author, date = old.author, old.date
-    return Mail(author, date, subject, description, trailers)
+    return replace(parse_message(c.message), author=author, date=date)
 
 
 def _same_ident(old: Mail, c: Commit) -> bool:

@@ -240,35 +240,32 @@ def _mails(pack: Pack) -> list[Finding]:
 
     out = []
     for fix in (pack.fixes[f] for f in pack.series):
-        for pf in [*fix.patches, *(p for v in fix.variants for p in v.patches)]:
+        for pf, variant in [*((p, None) for p in fix.patches), *((p, v.profile) for v in fix.variants
+                                                                  for p in v.patches)]:
             rel = _rel(pack.root, pf.path)
             text = decode(patch_again(pf))
             try:
-                mail = patch_mail(fix, text, rel)
+                patch_mail(fix, text, rel)
             except BadInputError as exc:
                 out.append(Finding(rel, None, str(exc).removeprefix(f"{rel}: ")))
                 continue
-            out += _fix_id(pack, fix.id, rel, text, [v for k, v in mail.trailers if k.lower() == "fix-id"])
+            out += _fix_id(pack, fix.id, variant, rel, text)
     return out
 
 
-def _fix_id(pack: Pack, fid: str, rel: str, text: str, said: list[str]) -> list[Finding]:
-    """A patch (``rel``, its ``text``) of fix ``fid`` whose ``Fix-Id:`` trailers (``said``) name another fix: two
-    fixes' patches swapped (then relocked with their versions bumped, the lock and every run take them), or a patch
-    copied from another fix. Named at the trailer's line, with both ids. A patch without the trailer is left alone
-    (``format`` writes it from fix.toml)."""
-    from .patchmail import split
+def _fix_id(pack: Pack, fid: str, variant: str | None, rel: str, text: str) -> list[Finding]:
+    """A patch (``rel``, its ``text``) of fix ``fid`` (its variant for profile ``variant``, if one) whose ``Fix-Id:``
+    trailer names another fix: two fixes' patches swapped (then relocked with their versions bumped, the lock and
+    every run take them), or a patch copied from another fix. Named at the trailer's line (the trailer's, not a copy
+    in the notes after ``---``), with both ids. A patch without the trailer is left alone (``format`` writes it
+    from fix.toml)."""
+    from .patchtext import fix_id_said, foreign_fix_ids
     from .progname import command, pack_words
 
-    lines = split(text)[0].split("\n")
     out = []
-    for other in dict.fromkeys(v for v in said if v != fid):
-        line = max((n for n, ln in enumerate(lines, 1) if ln.partition(":")[0].strip().lower() == "fix-id"
-                    and ln.partition(":")[2].strip() == other), default=None)
-        theirs = f" (the id of fix {other}, fixes/{other}/)" if other in pack.fixes else ""
+    for line, other in foreign_fix_ids(fid, text, rel):
         fmt = command("format", *pack_words(pack.root))
-        out.append(Finding(rel, line, f"its Fix-Id trailer says {other!r}{theirs}, but the patch is listed under fix "
-                                      f"{fid!r} (fixes/{fid}/fix.toml's patches)",
+        out.append(Finding(rel, line, fix_id_said(fid, variant, other, other in pack.fixes),
                            f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if "
                            f"this patch is {fid}'s (a fix renamed), `{fmt}` writes its Fix-Id from fix.toml"))
     return out

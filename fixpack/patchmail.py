@@ -38,7 +38,8 @@ MBOX_FROM = (r"From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan
              r"Nov|Dec) [ \d]?\d \d\d:\d\d:\d\d \d{4}[ \t]*$)")
 _FROM_LINE = re.compile("^" + MBOX_FROM)
 _PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
-_TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]+(\S.*)$")
+# a trailer as git interpret-trailers reads it: white space before and after the ':' optional ("Fix-Id:x", "Fix-Id : x")
+_TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:[ \t]*)(\S.*)$")
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,16 @@ class Mail:
     """A patch's message. ``author`` is ``Name <address>`` decoded; ``date`` as written ("" when the patch
     has none); ``subject`` decoded and unfolded, without its ``[PATCH ...]`` tag; ``description`` the
     message between the subject and the trailers; ``trailers`` the last paragraph's ``Key: value`` lines,
-    the tool's own fields included, in order."""
+    the tool's own fields included, in order; ``written`` each trailer's text as it is written back (``Key: value``,
+    or, for one read with no space after its ``:`` or one before it, the line as written: a paragraph that is a URL
+    reads as a trailer ``https``, as git reads it), in step with ``trailers`` (none: ``Key: value`` each)."""
 
     author: str = ""
     date: str = ""
     subject: str = ""
     description: str = ""
     trailers: tuple[tuple[str, str], ...] = ()
+    written: tuple[str, ...] = ()
 
     @property
     def kept(self) -> tuple[tuple[str, str], ...]:
@@ -64,9 +68,11 @@ class Mail:
         parts = [self.subject.strip()]
         if self.description.strip():
             parts.append(self.description.strip())
-        trailers = [*self.kept, *fields]
+        written = self.written if len(self.written) == len(self.trailers) else [f"{k}: {v}" for k, v in self.trailers]
+        trailers = [w for (k, _v), w in zip(self.trailers, written) if k.lower() not in _OWNED]
+        trailers += [f"{k}: {v}" for k, v in fields]
         if trailers:
-            parts.append("\n".join(f"{k}: {v}" for k, v in trailers))
+            parts.append("\n".join(trailers))
         return "\n\n".join(parts) + "\n"
 
 
@@ -100,10 +106,35 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     payload = msg.get_payload(decode=True)
     charset = _charset(msg, where)
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
-    description, trailers = message_parts(_cut_diffstat(body))
+    description, trailers, written = message_parts(_cut_diffstat(body))
     _known_charsets(lines, "subject", where)  # (From: is decoded whole by _author, which says its own)
     return Mail(_author(lines, where), _raw_field(lines, "date"), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
-                description, trailers)
+                description, trailers, written)
+
+
+def trailer_lines(text: str, key: str, where: str = "the patch") -> list[tuple[int | None, str]]:
+    """Each trailer ``key`` (lower case) of a patch's message (its ``text``) as :func:`read_mail` reads it, with its
+    line in ``text`` (1-based; None where it cannot be told: a body in quoted-printable or base64): the last
+    paragraph's, before the ``---`` line, never a copy of it in the notes after that line or in the description."""
+    said = [v for k, v in read_mail(text, where).trailers if k.lower() == key]
+    lines = split(text)[0].split("\n")
+    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
+    body = next((i for i in range(start, len(lines)) if lines[i] == ""), len(lines)) + 1
+    end = next((i for i in range(body, len(lines)) if lines[i] == "---"), len(lines))
+    while end > body and not lines[end - 1].strip(" \t"):
+        end -= 1
+    first = end
+    while first > body and lines[first - 1].strip(" \t"):
+        first -= 1
+    found: list[tuple[int, str, str]] = []  # (line, key, value), a continuation line joined to its value
+    for i in range(first, end):
+        m = _TRAILER.match(lines[i])
+        if m:
+            found.append((i + 1, m.group(1).lower(), m.group(3).rstrip()))
+        elif found:
+            found[-1] = (*found[-1][:2], f"{found[-1][2]} {lines[i].strip()}")
+    mine: list[tuple[int | None, str]] = [(n, v) for n, k, v in found if k == key]
+    return mine if [v for _n, v in mine] == said else [(None, v) for v in said]  # (an encoded body: other lines)
 
 
 def decoded(text: str, where: str) -> str:
@@ -187,38 +218,43 @@ def _charset(msg: email.message.Message, where: str) -> str:
     return charset
 
 
-def parse_message(message: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    """A commit message as (subject, description, trailers): git's subject is the first paragraph,
-    its lines joined by spaces."""
+def parse_message(message: str) -> Mail:
+    """A commit message as a :class:`Mail` without author or date: git's subject is the first paragraph, its lines
+    joined by spaces."""
     text = message.strip("\n")
     first, _sep, rest = text.partition("\n\n")
-    description, trailers = message_parts(rest)
-    return " ".join(s.strip() for s in first.splitlines()), description, trailers
+    description, trailers, written = message_parts(rest)
+    return Mail("", "", " ".join(s.strip() for s in first.splitlines()), description, trailers, written)
 
 
-def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """A message body as (description, trailers): the last paragraph is the trailers when every one of
-    its lines is ``Key: value`` (or a continuation indented under one)."""
+def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """A message body as (description, trailers, each trailer as written: :attr:`Mail.written`): the last paragraph is
+    the trailers when every one of its lines is ``Key: value`` (``Key:value`` and ``Key : value`` too, as git reads
+    them), or a continuation indented under one."""
     paras = [p for p in re.split(r"\n[ \t]*\n", body.strip("\n")) if p.strip()]
     if not paras:
-        return "", ()
+        return "", (), ()
     trailers = _trailers(paras[-1])
     if trailers is None:
-        return "\n\n".join(paras).strip(), ()
-    return "\n\n".join(paras[:-1]).strip(), trailers
+        return "\n\n".join(paras).strip(), (), ()
+    return "\n\n".join(paras[:-1]).strip(), tuple(t[:2] for t in trailers), tuple(t[2] for t in trailers)
 
 
-def _trailers(para: str) -> tuple[tuple[str, str], ...] | None:
-    out: list[tuple[str, str]] = []
+def _trailers(para: str) -> list[tuple[str, str, str]] | None:
+    """Each trailer of a paragraph as (key, value, as written back), or None when a line is none."""
+    out: list[tuple[str, str, str]] = []
     for line in para.split("\n"):
         m = _TRAILER.match(line)
         if m:
-            out.append((m.group(1), m.group(2).rstrip()))
+            key, sep, value = m.group(1), m.group(2), m.group(3).rstrip()
+            as_said = sep[:1] == ":" and len(sep) > 1  # ("Key: value": written so, as before)
+            out.append((key, value, f"{key}: {value}" if as_said else line.rstrip()))
         elif out and line[:1] in (" ", "\t"):
-            out[-1] = (out[-1][0], out[-1][1] + " " + line.strip())
+            key, value, written = out[-1]
+            out[-1] = (key, value + " " + line.strip(), written + " " + line.strip())
         else:
             return None
-    return tuple(out)
+    return out
 
 
 def _cut_diffstat(body: str) -> str:

@@ -14,7 +14,7 @@ import difflib
 from .diff import diff_body, parse_patch
 from .model import Fix, PatchFile
 from .patchfiles import patch_again
-from .patchmail import Mail, read_mail, render
+from .patchmail import Mail, read_mail, render, trailer_lines
 from .patchmodel import sha256_bytes
 from .structs import replace
 from .tree import decode
@@ -50,6 +50,26 @@ def patch_mail(fix: Fix, text: str, where: str = "the patch") -> Mail:
     """A patch's message, its subject defaulting to the fix's summary; ``where``: the patch file, for its errors."""
     mail = read_mail(text, where)
     return mail if mail.subject else replace(mail, subject=fix.summary)
+
+
+def foreign_fix_ids(fix_id: str, text: str, where: str = "the patch") -> list[tuple[int | None, str]]:
+    """The ``Fix-Id:`` trailers of a patch of fix ``fix_id`` (its ``text``; ``where``: the file, for its errors) that
+    name another id, each id once: (its line, None where it cannot be told; the id). A patch without the trailer has
+    none (``format`` writes it)."""
+    found: dict[str, int | None] = {}
+    for line, said in trailer_lines(text, "fix-id", where):
+        if said != fix_id:
+            found.setdefault(said, line)
+    return [(line, said) for said, line in found.items()]
+
+
+def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool) -> str:
+    """Words for a patch of fix ``fix_id`` (of its variant for profile ``variant``, if one) whose Fix-Id trailer says
+    ``other`` (``known``: the id of a fix of the pack)."""
+    theirs = f" (the id of fix {other}, fixes/{other}/)" if known else ""
+    listed = f"fixes/{fix_id}/fix.toml's patches" if variant is None else \
+        f"its variant for profile {variant}, fixes/{fix_id}/{variant}/"
+    return f"its Fix-Id trailer says {other!r}{theirs}, but the patch is listed under fix {fix_id!r} ({listed})"
 
 
 def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:

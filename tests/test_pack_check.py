@@ -552,3 +552,54 @@ def test_a_patch_whose_fix_id_trailer_names_another_fix_is_named_at_the_trailer(
         patches[fid].write_text(texts[fid])
     b.lock(clean)
     assert findings(b) == []
+
+
+ONE_SAID = ("its Fix-Id trailer says 'two' (the id of fix two, fixes/two/), but the patch is listed under fix 'one' "
+            "(fixes/one/fix.toml's patches)")
+
+
+@pytest.mark.parametrize("trailer", ["Fix-Id:two", "Fix-Id : two", "Fix-Id\t:\ttwo"])
+def test_a_fix_id_trailer_without_a_space_after_its_colon_or_with_one_before_is_read(setup, trailer):
+    """A fresh user: `Fix-Id:other` and `Fix-Id : other` were not read as trailers (git interpret-trailers reads
+    both), so a wrong id written so passed check. Read as git reads them, in a trailer paragraph with others."""
+    b, clean = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    text = patch.read_text().replace("\n\none\n\n---\n", f"\n\none\n\nSigned-off-by:t <t@invalid>\n{trailer}\n---\n")
+    patch.write_text(text)
+    b.lock(clean)
+    line = text.splitlines().index(trailer) + 1
+    assert [f.split(" (were ")[0] for f in findings(b)] == [f"fixes/one/0001-change.patch:{line}: {ONE_SAID}"]
+
+
+def test_a_wrong_fix_id_with_a_copy_in_the_notes_is_named_at_the_trailer(setup):
+    """A fresh user: a wrong Fix-Id trailer and a copy of it in the notes after the '---' line (where format-patch
+    --notes writes them) was named at the notes' line; it is the trailer's line, and a Fix-Id only in the notes (no
+    trailer: git reads none there) is no finding."""
+    b, clean = setup
+    patch = b.pack / "fixes/one/0001-change.patch"
+    orig = patch.read_text()
+    text = orig.replace("\n\none\n\n---\n", "\n\none\n\nFix-Id: two\n---\nNotes:\n    Fix-Id: two\n\nFix-Id: two\n\n")
+    patch.write_text(text)
+    b.lock(clean)
+    line = text.splitlines().index("Fix-Id: two") + 1
+    assert line < text.splitlines().index("---") + 1
+    assert [f.split(" (were ")[0] for f in findings(b)] == [f"fixes/one/0001-change.patch:{line}: {ONE_SAID}"]
+    patch.write_text(orig.replace("\n\none\n\n---\n", "\n\none\n\n---\nFix-Id: two\n\n"))  # (notes alone)
+    b.lock(clean)
+    assert findings(b) == []
+
+
+def test_a_variant_s_patch_whose_fix_id_names_another_fix_names_the_variant(setup):
+    """A fresh user: a variant's patch with another fix's Fix-Id was said to be listed in "fixes/one/fix.toml's
+    patches"; it is the variant's folder, for its profile."""
+    b, clean = setup
+    variant = b.pack / "fixes/one/p1"
+    variant.mkdir()
+    (variant / "variant.toml").write_text("version = 1\n")
+    text = (b.pack / "fixes/one/0001-change.patch").read_text().replace("\n\none\n\n---\n", "\n\none\n\nFix-Id: two\n---\n")
+    (variant / "0001-change.patch").write_text(text)
+    b.lock(clean)
+    line = text.splitlines().index("Fix-Id: two") + 1
+    assert [f.split(" (were ")[0] for f in findings(b)] == [
+        f"fixes/one/p1/0001-change.patch:{line}: its Fix-Id trailer says 'two' (the id of fix two, fixes/two/), but "
+        f"the patch is listed under fix 'one' (its variant for profile p1, fixes/one/p1/)"]

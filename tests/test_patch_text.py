@@ -528,3 +528,21 @@ def test_a_new_file_with_mixed_line_ends_is_refused_with_a_hint_that_is_true():
     assert problem.hint.startswith("the patch creates n.py with lines that end in CR LF and lines that end in LF: "
                                    "give the file one kind of line end"), problem.hint
     assert "which keeps them" not in str(exc.value), str(exc.value)
+
+
+def test_trailers_are_read_as_git_reads_them_and_the_author_s_written_back_as_written():
+    """`Key:value` and `Key : value` are trailers, as git interpret-trailers reads them (a fresh user: a wrong
+    `Fix-Id:other` passed check); the tool's own fields among them are replaced from fix.toml, the author's are
+    written back as written: a last paragraph that is a URL reads as a trailer `https`, as git reads it, and must not
+    come back as `https: //...`. A trailer written `Key: value` is written so, as before. The same for a commit
+    message (an edit's work tree, read by refresh)."""
+    from fixpack.patchmail import parse_message, read_mail
+
+    message = "s\n\ndescription\n\nhttps://example.org/x\nAcked-by : A <a@x>\nSigned-off-by:  B <b@x>\nFix-Id:old\n"
+    mail = read_mail("From: t <t@invalid>\nSubject: [PATCH] s\n\n" + message.partition("\n\n")[2] + "---\n" + DIFF)
+    assert mail.trailers == (("https", "//example.org/x"), ("Acked-by", "A <a@x>"), ("Signed-off-by", "B <b@x>"),
+                             ("Fix-Id", "old"))
+    said = "s\n\ndescription\n\nhttps://example.org/x\nAcked-by : A <a@x>\nSigned-off-by: B <b@x>\nFix-Id: new\n"
+    assert mail.message([("Fix-Id", "new")]) == said
+    assert parse_message(message).message([("Fix-Id", "new")]) == said
+    assert parse_message(said).message([("Fix-Id", "new")]) == said  # (a fixed point)
