@@ -256,18 +256,21 @@ def _mails(pack: Pack) -> list[Finding]:
 def _fix_id(pack: Pack, fid: str, variant: str | None, rel: str, text: str) -> list[Finding]:
     """A patch (``rel``, its ``text``) of fix ``fid`` (its variant for profile ``variant``, if one) whose ``Fix-Id:``
     trailer names another fix: two fixes' patches swapped (then relocked with their versions bumped, the lock and
-    every run take them), or a patch copied from another fix. Named at the trailer's line (the trailer's, not a copy
-    in the notes after ``---``), with both ids. A patch without the trailer is left alone (``format`` writes it
-    from fix.toml)."""
+    every run take them), or a patch copied from another fix (``format`` refuses both); or a fix renamed (an id no fix
+    of the pack has: ``format`` writes it from fix.toml). Named at the trailer's line (the trailer's, not a copy in
+    the notes after ``---``), with both ids. A patch without the trailer is left alone (``format`` writes it)."""
     from .patchtext import fix_id_said, foreign_fix_ids
     from .progname import command, pack_words
 
     out = []
     for line, other in foreign_fix_ids(fid, text, rel):
-        fmt = command("format", *pack_words(pack.root))
-        out.append(Finding(rel, line, fix_id_said(fid, variant, other, other in pack.fixes),
-                           f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if "
-                           f"this patch is {fid}'s (a fix renamed), `{fmt}` writes its Fix-Id from fix.toml"))
+        known, fmt = other in pack.fixes, command("format", *pack_words(pack.root))
+        hint = (f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch "
+                f"is {fid}'s after all, write its trailer as Fix-Id: {fid} (`{fmt}` rewrites no Fix-Id that names "
+                f"another fix of the pack)" if known else
+                f"a fix renamed? `{fmt}` writes its Fix-Id from fix.toml; else put the patch back in the folder of "
+                f"the fix it belongs to and lock again")
+        out.append(Finding(rel, line, fix_id_said(fid, variant, other, known), hint))
     return out
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import write_failed
+from .errors import BadInputError, Problem, write_failed
 from .fsio import atomic_write
 from .model import Fix, Pack, PatchFile, Profile
 from .patchfiles import patch_again
@@ -26,19 +26,41 @@ def stale_patches(pack: Pack) -> list[Path]:
 
 def _stale(pack: Pack) -> dict[Path, bytes]:
     """Each stale patch file with its deterministic bytes, each read once, as the pack's load read it
-    (:func:`fixpack.patchfiles.patch_again`: one changed since is refused, named, before anything is written)."""
+    (:func:`fixpack.patchfiles.patch_again`: one changed since is refused, named, before anything is written).
+    BadInputError, before anything is written, for a patch whose Fix-Id trailer names another fix of the pack
+    (:func:`_foreign_ids`)."""
     out = {}
+    foreign: list[Problem] = []
     for fix in pack.fixes.values():
-        for p in _all_patches(fix):
+        for p, variant in _all_patches(fix):
             raw = patch_again(p, then=f"run `{command('format')}` again; no patch was written")
+            foreign += _foreign_ids(pack, fix, variant, p, raw)
             text = normalized(fix, p, raw)
             if raw.decode("utf-8", "surrogateescape") != text:
                 out[p.path] = text.encode("utf-8", "surrogateescape")
+    if foreign:
+        raise BadInputError(f"{len(foreign)} Fix-Id trailer(s) name another fix of the pack than the one that lists "
+                            f"the patch: format writes a patch's Fix-Id from the fix that lists it, which would hide "
+                            f"two fixes' patches swapped; no patch was written", foreign)
     return out
 
 
-def _all_patches(fix: Fix) -> list[PatchFile]:
-    return list(fix.patches) + [p for v in fix.variants for p in v.patches]
+def _foreign_ids(pack: Pack, fix: Fix, variant: str | None, pf: PatchFile, raw: bytes) -> list[Problem]:
+    """A patch of ``fix`` (``pf``, its bytes ``raw``; of its variant for profile ``variant``, if one) whose Fix-Id
+    trailer names another fix of the pack: format would rewrite it as churn (a Fix-Id naming no fix of the pack, a fix
+    renamed, is rewritten: the trailer is the tool's)."""
+    from .patchtext import fix_id_said, foreign_fix_ids
+
+    return [Problem(fix_id_said(fix.id, variant, other, True), pf.path, line,
+                    f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this "
+                    f"patch is {fix.id}'s after all, write its trailer as Fix-Id: {fix.id}")
+            for line, other in foreign_fix_ids(fix.id, raw.decode("utf-8", "surrogateescape"), str(pf.path))
+            if other in pack.fixes]
+
+
+def _all_patches(fix: Fix) -> list[tuple[PatchFile, str | None]]:
+    """Each patch of ``fix`` with the profile of its variant (None: the fix's own)."""
+    return [(p, None) for p in fix.patches] + [(p, v.profile) for v in fix.variants for p in v.patches]
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:
@@ -95,7 +117,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     """
     import tempfile
 
-    from .errors import BadInputError, ConflictError
+    from .errors import ConflictError
     from .evaluate import decide
     from .gitwork import git_diffs, snap
     from .loader import load_pack, load_profile

@@ -540,14 +540,21 @@ def test_a_patch_whose_fix_id_trailer_names_another_fix_is_named_at_the_trailer(
     r = fixpack("check", "--pack", str(b.pack))
     assert r.returncode == 2, r.stdout + r.stderr
     said = " ".join((r.stdout + r.stderr).split())
-    for fid, other in (("one", "two"), ("two", "one")):
+    for fid, other in (("one", "two"), ("two", "one")):  # (format refuses them: not a fix renamed)
         line = patches[fid].read_text().splitlines().index(f"Fix-Id: {other}") + 1
         assert (f"fixes/{fid}/0001-change.patch:{line}: its Fix-Id trailer says '{other}' (the id of fix {other}, "
                 f"fixes/{other}/), but the patch is listed under fix '{fid}' (fixes/{fid}/fix.toml's patches) (were "
                 f"two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch is "
-                f"{fid}'s (a fix renamed), `{program()} format --pack {b.pack}` writes its Fix-Id from fix.toml)") \
-            in said, said
+                f"{fid}'s after all, write its trailer as Fix-Id: {fid} (`{program()} format --pack {b.pack}` "
+                f"rewrites no Fix-Id that names another fix of the pack))") in said, said
     assert "2 finding(s)" in said, said
+    patches["one"].write_text(texts["one"].replace("Fix-Id: one", "Fix-Id: one-old-name"))  # a fix renamed
+    r = fixpack("check", "--pack", str(b.pack))
+    line = texts["one"].splitlines().index("Fix-Id: one") + 1
+    assert (f"fixes/one/0001-change.patch:{line}: its Fix-Id trailer says 'one-old-name', but the patch is listed "
+            f"under fix 'one' (fixes/one/fix.toml's patches) (a fix renamed? `{program()} format --pack {b.pack}` "
+            f"writes its Fix-Id from fix.toml; else put the patch back in the folder of the fix it belongs to and lock "
+            f"again)") in " ".join((r.stdout + r.stderr).split()), r.stdout + r.stderr
     for fid in ("one", "two"):  # put back: clean again
         patches[fid].write_text(texts[fid])
     b.lock(clean)

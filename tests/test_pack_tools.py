@@ -11,6 +11,7 @@ from fixpack import engine
 from fixpack.evaluate import State, decide
 from fixpack.loader import load_pack
 from fixpack.pack_tools import refresh, stale_patches
+from fixpack.patchtext import normalized
 from fixpack.tree import Tree
 
 MOD = "demo_pkg/mod.py"
@@ -109,3 +110,59 @@ def test_format_check_names_the_pack_it_checked_and_finds_it_from_a_folder_insid
     assert r.returncode == 2 and f"format --pack {builder.pack}` and commit" in r.stdout + r.stderr, r
     r = run(cwd=builder.pack / "fixes" / "one")
     assert r.returncode == 2 and str(patch) in r.stdout, r  # this pack's patch, found from inside it
+
+
+def _two_fixes(builder):
+    base = numbered(20)
+    clean = builder.tree("clean", {MOD: base})
+    for fid, line in (("one", "line 3\n"), ("two", "line 15\n")):
+        builder.add_fix(fid, {MOD: base}, {MOD: base.replace(line, line.upper())})
+    builder.profile(["one", "two"])
+    patches = {fid: builder.pack / f"fixes/{fid}/0001-change.patch" for fid in ("one", "two")}
+    pack = load_pack(builder.pack)
+    for fid, p in patches.items():  # in the deterministic form, each with its own Fix-Id
+        p.write_text(normalized(pack.fixes[fid], pack.fixes[fid].patches[0]))
+    assert all(f"\nFix-Id: {fid}\n" in p.read_text() for fid, p in patches.items())
+    builder.lock(clean)
+    return clean, patches
+
+
+def test_format_refuses_a_fix_id_that_names_another_fix_of_the_pack(builder):
+    """A fresh user swapped two fixes' patches: `check` named both Fix-Id lines, but `format --check` said only "2
+    patch(es) stale", and `format` rewrote both trailers to the fix that lists each patch, after which check was
+    clean. Both refuse now (exit 2), at each trailer's line with both ids and what to do, nothing written; a Fix-Id
+    that names no fix of the pack (a fix renamed, written with no space after its colon too) is rewritten as before."""
+    import pytest
+
+    from fixpack.errors import BadInputError
+    from fixpack.pack_tools import rewrite_patches
+
+    clean, patches = _two_fixes(builder)
+    texts = {fid: p.read_text() for fid, p in patches.items()}
+    patches["one"].write_text(texts["two"])
+    patches["two"].write_text(texts["one"])
+    swapped = {fid: p.read_bytes() for fid, p in patches.items()}
+    for call in (stale_patches, rewrite_patches):
+        with pytest.raises(BadInputError) as exc:
+            call(load_pack(builder.pack))
+        said = str(exc.value)
+        assert said.startswith("2 Fix-Id trailer(s) name another fix of the pack than the one that lists the patch: "
+                               "format writes a patch's Fix-Id from the fix that lists it, which would hide two fixes' "
+                               "patches swapped; no patch was written"), said
+        for fid, other in (("one", "two"), ("two", "one")):
+            line = swapped[fid].decode().splitlines().index(f"Fix-Id: {other}") + 1
+            assert (f"{patches[fid]}:{line}: its Fix-Id trailer says '{other}' (the id of fix {other}, fixes/{other}/), "
+                    f"but the patch is listed under fix '{fid}' (fixes/{fid}/fix.toml's patches) (were two fixes' "
+                    f"patches swapped? put each back in its own fix's folder and lock again; if this patch is {fid}'s "
+                    f"after all, write its trailer as Fix-Id: {fid})") in said, said
+        assert {fid: p.read_bytes() for fid, p in patches.items()} == swapped
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for check in (["--check"], []):
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", "format", *check, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 2 and "name another fix of the pack" in r.stderr and "stale" not in r.stdout, r
+    assert {fid: p.read_bytes() for fid, p in patches.items()} == swapped
+    patches["one"].write_text(texts["one"].replace("\nFix-Id: one\n", "\nFix-Id:one-old-name\n"))  # a fix renamed
+    patches["two"].write_text(texts["two"])
+    assert rewrite_patches(load_pack(builder.pack)) == [patches["one"]]
+    assert patches["one"].read_text() == texts["one"]
