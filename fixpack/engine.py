@@ -63,6 +63,10 @@ def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tup
     for entry in manifest.fixes if manifest else ():
         fix = ctx.pack.fixes.get(entry.id)
         if manifest and entry.state is Recorded.APPLIED and fix and not fix.recorded_as(entry.patch_sha256):
+            if fix.vouched_wrongly(entry.patch_sha256):  # the image has the pack's patch; the lock's fingerprint lies
+                key = ("fix", fix.id)
+                lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, vouch=False,
+                                            keep=key.__eq__)  # (at its line, as apply says it)
             raise BadInputError(other_patch(ctx, ft, manifest, entry, fix))
     ids = [f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == target]
     parse_fixes(ctx.pack, ctx.profile, ids)  # the recorded ones too (the selected ones are parsed already)

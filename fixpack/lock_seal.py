@@ -274,6 +274,15 @@ def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
     return out
 
 
+def change_said(fix: Fix, entry: LockFix) -> str:
+    """Why a lock entry's change fingerprint or version is not ``fix``'s: at the same version over the very patch bytes
+    the entry records, its ``patch_sha256`` was edited (the lock sealed again); else the patch or version changed."""
+    if entry.version == fix.version and entry.patch_bytes_sha256 == fix.bytes_sha256:
+        return ("its change fingerprint (patch_sha256) is not its patch's, whose bytes are the very ones the lock "
+                "records (patch_bytes_sha256): the lock was edited by hand and sealed again")
+    return "patch or version changed since the lock was generated"
+
+
 def record_edited(path: Path, entry: LockFix, fix: Fix, parsed: bool) -> list[str]:
     """What of the lock's record of ``fix`` (``entry``, its first entry in the lock at ``path``) is not what the pack
     gives, as ``lock --check`` would find it, as far as that needs no release copy: its target (``fix.toml``'s, no

@@ -36,7 +36,7 @@ from .lock_hints import (
     remove_hint,
     reordered_around,
 )
-from .lock_seal import chain_broken, patch_hunks, record_edited, seal_broken
+from .lock_seal import chain_broken, change_said, patch_hunks, record_edited, seal_broken
 from .lock_where import lock_line, stale_at
 from .model import Component, Fix, Pack, Profile
 from .profile_components import built_version_problem
@@ -177,8 +177,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True,
         if not held and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != (fix.parsed_change() if held else fix.patch_sha256) or entry.version != fix.version:
-            stale.append((("fix", fid), f"{fid}: patch or version changed since the lock was generated"
-                                        f"{bump_note(fix, profile, entry)}"))
+            stale.append((("fix", fid), f"{fid}: {change_said(fix, entry)}{bump_note(fix, profile, entry)}"))
         else:  # its change as the lock records it: its target, files and hunks are the pack's too, unless edited
             stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix,
                                                                                  not vouch or fid in hold)]

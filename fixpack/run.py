@@ -281,11 +281,17 @@ def hold_soft_lock(ctx: Context, manifest: Manifest) -> None:
     patches, parsed here (revert parses them anyway), before revert uses it (the files it says are the fix's, its
     evidence): a record that is not the patch's (a lock edited and sealed again) is a stale lock, and revert goes on
     without it (``ctx.lock`` NO_LOCK, said as :func:`soft_lock` says it), from the manifest and its backups. A patch
-    that does not parse is left to the revert to say."""
+    that does not parse is left to the revert to say. A change the lock vouched for that the manifest's entry and the
+    patches both differ from (:meth:`~fixpack.model.Fix.vouched_wrongly`: its fingerprint edited) is the patches'
+    own again, and so held: the lock is stale."""
     if ctx.lock is NO_LOCK:
         return
-    ids = [e.id for e in manifest.fixes if e.id in ctx.pack.fixes and ctx.pack.fixes[e.id].recorded_as(e.patch_sha256)]
+    ours = [(e, ctx.pack.fixes[e.id]) for e in manifest.fixes if e.id in ctx.pack.fixes]
     try:
+        for e, f in ours:  # (a change the lock vouched for that is not the patches': its fingerprint edited)
+            if not f.recorded_as(e.patch_sha256) and f.vouched_wrongly(e.patch_sha256):
+                f.unvouch()  # (its patches' own now: held to the lock below, which is then found stale)
+        ids = [e.id for e, f in ours if f.recorded_as(e.patch_sha256)]
         parse_fixes(ctx.pack, ctx.profile, ids)
     except PackError:
         return

@@ -184,3 +184,35 @@ def test_apply_holds_a_laid_fix_record_again_before_it_writes(pack, monkeypatch)
     with pytest.raises(StaleLockError, match=r"one: its hunk #1 of demo_pkg/mod.py .* records its pre-image as "):
         engine.apply(b.request(image))
     assert snapshot(image) == before
+
+
+def test_a_change_fingerprint_edited_in_the_lock_is_said_as_the_lock_and_revert_goes_on(pack):  # noqa: F811
+    """A fresh user: applied with the honest lock, then fix one's ``patch_sha256`` edited (its
+    ``patch_bytes_sha256`` left, so the lock vouches for the edited change over the very bytes) and sealed again.
+    revert refused (exit 2) saying the manifest recorded fix one "applied with another patch than this pack's", and
+    so did status, though the pack's patch never changed: the lock was edited. status, a dry run and apply now name
+    the lock at the fix's line (exit 2, the pack's patch worked out from its bytes agrees with the manifest), and
+    revert goes on without the lock, from the manifest and its backups; the image is the release byte for byte."""
+    b, _clean, image = pack
+    release = snapshot(image)
+    lock = b.pack / "profiles/p1.lock"
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    data = json.loads(lock.read_text())
+    assert data["fixes"][0]["id"] == "one" and data["fixes"][0]["patch_bytes_sha256"]
+    data["fixes"][0]["patch_sha256"] = "3" * 64
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    applied = snapshot(image)
+    for args in (("status",), ("apply", "--dry-run"), ("apply",)):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 2, (args, said)
+        assert f"{lock} is stale: one: its change fingerprint (patch_sha256) is not its patch's" in said, (args, said)
+        assert "applied with another patch" not in said, (args, said)
+        assert snapshot(image) == applied
+    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, said
+    assert f"revert went on without the lock (it places every hunk by search): {lock} is stale: one: " in said, said
+    assert "one v1: applied, reverted" in said and "two v1: applied, reverted" in said, said
+    assert snapshot(image) == release

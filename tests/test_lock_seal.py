@@ -200,8 +200,9 @@ def test_check_holds_a_change_fingerprint_edited_and_sealed_again_to_the_patches
     r = fixpack("check", "--pack", str(b.pack))
     line = next(i for i, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip() == '"id": "one",')
     assert r.returncode == 2, r.stdout + r.stderr
-    assert f"profiles/p1.lock:{line}: the lock is stale: one: patch or version changed since the lock was " \
-           f"generated" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert f"profiles/p1.lock:{line}: the lock is stale: one: its change fingerprint (patch_sha256) is not its " \
+           f"patch's, whose bytes are the very ones the lock records (patch_bytes_sha256): the lock was edited by " \
+           f"hand and sealed again" in r.stdout + r.stderr, r.stdout + r.stderr
     assert snapshot(b.pack) == before
 
 
@@ -225,8 +226,9 @@ def test_apply_holds_the_fixes_it_lays_to_their_patches_not_to_a_resealed_finger
         r = fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}", *more)
         said = " ".join(r.stderr.split())
         assert r.returncode == 2 and snapshot(b.base) == before, said
-        assert f"{lock} is stale: one: patch or version changed since the lock was generated (at {lock}:{line})" \
-            in said, said
+        assert f"{lock} is stale: one: its change fingerprint (patch_sha256) is not its patch's, whose bytes are " \
+               f"the very ones the lock records (patch_bytes_sha256): the lock was edited by hand and sealed again " \
+               f"(at {lock}:{line})" in said, said
 
 
 @pytest.mark.parametrize("side", ["pre", "post"])
