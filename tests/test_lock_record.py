@@ -14,7 +14,7 @@ import json
 import pytest
 from conftest import numbered, snapshot
 from test_lock_bump import MOD, fixpack
-from test_lock_seal import two  # noqa: F401 (a fixture)
+from test_lock_seal import refused_by_all_three, two  # noqa: F401 (a fixture)
 from test_lock_shape import OTHER, hunk_line, key_line, pack  # noqa: F401 (a fixture)
 
 from fixpack.progname import program
@@ -67,11 +67,8 @@ def test_a_fix_record_edited_and_sealed_again_is_refused_before_anything_is_writ
     at = f"{lock}:{_line(lock, 'id')}"
     redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
     before = snapshot(b.base)
-    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
-        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
-        said = " ".join(r.stderr.split())
-        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
-        assert f"{lock} is stale: {what} (at {at}); {redo}" in said, (args, said)
+    for said in refused_by_all_three(b, image):
+        assert f"{lock} is stale: {what} (at {at}); {redo}" in said, said
     r = fixpack("check", "--pack", str(b.pack))
     said = " ".join((r.stdout + r.stderr).split())
     if case == "pre_count changed":  # a count is its file's: `check` has no release copy (lock --check has)
@@ -131,12 +128,7 @@ def test_revert_goes_on_without_a_lock_whose_record_was_edited(pack, case):  # n
     REVERT_EDITS[case](data["fixes"])
     data["digest"] = lock_digest(data)
     lock.write_bytes(dumps(data))
-    r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
-    said = " ".join((r.stdout + r.stderr).split())
-    assert r.returncode == 0, said
-    assert f"revert went on without the lock (it places every hunk by search): {lock} is stale: one: " in said, said
-    assert "one v1: applied, reverted" in said and "two v1: applied, reverted" in said, said
-    assert snapshot(image) == release
+    _reverted_without_the_lock(b, image, lock, release)
 
 
 def test_status_dry_run_and_apply_agree_on_a_fix_whose_hunk_record_was_edited(pack):  # noqa: F811
@@ -210,6 +202,12 @@ def test_a_change_fingerprint_edited_in_the_lock_is_said_as_the_lock_and_revert_
         assert f"{lock} is stale: one: its change fingerprint (patch_sha256) is not its patch's" in said, (args, said)
         assert "applied with another patch" not in said, (args, said)
         assert snapshot(image) == applied
+    _reverted_without_the_lock(b, image, lock, release)
+
+
+def _reverted_without_the_lock(b, image, lock, release) -> None:
+    """revert of profile p1 on ``image`` goes on without ``lock`` (stale for fix one), says so, and leaves the image
+    the release (``release``: its snapshot) byte for byte."""
     r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
     said = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 0, said

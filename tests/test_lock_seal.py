@@ -17,6 +17,17 @@ from fixpack.progname import program
 BASE = "".join(f"line {i}\n" for i in range(1, 21))
 
 
+
+def refused_by_all_three(b, image, code: int = 2):
+    """status, a dry run and apply of profile p1 on ``image``, each refused with ``code`` and nothing written under
+    ``b.base``: each one's stderr, its whitespace folded (yielded once the run is checked)."""
+    before = snapshot(b.base)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
+        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said = " ".join(r.stderr.split())
+        assert r.returncode == code and snapshot(b.base) == before, (args, said)
+        yield said
+
 @pytest.fixture
 def two(builder):
     """Fixes one (line 3) and two (line 9) of MOD in profile p1, locked; an image of the release."""
@@ -287,14 +298,11 @@ def test_a_file_pre_image_hash_edited_and_sealed_again_is_named_not_taken_for_a_
     fid = ("one", "two")[n]
     redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
     before = snapshot(b.base)
-    for args in (["status"], ["apply", "--dry-run"], ["apply"]):
-        r = fixpack(*args, "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
-        said = " ".join(r.stderr.split())
-        assert r.returncode == 2 and snapshot(b.base) == before, (args, said)
+    for said in refused_by_all_three(b, image):
         assert (f"{lock}:{at}: fix {fid}'s pre-image of {MOD} is sha256 {'0' * 12}, but the file is sha256 "
                 f"{real[:12]}, of which its patch makes the very post-image the lock records: the lock was edited by "
                 f"hand and sealed again (its \"digest\" is a plain sha256 anyone can recompute), so nothing was "
-                f"written; {redo}") in said, (args, said)
+                f"written; {redo}") in said, said
         assert "drifted" not in said, said
     r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
     said = " ".join(r.stderr.split())
