@@ -171,6 +171,15 @@ def test_a_demo_whose_run_fails_exits_with_its_code_and_runs_no_second_after_a_f
     assert r.returncode == 0 and "failed" not in r.stderr, r.stderr
 
 
+def _int_default() -> None:
+    """The demo's SIGINT as a terminal's shell gives it: default. A test run started in the background (``cmd &``, as
+    nohup runs are) has SIGINT ignored, which a child inherits and a non-interactive bash can then neither trap nor
+    take: the stand-in's Ctrl-C would never arrive."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_demo_interrupted_in_its_first_run_stops_with_exit_5(tmp_path):
     """A fresh user pressed Ctrl-C in the first apply run: fixpack exits 5 when interrupted, bash went on (a child
     that handles SIGINT does not stop the script), and the second run started. The demo now stops there with exit 5,
@@ -188,7 +197,7 @@ def test_a_demo_interrupted_in_its_first_run_stops_with_exit_5(tmp_path):
         '                 ;;&\n  *apply_all.py*)'))
     p = subprocess.Popen(["bash", str(repo / "tools" / "demo.sh"), "scratch"], cwd=tmp_path, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env={**os.environ, "STUB_APPLY_WAITS": "1"},
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_int_default)
     try:
         for _ in range(300):
             if (repo / "waiting").exists() or p.poll() is not None:
