@@ -359,7 +359,7 @@ def _refuse_binary(data: bytes, source: str) -> None:
     """A file with a NUL byte is no patch (git writes even binary changes as text: ``git diff --binary``); one in
     UTF-16 or UTF-32 is named so (:func:`~fixpack.diffsyntax.wide_text`)."""
     idx = data.find(b"\0")
-    wide = wide_text(data) if idx >= 0 or data.startswith((b"\xff\xfe", b"\xfe\xff")) else None
+    wide = wide_text(data)
     if wide is not None:
         message = f"a patch saved as {wide[0]}, not UTF-8: a patch is UTF-8 text, as git format-patch writes it"
         hint = f"convert it to UTF-8 (iconv -f {wide[1]} -t UTF-8 FILE > NEW), or {REGENERATE}"

@@ -269,7 +269,7 @@ def wide_text(data: bytes) -> tuple[str, str] | None:
         if data.startswith(mark):  # (iconv reads the mark: its order, the mark itself left out)
             return f"{name} text ({end}-endian, its byte-order mark {mark.hex(' ').upper()} first)", name
     head = data[:4096]
-    if len(head) < 4:
+    if len(head) < 4 or b"\0" not in head:  # (UTF-8 text, the common case: no lanes to look at)
         return None
     head = head[:len(head) - len(head) % 4]
     for width, words in ((4, "three NUL bytes in every four"), (2, "a NUL byte every other byte")):

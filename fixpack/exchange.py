@@ -63,7 +63,7 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     bytes that are not UTF-8 and the mail declares no other charset. A UTF-8 byte order mark before the first mail
     (an editor's) is no part of it: it hid that mail's ``From`` line, and the mail was dropped without a word. A mail
     whose body is quoted-printable or base64 is decoded, as git am reads it (:func:`fixpack.patchmail.decoded`)."""
-    wide = wide_text(data) if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\0" in data[:4096] else None
+    wide = wide_text(data)
     if wide is not None:  # (read as UTF-8 it holds no mail: said as what it is)
         raise BadInputError(f"{source}: a mail file saved as {wide[0]}, not UTF-8 as git format-patch writes it: "
                             f"convert it to UTF-8 (iconv -f {wide[1]} -t UTF-8 FILE > NEW) and import that; nothing "

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import FixpackError
+from .errors import FixpackError, StaleLockError
 from .model import Fix, Pack, Profile
 from .records import Lock
 
@@ -69,6 +69,25 @@ def regenerate_hint(profile: Profile, redo: Redo | None = None, pack: Pack | Non
     given = redo() if redo is not None else relock_command(profile, pack=pack)
     fetched = "" if " --root " in given or " --copies " in given else " (it fetches them; --root NAME=PATH gives one)"
     return f"regenerate it from clean release copies: {given}{fetched}{where_lock_runs()}"
+
+
+def stale_lock_error(profile: Profile, lock: Lock, redo: Redo | None, found: list[tuple[tuple[str, str], str]],
+                     blocked: str = "") -> StaleLockError:
+    """The StaleLockError for what ``found`` says makes the lock stale ((key, what), as
+    :func:`fixpack.lockfile.stale_entries` gives them), each at its line in the lock, with the command that regenerates
+    it (``redo``); ``blocked``: why a lock made now on the copies at hand would stop, said before that command."""
+    from .lock_where import stale_at
+
+    stale = [f"{what} (at {path_at(*stale_at(profile, lock, key))})" for key, what in found]
+    first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
+             f"first, then ") if blocked else ""
+    return StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
+                          f"{first}{regenerate_hint(profile, redo)}")
+
+
+def path_at(path: Path, line: int | None) -> str:
+    """``PATH:LINE``, or ``PATH`` where the line is not known."""
+    return f"{path}:{line}" if line else str(path)
 
 
 # setup.cfg's maintainer extra that lock uses: import name -> distribution

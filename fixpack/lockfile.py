@@ -31,13 +31,15 @@ from .lock_hints import (
     found_at,
     left_out_before,
     order_changes,
+    path_at,
     regenerate_hint,
     relock_command,
     remove_hint,
     reordered_around,
+    stale_lock_error,
 )
 from .lock_seal import chain_broken, change_said, patch_hunks, record_edited, seal_broken
-from .lock_where import lock_line, stale_at
+from .lock_where import lock_line
 from .model import Component, Fix, Pack, Profile
 from .profile_components import built_version_problem
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
@@ -81,7 +83,7 @@ def read_lock(profile: Profile, redo: Redo | None = None) -> Lock:
         what = (f"is the lock of profile {short(lock.profile)!r}, not {profile.name!r} (copied from another "
                 f"profile's lock?)")
         hint = regenerate_hint(profile, redo)
-        raise StaleLockError(f"{_at(path, line)}: {what}; {hint}", line, what, hint)
+        raise StaleLockError(f"{path_at(path, line)}: {what}; {hint}", line, what, hint)
     return lock
 
 
@@ -139,21 +141,14 @@ def check_lock_matches(pack: Pack, profile: Profile, lock: Lock, redo: Redo | No
     stale entries count (``lock --check --target``: the named targets', :func:`fixpack.lock_scope.named`); ``vouch``
     False: each fix's change worked out from its patches, ``hold``: the fixes whose record is held to them
     (:func:`stale_entries`)."""
-    stale = [f"{what} (at {_at(*stale_at(profile, lock, key))})"
-             for key, what in stale_entries(pack, profile, lock, vouch, hold) if keep is None or keep(key)]
-    if stale:
-        first = (f"and a lock made now stops on the copy as the pack is ({blocked}): make the fix apply there "
-                 f"first, then ") if blocked else ""
-        raise StaleLockError(f"{profile.lock_path} is stale: {'; '.join(sorted(stale))}; "
-                             f"{first}{regenerate_hint(profile, redo)}")
+    found = [(key, what) for key, what in stale_entries(pack, profile, lock, vouch, hold, keep)
+             if keep is None or keep(key)]
+    if found:
+        raise stale_lock_error(profile, lock, redo, found, blocked)
 
 
-def _at(path: Path, line: int | None) -> str:
-    return f"{path}:{line}" if line else str(path)
-
-
-def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True,
-                  hold: Collection[str] = ()) -> list[tuple[tuple[str, str], str]]:
+def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True, hold: Collection[str] = (),
+                  keep: Callable[[tuple[str, str]], bool] | None = None) -> list[tuple[tuple[str, str], str]]:
     """What makes ``lock`` stale for ``profile``, each as ((kind, name), what): kind ``fix``, ``component`` or
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
@@ -163,11 +158,14 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True,
     patches are parsed already (a run's: its change is then theirs). A fix's target is held to its fix.toml's always;
     its record's files and hunks (:func:`~fixpack.lock_seal.record_edited`) in ``check`` and for the fixes ``hold``
     names (parsed): those a run lays, or whose record it met where it is used (a manifest's files). A fix a run
-    does not lay again (applied already) is taken on the lock's word there, in status, a dry run and apply alike."""
+    does not lay again (applied already) is taken on the lock's word there, in status, a dry run and apply alike.
+    ``keep``: the fixes to look at (their key, ("fix", id)); the others are not parsed or read."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
     for fid in listed:
+        if keep is not None and not keep(("fix", fid)):
+            continue
         fix = pack.fixes[fid]
         entry = recorded.get(fid)
         if entry is None:
@@ -205,7 +203,7 @@ def check_component_files(profile: Profile, comp: Component, locked: LockCompone
     import json
 
     what = _differ(locked.files, files) if dict(locked.files) != files else f"{dist_info}, not {locked.dist_info}"
-    at = _at(profile.lock_path, lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'))
+    at = path_at(profile.lock_path, lock_line(profile.lock_path, '"components"', f'"id": {json.dumps(comp.id)}'))
     raise StaleLockError(f"component {comp.id} at {comp.path} installs other files than {at} records "
                          f"({what}): its source changed; bump its "
                          f"version and regenerate the lock ({redo() if redo is not None else relock_command(profile)})")
@@ -413,7 +411,7 @@ def version_at(fix: Fix, profile: Profile) -> str:
 
     variant = fix.folder / profile.name / "variant.toml"
     toml = variant if variant.is_file() else fix.folder / "fix.toml"
-    return _at(toml, key_line(text_for_lines(toml), "version"))
+    return path_at(toml, key_line(text_for_lines(toml), "version"))
 
 
 def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix], None], profile: Profile,

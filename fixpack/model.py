@@ -223,6 +223,10 @@ class Fix:
 
         return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
 
+    def all_patches(self) -> list[tuple[PatchFile, str | None]]:
+        """Each patch file of the fix and of its variants, with the profile of its variant (None: the fix's own)."""
+        return [(p, None) for p in self.patches] + [(p, v.profile) for v in self.variants for p in v.patches]
+
     def parsed(self) -> bool:
         """Whether its patches are parsed already (a run's selected fixes, each one it placed): its change and its
         files, worked out from them, cost no parse."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .documents import key_line, read_toml, text_for_lines
 from .errors import Collector, EnvironmentProblem, FixpackError, PackError, Problem, StaleLockError
@@ -32,6 +33,9 @@ from .model import Pack, Profile
 from .records import Lock
 from .safepath import not_a_pack_file
 from .structs import dataclass, replace
+
+if TYPE_CHECKING:
+    from .patchmail import Mail
 
 # the release copies of a profile's targets with fixes (target name -> root), fetched or cached
 Copies = Callable[[Pack, Profile], dict[str, Path]]
@@ -240,37 +244,32 @@ def _mails(pack: Pack) -> list[Finding]:
 
     out = []
     for fix in (pack.fixes[f] for f in pack.series):
-        for pf, variant in [*((p, None) for p in fix.patches), *((p, v.profile) for v in fix.variants
-                                                                  for p in v.patches)]:
+        for pf, variant in fix.all_patches():
             rel = _rel(pack.root, pf.path)
             text = decode(patch_again(pf))
             try:
-                patch_mail(fix, text, rel)
+                mail = patch_mail(fix, text, rel)
             except BadInputError as exc:
                 out.append(Finding(rel, None, str(exc).removeprefix(f"{rel}: ")))
                 continue
-            out += _fix_id(pack, fix.id, variant, rel, text)
+            out += _fix_id(pack, fix.id, variant, rel, text, mail)
     return out
 
 
-def _fix_id(pack: Pack, fid: str, variant: str | None, rel: str, text: str) -> list[Finding]:
+def _fix_id(pack: Pack, fid: str, variant: str | None, rel: str, text: str, mail: Mail) -> list[Finding]:
     """A patch (``rel``, its ``text``) of fix ``fid`` (its variant for profile ``variant``, if one) whose ``Fix-Id:``
     trailer names another fix: two fixes' patches swapped (then relocked with their versions bumped, the lock and
     every run take them), or a patch copied from another fix (``format`` refuses both); or a fix renamed (an id no fix
     of the pack has: ``format`` writes it from fix.toml). Named at the trailer's line (the trailer's, not a copy in
     the notes after ``---``), with both ids. A patch without the trailer is left alone (``format`` writes it)."""
-    from .patchtext import fix_id_said, foreign_fix_ids
+    from .patchtext import fix_id_hint, fix_id_said, foreign_fix_ids
     from .progname import command, pack_words
 
     out = []
-    for line, other in foreign_fix_ids(fid, text, rel):
-        known, fmt = other in pack.fixes, command("format", *pack_words(pack.root))
-        hint = (f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch "
-                f"is {fid}'s after all, write its trailer as Fix-Id: {fid} (`{fmt}` rewrites no Fix-Id that names "
-                f"another fix of the pack)" if known else
-                f"a fix renamed? `{fmt}` writes its Fix-Id from fix.toml; else put the patch back in the folder of "
-                f"the fix it belongs to and lock again")
-        out.append(Finding(rel, line, fix_id_said(fid, variant, other, known), hint))
+    for line, other in foreign_fix_ids(fid, text, rel, mail):
+        known = other in pack.fixes
+        out.append(Finding(rel, line, fix_id_said(fid, variant, other, known),
+                           fix_id_hint(fid, known, command("format", *pack_words(pack.root)))))
     return out
 
 

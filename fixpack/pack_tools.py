@@ -32,7 +32,7 @@ def _stale(pack: Pack) -> dict[Path, bytes]:
     out = {}
     foreign: list[Problem] = []
     for fix in pack.fixes.values():
-        for p, variant in _all_patches(fix):
+        for p, variant in fix.all_patches():
             raw = patch_again(p, then=f"run `{command('format')}` again; no patch was written")
             foreign += _foreign_ids(pack, fix, variant, p, raw)
             text = normalized(fix, p, raw)
@@ -49,18 +49,11 @@ def _foreign_ids(pack: Pack, fix: Fix, variant: str | None, pf: PatchFile, raw: 
     """A patch of ``fix`` (``pf``, its bytes ``raw``; of its variant for profile ``variant``, if one) whose Fix-Id
     trailer names another fix of the pack: format would rewrite it as churn (a Fix-Id naming no fix of the pack, a fix
     renamed, is rewritten: the trailer is the tool's)."""
-    from .patchtext import fix_id_said, foreign_fix_ids
+    from .patchtext import fix_id_hint, fix_id_said, foreign_fix_ids
 
-    return [Problem(fix_id_said(fix.id, variant, other, True), pf.path, line,
-                    f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this "
-                    f"patch is {fix.id}'s after all, write its trailer as Fix-Id: {fix.id}")
+    return [Problem(fix_id_said(fix.id, variant, other, True), pf.path, line, fix_id_hint(fix.id, True))
             for line, other in foreign_fix_ids(fix.id, raw.decode("utf-8", "surrogateescape"), str(pf.path))
             if other in pack.fixes]
-
-
-def _all_patches(fix: Fix) -> list[tuple[PatchFile, str | None]]:
-    """Each patch of ``fix`` with the profile of its variant (None: the fix's own)."""
-    return [(p, None) for p in fix.patches] + [(p, v.profile) for v in fix.variants for p in v.patches]
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:

@@ -112,11 +112,13 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
                 description, trailers, written)
 
 
-def trailer_lines(text: str, key: str, where: str = "the patch") -> list[tuple[int | None, str]]:
-    """Each trailer ``key`` (lower case) of a patch's message (its ``text``) as :func:`read_mail` reads it, with its
-    line in ``text`` (1-based; None where it cannot be told: a body in quoted-printable or base64): the last
-    paragraph's, before the ``---`` line, never a copy of it in the notes after that line or in the description."""
-    said = [v for k, v in read_mail(text, where).trailers if k.lower() == key]
+def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | None = None
+                  ) -> list[tuple[int | None, str]]:
+    """Each trailer ``key`` (lower case) of a patch's message (its ``text``; ``mail``: as :func:`read_mail` read it
+    already, else read here), with its line in ``text`` (1-based; None where it cannot be told: a body in
+    quoted-printable or base64): the last paragraph's, before the ``---`` line, never a copy of it in the notes after
+    that line or in the description."""
+    said = [v for k, v in (mail or read_mail(text, where)).trailers if k.lower() == key]
     lines = split(text)[0].split("\n")
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
     body = next((i for i in range(start, len(lines)) if lines[i] == ""), len(lines)) + 1

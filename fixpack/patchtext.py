@@ -52,12 +52,13 @@ def patch_mail(fix: Fix, text: str, where: str = "the patch") -> Mail:
     return mail if mail.subject else replace(mail, subject=fix.summary)
 
 
-def foreign_fix_ids(fix_id: str, text: str, where: str = "the patch") -> list[tuple[int | None, str]]:
-    """The ``Fix-Id:`` trailers of a patch of fix ``fix_id`` (its ``text``; ``where``: the file, for its errors) that
-    name another id, each id once: (its line, None where it cannot be told; the id). A patch without the trailer has
-    none (``format`` writes it)."""
+def foreign_fix_ids(fix_id: str, text: str, where: str = "the patch", mail: Mail | None = None
+                    ) -> list[tuple[int | None, str]]:
+    """The ``Fix-Id:`` trailers of a patch of fix ``fix_id`` (its ``text``; ``where``: the file, for its errors;
+    ``mail``: its message as read already, else read here) that name another id, each id once: (its line, None where
+    it cannot be told; the id). A patch without the trailer has none (``format`` writes it)."""
     found: dict[str, int | None] = {}
-    for line, said in trailer_lines(text, "fix-id", where):
+    for line, said in trailer_lines(text, "fix-id", where, mail):
         if said != fix_id:
             found.setdefault(said, line)
     return [(line, said) for said, line in found.items()]
@@ -70,6 +71,17 @@ def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool) -> st
     listed = f"fixes/{fix_id}/fix.toml's patches" if variant is None else \
         f"its variant for profile {variant}, fixes/{fix_id}/{variant}/"
     return f"its Fix-Id trailer says {other!r}{theirs}, but the patch is listed under fix {fix_id!r} ({listed})"
+
+
+def fix_id_hint(fix_id: str, known: bool, fmt: str = "") -> str:
+    """What to do about a patch of fix ``fix_id`` whose Fix-Id trailer names another id (``known``: a fix of the pack;
+    ``fmt``: the format command, where the hint names it)."""
+    if known:
+        return (f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch "
+                f"is {fix_id}'s after all, write its trailer as Fix-Id: {fix_id}"
+                + (f" (`{fmt}` rewrites no Fix-Id that names another fix of the pack)" if fmt else ""))
+    return (f"a fix renamed? `{fmt or 'fixpack format'}` writes its Fix-Id from fix.toml; else put the patch back in "
+            f"the folder of the fix it belongs to and lock again")
 
 
 def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .model import Fix, Pack
-from .records import Lock, Manifest, ManifestFix, Recorded
+from .records import Lock, LockFix, Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .safepath import file_on_the_way, shown_path
 from .states import Action, State
@@ -313,19 +313,19 @@ def post_checked(ctx: Context, fix: Fix, before: Tree, ev: Evaluation) -> Tree:
             if wrong_post:
                 raise post_edited(*at, f.path, f.post, post[f.path], hint)
             raise pre_edited(*at, src, locked.get(src), pre.get(src), hint)
-    _counts_checked(ctx, fix, before, pre)
+    _counts_checked(ctx, fix, entry, before, pre)
     return ev.forward.tree
 
 
-def _counts_checked(ctx: Context, fix: Fix, before: Tree, pre: dict[str, str | None]) -> None:
-    """Where every file ``fix`` reads is byte for byte on ``before`` the pre-image the lock records for it (``pre``:
+def _counts_checked(ctx: Context, fix: Fix, entry: LockFix, before: Tree, pre: dict[str, str | None]) -> None:
+    """Where every file ``fix`` reads is byte for byte on ``before`` the pre-image the lock (its ``entry``) records for
+    it (``pre``:
     the sha256 there of the files the lock records), each hunk's occurrences there are what ``lock`` counted, and the
     lock records them: a ``pre_count`` or ``post_count`` that differs was edited by hand and sealed again,
     StaleLockError (exit 2) at its line, before anything is written. Elsewhere (a drifted file, an opt-in before it
     left out) the counts cannot be told there, and are the lock's word. Its hunks are the lock's already
     (:func:`post_checked` held its record to its patch first)."""
-    entry = ctx.lock.fix(fix.id)
-    if entry is None or all(h.pre_count is None for h in entry.hunks):
+    if all(h.pre_count is None for h in entry.hunks):
         return
     locked, reads = entry.pre(), [fp.old_path for fp in fix.file_patches() if fp.old_path]
     if any(p not in locked or p not in pre or pre[p] != locked[p] for p in reads):
@@ -336,13 +336,9 @@ def _counts_checked(ctx: Context, fix: Fix, before: Tree, pre: dict[str, str | N
     counted = run_pass(fix, before, reverse=False, evidence=TRUSTED, count=True)
     edited = counts_edited(ctx.profile.lock_path, entry, counted.counts) if counted.ok else []
     if edited:
-        from .errors import StaleLockError
-        from .lock_hints import regenerate_hint
-        from .lock_where import stale_at
+        from .lock_hints import stale_lock_error
 
-        path, line = stale_at(ctx.profile, ctx.lock, ("fix", fix.id))
-        hint = regenerate_hint(ctx.profile, ctx.relock, ctx.pack)
-        raise StaleLockError(f"{path} is stale: {fix.id}: {'; '.join(edited)} (at {path}:{line}); {hint}")
+        raise stale_lock_error(ctx.profile, ctx.lock, ctx.relock, [(("fix", fix.id), f"{fix.id}: {'; '.join(edited)}")])
 
 
 def _ours(fix: Fix, tree: Tree, lock: Lock) -> bool:

@@ -10,7 +10,7 @@ The draws are bench/bench_mxfp4_moe.py's: its routings (local, ep8 and the varia
 given, is the walk instead). Per point: the local experts routed, the runs of at most
 16 tokens (the plan's), each GEMM's items (runs x row blocks: 2 I / 32 for gate/up, L / 32 for down), the tail t
 past the last full wave of ``--sms`` x the programs resident at 96 registers, and the parts the device takes
-(gluon_kernel._gemm_kernel's TAIL_KS rule): tail_ks where t x tail_ks fit one wave, else in the gate/up GEMM 2
+(gluon_kernel._gemm_kernel's TAIL_KS rule, as gluon_kernel.tail_split gives it): tail_ks where t x tail_ks fit one wave, else in the gate/up GEMM 2
 where t is at most 2/5 of a wave, else none ("whole"); where 4 do not divide a GEMM's K tiles (its load-time tile's
 K, reference.default_tiles) it takes at most 2, and none where 2 do not (the host's rule). The grid's room for the
 extra programs is not modelled (the benchmark's grids hold it). Batches over 32 run in chunks of 32
@@ -28,26 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from bench_mxfp4_moe import card_shape, routing  # noqa: E402
 
-from mxfp4_moe.gluon_kernel import resident_per_sm  # noqa: E402
+from mxfp4_moe.gluon_kernel import resident_per_sm, tail_most, tail_split  # noqa: E402
 from mxfp4_moe.kernel import MAX_TOKENS  # noqa: E402
 from mxfp4_moe.reference import default_tiles  # noqa: E402
 from mxfp4_moe.variants import load_variant  # noqa: E402
-
-
-def tail_parts(items: int, slots: int, tail_ks: int, gate_up: bool, k_tiles: int) -> tuple[int, int]:
-    """(t, parts) of a GEMM of ``items`` whole items of ``k_tiles`` K tiles on ``slots`` resident programs: the tail
-    t past the last full wave and the K parts each of its items takes (0 where they are taken whole, t 0 where
-    there is no tail). The host gives the device ``tail_ks`` parts at most, 2 where those do not divide the K tiles,
-    none where 2 do not (gluon_kernel.experts_forward's tail_of)."""
-    most = next((k for k in (tail_ks, 2) if k_tiles % k == 0), 0)
-    t = items % slots
-    if items <= slots or not t or not most:
-        return (t if items > slots else 0), 0
-    if t * most <= slots:
-        return t, most
-    if gate_up and 5 * t <= 2 * slots:
-        return t, 2
-    return t, 0
 
 
 def _batches(text: str) -> list[int]:
@@ -108,7 +92,7 @@ def main() -> int:
             cols = []
             for name, items, gate_up, k_tiles in (("gate/up", runs * (2 * isize // 32), True, v.latent_size // bk1),
                                                   ("down", runs * (v.latent_size // 32), False, isize // bk2)):
-                t, parts = tail_parts(items, slots, args.tail_ks, gate_up, k_tiles)
+                t, parts = tail_split(items, slots, tail_most(args.tail_ks, k_tiles), gate_up)
                 if not t:
                     cols.append(f"{name} {items} items: no tail (whole waves, or one wave or less)")
                     continue

@@ -7,4 +7,4 @@ lazily), ``glue`` (the ``MUSE_SPARK_MXFP4_KERNELS`` switch), ``variants`` (shape
 (compile and cache).
 """
 
-__version__ = "0.13.24"
+__version__ = "0.13.25"

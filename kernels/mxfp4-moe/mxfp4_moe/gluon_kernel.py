@@ -838,6 +838,27 @@ _RESIDENT: dict = {}
 _TAIL_COUNTERS: dict = {}  # the last wave's K parts' counters (TAIL_KS), a GEMM's slots each
 
 
+def tail_most(tail_ks: int, k_tiles: int) -> int:
+    """The most K parts the host lets a run-list GEMM of ``k_tiles`` K tiles split a last-wave item into (TAIL_KS):
+    ``tail_ks``, or 2 where that does not divide the K tiles (a part must take whole tiles), or 0 (no split) where 2
+    does not either."""
+    return next((k for k in (tail_ks, 2) if k_tiles % k == 0), 0) if tail_ks else 0
+
+
+def tail_split(items: int, slots: int, most: int, gate_up: bool, grid: int | None = None) -> tuple[int, int]:
+    """_gemm_kernel's TAIL_KS rule, on the host (for the tests and bench/tail_plan.py): of a GEMM's ``items`` whole
+    items on ``slots`` resident programs, the tail t past the last full wave (0: one wave or less, or whole waves)
+    and the K parts each tail item takes: ``most`` (:func:`tail_most`) where t x ``most`` fit one wave, else, in the
+    gate/up GEMM, 2 where t is at most 2/5 of a wave, else 0 (taken whole); ``grid``: the programs launched, which
+    must hold the extra parts (None: enough)."""
+    t = items % slots if items > slots else 0
+    room = grid if grid is not None else items + most * t
+    for parts, fits in ((most, t * most <= slots), (2, gate_up and 5 * t <= 2 * slots)):
+        if t and most and parts >= 2 and fits and room >= items + (parts - 1) * t:
+            return t, parts
+    return t, 0
+
+
 def resident_per_sm(n_regs: int, max_blocks: int = 32) -> int:
     """One-warp programs an SM holds at ``n_regs`` registers a thread (sm_80/sm_90: 64K registers in four
     partitions of 16K, allocated per warp in units of 256, at most 32 blocks an SM); 96 registers -> 20, as
@@ -1092,7 +1113,7 @@ def experts_forward(x, ids, wts, ex, out, eps: float, *, sms: int, ctas_per_sm: 
         """TAIL_KS's arguments for GEMM i (0 gate/up, 1 down): its scratch and counters (a part a K slice: the
         parts must divide its K tiles, else a part would leave some out; 2 where tail_ks 4 do not, none where 2 do
         not)."""
-        ks = next((k for k in (tail_ks, 2) if k_tiles % k == 0), 0)
+        ks = tail_most(tail_ks, k_tiles)
         if not ks:
             return {}
         tcnt = _counters(x.device, 2 * slots, _TAIL_COUNTERS)

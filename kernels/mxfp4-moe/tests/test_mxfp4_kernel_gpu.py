@@ -525,16 +525,13 @@ def test_gluon_rows(cfg):
 
 def _tail_split(items: int, slots: int, ks: int, grid: int, gate_up: bool) -> tuple[int, int]:
     """The tail items a run-list GEMM splits along K and into how many parts (gluon_kernel._gemm_kernel's TAIL_KS
-    rule): those past the last full wave of ``slots``, where there are more items than slots, in ks parts where they
-    fit one wave as parts and the grid holds the extra programs, else (the gate/up GEMM) in 2 where they are at
-    most 2/5 of the slots; (0, 0) where every item is taken whole."""
-    t = items % slots
-    if not (items > slots and t):
-        return 0, 0
-    for parts, room in ((ks, t * ks), (2, t * 5 / 2 if gate_up else slots + 1)):
-        if room <= slots and grid >= items + (parts - 1) * t:
-            return t, parts
-    return 0, 0
+    rule, as gluon_kernel.tail_split gives it on the host): those past the last full wave of ``slots``, where there
+    are more items than slots, in ks parts where they fit one wave as parts and the grid holds the extra programs,
+    else (the gate/up GEMM) in 2 where they are at most 2/5 of the slots; (0, 0) where every item is taken whole."""
+    from mxfp4_moe.gluon_kernel import tail_split
+
+    t, parts = tail_split(items, slots, ks, gate_up, grid)
+    return (t, parts) if parts else (0, 0)
 
 
 @pytest.mark.parametrize("ks", [2, 4])
