@@ -153,13 +153,16 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True, 
     ``target`` (a pin edited without a new lock: name ``<target>.version`` or ``<target>.commit``, the key
     that changed); [] when it matches the pack. A fix whose patch bytes are the ones the lock fingerprinted is
     vouched for on the way (its patches are not parsed), unless ``vouch`` is False (``check``: a lock whose change
-    fingerprint was edited and sealed again is then held to the patches, even one vouched for before, and so are
-    its files' chain, :func:`~fixpack.lock_seal.chain_broken`, and every fix's record of files and hunks) or its
+    fingerprint was edited and sealed again is then held to the patches, even one vouched for before, and so is
+    every fix's record of files and hunks) or its
     patches are parsed already (a run's: its change is then theirs). A fix's target is held to its fix.toml's always;
     its record's files and hunks (:func:`~fixpack.lock_seal.record_edited`) in ``check`` and for the fixes ``hold``
     names (parsed): those a run lays, or whose record it met where it is used (a manifest's files). A fix a run
     does not lay again (applied already) is taken on the lock's word there, in status, a dry run and apply alike.
-    ``keep``: the fixes to look at (their key, ("fix", id)); the others are not parsed or read."""
+    ``keep``: the fixes to look at (their key, ("fix", id)); the others are not parsed or read. The lock's own chain
+    (each fix's pre-image of a file the post-image the fix before it records: :func:`~fixpack.lock_seal.chain_broken`)
+    is held in every run: it needs no parse, and a lock sealed again with it broken is refused on an applied image as
+    on a clean one."""
     recorded = {f.id: f for f in lock.fixes}
     listed = profile.default + profile.opt_in
     stale: list[tuple[tuple[str, str], str]] = []
@@ -180,7 +183,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True, 
             stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix,
                                                                                  not vouch or fid in hold)]
     stale += [(("fix", fid), f"{fid}: in the lock but not in the profile") for fid in set(recorded) - set(listed)]
-    stale += [] if vouch else [(("fix", fid), f"{fid}: {what}") for fid, what in chain_broken(profile.lock_path, lock)]
+    stale += [(("fix", fid), f"{fid}: {what}") for fid, what in chain_broken(profile.lock_path, lock)]  # (no parse)
     for comp in profile.components:
         locked = lock.component(comp.id)
         if locked is None:

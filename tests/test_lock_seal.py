@@ -299,10 +299,14 @@ def test_a_file_pre_image_hash_edited_and_sealed_again_is_named_not_taken_for_a_
     redo = f"regenerate it from clean release copies: {program()} lock --profile p1 --pack {b.pack}"
     before = snapshot(b.base)
     for said in refused_by_all_three(b, image):
-        assert (f"{lock}:{at}: fix {fid}'s pre-image of {MOD} is sha256 {'0' * 12}, but the file is sha256 "
-                f"{real[:12]}, of which its patch makes the very post-image the lock records: the lock was edited by "
-                f"hand and sealed again (its \"digest\" is a plain sha256 anyone can recompute), so nothing was "
-                f"written; {redo}") in said, said
+        if n:  # (fix two's: the lock's own chain is broken, held in every run before a file is read)
+            assert (f"{lock} is stale: two: its pre-image of {MOD} (line {at} of the lock) and fix one's post-image "
+                    f"of it") in said and "one of the two was edited by hand and the lock sealed again" in said, said
+        else:
+            assert (f"{lock}:{at}: fix {fid}'s pre-image of {MOD} is sha256 {'0' * 12}, but the file is sha256 "
+                    f"{real[:12]}, of which its patch makes the very post-image the lock records: the lock was edited "
+                    f"by hand and sealed again (its \"digest\" is a plain sha256 anyone can recompute), so nothing was "
+                    f"written; {redo}") in said, said
         assert "drifted" not in said, said
     r = fixpack("lock", "--check", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={b.base / 'clean'}")
     said = " ".join(r.stderr.split())
@@ -370,3 +374,25 @@ def test_lock_check_names_a_hunk_count_edited_and_sealed_again(two):
     assert r.returncode == 2 and f"{MOD}: its hunks' counts of their sides in the pre- and post-image (the copy's " \
         f"file is the lock's pre-image, of which these counts are what lock writes: the lock was edited by hand and " \
         f"sealed again)" in said, said
+
+
+def test_a_broken_chain_in_a_resealed_lock_is_refused_on_an_applied_image_too(two):
+    """A fresh user: fixes one and two both change MOD; their lock entries' pre- and post-image of it swapped (fix two's
+    pre-image no longer fix one's post-image) and the lock sealed again. On a clean image status, a dry run and apply
+    refused it (exit 2, both lines named); applied with the honest lock first, all three passed it (exit 0) and said
+    the image had drifted ("laid on a drifted file, not as the lock has it"), where the lock was edited. The lock's
+    chain needs no parse: it is held in every run, applied image or clean."""
+    b, image = two
+    lock = b.pack / "profiles/p1.lock"
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    data = json.loads(lock.read_text())
+    one, two_ = data["fixes"][0]["files"][0], data["fixes"][1]["files"][0]
+    one["pre"], one["post"], two_["pre"], two_["post"] = two_["pre"], two_["post"], one["pre"], one["post"]
+    from fixpack.records import dumps, lock_digest
+
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    for said in refused_by_all_three(b, image):
+        assert f"{lock} is stale: " in said and "differ, where a lock has them equal: one of the two was edited by " \
+            "hand and the lock sealed again" in said, said
+        assert "drifted" not in said, said
