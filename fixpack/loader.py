@@ -213,7 +213,8 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     errors = Collector()
     check_reachable(root / "fixes")
     if not (root / "fixes").is_dir():
-        errors.add("no fixes/ folder", root, None, "point --pack at the fix pack's root")
+        errors.add("no fixes/ folder" + ("" if root.is_dir() else " (the folder itself is not there)"), root, None,
+                   "point --pack at the fix pack's root")
         errors.raise_if_any(f"cannot load the pack at {root}")
     series = load_series(root, errors)
     fixes: dict[str, Fix] = {}

@@ -109,7 +109,7 @@ def _killed_write(root: Path) -> list[Finding]:
 
 
 def _rel(root: Path, path: Path | None) -> str:
-    if path is None:
+    if path is None or path == root:  # (the pack itself: named, not ".")
         return str(root)
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 

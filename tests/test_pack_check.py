@@ -610,3 +610,15 @@ def test_a_variant_s_patch_whose_fix_id_names_another_fix_names_the_variant(setu
     assert [f.split(" (were ")[0] for f in findings(b)] == [
         f"fixes/one/p1/0001-change.patch:{line}: its Fix-Id trailer says 'two' (the id of fix two, fixes/two/), but "
         f"the patch is listed under fix 'one' (its variant for profile p1, fixes/one/p1/)"]
+
+
+def test_check_of_a_pack_folder_that_is_not_there_names_it(tmp_path):
+    """A fresh user: `check --pack /nonexistent` said ".: no fixes/ folder", the pack named as "." and nothing said of
+    the folder itself being missing. The pack's root is named by its path, and that it is not there."""
+    from test_lock_bump import fixpack
+
+    nowhere = tmp_path / "nowhere"
+    r = fixpack("check", "--pack", str(nowhere))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{nowhere}: no fixes/ folder (the folder itself is not there)" in r.stdout, r.stdout + r.stderr
+    assert not nowhere.exists()
