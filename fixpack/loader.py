@@ -210,21 +210,19 @@ def load_pack(root: Path, profile: str | None = None) -> Pack:
     problem with its file and line.
     """
     root = root.resolve()
-    errors = Collector()
-    check_reachable(root / "fixes")
-    if not (root / "fixes").is_dir():
-        errors.add("no fixes/ folder" + ("" if root.is_dir() else " (the folder itself is not there)"), root, None,
-                   "point --pack at the fix pack's root")
+    errors, fixes_dir = Collector(), root / "fixes"
+    check_reachable(fixes_dir)
+    if not fixes_dir.is_dir():
+        gone = "" if root.is_dir() else " (the folder itself is not there)"
+        errors.add(f"no fixes/ folder{gone}", root, None, "point --pack at the fix pack's root")
         errors.raise_if_any(f"cannot load the pack at {root}")
     series = load_series(root, errors)
     fixes: dict[str, Fix] = {}
     budget = PackBudget()
     for fix_id in series:
-        if _there(root / "fixes" / fix_id / "fix.toml"):
-            fix = load_fix(root / "fixes" / fix_id, errors, profile, budget)
-            if fix:
-                fixes[fix_id] = fix
-    _check_relations(series, fixes, root / "fixes", errors)
+        if _there(fixes_dir / fix_id / "fix.toml") and (fix := load_fix(fixes_dir / fix_id, errors, profile, budget)):
+            fixes[fix_id] = fix
+    _check_relations(series, fixes, fixes_dir, errors)
     if (root / "profiles").is_symlink():  # (each profile's load refuses it too)
         link_refused(root, root / "profiles" / "*.toml", errors)
     errors.raise_if_any(f"the pack at {root} is invalid")
