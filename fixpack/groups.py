@@ -52,7 +52,7 @@ class Group:
 def parse_group(jpath: Path, value: Any) -> Group:
     """The journal's ``group`` (:class:`Group`), checked: only its first target's journal says ``committed``."""
     ok = isinstance(value, dict) and set(value) == {"id", "roots", "index", "committed"} and \
-        isinstance(value["id"], str) and _GROUP_ID.match(value["id"]) is not None and \
+        isinstance(value["id"], str) and _GROUP_ID.fullmatch(value["id"]) is not None and \
         isinstance(value["roots"], list) and len(value["roots"]) >= 2 and \
         all(isinstance(r, str) and r.startswith("/") and "\0" not in r and os.path.normpath(r) == r
             for r in value["roots"]) and len(set(value["roots"])) == len(value["roots"]) and \

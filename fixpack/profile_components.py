@@ -22,9 +22,9 @@ from typing import Any
 from .documents import check_reachable
 from .errors import Collector, UnknownNameError
 from .model import Component, Pack, Profile
+from .safepath import ID_RE
 
 COMPONENT_KEYS = {"path", "version", "target", "requires", "opt_in", "summary"}
-_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 class _At:
@@ -50,7 +50,7 @@ def load_components(pack: Pack, value: Any, targets: set[str], listed_fixes: set
     out = []
     for cid, table in value.items():
         where = f"[components.{cid}]"
-        if not _ID_RE.match(cid) or cid in pack.fixes:
+        if not ID_RE.fullmatch(cid) or cid in pack.fixes:
             errors.add(f"{where}: the id must be lower-case letters, digits, '.', '_', '-' and not a fix's id",
                        path, at.line(cid))
             continue

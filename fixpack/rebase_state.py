@@ -375,7 +375,7 @@ def check_state(path: Path, state: dict[str, Any], pack_root: Path, work: Path, 
                                           f"digest and its patches", advice)
     _want(path, state, "replace", bool, advice, required=False)  # the start's --replace (none: not given)
     repos = _want(path, state, "repos", list, advice, required=False) or []
-    if not all(isinstance(r, str) and ID_RE.match(r) for r in repos):
+    if not all(isinstance(r, str) and ID_RE.fullmatch(r) for r in repos):
         raise DamagedStateError(path, "key 'repos' is not a list of fix ids (the work repositories it made)", advice)
     proof = _want(path, state, "proof", dict, advice, required=False) or {}
     for key, kind in (("python", str), ("site", str), ("clean", dict), ("allow_unproven", bool)):
@@ -504,6 +504,6 @@ def _not_written_by_rebase(rel: str, to: str) -> str | None:
     parts = rel.split("/")
     if parts in (["profiles", f"{to}.toml"], ["profiles", f"{to}.lock"]):
         return None
-    if len(parts) == 4 and parts[0] == "fixes" and ID_RE.match(parts[1]) and parts[2] == to:
+    if len(parts) == 4 and parts[0] == "fixes" and ID_RE.fullmatch(parts[1]) and parts[2] == to:
         return None
     return f"not a file a rebase to {to} writes (profiles/{to}.toml or .lock, fixes/<fix>/{to}/<file>)"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cached_property
@@ -36,7 +35,6 @@ from .structs import dataclass, field
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1
-_SHA = re.compile(r"^[0-9a-f]{64}$")
 
 Hashes = Mapping[str, "str | None"]  # path -> sha256 (None: the file does not exist)
 
@@ -406,7 +404,7 @@ def _manifest_fix_problem(f: Any) -> str | None:
         return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
     if not is_version(f.get("version")):
         return f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
-    if not isinstance(f.get("patch_sha256"), str) or not _SHA.match(f["patch_sha256"]):
+    if not is_sha256(f.get("patch_sha256")):  # (the whole value: a "$" would let a newline end it)
         return f"{f['id']}: needs the patch's sha256"
     return _files_problem(f.get("files"), f"{f['id']}'s files")
 
@@ -454,7 +452,7 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
     owned: dict[str, str] = {}
     for n, c in enumerate(comps, 1):
         if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
-                not isinstance(c["id"], str) or not ID_RE.match(c["id"]) or not isinstance(c["version"], str):
+                not isinstance(c["id"], str) or not ID_RE.fullmatch(c["id"]) or not isinstance(c["version"], str):
             return f"component entry {n}: not an object with id, version, dist_info and files"
         where = f"component {c['id']}"
         if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:

@@ -187,7 +187,7 @@ def journal_named(raw: bytes) -> dict[str, bool]:
     try:
         listed = [(e["path"], e.get("existed") is not False) for e in loads_json(raw)["entries"]]
         return {p: existed for p, existed in listed
-                if isinstance(p, str) and not _MANIFEST_NAME.match(p) and not path_problem(p)}
+                if isinstance(p, str) and not _MANIFEST_NAME.fullmatch(p) and not path_problem(p)}
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return {}
 
@@ -285,7 +285,7 @@ def _removed_dirs(root: Path, jpath: Path, value: Any, entries: tuple[JournalEnt
 def _journal_path_problem(root: Path, path: str) -> str | None:
     """Why a journal may not name ``path``: it must be a canonical path of the target reached without a
     link, or the manifest in the state folder."""
-    problem = None if isinstance(path, str) and _MANIFEST_NAME.match(path) else path_problem(path)
+    problem = None if isinstance(path, str) and _MANIFEST_NAME.fullmatch(path) else path_problem(path)
     if problem:
         return f"{path!r} is {problem}"
     link = link_on_the_way(root, path)

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, snapshot
 
 from fixpack import engine
-from fixpack.errors import MismatchError
+from fixpack.errors import FixpackError, MismatchError
 from fixpack.records import Manifest
 from fixpack.rollback import recover
 
@@ -670,3 +670,17 @@ def test_a_component_record_that_is_not_this_profile_s_component_is_damaged_stat
             run(builder.request(site, opt_ins=("tiny-plug",)) if run is not engine.revert else builder.request(site))
         assert why in str(exc.value), str(exc.value)
         assert snapshot(site) == before
+
+
+def test_a_component_id_that_ends_in_a_newline_is_refused(builder):
+    """The id was checked with re.match and "$", which a newline may end: ``[components."tiny-plug\\n"]`` was taken
+    as an id (its path then said wrong). The whole id is checked: exit 2, the id said wrong."""
+    b = builder
+    b.add_fix("one", {"demo_pkg/a.py": "x = 1\n"}, {"demo_pkg/a.py": "x = 2\n"})
+    prof = b.profile(["one"])
+    make_plugin(b.pack / "plug")
+    prof.write_text(prof.read_text() + component_table("plug").replace("[components.tiny-plug]",
+                                                                       '[components."tiny-plug\\n"]'))
+    with pytest.raises(FixpackError) as exc:
+        engine.status(b.request(b.tree("site", {"demo_pkg/a.py": "x = 1\n"})))
+    assert exc.value.exit_code == 2 and "the id must be lower-case letters" in str(exc.value), str(exc.value)

@@ -149,6 +149,23 @@ def test_a_planted_journal_is_obeyed_only_for_what_the_profile_writes(builder, t
         assert now == before, run
 
 
+def test_a_journal_path_of_the_manifest_s_name_and_a_newline_is_said_as_a_control_character(builder, tmp_path):
+    """The manifest's name was checked with re.match and "$", which a newline may end: a journal path
+    ``.fixpack/demo.manifest.json`` and a newline was taken for the manifest's, its newline printed as it was,
+    breaking the message's line. It is no canonical path (exit 3, the character named, nothing written)."""
+    from fixpack import engine
+    target = _pack(builder, tmp_path, "plain copy")
+    assert engine.apply(builder.request(target)).ok
+    _plant(target, {"path": ".fixpack/demo.manifest.json\n", "existed": False,
+                    "sha256": hashlib.sha256(b"{}").hexdigest()}, (builder.base / "release" / MOD).read_bytes())
+    before = snapshot(target)
+    for run in (engine.apply, engine.status, engine.revert):
+        code, message = _outcome(lambda: run(builder.request(target)))
+        assert code == 3 and "'.fixpack/demo.manifest.json\\n' is a control or formatting character, U+000A" in message, \
+            (run, message)
+        assert snapshot(target) == before, run
+
+
 def test_a_killed_run_of_this_profile_still_rolls_back(builder, tmp_path):
     """The checks leave a journal fixpack wrote alone: a killed apply on a group-writable executable file is
     rolled back by the next run, bytes and mode."""

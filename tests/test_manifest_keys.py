@@ -45,6 +45,13 @@ CASES = {
     "version -1": (_fix_version(-1), "fix entry 1: one: its version -1 is not an integer from 1"),
     "version 0": (_fix_version(0), "fix entry 1: one: its version 0 is not an integer from 1"),
     "version true": (_fix_version(True), "fix entry 1: one: its version true is not an integer from 1"),
+    # a check made with re.match and "$" took a value that ends in a newline: the whole value is checked
+    "patch_sha256 and a newline": (lambda m: m["fixes"][0].update(patch_sha256=m["fixes"][0]["patch_sha256"] + "\n"),
+                                   "fix entry 1: one: needs the patch's sha256"),
+    "a component id and a newline": (_set("components", [{"id": "tiny-plug\n", "version": "0.3.0",
+                                                          "dist_info": "tiny_plug-0.3.0.dist-info",
+                                                          "files": {"tiny_plug/__init__.py": "0" * 64}}]),
+                                     "component entry 1: not an object with id, version, dist_info and files"),
 }
 
 

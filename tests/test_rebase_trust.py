@@ -149,7 +149,8 @@ def test_abort_refuses_a_rebase_folder_that_is_a_link(planted):
     ({"proof": {"clean": {"first": {"rc": 1}}}}, "proof.clean.first"),
     ({"targets": {"demo": {"new": "/somewhere"}}}, "targets.demo"),
     ({"conflicts": {"first": {"repo": "REPO", "patches": ["0001-change.patch"]}}}, "conflicts.first"),
-    ({"pack": None}, "key 'pack' is NoneType, not str")])
+    ({"pack": None}, "key 'pack' is NoneType, not str"),
+    ({"repos": ["first\n"]}, "key 'repos' is not a list of fix ids")])  # (re.match and "$" took a newline)
 def test_abort_and_continue_refuse_a_damaged_state(planted, over, said):
     b, _outside = planted
     work = b.pack / ".rebase/x1"

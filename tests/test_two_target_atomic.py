@@ -210,7 +210,7 @@ def test_a_committed_runs_first_journal_goes_last_and_never_alone(builder, two):
 
 
 @pytest.mark.parametrize("change", [{"index": 1, "committed": True}, {"id": "not hex"}, {"roots": ["relative", "/x"]},
-                                    {"extra": 1}])
+                                    {"extra": 1}, {"id": "0" * 32 + "\n"}])
 def test_a_damaged_group_in_a_journal_is_damaged_state(builder, two, change):
     """The journal's record of its run over several targets is untrusted input like the rest: only the first
     target's journal may say committed; an id of 32 hex digits, absolute roots. Exit 3, nothing written."""
