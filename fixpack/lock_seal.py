@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import FixpackError, StaleLockError
 
 if TYPE_CHECKING:
-    from .lock_shape import Where
+    from .lock_shape import KeyPath, Where
     from .model import Fix, Profile
     from .records import Lock, LockFix
 
@@ -44,6 +44,34 @@ def entry_wrong(text: str, fixes: list[Any], path: Path, n: int, what: str, wher
     fid = fixes[n].get("id") if isinstance(fixes[n], dict) else None
     named = f" (id {json.dumps(fid)[:80]})" if isinstance(fid, str) else ""
     return f"entry {n + 1} of its \"fixes\"{named} is not one `fixpack lock` writes: {what}", line, line is not None
+
+
+def doc_wrong(text: str, whose: str, what: str, keys: KeyPath) -> tuple[str, int | None, bool]:
+    """What to say of a lock (``text``) that is not as ``lock`` writes one outside its fix entries (``whose``, ``what``
+    and ``keys``: :func:`fixpack.lock_shape.lock_problem`), the line of ``keys`` (None when the lock is laid out
+    otherwise, or ``keys`` names the lock itself), and whether the line is said."""
+    line = line_of_keys(text.splitlines(), keys)
+    return f"{whose} is not one `fixpack lock` writes: {what}" if whose else what, line, line is not None
+
+
+def line_of_keys(lines: list[str], keys: KeyPath) -> int | None:
+    """The 1-based line of ``keys`` (:data:`~fixpack.lock_shape.KeyPath`) in a lock's ``lines`` laid out as ``lock``
+    writes it (:func:`fixpack.records.dumps`: indent 2, a key or a list's entry a line, an object's or a list's
+    content indented one step more); None when it is laid out otherwise or ``keys`` is empty."""
+    first, last, line = 0, len(lines), None
+    for depth, key in enumerate(keys, 1):
+        pad = "  " * depth
+        if isinstance(key, int):  # (an entry's first line: at this indent, no closing bracket)
+            starts = [m for m in range(first, last) if lines[m].startswith(pad) and lines[m][len(pad):][:1] not in
+                      ("", " ", "}", "]")]
+            at = starts[key] if key < len(starts) else None
+        else:
+            at = next((m for m in range(first, last) if lines[m].startswith(f"{pad}{json.dumps(key)}: ")), None)
+        if at is None:
+            return None
+        line, first = at + 1, at + 1
+        last = next((m for m in range(first, last) if not lines[m].startswith(pad + " ")), last)
+    return line
 
 
 def _where_line(lines: list[str], span: tuple[int, int], where: Where) -> int:

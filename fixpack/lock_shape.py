@@ -11,7 +11,14 @@ one the release holds already: its files' pre-image is their post-image), so in 
 a hunk without counts of a fix that changes files there was edited too (:func:`counts_missing`; a lock of one target
 keeps the other targets' entries, which an older ``lock`` may have written without counts).
 
-What is wrong is said with where (:data:`Where`), for :func:`fixpack.lock_seal.entry_wrong` to find its line.
+The rest of the lock is held to its shape too (:func:`lock_problem`): exactly ``schema``, ``profile``,
+``generated_by`` (a string), ``targets``, ``fixes``, ``digest`` and ``components`` (absent in a lock of a profile
+without components); ``targets`` an object of target name -> exactly ``version`` and ``commit``, both strings; a
+component entry exactly ``id`` (a component id), ``version`` (a string), ``files`` (an object of a path inside the
+target -> its sha256) and ``dist_info`` (absent in a lock from before it was kept), one entry per component id.
+
+What is wrong is said with where (:data:`Where` in a fix entry, :data:`KeyPath` elsewhere), for
+:func:`fixpack.lock_seal.entry_wrong` and :func:`fixpack.lock_seal.doc_wrong` to find its line.
 """
 
 from __future__ import annotations
@@ -21,13 +28,16 @@ import re
 from typing import Any
 
 from .documents import short
-from .safepath import VERSION_RULE, is_version, path_problem
+from .safepath import ID_RE, VERSION_RULE, is_version, path_problem
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 
 # where in a fix entry: ("fix", 0, key), or the ``n``-th entry of its "files" or "hunks" list (0-based) and a key in
 # it (None: the entry itself)
 Where = tuple[str, int, "str | None"]
+# where in a lock outside its fix entries: the keys from its top down to what is wrong, a list's entry by its index
+# (("targets", "vllm", "commit"), ("components", 0, "files", PATH)); () the lock itself
+KeyPath = tuple["str | int", ...]
 
 
 def is_sha256(value: Any) -> bool:
@@ -57,19 +67,85 @@ def _path(value: Any) -> str | None:
     return f"a path relative, inside the target ({problem})" if problem else None
 
 
+def _string(value: Any) -> str | None:
+    return None if isinstance(value, str) else "a string"
+
+
 def _count(value: Any) -> str | None:
     return None if is_int(value) and value >= 0 else "an integer of 0 or more"
 
 
-_FIX = {"id": lambda v: None if isinstance(v, str) else "a string",
-        "version": lambda v: None if is_version(v) else VERSION_RULE,
-        "target": lambda v: None if isinstance(v, str) else "a string",
+_FIX = {"id": _string, "version": lambda v: None if is_version(v) else VERSION_RULE, "target": _string,
         "patch_sha256": _sha, "files": lambda v: None if isinstance(v, list) else "a list",
         "hunks": lambda v: None if isinstance(v, list) else "a list", "patch_bytes_sha256": _sha}
 _FILE = {"path": _path, "pre": _sha_or_none, "post": _sha_or_none}
 _HUNK = {"file": _path, "hunk": lambda v: None if is_int(v) and v >= 1 else "an integer of 1 or more",
          "pre": _sha, "post": _sha, "pre_count": _count, "post_count": _count}
 _OPTIONAL = {"patch_bytes_sha256", "pre_count", "post_count"}
+
+
+def _read_before(value: Any) -> str | None:
+    """A key whose value is checked before the shape, with its own message: ``schema`` and ``profile`` (as the lock
+    is read), ``fixes`` (a list, else no lock at all), ``digest`` (the seal)."""
+    return None
+
+
+def dist_info_problem(value: Any) -> str | None:
+    """Why ``value`` is no lock's ``dist_info``: "" (a lock from before it was kept) or one folder name
+    ``*.dist-info``."""
+    ok = value == "" or isinstance(value, str) and value.endswith(".dist-info") and not path_problem(value) \
+        and "/" not in value
+    return None if ok else "a folder name ending in .dist-info"
+
+
+_TOP = {"schema": _read_before, "profile": _read_before, "generated_by": _string, "fixes": _read_before,
+        "targets": lambda v: None if isinstance(v, dict) else "an object of target name -> its version and commit",
+        "components": lambda v: None if isinstance(v, list) else "a list", "digest": _read_before}
+_TARGET = {"version": _string, "commit": _string}
+_COMPONENT = {"id": lambda v: None if isinstance(v, str) and ID_RE.fullmatch(v) else
+              "a component id (lower-case letters, digits, '.', '_', '-')", "version": _string,
+              "files": lambda v: None if isinstance(v, dict) else "an object of path -> sha256",
+              "dist_info": dist_info_problem}
+
+
+def lock_problem(data: dict[str, Any]) -> tuple[str, str, KeyPath] | None:
+    """What of a lock (``data``: an object with a list of ``fixes``) outside its fix entries is not as ``lock`` writes
+    it: whose (how a message names the entry; "" the lock itself), what and where (:data:`KeyPath`); None when it
+    is."""
+    wrong = _keys(data, _TOP, "", {"components"})
+    if wrong:
+        return "", wrong[0], (wrong[1],) if wrong[1] else ()
+    for name, entry in data["targets"].items():
+        whose = f'its "targets" entry {short(json.dumps(name))}'
+        wrong = _keys(entry, _TARGET, "", set()) if isinstance(entry, dict) else \
+            (f"it is {short(json.dumps(entry))}, not an object of version and commit", None)
+        if wrong:
+            return whose, wrong[0], ("targets", name, *((wrong[1],) if wrong[1] else ()))
+    return _components(data.get("components", []))
+
+
+def _components(comps: list[Any]) -> tuple[str, str, KeyPath] | None:
+    """The first component entry not as ``lock`` writes one (:func:`lock_problem`), or one of a component id an
+    entry before it has (``lock`` records each component once)."""
+    first: dict[str, int] = {}
+    for n, comp in enumerate(comps):
+        cid = comp.get("id") if isinstance(comp, dict) else None
+        whose = f'entry {n + 1} of its "components"{f" (id {short(json.dumps(cid))})" if isinstance(cid, str) else ""}'
+        wrong = _keys(comp, _COMPONENT, "", {"dist_info"}) if isinstance(comp, dict) else \
+            ("it is not a JSON object", None)
+        if wrong:
+            return whose, wrong[0], ("components", n, *((wrong[1],) if wrong[1] else ()))
+        for path, sha in comp["files"].items():
+            file, bad_path, bad_sha = short(json.dumps(path)), _path(path), _sha(sha)
+            if bad_path or bad_sha:
+                return whose, (f"its file {file} is not {bad_path}" if bad_path else
+                               f"its file {file} records {short(json.dumps(sha))}, not {bad_sha}"), \
+                    ("components", n, "files", path)
+        if comp["id"] in first:
+            return whose, (f"it is a second entry of component {comp['id']} (entry {first[comp['id']] + 1} is the "
+                           f"first): `fixpack lock` records each component once"), ("components", n, "id")
+        first[comp["id"]] = n
+    return None
 
 
 def fixes_problem(fixes: list[Any]) -> tuple[int, str, Where] | None:
@@ -108,15 +184,16 @@ def _item(kind: str, n: int, item: Any) -> str:
             f"its hunk entry {n + 1}")
 
 
-def _keys(item: dict[str, Any], rules: dict[str, Any], said: str) -> tuple[str, str | None] | None:
-    """The first key of ``item`` that ``lock`` does not write, is missing, or holds a value of another kind than
-    ``rules`` allows, said of ``said`` (what names the entry; "" the fix entry itself), with that key (None: the
-    entry)."""
+def _keys(item: dict[str, Any], rules: dict[str, Any], said: str, optional: set[str] = _OPTIONAL) -> \
+        tuple[str, str | None] | None:
+    """The first key of ``item`` that ``lock`` does not write, is missing (unless ``optional``), or holds a value of
+    another kind than ``rules`` allows, said of ``said`` (what names the entry; "" the entry itself), with that key
+    (None: the entry)."""
     it, its = (said, f"{said}: its") if said else ("it", "its")
     extra = next((k for k in item if k not in rules), None)
     if extra is not None:
         return f"{it} has a key {short(json.dumps(extra))}, which `fixpack lock` never writes", extra
-    missing = next((k for k in rules if k not in item and k not in _OPTIONAL), None)
+    missing = next((k for k in rules if k not in item and k not in optional), None)
     if missing is not None:
         return f"{it} has no {json.dumps(missing)}", None
     for key, rule in rules.items():

@@ -25,7 +25,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .lock_shape import fixes_problem
+from .lock_shape import fixes_problem, lock_problem
 from .lock_shape import is_int as is_int  # (re-exported: the records' value checks)
 from .lock_shape import is_sha256 as is_sha256
 from .lock_shape import sha_or_none as sha_or_none
@@ -153,8 +153,10 @@ class Lock:
 
     @classmethod
     def from_json(cls, raw: bytes, path: Path, profile: str, redo: Callable[[], str] | None = None) -> Lock:
-        """Parse and check a lock file's bytes. Raises StaleLockError (exit 2) naming ``path`` and what to do
-        (``redo`` renders how to regenerate it, from :func:`fixpack.lockfile.read_lock`; called only then)."""
+        """Parse and check a lock file's bytes: every key as ``lock`` writes it (:mod:`fixpack.lock_shape`), sealed.
+        Raises StaleLockError (exit 2) naming ``path``, the line of what is wrong (where the lock is laid out as
+        ``lock`` writes it) and what to do (``redo`` renders how to regenerate it, from
+        :func:`fixpack.lockfile.read_lock`; called only then)."""
         def how() -> str:
             if redo is not None:
                 return redo()
@@ -187,6 +189,11 @@ class Lock:
                 what = schema_said(said, "lock ", LOCK_SCHEMA) if key == "schema" else \
                     f'its "profile" is {said}, not the name of a profile'
                 raise bad(what, line, said_at=line is not None)
+        shape = lock_problem(data)  # (the rest of it as lock writes it: at its key's line)
+        if shape is not None:
+            from .lock_seal import doc_wrong  # only for a lock edited by hand
+
+            raise bad(*doc_wrong(raw.decode("utf-8"), *shape))
         wrong = fixes_problem(fixes)
         if wrong is not None or data.get("digest") != lock_digest(data):
             from .lock_seal import entry_wrong, unsealed  # only for a lock edited by hand
@@ -199,23 +206,10 @@ class Lock:
                    if ln.strip().rstrip(",") == f'"id": {json.dumps(twice[0])}']
             line = ids[1] if len(ids) > 1 else None
             raise bad(f"fix {', '.join(map(repr, twice))} has more than one entry", line, said_at=line is not None)
-        targets = data.get("targets") if isinstance(data.get("targets"), dict) else {}
         comps = data.get("components", [])
-        if not isinstance(comps, list) or not all(
-                isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("version"), str)
-                and isinstance(c.get("files"), dict) and all(isinstance(h, str) for h in c["files"].values())
-                and _dist_info_ok(c.get("dist_info", "")) for c in comps):
-            raise bad("its components are not a list of id, version, files and dist_info")
-        return cls(data["profile"], targets, tuple(_lock_fix(f) for f in fixes),
-                   str(data.get("generated_by", "")),
+        return cls(data["profile"], data["targets"], tuple(_lock_fix(f) for f in fixes), data["generated_by"],
                    tuple(LockComponent(c["id"], c["version"], tuple(sorted(c["files"].items())), c.get("dist_info", ""))
                          for c in comps))
-
-
-def _dist_info_ok(name: Any) -> bool:
-    """A lock's ``dist_info``: "" (a lock from before it was kept) or one folder name ``*.dist-info``."""
-    return name == "" or isinstance(name, str) and name.endswith(".dist-info") and not path_problem(name) \
-        and "/" not in name
 
 
 def lock_digest(data: Mapping[str, Any]) -> str:
