@@ -53,12 +53,13 @@ def lock_line(lock: Path, section: str, want: str) -> int | None:
 
 
 def target_key_line(lock: Path, target: str, key: str) -> int | None:
-    """The line of ``key`` in the lock's entry for ``target`` (``"targets"`` -> ``"vllm": {`` -> ``"commit"``);
-    None when the lock cannot be read or is not laid out as ``lock`` writes it."""
-    import json
+    """The line of ``key`` in the lock's entry for ``target`` (``"targets"`` -> ``"vllm"`` -> ``"commit"``:
+    :func:`fixpack.lock_seal.line_of_keys`); None when the lock cannot be read or is not laid out as ``lock`` writes
+    it."""
+    from .lock_seal import line_of_keys
 
-    entry = lock_line(lock, '"targets"', f"{json.dumps(target)}: {{")
-    if entry is None:
+    try:
+        lines = read_capped(lock).decode("utf-8").splitlines()
+    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
         return None
-    lines = text_for_lines(lock).splitlines()
-    return next((n for n, ln in enumerate(lines[entry:], entry + 1) if ln.strip().startswith(f'"{key}"')), None)
+    return line_of_keys(lines, ("targets", target, key))

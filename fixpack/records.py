@@ -183,8 +183,9 @@ class Lock:
         for key, ok in (("schema", type(data.get("schema")) is int and data["schema"] == LOCK_SCHEMA),
                         ("profile", isinstance(data.get("profile"), str))):
             if not ok:  # outside the seal (its fingerprints): checked here, at the key's line
-                line = next((n for n, ln in enumerate(raw.decode("utf-8").splitlines(), 1)
-                             if ln.strip().startswith(f'"{key}": ')), None)
+                from .lock_seal import line_of_keys  # only for a lock edited by hand
+
+                line = line_of_keys(raw.decode("utf-8").splitlines(), (key,))
                 said = "missing" if key not in data else short(json.dumps(data[key]))
                 what = schema_said(said, "lock ", LOCK_SCHEMA) if key == "schema" else \
                     f'its "profile" is {said}, not the name of a profile'
