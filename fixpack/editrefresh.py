@@ -43,7 +43,7 @@ from .model import Fix, Pack, Upstream, Variant
 from .packupdate import REFRESH_AGAIN, Outcome, recovered_first, update
 from .patchfiles import outside_package, patch_again, symlink_change
 from .patchmail import Mail, parse_message, render
-from .patchtext import header_fields, patch_mail
+from .patchtext import patch_mail, rewritten_fields
 from .progress import QUIET, Progress
 from .runlock import pack_lock
 from .structs import dataclass, field, replace
@@ -114,7 +114,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
         was = decode(patch_again(old, then=REFRESH_AGAIN)) if old else ""
-        text = render(_mail(fix, c, was), header_fields(fix), c.diff)
+        text = render(_mail(fix, c, was), _fields(pack, fix, c, work), c.diff)
         parsed = parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
         for fp in parsed.files:  # named at the commit, as the load would name it only in the patch not yet written
             if symlink_change(fp):
@@ -360,6 +360,18 @@ def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Varian
             name = name.removesuffix(".patch") + "-1.patch"
         names.append(name)
     return names
+
+
+def _fields(pack: Pack, fix: Fix, c: Commit, work: Path) -> list[tuple[str, str]]:
+    """fix.toml's fields for the patch made of commit ``c`` of the work tree ``work``; a Fix-Id trailer in its message
+    that names another fix of the pack (a commit taken from that fix's edit) is refused, named at its line."""
+    how = f"git rebase -i {BASE_TAG}"
+    where = f"{work} commit {c.sha[:12]} message"
+    return rewritten_fields(fix, parse_message(c.message), c.message, where, pack.fixes,
+                            listed=f"it is a commit of the edit of fix {fix.id!r}",
+                            hint=lambda other: f"a commit taken from fix {other}? drop it ({how}); if it is "
+                                               f"{fix.id}'s after all, reword its trailer as Fix-Id: {fix.id} ({how}, "
+                                               f"'reword'), then refresh again")
 
 
 def _mail(fix: Fix, c: Commit, old_text: str) -> Mail:

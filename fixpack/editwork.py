@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from functools import partial
 from pathlib import Path
 
@@ -42,7 +42,7 @@ from .model import Fix, Pack, Profile
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay_found, lay_patch, recover_pack, recovered_first
 from .patchfiles import patch_again
-from .patchtext import header_fields, patch_mail
+from .patchtext import patch_mail, rewritten_fields, variant_of
 from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
@@ -112,7 +112,7 @@ def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, a
             moved = _build(work, found.root, f"{target} {found.version} ({found.commit}): the clean release copy",
                            before, None if new else view.fixes[fix_id],
                            partial(_before_refused, pack, prof, pack_root, before,
-                                   found if roots.get(target) else None))
+                                   found if roots.get(target) else None), pack.fixes)
         state.save(pack_root)
     except BaseException as exc:  # a patch file changed since the load (patch_again), a refusal, an I/O error, a
         shutil.rmtree(work, ignore_errors=True)  # Ctrl-C: the work tree is not kept
@@ -222,10 +222,10 @@ def _check_place(view: Pack, prof: Profile, fix_id: str, after: str, opt_in: boo
 
 
 def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: Fix | None,
-           refused: Callable[[Fix, Tree, Fix | None], ConflictError]) -> list[str]:
+           refused: Callable[[Fix, Tree, Fix | None], ConflictError], known: Container[str]) -> list[str]:
     """The work tree: the release, the fixes ``before`` at their stated lines (one that is not there: ``refused``
     gives the error), ``fix`` where it is found (its patches' offsets, :func:`fixpack.packupdate.lay_found`,
-    returned)."""
+    returned); ``known``: the pack's fixes (a patch whose Fix-Id trailer names another is refused)."""
     work.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(release_root, work, symlinks=True,
                     ignore=shutil.ignore_patterns(".git", ".fixpack", ".fixpack-complete"))
@@ -234,11 +234,11 @@ def _build(work: Path, release_root: Path, title: str, before: list[Fix], fix: F
     tree = Tree(release_root)
     for other in before:
         try:
-            _commit_fix(work, other, tree)
+            _commit_fix(work, other, tree, known)
         except ConflictError:
             raise refused(other, tree, fix) from None
     tag(work, BASE_TAG)
-    moved = _commit_fix(work, fix, tree, found=True) if fix is not None else []
+    moved = _commit_fix(work, fix, tree, known, found=True) if fix is not None else []
     tag(work, FIX_TAG)
     return moved
 
@@ -269,9 +269,11 @@ def _before_refused(pack: Pack, prof: Profile, pack_root: Path, before: list[Fix
                          f"then this one; nothing was kept")
 
 
-def _commit_fix(work: Path, fix: Fix, tree: Tree, found: bool = False) -> list[str]:
+def _commit_fix(work: Path, fix: Fix, tree: Tree, known: Container[str], found: bool = False) -> list[str]:
     """One commit per patch of ``fix``, each laid at its stated lines on ``tree`` (which follows), or with ``found``
-    where it is found (the offsets returned, each "PATCH: PATH hunk #N +K")."""
+    where it is found (the offsets returned, each "PATCH: PATH hunk #N +K"); its message the patch's, fix.toml's
+    fields in it (a Fix-Id trailer that names another fix of the pack, ``known``, is refused:
+    :func:`fixpack.patchtext.rewritten_fields`)."""
     moved: list[str] = []
     for i, pf in enumerate(fix.patches):
         if found:
@@ -289,8 +291,10 @@ def _commit_fix(work: Path, fix: Fix, tree: Tree, found: bool = False) -> list[s
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(encode(text))
             dest.chmod(tree.mode(path) or 0o644)
-        mail = patch_mail(fix, decode(patch_again(pf, *AGAIN)), str(pf.path))
-        commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(header_fields(fix)))
+        text = decode(patch_again(pf, *AGAIN))
+        mail = patch_mail(fix, text, str(pf.path))
+        fields = rewritten_fields(fix, mail, text, str(pf.path), known, variant=variant_of(fix, pf))
+        commit_paths(work, paths, mail.author or AUTHOR, mail.date, mail.message(fields))
     return moved
 
 

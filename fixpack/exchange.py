@@ -37,7 +37,7 @@ from .packupdate import lay, recovered_first, update
 from .patchfiles import outside_package, patch_again
 from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
 from .patchmodel import sha256_bytes
-from .patchtext import header_fields
+from .patchtext import rewritten_fields
 from .progname import command as _command
 from .progname import pack_words
 from .progress import QUIET, Progress
@@ -138,7 +138,8 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
               upstream_from([m for m, _b, _l in parsed]), (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
-    texts = [render(m, header_fields(fix), body) for m, body, _l in parsed]
+    fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
+    texts = [render(m, f, body) for (m, body, _l), f in zip(parsed, fields)]
     for m, body, line in parsed:
         if not body.strip():
             raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
@@ -157,12 +158,25 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     roots = release_roots(pack, state, progress)
     bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed],
                        [f"{file}:{line}: the mail there: " for _m, _b, line in parsed])
-    texts = [render(m, header_fields(fix), body) for (m, _b, _l), body in zip(parsed, bodies)]
+    texts = [render(m, f, body) for (m, _b, _l), f, body in zip(parsed, fields, bodies)]
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _fields(pack: Pack, prof: Profile, fix: Fix, mail: Mail, text: str, file: Path, line: int
+            ) -> list[tuple[str, str]]:
+    """fix.toml's fields for the patch made of ``mail`` (its ``text``, at ``line`` of ``file``); a Fix-Id trailer in it
+    that names a fix of the pack (a patch of that fix, written out of it) is refused, named at its line."""
+    def hint(other: str) -> str:
+        edit = _command("edit", other, "--profile", prof.name, *pack_words(pack.root))
+        return (f"a patch of fix {other}, which the pack holds already? `{edit}` changes it there; if the mail is "
+                f"{fix.id}'s after all, write its trailer as Fix-Id: {fix.id} (or take the line out) and import again")
+
+    return rewritten_fields(fix, mail, text, str(file), pack.fixes, first=line,
+                            listed=f"the mail is imported as fix {fix.id!r}", hint=hint)
 
 
 # The mails ``import`` reads: each becomes one of the fix's patch files, themselves capped at MAX_PATCH_BYTES.

@@ -49,11 +49,10 @@ def _foreign_ids(pack: Pack, fix: Fix, variant: str | None, pf: PatchFile, raw: 
     """A patch of ``fix`` (``pf``, its bytes ``raw``; of its variant for profile ``variant``, if one) whose Fix-Id
     trailer names another fix of the pack: format would rewrite it as churn (a Fix-Id naming no fix of the pack, a fix
     renamed, is rewritten: the trailer is the tool's)."""
-    from .patchtext import fix_id_hint, fix_id_said, foreign_fix_ids
+    from .patchtext import fix_id_hint, fix_id_said, swapped_ids
 
     return [Problem(fix_id_said(fix.id, variant, other, True), pf.path, line, fix_id_hint(fix.id, True))
-            for line, other in foreign_fix_ids(fix.id, raw.decode("utf-8", "surrogateescape"), str(pf.path))
-            if other in pack.fixes]
+            for line, other in swapped_ids(fix.id, raw.decode("utf-8", "surrogateescape"), str(pf.path), pack.fixes)]
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:
@@ -142,7 +141,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
             with tempfile.TemporaryDirectory(prefix="fixpack-refresh-") as tmp:
                 body = git_diffs(Path(tmp) / "repo", [snap(tree, paths), snap(ev.forward.tree, paths)],
                                   [path.name])[0]
-            data = write_patches(fix, [body])[path.name]
+            data = write_patches(fix, [body], pack.fixes)[path.name]
             from .editstate import change_digest
             from .packupdate import REFRESH_AGAIN, bumped
 

@@ -16,7 +16,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -306,7 +306,7 @@ def check_later(pack: Pack, profile: str, fix_id: str,
         if other.target != fix.target:
             continue
         if seen:
-            out.append(_later_state(other, tree, moved))
+            out.append(_later_state(other, tree, moved, pack.fixes))
             continue
         tree.adopt(lay(other, tree).tree)
         seen = other.id == fix_id
@@ -352,12 +352,12 @@ def lay_found(fix: Fix, index: int, tree: Tree) -> tuple[Pass, list[str]]:
                         f"again by hand on the fixes before it, or put fixes/series back as the patch was written")
 
 
-def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes]) -> LaterFix:
+def _later_state(fix: Fix, tree: Tree, moved: dict[Path, bytes], known: Container[str]) -> LaterFix:
     exact = run_pass(fix, tree, reverse=False, evidence=TRUSTED)
     if exact.ok:
         tree.adopt(exact.tree)
         return LaterFix(fix.id, "exact")
-    regenerated = _regenerate(fix, tree)
+    regenerated = _regenerate(fix, tree, known)
     if regenerated is None:
         ev = decide(fix, tree, None, False)
         return LaterFix(fix.id, ev.state.value if ev.state.value != "absent" else "conflict",
@@ -387,9 +387,10 @@ def bumped(fix: Fix) -> tuple[Path, bytes, int]:
     return toml, tomlkit.dumps(doc).encode(), fix.version + 1
 
 
-def _regenerate(fix: Fix, tree: Tree) -> tuple[dict[str, bytes], Tree, str] | None:
+def _regenerate(fix: Fix, tree: Tree, known: Container[str]) -> tuple[dict[str, bytes], Tree, str] | None:
     """``fix``'s patch files rewritten where each patch applies on ``tree`` (placed by search: a unique
-    pre-image, as the placement rule says), its messages kept; None when one does not apply so."""
+    pre-image, as the placement rule says), its messages kept (a Fix-Id naming another fix of the pack, ``known``,
+    is refused: :func:`fixpack.patchtext.rewritten_fields`); None when one does not apply so."""
     from .gitwork import git_diffs, snap
     from .patchtext import write_patches
 
@@ -406,4 +407,4 @@ def _regenerate(fix: Fix, tree: Tree) -> tuple[dict[str, bytes], Tree, str] | No
         steps.append(snap(work, paths))
     with tempfile.TemporaryDirectory(prefix="fixpack-moved-") as tmp:
         bodies = git_diffs(Path(tmp) / "repo", steps, [pf.path.name for pf in fix.patches])
-    return write_patches(fix, bodies), work, "; ".join(offsets)
+    return write_patches(fix, bodies, known), work, "; ".join(offsets)

@@ -10,8 +10,10 @@ signature).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Container
 
 from .diff import diff_body, parse_patch
+from .errors import BadInputError
 from .model import Fix, PatchFile
 from .patchfiles import patch_again
 from .patchmail import Mail, read_mail, render, trailer_lines
@@ -64,13 +66,24 @@ def foreign_fix_ids(fix_id: str, text: str, where: str = "the patch", mail: Mail
     return [(line, said) for said, line in found.items()]
 
 
-def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool) -> str:
+def swapped_ids(fix_id: str, text: str, where: str, known: Container[str], mail: Mail | None = None
+                ) -> list[tuple[int | None, str]]:
+    """:func:`foreign_fix_ids` that name a fix of the pack (``known``): a patch swapped with, or copied from, that
+    fix's. ``format`` refuses them, as do the commands that rewrite a patch (:func:`rewritten_fields`); a Fix-Id that
+    names no fix of the pack (a fix renamed) is rewritten from fix.toml."""
+    return [(line, other) for line, other in foreign_fix_ids(fix_id, text, where, mail) if other in known]
+
+
+def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool, listed: str = "") -> str:
     """Words for a patch of fix ``fix_id`` (of its variant for profile ``variant``, if one) whose Fix-Id trailer says
-    ``other`` (``known``: the id of a fix of the pack)."""
+    ``other`` (``known``: the id of a fix of the pack); ``listed``: how the text came to be the fix's, for one that is
+    no patch file of it yet (a commit of its edit, a mail imported as it)."""
     theirs = f" (the id of fix {other}, fixes/{other}/)" if known else ""
-    listed = f"fixes/{fix_id}/fix.toml's patches" if variant is None else \
-        f"its variant for profile {variant}, fixes/{fix_id}/{variant}/"
-    return f"its Fix-Id trailer says {other!r}{theirs}, but the patch is listed under fix {fix_id!r} ({listed})"
+    if not listed:
+        where = f"fixes/{fix_id}/fix.toml's patches" if variant is None else \
+            f"its variant for profile {variant}, fixes/{fix_id}/{variant}/"
+        listed = f"the patch is listed under fix {fix_id!r} ({where})"
+    return f"its Fix-Id trailer says {other!r}{theirs}, but {listed}"
 
 
 def fix_id_hint(fix_id: str, known: bool, fmt: str = "") -> str:
@@ -82,6 +95,30 @@ def fix_id_hint(fix_id: str, known: bool, fmt: str = "") -> str:
                 + (f" (`{fmt}` rewrites no Fix-Id that names another fix of the pack)" if fmt else ""))
     return (f"a fix renamed? `{fmt or 'fixpack format'}` writes its Fix-Id from fix.toml; else put the patch back in "
             f"the folder of the fix it belongs to and lock again")
+
+
+def rewritten_fields(fix: Fix, mail: Mail, text: str, where: str, known: Container[str], *, first: int = 1,
+                     variant: str | None = None, listed: str = "", hint: Callable[[str], str] | None = None
+                     ) -> list[tuple[str, str]]:
+    """:func:`header_fields` for a patch of ``fix`` that ``edit``, ``refresh``, ``import`` or ``rebase`` writes again:
+    the one place they build a patch's new header. ``mail``: the message it is written from, read from ``text`` (a
+    patch file of ``fix``, of its variant for profile ``variant``; a commit's message; a mail), named ``where``, whose
+    line ``first`` is ``text``'s first. BadInputError (exit 2), before anything is written, where its Fix-Id trailer
+    names another fix of the pack (``known``), as ``format`` refuses it (:func:`swapped_ids`): fix.toml's id written
+    over it would hide a patch swapped with, or copied from, that fix. ``listed`` and ``hint``: how a text that is no
+    patch file of the fix came to be its (:func:`fix_id_said`), and what to do then (given the other fix's id)."""
+    for line, other in swapped_ids(fix.id, text, where, known, mail)[:1]:
+        at = f"{where}:{first + line - 1}" if line else where
+        todo = hint(other) if hint else fix_id_hint(fix.id, True)
+        raise BadInputError(f"{at}: {fix_id_said(fix.id, variant, other, True, listed)}; writing it again would put "
+                            f"fix.toml's Fix-Id: {fix.id} over the trailer and hide a patch swapped with, or copied "
+                            f"from, fix {other}; nothing was written ({todo})")
+    return header_fields(fix)
+
+
+def variant_of(fix: Fix, pf: PatchFile) -> str | None:
+    """The profile whose variant of ``fix`` holds the patch file ``pf`` (its folder); None for the fix's own."""
+    return None if pf.path.parent == fix.folder else pf.path.parent.name
 
 
 def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:
@@ -101,12 +138,16 @@ def patch_bytes(fix: Fix) -> dict[str, bytes]:
     return {p.path.name: patch_again(p) for p in fix.patches}
 
 
-def write_patches(fix: Fix, bodies: list[str]) -> dict[str, bytes]:
+def write_patches(fix: Fix, bodies: list[str], known: Container[str]) -> dict[str, bytes]:
     """Each patch file's deterministic text: its own message (author, date, subject, description, kept
-    trailers), fields from fix.toml, the new diff ``body``."""
+    trailers), fields from fix.toml, the new diff ``body``. BadInputError, before anything is written, for a patch
+    whose Fix-Id trailer names another fix of the pack (``known``: :func:`rewritten_fields`)."""
     out = {}
     for pf, body in zip(fix.patches, bodies):
-        text = render(patch_mail(fix, decode(patch_again(pf)), str(pf.path)), header_fields(fix), body)
+        was = decode(patch_again(pf))
+        mail = patch_mail(fix, was, str(pf.path))
+        fields = rewritten_fields(fix, mail, was, str(pf.path), known, variant=variant_of(fix, pf))
+        text = render(mail, fields, body)
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

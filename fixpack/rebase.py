@@ -34,6 +34,7 @@ from __future__ import annotations
 import shutil
 import signal
 import time
+from collections.abc import Container
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem, FixpackError, MismatchError, Terminated
@@ -254,7 +255,7 @@ def _carry_all(session: Session) -> tuple[Pack, Profile, list[FixOutcome]]:
     for pair in session.pairs.values():
         chain = tuple(f for f in old_view.ordered(ids) if f.target == pair.spec.name)
         if pair.rebased:
-            outcomes += _rebase_target(session, pair, chain, dict(old.proof_env))
+            outcomes += _rebase_target(session, pair, chain, dict(old.proof_env), pack.fixes)
         else:
             outcomes += [_not_rebased(f, pair) for f in chain]
     order = {fid: i for i, fid in enumerate(pack.series)}
@@ -282,9 +283,9 @@ def _flag(o: FixOutcome, fix: Fix, session: Session) -> None:
 
 
 def _rebase_target(session: Session, pair: TargetPair, chain: tuple[Fix, ...],
-                   proof_env: dict[str, str]) -> list[FixOutcome]:
+                   proof_env: dict[str, str], known: Container[str]) -> list[FixOutcome]:
     assert pair.old is not None and pair.new is not None
-    ch = Chain(pair, Tree(pair.old.root), Tree(pair.new.root))
+    ch = Chain(pair, Tree(pair.old.root), Tree(pair.new.root), known)
     prover = start_prover(session, pair.spec.package, pair.spec.name, proof_env)
     out = []
     for fix in chain:
@@ -382,7 +383,7 @@ def _carry_exact(session: Session, ch: Chain, fix: Fix, moved: Fix, messages: li
     else:
         bodies = git_diffs(session.work / ".scratch" / fix.id, steps, [p.path.name for p in fix.patches])
         shutil.rmtree(session.work / ".scratch" / fix.id, ignore_errors=True)
-        new = write_patches(fix, bodies)
+        new = write_patches(fix, bodies, ch.known)
     _compare(o, fix, old, new)
     return o
 
@@ -442,7 +443,7 @@ def _adopt_bodies(ch: Chain, fix: Fix, o: FixOutcome, bodies: list[str], outcome
                           f"from fixes/{fix.id}/fix.toml by hand, then run the rebase again")
         ch.stick(fix, fix.touched_paths(), fix.id)
         return o
-    new = write_patches(fix, bodies)
+    new = write_patches(fix, bodies, ch.known)
     carried = as_fix(fix, new)
     p = run_pass(carried, ch.new_tree, reverse=False, evidence=TRUSTED)  # made from exactly this tree
     if not p.ok or any(h.offset for h in p.hunks):

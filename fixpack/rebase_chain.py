@@ -5,7 +5,7 @@ or touches a file one holds, is blocked, not carried on a guess), and each fix's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from .errors import BadInputError
 from .evaluate import TRUSTED, run_pass
@@ -25,6 +25,7 @@ class Chain:
     pair: TargetPair
     old_tree: Tree
     new_tree: Tree
+    known: Container[str]  # the pack's fixes: a patch whose Fix-Id trailer names another is never written again
     stuck_ids: dict[str, str] = field(default_factory=dict)    # fix id -> the conflicting fix it waits for
     stuck_paths: dict[str, str] = field(default_factory=dict)  # path -> the conflicting fix holding it
     listed_new: list[str] | None = None  # the files new in this release, listed on first need
