@@ -286,7 +286,8 @@ def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
     span = _span(lines, entry.id)
     edited = "the lock was edited by hand and sealed again"
     if len(have) != len(made):
-        return [f"it records {len(have)} hunk(s) where its patch has {len(made)}: {edited}"]
+        return _twice(lines, span, have, made, edited) or \
+            [f"it records {len(have)} hunk(s) where its patch has {len(made)}: {edited}"]
     out = []
     keys = ("file", "hunk", "pre", "post")
     for k, (ours, theirs) in enumerate(zip(have, made)):
@@ -299,6 +300,23 @@ def hunks_edited(path: Path, entry: LockFix, made: list[Sides]) -> list[str]:
                 if i > 1 else f"{keys[i]} {a} where its patch gives {b}")
         at = f" (line {line} of the lock)" if line else ""
         out.append(f"its hunk #{theirs[1]} of {theirs[0]}{at} records {said}: {edited}")
+    return out
+
+
+def _twice(lines: list[str], span: tuple[int, int] | None, have: list[Sides], made: list[Sides], edited: str
+           ) -> list[str]:
+    """A fix entry's hunks (``have``; its lines ``span`` of the lock's ``lines``) that are its patch's (``made``) with
+    some given again, each hunk entry the same as one before it: each such entry at its line. [] when they are not
+    that (a hunk's file and number may come twice, from two patches of the fix: then so does the patch's)."""
+    again = [k for k, h in enumerate(have) if h in have[:k]]
+    if [h for k, h in enumerate(have) if k not in again] != made:
+        return []
+    out = []
+    for k in again:
+        item = _item_span(lines, span, "hunks", k)
+        at = f" (line {item[0] + 1} of the lock)" if item else ""
+        out.append(f"its hunk #{have[k][1]} of {have[k][0]} is listed twice: its hunk entry {k + 1}{at} is entry "
+                   f"{have.index(have[k]) + 1} again, and `fixpack lock` records each hunk of a patch once: {edited}")
     return out
 
 

@@ -396,3 +396,26 @@ def test_a_broken_chain_in_a_resealed_lock_is_refused_on_an_applied_image_too(tw
         assert f"{lock} is stale: " in said and "differ, where a lock has them equal: one of the two was edited by " \
             "hand and the lock sealed again" in said, said
         assert "drifted" not in said, said
+
+
+def test_a_hunk_listed_twice_is_named_at_the_second_entry_s_line(two):
+    """A reviewer: a fix entry's hunk entry given twice (the lock sealed again) was said as a count, "it records 2
+    hunk(s) where its patch has 1", at the fix's "id" line only. `lock --check` and `check` say the hunk is listed
+    twice, at the second entry's line in the lock."""
+    from fixpack.records import dumps, lock_digest
+
+    b, _image = two
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    data["fixes"][1]["hunks"].append(dict(data["fixes"][1]["hunks"][0]))
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    lines = lock.read_text().splitlines()
+    start = _line(lines, '"id": "one"', '"hunks": [')  # fix two's hunks (its keys sorted: after fix one's id)
+    second = [n + 1 for n in range(start, len(lines)) if lines[n] == "        {"][1]
+    want = (f"two: its hunk #1 of {MOD} is listed twice: its hunk entry 2 (line {second} of the lock) is entry 1 "
+            f"again, and `fixpack lock` records each hunk of a patch once: the lock was edited by hand and sealed again")
+    for args in (["lock", "--check", "-p", "p1", "--root", f"demo={b.base / 'clean'}"], ["check"]):
+        r = fixpack(*args, "--pack", str(b.pack))
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 2 and want in said and "hunk(s) where its patch has" not in said, (args, said)
