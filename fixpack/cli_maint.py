@@ -68,7 +68,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
-    from .lock_bump import check_fresh, refuse_unbumped
+    from .lock_bump import bytes_unrecorded, check_fresh, refuse_unbumped
     from .lock_hints import twin_warnings
     from .lock_scope import relock, scoped
 
@@ -87,6 +87,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
                               else engine.fingerprint_chain(req))
             reworded: list[str] = []
+            unrecorded: list[tuple[str, str]] = []
             twins = [] if check else twin_warnings(lock, lambda: _fixes_of(root, prof), root.resolve())
             for warning in twins:  # (lock --check compares; check says nothing of style)
                 click.echo(f"fixpack: warning: {warning}", err=True)
@@ -95,6 +96,8 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
                 reworded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
                                                 scope=lambda have: scoped(prof, only, have))
+                unrecorded = bytes_unrecorded(prof, reworded) if reworded else []  # (none of these was reworded)
+                reworded = [fid for fid in reworded if fid not in dict(unrecorded)]
             elif not same:  # an unchanged lock is left alone (its inode and time too)
                 found = lockfile.previous_locks(prof)  # the lock on disk and HEAD's, read once for both checks
                 for warning in refuse_unbumped(prof, lock, found):  # a fix's patch changed under its version
@@ -109,6 +112,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
     path = str(prof.lock_path)
     if as_json:
         emit_json(envelope("lock", profile, check=check, path=path, written=not check and not same, reworded=reworded,
+                           unrecorded=[fid for fid, _where in unrecorded],
                            warnings=twins,
                            targets={k: dict(v) for k, v in lock.targets.items()},
                            fixes=[{"id": f.id, "version": f.version, "target": f.target, "files": len(f.files),
@@ -121,6 +125,11 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                        f"parses {'these patches' if len(reworded) > 1 else 'this patch'} until "
                        f"`{relock(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
                        f"renews the lock's byte fingerprints")
+        for fid, where in unrecorded:  # (the key is a shortcut: the lock is fresh without it, apply parses the patch)
+            click.echo(f"  {where}: fix {fid}'s entry has no \"patch_bytes_sha256\" (the hash of the patch bytes it "
+                       f"was made from: the key was removed, or the lock is older than it); apply parses its patch "
+                       f"until `{relock(prof, tuple(only_targets), parse_roots(roots), copies_root)}` regenerates the "
+                       f"lock")
 
 
 @click.command("fetch", short_help="Fetch clean release copies; print NAME=ROOT.", epilog="""\b

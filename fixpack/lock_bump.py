@@ -157,3 +157,17 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}){said}; "
                              f"{regenerate_hint(profile, redo)}")
     return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)
+
+
+def bytes_unrecorded(profile: Profile, ids: list[str]) -> list[tuple[str, str]]:
+    """Of ``ids`` (:func:`check_fresh`'s: the fixes whose lock entry's ``patch_bytes_sha256`` does not name their
+    patch bytes), each whose entry in the lock on disk has no ``patch_bytes_sha256`` at all (a lock from before it was
+    kept, or the key removed by hand: nothing was reworded), with where its entry is (``LOCK:LINE``, its id's line)."""
+    have = read_lock(profile)
+    out = []
+    for fid in ids:
+        entry = have.fix(fid)
+        if entry is not None and not entry.patch_bytes_sha256:
+            path, line = stale_at(profile, have, ("fix", fid))
+            out.append((fid, f"{path}:{line}" if line else str(path)))
+    return out

@@ -211,6 +211,34 @@ def test_lock_check_names_a_reworded_patch(setup):
     assert res.exit_code == 0 and "reworded" not in res.output, res.output
 
 
+def test_lock_check_names_a_lock_entry_without_its_patch_bytes_hash(setup):
+    """A reviewer: with a fix entry's patch_bytes_sha256 removed (the lock sealed again), `lock --check` said the patch
+    was "reworded since the lock". It says the key is missing, at the entry's line, and the command that regenerates
+    the lock (--json: unrecorded, not reworded); the lock is fresh all the same (the key is a shortcut)."""
+    from click.testing import CliRunner
+
+    from fixpack import cli
+    from fixpack.records import dumps, lock_digest
+
+    b, clean, _ = setup
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    del data["fixes"][0]["patch_bytes_sha256"]
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    line = next(n for n, ln in enumerate(lock.read_text().splitlines(), 1) if ln.strip() == '"id": "one",')
+    args = ["lock", "--check", "--profile", "p1", "--pack", str(b.pack), "--root", f"{b.target}={clean}"]
+    res = CliRunner().invoke(cli.main, args)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 0 and "lock is fresh" in said and "reworded" not in said, said
+    assert (f"{lock}:{line}: fix one's entry has no \"patch_bytes_sha256\" (the hash of the patch bytes it was made "
+            f"from: the key was removed, or the lock is older than it); apply parses its patch until `") in said, said
+    assert f"lock --profile p1 --pack {b.pack} --root {b.target}={clean}` regenerates the lock" in said, said
+    res = CliRunner().invoke(cli.main, [*args, "--json"])
+    got = json.loads(res.stdout)
+    assert res.exit_code == 0 and (got["reworded"], got["unrecorded"]) == ([], ["one"]), res.output
+
+
 def test_lock_refuses_a_patched_copy_whose_manifest_was_removed(setup):
     """A copy the fixes were applied to, its .fixpack folder removed, is not the release: lock and
     lock --check refuse it (exit 3, the fix, the file and `fixpack fetch` named) and write nothing."""
