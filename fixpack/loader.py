@@ -104,7 +104,8 @@ def load_fix(folder: Path, errors: Collector, profile: str | None = None,
         if key not in data:
             errors.add(f"missing required key {key!r}", path, None, "see the fix.toml schema in the README")
     if data.get("id", folder.name) != folder.name:
-        errors.add(f"id {data.get('id')!r} differs from its folder {folder.name!r}", path, key_line(text, "id"))
+        errors.add(f"id {data.get('id')!r} differs from its folder {folder.name!r}", path, key_line(text, "id"),
+                   f'write id = "{folder.name}", or rename the folder, and its fixes/series line and profiles too')
     version = data.get("version", 1)
     if not is_version(version):
         errors.add(f"'version' must be {VERSION_RULE}", path, key_line(text, "version"))

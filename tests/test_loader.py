@@ -486,3 +486,15 @@ def test_a_bad_fix_id_in_the_series_is_not_also_said_missing_from_it(pack):
     said = problems(exc)
     assert any(p.startswith(f"{series}:2: bad fix id 'bé'") for p in said), said
     assert not [p for p in said if "missing from the series" in p], said
+
+
+def test_an_id_that_is_not_its_folders_name_says_what_to_do(pack):
+    """Found by a fresh user: fix.toml's id other than its folder's name was named, at its line, with nothing to do."""
+    toml = pack.pack / "fixes/a/fix.toml"
+    text = toml.read_text()
+    line = next(n for n, ln in enumerate(text.splitlines(), 1) if ln.startswith("id = "))
+    toml.write_text("\n".join('id = "a2"' if n == line else ln for n, ln in enumerate(text.splitlines(), 1)) + "\n")
+    with pytest.raises(PackError) as exc:
+        load_pack(pack.pack)
+    assert f"{toml}:{line}: id 'a2' differs from its folder 'a' (write id = \"a\", or rename the folder, and its " \
+           f"fixes/series line and profiles too)" in problems(exc), problems(exc)
