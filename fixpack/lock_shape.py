@@ -75,7 +75,8 @@ def _count(value: Any) -> str | None:
     return None if is_int(value) and value >= 0 else "an integer of 0 or more"
 
 
-_FIX = {"id": _string, "version": lambda v: None if is_version(v) else VERSION_RULE, "target": _string,
+_FIX = {"id": lambda v: None if isinstance(v, str) and ID_RE.fullmatch(v) else "a fix id",
+        "version": lambda v: None if is_version(v) else VERSION_RULE, "target": _string,
         "patch_sha256": _sha, "files": lambda v: None if isinstance(v, list) else "a list",
         "hunks": lambda v: None if isinstance(v, list) else "a list", "patch_bytes_sha256": _sha}
 _FILE = {"path": _path, "pre": _sha_or_none, "post": _sha_or_none}
@@ -101,9 +102,23 @@ def dist_info_problem(value: Any) -> str | None:
 _TOP = {"schema": _read_before, "profile": _read_before, "generated_by": _string, "fixes": _read_before,
         "targets": lambda v: None if isinstance(v, dict) else "an object of target name -> its version and commit",
         "components": lambda v: None if isinstance(v, list) else "a list", "digest": _read_before}
-_TARGET = {"version": _string, "commit": _string}
+_RELEASE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]*")  # a release's or a component's version, as found
+_COMMIT = re.compile(r"g?[0-9a-fA-F]{7,40}")  # as targets.read_facts finds it (setuptools-scm's "g" before the digits)
+
+
+def _version(value: Any) -> str | None:
+    return None if isinstance(value, str) and _RELEASE.fullmatch(value) else \
+        "a version (letters, digits, '.', '+', '!', '_', '-')"  # (a target's: or "", none found)
+
+
+def _commit(value: Any) -> str | None:
+    return None if isinstance(value, str) and (value == "" or _COMMIT.fullmatch(value)) else \
+        'a commit id (7 to 40 hex digits, after a "g" as setuptools-scm writes it) or "" (none found)'
+
+
+_TARGET = {"version": lambda v: None if v == "" else _version(v), "commit": _commit}  # ("": none found, a git tree)
 _COMPONENT = {"id": lambda v: None if isinstance(v, str) and ID_RE.fullmatch(v) else
-              "a component id (lower-case letters, digits, '.', '_', '-')", "version": _string,
+              "a component id (lower-case letters, digits, '.', '_', '-')", "version": _version,
               "files": lambda v: None if isinstance(v, dict) else "an object of path -> sha256",
               "dist_info": dist_info_problem}
 
@@ -121,6 +136,12 @@ def lock_problem(data: dict[str, Any]) -> tuple[str, str, KeyPath] | None:
             (f"it is {short(json.dumps(entry))}, not an object of version and commit", None)
         if wrong:
             return whose, wrong[0], ("targets", name, *((wrong[1],) if wrong[1] else ()))
+    for n, fix in enumerate(data["fixes"]):  # (each fix's release: the commit an image is held to in full)
+        if isinstance(fix, dict) and isinstance(fix.get("target"), str) and fix["target"] not in data["targets"]:
+            return (f'its fix entry {n + 1} ({short(json.dumps(fix.get("id")))})', f'its target '
+                    f'{short(json.dumps(fix["target"]))} has no "targets" entry: the release it was locked on is not '
+                    f"recorded (`fixpack lock` records the release of each target whose fixes it locks)",
+                    ("fixes", n, "target"))
     return _components(data.get("components", []))
 
 

@@ -46,7 +46,22 @@ CASES = {
                                   'object of version and commit', ('    "vllm": "0.30.0"',)),
     "a target's commit an integer": (lambda d: d["targets"]["vllm"].update(commit=123),
                                      'its "targets" entry "vllm" is not one `fixpack lock` writes: its "commit" is 123, '
-                                     'not a string', ('      "commit": 123',)),
+                                     'not a commit id (7 to 40 hex digits', ('      "commit": 123',)),
+    # a fresh user: a commit or version with a newline (the pin check then printed it raw and advised writing it
+    # into the profile), and no entry for the fixes' target (no release to hold an image's commit to in full)
+    "a target's commit with a newline": (lambda d: d["targets"]["vllm"].update(commit="gced6857af\n"),
+                                         'its "targets" entry "vllm" is not one `fixpack lock` writes: its "commit" is '
+                                         '"gced6857af\\n", not a commit id', ('      "commit": "gced6857af\\n"',)),
+    "a target's version with a newline": (lambda d: d["targets"]["vllm"].update(version="0.30.0\n"),
+                                          'its "targets" entry "vllm" is not one `fixpack lock` writes: its "version" '
+                                          'is "0.30.0\\n", not a version', ('      "version": "0.30.0\\n"',)),
+    "no entry for the fixes' target": (lambda d: d.update(targets={}),
+                                       'its fix entry 1 ("logprobs-decode-guard") is not one `fixpack lock` writes: its '
+                                       'target "vllm" has no "targets" entry: the release it was locked on is not '
+                                       'recorded', ('      "target": "vllm"',)),
+    "a fix id with a newline": (lambda d: d["fixes"][0].update(id="logprobs-decode-guard\n"),
+                                'is not one `fixpack lock` writes: its "id" is "logprobs-decode-guard\\n", not a fix id',
+                                ('      "id": "logprobs-decode-guard\\n"',)),
     "a key in a target's entry": (lambda d: d["targets"]["vllm"].update(foo="x"),
                                   'its "targets" entry "vllm" is not one `fixpack lock` writes: it has a key "foo"',
                                   ('      "foo": "x"',)),
@@ -56,7 +71,7 @@ CASES = {
     "a key in a component's entry": (_comp(1, foo="x"), 'entry 2 of its "components" (id "mxfp4-moe") is not one '
                                      '`fixpack lock` writes: it has a key "foo"', ('      "foo": "x"',)),
     "a component's version an integer": (_comp(0, version=2), 'entry 1 of its "components" (id "muse-spark-open") is '
-                                         'not one `fixpack lock` writes: its "version" is 2, not a string',
+                                         'not one `fixpack lock` writes: its "version" is 2, not a version',
                                          ('      "version": 2',)),
     "a component's file hash an integer": (lambda d: d["components"][0]["files"].update({"muse_spark_open/env.py": 5}),
                                            'its file "muse_spark_open/env.py" records 5, not a sha256',
@@ -97,7 +112,14 @@ def test_a_lock_not_as_lock_writes_it_outside_its_fixes_is_refused_at_its_line(t
 ON_THE_PACK = {
     "a target's commit an integer": (lambda d: d["targets"]["demo"].update(commit=123),
                                      'its "targets" entry "demo" is not one `fixpack lock` writes: its "commit" is 123, '
-                                     'not a string', '      "commit": 123'),
+                                     'not a commit id (7 to 40 hex digits, after a "g" as setuptools-scm writes it) or '
+                                     '"" (none found)', '      "commit": 123'),
+    # a fresh user: with no entry for the fixes' target, an image of another commit of the pin was patched (exit 0)
+    "no entry for the fixes' target": (lambda d: d.update(targets={}),
+                                       'its fix entry 1 ("one") is not one `fixpack lock` writes: its target "demo" has '
+                                       'no "targets" entry: the release it was locked on is not recorded (`fixpack '
+                                       'lock` records the release of each target whose fixes it locks)',
+                                       '      "target": "demo"'),
     "a key at the top": (lambda d: d.update(foo=1), 'it has a key "foo", which `fixpack lock` never writes',
                          '  "foo": 1'),
     "generated_by an integer": (lambda d: d.update(generated_by=5), 'its "generated_by" is 5, not a string',
