@@ -218,10 +218,14 @@ class Fix:
         self.__dict__.pop("patch_sha256", None)
 
     def parsed_change(self) -> str:
-        """:attr:`patch_sha256` worked out from the patches (parsing them), whatever :meth:`vouch_change` gave."""
+        """:attr:`patch_sha256` worked out from the patches (parsing them), whatever :meth:`vouch_change` gave; it is
+        :attr:`patch_sha256` from then on (a change the lock vouched for, once found not the patches', is not kept:
+        revert, going on without such a lock, then finds a manifest's entry of the lock's change another patch's)."""
         from .patchmodel import sha256_text
 
-        return sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
+        change = sha256_text("\n".join([*(p.change_sha256 for p in self.patches), *self.binary_sources]))
+        self.__dict__["patch_sha256"] = change
+        return change
 
     def all_patches(self) -> list[tuple[PatchFile, str | None]]:
         """Each patch file of the fix and of its variants, with the profile of its variant (None: the fix's own)."""

@@ -214,3 +214,36 @@ def _reverted_without_the_lock(b, image, lock, release) -> None:
     assert f"revert went on without the lock (it places every hunk by search): {lock} is stale: one: " in said, said
     assert "one v1: applied, reverted" in said and "two v1: applied, reverted" in said, said
     assert snapshot(image) == release
+
+
+def test_revert_of_a_fix_whose_patch_was_edited_and_its_bytes_sealed_again_is_another_patch_not_a_conflict(pack):  # noqa: F811
+    """A fresh user: applied with the honest lock, then fix two's added line edited in its patch (version 1 kept), its
+    entry's ``patch_bytes_sha256`` set to the new bytes and the lock sealed again (its change fingerprint left: the
+    lock then vouches for the old change over the new bytes). revert parsed the patch, found the lock stale and went
+    on without it, yet kept the change the lock had vouched for as the patch's: it took the manifest's entry for this
+    patch and stopped on its hunk, "two: conflict", exit 4, with no ways out. The change worked out from the patches is
+    theirs from then on: the image holds another patch than this pack's v1, exit 2 with the ways out, as with the
+    honest (stale) lock; nothing written."""
+    from fixpack.loader import load_pack
+
+    b, _clean, image = pack
+    lock = b.pack / "profiles/p1.lock"
+    assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
+    patch = b.pack / "fixes/two/0001-change.patch"
+    assert patch.read_text().count("+nine\n") == 1
+    patch.write_text(patch.read_text().replace("+nine\n", "+nine()\n"))
+    applied, honest = snapshot(image), lock.read_bytes()
+    said = {}
+    for name in ("honest", "sealed again"):
+        if name == "sealed again":
+            data = json.loads(lock.read_text())
+            data["fixes"][1]["patch_bytes_sha256"] = load_pack(b.pack).fixes["two"].bytes_sha256
+            data["digest"] = lock_digest(data)
+            lock.write_bytes(dumps(data))
+            assert lock.read_bytes() != honest
+        r = fixpack("revert", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}")
+        said[name] = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 2 and snapshot(image) == applied, (name, said[name])
+        assert "records two v1 on target demo, applied with another patch than this pack's v1" in said[name], said
+        assert "Revert with the pack that applied it" in said[name] and "conflict" not in said[name], said
+    assert said["honest"].split(" (the lock at ")[0] == said["sealed again"].split(" (the lock at ")[0], said
