@@ -136,12 +136,6 @@ def lock_problem(data: dict[str, Any]) -> tuple[str, str, KeyPath] | None:
             (f"it is {short(json.dumps(entry))}, not an object of version and commit", None)
         if wrong:
             return whose, wrong[0], ("targets", name, *((wrong[1],) if wrong[1] else ()))
-    for n, fix in enumerate(data["fixes"]):  # (each fix's release: the commit an image is held to in full)
-        if isinstance(fix, dict) and isinstance(fix.get("target"), str) and fix["target"] not in data["targets"]:
-            return (f'its fix entry {n + 1} ({short(json.dumps(fix.get("id")))})', f'its target '
-                    f'{short(json.dumps(fix["target"]))} has no "targets" entry: the release it was locked on is not '
-                    f"recorded (`fixpack lock` records the release of each target whose fixes it locks)",
-                    ("fixes", n, "target"))
     return _components(data.get("components", []))
 
 

@@ -217,19 +217,20 @@ def _pin_changes(profile: Profile, lock: Lock) -> list[tuple[tuple[str, str], st
     without a new lock: the pack disagrees with itself, whatever the image holds)."""
     out = []
     for spec in profile.targets:
-        locked = lock.targets.get(spec.name)
-        if not locked:
+        locked = lock.targets.get(spec.name) or {}
+        if not locked and all(f.target != spec.name for f in lock.fixes):  # (with fixes locked there: none recorded)
             continue
         version, commit = str(locked.get("version", "")), str(locked.get("commit", ""))
         back = "; if the pin is a mistake (a new lock stops on a release that does not carry it), put it back to "
-        if spec.pin.version and version and version != spec.pin.version:
-            out.append((("target", f"{spec.name}.version"),
-                        f"target {spec.name}: pinned to version {spec.pin.version}, the lock was made for {version}"
-                        f"{back}version = \"{version}\""))
-        elif spec.pin.commit and commit and not commit_matches(commit, spec.pin.commit):
-            out.append((("target", f"{spec.name}.commit"),
-                        f"target {spec.name}: pinned to commit {spec.pin.commit}, the lock was made for {commit}"
-                        f"{back}commit = \"{normalize_commit(commit)}\""))
+        none = "the lock records none (`lock` records the release's, which it holds to the pin): it was edited by hand"
+        if spec.pin.version and version != spec.pin.version:
+            out.append((("target", f"{spec.name}.version"), f"target {spec.name}: pinned to version "
+                        f"{spec.pin.version}, " + (f"the lock was made for {version}{back}version = \"{version}\""
+                                                   if version else none)))
+        elif spec.pin.commit and not commit_matches(commit, spec.pin.commit):
+            out.append((("target", f"{spec.name}.commit"), f"target {spec.name}: pinned to commit {spec.pin.commit}, "
+                        + (f"the lock was made for {commit}{back}commit = \"{normalize_commit(commit)}\"" if commit
+                           else none)))
     return out
 
 

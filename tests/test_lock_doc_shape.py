@@ -48,17 +48,13 @@ CASES = {
                                      'its "targets" entry "vllm" is not one `fixpack lock` writes: its "commit" is 123, '
                                      'not a commit id (7 to 40 hex digits', ('      "commit": 123',)),
     # a fresh user: a commit or version with a newline (the pin check then printed it raw and advised writing it
-    # into the profile), and no entry for the fixes' target (no release to hold an image's commit to in full)
+    # into the profile)
     "a target's commit with a newline": (lambda d: d["targets"]["vllm"].update(commit="gced6857af\n"),
                                          'its "targets" entry "vllm" is not one `fixpack lock` writes: its "commit" is '
                                          '"gced6857af\\n", not a commit id', ('      "commit": "gced6857af\\n"',)),
     "a target's version with a newline": (lambda d: d["targets"]["vllm"].update(version="0.30.0\n"),
                                           'its "targets" entry "vllm" is not one `fixpack lock` writes: its "version" '
                                           'is "0.30.0\\n", not a version', ('      "version": "0.30.0\\n"',)),
-    "no entry for the fixes' target": (lambda d: d.update(targets={}),
-                                       'its fix entry 1 ("logprobs-decode-guard") is not one `fixpack lock` writes: its '
-                                       'target "vllm" has no "targets" entry: the release it was locked on is not '
-                                       'recorded', ('      "target": "vllm"',)),
     "a fix id with a newline": (lambda d: d["fixes"][0].update(id="logprobs-decode-guard\n"),
                                 'is not one `fixpack lock` writes: its "id" is "logprobs-decode-guard\\n", not a fix id',
                                 ('      "id": "logprobs-decode-guard\\n"',)),
@@ -114,12 +110,6 @@ ON_THE_PACK = {
                                      'its "targets" entry "demo" is not one `fixpack lock` writes: its "commit" is 123, '
                                      'not a commit id (7 to 40 hex digits, after a "g" as setuptools-scm writes it) or '
                                      '"" (none found)', '      "commit": 123'),
-    # a fresh user: with no entry for the fixes' target, an image of another commit of the pin was patched (exit 0)
-    "no entry for the fixes' target": (lambda d: d.update(targets={}),
-                                       'its fix entry 1 ("one") is not one `fixpack lock` writes: its target "demo" has '
-                                       'no "targets" entry: the release it was locked on is not recorded (`fixpack '
-                                       'lock` records the release of each target whose fixes it locks)',
-                                       '      "target": "demo"'),
     "a key at the top": (lambda d: d.update(foo=1), 'it has a key "foo", which `fixpack lock` never writes',
                          '  "foo": 1'),
     "generated_by an integer": (lambda d: d.update(generated_by=5), 'its "generated_by" is 5, not a string',
@@ -148,3 +138,29 @@ def test_every_command_refuses_such_a_lock_and_writes_nothing(pack, case):  # no
         said = " ".join((r.stdout + r.stderr).split())
         assert r.returncode == 2 and what in said and "lock is fresh" not in said, (args, said)
     assert snapshot(b.base) == before
+
+
+@pytest.mark.parametrize("key", ["commit", "version", "entry", "targets"])
+def test_a_targets_entry_emptied_is_no_release_and_is_refused(pack, key):  # noqa: F811
+    """A fresh user: a "targets" commit (or version) set to "", or the target's entry or every entry removed, and the
+    lock sealed again passed check, status and apply: the pin check compared only a value that was there, and an image
+    of another commit of the pin was patched. `lock` holds the release it locks to the profile's pin, so it never
+    records none where the profile pins one: exit 2 from every run, at the profile's pin, nothing written."""
+    b, clean, image = pack
+    lock = b.pack / "profiles/p1.lock"
+    data = json.loads(lock.read_text())
+    if key in ("commit", "version"):
+        data["targets"]["demo"][key] = ""
+    else:
+        data["targets"] = {} if key == "targets" else {"elsewhere": data["targets"]["demo"]}
+        key = "version"  # (the first of the pin the lock does not hold)
+    data["digest"] = lock_digest(data)
+    lock.write_bytes(dumps(data))
+    before = snapshot(b.base)
+    for args in (["status"], ["apply", "--dry-run"], ["apply"], ["check"]):
+        r = fixpack(*args, "--pack", str(b.pack), *(["-p", "p1", "--root", f"demo={image}"] if args != ["check"] else []))
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 2 and f"target demo: pinned to {key} " in said, (args, said)
+        assert "the lock records none (`lock` records the release's, which it holds to the pin): it was edited by " \
+               "hand" in said, (args, said)
+        assert snapshot(b.base) == before, args
