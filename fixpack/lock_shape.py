@@ -106,9 +106,11 @@ _RELEASE = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+!_-]*")  # a release's or a compo
 _COMMIT = re.compile(r"g?[0-9a-fA-F]{7,40}")  # as targets.read_facts finds it (setuptools-scm's "g" before the digits)
 
 
-def _version(value: Any) -> str | None:
+def release_version_problem(value: Any) -> str | None:
+    """Why ``value`` is no version of a release or a component as found (PEP 440's characters, no space, no control
+    character: a lock's or a manifest's is printed in messages); None when it is one."""
     return None if isinstance(value, str) and _RELEASE.fullmatch(value) else \
-        "a version (letters, digits, '.', '+', '!', '_', '-')"  # (a target's: or "", none found)
+        "a version (letters, digits, '.', '+', '!', '_', '-')"
 
 
 def _commit(value: Any) -> str | None:
@@ -116,9 +118,10 @@ def _commit(value: Any) -> str | None:
         'a commit id (7 to 40 hex digits, after a "g" as setuptools-scm writes it) or "" (none found)'
 
 
-_TARGET = {"version": lambda v: None if v == "" else _version(v), "commit": _commit}  # ("": none found, a git tree)
+# a target's version or commit "": none found (a git tree names no version)
+_TARGET = {"version": lambda v: None if v == "" else release_version_problem(v), "commit": _commit}
 _COMPONENT = {"id": lambda v: None if isinstance(v, str) and ID_RE.fullmatch(v) else
-              "a component id (lower-case letters, digits, '.', '_', '-')", "version": _version,
+              "a component id (lower-case letters, digits, '.', '_', '-')", "version": release_version_problem,
               "files": lambda v: None if isinstance(v, dict) else "an object of path -> sha256",
               "dist_info": dist_info_problem}
 

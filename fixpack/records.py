@@ -25,7 +25,7 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .lock_shape import fixes_problem, lock_problem
+from .lock_shape import fixes_problem, lock_problem, release_version_problem
 from .lock_shape import is_int as is_int  # (re-exported: the records' value checks)
 from .lock_shape import is_sha256 as is_sha256
 from .lock_shape import sha_or_none as sha_or_none
@@ -447,7 +447,7 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
     owned: dict[str, str] = {}
     for n, c in enumerate(comps, 1):
         if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
-                not isinstance(c["id"], str) or not ID_RE.fullmatch(c["id"]) or not isinstance(c["version"], str):
+                not isinstance(c["id"], str) or not ID_RE.fullmatch(c["id"]) or release_version_problem(c["version"]):
             return f"component entry {n}: not an object with id, version, dist_info and files"
         where = f"component {c['id']}"
         if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:

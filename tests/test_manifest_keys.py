@@ -52,6 +52,11 @@ CASES = {
                                                           "dist_info": "tiny_plug-0.3.0.dist-info",
                                                           "files": {"tiny_plug/__init__.py": "0" * 64}}]),
                                      "component entry 1: not an object with id, version, dist_info and files"),
+    # a fresh user: a component's version with a newline was printed raw in the dist-info message
+    "a component version and a newline": (_set("components", [{"id": "tiny-plug", "version": "0.3.0\n",
+                                                               "dist_info": "tiny_plug-0.3.0.dist-info",
+                                                               "files": {"tiny_plug/__init__.py": "0" * 64}}]),
+                                          "component entry 1: not an object with id, version, dist_info and files"),
 }
 
 
