@@ -139,6 +139,9 @@ def lock_problem(data: dict[str, Any]) -> tuple[str, str, KeyPath] | None:
             (f"it is {short(json.dumps(entry))}, not an object of version and commit", None)
         if wrong:
             return whose, wrong[0], ("targets", name, *((wrong[1],) if wrong[1] else ()))
+        if not any(isinstance(f, dict) and f.get("target") == name for f in data["fixes"]):
+            return whose, ("it names a target no fix entry of the lock has: `fixpack lock` records the release of "
+                           "the targets whose fixes it locks, and no other"), ("targets", name)
     return _components(data.get("components", []))
 
 

@@ -55,6 +55,18 @@ CASES = {
     "a target's version with a newline": (lambda d: d["targets"]["vllm"].update(version="0.30.0\n"),
                                           'its "targets" entry "vllm" is not one `fixpack lock` writes: its "version" '
                                           'is "0.30.0\\n", not a version', ('      "version": "0.30.0\\n"',)),
+    # a second attacker: an entry for a target the lock holds no fix of was compared with the profile's pin, and the
+    # message advised writing its value there; one for a name the profile has not was taken
+    "an entry for a target without fixes": (lambda d: d["targets"].update({"vllm-gaudi": {"commit": "1234567",
+                                                                                        "version": "1.0"}}),
+                                            'its "targets" entry "vllm-gaudi" is not one `fixpack lock` writes: it '
+                                            'names a target no fix entry of the lock has', ('    "vllm-gaudi": {',)),
+    "the entry renamed": (lambda d: d.update(targets={"vllm-gaudi": d["targets"]["vllm"]}),
+                          'its "targets" entry "vllm-gaudi" is not one `fixpack lock` writes: it names a target no fix '
+                          'entry of the lock has', ('    "vllm-gaudi": {',)),
+    "an entry for a name of no target": (lambda d: d["targets"].update(foo={"commit": "gdeadbeef1", "version": "9.9"}),
+                                         'its "targets" entry "foo" is not one `fixpack lock` writes: it names a '
+                                         'target no fix entry of the lock has', ('    "foo": {',)),
     "a fix id with a newline": (lambda d: d["fixes"][0].update(id="logprobs-decode-guard\n"),
                                 'is not one `fixpack lock` writes: its "id" is "logprobs-decode-guard\\n", not a fix id',
                                 ('      "id": "logprobs-decode-guard\\n"',)),
@@ -140,9 +152,9 @@ def test_every_command_refuses_such_a_lock_and_writes_nothing(pack, case):  # no
     assert snapshot(b.base) == before
 
 
-@pytest.mark.parametrize("key", ["commit", "version", "entry", "targets"])
+@pytest.mark.parametrize("key", ["commit", "version", "targets"])
 def test_a_targets_entry_emptied_is_no_release_and_is_refused(pack, key):  # noqa: F811
-    """A fresh user: a "targets" commit (or version) set to "", or the target's entry or every entry removed, and the
+    """A fresh user: a "targets" commit (or version) set to "", or the target's entry removed, and the
     lock sealed again passed check, status and apply: the pin check compared only a value that was there, and an image
     of another commit of the pin was patched. `lock` holds the release it locks to the profile's pin, so it never
     records none where the profile pins one: exit 2 from every run, at the profile's pin, nothing written."""
@@ -152,7 +164,7 @@ def test_a_targets_entry_emptied_is_no_release_and_is_refused(pack, key):  # noq
     if key in ("commit", "version"):
         data["targets"]["demo"][key] = ""
     else:
-        data["targets"] = {} if key == "targets" else {"elsewhere": data["targets"]["demo"]}
+        data["targets"] = {}
         key = "version"  # (the first of the pin the lock does not hold)
     data["digest"] = lock_digest(data)
     lock.write_bytes(dumps(data))

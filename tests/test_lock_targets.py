@@ -181,3 +181,22 @@ def test_a_named_fix_whose_target_the_run_leaves_out_is_said_skipped(builder, co
         (two,) = [f for f in json.loads(r.stdout)["fixes"] if f["id"] == "two"]
         assert "give --root other=PATH (where it is) to include it" in two["messages"][0], two
         assert "--target other" not in two["messages"][0], two
+
+
+def test_lock_of_one_target_records_no_release_for_a_target_left_without_fixes(builder):
+    """`lock` records the release of the targets whose fixes it locks, and a lock with an entry for another is refused
+    as hand-made (an attacker's: such an entry was compared with the profile's pin). ``lock --target demo`` keeps the
+    other targets' entries of the targets the lock covers (lock_scope.others): with fix two, the other target's only
+    fix, taken out of the profile, the lock it writes has no entry for it, and it is read."""
+    release, _other_release = two_targets(builder)
+    profile = builder.pack / "profiles/p1.toml"
+    assert 'opt_in = ["two"]' in profile.read_text()
+    profile.write_text(profile.read_text().replace('opt_in = ["two"]', "opt_in = []"))
+    r = lock(builder, "--target", "demo", "--root", f"demo={release}")
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stdout + r.stderr
+    data = json.loads((builder.pack / "profiles/p1.lock").read_text())
+    assert list(data["targets"]) == ["demo"] and [f["id"] for f in data["fixes"]] == ["one"], data
+    r = lock(builder, "--check", "--target", "demo", "--root", f"demo={release}")
+    assert r.returncode == 0 and "lock is fresh: " in r.stdout, r.stdout + r.stderr
+    r = fixpack("status", "--pack", str(builder.pack), "-p", "p1", "--target", "demo", "--root", f"demo={release}")
+    assert r.returncode == 0, r.stdout + r.stderr
