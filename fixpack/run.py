@@ -20,7 +20,7 @@ from .errors import (
     UnreadableError,
 )
 from .loader import load_pack, load_profile, profiles_pinning, select
-from .lock_hints import Redo, relock_command
+from .lock_hints import Redo, path_at, relock_command
 from .lock_where import target_key_line
 from .model import Fix, Pack, Profile, TargetSpec
 from .pack_journal import WORK_DIR, killed_mid_write, load_pack_journal, open_edits
@@ -443,14 +443,14 @@ def check_locked_commit(profile: Profile, lock: Lock, ft: FoundTarget) -> None:
     locked = str((lock.targets.get(ft.spec.name) or {}).get("commit", ""))
     if not locked or not ft.commit or commits_agree(ft.commit, locked):
         return
-    line = target_key_line(profile.lock_path, ft.spec.name, "commit")
-    at = f"{profile.lock_path}:{line}" if line else str(profile.lock_path)
+    at = path_at(profile.lock_path, target_key_line(profile.lock_path, ft.spec.name, "commit"))
     raise MismatchError(
         f"target {ft.spec.name} at {ft.root}: commit {ft.commit} is not the one the lock was made on: "
         f"{at} records {locked} (evidence: {'; '.join(ft.evidence) or 'none found'}); both begin with "
         f"the profile's pin {ft.spec.pin.commit}, the digits after it differ (another commit of the same prefix). "
-        f"Use the image the profile pins (commit {locked}), or a profile for this commit (its "
-        f"full commit as the pin in [targets.{ft.spec.name}], and a lock made on its clean copy)")
+        f"Use the image the lock was made on (commit {locked}; `lock --check` on a clean copy of the release tells "
+        f"whether the lock says it right), or a profile for this commit (its full commit as the pin in "
+        f"[targets.{ft.spec.name}], and a lock made on its clean copy)")
 
 
 def _pinned_elsewhere(req: Request, ft: FoundTarget) -> str:
