@@ -68,7 +68,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
              copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
-    from .lock_bump import bytes_unrecorded, check_fresh, refuse_unbumped
+    from .lock_bump import check_fresh, refuse_unbumped
     from .lock_hints import twin_warnings
     from .lock_scope import relock, scoped
 
@@ -94,10 +94,9 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
-                reworded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots), copies_root),
-                                                scope=lambda have: scoped(prof, only, have))
-                unrecorded = bytes_unrecorded(prof, reworded) if reworded else []  # (none of these was reworded)
-                reworded = [fid for fid in reworded if fid not in dict(unrecorded)]
+                reworded, unrecorded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots),
+                                                                              copies_root),
+                                                   scope=lambda have: scoped(prof, only, have))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
                 found = lockfile.previous_locks(prof)  # the lock on disk and HEAD's, read once for both checks
                 for warning in refuse_unbumped(prof, lock, found):  # a fix's patch changed under its version

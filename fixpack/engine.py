@@ -478,13 +478,13 @@ def write_lock(req: Request, before: Callable[[bytes], None] | None = None) -> P
 
 def check_lock_fresh(req: Request) -> list[str]:
     """Raise StaleLockError when the committed lock differs from one generated now; return the fixes whose
-    patch was only reworded since (lock_bump.check_fresh)."""
+    patch was only reworded since (lock_bump.check_fresh's first list)."""
     from . import lock_scope
     from .lock_bump import check_fresh
 
     lock, profile = fingerprint_to_check(req)
     redo = partial(lock_scope.relock, profile, req.only_targets, req.roots, req.env_root)
-    return check_fresh(profile, lock, redo, partial(lock_scope.scoped, profile, req.only_targets))
+    return check_fresh(profile, lock, redo, partial(lock_scope.scoped, profile, req.only_targets))[0]
 
 
 def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:

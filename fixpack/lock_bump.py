@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
-from .lock_hints import Redo, order_changes, regenerate_hint
+from .lock_hints import Redo, order_changes, path_at, regenerate_hint
 from .lock_seal import hunks_edited, sides_of, told
 from .lock_where import lock_line, stale_at
 from .lockfile import bump_note, previous_locks, read_lock, version_at
@@ -137,12 +137,14 @@ def _counts_alone(new: LockFix, old: LockFix, path: str) -> bool:
 
 
 def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
-                scope: Callable[[Lock], Lock] | None = None) -> list[str]:
+                scope: Callable[[Lock], Lock] | None = None) -> tuple[list[str], list[tuple[str, str]]]:
     """Raise StaleLockError when the committed lock (its entries ``scope`` keeps: ``lock --check --target``
     compares the named targets') differs from ``fresh`` (one generated now; ``redo``: as for :func:`read_lock`).
     Return the ids of the fixes whose patch was reworded since (a mail header or
     message: the same change, so the lock is fresh, but its ``patch_bytes_sha256`` shortcut no longer names
-    these bytes, and apply parses those patches until ``lock`` is run again)."""
+    these bytes, and apply parses those patches until ``lock`` is run again), and, apart, each fix whose entry has no
+    ``patch_bytes_sha256`` at all (a lock from before it was kept, or the key removed by hand: nothing was reworded)
+    with where its entry is (``LOCK:LINE``, its id's line)."""
     have = read_lock(profile, redo)
     have = scope(have) if scope is not None else have
     a, b = {f.id: f for f in fresh.fixes}, {f.id: f for f in have.fixes}
@@ -156,18 +158,7 @@ def check_fresh(profile: Profile, fresh: Lock, redo: Redo | None = None,
                        + stale_said(profile, fresh, have, [d for d in diff if d in a or d in b]))
         raise StaleLockError(f"{profile.lock_path} is stale (differs for: {', '.join(diff) or 'targets'}){said}; "
                              f"{regenerate_hint(profile, redo)}")
-    return sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)
+    changed = sorted(fid for fid in set(a) & set(b) if a[fid].patch_bytes_sha256 != b[fid].patch_bytes_sha256)
+    return [fid for fid in changed if b[fid].patch_bytes_sha256], \
+        [(fid, path_at(*stale_at(profile, have, ("fix", fid)))) for fid in changed if not b[fid].patch_bytes_sha256]
 
-
-def bytes_unrecorded(profile: Profile, ids: list[str]) -> list[tuple[str, str]]:
-    """Of ``ids`` (:func:`check_fresh`'s: the fixes whose lock entry's ``patch_bytes_sha256`` does not name their
-    patch bytes), each whose entry in the lock on disk has no ``patch_bytes_sha256`` at all (a lock from before it was
-    kept, or the key removed by hand: nothing was reworded), with where its entry is (``LOCK:LINE``, its id's line)."""
-    have = read_lock(profile)
-    out = []
-    for fid in ids:
-        entry = have.fix(fid)
-        if entry is not None and not entry.patch_bytes_sha256:
-            path, line = stale_at(profile, have, ("fix", fid))
-            out.append((fid, f"{path}:{line}" if line else str(path)))
-    return out

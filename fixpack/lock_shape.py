@@ -13,9 +13,10 @@ keeps the other targets' entries, which an older ``lock`` may have written witho
 
 The rest of the lock is held to its shape too (:func:`lock_problem`): exactly ``schema``, ``profile``,
 ``generated_by`` (a string), ``targets``, ``fixes``, ``digest`` and ``components`` (absent in a lock of a profile
-without components); ``targets`` an object of target name -> exactly ``version`` and ``commit``, both strings; a
-component entry exactly ``id`` (a component id), ``version`` (a string), ``files`` (an object of a path inside the
-target -> its sha256) and ``dist_info`` (absent in a lock from before it was kept), one entry per component id.
+without components); ``targets`` an object of target name -> exactly ``version`` and ``commit`` (a version and a
+commit id, each or "" where the release names none), for the targets its fix entries name and no other; a component
+entry exactly ``id`` (a component id), ``version`` (a version), ``files`` (an object of a path inside the target ->
+its sha256) and ``dist_info`` (absent in a lock from before it was kept), one entry per component id.
 
 What is wrong is said with where (:data:`Where` in a fix entry, :data:`KeyPath` elsewhere), for
 :func:`fixpack.lock_seal.entry_wrong` and :func:`fixpack.lock_seal.doc_wrong` to find its line.

@@ -42,9 +42,8 @@ def stale_at(profile: Profile, lock: Lock, key: tuple[str, str]) -> tuple[Path, 
 def lock_line(lock: Path, section: str, want: str) -> int | None:
     """The line that starts with ``want`` after the line that opens ``section`` ("" for anywhere) in the
     lock (its JSON is written one key a line); None when the lock cannot be read or has no such line."""
-    try:
-        lines = read_capped(lock).decode("utf-8").splitlines()
-    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
+    lines = _lines(lock)
+    if lines is None:
         return None
     start = next((n for n, ln in enumerate(lines) if ln.strip().startswith(section)), None) if section else 0
     if start is None:
@@ -58,8 +57,13 @@ def target_key_line(lock: Path, target: str, key: str) -> int | None:
     it."""
     from .lock_seal import line_of_keys
 
+    lines = _lines(lock)
+    return line_of_keys(lines, ("targets", target, key)) if lines is not None else None
+
+
+def _lines(lock: Path) -> list[str] | None:
+    """The lock's lines; None when it cannot be read (its messages then name no line)."""
     try:
-        lines = read_capped(lock).decode("utf-8").splitlines()
+        return read_capped(lock).decode("utf-8").splitlines()
     except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
         return None
-    return line_of_keys(lines, ("targets", target, key))

@@ -208,14 +208,10 @@ class Fix:
     def vouched_wrongly(self, sha: str) -> bool:
         """Whether a manifest's ``patch_sha256`` ``sha``, not this fix's change as :meth:`vouch_change` took it from the
         lock, is the change its patches give (parsing them): the lock's fingerprint of these very bytes was edited and
-        the lock sealed again. False where the change was worked out from the patches (it is theirs)."""
+        the lock sealed again (the patches parsed, :attr:`patch_sha256` is then theirs: :meth:`parsed_change`). False
+        where the change was worked out from the patches (it is theirs)."""
         vouched = self.__dict__.get("patch_sha256")
         return vouched is not None and sha != vouched and sha == self.parsed_change()
-
-    def unvouch(self) -> None:
-        """Forget a change :meth:`vouch_change` took from a lock since found wrong: :attr:`patch_sha256` is then the
-        patches' own."""
-        self.__dict__.pop("patch_sha256", None)
 
     def parsed_change(self) -> str:
         """:attr:`patch_sha256` worked out from the patches (parsing them), whatever :meth:`vouch_change` gave; it is

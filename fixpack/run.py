@@ -287,11 +287,8 @@ def hold_soft_lock(ctx: Context, manifest: Manifest) -> None:
     if ctx.lock is NO_LOCK:
         return
     ours = [(e, ctx.pack.fixes[e.id]) for e in manifest.fixes if e.id in ctx.pack.fixes]
-    try:
-        for e, f in ours:  # (a change the lock vouched for that is not the patches': its fingerprint edited)
-            if not f.recorded_as(e.patch_sha256) and f.vouched_wrongly(e.patch_sha256):
-                f.unvouch()  # (its patches' own now: held to the lock below, which is then found stale)
-        ids = [e.id for e, f in ours if f.recorded_as(e.patch_sha256)]
+    try:  # (vouched_wrongly leaves the change the patches' own: held to the lock below, which is then found stale)
+        ids = [e.id for e, f in ours if f.recorded_as(e.patch_sha256) or f.vouched_wrongly(e.patch_sha256)]
         parse_fixes(ctx.pack, ctx.profile, ids)
     except PackError:
         return
