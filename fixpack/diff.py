@@ -31,6 +31,7 @@ from .diffpaths import (
     plain_start,
     second_marker,
     signature_taken,
+    spaced_agrees,
 )
 from .diffsyntax import (
     HUNK_HEADER,
@@ -286,6 +287,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 path = unquote(path)  # a quoted path read as git spells it (_clean_path refused a bad one)
                 agrees(git_paths, ln[0] == "+", path, source, n)
             seen[ln[:3]] = (n, path)
+            if in_git and git_paths is None and ln[0] == "+" and "---" in seen:  # (names git_line_paths cannot split)
+                spaced_agrees(lines[file_line - 1], seen["---"][1], path, source, file_line)
             if not in_git and (said := binary_above(lines, n, path)):  # (a plain diff's own line for the file)
                 raise binary_then_text(source, *said, n, plain=True)
             minus = seen["---"][1] if "---" in sides else ""

@@ -87,6 +87,25 @@ def agrees(git_paths: tuple[str, str] | None, plus: bool, path: str, source: str
                                                     "with git diff / format-patch")
 
 
+def spaced_agrees(git_line: str, old: str, new: str, source: str, n: int) -> None:
+    """A ``diff --git`` line (``git_line``, at ``n``) whose names :func:`git_line_paths` cannot split (a space in one,
+    or after them) names the files its ``---``/``+++`` lines name (``old``, ``new``: unquoted, ``/dev/null`` for none),
+    split at some space: which file a section changes must not rest on the ``---``/``+++`` lines alone where the two
+    disagree (a space typed after ``b/X`` was read by unidiff as another file, "Target without source")."""
+    a, b = (new if old == "/dev/null" else old), (old if new == "/dev/null" else new)
+    want = (PREFIX.sub("", a), PREFIX.sub("", b))
+    rest = git_line.removeprefix("diff --git ")
+    for m in re.finditer(" ", rest):
+        try:
+            if tuple(PREFIX.sub("", unquote(x)) for x in (rest[:m.start()], rest[m.end():])) == want:
+                return
+        except QuoteError:
+            continue
+    raise bad(source, n, f"{git_line[:120]!r} does not name the files its '---' and '+++' lines name ({want[0]!r}, "
+                         f"{want[1]!r}; a space before or after a name?)",
+              "make the lines name the same files, or regenerate the patch with git diff / format-patch")
+
+
 def binary_pairs(line: str) -> list[tuple[str, str]]:
     """The two names a ``Binary files A and B differ`` line may give, for each way to split it at `` and `` (a name
     may hold the words): quoted names unquoted, git's ``a/``/``b/`` dropped, ``/dev/null`` kept."""

@@ -229,6 +229,24 @@ def test_a_plus_path_that_differs_without_rename_headers_is_refused():
     assert parse_patch(git_rename.encode(), "y.patch").files[0].kind == "rename"
 
 
+@pytest.mark.parametrize("git_line", ["diff --git a/pkg/mod.py b/pkg/mod.py ", "diff --git a/pkg/mod.py b/pkg/other.py x"])
+def test_a_diff_git_line_whose_names_hold_a_space_names_the_files_of_its_side_lines(git_line):
+    """A fresh user: a space typed after 'b/X' on the 'diff --git' line was read by unidiff as another file ("malformed
+    patch: Target without source", at the '+++' line). Names that hold a space are held to the '---' / '+++' lines
+    (split at some space), and refused at the 'diff --git' line where no split names their files; real names with
+    spaces, a new file's among them, are read."""
+    text = f"{git_line}\nindex 1111111..2222222 100644\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    with pytest.raises(PatchParseError, match=r"^x.patch:1: .* does not name the files its '---' and '\+\+\+' lines name "
+                                              r"\('pkg/mod.py', 'pkg/mod.py'; a space before or after a name\?\)"):
+        parse_patch(text.encode(), "x.patch")
+    spaced = ("diff --git a/pkg/my mod.py b/pkg/my mod.py\nindex 1111111..2222222 100644\n--- a/pkg/my mod.py\t\n"
+              "+++ b/pkg/my mod.py\t\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
+    assert parse_patch(spaced.encode(), "y.patch").files[0].new_path == "pkg/my mod.py"
+    new = ("diff --git a/pkg/new mod.py b/pkg/new mod.py\nnew file mode 100644\nindex 0000000..2222222\n--- /dev/null\n"
+           "+++ b/pkg/new mod.py\n@@ -0,0 +1 @@\n+c\n")
+    assert parse_patch(new.encode(), "z.patch").files[0].new_path == "pkg/new mod.py"
+
+
 RENAME = ("diff --git a/pkg/mod.py b/pkg/other.py\nsimilarity index 50%\nrename from pkg/mod.py\nrename to pkg/other.py\n"
           "--- a/pkg/mod.py\n+++ b/pkg/other.py\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n")
 
