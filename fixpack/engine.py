@@ -41,7 +41,7 @@ from .run import Context, Request, check_deleted_then_touched, check_fix_files, 
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
-from .status_fast import is_clean_release, locked_files, with_release_files
+from .status_fast import is_clean_release, locked_files, rewritten, with_release_files
 from .strict import next_steps
 from .structs import dataclass, field, replace
 from .targets import FoundTarget
@@ -158,6 +158,10 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
     expected = None if expected is None else with_release_files(ctx.lock, ft.spec.name, expected, others)
     if expected is None or file_hashes(tree, list(expected)) != expected:
         return None
+    edited = rewritten(manifest, chain)  # (bytes the image's were not applied from: the lock's word is not enough)
+    if edited:  # held to the lock as a dry run holds the fixes it parses (exit 2 where it was sealed over them)
+        parse_fixes(ctx.pack, ctx.profile, edited)
+        lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)
     for fix in chain:
         kept = [] if fix.id in wanted else ["not selected in this run; kept (revert removes it)"]
         ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, fix.id in ctx.profile.opt_in,

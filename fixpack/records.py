@@ -7,9 +7,10 @@ digest, in one place.
   It is sealed by a digest: a hand edit is bad input (exit 2), as is a lock that is not well formed.
 - A **manifest** (``<root>/.fixpack/<target>.manifest.json``, written by apply) records what the image
   holds: each fix's id, version, patch hash, state (applied or upstreamed) and its files' sha256 after
-  it, plus the union of the applied fixes' files. It is untrusted input (an image layer can plant
-  one): every path canonical, every hash a sha256, ``files`` exactly the applied fixes' files; a
-  damaged one is exit 3 before anything is written.
+  it (and the sha256 of the patch bytes it was applied from, absent in older manifests), plus the union
+  of the applied fixes' files. It is untrusted input (an image layer can plant one): every path
+  canonical, every hash a sha256, ``files`` exactly the applied fixes' files; a damaged one is exit 3
+  before anything is written.
 """
 
 from __future__ import annotations
@@ -254,11 +255,21 @@ class Recorded(Word):
 
 @dataclass(frozen=True)
 class ManifestFix:
+    """``patch_bytes_sha256``: :attr:`fixpack.model.Fix.bytes_sha256` of the patches the entry's change was worked
+    out from ("": a manifest from before it was kept); status parses a fix whose bytes are not those. Not compared:
+    a reworded patch (same change) is no new state for apply to write."""
+
     id: str
     version: int
     patch_sha256: str
     state: Recorded
     files: Hashes = field(default_factory=dict)
+    patch_bytes_sha256: str = field(default="", compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version, "patch_sha256": self.patch_sha256, "state": self.state.value,
+                "files": dict(self.files)} | ({"patch_bytes_sha256": self.patch_bytes_sha256}
+                                              if self.patch_bytes_sha256 else {})
 
 
 @dataclass(frozen=True)
@@ -337,8 +348,7 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         return {"schema": MANIFEST_SCHEMA, "tool": "fixpack", "tool_version": self.tool_version,
                 "profile": self.profile, "target": self.target, "pin": dict(self.pin), "found": dict(self.found),
-                "fixes": [{"id": f.id, "version": f.version, "patch_sha256": f.patch_sha256, "state": f.state.value,
-                           "files": dict(f.files)} for f in self.fixes],
+                "fixes": [f.to_json() for f in self.fixes],
                 "files": dict(self.files)} | ({"components": [c.to_json() for c in self.components]}
                                              if self.components else {}) | \
             {k: {p: v.to_json() for p, v in kept.items()} for k, kept in
@@ -364,8 +374,8 @@ class Manifest:
         problem = _manifest_problem(data, named)
         if problem:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
-        fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]))
-                      for f in data["fixes"])
+        fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]),
+                                  f.get("patch_bytes_sha256", "")) for f in data["fixes"])
         comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
                       for c in data.get("components", []))
         return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
@@ -401,6 +411,8 @@ def _manifest_fix_problem(f: Any) -> str | None:
         return f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
     if not is_sha256(f.get("patch_sha256")):  # (the whole value: a "$" would let a newline end it)
         return f"{f['id']}: needs the patch's sha256"
+    if "patch_bytes_sha256" in f and not is_sha256(f["patch_bytes_sha256"]):  # (absent in older manifests)
+        return f"{f['id']}: its patch_bytes_sha256 is not a sha256"
     return _files_problem(f.get("files"), f"{f['id']}'s files")
 
 

@@ -7,12 +7,24 @@ post-image. Files that hold exactly that are the chain applied to the release by
 and replaying it (what status does otherwise) can only find each fix pinned at its stated lines and say
 "already applied". Anything else (a hash that differs, an entry the lock does not vouch for) goes to the
 full evaluation, which says what is wrong.
+
+The lock's word for a fix's change is taken for the patch bytes it fingerprinted only where those are the bytes the
+manifest records the fix applied from (:func:`rewritten`): patch bytes edited since, under the same version, with the
+lock's ``patch_bytes_sha256`` set to them and the lock sealed again (a plain sha256), would otherwise be vouched for
+as the change the image holds. Those fixes are parsed and held to the lock first, as a dry run holds them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .records import Hashes, Lock, Manifest, Recorded
 from .tree import Tree, file_hashes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .model import Fix
 
 
 def locked_files(lock: Lock, manifest: Manifest, target: str, chain: set[str]) -> dict[str, str | None] | None:
@@ -76,3 +88,11 @@ def is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
         return False
     return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
         any(clean[p] != h for p, h in files.items())
+
+
+def rewritten(manifest: Manifest, chain: Iterable[Fix]) -> list[str]:
+    """The fixes of ``chain`` whose patch bytes (:attr:`~fixpack.model.Fix.bytes_sha256`) are not those ``manifest``
+    records them applied from (its entry's ``patch_bytes_sha256``; none in a manifest from before it was kept, or no
+    entry): the lock's word for those bytes is not the image's, so their patches are to be parsed and held to it."""
+    applied_from = {e.id: e.patch_bytes_sha256 for e in manifest.fixes}
+    return [f.id for f in chain if applied_from.get(f.id) != f.bytes_sha256]

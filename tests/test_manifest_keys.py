@@ -48,6 +48,12 @@ CASES = {
     # a check made with re.match and "$" took a value that ends in a newline: the whole value is checked
     "patch_sha256 and a newline": (lambda m: m["fixes"][0].update(patch_sha256=m["fixes"][0]["patch_sha256"] + "\n"),
                                    "fix entry 1: one: needs the patch's sha256"),
+    # the patch bytes a fix was applied from (absent in older manifests): a sha256 where it is there
+    "patch_bytes_sha256 and a newline": (lambda m: m["fixes"][0].update(
+        patch_bytes_sha256=m["fixes"][0]["patch_bytes_sha256"] + "\n"),
+        "fix entry 1: one: its patch_bytes_sha256 is not a sha256"),
+    "patch_bytes_sha256 null": (lambda m: m["fixes"][0].update(patch_bytes_sha256=None),
+                                "fix entry 1: one: its patch_bytes_sha256 is not a sha256"),
     "a component id and a newline": (_set("components", [{"id": "tiny-plug\n", "version": "0.3.0",
                                                           "dist_info": "tiny_plug-0.3.0.dist-info",
                                                           "files": {"tiny_plug/__init__.py": "0" * 64}}]),
