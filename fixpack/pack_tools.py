@@ -12,9 +12,9 @@ from pathlib import Path
 
 from .errors import BadInputError, Problem, write_failed
 from .fsio import atomic_write
-from .model import Fix, Pack, PatchFile, Profile
+from .model import Pack, Profile
 from .patchfiles import patch_again
-from .patchtext import normalized
+from .patchtext import normalized, swapped_problems, swapped_refusal
 from .progname import command
 from .tree import Tree
 
@@ -28,31 +28,20 @@ def _stale(pack: Pack) -> dict[Path, bytes]:
     """Each stale patch file with its deterministic bytes, each read once, as the pack's load read it
     (:func:`fixpack.patchfiles.patch_again`: one changed since is refused, named, before anything is written).
     BadInputError, before anything is written, for a patch whose Fix-Id trailer names another fix of the pack
-    (:func:`_foreign_ids`)."""
+    (:func:`fixpack.patchtext.swapped_problems`: format would rewrite it as churn; a Fix-Id
+    naming no fix of the pack, a fix renamed, is rewritten: the trailer is the tool's)."""
     out = {}
     foreign: list[Problem] = []
     for fix in pack.fixes.values():
         for p, variant in fix.all_patches():
             raw = patch_again(p, then=f"run `{command('format')}` again; no patch was written")
-            foreign += _foreign_ids(pack, fix, variant, p, raw)
+            foreign += swapped_problems(fix.id, variant, p.path, raw, pack.fixes)
             text = normalized(fix, p, raw)
             if raw.decode("utf-8", "surrogateescape") != text:
                 out[p.path] = text.encode("utf-8", "surrogateescape")
     if foreign:
-        raise BadInputError(f"{len(foreign)} Fix-Id trailer(s) name another fix of the pack than the one that lists "
-                            f"the patch: format writes a patch's Fix-Id from the fix that lists it, which would hide "
-                            f"two fixes' patches swapped; no patch was written", foreign)
+        raise swapped_refusal(foreign, "format writes a patch's Fix-Id", "no patch was written")
     return out
-
-
-def _foreign_ids(pack: Pack, fix: Fix, variant: str | None, pf: PatchFile, raw: bytes) -> list[Problem]:
-    """A patch of ``fix`` (``pf``, its bytes ``raw``; of its variant for profile ``variant``, if one) whose Fix-Id
-    trailer names another fix of the pack: format would rewrite it as churn (a Fix-Id naming no fix of the pack, a fix
-    renamed, is rewritten: the trailer is the tool's)."""
-    from .patchtext import fix_id_hint, fix_id_said, swapped_ids
-
-    return [Problem(fix_id_said(fix.id, variant, other, True), pf.path, line, fix_id_hint(fix.id, True))
-            for line, other in swapped_ids(fix.id, raw.decode("utf-8", "surrogateescape"), str(pf.path), pack.fixes)]
 
 
 def rewrite_patches(pack: Pack) -> list[Path]:

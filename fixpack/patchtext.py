@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Container
+from pathlib import Path
 
 from .diff import diff_body, parse_patch
-from .errors import BadInputError
+from .errors import BadInputError, Problem
 from .model import Fix, PatchFile
 from .patchfiles import patch_again
 from .patchmail import Mail, read_mail, render, trailer_lines
@@ -72,6 +73,23 @@ def swapped_ids(fix_id: str, text: str, where: str, known: Container[str], mail:
     fix's. ``format`` refuses them, as do the commands that rewrite a patch (:func:`rewritten_fields`); a Fix-Id that
     names no fix of the pack (a fix renamed) is rewritten from fix.toml."""
     return [(line, other) for line, other in foreign_fix_ids(fix_id, text, where, mail) if other in known]
+
+
+def swapped_problems(fix_id: str, variant: str | None, path: Path, raw: bytes, known: Container[str]) -> list[Problem]:
+    """A patch (``path``, its bytes ``raw``) of fix ``fix_id`` (of its variant for profile ``variant``, if one) whose
+    Fix-Id trailer names another fix of the pack (``known``: :func:`swapped_ids`), each at the trailer's line with both
+    ids and what to do: the rule and words of ``format`` (:func:`swapped_refusal`) and ``rebase``, which refuse it
+    before they write anything."""
+    return [Problem(fix_id_said(fix_id, variant, other, True), path, line, fix_id_hint(fix_id, True))
+            for line, other in swapped_ids(fix_id, raw.decode("utf-8", "surrogateescape"), str(path), known)]
+
+
+def swapped_refusal(problems: list[Problem], writer: str, nothing: str) -> BadInputError:
+    """The refusal of :func:`swapped_problems`' ``problems`` by the command that would write those patches'
+    Fix-Id from fix.toml (``writer``: what it writes), saying ``nothing`` (what it did not do)."""
+    return BadInputError(f"{len(problems)} Fix-Id trailer(s) name another fix of the pack than the one that lists "
+                         f"the patch: {writer} from the fix that lists it, which would hide two fixes' patches "
+                         f"swapped; {nothing}", problems)
 
 
 def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool, listed: str = "") -> str:

@@ -6,7 +6,8 @@ Before any release copy is fetched (:func:`refuse_early`): a ``--to`` release ol
 of the same target (unless ``--allow-older``), a bad new profile name (``--name``, else ``v<--to>``), a rebase
 to that name in progress (in its work folder, or anywhere else the pack knows of: :mod:`fixpack.rebase_registry`),
 a work folder that is not a new one (:func:`fixpack.rebase_state.check_new_work`), a profile of that name that
-exists (unless ``--replace``), and a pack whose ``fixes/`` or ``profiles/`` differ from git HEAD (unless
+exists (unless ``--replace``), a patch it carries whose ``Fix-Id:`` trailer names another fix of the pack
+(:func:`refuse_swapped_ids`), and a pack whose ``fixes/`` or ``profiles/`` differ from git HEAD (unless
 ``--allow-dirty``; when a rebase that stopped half way left them so, that rebase is named
 first). Once the release copies are found (:func:`checked_new_profile`), the same with the versions read from
 them. Versions compare as PEP 440 (``packaging``). ``--continue`` makes the check of an existing profile again
@@ -24,11 +25,13 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError
 from .model import Pack, Profile
+from .patchfiles import patch_again
+from .patchtext import swapped_problems, swapped_refusal, variant_of
 from .rebase_registry import live_entries, refuse_in_progress, refuse_started
 from .rebase_result import TargetPair
 from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
-from .rebase_targets import primary_version
+from .rebase_targets import primary_version, wanted_targets
 from .safepath import link_on_the_way, name_problem
 
 
@@ -46,6 +49,7 @@ def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
                        req.work)
         _refuse_existing(pack.root, early, req.replace)
         refuse_linked_variants(pack.root, early)
+    refuse_swapped_ids(req, pack, old)
     if not req.allow_dirty:
         try:
             check_clean(pack.root)
@@ -59,6 +63,23 @@ def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
             for name, work, given in live_entries(pack.root):  # a --work folder elsewhere, its entry names
                 refuse_in_progress(work, name, pack.root, work if given else None)
             raise
+
+
+def refuse_swapped_ids(req: RebaseRequest, pack: Pack, old: Profile) -> None:
+    """Refuse (BadInputError, exit 2, before anything is fetched or written) every patch the rebase carries (the
+    fixes of ``old`` on the targets it rebases, each as ``old`` uses it: its variant's patches, if one) whose
+    ``Fix-Id:`` trailer names another fix of the pack, as ``format`` refuses it and ``check`` names it
+    (:func:`fixpack.patchtext.swapped_problems`): a carried patch is written with fix.toml's Fix-Id, which would hide a
+    patch swapped with, or copied from, that fix; one left byte for byte would carry it on. A Fix-Id that names no fix
+    of the pack (a fix renamed) is written from fix.toml, as ``format`` writes it."""
+    wanted = wanted_targets(req, pack, old)
+    view = pack.for_profile(old.name)
+    then = "run the rebase again; nothing was fetched or written"
+    problems = [p for fix in view.ordered(old.default + old.opt_in) if fix.target in wanted for pf in fix.patches
+                for p in swapped_problems(fix.id, variant_of(fix, pf), pf.path, patch_again(pf, then=then), pack.fixes)]
+    if problems:
+        raise swapped_refusal(problems, "a rebase writes each carried patch's Fix-Id",
+                              "nothing was fetched or written")
 
 
 def checked_new_profile(req: RebaseRequest, pack: Pack, old: Profile,

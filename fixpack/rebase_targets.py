@@ -21,8 +21,7 @@ def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, Targ
         for n in given:
             if n not in names:
                 raise BadInputError(f"{what} names unknown target {n!r} (profile {old.name} has {', '.join(names)})")
-    with_fixes = {pack.fixes[f].target for f in old.default + old.opt_in}
-    wanted = req.only_targets or tuple(n for n in names if n in with_fixes or n in req.roots)
+    wanted = wanted_targets(req, pack, old)
     if not wanted:
         raise BadInputError(f"nothing to rebase: profile {old.name} lists no fixes and no --root was given")
     pairs = {}
@@ -33,6 +32,12 @@ def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, Targ
             continue
         pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
     return pairs
+
+
+def wanted_targets(req: RebaseRequest, pack: Pack, old: Profile) -> tuple[str, ...]:
+    """The targets of profile ``old`` that the rebase carries: ``--target``'s, else those with fixes or a ``--root``."""
+    with_fixes = {pack.fixes[f].target for f in old.default + old.opt_in}
+    return req.only_targets or tuple(t.name for t in old.targets if t.name in with_fixes or t.name in req.roots)
 
 
 def _new_copy(spec: TargetSpec, req: RebaseRequest) -> FoundTarget:

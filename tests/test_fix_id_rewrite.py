@@ -119,8 +119,81 @@ def test_rebase_refuses_a_patch_whose_fix_id_names_another_fix(builder):
     commit_pack(builder)
     before = pack_files(builder)
     new = new_release(builder, {MOD: "# new header\n" * 3 + BASE, OTHER: OTHER_BASE})  # first moves: written again
-    with pytest.raises(BadInputError, match=rf"^{patch}:{line_of(patch.read_text(), 'Fix-Id: second')}: its Fix-Id "
-                                            rf"trailer says 'second' .* listed under fix 'first' .*nothing was "
-                                            rf"written \(were two fixes' patches swapped\?"):
+    with pytest.raises(BadInputError, match=rf"^1 Fix-Id trailer\(s\) .*nothing was fetched or written\n  - {patch}:"
+                                            rf"{line_of(patch.read_text(), 'Fix-Id: second')}: its Fix-Id trailer "
+                                            rf"says 'second' .* listed under fix 'first' .*\(were two fixes' patches "
+                                            rf"swapped\?"):
         rebase.start(req(builder, old, new))
     assert pack_files(builder) == before and not (builder.pack / ".rebase" / "v2.0").exists()
+
+
+def test_rebase_refuses_every_carried_patch_whose_fix_id_names_another_fix_before_any_work(builder):
+    """Found by a reviewer: rebase read a patch's Fix-Id only when it wrote the patch again, after carrying the fixes
+    before it, and a patch it kept byte for byte (nothing moved) went through with the other fix's id. Now every
+    patch it carries is held to format's rule at the start, before anything is fetched or written: exit 2, at each
+    trailer's line with both ids and what to do, in format's words. A Fix-Id naming no fix of the pack (a fix
+    renamed) is carried as before."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from test_rebase import BASE, OTHER, OTHER_BASE, commit_pack, new_release, pack_files, req
+
+    from fixpack import rebase
+    from fixpack.loader import load_pack
+    from fixpack.patchtext import normalized
+
+    old = builder.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
+    builder.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
+    builder.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
+    builder.profile(["first", "second"])
+    pack = load_pack(builder.pack)
+    texts = {fid: normalized(pack.fixes[fid], pack.fixes[fid].patches[0]) for fid in ("first", "second")}
+    first, second = (builder.pack / f"fixes/{fid}/0001-change.patch" for fid in ("first", "second"))
+    first.write_text(texts["first"].replace("\nFix-Id: first\n", "\nFix-Id: first-old-name\n"))  # a fix renamed
+    second.write_text(texts["second"].replace("\nFix-Id: second\n", "\nFix-Id: first\n"))  # copied from first
+    builder.lock(old)
+    commit_pack(builder)
+    before = pack_files(builder)
+    new = new_release(builder, {MOD: BASE, OTHER: OTHER_BASE})  # nothing moves: each patch kept byte for byte
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-m", "fixpack.cli", "rebase", "--profile", "p1", "--root", f"demo={new}", "--old-root",
+            f"demo={old}", "--allow-unproven", "--color", "never", "--pack", str(builder.pack)]
+    r = subprocess.run(args, capture_output=True, text=True, env=env)
+    line = line_of(second.read_text(), "Fix-Id: first")
+    assert r.returncode == 2, r
+    said = " ".join(r.stderr.split())
+    assert ("1 Fix-Id trailer(s) name another fix of the pack than the one that lists the patch: a rebase writes each "
+            "carried patch's Fix-Id from the fix that lists it, which would hide two fixes' patches swapped; nothing "
+            "was fetched or written") in said, r.stderr
+    assert (f"{second}:{line}: its Fix-Id trailer says 'first' (the id of fix first, fixes/first/), but the patch is "
+            f"listed under fix 'second' (fixes/second/fix.toml's patches) (were two fixes' patches swapped? put each "
+            f"back in its own fix's folder and lock again; if this patch is second's after all, write its trailer as "
+            f"Fix-Id: second)") in said, r.stderr
+    assert "first-old-name" not in said
+    assert pack_files(builder) == before and not (builder.pack / ".rebase").exists()
+    assert not (builder.pack / "reports").exists()
+    check = subprocess.run([sys.executable, "-m", "fixpack.cli", "check", "--pack", str(builder.pack)],
+                           capture_output=True, text=True, env=env)  # check names it at the same line
+    assert check.returncode == 2 and f"fixes/second/0001-change.patch:{line}: its Fix-Id trailer says 'first'" in \
+        " ".join(check.stdout.split() + check.stderr.split()), check
+    second.write_text(texts["second"])  # the swapped patch in second's variant for p1, which p1 (so the rebase) uses
+    variant = builder.pack / "fixes/second/p1"
+    variant.mkdir()
+    (variant / "variant.toml").write_text("version = 1\n")
+    (variant / second.name).write_text(texts["second"].replace("\nFix-Id: second\n", "\nFix-Id: first\n"))
+    builder.lock(old)
+    commit_pack(builder)
+    before = pack_files(builder)
+    with refused(builder.pack, rf"^1 Fix-Id trailer\(s\) .*\n  - {variant / second.name}:{line}: its Fix-Id trailer says "
+                               rf"'first' .* listed under fix 'second' \(its variant for profile p1, fixes/second/p1/\)"):
+        rebase.start(req(builder, old, new, allow_unproven=True))
+    assert pack_files(builder) == before and not (builder.pack / ".rebase").exists()
+    shutil.rmtree(variant)  # put back: the renamed fix's trailer is carried as before
+    builder.lock(old)
+    commit_pack(builder)
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done
+    assert first.read_text().count("Fix-Id: first-old-name") == 1
