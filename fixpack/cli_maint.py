@@ -96,7 +96,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
                 reworded, unrecorded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots),
                                                                               copies_root),
-                                                   scope=lambda have: scoped(prof, only, have))
+                                                   scope=lambda have: scoped(prof, only, have, lock))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
                 found = lockfile.previous_locks(prof)  # the lock on disk and HEAD's, read once for both checks
                 for warning in refuse_unbumped(prof, lock, found):  # a fix's patch changed under its version

@@ -488,7 +488,7 @@ def check_lock_fresh(req: Request) -> list[str]:
 
     lock, profile = fingerprint_to_check(req)
     redo = partial(lock_scope.relock, profile, req.only_targets, req.roots, req.env_root)
-    return check_fresh(profile, lock, redo, partial(lock_scope.scoped, profile, req.only_targets))[0]
+    return check_fresh(profile, lock, redo, partial(lock_scope.scoped, profile, req.only_targets, fresh=lock))[0]
 
 
 def fingerprint_to_check(req: Request, shown: dict[str, Path] | None = None) -> tuple[Lock, Profile]:

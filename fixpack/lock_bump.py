@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
 from .lock_hints import Redo, order_changes, path_at, regenerate_hint
-from .lock_seal import hunks_edited, sides_of, told
+from .lock_seal import hunks_edited, sides_of, target_edited, told
 from .lock_where import lock_line, stale_at
 from .lockfile import bump_note, previous_locks, read_lock, version_at
 from .model import Fix, Profile
@@ -88,12 +88,16 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
         if old is None:
             what = f"{fid}: not in the lock"
         elif new is None:
-            what = f"{fid}: in the lock but not in the profile"
+            fixes = fixes or _pack_fixes(profile)
+            what = f"{fid}: {_moved(profile, fixes.get(fid), old) or 'in the lock but not in the profile'}"
         elif old.version != new.version or old.patch_sha256 != new.patch_sha256:
             what, fixes = f"{fid}: patch or version changed since the lock was generated", fixes or _pack_fixes(profile)
             fix = fixes.get(fid)
             if fix is not None and fix.version == new.version:
                 what += bump_note(fix, profile, old)
+        elif old.target != new.target and (moved := _moved(profile, (fixes := fixes or _pack_fixes(profile)).get(fid),
+                                                           old)):
+            what = f"{fid}: {moved}"
         elif edited := hunks_edited(profile.lock_path, old, sides_of(new)):
             what = f"{fid}: {'; '.join(edited)}"  # (the patch's own: not the release copy's)
         else:
@@ -101,6 +105,15 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
         path, line = stale_at(profile, have, ("fix", fid))
         out.append(f"{path}:{line}: {what}" if line else f"{path}: {what}")
     return out
+
+
+def _moved(profile: Profile, fix: Fix | None, entry: LockFix) -> str:
+    """Where ``entry`` (the lock's) names another target than ``fix`` (of ``profile``, by its fix.toml): the
+    lock edited by hand and sealed again (``lock --check --target`` compares it as the named targets' either way),
+    said as ``check`` and ``status`` say it (:func:`~fixpack.lock_seal.target_edited`); "" else."""
+    if fix is None or fix.id not in profile.default + profile.opt_in or fix.target == entry.target:
+        return ""
+    return target_edited(profile.lock_path, entry, fix)
 
 
 def _files_differ(new: LockFix, old: LockFix) -> str:

@@ -42,14 +42,17 @@ def named(pack: Pack, profile: Profile, lock: Lock, only: tuple[str, ...]) -> Ca
     return lambda key: not only or entry_target(pack, profile, lock, key) in only
 
 
-def scoped(profile: Profile, only: tuple[str, ...], lock: Lock) -> Lock:
+def scoped(profile: Profile, only: tuple[str, ...], lock: Lock, fresh: Lock | None = None) -> Lock:
     """``lock``'s entries of the targets ``only`` (the whole lock without ``--target``): what ``lock --check
-    --target`` compares with a lock made now on those targets' copies."""
+    --target`` compares with ``fresh``, a lock made now on those targets' copies. A fix's entry is theirs when it
+    names one of them, or when ``fresh`` has the fix (its fix.toml names one): an entry whose target was edited by
+    hand is compared, and said so (:func:`fixpack.lock_bump.stale_said`), not missing from the lock."""
     if not only:
         return lock
     comp_target = {c.id: c.target for c in profile.components}
+    ours = {f.id for f in fresh.fixes} if fresh is not None else set()
     return Lock(lock.profile, {k: v for k, v in lock.targets.items() if k in only},
-                tuple(f for f in lock.fixes if f.target in only), lock.generated_by,
+                tuple(f for f in lock.fixes if f.target in only or f.id in ours), lock.generated_by,
                 tuple(c for c in lock.components if comp_target.get(c.id) in only))
 
 

@@ -336,15 +336,7 @@ def record_edited(path: Path, entry: LockFix, fix: Fix, parsed: bool) -> list[st
     their hunks (:func:`hunks_edited`), each at its line in the lock. A record whose change fingerprint is the pack's
     has these: another one there was edited by hand and the lock sealed again (its seal is a plain sha256). []
     when they match."""
-    out = []
-    if entry.target != fix.target:
-        from .documents import key_line, text_for_lines  # only for a lock that differs so
-
-        toml = fix.folder / "fix.toml"
-        line = key_line(text_for_lines(toml), "target")
-        out.append(f"its target{_said_at(path, entry.id, 'target')} is {json.dumps(entry.target)}, where "
-                   f"{toml}{f':{line}' if line else ''} says {json.dumps(fix.target)}: the lock was edited by hand and "
-                   f"sealed again, or the fix's target changed since the lock was made")
+    out = [target_edited(path, entry, fix)] if entry.target != fix.target else []
     if not parsed:
         return out
     have, made = [f.path for f in entry.files], list(fix.touched_paths())
@@ -353,6 +345,18 @@ def record_edited(path: Path, entry: LockFix, fix: Fix, parsed: bool) -> list[st
         out.append(f"it records {_paths(have)}{_said_at(path, entry.id, 'files')} where its patch touches "
                    f"{_paths(made).split(' ', 1)[-1]}{order}: the lock was edited by hand and sealed again")
     return out + hunks_edited(path, entry, patch_hunks(fix))
+
+
+def target_edited(path: Path, entry: LockFix, fix: Fix) -> str:
+    """The lock's record of ``fix`` (``entry``, its first entry in the lock at ``path``) names another target than
+    its fix.toml: said at both lines (``check``, ``status``, ``apply`` and ``lock --check`` say it so)."""
+    from .documents import key_line, text_for_lines  # only for a lock that differs so
+
+    toml = fix.folder / "fix.toml"
+    line = key_line(text_for_lines(toml), "target")
+    return (f"its target{_said_at(path, entry.id, 'target')} is {json.dumps(entry.target)}, where "
+            f"{toml}{f':{line}' if line else ''} says {json.dumps(fix.target)}: the lock was edited by hand and "
+            f"sealed again, or the fix's target changed since the lock was made")
 
 
 def _paths(paths: list[str]) -> str:

@@ -200,3 +200,56 @@ def test_lock_of_one_target_records_no_release_for_a_target_left_without_fixes(b
     assert r.returncode == 0 and "lock is fresh: " in r.stdout, r.stdout + r.stderr
     r = fixpack("status", "--pack", str(builder.pack), "-p", "p1", "--target", "demo", "--root", f"demo={release}")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_check_of_one_target_says_a_fix_entry_whose_target_was_edited_as_check_and_status_say_it(builder):
+    """Found by a reviewer: fix one's entry in the lock edited to name target other, the lock sealed again (its digest
+    is a plain sha256 over its content): `status` and `check` said the entry's target is not fix.toml's, but `lock
+    --check --target demo` said "one: not in the lock" (its entry was left out as other's), `--target other` "in the
+    lock but not in the profile", and the whole `lock --check` "other fingerprints on the release copy". Each says it
+    as they do now: at the entry's line, the target line of the lock and of fix.toml, exit 2."""
+    from fixpack.errors import StaleLockError
+    from fixpack.records import dumps, lock_digest
+
+    release, other_release = two_targets(builder)
+    three = numbered(20).replace("line 3\n", "three\n")
+    builder.add_fix("three", {MOD: three}, {MOD: three.replace("line 15\n", "fifteen\n")})  # demo keeps a fix
+    profile = builder.pack / "profiles/p1.toml"
+    profile.write_text(profile.read_text().replace('default = ["one"]', 'default = ["one", "three"]'))
+    engine.write_lock(engine.Request(pack_root=builder.pack, profile="p1",
+                                     roots={"demo": release, "other": other_release}))
+    path = builder.pack / "profiles/p1.lock"
+    data = json.loads(path.read_text())
+    assert [f["id"] for f in data["fixes"]] == ["one", "two", "three"]
+    data["fixes"][0]["target"] = "other"
+    data["digest"] = lock_digest(data)
+    path.write_bytes(dumps(data))
+    lines = path.read_text().splitlines()
+    at = lines.index('      "id": "one",') + 1
+    target_line = next(n for n in range(at - 15, at + 15) if lines[n - 1].strip() == '"target": "other",')
+    toml = builder.pack / "fixes/one/fix.toml"
+    toml_line = next(n for n, ln in enumerate(toml.read_text().splitlines(), 1) if ln.startswith("target = "))
+    what = (f'one: its target (line {target_line} of the lock) is "other", where {toml}:{toml_line} says "demo": the '
+            f"lock was edited by hand and sealed again, or the fix's target changed since the lock was made")
+    before = snapshot(builder.pack)
+    r = fixpack("check", "--pack", str(builder.pack))
+    assert r.returncode == 2 and f"profiles/p1.lock:{at}: the lock is stale: {what}" in \
+        " ".join((r.stdout + r.stderr).split()), r
+    r = fixpack("status", "--pack", str(builder.pack), "-p", "p1", "--root", f"demo={release}", "--root",
+                f"other={other_release}")
+    assert r.returncode == 2 and f"{path} is stale: {what} (at {path}:{at})" in " ".join(r.stderr.split()), r
+    for args in (["--target", "demo", "--root", f"demo={release}"],
+                 ["--target", "other", "--root", f"other={other_release}"],
+                 ["--root", f"demo={release}", "--root", f"other={other_release}"]):
+        r = lock(builder, "--check", *args)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and f"{path} is stale (differs for: one); {path}:{at}: {what}; regenerate it" in said, \
+            (args, said)
+        r = lock(builder, "--check", "--json", *args)
+        assert r.returncode == 2 and f"{path}:{at}: {what}" in json.loads(r.stdout)["error"], (args, r.stdout)
+    for name, root in (("demo", release), ("other", other_release)):  # the engine's lock --check, as the CLI's
+        with pytest.raises(StaleLockError, match=re.escape(f"{path}:{at}: {what}")) as exc:
+            engine.check_lock_fresh(engine.Request(pack_root=builder.pack, profile="p1", roots={name: root},
+                                                   only_targets=(name,)))
+        assert exc.value.exit_code == 2
+    assert snapshot(builder.pack) == before
