@@ -406,6 +406,6 @@ def fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool
 
 def manifest_entry(fix: Fix, tree: Tree, state: Recorded) -> ManifestFix:
     """``fix``'s manifest entry in ``state``, with its files' hashes in ``tree`` and the patch bytes its change is
-    from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.hold_rewritten`)."""
+    from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.rewritten`)."""
     return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()),
                        fix.bytes_sha256)
