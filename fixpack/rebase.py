@@ -74,7 +74,7 @@ from .rebase_start import (
     continue_words,
     refuse_appeared,
     refuse_early,
-    refuse_linked_variants,
+    refuse_on_continue,
     refuse_unsaid_python,
 )
 from .rebase_state import STATE_SCHEMA, drop_work, made_repos, mark_work, report_folder
@@ -160,7 +160,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
     session = load_session(req)
     refuse_appeared(session, req.replace, req.work)
     refuse_unsaid_python(session, req.python, req.work)  # never the state's interpreter on its word
-    refuse_linked_variants(session.pack_root, session.new_name)
+    refuse_on_continue(session)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
         if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "

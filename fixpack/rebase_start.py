@@ -24,12 +24,13 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError
+from .loader import load_pack, load_profile
 from .model import Pack, Profile
 from .patchfiles import patch_again
 from .patchtext import swapped_problems, swapped_refusal, variant_of
 from .rebase_registry import live_entries, refuse_in_progress, refuse_started
 from .rebase_result import TargetPair
-from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command
+from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command, way_on
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
 from .rebase_targets import primary_version, wanted_targets
 from .safepath import link_on_the_way, name_problem
@@ -72,14 +73,28 @@ def refuse_swapped_ids(req: RebaseRequest, pack: Pack, old: Profile) -> None:
     (:func:`fixpack.patchtext.swapped_problems`): a carried patch is written with fix.toml's Fix-Id, which would hide a
     patch swapped with, or copied from, that fix; one left byte for byte would carry it on. A Fix-Id that names no fix
     of the pack (a fix renamed) is written from fix.toml, as ``format`` writes it."""
-    wanted = wanted_targets(req, pack, old)
+    _refuse_swapped(pack, old, wanted_targets(req, pack, old), "run the rebase again; nothing was fetched or written",
+                    "nothing was fetched or written")
+
+
+def refuse_on_continue(session: Session) -> None:
+    """What ``--continue`` refuses in the pack as it is now, before anything is carried or written: a variant folder
+    of the new profile that is a link (:func:`refuse_linked_variants`), and :func:`refuse_swapped_ids` (a trailer
+    swapped and committed since the start would otherwise be carried into the new profile byte for byte)."""
+    refuse_linked_variants(session.pack_root, session.new_name)
+    pack = load_pack(session.pack_root)
+    again = way_on(session, "continue")
+    _refuse_swapped(pack, load_profile(pack, session.old_name), tuple(session.pairs),
+                    f"run `{again}` again; nothing was written",
+                    f"nothing was written; put the trailer right, commit, then run `{again}`")
+
+
+def _refuse_swapped(pack: Pack, old: Profile, wanted: tuple[str, ...], then: str, nothing: str) -> None:
     view = pack.for_profile(old.name)
-    then = "run the rebase again; nothing was fetched or written"
     problems = [p for fix in view.ordered(old.default + old.opt_in) if fix.target in wanted for pf in fix.patches
                 for p in swapped_problems(fix.id, variant_of(fix, pf), pf.path, patch_again(pf, then=then), pack.fixes)]
     if problems:
-        raise swapped_refusal(problems, "a rebase writes each carried patch's Fix-Id",
-                              "nothing was fetched or written")
+        raise swapped_refusal(problems, "a rebase writes each carried patch's Fix-Id", nothing)
 
 
 def checked_new_profile(req: RebaseRequest, pack: Pack, old: Profile,

@@ -335,3 +335,40 @@ def test_undo_of_a_replace_that_rewrote_committed_files_byte_for_byte_is_undone(
     code, out = run(b, "--undo")
     assert code == 0 and "rebase undone; 0 pack file(s) restored or removed" in out, out
     assert pack_status(b.pack) == ""
+
+
+def test_continue_refuses_a_fix_id_swapped_and_committed_after_the_start(conflicting):  # noqa: F811
+    """Found by a fresh user: the start holds every carried patch's Fix-Id to format's rule, but a patch swapped and
+    committed between the start and `--continue`, one the rebase keeps byte for byte, was written into the new
+    profile with the other fix's id (exit 0). `--continue` now holds the pack as it is then to the same rule, before
+    anything is carried or written: exit 2, at the trailer's line, and the way on once it is put right."""
+    b, old, new = conflicting
+    r = rebase.start(req(b, old, new))
+    assert r.status == "conflicts" and {o.id: o.outcome for o in r.fixes}["second"] == "exact"
+    resolve_first(b.pack / ".rebase/v2.0/first")
+    from fixpack.loader import load_pack
+    from fixpack.patchtext import normalized
+
+    fix = load_pack(b.pack).fixes["second"]
+    patch = fix.patches[0].path
+    honest = normalized(fix, fix.patches[0])  # with its Fix-Id trailer, as format writes it
+    assert "\nFix-Id: second\n" in honest
+    patch.write_text(honest.replace("\nFix-Id: second\n", "\nFix-Id: third\n"))
+    commit_pack(b)
+    before = world(b.base)
+    refused = cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack))
+    said = " ".join(refused.stderr.split())
+    line = patch.read_text().splitlines().index("Fix-Id: third") + 1
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "1 Fix-Id trailer(s) name another fix of the pack than the one that lists the patch: a rebase writes each " \
+           "carried patch's Fix-Id" in said, said
+    assert f"{patch}:{line}: its Fix-Id trailer says 'third'" in said and "listed under fix 'second'" in said, said
+    assert "nothing was written; put the trailer right, commit, then run `" in said and \
+           "rebase --continue --pack" in said and "--name v2.0 --allow-unproven`" in said, said
+    assert world(b.base) == before
+    patch.write_text(honest)
+    commit_pack(b)
+    done = cli("rebase", "--continue", "--allow-unproven", "--pack", str(b.pack))
+    assert done.returncode == 0, done.stdout + done.stderr
+    carried = [p.read_text() for p in (b.pack / "fixes/second").rglob("*.patch")]
+    assert carried and all("\nFix-Id: second\n" in t and "Fix-Id: third" not in t for t in carried)
