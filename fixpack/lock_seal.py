@@ -320,12 +320,18 @@ def _twice(lines: list[str], span: tuple[int, int] | None, have: list[Sides], ma
     return out
 
 
-def change_said(fix: Fix, entry: LockFix) -> str:
-    """Why a lock entry's change fingerprint or version is not ``fix``'s: at the same version over the very patch bytes
-    the entry records, its ``patch_sha256`` was edited (the lock sealed again); else the patch or version changed."""
+def change_said(fix: Fix, entry: LockFix, profile: Profile, version_at: Callable[[Fix, Profile], str]) -> str:
+    """Why a lock entry's change fingerprint or version is not ``fix``'s (for ``profile``; ``version_at``: where its
+    version is set, ``lockfile.version_at``, which imports this module): at the same version over
+    the very patch bytes the entry records, the lock was edited (its ``patch_sha256``, or its ``patch_bytes_sha256`` set
+    to a patch edited under the same version, which then needs a new version) and sealed again; else the patch or
+    version changed."""
     if entry.version == fix.version and entry.patch_bytes_sha256 == fix.bytes_sha256:
         return ("its change fingerprint (patch_sha256) is not its patch's, whose bytes are the very ones the lock "
-                "records (patch_bytes_sha256): the lock was edited by hand and sealed again")
+                "records (patch_bytes_sha256): the lock was edited by hand and sealed again (its patch_sha256; or "
+                f"its patch_bytes_sha256, set to a patch edited under the same version {fix.version}: if that edit is "
+                f"meant, bump version in {version_at(fix, profile)} before locking, else put the patch back as it was "
+                "locked)")
     return "patch or version changed since the lock was generated"
 
 

@@ -169,8 +169,7 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True, 
     for fid in listed:
         if keep is not None and not keep(("fix", fid)):
             continue
-        fix = pack.fixes[fid]
-        entry = recorded.get(fid)
+        fix, entry = pack.fixes[fid], recorded.get(fid)
         if entry is None:
             stale.append((("fix", fid), f"{fid}: not in the lock"))
             continue
@@ -178,7 +177,8 @@ def stale_entries(pack: Pack, profile: Profile, lock: Lock, vouch: bool = True, 
         if not held and entry.patch_bytes_sha256 and entry.patch_bytes_sha256 == fix.bytes_sha256:
             fix.vouch_change(entry.patch_sha256)  # the bytes the lock fingerprinted: no parse
         if entry.patch_sha256 != (fix.parsed_change() if held else fix.patch_sha256) or entry.version != fix.version:
-            stale.append((("fix", fid), f"{fid}: {change_said(fix, entry)}{bump_note(fix, profile, entry)}"))
+            stale.append((("fix", fid), f"{fid}: {change_said(fix, entry, profile, version_at)}"
+                                        f"{bump_note(fix, profile, entry)}"))
         else:  # its change as the lock records it: its target, files and hunks are the pack's too, unless edited
             stale += [(("fix", fid), f"{fid}: {what}") for what in record_edited(profile.lock_path, entry, fix,
                                                                                  not vouch or fid in hold)]

@@ -239,7 +239,9 @@ def test_apply_holds_the_fixes_it_lays_to_their_patches_not_to_a_resealed_finger
         assert r.returncode == 2 and snapshot(b.base) == before, said
         assert f"{lock} is stale: one: its change fingerprint (patch_sha256) is not its patch's, whose bytes are " \
                f"the very ones the lock records (patch_bytes_sha256): the lock was edited by hand and sealed again " \
-               f"(at {lock}:{line})" in said, said
+               f"(its patch_sha256; or its patch_bytes_sha256, set to a patch edited under the same version 1: if " \
+               f"that edit is meant, bump version in {b.pack / 'fixes/one/fix.toml'}:2 before locking, else put the " \
+               f"patch back as it was locked) (at {lock}:{line})" in said, said
 
 
 @pytest.mark.parametrize("side", ["pre", "post"])

@@ -64,6 +64,10 @@ def _status_agrees_with_the_dry_run(b, image) -> None:
     assert status.returncode == dry.returncode == 2, (status.stdout + status.stderr, dry.stdout + dry.stderr)
     assert status.stderr == dry.stderr and status.stdout == dry.stdout == "", (status.stderr, dry.stderr)
     assert f"{lock} is stale: two: its change fingerprint (patch_sha256) is not its patch's" in said, said
+    toml = b.pack / "fixes/two/fix.toml"  # (a fresh user: it said only "regenerate it", which lock then refuses)
+    line = toml.read_text().splitlines().index("version = 1") + 1
+    assert (f"or its patch_bytes_sha256, set to a patch edited under the same version 1: if that edit is meant, bump "
+            f"version in {toml}:{line} before locking, else put the patch back as it was locked)") in said, said
     assert "already applied" not in status.stdout + status.stderr
     assert _as_json(b, image, "status") == _as_json(b, image, "apply", "--dry-run")
     assert _run(b, image, "apply").returncode == 2
