@@ -86,7 +86,7 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
 
 def upstream_from(found: list[Mail]) -> Upstream:
     """DEP-3 facts from the mails' text: a pull request makes the fix ``submitted`` with that link."""
-    text = "\n".join(m.description + "\n" + "\n".join(f"{k}: {v}" for k, v in m.trailers) for m in found)
+    text = "\n".join(m.description + "\n" + "\n".join(f"{k}: {v}" if k else v for k, v in m.trailers) for m in found)
     pull, commit, issue = _PULL.search(text), _COMMIT.search(text), _ISSUE.search(text)
     bug = next((_URL.search(v) for m in found for k, v in m.trailers if k.lower() in BUG_TRAILERS and _URL.search(v)),
                None) or issue

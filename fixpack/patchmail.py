@@ -26,6 +26,7 @@ from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
 from .diffpaths import plain_start
 from .errors import BadInputError
 from .structs import dataclass
+from .trailers import block, is_patch_break
 
 # the fields written from fix.toml: whatever a patch or a commit message says for them is replaced
 OWNED = ("Upstream-Status", "Forwarded", "Origin", "Bug", "Applied-Upstream", "Last-Update", "Fix-Id", "Fixed-In")
@@ -38,18 +39,19 @@ MBOX_FROM = (r"From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan
              r"Nov|Dec) [ \d]?\d \d\d:\d\d:\d\d \d{4}[ \t]*$)")
 _FROM_LINE = re.compile("^" + MBOX_FROM)
 _PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
-# a trailer as git interpret-trailers reads it: white space before and after the ':' optional ("Fix-Id:x", "Fix-Id : x")
-_TRAILER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*)([ \t]*:[ \t]*)(\S.*)$")
 
 
 @dataclass(frozen=True)
 class Mail:
     """A patch's message. ``author`` is ``Name <address>`` decoded; ``date`` as written ("" when the patch
     has none); ``subject`` decoded and unfolded, without its ``[PATCH ...]`` tag; ``description`` the
-    message between the subject and the trailers; ``trailers`` the last paragraph's ``Key: value`` lines,
-    the tool's own fields included, in order; ``written`` each trailer's text as it is written back (``Key: value``,
-    or, for one read with no space after its ``:`` or one before it, the line as written: a paragraph that is a URL
-    reads as a trailer ``https``, as git reads it), in step with ``trailers`` (none: ``Key: value`` each)."""
+    message between the subject and the trailers; ``trailers`` the trailer block's lines as ``git interpret-trailers``
+    finds and reads them (:mod:`fixpack.trailers`), the tool's own fields included, in order, each line of the block
+    that is no trailer (a ``(cherry picked from commit ...)`` line, a comment, text) kept in its place with the key
+    ""; ``written`` each one's text as it is written back (``Key: value``, or, for one read with no space after its
+    ``:`` or one before it, the line as written: a paragraph that is a URL reads as a trailer ``https``, as git reads
+    it), in step with ``trailers`` (none: ``Key: value`` each); ``after`` the comment lines after the block, which git
+    reads as no part of the message's trailers."""
 
     author: str = ""
     date: str = ""
@@ -57,6 +59,7 @@ class Mail:
     description: str = ""
     trailers: tuple[tuple[str, str], ...] = ()
     written: tuple[str, ...] = ()
+    after: str = ""
 
     @property
     def kept(self) -> tuple[tuple[str, str], ...]:
@@ -73,6 +76,8 @@ class Mail:
         trailers += [f"{k}: {v}" for k, v in fields]
         if trailers:
             parts.append("\n".join(trailers))
+        if self.after.strip():
+            parts.append(self.after.strip("\n"))
         return "\n\n".join(parts) + "\n"
 
 
@@ -106,36 +111,26 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     payload = msg.get_payload(decode=True)
     charset = _charset(msg, where)
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
-    description, trailers, written = message_parts(_cut_diffstat(body))
+    description, trailers, written, after = message_parts(_cut_diffstat(body))
     _known_charsets(lines, "subject", where)  # (From: is decoded whole by _author, which says its own)
     return Mail(_author(lines, where), _raw_field(lines, "date"), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
-                description, trailers, written)
+                description, trailers, written, after)
 
 
 def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | None = None
                   ) -> list[tuple[int | None, str]]:
     """Each trailer ``key`` (lower case) of a patch's message (its ``text``; ``mail``: as :func:`read_mail` read it
     already, else read here), with its line in ``text`` (1-based; None where it cannot be told: a body in
-    quoted-printable or base64): the last paragraph's, before the ``---`` line, never a copy of it in the notes after
-    that line or in the description."""
+    quoted-printable or base64; a trailer folded over lines: its first): the trailer block's, as git finds it
+    (:mod:`fixpack.trailers`), before the ``---`` line, never a copy of it in the notes after that line or in the
+    description."""
     said = [v for k, v in (mail or read_mail(text, where)).trailers if k.lower() == key]
     lines = split(text)[0].split("\n")
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
     body = next((i for i in range(start, len(lines)) if lines[i] == ""), len(lines)) + 1
-    end = next((i for i in range(body, len(lines)) if lines[i] == "---"), len(lines))
-    while end > body and not lines[end - 1].strip(" \t"):
-        end -= 1
-    first = end
-    while first > body and lines[first - 1].strip(" \t"):
-        first -= 1
-    found: list[tuple[int, str, str]] = []  # (line, key, value), a continuation line joined to its value
-    for i in range(first, end):
-        m = _TRAILER.match(lines[i])
-        if m:
-            found.append((i + 1, m.group(1).lower(), m.group(3).rstrip()))
-        elif found:
-            found[-1] = (*found[-1][:2], f"{found[-1][2]} {lines[i].strip()}")
-    mine: list[tuple[int | None, str]] = [(n, v) for n, k, v in found if k == key]
+    end = next((i for i in range(body, len(lines)) if is_patch_break(lines[i])), len(lines))
+    mine: list[tuple[int | None, str]] = [(e.line + 1, e.value) for e in block(lines, body, end)[1]
+                                          if e.key.lower() == key]
     return mine if [v for _n, v in mine] == said else [(None, v) for v in said]  # (an encoded body: other lines)
 
 
@@ -225,44 +220,33 @@ def parse_message(message: str) -> Mail:
     joined by spaces."""
     text = message.strip("\n")
     first, _sep, rest = text.partition("\n\n")
-    description, trailers, written = message_parts(rest)
-    return Mail("", "", " ".join(s.strip() for s in first.splitlines()), description, trailers, written)
+    description, trailers, written, after = message_parts(rest)
+    return Mail("", "", " ".join(s.strip() for s in first.splitlines()), description, trailers, written, after)
 
 
-def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """A message body as (description, trailers, each trailer as written: :attr:`Mail.written`): the last paragraph is
-    the trailers when every one of its lines is ``Key: value`` (``Key:value`` and ``Key : value`` too, as git reads
-    them), or a continuation indented under one."""
-    paras = [p for p in re.split(r"\n[ \t]*\n", body.strip("\n")) if p.strip()]
-    if not paras:
-        return "", (), ()
-    trailers = _trailers(paras[-1])
-    if trailers is None:
-        return "\n\n".join(paras).strip(), (), ()
-    return "\n\n".join(paras[:-1]).strip(), tuple(t[:2] for t in trailers), tuple(t[2] for t in trailers)
-
-
-def _trailers(para: str) -> list[tuple[str, str, str]] | None:
-    """Each trailer of a paragraph as (key, value, as written back), or None when a line is none."""
-    out: list[tuple[str, str, str]] = []
-    for line in para.split("\n"):
-        m = _TRAILER.match(line)
-        if m:
-            key, sep, value = m.group(1), m.group(2), m.group(3).rstrip()
-            as_said = sep[:1] == ":" and len(sep) > 1  # ("Key: value": written so, as before)
-            out.append((key, value, f"{key}: {value}" if as_said else line.rstrip()))
-        elif out and line[:1] in (" ", "\t"):
-            key, value, written = out[-1]
-            out[-1] = (key, value + " " + line.strip(), written + " " + line.strip())
-        else:
-            return None
-    return out
+def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str]:
+    """A message body (after its title) as (description, trailers, each as written back: :attr:`Mail.written`, the
+    comment lines after the trailers: :attr:`Mail.after`): the trailer block as ``git interpret-trailers`` finds it
+    (:func:`fixpack.trailers.block`: the last paragraph, all of it trailers (``Key: value``, ``Key:value`` and
+    ``Key : value`` too, a value folded over lines), or one at least a quarter trailers with a git-generated line,
+    ``Signed-off-by:`` or ``(cherry picked from commit ...)``, among them)."""
+    lines = body.split("\n")
+    start, entries, end = block(lines, 0, len(lines))
+    said = "\n".join(lines[:start])
+    paras = [p for p in re.split(r"\n[ \t]*\n", said.strip("\n")) if p.strip()]
+    if not entries:
+        return "\n\n".join(paras).strip(), (), (), ""
+    after = "\n".join(lines[end:]).strip("\n")
+    return ("\n\n".join(paras).strip(), tuple((e.key, e.value) for e in entries), tuple(e.written for e in entries),
+            after if after.strip() else "")
 
 
 def _cut_diffstat(body: str) -> str:
-    """The commit message: the body up to format-patch's ``---`` line (the diffstat follows it)."""
+    """The commit message: the body up to format-patch's ``---`` line (the diffstat follows it), as ``git am`` ends it
+    (:func:`fixpack.trailers.is_patch_break`)."""
     lines = body.split("\n")
-    return "\n".join(lines[:lines.index("---")]) if "---" in lines else body
+    end = next((i for i, line in enumerate(lines) if is_patch_break(line)), None)
+    return body if end is None else "\n".join(lines[:end])
 
 
 def _author(lines: list[str], where: str = "the patch") -> str:
