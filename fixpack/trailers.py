@@ -22,7 +22,7 @@ import re
 
 from .structs import dataclass
 
-_WS = " \t\v\f\r"  # C's isspace, less the line break
+_WS = " \t\r"  # git's isspace (its own, not C's: no \v, no \f), less the line break
 _KEY = re.compile(r"[A-Za-z0-9-]+[ \t]*:")
 GENERATED = ("Signed-off-by: ", "(cherry picked from commit ")
 SCISSORS = "# ------------------------ >8 ------------------------"
@@ -131,7 +131,7 @@ def block(lines: list[str], lo: int, hi: int) -> tuple[int, list[Entry], int]:
             continue
         key = first[:sep].strip(_WS)
         raw = "\n".join([first[sep + 1:], *said[1:]]).strip(_WS + "\n")
-        value = re.sub(r"\n[ \t\n\v\f\r]*", " ", raw).strip(_WS)
+        value = re.sub(r"\n[ \t\n\r]*", " ", raw).strip(_WS)
         as_said = first[len(key)] == ":" and first[len(key) + 1:len(key) + 2] in (" ", "\t")  # ("Key: value")
         written = f"{key}: {value}".rstrip(_WS) if as_said else \
             " ".join([first.rstrip(_WS)] + [s.strip(_WS) for s in said[1:] if not _blank(s)])

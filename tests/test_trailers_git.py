@@ -46,6 +46,11 @@ MORE = {
     "key-with-space": "Fix Id: {id}\nSigned-off-by: A <a@x.org>",
     "url-paragraph": "https://example.org/x\nFix-Id : {id}",
     "trailer-in-description-only": "Fix-Id: {id}\n\nJust text.",
+    # git's white space is space, tab, CR and LF (a fresh user: \f and \v were taken for white space, so a line of
+    # them ended the block, and one led by them continued the trailer above it)
+    "form-feed-line": "Fix-Id: {id}\nSigned-off-by: A <a@x.org>\n\f\nFix-Id: one",
+    "vertical-tab-line": "Fix-Id: {id}\nSigned-off-by: A <a@x.org>\n\v\nAcked-by: B <b@x.org>",
+    "form-feed-led-line": "Signed-off-by: A <a@x.org>\nFix-Id: {id}\n\fmore text",
 }
 
 
