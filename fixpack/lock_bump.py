@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from .errors import BadInputError, StaleLockError
 from .lock_hints import Redo, order_changes, path_at, regenerate_hint
-from .lock_seal import hunks_edited, sides_of, target_edited, told
+from .lock_seal import change_said, hunks_edited, sides_of, target_edited, told
 from .lock_where import lock_line, stale_at
 from .lockfile import bump_note, previous_locks, read_lock, version_at
 from .model import Fix, Profile
@@ -91,8 +91,8 @@ def stale_said(profile: Profile, fresh: Lock, have: Lock, ids: list[str]) -> lis
             fixes = fixes or _pack_fixes(profile)
             what = f"{fid}: {_moved(profile, fixes.get(fid), old) or 'in the lock but not in the profile'}"
         elif old.version != new.version or old.patch_sha256 != new.patch_sha256:
-            what, fixes = f"{fid}: patch or version changed since the lock was generated", fixes or _pack_fixes(profile)
-            fix = fixes.get(fid)
+            fix = (fixes := fixes or _pack_fixes(profile)).get(fid)  # (over the very bytes it records: edited by hand)
+            what = f"{fid}: {change_said(fix, old, profile, version_at) if fix else 'patch or version changed'}"
             if fix is not None and fix.version == new.version:
                 what += bump_note(fix, profile, old)
         elif old.target != new.target and (moved := _moved(profile, (fixes := fixes or _pack_fixes(profile)).get(fid),

@@ -78,7 +78,7 @@ def _status_agrees_with_the_dry_run(b, image) -> None:
 
 
 def test_status_of_an_image_applied_before_the_patch_was_edited_and_the_lock_resealed_is_the_dry_run_s(pack):  # noqa: F811
-    b, _clean, image = pack
+    b, clean, image = pack
     assert fixpack("apply", "--pack", str(b.pack), "-p", "p1", "--root", f"demo={image}").returncode == 0
     honest = _run(b, image, "status")  # (unchanged: already applied, exit 0)
     assert honest.returncode == 0, honest.stdout + honest.stderr
@@ -87,6 +87,11 @@ def test_status_of_an_image_applied_before_the_patch_was_edited_and_the_lock_res
     assert [f["state"] for f in _as_json(b, image, "status")["fixes"]] == ["applied", "applied"]
     _edit_patch_and_reseal(b)
     _status_agrees_with_the_dry_run(b, image)
+    check = _run(b, clean, "lock", "--check")  # (a fresh user: it said only "patch or version changed")
+    toml = b.pack / "fixes/two/fix.toml"
+    said = " ".join(check.stdout.split() + check.stderr.split())
+    assert check.returncode == 2 and "two: its change fingerprint (patch_sha256) is not its patch's" in said, said
+    assert f"bump version in {toml}:{toml.read_text().splitlines().index('version = 1') + 1} before locking" in said
 
 
 def test_a_manifest_without_the_recorded_patch_bytes_is_parsed_and_holds(pack):  # noqa: F811
