@@ -163,3 +163,43 @@ def test_rebase_refuses_each_form_git_reads_before_any_work(builder):
                                                 rf"'first' "):
             rebase.start(req(builder, old, new, allow_unproven=True))
         assert pack_files(builder) == before and not (builder.pack / ".rebase").exists()
+
+
+def test_format_refuses_a_block_that_would_no_longer_read_as_trailers_once_written(builder, tmp_path):
+    """Found by a fresh user: a last paragraph that git reads as a trailer block only by the 25% rule (trailers, one
+    of them Signed-off-by:, among lines of text), whose tool-owned fields format drops (Bug:, Origin:, ... not set in
+    fix.toml), was written with too few trailers left to be a block: git read none, and a second format added another
+    block (format was not idempotent, and format --check failed right after format). Refused now, exit 2, at the
+    block's first trailer, nothing written; with the text moved above the trailers, format writes it and a second
+    format changes nothing."""
+    clean, patches = _two_fixes(builder)
+    patch = patches["one"]
+    owned = "Bug: https://example.org/1\nOrigin: vendor\nLast-Update: 2026-12-06\nApplied-Upstream: 1.0\n"
+    notes = "".join(f"note line {i}\n" for i in range(13))
+    text, n = re.subn(r"\nFix-Id: one\n", "\nwhy\n\n" + owned + "Fix-Id: one\nSigned-off-by: A <a@x.org>\n" + notes,
+                      patch.read_text())
+    assert n == 1
+    patch.write_text(text)
+    builder.lock(clean)
+    assert ("Fix-Id", "one") in git_reads(text, tmp_path)  # a block, by the 25% rule
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FIXPACK_PACK", None)
+
+    def run(*args: str) -> tuple[int, str]:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+        return r.returncode, " ".join((r.stdout + r.stderr).split())
+
+    before = {p: p.read_bytes() for p in builder.pack.rglob("*") if p.is_file()}
+    line = text.splitlines().index("Bug: https://example.org/1") + 1
+    for args in (("format", "--check"), ("format",)):
+        rc, said = run(*args)
+        assert rc == 2 and f"{patch}:{line}: its trailer block holds lines of text among its trailers" in said, said
+        assert "move the text above the trailers, a blank line between; nothing was written" in said, said
+    assert {p: p.read_bytes() for p in builder.pack.rglob("*") if p.is_file()} == before
+    patch.write_text(text.replace("why\n\n" + owned + "Fix-Id: one\nSigned-off-by: A <a@x.org>\n" + notes,
+                                  "why\n\n" + notes + "\n" + owned + "Fix-Id: one\nSigned-off-by: A <a@x.org>\n"))
+    assert run("format")[0] == 0
+    once = patch.read_bytes()
+    assert run("format")[0] == 0 and patch.read_bytes() == once and run("format", "--check")[0] == 0
+    assert ("Fix-Id", "one") in git_reads(once.decode(), tmp_path) and "note line 12" in once.decode()
