@@ -114,7 +114,7 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     for i, (name, c) in enumerate(zip(names, commits)):
         old = fix.patches[i] if i < len(fix.patches) else None
         was = decode(patch_again(old, then=REFRESH_AGAIN)) if old else ""
-        text = render(_mail(fix, c, was), _fields(pack, fix, c, work), c.diff)
+        text = render(_mail(fix, c, was), _fields(pack, fix, c, work), c.diff, f"{work} commit {c.sha[:12]}")
         parsed = parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
         for fp in parsed.files:  # named at the commit, as the load would name it only in the patch not yet written
             if symlink_change(fp):

@@ -139,7 +139,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
               upstream_from([m for m, _b, _l in parsed]), (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
-    texts = [render(m, f, body) for (m, body, _l), f in zip(parsed, fields)]
+    texts = [render(m, f, body, f"{file}:{line}") for (m, body, line), f in zip(parsed, fields)]
     for m, body, line in parsed:
         if not body.strip():
             raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
@@ -158,7 +158,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     roots = release_roots(pack, state, progress)
     bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed],
                        [f"{file}:{line}: the mail there: " for _m, _b, line in parsed])
-    texts = [render(m, f, body) for (m, _b, _l), f, body in zip(parsed, fields, bodies)]
+    texts = [render(m, f, body, f"{file}:{line}") for (m, _b, line), f, body in zip(parsed, fields, bodies)]
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}
     changes.update(metadata(pack_root, pack, fix, state, names, True))

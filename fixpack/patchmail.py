@@ -335,11 +335,13 @@ def _header(msg: email.message.Message, name: str) -> str:
     return " ".join(text.split()) if name == "Subject" else text.strip()
 
 
-def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:
+def render(mail: Mail, fields: list[tuple[str, str]], body: str, where: str = "the patch") -> str:
     """The patch file in the pack's deterministic form: the fixed ``From`` line, ``From:`` (the pack's
     own author when the mail has none), ``Date:`` when there is one, ``Subject: [PATCH] ...``, the MIME
     headers when the message is not ASCII (as git writes them), the message with ``fields`` as its last
-    trailers, ``---``, then ``body``'s diff (churn dropped)."""
+    trailers, ``---``, then ``body``'s diff (churn dropped). BadInputError (exit 2; ``where``: the patch, or its
+    trailer block's line, for the message) when its trailers, read as git reads them, would not be the mail's kept
+    ones and ``fields`` (:func:`_reads_back`)."""
     lines = [FIXED_FROM_LINE, _fold("From", _quoted(mail.author or AUTHOR))]
     if mail.date:
         lines.append(f"Date: {mail.date}")
@@ -352,7 +354,36 @@ def render(mail: Mail, fields: list[tuple[str, str]], body: str) -> str:
     if rest.strip():
         lines.append(rest.rstrip("\n"))
     lines += ["---", ""]
-    return "\n".join(lines) + diff_body(body)
+    out = "\n".join(lines) + diff_body(body)
+    _reads_back(mail, fields, out, where)
+    return out
+
+
+def _as_read(value: str) -> str:
+    """A trailer's value as git reads it back: white space (git's) trimmed, lines joined by one space."""
+    return re.sub(r"\n[ \t\r\n]*", " ", value.strip(" \t\r\n")).strip(" \t\r")
+
+
+def _reads_back(mail: Mail, fields: list[tuple[str, str]], out: str, where: str) -> None:
+    """Refuse a patch ``out`` written from ``mail`` whose trailers, read as git reads them, are not the kept ones and
+    ``fields`` (values compared as git reads them: :func:`_as_read`). A last paragraph with text lines among its
+    trailers is a trailer block only while a quarter of its lines are trailers, one of them git's, and the tool's
+    fields it drops can leave fewer (a fresh user: a ``Bug:`` line dropped, 4 trailers to 13 lines of text: git read
+    no trailer, and the next ``format`` wrote another block); a field with a line break that does not continue it
+    breaks the block."""
+    meant = [(k, _as_read(v)) for k, v in [*mail.kept, *fields] if k]
+    if [(k, v) for k, v in read_mail(out, where).trailers if k] == meant:
+        return
+    if any(not k for k, _v in mail.trailers):
+        raise BadInputError(f"{where}: its trailer block holds lines of text among its trailers, which git reads as "
+                            f"trailers only while at least a quarter of the block's lines are (one of them git's, such "
+                            f"as Signed-off-by:), and written with fix.toml's fields it would no longer be one (git "
+                            f"would read no trailer, and format would add another block): move the text above the "
+                            f"trailers, a blank line between; nothing was written")
+    said = "; ".join(f"{k}: {v}" for k, v in meant)
+    raise BadInputError(f"{where}: its trailers, written with fix.toml's [upstream] fields, would not read back as git "
+                        f"reads them ({said}): a field's value with a line break? write it on one line in fix.toml; "
+                        f"nothing was written")
 
 
 _RFC822_SPECIALS = set('()<>@,;:\\".[]')

@@ -148,30 +148,19 @@ def normalized(fix: Fix, pf: PatchFile, raw: bytes | None = None) -> str:
 
 def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
     """``text`` (a patch of ``fix``; ``source``: its file) in the pack's deterministic form. BadInputError (exit 2)
-    for a message whose trailer block, written so, would not read back as the trailers it writes (:func:`_reads_back`):
-    git then reads none, and the next ``format`` would write another block."""
+    for a message whose trailers, written so, would not read back as those it writes (:func:`fixpack.patchmail.render`),
+    named at its trailer block's first trailer."""
     parse_patch(text.encode("utf-8", "surrogateescape"), source)  # refuses a malformed patch, naming the line
-    mail, fields = patch_mail(fix, text, source), header_fields(fix)
-    out = render(mail, fields, diff_body(text))
-    _reads_back(mail, fields, out, text, source)
-    return out
+    mail = patch_mail(fix, text, source)
+    return render(mail, header_fields(fix), diff_body(text), block_at(text, mail, source))
 
 
-def _reads_back(mail: Mail, fields: list[tuple[str, str]], out: str, text: str, source: str) -> None:
-    """Refuse (BadInputError) a rewritten patch ``out`` (of ``text``, ``mail`` as read from it) whose trailers, read
-    as git reads them, are not the kept ones and ``fields``: a last paragraph with text lines among its trailers is a
-    trailer block only while a quarter of its lines are trailers (and one is git's), and the tool's fields it drops or
-    rewrites can leave fewer (a fresh user: a ``Bug:`` line dropped, 4 trailers to 13 lines of text)."""
-    meant = [(k, v) for k, v in mail.kept if k] + [(k, v) for k, v in fields]
-    if [(k, v) for k, v in read_mail(out, source).trailers if k] == meant:
-        return
+def block_at(text: str, mail: Mail, source: str) -> str:
+    """``source`` with the line of the first trailer of ``text``'s trailer block (``mail``: as read from it), as a
+    refusal names a place: ``FILE:LINE``, or ``FILE`` where it has none."""
     first = next((k for k, _v in mail.trailers if k), "")
     line = next((n for n, _v in trailer_lines(text, first.lower(), source, mail)), None) if first else None
-    raise BadInputError(f"{source}{f':{line}' if line else ''}: its trailer block holds lines of text among its "
-                        f"trailers, which git reads as trailers only while at least a quarter of the block's lines "
-                        f"are (one of them git's, such as Signed-off-by:), and written with fix.toml's fields it "
-                        f"would no longer be one (git would read no trailer, and format would add another block): move "
-                        f"the text above the trailers, a blank line between; nothing was written")
+    return f"{source}:{line}" if line else source
 
 
 def patch_bytes(fix: Fix) -> dict[str, bytes]:
@@ -188,7 +177,7 @@ def write_patches(fix: Fix, bodies: list[str], known: Container[str]) -> dict[st
         was = decode(patch_again(pf))
         mail = patch_mail(fix, was, str(pf.path))
         fields = rewritten_fields(fix, mail, was, str(pf.path), known, variant=variant_of(fix, pf))
-        text = render(mail, fields, body)
+        text = render(mail, fields, body, block_at(was, mail, str(pf.path)))
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

@@ -203,3 +203,49 @@ def test_format_refuses_a_block_that_would_no_longer_read_as_trailers_once_writt
     once = patch.read_bytes()
     assert run("format")[0] == 0 and patch.read_bytes() == once and run("format", "--check")[0] == 0
     assert ("Fix-Id", "one") in git_reads(once.decode(), tmp_path) and "note line 12" in once.decode()
+
+
+def test_values_as_git_reads_them_and_every_writer_holds_the_block(builder, tmp_path):
+    """Found by an attacker of the read-back check: it compared fix.toml's values raw, so `origin = "vendor "` (git
+    trims it) refused an ordinary patch with advice about text lines it does not have; and it ran only where `format`
+    reads a patch, not where refresh, rebase (write_patches), edit and import write one (`render`), so those still
+    wrote a block git reads as none. Values are compared as git reads them; a value whose line break breaks the block
+    is refused with its own words; every writer goes through render's check."""
+    from fixpack.diff import diff_body
+    from fixpack.errors import BadInputError
+    from fixpack.patchmail import read_mail, render
+    from fixpack.patchtext import header_fields, write_patches
+
+    clean, patches = _two_fixes(builder)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FIXPACK_PACK", None)
+
+    def run(*args: str) -> tuple[int, str]:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+        return r.returncode, " ".join((r.stdout + r.stderr).split())
+
+    toml = builder.pack / "fixes/one/fix.toml"
+    plain = toml.read_text()
+    for value in ('"vendor "', '" vendor"', '"vendor\\n  tree"', '"vendor\\t"'):
+        toml.write_text(plain + f"\n[upstream]\norigin = {value}\n")
+        assert run("format")[0] == 0, value
+        once = patches["one"].read_bytes()
+        assert run("format")[0] == 0 and patches["one"].read_bytes() == once and run("format", "--check")[0] == 0
+        assert ("Origin", "vendor tree" if "tree" in value else "vendor") in git_reads(once.decode(), tmp_path)
+    toml.write_text(plain + '\n[upstream]\norigin = "vendor\\nbroken"\n')
+    before = patches["one"].read_bytes()
+    rc, said = run("format")
+    assert rc == 2 and "its trailers, written with fix.toml's [upstream] fields, would not read back as git reads " \
+        "them" in said and "write it on one line in fix.toml; nothing was written" in said, said
+    assert patches["one"].read_bytes() == before
+    toml.write_text(plain)
+    owned = "Bug: https://example.org/1\nOrigin: vendor\nLast-Update: 2026-12-06\nApplied-Upstream: 1.0\n"
+    text = before.decode().replace("\nFix-Id: one\n", "\nwhy\n\n" + owned + "Fix-Id: one\nSigned-off-by: A <a@x.org>\n"
+                                   + "".join(f"note line {i}\n" for i in range(13)))
+    patches["one"].write_text(text)
+    fix = load_pack(builder.pack).fixes["one"]
+    with pytest.raises(BadInputError, match=r"0001-change\.patch:\d+: its trailer block holds lines of text"):
+        write_patches(fix, [diff_body(text)], load_pack(builder.pack).fixes)  # refresh, rebase
+    with pytest.raises(BadInputError, match=r"^work commit 0123: its trailer block holds lines of text"):
+        render(read_mail(text), header_fields(fix), diff_body(text), "work commit 0123")  # edit, import
