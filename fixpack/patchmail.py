@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import email.policy
 import re
+from collections.abc import Callable
 from email.parser import BytesParser
 
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
@@ -335,13 +336,14 @@ def _header(msg: email.message.Message, name: str) -> str:
     return " ".join(text.split()) if name == "Subject" else text.strip()
 
 
-def render(mail: Mail, fields: list[tuple[str, str]], body: str, where: str = "the patch") -> str:
+def render(mail: Mail, fields: list[tuple[str, str]], body: str, where: str | Callable[[], str] = "the patch"
+           ) -> str:
     """The patch file in the pack's deterministic form: the fixed ``From`` line, ``From:`` (the pack's
     own author when the mail has none), ``Date:`` when there is one, ``Subject: [PATCH] ...``, the MIME
     headers when the message is not ASCII (as git writes them), the message with ``fields`` as its last
     trailers, ``---``, then ``body``'s diff (churn dropped). BadInputError (exit 2; ``where``: the patch, or its
-    trailer block's line, for the message) when its trailers, read as git reads them, would not be the mail's kept
-    ones and ``fields`` (:func:`_reads_back`)."""
+    trailer block's line, for the message, or what works it out, called only then) when its trailers, read as git
+    reads them, would not be the mail's kept ones and ``fields`` (:func:`_reads_back`)."""
     lines = [FIXED_FROM_LINE, _fold("From", _quoted(mail.author or AUTHOR))]
     if mail.date:
         lines.append(f"Date: {mail.date}")
@@ -364,7 +366,7 @@ def _as_read(value: str) -> str:
     return re.sub(r"\n[ \t\r\n]*", " ", value.strip(" \t\r\n")).strip(" \t\r")
 
 
-def _reads_back(mail: Mail, fields: list[tuple[str, str]], out: str, where: str) -> None:
+def _reads_back(mail: Mail, fields: list[tuple[str, str]], out: str, place: str | Callable[[], str]) -> None:
     """Refuse a patch ``out`` written from ``mail`` whose trailers, read as git reads them, are not the kept ones and
     ``fields`` (values compared as git reads them: :func:`_as_read`). A last paragraph with text lines among its
     trailers is a trailer block only while a quarter of its lines are trailers, one of them git's, and the tool's
@@ -372,8 +374,9 @@ def _reads_back(mail: Mail, fields: list[tuple[str, str]], out: str, where: str)
     no trailer, and the next ``format`` wrote another block); a field with a line break that does not continue it
     breaks the block."""
     meant = [(k, _as_read(v)) for k, v in [*mail.kept, *fields] if k]
-    if [(k, v) for k, v in read_mail(out, where).trailers if k] == meant:
+    if [(k, v) for k, v in read_mail(out).trailers if k] == meant:  # (this function's own output: no error of its own)
         return
+    where = place() if callable(place) else place
     if any(not k for k, _v in mail.trailers):
         raise BadInputError(f"{where}: its trailer block holds lines of text among its trailers, which git reads as "
                             f"trailers only while at least a quarter of the block's lines are (one of them git's, such "

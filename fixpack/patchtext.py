@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Container
+from functools import partial
 from pathlib import Path
 
 from .diff import diff_body, parse_patch
@@ -152,7 +153,7 @@ def normalize_text(fix: Fix, text: str, source: str = "<patch>") -> str:
     named at its trailer block's first trailer."""
     parse_patch(text.encode("utf-8", "surrogateescape"), source)  # refuses a malformed patch, naming the line
     mail = patch_mail(fix, text, source)
-    return render(mail, header_fields(fix), diff_body(text), block_at(text, mail, source))
+    return render(mail, header_fields(fix), diff_body(text), partial(block_at, text, mail, source))
 
 
 def block_at(text: str, mail: Mail, source: str) -> str:
@@ -177,7 +178,7 @@ def write_patches(fix: Fix, bodies: list[str], known: Container[str]) -> dict[st
         was = decode(patch_again(pf))
         mail = patch_mail(fix, was, str(pf.path))
         fields = rewritten_fields(fix, mail, was, str(pf.path), known, variant=variant_of(fix, pf))
-        text = render(mail, fields, body, block_at(was, mail, str(pf.path)))
+        text = render(mail, fields, body, partial(block_at, was, mail, str(pf.path)))
         out[pf.path.name] = normalize_text(fix, text, str(pf.path)).encode("utf-8", "surrogateescape")
     return out
 

@@ -101,6 +101,17 @@ def test_import_refuses_a_mail_whose_fix_id_names_a_fix_of_the_pack(pack3):  # n
     assert "a patch of fix a, which the pack holds already? `" in said and "write its trailer as Fix-Id: imp" in said
 
 
+def first_and_second(builder) -> Path:
+    """A pack of two fixes, first (on MOD) and second (on OTHER), in profile p1, for a rebase: the old release copy."""
+    from test_rebase import BASE, OTHER, OTHER_BASE
+
+    old = builder.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
+    builder.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
+    builder.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
+    builder.profile(["first", "second"])
+    return old
+
+
 def test_rebase_refuses_a_patch_whose_fix_id_names_another_fix(builder):
     from test_rebase import BASE, OTHER, OTHER_BASE, commit_pack, new_release, pack_files, req
 
@@ -108,10 +119,7 @@ def test_rebase_refuses_a_patch_whose_fix_id_names_another_fix(builder):
     from fixpack.loader import load_pack
     from fixpack.patchtext import normalized
 
-    old = builder.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
-    builder.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
-    builder.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
-    builder.profile(["first", "second"])
+    old = first_and_second(builder)
     fix = load_pack(builder.pack).fixes["first"]
     patch = fix.patches[0].path
     patch.write_text(normalized(fix, fix.patches[0]).replace("\nFix-Id: first\n", "\nFix-Id: second\n"))
@@ -145,10 +153,7 @@ def test_rebase_refuses_every_carried_patch_whose_fix_id_names_another_fix_befor
     from fixpack.loader import load_pack
     from fixpack.patchtext import normalized
 
-    old = builder.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
-    builder.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
-    builder.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
-    builder.profile(["first", "second"])
+    old = first_and_second(builder)
     pack = load_pack(builder.pack)
     texts = {fid: normalized(pack.fixes[fid], pack.fixes[fid].patches[0]) for fid in ("first", "second")}
     first, second = (builder.pack / f"fixes/{fid}/0001-change.patch" for fid in ("first", "second"))

@@ -100,6 +100,19 @@ def _line(text: str, form: str) -> int:
     return start + (at if said[at].startswith("Fix-Id") else at - 1) + 1
 
 
+def _cli(pack: Path, cwd: Path):
+    """The CLI of the fixpack under test on ``pack`` in a child process: (exit code, its output on one line)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("FIXPACK_PACK", None)
+
+    def run(*args: str) -> tuple[int, str]:
+        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(pack)],
+                           capture_output=True, text=True, env=env, cwd=cwd)
+        return r.returncode, " ".join((r.stdout + r.stderr).split())
+
+    return run
+
+
 @pytest.mark.parametrize("form", [*FORMS.values(), *CONTROL.values()], ids=[*FORMS, *CONTROL])
 def test_check_and_format_refuse_each_form_git_reads_with_nothing_written(builder, form, tmp_path):
     clean, patches = _two_fixes(builder)
@@ -110,15 +123,8 @@ def test_check_and_format_refuse_each_form_git_reads_with_nothing_written(builde
     assert n == 1
     patch.write_text(text)
     builder.lock(clean)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("FIXPACK_PACK", None)
     before = {p: p.read_bytes() for p in builder.pack.rglob("*") if p.is_file()}
-
-    def run(*args: str) -> tuple[int, str]:
-        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
-                           capture_output=True, text=True, env=env, cwd=tmp_path)
-        return r.returncode, " ".join((r.stdout + r.stderr).split())
-
+    run = _cli(builder.pack, tmp_path)
     said_at = f"{patch}:{_line(text, form)}: its Fix-Id trailer says 'two' (the id of fix two, fixes/two/), but the " \
               f"patch is listed under fix 'one'"
     checked = run("check")
@@ -137,17 +143,14 @@ def test_check_and_format_refuse_each_form_git_reads_with_nothing_written(builde
 
 
 def test_rebase_refuses_each_form_git_reads_before_any_work(builder):
-    from test_fix_id_rewrite import MOD
+    from test_fix_id_rewrite import MOD, first_and_second
     from test_rebase import BASE, OTHER, OTHER_BASE, commit_pack, new_release, pack_files, req
 
     from fixpack import rebase
     from fixpack.errors import BadInputError
     from fixpack.patchtext import normalized
 
-    old = builder.tree("old", {MOD: BASE, OTHER: OTHER_BASE})
-    builder.add_fix("first", {MOD: BASE}, {MOD: BASE.replace("line 5\n", "five\n")})
-    builder.add_fix("second", {OTHER: OTHER_BASE}, {OTHER: OTHER_BASE.replace("other 20\n", "twenty\n")})
-    builder.profile(["first", "second"])
+    old = first_and_second(builder)
     fix = load_pack(builder.pack).fixes["first"]
     patch, own = fix.patches[0].path, normalized(fix, fix.patches[0])
     new = new_release(builder, {MOD: BASE, OTHER: OTHER_BASE})
@@ -182,14 +185,7 @@ def test_format_refuses_a_block_that_would_no_longer_read_as_trailers_once_writt
     patch.write_text(text)
     builder.lock(clean)
     assert ("Fix-Id", "one") in git_reads(text, tmp_path)  # a block, by the 25% rule
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("FIXPACK_PACK", None)
-
-    def run(*args: str) -> tuple[int, str]:
-        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
-                           capture_output=True, text=True, env=env, cwd=tmp_path)
-        return r.returncode, " ".join((r.stdout + r.stderr).split())
-
+    run = _cli(builder.pack, tmp_path)
     before = {p: p.read_bytes() for p in builder.pack.rglob("*") if p.is_file()}
     line = text.splitlines().index("Bug: https://example.org/1") + 1
     for args in (("format", "--check"), ("format",)):
@@ -217,14 +213,7 @@ def test_values_as_git_reads_them_and_every_writer_holds_the_block(builder, tmp_
     from fixpack.patchtext import header_fields, write_patches
 
     clean, patches = _two_fixes(builder)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("FIXPACK_PACK", None)
-
-    def run(*args: str) -> tuple[int, str]:
-        r = subprocess.run([sys.executable, "-m", "fixpack.cli", *args, "--pack", str(builder.pack)],
-                           capture_output=True, text=True, env=env, cwd=tmp_path)
-        return r.returncode, " ".join((r.stdout + r.stderr).split())
-
+    run = _cli(builder.pack, tmp_path)
     toml = builder.pack / "fixes/one/fix.toml"
     plain = toml.read_text()
     for value in ('"vendor "', '" vendor"', '"vendor\\n  tree"', '"vendor\\t"'):
