@@ -2,9 +2,10 @@
 becomes a new fix) and ``fixpack export`` (a profile's chain as a numbered series ``git am`` takes).
 
 Import keeps each mail's author, date, subject, description and trailers (:mod:`fixpack.patchmail`);
-the fix's DEP-3 fields come from the mails: ``Origin`` / ``Forwarded`` from a pull request or commit
-link, ``Bug`` from an issue link (or a ``Bug:``, ``Closes:``, ``Fixes:`` trailer holding a URL),
-``Last-Update`` from the last mail's date. The fix is laid on the profile's chain: a patch that applies
+the fix's DEP-3 fields come from the mails: those they state (``Upstream-Status``, ``Origin``, ``Bug``, ...),
+else ``Origin`` / ``Forwarded`` from a pull request or commit link, ``Bug`` from an issue link (or a ``Bug:``,
+``Closes:``, ``Fixes:`` trailer holding a URL), ``Last-Update`` from the last mail's date
+(:mod:`fixpack.mail_upstream`). The fix is laid on the profile's chain: a patch that applies
 only at an offset is regenerated against it (its message kept), one that does not apply is refused.
 """
 
@@ -15,7 +16,6 @@ import os
 import re
 import stat
 import tempfile
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from .binpatch import new_file_patch
@@ -30,7 +30,8 @@ from .evaluate import decide
 from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
-from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, Upstream, source_bytes
+from .mail_upstream import upstream_from
+from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, source_bytes
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recovered_first, update
@@ -50,11 +51,6 @@ from .structs import replace
 from .tree import Tree, decode, encode
 
 _MAIL_START = re.compile("^" + MBOX_FROM, re.M)
-_PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
-_COMMIT = re.compile(r"https?://[^\s>]+/commit/[0-9a-f]{7,40}")
-_ISSUE = re.compile(r"https?://[^\s>]+/issues/\d+")
-_URL = re.compile(r"https?://[^\s>]+")
-BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
 
 
 def mails(data: bytes, source: str) -> list[tuple[int, str]]:
@@ -82,25 +78,6 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     for line, mail in out:  # (its message is read as text: a byte that is not UTF-8 would become U+FFFD there)
         refuse_not_utf8_message(split(mail)[0].split("\n"), line, f"{source} (mail at line {line})")
     return out
-
-
-def upstream_from(found: list[Mail]) -> Upstream:
-    """DEP-3 facts from the mails' text: a pull request makes the fix ``submitted`` with that link."""
-    text = "\n".join(m.description + "\n" + "\n".join(f"{k}: {v}" if k else v for k, v in m.trailers) for m in found)
-    pull, commit, issue = _PULL.search(text), _COMMIT.search(text), _ISSUE.search(text)
-    bug = next((_URL.search(v) for m in found for k, v in m.trailers if k.lower() in BUG_TRAILERS and _URL.search(v)),
-               None) or issue
-    link = pull or commit
-    dates = [m.date for m in found if m.date]
-    last = ""
-    if dates:
-        try:
-            when = parsedate_to_datetime(dates[-1])
-            last = when.date().isoformat() if str(when.year) in dates[-1] else ""  # ("0000" was read as 2000)
-        except (TypeError, ValueError):
-            last = ""
-    return Upstream("submitted" if pull else "pending", link.group(0) if link else "", "", "",
-                    f"upstream, {link.group(0)}" if link else "", bug.group(0) if bug else "", last)
 
 
 def import_mails(pack_root: Path, file: Path, fix_id: str, profile: str, target: str = "", after: str = "",
@@ -136,7 +113,8 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
-              upstream_from([m for m, _b, _l in parsed]), (), folder)
+              upstream_from([m for m, _b, _l in parsed], [t for _l, t in found], [f"{file}:{n}" for n, _t in found]),
+              (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
     texts = [render(m, f, body, f"{file}:{line}") for (m, body, line), f in zip(parsed, fields)]

@@ -37,7 +37,8 @@ def header_fields(fix: Fix) -> list[tuple[str, str]]:
     """The DEP-3 / Yocto fields the tool owns (:data:`fixpack.patchmail.OWNED`), from ``fix.toml``'s
     ``[upstream]``, in this order: Upstream-Status, Forwarded (the link once submitted; ``not-needed``
     for a backport or an inappropriate change; else ``no``), Origin, Bug, Applied-Upstream (``fixed_in``,
-    with the link once accepted), Last-Update, Fix-Id. Empty fields are left out."""
+    with the link once accepted), Last-Update, Fix-Id. Each value trimmed of spaces and tabs at its ends, as git reads
+a trailer's; empty fields are left out."""
     up = fix.upstream
     if up.status in ("backport", "inappropriate"):
         forwarded = "not-needed"
@@ -47,7 +48,7 @@ def header_fields(fix: Fix) -> list[tuple[str, str]]:
                              else "")
     fields = [("Upstream-Status", upstream_status(fix)), ("Forwarded", forwarded), ("Origin", up.origin),
               ("Bug", up.bug), ("Applied-Upstream", applied), ("Last-Update", up.last_update), ("Fix-Id", fix.id)]
-    return [(k, v) for k, v in fields if v]
+    return [(k, v.strip(" \t")) for k, v in fields if v.strip(" \t")]  # (as git reads a trailer: trimmed)
 
 
 def patch_mail(fix: Fix, text: str, where: str = "the patch") -> Mail:

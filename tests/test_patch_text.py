@@ -275,7 +275,7 @@ def test_a_hunk_that_differs_only_in_a_last_newline_is_not_told_of_a_cr():
                                             ("Mon, 2 Jan 0000 10:00:00 +0000", ""), ("no date at all", "")])
 def test_an_imported_mail_s_date_gives_last_update_only_when_it_is_one(date, last):
     """Found by a fresh maintainer: `Date: ... 0000` became last_update = "2000-12-05" (a two-digit year's reading)."""
-    from fixpack.exchange import upstream_from
+    from fixpack.mail_upstream import upstream_from
     from fixpack.patchmail import Mail
 
     assert upstream_from([Mail("A <a@example.org>", date, "S", "d", ())]).last_update == last

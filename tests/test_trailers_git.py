@@ -222,6 +222,8 @@ def test_values_as_git_reads_them_and_every_writer_holds_the_block(builder, tmp_
         once = patches["one"].read_bytes()
         assert run("format")[0] == 0 and patches["one"].read_bytes() == once and run("format", "--check")[0] == 0
         assert ("Origin", "vendor tree" if "tree" in value else "vendor") in git_reads(once.decode(), tmp_path)
+        written = "vendor\n  tree" if "tree" in value else "vendor"  # (written trimmed, as git reads it: a fresh user)
+        assert f"\nOrigin: {written}\n".encode() in once, once
     toml.write_text(plain + '\n[upstream]\norigin = "vendor\\nbroken"\n')
     before = patches["one"].read_bytes()
     rc, said = run("format")
