@@ -20,7 +20,7 @@ from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
 from .lock_hints import relock_command
 from .model import Fix, Profile
-from .patchfiles import parse_fixes
+from .patchfiles import check_deleted_then_touched, parse_fixes
 from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
 from .replay import (
     as_laid,
@@ -37,7 +37,7 @@ from .replay import (
 )
 from .report import FixReport, Report
 from .rollback import pending_note
-from .run import Context, Request, check_deleted_then_touched, check_fix_files, note_named_defaults, prepare, soft_lock
+from .run import Context, Request, check_fix_files, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus

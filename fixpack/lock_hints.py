@@ -1,7 +1,8 @@
 """What a lock error tells to do: the ``fixpack lock`` command that regenerates a profile's lock (the pack
 that holds it, the run's ``--target`` names and copies, or every target a lock of a profile of several
 covers), how to clear what is no lock file where one goes, and, when the running Python lacks the
-maintainer's libraries (an image's lean install), where ``lock`` runs instead.
+maintainer's libraries (an image's lean install), where ``lock`` runs instead; and, for a run on an applied image,
+what to do when a fix's patch the image was applied from no longer parses (:func:`applied_from`).
 
 Each is rendered only when a lock error is raised (:data:`Redo`): the command names the program as
 :func:`fixpack.progname.program` finds it on PATH, and a run whose lock is fine should not pay for that.
@@ -15,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import FixpackError, StaleLockError
+from .errors import FixpackError, PackError, StaleLockError
 from .model import Fix, Pack, Profile
 from .records import Lock
 
@@ -215,3 +216,19 @@ def twin_warnings(lock: Lock, fixes: Callable[[], Mapping[str, Fix]] | None = No
                        f"locked on: on an image whose file differs from the lock's (a drift) it is refused as "
                        f"ambiguous; give the hunk more context lines, so that it occurs once")
     return out
+
+
+def applied_from(exc: PackError, fix: Fix | None, manifest: Path, command: str) -> PackError:
+    """``exc`` (a patch of ``fix`` that does not parse, found by ``command`` reading the manifest at ``manifest``,
+    ``ROOT/.fixpack/TARGET.manifest.json``) with what to do: the image was applied from the patch as it was then, whose
+    bytes the manifest records, so the pack as it was then (not a regenerated patch) lets the run go on; the problems
+    as they were (their lines)."""
+    if fix is None:
+        return exc
+    folder = fix.folder.relative_to(fix.folder.parent.parent)
+    root = manifest.parent.parent
+    return PackError(f"{exc.args[0]}; the image at {root} was applied from fix {fix.id}'s patches as they were then "
+                     f"(their sha256 is in {manifest}), not from these: put {folder}/ back as it was when the image "
+                     f"was applied (in a git checkout of the pack: git -C {fix.folder.parent.parent} checkout -- "
+                     f"{folder}, or the commit it was applied from) and run {command} again; nothing was written",
+                     exc.problems)

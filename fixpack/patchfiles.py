@@ -278,3 +278,19 @@ def check_package_paths(fix: Fix, package: str, errors: Collector, version_path:
         if not target_path.startswith(package + "/"):
             errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
                        fix.folder / "fix.toml", None, f"place it under {package}/")
+
+
+def check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:
+    """BadInputError (exit 2) where a fix of ``chain`` (series order) touches a file an earlier fix deletes or renames
+    away: the run would meet it as a missing file, half way through the chain."""
+    deleted: dict[str, str] = {}
+    for fix in chain:
+        for path in fix.touched_paths():
+            if path in deleted:
+                raise BadInputError(f"fix {fix.id!r} touches {path}, which fix {deleted[path]!r} deletes earlier in "
+                                    f"the series; select only one of them or rewrite {fix.id!r}")
+        for fp in fix.file_patches():
+            if fp.kind == "delete":
+                deleted[fp.path] = fix.id
+            elif fp.kind == "rename" and fp.old_path:
+                deleted[fp.old_path] = fix.id

@@ -20,11 +20,11 @@ from .errors import (
     UnreadableError,
 )
 from .loader import load_pack, load_profile, profiles_pinning, select
-from .lock_hints import Redo, path_at, relock_command
+from .lock_hints import Redo, applied_from, path_at, relock_command
 from .lock_where import target_key_line
 from .model import Fix, Pack, Profile, TargetSpec
 from .pack_journal import WORK_DIR, killed_mid_write, load_pack_journal, open_edits
-from .patchfiles import parse_fixes
+from .patchfiles import check_deleted_then_touched, parse_fixes
 from .profile_components import select_components, split_names
 from .progress import QUIET, Progress
 from .records import Lock, Manifest
@@ -486,8 +486,11 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
         hold_soft_lock(ctx, manifest)
     for entry in manifest.fixes:
         fix = ctx.pack.fixes.get(entry.id)
-        if fix is None or not fix.recorded_as(entry.patch_sha256):
-            continue
+        try:  # (a patch whose bytes are not those recorded is parsed here)
+            if fix is None or not fix.recorded_as(entry.patch_sha256):
+                continue
+        except PackError as exc:
+            raise applied_from(exc, fix, path, ctx.report.command) from None
         locked = ctx.lock.fix(fix.id)
         touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
                    else set(fix.touched_paths()))
@@ -501,17 +504,3 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
             line = manifest_line(path, fix.id, stray[0])
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
                                           f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")
-
-
-def check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:
-    deleted: dict[str, str] = {}
-    for fix in chain:
-        for path in fix.touched_paths():
-            if path in deleted:
-                raise BadInputError(f"fix {fix.id!r} touches {path}, which fix {deleted[path]!r} deletes earlier in "
-                                    f"the series; select only one of them or rewrite {fix.id!r}")
-        for fp in fix.file_patches():
-            if fp.kind == "delete":
-                deleted[fp.path] = fix.id
-            elif fp.kind == "rename" and fp.old_path:
-                deleted[fp.old_path] = fix.id

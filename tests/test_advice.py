@@ -617,3 +617,34 @@ def test_a_missing_file_names_and_puts_back_only_that_file(builder, tmp_path):
                                       f"if it was changed after the release, put it back: {restore}; then run ")
     _run_as_written(restore, tmp_path)
     assert engine.apply(b_req).ok and (root / MOD).read_text().endswith("a local change the fix does not mind\n")
+
+
+def test_revert_of_an_image_whose_pack_patch_no_longer_parses_says_the_pack_it_was_applied_from(checkout, tmp_path):
+    """Found by a fresh user: revert on an applied image, with one of the applied fixes' patches since broken in the
+    pack, said only 'regenerate the patch'; the image was applied from the patch as it was then, so the pack put
+    back as it was lets revert go on. Exit 2, nothing written; the command it names runs as written and revert then
+    gives the clean release back."""
+    from fixpack.errors import PackError
+
+    b, root = checkout
+    clean = snapshot(root)
+    git(b.pack, "init", "-q")
+    git(b.pack, "add", "-A")
+    git(b.pack, "commit", "-qm", "pack")
+    assert engine.apply(b.request(root)).ok
+    applied, pack = snapshot(root), snapshot(b.pack)
+    patch = next((b.pack / "fixes/one").glob("*.patch"))
+    patch.write_text(patch.read_text().replace("@@ -", "@@ -x", 1))
+    broken = snapshot(b.pack)
+    with pytest.raises(PackError) as exc:
+        engine.revert(b.request(root))
+    said = str(exc.value)
+    restore = f"git -C {b.pack} checkout -- fixes/one"
+    assert exc.value.exit_code == 2 and snapshot(root) == applied and snapshot(b.pack) == broken
+    assert (f"the image at {root} was applied from fix one's patches as they were then (their sha256 is in "
+            f"{root / '.fixpack/demo.manifest.json'}), not from these: put fixes/one/ back as it was when the image "
+            f"was applied (in a git checkout of the pack: {restore}, or the commit it was applied from) and run revert "
+            f"again; nothing was written") in said and f"{patch}:" in said, said
+    _run_as_written(restore, tmp_path)
+    assert snapshot(b.pack) == pack
+    assert engine.revert(b.request(root)).ok and snapshot(root) == clean
