@@ -373,7 +373,12 @@ class Manifest:
         named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
         problem = _manifest_problem(data, named)
         if problem:
-            raise DamagedStateError(path, f"not a valid fixpack manifest: {problem}")
+            from .manifest_where import entry_line  # (only a damaged manifest needs its line)
+
+            line = entry_line(raw, *problem.at) if isinstance(problem, EntryProblem) else None
+            raise DamagedStateError(path, f"not a valid fixpack manifest: {f'line {line}: ' if line else ''}{problem}",
+                                    "remove the file (apply then records again the fixes it finds applied, by the "
+                                    "lock's fingerprints) or restore the image")
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]),
                                   f.get("patch_bytes_sha256", "")) for f in data["fixes"])
         comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
@@ -400,20 +405,29 @@ def _files_problem(files: Any, what: str) -> str | None:
     return None
 
 
-def _manifest_fix_problem(f: Any) -> str | None:
+def _manifest_fix_problem(f: Any) -> tuple[str, str] | None:
+    """What is wrong with one entry of a manifest's ``fixes``, with the key it lies at."""
     if not isinstance(f, dict) or not isinstance(f.get("id"), str):
-        return "not an object with a fix id"
+        return "id", "not an object with a fix id"
     if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
-        return f"fix id {short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
+        return "id", f"fix id {short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
-        return f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
+        return "state", f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
     if not is_version(f.get("version")):
-        return f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
+        return "version", f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
     if not is_sha256(f.get("patch_sha256")):  # (the whole value: a "$" would let a newline end it)
-        return f"{f['id']}: needs the patch's sha256"
+        return "patch_sha256", f"{f['id']}: needs the patch's sha256"
     if "patch_bytes_sha256" in f and not is_sha256(f["patch_bytes_sha256"]):  # (absent in older manifests)
-        return f"{f['id']}: its patch_bytes_sha256 is not a sha256"
-    return _files_problem(f.get("files"), f"{f['id']}'s files")
+        return "patch_bytes_sha256", f"{f['id']}: its patch_bytes_sha256 is not a sha256"
+    problem = _files_problem(f.get("files"), f"{f['id']}'s files")
+    return ("files", problem) if problem else None
+
+
+class EntryProblem(str):
+    """A manifest's problem in one of its fix entries: its words, with ``at``, (the entry's number, 1-based; the key
+    it lies at), so that the message can name its line (:func:`fixpack.manifest_where.entry_line`)."""
+
+    at: tuple[int, str]
 
 
 def _manifest_problem(data: Any, target: str | None) -> str | None:
@@ -431,9 +445,11 @@ def _manifest_problem(data: Any, target: str | None) -> str | None:
     seen: set[str] = set()
     applied_files: set[str] = set()
     for n, f in enumerate(data["fixes"], 1):
-        problem = _manifest_fix_problem(f)
-        if problem:
-            return f"fix entry {n}: {problem}"
+        found = _manifest_fix_problem(f)
+        if found:
+            said = EntryProblem(f"fix entry {n}: {found[1]}")
+            said.at = (n, found[0])
+            return said
         if f["id"] in seen:
             return f"fix {f['id']} is recorded twice"
         seen.add(f["id"])

@@ -499,7 +499,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
             lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)
         if stray:
             from .errors import DamagedStateError
-            from .state import manifest_line
+            from .manifest_where import manifest_line
 
             line = manifest_line(path, fix.id, stray[0])
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "

@@ -22,7 +22,6 @@ The transaction that writes the journal and the files is :mod:`fixpack.transacti
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import stat
@@ -30,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .documents import MAX_STATE_BYTES, load_json, loads_json, read_state_file
+from .documents import load_json, loads_json, read_state_file
 from .errors import DamagedJournalError, DamagedStateError
 from .fsio import (
     exists,
@@ -52,7 +51,7 @@ from .groups import (
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import link_on_the_way, name_problem, path_problem, read_regular
+from .safepath import link_on_the_way, name_problem, path_problem
 from .structs import dataclass, field, replace
 
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")
@@ -77,30 +76,6 @@ def trusted(manifest: Manifest, path: Path) -> Manifest:
     if owned_by_us(path) or not (manifest.removed_files or manifest.removed_dirs):
         return manifest
     return replace(manifest, removed_files={}, removed_dirs={})
-
-
-def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
-    """The line (1-based) where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None
-    when it cannot be told (a manifest is written one key a line; a hand-reshaped one may not be). An entry
-    of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
-    try:  # (the manifest read_manifest read: the same cap, never through a link; a larger one has no line)
-        lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
-    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
-        return None
-    start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
-    if start is None:
-        return None
-    depth, entry, names = 0, [], f'"id": {json.dumps(fix_id)}'
-    for n, ln in enumerate(lines[start + 1:], start + 2):
-        entry.append((n, ln.strip()))
-        depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
-        if depth < 0:
-            return None  # the end of the list
-        if depth == 0 and entry:
-            if any(text.rstrip(",") == names for _n, text in entry):
-                return next((k for k, text in entry if text.startswith(f"{json.dumps(file)}:")), None)
-            entry = []
-    return None
 
 
 # --- the journal ----------------------------------------------------------------------------------

@@ -648,3 +648,44 @@ def test_revert_of_an_image_whose_pack_patch_no_longer_parses_says_the_pack_it_w
     _run_as_written(restore, tmp_path)
     assert snapshot(b.pack) == pack
     assert engine.revert(b.request(root)).ok and snapshot(root) == clean
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("version", '"1"', 'fix entry 2: two: its version "1" is not'),
+    ("patch_bytes_sha256", '"ABC"', "fix entry 2: two: its patch_bytes_sha256 is not a sha256"),
+    ("state", '"half"', "fix entry 2: two: state 'half' is neither"),
+])
+def test_a_damaged_manifest_entry_is_named_at_its_line_and_its_removal_leads_back(checkout, key, value, says):
+    """Found by a fresh user: a damaged fix entry of the manifest was named by its number, not its line, and 'remove
+    it' did not say what (the entry? the file?). The line of the key is named; the file's removal, as said, leads to
+    a run that finds the fixes applied by the lock's fingerprints, and apply records them again."""
+    import json
+    import re
+
+    from fixpack.errors import DamagedStateError
+
+    b, root = checkout
+    clean = snapshot(root)
+    assert engine.apply(b.request(root)).ok
+    path = root / ".fixpack/demo.manifest.json"
+    text = path.read_text()
+    start = text.index('"id": "two"')
+    entry_start = text.rindex("{", 0, start)
+    found = re.compile(rf'"{key}": [^,\n]*').search(text, entry_start)
+    assert found is not None
+    path.write_text(text[:found.start()] + f'"{key}": {value}' + text[found.end():])
+    line = text[:found.start()].count("\n") + 1
+    applied = snapshot(root)
+    for run in (engine.status, engine.apply, engine.revert):
+        with pytest.raises(DamagedStateError) as exc:
+            run(b.request(root))
+        assert exc.value.exit_code == 3 and snapshot(root) == applied
+        assert f"not a valid fixpack manifest: line {line}: {says}" in str(exc.value), str(exc.value)
+        assert str(exc.value).endswith("; remove the file (apply then records again the fixes it finds applied, by "
+                                       "the lock's fingerprints) or restore the image (nothing was written)"), str(
+            exc.value)
+    path.unlink()
+    assert [f.state for f in engine.status(b.request(root)).fixes] == ["applied", "applied"]
+    assert engine.apply(b.request(root)).ok
+    assert [f["id"] for f in json.loads(path.read_text())["fixes"]] == ["one", "two"]
+    assert engine.revert(b.request(root)).ok and snapshot(root) == clean

@@ -204,22 +204,22 @@ def test_an_installed_distributions_dir_info_that_is_no_object_says_nothing(tmp_
 # --- the manifest, read again for a line ----------------------------------------------------------------
 
 def test_the_manifest_read_for_a_line_is_never_read_whole_nor_through_a_link(tmp_path, monkeypatch):
-    """state.manifest_line read the manifest whole (a line number for a message): past the state's cap it says
+    """manifest_where.manifest_line read the manifest whole (a line number for a message): past the state's cap it says
     no line, unread; a link is not read through (the state never is)."""
-    from fixpack import state
+    from fixpack import manifest_where
 
     path = big(tmp_path / ".fixpack/demo.manifest.json", documents.MAX_STATE_BYTES + 1)
     asked = reads_of(path, monkeypatch)
-    assert state.manifest_line(path, "one", "demo_pkg/mod.py") is None
+    assert manifest_where.manifest_line(path, "one", "demo_pkg/mod.py") is None
     assert asked == []
     monkeypatch.undo()
     real = tmp_path / "real.json"
     real.write_text('{\n  "fixes": [\n    {\n      "files": {\n        "a.py": "x"\n      },\n      "id": "one"\n'
                     '    }\n  ]\n}\n')
-    assert state.manifest_line(real, "one", "a.py") == 5
+    assert manifest_where.manifest_line(real, "one", "a.py") == 5
     link = tmp_path / ".fixpack/link.manifest.json"
     link.symlink_to(real)
-    assert state.manifest_line(link, "one", "a.py") is None
+    assert manifest_where.manifest_line(link, "one", "a.py") is None
 
 
 # --- the export record and the release cache's marker ---------------------------------------------------------
