@@ -103,7 +103,8 @@ def fix_id_said(fix_id: str, variant: str | None, other: str, known: bool, liste
         where = f"fixes/{fix_id}/fix.toml's patches" if variant is None else \
             f"its variant for profile {variant}, fixes/{fix_id}/{variant}/"
         listed = f"the patch is listed under fix {fix_id!r} ({where})"
-    return f"its Fix-Id trailer says {other!r}{theirs}, but {listed}"
+    said = f"says {other!r}" if other else "is empty"
+    return f"its Fix-Id trailer {said}{theirs}, but {listed}"
 
 
 def fix_id_hint(fix_id: str, known: bool, fmt: str = "") -> str:
@@ -113,8 +114,8 @@ def fix_id_hint(fix_id: str, known: bool, fmt: str = "") -> str:
         return (f"were two fixes' patches swapped? put each back in its own fix's folder and lock again; if this patch "
                 f"is {fix_id}'s after all, write its trailer as Fix-Id: {fix_id}"
                 + (f" (`{fmt}` rewrites no Fix-Id that names another fix of the pack)" if fmt else ""))
-    return (f"a fix renamed? `{fmt or 'fixpack format'}` writes its Fix-Id from fix.toml; else put the patch back in "
-            f"the folder of the fix it belongs to and lock again")
+    return (f"a fix renamed, or the id left out? `{fmt or 'fixpack format'}` writes its Fix-Id from fix.toml; else put "
+            f"the patch back in the folder of the fix it belongs to and lock again")
 
 
 def rewritten_fields(fix: Fix, mail: Mail, text: str, where: str, known: Container[str], *, first: int = 1,

@@ -552,9 +552,14 @@ def test_a_patch_whose_fix_id_trailer_names_another_fix_is_named_at_the_trailer(
     r = fixpack("check", "--pack", str(b.pack))
     line = texts["one"].splitlines().index("Fix-Id: one") + 1
     assert (f"fixes/one/0001-change.patch:{line}: its Fix-Id trailer says 'one-old-name', but the patch is listed "
-            f"under fix 'one' (fixes/one/fix.toml's patches) (a fix renamed? `{program()} format --pack {b.pack}` "
-            f"writes its Fix-Id from fix.toml; else put the patch back in the folder of the fix it belongs to and lock "
-            f"again)") in " ".join((r.stdout + r.stderr).split()), r.stdout + r.stderr
+            f"under fix 'one' (fixes/one/fix.toml's patches) (a fix renamed, or the id left out? `{program()} format "
+            f"--pack {b.pack}` writes its Fix-Id from fix.toml; else put the patch back in the folder of the fix it "
+            f"belongs to and lock again)") in " ".join((r.stdout + r.stderr).split()), r.stdout + r.stderr
+    patches["one"].write_text(texts["one"].replace("Fix-Id: one", "Fix-Id:"))  # the id left out: said so
+    r = fixpack("check", "--pack", str(b.pack))
+    assert (f"fixes/one/0001-change.patch:{line}: its Fix-Id trailer is empty, but the patch is listed under fix 'one' "
+            f"(fixes/one/fix.toml's patches) (a fix renamed, or the id left out?") in " ".join(
+                (r.stdout + r.stderr).split()), r.stdout + r.stderr
     for fid in ("one", "two"):  # put back: clean again
         patches[fid].write_text(texts[fid])
     b.lock(clean)
