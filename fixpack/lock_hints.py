@@ -225,10 +225,11 @@ def applied_from(exc: PackError, fix: Fix | None, manifest: Path, command: str) 
     as they were (their lines)."""
     if fix is None:
         return exc
+    from shlex import quote
+
     folder = fix.folder.relative_to(fix.folder.parent.parent)
-    root = manifest.parent.parent
-    return PackError(f"{exc.args[0]}; the image at {root} was applied from fix {fix.id}'s patches as they were then "
-                     f"(their sha256 is in {manifest}), not from these: put {folder}/ back as it was when the image "
-                     f"was applied (in a git checkout of the pack: git -C {fix.folder.parent.parent} checkout -- "
-                     f"{folder}, or the commit it was applied from) and run {command} again; nothing was written",
-                     exc.problems)
+    restore = f"git -C {quote(str(fix.folder.parent.parent))} checkout HEAD -- {quote(str(folder))}"  # (staged too)
+    return PackError(f"{exc.args[0]}; the image at {manifest.parent.parent} was applied from fix {fix.id}'s patches as "
+                     f"they were then (their sha256 is in {manifest}), not from these: put {folder}/ back as it was "
+                     f"when the image was applied (in a git checkout of the pack: {restore}, or the commit it was "
+                     f"applied from) and run {command} again; nothing was written", exc.problems)

@@ -13,44 +13,65 @@ from .documents import MAX_STATE_BYTES
 from .safepath import read_regular
 
 
-def _entries(lines: list[str]) -> Iterator[list[tuple[int, str]]]:
-    """Each entry of the manifest's ``fixes`` list: its lines (1-based) and their text, stripped."""
+class EntryProblem(str):
+    """A manifest's problem in one of its fix entries: its words, with ``at``, (the entry's number, 1-based; the key
+    it lies at), so that the message can name its line (:func:`entry_line`)."""
+
+    at: tuple[int, str]
+
+
+def _entries(lines: list[str]) -> Iterator[tuple[int, list[tuple[int, int, str]]]]:
+    """Each entry of the manifest's ``fixes`` list, laid out as fixpack writes it (``"fixes": [`` on a line of its
+    own, each entry's braces on lines of their own): the line of its opening brace (1-based) and its lines, each as
+    (line, depth: 1 for the entry's own keys, 2 for those of an object in it such as ``files``, text stripped).
+    Nothing from a line laid out otherwise (a manifest reshaped by hand) on: no line is told there, not a wrong one."""
     start = next((n for n, ln in enumerate(lines) if ln.strip().startswith('"fixes":')), None)
-    if start is None:
+    if start is None or lines[start].strip() != '"fixes": [':
         return
-    depth, entry = 0, []
+    depth, brace = 0, 0
+    entry: list[tuple[int, int, str]] = []
     for n, ln in enumerate(lines[start + 1:], start + 2):
-        entry.append((n, ln.strip()))
-        depth += ln.count("{") + ln.count("[") - ln.count("}") - ln.count("]")
-        if depth < 0:
-            return  # the end of the list
-        if depth == 0 and entry:
-            yield entry
-            entry = []
+        text = ln.strip()
+        if depth == 0:
+            if text != "{":
+                return  # the end of the list ("]"), or an entry laid out otherwise
+            depth, brace, entry = 1, n, []
+            continue
+        if text.startswith("{"):
+            return  # an object opened on a line of its own inside an entry: not fixpack's layout
+        if depth == 1 and text in ("}", "},"):
+            yield brace, entry
+            depth = 0
+            continue
+        entry.append((n, depth, text))
+        depth += text.count("{") + text.count("[") - text.count("}") - text.count("]")
+        if depth < 1:
+            return
 
 
 def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
-    """The line where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry, or None when it cannot be
-    told. Read as the run read it: the state's cap, never through a link (a larger one has no line)."""
+    """The line where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry (in its ``files``), or None
+    when it cannot be told. Read as the run read it: the state's cap, never through a link (a larger one has no
+    line)."""
     try:
         lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
     except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
         return None
     names = f'"id": {json.dumps(fix_id)}'
-    for entry in _entries(lines):
-        if any(text.rstrip(",") == names for _n, text in entry):
-            return next((k for k, text in entry if text.startswith(f"{json.dumps(file)}:")), None)
+    for _brace, entry in _entries(lines):
+        if any(d == 1 and text.rstrip(",") == names for _n, d, text in entry):
+            return next((n for n, d, text in entry if d == 2 and text.startswith(f"{json.dumps(file)}:")), None)
     return None
 
 
 def entry_line(raw: bytes, number: int, key: str) -> int | None:
     """The line of ``key`` in the ``number``-th (1-based) entry of the manifest's ``fixes`` (its bytes ``raw``), else
-    of the entry's first line; None when it cannot be told."""
+    of the entry's opening brace; None when it cannot be told."""
     try:
         lines = raw.decode("utf-8").splitlines()
     except ValueError:
         return None
-    for n, entry in enumerate(_entries(lines), 1):
+    for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
-            return next((k for k, text in entry if text.startswith(f"{json.dumps(key)}:")), entry[0][0])
+            return next((k for k, d, text in entry if d == 1 and text.startswith(f"{json.dumps(key)}:")), brace)
     return None

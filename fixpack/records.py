@@ -30,12 +30,16 @@ from .lock_shape import fixes_problem, lock_problem, release_version_problem
 from .lock_shape import is_int as is_int  # (re-exported: the records' value checks)
 from .lock_shape import is_sha256 as is_sha256
 from .lock_shape import sha_or_none as sha_or_none
+from .manifest_where import EntryProblem, entry_line
 from .safepath import ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
 LOCK_SCHEMA = 1
 MANIFEST_SCHEMA = 1
+# what a damaged manifest's message says to do: a run without it finds the fixes applied by the lock's fingerprints
+REMOVE_MANIFEST = ("remove the file (apply then records again the fixes it finds applied, by the lock's fingerprints) "
+                   "or restore the image")
 
 Hashes = Mapping[str, "str | None"]  # path -> sha256 (None: the file does not exist)
 
@@ -364,8 +368,12 @@ class Manifest:
 
     @classmethod
     def from_json(cls, raw: bytes, path: Path) -> Manifest:
-        """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path``."""
-        data = load_json(raw, path)
+        """Parse and check a manifest's bytes. Raises DamagedStateError (exit 3) naming ``path`` (and the line of a fix
+        entry's key, where it can be told), saying what removing the file leads to."""
+        try:
+            data = load_json(raw, path)
+        except DamagedStateError as exc:
+            raise DamagedStateError(path, exc.what, REMOVE_MANIFEST) from None
         schema = data.get("schema", MANIFEST_SCHEMA) if isinstance(data, dict) else MANIFEST_SCHEMA
         if type(schema) is not int or schema != MANIFEST_SCHEMA:  # (a manifest of another version of fixpack)
             raise DamagedStateError(path, schema_said(short(json.dumps(schema)), "", MANIFEST_SCHEMA),
@@ -373,12 +381,9 @@ class Manifest:
         named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
         problem = _manifest_problem(data, named)
         if problem:
-            from .manifest_where import entry_line  # (only a damaged manifest needs its line)
-
             line = entry_line(raw, *problem.at) if isinstance(problem, EntryProblem) else None
             raise DamagedStateError(path, f"not a valid fixpack manifest: {f'line {line}: ' if line else ''}{problem}",
-                                    "remove the file (apply then records again the fixes it finds applied, by the "
-                                    "lock's fingerprints) or restore the image")
+                                    REMOVE_MANIFEST)
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]),
                                   f.get("patch_bytes_sha256", "")) for f in data["fixes"])
         comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
@@ -412,22 +417,17 @@ def _manifest_fix_problem(f: Any) -> tuple[str, str] | None:
     if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
         return "id", f"fix id {short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
     if f.get("state") not in ("applied", "upstreamed"):
-        return "state", f"{f['id']}: state {f.get('state')!r} is neither 'applied' nor 'upstreamed'"
+        return "state", f"{f['id']}: its state {short(json.dumps(f['state'])) if 'state' in f else 'is missing'}" + (
+            " is neither 'applied' nor 'upstreamed'" if "state" in f else "")
     if not is_version(f.get("version")):
         return "version", f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
     if not is_sha256(f.get("patch_sha256")):  # (the whole value: a "$" would let a newline end it)
-        return "patch_sha256", f"{f['id']}: needs the patch's sha256"
+        return "patch_sha256", f"{f['id']}: " + (f"its patch_sha256 {short(json.dumps(f['patch_sha256']))} is not a "
+                                                 "sha256" if "patch_sha256" in f else "needs the patch's sha256")
     if "patch_bytes_sha256" in f and not is_sha256(f["patch_bytes_sha256"]):  # (absent in older manifests)
         return "patch_bytes_sha256", f"{f['id']}: its patch_bytes_sha256 is not a sha256"
     problem = _files_problem(f.get("files"), f"{f['id']}'s files")
     return ("files", problem) if problem else None
-
-
-class EntryProblem(str):
-    """A manifest's problem in one of its fix entries: its words, with ``at``, (the entry's number, 1-based; the key
-    it lies at), so that the message can name its line (:func:`fixpack.manifest_where.entry_line`)."""
-
-    at: tuple[int, str]
 
 
 def _manifest_problem(data: Any, target: str | None) -> str | None:

@@ -624,36 +624,46 @@ def test_revert_of_an_image_whose_pack_patch_no_longer_parses_says_the_pack_it_w
     pack, said only 'regenerate the patch'; the image was applied from the patch as it was then, so the pack put
     back as it was lets revert go on. Exit 2, nothing written; the command it names runs as written and revert then
     gives the clean release back."""
+    import shlex
+    import shutil
+
     from fixpack.errors import PackError
 
     b, root = checkout
     clean = snapshot(root)
-    git(b.pack, "init", "-q")
-    git(b.pack, "add", "-A")
-    git(b.pack, "commit", "-qm", "pack")
-    assert engine.apply(b.request(root)).ok
-    applied, pack = snapshot(root), snapshot(b.pack)
-    patch = next((b.pack / "fixes/one").glob("*.patch"))
+    pack_root = tmp_path / "the pack 'q'"  # (the command quotes it: a fresh user)
+    shutil.copytree(b.pack, pack_root)
+
+    def request() -> engine.Request:
+        return engine.Request(pack_root=pack_root, profile="p1", roots={b.target: root})
+
+    git(pack_root, "init", "-q")
+    git(pack_root, "add", "-A")
+    git(pack_root, "commit", "-qm", "pack")
+    assert engine.apply(request()).ok
+    applied, pack = snapshot(root), snapshot(pack_root / "fixes")
+    patch = next((pack_root / "fixes/one").glob("*.patch"))
     patch.write_text(patch.read_text().replace("@@ -", "@@ -x", 1))
-    broken = snapshot(b.pack)
+    git(pack_root, "add", "-A")  # (staged: `checkout --` alone would put the staged bytes back)
+    broken = snapshot(pack_root / "fixes")
     with pytest.raises(PackError) as exc:
-        engine.revert(b.request(root))
+        engine.revert(request())
     said = str(exc.value)
-    restore = f"git -C {b.pack} checkout -- fixes/one"
-    assert exc.value.exit_code == 2 and snapshot(root) == applied and snapshot(b.pack) == broken
+    restore = f"git -C {shlex.quote(str(pack_root))} checkout HEAD -- fixes/one"  # (a staged edit too: a fresh user)
+    assert exc.value.exit_code == 2 and snapshot(root) == applied and snapshot(pack_root / "fixes") == broken
     assert (f"the image at {root} was applied from fix one's patches as they were then (their sha256 is in "
             f"{root / '.fixpack/demo.manifest.json'}), not from these: put fixes/one/ back as it was when the image "
             f"was applied (in a git checkout of the pack: {restore}, or the commit it was applied from) and run revert "
             f"again; nothing was written") in said and f"{patch}:" in said, said
     _run_as_written(restore, tmp_path)
-    assert snapshot(b.pack) == pack
-    assert engine.revert(b.request(root)).ok and snapshot(root) == clean
+    assert snapshot(pack_root / "fixes") == pack
+    assert engine.revert(request()).ok and snapshot(root) == clean
 
 
 @pytest.mark.parametrize(("key", "value", "says"), [
     ("version", '"1"', 'fix entry 2: two: its version "1" is not'),
     ("patch_bytes_sha256", '"ABC"', "fix entry 2: two: its patch_bytes_sha256 is not a sha256"),
-    ("state", '"half"', "fix entry 2: two: state 'half' is neither"),
+    ("state", '"half"', 'fix entry 2: two: its state "half" is neither'),
 ])
 def test_a_damaged_manifest_entry_is_named_at_its_line_and_its_removal_leads_back(checkout, key, value, says):
     """Found by a fresh user: a damaged fix entry of the manifest was named by its number, not its line, and 'remove
@@ -689,3 +699,69 @@ def test_a_damaged_manifest_entry_is_named_at_its_line_and_its_removal_leads_bac
     assert engine.apply(b.request(root)).ok
     assert [f["id"] for f in json.loads(path.read_text())["fixes"]] == ["one", "two"]
     assert engine.revert(b.request(root)).ok and snapshot(root) == clean
+
+
+def _manifest_text(version_two: str = "1") -> str:
+    """A manifest as fixpack lays it out (one key a line), fix two's version written as ``version_two``."""
+    import json
+
+    sha = "0" * 64
+    data = {"files": {"a.py": sha, "b.py": sha, "version": sha}, "fixes": [
+        {"files": {"a.py": sha}, "id": "one", "patch_sha256": sha, "state": "applied", "version": 1},
+        {"files": {"b.py": sha, "version": sha}, "id": "two", "patch_sha256": sha, "state": "applied", "version": 1}],
+        "profile": "p1", "schema": 1, "target": "demo"}
+    return json.dumps(data, indent=2, sort_keys=True).replace('"version": 1\n    }\n  ]', f'"version": {version_two}\n'
+                                                                                             f"    }}\n  ]")
+
+
+@pytest.mark.parametrize(("case", "line"), [
+    ("as written", "the line"),  # entry two's own version line, not its file named 'version'
+    ("the list's first brace on its line", None),
+    ("two entries on one line", None),
+    ("one line", None),
+])
+def test_a_damaged_manifest_entry_s_line_is_its_key_s_or_none_never_another(tmp_path, case, line):
+    """Found by a fresh user: a manifest laid out otherwise than fixpack writes it (the list's first brace on the
+    "fixes" line, two entries on one line) had another entry's line named, and a file called "version" in an
+    entry's files was taken for the entry's version. A line is named only where the layout is fixpack's."""
+    import json
+
+    from fixpack.errors import DamagedStateError
+    from fixpack.records import Manifest
+
+    text = _manifest_text('"1"')
+    if case == "the list's first brace on its line":
+        text = text.replace('"fixes": [\n    {', '"fixes": [{')
+    elif case == "two entries on one line":
+        text = text.replace("\n    },\n    {", "}, {")
+    elif case == "one line":
+        text = json.dumps(json.loads(text))
+    path = tmp_path / "demo.manifest.json"
+    with pytest.raises(DamagedStateError) as exc:
+        Manifest.from_json(text.encode(), path)
+    said = 'fix entry 2: two: its version "1" is not'
+    if line:
+        at = text.splitlines().index('      "version": "1"') + 1
+        assert f"not a valid fixpack manifest: line {at}: {said}" in str(exc.value), str(exc.value)
+    else:
+        assert f"not a valid fixpack manifest: {said}" in str(exc.value), str(exc.value)
+    Manifest.from_json(_manifest_text().encode(), path)  # (the same manifest, undamaged: read)
+
+
+@pytest.mark.parametrize(("raw", "what"), [
+    (b"", "not valid JSON (line 1: Expecting value)"),
+    (b'{"fixes": [], "fixes": []}', 'the key "fixes" appears twice'),
+    (b"\xff\xfe{}", "bytes that are not UTF-8 at byte offset 0"),
+    (_manifest_text().replace('"state": "applied",\n      "version": 1\n    }\n  ]',
+                              '"version": 1\n    }\n  ]').encode(), "fix entry 2: two: its state is missing"),
+])
+def test_every_damaged_manifest_says_what_removing_it_leads_to(tmp_path, raw, what):
+    """Found by a fresh user: a manifest that is no JSON, or has a key twice, or bytes that are not UTF-8, said the
+    old 'remove it' (the README gives every damaged manifest's words); a missing state read 'state None'."""
+    from fixpack.errors import DamagedStateError
+    from fixpack.records import REMOVE_MANIFEST, Manifest
+
+    with pytest.raises(DamagedStateError) as exc:
+        Manifest.from_json(raw, tmp_path / "demo.manifest.json")
+    said = str(exc.value)
+    assert what in said and said.endswith(f"; {REMOVE_MANIFEST} (nothing was written)") and "None" not in said, said

@@ -47,7 +47,7 @@ CASES = {
     "version true": (_fix_version(True), "fix entry 1: one: its version true is not an integer from 1"),
     # a check made with re.match and "$" took a value that ends in a newline: the whole value is checked
     "patch_sha256 and a newline": (lambda m: m["fixes"][0].update(patch_sha256=m["fixes"][0]["patch_sha256"] + "\n"),
-                                   "fix entry 1: one: needs the patch's sha256"),
+                                   "fix entry 1: one: its patch_sha256 \""),  # (its value, not 'needs')
     # the patch bytes a fix was applied from (absent in older manifests): a sha256 where it is there
     "patch_bytes_sha256 and a newline": (lambda m: m["fixes"][0].update(
         patch_bytes_sha256=m["fixes"][0]["patch_bytes_sha256"] + "\n"),
