@@ -113,7 +113,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
-              upstream_from([m for m, _b, _l in parsed], [t for _l, t in found], [f"{file}:{n}" for n, _t in found]),
+              upstream_from([m for m, _b, _l in parsed], _as_written(data, found), [f"{file}:{n}" for n, _t in found]),
               (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
@@ -206,6 +206,13 @@ def _refuse_outside(file: Path, found: list[tuple[int, str]], parsed: list[tuple
                 raise BadInputError(f"{file}:{at}: the mail at line {line} changes {p!r}, {why}; take that file's "
                                     f"section out of the mail (a fix changes files under {package}/ only, never the "
                                     f"version module); nothing was written")
+
+
+def _as_written(data: bytes, found: list[tuple[int, str]]) -> list[str | None]:
+    """Each mail's text where its lines are the file's (``data``), None for one decoded (quoted-printable, base64,
+    MIME parts: its lines are not the file's): a field is named at its line only where that is the file's."""
+    whole = decode(data)
+    return [text if text.rstrip("\n") in whole else None for _line, text in found]
 
 
 def _only_target(view: Pack, prof: Profile) -> str:

@@ -3,15 +3,18 @@
 The mails' own DEP-3 / Yocto fields come first, as a patch that went through another distribution's series
 carries them (``Upstream-Status: Backport [0.31.0]``, ``Origin: upstream, https://.../commit/<sha>``,
 ``Bug: <url>``, ``Forwarded: <url>``, ``Applied-Upstream: 0.31.0, <url>``, ``Last-Update: YYYY-MM-DD``): the
-trailer block's, as git reads it; where several mails state one field, the first mail's value counts. What they
-leave unsaid comes from the mails' text: a pull request's link makes the fix ``submitted``, a commit's gives
-``Origin: upstream, <link>`` (a commit's link before a pull request's for a fix upstream has: accepted,
-backport), an issue's (or a ``Bug:``, ``Closes:``, ``Fixes:``, ``Resolves:`` trailer's URL) the bug, the last
-mail's ``Date:`` the ``last_update``.
+trailer block's, as git reads it. A fix has one ``[upstream]``, written into each of its patches: where several
+mails state a field they must agree (``Last-Update``: the latest date). What they leave unsaid comes from the
+mails' text: an ``Applied-Upstream`` makes the fix ``accepted``, a ``Forwarded`` link or a pull request's link
+``submitted``; a commit's link gives ``Origin: upstream, <link>`` (a commit's link before a pull request's for a fix
+upstream took: accepted, backport), an issue's (or a ``Bug:``, ``Closes:``, ``Fixes:``, ``Resolves:`` trailer's
+URL) the bug, the last mail's ``Date:`` the ``last_update``.
 
-The tool writes these fields from ``fix.toml`` (:func:`fixpack.patchtext.header_fields`), so a value that
-fix.toml would not take (a ``Last-Update`` that is no date, an ``Upstream-Status`` word DEP-3 does not have)
-is refused here, at its line of the mail file, rather than dropped.
+The tool writes these fields from ``fix.toml`` (:func:`fixpack.patchtext.owned_fields`), so a stated value fix.toml
+would not take (a ``Last-Update`` that is no date, an ``Upstream-Status`` word DEP-3 does not have), one a later
+mail states otherwise, and one whose words the patches would no longer carry (``Pending`` with a ``Forwarded``
+link, a bracket note that is neither a link, a release nor a reason) are refused at their line of the mail file
+(exit 2), never dropped.
 """
 
 from __future__ import annotations
@@ -22,80 +25,123 @@ from email.utils import parsedate_to_datetime
 from .errors import BadInputError
 from .model import UPSTREAM_STATUSES, Upstream
 from .patchmail import Mail, trailer_lines
+from .patchtext import owned_fields
 from .upstream_fields import upstream_problems
 
-_PULL = re.compile(r"https?://[^\s>]+/pull/\d+")
-_COMMIT = re.compile(r"https?://[^\s>]+/commit/[0-9a-f]{7,40}")
-_ISSUE = re.compile(r"https?://[^\s>]+/issues/\d+")
-_URL = re.compile(r"https?://[^\s>\]]+")
+_CHARS = r"[^\s<>\"'()\[\]`]"  # (a link in prose ends at a quote, a bracket or a parenthesis: Markdown's [x](y))
+_PULL = re.compile(rf"https?://{_CHARS}+/pull/\d+")
+_COMMIT = re.compile(rf"https?://{_CHARS}+/commit/[0-9a-f]{{7,40}}")
+_ISSUE = re.compile(rf"https?://{_CHARS}+/issues/\d+")
+_URL = re.compile(rf"https?://{_CHARS}+")
 BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
-# the DEP-3 fields a mail may state, as fix.toml's [upstream] keys take them
-STATED = ("upstream-status", "origin", "bug", "forwarded", "applied-upstream", "last-update")
+# the DEP-3 fields a mail may state, as they are written
+STATED = ("Upstream-Status", "Origin", "Bug", "Forwarded", "Applied-Upstream", "Last-Update")
 _STATUS = re.compile(r"([A-Za-z]+)(.*)", re.S)
+_DO = "write the mail's fields as fix.toml's [upstream] holds them (README: the fields the tool owns), or take the " \
+      "line out, and import again; nothing was written"
+
+Said = dict[str, tuple[str, str]]  # a field: (its value, trimmed; its place, FILE:LINE or FILE (mail at line M))
 
 
-def upstream_from(found: list[Mail], texts: list[str] | None = None, where: list[str] | None = None) -> Upstream:
-    """``[upstream]`` for a fix made of the mails ``found`` (see the module's words); ``texts``: each mail's text and
-    ``where``: its place, ``FILE:LINE`` of its first line, so that a refused field is named at its own line.
-    Raises BadInputError (exit 2) for a stated field fix.toml would not take."""
-    said = _stated(found, texts, where)
-    status, note = "", ""
-    if "upstream-status" in said:
-        value, at = said["upstream-status"]
-        m = _STATUS.fullmatch(value)
-        status, note = (m.group(1).lower(), m.group(2).strip(" \t,:[]")) if m else ("", "")
-        if status not in UPSTREAM_STATUSES or (m and m.group(2)[:1] not in ("", " ", "\t", "[", ",", ":")):
-            words = ", ".join(s.capitalize() for s in UPSTREAM_STATUSES)
-            raise BadInputError(f"{at}: Upstream-Status: {value}: not one of DEP-3's words ({words}; a link, a release "
-                                f"or a reason in brackets after it): write one, or take the line out, and import "
-                                f"again; nothing was written")
-    text = "\n".join(m.description + "\n" + "\n".join(f"{k}: {v}" if k else v for k, v in m.trailers) for m in found)
+def upstream_from(found: list[Mail], texts: list[str | None] | None = None, where: list[str] | None = None
+                  ) -> Upstream:
+    """``[upstream]`` for a fix made of the mails ``found`` (see the module's words). ``where``: each mail's place,
+    ``FILE:LINE`` of its first line; ``texts``: each mail's text where its lines are the file's (None for one decoded
+    from quoted-printable, base64 or MIME parts), so that a refused field is named at its own line, else at its mail.
+    Raises BadInputError (exit 2) for a stated field that fix.toml would not take, that mails state otherwise, or
+    whose words the patches would not carry."""
+    said = _agreed([_stated(m, (texts or [None] * len(found))[i], where[i] if where else f"the mail {m.subject!r}")
+                    for i, m in enumerate(found)])
+    status, note = _status(said)
+    text = "\n".join(m.description + "\n" + "\n".join(m.written or [f"{k}: {v}" if k else v for k, v in m.trailers])
+                     for m in found)  # (a trailer as written: a last paragraph that is a link reads as one)
     pull, commit = _PULL.search(text), _COMMIT.search(text)
-    first = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
-    derived = first.group(0) if first else ""
-    forwarded = said.get("forwarded", ("", ""))[0]
+    forwarded = _value(said, "Forwarded")
     forwarded = forwarded if _URL.fullmatch(forwarded) else ""
-    applied = said.get("applied-upstream", ("", ""))[0]
-    fixed_in, _comma, applied_link = (part.strip() for part in applied.partition(","))
+    fixed_in, _comma, applied_link = (part.strip() for part in _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
         fixed_in, applied_link = "", fixed_in
-    applied_link = applied_link if _URL.fullmatch(applied_link) else ""
-    link, reason = "", ""
-    if status in ("submitted", "accepted", "denied") and _URL.fullmatch(note):
-        link = note
-    elif status == "backport" and _URL.fullmatch(note):
-        link = note
-    elif status == "backport" and note and not fixed_in:
+    status = status or ("accepted" if fixed_in or applied_link else "submitted" if pull or forwarded else "pending")
+    first = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
+    derived = first.group(0) if first and not upstream_problems({"link": first.group(0)}) else ""
+    link, reason = (note, "") if _URL.fullmatch(note) else ("", "")
+    if note and not link and status in ("backport", "accepted") and not fixed_in:
         fixed_in = note
-    elif status in ("denied", "inappropriate"):
+    elif note and not link and status in ("denied", "inappropriate"):
         reason = note
-    link = link or forwarded or applied_link or derived
-    status = status or ("submitted" if pull else "pending")
-    origin = said.get("origin", ("", ""))[0] or (f"upstream, {derived}" if derived else "")
-    bug = said.get("bug", ("", ""))[0] or _bug(found, text)
-    last = said.get("last-update", ("", ""))[0] or _last_date(found)
-    up = Upstream(status, link, fixed_in, reason, origin, bug, last)
+    link = link or forwarded or (applied_link if _URL.fullmatch(applied_link) else "") or derived
+    from_commit = commit.group(0) if commit and not upstream_problems({"link": commit.group(0)}) else ""
+    origin = _value(said, "Origin") or (f"upstream, {from_commit or derived}" if from_commit or derived and
+                                        "Upstream-Status" not in said else "")
+    bug = _value(said, "Bug") or _bug(found, text)
+    up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
+    _refuse_lost(up, said)
     return up
 
 
-def _stated(found: list[Mail], texts: list[str] | None, where: list[str] | None) -> dict[str, tuple[str, str]]:
-    """Each DEP-3 field the mails state: (its value, trimmed; its place, ``FILE:LINE`` where it can be told)."""
-    out: dict[str, tuple[str, str]] = {}
-    for i, mail in enumerate(found):
-        place = where[i] if where else f"the mail {mail.subject!r}"
-        for key in STATED:
-            if key in out:
-                continue
-            values = [v.strip() for k, v in mail.trailers if k.lower() == key and v.strip()]
-            if not values:
-                continue
-            lines = trailer_lines(texts[i], key, place, mail) if texts else []
-            line = next((n for n, v in lines if v.strip() == values[0]), None)
-            file, _sep, first = place.rpartition(":")
-            at = f"{file}:{int(first) + line - 1}" if line and file and first.isdigit() else place
-            out[key] = (values[0], at)
+def _value(said: Said, key: str) -> str:
+    return said.get(key, ("", ""))[0]
+
+
+def _stated(mail: Mail, text: str | None, place: str) -> dict[str, list[tuple[str, str]]]:
+    """Each DEP-3 field ``mail`` states: every value (trimmed), each with its place: ``FILE:LINE`` where ``text`` (the
+    mail, its lines the file's from ``place``'s) tells it, else ``FILE (mail at line M)``."""
+    file, _sep, first = place.rpartition(":")
+    out: dict[str, list[tuple[str, str]]] = {}
+    for key in STATED:
+        values = [v.strip() for k, v in mail.trailers if k.lower() == key.lower() and v.strip()]
+        if not values:
+            continue
+        lines = trailer_lines(text, key.lower(), place, mail) if text is not None and first.isdigit() else []
+        told = [n for n, v in lines if v.strip() in values and n is not None]
+        at = [f"{file}:{int(first) + n - 1}" for n in told] if len(told) == len(values) else \
+            [f"{file} (mail at line {first})" if first.isdigit() else place] * len(values)
+        out[key] = list(zip(values, at))
     return out
+
+
+def _agreed(mails: list[dict[str, list[tuple[str, str]]]]) -> Said:
+    """The fix's value of each field the mails state: the one they all state (``Last-Update``: the latest date);
+    BadInputError at the line of the first value that is not (a mail that states a field twice, otherwise)."""
+    firsts: dict[str, tuple[str, str]] = {}
+    for stated in mails:
+        for key, values in stated.items():
+            if key == "Last-Update":
+                _refuse_not_date(values)
+                values = [max(values)] if "Last-Update" not in firsts else [max([firsts[key], *values])]
+                firsts[key] = values[0]
+                continue
+            for value, at in values:
+                was = firsts.setdefault(key, (value, at))
+                if value != was[0]:
+                    raise BadInputError(f"{at}: {key}: {value}: but {was[1]} says {key}: {was[0]}, and a fix has one "
+                                        f"[upstream], written into each of its patches: make them agree, or import the "
+                                        f"mails as fixes of their own; nothing was written")
+    return firsts
+
+
+def _refuse_not_date(values: list[tuple[str, str]]) -> None:
+    for value, at in values:
+        if upstream_problems({"last_update": value}):
+            raise BadInputError(f"{at}: Last-Update: {value}: not a date: write it as YYYY-MM-DD (ISO 8601), or take "
+                                f"the line out, and import again; nothing was written")
+
+
+def _status(said: Said) -> tuple[str, str]:
+    """The stated ``Upstream-Status``: (its word, lower case, "" when none is stated; the note after it, its
+    brackets off); BadInputError for a word DEP-3 does not have."""
+    if "Upstream-Status" not in said:
+        return "", ""
+    value, at = said["Upstream-Status"]
+    m = _STATUS.fullmatch(value)
+    status, note = (m.group(1).lower(), m.group(2).strip(" \t,:[]")) if m else ("", "")
+    if status not in UPSTREAM_STATUSES or (m and m.group(2)[:1] not in ("", " ", "\t", "[", ",", ":")):
+        words = ", ".join(s.capitalize() for s in UPSTREAM_STATUSES)
+        raise BadInputError(f"{at}: Upstream-Status: {value}: not one of DEP-3's words ({words}; a link, a release "
+                            f"or a reason in brackets after it): write one, or take the line out, and import again; "
+                            f"nothing was written")
+    return status, note
 
 
 def _bug(found: list[Mail], text: str) -> str:
@@ -116,11 +162,11 @@ def _last_date(found: list[Mail]) -> str:
     return when.date().isoformat() if str(when.year) in dates[-1] else ""
 
 
-_KEYS = {"fixed_in": ("applied-upstream", "upstream-status"), "last_update": ("last-update",),
-         "link": ("upstream-status", "forwarded", "applied-upstream")}
+_KEYS = {"fixed_in": ("Applied-Upstream", "Upstream-Status"), "last_update": ("Last-Update",),
+         "link": ("Upstream-Status", "Forwarded", "Applied-Upstream")}
 
 
-def _refuse_unreadable(up: Upstream, said: dict[str, tuple[str, str]]) -> None:
+def _refuse_unreadable(up: Upstream, said: Said) -> None:
     """A stated field whose value fix.toml would not take (:func:`fixpack.upstream_fields.upstream_problems`),
     named at its line: BadInputError."""
     for key, problem in upstream_problems({"fixed_in": up.fixed_in, "last_update": up.last_update, "link": up.link}):
@@ -128,6 +174,23 @@ def _refuse_unreadable(up: Upstream, said: dict[str, tuple[str, str]]) -> None:
         if field is None:  # (the mails' text gave it: a link the patterns found is a URL, a Date: a date)
             continue
         value, at = said[field]
-        name = "-".join(w.capitalize() for w in field.split("-"))
-        raise BadInputError(f"{at}: {name}: {value}: the fix's {key} would be {getattr(up, key)!r}, {problem}; "
+        raise BadInputError(f"{at}: {field}: {value}: the fix's {key} would be {getattr(up, key)!r}, {problem}; "
                             f"write it so (or take the line out) and import again; nothing was written")
+
+
+def _words(value: str) -> set[str]:
+    return {w for w in re.split(r"[\s,\[\]]+", value.lower()) if w}
+
+
+def _refuse_lost(up: Upstream, said: Said) -> None:
+    """A stated field whose words the patches' fields, written from ``up``, would not carry (``Pending`` with a
+    ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
+    written = owned_fields(up, "x")[:-1]  # (not the Fix-Id)
+    carried = set().union(*(_words(v) for _k, v in written))
+    for key, (value, at) in said.items():
+        lost = sorted(_words(value) - carried, key=value.lower().find)
+        if lost and key != "Last-Update":  # (the latest date of several: the others are older, not lost)
+            now = next((v for k, v in written if k == key), "")
+            raise BadInputError(f"{at}: {key}: {value}: the patches would not carry {' '.join(lost)!r} (the tool "
+                                f"writes its fields from fix.toml's [upstream]: {key}: {now or '(none)'} here, with "
+                                f"Upstream-Status: {next(v for k, v in written if k == 'Upstream-Status')}); {_DO}")

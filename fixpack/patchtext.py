@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .diff import diff_body, parse_patch
 from .errors import BadInputError, Problem
-from .model import Fix, PatchFile
+from .model import Fix, PatchFile, Upstream
 from .patchfiles import patch_again
 from .patchmail import Mail, read_mail, render, trailer_lines
 from .patchmodel import sha256_bytes
@@ -24,10 +24,10 @@ from .structs import replace
 from .tree import decode
 
 
-def upstream_status(fix: Fix) -> str:
-    """Yocto's ``Upstream-Status`` for the fix: ``Pending``, ``Submitted [link]``, ``Accepted [link]``,
-    ``Backport [fixed_in or link]``, ``Denied [reason or link]``, ``Inappropriate [reason]``."""
-    up = fix.upstream
+def upstream_status(fix: Fix | Upstream) -> str:
+    """Yocto's ``Upstream-Status`` for the fix (or its ``[upstream]``): ``Pending``, ``Submitted [link]``, ``Accepted
+    [link]``, ``Backport [fixed_in or link]``, ``Denied [reason or link]``, ``Inappropriate [reason]``."""
+    up = fix if isinstance(fix, Upstream) else fix.upstream
     note = {"submitted": up.link, "accepted": up.link, "backport": up.fixed_in or up.link,
             "denied": up.reason or up.link, "inappropriate": up.reason}.get(up.status, "")
     return up.status.capitalize() + (f" [{note}]" if note else "")
@@ -35,19 +35,23 @@ def upstream_status(fix: Fix) -> str:
 
 def header_fields(fix: Fix) -> list[tuple[str, str]]:
     """The DEP-3 / Yocto fields the tool owns (:data:`fixpack.patchmail.OWNED`), from ``fix.toml``'s
-    ``[upstream]``, in this order: Upstream-Status, Forwarded (the link once submitted; ``not-needed``
-    for a backport or an inappropriate change; else ``no``), Origin, Bug, Applied-Upstream (``fixed_in``,
-    with the link once accepted), Last-Update, Fix-Id. Each value trimmed of spaces and tabs at its ends, as git reads
-a trailer's; empty fields are left out."""
-    up = fix.upstream
+    ``[upstream]``: :func:`owned_fields`."""
+    return owned_fields(fix.upstream, fix.id)
+
+
+def owned_fields(up: Upstream, fix_id: str) -> list[tuple[str, str]]:
+    """The fields the tool writes for ``[upstream]`` ``up`` of fix ``fix_id``, in this order: Upstream-Status,
+    Forwarded (the link once submitted; ``not-needed`` for a backport or an inappropriate change; else ``no``),
+    Origin, Bug, Applied-Upstream (``fixed_in``, with the link once accepted), Last-Update, Fix-Id. Each value
+    trimmed of spaces and tabs at its ends, as git reads a trailer's; empty fields are left out."""
     if up.status in ("backport", "inappropriate"):
         forwarded = "not-needed"
     else:
         forwarded = up.link if up.link and up.status in ("submitted", "accepted", "denied") else "no"
     applied = up.fixed_in + (f", {up.link}" if up.fixed_in and up.link and up.status in ("accepted", "backport")
                              else "")
-    fields = [("Upstream-Status", upstream_status(fix)), ("Forwarded", forwarded), ("Origin", up.origin),
-              ("Bug", up.bug), ("Applied-Upstream", applied), ("Last-Update", up.last_update), ("Fix-Id", fix.id)]
+    fields = [("Upstream-Status", upstream_status(up)), ("Forwarded", forwarded), ("Origin", up.origin),
+              ("Bug", up.bug), ("Applied-Upstream", applied), ("Last-Update", up.last_update), ("Fix-Id", fix_id)]
     return [(k, v.strip(" \t")) for k, v in fields if v.strip(" \t")]  # (as git reads a trailer: trimmed)
 
 

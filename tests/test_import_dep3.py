@@ -3,6 +3,8 @@ stating ``Upstream-Status: Backport [...]`` and ``Origin: upstream, <commit URL>
 pull request its text named, the commit URL lost), and refuses one fix.toml would not take at its line of the mail
 file, nothing written."""
 
+import re
+
 import pytest
 import tomllib
 from conftest import numbered
@@ -61,7 +63,7 @@ def test_import_takes_the_dep3_fields_a_mail_states(pack3, trailers, want):  # n
                                                              ": not one of DEP-3's words"),
     ("Upstream-Status: Backport [from the main branch]", "the fix's fixed_in would be 'from the main branch', not a "
                                                         "release version"),
-    ("Last-Update: last week", "Last-Update: last week: the fix's last_update would be 'last week', not a date"),
+    ("Last-Update: last week", "Last-Update: last week: not a date"),
     ("Applied-Upstream: soon", "Applied-Upstream: soon: the fix's fixed_in would be 'soon'"),
 ])
 def test_a_stated_field_fix_toml_would_not_take_is_refused_at_its_line(pack3, trailer, says):  # noqa: F811
@@ -78,25 +80,96 @@ def test_a_stated_field_fix_toml_would_not_take_is_refused_at_its_line(pack3, tr
         exc.value), str(exc.value)
 
 
-def test_the_first_mail_that_states_a_field_gives_it_and_its_line_is_that_mail_s(pack3, tmp_path):  # noqa: F811
-    """A series of two mails: each field from the first mail that states it; a bad one in the second mail is named
-    at its line of the file, past the first mail."""
+def test_the_mails_of_a_fix_agree_on_a_field_or_are_refused_at_the_line_of_the_one_that_differs(pack3, tmp_path):  # noqa: F811
+    """A series of two mails: a fix has one [upstream], written into each patch, so a field two mails state
+    otherwise is refused at the later one's line of the file (a fresh user: the first mail's value was taken and a
+    later mail's invalid value went through); Last-Update is the latest date."""
     builder, clean = pack3
     base = numbered(60)
     before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
         "line 50\n", "fifty\n")
     mid = before.replace("line 55\n", "fifty-five\n")
-    one = mail_patch(tmp_path, before, mid, body=f"One.\n\nOrigin: upstream, {COMMIT}\n")
+    one = mail_patch(tmp_path, before, mid, body=f"One.\n\nOrigin: upstream, {COMMIT}\nLast-Update: 2024-05-01\n")
     two = mail_patch(tmp_path, mid, mid.replace("line 57\n", "fifty-seven\n"),
-                     body="Two.\n\nOrigin: vendor\nUpstream-Status: Backport [0.31.0]\n")
+                     body=f"Two.\n\nOrigin: upstream, {COMMIT}\nUpstream-Status: Backport [0.31.0]\n"
+                          f"Last-Update: 2024-06-02\n")
     mail = builder.base / "two.mbox"
+    before_pack = pack_bytes(builder.pack)
+    for bad, says in (("Origin: vendor", f"Origin: vendor: but {mail}:"), ("Upstream-Status: Foo", "not one of DEP-3's"),
+                      ("Last-Update: soon", "Last-Update: soon: not a date")):
+        key = bad.split(":")[0]
+        changed = re.sub(rf"\n{key}: [^\n]*\n", f"\n{bad}\n", two, count=1)
+        changed = changed if bad in changed else changed.replace("\nLast-Update", f"\n{bad}\nLast-Update", 1)
+        mail.write_text(one + changed)
+        line = (one + changed).split("\n").index(bad) + 1
+        with pytest.raises(BadInputError, match=f"^{re.escape(str(mail))}:{line}: ") as exc:
+            import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+        assert says in str(exc.value) and pack_bytes(builder.pack) == before_pack, str(exc.value)
     mail.write_text(one + two)
     import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     up = _upstream(builder)
-    assert (up["origin"], up["status"], up["fixed_in"]) == (f"upstream, {COMMIT}", "backport", "0.31.0")
+    assert (up["origin"], up["status"], up["fixed_in"], up["last_update"]) == (f"upstream, {COMMIT}", "backport",
+                                                                               "0.31.0", "2024-06-02")
 
-    bad = two.replace("Backport [0.31.0]", "Backport [someday]")
-    mail.write_text(one + bad)
-    line = (one + bad).split("\n").index("Upstream-Status: Backport [someday]") + 1
-    with pytest.raises(BadInputError, match=f"^{mail}:{line}: Upstream-Status: Backport"):
-        import_mails(builder.pack, mail, "imp2", "p1", roots={"demo": clean})
+
+@pytest.mark.parametrize(("trailers", "lost"), [
+    ("Upstream-Status: Pending\nForwarded: https://example.org/pull/77", "Forwarded: https://example.org/pull/77"),
+    ("Upstream-Status: Pending\nForwarded: not-needed", "Forwarded: not-needed"),
+    ("Upstream-Status: Inappropriate [native]\nForwarded: https://example.org/p/3", "Forwarded: https://example.org"),
+    ("Upstream-Status: Backport [0.31.0]\nApplied-Upstream: 0.32.0", "Upstream-Status: Backport [0.31.0]"),
+    ("Upstream-Status: Submitted [https://example.org/p/1]\nForwarded: https://example.org/p/2", "Forwarded: https:"),
+    ("Upstream-Status: Submitted [vllm-dev mailing list]", "Upstream-Status: Submitted [vllm-dev mailing list]"),
+    ("Upstream-Status: Pending [will submit]", "Upstream-Status: Pending [will submit]"),
+    ("Upstream-Status: Pending\nUpstream-Status: Accepted", "Upstream-Status: Accepted: but"),
+])
+def test_a_stated_field_the_patches_would_not_carry_is_refused_not_dropped(pack3, trailers, lost):  # noqa: F811
+    """Found by a fresh user: fields a mail stated were changed or dropped without a word (Pending with a Forwarded
+    link written 'Forwarded: no', a Backport release overridden by Applied-Upstream, a bracket note dropped, a second
+    Upstream-Status ignored). Each is refused at its line, exit 2, nothing written."""
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    text = _mail(builder, f"Why it matters.\n\nSigned-off-by: A <a@example.org>\n{trailers}\n")
+    mail.write_text(text)
+    line = next(n for n, t in enumerate(text.split("\n"), 1) if t.startswith(lost.split(": but")[0].split(" [")[0]
+                                                                           .split(": https")[0]) and t in trailers)
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    said = str(exc.value)
+    assert said.startswith(f"{mail}:") and lost in said and "nothing was written" in said, said
+    assert exc.value.exit_code == 2 and pack_bytes(builder.pack) == before and line > 1
+
+
+@pytest.mark.parametrize(("description", "want"), [
+    ("See [https://github.com/vllm-project/vllm/pull/12](https://github.com/vllm-project/vllm/pull/12).",
+     {"status": "submitted", "link": "https://github.com/vllm-project/vllm/pull/12"}),
+    ("See https://github.com/vllm'project/vllm/pull/12 for the review.", {"status": "pending", "link": ""}),
+    ("Fix the detokenizer.\n\nhttps://github.com/vllm-project/vllm/pull/5",
+     {"status": "submitted", "link": "https://github.com/vllm-project/vllm/pull/5"}),
+    ("Taken.\n\nApplied-Upstream: 0.31.0, " + COMMIT, {"status": "accepted", "fixed_in": "0.31.0", "link": COMMIT}),
+    ("Taken.\n\nApplied-Upstream: " + COMMIT, {"status": "accepted", "link": COMMIT, "fixed_in": ""}),
+])
+def test_links_in_a_mail_s_text_are_read_as_links(pack3, description, want):  # noqa: F811
+    """Found by a fresh user: a Markdown link became 'pull/12](https://...' in every field, an apostrophe in a link
+    made fix.toml invalid (named at a file never written), a pull request's link as the last paragraph (git reads it
+    as a trailer) was lost, and an Applied-Upstream alone left the fix pending, its link dropped."""
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    mail.write_text(_mail(builder, description + "\n"))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    up = _upstream(builder)
+    assert {k: up.get(k) for k in want} == want, up
+
+
+def test_a_field_of_an_encoded_mail_is_named_at_its_mail_not_a_wrong_line(pack3):  # noqa: F811
+    """Found by a fresh user: in a quoted-printable mail the line named was counted in the decoded text."""
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    text = _mail(builder, "Why: " + "x" * 90 + " =C3=A4.\n\nLast-Update: 2024-13-45\n")
+    head, sep, body = text.partition("\n\n")
+    assert "Content-Transfer-Encoding" not in head  # (all ASCII: git writes none)
+    qp = head + "\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: " \
+        "quoted-printable" + sep + body.replace("x" * 90, "x" * 70 + "=\n" + "x" * 20, 1)
+    mail.write_text(qp)
+    with pytest.raises(BadInputError, match=f"^{re.escape(str(mail))} \\(mail at line 1\\): Last-Update: 2024-13-45"):
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
