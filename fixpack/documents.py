@@ -105,10 +105,8 @@ def loads_json(text: str | bytes) -> Any:
         return json.loads(text, object_pairs_hook=_one_each)
     except _Twice as exc:
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
-        quoted = json.dumps(exc.args[0])
-        at = [m.start() for m in re.finditer(re.escape(quoted) + r"\s*:", doc)]
-        raise json.JSONDecodeError(f"the key {quoted} appears twice in one object (a reader keeps only one of them)",
-                                   doc, at[1] if len(at) > 1 else 0) from None
+        raise json.JSONDecodeError(f"the key {json.dumps(exc.args[0])} appears twice in one object (a reader keeps "
+                                   f"only one of them)", doc, _second_key_at(doc)) from None
     except RecursionError:
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(TOO_DEEP, doc, too_deep_at(doc, toml=False)) from None
@@ -117,6 +115,36 @@ def loads_json(text: str | bytes) -> Any:
     except ValueError:  # (only the int conversion of a number past the digit limit raises another ValueError)
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
         raise json.JSONDecodeError(too_long(), doc, too_long_at(doc)) from None
+
+
+def _second_key_at(doc: str) -> int:
+    """The offset in ``doc`` (valid JSON but for a key twice) of the first key an object holds a second time: that
+    second place, in the object that holds it (a search for the key's text found another object's); 0 if none."""
+    keys: list[set[str] | None] = []  # each open object's keys so far (None: an array)
+    i = 0
+    while i < len(doc):
+        c = doc[i]
+        if c == '"':
+            end = i + 1
+            while end < len(doc) and doc[end] != '"':
+                end += 2 if doc[end] == "\\" else 1
+            said, end = json.loads(doc[i:end + 1]), end + 1
+            after = end
+            while after < len(doc) and doc[after] in " \t\r\n":
+                after += 1
+            seen = keys[-1] if keys else None
+            if seen is not None and doc[after:after + 1] == ":":
+                if said in seen:
+                    return i
+                seen.add(said)
+            i = end
+            continue
+        if c in "{[":
+            keys.append(set() if c == "{" else None)
+        elif c in "}]" and keys:
+            keys.pop()
+        i += 1
+    return 0
 
 
 def load_json(raw: bytes, path: Path) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -667,3 +668,32 @@ def test_a_manifest_recording_a_fix_the_pack_lacks_is_named_by_every_command(wor
         getattr(engine, run)(b.request(target))
     assert exc.value.exit_code == 2 and str(path) in str(exc.value) and "ghost" in str(exc.value), str(exc.value)
     assert snapshot(target) == before
+
+
+def test_a_key_twice_is_named_at_its_second_place_in_the_object_that_holds_it(world):
+    """Found by a fresh user: the line named for a key twice was the key's second place anywhere in the document,
+    another fix entry's (a manifest's "state", a lock's "id"); it is the second place in the object holding it."""
+    from fixpack.errors import BadInputError, DamagedStateError
+
+    b, target, _outside = world
+    mpath = target / ".fixpack" / "demo.manifest.json"
+    text = mpath.read_text()
+    assert text.count('"state": "applied"') >= 2
+    last = text.rindex('"state": "applied"')
+    indent = text[text.rindex("\n", 0, last) + 1:last]
+    mpath.write_text(text[:last] + f'"state": "applied",\n{indent}' + text[last:])
+    line = text[:last].count("\n") + 2
+    with pytest.raises(DamagedStateError, match=rf'not valid JSON \(line {line}: the key "state" appears twice'):
+        engine.status(b.request(target))
+    mpath.write_text(text)
+    lock = b.pack / "profiles" / "p1.lock"
+    raw = lock.read_text()
+    ids = [m.start() for m in re.finditer(r'"id": "', raw)]
+    assert len(ids) >= 2
+    at = ids[-1]
+    indent = raw[raw.rindex("\n", 0, at) + 1:at]
+    end = raw.index("\n", at)
+    lock.write_text(raw[:end + 1] + indent + raw[at:end] + "\n" + raw[end + 1:])
+    line = raw[:at].count("\n") + 2
+    with pytest.raises(BadInputError, match=rf'p1\.lock:{line}: the lock is not valid JSON \(the key "id" appears twice'):
+        engine.status(b.request(target))
