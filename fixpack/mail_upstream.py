@@ -4,11 +4,13 @@ The mails' own DEP-3 / Yocto fields come first, as a patch that went through ano
 carries them (``Upstream-Status: Backport [0.31.0]``, ``Origin: upstream, https://.../commit/<sha>``,
 ``Bug: <url>``, ``Forwarded: <url>``, ``Applied-Upstream: 0.31.0, <url>``, ``Last-Update: YYYY-MM-DD``): the
 trailer block's, as git reads it. A fix has one ``[upstream]``, written into each of its patches: where several
-mails state a field they must agree (``Last-Update``: the latest date). What they leave unsaid comes from the
-mails' text: an ``Applied-Upstream`` makes the fix ``accepted``, a ``Forwarded`` link or a pull request's link
-``submitted``; a commit's link gives ``Origin: upstream, <link>`` (a commit's link before a pull request's for a fix
-upstream took: accepted, backport), an issue's (or a ``Bug:``, ``Closes:``, ``Fixes:``, ``Resolves:`` trailer's
-URL) the bug, the last mail's ``Date:`` the ``last_update``.
+mails state a field they must agree (``Last-Update``: the latest date; case and spacing aside). What they leave
+unsaid comes from the mails' trailers, not their prose (a link there may name the change that brought the bug, or
+another project's): an ``Applied-Upstream`` makes the fix ``accepted``, a ``Forwarded`` other than ``no`` or a pull
+request's link (``Link:``) ``submitted``, ``Forwarded: not-needed`` ``inappropriate``; a commit's link gives
+``Origin: upstream, <link>`` (a commit's link before a pull request's for a fix upstream took: accepted, backport),
+a ``Bug:``, ``Closes:``, ``Fixes:`` or ``Resolves:`` trailer's URL that is no commit's (a kernel-style ``Fixes:``
+names the culprit), else an issue's link anywhere, the bug; the last mail's ``Date:`` the ``last_update``.
 
 The tool writes these fields from ``fix.toml`` (:func:`fixpack.patchtext.owned_fields`), so a stated value fix.toml
 would not take (a ``Last-Update`` that is no date, an ``Upstream-Status`` word DEP-3 does not have), one a later
@@ -53,27 +55,29 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
     said = _agreed([_stated(m, (texts or [None] * len(found))[i], where[i] if where else f"the mail {m.subject!r}")
                     for i, m in enumerate(found)])
     status, note = _status(said)
-    text = "\n".join(m.description + "\n" + "\n".join(m.written or [f"{k}: {v}" if k else v for k, v in m.trailers])
-                     for m in found)  # (a trailer as written: a last paragraph that is a link reads as one)
-    pull, commit = _PULL.search(text), _COMMIT.search(text)
-    forwarded = _value(said, "Forwarded")
-    forwarded = forwarded if _URL.fullmatch(forwarded) else ""
-    fixed_in, _comma, applied_link = (part.strip() for part in _value(said, "Applied-Upstream").partition(","))
+    text = "\n".join(w for m in found for (k, _v), w in zip(m.trailers, m.written or [f"{k}: {v}" if k else v for
+                                                                                      k, v in m.trailers])
+                     if k.lower() not in BUG_TRAILERS)  # (as written: a last paragraph that is a link reads as one)
+    pull, commit = _link(_PULL, text), _link(_COMMIT, text)
+    forwarded = _unbracketed(_value(said, "Forwarded"))
+    fixed_in, _comma, applied_link = (_unbracketed(part.strip()) for part in
+                                      _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
         fixed_in, applied_link = "", fixed_in
-    status = status or ("accepted" if fixed_in or applied_link else "submitted" if pull or forwarded else "pending")
-    first = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
-    derived = first.group(0) if first and not upstream_problems({"link": first.group(0)}) else ""
+    sent = forwarded.lower() not in ("", "no", "not-needed")  # (DEP-3: any other value says it was forwarded)
+    status = status or ("accepted" if fixed_in or applied_link else "submitted" if pull or sent else
+                        "inappropriate" if forwarded.lower() == "not-needed" else "pending")
+    derived = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
     link, reason = (note, "") if _URL.fullmatch(note) else ("", "")
     if note and not link and status in ("backport", "accepted") and not fixed_in:
         fixed_in = note
     elif note and not link and status in ("denied", "inappropriate"):
         reason = note
-    link = link or forwarded or (applied_link if _URL.fullmatch(applied_link) else "") or derived
-    from_commit = commit.group(0) if commit and not upstream_problems({"link": commit.group(0)}) else ""
-    origin = _value(said, "Origin") or (f"upstream, {from_commit or derived}" if from_commit or derived and
+    link = link or (forwarded if _URL.fullmatch(forwarded) else "") or \
+        (applied_link if _URL.fullmatch(applied_link) else "") or derived
+    origin = _value(said, "Origin") or (f"upstream, {commit or derived}" if commit or derived and
                                         "Upstream-Status" not in said else "")
-    bug = _value(said, "Bug") or _bug(found, text)
+    bug = _value(said, "Bug") or _bug(found)
     up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
     _refuse_lost(up, said)
@@ -82,6 +86,21 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
 
 def _value(said: Said, key: str) -> str:
     return said.get(key, ("", ""))[0]
+
+
+def _unbracketed(value: str) -> str:
+    """A stated link as fix.toml holds it: without the angle brackets mail writes around one (``<https://...>``)."""
+    return value[1:-1].strip() if value.startswith("<") and value.endswith(">") else value
+
+
+def _link(pattern: re.Pattern[str], text: str) -> str:
+    """The first link ``pattern`` finds in ``text`` that is one (an http(s) URL), without the punctuation a sentence
+    puts after it (``.../pull/3.``); "" when none is."""
+    for m in pattern.finditer(text):
+        found = m.group(0).rstrip(".,;:!?")
+        if not upstream_problems({"link": found}):
+            return found
+    return ""
 
 
 def _stated(mail: Mail, text: str | None, place: str) -> dict[str, list[tuple[str, str]]]:
@@ -113,8 +132,10 @@ def _agreed(mails: list[dict[str, list[tuple[str, str]]]]) -> Said:
                 firsts[key] = values[0]
                 continue
             for value, at in values:
+                if key == "Upstream-Status":
+                    _status_of(value, at)  # (a word DEP-3 lacks is said so, before a disagreement)
                 was = firsts.setdefault(key, (value, at))
-                if value != was[0]:
+                if " ".join(value.casefold().split()) != " ".join(was[0].casefold().split()):
                     raise BadInputError(f"{at}: {key}: {value}: but {was[1]} says {key}: {was[0]}, and a fix has one "
                                         f"[upstream], written into each of its patches: make them agree, or import the "
                                         f"mails as fixes of their own; nothing was written")
@@ -131,9 +152,10 @@ def _refuse_not_date(values: list[tuple[str, str]]) -> None:
 def _status(said: Said) -> tuple[str, str]:
     """The stated ``Upstream-Status``: (its word, lower case, "" when none is stated; the note after it, its
     brackets off); BadInputError for a word DEP-3 does not have."""
-    if "Upstream-Status" not in said:
-        return "", ""
-    value, at = said["Upstream-Status"]
+    return _status_of(*said["Upstream-Status"]) if "Upstream-Status" in said else ("", "")
+
+
+def _status_of(value: str, at: str) -> tuple[str, str]:
     m = _STATUS.fullmatch(value)
     status, note = (m.group(1).lower(), m.group(2).strip(" \t,:[]")) if m else ("", "")
     if status not in UPSTREAM_STATUSES or (m and m.group(2)[:1] not in ("", " ", "\t", "[", ",", ":")):
@@ -144,10 +166,13 @@ def _status(said: Said) -> tuple[str, str]:
     return status, note
 
 
-def _bug(found: list[Mail], text: str) -> str:
-    bug = next((_URL.search(v) for m in found for k, v in m.trailers if k.lower() in BUG_TRAILERS and _URL.search(v)),
-               None) or _ISSUE.search(text)
-    return bug.group(0) if bug else ""
+def _bug(found: list[Mail]) -> str:
+    """The bug's link: a ``Bug:``, ``Closes:``, ``Fixes:`` or ``Resolves:`` trailer's (not a commit's: a kernel-style
+    ``Fixes:`` names the change that brought the bug), else an issue's link anywhere in the mails."""
+    said = "\n".join(v for m in found for k, v in m.trailers if k.lower() in BUG_TRAILERS)
+    everything = "\n".join(m.description + "\n" + "\n".join(v for _k, v in m.trailers) for m in found)
+    return next((u for u in (_link(_URL, line) for line in said.split("\n")) if u and not _COMMIT.fullmatch(u)),
+                "") or _link(_ISSUE, everything)
 
 
 def _last_date(found: list[Mail]) -> str:
@@ -179,7 +204,8 @@ def _refuse_unreadable(up: Upstream, said: Said) -> None:
 
 
 def _words(value: str) -> set[str]:
-    return {w for w in re.split(r"[\s,\[\]]+", value.lower()) if w}
+    """The words of a field's value, as a link is read (its angle brackets and a sentence's punctuation off)."""
+    return {w.strip("<>").rstrip(".,;:!?") for w in re.split(r"[\s,\[\]]+", value.lower()) if w.strip("<>")}
 
 
 def _refuse_lost(up: Upstream, said: Said) -> None:
@@ -191,6 +217,8 @@ def _refuse_lost(up: Upstream, said: Said) -> None:
         lost = sorted(_words(value) - carried, key=value.lower().find)
         if lost and key != "Last-Update":  # (the latest date of several: the others are older, not lost)
             now = next((v for k, v in written if k == key), "")
+            status = "" if key == "Upstream-Status" else \
+                f", with Upstream-Status: {next(v for k, v in written if k == 'Upstream-Status')}"
             raise BadInputError(f"{at}: {key}: {value}: the patches would not carry {' '.join(lost)!r} (the tool "
-                                f"writes its fields from fix.toml's [upstream]: {key}: {now or '(none)'} here, with "
-                                f"Upstream-Status: {next(v for k, v in written if k == 'Upstream-Status')}); {_DO}")
+                                f"writes its fields from fix.toml's [upstream]: {key}: {now or '(none)'} here"
+                                f"{status}); {_DO}")

@@ -41,13 +41,14 @@ def header_fields(fix: Fix) -> list[tuple[str, str]]:
 
 def owned_fields(up: Upstream, fix_id: str) -> list[tuple[str, str]]:
     """The fields the tool writes for ``[upstream]`` ``up`` of fix ``fix_id``, in this order: Upstream-Status,
-    Forwarded (the link once submitted; ``not-needed`` for a backport or an inappropriate change; else ``no``),
+    Forwarded (the link once submitted, ``yes`` without one; ``not-needed`` for a backport or an inappropriate
+    change; else ``no``),
     Origin, Bug, Applied-Upstream (``fixed_in``, with the link once accepted), Last-Update, Fix-Id. Each value
     trimmed of spaces and tabs at its ends, as git reads a trailer's; empty fields are left out."""
     if up.status in ("backport", "inappropriate"):
         forwarded = "not-needed"
-    else:
-        forwarded = up.link if up.link and up.status in ("submitted", "accepted", "denied") else "no"
+    else:  # (DEP-3: any value but no and not-needed says it was forwarded)
+        forwarded = (up.link or "yes") if up.status in ("submitted", "accepted", "denied") else "no"
     applied = up.fixed_in + (f", {up.link}" if up.fixed_in and up.link and up.status in ("accepted", "backport")
                              else "")
     fields = [("Upstream-Status", upstream_status(up)), ("Forwarded", forwarded), ("Origin", up.origin),

@@ -89,7 +89,8 @@ def test_the_mails_of_a_fix_agree_on_a_field_or_are_refused_at_the_line_of_the_o
     before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
         "line 50\n", "fifty\n")
     mid = before.replace("line 55\n", "fifty-five\n")
-    one = mail_patch(tmp_path, before, mid, body=f"One.\n\nOrigin: upstream, {COMMIT}\nLast-Update: 2024-05-01\n")
+    one = mail_patch(tmp_path, before, mid, body=f"One.\n\nOrigin: upstream, {COMMIT}\nLast-Update: 2024-05-01\n"
+                                                 "upstream-status: backport  [0.31.0]\n")  # (agrees: case, spacing)
     two = mail_patch(tmp_path, mid, mid.replace("line 57\n", "fifty-seven\n"),
                      body=f"Two.\n\nOrigin: upstream, {COMMIT}\nUpstream-Status: Backport [0.31.0]\n"
                           f"Last-Update: 2024-06-02\n")
@@ -142,17 +143,32 @@ def test_a_stated_field_the_patches_would_not_carry_is_refused_not_dropped(pack3
 
 @pytest.mark.parametrize(("description", "want"), [
     ("See [https://github.com/vllm-project/vllm/pull/12](https://github.com/vllm-project/vllm/pull/12).",
+     {"status": "pending", "link": ""}),  # (prose: another change's link, as often as the fix's own)
+    ("Why.\n\nLink: [https://github.com/vllm-project/vllm/pull/12](https://github.com/vllm-project/vllm/pull/12)",
      {"status": "submitted", "link": "https://github.com/vllm-project/vllm/pull/12"}),
     ("See https://github.com/vllm'project/vllm/pull/12 for the review.", {"status": "pending", "link": ""}),
+    ("Why.\n\nLink: https://github.com/vllm-project/vllm/pull/3.\nFixes: https://github.com/vllm-project/vllm/issues/77.",
+     {"status": "submitted", "link": "https://github.com/vllm-project/vllm/pull/3",
+      "bug": "https://github.com/vllm-project/vllm/issues/77"}),
+    (f"The crash came with {COMMIT}; transformers did the same in https://github.com/h/t/pull/31337.\n\n"
+     f"Upstream-Status: Submitted [{PULL}]", {"status": "submitted", "link": PULL, "origin": None}),
+    (f"Why.\n\nFixes: {COMMIT}\nCloses: https://github.com/vllm-project/vllm/issues/9,",
+     {"status": "pending", "bug": "https://github.com/vllm-project/vllm/issues/9", "origin": None}),
+    ("Why.\n\nForwarded: yes", {"status": "submitted", "link": ""}),
+    ("Why.\n\nForwarded: not-needed", {"status": "inappropriate"}),
+    (f"Why.\n\nForwarded: <{PULL}>", {"status": "submitted", "link": PULL}),
     ("Fix the detokenizer.\n\nhttps://github.com/vllm-project/vllm/pull/5",
      {"status": "submitted", "link": "https://github.com/vllm-project/vllm/pull/5"}),
     ("Taken.\n\nApplied-Upstream: 0.31.0, " + COMMIT, {"status": "accepted", "fixed_in": "0.31.0", "link": COMMIT}),
     ("Taken.\n\nApplied-Upstream: " + COMMIT, {"status": "accepted", "link": COMMIT, "fixed_in": ""}),
 ])
 def test_links_in_a_mail_s_text_are_read_as_links(pack3, description, want):  # noqa: F811
-    """Found by a fresh user: a Markdown link became 'pull/12](https://...' in every field, an apostrophe in a link
+    """Found by fresh users: a Markdown link became 'pull/12](https://...' in every field, an apostrophe in a link
     made fix.toml invalid (named at a file never written), a pull request's link as the last paragraph (git reads it
-    as a trailer) was lost, and an Applied-Upstream alone left the fix pending, its link dropped."""
+    as a trailer) was lost, an Applied-Upstream alone left the fix pending, its link dropped; links in the prose (the
+    commit that brought the bug, another project's pull request) made the fix submitted there, with that Origin; a
+    kernel-style Fixes: (the culprit commit) became the Origin; a sentence's last dot stayed in a link; Forwarded: yes
+    and not-needed (DEP-3's words) and <link> were refused. Links come from the trailers now, cut as links."""
     builder, clean = pack3
     mail = builder.base / "in.patch"
     mail.write_text(_mail(builder, description + "\n"))
