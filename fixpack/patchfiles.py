@@ -144,8 +144,11 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
                    "put the patch file itself there")
         return None
     if not path.exists():
+        from shlex import quote  # (only a missing patch is said so)
+
         errors.add(f"patch {name!r} does not exist in {folder}", where.path, where.patches_line,
-                   "put the patch file back (git checkout), or take it out of 'patches'")
+                   f"put the patch file back (in a git checkout of the pack: git checkout HEAD -- "
+                   f"{quote(str(path))}, which undoes a git rm too), or take it out of 'patches'")
         return None
     try:
         data = read_regular(path, MAX_PATCH_BYTES)

@@ -446,15 +446,28 @@ def test_a_folder_named_as_a_profile_without_its_variant_toml_is_refused(pack):
 
 
 def test_a_patch_listed_but_gone_says_what_to_do(pack):
-    """Found by a fresh user: the message named the missing patch and its fix.toml line, but no way on."""
+    """Found by fresh users: the message named the missing patch and its fix.toml line, but no way on; then its
+    'git checkout' did not undo a `git rm` (a staged deletion). The command it gives runs as written and does."""
+    import shlex
+    import subprocess
+
+    from conftest import git
+
     pack.profile(["a", "b"])
+    git(pack.pack, "init", "-q")
+    git(pack.pack, "add", "-A")
+    git(pack.pack, "commit", "-qm", "pack")
     patch = next((pack.pack / "fixes" / "a").glob("*.patch"))
-    patch.unlink()
+    kept = patch.read_bytes()
+    git(pack.pack, "rm", "-q", str(patch))
     with pytest.raises(PackError) as exc:
         load_pack(pack.pack)
-    assert any(f"patch {patch.name!r} does not exist in" in p and
-               "put the patch file back (git checkout), or take it out of 'patches'" in p for p in problems(exc)), \
-        problems(exc)
+    restore = f"git checkout HEAD -- {shlex.quote(str(patch))}"
+    assert any(f"patch {patch.name!r} does not exist in" in p and f"put the patch file back (in a git checkout of the "
+               f"pack: {restore}, which undoes a git rm too), or take it out of 'patches'" in p
+               for p in problems(exc)), problems(exc)
+    subprocess.run(["bash", "-c", restore], cwd=pack.pack, check=True, capture_output=True)
+    assert patch.read_bytes() == kept and load_pack(pack.pack)
 
 
 @pytest.mark.parametrize("head", [b"From 0 Mon Sep 17 00:00:00 2001\n", b""])
