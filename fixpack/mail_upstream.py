@@ -4,13 +4,15 @@ The mails' own DEP-3 / Yocto fields come first, as a patch that went through ano
 carries them (``Upstream-Status: Backport [0.31.0]``, ``Origin: upstream, https://.../commit/<sha>``,
 ``Bug: <url>``, ``Forwarded: <url>``, ``Applied-Upstream: 0.31.0, <url>``, ``Last-Update: YYYY-MM-DD``): the
 trailer block's, as git reads it. A fix has one ``[upstream]``, written into each of its patches: where several
-mails state a field they must agree (``Last-Update``: the latest date; case and spacing aside). What they leave
-unsaid comes from the mails' trailers, not their prose (a link there may name the change that brought the bug, or
-another project's): an ``Applied-Upstream`` makes the fix ``accepted``, a ``Forwarded`` other than ``no`` or a pull
-request's link (``Link:``) ``submitted``, ``Forwarded: not-needed`` ``inappropriate``; a commit's link gives
-``Origin: upstream, <link>`` (a commit's link before a pull request's for a fix upstream took: accepted, backport),
-a ``Bug:``, ``Closes:``, ``Fixes:`` or ``Resolves:`` trailer's URL that is no commit's (a kernel-style ``Fixes:``
-names the culprit), else an issue's link anywhere, the bug; the last mail's ``Date:`` the ``last_update``.
+mails state a field they must agree (``Last-Update``: the latest date; case and spacing aside); one the tool owns
+written above the trailer block is refused, not kept beside the tool's. What they leave unsaid comes from the
+mails' ``Link:`` trailers (and a last paragraph that is a link), not their prose or other trailers (a link there may
+name the change that brought the bug, a fork's commit, a pull request it reverts): an ``Applied-Upstream`` makes
+the fix ``accepted``, an ``Origin: upstream, ...`` (or ``backport, ...``) ``backport``, a ``Forwarded`` other than
+``no`` or a pull request's link ``submitted``, ``Forwarded: not-needed`` ``inappropriate``; a commit's link gives
+``Origin: upstream, <link>`` (a pull request's does not: not upstream's yet); a ``Bug:``, ``Closes:``, ``Fixes:``
+or ``Resolves:`` trailer's URL that is no commit's (a kernel-style ``Fixes:`` names the culprit), else an issue's
+link anywhere, the bug; the latest of the mails' ``Date:`` the ``last_update``.
 
 The tool writes these fields from ``fix.toml`` (:func:`fixpack.patchtext.owned_fields`), so a stated value fix.toml
 would not take (a ``Last-Update`` that is no date, an ``Upstream-Status`` word DEP-3 does not have), one a later
@@ -55,18 +57,20 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
     said = _agreed([_stated(m, (texts or [None] * len(found))[i], where[i] if where else f"the mail {m.subject!r}")
                     for i, m in enumerate(found)])
     status, note = _status(said)
+    _refuse_outside_block(found, texts, where)
     text = "\n".join(w for m in found for (k, _v), w in zip(m.trailers, m.written or [f"{k}: {v}" if k else v for
                                                                                       k, v in m.trailers])
-                     if k.lower() not in BUG_TRAILERS)  # (as written: a last paragraph that is a link reads as one)
-    pull, commit = _link(_PULL, text), _link(_COMMIT, text)
+                     if k.lower() in ("link", "https", "http"))  # (as written: a paragraph that is a link reads as one)
+    pull, commit = _link(_PULL, text), _link(_COMMIT, text) or _link(_COMMIT, _value(said, "Origin"))
     forwarded = _unbracketed(_value(said, "Forwarded"))
     fixed_in, _comma, applied_link = (_unbracketed(part.strip()) for part in
                                       _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
         fixed_in, applied_link = "", fixed_in
     sent = forwarded.lower() not in ("", "no", "not-needed")  # (DEP-3: any other value says it was forwarded)
-    status = status or ("accepted" if fixed_in or applied_link else "submitted" if pull or sent else
-                        "inappropriate" if forwarded.lower() == "not-needed" else "pending")
+    taken = _value(said, "Origin").lower().startswith(("upstream", "backport"))  # (DEP-3: from upstream's VCS)
+    status = status or ("accepted" if fixed_in or applied_link else "backport" if taken else "submitted" if pull or
+                        sent else "inappropriate" if forwarded.lower() == "not-needed" else "pending")
     derived = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
     link, reason = (note, "") if _URL.fullmatch(note) else ("", "")
     if note and not link and status in ("backport", "accepted") and not fixed_in:
@@ -75,8 +79,7 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
         reason = note
     link = link or (forwarded if _URL.fullmatch(forwarded) else "") or \
         (applied_link if _URL.fullmatch(applied_link) else "") or derived
-    origin = _value(said, "Origin") or (f"upstream, {commit or derived}" if commit or derived and
-                                        "Upstream-Status" not in said else "")
+    origin = _value(said, "Origin") or (f"upstream, {commit}" if commit else "")  # (a pull request: not upstream's yet)
     bug = _value(said, "Bug") or _bug(found)
     up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
@@ -136,9 +139,11 @@ def _agreed(mails: list[dict[str, list[tuple[str, str]]]]) -> Said:
                     _status_of(value, at)  # (a word DEP-3 lacks is said so, before a disagreement)
                 was = firsts.setdefault(key, (value, at))
                 if " ".join(value.casefold().split()) != " ".join(was[0].casefold().split()):
+                    same = was[1] in [a for _v, a in values]  # (the first value is this mail's too)
+                    todo = "a mail states it once" if same else "make them agree, or import the mails as fixes of " \
+                                                                "their own"
                     raise BadInputError(f"{at}: {key}: {value}: but {was[1]} says {key}: {was[0]}, and a fix has one "
-                                        f"[upstream], written into each of its patches: make them agree, or import the "
-                                        f"mails as fixes of their own; nothing was written")
+                                        f"[upstream], written into each of its patches: {todo}; nothing was written")
     return firsts
 
 
@@ -176,15 +181,38 @@ def _bug(found: list[Mail]) -> str:
 
 
 def _last_date(found: list[Mail]) -> str:
-    """The last mail's ``Date:`` as YYYY-MM-DD; "" when none is one (``0000`` was read as 2000)."""
-    dates = [m.date for m in found if m.date]
-    if not dates:
-        return ""
-    try:
-        when = parsedate_to_datetime(dates[-1])
-    except (TypeError, ValueError):
-        return ""
-    return when.date().isoformat() if str(when.year) in dates[-1] else ""
+    """The latest of the mails' ``Date:`` as YYYY-MM-DD (a series reordered: not the last mail's); "" when none is
+    one (``0000`` was read as 2000)."""
+    days = []
+    for m in found:
+        try:
+            when = parsedate_to_datetime(m.date) if m.date else None
+        except (TypeError, ValueError):
+            when = None
+        if when is not None and str(when.year) in m.date:
+            days.append(when.date().isoformat())
+    return max(days, default="")
+
+
+_OWNED_LINE = re.compile(r"(Upstream-Status|Origin|Forwarded|Applied-Upstream|Last-Update|Fix-Id)[ \t]*:", re.I)
+
+
+def _refuse_outside_block(found: list[Mail], texts: list[str | None] | None, where: list[str] | None) -> None:
+    """A field the tool owns written in a mail's description, not its trailer block (a DEP-3 header as the first
+    paragraph, a Yocto Upstream-Status above the sign-off): the patch would keep it there and carry the tool's own
+    field too, a contradiction. BadInputError at its line (at its mail where that cannot be told)."""
+    for i, mail in enumerate(found):
+        line = next((ln for ln in mail.description.split("\n") if _OWNED_LINE.match(ln)), None)
+        if line is None:
+            continue
+        place = where[i] if where else f"the mail {mail.subject!r}"
+        file, _sep, first = place.rpartition(":")
+        lines = (texts[i] or "").split("\n") if texts else []
+        at = next((f"{file}:{int(first) + n}" for n, ln in enumerate(lines) if ln == line and first.isdigit()),
+                  f"{file} (mail at line {first})" if first.isdigit() else place)
+        raise BadInputError(f"{at}: {line.strip()}: a field the tool writes from fix.toml, above the mail's trailer "
+                            f"block (its last paragraph), which is all git and this tool read as fields: move it into "
+                            f"that block (or take it out) and import again; nothing was written")
 
 
 _KEYS = {"fixed_in": ("Applied-Upstream", "Upstream-Status"), "last_update": ("Last-Update",),

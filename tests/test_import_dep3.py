@@ -42,7 +42,11 @@ def _upstream(builder) -> dict:
     ("Upstream-Status: Denied [https://example.org/reply/9]\n",
      {"status": "denied", "link": "https://example.org/reply/9"}),
     ("Forwarded: https://example.org/list/42\n", {"status": "submitted", "link": "https://example.org/list/42"}),
-    ("", {"status": "submitted", "link": PULL, "origin": f"upstream, {PULL}", "last_update": "2023-01-02"}),
+    ("", {"status": "submitted", "link": PULL, "origin": None, "last_update": "2023-01-02"}),  # (not upstream's yet)
+    (f"Origin: upstream, {COMMIT}\nForwarded: not-needed\n", {"status": "backport", "link": COMMIT}),  # (DEP-3)
+    (f"Origin: upstream, {COMMIT}\n", {"status": "backport", "link": COMMIT, "origin": f"upstream, {COMMIT}"}),
+    ("Depends-on: https://github.com/vllm-project/vllm/pull/100\nReverts: https://github.com/x/y/commit/abcdef12\n",
+     {"status": "submitted", "link": PULL, "origin": None}),  # (other trailers' links are not the fix's)
 ])
 def test_import_takes_the_dep3_fields_a_mail_states(pack3, trailers, want):  # noqa: F811
     builder, clean = pack3
@@ -53,7 +57,7 @@ def test_import_takes_the_dep3_fields_a_mail_states(pack3, trailers, want):  # n
     assert {k: up.get(k) for k in want} == want, up
     fix = load_pack(builder.pack).fixes["imp"]
     got = dict(kv for kv in read_mail(fix.patches[0].path.read_text()).trailers)
-    if "origin" in want:  # the patch says what the mail said: the fields are the tool's, from fix.toml
+    if want.get("origin"):  # the patch says what the mail said: the fields are the tool's, from fix.toml
         assert got["Origin"] == want["origin"]
     assert [k for k, _v in read_mail(fix.patches[0].path.read_text()).trailers].count("Upstream-Status") == 1
 
@@ -189,3 +193,49 @@ def test_a_field_of_an_encoded_mail_is_named_at_its_mail_not_a_wrong_line(pack3)
     mail.write_text(qp)
     with pytest.raises(BadInputError, match=f"^{re.escape(str(mail))} \\(mail at line 1\\): Last-Update: 2024-13-45"):
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+
+
+@pytest.mark.parametrize("message", [
+    f"Why.\n\nUpstream-Status: Backport [{COMMIT}]\n\nSigned-off-by: A <a@example.org>\n",  # Yocto above the sign-off
+    f"Origin: upstream, {COMMIT}\nLast-Update: 2025-02-28\n\nWhy it matters.\n\nSigned-off-by: A <a@example.org>\n",
+])
+def test_a_field_the_tool_owns_above_the_trailer_block_is_refused_at_its_line(pack3, message):  # noqa: F811
+    """Found by a fresh maintainer: a Yocto Upstream-Status above the sign-off, or a DEP-3 header as the first
+    paragraph, was kept in the description and the patch carried the tool's own field too (Backport and Pending,
+    two Last-Updates). Refused at its line, exit 2, nothing written."""
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    text = _mail(builder, message)
+    mail.write_text(text)
+    first = next(ln for ln in message.split("\n") if ln.startswith(("Upstream-Status", "Origin")))
+    line = text.split("\n").index(first) + 1
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError, match=f"^{re.escape(str(mail))}:{line}: {re.escape(first)}: a field the tool "
+                                            f"writes from fix.toml, above the mail's trailer block"):
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_mail_stating_a_field_twice_otherwise_is_told_to_state_it_once(pack3):  # noqa: F811
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    mail.write_text(_mail(builder, f"Why.\n\nUpstream-Status: Pending\nUpstream-Status: Submitted [{PULL}]\n"))
+    with pytest.raises(BadInputError, match="written into each of its patches: a mail states it once; nothing"):
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+
+
+def test_last_update_is_the_latest_mail_date_of_a_series_reordered(pack3, tmp_path):  # noqa: F811
+    """Found by a fresh maintainer: a series whose later mail is older (rebase -i) took the last mail's date."""
+    builder, clean = pack3
+    base = numbered(60)
+    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+        "line 50\n", "fifty\n")
+    mid = before.replace("line 55\n", "fifty-five\n")
+    one = mail_patch(tmp_path, before, mid, body="One.\n")
+    two = mail_patch(tmp_path, mid, mid.replace("line 57\n", "fifty-seven\n"), body="Two.\n").replace(
+        "Date: Mon, 2 Jan 2023", "Date: Sun, 1 Jan 2023")
+    assert "Date: Sun, 1 Jan 2023" in two
+    mail = builder.base / "two.mbox"
+    mail.write_text(one + two)
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert _upstream(builder)["last_update"] == "2023-01-02"
