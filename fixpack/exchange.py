@@ -113,7 +113,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
-              upstream_from([m for m, _b, _l in parsed], _as_written(data, found), [f"{file}:{n}" for n, _t in found]),
+              upstream_from([m for m, _b, _l in parsed], _as_written(data, found), [(str(file), n) for n, _t in found]),
               (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]

@@ -28,7 +28,7 @@ from email.utils import parsedate_to_datetime
 
 from .errors import BadInputError
 from .model import UPSTREAM_STATUSES, Upstream
-from .patchmail import Mail, trailer_lines
+from .patchmail import OWNED, Mail, trailer_lines
 from .patchtext import owned_fields
 from .upstream_fields import upstream_problems
 
@@ -45,19 +45,21 @@ _DO = "write the mail's fields as fix.toml's [upstream] holds them (README: the 
       "line out, and import again; nothing was written"
 
 Said = dict[str, tuple[str, str]]  # a field: (its value, trimmed; its place, FILE:LINE or FILE (mail at line M))
+Place = tuple[str, int]  # a mail's file, and the line (1-based) the mail starts at there
 
 
-def upstream_from(found: list[Mail], texts: list[str | None] | None = None, where: list[str] | None = None
+def upstream_from(found: list[Mail], texts: list[str | None] | None = None, where: list[Place] | None = None
                   ) -> Upstream:
-    """``[upstream]`` for a fix made of the mails ``found`` (see the module's words). ``where``: each mail's place,
-    ``FILE:LINE`` of its first line; ``texts``: each mail's text where its lines are the file's (None for one decoded
-    from quoted-printable, base64 or MIME parts), so that a refused field is named at its own line, else at its mail.
+    """``[upstream]`` for a fix made of the mails ``found`` (see the module's words). ``where``: each mail's file and
+    first line; ``texts``: each mail's text where its lines are the file's (None for one decoded from
+    quoted-printable, base64 or MIME parts), so that a refused field is named at its own line, else at its mail.
     Raises BadInputError (exit 2) for a stated field that fix.toml would not take, that mails state otherwise, or
     whose words the patches would not carry."""
-    said = _agreed([_stated(m, (texts or [None] * len(found))[i], where[i] if where else f"the mail {m.subject!r}")
-                    for i, m in enumerate(found)])
-    status, note = _status(said)
-    _refuse_outside_block(found, texts, where)
+    places: list[Place | None] = list(where) if where else [None] * len(found)
+    mailed = list(zip(found, texts or [None] * len(found), places))
+    said = _agreed([_stated(*m) for m in mailed])
+    status, note = _status_of(*said["Upstream-Status"]) if "Upstream-Status" in said else ("", "")
+    _refuse_outside_block(mailed)
     text = "\n".join(w for m in found for (k, _v), w in zip(m.trailers, m.written or [f"{k}: {v}" if k else v for
                                                                                       k, v in m.trailers])
                      if k.lower() in ("link", "https", "http"))  # (as written: a paragraph that is a link reads as one)
@@ -106,20 +108,27 @@ def _link(pattern: re.Pattern[str], text: str) -> str:
     return ""
 
 
-def _stated(mail: Mail, text: str | None, place: str) -> dict[str, list[tuple[str, str]]]:
-    """Each DEP-3 field ``mail`` states: every value (trimmed), each with its place: ``FILE:LINE`` where ``text`` (the
-    mail, its lines the file's from ``place``'s) tells it, else ``FILE (mail at line M)``."""
-    file, _sep, first = place.rpartition(":")
+def _at(mail: Mail, place: Place | None, line: int | None = None) -> str:
+    """Where a refusal names ``mail`` (at ``place``), or its ``line`` (1-based, in the mail): ``FILE:LINE``, else
+    ``FILE (mail at line M)``; a mail given without its file, by its subject."""
+    if place is None:
+        return f"the mail {mail.subject!r}"
+    file, first = place
+    return f"{file}:{first + line - 1}" if line else f"{file} (mail at line {first})"
+
+
+def _stated(mail: Mail, text: str | None, place: Place | None) -> dict[str, list[tuple[str, str]]]:
+    """Each DEP-3 field ``mail`` states: every value (trimmed), each with its place (:func:`_at`): its line where
+    ``text`` (the mail, its lines the file's) tells it, else its mail's."""
     out: dict[str, list[tuple[str, str]]] = {}
     for key in STATED:
         values = [v.strip() for k, v in mail.trailers if k.lower() == key.lower() and v.strip()]
         if not values:
             continue
-        lines = trailer_lines(text, key.lower(), place, mail) if text is not None and first.isdigit() else []
+        lines = trailer_lines(text, key.lower(), _at(mail, place), mail) if text is not None else []
         told = [n for n, v in lines if v.strip() in values and n is not None]
-        at = [f"{file}:{int(first) + n - 1}" for n in told] if len(told) == len(values) else \
-            [f"{file} (mail at line {first})" if first.isdigit() else place] * len(values)
-        out[key] = list(zip(values, at))
+        out[key] = [(v, _at(mail, place, n)) for v, n in zip(values, told if len(told) == len(values) else
+                                                                  [None] * len(values))]
     return out
 
 
@@ -131,8 +140,7 @@ def _agreed(mails: list[dict[str, list[tuple[str, str]]]]) -> Said:
         for key, values in stated.items():
             if key == "Last-Update":
                 _refuse_not_date(values)
-                values = [max(values)] if "Last-Update" not in firsts else [max([firsts[key], *values])]
-                firsts[key] = values[0]
+                firsts[key] = max([*values, *([firsts[key]] if key in firsts else [])])
                 continue
             for value, at in values:
                 if key == "Upstream-Status":
@@ -154,13 +162,9 @@ def _refuse_not_date(values: list[tuple[str, str]]) -> None:
                                 f"the line out, and import again; nothing was written")
 
 
-def _status(said: Said) -> tuple[str, str]:
-    """The stated ``Upstream-Status``: (its word, lower case, "" when none is stated; the note after it, its
-    brackets off); BadInputError for a word DEP-3 does not have."""
-    return _status_of(*said["Upstream-Status"]) if "Upstream-Status" in said else ("", "")
-
-
 def _status_of(value: str, at: str) -> tuple[str, str]:
+    """A stated ``Upstream-Status`` (``value``, at ``at``): its word, lower case, and the note after it, its brackets
+    off; BadInputError for a word DEP-3 does not have."""
     m = _STATUS.fullmatch(value)
     status, note = (m.group(1).lower(), m.group(2).strip(" \t,:[]")) if m else ("", "")
     if status not in UPSTREAM_STATUSES or (m and m.group(2)[:1] not in ("", " ", "\t", "[", ",", ":")):
@@ -194,25 +198,22 @@ def _last_date(found: list[Mail]) -> str:
     return max(days, default="")
 
 
-_OWNED_LINE = re.compile(r"(Upstream-Status|Origin|Forwarded|Applied-Upstream|Last-Update|Fix-Id)[ \t]*:", re.I)
+# the fields the tool owns that a description line may not start with ("Bug: ..." is prose as often as a field)
+_OWNED_LINE = re.compile("(" + "|".join(k for k in OWNED if k not in ("Bug", "Fixed-In")) + r")[ \t]*:", re.I)
 
 
-def _refuse_outside_block(found: list[Mail], texts: list[str | None] | None, where: list[str] | None) -> None:
+def _refuse_outside_block(mailed: list[tuple[Mail, str | None, Place | None]]) -> None:
     """A field the tool owns written in a mail's description, not its trailer block (a DEP-3 header as the first
     paragraph, a Yocto Upstream-Status above the sign-off): the patch would keep it there and carry the tool's own
     field too, a contradiction. BadInputError at its line (at its mail where that cannot be told)."""
-    for i, mail in enumerate(found):
+    for mail, text, place in mailed:
         line = next((ln for ln in mail.description.split("\n") if _OWNED_LINE.match(ln)), None)
         if line is None:
             continue
-        place = where[i] if where else f"the mail {mail.subject!r}"
-        file, _sep, first = place.rpartition(":")
-        lines = (texts[i] or "").split("\n") if texts else []
-        at = next((f"{file}:{int(first) + n}" for n, ln in enumerate(lines) if ln == line and first.isdigit()),
-                  f"{file} (mail at line {first})" if first.isdigit() else place)
-        raise BadInputError(f"{at}: {line.strip()}: a field the tool writes from fix.toml, above the mail's trailer "
-                            f"block (its last paragraph), which is all git and this tool read as fields: move it into "
-                            f"that block (or take it out) and import again; nothing was written")
+        n = next((n for n, ln in enumerate(text.split("\n"), 1) if ln == line), None) if text is not None else None
+        raise BadInputError(f"{_at(mail, place, n)}: {line.strip()}: a field the tool writes from fix.toml, above the "
+                            f"mail's trailer block (its last paragraph), which is all git and this tool read as "
+                            f"fields: move it into that block (or take it out) and import again; nothing was written")
 
 
 _KEYS = {"fixed_in": ("Applied-Upstream", "Upstream-Status"), "last_update": ("Last-Update",),
@@ -239,7 +240,7 @@ def _words(value: str) -> set[str]:
 def _refuse_lost(up: Upstream, said: Said) -> None:
     """A stated field whose words the patches' fields, written from ``up``, would not carry (``Pending`` with a
     ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
-    written = owned_fields(up, "x")[:-1]  # (not the Fix-Id)
+    written = owned_fields(up, "")  # (no Fix-Id: an empty field is left out)
     carried = set().union(*(_words(v) for _k, v in written))
     for key, (value, at) in said.items():
         lost = sorted(_words(value) - carried, key=value.lower().find)

@@ -19,6 +19,11 @@ class EntryProblem(str):
 
     at: tuple[int, str]
 
+    def __new__(cls, words: str, at: tuple[int, str]) -> EntryProblem:
+        said = super().__new__(cls, words)
+        said.at = at
+        return said
+
 
 def _entries(lines: list[str]) -> Iterator[tuple[int, list[tuple[int, int, str]]]]:
     """Each entry of the manifest's ``fixes`` list, laid out as fixpack writes it (``"fixes": [`` on a line of its

@@ -42,9 +42,9 @@ def header_fields(fix: Fix) -> list[tuple[str, str]]:
 def owned_fields(up: Upstream, fix_id: str) -> list[tuple[str, str]]:
     """The fields the tool writes for ``[upstream]`` ``up`` of fix ``fix_id``, in this order: Upstream-Status,
     Forwarded (the link once submitted, ``yes`` without one; ``not-needed`` for a backport or an inappropriate
-    change; else ``no``),
-    Origin, Bug, Applied-Upstream (``fixed_in``, with the link once accepted), Last-Update, Fix-Id. Each value
-    trimmed of spaces and tabs at its ends, as git reads a trailer's; empty fields are left out."""
+    change; else ``no``), Origin, Bug, Applied-Upstream (``fixed_in``, with the link once accepted), Last-Update,
+    Fix-Id. Each value trimmed of spaces and tabs at its ends, as git reads a trailer's; empty fields (a ``fix_id``
+    of "" too) are left out."""
     if up.status in ("backport", "inappropriate"):
         forwarded = "not-needed"
     else:  # (DEP-3: any value but no and not-needed says it was forwarded)

@@ -447,9 +447,7 @@ def _manifest_problem(data: Any, target: str | None) -> str | None:
     for n, f in enumerate(data["fixes"], 1):
         found = _manifest_fix_problem(f)
         if found:
-            said = EntryProblem(f"fix entry {n}: {found[1]}")
-            said.at = (n, found[0])
-            return said
+            return EntryProblem(f"fix entry {n}: {found[1]}", (n, found[0]))
         if f["id"] in seen:
             return f"fix {f['id']} is recorded twice"
         seen.add(f["id"])

@@ -19,11 +19,20 @@ COMMIT = "https://github.com/vllm-project/vllm/commit/0123456789abcdef0123456789
 PULL = "https://github.com/vllm-project/vllm/pull/12345"
 
 
+# the module as pack3's chain leaves it (fixes a, b, c), and as the first mail of a series leaves it
+TOP = numbered(60).replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
+    "line 50\n", "fifty\n")
+MID = TOP.replace("line 55\n", "fifty-five\n")
+
+
 def _mail(builder, body: str) -> str:
-    base = numbered(60)
-    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
-        "line 50\n", "fifty\n")
-    return mail_patch(builder.base, before, before.replace("line 55\n", "fifty-five\n"), body=body)
+    return mail_patch(builder.base, TOP, MID, body=body)
+
+
+def _series(tmp_path, one: str, two: str) -> tuple[str, str]:
+    """Two mails of one series on pack3's chain, their messages ``one`` and ``two``."""
+    return (mail_patch(tmp_path, TOP, MID, body=one),
+            mail_patch(tmp_path, MID, MID.replace("line 57\n", "fifty-seven\n"), body=two))
 
 
 def _upstream(builder) -> dict:
@@ -89,15 +98,9 @@ def test_the_mails_of_a_fix_agree_on_a_field_or_are_refused_at_the_line_of_the_o
     otherwise is refused at the later one's line of the file (a fresh user: the first mail's value was taken and a
     later mail's invalid value went through); Last-Update is the latest date."""
     builder, clean = pack3
-    base = numbered(60)
-    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
-        "line 50\n", "fifty\n")
-    mid = before.replace("line 55\n", "fifty-five\n")
-    one = mail_patch(tmp_path, before, mid, body=f"One.\n\nOrigin: upstream, {COMMIT}\nLast-Update: 2024-05-01\n"
-                                                 "upstream-status: backport  [0.31.0]\n")  # (agrees: case, spacing)
-    two = mail_patch(tmp_path, mid, mid.replace("line 57\n", "fifty-seven\n"),
-                     body=f"Two.\n\nOrigin: upstream, {COMMIT}\nUpstream-Status: Backport [0.31.0]\n"
-                          f"Last-Update: 2024-06-02\n")
+    one, two = _series(tmp_path, f"One.\n\nOrigin: upstream, {COMMIT}\nLast-Update: 2024-05-01\n"
+                                 "upstream-status: backport  [0.31.0]\n",  # (agrees: case, spacing)
+                       f"Two.\n\nOrigin: upstream, {COMMIT}\nUpstream-Status: Backport [0.31.0]\nLast-Update: 2024-06-02\n")
     mail = builder.base / "two.mbox"
     before_pack = pack_bytes(builder.pack)
     for bad, says in (("Origin: vendor", f"Origin: vendor: but {mail}:"), ("Upstream-Status: Foo", "not one of DEP-3's"),
@@ -227,13 +230,8 @@ def test_a_mail_stating_a_field_twice_otherwise_is_told_to_state_it_once(pack3):
 def test_last_update_is_the_latest_mail_date_of_a_series_reordered(pack3, tmp_path):  # noqa: F811
     """Found by a fresh maintainer: a series whose later mail is older (rebase -i) took the last mail's date."""
     builder, clean = pack3
-    base = numbered(60)
-    before = base.replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n").replace(
-        "line 50\n", "fifty\n")
-    mid = before.replace("line 55\n", "fifty-five\n")
-    one = mail_patch(tmp_path, before, mid, body="One.\n")
-    two = mail_patch(tmp_path, mid, mid.replace("line 57\n", "fifty-seven\n"), body="Two.\n").replace(
-        "Date: Mon, 2 Jan 2023", "Date: Sun, 1 Jan 2023")
+    one, two = _series(tmp_path, "One.\n", "Two.\n")
+    two = two.replace("Date: Mon, 2 Jan 2023", "Date: Sun, 1 Jan 2023")
     assert "Date: Sun, 1 Jan 2023" in two
     mail = builder.base / "two.mbox"
     mail.write_text(one + two)
