@@ -367,18 +367,18 @@ def profiles_pinning(folder: Path, target: str, version: str, commit: str) -> li
     """The names (sorted) of the profiles in ``folder`` (a pack's ``profiles/``) whose target ``target`` pins
     ``version`` and ``commit`` as found on disk: a pin mismatch's next step names them. A profile that does not
     read is left out (a run with it says what is wrong with it)."""
-    out = []
-    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-        if not path.is_file() or path.is_symlink():  # a FIFO would block the read; a link points elsewhere
-            continue
-        loaded = read_toml(path, Collector())
-        if loaded is None:
-            continue
-        for t in _load_targets(loaded[0].get("targets", {}), path, loaded[1], Collector()):
-            if (t.name == target and t.pin.version == version and t.pin.commit
-                    and commit_matches(commit, t.pin.commit)):
-                out.append(path.stem)
-    return out
+    return [path.stem for path in (sorted(folder.glob("*.toml")) if folder.is_dir() else [])
+            if (pin := pin_of(path, target)) is not None and pin.version == version and pin.commit
+            and commit_matches(commit, pin.commit)]
+
+
+def pin_of(path: Path, target: str) -> Pin | None:
+    """The pin the profile at ``path`` gives ``target``; None: no such target, no regular file, or it does not read."""
+    if not path.is_file() or path.is_symlink():
+        return None
+    loaded = read_toml(path, Collector())
+    targets = _load_targets(loaded[0].get("targets", {}), path, loaded[1], Collector()) if loaded else []
+    return next((t.pin for t in targets if t.name == target), None)
 
 
 def pinned_versions(folder: Path, target: str) -> dict[str, str]:

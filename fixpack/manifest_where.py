@@ -1,5 +1,5 @@
 """Where a manifest says something: the line (1-based) of a key in one of its fix entries, for a message about
-that entry. A manifest is written one key a line (:meth:`fixpack.records.Manifest.to_json`); one reshaped by
+that entry, or of one of its own keys (``profile``). A manifest is written one key a line (:meth:`fixpack.records.Manifest.to_json`); one reshaped by
 hand may not be, and then no line is told (None). An entry of ``fixes`` runs from its opening brace to its
 closing one, at the depth of the list's items."""
 
@@ -80,3 +80,13 @@ def entry_line(raw: bytes, number: int, key: str) -> int | None:
         if n == number:
             return next((k for k, d, text in entry if d == 1 and text.startswith(f"{json.dumps(key)}:")), brace)
     return None
+
+
+def top_line(path: Path, key: str) -> int | None:
+    """The line of the manifest's own ``key`` (``"key":`` at its first level, two spaces in) in the file at ``path``,
+    read as :func:`manifest_line` reads it; None when it cannot be told."""
+    try:
+        lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
+    except (OSError, ValueError):
+        return None
+    return next((n for n, ln in enumerate(lines, 1) if ln.startswith(f"  {json.dumps(key)}:")), None)

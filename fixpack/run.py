@@ -19,7 +19,7 @@ from .errors import (
     UnknownNameError,
     UnreadableError,
 )
-from .loader import load_pack, load_profile, profiles_pinning, select
+from .loader import load_pack, load_profile, pin_of, profiles_pinning, select
 from .lock_hints import Redo, applied_from, path_at, relock_command
 from .lock_where import target_key_line
 from .model import Fix, Pack, Profile, TargetSpec
@@ -34,7 +34,7 @@ from .safepath import file_on_the_way
 from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
-from .targets import FoundTarget, check_pin, commits_agree, locate, refuse_one_folder_twice
+from .targets import FoundTarget, check_pin, commit_matches, commits_agree, locate, refuse_one_folder_twice
 
 NO_LOCK = Lock("", {}, ())
 
@@ -479,6 +479,18 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
             raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, which this pack "
                                 f"({ctx.pack.root}) does not have: revert it with the pack that has that profile, or "
                                 f"restore the image" + (f"; or leave {t} out of this run: {others}" if others else ""))
+        ft, pin = ctx.found.get(t), pin_of(ctx.pack.profiles[manifest.profile], t)
+        if ft is not None and pin is not None and ((pin.version and pin.version != ft.version) or
+                                                   (pin.commit and not commit_matches(ft.commit, pin.commit))):
+            from .errors import DamagedStateError
+            from .manifest_where import top_line
+            from .records import REMOVE_MANIFEST
+
+            line = top_line(path, "profile")
+            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records profile {manifest.profile}, "
+                                    f"which pins {t} {pin.version} @ {pin.commit or '(no commit)'}, not the release here "
+                                    f"({ft.version} @ {ft.commit}): no run of it wrote these files (the target reinstalled "
+                                    f"at another release since?)", REMOVE_MANIFEST)
         raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
                             f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
                             f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))

@@ -81,13 +81,16 @@ def with_release_files(lock: Lock, target: str, expected: dict[str, str | None],
 
 def is_clean_release(tree: Tree, manifest: Manifest, lock: Lock) -> bool:
     """Every file the manifest lists is byte for byte the clean release's (the lock's first pre-image): the fixes it
-    records are not there (the image was put back to the release by hand)."""
+    records are not there (the image was put back to the release by hand). Not so for a manifest that records no
+    applied fix and the release's own hashes (only upstreamed fixes: the release is what it describes); one that
+    records an applied fix on the release's bytes (planted, or written by hand) is stale too: no fix leaves every
+    file it edits as the release has it."""
     clean = lock.release_files()
     files = manifest.files
     if not files or any(p not in clean for p in files):
         return False
     return all(h == clean[p] for p, h in file_hashes(tree, list(files)).items()) and \
-        any(clean[p] != h for p, h in files.items())
+        (any(clean[p] != h for p, h in files.items()) or bool(manifest.applied_ids()))
 
 
 def rewritten(manifest: Manifest, chain: Iterable[Fix]) -> list[str]:

@@ -588,6 +588,39 @@ def test_a_stale_manifest_is_said_and_handled_alike_by_status_apply_and_revert(s
     assert snapshot(target) == snapshot(pristine) and not (target / ".fixpack").exists()
 
 
+def test_a_manifest_recording_applied_fixes_on_the_release_bytes_is_stale(setup, tmp_path):
+    """A planted (or hand-written) manifest records the fixes applied but every file at the clean release's own
+    hash, and the files are the release: status and apply called every fix tampered (exit 3), revert a conflict
+    (exit 4), and their advice (put the files back to the release, run again) changed nothing. No fix leaves each
+    file it edits as the release has it: the manifest is stale, as one of a reinstalled target is."""
+    import hashlib
+    import shutil
+    b, clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack" / "demo.manifest.json"
+    m = json.loads(path.read_text())
+    own = {p: hashlib.sha256((pristine / p).read_bytes()).hexdigest() if (pristine / p).exists() else None
+           for p in m["files"]}  # None: the release lacks the file (a fix creates it)
+    m["files"] = own
+    m.pop("removed_files", None)  # no fix removes a file it records at the release's hash
+    for e in m["fixes"]:
+        e["files"] = {p: own[p] for p in e["files"]}
+    shutil.rmtree(target)
+    shutil.copytree(pristine, target)
+    path.parent.mkdir()
+    path.write_text(json.dumps(m))
+    before = snapshot(target)
+    for run in (engine.status, engine.apply, engine.revert):
+        r = run(b.request(target, dry_run=True))
+        assert r.exit_code == 0, (run, r.error, [(f.id, f.state, f.messages) for f in r.fixes])
+        assert "is stale" in r.targets[0].message and snapshot(target) == before
+    r = engine.apply(b.request(target))
+    assert r.ok and [f.action for f in r.fixes] == ["applied", "applied"]
+    assert engine.revert(b.request(target)).ok and snapshot(target) == snapshot(pristine)
+
+
 def test_a_default_fix_named_as_an_opt_in_is_said_once(setup):
     """`apply_all.py --profile P <default fix>` was taken silently; it is applied anyway, and now said (exit 0).
     An unknown name stays an error (exit 2)."""

@@ -467,6 +467,10 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
                        "fixpack that wrote it, or remove it and restore the image (nothing was written)"),
     "another profile": ({"profile": "v0.31.0"}, "demo.manifest.json: the image is in profile v0.31.0's state, not "
                         "p1's; use --profile v0.31.0 --target demo (revert with it first to apply p1)", ""),
+    # found by a fresh user: a profile of the pack that pins another release (the manifest of an image since
+    # reinstalled at another release, or planted) sent the run to it, and that profile's pin back to this one
+    "a profile of another release": ({"profile": "v0.32.0"}, "demo.manifest.json is damaged: it records profile ",
+                                     "v0.32.0, which pins demo 9.9.9 @ 0badc0de, not the release here (1.0 @ "),
     # found by a fresh maintainer: a profile the pack lacks was suggested as --profile
     "a profile this pack lacks": ({"profile": "v9.9.9"}, "demo.manifest.json: the image is in profile v9.9.9's state, "
                                   "which this pack (", ") does not have: revert it with the pack that has that "
@@ -492,6 +496,10 @@ def test_a_manifest_of_another_schema_profile_or_with_a_long_id_is_refused(world
     change, said, then = MANIFEST[case]
     if change.get("profile") == "v0.31.0":  # another profile of this pack
         b.profile(["one", "two"], name="v0.31.0")
+    if change.get("profile") == "v0.32.0":  # one that pins another release
+        b.profile(["one", "two"], name="v0.32.0").write_text(
+            (b.pack / "profiles/p1.toml").read_text().replace("p1", "v0.32.0").replace(b.version, "9.9.9")
+            .replace(b.commit[:8], "0badc0de"))
     path = target / ".fixpack/demo.manifest.json"
     m = json.loads(path.read_text())
     if "id" in change:
