@@ -488,9 +488,9 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
 
             line = top_line(path, "profile")
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records profile {manifest.profile}, "
-                                    f"which pins {t} {pin.version} @ {pin.commit or '(no commit)'}, not the release here "
-                                    f"({ft.version} @ {ft.commit}): no run of it wrote these files (the target reinstalled "
-                                    f"at another release since?)", REMOVE_MANIFEST)
+                                    f"which pins {t} {pin.version} @ {pin.commit or '(no commit)'}, not the release "
+                                    f"here ({ft.version} @ {ft.commit}): no run of it wrote these files (the target "
+                                    f"reinstalled at another release since?)", REMOVE_MANIFEST)
         raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
                             f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
                             f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
