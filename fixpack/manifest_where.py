@@ -1,7 +1,7 @@
 """Where a manifest says something: the line (1-based) of a key in one of its fix entries, for a message about
 that entry, or of one of its own keys (``profile``). A manifest is written one key a line
-(:meth:`fixpack.records.Manifest.to_json`); one reshaped by hand may not be, and then no line is told (None). An entry of ``fixes`` runs from its opening brace to its
-closing one, at the depth of the list's items."""
+(:meth:`fixpack.records.Manifest.to_json`); one reshaped by hand may not be, and then no line is told (None). An
+entry of ``fixes`` runs from its opening brace to its closing one, at the depth of the list's items."""
 
 from __future__ import annotations
 
