@@ -36,6 +36,7 @@ from .diffpaths import (
 from .diffsyntax import (
     HUNK_HEADER,
     as_git_markers,
+    base_block_at,
     binary_then_text,
     hunk_numbers,
     refuse_bad_modes,
@@ -47,6 +48,7 @@ from .diffsyntax import (
     unquote,
     unquoted_paths,
     wide_text,
+    without_base_block,
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
@@ -319,8 +321,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             continue
         if ln.startswith("\\"):
             raise bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
-        if ln == "-- ":  # git format-patch's signature: the version line follows
-            break
+        if ln == "-- " or base_block_at(lines, n - 1):  # git format-patch's signature (the version line follows), or
+            break  # --base's block (the signature after it)
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
         if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken
@@ -467,7 +469,7 @@ def diff_body(text: str) -> str:
         text, idx = _as_git(lines[at:]), 0
     body = text[idx:]
     # git format-patch ends with "-- \n<version>\n"; it churns between git versions
-    body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", body)
+    body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", without_base_block(body))
     # index lines carry blob hashes that churn with unrelated metadata; modes are kept. A binary
     # section keeps its index line: its blob ids are how a binary side is recognised (binpatch)
     sections = re.split(r"(?m)^(?=diff --git )", body)

@@ -13,7 +13,7 @@ import re
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
-from .diffsyntax import QuoteError, binary_after_text, unquote
+from .diffsyntax import QuoteError, base_block_at, binary_after_text, unquote
 from .errors import PatchParseError, Problem
 from .safepath import STATE_DIR, climbs_out, path_problem
 
@@ -290,7 +290,7 @@ def past_the_hunk(source: str, n: int, rest: list[str], hunk_line: int,
     line and counts, how many such lines follow, a '\\ No newline' marker not counted), not as a line outside a hunk;
     when more than one follows, the other reading too (a hunk's @@ line lost before line ``n``)."""
     end = next((i for i, ln in enumerate(rest) if (ln[:1] not in (" ", "-", "+", "\\") and ln != "") or ln == "-- "
-                or ln.startswith(("--- ", "+++ "))), len(rest))
+                or ln.startswith(("--- ", "+++ ")) or base_block_at(rest, i)), len(rest))
     while end == len(rest) and end > 1 and rest[end - 1] == "":  # (blank lines that end the patch: an editor's)
         end -= 1
         rest = rest[:end]

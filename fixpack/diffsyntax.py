@@ -27,6 +27,27 @@ HUNK_HEADER = re.compile(r"^@@ -([0-9]+)(?:,([0-9]+))? \+([0-9]+)(?:,([0-9]+))? 
 _PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |copy from |copy to )(.*)$")
 
 
+# git format-patch --base's block after the diff (b4 puts its '---' line above it): the commit the series applies on,
+# then the patches it needs below it ('prerequisite-patch-id: <id>'; b4: 'change-id: ...', 'Best regards,'). A SHA-1 or
+# SHA-256 object name: no hunk line begins so, so what follows the diff there is no lost hunk
+BASE_COMMIT = re.compile(r"base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})")
+_BASE_BLOCK = re.compile(r"(?m)^(?:---\n|\n)?base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def base_block_at(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` (0-based), outside any hunk, opens git format-patch --base's block: the ``base-commit``
+    line itself, or the blank line (git) or ``---`` line (b4) right above it."""
+    return bool(BASE_COMMIT.fullmatch(lines[i]) or (lines[i] in ("", "---") and i + 1 < len(lines)
+                                                     and BASE_COMMIT.fullmatch(lines[i + 1])))
+
+
+def without_base_block(body: str) -> str:
+    """``body`` (a diff, from its first file section on) up to git format-patch --base's block, which it drops with
+    everything after it (the patches it names, the signature): the commit a series was made on is no part of a fix."""
+    m = _BASE_BLOCK.search(body)
+    return body if m is None else body[:m.start()]
+
+
 class QuoteError(ValueError):
     """A quoted path whose escapes git would not write (``\\x``, an octal past 377, a lone backslash)."""
 

@@ -10,7 +10,8 @@ import tomllib
 from conftest import numbered
 from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
 
-from fixpack.errors import BadInputError
+from fixpack.diff import diff_body
+from fixpack.errors import BadInputError, PatchParseError
 from fixpack.exchange import import_mails
 from fixpack.loader import load_pack
 from fixpack.patchmail import read_mail
@@ -237,3 +238,39 @@ def test_last_update_is_the_latest_mail_date_of_a_series_reordered(pack3, tmp_pa
     mail.write_text(one + two)
     import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert _upstream(builder)["last_update"] == "2023-01-02"
+
+
+def _b4(mail: str) -> str:
+    """``mail`` (git format-patch --base's) as b4 sends a patch without a cover letter: '---' above the base-commit
+    line, a change-id under it, a greeting, and the sender as the signature."""
+    head, _sp, base = mail.partition("\nbase-commit: ")
+    commit = base.split("\n", 1)[0]
+    return f"{head}---\nbase-commit: {commit}\nchange-id: 20230102-topic-0123456789ab\n\nBest regards,\n-- \nA <a@x>\n"
+
+
+@pytest.mark.parametrize("shape", ["git format-patch --base", "b4"])
+def test_a_mail_made_with_its_base_commit_is_imported_as_without(pack3, tmp_path, shape):  # noqa: F811
+    """found by a fresh user: a mail of git format-patch --base (or b4) ends its diff with the commit it was made on
+    ('base-commit: <id>', and the patches it needs, above the signature); import refused it at the blank line above
+    ('unexpected line outside a hunk'), though git am takes it. The fix is the one the mail without it gives; the
+    block is no part of the patch. A hunk line lost after it, or one more than the counts say, is still refused."""
+    builder, clean = pack3
+    body = f"Why it matters.\n\nSigned-off-by: A <a@example.org>\nLink: {PULL}\n"
+    plain = mail_patch(tmp_path, TOP, MID, body=body)
+    based = mail_patch(tmp_path, TOP, MID, body=body, options=("--base=HEAD~1",))
+    assert "\nbase-commit: " in based and "\n\nbase-commit: " in based
+    if shape == "b4":
+        based = _b4(based)
+    mail = builder.base / "in.patch"
+    mail.write_text(based)
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    got = load_pack(builder.pack).fixes["imp"].patches[0].path.read_text()
+    assert "base-commit" not in got and "change-id" not in got and "Best regards" not in got
+    assert got.partition("\n---\n")[2] == diff_body(plain)
+    bad = based.replace("\n@@ -53,7 +53,7 @@", "\n@@ -53,6 +53,6 @@")  # the hunk's last context line over its counts
+    assert bad != based
+    mail.write_text(bad)
+    with pytest.raises(PatchParseError) as exc:
+        import_mails(builder.pack, mail, "imp2", "p1", roots={"demo": clean})
+    assert "has more lines than its header '@@ -53,6 +53,6 @@ line 51' states (6 pre-image and 6 post-image lines): 1 more " \
+           "line follows it" in str(exc.value), exc.value
