@@ -25,6 +25,7 @@ from .diffpaths import (
     check_renames,
     clean_path,
     git_line_paths,
+    index_line_at,
     names_given,
     no_hunks,
     past_the_hunk,
@@ -52,6 +53,7 @@ from .diffsyntax import (
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
+from .plaindiff import as_git, as_prefixed
 from .structs import replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
@@ -76,7 +78,7 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
 
     _refuse_binary(data, source)
     data += b"\n" if data and not data.endswith(b"\n") else b""  # (the last line read with its newline)
-    text = data.decode("utf-8", "surrogateescape")
+    text = as_prefixed(data.decode("utf-8", "surrogateescape"))  # (quilt's paths as a/ b/, line for line)
     named = _check_structure(text, source)
     header = _parse_header(text)
     try:
@@ -327,8 +329,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             break
         if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken
             raise signature_taken(source, sig, hunk_line)
-        if not in_git and ln.startswith(("diff ", "Only in ")) and not (old or new):  # diff -ruN's own lines between
-            continue  # its files (git apply skips them too)
+        if not in_git and (ln.startswith(("diff ", "Only in ")) or index_line_at(lines, n - 1)) and not (old or new):
+            continue  # diff -ruN's own lines between its files (git apply skips them too), quilt's 'Index:' lines
         if ended == n - 1 and (ln[:1] in (" ", "-", "+") or (ln == "" and _diff_follows(lines, n))):
             raise past_the_hunk(source, n, lines[n - 1:], hunk_line, header)
         raise bad(source, n, f"unexpected line outside a hunk: {_shown(ln)} (a lost @@ line, or text after the diff)")
@@ -459,14 +461,14 @@ def _convert_hunk(h: UHunk) -> Hunk:
 
 def diff_body(text: str) -> str:
     """The part of a patch file from the first ``diff --git`` line on (version signature dropped); a plain ``diff -u``
-    (no ``diff --git`` line, as a mail git am takes may hold) in git's form (:func:`_as_git`)."""
+    (no ``diff --git`` line, as a mail git am takes may hold; quilt's) in git's form (:mod:`fixpack.plaindiff`)."""
     idx = text.find("diff --git ")
     if idx < 0:
         lines = text.split("\n")
         at = plain_start(lines)
         if at is None:
             return ""
-        text, idx = _as_git(lines[at:]), 0
+        text, idx = as_git(as_prefixed("\n".join(lines[at:])).split("\n")), 0
     body = text[idx:]
     # git format-patch ends with "-- \n<version>\n"; it churns between git versions
     body = re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", without_base_block(body))
@@ -477,33 +479,6 @@ def diff_body(text: str) -> str:
                    re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
     body = unquoted_paths(body)  # git's quoted paths in the pack's one spelling (diffsyntax)
     return body if body.endswith("\n") else body + "\n"
-
-
-def _as_git(lines: list[str]) -> str:
-    """A plain unified diff (``--- a/X<tab>time`` / ``+++ b/X<tab>time`` per file) in the form ``git diff`` writes:
-    a ``diff --git`` line before each file, the times dropped, ``new file mode`` / ``deleted file mode`` where one
-    side is ``/dev/null`` (git am takes the plain form the same way)."""
-    out: list[str] = []
-    for i, ln in enumerate(lines):
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if ln.startswith(("diff ", "Only in ")):  # diff -ruN's command line before each file, and its notes
-            continue
-        if ln.startswith("--- ") and nxt.startswith("+++ ") and (i + 2 >= len(lines) or lines[i + 2].startswith("@@")):
-            old, new = ln[4:].split("\t")[0], nxt[4:].split("\t")[0]
-            at = lines[i + 2] if i + 2 < len(lines) else ""  # diff -N writes a missing side as an empty file
-            old, new = ("/dev/null" if at.startswith("@@ -0,0 ") else old,
-                        "/dev/null" if re.match(r"@@ -\S+ \+0,0 @@", at) else new)
-            a = old if old != "/dev/null" else "a/" + new.split("/", 1)[-1]
-            b = new if new != "/dev/null" else "b/" + old.split("/", 1)[-1]
-            out.append(f"diff --git {a} {b}")
-            out += ["new file mode 100644"] if old == "/dev/null" else ["deleted file mode 100644"] \
-                if new == "/dev/null" else []
-            out.append(f"--- {old}")
-        elif ln.startswith("+++ ") and out and out[-1].startswith("--- "):
-            out.append(f"+++ {ln[4:].split(chr(9))[0]}")
-        else:
-            out.append(ln)
-    return "\n".join(out)
 
 
 def format_patch(subject: str, description: str, fields: list[tuple[str, str]], body: str) -> str:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 PREFIX = re.compile(r"^[ab]/")  # git's side prefixes, dropped from a path
 REGENERATE = "regenerate the patch with git diff / format-patch"
 _GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
+_SEPARATOR = re.compile(r"={20,}")  # quilt's (and svn's) line under 'Index: '
 COPY = "regenerate the patch without copy detection (git diff -M, no -C / --find-copies): the copy is then a new file"
 
 
@@ -203,10 +204,18 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
                       "fix the path, or regenerate the patch with git diff -M so the rename is declared")
 
 
+def index_line_at(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` (0-based) is quilt's ``Index: PATH`` line or the line of ``=`` under it, above a file's
+    section: text of the diff, not of a hunk or the mail."""
+    if lines[i].startswith("Index: "):
+        return i + 1 < len(lines) and bool(_SEPARATOR.fullmatch(lines[i + 1]))
+    return bool(_SEPARATOR.fullmatch(lines[i])) and i > 0 and lines[i - 1].startswith("Index: ")
+
+
 def plain_start(lines: list[str], pair: bool = False) -> int | None:
     """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
     line from which only ``---`` / ``+++`` / ``index`` lines lead to an ``@@`` line (``pair``: or a ``---`` line
-    right above a ``+++`` line, whatever follows); None without one."""
+    right above a ``+++`` line, whatever follows), or quilt's ``Index:`` line above it; None without one."""
     for i, ln in enumerate(lines):
         if pair and ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             return i
@@ -215,7 +224,7 @@ def plain_start(lines: list[str], pair: bool = False) -> int | None:
             while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
                 j += 1
             if j < len(lines) and lines[j].startswith("@@"):  # (a malformed header too: the structure check names it)
-                return i
+                return i - 2 if i >= 2 and index_line_at(lines, i - 2) else i  # (quilt's 'Index:' lines: the diff's)
     return None
 
 

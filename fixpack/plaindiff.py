@@ -1,0 +1,98 @@
+"""A diff without ``diff --git`` lines, as ``diff -u`` and quilt write it, read as ``git am`` and ``quilt push`` read it
+and written into the pack in git's form, with git's ``a/`` and ``b/`` prefixes.
+
+Forms read (each file's section: a ``---`` line, a ``+++`` line, hunks):
+
+- ``--- a/X`` / ``+++ b/X`` (``diff -ru a b``, ``quilt refresh -p ab``): the file ``X``;
+- ``--- X`` / ``+++ X`` (``diff -u`` run in the release's root, ``-p0``): the file ``X``;
+- ``--- X.orig`` / ``+++ X`` (a file copied before the edit, ``-p0``): the file ``X``;
+- quilt's own (``quilt refresh``, ``-p1``): ``Index: D/X`` and a line of ``=``, then ``--- D.orig/X`` /
+  ``+++ D/X``, where ``D`` is the tree's folder; a new or deleted file's section names ``D/X`` beside
+  ``/dev/null``. The file is ``X``.
+
+A section of the first two forms is read as it stands; those of the last two are rewritten to the first, a line for a
+line (so every line number a message names is the file's), before the patch is read (:func:`as_prefixed`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .diffpaths import PREFIX, index_line_at
+
+_PAIR = re.compile(r"([^\t]*)(\t.*)?")
+
+
+def _split(line: str) -> tuple[str, str]:
+    """A ``---`` / ``+++`` line's path and what follows it (a tab and the file's time, or nothing)."""
+    m = _PAIR.fullmatch(line[4:])
+    assert m is not None  # (the pattern takes any text)
+    return m.group(1), m.group(2) or ""
+
+
+def as_prefixed(text: str) -> str:
+    """``text`` (a patch file) with each section of quilt's form, and each ``X.orig`` / ``X`` pair, in the ``a/X`` /
+    ``b/X`` form, line for line; any other text as it is. A patch with ``diff --git`` lines is git's: as it is. The
+    tree's folder ``D`` is learnt from the patch's ``--- D.orig/X`` / ``+++ D/X`` pairs (one ``D``, else none is
+    rewritten); a new or deleted file's section is rewritten only under ``D/``."""
+    if "\ndiff --git " in f"\n{text}":
+        return text
+    lines = text.split("\n")
+    pairs = [(i, _split(lines[i]), _split(lines[i + 1])) for i in range(len(lines) - 1)
+             if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")]
+    folders = {o.split("/", 1)[0][:-5] for _i, (o, _t), (n, _u) in pairs
+               if "/" in o and "/" in n and o.split("/", 1) == [n.split("/", 1)[0] + ".orig", n.split("/", 1)[1]]}
+    folder = folders.pop() if len(folders) == 1 else None
+    for i, (old, old_rest), (new, new_rest) in pairs:
+        a: str | None = None
+        if folder is not None:
+            a, b = (p if p == "/dev/null" else _under(p, folder) for p in (old, new))
+        elif old == f"{new}.orig" and not new.startswith('"'):
+            a = b = new
+        if a is not None and b is not None and (a, b) != ("/dev/null", "/dev/null"):
+            lines[i] = f"--- {a if a == '/dev/null' else 'a/' + a}{old_rest}"
+            lines[i + 1] = f"+++ {b if b == '/dev/null' else 'b/' + b}{new_rest}"
+    return "\n".join(lines)
+
+
+def _under(path: str, folder: str) -> str | None:
+    """``path`` without ``D.orig/`` or ``D/`` (``folder``: ``D``), or None when it is under neither."""
+    for lead in (f"{folder}.orig/", f"{folder}/"):
+        if path.startswith(lead) and len(path) > len(lead):
+            return path[len(lead):]
+    return None
+
+
+def _side(prefix: str, path: str) -> str:
+    """``path`` (as a ``---`` / ``+++`` line gives it, maybe git's C-quoted form) with git's side ``prefix`` in place
+    of any ``a/`` or ``b/`` it has."""
+    if path.startswith('"'):
+        return f'"{prefix}{PREFIX.sub("", path[1:])}'
+    return prefix + PREFIX.sub("", path)
+
+
+def as_git(lines: list[str]) -> str:
+    """A plain unified diff (``--- a/X<tab>time`` / ``+++ b/X<tab>time`` per file, a form of the module's) in the form
+    ``git diff`` writes: a ``diff --git a/X b/X`` line before each file, ``a/`` and ``b/`` before the paths, the times
+    and quilt's ``Index:`` lines dropped, ``new file mode`` / ``deleted file mode`` where one side is ``/dev/null``
+    (git am takes the plain form the same way); the patch's lines as :func:`as_prefixed` leaves them."""
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if ln.startswith(("diff ", "Only in ")) or index_line_at(lines, i):  # diff -ruN's command line before each
+            continue  # file, and its notes; quilt's 'Index:' lines
+        if ln.startswith("--- ") and nxt.startswith("+++ ") and (i + 2 >= len(lines) or lines[i + 2].startswith("@@")):
+            old, new = _split(ln)[0], _split(nxt)[0]
+            at = lines[i + 2] if i + 2 < len(lines) else ""  # diff -N writes a missing side as an empty file
+            old, new = ("/dev/null" if at.startswith("@@ -0,0 ") else old,
+                        "/dev/null" if re.match(r"@@ -\S+ \+0,0 @@", at) else new)
+            a, b = (None if p == "/dev/null" else p for p in (old, new))
+            out.append(f"diff --git {_side('a/', a or b or '')} {_side('b/', b or a or '')}")
+            out += ["new file mode 100644"] if a is None else ["deleted file mode 100644"] if b is None else []
+            out.append(f"--- {'/dev/null' if a is None else _side('a/', a)}")
+            out.append(f"+++ {'/dev/null' if b is None else _side('b/', b)}")
+        elif ln.startswith("+++ ") and out and out[-1].startswith("+++ "):
+            continue  # (written with its '---' line)
+        else:
+            out.append(ln)
+    return "\n".join(out)

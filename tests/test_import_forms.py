@@ -1,0 +1,100 @@
+"""import takes a diff in the forms other tools write (quilt's, ``diff -u`` with ``X.orig``, ``-p0``), as git am and
+quilt push read them, and writes it into the pack in git's form with ``a/`` and ``b/`` prefixes, so that every tool
+that reads the pack's patch (git am, GNU patch -p1, quilt push) finds the same file the engine changes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from conftest import git
+from test_authoring import MOD, mail_patch, pack3  # noqa: F401 (the fixture)
+from test_import_dep3 import MID, TOP
+
+from fixpack.diff import diff_body, parse_patch
+from fixpack.errors import PatchParseError
+from fixpack.exchange import import_mails
+from fixpack.loader import load_pack
+
+HEAD = "From: A <a@example.org>\nSubject: Say fifty-five\n\nWhy it matters.\n\n"
+SEP = "=" * 67  # quilt's line under 'Index:'
+
+
+def _hunks(tmp_path, before: str, after: str) -> str:
+    """diff -u's hunks (its '---' / '+++' lines left out) from ``before`` to ``after``."""
+    (tmp_path / "x").write_text(before)
+    (tmp_path / "y").write_text(after)
+    out = subprocess.run(["diff", "-u", "x", "y"], cwd=tmp_path, capture_output=True, text=True).stdout
+    return out.split("\n", 2)[2]
+
+
+def _bare(body: str) -> str:
+    return re.sub(r"(?m)^(@@ [^@]+ @@).*$", r"\1", body)
+
+
+def _forms(tmp_path) -> dict[str, str]:
+    hunks = _hunks(tmp_path, TOP, MID)
+    stamp = "\t2026-12-06 10:00:00.000000000 +0000"
+    return {
+        "quilt": f"Index: image/{MOD}\n{SEP}\n--- image.orig/{MOD}{stamp}\n+++ image/{MOD}{stamp}\n{hunks}",
+        "X.orig": f"--- {MOD}.orig{stamp}\n+++ {MOD}{stamp}\n{hunks}",
+        "-p0": f"--- {MOD}{stamp}\n+++ {MOD}{stamp}\n{hunks}",
+        "a/ b/": f"--- a/{MOD}{stamp}\n+++ b/{MOD}{stamp}\n{hunks}",
+    }
+
+
+@pytest.mark.parametrize("form", ["quilt", "X.orig", "-p0", "a/ b/"])
+def test_a_diff_of_another_tool_is_imported_as_git_s_with_its_prefixes(pack3, tmp_path, form):  # noqa: F811
+    """found by a fresh user: quilt's patch was refused ('+++ image/X' names another file than '--- image.orig/X'), as
+    was one of a file copied to X.orig; a -p0 diff went into the pack as 'diff --git X X', which git am (-p1) and
+    quilt push apply to another file than the engine does. Each is now the patch git format-patch makes of the same
+    change, and git apply -p1 of it changes the file the engine changes."""
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    mail.write_text(HEAD + _forms(tmp_path)[form])
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    got = load_pack(builder.pack).fixes["imp"].patches[0].path.read_text()
+    want = diff_body(mail_patch(tmp_path, TOP, MID))
+    assert _bare(got.partition("\n---\n")[2]) == _bare(want)  # (diff -u writes no function name after @@)
+    tree = tmp_path / "tree"
+    (tree / "demo_pkg").mkdir(parents=True)
+    (tree / MOD).write_text(TOP)
+    git(tree, "init", "-q")
+    (tmp_path / "fix.patch").write_text(got)
+    git(tree, "apply", "-p1", str(tmp_path / "fix.patch"))
+    assert (tree / MOD).read_text() == MID
+
+
+def test_quilt_s_new_and_deleted_files_and_its_index_lines_between_files(tmp_path):
+    """A quilt patch of three files (one changed, one new, one deleted), each under its 'Index:' line: the files the
+    pack's reader finds, and git's form of it, with no 'Index:' line left. Line numbers stay the file's: a hunk's fault
+    is named at its line in the file."""
+    hunks = _hunks(tmp_path, "a\nb\nc\n", "a\nB\nc\n")
+    text = (f"Subject: x\n\nIndex: d/pkg/mod.py\n{SEP}\n--- d.orig/pkg/mod.py\n+++ d/pkg/mod.py\n{hunks}"
+            f"Index: d/pkg/new.py\n{SEP}\n--- /dev/null\n+++ d/pkg/new.py\n@@ -0,0 +1 @@\n+new\n"
+            f"Index: d/pkg/gone.py\n{SEP}\n--- d.orig/pkg/gone.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-old\n")
+    files = parse_patch(text.encode(), "q.patch").files
+    assert [(f.old_path, f.new_path) for f in files] == [("pkg/mod.py", "pkg/mod.py"), (None, "pkg/new.py"),
+                                                         ("pkg/gone.py", None)]
+    body = diff_body(text)
+    assert "Index:" not in body and SEP not in body
+    assert body.startswith("diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@")
+    assert "diff --git a/pkg/new.py b/pkg/new.py\nnew file mode 100644\n--- /dev/null\n+++ b/pkg/new.py\n" in body
+    assert "diff --git a/pkg/gone.py b/pkg/gone.py\ndeleted file mode 100644\n--- a/pkg/gone.py\n+++ /dev/null\n" in body
+    lines = text.split("\n")
+    at = lines.index("+B") + 1
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch("\n".join(lines[:at - 1] + ["+B", "+C"] + lines[at:]).encode(), "q.patch")
+    assert f"q.patch:{at + 2}: the hunk that starts at line 7 is longer" in str(exc.value), exc.value  # (' c' past it)
+
+
+def test_a_quilt_patch_of_two_trees_is_not_guessed(tmp_path):
+    """quilt names one tree's folder; a patch whose sections name two (d.orig/ d/, e.orig/ e/) is no quilt patch
+    whose folder can be told: read as it stands, its names differ and it is refused at the line, not rewritten."""
+    hunks = _hunks(tmp_path, "a\nb\nc\n", "a\nB\nc\n")
+    text = (f"--- d.orig/pkg/mod.py\n+++ d/pkg/mod.py\n{hunks}"
+            f"--- e.orig/pkg/two.py\n+++ e/pkg/two.py\n{hunks}")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(text.encode(), "q.patch")
+    assert "q.patch:2: '+++ d/pkg/mod.py' names another file than '--- d.orig/pkg/mod.py'" in str(exc.value), exc.value
