@@ -15,7 +15,7 @@ from .safepath import read_regular
 
 class EntryProblem(str):
     """A manifest's problem in one of its fix entries: its words, with ``at``, (the entry's number, 1-based; the key
-    it lies at), so that the message can name its line (:func:`entry_line`)."""
+    it lies at), so that the message can name its line (:func:`entry_line`); (0, a path): in its own ``files``."""
 
     at: tuple[int, str]
 
@@ -71,11 +71,17 @@ def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
 
 def entry_line(raw: bytes, number: int, key: str) -> int | None:
     """The line of ``key`` in the ``number``-th (1-based) entry of the manifest's ``fixes`` (its bytes ``raw``), else
-    of the entry's opening brace; None when it cannot be told."""
+    of the entry's opening brace; number 0: of the path ``key`` in the manifest's own ``files``. None when it cannot
+    be told."""
     try:
         lines = raw.decode("utf-8").splitlines()
     except ValueError:
         return None
+    if number == 0:
+        start = next((n for n, ln in enumerate(lines) if ln == '  "files": {'), None)
+        end = next((n for n in range(start or 0, len(lines)) if lines[n] in ("  },", "  }")), len(lines))
+        return None if start is None else next((n + 1 for n in range(start + 1, end)
+                                                if lines[n].startswith(f"    {json.dumps(key)}:")), None)
     for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
             return next((k for k, d, text in entry if d == 1 and text.startswith(f"{json.dumps(key)}:")), brace)

@@ -403,10 +403,10 @@ def _files_problem(files: Any, what: str) -> str | None:
         return f"{what} is not an object of path -> sha256"
     for p, h in files.items():
         problem = path_problem(p)
-        if problem:
-            return f"{what} names {p!r}: {problem}"
-        if not sha_or_none(h):
-            return f"{what}: the hash of {p} is not a sha256"
+        said = f"{what} names {p!r}: {problem}" if problem else \
+            None if sha_or_none(h) else f"{what}: the hash of {p} is not a sha256"
+        if said:  # (in the manifest's own 'files': its line told, as an entry's key's is)
+            return EntryProblem(said, (0, p)) if what == "'files'" else said
     return None
 
 

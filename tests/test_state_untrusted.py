@@ -705,3 +705,25 @@ def test_a_key_twice_is_named_at_its_second_place_in_the_object_that_holds_it(wo
     line = raw[:at].count("\n") + 2
     with pytest.raises(BadInputError, match=rf'p1\.lock:{line}: the lock is not valid JSON \(the key "id" appears twice'):
         engine.status(b.request(target))
+
+
+@pytest.mark.parametrize("key", ["path", "hash"])
+def test_a_manifest_s_own_files_naming_a_path_out_of_the_target_is_named_at_its_line(world, key):
+    """found by a fresh user: a path that climbs out (or a hash that is none) in the manifest's own 'files' was refused
+    with no line, though one in a fix entry is named at its line; the line is told now, for every command."""
+    from fixpack.records import dumps
+
+    b, target, outside = world
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    bad = "../outside/victim.txt" if key == "path" else next(iter(m["files"]))
+    m["files"][bad] = None if key == "path" else "not a hash"
+    path.write_bytes(dumps(m))
+    line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith(f'    "{bad}":'))
+    said = (f"line {line}: 'files' names '{bad}': a '..' segment" if key == "path" else
+            f"line {line}: 'files': the hash of {bad} is not a sha256")
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and said in message, (name, code, message)
+        assert _everything(target, outside) == before, f"{name} changed files"
