@@ -53,7 +53,7 @@ from .diffsyntax import (
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
-from .plaindiff import as_git, as_prefixed
+from .plaindiff import as_git, as_prefixed, git_prefixed
 from .structs import replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
@@ -477,7 +477,7 @@ def diff_body(text: str) -> str:
     sections = re.split(r"(?m)^(?=diff --git )", body)
     body = "".join(sec if "\nGIT binary patch\n" in sec else
                    re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+( [0-7]+)?\n", "", sec, flags=re.M) for sec in sections)
-    body = unquoted_paths(body)  # git's quoted paths in the pack's one spelling (diffsyntax)
+    body = unquoted_paths(git_prefixed(body))  # git's a/ b/, and quoted paths in the pack's one spelling (diffsyntax)
     return body if body.endswith("\n") else body + "\n"
 
 

@@ -96,3 +96,29 @@ def as_git(lines: list[str]) -> str:
         else:
             out.append(ln)
     return "\n".join(out)
+
+
+_GIT_SIDES = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
+
+
+def git_prefixed(body: str) -> str:
+    """``body`` (git's form, from its first ``diff --git`` line on) with each file section's paths behind git's ``a/``
+    and ``b/`` (a patch of ``git diff --no-prefix``, or written by hand, names ``X`` where git am and patch ``-p1``
+    read ``X`` less its first folder): the file each side names, as the engine reads it (an ``a/`` or ``b/`` dropped
+    from each side), is the same. A section whose ``diff --git`` line cannot be split into its two paths (a space in
+    one) is left as it is."""
+    out: list[str] = []
+    sides: tuple[str, str] | None = None
+    for ln in body.split("\n"):
+        if ln.startswith("diff --git "):
+            m = _GIT_SIDES.match(ln)
+            sides = None if m is None or (m.group(1).lstrip('"').startswith("a/") and
+                                          m.group(2).lstrip('"').startswith("b/")) else (m.group(1), m.group(2))
+            out.append(ln if sides is None else f"diff --git {_side('a/', sides[0])} {_side('b/', sides[1])}")
+            continue
+        if sides is not None and ln.startswith(("--- ", "+++ ")) and ln[4:] != "/dev/null":
+            ln = ln[:4] + _side("a/" if ln[0] == "-" else "b/", ln[4:])
+        elif ln.startswith("@@"):
+            sides = None  # (the section's header ends at its first hunk)
+        out.append(ln)
+    return "\n".join(out)

@@ -16,6 +16,7 @@ from fixpack.diff import diff_body, parse_patch
 from fixpack.errors import PatchParseError
 from fixpack.exchange import import_mails
 from fixpack.loader import load_pack
+from fixpack.patchtext import normalize_text
 
 HEAD = "From: A <a@example.org>\nSubject: Say fifty-five\n\nWhy it matters.\n\n"
 SEP = "=" * 67  # quilt's line under 'Index:'
@@ -41,14 +42,15 @@ def _forms(tmp_path) -> dict[str, str]:
         "X.orig": f"--- {MOD}.orig{stamp}\n+++ {MOD}{stamp}\n{hunks}",
         "-p0": f"--- {MOD}{stamp}\n+++ {MOD}{stamp}\n{hunks}",
         "a/ b/": f"--- a/{MOD}{stamp}\n+++ b/{MOD}{stamp}\n{hunks}",
+        "git --no-prefix": f"diff --git {MOD} {MOD}\nindex 1234567..89abcde 100644\n--- {MOD}\n+++ {MOD}\n{hunks}",
     }
 
 
-@pytest.mark.parametrize("form", ["quilt", "X.orig", "-p0", "a/ b/"])
+@pytest.mark.parametrize("form", ["quilt", "X.orig", "-p0", "a/ b/", "git --no-prefix"])
 def test_a_diff_of_another_tool_is_imported_as_git_s_with_its_prefixes(pack3, tmp_path, form):  # noqa: F811
     """found by a fresh user: quilt's patch was refused ('+++ image/X' names another file than '--- image.orig/X'), as
     was one of a file copied to X.orig; a -p0 diff went into the pack as 'diff --git X X', which git am (-p1) and
-    quilt push apply to another file than the engine does. Each is now the patch git format-patch makes of the same
+    quilt push apply to another file than the engine does, and so did one of git diff --no-prefix. Each is now the patch git format-patch makes of the same
     change, and git apply -p1 of it changes the file the engine changes."""
     builder, clean = pack3
     mail = builder.base / "in.patch"
@@ -98,3 +100,32 @@ def test_a_quilt_patch_of_two_trees_is_not_guessed(tmp_path):
     with pytest.raises(PatchParseError) as exc:
         parse_patch(text.encode(), "q.patch")
     assert "q.patch:2: '+++ d/pkg/mod.py' names another file than '--- d.orig/pkg/mod.py'" in str(exc.value), exc.value
+
+
+def test_a_pack_patch_without_git_s_prefixes_is_stale_to_format_and_exported_with_them(pack3, tmp_path):  # noqa: F811
+    """A pack patch in git diff --no-prefix's form ('diff --git X X', '--- X'): the engine changes X, git am and
+    patch -p1 of the exported series X less its first folder. Its deterministic form (what format writes and format
+    --check holds it to) has a/ and b/, and git am of the series exported then changes X."""
+    import re as _re
+
+    from fixpack.exchange import export
+
+    builder, clean = pack3
+    fix = load_pack(builder.pack).fixes["a"]
+    path = fix.patches[0].path
+    text = path.read_text()
+    bare = _re.sub(r"(?m)^(diff --git )a/(\S+) b/(\S+)$", r"\1\2 \3", text)
+    bare = _re.sub(r"(?m)^(---|\+\+\+) [ab]/", r"\1 ", bare)
+    assert bare != text and "a/" not in bare.partition("\n---\n")[2].split("@@")[0]
+    path.write_text(bare)
+    assert normalize_text(fix, bare) == text  # what format writes, and what format --check holds it to
+    path.write_text(text)
+    out = export(builder.pack, "p1", (), tmp_path / "series")
+    repo = tmp_path / "repo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    (repo / MOD).write_text(clean.joinpath(MOD).read_text())
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qm", "release")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "am", "-q", *[str(p) for p in out if p.name != "series"])
+    assert "ten\n" in (repo / MOD).read_text() and "fifty\n" in (repo / MOD).read_text()
