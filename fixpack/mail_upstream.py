@@ -10,7 +10,8 @@ mails' ``Link:`` trailers (and a last paragraph that is a link), not their prose
 name the change that brought the bug, a fork's commit, a pull request it reverts): an ``Applied-Upstream`` makes
 the fix ``accepted``, an ``Origin: upstream, ...`` (or ``backport, ...``) ``backport``, a ``Forwarded`` other than
 ``no`` or a pull request's link ``submitted``, ``Forwarded: not-needed`` ``inappropriate``; a commit's link gives
-``Origin: upstream, <link>`` (a pull request's does not: not upstream's yet); a ``Bug:``, ``Closes:``, ``Fixes:``
+``Origin: upstream, <link>`` (a pull request's does not: not upstream's yet), else git cherry-pick -x's line
+``Origin: commit:<id>``; a ``Bug:``, ``Closes:``, ``Fixes:``
 or ``Resolves:`` trailer's URL that is no commit's (a kernel-style ``Fixes:`` names the culprit), else an issue's
 link anywhere, the bug; the latest of the mails' ``Date:`` the ``last_update``.
 
@@ -37,6 +38,7 @@ _PULL = re.compile(rf"https?://{_CHARS}+/pull/\d+")
 _COMMIT = re.compile(rf"https?://{_CHARS}+/commit/[0-9a-f]{{7,40}}")
 _ISSUE = re.compile(rf"https?://{_CHARS}+/issues/\d+")
 _URL = re.compile(rf"https?://{_CHARS}+")
+_CHERRY = re.compile(r"\(cherry picked from commit ([0-9a-f]{40}|[0-9a-f]{64})\)")
 BUG_TRAILERS = ("bug", "closes", "fixes", "resolves")
 # the DEP-3 fields a mail may state, as they are written
 STATED = ("Upstream-Status", "Origin", "Bug", "Forwarded", "Applied-Upstream", "Last-Update")
@@ -81,7 +83,8 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
         reason = note
     link = link or (forwarded if _URL.fullmatch(forwarded) else "") or \
         (applied_link if _URL.fullmatch(applied_link) else "") or derived
-    origin = _value(said, "Origin") or (f"upstream, {commit}" if commit else "")  # (a pull request: not upstream's yet)
+    # (a pull request's link gives no origin: not upstream's yet)
+    origin = _value(said, "Origin") or (f"upstream, {commit}" if commit else "") or _picked(found)
     bug = _value(said, "Bug") or _bug(found)
     up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
@@ -182,6 +185,15 @@ def _bug(found: list[Mail]) -> str:
     everything = "\n".join(m.description + "\n" + "\n".join(v for _k, v in m.trailers) for m in found)
     return next((u for u in (_link(_URL, line) for line in said.split("\n")) if u and not _COMMIT.fullmatch(u)),
                 "") or _link(_ISSUE, everything)
+
+
+def _picked(found: list[Mail]) -> str:
+    """DEP-3's ``commit:<id>`` for the commit the mails were cherry-picked from (``git cherry-pick -x``'s ``(cherry
+    picked from commit <id>)`` line in the trailer block), "" when none is, or they name several: which repository
+    holds it is not said, so the fix stays as its other fields make it (``pending``: not upstream's for all we know)."""
+    ids = {m.group(1) for mail in found for k, v in mail.trailers
+           if not k and (m := _CHERRY.fullmatch(v.strip()))}
+    return f"commit:{ids.pop()}" if len(ids) == 1 else ""
 
 
 def _last_date(found: list[Mail]) -> str:

@@ -55,6 +55,9 @@ def _upstream(builder) -> dict:
     ("", {"status": "submitted", "link": PULL, "origin": None, "last_update": "2023-01-02"}),  # (not upstream's yet)
     (f"Origin: upstream, {COMMIT}\nForwarded: not-needed\n", {"status": "backport", "link": COMMIT}),  # (DEP-3)
     (f"Origin: upstream, {COMMIT}\n", {"status": "backport", "link": COMMIT, "origin": f"upstream, {COMMIT}"}),
+    # (git cherry-pick -x's line: the commit, in DEP-3's form for a bare id; whose repository is not said)
+    ("(cherry picked from commit 0123456789abcdef0123456789abcdef01234567)\n",
+     {"status": "submitted", "link": PULL, "origin": "commit:0123456789abcdef0123456789abcdef01234567"}),
     ("Depends-on: https://github.com/vllm-project/vllm/pull/100\nReverts: https://github.com/x/y/commit/abcdef12\n",
      {"status": "submitted", "link": PULL, "origin": None}),  # (other trailers' links are not the fix's)
 ])
