@@ -43,8 +43,8 @@ def note_stale(ctx: Context, ft: FoundTarget) -> None:
     longer there (every file it lists is the clean release: the target was reinstalled), and what each does."""
     cmd = (ctx.report.command, ctx.report.dry_run)
     ctx.report.target(ft.spec.name).note(
-        f"the files are the clean release: the manifest at {manifest_path(ft.root, ft.spec.name)} is stale (the "
-        f"target was reinstalled?); {_STALE_NEXT[cmd]}")
+        f"the files it lists are the clean release's: the manifest at {manifest_path(ft.root, ft.spec.name)} is stale "
+        f"(the target was reinstalled?); {_STALE_NEXT[cmd]}")
 
 
 def stale_entry(ctx: Context, ft: FoundTarget, entry: ManifestFix) -> FixReport:

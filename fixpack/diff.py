@@ -36,6 +36,7 @@ from .diffpaths import (
 )
 from .diffsyntax import (
     HUNK_HEADER,
+    after_base_block,
     as_git_markers,
     base_block_at,
     binary_then_text,
@@ -323,8 +324,11 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             continue
         if ln.startswith("\\"):
             raise bad(source, n, "a '\\ No newline at end of file' marker outside a hunk")
-        if ln == "-- " or base_block_at(lines, n - 1):  # git format-patch's signature (the version line follows), or
-            break  # --base's block (the signature after it)
+        if ln == "-- ":  # git format-patch's signature: the version line follows
+            break
+        if base_block_at(lines, n - 1):  # --base's block ends the diff (the signature after it): no section below
+            after_base_block(source, lines, n)
+            break
         if ln == "" and all(x == "" for x in lines[n - 1:]):
             break
         if sig is not None and sig[0] == n - 1:  # the hunk's last line was a '-- ': maybe the signature, taken

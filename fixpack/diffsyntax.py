@@ -41,6 +41,21 @@ def base_block_at(lines: list[str], i: int) -> bool:
                                                      and BASE_COMMIT.fullmatch(lines[i + 1])))
 
 
+def after_base_block(source: str, lines: list[str], n: int) -> None:
+    """PatchParseError at a file section's first line below git format-patch --base's block (which opens at line
+    ``n``, 1-based) and above the signature: git am applies it, while the diff is read to the block only, so it would
+    be dropped unseen."""
+    for k in range(n, len(lines)):
+        if lines[k] == "-- ":
+            return
+        if lines[k].startswith("diff --git ") or (lines[k].startswith("--- ") and k + 1 < len(lines)
+                                                   and lines[k + 1].startswith("+++ ")):
+            what = (f"a file section below the base-commit block at line {n} (git format-patch --base writes the "
+                    f"block after the last one): git am applies it, this reader would drop it")
+            raise PatchParseError(f"{source}:{k + 1}: {what}", [Problem(what, None, k + 1, "move the section above the "
+                                                                        "block, or regenerate the patch")])
+
+
 def without_base_block(body: str) -> str:
     """``body`` (a diff, from its first file section on) up to git format-patch --base's block, which it drops with
     everything after it (the patches it names, the signature): the commit a series was made on is no part of a fix."""

@@ -19,6 +19,7 @@ from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
 from .lock_hints import relock_command
+from .manifest_trust import check_fix_files
 from .model import Fix, Profile
 from .patchfiles import check_deleted_then_touched, parse_fixes
 from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
@@ -37,7 +38,7 @@ from .replay import (
 )
 from .report import FixReport, Report
 from .rollback import pending_note
-from .run import Context, Request, check_fix_files, note_named_defaults, prepare, soft_lock
+from .run import Context, Request, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
@@ -186,7 +187,7 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
         if path != mpath and not path.startswith(mpath.rpartition("/")[0] + "/"):  # (another target's manifest)
             tree.write(path, decode(data) if data is not None else None)
     if manifest is not None:
-        check_fix_files(ctx, manifest, ft.root / mpath)
+        check_fix_files(ctx, manifest, ft.root / mpath, tree)
         components.check_records(ctx.profile, ctx.lock, manifest, ft.root / mpath)
     return tree, manifest, pending
 

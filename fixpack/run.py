@@ -19,8 +19,8 @@ from .errors import (
     UnknownNameError,
     UnreadableError,
 )
-from .loader import load_pack, load_profile, pin_of, profiles_pinning, select
-from .lock_hints import Redo, applied_from, path_at, relock_command
+from .loader import load_pack, load_profile, profiles_pinning, select
+from .lock_hints import Redo, path_at, relock_command
 from .lock_where import target_key_line
 from .model import Fix, Pack, Profile, TargetSpec
 from .pack_journal import WORK_DIR, killed_mid_write, load_pack_journal, open_edits
@@ -34,7 +34,7 @@ from .safepath import file_on_the_way
 from .state import journal_path
 from .states import State, TargetStatus
 from .structs import dataclass, field, replace
-from .targets import FoundTarget, check_pin, commit_matches, commits_agree, locate, refuse_one_folder_twice
+from .targets import FoundTarget, check_pin, commits_agree, locate, refuse_one_folder_twice
 
 NO_LOCK = Lock("", {}, ())
 
@@ -458,61 +458,3 @@ def _pinned_elsewhere(req: Request, ft: FoundTarget) -> str:
     if not names:
         return ""
     return f" Profile {' or '.join(names)} pins this release: --profile {names[0]}."
-
-
-
-
-def check_fix_files(ctx: Context, manifest: Manifest, path: Path) -> None:
-    """Raise DamagedStateError (exit 3, nothing written) when a fix's entry in the manifest at ``path`` names a
-    file its patch does not touch: each run writes an entry's files from its patch, so a file added there by
-    hand would be taken for the fix's (revert would leave it, status would hash it). The fix's paths are
-    the lock's when the lock fingerprinted this very change (no patch is parsed), else its patch's. A fix
-    this pack lacks, or recorded with another patch, is left to the checks that say so (revert's lock, first held to
-    the patches: :func:`hold_soft_lock`). A manifest another profile wrote is MismatchError (exit 3): the image is in
-    that profile's state, which this one does not know."""
-    if manifest.profile and manifest.profile != ctx.profile.name:
-        from .errors import MismatchError
-
-        t = path.name.removesuffix(".manifest.json")  # its target: another of the profile's may be in this one's state
-        others = " ".join(f"--target {s.name}" for s in ctx.profile.targets if s.name != t)
-        if manifest.profile not in ctx.pack.profiles:  # (another pack's, or one since removed: no --profile to give)
-            raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, which this pack "
-                                f"({ctx.pack.root}) does not have: revert it with the pack that has that profile, or "
-                                f"restore the image" + (f"; or leave {t} out of this run: {others}" if others else ""))
-        ft, pin = ctx.found.get(t), pin_of(ctx.pack.profiles[manifest.profile], t)
-        if ft is not None and pin is not None and ((pin.version and pin.version != ft.version) or
-                                                   (pin.commit and not commit_matches(ft.commit, pin.commit))):
-            from .errors import DamagedStateError
-            from .manifest_where import top_line
-            from .records import REMOVE_MANIFEST
-
-            line = top_line(path, "profile")
-            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records profile {manifest.profile}, "
-                                    f"which pins {t} {pin.version} @ {pin.commit or '(no commit)'}, not the release "
-                                    f"here ({ft.version} @ {ft.commit}): no run of it wrote these files (the target "
-                                    f"reinstalled at another release since?)", REMOVE_MANIFEST)
-        raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
-                            f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
-                            f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
-    if ctx.report.command == "revert":  # (the lock's record of the fixes it reverts: held first, else not used)
-        hold_soft_lock(ctx, manifest)
-    for entry in manifest.fixes:
-        fix = ctx.pack.fixes.get(entry.id)
-        try:  # (a patch whose bytes are not those recorded is parsed here)
-            if fix is None or not fix.recorded_as(entry.patch_sha256):
-                continue
-        except PackError as exc:
-            raise applied_from(exc, fix, path, ctx.report.command) from None
-        locked = ctx.lock.fix(fix.id)
-        touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
-                   else set(fix.touched_paths()))
-        stray = sorted(set(entry.files) - touched)
-        if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
-            lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)
-        if stray:
-            from .errors import DamagedStateError
-            from .manifest_where import manifest_line
-
-            line = manifest_line(path, fix.id, stray[0])
-            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
-                                          f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")

@@ -40,12 +40,13 @@ from . import __version__
 from .advice import run_writes
 from .documents import MAX_SBOM_BYTES, TOO_DEEP, loads_json
 from .errors import BadInputError, EnvironmentProblem, MismatchError, of_code
+from .manifest_trust import check_fix_files
 from .model import Fix
 from .outputs import check_file, refuse_inside, source_date_epoch, write_failed
 from .patchfiles import patch_again
 from .records import Manifest, Recorded
 from .rollback import pending_note
-from .run import Context, Request, check_fix_files, find_target, prepare
+from .run import Context, Request, find_target, prepare
 from .runlock import run_lock
 from .safepath import TooLargeError, not_a_file, path_problem, read_regular, sha256_regular
 from .state import leftover_journal, load_journal, manifest_path, read_manifest

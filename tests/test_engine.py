@@ -8,7 +8,7 @@ import pytest
 from conftest import numbered, snapshot, within
 
 from fixpack import engine
-from fixpack.errors import BadInputError, MismatchError, PackError, StaleLockError, UnknownNameError
+from fixpack.errors import BadInputError, FixpackError, MismatchError, PackError, StaleLockError, UnknownNameError
 
 MOD = "demo_pkg/mod.py"
 
@@ -582,7 +582,7 @@ def test_a_stale_manifest_is_said_and_handled_alike_by_status_apply_and_revert(s
             assert all(f.action == "none" for f in r.fixes)
         if name != "revert":
             assert snapshot(target) == before
-    stale = "the files are the clean release: the manifest at " + str(target / ".fixpack/demo.manifest.json")
+    stale = "the files it lists are the clean release's: the manifest at " + str(target / ".fixpack/demo.manifest.json")
     assert all(n.startswith(stale + " is stale") for n in notes.values()), notes
     assert "nothing to revert: this run removes it" in notes["revert"]
     assert snapshot(target) == snapshot(pristine) and not (target / ".fixpack").exists()
@@ -619,6 +619,66 @@ def test_a_manifest_recording_applied_fixes_on_the_release_bytes_is_stale(setup,
     r = engine.apply(b.request(target))
     assert r.ok and [f.action for f in r.fixes] == ["applied", "applied"]
     assert engine.revert(b.request(target)).ok and snapshot(target) == snapshot(pristine)
+
+
+def test_an_entry_recording_its_fix_on_the_release_bytes_where_the_fixes_are_is_damaged(setup, tmp_path):
+    """found by a fresh user: a manifest recording one fix applied with each of its files at the release's own hash,
+    on a tree where the fixes are applied, was called tampered (status, apply: exit 3) or a conflict (revert: exit 4),
+    and the advice put every file back to the release, throwing the good fixes away. It is damaged state at the
+    entry's line (exit 3, nothing written), and removing the manifest, as said, lets apply record the fixes again."""
+    import hashlib
+    import shutil
+
+    from fixpack.records import dumps
+
+    b, clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack" / "demo.manifest.json"
+    m = json.loads(path.read_text())
+    first = next(e for e in m["fixes"] if e["id"] == "first")
+    for p in first["files"]:
+        first["files"][p] = m["files"][p] = hashlib.sha256((pristine / p).read_bytes()).hexdigest()
+    path.write_bytes(dumps(m))
+    lines = path.read_text().splitlines()
+    at = next(n for n, ln in enumerate(lines) if ln.strip() == '"id": "first",')  # (an entry's files above its id)
+    line = max(n for n in range(at) if lines[n].strip().startswith(f'"{next(iter(first["files"]))}":')) + 1
+    before = snapshot(target)
+    for run in (engine.status, engine.apply, engine.revert):
+        with pytest.raises(FixpackError) as exc:
+            run(b.request(target))
+        assert exc.value.exit_code == 3 and f"line {line}: fix first's entry records it applied with each of its " \
+            "files at the clean release's own sha256" in str(exc.value) and "remove the file" in str(exc.value)
+        assert snapshot(target) == before
+    path.unlink()
+    r = engine.apply(b.request(target))
+    assert r.ok and {f.id: f.action for f in r.fixes if not f.opt_in} == {"first": "none", "second": "none"}
+    assert engine.revert(b.request(target)).ok and snapshot(target) == snapshot(pristine)
+
+
+def test_a_manifest_of_a_profile_this_pack_lacks_on_the_release_is_stale(setup, tmp_path):
+    """found by a fresh user: a reinstalled target under the manifest of a profile the pack does not have was exit 3
+    ('revert it with the pack that has that profile, or restore the image'), and the image was the release already:
+    the advice changed nothing. The files it lists are the release's, so it is stale, whoever wrote it."""
+    import shutil
+
+    from fixpack.records import dumps
+
+    b, clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    m = json.loads((target / ".fixpack/demo.manifest.json").read_text())
+    shutil.rmtree(target)
+    shutil.copytree(pristine, target)
+    (target / ".fixpack").mkdir()
+    (target / ".fixpack/demo.manifest.json").write_bytes(dumps({**m, "profile": "v9.9.9"}))
+    for run in (engine.status, engine.revert):
+        r = run(b.request(target, dry_run=True))
+        assert r.exit_code == 0 and "is stale" in r.targets[0].message, (r.error, r.targets[0].message)
+    assert engine.apply(b.request(target)).ok
+    assert json.loads((target / ".fixpack/demo.manifest.json").read_text())["profile"] == "p1"
 
 
 def test_a_default_fix_named_as_an_opt_in_is_said_once(setup):

@@ -277,3 +277,23 @@ def test_a_mail_made_with_its_base_commit_is_imported_as_without(pack3, tmp_path
         import_mails(builder.pack, mail, "imp2", "p1", roots={"demo": clean})
     assert "has more lines than its header '@@ -53,6 +53,6 @@ line 51' states (6 pre-image and 6 post-image lines): 1 more " \
            "line follows it" in str(exc.value), exc.value
+
+
+@pytest.mark.parametrize("shape", ["git format-patch --base", "b4"])
+def test_a_file_section_below_the_base_commit_block_is_refused_at_its_line(pack3, tmp_path, shape):  # noqa: F811
+    """found by a fresh user: a diff after the base-commit block (a second patch pasted in, git am applies it) was
+    dropped without a word, the fix written with the first section alone. It is refused at its 'diff --git' line."""
+    builder, clean = pack3
+    based = mail_patch(tmp_path, TOP, MID, body="Why.\n\nSigned-off-by: A <a@example.org>\n", options=("--base=HEAD~1",))
+    based = _b4(based) if shape == "b4" else based
+    extra = "diff --git a/demo_pkg/other.py b/demo_pkg/other.py\nnew file mode 100644\n--- /dev/null\n" \
+            "+++ b/demo_pkg/other.py\n@@ -0,0 +1 @@\n+x\n"
+    head, sig, tail = based.rpartition("\n-- \n")
+    mail = builder.base / "in.patch"
+    mail.write_text(f"{head}\n{extra}{sig.lstrip(chr(10))}{tail}")
+    line = mail.read_text().split("\n").index("diff --git a/demo_pkg/other.py b/demo_pkg/other.py") + 1
+    before = pack_bytes(builder.pack)
+    with pytest.raises(PatchParseError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert f":{line}: a file section below the base-commit block at line " in str(exc.value), exc.value
+    assert pack_bytes(builder.pack) == before

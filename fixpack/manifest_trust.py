@@ -1,0 +1,86 @@
+"""A manifest read from a target, held to the pack before a run trusts it (state on disk is untrusted input): whose
+profile wrote it, and whether each fix entry names the files its patch touches and records them as a fix leaves them.
+Every refusal is raised before anything is written; a manifest whose files are the clean release is the run's to call
+stale (:func:`fixpack.status_fast.is_clean_release`), whoever wrote it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import lockfile
+from .errors import DamagedStateError, MismatchError, PackError
+from .loader import pin_of
+from .lock_hints import applied_from
+from .manifest_where import manifest_line, top_line
+from .records import REMOVE_MANIFEST, Manifest, Recorded
+from .run import Context, hold_soft_lock
+from .status_fast import is_clean_release
+from .targets import commit_matches
+from .tree import Tree
+
+
+def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | None = None) -> None:
+    """Raise DamagedStateError (exit 3, nothing written) when a fix's entry in the manifest at ``path`` names a
+    file its patch does not touch: each run writes an entry's files from its patch, so a file added there by
+    hand would be taken for the fix's (revert would leave it, status would hash it). The fix's paths are
+    the lock's when the lock fingerprinted this very change (no patch is parsed), else its patch's. A fix
+    this pack lacks, or recorded with another patch, is left to the checks that say so (revert's lock, first held to
+    the patches: :func:`hold_soft_lock`). A manifest another profile wrote is MismatchError (exit 3): the image is in
+    that profile's state, which this one does not know; DamagedStateError where that profile pins another release.
+
+    ``tree``: the target's files, where the run has them (the SBOM's check has not). Where every file the manifest
+    lists is the clean release's, the manifest is stale, whoever wrote it: nothing here refuses it. Else an entry
+    recording its fix applied with every one of its files at the release's own sha256 is DamagedStateError: no fix
+    leaves the files it edits as the release has them (a manifest written by hand)."""
+    if tree is not None and is_clean_release(tree, manifest, ctx.lock):
+        return
+    if manifest.profile and manifest.profile != ctx.profile.name:
+        _another_profile(ctx, manifest, path)
+    if ctx.report.command == "revert":  # (the lock's record of the fixes it reverts: held first, else not used)
+        hold_soft_lock(ctx, manifest)
+    release = ctx.lock.release_files(manifest.target or None)
+    for entry in manifest.fixes:
+        if entry.state is Recorded.APPLIED and entry.files and all(p in release and release[p] == h
+                                                                   for p, h in entry.files.items()):
+            line = manifest_line(path, entry.id, next(iter(entry.files)))
+            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {entry.id}'s entry records it "
+                                          f"applied with each of its files at the clean release's own sha256, which no "
+                                          f"fix leaves them at (written by hand?)", REMOVE_MANIFEST)
+        fix = ctx.pack.fixes.get(entry.id)
+        try:  # (a patch whose bytes are not those recorded is parsed here)
+            if fix is None or not fix.recorded_as(entry.patch_sha256):
+                continue
+        except PackError as exc:
+            raise applied_from(exc, fix, path, ctx.report.command) from None
+        locked = ctx.lock.fix(fix.id)
+        touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
+                   else set(fix.touched_paths()))
+        stray = sorted(set(entry.files) - touched)
+        if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
+            lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)
+        if stray:
+            line = manifest_line(path, fix.id, stray[0])
+            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
+                                          f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")
+
+
+def _another_profile(ctx: Context, manifest: Manifest, path: Path) -> None:
+    """Refuse a manifest written by another profile than the run's: MismatchError, naming the profile to run with
+    (or the pack that has it), or DamagedStateError where that profile pins another release than the one here."""
+    t = path.name.removesuffix(".manifest.json")  # its target: another of the profile's may be in this one's state
+    others = " ".join(f"--target {s.name}" for s in ctx.profile.targets if s.name != t)
+    if manifest.profile not in ctx.pack.profiles:  # (another pack's, or one since removed: no --profile to give)
+        raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, which this pack "
+                            f"({ctx.pack.root}) does not have: revert it with the pack that has that profile, or "
+                            f"restore the image" + (f"; or leave {t} out of this run: {others}" if others else ""))
+    ft, pin = ctx.found.get(t), pin_of(ctx.pack.profiles[manifest.profile], t)
+    if ft is not None and pin is not None and ((pin.version and pin.version != ft.version) or
+                                               (pin.commit and not commit_matches(ft.commit, pin.commit))):
+        line = top_line(path, "profile")
+        raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records profile {manifest.profile}, "
+                                f"which pins {t} {pin.version} @ {pin.commit or '(no commit)'}, not the release "
+                                f"here ({ft.version} @ {ft.commit}): no run of it wrote these files (the target "
+                                f"reinstalled at another release since?)", REMOVE_MANIFEST)
+    raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
+                        f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
+                        f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
