@@ -35,10 +35,12 @@ from .diffpaths import (
     spaced_agrees,
 )
 from .diffsyntax import (
+    BASE_COMMIT,
     HUNK_HEADER,
     after_base_block,
     as_git_markers,
     base_block_at,
+    base_taken,
     binary_then_text,
     hunk_numbers,
     refuse_bad_modes,
@@ -54,7 +56,7 @@ from .diffsyntax import (
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
-from .plaindiff import as_git, as_prefixed, git_prefixed
+from .plaindiff import PLAIN_NAMES, as_git, as_prefixed, git_prefixed
 from .structs import replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
@@ -230,6 +232,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if old < 0 or new < 0:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             ended = n if old == 0 and new == 0 else ended
+            if ended == n and ln == "" and n < len(lines) and BASE_COMMIT.fullmatch(lines[n]):
+                raise base_taken(source, n, hunk_line)  # (--base's blank line above its block, counted)
             continue
         last = ""
         refuse_crlf([ln], n, source)
@@ -303,7 +307,8 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
                 # taking it for one would delete the upstream file: refuse it (git apply does too)
                 raise bad(source, n, f"'+++ {path}' names another file than '--- {minus}' and no 'rename from/to' "
                                       f"lines say it is a rename", "fix the path, or regenerate the patch with git "
-                                                                   "diff -M so the rename is declared")
+                                                                   "diff -M so the rename is declared" if in_git else
+                          PLAIN_NAMES)
             continue
         if ln.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
             renamed = True

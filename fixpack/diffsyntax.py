@@ -56,6 +56,18 @@ def after_base_block(source: str, lines: list[str], n: int) -> None:
                                                                         "block, or regenerate the patch")])
 
 
+def base_taken(source: str, n: int, hunk_line: int) -> PatchParseError:
+    """The error for a hunk (its @@ line at ``hunk_line``) whose last counted line is the blank line ``n`` right above
+    a ``base-commit:`` line: git format-patch --base writes that blank line between the diff and its block, so the
+    hunk's @@ counts claim one line more than it has, or its own last context line (blank) lost its space and the
+    block's blank line is missing. Both readings are said."""
+    what = (f"the hunk that starts at line {hunk_line} ends with the blank line {n}, right above the base-commit "
+            f"block: its @@ counts claim one line more than it has (the blank line is git format-patch --base's), or "
+            f"its last context line lost its leading space")
+    return PatchParseError(f"{source}:{n}: {what}", [Problem(what, None, n, "fix the @@ line's numbers, or regenerate "
+                                                             "the patch with git format-patch")])
+
+
 def without_base_block(body: str) -> str:
     """``body`` (a diff, from its first file section on) up to git format-patch --base's block, which it drops with
     everything after it (the patches it names, the signature): the commit a series was made on is no part of a fix."""

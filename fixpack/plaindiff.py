@@ -8,7 +8,7 @@ Forms read (each file's section: a ``---`` line, a ``+++`` line, hunks):
 - ``--- X.orig`` / ``+++ X`` (a file copied before the edit, ``-p0``): the file ``X``;
 - quilt's own (``quilt refresh``, ``-p1``): ``Index: D/X`` and a line of ``=``, then ``--- D.orig/X`` /
   ``+++ D/X``, where ``D`` is the tree's folder; a new or deleted file's section names ``D/X`` beside
-  ``/dev/null``. The file is ``X``.
+  ``/dev/null``. The file is ``X``; so it is in ``diff -ruN OLD NEW``'s ``--- OLD/X`` / ``+++ NEW/X``.
 
 A section of the first two forms is read as it stands; those of the last two are rewritten to the first, a line for a
 line (so every line number a message names is the file's), before the patch is read (:func:`as_prefixed`).
@@ -20,6 +20,10 @@ import re
 
 from .diffpaths import PREFIX, index_line_at
 
+# what to do about a section of a plain diff whose two names differ otherwise than the module's forms allow
+PLAIN_NAMES = ("a diff without 'diff --git' lines names one file on both sides, as X / X, X.orig / X, a/X / b/X, or "
+               "two trees' folders OLD/X / NEW/X, the same two in every section (quilt's D.orig/X / D/X): fix the "
+               "path, or regenerate the patch with git diff / format-patch")
 _PAIR = re.compile(r"([^\t]*)(\t.*)?")
 
 
@@ -31,17 +35,19 @@ def _split(line: str) -> tuple[str, str]:
 
 
 def as_prefixed(text: str) -> str:
-    """``text`` (a patch file) with each section of quilt's form, and each ``X.orig`` / ``X`` pair, in the ``a/X`` /
-    ``b/X`` form, line for line; any other text as it is. A patch with ``diff --git`` lines is git's: as it is. The
-    tree's folder ``D`` is learnt from the patch's ``--- D.orig/X`` / ``+++ D/X`` pairs (one ``D``, else none is
-    rewritten); a new or deleted file's section is rewritten only under ``D/``."""
+    """``text`` (a patch file) with each section of two trees' folders (quilt's ``D.orig/X`` / ``D/X``, ``diff -ruN
+    OLD NEW``'s ``OLD/X`` / ``NEW/X``), and each ``X.orig`` / ``X`` pair, in the ``a/X`` / ``b/X`` form, line for line;
+    any other text as it is. A patch with ``diff --git`` lines is git's: as it is. The two folders are learnt from the
+    patch's pairs that differ in their first folder only (one such two, else none is rewritten: which folder a path
+    lies in would be a guess); a new or deleted file's section is rewritten only under one of them."""
     if "\ndiff --git " in f"\n{text}":
         return text
     lines = text.split("\n")
     pairs = [(i, _split(lines[i]), _split(lines[i + 1])) for i in range(len(lines) - 1)
              if lines[i].startswith("--- ") and lines[i + 1].startswith("+++ ")]
-    folders = {o.split("/", 1)[0][:-5] for _i, (o, _t), (n, _u) in pairs
-               if "/" in o and "/" in n and o.split("/", 1) == [n.split("/", 1)[0] + ".orig", n.split("/", 1)[1]]}
+    folders = {(o.split("/", 1)[0], n.split("/", 1)[0]) for _i, (o, _t), (n, _u) in pairs
+               if "/" in o and "/" in n and '"' not in o[:1] + n[:1] and o.split("/", 1)[0] != n.split("/", 1)[0]
+               and o.split("/", 1)[1] == n.split("/", 1)[1]}
     folder = folders.pop() if len(folders) == 1 else None
     for i, (old, old_rest), (new, new_rest) in pairs:
         a: str | None = None
@@ -55,9 +61,11 @@ def as_prefixed(text: str) -> str:
     return "\n".join(lines)
 
 
-def _under(path: str, folder: str) -> str | None:
-    """``path`` without ``D.orig/`` or ``D/`` (``folder``: ``D``), or None when it is under neither."""
-    for lead in (f"{folder}.orig/", f"{folder}/"):
+def _under(path: str, folders: tuple[str, str]) -> str | None:
+    """``path`` without the first folder of either side (``folders``: the old tree's, the new tree's), or None when it
+    is under neither."""
+    leads = () if path.startswith('"') else (f"{folders[0]}/", f"{folders[1]}/")  # (a quoted path: as it is)
+    for lead in leads:
         if path.startswith(lead) and len(path) > len(lead):
             return path[len(lead):]
     return None

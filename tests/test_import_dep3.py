@@ -277,6 +277,15 @@ def test_a_mail_made_with_its_base_commit_is_imported_as_without(pack3, tmp_path
         import_mails(builder.pack, mail, "imp2", "p1", roots={"demo": clean})
     assert "has more lines than its header '@@ -53,6 +53,6 @@ line 51' states (6 pre-image and 6 post-image lines): 1 more " \
            "line follows it" in str(exc.value), exc.value
+    if shape == "b4":
+        return  # (b4's '---' line above the block: no blank line for a hunk to take)
+    long = based.replace("\n@@ -53,7 +53,7 @@", "\n@@ -53,8 +53,8 @@")  # the blank line above the block taken as
+    mail.write_text(long)  # the hunk's last context line (found by a fresh user: it was, and the patch accepted)
+    blank = long.split("\n").index("base-commit: " + long.split("\nbase-commit: ")[1].split("\n")[0])
+    with pytest.raises(PatchParseError) as exc:
+        import_mails(builder.pack, mail, "imp2", "p1", roots={"demo": clean})
+    assert f":{blank}: the hunk that starts at line " in str(exc.value) and "right above the base-commit block: its " \
+        "@@ counts claim one line more than it has" in str(exc.value), exc.value
 
 
 @pytest.mark.parametrize("shape", ["git format-patch --base", "b4"])

@@ -42,15 +42,17 @@ def _forms(tmp_path) -> dict[str, str]:
         "X.orig": f"--- {MOD}.orig{stamp}\n+++ {MOD}{stamp}\n{hunks}",
         "-p0": f"--- {MOD}{stamp}\n+++ {MOD}{stamp}\n{hunks}",
         "a/ b/": f"--- a/{MOD}{stamp}\n+++ b/{MOD}{stamp}\n{hunks}",
+        "diff -ruN OLD NEW": f"diff -ruN old/{MOD} new/{MOD}\n--- old/{MOD}{stamp}\n+++ new/{MOD}{stamp}\n{hunks}",
         "git --no-prefix": f"diff --git {MOD} {MOD}\nindex 1234567..89abcde 100644\n--- {MOD}\n+++ {MOD}\n{hunks}",
     }
 
 
-@pytest.mark.parametrize("form", ["quilt", "X.orig", "-p0", "a/ b/", "git --no-prefix"])
+@pytest.mark.parametrize("form", ["quilt", "X.orig", "-p0", "a/ b/", "diff -ruN OLD NEW", "git --no-prefix"])
 def test_a_diff_of_another_tool_is_imported_as_git_s_with_its_prefixes(pack3, tmp_path, form):  # noqa: F811
     """found by a fresh user: quilt's patch was refused ('+++ image/X' names another file than '--- image.orig/X'), as
     was one of a file copied to X.orig; a -p0 diff went into the pack as 'diff --git X X', which git am (-p1) and
-    quilt push apply to another file than the engine does, and so did one of git diff --no-prefix. Each is now the patch git format-patch makes of the same
+    quilt push apply to another file than the engine does, and so did one of git diff --no-prefix; diff -ruN OLD NEW
+    was refused as a rename (git am reads it -p1). Each is now the patch git format-patch makes of the same
     change, and git apply -p1 of it changes the file the engine changes."""
     builder, clean = pack3
     mail = builder.base / "in.patch"
@@ -93,13 +95,15 @@ def test_quilt_s_new_and_deleted_files_and_its_index_lines_between_files(tmp_pat
 
 def test_a_quilt_patch_of_two_trees_is_not_guessed(tmp_path):
     """quilt names one tree's folder; a patch whose sections name two (d.orig/ d/, e.orig/ e/) is no quilt patch
-    whose folder can be told: read as it stands, its names differ and it is refused at the line, not rewritten."""
+    whose folder can be told: read as it stands, its names differ and it is refused at the line, not rewritten, with
+    the forms a plain diff may take (it said to declare a rename with git diff -M, which a plain diff cannot)."""
     hunks = _hunks(tmp_path, "a\nb\nc\n", "a\nB\nc\n")
     text = (f"--- d.orig/pkg/mod.py\n+++ d/pkg/mod.py\n{hunks}"
             f"--- e.orig/pkg/two.py\n+++ e/pkg/two.py\n{hunks}")
     with pytest.raises(PatchParseError) as exc:
         parse_patch(text.encode(), "q.patch")
     assert "q.patch:2: '+++ d/pkg/mod.py' names another file than '--- d.orig/pkg/mod.py'" in str(exc.value), exc.value
+    assert "the same two in every section" in str(exc.value) and "git diff -M" not in str(exc.value)  # (no rename)
 
 
 def test_a_pack_patch_without_git_s_prefixes_is_stale_to_format_and_exported_with_them(pack3, tmp_path):  # noqa: F811

@@ -154,15 +154,17 @@ def test_sbom_with_another_profile_is_refused(builder, plugin_wheel, tmp_path): 
 def test_an_sbom_tells_only_what_status_finds_applied(builder, plugin_wheel, tmp_path):  # noqa: F811
     """Found by a fresh user: the SBOM was built from the manifest alone. A planted manifest on an unpatched image
     (its hashes those of the release's files) gave an SBOM listing every patch, which verify then agreed with; a
-    component pip had uninstalled (status: absent) was still listed. sbom now refuses an image status does not pass
-    (exit 3, nothing written), verify names it as a difference, and what status finds absent is not told."""
+    component pip had uninstalled (status: absent) was still listed. What status finds absent is not told: the planted
+    manifest's files are the release's, so status calls it stale and its fix absent, and the SBOM tells no patch;
+    verify of the image's earlier SBOM names the patched file as a difference (exit 3). An image status does not pass
+    (a patched file changed since) gets no SBOM (exit 3, nothing written)."""
     import hashlib
 
     pack, site = applied_image(builder, plugin_wheel)
     good = tmp_path / "good.json"
     assert cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(good)).returncode == 0
     mpath = site / ".fixpack/demo.manifest.json"
-    data = json.loads(mpath.read_text())
+    data, kept = json.loads(mpath.read_text()), json.loads(mpath.read_text())
     patched = site / "demo_pkg/a.py"
     patched.write_text("x = 1\n")  # the release's bytes back, by hand, and the manifest made to agree
     sha = hashlib.sha256(patched.read_bytes()).hexdigest()
@@ -171,12 +173,19 @@ def test_an_sbom_tells_only_what_status_finds_applied(builder, plugin_wheel, tmp
         if "demo_pkg/a.py" in f["files"]:
             f["files"]["demo_pkg/a.py"] = sha
     mpath.write_text(json.dumps(data))
-    out = tmp_path / "lie.json"
+    out = tmp_path / "lie.json"  # the files it lists are the release's: status calls the manifest stale, fix one
+    r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))  # absent
+    assert r.returncode == 0, r.stderr
+    (demo,) = [c for c in json.loads(out.read_text())["components"] if c["name"] == "demo_pkg"]
+    assert "patches" not in demo["pedigree"] and not any("demo_pkg/a.py" in p["name"] for p in demo["properties"])
+    v = cli("verify", "--sbom", str(good), "--pack", str(pack), "--root", f"demo={site}")
+    assert v.returncode == 3 and "DIFFERS file demo:demo_pkg/a.py: in the SBOM" in v.stdout, v.stdout
+    mpath.write_text(json.dumps(kept))  # the manifest as apply wrote it, and a.py neither the fix's nor the release's
+    patched.write_text("x = 3\n")
+    out = tmp_path / "tampered.json"
     r = cli("sbom", "--pack", str(pack), "-p", "p1", "--root", f"demo={site}", "--out", str(out))
     assert r.returncode == 3 and "the image is not in a state its SBOM can tell truly: " in r.stderr, r.stderr
     assert not out.exists()
-    v = cli("verify", "--sbom", str(good), "--pack", str(pack), "--root", f"demo={site}")
-    assert v.returncode == 3 and "status does not vouch for the image as it is (status exit 3)" in v.stdout
 
 
 def test_a_component_pip_uninstalled_is_not_told(builder, plugin_wheel, tmp_path):  # noqa: F811
