@@ -25,6 +25,12 @@ class EntryProblem(str):
         return said
 
 
+def _keyed(key: str) -> tuple[str, str]:
+    """How a line holding ``key`` as a JSON key begins: as fixpack writes it (non-ASCII escaped) or as an editor may
+    (as it is)."""
+    return f"{json.dumps(key)}:", f"{json.dumps(key, ensure_ascii=False)}:"
+
+
 def _entries(lines: list[str]) -> Iterator[tuple[int, list[tuple[int, int, str]]]]:
     """Each entry of the manifest's ``fixes`` list, laid out as fixpack writes it (``"fixes": [`` on a line of its
     own, each entry's braces on lines of their own): the line of its opening brace (1-based) and its lines, each as
@@ -65,7 +71,7 @@ def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
     names = f'"id": {json.dumps(fix_id)}'
     for _brace, entry in _entries(lines):
         if any(d == 1 and text.rstrip(",") == names for _n, d, text in entry):
-            return next((n for n, d, text in entry if d == 2 and text.startswith(f"{json.dumps(file)}:")), None)
+            return next((n for n, d, text in entry if d == 2 and text.startswith(_keyed(file))), None)
     return None
 
 
@@ -81,10 +87,10 @@ def entry_line(raw: bytes, number: int, key: str) -> int | None:
         start = next((n for n, ln in enumerate(lines) if ln == '  "files": {'), None)
         end = next((n for n in range(start or 0, len(lines)) if lines[n] in ("  },", "  }")), len(lines))
         return None if start is None else next((n + 1 for n in range(start + 1, end)
-                                                if lines[n].startswith(f"    {json.dumps(key)}:")), None)
+                                                if lines[n][:4] == "    " and lines[n][4:].startswith(_keyed(key))), None)
     for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
-            return next((k for k, d, text in entry if d == 1 and text.startswith(f"{json.dumps(key)}:")), brace)
+            return next((k for k, d, text in entry if d == 1 and text.startswith(_keyed(key))), brace)
     return None
 
 
@@ -95,4 +101,4 @@ def top_line(path: Path, key: str) -> int | None:
         lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
     except (OSError, ValueError):
         return None
-    return next((n for n, ln in enumerate(lines, 1) if ln.startswith(f"  {json.dumps(key)}:")), None)
+    return next((n for n, ln in enumerate(lines, 1) if ln.startswith("  ") and ln[2:].startswith(_keyed(key))), None)

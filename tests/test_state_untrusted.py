@@ -707,7 +707,7 @@ def test_a_key_twice_is_named_at_its_second_place_in_the_object_that_holds_it(wo
         engine.status(b.request(target))
 
 
-@pytest.mark.parametrize("key", ["path", "hash"])
+@pytest.mark.parametrize("key", ["path", "hash", "non-ASCII path"])
 def test_a_manifest_s_own_files_naming_a_path_out_of_the_target_is_named_at_its_line(world, key):
     """found by a fresh user: a path that climbs out (or a hash that is none) in the manifest's own 'files' was refused
     with no line, though one in a fix entry is named at its line; the line is told now, for every command."""
@@ -716,11 +716,12 @@ def test_a_manifest_s_own_files_naming_a_path_out_of_the_target_is_named_at_its_
     b, target, outside = world
     path = target / ".fixpack/demo.manifest.json"
     m = json.loads(path.read_text())
-    bad = "../outside/victim.txt" if key == "path" else next(iter(m["files"]))
-    m["files"][bad] = None if key == "path" else "not a hash"
-    path.write_bytes(dumps(m))
-    line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith(f'    "{bad}":'))
-    said = (f"line {line}: 'files' names '{bad}': a '..' segment" if key == "path" else
+    bad = {"path": "../outside/victim.txt", "non-ASCII path": "demo_pkg/é/../../../x"}.get(key) or next(iter(m["files"]))
+    m["files"][bad] = "not a hash" if key == "hash" else None
+    path.write_bytes(dumps(m) if key != "non-ASCII path" else json.dumps(m, indent=2, ensure_ascii=False).encode())
+    line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith(f'    "{bad}":')
+                or ln.startswith(f"    {json.dumps(bad)}:"))  # (an editor writes é as it is; fixpack escapes it)
+    said = (f"line {line}: 'files' names '{bad}': a '..' segment" if key != "hash" else
             f"line {line}: 'files': the hash of {bad} is not a sha256")
     before = _everything(target, outside)
     for name, run in COMMANDS.items():
