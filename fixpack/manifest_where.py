@@ -86,8 +86,8 @@ def entry_line(raw: bytes, number: int, key: str) -> int | None:
     if number == 0:
         start = next((n for n, ln in enumerate(lines) if ln == '  "files": {'), None)
         end = next((n for n in range(start or 0, len(lines)) if lines[n] in ("  },", "  }")), len(lines))
-        return None if start is None else next((n + 1 for n in range(start + 1, end)
-                                                if lines[n][:4] == "    " and lines[n][4:].startswith(_keyed(key))), None)
+        return None if start is None else next((n + 1 for n in range(start + 1, end) if lines[n][:4] == "    "
+                                                and lines[n][4:].startswith(_keyed(key))), None)
     for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
             return next((k for k, d, text in entry if d == 1 and text.startswith(_keyed(key))), brace)
