@@ -15,7 +15,7 @@ from .manifest_where import manifest_line, top_line
 from .records import REMOVE_MANIFEST, Manifest, Recorded
 from .run import Context, hold_soft_lock
 from .status_fast import is_clean_release
-from .targets import commit_matches
+from .targets import commit_matches, commits_agree
 from .tree import Tree
 
 
@@ -36,6 +36,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
         return
     if manifest.profile and manifest.profile != ctx.profile.name:
         _another_profile(ctx, manifest, path)
+    _another_release(ctx, manifest, path)
     if ctx.report.command == "revert":  # (the lock's record of the fixes it reverts: held first, else not used)
         hold_soft_lock(ctx, manifest)
     release = ctx.lock.release_files(manifest.target or None)
@@ -84,3 +85,19 @@ def _another_profile(ctx: Context, manifest: Manifest, path: Path) -> None:
     raise MismatchError(f"{path}: the image is in profile {manifest.profile}'s state, not {ctx.profile.name}'s; "
                         f"use --profile {manifest.profile} --target {t} (revert with it first to apply "
                         f"{ctx.profile.name})" + (f", or leave {t} out of this run: {others}" if others else ""))
+
+
+def _another_release(ctx: Context, manifest: Manifest, path: Path) -> None:
+    """DamagedStateError where the manifest's ``found`` (the release the run that wrote it found: version, commit)
+    is not the release here: no run wrote it on these files. A manifest without it (an older fixpack's) is not held,
+    nor a commit either side lacks; commits agree as far as the shorter goes (:func:`commits_agree`)."""
+    ft = ctx.found.get(path.name.removesuffix(".manifest.json"))
+    version, commit = manifest.found.get("version", ""), manifest.found.get("commit", "")
+    if ft is None or not manifest.found or (version == ft.version and (not commit or not ft.commit
+                                                                        or commits_agree(ft.commit, commit))):
+        return
+    line = top_line(path, "found")
+    raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records the release it was written on as "
+                            f"{version or '(none)'} @ {commit or '(none)'}, not the release here ({ft.version} @ "
+                            f"{ft.commit}): no run wrote it on these files (the target reinstalled at another release "
+                            f"since?)", REMOVE_MANIFEST)

@@ -471,6 +471,10 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
     # reinstalled at another release, or planted) sent the run to it, and that profile's pin back to this one
     "a profile of another release": ({"profile": "v0.32.0"}, "demo.manifest.json is damaged: it records profile ",
                                      "v0.32.0, which pins demo 9.9.9 @ 0badc0de, not the release here (1.0 @ "),
+    # found by a fresh user: a manifest that says it was written on another release was taken as it was
+    "another release found": ({"found": {"version": "9.9.9", "commit": "0badc0de"}}, "demo.manifest.json is damaged: "
+                              "it records the release it was written on as 9.9.9 @ 0badc0de, not the release here "
+                              "(1.0 @ ", "remove the file"),
     # found by a fresh maintainer: a profile the pack lacks was suggested as --profile
     "a profile this pack lacks": ({"profile": "v9.9.9"}, "demo.manifest.json: the image is in profile v9.9.9's state, "
                                   "which this pack (", ") does not have: revert it with the pack that has that "
