@@ -35,11 +35,11 @@ from .diffpaths import (
     spaced_agrees,
 )
 from .diffsyntax import (
-    BASE_COMMIT,
     HUNK_HEADER,
     after_base_block,
     as_git_markers,
     base_block_at,
+    base_follows,
     base_taken,
     binary_then_text,
     hunk_numbers,
@@ -56,7 +56,7 @@ from .diffsyntax import (
 )
 from .errors import PatchParseError, Problem
 from .patchmodel import FilePatch, Hunk, ParsedPatch, PatchHeader
-from .plaindiff import PLAIN_NAMES, as_git, as_prefixed, git_prefixed
+from .plaindiff import PLAIN_NAMES, as_git, as_prefixed, git_prefixed, is_epoch
 from .structs import replace
 
 if TYPE_CHECKING:  # unidiff is imported by the first parse (a status the lock vouches for parses nothing)
@@ -232,7 +232,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if old < 0 or new < 0:
                 raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
             ended = n if old == 0 and new == 0 else ended
-            if ended == n and ln == "" and n < len(lines) and BASE_COMMIT.fullmatch(lines[n]):
+            if ended == n and ln == "" and base_follows(lines, n):
                 raise base_taken(source, n, hunk_line)  # (--base's blank line above its block, counted)
             continue
         last = ""
@@ -414,11 +414,13 @@ def _created_deleted(pf: PatchedFile) -> tuple[bool, bool]:
     """Whether the file section creates its file, and whether it deletes it. In git's form only its own words say
     so: '/dev/null' on the ---/+++ lines, or 'new file mode' / 'deleted file mode' (unidiff reads those as
     '/dev/null' too); a hunk '@@ -0,0' fills an empty file there, and '+0,0 @@' empties one. unidiff also takes such a
-    lone hunk for a created or deleted file, which is right for a plain 'diff -N' (it writes a missing side as an
-    empty file) and is kept there: a git diff that emptied a file was applied as its deletion."""
+    lone hunk for a created or deleted file; in a plain diff that holds where the side's time is the epoch (how
+    'diff -N' writes a missing side, :func:`~fixpack.plaindiff.is_epoch`), as git apply reads it, else the hunk fills or
+    empties a file that is there (a plain diff that emptied a file was applied as its deletion)."""
     if any(str(info).startswith("diff --git ") for info in pf.patch_info or ()):
         return pf.source_file == "/dev/null", pf.target_file == "/dev/null"
-    return bool(pf.is_added_file), bool(pf.is_removed_file)
+    return (pf.source_file == "/dev/null" or bool(pf.is_added_file) and is_epoch(pf.source_timestamp),
+            pf.target_file == "/dev/null" or bool(pf.is_removed_file) and is_epoch(pf.target_timestamp))
 
 
 def _convert_file(pf: PatchedFile, source: str) -> FilePatch:

@@ -31,14 +31,19 @@ _PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |cop
 # then the patches it needs below it ('prerequisite-patch-id: <id>'; b4: 'change-id: ...', 'Best regards,'). A SHA-1 or
 # SHA-256 object name: no hunk line begins so, so what follows the diff there is no lost hunk
 BASE_COMMIT = re.compile(r"base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})")
-_BASE_BLOCK = re.compile(r"(?m)^(?:---\n|\n)?base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_BASE_BLOCK = re.compile(r"(?m)^(?:\n?---\n|\n)?base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})$")
+
+
+def base_follows(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` (0-based) is a ``base-commit`` line, or b4's ``---`` line right above one."""
+    return i < len(lines) and bool(BASE_COMMIT.fullmatch(lines[i]) or (lines[i] == "---" and i + 1 < len(lines)
+                                                                        and BASE_COMMIT.fullmatch(lines[i + 1])))
 
 
 def base_block_at(lines: list[str], i: int) -> bool:
     """Whether ``lines[i]`` (0-based), outside any hunk, opens git format-patch --base's block: the ``base-commit``
-    line itself, or the blank line (git) or ``---`` line (b4) right above it."""
-    return bool(BASE_COMMIT.fullmatch(lines[i]) or (lines[i] in ("", "---") and i + 1 < len(lines)
-                                                     and BASE_COMMIT.fullmatch(lines[i + 1])))
+    line itself, b4's ``---`` line right above it, or the blank line above either (git's; b4's mails have one too)."""
+    return base_follows(lines, i) or (lines[i] == "" and base_follows(lines, i + 1))
 
 
 def after_base_block(source: str, lines: list[str], n: int) -> None:
@@ -58,9 +63,9 @@ def after_base_block(source: str, lines: list[str], n: int) -> None:
 
 def base_taken(source: str, n: int, hunk_line: int) -> PatchParseError:
     """The error for a hunk (its @@ line at ``hunk_line``) whose last counted line is the blank line ``n`` right above
-    a ``base-commit:`` line: git format-patch --base writes that blank line between the diff and its block, so the
-    hunk's @@ counts claim one line more than it has, or its own last context line (blank) lost its space and the
-    block's blank line is missing. Both readings are said."""
+    a ``base-commit:`` line (or b4's ``---`` above one): git format-patch --base writes that blank line between the
+    diff and its block, so the hunk's @@ counts claim one line more than it has, or its own last context line (blank)
+    lost its space and the block's blank line is missing. Both readings are said."""
     what = (f"the hunk that starts at line {hunk_line} ends with the blank line {n}, right above the base-commit "
             f"block: its @@ counts claim one line more than it has (the blank line is git format-patch --base's), or "
             f"its last context line lost its leading space")

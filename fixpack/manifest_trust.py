@@ -90,11 +90,11 @@ def _another_profile(ctx: Context, manifest: Manifest, path: Path) -> None:
 def _another_release(ctx: Context, manifest: Manifest, path: Path) -> None:
     """DamagedStateError where the manifest's ``found`` (the release the run that wrote it found: version, commit)
     is not the release here: no run wrote it on these files. A manifest without it (an older fixpack's) is not held,
-    nor a commit either side lacks; commits agree as far as the shorter goes (:func:`commits_agree`)."""
+    nor a version or commit either side lacks; commits agree as far as the shorter goes (:func:`commits_agree`)."""
     ft = ctx.found.get(path.name.removesuffix(".manifest.json"))
     version, commit = manifest.found.get("version", ""), manifest.found.get("commit", "")
-    if ft is None or not manifest.found or (version == ft.version and (not commit or not ft.commit
-                                                                        or commits_agree(ft.commit, commit))):
+    if ft is None or not manifest.found or ((not version or version == ft.version) and
+                                             (not commit or not ft.commit or commits_agree(ft.commit, commit))):
         return
     line = top_line(path, "found")
     raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}it records the release it was written on as "

@@ -24,6 +24,7 @@ from .diffpaths import PREFIX, index_line_at
 PLAIN_NAMES = ("a diff without 'diff --git' lines names one file on both sides, as X / X, X.orig / X, a/X / b/X, or "
                "two trees' folders OLD/X / NEW/X, the same two in every section (quilt's D.orig/X / D/X): fix the "
                "path, or regenerate the patch with git diff / format-patch")
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.\d+)? ?([+-])(\d\d)(\d\d)")
 _PAIR = re.compile(r"([^\t]*)(\t.*)?")
 
 
@@ -32,6 +33,21 @@ def _split(line: str) -> tuple[str, str]:
     m = _PAIR.fullmatch(line[4:])
     assert m is not None  # (the pattern takes any text)
     return m.group(1), m.group(2) or ""
+
+
+def is_epoch(stamp: str | None) -> bool:
+    """Whether a ``---`` / ``+++`` line's time (``2024-01-02 10:00:00.000000000 +0100``, its tab dropped) is the epoch
+    in any zone: how ``diff -N`` writes the side of a file that does not exist (git apply reads it as /dev/null). A side
+    without a time, or with another, names a file that exists, empty or not."""
+    from datetime import datetime, timedelta, timezone
+
+    m = _STAMP.fullmatch((stamp or "").strip())
+    if m is None:
+        return False
+    year, month, day, hour, minute, second, sign, zh, zm = m.groups()
+    zone = timezone((1 if sign == "+" else -1) * timedelta(hours=int(zh), minutes=int(zm)))
+    when = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=zone)
+    return when == datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def as_prefixed(text: str) -> str:
@@ -90,10 +106,10 @@ def as_git(lines: list[str]) -> str:
         if ln.startswith(("diff ", "Only in ")) or index_line_at(lines, i):  # diff -ruN's command line before each
             continue  # file, and its notes; quilt's 'Index:' lines
         if ln.startswith("--- ") and nxt.startswith("+++ ") and (i + 2 >= len(lines) or lines[i + 2].startswith("@@")):
-            old, new = _split(ln)[0], _split(nxt)[0]
-            at = lines[i + 2] if i + 2 < len(lines) else ""  # diff -N writes a missing side as an empty file
-            old, new = ("/dev/null" if at.startswith("@@ -0,0 ") else old,
-                        "/dev/null" if re.match(r"@@ -\S+ \+0,0 @@", at) else new)
+            (old, old_time), (new, new_time) = _split(ln), _split(nxt)
+            at = lines[i + 2] if i + 2 < len(lines) else ""  # diff -N writes a missing side as an empty file, at the
+            old, new = ("/dev/null" if at.startswith("@@ -0,0 ") and is_epoch(old_time) else old,  # epoch
+                        "/dev/null" if re.match(r"@@ -\S+ \+0,0 @@", at) and is_epoch(new_time) else new)
             a, b = (None if p == "/dev/null" else p for p in (old, new))
             out.append(f"diff --git {_side('a/', a or b or '')} {_side('b/', b or a or '')}")
             out += ["new file mode 100644"] if a is None else ["deleted file mode 100644"] if b is None else []

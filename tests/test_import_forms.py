@@ -133,3 +133,34 @@ def test_a_pack_patch_without_git_s_prefixes_is_stale_to_format_and_exported_wit
     git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qm", "release")
     git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "am", "-q", *[str(p) for p in out if p.name != "series"])
     assert "ten\n" in (repo / MOD).read_text() and "fifty\n" in (repo / MOD).read_text()
+
+
+@pytest.mark.parametrize(("old_time", "new_time", "want"), [
+    ("2026-12-06 10:00:00.000000000 +0000", "2026-12-06 10:05:00.000000000 +0000", ("pkg/x.py", "pkg/x.py")),
+    ("", "", ("pkg/x.py", "pkg/x.py")),  # (-p0, no times)
+    ("1970-01-01 00:00:00.000000000 +0000", "2026-12-06 10:05:00.000000000 +0000", (None, "pkg/x.py")),
+    ("1969-12-31 19:00:00.000000000 -0500", "2026-12-06 10:05:00.000000000 +0000", (None, "pkg/x.py")),
+])
+def test_a_plain_hunk_filling_an_empty_file_creates_it_only_at_the_epoch(tmp_path, old_time, new_time, want):
+    """found by a fresh user: a plain diff's lone '@@ -0,0 +1 @@' hunk was read as creating its file whatever its
+    '---' line said, so one filling a file the release has empty (an __init__.py) was refused on the chain ('exists
+    already'), though git apply and patch fill it. diff -N writes a missing side at the epoch (in any zone); only that
+    side, or /dev/null, is a file that is not there."""
+    tabs = (f"\t{old_time}" if old_time else "", f"\t{new_time}" if new_time else "")
+    text = f"--- a/pkg/x.py{tabs[0]}\n+++ b/pkg/x.py{tabs[1]}\n@@ -0,0 +1 @@\n+x = 1\n"
+    (f,) = parse_patch(text.encode(), "p.patch").files
+    assert (f.old_path, f.new_path) == want
+    body = diff_body(text)
+    assert ("new file mode 100644\n--- /dev/null\n" in body) == (want[0] is None), body
+
+
+@pytest.mark.parametrize("epoch", [False, True])
+def test_a_plain_hunk_emptying_a_file_deletes_it_only_at_the_epoch(tmp_path, epoch):
+    """found by a fresh user: diff -ruN of a file emptied (both sides with real times) went into the pack as its
+    deletion, and apply removed the file (a package's __init__.py: the package became a namespace package); git apply
+    and patch leave it there, empty."""
+    when = "1970-01-01 00:00:00.000000000 +0000" if epoch else "2026-12-06 10:05:00.000000000 +0000"
+    text = f"--- a/pkg/x.py\t2026-12-06 10:00:00.000000000 +0000\n+++ b/pkg/x.py\t{when}\n@@ -1 +0,0 @@\n-x = 1\n"
+    (f,) = parse_patch(text.encode(), "p.patch").files
+    assert (f.old_path, f.new_path) == (("pkg/x.py", None) if epoch else ("pkg/x.py", "pkg/x.py"))
+    assert ("deleted file mode 100644\n" in diff_body(text)) == epoch
