@@ -164,3 +164,19 @@ def test_a_plain_hunk_emptying_a_file_deletes_it_only_at_the_epoch(tmp_path, epo
     (f,) = parse_patch(text.encode(), "p.patch").files
     assert (f.old_path, f.new_path) == (("pkg/x.py", None) if epoch else ("pkg/x.py", "pkg/x.py"))
     assert ("deleted file mode 100644\n" in diff_body(text)) == epoch
+
+
+def test_a_mail_refused_on_the_chain_names_no_patch_file_of_the_pack(pack3, tmp_path):  # noqa: F811
+    """found by a fresh user: a mail creating a file the chain has refused as 'exists already (the patch creates it;
+    its file section is at PACK/fixes/NEW/0001-....patch:14)', a file import never wrote. The mail is named (at its
+    line of the file given), no patch of the pack."""
+    from fixpack.errors import ConflictError
+
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    mail.write_text(HEAD + f"--- /dev/null\n+++ b/{MOD}\n@@ -0,0 +1 @@\n+x = 1\n")
+    with pytest.raises(ConflictError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    said = str(exc.value)
+    assert said.startswith(f"{mail}:1: the mail there: patch 1 of imp") and "exists already" in said, said
+    assert "fixes/imp" not in said and not (builder.pack / "fixes/imp").exists(), said
