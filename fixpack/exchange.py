@@ -280,10 +280,11 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
                                    if carrier == "" else "an earlier patch of this import already makes this change "
                                                          "(the same mail twice in the file?)")
                                 + "; there is nothing to import (a mail imported twice?); nothing was written")
-        if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:  # (the patch is not written: its
-            said = [re.sub(rf"; its file section is at {re.escape(str(pf.path))}:\d+", "", m) for m in ev.messages]
+        if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
+            gone = rf"; its file section is at {re.escape(str(pf.path))}:\d+"  # (a patch never written: not named)
+            said = [re.sub(gone, "", m) for m in ev.messages]
             raise ConflictError(f"{where[i]}patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the "
-                                f"chain of profile {prof.name}: {'; '.join(said)}; nothing was written")  # lines not told)
+                                f"chain of profile {prof.name}: {'; '.join(said)}; nothing was written")
         tree_after = ev.forward.tree
         if ev.state is State.ABSENT and not ev.offsets:
             bodies.append(given[i])
