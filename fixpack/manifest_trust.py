@@ -41,7 +41,9 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
         hold_soft_lock(ctx, manifest)
     release = ctx.lock.release_files(manifest.target or None)
     for entry in manifest.fixes:
-        if entry.state is Recorded.APPLIED and entry.files and all(p in release and release[p] == h
+        record = ctx.lock.fix(entry.id)  # (its files as the lock has them: a record edited is the lock's to say)
+        own = {f.path for f in record.files} if record is not None else set()
+        if entry.state is Recorded.APPLIED and entry.files and all(p in own and p in release and release[p] == h
                                                                    for p, h in entry.files.items()):
             line = manifest_line(path, entry.id, next(iter(entry.files)))
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {entry.id}'s entry records it "
