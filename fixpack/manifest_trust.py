@@ -30,8 +30,9 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
 
     ``tree``: the target's files, where the run has them (the SBOM's check has not). Where every file the manifest
     lists is the clean release's, the manifest is stale, whoever wrote it: nothing here refuses it. Else an entry
-    recording its fix applied with every one of its files at the release's own sha256 is DamagedStateError: no fix
-    leaves the files it edits as the release has them (a manifest written by hand)."""
+    recording its fix applied with every one of its files (each one the lock's record of the fix lists: a record
+    edited is the lock's check to say) at the release's own sha256 is DamagedStateError: no fix leaves the files it
+    edits as the release has them (a manifest written by hand)."""
     if tree is not None and is_clean_release(tree, manifest, ctx.lock):
         return
     if manifest.profile and manifest.profile != ctx.profile.name:
