@@ -215,7 +215,8 @@ def index_line_at(lines: list[str], i: int) -> bool:
 def plain_start(lines: list[str], pair: bool = False) -> int | None:
     """Where a diff without ``diff --git`` lines starts (before it: the mail's lines): its first ``---`` or ``+++``
     line from which only ``---`` / ``+++`` / ``index`` lines lead to an ``@@`` line (``pair``: or a ``---`` line
-    right above a ``+++`` line, whatever follows), or quilt's ``Index:`` line above it; None without one."""
+    right above a ``+++`` line, whatever follows), or quilt's ``Index:`` line or diff -ru's command line above it; None
+    without one."""
     for i, ln in enumerate(lines):
         if pair and ln.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
             return i
@@ -224,6 +225,8 @@ def plain_start(lines: list[str], pair: bool = False) -> int | None:
             while j < len(lines) and lines[j].startswith(("--- ", "+++ ", "index ")):
                 j += 1
             if j < len(lines) and lines[j].startswith("@@"):  # (a malformed header too: the structure check names it)
+                if i >= 1 and lines[i - 1].startswith("diff ") and not lines[i - 1].startswith("diff --git "):
+                    return i - 1  # (diff -ru's command line above its first file: the diff's, not the message's)
                 return i - 2 if i >= 2 and index_line_at(lines, i - 2) else i  # (quilt's 'Index:' lines: the diff's)
     return None
 

@@ -281,7 +281,8 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
                                                          "(the same mail twice in the file?)")
                                 + "; there is nothing to import (a mail imported twice?); nothing was written")
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
-            gone = rf"; its file section is at {re.escape(str(pf.path))}:\d+"  # (a patch never written: not named)
+            at = rf"its file section is at {re.escape(str(pf.path))}:\d+"  # (a patch never written: not named)
+            gone = rf" \({at}\)|; {at}"
             said = [re.sub(gone, "", m) for m in ev.messages]
             raise ConflictError(f"{where[i]}patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the "
                                 f"chain of profile {prof.name}: {'; '.join(said)}; nothing was written")

@@ -458,7 +458,9 @@ def _manifest_problem(data: Any, target: str | None) -> str | None:
         problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
     problem = problem or next((f"key {k!r} is {short(json.dumps(data[k]))}, not a string" for k in
                                ("profile", "target", "tool", "tool_version")
-                               if k in data and not isinstance(data[k], str)), None)
+                               if k in data and not isinstance(data[k], str)), None) or next((
+        f"key {k!r} is {short(json.dumps(data[k]))}, not an object of strings" for k in ("pin", "found") if k in data
+        and not (isinstance(data[k], dict) and all(isinstance(v, str) for v in data[k].values()))), None)
     if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
         return problem or f"key 'target' is {short(json.dumps(data['target']))}, not {target!r} (the file's name)"
     name = data["profile"]  # (said in messages and in the commands they suggest: a name, never text of any kind)

@@ -166,17 +166,36 @@ def test_a_plain_hunk_emptying_a_file_deletes_it_only_at_the_epoch(tmp_path, epo
     assert ("deleted file mode 100644\n" in diff_body(text)) == epoch
 
 
-def test_a_mail_refused_on_the_chain_names_no_patch_file_of_the_pack(pack3, tmp_path):  # noqa: F811
+@pytest.mark.parametrize(("path", "said"), [(MOD, "exists already"), ("demo_pkg/none.py", "no such file")])
+def test_a_mail_refused_on_the_chain_names_no_patch_file_of_the_pack(pack3, tmp_path, path, said):  # noqa: F811
     """found by a fresh user: a mail creating a file the chain has refused as 'exists already (the patch creates it;
-    its file section is at PACK/fixes/NEW/0001-....patch:14)', a file import never wrote. The mail is named (at its
-    line of the file given), no patch of the pack."""
+    its file section is at PACK/fixes/NEW/0001-....patch:14)', a file import never wrote; a second one the same in
+    'no such file (its file section is at ...)', a plain hunk filling a file the release lacks. The mail is named (at
+    its line of the file given), no patch of the pack."""
     from fixpack.errors import ConflictError
 
     builder, clean = pack3
     mail = builder.base / "in.patch"
-    mail.write_text(HEAD + f"--- /dev/null\n+++ b/{MOD}\n@@ -0,0 +1 @@\n+x = 1\n")
+    old = "/dev/null" if path == MOD else f"a/{path}"
+    mail.write_text(HEAD + f"--- {old}\n+++ b/{path}\n@@ -0,0 +1 @@\n+x = 1\n")
     with pytest.raises(ConflictError) as exc:
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
-    said = str(exc.value)
-    assert said.startswith(f"{mail}:1: the mail there: patch 1 of imp") and "exists already" in said, said
-    assert "fixes/imp" not in said and not (builder.pack / "fixes/imp").exists(), said
+    text = str(exc.value)
+    assert text.startswith(f"{mail}:1: the mail there: patch 1 of imp") and said in text, text
+    assert "fixes/imp" not in text and "()" not in text and not (builder.pack / "fixes/imp").exists(), text
+
+
+def test_diff_s_command_line_above_a_plain_diff_is_the_diff_s_not_the_message(pack3, tmp_path):  # noqa: F811
+    """found by a fresh user: the 'diff -ruN a/X b/X' line diff -r writes above a file's section became the fix's
+    description (fix.toml's why, and the patch's message above its trailers); git mailinfo puts it in the patch."""
+    import tomllib
+
+    builder, clean = pack3
+    mail = builder.base / "in.patch"
+    stamp = "\t2026-12-06 10:00:00.000000000 +0000"
+    mail.write_text("From: A <a@example.org>\nSubject: Say fifty-five\n\n"
+                    f"diff -ruN a/{MOD} b/{MOD}\n--- a/{MOD}{stamp}\n+++ b/{MOD}{stamp}\n{_hunks(tmp_path, TOP, MID)}")
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    got = load_pack(builder.pack).fixes["imp"].patches[0].path.read_text()
+    assert "diff -ruN" not in got and "diff -ruN" not in (builder.pack / "fixes/imp/fix.toml").read_text(), got
+    assert "diff -ruN" not in tomllib.loads((builder.pack / "fixes/imp/fix.toml").read_text()).get("why", "")

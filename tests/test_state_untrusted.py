@@ -475,6 +475,10 @@ MANIFEST = {  # found by a fresh user: each was taken as it is (the id: exit 2, 
     "another release found": ({"found": {"version": "9.9.9", "commit": "0badc0de"}}, "demo.manifest.json is damaged: "
                               "it records the release it was written on as 9.9.9 @ 0badc0de, not the release here "
                               "(1.0 @ ", "remove the file"),
+    # found by a fresh user: a null version was said as None, a list as ['0.30.0'], a string found taken silently
+    "found not strings": ({"found": {"version": None, "commit": "abc"}}, "not a valid fixpack manifest: key 'found' "
+                          "is {\"version\": null, \"commit\": \"abc\"}, not an object of strings", ""),
+    "found a string": ({"found": "0.30.0"}, "key 'found' is \"0.30.0\", not an object of strings", ""),
     # found by a fresh maintainer: a profile the pack lacks was suggested as --profile
     "a profile this pack lacks": ({"profile": "v9.9.9"}, "demo.manifest.json: the image is in profile v9.9.9's state, "
                                   "which this pack (", ") does not have: revert it with the pack that has that "
