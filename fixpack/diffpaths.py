@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 PREFIX = re.compile(r"^[ab]/")  # git's side prefixes, dropped from a path
 REGENERATE = "regenerate the patch with git diff / format-patch"
-_GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
+# a 'diff --git' line's two paths, as git spells them (quoted or not; one with a space is not split)
+GIT_LINE = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
 _SEPARATOR = re.compile(r"={20,}")  # quilt's (and svn's) line under 'Index: '
 COPY = "regenerate the patch without copy detection (git diff -M, no -C / --find-copies): the copy is then a new file"
 
@@ -68,7 +69,7 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
 def git_line_paths(ln: str, source: str, n: int) -> tuple[str, str] | None:
     """The paths of a ``diff --git a/X b/Y`` line, checked and without their prefixes (None for a path
     with spaces: the ---/+++ lines then name the files alone)."""
-    m = _GIT_LINE.match(ln)
+    m = GIT_LINE.match(ln)
     if not m:
         return None
     a, b = (clean_path(raw, source, n) or "" for raw in m.groups())

@@ -31,7 +31,7 @@ _PATH_LINE = re.compile(r"^(diff --git |--- |\+\+\+ |rename from |rename to |cop
 # then the patches it needs below it ('prerequisite-patch-id: <id>'; b4: 'change-id: ...', 'Best regards,'). A SHA-1 or
 # SHA-256 object name: no hunk line begins so, so what follows the diff there is no lost hunk
 BASE_COMMIT = re.compile(r"base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})")
-_BASE_BLOCK = re.compile(r"(?m)^(?:\n?---\n|\n)?base-commit: (?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_BASE_BLOCK = re.compile(rf"(?m)^(?:\n?---\n|\n)?{BASE_COMMIT.pattern}$")
 
 
 def base_follows(lines: list[str], i: int) -> bool:

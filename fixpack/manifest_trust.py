@@ -56,9 +56,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
                 continue
         except PackError as exc:
             raise applied_from(exc, fix, path, ctx.report.command) from None
-        locked = ctx.lock.fix(fix.id)
-        touched = ({f.path for f in locked.files} if locked is not None and locked.patch_sha256 == fix.patch_sha256
-                   else set(fix.touched_paths()))
+        touched = own if record is not None and record.patch_sha256 == fix.patch_sha256 else set(fix.touched_paths())
         stray = sorted(set(entry.files) - touched)
         if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
             lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .diffpaths import PREFIX, index_line_at
+from .diffpaths import GIT_LINE, PREFIX, index_line_at
 
 # what to do about a section of a plain diff whose two names differ otherwise than the module's forms allow
 PLAIN_NAMES = ("a diff without 'diff --git' lines names one file on both sides, as X / X, X.orig / X, a/X / b/X, or "
@@ -122,9 +122,6 @@ def as_git(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-_GIT_SIDES = re.compile(r'^diff --git ("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)$')
-
-
 def git_prefixed(body: str) -> str:
     """``body`` (git's form, from its first ``diff --git`` line on) with each file section's paths behind git's ``a/``
     and ``b/`` (a patch of ``git diff --no-prefix``, or written by hand, names ``X`` where git am and patch ``-p1``
@@ -135,7 +132,7 @@ def git_prefixed(body: str) -> str:
     sides: tuple[str, str] | None = None
     for ln in body.split("\n"):
         if ln.startswith("diff --git "):
-            m = _GIT_SIDES.match(ln)
+            m = GIT_LINE.match(ln)
             sides = None if m is None or (m.group(1).lstrip('"').startswith("a/") and
                                           m.group(2).lstrip('"').startswith("b/")) else (m.group(1), m.group(2))
             out.append(ln if sides is None else f"diff --git {_side('a/', sides[0])} {_side('b/', sides[1])}")

@@ -588,6 +588,19 @@ def test_a_stale_manifest_is_said_and_handled_alike_by_status_apply_and_revert(s
     assert snapshot(target) == snapshot(pristine) and not (target / ".fixpack").exists()
 
 
+def _applied_with_pristine(setup, tmp_path):
+    """The demo target copied as it is (the release) to ``pristine``, then applied: (builder, target, pristine, the
+    manifest's path, its JSON)."""
+    import shutil
+
+    b, _clean, target = setup
+    pristine = tmp_path / "pristine"
+    shutil.copytree(target, pristine)
+    assert engine.apply(b.request(target)).ok
+    path = target / ".fixpack" / "demo.manifest.json"
+    return b, target, pristine, path, json.loads(path.read_text())
+
+
 def test_a_manifest_recording_applied_fixes_on_the_release_bytes_is_stale(setup, tmp_path):
     """A planted (or hand-written) manifest records the fixes applied but every file at the clean release's own
     hash, and the files are the release: status and apply called every fix tampered (exit 3), revert a conflict
@@ -595,12 +608,7 @@ def test_a_manifest_recording_applied_fixes_on_the_release_bytes_is_stale(setup,
     file it edits as the release has it: the manifest is stale, as one of a reinstalled target is."""
     import hashlib
     import shutil
-    b, clean, target = setup
-    pristine = tmp_path / "pristine"
-    shutil.copytree(target, pristine)
-    assert engine.apply(b.request(target)).ok
-    path = target / ".fixpack" / "demo.manifest.json"
-    m = json.loads(path.read_text())
+    b, target, pristine, path, m = _applied_with_pristine(setup, tmp_path)
     own = {p: hashlib.sha256((pristine / p).read_bytes()).hexdigest() if (pristine / p).exists() else None
            for p in m["files"]}  # None: the release lacks the file (a fix creates it)
     m["files"] = own
@@ -627,16 +635,10 @@ def test_an_entry_recording_its_fix_on_the_release_bytes_where_the_fixes_are_is_
     and the advice put every file back to the release, throwing the good fixes away. It is damaged state at the
     entry's line (exit 3, nothing written), and removing the manifest, as said, lets apply record the fixes again."""
     import hashlib
-    import shutil
 
     from fixpack.records import dumps
 
-    b, clean, target = setup
-    pristine = tmp_path / "pristine"
-    shutil.copytree(target, pristine)
-    assert engine.apply(b.request(target)).ok
-    path = target / ".fixpack" / "demo.manifest.json"
-    m = json.loads(path.read_text())
+    b, target, pristine, path, m = _applied_with_pristine(setup, tmp_path)
     first = next(e for e in m["fixes"] if e["id"] == "first")
     for p in first["files"]:
         first["files"][p] = m["files"][p] = hashlib.sha256((pristine / p).read_bytes()).hexdigest()
@@ -665,11 +667,7 @@ def test_a_manifest_of_a_profile_this_pack_lacks_on_the_release_is_stale(setup, 
 
     from fixpack.records import dumps
 
-    b, clean, target = setup
-    pristine = tmp_path / "pristine"
-    shutil.copytree(target, pristine)
-    assert engine.apply(b.request(target)).ok
-    m = json.loads((target / ".fixpack/demo.manifest.json").read_text())
+    b, target, pristine, _path, m = _applied_with_pristine(setup, tmp_path)
     shutil.rmtree(target)
     shutil.copytree(pristine, target)
     (target / ".fixpack").mkdir()
