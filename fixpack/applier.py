@@ -15,6 +15,10 @@ The placement rule (the same for apply, status, dry runs, the lock, refresh and 
   (end) of the file, as GNU patch does, when searched: placed there, or else only at its stated line (plus the
   running offset) where its pre-image occurs once; reversed, where its post-image occurs once and holds lines it
   adds (they are the fix's, wherever the file ends now). A hunk without any pre-image line is placed only when pinned.
+- A file's only hunk, without context, one of whose sides is empty at line 0 (``@@ -1,N +0,0 @@``, as diff and git
+  write a file emptied; ``@@ -0,0 +1,N @@``, one filled) stands for the whole file on both sides, as git apply
+  reads a hunk without context: when searched, the empty side is placed only in an empty file and the other only
+  where it is the whole file.
 
 Nothing here touches the disk.
 """
@@ -175,12 +179,26 @@ def _anchor(h: Hunk) -> str:
     return ""
 
 
+def whole_file(h: Hunk) -> bool:
+    """The hunk has no context and one side empty at line 0: as a file's only hunk, it empties or fills the file."""
+    return h.leading_context == h.trailing_context == 0 and (
+        (h.new_start, h.new_len) == (0, 0) or (h.old_start, h.old_len) == (0, 0))
+
+
+WHOLE_REASON = "as git apply reads a file's only hunk without context"  # (see whole_file)
+
+
+def _lines(n: int) -> str:
+    return f"{n} line{'s' if n != 1 else ''}"
+
+
 def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = False,
-           evidence: HunkEvidence = SEARCH) -> HunkResult:
+           evidence: HunkEvidence = SEARCH, lone: bool = False) -> HunkResult:
     """Place one hunk's pre-image in ``lines`` by the placement rule.
 
     ``delta`` is the running offset of what was placed before it in the same file (earlier hunks, and
-    earlier fixes of the chain), so that a hunk follows their shift without reporting it twice.
+    earlier fixes of the chain), so that a hunk follows their shift without reporting it twice; ``lone``: it is
+    its file's only hunk (see :func:`whole_file`).
     """
     pre, _post, start = sides(h, reverse)
     expected = _expected_index(start, len(pre)) + delta
@@ -188,6 +206,13 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         if _matches_at(lines, pre, expected):
             return _placed(index, expected, expected, delta)
         return _missing(index, lines, pre, expected, PINNED_POST_REASON if reverse else PINNED_REASON)
+    if lone and whole_file(h):
+        if len(lines) == len(pre) and _matches_at(lines, pre, 0):
+            return _placed(index, 0, expected, delta)
+        what = "is the empty file" if not pre else f"must be the whole file ({_lines(len(pre))})"
+        does = "empties" if (h.new_start, h.new_len) == (0, 0) else "fills"
+        return _missing(index, lines, pre, expected, f"its {image(reverse)} {what}, {WHOLE_REASON} that {does} the "
+                                                     f"file, and this file holds {_lines(len(lines))}")
     anchor = _anchor(h)
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
@@ -291,7 +316,7 @@ def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
     results: list[HunkResult] = []
     running = delta
     for i, h in enumerate(hunks):
-        res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH)
+        res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH, len(hunks) == 1)
         results.append(res)
         if res.found:
             running = res.offset
@@ -352,7 +377,7 @@ def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
           evidence: tuple[HunkEvidence, ...] = ()) -> tuple[HunkResult, ...]:
     """Locate every hunk independently (no early stop), for status evidence and partial checks."""
     lines = split_lines(text)
-    return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH)
+    return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH, len(hunks) == 1)
                  for i, h in enumerate(hunks))
 
 

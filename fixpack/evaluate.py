@@ -16,6 +16,7 @@ from typing import Any
 from .applier import (
     PINNED_POST_REASON,
     PINNED_REASON,
+    WHOLE_REASON,
     Closest,
     HunkEvidence,
     HunkResult,
@@ -154,6 +155,9 @@ class HunkNote:
                     f"{span(c, single=False)} ({c.line - self.expected:+d} lines), "
                     f"{self.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
+        if WHOLE_REASON in self.reason:
+            return (f"{where} missing: {self.reason}; the file is not the one the patch was written for: put it back "
+                    f"to the release, or rebase the fix onto this tree")
         misplaced = misplaced_marker(self)
         if misplaced:
             return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "

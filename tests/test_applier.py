@@ -93,3 +93,37 @@ def test_occurrences_finds_every_place(lines: list[str], pre: list[str]) -> None
     want = (list(range(len(lines) + 1)) if not pre else
             [p for p in range(len(lines) - len(pre) + 1) if lines[p:p + len(pre)] == pre])
     assert occurrences(lines, tuple(pre)) == want
+
+
+def test_a_lone_hunk_without_context_that_empties_or_fills_a_file_stands_for_the_whole_file():
+    """A file's only hunk with no context and one side empty at line 0 (``@@ -1,2 +0,0 @@``: diff and git write a file
+    emptied so; ``@@ -0,0 +1,2 @@``: one filled) is read as git apply reads it: each side is the whole file. Before,
+    the empty side was "in" every file, so a searched hunk (a drifted file) was refused as ambiguous whether the fix
+    was in or not, and the other side was placed wherever its lines occurred once (lines of a longer file taken out
+    as if the file were emptied). Pinned (the lock's pre-image) a hunk keeps its stated line, as every hunk does."""
+    from fixpack.applier import PINNED
+
+    empties = parse_patch(b"--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +0,0 @@\n-a\n-b\n").files[0].hunks
+    fills = parse_patch(b"--- a/f.txt\n+++ b/f.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n").files[0].hunks
+    # empties: forward only on the whole pre-image, reversed (is it in?) only on the empty file
+    assert apply_text("a\nb\n", empties).text == ""
+    assert apply_text("", empties, reverse=True).text == "a\nb\n"
+    for text, reverse, side, said in (("a\nb\nc\n", False, "pre-image", "must be the whole file (2 lines)"),
+                                      ("z\na\nb\n", False, "pre-image", "must be the whole file (2 lines)"),
+                                      ("c\n", True, "post-image", "is the empty file"),
+                                      ("", False, "pre-image", "must be the whole file (2 lines)")):
+        (res,) = apply_text(text, empties, reverse=reverse).hunks
+        assert res.placement is Placement.MISSING, (text, reverse)
+        assert res.reason.startswith(f"its {side} {said}, as git apply reads a file's only hunk without context "
+                                     f"that empties the file, and this file holds"), res.reason
+    # fills: forward only on the empty file, reversed only on the whole post-image
+    assert apply_text("", fills).text == "a\nb\n"
+    assert apply_text("a\nb\n", fills, reverse=True).text == ""
+    for text, reverse in (("x\n", False), ("a\nb\nc\n", True), ("", True)):
+        (res,) = apply_text(text, fills, reverse=reverse).hunks
+        assert res.placement is Placement.MISSING and "that fills the file" in res.reason, (text, reverse)
+    # pinned, the stated line decides, as for every hunk (git diff -U0 of a file's first lines taken out)
+    assert apply_text("a\nb\nc\n", empties, evidence=(PINNED,)).text == "c\n"
+    # beside another hunk of its file it is no whole file: placed by the rule as before
+    two = parse_patch(b"--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +0,0 @@\n-a\n-b\n@@ -5 +3 @@\n-e\n+E\n").files[0].hunks
+    assert apply_text("a\nb\nc\nd\ne\n", two).text == "c\nd\nE\n"

@@ -360,3 +360,32 @@ def test_a_rej_file_that_cannot_be_written_is_named_in_the_fix_s_next_step(build
                             f"nothing was written in the target ("), error
     assert error.endswith("Move the folder there away, or give another --reject folder, and run again"), error
     assert snapshot(image) == before
+
+
+def test_a_fix_that_empties_a_file_on_a_drifted_tree_is_held_to_the_whole_file(builder):
+    """A fresh user: a patch that only empties a file (git format-patch and diff -u both write one hunk
+    ``@@ -1,N +0,0 @@``, no context) was refused as "ambiguous" on a file that was not the lock's pre-image, whether the
+    fix was in or not: the empty post-image is "in" every file. Each side of such a hunk is now the whole file, as git
+    apply reads it: a file with a line more is a conflict (exit 4, the rule in the message, nothing written), and an
+    emptied file filled again by hand is tampered (its post-image, the empty file, is not there)."""
+    b = builder
+    body = (f"diff --git a/{MOD} b/{MOD}\nindex 208f01a..e69de29 100644\n--- a/{MOD}\n+++ b/{MOD}\n"
+            f"@@ -1,2 +0,0 @@\n-a\n-b\n")
+    b.add_fix("one", {}, {}, diff=body)
+    b.profile(["one"])
+    b.lock(b.tree("clean", {MOD: "a\nb\n"}))
+    grown = b.tree("grown", {MOD: "a\nb\nc\n"})
+    before = snapshot(grown)
+    code, out = cli(b, grown, "apply")
+    said = " ".join(out.split())
+    assert code == EXIT_CONFLICT and "one v1: conflict" in said, said
+    assert (f"{MOD}: hunk #1 missing: its pre-image must be the whole file (2 lines), as git apply reads a file's "
+            f"only hunk without context that empties the file, and this file holds 3 lines; the file is not the one "
+            f"the patch was written for") in said, said
+    assert "ambiguous" not in said and snapshot(grown) == before
+    image = b.tree("image", {MOD: "a\nb\n"})
+    assert engine.apply(b.request(image)).ok and (image / MOD).read_bytes() == b""
+    (image / MOD).write_text("x\n")
+    r = engine.status(b.request(image))
+    assert states(r) == {"one": "tampered"}
+    assert any("its post-image is the empty file" in m for m in r.fix("one").messages), r.fix("one").messages
