@@ -81,7 +81,8 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
 
     _refuse_binary(data, source)
     data += b"\n" if data and not data.endswith(b"\n") else b""  # (the last line read with its newline)
-    text = as_prefixed(data.decode("utf-8", "surrogateescape"))  # (quilt's paths as a/ b/, line for line)
+    # quilt's paths, and git diff --no-prefix's, as a/ b/, line for line (unidiff cannot split a spaced name without)
+    text = git_prefixed(as_prefixed(data.decode("utf-8", "surrogateescape")))
     named = _check_structure(text, source)
     header = _parse_header(text)
     try:

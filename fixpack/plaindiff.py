@@ -122,19 +122,46 @@ def as_git(lines: list[str]) -> str:
     return "\n".join(out)
 
 
+def _spaced_names(rest: str, header: list[str]) -> tuple[str, str] | None:
+    """The two names of a ``diff --git`` line's ``rest`` that holds a space in a name (not C-quoted: git quotes only a
+    name with a TAB, a newline, a quote or a backslash), as git splits it: the same name twice (a file changed in
+    place) at the middle, else the names its section's ``header`` lines give (``rename from`` / ``rename to``, or the
+    ``---`` / ``+++`` lines, which git ends with a TAB after such a name) where ``rest`` is just those two; else None
+    (which space parts them cannot be told)."""
+    half = len(rest) // 2
+    if len(rest) % 2 and rest[half] == " " and rest[:half] == rest[half + 1:]:
+        return rest[:half], rest[:half]
+    for old, new in (("rename from ", "rename to "), ("--- ", "+++ ")):
+        a = next((ln[len(old):].rstrip("\t") for ln in header if ln.startswith(old)), None)
+        b = next((ln[len(new):].rstrip("\t") for ln in header if ln.startswith(new)), None)
+        if a is not None and b is not None and f"{a} {b}" == rest:
+            return a, b
+    return None
+
+
+def _header(lines: list[str], at: int) -> list[str]:
+    """The lines of the file section whose ``diff --git`` line is ``lines[at]``, up to its first hunk."""
+    end = at + 1
+    while end < len(lines) and not lines[end].startswith(("@@", "diff --git ")):
+        end += 1
+    return lines[at + 1:end]
+
+
 def git_prefixed(body: str) -> str:
     """``body`` (git's form, from its first ``diff --git`` line on) with each file section's paths behind git's ``a/``
     and ``b/`` (a patch of ``git diff --no-prefix``, or written by hand, names ``X`` where git am and patch ``-p1``
     read ``X`` less its first folder): the file each side names, as the engine reads it (an ``a/`` or ``b/`` dropped
-    from each side), is the same. A section whose ``diff --git`` line cannot be split into its two paths (a space in
-    one) is left as it is."""
+    from each side), is the same. A name with a space is split as git splits it (:func:`_spaced_names`); a section
+    whose ``diff --git`` line cannot be split is left as it is."""
     out: list[str] = []
     sides: tuple[str, str] | None = None
-    for ln in body.split("\n"):
+    lines = body.split("\n")
+    for at, ln in enumerate(lines):
         if ln.startswith("diff --git "):
             m = GIT_LINE.match(ln)
-            sides = None if m is None or (m.group(1).lstrip('"').startswith("a/") and
-                                          m.group(2).lstrip('"').startswith("b/")) else (m.group(1), m.group(2))
+            pair = (m.group(1), m.group(2)) if m else _spaced_names(ln[11:], _header(lines, at))
+            sides = None if pair is None or (pair[0].lstrip('"').startswith("a/") and
+                                             pair[1].lstrip('"').startswith("b/")) else pair
             out.append(ln if sides is None else f"diff --git {_side('a/', sides[0])} {_side('b/', sides[1])}")
             continue
         if sides is not None and ln.startswith(("--- ", "+++ ")) and ln[4:] != "/dev/null":

@@ -199,3 +199,37 @@ def test_diff_s_command_line_above_a_plain_diff_is_the_diff_s_not_the_message(pa
     got = load_pack(builder.pack).fixes["imp"].patches[0].path.read_text()
     assert "diff -ruN" not in got and "diff -ruN" not in (builder.pack / "fixes/imp/fix.toml").read_text(), got
     assert "diff -ruN" not in tomllib.loads((builder.pack / "fixes/imp/fix.toml").read_text()).get("why", "")
+
+
+def test_git_s_no_prefix_form_of_a_name_with_a_space_is_read_as_its_prefixed_form(tmp_path):
+    """A fresh user: git format-patch --no-prefix of a file whose folder holds a space ('diff --git vllm/my dir/x.py
+    vllm/my dir/x.py', '--- vllm/my dir/x.py<TAB>') was refused by unidiff ('Target without source'), with no line; a
+    renamed one too. Such a line is split as git splits it (the same name twice at its middle; a rename's names from
+    its 'rename from' / 'rename to' lines), so the patch reads as git's default form of the same commits does, and
+    import writes that form."""
+    repo = tmp_path / "r"
+    (repo / "pkg dir").mkdir(parents=True)
+    (repo / "pkg dir/x.py").write_text("a\nb\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qm", "base")
+    (repo / "pkg dir/x.py").write_text("a\nb\nc\n")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qam", "Change x")
+    git(repo, "mv", "pkg dir/x.py", "pkg dir/y z.py")
+    (repo / "pkg dir/y z.py").write_text("a\nb\nc\nd\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qm", "Rename x")
+    for rev, want in (("HEAD~1", ("pkg dir/x.py", "pkg dir/x.py")), ("HEAD", ("pkg dir/x.py", "pkg dir/y z.py"))):
+        bare = git(repo, "format-patch", "--stdout", "--no-prefix", "-1", rev)
+        prefixed = git(repo, "format-patch", "--stdout", "-1", rev)
+        assert f"diff --git {want[0]} {want[1]}\n" in bare, bare
+        (f,) = parse_patch(bare.encode(), "bare.patch").files
+        assert (f.old_path, f.new_path) == want
+        assert parse_patch(bare.encode()).files == parse_patch(prefixed.encode()).files
+        assert diff_body(bare) == diff_body(prefixed)
+    # names no split makes the '---' / '+++' lines' (a space typed after one): left to the checks, refused at the line
+    odd = "diff --git p q/x.py p q/x.py q\n--- p q/x.py\t\n+++ p q/x.py\t\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(odd.encode(), "odd.patch")
+    assert str(exc.value).startswith("odd.patch:1: 'diff --git p q/x.py p q/x.py q' does not name the files its "
+                                     "'---' and '+++' lines name"), exc.value
