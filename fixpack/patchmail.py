@@ -61,6 +61,7 @@ class Mail:
     trailers: tuple[tuple[str, str], ...] = ()
     written: tuple[str, ...] = ()
     after: str = ""
+    dep3: bool = False  # read from a DEP-3 header (a Debian quilt patch), not a mail's (:func:`_dep3`)
 
     @property
     def kept(self) -> tuple[tuple[str, str], ...]:
@@ -107,6 +108,8 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
         lines = lines[1:]
     if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
         return Mail()
+    if _is_dep3(lines):
+        return _dep3(lines, where)
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     msg = BytesParser(policy=_READ).parsebytes(raw)
     payload = msg.get_payload(decode=True)
@@ -130,8 +133,9 @@ def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | No
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
     body = next((i for i in range(start, len(lines)) if lines[i] == ""), len(lines)) + 1
     end = next((i for i in range(body, len(lines)) if is_patch_break(lines[i])), len(lines))
-    mine: list[tuple[int | None, str]] = [(e.line + 1, e.value) for e in block(lines, body, end)[1]
-                                          if e.key.lower() == key]
+    mine: list[tuple[int | None, str]] = [(n + 1, v) for n, k, v in _fields(lines[start:body - 1], start)
+                                          if k.lower() == key] if (mail or read_mail(text, where)).dep3 else []
+    mine += [(e.line + 1, e.value) for e in block(lines, body, end)[1] if e.key.lower() == key]
     return mine if [v for _n, v in mine] == said else [(None, v) for v in said]  # (an encoded body: other lines)
 
 
@@ -242,6 +246,61 @@ def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[st
             after if after.strip() else "")
 
 
+def _fields(lines: list[str], first: int = 0) -> list[tuple[int, str, str]]:
+    """A header's fields (``lines``, up to its first empty line) as (0-based line, key, value): a value folded over
+    lines (each after the first starts with a space or a TAB) joined by newlines, each continuation as written
+    less its first character; ``first``: the line number of ``lines[0]``."""
+    out: list[tuple[int, str, str]] = []
+    for i, ln in enumerate(lines):
+        if ln == "":
+            break
+        if ln[:1] in (" ", "\t") and out:
+            n, k, v = out[-1]
+            out[-1] = (n, k, f"{v}\n{ln[1:]}")
+        elif re.match(r"^[A-Za-z0-9-]+:", ln):
+            k, _c, v = ln.partition(":")
+            out.append((first + i, k, v.strip()))
+    return out
+
+
+# DEP-3's own fields (http://dep.debian.net/deps/dep3/; Bug-<Vendor> too), which no mail's header has
+_DEP3_KEYS = {"description", "author", "origin", "bug", "forwarded", "applied-upstream", "last-update", "reviewed-by",
+              "acked-by", "upstream-status"}
+# a mail's transport headers, which git am drops: none is a field of the patch
+_TRANSPORT = re.compile(r"(to|cc|bcc|message-id|in-reply-to|references|mime-version|content-.*|x-.*|user-agent|"
+                        r"list-.*|reply-to|sender|received|return-path)", re.I)
+
+
+def _is_dep3(lines: list[str]) -> bool:
+    """The header is a DEP-3 one (a Debian quilt patch's), not a mail's: it holds a field of DEP-3's own."""
+    return any(k.lower() in _DEP3_KEYS or k.lower().startswith("bug-") for _n, k, _v in _fields(lines))
+
+
+def _dep3(lines: list[str], where: str) -> Mail:
+    """The message of a patch with a DEP-3 header (``lines``: the patch's part before its diff), as git would hold
+    it: ``Description:`` (or its alias ``Subject:``) gives the subject (its first line) and the description (its
+    other lines, one space less, `` .`` an empty line), followed by the free text below the header; ``Author:`` (or
+    its alias ``From:``) the author, a second one a ``Co-authored-by:`` trailer; ``Date:`` (a mail's; DEP-3 has
+    ``Last-Update``) the date; every other field a trailer, in order (a mail's transport headers, ``To:``, ``Cc:``,
+    ``Message-Id:`` ..., dropped as git am drops them), then the free text's own trailer block (DEP-3's ``Origin``,
+    ``Bug``, ``Forwarded``, ``Last-Update`` ... are read from them as a mail's)."""
+    fields = _fields(lines)
+    said = {k.lower(): v for _n, k, v in reversed(fields)}  # (the first of each)
+    title, _nl, long = said.get("description", said.get("subject", "")).partition("\n")
+    long = "\n".join("" if ln.strip() == "." else ln for ln in long.split("\n"))
+    authors = [n for n, k, _v in fields if k.lower() in ("author", "from")]
+    author = _author(lines[authors[0]:], where, lines[authors[0]].partition(":")[0].lower()) if authors else ""
+    trailers = [("Co-authored-by", " ".join(v.split())) for n, k, v in fields if n in authors[1:]]
+    own = ("description", "subject", "author", "from", "date")
+    trailers += [(k, " ".join(v.split())) for _n, k, v in fields if not (k.lower() in own or _TRANSPORT.fullmatch(k))]
+    end = next((i for i, ln in enumerate(lines) if ln == ""), len(lines))
+    free, more, written, after = message_parts(_cut_diffstat("\n".join(lines[end + 1:])))
+    description = "\n\n".join(p for p in (long.strip("\n"), free) if p.strip())
+    trailers += list(more)
+    return Mail(author, _raw_field(lines, "date"), title.strip(), description, tuple(trailers),
+                tuple(f"{k}: {v}" for k, v in trailers[:len(trailers) - len(more)]) + written, after, True)
+
+
 def _cut_diffstat(body: str) -> str:
     """The commit message: the body up to format-patch's ``---`` line (the diffstat follows it), as ``git am`` ends it
     (:func:`fixpack.trailers.is_patch_break`)."""
@@ -250,7 +309,7 @@ def _cut_diffstat(body: str) -> str:
     return body if end is None else "\n".join(lines[:end])
 
 
-def _author(lines: list[str], where: str = "the patch") -> str:
+def _author(lines: list[str], where: str = "the patch", field: str = "from") -> str:
     """``From:`` as git's ``Name <address>``, read from the header as written (``lines``; encoded words decoded):
     the display name unquoted and unescaped (``"Doe, John"`` is ``Doe, John``), a comment kept in the name
     (``O'Brien (ACME)``; the email package's parse dropped it, and a raw UTF-8 name became ``unknown-8bit``). A bare
@@ -260,22 +319,23 @@ def _author(lines: list[str], where: str = "the patch") -> str:
     from email.errors import HeaderParseError
     from email.header import make_header
 
-    raw = _raw_field(lines, "from")
+    raw = _raw_field(lines, field)
+    header = field.capitalize()
     if not raw:
         return ""
     try:
         text = str(make_header(_encoded_words(raw))).strip()
     except (HeaderParseError, LookupError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{where}: its From: header {raw[:80]!r} cannot be decoded ({exc}); write the author as "
-                            f"Name <address>") from None
+        raise BadInputError(f"{where}: its {header}: header {raw[:80]!r} cannot be decoded ({exc}); write the author "
+                            f"as Name <address>") from None
     if re.search(r"[\r\n]", text):
-        raise BadInputError(f"{where}: its From: header holds a line break in an encoded word (=0A or =0D); write "
+        raise BadInputError(f"{where}: its {header}: header holds a line break in an encoded word (=0A or =0D); write "
                             f"the author as Name <address> on one line")
     if re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", text):
         return text
     name, sep, rest = text.rpartition("<")
     if not sep or not re.fullmatch(r"[^\s<>@\"()]+@[^\s<>@\"()]+>", rest) or name.count("(") != name.count(")"):
-        raise BadInputError(f"{where}: its From: header {text[:80]!r} is not Name <address> (as git format-patch "
+        raise BadInputError(f"{where}: its {header}: header {text[:80]!r} is not Name <address> (as git format-patch "
                             f"writes it): its address would be lost; write it so")
     name = name.strip()
     if len(name) >= 2 and name[0] == name[-1] == '"':

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import tomllib
-from conftest import numbered
+from conftest import git, numbered
 from test_authoring import MOD, mail_patch, pack3, pack_bytes  # noqa: F401 (the fixture)
 
 from fixpack.diff import diff_body
@@ -307,3 +307,102 @@ def test_a_file_section_below_the_base_commit_block_is_refused_at_its_line(pack3
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert f":{line}: a file section below the base-commit block at line " in str(exc.value), exc.value
     assert pack_bytes(builder.pack) == before
+
+
+def _quilt(tmp_path, header: str) -> str:
+    """A Debian quilt patch of pack3's next change: a DEP-3 ``header``, then quilt's diff (Index: line, X.orig)."""
+    (tmp_path / "x").write_text(TOP)
+    (tmp_path / "y").write_text(MID)
+    import subprocess
+
+    hunks = subprocess.run(["diff", "-u", "x", "y"], cwd=tmp_path, capture_output=True, text=True).stdout
+    hunks = hunks.split("\n", 2)[2]
+    return (f"{header}\nIndex: demo-1.0/{MOD}\n{'=' * 67}\n--- demo-1.0.orig/{MOD}\n+++ demo-1.0/{MOD}\n"
+            f"{hunks}")
+
+
+DEP3 = ("Description: Say fifty-five\n The module said line 55 where it means\n fifty-five.\n .\n A second paragraph"
+        ".\nAuthor: Ana Pérez <ana@example.org>\nAuthor: Bo <bo@example.org>\n"
+        f"Origin: upstream, {COMMIT}\nBug: https://github.com/vllm-project/vllm/issues/7\n"
+        "Bug-Debian: https://bugs.debian.org/123456\nReviewed-by: Cy <cy@example.org>\nLast-Update: 2026-11-30\n"
+        "\nFree text below the header.\n")
+
+
+def test_a_debian_quilt_patch_with_a_dep3_header_is_imported_as_its_mail(pack3, tmp_path):  # noqa: F811
+    """A fresh user: a Debian quilt patch (debian/patches/X.patch), whose DEP-3 header is the patch's only message, was
+    refused ('the mail has no From: header'). Its header is read as DEP-3 says: Description's first line the subject,
+    its other lines (one space less, ' .' an empty line) and the free text below the description; the first Author
+    the author, another a Co-authored-by trailer; Origin, Bug and Last-Update into fix.toml's [upstream]; other fields
+    (Bug-Debian, Reviewed-by) kept as trailers. The pack's patch is git's form of it, which git am applies."""
+    builder, clean = pack3
+    mail = tmp_path / "fifty-five.patch"
+    mail.write_text(_quilt(tmp_path, DEP3))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    fix = load_pack(builder.pack).fixes["imp"]
+    text = fix.patches[0].path.read_text()
+    got = read_mail(text)
+    assert got.author == "Ana Pérez <ana@example.org>" and got.subject == "Say fifty-five" and not got.dep3
+    assert got.description == ("The module said line 55 where it means\nfifty-five.\n\nA second paragraph.\n\n"
+                               "Free text below the header.")
+    kept = [(k, v) for k, v in got.trailers if k in ("Co-authored-by", "Bug-Debian", "Reviewed-by")]
+    assert kept == [("Co-authored-by", "Bo <bo@example.org>"), ("Bug-Debian", "https://bugs.debian.org/123456"),
+                    ("Reviewed-by", "Cy <cy@example.org>")]
+    up = _upstream(builder)
+    assert {k: up.get(k) for k in ("status", "link", "origin", "bug", "last_update")} == {
+        "status": "backport", "link": COMMIT, "origin": f"upstream, {COMMIT}",
+        "bug": "https://github.com/vllm-project/vllm/issues/7", "last_update": "2026-11-30"}, up
+    repo = tmp_path / "repo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    (repo / MOD).write_text(TOP)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "commit", "-qm", "release")
+    git(repo, "-c", "user.name=A", "-c", "user.email=a@b", "am", "-q", str(fix.patches[0].path))
+    assert (repo / MOD).read_text() == MID
+    assert git(repo, "log", "-1", "--format=%an <%ae>%n%s") == "Ana Pérez <ana@example.org>\nSay fifty-five\n"
+
+
+@pytest.mark.parametrize(("field", "says"), [
+    ("Last-Update: 2026-13-45", "Last-Update: 2026-13-45: not a date"),
+    ("Forwarded: no", None),  # (beside Origin: upstream: stated, not lost; taken)
+])
+def test_a_dep3_header_field_is_refused_at_its_line_of_the_patch(pack3, tmp_path, field, says):  # noqa: F811
+    """A DEP-3 field fix.toml would not take is refused at its line in the header, as a mail's trailer is, nothing
+    written; one it takes is imported."""
+    builder, clean = pack3
+    header = f"Description: Say fifty-five\nAuthor: Ana <ana@example.org>\n{field}\n"
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, header))
+    before = pack_bytes(builder.pack)
+    if says is None:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+        return
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value).startswith(f"{mail}:3: {says}") and "nothing was written" in str(exc.value), exc.value
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_dep3_header_without_an_author_is_told_to_name_one(pack3, tmp_path):  # noqa: F811
+    """DEP-3 lets a backport leave its Author out (Origin names the commit); a fix's patch has an author: the refusal
+    names DEP-3's field, not a mail's From: header."""
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, f"Description: Say fifty-five\nOrigin: upstream, {COMMIT}\n"))
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value) == f"{mail}:1: the DEP-3 header has no Author: (the patch's author); write one", exc.value
+    assert pack_bytes(builder.pack) == before
+
+
+def test_a_mail_s_transport_headers_are_no_fields_of_a_dep3_patch():
+    """A DEP-3 header in a mail (From:, Date:, To:, Message-Id: beside Origin:): the date is the mail's, the
+    transport headers are dropped as git am drops them, DEP-3's fields are read."""
+    text = (f"From: Ana <ana@example.org>\nDate: Mon, 2 Jan 2023 10:00:00 +0100\nTo: list@example.org\n"
+            f"Message-Id: <1@example.org>\nSubject: Say it\n long text\nOrigin: upstream, {COMMIT}\n\n"
+            f"--- a/{MOD}\n+++ b/{MOD}\n@@ -1 +1 @@\n-a\n+b\n")
+    got = read_mail(text)
+    assert got.dep3 and got.author == "Ana <ana@example.org>" and got.date == "Mon, 2 Jan 2023 10:00:00 +0100"
+    assert got.subject == "Say it" and got.description == "long text" and got.trailers == (
+        ("Origin", f"upstream, {COMMIT}"),)
