@@ -297,8 +297,23 @@ def _dep3(lines: list[str], where: str) -> Mail:
     free, more, written, after = message_parts(_cut_diffstat("\n".join(lines[end + 1:])))
     description = "\n\n".join(p for p in (long.strip("\n"), free) if p.strip())
     trailers += list(more)
-    return Mail(author, _raw_field(lines, "date"), title.strip(), description, tuple(trailers),
+    return Mail(author, _raw_field(lines, "date"), _PATCH_TAG.sub("", _decoded_words(title)).strip(), description,
+                tuple(trailers),
                 tuple(f"{k}: {v}" for k, v in trailers[:len(trailers) - len(more)]) + written, after, True)
+
+
+def _decoded_words(value: str) -> str:
+    """A header's value with its RFC 2047 encoded words decoded (as it is where it holds none, or one Python cannot
+    read: then kept as written, never guessed)."""
+    from email.errors import HeaderParseError
+    from email.header import make_header
+
+    if "=?" not in value:
+        return value
+    try:
+        return str(make_header(_encoded_words(value)))
+    except (HeaderParseError, LookupError, UnicodeDecodeError):
+        return value
 
 
 def _cut_diffstat(body: str) -> str:

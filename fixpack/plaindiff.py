@@ -124,19 +124,19 @@ def as_git(lines: list[str]) -> str:
 
 def _spaced_names(rest: str, header: list[str]) -> tuple[str, str] | None:
     """The two names of a ``diff --git`` line's ``rest`` that holds a space in a name (not C-quoted: git quotes only a
-    name with a TAB, a newline, a quote or a backslash), as git splits it: the same name twice (a file changed in
-    place) at the middle, else the names its section's ``header`` lines give (``rename from`` / ``rename to``, or the
-    ``---`` / ``+++`` lines, which git ends with a TAB after such a name) where ``rest`` is just those two; else None
-    (which space parts them cannot be told)."""
-    half = len(rest) // 2
-    if len(rest) % 2 and rest[half] == " " and rest[:half] == rest[half + 1:]:
-        return rest[:half], rest[:half]
+    name with a TAB, a newline, a quote or a backslash), as git splits it: a rename's from its ``rename from`` /
+    ``rename to`` lines, else the same name twice (a file changed in place) at the middle, else those its ``---`` /
+    ``+++`` lines give (git ends each with a TAB after such a name), where ``rest`` is just those two; else None
+    (which space parts them cannot be told). ``header``: the section's lines before its first hunk."""
+    said = []
     for old, new in (("rename from ", "rename to "), ("--- ", "+++ ")):
         a = next((ln[len(old):].rstrip("\t") for ln in header if ln.startswith(old)), None)
         b = next((ln[len(new):].rstrip("\t") for ln in header if ln.startswith(new)), None)
-        if a is not None and b is not None and f"{a} {b}" == rest:
-            return a, b
-    return None
+        said.append((a, b) if a is not None and b is not None and f"{a} {b}" == rest else None)
+    half = len(rest) // 2
+    twin = (rest[:half], rest[:half]) if len(rest) % 2 and rest[half] == " " and rest[:half] == rest[half + 1:] \
+        else None
+    return said[0] or twin or said[1]
 
 
 def _header(lines: list[str], at: int) -> list[str]:

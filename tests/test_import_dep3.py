@@ -398,11 +398,13 @@ def test_a_dep3_header_without_an_author_is_told_to_name_one(pack3, tmp_path):  
 
 def test_a_mail_s_transport_headers_are_no_fields_of_a_dep3_patch():
     """A DEP-3 header in a mail (From:, Date:, To:, Message-Id: beside Origin:): the date is the mail's, the
-    transport headers are dropped as git am drops them, DEP-3's fields are read."""
+    transport headers are dropped as git am drops them, DEP-3's fields are read; the subject decoded, without its
+    [PATCH] tag, as a mail's."""
     text = (f"From: Ana <ana@example.org>\nDate: Mon, 2 Jan 2023 10:00:00 +0100\nTo: list@example.org\n"
-            f"Message-Id: <1@example.org>\nSubject: Say it\n long text\nOrigin: upstream, {COMMIT}\n\n"
+            f"Message-Id: <1@example.org>\nSubject: [PATCH v2] =?UTF-8?q?Say_f=C3=BCnf?=\n long text\n"
+            f"Origin: upstream, {COMMIT}\n\n"
             f"--- a/{MOD}\n+++ b/{MOD}\n@@ -1 +1 @@\n-a\n+b\n")
     got = read_mail(text)
     assert got.dep3 and got.author == "Ana <ana@example.org>" and got.date == "Mon, 2 Jan 2023 10:00:00 +0100"
-    assert got.subject == "Say it" and got.description == "long text" and got.trailers == (
+    assert got.subject == "Say fünf" and got.description == "long text" and got.trailers == (
         ("Origin", f"upstream, {COMMIT}"),)

@@ -227,6 +227,10 @@ def test_git_s_no_prefix_form_of_a_name_with_a_space_is_read_as_its_prefixed_for
         assert (f.old_path, f.new_path) == want
         assert parse_patch(bare.encode()).files == parse_patch(prefixed.encode()).files
         assert diff_body(bare) == diff_body(prefixed)
+    # a rename whose line splits in two like names at its middle ('a b a b': 'a' to 'b a b'): its rename lines decide
+    tie = "diff --git a b a b\nsimilarity index 90%\nrename from a\nrename to b a b\n--- a\t\n+++ b a b\t\n@@ -1 +1 @@\n-a\n+b\n"
+    (f,) = parse_patch(tie.encode(), "tie.patch").files
+    assert (f.old_path, f.new_path) == ("a", "b a b")
     # names no split makes the '---' / '+++' lines' (a space typed after one): left to the checks, refused at the line
     odd = "diff --git p q/x.py p q/x.py q\n--- p q/x.py\t\n+++ p q/x.py\t\n@@ -1 +1 @@\n-a\n+b\n"
     with pytest.raises(PatchParseError) as exc:
