@@ -89,8 +89,9 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
         patchset = PatchSet(split_lines(as_git_markers(text)))
     except UnidiffParseError as exc:  # unidiff names the line it stopped at by its text: its number, found here
         said = str(exc).strip()
-        quoted = said.partition(": ")[2]
-        at = next((n for n, ln in enumerate(text.split("\n"), 1) if quoted and ln == quoted), None)
+        kind, _sep, quoted = said.partition(": ")
+        at = next((n for n, ln in enumerate(text.split("\n"), 1) if quoted and ln.rstrip() == quoted), None)
+        said = f"{kind}: {data.decode('utf-8', 'surrogateescape').split(chr(10))[at - 1].rstrip()}" if at else said
         raise PatchParseError(f"{source}:{at}: malformed patch: {said}" if at else f"{source}: malformed patch: {said}",
                               [Problem(f"malformed patch: {said}", None, at, REGENERATE)]) from exc
     if not patchset and "diff --git" in text or not patchset and "@@ " in text:

@@ -156,8 +156,9 @@ class HunkNote:
                     f"{self.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
                     f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
         if WHOLE_REASON in self.reason:
-            return (f"{where} missing: {self.reason}; the file is not the one the patch was written for: put it back "
-                    f"to the release, or rebase the fix onto this tree")
+            return (f"{where} missing: {self.reason}; a patch written without context lines (git diff -U0) of a "
+                    f"file's first lines reads so too: regenerate it with them (git diff, format-patch); else the file "
+                    f"is not the one the patch was written for: put it back to the release, or rebase the fix")
         misplaced = misplaced_marker(self)
         if misplaced:
             return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "

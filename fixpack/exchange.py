@@ -124,7 +124,9 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
                                 f"0/N]?): take it out of the file (its words can go into fixes/{fix_id}/fix.toml's "
                                 f"why) and import again")
         if not m.author:
-            what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
+            what = ("DEP-3 header has no Author:" if m.dep3 else "mail has no From: header" if m.subject else
+                    "patch starts with neither a mail's header (From:, Subject:) nor a DEP-3 header (Description:, "
+                    "Author:), as its first lines")
             raise BadInputError(f"{file}:{line}: the {what} (the patch's author); write one")
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)

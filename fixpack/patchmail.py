@@ -23,9 +23,11 @@ import re
 from collections.abc import Callable
 from email.parser import BytesParser
 
+from . import dep3
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
 from .diffpaths import plain_start
 from .errors import BadInputError
+from .mailtext import PATCH_TAG, author, cut_diffstat, header_value, known_charsets, message_parts, raw_field
 from .structs import dataclass
 from .trailers import block, is_patch_break
 
@@ -39,7 +41,6 @@ _READ = email.policy.default
 MBOX_FROM = (r"From (?:[0-9a-f]{40} |\S+ +(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|"
              r"Nov|Dec) [ \d]?\d \d\d:\d\d:\d\d \d{4}[ \t]*$)")
 _FROM_LINE = re.compile("^" + MBOX_FROM)
-_PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Mail:
     trailers: tuple[tuple[str, str], ...] = ()
     written: tuple[str, ...] = ()
     after: str = ""
-    dep3: bool = False  # read from a DEP-3 header (a Debian quilt patch), not a mail's (:func:`_dep3`)
+    dep3: bool = False  # fields read from its header: a DEP-3 one (a Debian quilt patch's), or a mail's (:mod:`.dep3`)
 
     @property
     def kept(self) -> tuple[tuple[str, str], ...]:
@@ -108,17 +109,19 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
         lines = lines[1:]
     if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
         return Mail()
-    if _is_dep3(lines):
-        return _dep3(lines, where)
+    start = len(head.split("\n")) - len(lines)  # (an mbox From line above the header)
+    if dep3.is_dep3(lines, bool(start) or bool(raw_field(lines, "date"))):
+        return Mail(*dep3.read(lines, where, start), dep3=True)
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     msg = BytesParser(policy=_READ).parsebytes(raw)
     payload = msg.get_payload(decode=True)
     charset = _charset(msg, where)
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
-    description, trailers, written, after = message_parts(_cut_diffstat(body))
-    _known_charsets(lines, "subject", where)  # (From: is decoded whole by _author, which says its own)
-    return Mail(_author(lines, where), _raw_field(lines, "date"), _PATCH_TAG.sub("", _header(msg, "Subject")).strip(),
-                description, trailers, written, after)
+    description, trailers, written, after = message_parts(cut_diffstat(body))
+    known_charsets(lines, "subject", where)  # (From: is decoded whole by author, which says its own)
+    told = dep3.in_header(lines)  # (git format-patch --add-header="Origin: ...")
+    return Mail(author(lines, where), raw_field(lines, "date"), PATCH_TAG.sub("", header_value(msg, "Subject")).strip(),
+                description, tuple(told) + trailers, tuple(f"{k}: {v}" for k, v in told) + written, after, bool(told))
 
 
 def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | None = None
@@ -131,9 +134,9 @@ def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | No
     said = [v for k, v in (mail or read_mail(text, where)).trailers if k.lower() == key]
     lines = split(text)[0].split("\n")
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
-    body = next((i for i in range(start, len(lines)) if lines[i] == ""), len(lines)) + 1
+    body = start + dep3.header_end(lines[start:]) + 1
     end = next((i for i in range(body, len(lines)) if is_patch_break(lines[i])), len(lines))
-    mine: list[tuple[int | None, str]] = [(n + 1, v) for n, k, v in _fields(lines[start:body - 1], start)
+    mine: list[tuple[int | None, str]] = [(n + 1, " ".join(v.split())) for n, k, v in dep3.fields(lines[start:], start)
                                           if k.lower() == key] if (mail or read_mail(text, where)).dep3 else []
     mine += [(e.line + 1, e.value) for e in block(lines, body, end)[1] if e.key.lower() == key]
     return mine if [v for _n, v in mine] == said else [(None, v) for v in said]  # (an encoded body: other lines)
@@ -227,188 +230,6 @@ def parse_message(message: str) -> Mail:
     first, _sep, rest = text.partition("\n\n")
     description, trailers, written, after = message_parts(rest)
     return Mail("", "", " ".join(s.strip() for s in first.splitlines()), description, trailers, written, after)
-
-
-def message_parts(body: str) -> tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], str]:
-    """A message body (after its title) as (description, trailers, each as written back: :attr:`Mail.written`, the
-    comment lines after the trailers: :attr:`Mail.after`): the trailer block as ``git interpret-trailers`` finds it
-    (:func:`fixpack.trailers.block`: the last paragraph, all of it trailers (``Key: value``, ``Key:value`` and
-    ``Key : value`` too, a value folded over lines), or one at least a quarter trailers with a git-generated line,
-    ``Signed-off-by:`` or ``(cherry picked from commit ...)``, among them)."""
-    lines = body.split("\n")
-    start, entries, end = block(lines, 0, len(lines))
-    said = "\n".join(lines[:start])
-    paras = [p for p in re.split(r"\n[ \t]*\n", said.strip("\n")) if p.strip()]
-    if not entries:
-        return "\n\n".join(paras).strip(), (), (), ""
-    after = "\n".join(lines[end:]).strip("\n")
-    return ("\n\n".join(paras).strip(), tuple((e.key, e.value) for e in entries), tuple(e.written for e in entries),
-            after if after.strip() else "")
-
-
-def _fields(lines: list[str], first: int = 0) -> list[tuple[int, str, str]]:
-    """A header's fields (``lines``, up to its first empty line) as (0-based line, key, value): a value folded over
-    lines (each after the first starts with a space or a TAB) joined by newlines, each continuation as written
-    less its first character; ``first``: the line number of ``lines[0]``."""
-    out: list[tuple[int, str, str]] = []
-    for i, ln in enumerate(lines):
-        if ln == "":
-            break
-        if ln[:1] in (" ", "\t") and out:
-            n, k, v = out[-1]
-            out[-1] = (n, k, f"{v}\n{ln[1:]}")
-        elif re.match(r"^[A-Za-z0-9-]+:", ln):
-            k, _c, v = ln.partition(":")
-            out.append((first + i, k, v.strip()))
-    return out
-
-
-# DEP-3's own fields (http://dep.debian.net/deps/dep3/; Bug-<Vendor> too), which no mail's header has
-_DEP3_KEYS = {"description", "author", "origin", "bug", "forwarded", "applied-upstream", "last-update", "reviewed-by",
-              "acked-by", "upstream-status"}
-# a mail's transport headers, which git am drops: none is a field of the patch
-_TRANSPORT = re.compile(r"(to|cc|bcc|message-id|in-reply-to|references|mime-version|content-.*|x-.*|user-agent|"
-                        r"list-.*|reply-to|sender|received|return-path)", re.I)
-
-
-def _is_dep3(lines: list[str]) -> bool:
-    """The header is a DEP-3 one (a Debian quilt patch's), not a mail's: it holds a field of DEP-3's own."""
-    return any(k.lower() in _DEP3_KEYS or k.lower().startswith("bug-") for _n, k, _v in _fields(lines))
-
-
-def _dep3(lines: list[str], where: str) -> Mail:
-    """The message of a patch with a DEP-3 header (``lines``: the patch's part before its diff), as git would hold
-    it: ``Description:`` (or its alias ``Subject:``) gives the subject (its first line) and the description (its
-    other lines, one space less, `` .`` an empty line), followed by the free text below the header; ``Author:`` (or
-    its alias ``From:``) the author, a second one a ``Co-authored-by:`` trailer; ``Date:`` (a mail's; DEP-3 has
-    ``Last-Update``) the date; every other field a trailer, in order (a mail's transport headers, ``To:``, ``Cc:``,
-    ``Message-Id:`` ..., dropped as git am drops them), then the free text's own trailer block (DEP-3's ``Origin``,
-    ``Bug``, ``Forwarded``, ``Last-Update`` ... are read from them as a mail's)."""
-    fields = _fields(lines)
-    said = {k.lower(): v for _n, k, v in reversed(fields)}  # (the first of each)
-    title, _nl, long = said.get("description", said.get("subject", "")).partition("\n")
-    long = "\n".join("" if ln.strip() == "." else ln for ln in long.split("\n"))
-    authors = [n for n, k, _v in fields if k.lower() in ("author", "from")]
-    author = _author(lines[authors[0]:], where, lines[authors[0]].partition(":")[0].lower()) if authors else ""
-    trailers = [("Co-authored-by", " ".join(v.split())) for n, k, v in fields if n in authors[1:]]
-    own = ("description", "subject", "author", "from", "date")
-    trailers += [(k, " ".join(v.split())) for _n, k, v in fields if not (k.lower() in own or _TRANSPORT.fullmatch(k))]
-    end = next((i for i, ln in enumerate(lines) if ln == ""), len(lines))
-    free, more, written, after = message_parts(_cut_diffstat("\n".join(lines[end + 1:])))
-    description = "\n\n".join(p for p in (long.strip("\n"), free) if p.strip())
-    trailers += list(more)
-    return Mail(author, _raw_field(lines, "date"), _PATCH_TAG.sub("", _decoded_words(title)).strip(), description,
-                tuple(trailers),
-                tuple(f"{k}: {v}" for k, v in trailers[:len(trailers) - len(more)]) + written, after, True)
-
-
-def _decoded_words(value: str) -> str:
-    """A header's value with its RFC 2047 encoded words decoded (as it is where it holds none, or one Python cannot
-    read: then kept as written, never guessed)."""
-    from email.errors import HeaderParseError
-    from email.header import make_header
-
-    if "=?" not in value:
-        return value
-    try:
-        return str(make_header(_encoded_words(value)))
-    except (HeaderParseError, LookupError, UnicodeDecodeError):
-        return value
-
-
-def _cut_diffstat(body: str) -> str:
-    """The commit message: the body up to format-patch's ``---`` line (the diffstat follows it), as ``git am`` ends it
-    (:func:`fixpack.trailers.is_patch_break`)."""
-    lines = body.split("\n")
-    end = next((i for i, line in enumerate(lines) if is_patch_break(line)), None)
-    return body if end is None else "\n".join(lines[:end])
-
-
-def _author(lines: list[str], where: str = "the patch", field: str = "from") -> str:
-    """``From:`` as git's ``Name <address>``, read from the header as written (``lines``; encoded words decoded):
-    the display name unquoted and unescaped (``"Doe, John"`` is ``Doe, John``), a comment kept in the name
-    (``O'Brien (ACME)``; the email package's parse dropped it, and a raw UTF-8 name became ``unknown-8bit``). A bare
-    address stays as written. BadInputError naming ``where`` for a line break in an encoded word (``=0A``: a header
-    of its own), a charset Python does not know, or a header that is neither (the address was lost: ``a (x <r@x>``
-    became ``a``)."""
-    from email.errors import HeaderParseError
-    from email.header import make_header
-
-    raw = _raw_field(lines, field)
-    header = field.capitalize()
-    if not raw:
-        return ""
-    try:
-        text = str(make_header(_encoded_words(raw))).strip()
-    except (HeaderParseError, LookupError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{where}: its {header}: header {raw[:80]!r} cannot be decoded ({exc}); write the author "
-                            f"as Name <address>") from None
-    if re.search(r"[\r\n]", text):
-        raise BadInputError(f"{where}: its {header}: header holds a line break in an encoded word (=0A or =0D); write "
-                            f"the author as Name <address> on one line")
-    if re.fullmatch(r"[^\s<>@]+@[^\s<>@]+", text):
-        return text
-    name, sep, rest = text.rpartition("<")
-    if not sep or not re.fullmatch(r"[^\s<>@\"()]+@[^\s<>@\"()]+>", rest) or name.count("(") != name.count(")"):
-        raise BadInputError(f"{where}: its {header}: header {text[:80]!r} is not Name <address> (as git format-patch "
-                            f"writes it): its address would be lost; write it so")
-    name = name.strip()
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        name = re.sub(r"\\(.)", r"\1", name[1:-1])
-    return f"{name} <{rest[:-1]}>" if name else f"<{rest[:-1]}>"
-
-
-def _raw_field(lines: list[str], field: str) -> str:
-    """The header ``field`` (lower case) as written, its folded lines joined (the email package would re-render
-    it: "2 Jan" as "02 Jan", a comment dropped)."""
-    for i, line in enumerate(lines):
-        if line == "":
-            return ""
-        if line.lower().startswith(field + ":"):
-            value = line[len(field) + 1:]
-            for cont in lines[i + 1:]:
-                if cont[:1] not in (" ", "\t"):
-                    break
-                value += " " + cont.strip()
-            return " ".join(value.split())
-    return ""
-
-
-def _known_charsets(lines: list[str], field: str, where: str) -> None:
-    """BadInputError naming ``where`` when an encoded word of header ``field`` names a charset Python does not know
-    (the email package would keep its bytes as they are, and they would be read as UTF-8: a guess)."""
-    import codecs
-    from email.errors import HeaderParseError
-
-    raw = _raw_field(lines, field)
-    try:
-        charsets = {cs for _part, cs in _encoded_words(raw) if cs and cs != "unknown-8bit"} if raw else set()
-    except HeaderParseError:  # (not an encoded word after all: read as it is written)
-        return
-    for cs in sorted(charsets):
-        try:
-            codecs.lookup(cs)
-        except LookupError:
-            raise BadInputError(f"{where}: its {field.capitalize()}: header names charset {cs!r}, which Python does "
-                                f"not know: write it as UTF-8 (=?UTF-8?q?...?=), or export the mail again") from None
-
-
-def _encoded_words(raw: str) -> list[tuple[bytes | str, str | None]]:
-    """A header's parts as :func:`email.header.decode_header` gives them (bytes and charset), each charset without an
-    RFC 2231 language tag (``UTF-8*en`` is UTF-8). Raises HeaderParseError as it does."""
-    from email.header import decode_header
-
-    return [(b, cs.split("*", 1)[0] if cs else cs) for b, cs in decode_header(raw)]
-
-
-def _header(msg: email.message.Message, name: str) -> str:
-    value = msg.get(name)
-    if value is None:
-        return ""
-    text = str(value)
-    if re.search("[\udc80-\udcff]", text):  # raw 8-bit bytes in a header: UTF-8 as git writes it
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return " ".join(text.split()) if name == "Subject" else text.strip()
 
 
 def render(mail: Mail, fields: list[tuple[str, str]], body: str, where: str | Callable[[], str] = "the patch"

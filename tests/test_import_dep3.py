@@ -397,14 +397,89 @@ def test_a_dep3_header_without_an_author_is_told_to_name_one(pack3, tmp_path):  
 
 
 def test_a_mail_s_transport_headers_are_no_fields_of_a_dep3_patch():
-    """A DEP-3 header in a mail (From:, Date:, To:, Message-Id: beside Origin:): the date is the mail's, the
-    transport headers are dropped as git am drops them, DEP-3's fields are read; the subject decoded, without its
-    [PATCH] tag, as a mail's."""
-    text = (f"From: Ana <ana@example.org>\nDate: Mon, 2 Jan 2023 10:00:00 +0100\nTo: list@example.org\n"
-            f"Message-Id: <1@example.org>\nSubject: [PATCH v2] =?UTF-8?q?Say_f=C3=BCnf?=\n long text\n"
-            f"Origin: upstream, {COMMIT}\n\n"
+    """A DEP-3 header with a mail's transport headers (To:, Message-Id:) beside its fields: they are dropped as git am
+    drops them, DEP-3's fields are read; its Subject: (Description's other name) decoded, without a [PATCH] tag."""
+    text = (f"Author: Ana <ana@example.org>\nTo: list@example.org\nMessage-Id: <1@example.org>\n"
+            f"Subject: [PATCH v2] =?UTF-8?q?Say_f=C3=BCnf?=\n long text\nOrigin: upstream, {COMMIT}\n\n"
             f"--- a/{MOD}\n+++ b/{MOD}\n@@ -1 +1 @@\n-a\n+b\n")
     got = read_mail(text)
-    assert got.dep3 and got.author == "Ana <ana@example.org>" and got.date == "Mon, 2 Jan 2023 10:00:00 +0100"
+    assert got.dep3 and got.author == "Ana <ana@example.org>" and got.date == ""
     assert got.subject == "Say fünf" and got.description == "long text" and got.trailers == (
         ("Origin", f"upstream, {COMMIT}"),)
+
+
+
+_D = "\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+@pytest.mark.parametrize(("header", "line", "says"), [
+    ("Description: First\nDescription: Second\nAuthor: J <j@x.org>\n", 2, "a second Description: "),
+    ("Subject: the subject\nDescription: the description\nAuthor: J <j@x.org>\n", 2, "a second Description: "),
+    ("Description: Text\nAuthor: J <j@x.org>\nthis line is stray\nForwarded: no\n", 3,
+     "'this line is stray' is neither a field (Key: value) nor a line of the one above"),
+    ("Description: X\nOrigin: vendor\nForwarded: no\nAuthor: Jane Doe (no address)\n", 4,
+     "its Author: header 'Jane Doe (no address)' is not Name <address>"),
+    ("Description: X\nAuthor: Jane Doe <jane@example.org>, Bob Two <bob@example.org>\n", 2,
+     "names more than one author"),
+    ("Description:\n The text starts here.\n More.\nAuthor: J <j@x.org>\n", 1, "its Description: line is empty"),
+    ("Description: Dash\n First line.\n ---\n After.\nAuthor: J <j@x.org>\n", 3,
+     "a description line '---', where git am ends a patch's message"),
+    ("Author: J <j@x.org>\nOrigin: vendor\n", 1, "the DEP-3 header has no Description:"),
+])
+def test_a_dep3_header_that_cannot_be_read_whole_is_refused_at_its_line(header, line, says):
+    """A fresh user: a DEP-3 header read in part imported with exit 0 (a second Description, a Subject beside a
+    Description, a stray line: dropped; two authors on one Author: line: the first one's address lost), or was refused
+    at line 1 (an Author that is not Name <address>) or with a message about fix.toml (an empty Description line) or
+    git's trailers (a description line '---'). Each is refused at its own line of the file."""
+    with pytest.raises(BadInputError) as exc:
+        read_mail(header + _D, "p.patch:1")
+    assert str(exc.value).startswith(f"p.patch:{line}: ") and says in str(exc.value), exc.value
+
+
+def test_a_folded_dep3_field_is_named_at_its_line(pack3, tmp_path):  # noqa: F811
+    """A field folded over two lines whose value fix.toml would not take was named at its mail ('FILE (mail at line
+    1)'): it is named at the field's first line."""
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, "Description: Folded\nAuthor: A <a@example.org>\nUpstream-Status: Backport\n"
+                                     " [not a release]\n"))
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value).startswith(f"{mail}:3: Upstream-Status: Backport [not a release]: "), exc.value
+
+
+def test_a_format_patch_mail_with_a_dep3_header_added_is_still_a_mail(pack3, tmp_path):  # noqa: F811
+    """A fresh user: git format-patch --add-header='Bug-Debian: ...' (a DEP-3 field in a mail's header) was read as a
+    DEP-3 header: the subject kept its '[PATCH]' tag and was not decoded. It is a mail (its From line, its Date:):
+    read as one, the DEP-3 fields of its header taken as trailers (git am would drop them: the fix's [upstream] is
+    made of them, as a trailer's). A mail whose header lines end in CR LF ends its header at its CR LF line."""
+    builder, clean = pack3
+    text = mail_patch(tmp_path, TOP, MID, subject="Fix the métrics", options=(
+        "--add-header=Bug-Debian: https://bugs.debian.org/1", f"--add-header=Origin: upstream, {COMMIT}"))
+    got = read_mail(text)
+    assert got.subject == "Fix the métrics" and not got.description.startswith("=?"), got
+    assert got.trailers[:2] == (("Bug-Debian", "https://bugs.debian.org/1"), ("Origin", f"upstream, {COMMIT}")), got
+    mail = tmp_path / "in.patch"
+    mail.write_text(text)
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    fix = load_pack(builder.pack).fixes["imp"]
+    assert fix.summary == "Fix the métrics" and read_mail(fix.patches[0].path.read_text()).subject == fix.summary
+    assert _upstream(builder)["origin"] == f"upstream, {COMMIT}"
+    assert "Bug-Debian: https://bugs.debian.org/1" in fix.patches[0].path.read_text()
+    crlf = ("From 1111111111111111111111111111111111111111 Mon Sep 17 00:00:00 2001\r\nFrom: Jane <j@x.org>\r\n"
+            "Date: Mon, 7 Dec 2026 02:25:23 +0000\r\nSubject: [PATCH] A mail\r\n\r\nText.\r\n\r\n"
+            "Last-Update: 2024-01-01\r\n---\r\n" + _D)
+    got = read_mail(crlf)
+    assert (got.subject, got.description, got.trailers) == ("A mail", "Text.", (("Last-Update", "2024-01-01"),))
+
+
+def test_a_patch_with_no_header_at_all_is_told_which_headers_are_read(pack3, tmp_path):  # noqa: F811
+    """Free text first, then a DEP-3 header below it (or no header): the refusal said 'the mail has no From: header',
+    which names no DEP-3; it names both forms the patch's top may take."""
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, "This is free text.\n\nDescription: x\nAuthor: A <a@example.org>\n"))
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value) == (f"{mail}:1: the patch starts with neither a mail's header (From:, Subject:) nor a DEP-3 "
+                              f"header (Description:, Author:), as its first lines (the patch's author); write one")

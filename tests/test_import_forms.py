@@ -231,6 +231,12 @@ def test_git_s_no_prefix_form_of_a_name_with_a_space_is_read_as_its_prefixed_for
     tie = "diff --git a b a b\nsimilarity index 90%\nrename from a\nrename to b a b\n--- a\t\n+++ b a b\t\n@@ -1 +1 @@\n-a\n+b\n"
     (f,) = parse_patch(tie.encode(), "tie.patch").files
     assert (f.old_path, f.new_path) == ("a", "b a b")
+    # a name holding ' b/' is split as git splits it, but unidiff reads git's 'diff --git a/X b/X' line at its last
+    # ' b/' (git apply takes it): refused, at the line unidiff stopped at, quoting the file's line, not the rewritten one
+    b_in = "diff --git d/p b/q.py d/p b/q.py\n--- d/p b/q.py\t\n+++ d/p b/q.py\t\n@@ -1 +1 @@\n-p\n+P\n"
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(b_in.encode(), "b.patch")
+    assert str(exc.value).startswith("b.patch:3: malformed patch: Target without source: +++ d/p b/q.py ("), exc.value
     # names no split makes the '---' / '+++' lines' (a space typed after one): left to the checks, refused at the line
     odd = "diff --git p q/x.py p q/x.py q\n--- p q/x.py\t\n+++ p q/x.py\t\n@@ -1 +1 @@\n-a\n+b\n"
     with pytest.raises(PatchParseError) as exc:

@@ -300,12 +300,17 @@ def test_a_hand_written_from_keeps_every_word_and_its_address(written, author):
     assert read_mail(render(mail, [], body)).author == author
 
 
-@pytest.mark.parametrize("written", ["a (x <r@example.org>", "No Address", "Two <a@x.org> <b@x.org"])
-def test_a_from_that_is_no_name_and_address_is_refused(written):
+@pytest.mark.parametrize(("written", "says"), [
+    ("a (x <r@example.org>", "is not Name <address>"), ("No Address", "is not Name <address>"),
+    ("Two <a@x.org> <b@x.org", "names more than one author"),
+    # (a fresh user: the first author's address was lost, 'From: "Jane Doe <jane@example.org>, Bob" <bob@example.org>')
+    ("Jane Doe <jane@example.org>, Bob Two <bob@example.org>", "names more than one author"),
+    ("jane@example.org, Bob Two <bob@example.org>", "names more than one author")])
+def test_a_from_that_is_no_name_and_address_is_refused(written, says):
     from fixpack.errors import BadInputError
     from fixpack.patchmail import read_mail
 
-    with pytest.raises(BadInputError, match=r"its From: header .* is not Name <address>"):
+    with pytest.raises(BadInputError, match=rf"its From: header .* {says}"):
         read_mail(f"From: {written}\nSubject: [PATCH] s\n\nwhy\n---\ndiff --git a/x b/x\n", "m.patch")
 
 

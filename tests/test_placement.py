@@ -366,8 +366,9 @@ def test_a_fix_that_empties_a_file_on_a_drifted_tree_is_held_to_the_whole_file(b
     """A fresh user: a patch that only empties a file (git format-patch and diff -u both write one hunk
     ``@@ -1,N +0,0 @@``, no context) was refused as "ambiguous" on a file that was not the lock's pre-image, whether the
     fix was in or not: the empty post-image is "in" every file. Each side of such a hunk is now the whole file, as git
-    apply reads it: a file with a line more is a conflict (exit 4, the rule in the message, nothing written), and an
-    emptied file filled again by hand is tampered (its post-image, the empty file, is not there)."""
+    apply reads it: a file with a line more is a conflict (exit 4, the rule in the message, nothing written; a fresh
+    user: the advice names git diff -U0's patch of a file's first lines too, which reads so), and an emptied file
+    filled again by hand is tampered (its post-image, the empty file, is not there)."""
     b = builder
     body = (f"diff --git a/{MOD} b/{MOD}\nindex 208f01a..e69de29 100644\n--- a/{MOD}\n+++ b/{MOD}\n"
             f"@@ -1,2 +0,0 @@\n-a\n-b\n")
@@ -380,8 +381,9 @@ def test_a_fix_that_empties_a_file_on_a_drifted_tree_is_held_to_the_whole_file(b
     said = " ".join(out.split())
     assert code == EXIT_CONFLICT and "one v1: conflict" in said, said
     assert (f"{MOD}: hunk #1 missing: its pre-image must be the whole file (2 lines), as git apply reads a file's "
-            f"only hunk without context that empties the file, and this file holds 3 lines; the file is not the one "
-            f"the patch was written for") in said, said
+            f"only hunk without context that empties the file, and this file holds 3 lines; a patch written without "
+            f"context lines (git diff -U0) of a file's first lines reads so too: regenerate it with them (git diff, "
+            f"format-patch); else the file is not the one the patch was written for") in said, said
     assert "ambiguous" not in said and snapshot(grown) == before
     image = b.tree("image", {MOD: "a\nb\n"})
     assert engine.apply(b.request(image)).ok and (image / MOD).read_bytes() == b""
