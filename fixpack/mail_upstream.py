@@ -143,6 +143,10 @@ def _agreed(mails: list[dict[str, list[tuple[str, str]]]]) -> Said:
         for key, values in stated.items():
             if key == "Last-Update":
                 _refuse_not_date(values)
+                other = next(((v, a) for v, a in values[1:] if v != values[0][0]), None)
+                if other is not None:  # (the latest of several mails' dates; one mail states its own once)
+                    raise BadInputError(f"{other[1]}: {key}: {other[0]}: but {values[0][1]} says {key}: "
+                                        f"{values[0][0]}: a mail states it once; nothing was written")
                 firsts[key] = max([*values, *([firsts[key]] if key in firsts else [])])
                 continue
             for value, at in values:

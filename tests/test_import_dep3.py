@@ -229,6 +229,15 @@ def test_a_mail_stating_a_field_twice_otherwise_is_told_to_state_it_once(pack3):
     mail.write_text(_mail(builder, f"Why.\n\nUpstream-Status: Pending\nUpstream-Status: Submitted [{PULL}]\n"))
     with pytest.raises(BadInputError, match="written into each of its patches: a mail states it once; nothing"):
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    # (a fresh user: two Last-Update dates in one mail were taken as the latest without a word; several mails' dates
+    # give the latest, as the test below shows, one mail states its own once)
+    text = _mail(builder, "Why.\n\nLast-Update: 2024-01-01\nLast-Update: 2024-02-02\n")
+    mail.write_text(text)
+    line = text.split("\n").index("Last-Update: 2024-02-02") + 1
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value).startswith(f"{mail}:{line}: Last-Update: 2024-02-02: but {mail}:{line - 1} says "
+                                     f"Last-Update: 2024-01-01: a mail states it once"), exc.value
 
 
 def test_last_update_is_the_latest_mail_date_of_a_series_reordered(pack3, tmp_path):  # noqa: F811
