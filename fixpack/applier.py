@@ -303,11 +303,13 @@ def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | 
 
 
 def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
-               evidence: tuple[HunkEvidence, ...] = (), delta: int = 0) -> TextResult:
+               evidence: tuple[HunkEvidence, ...] = (), delta: int = 0, in_place: bool = True) -> TextResult:
     """Apply (or reverse-apply) every hunk of one file to ``text``.
 
     ``evidence`` gives each hunk's :class:`HunkEvidence` (default: searched, count unknown); ``delta``
-    the running offset left by earlier fixes in this file. Each hunk is placed on its own evidence
+    the running offset left by earlier fixes in this file; ``in_place``: the file is changed, not created or deleted
+    (whose whole-file checks are the caller's: :func:`whole_file` is for a file changed in place). Each hunk is placed
+    on its own evidence
     (a unique place may lie before the hunk ahead of it, when upstream swapped two blocks); hunks that
     would overlap are refused. Returns the new text and one HunkResult per hunk; ``text`` is None when
     any hunk could not be placed (missing, ambiguous or overlapping).
@@ -316,7 +318,8 @@ def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
     results: list[HunkResult] = []
     running = delta
     for i, h in enumerate(hunks):
-        res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH, len(hunks) == 1)
+        res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH,
+                     in_place and len(hunks) == 1)
         results.append(res)
         if res.found:
             running = res.offset
@@ -374,11 +377,12 @@ def _refuse_cut_lines(results: list[HunkResult], hunks: tuple[Hunk, ...], revers
 
 
 def probe(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
-          evidence: tuple[HunkEvidence, ...] = ()) -> tuple[HunkResult, ...]:
-    """Locate every hunk independently (no early stop), for status evidence and partial checks."""
+          evidence: tuple[HunkEvidence, ...] = (), in_place: bool = True) -> tuple[HunkResult, ...]:
+    """Locate every hunk independently (no early stop), for status evidence and partial checks; ``in_place`` as
+    :func:`apply_text` takes it."""
     lines = split_lines(text)
-    return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH, len(hunks) == 1)
-                 for i, h in enumerate(hunks))
+    return tuple(locate(lines, h, i, 0, reverse, evidence[i] if i < len(evidence) else SEARCH,
+                        in_place and len(hunks) == 1) for i, h in enumerate(hunks))
 
 
 def stray_cr_added(text: str, hunks: tuple[Hunk, ...]) -> tuple[int, int, str] | None:

@@ -391,3 +391,19 @@ def test_a_fix_that_empties_a_file_on_a_drifted_tree_is_held_to_the_whole_file(b
     r = engine.status(b.request(image))
     assert states(r) == {"one": "tampered"}
     assert any("its post-image is the empty file" in m for m in r.fix("one").messages), r.fix("one").messages
+
+
+def test_a_file_created_or_deleted_keeps_its_own_whole_file_words(builder):
+    """The whole-file rule of a lone hunk without context is for a file changed in place: a file the patch deletes
+    that holds a line more is said as such ('does not match the content the patch deletes'), not as a hunk that
+    'empties the file' (a fresh user), and one it created with lines added since as holding more than it creates."""
+    b = builder
+    b.add_fix("gone", {MOD: "a\nb\n"}, {MOD: None})
+    b.profile(["gone"])
+    b.lock(b.tree("clean", {MOD: "a\nb\n"}))
+    grown = b.tree("grown", {MOD: "a\nb\nc\n"})
+    before = snapshot(grown)
+    r = engine.apply(b.request(grown))
+    said = " ".join(r.fix("gone").messages)
+    assert r.exit_code == EXIT_CONFLICT and snapshot(grown) == before
+    assert "does not match the content the patch deletes" in said and "empties" not in said, said
