@@ -16,23 +16,25 @@ from __future__ import annotations
 import re
 
 from .errors import BadInputError
-from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts, raw_field
+from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts
 from .trailers import is_patch_break
 
 # DEP-3's own fields (Bug-<Vendor> too), which no mail's header has
 KEYS = {"description", "author", "origin", "bug", "forwarded", "applied-upstream", "last-update", "reviewed-by",
         "acked-by", "upstream-status"}
 # a mail's transport headers, which git am drops: none is a field of the patch
-_TRANSPORT = re.compile(r"(to|cc|bcc|message-id|in-reply-to|references|mime-version|content-.*|x-.*|user-agent|"
-                        r"list-.*|reply-to|sender|received|return-path)", re.I)
+_TRANSPORT = re.compile(r"(to|cc|bcc|message-id|in-reply-to|references|mime-version|content-.*|user-agent|list-.*|"
+                        r"reply-to|sender|received|return-path)", re.I)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FIELD = re.compile(r"^[A-Za-z0-9-]+:")
 _OWN = ("description", "subject", "author", "from", "date")
 Message = tuple[str, str, str, str, tuple[tuple[str, str], ...], tuple[str, ...], str]
 
 
 def header_end(lines: list[str]) -> int:
-    """The index of a header's first empty line (a line of white space, a CR, too), or ``len(lines)``."""
-    return next((i for i, ln in enumerate(lines) if not ln.strip()), len(lines))
+    """The index of the line that ends a header: its first empty line (a CR alone too; a line of spaces is a
+    continuation), or, as DEP-3 ends one, a line that starts with ``---``; else ``len(lines)``."""
+    return next((i for i, ln in enumerate(lines) if ln in ("", "\r") or ln.startswith("---")), len(lines))
 
 
 def fields(lines: list[str], first: int = 0) -> list[tuple[int, str, str]]:
@@ -40,23 +42,24 @@ def fields(lines: list[str], first: int = 0) -> list[tuple[int, str, str]]:
     (each after the first starts with a space or a TAB) joined by newlines, each continuation less its first
     character, a CR at a line's end dropped; ``line``: 0-based, counted from ``first``. A line that is neither is
     skipped (:func:`read` refuses it)."""
-    out: list[tuple[int, str, str]] = []
+    out: list[tuple[int, str, list[str]]] = []  # (each value's lines, joined once: a long fold stays linear)
     for i, ln in enumerate(lines[:header_end(lines)]):
         ln = ln.removesuffix("\r")
         if ln[:1] in (" ", "\t") and out:
-            n, k, v = out[-1]
-            out[-1] = (n, k, f"{v}\n{ln[1:]}")
+            out[-1][2].append(ln[1:])
         elif _FIELD.match(ln):
             k, _c, v = ln.partition(":")
-            out.append((first + i, k, v.strip()))
-    return out
+            out.append((first + i, k, [v.strip()]))
+    return [(n, k, "\n".join(v)) for n, k, v in out]
 
 
 def is_dep3(lines: list[str], mailed: bool) -> bool:
-    """The header (``lines``) is a DEP-3 one, not a mail's: it has a ``Description:``, or, where it is no mail's
-    (``mailed``: an mbox ``From`` line above it, or a ``Date:``), any field of DEP-3's own."""
+    """The header (``lines``) is a DEP-3 one, not a mail's: it has a ``Description:`` or an ``Author:``, or, where it
+    is no mail's (``mailed``: an mbox ``From`` line above it, as git format-patch writes one), any field of DEP-3's
+    own."""
     keys = {k.lower() for _n, k, _v in fields(lines)}
-    return "description" in keys or (not mailed and any(k in KEYS or k.startswith("bug-") for k in keys))
+    return bool(keys & {"description", "author"}) or (not mailed and any(k in KEYS or k.startswith("bug-")
+                                                                          for k in keys))
 
 
 def in_header(lines: list[str]) -> list[tuple[str, str]]:
@@ -90,26 +93,40 @@ def read(lines: list[str], where: str, first: int = 0) -> Message:
         _refuse(where, first + told[1][0], f"a second {told[1][1]}: (DEP-3's Subject: is Description: by another "
                                            f"name)", "state the description once")
     n, key, value = told[0]
-    title, _nl, long = value.partition("\n")
-    if not title.strip():
-        _refuse(where, first + n, f"its {key}: line is empty, where DEP-3 puts the short description (the lines "
+    # (a Subject: folded over lines is one line, as a mail's; Description: holds the long description below)
+    title, _nl, long = value.partition("\n") if key.lower() == "description" else (" ".join(value.split()), "", "")
+    tagged, title = title.strip(), PATCH_TAG.sub("", decoded_words(title)).strip()
+    if _CONTROL.search(title):
+        _refuse(where, first + n, f"its {key}: holds a control character in an encoded word ({title[:60]!r}: a line "
+                                  f"break would write a header line of its own)", "write it as plain text")
+    if not title:
+        but = " but for a [PATCH] tag" if tagged else ""
+        _refuse(where, first + n, f"its {key}: line is empty{but}, where DEP-3 puts the short description (the lines "
                                   f"below it are the long one)", f"write the short description on the {key}: line")
-    said = ["" if ln.strip() == "." else ln for ln in long.split("\n")] if long else []
+    said = ["" if ln.strip() in (".", "") else ln for ln in long.split("\n")] if long else []
     cut = next((j for j, ln in enumerate(said) if is_patch_break(ln)), None)
     if cut is not None:
         _refuse(where, first + n + 1 + cut, f"a description line {said[cut]!r}, where git am ends a patch's message",
                 "write the line otherwise")
-    authors = [i for i, k, _v in found if k.lower() in ("author", "from")]
-    who = author(lines[authors[0]:], at(where, first + authors[0]), lines[authors[0]].partition(":")[0].lower()) \
-        if authors else ""
-    for i in authors[1:]:
-        author(lines[i:], at(where, first + i), lines[i].partition(":")[0].lower())  # (each one Name <address>)
-    trailers = [("Co-authored-by", " ".join(v.split())) for i, _k, v in found if i in authors[1:]]
+    # (each author read from its own line: Name <address>, decoded; the first the patch's, the others co-authors)
+    names = [author([f"{k}: {' '.join(v.split())}"], at(where, first + i), k.lower())
+             for i, k, v in found if k.lower() in ("author", "from")]
+    trailers = [("Co-authored-by", name) for name in names[1:]]
     trailers += [(k, " ".join(v.split())) for _i, k, v in found if not (k.lower() in _OWN or _TRANSPORT.fullmatch(k))]
-    free, more, written, after = message_parts(cut_diffstat("\n".join(lines[end + 1:])))
+    line, date = next(((i, " ".join(v.split())) for i, k, v in found if k.lower() == "date"), (0, ""))
+    if date:
+        from email.utils import parsedate_tz
+
+        if parsedate_tz(date) is None:
+            _refuse(where, first + line, f"Date: {date[:60]}: not a mail's date, which git am reads (RFC 2822: Mon, 1 "
+                                         f"Jan 2024 10:00:00 +0000)", "write it so, or take the line out (DEP-3's "
+                                         "date is Last-Update: YYYY-MM-DD)")
+    # (after a '---' line, as after a mail's, come notes git am drops: no part of the message)
+    rest = lines[end + 1:] if end < len(lines) and not lines[end].startswith("---") else []
+    free, more, written, after = message_parts(cut_diffstat("\n".join(rest)))
     description = "\n\n".join(p for p in ("\n".join(said).strip("\n"), free) if p.strip())
-    return (who, raw_field(lines, "date"), PATCH_TAG.sub("", decoded_words(title)).strip(), description,
-            tuple(trailers) + more, tuple(f"{k}: {v}" for k, v in trailers) + written, after)
+    return (names[0] if names else "", date, title, description, tuple(trailers) + more,
+            tuple(f"{k}: {v}" if v else f"{k}:" for k, v in trailers) + written, after)
 
 
 def _refuse(where: str, offset: int, what: str, do: str) -> None:

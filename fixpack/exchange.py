@@ -123,11 +123,15 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
             raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
                                 f"0/N]?): take it out of the file (its words can go into fixes/{fix_id}/fix.toml's "
                                 f"why) and import again")
+        if not m.author and not m.subject:
+            raise BadInputError(f"{file}:{line}: the patch starts with neither a mail's header (From:, Subject:) nor a "
+                                f"DEP-3 header (Description:, Author:) on its first line: write one there")
         if not m.author:
-            what = ("DEP-3 header has no Author:" if m.dep3 else "mail has no From: header" if m.subject else
-                    "patch starts with neither a mail's header (From:, Subject:) nor a DEP-3 header (Description:, "
-                    "Author:), as its first lines")
+            what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
             raise BadInputError(f"{file}:{line}: the {what} (the patch's author); write one")
+        if not m.subject:
+            raise BadInputError(f"{file}:{line}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
+                                f"tag); write one")
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")

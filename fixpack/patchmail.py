@@ -110,7 +110,7 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
         return Mail()
     start = len(head.split("\n")) - len(lines)  # (an mbox From line above the header)
-    if dep3.is_dep3(lines, bool(start) or bool(raw_field(lines, "date"))):
+    if dep3.is_dep3(lines, bool(start)):
         return Mail(*dep3.read(lines, where, start), dep3=True)
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     msg = BytesParser(policy=_READ).parsebytes(raw)

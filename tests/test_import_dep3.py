@@ -409,7 +409,7 @@ def test_a_mail_s_transport_headers_are_no_fields_of_a_dep3_patch():
     """A DEP-3 header with a mail's transport headers (To:, Message-Id:) beside its fields: they are dropped as git am
     drops them, DEP-3's fields are read; its Subject: (Description's other name) decoded, without a [PATCH] tag."""
     text = (f"Author: Ana <ana@example.org>\nTo: list@example.org\nMessage-Id: <1@example.org>\n"
-            f"Subject: [PATCH v2] =?UTF-8?q?Say_f=C3=BCnf?=\n long text\nOrigin: upstream, {COMMIT}\n\n"
+            f"Subject: [PATCH v2] =?UTF-8?q?Say_f=C3=BCnf?=\nOrigin: upstream, {COMMIT}\n\nlong text\n\n"
             f"--- a/{MOD}\n+++ b/{MOD}\n@@ -1 +1 @@\n-a\n+b\n")
     got = read_mail(text)
     assert got.dep3 and got.author == "Ana <ana@example.org>" and got.date == ""
@@ -491,4 +491,59 @@ def test_a_patch_with_no_header_at_all_is_told_which_headers_are_read(pack3, tmp
     with pytest.raises(BadInputError) as exc:
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert str(exc.value) == (f"{mail}:1: the patch starts with neither a mail's header (From:, Subject:) nor a DEP-3 "
-                              f"header (Description:, Author:), as its first lines (the patch's author); write one")
+                              f"header (Description:, Author:) on its first line: write one there")
+
+
+@pytest.mark.parametrize(("header", "line", "says"), [
+    # (a second fresh user: the encoded line break wrote header lines of its own into the patch, Fix-Id one of them)
+    ("Description: =?UTF-8?q?Fix_reader=0AFix-Id:_other?=\nAuthor: J <j@x.org>\n", 1,
+     "its Description: holds a control character in an encoded word"),
+    ("Description: x\nAuthor: J <j@x.org>\nDate: 2024-01-01\n", 3, "Date: 2024-01-01: not a mail's date, which git am "
+                                                                     "reads"),
+    ("Description: [PATCH v2]\nAuthor: J <j@x.org>\n", 1, "its Description: line is empty but for a [PATCH] tag"),
+])
+def test_a_dep3_header_git_could_not_read_back_is_refused_at_its_line(header, line, says):
+    with pytest.raises(BadInputError) as exc:
+        read_mail(header + _D, "p.patch:1")
+    assert str(exc.value).startswith(f"p.patch:{line}: ") and says in str(exc.value), exc.value
+
+
+@pytest.mark.parametrize(("header", "want"), [
+    # dh_make's old template: the fields, then '---' and a note git am drops
+    ("Description: Fix it\nAuthor: J <j@x.org>\nOrigin: vendor\n---\nThis patch header follows DEP-3: "
+     "http://dep.debian.net/deps/dep3/\n", ("Fix it", "", (("Origin", "vendor"),), "")),
+    # Subject: and Author: with a Date: (no mbox From line): DEP-3's, the date kept
+    ("Subject: Fix it\nAuthor: J <j@x.org>\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nOrigin: vendor\n\n",
+     ("Fix it", "", (("Origin", "vendor"),), "Mon, 1 Jan 2024 00:00:00 +0000")),
+    # a mail's header with DEP-3 fields and trailers of its own: none of them dropped (X-... too)
+    ("From: J <j@x.org>\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nSubject: Fix it\nOrigin: vendor\nTested-by: T "
+     "<t@x.org>\nX-Debian-Note: keep this\n\nLong.\n\n",
+     ("Fix it", "Long.", (("Origin", "vendor"), ("Tested-by", "T <t@x.org>"), ("X-Debian-Note", "keep this")),
+      "Mon, 1 Jan 2024 00:00:00 +0000")),
+    # a line of one space in a Description is an empty line of it, not the header's end
+    ("Description: Fix it\n one\n \n two\nAuthor: J <j@x.org>\nForwarded: no\n\n",
+     ("Fix it", "one\n\ntwo", (("Forwarded", "no"),), "")),
+    # a Subject: folded over lines is one line (its encoded words decoded), as a mail's
+    ("From: J <j@x.org>\nSubject: [PATCH] =?UTF-8?q?a_long_subject_r=C3=A9?=\n =?UTF-8?q?ader_folded?=\n"
+     "Origin: vendor\n\nBody.\n---\n", ("a long subject réader folded", "Body.", (("Origin", "vendor"),), "")),
+])
+def test_a_dep3_header_is_read_whole(header, want):
+    """What a second fresh user found read wrongly: dh_make's '---' after the fields (refused), Subject + Author +
+    Date ('no Author:'), a mail header's trailers dropped where a Date: was, a line of one space in a Description
+    (the header ended there), a folded Subject (its second line taken as the description)."""
+    got = read_mail(header + _D, "p.patch:1")
+    assert (got.subject, got.description, got.trailers, got.date) == want, got
+
+
+def test_an_empty_dep3_field_is_written_as_format_writes_it(pack3, tmp_path):  # noqa: F811
+    """A field with no value ('Reviewed-by:') was written 'Reviewed-by: ' (a space at its end), which format --check
+    then called stale: it is written as format writes it."""
+    from fixpack.patchtext import normalize_text
+
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, "Description: Say fifty-five\nAuthor: A <a@example.org>\nReviewed-by:\n"))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    fix = load_pack(builder.pack).fixes["imp"]
+    text = fix.patches[0].path.read_text()
+    assert "\nReviewed-by:\n" in text and normalize_text(fix, text) == text
