@@ -118,7 +118,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
     texts = [render(m, f, body, f"{file}:{line}") for (m, body, line), f in zip(parsed, fields)]
-    for m, body, line in parsed:
+    for (m, body, line), (_n, text) in zip(parsed, found):
         if not body.strip():
             raise BadInputError(f"{file}:{line}: the mail {m.subject!r} carries no diff (a cover letter, [PATCH "
                                 f"0/N]?): take it out of the file (its words can go into fixes/{fix_id}/fix.toml's "
@@ -132,6 +132,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         if not m.subject:
             raise BadInputError(f"{file}:{line}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
                                 f"tag); write one")
+        _refuse_bad_date(m, text, file, line)
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
@@ -149,6 +150,19 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _refuse_bad_date(m: Mail, text: str, file: Path, line: int) -> None:
+    """BadInputError at the ``Date:`` line of a mail (``text``, at ``line`` of ``file``) whose date git am cannot read
+    (no RFC 2822 date): the pack's patch would keep it, and git am of it fail."""
+    from email.utils import parsedate_tz
+
+    if not m.date or parsedate_tz(m.date) is not None:
+        return
+    at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0)
+    raise BadInputError(f"{file}:{line + at}: Date: {m.date[:60]}: not a mail's date, which git am reads (RFC 2822: "
+                        f"Mon, 1 Jan 2024 10:00:00 +0000): write it so, or take the line out, and import again; "
+                        f"nothing was written")
 
 
 def _fields(pack: Pack, prof: Profile, fix: Fix, mail: Mail, text: str, file: Path, line: int

@@ -547,3 +547,19 @@ def test_an_empty_dep3_field_is_written_as_format_writes_it(pack3, tmp_path):  #
     fix = load_pack(builder.pack).fixes["imp"]
     text = fix.patches[0].path.read_text()
     assert "\nReviewed-by:\n" in text and normalize_text(fix, text) == text
+
+
+def test_a_mail_whose_date_git_am_cannot_read_is_refused_at_its_line(pack3, tmp_path):  # noqa: F811
+    """Two fresh users: 'Date: sometime last week' (or 2024-01-01) was written into the pack's patch as it was, and
+    git am of it failed ('invalid date format'). Refused at the Date: line, nothing written."""
+    builder, clean = pack3
+    text = _mail(builder, "Why it matters.\n").replace("Date: Mon, 2 Jan 2023 10:00:00 +0100", "Date: sometime last week")
+    assert "Date: sometime last week" in text
+    mail = tmp_path / "x.patch"
+    mail.write_text(text)
+    line = text.split("\n").index("Date: sometime last week") + 1
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value).startswith(f"{mail}:{line}: Date: sometime last week: not a mail's date"), exc.value
+    assert pack_bytes(builder.pack) == before
