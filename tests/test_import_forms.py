@@ -243,3 +243,17 @@ def test_git_s_no_prefix_form_of_a_name_with_a_space_is_read_as_its_prefixed_for
         parse_patch(odd.encode(), "odd.patch")
     assert str(exc.value).startswith("odd.patch:1: 'diff --git p q/x.py p q/x.py q' does not name the files its "
                                      "'---' and '+++' lines name"), exc.value
+
+
+def test_a_quilt_section_after_git_s_is_said_as_such_not_as_an_undeclared_rename():
+    """A fresh user: a format-patch mail with a quilt patch pasted after it (no mbox line between) was refused as
+    "'diff --git' names two files ... regenerate with git diff -M" at a line with no 'diff --git': its section is a
+    plain diff among git's, whose D.orig/X and D/X are read as git's two paths. Said so, with the ways on."""
+    text = ("From: J <j@x.org>\nSubject: [PATCH] A mail\n\nText.\n---\ndiff --git a/pkg/x.py b/pkg/x.py\n--- a/pkg/x.py\n"
+            "+++ b/pkg/x.py\n@@ -1 +1 @@\n-a\n+b\n-- \n2.39.5\n\n"
+            f"Index: d/pkg/y.py\n{SEP}\n--- d.orig/pkg/y.py\n+++ d/pkg/y.py\n@@ -1 +1 @@\n-b\n+c\n")
+    with pytest.raises(PatchParseError) as exc:
+        parse_patch(text.encode(), "m.patch")
+    assert str(exc.value).startswith("m.patch:18: a plain diff section ('---' / '+++', no 'diff --git' line) among git "
+                                     "sections names two files ('d.orig/pkg/y.py', 'd/pkg/y.py')"), exc.value
+    assert "git diff -M" not in str(exc.value) and "import the plain diff as a patch of its own" in str(exc.value)
