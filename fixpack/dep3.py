@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from .errors import BadInputError
-from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts
+from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts, refuse_bad_date
 from .trailers import is_patch_break
 
 # DEP-3's own fields (Bug-<Vendor> too), which no mail's header has
@@ -53,19 +53,22 @@ def fields(lines: list[str], first: int = 0) -> list[tuple[int, str, str]]:
     return [(n, k, "\n".join(v)) for n, k, v in out]
 
 
-def is_dep3(lines: list[str], mailed: bool) -> bool:
-    """The header (``lines``) is a DEP-3 one, not a mail's: it has a ``Description:`` or an ``Author:``, or, where it
-    is no mail's (``mailed``: an mbox ``From`` line above it, as git format-patch writes one), any field of DEP-3's
-    own."""
-    keys = {k.lower() for _n, k, _v in fields(lines)}
-    return bool(keys & {"description", "author"}) or (not mailed and any(k in KEYS or k.startswith("bug-")
-                                                                          for k in keys))
+def _own(key: str) -> bool:
+    """``key`` is a field of DEP-3's own (Bug-<Vendor> too), which no mail's header has."""
+    return key.lower() in KEYS or key.lower().startswith("bug-")
 
 
-def in_header(lines: list[str]) -> list[tuple[str, str]]:
-    """The fields of DEP-3's own in a mail's header (``lines``; ``git format-patch --add-header``), as trailers: a
-    field git am would drop, which the fix's ``[upstream]`` is made of."""
-    return [(k, " ".join(v.split())) for _n, k, v in fields(lines) if k.lower() in KEYS or k.lower().startswith("bug-")]
+def is_dep3(found: list[tuple[int, str, str]], mailed: bool) -> bool:
+    """The header whose :func:`fields` are ``found`` is a DEP-3 one, not a mail's: it has a ``Description:`` or an
+    ``Author:``, or, where it is no mail's (``mailed``: an mbox ``From`` line above it, as git format-patch writes
+    one), any field of DEP-3's own."""
+    return any(k.lower() in ("description", "author") or not mailed and _own(k) for _n, k, _v in found)
+
+
+def in_header(found: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
+    """The fields of DEP-3's own among a mail's header's :func:`fields` (``found``; ``git format-patch --add-header``),
+    as trailers: a field git am would drop, which the fix's ``[upstream]`` is made of."""
+    return [(k, " ".join(v.split())) for _n, k, v in found if _own(k)]
 
 
 def at(where: str, offset: int) -> str:
@@ -74,10 +77,11 @@ def at(where: str, offset: int) -> str:
     return f"{m.group(1)}:{int(m.group(2)) + offset}" if m else where
 
 
-def read(lines: list[str], where: str, first: int = 0) -> Message:
+def read(lines: list[str], found: list[tuple[int, str, str]], where: str, first: int = 0) -> Message:
     """The message of a patch with a DEP-3 header (``lines``: the patch's part before its diff, ``lines[0]`` at
-    ``first`` lines after ``where``'s): (author, date, subject, description, trailers, each trailer as written, the
-    comment lines after them), as the module says. BadInputError at the header's line for what it cannot read."""
+    ``first`` lines after ``where``'s; ``found``: its :func:`fields`): (author, date, subject, description, trailers,
+    each trailer as written, the comment lines after them), as the module says. BadInputError at the header's line
+    for what it cannot read."""
     lines = [ln.removesuffix("\r") for ln in lines]
     end = header_end(lines)
     stray = next((i for i in range(end) if not (_FIELD.match(lines[i]) or i and lines[i][:1] in (" ", "\t"))), None)
@@ -85,7 +89,6 @@ def read(lines: list[str], where: str, first: int = 0) -> Message:
         _refuse(where, first + stray, f"{lines[stray][:60]!r} is neither a field (Key: value) nor a line of the one "
                                       f"above (which starts with a space)", "put an empty line between the header and "
                                       "free text, or start the line with a space")
-    found = fields(lines)
     told = [(n, k, v) for n, k, v in found if k.lower() in ("description", "subject")]
     if not told:
         _refuse(where, first, "the DEP-3 header has no Description: (the patch's subject)", "write one")
@@ -114,13 +117,7 @@ def read(lines: list[str], where: str, first: int = 0) -> Message:
     trailers = [("Co-authored-by", name) for name in names[1:]]
     trailers += [(k, " ".join(v.split())) for _i, k, v in found if not (k.lower() in _OWN or _TRANSPORT.fullmatch(k))]
     line, date = next(((i, " ".join(v.split())) for i, k, v in found if k.lower() == "date"), (0, ""))
-    if date:
-        from email.utils import parsedate_tz
-
-        if parsedate_tz(date) is None:
-            _refuse(where, first + line, f"Date: {date[:60]}: not a mail's date, which git am reads (RFC 2822: Mon, 1 "
-                                         f"Jan 2024 10:00:00 +0000)", "write it so, or take the line out (DEP-3's "
-                                         "date is Last-Update: YYYY-MM-DD)")
+    refuse_bad_date(date, at(where, first + line), " (DEP-3's date is Last-Update: YYYY-MM-DD)")
     # (after a '---' line, as after a mail's, come notes git am drops: no part of the message)
     rest = lines[end + 1:] if end < len(lines) and not lines[end].startswith("---") else []
     free, more, written, after = message_parts(cut_diffstat("\n".join(rest)))

@@ -99,7 +99,7 @@ def parse_patch(data: bytes, source: str = "<patch>", pack: PackBudget | None = 
     _all_sections_read(text, patchset, source)
     budget = Budget(pack)  # all the patch's binary blocks together (and the pack's)
     files = tuple(_canonical_modes(_with_data(_convert_file(pf, source), text, source, budget)) for pf in patchset)
-    check_renames(files, named, source, text.split("\n"))
+    check_renames(files, named, source, text)
     budget.done()
     return ParsedPatch(header, files)
 

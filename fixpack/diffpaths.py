@@ -156,8 +156,7 @@ def check_binary_line(source: str, n: int, line: str, git_paths: tuple[str, str]
         raise binary_after_text(source, n, line, min(at for at, _path in seen.values()))
 
 
-def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]], source: str,
-                  lines: list[str] | None = None) -> None:
+def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]], source: str, text: str = "") -> None:
     """Each of git's ``rename from``/``rename to`` lines, ``named`` as (line, ``"rename from"`` or ``"rename
     to"`` or a ``copy`` word, path without quotes), names the file the engine reads its section's change
     from/at (``files``: the parsed sections, in order; each header belongs to the last one starting above it),
@@ -167,7 +166,7 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
     the engine the ``diff --git`` line's), for a copy (``copy from/to``: the engine has no copies, and would
     read one as a rename, deleting the copied file), for a rename line outside a ``diff --git`` section, and
     at the section's line for a rename without its two lines, and at the second section that names a file one
-    before it names (git apply would apply the two in turn; the engine places a file's hunks once). ``lines``: the
+    before it names (git apply would apply the two in turn; the engine places a file's hunks once). ``text``: the
     patch's, to tell a plain section (``---`` / ``+++``, no ``diff --git`` line: quilt's after git's) from git's."""
     starts = [fp.diff_line for fp in files]
     found: dict[int, set[str]] = {}
@@ -201,10 +200,11 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
                                                               "diff (or git format-patch) from a tree it is applied to")
             seen[path] = fp.diff_line
     for i, fp in enumerate(files):
-        head = lines[fp.diff_line - 1] if lines and 0 < fp.diff_line <= len(lines) else ""
-        plain = head.startswith(("--- ", "+++ "))
-        if fp.kind == "rename" and found.get(i) != {"rename from", "rename to"} and plain:
-            among = any(ln.startswith("diff --git ") for ln in lines or ())
+        if fp.kind != "rename" or found.get(i) == {"rename from", "rename to"}:
+            continue
+        lines = text.split("\n")  # (a refusal's words only: a plain section's are not git's)
+        if 0 < fp.diff_line <= len(lines) and lines[fp.diff_line - 1].startswith(("--- ", "+++ ")):
+            among = any(ln.startswith("diff --git ") for ln in lines)
             raise bad(source, fp.diff_line, f"a plain diff section ('---' / '+++', no 'diff --git' line) "
                                             f"{'among git sections ' if among else ''}names two files "
                                             f"({fp.old_path!r}, {fp.new_path!r}): a plain diff declares no rename"
@@ -212,10 +212,9 @@ def check_renames(files: tuple[FilePatch, ...], named: list[tuple[int, str, str]
                                                "less), not as quilt's or diff -u's" if among else ""),
                       "make the patch one form: regenerate it with git diff / format-patch" +
                       (", or import the plain diff as a patch of its own" if among else ""))
-        if fp.kind == "rename" and found.get(i) != {"rename from", "rename to"}:
-            raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but "
-                                            f"no 'rename from' and 'rename to' lines say it is a rename",
-                      "fix the path, or regenerate the patch with git diff -M so the rename is declared")
+        raise bad(source, fp.diff_line, f"'diff --git' names two files ({fp.old_path!r}, {fp.new_path!r}) but no "
+                                        f"'rename from' and 'rename to' lines say it is a rename",
+                  "fix the path, or regenerate the patch with git diff -M so the rename is declared")
 
 
 def index_line_at(lines: list[str], i: int) -> bool:

@@ -315,7 +315,7 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         delta = 0 if pinned or reverse else work.delta(src or "")
         if not reverse:
             _refuse_stray_cr(current, fp, ctx.patch)
-        res = apply_text(current, fp.hunks, reverse, ev, delta, fp.kind in ("modify", "rename"))
+        res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place)
         out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
         if ctx.count:
             _count(fp, current, res.text, reverse, ctx.flat, out)
@@ -492,8 +492,9 @@ def both_ways(fp: FilePatch, text: str, ev: FixEvidence = NO_EVIDENCE,
               flat: int = 0) -> list[tuple[HunkResult, HunkResult]]:
     """Each hunk of ``fp`` placed on its own in ``text`` (nothing pinned; ``ev``'s counts from its ``flat``-th hunk):
     (forward, reversed) per hunk: whether its pre-image, and its post-image, is there."""
-    return list(zip(*(probe(text, fp.hunks, back, tuple(ev.hunk(flat + i, back, False) for i in range(len(fp.hunks))),
-                            fp.kind in ("modify", "rename")) for back in (False, True))))
+    fwd, rev = (probe(text, fp.hunks, back, tuple(ev.hunk(flat + i, back, False) for i in range(len(fp.hunks))),
+                      fp.in_place) for back in (False, True))
+    return list(zip(fwd, rev))
 
 
 def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:

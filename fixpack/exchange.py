@@ -31,6 +31,7 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .mail_upstream import upstream_from
+from .mailtext import refuse_bad_date
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, source_bytes
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
@@ -132,7 +133,8 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         if not m.subject:
             raise BadInputError(f"{file}:{line}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
                                 f"tag); write one")
-        _refuse_bad_date(m, text, file, line)
+        at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0) if m.date else 0
+        refuse_bad_date(m.date, f"{file}:{line + at}")  # (a DEP-3 header's is refused as it is read)
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
@@ -150,19 +152,6 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
-
-
-def _refuse_bad_date(m: Mail, text: str, file: Path, line: int) -> None:
-    """BadInputError at the ``Date:`` line of a mail (``text``, at ``line`` of ``file``) whose date git am cannot read
-    (no RFC 2822 date): the pack's patch would keep it, and git am of it fail."""
-    from email.utils import parsedate_tz
-
-    if not m.date or parsedate_tz(m.date) is not None:
-        return
-    at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0)
-    raise BadInputError(f"{file}:{line + at}: Date: {m.date[:60]}: not a mail's date, which git am reads (RFC 2822: "
-                        f"Mon, 1 Jan 2024 10:00:00 +0000): write it so, or take the line out, and import again; "
-                        f"nothing was written")
 
 
 def _fields(pack: Pack, prof: Profile, fix: Fix, mail: Mail, text: str, file: Path, line: int

@@ -141,3 +141,14 @@ def header_value(msg: email.message.Message, name: str) -> str:
     if re.search("[\udc80-\udcff]", text):  # raw 8-bit bytes in a header: UTF-8 as git writes it
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return " ".join(text.split()) if name == "Subject" else text.strip()
+
+
+def refuse_bad_date(date: str, where: str, also: str = "") -> None:
+    """BadInputError at ``where`` (the ``Date:`` line) for a date git am cannot read (no RFC 2822 date): the pack's
+    patch would keep it, and git am of it fail; ``also``: a word more for the way on. Nothing for no date."""
+    from email.utils import parsedate_tz
+
+    if date and parsedate_tz(date) is None:
+        raise BadInputError(f"{where}: Date: {date[:60]}: not a mail's date, which git am reads (RFC 2822: Mon, 1 Jan "
+                            f"2024 10:00:00 +0000): write it so, or take the line out{also}, and import again; nothing "
+                            f"was written")

@@ -105,13 +105,13 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     charset Python does not know, or a ``From:`` whose encoded words hold a line break."""
     head, _diff = split(text)
     lines = head.split("\n")
-    if lines and _FROM_LINE.match(lines[0]):
-        lines = lines[1:]
+    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0  # (an mbox From line above the header)
+    lines = lines[start:]
     if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
         return Mail()
-    start = len(head.split("\n")) - len(lines)  # (an mbox From line above the header)
-    if dep3.is_dep3(lines, bool(start)):
-        return Mail(*dep3.read(lines, where, start), dep3=True)
+    found = dep3.fields(lines)
+    if dep3.is_dep3(found, bool(start)):
+        return Mail(*dep3.read(lines, found, where, start), dep3=True)
     raw = "\n".join(lines).encode("utf-8", "surrogateescape")
     msg = BytesParser(policy=_READ).parsebytes(raw)
     payload = msg.get_payload(decode=True)
@@ -119,7 +119,7 @@ def read_mail(text: str, where: str = "the patch") -> Mail:
     body = payload.decode(charset, "replace") if isinstance(payload, bytes) else ""
     description, trailers, written, after = message_parts(cut_diffstat(body))
     known_charsets(lines, "subject", where)  # (From: is decoded whole by author, which says its own)
-    told = dep3.in_header(lines)  # (git format-patch --add-header="Origin: ...")
+    told = dep3.in_header(found)  # (git format-patch --add-header="Origin: ...")
     return Mail(author(lines, where), raw_field(lines, "date"), PATCH_TAG.sub("", header_value(msg, "Subject")).strip(),
                 description, tuple(told) + trailers, tuple(f"{k}: {v}" for k, v in told) + written, after, bool(told))
 
@@ -131,13 +131,14 @@ def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | No
     quoted-printable or base64; a trailer folded over lines: its first): the trailer block's, as git finds it
     (:mod:`fixpack.trailers`), before the ``---`` line, never a copy of it in the notes after that line or in the
     description."""
-    said = [v for k, v in (mail or read_mail(text, where)).trailers if k.lower() == key]
+    mail = mail or read_mail(text, where)
+    said = [v for k, v in mail.trailers if k.lower() == key]
     lines = split(text)[0].split("\n")
     start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
     body = start + dep3.header_end(lines[start:]) + 1
     end = next((i for i in range(body, len(lines)) if is_patch_break(lines[i])), len(lines))
     mine: list[tuple[int | None, str]] = [(n + 1, " ".join(v.split())) for n, k, v in dep3.fields(lines[start:], start)
-                                          if k.lower() == key] if (mail or read_mail(text, where)).dep3 else []
+                                          if k.lower() == key] if mail.dep3 else []
     mine += [(e.line + 1, e.value) for e in block(lines, body, end)[1] if e.key.lower() == key]
     return mine if [v for _n, v in mine] == said else [(None, v) for v in said]  # (an encoded body: other lines)
 

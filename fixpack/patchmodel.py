@@ -56,6 +56,11 @@ class FilePatch:
         return self.new_path or self.old_path or ""
 
     @property
+    def in_place(self) -> bool:
+        """The file is changed (or renamed), neither created nor deleted."""
+        return self.old_path is not None and self.new_path is not None
+
+    @property
     def kind(self) -> str:
         if self.old_path is None:
             return "add"
