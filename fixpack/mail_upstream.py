@@ -66,7 +66,7 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
                                                                                       k, v in m.trailers])
                      if k.lower() in ("link", "https", "http"))  # (as written: a paragraph that is a link reads as one)
     pull, commit = _link(_PULL, text), _link(_COMMIT, text) or _link(_COMMIT, _value(said, "Origin"))
-    forwarded = _unbracketed(_value(said, "Forwarded"))
+    forwarded, why = _forwarded(_unbracketed(_value(said, "Forwarded")))
     fixed_in, _comma, applied_link = (_unbracketed(part.strip()) for part in
                                       _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
@@ -81,6 +81,8 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
         fixed_in = note
     elif note and not link and status in ("denied", "inappropriate"):
         reason = note
+    if why and not reason and status == "inappropriate" and forwarded.lower() == "not-needed":
+        reason = why  # (Forwarded: not-needed (why): the reason Upstream-Status: Inappropriate [why] carries)
     link = link or (forwarded if _URL.fullmatch(forwarded) else "") or \
         (applied_link if _URL.fullmatch(applied_link) else "") or derived
     # (a pull request's link gives no origin: not upstream's yet)
@@ -88,12 +90,23 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
     bug = _value(said, "Bug") or _bug(found)
     up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
+    _refuse_unforwarded(up, said, forwarded)
     _refuse_lost(up, said)
     return up
 
 
 def _value(said: Said, key: str) -> str:
     return said.get(key, ("", ""))[0]
+
+
+def _forwarded(value: str) -> tuple[str, str]:
+    """A stated ``Forwarded`` value: DEP-3's word ``no`` or ``not-needed`` with the note a writer puts after it
+    (``not-needed (Gaudi only)``, ``no, waiting``), its brackets off ("" without one); any other value whole (a
+    link, ``yes``: it was forwarded), with no note."""
+    m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\((.*)\)|[ \t]*\[(.*)]|[ \t]*[,;:](.*)|[ \t]+(.*))", value,
+                     re.I | re.S)
+    note = next(g for g in m.groups()[1:] if g is not None).strip(" \t") if m else ""
+    return (m.group(1), note) if m else (value, "")
 
 
 def _unbracketed(value: str) -> str:
@@ -248,18 +261,40 @@ def _refuse_unreadable(up: Upstream, said: Said) -> None:
                             f"write it so (or take the line out) and import again; nothing was written")
 
 
-def _words(value: str) -> set[str]:
-    """The words of a field's value, as a link is read (its angle brackets and a sentence's punctuation off)."""
-    return {w.strip("<>").rstrip(".,;:!?") for w in re.split(r"[\s,\[\]]+", value.lower()) if w.strip("<>")}
+def _words(value: str) -> list[str]:
+    """The words of a field's value in their order and case, as a link is read (its angle brackets, a note's
+    brackets and parentheses and a sentence's punctuation off)."""
+    return [w.strip("<>").rstrip(".,;:!?") for w in re.split(r"[\s,\[\]()]+", value) if w.strip("<>")]
+
+
+def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
+    """A stated ``Forwarded`` (DEP-3's word ``forwarded``: ``no``, ``not-needed``, else it was forwarded) that the
+    patches' own ``Forwarded`` would say otherwise (a pull request's link beside ``Origin: upstream, ...``: a
+    backport, whose patches say ``not-needed``), named at its line: BadInputError. Its words may be carried by
+    another field; its sense is this field's."""
+    if "Forwarded" not in said:
+        return
+    written = dict(owned_fields(up, ""))
+    now = written.get("Forwarded", "")
+
+    def sense(word: str) -> str:
+        return word.lower() if word.lower() in ("no", "not-needed") else "forwarded"
+
+    if sense(forwarded) != sense(now):
+        value, at = said["Forwarded"]
+        raise BadInputError(f"{at}: Forwarded: {value}: the patches would say Forwarded: {now} (the tool writes its "
+                            f"fields from fix.toml's [upstream]: Upstream-Status: {written['Upstream-Status']} here"
+                            f"{', from Origin: ' + up.origin if up.status == 'backport' and up.origin else ''}); "
+                            f"{_DO}")
 
 
 def _refuse_lost(up: Upstream, said: Said) -> None:
     """A stated field whose words the patches' fields, written from ``up``, would not carry (``Pending`` with a
     ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
     written = owned_fields(up, "")  # (no Fix-Id: an empty field is left out)
-    carried = set().union(*(_words(v) for _k, v in written))
+    carried = {w.lower() for _k, v in written for w in _words(v)}
     for key, (value, at) in said.items():
-        lost = sorted(_words(value) - carried, key=value.lower().find)
+        lost = [w for w in _words(value) if w.lower() not in carried]
         if lost and key != "Last-Update":  # (the latest date of several: the others are older, not lost)
             now = next((v for k, v in written if k == key), "")
             status = "" if key == "Upstream-Status" else \
