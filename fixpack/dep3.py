@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from .errors import BadInputError
-from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts, refuse_bad_date
+from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts, refuse_bad_date, refuse_unsafe
 from .trailers import is_patch_break
 
 # DEP-3's own fields (Bug-<Vendor> too), which no mail's header has
@@ -25,7 +25,6 @@ KEYS = {"description", "author", "origin", "bug", "forwarded", "applied-upstream
 # a mail's transport headers, which git am drops: none is a field of the patch
 _TRANSPORT = re.compile(r"(to|cc|bcc|message-id|in-reply-to|references|mime-version|content-.*|user-agent|list-.*|"
                         r"reply-to|sender|received|return-path)", re.I)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FIELD = re.compile(r"^[A-Za-z0-9-]+:")
 _OWN = ("description", "subject", "author", "from", "date")
 Message = tuple[str, str, str, str, tuple[tuple[str, str], ...], tuple[str, ...], str]
@@ -99,9 +98,7 @@ def read(lines: list[str], found: list[tuple[int, str, str]], where: str, first:
     # (a Subject: folded over lines is one line, as a mail's; Description: holds the long description below)
     title, _nl, long = value.partition("\n") if key.lower() == "description" else (" ".join(value.split()), "", "")
     tagged, title = title.strip(), PATCH_TAG.sub("", decoded_words(title)).strip()
-    if _CONTROL.search(title):
-        _refuse(where, first + n, f"its {key}: holds a control character in an encoded word ({title[:60]!r}: a line "
-                                  f"break would write a header line of its own)", "write it as plain text")
+    refuse_unsafe(title, at(where, first + n), f"its {key}:", "=?" in tagged)
     if not title:
         but = " but for a [PATCH] tag" if tagged else ""
         _refuse(where, first + n, f"its {key}: line is empty{but}, where DEP-3 puts the short description (the lines "

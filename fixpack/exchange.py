@@ -31,7 +31,7 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .mail_upstream import upstream_from
-from .mailtext import refuse_bad_date
+from .mailtext import first_unsafe, refuse_bad_date, refuse_unsafe
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, source_bytes
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
@@ -49,6 +49,7 @@ from .runlock import pack_lock
 from .safepath import TooLargeError, not_a_file, read_regular
 from .states import State
 from .structs import replace
+from .trailers import is_patch_break
 from .tree import Tree, decode, encode
 
 _MAIL_START = re.compile("^" + MBOX_FROM, re.M)
@@ -135,6 +136,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
                                 f"tag); write one")
         at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0) if m.date else 0
         refuse_bad_date(m.date, f"{file}:{line + at}")  # (a DEP-3 header's is refused as it is read)
+        _refuse_unsafe(m, text, file, line)
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
@@ -152,6 +154,24 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
+
+
+def _refuse_unsafe(mail: Mail, text: str, file: Path, line: int) -> None:
+    """A control character or bidirectional control in ``mail``'s Subject (the fix's summary) or description (its
+    why), the mail at ``line`` of ``file`` (``text``: as written there): BadInputError at the line that holds it (the
+    Subject: line for one from an encoded word; the mail's for one of a body decoded from quoted-printable or base64;
+    a DEP-3 header's Description: is refused as it is read)."""
+    lines = text.split("\n")
+    said = next((n for n, ln in enumerate(lines) if ln.lower().startswith("subject:")), None)
+    if not mail.dep3 and said is not None:
+        refuse_unsafe(mail.subject, f"{file}:{line + said}", "its Subject:", "=?" in lines[said])
+    c = first_unsafe(mail.description, lines=True)
+    if c:  # (the line as written that holds it, before the diff; none where the body was encoded)
+        head = lines[:next((n for n, ln in enumerate(lines) if is_patch_break(ln) or ln.startswith("diff ")),
+                           len(lines))]
+        n = next((n for n, ln in enumerate(head) if c in ln and n != said), None)
+        refuse_unsafe(mail.description, f"{file}:{line + n}" if n is not None else f"{file} (mail at line {line})",
+                      "its description", lines=True)
 
 
 def _fields(pack: Pack, prof: Profile, fix: Fix, mail: Mail, text: str, file: Path, line: int

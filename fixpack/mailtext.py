@@ -152,3 +152,31 @@ def refuse_bad_date(date: str, where: str, also: str = "") -> None:
         raise BadInputError(f"{where}: Date: {date[:60]}: not a mail's date, which git am reads (RFC 2822: Mon, 1 Jan "
                             f"2024 10:00:00 +0000): write it so, or take the line out{also}, and import again; nothing "
                             f"was written")
+
+
+# a control character (C0 but tab and line feed, DEL, C1) or a bidirectional embedding, override or isolate
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def first_unsafe(value: str, lines: bool = False) -> str:
+    """The first control character or bidirectional control in ``value`` (``lines``: its line feeds are its own),
+    "" for none: :func:`refuse_unsafe`."""
+    m = _UNSAFE.search(value.replace("\n", " ") if lines else value)
+    return m.group(0) if m else ""
+
+
+def refuse_unsafe(value: str, where: str, what: str, encoded: bool = False, lines: bool = False) -> None:
+    """BadInputError at ``where`` for a control character or a bidirectional control in ``value`` (``what``: the
+    field, as the message names it; ``encoded``: it may have come from an RFC 2047 encoded word; ``lines``: a text of
+    lines, whose line feeds are its own): a line break would write a header line of its own in the pack's patch, a
+    terminal acts on an escape, a bidirectional control shows the text in another order than it is read (Trojan
+    Source, CVE-2021-42574). Nothing for a value without one."""
+    c = first_unsafe(value, lines)
+    if not c:
+        return
+    kind = ("a line break, which would write a header line of its own" if c in "\n\r\x0b\x0c\x85" else
+            "a bidirectional control, which shows the text in another order than it is read (Trojan Source)"
+            if c >= "\u202a" else "a control character, which a terminal acts on")
+    raise BadInputError(f"{where}: {what} holds U+{ord(c):04X}{' (from an encoded word)' if encoded else ''}, {kind} "
+                        f"({value[:60]!r}): write it as plain text, and import again; nothing was written")
+

@@ -508,7 +508,12 @@ def test_a_patch_with_no_header_at_all_is_told_which_headers_are_read(pack3, tmp
 @pytest.mark.parametrize(("header", "line", "says"), [
     # (a second fresh user: the encoded line break wrote header lines of its own into the patch, Fix-Id one of them)
     ("Description: =?UTF-8?q?Fix_reader=0AFix-Id:_other?=\nAuthor: J <j@x.org>\n", 1,
-     "its Description: holds a control character in an encoded word"),
+     "its Description: holds U+000A (from an encoded word), a line break, which would write a header line of its own"),
+    ("Description: =?UTF-8?q?Fix_reader=00?=\nAuthor: J <j@x.org>\n", 1,
+     "its Description: holds U+0000 (from an encoded word), a control character, which a terminal acts on"),
+    ("Author: J <j@x.org>\nDescription: Fix \x1b[2Jreader\n", 2, "its Description: holds U+001B, a control character"),
+    ("Author: J <j@x.org>\nSubject: Fix \u202ereader\n", 2, "its Subject: holds U+202E, a bidirectional control, "
+                                                             "which shows the text in another order than it is read"),
     ("Description: x\nAuthor: J <j@x.org>\nDate: 2024-01-01\n", 3, "Date: 2024-01-01: not a mail's date, which git am "
                                                                      "reads"),
     ("Description: [PATCH v2]\nAuthor: J <j@x.org>\n", 1, "its Description: line is empty but for a [PATCH] tag"),
@@ -574,3 +579,32 @@ def test_a_mail_whose_date_git_am_cannot_read_is_refused_at_its_line(pack3, tmp_
         import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert str(exc.value).startswith(f"{mail}:{line}: Date: sometime last week: not a mail's date"), exc.value
     assert pack_bytes(builder.pack) == before
+
+
+@pytest.mark.parametrize(("subject", "body", "says"), [
+    ("Fix the \u202ereader", "Why.", "its Subject: holds U+202E, a bidirectional control"),
+    ("Fix the =?UTF-8?q?=1B=5B2J?=reader", "Why.", "its Subject: holds U+001B (from an encoded word), a control "
+                                                  "character, which a terminal acts on"),
+    ("Fix the reader", "Why \x1b]8;;https://x.example/\x1b\\it matters.", "its description holds U+001B, a control"),
+    ("Fix the reader", "Why.\n\nSee \u2066this\u2069.", "its description holds U+2066, a bidirectional control"),
+])
+def test_a_control_or_bidirectional_character_in_a_mail_s_message_is_refused_at_its_line(
+        pack3, tmp_path, subject, body, says):  # noqa: F811
+    """Found by a fresh user: a Subject holding an escape or a right-to-left override went into fix.toml's summary
+    (what status prints) and the patch's header, where a DEP-3 header's was refused. Each is exit 2 at the line that
+    holds it, nothing written."""
+    builder, clean = pack3
+    mail = tmp_path / "in.patch"
+    text = mail_patch(builder.base, TOP, MID, subject="Placeholder subject", body="Placeholder.\n")
+    text = text.replace("Placeholder.", body).replace("Placeholder subject", subject, 1)
+    mail.write_text(text)
+    marker = next(c for c in subject + body if ord(c) < 32 and c != "\n" or 0x202a <= ord(c) <= 0x2069) \
+        if "=?" not in subject else "Subject:"
+    line = next(n for n, ln in enumerate(text.split("\n"), 1) if marker in ln)
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    said = str(exc.value)
+    assert said.startswith(f"{mail}:{line}: ") and says in said and "nothing was written" in said, said
+    assert exc.value.exit_code == 2 and pack_bytes(builder.pack) == before
+    assert "\x1b" not in said and "\u202e" not in said and "\u2066" not in said  # (the message shows them escaped)
