@@ -58,8 +58,8 @@ def clean_path(raw: str | None, source: str, line: int | None, prefixed: bool = 
     if path.split("/")[0] == STATE_DIR:
         raise PatchParseError(f"{source}:{line}: path {path!r} lies in {problem}",
                               [Problem(f"path {path!r} lies in {problem}", None, line,
-                                       f"a fix changes the target's own files only: the tool keeps {STATE_DIR}/ "
-                                       f"itself (drop this file's section from the patch)")])
+                                       f"a fix changes the target's own files only, the tool keeps {STATE_DIR}/ "
+                                       f"itself: drop this file's section from the patch")])
     hint = "name the file without it" if problem.startswith("a control") else \
         "write the path as git does: relative, '/' between segments, no '.', '..' or '//'"
     raise PatchParseError(f"{source}:{line}: path {path!r} is not canonical: {problem}",

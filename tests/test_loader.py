@@ -212,6 +212,7 @@ def test_patch_outside_the_target_package_is_refused(pack, path):
     if path.startswith(".fixpack/"):  # its hint says whose folder it is, not how git writes a path
         said = str(exc.value)
         assert "the tool keeps .fixpack/ itself" in said and "write the path as git does" not in said, said
+        assert "((" not in said and "))" not in said, said  # (a fresh user: a parenthesis in a parenthesis)
     with pytest.raises(PackError):
         engine.apply(pack.request(pack.base / "clean"))
     assert snapshot(pack.base / "clean") == original
