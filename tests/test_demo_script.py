@@ -21,6 +21,7 @@ case "$*" in
   *"fixpack.cli fetch"*) [ -n "${STUB_FETCH_FAILS:-}" ] && { echo "fetch failed" >&2; exit 4; }
                          echo "vllm=$here/release" ;;
   *"-m pip install"*) echo "start $$" >>"$here/pip.log"; sleep 1.5; echo "end $$" >>"$here/pip.log" ;;
+  -) cat >/dev/null; exit "${STUB_NOT_READY:-0}" ;;  # (setup.sh's check of the installed requirements)
   *--version*) echo "Python 3.x" ;;
   *apply_all.py*) n=$(( $(cat "$here/apply.count" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$here/apply.count"
                   echo "apply run $n"
@@ -41,6 +42,8 @@ def _checkout(tmp_path: Path) -> Path:
     stub.chmod(0o755)
     (repo / "release" / "vllm").mkdir(parents=True)
     (repo / "release" / "vllm" / "__init__.py").write_text("# the release\n")
+    (repo / "setup.cfg").write_text("[metadata]\nname = vllm-gaudi-fixpack\n")
+    (repo / "pyproject.toml").write_text("[build-system]\n")
     return repo
 
 
@@ -128,11 +131,41 @@ def test_two_setups_in_one_checkout_take_turns(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], outs
     log = (repo / "pip.log").read_text().split()
     events = [(log[i], log[i + 1]) for i in range(0, len(log), 2)]
-    assert len(events) == 4
-    for first, second in (events[0:2], events[2:4]):
-        assert first[0] == "start" and second == ("end", first[1]), events
+    # (the second finds the install the first made: pip ran once, not twice into one .venv at the same time)
+    assert [e[0] for e in events] == ["start", "end"] and events[0][1] == events[1][1], events
     assert any("another setup is running" in out for out, _ in outs)
-    assert sorted(p.name for p in repo.iterdir()) == [".venv", "pip.log", "release", "tools"]
+    assert sum("holds this checkout's install already" in out for out, _ in outs) == 1, outs
+    assert sorted(p.name for p in repo.iterdir()) == [".venv", "pip.log", "pyproject.toml", "release", "setup.cfg",
+                                                      "tools"]
+
+
+def test_setup_leaves_an_install_it_made_alone(tmp_path):
+    """Found by a fresh user: every demo ran pip install -e again into a ready .venv (seconds of resolving, and
+    the install pointed at whichever checkout ran it last). It runs again only when setup.cfg or pyproject.toml
+    changed since, a requirement is missing or at a version they do not allow, or another checkout made it."""
+    repo = _checkout(tmp_path)
+
+    def setup(**env: str) -> int:
+        before = (repo / "pip.log").read_text().count("start") if (repo / "pip.log").exists() else 0
+        r = subprocess.run(["bash", str(repo / "tools" / "setup.sh"), "--light"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60, env={**os.environ, **env})
+        assert r.returncode == 0, r.stderr
+        ran = (repo / "pip.log").read_text().count("start") - before
+        assert ("holds this checkout's install already" in r.stdout) == (ran == 0), r.stdout
+        return ran
+
+    assert [setup(), setup(), setup()] == [1, 0, 0]
+    (repo / "setup.cfg").write_text((repo / "setup.cfg").read_text() + "version = 2\n")
+    assert [setup(), setup()] == [1, 0]
+    assert [setup(STUB_NOT_READY="1"), setup()] == [1, 0]  # (a requirement uninstalled by hand)
+    other = tmp_path / "other"
+    shutil.copytree(repo, other, symlinks=True)  # (the same stamp file, in a checkout at another path)
+    stamp = (other / ".venv" / ".fixpack-setup").read_text()
+    assert str(repo) in stamp
+    r = subprocess.run(["bash", str(other / "tools" / "setup.sh"), "--light"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "holds this checkout's install already" not in r.stdout, r.stdout
+    assert str(other) in (other / ".venv" / ".fixpack-setup").read_text()
 
 
 def test_the_printed_clean_up_command_is_quoted_and_comes_first(tmp_path):

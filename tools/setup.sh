@@ -24,7 +24,39 @@ if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-quiet "${pip[@]}" -e '.[maintainer,test]'
+# The editable install of this checkout, unless .venv holds it already: made here from the same setup.cfg and
+# pyproject.toml (their sha256 in .venv/.fixpack-setup), and every requirement of .[maintainer,test] installed
+# at a version it allows. (pip install -e again would resolve and reinstall, and point the install at this
+# checkout: a .venv shared with another checkout would run that one's engine from here.)
+stamp=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)" $(pwd -P)"
+ready() {
+  [ -f .venv/.fixpack-setup ] && [ "$(cat .venv/.fixpack-setup)" = "$stamp" ] || return 1
+  .venv/bin/python - <<'PY' >/dev/null 2>&1
+import importlib.metadata as md
+import sys
+
+from packaging.requirements import Requirement
+
+for text in md.requires("vllm-gaudi-fixpack") or []:
+    req = Requirement(text)
+    wanted = [{"extra": e} for e in ("", "maintainer", "test")]
+    if req.marker is not None and not any(req.marker.evaluate(w) for w in wanted):
+        continue
+    try:
+        found = md.version(req.name)
+    except md.PackageNotFoundError:
+        sys.exit(1)
+    if not req.specifier.contains(found, prereleases=True):
+        sys.exit(1)
+PY
+}
+if ready; then
+  echo "setup: .venv holds this checkout's install already (setup.cfg and pyproject.toml unchanged)"
+else
+  rm -f .venv/.fixpack-setup
+  quiet "${pip[@]}" -e '.[maintainer,test]'
+  echo "$stamp" > .venv/.fixpack-setup
+fi
 # an editable install compiles nothing: compile the engine once, so that a run with PYTHONDONTWRITEBYTECODE
 # set (as in many images) does not compile it from source every time
 .venv/bin/python -m compileall -q fixpack >/dev/null
