@@ -99,13 +99,22 @@ def split(text: str) -> tuple[str, str]:
     return text[:idx], text[idx:]
 
 
+def header_start(lines: list[str]) -> int:
+    """Where the header of a patch file's ``lines`` (its mail part) starts (0-based): after an mbox ``From`` line
+    above it, and after empty lines above a DEP-3 header, which starts on the first line that is not empty (DEP-3,
+    "Structure"; a mail's header starts on its first)."""
+    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
+    first = next((i for i in range(start, len(lines)) if lines[i].strip()), start)
+    return first if first > start and dep3.is_dep3(dep3.fields(lines[first:]), bool(start)) else start
+
+
 def read_mail(text: str, where: str = "the patch") -> Mail:
     """The message of a patch file (its text, decoded with ``surrogateescape``). A file without a mail
     header (a plain diff) gives an empty :class:`Mail`. BadInputError naming ``where`` (a file, or file:line) for a
     charset Python does not know, or a ``From:`` whose encoded words hold a line break."""
     head, _diff = split(text)
     lines = head.split("\n")
-    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0  # (an mbox From line above the header)
+    start = header_start(lines)
     lines = lines[start:]
     if not lines or not re.match(r"^[A-Za-z-]+:", lines[0]):
         return Mail()
@@ -134,7 +143,7 @@ def trailer_lines(text: str, key: str, where: str = "the patch", mail: Mail | No
     mail = mail or read_mail(text, where)
     said = [v for k, v in mail.trailers if k.lower() == key]
     lines = split(text)[0].split("\n")
-    start = 1 if lines and _FROM_LINE.match(lines[0]) else 0
+    start = header_start(lines)
     body = start + dep3.header_end(lines[start:]) + 1
     end = next((i for i in range(body, len(lines)) if is_patch_break(lines[i])), len(lines))
     mine: list[tuple[int | None, str]] = [(n + 1, " ".join(v.split())) for n, k, v in dep3.fields(lines[start:], start)

@@ -608,3 +608,23 @@ def test_a_control_or_bidirectional_character_in_a_mail_s_message_is_refused_at_
     assert said.startswith(f"{mail}:{line}: ") and says in said and "nothing was written" in said, said
     assert exc.value.exit_code == 2 and pack_bytes(builder.pack) == before
     assert "\x1b" not in said and "\u202e" not in said and "\u2066" not in said  # (the message shows them escaped)
+
+
+def test_a_dep3_header_after_empty_lines_is_read_and_its_lines_named(pack3, tmp_path):  # noqa: F811
+    """DEP-3: the header starts on the first line that is not empty (lines of spaces count as empty); a patch whose
+    header came after empty lines was refused as having none. It is read as the same patch without them, and a
+    field refused in it is named at its own line of the file."""
+    builder, clean = pack3
+    mail = tmp_path / "lead.patch"
+    mail.write_text(_quilt(tmp_path, "\n  \n" + DEP3))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    got = read_mail(load_pack(builder.pack).fixes["imp"].patches[0].path.read_text())
+    assert (got.author, got.subject) == ("Ana Pérez <ana@example.org>", "Say fifty-five")
+    assert _upstream(builder)["last_update"] == "2026-11-30"
+    bad = tmp_path / "bad.patch"
+    text = _quilt(tmp_path, "\n\n" + DEP3.replace("Last-Update: 2026-11-30", "Last-Update: soon"))
+    bad.write_text(text)
+    line = text.split("\n").index("Last-Update: soon") + 1
+    with pytest.raises(BadInputError, match=rf"^{re.escape(str(bad))}:{line}: Last-Update: soon: not a date"):
+        import_mails(builder.pack, bad, "imp2", "p1", roots={"demo": clean})
+    assert read_mail("\n\nFrom: J <j@x.org>\nSubject: x\n\n" + _D).subject == ""  # (a mail's header is its first line)
