@@ -96,8 +96,17 @@ CWD_GONE = ("the working folder cannot be found (removed while the shell was in 
             "--pack DIR (or $FIXPACK_PACK), or cd to a folder that exists, and run it again")
 
 
+# what a message shows escaped (\x1b, \u202e): a control character but line feed and tab, a bidirectional control
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def failure_text(exc: BaseException) -> str:
-    """What a failed command says: the error's message, what to install, or a bug to report."""
+    """What a failed command says: the error's message, what to install, or a bug to report; a control character
+    or bidirectional control in it (a value quoted from a file: a terminal would act on it) shown as its escape."""
+    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], _failure_text(exc))
+
+
+def _failure_text(exc: BaseException) -> str:
     if isinstance(exc, ModuleNotFoundError):
         return missing_package(exc.name or str(exc))
     if _path_failure(exc) == "cwd":

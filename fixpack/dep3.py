@@ -99,6 +99,7 @@ def read(lines: list[str], found: list[tuple[int, str, str]], where: str, first:
     title, _nl, long = value.partition("\n") if key.lower() == "description" else (" ".join(value.split()), "", "")
     tagged, title = title.strip(), PATCH_TAG.sub("", decoded_words(title)).strip()
     refuse_unsafe(title, at(where, first + n), f"its {key}:", "=?" in tagged)
+    title = " ".join(title.split())  # (as a mail's Subject: is read, and format writes it: a tab, two spaces ...)
     if not title:
         but = " but for a [PATCH] tag" if tagged else ""
         _refuse(where, first + n, f"its {key}: line is empty{but}, where DEP-3 puts the short description (the lines "

@@ -31,13 +31,14 @@ from .fsio import atomic_write, remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .mail_upstream import upstream_from
-from .mailtext import first_unsafe, refuse_bad_date, refuse_unsafe
+from .mailcheck import refuse_unsafe_words
+from .mailtext import refuse_bad_date
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, source_bytes
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recovered_first, update
 from .patchfiles import outside_package, patch_again
-from .patchmail import MBOX_FROM, Mail, decoded, read_mail, render, split
+from .patchmail import MBOX_FROM, Mail, decoded, header_start, read_mail, render, split
 from .patchmodel import sha256_bytes
 from .patchtext import rewritten_fields
 from .progname import command as _command
@@ -49,7 +50,6 @@ from .runlock import pack_lock
 from .safepath import TooLargeError, not_a_file, read_regular
 from .states import State
 from .structs import replace
-from .trailers import is_patch_break
 from .tree import Tree, decode, encode
 
 _MAIL_START = re.compile("^" + MBOX_FROM, re.M)
@@ -71,6 +71,8 @@ def mails(data: bytes, source: str) -> list[tuple[int, str]]:
     out = []
     for a, b in zip(starts, [*starts[1:], len(text)]):
         chunk = text[a:b]
+        lead = len(chunk) - len(re.sub(r"\A(?:[ \t]*\n)*", "", chunk))  # (git skips empty lines above a mail)
+        chunk, a = chunk[lead:], a + lead
         if chunk.strip():
             line = text.count("\n", 0, a) + 1
             out.append((line, decoded(chunk if chunk.endswith("\n") else chunk + "\n", f"{source}:{line}")))
@@ -112,11 +114,13 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
                             f"or drop it (`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`), or "
                             f"import as another name; nothing was written")
     parsed = [(read_mail(text, f"{file}:{line}"), split(text)[1], line) for line, text in found]
+    written = _as_written(data, found)
+    for (m, _b, line), (_n, text), as_written in zip(parsed, found, written):  # (first: a refusal quotes words)
+        refuse_unsafe_words(m, text, as_written is not None, file, line)
     first = parsed[0][0]
     folder = pack_root / "fixes" / fix_id
     fix = Fix(fix_id, 1, first.subject, first.description or first.subject, target, (), (), opt_in,
-              upstream_from([m for m, _b, _l in parsed], _as_written(data, found), [(str(file), n) for n, _t in found]),
-              (), folder)
+              upstream_from([m for m, _b, _l in parsed], written, [(str(file), n) for n, _t in found]), (), folder)
     names = [f"{i:04d}-{_slug(m.subject)}.patch" for i, (m, _b, _l) in enumerate(parsed, 1)]
     fields = [_fields(pack, prof, fix, m, text, file, line) for (m, _b, _l), (line, text) in zip(parsed, found)]
     texts = [render(m, f, body, f"{file}:{line}") for (m, body, line), f in zip(parsed, fields)]
@@ -128,15 +132,15 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         if not m.author and not m.subject:
             raise BadInputError(f"{file}:{line}: the patch starts with neither a mail's header (From:, Subject:) nor a "
                                 f"DEP-3 header (Description:, Author:) on its first line: write one there")
+        top = line + header_start(split(text)[0].split("\n"))  # (the header's first line: after empty lines)
         if not m.author:
             what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
-            raise BadInputError(f"{file}:{line}: the {what} (the patch's author); write one")
+            raise BadInputError(f"{file}:{top}: the {what} (the patch's author); write one")
         if not m.subject:
-            raise BadInputError(f"{file}:{line}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
+            raise BadInputError(f"{file}:{top}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
                                 f"tag); write one")
         at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0) if m.date else 0
         refuse_bad_date(m.date, f"{file}:{line + at}")  # (a DEP-3 header's is refused as it is read)
-        _refuse_unsafe(m, text, file, line)
     for (line, text), (_m, body, _l) in zip(found, parsed):
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
@@ -154,24 +158,6 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     changes.update(metadata(pack_root, pack, fix, state, names, True))
     outcome = update(pack_root, changes, fix_id, {prof.name: roots}, progress, by="import")
     return Refreshed(fix_id, prof.name, [f"fixes/{fix_id}/{n}" for n in names], outcome)
-
-
-def _refuse_unsafe(mail: Mail, text: str, file: Path, line: int) -> None:
-    """A control character or bidirectional control in ``mail``'s Subject (the fix's summary) or description (its
-    why), the mail at ``line`` of ``file`` (``text``: as written there): BadInputError at the line that holds it (the
-    Subject: line for one from an encoded word; the mail's for one of a body decoded from quoted-printable or base64;
-    a DEP-3 header's Description: is refused as it is read)."""
-    lines = text.split("\n")
-    said = next((n for n, ln in enumerate(lines) if ln.lower().startswith("subject:")), None)
-    if not mail.dep3 and said is not None:
-        refuse_unsafe(mail.subject, f"{file}:{line + said}", "its Subject:", "=?" in lines[said])
-    c = first_unsafe(mail.description, lines=True)
-    if c:  # (the line as written that holds it, before the diff; none where the body was encoded)
-        head = lines[:next((n for n, ln in enumerate(lines) if is_patch_break(ln) or ln.startswith("diff ")),
-                           len(lines))]
-        n = next((n for n, ln in enumerate(head) if c in ln and n != said), None)
-        refuse_unsafe(mail.description, f"{file}:{line + n}" if n is not None else f"{file} (mail at line {line})",
-                      "its description", lines=True)
 
 
 def _fields(pack: Pack, prof: Profile, fix: Fix, mail: Mail, text: str, file: Path, line: int

@@ -102,8 +102,9 @@ def _value(said: Said, key: str) -> str:
 def _forwarded(value: str) -> tuple[str, str]:
     """A stated ``Forwarded`` value: DEP-3's word ``no`` or ``not-needed`` with the note a writer puts after it
     (``not-needed (Gaudi only)``, ``no, waiting``), its brackets off ("" without one); any other value whole (a
-    link, ``yes``: it was forwarded), with no note."""
-    m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\((.*)\)|[ \t]*\[(.*)]|[ \t]*[,;:](.*)|[ \t]+(.*))", value,
+    link, ``yes``: it was forwarded), with no note; a sentence's last dot off either."""
+    value = value.rstrip(".")  # (a sentence's: "No.", "https://.../pull/3.")
+    m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\((.*?)\)?|[ \t]*\[(.*?)]?|[ \t]*[,;:](.*)|[ \t]+(.*))", value,
                      re.I | re.S)
     note = next(g for g in m.groups()[1:] if g is not None).strip(" \t") if m else ""
     return (m.group(1), note) if m else (value, "")
@@ -284,8 +285,17 @@ def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
         value, at = said["Forwarded"]
         raise BadInputError(f"{at}: Forwarded: {value}: the patches would say Forwarded: {now} (the tool writes its "
                             f"fields from fix.toml's [upstream]: Upstream-Status: {written['Upstream-Status']} here"
-                            f"{', from Origin: ' + up.origin if up.status == 'backport' and up.origin else ''}); "
-                            f"{_DO}")
+                            f"{', from Origin: ' + up.origin if up.status == 'backport' and up.origin else ''}"
+                            f"{_NEAR if _near_miss(forwarded) else ''}); {_DO}")
+
+
+_NEAR = "; DEP-3 reads any Forwarded: but no and not-needed as forwarded"
+
+
+def _near_miss(forwarded: str) -> bool:
+    """A Forwarded value that reads as forwarded (:func:`_forwarded`) but was meant as DEP-3's ``no`` or
+    ``not-needed`` (``not needed``, ``notneeded``, ``No!``)."""
+    return forwarded.lower().startswith("no") and forwarded.lower() not in ("no", "not-needed")
 
 
 def _refuse_lost(up: Upstream, said: Said) -> None:
@@ -293,12 +303,15 @@ def _refuse_lost(up: Upstream, said: Said) -> None:
     ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
     written = owned_fields(up, "")  # (no Fix-Id: an empty field is left out)
     carried = {w.lower() for _k, v in written for w in _words(v)}
+    if dict(written).get("Forwarded", "no").lower() not in ("no", "not-needed"):
+        carried.add("yes")  # (Forwarded: yes: the patches say it was forwarded, with the link where they have one)
     for key, (value, at) in said.items():
         lost = [w for w in _words(value) if w.lower() not in carried]
         if lost and key != "Last-Update":  # (the latest date of several: the others are older, not lost)
             now = next((v for k, v in written if k == key), "")
             status = "" if key == "Upstream-Status" else \
                 f", with Upstream-Status: {next(v for k, v in written if k == 'Upstream-Status')}"
+            near = _NEAR if key == "Forwarded" and _near_miss(_forwarded(value)[0]) else ""
             raise BadInputError(f"{at}: {key}: {value}: the patches would not carry {' '.join(lost)!r} (the tool "
                                 f"writes its fields from fix.toml's [upstream]: {key}: {now or '(none)'} here"
-                                f"{status}); {_DO}")
+                                f"{status}{near}); {_DO}")

@@ -174,7 +174,7 @@ def refuse_unsafe(value: str, where: str, what: str, encoded: bool = False, line
     c = first_unsafe(value, lines)
     if not c:
         return
-    kind = ("a line break, which would write a header line of its own" if c in "\n\r\x0b\x0c\x85" else
+    kind = ("a line break, which would write a header line of its own" if c in "\n\r\x0b\x0c\x85" and not lines else
             "a bidirectional control, which shows the text in another order than it is read (Trojan Source)"
             if c >= "\u202a" else "a control character, which a terminal acts on")
     raise BadInputError(f"{where}: {what} holds U+{ord(c):04X}{' (from an encoded word)' if encoded else ''}, {kind} "

@@ -21,7 +21,7 @@ case "$*" in
   *"fixpack.cli fetch"*) [ -n "${STUB_FETCH_FAILS:-}" ] && { echo "fetch failed" >&2; exit 4; }
                          echo "vllm=$here/release" ;;
   *"-m pip install"*) echo "start $$" >>"$here/pip.log"; sleep 1.5; echo "end $$" >>"$here/pip.log" ;;
-  -) cat >/dev/null; exit "${STUB_NOT_READY:-0}" ;;  # (setup.sh's check of the installed requirements)
+  "-I - "*) cat >/dev/null; exit "${STUB_NOT_READY:-0}" ;;  # (setup.sh's check of the install and its requirements)
   *--version*) echo "Python 3.x" ;;
   *apply_all.py*) n=$(( $(cat "$here/apply.count" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$here/apply.count"
                   echo "apply run $n"
@@ -44,6 +44,8 @@ def _checkout(tmp_path: Path) -> Path:
     (repo / "release" / "vllm" / "__init__.py").write_text("# the release\n")
     (repo / "setup.cfg").write_text("[metadata]\nname = vllm-gaudi-fixpack\n")
     (repo / "pyproject.toml").write_text("[build-system]\n")
+    (repo / "fixpack").mkdir()
+    (repo / "fixpack" / "__init__.py").write_text('__version__ = "0.1.0"\n')
     return repo
 
 
@@ -135,8 +137,8 @@ def test_two_setups_in_one_checkout_take_turns(tmp_path):
     assert [e[0] for e in events] == ["start", "end"] and events[0][1] == events[1][1], events
     assert any("another setup is running" in out for out, _ in outs)
     assert sum("holds this checkout's install already" in out for out, _ in outs) == 1, outs
-    assert sorted(p.name for p in repo.iterdir()) == [".venv", "pip.log", "pyproject.toml", "release", "setup.cfg",
-                                                      "tools"]
+    assert sorted(p.name for p in repo.iterdir()) == [".venv", "fixpack", "pip.log", "pyproject.toml", "release",
+                                                      "setup.cfg", "tools"]
 
 
 def test_setup_leaves_an_install_it_made_alone(tmp_path):
@@ -157,7 +159,10 @@ def test_setup_leaves_an_install_it_made_alone(tmp_path):
     assert [setup(), setup(), setup()] == [1, 0, 0]
     (repo / "setup.cfg").write_text((repo / "setup.cfg").read_text() + "version = 2\n")
     assert [setup(), setup()] == [1, 0]
-    assert [setup(STUB_NOT_READY="1"), setup()] == [1, 0]  # (a requirement uninstalled by hand)
+    (repo / "fixpack" / "__init__.py").write_text('__version__ = "0.1.1"\n')  # (the version pip show says)
+    assert [setup(), setup()] == [1, 0]
+    # (a requirement uninstalled by hand, or the install pointed at another checkout since: the stand-in's check fails)
+    assert [setup(STUB_NOT_READY="1"), setup()] == [1, 0]
     other = tmp_path / "other"
     shutil.copytree(repo, other, symlinks=True)  # (the same stamp file, in a checkout at another path)
     stamp = (other / ".venv" / ".fixpack-setup").read_text()
@@ -248,3 +253,27 @@ def test_a_demo_interrupted_in_its_first_run_stops_with_exit_5(tmp_path):
     assert not (repo / "apply.count").exists()  # (the stand-in counts a run that got past its wait: none did)
     assert "tools/demo.sh: the first run failed (exit 5: interrupted, or an environment problem; see its output " \
            "above); the second run was not started" in err, err
+
+
+def test_setup_s_check_of_an_install_reads_the_real_one(tmp_path):
+    """setup.sh's own check (its Python, run here against this environment): the editable install of the folder its
+    direct_url.json names, with every requirement met, is ready; the same install asked for from another folder is
+    not (pip would point it there)."""
+    import json
+    import re
+    import sys
+    from urllib.parse import unquote, urlsplit
+
+    read = ("import importlib.metadata as md\ntry:\n    print(md.distribution('vllm-gaudi-fixpack').read_text("
+            "'direct_url.json') or '{}')\nexcept md.PackageNotFoundError:\n    print('{}')")
+    url = json.loads(subprocess.run([sys.executable, "-I", "-c", read], capture_output=True, text=True,
+                                    timeout=60).stdout or "{}").get("url", "")  # (-I: as setup.sh reads it)
+    if not url.startswith("file://"):
+        pytest.skip("the project is not installed from a folder here")
+    script = re.search(r"<<'PY'[^\n]*\n(.*?)\nPY\n", (REPO / "tools" / "setup.sh").read_text(), re.S).group(1)
+    check = tmp_path / "check.py"
+    check.write_text(script)
+    here = unquote(urlsplit(url).path)
+    for folder, code in ((here, 0), (str(tmp_path), 1)):
+        r = subprocess.run([sys.executable, "-I", str(check), folder], capture_output=True, text=True, timeout=60)
+        assert r.returncode == code, (folder, r.stderr)

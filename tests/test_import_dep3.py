@@ -627,4 +627,123 @@ def test_a_dep3_header_after_empty_lines_is_read_and_its_lines_named(pack3, tmp_
     line = text.split("\n").index("Last-Update: soon") + 1
     with pytest.raises(BadInputError, match=rf"^{re.escape(str(bad))}:{line}: Last-Update: soon: not a date"):
         import_mails(builder.pack, bad, "imp2", "p1", roots={"demo": clean})
-    assert read_mail("\n\nFrom: J <j@x.org>\nSubject: x\n\n" + _D).subject == ""  # (a mail's header is its first line)
+
+
+def _b64(text: str) -> str:
+    """``text`` (a format-patch mail) with its body sent as base64, as a mail client may."""
+    import base64
+
+    head, _sep, body = text.partition("\n\n")
+    coded = base64.encodebytes(body.encode()).decode()
+    return (head + "\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: base64"
+            "\n\n" + coded)
+
+
+@pytest.mark.parametrize(("change", "marker", "says"), [
+    # (a second fresh user) a mail with a DEP-3 field in its header (format-patch --add-header) had no Subject check
+    (lambda t: t.replace("Subject: [PATCH] Placeholder subject", "Bug-Debian: https://bugs.debian.org/1\nSubject: "
+                         "[PATCH] =?UTF-8?q?Fix_=1B]0;pwned=07_reader?="), "Subject:",
+     "its Subject: holds U+001B (from an encoded word)"),
+    # an encoded line break in a mail's Subject was read as a space, where the README says it is refused
+    (lambda t: t.replace("Placeholder subject", "=?UTF-8?q?Fix=0AFix-Id:_other?="), "Subject:",
+     "its Subject: holds U+000A (from an encoded word), a line break, which would write a header line of its own"),
+    # a body in base64: the line is not the file's, so the mail is named (a line of base64 was)
+    (lambda t: _b64(t.replace("Placeholder.", "Line one.\n\nThird \u202e para.")), None,
+     "its description holds U+202E, a bidirectional control"),
+    # the same character in the From: line and the body: the first field that holds it, at its own line
+    (lambda t: re.sub(r"(?m)^From: .*(\n[ \t].*)*$", "From: Ann \u202e <ann@example.org>", t, count=1).replace(
+        "Placeholder.", "Why \u202e."), "From: Ann", "its author holds U+202E, a bidirectional control"),
+    (lambda t: t.replace("Placeholder.", "Why.\n\nSigned-off-by: A \x1b[2J <a@example.org>"), "Signed-off-by",
+     "its Signed-off-by: trailer holds U+001B"),
+    # a form feed in a description is no header line: said as the control character it is
+    (lambda t: t.replace("Placeholder.", "Why\x0c it matters."), "Why\x0c", "its description holds U+000C, a "
+                                                                          "control character, which a terminal"),
+])
+def test_a_control_character_anywhere_in_a_mail_s_words_is_refused_at_the_line_that_holds_it(
+        pack3, tmp_path, change, marker, says):  # noqa: F811
+    """What a second fresh user found in the check above: a mail with a DEP-3 field in its header skipped it, an
+    encoded line break in a Subject became a space, a body in base64 or quoted-printable was named at a line of the
+    file that did not hold the character (or the From: line, for a character both held), and the author, the trailers
+    and a DEP-3 header's other fields were not looked at. Exit 2 at the line that holds it (its mail where the file's
+    lines are not the mail's), nothing written, the character escaped in the message."""
+    builder, clean = pack3
+    mail = tmp_path / "in.patch"
+    text = change(mail_patch(builder.base, TOP, MID, subject="Placeholder subject", body="Placeholder.\n"))
+    mail.write_text(text)
+    where = f"{mail}:{next(n for n, ln in enumerate(text.split(chr(10)), 1) if ln.startswith(marker))}: " \
+        if marker else f"{mail} (mail at line 1): "
+    before = pack_bytes(builder.pack)
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    from fixpack.cli_plain import failure_text
+
+    said = failure_text(exc.value)
+    assert said.startswith(where) and says in said and exc.value.exit_code == 2, said
+    assert pack_bytes(builder.pack) == before and not re.search("[\x00-\x09\x0b-\x1f\u202a-\u202e\u2066-\u2069]", said)
+
+
+@pytest.mark.parametrize(("header", "marker", "says"), [
+    ("Description: Say fifty-five\nAuthor: Ana <ana@example.org>\nOrigin: vendor \x1b[2J\n", "Origin:",
+     "its Origin: trailer holds U+001B"),
+    ("Description: Say fifty-five\n Long \u2067words\u2069.\nAuthor: Ana <ana@example.org>\n", " Long",
+     "its description holds U+2067"),
+    ("\n\nDescription: Say fifty-five\nOrigin: vendor\n", "Description:", "the DEP-3 header has no Author:"),
+])
+def test_a_dep3_header_s_words_are_checked_and_named_at_their_lines(pack3, tmp_path, header, marker, says):  # noqa: F811
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    text = _quilt(tmp_path, header)
+    mail.write_text(text)
+    line = next(n for n, ln in enumerate(text.split("\n"), 1) if ln.startswith(marker))
+    with pytest.raises(BadInputError) as exc:
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert str(exc.value).startswith(f"{mail}:{line}: ") and says in str(exc.value), exc.value
+
+
+def test_a_dep3_description_is_one_line_as_format_writes_it(pack3, tmp_path):  # noqa: F811
+    """A tab or two spaces in a DEP-3 Description's first line were kept in the summary and the patch's Subject,
+    which format --check then called stale: white space is one space, as a mail's Subject is read."""
+    from fixpack.patchtext import normalize_text
+
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, "Description: Say\tfifty-five  now\u00a0here\nAuthor: Ana <ana@example.org>\n"))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    fix = load_pack(builder.pack).fixes["imp"]
+    text = fix.patches[0].path.read_text()
+    assert fix.summary == "Say fifty-five now here" and normalize_text(fix, text) == text
+
+
+@pytest.mark.parametrize(("trailers", "want"), [
+    (f"Forwarded: {PULL}.", {"status": "submitted", "link": PULL}),  # (a sentence's dot: no part of the link)
+    ("Forwarded: No.", {"status": "pending"}),
+    ("Forwarded: not-needed (Gaudi only", {"status": "inappropriate", "reason": "Gaudi only"}),
+    (f"Forwarded: yes\nLink: {PULL}", {"status": "submitted", "link": PULL}),  # (yes: the link says where)
+    (f"Upstream-Status: Submitted [{PULL}]\nForwarded: yes", {"status": "submitted", "link": PULL}),
+])
+def test_forwarded_is_read_as_dep3_means_it(pack3, tmp_path, trailers, want):  # noqa: F811
+    builder, clean = pack3
+    mail = tmp_path / "in.patch"
+    mail.write_text(_mail(builder, f"Why it matters.\n\n{trailers}\n"))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    up = _upstream(builder)
+    assert {k: up.get(k) for k in want} == want, up
+
+
+def test_a_forwarded_near_dep3_s_words_is_told_how_dep3_reads_it(pack3, tmp_path):  # noqa: F811
+    builder, clean = pack3
+    mail = tmp_path / "in.patch"
+    mail.write_text(_mail(builder, "Why it matters.\n\nForwarded: not needed\n"))
+    with pytest.raises(BadInputError, match="DEP-3 reads any Forwarded: but no and not-needed as forwarded"):
+        import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+
+
+def test_empty_lines_above_a_mail_are_skipped_as_git_skips_them(pack3, tmp_path):  # noqa: F811
+    """git mailsplit and mailinfo skip white space before a mail's header; a mail saved with empty lines first was
+    refused as having no header, at an empty line."""
+    builder, clean = pack3
+    mail = tmp_path / "in.patch"
+    text = mail_patch(builder.base, TOP, MID, subject="Say fifty-five", body="Why.\n")
+    mail.write_text("\n \n" + text.split("\n", 1)[1])  # (no mbox From line: the mail starts at its From: header)
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert load_pack(builder.pack).fixes["imp"].summary == "Say fifty-five"

@@ -24,34 +24,43 @@ if [ "$light" = 0 ] && ! .venv/bin/python -c "import vllm" >/dev/null 2>&1; then
   # they ship for CUDA and fail to load beside the CPU torch; vLLM imports fine without them
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-# The editable install of this checkout, unless .venv holds it already: made here from the same setup.cfg and
-# pyproject.toml (their sha256 in .venv/.fixpack-setup), and every requirement of .[maintainer,test] installed
-# at a version it allows. (pip install -e again would resolve and reinstall, and point the install at this
-# checkout: a .venv shared with another checkout would run that one's engine from here.)
-stamp=$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1)" $(pwd -P)"
+# The editable install of this checkout, unless .venv holds it already: made here (its direct_url.json names this
+# folder) from the same setup.cfg, pyproject.toml and version (their sha256 in .venv/.fixpack-setup), and every
+# requirement of .[maintainer,test], and theirs in turn, installed at a version they allow. (pip install -e again
+# resolves and reinstalls for seconds, and points the install at the checkout that ran it last.)
+stamp=$(cat setup.cfg pyproject.toml fixpack/__init__.py | sha256sum | cut -d' ' -f1)" $(pwd -P)"
 ready() {
   [ -f .venv/.fixpack-setup ] && [ "$(cat .venv/.fixpack-setup)" = "$stamp" ] || return 1
-  .venv/bin/python - <<'PY' >/dev/null 2>&1
+  .venv/bin/python -I - "$(pwd -P)" <<'PY' >/dev/null 2>&1  # (-I: not the egg-info in the checkout)
 import importlib.metadata as md
+import json
+import pathlib
 import sys
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-for text in md.requires("vllm-gaudi-fixpack") or []:
-    req = Requirement(text)
-    wanted = [{"extra": e} for e in ("", "maintainer", "test")]
-    if req.marker is not None and not any(req.marker.evaluate(w) for w in wanted):
-        continue
-    try:
-        found = md.version(req.name)
-    except md.PackageNotFoundError:
-        sys.exit(1)
-    if not req.specifier.contains(found, prereleases=True):
-        sys.exit(1)
+dist = md.distribution("vllm-gaudi-fixpack")
+if json.loads(dist.read_text("direct_url.json") or "{}").get("url") != pathlib.Path(sys.argv[1]).as_uri():
+    sys.exit(1)
+todo, seen = [(dist, ("", "maintainer", "test"))], set()
+while todo:
+    d, extras = todo.pop()
+    for text in d.requires or []:
+        req = Requirement(text)
+        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in extras):
+            continue
+        found = md.distribution(req.name)  # (PackageNotFoundError: not installed)
+        if not req.specifier.contains(found.version, prereleases=True):
+            sys.exit(1)
+        key = (canonicalize_name(req.name), tuple(sorted(req.extras)))
+        if key not in seen:
+            seen.add(key)
+            todo.append((found, ("", *sorted(req.extras))))
 PY
 }
 if ready; then
-  echo "setup: .venv holds this checkout's install already (setup.cfg and pyproject.toml unchanged)"
+  echo "setup: .venv holds this checkout's install already (setup.cfg, pyproject.toml and version unchanged)"
 else
   rm -f .venv/.fixpack-setup
   quiet "${pip[@]}" -e '.[maintainer,test]'
