@@ -71,7 +71,7 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
                                       _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
         fixed_in, applied_link = "", fixed_in
-    sent = forwarded.lower() not in ("", "no", "not-needed")  # (DEP-3: any other value says it was forwarded)
+    sent = bool(forwarded) and _sense(forwarded) == "forwarded"  # (DEP-3: any value but no, not-needed)
     taken = _value(said, "Origin").lower().startswith(("upstream", "backport"))  # (DEP-3: from upstream's VCS)
     status = status or ("accepted" if fixed_in or applied_link else "backport" if taken else "submitted" if pull or
                         sent else "inappropriate" if forwarded.lower() == "not-needed" else "pending")
@@ -277,11 +277,7 @@ def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
         return
     written = dict(owned_fields(up, ""))
     now = written.get("Forwarded", "")
-
-    def sense(word: str) -> str:
-        return word.lower() if word.lower() in ("no", "not-needed") else "forwarded"
-
-    if sense(forwarded) != sense(now):
+    if _sense(forwarded) != _sense(now):
         value, at = said["Forwarded"]
         raise BadInputError(f"{at}: Forwarded: {value}: the patches would say Forwarded: {now} (the tool writes its "
                             f"fields from fix.toml's [upstream]: Upstream-Status: {written['Upstream-Status']} here"
@@ -292,10 +288,15 @@ def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
 _NEAR = "; DEP-3 reads any Forwarded: but no and not-needed as forwarded"
 
 
+def _sense(forwarded: str) -> str:
+    """What a ``Forwarded`` word says, as DEP-3 reads it: ``no``, ``not-needed``, else ``forwarded``."""
+    return forwarded.lower() if forwarded.lower() in ("no", "not-needed") else "forwarded"
+
+
 def _near_miss(forwarded: str) -> bool:
     """A Forwarded value that reads as forwarded (:func:`_forwarded`) but was meant as DEP-3's ``no`` or
     ``not-needed`` (``not needed``, ``notneeded``, ``No!``)."""
-    return forwarded.lower().startswith("no") and forwarded.lower() not in ("no", "not-needed")
+    return forwarded.lower().startswith("no") and _sense(forwarded) == "forwarded"
 
 
 def _refuse_lost(up: Upstream, said: Said) -> None:
@@ -303,7 +304,7 @@ def _refuse_lost(up: Upstream, said: Said) -> None:
     ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
     written = owned_fields(up, "")  # (no Fix-Id: an empty field is left out)
     carried = {w.lower() for _k, v in written for w in _words(v)}
-    if dict(written).get("Forwarded", "no").lower() not in ("no", "not-needed"):
+    if _sense(dict(written).get("Forwarded", "no")) == "forwarded":
         carried.add("yes")  # (Forwarded: yes: the patches say it was forwarded, with the link where they have one)
     for key, (value, at) in said.items():
         lost = [w for w in _words(value) if w.lower() not in carried]

@@ -179,4 +179,3 @@ def refuse_unsafe(value: str, where: str, what: str, encoded: bool = False, line
             if c >= "\u202a" else "a control character, which a terminal acts on")
     raise BadInputError(f"{where}: {what} holds U+{ord(c):04X}{' (from an encoded word)' if encoded else ''}, {kind} "
                         f"({value[:60]!r}): write it as plain text, and import again; nothing was written")
-
