@@ -33,6 +33,14 @@ def site_packages_problem(ft: FoundTarget) -> str | None:
             f"point --root {ft.spec.name}=... at the image's site-packages, or do not select components")
 
 
+def unselected(ft: FoundTarget) -> str:
+    """What status says of a component of ``ft``'s target that the run does not select: name it to install it, or,
+    where the root is no site-packages folder, why it cannot be installed there (a run naming it is refused)."""
+    why = site_packages_problem(ft)
+    return f"component, not selected in this run; it cannot be installed here: {why}" if why else \
+        "component, not selected in this run: name it to install it (--all-opt-in selects fixes only)"
+
+
 def evaluate(profile: Profile, ft: FoundTarget, tree: Tree, manifest: Manifest | None, selected: tuple[str, ...],
              build: dict[str, object] | None, dry: bool, lock: Lock | None = None,
              redo: Redo | None = None) -> tuple[list[FixReport], list[ManifestComponent], bool]:

@@ -16,7 +16,17 @@ from __future__ import annotations
 import re
 
 from .errors import BadInputError
-from .mailtext import PATCH_TAG, author, cut_diffstat, decoded_words, message_parts, refuse_bad_date, refuse_unsafe
+from .mailtext import (
+    PATCH_TAG,
+    author,
+    cut_diffstat,
+    decoded_words,
+    first_unsafe,
+    holding,
+    message_parts,
+    refuse_bad_date,
+    refuse_unsafe,
+)
 from .trailers import is_patch_break
 
 # DEP-3's own fields (Bug-<Vendor> too), which no mail's header has
@@ -98,7 +108,10 @@ def read(lines: list[str], found: list[tuple[int, str, str]], where: str, first:
     # (a Subject: folded over lines is one line, as a mail's; Description: holds the long description below)
     title, _nl, long = value.partition("\n") if key.lower() == "description" else (" ".join(value.split()), "", "")
     tagged, title = title.strip(), PATCH_TAG.sub("", decoded_words(title)).strip()
-    refuse_unsafe(title, at(where, first + n), f"its {key}:", "=?" in tagged)
+    c = first_unsafe(title)
+    if c:  # (at the line that holds it: a Subject: is folded over lines)
+        i, encoded = holding(c, lines, n)
+        refuse_unsafe(title, at(where, first + i), f"its {key}:", encoded)
     title = " ".join(title.split())  # (as a mail's Subject: is read, and format writes it: a tab, two spaces ...)
     if not title:
         but = " but for a [PATCH] tag" if tagged else ""

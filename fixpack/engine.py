@@ -288,7 +288,6 @@ def _list_unselected(ctx: Context) -> None:
     nor finds recorded: ``skipped``, in series (then profile) order among the others."""
     listed = {(f.kind, f.id) for f in ctx.report.fixes}
     hint = "opt-in, not selected in this run: name it (or give --all-opt-in) to apply it or see its state"
-    comp_hint = "component, not selected in this run: name it to install it (--all-opt-in selects fixes only)"
     for fix in ctx.pack.ordered(ctx.profile.opt_in):
         if fix.target in ctx.found and ("fix", fix.id) not in listed:
             ctx.report.fixes.append(FixReport(fix.id, fix.version, fix.target, True, False, State.SKIPPED,
@@ -296,7 +295,8 @@ def _list_unselected(ctx: Context) -> None:
     for comp in ctx.profile.components:
         if comp.target in ctx.found and ("component", comp.id) not in listed:
             ctx.report.fixes.append(FixReport(comp.id, comp.version, comp.target, comp.opt_in, False, State.SKIPPED,
-                                              messages=[comp_hint], kind="component"))
+                                              messages=[components.unselected(ctx.found[comp.target])],
+                                              kind="component"))
     series = {fid: i for i, fid in enumerate(ctx.pack.series)}
     comps = {c.id: i for i, c in enumerate(ctx.profile.components)}
     ctx.report.fixes.sort(key=lambda f: (f.kind != "fix", (series if f.kind == "fix" else comps).get(f.id, 0)))

@@ -66,7 +66,7 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
                                                                                       k, v in m.trailers])
                      if k.lower() in ("link", "https", "http"))  # (as written: a paragraph that is a link reads as one)
     pull, commit = _link(_PULL, text), _link(_COMMIT, text) or _link(_COMMIT, _value(said, "Origin"))
-    forwarded, why = _forwarded(_unbracketed(_value(said, "Forwarded")))
+    forwarded, why = _forwarded(_value(said, "Forwarded"))
     fixed_in, _comma, applied_link = (_unbracketed(part.strip()) for part in
                                       _value(said, "Applied-Upstream").partition(","))
     if _URL.fullmatch(fixed_in) and not applied_link:  # (a link alone: where upstream took it)
@@ -83,7 +83,7 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
         reason = note
     if why and not reason and status == "inappropriate" and forwarded.lower() == "not-needed":
         reason = why  # (Forwarded: not-needed (why): the reason Upstream-Status: Inappropriate [why] carries)
-    link = link or (forwarded if _URL.fullmatch(forwarded) else "") or \
+    link = link or (_link(_URL, forwarded) if sent else "") or \
         (applied_link if _URL.fullmatch(applied_link) else "") or derived
     # (a pull request's link gives no origin: not upstream's yet)
     origin = _value(said, "Origin") or (f"upstream, {commit}" if commit else "") or _picked(found)
@@ -103,7 +103,7 @@ def _forwarded(value: str) -> tuple[str, str]:
     """A stated ``Forwarded`` value: DEP-3's word ``no`` or ``not-needed`` with the note a writer puts after it
     (``not-needed (Gaudi only)``, ``no, waiting``), its brackets off ("" without one); any other value whole (a
     link, ``yes``: it was forwarded), with no note; a sentence's last dot off either."""
-    value = value.rstrip(".")  # (a sentence's: "No.", "https://.../pull/3.")
+    value = _unbracketed(value.rstrip(".,;"))  # (a sentence's: "No.", "<https://.../pull/3>.")
     m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\((.*?)\)?|[ \t]*\[(.*?)]?|[ \t]*[,;:](.*)|[ \t]+(.*))", value,
                      re.I | re.S)
     note = next(g for g in m.groups()[1:] if g is not None).strip(" \t") if m else ""
@@ -265,7 +265,8 @@ def _refuse_unreadable(up: Upstream, said: Said) -> None:
 def _words(value: str) -> list[str]:
     """The words of a field's value in their order and case, as a link is read (its angle brackets, a note's
     brackets and parentheses and a sentence's punctuation off)."""
-    return [w.strip("<>").rstrip(".,;:!?") for w in re.split(r"[\s,\[\]()]+", value) if w.strip("<>")]
+    words = (w.rstrip(".,;:!?").strip("<>").rstrip(".,;:!?") for w in re.split(r"[\s,\[\]()]+", value))
+    return [w for w in words if w]
 
 
 def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .mailtext import decoded_words, first_unsafe, refuse_unsafe
+from .mailtext import decoded_words, first_unsafe, holding, refuse_unsafe
 from .patchmail import Mail, header_start, split
 
 _KEY = re.compile(r"^[A-Za-z0-9-]+[ \t]*:[ \t]*")
@@ -36,9 +36,11 @@ def refuse_unsafe_words(mail: Mail, text: str, written: bool, file: Path, line: 
         # (the file's line that holds it: in the header wherever the mail was decoded, else anywhere before the diff)
         searched = range(start, len(lines) if written else head_end)
         held = [n for n in searched if c in lines[n]]
-        n = next((n for n in held if _part_of(lines[n], value)), None if held else own)
-        if n is None and not held and what == "its author":  # (an encoded word's)
-            n = next((i for i in range(start, head_end) if lines[i].lower().startswith(("from:", "author:"))), None)
+        n = next((n for n in held if _part_of(lines[n], value)), None)
+        if not held and what == "its author":  # (an encoded word's: in its From: or Author: line)
+            own = next((i for i in range(start, head_end) if lines[i].lower().startswith(("from:", "author:"))), None)
+        if not held and own is not None:  # (the line of the field, folded or not, whose encoded word holds it)
+            n = holding(c, lines, own)[0]
         where = f"{file}:{line + n}" if n is not None else f"{file} (mail at line {line})"
         refuse_unsafe(value, where, what, encoded=not held and n is not None, lines=many)
 

@@ -179,3 +179,15 @@ def refuse_unsafe(value: str, where: str, what: str, encoded: bool = False, line
             if c >= "\u202a" else "a control character, which a terminal acts on")
     raise BadInputError(f"{where}: {what} holds U+{ord(c):04X}{' (from an encoded word)' if encoded else ''}, {kind} "
                         f"({value[:60]!r}): write it as plain text, and import again; nothing was written")
+
+
+def holding(c: str, lines: list[str], at: int) -> tuple[int, bool]:
+    """The line of the header field at ``lines[at]`` (it, or one of its folded lines) that holds ``c``: (its index,
+    whether ``c`` came from an RFC 2047 encoded word there); ``(at, True)`` where no one line tells (an encoded word
+    split over two)."""
+    span = [at]
+    while span[-1] + 1 < len(lines) and lines[span[-1] + 1][:1] in (" ", "\t"):
+        span.append(span[-1] + 1)
+    return next(((i, False) for i in span if c in lines[i]), None) or \
+        next(((i, True) for i in span if c in decoded_words(lines[i].strip())), (at, True))
+

@@ -207,6 +207,10 @@ def test_source_tree_is_refused_and_preinstalled_copy_too(builder, plugin_wheel)
     with pytest.raises(MismatchError, match="not an installed package there"):
         engine.apply(builder.request(site, opt_ins=("tiny-plug",)))
     assert snapshot(site) == before
+    # status says so of the component it lists unselected (a fresh user was told to name it, then refused)
+    said = engine.status(builder.request(site)).fix("tiny-plug").messages
+    assert said[0].startswith("component, not selected in this run; it cannot be installed here: components install "
+                              "into site-packages") and "name it to install it" not in said[0], said
     (site / "demo_pkg-1.0.dist-info").mkdir()
     (site / "demo_pkg-1.0.dist-info/METADATA").write_text("Name: demo_pkg\n")
     (site / "tiny_plug-0.2.0-py3.11.egg-info").mkdir()  # setup.py install's metadata (a fresh user found it missed)

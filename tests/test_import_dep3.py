@@ -655,6 +655,9 @@ def _b64(text: str) -> str:
         "Placeholder.", "Why \u202e."), "From: Ann", "its author holds U+202E, a bidirectional control"),
     (lambda t: t.replace("Placeholder.", "Why.\n\nSigned-off-by: A \x1b[2J <a@example.org>"), "Signed-off-by",
      "its Signed-off-by: trailer holds U+001B"),
+    # (a third fresh user) a Subject folded over lines, its second line's encoded word holding it: that line
+    (lambda t: t.replace("Placeholder subject", "Fix the sampler\n =?UTF-8?q?in_=E2=80=AE_order?="), " =?UTF-8",
+     "its Subject: holds U+202E (from an encoded word)"),
     # a form feed in a description is no header line: said as the control character it is
     (lambda t: t.replace("Placeholder.", "Why\x0c it matters."), "Why\x0c", "its description holds U+000C, a "
                                                                           "control character, which a terminal"),
@@ -688,6 +691,8 @@ def test_a_control_character_anywhere_in_a_mail_s_words_is_refused_at_the_line_t
     ("Description: Say fifty-five\n Long \u2067words\u2069.\nAuthor: Ana <ana@example.org>\n", " Long",
      "its description holds U+2067"),
     ("\n\nDescription: Say fifty-five\nOrigin: vendor\n", "Description:", "the DEP-3 header has no Author:"),
+    ("\nSubject: Guard\n the sampler \u202e\nAuthor: Ana <ana@example.org>\n", " the sampler",
+     "its Subject: holds U+202E"),  # (a folded Subject: the line that holds it)
 ])
 def test_a_dep3_header_s_words_are_checked_and_named_at_their_lines(pack3, tmp_path, header, marker, says):  # noqa: F811
     builder, clean = pack3
@@ -720,6 +725,10 @@ def test_a_dep3_description_is_one_line_as_format_writes_it(pack3, tmp_path):  #
     ("Forwarded: not-needed (Gaudi only", {"status": "inappropriate", "reason": "Gaudi only"}),
     (f"Forwarded: yes\nLink: {PULL}", {"status": "submitted", "link": PULL}),  # (yes: the link says where)
     (f"Upstream-Status: Submitted [{PULL}]\nForwarded: yes", {"status": "submitted", "link": PULL}),
+    # (a third fresh user: angle brackets and a sentence's dot, or a dot after a reason, were refused)
+    (f"Forwarded: <{PULL}>.", {"status": "submitted", "link": PULL}),
+    (f"Forwarded: yes <{PULL}>.", {"status": "submitted", "link": PULL}),
+    ("Forwarded: not-needed (Gaudi only).", {"status": "inappropriate", "reason": "Gaudi only"}),
 ])
 def test_forwarded_is_read_as_dep3_means_it(pack3, tmp_path, trailers, want):  # noqa: F811
     builder, clean = pack3

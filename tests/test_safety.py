@@ -56,6 +56,20 @@ def test_read_only_target_as_root(setup, monkeypatch):
     assert {k: v for k, v in snapshot(target).items() if not k.startswith(".fixpack")} == before
 
 
+def test_a_dry_run_and_status_on_a_read_only_target_say_what_would_apply(setup, monkeypatch):
+    """README (--dry-run): whether the target may be written is the run's to find. A dry run and status on a
+    read-only copy (a CI job's release copy in a read-only cache) report the fixes as they would lay them, exit 0,
+    and write nothing; apply there is exit 5 (the test above)."""
+    b, target = setup
+    before = snapshot(target)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, *a, **k: False if m == os.W_OK else real(p, m, *a, **k))
+    for report in (engine.apply(b.request(target, dry_run=True)), engine.status(b.request(target))):
+        assert report.exit_code == 0 and {f.state.value for f in report.fixes} == {"absent"}, report.fixes
+    monkeypatch.undo()
+    assert snapshot(target) == before
+
+
 @pytest.mark.parametrize("where", ["demo_pkg", ""])
 def test_a_read_only_folder_is_named_not_the_files_in_it(setup, monkeypatch, where):
     """A folder the run writes in that it may not write (its files writable): the folder is what keeps them from
