@@ -172,7 +172,7 @@ def emit_json(doc: dict[str, Any]) -> None:
 def fail(exc: BaseException, as_json: bool, command: str, profile: str, dry_run: bool = False) -> NoReturn:
     """Say what went wrong (JSON or one line on stderr) and exit with the outcome's code."""
     code = exit_code(exc)
-    msg = failure_text(exc)
+    msg = failure_text(exc, not as_json)
     if as_json:
         sys.exit(deliver(lambda: emit_json(error_document(command, profile, msg, code, dry_run)), code))
     try:

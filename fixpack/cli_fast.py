@@ -156,7 +156,7 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
             raise interrupted(command) from None
     except Exception as exc:
         exc = interrupted(command) if by_interrupt(exc) else exc
-        return _say(error_document(command, profile, failure_text(exc), exit_code(exc), dry_run) if as_json
+        return _say(error_document(command, profile, failure_text(exc, False), exit_code(exc), dry_run) if as_json
                     else f"fixpack: error: {failure_text(exc)}", exit_code(exc))
     return _say(report.as_dict() if as_json else report, exit_code(report))
 

@@ -100,10 +100,12 @@ CWD_GONE = ("the working folder cannot be found (removed while the shell was in 
 _UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def failure_text(exc: BaseException) -> str:
-    """What a failed command says: the error's message, what to install, or a bug to report; a control character
-    or bidirectional control in it (a value quoted from a file: a terminal would act on it) shown as its escape."""
-    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], _failure_text(exc))
+def failure_text(exc: BaseException, plain: bool = True) -> str:
+    """What a failed command says: the error's message, what to install, or a bug to report; on a ``plain`` line
+    (not in a JSON document, which carries any character escaped) a control character or bidirectional control in
+    it (a value quoted from a file: a terminal would act on it) shown as its escape."""
+    text = _failure_text(exc)
+    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], text) if plain else text
 
 
 def _failure_text(exc: BaseException) -> str:

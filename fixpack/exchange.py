@@ -132,13 +132,16 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         if not m.author and not m.subject:
             raise BadInputError(f"{file}:{line}: the patch starts with neither a mail's header (From:, Subject:) nor a "
                                 f"DEP-3 header (Description:, Author:) on its first line: write one there")
-        top = line + header_start(split(text)[0].split("\n"))  # (the header's first line: after empty lines)
+        head = split(text)[0].split("\n")
+        start = header_start(head)  # (a DEP-3 header's first line after empty lines; else the mail's first)
+        top = line + start if start and not head[start - 1].strip() else line
         if not m.author:
             what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
             raise BadInputError(f"{file}:{top}: the {what} (the patch's author); write one")
         if not m.subject:
-            raise BadInputError(f"{file}:{top}: the mail's Subject: is empty (the fix's summary, less its [PATCH] "
-                                f"tag); write one")
+            said = next((n for n, ln in enumerate(head) if ln.lower().startswith("subject:")), None)
+            raise BadInputError(f"{file}:{top if said is None else line + said}: the mail's Subject: is empty (the "
+                                f"fix's summary, less its [PATCH] tag); write one")
         at = next((n for n, ln in enumerate(text.split("\n")) if ln.lower().startswith("date:")), 0) if m.date else 0
         refuse_bad_date(m.date, f"{file}:{line + at}")  # (a DEP-3 header's is refused as it is read)
     for (line, text), (_m, body, _l) in zip(found, parsed):

@@ -274,7 +274,7 @@ def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
     patches' own ``Forwarded`` would say otherwise (a pull request's link beside ``Origin: upstream, ...``: a
     backport, whose patches say ``not-needed``), named at its line: BadInputError. Its words may be carried by
     another field; its sense is this field's."""
-    if "Forwarded" not in said:
+    if "Forwarded" not in said or not forwarded:  # (no words: "<>", ","; read as none, as "Forwarded:" is)
         return
     written = dict(owned_fields(up, ""))
     now = written.get("Forwarded", "")

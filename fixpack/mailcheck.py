@@ -19,7 +19,7 @@ def refuse_unsafe_words(mail: Mail, text: str, written: bool, file: Path, line: 
     mail at ``line`` of ``file``; ``text``: the mail as read, ``written``: its lines are the file's, not decoded from
     quoted-printable, base64 or MIME parts). It is named at the file's line that holds it; at its header line for one
     that came from an encoded word there (``Subject:``, ``From:``); else at the mail (``FILE (mail at line M)``)."""
-    lines = split(text)[0].split("\n")
+    lines = [ln.removesuffix("\r") for ln in split(text)[0].split("\n")]  # (CR LF: a line's end, as git am reads it)
     start = header_start(lines)
     head_end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
     subject = _field(lines, start, head_end, "subject")
@@ -30,6 +30,7 @@ def refuse_unsafe_words(mail: Mail, text: str, written: bool, file: Path, line: 
     fields += [(f"its {k}: trailer" if k else "a line of its trailer block", v, None, False) for k, v in mail.trailers]
     fields += [("the notes after its trailers", mail.after, None, True)]
     for what, value, own, many in fields:
+        value = value.replace("\r\n", "\n").removesuffix("\r")
         c = first_unsafe(value, lines=many)
         if not c:
             continue

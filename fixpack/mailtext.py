@@ -154,8 +154,9 @@ def refuse_bad_date(date: str, where: str, also: str = "") -> None:
                             f"was written")
 
 
-# a control character (C0 but tab and line feed, DEL, C1) or a bidirectional embedding, override or isolate
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# a control character (C0 but tab and line feed, DEL, C1), a line or paragraph separator, or a bidirectional
+# embedding, override or isolate
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def first_unsafe(value: str, lines: bool = False) -> str:
@@ -174,9 +175,13 @@ def refuse_unsafe(value: str, where: str, what: str, encoded: bool = False, line
     c = first_unsafe(value, lines)
     if not c:
         return
-    kind = ("a line break, which would write a header line of its own" if c in "\n\r\x0b\x0c\x85" and not lines else
+    breaks = "\n\r\x0b\x0c\x85\u2028\u2029"  # (str.splitlines reads each as a line's end)
+    kind = ("a line break, which would write a header line of its own" if c in breaks and not lines else
+            "a line or paragraph separator, which other tools read as a line break" if c in breaks[-2:] else
             "a bidirectional control, which shows the text in another order than it is read (Trojan Source)"
-            if c >= "\u202a" else "a control character, which a terminal acts on")
+            if c >= "\u202a" else "a control character, which a terminal acts on" + (
+                " (a Windows-1252 character in a mail that declares ISO-8859-1? declare charset=windows-1252)"
+                if "\x80" <= c <= "\x9f" else ""))
     raise BadInputError(f"{where}: {what} holds U+{ord(c):04X}{' (from an encoded word)' if encoded else ''}, {kind} "
                         f"({value[:60]!r}): write it as plain text, and import again; nothing was written")
 

@@ -682,6 +682,7 @@ def test_a_control_character_anywhere_in_a_mail_s_words_is_refused_at_the_line_t
 
     said = failure_text(exc.value)
     assert said.startswith(where) and says in said and exc.value.exit_code == 2, said
+    assert failure_text(exc.value, plain=False) == str(exc.value)  # (--json: the document escapes it as JSON does)
     assert pack_bytes(builder.pack) == before and not re.search("[\x00-\x09\x0b-\x1f\u202a-\u202e\u2066-\u2069]", said)
 
 
@@ -756,3 +757,36 @@ def test_empty_lines_above_a_mail_are_skipped_as_git_skips_them(pack3, tmp_path)
     mail.write_text("\n \n" + text.split("\n", 1)[1])  # (no mbox From line: the mail starts at its From: header)
     import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
     assert load_pack(builder.pack).fixes["imp"].summary == "Say fifty-five"
+
+
+def test_what_a_fourth_fresh_user_found(pack3, tmp_path):  # noqa: F811
+    """A mail whose header and message end their lines in CR LF (git am reads them as its lines: it imported before
+    the words were checked) was refused as 'a Subject holding U+000D'; an empty Forwarded: <> was refused as
+    disagreeing with itself; the refusals for no From: and an empty Subject: of an mbox mail named its second line;
+    U+2028 in a description (str.splitlines reads a field line there) went through."""
+    builder, clean = pack3
+    base = mail_patch(builder.base, TOP, MID, subject="Say fifty-five", body="Why it matters.\n")
+    head, sep, rest = base.partition("\n---\n")  # (its header's lines and the message's one line)
+    mail = tmp_path / "crlf.patch"
+    mail.write_bytes((head.replace("\n", "\r\n") + sep + rest).encode())
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    assert load_pack(builder.pack).fixes["imp"].summary == "Say fifty-five"
+
+    empty = tmp_path / "empty.patch"  # (another change: the first is on the chain now)
+    other = mail_patch(builder.base, MID, MID.replace("line 57\n", "fifty-seven\n"), subject="Say 57", body="Why.\n")
+    empty.write_text(other.replace("\n---\n", "\n\nForwarded: <>\n---\n", 1))
+    import_mails(builder.pack, empty, "imp2", "p1", roots={"demo": clean})
+
+    before = pack_bytes(builder.pack)
+    for drop, named in ((r"(?m)^From: .*(\n[ \t].*)*\n", "From "), (r"(?m)^Subject: .*$", "Subject:")):
+        text = "\n\n" + re.sub(drop, "Subject: [PATCH]" if named == "Subject:" else "", base, count=1)
+        bad = tmp_path / "bad.patch"
+        bad.write_text(text)
+        line = next(n for n, ln in enumerate(text.split("\n"), 1) if ln.startswith(named))
+        with pytest.raises(BadInputError, match=rf"^{re.escape(str(bad))}:{line}: the mail"):
+            import_mails(builder.pack, bad, "imp3", "p1", roots={"demo": clean})
+    sep_mail = tmp_path / "sep.patch"
+    sep_mail.write_text(base.replace("Why it matters.", "Why it matters.\u2028Fix-Id: evil"))
+    with pytest.raises(BadInputError, match=r"its description holds U\+2028, a line or paragraph separator"):
+        import_mails(builder.pack, sep_mail, "imp4", "p1", roots={"demo": clean})
+    assert pack_bytes(builder.pack) == before

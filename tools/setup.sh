@@ -41,8 +41,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 dist = md.distribution("vllm-gaudi-fixpack")
-if json.loads(dist.read_text("direct_url.json") or "{}").get("url") != pathlib.Path(sys.argv[1]).as_uri():
-    sys.exit(1)
+made = json.loads(dist.read_text("direct_url.json") or "{}")
+if made.get("url") != pathlib.Path(sys.argv[1]).as_uri() or not made.get("dir_info", {}).get("editable"):
+    sys.exit(1)  # (another folder's install, or a copy of this one that does not follow its edits)
 todo, seen = [(dist, ("", "maintainer", "test"))], set()
 while todo:
     d, extras = todo.pop()
