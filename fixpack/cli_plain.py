@@ -20,6 +20,7 @@ from .errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
     EXIT_INTERNAL,
+    UNSHOWN,
     BadInputError,
     EnvironmentProblem,
     FixpackError,
@@ -96,8 +97,7 @@ CWD_GONE = ("the working folder cannot be found (removed while the shell was in 
             "--pack DIR (or $FIXPACK_PACK), or cd to a folder that exists, and run it again")
 
 
-# what a message shows escaped (\x1b, \u202e): a control character but line feed and tab, a bidirectional control
-_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_UNSHOWN = re.compile(f"[{UNSHOWN}]")  # (shown as \x1b, \u202e)
 
 
 def failure_text(exc: BaseException, plain: bool = True) -> str:

@@ -25,6 +25,10 @@ from pathlib import Path
 
 from .structs import dataclass, field
 
+# the characters a message quoting a file's words shows escaped, and import refuses in a mail's words: a control
+# character but tab and line feed (C0, DEL, C1), a bidirectional embedding, override or isolate (Trojan Source)
+UNSHOWN = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2

@@ -132,13 +132,13 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         if not m.author and not m.subject:
             raise BadInputError(f"{file}:{line}: the patch starts with neither a mail's header (From:, Subject:) nor a "
                                 f"DEP-3 header (Description:, Author:) on its first line: write one there")
-        head = split(text)[0].split("\n")
-        start = header_start(head)  # (a DEP-3 header's first line after empty lines; else the mail's first)
-        top = line + start if start and not head[start - 1].strip() else line
-        if not m.author:
-            what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
-            raise BadInputError(f"{file}:{top}: the {what} (the patch's author); write one")
-        if not m.subject:
+        if not m.author or not m.subject:
+            head = split(text)[0].split("\n")
+            start = header_start(head)  # (a DEP-3 header's first line after empty lines; else the mail's first)
+            top = line + start if start and not head[start - 1].strip() else line
+            if not m.author:
+                what = "DEP-3 header has no Author:" if m.dep3 else "mail has no From: header"
+                raise BadInputError(f"{file}:{top}: the {what} (the patch's author); write one")
             said = next((n for n, ln in enumerate(head) if ln.lower().startswith("subject:")), None)
             raise BadInputError(f"{file}:{top if said is None else line + said}: the mail's Subject: is empty (the "
                                 f"fix's summary, less its [PATCH] tag); write one")

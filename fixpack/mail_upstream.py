@@ -74,14 +74,14 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
     sent = bool(forwarded) and _sense(forwarded) == "forwarded"  # (DEP-3: any value but no, not-needed)
     taken = _value(said, "Origin").lower().startswith(("upstream", "backport"))  # (DEP-3: from upstream's VCS)
     status = status or ("accepted" if fixed_in or applied_link else "backport" if taken else "submitted" if pull or
-                        sent else "inappropriate" if forwarded.lower() == "not-needed" else "pending")
+                        sent else "inappropriate" if _sense(forwarded) == "not-needed" else "pending")
     derived = (commit or pull) if status in ("accepted", "backport") else (pull or commit)  # (where upstream has it)
     link, reason = (note, "") if _URL.fullmatch(note) else ("", "")
     if note and not link and status in ("backport", "accepted") and not fixed_in:
         fixed_in = note
     elif note and not link and status in ("denied", "inappropriate"):
         reason = note
-    if why and not reason and status == "inappropriate" and forwarded.lower() == "not-needed":
+    if why and not reason and status == "inappropriate" and _sense(forwarded) == "not-needed":
         reason = why  # (Forwarded: not-needed (why): the reason Upstream-Status: Inappropriate [why] carries)
     link = link or (_link(_URL, forwarded) if sent else "") or \
         (applied_link if _URL.fullmatch(applied_link) else "") or derived
@@ -90,8 +90,9 @@ def upstream_from(found: list[Mail], texts: list[str | None] | None = None, wher
     bug = _value(said, "Bug") or _bug(found)
     up = Upstream(status, link, fixed_in, reason, origin, bug, _value(said, "Last-Update") or _last_date(found))
     _refuse_unreadable(up, said)
-    _refuse_unforwarded(up, said, forwarded)
-    _refuse_lost(up, said)
+    written = owned_fields(up, "")  # (the patches' fields; no Fix-Id: an empty field is left out)
+    _refuse_unforwarded(up, said, forwarded, dict(written))
+    _refuse_lost(said, written)
     return up
 
 
@@ -269,14 +270,13 @@ def _words(value: str) -> list[str]:
     return [w for w in words if w]
 
 
-def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str) -> None:
+def _refuse_unforwarded(up: Upstream, said: Said, forwarded: str, written: dict[str, str]) -> None:
     """A stated ``Forwarded`` (DEP-3's word ``forwarded``: ``no``, ``not-needed``, else it was forwarded) that the
     patches' own ``Forwarded`` would say otherwise (a pull request's link beside ``Origin: upstream, ...``: a
     backport, whose patches say ``not-needed``), named at its line: BadInputError. Its words may be carried by
-    another field; its sense is this field's."""
+    another field; its sense is this field's. ``written``: the patches' fields."""
     if "Forwarded" not in said or not forwarded:  # (no words: "<>", ","; read as none, as "Forwarded:" is)
         return
-    written = dict(owned_fields(up, ""))
     now = written.get("Forwarded", "")
     if _sense(forwarded) != _sense(now):
         value, at = said["Forwarded"]
@@ -300,10 +300,9 @@ def _near_miss(forwarded: str) -> bool:
     return forwarded.lower().startswith("no") and _sense(forwarded) == "forwarded"
 
 
-def _refuse_lost(up: Upstream, said: Said) -> None:
-    """A stated field whose words the patches' fields, written from ``up``, would not carry (``Pending`` with a
-    ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
-    written = owned_fields(up, "")  # (no Fix-Id: an empty field is left out)
+def _refuse_lost(said: Said, written: list[tuple[str, str]]) -> None:
+    """A stated field whose words the patches' fields (``written``, from fix.toml's ``[upstream]``) would not carry
+    (``Pending`` with a ``Forwarded`` link: the patches say ``Forwarded: no``), named at its line: BadInputError."""
     carried = {w.lower() for _k, v in written for w in _words(v)}
     if _sense(dict(written).get("Forwarded", "no")) == "forwarded":
         carried.add("yes")  # (Forwarded: yes: the patches say it was forwarded, with the link where they have one)

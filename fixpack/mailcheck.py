@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .mailtext import decoded_words, first_unsafe, holding, refuse_unsafe
+from .mailtext import decoded_words, first_unsafe, folded, holding, refuse_unsafe
 from .patchmail import Mail, header_start, split
 
 _KEY = re.compile(r"^[A-Za-z0-9-]+[ \t]*:[ \t]*")
@@ -25,7 +25,8 @@ def refuse_unsafe_words(mail: Mail, text: str, written: bool, file: Path, line: 
     subject = _field(lines, start, head_end, "subject")
     fields: list[tuple[str, str, int | None, bool]] = \
         [("its Subject:", decoded_words(subject[1]), subject[0], False)] if subject else []
-    fields += [("its author", mail.author, None, False), ("its Date:", mail.date, None, False),
+    author = next((i for i in range(start, head_end) if lines[i].lower().startswith(("from:", "author:"))), None)
+    fields += [("its author", mail.author, author, False), ("its Date:", mail.date, None, False),
                ("its description", mail.description, None, True)]
     fields += [(f"its {k}: trailer" if k else "a line of its trailer block", v, None, False) for k, v in mail.trailers]
     fields += [("the notes after its trailers", mail.after, None, True)]
@@ -38,8 +39,6 @@ def refuse_unsafe_words(mail: Mail, text: str, written: bool, file: Path, line: 
         searched = range(start, len(lines) if written else head_end)
         held = [n for n in searched if c in lines[n]]
         n = next((n for n in held if _part_of(lines[n], value)), None)
-        if not held and what == "its author":  # (an encoded word's: in its From: or Author: line)
-            own = next((i for i in range(start, head_end) if lines[i].lower().startswith(("from:", "author:"))), None)
         if not held and own is not None:  # (the line of the field, folded or not, whose encoded word holds it)
             n = holding(c, lines, own)[0]
         where = f"{file}:{line + n}" if n is not None else f"{file} (mail at line {line})"
@@ -52,16 +51,11 @@ def _field(lines: list[str], start: int, end: int, name: str) -> tuple[int, str]
     white space, a form feed or U+001F among it)."""
     for i in range(start, end):
         if lines[i].lower().startswith(name + ":"):
-            value = lines[i][len(name) + 1:]
-            for cont in lines[i + 1:end]:
-                if cont[:1] not in (" ", "\t"):
-                    break
-                value += cont
-            return i, value.strip(" \t")
+            return i, "".join([lines[i][len(name) + 1:], *(lines[j] for j in folded(lines, i, end)[1:])]).strip(" \t")
     return None
 
 
 def _part_of(line: str, value: str) -> bool:
     """``line`` (as written) carries a part of ``value``: its text, less a field's key and the spaces around it."""
-    said = line.removesuffix("\r").strip(" \t")
+    said = line.strip(" \t")  # (its CR off already)
     return bool(said) and (said in value or _KEY.sub("", said) in value)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import email.message
 import re
 
-from .errors import BadInputError
+from .errors import UNSHOWN, BadInputError
 from .trailers import block, is_patch_break
 
 PATCH_TAG = re.compile(r"^\[PATCH[^\]]*\]\s*")  # a mail subject's "[PATCH v2 1/3]"
@@ -76,6 +76,16 @@ def author(lines: list[str], where: str = "the patch", field: str = "from") -> s
     return f"{name} <{rest[:-1]}>" if name else f"<{rest[:-1]}>"
 
 
+def folded(lines: list[str], at: int, end: int | None = None) -> list[int]:
+    """The lines of the header field at ``lines[at]``: it, and each line after it (up to ``end``) that starts with a
+    space or a tab (RFC 5322's folding)."""
+    stop = len(lines) if end is None else end
+    span = [at]
+    while span[-1] + 1 < stop and lines[span[-1] + 1][:1] in (" ", "\t"):
+        span.append(span[-1] + 1)
+    return span
+
+
 def raw_field(lines: list[str], field: str) -> str:
     """The header ``field`` (lower case) as written, its folded lines joined (the email package would re-render
     it: "2 Jan" as "02 Jan", a comment dropped)."""
@@ -83,12 +93,7 @@ def raw_field(lines: list[str], field: str) -> str:
         if line == "":
             return ""
         if line.lower().startswith(field + ":"):
-            value = line[len(field) + 1:]
-            for cont in lines[i + 1:]:
-                if cont[:1] not in (" ", "\t"):
-                    break
-                value += " " + cont.strip()
-            return " ".join(value.split())
+            return " ".join(" ".join([line[len(field) + 1:], *(lines[j] for j in folded(lines, i)[1:])]).split())
     return ""
 
 
@@ -154,9 +159,8 @@ def refuse_bad_date(date: str, where: str, also: str = "") -> None:
                             f"was written")
 
 
-# a control character (C0 but tab and line feed, DEL, C1), a line or paragraph separator, or a bidirectional
-# embedding, override or isolate
-_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# what a message shows escaped, a line feed (in a one-line field) and a line or paragraph separator
+_UNSAFE = re.compile(f"[\n\u2028\u2029{UNSHOWN}]")
 
 
 def first_unsafe(value: str, lines: bool = False) -> str:
@@ -190,9 +194,7 @@ def holding(c: str, lines: list[str], at: int) -> tuple[int, bool]:
     """The line of the header field at ``lines[at]`` (it, or one of its folded lines) that holds ``c``: (its index,
     whether ``c`` came from an RFC 2047 encoded word there); ``(at, True)`` where no one line tells (an encoded word
     split over two)."""
-    span = [at]
-    while span[-1] + 1 < len(lines) and lines[span[-1] + 1][:1] in (" ", "\t"):
-        span.append(span[-1] + 1)
+    span = folded(lines, at)
     return next(((i, False) for i in span if c in lines[i]), None) or \
         next(((i, True) for i in span if c in decoded_words(lines[i].strip())), (at, True))
 

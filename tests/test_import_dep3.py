@@ -341,6 +341,16 @@ def _quilt(tmp_path, header: str) -> str:
             f"{hunks}")
 
 
+def _imported_quilt(pack3, tmp_path, header: str):  # noqa: F811
+    """The fix ``imp`` imported from a quilt patch with DEP-3 ``header`` on pack3's chain, and its patch's text."""
+    builder, clean = pack3
+    mail = tmp_path / "x.patch"
+    mail.write_text(_quilt(tmp_path, header))
+    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
+    fix = load_pack(builder.pack).fixes["imp"]
+    return fix, fix.patches[0].path.read_text()
+
+
 DEP3 = ("Description: Say fifty-five\n The module said line 55 where it means\n fifty-five.\n .\n A second paragraph"
         ".\nAuthor: Ana Pérez <ana@example.org>\nAuthor: Bo <bo@example.org>\n"
         f"Origin: upstream, {COMMIT}\nBug: https://github.com/vllm-project/vllm/issues/7\n"
@@ -556,12 +566,7 @@ def test_an_empty_dep3_field_is_written_as_format_writes_it(pack3, tmp_path):  #
     then called stale: it is written as format writes it."""
     from fixpack.patchtext import normalize_text
 
-    builder, clean = pack3
-    mail = tmp_path / "x.patch"
-    mail.write_text(_quilt(tmp_path, "Description: Say fifty-five\nAuthor: A <a@example.org>\nReviewed-by:\n"))
-    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
-    fix = load_pack(builder.pack).fixes["imp"]
-    text = fix.patches[0].path.read_text()
+    fix, text = _imported_quilt(pack3, tmp_path, "Description: Say fifty-five\nAuthor: A <a@example.org>\nReviewed-by:\n")
     assert "\nReviewed-by:\n" in text and normalize_text(fix, text) == text
 
 
@@ -711,12 +716,7 @@ def test_a_dep3_description_is_one_line_as_format_writes_it(pack3, tmp_path):  #
     which format --check then called stale: white space is one space, as a mail's Subject is read."""
     from fixpack.patchtext import normalize_text
 
-    builder, clean = pack3
-    mail = tmp_path / "x.patch"
-    mail.write_text(_quilt(tmp_path, "Description: Say\tfifty-five  now\u00a0here\nAuthor: Ana <ana@example.org>\n"))
-    import_mails(builder.pack, mail, "imp", "p1", roots={"demo": clean})
-    fix = load_pack(builder.pack).fixes["imp"]
-    text = fix.patches[0].path.read_text()
+    fix, text = _imported_quilt(pack3, tmp_path, "Description: Say\tfifty-five  now\u00a0here\nAuthor: Ana <ana@example.org>\n")
     assert fix.summary == "Say fifty-five now here" and normalize_text(fix, text) == text
 
 
