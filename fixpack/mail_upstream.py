@@ -105,8 +105,10 @@ def _forwarded(value: str) -> tuple[str, str]:
     (``not-needed (Gaudi only)``, ``no, waiting``), its brackets off ("" without one); any other value whole (a
     link, ``yes``: it was forwarded), with no note; a sentence's last dot off either."""
     value = _unbracketed(value.rstrip(".,;"))  # (a sentence's: "No.", "<https://.../pull/3>.")
-    m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\((.*?)\)?|[ \t]*\[(.*?)]?|[ \t]*[,;:](.*)|[ \t]+(.*))", value,
-                     re.I | re.S)
+    # (a note in brackets is the whole rest, its brackets matched or the last one left open; any other rest is the
+    # note as written)
+    m = re.fullmatch(r"(no|not-needed)(?:[ \t]*\(((?:[^()]|\([^()]*\))*)\)|[ \t]*\(([^()]*)|[ \t]*\[([^\[\]]*)]|"
+                     r"[ \t]*[,;:](.*)|[ \t]+(.*))", value, re.I | re.S)
     note = next(g for g in m.groups()[1:] if g is not None).strip(" \t") if m else ""
     return (m.group(1), note) if m else (value, "")
 

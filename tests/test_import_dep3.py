@@ -730,6 +730,11 @@ def test_a_dep3_description_is_one_line_as_format_writes_it(pack3, tmp_path):  #
     (f"Forwarded: <{PULL}>.", {"status": "submitted", "link": PULL}),
     (f"Forwarded: yes <{PULL}>.", {"status": "submitted", "link": PULL}),
     ("Forwarded: not-needed (Gaudi only).", {"status": "inappropriate", "reason": "Gaudi only"}),
+    # (a fifth fresh user: words after the note were taken into it from its first bracket to its last)
+    ("Forwarded: not-needed (Gaudi only). Extra words", {"status": "inappropriate",
+                                                        "reason": "(Gaudi only). Extra words"}),
+    ("Forwarded: not-needed (Gaudi only) (second).", {"status": "inappropriate", "reason": "(Gaudi only) (second)"}),
+    ("Forwarded: not-needed (reason (nested))", {"status": "inappropriate", "reason": "reason (nested)"}),
 ])
 def test_forwarded_is_read_as_dep3_means_it(pack3, tmp_path, trailers, want):  # noqa: F811
     builder, clean = pack3
