@@ -61,6 +61,35 @@ def test_hunk_at_start_is_anchored(tmp_path):
     assert apply_text("z\n" + before, hunks).text is None  # anchored to line 1, not found further down
 
 
+def test_an_anchored_hunk_with_a_twin_of_its_context_is_ambiguous_even_where_the_anchor_matches(tmp_path):
+    # a hunk with context above its change and none below goes at the file's end; upstream appending a copy of that
+    # context block makes the copy at the end a twin: the anchor alone cannot tell which one the fix belongs after
+    from fixpack.applier import HunkEvidence
+    tail = "def f():\n    a = 1\n    return a\n"
+    before = numbered(10) + tail
+    after = before + "\ndef g():\n    return 2\n"
+    hunks = hunks_of(before, after, tmp_path)
+    assert hunks[0].trailing_context < hunks[0].leading_context
+    assert apply_text(before + "x\n" + tail, hunks).text is None
+    res = apply_text(before + "x\n" + tail, hunks).hunks[0]
+    assert res.placement is Placement.AMBIGUOUS and res.candidates == (11, 15) and "anchored to the end" in res.reason
+    assert apply_text("drift\n" + before, hunks).text == "drift\n" + after  # alone at the end: placed, offset 1
+    # the pinned file held two copies (the lock's count) and this one too: the anchor settles it, as it did there
+    twice = numbered(3) + tail + numbered(4) + tail
+    hunks2 = hunks_of(twice, twice + "\ndef g():\n    return 2\n", tmp_path)
+    two = (HunkEvidence(count=2),)
+    assert apply_text("drift\n" + twice, hunks2, evidence=two).text == "drift\n" + twice + "\ndef g():\n    return 2\n"
+    assert apply_text("drift\n" + twice + tail, hunks2, evidence=two).hunks[0].placement is Placement.AMBIGUOUS
+    # the same at a file's start, and reversed (the post-image with the lines the hunk adds)
+    head = "import os\nimport sys\n\n"
+    start = hunks_of(head + numbered(10), "#!/usr/bin/env python3\n" + head + numbered(10), tmp_path)
+    assert start[0].leading_context < start[0].trailing_context
+    res = apply_text(head + numbered(10) + head, start).hunks[0]
+    assert res.placement is Placement.AMBIGUOUS and res.candidates == (1, 14)
+    rev = apply_text(after + "x\n" + tail + "\ndef g():\n    return 2\n", hunks, reverse=True).hunks[0]
+    assert rev.placement is Placement.AMBIGUOUS
+
+
 def test_multiple_hunks_follow_offset(tmp_path):
     before = numbered(60)
     after = before.replace("line 5\n", "five\n").replace("line 50\n", "fifty\n")
