@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # Python 3.10 (some Gaudi images): the same parser 
 
 from . import __version__
 from .errors import BadInputError, Collector, DamagedStateError, EnvironmentProblem, raise_unreadable
-from .safepath import TooLargeError, folder_link, not_a_file, not_a_pack_file, read_regular
+from .safepath import TooLargeError, folder_link, link_to, not_a_file, not_a_pack_file, read_regular
 
 __all__ = ["TooLargeError"]  # (read_capped's error, for its callers)
 
@@ -81,7 +81,7 @@ def read_state_file(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     if stat.S_ISLNK(st.st_mode):
-        raise DamagedStateError(path, f"it is a symbolic link (to {os.readlink(path)}); state is never read "
+        raise DamagedStateError(path, f"it is a symbolic link (to {link_to(path)}); state is never read "
                                       f"through a link")
     if not stat.S_ISREG(st.st_mode):
         raise DamagedStateError(path, "it is not a regular file")

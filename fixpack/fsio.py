@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 
 from .errors import DamagedStateError, MismatchError
-from .safepath import STATE_DIR
+from .safepath import STATE_DIR, link_to
 from .structs import dataclass
 
 TMP_SUFFIX = ".fixpack-tmp"
@@ -113,6 +113,12 @@ def replace_file(src: Path, dst: Path) -> None:
     os.replace(src, dst)
 
 
+def rename_at(fd: int, src: str, dst: str, path: Path) -> None:
+    """Rename ``src`` to ``dst``, both names in the open folder ``fd`` (``path``: ``dst``'s, for the hook)."""
+    io_point(path)
+    os.rename(src, dst, src_dir_fd=fd, dst_dir_fd=fd)
+
+
 def unlink(path: Path) -> None:
     io_point(path)
     os.unlink(path)
@@ -176,7 +182,7 @@ def state_dir(root: Path) -> Path:
     except FileNotFoundError:
         return folder
     if stat.S_ISLNK(st.st_mode):
-        raise MismatchError(f"{folder} is a symbolic link (to {os.readlink(folder)}); fixpack keeps its state inside "
+        raise MismatchError(f"{folder} is a symbolic link (to {link_to(folder)}); fixpack keeps its state inside "
                             f"the target only. Remove the link")
     if not stat.S_ISDIR(st.st_mode):
         raise DamagedStateError(folder, "it is not a folder (fixpack keeps its state in a folder of that name)")
@@ -249,23 +255,147 @@ def _keep_xattrs(path: Path, tmp: Path) -> None:
             continue
 
 
-def write_under(root: Path, rel: str, data: bytes | None, new: bool = False) -> None:
+def write_under(root: Path, rel: str, data: bytes | None, new: bool = False, mode: int | None = None,
+                owner: tuple[int, int] | None = None, sync_dir: bool = True) -> None:
     """Write ``data`` to ``root/rel`` as :func:`atomic_write` does (a temp file beside it, fsync, rename; the folder
-    fsynced), or remove it (``data`` None; nothing there: nothing done), with every folder from ``root`` on opened
-    from the one before without following a symbolic link (``O_NOFOLLOW``): a link put in place of one, even between
-    a caller's look and this write, is an OSError (ELOOP, naming it), never written or removed through. Missing
-    folders are made (0o755). The file keeps its mode (0o644 when new); ``new``: the file must not be there (a hard
-    link of the temp file, not a rename: FileExistsError where one appeared). ``rel``: "/"-separated, canonical."""
+    fsynced unless ``sync_dir`` is False: the caller syncs it), or remove it (``data`` None; nothing there: nothing
+    done), with every folder from ``root`` on opened from the one before without following a symbolic link
+    (``O_NOFOLLOW``): a link put in place of one, even between a caller's look and this write, is an OSError (ELOOP,
+    naming it), never written or removed through. Missing folders are made (0o755). The file keeps its mode, owner and
+    extended attributes unless ``mode`` / ``owner`` (uid, gid) say otherwise (0o644 and the running user's when new);
+    ``new``: the file must not be there (a hard link of the temp file, not a rename: FileExistsError where one
+    appeared). ``rel``: "/"-separated, canonical."""
     *folders, name = rel.split("/")
+    try:
+        fd = _walk(root, folders, data is not None, rel)
+    except FileNotFoundError:
+        if data is None:
+            return  # nothing to remove
+        raise
+    try:
+        if data is None:
+            try:
+                io_point(root / rel)
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                return
+        else:
+            _write_at(fd, name, root / rel, data, new, mode, owner)
+        if sync_dir:
+            io_point(root / rel)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int | None,
+              owner: tuple[int, int] | None) -> None:
+    """:func:`write_under`'s write of ``data`` as ``name`` in the open folder ``fd`` (``path``: its name in errors)."""
+    try:
+        st: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    regular = st is not None and stat.S_ISREG(st.st_mode)
+    if st is not None and regular:
+        mode = stat.S_IMODE(st.st_mode) if mode is None else mode
+        owner = (st.st_uid, st.st_gid) if owner is None else owner
+    tmp = f".{name}{TMP_SUFFIX}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=fd)
+    io_point(path)
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+    try:
+        try:
+            write_all(out, data, path)
+            fsync_fd(out, path)
+            if owner is not None and owner != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):  # not root: the file is ours anyway
+                    os.fchown(out, *owner)  # before the mode: a chown clears set-id bits
+            os.fchmod(out, mode if mode is not None else 0o644)
+            if regular:
+                _keep_xattrs_at(fd, name, out)
+        finally:
+            os.close(out)
+        if new:  # never over a file that appeared since the caller looked
+            io_point(path)
+            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            os.unlink(tmp, dir_fd=fd)
+        else:
+            rename_at(fd, tmp, name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=fd)
+        raise
+
+
+def _keep_xattrs_at(fd: int, name: str, out: int) -> None:
+    """:func:`_keep_xattrs` for the file ``name`` of the open folder ``fd`` (opened without following a link) and
+    the open temp file ``out``."""
+    try:
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except OSError:
+        return
+    try:
+        names = os.listxattr(src)
+    except (OSError, AttributeError):
+        names = []
+    try:
+        for key in names:
+            if key == "security.capability":
+                continue
+            with contextlib.suppress(OSError):
+                os.setxattr(out, key, os.getxattr(src, key))
+    finally:
+        os.close(src)
+
+
+def move_under(src: Path, root: Path, rel: str) -> None:
+    """Rename the file ``src`` (a backup, on the same file system) to ``root/rel``, the folders on the way opened
+    as :func:`write_under` opens them (made where missing; a link among them: OSError ELOOP), the folder fsynced."""
+    *folders, name = rel.split("/")
+    fd = _walk(root, folders, True, rel)
+    try:
+        io_point(root / rel)
+        os.rename(src, name, dst_dir_fd=fd)
+        io_point(root / rel)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def prune_under(root: Path, rel: str) -> None:
+    """Remove the folder ``root/rel`` and those above it up to ``root`` while they are empty (a deletion left them
+    so), each through its parent opened as :func:`write_under` opens it: never a folder a link leads to."""
+    folders = rel.split("/") if rel not in ("", ".") else []
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for part in folders[:-1]:
+            try:
+                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+            except OSError:
+                return
+        for part, fd in zip(reversed(folders), reversed(fds)):
+            try:
+                os.rmdir(part, dir_fd=fd)
+            except OSError:  # not empty (or no folder): done
+                return
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _walk(root: Path, folders: list[str], make: bool, rel: str) -> int:
+    """The folder ``root/folders...`` opened (a descriptor the caller closes), each part from the one before
+    without following a link: ELOOP naming one that is; FileNotFoundError for a missing one unless ``make``."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     fd = os.open(root, flags)
     try:
         for i, part in enumerate(folders):
             try:
-                inner = _open_folder(fd, part, flags, data is not None)
-            except FileNotFoundError:
-                return  # nothing to remove
+                inner = _open_folder(fd, part, flags, make)
             except OSError as exc:  # (Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW)
+                if isinstance(exc, FileNotFoundError):
+                    raise
                 try:
                     link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
                 except OSError:
@@ -276,41 +406,10 @@ def write_under(root: Path, rel: str, data: bytes | None, new: bool = False) -> 
                 raise
             os.close(fd)
             fd = inner
-        if data is None:
-            try:
-                os.unlink(name, dir_fd=fd)
-            except FileNotFoundError:
-                return
-        else:
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-            except FileNotFoundError:
-                mode = 0o644
-            tmp = f".{name}{TMP_SUFFIX}"
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=fd)
-            io_point(root / rel)
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
-            try:
-                try:
-                    write_all(out, data, root / rel)
-                    fsync_fd(out, root / rel)
-                    os.fchmod(out, mode)
-                finally:
-                    os.close(out)
-                if new:  # never over a file that appeared since the caller looked
-                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-                    os.unlink(tmp, dir_fd=fd)
-                else:
-                    os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=fd)
-                raise
-        os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
 def _open_folder(fd: int, part: str, flags: int, make: bool) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .binpatch import MAX_BINARY_BYTES
 from .errors import Collector, raise_unreadable
-from .safepath import TooLargeError, not_a_file, read_regular
+from .safepath import TooLargeError, link_to, not_a_file, read_regular
 from .structs import dataclass, field, replace
 
 if TYPE_CHECKING:  # the diff adapter is loaded by the first parse, not with the model
@@ -42,7 +42,7 @@ def source_file_problem(path: Path, exc: Exception | None = None) -> str | None:
     if isinstance(exc, TooLargeError):
         return f"is {exc.size} bytes, more than the {MAX_BINARY_BYTES >> 20} MiB a binary file may have"
     if path.is_symlink():
-        return f"is a symbolic link to {os.readlink(path)}: it could lead to any file of the machine"
+        return f"is a symbolic link to {link_to(path)}: it could lead to any file of the machine"
     what = not_a_file(path)
     if what is not None:
         return f"is {what}, not a regular file"

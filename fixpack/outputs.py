@@ -19,6 +19,7 @@ from pathlib import Path
 from .errors import BadInputError, EnvironmentProblem
 from .fsio import temp_folder
 from .run import Request, find_target, prepare
+from .safepath import link_to
 
 
 def target_roots(req: Request) -> tuple[list[tuple[str, Path]], Path]:
@@ -50,7 +51,7 @@ def check_file(out: Path, option: str) -> None:
     the link itself. Raises BadInputError (2) or EnvironmentProblem (5)."""
     out = out.expanduser()
     if out.is_symlink():
-        raise BadInputError(f"{option} {out}: a symbolic link (to {os.readlink(out)}); the file is written by "
+        raise BadInputError(f"{option} {out}: a symbolic link (to {link_to(out)}); the file is written by "
                             f"renaming a new one into place, which would replace the link: give the file it "
                             f"points to, or another file; nothing was written")
     if out.exists() and not out.is_dir() and not out.is_file():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from .documents import MAX_PATCH_BYTES, TooLargeError
 from .errors import BadInputError, Collector, PackError, PatchParseError, raise_unreadable
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
-from .safepath import link_on_the_way, not_a_file, not_a_file_here, path_problem, read_regular
+from .safepath import link_on_the_way, link_to, not_a_file, not_a_file_here, path_problem, read_regular
 
 if TYPE_CHECKING:
     from .binpatch import PackBudget
@@ -134,7 +134,7 @@ def _patch_bytes(path: Path, where: Where, errors: Collector) -> bytes | None:
     its size, unread."""
     name, folder = path.name, path.parent
     if path.is_symlink():
-        errors.add(f"patch {name!r} in {folder} is a symbolic link to {os.readlink(path)}: a patch is read only "
+        errors.add(f"patch {name!r} in {folder} is a symbolic link to {link_to(path)}: a patch is read only "
                    f"from the fix's own folder, never through a link", where.path, where.patches_line,
                    "put the patch file itself there")
         return None

@@ -23,7 +23,7 @@ from .documents import MAX_STATE_BYTES
 from .errors import BadInputError
 from .rebase_state import MAX_PLANNED, pack_rel, written_sha
 from .records import dumps
-from .safepath import holds_bytes, link_on_the_way
+from .safepath import holds_bytes, link_on_the_way, link_to
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -157,7 +157,7 @@ def check_backups_fit(state: dict[str, Any], pack_root: Path, paths: list[Path],
         except OSError:  # not there: backed up as None
             continue
         if stat.S_ISLNK(st.st_mode):
-            raise BadInputError(f"{path} is a symbolic link (to {os.readlink(path)}): the rebase writes {key} there "
+            raise BadInputError(f"{path} is a symbolic link (to {link_to(path)}): the rebase writes {key} there "
                                 f"and never through a link; remove the link (rm {quote(str(path))}: never what it "
                                 f"points at), then run it again; nothing was written")
         if stat.S_ISREG(st.st_mode):

@@ -33,7 +33,7 @@ from .rebase_result import TargetPair
 from .rebase_session import RebaseRequest, Session, check_clean, continue_flags, resume_command, way_on
 from .rebase_state import check_new_work, checked_name, default_work, is_marked, work_root
 from .rebase_targets import primary_version, wanted_targets
-from .safepath import link_on_the_way, name_problem
+from .safepath import link_on_the_way, link_to, name_problem
 
 
 def refuse_early(req: RebaseRequest, pack: Pack, old: Profile) -> None:
@@ -179,7 +179,7 @@ def refuse_linked_variants(pack_root: Path, name: str) -> None:
         for link in (link_on_the_way(pack_root, r) for r in [rel, *(f"{rel}/{p.name}" for p in inside)]):
             if link:
                 path = pack_root / link
-                raise BadInputError(f"{path} is a symbolic link (to {os.readlink(path)}): a rebase to {name} writes "
+                raise BadInputError(f"{path} is a symbolic link (to {link_to(path)}): a rebase to {name} writes "
                                     f"and removes the files of fixes/<fix>/{name}/ in the pack, never through a link; "
                                     f"remove the link (rm {quote(str(path))}: never what it points at) or rebase to "
                                     f"another --name; nothing was written")

@@ -54,6 +54,7 @@ from .safepath import (
     ID_RE,
     holds_bytes,
     link_on_the_way,
+    link_to,
     name_problem,
     not_a_file_here,
     path_problem,
@@ -298,7 +299,7 @@ def _refuse_link(path: Path, what: str, remove: str) -> None:
         raise DamagedStateError(path, f"{what} cannot be read ({exc.strerror})", "check its permissions") from exc
     if stat.S_ISDIR(mode):
         return
-    kind = f"a symbolic link to {os.readlink(path)}" if stat.S_ISLNK(mode) else "no folder"
+    kind = f"a symbolic link to {link_to(path)}" if stat.S_ISLNK(mode) else "no folder"
     raise DamagedStateError(path, f"{what} is {kind}, not a folder this tool made",
                             f"remove it by hand ({remove}: never what a link points at) and run again")
 
@@ -485,7 +486,7 @@ def check_pack_paths(path: Path, key: str, entries: dict[str, Any], pack_root: P
                 link, problem = None, f"cannot be looked at: {exc.strerror}"
             if link:
                 at = pack_root / link
-                raise BadInputError(f"{at} is a symbolic link (to {os.readlink(at)}) where the rebase to {to} puts "
+                raise BadInputError(f"{at} is a symbolic link (to {link_to(at)}) where the rebase to {to} puts "
                                     f"{rel} (named in {path}): the rebase never reads or writes a pack file through "
                                     f"a link; remove the link (rm {quote(str(at))}: never what it points at), put "
                                     f"back there what it stands for if you need it, and run it again; nothing was "

@@ -33,7 +33,7 @@ from .gitutil import clone_at
 from .model import TargetSpec
 from .progress import QUIET, DownloadTracker, Progress
 from .runlock import run_lock
-from .safepath import TooLargeError, read_regular, sha256_regular
+from .safepath import TooLargeError, link_to, read_regular, sha256_regular
 from .targets import FoundTarget, check_pin, read_facts
 
 
@@ -182,7 +182,7 @@ def refuse_odd_entry(dest: Path, what: str) -> None:
     before any download. Raises EnvironmentProblem naming it and what to do."""
     if not (dest.exists() or dest.is_symlink()) or (dest.is_dir() and not dest.is_symlink()):
         return
-    kind = (f"a symbolic link (to {os.readlink(dest)})" if dest.is_symlink() else
+    kind = (f"a symbolic link (to {link_to(dest)})" if dest.is_symlink() else
             "a file" if dest.is_file() else "neither a file nor a folder")
     raise EnvironmentProblem(f"{dest}: {kind}, not a folder, where the release cache keeps {what}; remove it "
                              f"(`rm {shlex.quote(str(dest))}`: nothing else of the cache was changed) and run again")

@@ -14,17 +14,15 @@ from pathlib import Path
 
 from .errors import EnvironmentProblem, FixpackError, MismatchError, io_advice, io_said
 from .fsio import (
-    atomic_write,
     chown_to,
     drop_pycache_quietly,
     exists,
     fsync_dir,
-    make_parents,
-    remove_file,
-    replace_file,
+    move_under,
     set_mode_owner,
     temp_path,
     unlink,
+    write_under,
 )
 from .groups import group_at, group_done, group_pending
 from .safepath import holds_bytes
@@ -176,7 +174,7 @@ def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
         unlink(tmp)
     if not e.existed:
         changed = exists(dest)
-        remove_file(dest)
+        write_under(root, e.path, None)  # (never through a folder swapped for a link: fsio.write_under)
     elif e.restored:  # put back by a rollback killed since, which dropped its bytecode: a .pyc there now it put back
         return False
     else:
@@ -189,26 +187,25 @@ def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
         if kept.st_nlink > 1:  # its inode has a name besides the backup, not dest's: a hard link from outside the
             # state folder, put there by hand, or the original's own link from outside the target: write the bytes to
             # dest as a new file instead of giving that inode a mode, an owner and a name in the target
-            atomic_write(dest, e.original or b"", e.mode, e.owner)
+            write_under(root, e.path, e.original or b"", mode=e.mode, owner=e.owner)
             unlink(backup)
         else:
-            _move_back(backup, dest, e)
+            _move_back(backup, root, e)
     drop_pycache_quietly(dest)
     return changed
 
 
-def _move_back(backup: Path, dest: Path, e: JournalEntry) -> None:
-    """Give ``backup`` the entry's mode and owner and rename it to ``dest`` (a copy across a mount point)."""
+def _move_back(backup: Path, root: Path, e: JournalEntry) -> None:
+    """Give ``backup`` the entry's mode and owner and rename it to its file in ``root`` (a copy across a mount
+    point), the folders on the way opened without following a link (:func:`fixpack.fsio.move_under`)."""
     chown_to(backup, e.owner)  # before the mode: a chown clears set-id bits
     os.chmod(backup, e.mode if e.mode is not None else 0o644)
     try:
-        make_parents(dest.parent)
-        replace_file(backup, dest)
-        fsync_dir(dest.parent)
+        move_under(backup, root, e.path)
     except OSError as exc:
         if exc.errno != errno.EXDEV:  # a mount point inside the target: copy instead
             raise
-        atomic_write(dest, e.original or b"", e.mode, e.owner)
+        write_under(root, e.path, e.original or b"", mode=e.mode, owner=e.owner)
 
 
 def _holds(dest: Path, e: JournalEntry) -> bool:

@@ -30,6 +30,15 @@ VERSION_MAX = 2**63 - 1  # a fix's version is a TOML integer: 64-bit signed
 VERSION_RULE = f"an integer from 1 to {VERSION_MAX}"
 
 
+def link_to(path: str | os.PathLike[str]) -> str:
+    """Where the symbolic link ``path`` leads, for a message: a link that changed since it was looked at (a folder
+    again, gone: a race with another program) says so instead of raising (``os.readlink``'s EINVAL, ENOENT)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "(no link now: it changed while fixpack looked at it)"
+
+
 def is_version(value: object) -> bool:
     """Whether ``value`` can be a fix's version (``fix.toml``, ``variant.toml``, the manifest): an int, not a
     bool, from 1 to ``VERSION_MAX``."""
@@ -150,7 +159,7 @@ def not_a_file(path: Path) -> str | None:
         return None
     if not stat.S_ISLNK(st.st_mode):
         return next((what for test, what in _KINDS if test(st.st_mode)), "not a regular file")
-    link = f"a symbolic link to {os.readlink(path)}"
+    link = f"a symbolic link to {link_to(path)}"
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -163,7 +172,7 @@ def not_a_file(path: Path) -> str | None:
 def not_a_file_here(path: Path) -> str | None:
     """What is at ``path`` for a reader that never follows a link there (``follow=False``): "a symbolic link to X"
     for any link, else :func:`not_a_file`'s words (None: a regular file, or nothing)."""
-    return f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else not_a_file(path)
+    return f"a symbolic link to {link_to(path)}" if path.is_symlink() else not_a_file(path)
 
 
 def not_a_pack_file(path: Path) -> str | None:

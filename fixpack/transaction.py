@@ -26,14 +26,15 @@ from .fsio import (
     fsync_dir,
     link_or_copy,
     make_parents,
+    prune_under,
     pycache_files,
-    remove_file,
     set_mode_owner,
     state_dir,
     temp_folder,
     temp_path,
     unlink,
     unlink_quietly,
+    write_under,
 )
 from .groups import BACKUPS, JOURNAL
 from .kept import emptied_folders, kept_of
@@ -236,12 +237,14 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         written: set[Path] = set()
         for c in changes:
             where = root / c.path
+            # every folder on the way opened from the one before, never through a symbolic link: a folder swapped
+            # for a link since the checks (another program, racing this run) is an OSError here, rolled back
             if c.data is None:
-                remove_file(where)
+                write_under(root, c.path, None)
                 if where.parent.name != "__pycache__" or _module_gone(where):
-                    _prune_empty(root, where.parent)
+                    prune_under(root, where.parent.relative_to(root).as_posix())
             else:
-                atomic_write(where, c.data, c.mode, c.owner, sync_dir=False)
+                write_under(root, c.path, c.data, mode=c.mode, owner=c.owner, sync_dir=False)
                 written.add(where.parent)
             fault_point()
         for d in sorted(set(dirs) & set(folders), key=lambda d: -d.count("/")):  # made again: as they were
@@ -376,17 +379,6 @@ def _module_gone(pyc: Path) -> bool:
     """The source of a ``__pycache__/<module>.<tag>.pyc`` was removed: its ``__pycache__`` (and a package
     folder left empty) may go too, as when a component is uninstalled."""
     return not exists(pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py"))
-
-
-def _prune_empty(root: Path, folder: Path) -> None:
-    """Remove folders a deletion left empty, up to the root, as ``git apply`` does: a revert of a fix
-    that added ``pkg/new/x.py`` leaves no ``pkg/new/`` (a release copy has no empty folders)."""
-    while folder != root and root in folder.parents:
-        try:
-            folder.rmdir()
-        except OSError:  # not empty: done
-            return
-        folder = folder.parent
 
 
 def _abandon(root: Path) -> None:

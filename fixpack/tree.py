@@ -8,14 +8,13 @@ turn the overlay into :class:`fixpack.fsio.FileChange` records and write them. T
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from pathlib import Path
 
 from .binpatch import MAX_BINARY_BYTES
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange
-from .safepath import STATE_DIR, TooLargeError, link_on_the_way, not_a_file, path_problem, read_regular
+from .safepath import STATE_DIR, TooLargeError, link_on_the_way, link_to, not_a_file, path_problem, read_regular
 
 _ABSENT = object()
 
@@ -171,7 +170,7 @@ def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
     outside = "" if inside else f", outside the target root {root}"
     where = "" if real is None else f", which resolves to {real}{outside}"
     head = (f"{dst} ({'the file' if file else f'a folder on the way to {path}'}) is a symbolic link to "
-            f"{os.readlink(dst)}{where}; "
+            f"{link_to(dst)}{where}; "
             f"fixpack reads and writes regular files in real folders only (writing would replace the link, and "
             f"writing through it would change what it points to). ")
     state = real_root / STATE_DIR

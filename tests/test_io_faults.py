@@ -94,13 +94,13 @@ def test_backups_are_links_or_copies_and_a_killed_write_restores_either(setup, m
         linked.append(os.stat(src).st_ino)
         return real_link(src, dst, **kw)
     monkeypatch.setattr(os, "link", link)
-    real_replace = fsio.replace_file
+    real_rename = fsio.rename_at  # (a target's file is renamed into place in its folder: fsio.write_under)
 
-    def replace_then_fail(src, dst):  # type: ignore[no-untyped-def]
-        real_replace(src, dst)
-        if dst.name == "mod.py":
-            raise OSError(errno.EIO, os.strerror(errno.EIO), str(dst))
-    monkeypatch.setattr(fsio, "replace_file", replace_then_fail)
+    def replace_then_fail(fd, src, dst, path):  # type: ignore[no-untyped-def]
+        real_rename(fd, src, dst, path)
+        if dst == "mod.py":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+    monkeypatch.setattr(fsio, "rename_at", replace_then_fail)
     with pytest.raises(EnvironmentProblem):
         engine.apply(b.request(target))
     assert _all(target) == before and bool(linked) == linkable
@@ -345,10 +345,10 @@ def test_backups_that_cannot_be_removed_at_the_end_are_said_and_removed_by_the_n
         assert engine.apply(b.request(target)).ok
     real = os.unlink
 
-    def failing(path, *, dir_fd=None):  # only the backups are removed through a folder descriptor
-        if dir_fd is not None:
+    def failing(path, *, dir_fd=None):  # the backups are removed through their folder's descriptor
+        if dir_fd is not None and os.readlink(f"/proc/self/fd/{dir_fd}").endswith("/.fixpack/journal"):
             raise OSError(errno.EIO, "Input/output error")
-        return real(path)
+        return real(path, dir_fd=dir_fd)
     monkeypatch.setattr(os, "unlink", failing)
     report = getattr(engine, command)(b.request(target))
     monkeypatch.setattr(os, "unlink", real)
@@ -415,8 +415,15 @@ def test_stale_bytecode_that_cannot_be_removed_is_rolled_back_whole(setup, monke
             return real(*args, **kw)
         return call
 
-    monkeypatch.setattr(transaction, "remove_file", refuse(transaction.remove_file))
-    monkeypatch.setattr(rollback, "replace_file", refuse(rollback.replace_file))
+    def refuse_under(real, root_at, rel_at):  # type: ignore[no-untyped-def]
+        def call(*args, **kw):  # type: ignore[no-untyped-def]  # (the file as its root and its relative name)
+            if Path(args[root_at]) / args[rel_at] == pyc:
+                raise PermissionError(errno.EPERM, "Operation not permitted", str(pyc))
+            return real(*args, **kw)
+        return call
+
+    monkeypatch.setattr(transaction, "write_under", refuse_under(transaction.write_under, 0, 1))  # (root, rel, data)
+    monkeypatch.setattr(rollback, "move_under", refuse_under(rollback.move_under, 1, 2))  # (backup, root, rel)
     monkeypatch.setattr(fsio, "unlink", refuse(fsio.unlink))  # a rollback drops a put-back module's bytecode
     monkeypatch.setattr(os, "link", refuse(os.link))  # an immutable file cannot be linked: its backup is a copy
     with pytest.raises(EnvironmentProblem) as exc:
@@ -460,3 +467,65 @@ def test_an_error_that_is_no_oserror_mid_write_is_rolled_back_in_the_run(setup, 
     with pytest.raises(ValueError, match="a bug"):
         engine.apply(builder.request(target))
     assert _all(target) == before and not (target / ".fixpack").exists()
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_folder_swapped_for_a_link_during_the_writes_is_never_written_through(setup, monkeypatch, tmp_path, at):
+    """Found by an attacker: a folder on the way to a patched file, swapped for a link to a copy outside the target
+    while apply ran (after its checks), took the patched bytes outside, and the run said OK (exit 0). Every folder
+    on the way is now opened from the one before without following a link (fsio.write_under): the swap is a failed
+    write (exit 5), nothing outside changes, and with the folder put back the target is as it was, or, where the
+    rollback could not see through the swap, its journal is there for the next run, which rolls it back."""
+    import shutil
+
+    from fixpack import transaction
+
+    b, target = setup
+    before = _all(target)
+    pkg = target / "demo_pkg"
+    outside = tmp_path / "outside"
+    shutil.copytree(pkg, outside)
+    outside_before = _all(outside)
+    moved = tmp_path / "moved"
+    points = [0]
+
+    def swap() -> None:  # at the at-th write point once the journal is written: between two file writes
+        if (target / ".fixpack/journal.json").exists() and not pkg.is_symlink():
+            points[0] += 1
+            if points[0] == at:
+                pkg.rename(moved)
+                pkg.symlink_to(outside)
+    monkeypatch.setattr(transaction, "fault_point", swap)
+    with pytest.raises(EnvironmentProblem) as exc:
+        engine.apply(b.request(target))
+    assert "symbolic link" in str(exc.value) or "ELOOP" in str(exc.value), str(exc.value)
+    assert _all(outside) == outside_before
+    pkg.unlink()
+    moved.rename(pkg)
+    monkeypatch.setattr(transaction, "fault_point", lambda: None)
+    engine.status(b.request(target))  # (reads only)
+    assert engine.revert(b.request(target)).ok  # rolls back what a journal left, then nothing to revert
+    assert _all(target) == before and _all(outside) == outside_before
+
+
+def test_a_link_that_is_a_folder_again_when_its_message_is_made_is_no_internal_error(tmp_path, monkeypatch):
+    """Found by an attacker swapping .fixpack with a link in a loop: the state folder seen as a link (lstat), then
+    a folder again when the refusal named where the link led (os.readlink: EINVAL), was exit 1. The refusal says the
+    link changed (safepath.link_to), exit 3 as for any link there."""
+    import stat
+
+    from fixpack.errors import MismatchError
+    from fixpack.safepath import link_to
+
+    state = tmp_path / ".fixpack"
+    state.mkdir()
+    real = os.lstat
+
+    def lstat(path, *a, **kw):  # type: ignore[no-untyped-def]
+        st = real(path, *a, **kw)
+        return os.stat_result((stat.S_IFLNK | 0o777, *tuple(st)[1:])) if str(path) == str(state) else st
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(MismatchError, match="no link now: it changed while fixpack looked at it") as exc:
+        fsio.state_dir(tmp_path)
+    assert exc.value.exit_code == 3
+    assert link_to(tmp_path / "gone") == link_to(state) == "(no link now: it changed while fixpack looked at it)"
