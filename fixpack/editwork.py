@@ -35,7 +35,7 @@ from .editstate import (
     state_path,
     work_folder,
 )
-from .errors import BadInputError, ConflictError, EnvironmentProblem, MismatchError, failure_of
+from .errors import BadInputError, ConflictError, EnvironmentProblem, MismatchError, Terminated, failure_of
 from .gitwork import commit_all, commit_paths, init_work, tag
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Profile
@@ -73,9 +73,20 @@ def start(pack_root: Path, profile: str, fix_id: str, *, new: bool = False, targ
     BusyError (exit 5) when another command holds the pack's lock past its wait.
     """
     pack_root = pack_root.resolve()  # the pack's files are named relative to it (a relative --pack too)
-    # from reading the pack to saving the edit: no refresh writes between; a killed one is rolled back first
-    with pack_lock(pack_root, progress), recovered_first(pack_root, progress):
-        return _start(pack_root, profile, fix_id, new, target, after, opt_in, cache, roots or {}, progress)
+    from .interrupts import Term, signals
+
+    try:  # SIGTERM (a CI timeout) unwinds as Ctrl-C does: the half-made work tree goes (_start); it was left, no .git
+        # in it (a commit typed there went into the pack's own repository), and the next edit refused it as no edit's
+        with signals([]), pack_lock(pack_root, progress), recovered_first(pack_root, progress):
+            # from reading the pack to saving the edit: no refresh writes between; a killed one is rolled back first
+            return _start(pack_root, profile, fix_id, new, target, after, opt_in, cache, roots or {}, progress)
+    except Term:
+        if find(pack_root, fix_id) is not None:  # (after its state was saved: the edit is made)
+            raise Terminated(f"terminated (SIGTERM) once the edit of {fix_id} was made: its work tree is "
+                             f"{work_folder(pack_root) / fix_id}; refresh it or drop it "
+                             f"(`{_command('edit', '--abort', fix_id, *pack_words(pack_root))}`)") from None
+        raise Terminated(f"terminated (SIGTERM) while making the work tree of {fix_id}; it was removed, and nothing "
+                         f"was written") from None
 
 
 def _start(pack_root: Path, profile: str, fix_id: str, new: bool, target: str, after: str, opt_in: bool,

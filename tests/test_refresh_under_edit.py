@@ -340,3 +340,34 @@ def test_a_folder_at_a_pack_file_s_temp_path_is_named_in_the_pack(pack3):  # noq
     with pytest.raises(MismatchError, match=rf"{re.escape(str(folder))} is a folder where fixpack writes"):
         refresh_from_work(builder.pack, "b")
     assert snapshot(builder.pack) == before
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_sigterm_while_an_edit_makes_its_work_tree_removes_it(pack3, monkeypatch, new):  # noqa: F811
+    """Found by an attacker: SIGTERM (a CI timeout) during `fixpack edit` (or `new`) ended the process where it stood
+    and left .edit/FIX half made, with no .git in it (a `git commit` typed there went into the pack's own repository)
+    and no state beside it: the next edit refused it as no edit's, and `edit --abort` as damaged. It unwinds as Ctrl-C
+    does: the work tree goes, nothing is written, exit 143 with what happened."""
+    import signal
+    import time
+
+    from fixpack import editwork
+    from fixpack.errors import Terminated
+
+    builder, clean = pack3
+    before = snapshot(builder.base)
+
+    def stopped(*args, **kw):  # type: ignore[no-untyped-def]
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+        pytest.fail("SIGTERM did not stop the edit")
+
+    monkeypatch.setattr(editwork, "init_work", stopped)  # (the release files are copied by then; no .git yet)
+    with pytest.raises(Terminated, match=r"terminated \(SIGTERM\) while making the work tree of (b|n1); it was "
+                                         r"removed, and nothing was written") as exc:
+        start(builder.pack, "p1", "n1" if new else "b", new=new, target="demo" if new else "", roots={"demo": clean})
+    assert exc.value.exit_code == 143
+    assert snapshot(builder.base) == before and not (builder.pack / ".edit").exists()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    monkeypatch.undo()
+    assert Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work).is_dir()  # the next edit is not refused
