@@ -148,7 +148,7 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
         _check_diff(file, data, line, text, body)
     fix = replace(fix, patches=tuple(_patch_file(folder / n, t, f"{file} (mail at line {line})")
                                      for n, t, (_m, _b, line) in zip(names, texts, parsed)))
-    _refuse_binary(fix, file, [line for _m, _b, line in parsed])
+    _refuse_binary(fix, file, [line for _m, _b, line in parsed], prof.name)
     _refuse_outside(file, found, parsed, prof.target(target).package, prof.target(target).version_module)
     root = (roots or {}).get(target)
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
@@ -198,8 +198,9 @@ def _mail_bytes(file: Path) -> bytes:
         raise BadInputError(f"{file}: cannot read: {exc.strerror}") from exc
 
 
-def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
-    """A binary file is changed only where fix.toml declares it, and a new fix has none yet: say how."""
+def _refuse_binary(fix: Fix, file: Path, lines: list[int], profile: str) -> None:
+    """A binary file is changed only where fix.toml declares it, and a new fix has none yet: say how (the edit of
+    ``profile``, the import's)."""
     for pf, line in zip(fix.patches, lines):
         for fp in pf.files:
             if fp.binary:
@@ -207,7 +208,8 @@ def _refuse_binary(fix: Fix, file: Path, lines: list[int]) -> None:
                     f"{file}:{line}: the mail changes binary file {fp.path} (at its line {fp.diff_line}), and binary "
                     f"files are changed only where fix.toml declares them ([binary] \"{fp.path}\" = \"patch\"); a new "
                     f"fix has no fix.toml yet: import the mail without that file's section, then "
-                    f"`{_command('edit', fix.id, *pack_words(fix.folder.parent.parent))} --profile P`, declare it in "
+                    f"`{_command('edit', fix.id, '--profile', profile, *pack_words(fix.folder.parent.parent))}`, "
+                    f"declare it in "
                     f"fixes/{fix.id}/fix.toml, commit the file and refresh")
 
 

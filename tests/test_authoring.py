@@ -1099,3 +1099,25 @@ def test_recovered_first_rewords_a_refusal_only_after_a_rollback(tmp_path, monke
             with pytest.raises(BadInputError) as exc, packupdate.recovered_first(tmp_path):
                 raise BadInputError(f"x; {claim}")
             assert str(exc.value) == (said if rolled else f"x; {claim}") and exc.value.exit_code == 2
+
+
+def test_an_imported_binary_file_names_the_edit_of_the_import_s_profile(pack3):
+    """Found by a maintainer: the refusal of a mail that changes a binary file said `edit FIX --profile P`, a
+    placeholder, though the import was given its profile; the command it names is runnable as printed."""
+    builder, clean = pack3
+    repo = builder.base / "bin-repo"
+    (repo / "demo_pkg").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "a@example.org")
+    git(repo, "config", "user.name", "A Author")
+    (repo / "demo_pkg/blob.bin").write_bytes(b"PNG\0\1\2\3\xff")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "Add a blob")
+    mail = builder.base / "bin.patch"
+    mail.write_text(git(repo, "format-patch", "--root", "--binary", "--stdout"))
+    before = snapshot(builder.base)
+    with pytest.raises(BadInputError) as caught:
+        import_mails(builder.pack, mail, "t-binary", "p1", roots={"demo": clean})
+    said = str(caught.value)
+    assert f"`{program()} edit t-binary --profile p1 --pack {builder.pack}`" in said and "--profile P" not in said, said
+    assert snapshot(builder.base) == before
