@@ -329,8 +329,7 @@ def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int 
 
 
 def _keep_xattrs_at(fd: int, name: str, out: int) -> None:
-    """:func:`_keep_xattrs` for the file ``name`` of the open folder ``fd`` (opened without following a link) and
-    the open temp file ``out``."""
+    """:func:`_keep_xattrs` from ``name`` of the folder ``fd`` (opened without following a link) to ``out``."""
     try:
         src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
     except OSError:
