@@ -93,6 +93,11 @@ def rebase_cmd(profile: str, to_version: str, roots: tuple[str, ...], old_roots:
     and print the report."""
     if cont + abort + undo > 1:
         raise click.UsageError("--continue, --abort and --undo exclude each other")
+    given = [o for o, v in (("--root", roots), ("--old-root", old_roots), ("--to", to_version)) if v]
+    if (cont or abort or undo) and given:  # (--continue took none of them, and said nothing)
+        raise click.UsageError(f"{', '.join(given)}: the release copies a rebase works on are given when it starts; "
+                               f"--{'continue' if cont else 'abort' if abort else 'undo'} uses those its start "
+                               f"recorded (a copy changed since: put it back as fetch unpacked it, or --abort)")
     got: list[int] = []  # SIGTERM unwinds as Ctrl-C does (fixpack.interrupts), and is said as SIGTERM (exit 143)
     ended: list[rebase.RebaseResult] = []  # the rebase's result once it has ended: a signal after that says so
 

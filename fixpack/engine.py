@@ -442,6 +442,8 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
         # a target with no fix in the profile has nothing to fingerprint; it may be absent here
         if t.status in (TargetStatus.MISSING, TargetStatus.MISMATCH) and t.name in with_fixes:
             raise MismatchError(f"cannot fingerprint target {t.name}: {t.message}")
+    from .release import refuse_changed_copy  # only for a lock
+
     for name in sorted(with_fixes & ctx.found.keys()):
         refuse_changed_copy(ctx.found[name], ctx.profile.name, ctx.pack.root)
     lock = lockfile.fingerprint(ctx.pack, ctx.profile, chain, ctx.found, req.upstreamed)
@@ -451,27 +453,6 @@ def fingerprint_chain(req: Request, keep: bool = True) -> tuple[Lock, Profile]:
         redo = partial(relock_command, ctx.profile, req.only_targets, req.roots, req.env_root, ctx.pack)
         lock = lock_scope.keep_others(ctx.pack, ctx.profile, lock, req.only_targets, redo)
     return lock, ctx.profile
-
-
-def refuse_changed_copy(ft: FoundTarget, profile: str, pack_root: Path, doing: str = "fingerprint target",
-                        made: str = "a lock is made") -> None:
-    """A release copy that carries fetch's marker (``release.MARKER``) but is no longer the tree fetch unpacked
-    (``release.changed_since_unpack``: an edit, a file added or removed, fixes applied there) is MismatchError
-    naming the copy and what changed: a lock made from it would record that edit as the release, and ``lock
-    --check`` would call a good lock stale (a patch refreshed on it would carry the edit's offsets). A copy without
-    the marker (the user's own) is taken as given. ``doing``, ``made``: the command's words; ``pack_root``: fetch's."""
-    from .release import MARKER, changed_since_unpack  # only for a lock
-
-    if not (ft.root / MARKER).is_file():
-        return
-    why = changed_since_unpack(ft.root)
-    if why:
-        from .progname import command, pack_words
-
-        fetch = command("fetch", "--profile", profile, "--target", ft.spec.name, *pack_words(pack_root))
-        raise MismatchError(f"cannot {doing} {ft.spec.name}: {ft.root} is no longer the release copy "
-                            f"fetch unpacked ({why}); {made} from clean release copies, so nothing was "
-                            f"written: give --root a clean copy (`{fetch}` prints one)")
 
 
 def write_lock(req: Request, before: Callable[[bytes], None] | None = None) -> Path:

@@ -63,7 +63,7 @@ def check_pack(root: Path, fresh: Copies | None = None) -> tuple[list[Finding], 
     """Every finding of the pack at ``root`` (in file order) and the profiles checked. ``fresh``: also
     compare each lock with one generated now on the release copies it gives."""
     root = root.resolve()
-    killed = _killed_write(root)
+    killed = _killed_write(root) or _killed_rebase(root)
     if killed:  # what else is found follows from the half write (a stale lock, a fix in no profile): not said
         return killed, []
     try:
@@ -106,6 +106,35 @@ def _killed_write(root: Path) -> list[Finding]:
         return [Finding(STATE_DIR, None, str(exc).removesuffix(" (nothing was written)"), "")]
     return [Finding(STATE_DIR, None, "a refresh or import was killed while writing the pack, which may be half "
                                      "written", way)]
+
+
+def _killed_rebase(root: Path) -> list[Finding]:
+    """A rebase stopped while it wrote the pack (SIGKILL: its state still says ``writing``) leaves the new profile's
+    files, variants and lock half written: said first, with the ``--continue`` that finishes the write and the
+    ``--abort`` that puts the pack back (a stray variant folder alone was named, "never used", with no word of it)."""
+    from .errors import FixpackError
+    from .rebase_registry import entry_path, live_entries, started_state
+    from .rebase_session import continue_flags, resume_command
+
+    try:
+        rebases = live_entries(root)
+    except (FixpackError, OSError):  # .rebase a link or no folder: the rebase commands say so
+        return []
+    out = []
+    for name, work, given in rebases:
+        state = started_state(work / "state.json") or {}
+        if state.get("phase") != "writing":
+            continue
+        try:
+            flags = continue_flags(state)
+        except (AttributeError, TypeError, ValueError, OSError):
+            flags = ()
+        at = work if given else None
+        out.append(Finding(_rel(root, entry_path(root, name)), None, f"a rebase to {name} was stopped while writing "
+                           f"the pack, which may be half written (the new profile, its lock and the fixes' {name} "
+                           f"variants)", f"finish it with `{resume_command('continue', root, name, at, *flags)}`, "
+                           f"or put the pack back with `{resume_command('abort', root, name, at)}`"))
+    return out
 
 
 def _rel(root: Path, path: Path | None) -> str:

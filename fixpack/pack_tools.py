@@ -112,7 +112,7 @@ def refresh(pack_root: Path, profile_name: str, fix_id: str, root: Path) -> Path
     if fix is None or len(fix.patches) != 1:
         raise BadInputError(f"{fix_id}: refresh needs a fix of the pack with exactly one patch")
     from .editwork import clean_copy
-    from .engine import refuse_changed_copy
+    from .release import refuse_changed_copy
 
     found = clean_copy(profile, fix.target, root)  # the pin's release (MismatchError), no fix applied there
     refuse_changed_copy(found, profile.name, pack.root, "refresh on target", "a patch is refreshed")

@@ -79,7 +79,7 @@ from .rebase_start import (
 )
 from .rebase_state import STATE_SCHEMA, drop_work, made_repos, mark_work, report_folder
 from .rebase_stop import ended_after, io_failed, stopped_carrying, terminated_after
-from .rebase_targets import target_pairs, version_le
+from .rebase_targets import refuse_changed_since_start, target_pairs, version_le
 from .rebase_undo import abort, undo
 from .renames import RENAME_SIMILARITY, find_renames, remap
 from .render import next_steps
@@ -161,12 +161,13 @@ def resume(req: RebaseRequest) -> RebaseResult:
     refuse_appeared(session, req.replace, req.work)
     refuse_unsaid_python(session, req.python, req.work)  # never the state's interpreter on its word
     refuse_on_continue(session)
+    abort = resume_command("abort", session.pack_root, session.new_name, req.work)
     for name, ft in ((n, ft) for n, p in session.pairs.items() for ft in (p.old, p.new) if ft is not None):
         if not (ft.root.is_dir() and ft.version):  # read as an empty tree, every fix would 'conflict' or 'drop'
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
                                 f"{ft.root}, is gone or no longer reads as one (no version): put it back (the --root "
-                                f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with "
-                                f"`{resume_command('abort', session.pack_root, session.new_name, req.work)}`")
+                                f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with `{abort}`")
+    refuse_changed_since_start(session.pairs, session.old_name, session.new_name, session.pack_root, abort)
     proof = session.state.setdefault("proof", {"clean": {}})
     if req.python:  # the one given now (the start's, when it had one: refuse_unsaid_python), which may be gone
         check_interpreter(req.python)

@@ -4,13 +4,15 @@ at ``--to``) and the old one, the 3-way base (``--old-root``, else fetched at th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from packaging.version import InvalidVersion, Version
 
 from .errors import BadInputError
 from .model import Pack, Profile, TargetSpec
 from .rebase_result import TargetPair
 from .rebase_session import RebaseRequest
-from .release import fetch
+from .release import fetch, refuse_changed_copy
 from .state import read_manifest
 from .targets import FoundTarget, check_pin, read_facts, resolve_root
 
@@ -30,8 +32,25 @@ def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, Targ
             why = "not named by --target" if req.only_targets else "it has no fixes and no --root was given"
             pairs[spec.name] = TargetPair(spec, note=f"not rebased ({why}): pin kept from profile {old.name}")
             continue
-        pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
+        pair = pairs[spec.name] = TargetPair(spec, _old_copy(spec, req), _new_copy(spec, req))
+        for ft, what in ((pair.old, "--old-root"), (pair.new, "--root")):  # (a copy changed by hand, still marked)
+            if ft is not None and ft.how == what:
+                refuse_changed_copy(ft, old.name, req.pack_root, f"rebase {old.name} with {what} of target",
+                                    "its 3-way merges, proofs and lock are made", ft.version,
+                                    f"give {what} a clean copy")
     return pairs
+
+
+def refuse_changed_since_start(pairs: dict[str, TargetPair], old: str, new: str, pack_root: Path, abort: str) -> None:
+    """``--continue``: a release copy of ``pairs`` changed since the rebase started (an edit by hand; its lock would
+    record it as the release) is MismatchError before anything runs, with the fetch of a clean copy (profile ``old``'s
+    target at the copy's version) and ``abort``, the command that drops the rebase. Found at the end, it was refused
+    only once the conflicts were resolved, naming a fetch of the new profile, which is not written yet."""
+    for ft in (ft for p in pairs.values() for ft in (p.old, p.new) if ft is not None):
+        refuse_changed_copy(ft, old, pack_root, f"continue the rebase to {new} on target", "its proofs and lock are "
+                            "made", ft.version, f"put {ft.root} back as fetch unpacked it (the fetch below unpacks "
+                            f"the cache's copy again where it changed; copy that over a copy of your own), then "
+                            f"continue; or drop the rebase with `{abort}`. A clean copy")
 
 
 def wanted_targets(req: RebaseRequest, pack: Pack, old: Profile) -> tuple[str, ...]:

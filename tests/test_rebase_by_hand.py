@@ -314,3 +314,27 @@ def test_a_file_made_by_hand_between_the_look_and_the_write_is_not_written_over(
     assert f"{mine} was made by hand while the rebase wrote the pack" in said, said
     assert f"1 changed by hand meanwhile is kept as it is (profiles/{mine.name})" in said, said
     assert mine.read_text() == "mine\n"
+
+
+def test_check_names_a_rebase_killed_while_writing_the_pack_and_the_way_on(pack):  # noqa: F811
+    """Found by a maintainer: after a rebase killed while it wrote the pack, `fixpack check` named only a variant folder
+    "for profile NAME, which the pack does not have ... never used", not the rebase, nor --continue or --abort. It says
+    the rebase was stopped while writing, with both commands, runnable as printed; --abort then puts the pack back."""
+    import shlex
+
+    from fixpack.pack_check import check_pack
+
+    b, old = pack
+    before, found_before = world(b.pack), check_pack(b.pack)[0]  # (this pack's fixes have no proofs: said as such)
+    state, _first = _killed_start(b, old)
+    findings, _profiles = check_pack(b.pack)
+    name = state["to"]
+    assert len(findings) == 1, [str(f) for f in findings]
+    said = str(findings[0])
+    assert said.startswith(f".rebase/.{name}.started: a rebase to {name} was stopped while writing the pack"), said
+    abort = shlex.split(said.split("put the pack back with `")[1].split("`")[0])
+    assert "rebase --continue" in said and "--allow-unproven" in said, said
+    assert abort[abort.index("rebase"):] == ["rebase", "--abort", "--pack", str(b.pack), "--name", name], abort
+    p = cli(b, "--abort", "--name", name)  # (cli adds --pack)
+    assert p.returncode == 0, p.stderr
+    assert world(b.pack) == before and check_pack(b.pack)[0] == found_before

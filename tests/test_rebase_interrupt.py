@@ -313,3 +313,45 @@ def test_a_file_holding_what_an_earlier_cut_write_put_there_is_the_rebases(tmp_p
         and "which --continue would overwrite" in str(there.value)
     profile.write_bytes(b"before\n")
     refuse_changed(state, tmp_path, "v2", "continue", "fixpack rebase --continue")
+
+
+def test_a_release_copy_changed_by_hand_is_refused_at_the_start_and_at_continue(conflicting):  # noqa: F811
+    """Found by a maintainer: a new release copy changed by hand (fetch's marker still there) was taken at the start,
+    and refused only once the conflicts were resolved, at the lock, with a `fetch --profile NEW` of a profile not
+    written yet; `--continue --root` was taken without a word and did nothing. The start refuses the changed copy
+    (exit 3, nothing written, the fetch of a clean copy of that version by the old profile); --continue refuses a
+    copy changed since the start the same way before anything runs, with the way on; --root with --continue is a
+    usage error; the copy put back, --continue finishes the rebase."""
+    from fixpack.errors import MismatchError
+    from fixpack.progname import command
+    from fixpack.release import MARKER, SDIST_KEY, TREE_KEY, tree_digest
+
+    b, old, new = conflicting
+    (new / MARKER).write_text(f"sdist.tar.gz\n{SDIST_KEY}{'0' * 64}\n{TREE_KEY}{tree_digest(new)}\n")  # as fetch's
+    clean = (new / MOD).read_bytes()
+    fetch = f"`{command('fetch', '--profile', 'p1', '--target', 'demo', '--version', '2.0', '--pack', str(b.pack))}`"
+    before = pack_files(b)
+    (new / MOD).write_bytes(b"# an edit\n" + clean)
+    work = b.base / "W"
+    with pytest.raises(MismatchError, match=r"cannot rebase p1 with --root of target demo: .* is no longer the release "
+                                            r"copy fetch unpacked") as exc:
+        rebase.start(req(b, old, new, work=work, name="v2.0-mine"))
+    assert fetch in str(exc.value) and "give --root a clean copy" in str(exc.value), str(exc.value)
+    assert pack_files(b) == before and not work.exists()
+    (new / MOD).write_bytes(clean)
+    r = rebase.start(req(b, old, new, work=work, name="v2.0-mine"))
+    assert r.status == "conflicts"
+    (work / "first" / MOD).write_text(RESOLVED)
+    git(work / "first", "add", MOD)
+    (new / MOD).write_bytes(b"# an edit\n" + clean)
+    cont = ("--continue", "--work", str(work), "--allow-unproven")
+    p = cli(b, *cont)
+    said = " ".join(p.stderr.split())
+    assert p.returncode == 3 and "cannot continue the rebase to v2.0-mine on target demo" in said, said
+    assert fetch in said and "rebase --abort" in said and "nothing was written" in said, said
+    assert pack_files(b) == before
+    p = cli(b, *cont, "--root", f"demo={new}")
+    assert p.returncode == 2 and "--root: the release copies a rebase works on are given when it starts" in p.stderr
+    (new / MOD).write_bytes(clean)
+    p = cli(b, *cont)
+    assert p.returncode == 0, p.stderr
