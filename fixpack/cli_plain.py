@@ -372,7 +372,8 @@ def render_plain(report: Report, echo: Echo) -> None:
     echo(f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else ""))
     for t in report.targets:
         facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
-        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {t.root}" if t.root else ""))
+        root = _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], str(t.root)).replace("\n", "\\n")  # (a name's LF
+        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {root}" if t.root else ""))  # made a line of its own)
         for note in t.notes:  # a line each: a sentence of its own, never run into the root or another; the lines
             echo("  - " + note.replace("\n", "\n    "))  # of a multi-line one (a pack error's list) under it
     for f in report.fixes:

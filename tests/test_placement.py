@@ -407,3 +407,22 @@ def test_a_file_created_or_deleted_keeps_its_own_whole_file_words(builder):
     said = " ".join(r.fix("gone").messages)
     assert r.exit_code == EXIT_CONFLICT and snapshot(grown) == before
     assert "does not match the content the patch deletes" in said and "empties" not in said, said
+
+
+def test_a_target_root_whose_name_holds_a_line_break_is_one_line_of_the_report(builder):
+    """Found by an attacker: a --root whose folder name holds a line feed was printed raw in the target's line of the
+    plain report, which a reader (or a script reading it line by line) took for two lines; it is shown as \\n there,
+    as a control character is, and kept as it is in --json."""
+    import shutil
+
+    b = builder
+    _one_block_fix(b)
+    image = b.tree("image", {MOD: numbered(10) + BLOCK})
+    odd = image.parent / "odd\nOK: 1 applied"
+    shutil.copytree(image, odd)
+    code, out = cli(b, odd, "status")
+    assert code == 0, out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("target demo:")]
+    assert line.endswith("odd\\nOK: 1 applied") and "\nOK: 1 applied\n" not in out, out
+    code, out = cli(b, odd, "status", "--json")
+    assert json.loads(out)["targets"][0]["root"] == str(odd)
