@@ -364,6 +364,7 @@ def export(pack_root: Path, profile: str, opt_ins: tuple[str, ...], out: Path, t
             raw = patch_again(pf, "while the pack was exported", "run the export again; nothing was written")
             files[f"{len(files) + 1:04d}-{fix.id}-{stem}"] = _with_binary_data(fix, raw)
     files["series"] = "".join(f"{n}\n" for n in files).encode()
+    _refuse_pack_folder(out, pack_root)
     _write_out(out, files)
     return [out / n for n in files]
 
@@ -430,6 +431,21 @@ def _recorded(out: Path) -> set[tuple[str, str]]:
 
 def _record_text(pairs: set[tuple[str, str]]) -> bytes:
     return "".join(f"{sha}  {name}\n" for name, sha in sorted(pairs)).encode()
+
+
+def _refuse_pack_folder(out: Path, pack_root: Path) -> None:
+    """An ``--out`` that is the pack's root or lies in a folder the pack or the tool reads as its own (``fixes/``, a
+    patch there would be read as a fix's; ``profiles/``, ``.git``, ``.edit``, ``.rebase``, ``.fixpack``; a link into
+    one counts, the paths compared resolved) is BadInputError, nothing written. A folder of its own in the checkout
+    (``<pack>/series-out``) is the user's."""
+    pack, where = pack_root.resolve(), out.resolve()
+    inside = next((d for d in ("fixes", "profiles", ".git", ".edit", ".rebase", ".fixpack")
+                   if where.is_relative_to(pack / d)), None)
+    if where == pack or inside:
+        said = f"inside the pack's {inside}/" if inside else "the pack itself"
+        raise BadInputError(f"--out {out}: {said} ({pack}), "
+                            f"whose files the pack reads as its own: give a folder of its own (outside those), nothing "
+                            f"was written")
 
 
 def _write_out(out: Path, files: dict[str, bytes]) -> None:

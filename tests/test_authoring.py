@@ -1121,3 +1121,18 @@ def test_an_imported_binary_file_names_the_edit_of_the_import_s_profile(pack3):
     said = str(caught.value)
     assert f"`{program()} edit t-binary --profile p1 --pack {builder.pack}`" in said and "--profile P" not in said, said
     assert snapshot(builder.base) == before
+
+
+@pytest.mark.parametrize("where", ["fixes/newexp", "profiles/x", ".", ".rebase/out", "link-to-fixes/sub"])
+def test_export_into_a_folder_the_pack_reads_as_its_own_is_refused(pack3, where):
+    """Found by a maintainer: `export --out fixes/newexp` wrote the series inside the pack's fixes/, and check still
+    said the pack was clean (rebase refuses its --work there). Exit 2, nothing written; a folder of its own in the
+    checkout is the user's."""
+    builder, _clean = pack3
+    (builder.pack / "link-to-fixes").symlink_to(builder.pack / "fixes")
+    before = snapshot(builder.base)
+    with pytest.raises(BadInputError, match=r"^--out .*: (inside the pack's (fixes|profiles|\.rebase)/|the pack itself) "
+                                            r"\(.*\), whose files the pack reads as its own: give a folder of its own"):
+        export(builder.pack, "p1", (), builder.pack / where)
+    assert snapshot(builder.base) == before
+    assert export(builder.pack, "p1", (), builder.pack / "series-out")[-1].name == "series"
