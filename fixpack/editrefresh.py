@@ -108,11 +108,12 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
     migrated(state, (lambda: [patch_again(pf, then=REFRESH_AGAIN) for pf in had.patches]) if had else None)
     fix = had or _new_fix(pack_root, state, commits[0])
     folder = _patch_folder(pack, fix, state)
-    names = _names(fix, commits, folder == fix.folder, pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
+    names, sources = _names(fix, commits, folder == fix.folder,
+                            pack.fixes[fix_id].variants if fix_id in pack.fixes else ())
     changes: dict[str, bytes | None] = {}
     spec = load_profile(pack, state.profile).target(state.target)
-    for i, (name, c) in enumerate(zip(names, commits)):
-        old = fix.patches[i] if i < len(fix.patches) else None
+    for name, c, j in zip(names, commits, sources):
+        old = fix.patches[j] if j is not None else None
         was = decode(patch_again(old, then=REFRESH_AGAIN)) if old else ""
         text = render(_mail(fix, c, was), _fields(pack, fix, c, work), c.diff, f"{work} commit {c.sha[:12]}")
         parsed = parse_patch(text.encode("utf-8", "surrogateescape"), f"{work} commit {c.sha[:12]}")
@@ -130,8 +131,9 @@ def _refresh(pack_root: Path, fix_id: str, progress: Progress) -> Refreshed | No
                                     f"{what}: take that file out of the commit (`git rebase -i {BASE_TAG}`, mark it "
                                     f"edit, restore or remove the file, amend); nothing was written")
         changes[_rel(pack_root, folder / name)] = text.encode("utf-8", "surrogateescape")
-    for pf in fix.patches[len(commits):]:
-        changes[_rel(pack_root, pf.path)] = None
+    for pf in fix.patches:  # (a squash leaves the last ones; a reorder, each under its commit's new number)
+        if _rel(pack_root, pf.path) not in changes:
+            changes[_rel(pack_root, pf.path)] = None
     change = change_digest([v for v in changes.values() if v is not None])  # the change this refresh writes
     state.version, state.change = _since_edit(pack_root, view, state, change, lambda: _base_changed(pack, state))
     version = _version(state, change)
@@ -340,9 +342,13 @@ def _patch_folder(pack: Pack, fix: Fix, state: EditState) -> Path:
     return fix.folder
 
 
-def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Variant, ...] = ()) -> list[str]:
-    """The patch file names: the fix's own for the commits it had, ``NNNN-<subject>.patch`` for more. The
-    fix's variants (``variants_of``) read the same names: their number cannot change here."""
+def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Variant, ...] = ()
+           ) -> tuple[list[str], list[int | None]]:
+    """The patch file names, and for each the index of the fix's patch it was (None: a new one): the fix's own for
+    the commits it had, ``NNNN-<subject>.patch`` for more. Where the commits are the fix's patches reordered (each
+    name's subject part a commit's subject, ``git rebase -i``), every file is numbered again in the new order, so
+    that a name stays with its commit (by position, 0001-a.patch held b's change). The fix's variants
+    (``variants_of``) read the same names: their number cannot change here."""
     old = [pf.path.name for pf in fix.patches]
     variants = [v.profile for v in variants_of]
     if own and variants and fix.patches and len(commits) != len(old):
@@ -352,14 +358,32 @@ def _names(fix: Fix, commits: list[Commit], own: bool, variants_of: tuple[Varian
     if not own and len(commits) != len(old):
         raise BadInputError(f"{fix.id}: its variant for this profile keeps fix.toml's {len(old)} patch(es); the work "
                             f"tree has {len(commits)} commit(s) on {BASE_TAG}: squash or split them to {len(old)}")
+    slugs = [re.sub(r"[^a-z0-9]+", "-", parse_message(c.message).subject.lower()).strip("-")[:52].strip("-")
+             or "change" for c in commits]
+    moved = _reordered([re.sub(r"^\d{4}-", "", n).removesuffix(".patch") for n in old], slugs)
+    if moved is not None and not variants:
+        return [f"{i:04d}-{slug}.patch" for i, slug in enumerate(slugs, 1)], list(moved)
     names = old[:len(commits)]
-    for i, c in enumerate(commits[len(old):], len(old) + 1):
-        slug = re.sub(r"[^a-z0-9]+", "-", parse_message(c.message).subject.lower()).strip("-")[:52].strip("-")
-        name = f"{i:04d}-{slug or 'change'}.patch"
+    for i, slug in enumerate(slugs[len(old):], len(old) + 1):
+        name = f"{i:04d}-{slug}.patch"
         while name in names:
             name = name.removesuffix(".patch") + "-1.patch"
         names.append(name)
-    return names
+    return names, [i if i < len(old) else None for i in range(len(commits))]
+
+
+def _reordered(old: list[str], slugs: list[str]) -> list[int] | None:
+    """Where the commits' subjects (``slugs``) are the old names' (``old``, less number and suffix) in another order:
+    for each commit, the index of its old patch; else None."""
+    if len(old) != len(slugs) or old == slugs or sorted(old) != sorted(slugs):
+        return None
+    left = list(range(len(old)))
+    out = []
+    for slug in slugs:
+        j = next(j for j in left if old[j] == slug)
+        left.remove(j)
+        out.append(j)
+    return out
 
 
 def _fields(pack: Pack, fix: Fix, c: Commit, work: Path) -> list[tuple[str, str]]:

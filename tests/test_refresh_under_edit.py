@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO, git, snapshot
 from test_authoring import MOD, pack3  # noqa: F401 (a fixture)
 
+from fixpack import engine
 from fixpack.editrefresh import refresh_from_work
 from fixpack.editwork import start
 from fixpack.errors import BadInputError, ConflictError
@@ -371,3 +372,33 @@ def test_sigterm_while_an_edit_makes_its_work_tree_removes_it(pack3, monkeypatch
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     monkeypatch.undo()
     assert Path(start(builder.pack, "p1", "b", roots={"demo": clean}).work).is_dir()  # the next edit is not refused
+
+
+def test_commits_reordered_in_the_work_tree_keep_their_names_with_their_changes(pack3):  # noqa: F811
+    """Found by a maintainer: after `git rebase -i fixpack-base` swapped a fix's two commits, refresh kept the names by
+    position, so 0001-add-a-new-file.patch held "Make logger executable" and the other the other. The files are
+    numbered again in the new order, each named after its own commit's subject; a refresh with the same order keeps
+    the names. (Names not made from the subjects, an imported fix's, stay by position.)"""
+    builder, clean = pack3
+    work = Path(start(builder.pack, "p1", "n1", new=True, target="demo", roots={"demo": clean}).work)
+    (work / "demo_pkg/new.py").write_text("x = 1\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "Add a new file")
+    _edit = (work / MOD).read_text()
+    (work / MOD).write_text(_edit.replace("line 40\n", "forty\n"))
+    git(work, "commit", "-qam", "Change line 40")
+    refresh_from_work(builder.pack, "n1")
+    folder = builder.pack / "fixes/n1"
+    first = ["0001-add-a-new-file.patch", "0002-change-line-40.patch"]
+    assert sorted(p.name for p in folder.glob("*.patch")) == first
+    env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i '1{h;d};2G'"}  # (the todo's two picks swapped)
+    subprocess.run(["git", "rebase", "-q", "-i", "fixpack-base"], cwd=work, env=env, check=True, capture_output=True)
+    refresh_from_work(builder.pack, "n1")
+    names = sorted(p.name for p in folder.glob("*.patch"))
+    assert names == ["0001-change-line-40.patch", "0002-add-a-new-file.patch"], names
+    assert "Subject: [PATCH] Add a new file" in (folder / "0002-add-a-new-file.patch").read_text()
+    assert "demo_pkg/new.py" not in (folder / "0001-change-line-40.patch").read_text()
+    assert re.findall(r'"(\d{4}-[a-z0-9-]+\.patch)"', (folder / "fix.toml").read_text()) == names
+    refresh_from_work(builder.pack, "n1")
+    assert sorted(p.name for p in folder.glob("*.patch")) == names
+    engine.check_lock_fresh(builder.request(clean))
