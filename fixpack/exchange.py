@@ -16,6 +16,8 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from .binpatch import new_file_patch
@@ -38,7 +40,7 @@ from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recovered_first, update
 from .patchfiles import outside_package, patch_again
-from .patchmail import MBOX_FROM, Mail, decoded, header_start, read_mail, render, split
+from .patchmail import MBOX_FROM, Mail, decoded, header_start, mail_line, mail_ref, read_mail, render, split
 from .patchmodel import sha256_bytes
 from .patchtext import rewritten_fields
 from .progname import command as _command
@@ -154,7 +156,8 @@ def _import(pack_root: Path, file: Path, data: bytes, found: list[tuple[int, str
     state = EditState(fix_id, prof.name, target, True, after, opt_in, str(root) if root else "", "")
     roots = release_roots(pack, state, progress)
     bodies = _on_chain(view, prof, fix, after, roots[target], [b for _m, b, _l in parsed],
-                       [f"{file}:{line}: the mail there: " for _m, _b, line in parsed])
+                       [f"{file}:{line}: the mail there: " for _m, _b, line in parsed],
+                       [partial(mail_line, t, text, line) for t, (line, text) in zip(texts, found)], file)
     texts = [render(m, f, body, f"{file}:{line}") for (m, _b, line), f, body in zip(parsed, fields, bodies)]
     changes: dict[str, bytes | None] = {f"fixes/{fix_id}/{n}": t.encode("utf-8", "surrogateescape")
                                         for n, t in zip(names, texts)}
@@ -278,10 +281,11 @@ def _patch_file(path: Path, text: str, source: str) -> PatchFile:
 
 
 def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given: list[str],
-              where: list[str]) -> list[str]:
+              where: list[str], lines: list[Callable[[int], int | None]], file: Path) -> list[str]:
     """Each patch's diff laid on the chain before the fix: as written when it applies at its lines, else
     regenerated where it applies (an offset). Raises ConflictError when a patch does not apply, each refusal starting
-    with ``where`` of its patch (the mail it comes from, in the file given)."""
+    with ``where`` of its patch (the mail it comes from, in the file given), a line of the patch (never written) said
+    as the ``file``'s line it comes from (``lines``: :func:`fixpack.patchmail.mail_line`)."""
     tree = Tree(root)
     cut = view.series.index(after) if after else -1
     laid: list[str] = []
@@ -304,7 +308,8 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
         if ev.state not in (State.ABSENT, State.DRIFTED) or not ev.forward.ok:
             at = rf"its file section is at {re.escape(str(pf.path))}:\d+"  # (a patch never written: not named)
             gone = rf" \({at}\)|; {at}"
-            said = [re.sub(gone, "", m) for m in ev.messages]
+            said = [re.sub(rf"{re.escape(str(pf.path))}:(\d+)", partial(mail_ref, file, lines[i]), re.sub(gone, "", m))
+                    for m in ev.messages]  # (a line of the patch not written: the mail's)
             raise ConflictError(f"{where[i]}patch {i + 1} of {fix.id} ({pf.path.name}) is {ev.state.value} on the "
                                 f"chain of profile {prof.name}: {'; '.join(said)}; nothing was written")
         tree_after = ev.forward.tree
@@ -434,10 +439,8 @@ def _record_text(pairs: set[tuple[str, str]]) -> bytes:
 
 
 def _refuse_pack_folder(out: Path, pack_root: Path) -> None:
-    """An ``--out`` that is the pack's root or lies in a folder the pack or the tool reads as its own (``fixes/``, a
-    patch there would be read as a fix's; ``profiles/``, ``.git``, ``.edit``, ``.rebase``, ``.fixpack``; a link into
-    one counts, the paths compared resolved) is BadInputError, nothing written. A folder of its own in the checkout
-    (``<pack>/series-out``) is the user's."""
+    """An ``--out`` that is the pack's root or lies in a folder the pack or the tool reads as its own (a link into
+    one too) is BadInputError, nothing written; a folder of its own in the checkout (``<pack>/out``) is the user's."""
     pack, where = pack_root.resolve(), out.resolve()
     inside = next((d for d in ("fixes", "profiles", ".git", ".edit", ".rebase", ".fixpack")
                    if where.is_relative_to(pack / d)), None)

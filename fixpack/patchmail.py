@@ -22,6 +22,7 @@ import email.policy
 import re
 from collections.abc import Callable
 from email.parser import BytesParser
+from pathlib import Path
 
 from . import dep3
 from .diff import AUTHOR, FIXED_FROM_LINE, diff_body
@@ -320,3 +321,20 @@ def _fold(name: str, value: str) -> str:
     # a header object, not a str: for a str the policy writes a short value as it is, unencoded
     folded: str = _WRITE.fold(name, _WRITE.header_factory(name, value))
     return folded.rstrip("\n")
+
+
+def mail_line(patch: str, mail: str, line: int, n: int) -> int | None:
+    """The line of a file (whose mail ``mail`` starts at its ``line``) that line ``n`` of the ``patch`` made of that
+    mail was copied from (both 1-based); None for a line the patch wrote itself (its header, a line it left out)."""
+    from difflib import SequenceMatcher  # only for a refusal
+
+    for a, b, size in SequenceMatcher(None, patch.split("\n"), mail.split("\n"), autojunk=False).get_matching_blocks():
+        if a <= n - 1 < a + size:
+            return line + b + n - 1 - a
+    return None
+
+
+def mail_ref(file: Path, line_of: Callable[[int], int | None], at: re.Match[str]) -> str:
+    """``FILE:LINE`` for the patch line matched by ``at`` (its group 1): the line of ``file`` ``line_of`` gives (a
+    :func:`mail_line`), ``FILE:?`` where it is none of the mail's."""
+    return f"{file}:{line_of(int(at[1])) or '?'}"

@@ -1136,3 +1136,23 @@ def test_export_into_a_folder_the_pack_reads_as_its_own_is_refused(pack3, where)
         export(builder.pack, "p1", (), builder.pack / where)
     assert snapshot(builder.base) == before
     assert export(builder.pack, "p1", (), builder.pack / "series-out")[-1].name == "series"
+
+
+def test_an_import_refused_at_a_line_of_its_patch_names_the_mail_s_line(pack3):
+    """Found by a maintainer: an imported mail whose `\\ No newline at end of file` marker follows a hunk's last line in a
+    file that goes on was refused (exit 4) at a line of fixes/t/0001-....patch, a file the import never wrote ("nothing
+    was written"), two lines off the mail's own (the patch drops the mail's index line). The mail's line is named."""
+    builder, clean = pack3
+    base = numbered(60).replace("line 10\n", "ten\n").replace("line 30\n", "# a comment\nthirty\n")
+    base = base.replace("line 50\n", "fifty\n")
+    lines = mail_patch(builder.base, base, base.replace("line 40\n", "forty\n")).split("\n")
+    at = max(k for k, ln in enumerate(lines) if ln.startswith(" line 43"))
+    lines.insert(at + 1, "\\ No newline at end of file")
+    mail = builder.base / "in.patch"
+    mail.write_text("\n".join(lines))
+    before = snapshot(builder.base)
+    with pytest.raises(ConflictError) as caught:
+        import_mails(builder.pack, mail, "t", "p1", roots={"demo": clean})
+    said = str(caught.value)
+    assert f"marker is misplaced ({mail}:{at + 2})" in said and "fixes/t/" not in said, said
+    assert snapshot(builder.base) == before
