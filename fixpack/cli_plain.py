@@ -372,15 +372,20 @@ def render_plain(report: Report, echo: Echo) -> None:
     echo(f"{report.command} profile {report.profile}" + (" (dry run)" if report.dry_run else ""))
     for t in report.targets:
         facts = f" {t.version or '?'} @ {t.commit or '?'}" if t.status.value in ("found", "mismatch") else ""
-        root = _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], str(t.root)).replace("\n", "\\n")  # (a name's LF
-        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {root}" if t.root else ""))  # made a line of its own)
+        echo(f"target {t.name}: {t.status.value}{facts}" + (f" at {_one_line(str(t.root))}" if t.root else ""))
         for note in t.notes:  # a line each: a sentence of its own, never run into the root or another; the lines
             echo("  - " + note.replace("\n", "\n    "))  # of a multi-line one (a pack error's list) under it
     for f in report.fixes:
         opt = " (opt-in)" if f.opt_in else ""
-        detail = "; ".join(f.messages)  # drifted fixes carry their offsets in their messages already
+        detail = _one_line("; ".join(f.messages))  # drifted fixes carry their offsets in their messages already
         echo(f"{f.id} v{f.version}{opt}: {f.state.value}, {f.action.value}" + (f" - {detail}" if detail else ""))
-    echo(summary(report))
+    echo(_one_line(summary(report)))
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one plain line: a line feed (a --root whose name holds one, quoted in a message) shown as ``\\n``,
+    a control or bidirectional character as its escape; --json keeps them as they are."""
+    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], text).replace("\n", "\\n")
 
 
 def summary(report: Report) -> str:

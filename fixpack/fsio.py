@@ -9,7 +9,6 @@ environment the engine reads, so that a crash can be injected into a real, separ
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -111,12 +110,6 @@ def fsync_fd(fd: int, path: Path) -> None:
 def replace_file(src: Path, dst: Path) -> None:
     io_point(dst)
     os.replace(src, dst)
-
-
-def rename_at(fd: int, src: str, dst: str, path: Path) -> None:
-    """Rename ``src`` to ``dst``, both names in the open folder ``fd`` (``path``: ``dst``'s, for the hook)."""
-    io_point(path)
-    os.rename(src, dst, src_dir_fd=fd, dst_dir_fd=fd)
 
 
 def unlink(path: Path) -> None:
@@ -255,174 +248,6 @@ def _keep_xattrs(path: Path, tmp: Path) -> None:
             continue
 
 
-def write_under(root: Path, rel: str, data: bytes | None, new: bool = False, mode: int | None = None,
-                owner: tuple[int, int] | None = None, sync_dir: bool = True) -> None:
-    """Write ``data`` to ``root/rel`` as :func:`atomic_write` does (a temp file beside it, fsync, rename; the folder
-    fsynced unless ``sync_dir`` is False: the caller syncs it), or remove it (``data`` None; nothing there: nothing
-    done), with every folder from ``root`` on opened from the one before without following a symbolic link
-    (``O_NOFOLLOW``): a link put in place of one, even between a caller's look and this write, is an OSError (ELOOP,
-    naming it), never written or removed through. Missing folders are made (0o755). The file keeps its mode, owner and
-    extended attributes unless ``mode`` / ``owner`` (uid, gid) say otherwise (0o644 and the running user's when new);
-    ``new``: the file must not be there (a hard link of the temp file, not a rename: FileExistsError where one
-    appeared). ``rel``: "/"-separated, canonical."""
-    *folders, name = rel.split("/")
-    try:
-        fd = _walk(root, folders, data is not None, rel)
-    except FileNotFoundError:
-        if data is None:
-            return  # nothing to remove
-        raise
-    try:
-        if data is None:
-            try:
-                io_point(root / rel)
-                os.unlink(name, dir_fd=fd)
-            except FileNotFoundError:
-                return
-        else:
-            _write_at(fd, name, root / rel, data, new, mode, owner)
-        if sync_dir:
-            io_point(root / rel)
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int | None,
-              owner: tuple[int, int] | None) -> None:
-    """:func:`write_under`'s write of ``data`` as ``name`` in the open folder ``fd`` (``path``: its name in errors)."""
-    try:
-        st: os.stat_result | None = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        st = None
-    regular = st is not None and stat.S_ISREG(st.st_mode)
-    if st is not None and regular:
-        mode = stat.S_IMODE(st.st_mode) if mode is None else mode
-        owner = (st.st_uid, st.st_gid) if owner is None else owner
-    tmp = f".{name}{TMP_SUFFIX}"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp, dir_fd=fd)
-    io_point(path)
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
-    try:
-        try:
-            write_all(out, data, path)
-            fsync_fd(out, path)
-            if owner is not None and owner != (os.getuid(), os.getgid()):
-                with contextlib.suppress(PermissionError):  # not root: the file is ours anyway
-                    os.fchown(out, *owner)  # before the mode: a chown clears set-id bits
-            os.fchmod(out, mode if mode is not None else 0o644)
-            if regular:
-                _keep_xattrs_at(fd, name, out)
-        finally:
-            os.close(out)
-        if new:  # never over a file that appeared since the caller looked
-            io_point(path)
-            os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
-            os.unlink(tmp, dir_fd=fd)
-        else:
-            rename_at(fd, tmp, name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=fd)
-        raise
-
-
-def _keep_xattrs_at(fd: int, name: str, out: int) -> None:
-    """:func:`_keep_xattrs` from ``name`` of the folder ``fd`` (opened without following a link) to ``out``."""
-    try:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
-    except OSError:
-        return
-    try:
-        names = os.listxattr(src)
-    except (OSError, AttributeError):
-        names = []
-    try:
-        for key in names:
-            if key == "security.capability":
-                continue
-            with contextlib.suppress(OSError):
-                os.setxattr(out, key, os.getxattr(src, key))
-    finally:
-        os.close(src)
-
-
-def move_under(src: Path, root: Path, rel: str) -> None:
-    """Rename the file ``src`` (a backup, on the same file system) to ``root/rel``, the folders on the way opened
-    as :func:`write_under` opens them (made where missing; a link among them: OSError ELOOP), the folder fsynced."""
-    *folders, name = rel.split("/")
-    fd = _walk(root, folders, True, rel)
-    try:
-        io_point(root / rel)
-        os.rename(src, name, dst_dir_fd=fd)
-        io_point(root / rel)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def prune_under(root: Path, rel: str) -> None:
-    """Remove the folder ``root/rel`` and those above it up to ``root`` while they are empty (a deletion left them
-    so), each through its parent opened as :func:`write_under` opens it: never a folder a link leads to."""
-    folders = rel.split("/") if rel not in ("", ".") else []
-    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
-    try:
-        for part in folders[:-1]:
-            try:
-                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
-            except OSError:
-                return
-        for part, fd in zip(reversed(folders), reversed(fds)):
-            try:
-                os.rmdir(part, dir_fd=fd)
-            except OSError:  # not empty (or no folder): done
-                return
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _walk(root: Path, folders: list[str], make: bool, rel: str) -> int:
-    """The folder ``root/folders...`` opened (a descriptor the caller closes), each part from the one before
-    without following a link: ELOOP naming one that is; FileNotFoundError for a missing one unless ``make``."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-    fd = os.open(root, flags)
-    try:
-        for i, part in enumerate(folders):
-            try:
-                inner = _open_folder(fd, part, flags, make)
-            except OSError as exc:  # (Linux says ENOTDIR for a link opened with O_DIRECTORY | O_NOFOLLOW)
-                if isinstance(exc, FileNotFoundError):
-                    raise
-                try:
-                    link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
-                except OSError:
-                    link = False
-                if link:
-                    raise OSError(errno.ELOOP, f"{'/'.join(folders[: i + 1])} is a symbolic link (never written "
-                                               f"through: remove it)", str(root / rel)) from exc
-                raise
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _open_folder(fd: int, part: str, flags: int, make: bool) -> int:
-    """The folder ``part`` in the folder ``fd``, opened without following a link; made first where missing and
-    ``make`` (else FileNotFoundError)."""
-    try:
-        return os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
-    except FileNotFoundError:
-        if not make:
-            raise
-        os.mkdir(part, 0o755, dir_fd=fd)
-        return os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
-
-
 def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Create ``path`` (which must not exist, never through a link) with ``data``, fsynced; the caller
     fsyncs its folder. For files that count only once a later record names them (a journal's backups)."""
@@ -439,7 +264,7 @@ def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
-_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
 def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
@@ -452,7 +277,7 @@ def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
     try:
         os.link(src, dst, follow_symlinks=False)
     except OSError as exc:
-        if exc.errno not in _NO_LINK:
+        if exc.errno not in NO_LINK:
             raise
         write_new(dst, data, 0o600)
         os.chmod(dst, stat.S_IMODE(os.lstat(src).st_mode) & 0o777)  # not through the umask; never set-id bits

@@ -167,7 +167,7 @@ def resume(req: RebaseRequest) -> RebaseResult:
             raise MismatchError(f"{session.state_path}: the release copy of target {name} this rebase started from, "
                                 f"{ft.root}, is gone or no longer reads as one (no version): put it back (the --root "
                                 f"given, or the cache's copy: `fixpack fetch`), or drop the rebase with `{abort}`")
-    refuse_changed_since_start(session.pairs, session.old_name, session.new_name, session.pack_root, abort)
+    refuse_changed_since_start(session.pairs, session.old_name, session.new_name, session.pack_root, abort, req.cache)
     proof = session.state.setdefault("proof", {"clean": {}})
     if req.python:  # the one given now (the start's, when it had one: refuse_unsaid_python), which may be gone
         check_interpreter(req.python)

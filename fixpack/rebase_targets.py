@@ -37,11 +37,12 @@ def target_pairs(req: RebaseRequest, pack: Pack, old: Profile) -> dict[str, Targ
             if ft is not None and ft.how == what:
                 refuse_changed_copy(ft, old.name, req.pack_root, f"rebase {old.name} with {what} of target",
                                     "its 3-way merges, proofs and lock are made", ft.version,
-                                    f"give {what} a clean copy")
+                                    f"give {what} a clean copy", req.cache)
     return pairs
 
 
-def refuse_changed_since_start(pairs: dict[str, TargetPair], old: str, new: str, pack_root: Path, abort: str) -> None:
+def refuse_changed_since_start(pairs: dict[str, TargetPair], old: str, new: str, pack_root: Path, abort: str,
+                               cache: Path | None = None) -> None:
     """``--continue``: a release copy of ``pairs`` changed since the rebase started (an edit by hand; its lock would
     record it as the release) is MismatchError before anything runs, with the fetch of a clean copy (profile ``old``'s
     target at the copy's version) and ``abort``, the command that drops the rebase. Found at the end, it was refused
@@ -50,7 +51,7 @@ def refuse_changed_since_start(pairs: dict[str, TargetPair], old: str, new: str,
         refuse_changed_copy(ft, old, pack_root, f"continue the rebase to {new} on target", "its proofs and lock are "
                             "made", ft.version, f"put {ft.root} back as fetch unpacked it (the fetch below unpacks "
                             f"the cache's copy again where it changed; copy that over a copy of your own), then "
-                            f"continue; or drop the rebase with `{abort}`. A clean copy")
+                            f"continue; or drop the rebase with `{abort}`. A clean copy", cache)
 
 
 def wanted_targets(req: RebaseRequest, pack: Pack, old: Profile) -> tuple[str, ...]:

@@ -331,14 +331,15 @@ def _fetch_git(url: str, spec: TargetSpec, cache: Path, progress: Progress = QUI
 
 
 def refuse_changed_copy(ft: FoundTarget, profile: str, pack_root: Path, doing: str = "fingerprint target",
-                        made: str = "a lock is made", version: str = "", way: str = "give --root a clean copy") -> None:
+                        made: str = "a lock is made", version: str = "", way: str = "give --root a clean copy",
+                        cache: Path | None = None) -> None:
     """A release copy that carries fetch's marker (``MARKER``) but is no longer the tree fetch unpacked
     (``changed_since_unpack``: an edit, a file added or removed, fixes applied there) is MismatchError
     naming the copy and what changed: a lock made from it would record that edit as the release, and ``lock
     --check`` would call a good lock stale (a patch refreshed on it would carry the edit's offsets). A copy without
     the marker (the user's own) is taken as given. ``doing``, ``made``, ``way``: the command's words; ``profile``
-    and ``version`` (the release when not the profile's pin): the fetch that prints a clean copy; ``pack_root``:
-    fetch's."""
+    and ``version`` (the release when not the profile's pin): the fetch that prints a clean copy; ``pack_root`` and
+    ``cache`` (the command's --cache): fetch's."""
     if not (ft.root / MARKER).is_file():
         return
     why = changed_since_unpack(ft.root)
@@ -346,7 +347,8 @@ def refuse_changed_copy(ft: FoundTarget, profile: str, pack_root: Path, doing: s
         from .progname import command, pack_words
 
         fetch = command("fetch", "--profile", profile, "--target", ft.spec.name,
-                        *(("--version", version) if version else ()), *pack_words(pack_root))
+                        *(("--version", version) if version else ()), *(("--cache", str(cache)) if cache else ()),
+                        *pack_words(pack_root))
         raise MismatchError(f"cannot {doing} {ft.spec.name}: {ft.root} is no longer the release copy "
                             f"fetch unpacked ({why}); {made} from clean release copies, so nothing was "
                             f"written: {way} (`{fetch}` prints one)")

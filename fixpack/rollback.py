@@ -18,13 +18,12 @@ from .fsio import (
     drop_pycache_quietly,
     exists,
     fsync_dir,
-    move_under,
     set_mode_owner,
     temp_path,
     unlink,
-    write_under,
 )
 from .groups import group_at, group_done, group_pending
+from .nofollow import move_under, write_under
 from .safepath import holds_bytes
 from .state import (
     Journal,

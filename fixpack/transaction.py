@@ -20,27 +20,22 @@ from .documents import loads_json
 from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
 from .fsio import (
     FileChange,
-    atomic_write,
     exists,
     fault_point,
     fsync_dir,
-    link_or_copy,
-    make_parents,
-    prune_under,
     pycache_files,
     set_mode_owner,
     state_dir,
     temp_folder,
     temp_path,
-    unlink,
     unlink_quietly,
-    write_under,
 )
 from .groups import BACKUPS, JOURNAL
 from .kept import emptied_folders, kept_of
+from .nofollow import back_up_under, folder_under, prune_under, write_under
 from .records import Kept, dumps
 from .rollback import recover
-from .state import backups_dir, discard_leftovers, journal_path
+from .state import discard_leftovers, journal_path
 
 if TYPE_CHECKING:
     from .groups import Group
@@ -209,19 +204,20 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
                 folders: Mapping[str, Kept], by: Mapping[str, str] | None = None, group: Group | None = None) -> str:
     """The transaction's steps; ``phase[0]`` says how far it got (for an interrupt)."""
     journal = folder / JOURNAL
+    state = folder.relative_to(root).as_posix()  # (.fixpack: reached as the files are, never through a link)
     where = folder
     try:
-        make_parents(folder / BACKUPS)
+        folder_under(root, f"{state}/{BACKUPS}")
         where = folder / BACKUPS
-        entries, dirs = _back_up(root, changes)
+        entries, dirs = _back_up(root, changes, f"{state}/{BACKUPS}")
         emptied = {d: kept_of(root / d, True).to_json() for d in emptied_folders(
             root, {e["path"] for e, c in zip(entries, changes) if e["existed"] and c.data is None},
             {c.path for c in changes if c.data is not None})}
         fault_point()
         where = journal
-        atomic_write(journal, dumps({"entries": entries, "dirs": dirs} | ({"removed_dirs": emptied} if emptied
-                                                                           else {}) | ({"by": dict(by)} if by else {})
-                                    | ({"group": group.to_json()} if group else {})), 0o644)
+        write_under(root, f"{state}/{JOURNAL}", dumps({"entries": entries, "dirs": dirs} | (
+            {"removed_dirs": emptied} if emptied else {}) | ({"by": dict(by)} if by else {})
+            | ({"group": group.to_json()} if group else {})), mode=0o644)
     except OSError as exc:
         _abandon(root)
         raise EnvironmentProblem(f"{io_said(exc, where)} while preparing the journal; nothing in the "
@@ -256,7 +252,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
         if group is not None:  # kept until every target of the run is written: writeall commits the run
             return ""
         where = journal
-        unlink(journal)
+        write_under(root, f"{state}/{JOURNAL}", None, sync_dir=False)
         phase[0] = "done"
     except OSError as exc:
         _roll_back(root, exc, where, _noun(by))
@@ -283,7 +279,7 @@ def commit_group(root: Path) -> bool:
     path = journal_path(root)
     data = loads_json(path.read_bytes())
     data["group"]["committed"] = True
-    atomic_write(path, dumps(data), 0o644, sync_dir=False)
+    write_under(root, path.relative_to(root).as_posix(), dumps(data), mode=0o644, sync_dir=False)
     try:
         fsync_dir(path.parent)
     except OSError:
@@ -295,7 +291,7 @@ def finish_group(root: Path) -> str:
     """A committed run's journal in ``root`` removed, then its backups (:func:`_drop_backups`); returns "" or a note
     naming what was left (the next run removes it). Raises OSError when the journal itself cannot be removed."""
     folder = state_dir(root)
-    unlink(folder / JOURNAL)
+    write_under(root, (folder / JOURNAL).relative_to(root).as_posix(), None, sync_dir=False)
     try:
         fsync_dir(folder)
     except OSError:  # the journal is gone in memory; lost in a crash, the next run sees the run complete all the same
@@ -344,26 +340,26 @@ def _stale_bytecode(root: Path, changes: list[FileChange]) -> list[FileChange]:
     return out
 
 
-def _back_up(root: Path, changes: list[FileChange]) -> tuple[list[dict[str, Any]], list[str]]:
+def _back_up(root: Path, changes: list[FileChange], backups: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each change's journal entry, the file it replaces given a second name in ``root/backups`` (read only once the
+    journal names it, with its sha256), both reached without following a link (:func:`fixpack.nofollow.back_up_under`:
+    a folder swapped for one meanwhile would have taken another file's bytes as the backup)."""
     entries = []
     dirs: set[str] = set()
-    backups = backups_dir(root)
     for i, c in enumerate(changes):
         dest = root / c.path
-        existed = dest.is_file() and not dest.is_symlink()
-        entry: dict[str, Any] = {"path": c.path, "existed": existed, "backup": i, "mode": None, "owner": None,
-                                 "sha256": None}
-        if existed:
-            st = dest.stat()
-            data = dest.read_bytes()
+        held = back_up_under(root, c.path, f"{backups}/{i}")
+        entry: dict[str, Any] = {"path": c.path, "existed": held is not None, "backup": i, "mode": None,
+                                 "owner": None, "sha256": None}
+        if held is not None:
+            data, st = held
             entry.update(mode=stat.S_IMODE(st.st_mode), owner=[st.st_uid, st.st_gid],
                          sha256=hashlib.sha256(data).hexdigest())
-            link_or_copy(dest, backups / str(i), data)  # read only once the journal names it, with its sha256
         elif c.data is not None:  # what it writes: a rollback removes only those bytes (journal_checks.check_created)
             dirs |= _missing_dirs(root, dest.parent)
             entry.update(sha256=hashlib.sha256(c.data).hexdigest(), size=len(c.data))
         entries.append(entry)
-    fsync_dir(backups)  # one folder sync for every backup, before the journal that names them
+    fsync_dir(root / backups)  # one folder sync for every backup, before the journal that names them
     return entries, sorted(dirs)
 
 

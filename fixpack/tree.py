@@ -177,6 +177,8 @@ def link_refused(root: Path, real_root: Path, link: str, path: str) -> str:
     rm = f"rm {quote(str(dst))}"
     after = ("then run again (where the release has what it stood for, that run names the command that puts it "
              "back)")
+    if not dst.is_symlink():  # a folder or file again since it was seen (a race): no command for it
+        return head + "It is no link now (another program changes it while fixpack runs): run again once it is done"
     if real is None:
         return head + f"It points to nothing, or loops: remove it ({rm}), {after}"
     if real == state or state in real.parents:

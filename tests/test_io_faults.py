@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import numbered, snapshot, with_fault
 
-from fixpack import engine, fsio
+from fixpack import engine, fsio, nofollow
 from fixpack.errors import EnvironmentProblem
 
 MOD = "demo_pkg/mod.py"
@@ -91,16 +91,16 @@ def test_backups_are_links_or_copies_and_a_killed_write_restores_either(setup, m
     def link(src, dst, **kw):  # type: ignore[no-untyped-def]
         if not linkable:
             raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), str(dst))
-        linked.append(os.stat(src).st_ino)
+        linked.append(os.stat(src, dir_fd=kw.get("src_dir_fd")).st_ino)  # (a name in a folder's descriptor)
         return real_link(src, dst, **kw)
     monkeypatch.setattr(os, "link", link)
-    real_rename = fsio.rename_at  # (a target's file is renamed into place in its folder: fsio.write_under)
+    real_rename = nofollow.rename_at  # (a target's file is renamed into place in its folder: nofollow.write_under)
 
     def replace_then_fail(fd, src, dst, path):  # type: ignore[no-untyped-def]
         real_rename(fd, src, dst, path)
         if dst == "mod.py":
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
-    monkeypatch.setattr(fsio, "rename_at", replace_then_fail)
+    monkeypatch.setattr(nofollow, "rename_at", replace_then_fail)
     with pytest.raises(EnvironmentProblem):
         engine.apply(b.request(target))
     assert _all(target) == before and bool(linked) == linkable
@@ -473,7 +473,7 @@ def test_an_error_that_is_no_oserror_mid_write_is_rolled_back_in_the_run(setup, 
 def test_a_folder_swapped_for_a_link_during_the_writes_is_never_written_through(setup, monkeypatch, tmp_path, at):
     """Found by an attacker: a folder on the way to a patched file, swapped for a link to a copy outside the target
     while apply ran (after its checks), took the patched bytes outside, and the run said OK (exit 0). Every folder
-    on the way is now opened from the one before without following a link (fsio.write_under): the swap is a failed
+    on the way is now opened from the one before without following a link (nofollow.write_under): the swap is a failed
     write (exit 5), nothing outside changes, and with the folder put back the target is as it was, or, where the
     rollback could not see through the swap, its journal is there for the next run, which rolls it back."""
     import shutil
@@ -529,3 +529,59 @@ def test_a_link_that_is_a_folder_again_when_its_message_is_made_is_no_internal_e
         fsio.state_dir(tmp_path)
     assert exc.value.exit_code == 3
     assert link_to(tmp_path / "gone") == link_to(state) == "(no link now: it changed while fixpack looked at it)"
+
+
+@pytest.mark.parametrize("when", ["backups", "journal"])
+def test_the_state_folder_swapped_for_a_link_during_a_run_is_never_written_through(setup, monkeypatch, tmp_path,
+                                                                                    when):
+    """Found by an attacker: .fixpack swapped for a link to a folder outside the target after the run's check of it
+    (fsio.state_dir) took the journal (and the backups folder) outside the target: the journal, its backups and their
+    folder are now reached as the target's files are (nofollow), so the swap is a failed write (exit 5, nothing
+    changed in the target), and the folder outside stays empty."""
+    from fixpack import transaction
+
+    b, target = setup
+    before = _all(target)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    state = target / ".fixpack"
+    moved = tmp_path / "moved-state"
+
+    def swap() -> None:
+        if state.is_dir() and not state.is_symlink():
+            state.rename(moved)
+        if not state.is_symlink():
+            state.symlink_to(outside)
+
+    real_folder, real_write = transaction.folder_under, transaction.write_under
+
+    def folder(root, rel):  # type: ignore[no-untyped-def]
+        if when == "backups":
+            swap()
+        return real_folder(root, rel)
+
+    def write(root, rel, data, **kw):  # type: ignore[no-untyped-def]
+        if when == "journal" and rel == ".fixpack/journal.json" and data is not None:
+            swap()
+        return real_write(root, rel, data, **kw)
+    monkeypatch.setattr(transaction, "folder_under", folder)
+    monkeypatch.setattr(transaction, "write_under", write)
+    with pytest.raises(EnvironmentProblem, match="while preparing the journal; nothing in the target was changed"):
+        engine.apply(b.request(target))
+    assert list(outside.iterdir()) == []
+    state.unlink()
+    if moved.exists():
+        moved.rename(state)
+    monkeypatch.undo()
+    assert engine.revert(b.request(target)).ok
+    assert _all(target) == before
+
+
+def test_a_link_seen_on_the_way_that_is_a_folder_again_gets_no_command_that_copies_it_onto_itself(tmp_path):
+    """Found by an attacker racing a swap: a folder seen as a link and a folder again when its refusal was worded was
+    told to `rm FOLDER && cp -a FOLDER FOLDER` (it resolves to itself); the refusal says the link changed meanwhile."""
+    from fixpack.tree import link_refused
+
+    (tmp_path / "pkg/ops").mkdir(parents=True)
+    said = link_refused(tmp_path, tmp_path, "pkg/ops", "pkg/ops/x.py")
+    assert "no link now" in said and "run again once it is done" in said and "cp -a" not in said, said

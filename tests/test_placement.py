@@ -426,3 +426,9 @@ def test_a_target_root_whose_name_holds_a_line_break_is_one_line_of_the_report(b
     assert line.endswith("odd\\nOK: 1 applied") and "\nOK: 1 applied\n" not in out, out
     code, out = cli(b, odd, "status", "--json")
     assert json.loads(out)["targets"][0]["root"] == str(odd)
+    code, out = cli(b, odd, "apply")  # (a fix's message that quotes the root: one line too)
+    assert code == 0, out
+    (odd / MOD).write_text((odd / MOD).read_text() + "# tampered\n")
+    code, out = cli(b, odd, "status")
+    assert code == 3 and "one v1: tampered" in out and out.count("odd\\nOK: 1 applied") >= 2, out
+    assert "odd\\nOK: 1 applied" in out and not [ln for ln in out.splitlines() if ln.startswith("OK: 1 applied")], out

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import GAUDI_RUNNER, REPO, one_fix_pack, snapshot, two_target_pack
 
-from fixpack import engine, fsio
+from fixpack import engine, nofollow
 from fixpack.errors import EnvironmentProblem, MismatchError
 
 RUNNER = GAUDI_RUNNER
@@ -49,21 +49,21 @@ def test_a_failed_write_of_the_second_target_rolls_the_first_back_too(builder, t
     outside.write_text("the user's own file\n")
     if command == "revert":
         assert engine.apply(req).ok
-    real = fsio.replace_file
+    real = nofollow.rename_at  # (a journal is renamed into place in its folder: nofollow.write_under)
 
-    def full_disk_for_the_second_journal(src, dst):
-        if Path(dst) == gaudi / ".fixpack/journal.json":
-            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
-        return real(src, dst)
+    def full_disk_for_the_second_journal(fd, src, dst, path):
+        if Path(path) == gaudi / ".fixpack/journal.json":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(fd, src, dst, path)
     before = snapshot(demo), snapshot(gaudi), outside.read_bytes(), (demo / ".fixpack").exists()
-    monkeypatch.setattr(fsio, "replace_file", full_disk_for_the_second_journal)
+    monkeypatch.setattr(nofollow, "rename_at", full_disk_for_the_second_journal)
     with pytest.raises(EnvironmentProblem) as exc:
         getattr(engine, command)(req)
     assert f"{gaudi}/.fixpack/journal.json: No space left on device (ENOSPC) while preparing the journal; nothing in " \
            f"the target was changed. Target demo ({demo}), written before it in this run, was rolled back too: " \
            f"nothing was written. Free space on its file system and run again" == str(exc.value)
     assert (snapshot(demo), snapshot(gaudi), outside.read_bytes(), (demo / ".fixpack").exists()) == before
-    monkeypatch.setattr(fsio, "replace_file", real)
+    monkeypatch.setattr(nofollow, "rename_at", real)
     assert getattr(engine, command)(req).ok and ("four" in (demo / "demo_pkg/mod.py").read_text()) == \
         (command == "apply") and ("seven" in (gaudi / RUNNER).read_text()) == (command == "apply")
 
