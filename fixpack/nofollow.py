@@ -253,3 +253,35 @@ def _create_at(fd: int, name: str, path: Path, data: bytes, mode: int) -> None:
 def folder_under(root: Path, rel: str) -> None:
     """Make the folder ``root/rel`` (and those on the way) as :func:`write_under` reaches them."""
     os.close(_walk(root, rel.split("/"), True, rel))
+
+
+def clear_under(root: Path, rel: str, flat: bool = False) -> None:
+    """Remove the folder ``root/rel`` with what it holds, the folders on the way opened as :func:`write_under` opens
+    them and each entry removed through its folder's descriptor: a link in it is removed as the entry it is, never
+    followed (a folder swapped for a link on the way is ELOOP: nothing outside is removed). ``flat``: files only, a
+    folder in it an OSError (left for the next run). Nothing there: nothing done."""
+    *folders, name = rel.split("/")
+    try:
+        parent = _walk(root, folders, False, rel)
+    except FileNotFoundError:
+        return
+    try:
+        _clear_at(parent, name, root / rel, flat)
+    finally:
+        os.close(parent)
+
+
+def _clear_at(parent: int, name: str, path: Path, flat: bool) -> None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    try:
+        for entry in os.listdir(fd):  # (no fault hook: a backup that will not go is said, never a failed run)
+            if not flat and stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                _clear_at(fd, entry, path / entry, flat)
+            else:
+                os.unlink(entry, dir_fd=fd)  # (a folder raises: left)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)

@@ -36,7 +36,6 @@ from .fsio import (
     forget_state,
     state_dir,
     temp_path,
-    unlink,
 )
 from .groups import (
     BACKUPS,
@@ -50,6 +49,7 @@ from .groups import (
 )
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
+from .nofollow import clear_under, write_under
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
 from .safepath import link_on_the_way, name_problem, path_problem
 from .structs import dataclass, field, replace
@@ -365,12 +365,10 @@ def discard_leftovers(root: Path) -> None:
     if exists(backups):
         if backups.is_symlink() or not backups.is_dir():
             raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
-        import shutil  # (and its archive modules) only when there is something to remove
-
-        shutil.rmtree(backups)  # does not follow links inside
+        clear_under(root, backups.relative_to(root).as_posix())  # never through a link, on the way or in it
     tmp = temp_path(folder / JOURNAL)
     if exists(tmp):
         if tmp.is_dir() and not tmp.is_symlink():
             raise DamagedStateError(tmp, "it is a folder")
-        unlink(tmp)
+        write_under(root, tmp.relative_to(root).as_posix(), None)
     forget_state(root)

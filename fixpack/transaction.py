@@ -32,9 +32,10 @@ from .fsio import (
 )
 from .groups import BACKUPS, JOURNAL
 from .kept import emptied_folders, kept_of
-from .nofollow import back_up_under, folder_under, prune_under, write_under
+from .nofollow import back_up_under, clear_under, folder_under, prune_under, write_under
 from .records import Kept, dumps
 from .rollback import recover
+from .safepath import STATE_DIR
 from .state import discard_leftovers, journal_path
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def write_transaction(root: Path, changes: list[FileChange], folders: Mapping[st
                            f"again") from None
             if phase[0] == "write" and exists(folder / JOURNAL):  # (gone: the run was complete)
                 _roll_back(root, None, root, noun, how, kind)
-            _drop_backups(folder / BACKUPS)
+            _drop_backups(root, folder / BACKUPS)
             raise kind(f"{root}: {how} after this run's writes were complete: the {noun} holds this run's result "
                        f"(fixpack status shows it)") from None
 
@@ -267,7 +268,7 @@ def _journalled(root: Path, changes: list[FileChange], folder: Path, phase: list
     except OSError:  # the journal is gone in memory: if that is lost in a crash the next run rolls back whole
         pass
     fault_point()
-    return _drop_backups(folder / BACKUPS)
+    return _drop_backups(root, folder / BACKUPS)
 
 
 def commit_group(root: Path) -> bool:
@@ -296,30 +297,20 @@ def finish_group(root: Path) -> str:
         fsync_dir(folder)
     except OSError:  # the journal is gone in memory; lost in a crash, the next run sees the run complete all the same
         pass
-    return _drop_backups(folder / BACKUPS)
+    return _drop_backups(root, folder / BACKUPS)
 
 
-def _drop_backups(backups: Path) -> str:
-    """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, without
-    shutil (its import, with the archive modules, costs more than a small apply). Anything that will not go
-    (a folder planted there, a failing disk) is left for the next run
-    (:func:`fixpack.state.discard_leftovers`). The folder is opened without following a link, and its
-    entries are removed through that descriptor: a link put in its place is never followed (as
+def _drop_backups(root: Path, backups: Path) -> str:
+    """Remove this run's backups, the flat files ``0`` .. ``n-1`` that :func:`_back_up` made, in ``backups`` (the
+    state folder's, in ``root``), without shutil (its import, with the archive modules, costs more than a small
+    apply). Anything that will not go (a folder planted there, a failing disk) is left for the next run
+    (:func:`fixpack.state.discard_leftovers`). The folder and those on its way are opened without following a link
+    (:func:`fixpack.nofollow.clear_under`): ``.fixpack`` or the folder swapped for a link is never followed (as
     ``shutil.rmtree`` refuses one). Returns "" or a note naming what was left and why."""
     try:
-        fd = os.open(backups, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return ""
+        clear_under(root, backups.relative_to(root).as_posix(), flat=True)
     except OSError as exc:
         return _left(backups, exc)
-    try:
-        for name in os.listdir(fd):
-            os.unlink(name, dir_fd=fd)  # never follows a link; a folder raises and is left
-        os.rmdir(backups)
-    except OSError as exc:
-        return _left(backups, exc)
-    finally:
-        os.close(fd)
     return ""
 
 
@@ -406,7 +397,8 @@ def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str, how: str
         recover(root)
     except (OSError, FixpackError) as again:
         raise kind(
-            f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal {journal_path(root)} is "
+            f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal "
+            f"{root / STATE_DIR / JOURNAL} is "
             f"left: {io_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
             f"first") from exc
     after = f". {io_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"

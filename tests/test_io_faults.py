@@ -585,3 +585,39 @@ def test_a_link_seen_on_the_way_that_is_a_folder_again_gets_no_command_that_copi
     (tmp_path / "pkg/ops").mkdir(parents=True)
     said = link_refused(tmp_path, tmp_path, "pkg/ops", "pkg/ops/x.py")
     assert "no link now" in said and "run again once it is done" in said and "cp -a" not in said, said
+
+
+@pytest.mark.parametrize("at", ["end", "leftovers"])
+def test_the_state_folder_swapped_for_a_link_before_backups_go_removes_nothing_outside(setup, monkeypatch, tmp_path,
+                                                                                       at):
+    """Found by an attacker: .fixpack swapped for a link to a folder outside the target as a run removed its backups
+    (at its end) or an earlier run's leftovers (at its start) emptied and removed that folder's journal/ (on an image
+    run as root, .fixpack -> /var/log took /var/log/journal), and the run could exit 0. The backups are removed
+    through folders reached without following a link (nofollow.clear_under): nothing outside is touched."""
+    from fixpack import state, transaction
+
+    b, target = setup
+    outside = tmp_path / "outside"
+    (outside / "journal").mkdir(parents=True)
+    (outside / "journal/precious").write_text("not fixpack's\n")
+    kept = _all(outside)
+    dot = target / ".fixpack"
+    if at == "leftovers":  # backups an earlier killed run left, no journal naming them
+        (dot / "journal").mkdir(parents=True)
+        (dot / "journal/0").write_text("old backup\n")
+    mod = transaction if at == "end" else state
+    real = mod.clear_under
+
+    def swapped(root, rel, **kw):  # type: ignore[no-untyped-def]
+        if dot.is_dir() and not dot.is_symlink():
+            dot.rename(tmp_path / "moved-state")
+            dot.symlink_to(outside)
+        return real(root, rel, **kw)
+    monkeypatch.setattr(mod, "clear_under", swapped)
+    from fixpack.errors import FixpackError
+
+    try:
+        engine.apply(b.request(target))
+    except FixpackError as exc:  # refused (the link named, exit 3; or a failed write, exit 5): nothing outside goes
+        assert exc.exit_code in (3, 5), exc
+    assert _all(outside) == kept
