@@ -390,8 +390,7 @@ def written_so_far(session: Session) -> list[str]:
 
 
 def _write(path: Path, data: bytes | None, root: Path, new: bool = False) -> None:
-    """One pack file (a seam for the interruption tests), never through a symbolic link (fsio.write_under), nor
-    over a file made by hand since the write looked and found none there (``new``; BadInputError)."""
+    """One pack file (a seam for the interruption tests), never through a link (nofollow), nor over one made since."""
     try:
         write_under(root, pack_rel(root, path), data, new=new)
     except FileExistsError:

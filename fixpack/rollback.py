@@ -173,7 +173,7 @@ def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
         unlink(tmp)
     if not e.existed:
         changed = exists(dest)
-        write_under(root, e.path, None)  # (never through a folder swapped for a link: fsio.write_under)
+        write_under(root, e.path, None)  # (never through a folder swapped for a link: nofollow.write_under)
     elif e.restored:  # put back by a rollback killed since, which dropped its bytecode: a .pyc there now it put back
         return False
     else:
@@ -196,7 +196,7 @@ def _restore(root: Path, e: JournalEntry, writing: bool = False) -> bool:
 
 def _move_back(backup: Path, root: Path, e: JournalEntry) -> None:
     """Give ``backup`` the entry's mode and owner and rename it to its file in ``root`` (a copy across a mount
-    point), the folders on the way opened without following a link (:func:`fixpack.fsio.move_under`)."""
+    point), the folders on the way opened without following a link (:func:`fixpack.nofollow.move_under`)."""
     chown_to(backup, e.owner)  # before the mode: a chown clears set-id bits
     os.chmod(backup, e.mode if e.mode is not None else 0o644)
     try:

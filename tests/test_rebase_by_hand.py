@@ -263,7 +263,7 @@ def test_a_file_made_by_hand_while_the_rebase_writes_is_kept(pack, monkeypatch, 
 
 def test_a_link_put_in_between_the_look_and_the_write_is_not_written_through(pack, monkeypatch):  # noqa: F811
     """A second fresh user's race: the variant folder replaced by a link to another folder right after the write's
-    look for links and before the write. The write opens each folder without following a link (fsio.write_under):
+    look for links and before the write. The write opens each folder without following a link (nofollow.write_under):
     an OSError (ELOOP), the pack put back, the other folder as it was."""
     b, old = pack
     new = new_release(b, {MOD: "# header\n" + BASE, OTHER: "# header\n" + OTHER_BASE})
