@@ -105,7 +105,12 @@ def failure_text(exc: BaseException, plain: bool = True) -> str:
     (not in a JSON document, which carries any character escaped) a control character or bidirectional control in
     it (a value quoted from a file: a terminal would act on it) shown as its escape."""
     text = _failure_text(exc)
-    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], text) if plain else text
+    return _escaped(text) if plain else text
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each control or bidirectional character shown as its escape (``\\x1b``, ``\\u202e``)."""
+    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], text)
 
 
 def _failure_text(exc: BaseException) -> str:
@@ -385,7 +390,7 @@ def render_plain(report: Report, echo: Echo) -> None:
 def _one_line(text: str) -> str:
     """``text`` on one plain line: a line feed (a --root whose name holds one, quoted in a message) shown as ``\\n``,
     a control or bidirectional character as its escape; --json keeps them as they are."""
-    return _UNSHOWN.sub(lambda m: ascii(m.group(0))[1:-1], text).replace("\n", "\\n")
+    return _escaped(text).replace("\n", "\\n")
 
 
 def summary(report: Report) -> str:

@@ -69,20 +69,8 @@ def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int 
     tmp = f".{name}{TMP_SUFFIX}"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(tmp, dir_fd=fd)
-    io_point(path)
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+    _create_at(fd, tmp, path, data, mode if mode is not None else 0o644, owner, name if regular else None)
     try:
-        try:
-            write_all(out, data, path)
-            fsync_fd(out, path)
-            if owner is not None and owner != (os.getuid(), os.getgid()):
-                with contextlib.suppress(PermissionError):  # not root: the file is ours anyway
-                    os.fchown(out, *owner)  # before the mode: a chown clears set-id bits
-            os.fchmod(out, mode if mode is not None else 0o644)
-            if regular:
-                _keep_xattrs_at(fd, name, out)
-        finally:
-            os.close(out)
         if new:  # never over a file that appeared since the caller looked
             io_point(path)
             os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
@@ -232,16 +220,24 @@ def back_up_under(root: Path, rel: str, backup: str) -> tuple[bytes, os.stat_res
         os.close(fd)
 
 
-def _create_at(fd: int, name: str, path: Path, data: bytes, mode: int) -> None:
+def _create_at(fd: int, name: str, path: Path, data: bytes, mode: int, owner: tuple[int, int] | None = None,
+               xattrs_of: str | None = None) -> None:
     """A new file ``name`` (none may be there; never through a link) in the open folder ``fd``, holding ``data``,
-    fsynced, with ``mode`` (not through the umask); removed again when a step fails. ``path``: its name in errors."""
+    fsynced, with ``owner`` (where it may be given) and ``mode`` (not through the umask), and the extended attributes
+    of ``xattrs_of`` (the file it replaces, in that folder); removed again when a step fails. ``path``: its name in
+    errors."""
     io_point(path)
     out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
     try:
         try:
             write_all(out, data, path)
             fsync_fd(out, path)
+            if owner is not None and owner != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):  # not root: the file is ours anyway
+                    os.fchown(out, *owner)  # before the mode: a chown clears set-id bits
             os.fchmod(out, mode)
+            if xattrs_of is not None:
+                _keep_xattrs_at(fd, xattrs_of, out)
         finally:
             os.close(out)
     except BaseException:
@@ -266,12 +262,12 @@ def clear_under(root: Path, rel: str, flat: bool = False) -> None:
     except FileNotFoundError:
         return
     try:
-        _clear_at(parent, name, root / rel, flat)
+        _clear_at(parent, name, flat)
     finally:
         os.close(parent)
 
 
-def _clear_at(parent: int, name: str, path: Path, flat: bool) -> None:
+def _clear_at(parent: int, name: str, flat: bool) -> None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
     except FileNotFoundError:
@@ -279,7 +275,7 @@ def _clear_at(parent: int, name: str, path: Path, flat: bool) -> None:
     try:
         for entry in os.listdir(fd):  # (no fault hook: a backup that will not go is said, never a failed run)
             if not flat and stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
-                _clear_at(fd, entry, path / entry, flat)
+                _clear_at(fd, entry, flat)
             else:
                 os.unlink(entry, dir_fd=fd)  # (a folder raises: left)
     finally:

@@ -113,8 +113,7 @@ def _killed_rebase(root: Path) -> list[Finding]:
     files, variants and lock half written: said first, with the ``--continue`` that finishes the write and the
     ``--abort`` that puts the pack back (a stray variant folder alone was named, "never used", with no word of it)."""
     from .errors import FixpackError
-    from .rebase_registry import entry_path, live_entries, started_state
-    from .rebase_session import continue_flags, resume_command
+    from .rebase_registry import entry_path, live_entries, started_state, way_on
 
     try:
         rebases = live_entries(root)
@@ -125,15 +124,10 @@ def _killed_rebase(root: Path) -> list[Finding]:
         state = started_state(work / "state.json") or {}
         if state.get("phase") != "writing":
             continue
-        try:
-            flags = continue_flags(state)
-        except (AttributeError, TypeError, ValueError, OSError):
-            flags = ()
-        at = work if given else None
+        finish, drop = way_on(root, name, work if given else None, state)
         out.append(Finding(_rel(root, entry_path(root, name)), None, f"a rebase to {name} was stopped while writing "
                            f"the pack, which may be half written (the new profile, its lock and the fixes' {name} "
-                           f"variants)", f"finish it with `{resume_command('continue', root, name, at, *flags)}`, "
-                           f"or put the pack back with `{resume_command('abort', root, name, at)}`"))
+                           f"variants)", f"finish it with `{finish}`, or put the pack back with `{drop}`"))
     return out
 
 

@@ -164,16 +164,22 @@ def refuse_in_progress(work: Path, name: str, pack_root: Path, given: Path | Non
     state = started_state(path)
     if given is not None and (state is None or not is_marked(work)):
         return  # not a rebase's: check_new_work names the folder as one that holds files
+    name = state["to"] if state is not None else name
+    finish, drop = way_on(pack_root, name, given, state)
+    raise BadInputError(f"a rebase to {name} is in progress ({path}): finish it with `{finish}` or drop it with "
+                        f"`{drop}`")
+
+
+def way_on(pack_root: Path, name: str, work: Path | None, state: dict[str, Any] | None) -> tuple[str, str]:
+    """The ``--continue`` (with the flags its ``state`` asks for; None: unreadable, none) and the ``--abort`` of the
+    rebase to ``name`` in ``work`` (None: the default work folder), runnable as printed."""
     flags: tuple[str, ...] = ()
-    if state is not None:
-        name = state["to"]
-        try:
-            flags = continue_flags(state)
-        except (AttributeError, TypeError, ValueError, OSError):
-            pass  # a state whose other keys are off: --continue will say what is wrong with it
-    raise BadInputError(f"a rebase to {name} is in progress ({path}): finish it with "
-                        f"`{resume_command('continue', pack_root, name, given, *flags)}` or drop it with "
-                        f"`{resume_command('abort', pack_root, name, given)}`")
+    try:
+        flags = continue_flags(state) if state is not None else ()
+    except (AttributeError, TypeError, ValueError, OSError):  # a state whose other keys are off: --continue says
+        pass
+    return (resume_command("continue", pack_root, name, work, *flags),
+            resume_command("abort", pack_root, name, work))
 
 
 def started_state(path: Path) -> dict[str, Any] | None:
