@@ -31,6 +31,7 @@ from .diffpaths import (
     past_the_hunk,
     plain_start,
     second_marker,
+    side_past,
     signature_taken,
     spaced_agrees,
 )
@@ -232,7 +233,7 @@ def _check_structure(text: str, source: str) -> list[tuple[int, str, str]]:
             if (old < 0 or new < 0) and sig is not None and sig[0] >= n - 1:  # past it by a '-- ' (or the line
                 raise signature_taken(source, sig, hunk_line)  # after it): short, not long
             if old < 0 or new < 0:
-                raise bad(source, n, f"the hunk that starts at line {hunk_line} is longer than its @@ header says")
+                raise side_past(source, n, hunk_line, header, old, new)
             ended = n if old == 0 and new == 0 else ended
             if ended == n and ln == "" and base_follows(lines, n):
                 raise base_taken(source, n, hunk_line)  # (--base's blank line above its block, counted)

@@ -329,6 +329,17 @@ def past_the_hunk(source: str, n: int, rest: list[str], hunk_line: int,
                f", or {REGENERATE}")
 
 
+def side_past(source: str, n: int, hunk_line: int, header: tuple[str, int, int], old: int, new: int) -> PatchParseError:
+    """Line ``n`` inside a hunk goes one line past a side its @@ header counts (``old`` or ``new``, the lines left to go
+    once it is counted, is below 0) while the other side still has lines to go: said as :func:`past_the_hunk` says a
+    hunk with more lines than its header states, naming the side."""
+    text, pre, post = header
+    side = "pre-image" if old < 0 else "post-image"
+    return bad(source, n, f"the hunk that starts at line {hunk_line} has more lines than its header {text!r} states "
+                          f"({pre} pre-image and {post} post-image lines): line {n} is one {side} line past them",
+               f"fix the @@ line's numbers, or {REGENERATE}")
+
+
 def no_hunks(source: str, file_line: int, hunks: int, has_plus: bool) -> None:
     """A file section with ---/+++ lines but no hunk announces a change it does not carry."""
     if file_line and has_plus and not hunks:

@@ -180,7 +180,8 @@ def test_a_hunk_that_claims_the_signature_is_named_at_its_signature(setup, heade
 
 
 @pytest.mark.parametrize("header, said", [
-    ("@@ -1,8 +1,9 @@", "is longer than its @@ header says"),  # 9 pre-image and 9 post-image lines
+    ("@@ -1,8 +1,9 @@", "has more lines than its header '@@ -1,8 +1,9 @@' states (8 pre-image and 9 post-image "
+                        "lines): line {line} is one pre-image line past them"),  # 9 pre-image and 9 post-image lines
     ("@@ -1,10 +1,10 @@", "ends early: 1 pre-image and 1 post-image lines missing at the end of the patch"),
 ])
 def test_a_dash_dash_space_inside_a_hunk_is_not_taken_for_the_signature(setup, header, said):
@@ -199,7 +200,10 @@ def test_a_dash_dash_space_inside_a_hunk_is_not_taken_for_the_signature(setup, h
         engine.apply(b.request(target))
     found = [str(p) for p in exc.value.problems]
     assert not any("signature" in p for p in found), found
+    said = said.format(line=at + 11)  # the ninth pre-image line: ' line 8'
     assert any(f"the hunk that starts at line {at + 1} {said}" in p for p in found), found
+    if "past them" in said:
+        assert "fix the @@ line's numbers, or regenerate the patch" in next(p for p in found if said in p), found
 
 
 def test_a_dash_dash_space_before_the_next_file_is_not_taken_for_the_signature(setup):
