@@ -147,8 +147,8 @@ class HunkNote:
                         f"fix's cannot be told, and the file was changed since the fix was applied (a block copied or "
                         f"removed by hand?). Check the file by hand and undo that change, or put it back to the "
                         f"release and run again")
-            return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess. Refresh the fix against "
-                    f"this tree (fixpack refresh) or rebase it onto this release")
+            return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess: which copy is the fix's "
+                    f"cannot be told from this file")
         c = self.closest
         if c is not None and self.header_wrong():
             return (f"{where} missing at its stated line {self.expected}: its {self.side} is whole at "

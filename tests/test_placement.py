@@ -54,7 +54,8 @@ def test_twin_inserted_above_is_refused_not_placed_at_its_line(builder):
     assert code == 4 and doc["exit_code"] == 4 and doc["fixes"][0]["state"] == "ambiguous"
     assert doc["fixes"][0]["refused"][0]["candidates"] == [12, 24]
     code, out = cli(b, image, "apply")
-    assert code == 4 and "ambiguous" in out and "[12, 24]" in out and "refresh" in out
+    assert code == 4 and "ambiguous" in out and "[12, 24]" in out and "which copy is the fix's cannot be told" in out
+    assert f"cp --remove-destination --parents {MOD} " in out and "(fixpack refresh)" not in out  # next: put it back
     assert snapshot(image) == before
     # the status says the same, and so does a strict run
     assert states(engine.status(b.request(image))) == {"one": "ambiguous"}
