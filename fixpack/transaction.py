@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .documents import loads_json
-from .errors import EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
+from .errors import DamagedStateError, EnvironmentProblem, FixpackError, MismatchError, Terminated, io_advice, io_said
 from .fsio import (
     FileChange,
     exists,
@@ -396,11 +396,37 @@ def _roll_back(root: Path, exc: OSError | None, where: Path, noun: str, how: str
     try:
         recover(root)
     except (OSError, FixpackError) as again:
-        raise kind(
-            f"{what}; rolling back failed{' too' if exc else ''} ({again}). The journal "
-            f"{root / STATE_DIR / JOURNAL} is "
-            f"left: {io_advice(exc) + ', then ' if exc else ''}{_NEXT_RUN[noun]} to its bytes before this run "
-            f"first") from exc
+        raise kind(f"{what}; rolling back failed{' too' if exc else ''} ({_not_rolled_back(root, exc, again, noun)}"
+                   ) from exc
     after = f". {io_advice(exc).capitalize()} and run again" if exc else " (fixpack status shows it). Run again"
     raise kind(f"{what}; the run was rolled back: the {noun} holds its bytes from before the "
                              f"run{after}") from exc
+
+
+def _not_rolled_back(root: Path, exc: OSError | None, again: OSError | FixpackError, noun: str) -> str:
+    """Why a failed run's rollback stopped (``again``), where its journal is left and what to do, for
+    :func:`_roll_back`'s message: a state folder swapped for a link (or made a file) while the run wrote keeps the
+    journal where the link leads (or nowhere it can tell), so the way back puts that folder back first; a damaged
+    state's "nothing was written" is the rollback's, not the run's, and is left out."""
+    damaged = isinstance(again, DamagedStateError)
+    said = str(again).removesuffix(" (nothing was written)") if damaged else str(again)
+    state = root / STATE_DIR
+    left = f"The journal {state / JOURNAL} is left"
+    first = io_advice(exc) + ", then " if exc else ""
+    try:
+        aside: Path | None = root / os.readlink(state)  # (an absolute link's name stays whole)
+    except OSError:  # (no link: EINVAL, ENOENT)
+        aside = None
+    if aside is not None:
+        import shlex  # only for this message
+
+        left = f"The journal is left where the link {state} leads ({aside / JOURNAL})"
+        first = (f"if that folder is this run's state, moved by another program, put it back (rm -- "
+                 f"{shlex.quote(str(state))} && mv -T -- {shlex.quote(str(aside))} {shlex.quote(str(state))}); "
+                 f"{first}")
+    elif os.path.lexists(state) and not os.path.isdir(state):
+        left = f"{state} is no folder now, so the journal this run wrote there is not in it"
+        first = f"put the run's state folder back in its place if another program moved it; {first}"
+    return (f"{said}). {left}: {first}{_NEXT_RUN[noun]} to its bytes before this run first"
+            + ("; where that run still finds the state damaged, it names the files to put back by hand"
+               if damaged else ""))
