@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 
 from .errors import DamagedStateError, MismatchError
-from .safepath import STATE_DIR, link_to
+from .safepath import JOURNAL, STATE_DIR, link_to
 from .structs import dataclass
 
 TMP_SUFFIX = ".fixpack-tmp"
@@ -175,8 +175,17 @@ def state_dir(root: Path) -> Path:
     except FileNotFoundError:
         return folder
     if stat.S_ISLNK(st.st_mode):
-        raise MismatchError(f"{folder} is a symbolic link (to {link_to(folder)}); fixpack keeps its state inside "
-                            f"the target only. Remove the link")
+        to = link_to(folder)
+        way = "Remove the link"
+        if os.path.isfile(root / to / JOURNAL):  # (read for the message only, never used as state)
+            import shlex  # only for this message
+
+            way = (f"It leads to a folder with a journal: if that is this target's state folder, moved by another "
+                   f"program (a run that died leaves a journal to roll back), put it back (rm -- "
+                   f"{shlex.quote(str(folder))} && mv -T -- {shlex.quote(str(root / to))} {shlex.quote(str(folder))}) "
+                   f"and run again; else remove the link")
+        raise MismatchError(f"{folder} is a symbolic link (to {to}); fixpack keeps its state inside the target only. "
+                            f"{way}")
     if not stat.S_ISDIR(st.st_mode):
         raise DamagedStateError(folder, "it is not a folder (fixpack keeps its state in a folder of that name)")
     return folder

@@ -24,9 +24,9 @@ from .documents import loads_json, read_state_file
 from .errors import DamagedStateError, EnvironmentProblem, FixpackError
 from .fsio import state_dir, temp_path
 from .records import is_int
+from .safepath import JOURNAL
 from .structs import dataclass
 
-JOURNAL = "journal.json"
 BACKUPS = "journal"
 _GROUP_ID = re.compile(r"^[0-9a-f]{32}$")
 

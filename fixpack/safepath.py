@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from hashlib import _Hash as Hash
 
 STATE_DIR = ".fixpack"
+JOURNAL = "journal.json"  # a run's journal in it (fixpack.groups, fixpack.transaction)
 
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

@@ -39,7 +39,6 @@ from .fsio import (
 )
 from .groups import (
     BACKUPS,
-    JOURNAL,
     Group,
     group_done,
     group_steps,
@@ -51,7 +50,7 @@ from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
 from .nofollow import clear_under, write_under
 from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
-from .safepath import link_on_the_way, name_problem, path_problem
+from .safepath import JOURNAL, link_on_the_way, name_problem, path_problem
 from .structs import dataclass, field, replace
 
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")

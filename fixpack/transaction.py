@@ -30,12 +30,12 @@ from .fsio import (
     temp_path,
     unlink_quietly,
 )
-from .groups import BACKUPS, JOURNAL
+from .groups import BACKUPS
 from .kept import emptied_folders, kept_of
 from .nofollow import back_up_under, clear_under, folder_under, prune_under, write_under
 from .records import Kept, dumps
 from .rollback import recover
-from .safepath import STATE_DIR
+from .safepath import JOURNAL, STATE_DIR
 from .state import discard_leftovers, journal_path
 
 if TYPE_CHECKING:

@@ -9,10 +9,11 @@ import errno
 import os
 import subprocess
 
+import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine, nofollow
-from fixpack.errors import EnvironmentProblem
+from fixpack.errors import EnvironmentProblem, MismatchError
 
 MOD = "demo_pkg/mod.py"
 
@@ -49,6 +50,10 @@ def test_a_rollback_refused_by_a_planted_state_folder_leaves_the_journal_for_the
     assert f"moved by another program, put it back ({put_back}); check the disk, then run fixpack again" in said, said
     assert "it rolls the target back to its bytes before this run first" in said, said
     assert (target / MOD).read_text() != base  # the write stands until the rollback
+    with pytest.raises(MismatchError) as later:  # a run before the folder is put back says the same way back
+        engine.status(builder.request(target))
+    assert f"It leads to a folder with a journal: if that is this target's state folder, moved by another program " \
+        f"(a run that died leaves a journal to roll back), put it back ({put_back}) and run again" in str(later.value)
     assert subprocess.run(put_back, shell=True).returncode == 0  # the commands as printed: the next run rolls back
     assert engine.revert(builder.request(target)).ok
     assert snapshot(target) == before
