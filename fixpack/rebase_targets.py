@@ -51,8 +51,7 @@ def refuse_changed_since_start(pairs: dict[str, TargetPair], old: str, new: str,
         refuse_changed_copy(ft, old, pack_root, f"continue the rebase to {new} on target", "its proofs and lock are "
                             "made", ft.version, f"put {ft.root} back as fetch unpacked it (the fetch below unpacks "
                             f"the cache's copy again where it changed; copy that over a copy of your own), then "
-                            f"continue; or drop the rebase with `{abort}`. A clean copy"
-                            + ("" if cache else " (with the --cache the rebase started with, if any)"), cache)
+                            f"continue; or drop the rebase with `{abort}`. A clean copy", cache)
 
 
 def wanted_targets(req: RebaseRequest, pack: Pack, old: Profile) -> tuple[str, ...]:

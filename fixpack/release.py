@@ -330,6 +330,19 @@ def _fetch_git(url: str, spec: TargetSpec, cache: Path, progress: Progress = QUI
     return dest
 
 
+def _unpacked_in(ft: FoundTarget, version: str) -> Path | None:
+    """The cache folder fetch unpacked the marked copy ``ft`` into (its name ``<target>-<version>``, as fetch names
+    it; ``version``: the release when not the pin's), where it is not the default cache (None then, and for a copy
+    renamed or moved out of it): the fetch that unpacks it again must be given it (``--cache``)."""
+    if ft.root.name != f"{ft.spec.name}-{version or ft.spec.pin.version}":
+        return None
+    parent = ft.root.parent
+    try:
+        return None if parent.resolve() == cache_root().resolve() else parent
+    except OSError:  # (a loop: the folder it names is given as it is)
+        return parent
+
+
 def refuse_changed_copy(ft: FoundTarget, profile: str, pack_root: Path, doing: str = "fingerprint target",
                         made: str = "a lock is made", version: str = "", way: str = "give --root a clean copy",
                         cache: Path | None = None) -> None:
@@ -339,13 +352,15 @@ def refuse_changed_copy(ft: FoundTarget, profile: str, pack_root: Path, doing: s
     --check`` would call a good lock stale (a patch refreshed on it would carry the edit's offsets). A copy without
     the marker (the user's own) is taken as given. ``doing``, ``made``, ``way``: the command's words; ``profile``
     and ``version`` (the release when not the profile's pin): the fetch that prints a clean copy; ``pack_root`` and
-    ``cache`` (the command's --cache): fetch's."""
+    ``cache`` (the command's --cache): fetch's, where the copy is not in a cache folder of its own
+    (:func:`_unpacked_in`)."""
     if not (ft.root / MARKER).is_file():
         return
     why = changed_since_unpack(ft.root)
     if why:
         from .progname import command, pack_words
 
+        cache = _unpacked_in(ft, version) or cache
         fetch = command("fetch", "--profile", profile, "--target", ft.spec.name,
                         *(("--version", version) if version else ()), *(("--cache", str(cache)) if cache else ()),
                         *pack_words(pack_root))

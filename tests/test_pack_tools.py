@@ -79,6 +79,14 @@ def test_refresh_on_a_copy_that_is_not_the_pinned_release_is_refused(builder, tm
         refresh(builder.pack, "p1", "one", edited)
     # the fetch it names is of this pack, not the one the command finds by itself (a fresh user's finding)
     assert f"fetch --profile p1 --target demo --pack {builder.pack}`" in str(exc.value), str(exc.value)
+    # in a cache folder of its own (fetch --cache DIR unpacked it as DIR/demo-1.0): the fetch is given that folder
+    cache = tmp_path / "my-cache"
+    cache.mkdir()
+    edited.rename(cache / "demo-1.0")
+    with pytest.raises(MismatchError, match="is no longer the release copy fetch unpacked") as exc:
+        refresh(builder.pack, "p1", "one", cache / "demo-1.0")
+    assert f"fetch --profile p1 --target demo --cache {cache} --pack {builder.pack}`" in str(exc.value), str(exc.value)
+    (cache / "demo-1.0").rename(edited)
     builder.lock(clean)  # a copy without fetch's marker, a fix (or an edit) in it: the lock's release says so
     (edited / MARKER).unlink()
     with pytest.raises(MismatchError, match=rf"--root demo={edited} is not the clean release: {MOD} differ"):
