@@ -35,11 +35,11 @@ from .editstate import (
 )
 from .editwork import clean_copy
 from .errors import BadInputError, ConflictError, FixpackError, of_code
-from .fsio import atomic_write
 from .gitutil import run
 from .gitwork import Commit, commits_since, diff_paths, uncommitted, under_way
 from .loader import load_pack, load_profile
 from .model import Fix, Pack, Upstream, Variant
+from .nofollow import atomic_write
 from .packupdate import REFRESH_AGAIN, Outcome, recovered_first, update
 from .patchfiles import outside_package, patch_again, symlink_change
 from .patchmail import Mail, parse_message, render

@@ -18,9 +18,9 @@ from shlex import quote
 from .diff import diff_body
 from .documents import MAX_STATE_BYTES, TooLargeError, load_json, read_capped, short
 from .errors import BadInputError, DamagedStateError, EnvironmentProblem
-from .fsio import atomic_write
 from .loader import load_profile
 from .model import Fix, Pack, Profile
+from .nofollow import atomic_write
 from .pack_journal import WORK_DIR
 from .patchtext import change_lines
 from .progname import command as _command

@@ -29,13 +29,14 @@ from .editstate import EditState
 from .editwork import check_new
 from .errors import BadInputError, ConflictError, PatchParseError
 from .evaluate import decide
-from .fsio import atomic_write, remove_file
+from .fsio import remove_file
 from .gitwork import git_diffs, snap
 from .loader import load_pack, load_profile
 from .mail_upstream import upstream_from
 from .mailcheck import refuse_unsafe_words
 from .mailtext import refuse_bad_date
 from .model import BINARY_IN_PATCH, Fix, Pack, PatchFile, Profile, source_bytes
+from .nofollow import atomic_write
 from .outputs import check_folder, write_failed
 from .pack_journal import WORK_DIR, open_edits
 from .packupdate import lay, recovered_first, update

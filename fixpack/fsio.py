@@ -204,59 +204,6 @@ def forget_state(root: Path) -> None:
 
 # --- atomic writes --------------------------------------------------------------------------------
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None,
-                 sync_dir: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temp file, fsync and rename.
-
-    The file keeps its mode and owner unless ``mode`` / ``owner`` (uid, gid) say otherwise. The temp
-    file is created exclusively and never through a link, so a planted link cannot redirect the write;
-    when any step fails the temp file is removed before the error goes up. With ``sync_dir`` False the
-    caller fsyncs the folder itself (a transaction does it once per folder, before its journal goes).
-    """
-    make_parents(path.parent)
-    if exists(path) and not path.is_symlink():
-        st = path.stat()
-        mode = stat.S_IMODE(st.st_mode) if mode is None else mode
-        owner = (st.st_uid, st.st_gid) if owner is None else owner
-    tmp = temp_path(path)
-    if exists(tmp):
-        unlink(tmp)
-    io_point(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            write_all(fd, data, path)
-            fsync_fd(fd, path)
-        finally:
-            os.close(fd)
-        chown_to(tmp, owner)  # before the mode: a chown clears set-id bits
-        os.chmod(tmp, mode if mode is not None else 0o644)
-        _keep_xattrs(path, tmp)
-        replace_file(tmp, path)
-    except BaseException:
-        unlink_quietly(tmp)
-        raise
-    if sync_dir:
-        fsync_dir(path.parent)
-
-
-def _keep_xattrs(path: Path, tmp: Path) -> None:
-    """Give ``tmp`` the extended attributes of the file it replaces (an ACL, an SELinux label, ``user.*``), each where
-    the file system and the user's rights allow (one that cannot be set is left out, as before: a rename gives the
-    new file none); never ``security.capability``, which the kernel drops from a file written to."""
-    try:
-        names = os.listxattr(path, follow_symlinks=False)
-    except (OSError, AttributeError):  # none there, no such file (a new one), or no xattrs on this system
-        return
-    for name in names:
-        if name == "security.capability":
-            continue
-        try:
-            os.setxattr(tmp, name, os.getxattr(path, name, follow_symlinks=False), follow_symlinks=False)
-        except OSError:
-            continue
-
-
 def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Create ``path`` (which must not exist, never through a link) with ``data``, fsynced; the caller
     fsyncs its folder. For files that count only once a later record names them (a journal's backups)."""

@@ -24,7 +24,6 @@ from .errors import (
     UnreadableError,
     raise_unreadable,
 )
-from .fsio import atomic_write
 from .lock_head import committed_lock
 from .lock_hints import (
     Redo,
@@ -41,6 +40,7 @@ from .lock_hints import (
 from .lock_seal import chain_broken, change_said, patch_hunks, record_edited, seal_broken
 from .lock_where import lock_line
 from .model import Component, Fix, Pack, Profile
+from .nofollow import atomic_write
 from .profile_components import built_version_problem
 from .records import Lock, LockComponent, LockFile, LockFix, LockHunk, dumps, package_files
 from .safepath import not_a_file, not_a_pack_file, read_regular

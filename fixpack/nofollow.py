@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from .fsio import NO_LINK, TMP_SUFFIX, fsync_fd, io_point, write_all
+from .fsio import NO_LINK, TMP_SUFFIX, fsync_fd, io_point, make_parents, write_all
 
 
 def rename_at(fd: int, src: str, dst: str, path: Path) -> None:
@@ -55,6 +55,27 @@ def write_under(root: Path, rel: str, data: bytes | None, new: bool = False, mod
         os.close(fd)
 
 
+def atomic_write(path: Path, data: bytes, mode: int | None = None, owner: tuple[int, int] | None = None,
+                 sync_dir: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temp file beside it, fsync and rename (:func:`write_under`'s write, in
+    ``path``'s folder, made first where missing; the folders on the way are followed as given: a pack's, a report's).
+
+    The file keeps its mode, owner and extended attributes unless ``mode`` / ``owner`` (uid, gid) say otherwise. The
+    temp file is created exclusively and never through a link, and a link at ``path`` is replaced, never written
+    through; when any step fails the temp file is removed before the error goes up. With ``sync_dir`` False the caller
+    fsyncs the folder itself (a transaction does it once per folder, before its journal goes).
+    """
+    make_parents(path.parent)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _write_at(fd, path.name, path, data, False, mode, owner)
+        if sync_dir:
+            io_point(path)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int | None,
               owner: tuple[int, int] | None) -> None:
     """:func:`write_under`'s write of ``data`` as ``name`` in the open folder ``fd`` (``path``: its name in errors)."""
@@ -84,7 +105,10 @@ def _write_at(fd: int, name: str, path: Path, data: bytes, new: bool, mode: int 
 
 
 def _keep_xattrs_at(fd: int, name: str, out: int) -> None:
-    """:func:`_keep_xattrs` from ``name`` of the folder ``fd`` (opened without following a link) to ``out``."""
+    """Give the open temp file ``out`` the extended attributes of ``name`` in the folder ``fd`` (the file it replaces,
+    opened without following a link): an ACL, an SELinux label, ``user.*``, each where the file system and the user's
+    rights allow (one that cannot be set is left out, as before: a rename gives the new file none); never
+    ``security.capability``, which the kernel drops from a file written to."""
     try:
         src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
     except OSError:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import BadInputError, Problem, write_failed
-from .fsio import atomic_write
 from .model import Pack, Profile
+from .nofollow import atomic_write
 from .patchfiles import patch_again
 from .patchtext import normalized, swapped_problems, swapped_refusal
 from .progname import command

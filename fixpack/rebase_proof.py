@@ -23,8 +23,8 @@ from pathlib import Path
 
 from .errors import BadInputError
 from .evaluate import run_pass
-from .fsio import atomic_write
 from .model import Fix
+from .nofollow import atomic_write
 from .patchtext import as_fix
 from .prove import TestRun, run_proof, site_packages
 from .rebase_result import FixOutcome

@@ -28,7 +28,7 @@ from typing import Any
 
 from .documents import MAX_STATE_BYTES, loads_json, read_capped
 from .errors import BadInputError, DamagedStateError
-from .fsio import atomic_write
+from .nofollow import atomic_write
 from .rebase_session import continue_flags, resume_command
 from .rebase_state import STATE_SCHEMA, checked_name, default_work, is_marked, work_root
 from .records import dumps

@@ -17,12 +17,12 @@ from typing import Any
 
 from .documents import MAX_STATE_BYTES
 from .errors import BadInputError, EnvironmentProblem, FixpackError, GitError, InternalError, of_code, stopped_by
-from .fsio import atomic_write, remove_file, temp_path
+from .fsio import remove_file, temp_path
 from .gitutil import run as git
 from .interrupts import Term, signals, terminated
 from .loader import load_pack, load_profile
 from .model import Pack, Profile
-from .nofollow import write_under
+from .nofollow import atomic_write, write_under
 from .patchtext import patch_bytes
 from .progress import QUIET, Progress
 from .rebase_io import NotPutBack, cannot, errno_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import BadInputError, EnvironmentProblem, io_advice, io_said
-from .fsio import atomic_write
+from .nofollow import atomic_write
 from .report import Report, rejects_held
 from .safepath import file_on_the_way, link_on_the_way
 

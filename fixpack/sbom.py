@@ -297,7 +297,7 @@ def sbom(req: Request, out: Path | None, option: str = "--out") -> SbomResult:
         return SbomResult(None, text, False)
     if _same_bytes(out, text):
         return SbomResult(out, text, False)
-    from .fsio import atomic_write
+    from .nofollow import atomic_write
 
     try:
         atomic_write(out, text.encode("utf-8"), 0o644)

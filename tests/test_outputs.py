@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from conftest import one_fix_pack, snapshot
 
-from fixpack import fsio
+from fixpack import nofollow
 from fixpack.cli import main
 
 MOD = "demo_pkg/mod.py"
@@ -85,7 +85,7 @@ def test_an_unwritable_sbom_is_exit_5_before_the_apply(image, capsys, tmp_path, 
 
 def test_an_sbom_write_that_fails_is_exit_5_with_the_report(image, capsys, tmp_path, monkeypatch):
     b, target = image
-    real = fsio.atomic_write
+    real = nofollow.atomic_write
     out_file = tmp_path / "s.json"
 
     def full(path, *a, **kw):
@@ -93,7 +93,7 @@ def test_an_sbom_write_that_fails_is_exit_5_with_the_report(image, capsys, tmp_p
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(fsio, "atomic_write", full)
+    monkeypatch.setattr(nofollow, "atomic_write", full)
     code, out, err = run(capsys, b, target, "apply", "--sbom", str(out_file))
     assert code == 5, err
     assert "one v1: absent, applied" in out and f"FAILED (exit 5): --sbom {out_file}" in out, out
