@@ -202,41 +202,9 @@ def forget_state(root: Path) -> None:
         pass
 
 
-# --- atomic writes --------------------------------------------------------------------------------
-
-def write_new(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Create ``path`` (which must not exist, never through a link) with ``data``, fsynced; the caller
-    fsyncs its folder. For files that count only once a later record names them (a journal's backups)."""
-    io_point(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        try:
-            write_all(fd, data, path)
-            fsync_fd(fd, path)
-        finally:
-            os.close(fd)
-    except BaseException:
-        unlink_quietly(path)
-        raise
-
+# --- writes --------------------------------------------------------------------------------
 
 NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
-
-
-def link_or_copy(src: Path, dst: Path, data: bytes) -> None:
-    """``dst`` (which must not exist) as a second name of the file ``src`` holding ``data``: a hard link,
-    so nothing is copied or flushed but the caller's folder sync, since a run replaces files by renaming
-    and never writes into one; where the file system cannot link (another mount, no hard links, not the
-    owner), a new file holding ``data``, fsynced (:func:`write_new`), with ``src``'s permission bits (as a
-    link would have them: a rollback checks a journal's mode against them)."""
-    io_point(dst)
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError as exc:
-        if exc.errno not in NO_LINK:
-            raise
-        write_new(dst, data, 0o600)
-        os.chmod(dst, stat.S_IMODE(os.lstat(src).st_mode) & 0o777)  # not through the umask; never set-id bits
 
 
 def chown_to(path: Path, owner: tuple[int, int] | None) -> None:
