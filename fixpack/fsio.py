@@ -107,11 +107,6 @@ def fsync_fd(fd: int, path: Path) -> None:
     os.fsync(fd)
 
 
-def replace_file(src: Path, dst: Path) -> None:
-    io_point(dst)
-    os.replace(src, dst)
-
-
 def unlink(path: Path) -> None:
     io_point(path)
     os.unlink(path)
