@@ -96,10 +96,6 @@ def climbs_out(parts: list[str] | tuple[str, ...]) -> bool:
     return False
 
 
-def is_canonical(path: str) -> bool:
-    return path_problem(path) is None
-
-
 def link_on_the_way(root: Path, rel: str) -> str | None:
     """The first segment of ``root/rel`` (rel canonical) that is a symbolic link, as a relative path;
     None when every existing segment is a real folder or file. Missing segments end the walk: a file
