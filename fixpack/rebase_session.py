@@ -447,11 +447,10 @@ def backup_candidates(pack: Pack, old: Profile, new_name: str) -> list[Path]:
 
 def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
     """Every pack file the backups record put back as it was before the rebase (or removed: it was not there), each
-    tried: those it put back (relative to the pack); :class:`NotPutBack` (an OSError) naming each it could not, with
-    its error, once every other one is put back. The temp file a write killed half way left beside one
-    (``.NAME.fixpack-tmp``, :func:`~fixpack.fsio.temp_path`) goes too, and so does a variant folder then empty.
-    Those in ``keep`` (changed by hand meanwhile) are left as they are, and one with a symbolic link on its way is
-    not written through it (an error, ELOOP, naming the link)."""
+    tried, but those in ``keep`` (changed by hand meanwhile), never through a link on the way (ELOOP, naming it); the
+    temp file a killed write left beside one (:func:`~fixpack.fsio.temp_path`) goes too, and a variant folder then
+    empty. Returns the files it put back or removed, relative to the pack (a temp file among them); raises
+    :class:`NotPutBack` (an OSError) naming each file it could not, with its error, once every other one is put back."""
     out: list[str] = []
     failed: dict[str, OSError] = {}
     for rel, data in sorted(session.state.get("backups", {}).items()):
@@ -463,6 +462,7 @@ def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
             tmp = temp_path(path)
             if os.path.lexists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):  # (never a link or a folder)
                 remove_file(tmp)
+                out.append(f"{rel.rpartition('/')[0]}/{tmp.name}")
             if data is None:
                 if path.exists():
                     remove_file(path)

@@ -241,7 +241,11 @@ def test_abort_after_a_continue_killed_inside_a_write_leaves_no_temp_file_nor_th
                         "--allow-unproven", "--pack", str(b.pack)], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr)
     assert (b.pack / "fixes/first/v2.0-mine/.variant.toml.fixpack-tmp").is_file()
-    assert cli(b, "--abort", "--work", str(work)).returncode == 0
+    p = cli(b, "--abort", "--work", str(work))
+    assert p.returncode == 0, p.stderr
+    # what it took away is said (it said "0 pack file(s) restored or removed" and named none)
+    assert "fixes/first/v2.0-mine/.variant.toml.fixpack-tmp" in p.stdout, p.stdout
+    assert "rebase aborted; 0 pack file(s)" not in p.stdout, p.stdout
     after = {k: v for k, v in world(b.pack).items() if k.startswith(("fixes", "profiles"))}
     assert after == before, sorted(set(after) ^ set(before))
 
