@@ -12,9 +12,9 @@ The placement rule (the same for apply, status, dry runs, the lock, refresh and 
   stated line (plus the running offset of the hunks and fixes placed before it in the same file) is
   reported as an offset.
 - A hunk with less leading (trailing) context than trailing (leading) context is anchored to the start
-  (end) of the file, as GNU patch does, when searched: placed there where its pre-image occurs as often as in the
-  pinned file (once, mostly; a twin elsewhere makes it ``ambiguous``: the copy at the end may be the one upstream
-  appended), or else only at its stated line (plus the
+  (end) of the file, as GNU patch does, when searched: placed there where its pre-image occurs once, as in the
+  pinned file (a twin elsewhere makes it ``ambiguous``: the copy at the end may be the one upstream appended; so does
+  a twin in the pinned file, as the lock warns), or else only at its stated line (plus the
   running offset) where its pre-image occurs once; reversed, where its post-image occurs once and holds lines it
   adds (they are the fix's, wherever the file ends now). A hunk without any pre-image line is placed only when pinned.
 - A file's only hunk, without context, one of whose sides is empty at line 0 (``@@ -1,N +0,0 @@``, as diff and git
@@ -221,10 +221,10 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         found = occurrences(lines, pre)
         if _matches_at(lines, pre, pos):
             pinned = max(evidence.count or 1, 1)  # its copies in the pinned file (the anchored one among them)
-            if len(found) == pinned:
+            if len(found) == 1 and pinned == 1:
                 return _placed(index, pos, expected, delta)
-            # a twin that appeared (or one that went away): the copy at the file's start or end may be the twin
-            # (upstream appended a copy of the block), so the anchor alone does not tell them apart
+            # a twin: the copy at the file's start or end may be one upstream appended (or, where the pinned file held
+            # twins too, one of them went away and another came), so the anchor alone does not tell them apart
             return HunkResult(index, Placement.AMBIGUOUS, candidates=tuple(p + 1 for p in found),
                               expected=expected + 1,
                               reason=f"anchored to the {anchor} of the file, where its {image(reverse)} is, and it "

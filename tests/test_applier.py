@@ -64,7 +64,7 @@ def test_hunk_at_start_is_anchored(tmp_path):
 def test_an_anchored_hunk_with_a_twin_of_its_context_is_ambiguous_even_where_the_anchor_matches(tmp_path):
     # a hunk with context above its change and none below goes at the file's end; upstream appending a copy of that
     # context block makes the copy at the end a twin: the anchor alone cannot tell which one the fix belongs after
-    from fixpack.applier import HunkEvidence
+    from fixpack.applier import PINNED, HunkEvidence
     tail = "def f():\n    a = 1\n    return a\n"
     before = numbered(10) + tail
     after = before + "\ndef g():\n    return 2\n"
@@ -74,12 +74,15 @@ def test_an_anchored_hunk_with_a_twin_of_its_context_is_ambiguous_even_where_the
     res = apply_text(before + "x\n" + tail, hunks).hunks[0]
     assert res.placement is Placement.AMBIGUOUS and res.candidates == (11, 15) and "anchored to the end" in res.reason
     assert apply_text("drift\n" + before, hunks).text == "drift\n" + after  # alone at the end: placed, offset 1
-    # the pinned file held two copies (the lock's count) and this one too: the anchor settles it, as it did there
+    # the pinned file held two copies (the lock's count, which the lock warns of): searched, never settled by the
+    # anchor, as one copy may have gone and another come (a fresh attacker: the middle twin removed, one appended)
     twice = numbered(3) + tail + numbered(4) + tail
     hunks2 = hunks_of(twice, twice + "\ndef g():\n    return 2\n", tmp_path)
     two = (HunkEvidence(count=2),)
-    assert apply_text("drift\n" + twice, hunks2, evidence=two).text == "drift\n" + twice + "\ndef g():\n    return 2\n"
-    assert apply_text("drift\n" + twice + tail, hunks2, evidence=two).hunks[0].placement is Placement.AMBIGUOUS
+    for drifted in ("drift\n" + twice, numbered(3) + numbered(4) + tail + "x\n" + tail, "drift\n" + twice + tail):
+        res = apply_text(drifted, hunks2, evidence=two)
+        assert res.text is None and res.hunks[0].placement is Placement.AMBIGUOUS, drifted
+    assert apply_text(twice, hunks2, evidence=(PINNED,)).text == twice + "\ndef g():\n    return 2\n"  # pinned
     # the same at a file's start, and reversed (the post-image with the lines the hunk adds)
     head = "import os\nimport sys\n\n"
     start = hunks_of(head + numbered(10), "#!/usr/bin/env python3\n" + head + numbered(10), tmp_path)
