@@ -26,6 +26,7 @@ from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recor
 from .replay import (
     as_laid,
     fix_report,
+    laid_where_taken_off,
     manifest_entry,
     placed_off,
     popped,
@@ -112,11 +113,13 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     lost += placed_off(chain, tree, ctx.lock, manifest, lost, settled)  # ... on drifted files
     recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
-    base, broken, unchecked = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
+    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
+        if base is not None and fix.id in moved:
+            laid_where_taken_off(tree, moved[fix.id])
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost)
         fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)

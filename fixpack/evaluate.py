@@ -10,7 +10,6 @@ own post-image is no second place for it (:func:`pre_inside_post`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .applier import (
@@ -28,11 +27,9 @@ from .applier import (
     probe,
     sides,
     split_lines,
-    stray_cr_added,
 )
 from .binpatch import BinaryApplyError
-from .errors import PatchParseError, Problem
-from .hunk_said import differs, misplaced_marker, span
+from .hunk_said import differs, misplaced_marker, refuse_stray_cr, span
 from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
@@ -314,7 +311,7 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
         delta = 0 if pinned or reverse else work.delta(src or "")
         if not reverse:
-            _refuse_stray_cr(current, fp, ctx.patch)
+            refuse_stray_cr(current, fp, ctx.patch)
         res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place)
         out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
         if ctx.count:
@@ -345,24 +342,6 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         work.write(src, None)
     work.write(dst, text, mode, owner)
     return None
-
-
-def _refuse_stray_cr(current: str, fp: FilePatch, patch: str) -> None:
-    """PatchParseError (exit 2, before anything is written) for a CR LF line an add-only hunk (git diff -U0) would
-    put into a file whose lines end in LF (:func:`~fixpack.applier.stray_cr_added`): parse cannot see the file's line
-    ends in such a hunk, the file here shows them."""
-    found = stray_cr_added(current, fp.hunks)
-    if found is None:
-        return
-    line, lf, end = found
-    path = shown_path(fp.path)
-    ends = "in CR LF" if end == "CR LF" else "in a CR, the file's last byte"
-    what = (f"the line ends {ends}, but {path}, where its hunk (no context or removed line, as git diff -U0 writes "
-            f"it) adds it, ends its lines in LF ({lf} of them, none in CR LF): its CR would be written into {path}")
-    hint = ("remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?), or "
-            "regenerate the patch with git diff, whose context lines show the file's line ends")
-    where = f"{patch}:{line}" if patch else f"patch line {line}"
-    raise PatchParseError(f"{where}: {what}", [Problem(what, Path(patch) if patch else None, line, hint)])
 
 
 def _count(fp: FilePatch, before: str, after: str | None, reverse: bool, flat: int, out: Pass) -> None:
@@ -421,10 +400,15 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     if fwd.ok and (not rev.present or side == "pre"):
         drift, files = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)
-    if rev.ok and (not fwd.present or side == "post"
-                   or (side == "" and fwd.ok and pre_inside_post(fix, fwd, rev, ev))):
+    removed = removed_there(fwd, rev) if side == "" else []
+    if rev.ok and not removed and (not fwd.present or side == "post"
+                                   or (side == "" and fwd.ok and pre_inside_post(fix, fwd, rev, ev))):
         return Evaluation(State.UPSTREAMED, fwd, rev, ["the target already holds the post-image, without our "
                                                        "manifest"])
+    if rev.ok and removed and not fwd.ok:  # some hunks in (their pre-image gone), these not: the lines they take out
+        return Evaluation(State.PARTIAL, fwd, rev, ["only some hunks are in: not present: " + ", ".join(
+            f"{shown_path(n.path)} hunk #{n.hunk} (the lines it removes are at line {n.line}, where its post-image is "
+            f"found: they were never taken out)" for n in removed)])  # (are there, where their post-image is)
     if fwd.present and rev.present:
         return Evaluation(State.AMBIGUOUS, fwd, rev, [
             "both its pre-image and its post-image are in the file (a twin block?) and the file is not the lock's "
@@ -455,6 +439,22 @@ def pre_inside_post(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
         if n.line is None or r is None or r.line is None or not r.line <= n.line <= r.line + len(r.pre) - len(n.pre):
             return False
     return bool(fwd.hunks) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
+
+
+def removed_there(fwd: Pass, rev: Pass) -> list[HunkNote]:
+    """The hunks whose pre-image the forward pass places over the lines where the reversed pass places their
+    post-image, not inside it: a hunk that removes lines finds its post-image inside its own pre-image, so "is it in?"
+    says yes where the lines it removes are still there; it is not in (an add-only one is :func:`pre_inside_post`'s)."""
+    placed = {n.flat: n for n in rev.hunks if n.line is not None}
+    out = []
+    for n in fwd.hunks:
+        r = placed.get(n.flat)
+        if n.line is None or r is None or r.line is None:
+            continue
+        f_end, r_end = n.line + len(n.pre), r.line + len(r.pre)
+        if n.line < r_end and r.line < f_end and not r.line <= n.line <= f_end <= r_end:
+            out.append(n)
+    return out
 
 
 def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:

@@ -1,15 +1,20 @@
 """What a refused hunk's message says of its closest near-miss (:class:`~fixpack.applier.Closest`): the lines it
 covers, each line that differs (in its text, or only in its line end: LF, CR LF, none), and a ``\\ No newline at end
-of file`` marker that follows no last line of the file (:func:`misplaced_marker`)."""
+of file`` marker that follows no last line of the file (:func:`misplaced_marker`); and a CR LF line an add-only hunk
+would put into an LF file (:func:`refuse_stray_cr`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .applier import MARKER_SAID, Closest
+from .applier import MARKER_SAID, Closest, stray_cr_added
+from .errors import PatchParseError, Problem
+from .safepath import shown_path
 
 if TYPE_CHECKING:
     from .evaluate import HunkNote
+    from .patchmodel import FilePatch
 
 
 def misplaced_marker(note: HunkNote) -> str:
@@ -49,3 +54,21 @@ def differs(n: int, expected: str, found: str) -> str:
 
 def line_end(line: str) -> str:
     return "CRLF" if line.endswith("\r\n") else "LF" if line.endswith("\n") else "no newline (the file's end)"
+
+
+def refuse_stray_cr(current: str, fp: FilePatch, patch: str) -> None:
+    """PatchParseError (exit 2, before anything is written) for a CR LF line an add-only hunk (git diff -U0) would
+    put into a file whose lines end in LF (:func:`~fixpack.applier.stray_cr_added`): parse cannot see the file's line
+    ends in such a hunk, the file here shows them."""
+    found = stray_cr_added(current, fp.hunks)
+    if found is None:
+        return
+    line, lf, end = found
+    path = shown_path(fp.path)
+    ends = "in CR LF" if end == "CR LF" else "in a CR, the file's last byte"
+    what = (f"the line ends {ends}, but {path}, where its hunk (no context or removed line, as git diff -U0 writes "
+            f"it) adds it, ends its lines in LF ({lf} of them, none in CR LF): its CR would be written into {path}")
+    hint = ("remove the CR from the line's end (a line pasted from a CRLF file, or an editor set to CRLF?), or "
+            "regenerate the patch with git diff, whose context lines show the file's line ends")
+    where = f"{patch}:{line}" if patch else f"patch line {line}"
+    raise PatchParseError(f"{where}: {what}", [Problem(what, Path(patch) if patch else None, line, hint)])

@@ -35,17 +35,19 @@ if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch i
 
 
 def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
-           lock: Lock) -> tuple[Tree | None, dict[str, list[str]], dict[str, str]]:
+           lock: Lock) -> tuple[Tree | None, dict[str, list[str]], dict[str, str], dict[str, dict[str, int]]]:
     """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
-    them does not reverse), per fix that failed why, and per fix that could not be checked the
-    tampered fix it shares a file with (its pre-image cannot be rebuilt); fixes on other files are
-    still checked, so one hand-edited file does not make every earlier fix look tampered."""
+    them does not reverse), per fix that failed why, per fix that could not be checked the
+    tampered fix it shares a file with (its pre-image cannot be rebuilt), and per fix taken off, per file, the offset
+    its first hunk was taken off at (:func:`laid_where_taken_off`); fixes on other files are still checked, so one
+    hand-edited file does not make every earlier fix look tampered."""
     from .evaluate import FixEvidence, run_pass
 
     base = tree.fork()
     broken: dict[str, list[str]] = {}
     blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
     unchecked: dict[str, str] = {}
+    moved: dict[str, dict[str, int]] = {}
     for fix in reversed(applied):
         hit = sorted(set(fix.touched_paths()) & tampered_files)
         shared = [p for p in fix.touched_paths() if p in blocked]
@@ -61,7 +63,25 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
                 blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
-    return (None if broken else base), broken, unchecked
+        moved[fix.id] = taken_off_at(rev)
+    return (None if broken else base), broken, unchecked, moved
+
+
+def taken_off_at(rev: Pass) -> dict[str, int]:
+    """Per file, the offset from its stated line at which the reversed pass ``rev`` placed a fix's first hunk there."""
+    out: dict[str, int] = {}
+    for n in rev.hunks:
+        out.setdefault(n.path, n.offset)
+    return out
+
+
+def laid_where_taken_off(tree: Tree, moved: dict[str, int]) -> None:
+    """Before a fix taken off ``tree`` is laid again: each of its files' running offset set to the one its taking off
+    measured (:func:`taken_off_at`). The file is as it was then (the fixes before it laid again), so its stated
+    lines are off by that much: a line added above a hunk anchored to the file's start is the case (searched, such a
+    hunk goes only at its stated line plus the running offset, and the reversed pass found its post-image there)."""
+    for path, offset in moved.items():
+        tree.set_delta(path, offset)
 
 
 def popped(lock: Lock, target: str, tree: Tree, manifest: Manifest | None) -> tuple[tuple[str, ...], set[str]]:
@@ -144,7 +164,7 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
         if not any(f in todo for f in group) or now == {p: release.get(p) for p in paths}:
             continue  # (nothing to find, or every file the release's: nothing is in)
         evidence = {f.id: FixEvidence.from_lock(lock.fix(f.id)) for f in group}
-        back, there = tree.fork(), []
+        back, there, moved = tree.fork(), [], dict[str, dict[str, int]]()
         for f in reversed(group):
             if f.id in recorded:
                 rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id])
@@ -154,9 +174,11 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
             if rev is not None and rev.ok:
                 there.append(f)
                 back.adopt(rev.tree)
+                moved[f.id] = taken_off_at(rev)
         if not there or not {f.id for f in group} & recorded <= {f.id for f in there}:
             continue
         for f in reversed(there):  # laid again, first first: the same bytes, or the taking off was no unwinding
+            laid_where_taken_off(back, moved[f.id])
             fwd = run_pass(f, back, reverse=False, evidence=evidence[f.id])
             if not fwd.ok:
                 break

@@ -1,0 +1,66 @@
+"""Chains of fixes on a drifted file, found by an attacking helper (exit 0 with the file wrong before):
+
+- a fix that removes a line finds its post-image inside its own pre-image, so "is it in?" said yes where the line it
+  removes was still there; a later fix of the chain that undid the fix's other hunk then made both look applied
+  (nothing laid, the line left in);
+- with the manifest lost and a line added above a chain whose first fix is anchored to the file's start, the chain
+  could be taken off but not laid again (the anchored hunk goes only at its stated line plus the running offset,
+  and the re-lay started from 0): the fixes were judged one by one, and one whose added line a later fix changed
+  was laid a second time (two '# header' lines, two 'D = 5').
+"""
+
+import shutil
+
+from conftest import numbered, snapshot
+
+from fixpack import engine
+
+MOD = "demo_pkg/mod.py"
+
+
+def _pack(b, base, chain):  # type: ignore[no-untyped-def]
+    clean = b.tree("clean", {MOD: base})
+    prev = base
+    for fid, after in chain:
+        b.add_fix(fid, {MOD: prev}, {MOD: after})
+        prev = after
+    b.profile([f for f, _ in chain])
+    b.lock(clean)
+    return prev
+
+
+def test_a_line_a_fix_removes_still_there_is_not_taken_for_the_fix_being_in(builder):
+    base = numbered(20)
+    f0 = base.replace("line 3\n", "three\n").replace("line 20\n", "")  # two hunks: a change, a line removed at the end
+    f1 = f0.replace("three\n", "line 3\n")  # undoes the first
+    _pack(builder, base, [("f0", f0), ("f1", f1)])
+    image = builder.tree("image", {MOD: base + "# local\n"})  # the release, a line appended: nothing applied
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and {f.id: f.state.value for f in st.fixes} == {"f0": "drifted", "f1": "drifted"}
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and [f.action.value for f in r.fixes] == ["applied", "applied"], r.fixes
+    assert (image / MOD).read_text() == f1 + "# local\n"  # line 20 taken out, line 3 as it was
+    assert engine.status(builder.request(image)).exit_code == 0
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == base + "# local\n"
+
+
+def test_a_lost_manifest_and_a_line_above_a_start_anchored_chain_lays_nothing_twice(builder):
+    base = "import os\nA = 1\nB = 2\nC = 3\n"
+    f0 = "import os\nimport sys\nA = 1\nB = 2\nC = 3\n"  # anchored to the file's start
+    f1 = "# header\n" + f0 + "D = 4\n"  # one hunk, no context line above or below its changes
+    f2 = "# header\n" + f0 + "D = 5\n"  # changes f1's added line
+    last = _pack(builder, base, [("f0", f0), ("f1", f1), ("f2", f2)])
+    image = builder.tree("image", {MOD: base})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    shutil.rmtree(image / ".fixpack")  # the manifest lost
+    (image / MOD).write_text("# local\n" + last)  # and a line added on top
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and all(f.state.value == "applied" for f in st.fixes), st.fixes
+    assert snapshot(image) == files
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and all(f.state.value == "applied" for f in r.fixes), r.fixes
+    assert (image / MOD).read_text() == "# local\n" + last  # recorded again, laid nowhere a second time
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == "# local\n" + base
