@@ -181,13 +181,31 @@ def _anchor(h: Hunk) -> str:
     return ""
 
 
+def _adds_beside(lines: list[str], pre: tuple[str, ...], post: tuple[str, ...], pos: int, anchor: str) -> int | None:
+    """The 0-based line next to ``pre`` at ``pos`` on the side of its ``anchor`` (after it for "end", before it for
+    "start") where that line is the one the hunk puts there, next to its context: the lines it adds are there already
+    (the fix applied, then a line put among them or after them, and its record lost), so laying it would put them in a
+    second time. None otherwise (among them a hunk whose context on that side is not empty: its lines would differ)."""
+    k = next((i for i, (a, b) in enumerate(zip(pre, post)) if a != b), min(len(pre), len(post)))
+    m = next((i for i, (a, b) in enumerate(zip(reversed(pre), reversed(post))) if a != b), min(len(pre), len(post)))
+    if k + m >= len(post):  # (it adds nothing)
+        return None
+    if anchor == "end" and m == 0 and pos + len(pre) < len(lines) and lines[pos + len(pre)] == post[k]:
+        return pos + len(pre)
+    if anchor == "start" and k == 0 and pos > 0 and lines[pos - 1] == post[len(post) - m - 1]:
+        return pos - 1
+    return None
+
+
 def whole_file(h: Hunk) -> bool:
     """The hunk has no context and one side empty at line 0: as a file's only hunk, it empties or fills the file."""
     return h.leading_context == h.trailing_context == 0 and (
         (h.new_start, h.new_len) == (0, 0) or (h.old_start, h.old_len) == (0, 0))
 
 
-WHOLE_REASON = "as git apply reads a file's only hunk without context"  # (see whole_file)
+WHOLE_REASON = "as git apply reads a file's only hunk without context"
+BESIDE_SAID = ("the lines it adds are there (the fix applied before, its record lost, and the file changed after it?): "
+               "laying it would put them in twice")  # (see _adds_beside)  # (see whole_file)
 
 
 def _lines(n: int) -> str:
@@ -235,7 +253,13 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
             # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
             # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
             # them, a later fix of the chain added lines after them), and taking them out guesses nothing
-            return _placed(index, found[0], expected, delta)
+            beside = None if reverse else _adds_beside(lines, pre, _post, found[0], anchor)
+            if beside is None:
+                return _placed(index, found[0], expected, delta)
+            return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file, where its pre-image "
+                                                         f"is not, and at its stated line {found[0] + 1} the line it "
+                                                         f"puts {'after' if anchor == 'end' else 'before'} its context "
+                                                         f"is there already (line {beside + 1}): {BESIDE_SAID}")
         twins = f"; its {image(reverse)} occurs {len(found)} times in the file" if len(found) > 1 else ""
         return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file (it has "
                                                      f"{h.leading_context} context lines above its change and "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .applier import (
+    BESIDE_SAID,
     PINNED_POST_REASON,
     PINNED_REASON,
     WHOLE_REASON,
@@ -34,6 +35,7 @@ from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
 from .safepath import file_on_the_way, not_a_file, shown_path
+from .sameplace import pre_inside_post, removed_there
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -160,6 +162,8 @@ class HunkNote:
         if misplaced:
             return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "
                     f"remove it, or regenerate the patch with git diff / format-patch")
+        if BESIDE_SAID in self.reason:
+            return f"{where} missing: the hunk is {self.reason}"
         if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
             return (f"{where} missing: the hunk is {self.reason}, and its {self.side} is not there but at "
                     f"{span(c)} (stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, "
@@ -425,36 +429,6 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
                 note.reason = "its post-image is in the file: this part of the fix is in already"
         return Evaluation(State.PARTIAL, fwd, rev, partial)
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
-
-
-def pre_inside_post(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
-    """Each hunk the forward pass placed lies inside its own post-image, where the reversed pass placed that: a hunk
-    that only adds lines after its context (at a file's end, or anchored so at its stated line) finds the context
-    again once it is applied, at the same place. That is no second place for the fix: its pre-image is there only as
-    part of its post-image, which is in. Not so where the post-image outlives its own reversal (the added lines are
-    in the file twice, one after the other): which copy is the fix's cannot be told."""
-    placed = {n.flat: n for n in rev.hunks if n.line is not None}
-    for n in fwd.hunks:
-        r = placed.get(n.flat)
-        if n.line is None or r is None or r.line is None or not r.line <= n.line <= r.line + len(r.pre) - len(n.pre):
-            return False
-    return bool(fwd.hunks) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
-
-
-def removed_there(fwd: Pass, rev: Pass) -> list[HunkNote]:
-    """The hunks whose pre-image the forward pass places over the lines where the reversed pass places their
-    post-image, not inside it: a hunk that removes lines finds its post-image inside its own pre-image, so "is it in?"
-    says yes where the lines it removes are still there; it is not in (an add-only one is :func:`pre_inside_post`'s)."""
-    placed = {n.flat: n for n in rev.hunks if n.line is not None}
-    out = []
-    for n in fwd.hunks:
-        r = placed.get(n.flat)
-        if n.line is None or r is None or r.line is None:
-            continue
-        f_end, r_end = n.line + len(n.pre), r.line + len(r.pre)
-        if n.line < r_end and r.line < f_end and not r.line <= n.line <= f_end <= r_end:
-            out.append(n)
-    return out
 
 
 def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:

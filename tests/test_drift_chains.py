@@ -64,3 +64,38 @@ def test_a_lost_manifest_and_a_line_above_a_start_anchored_chain_lays_nothing_tw
     assert (image / MOD).read_text() == "# local\n" + last  # recorded again, laid nowhere a second time
     assert engine.revert(builder.request(image)).exit_code == 0
     assert (image / MOD).read_text() == "# local\n" + base
+
+
+def test_a_fix_at_a_files_end_whose_lines_are_there_is_not_laid_twice_after_its_record_is_lost(builder):
+    """A second attacker: a fix that adds lines at the file's end, applied, its manifest lost, then a line put among
+    its lines: its context is still at its stated line and its post-image is not whole, so it was laid again (exit 0,
+    its lines twice). The line it puts after its context is there already: refused, nothing written. Lines upstream
+    appended after the context are not the fix's: it is laid before them, as before. (At a file's start the stated
+    line moves with the lines added above: refused there already.)"""
+    base = numbered(10)
+    adds = "added 1\nadded 2\n"
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("f0", {MOD: base}, {MOD: base + adds})
+    builder.profile(["f0"])
+    builder.lock(clean)
+    image = builder.tree("image", {MOD: base})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    shutil.rmtree(image / ".fixpack")
+    for drifted in (base + "added 1\n# local\nadded 2\n", base + adds + "# local\n"):
+        (image / MOD).write_text(drifted)
+        files = snapshot(image)
+        r = engine.apply(builder.request(image))
+        if drifted.endswith("# local\n"):  # its lines whole, above a line added after them: found applied
+            assert r.exit_code == 0 and r.fix("f0").state.value == "applied", r.fixes
+            assert (image / MOD).read_text() == drifted  # (recorded again)
+            shutil.rmtree(image / ".fixpack")
+            continue
+        assert r.exit_code == 4 and r.fix("f0").state.value == "conflict", r.fixes
+        said = " ".join(r.fix("f0").messages)
+        assert "anchored to the end of the file, where its pre-image is not, and at its stated line 8 the line it " \
+            "puts after its context is there already (line 11): the lines it adds are there" in said, said
+        assert "laying it would put them in twice" in said and snapshot(image) == files, said
+    (image / MOD).write_text(base + "def upstream():\n    pass\n")  # not the fix's
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and r.fix("f0").state.value == "drifted", r.fixes
+    assert (image / MOD).read_text() == base + adds + "def upstream():\n    pass\n"
