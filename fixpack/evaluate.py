@@ -35,7 +35,7 @@ from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
 from .safepath import file_on_the_way, not_a_file, shown_path
-from .sameplace import pre_inside_post, removed_there
+from .sameplace import removed_there
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -429,6 +429,20 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
                 note.reason = "its post-image is in the file: this part of the fix is in already"
         return Evaluation(State.PARTIAL, fwd, rev, partial)
     return Evaluation(State.CONFLICT, fwd, rev, fwd.explain())
+
+
+def pre_inside_post(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
+    """Each hunk the forward pass placed lies inside its own post-image, where the reversed pass placed that: a hunk
+    that only adds lines after its context (at a file's end, or anchored so at its stated line) finds the context
+    again once it is applied, at the same place. That is no second place for the fix: its pre-image is there only as
+    part of its post-image, which is in. Not so where the post-image outlives its own reversal (the added lines are
+    in the file twice, one after the other): which copy is the fix's cannot be told."""
+    placed = {n.flat: n for n in rev.hunks if n.line is not None}
+    for n in fwd.hunks:
+        r = placed.get(n.flat)
+        if n.line is None or r is None or r.line is None or not r.line <= n.line <= r.line + len(r.pre) - len(n.pre):
+            return False
+    return bool(fwd.hunks) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
 
 
 def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:

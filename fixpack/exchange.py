@@ -327,9 +327,8 @@ def _on_chain(view: Pack, prof: Profile, fix: Fix, after: str, root: Path, given
 
 
 def _carrier(view: Pack, one: Fix, root: Path, laid: list[str]) -> str | None:
-    """The first fix of ``laid`` (in order) after which ``one``'s post-image is there; "" when the release
-    itself holds it; None when neither does (an earlier patch of the import made it: it blamed the chain's last
-    fix)."""
+    """The first fix of ``laid`` (in order) after which ``one``'s post-image is there; "" when the release itself
+    holds it; None when neither does (an earlier patch of the import made it: it blamed the chain's last fix)."""
     tree = Tree(root)
     if decide(one, tree, None, False).state is State.UPSTREAMED:
         return ""

@@ -422,9 +422,8 @@ def _fix_entry(fix: Fix, tree: Tree, ft: FoundTarget, post_only: Callable[[Fix],
                behind: Callable[[Fix], str], moved: Callable[[Fix], str]) -> LockFix:
     """One fix's fingerprints on ``tree`` (the release with the fixes before it), adopted; one whose post-image is
     there, not its pre-image, goes to ``post_only`` (raising if refused); ``behind``, ``moved``: :mod:`~.lock_hints`."""
-    from .evaluate import NO_EVIDENCE, TRUSTED, decide, run_pass  # loaded when a lock is made
+    from .evaluate import NO_EVIDENCE, TRUSTED, decide, pre_inside_post, run_pass  # loaded when a lock is made
     from .hunk_said import misplaced_marker
-    from .sameplace import pre_inside_post
     ev = decide(fix, tree, TRUSTED, False)
     held = ev.state is State.UPSTREAMED
     if ev.state is State.ABSENT and ev.reverse.ok:  # a hunk that only adds lines after its context finds it again

@@ -90,7 +90,8 @@ def test_quilt_s_new_and_deleted_files_and_its_index_lines_between_files(tmp_pat
     at = lines.index("+B") + 1
     with pytest.raises(PatchParseError) as exc:
         parse_patch("\n".join(lines[:at - 1] + ["+B", "+C"] + lines[at:]).encode(), "q.patch")
-    assert f"q.patch:{at + 2}: the hunk that starts at line 7 is longer" in str(exc.value), exc.value  # (' c' past it)
+    assert f"q.patch:{at + 2}: the hunk that starts at line 7 has more lines than its header '@@ -1,3 +1,3 @@' " \
+        f"states (3 pre-image and 3 post-image lines): line {at + 2} is one post-image line past them" in str(exc.value)
 
 
 def test_a_quilt_patch_of_two_trees_is_not_guessed(tmp_path):
