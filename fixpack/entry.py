@@ -28,13 +28,14 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
     Ctrl-C then would kill the finished run (exit -2)."""
     code: str | int | None = 0
     try:
+        _term_as_interrupt()
         try:
             body()
         except SystemExit as exc:
             code = exc.code
         _ignore_sigint()
-    except KeyboardInterrupt:
-        refuse_interrupt(argv, command)
+    except KeyboardInterrupt as stop:
+        refuse_interrupt(argv, command, type(stop).__name__ == "Term")
     except Exception as exc:  # one Python wrapped (fixpack.errors.by_interrupt) while the tool imports
         from .errors import by_interrupt
 
@@ -44,10 +45,26 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
     sys.exit(code)
 
 
-def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
-    """Exit 5 saying the run was interrupted (one line on stderr, or the error document with ``--json``),
-    a second Ctrl-C ignored; ``command`` as for :func:`guarded`. One that comes after the command has ended (its
-    output written: :data:`fixpack.cli_plain.ENDED`) keeps the command's exit code and says nothing more."""
+def _term_as_interrupt() -> None:
+    """SIGTERM raised as :class:`fixpack.interrupts.Term` (a KeyboardInterrupt) where the command is, from here on, so
+    that it unwinds and is said as a Ctrl-C is, with exit 143 (a write under way sets its own handler and puts itself
+    back first): by its default action it ended a run that waited for the lock or planned with no line, no JSON
+    document, killed by signal 15. A SIGTERM the process ignores stays ignored."""
+    import signal
+
+    def term(signum: int, frame: object) -> None:
+        from .interrupts import Term
+
+        raise Term()
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, term)
+
+
+def refuse_interrupt(argv: list[str], command: str = "", term: bool = False) -> NoReturn:
+    """Exit 5 saying the run was interrupted (one line on stderr, or the error document with ``--json``), a second
+    Ctrl-C ignored; ``term``: SIGTERM's (exit 143); ``command`` as for :func:`guarded`. One that comes after the
+    command has ended (its output written: :data:`fixpack.cli_plain.ENDED`) keeps its exit code and says no more."""
     _ignore_sigint()
     ended = getattr(sys.modules.get("fixpack.cli_plain"), "ENDED", None)
     if ended:
@@ -57,7 +74,7 @@ def refuse_interrupt(argv: list[str], command: str = "") -> NoReturn:
     from .cli_plain import argv_profile, deliver, emit_json, error_document, write_line
     from .errors import interrupted
 
-    exc = interrupted(command or "run")
+    exc = interrupted(command or "run", term)
     if "--json" in argv:
         doc = error_document(command, argv_profile(argv), str(exc), exc.exit_code, "--dry-run" in argv)
         sys.exit(deliver(lambda: emit_json(doc, write_line), exc.exit_code))

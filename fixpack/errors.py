@@ -300,12 +300,19 @@ def by_interrupt(exc: BaseException) -> bool:
     return False
 
 
-def interrupted(command: str) -> EnvironmentProblem:
-    """Ctrl-C (SIGINT) outside a write: what the CLI says instead of a traceback (exit 5), fitting
-    ``command`` (a write to a target has rolled itself back before this:
+def interrupted(command: str, term: bool = False) -> FixpackError:
+    """Ctrl-C (SIGINT) outside a write, or SIGTERM (``term``: a CI timeout, ``docker stop``; exit 143): what the CLI
+    says instead of a traceback (exit 5), fitting ``command`` (a write to a target has rolled itself back before this:
     :func:`fixpack.transaction.write_transaction`; a fetch has no target)."""
     after = _AFTER_INTERRUPT.get(command, f"fixpack {command} did not finish. Run it again")
-    return EnvironmentProblem(f"interrupted (Ctrl-C, SIGINT); {after}")
+    how, kind = stopped_by(term)
+    return kind(f"{how}; {after}")
+
+
+def by_term(exc: BaseException) -> bool:
+    """Whether the KeyboardInterrupt ``exc`` is SIGTERM's (:class:`fixpack.interrupts.Term`, raised where the run was
+    by the handler :func:`fixpack.entry.guarded` sets for the whole command)."""
+    return type(exc).__name__ == "Term"
 
 
 class Terminated(FixpackError):

@@ -172,6 +172,7 @@ def test_the_entry_guard_takes_a_wrapped_ctrl_c_while_the_tool_imports(capsys, m
     from fixpack import entry
 
     monkeypatch.setattr(entry, "_ignore_sigint", lambda: None)  # this test's process keeps its Ctrl-C
+    monkeypatch.setattr(entry, "_term_as_interrupt", lambda: None)  # and its SIGTERM
     monkeypatch.setattr("fixpack.cli_plain.ENDED", [])  # no command has ended in this (pytest's) process
 
     def body():
