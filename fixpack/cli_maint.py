@@ -34,9 +34,10 @@ CACHE_HELP = "Release copy cache (default: $XDG_CACHE_HOME/fixpack, else ~/.cach
 
 
 def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: tuple[str, ...],
-                   progress: CliProgress) -> dict[str, Path]:
+                   progress: CliProgress, cache: Path | None = None) -> dict[str, Path]:
     """``lock`` without --root or --copies: the clean release copies of the profile's targets the lock
-    covers, those with a fix or a component (the named ones with --target), fetched (or taken from the cache)."""
+    covers, those with a fix or a component (the named ones with --target), fetched (or taken from the cache,
+    ``cache``: --cache's)."""
     from . import release
     from .loader import load_pack, load_profile
     from .lock_hints import lock_targets
@@ -47,7 +48,7 @@ def _fetch_missing(pack_root: Path, profile: str, roots: dict[str, Path], only: 
     for spec in prof.targets:
         if spec.name in roots or (only and spec.name not in only) or (not only and spec.name not in covered):
             continue
-        roots[spec.name] = release.fetch(spec, progress=progress).root  # a download reports itself
+        roots[spec.name] = release.fetch(spec, cache, progress=progress).root  # a download reports itself
     return roots
 
 
@@ -64,8 +65,10 @@ Examples:
   fixpack lock --profile v0.30.0 --target vllm --root vllm=$HOME/.cache/fixpack/vllm-0.30.0""")
 @common
 @click.option("--check", is_flag=True, help="Fail (exit 2) when the committed lock is stale; write nothing.")
+@click.option("--cache", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help=CACHE_HELP + " Where a target without --root is fetched.")
 def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...], pack_root: Path | None,
-             copies_root: Path | None, lock_wait: float, as_json: bool, check: bool) -> None:
+             copies_root: Path | None, lock_wait: float, as_json: bool, check: bool, cache: Path | None) -> None:
     """Generate (or --check) profiles/<profile>.lock from clean release copies (fetched when no --root)."""
     from . import engine, lockfile
     from .lock_bump import check_fresh, refuse_unbumped
@@ -77,7 +80,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         root = pack_root or default_pack_root()
         given = parse_roots(roots)
         if copies_root is None:
-            given = _fetch_missing(root, profile, given, tuple(only_targets), progress)
+            given = _fetch_missing(root, profile, given, tuple(only_targets), progress, cache)
         req = engine.Request(pack_root=root, profile=profile, roots=given, only_targets=tuple(only_targets),
                              env_root=copies_root, lock_wait=lock_wait)
         with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
