@@ -185,7 +185,10 @@ def _adds_beside(lines: list[str], pre: tuple[str, ...], post: tuple[str, ...], 
     """The 0-based line next to ``pre`` at ``pos`` on the side of its ``anchor`` (after it for "end", before it for
     "start") where that line is the one the hunk puts there, next to its context: the lines it adds are there already
     (the fix applied, then a line put among them or after them, and its record lost), so laying it would put them in a
-    second time. None otherwise (among them a hunk whose context on that side is not empty: its lines would differ)."""
+    second time. None otherwise: its post-image whole there (which both passes judge), or a hunk whose context on that
+    side is not empty (its lines would differ)."""
+    if _matches_at(lines, post, pos if anchor == "end" else pos - (len(post) - len(pre))):
+        return None  # its post-image whole there: whether it is in is decided both ways (fixpack.evaluate.decide)
     k = next((i for i, (a, b) in enumerate(zip(pre, post)) if a != b), min(len(pre), len(post)))
     m = next((i for i, (a, b) in enumerate(zip(reversed(pre), reversed(post))) if a != b), min(len(pre), len(post)))
     if k + m >= len(post):  # (it adds nothing)
