@@ -181,16 +181,15 @@ def _anchor(h: Hunk) -> str:
     return ""
 
 
-def _adds_beside(lines: list[str], pre: tuple[str, ...], post: tuple[str, ...], pos: int, anchor: str) -> int | None:
-    """The 0-based line next to ``pre`` at ``pos`` on the side of its ``anchor`` (after it for "end", before it for
-    "start") where that line is the one the hunk puts there, next to its context: the lines it adds are there already
-    (the fix applied, then a line put among them or after them, and its record lost), so laying it would put them in a
-    second time. None otherwise: its post-image whole there (which both passes judge), or a hunk whose context on that
-    side is not empty (its lines would differ)."""
+def _adds_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | None:
+    """The 0-based line next to ``h``'s pre-image at ``pos`` on the side of its ``anchor`` (after it for "end",
+    before it for "start") where that line is the one the hunk puts there, next to its context: the lines it adds are
+    there already (the fix applied, then a line put among them or after them, and its record lost), so laying it would
+    put them in a second time. None otherwise: its post-image whole there (which both passes judge), or a hunk whose
+    context on that side is not empty (its lines would differ)."""
+    pre, post, k, m = h.old_lines, h.new_lines, h.leading_context, h.trailing_context
     if _matches_at(lines, post, pos if anchor == "end" else pos - (len(post) - len(pre))):
         return None  # its post-image whole there: whether it is in is decided both ways (fixpack.evaluate.decide)
-    k = next((i for i, (a, b) in enumerate(zip(pre, post)) if a != b), min(len(pre), len(post)))
-    m = next((i for i, (a, b) in enumerate(zip(reversed(pre), reversed(post))) if a != b), min(len(pre), len(post)))
     if k + m >= len(post):  # (it adds nothing)
         return None
     if anchor == "end" and m == 0 and pos + len(pre) < len(lines) and lines[pos + len(pre)] == post[k]:
@@ -206,9 +205,9 @@ def whole_file(h: Hunk) -> bool:
         (h.new_start, h.new_len) == (0, 0) or (h.old_start, h.old_len) == (0, 0))
 
 
-WHOLE_REASON = "as git apply reads a file's only hunk without context"
+WHOLE_REASON = "as git apply reads a file's only hunk without context"  # (see whole_file)
 BESIDE_SAID = ("the lines it adds are there (the fix applied before, its record lost, and the file changed after it?): "
-               "laying it would put them in twice")  # (see _adds_beside)  # (see whole_file)
+               "laying it would put them in twice")  # (see _adds_beside)
 
 
 def _lines(n: int) -> str:
@@ -256,7 +255,7 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
             # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
             # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
             # them, a later fix of the chain added lines after them), and taking them out guesses nothing
-            beside = None if reverse else _adds_beside(lines, pre, _post, found[0], anchor)
+            beside = None if reverse else _adds_beside(lines, h, found[0], anchor)
             if beside is None:
                 return _placed(index, found[0], expected, delta)
             return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file, where its pre-image "

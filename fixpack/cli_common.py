@@ -32,7 +32,8 @@ from .cli_plain import (
     steady_streams,
 )
 from .cli_plain import emit_json as plain_json
-from .errors import by_interrupt, by_term, interrupted
+from .errors import by_interrupt, interrupted
+from .interrupts import terminated
 
 
 def _completion_pack(ctx: click.Context) -> Path | None:
@@ -191,7 +192,7 @@ def outcome(as_json: bool, command: str, profile: str = "", dry_run: bool = Fals
     except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
         raise
     except KeyboardInterrupt as stop:  # click would say "Aborted!" and exit 1, the code of a bug
-        fail(interrupted(command, by_term(stop)), as_json, command, profile, dry_run)
+        fail(interrupted(command, terminated(stop, [])), as_json, command, profile, dry_run)
     except Exception as exc:
         fail(interrupted(command) if by_interrupt(exc) else exc, as_json, command, profile, dry_run)
 

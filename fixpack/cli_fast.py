@@ -28,7 +28,8 @@ from .cli_plain import (
     split_roots,
     write_line,
 )
-from .errors import by_interrupt, by_term, interrupted
+from .errors import by_interrupt, interrupted
+from .interrupts import terminated
 
 # parameter -> (option names, kind, environment variable, default); kind: "text" (one value), "many"
 # (repeatable), "dir" (a folder, as click.Path(file_okay=False)), "flag"
@@ -153,7 +154,7 @@ def run(command: str, argv: list[str], defaults: dict[str, Any] | None = None) -
                                  env_root=params.pop("copies_root"), progress=PlainProgress(), **params)
             report = getattr(engine, command)(req)
         except KeyboardInterrupt as stop:
-            raise interrupted(command, by_term(stop)) from None
+            raise interrupted(command, terminated(stop, [])) from None
     except Exception as exc:
         exc = interrupted(command) if by_interrupt(exc) else exc
         return _say(error_document(command, profile, failure_text(exc, False), exit_code(exc), dry_run) if as_json

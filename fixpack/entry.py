@@ -35,7 +35,9 @@ def guarded(body: Callable[[], object], argv: list[str], command: str = "") -> N
             code = exc.code
         _ignore_sigint()
     except KeyboardInterrupt as stop:
-        refuse_interrupt(argv, command, type(stop).__name__ == "Term")
+        from .interrupts import terminated
+
+        refuse_interrupt(argv, command, terminated(stop, []))
     except Exception as exc:  # one Python wrapped (fixpack.errors.by_interrupt) while the tool imports
         from .errors import by_interrupt
 

@@ -309,11 +309,6 @@ def interrupted(command: str, term: bool = False) -> FixpackError:
     return kind(f"{how}; {after}")
 
 
-def by_term(exc: BaseException) -> bool:
-    """Whether the KeyboardInterrupt ``exc`` is SIGTERM's (:class:`fixpack.interrupts.Term`, raised where the run was
-    by the handler :func:`fixpack.entry.guarded` sets for the whole command)."""
-    return type(exc).__name__ == "Term"
-
 
 class Terminated(FixpackError):
     """SIGTERM (a CI timeout) during a run that handles it (:mod:`fixpack.interrupts`): what it had under way was

@@ -173,17 +173,23 @@ def state_dir(root: Path) -> Path:
         to = link_to(folder)
         way = "Remove the link"
         if os.path.isfile(root / to / JOURNAL):  # (read for the message only, never used as state)
-            import shlex  # only for this message
-
             way = (f"It leads to a folder with a journal: if that is this target's state folder, moved by another "
-                   f"program (a run that died leaves a journal to roll back), put it back (rm -- "
-                   f"{shlex.quote(str(folder))} && mv -T -- {shlex.quote(str(root / to))} {shlex.quote(str(folder))}) "
+                   f"program (a run that died leaves a journal to roll back), put it back ({state_put_back(root, to)}) "
                    f"and run again; else remove the link")
         raise MismatchError(f"{folder} is a symbolic link (to {to}); fixpack keeps its state inside the target only. "
                             f"{way}")
     if not stat.S_ISDIR(st.st_mode):
         raise DamagedStateError(folder, "it is not a folder (fixpack keeps its state in a folder of that name)")
     return folder
+
+
+def state_put_back(root: Path, to: str) -> str:
+    """The shell command that puts the folder a state folder swapped for a link leads to (``to``, the link's text:
+    relative to ``root``, or absolute) back in the link's place, ``<root>/.fixpack``."""
+    import shlex  # only for a message
+
+    folder = root / STATE_DIR
+    return f"rm -- {shlex.quote(str(folder))} && mv -T -- {shlex.quote(str(root / to))} {shlex.quote(str(folder))}"
 
 
 def forget_state(root: Path) -> None:

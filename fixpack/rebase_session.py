@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .documents import MAX_STATE_BYTES
@@ -462,7 +462,7 @@ def restore(session: Session, keep: Iterable[str] = ()) -> list[str]:
             tmp = temp_path(path)
             if os.path.lexists(tmp) and stat.S_ISREG(os.lstat(tmp).st_mode):  # (never a link or a folder)
                 remove_file(tmp)
-                out.append(f"{rel.rpartition('/')[0]}/{tmp.name}")
+                out.append(PurePosixPath(rel).with_name(tmp.name).as_posix())
             if data is None:
                 if path.exists():
                     remove_file(path)

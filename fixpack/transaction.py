@@ -26,6 +26,7 @@ from .fsio import (
     pycache_files,
     set_mode_owner,
     state_dir,
+    state_put_back,
     temp_folder,
     temp_path,
     unlink_quietly,
@@ -414,16 +415,13 @@ def _not_rolled_back(root: Path, exc: OSError | None, again: OSError | FixpackEr
     left = f"The journal {state / JOURNAL} is left"
     first = io_advice(exc) + ", then " if exc else ""
     try:
-        aside: Path | None = root / os.readlink(state)  # (an absolute link's name stays whole)
+        to: str | None = os.readlink(state)
     except OSError:  # (no link: EINVAL, ENOENT)
-        aside = None
-    if aside is not None:
-        import shlex  # only for this message
-
-        left = f"The journal is left where the link {state} leads ({aside / JOURNAL})"
-        first = (f"if that folder is this run's state, moved by another program, put it back (rm -- "
-                 f"{shlex.quote(str(state))} && mv -T -- {shlex.quote(str(aside))} {shlex.quote(str(state))}); "
-                 f"{first}")
+        to = None
+    if to is not None:
+        left = f"The journal is left where the link {state} leads ({root / to / JOURNAL})"
+        first = (f"if that folder is this run's state, moved by another program, put it back "
+                 f"({state_put_back(root, to)}); {first}")
     elif os.path.lexists(state) and not os.path.isdir(state):
         left = f"{state} is no folder now, so the journal this run wrote there is not in it"
         first = f"put the run's state folder back in its place if another program moved it; {first}"
