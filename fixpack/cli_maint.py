@@ -81,13 +81,16 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         given = parse_roots(roots)
         if copies_root is None:
             given = _fetch_missing(root, profile, given, tuple(only_targets), progress, cache)
+        # the copies a command it names is given: --root's, and those fetched into --cache's folder (not the default
+        # cache, where that command fetches them itself)
+        shown = given if cache is not None else parse_roots(roots)
         req = engine.Request(pack_root=root, profile=profile, roots=given, only_targets=tuple(only_targets),
                              env_root=copies_root, lock_wait=lock_wait)
         with pack_lock(root, progress) if not check else nullcontext():  # one writer of the pack at a time
             if not check:  # a folder where the lock goes: said before the fingerprinting (no second pack load)
                 lockfile.refuse_a_folder(root / "profiles" / f"{profile}.lock")
             with progress.step(f"fingerprinting the chain of profile {profile}"):  # --check: stale before conflict
-                lock, prof = (engine.fingerprint_to_check(req, parse_roots(roots)) if check
+                lock, prof = (engine.fingerprint_to_check(req, shown) if check
                               else engine.fingerprint_chain(req))
             reworded: list[str] = []
             unrecorded: list[tuple[str, str]] = []
@@ -97,7 +100,7 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
             same = not check and lockfile.unchanged(prof, lock)
             if check:  # a stale lock names the command with this run's pack, targets and clean copies
                 only = tuple(only_targets)  # --target: the named targets' entries alone are compared
-                reworded, unrecorded = check_fresh(prof, lock, lambda: relock(prof, only, parse_roots(roots),
+                reworded, unrecorded = check_fresh(prof, lock, lambda: relock(prof, only, shown,
                                                                               copies_root),
                                                    scope=lambda have: scoped(prof, only, have, lock))
             elif not same:  # an unchanged lock is left alone (its inode and time too)
@@ -125,12 +128,12 @@ def lock_cmd(profile: str, roots: tuple[str, ...], only_targets: tuple[str, ...]
         if reworded:  # fresh (the same changes), but the bytes shortcut misses: say what lock would renew
             click.echo(f"  reworded since the lock (same change, other patch bytes): {', '.join(reworded)}; apply "
                        f"parses {'these patches' if len(reworded) > 1 else 'this patch'} until "
-                       f"`{relock(prof, tuple(only_targets), parse_roots(roots), copies_root)}` "
+                       f"`{relock(prof, tuple(only_targets), shown, copies_root)}` "
                        f"renews the lock's byte fingerprints")
         for fid, where in unrecorded:  # (the key is a shortcut: the lock is fresh without it, apply parses the patch)
             click.echo(f"  {where}: fix {fid}'s entry has no \"patch_bytes_sha256\" (the hash of the patch bytes it "
                        f"was made from: the key was removed, or the lock is older than it); apply parses its patch "
-                       f"until `{relock(prof, tuple(only_targets), parse_roots(roots), copies_root)}` regenerates the "
+                       f"until `{relock(prof, tuple(only_targets), shown, copies_root)}` regenerates the "
                        f"lock")
 
 
