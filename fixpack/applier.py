@@ -46,11 +46,13 @@ class HunkEvidence:
 
     ``pinned``: the file is the pre-image the patch was written against (place at the stated line only).
     ``count``: how often the hunk's pre-image (reversed: post-image) occurs in that pinned file, from
-    the lock; None when unknown (taken as once).
+    the lock; None when unknown (taken as once). ``offset``: pinned at its stated line plus this many lines (not
+    the running offset): where unwinding a recorded fix took the hunk off, on files as that left them.
     """
 
     pinned: bool = False
     count: int | None = None
+    offset: int | None = None
 
 
 SEARCH = HunkEvidence()
@@ -166,6 +168,7 @@ def occurrences(lines: list[str], pre: tuple[str, ...]) -> list[int]:
 
 PINNED_REASON = "not at its stated line, in a file that is the pre-image it was written against"
 PINNED_POST_REASON = "not at its stated line, in a file that is the post-image it leaves"  # (reversed)
+TAKEN_OFF_REASON = "not where unwinding the recorded fix took it off, in the files as that left them"
 
 
 def image(reverse: bool) -> str:
@@ -225,9 +228,11 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
     pre, _post, start = sides(h, reverse)
     expected = _expected_index(start, len(pre)) + delta
     if evidence.pinned:  # the file it was written against: its stated line, whatever its context's shape
-        if _matches_at(lines, pre, expected):
-            return _placed(index, expected, expected, delta)
-        return _missing(index, lines, pre, expected, PINNED_POST_REASON if reverse else PINNED_REASON)
+        at = expected if evidence.offset is None else expected - delta + evidence.offset  # (or where it was taken off)
+        if _matches_at(lines, pre, at):
+            return _placed(index, at, expected, delta)
+        return _missing(index, lines, pre, at, PINNED_POST_REASON if reverse else PINNED_REASON
+                        if evidence.offset is None else TAKEN_OFF_REASON)
     if lone and whole_file(h):
         if len(lines) == len(pre) and _matches_at(lines, pre, 0):
             return _placed(index, 0, expected, delta)

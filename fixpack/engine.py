@@ -113,14 +113,16 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     lost += placed_off(chain, tree, ctx.lock, manifest, lost, settled)  # ... on drifted files
     recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
-    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock)
+    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock, manifest)
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
         tree.adopt(base)
     for fix in chain:
-        if base is not None and fix.id in moved:
-            laid_where_taken_off(tree, moved[fix.id])
-        ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost)
+        off = moved.get(fix.id) if base is not None else None
+        if off is not None:
+            laid_where_taken_off(tree, off.first)
+        ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost,
+                    off.pins(tree) if off else None)
         fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         refused = ctx.report.strict and (ev.state is State.DRIFTED or (ev.state is State.APPLIED and bool(ev.drifted)))
@@ -134,7 +136,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             if base is not None:  # a refused one too: nothing is written, the later fixes are judged on top of it
                 tree.adopt(post_checked(ctx, fix, tree, ev))
             if not refused:
-                plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED))
+                plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED, ev))
         elif ev.state is State.UPSTREAMED:
             plan.entries.append(manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
@@ -277,7 +279,7 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
         ev = replay(fix, tree, ctx.lock, False, *tampered)
         fr = fix_report(fix, ev, False, dry, True)
         if ev.state is State.APPLIED and fix.id in held:
-            plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED))
+            plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED, ev))
         elif fix.id in part and ev.state in CONFLICT_STATES:  # (its action none: fix_report's for these states)
             plan.reached = False
             fr.messages.insert(0, partly_said(part[fix.id]))
@@ -417,7 +419,8 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             fr.messages.append("upstreamed: not ours to revert")
             continue
         bad = sorted(set(fix.touched_paths()) & tampered)
-        rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)))
+        rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)),
+                       at=entry.offsets)
         if bad:
             fr.state = State.TAMPERED
             fr.messages.append(tampered_said(tampered_why(bad, rev, fix, tree.root)))

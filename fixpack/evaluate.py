@@ -10,6 +10,7 @@ own post-image is no second place for it (:func:`pre_inside_post`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .applier import (
@@ -48,13 +49,16 @@ class FixEvidence:
     ``trusted``: the tree is the release copy the patches were written against (lock generation, the
     old side of a rebase): every hunk at its stated line. ``pre`` / ``post``: sha256 of each touched
     file before and after the fix along the chain. ``counts``: per hunk of the fix (in the order of
-    :meth:`Fix.file_patches`), how often its pre-image and its post-image occur in those files.
+    :meth:`Fix.file_patches`), how often its pre-image and its post-image occur in those files. ``laid``: per hunk
+    (that order), the offset unwinding the recorded fix took it off at, on files as that left them: laid forward
+    there only (:func:`fixpack.replay.replay`).
     """
 
     trusted: bool = False
     pre: tuple[tuple[str, str | None], ...] = ()
     post: tuple[tuple[str, str | None], ...] = ()
     counts: tuple[tuple[int | None, int | None], ...] = ()
+    laid: Mapping[int, int] = field(default_factory=dict)
 
     @classmethod
     def from_lock(cls, entry: LockFix | None) -> FixEvidence:
@@ -66,7 +70,8 @@ class FixEvidence:
 
     def hunk(self, flat: int, reverse: bool, pinned: bool) -> HunkEvidence:
         pair = self.counts[flat] if flat < len(self.counts) else (None, None)
-        return HunkEvidence(pinned, pair[1] if reverse else pair[0])
+        at = None if reverse else self.laid.get(flat)
+        return HunkEvidence(pinned or at is not None, pair[1] if reverse else pair[0], at)
 
     def pinned(self, now: dict[str, str | None], reverse: bool) -> dict[str, bool]:
         """Per file, whether it is byte for byte the side a pass starts from (the fix's pre- or
@@ -258,11 +263,14 @@ def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
 
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVIDENCE,
-             count: bool = False, now: dict[str, str | None] | None = None) -> Pass:
+             count: bool = False, now: dict[str, str | None] | None = None,
+             at: Mapping[str, int] | None = None) -> Pass:
     """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``, by the placement rule.
 
     A file is pinned when it is byte for byte the side the pass starts from (``evidence``); the
-    others are searched. With ``count``, each hunk's occurrences are recorded (for the lock).
+    others are searched, forward from the running offset ``tree`` holds for the file (the fixes before it), reversed
+    from ``at``'s offset for it (the manifest's record of where the fix was laid, :attr:`fixpack.records.ManifestFix.
+    offsets`; 0 where none). With ``count``, each hunk's occurrences are recorded (for the lock).
     """
     work = tree.fork()
     result = Pass(True, work)
@@ -271,7 +279,7 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVI
     pinned = evidence.pinned(evidence.digests(fix, tree) if now is None else now, reverse)
     order = list(zip(fps, starts, [str(p.path) for p in fix.patches for _fp in p.files]))
     for fp, flat, patch in reversed(order) if reverse else order:
-        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch))
+        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch, at or {}))
     return result
 
 
@@ -282,6 +290,7 @@ class _FileCtx:
     evidence: FixEvidence
     count: bool
     patch: str = ""  # the patch file that holds the file patch (for messages)
+    at: Mapping[str, int] = field(default_factory=dict)  # reversed: per file, the offset the fix was laid at
 
 
 def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
@@ -313,7 +322,7 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         # a file the patch creates starts empty: its hunk's place is not in doubt
         pinned = src is None or ctx.pinned.get(src, False)
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
-        delta = 0 if pinned or reverse else work.delta(src or "")
+        delta = 0 if pinned else ctx.at.get(fp.path, 0) if reverse else work.delta(src or "")
         if not reverse:
             refuse_stray_cr(current, fp, ctx.patch)
         res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place)
@@ -401,7 +410,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
                                                      "not there"] + rev.explain(edited=True))
     side = _lock_side(ev, now)
-    if fwd.ok and (not rev.present or side == "pre"):
+    if fwd.ok and (not rev.present or side == "pre" or ev.laid):  # (laid: where it was, whatever else is there)
         drift, files = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)
     removed = removed_there(fwd, rev) if side == "" else []

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .fsio import FileChange, exists, pycache_files
-from .records import DIR_BITS, FILE_BITS, Hashes, Kept, Manifest
+from .manifest_shape import DIR_BITS, FILE_BITS
+from .records import Hashes, Kept, Manifest
 from .structs import replace
 
 

@@ -1,5 +1,5 @@
-"""The lock and the manifest as typed, frozen records: their JSON form, their validation and the lock's
-digest, in one place.
+"""The lock and the manifest as typed, frozen records: their JSON form, their validation (a manifest's shape in
+:mod:`fixpack.manifest_shape`) and the lock's digest.
 
 - A **lock** (``profiles/<name>.lock``, written by ``fixpack lock``) holds, per fix of the profile, the
   patch hash and each touched file's pre-image and post-image sha256 along the chain, and per hunk
@@ -7,7 +7,8 @@ digest, in one place.
   It is sealed by a digest: a hand edit is bad input (exit 2), as is a lock that is not well formed.
 - A **manifest** (``<root>/.fixpack/<target>.manifest.json``, written by apply) records what the image
   holds: each fix's id, version, patch hash, state (applied or upstreamed) and its files' sha256 after
-  it (and the sha256 of the patch bytes it was applied from, absent in older manifests), plus the union
+  it (and the sha256 of the patch bytes it was applied from, absent in older manifests; and, per file where it is
+  not 0, the offset its first hunk was laid at, which a revert starts from), plus the union
   of the applied fixes' files. It is untrusted input (an image layer can plant one): every path
   canonical, every hash a sha256, ``files`` exactly the applied fixes' files; a damaged one is exit 3
   before anything is written.
@@ -26,12 +27,12 @@ from typing import Any
 from . import __version__
 from .documents import load_json, loads_json, schema_said, short
 from .errors import DamagedStateError, StaleLockError
-from .lock_shape import fixes_problem, lock_problem, release_version_problem
+from .lock_shape import fixes_problem, lock_problem
 from .lock_shape import is_int as is_int  # (re-exported: the records' value checks)
 from .lock_shape import is_sha256 as is_sha256
 from .lock_shape import sha_or_none as sha_or_none
+from .manifest_shape import manifest_problem
 from .manifest_where import EntryProblem, entry_line
-from .safepath import ID_RE, VERSION_RULE, is_version, name_problem, path_problem
 from .states import Word
 from .structs import dataclass, field
 
@@ -261,7 +262,11 @@ class Recorded(Word):
 class ManifestFix:
     """``patch_bytes_sha256``: :attr:`fixpack.model.Fix.bytes_sha256` of the patches the entry's change was worked
     out from ("": a manifest from before it was kept); status parses a fix whose bytes are not those. Not compared:
-    a reworded patch (same change) is no new state for apply to write."""
+    a reworded patch (same change) is no new state for apply to write. ``offsets``: per file of the fix, the offset
+    in lines from its stated line at which the fix's first hunk there was laid (the running offset of the fixes before
+    it, or a drift above it), where it is not 0 (absent in a manifest from before it was kept: 0 everywhere); the
+    reversal of the fix starts there (:func:`fixpack.replay.unwind`), as a hunk anchored to a file's start or end is
+    placed only at its stated line plus the running offset."""
 
     id: str
     version: int
@@ -269,11 +274,13 @@ class ManifestFix:
     state: Recorded
     files: Hashes = field(default_factory=dict)
     patch_bytes_sha256: str = field(default="", compare=False)
+    offsets: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "version": self.version, "patch_sha256": self.patch_sha256, "state": self.state.value,
                 "files": dict(self.files)} | ({"patch_bytes_sha256": self.patch_bytes_sha256}
-                                              if self.patch_bytes_sha256 else {})
+                                              if self.patch_bytes_sha256 else {}) | \
+            ({"offsets": dict(self.offsets)} if self.offsets else {})
 
 
 @dataclass(frozen=True)
@@ -301,23 +308,6 @@ class Kept:
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "owner": list(self.owner) if self.owner else None}
 
-
-FILE_BITS = 0o777  # a file's recorded mode: permission bits only (a revert never makes a set-id file)
-DIR_BITS = 0o3777  # a folder's: with setgid and sticky (group inheritance, deletion rights); never setuid
-
-
-def kept_problem(value: Any, folder: bool) -> str | None:
-    """Why ``value`` is not a recorded mode and owner (:class:`Kept`) of a file or folder."""
-    if not isinstance(value, dict) or set(value) != {"mode", "owner"}:
-        return "not an object with mode and owner"
-    mode, owner = value["mode"], value["owner"]
-    if not is_int(mode) or mode < 0 or mode & ~(DIR_BITS if folder else FILE_BITS):
-        return (f"mode {mode!r} is not a {'folder' if folder else 'file'}'s permission bits (fixpack records no "
-                f"{'setuid' if folder else 'setuid, setgid or sticky'} bit)")
-    if owner is not None and not (isinstance(owner, list) and len(owner) == 2 and
-                                  all(is_int(x) and 0 <= x < 0xFFFFFFFF for x in owner)):
-        return f"owner {owner!r} is not [uid, gid]"
-    return None
 
 
 def kept_map(value: Any) -> dict[str, Kept]:
@@ -379,13 +369,14 @@ class Manifest:
             raise DamagedStateError(path, schema_said(short(json.dumps(schema)), "", MANIFEST_SCHEMA),
                                     "revert with the fixpack that wrote it, or remove it and restore the image")
         named = path.name.removesuffix(".manifest.json") if path.name.endswith(".manifest.json") else None
-        problem = _manifest_problem(data, named)
+        problem = manifest_problem(data, named)
         if problem:
             line = entry_line(raw, *problem.at) if isinstance(problem, EntryProblem) else None
             raise DamagedStateError(path, f"not a valid fixpack manifest: {f'line {line}: ' if line else ''}{problem}",
                                     REMOVE_MANIFEST)
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]),
-                                  f.get("patch_bytes_sha256", "")) for f in data["fixes"])
+                                  f.get("patch_bytes_sha256", ""), {p: n for p, n in f.get("offsets", {}).items() if n})
+                      for f in data["fixes"])
         comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
                       for c in data.get("components", []))
         return cls(str(data.get("profile", "")), str(data.get("target", "")), _str_map(data.get("pin")),
@@ -398,118 +389,3 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _files_problem(files: Any, what: str) -> str | None:
-    if not isinstance(files, dict):
-        return f"{what} is not an object of path -> sha256"
-    for p, h in files.items():
-        problem = path_problem(p)
-        said = f"{what} names {p!r}: {problem}" if problem else \
-            None if sha_or_none(h) else f"{what}: the hash of {p} is not a sha256"
-        if said:  # (in the manifest's own 'files': its line told, as an entry's key's is)
-            return EntryProblem(said, (0, p)) if what == "'files'" else said
-    return None
-
-
-def _manifest_fix_problem(f: Any) -> tuple[str, str] | None:
-    """What is wrong with one entry of a manifest's ``fixes``, with the key it lies at."""
-    if not isinstance(f, dict) or not isinstance(f.get("id"), str):
-        return "id", "not an object with a fix id"
-    if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
-        return "id", f"fix id {short(f['id'])!r} is no fix id: {name_problem(f['id'])}"
-    if f.get("state") not in ("applied", "upstreamed"):
-        return "state", f"{f['id']}: its state {short(json.dumps(f['state'])) if 'state' in f else 'is missing'}" + (
-            " is neither 'applied' nor 'upstreamed'" if "state" in f else "")
-    if not is_version(f.get("version")):
-        return "version", f"{f['id']}: its version {short(json.dumps(f.get('version')))} is not {VERSION_RULE}"
-    if not is_sha256(f.get("patch_sha256")):  # (the whole value: a "$" would let a newline end it)
-        return "patch_sha256", f"{f['id']}: " + (f"its patch_sha256 {short(json.dumps(f['patch_sha256']))} is not a "
-                                                 "sha256" if "patch_sha256" in f else "needs the patch's sha256")
-    if "patch_bytes_sha256" in f and not is_sha256(f["patch_bytes_sha256"]):  # (absent in older manifests)
-        return "patch_bytes_sha256", f"{f['id']}: its patch_bytes_sha256 is not a sha256"
-    problem = _files_problem(f.get("files"), f"{f['id']}'s files")
-    return ("files", problem) if problem else None
-
-
-def _manifest_problem(data: Any, target: str | None) -> str | None:
-    """Why ``data`` is no manifest of ``target`` (its file's name says whose it is; None: a path that names no
-    target, a hand-made call); None when it is one."""
-    if not isinstance(data, dict) or not isinstance(data.get("fixes"), list):
-        return "not a JSON object with a list of fixes"
-    missing = next((k for k in ("schema", "profile", "target") if k not in data), None)
-    if missing:  # (every manifest fixpack ever wrote has them, since its first commit: none is older)
-        return f"key {missing!r} is missing (every manifest fixpack writes has it)"
-    files = data.get("files", {})
-    problem = _files_problem(files, "'files'")
-    if problem:
-        return problem
-    seen: set[str] = set()
-    applied_files: set[str] = set()
-    for n, f in enumerate(data["fixes"], 1):
-        found = _manifest_fix_problem(f)
-        if found:
-            return EntryProblem(f"fix entry {n}: {found[1]}", (n, found[0]))
-        if f["id"] in seen:
-            return f"fix {f['id']} is recorded twice"
-        seen.add(f["id"])
-        if f["state"] == "applied":
-            applied_files |= set(f["files"])
-    problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
-    if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
-        problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
-    problem = problem or next((f"key {k!r} is {short(json.dumps(data[k]))}, not a string" for k in
-                               ("profile", "target", "tool", "tool_version")
-                               if k in data and not isinstance(data[k], str)), None) or next((
-        f"key {k!r} is {short(json.dumps(data[k]))}, not an object of strings" for k in ("pin", "found") if k in data
-        and not (isinstance(data[k], dict) and all(isinstance(v, str) for v in data[k].values()))), None)
-    if problem or data["target"] != (target or data["target"]):  # (the file's name says whose manifest it is)
-        return problem or f"key 'target' is {short(json.dumps(data['target']))}, not {target!r} (the file's name)"
-    name = data["profile"]  # (said in messages and in the commands they suggest: a name, never text of any kind)
-    bad = name_problem(name)
-    return f"key 'profile' is {short(json.dumps(name))}, no profile name ({bad})" if bad else None
-
-
-def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
-    """The ``components`` of a manifest (absent in manifests before components: an empty list)."""
-    if not isinstance(comps, list):
-        return "'components' is not a list"
-    owned: dict[str, str] = {}
-    for n, c in enumerate(comps, 1):
-        if not isinstance(c, dict) or set(c) != {"id", "version", "dist_info", "files"} or \
-                not isinstance(c["id"], str) or not ID_RE.fullmatch(c["id"]) or release_version_problem(c["version"]):
-            return f"component entry {n}: not an object with id, version, dist_info and files"
-        where = f"component {c['id']}"
-        if path_problem(c["dist_info"]) or not str(c["dist_info"]).endswith(".dist-info") or "/" in c["dist_info"]:
-            return f"{where}: dist_info {c['dist_info']!r} is not a .dist-info folder at the root"
-        problem = _files_problem(c["files"], f"{where}'s files")
-        if problem:
-            return problem
-        for p, h in c["files"].items():
-            if h is None:
-                return f"{where}: {p} has no sha256 (every file a component installs exists)"
-            if p in owned or p in fix_files:
-                return f"{where}: {p} is recorded twice (by {owned.get(p, 'a fix')} too)"
-            if p.split("/", 1)[0].endswith(".dist-info") and p.split("/", 1)[0] != c["dist_info"]:
-                return f"{where}: {p} lies in another distribution's .dist-info folder than its {c['dist_info']}"
-            owned[p] = where
-    ids = [c["id"] for c in comps]
-    return "a component is recorded twice" if len(ids) != len(set(ids)) else None
-
-
-def _removed_problem(data: dict[str, Any], files: Any) -> str | None:
-    """``removed_files`` name only files the applied fixes leave absent (``files`` without a sha256), and
-    ``removed_dirs`` only folders above one of them; each with a mode and owner :func:`kept_problem` allows."""
-    gone = {p for p, h in files.items() if h is None}
-    for key, folder in (("removed_files", False), ("removed_dirs", True)):
-        value = data.get(key, {})
-        if not isinstance(value, dict):
-            return f"{key!r} is not an object of path -> mode and owner"
-        for p, k in value.items():
-            if path_problem(p):
-                return f"{key!r} names {p!r}: {path_problem(p)}"
-            if not (any(g.startswith(p + "/") for g in gone) if folder else p in gone):
-                return (f"{key!r} names {p}, which is no {'folder above a ' if folder else ''}file its applied fixes "
-                        f"remove")
-            problem = kept_problem(k, folder)
-            if problem:
-                return f"{key!r}: {p}: {problem}"
-    return None

@@ -15,7 +15,7 @@ evaluation (applier, diff adapter) loads when a fix is placed, not when this mod
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -24,7 +24,7 @@ from .records import Lock, LockFix, Manifest, ManifestFix, Recorded
 from .report import FixReport
 from .safepath import file_on_the_way, shown_path
 from .states import Action, State
-from .structs import replace
+from .structs import dataclass, replace
 from .tree import Tree, file_hashes
 
 T = TypeVar("T")
@@ -34,12 +34,13 @@ if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch i
     from .run import Context
 
 
-def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
-           lock: Lock) -> tuple[Tree | None, dict[str, list[str]], dict[str, str], dict[str, dict[str, int]]]:
-    """Reverse-apply the recorded fixes, last first. Returns the tree before them (None when one of
+def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
+           manifest: Manifest | None) -> tuple[Tree | None, dict[str, list[str]], dict[str, str], dict[str, TakenOff]]:
+    """Reverse-apply the recorded fixes, last first, each from the offsets ``manifest`` records it was laid at (none:
+    0). Returns the tree before them (None when one of
     them does not reverse), per fix that failed why, per fix that could not be checked the
-    tampered fix it shares a file with (its pre-image cannot be rebuilt), and per fix taken off, per file, the offset
-    its first hunk was taken off at (:func:`laid_where_taken_off`); fixes on other files are still checked, so one
+    tampered fix it shares a file with (its pre-image cannot be rebuilt), and per fix taken off where its hunks were
+    and the files it left (:class:`TakenOff`); fixes on other files are still checked, so one
     hand-edited file does not make every earlier fix look tampered."""
     from .evaluate import FixEvidence, run_pass
 
@@ -47,7 +48,7 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
     broken: dict[str, list[str]] = {}
     blocked: dict[str, str] = {}  # file -> the tampered fix that could not be unwound from it
     unchecked: dict[str, str] = {}
-    moved: dict[str, dict[str, int]] = {}
+    moved: dict[str, TakenOff] = {}
     for fix in reversed(applied):
         hit = sorted(set(fix.touched_paths()) & tampered_files)
         shared = [p for p in fix.touched_paths() if p in blocked]
@@ -56,15 +57,40 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str],
             for p in fix.touched_paths():
                 blocked.setdefault(p, blocked[shared[0]])
             continue
-        rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)))
+        rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)),
+                       at=laid_at(manifest, fix.id))
         if hit or not rev.ok:
             broken[fix.id] = tampered_why(hit, rev, fix, tree.root)
             for p in fix.touched_paths():
                 blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
-        moved[fix.id] = taken_off_at(rev)
+        moved[fix.id] = TakenOff(taken_off_at(rev), {n.flat: n.offset for n in rev.hunks},
+                                 {p: base.read(p) for p in fix.touched_paths()})
     return (None if broken else base), broken, unchecked, moved
+
+
+@dataclass(frozen=True)
+class TakenOff:
+    """Where :func:`unwind` took a recorded fix off: per file the offset of its first hunk there (``first``:
+    :func:`laid_where_taken_off`), per hunk (its index among the fix's, in :meth:`fixpack.model.Fix.file_patches`
+    order) its own offset (``hunks``), and the fix's files as the taking off left them (``left``)."""
+
+    first: dict[str, int]
+    hunks: dict[int, int]
+    left: dict[str, str | None]
+
+    def pins(self, tree: Tree) -> dict[int, int]:
+        """The hunks' offsets, where ``tree`` holds the fix's files as the taking off left them (the fixes before it
+        laid again as they were): laid again there, each hunk goes back where it was, whatever twin of its pre-image
+        the file holds elsewhere (:func:`replay`). Else none (a fix put before it since changed them: placed anew)."""
+        return self.hunks if all(tree.read(p) == text for p, text in self.left.items()) else {}
+
+
+def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, int]:
+    """Per file, the offset ``manifest`` records ``fix_id``'s first hunk there was laid at (none: 0)."""
+    entry = manifest.entry(fix_id) if manifest else None
+    return entry.offsets if entry else {}
 
 
 def taken_off_at(rev: Pass) -> dict[str, int]:
@@ -167,7 +193,7 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
         back, there, moved = tree.fork(), [], dict[str, dict[str, int]]()
         for f in reversed(group):
             if f.id in recorded:
-                rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id])
+                rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id], at=laid_at(manifest, f.id))
             else:
                 ev = decide(f, back, evidence[f.id], False)
                 rev = ev.reverse if ev.state is State.UPSTREAMED and _not_upstreams(f, lock) else None
@@ -192,13 +218,14 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
 
 
 def replay(fix: Fix, tree: Tree, lock: Lock, recorded: bool, broken: dict[str, list[str]],
-           unchecked: dict[str, str], lost: bool = False) -> Evaluation:
+           unchecked: dict[str, str], lost: bool = False, pins: Mapping[int, int] | None = None) -> Evaluation:
     """``fix``'s state on ``tree`` (the unwound files with the chain's earlier fixes replayed): ``recorded``, whether
     the manifest records it as applied (or ``lost``: no entry does, though the files hold it, :func:`popped`);
-    ``broken`` and ``unchecked`` as :func:`unwind` returns them."""
+    ``broken`` and ``unchecked`` as :func:`unwind` returns them; ``pins``: per hunk, the offset it is laid again at
+    (:meth:`TakenOff.pins`)."""
     from .evaluate import Evaluation, FixEvidence, decide, run_pass
 
-    evidence = FixEvidence.from_lock(lock.fix(fix.id))
+    evidence = replace(FixEvidence.from_lock(lock.fix(fix.id)), laid=pins or {})
     if fix.id in broken:
         empty = run_pass(fix, tree, reverse=True, evidence=evidence)
         return Evaluation(State.TAMPERED, empty, empty, [tampered_said(broken[fix.id])])
@@ -426,8 +453,12 @@ def fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool
                      [h.as_dict() for h in ev.offsets], messages, [h.refusal() for h in ev.refused])
 
 
-def manifest_entry(fix: Fix, tree: Tree, state: Recorded) -> ManifestFix:
-    """``fix``'s manifest entry in ``state``, with its files' hashes in ``tree`` and the patch bytes its change is
-    from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.rewritten`)."""
+def manifest_entry(fix: Fix, tree: Tree, state: Recorded, ev: Evaluation | None = None) -> ManifestFix:
+    """``fix``'s manifest entry in ``state``, with its files' hashes in ``tree``, the patch bytes its change is
+    from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.rewritten`) and, from ``ev``
+    (its evaluation: its forward pass where it laid the fix, else the reversed pass that found it in), the offset
+    its first hunk was laid at in each file where it is not 0."""
+    side = (ev.forward if ev.forward.hunks else ev.reverse) if ev else None
+    offsets = {p: n for p, n in taken_off_at(side).items() if n} if side else {}
     return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()),
-                       fix.bytes_sha256)
+                       fix.bytes_sha256, offsets)

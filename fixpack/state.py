@@ -48,8 +48,9 @@ from .groups import (
 )
 from .journal_checks import check_created, check_mode_owner, check_way_back
 from .kept import owned_by_us
+from .manifest_shape import kept_problem
 from .nofollow import clear_under, write_under
-from .records import Kept, Manifest, is_int, kept_map, kept_problem, sha_or_none
+from .records import Kept, Manifest, is_int, kept_map, sha_or_none
 from .safepath import JOURNAL, link_on_the_way, name_problem, path_problem
 from .structs import dataclass, field, replace
 

@@ -9,6 +9,7 @@
   was laid a second time (two '# header' lines, two 'D = 5').
 """
 
+import json
 import shutil
 
 from conftest import numbered, snapshot
@@ -99,3 +100,58 @@ def test_a_fix_at_a_files_end_whose_lines_are_there_is_not_laid_twice_after_its_
     r = engine.apply(builder.request(image))
     assert r.exit_code == 0 and r.fix("f0").state.value == "drifted", r.fixes
     assert (image / MOD).read_text() == base + adds + "def upstream():\n    pass\n"
+
+
+def test_a_start_anchored_removal_laid_at_the_running_offset_is_taken_off_there(builder):
+    """A third attacker: a later fix anchored to the file's start that only removes lines, laid where the fix before
+    it left the running offset (a line added on top of the file). Apply said applied (exit 0); then status said
+    tampered (exit 3) and revert refused (exit 4): the reversal started at the stated line, where the anchored hunk's
+    post-image is not. The manifest now records where each fix's first hunk was laid, per file where it is not 0, and
+    the reversal starts there."""
+    base = numbered(12)
+    f0 = base.replace("line 8\n", "eight\n")
+    f1 = f0.replace("line 1\n", "")  # anchored to the start: no context line above the line it removes
+    _pack(builder, base, [("f0", f0), ("f1", f1)])
+    image = builder.tree("image", {MOD: "# local\n" + base})
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and [f.action.value for f in r.fixes] == ["applied", "applied"], r.fixes
+    assert (image / MOD).read_text() == "# local\n" + f1
+    recorded = json.loads((image / ".fixpack/demo.manifest.json").read_text())
+    assert [f.get("offsets") for f in recorded["fixes"]] == [{MOD: 1}, {MOD: 1}], recorded
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and all(f.state.value == "applied" for f in st.fixes), st.fixes
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files  # nothing to write
+    rv = engine.revert(builder.request(image))
+    assert rv.exit_code == 0 and [f.action.value for f in rv.fixes] == ["reverted", "reverted"], rv.fixes
+    assert (image / MOD).read_text() == "# local\n" + base
+
+
+def test_a_start_anchored_fix_found_applied_above_a_twin_of_its_context_stays_applied(builder):
+    """A third attacker: a fix that adds a line at the file's start, whose context is there twice (the release holds
+    it twice), found applied on a file drifted on top with its manifest lost: apply recorded it, then status said
+    tampered (exit 3), for the replay placed it anew, where an anchored hunk whose pre-image occurs twice is refused.
+    A recorded fix taken off is laid again where it was taken off, hunk by hunk, while the files are as that left
+    them; a fix put before it since is placed anew."""
+    base = "A\nB\nC\nA\nB\nC\nD\nE\n"
+    f0 = "X\n" + base
+    _pack(builder, base, [("f0", f0)])
+    image = builder.tree("image", {MOD: base})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    shutil.rmtree(image / ".fixpack")
+    (image / MOD).write_text("# local\n" + f0)
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and r.fix("f0").state.value == "applied", r.fixes
+    files = snapshot(image)
+    for _ in range(2):
+        st = engine.status(builder.request(image))
+        assert st.exit_code == 0 and st.fix("f0").state.value == "applied", st.fixes
+        assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    rv = engine.revert(builder.request(image))
+    assert rv.exit_code == 0 and rv.fix("f0").action.value == "reverted", rv.fixes
+    assert (image / MOD).read_text() == "# local\n" + base
+    image2 = builder.tree("image2", {MOD: "# local\n" + base})  # laid anew there: refused, as before
+    files = snapshot(image2)
+    r = engine.apply(builder.request(image2))
+    assert r.exit_code == 4 and r.fix("f0").state.value == "conflict", r.fixes
+    assert "its pre-image occurs 2 times in the file" in " ".join(r.fix("f0").messages) and snapshot(image2) == files

@@ -54,6 +54,18 @@ CASES = {
         "fix entry 1: one: its patch_bytes_sha256 is not a sha256"),
     "patch_bytes_sha256 null": (lambda m: m["fixes"][0].update(patch_bytes_sha256=None),
                                 "fix entry 1: one: its patch_bytes_sha256 is not a sha256"),
+    # where a fix's first hunk was laid, per file (absent in older manifests: 0 everywhere)
+    "offsets a list": (lambda m: m["fixes"][0].update(offsets=[1]),
+                       "fix entry 1: one: its offsets are not an object of path -> lines"),
+    "offsets of another file": (lambda m: m["fixes"][0].update(offsets={"demo_pkg/other.py": 1}),
+                                "fix entry 1: one: its offsets name \"demo_pkg/other.py\", which is not one of its "
+                                "files"),
+    "offset true": (lambda m: m["fixes"][0].update(offsets={MOD: True}),
+                    f"fix entry 1: one: its offset in {MOD} is true, not a whole number of lines (at most 2147483648 either way)"),
+    "offset 1.5": (lambda m: m["fixes"][0].update(offsets={MOD: 1.5}),
+                   f"fix entry 1: one: its offset in {MOD} is 1.5, not a whole number of lines (at most 2147483648 either way)"),
+    "offset 2**40": (lambda m: m["fixes"][0].update(offsets={MOD: 2**40}),
+                     f"fix entry 1: one: its offset in {MOD} is 1099511627776, not a whole number of lines (at most 2147483648 either way)"),
     "a component id and a newline": (_set("components", [{"id": "tiny-plug\n", "version": "0.3.0",
                                                           "dist_info": "tiny_plug-0.3.0.dist-info",
                                                           "files": {"tiny_plug/__init__.py": "0" * 64}}]),
