@@ -27,6 +27,7 @@ Nothing here touches the disk.
 
 from __future__ import annotations
 
+from collections import Counter
 from enum import Enum
 
 from .patchmodel import Hunk
@@ -47,12 +48,16 @@ class HunkEvidence:
     ``pinned``: the file is the pre-image the patch was written against (place at the stated line only).
     ``count``: how often the hunk's pre-image (reversed: post-image) occurs in that pinned file, from
     the lock; None when unknown (taken as once). ``offset``: pinned at its stated line plus this many lines (not
-    the running offset): where unwinding a recorded fix took the hunk off, on files as that left them.
+    the running offset): where unwinding a recorded fix took the hunk off, on files as that left them. ``recorded``:
+    reversed from where the manifest records the fix was laid (the running offset starts there), on files whose sha256
+    is the manifest's: a hunk anchored to the file's start or end is taken off at the anchor where that is its stated
+    line plus the running offset, whatever twin of its post-image the file holds elsewhere.
     """
 
     pinned: bool = False
     count: int | None = None
     offset: int | None = None
+    recorded: bool = False
 
 
 SEARCH = HunkEvidence()
@@ -202,6 +207,19 @@ def _adds_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | None
     return None
 
 
+def _removes_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | None:
+    """Reversed, ``h``'s post-image at ``pos`` (not at the file's ``anchor``): the 0-based line next to it on the side
+    of its anchor where that is a line the hunk removes (the file goes on past its context with one of the lines it
+    takes out: a drift left it there, or the fix was never laid), else None. The hunk is not in there."""
+    old, new, k, m = h.old_lines, h.new_lines, h.leading_context, h.trailing_context
+    gone = set(old[k:len(old) - m])
+    if anchor == "end" and m == 0 and pos + len(new) < len(lines) and lines[pos + len(new)] in gone:
+        return pos + len(new)
+    if anchor == "start" and k == 0 and pos > 0 and lines[pos - 1] in gone:
+        return pos - 1
+    return None
+
+
 def whole_file(h: Hunk) -> bool:
     """The hunk has no context and one side empty at line 0: as a file's only hunk, it empties or fills the file."""
     return h.leading_context == h.trailing_context == 0 and (
@@ -211,6 +229,8 @@ def whole_file(h: Hunk) -> bool:
 WHOLE_REASON = "as git apply reads a file's only hunk without context"  # (see whole_file)
 BESIDE_SAID = ("the lines it adds are there (the fix applied before, its record lost, and the file changed after it?): "
                "laying it would put them in twice")  # (see _adds_beside)
+REMOVED_SAID = ("the lines it takes out are not all out there (a line left by a drift, or the fix never laid): it is "
+                "not taken for applied")  # (see _removes_beside)
 
 
 def _lines(n: int) -> str:
@@ -246,7 +266,7 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         found = occurrences(lines, pre)
         if _matches_at(lines, pre, pos):
             pinned = max(evidence.count or 1, 1)  # its copies in the pinned file (the anchored one among them)
-            if len(found) == 1 and pinned == 1:
+            if len(found) == 1 and pinned == 1 or evidence.recorded and pos == expected:  # (where it was laid)
                 return _placed(index, pos, expected, delta)
             # a twin: the copy at the file's start or end may be one upstream appended (or, where the pinned file held
             # twins too, one of them went away and another came), so the anchor alone does not tell them apart
@@ -256,17 +276,21 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
                                      f"occurs {len(found)} times in the file"
                                      + (f" (the pinned {image(reverse)} held {pinned})" if pinned > 1 else ""))
         if len(found) == 1 and (evidence.count is None or evidence.count <= 1) and (
-                found[0] == expected or reverse and len(pre) > h.leading_context + h.trailing_context):
+                found[0] == expected or reverse and bool(Counter(h.new_lines) - Counter(h.old_lines))):
             # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
-            # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
+            # adds (not its pre-image's lines only: a removal's context proves nothing), alone in the file: those lines
+            # are the fix's wherever the file ends now (a drift above moved
             # them, a later fix of the chain added lines after them), and taking them out guesses nothing
-            beside = None if reverse else _adds_beside(lines, h, found[0], anchor)
+            beside = None if evidence.recorded else _removes_beside(lines, h, found[0], anchor) if reverse else \
+                _adds_beside(lines, h, found[0], anchor)  # (recorded: laid there, whatever came after it)
             if beside is None:
                 return _placed(index, found[0], expected, delta)
-            return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file, where its pre-image "
-                                                         f"is not, and at its stated line {found[0] + 1} the line it "
-                                                         f"puts {'after' if anchor == 'end' else 'before'} its context "
-                                                         f"is there already (line {beside + 1}): {BESIDE_SAID}")
+            side = "after" if anchor == "end" else "before"
+            return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file, where its "
+                                                         f"{image(reverse)} is not, and at its stated line "
+                                                         f"{found[0] + 1} " + (
+                f"a line it removes is {side} its context (line {beside + 1}): {REMOVED_SAID}" if reverse else
+                f"the line it puts {side} its context is there already (line {beside + 1}): {BESIDE_SAID}"))
         twins = f"; its {image(reverse)} occurs {len(found)} times in the file" if len(found) > 1 else ""
         return _missing(index, lines, pre, expected, f"anchored to the {anchor} of the file (it has "
                                                      f"{h.leading_context} context lines above its change and "

@@ -122,7 +122,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
         if off is not None:
             laid_where_taken_off(tree, off.first)
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost,
-                    off.pins(tree) if off else None)
+                    off.pins(tree) if off and fix.id not in lost else None)  # (a lost one: its taking off guessed)
         fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
         ctx.report.fixes.append(fr)
         refused = ctx.report.strict and (ev.state is State.DRIFTED or (ev.state is State.APPLIED and bool(ev.drifted)))

@@ -36,7 +36,7 @@ from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
 from .safepath import file_on_the_way, not_a_file, shown_path
-from .sameplace import removed_there
+from .sameplace import inside_own_post, removed_there
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -68,10 +68,10 @@ class FixEvidence:
         return cls(False, tuple((f.path, f.pre) for f in entry.files), tuple((f.path, f.post) for f in entry.files),
                    tuple((h.pre_count, h.post_count) for h in entry.hunks))
 
-    def hunk(self, flat: int, reverse: bool, pinned: bool) -> HunkEvidence:
+    def hunk(self, flat: int, reverse: bool, pinned: bool, recorded: bool = False) -> HunkEvidence:
         pair = self.counts[flat] if flat < len(self.counts) else (None, None)
         at = None if reverse else self.laid.get(flat)
-        return HunkEvidence(pinned or at is not None, pair[1] if reverse else pair[0], at)
+        return HunkEvidence(pinned or at is not None, pair[1] if reverse else pair[0], at, recorded)
 
     def pinned(self, now: dict[str, str | None], reverse: bool) -> dict[str, bool]:
         """Per file, whether it is byte for byte the side a pass starts from (the fix's pre- or
@@ -270,7 +270,8 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVI
     A file is pinned when it is byte for byte the side the pass starts from (``evidence``); the
     others are searched, forward from the running offset ``tree`` holds for the file (the fixes before it), reversed
     from ``at``'s offset for it (the manifest's record of where the fix was laid, :attr:`fixpack.records.ManifestFix.
-    offsets`; 0 where none). With ``count``, each hunk's occurrences are recorded (for the lock).
+    offsets`; 0 where it names none; None: no record, :attr:`fixpack.applier.HunkEvidence.recorded`). With ``count``,
+    each hunk's occurrences are recorded (for the lock).
     """
     work = tree.fork()
     result = Pass(True, work)
@@ -279,7 +280,7 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVI
     pinned = evidence.pinned(evidence.digests(fix, tree) if now is None else now, reverse)
     order = list(zip(fps, starts, [str(p.path) for p in fix.patches for _fp in p.files]))
     for fp, flat, patch in reversed(order) if reverse else order:
-        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch, at or {}))
+        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch, at))
     return result
 
 
@@ -290,7 +291,7 @@ class _FileCtx:
     evidence: FixEvidence
     count: bool
     patch: str = ""  # the patch file that holds the file patch (for messages)
-    at: Mapping[str, int] = field(default_factory=dict)  # reversed: per file, the offset the fix was laid at
+    at: Mapping[str, int] | None = None  # reversed: per file, the offset the manifest records the fix laid at
 
 
 def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
@@ -321,8 +322,9 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
     else:
         # a file the patch creates starts empty: its hunk's place is not in doubt
         pinned = src is None or ctx.pinned.get(src, False)
-        ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned) for i in range(len(fp.hunks)))
-        delta = 0 if pinned else ctx.at.get(fp.path, 0) if reverse else work.delta(src or "")
+        recorded = reverse and ctx.at is not None
+        ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned, recorded) for i in range(len(fp.hunks)))
+        delta = 0 if pinned else (ctx.at or {}).get(fp.path, 0) if reverse else work.delta(src or "")
         if not reverse:
             refuse_stray_cr(current, fp, ctx.patch)
         res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place)
@@ -441,17 +443,11 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
 
 
 def pre_inside_post(fix: Fix, fwd: Pass, rev: Pass, ev: FixEvidence) -> bool:
-    """Each hunk the forward pass placed lies inside its own post-image, where the reversed pass placed that: a hunk
-    that only adds lines after its context (at a file's end, or anchored so at its stated line) finds the context
-    again once it is applied, at the same place. That is no second place for the fix: its pre-image is there only as
-    part of its post-image, which is in. Not so where the post-image outlives its own reversal (the added lines are
-    in the file twice, one after the other): which copy is the fix's cannot be told."""
-    placed = {n.flat: n for n in rev.hunks if n.line is not None}
-    for n in fwd.hunks:
-        r = placed.get(n.flat)
-        if n.line is None or r is None or r.line is None or not r.line <= n.line <= r.line + len(r.pre) - len(n.pre):
-            return False
-    return bool(fwd.hunks) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
+    """Each hunk the forward pass placed lies inside its own post-image, at the side it adds lines on, where the
+    reversed pass placed that (:func:`fixpack.sameplace.inside_own_post`): no second place for the fix, its pre-image
+    is there only as part of its post-image, which is in. Not so where the post-image outlives its own reversal (the
+    added lines are in the file twice, one after the other): which copy is the fix's cannot be told."""
+    return inside_own_post(fix, fwd, rev) and not run_pass(fix, rev.tree, reverse=True, evidence=ev).ok
 
 
 def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:

@@ -32,7 +32,8 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
     lists is the clean release's, the manifest is stale, whoever wrote it: nothing here refuses it. Else an entry
     recording its fix applied with every one of its files (each one the lock's record of the fix lists: a record
     edited is the lock's check to say) at the release's own sha256 is DamagedStateError: no fix leaves the files it
-    edits as the release has them (a manifest written by hand)."""
+    edits as the release has them (a manifest written by hand), but one the lock records leaving them so (it undoes a
+    fix before it in the chain)."""
     if tree is not None and is_clean_release(tree, manifest, ctx.lock):
         return
     if manifest.profile and manifest.profile != ctx.profile.name:
@@ -44,7 +45,9 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
     for entry in manifest.fixes:
         record = ctx.lock.fix(entry.id)  # (its files as the lock has them: a record edited is the lock's to say)
         own = {f.path for f in record.files} if record is not None else set()
+        left = record.post() if record is not None else {}  # (a fix undoing an earlier one leaves the release's)
         if entry.state is Recorded.APPLIED and entry.files and all(p in own and p in release and release[p] == h
+                                                                   and left.get(p) != h
                                                                    for p, h in entry.files.items()):
             line = manifest_line(path, entry.id, next(iter(entry.files)))
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {entry.id}'s entry records it "

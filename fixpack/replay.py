@@ -87,10 +87,11 @@ class TakenOff:
         return self.hunks if all(tree.read(p) == text for p, text in self.left.items()) else {}
 
 
-def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, int]:
-    """Per file, the offset ``manifest`` records ``fix_id``'s first hunk there was laid at (none: 0)."""
+def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, int] | None:
+    """Per file, the offset ``manifest`` records ``fix_id``'s first hunk there was laid at (none named: 0); None
+    where no entry records it (a fix whose record was lost)."""
     entry = manifest.entry(fix_id) if manifest else None
-    return entry.offsets if entry else {}
+    return entry.offsets if entry else None
 
 
 def taken_off_at(rev: Pass) -> dict[str, int]:
@@ -295,9 +296,9 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
     left it after the entry's fix. A fix found applied with no record in ``manifest`` (:func:`_found`) is laid
     nowhere: its change is in the files all along, so the entry of a fix before it on one of its files took that
     file's bytes with the later change in them (with a lost manifest, every fix of a file took its last bytes), and
-    the next apply wrote the manifest again. Those entries are worked out again on a copy of ``tree``, the fixes
-    after them taken out last first (those on the files concerned only: the others commute with them); where one
-    does not reverse, the entries stay as they were."""
+    the next apply wrote the manifest again. Those entries (their files' sha256 and the offsets their first hunks lie
+    at) are worked out again on a copy of ``tree``, the fixes after them taken out last first (those on the files
+    concerned only: the others commute with them); where one does not reverse, the entries stay as they were."""
     from .evaluate import FixEvidence, run_pass
 
     where, recorded = {fid: i for i, fid in enumerate(pack.series)}, manifest.applied_ids() if manifest else set()
@@ -317,10 +318,12 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
         if not paths & set(e.files):
             continue
         out[i] = replace(e, files=file_hashes(back, list(e.files)))
-        if e.state is Recorded.APPLIED and i > stale[0]:
-            rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)))
+        if e.state is Recorded.APPLIED:  # (its offsets too: where it lies once the fixes after it are out)
+            rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)),
+                           at=e.offsets)
             if not rev.ok:
                 return ordered
+            out[i] = replace(out[i], offsets={p: n for p, n in taken_off_at(rev).items() if n})
             back.adopt(rev.tree)
     return out
 
