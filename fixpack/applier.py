@@ -50,8 +50,9 @@ class HunkEvidence:
     the lock; None when unknown (taken as once). ``offset``: pinned at its stated line plus this many lines (not
     the running offset): where unwinding a recorded fix took the hunk off, on files as that left them. ``recorded``:
     reversed from where the manifest records the fix was laid (the running offset starts there), on files whose sha256
-    is the manifest's: a hunk anchored to the file's start or end is taken off at the anchor where that is its stated
-    line plus the running offset, whatever twin of its post-image the file holds elsewhere.
+    is the manifest's: a hunk anchored to the file's start or end is taken off at its stated line plus the running
+    offset where its post-image is there (an anchored hunk is laid only at the anchor or there), whatever twin of it
+    the file holds elsewhere.
     """
 
     pinned: bool = False
@@ -261,12 +262,14 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
         return _missing(index, lines, pre, expected, f"its {image(reverse)} {what}, {WHOLE_REASON} that {does} the "
                                                      f"file, and this file holds {_lines(len(lines))}")
     anchor = _anchor(h)
+    if anchor and evidence.recorded and _matches_at(lines, pre, expected):  # where the manifest records it was laid
+        return _placed(index, expected, expected, delta)
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
         found = occurrences(lines, pre)
         if _matches_at(lines, pre, pos):
             pinned = max(evidence.count or 1, 1)  # its copies in the pinned file (the anchored one among them)
-            if len(found) == 1 and pinned == 1 or evidence.recorded and pos == expected:  # (where it was laid)
+            if len(found) == 1 and pinned == 1:
                 return _placed(index, pos, expected, delta)
             # a twin: the copy at the file's start or end may be one upstream appended (or, where the pinned file held
             # twins too, one of them went away and another came), so the anchor alone does not tell them apart
@@ -275,12 +278,13 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
                               reason=f"anchored to the {anchor} of the file, where its {image(reverse)} is, and it "
                                      f"occurs {len(found)} times in the file"
                                      + (f" (the pinned {image(reverse)} held {pinned})" if pinned > 1 else ""))
+        adds = bool(Counter(h.new_lines) - Counter(h.old_lines))  # (else its post-image is its pre-image's lines)
         if len(found) == 1 and (evidence.count is None or evidence.count <= 1) and (
-                found[0] == expected or reverse and bool(Counter(h.new_lines) - Counter(h.old_lines))):
+                adds if reverse else found[0] == expected):
             # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
-            # adds (not its pre-image's lines only: a removal's context proves nothing), alone in the file: those lines
-            # are the fix's wherever the file ends now (a drift above moved
-            # them, a later fix of the chain added lines after them), and taking them out guesses nothing
+            # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
+            # them, a later fix of the chain added lines after them), and taking them out guesses nothing. A removal's
+            # post-image, its context alone, is no sign of it off the file's start or end: it is not in there
             beside = None if evidence.recorded else _removes_beside(lines, h, found[0], anchor) if reverse else \
                 _adds_beside(lines, h, found[0], anchor)  # (recorded: laid there, whatever came after it)
             if beside is None:

@@ -15,6 +15,7 @@ refused:
   takes the later one off first, wrote the manifest again.
 """
 
+import difflib
 import json
 
 from conftest import numbered, snapshot
@@ -90,3 +91,33 @@ def test_offsets_of_a_fix_laid_under_a_later_fixs_change_are_those_it_has_once_t
     assert [f.get("offsets") for f in recorded["fixes"]] == [None, None], recorded  # (0 once f1 is off)
     files = snapshot(image)
     assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+
+
+def _one_context_line(builder, base, after):  # type: ignore[no-untyped-def]
+    """One fix from ``base`` to ``after`` written with one context line (git diff -U1), locked on ``base``."""
+    clean = builder.tree("clean", {MOD: base})
+    builder.add_fix("f0", {}, {}, diff=(
+        f"--- a/{MOD}\n+++ b/{MOD}\n" + "".join(make_hunks(base, after))))
+    builder.profile(["f0"])
+    builder.lock(clean)
+
+
+def make_hunks(before, after):  # type: ignore[no-untyped-def]
+    return list(difflib.unified_diff(before.splitlines(True), after.splitlines(True), n=1))[2:]
+
+
+def test_a_recorded_end_anchored_hunk_at_its_stated_line_is_taken_off_there_twin_or_not(builder):
+    """Laid at its stated line (a line appended since the release, so not at the file's end), its post-image then
+    there twice (``B B`` in ``B B B``): status said tampered and revert refused. Recorded, it is taken off at its stated
+    line plus the offset the manifest records, where its post-image is."""
+    base = "a\nb\nB\nB\nC\n"
+    _one_context_line(builder, base, "a\nb\nB\nB\nB\n")
+    _cycle(builder, builder.tree("image", {MOD: base + "# tail\n"}), "a\nb\nB\nB\nB\n# tail\n")
+
+
+def test_an_anchored_removal_whose_context_alone_is_at_its_stated_line_is_not_in(builder):
+    """A removal at the file's end with one context line, on a file where a line went in after that context: its
+    post-image (the context line alone) is at its stated line, and it was taken for applied (exit 0, the lines it
+    removes left in). Off the file's end, a removal's post-image is no sign of it: a conflict, nothing written."""
+    _one_context_line(builder, "l0\nD\nl2\nx\n", "l0\nD\n")
+    _refused(builder, builder.tree("image", {MOD: "l0\nD\n# mid\nl2\nx\n"}), "conflict", "hunk #1 missing")
