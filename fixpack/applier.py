@@ -221,6 +221,17 @@ def _removes_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | N
     return None
 
 
+def _removed_at(lines: list[str], h: Hunk, anchor: str) -> bool:
+    """``h`` only removes lines, more of them than its context, and the file ends (``anchor`` "end"; starts, "start")
+    with the lines it removes: its post-image, its context alone, found at the anchor is one of them (``C`` after
+    ``D A C`` removed, in a file that ends ``D A C``), not a sign that they are out."""
+    old, k, m = h.old_lines, h.leading_context, h.trailing_context
+    gone = list(old[k:len(old) - m])
+    if len(gone) <= len(h.new_lines) or Counter(h.new_lines) - Counter(old):  # (more lines than its post-image)
+        return False
+    return lines[len(lines) - len(gone):] == gone if anchor == "end" else lines[:len(gone)] == gone
+
+
 def whole_file(h: Hunk) -> bool:
     """The hunk has no context and one side empty at line 0: as a file's only hunk, it empties or fills the file."""
     return h.leading_context == h.trailing_context == 0 and (
@@ -267,7 +278,7 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
     if anchor:
         pos = 0 if anchor == "start" else len(lines) - len(pre)
         found = occurrences(lines, pre)
-        if _matches_at(lines, pre, pos):
+        if _matches_at(lines, pre, pos) and not (reverse and _removed_at(lines, h, anchor)):
             pinned = max(evidence.count or 1, 1)  # its copies in the pinned file (the anchored one among them)
             if len(found) == 1 and pinned == 1:
                 return _placed(index, pos, expected, delta)

@@ -121,3 +121,11 @@ def test_an_anchored_removal_whose_context_alone_is_at_its_stated_line_is_not_in
     removes left in). Off the file's end, a removal's post-image is no sign of it: a conflict, nothing written."""
     _one_context_line(builder, "l0\nD\nl2\nx\n", "l0\nD\n")
     _refused(builder, builder.tree("image", {MOD: "l0\nD\n# mid\nl2\nx\n"}), "conflict", "hunk #1 missing")
+
+
+def test_a_removal_at_the_files_end_whose_context_is_its_own_last_removed_line_is_not_in(builder):
+    """A removal at the file's end (``D A C`` after the context line ``C``), on a file whose line above the removed
+    lines went away (``D B D A C``): its post-image, ``C`` alone, is at the file's end, as the last line it removes,
+    and it was taken for applied (exit 0); revert then put ``D A C`` in a second time. Not in: a conflict."""
+    _one_context_line(builder, "D\nB\nC\nD\nA\nC\n", "D\nB\nC\n")
+    _refused(builder, builder.tree("image", {MOD: "D\nB\nD\nA\nC\n"}), "conflict", "hunk #1 missing")
