@@ -6,7 +6,8 @@ between them. A fix changes the middle line of one or two blocks (its hunks' con
 block). The image is that file after random upstream drift: twins inserted (plain, or carrying the
 fix's own change), blocks moved, filler inserted, other blocks deleted. Every block keeps its
 identity through the drift, which gives the truth: the block the fix was written for (but where the drift
-leaves the release's very bytes, two twins swapped: that is the release, and the truth its stated lines). Deleting the
+leaves the release's very bytes, two twins swapped, that is the release, and the truth its stated lines; where it
+leaves the fix's very post-image, a patched twin in the true block's place, the fix is in). Deleting the
 true block is not among the drifts: with a twin inserted elsewhere it reads exactly like a move, and
 no tool can tell them apart from the text.
 
@@ -128,8 +129,9 @@ def test_a_hunk_lands_at_its_true_place_or_nowhere(tmp_path_factory, case):
     before = snapshot(image)
     r = engine.apply(b.request(image))
     event(f"{'applied' if r.exit_code == 0 else 'refused'} ({'no drift' if not ops else 'certain' if certain(blocks, drifted) else 'twins'})")
-    if r.exit_code == 0:  # (a drift that leaves the release's very bytes, twins swapped, is the release: its lines)
-        want = text(blocks, patched=True) if text(drifted) == text(blocks) else text(drifted, patched=True)
+    if r.exit_code == 0:  # (a drift that leaves the release's very bytes, or the fix's post-image, is that file)
+        want = {text(blocks): text(blocks, patched=True), text(blocks, patched=True): text(blocks, patched=True)
+                }.get(text(drifted), text(drifted, patched=True))
         assert (image / MOD).read_text() == want, f"misplaced after {ops}"
     else:
         assert r.exit_code == EXIT_CONFLICT, (r.exit_code, r.error)
