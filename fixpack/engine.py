@@ -31,6 +31,7 @@ from .replay import (
     placed_off,
     popped,
     post_checked,
+    release_again,
     replay,
     tampered_files,
     tampered_said,
@@ -141,6 +142,9 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             plan.entries.append(manifest_entry(fix, tree, Recorded.UPSTREAMED))
         else:
             plan.reached = False
+    for fid, why in release_again(plan.entries, ctx.lock, ft.spec.name).items():  # (refused: a conflict)
+        fr, plan.reached = ctx.report.fix(fid), False
+        fr.state, fr.action, fr.messages = State.CONFLICT, Action.NONE, [why]
     _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,

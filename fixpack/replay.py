@@ -444,6 +444,25 @@ def tampered_said(why: list[str]) -> str:
     return "the manifest records it as applied, but " + "; ".join(why)
 
 
+def release_again(entries: list[ManifestFix], lock: Lock, target: str) -> dict[str, str]:
+    """Per applied entry of ``entries`` (the manifest a run would write) that leaves each of its files at the
+    release's own sha256, where the lock records the fix leaving them otherwise: why it is refused. A drift doubled a
+    line the fix takes out (appended again since the release), so that laying it gave the release's bytes back: the
+    next run could not tell the file from the release (the fix laid a second time, or its record read as damaged:
+    :func:`fixpack.manifest_trust.check_fix_files`)."""
+    release, out = lock.release_files(target), {}
+    for e in entries:
+        record = lock.fix(e.id)
+        if e.state is Recorded.APPLIED and record is not None and e.files and all(
+                release.get(p) == h and record.post().get(p) != h for p, h in e.files.items()):
+            them = "them" if len(e.files) > 1 else "it"
+            out[e.id] = (f"laid on this tree, it leaves {', '.join(map(shown_path, e.files))} byte for byte as the "
+                         f"release has {them}, which the lock says it does not (a line it takes out was there twice, "
+                         f"one appended since the release?): a later run could not tell that from the release itself, "
+                         f"and would lay it again. Put the file back to the release, or rebase the fix for this tree")
+    return out
+
+
 def fix_report(fix: Fix, ev: Evaluation, selected: bool, dry: bool, opt_in: bool) -> FixReport:
     """``fix``'s line of the report; ``opt_in``: the profile lists it under opt_in (what the run selects by; a fix
     whose fix.toml says default may be an opt-in of a profile)."""

@@ -129,3 +129,27 @@ def test_a_removal_at_the_files_end_whose_context_is_its_own_last_removed_line_i
     and it was taken for applied (exit 0); revert then put ``D A C`` in a second time. Not in: a conflict."""
     _one_context_line(builder, "D\nB\nC\nD\nA\nC\n", "D\nB\nC\n")
     _refused(builder, builder.tree("image", {MOD: "D\nB\nD\nA\nC\n"}), "conflict", "hunk #1 missing")
+
+
+def test_a_fix_that_would_leave_the_releases_bytes_on_a_drifted_file_is_refused(builder):
+    """The fix takes out the file's last line, and a drift appended that line again: laid (at its stated line, where
+    its pre-image is, once), it gave the release's very bytes, so the next run took the file for the release and laid
+    it a second time (the next apply took out the copy too). In a chain, such a fix's record was read as written by
+    hand (damaged, exit 3, from every command). Refused, nothing written, by status and apply alike."""
+    base = "B\nl1\nl2\nl3\nC\n"
+    _pack(builder, base, [("f0", "B\nl1\nl2\nl3\n")])
+    image = builder.tree("image", {MOD: base + "C\n"})
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 4 and st.fix("f0").state.value == "conflict", st.fixes
+    _refused(builder, image, "conflict", f"laid on this tree, it leaves {MOD} byte for byte as the release has it")
+
+
+def test_a_chain_fix_that_would_leave_the_releases_bytes_on_a_drifted_file_is_refused(builder):
+    base = numbered(6)
+    f0 = base.replace("line 6\n", "x = 1\n")
+    _pack(builder, base, [("f0", f0), ("f1", numbered(5))])
+    image = builder.tree("image", {MOD: base + "line 6\n"})
+    files = snapshot(image)
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 4 and [f.state.value for f in r.fixes] == ["drifted", "conflict"], r.fixes
+    assert snapshot(image) == files
