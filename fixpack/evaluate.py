@@ -36,7 +36,7 @@ from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
 from .safepath import file_on_the_way, not_a_file, shown_path
-from .sameplace import inside_own_post, removed_there
+from .sameplace import inside_own, inside_own_post, removed_there
 from .states import State
 from .structs import dataclass, field
 from .tree import Tree, decode, encode, file_hashes
@@ -412,6 +412,11 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
         return Evaluation(State.TAMPERED, fwd, rev, ["the manifest records it as applied, but its post-image is "
                                                      "not there"] + rev.explain(edited=True))
     side = _lock_side(ev, now)
+    early = [] if side == "pre" or ev.laid or rev.ok or not fwd.ok else inside_own(fix, fwd, rev)
+    if early:  # these hunks' lines are in already, where they go (not the others'): laid, they would be in twice
+        return Evaluation(State.PARTIAL, fwd, rev, ["only some hunks are in: " + ", ".join(
+            f"{shown_path(n.path)} hunk #{n.hunk} (the lines it adds are there already, beside its context at line "
+            f"{n.line}: laid, they would be in twice)" for n in early)])
     if fwd.ok and (not rev.present or side == "pre" or ev.laid):  # (laid: where it was, whatever else is there)
         drift, files = _drift(ev, now, fwd)
         return Evaluation(State.DRIFTED if drift else State.ABSENT, fwd, rev, drift, files)

@@ -29,21 +29,27 @@ def removed_there(fwd: Pass, rev: Pass) -> list[HunkNote]:
 
 
 def inside_own_post(fix: Fix, fwd: Pass, rev: Pass) -> bool:
-    """Each hunk of ``fix`` the forward pass placed lies inside its own post-image, where the reversed pass placed
+    """Each hunk of ``fix`` the forward pass placed lies inside its own post-image (:func:`inside_own`)."""
+    return bool(fwd.hunks) and len(inside_own(fix, fwd, rev)) == len(fwd.hunks)
+
+
+def inside_own(fix: Fix, fwd: Pass, rev: Pass) -> list[HunkNote]:
+    """The hunks of ``fix`` the forward pass placed inside their own post-image, where the reversed pass placed
     that, flush with it on the side the hunk has no context on: a hunk that only adds lines after its context (at a
     file's end, or anchored so at its stated line) finds the context again once it is applied, at the start of its
     post-image (one that adds lines before its context, at its end; one with no context line above or below its
-    change, anywhere inside it). A hunk with context on both sides finds its
-    pre-image inside its post-image only where the lines it adds repeat its context (``D D D`` and ``D D`` added
-    before ``C``): the release may hold that post-image itself, so it tells nothing (False)."""
+    change, anywhere inside it). A hunk with context on both sides finds its pre-image inside its post-image only
+    where the lines it adds repeat its context (``D D D`` and ``D D`` added before ``C``): the release may hold that
+    post-image itself, so it tells nothing (never counted)."""
     placed = {n.flat: n for n in rev.hunks if n.line is not None}
     hunks = [h for fp in fix.file_patches() for h in fp.hunks]
+    out = []
     for n in fwd.hunks:
         r, h = placed.get(n.flat), hunks[n.flat]
         if n.line is None or r is None or r.line is None or h.leading_context and h.trailing_context:
-            return False
+            continue
         last = r.line + len(r.pre) - len(n.pre)  # (the last line its pre-image may start at inside the post-image)
-        if not (r.line <= n.line <= last if not h.leading_context and not h.trailing_context else
-                n.line == (r.line if h.leading_context else last)):
-            return False
-    return bool(fwd.hunks)
+        if r.line <= n.line <= last if not h.leading_context and not h.trailing_context else \
+                n.line == (r.line if h.leading_context else last):
+            out.append(n)
+    return out

@@ -153,3 +153,18 @@ def test_a_chain_fix_that_would_leave_the_releases_bytes_on_a_drifted_file_is_re
     r = engine.apply(builder.request(image))
     assert r.exit_code == 4 and [f.state.value for f in r.fixes] == ["drifted", "conflict"], r.fixes
     assert snapshot(image) == files
+
+
+def test_a_fix_whose_end_hunk_alone_is_in_already_is_partial_not_laid_again(builder):
+    """A fresh user, on the prompt-order fix's last hunk (the pack's one hunk anchored to its file's end): with only
+    that hunk's added lines there (appended by hand), status said would-apply and apply laid the whole fix, the
+    twelve lines a second time (exit 0). Its pre-image lies at the start of its own post-image, which is whole there:
+    that hunk is in, the others not: partial, exit 4, nothing written."""
+    base = numbered(12)
+    adds = "def extra():\n    return 1\n"
+    after = base.replace("line 2\n", "two\n") + adds
+    _pack(builder, base, [("f0", after)])
+    image = builder.tree("image", {MOD: base + adds})
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 4 and st.fix("f0").state.value == "partial", st.fixes
+    _refused(builder, image, "partial", "hunk #2 (the lines it adds are there already, beside its context at line 10")
