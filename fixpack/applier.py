@@ -208,15 +208,24 @@ def _adds_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | None
     return None
 
 
+def _taken_out(h: Hunk) -> list[str]:
+    """The lines between ``h``'s leading and trailing context in its pre-image: those it removes (or changes)."""
+    return list(h.old_lines[h.leading_context:len(h.old_lines) - h.trailing_context])
+
+
+def _adds(h: Hunk) -> bool:
+    """``h``'s post-image holds a line its pre-image does not (else it is its pre-image's lines: a removal)."""
+    return bool(Counter(h.new_lines) - Counter(h.old_lines))
+
+
 def _removes_beside(lines: list[str], h: Hunk, pos: int, anchor: str) -> int | None:
     """Reversed, ``h``'s post-image at ``pos`` (not at the file's ``anchor``): the 0-based line next to it on the side
     of its anchor where that is a line the hunk removes (the file goes on past its context with one of the lines it
     takes out: a drift left it there, or the fix was never laid), else None. The hunk is not in there."""
-    old, new, k, m = h.old_lines, h.new_lines, h.leading_context, h.trailing_context
-    gone = set(old[k:len(old) - m])
-    if anchor == "end" and m == 0 and pos + len(new) < len(lines) and lines[pos + len(new)] in gone:
-        return pos + len(new)
-    if anchor == "start" and k == 0 and pos > 0 and lines[pos - 1] in gone:
+    gone, end = set(_taken_out(h)), pos + len(h.new_lines)
+    if anchor == "end" and h.trailing_context == 0 and end < len(lines) and lines[end] in gone:
+        return end
+    if anchor == "start" and h.leading_context == 0 and pos > 0 and lines[pos - 1] in gone:
         return pos - 1
     return None
 
@@ -225,9 +234,8 @@ def _removed_at(lines: list[str], h: Hunk, anchor: str) -> bool:
     """``h`` only removes lines, more of them than its context, and the file ends (``anchor`` "end"; starts, "start")
     with the lines it removes: its post-image, its context alone, found at the anchor is one of them (``C`` after
     ``D A C`` removed, in a file that ends ``D A C``), not a sign that they are out."""
-    old, k, m = h.old_lines, h.leading_context, h.trailing_context
-    gone = list(old[k:len(old) - m])
-    if len(gone) <= len(h.new_lines) or Counter(h.new_lines) - Counter(old):  # (more lines than its post-image)
+    gone = _taken_out(h)
+    if len(gone) <= len(h.new_lines) or _adds(h):  # (more lines than its post-image)
         return False
     return lines[len(lines) - len(gone):] == gone if anchor == "end" else lines[:len(gone)] == gone
 
@@ -289,9 +297,8 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
                               reason=f"anchored to the {anchor} of the file, where its {image(reverse)} is, and it "
                                      f"occurs {len(found)} times in the file"
                                      + (f" (the pinned {image(reverse)} held {pinned})" if pinned > 1 else ""))
-        adds = bool(Counter(h.new_lines) - Counter(h.old_lines))  # (else its post-image is its pre-image's lines)
         if len(found) == 1 and (evidence.count is None or evidence.count <= 1) and (
-                adds if reverse else found[0] == expected):
+                _adds(h) if reverse else found[0] == expected):
             # alone at its stated line (where a pinned file has it); or, reversed, its post-image with the lines it
             # adds, alone in the file: those lines are the fix's wherever the file ends now (a drift above moved
             # them, a later fix of the chain added lines after them), and taking them out guesses nothing. A removal's

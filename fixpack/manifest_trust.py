@@ -12,7 +12,7 @@ from .errors import DamagedStateError, MismatchError, PackError
 from .loader import pin_of
 from .lock_hints import applied_from
 from .manifest_where import manifest_line, top_line
-from .records import REMOVE_MANIFEST, Manifest, Recorded
+from .records import REMOVE_MANIFEST, Manifest
 from .run import Context, hold_soft_lock
 from .status_fast import is_clean_release
 from .targets import commit_matches, commits_agree
@@ -45,10 +45,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
     for entry in manifest.fixes:
         record = ctx.lock.fix(entry.id)  # (its files as the lock has them: a record edited is the lock's to say)
         own = {f.path for f in record.files} if record is not None else set()
-        left = record.post() if record is not None else {}  # (a fix undoing an earlier one leaves the release's)
-        if entry.state is Recorded.APPLIED and entry.files and all(p in own and p in release and release[p] == h
-                                                                   and left.get(p) != h
-                                                                   for p, h in entry.files.items()):
+        if entry.at_release(record, release):
             line = manifest_line(path, entry.id, next(iter(entry.files)))
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {entry.id}'s entry records it "
                                           f"applied with each of its files at the clean release's own sha256, which no "

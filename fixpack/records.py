@@ -276,6 +276,14 @@ class ManifestFix:
     patch_bytes_sha256: str = field(default="", compare=False)
     offsets: Mapping[str, int] = field(default_factory=dict)
 
+    def at_release(self, record: LockFix | None, release: Hashes) -> bool:
+        """Recorded applied with each of its files (each one ``record``, the fix's lock entry, lists) at the release's
+        own sha256 (``release``), where the lock records the fix leaving it otherwise: no run of that fix leaves them
+        so but one on a drift that doubled a line it takes out (a fix undoing an earlier one leaves the release's)."""
+        post = record.post() if record is not None else {}
+        return self.state is Recorded.APPLIED and bool(self.files) and all(
+            p in post and p in release and release[p] == h and post[p] != h for p, h in self.files.items())
+
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "version": self.version, "patch_sha256": self.patch_sha256, "state": self.state.value,
                 "files": dict(self.files)} | ({"patch_bytes_sha256": self.patch_bytes_sha256}

@@ -94,6 +94,11 @@ def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, int] | None:
     return entry.offsets if entry else None
 
 
+def laid_offsets(side: Pass) -> dict[str, int]:
+    """:func:`taken_off_at` where it is not 0: a manifest entry's ``offsets``."""
+    return {p: n for p, n in taken_off_at(side).items() if n}
+
+
 def taken_off_at(rev: Pass) -> dict[str, int]:
     """Per file, the offset from its stated line at which the reversed pass ``rev`` placed a fix's first hunk there."""
     out: dict[str, int] = {}
@@ -323,7 +328,7 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
                            at=e.offsets)
             if not rev.ok:
                 return ordered
-            out[i] = replace(out[i], offsets={p: n for p, n in taken_off_at(rev).items() if n})
+            out[i] = replace(out[i], offsets=laid_offsets(rev))
             back.adopt(rev.tree)
     return out
 
@@ -452,9 +457,7 @@ def release_again(entries: list[ManifestFix], lock: Lock, target: str) -> dict[s
     :func:`fixpack.manifest_trust.check_fix_files`)."""
     release, out = lock.release_files(target), {}
     for e in entries:
-        record = lock.fix(e.id)
-        if e.state is Recorded.APPLIED and record is not None and e.files and all(
-                release.get(p) == h and record.post().get(p) != h for p, h in e.files.items()):
+        if e.at_release(lock.fix(e.id), release):
             them = "them" if len(e.files) > 1 else "it"
             out[e.id] = (f"laid on this tree, it leaves {', '.join(map(shown_path, e.files))} byte for byte as the "
                          f"release has {them}, which the lock says it does not (a line it takes out was there twice, "
@@ -480,7 +483,6 @@ def manifest_entry(fix: Fix, tree: Tree, state: Recorded, ev: Evaluation | None 
     from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.rewritten`) and, from ``ev``
     (its evaluation: its forward pass where it laid the fix, else the reversed pass that found it in), the offset
     its first hunk was laid at in each file where it is not 0."""
-    side = (ev.forward if ev.forward.hunks else ev.reverse) if ev else None
-    offsets = {p: n for p, n in taken_off_at(side).items() if n} if side else {}
+    offsets = laid_offsets(ev.forward if ev.forward.hunks else ev.reverse) if ev else {}
     return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()),
                        fix.bytes_sha256, offsets)
