@@ -454,7 +454,8 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                            f"fix from it")
             elif check_paths:
                 spec = profile.target(fix.target)
-                check_package_paths(fix.for_profile(profile.name), spec.package, errors, spec.version_path)
+                check_package_paths(fix.for_profile(profile.name), spec.package, errors, spec.version_path,
+                                    {t.name: t.package for t in profile.targets})
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")

@@ -332,7 +332,35 @@ def change_said(fix: Fix, entry: LockFix, profile: Profile, version_at: Callable
                 f"its patch_bytes_sha256, set to a patch edited under the same version {fix.version}: if that edit is "
                 f"meant, bump version in {version_at(fix, profile)} before locking, else put the patch back as it was "
                 "locked)")
-    return "patch or version changed since the lock was generated"
+    return f"patch or version changed since the lock was generated{line_ends_said(fix)}"
+
+
+def line_ends_said(fix: Fix) -> str:
+    """Where a hunk of a patch of ``fix`` has lines ending in CRLF beside lines ending in LF, the first such line
+    (``; FILE:LINE ends in CRLF ...``): an editor's doing most often, which changes the patch without a visible
+    edit. "" where each hunk's lines end alike (a file with CRLF line ends gives a patch whose hunks are CRLF
+    throughout) or a patch cannot be read again."""
+    for patch in fix.patches:
+        try:
+            lines = patch.path.read_bytes().split(b"\n")
+        except OSError:
+            continue
+        hunk: list[int] = []  # the current hunk's line numbers (1-based)
+        for n, line in enumerate(lines + [b"@@"], start=1):
+            if hunk or (n > 1 and lines[n - 2].startswith(b"@@")):
+                if line[:1] in (b" ", b"+", b"-"):
+                    hunk.append(n)
+                    continue
+                if line.startswith(b"\\"):  # "\ No newline at end of file"
+                    continue
+            crlf = [i for i in hunk if lines[i - 1].endswith(b"\r")]
+            if crlf and len(crlf) < len(hunk):  # the fewer named: the odd ones out
+                lf = [i for i in hunk if i not in crlf]
+                odd, ends, other = (crlf, "CRLF", "LF") if len(crlf) <= len(lf) else (lf, "LF", "CRLF")
+                return (f"; {patch.path}:{odd[0]} ends in {ends} where other lines of its hunk end in {other}: if an "
+                        f"editor did that, give the patch back its line ends")
+            hunk = []
+    return ""
 
 
 def record_edited(path: Path, entry: LockFix, fix: Fix, parsed: bool) -> list[str]:

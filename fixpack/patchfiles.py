@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .documents import MAX_PATCH_BYTES, TooLargeError
+from .documents import MAX_PATCH_BYTES, TooLargeError, key_line, text_for_lines
 from .errors import BadInputError, Collector, PackError, PatchParseError, raise_unreadable
 from .model import BINARY_IN_PATCH, SOURCE_HINT, Fix, Pack, PatchFile, Profile, binary_source, source_file_problem
 from .safepath import link_on_the_way, link_to, not_a_file, not_a_file_here, path_problem, read_regular
@@ -248,7 +248,7 @@ def parse_fixes(pack: Pack, profile: Profile, ids: tuple[str, ...] | list[str] |
             except PackError as exc:
                 errors.problems += exc.problems
         if len(errors.problems) == before and fix.target in packages:
-            check_package_paths(fix, packages[fix.target], errors, profile.target(fix.target).version_path)
+            check_package_paths(fix, packages[fix.target], errors, profile.target(fix.target).version_path, packages)
     errors.raise_if_any(f"the pack at {pack.root} is invalid")
 
 
@@ -260,11 +260,16 @@ def outside_package(path: str, package: str, version_path: str = "") -> str:
     return "the version module the pin is checked against" if path == version_path else ""
 
 
-def check_package_paths(fix: Fix, package: str, errors: Collector, version_path: str = "") -> None:
+def check_package_paths(fix: Fix, package: str, errors: Collector, version_path: str = "",
+                        others: Mapping[str, str] | None = None) -> None:
     """Every file a fix changes lies inside its target's package folder (``<package>/...``): the root may
     be a site-packages folder, where another path would change another distribution, or the tool's own
     state (``.fixpack/``). None changes ``version_path``, the module the found version is read from: once
-    applied, the image would no longer show its pin, and apply, status and revert would refuse it."""
+    applied, the image would no longer show its pin, and apply, status and revert would refuse it.
+    ``others`` (the profile's other targets, name -> package folder): where every file the fix changes lies
+    in one of theirs, the fix names the wrong target, said once at fix.toml's ``target`` line."""
+    if _wrong_target(fix, package, errors, others or {}):
+        return
     for patch in fix.patches:
         for fp in patch.files:
             for p in fp.paths():
@@ -281,6 +286,24 @@ def check_package_paths(fix: Fix, package: str, errors: Collector, version_path:
         if not target_path.startswith(package + "/"):
             errors.add(f"binary file {target_path!r} lies outside the target's package folder {package}/",
                        fix.folder / "fix.toml", None, f"place it under {package}/")
+
+
+def _wrong_target(fix: Fix, package: str, errors: Collector, others: Mapping[str, str]) -> bool:
+    """Whether every file ``fix`` changes (its patches' paths and binary files) lies in the package folder of
+    one other target of ``others`` and none in its own ``package``: then that is one finding, at fix.toml's
+    ``target`` line (True), not one per patch file."""
+    paths = [p for patch in fix.patches for fp in patch.files for p in fp.paths()]
+    paths += [target_path for target_path, _src in fix.binary]
+    owners = {name for name, pkg in others.items() if pkg != package and all(p.startswith(pkg + "/") for p in paths)}
+    if not paths or len(owners) != 1:
+        return False
+    (name,) = owners
+    toml = fix.folder / "fix.toml"
+    line = key_line(text_for_lines(toml), "target")
+    errors.add(f'target = "{fix.target}" (package folder {package}/), but every file its patches change lies under '
+               f"{others[name]}/, the package folder of target {name!r}", toml, line,
+               f'set target = "{name}" in fix.toml, or write the patches against {package}/')
+    return True
 
 
 def check_deleted_then_touched(chain: tuple[Fix, ...]) -> None:
