@@ -38,13 +38,14 @@ def _files_problem(files: Any, what: str) -> str | None:
         problem = path_problem(p)
         said = f"{what} names {p!r}: {problem}" if problem else \
             None if sha_or_none(h) else f"{what}: the hash of {p} is not a sha256"
-        if said:  # (in the manifest's own 'files': its line told, as an entry's key's is)
-            return EntryProblem(said, (0, p)) if what == "'files'" else said
+        if said:  # (with the path, for its line: in the manifest's own 'files', or in an entry's)
+            return EntryProblem(said, (0, p))
     return None
 
 
-def _manifest_fix_problem(f: Any) -> tuple[str, str] | None:
-    """What is wrong with one entry of a manifest's ``fixes``, with the key it lies at."""
+def _manifest_fix_problem(f: Any) -> tuple[str | tuple[str, str], str] | None:
+    """What is wrong with one entry of a manifest's ``fixes``, with the key it lies at (or the key and the key in the
+    object it holds: a path in its ``offsets``)."""
     if not isinstance(f, dict) or not isinstance(f.get("id"), str):
         return "id", "not an object with a fix id"
     if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
@@ -61,22 +62,22 @@ def _manifest_fix_problem(f: Any) -> tuple[str, str] | None:
         return "patch_bytes_sha256", f"{f['id']}: its patch_bytes_sha256 is not a sha256"
     problem = _files_problem(f.get("files"), f"{f['id']}'s files")
     if problem:
-        return "files", problem
-    problem = _offsets_problem(f.get("offsets", {}), f["files"])  # (absent in older manifests: 0 everywhere)
-    return ("offsets", f"{f['id']}: {problem}") if problem else None
+        return ("files", problem.at[1]) if isinstance(problem, EntryProblem) else "files", problem
+    off = _offsets_problem(f.get("offsets", {}), f["files"])  # (absent in older manifests: 0 everywhere)
+    return (("offsets", off[0]), f"{f['id']}: {off[1]}") if off else None
 
 
-def _offsets_problem(offsets: Any, files: dict[str, Any]) -> str | None:
+def _offsets_problem(offsets: Any, files: dict[str, Any]) -> tuple[str, str] | None:
     """A fix entry's ``offsets``: an object of one of its files -> a whole number of lines (where its first hunk was
-    laid, from its stated line)."""
+    laid, from its stated line). What is wrong, with the path it lies at ("": the key itself)."""
     if not isinstance(offsets, dict):
-        return "its offsets are not an object of path -> lines"
+        return "", "its offsets are not an object of path -> lines"
     for p, n in offsets.items():
         if p not in files:
-            return f"its offsets name {short(json.dumps(p))}, which is not one of its files"
+            return p, f"its offsets name {short(json.dumps(p))}, which is not one of its files"
         if not is_int(n) or abs(n) > MAX_OFFSET:
-            return (f"its offset in {p} is {short(json.dumps(n))}, not a whole number of lines (at most {MAX_OFFSET} "
-                    f"either way)")
+            return p, (f"its offset in {p} is {short(json.dumps(n))}, not a whole number of lines (at most "
+                       f"{MAX_OFFSET} either way)")
     return None
 
 
@@ -95,20 +96,22 @@ def manifest_problem(data: Any, target: str | None) -> str | None:
     problem = _files_problem(files, "'files'")
     if problem:
         return problem
-    seen: set[str] = set()
-    applied_files: set[str] = set()
+    seen: dict[str, int] = {}  # fix id -> its entry's number
+    applied_files: dict[str, int] = {}  # path -> the number of the last applied entry that records it
     for n, f in enumerate(data["fixes"], 1):
         found = _manifest_fix_problem(f)
         if found:
-            return EntryProblem(f"fix entry {n}: {found[1]}", (n, found[0]))
+            at = found[0] if isinstance(found[0], tuple) else (found[0], "")
+            return EntryProblem(f"fix entry {n}: {found[1]}", (n, *at))
         if f["id"] in seen:
-            return f"fix {f['id']} is recorded twice"
-        seen.add(f["id"])
+            twice = f"fix entry {n}: fix {f['id']} is recorded twice (entry {seen[f['id']]} too)"
+            return EntryProblem(twice, (n, "id"))
+        seen[f["id"]] = n
         if f["state"] == "applied":
-            applied_files |= set(f["files"])
-    problem = _components_problem(data.get("components", []), applied_files) or _removed_problem(data, files)
-    if not problem and set(files) != applied_files:  # each run writes 'files' as the union of its applied fixes'
-        problem = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
+            applied_files.update(dict.fromkeys(f["files"], n))
+    problem = _components_problem(data.get("components", []), set(applied_files)) or _removed_problem(data, files)
+    if not problem and set(files) != set(applied_files):  # each run writes 'files' as the union of its applied fixes'
+        problem = _files_not_applied(files, applied_files)
     problem = problem or next((f"key {k!r} is {short(json.dumps(data[k]))}, not a string" for k in
                                ("profile", "target", "tool", "tool_version")
                                if k in data and not isinstance(data[k], str)), None) or next((
@@ -119,6 +122,19 @@ def manifest_problem(data: Any, target: str | None) -> str | None:
     name = data["profile"]  # (said in messages and in the commands they suggest: a name, never text of any kind)
     bad = name_problem(name)
     return f"key 'profile' is {short(json.dumps(name))}, no profile name ({bad})" if bad else None
+
+
+def _files_not_applied(files: dict[str, Any], applied: dict[str, int]) -> EntryProblem:
+    """The manifest's own ``files`` are not the union of its applied fixes' files: the first path one side lacks, at
+    its line on the other side (a path of ``files`` no applied entry records; else one an entry records that
+    ``files`` lacks)."""
+    said = "its 'files' are not the files of its applied fixes (an entry removed or edited by hand?)"
+    extra = sorted(set(files) - set(applied))
+    if extra:
+        return EntryProblem(f"{said}: 'files' records {extra[0]}, which no applied fix's entry records", (0, extra[0]))
+    lacking = sorted(set(applied) - set(files))[0]
+    return EntryProblem(f"{said}: fix entry {applied[lacking]} records {lacking}, which 'files' lacks",
+                        (applied[lacking], "files", lacking))
 
 
 def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
@@ -135,7 +151,7 @@ def _components_problem(comps: Any, fix_files: set[str]) -> str | None:
             return f"{where}: dist_info {c['dist_info']!r} is not a .dist-info folder at the root"
         problem = _files_problem(c["files"], f"{where}'s files")
         if problem:
-            return problem
+            return str(problem)  # (no line: a component's files are not a fix entry's)
         for p, h in c["files"].items():
             if h is None:
                 return f"{where}: {p} has no sha256 (every file a component installs exists)"

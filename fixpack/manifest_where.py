@@ -17,9 +17,9 @@ class EntryProblem(str):
     """A manifest's problem in one of its fix entries: its words, with ``at``, (the entry's number, 1-based; the key
     it lies at), so that the message can name its line (:func:`entry_line`); (0, a path): in its own ``files``."""
 
-    at: tuple[int, str]
+    at: tuple[int, str] | tuple[int, str, str]  # (with a key in the object the key holds: a path in its offsets)
 
-    def __new__(cls, words: str, at: tuple[int, str]) -> EntryProblem:
+    def __new__(cls, words: str, at: tuple[int, str] | tuple[int, str, str]) -> EntryProblem:
         said = super().__new__(cls, words)
         said.at = at
         return said
@@ -75,10 +75,10 @@ def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
     return None
 
 
-def entry_line(raw: bytes, number: int, key: str) -> int | None:
+def entry_line(raw: bytes, number: int, key: str, inner: str = "") -> int | None:
     """The line of ``key`` in the ``number``-th (1-based) entry of the manifest's ``fixes`` (its bytes ``raw``), else
-    of the entry's opening brace; number 0: of the path ``key`` in the manifest's own ``files``. None when it cannot
-    be told."""
+    of the entry's opening brace; ``inner``: of that key in the object ``key`` holds (a path in its ``offsets``), else
+    of ``key``; number 0: of the path ``key`` in the manifest's own ``files``. None when it cannot be told."""
     try:
         lines = raw.decode("utf-8").splitlines()
     except ValueError:
@@ -90,7 +90,15 @@ def entry_line(raw: bytes, number: int, key: str) -> int | None:
                                                 and lines[n][4:].startswith(_keyed(key))), None)
     for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
-            return next((k for k, d, text in entry if d == 1 and text.startswith(_keyed(key))), brace)
+            at = next((i for i, (_k, d, text) in enumerate(entry) if d == 1 and text.startswith(_keyed(key))), None)
+            if at is None:
+                return brace
+            for k, d, text in entry[at + 1:] if inner else ():  # the object's own lines, up to the entry's next key
+                if d != 2:
+                    break
+                if text.startswith(_keyed(inner)):
+                    return k
+            return entry[at][0]
     return None
 
 

@@ -51,7 +51,7 @@ from .kept import owned_by_us
 from .manifest_shape import kept_problem
 from .nofollow import clear_under, write_under
 from .records import Kept, Manifest, is_int, kept_map, sha_or_none
-from .safepath import JOURNAL, link_on_the_way, name_problem, path_problem
+from .safepath import JOURNAL, link_on_the_way, link_to, name_problem, path_problem
 from .structs import dataclass, field, replace
 
 _MANIFEST_NAME = re.compile(r"^\.fixpack/[A-Za-z0-9][A-Za-z0-9._-]*\.manifest\.json$")
@@ -150,8 +150,17 @@ def load_journal(root: Path, writes: Writes | None = None) -> Journal | None:
 
 
 def _check_backups_folder(root: Path) -> None:
-    backups = backups_dir(root)
-    if exists(backups) and (backups.is_symlink() or not backups.is_dir()):
+    _refuse_no_folder(backups_dir(root))
+
+
+def _refuse_no_folder(backups: Path) -> None:
+    """DamagedStateError (exit 3) where something is at ``backups`` (the journal's backups folder) that is no real
+    folder: a symbolic link (said with where it leads, to a folder or not: fixpack never follows one there), or
+    another kind of file."""
+    if backups.is_symlink():
+        raise DamagedStateError(backups, f"it is a symbolic link to {link_to(backups)}, not a folder (fixpack keeps "
+                                         f"the journal's backups there, and never follows a link in its state)")
+    if exists(backups) and not backups.is_dir():
         raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
 
 
@@ -363,8 +372,7 @@ def discard_leftovers(root: Path) -> None:
     folder = state_dir(root)
     backups = folder / BACKUPS
     if exists(backups):
-        if backups.is_symlink() or not backups.is_dir():
-            raise DamagedStateError(backups, "it is not a folder (fixpack keeps the journal's backups there)")
+        _refuse_no_folder(backups)
         clear_under(root, backups.relative_to(root).as_posix())  # never through a link, on the way or in it
     tmp = temp_path(folder / JOURNAL)
     if exists(tmp):

@@ -120,3 +120,39 @@ def test_a_fix_version_past_the_rule_is_bad_input(builder, where, text):
     assert exc.value.exit_code == 2, str(exc.value)
     line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith("version"))
     assert f"fixes/one/{where}:{line}: 'version' must be an integer from 1 to 9223372036854775807" in str(exc.value)
+
+
+def _twice(m):
+    m["fixes"].append(dict(m["fixes"][0]))
+
+
+LINED = {  # a manifest laid out as fixpack writes it: each problem said at the line that holds it
+    "a fix recorded twice": (_twice, '"id": "one"', 2, "fix entry 3: fix one is recorded twice (entry 1 too)"),
+    "a file no entry records": (lambda m: m["files"].update({"demo_pkg/zz.py": "0" * 64}), '"demo_pkg/zz.py"', 1,
+                                "'files' records demo_pkg/zz.py, which no applied fix's entry records"),
+    "an entry's file 'files' lacks": (lambda m: m["fixes"][1]["files"].update({"demo_pkg/zz.py": "0" * 64}),
+                                      '"demo_pkg/zz.py"', 1, "fix entry 2 records demo_pkg/zz.py, which 'files' lacks"),
+    "an offset's value": (lambda m: m["fixes"][1].update(offsets={"demo_pkg/b.py": "x"}), '"demo_pkg/b.py": "x"', 1,
+                          "fix entry 2: two: its offset in demo_pkg/b.py is \"x\""),
+    "an entry's path": (lambda m: m["fixes"][1]["files"].update({"demo_pkg/../zz": "0" * 64}), '"demo_pkg/../zz"', 1,
+                        "fix entry 2: two's files names 'demo_pkg/../zz'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINED))
+def test_a_manifest_problem_is_said_at_its_line(world, case):  # noqa: F811
+    """A fresh user: a fix recorded twice, 'files' that are not the applied fixes' files, and an offset's value were
+    said with no line, or at the line of the key that holds them."""
+    b, target, outside = world
+    change, text, nth, said = LINED[case]
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    change(m)
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    line = [n for n, ln in enumerate(path.read_text().splitlines(), 1) if text in ln][nth - 1]
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and f"not a valid fixpack manifest: line {line}: " in message and said in message, (
+            name, message)
+        assert _everything(target, outside) == before, f"{name} changed files"

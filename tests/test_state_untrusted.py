@@ -107,6 +107,8 @@ def _plant(case: str, target: Path, outside: Path) -> None:
         (state / "journal.json").mkdir()
     elif case == ".fixpack/journal is a file":
         (state / "journal").write_text("x\n")
+    elif case == ".fixpack/journal is a link to a folder":
+        (state / "journal").symlink_to(outside)
     elif case == "manifest is a folder":
         (state / "demo.manifest.json").unlink()
         (state / "demo.manifest.json").mkdir()
@@ -134,7 +136,7 @@ def _plant(case: str, target: Path, outside: Path) -> None:
 CASES = ["absolute path", "../ path", "path through a link", "path is a link", "absolute backup key", "backup of another index",
          "backup is a link", "backup does not match its sha256", "missing backup", "garbage journal",
          "truncated journal", "keyless journal", "entry-less journal", "journal.json is a link",
-         "journal.json is a folder", ".fixpack/journal is a file", "manifest is a folder", "manifest is a link",
+         "journal.json is a folder", ".fixpack/journal is a file", ".fixpack/journal is a link to a folder", "manifest is a folder", "manifest is a link",
          "manifest entry removed", "manifest path climbs out", "manifest not UTF-8", ".fixpack is a file"]
 
 
@@ -153,6 +155,16 @@ def test_planted_state_is_refused_by_every_command(world, case):
         assert code == 3, f"{case}: {name} exited {code}: {message}"
         assert "damaged" in message or "symbolic link" in message, f"{case}: {name}: {message}"
         assert _everything(target, outside) == before, f"{case}: {name} changed files"
+
+
+def test_a_journal_backups_folder_that_is_a_link_is_said_to_be_one(world):
+    """found by a fresh user: a link to a folder was said to be "not a folder", which it seems to be."""
+    b, target, outside = world
+    _plant(".fixpack/journal is a link to a folder", target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and f"journal is damaged: it is a symbolic link to {outside}, not a folder" in message, (
+            name, message)
 
 
 def test_a_journal_path_that_is_itself_a_link_is_said_to_be_one(world):
