@@ -81,9 +81,33 @@ def pack_words(pack_root: Path) -> list[str]:
     return ["--pack", os.path.abspath(pack_root)]
 
 
+# the subcommands that take --cache (the release copy cache: fetch's, and those that fetch what they lack)
+CACHE_COMMANDS = frozenset({"check", "edit", "fetch", "lock", "new", "rebase"})
+SESSION_WORDS = ("--continue", "--abort", "--undo")  # (a rebase or edit under way: it keeps the copies it started on)
+
+
+def given_cache() -> str | None:
+    """The running command's ``--cache DIR`` (absolute), where it was given one: from click's context, so that a
+    command run in the same process after it (a test's) never inherits it; None where it was not given, or no click
+    command runs (an image's lean apply never imports click)."""
+    click = sys.modules.get("click")
+    ctx = click.get_current_context(silent=True) if click is not None else None
+    while ctx is not None:
+        cache = ctx.params.get("cache")
+        if cache is not None:
+            return str(os.path.abspath(cache))
+        ctx = ctx.parent
+    return None
+
+
 def command(*words: str) -> str:
-    """``program()`` followed by ``words`` (a subcommand and its arguments), each quoted for a POSIX shell."""
-    return " ".join([program(), *(shlex.quote(w) for w in words)])
+    """``program()`` followed by ``words`` (a subcommand and its arguments), each quoted for a POSIX shell. A
+    subcommand that takes ``--cache`` carries the running command's (:func:`given_cache`) where ``words`` give none
+    and start something (not a ``--continue``, ``--abort`` or ``--undo``): it fetches into the cache the user named,
+    not the default one."""
+    cache = given_cache() if words and words[0] in CACHE_COMMANDS and not {"--cache", *SESSION_WORDS} & set(words) \
+        else None
+    return " ".join([program(), *(shlex.quote(w) for w in (*words, *(("--cache", cache) if cache else ())))])
 
 
 __all__ = ["command", "pack_words", "program", "run_words"]

@@ -105,3 +105,25 @@ def test_a_patch_of_a_file_with_crlf_line_ends_throughout_is_not_said(builder):
     lines = patch.read_bytes().split(b"\n")
     patch.write_bytes(b"\n".join(line.removesuffix(b"\r") if line == b" line 2\r" else line for line in lines))
     assert line_ends_said(load_pack(builder.pack).fixes["one"]).startswith(f"; {patch}:{hunk + 3} ends in LF where other")
+
+
+def test_a_command_given_cache_names_it_in_the_commands_it_suggests(builder, tmp_path):
+    """A fresh user: `check --cache DIR` on a stale lock suggested a `lock` that would fetch into the default cache;
+    a command run after it in the same process (no --cache) suggests none, and status, which takes no --cache, too."""
+    from click.testing import CliRunner
+
+    from fixpack import cli
+
+    image = one_fix_pack(builder)
+    toml = builder.pack / "fixes/one/fix.toml"
+    toml.write_text(toml.read_text().replace("version = 1", "version = 2"))
+    cache = tmp_path / "my cache"
+    said = CliRunner().invoke(cli.main, ["check", "--pack", str(builder.pack), "--cache", str(cache)])
+    assert said.exit_code == 2 and f" lock --profile p1 --pack {builder.pack} --cache '{cache}' " in said.output, \
+        said.output
+    again = CliRunner().invoke(cli.main, ["check", "--pack", str(builder.pack)])
+    assert again.exit_code == 2 and " lock --profile p1 " in again.output and "--cache" not in again.output, again.output
+    status = CliRunner().invoke(cli.main, ["status", "--pack", str(builder.pack), "--profile", "p1", "--root",
+                                           f"demo={image}"])
+    assert status.exit_code == 2 and " lock --profile p1 " in status.output and "--cache" not in status.output
+    assert not cache.exists()  # (check names it; nothing was fetched)
