@@ -332,14 +332,14 @@ def change_said(fix: Fix, entry: LockFix, profile: Profile, version_at: Callable
                 f"its patch_bytes_sha256, set to a patch edited under the same version {fix.version}: if that edit is "
                 f"meant, bump version in {version_at(fix, profile)} before locking, else put the patch back as it was "
                 "locked)")
-    return f"patch or version changed since the lock was generated{line_ends_said(fix)}"
+    return f"patch or version changed since the lock was generated{unseen_edit_said(fix)}"
 
 
-def line_ends_said(fix: Fix) -> str:
-    """Where a hunk of a patch of ``fix`` has lines ending in CRLF beside lines ending in LF, the first such line
-    (``; FILE:LINE ends in CRLF ...``): an editor's doing most often, which changes the patch without a visible
-    edit. "" where each hunk's lines end alike (a file with CRLF line ends gives a patch whose hunks are CRLF
-    throughout) or a patch cannot be read again."""
+def unseen_edit_said(fix: Fix) -> str:
+    """The first edit of a patch of ``fix`` that an editor does not show, where the lock calls its patch changed
+    (``; FILE:LINE ...``): a hunk with lines ending in CRLF beside lines ending in LF (the odd line named; a file with
+    CRLF line ends gives a patch whose hunks are CRLF throughout), or a hunk line that is no UTF-8 (a byte an editor
+    wrote, or a file that is not UTF-8 itself). "" where there is none, or a patch cannot be read again."""
     for patch in fix.patches:
         try:
             lines = patch.path.read_bytes().split(b"\n")
@@ -347,12 +347,14 @@ def line_ends_said(fix: Fix) -> str:
             continue
         hunk: list[int] = []  # the current hunk's line numbers (1-based)
         for n, line in enumerate(lines + [b"@@"], start=1):
-            if hunk or (n > 1 and lines[n - 2].startswith(b"@@")):
-                if line[:1] in (b" ", b"+", b"-"):
-                    hunk.append(n)
-                    continue
-                if line.startswith(b"\\"):  # "\ No newline at end of file"
-                    continue
+            if (hunk or (n > 1 and lines[n - 2].startswith(b"@@"))) and line[:1] in (b" ", b"+", b"-", b"\\"):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    return (f"; {patch.path}:{n} is no UTF-8 (byte {line[exc.start]:#04x} at column {exc.start + 1}): "
+                            f"if the file it was written against has no such byte, give the patch back its text")
+                hunk += [n] if line[:1] != b"\\" else []  # ("\ No newline at end of file": no line of the file)
+                continue
             crlf = [i for i in hunk if lines[i - 1].endswith(b"\r")]
             if crlf and len(crlf) < len(hunk):  # the fewer named: the odd ones out
                 lf = [i for i in hunk if i not in crlf]

@@ -11,7 +11,7 @@ from conftest import GAUDI_RUNNER, numbered, one_fix_pack, snapshot, two_target_
 from fixpack import engine
 from fixpack.errors import PackError, StaleLockError
 from fixpack.loader import load_pack
-from fixpack.lock_seal import line_ends_said
+from fixpack.lock_seal import unseen_edit_said
 from fixpack.pack_check import check_pack
 
 
@@ -101,10 +101,10 @@ def test_a_patch_of_a_file_with_crlf_line_ends_throughout_is_not_said(builder):
     patch.write_bytes(b"\n".join(lines[:hunk + 1] + [line + b"\r" if line else line for line in lines[hunk + 1:]]))
     fix = load_pack(builder.pack).fixes["one"]
     assert b"+three\r\n" in patch.read_bytes() and fix.patches[0].files  # (it reads: the file's line ends)
-    assert line_ends_said(fix) == ""
+    assert unseen_edit_said(fix) == ""
     lines = patch.read_bytes().split(b"\n")
     patch.write_bytes(b"\n".join(line.removesuffix(b"\r") if line == b" line 2\r" else line for line in lines))
-    assert line_ends_said(load_pack(builder.pack).fixes["one"]).startswith(f"; {patch}:{hunk + 3} ends in LF where other")
+    assert unseen_edit_said(load_pack(builder.pack).fixes["one"]).startswith(f"; {patch}:{hunk + 3} ends in LF where other")
 
 
 def test_a_command_given_cache_names_it_in_the_commands_it_suggests(builder, tmp_path):
@@ -127,3 +127,21 @@ def test_a_command_given_cache_names_it_in_the_commands_it_suggests(builder, tmp
                                            f"demo={image}"])
     assert status.exit_code == 2 and " lock --profile p1 " in status.output and "--cache" not in status.output
     assert not cache.exists()  # (check names it; nothing was fetched)
+
+
+def test_a_byte_that_is_no_utf8_in_a_hunk_is_named_beside_the_stale_lock(builder):
+    """A fresh user: a byte that is no UTF-8 in a context line made the lock stale and nothing more was said."""
+    image = one_fix_pack(builder)
+    patch = builder.pack / "fixes/one/0001-change.patch"
+    lines = patch.read_bytes().split(b"\n")
+    at = lines.index(b" line 2")
+    lines[at] = b" line\xff 2"
+    patch.write_bytes(b"\n".join(lines))
+    before = snapshot(image)
+    said = f"{patch}:{at + 1} is no UTF-8 (byte 0xff at column 6)"
+    for run in (engine.status, engine.apply):
+        with pytest.raises(StaleLockError) as exc:
+            run(builder.request(image))
+        assert said in str(exc.value), str(exc.value)
+    assert any(said in f.message for f in check_pack(builder.pack)[0])
+    assert snapshot(image) == before
