@@ -394,9 +394,10 @@ def note_named_defaults(ctx: Context, names: tuple[str, ...]) -> None:
                                   f"selected whether named or not (name only opt-ins)")
     listed = {fr.id for fr in ctx.report.fixes}
     comps = {c.id: c for c in ctx.profile.components}
-    why = {t.name: "; ".join(t.notes[:1]) or t.status.value for t in ctx.report.targets}
     # a target found but not at the profile's pin: its own line says why; giving it again would not help
     given = {t.name for t in ctx.report.targets if t.status is TargetStatus.MISMATCH}
+    why = {t.name: "not at the profile's pin, as said above" if t.name in given else "; ".join(t.notes[:1]) or
+           t.status.value for t in ctx.report.targets}
     looked = {t.name for t in ctx.report.targets if t.status is TargetStatus.MISSING}  # selected, but not found
     for name in dict.fromkeys(names):
         item = ctx.pack.fixes.get(name) or comps.get(name)
