@@ -391,7 +391,8 @@ def closest(lines: list[str], pre: tuple[str, ...], expected: int) -> Closest | 
 
 
 def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
-               evidence: tuple[HunkEvidence, ...] = (), delta: int = 0, in_place: bool = True) -> TextResult:
+               evidence: tuple[HunkEvidence, ...] = (), delta: int = 0, in_place: bool = True,
+               each: tuple[int, ...] = ()) -> TextResult:
     """Apply (or reverse-apply) every hunk of one file to ``text``.
 
     ``evidence`` gives each hunk's :class:`HunkEvidence` (default: searched, count unknown); ``delta``
@@ -399,13 +400,16 @@ def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
     (whose whole-file checks are the caller's: :func:`whole_file` is for a file changed in place). Each hunk is placed
     on its own evidence
     (a unique place may lie before the hunk ahead of it, when upstream swapped two blocks); hunks that
-    would overlap are refused. Returns the new text and one HunkResult per hunk; ``text`` is None when
-    any hunk could not be placed (missing, ambiguous or overlapping).
+    would overlap are refused. ``each``: per hunk, the running offset it is placed from (where the manifest records
+    each hunk's offset: a drift lay between two of them when the fix was laid), instead of the hunk before it's.
+    Returns the new text and one HunkResult per hunk; ``text`` is None when any hunk could not be placed (missing,
+    ambiguous or overlapping).
     """
     lines = split_lines(text)
     results: list[HunkResult] = []
     running = delta
     for i, h in enumerate(hunks):
+        running = each[i] if i < len(each) else running
         res = locate(lines, h, i, running, reverse, evidence[i] if i < len(evidence) else SEARCH,
                      in_place and len(hunks) == 1)
         results.append(res)

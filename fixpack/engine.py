@@ -424,7 +424,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             continue
         bad = sorted(set(fix.touched_paths()) & tampered)
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)),
-                       at=entry.offsets)
+                       at=entry.laid())
         if bad:
             fr.state = State.TAMPERED
             fr.messages.append(tampered_said(tampered_why(bad, rev, fix, tree.root)))

@@ -1,8 +1,8 @@
-"""The shape of a manifest (``<root>/.fixpack/<target>.manifest.json``, written by apply), checked before it is
-read as records (:class:`fixpack.records.Manifest`): it is untrusted input (an image layer can plant one), so every
-key is of its type, every path canonical, every hash a sha256, ``files`` exactly the applied fixes' files, each
-fix's ``offsets`` only on its own files, each component's files its own; a problem is told with the key it lies at
-(:class:`fixpack.manifest_where.EntryProblem`), for the caller's exit 3 at that line."""
+"""The shape of a manifest (``<root>/.fixpack/<target>.manifest.json``, written by apply), checked before it is read as
+records (:class:`fixpack.records.Manifest`): it is untrusted input (an image layer can plant one), so every key is
+of its type, every path canonical, every hash a sha256, ``files`` exactly the applied fixes' files, each fix's
+``offsets`` and ``hunk_offsets`` only on its own files, each component's files its own; a problem is told with the
+key it lies at (:class:`fixpack.manifest_where.EntryProblem`), for the caller's exit 3 at that line."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _files_problem(files: Any, what: str) -> str | None:
 
 def _manifest_fix_problem(f: Any) -> tuple[str | tuple[str, str], str] | None:
     """What is wrong with one entry of a manifest's ``fixes``, with the key it lies at (or the key and the key in the
-    object it holds: a path in its ``offsets``)."""
+    object it holds: a path in its ``offsets`` or ``hunk_offsets``)."""
     if not isinstance(f, dict) or not isinstance(f.get("id"), str):
         return "id", "not an object with a fix id"
     if name_problem(f["id"]):  # (a fix id is a file name: at most 100 characters)
@@ -64,7 +64,10 @@ def _manifest_fix_problem(f: Any) -> tuple[str | tuple[str, str], str] | None:
     if problem:
         return ("files", problem.at[1]) if isinstance(problem, EntryProblem) else "files", problem
     off = _offsets_problem(f.get("offsets", {}), f["files"])  # (absent in older manifests: 0 everywhere)
-    return (("offsets", off[0]), f"{f['id']}: {off[1]}") if off else None
+    if off:
+        return ("offsets", off[0]), f"{f['id']}: {off[1]}"
+    off = _hunk_offsets_problem(f.get("hunk_offsets", {}), f["files"], f.get("offsets", {}))
+    return (("hunk_offsets", off[0]), f"{f['id']}: {off[1]}") if off else None
 
 
 def _offsets_problem(offsets: Any, files: dict[str, Any]) -> tuple[str, str] | None:
@@ -81,7 +84,28 @@ def _offsets_problem(offsets: Any, files: dict[str, Any]) -> tuple[str, str] | N
     return None
 
 
+def _hunk_offsets_problem(value: Any, files: dict[str, Any], offsets: dict[str, Any]) -> tuple[str, str] | None:
+    """A fix entry's ``hunk_offsets``: an object of one of its files -> a list of two or more whole numbers of lines
+    (each hunk's offset there), the first of them the file's ``offsets`` (0 where that names none), not all the same
+    (a run writes the list only then). What is wrong, with the path it lies at ("": the key itself)."""
+    if not isinstance(value, dict):
+        return "", "its hunk_offsets are not an object of path -> a list of lines"
+    for p, n in value.items():
+        if p not in files:
+            return p, f"its hunk_offsets name {short(json.dumps(p))}, which is not one of its files"
+        if not isinstance(n, list) or len(n) < 2 or len(n) > MAX_HUNKS or not all(
+                is_int(x) and abs(x) <= MAX_OFFSET for x in n):
+            return p, (f"its hunk offsets in {p} are {short(json.dumps(n))}, not a list of 2 to {MAX_HUNKS} whole "
+                       f"numbers of lines (each at most {MAX_OFFSET} either way)")
+        if n[0] != offsets.get(p, 0) or len(set(n)) == 1:
+            return p, (f"its hunk offsets in {p} are {short(json.dumps(n))}: " + (
+                "all the same (written only where they differ)" if len(set(n)) == 1 else
+                f"the first is not its offset there ({offsets.get(p, 0)})"))
+    return None
+
+
 MAX_OFFSET = 2 ** 31  # (lines: a file of more is no source file)
+MAX_HUNKS = 2 ** 20  # (hunks of one file: a patch of more is no fix)
 
 
 def manifest_problem(data: Any, target: str | None) -> str | None:

@@ -266,7 +266,9 @@ class ManifestFix:
     in lines from its stated line at which the fix's first hunk there was laid (the running offset of the fixes before
     it, or a drift above it), where it is not 0 (absent in a manifest from before it was kept: 0 everywhere); the
     reversal of the fix starts there (:func:`fixpack.replay.unwind`), as a hunk anchored to a file's start or end is
-    placed only at its stated line plus the running offset."""
+    placed only at its stated line plus the running offset. ``hunk_offsets``: per file whose hunks were laid at
+    offsets not all the same (a drift between two of them), each hunk's, in the patch's order (absent elsewhere, and
+    in a manifest from before it was kept): the reversal takes each hunk off from its own."""
 
     id: str
     version: int
@@ -275,6 +277,12 @@ class ManifestFix:
     files: Hashes = field(default_factory=dict)
     patch_bytes_sha256: str = field(default="", compare=False)
     offsets: Mapping[str, int] = field(default_factory=dict)
+    hunk_offsets: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def laid(self) -> dict[str, tuple[int, ...]]:
+        """Per file of the fix, where its hunks were laid (:func:`fixpack.evaluate.run_pass`'s ``at``): each hunk's
+        offset where :attr:`hunk_offsets` has them, else the first hunk's (:attr:`offsets`, 0 where it names none)."""
+        return {p: self.hunk_offsets.get(p) or (self.offsets.get(p, 0),) for p in self.files}
 
     def at_release(self, record: LockFix | None, release: Hashes) -> bool:
         """Recorded applied with each of its files (each one ``record``, the fix's lock entry, lists) at the release's
@@ -288,7 +296,8 @@ class ManifestFix:
         return {"id": self.id, "version": self.version, "patch_sha256": self.patch_sha256, "state": self.state.value,
                 "files": dict(self.files)} | ({"patch_bytes_sha256": self.patch_bytes_sha256}
                                               if self.patch_bytes_sha256 else {}) | \
-            ({"offsets": dict(self.offsets)} if self.offsets else {})
+            ({"offsets": dict(self.offsets)} if self.offsets else {}) | \
+            ({"hunk_offsets": {p: list(v) for p, v in self.hunk_offsets.items()}} if self.hunk_offsets else {})
 
 
 @dataclass(frozen=True)
@@ -383,7 +392,8 @@ class Manifest:
             raise DamagedStateError(path, f"not a valid fixpack manifest: {f'line {line}: ' if line else ''}{problem}",
                                     REMOVE_MANIFEST)
         fixes = tuple(ManifestFix(f["id"], f["version"], f["patch_sha256"], Recorded(f["state"]), dict(f["files"]),
-                                  f.get("patch_bytes_sha256", ""), {p: n for p, n in f.get("offsets", {}).items() if n})
+                                  f.get("patch_bytes_sha256", ""), {p: n for p, n in f.get("offsets", {}).items() if n},
+                                  {p: tuple(v) for p, v in f.get("hunk_offsets", {}).items()})
                       for f in data["fixes"])
         comps = tuple(ManifestComponent(c["id"], c["version"], c["dist_info"], dict(c["files"]))
                       for c in data.get("components", []))

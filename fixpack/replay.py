@@ -87,16 +87,22 @@ class TakenOff:
         return self.hunks if all(tree.read(p) == text for p, text in self.left.items()) else {}
 
 
-def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, int] | None:
-    """Per file, the offset ``manifest`` records ``fix_id``'s first hunk there was laid at (none named: 0); None
-    where no entry records it (a fix whose record was lost)."""
+def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, tuple[int, ...]] | None:
+    """Per file, the offsets ``manifest`` records ``fix_id``'s hunks there were laid at
+    (:meth:`~fixpack.records.ManifestFix.laid`); None where no entry records it (a fix whose record was lost)."""
     entry = manifest.entry(fix_id) if manifest else None
-    return entry.offsets if entry else None
+    return entry.laid() if entry else None
 
 
-def laid_offsets(side: Pass) -> dict[str, int]:
-    """:func:`taken_off_at` where it is not 0: a manifest entry's ``offsets``."""
-    return {p: n for p, n in taken_off_at(side).items() if n}
+def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
+    """A manifest entry's ``offsets`` and ``hunk_offsets`` from the pass ``side`` that laid the fix (or found it in):
+    :func:`taken_off_at` where it is not 0, and each hunk's offset in a file whose hunks lie at offsets not all the
+    same."""
+    each: dict[str, list[int]] = {}
+    for n in side.hunks:
+        each.setdefault(n.path, []).append(n.offset)
+    return ({p: n for p, n in taken_off_at(side).items() if n},
+            {p: tuple(v) for p, v in each.items() if len(set(v)) > 1})
 
 
 def taken_off_at(rev: Pass) -> dict[str, int]:
@@ -325,10 +331,11 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
         out[i] = replace(e, files=file_hashes(back, list(e.files)))
         if e.state is Recorded.APPLIED:  # (its offsets too: where it lies once the fixes after it are out)
             rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)),
-                           at=e.offsets)
+                           at=e.laid())
             if not rev.ok:
                 return ordered
-            out[i] = replace(out[i], offsets=laid_offsets(rev))
+            first, each = laid_offsets(rev)
+            out[i] = replace(out[i], offsets=first, hunk_offsets=each)
             back.adopt(rev.tree)
     return out
 
@@ -483,6 +490,6 @@ def manifest_entry(fix: Fix, tree: Tree, state: Recorded, ev: Evaluation | None 
     from (status takes the lock's word for those bytes alone: :func:`fixpack.status_fast.rewritten`) and, from ``ev``
     (its evaluation: its forward pass where it laid the fix, else the reversed pass that found it in), the offset
     its first hunk was laid at in each file where it is not 0."""
-    offsets = laid_offsets(ev.forward if ev.forward.hunks else ev.reverse) if ev else {}
+    first, each = laid_offsets(ev.forward if ev.forward.hunks else ev.reverse) if ev else ({}, {})
     return ManifestFix(fix.id, fix.version, fix.patch_sha256, state, file_hashes(tree, fix.touched_paths()),
-                       fix.bytes_sha256, offsets)
+                       fix.bytes_sha256, first, each)

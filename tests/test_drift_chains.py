@@ -155,3 +155,28 @@ def test_a_start_anchored_fix_found_applied_above_a_twin_of_its_context_stays_ap
     r = engine.apply(builder.request(image2))
     assert r.exit_code == 4 and r.fix("f0").state.value == "conflict", r.fixes
     assert "its pre-image occurs 2 times in the file" in " ".join(r.fix("f0").messages) and snapshot(image2) == files
+
+
+def test_a_drift_between_two_hunks_of_a_file_is_recorded_per_hunk(builder):
+    """The attacking fuzz (seed 4280): a line removed between a fix's first hunk and its last, which is anchored to
+    the file's end and whose post-image is twice in the file. Apply laid the last hunk one line up and recorded the
+    first hunk's offset alone; taken off from the running offset, the last hunk was not at its line, and its twins
+    made it ambiguous: status said tampered (exit 3) and revert refused, on the image apply had just written. Each
+    hunk's offset is now recorded where the file's hunks were laid at different offsets ("hunk_offsets")."""
+    twin = "C\nA\nC\n"
+    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    fixed = base.replace("h0\n", "H0\n").removesuffix("t0\n")
+    _pack(builder, base, [("f0", fixed)])
+    drifted = base.replace("m3\n", "")
+    image = builder.tree("image", {MOD: drifted})
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0, r.error
+    assert (image / MOD).read_text() == fixed.replace("m3\n", "")
+    entry = json.loads((image / ".fixpack/demo.manifest.json").read_text())["fixes"][0]
+    assert entry.get("hunk_offsets") == {MOD: [0, -1]} and "offsets" not in entry, entry
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == drifted

@@ -66,6 +66,22 @@ CASES = {
                    f"fix entry 1: one: its offset in {MOD} is 1.5, not a whole number of lines (at most 2147483648 either way)"),
     "offset 2**40": (lambda m: m["fixes"][0].update(offsets={MOD: 2**40}),
                      f"fix entry 1: one: its offset in {MOD} is 1099511627776, not a whole number of lines (at most 2147483648 either way)"),
+    # each hunk's offset, where a file's hunks were laid at offsets not all the same (absent elsewhere)
+    "hunk_offsets a list": (lambda m: m["fixes"][0].update(hunk_offsets=[0, 1]),
+                            "fix entry 1: one: its hunk_offsets are not an object of path -> a list of lines"),
+    "hunk_offsets of another file": (lambda m: m["fixes"][0].update(hunk_offsets={"demo_pkg/other.py": [0, 1]}),
+                                     "fix entry 1: one: its hunk_offsets name \"demo_pkg/other.py\", which is not "
+                                     "one of its files"),
+    "hunk_offsets one": (lambda m: m["fixes"][0].update(hunk_offsets={MOD: [0]}),
+                         f"fix entry 1: one: its hunk offsets in {MOD} are [0], not a list of 2 to 1048576 whole"),
+    "hunk_offsets 1.5": (lambda m: m["fixes"][0].update(hunk_offsets={MOD: [0, 1.5]}),
+                         f"fix entry 1: one: its hunk offsets in {MOD} are [0, 1.5], not a list of 2 to"),
+    "hunk_offsets alike": (lambda m: m["fixes"][0].update(hunk_offsets={MOD: [0, 0]}),
+                           f"fix entry 1: one: its hunk offsets in {MOD} are [0, 0]: all the same (written only "
+                           f"where they differ)"),
+    "hunk_offsets not its offset": (lambda m: m["fixes"][0].update(hunk_offsets={MOD: [2, 0]}),
+                                    f"fix entry 1: one: its hunk offsets in {MOD} are [2, 0]: the first is not its "
+                                    f"offset there (0)"),
     "a component id and a newline": (_set("components", [{"id": "tiny-plug\n", "version": "0.3.0",
                                                           "dist_info": "tiny_plug-0.3.0.dist-info",
                                                           "files": {"tiny_plug/__init__.py": "0" * 64}}]),
@@ -134,6 +150,8 @@ LINED = {  # a manifest laid out as fixpack writes it: each problem said at the 
                                       '"demo_pkg/zz.py"', 1, "fix entry 2 records demo_pkg/zz.py, which 'files' lacks"),
     "an offset's value": (lambda m: m["fixes"][1].update(offsets={"demo_pkg/b.py": "x"}), '"demo_pkg/b.py": "x"', 1,
                           "fix entry 2: two: its offset in demo_pkg/b.py is \"x\""),
+    "a hunk offset": (lambda m: m["fixes"][1].update(offsets={MOD: 1}, hunk_offsets={MOD: [1, 3], "demo_pkg/b.py": [0]}),
+                      '"demo_pkg/b.py": [', 1, "fix entry 2: two: its hunk offsets in demo_pkg/b.py are [0]"),
     "an entry's path": (lambda m: m["fixes"][1]["files"].update({"demo_pkg/../zz": "0" * 64}), '"demo_pkg/../zz"', 1,
                         "fix entry 2: two's files names 'demo_pkg/../zz'"),
 }
