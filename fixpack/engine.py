@@ -26,6 +26,7 @@ from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recor
 from .replay import (
     as_laid,
     fix_report,
+    hunks_laid,
     laid_where_taken_off,
     manifest_entry,
     placed_off,
@@ -424,7 +425,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             continue
         bad = sorted(set(fix.touched_paths()) & tampered)
         rev = run_pass(fix, tree, reverse=True, evidence=FixEvidence.from_lock(ctx.lock.fix(fix.id)),
-                       at=entry.laid())
+                       at=hunks_laid(fix, entry))
         if bad:
             fr.state = State.TAMPERED
             fr.messages.append(tampered_said(tampered_why(bad, rev, fix, tree.root)))

@@ -264,14 +264,14 @@ def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
 
 def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVIDENCE,
              count: bool = False, now: dict[str, str | None] | None = None,
-             at: Mapping[str, tuple[int, ...]] | None = None) -> Pass:
+             at: Mapping[int, tuple[int, ...]] | None = None) -> Pass:
     """Apply (or reverse-apply) every file patch of ``fix`` to a fork of ``tree``, by the placement rule.
 
     A file is pinned when it is byte for byte the side the pass starts from (``evidence``); the
     others are searched, forward from the running offset ``tree`` holds for the file (the fixes before it), reversed
-    from ``at``'s offsets for it (where the manifest records the fix was laid, :meth:`~.records.ManifestFix.laid`:
-    its first hunk's, or each hunk's; None: no record, :attr:`fixpack.applier.HunkEvidence.recorded`). With
-    ``count``, each hunk's occurrences are recorded (for the lock).
+    from ``at``'s offsets for its file patch (where the manifest records the fix was laid, :func:`fixpack.replay.
+    hunks_laid`: its first hunk's, or each hunk's; None: no record, :attr:`fixpack.applier.HunkEvidence.recorded`).
+    With ``count``, each hunk's occurrences are recorded (for the lock).
     """
     work = tree.fork()
     result = Pass(True, work)
@@ -291,7 +291,7 @@ class _FileCtx:
     evidence: FixEvidence
     count: bool
     patch: str = ""  # the patch file that holds the file patch (for messages)
-    at: Mapping[str, tuple[int, ...]] | None = None  # reversed: per file, the manifest's offsets (ManifestFix.laid)
+    at: Mapping[int, tuple[int, ...]] | None = None  # reversed: per file patch, its offsets (replay.hunks_laid)
 
 
 def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
@@ -324,12 +324,11 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         pinned = src is None or ctx.pinned.get(src, False)
         recorded = reverse and ctx.at is not None
         ev = tuple(ctx.evidence.hunk(ctx.flat + i, reverse, pinned, recorded) for i in range(len(fp.hunks)))
-        laid = (0,) if pinned or not reverse else (ctx.at or {}).get(fp.path, (0,))
+        laid = (0,) if pinned or not reverse else (ctx.at or {}).get(ctx.flat, (0,))  # (each hunk's, where recorded)
         delta = 0 if pinned else laid[0] if reverse else work.delta(src or "")
         if not reverse:
             refuse_stray_cr(current, fp, ctx.patch)
-        each = laid if len(laid) == len(fp.hunks) > 1 else ()  # (each hunk's, where the manifest records them)
-        res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place, each)
+        res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place, laid if len(laid) > 1 else ())
         out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
         if ctx.count:
             _count(fp, current, res.text, reverse, ctx.flat, out)

@@ -452,10 +452,9 @@ def _check_profile(pack: Pack, profile: Profile, text: str, errors: Collector, c
                            f"are {', '.join(sorted(names)) or 'none'}", toml, key_line(_text(toml), "target"),
                            f"name one of those targets, or add [targets.{fix.target}] to the profile, or drop the "
                            f"fix from it")
-            elif check_paths:
-                spec = profile.target(fix.target)
-                check_package_paths(fix.for_profile(profile.name), spec.package, errors, spec.version_path,
-                                    {t.name: t.package for t in profile.targets})
+            elif check_paths:  # (the other targets' packages: a fix whose files all lie in one names the wrong target)
+                own, others = profile.target(fix.target), {t.name: t.package for t in profile.targets}
+                check_package_paths(fix.for_profile(profile.name), own.package, errors, own.version_path, others)
             if key == "default" and fix.opt_in:
                 errors.add(f"fix {fid!r} is opt-in (fix.toml) but listed as a default", path, line,
                            "move it to opt_in")

@@ -5,18 +5,20 @@ stale (:func:`fixpack.status_fast.is_clean_release`), whoever wrote it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from . import lockfile
 from .errors import DamagedStateError, MismatchError, PackError
 from .loader import pin_of
 from .lock_hints import applied_from
-from .manifest_where import manifest_line, top_line
-from .records import REMOVE_MANIFEST, Manifest
+from .manifest_where import manifest_line, top_files_line, top_line
+from .model import Fix
+from .records import REMOVE_MANIFEST, LockFix, Manifest, ManifestFix, Recorded
 from .run import Context, hold_soft_lock
 from .status_fast import is_clean_release
 from .targets import commit_matches, commits_agree
-from .tree import Tree
+from .tree import Tree, file_hashes
 
 
 def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | None = None) -> None:
@@ -39,6 +41,8 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
     if manifest.profile and manifest.profile != ctx.profile.name:
         _another_profile(ctx, manifest, path)
     _another_release(ctx, manifest, path)
+    if tree is not None:
+        _files_edited(manifest, tree, path)
     if ctx.report.command == "revert":  # (the lock's record of the fixes it reverts: held first, else not used)
         hold_soft_lock(ctx, manifest)
     release = ctx.lock.release_files(manifest.target or None)
@@ -64,6 +68,40 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
             line = manifest_line(path, fix.id, stray[0])
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
                                           f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")
+        _hunk_offsets_fit(entry, record if touched is own else None, fix, path)
+
+
+def _files_edited(manifest: Manifest, tree: Tree, path: Path) -> None:
+    """DamagedStateError (exit 3) where the manifest's own ``files`` record a file at another sha256 than the file
+    has, while the last applied fix's entry on it records the file's very sha256: ``files`` was edited, not the
+    file (it was called tampered, with advice to put the release's files back). An entry lost since (its fix the
+    last on the file) leaves ``files`` as the file is: not this."""
+    last = {p: h for e in manifest.fixes if e.state is Recorded.APPLIED for p, h in e.files.items()}
+    differ = sorted(p for p, h in manifest.files.items() if p in last and last[p] != h)
+    now = file_hashes(tree, differ) if differ else {}
+    edited = next((p for p in differ if now[p] == last[p]), None)
+    if edited is not None:
+        line = top_files_line(path, edited)
+        raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}'files' records {edited} at sha256 "
+                                      f"{str(manifest.files[edited])[:12]}, where the file is "
+                                      f"{str(last[edited])[:12]}, as the entry of the last applied fix on it records "
+                                      f"('files' edited by hand?)", REMOVE_MANIFEST)
+
+
+def _hunk_offsets_fit(entry: ManifestFix, record: LockFix | None, fix: Fix, path: Path) -> None:
+    """DamagedStateError (exit 3) where the entry's ``hunk_offsets`` give a file another number of offsets than the fix
+    has hunks on it (the lock's ``record`` of them where it fingerprinted this change, else the parsed patch's): a run
+    writes one per hunk, so the list was edited by hand, and reading it would take hunks off from the wrong lines."""
+    if not entry.hunk_offsets:
+        return
+    on = Counter(h.file for h in record.hunks) if record is not None and record.hunks else \
+        Counter(fp.path for fp in fix.file_patches() for _h in fp.hunks)
+    for p, offsets in sorted(entry.hunk_offsets.items()):
+        if len(offsets) != on[p]:
+            line = manifest_line(path, fix.id, p, "hunk_offsets")
+            raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry records "
+                                          f"{len(offsets)} hunk offsets in {p}, where its patch has {on[p]} hunk"
+                                          f"{'s' * (on[p] != 1)} there (edited by hand?)", REMOVE_MANIFEST)
 
 
 def _another_profile(ctx: Context, manifest: Manifest, path: Path) -> None:

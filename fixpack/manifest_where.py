@@ -60,10 +60,10 @@ def _entries(lines: list[str]) -> Iterator[tuple[int, list[tuple[int, int, str]]
             return
 
 
-def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
-    """The line where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry (in its ``files``), or None
-    when it cannot be told. Read as the run read it: the state's cap, never through a link (a larger one has no
-    line)."""
+def manifest_line(path: Path, fix_id: str, file: str, key: str = "files") -> int | None:
+    """The line where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry (in its ``key``: ``files``,
+    ``hunk_offsets``), or None when it cannot be told. Read as the run read it: the state's cap, never through a
+    link (a larger one has no line)."""
     try:
         lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
     except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
@@ -71,7 +71,18 @@ def manifest_line(path: Path, fix_id: str, file: str) -> int | None:
     names = f'"id": {json.dumps(fix_id)}'
     for _brace, entry in _entries(lines):
         if any(d == 1 and text.rstrip(",") == names for _n, d, text in entry):
-            return next((n for n, d, text in entry if d == 2 and text.startswith(_keyed(file))), None)
+            return _inner(entry, key, file)
+    return None
+
+
+def _inner(entry: list[tuple[int, int, str]], key: str, inner: str) -> int | None:
+    """The line of ``inner`` in the object the entry's ``key`` holds; None where it has none."""
+    at = next((i for i, (_n, d, text) in enumerate(entry) if d == 1 and text.startswith(_keyed(key))), None)
+    for n, d, text in entry[at + 1:] if at is not None else ():  # its own lines, up to the entry's next key
+        if d != 2:
+            break
+        if text.startswith(_keyed(inner)):
+            return n
     return None
 
 
@@ -90,16 +101,19 @@ def entry_line(raw: bytes, number: int, key: str, inner: str = "") -> int | None
                                                 and lines[n][4:].startswith(_keyed(key))), None)
     for n, (brace, entry) in enumerate(_entries(lines), 1):
         if n == number:
-            at = next((i for i, (_k, d, text) in enumerate(entry) if d == 1 and text.startswith(_keyed(key))), None)
-            if at is None:
-                return brace
-            for k, d, text in entry[at + 1:] if inner else ():  # the object's own lines, up to the entry's next key
-                if d != 2:
-                    break
-                if text.startswith(_keyed(inner)):
-                    return k
-            return entry[at][0]
+            at = next((k for k, d, text in entry if d == 1 and text.startswith(_keyed(key))), None)
+            return (_inner(entry, key, inner) if inner else None) or at or brace
     return None
+
+
+def top_files_line(path: Path, file: str) -> int | None:
+    """The line of ``file`` in the manifest's own ``files`` (at ``path``, read as :func:`manifest_line` reads it);
+    None when it cannot be told."""
+    try:
+        raw = read_regular(path, MAX_STATE_BYTES, follow=False)
+    except (OSError, ValueError):
+        return None
+    return entry_line(raw, 0, file)
 
 
 def top_line(path: Path, key: str) -> int | None:

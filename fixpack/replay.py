@@ -58,7 +58,7 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
                 blocked.setdefault(p, blocked[shared[0]])
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)),
-                       at=laid_at(manifest, fix.id))
+                       at=laid_at(manifest, fix))
         if hit or not rev.ok:
             broken[fix.id] = tampered_why(hit, rev, fix, tree.root)
             for p in fix.touched_paths():
@@ -87,11 +87,28 @@ class TakenOff:
         return self.hunks if all(tree.read(p) == text for p, text in self.left.items()) else {}
 
 
-def laid_at(manifest: Manifest | None, fix_id: str) -> Mapping[str, tuple[int, ...]] | None:
-    """Per file, the offsets ``manifest`` records ``fix_id``'s hunks there were laid at
-    (:meth:`~fixpack.records.ManifestFix.laid`); None where no entry records it (a fix whose record was lost)."""
-    entry = manifest.entry(fix_id) if manifest else None
-    return entry.laid() if entry else None
+def laid_at(manifest: Manifest | None, fix: Fix) -> Mapping[int, tuple[int, ...]] | None:
+    """:func:`hunks_laid` of ``fix``'s entry in ``manifest``; None where no entry records it (a fix whose record was
+    lost)."""
+    entry = manifest.entry(fix.id) if manifest else None
+    return hunks_laid(fix, entry) if entry else None
+
+
+def hunks_laid(fix: Fix, entry: ManifestFix) -> dict[int, tuple[int, ...]]:
+    """Per file patch of ``fix`` (the index of its first hunk among the fix's, :meth:`fixpack.model.Fix.file_patches`
+    order), the offsets its hunks are taken off from (:func:`fixpack.evaluate.run_pass`'s ``at``), as ``entry``
+    records them (:meth:`~fixpack.records.ManifestFix.laid`): each hunk's, where it records one for every hunk the
+    fix has on the file (across its patch files), else the file's first hunk's alone (the running offset goes on from
+    it)."""
+    laid, fps = entry.laid(), list(fix.file_patches())
+    out: dict[int, tuple[int, ...]] = {}
+    flat, taken = 0, dict[str, int]()
+    for fp in fps:
+        offsets, at = laid.get(fp.path, (0,)), taken.get(fp.path, 0)
+        every = sum(len(f.hunks) for f in fps if f.path == fp.path)
+        out[flat] = offsets[at:at + len(fp.hunks)] if len(offsets) == every > 1 else offsets[:1]
+        taken[fp.path], flat = at + len(fp.hunks), flat + len(fp.hunks)
+    return out
 
 
 def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
@@ -99,7 +116,7 @@ def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]
     :func:`taken_off_at` where it is not 0, and each hunk's offset in a file whose hunks lie at offsets not all the
     same."""
     each: dict[str, list[int]] = {}
-    for n in side.hunks:
+    for n in sorted(side.hunks, key=lambda n: n.flat):  # (the patch's order: a reversed pass notes its last file first)
         each.setdefault(n.path, []).append(n.offset)
     return ({p: n for p, n in taken_off_at(side).items() if n},
             {p: tuple(v) for p, v in each.items() if len(set(v)) > 1})
@@ -108,7 +125,7 @@ def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]
 def taken_off_at(rev: Pass) -> dict[str, int]:
     """Per file, the offset from its stated line at which the reversed pass ``rev`` placed a fix's first hunk there."""
     out: dict[str, int] = {}
-    for n in rev.hunks:
+    for n in sorted(rev.hunks, key=lambda n: n.flat):  # (its first hunk in the patch's order, of its first patch)
         out.setdefault(n.path, n.offset)
     return out
 
@@ -205,7 +222,7 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
         back, there, moved = tree.fork(), [], dict[str, dict[str, int]]()
         for f in reversed(group):
             if f.id in recorded:
-                rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id], at=laid_at(manifest, f.id))
+                rev: Pass | None = run_pass(f, back, reverse=True, evidence=evidence[f.id], at=laid_at(manifest, f))
             else:
                 ev = decide(f, back, evidence[f.id], False)
                 rev = ev.reverse if ev.state is State.UPSTREAMED and _not_upstreams(f, lock) else None
@@ -331,7 +348,7 @@ def as_laid(entries: list[ManifestFix], pack: Pack, manifest: Manifest | None, t
         out[i] = replace(e, files=file_hashes(back, list(e.files)))
         if e.state is Recorded.APPLIED:  # (its offsets too: where it lies once the fixes after it are out)
             rev = run_pass(pack.fixes[e.id], back, reverse=True, evidence=FixEvidence.from_lock(lock.fix(e.id)),
-                           at=e.laid())
+                           at=hunks_laid(pack.fixes[e.id], e))
             if not rev.ok:
                 return ordered
             first, each = laid_offsets(rev)

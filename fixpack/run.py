@@ -119,10 +119,10 @@ def prepare(req: Request, command: str, need_lock: bool = True) -> Context:
     redo = partial(relock_command, profile, req.only_targets, pack=pack)  # the user's pack and targets
     if need_lock:
         lock = lockfile.read_lock(profile, redo)
-        if command == "status":  # a fix whose fix.toml names another target than the lock's: its paths first, as apply
-            listed = profile.default + profile.opt_in  # reads them (said at fix.toml's target line), not a stale lock
-            moved = [f.id for f in lock.fixes if f.id in listed and f.target != pack.fixes[f.id].target]
-            parse_fixes(pack, profile, moved)
+        if command == "status":  # a fix whose target or patch bytes are not the lock's: read first, as apply reads it
+            listed = profile.default + profile.opt_in  # (a problem of the pack said at its line, not as a stale lock)
+            parse_fixes(pack, profile, [f.id for f in lock.fixes if f.id in listed and (
+                f.target != pack.fixes[f.id].target or f.patch_bytes_sha256 != pack.fixes[f.id].bytes_sha256)])
         lockfile.check_lock_matches(pack, profile, lock, redo)
     report = Report(command, profile.name, dry_run=req.dry_run, strict=req.strict)
     found: dict[str, FoundTarget] = {}

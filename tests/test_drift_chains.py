@@ -12,9 +12,11 @@
 import json
 import shutil
 
+import pytest
 from conftest import numbered, snapshot
 
 from fixpack import engine
+from fixpack.errors import DamagedStateError
 
 MOD = "demo_pkg/mod.py"
 
@@ -180,3 +182,61 @@ def test_a_drift_between_two_hunks_of_a_file_is_recorded_per_hunk(builder):
     assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
     assert engine.revert(builder.request(image)).exit_code == 0
     assert (image / MOD).read_text() == drifted
+
+
+def test_a_drift_between_two_patch_files_of_a_fix_on_one_file_is_recorded_per_hunk(builder):
+    """A fresh user: the case above with the fix's two hunks in two patch files (one hunk each). The offsets were
+    grouped per file across the fix's patches but read per file patch, so the second patch's hunk was taken off from
+    the first one's offset: status said tampered (exit 3) and revert refused again."""
+    from conftest import HEADER, make_diff
+
+    twin = "C\nA\nC\n"
+    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    top = base.replace("h0\n", "H0\n")
+    fixed = top.removesuffix("t0\n")
+    clean = builder.tree("clean", {MOD: base})
+    folder = builder.add_fix("f0", {MOD: base}, {MOD: top})
+    (folder / "0002-end.patch").write_text(HEADER.format(summary="end") +
+                                           make_diff({MOD: top}, {MOD: fixed}, builder.base / "diffs2"))
+    toml = folder / "fix.toml"
+    toml.write_text(toml.read_text().replace('patches = ["0001-change.patch"]',
+                                             'patches = ["0001-change.patch", "0002-end.patch"]'))
+    builder.profile(["f0"])
+    builder.lock(clean)
+    drifted = base.replace("m3\n", "")
+    image = builder.tree("image", {MOD: drifted})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == fixed.replace("m3\n", "")
+    entry = json.loads((image / ".fixpack/demo.manifest.json").read_text())["fixes"][0]
+    assert entry.get("hunk_offsets") == {MOD: [0, -1]}, entry
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == drifted
+
+
+def test_hunk_offsets_of_another_length_than_the_fix_has_hunks_are_damaged_state(builder):
+    """A fresh user: hunk_offsets with one offset too many or too few were read as no record of each hunk (the
+    file's first offset alone), and apply wrote the manifest again with exit 0: now exit 3 at its line, from every
+    command, nothing written."""
+    twin = "C\nA\nC\n"
+    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    _pack(builder, base, [("f0", base.replace("h0\n", "H0\n").removesuffix("t0\n"))])
+    image = builder.tree("image", {MOD: base.replace("m3\n", "")})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    path = image / ".fixpack/demo.manifest.json"
+    for forged in ([0, -1, -1], [0, 5, -1, 2]):
+        m = json.loads(path.read_text())
+        m["fixes"][0]["hunk_offsets"] = {MOD: forged}
+        path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+        lines = path.read_text().splitlines()
+        line = lines.index(f'{" " * 8}"{MOD}": [', lines.index('      "hunk_offsets": {')) + 1
+        files = snapshot(image)
+        for run in (engine.status, engine.apply, engine.revert):
+            with pytest.raises(DamagedStateError) as exc:
+                run(builder.request(image))
+            assert exc.value.exit_code == 3 and f"line {line}: fix f0's entry records {len(forged)} hunk offsets in " \
+                f"{MOD}, where its patch has 2 hunks there" in str(exc.value), (run.__name__, str(exc.value))
+            assert snapshot(image) == files

@@ -174,3 +174,21 @@ def test_a_manifest_problem_is_said_at_its_line(world, case):  # noqa: F811
         assert code == 3 and f"not a valid fixpack manifest: line {line}: " in message and said in message, (
             name, message)
         assert _everything(target, outside) == before, f"{name} changed files"
+
+
+def test_files_edited_where_the_file_is_as_its_last_fix_left_it_is_damaged_state(world):  # noqa: F811
+    """A fresh user: the manifest's own 'files' given another sha256 for a file that is as the last applied fix on it
+    left it (its entry records the file's very sha256) was called tampered, with advice to put the release's files
+    back; 'files' is what was edited: damaged state at its line, from every command, nothing written."""
+    b, target, outside = world
+    path = target / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    m["files"][MOD] = "0" * 64
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    line = next(n for n, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith(f'    "{MOD}": "000'))
+    before = _everything(target, outside)
+    for name, run in COMMANDS.items():
+        code, message = outcome(lambda: run(b, target))
+        assert code == 3 and f"line {line}: 'files' records {MOD} at sha256 000000000000, where the file is " in \
+            message and "tampered" not in message, (name, message)
+        assert _everything(target, outside) == before, f"{name} changed files"

@@ -145,3 +145,17 @@ def test_a_byte_that_is_no_utf8_in_a_hunk_is_named_beside_the_stale_lock(builder
         assert said in str(exc.value), str(exc.value)
     assert any(said in f.message for f in check_pack(builder.pack)[0])
     assert snapshot(image) == before
+
+
+def test_a_patch_rewritten_onto_another_targets_package_is_said_by_status_as_by_apply(builder, tmp_path):
+    """A fresh user: fix.toml's target left as it was but the patch's paths rewritten to the other target's package
+    (or to both): check and apply said the pack finding, status a stale lock with a `lock` command that then failed."""
+    req, clean, gclean = two_target_pack(builder, tmp_path)
+    patch = builder.pack / "fixes/core/0001-change.patch"
+    patch.write_text(patch.read_text().replace("demo_pkg/mod.py", "vllm_gaudi/mod.py"))
+    before = snapshot(clean), snapshot(gclean)
+    for run in (engine.status, engine.apply):
+        with pytest.raises(PackError) as exc:
+            run(req)
+        assert "is stale" not in str(exc.value) and "fixes/core/fix.toml:" in str(exc.value), str(exc.value)
+    assert (snapshot(clean), snapshot(gclean)) == before

@@ -689,7 +689,7 @@ def test_a_manifest_recording_a_fix_the_pack_lacks_is_named_by_every_command(wor
     b, target, _outside = world
     path = target / ".fixpack/demo.manifest.json"
     doc = json.loads(path.read_text())
-    doc["fixes"].append({**doc["fixes"][0], "id": "ghost"})
+    doc["fixes"].append({**doc["fixes"][-1], "id": "ghost"})  # (its files' sha256 'files' records: the last on them)
     path.write_text(json.dumps(doc))
     before = snapshot(target)
     with pytest.raises(FixpackError) as exc:
