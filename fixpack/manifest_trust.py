@@ -60,7 +60,8 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
                 continue
         except PackError as exc:
             raise applied_from(exc, fix, path, ctx.report.command) from None
-        touched = own if record is not None and record.patch_sha256 == fix.patch_sha256 else set(fix.touched_paths())
+        vouched = record is not None and record.patch_sha256 == fix.patch_sha256  # (the lock's record is this change's)
+        touched = own if vouched else set(fix.touched_paths())
         stray = sorted(set(entry.files) - touched)
         if stray and set(stray) <= set(fix.touched_paths()):  # the lock's record left them out, not the image: said
             lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock, hold={fix.id})  # (parsed now)
@@ -68,7 +69,7 @@ def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | N
             line = manifest_line(path, fix.id, stray[0])
             raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry names "
                                           f"{', '.join(stray)}, a file its patch does not touch (added by hand?)")
-        _hunk_offsets_fit(entry, record if touched is own else None, fix, path)
+        _hunk_offsets_fit(entry, record if vouched else None, fix, path)
 
 
 def _files_edited(manifest: Manifest, tree: Tree, path: Path) -> None:

@@ -64,10 +64,7 @@ def manifest_line(path: Path, fix_id: str, file: str, key: str = "files") -> int
     """The line where the manifest at ``path`` names ``file`` in fix ``fix_id``'s entry (in its ``key``: ``files``,
     ``hunk_offsets``), or None when it cannot be told. Read as the run read it: the state's cap, never through a
     link (a larger one has no line)."""
-    try:
-        lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
-    except (OSError, ValueError):  # (TooLargeError and UnicodeDecodeError are ValueErrors)
-        return None
+    lines = _lines(path)
     names = f'"id": {json.dumps(fix_id)}'
     for _brace, entry in _entries(lines):
         if any(d == 1 and text.rstrip(",") == names for _n, d, text in entry):
@@ -109,18 +106,30 @@ def entry_line(raw: bytes, number: int, key: str, inner: str = "") -> int | None
 def top_files_line(path: Path, file: str) -> int | None:
     """The line of ``file`` in the manifest's own ``files`` (at ``path``, read as :func:`manifest_line` reads it);
     None when it cannot be told."""
-    try:
-        raw = read_regular(path, MAX_STATE_BYTES, follow=False)
-    except (OSError, ValueError):
-        return None
-    return entry_line(raw, 0, file)
+    raw = _read(path)
+    return entry_line(raw, 0, file) if raw is not None else None
 
 
 def top_line(path: Path, key: str) -> int | None:
     """The line of the manifest's own ``key`` (``"key":`` at its first level, two spaces in) in the file at ``path``,
     read as :func:`manifest_line` reads it; None when it cannot be told."""
-    try:
-        lines = read_regular(path, MAX_STATE_BYTES, follow=False).decode("utf-8").splitlines()
-    except (OSError, ValueError):
-        return None
+    lines = _lines(path)
     return next((n for n, ln in enumerate(lines, 1) if ln.startswith("  ") and ln[2:].startswith(_keyed(key))), None)
+
+
+def _read(path: Path) -> bytes | None:
+    """The manifest's bytes, read as the run read them: the state's cap, never through a link; None where that fails
+    (a larger one has no line)."""
+    try:
+        return read_regular(path, MAX_STATE_BYTES, follow=False)
+    except (OSError, ValueError):  # (TooLargeError is a ValueError)
+        return None
+
+
+def _lines(path: Path) -> list[str]:
+    """The manifest's lines, read as :func:`_read` reads it; none where that fails or it is no UTF-8."""
+    raw = _read(path)
+    try:
+        return raw.decode("utf-8").splitlines() if raw is not None else []
+    except ValueError:
+        return []

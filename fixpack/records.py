@@ -280,8 +280,9 @@ class ManifestFix:
     hunk_offsets: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def laid(self) -> dict[str, tuple[int, ...]]:
-        """Per file of the fix, where its hunks were laid (:func:`fixpack.evaluate.run_pass`'s ``at``): each hunk's
-        offset where :attr:`hunk_offsets` has them, else the first hunk's (:attr:`offsets`, 0 where it names none)."""
+        """Per file of the fix, where its hunks were laid (per file patch: :func:`fixpack.replay.hunks_laid`): each
+        hunk's offset where :attr:`hunk_offsets` has them, else the first hunk's (:attr:`offsets`, 0 where it names
+        none)."""
         return {p: self.hunk_offsets.get(p) or (self.offsets.get(p, 0),) for p in self.files}
 
     def at_release(self, record: LockFix | None, release: Hashes) -> bool:

@@ -159,14 +159,27 @@ def test_a_start_anchored_fix_found_applied_above_a_twin_of_its_context_stays_ap
     assert "its pre-image occurs 2 times in the file" in " ".join(r.fix("f0").messages) and snapshot(image2) == files
 
 
+# a fix's first hunk at the top, its last anchored to the end, whose post-image ("C A C") is twice in the file
+TWINS_BASE = "h0\nx1\nx2\nx3\nx4\n" + "C\nA\nC\n" + "".join(f"m{i}\n" for i in range(7)) + "C\nA\nC\n" + "t0\n"
+
+
+def _settled(builder, image, drifted):  # type: ignore[no-untyped-def]
+    """After apply: status says f0 applied, a second apply writes nothing, revert gives the drifted bytes back."""
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == drifted
+
+
 def test_a_drift_between_two_hunks_of_a_file_is_recorded_per_hunk(builder):
     """The attacking fuzz (seed 4280): a line removed between a fix's first hunk and its last, which is anchored to
     the file's end and whose post-image is twice in the file. Apply laid the last hunk one line up and recorded the
     first hunk's offset alone; taken off from the running offset, the last hunk was not at its line, and its twins
     made it ambiguous: status said tampered (exit 3) and revert refused, on the image apply had just written. Each
     hunk's offset is now recorded where the file's hunks were laid at different offsets ("hunk_offsets")."""
-    twin = "C\nA\nC\n"
-    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    base = TWINS_BASE
     fixed = base.replace("h0\n", "H0\n").removesuffix("t0\n")
     _pack(builder, base, [("f0", fixed)])
     drifted = base.replace("m3\n", "")
@@ -176,12 +189,7 @@ def test_a_drift_between_two_hunks_of_a_file_is_recorded_per_hunk(builder):
     assert (image / MOD).read_text() == fixed.replace("m3\n", "")
     entry = json.loads((image / ".fixpack/demo.manifest.json").read_text())["fixes"][0]
     assert entry.get("hunk_offsets") == {MOD: [0, -1]} and "offsets" not in entry, entry
-    files = snapshot(image)
-    st = engine.status(builder.request(image))
-    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
-    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
-    assert engine.revert(builder.request(image)).exit_code == 0
-    assert (image / MOD).read_text() == drifted
+    _settled(builder, image, drifted)
 
 
 def test_a_drift_between_two_patch_files_of_a_fix_on_one_file_is_recorded_per_hunk(builder):
@@ -190,8 +198,7 @@ def test_a_drift_between_two_patch_files_of_a_fix_on_one_file_is_recorded_per_hu
     the first one's offset: status said tampered (exit 3) and revert refused again."""
     from conftest import HEADER, make_diff
 
-    twin = "C\nA\nC\n"
-    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    base = TWINS_BASE
     top = base.replace("h0\n", "H0\n")
     fixed = top.removesuffix("t0\n")
     clean = builder.tree("clean", {MOD: base})
@@ -209,20 +216,14 @@ def test_a_drift_between_two_patch_files_of_a_fix_on_one_file_is_recorded_per_hu
     assert (image / MOD).read_text() == fixed.replace("m3\n", "")
     entry = json.loads((image / ".fixpack/demo.manifest.json").read_text())["fixes"][0]
     assert entry.get("hunk_offsets") == {MOD: [0, -1]}, entry
-    files = snapshot(image)
-    st = engine.status(builder.request(image))
-    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
-    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
-    assert engine.revert(builder.request(image)).exit_code == 0
-    assert (image / MOD).read_text() == drifted
+    _settled(builder, image, drifted)
 
 
 def test_hunk_offsets_of_another_length_than_the_fix_has_hunks_are_damaged_state(builder):
     """A fresh user: hunk_offsets with one offset too many or too few were read as no record of each hunk (the
     file's first offset alone), and apply wrote the manifest again with exit 0: now exit 3 at its line, from every
     command, nothing written."""
-    twin = "C\nA\nC\n"
-    base = "h0\nx1\nx2\nx3\nx4\n" + twin + "".join(f"m{i}\n" for i in range(7)) + twin + "t0\n"
+    base = TWINS_BASE
     _pack(builder, base, [("f0", base.replace("h0\n", "H0\n").removesuffix("t0\n"))])
     image = builder.tree("image", {MOD: base.replace("m3\n", "")})
     assert engine.apply(builder.request(image)).exit_code == 0
