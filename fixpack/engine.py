@@ -19,7 +19,7 @@ from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
 from .kept import as_recorded, records_after
 from .lock_hints import relock_command
-from .manifest_trust import check_fix_files
+from .manifest_trust import check_fix_files, record_replays
 from .model import Fix, Profile
 from .patchfiles import check_deleted_then_touched, parse_fixes
 from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
@@ -115,7 +115,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     lost += placed_off(chain, tree, ctx.lock, manifest, lost, settled)  # ... on drifted files
     recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
-    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock, manifest)
+    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock, manifest,
+                                            partial(record_replays, manifest_path(ft.root, ft.spec.name), manifest))
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
         tree.adopt(base)
@@ -431,6 +432,7 @@ def _plan_revert(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest, 
             fr.messages.append(tampered_said(tampered_why(bad, rev, fix, tree.root)))
             continue
         if not rev.ok:
+            record_replays(manifest_path(ft.root, ft.spec.name), manifest, fix, tree, rev)
             fr.state = State.AMBIGUOUS if rev.present else State.CONFLICT
             fr.messages += rev.explain()
             fr.refused = [h.refusal() for h in rev.refused]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import lockfile
 from .errors import DamagedStateError, MismatchError, PackError
@@ -19,6 +20,9 @@ from .run import Context, hold_soft_lock
 from .status_fast import is_clean_release
 from .targets import commit_matches, commits_agree
 from .tree import Tree, file_hashes
+
+if TYPE_CHECKING:
+    from .evaluate import Pass
 
 
 def check_fix_files(ctx: Context, manifest: Manifest, path: Path, tree: Tree | None = None) -> None:
@@ -141,3 +145,24 @@ def _another_release(ctx: Context, manifest: Manifest, path: Path) -> None:
                             f"{version or '(none)'} @ {commit or '(none)'}, not the release here ({ft.version} @ "
                             f"{ft.commit}): no run wrote it on these files (the target reinstalled at another release "
                             f"since?)", REMOVE_MANIFEST)
+
+
+def record_replays(path: Path, manifest: Manifest | None, fix: Fix, tree: Tree, rev: Pass) -> None:
+    """DamagedStateError (exit 3, nothing written) where ``fix``, recorded applied in ``manifest`` (at ``path``), does
+    not come off ``tree`` from the offsets its entry records (``rev``: the reversed pass from them, which refused a
+    hunk), though each of its files on ``tree`` (the fixes after it taken off) is byte for byte as the entry records
+    the fix leaving it: no file was changed since it was laid, so the record of where it was laid was (its
+    ``offsets`` or ``hunk_offsets`` edited). It was called tampered, with advice to undo an edit of the file."""
+    entry = manifest.entry(fix.id) if manifest is not None else None
+    if entry is None or rev.ok or file_hashes(tree, list(entry.files)) != dict(entry.files):
+        return
+    note = next((n for n in rev.refused if n.path in entry.files), None)
+    file = note.path if note is not None else next(iter(entry.files))
+    key = next((k for k, v in (("hunk_offsets", entry.hunk_offsets), ("offsets", entry.offsets)) if file in v), "files")
+    line, laid = manifest_line(path, fix.id, file, key), entry.laid()[file]
+    raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry records its hunks in {file} "
+                                  f"laid at offset{'s' * (len(laid) > 1)} {', '.join(f'{n:+d}' for n in laid)}, but "
+                                  f"{f'its hunk #{note.hunk} there' if note is not None else 'it'} does not come off "
+                                  f"from there, though the file is byte for byte as the entry records the fix leaving "
+                                  f"it (sha256 {str(entry.files[file])[:12]}): the record was edited (by hand?), not "
+                                  f"the file", REMOVE_MANIFEST)

@@ -34,14 +34,15 @@ if TYPE_CHECKING:  # the evaluation (applier, diff adapter) loads when a patch i
     from .run import Context
 
 
-def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
-           manifest: Manifest | None) -> tuple[Tree | None, dict[str, list[str]], dict[str, str], dict[str, TakenOff]]:
+def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock, manifest: Manifest | None,
+           check: Callable[[Fix, Tree, Pass], None]) -> tuple[Tree | None, dict[str, list[str]], dict[str, str],
+                                                              dict[str, TakenOff]]:
     """Reverse-apply the recorded fixes, last first, each from the offsets ``manifest`` records it was laid at (none:
-    0). Returns the tree before them (None when one of
-    them does not reverse), per fix that failed why, per fix that could not be checked the
-    tampered fix it shares a file with (its pre-image cannot be rebuilt), and per fix taken off where its hunks were
-    and the files it left (:class:`TakenOff`); fixes on other files are still checked, so one
-    hand-edited file does not make every earlier fix look tampered."""
+    0; ``check`` sees one that does not come off, on files no one changed: it may raise). Returns the tree before them
+    (None when one of them does not reverse), per fix that failed why, per fix that could not be checked the tampered
+    fix it shares a file with (its pre-image cannot be rebuilt), and per fix taken off where its hunks were and the
+    files it left (:class:`TakenOff`); fixes on other files are still checked, so one hand-edited file does not make
+    every earlier fix look tampered."""
     from .evaluate import FixEvidence, run_pass
 
     base = tree.fork()
@@ -59,6 +60,8 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)),
                        at=laid_at(manifest, fix))
+        if not hit and not rev.ok:
+            check(fix, base, rev)
         if hit or not rev.ok:
             broken[fix.id] = tampered_why(hit, rev, fix, tree.root)
             for p in fix.touched_paths():

@@ -241,3 +241,33 @@ def test_hunk_offsets_of_another_length_than_the_fix_has_hunks_are_damaged_state
             assert exc.value.exit_code == 3 and f"line {line}: fix f0's entry records {len(forged)} hunk offsets in " \
                 f"{MOD}, where its patch has 2 hunks there" in str(exc.value), (run.__name__, str(exc.value))
             assert snapshot(image) == files
+
+
+@pytest.mark.parametrize("key, forged", [("hunk_offsets", [0, -3]), ("hunk_offsets", [0, 2]), ("offsets", 4)])
+def test_offsets_that_do_not_take_a_fix_off_a_file_as_recorded_are_damaged_state(builder, key, forged):
+    """A fresh user: an entry's hunk offsets edited (the file untouched) made status say tampered, with advice to undo
+    an edit of the file there was none of, and revert refuse. The file is byte for byte as the entry records the fix
+    leaving it, so the record is what was edited: exit 3 at the key's line, from every command, nothing written."""
+    base = TWINS_BASE
+    _pack(builder, base, [("f0", base.replace("h0\n", "H0\n").removesuffix("t0\n"))])
+    image = builder.tree("image", {MOD: base.replace("m3\n", "")})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    path = image / ".fixpack/demo.manifest.json"
+    m = json.loads(path.read_text())
+    if key == "offsets":
+        del m["fixes"][0]["hunk_offsets"]
+    m["fixes"][0][key] = {MOD: forged}
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    lines = path.read_text().splitlines()
+    line = lines.index(f'{" " * 8}"{MOD}": {"[" if key == "hunk_offsets" else forged}', lines.index(f'      "{key}": {{')) + 1
+    laid = ", ".join(f"{n:+d}" for n in (forged if key == "hunk_offsets" else [forged]))
+    files = snapshot(image)
+    for run, dry in ((engine.status, False), (engine.apply, True), (engine.apply, False), (engine.revert, True),
+                     (engine.revert, False)):
+        with pytest.raises(DamagedStateError) as exc:
+            run(builder.request(image, dry_run=dry))
+        said = str(exc.value)
+        assert exc.value.exit_code == 3 and f"line {line}: fix f0's entry records its hunks in {MOD} laid at " \
+            f"offset{'s' * (key == 'hunk_offsets')} {laid}, but its hunk #" in said, (run.__name__, said)
+        assert "the record was edited (by hand?), not the file" in said and "remove the file" in said, said
+        assert snapshot(image) == files
