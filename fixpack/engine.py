@@ -17,12 +17,13 @@ from . import components, lockfile
 from .advice import add_next_steps, journal_steps, note_stale, other_patch, run_writes, stale_entry
 from .errors import BadInputError, MismatchError
 from .fsio import FileChange, forget_state
-from .kept import as_recorded, records_after
+from .kept import as_recorded
 from .lock_hints import relock_command
 from .manifest_trust import check_fix_files, record_replays
 from .model import Fix, Profile
 from .patchfiles import check_deleted_then_touched, parse_fixes
-from .records import Kept, Lock, Manifest, ManifestComponent, ManifestFix, Recorded, dumps
+from .plan import TargetPlan, dry_notes, manifest_changed, manifest_rel, new_manifest, note_journal
+from .records import Kept, Lock, Manifest, Recorded, dumps
 from .replay import (
     as_laid,
     fix_report,
@@ -40,14 +41,13 @@ from .replay import (
     unwind,
 )
 from .report import FixReport, Report
-from .rollback import pending_note
 from .run import Context, Request, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
 from .status_fast import is_clean_release, locked_files, rewritten, with_release_files
 from .strict import next_steps
-from .structs import dataclass, field, replace
+from .structs import replace
 from .targets import FoundTarget
 from .transaction import temp_paths_free
 from .tree import Tree, decode, file_hashes
@@ -80,18 +80,6 @@ def _chain(ctx: Context, ft: FoundTarget, manifest: Manifest | None, wanted: tup
 
 
 # --- evaluating a target ----------------------------------------------------------------------
-
-@dataclass
-class TargetPlan:
-    """A target's chain worked out in memory: the tree it ends as, the manifest it had and the one it
-    would write (``entries``), whether every fix reached its state, and a killed run's journal."""
-
-    tree: Tree
-    manifest: Manifest | None
-    entries: list[ManifestFix]
-    reached: bool
-    pending_journal: bool
-    components: list[ManifestComponent] = field(default_factory=list)
 
 
 def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry: bool) -> TargetPlan:
@@ -182,14 +170,14 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
     reports, entries, reached = components.evaluate(ctx.profile, ft, tree, manifest, ctx.components, None, True,
                                                     ctx.lock, ctx.relock)
     ctx.report.fixes += reports
-    return TargetPlan(tree, manifest, [], reached, False, entries)
+    return TargetPlan(tree, manifest, [], reached, False, entries, held=True)
 
 
 def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, bool]:
     """The target's files and manifest as the next writing run will start from them: when a killed
     run left a journal, its originals are laid over the disk in memory (nothing is written here)."""
     tree, pending = Tree(ft.root), leftover_journal(ft.root)
-    mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
+    mpath = manifest_rel(ft)
     originals = journal_originals(ft.root, run_writes(ctx, ft.root))  # the manifest as the rollback leaves it
     kept = originals.get(mpath)
     manifest = read_manifest(ft.root, ft.spec.name) if mpath not in originals else \
@@ -201,17 +189,6 @@ def _load_state(ctx: Context, ft: FoundTarget) -> tuple[Tree, Manifest | None, b
         check_fix_files(ctx, manifest, ft.root / mpath, tree)
         components.check_records(ctx.profile, ctx.lock, manifest, ft.root / mpath)
     return tree, manifest, pending
-
-
-def _new_manifest(ctx: Context, ft: FoundTarget, plan: TargetPlan, changes: list[FileChange] | None = None) -> Manifest:
-    files: dict[str, str | None] = {}
-    for e in plan.entries:
-        if e.state is Recorded.APPLIED:
-            files.update(file_hashes(plan.tree, list(e.files)))
-    kept = records_after(ft.root, changes or [], plan.manifest, files)  # the modes, owners of what fixes removed
-    return Manifest(ctx.profile.name, ft.spec.name, {"version": ft.spec.pin.version, "commit": ft.spec.pin.commit},
-                    {"version": ft.version, "commit": ft.commit}, tuple(plan.entries), files,
-                    components=tuple(plan.components), removed_files=kept[0], removed_dirs=kept[1])
 
 
 # --- apply / status -------------------------------------------------------------------------------
@@ -234,7 +211,7 @@ def apply(req: Request) -> Report:
             recover_interrupted(ctx)
         plans = {name: _evaluate_target(ctx, ft, ctx.selected, req.dry_run) for name, ft in ctx.found.items()}
         lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: its change)
-        _note_journals(ctx, plans)
+        dry_notes(ctx, plans)
         note_named_defaults(ctx, req.opt_ins)
         next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
         if req.dry_run:  # (what the run refuses before it writes, as it would)
@@ -259,7 +236,7 @@ def status(req: Request) -> Report:
         with journal_steps(ctx), run_lock(ft.root, shared=True, wait=ctx.lock_wait, progress=ctx.progress):
             plans[name] = _evaluate_target(ctx, ft, ctx.selected, dry=True)
     lockfile.check_lock_matches(ctx.pack, ctx.profile, ctx.lock, ctx.relock)  # (each fix it parsed: its change)
-    _note_journals(ctx, plans)
+    dry_notes(ctx, plans)
     _list_unselected(ctx)
     note_named_defaults(ctx, req.opt_ins)
     next_steps(ctx, {name: plan.manifest for name, plan in plans.items()})
@@ -313,33 +290,16 @@ def _list_unselected(ctx: Context) -> None:
     ctx.report.fixes.sort(key=lambda f: (f.kind != "fix", (series if f.kind == "fix" else comps).get(f.id, 0)))
 
 
-def _note_journals(ctx: Context, plans: dict[str, TargetPlan]) -> None:
-    for name, plan in plans.items():
-        _note_journal(ctx, name, plan.pending_journal)
-
-
-def _note_journal(ctx: Context, name: str, pending: bool) -> None:
-    """A dry run's (status's) first note on target ``name``: what a run would roll back or remove first."""
-    if pending:
-        t = ctx.report.target(name)
-        t.note(pending_note(Path(t.root)), first=True)
-
-
-def _manifest_changed(ctx: Context, ft: FoundTarget, plan: TargetPlan) -> bool:
-    new = _new_manifest(ctx, ft, plan)
-    return not new.same_state(plan.manifest) and bool(plan.entries or plan.components or plan.manifest)
-
-
 def _target_changes(ctx: Context, ft: FoundTarget,
                     plan: TargetPlan) -> tuple[list[FileChange], Mapping[str, Kept]]:
     """What writing one target's plan changes (the caller holds its lock): its files, then its manifest; none when
     nothing is to be written, or the rollback alone brought the target where this run wanted it."""
     changes, folders = as_recorded(ft.root, plan.tree.changes(), plan.manifest)  # what a fix removed: as it was
     plan.entries = as_laid(plan.entries, ctx.pack, plan.manifest, plan.tree, ctx.lock)  # a found fix: as laid
-    if not changes and not _manifest_changed(ctx, ft, plan):
+    if not changes and not manifest_changed(ctx, ft, plan):
         return [], folders
-    mpath = manifest_path(ft.root, ft.spec.name).relative_to(ft.root).as_posix()
-    changes.append(FileChange(mpath, dumps(_new_manifest(ctx, ft, plan, changes).to_json()), 0o644))
+    mpath = manifest_rel(ft)
+    changes.append(FileChange(mpath, dumps(new_manifest(ctx, ft, plan, changes).to_json()), 0o644))
     if len(changes) == 1:  # the manifest alone: the run wrote, though every fix says "already applied"
         ctx.report.target(ft.spec.name).note(f"no file of the target changed; its manifest {changes[0].path} was "
                                              f"written again, to record what is there")
@@ -370,7 +330,7 @@ def revert(req: Request) -> Report:
         manifests: dict[str, Manifest | None] = {}
         for ft in ctx.found.values():
             tree, manifest, pending = _load_state(ctx, ft)  # a dry run sees the journal's originals
-            _note_journal(ctx, ft.spec.name, pending)
+            note_journal(ctx, ft.spec.name, pending)
             manifests[ft.spec.name] = manifest
             if manifest is None:
                 refuse_unrecorded(ctx, ft, tree)
@@ -392,8 +352,7 @@ def revert(req: Request) -> Report:
         writes = []
         for ft, tree, manifest in work:
             changes, folders = as_recorded(ft.root, tree.changes(), manifest)  # what a fix removed: as it was
-            writes.append((ft, [*changes, FileChange(manifest_path(ft.root, ft.spec.name).relative_to(ft.root)
-                                                      .as_posix(), None)], folders))
+            writes.append((ft, [*changes, FileChange(manifest_rel(ft), None)], folders))
         # (a Ctrl-C once a target's writes were complete too: its manifest is gone, its folder goes)
         write_all(ctx, writes, after=forget_state)
         for ft in ctx.found.values():

@@ -271,3 +271,32 @@ def test_offsets_that_do_not_take_a_fix_off_a_file_as_recorded_are_damaged_state
             f"offset{'s' * (key == 'hunk_offsets')} {laid}, but its hunk #" in said, (run.__name__, said)
         assert "the record was edited (by hand?), not the file" in said and "remove the file" in said, said
         assert snapshot(image) == files
+
+
+def test_offsets_edited_where_the_hunks_are_found_anyway_are_said_by_status_before_apply_writes_them(builder):
+    """A fresh user: offsets edited where each hunk's post-image is there once, so the fix comes off anyway (found
+    by search): apply wrote the manifest again with what is there and said so, but status and a dry run, which say
+    what apply would do, said nothing of it. They now say the manifest would be written again; after apply, nothing."""
+    base = "h0\nx1\nx2\nx3\nx4\n" + "C\nA\nC\n" + "".join(f"m{i}\n" for i in range(7)) + "D\nB\nD\n" + "t0\n"
+    _pack(builder, base, [("f0", base.replace("h0\n", "H0\n").removesuffix("t0\n"))])
+    image = builder.tree("image", {MOD: base.replace("m3\n", "")})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    path = image / ".fixpack/demo.manifest.json"
+    laid = path.read_bytes()
+    m = json.loads(laid)
+    assert m["fixes"][0]["hunk_offsets"] == {MOD: [0, -1]}
+    m["fixes"][0]["hunk_offsets"] = {MOD: [0, -3]}
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    files = snapshot(image)
+    will = "no file of the target would change; a run would write its manifest .fixpack/demo.manifest.json again"
+    for run in (engine.status(builder.request(image)), engine.apply(builder.request(image, dry_run=True))):
+        assert run.exit_code == 0 and run.fix("f0").state.value == "applied"
+        assert any(n.startswith(will) for n in run.target("demo").notes), run.target("demo").notes
+        assert snapshot(image) == files
+    r = engine.apply(builder.request(image))
+    assert r.exit_code == 0 and r.target("demo").notes == [
+        "no file of the target changed; its manifest .fixpack/demo.manifest.json was written again, to record what "
+        "is there"]
+    assert path.read_bytes() == laid
+    for run in (engine.status(builder.request(image)), engine.apply(builder.request(image, dry_run=True))):
+        assert run.exit_code == 0 and run.target("demo").notes == []
