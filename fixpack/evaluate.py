@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .applier import (
-    BESIDE_SAID,
     PINNED_POST_REASON,
     PINNED_REASON,
-    WHOLE_REASON,
     Closest,
     HunkEvidence,
     HunkResult,
@@ -31,7 +29,7 @@ from .applier import (
     split_lines,
 )
 from .binpatch import BinaryApplyError
-from .hunk_said import differs, misplaced_marker, refuse_stray_cr, span
+from .hunk_said import hunk_message, refuse_stray_cr
 from .model import Fix, source_bytes
 from .patchmodel import FilePatch
 from .records import LockFix
@@ -113,6 +111,7 @@ class HunkNote:
     side: str = "pre-image"  # what those lines are: reversed (is the fix in? revert), the post-image
     patch: str = ""  # the patch file that holds the hunk, and the line of its @@ header there (0: not known)
     at: int = 0
+    of: str = ""  # that patch file's name, where the fix has several (said beside the hunk's number)
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
@@ -134,63 +133,21 @@ class HunkNote:
         """A missing hunk of a file that is the pre-image it was written against (reversed: the post-image it leaves;
         placed at its stated line only) whose whole pre-image (post-image) is at other lines there: the @@ line's
         numbers are what is wrong, not the file."""
-        return self.reason in (PINNED_REASON, PINNED_POST_REASON) and self._whole()
+        return self.reason in (PINNED_REASON, PINNED_POST_REASON) and self.whole()
 
-    def _whole(self) -> bool:
+    def whole(self) -> bool:
         c = self.closest
         return self.placement == Placement.MISSING.value and c is not None and c.total > 0 and c.matching == c.total
 
     def message(self, edited: bool = False) -> str:
         """What became of the hunk; ``edited``: the file is a fix's, changed since it was applied (tampered), so an
         ambiguous post-image is the image's doing, not the pack's (advice for the file, not a refresh)."""
-        where = f"{shown_path(self.path)}: hunk #{self.hunk}"
-        if self.placement == Placement.AMBIGUOUS.value:
-            lines = f" at lines {list(self.candidates)}" if self.candidates else ""
-            if edited and self.side == "post-image":
-                return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess: which copy is the "
-                        f"fix's cannot be told, and the file was changed since the fix was applied (a block copied or "
-                        f"removed by hand?). Check the file by hand and undo that change, or put it back to the "
-                        f"release and run again")
-            return (f"{where} is ambiguous: {self.reason}{lines}; it is not placed by guess: which copy is the fix's "
-                    f"cannot be told from this file")
-        c = self.closest
-        if c is not None and self.header_wrong():
-            return (f"{where} missing at its stated line {self.expected}: its {self.side} is whole at "
-                    f"{span(c, single=False)} ({c.line - self.expected:+d} lines), "
-                    f"{self.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
-                    f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
-        if WHOLE_REASON in self.reason:
-            return (f"{where} missing: {self.reason}; a patch written without context lines (git diff -U0) of a "
-                    f"file's first lines reads so too: regenerate it with them (git diff, format-patch); else the file "
-                    f"is not the one the patch was written for: put it back to the release, or rebase the fix")
-        misplaced = misplaced_marker(self)
-        if misplaced:
-            return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "
-                    f"remove it, or regenerate the patch with git diff / format-patch")
-        if BESIDE_SAID in self.reason:
-            return f"{where} missing: the hunk is {self.reason}"
-        if c is not None and self._whole():  # an anchored hunk whose lines are elsewhere, or not alone
-            return (f"{where} missing: the hunk is {self.reason}, and its {self.side} is not there but at "
-                    f"{span(c)} (stated: line {self.expected}); such a hunk goes elsewhere only at its stated line, "
-                    f"where its {self.side} occurs once. If the file's start or end is not where it belongs, give it "
-                    f"as many context lines above its change as below (regenerate the patch with git diff / "
-                    f"format-patch); else rebase it")
-        text = (f"{where} missing: its {self.side} is not in lines 1-{self.searched} (expected at line "
-                f"{self.expected})" if self.searched else
-                f"{where} missing: the file is empty (its {self.side} was expected at line {self.expected})")
-        if self.reason:
-            text += f"; {self.reason}"
-        if c is not None:
-            text += (f"; closest: {span(c, single=False)}, {c.matching} of {c.total} lines match"
-                     + "".join(differs(n, e, f) for n, e, f in c.differs))
-            if c.line_ends:
-                text += ("; every line is there but for its line end: " + (
-                    "write the hunk's lines with the file's line ends (regenerate the patch from this file with git "
-                    "diff, which keeps a CR)" if c.cr else "a last line with a newline in one and none in the other "
-                    "(regenerate the patch from this file with git diff, which marks a last line with none '\\ No "
-                    "newline at end of file')"))
-        return text
+        return hunk_message(self, edited)
 
+    @property
+    def number(self) -> str:
+        """"hunk #N", with the patch file that holds it where its fix has several ("hunk #N of 0002-x.patch")."""
+        return f"hunk #{self.hunk}{f' of {self.of}' if self.of else ''}"
 
 @dataclass
 class Pass:
@@ -255,10 +212,10 @@ def _mode(value: str | None) -> int | None:
 
 
 def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
-           hunks: tuple[Any, ...], reverse: bool, patch: str = "") -> list[HunkNote]:
+           hunks: tuple[Any, ...], reverse: bool, patch: str = "", of: str = "") -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
                      r.expected, searched, r.reason, None, hunks[r.index].text,
-                     sides(hunks[r.index], reverse)[0], image(reverse), patch, hunks[r.index].diff_line)
+                     sides(hunks[r.index], reverse)[0], image(reverse), patch, hunks[r.index].diff_line, of)
             for r in results]
 
 
@@ -280,7 +237,8 @@ def run_pass(fix: Fix, tree: Tree, reverse: bool, evidence: FixEvidence = NO_EVI
     pinned = evidence.pinned(evidence.digests(fix, tree) if now is None else now, reverse)
     order = list(zip(fps, starts, [str(p.path) for p in fix.patches for _fp in p.files]))
     for fp, flat, patch in reversed(order) if reverse else order:
-        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch, at))
+        of = patch.rpartition("/")[2] if len(fix.patches) > 1 else ""
+        _one_file(fix, fp, work, reverse, result, _FileCtx(flat, pinned, evidence, count, patch, at, of))
     return result
 
 
@@ -292,6 +250,7 @@ class _FileCtx:
     count: bool
     patch: str = ""  # the patch file that holds the file patch (for messages)
     at: Mapping[int, tuple[int, ...]] | None = None  # reversed: per file patch, its offsets (replay.hunks_laid)
+    of: str = ""  # its name, where the fix has several (said beside a hunk's number)
 
 
 def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx: _FileCtx) -> None:
@@ -329,7 +288,7 @@ def _one_file(fix: Fix, fp: FilePatch, work: Tree, reverse: bool, out: Pass, ctx
         if not reverse:
             refuse_stray_cr(current, fp, ctx.patch)
         res = apply_text(current, fp.hunks, reverse, ev, delta, fp.in_place, laid if len(laid) > 1 else ())
-        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch)
+        out.hunks += _notes(fp.path, res.hunks, ctx.flat, res.lines, fp.hunks, reverse, ctx.patch, ctx.of)
         if ctx.count:
             _count(fp, current, res.text, reverse, ctx.flat, out)
         if res.text is None:
@@ -416,7 +375,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
     early = [] if side == "pre" or ev.laid or rev.ok or not fwd.ok else inside_own(fix, fwd, rev)
     if early:  # these hunks' lines are in already, where they go (not the others'): laid, they would be in twice
         return Evaluation(State.PARTIAL, fwd, rev, ["only some hunks are in: " + ", ".join(
-            f"{shown_path(n.path)} hunk #{n.hunk} (the lines it adds are there already, beside its context at line "
+            f"{shown_path(n.path)} {n.number} (the lines it adds are there already, beside its context at line "
             f"{n.line}: laid, they would be in twice)" for n in early)])
     if fwd.ok and (not rev.present or side == "pre" or ev.laid):  # (laid: where it was, whatever else is there)
         drift, files = _drift(ev, now, fwd)
@@ -428,7 +387,7 @@ def decide(fix: Fix, tree: Tree, evidence: FixEvidence | None, in_manifest: bool
                                                        "manifest"])
     if rev.ok and removed and not fwd.ok:  # some hunks in (their pre-image gone), these not: the lines they take out
         return Evaluation(State.PARTIAL, fwd, rev, ["only some hunks are in: not present: " + ", ".join(
-            f"{shown_path(n.path)} hunk #{n.hunk} (the lines it removes are at line {n.line}, where its post-image is "
+            f"{shown_path(n.path)} {n.number} (the lines it removes are at line {n.line}, where its post-image is "
             f"found: they were never taken out)" for n in removed)])  # (are there, where their post-image is)
     if fwd.present and rev.present:
         return Evaluation(State.AMBIGUOUS, fwd, rev, [
@@ -475,7 +434,7 @@ def _lock_side(ev: FixEvidence, now: dict[str, str | None]) -> str:
 def _drift(ev: FixEvidence, now: dict[str, str | None], fwd: Pass) -> tuple[list[str], list[str]]:
     """What makes a fix that applies drifted: each hunk placed at an offset, each touched file whose hash is not
     the lock's pre-image (the messages), and those files (sorted; the ``drifted`` of an Evaluation)."""
-    msgs = [f"{shown_path(h.path)}: hunk #{h.hunk} applies at line {h.line} (offset {h.offset:+d} lines)"
+    msgs = [f"{shown_path(h.path)}: {h.number} applies at line {h.line} (offset {h.offset:+d} lines)"
             for h in fwd.hunks if h.offset]
     files = {h.path for h in fwd.hunks if h.offset}
     for path, want in ev.pre:
@@ -500,14 +459,15 @@ def _partial(fix: Fix, tree: Tree, ev: FixEvidence) -> list[str]:
     """When each hunk is either present (post-image) or applicable (pre-image), but not all one way."""
     present, missing = [], []
     flat = 0
-    for fp in fix.file_patches():
+    for of, fp in ((p.path.name if len(fix.patches) > 1 else "", fp) for p in fix.patches for fp in p.files):
         text = tree.read(fp.path if fp.kind != "rename" else (fp.old_path or "")) if not fp.binary else None
         if text is None or not fp.hunks:
             return []
         both = both_ways(fp, text, ev, flat)
         flat += len(fp.hunks)
         for f, r in both:
-            label = f"{shown_path(fp.path)} hunk #{f.index + 1} (line {fp.hunks[f.index].old_start})"
+            label = f"{shown_path(fp.path)} hunk #{f.index + 1}{f' of {of}' if of else ''} (line " \
+                    f"{fp.hunks[f.index].old_start})"
             if r.found and not f.present:
                 present.append(label)
             elif f.found and not r.present:

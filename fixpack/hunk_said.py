@@ -1,14 +1,22 @@
-"""What a refused hunk's message says of its closest near-miss (:class:`~fixpack.applier.Closest`): the lines it
-covers, each line that differs (in its text, or only in its line end: LF, CR LF, none), and a ``\\ No newline at end
-of file`` marker that follows no last line of the file (:func:`misplaced_marker`); and a CR LF line an add-only hunk
-would put into an LF file (:func:`refuse_stray_cr`)."""
+"""What a hunk's message says (:func:`hunk_message`: ambiguous, missing, with the hunk's number and, where its fix has
+several patch files, the one that holds it); of a refused hunk's closest near-miss (:class:`~fixpack.applier.Closest`):
+the lines it covers, each line that differs (in its text, or only in its line end: LF, CR LF, none), and a ``\\ No
+newline at end of file`` marker that follows no last line of the file (:func:`misplaced_marker`); and a CR LF line an
+add-only hunk would put into an LF file (:func:`refuse_stray_cr`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .applier import MARKER_SAID, Closest, stray_cr_added
+from .applier import (
+    BESIDE_SAID,
+    MARKER_SAID,
+    WHOLE_REASON,
+    Closest,
+    Placement,
+    stray_cr_added,
+)
 from .errors import PatchParseError, Problem
 from .safepath import shown_path
 
@@ -72,3 +80,57 @@ def refuse_stray_cr(current: str, fp: FilePatch, patch: str) -> None:
             "regenerate the patch with git diff, whose context lines show the file's line ends")
     where = f"{patch}:{line}" if patch else f"patch line {line}"
     raise PatchParseError(f"{where}: {what}", [Problem(what, Path(patch) if patch else None, line, hint)])
+
+
+def hunk_message(note: HunkNote, edited: bool = False) -> str:
+    """:meth:`~fixpack.evaluate.HunkNote.message`: what became of the hunk ``note`` tells of, where it was looked for
+    and what was found instead (its closest near-miss); ``edited``: the file is a fix's, changed since it was applied
+    (tampered), so an ambiguous post-image is the image's doing, not the pack's (advice for the file, not a refresh)."""
+    where = f"{shown_path(note.path)}: {note.number}"
+    if note.placement == Placement.AMBIGUOUS.value:
+        lines = f" at lines {list(note.candidates)}" if note.candidates else ""
+        if edited and note.side == "post-image":
+            return (f"{where} is ambiguous: {note.reason}{lines}; it is not placed by guess: which copy is the "
+                    f"fix's cannot be told, and the file was changed since the fix was applied (a block copied or "
+                    f"removed by hand?). Check the file by hand and undo that change, or put it back to the "
+                    f"release and run again")
+        return (f"{where} is ambiguous: {note.reason}{lines}; it is not placed by guess: which copy is the fix's "
+                f"cannot be told from this file")
+    c = note.closest
+    if c is not None and note.header_wrong():
+        return (f"{where} missing at its stated line {note.expected}: its {note.side} is whole at "
+                f"{span(c, single=False)} ({c.line - note.expected:+d} lines), "
+                f"{note.reason.removeprefix('not at its stated line, ')}: the hunk's @@ line names the wrong "
+                f"line; fix its numbers, or regenerate the patch with git diff / format-patch")
+    if WHOLE_REASON in note.reason:
+        return (f"{where} missing: {note.reason}; a patch written without context lines (git diff -U0) of a "
+                f"file's first lines reads so too: regenerate it with them (git diff, format-patch); else the file "
+                f"is not the one the patch was written for: put it back to the release, or rebase the fix")
+    misplaced = misplaced_marker(note)
+    if misplaced:
+        return (f"{where} missing: {misplaced}; it must follow the last line of the file's pre- or post-image: "
+                f"remove it, or regenerate the patch with git diff / format-patch")
+    if BESIDE_SAID in note.reason:
+        return f"{where} missing: the hunk is {note.reason}"
+    if c is not None and note.whole():  # an anchored hunk whose lines are elsewhere, or not alone
+        return (f"{where} missing: the hunk is {note.reason}, and its {note.side} is not there but at "
+                f"{span(c)} (stated: line {note.expected}); such a hunk goes elsewhere only at its stated line, "
+                f"where its {note.side} occurs once. If the file's start or end is not where it belongs, give it "
+                f"as many context lines above its change as below (regenerate the patch with git diff / "
+                f"format-patch); else rebase it")
+    text = (f"{where} missing: its {note.side} is not in lines 1-{note.searched} (expected at line "
+            f"{note.expected})" if note.searched else
+            f"{where} missing: the file is empty (its {note.side} was expected at line {note.expected})")
+    if note.reason:
+        text += f"; {note.reason}"
+    if c is not None:
+        text += (f"; closest: {span(c, single=False)}, {c.matching} of {c.total} lines match"
+                 + "".join(differs(n, e, f) for n, e, f in c.differs))
+        if c.line_ends:
+            text += ("; every line is there but for its line end: " + (
+                "write the hunk's lines with the file's line ends (regenerate the patch from this file with git "
+                "diff, which keeps a CR)" if c.cr else "a last line with a newline in one and none in the other "
+                "(regenerate the patch from this file with git diff, which marks a last line with none '\\ No "
+                "newline at end of file')"))
+    return text
+

@@ -162,7 +162,7 @@ def record_replays(path: Path, manifest: Manifest | None, fix: Fix, tree: Tree, 
     line, laid = manifest_line(path, fix.id, file, key), entry.laid()[file]
     raise DamagedStateError(path, f"{f'line {line}: ' if line else ''}fix {fix.id}'s entry records its hunks in {file} "
                                   f"laid at offset{'s' * (len(laid) > 1)} {', '.join(f'{n:+d}' for n in laid)}, but "
-                                  f"{f'its hunk #{note.hunk} there' if note is not None else 'it'} does not come off "
+                                  f"{f'its {note.number} there' if note is not None else 'it'} does not come off "
                                   f"from there, though the file is byte for byte as the entry records the fix leaving "
                                   f"it (sha256 {str(entry.files[file])[:12]}): the record was edited (by hand?), not "
                                   f"the file", REMOVE_MANIFEST)

@@ -300,3 +300,31 @@ def test_offsets_edited_where_the_hunks_are_found_anyway_are_said_by_status_befo
     assert path.read_bytes() == laid
     for run in (engine.status(builder.request(image)), engine.apply(builder.request(image, dry_run=True))):
         assert run.exit_code == 0 and run.target("demo").notes == []
+
+
+def test_a_hunk_of_a_fix_with_several_patch_files_is_named_with_its_patch_file(builder):
+    """A fresh user: a fix with two patch files on one file said "hunk #1" of either, so which patch's hunk moved or
+    was refused could not be told. Where a fix has several patch files, its hunks are named with theirs; a fix of one
+    keeps its messages as they were."""
+    from conftest import HEADER, make_diff
+
+    base = TWINS_BASE.replace("C\nA\nC\nt0\n", "E\nF\nG\nt0\n")
+    top = base.replace("h0\n", "H0\n")
+    fixed = top.replace("F\n", "F2\n")
+    folder = builder.add_fix("f0", {MOD: base}, {MOD: top})
+    (folder / "0002-end.patch").write_text(HEADER.format(summary="end") +
+                                           make_diff({MOD: top}, {MOD: fixed}, builder.base / "diffs2"))
+    toml = folder / "fix.toml"
+    toml.write_text(toml.read_text().replace('patches = ["0001-change.patch"]',
+                                             'patches = ["0001-change.patch", "0002-end.patch"]'))
+    builder.profile(["f0"])
+    builder.lock(builder.tree("clean", {MOD: base}))
+    moved = engine.status(builder.request(builder.tree("moved", {MOD: base.replace("m3\n", "")})))
+    assert f"{MOD}: hunk #1 of 0002-end.patch applies at line" in " ".join(moved.fix("f0").messages), moved.fix("f0")
+    gone = builder.tree("gone", {MOD: base.replace("F\n", "X\n")})
+    said = " ".join(engine.status(builder.request(gone)).fix("f0").messages)
+    assert f"{MOD}: hunk #1 of 0002-end.patch missing" in said and "0001-change.patch" not in said, said
+    part = builder.tree("part", {MOD: base.replace("F\n", "F2\n")})  # the second patch's change alone is in
+    said = " ".join(engine.status(builder.request(part)).fix("f0").messages)
+    assert f"present: {MOD} hunk #1 of 0002-end.patch (line" in said and \
+        f"not present: {MOD} hunk #1 of 0001-change.patch (line 1)" in said, said
