@@ -50,9 +50,9 @@ class HunkEvidence:
     the lock; None when unknown (taken as once). ``offset``: pinned at its stated line plus this many lines (not
     the running offset): where unwinding a recorded fix took the hunk off, on files as that left them. ``recorded``:
     reversed from where the manifest records the fix was laid (the running offset starts there), on files whose sha256
-    is the manifest's: a hunk anchored to the file's start or end is taken off at its stated line plus the running
-    offset where its post-image is there (an anchored hunk is laid only at the anchor or there), whatever twin of it
-    the file holds elsewhere.
+    is the manifest's: a hunk is taken off at its stated line plus the running offset where its post-image is there
+    (where it was laid: an anchored hunk only at the anchor or there), whatever twin of it the file holds elsewhere
+    (one its own fix's other hunk put there, one the drift brought).
     """
 
     pinned: bool = False
@@ -322,6 +322,8 @@ def locate(lines: list[str], h: Hunk, index: int, delta: int, reverse: bool = Fa
                           reason=f"it has no context line to locate it by, and the file is not the pinned "
                                  f"{image(reverse)}")
     found = occurrences(lines, pre)
+    if evidence.recorded and expected in found:  # where the manifest records it was laid, whatever twin it has
+        return _placed(index, expected, expected, delta)
     return _searched(index, lines, pre, found, expected, delta, evidence, image(reverse))
 
 

@@ -165,4 +165,4 @@ def record_replays(path: Path, manifest: Manifest | None, fix: Fix, tree: Tree, 
                                   f"{f'its {note.number} there' if note is not None else 'it'} does not come off "
                                   f"from there, though the file is byte for byte as the entry records the fix leaving "
                                   f"it (sha256 {str(entry.files[file])[:12]}): the record was edited (by hand?), not "
-                                  f"the file", REMOVE_MANIFEST)
+                                  f"the file, or an older fixpack did not record where it laid it", REMOVE_MANIFEST)

@@ -70,8 +70,7 @@ def dry_notes(ctx: Context, plans: dict[str, TargetPlan]) -> None:
         if ctx.report.dry_run and ctx.report.ok and not quiet and manifest_changed(
                 ctx, ft, replace(plan, entries=as_laid(plan.entries, ctx.pack, plan.manifest, plan.tree, ctx.lock))):
             ctx.report.target(name).note(f"no file of the target would change; a run would write its manifest "
-                                         f"{manifest_rel(ft)}{' again' * bool(plan.manifest)}, to record what is "
-                                         f"there")
+                                         f"{manifest_rel(ft)} again, to record what is there")
 
 
 def note_journal(ctx: Context, name: str, pending: bool) -> None:

@@ -59,7 +59,7 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
                 blocked.setdefault(p, blocked[shared[0]])
             continue
         rev = run_pass(fix, base, reverse=True, evidence=FixEvidence.from_lock(lock.fix(fix.id)),
-                       at=laid_at(manifest, fix))
+                       at=None if hit else laid_at(manifest, fix))  # (a file changed since: no record holds there)
         if not hit and not rev.ok:
             check(fix, base, rev)
         if hit or not rev.ok:

@@ -328,3 +328,41 @@ def test_a_hunk_of_a_fix_with_several_patch_files_is_named_with_its_patch_file(b
     said = " ".join(engine.status(builder.request(part)).fix("f0").messages)
     assert f"present: {MOD} hunk #1 of 0002-end.patch (line" in said and \
         f"not present: {MOD} hunk #1 of 0001-change.patch (line 1)" in said, said
+
+
+def test_a_hunk_whose_post_image_the_fix_copies_elsewhere_comes_off_where_it_was_laid(builder):
+    """A fresh user: a fix whose first hunk puts in a copy of its second hunk's post-image, laid on a drifted file
+    (exit 0): the second hunk, not anchored, was taken off by search, found twice, and every command then refused
+    the image apply had just written (tampered, then 'the record was edited'). A recorded fix's hunk is now taken off
+    where the manifest records it was laid, whatever twin of its post-image the file holds, as an anchored one was."""
+    base = numbered(40)
+    block = "line 20\nline 21\nline 22\nnew\nline 24\nline 25\nline 26\n"
+    _pack(builder, base, [("f0", base.replace("line 5\n", "line 5\n" + block).replace("line 23\n", "new\n"))])
+    drifted = "# drift\n" + base
+    image = builder.tree("image", {MOD: drifted})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == drifted
+
+
+def test_offsets_on_files_the_lock_vouches_for_are_said_by_status_too(builder):
+    """A fresh user: status's fast path (files the lock's post-images, no hunk placed) said nothing of an edited
+    offset that apply then wrote again; a manifest recording offsets there goes the full way, which says so."""
+    from conftest import one_fix_pack
+
+    image = one_fix_pack(builder)
+    assert engine.apply(builder.request(image)).exit_code == 0
+    path = image / ".fixpack/demo.manifest.json"
+    laid = path.read_bytes()
+    m = json.loads(laid)
+    m["fixes"][0]["offsets"] = {MOD: 3}
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and any("a run would write its manifest .fixpack/demo.manifest.json again" in n
+                                     for n in st.target("demo").notes), st.target("demo").notes
+    assert engine.apply(builder.request(image)).exit_code == 0 and path.read_bytes() == laid
+    assert engine.status(builder.request(image)).target("demo").notes == []
