@@ -149,8 +149,8 @@ def _status_held(ctx: Context, ft: FoundTarget, tree: Tree, manifest: Manifest,
     """Status of a target whose files hold what the lock says its recorded chain leaves there (no hunk is
     placed: :mod:`fixpack.status_fast`); None when they do not, for the full evaluation to say why."""
     recorded = {e.id for e in manifest.fixes}
-    if not recorded <= set(ctx.pack.fixes) or any(e.offsets or e.hunk_offsets for e in manifest.fixes):
-        return None  # (offsets on files the lock vouches for: not where apply laid them, which writes them again)
+    if not recorded <= set(ctx.pack.fixes):
+        return None
     chain = ctx.pack.ordered(tuple(f for f in set(wanted) | recorded if ctx.pack.fixes[f].target == ft.spec.name))
     ids = {f.id for f in chain}
     expected = locked_files(ctx.lock, manifest, ft.spec.name, ids)

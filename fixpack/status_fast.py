@@ -31,16 +31,23 @@ def locked_files(lock: Lock, manifest: Manifest, target: str, chain: set[str]) -
     """What the files must hold (path -> sha256, None: absent) when ``chain`` (fix ids of ``target``) is
     applied as the manifest records it; None when the lock cannot vouch for it: a chain fix not recorded
     applied or with another patch than the lock's, one the release held already, a file another fix of
-    the profile touches before a chain fix does, or manifest hashes that are not those."""
+    the profile touches before a chain fix does, or manifest hashes that are not those; and where an entry is not the
+    one apply writes on those files (another order than the series', another version, its files' sha256 not the
+    lock's post-images of the fix, offsets: laid at the stated lines), which the full evaluation says it would
+    write again."""
     recorded = {e.id: e for e in manifest.fixes}
     locked = [f for f in lock.fixes if f.target == target]
     by_id = {f.id: f for f in locked}
     if set(recorded) != chain or not chain <= set(by_id):
         return None
+    if [e.id for e in manifest.fixes] != [f.id for f in locked if f.id in chain]:
+        return None  # (not the series' order, as apply writes it)
     for fid in chain:
         entry, fix = recorded[fid], by_id[fid]
         if entry.state is not Recorded.APPLIED or entry.patch_sha256 != fix.patch_sha256 or fix.upstreamed():
             return None
+        if entry.version != fix.version or dict(entry.files) != fix.post() or entry.offsets or entry.hunk_offsets:
+            return None  # (not the entry apply writes on these files: it would write it again, as status says)
     expected: dict[str, str | None] = {}
     clean: dict[str, str | None] = {}
     closed: set[str] = set()  # files a fix outside the chain touches: no chain fix may come after it there

@@ -349,20 +349,32 @@ def test_a_hunk_whose_post_image_the_fix_copies_elsewhere_comes_off_where_it_was
     assert (image / MOD).read_text() == drifted
 
 
-def test_offsets_on_files_the_lock_vouches_for_are_said_by_status_too(builder):
-    """A fresh user: status's fast path (files the lock's post-images, no hunk placed) said nothing of an edited
-    offset that apply then wrote again; a manifest recording offsets there goes the full way, which says so."""
-    from conftest import one_fix_pack
-
-    image = one_fix_pack(builder)
+@pytest.mark.parametrize("edit", ["offsets", "order", "files", "version"])
+def test_an_entry_apply_would_write_again_on_files_the_lock_vouches_for_is_said_by_status_too(builder, edit):
+    """A fresh user: status's fast path (files the lock's post-images, no hunk placed) said nothing of an entry edited
+    so that apply wrote it again (an offset, the entries' order, a fix's files' sha256, its version); such a manifest
+    now goes the full way, which says so. After apply, the fast path holds again and nothing is said."""
+    base = numbered(30)
+    one = base.replace("line 5\n", "five\n")
+    _pack(builder, base, [("f0", one), ("f1", one.replace("line 20\n", "twenty\n"))])
+    image = builder.tree("image", {MOD: base})
     assert engine.apply(builder.request(image)).exit_code == 0
     path = image / ".fixpack/demo.manifest.json"
     laid = path.read_bytes()
     m = json.loads(laid)
-    m["fixes"][0]["offsets"] = {MOD: 3}
+    first = m["fixes"][0]
+    if edit == "offsets":
+        first["offsets"] = {MOD: 3}
+    elif edit == "order":
+        m["fixes"].reverse()
+    elif edit == "files":
+        first["files"] = m["fixes"][1]["files"]
+    else:
+        first["version"] = 7
     path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
     st = engine.status(builder.request(image))
     assert st.exit_code == 0 and any("a run would write its manifest .fixpack/demo.manifest.json again" in n
-                                     for n in st.target("demo").notes), st.target("demo").notes
+                                     for n in st.target("demo").notes), (st.error, st.target("demo").notes)
     assert engine.apply(builder.request(image)).exit_code == 0 and path.read_bytes() == laid
     assert engine.status(builder.request(image)).target("demo").notes == []
+
