@@ -31,7 +31,7 @@ from collections import Counter
 from enum import Enum
 
 from .patchmodel import Hunk
-from .structs import dataclass
+from .structs import dataclass, replace
 
 
 class Placement(Enum):
@@ -88,7 +88,9 @@ class HunkResult:
     when refused); ``offset`` the distance from the line the patch names (plus the running offset);
     ``candidates`` the 1-based lines of every occurrence when ambiguous; ``expected`` the 1-based line
     it was looked for first; ``reason`` why it was refused (the near-miss of a missing hunk is worked
-    out only when it is reported: :func:`closest`).
+    out only when it is reported: :func:`closest`). ``turned``: where the lines it puts in place lie in the text
+    the pass leaves, from the line the patch names for them: the offset a pass the other way measures (it is
+    ``offset`` but where the file's hunks were laid out of the patch's order, upstream having moved a block).
     """
 
     index: int
@@ -98,6 +100,7 @@ class HunkResult:
     candidates: tuple[int, ...] = ()
     expected: int = 0
     reason: str = ""
+    turned: int = 0
 
     @property
     def found(self) -> bool:
@@ -426,6 +429,7 @@ def apply_text(text: str, hunks: tuple[Hunk, ...], reverse: bool = False,
         pre, post, _ = sides(h, reverse)
         pos = (res.line or 1) - 1
         out.extend(lines[floor:pos])
+        results[res.index] = replace(res, turned=len(out) - _expected_index(sides(h, not reverse)[2], len(post)))
         out.extend(post)
         floor = pos + len(pre)
     out.extend(lines[floor:])

@@ -112,6 +112,7 @@ class HunkNote:
     patch: str = ""  # the patch file that holds the hunk, and the line of its @@ header there (0: not known)
     at: int = 0
     of: str = ""  # that patch file's name, where the fix has several (said beside the hunk's number)
+    turned: int = 0  # the offset a pass the other way measures (HunkResult.turned)
 
     def as_dict(self) -> dict[str, object]:
         return {"file": self.path, "hunk": self.hunk, "placement": self.placement, "line": self.line,
@@ -215,7 +216,8 @@ def _notes(path: str, results: tuple[HunkResult, ...], flat: int, searched: int,
            hunks: tuple[Any, ...], reverse: bool, patch: str = "", of: str = "") -> list[HunkNote]:
     return [HunkNote(path, r.index + 1, r.placement.value, r.line, r.offset, flat + r.index, r.candidates,
                      r.expected, searched, r.reason, None, hunks[r.index].text,
-                     sides(hunks[r.index], reverse)[0], image(reverse), patch, hunks[r.index].diff_line, of)
+                     sides(hunks[r.index], reverse)[0], image(reverse), patch, hunks[r.index].diff_line, of,
+                     r.turned)
             for r in results]
 
 

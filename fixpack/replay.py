@@ -68,7 +68,7 @@ def unwind(applied: list[Fix], tree: Tree, tampered_files: set[str], lock: Lock,
                 blocked.setdefault(p, fix.id)
             continue
         base.adopt(rev.tree)
-        moved[fix.id] = TakenOff(taken_off_at(rev), {n.flat: n.offset for n in rev.hunks},
+        moved[fix.id] = TakenOff(taken_off_at(rev, turned=True), {n.flat: n.turned for n in rev.hunks},
                                  {p: base.read(p) for p in fix.touched_paths()})
     return (None if broken else base), broken, unchecked, moved
 
@@ -115,21 +115,24 @@ def hunks_laid(fix: Fix, entry: ManifestFix) -> dict[int, tuple[int, ...]]:
 
 
 def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
-    """A manifest entry's ``offsets`` and ``hunk_offsets`` from the pass ``side`` that laid the fix (or found it in):
-    :func:`taken_off_at` where it is not 0, and each hunk's offset in a file whose hunks lie at offsets not all the
-    same."""
+    """A manifest entry's ``offsets`` and ``hunk_offsets`` from the pass ``side`` that laid the fix (or found it in),
+    each as the reversal measures it (a forward pass's :attr:`~fixpack.evaluate.HunkNote.turned`: hunks laid out of
+    the patch's order lie elsewhere than the offsets that placed them say): :func:`taken_off_at` where it is not 0, and
+    each hunk's offset in a file whose hunks lie at offsets not all the same."""
+    turned = not side.hunks or side.hunks[0].side == "pre-image"  # (a forward pass)
     each: dict[str, list[int]] = {}
     for n in sorted(side.hunks, key=lambda n: n.flat):  # (the patch's order: a reversed pass notes its last file first)
-        each.setdefault(n.path, []).append(n.offset)
-    return ({p: n for p, n in taken_off_at(side).items() if n},
+        each.setdefault(n.path, []).append(n.turned if turned else n.offset)
+    return ({p: n for p, n in taken_off_at(side, turned).items() if n},
             {p: tuple(v) for p, v in each.items() if len(set(v)) > 1})
 
 
-def taken_off_at(rev: Pass) -> dict[str, int]:
-    """Per file, the offset from its stated line at which the reversed pass ``rev`` placed a fix's first hunk there."""
+def taken_off_at(side: Pass, turned: bool = False) -> dict[str, int]:
+    """Per file, the offset from its stated line at which the pass ``side`` placed a fix's first hunk there; with
+    ``turned``, the offset a pass the other way finds it at (to lay again forward where a reversal took it off)."""
     out: dict[str, int] = {}
-    for n in sorted(rev.hunks, key=lambda n: n.flat):  # (its first hunk in the patch's order, of its first patch)
-        out.setdefault(n.path, n.offset)
+    for n in sorted(side.hunks, key=lambda n: n.flat):  # (its first hunk in the patch's order, of its first patch)
+        out.setdefault(n.path, n.turned if turned else n.offset)
     return out
 
 
@@ -232,7 +235,7 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
             if rev is not None and rev.ok:
                 there.append(f)
                 back.adopt(rev.tree)
-                moved[f.id] = taken_off_at(rev)
+                moved[f.id] = taken_off_at(rev, turned=True)
         if not there or not {f.id for f in group} & recorded <= {f.id for f in there}:
             continue
         for f in reversed(there):  # laid again, first first: the same bytes, or the taking off was no unwinding

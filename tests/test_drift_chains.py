@@ -378,3 +378,39 @@ def test_an_entry_apply_would_write_again_on_files_the_lock_vouches_for_is_said_
     assert engine.apply(builder.request(image)).exit_code == 0 and path.read_bytes() == laid
     assert engine.status(builder.request(image)).target("demo").notes == []
 
+
+
+def _moved_block(builder, twin):  # type: ignore[no-untyped-def]
+    """f0: hunk #1 adds NEW after line 10, hunk #2 puts 8 lines for line 45; upstream moved lines 40-50 (hunk #2's
+    block) to the file's top, so apply lays hunk #2 above hunk #1. ``twin``: a copy of hunk #1's post-image right
+    above its context ("above"), at the file's end ("far"), or none."""
+    base = numbered(60)
+    _pack(builder, base, [("f0", base.replace("line 10\n", "line 10\nNEW\n")
+                           .replace("line 45\n", "".join(f"A{i}\n" for i in range(8))))])
+    lines = base.splitlines(keepends=True)
+    post1 = "line 8\nline 9\nline 10\nNEW\nline 11\nline 12\nline 13\n"
+    mid = "".join(lines[:7]) + post1 + "".join(lines[7:39]) if twin == "above" else "".join(lines[:39])
+    drifted = "".join(lines[39:50]) + mid + "".join(lines[50:]) + (post1 if twin == "far" else "")
+    return builder.tree("image", {MOD: drifted}), drifted
+
+
+@pytest.mark.parametrize("twin", ["none", "above", "far"])
+def test_hunks_laid_out_of_the_patchs_order_are_recorded_where_they_come_off(builder, twin):
+    """A fresh user: upstream moved a fix's second hunk's block above its first, and apply laid them so (exit 0). Each
+    hunk's offset was recorded as measured before the other was laid, where taking it off looks in the file after:
+    hunk #1 lay 7 lines lower (hunk #2's added lines above it), hunk #2 a line higher. Status said tampered, a second
+    apply exit 3; with a twin of hunk #1's post-image above it, revert took the twin off (exit 0, wrong bytes); with a
+    twin elsewhere, every command called the record edited by hand. Offsets are now recorded as the other way
+    measures them."""
+    image, drifted = _moved_block(builder, twin)
+    assert engine.apply(builder.request(image)).exit_code == 0
+    _settled_as(builder, image, drifted)
+
+
+def _settled_as(builder, image, before):  # type: ignore[no-untyped-def]
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == before
