@@ -212,7 +212,9 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
     are one group; a group counts only when laying the fixes taken off again, forward, first first, on what the
     taking off left gives ``tree``'s bytes (each pre-image found once there too), and every fix of it the manifest
     records is among them, and one of them at least is not found on ``tree`` as it is (else :func:`replay` finds
-    each). Series order."""
+    each), or a fix with no record that is found on ``tree`` as it is did not come off once the later ones had (its
+    post-image whole there only at a twin a later fix left whole: judged without them, it is ambiguous). Series
+    order."""
     from .evaluate import FixEvidence, decide, run_pass
 
     recorded = manifest.applied_ids() if manifest else set()
@@ -246,8 +248,10 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
             back.adopt(fwd.tree)
         else:
             new = [f for f in there if f in todo]
-            if file_hashes(back, paths) == now and not all(  # (each found on its own: replay's)
-                    decide(f, tree, evidence[f.id], False).state is State.UPSTREAMED for f in new):
+            alone = {f.id for f in group if f in todo and decide(f, tree, evidence[f.id], False).state is
+                     State.UPSTREAMED}  # (found on the files as they are: replay's, unless one did not come off once
+            stuck = alone - {f.id for f in there}  # the later ones had: its post-image whole only at a twin of it)
+            if file_hashes(back, paths) == now and (not all(f.id in alone for f in new) or stuck):
                 out |= {f.id for f in new}
     return tuple(f.id for f in chain if f.id in out)
 

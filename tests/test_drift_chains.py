@@ -414,3 +414,22 @@ def _settled_as(builder, image, before):  # type: ignore[no-untyped-def]
     assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
     assert engine.revert(builder.request(image)).exit_code == 0
     assert (image / MOD).read_text() == before
+
+
+def test_a_lost_fix_whose_post_image_a_later_fix_changed_is_not_found_at_an_upstream_twin(builder):
+    """A fresh user: f2 changes a line of f1's second hunk's post-image, and upstream holds a copy of that post-image
+    elsewhere. With the manifest lost, apply judged f1 on the file with f2 in, where the only whole copy is
+    upstream's, and recorded f1 there (exit 0); revert then changed upstream's lines (exit 0, wrong bytes). Taken off
+    after f2, f1's post-image is there twice: which is f1's cannot be told, so nothing is recorded or written."""
+    base = numbered(40)
+    f1 = base.replace("line 5\n", "five\n").replace("line 20\n", "F\n")
+    _pack(builder, base, [("f1", f1), ("f2", f1.replace("line 18\n", "X\n"))])
+    drifted = base + "line 17\nline 18\nline 19\nF\nline 21\nline 22\nline 23\n"
+    image = builder.tree("image", {MOD: drifted})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    shutil.rmtree(image / ".fixpack")
+    files = snapshot(image)
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(image))
+        assert r.exit_code == 4 and r.fix("f1").state.value == "ambiguous", (r.error, r.fix("f1"))
+        assert snapshot(image) == files
