@@ -115,10 +115,9 @@ def hunks_laid(fix: Fix, entry: ManifestFix) -> dict[int, tuple[int, ...]]:
 
 
 def laid_offsets(side: Pass) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
-    """A manifest entry's ``offsets`` and ``hunk_offsets`` from the pass ``side`` that laid the fix (or found it in),
-    each as the reversal measures it (a forward pass's :attr:`~fixpack.evaluate.HunkNote.turned`: hunks laid out of
-    the patch's order lie elsewhere than the offsets that placed them say): :func:`taken_off_at` where it is not 0, and
-    each hunk's offset in a file whose hunks lie at offsets not all the same."""
+    """A manifest entry's ``offsets`` (:func:`taken_off_at`, where not 0) and ``hunk_offsets`` (each hunk's, in a file
+    whose hunks lie at offsets not all the same) from the pass ``side`` that laid the fix (or found it in), as the
+    reversal measures them (a forward pass's :attr:`~fixpack.evaluate.HunkNote.turned`: hunks laid out of order)."""
     turned = not side.hunks or side.hunks[0].side == "pre-image"  # (a forward pass)
     each: dict[str, list[int]] = {}
     for n in sorted(side.hunks, key=lambda n: n.flat):  # (the patch's order: a reversed pass notes its last file first)
@@ -248,10 +247,9 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
             back.adopt(fwd.tree)
         else:
             new = [f for f in there if f in todo]
-            alone = {f.id for f in group if f in todo and decide(f, tree, evidence[f.id], False).state is
-                     State.UPSTREAMED}  # (found on the files as they are: replay's, unless one did not come off once
-            stuck = alone - {f.id for f in there}  # the later ones had: its post-image whole only at a twin of it)
-            if file_hashes(back, paths) == now and (not all(f.id in alone for f in new) or stuck):
+            alone = {f for f in todo if f in group and  # (found on the files as they are: docstring)
+                     decide(f, tree, evidence[f.id], False).state is State.UPSTREAMED}
+            if file_hashes(back, paths) == now and (not all(f in alone for f in new) or alone - set(there)):
                 out |= {f.id for f in new}
     return tuple(f.id for f in chain if f.id in out)
 
