@@ -43,6 +43,7 @@ from .replay import (
 from .report import FixReport, Report
 from .run import Context, Request, note_named_defaults, prepare, soft_lock
 from .runlock import run_lock
+from .safepath import shown_path
 from .state import journal_originals, leftover_journal, manifest_path, read_manifest
 from .states import CONFLICT_STATES, Action, State, TargetStatus
 from .status_fast import is_clean_release, locked_files, rewritten, with_release_files
@@ -103,7 +104,8 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     lost += placed_off(chain, tree, ctx.lock, manifest, lost, settled)  # ... on drifted files
     recorded = (manifest.applied_ids() if manifest else set()) | set(lost)
     applied = [f for f in chain if f.id in recorded]
-    base, broken, unchecked, moved = unwind(applied, tree, tampered_files(tree, manifest), ctx.lock, manifest,
+    changed = tampered_files(tree, manifest)  # (since the manifest was written: tampered)
+    base, broken, unchecked, moved = unwind(applied, tree, changed, ctx.lock, manifest,
                                             partial(record_replays, manifest_path(ft.root, ft.spec.name), manifest))
     plan = TargetPlan(tree, manifest, [], True, pending)
     if base is not None:
@@ -114,7 +116,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
             laid_where_taken_off(tree, off.first)
         ev = replay(fix, tree, ctx.lock, fix in applied, broken, unchecked, fix.id in lost,
                     off.pins(tree) if off and fix.id not in lost else None)  # (a lost one: its taking off guessed)
-        fr = fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in)
+        fr = _no_record_while(fix_report(fix, ev, fix.id in wanted, dry, fix.id in ctx.profile.opt_in), fix, changed)
         ctx.report.fixes.append(fr)
         refused = ctx.report.strict and (ev.state is State.DRIFTED or (ev.state is State.APPLIED and bool(ev.drifted)))
         if refused:  # one to lay or one laid on a drifted file (the replay's ev.drifted): a mismatch under --strict
@@ -135,7 +137,7 @@ def _evaluate_target(ctx: Context, ft: FoundTarget, wanted: tuple[str, ...], dry
     for fid, why in release_again(plan.entries, ctx.lock, ft.spec.name).items():  # (refused: a conflict)
         fr, plan.reached = ctx.report.fix(fid), False
         fr.state, fr.action, fr.messages = State.CONFLICT, Action.NONE, [why]
-    _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry)
+    _found_opt_ins(ctx, ft, tree, wanted, plan, (broken, unchecked), dry, changed)
     build = None if ctx.report.command == "status" or not plan.reached else ctx.layouts
     reports, plan.components, reached = components.evaluate(ctx.profile, ft, tree, recorded_components, ctx.components,
                                                             build, dry, ctx.lock, ctx.relock)
@@ -245,7 +247,7 @@ def status(req: Request) -> Report:
 
 
 def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str, ...], plan: TargetPlan,
-                   tampered: tuple[dict[str, list[str]], dict[str, str]], dry: bool) -> None:
+                   tampered: tuple[dict[str, list[str]], dict[str, str]], dry: bool, changed: set[str]) -> None:
     """An opt-in this run does not select and no manifest entry lists may be in the files (a run whose record is gone,
     or a hand edit): found whole (our post-images), it is reported and recorded, so that revert removes it; found in
     part, it is reported in its state (partial: exit 4, nothing written), as revert names it, not as skipped. Looked
@@ -260,7 +262,7 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
     parse_fixes(ctx.pack, ctx.profile, [f.id for f in extra if f.id in held or f.id in part])
     for fix in (f for f in extra if f.id in held or f.id in part):
         ev = replay(fix, tree, ctx.lock, False, *tampered)
-        fr = fix_report(fix, ev, False, dry, True)
+        fr = _no_record_while(fix_report(fix, ev, False, dry, True), fix, changed)
         if ev.state is State.APPLIED and fix.id in held:
             plan.entries.append(manifest_entry(fix, tree, Recorded.APPLIED, ev))
         elif fix.id in part and ev.state in CONFLICT_STATES:  # (its action none: fix_report's for these states)
@@ -269,6 +271,17 @@ def _found_opt_ins(ctx: Context, ft: FoundTarget, tree: Tree, wanted: tuple[str,
         else:
             continue
         ctx.report.fixes.append(fr)
+
+
+def _no_record_while(fr: FixReport, fix: Fix, changed: set[str]) -> FixReport:
+    """``fr``, where ``fix`` is found applied with no record in a file ``changed`` since the manifest was written
+    (tampered: the fix that records it refuses the run), saying apply does not record it (it said it would)."""
+    hit = sorted(set(fix.touched_paths()) & changed)
+    if hit:
+        fr.messages = [m[:m.index("apply records it")] + f"apply does not record it while {shown_path(hit[0])} is "
+                       f"tampered (changed since the manifest was written, as said of the fix that records it)"
+                       if "apply records it" in m else m for m in fr.messages]
+    return fr
 
 
 def _list_unselected(ctx: Context) -> None:

@@ -433,3 +433,25 @@ def test_a_lost_fix_whose_post_image_a_later_fix_changed_is_not_found_at_an_upst
         r = run(builder.request(image))
         assert r.exit_code == 4 and r.fix("f1").state.value == "ambiguous", (r.error, r.fix("f1"))
         assert snapshot(image) == files
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_an_opt_in_laid_by_hand_in_a_recorded_fixs_file_is_not_promised_a_record(builder, named):
+    """A fresh user: an opt-in laid by hand (patch -p1) in a file a recorded default fix changes: that file is
+    tampered (exit 3, nothing written), as designed, but the opt-in's line said "apply records it again", which apply
+    did not. It now says apply does not record it while the file is tampered."""
+    base = numbered(30)
+    one = base.replace("line 5\n", "five\n")
+    _pack(builder, base, [("f0", one), ("f1", one.replace("line 20\n", "twenty\n"))])
+    builder.profile(["f0"], ["f1"])
+    image = builder.tree("image", {MOD: base})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    (image / MOD).write_text(one.replace("line 20\n", "twenty\n"))  # f1 laid by hand
+    files = snapshot(image)
+    opt = ("f1",) if named else ()
+    for run in (engine.status, engine.apply):
+        r = run(builder.request(image, opt_ins=opt))
+        said = " ".join(r.fix("f1").messages)
+        assert r.exit_code == 3 and r.fix("f0").state.value == "tampered", (r.error, r.fix("f0"))
+        assert "apply records it" not in said and f"apply does not record it while {MOD} is tampered" in said, said
+        assert snapshot(image) == files
