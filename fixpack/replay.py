@@ -202,18 +202,17 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
                settled: set[str]) -> tuple[str, ...]:
     """The fixes of ``chain`` (one target's, series order: the run's and those the manifest records) that no entry of
     ``manifest`` records (None: none), nor :func:`popped` found (``found``, ``settled``: the files it decided by the
-    lock's sha256), though ``tree`` holds them on drifted files: taken off as :func:`popped` takes them, last first,
-    but by placement (the lock's evidence; no fuzz): a recorded fix where its patch reverses, one with no record where
-    its post-image is there and its pre-image is not (:func:`fixpack.evaluate.decide` says so: both there is
-    ambiguous, and stops it) and the release held its pre-image. The case: a later fix that changes an earlier one's
-    added line, on a file drifted since (an edit above it), with the manifest lost: the files are none of the lock's
-    states, and the earlier fix's post-image is whole no longer, nor its pre-image. Fixes linked by a file they share
-    are one group; a group counts only when laying the fixes taken off again, forward, first first, on what the
-    taking off left gives ``tree``'s bytes (each pre-image found once there too), and every fix of it the manifest
-    records is among them, and one of them at least is not found on ``tree`` as it is (else :func:`replay` finds
-    each), or a fix with no record that is found on ``tree`` as it is did not come off once the later ones had (its
-    post-image whole there only at a twin a later fix left whole: judged without them, it is ambiguous). Series
-    order."""
+    lock's sha256), though ``tree`` holds them on drifted files: taken off as :func:`popped` takes them, last first, but
+    by placement (the lock's evidence): a recorded fix where its patch reverses, one with no record where its post-image
+    is there and its pre-image is not (:func:`fixpack.evaluate.decide` says so: both there is ambiguous, and stops it)
+    and the release held its pre-image. The case: a later fix that changes an earlier one's added line, on a file
+    drifted since (an edit above it), with the manifest lost: the files are none of the lock's states, and the earlier
+    fix's post-image is whole no longer, nor its pre-image. Fixes linked by a file they share are one group; a group
+    counts only when laying the fixes taken off again, forward, first first, on what the taking off left gives
+    ``tree``'s bytes (each pre-image found once there too), and every fix of it the manifest records is among them, and
+    one of them at least is not found on ``tree`` as it is (else :func:`replay` finds each), or one found so did not
+    come off once the later ones had (its post-image whole only at a twin a later fix left whole: judged without them,
+    ambiguous), or a recorded fix came off under them (files as the manifest has them). Series order."""
     from .evaluate import FixEvidence, decide, run_pass
 
     recorded = manifest.applied_ids() if manifest else set()
@@ -249,7 +248,8 @@ def placed_off(chain: tuple[Fix, ...], tree: Tree, lock: Lock, manifest: Manifes
             new = [f for f in there if f in todo]
             alone = {f for f in todo if f in group and  # (found on the files as they are: docstring)
                      decide(f, tree, evidence[f.id], False).state is State.UPSTREAMED}
-            if file_hashes(back, paths) == now and (not all(f in alone for f in new) or alone - set(there)):
+            under = any(f.id in recorded for f in there) and not tampered_files(tree, manifest) & set(paths)
+            if file_hashes(back, paths) == now and (not all(f in alone for f in new) or alone - set(there) or under):
                 out |= {f.id for f in new}
     return tuple(f.id for f in chain if f.id in out)
 

@@ -455,3 +455,33 @@ def test_an_opt_in_laid_by_hand_in_a_recorded_fixs_file_is_not_promised_a_record
         assert r.exit_code == 3 and r.fix("f0").state.value == "tampered", (r.error, r.fix("f0"))
         assert "apply records it" not in said and f"apply does not record it while {MOD} is tampered" in said, said
         assert snapshot(image) == files
+
+
+@pytest.mark.parametrize("later", ["change", "insert", "no twin"])
+def test_a_later_fixs_entry_lost_does_not_move_an_earlier_fixs_record_to_a_twin(builder, later):
+    """A fresh user: f1 changes (or inserts next to) a line of f0's second hunk's post-image, upstream holds a copy of
+    that post-image elsewhere, and f1's entry is lost from the manifest. f0 was taken off the files with f1 still in,
+    where its post-image is whole only at upstream's copy: apply recorded f0 there (exit 0), then revert swapped
+    upstream's line with f0's, or status said tampered. f1, found in, is now taken off first, as with a lost
+    manifest; both are recorded where they are, and revert gives the drifted bytes back. Without the twin, the same
+    entry lost was called tampered: it is recovered now too."""
+    base = numbered(40)
+    f0 = base.replace("line 5\n", "five\n").replace("line 20\n", "F\n")
+    f1 = f0.replace("line 18\n", "X\n") if later == "change" else f0.replace("line 21\n", "line 21\nINS\n")
+    _pack(builder, base, [("f0", f0), ("f1", f1)])
+    drifted = "# drift\n" + base if later == "no twin" else base + "line 17\nline 18\nline 19\nF\nline 21\nline 22\nline 23\n"
+    image = builder.tree("image", {MOD: drifted})
+    assert engine.apply(builder.request(image)).exit_code == 0
+    path = image / ".fixpack/demo.manifest.json"
+    laid = json.loads(path.read_text())
+    m = json.loads(path.read_text())
+    del m["fixes"][1]
+    path.write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    assert engine.apply(builder.request(image)).exit_code == 0
+    assert json.loads(path.read_text())["fixes"] == laid["fixes"]  # (f0's record as it was, f1's back)
+    files = snapshot(image)
+    st = engine.status(builder.request(image))
+    assert st.exit_code == 0 and {f.state.value for f in st.fixes if f.id in ("f0", "f1")} == {"applied"}, st.error
+    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
+    assert engine.revert(builder.request(image)).exit_code == 0
+    assert (image / MOD).read_text() == drifted
