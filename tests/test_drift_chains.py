@@ -341,12 +341,7 @@ def test_a_hunk_whose_post_image_the_fix_copies_elsewhere_comes_off_where_it_was
     drifted = "# drift\n" + base
     image = builder.tree("image", {MOD: drifted})
     assert engine.apply(builder.request(image)).exit_code == 0
-    files = snapshot(image)
-    st = engine.status(builder.request(image))
-    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
-    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
-    assert engine.revert(builder.request(image)).exit_code == 0
-    assert (image / MOD).read_text() == drifted
+    _settled(builder, image, drifted)
 
 
 @pytest.mark.parametrize("edit", ["offsets", "order", "files", "version"])
@@ -404,16 +399,8 @@ def test_hunks_laid_out_of_the_patchs_order_are_recorded_where_they_come_off(bui
     measures them."""
     image, drifted = _moved_block(builder, twin)
     assert engine.apply(builder.request(image)).exit_code == 0
-    _settled_as(builder, image, drifted)
+    _settled(builder, image, drifted)
 
-
-def _settled_as(builder, image, before):  # type: ignore[no-untyped-def]
-    files = snapshot(image)
-    st = engine.status(builder.request(image))
-    assert st.exit_code == 0 and st.fix("f0").state.value == "applied", (st.error, st.fix("f0").messages)
-    assert engine.apply(builder.request(image)).exit_code == 0 and snapshot(image) == files
-    assert engine.revert(builder.request(image)).exit_code == 0
-    assert (image / MOD).read_text() == before
 
 
 def test_a_lost_fix_whose_post_image_a_later_fix_changed_is_not_found_at_an_upstream_twin(builder):
